@@ -1,0 +1,25 @@
+"""jax_triton_rocm: call Triton and Gluon GPU kernels from JAX, on AMD ROCm and NVIDIA CUDA.
+
+    import jax_triton_rocm as jtr
+    out = jtr.triton_call(x, y, kernel=add_kernel, out_shape=x, grid=(n // 256,), BLOCK=256)
+
+Importing the package does not import Triton; `triton_call` and the first lowering do.
+"""
+
+from jax_triton_rocm._call import triton_call
+from jax_triton_rocm._plugin import initialize, register, registered_platforms
+from jax_triton_rocm._primitive import triton_kernel_p
+from jax_triton_rocm._state import clear_caches
+from jax_triton_rocm._target import target_arch
+from jax_triton_rocm._version import __version__
+
+__all__ = [
+    "__version__",
+    "clear_caches",
+    "initialize",
+    "register",
+    "registered_platforms",
+    "target_arch",
+    "triton_call",
+    "triton_kernel_p",
+]

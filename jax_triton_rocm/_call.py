@@ -1,0 +1,244 @@
+"""`triton_call`: checks a call's arguments and binds `triton_kernel_p`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jax_triton_rocm import _compat, _kernel, _plugin, _types
+from jax_triton_rocm._primitive import triton_kernel_p
+
+Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
+
+_RENAMED_KEYWORDS = {
+    "custom_call_target_name": "jax_triton_rocm picks the custom-call target from the "
+                               "installed jaxlib (typed FFI where it exists); drop this argument.",
+}
+
+
+def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
+    """A grid as three positive ints.
+
+    Raises:
+      ValueError / TypeError: naming `what` and the value: empty, more than 3 dimensions, a
+        non-integer or a non-positive size.
+    """
+    if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
+        dims = (int(grid),)
+    elif isinstance(grid, Sequence) and not isinstance(grid, str):
+        dims = tuple(grid)
+    else:
+        raise TypeError(f"{what}={grid!r} must be an int, a tuple of 1-3 ints, or a callable "
+                        f"taking the metaparameters and returning one of those.")
+    if not dims:
+        raise ValueError(f"{what}={grid!r} is empty; give 1-3 sizes, e.g. grid=(n_blocks,).")
+    if len(dims) > 3:
+        raise ValueError(f"{what}={grid!r} has {len(dims)} dimensions; GPUs launch at most 3.")
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"{what}={grid!r}: every size must be a Python int, got "
+                            f"{type(d).__name__} {d!r}. Compute the grid from static shapes "
+                            f"(x.shape), not from traced values.")
+        if d <= 0:
+            raise ValueError(f"{what}={grid!r}: every size must be positive (got {d}). "
+                             f"An empty launch has nothing to do; skip the call instead.")
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+
+
+def _check_positive_int(value: Any, what: str, *, power_of_two: bool = False) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{what}={value!r} must be a positive int.")
+    if power_of_two and value & (value - 1):
+        raise ValueError(f"{what}={value!r} must be a power of two (1, 2, 4, 8, ...), as Triton "
+                         f"requires.")
+
+
+def _out_shapes(out_shape: Any) -> tuple[list[jax.ShapeDtypeStruct], Any]:
+    leaves, tree = jax.tree_util.tree_flatten(
+        out_shape, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))
+    if not leaves:
+        raise ValueError("out_shape is empty; a Triton kernel call needs at least one output, "
+                         "e.g. out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype).")
+    shapes = []
+    for i, leaf in enumerate(leaves):
+        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+            raise TypeError(f"out_shape leaf {i} is {leaf!r}; each output needs a .shape and a "
+                            f".dtype, e.g. jax.ShapeDtypeStruct((n,), jnp.float32).")
+        _types.pointer_type(leaf.dtype, what=f"output {i}")
+        shapes.append(jax.ShapeDtypeStruct(tuple(leaf.shape), np.dtype(leaf.dtype)))
+    return shapes, tree
+
+
+def _size_bytes(aval: Any) -> int:
+    return int(math.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
+
+
+def _check_aliases(aliases: Mapping[int, int], arrays: list, outs: list) -> tuple:
+    pairs = []
+    for in_idx, out_idx in dict(aliases).items():
+        if not (isinstance(in_idx, int) and 0 <= in_idx < len(arrays)):
+            raise ValueError(
+                f"input_output_aliases={dict(aliases)!r}: input index {in_idx!r} is not one of "
+                f"the {len(arrays)} array arguments (indices count arrays only, not scalars).")
+        if not (isinstance(out_idx, int) and 0 <= out_idx < len(outs)):
+            raise ValueError(f"input_output_aliases={dict(aliases)!r}: output index {out_idx!r} "
+                             f"is not one of the {len(outs)} outputs.")
+        src, dst = arrays[in_idx], outs[out_idx]
+        if tuple(src.shape) != tuple(dst.shape) or np.dtype(src.dtype) != np.dtype(dst.dtype):
+            raise ValueError(
+                f"input_output_aliases: input {in_idx} ({src.dtype}{list(src.shape)}) and output "
+                f"{out_idx} ({dst.dtype}{list(dst.shape)}) must have the same shape and dtype to "
+                f"share a buffer.")
+        pairs.append((in_idx, out_idx))
+    if len({o for _, o in pairs}) != len(pairs):
+        raise ValueError(f"input_output_aliases={dict(aliases)!r} aliases one output twice.")
+    return tuple(sorted(pairs))
+
+
+def _check_zeroed(zeroed: Any, n_outs: int) -> Any:
+    if callable(zeroed):
+        return zeroed
+    indices = tuple(zeroed)
+    for idx in indices:
+        if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < n_outs:
+            raise ValueError(f"zeroed_outputs={zeroed!r}: {idx!r} is not an output index "
+                             f"(0..{n_outs - 1}).")
+    return tuple(sorted(set(indices)))
+
+
+def triton_call(
+    *args: Any,
+    kernel: Any,
+    out_shape: Any,
+    grid: Grid,
+    name: str = "",
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+    num_ctas: int = 1,
+    compute_capability: int | None = None,
+    enable_fp_fusion: bool = True,
+    input_output_aliases: Mapping[int, int] | None = None,
+    zeroed_outputs: Sequence[int] | Callable[[dict[str, Any]], Sequence[int]] = (),
+    debug: bool = False,
+    serialized_metadata: bytes = b"",
+    **metaparams: Any,
+) -> Any:
+    """Calls a Triton (or Gluon) kernel on JAX arrays; works eagerly and inside `jax.jit`.
+
+    The kernel's parameters are filled in order: `args` (arrays and Python/NumPy scalars), then
+    one pointer per output of `out_shape`, then constexpr parameters by name from `metaparams`
+    (or the kernel's defaults). Scalars are typed as Triton's own launcher types them: bool is
+    "u1", int "i32"/"i64"/"u64" by range (an int equal to 1 becomes a constexpr), float "fp32".
+
+    Args:
+      *args: the inputs: arrays (any dtype Triton takes, fp8 and bf16 included) and scalars.
+      kernel: a @triton.jit or @gluon.jit function, optionally wrapped in @triton.autotune and
+        @triton.heuristics.
+      out_shape: a `jax.ShapeDtypeStruct` (anything with .shape and .dtype) or a pytree of them.
+      grid: an int, a tuple of 1-3 ints, or a callable of the metaparameters returning one.
+      name: a name for the call (shown by jaxlib and profilers).
+      num_warps: warps per program (Triton's default: 4). On AMD wave32 GPUs it must be even.
+      num_stages: software-pipelining depth (the backend's default when None).
+      num_ctas: CTAs per cluster (Hopper and newer).
+      compute_capability: a CUDA compute capability (e.g. 90) to compile for instead of the
+        device's; `target_arch` is the general form.
+      enable_fp_fusion: let the compiler fuse multiply-add.
+      input_output_aliases: {array-argument index: output index}, buffers that share memory
+        (donate the input under `jit` to avoid a copy).
+      zeroed_outputs: output indices zeroed before the launch, or a callable of the
+        metaparameters returning them.
+      debug: compile with Triton's debug mode (device assertions) and print the IRs.
+      serialized_metadata: bytes carried in the kernel call for the caller's own use.
+      **metaparams: constexpr parameters by name, and the compile options `waves_per_eu`,
+        `matrix_instr_nonkdim`, `kpack` (AMD) and `maxnreg` (NVIDIA) unless the kernel has a
+        parameter of that name.
+
+    Returns:
+      The outputs, in the structure of `out_shape`.
+
+    Raises:
+      ImportError: Triton is not installed or does not import.
+      TypeError / ValueError: a bad argument; the message names it, its value and the fix.
+    """
+    _compat.triton_info()
+    _plugin.register()
+    for keyword, advice in _RENAMED_KEYWORDS.items():
+        if keyword in metaparams:
+            raise TypeError(f"triton_call got {keyword}={metaparams[keyword]!r}: {advice}")
+    unwrapped = _kernel.unwrap(kernel)
+    jit_fn = unwrapped.jit_fn
+    param_names = list(jit_fn.arg_names)
+
+    options = {k: metaparams.pop(k) for k in list(metaparams)
+               if k in _kernel.COMPILE_OPTIONS and k not in param_names}
+
+    arrays: list[Any] = []
+    positional: list[tuple[str, Any]] = []
+    for i, arg in enumerate(args):
+        if arg is None or _types.is_scalar(arg):
+            if arg is not None:
+                _types.scalar(arg, what=f"argument {i}")
+            positional.append(("scalar", arg))
+        elif hasattr(arg, "shape") and hasattr(arg, "dtype"):
+            _types.pointer_type(arg.dtype, what=f"argument {i}")
+            positional.append(("array", len(arrays)))
+            arrays.append(arg if isinstance(arg, jax.Array) else jnp.asarray(arg))
+        else:
+            raise TypeError(f"argument {i} has type {type(arg).__name__} ({arg!r}); triton_call "
+                            f"takes arrays and bool/int/float scalars.")
+
+    out_shapes, out_tree = _out_shapes(out_shape)
+    if not callable(grid):
+        normalize_grid(grid)
+    _check_positive_int(num_warps, "num_warps", power_of_two=True)
+    _check_positive_int(num_stages, "num_stages")
+    _check_positive_int(num_ctas, "num_ctas")
+    if compute_capability is not None:
+        from jax_triton_rocm._target import normalize_arch
+
+        normalize_arch("cuda", compute_capability, what="compute_capability")
+    if not isinstance(serialized_metadata, bytes):
+        raise TypeError(f"serialized_metadata must be bytes, got "
+                        f"{type(serialized_metadata).__name__}.")
+    aliases = _check_aliases(input_output_aliases or {}, arrays, out_shapes)
+    zeroed = _check_zeroed(zeroed_outputs, len(out_shapes))
+
+    if unwrapped.autotuner is None and not unwrapped.heuristics:
+        from triton.backends.compiler import BaseBackend
+
+        _kernel.bind(jit_fn, BaseBackend, positional=tuple(positional),
+                     in_avals=tuple(arrays), out_avals=tuple(out_shapes), constexprs=metaparams)
+    else:
+        unknown = sorted(set(metaparams) - set(param_names))
+        if unknown:
+            raise TypeError(f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for "
+                            f"kernel {_kernel.kernel_name(jit_fn)}, whose parameters are "
+                            f"({', '.join(param_names)}).")
+
+    outs = triton_kernel_p.bind(
+        *arrays,
+        kernel=kernel,
+        positional=tuple(positional),
+        out_shapes=tuple(out_shapes),
+        grid=grid,
+        name=name,
+        num_warps=num_warps,
+        num_stages=num_stages,
+        num_ctas=num_ctas,
+        compute_capability=compute_capability,
+        enable_fp_fusion=enable_fp_fusion,
+        input_output_aliases=aliases,
+        zeroed_outputs=zeroed,
+        debug=debug,
+        serialized_metadata=serialized_metadata,
+        metaparams=tuple(sorted(metaparams.items())),
+        options=tuple(sorted(options.items())),
+    )
+    return jax.tree_util.tree_unflatten(out_tree, outs)

@@ -1,0 +1,290 @@
+"""What differs between jaxlib, plugin and Triton releases, detected in one place.
+
+Every other module asks this one ("does the plugin load a module image?", "is Gluon there?")
+instead of comparing versions itself. Detection is by feature wherever the installed packages
+allow it; the one fallback on version numbers (a plugin that cannot be imported on this machine,
+such as the ROCm plugin without a ROCm runtime) is written here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import importlib.util
+import logging
+import types
+from typing import Any
+
+try:
+    import importlib_metadata
+except ImportError:  # the standard library's is enough on Python 3.11+
+    import importlib.metadata as importlib_metadata
+
+logger = logging.getLogger("jax_triton_rocm")
+
+GPU_PLATFORMS = ("cuda", "rocm")
+
+# The jaxlib plugins that carry a `_triton` module, newest first (as jaxlib's plugin_support).
+PLUGIN_PACKAGES: dict[str, tuple[str, ...]] = {
+    "cuda": ("jax_cuda13_plugin", "jax_cuda12_plugin"),
+    "rocm": ("jax_rocm10_plugin", "jax_rocm7_plugin", "jax_rocm60_plugin"),
+}
+
+PLUGIN_INSTALL_HINT = {
+    "cuda": "pip install -U 'jax[cuda13]'",
+    "rocm": "pip install -U 'jax[rocm7-local]' (see JAX's ROCm install guide)",
+}
+
+FFI_TARGET = "triton_kernel_call_ffi"
+LEGACY_TARGET = "triton_kernel_call"
+
+# Releases in which the plugins gained a feature. Used only for a plugin whose `_triton` module
+# cannot be imported here (the ROCm plugin needs libamdhip64), or when cross-compiling with no
+# plugin at all, where the jaxlib that will load the kernel is assumed to match this one.
+_FFI_TARGET_SINCE = (0, 10, 1)
+_GLOBAL_SCRATCH_SINCE = (0, 11, 0)
+_MODULE_IMAGE_SINCE = (0, 11, 1)
+
+# A string that a plugin's `_triton` binary contains only if its proto knows
+# `TritonKernel.module_image` (protobuf keeps the full names of string fields for UTF-8 checks).
+_MODULE_IMAGE_MARKER = b"jax_triton.ModuleImageProto"
+# Present only in plugins that allocate Triton's global scratch buffer.
+_GLOBAL_SCRATCH_MARKER = b"global_scratch_size"
+
+
+def installed_plugin(platform: str) -> str | None:
+    """Returns the import name of the jaxlib plugin installed for `platform`, or None.
+
+    Looks only at what is installed (cheap: no import, no device).
+    """
+    for package in PLUGIN_PACKAGES[platform]:
+        if importlib.util.find_spec(package) is not None:
+            return package
+    return None
+
+
+def installed_gpu_platforms() -> tuple[str, ...]:
+    """The GPU platforms ("cuda", "rocm") whose jaxlib plugin is installed."""
+    return tuple(p for p in GPU_PLATFORMS if installed_plugin(p) is not None)
+
+
+def plugin_triton_module(platform: str) -> types.ModuleType | None:
+    """The plugin's `_triton` extension for `platform`, or None where it cannot be imported.
+
+    Uses the plugin's own module, never `jax._src.lib.gpu_triton`'s top-level names: those are
+    overwritten by ROCm's when both plugins are installed.
+    """
+    return _plugin_triton_module(platform)
+
+
+@functools.cache
+def _plugin_triton_module(platform: str) -> types.ModuleType | None:
+    try:
+        from jax._src.lib import gpu_triton  # registers the custom-call targets with XLA
+    except Exception as err:  # a broken plugin must not break lowering for the other vendor
+        logger.debug("jax._src.lib.gpu_triton did not import: %s", err)
+        gpu_triton = None
+    attr = {"cuda": "_cuda_triton", "rocm": "_hip_triton"}[platform]
+    module = getattr(gpu_triton, attr, None)
+    if module is not None:
+        return module
+    package = installed_plugin(platform)
+    if package is None:
+        return None
+    try:
+        return importlib.import_module(f"{package}._triton")
+    except Exception as err:
+        logger.debug("%s._triton did not import: %s", package, err)
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class PluginFeatures:
+    """What the jaxlib plugin that will run a kernel can load.
+
+    Attributes:
+      platform: "cuda" or "rocm".
+      plugin: the plugin's import name, or None when no plugin is installed.
+      ffi_target: the plugin registers the typed-FFI target `triton_kernel_call_ffi`.
+      module_image: the plugin's proto knows `TritonKernel.module_image` (a CUBIN or HSACO
+        carried inside the opaque).
+      global_scratch: the plugin allocates the global scratch memory a kernel asks for.
+      detected_from: how this was found out, for error messages and notes.
+    """
+
+    platform: str
+    plugin: str | None
+    ffi_target: bool
+    module_image: bool
+    global_scratch: bool
+    detected_from: str
+
+    @property
+    def custom_call_target(self) -> str:
+        return FFI_TARGET if self.ffi_target else LEGACY_TARGET
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def _features_from_version(platform: str, plugin: str | None, version: str, source: str):
+    release = _version_tuple(version)
+    return PluginFeatures(
+        platform=platform,
+        plugin=plugin,
+        ffi_target=release >= _FFI_TARGET_SINCE,
+        module_image=release >= _MODULE_IMAGE_SINCE,
+        global_scratch=release >= _GLOBAL_SCRATCH_SINCE,
+        detected_from=f"{source} {version}",
+    )
+
+
+@functools.cache
+def plugin_features(platform: str) -> PluginFeatures | None:
+    """Detects what the installed plugin for `platform` loads; None when no plugin is installed.
+
+    From the plugin's `_triton` module when it imports (registered targets, and the proto's
+    `ModuleImageProto` in its binary); from the plugin's release otherwise.
+    """
+    module = plugin_triton_module(platform)
+    if module is not None:
+        registrations = getattr(module, "registrations", None)
+        ffi = FFI_TARGET in (registrations() if registrations is not None else {})
+        with open(module.__file__, "rb") as binary:
+            content = binary.read()
+        return PluginFeatures(
+            platform=platform,
+            plugin=module.__name__.split(".")[0],
+            ffi_target=ffi,
+            module_image=_MODULE_IMAGE_MARKER in content,
+            global_scratch=_GLOBAL_SCRATCH_MARKER in content,
+            detected_from=f"{module.__name__} (inspected)",
+        )
+    package = installed_plugin(platform)
+    if package is None:
+        return None
+    distribution = package.replace("_", "-")
+    try:
+        version = importlib_metadata.version(distribution)
+    except importlib_metadata.PackageNotFoundError:
+        version = jaxlib_version()
+    return _features_from_version(platform, package, version, f"{distribution} release")
+
+
+def assumed_features(platform: str) -> PluginFeatures:
+    """Features assumed when cross-compiling for a platform with no plugin installed here.
+
+    The plugins ship in lockstep with jaxlib, so the jaxlib installed here stands for the one
+    that will load the kernel.
+    """
+    return _features_from_version(platform, None, jaxlib_version(), "no plugin here; assumed jaxlib")
+
+
+def jaxlib_version() -> str:
+    import jaxlib
+
+    return jaxlib.__version__
+
+
+@dataclasses.dataclass(frozen=True)
+class TritonInfo:
+    """The installed Triton: its module, its version and what it offers."""
+
+    module: Any
+    version: str
+    backends: tuple[str, ...]
+    has_gluon: bool
+    gluon_for_amd: bool
+
+
+_TRITON_INSTALL = "pip install 'triton>=3.6,<3.10'"
+
+
+@functools.cache
+def triton_info() -> TritonInfo:
+    """Imports Triton once; raises ImportError saying what is wrong, with the cause chained.
+
+    A Triton whose import fails with ImportError, RuntimeError or ValueError (a build for
+    another Python, a backend that does not load, a mismatched LLVM) gets the same treatment as
+    a missing one: an ImportError that names the problem and the install command.
+    """
+    try:
+        import triton
+        import triton.backends
+    except ModuleNotFoundError as err:
+        if err.name is not None and err.name.split(".")[0] == "triton":
+            raise ImportError(
+                f"jax_triton_rocm needs Triton, which is not installed. Install it with: "
+                f"{_TRITON_INSTALL}") from err
+        raise ImportError(f"Triton is installed but does not import ({err}). Reinstall it "
+                          f"with: {_TRITON_INSTALL}") from err
+    except (ImportError, RuntimeError, ValueError) as err:
+        raise ImportError(
+            f"Triton is installed but does not import: {type(err).__name__}: {err}. It may be "
+            f"a build for another Python, platform or LLVM; reinstall it with: "
+            f"{_TRITON_INSTALL}") from err
+    backends = tuple(sorted(getattr(triton.backends, "backends", {})))
+    has_gluon = importlib.util.find_spec("triton.experimental.gluon") is not None
+    version = triton.__version__
+    return TritonInfo(
+        module=triton,
+        version=version,
+        backends=backends,
+        has_gluon=has_gluon,
+        # Gluon's AMD layouts and lowering arrived in Triton 3.5.
+        gluon_for_amd=has_gluon and _version_tuple(version) >= (3, 5),
+    )
+
+
+TRITON_BACKEND_FOR = {"cuda": "nvidia", "rocm": "amd"}
+
+
+def import_triton_backend(platform: str) -> types.ModuleType:
+    """Imports Triton's compiler backend for `platform` ("cuda" -> nvidia, "rocm" -> amd).
+
+    Raises ImportError naming the platform and the backend when Triton lacks it or it is broken.
+    """
+    info = triton_info()
+    name = TRITON_BACKEND_FOR[platform]
+    try:
+        return importlib.import_module(f"triton.backends.{name}.compiler")
+    except ModuleNotFoundError as err:
+        raise ImportError(
+            f"The installed Triton {info.version} has no '{name}' backend, which lowering for "
+            f"platform '{platform}' needs (it has: {', '.join(info.backends) or 'none'}). Install "
+            f"a Triton build for {platform.upper()}: {_TRITON_INSTALL}") from err
+    except (ImportError, RuntimeError, ValueError) as err:
+        raise ImportError(
+            f"Triton {info.version}'s '{name}' backend does not import: {type(err).__name__}: "
+            f"{err}. Reinstall Triton: {_TRITON_INSTALL}") from err
+
+
+def ast_source(fn: Any, signature: dict[str, str], constexprs: dict, attrs: dict) -> Any:
+    """Triton's ASTSource for a @triton.jit function (same constructor in 3.6-3.9)."""
+    from triton.compiler import ASTSource
+
+    return ASTSource(fn, signature, constexprs=constexprs, attrs=attrs)
+
+
+def gluon_ast_source(fn: Any, signature: dict[str, str], constexprs: dict, attrs: dict) -> Any:
+    """Gluon's GluonASTSource for a @gluon.jit function."""
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    return GluonASTSource(fn, signature, constexprs=constexprs, attrs=attrs)
+
+
+def is_gluon_kernel(fn: Any) -> bool:
+    """Whether `fn` is a @gluon.jit function (without importing Gluon when it is not)."""
+    if not triton_info().has_gluon:
+        return False
+    from triton.experimental.gluon._runtime import GluonJITFunction
+
+    return isinstance(fn, GluonJITFunction)

@@ -1,0 +1,132 @@
+"""Compiling a bound kernel with `triton.compile`, through the one shared kernel-key cache.
+
+The kernel key covers everything that can change the binary: the kernel's source and the
+sources of the Triton functions it calls (`JITFunction.cache_key`), the Triton version, the
+target (backend, arch, warp size), Triton or Gluon, the signature and specialisation, the
+constexprs and every compile option. An edited kernel never gets the old binary; two kernels
+with the same name never collide. `triton.compile` keeps using Triton's own on-disk cache
+(`TRITON_CACHE_DIR` is never touched), so a second process gets the binary in milliseconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any
+
+from jax_triton_rocm import _compat, _state
+from jax_triton_rocm._kernel import BoundKernel
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledKernel:
+    """What `triton.compile` produced, reduced to what a kernel call needs.
+
+    Attributes:
+      key: the kernel key it is cached under.
+      name: the kernel's symbol.
+      binary: the CUBIN or HSACO.
+      asm: the PTX or AMDGCN text.
+      ttir: Triton IR.
+      shared_mem_bytes, num_warps, num_ctas, warp_size: launch needs.
+      global_scratch_size, global_scratch_align, profile_scratch_size: Triton's scratch needs.
+      metadata: Triton's full metadata, as a dict (for debugging and tests).
+    """
+
+    key: str
+    name: str
+    binary: bytes
+    asm: str
+    ttir: str
+    shared_mem_bytes: int
+    num_warps: int
+    num_ctas: int
+    warp_size: int
+    global_scratch_size: int
+    global_scratch_align: int
+    profile_scratch_size: int
+    metadata: dict[str, Any]
+
+
+def _stable(value: Any) -> str:
+    """A text for a constexpr value that is equal exactly when the values compile alike."""
+    cache_key = getattr(value, "cache_key", None)
+    if isinstance(cache_key, str):
+        return f"fn:{cache_key}"
+    inner = getattr(value, "value", None)
+    if type(value).__name__ == "constexpr":
+        return f"constexpr:{_stable(inner)}"
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__}({','.join(_stable(v) for v in value)})"
+    return f"{type(value).__module__}.{type(value).__qualname__}:{value!r}"
+
+
+def kernel_key(
+    jit_fn: Any,
+    triton_target: Any,
+    bound: BoundKernel,
+    options: dict[str, Any],
+    *,
+    gluon: bool,
+) -> str:
+    """The kernel key: a SHA-256 over every input that can change the compiled binary."""
+    parts = [
+        f"source={jit_fn.cache_key}",
+        f"triton={_compat.triton_info().version}",
+        f"target={triton_target.backend}:{triton_target.arch}:{triton_target.warp_size}",
+        f"language={'gluon' if gluon else 'triton'}",
+        f"signature={sorted(bound.signature.items())}",
+        f"specialization={bound.specializations}",
+        "constexprs=" + ";".join(f"{k}={_stable(v)}" for k, v in sorted(bound.constexprs.items())),
+        "options=" + ";".join(f"{k}={_stable(v)}" for k, v in sorted(options.items())),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def compile_bound(
+    jit_fn: Any,
+    triton_target: Any,
+    bound: BoundKernel,
+    options: dict[str, Any],
+    *,
+    gluon: bool,
+    binary_key: str,
+    asm_key: str,
+) -> CompiledKernel:
+    """Compiles (or fetches from the shared cache) `jit_fn` for `triton_target`.
+
+    Args:
+      jit_fn: the @triton.jit / @gluon.jit function.
+      triton_target: a `triton.backends.compiler.GPUTarget`.
+      bound: the call's signature, constexprs and specialisation.
+      options: compile options for the backend's `parse_options`.
+      gluon: compile as Gluon (`GluonASTSource`).
+      binary_key, asm_key: which of Triton's outputs are the binary and the assembly
+        ("cubin"/"ptx" on CUDA, "hsaco"/"amdgcn" on HIP).
+    """
+    key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon)
+
+    def build() -> CompiledKernel:
+        triton = _compat.triton_info().module
+        make_source = _compat.gluon_ast_source if gluon else _compat.ast_source
+        source = make_source(jit_fn, bound.signature, bound.constexprs, bound.attrs)
+        compiled = triton.compile(source, target=triton_target, options=dict(options))
+        metadata = compiled.metadata
+        meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
+        return CompiledKernel(
+            key=key,
+            name=meta["name"],
+            binary=bytes(compiled.asm[binary_key]),
+            asm=compiled.asm[asm_key],
+            ttir=compiled.asm["ttir"],
+            shared_mem_bytes=int(meta.get("shared", 0)),
+            num_warps=int(meta["num_warps"]),
+            num_ctas=int(meta.get("num_ctas", 1)),
+            warp_size=int(meta.get("warp_size", triton_target.warp_size)),
+            global_scratch_size=int(meta.get("global_scratch_size", 0) or 0),
+            global_scratch_align=int(meta.get("global_scratch_align", 1) or 1),
+            profile_scratch_size=int(meta.get("profile_scratch_size", 0) or 0),
+            metadata={k: v for k, v in meta.items() if k != "target"},
+        )
+
+    return _state.KERNELS.get_or_compile(key, build)

@@ -1,0 +1,83 @@
+"""NVIDIA: Triton to PTX and CUBIN, as jaxlib's CUDA plugin loads them.
+
+The PTX always travels in `TritonKernel.ptx` (every jaxlib reads it); where the plugin knows
+`module_image` (0.11.1+) the CUBIN Triton built travels too, and jaxlib loads it as is: no ptxas
+at load time, and jaxlib's older ptxas never meets newer PTX.
+
+Importing this module imports Triton's NVIDIA backend, so a broken one fails here, when the
+package is set up for CUDA, and not at the first lowering.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jax_triton_rocm import _compat, _configs, _proto, _target
+from jax_triton_rocm._compile import CompiledKernel
+from jax_triton_rocm._lowering import VendorLowering
+
+_backend = _compat.import_triton_backend("cuda")
+
+from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked import)
+
+WARP_SIZE = 32
+
+
+class CudaLowering(VendorLowering):
+    platform = "cuda"
+    binary_key = "cubin"
+    asm_key = "ptx"
+
+    def triton_target(self, target: _target.Target) -> Any:
+        return GPUTarget("cuda", target.cuda_capability, WARP_SIZE)
+
+    def backend_class(self) -> Any:
+        return _backend.CUDABackend
+
+    def explicit_target(self, params: dict[str, Any]) -> _target.Target | None:
+        capability = params.get("compute_capability")
+        if capability is not None:
+            arch = _target.normalize_arch("cuda", capability, what="compute_capability")
+            return _target.Target("cuda", arch, "compute_capability=")
+        return super().explicit_target(params)
+
+    def compile_options(self, target: _target.Target, config: _configs.LaunchConfig,
+                        *, enable_fp_fusion: bool, debug: bool) -> dict[str, Any]:
+        if config.num_ctas > 1 and target.cuda_capability < 90:
+            raise ValueError(
+                f"num_ctas={config.num_ctas} needs thread-block clusters (sm_90 or newer); the "
+                f"target is {target.arch} (from {target.source}). Use num_ctas=1.")
+        options: dict[str, Any] = {
+            "num_warps": config.num_warps or 4,
+            "num_ctas": config.num_ctas,
+            "enable_fp_fusion": enable_fp_fusion,
+            "debug": debug,
+        }
+        if config.num_stages is not None:
+            options["num_stages"] = config.num_stages
+        if config.options.get("maxnreg") is not None:
+            options["maxnreg"] = config.options["maxnreg"]
+        return options
+
+    def kernel_image(self, compiled: CompiledKernel, target: _target.Target,
+                     features: _compat.PluginFeatures) -> _proto.KernelImage:
+        if compiled.global_scratch_size and not features.global_scratch:
+            raise NotImplementedError(
+                f"Kernel {compiled.name} needs {compiled.global_scratch_size} bytes of Triton "
+                f"global scratch memory, which this jaxlib CUDA plugin ({features.detected_from}) "
+                f"does not allocate. Upgrade jax and its plugin to 0.11 or newer.")
+        return _proto.KernelImage(
+            name=compiled.name,
+            num_warps=compiled.num_warps,
+            num_ctas=compiled.num_ctas,
+            shared_mem_bytes=compiled.shared_mem_bytes,
+            ptx=compiled.asm,
+            ttir=compiled.ttir,
+            compute_capability=target.cuda_capability,
+            object_file=compiled.binary if features.module_image else None,
+            global_scratch_size=compiled.global_scratch_size,
+            global_scratch_align=compiled.global_scratch_align,
+        )
+
+
+LOWERING = CudaLowering()

@@ -1,0 +1,239 @@
+"""The lowering of `triton_kernel_p`, shared by every vendor.
+
+Data flow: the call's static parameters -> launch configurations (`_configs`) -> for each, the
+arguments bound to the kernel's parameters (`_kernel`) -> a compiled kernel from the shared cache
+(`_compile`) -> a kernel image as the installed jaxlib loads it (the vendor's `kernel_image`) ->
+the kernel call encoded (`_proto`) -> a custom call in the module being lowered.
+
+A vendor module (`_cuda`, `_hip`) subclasses `VendorLowering` and answers only vendor questions:
+which Triton target, which compile options, how the binary reaches jaxlib. The core never asks
+"which vendor am I?".
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from jax_triton_rocm import _compat, _compile, _configs, _kernel, _proto, _target
+from jax_triton_rocm._call import normalize_grid
+
+logger = logging.getLogger("jax_triton_rocm")
+
+ENV_COMPILE_THREADS = "JAX_TRITON_ROCM_COMPILE_THREADS"
+
+
+@dataclasses.dataclass(frozen=True)
+class LoweredCall:
+    """What a lowering produced, before it becomes MLIR (kept for tests and the prewarm)."""
+
+    opaque: bytes
+    serialized: bytes
+    custom_call_target: str
+    features: _compat.PluginFeatures
+    target: _target.Target
+    kernels: tuple[_compile.CompiledKernel, ...]
+    calls: tuple[_proto.KernelCall, ...]
+
+
+class VendorLowering:
+    """One vendor's answers to the core lowering. Subclasses set the class attributes.
+
+    Attributes:
+      platform: JAX's platform name ("cuda", "rocm").
+      binary_key, asm_key: Triton's names for the binary and assembly outputs.
+    """
+
+    platform: str = ""
+    binary_key: str = ""
+    asm_key: str = ""
+
+    def triton_target(self, target: _target.Target) -> Any:
+        """Triton's `GPUTarget` for `target` (arch and warp size)."""
+        raise NotImplementedError
+
+    def backend_class(self) -> Any:
+        """Triton's compiler backend class (for parsing specialisation attributes)."""
+        raise NotImplementedError
+
+    def compile_options(self, target: _target.Target, config: _configs.LaunchConfig,
+                        *, enable_fp_fusion: bool, debug: bool) -> dict[str, Any]:
+        """Options for `triton.compile`, from a launch configuration."""
+        raise NotImplementedError
+
+    def kernel_image(self, compiled: _compile.CompiledKernel, target: _target.Target,
+                     features: _compat.PluginFeatures) -> _proto.KernelImage:
+        """The compiled kernel as the installed jaxlib loads it."""
+        raise NotImplementedError
+
+    def after_encode(self, lowered: LoweredCall, ctx: Any, operands: tuple) -> None:
+        """A hook run once the call is encoded, before it is emitted (the HIP prewarm)."""
+
+    def explicit_target(self, params: dict[str, Any]) -> _target.Target | None:
+        """A target the call itself names (e.g. `compute_capability` on CUDA)."""
+        return _target.named_arch(self.platform)
+
+    def check_compiled(self, compiled: _compile.CompiledKernel, target: _target.Target) -> None:
+        """Raises if jaxlib cannot launch `compiled` correctly."""
+        if compiled.profile_scratch_size:
+            raise NotImplementedError(
+                f"Kernel {compiled.name} was compiled with Triton's profiling instrumentation "
+                f"(profile scratch of {compiled.profile_scratch_size} bytes), which jaxlib does "
+                f"not allocate. Unset TRITON's instrumentation mode (TRITON_INSTRUMENTATION_MODE).")
+        for flag in ("launch_cooperative_grid", "launch_pdl"):
+            if compiled.metadata.get(flag):
+                raise NotImplementedError(
+                    f"Kernel {compiled.name} needs a {flag.removeprefix('launch_')} launch, which "
+                    f"jaxlib's Triton launcher does not do. Compile without it.")
+
+    # The core.
+
+    def features(self, named: _target.Target | None) -> _compat.PluginFeatures:
+        features = _compat.plugin_features(self.platform)
+        if features is not None:
+            return features
+        if named is not None:
+            return _compat.assumed_features(self.platform)
+        raise RuntimeError(
+            f"Lowering triton_call for platform '{self.platform}' needs JAX's "
+            f"{self.platform.upper()} plugin, which is not installed: "
+            f"{_compat.PLUGIN_INSTALL_HINT[self.platform]}. To only cross-compile (no GPU here), "
+            f"name the architecture with jax_triton_rocm.target_arch({self.platform}=...).")
+
+    def lower_call(self, ctx: Any, operands: tuple, params: dict[str, Any]) -> LoweredCall:
+        """Compiles and encodes one `triton_kernel_p` equation (no MLIR is emitted here)."""
+        named = self.explicit_target(params)
+        features = self.features(named)
+        target = named or _target.lowering_target(self.platform, ctx.module_context)
+        unwrapped = _kernel.unwrap(params["kernel"])
+        gluon = _compat.is_gluon_kernel(unwrapped.jit_fn)
+        in_avals = tuple(ctx.avals_in)
+        out_avals = tuple(ctx.avals_out)
+        positional = params["positional"]
+        metaparams = dict(params["metaparams"])
+        configs = _configs.resolve(
+            unwrapped,
+            metaparams=metaparams,
+            options=dict(params["options"]),
+            num_warps=params["num_warps"],
+            num_stages=params["num_stages"],
+            num_ctas=params["num_ctas"],
+            positional=positional,
+            in_avals=in_avals,
+            out_avals=out_avals,
+        )
+        triton_target = self.triton_target(target)
+        backend = self.backend_class()
+
+        def compile_config(config: _configs.LaunchConfig):
+            bound = _kernel.bind(unwrapped.jit_fn, backend, positional=positional,
+                                 in_avals=in_avals, out_avals=out_avals,
+                                 constexprs=config.constexprs)
+            options = self.compile_options(target, config,
+                                           enable_fp_fusion=params["enable_fp_fusion"],
+                                           debug=params["debug"])
+            compiled = _compile.compile_bound(
+                unwrapped.jit_fn, triton_target, bound, options, gluon=gluon,
+                binary_key=self.binary_key, asm_key=self.asm_key)
+            self.check_compiled(compiled, target)
+            return bound, compiled
+
+        results = _map_configs(compile_config, configs)
+        calls = []
+        for config, (bound, compiled) in zip(configs, results):
+            if params["debug"]:
+                print(f"jax_triton_rocm: {compiled.name} for {target.arch}\n--- TTIR ---\n"
+                      f"{compiled.ttir}\n--- {self.asm_key.upper()} ---\n{compiled.asm}")
+            grid_spec = params["grid"]
+            grid_args = {**config.constexprs}
+            grid = normalize_grid(grid_spec(grid_args) if callable(grid_spec) else grid_spec,
+                                  what="grid" if not callable(grid_spec) else
+                                  f"grid({grid_args})")
+            zeroed = params["zeroed_outputs"]
+            if callable(zeroed):
+                zeroed = tuple(zeroed(grid_args))
+            calls.append(_proto.KernelCall(
+                kernel=self.kernel_image(compiled, target, features),
+                grid=grid,
+                params=_launch_params(bound, out_avals, set(zeroed)),
+            ))
+        name = params["name"] or _kernel.kernel_name(unwrapped.jit_fn)
+        if len(calls) == 1:
+            serialized = _proto.encode_call(calls[0], name=name,
+                                            metadata=params["serialized_metadata"])
+        else:
+            aliases = [_proto.Alias(i, o, _size_bytes(in_avals[i]))
+                       for i, o in params["input_output_aliases"]]
+            serialized = _proto.encode_autotuned_call(
+                [(call, config.description) for call, config in zip(calls, configs)],
+                aliases,
+                call_name=f"{name} ({_kernel.kernel_name(unwrapped.jit_fn)})",
+                name=name,
+                metadata=params["serialized_metadata"],
+            )
+        return LoweredCall(
+            opaque=_proto.compress(serialized),
+            serialized=serialized,
+            custom_call_target=features.custom_call_target,
+            features=features,
+            target=target,
+            kernels=tuple(compiled for _, compiled in results),
+            calls=tuple(calls),
+        )
+
+    def lower(self, ctx: Any, *operands: Any, **params: Any):
+        """The MLIR lowering rule registered for this vendor's platform."""
+        lowered = self.lower_call(ctx, operands, params)
+        self.after_encode(lowered, ctx, operands)
+        return emit(ctx, operands, lowered, params["input_output_aliases"])
+
+
+def _size_bytes(aval: Any) -> int:
+    return int(math.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
+
+
+def _launch_params(bound: _kernel.BoundKernel, out_avals: tuple,
+                   zeroed: set[int]) -> tuple[_proto.Param, ...]:
+    params = []
+    specs = dict(bound.specializations)
+    for source in bound.sources:
+        if source.kind == "scalar":
+            params.append(_proto.Param(source.scalar.proto_kind, source.scalar.value))
+            continue
+        divisibility = 16 if "D" in specs.get(source.position, "") else 0
+        zero = _size_bytes(out_avals[source.index]) if (
+            source.kind == "output" and source.index in zeroed) else 0
+        params.append(_proto.Param("array", bytes_to_zero=zero, ptr_divisibility=divisibility))
+    return tuple(params)
+
+
+def _map_configs(fn, configs: list) -> list:
+    """Compiles configs in parallel threads (Triton releases the GIL in its passes)."""
+    if len(configs) == 1:
+        return [fn(configs[0])]
+    workers = int(os.environ.get(ENV_COMPILE_THREADS, "0") or 0) or min(len(configs),
+                                                                        os.cpu_count() or 1)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers,
+                                               thread_name_prefix="jax_triton_rocm") as pool:
+        return list(pool.map(fn, configs))
+
+
+def emit(ctx: Any, operands: tuple, lowered: LoweredCall, aliases: tuple):
+    """Emits the custom call: typed FFI with an `opaque` attribute, or the legacy target."""
+    from jax import ffi
+
+    operand_output_aliases = {i: o for i, o in aliases}
+    if lowered.custom_call_target == _compat.FFI_TARGET:
+        rule = ffi.ffi_lowering(lowered.custom_call_target,
+                                operand_output_aliases=operand_output_aliases)
+        return rule(ctx, *operands, opaque=lowered.opaque)
+    rule = ffi.ffi_lowering(lowered.custom_call_target, api_version=2,
+                            backend_config=lowered.opaque,
+                            operand_output_aliases=operand_output_aliases)
+    return rule(ctx, *operands)

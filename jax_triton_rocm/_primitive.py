@@ -1,0 +1,75 @@
+"""`triton_kernel_p`: the primitive a `triton_call` binds.
+
+Its operands are the call's arrays; everything else (the kernel, scalars, grid, options) is a
+static parameter. Lowering rules are registered per platform by `_plugin`; the CPU rule only
+raises a clear error, because Triton kernels run on GPUs.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+from jax.interpreters import ad, batching, mlir
+
+try:
+    from jax.extend.core import Primitive
+except ImportError:  # older jax
+    from jax.core import Primitive
+
+from jax._src import dispatch
+
+triton_kernel_p = Primitive("triton_kernel")
+triton_kernel_p.multiple_results = True
+triton_kernel_p.def_impl(functools.partial(dispatch.apply_primitive, triton_kernel_p))
+
+
+@triton_kernel_p.def_abstract_eval
+def _abstract_eval(*avals, out_shapes, **_):
+    del avals
+    return [jax.core.ShapedArray(s.shape, s.dtype) for s in out_shapes]
+
+
+def _kernel_label(params) -> str:
+    kernel = params.get("kernel")
+    return params.get("name") or getattr(kernel, "__name__", None) or repr(kernel)
+
+
+def _no_jvp(primals, tangents, **params):
+    del primals, tangents
+    raise NotImplementedError(
+        f"jax.grad / jax.jvp of triton_call (kernel {_kernel_label(params)}) is not supported: "
+        f"JAX cannot differentiate through a Triton kernel. Wrap the call in a function with "
+        f"jax.custom_vjp (or jax.custom_jvp) and give it a backward pass, which may itself be a "
+        f"triton_call.")
+
+
+def _no_batching(args, dims, **params):
+    del args, dims
+    raise NotImplementedError(
+        f"jax.vmap of triton_call (kernel {_kernel_label(params)}) is not supported yet: the "
+        f"kernel's grid and pointers are not batched automatically. Batch inside the kernel "
+        f"(an extra grid axis) or use jax.custom_batching.custom_vmap to define the rule.")
+
+
+ad.primitive_jvps[triton_kernel_p] = _no_jvp
+batching.primitive_batchers[triton_kernel_p] = _no_batching
+
+
+def _cpu_lowering(ctx, *args, **params):
+    del ctx, args
+    raise NotImplementedError(
+        f"triton_call (kernel {_kernel_label(params)}) runs on GPUs (platforms 'cuda' and "
+        f"'rocm'), and this computation is lowered for the CPU. Run it on a GPU device, or see "
+        f"what would be launched with `with jax_triton_rocm.target_arch(cuda='sm_90'):` and "
+        f"jax.jit(f).trace(...).lower(lowering_platforms=('cuda',)).")
+
+
+mlir.register_lowering(triton_kernel_p, _cpu_lowering, platform="cpu")
+
+
+# A call already encoded by a lowering, emitted as is. The HIP prewarm launches it on one device.
+encoded_call_p = Primitive("triton_encoded_call")
+encoded_call_p.multiple_results = True
+encoded_call_p.def_impl(functools.partial(dispatch.apply_primitive, encoded_call_p))
+encoded_call_p.def_abstract_eval(lambda *avals, lowered, out_avals: list(out_avals))

@@ -1,0 +1,196 @@
+"""All process-wide state of the package, with its thread and fork rules.
+
+Threads: lowering can run on many threads at once (JAX compiles in parallel, users call `jit`
+from thread pools). Every structure here is guarded by a lock from one registry; per-key locks
+are handed out under the registry's own lock, so two threads asking for the same key get the
+same lock.
+
+Fork: a child of `os.fork()` inherits memory but only the forking thread. A lock that another
+thread of the parent held at the fork stays held forever in the child, and a compile that was in
+flight there never finishes. So, in the child:
+  - every lock is replaced by a fresh one (the registry's and every per-key lock);
+  - finished kernels stay cached (they are plain data and still valid); in-flight compiles are
+    forgotten, and the child compiles what it needs itself;
+  - the HIP state (registered only once the HIP path is used) is detached: the parent's HSACO
+    folder is the parent's to delete, and the jaxlib module cache does not cross a fork, so the
+    set of kernels already loaded on devices starts empty.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class LockRegistry:
+    """Per-key locks, handed out under one registry lock; fresh after `os.fork()`."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[Hashable, threading.Lock] = {}
+
+    def lock_for(self, key: Hashable) -> threading.Lock:
+        """The lock for `key`: the same object for every caller until the next fork."""
+        with self._guard:
+            lock = self._locks.get(key)
+            if lock is None:
+                lock = self._locks[key] = threading.Lock()
+            return lock
+
+    @property
+    def guard(self) -> threading.Lock:
+        """The registry's own lock, for short critical sections on shared containers."""
+        return self._guard
+
+    def reset_after_fork(self) -> None:
+        self._guard = threading.Lock()
+        self._locks = {}
+
+
+LOCKS = LockRegistry()
+
+
+class KernelCache:
+    """Compiled kernels by kernel key; each key compiled once, however many threads ask.
+
+    A miss takes the key's lock from the registry, checks again and compiles under it, so
+    concurrent lowerings of one kernel compile it once, while different keys compile in
+    parallel. Counters (`stats`) let tests and benchmarks see hits and compiles.
+    """
+
+    def __init__(self, locks: LockRegistry) -> None:
+        self._locks = locks
+        self._entries: dict[str, Any] = {}
+        self.stats: collections.Counter[str] = collections.Counter()
+
+    def get_or_compile(self, key: str, compile_fn: Callable[[], T]) -> T:
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._count("hits")
+            return entry
+        with self._locks.lock_for(("kernel", key)):
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._count("hits")
+                return entry
+            entry = compile_fn()
+            self._entries[key] = entry
+            self._count("compiles")
+            return entry
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._locks.guard:
+            self._entries.clear()
+            self.stats.clear()
+
+    def _count(self, what: str) -> None:
+        with self._locks.guard:
+            self.stats[what] += 1
+
+
+KERNELS = KernelCache(LOCKS)
+
+
+class HsacoFolder:
+    """One per-process temporary folder for HSACO files handed to jaxlib by path.
+
+    Created lazily, once, under a lock; removed at exit by the process that created it. A forked
+    child detaches: it makes its own folder if it needs one and never deletes the parent's.
+    """
+
+    def __init__(self, locks: LockRegistry) -> None:
+        self._locks = locks
+        self._path: str | None = None
+        self._owner_pid: int | None = None
+
+    def path(self) -> str:
+        if self._path is None or self._owner_pid != os.getpid():
+            with self._locks.lock_for("hsaco-folder"):
+                if self._path is None or self._owner_pid != os.getpid():
+                    self._path = tempfile.mkdtemp(prefix="jax_triton_rocm_hsaco_")
+                    self._owner_pid = os.getpid()
+        return self._path
+
+    def new_file(self, data: bytes, stem: str) -> str:
+        """Writes `data` to a new file in the folder and returns its path."""
+        fd, path = tempfile.mkstemp(prefix=f"{stem}_", suffix=".hsaco", dir=self.path())
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        return path
+
+    def remove(self) -> None:
+        """Deletes the folder if this process created it."""
+        if self._path is not None and self._owner_pid == os.getpid():
+            shutil.rmtree(self._path, ignore_errors=True)
+            self._path = None
+
+    def detach_after_fork(self) -> None:
+        self._path = None
+        self._owner_pid = None
+
+
+HSACO_FOLDER = HsacoFolder(LOCKS)
+atexit.register(HSACO_FOLDER.remove)
+
+
+class LoadedKernels:
+    """Digests of kernel calls already launched once in this process (the HIP prewarm)."""
+
+    def __init__(self, locks: LockRegistry) -> None:
+        self._locks = locks
+        self._keys: set[str] = set()
+
+    def __contains__(self, key: str) -> bool:
+        with self._locks.guard:
+            return key in self._keys
+
+    def add(self, key: str) -> None:
+        with self._locks.guard:
+            self._keys.add(key)
+
+    def clear(self) -> None:
+        with self._locks.guard:
+            self._keys.clear()
+
+
+LOADED_KERNELS = LoadedKernels(LOCKS)
+
+
+def _reset_hip_after_fork() -> None:
+    HSACO_FOLDER.detach_after_fork()
+    LOADED_KERNELS.clear()
+
+
+os.register_at_fork(after_in_child=LOCKS.reset_after_fork)
+
+_hip_fork_rules_installed = False
+
+
+def install_hip_fork_rules() -> None:
+    """Registers the HIP part of the fork rules; called by the HIP lowering, once."""
+    global _hip_fork_rules_installed
+    with LOCKS.guard:
+        if _hip_fork_rules_installed:
+            return
+        _hip_fork_rules_installed = True
+    os.register_at_fork(after_in_child=_reset_hip_after_fork)
+
+
+def clear_caches() -> None:
+    """Empties the kernel cache and forgets which kernels were prewarmed."""
+    KERNELS.clear()
+    LOADED_KERNELS.clear()

@@ -1,0 +1,202 @@
+"""Which GPU architecture a lowering compiles for.
+
+In order: `target_arch(...)` in force on the lowering thread; the environment variable
+`JAX_TRITON_ROCM_TARGET_ARCH`; the devices the computation is lowered for (every one of them,
+not device 0: they must agree); the local devices of the platform's backend. With none of these
+(a machine without that GPU), lowering raises an error that says how to name one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import os
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+ENV_TARGET_ARCH = "JAX_TRITON_ROCM_TARGET_ARCH"
+
+_override: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "jax_triton_rocm_target_arch", default=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A compile target: platform ("cuda"/"rocm"), arch ("sm_90", "gfx942") and its source."""
+
+    platform: str
+    arch: str
+    source: str
+
+    @property
+    def cuda_capability(self) -> int:
+        """The CUDA compute capability as Triton and jaxlib take it (90 for sm_90)."""
+        return int(re.fullmatch(r"sm_(\d+)a?", self.arch).group(1))
+
+    @property
+    def gfx_capability(self) -> int:
+        """What jaxlib's HIP `get_compute_capability` reports: major*10+minor (94 for gfx942)."""
+        digits = self.arch[3:]
+        return int(digits[:-2]) * 10 + int(digits[-2], 16)
+
+
+_CUDA_ARCH = re.compile(r"(?:sm_?)?(\d{2,3})(a?)")
+_CUDA_DOTTED = re.compile(r"(\d{1,2})\.(\d)")
+_ROCM_ARCH = re.compile(r"(gfx[0-9]{2,3}[0-9a-f])(?::.*)?")
+
+
+def normalize_arch(platform: str, arch: Any, *, what: str = "arch") -> str:
+    """Canonical arch name: "sm_90" (from 90, "90", "9.0", "sm_90", "sm90") or "gfx942".
+
+    Raises:
+      ValueError: naming `what`, the value and the accepted forms.
+    """
+    text = str(arch).strip().lower()
+    if platform == "cuda":
+        dotted = _CUDA_DOTTED.fullmatch(text)
+        if dotted:
+            return f"sm_{int(dotted.group(1)) * 10 + int(dotted.group(2))}"
+        match = _CUDA_ARCH.fullmatch(text)
+        if match and not isinstance(arch, bool):
+            return f"sm_{match.group(1)}"
+        raise ValueError(
+            f"{what}={arch!r} is not a CUDA architecture. Use a compute capability such as "
+            f"cuda=90, cuda='9.0' or cuda='sm_90'.")
+    if platform == "rocm":
+        match = _ROCM_ARCH.fullmatch(text)
+        if match:
+            return match.group(1)
+        raise ValueError(
+            f"{what}={arch!r} is not an AMD GPU architecture. Use a gfx name such as "
+            f"rocm='gfx942' (MI300), 'gfx950' (MI355) or 'gfx90a' (MI200).")
+    raise ValueError(f"platform {platform!r} has no GPU architecture; use 'cuda' or 'rocm'.")
+
+
+@contextlib.contextmanager
+def target_arch(*, cuda: Any = None, rocm: Any = None) -> Iterator[dict[str, str]]:
+    """Makes lowerings on this thread compile for the named architectures instead of a device's.
+
+    For machines without the GPU (CI, export, ahead-of-time compilation)::
+
+        with jax_triton_rocm.target_arch(cuda="sm_90", rocm="gfx942"):
+            jax.jit(f).trace(x).lower(lowering_platforms=("rocm",))
+
+    Args:
+      cuda: a CUDA architecture: 90, "9.0", "sm_90".
+      rocm: an AMD architecture: "gfx942", "gfx950", "gfx90a".
+
+    Also registers the lowering rules for the named platforms, so cross-lowering works on a
+    machine without their jaxlib plugin. Yields the architectures in force.
+    """
+    named = {}
+    if cuda is not None:
+        named["cuda"] = normalize_arch("cuda", cuda, what="cuda")
+    if rocm is not None:
+        named["rocm"] = normalize_arch("rocm", rocm, what="rocm")
+    if not named:
+        raise ValueError("target_arch() needs cuda=... and/or rocm=..., e.g. "
+                         "target_arch(cuda='sm_90') or target_arch(rocm='gfx942').")
+    from jax_triton_rocm import _plugin
+
+    _plugin.register(platforms=tuple(named), explicit=True)
+    merged = {**(_override.get() or {}), **named}
+    token = _override.set(merged)
+    try:
+        yield merged
+    finally:
+        _override.reset(token)
+
+
+def _env_archs() -> dict[str, str]:
+    raw = os.environ.get(ENV_TARGET_ARCH, "").strip()
+    archs = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        platform, sep, arch = item.partition("=")
+        platform = platform.strip().lower()
+        if not sep or platform not in ("cuda", "rocm"):
+            raise ValueError(
+                f"{ENV_TARGET_ARCH}={raw!r}: each item must be 'cuda=ARCH' or 'rocm=ARCH', "
+                f"e.g. {ENV_TARGET_ARCH}='cuda=sm_90,rocm=gfx942'.")
+        archs[platform] = normalize_arch(platform, arch, what=ENV_TARGET_ARCH)
+    return archs
+
+
+def named_arch(platform: str) -> Target | None:
+    """The architecture named by `target_arch` or the environment for `platform`, if any."""
+    override = _override.get() or {}
+    if platform in override:
+        return Target(platform, override[platform], "target_arch()")
+    env = _env_archs()
+    if platform in env:
+        return Target(platform, env[platform], ENV_TARGET_ARCH)
+    return None
+
+
+def _device_arch(platform: str, device: Any) -> str:
+    capability = getattr(device, "compute_capability", None)
+    if capability is None:
+        raise ValueError(f"device {device} does not report its compute capability.")
+    return normalize_arch(platform, capability, what=f"{device}.compute_capability")
+
+
+def _context_devices(module_context: Any) -> list[Any]:
+    """The devices a lowering's module is built for, as far as the context tells."""
+    axis_context = getattr(module_context, "axis_context", None)
+    devices = getattr(axis_context, "device_assignment", None)
+    if devices:
+        return list(devices)
+    mesh = getattr(axis_context, "mesh", None)
+    if mesh is not None and hasattr(mesh, "devices"):
+        return list(mesh.devices.flat)
+    return []
+
+
+def lowering_target(platform: str, module_context: Any) -> Target:
+    """The target for a lowering of `platform` in `module_context`.
+
+    Raises:
+      ValueError: the devices disagree on the architecture.
+      RuntimeError: no architecture can be found (no device, nothing named); says how to name one.
+    """
+    named = named_arch(platform)
+    if named is not None:
+        return named
+    devices = [d for d in _context_devices(module_context)
+               if getattr(d, "platform", platform) == platform]
+    source = "the computation's devices"
+    if not devices:
+        devices = _local_devices(platform, module_context)
+        source = f"the local {platform} devices"
+    archs = {_device_arch(platform, d) for d in devices}
+    if len(archs) == 1:
+        return Target(platform, archs.pop(), source)
+    if len(archs) > 1:
+        raise ValueError(
+            f"The {platform} devices of this computation have different architectures "
+            f"({', '.join(sorted(archs))}); one Triton binary cannot serve them all. Lower for "
+            f"one kind of device at a time (jax.jit(..., device=...) or a mesh of like devices).")
+    example = "cuda='sm_90'" if platform == "cuda" else "rocm='gfx942'"
+    raise RuntimeError(
+        f"No {platform} device to take the GPU architecture from. To lower for {platform} "
+        f"without one, name the architecture: `with jax_triton_rocm.target_arch({example}):` "
+        f"around the lowering, or set {ENV_TARGET_ARCH}='{example.replace(chr(39), '')}'.")
+
+
+def _local_devices(platform: str, module_context: Any) -> Iterable[Any]:
+    backend = None
+    get_backend = getattr(module_context, "get_backend", None)
+    if get_backend is not None:
+        try:
+            backend = get_backend(optional=True)
+        except Exception:  # no such backend on this machine
+            backend = None
+    if backend is None:
+        import jax
+
+        try:
+            return jax.local_devices(backend=platform)
+        except RuntimeError:
+            return []
+    return backend.local_devices()

@@ -1,0 +1,138 @@
+"""Triton kernels shared by the tests (CPU lowering tests and GPU tests alike)."""
+
+import jax
+import jax.numpy as jnp
+import triton
+import triton.language as tl
+
+import jax_triton_rocm as jtr
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+def add(x, y, block=256, **kwargs):
+    return jtr.triton_call(
+        x, y, x.size, kernel=add_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid=(triton.cdiv(x.size, block),), BLOCK=block, **kwargs)
+
+
+@triton.jit
+def scale_shift_kernel(x_ptr, scale, shift, flip, n, out_ptr, BLOCK: tl.constexpr):
+    """out = (x * scale + shift), negated when `flip`; scale is a float, shift an int."""
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = x * scale + shift
+    if flip:
+        y = -y
+    tl.store(out_ptr + offsets, y, mask=mask)
+
+
+@triton.jit
+def softmax_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
+    x = x - tl.max(x, axis=0)
+    num = tl.exp(x)
+    tl.store(out_ptr + row * n_cols + cols, num / tl.sum(num, axis=0), mask=mask)
+
+
+def softmax(x):
+    rows, cols = x.shape
+    return jtr.triton_call(
+        x, kernel=softmax_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid=(rows,), n_cols=cols, BLOCK=triton.next_power_of_2(cols))
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        kk = k * BLOCK_K + rk
+        a = tl.load(a_ptr + rm[:, None] * K + kk[None, :],
+                    mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + kk[:, None] * N + rn[None, :],
+                    mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def matmul(a, b, block_m=64, block_n=64, block_k=32, **kwargs):
+    m, k = a.shape
+    _, n = b.shape
+    return jtr.triton_call(
+        a, b, kernel=matmul_kernel, out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
+        grid=lambda meta: (triton.cdiv(m, meta["BLOCK_M"]), triton.cdiv(n, meta["BLOCK_N"])),
+        M=m, N=n, K=k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, **kwargs)
+
+
+@triton.jit
+def matmul_kernel_runtime_dims(a_ptr, b_ptr, M, N, K, c_ptr,
+                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                               BLOCK_K: tl.constexpr):
+    matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K)
+
+
+@triton.jit
+def add_inplace_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    """out += y, where out aliases x (input_output_aliases={0: 0})."""
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(out_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+@triton.jit
+def atomic_sum_kernel(x_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    """out[0] += sum(x): needs out zeroed first (zeroed_outputs)."""
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
+    tl.atomic_add(out_ptr, tl.sum(x, axis=0))
+
+
+@triton.jit
+def sum_and_diff_kernel(x_ptr, y_ptr, n, sum_ptr, diff_ptr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(sum_ptr + offsets, x + y, mask=mask)
+    tl.store(diff_ptr + offsets, x - y, mask=mask)
+
+
+@triton.jit
+def copy_kernel(x_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+
+def copy(x, block=256):
+    return jtr.triton_call(x, x.size, kernel=copy_kernel, out_shape=x,
+                           grid=(triton.cdiv(x.size, block),), BLOCK=block)
+
+
+f32 = jnp.float32

@@ -1,0 +1,152 @@
+"""Kernels launched on an NVIDIA GPU through the bridge, compared with jnp references."""
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+import triton
+
+import jax_triton_rocm as jtr
+from tests import kernels
+
+pytestmark = pytest.mark.gpu
+
+
+def _rand(key, shape, dtype=jnp.float32):
+    return jax.random.normal(jax.random.key(key), shape, jnp.float32).astype(dtype)
+
+
+@pytest.mark.parametrize("n", [1024, 1000, 1 << 20])
+def test_vector_add_matches_jnp(n):
+    x, y = _rand(0, (n,)), _rand(1, (n,))
+    np.testing.assert_allclose(jax.jit(kernels.add)(x, y), x + y, rtol=1e-6)
+
+
+def test_eager_call_outside_jit_matches_jnp():
+    x, y = _rand(2, (4096,)), _rand(3, (4096,))
+    np.testing.assert_allclose(kernels.add(x, y), x + y, rtol=1e-6)
+
+
+def test_fused_softmax_matches_jax_nn():
+    x = _rand(4, (128, 781))
+    np.testing.assert_allclose(jax.jit(kernels.softmax)(x), jax.nn.softmax(x, axis=-1),
+                               rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype,tol", [(jnp.float16, 1e-2), (jnp.bfloat16, 2e-2),
+                                       (jnp.float32, 1e-2)])
+def test_matmul_matches_jnp(dtype, tol):
+    a, b = _rand(5, (256, 192), dtype), _rand(6, (192, 320), dtype)
+    out = jax.jit(kernels.matmul)(a, b)
+    ref = jnp.dot(a.astype(jnp.float32), b.astype(jnp.float32))
+    err = jnp.linalg.norm(out.astype(jnp.float32) - ref) / jnp.linalg.norm(ref)
+    assert out.dtype == dtype
+    assert float(err) < tol
+
+
+@pytest.mark.parametrize("scale,shift,flip", [(2.5, 3, False), (0.5, -7, True), (1.0, 1, True),
+                                              (np.float32(3.0), 2**40, False)])
+def test_int_float_bool_scalars_reach_the_kernel(scale, shift, flip):
+    x = _rand(7, (3000,))
+    out = jtr.triton_call(x, scale, shift, flip, x.size, kernel=kernels.scale_shift_kernel,
+                          out_shape=x, grid=(triton.cdiv(x.size, 512),), BLOCK=512)
+    ref = x * np.float32(scale) + np.float32(shift)
+    np.testing.assert_allclose(out, -ref if flip else ref, rtol=1e-6, atol=1e-6)  # FMA
+
+
+def test_input_output_aliases_with_donation_updates_in_place():
+    x, y = _rand(8, (2048,)), _rand(9, (2048,))
+    expected = x + y
+
+    @jax.jit
+    def inplace(x, y):
+        return jtr.triton_call(x, y, x.size, kernel=kernels.add_inplace_kernel, out_shape=x,
+                               grid=(8,), BLOCK=256, input_output_aliases={0: 0})
+
+    donated = jax.jit(inplace, donate_argnums=0)
+    np.testing.assert_allclose(donated(x, y), expected, rtol=1e-6)
+    assert x.is_deleted()
+
+
+def test_zeroed_outputs_are_zeroed_before_launch():
+    x = _rand(10, (8192,))
+
+    @jax.jit
+    def total(x):
+        return jtr.triton_call(x, x.size, kernel=kernels.atomic_sum_kernel,
+                               out_shape=jax.ShapeDtypeStruct((1,), jnp.float32),
+                               grid=(8192 // 1024,), BLOCK=1024, zeroed_outputs=(0,))
+
+    for _ in range(3):  # a reused, unzeroed buffer would accumulate
+        np.testing.assert_allclose(total(x)[0], jnp.sum(x), rtol=1e-4)
+
+
+def test_two_outputs_as_a_pytree():
+    x, y = _rand(11, (5000,)), _rand(12, (5000,))
+    out = jax.jit(lambda x, y: jtr.triton_call(
+        x, y, x.size, kernel=kernels.sum_and_diff_kernel,
+        out_shape={"sum": x, "diff": x}, grid=(triton.cdiv(5000, 256),), BLOCK=256))(x, y)
+    np.testing.assert_allclose(out["sum"], x + y, rtol=1e-6)
+    np.testing.assert_allclose(out["diff"], x - y, rtol=1e-6)
+
+
+def test_callable_grid_sees_the_metaparameters():
+    x, y = _rand(13, (3333,)), _rand(14, (3333,))
+    seen = []
+
+    def grid(meta):
+        seen.append(meta["BLOCK"])
+        return (triton.cdiv(x.size, meta["BLOCK"]),)
+
+    out = jax.jit(lambda x, y: jtr.triton_call(x, y, x.size, kernel=kernels.add_kernel,
+                                               out_shape=x, grid=grid, BLOCK=128))(x, y)
+    np.testing.assert_allclose(out, x + y, rtol=1e-6)
+    assert seen and set(seen) == {128}
+
+
+def test_inside_lax_scan():
+    x = _rand(15, (1024,))
+
+    def body(carry, _):
+        return kernels.add(carry, x), None
+
+    out, _ = jax.jit(lambda c: jax.lax.scan(body, c, None, length=10))(jnp.zeros_like(x))
+    np.testing.assert_allclose(out, 10 * x, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [jnp.int8, jnp.int32, jnp.uint16, jnp.int64, jnp.float16,
+                                   jnp.bfloat16, jnp.float64, jnp.float8_e4m3fn,
+                                   jnp.float8_e5m2, jnp.bool_])
+def test_copy_round_trips_every_dtype(dtype):
+    jax.config.update("jax_enable_x64", True)
+    try:
+        x = jnp.asarray(np.arange(1000) % 7).astype(dtype)
+        np.testing.assert_array_equal(np.asarray(jax.jit(kernels.copy)(x)).view(np.uint8),
+                                      np.asarray(x).view(np.uint8))
+    finally:
+        jax.config.update("jax_enable_x64", False)
+
+
+def test_same_kernel_in_many_jits_compiles_once():
+    jtr.clear_caches()
+    from jax_triton_rocm import _state
+
+    x = _rand(16, (2048,))
+    for block in (256, 256, 256):
+        jax.jit(lambda x: kernels.add(x, x, block=block))(x).block_until_ready()
+    assert _state.KERNELS.stats["compiles"] == 1
+
+
+@pytest.mark.multi_gpu
+def test_sharded_call_runs_on_every_device():
+    devices = jax.devices("cuda")
+    mesh = jax.sharding.Mesh(np.array(devices), ("d",))
+    spec = jax.sharding.PartitionSpec("d")
+    n = 4096 * len(devices)
+    x, y = _rand(17, (n,)), _rand(18, (n,))
+    sharding = jax.sharding.NamedSharding(mesh, spec)
+    x, y = jax.device_put(x, sharding), jax.device_put(y, sharding)
+    f = jax.jit(jax.shard_map(lambda a, b: kernels.add(a, b), mesh=mesh,
+                              in_specs=(spec, spec), out_specs=spec))
+    np.testing.assert_allclose(f(x, y), x + y, rtol=1e-6)
