@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jax_triton_rocm import _compat, _kernel, _plugin, _types
+from jax_triton_rocm import _compat, _kernel, _plugin, _target, _types
 from jax_triton_rocm._primitive import triton_kernel_p
 
 Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
@@ -201,9 +201,7 @@ def triton_call(
     _check_positive_int(num_stages, "num_stages")
     _check_positive_int(num_ctas, "num_ctas")
     if compute_capability is not None:
-        from jax_triton_rocm._target import normalize_arch
-
-        normalize_arch("cuda", compute_capability, what="compute_capability")
+        _target.normalize_arch("cuda", compute_capability, what="compute_capability")
     if not isinstance(serialized_metadata, bytes):
         raise TypeError(f"serialized_metadata must be bytes, got "
                         f"{type(serialized_metadata).__name__}.")

@@ -288,3 +288,16 @@ def is_gluon_kernel(fn: Any) -> bool:
     from triton.experimental.gluon._runtime import GluonJITFunction
 
     return isinstance(fn, GluonJITFunction)
+
+
+def trace_context_state(name: str, help_text: str) -> Any:
+    """A JAX config state that JAX's trace and jit caches include in their keys.
+
+    The lowering rules read the GPU architecture from it, so a computation traced under one
+    `target_arch` never reuses a lowering made under another. Its default is read by JAX from
+    the environment variable `name.upper()`.
+    """
+    from jax._src import config
+
+    return config.string_or_object_state(
+        name, None, help_text, include_in_jit_key=True, include_in_trace_context=True)

@@ -1,25 +1,33 @@
 """Which GPU architecture a lowering compiles for.
 
-In order: `target_arch(...)` in force on the lowering thread; the environment variable
-`JAX_TRITON_ROCM_TARGET_ARCH`; the devices the computation is lowered for (every one of them,
-not device 0: they must agree); the local devices of the platform's backend. With none of these
-(a machine without that GPU), lowering raises an error that says how to name one.
+In order: `target_arch(...)` in force on the thread; the environment variable
+`JAX_TRITON_ROCM_TARGET_ARCH` (read when JAX starts); the devices the computation is lowered for
+(every one of them, not device 0: they must agree); the local devices of the platform's backend.
+With none of these (a machine without that GPU), lowering raises an error that says how to name
+one.
+
+The named architectures live in a JAX config state that JAX includes in its trace and jit cache
+keys, so a function traced under one `target_arch` is never served a lowering made for another.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import dataclasses
 import os
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from jax_triton_rocm import _compat
+
 ENV_TARGET_ARCH = "JAX_TRITON_ROCM_TARGET_ARCH"
 
-_override: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
-    "jax_triton_rocm_target_arch", default=None)
+# Holds a tuple of (platform, arch) pairs under `target_arch`, else the environment's string.
+_ARCH_STATE = _compat.trace_context_state(
+    ENV_TARGET_ARCH.lower(),
+    "GPU architectures jax_triton_rocm compiles Triton kernels for, e.g. 'cuda=sm_90,rocm=gfx942'"
+    " (default: those of the devices).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,16 +109,12 @@ def target_arch(*, cuda: Any = None, rocm: Any = None) -> Iterator[dict[str, str
     from jax_triton_rocm import _plugin
 
     _plugin.register(platforms=tuple(named), explicit=True)
-    merged = {**(_override.get() or {}), **named}
-    token = _override.set(merged)
-    try:
+    merged = {**_named_archs(), **named}
+    with _ARCH_STATE(tuple(sorted(merged.items()))):
         yield merged
-    finally:
-        _override.reset(token)
 
 
-def _env_archs() -> dict[str, str]:
-    raw = os.environ.get(ENV_TARGET_ARCH, "").strip()
+def _parse_env(raw: str) -> dict[str, str]:
     archs = {}
     for item in filter(None, (part.strip() for part in raw.split(","))):
         platform, sep, arch = item.partition("=")
@@ -123,15 +127,23 @@ def _env_archs() -> dict[str, str]:
     return archs
 
 
+def _named_archs() -> dict[str, str]:
+    value = _ARCH_STATE.value
+    if not value:
+        return {}
+    if isinstance(value, str):
+        return _parse_env(value)
+    return dict(value)
+
+
 def named_arch(platform: str) -> Target | None:
-    """The architecture named by `target_arch` or the environment for `platform`, if any."""
-    override = _override.get() or {}
-    if platform in override:
-        return Target(platform, override[platform], "target_arch()")
-    env = _env_archs()
-    if platform in env:
-        return Target(platform, env[platform], ENV_TARGET_ARCH)
-    return None
+    """The architecture named for `platform` by `target_arch` or the environment, if any."""
+    value = _ARCH_STATE.value
+    archs = _named_archs()
+    if platform not in archs:
+        return None
+    source = ENV_TARGET_ARCH if isinstance(value, str) else "target_arch()"
+    return Target(platform, archs[platform], source)
 
 
 def _device_arch(platform: str, device: Any) -> str:

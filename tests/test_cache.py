@@ -1,0 +1,164 @@
+"""The shared kernel-key cache: hits, misses, edited kernels, same names, threads."""
+
+import threading
+
+import jax.numpy as jnp
+import pytest
+import triton
+import triton.language as tl
+
+import jax_triton_rocm as jtr
+from jax_triton_rocm import _compile, _state
+from tests import kernels
+from tests.lowering_utils import lower_one, spec
+
+X = spec((2048,), jnp.float32)
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    jtr.clear_caches()
+    yield
+    jtr.clear_caches()
+
+
+def _lower_add(kernel, block=256, platform="cuda", arch=None):
+    def f(x, y):
+        return jtr.triton_call(x, y, x.size, kernel=kernel, out_shape=x, grid=(8,), BLOCK=block)
+
+    return lower_one(f, X, X, platform=platform, arch=arch)
+
+
+def _make_kernel(body_op):
+    """A fresh @triton.jit kernel named `k`, whose body applies `body_op`."""
+    source = f'''
+@triton.jit
+def k(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, {body_op}, mask=mask)
+'''
+    import linecache
+    import uuid
+
+    filename = f"<kernel-{uuid.uuid4()}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"triton": triton, "tl": tl, "__name__": "generated_kernels"}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace["k"]
+
+
+def test_second_lowering_of_a_kernel_is_a_hit():
+    _lower_add(kernels.add_kernel)
+    _lower_add(kernels.add_kernel)
+    assert _state.KERNELS.stats["compiles"] == 1
+    assert _state.KERNELS.stats["hits"] == 1
+
+
+def test_another_constexpr_is_a_miss():
+    _lower_add(kernels.add_kernel, block=256)
+    _lower_add(kernels.add_kernel, block=512)
+    assert _state.KERNELS.stats["compiles"] == 2
+
+
+def test_another_arch_is_a_miss():
+    _lower_add(kernels.add_kernel, platform="cuda", arch="sm_90")
+    _lower_add(kernels.add_kernel, platform="cuda", arch="sm_80")
+    _lower_add(kernels.add_kernel, platform="rocm", arch="gfx942")
+    assert _state.KERNELS.stats["compiles"] == 3
+
+
+def test_an_edited_kernel_never_gets_the_old_binary():
+    plus = _lower_add(_make_kernel("x + y")).message.kernel_call.kernel
+    minus = _lower_add(_make_kernel("x - y")).message.kernel_call.kernel
+    assert _state.KERNELS.stats["compiles"] == 2
+    assert "add.f32" in plus.ptx and "sub.f32" in minus.ptx
+
+
+def test_two_kernels_with_the_same_name_do_not_collide():
+    first, second = _make_kernel("x * y"), _make_kernel("x * y + 1.0")
+    assert first.__name__ == second.__name__
+    a = _lower_add(first).message.kernel_call.kernel.ptx
+    b = _lower_add(second).message.kernel_call.kernel.ptx
+    assert a != b
+
+
+def test_editing_a_called_triton_function_changes_the_key():
+    import linecache
+    import uuid
+
+    def make(helper_body):
+        source = f'''
+@triton.jit
+def helper(x):
+    return {helper_body}
+
+@triton.jit
+def k(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, helper(tl.load(x_ptr + offsets)))
+'''
+        filename = f"<kernel-{uuid.uuid4()}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        namespace = {"triton": triton, "tl": tl, "__name__": "generated_kernels"}
+        exec(compile(source, filename, "exec"), namespace)
+        return namespace["k"]
+
+    _lower_add(make("x * 2.0"))
+    _lower_add(make("x * 3.0"))
+    assert _state.KERNELS.stats["compiles"] == 2
+
+
+def test_kernel_key_covers_compile_options():
+    from jax_triton_rocm._kernel import BoundKernel
+
+    bound = BoundKernel({"x": "*fp32"}, {}, {}, (), ())
+    target = triton.backends.compiler.GPUTarget("cuda", 90, 32)
+    base = {"num_warps": 4, "num_stages": 3}
+    keys = {_compile.kernel_key(kernels.add_kernel, target, bound, options, gluon=False)
+            for options in (base, {**base, "num_warps": 8}, {**base, "num_stages": 2},
+                            {**base, "enable_fp_fusion": False})}
+    keys.add(_compile.kernel_key(kernels.add_kernel, target, bound, base, gluon=True))
+    assert len(keys) == 5
+
+
+def test_eight_threads_lowering_one_kernel_compile_it_once():
+    barrier = threading.Barrier(8)
+    errors = []
+
+    def work():
+        try:
+            barrier.wait()
+            _lower_add(kernels.add_kernel, block=1024)
+        except Exception as err:  # reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert _state.KERNELS.stats["compiles"] == 1
+
+
+def test_clear_caches_empties_the_cache():
+    _lower_add(kernels.add_kernel)
+    assert len(_state.KERNELS) == 1
+    jtr.clear_caches()
+    assert len(_state.KERNELS) == 0
+    _lower_add(kernels.add_kernel)
+    assert _state.KERNELS.stats["compiles"] == 1
+
+
+def test_lock_registry_hands_out_one_lock_per_key_and_fresh_ones_after_fork():
+    registry = _state.LockRegistry()
+    assert registry.lock_for("a") is registry.lock_for("a")
+    assert registry.lock_for("a") is not registry.lock_for("b")
+    held = registry.lock_for("a")
+    held.acquire()
+    registry.reset_after_fork()
+    assert registry.lock_for("a") is not held
+    assert registry.lock_for("a").acquire(blocking=False)

@@ -1,0 +1,197 @@
+"""Every error a user can cause: a clear message naming the argument, the value and the fix."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jax_triton_rocm as jtr
+from jax_triton_rocm import _compat
+from tests import kernels
+from tests.lowering_utils import lower_for, spec
+from tests.subprocess_utils import last_line, run_python
+
+X = jnp.zeros((1024,), jnp.float32)
+
+
+def _add(*args, kernel=kernels.add_kernel, out_shape=X, grid=(4,), **kw):
+    return jtr.triton_call(*args, kernel=kernel, out_shape=out_shape, grid=grid, **kw)
+
+
+def test_dtype_triton_cannot_take_names_the_argument_and_the_dtype():
+    z = jnp.zeros((1024,), jnp.complex64)
+    with pytest.raises(TypeError, match=r"argument 1 has dtype complex64.*Supported dtypes"):
+        _add(X, z, 1024, BLOCK=256)
+
+
+def test_output_dtype_triton_cannot_take_is_named():
+    with pytest.raises(TypeError, match="output 0 has dtype complex64"):
+        _add(X, X, 1024, out_shape=jax.ShapeDtypeStruct((4,), jnp.complex64), BLOCK=256)
+
+
+def test_too_many_operands():
+    with pytest.raises(TypeError, match=r"Too many operands for kernel add_kernel"):
+        _add(X, X, 1024, X, X, BLOCK=256)
+
+
+def test_too_few_operands_names_the_first_parameter_left_empty():
+    with pytest.raises(TypeError, match=r"Too few operands for kernel add_kernel: parameter 'n'"):
+        _add(X, BLOCK=256)
+
+
+def test_empty_out_shape():
+    with pytest.raises(ValueError, match="out_shape is empty"):
+        _add(X, X, 1024, BLOCK=256, out_shape=())
+
+
+def test_unknown_keyword_lists_the_kernels_parameters():
+    with pytest.raises(TypeError, match=r"Unknown keyword argument\(s\) 'BLOK'.*BLOCK"):
+        _add(X, X, 1024, BLOK=256)
+
+
+def test_missing_constexpr_says_how_to_pass_it():
+    with pytest.raises(TypeError, match=r"Missing constexpr 'BLOCK'.*BLOCK=\.\.\."):
+        _add(X, X, 1024)
+
+
+@pytest.mark.parametrize("grid,match", [
+    ((), "is empty"),
+    ((0,), "must be positive"),
+    ((4, -1), "must be positive"),
+    ((1, 1, 1, 1), "has 4 dimensions"),
+    ((2.5,), "must be a Python int"),
+    ("abc", "must be an int, a tuple"),
+])
+def test_bad_grid(grid, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        _add(X, X, 1024, grid=grid, BLOCK=256)
+
+
+def test_bad_callable_grid_is_reported_at_lowering():
+    with pytest.raises(ValueError, match=r"grid\(.*BLOCK.*\).*must be positive"):
+        lower_for(lambda x, y: _add(x, y, 1024, grid=lambda meta: (0,), BLOCK=256),
+                  X, X, platform="cuda")
+
+
+@pytest.mark.parametrize("value", [2**64, -(2**63) - 1])
+def test_scalar_out_of_range(value):
+    with pytest.raises(OverflowError, match=rf"argument 2 = {value} is out of range"):
+        _add(X, X, value, BLOCK=256)
+
+
+def test_numpy_scalar_jaxlib_cannot_pass():
+    with pytest.raises(TypeError, match="NumPy float16 scalar"):
+        _add(X, X, np.float16(1.0), BLOCK=256)
+
+
+def test_kernel_that_is_not_a_triton_function():
+    with pytest.raises(TypeError, match=r"kernel must be a Triton kernel .*@triton.jit.*function"):
+        _add(X, X, 1024, kernel=lambda *a: None, BLOCK=256)
+
+
+def test_grad_points_at_custom_vjp():
+    with pytest.raises(NotImplementedError, match="jax.custom_vjp"):
+        jax.grad(lambda x: kernels.add(x, x).sum())(X)
+
+
+def test_vmap_is_not_supported_yet():
+    with pytest.raises(NotImplementedError, match=r"jax.vmap of triton_call.*not supported yet"):
+        jax.vmap(lambda x: kernels.add(x, x))(jnp.zeros((2, 1024)))
+
+
+def test_num_warps_must_be_a_power_of_two():
+    with pytest.raises(ValueError, match=r"num_warps=3 must be a power of two"):
+        _add(X, X, 1024, BLOCK=256, num_warps=3)
+
+
+def test_aliasing_buffers_of_different_shapes():
+    with pytest.raises(ValueError, match=r"input 0 .* and output 0 .* same shape and dtype"):
+        _add(X, X, 1024, BLOCK=256, out_shape=jnp.zeros((8,)), input_output_aliases={0: 0})
+
+
+def test_alias_index_out_of_range_counts_arrays_only():
+    with pytest.raises(ValueError, match=r"input index 5 is not one of the 2 array arguments"):
+        _add(X, X, 1024, BLOCK=256, input_output_aliases={5: 0})
+
+
+def test_zeroed_output_index_out_of_range():
+    with pytest.raises(ValueError, match=r"zeroed_outputs=\(3,\): 3 is not an output index"):
+        _add(X, X, 1024, BLOCK=256, zeroed_outputs=(3,))
+
+
+def test_jax_triton_custom_call_target_name_is_refused_with_advice():
+    with pytest.raises(TypeError, match="picks the custom-call target"):
+        _add(X, X, 1024, BLOCK=256, custom_call_target_name="triton_kernel_call")
+
+
+def test_running_on_the_cpu_says_triton_needs_a_gpu():
+    with pytest.raises(NotImplementedError, match=r"runs on GPUs.*target_arch"):
+        jax.jit(lambda x: kernels.add(x, x)).trace(X).lower(lowering_platforms=("cpu",))
+
+
+def test_lowering_for_cuda_without_a_device_says_how_to_name_an_arch():
+    if _compat.plugin_features("cuda") is None:
+        pytest.skip("needs the CUDA plugin installed (without a GPU)")
+    if jax.devices()[0].platform == "gpu":
+        pytest.skip("a GPU is present")
+    with pytest.raises(RuntimeError, match=r"No cuda device.*target_arch\(cuda='sm_90'\)"):
+        jax.jit(kernels.add).trace(X, X).lower(lowering_platforms=("cuda",))
+
+
+def test_lowering_for_cuda_without_the_cuda_plugin_names_the_install(monkeypatch):
+    monkeypatch.setattr(_compat, "plugin_features", lambda platform: None)
+    jtr.register(platforms=("cuda",))
+    with pytest.raises(RuntimeError, match=r"needs JAX's CUDA plugin.*pip install -U 'jax\[cuda13\]'"):
+        jax.jit(kernels.add).trace(X, X).lower(lowering_platforms=("cuda",))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(cuda="sm_9x"), "is not a CUDA architecture"),
+    (dict(rocm="mi300"), "is not an AMD GPU architecture"),
+    ({}, "needs cuda=... and/or rocm=..."),
+])
+def test_target_arch_rejects_bad_names(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        with jtr.target_arch(**kwargs):
+            pass
+
+
+def test_triton_not_installed_gives_the_install_command():
+    result = run_python("""
+        import sys
+        sys.modules["triton"] = None
+        import jax.numpy as jnp, jax_triton_rocm as jtr
+        try:
+            jtr.triton_call(jnp.zeros(4), kernel=None, out_shape=jnp.zeros(4), grid=1)
+        except ImportError as err:
+            print(type(err.__cause__).__name__, "pip install 'triton" in str(err))
+    """)
+    assert last_line(result) == "ModuleNotFoundError True", result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("raised", ["RuntimeError", "ValueError", "ImportError"])
+def test_a_broken_triton_import_becomes_an_import_error_with_the_cause(raised):
+    result = run_python(f"""
+        import importlib.abc, sys
+
+        class Broken(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == "triton":
+                    raise {raised}("simulated: built for another LLVM")
+
+        sys.meta_path.insert(0, Broken())
+        from jax_triton_rocm import _compat
+        try:
+            _compat.triton_info()
+        except ImportError as err:
+            print(type(err.__cause__).__name__, "does not import" in str(err))
+    """)
+    assert last_line(result) == f"{raised} True", result.stderr[-2000:]
+
+
+def test_errors_do_not_poison_later_calls():
+    with pytest.raises(TypeError):
+        _add(X, X, 1024)
+    call = lower_for(kernels.add, spec((1024,), jnp.float32), spec((1024,), jnp.float32),
+                     platform="cuda")
+    assert "triton_kernel_call" in call.as_text()

@@ -1,0 +1,77 @@
+"""Activation: JAX's plugin discovery, initialize() and register()."""
+
+import importlib.metadata
+import logging
+
+import pytest
+from jax._src.interpreters import mlir
+
+import jax_triton_rocm as jtr
+from jax_triton_rocm import _compat, _plugin
+from tests.subprocess_utils import last_line, run_python
+
+
+def test_entry_point_is_advertised_in_the_jax_plugins_group():
+    values = {ep.value for ep in importlib.metadata.entry_points(group="jax_plugins")}
+    assert "jax_triton_rocm._plugin" in values
+
+
+def test_jax_discovery_registers_the_cuda_rule_without_importing_triton():
+    result = run_python("""
+        import sys, jax
+        jax.devices()  # starts the backends, which runs plugin discovery
+        import jax_triton_rocm as jtr
+        print(jtr.registered_platforms(), "triton" in sys.modules)
+    """)
+    expected = ("cuda",) if _compat.installed_plugin("cuda") else ()
+    assert last_line(result) == f"{expected} False", result.stderr[-2000:]
+
+
+def test_initialize_registers_nothing_without_a_gpu_plugin_and_logs_at_debug():
+    result = run_python("""
+        import logging, io
+        stream = io.StringIO()
+        handler = logging.StreamHandler(stream)
+        logger = logging.getLogger("jax_triton_rocm")
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+        from jax_triton_rocm import _compat, _plugin
+        _compat.PLUGIN_PACKAGES.update(cuda=("no_such_plugin_a",), rocm=("no_such_plugin_b",))
+        _plugin.initialize()
+        records = stream.getvalue()
+        print(_plugin.registered_platforms(), "no jaxlib GPU plugin" in records)
+    """)
+    assert last_line(result) == "() True", result.stderr[-2000:]
+
+
+def test_initialize_never_raises_into_jax_startup(monkeypatch, caplog):
+    def broken():
+        raise RuntimeError("simulated failure while looking for plugins")
+
+    monkeypatch.setattr(_compat, "installed_gpu_platforms", broken)
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        assert _plugin.initialize() is None
+    assert "simulated failure" in caplog.text
+
+
+def test_register_is_idempotent_and_returns_the_platforms():
+    first = jtr.register(platforms=("cuda", "rocm"))
+    rules = {p: mlir._platform_specific_lowerings[p][jtr.triton_kernel_p] for p in ("cuda", "rocm")}
+    second = jtr.register(platforms=("cuda", "rocm"))
+    assert first == second
+    assert {"cuda", "rocm"} <= set(second)
+    assert all(mlir._platform_specific_lowerings[p][jtr.triton_kernel_p] is rules[p]
+               for p in rules)
+
+
+def test_register_with_no_arguments_covers_installed_plugins():
+    assert set(_compat.installed_gpu_platforms()) <= set(jtr.register())
+
+
+def test_register_rejects_an_unknown_platform():
+    with pytest.raises(ValueError, match="'tpu' is not a GPU platform"):
+        jtr.register(platforms=("tpu",))
+
+
+def test_lowering_rules_exist_for_cpu_with_a_clear_error():
+    assert jtr.triton_kernel_p in mlir._platform_specific_lowerings["cpu"]
