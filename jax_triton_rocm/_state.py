@@ -191,6 +191,14 @@ def install_hip_fork_rules() -> None:
 
 
 def clear_caches() -> None:
-    """Empties the kernel cache and forgets which kernels were prewarmed."""
+    """Empties the kernel cache, forgets which kernels were prewarmed, and clears JAX's caches.
+
+    JAX keeps lowered computations, which embed compiled kernels; clearing them too means the
+    next call really lowers and compiles again (after editing a kernel's dependencies in place,
+    or changing JAX_TRITON_ROCM_HSACO_DELIVERY).
+    """
+    import jax
+
     KERNELS.clear()
     LOADED_KERNELS.clear()
+    jax.clear_caches()

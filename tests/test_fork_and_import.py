@@ -1,0 +1,184 @@
+"""Fork safety and Triton import variants, each in a fresh process.
+
+Every scenario runs in its own interpreter: JAX itself does not survive a fork once the parent
+has created arrays (../shared/NOTES.md section 5), so the parents here only trace with abstract
+values and lower, which JAX does survive.
+"""
+
+import pytest
+
+from tests.subprocess_utils import last_line, run_python
+
+PRELUDE = """
+    import os, sys, threading, time
+    import jax.numpy as jnp
+    import triton
+    from jax_triton_rocm import _state
+    from tests import kernels
+    from tests.lowering_utils import lower_for, lower_one, spec
+    X = spec((4096,), jnp.float32)
+
+    def wait_child(pid, timeout=180):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+            time.sleep(0.1)
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        return "hung"
+"""
+
+
+def test_child_forked_during_a_parent_compile_lowers_the_same_kernel_without_waiting():
+    result = run_python(PRELUDE + """
+    parent = os.getpid()
+    inside, release = threading.Event(), threading.Event()
+    real_compile = triton.compile
+
+    def held_compile(*args, **kwargs):
+        if os.getpid() == parent:  # only the parent's compile is held
+            inside.set()
+            release.wait(120)
+        return real_compile(*args, **kwargs)
+
+    triton.compile = held_compile
+    worker = threading.Thread(target=lambda: lower_for(kernels.add, X, X, platform="rocm"))
+    worker.start()
+    assert inside.wait(120), "the parent's compile never started"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            # Another jitted function around the same kernel: the same kernel key, whose lock
+            # the parent's thread holds at the fork.
+            call = lower_one(lambda x, y: kernels.add(x, y), X, X, platform="rocm")
+            ok = call.message.kernel_call.kernel.kernel_name == "add_kernel"
+            os._exit(0 if ok else 3)
+        except BaseException:
+            os._exit(4)
+    status = wait_child(pid)
+    release.set()
+    worker.join()
+    print("child", status)
+    """)
+    assert last_line(result) == "child 0", result.stderr[-3000:]
+
+
+def test_childs_normal_exit_leaves_the_parents_hsaco_files():
+    # The parent writes its HSACO through the package without starting a JAX backend: a forked
+    # child of a process with a live XLA client hangs in XLA's own teardown at a normal exit.
+    result = run_python(PRELUDE + """
+    from triton.backends.compiler import GPUTarget
+    from jax_triton_rocm import _compile, _hip, _kernel
+    bound = _kernel.bind(kernels.add_kernel, _hip.LOWERING.backend_class(),
+                         positional=(("array", 0), ("array", 1), ("scalar", 4096)),
+                         in_avals=(X, X), out_avals=(X,), constexprs={"BLOCK": 256})
+    compiled = _compile.compile_bound(kernels.add_kernel, GPUTarget("hip", "gfx942", 64), bound,
+                                      {"num_warps": 4}, gluon=False, binary_key="hsaco",
+                                      asm_key="amdgcn")
+    parent_file = _hip.LOWERING.hsaco_path(compiled)
+    parent_folder = _state.HSACO_FOLDER.path()
+    _state.LOADED_KERNELS.add("loaded-in-parent")
+    os.environ["JAX_TRITON_ROCM_HSACO_DELIVERY"] = "path"
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        child_file = lower_one(lambda x, y: kernels.add(x, y, block=128), X, X,
+                               platform="rocm").message.kernel_call.kernel.ptx
+        facts = [os.path.dirname(child_file) != parent_folder,
+                 "loaded-in-parent" not in _state.LOADED_KERNELS]
+        os.write(write, (child_file + "|" + ",".join(map(str, facts))).encode())
+        sys.exit(0)  # a normal exit: atexit handlers run
+    os.close(write)
+    status = wait_child(pid)
+    child_file, facts = os.read(read, 4096).decode().split("|")
+    print(status, os.path.exists(parent_file), os.path.isdir(parent_folder),
+          os.path.exists(child_file), facts)
+    """)
+    # The child's own folder is gone with it; the parent's file and folder stay.
+    assert last_line(result) == "0 True True False True,True", result.stderr[-3000:]
+
+
+def test_parent_removes_its_hsaco_folder_at_exit():
+    result = run_python(PRELUDE + """
+    os.environ["JAX_TRITON_ROCM_HSACO_DELIVERY"] = "path"
+    lower_one(kernels.add, X, X, platform="rocm")
+    print(_state.HSACO_FOLDER.path())
+    """)
+    folder = last_line(result)
+    import os
+
+    assert folder.startswith("/") and not os.path.exists(folder), result.stderr[-2000:]
+
+
+HIDE_NVIDIA = """
+    import importlib.abc, importlib.metadata, sys
+
+    class HideNvidia(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "triton.backends.nvidia" or name.startswith("triton.backends.nvidia."):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    sys.meta_path.insert(0, HideNvidia())
+    real_entry_points = importlib.metadata.entry_points
+
+    class WithoutNvidia:
+        def __init__(self, eps):
+            self.eps = eps
+        def select(self, **kwargs):
+            return [ep for ep in self.eps.select(**kwargs) if "nvidia" not in ep.value]
+
+    # Triton asks entry_points().select(group=...); others (JAX) pass the group directly.
+    importlib.metadata.entry_points = (
+        lambda **kw: real_entry_points(**kw) if kw else WithoutNvidia(real_entry_points()))
+    from jax_triton_rocm import _compat
+    _compat.PLUGIN_PACKAGES["cuda"] = ()  # an AMD machine has no CUDA plugin
+"""
+
+
+def test_amd_only_triton_lowers_for_rocm():
+    result = run_python(HIDE_NVIDIA + """
+    import jax.numpy as jnp, triton.backends
+    from tests import kernels
+    from tests.lowering_utils import lower_one, spec
+    x = spec((4096,), jnp.float32)
+    kernel = lower_one(kernels.add, x, x, platform="rocm").message.kernel_call.kernel
+    print(sorted(triton.backends.backends), kernel.kernel_name, "triton.backends.nvidia" in sys.modules)
+    """)
+    assert last_line(result) == "['amd'] add_kernel False", result.stderr[-3000:]
+
+
+def test_amd_only_triton_refuses_cuda_with_a_clear_import_error():
+    result = run_python(HIDE_NVIDIA + """
+    import jax_triton_rocm as jtr
+    try:
+        jtr.register(platforms=("cuda",))
+    except ImportError as err:
+        print("no 'nvidia' backend" in str(err), type(err.__cause__).__name__)
+    """)
+    assert last_line(result) == "True ModuleNotFoundError", result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("error", ["RuntimeError", "ValueError"])
+def test_broken_nvidia_backend_fails_at_setup_for_cuda_not_at_first_lowering(error):
+    result = run_python(f"""
+    import importlib.abc, sys
+
+    class Broken(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "triton.backends.nvidia.compiler":
+                raise {error}("simulated: NVIDIA backend built against another CUDA")
+
+    import triton  # Triton itself imports; only the later import of the backend breaks
+    sys.modules.pop("triton.backends.nvidia.compiler", None)
+    sys.meta_path.insert(0, Broken())
+    import jax_triton_rocm as jtr
+    try:
+        jtr.register(platforms=("cuda",))
+        print("registered")
+    except ImportError as err:
+        print("does not import" in str(err), type(err.__cause__).__name__)
+    """)
+    assert last_line(result) == f"True {error}", result.stderr[-3000:]

@@ -1,0 +1,299 @@
+"""The ROCm path without an AMD GPU: real HSACO, lowering for `rocm`, delivery modes, prewarm."""
+
+import os
+import threading
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import pytest
+import triton
+
+import jax_triton_rocm as jtr
+from jax_triton_rocm import _compat, _hip, _state
+from tests import kernels
+from tests.binary_utils import check_hsaco
+from tests.lowering_utils import lower_for, lower_one, spec
+
+X = spec((4096,), jnp.float32)
+FEATURES = _compat.plugin_features("rocm") or _compat.assumed_features("rocm")
+needs_embedded = pytest.mark.skipif(
+    not FEATURES.module_image,
+    reason=f"the jaxlib here ({FEATURES.detected_from}) predates module_image (0.11.1)")
+
+
+@pytest.fixture(autouse=True)
+def fresh_state(monkeypatch):
+    monkeypatch.delenv(_hip.ENV_DELIVERY, raising=False)
+    monkeypatch.delenv(_hip.ENV_PREWARM, raising=False)
+    jtr.clear_caches()
+    yield
+    jtr.clear_caches()
+
+
+def _kernel_of(call):
+    return call.message.kernel_call.kernel
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950", "gfx90a"])
+def test_real_hsaco_for_the_arch(arch, monkeypatch):
+    monkeypatch.setenv(_hip.ENV_DELIVERY, "path")
+    kernel = _kernel_of(lower_one(kernels.add, X, X, platform="rocm", arch=arch))
+    with open(kernel.ptx, "rb") as f:
+        check_hsaco(f.read(), arch)
+
+
+@needs_embedded
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_embedded_delivery_carries_the_hsaco_in_the_opaque(arch):
+    call = lower_one(kernels.add, X, X, platform="rocm", arch=arch)
+    kernel = _kernel_of(call)
+    check_hsaco(kernel.module_image.object_file, arch)
+    assert kernel.module_image.kernel_name == "add_kernel"
+    assert kernel.ptx == _hip.EMBEDDED_NOTE
+    assert not os.path.exists(kernel.ptx)
+
+
+def test_decodes_to_the_intended_kernel_grid_and_parameters():
+    call = lower_one(lambda x, y: kernels.add(x, y, block=1024), X, X, platform="rocm")
+    kernel_call = call.message.kernel_call
+    assert kernel_call.kernel.kernel_name == "add_kernel"
+    assert kernel_call.kernel.num_warps == 4
+    assert kernel_call.kernel.compute_capability == 94
+    assert (kernel_call.grid_0, kernel_call.grid_1, kernel_call.grid_2) == (4, 1, 1)
+    assert [p.WhichOneof("value") for p in kernel_call.parameters] == ["array", "array", "i32",
+                                                                       "array"]
+    assert call.target == FEATURES.custom_call_target
+
+
+def test_default_delivery_is_the_best_the_plugin_supports():
+    kernel = _kernel_of(lower_one(kernels.add, X, X, platform="rocm"))
+    assert kernel.HasField("module_image") == FEATURES.module_image
+
+
+def test_path_delivery_writes_one_file_per_kernel_in_the_process_folder(monkeypatch):
+    monkeypatch.setenv(_hip.ENV_DELIVERY, "path")
+    first = _kernel_of(lower_one(kernels.add, X, X, platform="rocm"))
+    again = _kernel_of(lower_one(kernels.add, X, X, platform="rocm"))
+    other = _kernel_of(lower_one(lambda x, y: kernels.add(x, y, block=128), X, X,
+                                 platform="rocm"))
+    assert not first.HasField("module_image")
+    assert os.path.dirname(first.ptx) == _state.HSACO_FOLDER.path()
+    assert first.ptx == again.ptx, "the same kernel call must give the same opaque"
+    assert other.ptx != first.ptx
+    check_hsaco(open(other.ptx, "rb").read(), "gfx942")
+
+
+def test_embedded_opaque_is_the_same_in_two_processes():
+    if not FEATURES.module_image:
+        pytest.skip("embedded delivery needs jaxlib 0.11.1+")
+    from tests.subprocess_utils import last_line, run_python
+
+    code = """
+        import hashlib, jax.numpy as jnp
+        from tests import kernels
+        from tests.lowering_utils import lower_one, spec
+        x = spec((4096,), jnp.float32)
+        print(hashlib.sha256(lower_one(kernels.add, x, x, platform="rocm").opaque).hexdigest())
+    """
+    assert last_line(run_python(code)) == last_line(run_python(code))
+
+
+def test_unknown_delivery_mode_is_refused(monkeypatch):
+    monkeypatch.setenv(_hip.ENV_DELIVERY, "carrier-pigeon")
+    with pytest.raises(ValueError, match=r"JAX_TRITON_ROCM_HSACO_DELIVERY='carrier-pigeon'"):
+        lower_for(kernels.add, X, X, platform="rocm")
+
+
+def test_embedded_forced_on_a_plugin_without_module_image_is_refused(monkeypatch):
+    import dataclasses
+
+    old = dataclasses.replace(FEATURES, plugin="jax_rocm7_plugin", module_image=False,
+                              detected_from="jax-rocm7-plugin release 0.10.2")
+    monkeypatch.setattr(_compat, "plugin_features", lambda platform: old)
+    monkeypatch.setenv(_hip.ENV_DELIVERY, "embedded")
+    with pytest.raises(ValueError, match=r"does not read TritonKernel.module_image"):
+        lower_for(kernels.add, X, X, platform="rocm")
+
+
+def test_amd_knobs_reach_the_compiler_not_the_kernel():
+    captured = []
+    original = _hip.HipLowering.after_encode
+
+    def capture(self, lowered, ctx, operands):
+        captured.append(lowered)
+        return original(self, lowered, ctx, operands)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_hip.HipLowering, "after_encode", capture)
+        call = lower_one(lambda x, y: kernels.add(x, y, waves_per_eu=2, matrix_instr_nonkdim=16,
+                                                  kpack=2), X, X, platform="rocm")
+    metadata = captured[0].kernels[0].metadata
+    assert (metadata["waves_per_eu"], metadata["matrix_instr_nonkdim"], metadata["kpack"]) == \
+        (2, 16, 2)
+    assert len(call.message.kernel_call.parameters) == 4
+
+
+@pytest.mark.parametrize("dtype,triton_type", [(jnp.float8_e4m3fnuz, "fp8e4b8"),
+                                               (jnp.float8_e5m2fnuz, "fp8e5b16")])
+def test_fp8_fnuz_dtypes_map_to_tritons_types(dtype, triton_type):
+    x = spec((4096,), dtype)
+    kernel = _kernel_of(lower_one(kernels.copy, x, platform="rocm"))
+    assert f"!tt.ptr<{'f8E4M3FNUZ' if '4' in triton_type else 'f8E5M2FNUZ'}>" in kernel.ttir
+
+
+def test_wave32_launches_the_block_the_kernel_was_built_for():
+    call = lower_one(lambda x, y: kernels.add(x, y, num_warps=4), X, X, platform="rocm",
+                     arch="gfx1100")
+    # 4 warps of 32 threads: jaxlib's `num_warps * 64` must come to 128 threads.
+    assert _kernel_of(call).num_warps == 2
+
+
+def test_wave32_with_an_odd_warp_count_is_refused():
+    with pytest.raises(ValueError, match=r"wave32 with num_warps=1 \(32 threads\).*even num_warps"):
+        lower_for(lambda x, y: kernels.add(x, y, num_warps=1), X, X, platform="rocm",
+                  arch="gfx1100")
+
+
+def test_arch_comes_from_the_devices_lowered_for():
+    from jax_triton_rocm import _target
+
+    class FakeDevice:
+        platform = "rocm"
+        compute_capability = "gfx950"
+
+    class Context:
+        class axis_context:
+            device_assignment = (FakeDevice(), FakeDevice())
+
+    target = _target.lowering_target("rocm", Context())
+    assert (target.arch, target.source) == ("gfx950", "the computation's devices")
+
+
+def test_devices_of_different_archs_are_refused():
+    from jax_triton_rocm import _target
+
+    devices = []
+    for arch in ("gfx942", "gfx90a"):
+        devices.append(type("D", (), {"platform": "rocm", "compute_capability": arch})())
+
+    class Context:
+        class axis_context:
+            device_assignment = tuple(devices)
+
+    with pytest.raises(ValueError, match=r"different architectures \(gfx90a, gfx942\)"):
+        _target.lowering_target("rocm", Context())
+
+
+class RecordingLaunch:
+    """Stands in for the prewarm's device launch: records, and can be slow or fail."""
+
+    def __init__(self, delay=0.0, fail=False):
+        self.delay, self.fail = delay, fail
+        self.calls = []
+        self.active = 0
+        self.max_active = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, lowered, in_avals, out_avals):
+        with self.lock:
+            self.calls.append(lowered)
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        time.sleep(self.delay)
+        with self.lock:
+            self.active -= 1
+        if self.fail:
+            raise RuntimeError("simulated launch failure")
+
+
+@pytest.fixture
+def two_devices(monkeypatch):
+    monkeypatch.setenv(_hip.ENV_DELIVERY, "path")
+    monkeypatch.setattr(_hip, "local_device_count", lambda: 2)
+    launch = RecordingLaunch(delay=0.3)
+    monkeypatch.setattr(_hip, "launch_for_prewarm", launch)
+    return launch
+
+
+def _lower_in_threads(fns, platform="rocm"):
+    barrier = threading.Barrier(len(fns))
+    errors = []
+
+    def work(fn):
+        try:
+            barrier.wait()
+            lower_for(fn, X, X, platform=platform)
+        except Exception as err:  # reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(fn,)) for fn in fns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_prewarm_launches_a_new_path_delivered_kernel_once(two_devices):
+    lower_for(kernels.add, X, X, platform="rocm")
+    lower_for(kernels.add, X, X, platform="rocm")
+    assert len(two_devices.calls) == 1
+
+
+def test_eight_threads_lowering_one_kernel_give_one_launch(two_devices):
+    _lower_in_threads([kernels.add] * 8)
+    assert len(two_devices.calls) == 1
+
+
+def test_eight_threads_on_eight_kernels_do_not_serialize(two_devices):
+    fns = [lambda x, y, b=block: kernels.add(x, y, block=b)
+           for block in (16, 32, 64, 128, 256, 512, 1024, 2048)]
+    _lower_in_threads(fns)
+    assert len(two_devices.calls) == 8
+    assert two_devices.max_active > 1
+
+
+def test_a_failing_prewarm_warns_once(two_devices):
+    two_devices.fail = True
+    two_devices.delay = 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lower_for(kernels.add, X, X, platform="rocm")
+        lower_for(kernels.add, X, X, platform="rocm")
+    prewarm_warnings = [w for w in caught if "prewarming kernel call" in str(w.message)]
+    assert len(prewarm_warnings) == 1
+    assert len(two_devices.calls) == 1
+
+
+def test_prewarm_can_be_turned_off(two_devices, monkeypatch):
+    monkeypatch.setenv(_hip.ENV_PREWARM, "0")
+    lower_for(kernels.add, X, X, platform="rocm")
+    assert two_devices.calls == []
+
+
+def test_no_prewarm_with_one_device(two_devices, monkeypatch):
+    monkeypatch.setattr(_hip, "local_device_count", lambda: 1)
+    lower_for(kernels.add, X, X, platform="rocm")
+    assert two_devices.calls == []
+
+
+@needs_embedded
+def test_no_prewarm_for_embedded_delivery(two_devices, monkeypatch):
+    monkeypatch.setenv(_hip.ENV_DELIVERY, "embedded")
+    lower_for(kernels.add, X, X, platform="rocm")
+    assert two_devices.calls == []
+
+
+def test_prewarm_launch_reuses_the_encoded_call(two_devices):
+    lower_for(kernels.add, X, X, platform="rocm")
+    lowered = two_devices.calls[0]
+    assert lowered.calls[0].kernel.ptx.endswith(".hsaco")
+    # The launch is lowered by the same `emit` as the real call: same target, same opaque.
+    with jtr.target_arch(rocm="gfx942"):
+        text = jax.jit(lambda x, y: jtr._primitive.encoded_call_p.bind(
+            x, y, lowered=_hip._Hashable(lowered),
+            out_avals=(jax.core.ShapedArray(X.shape, X.dtype),))).trace(X, X).lower(
+                lowering_platforms=("rocm",)).as_text()
+    assert lowered.custom_call_target in text
