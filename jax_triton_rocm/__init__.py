@@ -7,6 +7,7 @@ Importing the package does not import Triton; `triton_call` and the first loweri
 """
 
 from jax_triton_rocm._call import triton_call
+from jax_triton_rocm._inspect import EmittedCall, kernel_calls
 from jax_triton_rocm._plugin import initialize, register, registered_platforms
 from jax_triton_rocm._primitive import triton_kernel_p
 from jax_triton_rocm._state import clear_caches
@@ -14,9 +15,11 @@ from jax_triton_rocm._target import target_arch
 from jax_triton_rocm._version import __version__
 
 __all__ = [
+    "EmittedCall",
     "__version__",
     "clear_caches",
     "initialize",
+    "kernel_calls",
     "register",
     "registered_platforms",
     "target_arch",
