@@ -96,5 +96,5 @@ def transpose(x, *, warp_size, num_warps=4, block_m=32, block_n=64):
     return jtr.triton_call(
         x, rows, cols, kernel=transpose_kernel,
         out_shape=jax.ShapeDtypeStruct((cols, rows), x.dtype),
-        grid=(triton.cdiv(rows, block_m), triton.cdiv(cols, block_n)), num_warps=num_warps, BLOCK_M=block_m, BLOCK_N=block_n,
-        WARP_SIZE=warp_size, NUM_WARPS=num_warps)
+        grid=(triton.cdiv(rows, block_m), triton.cdiv(cols, block_n)), num_warps=num_warps,
+        BLOCK_M=block_m, BLOCK_N=block_n, WARP_SIZE=warp_size, NUM_WARPS=num_warps)

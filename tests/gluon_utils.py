@@ -72,3 +72,13 @@ def cubin_sm(binary: bytes) -> int:
     flags = struct.unpack_from("<I", binary, 48)[0]
     abi_version = binary[8]
     return (flags >> 8) & 0xFF if abi_version >= 8 else flags & 0xFF
+
+
+def cause_types(error: BaseException) -> list[type]:
+    """The types along `error`'s chain of causes (JAX inserts its own link when lowering)."""
+    types = []
+    cause = error.__cause__
+    while cause is not None:
+        types.append(type(cause))
+        cause = cause.__cause__
+    return types
