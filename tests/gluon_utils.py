@@ -82,3 +82,11 @@ def cause_types(error: BaseException) -> list[type]:
         types.append(type(cause))
         cause = cause.__cause__
     return types
+
+
+def device_warp_size(device) -> int:
+    """The warp size of a JAX GPU device: 64 on AMD gfx9xx (CDNA), else 32."""
+    arch = str(device.compute_capability).split(":")[0]
+    if device.platform == "rocm" and int(arch.removeprefix("gfx")[:-2]) < 10:
+        return 64
+    return 32
