@@ -101,12 +101,12 @@ def compile_bound(
       bound: the call's signature, constexprs and specialisation.
       options: compile options for the backend's `parse_options`.
       gluon: compile as Gluon (`GluonASTSource`, layouts checked against the launch).
+      binary_key, asm_key: which of Triton's outputs are the binary and the assembly
+        ("cubin"/"ptx" on CUDA, "hsaco"/"amdgcn" on HIP).
 
     Raises:
       ImportError: a Gluon kernel and a Triton without Gluon for the target (`_gluon`).
       ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
-      binary_key, asm_key: which of Triton's outputs are the binary and the assembly
-        ("cubin"/"ptx" on CUDA, "hsaco"/"amdgcn" on HIP).
     """
     if gluon:
         _gluon.check_target(jit_fn, triton_target)

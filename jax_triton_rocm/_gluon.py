@@ -20,8 +20,6 @@ from typing import Any
 from jax_triton_rocm import _compat
 from jax_triton_rocm._kernel import kernel_name
 
-_TRITON_UPGRADE = "pip install -U 'triton>=3.6,<3.10'"
-
 # The innermost layout attributes in printed TTGIR, e.g.
 # #ttg.blocked<{sizePerThread = [8], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]}>.
 _LAYOUT = re.compile(r"#ttg\.\w+<\{[^{}]*\}>")
@@ -44,7 +42,7 @@ def check_available(jit_fn: Any) -> None:
         raise ImportError(
             f"Kernel {kernel_name(jit_fn)} is a @gluon.jit kernel, but the installed Triton "
             f"{info.version} has no Gluon (triton.experimental.gluon). Upgrade Triton: "
-            f"{_TRITON_UPGRADE}.")
+            f"{_compat._TRITON_INSTALL}.")
 
 
 def check_target(jit_fn: Any, triton_target: Any) -> None:
@@ -62,7 +60,7 @@ def check_target(jit_fn: Any, triton_target: Any) -> None:
             f"Kernel {kernel_name(jit_fn)} is a @gluon.jit kernel and the target is "
             f"{describe_target(triton_target)}, but the installed Triton {info.version} has no "
             f"Gluon for AMD GPUs (it needs Triton 3.5 or newer). Upgrade Triton: "
-            f"{_TRITON_UPGRADE}.")
+            f"{_compat._TRITON_INSTALL}.")
 
 
 def describe_target(triton_target: Any) -> str:
@@ -172,7 +170,8 @@ def _rejected_module_text(src: Any, target: Any, options: Any, codegen_fns: Any,
     """Builds the Gluon module again, as `GluonASTSource.make_ir` does, and prints it.
 
     Runs only after the verifier rejected the module: `make_ir` drops the module it built, and
-    Triton's error carries no text. None when this Triton builds modules differently.
+    Triton's error carries no text. The verifier rejects this copy too, so Triton prints its
+    diagnostic on stderr a second time. None when this Triton builds modules differently.
     """
     try:
         from triton._C.libtriton import ir
