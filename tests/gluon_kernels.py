@@ -16,12 +16,24 @@ from triton.experimental.gluon import language as gl
 import jax_triton_rocm as jtr
 
 
+@gluon.constexpr_function
+def vector_layout(block, warp_size, num_warps):
+    """A 1-D layout spreading `block` elements over `num_warps` warps of `warp_size` threads."""
+    return gl.BlockedLayout(size_per_thread=[block // (warp_size * num_warps)],
+                            threads_per_warp=[warp_size], warps_per_cta=[num_warps], order=[0])
+
+
+@gluon.constexpr_function
+def tile_layout(warp_size, num_warps):
+    """A 2-D row-major layout: 16 threads along a row, 4 elements each, warps stacked by rows."""
+    return gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[warp_size // 16, 16],
+                            warps_per_cta=[num_warps, 1], order=[1, 0])
+
+
 @gluon.jit
 def copy_kernel(x_ptr, n, out_ptr, BLOCK: gl.constexpr, WARP_SIZE: gl.constexpr,
                 NUM_WARPS: gl.constexpr):
-    layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[BLOCK // (WARP_SIZE * NUM_WARPS)],
-                                            threads_per_warp=[WARP_SIZE],
-                                            warps_per_cta=[NUM_WARPS], order=[0])
+    layout: gl.constexpr = vector_layout(BLOCK, WARP_SIZE, NUM_WARPS)
     offsets = gl.program_id(0) * BLOCK + gl.arange(0, BLOCK, layout=layout)
     mask = offsets < n
     gl.store(out_ptr + offsets, gl.load(x_ptr + offsets, mask=mask), mask=mask)
@@ -31,9 +43,7 @@ def copy_kernel(x_ptr, n, out_ptr, BLOCK: gl.constexpr, WARP_SIZE: gl.constexpr,
 def axpy_kernel(x_ptr, y_ptr, alpha, n, out_ptr, BLOCK: gl.constexpr,
                 WARP_SIZE: gl.constexpr, NUM_WARPS: gl.constexpr):
     """out = alpha * x + y (alpha a float scalar)."""
-    layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[BLOCK // (WARP_SIZE * NUM_WARPS)],
-                                            threads_per_warp=[WARP_SIZE],
-                                            warps_per_cta=[NUM_WARPS], order=[0])
+    layout: gl.constexpr = vector_layout(BLOCK, WARP_SIZE, NUM_WARPS)
     offsets = gl.program_id(0) * BLOCK + gl.arange(0, BLOCK, layout=layout)
     mask = offsets < n
     x = gl.load(x_ptr + offsets, mask=mask)
@@ -45,9 +55,7 @@ def axpy_kernel(x_ptr, y_ptr, alpha, n, out_ptr, BLOCK: gl.constexpr,
 def row_sum_kernel(x_ptr, n_rows, n_cols, out_ptr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                    WARP_SIZE: gl.constexpr, NUM_WARPS: gl.constexpr):
     """out[r] = sum(x[r, :]) for BLOCK_M rows per program; one column tile (n_cols <= BLOCK_N)."""
-    layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 4],
-                                            threads_per_warp=[WARP_SIZE // 16, 16],
-                                            warps_per_cta=[NUM_WARPS, 1], order=[1, 0])
+    layout: gl.constexpr = tile_layout(WARP_SIZE, NUM_WARPS)
     rows = gl.program_id(0) * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
     cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
@@ -59,9 +67,7 @@ def row_sum_kernel(x_ptr, n_rows, n_cols, out_ptr, BLOCK_M: gl.constexpr, BLOCK_
 def transpose_kernel(x_ptr, n_rows, n_cols, out_ptr, BLOCK_M: gl.constexpr,
                      BLOCK_N: gl.constexpr, WARP_SIZE: gl.constexpr, NUM_WARPS: gl.constexpr):
     """out[c, r] = x[r, c], one BLOCK_M x BLOCK_N tile per program on a 2-D grid."""
-    layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 4],
-                                            threads_per_warp=[WARP_SIZE // 16, 16],
-                                            warps_per_cta=[NUM_WARPS, 1], order=[1, 0])
+    layout: gl.constexpr = tile_layout(WARP_SIZE, NUM_WARPS)
     rows = gl.program_id(0) * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
     cols = gl.program_id(1) * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)

@@ -86,7 +86,8 @@ def cause_types(error: BaseException) -> list[type]:
 
 def device_warp_size(device) -> int:
     """The warp size of a JAX GPU device: 64 on AMD gfx9xx (CDNA), else 32."""
-    arch = str(device.compute_capability).split(":")[0]
-    if device.platform == "rocm" and int(arch.removeprefix("gfx")[:-2]) < 10:
-        return 64
-    return 32
+    if device.platform != "rocm":
+        return 32
+    from jax_triton_rocm import _hip
+
+    return _hip.warp_size(str(device.compute_capability).split(":")[0])
