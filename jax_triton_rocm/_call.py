@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jax_triton_rocm import _compat, _kernel, _plugin, _target, _types
+from jax_triton_rocm import _compat, _gluon, _kernel, _plugin, _target, _types
 from jax_triton_rocm._primitive import triton_kernel_p
 
 Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
@@ -145,6 +145,7 @@ def triton_call(
       grid: an int, a tuple of 1-3 ints, or a callable of the metaparameters returning one.
       name: a name for the call (shown by jaxlib and profilers).
       num_warps: warps per program (Triton's default: 4). On AMD wave32 GPUs it must be even.
+        A Gluon kernel's layouts must have warps_per_cta multiplying to it.
       num_stages: software-pipelining depth (the backend's default when None).
       num_ctas: CTAs per cluster (Hopper and newer).
       compute_capability: a CUDA compute capability (e.g. 90) to compile for instead of the
@@ -164,7 +165,8 @@ def triton_call(
       The outputs, in the structure of `out_shape`.
 
     Raises:
-      ImportError: Triton is not installed or does not import.
+      ImportError: Triton is not installed or does not import; a Gluon kernel and a Triton
+        without Gluon (here), or without Gluon for AMD (when lowering for ROCm).
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
     _compat.triton_info()
@@ -174,6 +176,7 @@ def triton_call(
             raise TypeError(f"triton_call got {keyword}={metaparams[keyword]!r}: {advice}")
     unwrapped = _kernel.unwrap(kernel)
     jit_fn = unwrapped.jit_fn
+    _gluon.check_available(jit_fn)
     param_names = list(jit_fn.arg_names)
 
     options = {k: metaparams.pop(k) for k in list(metaparams)

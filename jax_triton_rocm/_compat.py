@@ -274,20 +274,21 @@ def ast_source(fn: Any, signature: dict[str, str], constexprs: dict, attrs: dict
     return ASTSource(fn, signature, constexprs=constexprs, attrs=attrs)
 
 
-def gluon_ast_source(fn: Any, signature: dict[str, str], constexprs: dict, attrs: dict) -> Any:
-    """Gluon's GluonASTSource for a @gluon.jit function."""
+def gluon_ast_source_class() -> type:
+    """Gluon's `GluonASTSource` class (same constructor as ASTSource in 3.6-3.9)."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    return GluonASTSource(fn, signature, constexprs=constexprs, attrs=attrs)
+    return GluonASTSource
 
 
 def is_gluon_kernel(fn: Any) -> bool:
-    """Whether `fn` is a @gluon.jit function (without importing Gluon when it is not)."""
-    if not triton_info().has_gluon:
-        return False
-    from triton.experimental.gluon._runtime import GluonJITFunction
+    """Whether `fn` is a @gluon.jit function, by its own `is_gluon()` (Triton 3.4+).
 
-    return isinstance(fn, GluonJITFunction)
+    Asks the function, not Gluon's module, so a Gluon kernel is recognised even where
+    `triton_info()` reports no Gluon, and gets a clear error instead of compiling as Triton.
+    """
+    is_gluon = getattr(fn, "is_gluon", None)
+    return bool(is_gluon()) if callable(is_gluon) else False
 
 
 def trace_context_state(name: str, help_text: str) -> Any:

@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 from typing import Any
 
-from jax_triton_rocm import _compat, _state
+from jax_triton_rocm import _compat, _gluon, _state
 from jax_triton_rocm._kernel import BoundKernel
 
 
@@ -27,7 +27,7 @@ class CompiledKernel:
       name: the kernel's symbol.
       binary: the CUBIN or HSACO.
       asm: the PTX or AMDGCN text.
-      ttir: Triton IR.
+      ttir: the IR the kernel was written at: Triton IR, or Gluon's IR for a Gluon kernel.
       shared_mem_bytes, num_warps, num_ctas, warp_size: launch needs.
       global_scratch_size, global_scratch_align, profile_scratch_size: Triton's scratch needs.
       metadata: Triton's full metadata, as a dict (for debugging and tests).
@@ -100,16 +100,25 @@ def compile_bound(
       triton_target: a `triton.backends.compiler.GPUTarget`.
       bound: the call's signature, constexprs and specialisation.
       options: compile options for the backend's `parse_options`.
-      gluon: compile as Gluon (`GluonASTSource`).
+      gluon: compile as Gluon (`GluonASTSource`, layouts checked against the launch).
       binary_key, asm_key: which of Triton's outputs are the binary and the assembly
         ("cubin"/"ptx" on CUDA, "hsaco"/"amdgcn" on HIP).
+
+    Raises:
+      ImportError: a Gluon kernel and a Triton without Gluon for the target (`_gluon`).
+      ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
     """
+    if gluon:
+        _gluon.check_target(jit_fn, triton_target)
     key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon)
 
     def build() -> CompiledKernel:
         triton = _compat.triton_info().module
-        make_source = _compat.gluon_ast_source if gluon else _compat.ast_source
-        source = make_source(jit_fn, bound.signature, bound.constexprs, bound.attrs)
+        if gluon:
+            source = _gluon.source(jit_fn, bound.signature, bound.constexprs, bound.attrs,
+                                   target=_gluon.describe_target(triton_target))
+        else:
+            source = _compat.ast_source(jit_fn, bound.signature, bound.constexprs, bound.attrs)
         compiled = triton.compile(source, target=triton_target, options=dict(options))
         metadata = compiled.metadata
         meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
@@ -118,7 +127,7 @@ def compile_bound(
             name=meta["name"],
             binary=bytes(compiled.asm[binary_key]),
             asm=compiled.asm[asm_key],
-            ttir=compiled.asm["ttir"],
+            ttir=compiled.asm[source.ext],  # "ttir"; Gluon's is "glir" (3.9) or "ttgir" (3.6)
             shared_mem_bytes=int(meta.get("shared", 0)),
             num_warps=int(meta["num_warps"]),
             num_ctas=int(meta.get("num_ctas", 1)),

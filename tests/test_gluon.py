@@ -1,0 +1,259 @@
+"""Gluon kernels through triton_call, lowered without a GPU for gfx942, gfx950 and sm_90.
+
+Every test is collected everywhere; where the installed Triton has no Gluon they skip, saying so.
+"""
+
+import dataclasses
+import importlib.util
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import pytest
+import triton
+
+import jax_triton_rocm as jtr
+from jax_triton_rocm import _compat, _compile, _gluon, _kernel, _proto, _state
+from tests import gluon_utils
+from tests.gluon_utils import AMDGPU_MACH, EM_AMDGPU, EM_CUDA, TARGETS, lower_for
+
+pytestmark = gluon_utils.requires_gluon
+
+VECTOR = jax.ShapeDtypeStruct((4096,), jnp.float32)
+MATRIX = jax.ShapeDtypeStruct((100, 200), jnp.float32)
+TARGET_IDS = [arch for _, arch, _ in TARGETS]
+EXAMPLE = pathlib.Path(__file__).parent.parent / "examples" / "gluon_add.py"
+
+
+@pytest.fixture
+def gk():
+    return gluon_utils.gluon_kernels()
+
+
+def _calls(gk, warp_size):
+    """One wrapper per shared kernel, with the avals it is lowered at."""
+    return {
+        "copy": (lambda x: gk.copy(x, warp_size=warp_size), (VECTOR,)),
+        "axpy": (lambda x, y: gk.axpy(2.5, x, y, warp_size=warp_size), (VECTOR, VECTOR)),
+        "row_sum": (lambda x: gk.row_sum(x, warp_size=warp_size), (MATRIX,)),
+        "transpose": (lambda x: gk.transpose(x, warp_size=warp_size), (MATRIX,)),
+    }
+
+
+def _without(monkeypatch, **features):
+    """Makes `triton_info()` report the installed Triton without the given Gluon features."""
+    real = _compat.triton_info()
+    monkeypatch.setattr(_compat, "triton_info",
+                        lambda: dataclasses.replace(real, version="3.4.0", **features))
+
+
+# The binary and the opaque, per target.
+
+@pytest.mark.parametrize("kernel", ["copy", "axpy", "row_sum", "transpose"])
+@pytest.mark.parametrize("platform,arch,warp", TARGETS, ids=TARGET_IDS)
+def test_shared_gluon_kernel_lowers_to_a_binary_for_the_target(gk, kernel, platform, arch, warp):
+    fn, avals = _calls(gk, warp)[kernel]
+    compiled = lower_for(fn, platform, arch, *avals).kernels[0]
+    if platform == "rocm":
+        assert gluon_utils.elf_machine(compiled.binary) == EM_AMDGPU
+        assert gluon_utils.hsaco_mach(compiled.binary) == AMDGPU_MACH[arch]
+    else:
+        assert gluon_utils.elf_machine(compiled.binary) == EM_CUDA
+        assert gluon_utils.cubin_sm(compiled.binary) == 90
+    assert compiled.warp_size == warp
+
+
+@pytest.mark.parametrize("platform,arch,warp", TARGETS, ids=TARGET_IDS)
+def test_decoded_opaque_launches_the_compiled_kernel(gk, platform, arch, warp):
+    lowered = lower_for(lambda x, y: gk.axpy(2.5, x, y, warp_size=warp), platform, arch,
+                        VECTOR, VECTOR)
+    call = _proto.decode(lowered.opaque).kernel_call
+    compiled = lowered.kernels[0]
+    assert call.kernel.kernel_name == compiled.name == "axpy_kernel"
+    assert (call.grid_0, call.grid_1, call.grid_2) == (4, 1, 1)
+    assert call.kernel.num_warps == 4
+    assert [p.WhichOneof("value") for p in call.parameters] == ["array", "array", "f32", "i32",
+                                                                "array"]
+    assert call.parameters[2].f32 == 2.5
+    assert call.parameters[3].i32 == 4096
+    if lowered.features.module_image:
+        assert call.kernel.module_image.object_file == compiled.binary
+    elif platform == "rocm":
+        assert pathlib.Path(call.kernel.ptx).read_bytes() == compiled.binary
+    else:
+        assert call.kernel.ptx == compiled.asm
+
+
+@pytest.mark.parametrize("platform,arch,warp", TARGETS, ids=TARGET_IDS)
+def test_gluon_ir_travels_in_the_ttir_field(gk, platform, arch, warp):
+    lowered = lower_for(lambda x: gk.copy(x, warp_size=warp), platform, arch, VECTOR)
+    ttir = _proto.decode(lowered.opaque).kernel_call.kernel.ttir
+    assert f"threadsPerWarp = [{warp}]" in ttir
+
+
+def test_cuda_opaque_round_trips_through_jaxlibs_parser(gk):
+    plugin = _compat.plugin_triton_module("cuda")
+    if plugin is None or not hasattr(plugin, "get_serialized_metadata"):
+        pytest.skip("jaxlib's CUDA plugin _triton module does not import here")
+    with gluon_utils.capture_lowerings() as captured, jtr.target_arch(cuda="sm_90"):
+        jax.jit(lambda x: jtr.triton_call(
+            x, x.size, kernel=gk.copy_kernel, out_shape=x, grid=(4,), num_warps=4,
+            serialized_metadata=b"gluon-metadata", BLOCK=1024, WARP_SIZE=32, NUM_WARPS=4,
+        )).trace(VECTOR).lower(lowering_platforms=("cuda",))
+    assert plugin.get_serialized_metadata(captured[0].opaque) == b"gluon-metadata"
+
+
+# How a Gluon kernel is compiled.
+
+def test_gluon_kernel_compiles_through_gluon_source_with_constexprs_marked(gk, monkeypatch):
+    sources = []
+    make_source = _gluon.source
+
+    def recording_source(*args, **kwargs):
+        sources.append(make_source(*args, **kwargs))
+        return sources[-1]
+
+    monkeypatch.setattr(_gluon, "source", recording_source)
+    jtr.clear_caches()
+    lower_for(lambda x: gk.copy(x, warp_size=64, block=2048), "rocm", "gfx942", VECTOR)
+    (source,) = sources
+    assert isinstance(source, _compat.gluon_ast_source_class())
+    assert source.signature == {"x_ptr": "*fp32", "n": "i32", "out_ptr": "*fp32",
+                                "BLOCK": "constexpr", "WARP_SIZE": "constexpr",
+                                "NUM_WARPS": "constexpr"}
+    assert source.constants[(3,)] == 2048
+
+
+def test_gluon_and_triton_compiles_of_one_kernel_have_different_keys(gk):
+    from triton.backends.compiler import GPUTarget
+
+    bound = _kernel.BoundKernel({"x_ptr": "*fp32"}, {}, {}, (), ())
+    target = GPUTarget("hip", "gfx942", 64)
+    keys = {_compile.kernel_key(gk.copy_kernel, target, bound, {}, gluon=gluon)
+            for gluon in (True, False)}
+    assert len(keys) == 2
+
+
+def test_gluon_kernel_is_compiled_once_for_two_jitted_functions(gk):
+    jtr.clear_caches()
+    lower_for(lambda x: gk.copy(x, warp_size=64), "rocm", "gfx950", VECTOR)
+    lower_for(lambda x: gk.copy(x, warp_size=64) * 2, "rocm", "gfx950", VECTOR)
+    assert _state.KERNELS.stats["compiles"] == 1
+    assert _state.KERNELS.stats["hits"] == 1
+
+
+@pytest.mark.parametrize("platform,arch,warp", TARGETS, ids=TARGET_IDS)
+def test_num_warps_and_num_stages_reach_the_compiler_and_the_launch(gk, platform, arch, warp):
+    lowered = lower_for(lambda x: jtr.triton_call(
+        x, x.size, kernel=gk.copy_kernel, out_shape=x, grid=(2,), num_warps=8, num_stages=3,
+        BLOCK=2048, WARP_SIZE=warp, NUM_WARPS=8), platform, arch, VECTOR)
+    compiled = lowered.kernels[0]
+    assert compiled.num_warps == 8
+    assert compiled.metadata["num_stages"] == 3
+    assert _proto.decode(lowered.opaque).kernel_call.kernel.num_warps == 8
+
+
+# Layouts that do not fit the launch.
+
+@pytest.mark.parametrize("platform,arch,wrong_warp,warp", [("rocm", "gfx942", 32, 64),
+                                                           ("rocm", "gfx950", 32, 64),
+                                                           ("cuda", "sm_90", 64, 32)])
+def test_layout_of_the_wrong_warp_size_names_both_sizes_and_the_target(gk, platform, arch,
+                                                                      wrong_warp, warp):
+    with pytest.raises(ValueError) as error:
+        lower_for(lambda x: gk.copy(x, warp_size=wrong_warp), platform, arch, VECTOR)
+    message = str(error.value)
+    assert f"{wrong_warp} threads per warp" in message
+    assert f"target {arch} has a warp size of {warp}" in message
+    assert RuntimeError in gluon_utils.cause_types(error.value)  # Triton's verifier error
+
+
+@pytest.mark.parametrize("platform,arch,warp", TARGETS, ids=TARGET_IDS)
+def test_layout_warps_differing_from_num_warps_names_both_counts_and_the_target(
+        gk, platform, arch, warp):
+    with pytest.raises(ValueError) as error:
+        lower_for(lambda x: jtr.triton_call(
+            x, x.size, kernel=gk.copy_kernel, out_shape=x, grid=(4,), num_warps=8,
+            BLOCK=1024, WARP_SIZE=warp, NUM_WARPS=4), platform, arch, VECTOR)
+    message = str(error.value)
+    assert "4 warps per CTA" in message
+    assert f"num_warps=8 on target {arch}" in message
+    assert RuntimeError in gluon_utils.cause_types(error.value)  # Triton's verifier error
+
+
+def test_layouts_are_read_from_slice_parents_and_counted_over_every_dimension():
+    text = ("#ttg.slice<{dim = 1, parent = #ttg.blocked<{sizePerThread = [1, 4], "
+            "threadsPerWarp = [2, 16], warpsPerCTA = [4, 1], order = [1, 0]}>}>")
+    (layout,) = _gluon.layouts_in(text)
+    assert (layout.threads_per_warp, layout.warps_per_cta) == (32, 4)
+
+
+def test_rejected_module_without_readable_layouts_still_names_the_launch():
+    error = _gluon.layout_error(lambda: None, None, warp_size=64, num_warps=4, target="gfx942")
+    assert "gfx942 (warp size 64, num_warps=4)" in str(error)
+
+
+# Tritons without Gluon (simulated: the installed ones have it).
+
+def test_triton_without_gluon_fails_at_the_call(gk, monkeypatch):
+    _without(monkeypatch, has_gluon=False, gluon_for_amd=False)
+    with pytest.raises(ImportError, match=r"copy_kernel is a @gluon.jit kernel, but the "
+                                          r"installed Triton 3.4.0 has no Gluon"):
+        jax.jit(lambda x: gk.copy(x, warp_size=32)).trace(VECTOR)
+
+
+def test_triton_without_gluon_for_amd_fails_when_lowering_for_rocm(gk, monkeypatch):
+    _without(monkeypatch, gluon_for_amd=False)
+    with pytest.raises(ImportError, match=r"target is gfx942, but the installed Triton 3.4.0 "
+                                          r"has no Gluon for AMD GPUs \(it needs Triton 3.5"):
+        lower_for(lambda x: gk.copy(x, warp_size=64), "rocm", "gfx942", VECTOR)
+
+
+def test_triton_without_gluon_for_amd_still_lowers_for_cuda(gk, monkeypatch):
+    _without(monkeypatch, gluon_for_amd=False)
+    lowered = lower_for(lambda x: gk.copy(x, warp_size=32), "cuda", "sm_90", VECTOR)
+    assert gluon_utils.elf_machine(lowered.kernels[0].binary) == EM_CUDA
+
+
+# Autotuned Gluon kernels.
+
+def _autotuned(gk, configs):
+    return triton.autotune(configs=configs, key=["n"])(gk.copy_kernel)
+
+
+@pytest.mark.parametrize("platform,arch,warp", TARGETS, ids=TARGET_IDS)
+def test_autotuned_gluon_kernel_compiles_each_config_with_its_num_warps(gk, platform, arch,
+                                                                       warp):
+    kernel = _autotuned(gk, [
+        triton.Config({"BLOCK": 1024, "NUM_WARPS": 4}, num_warps=4),
+        triton.Config({"BLOCK": 2048, "NUM_WARPS": 8}, num_warps=8),
+    ])
+    lowered = lower_for(lambda x: jtr.triton_call(
+        x, x.size, kernel=kernel, out_shape=x,
+        grid=lambda meta: (triton.cdiv(x.size, meta["BLOCK"]),), WARP_SIZE=warp),
+        platform, arch, VECTOR)
+    assert [k.num_warps for k in lowered.kernels] == [4, 8]
+    configs = _proto.decode(lowered.opaque).autotuned_kernel_call.configs
+    assert [c.kernel_call.kernel.num_warps for c in configs] == [4, 8]
+    assert [c.kernel_call.grid_0 for c in configs] == [4, 2]
+
+
+def test_autotune_config_whose_num_warps_differs_from_its_layout_is_refused(gk):
+    kernel = _autotuned(gk, [
+        triton.Config({"BLOCK": 1024, "NUM_WARPS": 4}, num_warps=4),
+        triton.Config({"BLOCK": 2048, "NUM_WARPS": 4}, num_warps=8),
+    ])
+    with pytest.raises(ValueError, match=r"4 warps per CTA, but the call launches num_warps=8"):
+        lower_for(lambda x: jtr.triton_call(x, x.size, kernel=kernel, out_shape=x, grid=(4,),
+                                            WARP_SIZE=64), "rocm", "gfx942", VECTOR)
+
+
+# The example.
+
+@pytest.mark.parametrize("platform,arch,warp", TARGETS, ids=TARGET_IDS)
+def test_example_describes_its_launch_for_each_target(platform, arch, warp):
+    spec = importlib.util.spec_from_file_location("gluon_add_example", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    line = example.describe_launch(platform, arch, n=4096)
+    assert line.startswith(f"{arch:7s} add_kernel: grid=(4, 1, 1), num_warps=4 x warp {warp}")
