@@ -1,0 +1,142 @@
+"""Launch overhead, first-call latency and bandwidth of kernels called through jax_triton_rocm.
+
+Run on a GPU machine: `python benchmarks/overhead.py`. Prints one table, figures and ratios side
+by side from one run (the machines are shared and noisy: compare within a run, not across).
+
+1. Per-kernel time in one jitted chain of 200 small adds (1024 floats): the typed-FFI target
+   (what the package emits on jax 0.10.1+), the legacy target (forced), and XLA's own add.
+2. First call of a compiled executable (module load + launch): CUBIN carried in `module_image`
+   (jax 0.11.1+) against PTX only (jaxlib runs ptxas at load), each on fresh kernels.
+3. Bandwidth of a 1 GiB float32 add: the Triton kernel against XLA's add.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import triton
+import triton.language as tl
+
+import jax_triton_rocm as jtr
+from jax_triton_rocm import _compat
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets,
+                                                                                 mask=mask),
+             mask=mask)
+
+
+def triton_add(x, y, block=1024):
+    return jtr.triton_call(x, y, x.size, kernel=add_kernel, out_shape=x,
+                           grid=(triton.cdiv(x.size, block),), BLOCK=block)
+
+
+def _platform() -> str:
+    platform = jax.devices()[0].platform
+    return {"gpu": "cuda"}.get(platform, platform)
+
+
+class forced_features:
+    """Makes lowerings see a plugin without some feature (for comparison only)."""
+
+    def __init__(self, **changes):
+        self.changes = changes
+
+    def __enter__(self):
+        self.original = _compat.plugin_features
+        real = self.original(_platform())
+        forced = dataclasses.replace(real, **self.changes)
+        _compat.plugin_features = lambda platform: forced
+        jax.clear_caches()
+
+    def __exit__(self, *exc):
+        _compat.plugin_features = self.original
+        jax.clear_caches()
+
+
+def _median_seconds(fn, *args, repeats=30):
+    fn(*args).block_until_ready()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn(*args).block_until_ready()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def chain_per_kernel_us(add, length=200):
+    @jax.jit
+    def chain(x, y):
+        for _ in range(length):
+            x = add(x, y)
+        return x
+
+    x = jnp.ones((1024,), jnp.float32)
+    return _median_seconds(chain, x, x) / length * 1e6
+
+
+def first_call_ms(variants=6):
+    """Median over fresh kernels (distinct BLOCK, so jaxlib has loaded none of them)."""
+    times = []
+    x = jnp.ones((1 << 16,), jnp.float32)
+    for i in range(variants):
+        block = 64 << (i % 5)
+        fn = jax.jit(lambda a, b, block=block, i=i: triton_add(a, b * (i + 1), block=block))
+        compiled = fn.lower(x, x).compile()  # Triton compile and XLA compile stay outside
+        start = time.perf_counter()
+        compiled(x, x).block_until_ready()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def bandwidth_tb_s(add, n=1 << 28):
+    x = jnp.ones((n,), jnp.float32)
+    y = jnp.ones((n,), jnp.float32)
+    seconds = _median_seconds(jax.jit(add), x, y, repeats=20)
+    return 3 * n * 4 / seconds / 1e12
+
+
+def main():
+    platform = _platform()
+    features = _compat.plugin_features(platform)
+    print(f"device: {jax.devices()[0].device_kind}; jax {jax.__version__}; "
+          f"Triton {triton.__version__}; plugin: {features}")
+    rows = []
+    ffi_us = chain_per_kernel_us(triton_add)
+    with forced_features(ffi_target=False):
+        legacy_us = chain_per_kernel_us(triton_add)
+    xla_us = chain_per_kernel_us(lambda a, b: a + b)
+    rows.append(("chain of 200 adds, us/kernel: FFI target", ffi_us, ffi_us / xla_us))
+    rows.append(("chain of 200 adds, us/kernel: legacy target", legacy_us, legacy_us / xla_us))
+    rows.append(("chain of 200 adds, us/kernel: XLA add", xla_us, 1.0))
+
+    if features.module_image:
+        jtr.clear_caches()
+        image_ms = first_call_ms()
+        jtr.clear_caches()
+        with forced_features(module_image=False):
+            ptx_ms = first_call_ms()
+        rows.append(("first call, ms: binary in module_image", image_ms, image_ms / ptx_ms))
+        rows.append(("first call, ms: PTX only (ptxas at load)", ptx_ms, 1.0))
+
+    triton_bw = bandwidth_tb_s(triton_add)
+    xla_bw = bandwidth_tb_s(lambda a, b: a + b)
+    rows.append(("1 GiB add, TB/s: Triton through the bridge", triton_bw, triton_bw / xla_bw))
+    rows.append(("1 GiB add, TB/s: XLA add", xla_bw, 1.0))
+
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure':{width}s}  {'value':>9s}  {'ratio':>6s}")
+    for name, value, ratio in rows:
+        print(f"{name:{width}s}  {value:9.3f}  {ratio:6.2f}")
+
+
+if __name__ == "__main__":
+    main()
