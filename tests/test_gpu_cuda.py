@@ -82,13 +82,14 @@ def test_zeroed_outputs_are_zeroed_before_launch():
         np.testing.assert_allclose(total(x)[0], jnp.sum(x), rtol=1e-4)
 
 
-def test_two_outputs_as_a_pytree():
+def test_two_outputs_in_pytree_order():
     x, y = _rand(11, (5000,)), _rand(12, (5000,))
+    # Outputs fill the kernel's pointers in out_shape's pytree order (dict keys sorted).
     out = jax.jit(lambda x, y: jtr.triton_call(
         x, y, x.size, kernel=kernels.sum_and_diff_kernel,
-        out_shape={"sum": x, "diff": x}, grid=(triton.cdiv(5000, 256),), BLOCK=256))(x, y)
-    np.testing.assert_allclose(out["sum"], x + y, rtol=1e-6)
-    np.testing.assert_allclose(out["diff"], x - y, rtol=1e-6)
+        out_shape={"a_sum": x, "b_diff": x}, grid=(triton.cdiv(5000, 256),), BLOCK=256))(x, y)
+    np.testing.assert_allclose(out["a_sum"], x + y, rtol=1e-6)
+    np.testing.assert_allclose(out["b_diff"], x - y, rtol=1e-6)
 
 
 def test_callable_grid_sees_the_metaparameters():
