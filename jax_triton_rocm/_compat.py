@@ -205,7 +205,7 @@ class TritonInfo:
     gluon_for_amd: bool
 
 
-_TRITON_INSTALL = "pip install 'triton>=3.6,<3.10'"
+TRITON_INSTALL_HINT = "pip install 'triton>=3.6,<3.10'"
 
 
 @functools.cache
@@ -223,14 +223,14 @@ def triton_info() -> TritonInfo:
         if err.name is not None and err.name.split(".")[0] == "triton":
             raise ImportError(
                 f"jax_triton_rocm needs Triton, which is not installed. Install it with: "
-                f"{_TRITON_INSTALL}") from err
+                f"{TRITON_INSTALL_HINT}") from err
         raise ImportError(f"Triton is installed but does not import ({err}). Reinstall it "
-                          f"with: {_TRITON_INSTALL}") from err
+                          f"with: {TRITON_INSTALL_HINT}") from err
     except (ImportError, RuntimeError, ValueError) as err:
         raise ImportError(
             f"Triton is installed but does not import: {type(err).__name__}: {err}. It may be "
             f"a build for another Python, platform or LLVM; reinstall it with: "
-            f"{_TRITON_INSTALL}") from err
+            f"{TRITON_INSTALL_HINT}") from err
     backends = tuple(sorted(getattr(triton.backends, "backends", {})))
     has_gluon = importlib.util.find_spec("triton.experimental.gluon") is not None
     version = triton.__version__
@@ -260,11 +260,11 @@ def import_triton_backend(platform: str) -> types.ModuleType:
         raise ImportError(
             f"The installed Triton {info.version} has no '{name}' backend, which lowering for "
             f"platform '{platform}' needs (it has: {', '.join(info.backends) or 'none'}). Install "
-            f"a Triton build for {platform.upper()}: {_TRITON_INSTALL}") from err
+            f"a Triton build for {platform.upper()}: {TRITON_INSTALL_HINT}") from err
     except (ImportError, RuntimeError, ValueError) as err:
         raise ImportError(
             f"Triton {info.version}'s '{name}' backend does not import: {type(err).__name__}: "
-            f"{err}. Reinstall Triton: {_TRITON_INSTALL}") from err
+            f"{err}. Reinstall Triton: {TRITON_INSTALL_HINT}") from err
 
 
 def ast_source(fn: Any, signature: dict[str, str], constexprs: dict, attrs: dict) -> Any:

@@ -42,7 +42,7 @@ def check_available(jit_fn: Any) -> None:
         raise ImportError(
             f"Kernel {kernel_name(jit_fn)} is a @gluon.jit kernel, but the installed Triton "
             f"{info.version} has no Gluon (triton.experimental.gluon). Upgrade Triton: "
-            f"{_compat._TRITON_INSTALL}.")
+            f"{_compat.TRITON_INSTALL_HINT}.")
 
 
 def check_target(jit_fn: Any, triton_target: Any) -> None:
@@ -60,7 +60,7 @@ def check_target(jit_fn: Any, triton_target: Any) -> None:
             f"Kernel {kernel_name(jit_fn)} is a @gluon.jit kernel and the target is "
             f"{describe_target(triton_target)}, but the installed Triton {info.version} has no "
             f"Gluon for AMD GPUs (it needs Triton 3.5 or newer). Upgrade Triton: "
-            f"{_compat._TRITON_INSTALL}.")
+            f"{_compat.TRITON_INSTALL_HINT}.")
 
 
 def describe_target(triton_target: Any) -> str:
