@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jax_triton_rocm import _compat, _configs, _proto, _target
+from jax_triton_rocm import _compat, _configs, _target
 from jax_triton_rocm._compile import CompiledKernel
 from jax_triton_rocm._lowering import VendorLowering
 
@@ -27,6 +27,7 @@ class CudaLowering(VendorLowering):
     platform = "cuda"
     binary_key = "cubin"
     asm_key = "ptx"
+    vendor_options = ("maxnreg",)
 
     def triton_target(self, target: _target.Target) -> Any:
         return GPUTarget("cuda", target.cuda_capability, WARP_SIZE)
@@ -47,37 +48,15 @@ class CudaLowering(VendorLowering):
             raise ValueError(
                 f"num_ctas={config.num_ctas} needs thread-block clusters (sm_90 or newer); the "
                 f"target is {target.arch} (from {target.source}). Use num_ctas=1.")
-        options: dict[str, Any] = {
-            "num_warps": config.num_warps or 4,
-            "num_ctas": config.num_ctas,
-            "enable_fp_fusion": enable_fp_fusion,
-            "debug": debug,
-        }
-        if config.num_stages is not None:
-            options["num_stages"] = config.num_stages
-        if config.options.get("maxnreg") is not None:
-            options["maxnreg"] = config.options["maxnreg"]
-        return options
+        return super().compile_options(target, config, enable_fp_fusion=enable_fp_fusion,
+                                       debug=debug)
 
-    def kernel_image(self, compiled: CompiledKernel, target: _target.Target,
-                     features: _compat.PluginFeatures) -> _proto.KernelImage:
-        if compiled.global_scratch_size and not features.global_scratch:
-            raise NotImplementedError(
-                f"Kernel {compiled.name} needs {compiled.global_scratch_size} bytes of Triton "
-                f"global scratch memory, which this jaxlib CUDA plugin ({features.detected_from}) "
-                f"does not allocate. Upgrade jax and its plugin to 0.11 or newer.")
-        return _proto.KernelImage(
-            name=compiled.name,
-            num_warps=compiled.num_warps,
-            num_ctas=compiled.num_ctas,
-            shared_mem_bytes=compiled.shared_mem_bytes,
-            ptx=compiled.asm,
-            ttir=compiled.ttir,
-            compute_capability=target.cuda_capability,
-            object_file=compiled.binary if features.module_image else None,
-            global_scratch_size=compiled.global_scratch_size,
-            global_scratch_align=compiled.global_scratch_align,
-        )
+    def binary_fields(self, compiled: CompiledKernel,
+                      features: _compat.PluginFeatures) -> tuple[str, bytes | None]:
+        return compiled.asm, (compiled.binary if features.module_image else None)
+
+    def capability(self, target: _target.Target) -> int:
+        return target.cuda_capability
 
 
 LOWERING = CudaLowering()

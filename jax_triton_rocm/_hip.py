@@ -33,7 +33,7 @@ from typing import Any
 
 from jax.interpreters import mlir
 
-from jax_triton_rocm import _compat, _configs, _kernel, _primitive, _proto, _state, _target
+from jax_triton_rocm import _compat, _kernel, _primitive, _state, _target
 from jax_triton_rocm._compile import CompiledKernel
 from jax_triton_rocm._lowering import LoweredCall, VendorLowering, emit
 
@@ -100,6 +100,7 @@ class HipLowering(VendorLowering):
     platform = "rocm"
     binary_key = "hsaco"
     asm_key = "amdgcn"
+    vendor_options = _kernel.AMD_OPTIONS
 
     def __init__(self) -> None:
         self._hsaco_paths: dict[str, str] = {}
@@ -110,21 +111,6 @@ class HipLowering(VendorLowering):
 
     def backend_class(self) -> Any:
         return _backend.HIPBackend
-
-    def compile_options(self, target: _target.Target, config: _configs.LaunchConfig,
-                        *, enable_fp_fusion: bool, debug: bool) -> dict[str, Any]:
-        options: dict[str, Any] = {
-            "num_warps": config.num_warps or 4,
-            "num_ctas": config.num_ctas,
-            "enable_fp_fusion": enable_fp_fusion,
-            "debug": debug,
-        }
-        if config.num_stages is not None:
-            options["num_stages"] = config.num_stages
-        for knob in _kernel.AMD_OPTIONS:
-            if config.options.get(knob) is not None:
-                options[knob] = config.options[knob]
-        return options
 
     def launch_warps(self, compiled: CompiledKernel) -> int:
         """The `num_warps` to give jaxlib so that it launches the block the kernel was built for."""
@@ -149,26 +135,14 @@ class HipLowering(VendorLowering):
                 self._hsaco_paths[compiled.key] = path
             return path
 
-    def kernel_image(self, compiled: CompiledKernel, target: _target.Target,
-                     features: _compat.PluginFeatures) -> _proto.KernelImage:
-        if compiled.global_scratch_size and not features.global_scratch:
-            raise NotImplementedError(
-                f"Kernel {compiled.name} needs {compiled.global_scratch_size} bytes of Triton "
-                f"global scratch memory, which this jaxlib ROCm plugin ({features.detected_from}) "
-                f"does not allocate. Upgrade jax and its plugin to 0.11 or newer.")
-        embedded = delivery_mode(features) == "embedded"
-        return _proto.KernelImage(
-            name=compiled.name,
-            num_warps=self.launch_warps(compiled),
-            num_ctas=compiled.num_ctas,
-            shared_mem_bytes=compiled.shared_mem_bytes,
-            ptx=EMBEDDED_NOTE if embedded else self.hsaco_path(compiled),
-            ttir=compiled.ttir,
-            compute_capability=target.gfx_capability,
-            object_file=compiled.binary if embedded else None,
-            global_scratch_size=compiled.global_scratch_size,
-            global_scratch_align=compiled.global_scratch_align,
-        )
+    def binary_fields(self, compiled: CompiledKernel,
+                      features: _compat.PluginFeatures) -> tuple[str, bytes | None]:
+        if delivery_mode(features) == "embedded":
+            return EMBEDDED_NOTE, compiled.binary
+        return self.hsaco_path(compiled), None
+
+    def capability(self, target: _target.Target) -> int:
+        return target.gfx_capability
 
     def after_encode(self, lowered: LoweredCall, ctx: Any, operands: tuple) -> None:
         if any(call.kernel.object_file is None for call in lowered.calls):

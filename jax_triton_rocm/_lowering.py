@@ -48,11 +48,13 @@ class VendorLowering:
     Attributes:
       platform: JAX's platform name ("cuda", "rocm").
       binary_key, asm_key: Triton's names for the binary and assembly outputs.
+      vendor_options: compile options of this vendor that calls and configs may set.
     """
 
     platform: str = ""
     binary_key: str = ""
     asm_key: str = ""
+    vendor_options: tuple[str, ...] = ()
 
     def triton_target(self, target: _target.Target) -> Any:
         """Triton's `GPUTarget` for `target` (arch and warp size)."""
@@ -64,13 +66,59 @@ class VendorLowering:
 
     def compile_options(self, target: _target.Target, config: _configs.LaunchConfig,
                         *, enable_fp_fusion: bool, debug: bool) -> dict[str, Any]:
-        """Options for `triton.compile`, from a launch configuration."""
+        """Options for `triton.compile`, from a launch configuration.
+
+        The common ones, plus the vendor's own knobs (`vendor_options`) where the call or the
+        config set them; other vendors' knobs are left out, as Triton's backends do.
+        """
+        options: dict[str, Any] = {
+            "num_warps": config.num_warps or 4,
+            "num_ctas": config.num_ctas,
+            "enable_fp_fusion": enable_fp_fusion,
+            "debug": debug,
+        }
+        if config.num_stages is not None:
+            options["num_stages"] = config.num_stages
+        for knob in self.vendor_options:
+            if config.options.get(knob) is not None:
+                options[knob] = config.options[knob]
+        return options
+
+    def binary_fields(self, compiled: _compile.CompiledKernel,
+                      features: _compat.PluginFeatures) -> tuple[str, bytes | None]:
+        """What goes in the kernel's `ptx` field, and the binary for `module_image` (or None)."""
+        raise NotImplementedError
+
+    def launch_warps(self, compiled: _compile.CompiledKernel) -> int:
+        """The `num_warps` jaxlib needs to launch the block the kernel was compiled for."""
+        return compiled.num_warps
+
+    def capability(self, target: _target.Target) -> int:
+        """The kernel's `compute_capability` field for `target`."""
         raise NotImplementedError
 
     def kernel_image(self, compiled: _compile.CompiledKernel, target: _target.Target,
                      features: _compat.PluginFeatures) -> _proto.KernelImage:
         """The compiled kernel as the installed jaxlib loads it."""
-        raise NotImplementedError
+        if compiled.global_scratch_size and not features.global_scratch:
+            raise NotImplementedError(
+                f"Kernel {compiled.name} needs {compiled.global_scratch_size} bytes of Triton "
+                f"global scratch memory, which this jaxlib {self.platform} plugin "
+                f"({features.detected_from}) does not allocate. Upgrade jax and its plugin to "
+                f"0.11 or newer.")
+        ptx, object_file = self.binary_fields(compiled, features)
+        return _proto.KernelImage(
+            name=compiled.name,
+            num_warps=self.launch_warps(compiled),
+            num_ctas=compiled.num_ctas,
+            shared_mem_bytes=compiled.shared_mem_bytes,
+            ptx=ptx,
+            ttir=compiled.ttir,
+            compute_capability=self.capability(target),
+            object_file=object_file,
+            global_scratch_size=compiled.global_scratch_size,
+            global_scratch_align=compiled.global_scratch_align,
+        )
 
     def after_encode(self, lowered: LoweredCall, ctx: Any, operands: tuple) -> None:
         """A hook run once the call is encoded, before it is emitted (the HIP prewarm)."""

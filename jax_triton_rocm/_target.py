@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any

@@ -23,7 +23,7 @@ def lower_for(fn, *args, platform: str, arch=None):
         return jax.jit(fn).trace(*args).lower(lowering_platforms=(platform,))
 
 
-def lower_one(fn, *args, platform: str, arch=None) -> EmittedCall:
+def lower_one(fn, *args, platform: str, arch=None) -> jtr.EmittedCall:
     """Lowers and returns the single Triton custom call the module must contain."""
     calls = emitted_calls(lower_for(fn, *args, platform=platform, arch=arch))
     assert len(calls) == 1, f"expected one Triton custom call, found {len(calls)}"

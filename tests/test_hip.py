@@ -8,7 +8,6 @@ import warnings
 import jax
 import jax.numpy as jnp
 import pytest
-import triton
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _compat, _hip, _state
