@@ -16,7 +16,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _lowering, _proto
-from tests.kernels import matmul_kernel
+from tests.kernels import add_inplace_kernel, add_kernel, matmul_kernel
 
 ADD_CONFIGS = [
     triton.Config({"BLOCK": 128}, num_warps=4),
@@ -25,20 +25,10 @@ ADD_CONFIGS = [
 ]
 
 
-@triton.jit
-def _add_body(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    offsets = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    y = tl.load(y_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, x + y, mask=mask)
-
-
 @triton.autotune(configs=ADD_CONFIGS, key=["n"])
 @triton.jit
 def tuned_add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
-    _add_body(x_ptr, y_ptr, n, out_ptr, BLOCK)
+    add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK)
 
 
 def tuned_add(x, y, kernel=tuned_add_kernel, **kwargs):
@@ -52,11 +42,7 @@ def tuned_add(x, y, kernel=tuned_add_kernel, **kwargs):
 @triton.jit
 def tuned_add_inplace_kernel(y_ptr, x_ptr, n, out_ptr, BLOCK: tl.constexpr):
     """out += y, where out aliases x, the second input (input_output_aliases={1: 0})."""
-    pid = tl.program_id(0)
-    offsets = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    acc = tl.load(out_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, acc + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+    add_inplace_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK)
 
 
 def tuned_add_inplace(x, y):
@@ -66,6 +52,23 @@ def tuned_add_inplace(x, y):
         y, x, x.size, kernel=tuned_add_inplace_kernel, out_shape=x,
         grid=lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),),
         input_output_aliases={1: 0})
+
+
+@triton.jit
+def capped_add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    """add_kernel that refuses BLOCK > 256 at compile time (a config Triton's autotuner drops)."""
+    tl.static_assert(BLOCK <= 256)
+    add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK)
+
+
+@triton.jit
+def even_add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    """add_kernel without masks when EVEN (n is a multiple of BLOCK), set by a heuristic."""
+    if EVEN:
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + tl.load(y_ptr + offsets))
+    else:
+        add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK)
 
 
 MATMUL_CONFIGS = [
