@@ -81,9 +81,9 @@ def _start_worker(preload: tuple[str, ...]) -> _compile_worker.Worker | None:
         return None
 
 
-def _capture(job: _compile.CompileJob, build=_compile.compile_here) -> Result:
+def _capture(job: _compile.CompileJob, build=None) -> Result:
     try:
-        return _compile.compile_job(job, build)
+        return _compile.compile_job(job, build or _compile.compile_here)
     except Exception as err:  # noqa: BLE001  (returned, so the caller sees every config's fate)
         return err
 
@@ -124,7 +124,9 @@ def _compile_with_workers(jobs: Sequence[_compile.CompileJob], requests: list[di
         def build(job: _compile.CompileJob, request: dict):
             try:
                 if worker.alive():
-                    return _compile.from_triton(job, *worker.compile(request))
+                    compiled = _compile.from_triton(job, *worker.compile(request))
+                    _state.KERNELS.note("worker_compiles")
+                    return compiled
             except _compile_worker.WorkerError as err:
                 logger.debug("jax_triton_rocm: %s; compiling %s here", err, job.key[:12])
             return _compile.compile_here(job)

@@ -103,6 +103,10 @@ class KernelCache:
         with self._locks.guard:
             self.stats[what] += 1
 
+    def note(self, what: str) -> None:
+        """Counts an event about compiles in `stats` (e.g. "worker_compiles")."""
+        self._count(what)
+
 
 KERNELS = KernelCache(LOCKS)
 

@@ -45,13 +45,13 @@ def tuned_add_inplace_kernel(y_ptr, x_ptr, n, out_ptr, BLOCK: tl.constexpr):
     add_inplace_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK)
 
 
-def tuned_add_inplace(x, y):
+def tuned_add_inplace(x, y, metadata: bytes = b""):
     """x + y written over x's buffer: every trial of the autotuner adds y again unless jaxlib
     restores x between trials."""
     return jtr.triton_call(
         y, x, x.size, kernel=tuned_add_inplace_kernel, out_shape=x,
         grid=lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),),
-        input_output_aliases={1: 0})
+        input_output_aliases={1: 0}, serialized_metadata=metadata)
 
 
 @triton.jit

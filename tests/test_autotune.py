@@ -5,13 +5,14 @@ opaque. GPU runs of the same kernels are in test_gpu_autotune.py.
 """
 
 import os
+import time
 
 import jax
 import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _compile_worker, _parallel, _state
+from jax_triton_rocm import _compat, _compile, _compile_worker, _parallel, _proto, _state
 from tests import autotune_utils as au
 from tests import kernels
 
@@ -80,7 +81,7 @@ def test_one_config_left_by_pruning_is_a_plain_kernel_call(monkeypatch):
     kernel = _tuned(kernels.add_kernel,
                     prune_configs_by={"early_config_prune": lambda configs, named, **kw: configs[:1]})
     lowered = _lower_add(monkeypatch, kernel=kernel)
-    assert au._proto.decode(lowered.opaque).WhichOneof("value") == "kernel_call"
+    assert _proto.decode(lowered.opaque).WhichOneof("value") == "kernel_call"
 
 
 def test_config_failing_a_static_assert_is_dropped_like_triton_does(monkeypatch):
@@ -102,7 +103,7 @@ def test_every_config_failing_raises_the_compile_error(monkeypatch):
 
 def test_aliases_travel_with_the_autotuned_call_as_buffer_indices(monkeypatch):
     lowered = au.lower_one(monkeypatch, au.tuned_add_inplace, au.f32(N), au.f32(N))
-    aliases = au._proto.decode(lowered.opaque).autotuned_kernel_call.input_output_aliases
+    aliases = _proto.decode(lowered.opaque).autotuned_kernel_call.input_output_aliases
     # Input 1 (x) is output 0, which is buffer 2: jaxlib counts the two operands first.
     assert [(a.input_buffer_idx, a.output_buffer_idx, a.buffer_size_bytes) for a in aliases] == [
         (1, 2, N * 4)]
@@ -279,15 +280,42 @@ def test_lowering_again_compiles_nothing(monkeypatch):
     assert _state.KERNELS.stats["compiles"] == len(au.ADD_CONFIGS)
 
 
-def test_worker_processes_give_the_same_call_as_this_process(monkeypatch):
+def _ready_worker() -> None:
+    """Starts one compile worker in the shared pool and waits until it can compile."""
+    worker, = _state.COMPILE_WORKERS.checkout(
+        1, 1, lambda: _compile_worker.Worker(("tests.autotune_utils",)))
+    worker.wait_ready()
+    _state.COMPILE_WORKERS.checkin(worker)
+
+
+def test_worker_compiles_the_same_kernel_as_this_process():
+    job = _compile_job_for(kernels.add_kernel)
+    worker = _compile_worker.Worker(("tests.kernels",))
+    try:
+        from_worker = _compile.from_triton(job, *worker.compile(
+            _compile_worker.request_for(job)))
+    finally:
+        worker.close()
+    assert from_worker == _compile.compile_here(job)
+
+
+def test_configs_go_to_a_ready_worker_while_this_process_compiles(monkeypatch):
     monkeypatch.setenv(_parallel.ENV_COMPILE_WORKERS, "0")
     jtr.clear_caches()
-    here = _lower_add(monkeypatch)
+    reference = _lower_add(monkeypatch)
     monkeypatch.setenv(_parallel.ENV_COMPILE_WORKERS, "1")
+    _ready_worker()
+    compile_here = _compile.compile_here
+
+    def slow_compile_here(job):  # keeps this process busy, so the worker takes jobs
+        time.sleep(1.0)
+        return compile_here(job)
+
+    monkeypatch.setattr(_compile, "compile_here", slow_compile_here)
     jtr.clear_caches()
-    workers = _lower_add(monkeypatch)
-    assert _state.COMPILE_WORKERS.alive_count() == 1
-    assert workers.opaque == here.opaque
+    lowered = _lower_add(monkeypatch)
+    assert _state.KERNELS.stats["worker_compiles"] >= 1
+    assert lowered.opaque == reference.opaque
 
 
 def test_worker_refuses_a_kernel_whose_source_differs():
@@ -303,7 +331,7 @@ def test_worker_refuses_a_kernel_whose_source_differs():
 
 
 def _compile_job_for(jit_fn):
-    from jax_triton_rocm import _compile, _cuda, _kernel
+    from jax_triton_rocm import _cuda, _kernel
     from triton.backends.compiler import GPUTarget
 
     bound = _kernel.bind(jit_fn, _cuda.CudaLowering().backend_class(),
