@@ -2,8 +2,9 @@
 
     python benchmarks/autotune_compile.py [--arch sm_90] [--repeat 1]
 
-Lowers an autotuned fp16 matmul (16 `triton.Config`s, 1024x1024x1024) for CUDA under
-`target_arch`, which compiles every config (no GPU is needed: only the CPU works). Each
+Lowers an autotuned fp16 matmul (`tests.autotune_utils.tuned_matmul`: 16 `triton.Config`s, none
+pruned at 1024x1024x1024) for CUDA under `target_arch`, which compiles every config (no GPU is
+needed: only the CPU works). Each
 measurement runs in a fresh process with a fresh, empty `TRITON_CACHE_DIR` of its own (set here,
 in that process's environment), so Triton's on-disk cache never serves a config. Modes:
 
@@ -34,41 +35,12 @@ import triton.language as tl
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZE = 1024
 
-CONFIGS = [
-    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
-    for bm, bn, bk, w, s in [
-        (32, 32, 32, 4, 2), (64, 64, 32, 4, 3), (128, 64, 32, 4, 3), (64, 128, 32, 4, 3),
-        (128, 128, 32, 8, 3), (64, 64, 64, 4, 2), (128, 128, 64, 8, 2), (32, 64, 64, 4, 4),
-        (64, 32, 32, 2, 4), (128, 32, 32, 4, 4), (32, 128, 32, 4, 4), (256, 64, 32, 8, 3),
-        (64, 256, 32, 8, 3), (128, 64, 64, 4, 3), (64, 128, 64, 4, 3), (256, 128, 32, 8, 3),
-    ]
-]
-
 MODES = {
     "serial": {"JAX_TRITON_ROCM_COMPILE_WORKERS": "0", "JAX_TRITON_ROCM_COMPILE_THREADS": "1"},
     "threads": {"JAX_TRITON_ROCM_COMPILE_WORKERS": "0"},
     "workers-cold": {},
     "workers-warm": {},
 }
-
-
-@triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
-@triton.jit
-def matmul_kernel(a_ptr, b_ptr, M, N, K, c_ptr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        kk = k * BLOCK_K + rk
-        a = tl.load(a_ptr + rm[:, None] * K + kk[None, :],
-                    mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + kk[:, None] * N + rn[None, :],
-                    mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc += tl.dot(a, b)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
-             mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 @triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (64, 128, 256, 512)], key=[])
@@ -89,13 +61,10 @@ def measure(mode: str, arch: str) -> dict:
     """Runs in the measuring process: times one lowering of the 16-config matmul."""
     import jax_triton_rocm as jtr
     from jax_triton_rocm import _parallel, _state
+    from tests import autotune_utils
 
     def matmul(a, b):
-        return jtr.triton_call(
-            a, b, SIZE, SIZE, SIZE, kernel=matmul_kernel,
-            out_shape=jax.ShapeDtypeStruct((SIZE, SIZE), a.dtype),
-            grid=lambda meta: (triton.cdiv(SIZE, meta["BLOCK_M"]),
-                               triton.cdiv(SIZE, meta["BLOCK_N"])))
+        return autotune_utils.tuned_matmul(a, b)
 
     def copy(x):
         return jtr.triton_call(x, x.size, kernel=warmup_kernel, out_shape=x,
@@ -104,6 +73,7 @@ def measure(mode: str, arch: str) -> dict:
     _lower(lambda x: jnp.sin(x), jax.ShapeDtypeStruct((8,), jnp.float32), arch=arch)
     if mode == "workers-warm":
         _lower(copy, jax.ShapeDtypeStruct((4096,), jnp.float32), arch=arch)
+    assert len(autotune_utils.MATMUL_CONFIGS) == 16
     compiles_before = _state.KERNELS.stats["compiles"]
     in_workers_before = _state.KERNELS.stats["worker_compiles"]
     workers_before = _state.COMPILE_WORKERS.alive_count()

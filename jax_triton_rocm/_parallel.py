@@ -1,8 +1,10 @@
 """Compiling the kernels of one call (the configs of an autotuned call) at the same time.
 
-Measured on 2 CPU cores with Triton 3.6 and 3.9: eight matmul configs compiled in two threads
-took 0.83-0.98 of the serial time, because `triton.compile` holds the GIL for much of its work.
-So, where the kernel can be found by name in a fresh process (`_compile_worker.request_for`),
+Threads parallelise `triton.compile` only in part: it holds the GIL in its Python front end and
+in parts of the rest (ptxas, a subprocess, and some passes run without it). On 2 shared CPU
+cores (benchmarks/autotune_compile.py, 16 sm_90 matmul configs) two threads took 0.61-0.94 of
+the serial time; a warm worker process beside the lowering thread took 0.49-0.76. So, where the
+kernel can be found by name in a fresh process (`_compile_worker.request_for`),
 the kernels compile in worker processes (`_compile_worker`), and the lowering thread compiles
 too while they start: the jobs sit in one queue that the lowering thread and one thread per
 worker take from, so a slow-starting worker never makes the call slower than compiling alone.
