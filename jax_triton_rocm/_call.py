@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jax_triton_rocm import _compat, _gluon, _kernel, _plugin, _target, _types
+from jax_triton_rocm import _compat, _configs, _gluon, _kernel, _plugin, _target, _types
 from jax_triton_rocm._primitive import triton_kernel_p
 
 Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
@@ -217,6 +217,8 @@ def triton_call(
         _kernel.bind(jit_fn, BaseBackend, positional=tuple(positional),
                      in_avals=tuple(arrays), out_avals=tuple(out_shapes), constexprs=metaparams)
     else:
+        if unwrapped.autotuner is not None:  # fail at the call, not later at lowering
+            _configs.check_autotuner(unwrapped.autotuner, _kernel.kernel_name(jit_fn))
         unknown = sorted(set(metaparams) - set(param_names))
         if unknown:
             raise TypeError(f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for "

@@ -13,6 +13,7 @@ import functools
 import importlib
 import importlib.util
 import logging
+import os
 import types
 from typing import Any
 
@@ -38,6 +39,16 @@ PLUGIN_INSTALL_HINT = {
 
 FFI_TARGET = "triton_kernel_call_ffi"
 LEGACY_TARGET = "triton_kernel_call"
+
+# Forces the custom-call target of autotuned calls: "ffi" or "legacy" (unset: `autotune_ffi`).
+ENV_AUTOTUNE_TARGET = "JAX_TRITON_ROCM_AUTOTUNE_TARGET"
+AUTOTUNE_TARGETS = {"ffi": FFI_TARGET, "legacy": LEGACY_TARGET}
+
+# Whether jaxlib's autotuner (which times the configs at the first run and restores aliased
+# inputs between trials) works through the typed-FFI target. That target is command-buffer
+# compatible, and jaxlib refuses to autotune inside a CUDA-graph capture, so this stays False
+# until tests/test_gpu_autotune.py passes with JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi on the GPU.
+_FFI_AUTOTUNE_VERIFIED = False
 
 # Releases in which the plugins gained a feature. Used only for a plugin whose `_triton` module
 # cannot be imported here (the ROCm plugin needs libamdhip64), or when cross-compiling with no
@@ -110,6 +121,8 @@ class PluginFeatures:
       module_image: the plugin's proto knows `TritonKernel.module_image` (a CUBIN or HSACO
         carried inside the opaque).
       global_scratch: the plugin allocates the global scratch memory a kernel asks for.
+      autotune_ffi: autotuned calls work through the typed-FFI target (else they take the
+        legacy target, as jaxlib's autotuner was verified there).
       detected_from: how this was found out, for error messages and notes.
     """
 
@@ -119,10 +132,41 @@ class PluginFeatures:
     module_image: bool
     global_scratch: bool
     detected_from: str
+    autotune_ffi: bool = False
 
     @property
     def custom_call_target(self) -> str:
+        """The target of a call with one kernel: typed FFI wherever the plugin has it."""
         return FFI_TARGET if self.ffi_target else LEGACY_TARGET
+
+    @property
+    def autotuned_call_target(self) -> str:
+        """The target of an autotuned call, unless forced by `autotuned_call_target()`."""
+        return FFI_TARGET if self.ffi_target and self.autotune_ffi else LEGACY_TARGET
+
+
+def autotuned_call_target(features: PluginFeatures) -> str:
+    """The custom-call target for an autotuned call: the environment's choice, else the feature's.
+
+    `JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi|legacy` forces one (read at each lowering), so both
+    targets can be tested on a GPU.
+
+    Raises:
+      ValueError: an unknown value, or "ffi" for a plugin that does not register that target.
+    """
+    forced = os.environ.get(ENV_AUTOTUNE_TARGET, "").strip().lower()
+    if not forced:
+        return features.autotuned_call_target
+    if forced not in AUTOTUNE_TARGETS:
+        raise ValueError(
+            f"{ENV_AUTOTUNE_TARGET}={forced!r} is not a target for autotuned calls; use one of "
+            f"{', '.join(AUTOTUNE_TARGETS)} (or unset it for the default).")
+    if forced == "ffi" and not features.ffi_target:
+        raise ValueError(
+            f"{ENV_AUTOTUNE_TARGET}=ffi, but the {features.platform} plugin "
+            f"({features.detected_from}) has no {FFI_TARGET} target (it needs jax 0.10.1+). "
+            f"Upgrade jax and its plugin, or use {ENV_AUTOTUNE_TARGET}=legacy.")
+    return AUTOTUNE_TARGETS[forced]
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -144,6 +188,7 @@ def _features_from_version(platform: str, plugin: str | None, version: str, sour
         module_image=release >= _MODULE_IMAGE_SINCE,
         global_scratch=release >= _GLOBAL_SCRATCH_SINCE,
         detected_from=f"{source} {version}",
+        autotune_ffi=release >= _FFI_TARGET_SINCE and _FFI_AUTOTUNE_VERIFIED,
     )
 
 
@@ -167,6 +212,7 @@ def plugin_features(platform: str) -> PluginFeatures | None:
             module_image=_MODULE_IMAGE_MARKER in content,
             global_scratch=_GLOBAL_SCRATCH_MARKER in content,
             detected_from=f"{module.__name__} (inspected)",
+            autotune_ffi=ffi and _FFI_AUTOTUNE_VERIFIED,
         )
     package = installed_plugin(platform)
     if package is None:
@@ -265,6 +311,24 @@ def import_triton_backend(platform: str) -> types.ModuleType:
         raise ImportError(
             f"Triton {info.version}'s '{name}' backend does not import: {type(err).__name__}: "
             f"{err}. Reinstall Triton: {TRITON_INSTALL_HINT}") from err
+
+
+def skippable_config_errors() -> tuple[type[BaseException], ...]:
+    """Compile errors for which Triton's autotuner drops a config instead of failing the call.
+
+    A `tl.static_assert` that a config breaks (CompileTimeAssertionFailure) and a ptxas failure
+    (PTXASError, NVIDIA only); OutOfResources is a launch error, which jaxlib's autotuner handles.
+    """
+    from triton.compiler.errors import CompileTimeAssertionFailure
+
+    errors: list[type[BaseException]] = [CompileTimeAssertionFailure]
+    try:
+        from triton.runtime.errors import PTXASError
+    except ImportError:  # a Triton without it raises RuntimeError from ptxas instead
+        pass
+    else:
+        errors.append(PTXASError)
+    return tuple(errors)
 
 
 def ast_source(fn: Any, signature: dict[str, str], constexprs: dict, attrs: dict) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 from jax_triton_rocm import _compat, _gluon, _state
@@ -83,6 +84,92 @@ def kernel_key(
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
+@dataclasses.dataclass(frozen=True)
+class CompileJob:
+    """One kernel to compile: what `triton.compile` takes, and the kernel key it is cached under.
+
+    Attributes:
+      jit_fn: the @triton.jit / @gluon.jit function.
+      triton_target: a `triton.backends.compiler.GPUTarget`.
+      bound: the call's signature, constexprs and specialisation.
+      options: compile options for the backend's `parse_options`.
+      gluon: compile as Gluon (`GluonASTSource`).
+      binary_key, asm_key: which of Triton's outputs are the binary and the assembly
+        ("cubin"/"ptx" on CUDA, "hsaco"/"amdgcn" on HIP).
+      key: the kernel key (`kernel_key`).
+    """
+
+    jit_fn: Any
+    triton_target: Any
+    bound: BoundKernel
+    options: dict[str, Any]
+    gluon: bool
+    binary_key: str
+    asm_key: str
+    key: str
+
+
+def make_job(jit_fn: Any, triton_target: Any, bound: BoundKernel, options: dict[str, Any], *,
+             gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
+    """A `CompileJob`, with its kernel key computed (Gluon availability checked first)."""
+    if gluon:
+        _gluon.check_target(jit_fn, triton_target)
+    key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon)
+    return CompileJob(jit_fn, triton_target, bound, dict(options), gluon, binary_key, asm_key, key)
+
+
+def run_triton(job: CompileJob) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Runs `triton.compile` for `job` in this process.
+
+    Returns Triton's outputs that a kernel call needs (binary, assembly, TTIR) by Triton's
+    names, and its metadata as a plain dict (picklable: it is what Triton writes as JSON).
+    """
+    triton = _compat.triton_info().module
+    bound = job.bound
+    if job.gluon:
+        source = _gluon.source(job.jit_fn, bound.signature, bound.constexprs, bound.attrs,
+                               target=_gluon.describe_target(job.triton_target))
+    else:
+        source = _compat.ast_source(job.jit_fn, bound.signature, bound.constexprs, bound.attrs)
+    compiled = triton.compile(source, target=job.triton_target, options=dict(job.options))
+    metadata = compiled.metadata
+    meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
+    asm = {name: compiled.asm[name] for name in (job.binary_key, job.asm_key)}
+    # The kernel's own IR for jaxlib's messages: "ttir"; Gluon's is "glir" (3.9) or "ttgir" (3.6).
+    asm["ttir"] = compiled.asm.get(source.ext, "")
+    return asm, {k: v for k, v in meta.items() if k != "target"}
+
+
+def from_triton(job: CompileJob, asm: dict[str, Any], meta: dict[str, Any]) -> CompiledKernel:
+    """The `CompiledKernel` for `job`, from Triton's outputs (`run_triton`, here or in a worker)."""
+    return CompiledKernel(
+        key=job.key,
+        name=meta["name"],
+        binary=bytes(asm[job.binary_key]),
+        asm=asm[job.asm_key],
+        ttir=asm.get("ttir", ""),
+        shared_mem_bytes=int(meta.get("shared", 0)),
+        num_warps=int(meta["num_warps"]),
+        num_ctas=int(meta.get("num_ctas", 1)),
+        warp_size=int(meta.get("warp_size", job.triton_target.warp_size)),
+        global_scratch_size=int(meta.get("global_scratch_size", 0) or 0),
+        global_scratch_align=int(meta.get("global_scratch_align", 1) or 1),
+        profile_scratch_size=int(meta.get("profile_scratch_size", 0) or 0),
+        metadata=dict(meta),
+    )
+
+
+def compile_here(job: CompileJob) -> CompiledKernel:
+    """Compiles `job` in this process (no cache lookup)."""
+    return from_triton(job, *run_triton(job))
+
+
+def compile_job(job: CompileJob,
+                build: Callable[[CompileJob], CompiledKernel] = compile_here) -> CompiledKernel:
+    """`job`'s kernel from the shared cache, built by `build(job)` on a miss (once per key)."""
+    return _state.KERNELS.get_or_compile(job.key, lambda: build(job))
+
+
 def compile_bound(
     jit_fn: Any,
     triton_target: Any,
@@ -95,47 +182,11 @@ def compile_bound(
 ) -> CompiledKernel:
     """Compiles (or fetches from the shared cache) `jit_fn` for `triton_target`.
 
-    Args:
-      jit_fn: the @triton.jit / @gluon.jit function.
-      triton_target: a `triton.backends.compiler.GPUTarget`.
-      bound: the call's signature, constexprs and specialisation.
-      options: compile options for the backend's `parse_options`.
-      gluon: compile as Gluon (`GluonASTSource`, layouts checked against the launch).
-      binary_key, asm_key: which of Triton's outputs are the binary and the assembly
-        ("cubin"/"ptx" on CUDA, "hsaco"/"amdgcn" on HIP).
+    The arguments are those of `CompileJob`.
 
     Raises:
       ImportError: a Gluon kernel and a Triton without Gluon for the target (`_gluon`).
       ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
     """
-    if gluon:
-        _gluon.check_target(jit_fn, triton_target)
-    key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon)
-
-    def build() -> CompiledKernel:
-        triton = _compat.triton_info().module
-        if gluon:
-            source = _gluon.source(jit_fn, bound.signature, bound.constexprs, bound.attrs,
-                                   target=_gluon.describe_target(triton_target))
-        else:
-            source = _compat.ast_source(jit_fn, bound.signature, bound.constexprs, bound.attrs)
-        compiled = triton.compile(source, target=triton_target, options=dict(options))
-        metadata = compiled.metadata
-        meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
-        return CompiledKernel(
-            key=key,
-            name=meta["name"],
-            binary=bytes(compiled.asm[binary_key]),
-            asm=compiled.asm[asm_key],
-            ttir=compiled.asm[source.ext],  # "ttir"; Gluon's is "glir" (3.9) or "ttgir" (3.6)
-            shared_mem_bytes=int(meta.get("shared", 0)),
-            num_warps=int(meta["num_warps"]),
-            num_ctas=int(meta.get("num_ctas", 1)),
-            warp_size=int(meta.get("warp_size", triton_target.warp_size)),
-            global_scratch_size=int(meta.get("global_scratch_size", 0) or 0),
-            global_scratch_align=int(meta.get("global_scratch_align", 1) or 1),
-            profile_scratch_size=int(meta.get("profile_scratch_size", 0) or 0),
-            metadata={k: v for k, v in meta.items() if k != "target"},
-        )
-
-    return _state.KERNELS.get_or_compile(key, build)
+    return compile_job(make_job(jit_fn, triton_target, bound, options, gluon=gluon,
+                                binary_key=binary_key, asm_key=asm_key))

@@ -27,11 +27,20 @@ def _triton():
 
 @dataclasses.dataclass(frozen=True)
 class Unwrapped:
-    """A kernel taken apart: the @jit function inside and the wrappers around it, outermost first."""
+    """A kernel taken apart: the @jit function inside and the wrappers around it, outermost first.
+
+    Attributes:
+      jit_fn: the @triton.jit / @gluon.jit function.
+      autotuner: the @triton.autotune wrapper, or None.
+      heuristics: the @triton.heuristics wrappers, outermost first.
+      heuristics_outside: how many of `heuristics` (the first ones) wrap the autotuner; they run
+        once per call, the others once per autotune config.
+    """
 
     jit_fn: Any
     autotuner: Any | None
     heuristics: tuple[Any, ...]
+    heuristics_outside: int = 0
 
 
 def unwrap(kernel: Any) -> Unwrapped:
@@ -53,10 +62,12 @@ def unwrap(kernel: Any) -> Unwrapped:
             if autotuner is not None:
                 raise TypeError("kernel is wrapped in @triton.autotune twice; keep one.")
             autotuner = node
+            heuristics_outside = len(heuristics)
         elif isinstance(node, Heuristics):
             heuristics.append(node)
         elif isinstance(node, triton.JITFunction):
-            return Unwrapped(node, autotuner, tuple(heuristics))
+            outside = len(heuristics) if autotuner is None else heuristics_outside
+            return Unwrapped(node, autotuner, tuple(heuristics), outside)
         else:
             what = "kernel" if node is kernel else f"the function inside kernel {kernel!r}"
             raise TypeError(

@@ -12,21 +12,17 @@ which Triton target, which compile options, how the binary reaches jaxlib. The c
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import logging
 import math
-import os
 from typing import Any
 
 import numpy as np
 
-from jax_triton_rocm import _compat, _compile, _configs, _kernel, _proto, _target
+from jax_triton_rocm import _compat, _compile, _configs, _kernel, _parallel, _proto, _target
 from jax_triton_rocm._call import normalize_grid
 
 logger = logging.getLogger("jax_triton_rocm")
-
-ENV_COMPILE_THREADS = "JAX_TRITON_ROCM_COMPILE_THREADS"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,44 +175,46 @@ class VendorLowering:
         triton_target = self.triton_target(target)
         backend = self.backend_class()
 
-        def compile_config(config: _configs.LaunchConfig):
+        def compile_job(config: _configs.LaunchConfig) -> _compile.CompileJob:
             bound = _kernel.bind(unwrapped.jit_fn, backend, positional=positional,
                                  in_avals=in_avals, out_avals=out_avals,
                                  constexprs=config.constexprs)
             options = self.compile_options(target, config,
                                            enable_fp_fusion=params["enable_fp_fusion"],
                                            debug=params["debug"])
-            compiled = _compile.compile_bound(
-                unwrapped.jit_fn, triton_target, bound, options, gluon=gluon,
-                binary_key=self.binary_key, asm_key=self.asm_key)
-            self.check_compiled(compiled, target)
-            return bound, compiled
+            return _compile.make_job(unwrapped.jit_fn, triton_target, bound, options,
+                                     gluon=gluon, binary_key=self.binary_key,
+                                     asm_key=self.asm_key)
 
-        results = _map_configs(compile_config, configs)
+        jobs = [compile_job(config) for config in configs]
+        configs, jobs, kernels = _kept_configs(configs, jobs, _parallel.compile_jobs(jobs))
         calls = []
-        for config, (bound, compiled) in zip(configs, results):
+        for config, job, compiled in zip(configs, jobs, kernels):
+            self.check_compiled(compiled, target)
             if params["debug"]:
                 print(f"jax_triton_rocm: {compiled.name} for {target.arch}\n--- TTIR ---\n"
                       f"{compiled.ttir}\n--- {self.asm_key.upper()} ---\n{compiled.asm}")
             grid_spec = params["grid"]
-            grid_args = {**config.constexprs}
-            grid = normalize_grid(grid_spec(grid_args) if callable(grid_spec) else grid_spec,
+            grid = normalize_grid(grid_spec(config.meta) if callable(grid_spec) else grid_spec,
                                   what="grid" if not callable(grid_spec) else
-                                  f"grid({grid_args})")
+                                  f"grid(meta) for config ({config.description})")
             zeroed = params["zeroed_outputs"]
             if callable(zeroed):
-                zeroed = tuple(zeroed(grid_args))
+                zeroed = tuple(zeroed(config.meta))
             calls.append(_proto.KernelCall(
                 kernel=self.kernel_image(compiled, target, features),
                 grid=grid,
-                params=_launch_params(bound, out_avals, set(zeroed)),
+                params=_launch_params(job.bound, out_avals, set(zeroed)),
             ))
         name = params["name"] or _kernel.kernel_name(unwrapped.jit_fn)
         if len(calls) == 1:
             serialized = _proto.encode_call(calls[0], name=name,
                                             metadata=params["serialized_metadata"])
+            custom_call_target = features.custom_call_target
         else:
-            aliases = [_proto.Alias(i, o, _size_bytes(in_avals[i]))
+            # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
+            # (operands, then results), so the output's index counts the operands before it.
+            aliases = [_proto.Alias(i, len(in_avals) + o, _size_bytes(in_avals[i]))
                        for i, o in params["input_output_aliases"]]
             serialized = _proto.encode_autotuned_call(
                 [(call, config.description) for call, config in zip(calls, configs)],
@@ -225,13 +223,14 @@ class VendorLowering:
                 name=name,
                 metadata=params["serialized_metadata"],
             )
+            custom_call_target = _compat.autotuned_call_target(features)
         return LoweredCall(
             opaque=_proto.compress(serialized),
             serialized=serialized,
-            custom_call_target=features.custom_call_target,
+            custom_call_target=custom_call_target,
             features=features,
             target=target,
-            kernels=tuple(compiled for _, compiled in results),
+            kernels=tuple(kernels),
             calls=tuple(calls),
         )
 
@@ -261,15 +260,26 @@ def _launch_params(bound: _kernel.BoundKernel, out_avals: tuple,
     return tuple(params)
 
 
-def _map_configs(fn, configs: list) -> list:
-    """Compiles configs in parallel threads (Triton releases the GIL in its passes)."""
-    if len(configs) == 1:
-        return [fn(configs[0])]
-    workers = int(os.environ.get(ENV_COMPILE_THREADS, "0") or 0) or min(len(configs),
-                                                                        os.cpu_count() or 1)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers,
-                                               thread_name_prefix="jax_triton_rocm") as pool:
-        return list(pool.map(fn, configs))
+def _kept_configs(configs: list, jobs: list, results: list) -> tuple[list, list, list]:
+    """The configs whose kernels compiled, with their jobs and kernels.
+
+    As Triton's autotuner does, a config whose compile fails a `tl.static_assert` or ptxas is
+    dropped when others remain. Any other error, or every config failing, raises the first
+    config's error.
+    """
+    skippable = _compat.skippable_config_errors() if len(configs) > 1 else ()
+    errors = [(c, r) for c, r in zip(configs, results) if isinstance(r, BaseException)]
+    fatal = [(c, r) for c, r in errors if not isinstance(r, skippable)]
+    if fatal or (errors and len(errors) == len(configs)):
+        config, error = (fatal or errors)[0]
+        if len(configs) > 1:
+            error.add_note(f"jax_triton_rocm: in autotune config ({config.description})")
+        raise error
+    for config, error in errors:
+        logger.info("jax_triton_rocm: autotune config (%s) dropped: %s: %s",
+                    config.description, type(error).__name__, error)
+    kept = [i for i, r in enumerate(results) if not isinstance(r, BaseException)]
+    return [configs[i] for i in kept], [jobs[i] for i in kept], [results[i] for i in kept]
 
 
 def emit(ctx: Any, operands: tuple, lowered: LoweredCall, aliases: tuple):

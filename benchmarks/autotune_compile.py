@@ -1,0 +1,137 @@
+"""Compile wall time of a 16-config autotuned matmul: serial against parallel.
+
+    python benchmarks/autotune_compile.py [--arch sm_90] [--repeat 1]
+
+Lowers an autotuned fp16 matmul (`tests.autotune_utils.tuned_matmul`: 16 `triton.Config`s, none
+pruned at 1024x1024x1024) for CUDA under `target_arch`, which compiles every config (no GPU is
+needed: only the CPU works). Each
+measurement runs in a fresh process with a fresh, empty `TRITON_CACHE_DIR` of its own (set here,
+in that process's environment), so Triton's on-disk cache never serves a config. Modes:
+
+  serial          JAX_TRITON_ROCM_COMPILE_WORKERS=0, JAX_TRITON_ROCM_COMPILE_THREADS=1
+  threads         JAX_TRITON_ROCM_COMPILE_WORKERS=0 (threads of the lowering process)
+  workers-cold    the default: worker processes, started by this lowering (startup included)
+  workers-warm    the default, with the workers already started by an earlier lowering
+
+Prints one line per mode and each parallel mode's ratio to serial (the goal: <= 0.4 on 16 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import jax
+import jax.numpy as jnp
+import triton
+import triton.language as tl
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIZE = 1024
+
+MODES = {
+    "serial": {"JAX_TRITON_ROCM_COMPILE_WORKERS": "0", "JAX_TRITON_ROCM_COMPILE_THREADS": "1"},
+    "threads": {"JAX_TRITON_ROCM_COMPILE_WORKERS": "0"},
+    "workers-cold": {},
+    "workers-warm": {},
+}
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (64, 128, 256, 512)], key=[])
+@triton.jit
+def warmup_kernel(x_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+
+def _lower(fn, *avals, arch: str) -> None:
+    import jax_triton_rocm as jtr
+
+    with jtr.target_arch(cuda=arch):
+        jax.jit(fn).trace(*avals).lower(lowering_platforms=("cuda",))
+
+
+def measure(mode: str, arch: str) -> dict:
+    """Runs in the measuring process: times one lowering of the 16-config matmul."""
+    import jax_triton_rocm as jtr
+    from jax_triton_rocm import _parallel, _state
+    from tests import autotune_utils
+
+    def matmul(a, b):
+        return autotune_utils.tuned_matmul(a, b)
+
+    def copy(x):
+        return jtr.triton_call(x, x.size, kernel=warmup_kernel, out_shape=x,
+                               grid=lambda meta: (triton.cdiv(x.size, meta["BLOCK"]),))
+
+    _lower(lambda x: jnp.sin(x), jax.ShapeDtypeStruct((8,), jnp.float32), arch=arch)
+    if mode == "workers-warm":
+        _lower(copy, jax.ShapeDtypeStruct((4096,), jnp.float32), arch=arch)
+    assert len(autotune_utils.MATMUL_CONFIGS) == 16
+    compiles_before = _state.KERNELS.stats["compiles"]
+    in_workers_before = _state.KERNELS.stats["worker_compiles"]
+    workers_before = _state.COMPILE_WORKERS.alive_count()
+    spec = jax.ShapeDtypeStruct((SIZE, SIZE), jnp.float16)
+    start = time.perf_counter()
+    _lower(matmul, spec, spec, arch=arch)
+    seconds = time.perf_counter() - start
+    return {
+        "mode": mode,
+        "seconds": seconds,
+        "compiles": _state.KERNELS.stats["compiles"] - compiles_before,
+        "in_workers": _state.KERNELS.stats["worker_compiles"] - in_workers_before,
+        "workers_before": workers_before,
+        "workers_after": _state.COMPILE_WORKERS.alive_count(),
+        "worker_limit": _parallel.worker_limit(),
+        "cpus": _parallel.cpu_count(),
+    }
+
+
+def _run(mode: str, arch: str) -> dict:
+    cache_dir = tempfile.mkdtemp(prefix="triton-cache-bench-")
+    env = {**os.environ, **MODES[mode], "TRITON_CACHE_DIR": cache_dir,
+           "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))}
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    code = ("import json, benchmarks.autotune_compile as b; "
+            f"print('RESULT', json.dumps(b.measure({mode!r}, {arch!r})))")
+    try:
+        run = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO,
+                             capture_output=True, text=True)
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    if run.returncode:
+        raise RuntimeError(f"measuring {mode} failed (exit {run.returncode}):\n{run.stderr}")
+    out = run.stdout
+    line = next(l for l in out.splitlines() if l.startswith("RESULT "))
+    return json.loads(line.removeprefix("RESULT "))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arch", default="sm_90", help="CUDA architecture to compile for")
+    parser.add_argument("--repeat", type=int, default=1, help="measurements per mode")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
+    args = parser.parse_args()
+    best: dict[str, float] = {}
+    for _ in range(args.repeat):
+        for mode in args.modes.split(","):
+            result = _run(mode, args.arch)
+            best[mode] = min(best.get(mode, float("inf")), result["seconds"])
+            print(f"{mode:13s} {result['seconds']:7.2f} s  compiles={result['compiles']} "
+                  f"(in workers {result['in_workers']})  "
+                  f"workers {result['workers_before']}->{result['workers_after']} "
+                  f"(limit {result['worker_limit']}, {result['cpus']} CPUs)", flush=True)
+    if "serial" in best:
+        for mode, seconds in best.items():
+            if mode != "serial":
+                print(f"ratio {mode:13s} {seconds / best['serial']:.2f}  (goal <= 0.4)")
+
+
+if __name__ == "__main__":
+    main()
