@@ -197,7 +197,8 @@ class VendorLowering:
             grid_spec = params["grid"]
             grid = normalize_grid(grid_spec(config.meta) if callable(grid_spec) else grid_spec,
                                   what="grid" if not callable(grid_spec) else
-                                  f"grid(meta) for config ({config.description})")
+                                  f"grid(meta) for config ({config.description})"
+                                  if config.description else "grid(meta)")
             zeroed = params["zeroed_outputs"]
             if callable(zeroed):
                 zeroed = tuple(zeroed(config.meta))
