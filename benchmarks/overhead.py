@@ -34,9 +34,9 @@ def add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
              mask=mask)
 
 
-def triton_add(x, y, block=1024):
+def triton_add(x, y, block=1024, num_warps=4):
     return jtr.triton_call(x, y, x.size, kernel=add_kernel, out_shape=x,
-                           grid=(triton.cdiv(x.size, block),), BLOCK=block)
+                           grid=(triton.cdiv(x.size, block),), BLOCK=block, num_warps=num_warps)
 
 
 def _platform() -> str:
@@ -83,13 +83,18 @@ def chain_per_kernel_us(add, length=200):
     return _median_seconds(chain, x, x) / length * 1e6
 
 
-def first_call_ms(variants=6):
-    """Median over fresh kernels (distinct BLOCK, so jaxlib has loaded none of them)."""
+def first_call_ms(num_warps, variants=5):
+    """Median over kernels jaxlib has not loaded yet.
+
+    jaxlib caches loaded modules by (name, shared memory, PTX, capability) for the life of the
+    process, so each measurement uses its own `num_warps` and BLOCKs: new PTX every time.
+    """
     times = []
     x = jnp.ones((1 << 16,), jnp.float32)
     for i in range(variants):
-        block = 64 << (i % 5)
-        fn = jax.jit(lambda a, b, block=block, i=i: triton_add(a, b * (i + 1), block=block))
+        block = 128 << i
+        fn = jax.jit(lambda a, b, block=block: triton_add(a, b, block=block,
+                                                           num_warps=num_warps))
         compiled = fn.lower(x, x).compile()  # Triton compile and XLA compile stay outside
         start = time.perf_counter()
         compiled(x, x).block_until_ready()
@@ -120,10 +125,10 @@ def main():
 
     if features.module_image:
         jtr.clear_caches()
-        image_ms = first_call_ms()
+        image_ms = first_call_ms(num_warps=4)
         jtr.clear_caches()
         with forced_features(module_image=False):
-            ptx_ms = first_call_ms()
+            ptx_ms = first_call_ms(num_warps=2)
         rows.append(("first call, ms: binary in module_image", image_ms, image_ms / ptx_ms))
         rows.append(("first call, ms: PTX only (ptxas at load)", ptx_ms, 1.0))
 

@@ -44,11 +44,12 @@ LEGACY_TARGET = "triton_kernel_call"
 ENV_AUTOTUNE_TARGET = "JAX_TRITON_ROCM_AUTOTUNE_TARGET"
 AUTOTUNE_TARGETS = {"ffi": FFI_TARGET, "legacy": LEGACY_TARGET}
 
-# Whether jaxlib's autotuner (which times the configs at the first run and restores aliased
-# inputs between trials) works through the typed-FFI target. That target is command-buffer
-# compatible, and jaxlib refuses to autotune inside a CUDA-graph capture, so this stays False
-# until tests/test_gpu_autotune.py passes with JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi on the GPU.
-_FFI_AUTOTUNE_VERIFIED = False
+# Autotuned calls through the typed-FFI target: jaxlib's autotuner times the configs at the
+# first run and restores aliased inputs between trials, and the FFI target is command-buffer
+# compatible (jaxlib refuses to autotune inside a CUDA-graph capture). tests/test_gpu_autotune.py
+# passed through both targets, aliases and donation included, on an H200 with jax 0.11.2
+# (2026-11-30). That generation is told apart by a feature: its plugins allocate Triton's global
+# scratch. FFI plugins without it (0.10.x) keep the legacy target for autotuned calls.
 
 # Releases in which the plugins gained a feature. Used only for a plugin whose `_triton` module
 # cannot be imported here (the ROCm plugin needs libamdhip64), or when cross-compiling with no
@@ -188,7 +189,7 @@ def _features_from_version(platform: str, plugin: str | None, version: str, sour
         module_image=release >= _MODULE_IMAGE_SINCE,
         global_scratch=release >= _GLOBAL_SCRATCH_SINCE,
         detected_from=f"{source} {version}",
-        autotune_ffi=release >= _FFI_TARGET_SINCE and _FFI_AUTOTUNE_VERIFIED,
+        autotune_ffi=release >= _FFI_TARGET_SINCE and release >= _GLOBAL_SCRATCH_SINCE,
     )
 
 
@@ -212,7 +213,7 @@ def plugin_features(platform: str) -> PluginFeatures | None:
             module_image=_MODULE_IMAGE_MARKER in content,
             global_scratch=_GLOBAL_SCRATCH_MARKER in content,
             detected_from=f"{module.__name__} (inspected)",
-            autotune_ffi=ffi and _FFI_AUTOTUNE_VERIFIED,
+            autotune_ffi=ffi and _GLOBAL_SCRATCH_MARKER in content,
         )
     package = installed_plugin(platform)
     if package is None:

@@ -1,22 +1,24 @@
 """Compiling the kernels of one call (the configs of an autotuned call) at the same time.
 
-Threads parallelise `triton.compile` only in part: it holds the GIL in its Python front end and
-in parts of the rest (ptxas, a subprocess, and some passes run without it). On 2 shared CPU
-cores (benchmarks/autotune_compile.py, 16 sm_90 matmul configs) two threads took 0.61-0.94 of
-the serial time; a warm worker process beside the lowering thread took 0.49-0.76. So, where the
-kernel can be found by name in a fresh process (`_compile_worker.request_for`),
-the kernels compile in worker processes (`_compile_worker`), and the lowering thread compiles
-too while they start: the jobs sit in one queue that the lowering thread and one thread per
-worker take from, so a slow-starting worker never makes the call slower than compiling alone.
-Other kernels compile in threads of this process.
+By default in threads of this process: `triton.compile` releases the GIL in ptxas (a
+subprocess) and in many of its passes. On the H200 machine (16 cores, jax 0.11.2, Triton 3.6,
+benchmarks/autotune_compile.py, 16 sm_90 matmul configs) threads took 0.30 of the serial wall
+time, worker processes 0.44 (already running) to 0.58 (started by the lowering). On 2 shared
+cores threads took 0.61-0.94 and warm workers 0.49-0.76.
+
+Worker processes (`_compile_worker`) are opt-in (`JAX_TRITON_ROCM_COMPILE_WORKERS`): where the
+kernel can be found by name in a fresh process (`_compile_worker.request_for`), the kernels
+compile in workers and the lowering thread compiles too while they start: the jobs sit in one
+queue that the lowering thread and one thread per worker take from, so a slow-starting worker
+never makes the call slower than compiling alone.
 
 Every kernel still goes through the shared kernel-key cache (`_state.KERNELS`): a kernel that
 is cached, or being compiled by another lowering, is not compiled again. A job that fails in a
 worker is compiled again here, so its error is raised as it would be without workers.
 
 Environment (read at each lowering):
-  JAX_TRITON_ROCM_COMPILE_WORKERS: the most worker processes alive at once (default: CPU count
-    minus one; 0 turns workers off).
+  JAX_TRITON_ROCM_COMPILE_WORKERS: the most worker processes alive at once (default 0: threads
+    only).
   JAX_TRITON_ROCM_COMPILE_THREADS: threads for kernels compiled in this process (default: one
     per kernel, at most the CPU count).
 """
@@ -65,7 +67,7 @@ def _env_count(name: str, default: int) -> int:
 
 def worker_limit() -> int:
     """The most compile worker processes alive at once (`JAX_TRITON_ROCM_COMPILE_WORKERS`)."""
-    return _env_count(ENV_COMPILE_WORKERS, cpu_count() - 1)
+    return _env_count(ENV_COMPILE_WORKERS, 0)
 
 
 def thread_count(jobs: int) -> int:

@@ -109,9 +109,12 @@ def test_aliases_travel_with_the_autotuned_call_as_buffer_indices(monkeypatch):
         (1, 2, N * 4)]
 
 
-def test_autotuned_call_takes_the_legacy_target_by_default(monkeypatch):
+def test_autotuned_call_takes_ffi_only_on_the_plugin_generation_verified_on_the_gpu(monkeypatch):
     monkeypatch.delenv(_compat.ENV_AUTOTUNE_TARGET, raising=False)
-    assert _lower_add(monkeypatch).custom_call_target == _compat.LEGACY_TARGET
+    lowered = _lower_add(monkeypatch)
+    verified = lowered.features.ffi_target and lowered.features.global_scratch
+    assert lowered.custom_call_target == (_compat.FFI_TARGET if verified else
+                                          _compat.LEGACY_TARGET)
 
 
 @pytest.mark.parametrize("value,target", [("ffi", _compat.FFI_TARGET),
