@@ -151,3 +151,29 @@ def test_sharded_call_runs_on_every_device():
     f = jax.jit(jax.shard_map(lambda a, b: kernels.add(a, b), mesh=mesh,
                               in_specs=(spec, spec), out_specs=spec))
     np.testing.assert_allclose(f(x, y), x + y, rtol=1e-6)
+
+
+@pytest.mark.multi_gpu
+def test_call_on_the_second_device_runs_there():
+    second = jax.devices("cuda")[1]
+    x = jax.device_put(_rand(19, (4096,)), second)
+    out = jax.jit(kernels.add)(x, x)
+    assert out.devices() == {second}
+    np.testing.assert_allclose(out, 2 * x, rtol=1e-6)
+
+
+@pytest.mark.multi_gpu
+def test_threads_calling_on_every_device_at_once():
+    import concurrent.futures
+
+    devices = jax.devices("cuda")
+    jtr.clear_caches()
+
+    def work(i):
+        device = devices[i % len(devices)]
+        x = jax.device_put(_rand(100 + i, (8192,)), device)
+        return np.asarray(jax.jit(lambda a: kernels.add(a, a, block=512))(x)), np.asarray(2 * x)
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        for out, ref in pool.map(work, range(16)):
+            np.testing.assert_allclose(out, ref, rtol=1e-6)
