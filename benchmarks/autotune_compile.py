@@ -9,9 +9,10 @@ measurement runs in a fresh process with a fresh, empty `TRITON_CACHE_DIR` of it
 in that process's environment), so Triton's on-disk cache never serves a config. Modes:
 
   serial          JAX_TRITON_ROCM_COMPILE_WORKERS=0, JAX_TRITON_ROCM_COMPILE_THREADS=1
-  threads         JAX_TRITON_ROCM_COMPILE_WORKERS=0 (threads of the lowering process)
-  workers-cold    the default: worker processes, started by this lowering (startup included)
-  workers-warm    the default, with the workers already started by an earlier lowering
+  threads         the default: JAX_TRITON_ROCM_COMPILE_WORKERS=0 (threads of the lowering process)
+  workers-cold    worker processes (one fewer than the CPUs), started by this lowering (startup
+                  included)
+  workers-warm    the same, with the workers already started by an earlier lowering
 
 Prints one line per mode and each parallel mode's ratio to serial (the goal: <= 0.4 on 16 cores).
 """
@@ -38,8 +39,8 @@ SIZE = 1024
 MODES = {
     "serial": {"JAX_TRITON_ROCM_COMPILE_WORKERS": "0", "JAX_TRITON_ROCM_COMPILE_THREADS": "1"},
     "threads": {"JAX_TRITON_ROCM_COMPILE_WORKERS": "0"},
-    "workers-cold": {},
-    "workers-warm": {},
+    "workers-cold": {"JAX_TRITON_ROCM_COMPILE_WORKERS": str(max(1, (os.cpu_count() or 2) - 1))},
+    "workers-warm": {"JAX_TRITON_ROCM_COMPILE_WORKERS": str(max(1, (os.cpu_count() or 2) - 1))},
 }
 
 

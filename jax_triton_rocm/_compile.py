@@ -131,6 +131,7 @@ def run_triton(job: CompileJob) -> tuple[dict[str, Any], dict[str, Any]]:
                                target=_gluon.describe_target(job.triton_target))
     else:
         source = _compat.ast_source(job.jit_fn, bound.signature, bound.constexprs, bound.attrs)
+    _serialize_front_end(source)
     compiled = triton.compile(source, target=job.triton_target, options=dict(job.options))
     metadata = compiled.metadata
     meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
@@ -138,6 +139,23 @@ def run_triton(job: CompileJob) -> tuple[dict[str, Any], dict[str, Any]]:
     # The kernel's own IR for jaxlib's messages: "ttir"; Gluon's is "glir" (3.9) or "ttgir" (3.6).
     asm["ttir"] = compiled.asm.get(source.ext, "")
     return asm, {k: v for k, v in meta.items() if k != "target"}
+
+
+def _serialize_front_end(source: Any) -> None:
+    """Makes `source.make_ir` (Python AST to Triton IR) run one thread at a time.
+
+    CPython 3.11's `ast.parse` is not safe across threads ("SystemError: AST constructor
+    recursion depth mismatch", seen in CI compiling autotune configs in threads). The front end
+    holds the GIL anyway; the backend passes and ptxas, where the time goes, still run in
+    parallel.
+    """
+    make_ir = source.make_ir
+
+    def make_ir_alone(*args: Any, **kwargs: Any) -> Any:
+        with _state.LOCKS.lock_for("triton-front-end"):
+            return make_ir(*args, **kwargs)
+
+    source.make_ir = make_ir_alone
 
 
 def from_triton(job: CompileJob, asm: dict[str, Any], meta: dict[str, Any]) -> CompiledKernel:

@@ -162,3 +162,39 @@ def test_lock_registry_hands_out_one_lock_per_key_and_fresh_ones_after_fork():
     registry.reset_after_fork()
     assert registry.lock_for("a") is not held
     assert registry.lock_for("a").acquire(blocking=False)
+
+
+def test_tritons_python_front_end_runs_one_thread_at_a_time(monkeypatch):
+    from triton.compiler import ASTSource
+
+    state = {"active": 0, "most": 0}
+    lock = threading.Lock()
+    make_ir = ASTSource.make_ir
+
+    def watched(self, *args, **kwargs):
+        with lock:
+            state["active"] += 1
+            state["most"] = max(state["most"], state["active"])
+        try:
+            import time
+
+            time.sleep(0.05)
+            return make_ir(self, *args, **kwargs)
+        finally:
+            with lock:
+                state["active"] -= 1
+
+    monkeypatch.setattr(ASTSource, "make_ir", watched)
+    barrier = threading.Barrier(4)
+
+    def work(block):
+        barrier.wait()
+        _lower_add(kernels.add_kernel, block=block)
+
+    threads = [threading.Thread(target=work, args=(b,)) for b in (32, 64, 128, 256)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert _state.KERNELS.stats["compiles"] == 4
+    assert state["most"] == 1
