@@ -164,7 +164,7 @@ def test_lock_registry_hands_out_one_lock_per_key_and_fresh_ones_after_fork():
     assert registry.lock_for("a").acquire(blocking=False)
 
 
-def test_tritons_python_front_end_runs_one_thread_at_a_time(monkeypatch):
+def test_tritons_python_front_end_runs_one_thread_at_a_time(monkeypatch, tmp_path):
     from triton.compiler import ASTSource
 
     state = {"active": 0, "most": 0}
@@ -185,16 +185,11 @@ def test_tritons_python_front_end_runs_one_thread_at_a_time(monkeypatch):
                 state["active"] -= 1
 
     monkeypatch.setattr(ASTSource, "make_ir", watched)
-    barrier = threading.Barrier(4)
+    monkeypatch.setenv("JAX_TRITON_ROCM_COMPILE_THREADS", "4")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # Triton's cache would skip make_ir
+    from tests import autotune_utils
 
-    def work(block):
-        barrier.wait()
-        _lower_add(kernels.add_kernel, block=block)
-
-    threads = [threading.Thread(target=work, args=(b,)) for b in (32, 64, 128, 256)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert _state.KERNELS.stats["compiles"] == 4
+    # One autotuned call: its configs compile in parallel threads of one lowering.
+    lower_one(autotune_utils.tuned_add, X, X, platform="cuda")
+    assert _state.KERNELS.stats["compiles"] == len(autotune_utils.ADD_CONFIGS) > 1
     assert state["most"] == 1
