@@ -1,7 +1,8 @@
 """Test-session setup shared by every test directory.
 
 GPU tests carry the `gpu` mark and are skipped, with the reason, where no NVIDIA GPU with JAX's
-CUDA plugin is present. Triton 3.9 warns unless TRITON_DEFAULT_FP_FUSION is set; the package
+CUDA plugin is present. JAX does not preallocate GPU memory here, so that pytest-xdist workers
+can share a GPU. Triton 3.9 warns unless TRITON_DEFAULT_FP_FUSION is set; the package
 always passes `enable_fp_fusion` explicitly, so the tests set it only to keep Triton quiet when
 they call it directly.
 """
@@ -12,6 +13,8 @@ import os
 import pytest
 
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+# pytest-xdist workers share the GPUs: without this, the first JAX process takes 75% of each.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
 @functools.cache
