@@ -170,7 +170,7 @@ def triton_call(
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
     _compat.triton_info()
-    _plugin.register()
+    _plugin.ensure_registered()
     for keyword, advice in _RENAMED_KEYWORDS.items():
         if keyword in metaparams:
             raise TypeError(f"triton_call got {keyword}={metaparams[keyword]!r}: {advice}")

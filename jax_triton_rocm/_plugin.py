@@ -83,6 +83,17 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
     return registered_platforms()
 
 
+_installed_registered = False
+
+
+def ensure_registered() -> None:
+    """`register()` for the installed plugins, once per process (`triton_call` calls this)."""
+    global _installed_registered
+    if not _installed_registered:
+        register()
+        _installed_registered = True
+
+
 def initialize() -> None:
     """JAX's plugin hook: registers rules for installed GPU plugins; never raises, never slow."""
     try:
