@@ -102,10 +102,6 @@ class HipLowering(VendorLowering):
     asm_key = "amdgcn"
     vendor_options = _kernel.AMD_OPTIONS
 
-    def __init__(self) -> None:
-        self._hsaco_paths: dict[str, str] = {}
-        self._paths_pid = os.getpid()
-
     def triton_target(self, target: _target.Target) -> Any:
         return GPUTarget("hip", target.arch, warp_size(target.arch))
 
@@ -124,16 +120,8 @@ class HipLowering(VendorLowering):
         return threads // JAXLIB_WARP
 
     def hsaco_path(self, compiled: CompiledKernel) -> str:
-        """The file the plugin reads this kernel from: one per kernel per process."""
-        with _state.LOCKS.lock_for(("hsaco-path", compiled.key)):
-            if self._paths_pid != os.getpid():  # a forked child writes its own files
-                self._hsaco_paths = {}
-                self._paths_pid = os.getpid()
-            path = self._hsaco_paths.get(compiled.key)
-            if path is None:
-                path = _state.HSACO_FOLDER.new_file(compiled.binary, compiled.name)
-                self._hsaco_paths[compiled.key] = path
-            return path
+        """The file the plugin reads this kernel from: one per kernel per process (`_state`)."""
+        return _state.HSACO_FOLDER.file_for(compiled.key, compiled.binary, compiled.name)
 
     def binary_fields(self, compiled: CompiledKernel,
                       features: _compat.PluginFeatures) -> tuple[str, bytes | None]:

@@ -114,14 +114,18 @@ KERNELS = KernelCache(LOCKS)
 class HsacoFolder:
     """One per-process temporary folder for HSACO files handed to jaxlib by path.
 
-    Created lazily, once, under a lock; removed at exit by the process that created it. A forked
-    child detaches: it makes its own folder if it needs one and never deletes the parent's.
+    Created lazily, once, under a lock; removed at exit by the process that created it. One file
+    per kernel (by kernel key): lowering the same kernel call again gives the same path, so the
+    same opaque, which jaxlib has already loaded (its module cache is keyed by the path). A forked
+    child detaches: it makes its own folder and files if it needs some and never deletes the
+    parent's.
     """
 
     def __init__(self, locks: LockRegistry) -> None:
         self._locks = locks
         self._path: str | None = None
         self._owner_pid: int | None = None
+        self._files: dict[str, str] = {}
 
     def path(self) -> str:
         if self._path is None or self._owner_pid != os.getpid():
@@ -138,15 +142,26 @@ class HsacoFolder:
             out.write(data)
         return path
 
+    def file_for(self, key: str, data: bytes, stem: str) -> str:
+        """The path of this process's file for kernel `key`, written with `data` the first time."""
+        with self._locks.lock_for(("hsaco-file", key)):
+            path = self._files.get(key) if self._owner_pid == os.getpid() else None
+            if path is None:
+                path = self.new_file(data, stem)
+                self._files[key] = path
+            return path
+
     def remove(self) -> None:
         """Deletes the folder if this process created it."""
         if self._path is not None and self._owner_pid == os.getpid():
             shutil.rmtree(self._path, ignore_errors=True)
             self._path = None
+            self._files = {}
 
     def detach_after_fork(self) -> None:
         self._path = None
         self._owner_pid = None
+        self._files = {}
 
 
 HSACO_FOLDER = HsacoFolder(LOCKS)
