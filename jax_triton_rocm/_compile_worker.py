@@ -1,7 +1,8 @@
 """A compile worker: a separate Python process that runs `triton.compile` for the lowering process.
 
-Threads barely parallelise `triton.compile` (its front end and much of the rest hold the GIL), so
-the configs of an autotuned call compile in worker processes. A worker is started with
+Opt-in (`JAX_TRITON_ROCM_COMPILE_WORKERS`): threads compile the configs of an autotuned call by
+default, and measured faster on 16 cores (`_parallel`'s notes); workers sidestep the GIL entirely,
+which can pay on machines where threads do not. A worker is started with
 `subprocess` (fork and exec, never a bare fork of a process that runs JAX) as
 `python -m jax_triton_rocm._compile_worker`, takes the parent's `sys.path`, and then answers
 requests one at a time over its stdin and stdout (length-prefixed pickles):
