@@ -141,7 +141,8 @@ def prewarm_key(lowered: LoweredCall) -> str:
     return hashlib.sha256(lowered.serialized).hexdigest()
 
 
-def prewarm_once(lowered: LoweredCall, in_avals: tuple, out_avals: tuple) -> bool:
+def prewarm_once(lowered: LoweredCall, in_avals: tuple, out_avals: tuple,
+                 platform: str = "rocm") -> bool:
     """Launches a newly lowered path-delivered call once on one device; True if it launched.
 
     Keyed on a digest of the serialized call. A per-key lock is held across the launch, so a
@@ -158,7 +159,7 @@ def prewarm_once(lowered: LoweredCall, in_avals: tuple, out_avals: tuple) -> boo
         if key in _state.LOADED_KERNELS:
             return False
         try:
-            launch_for_prewarm(lowered, in_avals, out_avals)
+            launch_for_prewarm(lowered, in_avals, out_avals, platform=platform)
         except Exception as err:  # the real run will report the real error
             warnings.warn(
                 f"jax_triton_rocm: prewarming kernel call {key[:12]} on one device failed "
@@ -170,7 +171,8 @@ def prewarm_once(lowered: LoweredCall, in_avals: tuple, out_avals: tuple) -> boo
         return True
 
 
-def launch_for_prewarm(lowered: LoweredCall, in_avals: tuple, out_avals: tuple) -> None:
+def launch_for_prewarm(lowered: LoweredCall, in_avals: tuple, out_avals: tuple,
+                       platform: str = "rocm") -> None:
     """Runs the encoded call once on the first ROCm device with zero-filled operands.
 
     The same encoded call (the same bytes, so the same file path) is emitted through the same
@@ -179,7 +181,7 @@ def launch_for_prewarm(lowered: LoweredCall, in_avals: tuple, out_avals: tuple) 
     import jax
     import jax.numpy as jnp
 
-    device = jax.local_devices(backend="rocm")[0]
+    device = jax.local_devices(backend=platform)[0]
     operands = [jax.device_put(jnp.zeros(a.shape, a.dtype), device) for a in in_avals]
     outs = _primitive.encoded_call_p.bind(*operands, lowered=_Hashable(lowered),
                                           out_avals=tuple(out_avals))

@@ -177,3 +177,38 @@ def test_threads_calling_on_every_device_at_once():
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         for out, ref in pool.map(work, range(16)):
             np.testing.assert_allclose(out, ref, rtol=1e-6)
+
+
+def test_exported_call_runs_after_serialization():
+    from jax import export
+
+    from jax_triton_rocm import _compat
+
+    target = _compat.plugin_features("cuda").custom_call_target
+    x, y = _rand(20, (4096,)), _rand(21, (4096,))
+    exported = export.export(jax.jit(kernels.add), platforms=["cuda"],
+                             disabled_checks=[export.DisabledSafetyCheck.custom_call(target)])(x, y)
+    restored = export.deserialize(exported.serialize())
+    np.testing.assert_allclose(restored.call(x, y), x + y, rtol=1e-6)
+
+
+def test_persistent_compilation_cache_serves_a_second_process(tmp_path):
+    from tests.subprocess_utils import last_line, run_python
+
+    code = """
+        import jax, jax.numpy as jnp, numpy as np
+        jax.config.update("jax_compilation_cache_dir", {cache!r})
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        from tests import kernels
+        x = jnp.arange(4096, dtype=jnp.float32)
+        out = jax.jit(lambda a: kernels.add(a, a, block=256))(x)
+        np.testing.assert_allclose(out, 2 * x)
+        import os
+        print(len(os.listdir({cache!r})))
+    """.format(cache=str(tmp_path))
+    first = run_python(code)
+    second = run_python(code)
+    assert int(last_line(first)) >= 1, first.stderr[-2000:]
+    # The same Triton call gives the same bytes in the new process: a hit, no new entry.
+    assert last_line(second) == last_line(first), second.stderr[-2000:]

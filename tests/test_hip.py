@@ -195,7 +195,7 @@ class RecordingLaunch:
         self.max_active = 0
         self.lock = threading.Lock()
 
-    def __call__(self, lowered, in_avals, out_avals):
+    def __call__(self, lowered, in_avals, out_avals, platform="rocm"):
         with self.lock:
             self.calls.append(lowered)
             self.active += 1
