@@ -181,6 +181,13 @@ def triton_call(
 
     options = {k: metaparams.pop(k) for k in list(metaparams)
                if k in _kernel.COMPILE_OPTIONS and k not in param_names}
+    for keyword, value in {**metaparams, **options}.items():
+        try:
+            hash(value)
+        except TypeError:
+            raise TypeError(
+                f"{keyword}={value!r} must be hashable (JAX caches compiled calls by their "
+                f"static arguments): pass a tuple instead of a list, or a plain value.") from None
 
     arrays: list[Any] = []
     positional: list[tuple[str, Any]] = []

@@ -49,6 +49,11 @@ def test_unknown_keyword_lists_the_kernels_parameters():
         _add(X, X, 1024, BLOK=256)
 
 
+def test_unhashable_metaparameter_is_named():
+    with pytest.raises(TypeError, match=r"BLOCK=\[256\] must be hashable.*tuple"):
+        _add(X, X, 1024, BLOCK=[256])
+
+
 def test_missing_constexpr_says_how_to_pass_it():
     with pytest.raises(TypeError, match=r"Missing constexpr 'BLOCK'.*BLOCK=\.\.\."):
         _add(X, X, 1024)
