@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jax_triton_rocm import _compat, _configs, _gluon, _kernel, _plugin, _target, _types
@@ -199,7 +198,7 @@ def triton_call(
         elif hasattr(arg, "shape") and hasattr(arg, "dtype"):
             _types.pointer_type(arg.dtype, what=f"argument {i}")
             positional.append(("array", len(arrays)))
-            arrays.append(arg if isinstance(arg, jax.Array) else jnp.asarray(arg))
+            arrays.append(arg if isinstance(arg, jax.Array) else jax.numpy.asarray(arg))
         else:
             raise TypeError(f"argument {i} has type {type(arg).__name__} ({arg!r}); triton_call "
                             f"takes arrays and bool/int/float scalars.")

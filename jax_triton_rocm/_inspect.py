@@ -5,8 +5,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from jax_triton_rocm import _proto
-
 
 @dataclasses.dataclass(frozen=True)
 class EmittedCall:
@@ -25,6 +23,8 @@ class EmittedCall:
     @property
     def message(self) -> Any:
         """The decoded `TritonAnyKernelCall` protobuf message."""
+        from jax_triton_rocm import _proto  # protobuf stays out of JAX's start-up
+
         return _proto.decode(self.opaque)
 
     def summary(self) -> dict[str, Any]:

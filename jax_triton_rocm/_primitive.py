@@ -12,10 +12,9 @@ import functools
 import jax
 from jax.interpreters import ad, batching, mlir
 
-try:
-    from jax.extend.core import Primitive
-except ImportError:  # older jax
-    from jax.core import Primitive
+# jax.extend.core.Primitive is this class; importing jax.extend also imports Pallas (40 ms),
+# too much for a module JAX imports at start-up.
+from jax._src.core import Primitive
 
 from jax._src import dispatch
 
