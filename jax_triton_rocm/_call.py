@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -73,10 +72,6 @@ def _out_shapes(out_shape: Any) -> tuple[list[jax.ShapeDtypeStruct], Any]:
         _types.pointer_type(leaf.dtype, what=f"output {i}")
         shapes.append(jax.ShapeDtypeStruct(tuple(leaf.shape), np.dtype(leaf.dtype)))
     return shapes, tree
-
-
-def _size_bytes(aval: Any) -> int:
-    return int(math.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
 
 
 def _check_aliases(aliases: Mapping[int, int], arrays: list, outs: list) -> tuple:

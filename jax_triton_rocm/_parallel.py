@@ -94,9 +94,9 @@ def _capture(job: _compile.CompileJob, build=None) -> Result:
 
 def compile_jobs(jobs: Sequence[_compile.CompileJob]) -> list[Result]:
     """Compiles `jobs` at once; returns, in order, each CompiledKernel or the error it raised."""
-    if len(jobs) == 1:
-        return [_capture(jobs[0])]
     missing = sum(1 for job in jobs if job.key not in _state.KERNELS)
+    if len(jobs) == 1 or missing == 0:  # every re-lowering of a cached call: no pool
+        return [_capture(job) for job in jobs]
     limit = worker_limit()
     requests = [_compile_worker.request_for(job) for job in jobs] if missing > 1 and limit else []
     if requests and all(r is not None for r in requests):
