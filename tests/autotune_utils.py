@@ -6,8 +6,6 @@ them by name (`jax_triton_rocm._compile_worker`) without importing a test module
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +14,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _lowering, _proto
+from tests import lowering_utils
 from tests.kernels import add_inplace_kernel, add_kernel, matmul_kernel
 
 ADD_CONFIGS = [
@@ -105,24 +104,11 @@ def tuned_matmul(a, b, kernel=tuned_matmul_kernel):
         grid=lambda meta: (triton.cdiv(m, meta["BLOCK_M"]), triton.cdiv(n, meta["BLOCK_N"])))
 
 
-@contextlib.contextmanager
-def captured_calls(monkeypatch) -> Iterator[list[_lowering.LoweredCall]]:
-    """Records every `LoweredCall` the lowering emits (the MLIR is still emitted)."""
-    calls: list[_lowering.LoweredCall] = []
-    emit = _lowering.emit
-
-    def recording_emit(ctx, operands, lowered, aliases):
-        calls.append(lowered)
-        return emit(ctx, operands, lowered, aliases)
-
-    monkeypatch.setattr(_lowering, "emit", recording_emit)
-    yield calls
-
-
 def lower_one(monkeypatch, fn, *avals, platform: str = "cuda",
               arch: str = "sm_90") -> _lowering.LoweredCall:
     """Lowers `fn` for `platform` under `target_arch` and returns its one Triton call."""
-    with captured_calls(monkeypatch) as calls, jtr.target_arch(**{platform: arch}):
+    del monkeypatch  # kept for the callers' signature; the capture restores itself
+    with lowering_utils.captured_lowerings() as calls, jtr.target_arch(**{platform: arch}):
         jax.jit(fn).trace(*avals).lower(lowering_platforms=(platform,))
     assert len(calls) == 1, f"expected one Triton call, lowered {len(calls)}"
     return calls[0]

@@ -17,14 +17,27 @@ def elf_header(binary: bytes) -> tuple[int, int]:
     return e_machine, e_flags
 
 
+def elf_machine(binary: bytes) -> int:
+    """An ELF's e_machine (190: CUDA, 224: AMDGPU); fails if `binary` is not an ELF."""
+    return elf_header(binary)[0]
+
+
+def hsaco_mach(binary: bytes) -> int:
+    """An HSACO's EF_AMDGPU_MACH (the low byte of e_flags: 0x4c gfx942, 0x4f gfx950)."""
+    return elf_header(binary)[1] & 0xFF
+
+
+def cubin_sm(binary: bytes) -> int:
+    """A CUBIN's SM version (90 for sm_90), from e_flags in either CUDA ELF ABI."""
+    flags = elf_header(binary)[1]
+    return (flags >> 8) & 0xFF if binary[8] >= 8 else flags & 0xFF
+
+
 def check_hsaco(binary: bytes, arch: str) -> None:
-    machine, flags = elf_header(binary)
-    assert machine == EM_AMDGPU
-    assert flags & 0xFF == AMDGPU_MACH[arch], f"e_flags {flags:#x} is not {arch}"
+    assert elf_machine(binary) == EM_AMDGPU
+    assert hsaco_mach(binary) == AMDGPU_MACH[arch], f"EF_AMDGPU_MACH is not {arch}"
 
 
 def check_cubin(binary: bytes, capability: int) -> None:
-    machine, flags = elf_header(binary)
-    assert machine == EM_CUDA
-    # CUDA 12+ cubins keep the SM number in e_flags (bits 8-15 in newer ABIs, 0-7 in older).
-    assert capability in (flags & 0xFF, (flags >> 8) & 0xFF), f"e_flags {flags:#x}"
+    assert elf_machine(binary) == EM_CUDA
+    assert cubin_sm(binary) == capability

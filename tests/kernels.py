@@ -85,6 +85,12 @@ def matmul(a, b, block_m=64, block_n=64, block_k=32, **kwargs):
         M=m, N=n, K=k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, **kwargs)
 
 
+def matmul_relative_error(out, a, b) -> float:
+    """‖out - a@b‖ / ‖a@b‖, with the reference computed in float32."""
+    ref = jnp.dot(a.astype(jnp.float32), b.astype(jnp.float32))
+    return float(jnp.linalg.norm(out.astype(jnp.float32) - ref) / jnp.linalg.norm(ref))
+
+
 @triton.jit
 def matmul_kernel_runtime_dims(a_ptr, b_ptr, M, N, K, c_ptr,
                                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,

@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import jax
 
 import jax_triton_rocm as jtr
+from jax_triton_rocm import _lowering
 
 
 def emitted_calls(lowered):
     """The Triton custom calls in a `jax.stages.Lowered`, in program order."""
     return jtr.kernel_calls(lowered)
+
+
+@contextlib.contextmanager
+def captured_lowerings() -> Iterator[list[_lowering.LoweredCall]]:
+    """Records every `LoweredCall` the lowering emits while in force (the MLIR is still emitted)."""
+    captured: list[_lowering.LoweredCall] = []
+    emit = _lowering.emit
+
+    def recording_emit(ctx, operands, lowered, aliases):
+        captured.append(lowered)
+        return emit(ctx, operands, lowered, aliases)
+
+    _lowering.emit = recording_emit
+    try:
+        yield captured
+    finally:
+        _lowering.emit = emit
 
 
 def lower_for(fn, *args, platform: str, arch=None):

@@ -14,8 +14,9 @@ import triton
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _compat, _compile, _gluon, _kernel, _proto, _state
-from tests import gluon_utils
-from tests.gluon_utils import AMDGPU_MACH, EM_AMDGPU, EM_CUDA, TARGETS, lower_for
+from tests import binary_utils, gluon_utils, lowering_utils
+from tests.binary_utils import AMDGPU_MACH, EM_AMDGPU, EM_CUDA
+from tests.gluon_utils import TARGETS, lower_for
 
 pytestmark = gluon_utils.requires_gluon
 
@@ -55,11 +56,11 @@ def test_shared_gluon_kernel_lowers_to_a_binary_for_the_target(gk, kernel, platf
     fn, avals = _calls(gk, warp)[kernel]
     compiled = lower_for(fn, platform, arch, *avals).kernels[0]
     if platform == "rocm":
-        assert gluon_utils.elf_machine(compiled.binary) == EM_AMDGPU
-        assert gluon_utils.hsaco_mach(compiled.binary) == AMDGPU_MACH[arch]
+        assert binary_utils.elf_machine(compiled.binary) == EM_AMDGPU
+        assert binary_utils.hsaco_mach(compiled.binary) == AMDGPU_MACH[arch]
     else:
-        assert gluon_utils.elf_machine(compiled.binary) == EM_CUDA
-        assert gluon_utils.cubin_sm(compiled.binary) == 90
+        assert binary_utils.elf_machine(compiled.binary) == EM_CUDA
+        assert binary_utils.cubin_sm(compiled.binary) == 90
     assert compiled.warp_size == warp
 
 
@@ -95,7 +96,7 @@ def test_cuda_opaque_round_trips_through_jaxlibs_parser(gk):
     plugin = _compat.plugin_triton_module("cuda")
     if plugin is None or not hasattr(plugin, "get_serialized_metadata"):
         pytest.skip("jaxlib's CUDA plugin _triton module does not import here")
-    with gluon_utils.capture_lowerings() as captured, jtr.target_arch(cuda="sm_90"):
+    with lowering_utils.captured_lowerings() as captured, jtr.target_arch(cuda="sm_90"):
         jax.jit(lambda x: jtr.triton_call(
             x, x.size, kernel=gk.copy_kernel, out_shape=x, grid=(4,), num_warps=4,
             serialized_metadata=b"gluon-metadata", BLOCK=1024, WARP_SIZE=32, NUM_WARPS=4,
@@ -212,7 +213,7 @@ def test_triton_without_gluon_for_amd_fails_when_lowering_for_rocm(gk, monkeypat
 def test_triton_without_gluon_for_amd_still_lowers_for_cuda(gk, monkeypatch):
     _without(monkeypatch, gluon_for_amd=False)
     lowered = lower_for(lambda x: gk.copy(x, warp_size=32), "cuda", "sm_90", VECTOR)
-    assert gluon_utils.elf_machine(lowered.kernels[0].binary) == EM_CUDA
+    assert binary_utils.elf_machine(lowered.kernels[0].binary) == EM_CUDA
 
 
 # Autotuned Gluon kernels.
