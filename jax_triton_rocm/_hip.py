@@ -31,11 +31,9 @@ import os
 import warnings
 from typing import Any
 
-from jax.interpreters import mlir
-
 from jax_triton_rocm import _compat, _kernel, _primitive, _state, _target
 from jax_triton_rocm._compile import CompiledKernel
-from jax_triton_rocm._lowering import LoweredCall, VendorLowering, emit
+from jax_triton_rocm._lowering import EncodedCall, LoweredCall, VendorLowering
 
 _backend = _compat.import_triton_backend("rocm")
 
@@ -183,22 +181,9 @@ def launch_for_prewarm(lowered: LoweredCall, in_avals: tuple, out_avals: tuple,
 
     device = jax.local_devices(backend=platform)[0]
     operands = [jax.device_put(jnp.zeros(a.shape, a.dtype), device) for a in in_avals]
-    outs = _primitive.encoded_call_p.bind(*operands, lowered=_Hashable(lowered),
+    outs = _primitive.encoded_call_p.bind(*operands, lowered=EncodedCall(lowered),
                                           out_avals=tuple(out_avals))
     jax.block_until_ready(outs)
 
 
-class _Hashable:
-    """Wraps a lowered call as a hashable primitive parameter (by identity)."""
-
-    def __init__(self, lowered: LoweredCall) -> None:
-        self.lowered = lowered
-
-
-def _encoded_call_lowering(ctx: Any, *operands: Any, lowered: _Hashable, out_avals: tuple):
-    del out_avals
-    return emit(ctx, operands, lowered.lowered, ())
-
-
 LOWERING = HipLowering()
-mlir.register_lowering(_primitive.encoded_call_p, _encoded_call_lowering, platform="rocm")

@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from jax_triton_rocm import _compat, _compile, _configs, _kernel, _parallel, _proto, _target
+from jax.interpreters import mlir
+
+from jax_triton_rocm import _compat, _compile, _configs, _kernel, _parallel, _primitive, _proto, _target
 from jax_triton_rocm._call import normalize_grid
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -296,3 +298,20 @@ def emit(ctx: Any, operands: tuple, lowered: LoweredCall, aliases: tuple):
                             backend_config=lowered.opaque,
                             operand_output_aliases=operand_output_aliases)
     return rule(ctx, *operands)
+
+
+class EncodedCall:
+    """A lowered call as a hashable primitive parameter (by identity), for `encoded_call_p`."""
+
+    def __init__(self, lowered: LoweredCall) -> None:
+        self.lowered = lowered
+
+
+def _encoded_call_lowering(ctx: Any, *operands: Any, lowered: EncodedCall, out_avals: tuple):
+    del out_avals
+    return emit(ctx, operands, lowered.lowered, ())
+
+
+# `encoded_call_p` emits a call some lowering already encoded (the HIP prewarm launches it).
+for _platform in ("cuda", "rocm"):
+    mlir.register_lowering(_primitive.encoded_call_p, _encoded_call_lowering, platform=_platform)

@@ -10,18 +10,15 @@ import numpy as np
 import pytest
 
 import jax
-from jax.interpreters import mlir
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _cuda, _hip, _primitive
+from jax_triton_rocm import _cuda, _hip
 from tests import kernels
 
 pytestmark = pytest.mark.gpu
 
 
 def test_prewarm_launch_from_inside_a_lowering_then_the_real_call(monkeypatch):
-    mlir.register_lowering(_primitive.encoded_call_p, _hip._encoded_call_lowering,
-                           platform="cuda")
     launched = []
 
     def after_encode(self, lowered, ctx, operands):

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _hip, _state
+from jax_triton_rocm import _compat, _hip, _lowering, _state
 from tests import kernels
 from tests.binary_utils import check_hsaco
 from tests.lowering_utils import lower_for, lower_one, spec
@@ -292,7 +292,7 @@ def test_prewarm_launch_reuses_the_encoded_call(two_devices):
     # The launch is lowered by the same `emit` as the real call: same target, same opaque.
     with jtr.target_arch(rocm="gfx942"):
         text = jax.jit(lambda x, y: jtr._primitive.encoded_call_p.bind(
-            x, y, lowered=_hip._Hashable(lowered),
+            x, y, lowered=_lowering.EncodedCall(lowered),
             out_avals=(jax.core.ShapedArray(X.shape, X.dtype),))).trace(X, X).lower(
                 lowering_platforms=("rocm",)).as_text()
     assert lowered.custom_call_target in text
