@@ -1,8 +1,9 @@
-"""NVIDIA: Triton to PTX and CUBIN, as jaxlib's CUDA plugin loads them.
+"""NVIDIA: Triton to CUBIN (or PTX), as jaxlib's CUDA plugin loads them.
 
-The PTX always travels in `TritonKernel.ptx` (every jaxlib reads it); where the plugin knows
-`module_image` (0.11.1+) the CUBIN Triton built travels too, and jaxlib loads it as is: no ptxas
-at load time, and jaxlib's older ptxas never meets newer PTX.
+Where the plugin reads `module_image` (0.11.1+), the CUBIN Triton built travels there and jaxlib
+loads it as is (no ptxas at load time, and jaxlib's older ptxas never meets newer PTX); `ptx`
+then holds a digest of the CUBIN, exactly as the ROCm encoding does, so every CUDA launch also
+exercises the ROCm encoding. Older plugins get the PTX text in `ptx`.
 
 Importing this module imports Triton's NVIDIA backend, so a broken one fails here, when the
 package is set up for CUDA, and not at the first lowering.
@@ -51,9 +52,11 @@ class CudaLowering(VendorLowering):
         return super().compile_options(target, config, enable_fp_fusion=enable_fp_fusion,
                                        debug=debug)
 
-    def binary_fields(self, compiled: CompiledKernel,
-                      features: _compat.PluginFeatures) -> tuple[str, bytes | None]:
-        return compiled.asm, (compiled.binary if features.module_image else None)
+    def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
+        return features.module_image
+
+    def ptx_field(self, compiled: CompiledKernel) -> str:
+        return compiled.asm
 
     def capability(self, target: _target.Target) -> int:
         return target.cuda_capability

@@ -4,8 +4,9 @@ Delivery (`JAX_TRITON_ROCM_HSACO_DELIVERY`, read at each lowering; unset means t
 plugin supports):
   - "embedded": the HSACO travels inside the opaque, in `TritonKernel.module_image` (plugins
     0.11.1+). No file, nothing to race, and the same kernel gives the same bytes in every process,
-    so JAX's persistent compilation cache and `jax.export` work. `ptx` then holds a note, which an
-    older plugin would show in its "file not found" error.
+    so JAX's persistent compilation cache and `jax.export` work. `ptx` then holds a digest of the
+    HSACO: jaxlib keys loaded modules by name and `ptx`, not by the binary, so the digest is what
+    keeps two same-named kernels apart (`_proto.module_image_ptx`).
   - "path": the HSACO is written to a file in this process's temporary folder and `ptx` holds
     the path; the plugin reads the file, then deletes it. One file per kernel call per process:
     lowering the same kernel again gives the same opaque, which jaxlib has already loaded.
@@ -45,11 +46,6 @@ ENV_DELIVERY = "JAX_TRITON_ROCM_HSACO_DELIVERY"
 ENV_PREWARM = "JAX_TRITON_ROCM_PREWARM"
 DELIVERY_MODES = ("embedded", "path")
 JAXLIB_WARP = 64
-
-EMBEDDED_NOTE = (
-    "<HSACO embedded in TritonKernel.module_image by jax_triton_rocm; this jaxlib ROCm plugin "
-    "does not read module_image: upgrade jax to 0.11.1+ or set "
-    "JAX_TRITON_ROCM_HSACO_DELIVERY=path>")
 
 _state.install_hip_fork_rules()
 
@@ -121,11 +117,11 @@ class HipLowering(VendorLowering):
         """The file the plugin reads this kernel from: one per kernel per process (`_state`)."""
         return _state.HSACO_FOLDER.file_for(compiled.key, compiled.binary, compiled.name)
 
-    def binary_fields(self, compiled: CompiledKernel,
-                      features: _compat.PluginFeatures) -> tuple[str, bytes | None]:
-        if delivery_mode(features) == "embedded":
-            return EMBEDDED_NOTE, compiled.binary
-        return self.hsaco_path(compiled), None
+    def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
+        return delivery_mode(features) == "embedded"
+
+    def ptx_field(self, compiled: CompiledKernel) -> str:
+        return self.hsaco_path(compiled)
 
     def capability(self, target: _target.Target) -> int:
         return target.gfx_capability

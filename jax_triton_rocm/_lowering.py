@@ -82,9 +82,12 @@ class VendorLowering:
                 options[knob] = config.options[knob]
         return options
 
-    def binary_fields(self, compiled: _compile.CompiledKernel,
-                      features: _compat.PluginFeatures) -> tuple[str, bytes | None]:
-        """What goes in the kernel's `ptx` field, and the binary for `module_image` (or None)."""
+    def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
+        """Whether the binary travels in `module_image` (else `ptx` carries the kernel)."""
+        raise NotImplementedError
+
+    def ptx_field(self, compiled: _compile.CompiledKernel) -> str:
+        """The `ptx` field of a kernel whose binary is not embedded."""
         raise NotImplementedError
 
     def launch_warps(self, compiled: _compile.CompiledKernel) -> int:
@@ -104,7 +107,10 @@ class VendorLowering:
                 f"global scratch memory, which this jaxlib {self.platform} plugin "
                 f"({features.detected_from}) does not allocate. Upgrade jax and its plugin to "
                 f"0.11 or newer.")
-        ptx, object_file = self.binary_fields(compiled, features)
+        if self.embeds_binary(features):
+            ptx, object_file = _proto.module_image_ptx(compiled.binary), compiled.binary
+        else:
+            ptx, object_file = self.ptx_field(compiled), None
         return _proto.KernelImage(
             name=compiled.name,
             num_warps=self.launch_warps(compiled),

@@ -11,6 +11,7 @@ Field numbers were read back from what jaxlib's own `to_proto` writes; the tests
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import zlib
 from collections.abc import Sequence
 
@@ -118,6 +119,23 @@ def _build_messages() -> dict[str, type]:
 MESSAGES = _build_messages()
 
 
+MODULE_IMAGE_PTX_PREFIX = "jax_triton_rocm module_image sha256:"
+
+
+def module_image_ptx(binary: bytes) -> str:
+    """The `ptx` field of a kernel whose binary travels in `module_image`.
+
+    jaxlib keys the modules it has loaded by (kernel name, shared memory, `ptx`, compute
+    capability), never by the binary, even one carried in `module_image`: two binaries under one
+    key would both run the first one loaded. A digest of the binary keeps different binaries
+    apart and gives the same binary the same key in every process (JAX's persistent cache and
+    `jax.export` rely on identical bytes). A plugin too old to read `module_image` shows this
+    text in its load error.
+    """
+    return (f"{MODULE_IMAGE_PTX_PREFIX}{hashlib.sha256(binary).hexdigest()} (the binary is in "
+            f"TritonKernel.module_image, which jaxlib reads from 0.11.1 on)")
+
+
 @dataclasses.dataclass(frozen=True)
 class KernelImage:
     """A compiled kernel as jaxlib loads it.
@@ -128,8 +146,8 @@ class KernelImage:
         the block size.
       num_ctas: CTAs per cluster.
       shared_mem_bytes: dynamic shared memory for the launch.
-      ptx: on CUDA the PTX text; on ROCm the path of an HSACO file, or a note when the HSACO is
-        embedded.
+      ptx: `module_image_ptx(object_file)` when the binary is embedded; otherwise the PTX text
+        (CUDA) or the path of an HSACO file (ROCm).
       ttir: Triton IR, for jaxlib's error messages and debugging.
       compute_capability: e.g. 90 for sm_90; on ROCm the gfx major*10+minor (94 for gfx942).
       object_file: the CUBIN or HSACO to carry in `module_image`, or None.

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _hip, _lowering, _state
+from jax_triton_rocm import _compat, _hip, _lowering, _proto, _state
 from tests import kernels
 from tests.binary_utils import check_hsaco
 from tests.lowering_utils import lower_for, lower_one, spec
@@ -50,7 +50,7 @@ def test_embedded_delivery_carries_the_hsaco_in_the_opaque(arch):
     kernel = _kernel_of(call)
     check_hsaco(kernel.module_image.object_file, arch)
     assert kernel.module_image.kernel_name == "add_kernel"
-    assert kernel.ptx == _hip.EMBEDDED_NOTE
+    assert kernel.ptx == _proto.module_image_ptx(kernel.module_image.object_file)
     assert not os.path.exists(kernel.ptx)
 
 

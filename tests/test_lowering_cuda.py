@@ -11,7 +11,7 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm import _compat, _proto
 from tests import kernels
 from tests.binary_utils import check_cubin
-from tests.lowering_utils import lower_for, lower_one, spec
+from tests.lowering_utils import captured_lowerings, lower_for, lower_one, spec
 
 cuda_triton = _compat.plugin_triton_module("cuda")
 needs_cuda_plugin = pytest.mark.skipif(
@@ -50,11 +50,19 @@ def test_decodes_to_the_intended_kernel_grid_and_parameters():
     assert all(p.array.ptr_divisibility == 16 for p in kernel_call.parameters if p.HasField("array"))
 
 
-def test_carries_ptx_for_the_named_arch():
-    kernel = lower_one(kernels.add, X, X, platform="cuda", arch="sm_90").message.kernel_call.kernel
-    assert re.search(r"^\.target sm_90a?\b", kernel.ptx, re.M)
+def _compiled_for(arch):
+    """The kernel call and the compiled kernel of `kernels.add` lowered for `arch`."""
+    jax.clear_caches()  # JAX would serve an earlier lowering for the same arch, emitting nothing
+    with captured_lowerings() as lowered:
+        call = lower_one(kernels.add, X, X, platform="cuda", arch=arch)
+    return call.message.kernel_call.kernel, lowered[0].kernels[0]
+
+
+def test_compiles_for_the_named_arch():
+    kernel, compiled = _compiled_for("sm_90")
+    assert re.search(r"^\.target sm_90a?\b", compiled.asm, re.M)
     assert kernel.compute_capability == 90
-    assert ".entry add_kernel" in kernel.ptx
+    assert ".entry add_kernel" in compiled.asm
 
 
 def test_carries_the_cubin_in_module_image_where_the_plugin_loads_it():
@@ -63,9 +71,11 @@ def test_carries_the_cubin_in_module_image_where_the_plugin_loads_it():
     if features.module_image:
         check_cubin(kernel.module_image.object_file, 90)
         assert kernel.module_image.kernel_name == "add_kernel"
-        assert kernel.ptx, "PTX must stay for plugins that ignore module_image"
+        # The ROCm encoding exactly: jaxlib keys loaded modules by `ptx`, so it names the binary.
+        assert kernel.ptx == _proto.module_image_ptx(kernel.module_image.object_file)
     else:
         assert not kernel.HasField("module_image")
+        assert ".entry add_kernel" in kernel.ptx
 
 
 def test_legacy_target_when_the_plugin_has_no_ffi_target(monkeypatch):
@@ -79,10 +89,11 @@ def test_legacy_target_when_the_plugin_has_no_ffi_target(monkeypatch):
 
 
 def test_another_arch_gives_another_binary():
-    sm80 = lower_one(kernels.add, X, X, platform="cuda", arch=80).message.kernel_call.kernel
+    sm80, sm80_compiled = _compiled_for(80)
     sm90 = lower_one(kernels.add, X, X, platform="cuda", arch="9.0").message.kernel_call.kernel
     assert (sm80.compute_capability, sm90.compute_capability) == (80, 90)
-    assert re.search(r"^\.target sm_80\b", sm80.ptx, re.M)
+    assert re.search(r"^\.target sm_80\b", sm80_compiled.asm, re.M)
+    assert sm80.ptx != sm90.ptx
 
 
 def test_compute_capability_argument_overrides_the_device():
