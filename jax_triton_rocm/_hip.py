@@ -165,21 +165,33 @@ def prewarm_once(lowered: LoweredCall, in_avals: tuple, out_avals: tuple,
         return True
 
 
-def launch_for_prewarm(lowered: LoweredCall, in_avals: tuple, out_avals: tuple,
-                       platform: str = "rocm") -> None:
-    """Runs the encoded call once on the first ROCm device with zero-filled operands.
+def prewarm_program(lowered: LoweredCall, in_avals: tuple, out_avals: tuple):
+    """A function of no arguments that launches `lowered` on zero-filled operands.
 
-    The same encoded call (the same bytes, so the same file path) is emitted through the same
-    `emit` as the real lowering, inside a small jitted function of its own.
+    The operands are made inside the program, so `jax.jit` of it needs no host data. The same
+    encoded call (the same bytes, so the same file path) is emitted through the same `emit` as the
+    real lowering, with the same aliases: an output aliased to an input starts as that input's
+    zeros, so an in-place kernel that reads its output (a counter, an index map) sees zeros, not
+    whatever the allocator left there.
     """
-    import jax
     import jax.numpy as jnp
 
+    def launch_on_zeros():
+        operands = [jnp.zeros(a.shape, a.dtype) for a in in_avals]
+        return _primitive.encoded_call_p.bind(*operands, lowered=EncodedCall(lowered),
+                                              out_avals=tuple(out_avals))
+
+    return launch_on_zeros
+
+
+def launch_for_prewarm(lowered: LoweredCall, in_avals: tuple, out_avals: tuple,
+                       platform: str = "rocm") -> list:
+    """Runs `prewarm_program` on the first device of `platform`; returns its outputs."""
+    import jax
+
     device = jax.local_devices(backend=platform)[0]
-    operands = [jax.device_put(jnp.zeros(a.shape, a.dtype), device) for a in in_avals]
-    outs = _primitive.encoded_call_p.bind(*operands, lowered=EncodedCall(lowered),
-                                          out_avals=tuple(out_avals))
-    jax.block_until_ready(outs)
+    with jax.default_device(device):
+        return jax.block_until_ready(jax.jit(prewarm_program(lowered, in_avals, out_avals))())
 
 
 LOWERING = HipLowering()

@@ -38,6 +38,7 @@ class LoweredCall:
     target: _target.Target
     kernels: tuple[_compile.CompiledKernel, ...]
     calls: tuple[_proto.KernelCall, ...]
+    aliases: tuple[tuple[int, int], ...] = ()
 
 
 class VendorLowering:
@@ -241,13 +242,14 @@ class VendorLowering:
             target=target,
             kernels=tuple(kernels),
             calls=tuple(calls),
+            aliases=tuple(params["input_output_aliases"]),
         )
 
     def lower(self, ctx: Any, *operands: Any, **params: Any):
         """The MLIR lowering rule registered for this vendor's platform."""
         lowered = self.lower_call(ctx, operands, params)
         self.after_encode(lowered, ctx, operands)
-        return emit(ctx, operands, lowered, params["input_output_aliases"])
+        return emit(ctx, operands, lowered)
 
 
 def _size_bytes(aval: Any) -> int:
@@ -291,11 +293,11 @@ def _kept_configs(configs: list, jobs: list, results: list) -> tuple[list, list,
     return [configs[i] for i in kept], [jobs[i] for i in kept], [results[i] for i in kept]
 
 
-def emit(ctx: Any, operands: tuple, lowered: LoweredCall, aliases: tuple):
+def emit(ctx: Any, operands: tuple, lowered: LoweredCall):
     """Emits the custom call: typed FFI with an `opaque` attribute, or the legacy target."""
     from jax import ffi
 
-    operand_output_aliases = {i: o for i, o in aliases}
+    operand_output_aliases = dict(lowered.aliases)
     if lowered.custom_call_target == _compat.FFI_TARGET:
         rule = ffi.ffi_lowering(lowered.custom_call_target,
                                 operand_output_aliases=operand_output_aliases)
@@ -315,7 +317,7 @@ class EncodedCall:
 
 def _encoded_call_lowering(ctx: Any, *operands: Any, lowered: EncodedCall, out_avals: tuple):
     del out_avals
-    return emit(ctx, operands, lowered.lowered, ())
+    return emit(ctx, operands, lowered.lowered)
 
 
 # `encoded_call_p` emits a call some lowering already encoded (the HIP prewarm launches it).

@@ -22,9 +22,9 @@ def captured_lowerings() -> Iterator[list[_lowering.LoweredCall]]:
     captured: list[_lowering.LoweredCall] = []
     emit = _lowering.emit
 
-    def recording_emit(ctx, operands, lowered, aliases):
+    def recording_emit(ctx, operands, lowered):
         captured.append(lowered)
-        return emit(ctx, operands, lowered, aliases)
+        return emit(ctx, operands, lowered)
 
     _lowering.emit = recording_emit
     try:

@@ -1,4 +1,4 @@
-"""Kernels launched on an NVIDIA GPU through the bridge, compared with jnp references."""
+"""Kernels launched on the GPU (NVIDIA or AMD) through the bridge, compared with jnp references."""
 
 import numpy as np
 import pytest
@@ -9,6 +9,7 @@ import triton
 
 import jax_triton_rocm as jtr
 from tests import kernels
+from tests.gpu_utils import gpu_devices, gpu_platform
 
 pytestmark = pytest.mark.gpu
 
@@ -139,7 +140,7 @@ def test_same_kernel_in_many_jits_compiles_once():
 
 @pytest.mark.multi_gpu
 def test_sharded_call_runs_on_every_device():
-    devices = jax.devices("cuda")
+    devices = gpu_devices()
     mesh = jax.sharding.Mesh(np.array(devices), ("d",))
     spec = jax.sharding.PartitionSpec("d")
     n = 4096 * len(devices)
@@ -153,7 +154,7 @@ def test_sharded_call_runs_on_every_device():
 
 @pytest.mark.multi_gpu
 def test_call_on_the_second_device_runs_there():
-    second = jax.devices("cuda")[1]
+    second = gpu_devices()[1]
     x = jax.device_put(_rand(19, (4096,)), second)
     out = jax.jit(kernels.add)(x, x)
     assert out.devices() == {second}
@@ -164,7 +165,7 @@ def test_call_on_the_second_device_runs_there():
 def test_threads_calling_on_every_device_at_once():
     import concurrent.futures
 
-    devices = jax.devices("cuda")
+    devices = gpu_devices()
     jtr.clear_caches()
 
     def work(i):
@@ -182,9 +183,9 @@ def test_exported_call_runs_after_serialization():
 
     from jax_triton_rocm import _compat
 
-    target = _compat.plugin_features("cuda").custom_call_target
+    target = _compat.plugin_features(gpu_platform()).custom_call_target
     x, y = _rand(20, (4096,)), _rand(21, (4096,))
-    exported = export.export(jax.jit(kernels.add), platforms=["cuda"],
+    exported = export.export(jax.jit(kernels.add), platforms=[gpu_platform()],
                              disabled_checks=[export.DisabledSafetyCheck.custom_call(target)])(x, y)
     restored = export.deserialize(exported.serialize())
     np.testing.assert_allclose(restored.call(x, y), x + y, rtol=1e-6)

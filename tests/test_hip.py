@@ -1,6 +1,7 @@
 """The ROCm path without an AMD GPU: real HSACO, lowering for `rocm`, delivery modes, prewarm."""
 
 import os
+import re
 import threading
 import time
 import warnings
@@ -197,7 +198,7 @@ class RecordingLaunch:
 
     def __call__(self, lowered, in_avals, out_avals, platform="rocm"):
         with self.lock:
-            self.calls.append(lowered)
+            self.calls.append((lowered, in_avals, out_avals))
             self.active += 1
             self.max_active = max(self.max_active, self.active)
         time.sleep(self.delay)
@@ -285,14 +286,40 @@ def test_no_prewarm_for_embedded_delivery(two_devices, monkeypatch):
     assert two_devices.calls == []
 
 
+def _prewarm_module(lowered, in_avals, out_avals):
+    """The StableHLO text of the prewarm's program for `lowered`, lowered for rocm."""
+    with jtr.target_arch(rocm="gfx942"):
+        return jax.jit(_hip.prewarm_program(lowered, in_avals, out_avals)).trace().lower(
+            lowering_platforms=("rocm",)).as_text()
+
+
 def test_prewarm_launch_reuses_the_encoded_call(two_devices):
     lower_for(kernels.add, X, X, platform="rocm")
-    lowered = two_devices.calls[0]
+    lowered, in_avals, out_avals = two_devices.calls[0]
     assert lowered.calls[0].kernel.ptx.endswith(".hsaco")
     # The launch is lowered by the same `emit` as the real call: same target, same opaque.
-    with jtr.target_arch(rocm="gfx942"):
-        text = jax.jit(lambda x, y: jtr._primitive.encoded_call_p.bind(
-            x, y, lowered=_lowering.EncodedCall(lowered),
-            out_avals=(jax.core.ShapedArray(X.shape, X.dtype),))).trace(X, X).lower(
-                lowering_platforms=("rocm",)).as_text()
+    text = _prewarm_module(lowered, in_avals, out_avals)
     assert lowered.custom_call_target in text
+
+
+def test_prewarm_of_an_in_place_kernel_keeps_its_alias_and_zero_fills_the_inputs(two_devices):
+    def inplace(x, y):
+        return jtr.triton_call(x, y, x.size, kernel=kernels.add_inplace_kernel, out_shape=x,
+                               grid=(16,), BLOCK=256, input_output_aliases={0: 0})
+
+    lower_for(inplace, X, X, platform="rocm")
+    lowered, in_avals, out_avals = two_devices.calls[0]
+    text = _prewarm_module(lowered, in_avals, out_avals)
+    call_line = next(line for line in text.splitlines() if lowered.custom_call_target in line)
+    # The kernel reads its output, which is input 0's buffer: that must be zeros, not garbage.
+    assert "output_operand_aliases" in call_line and "operand_index = 0" in call_line, call_line
+    definitions = dict(re.findall(r"^\s*(%\w+) = (.*)$", text, re.M))
+
+    def is_zeros(value):
+        definition = definitions[value]
+        if definition.startswith("stablehlo.broadcast_in_dim"):
+            return is_zeros(re.search(r"broadcast_in_dim (%\w+)", definition).group(1))
+        return re.fullmatch(r"stablehlo\.constant dense<0\.0+e\+00> .*", definition) is not None
+
+    operands = re.search(r"custom_call @\S+\(([^)]*)\)", call_line).group(1).split(", ")
+    assert len(operands) == 2 and all(map(is_zeros, operands)), text
