@@ -15,6 +15,7 @@ from typing import Any
 
 from jax_triton_rocm import _compat, _configs, _target
 from jax_triton_rocm._compile import CompiledKernel
+from jax_triton_rocm._limits import LaunchLimits
 from jax_triton_rocm._lowering import VendorLowering
 
 _backend = _compat.import_triton_backend("cuda")
@@ -22,6 +23,15 @@ _backend = _compat.import_triton_backend("cuda")
 from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked import)
 
 WARP_SIZE = 32
+
+# Dynamic shared memory a block may opt in to, by compute capability (CUDA C++ Programming
+# Guide, "Technical Specifications per Compute Capability"). jaxlib refuses more at launch.
+MAX_SHARED_BYTES = {
+    70: 96 * 1024, 72: 96 * 1024, 75: 64 * 1024,
+    80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024,
+    90: 227 * 1024, 100: 227 * 1024, 101: 227 * 1024, 103: 227 * 1024, 110: 227 * 1024,
+    120: 99 * 1024, 121: 99 * 1024,
+}
 
 
 class CudaLowering(VendorLowering):
@@ -60,6 +70,10 @@ class CudaLowering(VendorLowering):
 
     def capability(self, target: _target.Target) -> int:
         return target.cuda_capability
+
+    def launch_limits(self, target: _target.Target) -> LaunchLimits:
+        return LaunchLimits(target.arch, WARP_SIZE,
+                            max_shared_bytes=MAX_SHARED_BYTES.get(target.cuda_capability))
 
 
 LOWERING = CudaLowering()

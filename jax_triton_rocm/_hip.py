@@ -34,6 +34,7 @@ from typing import Any
 
 from jax_triton_rocm import _compat, _kernel, _primitive, _state, _target
 from jax_triton_rocm._compile import CompiledKernel
+from jax_triton_rocm._limits import LaunchLimits
 from jax_triton_rocm._lowering import EncodedCall, LoweredCall, VendorLowering
 
 _backend = _compat.import_triton_backend("rocm")
@@ -48,6 +49,12 @@ DELIVERY_MODES = ("embedded", "path")
 JAXLIB_WARP = 64
 
 _state.install_hip_fork_rules()
+
+
+# LDS a workgroup may use, by gfx name; every other AMD target has 64 KiB (Triton's AMD backend,
+# TargetInfo::getSharedMemorySize).
+MAX_SHARED_BYTES = {"gfx950": 160 * 1024, "gfx1250": 320 * 1024}
+DEFAULT_MAX_SHARED_BYTES = 64 * 1024
 
 
 def warp_size(arch: str) -> int:
@@ -125,6 +132,11 @@ class HipLowering(VendorLowering):
 
     def capability(self, target: _target.Target) -> int:
         return target.gfx_capability
+
+    def launch_limits(self, target: _target.Target) -> LaunchLimits:
+        return LaunchLimits(target.arch, warp_size(target.arch),
+                            max_shared_bytes=MAX_SHARED_BYTES.get(target.arch,
+                                                                  DEFAULT_MAX_SHARED_BYTES))
 
     def after_encode(self, lowered: LoweredCall, ctx: Any, operands: tuple) -> None:
         if any(call.kernel.object_file is None for call in lowered.calls):

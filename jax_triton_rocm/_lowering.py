@@ -21,10 +21,13 @@ import numpy as np
 
 from jax.interpreters import mlir
 
-from jax_triton_rocm import _compat, _compile, _configs, _kernel, _parallel, _primitive, _proto, _target
+from jax_triton_rocm import (_compat, _compile, _configs, _kernel, _limits, _parallel, _primitive,
+                             _proto, _target)
 from jax_triton_rocm._call import normalize_grid
 
 logger = logging.getLogger("jax_triton_rocm")
+
+DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +74,7 @@ class VendorLowering:
         config set them; other vendors' knobs are left out, as Triton's backends do.
         """
         options: dict[str, Any] = {
-            "num_warps": config.num_warps or 4,
+            "num_warps": config.num_warps or DEFAULT_NUM_WARPS,
             "num_ctas": config.num_ctas,
             "enable_fp_fusion": enable_fp_fusion,
             "debug": debug,
@@ -97,6 +100,10 @@ class VendorLowering:
 
     def capability(self, target: _target.Target) -> int:
         """The kernel's `compute_capability` field for `target`."""
+        raise NotImplementedError
+
+    def launch_limits(self, target: _target.Target) -> _limits.LaunchLimits:
+        """What one block may use on `target` (threads, shared memory)."""
         raise NotImplementedError
 
     def kernel_image(self, compiled: _compile.CompiledKernel, target: _target.Target,
@@ -181,6 +188,11 @@ class VendorLowering:
             in_avals=in_avals,
             out_avals=out_avals,
         )
+        kernel_name = _kernel.kernel_name(unwrapped.jit_fn)
+        limits = self.launch_limits(target)
+        configs = _limits.keep_launchable(
+            configs, lambda c: limits.warps_problem(c.num_warps or DEFAULT_NUM_WARPS),
+            _limits.config_description, kernel=kernel_name)
         triton_target = self.triton_target(target)
         backend = self.backend_class()
 
@@ -197,6 +209,11 @@ class VendorLowering:
 
         jobs = [compile_job(config) for config in configs]
         configs, jobs, kernels = _kept_configs(configs, jobs, _parallel.compile_jobs(jobs))
+        launchable = _limits.keep_launchable(
+            list(zip(configs, jobs, kernels)),
+            lambda item: limits.shared_problem(item[2].shared_mem_bytes),
+            _limits.config_description, kernel=kernel_name)
+        configs, jobs, kernels = (list(column) for column in zip(*launchable))
         calls = []
         for config, job, compiled in zip(configs, jobs, kernels):
             self.check_compiled(compiled, target)

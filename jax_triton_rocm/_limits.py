@@ -1,0 +1,83 @@
+"""Launch limits per target, checked at lowering instead of failing at launch.
+
+jaxlib launches what it is given: a block of more threads than the GPU allows, or more shared
+memory (LDS on AMD) than a block may have, fails only when the kernel first runs, far from the
+call. The lowering checks both against the target's limits. A plain call that breaks one gets a
+ValueError naming the setting, the target and the limit; an autotuned call drops the configs that
+break one (as Triton's autotuner drops configs that fail to compile) and fails only when none is
+left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+logger = logging.getLogger("jax_triton_rocm")
+
+T = TypeVar("T")
+
+MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU Triton targets
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchLimits:
+    """What one block may use on a target.
+
+    Attributes:
+      arch: the target ("sm_90", "gfx942"), for messages.
+      warp_size: threads per warp (wavefront) the kernel is compiled for.
+      max_threads: threads per block.
+      max_shared_bytes: dynamic shared memory (LDS) per block, or None where the target is not
+        in the vendor's table (then only the launch checks it).
+    """
+
+    arch: str
+    warp_size: int
+    max_threads: int = MAX_THREADS_PER_BLOCK
+    max_shared_bytes: int | None = None
+
+    def warps_problem(self, num_warps: int) -> str | None:
+        """Why a block of `num_warps` warps cannot launch here, or None."""
+        threads = num_warps * self.warp_size
+        if threads <= self.max_threads:
+            return None
+        return (f"num_warps={num_warps} makes blocks of {threads} threads ({num_warps} warps of "
+                f"{self.warp_size}) on {self.arch}, whose limit is {self.max_threads}; use "
+                f"num_warps={self.max_threads // self.warp_size} or fewer")
+
+    def shared_problem(self, shared_bytes: int) -> str | None:
+        """Why a block needing `shared_bytes` of shared memory cannot launch here, or None."""
+        if self.max_shared_bytes is None or shared_bytes <= self.max_shared_bytes:
+            return None
+        return (f"the kernel needs {shared_bytes} bytes of shared memory per block, and {self.arch} "
+                f"allows {self.max_shared_bytes}; use smaller blocks or fewer num_stages")
+
+
+def keep_launchable(items: Sequence[T], problem_of: Callable[[T], str | None],
+                    describe: Callable[[T], str], *, kernel: str) -> list[T]:
+    """The items (one per launch config) whose `problem_of` is None.
+
+    Raises:
+      ValueError: a single item with a problem, or every item of several; names each problem.
+    """
+    problems = [(item, problem_of(item)) for item in items]
+    kept = [item for item, problem in problems if problem is None]
+    if len(items) == 1 and not kept:
+        raise ValueError(f"Kernel {kernel} cannot launch: {problems[0][1]}.")
+    if not kept:
+        listed = "; ".join(f"config ({describe(item)}): {problem}" for item, problem in problems)
+        raise ValueError(f"Kernel {kernel}: no autotune config can launch. {listed}.")
+    for item, problem in problems:
+        if problem is not None:
+            logger.debug("jax_triton_rocm: autotune config (%s) of kernel %s dropped: %s",
+                         describe(item), kernel, problem)
+    return kept
+
+
+def config_description(item: Any) -> str:
+    """The autotune description of a config, or of the first element of a (config, ...) tuple."""
+    config = item[0] if isinstance(item, tuple) else item
+    return config.description
