@@ -1,8 +1,4 @@
-"""Autotuned kernels and helpers shared by the autotuning tests (CPU lowering and GPU alike).
-
-The kernels live in this importable module, not in the test files, so compile workers can find
-them by name (`jax_triton_rocm._compile_worker`) without importing a test module.
-"""
+"""Autotuned kernels and helpers shared by the autotuning tests (CPU lowering and GPU alike)."""
 
 from __future__ import annotations
 

@@ -4,15 +4,12 @@ Each test lowers under `target_arch` and reads the call that would reach jaxlib,
 opaque. GPU runs of the same kernels are in test_gpu_autotune.py.
 """
 
-import os
-import time
-
 import jax
 import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _compile, _compile_worker, _parallel, _proto, _state
+from jax_triton_rocm import _compat, _parallel, _proto, _state
 from tests import autotune_utils as au
 from tests import kernels
 
@@ -283,99 +280,7 @@ def test_lowering_again_compiles_nothing(monkeypatch):
     assert _state.KERNELS.stats["compiles"] == len(au.ADD_CONFIGS)
 
 
-def _ready_worker() -> None:
-    """Starts one compile worker in the shared pool and waits until it can compile."""
-    worker, = _state.COMPILE_WORKERS.checkout(
-        1, 1, lambda: _compile_worker.Worker(("tests.autotune_utils",)))
-    worker.wait_ready()
-    _state.COMPILE_WORKERS.checkin(worker)
-
-
-def test_worker_compiles_the_same_kernel_as_this_process():
-    job = _compile_job_for(kernels.add_kernel)
-    worker = _compile_worker.Worker(("tests.kernels",))
-    try:
-        from_worker = _compile.from_triton(job, *worker.compile(
-            _compile_worker.request_for(job)))
-    finally:
-        worker.close()
-    assert from_worker == _compile.compile_here(job)
-
-
-def test_configs_go_to_a_ready_worker_while_this_process_compiles(monkeypatch):
-    monkeypatch.setenv(_parallel.ENV_COMPILE_WORKERS, "0")
-    jtr.clear_caches()
-    reference = _lower_add(monkeypatch)
-    monkeypatch.setenv(_parallel.ENV_COMPILE_WORKERS, "1")
-    _ready_worker()
-    compile_here = _compile.compile_here
-
-    def slow_compile_here(job):  # keeps this process busy, so the worker takes jobs
-        time.sleep(1.0)
-        return compile_here(job)
-
-    monkeypatch.setattr(_compile, "compile_here", slow_compile_here)
-    jtr.clear_caches()
-    lowered = _lower_add(monkeypatch)
-    assert _state.KERNELS.stats["worker_compiles"] >= 1
-    assert lowered.opaque == reference.opaque
-
-
-def test_worker_refuses_a_kernel_whose_source_differs():
-    job = _compile_job_for(kernels.add_kernel)
-    request = dict(_compile_worker.request_for(job), cache_key="0" * 64)
-    worker = _compile_worker.Worker(("tests.kernels",))
-    try:
-        with pytest.raises(_compile_worker.WorkerError, match="not the parent's kernel"):
-            worker.compile(request)
-        assert worker.alive()
-    finally:
-        worker.close()
-
-
-def _compile_job_for(jit_fn):
-    from jax_triton_rocm import _cuda, _kernel
-    from triton.backends.compiler import GPUTarget
-
-    bound = _kernel.bind(jit_fn, _cuda.CudaLowering().backend_class(),
-                         positional=(("array", 0), ("array", 1), ("scalar", N)),
-                         in_avals=(au.f32(N), au.f32(N)), out_avals=(au.f32(N),),
-                         constexprs={"BLOCK": 128})
-    return _compile.make_job(jit_fn, GPUTarget("cuda", 90, 32), bound, {"num_warps": 4},
-                             gluon=False, binary_key="cubin", asm_key="ptx")
-
-
-def test_kernel_defined_in_a_function_stays_in_this_process():
-    @triton.jit
-    def local_kernel(x_ptr):
-        pass
-
-    assert _compile_worker.kernel_address(local_kernel) is None
-
-
-def test_kernel_found_by_name_through_its_wrappers_goes_to_workers():
-    assert _compile_worker.kernel_address(au.tuned_add_kernel.fn) == (
-        "tests.autotune_utils", "tuned_add_kernel")
-
-
-def test_negative_worker_count_names_the_variable(monkeypatch):
-    monkeypatch.setenv(_parallel.ENV_COMPILE_WORKERS, "-2")
-    with pytest.raises(ValueError, match="JAX_TRITON_ROCM_COMPILE_WORKERS='-2'"):
-        _parallel.worker_limit()
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-@pytest.mark.filterwarnings("ignore:.*fork:RuntimeWarning", "ignore:.*fork:DeprecationWarning")
-def test_forked_child_starts_without_the_parents_workers(monkeypatch):
-    monkeypatch.setenv(_parallel.ENV_COMPILE_WORKERS, "1")
-    jtr.clear_caches()
-    _lower_add(monkeypatch)
-    assert _state.COMPILE_WORKERS.alive_count() == 1
-    pid = os.fork()
-    if pid == 0:  # the child: look, then leave without running any JAX teardown
-        os._exit(0 if _state.COMPILE_WORKERS.alive_count() == 0 else 1)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    jtr.clear_caches()
-    _lower_add(monkeypatch)  # the parent's worker still answers
-    assert _state.COMPILE_WORKERS.alive_count() == 1
+def test_negative_thread_count_names_the_variable(monkeypatch):
+    monkeypatch.setenv(_parallel.ENV_COMPILE_THREADS, "-2")
+    with pytest.raises(ValueError, match="JAX_TRITON_ROCM_COMPILE_THREADS='-2'"):
+        _parallel.thread_count(4)
