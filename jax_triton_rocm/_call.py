@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jax_triton_rocm import _compat, _configs, _gluon, _kernel, _plugin, _target, _types
+from jax_triton_rocm import _compat, _configs, _kernel, _plugin, _target, _types
 from jax_triton_rocm._primitive import triton_kernel_p
 
 Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
@@ -159,8 +159,7 @@ def triton_call(
       The outputs, in the structure of `out_shape`.
 
     Raises:
-      ImportError: Triton is not installed or does not import; a Gluon kernel and a Triton
-        without Gluon (here), or without Gluon for AMD (when lowering for ROCm).
+      ImportError: Triton is not installed or does not import.
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
     _compat.triton_info()
@@ -170,7 +169,6 @@ def triton_call(
             raise TypeError(f"triton_call got {keyword}={metaparams[keyword]!r}: {advice}")
     unwrapped = _kernel.unwrap(kernel)
     jit_fn = unwrapped.jit_fn
-    _gluon.check_available(jit_fn)
     param_names = list(jit_fn.arg_names)
 
     options = {k: metaparams.pop(k) for k in list(metaparams)

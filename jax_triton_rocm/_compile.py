@@ -110,9 +110,7 @@ class CompileJob:
 
 def make_job(jit_fn: Any, triton_target: Any, bound: BoundKernel, options: dict[str, Any], *,
              gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
-    """A `CompileJob`, with its kernel key computed (Gluon availability checked first)."""
-    if gluon:
-        _gluon.check_target(jit_fn, triton_target)
+    """A `CompileJob`, with its kernel key computed."""
     key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon)
     return CompileJob(jit_fn, triton_target, bound, dict(options), gluon, binary_key, asm_key, key)
 
@@ -168,27 +166,10 @@ def _serialize_front_end(source: Any) -> None:
 
 
 def compile_job(job: CompileJob) -> CompiledKernel:
-    """`job`'s kernel from the shared cache, compiled on a miss (once per key)."""
-    return _state.KERNELS.get_or_compile(job.key, lambda: run_triton(job))
-
-
-def compile_bound(
-    jit_fn: Any,
-    triton_target: Any,
-    bound: BoundKernel,
-    options: dict[str, Any],
-    *,
-    gluon: bool,
-    binary_key: str,
-    asm_key: str,
-) -> CompiledKernel:
-    """Compiles (or fetches from the shared cache) `jit_fn` for `triton_target`.
-
-    The arguments are those of `CompileJob`.
+    """`job`'s kernel from the shared cache, compiled on a miss (once per key).
 
     Raises:
-      ImportError: a Gluon kernel and a Triton without Gluon for the target (`_gluon`).
       ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
+      Triton's own compile errors, unchanged.
     """
-    return compile_job(make_job(jit_fn, triton_target, bound, options, gluon=gluon,
-                                binary_key=binary_key, asm_key=asm_key))
+    return _state.KERNELS.get_or_compile(job.key, lambda: run_triton(job))

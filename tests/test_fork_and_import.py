@@ -74,9 +74,9 @@ def test_childs_normal_exit_leaves_the_parents_hsaco_files():
     bound = _kernel.bind(kernels.add_kernel, _hip.LOWERING.backend_class(),
                          positional=(("array", 0), ("array", 1), ("scalar", 4096)),
                          in_avals=(X, X), out_avals=(X,), constexprs={"BLOCK": 256})
-    compiled = _compile.compile_bound(kernels.add_kernel, GPUTarget("hip", "gfx942", 64), bound,
-                                      {"num_warps": 4}, gluon=False, binary_key="hsaco",
-                                      asm_key="amdgcn")
+    compiled = _compile.compile_job(_compile.make_job(
+        kernels.add_kernel, GPUTarget("hip", "gfx942", 64), bound, {"num_warps": 4},
+        gluon=False, binary_key="hsaco", asm_key="amdgcn"))
     parent_file = _hip.LOWERING.hsaco_path(compiled)
     parent_folder = _state.HSACO_FOLDER.path()
     _state.LOADED_KERNELS.add("loaded-in-parent")

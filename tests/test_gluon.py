@@ -3,7 +3,6 @@
 Every test is collected everywhere; where the installed Triton has no Gluon they skip, saying so.
 """
 
-import dataclasses
 import importlib.util
 import pathlib
 
@@ -11,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 import triton
+from triton.experimental.gluon._runtime import GluonASTSource
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _compat, _compile, _gluon, _kernel, _proto, _state
@@ -39,13 +39,6 @@ def _calls(gk, warp_size):
         "row_sum": (lambda x: gk.row_sum(x, warp_size=warp_size), (MATRIX,)),
         "transpose": (lambda x: gk.transpose(x, warp_size=warp_size), (MATRIX,)),
     }
-
-
-def _without(monkeypatch, **features):
-    """Makes `triton_info()` report the installed Triton without the given Gluon features."""
-    real = _compat.triton_info()
-    monkeypatch.setattr(_compat, "triton_info",
-                        lambda: dataclasses.replace(real, version="3.4.0", **features))
 
 
 # The binary and the opaque, per target.
@@ -118,7 +111,7 @@ def test_gluon_kernel_compiles_through_gluon_source_with_constexprs_marked(gk, m
     jtr.clear_caches()
     lower_for(lambda x: gk.copy(x, warp_size=64, block=2048), "rocm", "gfx942", VECTOR)
     (source,) = sources
-    assert isinstance(source, _compat.gluon_ast_source_class())
+    assert isinstance(source, GluonASTSource)
     assert source.signature == {"x_ptr": "*fp32", "n": "i32", "out_ptr": "*fp32",
                                 "BLOCK": "constexpr", "WARP_SIZE": "constexpr",
                                 "NUM_WARPS": "constexpr"}
@@ -192,28 +185,6 @@ def test_layouts_are_read_from_slice_parents_and_counted_over_every_dimension():
 def test_rejected_module_without_readable_layouts_still_names_the_launch():
     error = _gluon.layout_error(lambda: None, None, warp_size=64, num_warps=4, target="gfx942")
     assert "gfx942 (warp size 64, num_warps=4)" in str(error)
-
-
-# Tritons without Gluon (simulated: the installed ones have it).
-
-def test_triton_without_gluon_fails_at_the_call(gk, monkeypatch):
-    _without(monkeypatch, has_gluon=False, gluon_for_amd=False)
-    with pytest.raises(ImportError, match=r"copy_kernel is a @gluon.jit kernel, but the "
-                                          r"installed Triton 3.4.0 has no Gluon"):
-        jax.jit(lambda x: gk.copy(x, warp_size=32)).trace(VECTOR)
-
-
-def test_triton_without_gluon_for_amd_fails_when_lowering_for_rocm(gk, monkeypatch):
-    _without(monkeypatch, gluon_for_amd=False)
-    with pytest.raises(ImportError, match=r"target is gfx942, but the installed Triton 3.4.0 "
-                                          r"has no Gluon for AMD GPUs \(it needs Triton 3.5"):
-        lower_for(lambda x: gk.copy(x, warp_size=64), "rocm", "gfx942", VECTOR)
-
-
-def test_triton_without_gluon_for_amd_still_lowers_for_cuda(gk, monkeypatch):
-    _without(monkeypatch, gluon_for_amd=False)
-    lowered = lower_for(lambda x: gk.copy(x, warp_size=32), "cuda", "sm_90", VECTOR)
-    assert binary_utils.elf_machine(lowered.kernels[0].binary) == EM_CUDA
 
 
 # Autotuned Gluon kernels.

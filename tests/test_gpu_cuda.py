@@ -180,9 +180,7 @@ def test_threads_calling_on_every_device_at_once():
 def test_exported_call_runs_after_serialization():
     from jax import export
 
-    from jax_triton_rocm import _compat
-
-    target = _compat.plugin_features("cuda").custom_call_target
+    target = "triton_kernel_call_ffi"
     x, y = _rand(20, (4096,)), _rand(21, (4096,))
     exported = export.export(jax.jit(kernels.add), platforms=["cuda"],
                              disabled_checks=[export.DisabledSafetyCheck.custom_call(target)])(x, y)

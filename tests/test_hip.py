@@ -63,7 +63,7 @@ def test_decodes_to_the_intended_kernel_grid_and_parameters():
     assert (kernel_call.grid_0, kernel_call.grid_1, kernel_call.grid_2) == (4, 1, 1)
     assert [p.WhichOneof("value") for p in kernel_call.parameters] == ["array", "array", "i32",
                                                                        "array"]
-    assert call.target == FEATURES.custom_call_target
+    assert call.target == "triton_kernel_call_ffi"
 
 
 def test_default_delivery_is_the_best_the_plugin_supports():

@@ -33,10 +33,14 @@ def test_opaque_round_trips_through_jaxlibs_own_parser():
 
 
 @needs_cuda_plugin
-def test_uses_the_typed_ffi_target_where_the_plugin_registers_it():
+def test_the_plugin_registers_the_typed_ffi_target():
+    assert "triton_kernel_call_ffi" in cuda_triton.registrations()
+
+
+def test_a_plain_call_takes_the_typed_ffi_target():
     call = _add_call()
-    assert call.target == _compat.plugin_features("cuda").custom_call_target
-    assert call.typed_ffi == (call.target == "triton_kernel_call_ffi")
+    assert call.target == "triton_kernel_call_ffi"
+    assert call.typed_ffi
 
 
 def test_decodes_to_the_intended_kernel_grid_and_parameters():
@@ -66,16 +70,6 @@ def test_carries_the_cubin_in_module_image_where_the_plugin_loads_it():
         assert kernel.ptx, "PTX must stay for plugins that ignore module_image"
     else:
         assert not kernel.HasField("module_image")
-
-
-def test_legacy_target_when_the_plugin_has_no_ffi_target(monkeypatch):
-    import dataclasses
-
-    features = dataclasses.replace(_compat.assumed_features("cuda"), ffi_target=False)
-    monkeypatch.setattr(_compat, "plugin_features", lambda platform: features)
-    call = _add_call(block=128)
-    assert call.target == "triton_kernel_call" and not call.typed_ffi
-    assert call.message.kernel_call.kernel.kernel_name == "add_kernel"
 
 
 def test_another_arch_gives_another_binary():
@@ -164,7 +158,7 @@ def test_opaque_is_zlib_of_the_serialized_call():
 
 def test_export_with_the_custom_call_allowed():
     export = pytest.importorskip("jax.export")
-    target = (_compat.plugin_features("cuda") or _compat.assumed_features("cuda")).custom_call_target
+    target = "triton_kernel_call_ffi"
     with jtr.target_arch(cuda="sm_90"):
         exported = export.export(
             jax.jit(kernels.add), platforms=["cuda"],
