@@ -1,9 +1,10 @@
 """What differs between jaxlib, plugin and Triton releases, detected in one place.
 
-Every other module asks this one ("does the plugin load a module image?", "which Triton backends
-are installed?") instead of comparing versions itself. Detection is by feature wherever the installed packages
-allow it; the one fallback on version numbers (a plugin that cannot be imported on this machine,
-such as the ROCm plugin without a ROCm runtime) is written here and nowhere else.
+Every other module asks this one ("does the plugin load a module image?", "which Triton
+backends are installed?") instead of comparing versions itself. Detection is by feature wherever
+the installed packages allow it; the one fallback on version numbers (a plugin that cannot be
+imported on this machine, such as the ROCm plugin without a ROCm runtime) is written here and
+nowhere else.
 """
 
 from __future__ import annotations

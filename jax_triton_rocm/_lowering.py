@@ -22,7 +22,7 @@ import numpy as np
 from jax.interpreters import mlir
 
 from jax_triton_rocm import _compat, _compile, _configs, _kernel, _parallel, _primitive, _proto, _target
-from jax_triton_rocm._call import normalize_grid
+from jax_triton_rocm._configs import normalize_grid
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -178,9 +178,9 @@ class VendorLowering:
         backend = self.backend_class()
 
         def compile_job(config: _configs.LaunchConfig) -> _compile.CompileJob:
-            bound = _kernel.bind(unwrapped.jit_fn, backend, positional=positional,
-                                 in_avals=in_avals, out_avals=out_avals,
-                                 constexprs=config.constexprs)
+            bound = _kernel.lay_out_arguments(
+                unwrapped.jit_fn, backend, positional=positional, in_avals=in_avals,
+                out_avals=out_avals, constexprs=config.constexprs)
             options = self.compile_options(target, config,
                                            enable_fp_fusion=params["enable_fp_fusion"],
                                            debug=params["debug"])

@@ -71,9 +71,10 @@ def test_childs_normal_exit_leaves_the_parents_hsaco_files():
     result = run_python(PRELUDE + """
     from triton.backends.compiler import GPUTarget
     from jax_triton_rocm import _compile, _hip, _kernel
-    bound = _kernel.bind(kernels.add_kernel, _hip.LOWERING.backend_class(),
-                         positional=(("array", 0), ("array", 1), ("scalar", 4096)),
-                         in_avals=(X, X), out_avals=(X,), constexprs={"BLOCK": 256})
+    bound = _kernel.lay_out_arguments(
+        kernels.add_kernel, _hip.LOWERING.backend_class(),
+        positional=(("array", 0), ("array", 1), ("scalar", 4096)), in_avals=(X, X),
+        out_avals=(X,), constexprs={"BLOCK": 256})
     compiled = _compile.compile_job(_compile.make_job(
         kernels.add_kernel, GPUTarget("hip", "gfx942", 64), bound, {"num_warps": 4},
         gluon=False, binary_key="hsaco", asm_key="amdgcn"))
