@@ -5,12 +5,11 @@ import threading
 import jax.numpy as jnp
 import pytest
 import triton
-import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _compile, _state
 from tests import kernels
-from tests.lowering_utils import lower_one, spec
+from tests.lowering_utils import lower_one, run_at_once, spec
 
 X = spec((2048,), jnp.float32)
 
@@ -31,7 +30,7 @@ def _lower_add(kernel, block=256, platform="cuda", arch=None):
 
 def _make_kernel(body_op):
     """A fresh @triton.jit kernel named `k`, whose body applies `body_op`."""
-    source = f'''
+    return kernels.kernel_from_source(f'''
 @triton.jit
 def k(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -39,15 +38,7 @@ def k(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + offsets, mask=mask)
     y = tl.load(y_ptr + offsets, mask=mask)
     tl.store(out_ptr + offsets, {body_op}, mask=mask)
-'''
-    import linecache
-    import uuid
-
-    filename = f"<kernel-{uuid.uuid4()}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {"triton": triton, "tl": tl, "__name__": "generated_kernels"}
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace["k"]
+''')
 
 
 def test_second_lowering_of_a_kernel_is_a_hit():
@@ -86,11 +77,8 @@ def test_two_kernels_with_the_same_name_do_not_collide():
 
 
 def test_editing_a_called_triton_function_changes_the_key():
-    import linecache
-    import uuid
-
     def make(helper_body):
-        source = f'''
+        return kernels.kernel_from_source(f'''
 @triton.jit
 def helper(x):
     return {helper_body}
@@ -99,12 +87,7 @@ def helper(x):
 def k(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(out_ptr + offsets, helper(tl.load(x_ptr + offsets)))
-'''
-        filename = f"<kernel-{uuid.uuid4()}>"
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        namespace = {"triton": triton, "tl": tl, "__name__": "generated_kernels"}
-        exec(compile(source, filename, "exec"), namespace)
-        return namespace["k"]
+''')
 
     _lower_add(make("x * 2.0"))
     _lower_add(make("x * 3.0"))
@@ -125,22 +108,7 @@ def test_kernel_key_covers_compile_options():
 
 
 def test_eight_threads_lowering_one_kernel_compile_it_once():
-    barrier = threading.Barrier(8)
-    errors = []
-
-    def work():
-        try:
-            barrier.wait()
-            _lower_add(kernels.add_kernel, block=1024)
-        except Exception as err:  # reported below
-            errors.append(err)
-
-    threads = [threading.Thread(target=work) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_at_once([lambda: _lower_add(kernels.add_kernel, block=1024)] * 8)
     assert _state.KERNELS.stats["compiles"] == 1
 
 

@@ -10,13 +10,16 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _hip, _lowering, _state
+from jax_triton_rocm import _compat, _hip, _proto, _state
 from tests import kernels
 from tests.binary_utils import check_hsaco
-from tests.lowering_utils import lower_for, lower_one, spec
+from tests.lowering_utils import (capture_one, captured_lowerings, lower_for, lower_one,
+                                  run_at_once, spec)
 
 X = spec((4096,), jnp.float32)
 FEATURES = _compat.plugin_features("rocm") or _compat.assumed_features("rocm")
+# The prewarm's real launch, kept before the `two_devices` fixture stands in for it.
+LAUNCH_FOR_PREWARM = _hip.launch_for_prewarm
 needs_embedded = pytest.mark.skipif(
     not FEATURES.module_image,
     reason=f"the jaxlib here ({FEATURES.detected_from}) predates module_image (0.11.1)")
@@ -117,21 +120,12 @@ def test_embedded_forced_on_a_plugin_without_module_image_is_refused(monkeypatch
 
 
 def test_amd_knobs_reach_the_compiler_not_the_kernel():
-    captured = []
-    original = _hip.HipLowering.after_encode
-
-    def capture(self, lowered, ctx, operands):
-        captured.append(lowered)
-        return original(self, lowered, ctx, operands)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_hip.HipLowering, "after_encode", capture)
-        call = lower_one(lambda x, y: kernels.add(x, y, waves_per_eu=2, matrix_instr_nonkdim=16,
-                                                  kpack=2), X, X, platform="rocm")
-    metadata = captured[0].kernels[0].metadata
+    lowered = capture_one(lambda x, y: kernels.add(x, y, waves_per_eu=2, matrix_instr_nonkdim=16,
+                                                   kpack=2), X, X, platform="rocm")
+    metadata = lowered.kernels[0].metadata
     assert (metadata["waves_per_eu"], metadata["matrix_instr_nonkdim"], metadata["kpack"]) == \
         (2, 16, 2)
-    assert len(call.message.kernel_call.parameters) == 4
+    assert len(_proto.decode(lowered.opaque).kernel_call.parameters) == 4
 
 
 @pytest.mark.parametrize("dtype,triton_type", [(jnp.float8_e4m3fnuz, "fp8e4b8"),
@@ -153,36 +147,6 @@ def test_wave32_with_an_odd_warp_count_is_refused():
     with pytest.raises(ValueError, match=r"wave32 with num_warps=1 \(32 threads\).*even num_warps"):
         lower_for(lambda x, y: kernels.add(x, y, num_warps=1), X, X, platform="rocm",
                   arch="gfx1100")
-
-
-def test_arch_comes_from_the_devices_lowered_for():
-    from jax_triton_rocm import _target
-
-    class FakeDevice:
-        platform = "rocm"
-        compute_capability = "gfx950"
-
-    class Context:
-        class axis_context:
-            device_assignment = (FakeDevice(), FakeDevice())
-
-    target = _target.lowering_target("rocm", Context())
-    assert (target.arch, target.source) == ("gfx950", "the computation's devices")
-
-
-def test_devices_of_different_archs_are_refused():
-    from jax_triton_rocm import _target
-
-    devices = []
-    for arch in ("gfx942", "gfx90a"):
-        devices.append(type("D", (), {"platform": "rocm", "compute_capability": arch})())
-
-    class Context:
-        class axis_context:
-            device_assignment = tuple(devices)
-
-    with pytest.raises(ValueError, match=r"different architectures \(gfx90a, gfx942\)"):
-        _target.lowering_target("rocm", Context())
 
 
 class RecordingLaunch:
@@ -216,23 +180,8 @@ def two_devices(monkeypatch):
     return launch
 
 
-def _lower_in_threads(fns, platform="rocm"):
-    barrier = threading.Barrier(len(fns))
-    errors = []
-
-    def work(fn):
-        try:
-            barrier.wait()
-            lower_for(fn, X, X, platform=platform)
-        except Exception as err:  # reported below
-            errors.append(err)
-
-    threads = [threading.Thread(target=work, args=(fn,)) for fn in fns]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+def _lower_in_threads(fns):
+    run_at_once([lambda fn=fn: lower_for(fn, X, X, platform="rocm") for fn in fns])
 
 
 def test_prewarm_launches_a_new_path_delivered_kernel_once(two_devices):
@@ -285,14 +234,22 @@ def test_no_prewarm_for_embedded_delivery(two_devices, monkeypatch):
     assert two_devices.calls == []
 
 
-def test_prewarm_launch_reuses_the_encoded_call(two_devices):
-    lower_for(kernels.add, X, X, platform="rocm")
-    lowered = two_devices.calls[0]
-    assert lowered.calls[0].kernel.ptx.endswith(".hsaco")
-    # The launch is lowered by the same `emit` as the real call: same target, same opaque.
-    with jtr.target_arch(rocm="gfx942"):
-        text = jax.jit(lambda x, y: jtr._primitive.encoded_call_p.bind(
-            x, y, lowered=_lowering.EncodedCall(lowered),
-            out_avals=(jax.core.ShapedArray(X.shape, X.dtype),))).trace(X, X).lower(
-                lowering_platforms=("rocm",)).as_text()
-    assert lowered.custom_call_target in text
+def test_prewarm_launch_reuses_the_encoded_call(two_devices, monkeypatch):
+    with captured_lowerings() as emitted:
+        lower_for(kernels.add, X, X, platform="rocm")
+    (real,) = emitted
+    assert two_devices.calls == [real]
+    assert real.calls[0].kernel.ptx.endswith(".hsaco")
+    # The launch's own code, lowered for rocm on the CPU: its one device is the CPU, and the
+    # outputs it waits for are returned, so that the call it emits stays in the module.
+    cpu = jax.devices("cpu")[0]
+    waited_for = []
+    monkeypatch.setattr(jax, "local_devices", lambda backend=None: [cpu])
+    monkeypatch.setattr(jax, "block_until_ready", lambda outs: waited_for.append(outs) or outs)
+
+    def launch():
+        LAUNCH_FOR_PREWARM(real, (X, X), (jax.core.ShapedArray(X.shape, X.dtype),))
+        return waited_for[-1]
+
+    launched = jtr.kernel_calls(jax.jit(launch).trace().lower(lowering_platforms=("rocm",)))
+    assert [(c.target, c.opaque) for c in launched] == [(real.custom_call_target, real.opaque)]
