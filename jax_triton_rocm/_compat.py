@@ -42,8 +42,8 @@ ENV_AUTOTUNE_TARGET = "JAX_TRITON_ROCM_AUTOTUNE_TARGET"
 AUTOTUNE_TARGETS = {"ffi": FFI_TARGET, "legacy": LEGACY_TARGET}
 
 # Every supported plugin (jaxlib 0.10.2 and newer) registers the typed-FFI target, so a call with
-# one kernel always takes it. Autotuned calls take it only on the plugin generation on which
-# tests/test_gpu_autotune.py passed through both targets, aliases and donation included: jaxlib's
+# one kernel always takes it. Autotuned calls take it on the plugin generation that
+# tests/test_gpu_autotune.py checks through both targets, aliases and donation included: jaxlib's
 # autotuner times the configs at the first run and restores aliased inputs between trials, and
 # the FFI target is command-buffer compatible (jaxlib refuses to autotune inside a CUDA-graph
 # capture). That generation is told apart by a feature: its plugins allocate Triton's global
@@ -199,7 +199,8 @@ def assumed_features(platform: str) -> PluginFeatures:
     The plugins ship in lockstep with jaxlib, so the jaxlib installed here stands for the one
     that will load the kernel.
     """
-    return _features_from_version(platform, None, jaxlib_version(), "no plugin here; assumed jaxlib")
+    return _features_from_version(platform, None, jaxlib_version(),
+                                  "no plugin here; assumed jaxlib")
 
 
 def jaxlib_version() -> str:

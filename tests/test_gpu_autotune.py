@@ -1,11 +1,11 @@
 """Autotuned kernels run on an NVIDIA GPU through jaxlib's autotuner, compared with jnp.
 
 Each test that names a target runs once through the legacy custom-call target and once through
-the typed-FFI one (forced with JAX_TRITON_ROCM_AUTOTUNE_TARGET); their passing on the H200
-(jax 0.11.2) is why `_compat` sends autotuned calls through FFI on that plugin generation.
-Every case carries its own
-`serialized_metadata`, so its opaque differs from the other target's: jaxlib keeps one autotuned
-result per opaque for the life of the process, and a shared one would skip the trials.
+the typed-FFI one (forced with JAX_TRITON_ROCM_AUTOTUNE_TARGET): they are the checks behind
+`_compat` sending autotuned calls through FFI on plugins that allocate global scratch. Every
+case carries its own `serialized_metadata`, so its opaque differs from the other target's:
+jaxlib keeps one autotuned result per opaque for the life of the process, and a shared one would
+skip the trials.
 """
 
 import numpy as np

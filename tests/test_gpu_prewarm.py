@@ -1,9 +1,9 @@
-"""The ROCm prewarm's launch, proven on the GPU there is: an NVIDIA one.
+"""The ROCm prewarm's launch, run on an NVIDIA GPU.
 
 The prewarm launches a freshly encoded kernel call from inside the lowering that produced it.
-No AMD GPU exists here, so the same machinery runs from inside a CUDA lowering: the encoded call
-is emitted by the same `emit`, jitted on its own and run on the first device, while the outer
-lowering waits; the outer computation must then run and give the right answer.
+Nothing in that machinery is AMD-specific, so it runs here from inside a CUDA lowering: the
+encoded call is emitted by the same `emit`, jitted on its own and run on the first device, while
+the outer lowering waits; the outer computation must then run and give the right answer.
 """
 
 import numpy as np
