@@ -8,13 +8,10 @@ needed: only the CPU works). Each
 measurement runs in a fresh process with a fresh, empty `TRITON_CACHE_DIR` of its own (set here,
 in that process's environment), so Triton's on-disk cache never serves a config. Modes:
 
-  serial          JAX_TRITON_ROCM_COMPILE_WORKERS=0, JAX_TRITON_ROCM_COMPILE_THREADS=1
-  threads         the default: JAX_TRITON_ROCM_COMPILE_WORKERS=0 (threads of the lowering process)
-  workers-cold    worker processes (one fewer than the CPUs), started by this lowering (startup
-                  included)
-  workers-warm    the same, with the workers already started by an earlier lowering
+  serial          JAX_TRITON_ROCM_COMPILE_THREADS=1
+  threads         the default: one thread per config, at most the CPU count
 
-Prints one line per mode and each parallel mode's ratio to serial (the goal: <= 0.4 on 16 cores).
+Prints one line per mode and the threaded mode's ratio to serial (the goal: <= 0.4 on 16 cores).
 """
 
 from __future__ import annotations
@@ -30,25 +27,14 @@ import time
 
 import jax
 import jax.numpy as jnp
-import triton
-import triton.language as tl
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZE = 1024
 
 MODES = {
-    "serial": {"JAX_TRITON_ROCM_COMPILE_WORKERS": "0", "JAX_TRITON_ROCM_COMPILE_THREADS": "1"},
-    "threads": {"JAX_TRITON_ROCM_COMPILE_WORKERS": "0"},
-    "workers-cold": {"JAX_TRITON_ROCM_COMPILE_WORKERS": str(max(1, (os.cpu_count() or 2) - 1))},
-    "workers-warm": {"JAX_TRITON_ROCM_COMPILE_WORKERS": str(max(1, (os.cpu_count() or 2) - 1))},
+    "serial": {"JAX_TRITON_ROCM_COMPILE_THREADS": "1"},
+    "threads": {},
 }
-
-
-@triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (64, 128, 256, 512)], key=[])
-@triton.jit
-def warmup_kernel(x_ptr, n, out_ptr, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
 
 
 def _lower(fn, *avals, arch: str) -> None:
@@ -60,24 +46,15 @@ def _lower(fn, *avals, arch: str) -> None:
 
 def measure(mode: str, arch: str) -> dict:
     """Runs in the measuring process: times one lowering of the 16-config matmul."""
-    import jax_triton_rocm as jtr
     from jax_triton_rocm import _parallel, _state
     from tests import autotune_utils
 
     def matmul(a, b):
         return autotune_utils.tuned_matmul(a, b)
 
-    def copy(x):
-        return jtr.triton_call(x, x.size, kernel=warmup_kernel, out_shape=x,
-                               grid=lambda meta: (triton.cdiv(x.size, meta["BLOCK"]),))
-
     _lower(lambda x: jnp.sin(x), jax.ShapeDtypeStruct((8,), jnp.float32), arch=arch)
-    if mode == "workers-warm":
-        _lower(copy, jax.ShapeDtypeStruct((4096,), jnp.float32), arch=arch)
     assert len(autotune_utils.MATMUL_CONFIGS) == 16
     compiles_before = _state.KERNELS.stats["compiles"]
-    in_workers_before = _state.KERNELS.stats["worker_compiles"]
-    workers_before = _state.COMPILE_WORKERS.alive_count()
     spec = jax.ShapeDtypeStruct((SIZE, SIZE), jnp.float16)
     start = time.perf_counter()
     _lower(matmul, spec, spec, arch=arch)
@@ -86,10 +63,7 @@ def measure(mode: str, arch: str) -> dict:
         "mode": mode,
         "seconds": seconds,
         "compiles": _state.KERNELS.stats["compiles"] - compiles_before,
-        "in_workers": _state.KERNELS.stats["worker_compiles"] - in_workers_before,
-        "workers_before": workers_before,
-        "workers_after": _state.COMPILE_WORKERS.alive_count(),
-        "worker_limit": _parallel.worker_limit(),
+        "threads": _parallel.thread_count(len(autotune_utils.MATMUL_CONFIGS)),
         "cpus": _parallel.cpu_count(),
     }
 
@@ -124,14 +98,12 @@ def main() -> None:
         for mode in args.modes.split(","):
             result = _run(mode, args.arch)
             best[mode] = min(best.get(mode, float("inf")), result["seconds"])
-            print(f"{mode:13s} {result['seconds']:7.2f} s  compiles={result['compiles']} "
-                  f"(in workers {result['in_workers']})  "
-                  f"workers {result['workers_before']}->{result['workers_after']} "
-                  f"(limit {result['worker_limit']}, {result['cpus']} CPUs)", flush=True)
+            print(f"{mode:8s} {result['seconds']:7.2f} s  compiles={result['compiles']}  "
+                  f"threads={result['threads']} ({result['cpus']} CPUs)", flush=True)
     if "serial" in best:
         for mode, seconds in best.items():
             if mode != "serial":
-                print(f"ratio {mode:13s} {seconds / best['serial']:.2f}  (goal <= 0.4)")
+                print(f"ratio {mode:8s} {seconds / best['serial']:.2f}  (goal <= 0.4)")
 
 
 if __name__ == "__main__":

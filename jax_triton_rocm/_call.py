@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jax_triton_rocm import _compat, _configs, _gluon, _kernel, _plugin, _target, _types
+from jax_triton_rocm import _compat, _configs, _kernel, _plugin, _target, _types
 from jax_triton_rocm._primitive import triton_kernel_p
 
 Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
@@ -17,35 +17,6 @@ _RENAMED_KEYWORDS = {
     "custom_call_target_name": "jax_triton_rocm picks the custom-call target from the "
                                "installed jaxlib (typed FFI where it exists); drop this argument.",
 }
-
-
-def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
-    """A grid as three positive ints.
-
-    Raises:
-      ValueError / TypeError: naming `what` and the value: empty, more than 3 dimensions, a
-        non-integer or a non-positive size.
-    """
-    if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
-        dims = (int(grid),)
-    elif isinstance(grid, Sequence) and not isinstance(grid, str):
-        dims = tuple(grid)
-    else:
-        raise TypeError(f"{what}={grid!r} must be an int, a tuple of 1-3 ints, or a callable "
-                        f"taking the metaparameters and returning one of those.")
-    if not dims:
-        raise ValueError(f"{what}={grid!r} is empty; give 1-3 sizes, e.g. grid=(n_blocks,).")
-    if len(dims) > 3:
-        raise ValueError(f"{what}={grid!r} has {len(dims)} dimensions; GPUs launch at most 3.")
-    for d in dims:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-            raise TypeError(f"{what}={grid!r}: every size must be a Python int, got "
-                            f"{type(d).__name__} {d!r}. Compute the grid from static shapes "
-                            f"(x.shape), not from traced values.")
-        if d <= 0:
-            raise ValueError(f"{what}={grid!r}: every size must be positive (got {d}). "
-                             f"An empty launch has nothing to do; skip the call instead.")
-    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
 
 
 def _check_positive_int(value: Any, what: str, *, power_of_two: bool = False) -> None:
@@ -107,6 +78,95 @@ def _check_zeroed(zeroed: Any, n_outs: int) -> Any:
     return tuple(sorted(set(indices)))
 
 
+def _split_compile_options(jit_fn: Any, metaparams: dict[str, Any]) -> tuple[dict, dict]:
+    """Splits the call's keywords into constexprs and vendor compile options.
+
+    A keyword named like a compile option (`waves_per_eu`, `maxnreg`, ...) is one unless the
+    kernel has a parameter of that name.
+
+    Raises:
+      TypeError: a jax-triton keyword this package replaces, or an unhashable value.
+    """
+    for keyword, advice in _RENAMED_KEYWORDS.items():
+        if keyword in metaparams:
+            raise TypeError(f"triton_call got {keyword}={metaparams[keyword]!r}: {advice}")
+    constexprs = dict(metaparams)
+    options = {k: constexprs.pop(k) for k in metaparams
+               if k in _kernel.COMPILE_OPTIONS and k not in jit_fn.arg_names}
+    for keyword, value in metaparams.items():
+        try:
+            hash(value)
+        except TypeError:
+            raise TypeError(
+                f"{keyword}={value!r} must be hashable (JAX caches compiled calls by their "
+                f"static arguments): pass a tuple instead of a list, or a plain value.") from None
+    return constexprs, options
+
+
+def _split_arguments(args: tuple) -> tuple[list[Any], tuple[tuple[str, Any], ...]]:
+    """The array operands, and each positional argument as ("array", operand index) or
+    ("scalar", value).
+
+    Raises:
+      TypeError: an argument that is neither an array nor a scalar, or a dtype or scalar type
+        Triton cannot take; each names the argument.
+    """
+    arrays: list[Any] = []
+    positional: list[tuple[str, Any]] = []
+    for i, arg in enumerate(args):
+        if arg is None or _types.is_scalar(arg):
+            if arg is not None:
+                _types.scalar(arg, what=f"argument {i}")
+            positional.append(("scalar", arg))
+        elif hasattr(arg, "shape") and hasattr(arg, "dtype"):
+            _types.pointer_type(arg.dtype, what=f"argument {i}")
+            positional.append(("array", len(arrays)))
+            arrays.append(arg if isinstance(arg, jax.Array) else jax.numpy.asarray(arg))
+        else:
+            raise TypeError(f"argument {i} has type {type(arg).__name__} ({arg!r}); triton_call "
+                            f"takes arrays and bool/int/float scalars.")
+    return arrays, tuple(positional)
+
+
+def _check_launch(grid: Any, num_warps: Any, num_stages: Any, num_ctas: Any,
+                  compute_capability: Any, serialized_metadata: Any) -> None:
+    """Checks the launch settings a call gives; a callable grid is checked per config at
+    lowering."""
+    if not callable(grid):
+        _configs.normalize_grid(grid)
+    _check_positive_int(num_warps, "num_warps", power_of_two=True)
+    _check_positive_int(num_stages, "num_stages")
+    _check_positive_int(num_ctas, "num_ctas")
+    if compute_capability is not None:
+        _target.normalize_arch("cuda", compute_capability, what="compute_capability")
+    if not isinstance(serialized_metadata, bytes):
+        raise TypeError(f"serialized_metadata must be bytes, got "
+                        f"{type(serialized_metadata).__name__}.")
+
+
+def _check_kernel_arguments(unwrapped: _kernel.Unwrapped, positional: tuple, arrays: list,
+                            out_shapes: list, metaparams: dict[str, Any]) -> None:
+    """Checks the call against the kernel's parameters, so that a mistake fails at the call and
+    not later at lowering.
+
+    A plain kernel's arguments are laid out as the lowering will lay them. An autotuned kernel's
+    constexprs come from its configs and heuristics at lowering, so for it the operands and
+    keywords are checked (the same check, `_kernel.check_operands`) and the autotuner's
+    features.
+    """
+    jit_fn = unwrapped.jit_fn
+    if unwrapped.autotuner is None and not unwrapped.heuristics:
+        from triton.backends.compiler import BaseBackend
+
+        _kernel.lay_out_arguments(jit_fn, BaseBackend, positional=positional,
+                                  in_avals=tuple(arrays), out_avals=tuple(out_shapes),
+                                  constexprs=metaparams)
+        return
+    if unwrapped.autotuner is not None:
+        _configs.check_autotuner(unwrapped.autotuner, _kernel.kernel_name(jit_fn))
+    _kernel.check_operands(jit_fn, len(positional), len(out_shapes), metaparams)
+
+
 def triton_call(
     *args: Any,
     kernel: Any,
@@ -159,90 +219,24 @@ def triton_call(
       The outputs, in the structure of `out_shape`.
 
     Raises:
-      ImportError: Triton is not installed or does not import; a Gluon kernel and a Triton
-        without Gluon (here), or without Gluon for AMD (when lowering for ROCm).
+      ImportError: Triton is not installed or does not import.
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
     _compat.triton_info()
     _plugin.ensure_registered()
-    for keyword, advice in _RENAMED_KEYWORDS.items():
-        if keyword in metaparams:
-            raise TypeError(f"triton_call got {keyword}={metaparams[keyword]!r}: {advice}")
     unwrapped = _kernel.unwrap(kernel)
-    jit_fn = unwrapped.jit_fn
-    _gluon.check_available(jit_fn)
-    param_names = list(jit_fn.arg_names)
-
-    options = {k: metaparams.pop(k) for k in list(metaparams)
-               if k in _kernel.COMPILE_OPTIONS and k not in param_names}
-    for keyword, value in {**metaparams, **options}.items():
-        try:
-            hash(value)
-        except TypeError:
-            raise TypeError(
-                f"{keyword}={value!r} must be hashable (JAX caches compiled calls by their "
-                f"static arguments): pass a tuple instead of a list, or a plain value.") from None
-
-    arrays: list[Any] = []
-    positional: list[tuple[str, Any]] = []
-    for i, arg in enumerate(args):
-        if arg is None or _types.is_scalar(arg):
-            if arg is not None:
-                _types.scalar(arg, what=f"argument {i}")
-            positional.append(("scalar", arg))
-        elif hasattr(arg, "shape") and hasattr(arg, "dtype"):
-            _types.pointer_type(arg.dtype, what=f"argument {i}")
-            positional.append(("array", len(arrays)))
-            arrays.append(arg if isinstance(arg, jax.Array) else jax.numpy.asarray(arg))
-        else:
-            raise TypeError(f"argument {i} has type {type(arg).__name__} ({arg!r}); triton_call "
-                            f"takes arrays and bool/int/float scalars.")
-
+    metaparams, options = _split_compile_options(unwrapped.jit_fn, metaparams)
+    arrays, positional = _split_arguments(args)
     out_shapes, out_tree = _out_shapes(out_shape)
-    if not callable(grid):
-        normalize_grid(grid)
-    _check_positive_int(num_warps, "num_warps", power_of_two=True)
-    _check_positive_int(num_stages, "num_stages")
-    _check_positive_int(num_ctas, "num_ctas")
-    if compute_capability is not None:
-        _target.normalize_arch("cuda", compute_capability, what="compute_capability")
-    if not isinstance(serialized_metadata, bytes):
-        raise TypeError(f"serialized_metadata must be bytes, got "
-                        f"{type(serialized_metadata).__name__}.")
+    _check_launch(grid, num_warps, num_stages, num_ctas, compute_capability, serialized_metadata)
     aliases = _check_aliases(input_output_aliases or {}, arrays, out_shapes)
     zeroed = _check_zeroed(zeroed_outputs, len(out_shapes))
-
-    if unwrapped.autotuner is None and not unwrapped.heuristics:
-        from triton.backends.compiler import BaseBackend
-
-        _kernel.bind(jit_fn, BaseBackend, positional=tuple(positional),
-                     in_avals=tuple(arrays), out_avals=tuple(out_shapes), constexprs=metaparams)
-    else:
-        if unwrapped.autotuner is not None:  # fail at the call, not later at lowering
-            _configs.check_autotuner(unwrapped.autotuner, _kernel.kernel_name(jit_fn))
-        unknown = sorted(set(metaparams) - set(param_names))
-        if unknown:
-            raise TypeError(f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for "
-                            f"kernel {_kernel.kernel_name(jit_fn)}, whose parameters are "
-                            f"({', '.join(param_names)}).")
-
+    _check_kernel_arguments(unwrapped, positional, arrays, out_shapes, metaparams)
     outs = triton_kernel_p.bind(
-        *arrays,
-        kernel=kernel,
-        positional=tuple(positional),
-        out_shapes=tuple(out_shapes),
-        grid=grid,
-        name=name,
-        num_warps=num_warps,
-        num_stages=num_stages,
-        num_ctas=num_ctas,
-        compute_capability=compute_capability,
-        enable_fp_fusion=enable_fp_fusion,
-        input_output_aliases=aliases,
-        zeroed_outputs=zeroed,
-        debug=debug,
-        serialized_metadata=serialized_metadata,
-        metaparams=tuple(sorted(metaparams.items())),
-        options=tuple(sorted(options.items())),
-    )
+        *arrays, kernel=kernel, positional=positional, out_shapes=tuple(out_shapes), grid=grid,
+        name=name, num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
+        compute_capability=compute_capability, enable_fp_fusion=enable_fp_fusion,
+        input_output_aliases=aliases, zeroed_outputs=zeroed, debug=debug,
+        serialized_metadata=serialized_metadata, metaparams=tuple(sorted(metaparams.items())),
+        options=tuple(sorted(options.items())))
     return jax.tree_util.tree_unflatten(out_tree, outs)

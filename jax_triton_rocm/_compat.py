@@ -1,9 +1,10 @@
 """What differs between jaxlib, plugin and Triton releases, detected in one place.
 
-Every other module asks this one ("does the plugin load a module image?", "is Gluon there?")
-instead of comparing versions itself. Detection is by feature wherever the installed packages
-allow it; the one fallback on version numbers (a plugin that cannot be imported on this machine,
-such as the ROCm plugin without a ROCm runtime) is written here and nowhere else.
+Every other module asks this one ("does the plugin load a module image?", "which Triton
+backends are installed?") instead of comparing versions itself. Detection is by feature wherever
+the installed packages allow it; the one fallback on version numbers (a plugin that cannot be
+imported on this machine, such as the ROCm plugin without a ROCm runtime) is written here and
+nowhere else.
 """
 
 from __future__ import annotations
@@ -11,16 +12,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import importlib.metadata
 import importlib.util
 import logging
 import os
 import types
 from typing import Any
-
-try:
-    import importlib_metadata
-except ImportError:  # the standard library's is enough on Python 3.11+
-    import importlib.metadata as importlib_metadata
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -44,17 +41,17 @@ LEGACY_TARGET = "triton_kernel_call"
 ENV_AUTOTUNE_TARGET = "JAX_TRITON_ROCM_AUTOTUNE_TARGET"
 AUTOTUNE_TARGETS = {"ffi": FFI_TARGET, "legacy": LEGACY_TARGET}
 
-# Autotuned calls through the typed-FFI target: jaxlib's autotuner times the configs at the
-# first run and restores aliased inputs between trials, and the FFI target is command-buffer
-# compatible (jaxlib refuses to autotune inside a CUDA-graph capture). tests/test_gpu_autotune.py
-# passed through both targets, aliases and donation included, on an H200 with jax 0.11.2
-# (2026-11-30). That generation is told apart by a feature: its plugins allocate Triton's global
-# scratch. FFI plugins without it (0.10.x) keep the legacy target for autotuned calls.
+# Every supported plugin (jaxlib 0.10.2 and newer) registers the typed-FFI target, so a call with
+# one kernel always takes it. Autotuned calls take it on the plugin generation that
+# tests/test_gpu_autotune.py checks through both targets, aliases and donation included: jaxlib's
+# autotuner times the configs at the first run and restores aliased inputs between trials, and
+# the FFI target is command-buffer compatible (jaxlib refuses to autotune inside a CUDA-graph
+# capture). That generation is told apart by a feature: its plugins allocate Triton's global
+# scratch. Older plugins (0.10.x) keep the legacy target for autotuned calls.
 
 # Releases in which the plugins gained a feature. Used only for a plugin whose `_triton` module
 # cannot be imported here (the ROCm plugin needs libamdhip64), or when cross-compiling with no
 # plugin at all, where the jaxlib that will load the kernel is assumed to match this one.
-_FFI_TARGET_SINCE = (0, 10, 1)
 _GLOBAL_SCRATCH_SINCE = (0, 11, 0)
 _MODULE_IMAGE_SINCE = (0, 11, 1)
 
@@ -81,17 +78,13 @@ def installed_gpu_platforms() -> tuple[str, ...]:
     return tuple(p for p in GPU_PLATFORMS if installed_plugin(p) is not None)
 
 
+@functools.cache
 def plugin_triton_module(platform: str) -> types.ModuleType | None:
     """The plugin's `_triton` extension for `platform`, or None where it cannot be imported.
 
     Uses the plugin's own module, never `jax._src.lib.gpu_triton`'s top-level names: those are
     overwritten by ROCm's when both plugins are installed.
     """
-    return _plugin_triton_module(platform)
-
-
-@functools.cache
-def _plugin_triton_module(platform: str) -> types.ModuleType | None:
     try:
         from jax._src.lib import gpu_triton  # registers the custom-call targets with XLA
     except Exception as err:  # a broken plugin must not break lowering for the other vendor
@@ -118,32 +111,17 @@ class PluginFeatures:
     Attributes:
       platform: "cuda" or "rocm".
       plugin: the plugin's import name, or None when no plugin is installed.
-      ffi_target: the plugin registers the typed-FFI target `triton_kernel_call_ffi`.
       module_image: the plugin's proto knows `TritonKernel.module_image` (a CUBIN or HSACO
         carried inside the opaque).
       global_scratch: the plugin allocates the global scratch memory a kernel asks for.
-      autotune_ffi: autotuned calls work through the typed-FFI target (else they take the
-        legacy target, as jaxlib's autotuner was verified there).
       detected_from: how this was found out, for error messages and notes.
     """
 
     platform: str
     plugin: str | None
-    ffi_target: bool
     module_image: bool
     global_scratch: bool
     detected_from: str
-    autotune_ffi: bool = False
-
-    @property
-    def custom_call_target(self) -> str:
-        """The target of a call with one kernel: typed FFI wherever the plugin has it."""
-        return FFI_TARGET if self.ffi_target else LEGACY_TARGET
-
-    @property
-    def autotuned_call_target(self) -> str:
-        """The target of an autotuned call, unless forced by `autotuned_call_target()`."""
-        return FFI_TARGET if self.ffi_target and self.autotune_ffi else LEGACY_TARGET
 
 
 def autotuned_call_target(features: PluginFeatures) -> str:
@@ -153,20 +131,15 @@ def autotuned_call_target(features: PluginFeatures) -> str:
     targets can be tested on a GPU.
 
     Raises:
-      ValueError: an unknown value, or "ffi" for a plugin that does not register that target.
+      ValueError: an unknown value.
     """
     forced = os.environ.get(ENV_AUTOTUNE_TARGET, "").strip().lower()
     if not forced:
-        return features.autotuned_call_target
+        return FFI_TARGET if features.global_scratch else LEGACY_TARGET
     if forced not in AUTOTUNE_TARGETS:
         raise ValueError(
             f"{ENV_AUTOTUNE_TARGET}={forced!r} is not a target for autotuned calls; use one of "
             f"{', '.join(AUTOTUNE_TARGETS)} (or unset it for the default).")
-    if forced == "ffi" and not features.ffi_target:
-        raise ValueError(
-            f"{ENV_AUTOTUNE_TARGET}=ffi, but the {features.platform} plugin "
-            f"({features.detected_from}) has no {FFI_TARGET} target (it needs jax 0.10.1+). "
-            f"Upgrade jax and its plugin, or use {ENV_AUTOTUNE_TARGET}=legacy.")
     return AUTOTUNE_TARGETS[forced]
 
 
@@ -185,11 +158,9 @@ def _features_from_version(platform: str, plugin: str | None, version: str, sour
     return PluginFeatures(
         platform=platform,
         plugin=plugin,
-        ffi_target=release >= _FFI_TARGET_SINCE,
         module_image=release >= _MODULE_IMAGE_SINCE,
         global_scratch=release >= _GLOBAL_SCRATCH_SINCE,
         detected_from=f"{source} {version}",
-        autotune_ffi=release >= _FFI_TARGET_SINCE and release >= _GLOBAL_SCRATCH_SINCE,
     )
 
 
@@ -197,31 +168,27 @@ def _features_from_version(platform: str, plugin: str | None, version: str, sour
 def plugin_features(platform: str) -> PluginFeatures | None:
     """Detects what the installed plugin for `platform` loads; None when no plugin is installed.
 
-    From the plugin's `_triton` module when it imports (registered targets, and the proto's
-    `ModuleImageProto` in its binary); from the plugin's release otherwise.
+    From the plugin's `_triton` binary when it imports (the names its proto and its launcher
+    carry); from the plugin's release otherwise.
     """
     module = plugin_triton_module(platform)
     if module is not None:
-        registrations = getattr(module, "registrations", None)
-        ffi = FFI_TARGET in (registrations() if registrations is not None else {})
         with open(module.__file__, "rb") as binary:
             content = binary.read()
         return PluginFeatures(
             platform=platform,
             plugin=module.__name__.split(".")[0],
-            ffi_target=ffi,
             module_image=_MODULE_IMAGE_MARKER in content,
             global_scratch=_GLOBAL_SCRATCH_MARKER in content,
             detected_from=f"{module.__name__} (inspected)",
-            autotune_ffi=ffi and _GLOBAL_SCRATCH_MARKER in content,
         )
     package = installed_plugin(platform)
     if package is None:
         return None
     distribution = package.replace("_", "-")
     try:
-        version = importlib_metadata.version(distribution)
-    except importlib_metadata.PackageNotFoundError:
+        version = importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
         version = jaxlib_version()
     return _features_from_version(platform, package, version, f"{distribution} release")
 
@@ -232,7 +199,8 @@ def assumed_features(platform: str) -> PluginFeatures:
     The plugins ship in lockstep with jaxlib, so the jaxlib installed here stands for the one
     that will load the kernel.
     """
-    return _features_from_version(platform, None, jaxlib_version(), "no plugin here; assumed jaxlib")
+    return _features_from_version(platform, None, jaxlib_version(),
+                                  "no plugin here; assumed jaxlib")
 
 
 def jaxlib_version() -> str:
@@ -248,8 +216,6 @@ class TritonInfo:
     module: Any
     version: str
     backends: tuple[str, ...]
-    has_gluon: bool
-    gluon_for_amd: bool
 
 
 TRITON_INSTALL_HINT = "pip install 'triton>=3.6,<3.10'"
@@ -279,16 +245,7 @@ def triton_info() -> TritonInfo:
             f"a build for another Python, platform or LLVM; reinstall it with: "
             f"{TRITON_INSTALL_HINT}") from err
     backends = tuple(sorted(getattr(triton.backends, "backends", {})))
-    has_gluon = importlib.util.find_spec("triton.experimental.gluon") is not None
-    version = triton.__version__
-    return TritonInfo(
-        module=triton,
-        version=version,
-        backends=backends,
-        has_gluon=has_gluon,
-        # Gluon's AMD layouts and lowering arrived in Triton 3.5.
-        gluon_for_amd=has_gluon and _version_tuple(version) >= (3, 5),
-    )
+    return TritonInfo(module=triton, version=triton.__version__, backends=backends)
 
 
 TRITON_BACKEND_FOR = {"cuda": "nvidia", "rocm": "amd"}
@@ -312,58 +269,3 @@ def import_triton_backend(platform: str) -> types.ModuleType:
         raise ImportError(
             f"Triton {info.version}'s '{name}' backend does not import: {type(err).__name__}: "
             f"{err}. Reinstall Triton: {TRITON_INSTALL_HINT}") from err
-
-
-def skippable_config_errors() -> tuple[type[BaseException], ...]:
-    """Compile errors for which Triton's autotuner drops a config instead of failing the call.
-
-    A `tl.static_assert` that a config breaks (CompileTimeAssertionFailure) and a ptxas failure
-    (PTXASError, NVIDIA only); OutOfResources is a launch error, which jaxlib's autotuner handles.
-    """
-    from triton.compiler.errors import CompileTimeAssertionFailure
-
-    errors: list[type[BaseException]] = [CompileTimeAssertionFailure]
-    try:
-        from triton.runtime.errors import PTXASError
-    except ImportError:  # a Triton without it raises RuntimeError from ptxas instead
-        pass
-    else:
-        errors.append(PTXASError)
-    return tuple(errors)
-
-
-def ast_source(fn: Any, signature: dict[str, str], constexprs: dict, attrs: dict) -> Any:
-    """Triton's ASTSource for a @triton.jit function (same constructor in 3.6-3.9)."""
-    from triton.compiler import ASTSource
-
-    return ASTSource(fn, signature, constexprs=constexprs, attrs=attrs)
-
-
-def gluon_ast_source_class() -> type:
-    """Gluon's `GluonASTSource` class (same constructor as ASTSource in 3.6-3.9)."""
-    from triton.experimental.gluon._runtime import GluonASTSource
-
-    return GluonASTSource
-
-
-def is_gluon_kernel(fn: Any) -> bool:
-    """Whether `fn` is a @gluon.jit function, by its own `is_gluon()` (Triton 3.4+).
-
-    Asks the function, not Gluon's module, so a Gluon kernel is recognised even where
-    `triton_info()` reports no Gluon, and gets a clear error instead of compiling as Triton.
-    """
-    is_gluon = getattr(fn, "is_gluon", None)
-    return bool(is_gluon()) if callable(is_gluon) else False
-
-
-def trace_context_state(name: str, help_text: str) -> Any:
-    """A JAX config state that JAX's trace and jit caches include in their keys.
-
-    The lowering rules read the GPU architecture from it, so a computation traced under one
-    `target_arch` never reuses a lowering made under another. Its default is read by JAX from
-    the environment variable `name.upper()`.
-    """
-    from jax._src import config
-
-    return config.string_or_object_state(
-        name, None, help_text, include_in_jit_key=True, include_in_trace_context=True)

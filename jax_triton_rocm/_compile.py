@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable
 from typing import Any
 
 from jax_triton_rocm import _compat, _gluon, _state
@@ -111,43 +110,51 @@ class CompileJob:
 
 def make_job(jit_fn: Any, triton_target: Any, bound: BoundKernel, options: dict[str, Any], *,
              gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
-    """A `CompileJob`, with its kernel key computed (Gluon availability checked first)."""
-    if gluon:
-        _gluon.check_target(jit_fn, triton_target)
+    """A `CompileJob`, with its kernel key computed."""
     key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon)
     return CompileJob(jit_fn, triton_target, bound, dict(options), gluon, binary_key, asm_key, key)
 
 
-def run_triton(job: CompileJob) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Runs `triton.compile` for `job` in this process.
-
-    Returns Triton's outputs that a kernel call needs (binary, assembly, TTIR) by Triton's
-    names, and its metadata as a plain dict (picklable: it is what Triton writes as JSON).
-    """
+def run_triton(job: CompileJob) -> CompiledKernel:
+    """Runs `triton.compile` for `job` in this process (no cache lookup)."""
     triton = _compat.triton_info().module
+    from triton.compiler import ASTSource
     bound = job.bound
     if job.gluon:
         source = _gluon.source(job.jit_fn, bound.signature, bound.constexprs, bound.attrs,
                                target=_gluon.describe_target(job.triton_target))
     else:
-        source = _compat.ast_source(job.jit_fn, bound.signature, bound.constexprs, bound.attrs)
+        source = ASTSource(job.jit_fn, bound.signature, constexprs=bound.constexprs,
+                           attrs=bound.attrs)
     _serialize_front_end(source)
     compiled = triton.compile(source, target=job.triton_target, options=dict(job.options))
     metadata = compiled.metadata
     meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
-    asm = {name: compiled.asm[name] for name in (job.binary_key, job.asm_key)}
-    # The kernel's own IR for jaxlib's messages: "ttir"; Gluon's is "glir" (3.9) or "ttgir" (3.6).
-    asm["ttir"] = compiled.asm.get(source.ext, "")
-    return asm, {k: v for k, v in meta.items() if k != "target"}
+    meta.pop("target", None)
+    return CompiledKernel(
+        key=job.key,
+        name=meta["name"],
+        binary=bytes(compiled.asm[job.binary_key]),
+        asm=compiled.asm[job.asm_key],
+        # The kernel's own IR, for jaxlib's messages: Triton's "ttir", Gluon's "glir" or "ttgir".
+        ttir=compiled.asm.get(source.ext, ""),
+        shared_mem_bytes=int(meta.get("shared", 0)),
+        num_warps=int(meta["num_warps"]),
+        num_ctas=int(meta.get("num_ctas", 1)),
+        warp_size=int(meta.get("warp_size", job.triton_target.warp_size)),
+        global_scratch_size=int(meta.get("global_scratch_size", 0) or 0),
+        global_scratch_align=int(meta.get("global_scratch_align", 1) or 1),
+        profile_scratch_size=int(meta.get("profile_scratch_size", 0) or 0),
+        metadata=meta,
+    )
 
 
 def _serialize_front_end(source: Any) -> None:
     """Makes `source.make_ir` (Python AST to Triton IR) run one thread at a time.
 
     CPython 3.11's `ast.parse` is not safe across threads ("SystemError: AST constructor
-    recursion depth mismatch", seen in CI compiling autotune configs in threads). The front end
-    holds the GIL anyway; the backend passes and ptxas, where the time goes, still run in
-    parallel.
+    recursion depth mismatch" when autotune configs compile in threads). The front end holds the
+    GIL anyway; the backend passes and ptxas, where the time goes, still run in parallel.
     """
     make_ir = source.make_ir
 
@@ -158,53 +165,11 @@ def _serialize_front_end(source: Any) -> None:
     source.make_ir = make_ir_alone
 
 
-def from_triton(job: CompileJob, asm: dict[str, Any], meta: dict[str, Any]) -> CompiledKernel:
-    """The `CompiledKernel` for `job`, from Triton's outputs (`run_triton`, here or in a worker)."""
-    return CompiledKernel(
-        key=job.key,
-        name=meta["name"],
-        binary=bytes(asm[job.binary_key]),
-        asm=asm[job.asm_key],
-        ttir=asm.get("ttir", ""),
-        shared_mem_bytes=int(meta.get("shared", 0)),
-        num_warps=int(meta["num_warps"]),
-        num_ctas=int(meta.get("num_ctas", 1)),
-        warp_size=int(meta.get("warp_size", job.triton_target.warp_size)),
-        global_scratch_size=int(meta.get("global_scratch_size", 0) or 0),
-        global_scratch_align=int(meta.get("global_scratch_align", 1) or 1),
-        profile_scratch_size=int(meta.get("profile_scratch_size", 0) or 0),
-        metadata=dict(meta),
-    )
-
-
-def compile_here(job: CompileJob) -> CompiledKernel:
-    """Compiles `job` in this process (no cache lookup)."""
-    return from_triton(job, *run_triton(job))
-
-
-def compile_job(job: CompileJob,
-                build: Callable[[CompileJob], CompiledKernel] = compile_here) -> CompiledKernel:
-    """`job`'s kernel from the shared cache, built by `build(job)` on a miss (once per key)."""
-    return _state.KERNELS.get_or_compile(job.key, lambda: build(job))
-
-
-def compile_bound(
-    jit_fn: Any,
-    triton_target: Any,
-    bound: BoundKernel,
-    options: dict[str, Any],
-    *,
-    gluon: bool,
-    binary_key: str,
-    asm_key: str,
-) -> CompiledKernel:
-    """Compiles (or fetches from the shared cache) `jit_fn` for `triton_target`.
-
-    The arguments are those of `CompileJob`.
+def compile_job(job: CompileJob) -> CompiledKernel:
+    """`job`'s kernel from the shared cache, compiled on a miss (once per key).
 
     Raises:
-      ImportError: a Gluon kernel and a Triton without Gluon for the target (`_gluon`).
       ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
+      Triton's own compile errors, unchanged.
     """
-    return compile_job(make_job(jit_fn, triton_target, bound, options, gluon=gluon,
-                                binary_key=binary_key, asm_key=asm_key))
+    return _state.KERNELS.get_or_compile(job.key, lambda: run_triton(job))

@@ -17,7 +17,10 @@ jaxlib tunes each lowered call on its own.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from jax_triton_rocm import _kernel
 
@@ -71,6 +74,35 @@ class LaunchConfig:
         """The keyword arguments Triton's launcher would hold: options, settings, constexprs."""
         settings = {k: getattr(self, k) for k in LAUNCH_SETTINGS if getattr(self, k) is not None}
         return {**self.options, **settings, **self.constexprs}
+
+
+def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
+    """A grid as three positive ints.
+
+    Raises:
+      ValueError / TypeError: naming `what` and the value: empty, more than 3 dimensions, a
+        non-integer or a non-positive size.
+    """
+    if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
+        dims = (int(grid),)
+    elif isinstance(grid, Sequence) and not isinstance(grid, str):
+        dims = tuple(grid)
+    else:
+        raise TypeError(f"{what}={grid!r} must be an int, a tuple of 1-3 ints, or a callable "
+                        f"taking the metaparameters and returning one of those.")
+    if not dims:
+        raise ValueError(f"{what}={grid!r} is empty; give 1-3 sizes, e.g. grid=(n_blocks,).")
+    if len(dims) > 3:
+        raise ValueError(f"{what}={grid!r} has {len(dims)} dimensions; GPUs launch at most 3.")
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"{what}={grid!r}: every size must be a Python int, got "
+                            f"{type(d).__name__} {d!r}. Compute the grid from static shapes "
+                            f"(x.shape), not from traced values.")
+        if d <= 0:
+            raise ValueError(f"{what}={grid!r}: every size must be positive (got {d}). "
+                             f"An empty launch has nothing to do; skip the call instead.")
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
 
 
 def _named_args(jit_fn: Any, positional: tuple, in_avals: tuple, out_avals: tuple) -> dict:
@@ -135,6 +167,18 @@ def check_autotuner(autotuner: Any, kernel: str) -> None:
                 f"triton.Config(ir_override={config.ir_override!r}) on kernel {kernel} is not "
                 f"supported by jax_triton_rocm, which compiles every config from the kernel's "
                 f"source. Drop ir_override, or change the kernel's source.")
+
+
+def skippable_config_errors() -> tuple[type[BaseException], ...]:
+    """Compile errors for which Triton's autotuner drops a config instead of failing the call.
+
+    A `tl.static_assert` that a config breaks (CompileTimeAssertionFailure) and a ptxas failure
+    (PTXASError, NVIDIA only); OutOfResources is a launch error, which jaxlib's autotuner handles.
+    """
+    from triton.compiler.errors import CompileTimeAssertionFailure
+    from triton.runtime.errors import PTXASError
+
+    return (CompileTimeAssertionFailure, PTXASError)
 
 
 def _apply_heuristics(heuristics: tuple, config: LaunchConfig, named: dict, kernel: str,

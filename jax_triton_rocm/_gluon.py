@@ -1,4 +1,4 @@
-"""Gluon kernels: whether the installed Triton can compile them, and clear layout errors.
+"""Gluon kernels: clear errors for layouts that do not fit the launch.
 
 A Gluon kernel fixes its layouts itself, so two numbers must agree with the launch: the
 layout's threads per warp with the target's warp size (64 on CDNA, 32 on NVIDIA and RDNA) and
@@ -17,7 +17,6 @@ import math
 import re
 from typing import Any
 
-from jax_triton_rocm import _compat
 from jax_triton_rocm._kernel import kernel_name
 
 # The innermost layout attributes in printed TTGIR, e.g.
@@ -27,40 +26,6 @@ _FIELD = {
     "threads": re.compile(r"threadsPerWarp = \[([\d, ]*)\]"),
     "warps": re.compile(r"warpsPerCTA = \[([\d, ]*)\]"),
 }
-
-
-def check_available(jit_fn: Any) -> None:
-    """Raises if `jit_fn` is a Gluon kernel and the installed Triton has no Gluon.
-
-    Raises:
-      ImportError: naming the kernel, the Triton version and the upgrade command.
-    """
-    if not _compat.is_gluon_kernel(jit_fn):
-        return
-    info = _compat.triton_info()
-    if not info.has_gluon:
-        raise ImportError(
-            f"Kernel {kernel_name(jit_fn)} is a @gluon.jit kernel, but the installed Triton "
-            f"{info.version} has no Gluon (triton.experimental.gluon). Upgrade Triton: "
-            f"{_compat.TRITON_INSTALL_HINT}.")
-
-
-def check_target(jit_fn: Any, triton_target: Any) -> None:
-    """Raises if the installed Triton cannot compile Gluon kernels for `triton_target`.
-
-    Gluon's AMD layouts and lowering arrived in Triton 3.5; NVIDIA needs only Gluon itself.
-
-    Raises:
-      ImportError: naming the kernel, the target, the Triton version and the upgrade command.
-    """
-    check_available(jit_fn)
-    info = _compat.triton_info()
-    if triton_target.backend == "hip" and not info.gluon_for_amd:
-        raise ImportError(
-            f"Kernel {kernel_name(jit_fn)} is a @gluon.jit kernel and the target is "
-            f"{describe_target(triton_target)}, but the installed Triton {info.version} has no "
-            f"Gluon for AMD GPUs (it needs Triton 3.5 or newer). Upgrade Triton: "
-            f"{_compat.TRITON_INSTALL_HINT}.")
 
 
 def describe_target(triton_target: Any) -> str:
@@ -145,9 +110,10 @@ def source(jit_fn: Any, signature: dict[str, str], constexprs: dict, attrs: dict
 
 @functools.cache
 def _checked_source_class() -> type:
-    """Defined on first use: importing Gluon's runtime needs a Triton that has Gluon."""
+    """Defined on first use, so that importing this module does not import Triton."""
+    from triton.experimental.gluon._runtime import GluonASTSource
 
-    class LayoutCheckedGluonSource(_compat.gluon_ast_source_class()):
+    class LayoutCheckedGluonSource(GluonASTSource):
         def __init__(self, fn, signature, constexprs, attrs, *, target: str) -> None:
             super().__init__(fn, signature, constexprs, attrs)
             self.target_name = target

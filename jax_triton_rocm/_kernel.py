@@ -117,7 +117,34 @@ class BoundKernel:
     specializations: tuple[tuple[int, str], ...]
 
 
-def bind(
+def check_operands(jit_fn: Any, n_positional: int, n_outputs: int,
+                   constexprs: dict[str, Any]) -> None:
+    """Checks what a call gives a kernel against its parameters, before any is laid out.
+
+    Used for every kernel: `lay_out_arguments` runs it first, and `triton_call` runs it alone
+    for autotuned kernels, whose constexprs are known only at lowering.
+
+    Raises:
+      TypeError: more positional arguments and outputs than parameters, or a keyword that is no
+        parameter of the kernel; each names the kernel and lists its parameters.
+    """
+    names = list(jit_fn.arg_names)
+    name = kernel_name(jit_fn)
+    n_given = n_positional + n_outputs
+    if n_given > len(names):
+        raise TypeError(
+            f"Too many operands for kernel {name}: {n_positional} argument(s) and "
+            f"{n_outputs} output(s) fill {n_given} parameters, but it has {len(names)} "
+            f"({', '.join(names)}).")
+    unknown = sorted(set(constexprs) - set(names))
+    if unknown:
+        raise TypeError(
+            f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel {name}, "
+            f"whose parameters are ({', '.join(names)}). Keyword arguments of triton_call fill "
+            f"the kernel's constexpr parameters by name.")
+
+
+def lay_out_arguments(
     jit_fn: Any,
     backend: Any,
     *,
@@ -142,101 +169,115 @@ def bind(
         constexpr, a keyword that is no parameter of the kernel; each names the kernel, the
         parameter and what to do.
     """
-    params = list(jit_fn.params)
-    names = [p.name for p in params]
-    name = kernel_name(jit_fn)
-    n_given = len(positional) + len(out_avals)
-    if n_given > len(params):
-        raise TypeError(
-            f"Too many operands for kernel {name}: {len(positional)} argument(s) and "
-            f"{len(out_avals)} output(s) fill {n_given} parameters, but it has {len(params)} "
-            f"({', '.join(names)}).")
-    unknown = sorted(set(constexprs) - set(names))
-    if unknown:
-        raise TypeError(
-            f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel {name}, "
-            f"whose parameters are ({', '.join(names)}). Keyword arguments of triton_call fill "
-            f"the kernel's constexpr parameters by name.")
-
-    signature: dict[str, str] = {}
-    values: dict[tuple[int], Any] = {}
-    attrs: dict[tuple[int], list] = {}
-    specs: list[tuple[int, str]] = []
-    sources: list[ArgSource] = []
-
-    def constexpr(i: int, value: Any) -> None:
-        signature[names[i]] = "constexpr"
-        values[(i,)] = value
-
-    def array(i: int, aval: Any, source: ArgSource, what: str) -> None:
-        signature[names[i]] = _types.pointer_type(aval.dtype, what=what)
-        spec = "" if params[i].do_not_specialize_on_alignment or params[i].do_not_specialize else "D"
-        _add_attr(i, spec)
-        sources.append(source)
-
-    def _add_attr(i: int, spec: str) -> None:
-        specs.append((i, spec))
-        parsed = backend.parse_attr(spec)
-        if parsed:
-            attrs[(i,)] = parsed
-
-    for i, param in enumerate(params):
-        pname = param.name
+    check_operands(jit_fn, len(positional), len(out_avals), constexprs)
+    layout = _Layout(jit_fn, backend, n_positional=len(positional), n_outputs=len(out_avals))
+    for i, param in enumerate(jit_fn.params):
         if i < len(positional):
             kind, value = positional[i]
-            if pname in constexprs:
-                raise TypeError(
-                    f"Kernel {name}'s parameter {pname!r} is given twice: as positional argument "
-                    f"{i} and as a keyword. Pass it once.")
-            if kind == "array":
-                if param.is_constexpr:
-                    raise TypeError(
-                        f"Kernel {name}'s parameter {pname!r} is a tl.constexpr, but positional "
-                        f"argument {i} is an array. Pass a Python value there.")
-                array(i, in_avals[value], ArgSource("input", i, value), f"argument {i} ({pname})")
-            elif param.is_constexpr or value is None:
-                constexpr(i, value)
-            else:
-                typed = _types.scalar(value, what=f"argument {i} ({pname})")
-                if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
-                    if typed.value == 1:
-                        constexpr(i, 1)
-                        continue
-                    _add_attr(i, _types.int_specialization(typed.value))
-                signature[pname] = typed.triton_type
-                sources.append(ArgSource("scalar", i, scalar=typed))
-        elif i < n_given:
+            layout.positional(i, param, kind, value, in_avals, constexprs)
+        elif i < len(positional) + len(out_avals):
             out = i - len(positional)
-            if pname in constexprs:
-                raise TypeError(
-                    f"Kernel {name}'s parameter {pname!r} receives output {out}, but is also "
-                    f"given as a keyword. Outputs fill the parameters after the positional "
-                    f"arguments; check out_shape and the argument count.")
+            layout.output(i, param, out, out_avals[out], constexprs)
+        else:
+            layout.by_name(i, param, constexprs)
+    return layout.bound()
+
+
+class _Layout:
+    """The parts of a `BoundKernel`, filled one parameter at a time by `lay_out_arguments`."""
+
+    def __init__(self, jit_fn: Any, backend: Any, *, n_positional: int, n_outputs: int) -> None:
+        self.backend = backend
+        self.name = kernel_name(jit_fn)
+        self.names = list(jit_fn.arg_names)
+        self.n_positional = n_positional
+        self.n_outputs = n_outputs
+        self.signature: dict[str, str] = {}
+        self.constexprs: dict[tuple[int], Any] = {}
+        self.attrs: dict[tuple[int], list] = {}
+        self.specializations: list[tuple[int, str]] = []
+        self.sources: list[ArgSource] = []
+
+    def bound(self) -> BoundKernel:
+        return BoundKernel(self.signature, self.constexprs, self.attrs, tuple(self.sources),
+                           tuple(self.specializations))
+
+    def constexpr(self, i: int, value: Any) -> None:
+        self.signature[self.names[i]] = "constexpr"
+        self.constexprs[(i,)] = value
+
+    def specialize(self, i: int, spec: str) -> None:
+        self.specializations.append((i, spec))
+        parsed = self.backend.parse_attr(spec)
+        if parsed:
+            self.attrs[(i,)] = parsed
+
+    def pointer(self, i: int, param: Any, aval: Any, source: ArgSource, what: str) -> None:
+        self.signature[param.name] = _types.pointer_type(aval.dtype, what=what)
+        aligned = not (param.do_not_specialize_on_alignment or param.do_not_specialize)
+        self.specialize(i, "D" if aligned else "")
+        self.sources.append(source)
+
+    def positional(self, i: int, param: Any, kind: str, value: Any, in_avals: tuple,
+                   constexprs: dict[str, Any]) -> None:
+        """Positional argument `i`: an array operand (`value` is its index) or a scalar."""
+        if param.name in constexprs:
+            raise TypeError(
+                f"Kernel {self.name}'s parameter {param.name!r} is given twice: as positional "
+                f"argument {i} and as a keyword. Pass it once.")
+        if kind == "array":
             if param.is_constexpr:
                 raise TypeError(
-                    f"Kernel {name}'s parameter {pname!r} is a tl.constexpr, but output {out} "
-                    f"would be passed there. Give the kernel {len(positional)} positional "
-                    f"argument(s) followed by {len(out_avals)} output pointer(s).")
-            array(i, out_avals[out], ArgSource("output", i, out), f"output {out} ({pname})")
-        elif pname in constexprs:
+                    f"Kernel {self.name}'s parameter {param.name!r} is a tl.constexpr, but "
+                    f"positional argument {i} is an array. Pass a Python value there.")
+            self.pointer(i, param, in_avals[value], ArgSource("input", i, value),
+                         f"argument {i} ({param.name})")
+        elif param.is_constexpr or value is None:
+            self.constexpr(i, value)
+        else:
+            typed = _types.scalar(value, what=f"argument {i} ({param.name})")
+            if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
+                if typed.value == 1:  # as Triton's launcher does
+                    self.constexpr(i, 1)
+                    return
+                self.specialize(i, _types.int_specialization(typed.value))
+            self.signature[param.name] = typed.triton_type
+            self.sources.append(ArgSource("scalar", i, scalar=typed))
+
+    def output(self, i: int, param: Any, out: int, aval: Any, constexprs: dict[str, Any]) -> None:
+        """The pointer of output `out`, which fills parameter `i`."""
+        if param.name in constexprs:
+            raise TypeError(
+                f"Kernel {self.name}'s parameter {param.name!r} receives output {out}, but is "
+                f"also given as a keyword. Outputs fill the parameters after the positional "
+                f"arguments; check out_shape and the argument count.")
+        if param.is_constexpr:
+            raise TypeError(
+                f"Kernel {self.name}'s parameter {param.name!r} is a tl.constexpr, but output "
+                f"{out} would be passed there. Give the kernel {self.n_positional} positional "
+                f"argument(s) followed by {self.n_outputs} output pointer(s).")
+        self.pointer(i, param, aval, ArgSource("output", i, out), f"output {out} ({param.name})")
+
+    def by_name(self, i: int, param: Any, constexprs: dict[str, Any]) -> None:
+        """A parameter after the outputs: a keyword or the kernel's default fills it."""
+        if param.name in constexprs:
             # As in jax-triton, a keyword makes any parameter a compile-time constant.
-            constexpr(i, constexprs[pname])
+            self.constexpr(i, constexprs[param.name])
+        elif param.has_default and param.is_constexpr:
+            self.constexpr(i, param.default)
         elif param.has_default:
-            if param.is_constexpr:
-                constexpr(i, param.default)
-            else:
-                raise TypeError(
-                    f"Too few operands for kernel {name}: parameter {pname!r} (position {i}) has "
-                    f"a default, but only tl.constexpr parameters can be left out here. Pass it.")
+            raise TypeError(
+                f"Too few operands for kernel {self.name}: parameter {param.name!r} (position "
+                f"{i}) has a default, but only tl.constexpr parameters can be left out here. "
+                f"Pass it.")
         elif param.is_constexpr:
             raise TypeError(
-                f"Missing constexpr {pname!r} for kernel {name}: pass it as a keyword argument "
-                f"({pname}=...), give it a default in the kernel, or let the autotune configs "
-                f"or heuristics set it.")
+                f"Missing constexpr {param.name!r} for kernel {self.name}: pass it as a keyword "
+                f"argument ({param.name}=...), give it a default in the kernel, or let the "
+                f"autotune configs or heuristics set it.")
         else:
             raise TypeError(
-                f"Too few operands for kernel {name}: parameter {pname!r} (position {i}) gets "
-                f"nothing. It takes {len(params)} parameters ({', '.join(names)}); "
-                f"{len(positional)} argument(s) and {len(out_avals)} output(s) fill the first "
-                f"{n_given}.")
-    return BoundKernel(signature, values, attrs, tuple(sources), tuple(specs))
+                f"Too few operands for kernel {self.name}: parameter {param.name!r} (position "
+                f"{i}) gets nothing. It takes {len(self.names)} parameters "
+                f"({', '.join(self.names)}); {self.n_positional} argument(s) and "
+                f"{self.n_outputs} output(s) fill the first {self.n_positional + self.n_outputs}.")

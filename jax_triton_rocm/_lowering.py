@@ -23,7 +23,7 @@ from jax.interpreters import mlir
 
 from jax_triton_rocm import (_compat, _compile, _configs, _kernel, _limits, _parallel, _primitive,
                              _proto, _target)
-from jax_triton_rocm._call import normalize_grid
+from jax_triton_rocm._configs import normalize_grid
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -172,7 +172,7 @@ class VendorLowering:
         features = self.features(named)
         target = named or _target.lowering_target(self.platform, ctx.module_context)
         unwrapped = _kernel.unwrap(params["kernel"])
-        gluon = _compat.is_gluon_kernel(unwrapped.jit_fn)
+        gluon = unwrapped.jit_fn.is_gluon()
         in_avals = tuple(ctx.avals_in)
         out_avals = tuple(ctx.avals_out)
         positional = params["positional"]
@@ -197,9 +197,9 @@ class VendorLowering:
         backend = self.backend_class()
 
         def compile_job(config: _configs.LaunchConfig) -> _compile.CompileJob:
-            bound = _kernel.bind(unwrapped.jit_fn, backend, positional=positional,
-                                 in_avals=in_avals, out_avals=out_avals,
-                                 constexprs=config.constexprs)
+            bound = _kernel.lay_out_arguments(
+                unwrapped.jit_fn, backend, positional=positional, in_avals=in_avals,
+                out_avals=out_avals, constexprs=config.constexprs)
             options = self.compile_options(target, config,
                                            enable_fp_fusion=params["enable_fp_fusion"],
                                            debug=params["debug"])
@@ -237,7 +237,7 @@ class VendorLowering:
         if len(calls) == 1:
             serialized = _proto.encode_call(calls[0], name=name,
                                             metadata=params["serialized_metadata"])
-            custom_call_target = features.custom_call_target
+            custom_call_target = _compat.FFI_TARGET
         else:
             # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
             # (operands, then results), so the output's index counts the operands before it.
@@ -295,7 +295,7 @@ def _kept_configs(configs: list, jobs: list, results: list) -> tuple[list, list,
     dropped when others remain. Any other error, or every config failing, raises the first
     config's error.
     """
-    skippable = _compat.skippable_config_errors() if len(configs) > 1 else ()
+    skippable = _configs.skippable_config_errors() if len(configs) > 1 else ()
     errors = [(c, r) for c, r in zip(configs, results) if isinstance(r, BaseException)]
     fatal = [(c, r) for c, r in errors if not isinstance(r, skippable)]
     if fatal or (errors and len(errors) == len(configs)):

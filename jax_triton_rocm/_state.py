@@ -13,9 +13,7 @@ flight there never finishes. So, in the child:
     forgotten, and the child compiles what it needs itself;
   - the HIP state (registered only once the HIP path is used) is detached: the parent's HSACO
     folder is the parent's to delete, and the jaxlib module cache does not cross a fork, so the
-    set of kernels already loaded on devices starts empty;
-  - the compile workers are the parent's: the child closes its copies of their pipes (without
-    writing to them) and starts its own workers when it needs some.
+    set of kernels already loaded on devices starts empty.
 """
 
 from __future__ import annotations
@@ -103,10 +101,6 @@ class KernelCache:
         with self._locks.guard:
             self.stats[what] += 1
 
-    def note(self, what: str) -> None:
-        """Counts an event about compiles in `stats` (e.g. "worker_compiles")."""
-        self._count(what)
-
 
 KERNELS = KernelCache(LOCKS)
 
@@ -191,76 +185,12 @@ class LoadedKernels:
 LOADED_KERNELS = LoadedKernels(LOCKS)
 
 
-class CompileWorkers:
-    """The compile worker processes of this process (`_compile_worker.Worker`), shared by all
-    lowerings: idle ones wait here between lowerings; at most `limit` are alive at once.
-
-    A worker is checked out by one thread at a time and checked back in when that thread is done
-    with it; broken or exited workers are dropped.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._idle: list[Any] = []
-        self._alive: list[Any] = []
-
-    def checkout(self, wanted: int, limit: int, start: Callable[[], Any]) -> list[Any]:
-        """Up to `wanted` workers: idle ones first, then new ones from `start()` while fewer
-        than `limit` are alive. `start()` returns None when no worker can start."""
-        with self._lock:
-            self._alive = [w for w in self._alive if w.alive()]
-            self._idle = [w for w in self._idle if w.alive()]
-            taken = self._idle[:wanted]
-            del self._idle[:wanted]
-            starts = max(0, min(wanted - len(taken), limit - len(self._alive)))
-            for _ in range(starts):
-                worker = start()
-                if worker is None:
-                    break
-                self._alive.append(worker)
-                taken.append(worker)
-            return taken
-
-    def checkin(self, worker: Any) -> None:
-        """Returns a worker taken by `checkout`; a broken one is closed and forgotten."""
-        with self._lock:
-            if worker.alive():
-                self._idle.append(worker)
-                return
-            if worker in self._alive:
-                self._alive.remove(worker)
-        worker.close()
-
-    def alive_count(self) -> int:
-        with self._lock:
-            return sum(1 for w in self._alive if w.alive())
-
-    def shutdown(self) -> None:
-        """Closes every idle worker (busy ones are closed when checked back in)."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-            self._alive = [w for w in self._alive if w not in idle]
-        for worker in idle:
-            worker.close()
-
-    def detach_after_fork(self) -> None:
-        self._lock = threading.Lock()
-        for worker in self._alive:
-            worker.detach()
-        self._idle = []
-        self._alive = []
-
-
-COMPILE_WORKERS = CompileWorkers()
-
-
 def _reset_hip_after_fork() -> None:
     HSACO_FOLDER.detach_after_fork()
     LOADED_KERNELS.clear()
 
 
 os.register_at_fork(after_in_child=LOCKS.reset_after_fork)
-os.register_at_fork(after_in_child=COMPILE_WORKERS.detach_after_fork)
 
 _hip_fork_rules_installed = False
 

@@ -18,15 +18,19 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from jax_triton_rocm import _compat
+from jax._src import config
 
 ENV_TARGET_ARCH = "JAX_TRITON_ROCM_TARGET_ARCH"
 
 # Holds a tuple of (platform, arch) pairs under `target_arch`, else the environment's string.
-_ARCH_STATE = _compat.trace_context_state(
-    ENV_TARGET_ARCH.lower(),
+# JAX includes it in its trace and jit cache keys, so a computation traced under one
+# `target_arch` never reuses a lowering made under another; JAX reads its default from the
+# environment variable of the same name.
+_ARCH_STATE = config.string_or_object_state(
+    ENV_TARGET_ARCH.lower(), None,
     "GPU architectures jax_triton_rocm compiles Triton kernels for, e.g. 'cuda=sm_90,rocm=gfx942'"
-    " (default: those of the devices).")
+    " (default: those of the devices).",
+    include_in_jit_key=True, include_in_trace_context=True)
 
 
 @dataclasses.dataclass(frozen=True)

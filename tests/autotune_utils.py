@@ -1,8 +1,4 @@
-"""Autotuned kernels and helpers shared by the autotuning tests (CPU lowering and GPU alike).
-
-The kernels live in this importable module, not in the test files, so compile workers can find
-them by name (`jax_triton_rocm._compile_worker`) without importing a test module.
-"""
+"""Autotuned kernels and helpers shared by the autotuning tests (CPU lowering and GPU alike)."""
 
 from __future__ import annotations
 
@@ -14,7 +10,6 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _lowering, _proto
-from tests import lowering_utils
 from tests.kernels import add_inplace_kernel, add_kernel, matmul_kernel
 
 ADD_CONFIGS = [
@@ -104,16 +99,6 @@ def tuned_matmul(a, b, kernel=tuned_matmul_kernel):
         grid=lambda meta: (triton.cdiv(m, meta["BLOCK_M"]), triton.cdiv(n, meta["BLOCK_N"])))
 
 
-def lower_one(monkeypatch, fn, *avals, platform: str = "cuda",
-              arch: str = "sm_90") -> _lowering.LoweredCall:
-    """Lowers `fn` for `platform` under `target_arch` and returns its one Triton call."""
-    del monkeypatch  # kept for the callers' signature; the capture restores itself
-    with lowering_utils.captured_lowerings() as calls, jtr.target_arch(**{platform: arch}):
-        jax.jit(fn).trace(*avals).lower(lowering_platforms=(platform,))
-    assert len(calls) == 1, f"expected one Triton call, lowered {len(calls)}"
-    return calls[0]
-
-
 def decoded_configs(lowered: _lowering.LoweredCall) -> list:
     """The autotune configs of a lowered call, decoded from its opaque."""
     message = _proto.decode(lowered.opaque)
@@ -123,7 +108,3 @@ def decoded_configs(lowered: _lowering.LoweredCall) -> list:
 
 def f32(*shape: int) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(shape, jnp.float32)
-
-
-def f16(*shape: int) -> jax.ShapeDtypeStruct:
-    return jax.ShapeDtypeStruct(shape, jnp.float16)

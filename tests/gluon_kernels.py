@@ -3,9 +3,6 @@
 Written once for every vendor: the warp size and the number of warps are constexpr parameters
 (`WARP_SIZE`, `NUM_WARPS`), so the same kernel builds 64-wide layouts for CDNA and 32-wide ones
 for NVIDIA. The wrappers pass `NUM_WARPS` as `num_warps=` too, so the layout matches the launch.
-
-Importing this module needs Gluon: tests import it through `gluon_utils.gluon_kernels()`, which
-skips with the reason where Gluon is missing.
 """
 
 import jax

@@ -1,36 +1,20 @@
-"""Helpers for the Gluon tests: Gluon detection, lowering capture and ELF checks."""
+"""Helpers for the Gluon tests: the targets, the example, error chains, device warp sizes."""
 
-import importlib
 import importlib.util
-
-import jax
-import pytest
-
-import jax_triton_rocm as jtr
-from tests.lowering_utils import captured_lowerings
-
-HAS_GLUON = importlib.util.find_spec("triton.experimental.gluon") is not None
-requires_gluon = pytest.mark.skipif(
-    not HAS_GLUON, reason="the installed Triton has no Gluon (triton.experimental.gluon)")
+import pathlib
 
 # The targets CI lowers for: (platform, arch, warp size).
 TARGETS = [("rocm", "gfx942", 64), ("rocm", "gfx950", 64), ("cuda", "sm_90", 32)]
 
+EXAMPLE = pathlib.Path(__file__).parent.parent / "examples" / "gluon_add.py"
 
 
-def gluon_kernels():
-    """The shared Gluon kernels module (tests.gluon_kernels); skips where Gluon is missing."""
-    if not HAS_GLUON:
-        pytest.skip("the installed Triton has no Gluon (triton.experimental.gluon)")
-    return importlib.import_module("tests.gluon_kernels")
-
-
-def lower_for(fn, platform, arch, *avals):
-    """Lowers `fn` at `avals` for `platform` under `target_arch`; returns the one `LoweredCall`."""
-    with captured_lowerings() as captured, jtr.target_arch(**{platform: arch}):
-        jax.jit(fn).trace(*avals).lower(lowering_platforms=(platform,))
-    assert len(captured) == 1, f"expected one kernel call, lowered {len(captured)}"
-    return captured[0]
+def load_example():
+    """examples/gluon_add.py, imported as a module."""
+    spec = importlib.util.spec_from_file_location("gluon_add_example", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    return example
 
 
 def cause_types(error: BaseException) -> list[type]:

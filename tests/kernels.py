@@ -1,4 +1,7 @@
-"""Triton kernels shared by the tests (CPU lowering tests and GPU tests alike)."""
+"""Triton kernels shared by the tests (CPU lowering tests and GPU tests alike), and inputs."""
+
+import linecache
+import uuid
 
 import jax
 import jax.numpy as jnp
@@ -85,6 +88,24 @@ def matmul(a, b, block_m=64, block_n=64, block_k=32, **kwargs):
         M=m, N=n, K=k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, **kwargs)
 
 
+def random_normal(key: int, shape, dtype=jnp.float32) -> jax.Array:
+    """Normal samples drawn in float32 (from `jax.random.key(key)`), then cast to `dtype`."""
+    return jax.random.normal(jax.random.key(key), shape, jnp.float32).astype(dtype)
+
+
+def kernel_from_source(source: str, name: str = "k"):
+    """The @triton.jit function `name` defined by `source` (with `triton` and `tl` in scope).
+
+    Each call makes a fresh module with its own file name, registered with `linecache` so that
+    Triton can read the source back: two calls give distinct kernels even with the same name.
+    """
+    filename = f"<kernel-{uuid.uuid4()}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"triton": triton, "tl": tl, "__name__": "generated_kernels"}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace[name]
+
+
 def matmul_relative_error(out, a, b) -> float:
     """‖out - a@b‖ / ‖a@b‖, with the reference computed in float32."""
     ref = jnp.dot(a.astype(jnp.float32), b.astype(jnp.float32))
@@ -141,4 +162,14 @@ def copy(x, block=256):
                            grid=(triton.cdiv(x.size, block),), BLOCK=block)
 
 
-f32 = jnp.float32
+def elementwise_kernel(body_op: str):
+    """A fresh @triton.jit kernel named `k`: out = `body_op` of x and y (e.g. "x + y")."""
+    return kernel_from_source(f'''
+@triton.jit
+def k(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, {body_op}, mask=mask)
+''')

@@ -1,19 +1,34 @@
-"""Lowering for a platform without its GPU, and reading back what the lowering emitted."""
+"""Lowering for a platform without its GPU, and reading back what the lowering produced.
+
+`lower_for` is the one way the tests lower; `captured_lowerings` records the package's own view
+of each call (`LoweredCall`: kernels, features, target). The rest are short cuts over the two.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 
 import jax
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _lowering
 
+DEFAULT_ARCH = {"cuda": "sm_90", "rocm": "gfx942"}
 
-def emitted_calls(lowered):
-    """The Triton custom calls in a `jax.stages.Lowered`, in program order."""
-    return jtr.kernel_calls(lowered)
+
+def spec(shape, dtype) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(shape, dtype)
+
+
+def lower_for(fn, *args, platform: str, arch=None):
+    """Lowers `fn(*args)` for `platform` under `target_arch`, on a machine without that GPU.
+
+    `args` may be arrays or `jax.ShapeDtypeStruct`s; `arch` defaults to sm_90 or gfx942.
+    """
+    with jtr.target_arch(**{platform: arch or DEFAULT_ARCH[platform]}):
+        return jax.jit(fn).trace(*args).lower(lowering_platforms=(platform,))
 
 
 @contextlib.contextmanager
@@ -33,23 +48,37 @@ def captured_lowerings() -> Iterator[list[_lowering.LoweredCall]]:
         _lowering.emit = emit
 
 
-def lower_for(fn, *args, platform: str, arch=None):
-    """Lowers `fn(*args)` for `platform` under `target_arch`, on a machine without that GPU.
-
-    `args` may be arrays or `jax.ShapeDtypeStruct`s.
-    """
-    if arch is None:
-        arch = {"cuda": "sm_90", "rocm": "gfx942"}[platform]
-    with jtr.target_arch(**{platform: arch}):
-        return jax.jit(fn).trace(*args).lower(lowering_platforms=(platform,))
-
-
 def lower_one(fn, *args, platform: str, arch=None) -> jtr.EmittedCall:
-    """Lowers and returns the single Triton custom call the module must contain."""
-    calls = emitted_calls(lower_for(fn, *args, platform=platform, arch=arch))
+    """The single Triton custom call in the module `lower_for` gives."""
+    calls = jtr.kernel_calls(lower_for(fn, *args, platform=platform, arch=arch))
     assert len(calls) == 1, f"expected one Triton custom call, found {len(calls)}"
     return calls[0]
 
 
-def spec(shape, dtype):
-    return jax.ShapeDtypeStruct(shape, dtype)
+def capture_one(fn, *args, platform: str, arch=None) -> _lowering.LoweredCall:
+    """The single `LoweredCall` that lowering `fn(*args)` with `lower_for` produces."""
+    with captured_lowerings() as captured:
+        lower_for(fn, *args, platform=platform, arch=arch)
+    assert len(captured) == 1, f"expected one Triton call, lowered {len(captured)}"
+    return captured[0]
+
+
+def run_at_once(fns: Sequence[Callable[[], object]]) -> None:
+    """Runs each of `fns` in its own thread, all released together; re-raises the first error."""
+    barrier = threading.Barrier(len(fns))
+    errors = []
+
+    def work(fn):
+        try:
+            barrier.wait()
+            fn()
+        except Exception as err:  # re-raised below, in the test's thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(fn,)) for fn in fns]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]

@@ -10,8 +10,9 @@ import textwrap
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_python(code: str, *, env: dict[str, str] | None = None, timeout: float = 240):
-    """Runs `code` in a new interpreter with the repository first on the path.
+def run_python(*pieces: str, env: dict[str, str] | None = None, timeout: float = 240):
+    """Runs the code `pieces` (each dedented on its own, then joined) in a new interpreter with
+    the repository first on the path.
 
     Returns the CompletedProcess; stdout and stderr are text.
     """
@@ -19,8 +20,27 @@ def run_python(code: str, *, env: dict[str, str] | None = None, timeout: float =
     full_env["PYTHONPATH"] = ROOT + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+    code = "\n".join(textwrap.dedent(piece) for piece in pieces)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, env=full_env, timeout=timeout, cwd=ROOT)
+
+
+def failing_import(module: str, error: str, message: str) -> str:
+    """Code that makes importing `module`, or any module under it, raise `error(message)`.
+
+    `error` names a built-in exception class ("RuntimeError", "ModuleNotFoundError", ...).
+    """
+    extra = ", name=name" if error == "ModuleNotFoundError" else ""
+    return f"""
+import importlib.abc, sys
+
+class FailingImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r} or name.startswith({module + "."!r}):
+            raise {error}({message!r}{extra})
+
+sys.meta_path.insert(0, FailingImport())
+"""
 
 
 def last_line(result) -> str:

@@ -4,17 +4,15 @@ Each test lowers under `target_arch` and reads the call that would reach jaxlib,
 opaque. GPU runs of the same kernels are in test_gpu_autotune.py.
 """
 
-import os
-import time
-
 import jax
 import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _compile, _compile_worker, _parallel, _proto, _state
+from jax_triton_rocm import _compat, _parallel, _proto, _state
 from tests import autotune_utils as au
 from tests import kernels
+from tests.lowering_utils import capture_one
 
 N = 4096
 
@@ -24,46 +22,45 @@ def _tuned(kernel, configs=au.ADD_CONFIGS, **autotune_kwargs):
     return triton.autotune(configs=configs, **autotune_kwargs)(kernel)
 
 
-def _lower_add(monkeypatch, kernel=au.tuned_add_kernel, n=N, platform="cuda", arch="sm_90",
-               **kwargs):
-    return au.lower_one(monkeypatch, lambda x, y: au.tuned_add(x, y, kernel=kernel, **kwargs),
-                        au.f32(n), au.f32(n), platform=platform, arch=arch)
+def _lower_add(kernel=au.tuned_add_kernel, n=N, platform="cuda", arch="sm_90", **kwargs):
+    return capture_one(lambda x, y: au.tuned_add(x, y, kernel=kernel, **kwargs),
+                       au.f32(n), au.f32(n), platform=platform, arch=arch)
 
 
 # What reaches jaxlib.
 
 @pytest.mark.parametrize("platform,arch", [("cuda", "sm_90"), ("rocm", "gfx942")])
-def test_autotuned_call_has_every_config_in_order(monkeypatch, platform, arch):
-    lowered = _lower_add(monkeypatch, platform=platform, arch=arch)
+def test_autotuned_call_has_every_config_in_order(platform, arch):
+    lowered = _lower_add(platform=platform, arch=arch)
     assert [c.description for c in au.decoded_configs(lowered)] == [
         str(c) for c in au.ADD_CONFIGS]
 
 
 @pytest.mark.parametrize("platform,arch", [("cuda", "sm_90"), ("rocm", "gfx942")])
-def test_callable_grid_is_evaluated_per_config(monkeypatch, platform, arch):
-    lowered = _lower_add(monkeypatch, platform=platform, arch=arch)
+def test_callable_grid_is_evaluated_per_config(platform, arch):
+    lowered = _lower_add(platform=platform, arch=arch)
     grids = [(c.kernel_call.grid_0, c.kernel_call.grid_1, c.kernel_call.grid_2)
              for c in au.decoded_configs(lowered)]
     assert grids == [(N // 128, 1, 1), (N // 256, 1, 1), (N // 512, 1, 1)]
 
 
 @pytest.mark.parametrize("platform,arch", [("cuda", "sm_90"), ("rocm", "gfx942")])
-def test_each_config_is_compiled_with_its_own_warps_and_stages(monkeypatch, platform, arch):
-    lowered = _lower_add(monkeypatch, platform=platform, arch=arch)
+def test_each_config_is_compiled_with_its_own_warps_and_stages(platform, arch):
+    lowered = _lower_add(platform=platform, arch=arch)
     assert [k.num_warps for k in lowered.kernels] == [4, 4, 8]
     assert [k.metadata["num_stages"] for k in lowered.kernels] == [3, 2, 3]
     assert [c.kernel_call.kernel.num_warps for c in au.decoded_configs(lowered)] == [4, 4, 8]
 
 
-def test_autotuned_cuda_call_parses_in_jaxlib(monkeypatch):
+def test_autotuned_cuda_call_parses_in_jaxlib():
     plugin = _compat.plugin_triton_module("cuda")
     if plugin is None:
         pytest.skip("jax_cuda13_plugin._triton does not import here; install jax-cuda13-plugin")
-    lowered = _lower_add(monkeypatch, serialized_metadata=b"tuned-add")
+    lowered = _lower_add(serialized_metadata=b"tuned-add")
     assert plugin.get_serialized_metadata(lowered.opaque) == b"tuned-add"
 
 
-def test_early_config_prune_keeps_its_configs_in_its_order(monkeypatch):
+def test_early_config_prune_keeps_its_configs_in_its_order():
     seen = []
 
     def prune(configs, named_args, **kwargs):
@@ -71,38 +68,38 @@ def test_early_config_prune_keeps_its_configs_in_its_order(monkeypatch):
         return [c for c in reversed(configs) if c.kwargs["BLOCK"] <= named_args["n"]]
 
     kernel = _tuned(kernels.add_kernel, prune_configs_by={"early_config_prune": prune})
-    lowered = _lower_add(monkeypatch, kernel=kernel, n=256)
+    lowered = _lower_add(kernel=kernel, n=256)
     assert [c.description for c in au.decoded_configs(lowered)] == [
         str(au.ADD_CONFIGS[1]), str(au.ADD_CONFIGS[0])]
     assert seen == [(256, ["num_ctas"])]
 
 
-def test_one_config_left_by_pruning_is_a_plain_kernel_call(monkeypatch):
+def test_one_config_left_by_pruning_is_a_plain_kernel_call():
     kernel = _tuned(kernels.add_kernel,
                     prune_configs_by={"early_config_prune": lambda configs, named, **kw: configs[:1]})
-    lowered = _lower_add(monkeypatch, kernel=kernel)
+    lowered = _lower_add(kernel=kernel)
     assert _proto.decode(lowered.opaque).WhichOneof("value") == "kernel_call"
 
 
-def test_config_failing_a_static_assert_is_dropped_like_triton_does(monkeypatch):
-    lowered = _lower_add(monkeypatch, kernel=_tuned(au.capped_add_kernel))
+def test_config_failing_a_static_assert_is_dropped_like_triton_does():
+    lowered = _lower_add(kernel=_tuned(au.capped_add_kernel))
     assert [c.description for c in au.decoded_configs(lowered)] == [
         str(c) for c in au.ADD_CONFIGS[:2]]
 
 
-def test_every_config_failing_raises_the_compile_error(monkeypatch):
+def test_every_config_failing_raises_the_compile_error():
     from triton.compiler.errors import CompileTimeAssertionFailure
 
     kernel = _tuned(au.capped_add_kernel, configs=[triton.Config({"BLOCK": 512}),
                                                    triton.Config({"BLOCK": 1024})])
     with pytest.raises(CompileTimeAssertionFailure):
-        _lower_add(monkeypatch, kernel=kernel)
+        _lower_add(kernel=kernel)
 
 
 # input_output_aliases and the custom-call target.
 
-def test_aliases_travel_with_the_autotuned_call_as_buffer_indices(monkeypatch):
-    lowered = au.lower_one(monkeypatch, au.tuned_add_inplace, au.f32(N), au.f32(N))
+def test_aliases_travel_with_the_autotuned_call_as_buffer_indices():
+    lowered = capture_one(au.tuned_add_inplace, au.f32(N), au.f32(N), platform="cuda")
     aliases = _proto.decode(lowered.opaque).autotuned_kernel_call.input_output_aliases
     # Input 1 (x) is output 0, which is buffer 2: jaxlib counts the two operands first.
     assert [(a.input_buffer_idx, a.output_buffer_idx, a.buffer_size_bytes) for a in aliases] == [
@@ -111,8 +108,8 @@ def test_aliases_travel_with_the_autotuned_call_as_buffer_indices(monkeypatch):
 
 def test_autotuned_call_takes_ffi_only_on_the_plugin_generation_verified_on_the_gpu(monkeypatch):
     monkeypatch.delenv(_compat.ENV_AUTOTUNE_TARGET, raising=False)
-    lowered = _lower_add(monkeypatch)
-    verified = lowered.features.ffi_target and lowered.features.global_scratch
+    lowered = _lower_add()
+    verified = lowered.features.global_scratch
     assert lowered.custom_call_target == (_compat.FFI_TARGET if verified else
                                           _compat.LEGACY_TARGET)
 
@@ -121,47 +118,45 @@ def test_autotuned_call_takes_ffi_only_on_the_plugin_generation_verified_on_the_
                                           ("legacy", _compat.LEGACY_TARGET)])
 def test_environment_forces_the_autotuned_call_target(monkeypatch, value, target):
     monkeypatch.setenv(_compat.ENV_AUTOTUNE_TARGET, value)
-    lowered = _lower_add(monkeypatch)
-    if target == _compat.FFI_TARGET and not lowered.features.ffi_target:
-        pytest.skip(f"the jaxlib here ({lowered.features.detected_from}) has no FFI target")
+    lowered = _lower_add()
     assert lowered.custom_call_target == target
 
 
 def test_unknown_autotuned_call_target_names_the_variable(monkeypatch):
     monkeypatch.setenv(_compat.ENV_AUTOTUNE_TARGET, "graph")
     with pytest.raises(ValueError, match="JAX_TRITON_ROCM_AUTOTUNE_TARGET='graph'.*ffi, legacy"):
-        _lower_add(monkeypatch)
+        _lower_add()
 
 
 def test_forced_target_leaves_plain_calls_alone(monkeypatch):
     monkeypatch.setenv(_compat.ENV_AUTOTUNE_TARGET, "legacy")
-    lowered = au.lower_one(monkeypatch, kernels.add, au.f32(N), au.f32(N))
-    assert lowered.custom_call_target == lowered.features.custom_call_target
+    lowered = capture_one(kernels.add, au.f32(N), au.f32(N), platform="cuda")
+    assert lowered.custom_call_target == _compat.FFI_TARGET
 
 
 # AMD options in a config's kwargs.
 
-def test_amd_config_keys_reach_the_hip_compiler(monkeypatch):
+def test_amd_config_keys_reach_the_hip_compiler():
     kernel = _tuned(kernels.add_kernel, configs=[
         triton.Config({"BLOCK": 128, "waves_per_eu": 2, "matrix_instr_nonkdim": 16, "kpack": 2}),
         triton.Config({"BLOCK": 256, "waves_per_eu": 1}),
     ])
-    lowered = _lower_add(monkeypatch, kernel=kernel, platform="rocm", arch="gfx942")
+    lowered = _lower_add(kernel=kernel, platform="rocm", arch="gfx942")
     meta = [k.metadata for k in lowered.kernels]
     assert [(m["waves_per_eu"], m["matrix_instr_nonkdim"], m["kpack"]) for m in meta] == [
         (2, 16, 2), (1, 0, 1)]
 
 
-def test_amd_config_keys_are_ignored_for_cuda(monkeypatch):
+def test_amd_config_keys_are_ignored_for_cuda():
     kernel = _tuned(kernels.add_kernel, configs=[
         triton.Config({"BLOCK": 128, "waves_per_eu": 2}), triton.Config({"BLOCK": 256})])
-    lowered = _lower_add(monkeypatch, kernel=kernel)
+    lowered = _lower_add(kernel=kernel)
     assert "waves_per_eu" not in lowered.kernels[0].metadata
 
 
 # Heuristics, nested either way.
 
-def test_heuristics_inside_autotune_run_per_config(monkeypatch):
+def test_heuristics_inside_autotune_run_per_config():
     seen = []
 
     def even(args):
@@ -169,12 +164,12 @@ def test_heuristics_inside_autotune_run_per_config(monkeypatch):
         return args["n"] % args["BLOCK"] == 0
 
     kernel = _tuned(triton.heuristics({"EVEN": even})(au.even_add_kernel))
-    lowered = _lower_add(monkeypatch, kernel=kernel, n=384)
+    lowered = _lower_add(kernel=kernel, n=384)
     assert seen == [128, 256, 512]
     assert len({k.key for k in lowered.kernels}) == 3
 
 
-def test_heuristics_around_autotune_run_once_before_pruning(monkeypatch):
+def test_heuristics_around_autotune_run_once_before_pruning():
     calls, pruned_with = [], []
 
     def even(args):
@@ -187,27 +182,27 @@ def test_heuristics_around_autotune_run_once_before_pruning(monkeypatch):
 
     kernel = triton.heuristics({"EVEN": even})(
         _tuned(au.even_add_kernel, prune_configs_by={"early_config_prune": prune}))
-    _lower_add(monkeypatch, kernel=kernel, n=384)
+    _lower_add(kernel=kernel, n=384)
     assert calls == [["n", "num_ctas", "out_ptr", "x_ptr", "y_ptr"]]
     assert pruned_with == [True]
 
 
-def test_heuristic_may_set_num_warps(monkeypatch):
+def test_heuristic_may_set_num_warps():
     kernel = triton.heuristics({"num_warps": lambda args: 2, "BLOCK": lambda args: 64})(
         kernels.add_kernel)
-    lowered = au.lower_one(monkeypatch, lambda x, y: jtr.triton_call(
+    lowered = capture_one(lambda x, y: jtr.triton_call(
         x, y, x.size, kernel=kernel, out_shape=x, grid=lambda meta: (N // meta["BLOCK"],)),
-        au.f32(N), au.f32(N))
+        au.f32(N), au.f32(N), platform="cuda")
     assert lowered.kernels[0].num_warps == 2
     assert lowered.calls[0].grid == (N // 64, 1, 1)
 
 
-def test_heuristic_setting_an_unknown_name_says_which(monkeypatch):
+def test_heuristic_setting_an_unknown_name_says_which():
     kernel = triton.heuristics({"BLOKC": lambda args: 64})(kernels.add_kernel)
     with pytest.raises(TypeError, match="sets 'BLOKC'.*neither a parameter"):
-        au.lower_one(monkeypatch, lambda x, y: jtr.triton_call(
+        capture_one(lambda x, y: jtr.triton_call(
             x, y, x.size, kernel=kernel, out_shape=x, grid=(16,), BLOCK=256),
-            au.f32(N), au.f32(N))
+            au.f32(N), au.f32(N), platform="cuda")
 
 
 # Errors.
@@ -254,128 +249,36 @@ def test_config_ir_override_is_refused():
         _trace(kernel)
 
 
-def test_metaparameter_also_set_by_the_configs_is_refused_like_triton(monkeypatch):
+def test_metaparameter_also_set_by_the_configs_is_refused_like_triton():
     with pytest.raises(ValueError, match="'BLOCK' is set both by the call.*Drop it"):
-        _lower_add(monkeypatch, BLOCK=128)
+        _lower_add(BLOCK=128)
 
 
-def test_config_kwarg_that_is_no_parameter_says_which(monkeypatch):
+def test_config_kwarg_that_is_no_parameter_says_which():
     kernel = _tuned(kernels.add_kernel, configs=[triton.Config({"BLOCK": 128, "BLOKC": 1}),
                                                   triton.Config({"BLOCK": 256})])
     with pytest.raises(TypeError, match="sets 'BLOKC'.*Fix the config"):
-        _lower_add(monkeypatch, kernel=kernel)
+        _lower_add(kernel=kernel)
 
 
-def test_pruning_every_config_is_an_error(monkeypatch):
+def test_pruning_every_config_is_an_error():
     kernel = _tuned(kernels.add_kernel,
                     prune_configs_by={"early_config_prune": lambda configs, named, **kw: []})
     with pytest.raises(ValueError, match="early_config_prune of kernel add_kernel returned no "
                                          "config"):
-        _lower_add(monkeypatch, kernel=kernel)
+        _lower_add(kernel=kernel)
 
 
 # Compiled in parallel, through the shared kernel cache.
 
-def test_lowering_again_compiles_nothing(monkeypatch):
+def test_lowering_again_compiles_nothing():
     jtr.clear_caches()
-    _lower_add(monkeypatch, kernel=_tuned(kernels.add_kernel))
-    _lower_add(monkeypatch, kernel=_tuned(kernels.add_kernel))
+    _lower_add(kernel=_tuned(kernels.add_kernel))
+    _lower_add(kernel=_tuned(kernels.add_kernel))
     assert _state.KERNELS.stats["compiles"] == len(au.ADD_CONFIGS)
 
 
-def _ready_worker() -> None:
-    """Starts one compile worker in the shared pool and waits until it can compile."""
-    worker, = _state.COMPILE_WORKERS.checkout(
-        1, 1, lambda: _compile_worker.Worker(("tests.autotune_utils",)))
-    worker.wait_ready()
-    _state.COMPILE_WORKERS.checkin(worker)
-
-
-def test_worker_compiles_the_same_kernel_as_this_process():
-    job = _compile_job_for(kernels.add_kernel)
-    worker = _compile_worker.Worker(("tests.kernels",))
-    try:
-        from_worker = _compile.from_triton(job, *worker.compile(
-            _compile_worker.request_for(job)))
-    finally:
-        worker.close()
-    assert from_worker == _compile.compile_here(job)
-
-
-def test_configs_go_to_a_ready_worker_while_this_process_compiles(monkeypatch):
-    monkeypatch.setenv(_parallel.ENV_COMPILE_WORKERS, "0")
-    jtr.clear_caches()
-    reference = _lower_add(monkeypatch)
-    monkeypatch.setenv(_parallel.ENV_COMPILE_WORKERS, "1")
-    _ready_worker()
-    compile_here = _compile.compile_here
-
-    def slow_compile_here(job):  # keeps this process busy, so the worker takes jobs
-        time.sleep(1.0)
-        return compile_here(job)
-
-    monkeypatch.setattr(_compile, "compile_here", slow_compile_here)
-    jtr.clear_caches()
-    lowered = _lower_add(monkeypatch)
-    assert _state.KERNELS.stats["worker_compiles"] >= 1
-    assert lowered.opaque == reference.opaque
-
-
-def test_worker_refuses_a_kernel_whose_source_differs():
-    job = _compile_job_for(kernels.add_kernel)
-    request = dict(_compile_worker.request_for(job), cache_key="0" * 64)
-    worker = _compile_worker.Worker(("tests.kernels",))
-    try:
-        with pytest.raises(_compile_worker.WorkerError, match="not the parent's kernel"):
-            worker.compile(request)
-        assert worker.alive()
-    finally:
-        worker.close()
-
-
-def _compile_job_for(jit_fn):
-    from jax_triton_rocm import _cuda, _kernel
-    from triton.backends.compiler import GPUTarget
-
-    bound = _kernel.bind(jit_fn, _cuda.CudaLowering().backend_class(),
-                         positional=(("array", 0), ("array", 1), ("scalar", N)),
-                         in_avals=(au.f32(N), au.f32(N)), out_avals=(au.f32(N),),
-                         constexprs={"BLOCK": 128})
-    return _compile.make_job(jit_fn, GPUTarget("cuda", 90, 32), bound, {"num_warps": 4},
-                             gluon=False, binary_key="cubin", asm_key="ptx")
-
-
-def test_kernel_defined_in_a_function_stays_in_this_process():
-    @triton.jit
-    def local_kernel(x_ptr):
-        pass
-
-    assert _compile_worker.kernel_address(local_kernel) is None
-
-
-def test_kernel_found_by_name_through_its_wrappers_goes_to_workers():
-    assert _compile_worker.kernel_address(au.tuned_add_kernel.fn) == (
-        "tests.autotune_utils", "tuned_add_kernel")
-
-
-def test_negative_worker_count_names_the_variable(monkeypatch):
-    monkeypatch.setenv(_parallel.ENV_COMPILE_WORKERS, "-2")
-    with pytest.raises(ValueError, match="JAX_TRITON_ROCM_COMPILE_WORKERS='-2'"):
-        _parallel.worker_limit()
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-@pytest.mark.filterwarnings("ignore:.*fork:RuntimeWarning", "ignore:.*fork:DeprecationWarning")
-def test_forked_child_starts_without_the_parents_workers(monkeypatch):
-    monkeypatch.setenv(_parallel.ENV_COMPILE_WORKERS, "1")
-    jtr.clear_caches()
-    _lower_add(monkeypatch)
-    assert _state.COMPILE_WORKERS.alive_count() == 1
-    pid = os.fork()
-    if pid == 0:  # the child: look, then leave without running any JAX teardown
-        os._exit(0 if _state.COMPILE_WORKERS.alive_count() == 0 else 1)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    jtr.clear_caches()
-    _lower_add(monkeypatch)  # the parent's worker still answers
-    assert _state.COMPILE_WORKERS.alive_count() == 1
+def test_negative_thread_count_names_the_variable(monkeypatch):
+    monkeypatch.setenv(_parallel.ENV_COMPILE_THREADS, "-2")
+    with pytest.raises(ValueError, match="JAX_TRITON_ROCM_COMPILE_THREADS='-2'"):
+        _parallel.thread_count(4)

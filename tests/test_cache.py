@@ -5,12 +5,11 @@ import threading
 import jax.numpy as jnp
 import pytest
 import triton
-import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _compile, _state
 from tests import kernels
-from tests.lowering_utils import captured_lowerings, lower_one, spec
+from tests.lowering_utils import captured_lowerings, lower_one, run_at_once, spec
 
 X = spec((2048,), jnp.float32)
 
@@ -27,27 +26,6 @@ def _lower_add(kernel, block=256, platform="cuda", arch=None):
         return jtr.triton_call(x, y, x.size, kernel=kernel, out_shape=x, grid=(8,), BLOCK=block)
 
     return lower_one(f, X, X, platform=platform, arch=arch)
-
-
-def _make_kernel(body_op):
-    """A fresh @triton.jit kernel named `k`, whose body applies `body_op`."""
-    source = f'''
-@triton.jit
-def k(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    y = tl.load(y_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, {body_op}, mask=mask)
-'''
-    import linecache
-    import uuid
-
-    filename = f"<kernel-{uuid.uuid4()}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {"triton": triton, "tl": tl, "__name__": "generated_kernels"}
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace["k"]
 
 
 def test_second_lowering_of_a_kernel_is_a_hit():
@@ -72,15 +50,15 @@ def test_another_arch_is_a_miss():
 
 def test_an_edited_kernel_never_gets_the_old_binary():
     with captured_lowerings() as lowered:
-        _lower_add(_make_kernel("x + y"))
-        _lower_add(_make_kernel("x - y"))
+        _lower_add(kernels.elementwise_kernel("x + y"))
+        _lower_add(kernels.elementwise_kernel("x - y"))
     plus, minus = (call.kernels[0] for call in lowered)
     assert _state.KERNELS.stats["compiles"] == 2
     assert "add.f32" in plus.asm and "sub.f32" in minus.asm
 
 
 def test_two_kernels_with_the_same_name_do_not_collide():
-    first, second = _make_kernel("x * y"), _make_kernel("x * y + 1.0")
+    first, second = kernels.elementwise_kernel("x * y"), kernels.elementwise_kernel("x * y + 1.0")
     assert first.__name__ == second.__name__
     a = _lower_add(first).message.kernel_call.kernel.ptx
     b = _lower_add(second).message.kernel_call.kernel.ptx
@@ -88,11 +66,8 @@ def test_two_kernels_with_the_same_name_do_not_collide():
 
 
 def test_editing_a_called_triton_function_changes_the_key():
-    import linecache
-    import uuid
-
     def make(helper_body):
-        source = f'''
+        return kernels.kernel_from_source(f'''
 @triton.jit
 def helper(x):
     return {helper_body}
@@ -101,12 +76,7 @@ def helper(x):
 def k(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(out_ptr + offsets, helper(tl.load(x_ptr + offsets)))
-'''
-        filename = f"<kernel-{uuid.uuid4()}>"
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        namespace = {"triton": triton, "tl": tl, "__name__": "generated_kernels"}
-        exec(compile(source, filename, "exec"), namespace)
-        return namespace["k"]
+''')
 
     _lower_add(make("x * 2.0"))
     _lower_add(make("x * 3.0"))
@@ -127,22 +97,7 @@ def test_kernel_key_covers_compile_options():
 
 
 def test_eight_threads_lowering_one_kernel_compile_it_once():
-    barrier = threading.Barrier(8)
-    errors = []
-
-    def work():
-        try:
-            barrier.wait()
-            _lower_add(kernels.add_kernel, block=1024)
-        except Exception as err:  # reported below
-            errors.append(err)
-
-    threads = [threading.Thread(target=work) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_at_once([lambda: _lower_add(kernels.add_kernel, block=1024)] * 8)
     assert _state.KERNELS.stats["compiles"] == 1
 
 

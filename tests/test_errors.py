@@ -9,7 +9,7 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm import _compat
 from tests import kernels
 from tests.lowering_utils import lower_for, spec
-from tests.subprocess_utils import last_line, run_python
+from tests.subprocess_utils import failing_import, last_line, run_python
 
 X = jnp.zeros((1024,), jnp.float32)
 
@@ -129,36 +129,11 @@ def test_jax_triton_custom_call_target_name_is_refused_with_advice():
         _add(X, X, 1024, BLOCK=256, custom_call_target_name="triton_kernel_call")
 
 
-def test_running_on_the_cpu_says_triton_needs_a_gpu():
-    with pytest.raises(NotImplementedError, match=r"runs on GPUs.*target_arch"):
-        jax.jit(lambda x: kernels.add(x, x)).trace(X).lower(lowering_platforms=("cpu",))
-
-
-def test_lowering_for_cuda_without_a_device_says_how_to_name_an_arch():
-    if _compat.plugin_features("cuda") is None:
-        pytest.skip("needs the CUDA plugin installed (without a GPU)")
-    if jax.devices()[0].platform == "gpu":
-        pytest.skip("a GPU is present")
-    with pytest.raises(RuntimeError, match=r"No cuda device.*target_arch\(cuda='sm_90'\)"):
-        jax.jit(kernels.add).trace(X, X).lower(lowering_platforms=("cuda",))
-
-
 def test_lowering_for_cuda_without_the_cuda_plugin_names_the_install(monkeypatch):
     monkeypatch.setattr(_compat, "plugin_features", lambda platform: None)
     jtr.register(platforms=("cuda",))
     with pytest.raises(RuntimeError, match=r"needs JAX's CUDA plugin.*pip install -U 'jax\[cuda13\]'"):
         jax.jit(kernels.add).trace(X, X).lower(lowering_platforms=("cuda",))
-
-
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(cuda="sm_9x"), "is not a CUDA architecture"),
-    (dict(rocm="mi300"), "is not an AMD GPU architecture"),
-    ({}, "needs cuda=... and/or rocm=..."),
-])
-def test_target_arch_rejects_bad_names(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        with jtr.target_arch(**kwargs):
-            pass
 
 
 def test_triton_not_installed_gives_the_install_command():
@@ -176,15 +151,7 @@ def test_triton_not_installed_gives_the_install_command():
 
 @pytest.mark.parametrize("raised", ["RuntimeError", "ValueError", "ImportError"])
 def test_a_broken_triton_import_becomes_an_import_error_with_the_cause(raised):
-    result = run_python(f"""
-        import importlib.abc, sys
-
-        class Broken(importlib.abc.MetaPathFinder):
-            def find_spec(self, name, path=None, target=None):
-                if name == "triton":
-                    raise {raised}("simulated: built for another LLVM")
-
-        sys.meta_path.insert(0, Broken())
+    result = run_python(failing_import("triton", raised, "simulated: built for another LLVM"), """
         from jax_triton_rocm import _compat
         try:
             _compat.triton_info()

@@ -1,13 +1,14 @@
 """Fork safety and Triton import variants, each in a fresh process.
 
 Every scenario runs in its own interpreter: JAX itself does not survive a fork once the parent
-has created arrays (../shared/NOTES.md section 5), so the parents here only trace with abstract
-values and lower, which JAX does survive.
+has created arrays (a child that creates arrays or exits through `sys.exit` can hang or crash
+inside JAX), so the parents here only trace with abstract values and lower, which JAX does
+survive.
 """
 
 import pytest
 
-from tests.subprocess_utils import last_line, run_python
+from tests.subprocess_utils import failing_import, last_line, run_python
 
 PRELUDE = """
     import os, sys, threading, time
@@ -71,12 +72,13 @@ def test_childs_normal_exit_leaves_the_parents_hsaco_files():
     result = run_python(PRELUDE + """
     from triton.backends.compiler import GPUTarget
     from jax_triton_rocm import _compile, _hip, _kernel
-    bound = _kernel.bind(kernels.add_kernel, _hip.LOWERING.backend_class(),
-                         positional=(("array", 0), ("array", 1), ("scalar", 4096)),
-                         in_avals=(X, X), out_avals=(X,), constexprs={"BLOCK": 256})
-    compiled = _compile.compile_bound(kernels.add_kernel, GPUTarget("hip", "gfx942", 64), bound,
-                                      {"num_warps": 4}, gluon=False, binary_key="hsaco",
-                                      asm_key="amdgcn")
+    bound = _kernel.lay_out_arguments(
+        kernels.add_kernel, _hip.LOWERING.backend_class(),
+        positional=(("array", 0), ("array", 1), ("scalar", 4096)), in_avals=(X, X),
+        out_avals=(X,), constexprs={"BLOCK": 256})
+    compiled = _compile.compile_job(_compile.make_job(
+        kernels.add_kernel, GPUTarget("hip", "gfx942", 64), bound, {"num_warps": 4},
+        gluon=False, binary_key="hsaco", asm_key="amdgcn"))
     parent_file = _hip.LOWERING.hsaco_path(compiled)
     parent_folder = _state.HSACO_FOLDER.path()
     _state.LOADED_KERNELS.add("loaded-in-parent")
@@ -113,15 +115,9 @@ def test_parent_removes_its_hsaco_folder_at_exit():
     assert folder.startswith("/") and not os.path.exists(folder), result.stderr[-2000:]
 
 
-HIDE_NVIDIA = """
-    import importlib.abc, importlib.metadata, sys
-
-    class HideNvidia(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "triton.backends.nvidia" or name.startswith("triton.backends.nvidia."):
-                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-
-    sys.meta_path.insert(0, HideNvidia())
+HIDE_NVIDIA = (failing_import("triton.backends.nvidia", "ModuleNotFoundError",
+                              "No module named 'triton.backends.nvidia'"), """
+    import importlib.metadata
     real_entry_points = importlib.metadata.entry_points
 
     class WithoutNvidia:
@@ -135,11 +131,11 @@ HIDE_NVIDIA = """
         lambda **kw: real_entry_points(**kw) if kw else WithoutNvidia(real_entry_points()))
     from jax_triton_rocm import _compat
     _compat.PLUGIN_PACKAGES["cuda"] = ()  # an AMD machine has no CUDA plugin
-"""
+""")
 
 
 def test_amd_only_triton_lowers_for_rocm():
-    result = run_python(HIDE_NVIDIA + """
+    result = run_python(*HIDE_NVIDIA, """
     import jax.numpy as jnp, triton.backends
     from tests import kernels
     from tests.lowering_utils import lower_one, spec
@@ -151,7 +147,7 @@ def test_amd_only_triton_lowers_for_rocm():
 
 
 def test_amd_only_triton_refuses_cuda_with_a_clear_import_error():
-    result = run_python(HIDE_NVIDIA + """
+    result = run_python(*HIDE_NVIDIA, """
     import jax_triton_rocm as jtr
     try:
         jtr.register(platforms=("cuda",))
@@ -163,17 +159,12 @@ def test_amd_only_triton_refuses_cuda_with_a_clear_import_error():
 
 @pytest.mark.parametrize("error", ["RuntimeError", "ValueError"])
 def test_broken_nvidia_backend_fails_at_setup_for_cuda_not_at_first_lowering(error):
-    result = run_python(f"""
-    import importlib.abc, sys
-
-    class Broken(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "triton.backends.nvidia.compiler":
-                raise {error}("simulated: NVIDIA backend built against another CUDA")
-
+    result = run_python("""
+    import sys
     import triton  # Triton itself imports; only the later import of the backend breaks
     sys.modules.pop("triton.backends.nvidia.compiler", None)
-    sys.meta_path.insert(0, Broken())
+    """, failing_import("triton.backends.nvidia.compiler", error,
+                        "simulated: NVIDIA backend built against another CUDA"), """
     import jax_triton_rocm as jtr
     try:
         jtr.register(platforms=("cuda",))

@@ -1,11 +1,11 @@
 """Autotuned kernels run on an NVIDIA GPU through jaxlib's autotuner, compared with jnp.
 
 Each test that names a target runs once through the legacy custom-call target and once through
-the typed-FFI one (forced with JAX_TRITON_ROCM_AUTOTUNE_TARGET); their passing on the H200
-(jax 0.11.2) is why `_compat` sends autotuned calls through FFI on that plugin generation.
-Every case carries its own
-`serialized_metadata`, so its opaque differs from the other target's: jaxlib keeps one autotuned
-result per opaque for the life of the process, and a shared one would skip the trials.
+the typed-FFI one (forced with JAX_TRITON_ROCM_AUTOTUNE_TARGET): they are the checks behind
+`_compat` sending autotuned calls through FFI on plugins that allocate global scratch. Every
+case carries its own `serialized_metadata`, so its opaque differs from the other target's:
+jaxlib keeps one autotuned result per opaque for the life of the process, and a shared one would
+skip the trials.
 """
 
 import numpy as np
@@ -18,14 +18,11 @@ from jax_triton_rocm import _compat
 from tests import autotune_utils as au
 from tests import kernels
 from tests import lowering_utils
+from tests.kernels import random_normal
 
 pytestmark = pytest.mark.gpu
 
 TARGETS = {"legacy": _compat.LEGACY_TARGET, "ffi": _compat.FFI_TARGET}
-
-
-def _rand(key, shape, dtype=jnp.float32):
-    return jax.random.normal(jax.random.key(key), shape, jnp.float32).astype(dtype)
 
 
 @pytest.fixture(params=sorted(TARGETS))
@@ -40,7 +37,7 @@ def _check_target(calls, target):
 
 
 def test_autotuned_add_matches_jnp(monkeypatch, target):
-    x, y = _rand(0, (100_000,)), _rand(1, (100_000,))
+    x, y = random_normal(0, (100_000,)), random_normal(1, (100_000,))
     with lowering_utils.captured_lowerings() as calls:
         out = jax.jit(lambda x, y: au.tuned_add(x, y, serialized_metadata=target.encode()))(x, y)
     np.testing.assert_allclose(out, x + y, rtol=1e-6)
@@ -49,7 +46,7 @@ def test_autotuned_add_matches_jnp(monkeypatch, target):
 
 @pytest.mark.parametrize("dtype,tol", [(jnp.float16, 1e-2), (jnp.float32, 1e-2)])
 def test_autotuned_matmul_matches_jnp(dtype, tol):
-    a, b = _rand(2, (512, 256), dtype), _rand(3, (256, 384), dtype)
+    a, b = random_normal(2, (512, 256), dtype), random_normal(3, (256, 384), dtype)
     out = jax.jit(au.tuned_matmul)(a, b)
     assert out.dtype == dtype
     assert kernels.matmul_relative_error(out, a, b) < tol
@@ -58,7 +55,7 @@ def test_autotuned_matmul_matches_jnp(dtype, tol):
 def test_autotuned_kernel_with_aliasing_matches_jnp(monkeypatch, target):
     """Three configs are tried on x's buffer; unless jaxlib restores x between trials, the
     result holds y added once per trial."""
-    x, y = _rand(4, (65_536,)), _rand(5, (65_536,))
+    x, y = random_normal(4, (65_536,)), random_normal(5, (65_536,))
     expected = x + y
     with lowering_utils.captured_lowerings() as calls:
         out = jax.jit(lambda x, y: au.tuned_add_inplace(x, y, metadata=target.encode()))(x, y)
@@ -67,7 +64,7 @@ def test_autotuned_kernel_with_aliasing_matches_jnp(monkeypatch, target):
 
 
 def test_autotuned_kernel_with_donated_aliasing_matches_jnp(monkeypatch, target):
-    x, y = _rand(6, (65_536,)), _rand(7, (65_536,))
+    x, y = random_normal(6, (65_536,)), random_normal(7, (65_536,))
     expected = x + y
     with lowering_utils.captured_lowerings() as calls:
         inplace = jax.jit(lambda x, y: au.tuned_add_inplace(x, y, metadata=target.encode()),
@@ -81,7 +78,7 @@ def test_autotuned_kernel_with_donated_aliasing_matches_jnp(monkeypatch, target)
 def test_autotuned_calls_in_a_long_jitted_chain_match_jnp(monkeypatch, target):
     """A chain long enough for XLA to put it in a command buffer (CUDA graph), where jaxlib
     cannot autotune; the FFI target is command-buffer compatible, the legacy one is not."""
-    x, y = _rand(8, (8192,)), _rand(9, (8192,))
+    x, y = random_normal(8, (8192,)), random_normal(9, (8192,))
 
     def chain(x, y):
         for _ in range(8):

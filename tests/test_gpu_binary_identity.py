@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from tests.test_cache import _make_kernel
+from tests import kernels
 
 pytestmark = pytest.mark.gpu
 
@@ -33,7 +33,7 @@ def _call(kernel, x, y, **kwargs):
 
 
 def test_two_kernels_with_one_name_and_different_bodies_each_run_their_own():
-    plus, minus = _make_kernel("x + y"), _make_kernel("x - y")
+    plus, minus = kernels.elementwise_kernel("x + y"), kernels.elementwise_kernel("x - y")
     assert plus.__name__ == minus.__name__
     x, y = _inputs(0)
     np.testing.assert_allclose(_call(plus, x, y), x + y, rtol=1e-6)

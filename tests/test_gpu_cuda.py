@@ -10,27 +10,24 @@ import triton
 import jax_triton_rocm as jtr
 from tests import kernels
 from tests.gpu_utils import gpu_devices, gpu_platform
+from tests.kernels import random_normal
 
 pytestmark = pytest.mark.gpu
 
 
-def _rand(key, shape, dtype=jnp.float32):
-    return jax.random.normal(jax.random.key(key), shape, jnp.float32).astype(dtype)
-
-
 @pytest.mark.parametrize("n", [1024, 1000, 1 << 20])
 def test_vector_add_matches_jnp(n):
-    x, y = _rand(0, (n,)), _rand(1, (n,))
+    x, y = random_normal(0, (n,)), random_normal(1, (n,))
     np.testing.assert_allclose(jax.jit(kernels.add)(x, y), x + y, rtol=1e-6)
 
 
 def test_eager_call_outside_jit_matches_jnp():
-    x, y = _rand(2, (4096,)), _rand(3, (4096,))
+    x, y = random_normal(2, (4096,)), random_normal(3, (4096,))
     np.testing.assert_allclose(kernels.add(x, y), x + y, rtol=1e-6)
 
 
 def test_fused_softmax_matches_jax_nn():
-    x = _rand(4, (128, 781))
+    x = random_normal(4, (128, 781))
     np.testing.assert_allclose(jax.jit(kernels.softmax)(x), jax.nn.softmax(x, axis=-1),
                                rtol=1e-5, atol=1e-6)
 
@@ -38,7 +35,7 @@ def test_fused_softmax_matches_jax_nn():
 @pytest.mark.parametrize("dtype,tol", [(jnp.float16, 1e-2), (jnp.bfloat16, 2e-2),
                                        (jnp.float32, 1e-2)])
 def test_matmul_matches_jnp(dtype, tol):
-    a, b = _rand(5, (256, 192), dtype), _rand(6, (192, 320), dtype)
+    a, b = random_normal(5, (256, 192), dtype), random_normal(6, (192, 320), dtype)
     out = jax.jit(kernels.matmul)(a, b)
     assert out.dtype == dtype
     assert kernels.matmul_relative_error(out, a, b) < tol
@@ -47,7 +44,7 @@ def test_matmul_matches_jnp(dtype, tol):
 @pytest.mark.parametrize("scale,shift,flip", [(2.5, 3, False), (0.5, -7, True), (1.0, 1, True),
                                               (np.float32(3.0), 2**40, False)])
 def test_int_float_bool_scalars_reach_the_kernel(scale, shift, flip):
-    x = _rand(7, (3000,))
+    x = random_normal(7, (3000,))
     out = jtr.triton_call(x, scale, shift, flip, x.size, kernel=kernels.scale_shift_kernel,
                           out_shape=x, grid=(triton.cdiv(x.size, 512),), BLOCK=512)
     ref = x * np.float32(scale) + np.float32(shift)
@@ -55,7 +52,7 @@ def test_int_float_bool_scalars_reach_the_kernel(scale, shift, flip):
 
 
 def test_input_output_aliases_with_donation_updates_in_place():
-    x, y = _rand(8, (2048,)), _rand(9, (2048,))
+    x, y = random_normal(8, (2048,)), random_normal(9, (2048,))
     expected = x + y
 
     @jax.jit
@@ -69,7 +66,7 @@ def test_input_output_aliases_with_donation_updates_in_place():
 
 
 def test_zeroed_outputs_are_zeroed_before_launch():
-    x = _rand(10, (8192,))
+    x = random_normal(10, (8192,))
 
     @jax.jit
     def total(x):
@@ -82,7 +79,7 @@ def test_zeroed_outputs_are_zeroed_before_launch():
 
 
 def test_two_outputs_in_pytree_order():
-    x, y = _rand(11, (5000,)), _rand(12, (5000,))
+    x, y = random_normal(11, (5000,)), random_normal(12, (5000,))
     # Outputs fill the kernel's pointers in out_shape's pytree order (dict keys sorted).
     out = jax.jit(lambda x, y: jtr.triton_call(
         x, y, x.size, kernel=kernels.sum_and_diff_kernel,
@@ -92,7 +89,7 @@ def test_two_outputs_in_pytree_order():
 
 
 def test_callable_grid_sees_the_metaparameters():
-    x, y = _rand(13, (3333,)), _rand(14, (3333,))
+    x, y = random_normal(13, (3333,)), random_normal(14, (3333,))
     seen = []
 
     def grid(meta):
@@ -106,7 +103,7 @@ def test_callable_grid_sees_the_metaparameters():
 
 
 def test_inside_lax_scan():
-    x = _rand(15, (1024,))
+    x = random_normal(15, (1024,))
 
     def body(carry, _):
         return kernels.add(carry, x), None
@@ -132,7 +129,7 @@ def test_same_kernel_in_many_jits_compiles_once():
     jtr.clear_caches()
     from jax_triton_rocm import _state
 
-    x = _rand(16, (2048,))
+    x = random_normal(16, (2048,))
     for block in (256, 256, 256):
         jax.jit(lambda x: kernels.add(x, x, block=block))(x).block_until_ready()
     assert _state.KERNELS.stats["compiles"] == 1
@@ -144,7 +141,7 @@ def test_sharded_call_runs_on_every_device():
     mesh = jax.sharding.Mesh(np.array(devices), ("d",))
     spec = jax.sharding.PartitionSpec("d")
     n = 4096 * len(devices)
-    x, y = _rand(17, (n,)), _rand(18, (n,))
+    x, y = random_normal(17, (n,)), random_normal(18, (n,))
     sharding = jax.sharding.NamedSharding(mesh, spec)
     x, y = jax.device_put(x, sharding), jax.device_put(y, sharding)
     f = jax.jit(jax.shard_map(lambda a, b: kernels.add(a, b), mesh=mesh,
@@ -155,7 +152,7 @@ def test_sharded_call_runs_on_every_device():
 @pytest.mark.multi_gpu
 def test_call_on_the_second_device_runs_there():
     second = gpu_devices()[1]
-    x = jax.device_put(_rand(19, (4096,)), second)
+    x = jax.device_put(random_normal(19, (4096,)), second)
     out = jax.jit(kernels.add)(x, x)
     assert out.devices() == {second}
     np.testing.assert_allclose(out, 2 * x, rtol=1e-6)
@@ -170,7 +167,7 @@ def test_threads_calling_on_every_device_at_once():
 
     def work(i):
         device = devices[i % len(devices)]
-        x = jax.device_put(_rand(100 + i, (8192,)), device)
+        x = jax.device_put(random_normal(100 + i, (8192,)), device)
         return np.asarray(jax.jit(lambda a: kernels.add(a, a, block=512))(x)), np.asarray(2 * x)
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
@@ -181,10 +178,8 @@ def test_threads_calling_on_every_device_at_once():
 def test_exported_call_runs_after_serialization():
     from jax import export
 
-    from jax_triton_rocm import _compat
-
-    target = _compat.plugin_features(gpu_platform()).custom_call_target
-    x, y = _rand(20, (4096,)), _rand(21, (4096,))
+    target = "triton_kernel_call_ffi"
+    x, y = random_normal(20, (4096,)), random_normal(21, (4096,))
     exported = export.export(jax.jit(kernels.add), platforms=[gpu_platform()],
                              disabled_checks=[export.DisabledSafetyCheck.custom_call(target)])(x, y)
     restored = export.deserialize(exported.serialize())

@@ -11,13 +11,15 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _hip, _lowering, _proto, _state
+from jax_triton_rocm import _compat, _hip, _proto, _state
 from tests import kernels
 from tests.binary_utils import check_hsaco
-from tests.lowering_utils import lower_for, lower_one, spec
+from tests.lowering_utils import (capture_one, captured_lowerings, lower_for, lower_one,
+                                  run_at_once, spec)
 
 X = spec((4096,), jnp.float32)
 FEATURES = _compat.plugin_features("rocm") or _compat.assumed_features("rocm")
+# The prewarm's real launch, kept before the `two_devices` fixture stands in for it.
 needs_embedded = pytest.mark.skipif(
     not FEATURES.module_image,
     reason=f"the jaxlib here ({FEATURES.detected_from}) predates module_image (0.11.1)")
@@ -64,7 +66,7 @@ def test_decodes_to_the_intended_kernel_grid_and_parameters():
     assert (kernel_call.grid_0, kernel_call.grid_1, kernel_call.grid_2) == (4, 1, 1)
     assert [p.WhichOneof("value") for p in kernel_call.parameters] == ["array", "array", "i32",
                                                                        "array"]
-    assert call.target == FEATURES.custom_call_target
+    assert call.target == "triton_kernel_call_ffi"
 
 
 def test_default_delivery_is_the_best_the_plugin_supports():
@@ -118,21 +120,12 @@ def test_embedded_forced_on_a_plugin_without_module_image_is_refused(monkeypatch
 
 
 def test_amd_knobs_reach_the_compiler_not_the_kernel():
-    captured = []
-    original = _hip.HipLowering.after_encode
-
-    def capture(self, lowered, ctx, operands):
-        captured.append(lowered)
-        return original(self, lowered, ctx, operands)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_hip.HipLowering, "after_encode", capture)
-        call = lower_one(lambda x, y: kernels.add(x, y, waves_per_eu=2, matrix_instr_nonkdim=16,
-                                                  kpack=2), X, X, platform="rocm")
-    metadata = captured[0].kernels[0].metadata
+    lowered = capture_one(lambda x, y: kernels.add(x, y, waves_per_eu=2, matrix_instr_nonkdim=16,
+                                                   kpack=2), X, X, platform="rocm")
+    metadata = lowered.kernels[0].metadata
     assert (metadata["waves_per_eu"], metadata["matrix_instr_nonkdim"], metadata["kpack"]) == \
         (2, 16, 2)
-    assert len(call.message.kernel_call.parameters) == 4
+    assert len(_proto.decode(lowered.opaque).kernel_call.parameters) == 4
 
 
 @pytest.mark.parametrize("dtype,triton_type", [(jnp.float8_e4m3fnuz, "fp8e4b8"),
@@ -154,36 +147,6 @@ def test_wave32_with_an_odd_warp_count_is_refused():
     with pytest.raises(ValueError, match=r"wave32 with num_warps=1 \(32 threads\).*even num_warps"):
         lower_for(lambda x, y: kernels.add(x, y, num_warps=1), X, X, platform="rocm",
                   arch="gfx1100")
-
-
-def test_arch_comes_from_the_devices_lowered_for():
-    from jax_triton_rocm import _target
-
-    class FakeDevice:
-        platform = "rocm"
-        compute_capability = "gfx950"
-
-    class Context:
-        class axis_context:
-            device_assignment = (FakeDevice(), FakeDevice())
-
-    target = _target.lowering_target("rocm", Context())
-    assert (target.arch, target.source) == ("gfx950", "the computation's devices")
-
-
-def test_devices_of_different_archs_are_refused():
-    from jax_triton_rocm import _target
-
-    devices = []
-    for arch in ("gfx942", "gfx90a"):
-        devices.append(type("D", (), {"platform": "rocm", "compute_capability": arch})())
-
-    class Context:
-        class axis_context:
-            device_assignment = tuple(devices)
-
-    with pytest.raises(ValueError, match=r"different architectures \(gfx90a, gfx942\)"):
-        _target.lowering_target("rocm", Context())
 
 
 class RecordingLaunch:
@@ -217,23 +180,8 @@ def two_devices(monkeypatch):
     return launch
 
 
-def _lower_in_threads(fns, platform="rocm"):
-    barrier = threading.Barrier(len(fns))
-    errors = []
-
-    def work(fn):
-        try:
-            barrier.wait()
-            lower_for(fn, X, X, platform=platform)
-        except Exception as err:  # reported below
-            errors.append(err)
-
-    threads = [threading.Thread(target=work, args=(fn,)) for fn in fns]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+def _lower_in_threads(fns):
+    run_at_once([lambda fn=fn: lower_for(fn, X, X, platform="rocm") for fn in fns])
 
 
 def test_prewarm_launches_a_new_path_delivered_kernel_once(two_devices):
@@ -287,19 +235,21 @@ def test_no_prewarm_for_embedded_delivery(two_devices, monkeypatch):
 
 
 def _prewarm_module(lowered, in_avals, out_avals):
-    """The StableHLO text of the prewarm's program for `lowered`, lowered for rocm."""
+    """The prewarm's own program for `lowered`, lowered for rocm on the CPU."""
     with jtr.target_arch(rocm="gfx942"):
         return jax.jit(_hip.prewarm_program(lowered, in_avals, out_avals)).trace().lower(
-            lowering_platforms=("rocm",)).as_text()
+            lowering_platforms=("rocm",))
 
 
 def test_prewarm_launch_reuses_the_encoded_call(two_devices):
-    lower_for(kernels.add, X, X, platform="rocm")
-    lowered, in_avals, out_avals = two_devices.calls[0]
-    assert lowered.calls[0].kernel.ptx.endswith(".hsaco")
-    # The launch is lowered by the same `emit` as the real call: same target, same opaque.
-    text = _prewarm_module(lowered, in_avals, out_avals)
-    assert lowered.custom_call_target in text
+    with captured_lowerings() as emitted:
+        lower_for(kernels.add, X, X, platform="rocm")
+    (real,) = emitted
+    assert [lowered for lowered, _, _ in two_devices.calls] == [real]
+    assert real.calls[0].kernel.ptx.endswith(".hsaco")
+    _, in_avals, out_avals = two_devices.calls[0]
+    launched = jtr.kernel_calls(_prewarm_module(real, in_avals, out_avals))
+    assert [(c.target, c.opaque) for c in launched] == [(real.custom_call_target, real.opaque)]
 
 
 def test_prewarm_of_an_in_place_kernel_keeps_its_alias_and_zero_fills_the_inputs(two_devices):
@@ -309,7 +259,7 @@ def test_prewarm_of_an_in_place_kernel_keeps_its_alias_and_zero_fills_the_inputs
 
     lower_for(inplace, X, X, platform="rocm")
     lowered, in_avals, out_avals = two_devices.calls[0]
-    text = _prewarm_module(lowered, in_avals, out_avals)
+    text = _prewarm_module(lowered, in_avals, out_avals).as_text()
     call_line = next(line for line in text.splitlines() if lowered.custom_call_target in line)
     # The kernel reads its output, which is input 0's buffer: that must be zeros, not garbage.
     assert "output_operand_aliases" in call_line and "operand_index = 0" in call_line, call_line

@@ -33,10 +33,14 @@ def test_opaque_round_trips_through_jaxlibs_own_parser():
 
 
 @needs_cuda_plugin
-def test_uses_the_typed_ffi_target_where_the_plugin_registers_it():
+def test_the_plugin_registers_the_typed_ffi_target():
+    assert "triton_kernel_call_ffi" in cuda_triton.registrations()
+
+
+def test_a_plain_call_takes_the_typed_ffi_target():
     call = _add_call()
-    assert call.target == _compat.plugin_features("cuda").custom_call_target
-    assert call.typed_ffi == (call.target == "triton_kernel_call_ffi")
+    assert call.target == "triton_kernel_call_ffi"
+    assert call.typed_ffi
 
 
 def test_decodes_to_the_intended_kernel_grid_and_parameters():
@@ -76,16 +80,6 @@ def test_carries_the_cubin_in_module_image_where_the_plugin_loads_it():
     else:
         assert not kernel.HasField("module_image")
         assert ".entry add_kernel" in kernel.ptx
-
-
-def test_legacy_target_when_the_plugin_has_no_ffi_target(monkeypatch):
-    import dataclasses
-
-    features = dataclasses.replace(_compat.assumed_features("cuda"), ffi_target=False)
-    monkeypatch.setattr(_compat, "plugin_features", lambda platform: features)
-    call = _add_call(block=128)
-    assert call.target == "triton_kernel_call" and not call.typed_ffi
-    assert call.message.kernel_call.kernel.kernel_name == "add_kernel"
 
 
 def test_another_arch_gives_another_binary():
@@ -175,7 +169,7 @@ def test_opaque_is_zlib_of_the_serialized_call():
 
 def test_export_with_the_custom_call_allowed():
     export = pytest.importorskip("jax.export")
-    target = (_compat.plugin_features("cuda") or _compat.assumed_features("cuda")).custom_call_target
+    target = "triton_kernel_call_ffi"
     with jtr.target_arch(cuda="sm_90"):
         exported = export.export(
             jax.jit(kernels.add), platforms=["cuda"],
@@ -190,21 +184,3 @@ def test_lowering_leaves_tritons_environment_alone():
     before = {k: v for k, v in os.environ.items() if k.startswith("TRITON")}
     _add_call(block=64)
     assert {k: v for k, v in os.environ.items() if k.startswith("TRITON")} == before
-
-
-def test_environment_variable_names_the_default_arch():
-    from tests.subprocess_utils import last_line, run_python
-
-    result = run_python("""
-        import jax, jax.numpy as jnp
-        import jax_triton_rocm as jtr
-        from tests import kernels
-        x = jax.ShapeDtypeStruct((1024,), jnp.float32)
-        jtr.register(platforms=("cuda", "rocm"))
-        for platform in ("cuda", "rocm"):
-            lowered = jax.jit(kernels.add).trace(x, x).lower(lowering_platforms=(platform,))
-            kernel = jtr.kernel_calls(lowered)[0].message.kernel_call.kernel
-            print(kernel.compute_capability, end=" ")
-        print()
-    """, env={"JAX_TRITON_ROCM_TARGET_ARCH": "cuda=sm_80,rocm=gfx950"})
-    assert last_line(result) == "80 95", result.stderr[-2000:]

@@ -3,11 +3,14 @@
 import importlib.metadata
 import logging
 
+import jax
+import jax.numpy as jnp
 import pytest
 from jax._src.interpreters import mlir
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _compat, _plugin
+from tests import kernels
 from tests.subprocess_utils import last_line, run_python
 
 
@@ -75,4 +78,6 @@ def test_register_rejects_an_unknown_platform():
 
 
 def test_lowering_rules_exist_for_cpu_with_a_clear_error():
-    assert jtr.triton_kernel_p in mlir._platform_specific_lowerings["cpu"]
+    x = jax.ShapeDtypeStruct((1024,), jnp.float32)
+    with pytest.raises(NotImplementedError, match=r"add_kernel\) runs on GPUs.*target_arch"):
+        jax.jit(kernels.add).trace(x, x).lower(lowering_platforms=("cpu",))

@@ -1,0 +1,74 @@
+"""Which architecture a lowering compiles for: `target_arch`, the environment, the devices."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import jax_triton_rocm as jtr
+from jax_triton_rocm import _compat, _target
+from tests import kernels
+from tests.subprocess_utils import last_line, run_python
+
+X = jax.ShapeDtypeStruct((1024,), jnp.float32)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(cuda="sm_9x"), "is not a CUDA architecture"),
+    (dict(rocm="mi300"), "is not an AMD GPU architecture"),
+    ({}, "needs cuda=... and/or rocm=..."),
+])
+def test_target_arch_rejects_bad_names(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        with jtr.target_arch(**kwargs):
+            pass
+
+
+def test_environment_variable_names_the_default_arch():
+    result = run_python("""
+        import jax, jax.numpy as jnp
+        import jax_triton_rocm as jtr
+        from tests import kernels
+        x = jax.ShapeDtypeStruct((1024,), jnp.float32)
+        jtr.register(platforms=("cuda", "rocm"))
+        for platform in ("cuda", "rocm"):
+            lowered = jax.jit(kernels.add).trace(x, x).lower(lowering_platforms=(platform,))
+            kernel = jtr.kernel_calls(lowered)[0].message.kernel_call.kernel
+            print(kernel.compute_capability, end=" ")
+        print()
+    """, env={"JAX_TRITON_ROCM_TARGET_ARCH": "cuda=sm_80,rocm=gfx950"})
+    assert last_line(result) == "80 95", result.stderr[-2000:]
+
+
+def test_arch_comes_from_the_devices_lowered_for():
+    class FakeDevice:
+        platform = "rocm"
+        compute_capability = "gfx950"
+
+    class Context:
+        class axis_context:
+            device_assignment = (FakeDevice(), FakeDevice())
+
+    target = _target.lowering_target("rocm", Context())
+    assert (target.arch, target.source) == ("gfx950", "the computation's devices")
+
+
+def test_devices_of_different_archs_are_refused():
+    devices = []
+    for arch in ("gfx942", "gfx90a"):
+        devices.append(type("D", (), {"platform": "rocm", "compute_capability": arch})())
+
+    class Context:
+        class axis_context:
+            device_assignment = tuple(devices)
+
+    with pytest.raises(ValueError, match=r"different architectures \(gfx90a, gfx942\)"):
+        _target.lowering_target("rocm", Context())
+
+
+def test_lowering_for_cuda_without_a_device_says_how_to_name_an_arch():
+    if _compat.plugin_features("cuda") is None:
+        pytest.skip("needs the CUDA plugin installed (without a GPU)")
+    if jax.devices()[0].platform == "gpu":
+        pytest.skip("a GPU is present")
+    with pytest.raises(RuntimeError, match=r"No cuda device.*target_arch\(cuda='sm_90'\)"):
+        jax.jit(kernels.add).trace(X, X).lower(lowering_platforms=("cuda",))
