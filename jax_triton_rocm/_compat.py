@@ -168,29 +168,53 @@ def _features_from_version(platform: str, plugin: str | None, version: str, sour
 def plugin_features(platform: str) -> PluginFeatures | None:
     """Detects what the installed plugin for `platform` loads; None when no plugin is installed.
 
-    From the plugin's `_triton` binary when it imports (the names its proto and its launcher
-    carry); from the plugin's release otherwise.
+    From the names the plugin's `_triton` binary carries (its proto and its launcher): the
+    imported module's file, or, where it cannot be imported (the ROCm plugin needs libamdhip64),
+    the file as the plugin's distribution lists it; from the plugin's release when neither exists.
     """
     module = plugin_triton_module(platform)
     if module is not None:
-        with open(module.__file__, "rb") as binary:
-            content = binary.read()
-        return PluginFeatures(
-            platform=platform,
-            plugin=module.__name__.split(".")[0],
-            module_image=_MODULE_IMAGE_MARKER in content,
-            global_scratch=_GLOBAL_SCRATCH_MARKER in content,
-            detected_from=f"{module.__name__} (inspected)",
-        )
+        return _features_from_binary(platform, module.__name__.split(".")[0], module.__file__,
+                                     f"{module.__name__} (inspected)")
     package = installed_plugin(platform)
     if package is None:
         return None
     distribution = package.replace("_", "-")
+    binary = _unimported_triton_binary(distribution, package)
+    if binary is not None:
+        return _features_from_binary(platform, package, binary,
+                                     f"{binary} (read; it does not import here)")
     try:
         version = importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         version = jaxlib_version()
     return _features_from_version(platform, package, version, f"{distribution} release")
+
+
+def _features_from_binary(platform: str, plugin: str, path: str, source: str) -> PluginFeatures:
+    with open(path, "rb") as binary:
+        content = binary.read()
+    return PluginFeatures(
+        platform=platform,
+        plugin=plugin,
+        module_image=_MODULE_IMAGE_MARKER in content,
+        global_scratch=_GLOBAL_SCRATCH_MARKER in content,
+        detected_from=source,
+    )
+
+
+def _unimported_triton_binary(distribution: str, package: str) -> str | None:
+    """The path of `package._triton`'s extension file, from the distribution's file list."""
+    try:
+        files = importlib.metadata.files(distribution) or ()
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if (file.parent.name == package and file.name.startswith("_triton.")
+                and file.suffix == ".so"):
+            path = str(file.locate())
+            return path if os.path.isfile(path) else None
+    return None
 
 
 def assumed_features(platform: str) -> PluginFeatures:

@@ -150,10 +150,24 @@ def named_arch(platform: str) -> Target | None:
 
 
 def _device_arch(platform: str, device: Any) -> str:
+    """The architecture a device reports in `compute_capability`.
+
+    XLA's GPU client sets it to "major.minor" on CUDA ("9.0") and to the gfx name without target
+    features on ROCm ("gfx942"; feature suffixes such as ":sramecc+:xnack-" are accepted too).
+    Devices described without a live GPU report a placeholder ("<unknown compute-capability>").
+    """
     capability = getattr(device, "compute_capability", None)
-    if capability is None:
-        raise ValueError(f"device {device} does not report its compute capability.")
-    return normalize_arch(platform, capability, what=f"{device}.compute_capability")
+    example = "cuda='sm_90'" if platform == "cuda" else "rocm='gfx942'"
+    try:
+        if capability is None:
+            raise ValueError(f"device {device} does not report compute_capability")
+        return normalize_arch(platform, capability, what=f"{device}.compute_capability")
+    except ValueError as err:
+        raise ValueError(
+            f"Device {device} reports compute_capability={capability!r}, which names no "
+            f"{platform} architecture, so the lowering cannot tell what to compile for. Name it: "
+            f"`with jax_triton_rocm.target_arch({example}):` or "
+            f"{ENV_TARGET_ARCH}='{example.replace(chr(39), '')}'.") from err
 
 
 def _context_devices(module_context: Any) -> list[Any]:

@@ -72,3 +72,45 @@ def test_lowering_for_cuda_without_a_device_says_how_to_name_an_arch():
         pytest.skip("a GPU is present")
     with pytest.raises(RuntimeError, match=r"No cuda device.*target_arch\(cuda='sm_90'\)"):
         jax.jit(kernels.add).trace(X, X).lower(lowering_platforms=("cuda",))
+
+
+class _Device:
+    def __init__(self, platform, compute_capability):
+        self.platform, self.compute_capability = platform, compute_capability
+
+    def __repr__(self):
+        return f"{self.platform}:0"
+
+
+def _arch_of_devices(platform, *capabilities):
+    class Context:
+        class axis_context:
+            device_assignment = tuple(_Device(platform, c) for c in capabilities)
+
+    return _target.lowering_target(platform, Context()).arch
+
+
+# What XLA's GPU client reports in `compute_capability`: "major.minor" on CUDA; on ROCm the gfx
+# name with its target features cut off (xla/pjrt/gpu/se_gpu_pjrt_client.cc, via
+# RocmComputeCapability::gfx_version()); the suffixed form is what jaxlib's `get_arch_details`
+# and abstract device kinds carry.
+@pytest.mark.parametrize("platform,reported,arch", [
+    ("cuda", "9.0", "sm_90"), ("cuda", "8.6", "sm_86"), ("cuda", "10.0", "sm_100"),
+    ("cuda", "12.0", "sm_120"),
+    ("rocm", "gfx942", "gfx942"), ("rocm", "gfx90a", "gfx90a"), ("rocm", "gfx950", "gfx950"),
+    ("rocm", "gfx1100", "gfx1100"), ("rocm", "gfx1201", "gfx1201"),
+    ("rocm", "gfx942:sramecc+:xnack-", "gfx942"), ("rocm", "gfx90a:sramecc+:xnack-", "gfx90a"),
+])
+def test_every_form_of_a_devices_compute_capability(platform, reported, arch):
+    assert _arch_of_devices(platform, reported) == arch
+
+
+@pytest.mark.parametrize("platform,reported", [
+    ("rocm", "<unknown compute-capability>"), ("rocm", "unknown"), ("rocm", None),
+    ("cuda", "<unknown compute-capability>"),
+])
+def test_a_device_without_a_known_arch_says_how_to_name_one(platform, reported):
+    example = "cuda='sm_90'" if platform == "cuda" else "rocm='gfx942'"
+    with pytest.raises(ValueError, match=(rf"reports compute_capability={reported!r}, which names "
+                                          rf"no {platform} architecture.*target_arch\({example}\)")):
+        _arch_of_devices(platform, reported)
