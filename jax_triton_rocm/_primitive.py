@@ -1,8 +1,8 @@
 """`triton_kernel_p`: the primitive a `triton_call` binds.
 
 Its operands are the call's arrays; everything else (the kernel, scalars, grid, options) is a
-static parameter. Lowering rules are registered per platform by `_plugin`; the CPU rule only
-raises a clear error, because Triton kernels run on GPUs.
+static parameter. The GPU lowering rules are registered per platform by `_plugin`; the CPU rule
+runs the kernel in Triton's interpreter, on the host (`_interpret`).
 """
 
 from __future__ import annotations
@@ -56,12 +56,9 @@ batching.primitive_batchers[triton_kernel_p] = _no_batching
 
 
 def _cpu_lowering(ctx, *args, **params):
-    del ctx, args
-    raise NotImplementedError(
-        f"triton_call (kernel {_kernel_label(params)}) runs on GPUs (platforms 'cuda' and "
-        f"'rocm'), and this computation is lowered for the CPU. Run it on a GPU device, or see "
-        f"what would be launched with `with jax_triton_rocm.target_arch(cuda='sm_90'):` and "
-        f"jax.jit(f).trace(...).lower(lowering_platforms=('cuda',)).")
+    from jax_triton_rocm import _interpret  # imports Triton: not at JAX's start-up
+
+    return _interpret.lower(ctx, *args, **params)
 
 
 mlir.register_lowering(triton_kernel_p, _cpu_lowering, platform="cpu")
