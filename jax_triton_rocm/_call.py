@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jax_triton_rocm import _compat, _configs, _gluon, _kernel, _plugin, _target, _types
+from jax_triton_rocm import _batching, _compat, _configs, _gluon, _kernel, _plugin, _target, _types
 from jax_triton_rocm._primitive import triton_kernel_p
 
 Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
@@ -122,6 +122,7 @@ def triton_call(
     zeroed_outputs: Sequence[int] | Callable[[dict[str, Any]], Sequence[int]] = (),
     debug: bool = False,
     serialized_metadata: bytes = b"",
+    batch_grid_axis: int | None = None,
     **metaparams: Any,
 ) -> Any:
     """Calls a Triton (or Gluon) kernel on JAX arrays; works eagerly and inside `jax.jit`.
@@ -151,6 +152,9 @@ def triton_call(
         metaparameters returning them.
       debug: compile with Triton's debug mode (device assertions) and print the IRs.
       serialized_metadata: bytes carried in the kernel call for the caller's own use.
+      batch_grid_axis: None (under `jax.vmap`, one call per example, in a loop), or the grid
+        axis (0-2) whose program id is the example index when the kernel batches itself, in
+        one launch; the protocol the kernel must follow is in `jax_triton_rocm._batching`.
       **metaparams: constexpr parameters by name, and the compile options `waves_per_eu`,
         `matrix_instr_nonkdim`, `kpack` (AMD) and `maxnreg` (NVIDIA) unless the kernel has a
         parameter of that name.
@@ -211,6 +215,7 @@ def triton_call(
                         f"{type(serialized_metadata).__name__}.")
     aliases = _check_aliases(input_output_aliases or {}, arrays, out_shapes)
     zeroed = _check_zeroed(zeroed_outputs, len(out_shapes))
+    batch_grid_axis = _batching.check_batch_grid_axis(batch_grid_axis)
 
     if unwrapped.autotuner is None and not unwrapped.heuristics:
         from triton.backends.compiler import BaseBackend
@@ -242,6 +247,7 @@ def triton_call(
         zeroed_outputs=zeroed,
         debug=debug,
         serialized_metadata=serialized_metadata,
+        batch_grid_axis=batch_grid_axis,
         metaparams=tuple(sorted(metaparams.items())),
         options=tuple(sorted(options.items())),
     )

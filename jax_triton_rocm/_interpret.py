@@ -217,7 +217,8 @@ def _interpreter_adapted() -> Iterator[None]:
     """While in force, Triton's interpreter runs an ordinary @triton.jit kernel correctly.
 
     - A call from the kernel to another @triton.jit function runs that function's interpreted
-      twin (outside `TRITON_INTERPRET=1` it is a `JITFunction`, which refuses to be called).
+      twin (outside `TRITON_INTERPRET=1` it is a `JITFunction`, which refuses to be called), and
+      leaves the language as it found it.
     - A scalar tensor converts to an int (`range(0, n)` with a runtime `n`): the interpreter keeps
       scalars as 1-element arrays and calls `int()` on them, which NumPy >= 2.5 refuses.
     - `tl.dot` of bfloat16 operands multiplies values, not the raw bits the interpreter stores
@@ -231,7 +232,14 @@ def _interpreter_adapted() -> Iterator[None]:
     create_dot = interpreter.InterpreterBuilder.create_dot
 
     def call_interpreted(self, *args, **kwargs):
-        return _interpreted(self)(*args, **kwargs)
+        # As InterpretedFunction.__call__, but the language patched for the callee's module is
+        # put back after the call: that method leaves it patched, which breaks later compiles.
+        twin = _interpreted(self)
+        scope = interpreter._patch_lang(twin.fn)
+        try:
+            return twin.rewrite()(*args, **kwargs)
+        finally:
+            scope.restore()
 
     def patch_tensor_with_index(tensor, scope):
         patch_tensor(tensor, scope)

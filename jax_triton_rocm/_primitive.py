@@ -18,6 +18,8 @@ from jax._src.core import Primitive
 
 from jax._src import dispatch
 
+from jax_triton_rocm import _batching
+
 triton_kernel_p = Primitive("triton_kernel")
 triton_kernel_p.multiple_results = True
 triton_kernel_p.def_impl(functools.partial(dispatch.apply_primitive, triton_kernel_p))
@@ -43,16 +45,9 @@ def _no_jvp(primals, tangents, **params):
         f"triton_call.")
 
 
-def _no_batching(args, dims, **params):
-    del args, dims
-    raise NotImplementedError(
-        f"jax.vmap of triton_call (kernel {_kernel_label(params)}) is not supported yet: the "
-        f"kernel's grid and pointers are not batched automatically. Batch inside the kernel "
-        f"(an extra grid axis) or use jax.custom_batching.custom_vmap to define the rule.")
-
-
 ad.primitive_jvps[triton_kernel_p] = _no_jvp
-batching.primitive_batchers[triton_kernel_p] = _no_batching
+batching.primitive_batchers[triton_kernel_p] = functools.partial(_batching.batch_rule,
+                                                                triton_kernel_p)
 
 
 def _cpu_lowering(ctx, *args, **params):

@@ -217,3 +217,13 @@ def test_cpu_lowering_is_a_host_callback_not_a_gpu_custom_call():
     text = jax.jit(kernels.add).trace(x, x).lower(lowering_platforms=("cpu",)).as_text()
     assert "callback" in text
     assert "triton_kernel_call" not in text
+
+
+def test_triton_still_compiles_after_a_kernel_that_calls_library_functions_ran():
+    from tests.lowering_utils import lower_one, spec
+
+    x = _rand(23, (4, 100))
+    np.testing.assert_allclose(jax.jit(kernels.softmax)(x), jax.nn.softmax(x, axis=-1),
+                               rtol=1e-5, atol=1e-6)  # tl.max and tl.sum are @triton.jit
+    call = lower_one(kernels.softmax, spec((4, 100), jnp.float32), platform="cuda")
+    assert call.message.kernel_call.kernel.kernel_name == "softmax_kernel"
