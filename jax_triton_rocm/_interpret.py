@@ -135,13 +135,6 @@ def check_interpretable(jit_fn: Any, name: str) -> None:
             f"Kernel {name} is a Gluon kernel, and this computation is lowered for the CPU, where "
             f"kernels run in Triton's interpreter, which runs only @triton.jit kernels. Run it on a "
             f"GPU (platforms 'cuda', 'rocm'), or write a @triton.jit version for the CPU.")
-    import triton.language as tl
-
-    if not any(value is tl or value is tl.core for value in jit_fn.fn.__globals__.values()):
-        raise NotImplementedError(
-            f"Kernel {name} cannot run in Triton's interpreter (on the CPU): its module does not "
-            f"bind `triton.language` to a global name, which the interpreter needs to patch it. "
-            f"Add `import triton.language as tl` to {jit_fn.fn.__module__}.")
 
 
 def resolve(ctx_avals_in: tuple, params: dict[str, Any]) -> InterpretedCall:

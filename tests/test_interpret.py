@@ -227,3 +227,58 @@ def test_triton_still_compiles_after_a_kernel_that_calls_library_functions_ran()
                                rtol=1e-5, atol=1e-6)  # tl.max and tl.sum are @triton.jit
     call = lower_one(kernels.softmax, spec((4, 100), jnp.float32), platform="cuda")
     assert call.message.kernel_call.kernel.kernel_name == "softmax_kernel"
+
+
+def test_cpu_demo_checks_the_kernels_in_the_interpreter(capsys):
+    from jax_triton_rocm import _cpu_demo
+
+    assert _cpu_demo.run_on_cpu(kernels.add, kernels.softmax) == 0
+    assert "matches jax.nn.softmax" in capsys.readouterr().out
+
+
+def test_cpu_demo_fails_when_a_kernel_is_wrong():
+    from jax_triton_rocm import _cpu_demo
+
+    with pytest.raises(AssertionError):
+        _cpu_demo.run_on_cpu(lambda x, y: kernels.add(x, x), kernels.softmax)
+
+
+_LOCAL_TL_MODULE = """
+def make_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def local_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) * 3)
+
+    return local_kernel
+"""
+
+
+def test_kernel_whose_module_binds_no_triton_language_runs(tmp_path, monkeypatch):
+    # As in `python -m jax_triton_rocm`, whose kernels see `tl` only as a local of a function.
+    (tmp_path / "local_tl_kernels.py").write_text(_LOCAL_TL_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import local_tl_kernels
+
+    kernel = local_tl_kernels.make_kernel()
+    x = _rand(24, (64,))
+    out = jax.jit(lambda x: jtr.triton_call(x, kernel=kernel, out_shape=x, grid=(1,),
+                                            BLOCK=64))(x)
+    np.testing.assert_allclose(out, 3 * x, rtol=1e-6)
+
+
+def test_example_multi_process_kernel_matches_jnp():
+    import importlib.util
+    import os
+
+    from tests.subprocess_utils import ROOT
+
+    path = os.path.join(ROOT, "examples", "multi_process.py")
+    module_spec = importlib.util.spec_from_file_location("multi_process_example", path)
+    example = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(example)
+    x, y = _rand(25, (5000,)), _rand(26, (5000,))
+    np.testing.assert_allclose(jax.jit(example.axpy)(x, y), example.ALPHA * x + y, rtol=1e-6)
