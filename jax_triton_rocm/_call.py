@@ -154,7 +154,7 @@ def triton_call(
       serialized_metadata: bytes carried in the kernel call for the caller's own use.
       batch_grid_axis: None (under `jax.vmap`, one call per example, in a loop), or the grid
         axis (0-2) whose program id is the example index when the kernel batches itself, in
-        one launch; the protocol the kernel must follow is in `jax_triton_rocm._batching`.
+        one launch; the protocol the kernel must follow is in the README (`jax.vmap`).
       **metaparams: constexpr parameters by name, and the compile options `waves_per_eu`,
         `matrix_instr_nonkdim`, `kpack` (AMD) and `maxnreg` (NVIDIA) unless the kernel has a
         parameter of that name.
