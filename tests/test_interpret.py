@@ -219,14 +219,21 @@ def test_cpu_lowering_is_a_host_callback_not_a_gpu_custom_call():
     assert "triton_kernel_call" not in text
 
 
-def test_triton_still_compiles_after_a_kernel_that_calls_library_functions_ran():
+def test_triton_still_compiles_after_a_kernel_that_calls_library_functions_ran(
+        tmp_path, monkeypatch):
     from tests.lowering_utils import lower_one, spec
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # compile, not a cache hit
 
     x = _rand(23, (4, 100))
     np.testing.assert_allclose(jax.jit(kernels.softmax)(x), jax.nn.softmax(x, axis=-1),
                                rtol=1e-5, atol=1e-6)  # tl.max and tl.sum are @triton.jit
-    call = lower_one(kernels.softmax, spec((4, 100), jnp.float32), platform="cuda")
-    assert call.message.kernel_call.kernel.kernel_name == "softmax_kernel"
+    from tests import batching_kernels
+
+    n = spec((1000,), jnp.float32)  # a kernel multiplying runtime values, compiled afresh
+    jtr.clear_caches()
+    call = lower_one(batching_kernels.batched_add, n, n, platform="cuda")
+    assert call.message.kernel_call.kernel.kernel_name == "batched_add_kernel"
 
 
 def test_cpu_demo_checks_the_kernels_in_the_interpreter(capsys):
@@ -282,3 +289,18 @@ def test_example_multi_process_kernel_matches_jnp():
     module_spec.loader.exec_module(example)
     x, y = _rand(25, (5000,)), _rand(26, (5000,))
     np.testing.assert_allclose(jax.jit(example.axpy)(x, y), example.ALPHA * x + y, rtol=1e-6)
+
+
+@triton.jit
+def _arange_kernel(out_ptr, size):
+    offsets = tl.arange(0, size)
+    tl.store(out_ptr + offsets, offsets)
+
+
+def test_parameter_given_by_keyword_is_a_constexpr_as_when_compiled():
+    with jax.default_device(CPU):
+        out = jax.jit(lambda: jtr.triton_call(
+            kernel=_arange_kernel, out_shape=jax.ShapeDtypeStruct((16,), jnp.int32), grid=(1,),
+            size=16))()
+    assert out.devices() == {CPU}
+    np.testing.assert_array_equal(out, np.arange(16))
