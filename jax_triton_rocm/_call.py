@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jax_triton_rocm import _compat, _configs, _kernel, _plugin, _target, _types
+from jax_triton_rocm import _batching, _compat, _configs, _kernel, _plugin, _target, _types
 from jax_triton_rocm._primitive import triton_kernel_p
 
 Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
@@ -182,6 +182,7 @@ def triton_call(
     zeroed_outputs: Sequence[int] | Callable[[dict[str, Any]], Sequence[int]] = (),
     debug: bool = False,
     serialized_metadata: bytes = b"",
+    batch_grid_axis: int | None = None,
     **metaparams: Any,
 ) -> Any:
     """Calls a Triton (or Gluon) kernel on JAX arrays; works eagerly and inside `jax.jit`.
@@ -211,6 +212,9 @@ def triton_call(
         metaparameters returning them.
       debug: compile with Triton's debug mode (device assertions) and print the IRs.
       serialized_metadata: bytes carried in the kernel call for the caller's own use.
+      batch_grid_axis: None (under `jax.vmap`, one call per example, in a loop), or the grid
+        axis (0-2) whose program id is the example index when the kernel batches itself, in
+        one launch; the protocol the kernel must follow is in the README (`jax.vmap`).
       **metaparams: constexpr parameters by name, and the compile options `waves_per_eu`,
         `matrix_instr_nonkdim`, `kpack` (AMD) and `maxnreg` (NVIDIA) unless the kernel has a
         parameter of that name.
@@ -231,12 +235,14 @@ def triton_call(
     _check_launch(grid, num_warps, num_stages, num_ctas, compute_capability, serialized_metadata)
     aliases = _check_aliases(input_output_aliases or {}, arrays, out_shapes)
     zeroed = _check_zeroed(zeroed_outputs, len(out_shapes))
+    batch_grid_axis = _batching.check_batch_grid_axis(batch_grid_axis)
     _check_kernel_arguments(unwrapped, positional, arrays, out_shapes, metaparams)
     outs = triton_kernel_p.bind(
         *arrays, kernel=kernel, positional=positional, out_shapes=tuple(out_shapes), grid=grid,
         name=name, num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
         compute_capability=compute_capability, enable_fp_fusion=enable_fp_fusion,
         input_output_aliases=aliases, zeroed_outputs=zeroed, debug=debug,
-        serialized_metadata=serialized_metadata, metaparams=tuple(sorted(metaparams.items())),
+        serialized_metadata=serialized_metadata, batch_grid_axis=batch_grid_axis,
+        metaparams=tuple(sorted(metaparams.items())),
         options=tuple(sorted(options.items())))
     return jax.tree_util.tree_unflatten(out_tree, outs)

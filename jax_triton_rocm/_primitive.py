@@ -1,8 +1,8 @@
 """`triton_kernel_p`: the primitive a `triton_call` binds.
 
 Its operands are the call's arrays; everything else (the kernel, scalars, grid, options) is a
-static parameter. Lowering rules are registered per platform by `_plugin`; the CPU rule only
-raises a clear error, because Triton kernels run on GPUs.
+static parameter. The GPU lowering rules are registered per platform by `_plugin`; the CPU rule
+runs the kernel in Triton's interpreter, on the host (`_interpret`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from jax.interpreters import ad, batching, mlir
 from jax._src.core import Primitive
 
 from jax._src import dispatch
+
+from jax_triton_rocm import _batching
 
 triton_kernel_p = Primitive("triton_kernel")
 triton_kernel_p.multiple_results = True
@@ -43,25 +45,15 @@ def _no_jvp(primals, tangents, **params):
         f"triton_call.")
 
 
-def _no_batching(args, dims, **params):
-    del args, dims
-    raise NotImplementedError(
-        f"jax.vmap of triton_call (kernel {_kernel_label(params)}) is not supported yet: the "
-        f"kernel's grid and pointers are not batched automatically. Batch inside the kernel "
-        f"(an extra grid axis) or use jax.custom_batching.custom_vmap to define the rule.")
-
-
 ad.primitive_jvps[triton_kernel_p] = _no_jvp
-batching.primitive_batchers[triton_kernel_p] = _no_batching
+batching.primitive_batchers[triton_kernel_p] = functools.partial(_batching.batch_rule,
+                                                                triton_kernel_p)
 
 
 def _cpu_lowering(ctx, *args, **params):
-    del ctx, args
-    raise NotImplementedError(
-        f"triton_call (kernel {_kernel_label(params)}) runs on GPUs (platforms 'cuda' and "
-        f"'rocm'), and this computation is lowered for the CPU. Run it on a GPU device, or see "
-        f"what would be launched with `with jax_triton_rocm.target_arch(cuda='sm_90'):` and "
-        f"jax.jit(f).trace(...).lower(lowering_platforms=('cuda',)).")
+    from jax_triton_rocm import _interpret  # imports Triton: not at JAX's start-up
+
+    return _interpret.lower(ctx, *args, **params)
 
 
 mlir.register_lowering(triton_kernel_p, _cpu_lowering, platform="cpu")

@@ -99,11 +99,6 @@ def test_grad_points_at_custom_vjp():
         jax.grad(lambda x: kernels.add(x, x).sum())(X)
 
 
-def test_vmap_is_not_supported_yet():
-    with pytest.raises(NotImplementedError, match=r"jax.vmap of triton_call.*not supported yet"):
-        jax.vmap(lambda x: kernels.add(x, x))(jnp.zeros((2, 1024)))
-
-
 def test_num_warps_must_be_a_power_of_two():
     with pytest.raises(ValueError, match=r"num_warps=3 must be a power of two"):
         _add(X, X, 1024, BLOCK=256, num_warps=3)

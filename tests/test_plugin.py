@@ -77,7 +77,7 @@ def test_register_rejects_an_unknown_platform():
         jtr.register(platforms=("tpu",))
 
 
-def test_lowering_rules_exist_for_cpu_with_a_clear_error():
+def test_lowering_rule_for_cpu_runs_the_kernel_through_a_host_callback():
     x = jax.ShapeDtypeStruct((1024,), jnp.float32)
-    with pytest.raises(NotImplementedError, match=r"add_kernel\) runs on GPUs.*target_arch"):
-        jax.jit(kernels.add).trace(x, x).lower(lowering_platforms=("cpu",))
+    text = jax.jit(kernels.add).trace(x, x).lower(lowering_platforms=("cpu",)).as_text()
+    assert "python_cpu_callback" in text

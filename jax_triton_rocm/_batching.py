@@ -1,0 +1,123 @@
+"""`jax.vmap` of a `triton_call`: the batching rule of `triton_kernel_p`.
+
+By default a batched call is a loop inside the computation: `lax.map` over the batch binds the
+primitive once per example, on that example's slices, with unbatched operands passed whole. It is
+correct for every kernel, and the loop compiles to one kernel launch in a while loop whatever the
+batch size.
+
+A kernel can instead handle the whole batch in one launch. Its author opts in with
+`triton_call(..., batch_grid_axis=k)` (k = 0, 1 or 2) and writes the kernel to this protocol:
+
+- The unbatched call's grid leaves axis k at size 1 (a shorter grid does: missing axes are 1).
+- Under `jax.vmap` with B examples (the product of all batch sizes under nested vmaps), every
+  array argument and every output has B leading examples, one after the other in memory: example
+  b of an array starts `b * E` elements after its pointer, E being the number of elements of one
+  example (the unbatched call's array size). Unbatched operands are broadcast (copied B times).
+- The grid's axis k has B programs; `tl.program_id(k)` is the example the program works on, and
+  the kernel offsets each pointer by `tl.program_id(k) * E` for that array.
+- Scalars and constexprs are the unbatched call's. A callable grid sees the unbatched shapes; a
+  `@triton.heuristics` or `early_config_prune` sees the batched ones.
+
+Unbatched, `tl.program_id(k)` is 0, so the same kernel serves both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+from jax import lax
+from jax.interpreters import batching
+
+
+def check_batch_grid_axis(value: Any) -> int | None:
+    """`batch_grid_axis` as given to `triton_call`: None, or a grid axis 0, 1 or 2.
+
+    Raises:
+      ValueError: any other value, naming it.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or value not in (0, 1, 2):
+        raise ValueError(
+            f"batch_grid_axis={value!r} must be None (jax.vmap loops over the batch) or the grid "
+            f"axis 0, 1 or 2 whose program id is the example index under jax.vmap.")
+    return int(value)
+
+
+def _unbatched_meta(meta: dict[str, Any], depth: int) -> dict[str, Any]:
+    """`meta` with the `depth` leading batch dimensions taken off every array's shape."""
+    return {name: jax.ShapeDtypeStruct(tuple(value.shape)[depth:], value.dtype)
+            if hasattr(value, "shape") and hasattr(value, "dtype") else value
+            for name, value in meta.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchedGrid:
+    """The grid of a call batched by its kernel: the unbatched grid with axis `axis` set to `size`.
+
+    Attributes:
+      unbatched: the call's own grid (a tuple, an int or a callable of the metaparameters).
+      axis: the kernel's `batch_grid_axis`.
+      size: the number of examples (the product over nested vmaps).
+      depth: how many vmaps batched the call (leading dimensions of every array).
+    """
+
+    unbatched: Any
+    axis: int
+    size: int
+    depth: int
+
+    def __call__(self, meta: dict[str, Any]) -> tuple[int, int, int]:
+        from jax_triton_rocm._configs import normalize_grid
+
+        spec = self.unbatched
+        grid = normalize_grid(spec(_unbatched_meta(meta, self.depth)) if callable(spec) else spec,
+                              what="grid(meta)" if callable(spec) else "grid")
+        if grid[self.axis] != 1:
+            raise ValueError(
+                f"batch_grid_axis={self.axis}, but the call's grid {grid} has "
+                f"{grid[self.axis]} programs on axis {self.axis}. Under jax.vmap that axis "
+                f"counts the examples: leave it at 1 in the grid, or name a free axis.")
+        return grid[:self.axis] + (self.size,) + grid[self.axis + 1:]
+
+
+def _loop(primitive: Any, args: list, dims: list, params: dict[str, Any]):
+    """One call per example, in a `lax.map` over the batched operands."""
+    mapped = [d is not None for d in dims]
+    batched = tuple(jax.numpy.moveaxis(a, d, 0) for a, d, m in zip(args, dims, mapped) if m)
+
+    def one_example(slices):
+        given = iter(slices)
+        operands = [next(given) if m else a for a, m in zip(args, mapped)]
+        return tuple(primitive.bind(*operands, **params))
+
+    outs = lax.map(one_example, batched)
+    return list(outs), [0] * len(outs)
+
+
+def _one_launch(primitive: Any, size: int, args: list, dims: list, params: dict[str, Any]):
+    """One launch for the whole batch, the kernel following the `batch_grid_axis` protocol."""
+    axis = params["batch_grid_axis"]
+    operands = [jax.numpy.broadcast_to(a, (size, *a.shape)) if d is None
+                else jax.numpy.moveaxis(a, d, 0) for a, d in zip(args, dims)]
+    grid = params["grid"]
+    if isinstance(grid, BatchedGrid):
+        grid = dataclasses.replace(grid, size=grid.size * size, depth=grid.depth + 1)
+    else:
+        grid = BatchedGrid(grid, axis, size, 1)
+        if not callable(grid.unbatched):
+            grid({})  # a static grid that uses the batch axis fails here, at the vmap
+    out_shapes = tuple(jax.ShapeDtypeStruct((size, *s.shape), s.dtype)
+                       for s in params["out_shapes"])
+    outs = primitive.bind(*operands, **{**params, "grid": grid, "out_shapes": out_shapes})
+    return list(outs), [0] * len(outs)
+
+
+def batch_rule(primitive: Any, args: list, dims: list, **params: Any):
+    """The batching rule of `triton_kernel_p` (`primitive`): a loop, or one batched launch."""
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    if params.get("batch_grid_axis") is None:
+        return _loop(primitive, args, dims, params)
+    return _one_launch(primitive, size, args, dims, params)
