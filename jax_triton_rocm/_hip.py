@@ -46,10 +46,16 @@ ENV_PREWARM = "JAX_TRITON_ROCM_PREWARM"
 DELIVERY_MODES = ("embedded", "path")
 JAXLIB_WARP = 64
 
-EMBEDDED_NOTE = (
-    "<HSACO embedded in TritonKernel.module_image by jax_triton_rocm; this jaxlib ROCm plugin "
-    "does not read module_image: upgrade jax to 0.11.1+ or set "
-    "JAX_TRITON_ROCM_HSACO_DELIVERY=path>")
+
+def embedded_note(hsaco: bytes) -> str:
+    """The `ptx` field beside an embedded HSACO: read only by a plugin that predates module_image.
+
+    It carries a digest of the HSACO because jaxlib's module cache is keyed on the kernel's name
+    and this field, not on the binary: two same-named kernels must not share an entry.
+    """
+    return (f"<HSACO sha256:{hashlib.sha256(hsaco).hexdigest()[:32]} in module_image; a ROCm "
+            f"plugin older than jax 0.11.1 cannot read it: upgrade jax or set {ENV_DELIVERY}=path>")
+
 
 _state.install_hip_fork_rules()
 
@@ -124,7 +130,7 @@ class HipLowering(VendorLowering):
     def binary_fields(self, compiled: CompiledKernel,
                       features: _compat.PluginFeatures) -> tuple[str, bytes | None]:
         if delivery_mode(features) == "embedded":
-            return EMBEDDED_NOTE, compiled.binary
+            return embedded_note(compiled.binary), compiled.binary
         return self.hsaco_path(compiled), None
 
     def capability(self, target: _target.Target) -> int:
