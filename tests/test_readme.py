@@ -121,3 +121,12 @@ def test_examples_use_only_the_public_api(name):
     with open(os.path.join(ROOT, "examples", name)) as source:
         private = re.findall(r"jax_triton_rocm(?:\.|\s+import\s+)_\w+", source.read())
     assert not private, f"examples/{name} uses private modules: {private}"
+
+
+def test_the_version_table_lists_the_ci_lanes():
+    with open(os.path.join(ROOT, ".ci", "run")) as ci:
+        lanes = set(re.findall(r'^\s+"([\w-]+)\|([\d.]+)\|([\d.]+)\|([\d.]+)"$', ci.read(), re.M))
+    with open(os.path.join(ROOT, "README.md")) as readme:
+        rows = set(re.findall(r"^\| ([\w-]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$",
+                              readme.read(), re.M))
+    assert lanes and rows == lanes
