@@ -116,7 +116,8 @@ def test_readme_block_runs_on_the_gpu(block, tmp_path):
     run_block(block, tmp_path)
 
 
-@pytest.mark.parametrize("name", sorted(os.listdir(os.path.join(ROOT, "examples"))))
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(os.path.join(ROOT, "examples"))
+                                         if n.endswith(".py")))
 def test_examples_use_only_the_public_api(name):
     with open(os.path.join(ROOT, "examples", name)) as source:
         private = re.findall(r"jax_triton_rocm(?:\.|\s+import\s+)_\w+", source.read())
