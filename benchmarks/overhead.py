@@ -2,6 +2,7 @@
 
 Run on a GPU machine: `python benchmarks/overhead.py`. Prints one table, figures and ratios side
 by side from one run (the machines are shared and noisy: compare within a run, not across).
+Without a CUDA or ROCm device it prints one line saying so and exits with status 1.
 
 1. Per-kernel time in one jitted chain of 200 small adds (1024 floats): the typed-FFI target
    (what the package emits), the legacy target (forced), and XLA's own add.
@@ -13,8 +14,10 @@ by side from one run (the machines are shared and noisy: compare within a run, n
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import statistics
+import sys
 import time
 
 import jax
@@ -130,8 +133,16 @@ def bandwidth_tb_s(add, n=1 << 28):
     return 3 * n * 4 / seconds / 1e12
 
 
-def main():
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     platform = _platform()
+    if platform not in ("cuda", "rocm"):
+        from jax_triton_rocm import _info
+
+        print(f"benchmarks/overhead.py: needs a CUDA or ROCm GPU, and JAX has none here: "
+              f"{_info.no_gpu_reason()}", file=sys.stderr)
+        return 1
     features = _compat.plugin_features(platform)
     print(f"device: {jax.devices()[0].device_kind}; jax {jax.__version__}; "
           f"Triton {triton.__version__}; plugin: {features}")
@@ -162,7 +173,8 @@ def main():
     print(f"{'measure':{width}s}  {'value':>9s}  {'ratio':>6s}")
     for name, value, ratio in rows:
         print(f"{name:{width}s}  {value:9.3f}  {ratio:6.2f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

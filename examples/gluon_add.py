@@ -54,45 +54,26 @@ def gluon_add(x: jax.Array, y: jax.Array, *, warp_size: int, num_warps: int = 4,
         num_warps=num_warps, BLOCK=block, WARP_SIZE=warp_size, NUM_WARPS=num_warps)
 
 
-def _custom_call_opaques(module) -> list[bytes]:
-    """The `opaque` of every Triton custom call in a lowered StableHLO module."""
-    from jax._src.lib.mlir import ir
-
-    found = []
-
-    def visit(operation) -> None:
-        for region in operation.regions:
-            for block in region.blocks:
-                for op in block.operations:
-                    attributes = op.operation.attributes
-                    if op.operation.name == "stablehlo.custom_call" and (
-                            "mhlo.backend_config" in attributes):
-                        config = ir.DictAttr(attributes["mhlo.backend_config"])
-                        found.append(ir.StringAttr(config["opaque"]).value_bytes)
-                    visit(op.operation)
-
-    visit(module.operation)
-    return found
-
-
 def describe_launch(platform: str, arch: str, n: int = 1 << 20) -> str:
-    """Lowers `gluon_add` for `arch` without a GPU and says what jaxlib would launch."""
-    from jax_triton_rocm import _proto  # the package's decoder of the kernel-call proto
+    """Lowers `gluon_add` for `arch` without a GPU and says what jaxlib would launch.
 
+    `jtr.kernel_calls` reads the Triton calls back from the lowered module; each call's
+    `summary()` gives the launch as plain values (kernel, grid, warps, parameters, binary).
+    """
     spec = jax.ShapeDtypeStruct((n,), jnp.float32)
     width = warp_size(platform, arch)
     with jtr.target_arch(**{platform: arch}):
         lowered = jax.jit(lambda x, y: gluon_add(x, y, warp_size=width)).trace(
             spec, spec).lower(lowering_platforms=(platform,))
-    (opaque,) = _custom_call_opaques(lowered.compiler_ir())
-    call = _proto.decode(opaque).kernel_call
-    kernel = call.kernel
-    binary = kernel.module_image.object_file
+    (call,) = jtr.kernel_calls(lowered)
+    summary = call.summary()
+    (launch,) = summary["launches"]
     kind = "HSACO" if platform == "rocm" else "CUBIN"
-    carried = f"{kind} of {len(binary)} bytes in the opaque" if binary else "binary by path/PTX"
-    return (f"{arch:7s} {kernel.kernel_name}: grid=({call.grid_0}, {call.grid_1}, {call.grid_2}), "
-            f"num_warps={kernel.num_warps} x warp {width}, {len(call.parameters)} parameters, "
-            f"{carried}")
+    size = launch["embedded_binary_bytes"]
+    carried = f"{kind} of {size} bytes in the call" if size else f"binary at {launch['ptx_field']}"
+    return (f"{arch:7s} {launch['kernel']}: grid={launch['grid']}, num_warps="
+            f"{launch['num_warps']} x warp {width}, parameters {launch['parameters']}, "
+            f"{carried} ({summary['target']})")
 
 
 def run_on_device(device: jax.Device) -> None:

@@ -1,17 +1,27 @@
 """`python -m jax_triton_rocm`: run a Triton kernel through the bridge, or show what would run.
 
 On a machine with a GPU (CUDA or ROCm) it runs a vector add and a fused softmax inside
-`jax.jit` and checks them against jax.numpy. Without one, it cross-compiles the same kernels for
-named architectures (default sm_90, gfx942, gfx950) and prints the launches jaxlib would get.
+`jax.jit` and checks them against jax.numpy. Without one, it says why no GPU could be used,
+cross-compiles the same kernels for named architectures (default sm_90, gfx942, gfx950) and
+prints the launches jaxlib would get.
 
-    python -m jax_triton_rocm [--arch sm_90 --arch gfx942 ...]
+    python -m jax_triton_rocm [demo] [--arch sm_90 --arch gfx942 ...] [--cross]
+    python -m jax_triton_rocm info [--json]     versions, plugins, devices, delivery, caches
+    python -m jax_triton_rocm --version
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from typing import NoReturn
+
+from jax_triton_rocm._version import __version__
+
+PROG = "python -m jax_triton_rocm"
+DEFAULT_ARCHS = ("sm_90", "gfx942", "gfx950")
 
 
 def _kernels():
@@ -81,7 +91,8 @@ def run_on_gpu(platform: str) -> int:
     return 0
 
 
-def show_cross_compiled(archs: list[str]) -> int:
+def show_cross_compiled(targets: list[tuple[str, str]]) -> int:
+    """Lowers the demo kernels for each (platform, canonical arch) and prints the launches."""
     import jax
     import jax.numpy as jnp
 
@@ -90,9 +101,8 @@ def show_cross_compiled(archs: list[str]) -> int:
     add, softmax = _functions()
     x = jax.ShapeDtypeStruct((1 << 20,), jnp.float32)
     m = jax.ShapeDtypeStruct((512, 1000), jnp.float32)
-    print("No GPU here: cross-compiling and showing what jaxlib would launch.")
-    for arch in archs:
-        platform = "rocm" if arch.startswith("gfx") else "cuda"
+    print("Cross-compiling and showing what jaxlib would launch.")
+    for platform, arch in targets:
         with jtr.target_arch(**{platform: arch}):
             for name, fn, args in (("vector add", add, (x, x)), ("softmax", softmax, (m,))):
                 start = time.perf_counter()
@@ -112,21 +122,86 @@ def show_cross_compiled(archs: list[str]) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jax_triton_rocm", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line on stderr (no usage block), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        _fail(f"{message} (see {PROG} --help)")
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _demo_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arch", action="append",
-                        help="architecture to cross-compile for (sm_90, gfx942, ...); repeatable")
+                        help="architecture to cross-compile for (sm_90, 9.0, gfx942, ...); "
+                             "repeatable; default: " + ", ".join(DEFAULT_ARCHS))
     parser.add_argument("--cross", action="store_true",
                         help="cross-compile even when a GPU is present")
-    args = parser.parse_args(argv)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"jax_triton_rocm {__version__}")
+    _demo_options(parser)
+    commands = parser.add_subparsers(dest="command", metavar="{demo,info}")
+    demo = commands.add_parser("demo", help="run (or cross-compile) two kernels; the default")
+    _demo_options(demo)
+    info = commands.add_parser("info", help="versions, plugins, devices, delivery, caches")
+    info.add_argument("--json", action="store_true", help="print the report as JSON")
+    return parser
+
+
+def _checked_targets(archs: list[str] | None) -> list[tuple[str, str]]:
+    """(platform, canonical arch) for each --arch, each one compiled once by Triton to check it.
+
+    Exits with one line on stderr for a name that is not an architecture, or one Triton cannot
+    compile for.
+    """
+    from jax_triton_rocm import _info
+
+    targets = []
+    for arch in archs or DEFAULT_ARCHS:
+        try:
+            platform, canonical = _info.canonical_arch(arch)
+        except ValueError as err:
+            _fail(str(err))
+        if archs:  # the defaults are known to compile
+            try:
+                problem = _info.arch_problem(platform, canonical)
+            except ImportError as err:
+                _fail(f"--arch {arch}: {err}")
+            if problem is not None:
+                _fail(f"--arch {arch}: the installed Triton cannot compile for {canonical}: "
+                      f"{problem}. Name an architecture its {platform} backend supports, e.g. "
+                      f"{'sm_90' if platform == 'cuda' else 'gfx942'}.")
+        targets.append((platform, canonical))
+    return targets
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "info":
+        from jax_triton_rocm import _info
+
+        report = _info.collect()
+        print(json.dumps(report, indent=2) if args.json else _info.format_report(report))
+        return 0
+    targets = _checked_targets(args.arch)
     import jax
 
     platform = jax.devices()[0].platform
     platform = {"gpu": "cuda"}.get(platform, platform)
     if platform in ("cuda", "rocm") and not args.cross:
         return run_on_gpu(platform)
-    return show_cross_compiled(args.arch or ["sm_90", "gfx942", "gfx950"])
+    if platform not in ("cuda", "rocm"):
+        from jax_triton_rocm import _info
+
+        print(f"No GPU here: {_info.no_gpu_reason()}")
+    return show_cross_compiled(targets)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ sources of the Triton functions it calls (`JITFunction.cache_key`), the Triton v
 target (backend, arch, warp size), Triton or Gluon, the signature and specialisation, the
 constexprs and every compile option. An edited kernel never gets the old binary; two kernels
 with the same name never collide. `triton.compile` keeps using Triton's own on-disk cache
-(`TRITON_CACHE_DIR` is never touched), so a second process gets the binary in milliseconds.
+(`TRITON_CACHE_DIR` is never changed; where it is empty, `_triton_cache` supplies Triton's
+default location), so a second process gets the binary in milliseconds.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import dataclasses
 import hashlib
 from typing import Any
 
-from jax_triton_rocm import _compat, _gluon, _state
+from jax_triton_rocm import _compat, _gluon, _state, _triton_cache
 from jax_triton_rocm._kernel import BoundKernel
 
 
@@ -127,7 +128,8 @@ def run_triton(job: CompileJob) -> CompiledKernel:
         source = ASTSource(job.jit_fn, bound.signature, constexprs=bound.constexprs,
                            attrs=bound.attrs)
     _serialize_front_end(source)
-    compiled = triton.compile(source, target=job.triton_target, options=dict(job.options))
+    with _triton_cache.usable_cache_dir(triton):
+        compiled = triton.compile(source, target=job.triton_target, options=dict(job.options))
     metadata = compiled.metadata
     meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
     meta.pop("target", None)

@@ -164,7 +164,9 @@ class VendorLowering:
             f"Lowering triton_call for platform '{self.platform}' needs JAX's "
             f"{self.platform.upper()} plugin, which is not installed: "
             f"{_compat.PLUGIN_INSTALL_HINT[self.platform]}. To only cross-compile (no GPU here), "
-            f"name the architecture with jax_triton_rocm.target_arch({self.platform}=...).")
+            f"name the architecture: `with jax_triton_rocm.target_arch({self.platform}="
+            f"'{_target.EXAMPLE_ARCH[self.platform]}'):` around the lowering, or "
+            f"{_target.ENV_TARGET_ARCH}='{self.platform}={_target.EXAMPLE_ARCH[self.platform]}'.")
 
     def lower_call(self, ctx: Any, operands: tuple, params: dict[str, Any]) -> LoweredCall:
         """Compiles and encodes one `triton_kernel_p` equation (no MLIR is emitted here)."""

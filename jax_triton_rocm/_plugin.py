@@ -1,12 +1,19 @@
 """Activation: the `jax_plugins` entry point and `register()`.
 
 JAX imports this module when its backends start and calls `initialize()`. That must be cheap and
-must never raise into JAX's start-up: it looks at which jaxlib GPU plugins are installed and
-registers the lowering rules of `triton_kernel_p` for their platforms, without importing Triton
-(the vendor module is imported at the first lowering, or by `register()`).
+must never raise into JAX's start-up: it registers the lowering rules of `triton_kernel_p` for
+both GPU platforms, without importing Triton (the vendor module is imported at the first
+lowering, or by `register()`).
+
+The rules are registered for "cuda" and "rocm" whether or not their jaxlib plugin is installed.
+A rule for a platform that has no backend here is inert until something lowers for that platform,
+and then it is what makes cross-compilation under `JAX_TRITON_ROCM_TARGET_ARCH` work, or, with
+no architecture named, raises the package's error saying how to name one (instead of JAX's
+generic "MLIR translation rule ... not found").
 
 `register()` does the same explicitly (notebooks, tests, cross-compilation) and also imports the
-vendor modules, so a Triton whose backend is broken fails there with a clear ImportError.
+vendor modules of the platforms in use, so a Triton whose backend is broken fails there with a
+clear ImportError.
 """
 
 from __future__ import annotations
@@ -54,13 +61,33 @@ def registered_platforms() -> tuple[str, ...]:
     return tuple(sorted(_registered))
 
 
+def platforms_in_use() -> tuple[str, ...]:
+    """The GPU platforms whose jaxlib plugin is installed or whose architecture is named.
+
+    Named means by `target_arch(...)` on this thread or by `JAX_TRITON_ROCM_TARGET_ARCH`.
+
+    Raises:
+      ValueError: `JAX_TRITON_ROCM_TARGET_ARCH` is malformed (names the value and the form).
+    """
+    from jax_triton_rocm import _target
+
+    installed = set(_compat.installed_gpu_platforms())
+    named = {p for p in _compat.GPU_PLATFORMS if _target.named_arch(p) is not None}
+    return tuple(p for p in _compat.GPU_PLATFORMS if p in installed | named)
+
+
 def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -> tuple[str, ...]:
     """Registers the lowering rules of `triton_kernel_p`; safe to call any number of times.
 
+    Rules are registered for both GPU platforms ("cuda", "rocm") whatever `platforms` says: a
+    rule is harmless for a platform that nothing lowers for, and with it a lowering for a
+    platform without a plugin or device gets the package's own error (or, with an architecture
+    named, cross-compiles).
+
     Args:
-      platforms: "cuda" and/or "rocm"; by default those whose jaxlib plugin is installed.
-        Naming a platform without its plugin is allowed: it is how cross-compilation for it
-        (under `target_arch`) is set up.
+      platforms: the platforms whose Triton backend `explicit` imports: "cuda" and/or "rocm";
+        by default those whose jaxlib plugin is installed or whose architecture is named
+        (`platforms_in_use()`).
       explicit: import the vendor modules now, so a broken Triton fails here (True), or defer
         that to the first lowering (False, what JAX's `initialize()` does).
 
@@ -68,17 +95,17 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
       All platforms registered so far, sorted.
 
     Raises:
-      ValueError: an unknown platform name.
-      ImportError: Triton, or its backend for a named platform, is missing or broken.
+      ValueError: an unknown platform name, or a malformed `JAX_TRITON_ROCM_TARGET_ARCH`.
+      ImportError: Triton, or its backend for a platform in use, is missing or broken.
     """
-    chosen = _compat.installed_gpu_platforms() if platforms is None else tuple(platforms)
-    for platform in chosen:
+    chosen = None if platforms is None else tuple(platforms)
+    for platform in chosen or ():
         if platform not in _VENDOR_MODULES:
-            raise ValueError(f"platforms={tuple(chosen)!r}: {platform!r} is not a GPU platform "
+            raise ValueError(f"platforms={chosen!r}: {platform!r} is not a GPU platform "
                              f"this package lowers for; use 'cuda' and/or 'rocm'.")
-    _register_rules(chosen)
+    _register_rules(_compat.GPU_PLATFORMS)
     if explicit:
-        for platform in chosen:
+        for platform in platforms_in_use() if chosen is None else chosen:
             _vendor(platform)
     return registered_platforms()
 
@@ -87,7 +114,7 @@ _installed_registered = False
 
 
 def ensure_registered() -> None:
-    """`register()` for the installed plugins, once per process (`triton_call` calls this)."""
+    """`register()` for the platforms in use, once per process (`triton_call` calls this)."""
     global _installed_registered
     if not _installed_registered:
         register()
@@ -95,17 +122,15 @@ def ensure_registered() -> None:
 
 
 def initialize() -> None:
-    """JAX's plugin hook: registers rules for installed GPU plugins; never raises, never slow."""
+    """JAX's plugin hook: registers rules for both GPU platforms; never raises, never slow."""
     try:
         if not sys.platform.startswith("linux"):
             logger.debug("jax_triton_rocm: %s is not Linux; no GPU lowering registered.",
                          sys.platform)
             return
-        platforms = _compat.installed_gpu_platforms()
-        if not platforms:
-            logger.debug("jax_triton_rocm: no jaxlib GPU plugin installed; nothing registered.")
-            return
-        register(platforms, explicit=False)
-        logger.debug("jax_triton_rocm: lowering rules registered for %s.", ", ".join(platforms))
+        registered = register(explicit=False)
+        logger.debug("jax_triton_rocm: lowering rules registered for %s (jaxlib GPU plugins "
+                     "installed: %s).", ", ".join(registered),
+                     ", ".join(_compat.installed_gpu_platforms()) or "none")
     except Exception as err:  # JAX's start-up must go on whatever happens here
         logger.warning("jax_triton_rocm: plugin initialization failed: %s", err, exc_info=True)

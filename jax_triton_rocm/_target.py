@@ -21,6 +21,8 @@ from typing import Any
 from jax._src import config
 
 ENV_TARGET_ARCH = "JAX_TRITON_ROCM_TARGET_ARCH"
+# What error messages suggest when an architecture must be named.
+EXAMPLE_ARCH = {"cuda": "sm_90", "rocm": "gfx942"}
 
 # Holds a tuple of (platform, arch) pairs under `target_arch`, else the environment's string.
 # JAX includes it in its trace and jit cache keys, so a computation traced under one
@@ -206,7 +208,7 @@ def lowering_target(platform: str, module_context: Any) -> Target:
             f"The {platform} devices of this computation have different architectures "
             f"({', '.join(sorted(archs))}); one Triton binary cannot serve them all. Lower for "
             f"one kind of device at a time (jax.jit(..., device=...) or a mesh of like devices).")
-    example = "cuda='sm_90'" if platform == "cuda" else "rocm='gfx942'"
+    example = f"{platform}='{EXAMPLE_ARCH[platform]}'"
     raise RuntimeError(
         f"No {platform} device to take the GPU architecture from. To lower for {platform} "
         f"without one, name the architecture: `with jax_triton_rocm.target_arch({example}):` "

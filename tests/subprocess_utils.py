@@ -47,3 +47,22 @@ def last_line(result) -> str:
     lines = result.stdout.strip().splitlines()
     assert lines, f"no output; stderr:\n{result.stderr[-3000:]}"
     return lines[-1]
+
+
+# A prelude for `run_python` that makes the process behave as if no jaxlib GPU plugin were
+# installed (the dev and CI venvs have jax-cuda13-plugin): Python's path finder stops finding the
+# plugins' packages, so `importlib.util.find_spec` returns None for them, jaxlib imports no
+# GPU `_triton` module and JAX's plugin discovery finds no CUDA backend.
+WITHOUT_GPU_PLUGINS = """
+import importlib.machinery as _machinery
+_HIDDEN = ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_rocm10_plugin", "jax_rocm7_plugin",
+           "jax_rocm60_plugin", "jax_plugins.xla_cuda", "jax_plugins.xla_rocm")
+_find_spec = _machinery.PathFinder.find_spec
+
+def _find_unless_hidden(cls, fullname, path=None, target=None):
+    if fullname.startswith(_HIDDEN):
+        return None
+    return _find_spec(fullname, path, target)
+
+_machinery.PathFinder.find_spec = classmethod(_find_unless_hidden)
+"""

@@ -57,6 +57,16 @@ def test_embedded_delivery_carries_the_hsaco_in_the_opaque(arch):
     assert not os.path.exists(kernel.ptx)
 
 
+@needs_embedded
+def test_same_named_kernels_with_different_hsaco_get_different_ptx_fields():
+    # jaxlib's module cache is keyed on the name and the ptx field, not on the binary.
+    small, large = (_kernel_of(lower_one(lambda x, y, b=block: kernels.add(x, y, block=b), X, X,
+                                         platform="rocm")) for block in (256, 1024))
+    assert small.kernel_name == large.kernel_name
+    assert small.module_image.object_file != large.module_image.object_file
+    assert small.ptx != large.ptx
+
+
 def test_decodes_to_the_intended_kernel_grid_and_parameters():
     call = lower_one(lambda x, y: kernels.add(x, y, block=1024), X, X, platform="rocm")
     kernel_call = call.message.kernel_call

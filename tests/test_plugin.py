@@ -19,7 +19,7 @@ def test_entry_point_is_advertised_in_the_jax_plugins_group():
     assert "jax_triton_rocm._plugin" in values
 
 
-def test_jax_discovery_registers_the_cuda_rule_without_importing_triton():
+def test_jax_discovery_registers_both_gpu_rules_without_importing_triton():
     result = run_python("""
         import sys, jax
         jax.devices()  # starts the backends, which runs plugin discovery
@@ -27,11 +27,10 @@ def test_jax_discovery_registers_the_cuda_rule_without_importing_triton():
         import jax_triton_rocm as jtr
         print(jtr.registered_platforms(), heavy)
     """)
-    expected = ("cuda",) if _compat.installed_plugin("cuda") else ()
-    assert last_line(result) == f"{expected} []", result.stderr[-2000:]
+    assert last_line(result) == "('cuda', 'rocm') []", result.stderr[-2000:]
 
 
-def test_initialize_registers_nothing_without_a_gpu_plugin_and_logs_at_debug():
+def test_initialize_without_a_gpu_plugin_registers_both_rules_and_says_so_at_debug():
     result = run_python("""
         import logging, io
         stream = io.StringIO()
@@ -43,9 +42,9 @@ def test_initialize_registers_nothing_without_a_gpu_plugin_and_logs_at_debug():
         _compat.PLUGIN_PACKAGES.update(cuda=("no_such_plugin_a",), rocm=("no_such_plugin_b",))
         _plugin.initialize()
         records = stream.getvalue()
-        print(_plugin.registered_platforms(), "no jaxlib GPU plugin" in records)
+        print(_plugin.registered_platforms(), "jaxlib GPU plugins installed: none" in records)
     """)
-    assert last_line(result) == "() True", result.stderr[-2000:]
+    assert last_line(result) == "('cuda', 'rocm') True", result.stderr[-2000:]
 
 
 def test_initialize_never_raises_into_jax_startup(monkeypatch, caplog):

@@ -1,0 +1,372 @@
+"""What `python -m jax_triton_rocm info` reports: versions, plugins, devices, delivery, caches.
+
+Every probe here catches its own failure and reports it as text, so one broken piece (a Triton
+that does not import, a plugin without its CUDA libraries) never hides the rest of the report.
+Also: why no GPU can be used (`no_gpu_reason`), and whether Triton can compile for a named
+architecture (`arch_problem`), for the demo.
+"""
+
+from __future__ import annotations
+
+
+import contextlib
+import importlib.metadata
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+from jax_triton_rocm import _compat, _target
+from jax_triton_rocm._version import __version__
+
+# The package's environment variables, as the README's table documents them.
+PACKAGE_ENV_VARS = (
+    "JAX_TRITON_ROCM_TARGET_ARCH",
+    "JAX_TRITON_ROCM_HSACO_DELIVERY",
+    "JAX_TRITON_ROCM_PREWARM",
+    "JAX_TRITON_ROCM_AUTOTUNE_TARGET",
+    "JAX_TRITON_ROCM_COMPILE_THREADS",
+)
+# Triton's variables that change what the package's compiles do or where they go.
+TRITON_ENV_VARS = ("TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_KERNEL_DUMP", "TRITON_DUMP_DIR",
+                   "TRITON_DEFAULT_FP_FUSION")
+# JAX's, which decide which backends start.
+JAX_ENV_VARS = ("JAX_PLATFORMS",)
+
+_PLUGIN_DISTRIBUTION = re.compile(r"jax[-_](cuda|rocm)\d+[-_](plugin|pjrt)")
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"
+
+
+def plugin_distributions() -> dict[str, str]:
+    """The installed jaxlib GPU plugin distributions (plugin and PJRT), name -> version."""
+    found = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"] or ""
+        if _PLUGIN_DISTRIBUTION.fullmatch(name.lower()):
+            found[name.lower().replace("_", "-")] = dist.version
+    return dict(sorted(found.items()))
+
+
+def triton_report() -> dict[str, Any]:
+    """Triton's version, backends, Gluon, and where its compiles are cached."""
+    try:
+        info = _compat.triton_info()
+    except ImportError as err:
+        return {"error": str(err)}
+    from jax_triton_rocm import _triton_cache
+
+    cache_knobs = info.module.knobs.cache
+    cache_dir = cache_knobs.dir
+    if _triton_cache.needs_default_dir(cache_knobs):
+        cache_note = (f"TRITON_CACHE_DIR={os.environ.get('TRITON_CACHE_DIR')!r} leaves Triton "
+                      f"none; the package's compiles use {_triton_cache.default_dir(cache_knobs)}")
+    else:
+        cache_note = ""
+    return {
+        "version": info.version,
+        "backends": list(info.backends),
+        "cache_dir": cache_dir,
+        "cache_note": cache_note,
+    }
+
+
+def devices_report() -> dict[str, Any]:
+    """Per JAX platform: its devices and their architectures, or why there are none."""
+    import jax
+
+    report: dict[str, Any] = {}
+    for platform in ("cpu", *_compat.GPU_PLATFORMS):
+        try:
+            devices = jax.devices(platform)
+        except RuntimeError as err:
+            report[platform] = {"devices": [], "error": _first_line(err)}
+            continue
+        report[platform] = {"devices": [
+            {"id": d.id, "kind": d.device_kind,
+             "arch": (_safe_arch(platform, d) if platform != "cpu" else None)}
+            for d in devices]}
+    return report
+
+
+def _safe_arch(platform: str, device: Any) -> str | None:
+    try:
+        return _target.normalize_arch(platform, device.compute_capability)
+    except (AttributeError, ValueError):
+        return None
+
+
+def _delivery(platform: str, features: _compat.PluginFeatures) -> str:
+    if platform == "cuda":
+        return ("CUBIN in module_image (a digest of it in the ptx field)" if features.module_image
+                else "PTX, assembled by jaxlib's ptxas at load")
+    try:
+        from jax_triton_rocm import _hip
+
+        mode = _hip.delivery_mode(features)
+    except (ImportError, ValueError) as err:
+        return f"unknown ({_first_line(err)})"
+    return {"embedded": "embedded: HSACO in module_image",
+            "path": "path: HSACO file, its path in the ptx field"}[mode]
+
+
+def platform_report(platform: str) -> dict[str, Any]:
+    """What a lowering for `platform` emits here: target, delivery, module_image, named arch."""
+    features = _compat.plugin_features(platform)
+    assumed = features is None
+    if assumed:
+        features = _compat.assumed_features(platform)
+    try:
+        autotuned = _compat.autotuned_call_target(features)
+    except ValueError as err:
+        autotuned = f"unknown ({_first_line(err)})"
+    try:
+        named = _target.named_arch(platform)
+        named_text = f"{named.arch} (from {named.source})" if named else None
+    except ValueError as err:
+        named_text = f"invalid ({_first_line(err)})"
+    return {
+        "plugin": features.plugin,
+        "features_from": features.detected_from,
+        "custom_call_target": _compat.FFI_TARGET,
+        "autotuned_call_target": autotuned,
+        "binary_delivery": _delivery(platform, features),
+        "module_image_read": features.module_image,
+        "global_scratch": features.global_scratch,
+        "named_arch": named_text,
+        "install_hint": _compat.PLUGIN_INSTALL_HINT[platform] if assumed else None,
+    }
+
+
+def collect() -> dict[str, Any]:
+    """The whole report, as plain JSON-able values."""
+    import jax
+    import jaxlib
+
+    from jax_triton_rocm import _plugin
+
+    devices = devices_report()  # starts JAX's backends, which runs the package's initialize()
+    return {
+        "jax_triton_rocm": __version__,
+        "python": sys.version.split()[0],
+        "os": sys.platform,
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "jaxlib_gpu_plugins": plugin_distributions(),
+        "triton": triton_report(),
+        "registered_platforms": list(_plugin.registered_platforms()),
+        "devices": devices,
+        "no_gpu_reason": (None if any(devices[p]["devices"] for p in _compat.GPU_PLATFORMS)
+                          else no_gpu_reason()),
+        "platforms": {p: platform_report(p) for p in _compat.GPU_PLATFORMS},
+        "environment": environment_report(),
+    }
+
+
+def environment_report() -> dict[str, dict[str, str | None]]:
+    """The package's, Triton's and JAX's variables with their values (None: unset).
+
+    A `JAX_TRITON_ROCM_*` variable the package does not know is listed too: it is most likely
+    a typo.
+    """
+    unknown = sorted(name for name in os.environ
+                     if name.startswith("JAX_TRITON_ROCM_") and name not in PACKAGE_ENV_VARS)
+    return {
+        "package": {name: os.environ.get(name) for name in PACKAGE_ENV_VARS},
+        "unknown_package_variables": {name: os.environ[name] for name in unknown},
+        "triton": {name: os.environ.get(name) for name in TRITON_ENV_VARS},
+        "jax": {name: os.environ.get(name) for name in JAX_ENV_VARS},
+    }
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """`collect()`'s report as text for a terminal."""
+    lines = [f"jax_triton_rocm {report['jax_triton_rocm']}",
+             f"Python {report['python']} on {report['os']}",
+             f"jax {report['jax']}, jaxlib {report['jaxlib']}"]
+    plugins = report["jaxlib_gpu_plugins"]
+    lines.append("jaxlib GPU plugins: " + (
+        ", ".join(f"{name} {version}" for name, version in plugins.items()) or "none installed"))
+    triton = report["triton"]
+    if "error" in triton:
+        lines.append(f"Triton: {triton['error']}")
+    else:
+        lines.append(f"Triton {triton['version']}, backends: {', '.join(triton['backends'])}")
+        lines.append(f"Triton cache dir: {triton['cache_dir']!r}"
+                     + (f" ({triton['cache_note']})" if triton["cache_note"] else ""))
+    lines.append("Lowering rules registered for: "
+                 + (", ".join(report["registered_platforms"]) or "none"))
+    lines.append("Devices:")
+    for platform, entry in report["devices"].items():
+        if entry["devices"]:
+            described = ", ".join(f"{d['id']}: {d['kind']}" + (f" ({d['arch']})" if d["arch"]
+                                                              else "")
+                                  for d in entry["devices"])
+            lines.append(f"  {platform}: {described}")
+        else:
+            lines.append(f"  {platform}: none ({entry['error']})")
+    if report["no_gpu_reason"]:
+        lines.append(f"  no GPU: {report['no_gpu_reason']}")
+    for platform, entry in report["platforms"].items():
+        lines.append(f"Lowering for {platform}:")
+        lines.append(f"  jaxlib plugin: {entry['plugin'] or 'not installed'}"
+                     f" (features: {entry['features_from']})")
+        if entry["install_hint"]:
+            lines.append(f"  to run on this GPU: {entry['install_hint']}")
+        lines.append(f"  custom-call target: {entry['custom_call_target']}"
+                     f" (autotuned calls: {entry['autotuned_call_target']})")
+        lines.append(f"  binary delivery: {entry['binary_delivery']}")
+        lines.append(f"  module_image read: {'yes' if entry['module_image_read'] else 'no'}")
+        lines.append(f"  named architecture: {entry['named_arch'] or 'none'}")
+    lines.append("Environment:")
+    environment = report["environment"]
+    for group in ("package", "triton", "jax"):
+        for name, value in environment[group].items():
+            lines.append(f"  {name}={value!r}" if value is not None else f"  {name} unset")
+    for name, value in environment["unknown_package_variables"].items():
+        lines.append(f"  {name}={value!r} (not a variable of this package: a typo?)")
+    return "\n".join(lines)
+
+
+def no_gpu_reason() -> str:
+    """Why JAX has no CUDA or ROCm device here, and what to install or check."""
+    import jax
+    from jax._src import xla_bridge
+
+    restricted = os.environ.get("JAX_PLATFORMS", "")
+    installed = {p: _compat.installed_plugin(p) for p in _compat.GPU_PLATFORMS}
+    if not any(installed.values()):
+        return ("No jaxlib GPU plugin is installed, so JAX runs on the CPU only. To run kernels, "
+                f"install JAX for your GPU first: {_compat.PLUGIN_INSTALL_HINT['cuda']} on "
+                f"NVIDIA, {_compat.PLUGIN_INSTALL_HINT['rocm']} on AMD.")
+    reasons = []
+    for platform, plugin in installed.items():
+        if plugin is None:
+            continue
+        if restricted and platform not in restricted and "gpu" not in restricted:
+            reasons.append(f"{plugin} is installed, but JAX_PLATFORMS={restricted!r} leaves "
+                           f"{platform} out.")
+            continue
+        try:
+            jax.devices(platform)
+            continue
+        except RuntimeError:
+            pass
+        error = xla_bridge._backend_errors.get(platform)
+        detail = f" ({error})" if error else (
+            " (JAX's plugin start-up failed or found no device: see JAX's messages above; a "
+            "plugin installed without its CUDA/ROCm libraries, no driver, or no GPU)")
+        tool = "nvidia-smi" if platform == "cuda" else "rocm-smi"
+        reasons.append(f"{plugin} is installed, but JAX started no {platform} device{detail}. "
+                       f"Check the GPU and its driver ({tool}), and that JAX was installed with "
+                       f"its libraries: {_compat.PLUGIN_INSTALL_HINT[platform]}.")
+    return " ".join(reasons) or "JAX reports no CUDA or ROCm device."
+
+
+def arch_platform(arch: str) -> str:
+    """The platform an architecture name belongs to: "rocm" for gfx names, else "cuda"."""
+    return "rocm" if str(arch).strip().lower().startswith("gfx") else "cuda"
+
+
+def canonical_arch(arch: str) -> tuple[str, str]:
+    """(platform, canonical name) for a name given on the command line ("9.0" -> sm_90).
+
+    Raises:
+      ValueError: neither a CUDA nor an AMD architecture; says which forms are accepted.
+    """
+    platform = arch_platform(arch)
+    try:
+        return platform, _target.normalize_arch(platform, arch, what="--arch")
+    except ValueError as err:
+        if platform == "rocm":
+            raise
+        raise ValueError(
+            f"--arch {arch!r} is neither a CUDA architecture (sm_90, 9.0, 90) nor an AMD one "
+            f"(gfx90a, gfx942, gfx950, gfx1100).") from err
+
+
+@contextlib.contextmanager
+def _output_captured() -> Iterator[list[str]]:
+    """Collects what is written to file descriptors 1 and 2 into a list, off the terminal.
+
+    Triton's C++ diagnostics go to descriptor 2 and its ptxas reproducer is printed to stdout.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    captured: list[str] = []
+    with tempfile.TemporaryFile() as sink:
+        for fd in saved:
+            os.dup2(sink.fileno(), fd)
+        try:
+            yield captured
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, original in saved.items():
+                os.dup2(original, fd)
+                os.close(original)
+            sink.seek(0)
+            captured.append(sink.read().decode(errors="replace"))
+
+
+def _diagnostic(text: str) -> str | None:
+    """The compiler's own error in `text`: after "fatal" (ptxas), else "error: " (MLIR, LLVM).
+
+    ptxas's line comes first because Triton wraps it in an "error: " line of its own.
+    """
+    for marker in ("fatal", "error: "):
+        for line in text.splitlines():
+            if marker in line:
+                return line.split(marker, 1)[1].lstrip(" :")
+    return None
+
+
+def arch_problem(platform: str, arch: str) -> str | None:
+    """Why Triton cannot compile for `arch`, in one line, or None when it can.
+
+    Triton has no list of the architectures its backends accept, so this compiles a one-line
+    kernel for `arch` (about a second, then served from Triton's cache) with Triton's C++
+    diagnostics kept off the terminal, and reports the first error line.
+    """
+    from jax_triton_rocm import _triton_cache
+
+    triton = _compat.triton_info().module
+    _compat.import_triton_backend(platform)
+    from triton.backends.compiler import GPUTarget
+
+    if platform == "cuda":
+        target = GPUTarget("cuda", _target.Target("cuda", arch, "--arch").cuda_capability, 32)
+    else:
+        target = GPUTarget("hip", arch, 64 if int(arch[3:-2]) < 10 else 32)
+    from triton.compiler import ASTSource
+
+    source = ASTSource(_probe_kernel(), {"out_ptr": "*fp32"}, constexprs={}, attrs={})
+    with _output_captured() as output:
+        try:
+            with _triton_cache.usable_cache_dir(triton):
+                triton.compile(source, target=target, options={})
+        except Exception as err:
+            error = err
+        else:
+            error = None
+    if error is None:
+        return None
+    return (_diagnostic(str(error)) or _diagnostic("".join(output))
+            or _first_line(error))
+
+
+def _probe_kernel() -> Any:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def probe_kernel(out_ptr):
+        tl.store(out_ptr, 1.0)
+
+    return probe_kernel

@@ -1,0 +1,141 @@
+"""`python -m jax_triton_rocm`: --version, info, and one clear line for a bad argument."""
+
+import json
+import os
+import re
+
+import jax
+import pytest
+
+import jax_triton_rocm as jtr
+from jax_triton_rocm import _compat, _info
+from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, run_python
+
+RUN_MAIN = """
+import sys
+from jax_triton_rocm.__main__ import main
+try:
+    status = main({argv!r})
+except SystemExit as exit:
+    status = exit.code
+sys.stdout.flush()
+sys.exit(status)
+"""
+
+
+def run_cli(*argv, env=None, without_plugins=False):
+    code = (WITHOUT_GPU_PLUGINS if without_plugins else "") + RUN_MAIN.format(argv=list(argv))
+    return run_python(code, env=env)
+
+
+def test_version_prints_the_package_version():
+    result = run_cli("--version")
+    assert (result.returncode, result.stdout.strip()) == (0, f"jax_triton_rocm {jtr.__version__}")
+
+
+@pytest.fixture(scope="module")
+def info_json():
+    result = run_cli("info", "--json", env={"JAX_TRITON_ROCM_PREWARM": "0",
+                                            "JAX_TRITON_ROCM_TARGET_ARCHS": "cuda=sm_90",
+                                            "TRITON_CACHE_DIR": "/tmp/jtr-info-cache"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def test_info_json_reports_the_installed_versions(info_json):
+    import triton
+
+    assert (info_json["jax_triton_rocm"], info_json["jax"], info_json["triton"]["version"]) == (
+        jtr.__version__, jax.__version__, triton.__version__)
+    assert set(info_json["triton"]["backends"]) >= {"nvidia", "amd"}
+    if _compat.installed_plugin("cuda") == "jax_cuda13_plugin":
+        assert "jax-cuda13-plugin" in info_json["jaxlib_gpu_plugins"]
+
+
+def test_info_json_reports_platforms_devices_and_delivery(info_json):
+    assert info_json["registered_platforms"] == ["cuda", "rocm"]
+    assert info_json["devices"]["cpu"]["devices"]
+    for platform in ("cuda", "rocm"):
+        features = _compat.plugin_features(platform) or _compat.assumed_features(platform)
+        entry = info_json["platforms"][platform]
+        assert entry["custom_call_target"] == _compat.FFI_TARGET
+        assert entry["module_image_read"] == features.module_image
+    expected = "embedded" if info_json["platforms"]["rocm"]["module_image_read"] else "path"
+    assert info_json["platforms"]["rocm"]["binary_delivery"].startswith(expected)
+
+
+def test_info_json_reports_the_environment_and_flags_unknown_package_variables(info_json):
+    environment = info_json["environment"]
+    assert environment["package"]["JAX_TRITON_ROCM_PREWARM"] == "0"
+    assert environment["package"]["JAX_TRITON_ROCM_HSACO_DELIVERY"] is None
+    assert environment["unknown_package_variables"] == {"JAX_TRITON_ROCM_TARGET_ARCHS": "cuda=sm_90"}
+    assert info_json["triton"]["cache_dir"] == "/tmp/jtr-info-cache"
+
+
+def test_info_text_names_each_section():
+    result = run_cli("info", env={"JAX_TRITON_ROCM_TARGET_ARCH": "rocm=gfx950"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    for expected in ("Triton cache dir:", "Lowering rules registered for: cuda, rocm",
+                     "Lowering for rocm:", "module_image read:", "binary delivery:",
+                     "named architecture: gfx950 (from JAX_TRITON_ROCM_TARGET_ARCH)",
+                     "JAX_TRITON_ROCM_TARGET_ARCH='rocm=gfx950'"):
+        assert expected in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("arch,message", [
+    ("gfx9999", "the installed Triton cannot compile for gfx9999: unsupported target"),
+    ("sm_999", "the installed Triton cannot compile for sm_999"),
+    ("foo", "--arch 'foo' is neither a CUDA architecture"),
+])
+def test_a_bad_arch_is_one_line_on_stderr_and_exit_status_2(arch, message):
+    result = run_cli("--arch", arch)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr[-3000:]
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_an_unknown_option_is_one_line_on_stderr():
+    result = run_cli("--bogus")
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("python -m jax_triton_rocm: error: unrecognized arguments: "
+                                     "--bogus (see python -m jax_triton_rocm --help)")
+
+
+def test_a_dotted_cuda_arch_is_printed_canonically():
+    result = run_cli("--arch", "9.0", "--cross")
+    assert result.returncode == 0, result.stderr[-3000:]
+    launches = [line for line in result.stdout.splitlines() if "->" in line]
+    assert len(launches) == 2 and all(line.split()[0] == "sm_90" for line in launches), launches
+
+
+def test_the_demo_without_plugins_says_none_is_installed_and_what_to_install():
+    result = run_cli(without_plugins=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert ("No GPU here: No jaxlib GPU plugin is installed, so JAX runs on the CPU only. To run "
+            "kernels, install JAX for your GPU first: pip install -U 'jax[cuda13]'") in result.stdout
+
+
+@pytest.mark.skipif(not _compat.installed_plugin("cuda"), reason="needs a CUDA plugin installed")
+def test_the_demo_with_a_plugin_but_no_device_says_so():
+    if _compat.installed_plugin("cuda") and jax.devices()[0].platform == "gpu":
+        pytest.skip("a CUDA device is present: the demo runs on it")
+    result = run_cli()
+    assert result.returncode == 0, result.stderr[-3000:]
+    plugin = _compat.installed_plugin("cuda")
+    assert f"No GPU here: {plugin} is installed, but JAX started no cuda device" in result.stdout
+
+
+def test_info_lists_exactly_the_variables_the_package_reads():
+    named = set()
+    package = os.path.join(ROOT, "jax_triton_rocm")
+    for name in os.listdir(package):
+        if name.endswith(".py"):
+            with open(os.path.join(package, name)) as source:
+                named |= set(re.findall(r"JAX_TRITON_ROCM_[A-Z_]*[A-Z]", source.read()))
+    assert named == set(_info.PACKAGE_ENV_VARS)
+
+
+def test_the_readme_table_documents_every_package_variable():
+    with open(os.path.join(ROOT, "README.md")) as readme:
+        table = {m for m in re.findall(r"^\| `(JAX_TRITON_ROCM_\w+)` \|", readme.read(), re.M)}
+    assert table == set(_info.PACKAGE_ENV_VARS)
