@@ -102,6 +102,17 @@ KERNELS = KernelCache(LOCKS)
 
 os.register_at_fork(after_in_child=LOCKS.reset_after_fork)
 
+def triton_language_lock() -> threading.Lock:
+    """The lock held while Triton's Python front end, or its interpreter, runs in this process.
+
+    The front end (Python AST to Triton IR) is not safe across threads (CPython 3.11's `ast.parse`
+    is not), and the interpreter patches `triton.language` for the whole process while a kernel
+    runs: a front end running meanwhile would build IR from the patched language. Compiles still
+    overlap in the backend passes and ptxas, where their time goes.
+    """
+    return LOCKS.lock_for("triton-language")
+
+
 # Caches kept by modules loaded on demand (the HIP prewarm's), emptied by `clear_caches`.
 _CLEAR_HOOKS: list[Callable[[], None]] = []
 
