@@ -22,7 +22,7 @@ import numpy as np
 from jax.interpreters import mlir
 
 from jax_triton_rocm import (_compat, _compile, _configs, _kernel, _limits, _parallel, _primitive,
-                             _proto, _target)
+                             _proto, _target, _xla_native)
 from jax_triton_rocm._configs import normalize_grid
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -266,6 +266,10 @@ class VendorLowering:
 
     def lower(self, ctx: Any, *operands: Any, **params: Any):
         """The MLIR lowering rule registered for this vendor's platform."""
+        if _xla_native.requested(params.get("xla_native")):
+            results = _xla_native.lower(self, ctx, operands, params)
+            if results is not None:
+                return results
         lowered = self.lower_call(ctx, operands, params)
         self.after_encode(lowered, ctx, operands)
         return emit(ctx, operands, lowered)
