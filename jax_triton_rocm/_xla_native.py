@@ -245,9 +245,8 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | st
     try:
         module = parse_ttir(compiled.ttir)
     except Exception as err:  # MLIRError has no public base class to name across jaxlibs
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         reason = (f"this jaxlib's Triton dialect cannot parse the IR that Triton "
-                  f"{_triton_version()} wrote ({first})")
+                  f"{_triton_version()} wrote ({_parse_error(err)})")
         if IR_CHECKS.put(key, reason):
             warnings.warn(
                 f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
@@ -262,6 +261,14 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | st
         value = buffer.getvalue()
     IR_CHECKS.put(key, value)
     return IR_CHECKS.get(key)  # type: ignore[return-value]
+
+
+def _parse_error(err: Exception) -> str:
+    """The lines of a parse error that say what was wrong (MLIR's start with a header and end
+    with notes)."""
+    lines = [line.strip() for line in str(err).strip().splitlines()]
+    wanted = [line for line in lines if line and not line.startswith("note:")][:2]
+    return " ".join(wanted)[:300] or type(err).__name__
 
 
 def _pointer_problem(module: Any, name: str, n_pointers: int) -> str | None:
