@@ -208,8 +208,12 @@ def test_zeroed_outputs_take_jaxlibs_route_with_a_log(caplog):
     _lowers_through_jaxlib(total, X, reason="zeroed_outputs", caplog=caplog)
 
 
-def test_compile_option_takes_jaxlibs_route_with_a_log(caplog):
-    _lowers_through_jaxlib(lambda a, b: native_add(a, b, maxnreg=64), X, X, reason="maxnreg",
+@pytest.mark.parametrize("setting,reason", [
+    ({"maxnreg": 64}, "maxnreg"), ({"debug": True}, "debug=True"),
+    ({"enable_fp_fusion": False}, "enable_fp_fusion=False"), ({"num_ctas": 2}, "num_ctas=2"),
+    ({"serialized_metadata": b"mine"}, "serialized_metadata")])
+def test_launch_setting_xla_cannot_pass_takes_jaxlibs_route_with_a_log(setting, reason, caplog):
+    _lowers_through_jaxlib(lambda a, b: native_add(a, b, **setting), X, X, reason=reason,
                            caplog=caplog)
 
 
