@@ -183,6 +183,7 @@ def triton_call(
     debug: bool = False,
     serialized_metadata: bytes = b"",
     batch_grid_axis: int | None = None,
+    xla_native: bool | None = None,
     **metaparams: Any,
 ) -> Any:
     """Calls a Triton (or Gluon) kernel on JAX arrays; works eagerly and inside `jax.jit`.
@@ -215,6 +216,9 @@ def triton_call(
       batch_grid_axis: None (under `jax.vmap`, one call per example, in a loop), or the grid
         axis (0-2) whose program id is the example index when the kernel batches itself, in
         one launch; the protocol the kernel must follow is in the README (`jax.vmap`).
+      xla_native: launch through XLA's own Triton custom call when the kernel fits it (README:
+        "XLA's Triton custom call"); None follows JAX_TRITON_ROCM_XLA_NATIVE (default off). A
+        kernel that does not fit takes jaxlib's call, with a debug log saying why.
       **metaparams: constexpr parameters by name, and the compile options `waves_per_eu`,
         `matrix_instr_nonkdim`, `kpack` (AMD) and `maxnreg` (NVIDIA) unless the kernel has a
         parameter of that name.
@@ -236,6 +240,9 @@ def triton_call(
     aliases = _check_aliases(input_output_aliases or {}, arrays, out_shapes)
     zeroed = _check_zeroed(zeroed_outputs, len(out_shapes))
     batch_grid_axis = _batching.check_batch_grid_axis(batch_grid_axis)
+    if xla_native is not None and not isinstance(xla_native, (bool, np.bool_)):
+        raise TypeError(f"xla_native={xla_native!r} must be True, False or None (None follows "
+                        f"JAX_TRITON_ROCM_XLA_NATIVE).")
     _check_kernel_arguments(unwrapped, positional, arrays, out_shapes, metaparams)
     outs = triton_kernel_p.bind(
         *arrays, kernel=kernel, positional=positional, out_shapes=tuple(out_shapes), grid=grid,
@@ -243,6 +250,7 @@ def triton_call(
         compute_capability=compute_capability, enable_fp_fusion=enable_fp_fusion,
         input_output_aliases=aliases, zeroed_outputs=zeroed, debug=debug,
         serialized_metadata=serialized_metadata, batch_grid_axis=batch_grid_axis,
+        xla_native=None if xla_native is None else bool(xla_native),
         metaparams=tuple(sorted(metaparams.items())),
         options=tuple(sorted(options.items())))
     return jax.tree_util.tree_unflatten(out_tree, outs)

@@ -18,7 +18,6 @@ from jax_triton_rocm import _compat, _target, _vendors
 from jax_triton_rocm._backend import Backend
 from jax_triton_rocm._compile import CompiledKernel
 from jax_triton_rocm._limits import LaunchLimits
-from jax_triton_rocm._lowering import Lowering
 
 _triton_nvidia = _compat.import_triton_backend("cuda")
 
@@ -81,4 +80,3 @@ class CudaBackend(Backend):
 
 
 BACKEND = CudaBackend()
-LOWERING = Lowering(BACKEND)

@@ -30,7 +30,7 @@ from jax_triton_rocm import _compat, _hip_files, _hip_prewarm, _target, _vendors
 from jax_triton_rocm._backend import Backend
 from jax_triton_rocm._compile import CompiledKernel
 from jax_triton_rocm._limits import LaunchLimits
-from jax_triton_rocm._lowering import Lowering, LoweredCall
+from jax_triton_rocm._lowering import LoweredCall
 
 _triton_amd = _compat.import_triton_backend("rocm")
 
@@ -122,4 +122,3 @@ class HipBackend(Backend):
 
 
 BACKEND = HipBackend()
-LOWERING = Lowering(BACKEND)

@@ -28,6 +28,7 @@ PACKAGE_ENV_VARS = (
     "JAX_TRITON_ROCM_PREWARM",
     "JAX_TRITON_ROCM_AUTOTUNE_TARGET",
     "JAX_TRITON_ROCM_COMPILE_THREADS",
+    "JAX_TRITON_ROCM_XLA_NATIVE",
 )
 # Triton's variables that change what the package's compiles do or where they go.
 TRITON_ENV_VARS = ("TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_KERNEL_DUMP", "TRITON_DUMP_DIR",

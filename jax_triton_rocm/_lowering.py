@@ -8,7 +8,8 @@ limits (`_limits`) -> per configuration, the arguments laid onto the kernel's pa
 (`kernel_call`) -> the call encoded (`_proto`) -> a custom call in the module (`emit`).
 
 The platform's backend (`_backend.Backend`) answers the vendor questions on the way; this module
-never asks which vendor it talks to.
+never asks which vendor it talks to. `_routes` chooses between this route (jaxlib's Triton call)
+and XLA's own (`_xla_native`).
 """
 
 from __future__ import annotations
@@ -39,19 +40,6 @@ class LoweredCall:
     kernels: tuple[_compile.CompiledKernel, ...]
     calls: tuple[_proto.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class Lowering:
-    """The lowering rule of one platform: this module's driver with the platform's backend."""
-
-    backend: Backend
-
-    def lower(self, ctx: Any, *operands: Any, **params: Any) -> list:
-        """The MLIR lowering rule of `triton_kernel_p` for the backend's platform."""
-        lowered = lower_call(self.backend, ctx, params)
-        self.backend.after_encode(lowered, ctx)
-        return emit(ctx, operands, lowered)
 
 
 def resolve_target(backend: Backend, ctx: Any,

@@ -18,6 +18,7 @@ clear ImportError.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import sys
@@ -34,9 +35,13 @@ logger = logging.getLogger("jax_triton_rocm")
 _registered: set[str] = set()
 
 
+@functools.cache
 def _vendor(platform: str) -> Any:
-    """The vendor lowering for `platform` (imports Triton and its backend on first use)."""
-    return importlib.import_module(_vendors.vendor(platform).backend_module).LOWERING
+    """The lowering rule's object for `platform` (imports Triton and its backend on first use)."""
+    from jax_triton_rocm import _routes
+
+    backend = importlib.import_module(_vendors.vendor(platform).backend_module).BACKEND
+    return _routes.Lowering(backend)
 
 
 def _rule_for(platform: str):

@@ -11,6 +11,7 @@ Field numbers were read back from what jaxlib's own `to_proto` writes; the tests
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import zlib
 from collections.abc import Sequence
@@ -261,8 +262,14 @@ def encode_autotuned_call(
     return message.SerializeToString(deterministic=True)
 
 
+@functools.lru_cache(maxsize=64)
 def compress(serialized: bytes) -> bytes:
-    """The opaque jaxlib expects: zlib at its default level (the same bytes in every process)."""
+    """The opaque jaxlib expects: zlib at its default level (the same bytes in every process).
+
+    Memoised on the serialized call: lowering a cached kernel again (JAX re-lowers after its
+    caches are cleared, and per jit of a new function) gives the same bytes, and compressing a
+    call that carries its binary costs more than the rest of the lowering.
+    """
     return zlib.compress(serialized)
 
 

@@ -36,3 +36,11 @@ def test_overhead_without_a_gpu_says_so_in_one_line_and_exits_1():
     lines = [line for line in result.stderr.splitlines() if line.startswith("benchmarks/")]
     assert len(lines) == 1 and "needs a CUDA or ROCm GPU" in lines[0], result.stderr[-3000:]
     assert result.stderr.strip().splitlines()[-1] == lines[0]
+
+
+def test_overhead_relower_mode_runs_without_a_gpu():
+    result = run_benchmark("overhead.py", "relower")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("re-lower, ms:")]
+    assert len(rows) == 3, result.stdout
+    assert "XLA Triton call" in rows[2] and "goal: 1.25" in result.stdout

@@ -1,0 +1,325 @@
+"""XLA's own route for Triton kernels: the custom call `__gpu$xla.gpu.triton`.
+
+XLA takes Triton IR in the call's backend config, compiles it with its own Triton and launches it
+as one of its own kernels, at the cost of XLA's kernels (jaxlib's Triton custom call costs about
+twice that per launch). Facts from XLA's source (`xla/service/gpu/triton_call.cc`, and
+`EmitTritonCustomCall` in XLA's GPU thunk emitter), the same on CUDA and ROCm:
+
+- The backend config is a dictionary with `name` (the `tt.func` to launch), `ir` (MLIR text or
+  bytecode), `num_warps`, `num_stages`, `grid_x`, `grid_y`, `grid_z`, all required; `debug` is
+  written by Pallas and not read. There is no `num_ctas` (always 1), no shared-memory size, no
+  zeroing of outputs, no compile options.
+- The kernel receives one pointer per operand, then one per result, and nothing else: every
+  scalar must be baked into the IR. Aliased operand/result pairs share a buffer; the kernel still
+  receives both pointers.
+- The block has `num_warps * threads_per_warp` threads, the warp width being the device's: 32 on
+  NVIDIA, 64 on CDNA (gfx9), 32 on RDNA (gfx10-12). Triton compiled the IR for the same width, so
+  `num_warps` passes unchanged (jaxlib's route assumes 64 on every AMD GPU and must rescale).
+
+A call takes the route when asked (`triton_call(..., xla_native=True)`, or
+`JAX_TRITON_ROCM_XLA_NATIVE=1` for calls that do not say) and when it fits: a plain Triton kernel
+(not autotuned, not Gluon) whose parameters are all pointers once the call's scalars are compiled
+in as constants, launched without the options XLA cannot pass, and whose IR this jaxlib's Triton
+dialect parses. A call that does not fit takes jaxlib's route, with a debug log saying why (a
+warning, once per kernel, when the IR does not parse: that is a version mismatch to report).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+# `custom_call` with a dictionary backend config is not public; Pallas uses the same helper, and
+# it has the same signature in every supported jax (0.10.2-0.12).
+from jax._src.interpreters import mlir
+
+from jax_triton_rocm import _compile, _configs, _kernel, _lowering, _state
+
+logger = logging.getLogger("jax_triton_rocm")
+
+ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
+CUSTOM_CALL_TARGET = "__gpu$xla.gpu.triton"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+
+
+def env_default() -> bool:
+    """Whether `JAX_TRITON_ROCM_XLA_NATIVE` asks for the route (read at each lowering).
+
+    Raises:
+      ValueError: a value that is neither on nor off, naming it.
+    """
+    value = os.environ.get(ENV_XLA_NATIVE, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(
+        f"{ENV_XLA_NATIVE}={os.environ[ENV_XLA_NATIVE]!r} is not on or off; set it to 1 (XLA's "
+        f"Triton custom call for kernels that fit it) or 0 (jaxlib's), or unset it.")
+
+
+def requested(xla_native: bool | None) -> bool:
+    """Whether a call asks for the route: its own `xla_native`, else the environment's."""
+    return env_default() if xla_native is None else bool(xla_native)
+
+
+@dataclasses.dataclass(frozen=True)
+class NativeCall:
+    """What the custom call's backend config carries (see the module docstring)."""
+
+    name: str
+    ir: bytes
+    num_warps: int
+    num_stages: int
+    grid: tuple[int, int, int]
+
+
+def why_not(unwrapped: _kernel.Unwrapped, params: dict[str, Any]) -> str | None:
+    """Why a call cannot take the route, judged before any compile; None if it may."""
+    if unwrapped.autotuner is not None:
+        return "the kernel is autotuned (XLA's call launches one compiled configuration)"
+    if unwrapped.jit_fn.is_gluon():
+        return "it is a Gluon kernel (XLA compiles Triton IR only)"
+    zeroed = params["zeroed_outputs"]
+    if callable(zeroed) or zeroed:
+        return "zeroed_outputs is set (XLA's call does not zero outputs before the launch)"
+    if params["num_ctas"] != 1:
+        return f"num_ctas={params['num_ctas']} (XLA's call launches one CTA per cluster)"
+    options = dict(params["options"])
+    if options:
+        return (f"compile option(s) {', '.join(sorted(options))} (XLA compiles the IR with its "
+                f"own options)")
+    if not params["enable_fp_fusion"]:
+        return "enable_fp_fusion=False (XLA compiles the IR with its own options)"
+    if params["debug"]:
+        return "debug=True (XLA compiles without Triton's debug mode)"
+    if params["serialized_metadata"]:
+        return "serialized_metadata is set (XLA's call has no place for it)"
+    return None
+
+
+def lower(backend: Any, ctx: Any, operands: Sequence[Any], params: dict[str, Any]):
+    """Emits the call through XLA's Triton custom call; None (and a log) if it does not fit.
+
+    `backend` is the platform's `_backend.Backend`: it answers the target, Triton's target and
+    compile options, and the launch limits, exactly as for jaxlib's route.
+    """
+    unwrapped = _kernel.unwrap(params["kernel"])
+    name = _kernel.kernel_name(unwrapped.jit_fn)
+    reason = why_not(unwrapped, params)
+    call = _plan(backend, ctx, params, unwrapped) if reason is None else None
+    if isinstance(call, str):
+        reason, call = call, None
+    if call is None:
+        logger.debug("jax_triton_rocm: kernel %s takes jaxlib's Triton call, not XLA's: %s",
+                     name, reason)
+        return None
+    return emit(ctx, operands, call, params["input_output_aliases"])
+
+
+def _plan(backend: Any, ctx: Any, params: dict[str, Any],
+          unwrapped: _kernel.Unwrapped) -> NativeCall | str:
+    """Compiles the call with its scalars as constants; the call, or why it does not fit."""
+    # The same target, and the same error where none can be known, as jaxlib's route.
+    target, _ = _lowering.resolve_target(backend, ctx, params)
+    in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+    [config] = _configs.resolve(
+        unwrapped, metaparams=dict(params["metaparams"]), options=dict(params["options"]),
+        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        num_ctas=params["num_ctas"], positional=params["positional"], in_avals=in_avals,
+        out_avals=out_avals)
+    bound = scalars_as_constexprs(unwrapped.jit_fn, _kernel.lay_out_arguments(
+        unwrapped.jit_fn, backend.triton_backend(), positional=params["positional"],
+        in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs))
+    options = _lowering.compile_options(backend, config, params)
+    job = _compile.make_job(unwrapped.jit_fn, backend.triton_target(target), bound, options,
+                            gluon=False, binary_key=backend.binary_key, asm_key=backend.asm_key)
+    compiled = _compile.compile_job(job)
+    limits = backend.launch_limits(target)
+    problem = (limits.warps_problem(compiled.num_warps)
+               or limits.shared_problem(compiled.shared_mem_bytes))
+    if problem:
+        return problem  # jaxlib's route raises it, with the kernel's name
+    _lowering.check_compiled(compiled)
+    if compiled.global_scratch_size:
+        return (f"the kernel needs {compiled.global_scratch_size} bytes of Triton global scratch "
+                f"memory, which not every XLA allocates for this call")
+    ir = checked_ir(compiled, len(in_avals) + len(out_avals))
+    if isinstance(ir, str):
+        return ir
+    grid_spec = params["grid"]
+    grid = _configs.normalize_grid(grid_spec(config.meta) if callable(grid_spec) else grid_spec,
+                                   what="grid(meta)" if callable(grid_spec) else "grid")
+    return NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,
+                      num_stages=int(compiled.metadata.get("num_stages") or 1), grid=grid)
+
+
+def scalars_as_constexprs(jit_fn: Any, bound: _kernel.BoundKernel) -> _kernel.BoundKernel:
+    """`bound` with each runtime scalar compiled in as a constexpr of its value.
+
+    XLA passes pointers only. The scalars are known when the call is traced, so the kernel is
+    specialised to them: each distinct value compiles a kernel of its own.
+    """
+    names = list(jit_fn.arg_names)
+    scalars = {s.position: s.scalar.value for s in bound.sources if s.kind == "scalar"}
+    if not scalars:
+        return bound
+    signature = {name: ("constexpr" if i in scalars else bound.signature[name])
+                 for i, name in enumerate(names) if name in bound.signature}
+    constexprs = {**bound.constexprs, **{(i,): value for i, value in scalars.items()}}
+    return _kernel.BoundKernel(
+        signature=signature,
+        constexprs=constexprs,
+        attrs={k: v for k, v in bound.attrs.items() if k[0] not in scalars},
+        sources=tuple(s for s in bound.sources if s.kind != "scalar"),
+        specializations=tuple((i, s) for i, s in bound.specializations if i not in scalars),
+    )
+
+
+class _IrChecks:
+    """Each kernel's IR as this jaxlib reads it (bytecode), or why it cannot, by kernel key.
+
+    Keys are content hashes, so entries never go stale; a failure is remembered so that its
+    warning is given once per kernel. Guarded by the shared registry lock (fresh after fork).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, int], bytes | str] = {}
+
+    def get(self, key: tuple[str, int]) -> bytes | str | None:
+        return self._entries.get(key)
+
+    def put(self, key: tuple[str, int], value: bytes | str) -> bool:
+        """Stores `value`; False if another thread stored one first."""
+        with _state.LOCKS.guard:
+            if key in self._entries:
+                return False
+            self._entries[key] = value
+            return True
+
+    def clear(self) -> None:
+        with _state.LOCKS.guard:
+            self._entries.clear()
+
+
+IR_CHECKS = _IrChecks()
+
+
+def parse_ttir(text: str) -> Any:
+    """Parses Triton IR in a fresh MLIR context of this jaxlib, with its Triton dialect loaded
+    (as XLA will); returns the verified module.
+
+    Raises:
+      ImportError: this jaxlib has no Triton dialect.
+      Exception: jaxlib's `MLIRError` (or ValueError) when the IR does not parse or verify.
+    """
+    from jax._src.lib.mlir import ir
+    from jaxlib.triton import dialect
+
+    context = ir.Context()
+    dialect.register_dialect(context)
+    with context, ir.Location.unknown():
+        module = ir.Module.parse(text)
+        module.operation.verify()
+    return module
+
+
+def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | str:
+    """The kernel's Triton IR as MLIR bytecode for XLA, or why XLA cannot take it.
+
+    Warns, once per kernel, when this jaxlib cannot parse the IR that the installed Triton wrote.
+    """
+    key = (compiled.key, n_pointers)
+    cached = IR_CHECKS.get(key)
+    if cached is not None:
+        return cached
+    try:
+        module = parse_ttir(compiled.ttir)
+    except Exception as err:  # MLIRError has no public base class to name across jaxlibs
+        reason = (f"this jaxlib's Triton dialect cannot parse the IR that Triton "
+                  f"{_triton_version()} wrote ({_parse_error(err)})")
+        if IR_CHECKS.put(key, reason):
+            warnings.warn(
+                f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
+                f"XLA's: {reason}. Use a Triton release whose IR this jaxlib reads (README: "
+                f"'XLA's Triton custom call'), or set {ENV_XLA_NATIVE}=0.",
+                RuntimeWarning, stacklevel=2)
+        return reason
+    value = _pointer_problem(module, compiled.name, n_pointers)
+    if value is None:
+        buffer = io.BytesIO()
+        module.operation.write_bytecode(buffer)
+        value = buffer.getvalue()
+    IR_CHECKS.put(key, value)
+    return IR_CHECKS.get(key)  # type: ignore[return-value]
+
+
+def _parse_error(err: Exception) -> str:
+    """The lines of a parse error that say what was wrong (MLIR's start with a header and end
+    with notes)."""
+    lines = [line.strip() for line in str(err).strip().splitlines()]
+    wanted = [line for line in lines if line and not line.startswith("note:")][:2]
+    return " ".join(wanted)[:300] or type(err).__name__
+
+
+def _pointer_problem(module: Any, name: str, n_pointers: int) -> str | None:
+    """Why `module`'s kernel `name` cannot take exactly `n_pointers` pointers, or None."""
+    from jax._src.lib.mlir import ir
+
+    for op in module.body.operations:
+        if op.operation.name != "tt.func":
+            continue
+        if ir.StringAttr(op.attributes["sym_name"]).value != name:
+            continue
+        types = [str(arg.type) for arg in op.regions[0].blocks[0].arguments]
+        if len(types) == n_pointers and all(t.startswith("!tt.ptr") for t in types):
+            return None
+        return (f"its Triton IR takes ({', '.join(types)}), and XLA passes {n_pointers} "
+                f"pointer(s), one per operand and result")
+    return f"its Triton IR has no tt.func named {name}"
+
+
+def _triton_version() -> str:
+    from jax_triton_rocm import _compat
+
+    return _compat.triton_info().version
+
+
+def _layouts(avals: Sequence[Any]) -> list[list[int]]:
+    """Row-major layouts: the kernel indexes every buffer as C-contiguous."""
+    return [list(reversed(range(len(aval.shape)))) for aval in avals]
+
+
+def emit(ctx: Any, operands: Sequence[Any], call: NativeCall,
+         aliases: Sequence[tuple[int, int]]):
+    """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`)."""
+    from jax._src.lib.mlir import ir
+
+    backend_config = {
+        "name": ir.StringAttr.get(call.name),
+        "ir": ir.StringAttr.get(call.ir),
+        "num_stages": mlir.i32_attr(call.num_stages),
+        "num_warps": mlir.i32_attr(call.num_warps),
+        "grid_x": mlir.i32_attr(call.grid[0]),
+        "grid_y": mlir.i32_attr(call.grid[1]),
+        "grid_z": mlir.i32_attr(call.grid[2]),
+        "debug": ir.BoolAttr.get(False),
+    }
+    result_types = [ir.RankedTensorType.get(aval.shape, mlir.dtype_to_ir_type(aval.dtype))
+                    for aval in ctx.avals_out]
+    return mlir.custom_call(
+        CUSTOM_CALL_TARGET,
+        result_types=result_types,
+        operands=list(operands),
+        backend_config=backend_config,
+        api_version=4,
+        operand_layouts=_layouts(ctx.avals_in),
+        result_layouts=_layouts(ctx.avals_out),
+        operand_output_aliases=dict(aliases),
+    ).results

@@ -1,0 +1,281 @@
+"""XLA's own Triton custom call (`xla_native`): what the lowering emits, and when it declines.
+
+Lowered for CUDA and ROCm on a machine without a GPU; the backend config is read back from the
+StableHLO, and its IR parsed with jaxlib's Triton dialect, as XLA will.
+"""
+
+import logging
+import warnings
+
+import jax
+import jax.numpy as jnp
+import pytest
+import triton
+
+import jax_triton_rocm as jtr
+from jax_triton_rocm import _xla_native
+from tests import autotune_utils, kernels
+from tests import gluon_kernels as gk
+from tests.lowering_utils import lower_for, spec
+
+PLATFORMS = ["cuda", "rocm"]
+X = spec((1000,), jnp.float32)
+
+
+@pytest.fixture(autouse=True)
+def fresh_lowerings():
+    # The route is chosen when a call is lowered; JAX reuses lowerings across tests otherwise.
+    jax.clear_caches()
+
+
+def native_calls(lowered) -> list[dict]:
+    """Each `__gpu$xla.gpu.triton` call in the module: its backend config as Python values,
+    plus `aliases`, the output_operand_aliases attribute as text."""
+    from jax._src.lib.mlir import ir
+
+    module = lowered.compiler_ir("stablehlo")
+    found = []
+
+    def walk(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    yield inner
+                    yield from walk(inner)
+
+    with module.context:
+        for op in walk(module.operation):
+            if op.name != "stablehlo.custom_call":
+                continue
+            if ir.StringAttr(op.attributes["call_target_name"]).value != "__gpu$xla.gpu.triton":
+                continue
+            config = ir.DictAttr(op.attributes["mhlo.backend_config"])
+            entry = {"name": ir.StringAttr(config["name"]).value,
+                     "ir": ir.StringAttr(config["ir"]).value_bytes,
+                     "debug": ir.BoolAttr(config["debug"]).value}
+            for key in ("num_warps", "num_stages", "grid_x", "grid_y", "grid_z"):
+                entry[key] = ir.IntegerAttr(config[key]).value
+            entry["aliases"] = (str(op.attributes["output_operand_aliases"])
+                                if "output_operand_aliases" in op.attributes else "")
+            found.append(entry)
+    return found
+
+
+def one_native_call(fn, *args, platform, arch=None) -> dict:
+    calls = native_calls(lower_for(fn, *args, platform=platform, arch=arch))
+    assert len(calls) == 1, f"expected one XLA Triton call, found {len(calls)}"
+    return calls[0]
+
+
+def kernel_signature(ir_bytes: bytes, name: str) -> list[str]:
+    """The parameter types of `tt.func @name` in the IR, parsed as XLA will."""
+    module = _xla_native.parse_ttir(ir_bytes)
+    for op in module.body.operations:
+        if op.operation.name == "tt.func" and str(op.attributes["sym_name"]) == f'"{name}"':
+            return [str(arg.type) for arg in op.regions[0].blocks[0].arguments]
+    raise AssertionError(f"no tt.func @{name} in the IR")
+
+
+def ir_text(ir_bytes: bytes) -> str:
+    return str(_xla_native.parse_ttir(ir_bytes))
+
+
+def native_add(x, y, **kwargs):
+    return kernels.add(x, y, xla_native=True, **kwargs)
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_native_call_carries_the_ir_and_launch_fields(platform):
+    call = one_native_call(lambda a, b: native_add(a, b, block=128, num_warps=2), X, X,
+                           platform=platform)
+    assert call["name"] == "add_kernel"
+    assert (call["grid_x"], call["grid_y"], call["grid_z"]) == (triton.cdiv(1000, 128), 1, 1)
+    assert call["num_warps"] == 2
+    assert call["debug"] is False
+    assert kernel_signature(call["ir"], "add_kernel") == ["!tt.ptr<f32>"] * 3
+
+
+@pytest.mark.parametrize("platform,options_class", [
+    ("cuda", "triton.backends.nvidia.compiler.CUDAOptions"),
+    ("rocm", "triton.backends.amd.compiler.HIPOptions")])
+def test_num_stages_is_the_one_triton_compiled_with(platform, options_class):
+    import importlib
+
+    module, name = options_class.rsplit(".", 1)
+    default = getattr(importlib.import_module(module), name).num_stages
+    assert one_native_call(native_add, X, X, platform=platform)["num_stages"] == default
+    assert one_native_call(lambda a, b: native_add(a, b, num_stages=1), X, X,
+                           platform=platform)["num_stages"] == 1
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_scalars_are_compiled_into_the_ir(platform):
+    def scale_shift(x, scale):
+        return jtr.triton_call(x, scale, 7, True, x.size, kernel=kernels.scale_shift_kernel,
+                               out_shape=x, grid=(4,), BLOCK=256, xla_native=True)
+
+    call = one_native_call(lambda x: scale_shift(x, 2.5), X, platform=platform)
+    assert kernel_signature(call["ir"], "scale_shift_kernel") == ["!tt.ptr<f32>"] * 2
+    text = ir_text(call["ir"])
+    assert "2.500000e+00" in text and "1000" in text
+    other = one_native_call(lambda x: scale_shift(x, 0.75), X, platform=platform)
+    assert "7.500000e-01" in ir_text(other["ir"])
+
+
+def test_two_outputs_are_pointers_after_the_inputs():
+    def sum_and_diff(x, y):
+        return jtr.triton_call(x, y, x.size, kernel=kernels.sum_and_diff_kernel,
+                               out_shape=(x, x), grid=(4,), BLOCK=256, xla_native=True)
+
+    call = one_native_call(sum_and_diff, X, X, platform="cuda")
+    assert kernel_signature(call["ir"], "sum_and_diff_kernel") == ["!tt.ptr<f32>"] * 4
+
+
+def test_input_output_aliases_become_the_calls_operand_aliases():
+    def inplace(x, y):
+        return jtr.triton_call(x, y, x.size, kernel=kernels.add_inplace_kernel, out_shape=x,
+                               grid=(4,), BLOCK=256, input_output_aliases={0: 0},
+                               xla_native=True)
+
+    call = one_native_call(inplace, X, X, platform="cuda")
+    assert "output_operand_alias" in call["aliases"]
+    assert "operand_index = 0" in call["aliases"]
+
+
+def test_wave32_amd_keeps_num_warps_in_device_warps():
+    # jaxlib's route refuses an odd num_warps on wave32 (it launches 64-thread warps); XLA
+    # launches num_warps * 32 threads there, as Triton compiled the kernel.
+    call = one_native_call(lambda a, b: native_add(a, b, num_warps=1), X, X, platform="rocm",
+                           arch="gfx1100")
+    assert call["num_warps"] == 1
+
+
+def test_environment_turns_the_route_on_for_calls_that_do_not_say(monkeypatch):
+    monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "1")
+    assert len(native_calls(lower_for(kernels.add, X, X, platform="cuda"))) == 1
+    lowered = lower_for(lambda a, b: kernels.add(a, b, xla_native=False), X, X, platform="cuda")
+    assert native_calls(lowered) == []
+    assert [c.target for c in jtr.kernel_calls(lowered)] == ["triton_kernel_call_ffi"]
+
+
+def test_default_is_jaxlibs_call(monkeypatch):
+    monkeypatch.delenv(_xla_native.ENV_XLA_NATIVE, raising=False)
+    lowered = lower_for(kernels.add, X, X, platform="cuda")
+    assert native_calls(lowered) == []
+    assert len(jtr.kernel_calls(lowered)) == 1
+
+
+def test_junk_environment_value_is_named(monkeypatch):
+    monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "maybe")
+    with pytest.raises(ValueError, match="JAX_TRITON_ROCM_XLA_NATIVE='maybe'"):
+        lower_for(kernels.add, X, X, platform="cuda")
+
+
+def test_non_bool_keyword_is_named():
+    with pytest.raises(TypeError, match="xla_native='yes'"):
+        jax.eval_shape(lambda a, b: kernels.add(a, b, xla_native="yes"), X, X)
+
+
+def _lowers_through_jaxlib(fn, *args, platform="cuda", reason, caplog):
+    with caplog.at_level(logging.DEBUG, logger="jax_triton_rocm"):
+        lowered = lower_for(fn, *args, platform=platform)
+    assert native_calls(lowered) == []
+    assert jtr.kernel_calls(lowered), "the call was not emitted through jaxlib's route either"
+    logged = [r.getMessage() for r in caplog.records if "not XLA's" in r.getMessage()]
+    assert logged and reason in logged[-1], logged
+
+
+def test_autotuned_kernel_takes_jaxlibs_route_with_a_log(caplog):
+    _lowers_through_jaxlib(lambda a, b: autotune_utils.tuned_add(a, b, xla_native=True), X, X,
+                           reason="autotuned", caplog=caplog)
+
+
+@pytest.mark.parametrize("platform,warp", [("cuda", 32), ("rocm", 64)])
+def test_gluon_kernel_takes_jaxlibs_route_with_a_log(platform, warp, caplog):
+    def copy(x):
+        return jtr.triton_call(x, x.size, kernel=gk.copy_kernel, out_shape=x, grid=(1,),
+                               BLOCK=1024, WARP_SIZE=warp, NUM_WARPS=4, xla_native=True)
+
+    _lowers_through_jaxlib(copy, X, platform=platform, reason="Gluon", caplog=caplog)
+
+
+def test_zeroed_outputs_take_jaxlibs_route_with_a_log(caplog):
+    def total(x):
+        return jtr.triton_call(x, x.size, kernel=kernels.atomic_sum_kernel,
+                               out_shape=jax.ShapeDtypeStruct((1,), jnp.float32), grid=(1,),
+                               BLOCK=1024, zeroed_outputs=(0,), xla_native=True)
+
+    _lowers_through_jaxlib(total, X, reason="zeroed_outputs", caplog=caplog)
+
+
+@pytest.mark.parametrize("setting,reason", [
+    ({"maxnreg": 64}, "maxnreg"), ({"debug": True}, "debug=True"),
+    ({"enable_fp_fusion": False}, "enable_fp_fusion=False"), ({"num_ctas": 2}, "num_ctas=2"),
+    ({"serialized_metadata": b"mine"}, "serialized_metadata")])
+def test_launch_setting_xla_cannot_pass_takes_jaxlibs_route_with_a_log(setting, reason, caplog):
+    _lowers_through_jaxlib(lambda a, b: native_add(a, b, **setting), X, X, reason=reason,
+                           caplog=caplog)
+
+
+def test_unparseable_ir_falls_back_with_one_warning_per_kernel(monkeypatch, caplog):
+    def refuse(text):
+        raise ValueError("unknown attribute 'tt.future_thing'")
+
+    monkeypatch.setattr(_xla_native, "parse_ttir", refuse)
+    kernel = kernels.elementwise_kernel("x * y")
+
+    def mul(a, b):
+        return jtr.triton_call(a, b, a.size, kernel=kernel, out_shape=a, grid=(4,), BLOCK=256,
+                               xla_native=True)
+
+    with pytest.warns(RuntimeWarning, match="tt.future_thing") as first:
+        _lowers_through_jaxlib(mul, X, X, reason="cannot parse", caplog=caplog)
+    assert len([w for w in first if "tt.future_thing" in str(w.message)]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same kernel again: no second warning
+        jax.clear_caches()
+        _lowers_through_jaxlib(mul, X, X, reason="cannot parse", caplog=caplog)
+
+
+def test_parse_check_accepts_the_ir_triton_writes():
+    # The real check, on this environment's Triton and jaxlib: the CI lanes cover every
+    # supported pair, so a Triton release whose IR a supported jaxlib cannot read fails here.
+    call = one_native_call(lambda a, b: kernels.matmul(a, b, xla_native=True),
+                           spec((64, 32), jnp.float16), spec((32, 64), jnp.float16),
+                           platform="cuda")
+    assert "tt.dot" in ir_text(call["ir"])
+
+
+def test_ir_that_jaxlib_cannot_parse_is_refused_with_the_parsers_words():
+    # Triton 3.6-3.7 write tensor descriptor types in a form no supported jaxlib reads.
+    ttir = """module {
+  tt.func public @k(%d: !tt.tensordesc<tensor<32x32xf16>>, %o: !tt.ptr<f16>) {
+    tt.return
+  }
+}"""
+    compiled = _xla_native_kernel(name="k", ttir=ttir)
+    with pytest.warns(RuntimeWarning, match="kernel k takes jaxlib's Triton call") as record:
+        reason = _xla_native.checked_ir(compiled, 2)
+    assert "tensordesc" in reason and "cannot parse" in reason
+    assert len(record) == 1
+
+
+def test_ir_whose_kernel_takes_a_scalar_is_refused():
+    ttir = """module {
+  tt.func public @k(%x: !tt.ptr<f32>, %n: i32) {
+    tt.return
+  }
+}"""
+    reason = _xla_native.checked_ir(_xla_native_kernel(name="k", ttir=ttir), 2)
+    assert "(!tt.ptr<f32>, i32)" in reason
+
+
+def _xla_native_kernel(*, name, ttir):
+    import uuid
+
+    from jax_triton_rocm._compile import CompiledKernel
+
+    return CompiledKernel(key=uuid.uuid4().hex, name=name, binary=b"", asm="", ttir=ttir,
+                          shared_mem_bytes=0, num_warps=4, num_ctas=1, warp_size=32,
+                          global_scratch_size=0, global_scratch_align=1, profile_scratch_size=0,
+                          metadata={})
