@@ -101,7 +101,9 @@ class InterpretedCall:
       name: the kernel's name as errors show it.
       jit_fn: the @triton.jit function.
       grid: three program counts.
-      positional: ("array", operand index) or ("scalar", value), one per positional argument.
+      positional: ("array", operand index) or ("scalar", value), one per positional argument;
+        or one entry per parameter, with ("output", index) and ("keyword", None) too
+        (`_kernel.lay_out_arguments` describes both layouts).
       constexprs: values by parameter name (the call's, the first config's, the heuristics').
       annotated_constexprs: parameter names annotated `tl.constexpr` (the interpreter passes
         these as plain values; other parameters given by keyword are passed as `tl.constexpr`,
@@ -288,21 +290,30 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
         else:
             out = np.zeros(aval.shape, aval.dtype)
         outs.append(out)
+    import triton.language as tl
+
+    constexprs = {name: value if name in call.annotated_constexprs else tl.constexpr(value)
+                  for name, value in call.constexprs}
+    params = call.jit_fn.params
     args: list[Any] = []
     for i, (kind, value) in enumerate(call.positional):
         if kind == "array":
             array = buffers[value]
             args.append(HostTensor(array, _triton_dtype(array.dtype, f"argument {i}")))
+        elif kind == "output":
+            args.append(HostTensor(outs[value], _triton_dtype(outs[value].dtype,
+                                                              f"output {value}")))
+        elif kind == "keyword":
+            # Passed in its place: the parameters after it are passed by position too.
+            name = params[i].name
+            args.append(constexprs.pop(name) if name in constexprs else params[i].default)
         elif value is None:
             args.append(None)
         else:
             args.append(_typed_scalar(value, f"argument {i}"))
-    args += [HostTensor(out, _triton_dtype(out.dtype, f"output {o}")) for o, out in
-             enumerate(outs)]
-    import triton.language as tl
-
-    constexprs = {name: value if name in call.annotated_constexprs else tl.constexpr(value)
-                  for name, value in call.constexprs}
+    if not _kernel.places_outputs(call.jit_fn, call.positional):
+        args += [HostTensor(out, _triton_dtype(out.dtype, f"output {o}")) for o, out in
+                 enumerate(outs)]
     try:
         with _INTERPRETER_LOCK, _interpreter_adapted():
             _interpreted(call.jit_fn)[call.grid](*args, **constexprs)

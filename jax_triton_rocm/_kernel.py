@@ -4,6 +4,10 @@
 positional arguments first, then one pointer per output, then the remaining parameters by name
 from the metaparams, falling back to the kernel's own defaults. A parameter given by keyword is a
 compile-time constant even when not annotated `tl.constexpr` (as in jax-triton).
+
+A call may instead place every parameter itself, with one positional entry per parameter
+(`triton_call_lowering`, whose outputs need not follow its inputs and may have no parameter of
+their own). See `lay_out_arguments`.
 """
 
 from __future__ import annotations
@@ -144,6 +148,15 @@ def check_operands(jit_fn: Any, n_positional: int, n_outputs: int,
             f"the kernel's constexpr parameters by name.")
 
 
+def places_outputs(jit_fn: Any, positional: tuple) -> bool:
+    """Whether `positional` places the outputs itself (one entry per kernel parameter).
+
+    `triton_call` never binds that many entries: its outputs need parameters after them, and it
+    rejects such a call before binding.
+    """
+    return len(positional) == len(jit_fn.params)
+
+
 def lay_out_arguments(
     jit_fn: Any,
     backend: Any,
@@ -155,11 +168,21 @@ def lay_out_arguments(
 ) -> BoundKernel:
     """Lays a call's arguments onto the kernel's parameters.
 
+    Two layouts. With fewer entries in `positional` than the kernel has parameters (what
+    `triton_call` binds), the outputs' pointers follow the positional arguments and the
+    remaining parameters are filled by name. With one entry per parameter (what
+    `triton_call_lowering` binds), the entries place everything, outputs included, and an output
+    no entry names has no parameter: an in-place kernel writes it through the pointer of the
+    input it is aliased to. jaxlib hands array parameters the operands' and then the outputs'
+    buffers in order, so only trailing outputs may go without a parameter; the caller checks
+    that.
+
     Args:
       jit_fn: the @triton.jit function.
       backend: Triton's compiler backend class for the target (for `parse_attr`).
       positional: one entry per positional argument, ("array", operand index) or
-        ("scalar", value).
+        ("scalar", value); in the placed layout also ("output", output index) and
+        ("keyword", None), a parameter filled by name as those after the outputs are.
       in_avals: the abstract values of the array operands.
       out_avals: the abstract values of the outputs.
       constexprs: values by parameter name (metaparams, config kwargs, heuristics).
@@ -169,13 +192,19 @@ def lay_out_arguments(
         constexpr, a keyword that is no parameter of the kernel; each names the kernel, the
         parameter and what to do.
     """
-    check_operands(jit_fn, len(positional), len(out_avals), constexprs)
-    layout = _Layout(jit_fn, backend, n_positional=len(positional), n_outputs=len(out_avals))
+    n_trailing_outputs = 0 if places_outputs(jit_fn, positional) else len(out_avals)
+    check_operands(jit_fn, len(positional), n_trailing_outputs, constexprs)
+    layout = _Layout(jit_fn, backend, n_positional=len(positional), n_outputs=n_trailing_outputs)
     for i, param in enumerate(jit_fn.params):
         if i < len(positional):
             kind, value = positional[i]
-            layout.positional(i, param, kind, value, in_avals, constexprs)
-        elif i < len(positional) + len(out_avals):
+            if kind == "output":
+                layout.output(i, param, value, out_avals[value], constexprs)
+            elif kind == "keyword":
+                layout.by_name(i, param, constexprs)
+            else:
+                layout.positional(i, param, kind, value, in_avals, constexprs)
+        elif i < len(positional) + n_trailing_outputs:
             out = i - len(positional)
             layout.output(i, param, out, out_avals[out], constexprs)
         else:
