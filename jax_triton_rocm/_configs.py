@@ -114,13 +114,13 @@ def _named_args(jit_fn: Any, positional: tuple, in_avals: tuple, out_avals: tupl
     names = list(jit_fn.arg_names)
     named: dict[str, Any] = {}
     for name, (kind, value) in zip(names, positional):
-        if kind == "array":
+        if kind in ("array", "input"):
             named[name] = in_avals[value]
         elif kind == "output":
             named[name] = out_avals[value]
         elif kind == "scalar":
             named[name] = value
-    if not _kernel.places_outputs(jit_fn, positional):
+    if not _kernel.places_outputs(positional):
         named.update(zip(names[len(positional):], out_avals))
     return named
 

@@ -102,7 +102,8 @@ class InterpretedCall:
       jit_fn: the @triton.jit function.
       grid: three program counts.
       positional: ("array", operand index) or ("scalar", value), one per positional argument;
-        or one entry per parameter, with ("output", index) and ("keyword", None) too
+        or one entry per parameter: ("input", operand index), ("output", output index) or
+        ("keyword", None)
         (`_kernel.lay_out_arguments` describes both layouts).
       constexprs: values by parameter name (the call's, the first config's, the heuristics').
       annotated_constexprs: parameter names annotated `tl.constexpr` (the interpreter passes
@@ -297,7 +298,7 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
     params = call.jit_fn.params
     args: list[Any] = []
     for i, (kind, value) in enumerate(call.positional):
-        if kind == "array":
+        if kind in ("array", "input"):
             array = buffers[value]
             args.append(HostTensor(array, _triton_dtype(array.dtype, f"argument {i}")))
         elif kind == "output":
@@ -311,7 +312,7 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
             args.append(None)
         else:
             args.append(_typed_scalar(value, f"argument {i}"))
-    if not _kernel.places_outputs(call.jit_fn, call.positional):
+    if not _kernel.places_outputs(call.positional):
         args += [HostTensor(out, _triton_dtype(out.dtype, f"output {o}")) for o, out in
                  enumerate(outs)]
     try:

@@ -131,7 +131,7 @@ def place_arguments(jit_fn: Any, constexprs: dict[str, Any], in_avals: tuple, ou
 
     Parameters named in `constexprs`, and `tl.constexpr` parameters (set by name: `constexprs`,
     autotune configs, heuristics or the default), are ("keyword", None); the others are
-    pointers, filled in order by the operands ("array", i) and then the results ("output", j).
+    pointers, filled in order by the operands ("input", i) and then the results ("output", j).
 
     Raises:
       TypeError: the pointers and the operands and results do not fit: more pointers than
@@ -165,7 +165,7 @@ def place_arguments(jit_fn: Any, constexprs: dict[str, Any], in_avals: tuple, ou
             f"{sorted(constexprs) or 'none'}; pointer parameters left: "
             f"({', '.join(pointer_names)}), filled in order by the "
             f"{_operands_text(in_avals, out_avals)}; input_output_aliases: {dict(aliases)}.")
-    buffers = [("array", i) for i in range(n_in)] + [("output", o) for o in range(n_out)]
+    buffers = [("input", i) for i in range(n_in)] + [("output", o) for o in range(n_out)]
     placed: list[tuple[str, Any]] = [("keyword", None)] * len(names)
     for position, buffer in zip(pointers, buffers):
         placed[position] = buffer
