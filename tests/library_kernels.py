@@ -159,3 +159,30 @@ row_amax_sharded.def_partition(partition=_partition,
 
 def row_amax_reference(x):
     return jnp.max(jnp.abs(x), axis=1)
+
+
+# A Gluon kernel: its layouts need the target's warp size, so each platform gets its own rule.
+GLUON_WARPS = 4
+
+
+def _gluon_copy_lowering(ctx, x, *, warp_size):
+    from tests import gluon_kernels
+
+    n = ctx.avals_in[0].size
+    return triton_call_lowering(ctx, gluon_kernels.copy_kernel, x, grid=triton.cdiv(n, 1024),
+                                num_warps=GLUON_WARPS,
+                                constexprs={"n": n, "BLOCK": 1024, "WARP_SIZE": warp_size,
+                                            "NUM_WARPS": GLUON_WARPS})
+
+
+gluon_copy_p = Primitive("test_gluon_copy")
+gluon_copy_p.multiple_results = True
+gluon_copy_p.def_impl(functools.partial(jax._src.dispatch.apply_primitive, gluon_copy_p))
+gluon_copy_p.def_abstract_eval(lambda x: [x])
+for _platform, _warp in (("cuda", 32), ("rocm", 64)):
+    mlir.register_lowering(gluon_copy_p, functools.partial(_gluon_copy_lowering, warp_size=_warp),
+                           platform=_platform)
+
+
+def gluon_copy(x):
+    return gluon_copy_p.bind(x)[0]

@@ -58,6 +58,15 @@ def test_multi_output_kernel_gets_inputs_then_outputs(platform):
     assert launch["grid"] == (4, 1, 1)
 
 
+@pytest.mark.parametrize("platform", GPU_PLATFORMS)
+def test_gluon_kernel_lowers_through_the_helper(platform):
+    lowered = lower_for(lk.gluon_copy, spec((3000,), F32), platform=platform)
+    (call,) = jtr.kernel_calls(lowered)
+    (launch,) = call.summary()["launches"]
+    assert launch["kernel"] == "copy_kernel" and launch["parameters"] == ["array", "array"]
+    assert launch["grid"] == (3, 1, 1) and launch["embedded_binary_bytes"] > 0
+
+
 def test_compile_options_reach_the_amd_compiler():
     @triton.jit
     def copy(x_ptr, y_ptr, BLOCK: tl.constexpr):
