@@ -38,6 +38,9 @@ def test_autotuned_amax_lowers_every_config_with_pointers_only(platform):
         ((3, 1, 1), 8, ["array", "array"]),   # each config's own warps win; meta has BLOCK
     ]
     assert all(l["config"].startswith("BLOCK: ") for l in launches)
+    (call,) = jtr.kernel_calls(lower_for(lk.amax, spec((3000,), F32), platform=platform))
+    for config in call.message.autotuned_kernel_call.configs:  # zeroed_outputs=(0,): 4 bytes
+        assert [p.array.bytes_to_zero for p in config.kernel_call.parameters] == [0, 4]
 
 
 @pytest.mark.parametrize("platform", GPU_PLATFORMS)
