@@ -54,9 +54,9 @@ class legacy_target:
     def __enter__(self):
         self.original = _lowering.emit
 
-        def emit_legacy(ctx, operands, lowered, aliases):
+        def emit_legacy(ctx, operands, lowered):
             lowered = dataclasses.replace(lowered, custom_call_target=_compat.LEGACY_TARGET)
-            return self.original(ctx, operands, lowered, aliases)
+            return self.original(ctx, operands, lowered)
 
         _lowering.emit = emit_legacy
         jax.clear_caches()

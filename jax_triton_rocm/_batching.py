@@ -28,7 +28,6 @@ from typing import Any
 
 import jax
 from jax import lax
-from jax.interpreters import batching
 
 
 def check_batch_grid_axis(value: Any) -> int | None:

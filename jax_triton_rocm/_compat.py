@@ -19,20 +19,15 @@ import os
 import types
 from typing import Any
 
+from jax_triton_rocm import _vendors
+
 logger = logging.getLogger("jax_triton_rocm")
 
-GPU_PLATFORMS = ("cuda", "rocm")
+GPU_PLATFORMS = _vendors.GPU_PLATFORMS
 
 # The jaxlib plugins that carry a `_triton` module, newest first (as jaxlib's plugin_support).
-PLUGIN_PACKAGES: dict[str, tuple[str, ...]] = {
-    "cuda": ("jax_cuda13_plugin", "jax_cuda12_plugin"),
-    "rocm": ("jax_rocm10_plugin", "jax_rocm7_plugin", "jax_rocm60_plugin"),
-}
-
-PLUGIN_INSTALL_HINT = {
-    "cuda": "pip install -U 'jax[cuda13]'",
-    "rocm": "pip install -U 'jax[rocm7-local]' (see JAX's ROCm install guide)",
-}
+PLUGIN_PACKAGES = {platform: v.plugin_packages for platform, v in _vendors.VENDORS.items()}
+PLUGIN_INSTALL_HINT = {platform: v.install_hint for platform, v in _vendors.VENDORS.items()}
 
 FFI_TARGET = "triton_kernel_call_ffi"
 LEGACY_TARGET = "triton_kernel_call"
@@ -272,16 +267,13 @@ def triton_info() -> TritonInfo:
     return TritonInfo(module=triton, version=triton.__version__, backends=backends)
 
 
-TRITON_BACKEND_FOR = {"cuda": "nvidia", "rocm": "amd"}
-
-
 def import_triton_backend(platform: str) -> types.ModuleType:
     """Imports Triton's compiler backend for `platform` ("cuda" -> nvidia, "rocm" -> amd).
 
     Raises ImportError naming the platform and the backend when Triton lacks it or it is broken.
     """
     info = triton_info()
-    name = TRITON_BACKEND_FOR[platform]
+    name = _vendors.vendor(platform).triton_backend
     try:
         return importlib.import_module(f"triton.backends.{name}.compiler")
     except ModuleNotFoundError as err:

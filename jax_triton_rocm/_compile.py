@@ -161,7 +161,7 @@ def _serialize_front_end(source: Any) -> None:
     make_ir = source.make_ir
 
     def make_ir_alone(*args: Any, **kwargs: Any) -> Any:
-        with _state.LOCKS.lock_for("triton-front-end"):
+        with _state.triton_language_lock():
             return make_ir(*args, **kwargs)
 
     source.make_ir = make_ir_alone

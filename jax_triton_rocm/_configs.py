@@ -178,18 +178,6 @@ def check_autotuner(autotuner: Any, kernel: str) -> None:
                 f"source. Drop ir_override, or change the kernel's source.")
 
 
-def skippable_config_errors() -> tuple[type[BaseException], ...]:
-    """Compile errors for which Triton's autotuner drops a config instead of failing the call.
-
-    A `tl.static_assert` that a config breaks (CompileTimeAssertionFailure) and a ptxas failure
-    (PTXASError, NVIDIA only); OutOfResources is a launch error, which jaxlib's autotuner handles.
-    """
-    from triton.compiler.errors import CompileTimeAssertionFailure
-    from triton.runtime.errors import PTXASError
-
-    return (CompileTimeAssertionFailure, PTXASError)
-
-
 def _apply_heuristics(heuristics: tuple, config: LaunchConfig, named: dict, kernel: str,
                       param_names: set[str]) -> LaunchConfig:
     """Runs `heuristics` (outermost first) on `config`; each sees the values set before it."""

@@ -11,14 +11,16 @@ package is set up for CUDA, and not at the first lowering.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from jax_triton_rocm import _compat, _configs, _target
+from jax_triton_rocm import _compat, _target, _vendors
+from jax_triton_rocm._backend import Backend
 from jax_triton_rocm._compile import CompiledKernel
 from jax_triton_rocm._limits import LaunchLimits
-from jax_triton_rocm._lowering import VendorLowering
+from jax_triton_rocm._lowering import Lowering
 
-_backend = _compat.import_triton_backend("cuda")
+_triton_nvidia = _compat.import_triton_backend("cuda")
 
 from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked import)
 
@@ -34,33 +36,29 @@ MAX_SHARED_BYTES = {
 }
 
 
-class CudaLowering(VendorLowering):
+def compute_capability(arch: str) -> int:
+    """The compute capability of "sm_90" as Triton and jaxlib take it: 90."""
+    return int(re.fullmatch(r"sm_(\d+)", arch).group(1))
+
+
+class CudaBackend(Backend):
     platform = "cuda"
     binary_key = "cubin"
     asm_key = "ptx"
-    vendor_options = ("maxnreg",)
+    compile_options = _vendors.VENDORS["cuda"].compile_options
 
     def triton_target(self, target: _target.Target) -> Any:
-        return GPUTarget("cuda", target.cuda_capability, WARP_SIZE)
+        return GPUTarget("cuda", compute_capability(target.arch), WARP_SIZE)
 
-    def backend_class(self) -> Any:
-        return _backend.CUDABackend
+    def triton_backend(self) -> type:
+        return _triton_nvidia.CUDABackend
 
-    def explicit_target(self, params: dict[str, Any]) -> _target.Target | None:
-        capability = params.get("compute_capability")
-        if capability is not None:
-            arch = _target.normalize_arch("cuda", capability, what="compute_capability")
-            return _target.Target("cuda", arch, "compute_capability=")
-        return super().explicit_target(params)
+    def capability(self, target: _target.Target) -> int:
+        return compute_capability(target.arch)
 
-    def compile_options(self, target: _target.Target, config: _configs.LaunchConfig,
-                        *, enable_fp_fusion: bool, debug: bool) -> dict[str, Any]:
-        if config.num_ctas > 1 and target.cuda_capability < 90:
-            raise ValueError(
-                f"num_ctas={config.num_ctas} needs thread-block clusters (sm_90 or newer); the "
-                f"target is {target.arch} (from {target.source}). Use num_ctas=1.")
-        return super().compile_options(target, config, enable_fp_fusion=enable_fp_fusion,
-                                       debug=debug)
+    def launch_limits(self, target: _target.Target) -> LaunchLimits:
+        return LaunchLimits(target.arch, WARP_SIZE,
+                            max_shared_bytes=MAX_SHARED_BYTES.get(compute_capability(target.arch)))
 
     def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
         return features.module_image
@@ -68,12 +66,19 @@ class CudaLowering(VendorLowering):
     def ptx_field(self, compiled: CompiledKernel) -> str:
         return compiled.asm
 
-    def capability(self, target: _target.Target) -> int:
-        return target.cuda_capability
+    def call_target(self, params: dict[str, Any]) -> _target.Target | None:
+        capability = params.get("compute_capability")
+        if capability is None:
+            return None
+        arch = _vendors.normalize_arch("cuda", capability, what="compute_capability")
+        return _target.Target("cuda", arch, "compute_capability=")
 
-    def launch_limits(self, target: _target.Target) -> LaunchLimits:
-        return LaunchLimits(target.arch, WARP_SIZE,
-                            max_shared_bytes=MAX_SHARED_BYTES.get(target.cuda_capability))
+    def check_launch(self, target: _target.Target, num_ctas: int) -> None:
+        if num_ctas > 1 and compute_capability(target.arch) < 90:
+            raise ValueError(
+                f"num_ctas={num_ctas} needs thread-block clusters (sm_90 or newer); the target "
+                f"is {target.arch} (from {target.source}). Use num_ctas=1.")
 
 
-LOWERING = CudaLowering()
+BACKEND = CudaBackend()
+LOWERING = Lowering(BACKEND)

@@ -341,7 +341,7 @@ def arch_problem(platform: str, arch: str) -> str | None:
     from triton.backends.compiler import GPUTarget
 
     if platform == "cuda":
-        target = GPUTarget("cuda", _target.Target("cuda", arch, "--arch").cuda_capability, 32)
+        target = GPUTarget("cuda", int(arch.removeprefix("sm_")), 32)
     else:
         target = GPUTarget("hip", arch, 64 if int(arch[3:-2]) < 10 else 32)
     from triton.compiler import ASTSource

@@ -15,12 +15,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from jax_triton_rocm import _types
+from jax_triton_rocm import _types, _vendors
 
 # Keywords of `triton_call` that are compile options on some vendor rather than constexprs.
 # A kernel parameter of the same name wins (it is then a constexpr).
-AMD_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
-COMPILE_OPTIONS = AMD_OPTIONS + ("maxnreg",)
+COMPILE_OPTIONS = _vendors.COMPILE_OPTIONS
 
 
 def _triton():

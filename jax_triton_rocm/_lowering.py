@@ -1,31 +1,28 @@
 """The lowering of `triton_kernel_p`, shared by every vendor.
 
-Data flow: the call's static parameters -> launch configurations (`_configs`) -> for each, the
-arguments bound to the kernel's parameters (`_kernel`) -> a compiled kernel from the shared cache
-(`_compile`) -> a kernel image as the installed jaxlib loads it (the vendor's `kernel_image`) ->
-the kernel call encoded (`_proto`) -> a custom call in the module being lowered.
+Data flow, top to bottom in this file: the compile target and what the plugin loads
+(`resolve_target`) -> the launch configurations (`_configs.resolve`), within the target's launch
+limits (`_limits`) -> per configuration, the arguments laid onto the kernel's parameters
+(`_kernel`) and compiled, all configurations at once, through the shared kernel cache
+(`_parallel`, `_compile`) -> per kernel, the call as the installed jaxlib loads it
+(`kernel_call`) -> the call encoded (`_proto`) -> a custom call in the module (`emit`).
 
-A vendor module (`_cuda`, `_hip`) subclasses `VendorLowering` and answers only vendor questions:
-which Triton target, which compile options, how the binary reaches jaxlib. The core never asks
-"which vendor am I?".
+The platform's backend (`_backend.Backend`) answers the vendor questions on the way; this module
+never asks which vendor it talks to.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 from typing import Any
 
 import numpy as np
 
-from jax.interpreters import mlir
-
-from jax_triton_rocm import (_compat, _compile, _configs, _kernel, _limits, _parallel, _primitive,
-                             _proto, _target)
+from jax_triton_rocm import (_compat, _compile, _configs, _kernel, _limits, _parallel, _proto,
+                             _target, _vendors)
+from jax_triton_rocm._backend import Backend
 from jax_triton_rocm._configs import normalize_grid
-
-logger = logging.getLogger("jax_triton_rocm")
 
 DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
 
@@ -44,231 +41,204 @@ class LoweredCall:
     aliases: tuple[tuple[int, int], ...] = ()
 
 
-class VendorLowering:
-    """One vendor's answers to the core lowering. Subclasses set the class attributes.
+@dataclasses.dataclass(frozen=True)
+class Lowering:
+    """The lowering rule of one platform: this module's driver with the platform's backend."""
 
-    Attributes:
-      platform: JAX's platform name ("cuda", "rocm").
-      binary_key, asm_key: Triton's names for the binary and assembly outputs.
-      vendor_options: compile options of this vendor that calls and configs may set.
-    """
+    backend: Backend
 
-    platform: str = ""
-    binary_key: str = ""
-    asm_key: str = ""
-    vendor_options: tuple[str, ...] = ()
-
-    def triton_target(self, target: _target.Target) -> Any:
-        """Triton's `GPUTarget` for `target` (arch and warp size)."""
-        raise NotImplementedError
-
-    def backend_class(self) -> Any:
-        """Triton's compiler backend class (for parsing specialisation attributes)."""
-        raise NotImplementedError
-
-    def compile_options(self, target: _target.Target, config: _configs.LaunchConfig,
-                        *, enable_fp_fusion: bool, debug: bool) -> dict[str, Any]:
-        """Options for `triton.compile`, from a launch configuration.
-
-        The common ones, plus the vendor's own knobs (`vendor_options`) where the call or the
-        config set them; other vendors' knobs are left out, as Triton's backends do.
-        """
-        options: dict[str, Any] = {
-            "num_warps": config.num_warps or DEFAULT_NUM_WARPS,
-            "num_ctas": config.num_ctas,
-            "enable_fp_fusion": enable_fp_fusion,
-            "debug": debug,
-        }
-        if config.num_stages is not None:
-            options["num_stages"] = config.num_stages
-        for knob in self.vendor_options:
-            if config.options.get(knob) is not None:
-                options[knob] = config.options[knob]
-        return options
-
-    def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
-        """Whether the binary travels in `module_image` (else `ptx` carries the kernel)."""
-        raise NotImplementedError
-
-    def ptx_field(self, compiled: _compile.CompiledKernel) -> str:
-        """The `ptx` field of a kernel whose binary is not embedded."""
-        raise NotImplementedError
-
-    def launch_warps(self, compiled: _compile.CompiledKernel) -> int:
-        """The `num_warps` jaxlib needs to launch the block the kernel was compiled for."""
-        return compiled.num_warps
-
-    def capability(self, target: _target.Target) -> int:
-        """The kernel's `compute_capability` field for `target`."""
-        raise NotImplementedError
-
-    def launch_limits(self, target: _target.Target) -> _limits.LaunchLimits:
-        """What one block may use on `target` (threads, shared memory)."""
-        raise NotImplementedError
-
-    def kernel_image(self, compiled: _compile.CompiledKernel, target: _target.Target,
-                     features: _compat.PluginFeatures) -> _proto.KernelImage:
-        """The compiled kernel as the installed jaxlib loads it."""
-        if compiled.global_scratch_size and not features.global_scratch:
-            raise NotImplementedError(
-                f"Kernel {compiled.name} needs {compiled.global_scratch_size} bytes of Triton "
-                f"global scratch memory, which this jaxlib {self.platform} plugin "
-                f"({features.detected_from}) does not allocate. Upgrade jax and its plugin to "
-                f"0.11 or newer.")
-        if self.embeds_binary(features):
-            ptx, object_file = _proto.module_image_ptx(compiled.binary), compiled.binary
-        else:
-            ptx, object_file = self.ptx_field(compiled), None
-        return _proto.KernelImage(
-            name=compiled.name,
-            num_warps=self.launch_warps(compiled),
-            num_ctas=compiled.num_ctas,
-            shared_mem_bytes=compiled.shared_mem_bytes,
-            ptx=ptx,
-            ttir=compiled.ttir,
-            compute_capability=self.capability(target),
-            object_file=object_file,
-            global_scratch_size=compiled.global_scratch_size,
-            global_scratch_align=compiled.global_scratch_align,
-        )
-
-    def after_encode(self, lowered: LoweredCall, ctx: Any, operands: tuple) -> None:
-        """A hook run once the call is encoded, before it is emitted (the HIP prewarm)."""
-
-    def explicit_target(self, params: dict[str, Any]) -> _target.Target | None:
-        """A target the call itself names (e.g. `compute_capability` on CUDA)."""
-        return _target.named_arch(self.platform)
-
-    def check_compiled(self, compiled: _compile.CompiledKernel, target: _target.Target) -> None:
-        """Raises if jaxlib cannot launch `compiled` correctly."""
-        if compiled.profile_scratch_size:
-            raise NotImplementedError(
-                f"Kernel {compiled.name} was compiled with Triton's profiling instrumentation "
-                f"(profile scratch of {compiled.profile_scratch_size} bytes), which jaxlib does "
-                f"not allocate. Unset TRITON's instrumentation mode (TRITON_INSTRUMENTATION_MODE).")
-        for flag in ("launch_cooperative_grid", "launch_pdl"):
-            if compiled.metadata.get(flag):
-                raise NotImplementedError(
-                    f"Kernel {compiled.name} needs a {flag.removeprefix('launch_')} launch, which "
-                    f"jaxlib's Triton launcher does not do. Compile without it.")
-
-    # The core.
-
-    def features(self, named: _target.Target | None) -> _compat.PluginFeatures:
-        features = _compat.plugin_features(self.platform)
-        if features is not None:
-            return features
-        if named is not None:
-            return _compat.assumed_features(self.platform)
-        raise RuntimeError(
-            f"Lowering triton_call for platform '{self.platform}' needs JAX's "
-            f"{self.platform.upper()} plugin, which is not installed: "
-            f"{_compat.PLUGIN_INSTALL_HINT[self.platform]}. To only cross-compile (no GPU here), "
-            f"name the architecture: `with jax_triton_rocm.target_arch({self.platform}="
-            f"'{_target.EXAMPLE_ARCH[self.platform]}'):` around the lowering, or "
-            f"{_target.ENV_TARGET_ARCH}='{self.platform}={_target.EXAMPLE_ARCH[self.platform]}'.")
-
-    def lower_call(self, ctx: Any, operands: tuple, params: dict[str, Any]) -> LoweredCall:
-        """Compiles and encodes one `triton_kernel_p` equation (no MLIR is emitted here)."""
-        named = self.explicit_target(params)
-        features = self.features(named)
-        target = named or _target.lowering_target(self.platform, ctx.module_context)
-        unwrapped = _kernel.unwrap(params["kernel"])
-        gluon = unwrapped.jit_fn.is_gluon()
-        in_avals = tuple(ctx.avals_in)
-        out_avals = tuple(ctx.avals_out)
-        positional = params["positional"]
-        metaparams = dict(params["metaparams"])
-        configs = _configs.resolve(
-            unwrapped,
-            metaparams=metaparams,
-            options=dict(params["options"]),
-            num_warps=params["num_warps"],
-            num_stages=params["num_stages"],
-            num_ctas=params["num_ctas"],
-            positional=positional,
-            in_avals=in_avals,
-            out_avals=out_avals,
-        )
-        kernel_name = _kernel.kernel_name(unwrapped.jit_fn)
-        limits = self.launch_limits(target)
-        configs = _limits.keep_launchable(
-            configs, lambda c: limits.warps_problem(c.num_warps or DEFAULT_NUM_WARPS),
-            _limits.config_description, kernel=kernel_name)
-        triton_target = self.triton_target(target)
-        backend = self.backend_class()
-
-        def compile_job(config: _configs.LaunchConfig) -> _compile.CompileJob:
-            bound = _kernel.lay_out_arguments(
-                unwrapped.jit_fn, backend, positional=positional, in_avals=in_avals,
-                out_avals=out_avals, constexprs=config.constexprs)
-            options = self.compile_options(target, config,
-                                           enable_fp_fusion=params["enable_fp_fusion"],
-                                           debug=params["debug"])
-            return _compile.make_job(unwrapped.jit_fn, triton_target, bound, options,
-                                     gluon=gluon, binary_key=self.binary_key,
-                                     asm_key=self.asm_key)
-
-        jobs = [compile_job(config) for config in configs]
-        configs, jobs, kernels = _kept_configs(configs, jobs, _parallel.compile_jobs(jobs))
-        launchable = _limits.keep_launchable(
-            list(zip(configs, jobs, kernels)),
-            lambda item: limits.shared_problem(item[2].shared_mem_bytes),
-            _limits.config_description, kernel=kernel_name)
-        configs, jobs, kernels = (list(column) for column in zip(*launchable))
-        calls = []
-        for config, job, compiled in zip(configs, jobs, kernels):
-            self.check_compiled(compiled, target)
-            if params["debug"]:
-                print(f"jax_triton_rocm: {compiled.name} for {target.arch}\n--- TTIR ---\n"
-                      f"{compiled.ttir}\n--- {self.asm_key.upper()} ---\n{compiled.asm}")
-            grid_spec = params["grid"]
-            grid = normalize_grid(grid_spec(config.meta) if callable(grid_spec) else grid_spec,
-                                  what="grid" if not callable(grid_spec) else
-                                  f"grid(meta) for config ({config.description})"
-                                  if config.description else "grid(meta)")
-            zeroed = params["zeroed_outputs"]
-            if callable(zeroed):
-                zeroed = tuple(zeroed(config.meta))
-            calls.append(_proto.KernelCall(
-                kernel=self.kernel_image(compiled, target, features),
-                grid=grid,
-                params=_launch_params(job.bound, out_avals, set(zeroed)),
-            ))
-        name = params["name"] or _kernel.kernel_name(unwrapped.jit_fn)
-        if len(calls) == 1:
-            serialized = _proto.encode_call(calls[0], name=name,
-                                            metadata=params["serialized_metadata"])
-            custom_call_target = _compat.FFI_TARGET
-        else:
-            # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
-            # (operands, then results), so the output's index counts the operands before it.
-            aliases = [_proto.Alias(i, len(in_avals) + o, _size_bytes(in_avals[i]))
-                       for i, o in params["input_output_aliases"]]
-            serialized = _proto.encode_autotuned_call(
-                [(call, config.description) for call, config in zip(calls, configs)],
-                aliases,
-                call_name=f"{name} ({_kernel.kernel_name(unwrapped.jit_fn)})",
-                name=name,
-                metadata=params["serialized_metadata"],
-            )
-            custom_call_target = _compat.autotuned_call_target(features)
-        return LoweredCall(
-            opaque=_proto.compress(serialized),
-            serialized=serialized,
-            custom_call_target=custom_call_target,
-            features=features,
-            target=target,
-            kernels=tuple(kernels),
-            calls=tuple(calls),
-            aliases=tuple(params["input_output_aliases"]),
-        )
-
-    def lower(self, ctx: Any, *operands: Any, **params: Any):
-        """The MLIR lowering rule registered for this vendor's platform."""
-        lowered = self.lower_call(ctx, operands, params)
-        self.after_encode(lowered, ctx, operands)
+    def lower(self, ctx: Any, *operands: Any, **params: Any) -> list:
+        """The MLIR lowering rule of `triton_kernel_p` for the backend's platform."""
+        lowered = lower_call(self.backend, ctx, params)
+        self.backend.after_encode(lowered, ctx)
         return emit(ctx, operands, lowered)
+
+
+def resolve_target(backend: Backend, ctx: Any,
+                   params: dict[str, Any]) -> tuple[_target.Target, _compat.PluginFeatures]:
+    """The target to compile for, and what the jaxlib plugin that will load the kernel reads.
+
+    Raises:
+      RuntimeError: no plugin for the platform and no architecture named (says how to name one).
+    """
+    platform = backend.platform
+    named = backend.call_target(params) or _target.named_arch(platform)
+    features = _compat.plugin_features(platform)
+    if features is None and named is None:
+        vendor = _vendors.vendor(platform)
+        example = vendor.example_arch
+        raise RuntimeError(
+            f"Lowering triton_call for platform '{platform}' needs JAX's {platform.upper()} "
+            f"plugin, which is not installed: {vendor.install_hint}. To only "
+            f"cross-compile (no GPU here), name the architecture: `with "
+            f"jax_triton_rocm.target_arch({platform}='{example}'):` around the lowering, or "
+            f"{_target.ENV_TARGET_ARCH}='{platform}={example}'.")
+    features = features or _compat.assumed_features(platform)
+    return named or _target.lowering_target(platform, ctx.module_context), features
+
+
+def compile_options(backend: Backend, config: _configs.LaunchConfig,
+                    params: dict[str, Any]) -> dict[str, Any]:
+    """Options for `triton.compile`: the common ones and the backend's own where set.
+
+    Other vendors' options are left out, as Triton's backends do.
+    """
+    options: dict[str, Any] = {
+        "num_warps": config.num_warps or DEFAULT_NUM_WARPS,
+        "num_ctas": config.num_ctas,
+        "enable_fp_fusion": params["enable_fp_fusion"],
+        "debug": params["debug"],
+    }
+    if config.num_stages is not None:
+        options["num_stages"] = config.num_stages
+    options.update({name: config.options[name] for name in backend.compile_options
+                    if config.options.get(name) is not None})
+    return options
+
+
+def _launch_configs(backend: Backend, unwrapped: _kernel.Unwrapped, target: _target.Target,
+                    params: dict[str, Any], in_avals: tuple, out_avals: tuple) -> list:
+    """The call's launch configurations that can launch on `target` (`_limits`)."""
+    configs = _configs.resolve(
+        unwrapped, metaparams=dict(params["metaparams"]), options=dict(params["options"]),
+        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        num_ctas=params["num_ctas"], positional=params["positional"], in_avals=in_avals,
+        out_avals=out_avals)
+    for config in configs:
+        backend.check_launch(target, config.num_ctas)
+    limits = backend.launch_limits(target)
+    return _limits.keep_launchable(
+        configs, lambda c: limits.warps_problem(c.num_warps or DEFAULT_NUM_WARPS),
+        _limits.config_description, kernel=_kernel.kernel_name(unwrapped.jit_fn))
+
+
+def _compiled_configs(backend: Backend, unwrapped: _kernel.Unwrapped, target: _target.Target,
+                      configs: list, params: dict[str, Any], in_avals: tuple,
+                      out_avals: tuple) -> list[tuple]:
+    """(config, job, compiled kernel) for each configuration that compiled and fits the target."""
+    jit_fn = unwrapped.jit_fn
+    triton_target = backend.triton_target(target)
+    triton_backend = backend.triton_backend()
+    jobs = []
+    for config in configs:
+        bound = _kernel.lay_out_arguments(
+            jit_fn, triton_backend, positional=params["positional"], in_avals=in_avals,
+            out_avals=out_avals, constexprs=config.constexprs)
+        jobs.append(_compile.make_job(
+            jit_fn, triton_target, bound, compile_options(backend, config, params),
+            gluon=jit_fn.is_gluon(), binary_key=backend.binary_key, asm_key=backend.asm_key))
+    compiled = _parallel.kept_configs(configs, jobs, _parallel.compile_jobs(jobs))
+    limits = backend.launch_limits(target)
+    return _limits.keep_launchable(
+        compiled, lambda item: limits.shared_problem(item[2].shared_mem_bytes),
+        _limits.config_description, kernel=_kernel.kernel_name(jit_fn))
+
+
+def check_compiled(compiled: _compile.CompiledKernel) -> None:
+    """Raises if jaxlib cannot launch `compiled` as Triton built it."""
+    if compiled.profile_scratch_size:
+        raise NotImplementedError(
+            f"Kernel {compiled.name} was compiled with Triton's profiling instrumentation "
+            f"(profile scratch of {compiled.profile_scratch_size} bytes), which jaxlib does "
+            f"not allocate. Unset TRITON's instrumentation mode (TRITON_INSTRUMENTATION_MODE).")
+    for flag in ("launch_cooperative_grid", "launch_pdl"):
+        if compiled.metadata.get(flag):
+            raise NotImplementedError(
+                f"Kernel {compiled.name} needs a {flag.removeprefix('launch_')} launch, which "
+                f"jaxlib's Triton launcher does not do. Compile without it.")
+
+
+def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: _target.Target,
+                 features: _compat.PluginFeatures) -> _proto.KernelImage:
+    """The compiled kernel as the installed jaxlib loads it."""
+    check_compiled(compiled)
+    if compiled.global_scratch_size and not features.global_scratch:
+        raise NotImplementedError(
+            f"Kernel {compiled.name} needs {compiled.global_scratch_size} bytes of Triton "
+            f"global scratch memory, which this jaxlib {backend.platform} plugin "
+            f"({features.detected_from}) does not allocate. Upgrade jax and its plugin to "
+            f"0.11 or newer.")
+    if backend.embeds_binary(features):
+        ptx, object_file = _proto.module_image_ptx(compiled.binary), compiled.binary
+    else:
+        ptx, object_file = backend.ptx_field(compiled), None
+    return _proto.KernelImage(
+        name=compiled.name,
+        num_warps=backend.launch_warps(compiled),
+        num_ctas=compiled.num_ctas,
+        shared_mem_bytes=compiled.shared_mem_bytes,
+        ptx=ptx,
+        ttir=compiled.ttir,
+        compute_capability=backend.capability(target),
+        object_file=object_file,
+        global_scratch_size=compiled.global_scratch_size,
+        global_scratch_align=compiled.global_scratch_align,
+    )
+
+
+def kernel_call(image: _proto.KernelImage, config: _configs.LaunchConfig,
+                bound: _kernel.BoundKernel, params: dict[str, Any],
+                out_avals: tuple) -> _proto.KernelCall:
+    """One launch of `image`: the grid and the zeroed outputs evaluated for `config`."""
+    grid_spec = params["grid"]
+    if callable(grid_spec):
+        what = (f"grid(meta) for config ({config.description})" if config.description
+                else "grid(meta)")
+        grid = normalize_grid(grid_spec(config.meta), what=what)
+    else:
+        grid = normalize_grid(grid_spec)
+    zeroed = params["zeroed_outputs"]
+    if callable(zeroed):
+        zeroed = tuple(zeroed(config.meta))
+    return _proto.KernelCall(kernel=image, grid=grid,
+                             params=_launch_params(bound, out_avals, set(zeroed)))
+
+
+def _encode(calls: list, configs: list, params: dict[str, Any], in_avals: tuple,
+            kernel: str, features: _compat.PluginFeatures) -> tuple[bytes, str]:
+    """The serialized call and its custom-call target: one kernel call, or an autotuned one."""
+    name = params["name"] or kernel
+    if len(calls) == 1:
+        serialized = _proto.encode_call(calls[0], name=name, metadata=params["serialized_metadata"])
+        return serialized, _compat.FFI_TARGET
+    # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
+    # (operands, then results), so the output's index counts the operands before it.
+    aliases = [_proto.Alias(i, len(in_avals) + o, _size_bytes(in_avals[i]))
+               for i, o in params["input_output_aliases"]]
+    serialized = _proto.encode_autotuned_call(
+        [(call, config.description) for call, config in zip(calls, configs)], aliases,
+        call_name=f"{name} ({kernel})", name=name, metadata=params["serialized_metadata"])
+    return serialized, _compat.autotuned_call_target(features)
+
+
+def lower_call(backend: Backend, ctx: Any, params: dict[str, Any]) -> LoweredCall:
+    """Compiles and encodes one `triton_kernel_p` equation (no MLIR is emitted here)."""
+    target, features = resolve_target(backend, ctx, params)
+    unwrapped = _kernel.unwrap(params["kernel"])
+    in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+    configs = _launch_configs(backend, unwrapped, target, params, in_avals, out_avals)
+    compiled = _compiled_configs(backend, unwrapped, target, configs, params, in_avals,
+                                 out_avals)
+    calls = []
+    for config, job, kernel in compiled:
+        if params["debug"]:
+            print(f"jax_triton_rocm: {kernel.name} for {target.arch}\n--- TTIR ---\n"
+                  f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
+        image = kernel_image(backend, kernel, target, features)
+        calls.append(kernel_call(image, config, job.bound, params, out_avals))
+    serialized, custom_call_target = _encode(
+        calls, [config for config, _, _ in compiled], params, in_avals,
+        _kernel.kernel_name(unwrapped.jit_fn), features)
+    return LoweredCall(
+        opaque=_proto.compress(serialized),
+        serialized=serialized,
+        custom_call_target=custom_call_target,
+        features=features,
+        target=target,
+        kernels=tuple(kernel for _, _, kernel in compiled),
+        calls=tuple(calls),
+        aliases=tuple(params["input_output_aliases"]),
+    )
 
 
 def _size_bytes(aval: Any) -> int:
@@ -290,28 +260,6 @@ def _launch_params(bound: _kernel.BoundKernel, out_avals: tuple,
     return tuple(params)
 
 
-def _kept_configs(configs: list, jobs: list, results: list) -> tuple[list, list, list]:
-    """The configs whose kernels compiled, with their jobs and kernels.
-
-    As Triton's autotuner does, a config whose compile fails a `tl.static_assert` or ptxas is
-    dropped when others remain. Any other error, or every config failing, raises the first
-    config's error.
-    """
-    skippable = _configs.skippable_config_errors() if len(configs) > 1 else ()
-    errors = [(c, r) for c, r in zip(configs, results) if isinstance(r, BaseException)]
-    fatal = [(c, r) for c, r in errors if not isinstance(r, skippable)]
-    if fatal or (errors and len(errors) == len(configs)):
-        config, error = (fatal or errors)[0]
-        if len(configs) > 1:
-            error.add_note(f"jax_triton_rocm: in autotune config ({config.description})")
-        raise error
-    for config, error in errors:
-        logger.info("jax_triton_rocm: autotune config (%s) dropped: %s: %s",
-                    config.description, type(error).__name__, error)
-    kept = [i for i, r in enumerate(results) if not isinstance(r, BaseException)]
-    return [configs[i] for i in kept], [jobs[i] for i in kept], [results[i] for i in kept]
-
-
 def emit(ctx: Any, operands: tuple, lowered: LoweredCall):
     """Emits the custom call: typed FFI with an `opaque` attribute, or the legacy target."""
     from jax import ffi
@@ -325,20 +273,3 @@ def emit(ctx: Any, operands: tuple, lowered: LoweredCall):
                             backend_config=lowered.opaque,
                             operand_output_aliases=operand_output_aliases)
     return rule(ctx, *operands)
-
-
-class EncodedCall:
-    """A lowered call as a hashable primitive parameter (by identity), for `encoded_call_p`."""
-
-    def __init__(self, lowered: LoweredCall) -> None:
-        self.lowered = lowered
-
-
-def _encoded_call_lowering(ctx: Any, *operands: Any, lowered: EncodedCall, out_avals: tuple):
-    del out_avals
-    return emit(ctx, operands, lowered.lowered)
-
-
-# `encoded_call_p` emits a call some lowering already encoded (the HIP prewarm launches it).
-for _platform in ("cuda", "rocm"):
-    mlir.register_lowering(_primitive.encoded_call_p, _encoded_call_lowering, platform=_platform)

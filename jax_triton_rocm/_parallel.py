@@ -14,11 +14,14 @@ Environment (read at each lowering):
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import os
 from collections.abc import Sequence
 from typing import Any
 
 from jax_triton_rocm import _compile, _state
+
+logger = logging.getLogger("jax_triton_rocm")
 
 ENV_COMPILE_THREADS = "JAX_TRITON_ROCM_COMPILE_THREADS"
 
@@ -68,3 +71,37 @@ def compile_jobs(jobs: Sequence[_compile.CompileJob]) -> list[Result]:
     with concurrent.futures.ThreadPoolExecutor(
             max_workers=thread_count(missing), thread_name_prefix="jax_triton_rocm") as pool:
         return list(pool.map(_capture, jobs))
+
+
+def skippable_config_errors() -> tuple[type[BaseException], ...]:
+    """Compile errors for which Triton's autotuner drops a config instead of failing the call.
+
+    A `tl.static_assert` that a config breaks (CompileTimeAssertionFailure) and a ptxas failure
+    (PTXASError, NVIDIA only); OutOfResources is a launch error, which jaxlib's autotuner handles.
+    """
+    from triton.compiler.errors import CompileTimeAssertionFailure
+    from triton.runtime.errors import PTXASError
+
+    return (CompileTimeAssertionFailure, PTXASError)
+
+
+def kept_configs(configs: list, jobs: list, results: list) -> list[tuple]:
+    """(config, job, compiled kernel) for each config whose kernel compiled, in order.
+
+    As Triton's autotuner does, a config whose compile fails a `tl.static_assert` or ptxas is
+    dropped when others remain. Any other error, or every config failing, raises the first
+    config's error.
+    """
+    skippable = skippable_config_errors() if len(configs) > 1 else ()
+    errors = [(c, r) for c, r in zip(configs, results) if isinstance(r, BaseException)]
+    fatal = [(c, r) for c, r in errors if not isinstance(r, skippable)]
+    if fatal or (errors and len(errors) == len(configs)):
+        config, error = (fatal or errors)[0]
+        if len(configs) > 1:
+            error.add_note(f"jax_triton_rocm: in autotune config ({config.description})")
+        raise error
+    for config, error in errors:
+        logger.info("jax_triton_rocm: autotune config (%s) dropped: %s: %s",
+                    config.description, type(error).__name__, error)
+    return [(config, job, result) for config, job, result in zip(configs, jobs, results)
+            if not isinstance(result, BaseException)]

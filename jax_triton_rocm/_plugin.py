@@ -26,18 +26,17 @@ from typing import Any
 
 from jax.interpreters import mlir
 
-from jax_triton_rocm import _compat, _state
+from jax_triton_rocm import _compat, _state, _vendors
 from jax_triton_rocm._primitive import triton_kernel_p
 
 logger = logging.getLogger("jax_triton_rocm")
 
-_VENDOR_MODULES = {"cuda": "jax_triton_rocm._cuda", "rocm": "jax_triton_rocm._hip"}
 _registered: set[str] = set()
 
 
 def _vendor(platform: str) -> Any:
     """The vendor lowering for `platform` (imports Triton and its backend on first use)."""
-    return importlib.import_module(_VENDOR_MODULES[platform]).LOWERING
+    return importlib.import_module(_vendors.vendor(platform).backend_module).LOWERING
 
 
 def _rule_for(platform: str):
@@ -100,7 +99,7 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
     """
     chosen = None if platforms is None else tuple(platforms)
     for platform in chosen or ():
-        if platform not in _VENDOR_MODULES:
+        if platform not in _vendors.VENDORS:
             raise ValueError(f"platforms={chosen!r}: {platform!r} is not a GPU platform "
                              f"this package lowers for; use 'cuda' and/or 'rocm'.")
     _register_rules(_compat.GPU_PLATFORMS)

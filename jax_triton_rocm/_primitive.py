@@ -57,10 +57,3 @@ def _cpu_lowering(ctx, *args, **params):
 
 
 mlir.register_lowering(triton_kernel_p, _cpu_lowering, platform="cpu")
-
-
-# A call already encoded by a lowering, emitted as is. The HIP prewarm launches it on one device.
-encoded_call_p = Primitive("triton_encoded_call")
-encoded_call_p.multiple_results = True
-encoded_call_p.def_impl(functools.partial(dispatch.apply_primitive, encoded_call_p))
-encoded_call_p.def_abstract_eval(lambda *avals, lowered, out_avals: list(out_avals))

@@ -11,18 +11,13 @@ flight there never finishes. So, in the child:
   - every lock is replaced by a fresh one (the registry's and every per-key lock);
   - finished kernels stay cached (they are plain data and still valid); in-flight compiles are
     forgotten, and the child compiles what it needs itself;
-  - the HIP state (registered only once the HIP path is used) is detached: the parent's HSACO
-    folder is the parent's to delete, and the jaxlib module cache does not cross a fork, so the
-    set of kernels already loaded on devices starts empty.
+  - state a vendor module keeps has its own fork rule beside it (`_hip_files`, `_hip_prewarm`).
 """
 
 from __future__ import annotations
 
-import atexit
 import collections
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
@@ -105,108 +100,30 @@ class KernelCache:
 KERNELS = KernelCache(LOCKS)
 
 
-class HsacoFolder:
-    """One per-process temporary folder for HSACO files handed to jaxlib by path.
-
-    Created lazily, once, under a lock; removed at exit by the process that created it. One file
-    per kernel (by kernel key): lowering the same kernel call again gives the same path, so the
-    same opaque, which jaxlib has already loaded (its module cache is keyed by the path). A forked
-    child detaches: it makes its own folder and files if it needs some and never deletes the
-    parent's.
-    """
-
-    def __init__(self, locks: LockRegistry) -> None:
-        self._locks = locks
-        self._path: str | None = None
-        self._owner_pid: int | None = None
-        self._files: dict[str, str] = {}
-
-    def path(self) -> str:
-        if self._path is None or self._owner_pid != os.getpid():
-            with self._locks.lock_for("hsaco-folder"):
-                if self._path is None or self._owner_pid != os.getpid():
-                    self._path = tempfile.mkdtemp(prefix="jax_triton_rocm_hsaco_")
-                    self._owner_pid = os.getpid()
-        return self._path
-
-    def new_file(self, data: bytes, stem: str) -> str:
-        """Writes `data` to a new file in the folder and returns its path."""
-        fd, path = tempfile.mkstemp(prefix=f"{stem}_", suffix=".hsaco", dir=self.path())
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        return path
-
-    def file_for(self, key: str, data: bytes, stem: str) -> str:
-        """The path of this process's file for kernel `key`, written with `data` the first time."""
-        with self._locks.lock_for(("hsaco-file", key)):
-            path = self._files.get(key) if self._owner_pid == os.getpid() else None
-            if path is None:
-                path = self.new_file(data, stem)
-                self._files[key] = path
-            return path
-
-    def remove(self) -> None:
-        """Deletes the folder if this process created it."""
-        if self._path is not None and self._owner_pid == os.getpid():
-            shutil.rmtree(self._path, ignore_errors=True)
-            self._path = None
-            self._files = {}
-
-    def detach_after_fork(self) -> None:
-        self._path = None
-        self._owner_pid = None
-        self._files = {}
-
-
-HSACO_FOLDER = HsacoFolder(LOCKS)
-atexit.register(HSACO_FOLDER.remove)
-
-
-class LoadedKernels:
-    """Digests of kernel calls already launched once in this process (the HIP prewarm)."""
-
-    def __init__(self, locks: LockRegistry) -> None:
-        self._locks = locks
-        self._keys: set[str] = set()
-
-    def __contains__(self, key: str) -> bool:
-        with self._locks.guard:
-            return key in self._keys
-
-    def add(self, key: str) -> None:
-        with self._locks.guard:
-            self._keys.add(key)
-
-    def clear(self) -> None:
-        with self._locks.guard:
-            self._keys.clear()
-
-
-LOADED_KERNELS = LoadedKernels(LOCKS)
-
-
-def _reset_hip_after_fork() -> None:
-    HSACO_FOLDER.detach_after_fork()
-    LOADED_KERNELS.clear()
-
-
 os.register_at_fork(after_in_child=LOCKS.reset_after_fork)
 
-_hip_fork_rules_installed = False
+def triton_language_lock() -> threading.Lock:
+    """The lock held while Triton's Python front end, or its interpreter, runs in this process.
+
+    The front end (Python AST to Triton IR) is not safe across threads (CPython 3.11's `ast.parse`
+    is not), and the interpreter patches `triton.language` for the whole process while a kernel
+    runs: a front end running meanwhile would build IR from the patched language. Compiles still
+    overlap in the backend passes and ptxas, where their time goes.
+    """
+    return LOCKS.lock_for("triton-language")
 
 
-def install_hip_fork_rules() -> None:
-    """Registers the HIP part of the fork rules; called by the HIP lowering, once."""
-    global _hip_fork_rules_installed
-    with LOCKS.guard:
-        if _hip_fork_rules_installed:
-            return
-        _hip_fork_rules_installed = True
-    os.register_at_fork(after_in_child=_reset_hip_after_fork)
+# Caches kept by modules loaded on demand (the HIP prewarm's), emptied by `clear_caches`.
+_CLEAR_HOOKS: list[Callable[[], None]] = []
+
+
+def on_clear(hook: Callable[[], None]) -> None:
+    """Makes `clear_caches()` call `hook` too (for state a vendor module keeps)."""
+    _CLEAR_HOOKS.append(hook)
 
 
 def clear_caches() -> None:
-    """Empties the kernel cache, forgets which kernels were prewarmed, and clears JAX's caches.
+    """Empties the kernel cache and the vendors' caches (`on_clear`), and clears JAX's caches.
 
     JAX keeps lowered computations, which embed compiled kernels; clearing them too means the
     next call really lowers and compiles again (after editing a kernel's dependencies in place,
@@ -215,5 +132,6 @@ def clear_caches() -> None:
     import jax
 
     KERNELS.clear()
-    LOADED_KERNELS.clear()
+    for hook in _CLEAR_HOOKS:
+        hook()
     jax.clear_caches()

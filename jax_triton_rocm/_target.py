@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from jax._src import config
 
+from jax_triton_rocm import _vendors
+from jax_triton_rocm._vendors import normalize_arch
+
 ENV_TARGET_ARCH = "JAX_TRITON_ROCM_TARGET_ARCH"
 # What error messages suggest when an architecture must be named.
-EXAMPLE_ARCH = {"cuda": "sm_90", "rocm": "gfx942"}
+EXAMPLE_ARCH = {platform: v.example_arch for platform, v in _vendors.VENDORS.items()}
 
 # Holds a tuple of (platform, arch) pairs under `target_arch`, else the environment's string.
 # JAX includes it in its trace and jit cache keys, so a computation traced under one
@@ -42,49 +44,6 @@ class Target:
     platform: str
     arch: str
     source: str
-
-    @property
-    def cuda_capability(self) -> int:
-        """The CUDA compute capability as Triton and jaxlib take it (90 for sm_90)."""
-        return int(re.fullmatch(r"sm_(\d+)a?", self.arch).group(1))
-
-    @property
-    def gfx_capability(self) -> int:
-        """What jaxlib's HIP `get_compute_capability` reports: major*10+minor (94 for gfx942)."""
-        digits = self.arch[3:]
-        return int(digits[:-2]) * 10 + int(digits[-2], 16)
-
-
-_CUDA_ARCH = re.compile(r"(?:sm_?)?(\d{2,3})(a?)")
-_CUDA_DOTTED = re.compile(r"(\d{1,2})\.(\d)")
-_ROCM_ARCH = re.compile(r"(gfx[0-9]{2,3}[0-9a-f])(?::.*)?")
-
-
-def normalize_arch(platform: str, arch: Any, *, what: str = "arch") -> str:
-    """Canonical arch name: "sm_90" (from 90, "90", "9.0", "sm_90", "sm90") or "gfx942".
-
-    Raises:
-      ValueError: naming `what`, the value and the accepted forms.
-    """
-    text = str(arch).strip().lower()
-    if platform == "cuda":
-        dotted = _CUDA_DOTTED.fullmatch(text)
-        if dotted:
-            return f"sm_{int(dotted.group(1)) * 10 + int(dotted.group(2))}"
-        match = _CUDA_ARCH.fullmatch(text)
-        if match and not isinstance(arch, bool):
-            return f"sm_{match.group(1)}"
-        raise ValueError(
-            f"{what}={arch!r} is not a CUDA architecture. Use a compute capability such as "
-            f"cuda=90, cuda='9.0' or cuda='sm_90'.")
-    if platform == "rocm":
-        match = _ROCM_ARCH.fullmatch(text)
-        if match:
-            return match.group(1)
-        raise ValueError(
-            f"{what}={arch!r} is not an AMD GPU architecture. Use a gfx name such as "
-            f"rocm='gfx942' (MI300), 'gfx950' (MI355) or 'gfx90a' (MI200).")
-    raise ValueError(f"platform {platform!r} has no GPU architecture; use 'cuda' or 'rocm'.")
 
 
 @contextlib.contextmanager

@@ -71,17 +71,17 @@ def test_childs_normal_exit_leaves_the_parents_hsaco_files():
     # child of a process with a live XLA client hangs in XLA's own teardown at a normal exit.
     result = run_python(PRELUDE + """
     from triton.backends.compiler import GPUTarget
-    from jax_triton_rocm import _compile, _hip, _kernel
+    from jax_triton_rocm import _compile, _hip, _hip_files, _hip_prewarm, _kernel
     bound = _kernel.lay_out_arguments(
-        kernels.add_kernel, _hip.LOWERING.backend_class(),
+        kernels.add_kernel, _hip.BACKEND.triton_backend(),
         positional=(("array", 0), ("array", 1), ("scalar", 4096)), in_avals=(X, X),
         out_avals=(X,), constexprs={"BLOCK": 256})
     compiled = _compile.compile_job(_compile.make_job(
         kernels.add_kernel, GPUTarget("hip", "gfx942", 64), bound, {"num_warps": 4},
         gluon=False, binary_key="hsaco", asm_key="amdgcn"))
-    parent_file = _hip.LOWERING.hsaco_path(compiled)
-    parent_folder = _state.HSACO_FOLDER.path()
-    _state.LOADED_KERNELS.add("loaded-in-parent")
+    parent_file = _hip.BACKEND.ptx_field(compiled)
+    parent_folder = _hip_files.HSACO_FOLDER.path()
+    _hip_prewarm.LOADED_KERNELS.add("loaded-in-parent")
     os.environ["JAX_TRITON_ROCM_HSACO_DELIVERY"] = "path"
     read, write = os.pipe()
     pid = os.fork()
@@ -90,7 +90,7 @@ def test_childs_normal_exit_leaves_the_parents_hsaco_files():
         child_file = lower_one(lambda x, y: kernels.add(x, y, block=128), X, X,
                                platform="rocm").message.kernel_call.kernel.ptx
         facts = [os.path.dirname(child_file) != parent_folder,
-                 "loaded-in-parent" not in _state.LOADED_KERNELS]
+                 "loaded-in-parent" not in _hip_prewarm.LOADED_KERNELS]
         os.write(write, (child_file + "|" + ",".join(map(str, facts))).encode())
         sys.exit(0)  # a normal exit: atexit handlers run
     os.close(write)
@@ -107,7 +107,8 @@ def test_parent_removes_its_hsaco_folder_at_exit():
     result = run_python(PRELUDE + """
     os.environ["JAX_TRITON_ROCM_HSACO_DELIVERY"] = "path"
     lower_one(kernels.add, X, X, platform="rocm")
-    print(_state.HSACO_FOLDER.path())
+    from jax_triton_rocm import _hip_files
+    print(_hip_files.HSACO_FOLDER.path())
     """)
     folder = last_line(result)
     import os

@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _cuda, _hip
+from jax_triton_rocm import _cuda, _hip_prewarm
 from tests import kernels
 from tests.gpu_utils import gpu_platform
 
@@ -29,22 +29,22 @@ def prewarm(monkeypatch):
     """Makes every new kernel call prewarm on the present GPU; yields the launches' outputs."""
     platform = gpu_platform()
     outputs = []
-    launch = _hip.launch_for_prewarm
+    launch = _hip_prewarm.launch_for_prewarm
 
     def recording_launch(*args, **kwargs):
         outputs.append(launch(*args, **kwargs))
         return outputs[-1]
 
-    monkeypatch.setattr(_hip, "local_device_count", lambda: 2)
-    monkeypatch.setattr(_hip, "launch_for_prewarm", recording_launch)
+    monkeypatch.setattr(_hip_prewarm, "local_device_count", lambda: 2)
+    monkeypatch.setattr(_hip_prewarm, "launch_for_prewarm", recording_launch)
     if platform == "rocm":
-        monkeypatch.setenv(_hip.ENV_DELIVERY, "path")
+        monkeypatch.setenv(_hip_prewarm.ENV_DELIVERY, "path")
     else:
-        def after_encode(self, lowered, ctx, operands):
-            _hip.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out),
-                              platform=platform)
+        def after_encode(self, lowered, ctx):
+            _hip_prewarm.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out),
+                                      platform=platform)
 
-        monkeypatch.setattr(_cuda.CudaLowering, "after_encode", after_encode)
+        monkeypatch.setattr(_cuda.CudaBackend, "after_encode", after_encode)
     jtr.clear_caches()
     yield outputs
     jtr.clear_caches()

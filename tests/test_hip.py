@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _hip, _proto, _state
+from jax_triton_rocm import _compat, _hip, _hip_files, _hip_prewarm, _proto
 from tests import kernels
 from tests.binary_utils import check_hsaco
 from tests.lowering_utils import (capture_one, captured_lowerings, lower_for, lower_one,
@@ -28,7 +28,7 @@ needs_embedded = pytest.mark.skipif(
 @pytest.fixture(autouse=True)
 def fresh_state(monkeypatch):
     monkeypatch.delenv(_hip.ENV_DELIVERY, raising=False)
-    monkeypatch.delenv(_hip.ENV_PREWARM, raising=False)
+    monkeypatch.delenv(_hip_prewarm.ENV_PREWARM, raising=False)
     jtr.clear_caches()
     yield
     jtr.clear_caches()
@@ -91,7 +91,7 @@ def test_path_delivery_writes_one_file_per_kernel_in_the_process_folder(monkeypa
     other = _kernel_of(lower_one(lambda x, y: kernels.add(x, y, block=128), X, X,
                                  platform="rocm"))
     assert not first.HasField("module_image")
-    assert os.path.dirname(first.ptx) == _state.HSACO_FOLDER.path()
+    assert os.path.dirname(first.ptx) == _hip_files.HSACO_FOLDER.path()
     assert first.ptx == again.ptx, "the same kernel call must give the same opaque"
     assert other.ptx != first.ptx
     check_hsaco(open(other.ptx, "rb").read(), "gfx942")
@@ -184,9 +184,9 @@ class RecordingLaunch:
 @pytest.fixture
 def two_devices(monkeypatch):
     monkeypatch.setenv(_hip.ENV_DELIVERY, "path")
-    monkeypatch.setattr(_hip, "local_device_count", lambda: 2)
+    monkeypatch.setattr(_hip_prewarm, "local_device_count", lambda: 2)
     launch = RecordingLaunch(delay=0.3)
-    monkeypatch.setattr(_hip, "launch_for_prewarm", launch)
+    monkeypatch.setattr(_hip_prewarm, "launch_for_prewarm", launch)
     return launch
 
 
@@ -226,13 +226,13 @@ def test_a_failing_prewarm_warns_once(two_devices):
 
 
 def test_prewarm_can_be_turned_off(two_devices, monkeypatch):
-    monkeypatch.setenv(_hip.ENV_PREWARM, "0")
+    monkeypatch.setenv(_hip_prewarm.ENV_PREWARM, "0")
     lower_for(kernels.add, X, X, platform="rocm")
     assert two_devices.calls == []
 
 
 def test_no_prewarm_with_one_device(two_devices, monkeypatch):
-    monkeypatch.setattr(_hip, "local_device_count", lambda: 1)
+    monkeypatch.setattr(_hip_prewarm, "local_device_count", lambda: 1)
     lower_for(kernels.add, X, X, platform="rocm")
     assert two_devices.calls == []
 
@@ -247,7 +247,7 @@ def test_no_prewarm_for_embedded_delivery(two_devices, monkeypatch):
 def _prewarm_module(lowered, in_avals, out_avals):
     """The prewarm's own program for `lowered`, lowered for rocm on the CPU."""
     with jtr.target_arch(rocm="gfx942"):
-        return jax.jit(_hip.prewarm_program(lowered, in_avals, out_avals)).trace().lower(
+        return jax.jit(_hip_prewarm.prewarm_program(lowered, in_avals, out_avals)).trace().lower(
             lowering_platforms=("rocm",))
 
 

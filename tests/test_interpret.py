@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _interpret
+from jax_triton_rocm import _interpret_host, _state
 from tests import autotune_utils, gluon_kernels, kernels
 
 CPU = jax.devices("cpu")[0]
@@ -194,7 +194,7 @@ def test_host_tensor_is_what_tritons_argument_typing_reads():
     from triton.runtime.jit import mangle_type
 
     buffer = np.zeros(4, np.float32)
-    tensor = _interpret.HostTensor(buffer, tl.float32)
+    tensor = _interpret_host.HostTensor(buffer, tl.float32)
     assert mangle_type(tensor) == "*fp32"
     assert tensor.data_ptr() == buffer.ctypes.data
 
@@ -304,3 +304,26 @@ def test_parameter_given_by_keyword_is_a_constexpr_as_when_compiled():
             size=16))()
     assert out.devices() == {CPU}
     np.testing.assert_array_equal(out, np.arange(16))
+
+
+def test_a_run_holds_the_triton_language_lock_that_compiles_take(monkeypatch):
+    # The interpreter patches triton.language process-wide: a front end compiling in another
+    # thread meanwhile would build IR from it. Both take the same lock.
+    held = []
+    real = _interpret_host.interpreted
+
+    class Recording:
+        def __init__(self, jit_fn):
+            self.twin = real(jit_fn)
+
+        def __getitem__(self, grid):
+            def run(*args, **kwargs):
+                held.append(_state.triton_language_lock().locked())
+                return self.twin[grid](*args, **kwargs)
+
+            return run
+
+    monkeypatch.setattr(_interpret_host, "interpreted", Recording)
+    x = jax.device_put(jnp.arange(1024, dtype=jnp.float32), CPU)
+    np.testing.assert_allclose(jax.jit(kernels.add)(x, x), 2 * x)
+    assert held == [True]
