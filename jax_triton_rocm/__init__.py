@@ -8,6 +8,7 @@ Importing the package does not import Triton; `triton_call` and the first loweri
 
 from jax_triton_rocm._call import triton_call
 from jax_triton_rocm._inspect import EmittedCall, kernel_calls
+from jax_triton_rocm._library import triton_call_lowering
 from jax_triton_rocm._plugin import initialize, register, registered_platforms
 from jax_triton_rocm._primitive import triton_kernel_p
 from jax_triton_rocm._state import clear_caches
@@ -24,5 +25,6 @@ __all__ = [
     "registered_platforms",
     "target_arch",
     "triton_call",
+    "triton_call_lowering",
     "triton_kernel_p",
 ]

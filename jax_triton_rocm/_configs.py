@@ -108,12 +108,21 @@ def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
 def _named_args(jit_fn: Any, positional: tuple, in_avals: tuple, out_avals: tuple) -> dict:
     """Argument values by name, as heuristics and pruning functions see them.
 
-    Arrays appear as their abstract values (shape and dtype, no data).
+    Arrays appear as their abstract values (shape and dtype, no data). Parameters filled by name
+    ("keyword" entries) are left to the constexprs.
     """
-    names = jit_fn.arg_names
-    values: list[Any] = [in_avals[v] if kind == "array" else v for kind, v in positional]
-    values += list(out_avals)
-    return dict(zip(names, values))
+    names = list(jit_fn.arg_names)
+    named: dict[str, Any] = {}
+    for name, (kind, value) in zip(names, positional):
+        if kind in ("array", "input"):
+            named[name] = in_avals[value]
+        elif kind == "output":
+            named[name] = out_avals[value]
+        elif kind == "scalar":
+            named[name] = value
+    if not _kernel.places_outputs(positional):
+        named.update(zip(names[len(positional):], out_avals))
+    return named
 
 
 def _user_cache_results(autotuner: Any) -> bool:

@@ -48,7 +48,9 @@ class InterpretedCall:
       name: the kernel's name as errors show it.
       jit_fn: the @triton.jit function.
       grid: three program counts.
-      positional: ("array", operand index) or ("scalar", value), one per positional argument.
+      positional: ("array", operand index) or ("scalar", value), one per positional argument;
+        or one entry per parameter: ("input", operand index), ("output", output index) or
+        ("keyword", None) (`_kernel.lay_out_arguments` describes both layouts).
       constexprs: values by parameter name (the call's, the first config's, the heuristics').
       annotated_constexprs: parameter names annotated `tl.constexpr` (the interpreter passes
         these as plain values; other parameters given by keyword are passed as `tl.constexpr`,
@@ -145,21 +147,31 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
         else:
             out = np.zeros(aval.shape, aval.dtype)
         outs.append(out)
-    args: list[Any] = []
-    for i, (kind, value) in enumerate(call.positional):
-        if kind == "array":
-            array = buffers[value]
-            args.append(_interpret_host.HostTensor(array, _triton_dtype(array.dtype, f"argument {i}")))
-        elif value is None:
-            args.append(None)
-        else:
-            args.append(_interpret_host.typed_scalar(value, f"argument {i}"))
-    args += [_interpret_host.HostTensor(out, _triton_dtype(out.dtype, f"output {o}")) for o, out in
-             enumerate(outs)]
     import triton.language as tl
 
     constexprs = {name: value if name in call.annotated_constexprs else tl.constexpr(value)
                   for name, value in call.constexprs}
+    params = call.jit_fn.params
+
+    def host_tensor(array: np.ndarray, what: str) -> Any:
+        return _interpret_host.HostTensor(array, _triton_dtype(array.dtype, what))
+
+    args: list[Any] = []
+    for i, (kind, value) in enumerate(call.positional):
+        if kind in ("array", "input"):
+            args.append(host_tensor(buffers[value], f"argument {i}"))
+        elif kind == "output":
+            args.append(host_tensor(outs[value], f"output {value}"))
+        elif kind == "keyword":
+            # Passed in its place: the parameters after it are passed by position too.
+            name = params[i].name
+            args.append(constexprs.pop(name) if name in constexprs else params[i].default)
+        elif value is None:
+            args.append(None)
+        else:
+            args.append(_interpret_host.typed_scalar(value, f"argument {i}"))
+    if not _kernel.places_outputs(call.positional):
+        args += [host_tensor(out, f"output {o}") for o, out in enumerate(outs)]
     try:
         with _state.triton_language_lock(), _interpret_host.interpreter_adapted():
             _interpret_host.interpreted(call.jit_fn)[call.grid](*args, **constexprs)

@@ -4,6 +4,10 @@
 positional arguments first, then one pointer per output, then the remaining parameters by name
 from the metaparams, falling back to the kernel's own defaults. A parameter given by keyword is a
 compile-time constant even when not annotated `tl.constexpr` (as in jax-triton).
+
+A call may instead place every parameter itself, with one positional entry per parameter
+(`triton_call_lowering`, whose outputs need not follow its inputs and may have no parameter of
+their own). See `lay_out_arguments`.
 """
 
 from __future__ import annotations
@@ -143,6 +147,15 @@ def check_operands(jit_fn: Any, n_positional: int, n_outputs: int,
             f"the kernel's constexpr parameters by name.")
 
 
+PLACED_KINDS = ("input", "output", "keyword")
+
+
+def places_outputs(positional: tuple) -> bool:
+    """Whether `positional` is a placed layout (entries of kinds "input", "output", "keyword",
+    one per kernel parameter), which places the outputs itself."""
+    return any(kind in PLACED_KINDS for kind, _ in positional)
+
+
 def lay_out_arguments(
     jit_fn: Any,
     backend: Any,
@@ -154,11 +167,22 @@ def lay_out_arguments(
 ) -> BoundKernel:
     """Lays a call's arguments onto the kernel's parameters.
 
+    Two layouts. In the positional layout (what `triton_call` binds: "array" and "scalar"
+    entries), the outputs' pointers follow the positional arguments and the remaining parameters
+    are filled by name. In the placed layout (what `triton_call_lowering` binds: one "input",
+    "output" or "keyword" entry per parameter), the entries place everything, outputs included,
+    and an output no entry names has no parameter: an in-place kernel writes it through the
+    pointer of the input it is aliased to. jaxlib hands array parameters the operands' and then the outputs'
+    buffers in order, so only trailing outputs may go without a parameter; the caller checks
+    that.
+
     Args:
       jit_fn: the @triton.jit function.
       backend: Triton's compiler backend class for the target (for `parse_attr`).
-      positional: one entry per positional argument, ("array", operand index) or
-        ("scalar", value).
+      positional: the positional layout: one entry per positional argument,
+        ("array", operand index) or ("scalar", value); or the placed layout: one entry per
+        parameter, ("input", operand index), ("output", output index) or ("keyword", None) (a
+        parameter filled by name, as those after the outputs are).
       in_avals: the abstract values of the array operands.
       out_avals: the abstract values of the outputs.
       constexprs: values by parameter name (metaparams, config kwargs, heuristics).
@@ -168,13 +192,22 @@ def lay_out_arguments(
         constexpr, a keyword that is no parameter of the kernel; each names the kernel, the
         parameter and what to do.
     """
-    check_operands(jit_fn, len(positional), len(out_avals), constexprs)
-    layout = _Layout(jit_fn, backend, n_positional=len(positional), n_outputs=len(out_avals))
+    n_trailing_outputs = 0 if places_outputs(positional) else len(out_avals)
+    check_operands(jit_fn, len(positional), n_trailing_outputs, constexprs)
+    layout = _Layout(jit_fn, backend, n_positional=len(positional), n_outputs=n_trailing_outputs)
     for i, param in enumerate(jit_fn.params):
         if i < len(positional):
             kind, value = positional[i]
-            layout.positional(i, param, kind, value, in_avals, constexprs)
-        elif i < len(positional) + len(out_avals):
+            if kind == "input":
+                layout.pointer(i, param, in_avals[value], ArgSource("input", i, value),
+                               f"operand {value} ({param.name})")
+            elif kind == "output":
+                layout.output(i, param, value, out_avals[value], constexprs)
+            elif kind == "keyword":
+                layout.by_name(i, param, constexprs)
+            else:
+                layout.positional(i, param, kind, value, in_avals, constexprs)
+        elif i < len(positional) + n_trailing_outputs:
             out = i - len(positional)
             layout.output(i, param, out, out_avals[out], constexprs)
         else:

@@ -25,12 +25,13 @@ def test_help_prints_usage_and_exits(name):
     assert result.stdout.startswith("usage: "), result.stdout[:500]
 
 
-def test_overhead_without_a_gpu_says_so_in_one_line_and_exits_1():
+@pytest.mark.parametrize("name", ["overhead.py", "moe_permute.py"])
+def test_without_a_gpu_says_so_in_one_line_and_exits_1(name):
     import jax
 
     if jax.devices()[0].platform in ("gpu", "cuda", "rocm"):
         pytest.skip("a GPU is present: the benchmark would run")
-    result = run_benchmark("overhead.py")
+    result = run_benchmark(name)
     assert result.returncode == 1
     # Above it, stderr may hold JAX's own log of a GPU plugin that failed to start.
     lines = [line for line in result.stderr.splitlines() if line.startswith("benchmarks/")]
