@@ -1,7 +1,8 @@
 """`jax.vmap` of a `triton_call`: the batching rule of `triton_kernel_p`.
 
 By default a batched call is a loop inside the computation: `lax.map` over the batch binds the
-primitive once per example, on that example's slices, with unbatched operands passed whole. It is
+primitive once per example, on that example's slices, with unbatched operands passed whole (a
+call with aliased outputs updates each example in place instead, `_loop_in_place`). It is
 correct for every kernel, and the loop compiles to one kernel launch in a while loop whatever the
 batch size.
 
@@ -83,7 +84,9 @@ class BatchedGrid:
 
 
 def _loop(primitive: Any, args: list, dims: list, params: dict[str, Any]):
-    """One call per example, in a `lax.map` over the batched operands."""
+    """One call per example, in a loop over the batched operands."""
+    if params["input_output_aliases"]:
+        return _loop_in_place(primitive, args, dims, params)
     mapped = [d is not None for d in dims]
     batched = tuple(jax.numpy.moveaxis(a, d, 0) for a, d, m in zip(args, dims, mapped) if m)
 
@@ -93,6 +96,41 @@ def _loop(primitive: Any, args: list, dims: list, params: dict[str, Any]):
         return tuple(primitive.bind(*operands, **params))
 
     outs = lax.map(one_example, batched)
+    return list(outs), [0] * len(outs)
+
+
+def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any]):
+    """The loop for a call with aliased outputs: each example is updated where it lies.
+
+    An aliased output's whole batch is carried through the loop, starting as its input's batch;
+    each example is sliced from it, handed to the kernel, and written back at the same place. XLA
+    may pass a slice to a custom call as an address inside the whole array (its dynamic-slice
+    fusion), and then an output aliased to a slice of one array but written into a slice of
+    another would not hold the input the kernel reads: here both slices are one.
+    """
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    batched = [jax.numpy.moveaxis(a, d, 0) if d is not None else None for a, d in zip(args, dims)]
+    aliased = dict((o, i) for i, o in params["input_output_aliases"])
+    carried = []
+    for o, shape in enumerate(params["out_shapes"]):
+        if o in aliased:
+            i = aliased[o]
+            whole = batched[i] if batched[i] is not None else jax.numpy.broadcast_to(
+                args[i], (size, *args[i].shape))
+            carried.append(whole)
+        else:
+            carried.append(jax.numpy.zeros((size, *shape.shape), shape.dtype))
+
+    def one_example(index, outs):
+        operands = [a if b is None else lax.dynamic_index_in_dim(b, index, keepdims=False)
+                    for a, b in zip(args, batched)]
+        for o, i in aliased.items():
+            operands[i] = lax.dynamic_index_in_dim(outs[o], index, keepdims=False)
+        results = primitive.bind(*operands, **params)
+        return tuple(lax.dynamic_update_index_in_dim(whole, result, index, 0)
+                     for whole, result in zip(outs, results))
+
+    outs = lax.fori_loop(0, size, one_example, tuple(carried))
     return list(outs), [0] * len(outs)
 
 
