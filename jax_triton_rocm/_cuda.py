@@ -73,7 +73,8 @@ class CudaLowering(VendorLowering):
 
     def launch_limits(self, target: _target.Target) -> LaunchLimits:
         return LaunchLimits(target.arch, WARP_SIZE,
-                            max_shared_bytes=MAX_SHARED_BYTES.get(target.cuda_capability))
+                            max_shared_bytes=MAX_SHARED_BYTES.get(target.cuda_capability),
+                            max_grid=(2**31 - 1, 65535, 65535))
 
 
 LOWERING = CudaLowering()

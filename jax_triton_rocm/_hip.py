@@ -32,7 +32,7 @@ import os
 import warnings
 from typing import Any
 
-from jax_triton_rocm import _compat, _kernel, _primitive, _state, _target
+from jax_triton_rocm import _checks, _compat, _kernel, _primitive, _state, _target
 from jax_triton_rocm._compile import CompiledKernel
 from jax_triton_rocm._limits import LaunchLimits
 from jax_triton_rocm._lowering import EncodedCall, LoweredCall, VendorLowering
@@ -84,7 +84,7 @@ def delivery_mode(features: _compat.PluginFeatures) -> str:
 
 
 def prewarm_enabled() -> bool:
-    return os.environ.get(ENV_PREWARM, "1").strip().lower() not in ("0", "false", "no", "off")
+    return _checks.env_flag(ENV_PREWARM, default=True)
 
 
 def local_device_count() -> int:

@@ -21,8 +21,8 @@ import numpy as np
 
 from jax.interpreters import mlir
 
-from jax_triton_rocm import (_compat, _compile, _configs, _kernel, _limits, _parallel, _primitive,
-                             _proto, _target)
+from jax_triton_rocm import (_checks, _compat, _compile, _configs, _kernel, _limits, _parallel,
+                             _primitive, _proto, _target)
 from jax_triton_rocm._configs import normalize_grid
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -223,13 +223,18 @@ class VendorLowering:
                 print(f"jax_triton_rocm: {compiled.name} for {target.arch}\n--- TTIR ---\n"
                       f"{compiled.ttir}\n--- {self.asm_key.upper()} ---\n{compiled.asm}")
             grid_spec = params["grid"]
+            what = "grid" if not callable(grid_spec) else (
+                f"grid(meta) for config ({config.description})" if config.description
+                else "grid(meta)")
             grid = normalize_grid(grid_spec(config.meta) if callable(grid_spec) else grid_spec,
-                                  what="grid" if not callable(grid_spec) else
-                                  f"grid(meta) for config ({config.description})"
-                                  if config.description else "grid(meta)")
+                                  what=what)
+            if problem := limits.grid_problem(grid):
+                raise ValueError(f"{what}={grid_spec if not callable(grid_spec) else grid}: "
+                                 f"{problem}.")
             zeroed = params["zeroed_outputs"]
             if callable(zeroed):
-                zeroed = tuple(zeroed(config.meta))
+                zeroed = _checks.output_indices(zeroed(config.meta), len(out_avals),
+                                                what="zeroed_outputs(meta)")
             calls.append(_proto.KernelCall(
                 kernel=self.kernel_image(compiled, target, features),
                 grid=grid,

@@ -54,8 +54,33 @@ class LockRegistry:
         self._guard = threading.Lock()
         self._locks = {}
 
+    def forget_item_locks(self) -> None:
+        """Drops the per-item locks (keys that are tuples: one per kernel, file, prewarm), which
+        otherwise grow with every kernel ever lowered; named locks ("register", ...) stay.
+
+        A lock held now is kept: dropping it would let a second thread take a fresh lock for the
+        same item and work on it at the same time.
+        """
+        with self._guard:
+            for key, lock in list(self._locks.items()):
+                if isinstance(key, tuple) and lock.acquire(blocking=False):
+                    lock.release()
+                    del self._locks[key]
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
 
 LOCKS = LockRegistry()
+
+
+class _Failure:
+    """A compile that raised, kept in place of the kernel."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
 
 
 class KernelCache:
@@ -63,7 +88,11 @@ class KernelCache:
 
     A miss takes the key's lock from the registry, checks again and compiles under it, so
     concurrent lowerings of one kernel compile it once, while different keys compile in
-    parallel. Counters (`stats`) let tests and benchmarks see hits and compiles.
+    parallel. A compile that raises is remembered as well, for the life of the process (or until
+    `clear`): the kernel key covers every input of the compile, so a second try would fail the
+    same way, only later; the threads that waited on the lock and every later lowering get the
+    same error at once. Counters (`stats`) let tests and benchmarks see hits, compiles and
+    failures.
     """
 
     def __init__(self, locks: LockRegistry) -> None:
@@ -74,17 +103,26 @@ class KernelCache:
     def get_or_compile(self, key: str, compile_fn: Callable[[], T]) -> T:
         entry = self._entries.get(key)
         if entry is not None:
-            self._count("hits")
-            return entry
+            return self._hit(entry)
         with self._locks.lock_for(("kernel", key)):
             entry = self._entries.get(key)
             if entry is not None:
-                self._count("hits")
-                return entry
-            entry = compile_fn()
+                return self._hit(entry)
+            try:
+                entry = compile_fn()
+            except Exception as err:
+                self._entries[key] = _Failure(err)
+                self._count("failures")
+                raise
             self._entries[key] = entry
             self._count("compiles")
             return entry
+
+    def _hit(self, entry: Any) -> Any:
+        self._count("hits")
+        if isinstance(entry, _Failure):
+            raise entry.error
+        return entry
 
     def __contains__(self, key: str) -> bool:
         return key in self._entries
@@ -206,7 +244,9 @@ def install_hip_fork_rules() -> None:
 
 
 def clear_caches() -> None:
-    """Empties the kernel cache, forgets which kernels were prewarmed, and clears JAX's caches.
+    """Empties the kernel cache (compiled kernels and remembered compile failures), forgets
+    which kernels were prewarmed, drops the per-kernel locks no thread holds, and clears JAX's
+    caches.
 
     JAX keeps lowered computations, which embed compiled kernels; clearing them too means the
     next call really lowers and compiles again (after editing a kernel's dependencies in place,
@@ -216,4 +256,5 @@ def clear_caches() -> None:
 
     KERNELS.clear()
     LOADED_KERNELS.clear()
+    LOCKS.forget_item_locks()
     jax.clear_caches()
