@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import mmap
 import re
+import subprocess
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -87,6 +90,68 @@ def normalize_arch(platform: str, arch: Any, *, what: str = "arch") -> str:
     raise ValueError(f"platform {platform!r} has no GPU architecture; use 'cuda' or 'rocm'.")
 
 
+def _amd_arch_names(library: str, arch: str | None = None) -> tuple[str, ...] | bool:
+    """The gfx names in LLVM's AMDGPU processor table inside Triton's library; with `arch`,
+    only whether that one is there (a byte search, fast where the full scan is not)."""
+    with open(library, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if arch is not None:
+            return data.find(b"\x00" + arch.encode() + b"\x00") >= 0
+        found = re.findall(rb"\x00(gfx[0-9]{2,3}[0-9a-f])(?=\x00)", data)
+    return tuple(sorted({name.decode() for name in found} - {"gfx000"}))
+
+
+def _ptxas_arch_names(capability: int) -> tuple[str, ...]:
+    """The sm_NN names the ptxas Triton uses for `capability` accepts (its --help lists them)."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    help_text = subprocess.run([get_ptxas(capability).path, "--help"], capture_output=True,
+                               text=True, timeout=60).stdout
+    return tuple(sorted(set(re.findall(r"'(sm_\d+)'", help_text)), key=lambda n: int(n[3:])))
+
+
+@functools.lru_cache(maxsize=None)
+def arch_problem(platform: str, arch: str) -> str | None:
+    """Why the installed Triton cannot compile for canonical `arch`, or None.
+
+    Triton keeps no list of its targets; the lists that bound them are used instead: for AMD the
+    processor names LLVM's AMDGPU backend (linked into Triton) knows, for NVIDIA the `--gpu-name`
+    values of the ptxas Triton runs. Where Triton, its backend or the list cannot be read, the
+    check is skipped and Triton's own compile decides.
+    """
+    from jax_triton_rocm import _compat
+
+    try:
+        _compat.import_triton_backend(platform)
+        if platform == "rocm":
+            import triton._C.libtriton as libtriton
+
+            if _amd_arch_names(libtriton.__file__, arch):
+                return None
+            known = _amd_arch_names(libtriton.__file__)
+        else:
+            known = _ptxas_arch_names(Target("cuda", arch, "").cuda_capability)
+            if arch in known:
+                return None
+    except Exception:  # noqa: BLE001  (no list to check against: Triton's compile will tell)
+        return None
+    if not known:
+        return None
+    return (f"is not an architecture the installed Triton ({_compat.triton_info().version}) can "
+            f"compile for; it knows {', '.join(known)}")
+
+
+def check_arch(platform: str, arch: str, *, given: Any, what: str) -> str:
+    """`arch` (canonical) if the installed Triton can compile for it.
+
+    Raises:
+      ValueError: naming `what`, the value as given and the architectures Triton knows.
+    """
+    problem = arch_problem(platform, arch)
+    if problem:
+        raise ValueError(f"{what}={given!r} ({arch}) {problem}.")
+    return arch
+
+
 @contextlib.contextmanager
 def target_arch(*, cuda: Any = None, rocm: Any = None) -> Iterator[dict[str, str]]:
     """Makes lowerings on this thread compile for the named architectures instead of a device's.
@@ -104,10 +169,10 @@ def target_arch(*, cuda: Any = None, rocm: Any = None) -> Iterator[dict[str, str
     machine without their jaxlib plugin. Yields the architectures in force.
     """
     named = {}
-    if cuda is not None:
-        named["cuda"] = normalize_arch("cuda", cuda, what="cuda")
-    if rocm is not None:
-        named["rocm"] = normalize_arch("rocm", rocm, what="rocm")
+    for platform, given in (("cuda", cuda), ("rocm", rocm)):
+        if given is not None:
+            named[platform] = check_arch(platform, normalize_arch(platform, given, what=platform),
+                                         given=given, what=platform)
     if not named:
         raise ValueError("target_arch() needs cuda=... and/or rocm=..., e.g. "
                          "target_arch(cuda='sm_90') or target_arch(rocm='gfx942').")
@@ -128,7 +193,9 @@ def _parse_env(raw: str) -> dict[str, str]:
             raise ValueError(
                 f"{ENV_TARGET_ARCH}={raw!r}: each item must be 'cuda=ARCH' or 'rocm=ARCH', "
                 f"e.g. {ENV_TARGET_ARCH}='cuda=sm_90,rocm=gfx942'.")
-        archs[platform] = normalize_arch(platform, arch, what=ENV_TARGET_ARCH)
+        archs[platform] = check_arch(
+            platform, normalize_arch(platform, arch, what=ENV_TARGET_ARCH), given=raw,
+            what=ENV_TARGET_ARCH)
     return archs
 
 
