@@ -18,7 +18,6 @@ clear ImportError.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import sys
 from collections.abc import Iterable
@@ -37,7 +36,7 @@ _registered: set[str] = set()
 
 def _vendor(platform: str) -> Any:
     """The vendor lowering for `platform` (imports Triton and its backend on first use)."""
-    return importlib.import_module(_VENDOR_MODULES[platform]).LOWERING
+    return _state.IMPORTS.import_for_lowering(_VENDOR_MODULES[platform]).LOWERING
 
 
 def _rule_for(platform: str):

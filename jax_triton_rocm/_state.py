@@ -7,7 +7,12 @@ same lock.
 
 Fork: a child of `os.fork()` inherits memory but only the forking thread. A lock that another
 thread of the parent held at the fork stays held forever in the child, and a compile that was in
-flight there never finishes. So, in the child:
+flight there never finishes. Python's per-module import locks are such locks: a fork while
+another thread is importing a module leaves the child waiting forever for that module. So:
+  - the modules a lowering imports (the vendor module and the Triton modules Triton imports
+    lazily at its first compile) are imported together, under one lock (`IMPORTS`), and a fork
+    waits for that lock (up to `FORK_IMPORT_WAIT_S`): the child never sees them half-imported;
+in the child:
   - every lock is replaced by a fresh one (the registry's and every per-key lock);
   - finished kernels stay cached (they are plain data and still valid); in-flight compiles are
     forgotten, and the child compiles what it needs itself;
@@ -20,6 +25,8 @@ from __future__ import annotations
 
 import atexit
 import collections
+import importlib
+import logging
 import os
 import shutil
 import tempfile
@@ -28,6 +35,8 @@ from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+logger = logging.getLogger("jax_triton_rocm")
 
 
 class LockRegistry:
@@ -229,6 +238,67 @@ def _reset_hip_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=LOCKS.reset_after_fork)
+
+# Modules Triton imports lazily during its first compile (a cache miss), which a lowering
+# therefore needs: missing ones (another Triton version) are skipped.
+LOWERING_IMPORTS = (
+    "triton.compiler.code_generator",
+    "triton.language.semantic",
+    "triton.language.extra.libdevice",
+    "triton.experimental.gluon._runtime",
+)
+# How long a fork waits for another thread to finish the lowering imports; past it the fork
+# goes on (a thread stuck importing must not stop the process from forking) with a warning.
+FORK_IMPORT_WAIT_S = 60.0
+
+
+class LoweringImports:
+    """Imports the modules a lowering needs, all at once, so that no fork splits them.
+
+    `import_for_lowering` runs the imports under one re-entrant lock; the `before` fork hook
+    takes that lock, so a fork from any thread waits until no thread is inside them, and the
+    child has every module whole (or, if the fork came first, none: it imports them itself).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._held_for_fork = False
+        self._done: set[str] = set()
+
+    def import_for_lowering(self, module: str) -> Any:
+        """Imports `module` (a vendor module) and `LOWERING_IMPORTS`; returns the module."""
+        if module in self._done:
+            return importlib.import_module(module)
+        with self._lock:
+            imported = importlib.import_module(module)
+            for name in LOWERING_IMPORTS:
+                try:
+                    importlib.import_module(name)
+                except ImportError:
+                    pass
+            self._done.add(module)
+            return imported
+
+    def before_fork(self) -> None:
+        self._held_for_fork = self._lock.acquire(timeout=FORK_IMPORT_WAIT_S)
+        if not self._held_for_fork:
+            logger.warning("jax_triton_rocm: forking while another thread has been importing "
+                           "Triton for %s s; the child may wait on that import forever.",
+                           FORK_IMPORT_WAIT_S)
+
+    def after_fork_in_parent(self) -> None:
+        if self._held_for_fork:
+            self._held_for_fork = False
+            self._lock.release()
+
+    def after_fork_in_child(self) -> None:
+        self._held_for_fork = False
+        self._lock = threading.RLock()
+
+
+IMPORTS = LoweringImports()
+os.register_at_fork(before=IMPORTS.before_fork, after_in_parent=IMPORTS.after_fork_in_parent,
+                    after_in_child=IMPORTS.after_fork_in_child)
 
 _hip_fork_rules_installed = False
 
