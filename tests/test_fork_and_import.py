@@ -201,25 +201,21 @@ def test_fork_during_the_first_lowerings_imports_leaves_a_child_that_lowers(modu
 
     sys.meta_path.insert(0, SlowImport())
     """ % module, PRELUDE, """
-    import jax
-    # Only the package's imports are under test: JAX's own first lowering, Triton's hashing of
-    # the kernel (under a lock of Triton's) and the compile itself (C++ locks) are done or held
-    # in the parent before the fork, as JAX and Triton do not survive a fork inside them.
-    jax.jit(lambda x: x * 2).trace(X).lower(lowering_platforms=("rocm",))
-    kernels.add_kernel.cache_key
-    parent, release = os.getpid(), threading.Event()
-    real_compile = triton.compile
+    import jax_triton_rocm as jtr
+    # Only the package's imports are under test: the worker imports what a lowering needs (as
+    # the first lowering does, through register) and then waits, so that the fork never lands
+    # inside JAX or Triton, which do not survive a fork in their own locks.
+    release = threading.Event()
 
-    def held_compile(*args, **kwargs):
-        if os.getpid() == parent:
-            release.wait(120)
-        return real_compile(*args, **kwargs)
+    def first_use():
+        jtr.register(platforms=("rocm",))
+        release.wait(120)
+        lower_for(kernels.add, X, X, platform="rocm")
 
-    triton.compile = held_compile
     assert MODULE not in sys.modules, "the module must still be unimported here"
-    worker = threading.Thread(target=lambda: lower_for(kernels.add, X, X, platform="rocm"))
+    worker = threading.Thread(target=first_use)
     worker.start()
-    assert started.wait(120), "the worker never imported " + MODULE
+    assert started.wait(60), "the worker never imported " + MODULE
     pid = os.fork()
     if pid == 0:
         try:
