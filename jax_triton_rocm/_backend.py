@@ -52,6 +52,14 @@ class Backend:
         """The `ptx` field of a kernel whose binary is not embedded (PTX text, a file path)."""
         raise NotImplementedError
 
+    def knows_arch(self, arch: str) -> bool:
+        """Whether the installed Triton can compile for `arch` (canonical name)."""
+        raise NotImplementedError
+
+    def known_archs(self) -> tuple[str, ...]:
+        """The architectures the installed Triton can compile for, for messages."""
+        raise NotImplementedError
+
     def call_target(self, params: dict[str, Any]) -> _target.Target | None:
         """A target the call names through a vendor keyword (None: the usual rules decide)."""
         del params

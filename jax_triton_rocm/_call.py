@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
 import numpy as np
 
-from jax_triton_rocm import _batching, _compat, _configs, _kernel, _plugin, _target, _types
+from jax_triton_rocm import (_batching, _checks, _compat, _configs, _kernel, _plugin, _target,
+                             _types)
 from jax_triton_rocm._primitive import triton_kernel_p
 
 Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
@@ -45,7 +47,10 @@ def _out_shapes(out_shape: Any) -> tuple[list[jax.ShapeDtypeStruct], Any]:
     return shapes, tree
 
 
-def _check_aliases(aliases: Mapping[int, int], arrays: list, outs: list) -> tuple:
+def _check_aliases(aliases: Any, arrays: list, outs: list) -> tuple:
+    if not isinstance(aliases, Mapping):
+        raise TypeError(f"input_output_aliases={aliases!r} must be a dict {{array-argument "
+                        f"index: output index}}, e.g. {{0: 0}}.")
     pairs = []
     for in_idx, out_idx in dict(aliases).items():
         if not (isinstance(in_idx, int) and 0 <= in_idx < len(arrays)):
@@ -68,14 +73,37 @@ def _check_aliases(aliases: Mapping[int, int], arrays: list, outs: list) -> tupl
 
 
 def _check_zeroed(zeroed: Any, n_outs: int) -> Any:
+    """The output indices to zero; a callable is checked here for its arity and at lowering
+    (`_checks.output_indices`) for what it returns."""
     if callable(zeroed):
+        _check_takes_meta(zeroed, "zeroed_outputs")
         return zeroed
-    indices = tuple(zeroed)
-    for idx in indices:
-        if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < n_outs:
-            raise ValueError(f"zeroed_outputs={zeroed!r}: {idx!r} is not an output index "
-                             f"(0..{n_outs - 1}).")
-    return tuple(sorted(set(indices)))
+    return _checks.output_indices(zeroed, n_outs, what="zeroed_outputs")
+
+
+def _check_takes_meta(fn: Callable, what: str) -> None:
+    """Raises unless `fn` can be called with one positional argument (the metaparameters)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or C callable without one: trust it
+        return
+    try:
+        signature.bind({})
+    except TypeError as err:
+        raise TypeError(
+            f"{what}={fn!r} must take one argument, the dict of metaparameters (as Triton's "
+            f"launcher passes it), e.g. lambda meta: (n // meta['BLOCK'],); its signature is "
+            f"{signature}.") from err
+
+
+def _check_call_options(name: Any, enable_fp_fusion: Any, debug: Any,
+                        options: dict[str, Any]) -> tuple[str, bool, bool, dict[str, Any]]:
+    """The call's name, flags and vendor compile options, checked (see `_checks`)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name={name!r} must be a str (the call's name for jaxlib and "
+                        f"profilers), got {type(name).__name__}.")
+    return (name, _checks.flag(enable_fp_fusion, "enable_fp_fusion"),
+            _checks.flag(debug, "debug"), _checks.compile_options(options))
 
 
 def _split_compile_options(jit_fn: Any, metaparams: dict[str, Any]) -> tuple[dict, dict]:
@@ -132,7 +160,9 @@ def _check_launch(grid: Any, num_warps: Any, num_stages: Any, num_ctas: Any,
                   compute_capability: Any, serialized_metadata: Any) -> None:
     """Checks the launch settings a call gives; a callable grid is checked per config at
     lowering."""
-    if not callable(grid):
+    if callable(grid):
+        _check_takes_meta(grid, "grid")
+    else:
         _configs.normalize_grid(grid)
     _check_positive_int(num_warps, "num_warps", power_of_two=True)
     _check_positive_int(num_stages, "num_stages")
@@ -234,10 +264,13 @@ def triton_call(
     _plugin.ensure_registered()
     unwrapped = _kernel.unwrap(kernel)
     metaparams, options = _split_compile_options(unwrapped.jit_fn, metaparams)
+    name, enable_fp_fusion, debug, options = _check_call_options(name, enable_fp_fusion, debug,
+                                                                 options)
     arrays, positional = _split_arguments(args)
     out_shapes, out_tree = _out_shapes(out_shape)
     _check_launch(grid, num_warps, num_stages, num_ctas, compute_capability, serialized_metadata)
-    aliases = _check_aliases(input_output_aliases or {}, arrays, out_shapes)
+    aliases = _check_aliases({} if input_output_aliases is None else input_output_aliases,
+                             arrays, out_shapes)
     zeroed = _check_zeroed(zeroed_outputs, len(out_shapes))
     batch_grid_axis = _batching.check_batch_grid_axis(batch_grid_axis)
     if xla_native is not None and not isinstance(xla_native, (bool, np.bool_)):

@@ -1,10 +1,11 @@
 """Compiling a bound kernel with `triton.compile`, through the one shared kernel-key cache.
 
 The kernel key covers everything that can change the binary: the kernel's source and the
-sources of the Triton functions it calls (`JITFunction.cache_key`), the Triton version, the
-target (backend, arch, warp size), Triton or Gluon, the signature and specialisation, the
-constexprs and every compile option. An edited kernel never gets the old binary; two kernels
-with the same name never collide. `triton.compile` keeps using Triton's own on-disk cache
+sources of the Triton functions it calls (`JITFunction.cache_key`), the current values of the
+globals they read (`global_values`), the Triton version, the target (backend, arch, warp size),
+Triton or Gluon, the signature and specialisation, the constexprs and every compile option. An
+edited kernel, or one whose global `tl.constexpr` was rebound, never gets the old binary; two
+kernels with the same name never collide. `triton.compile` keeps using Triton's own on-disk cache
 (`TRITON_CACHE_DIR` is never changed; where it is empty, `_triton_cache` supplies Triton's
 default location), so a second process gets the binary in milliseconds.
 """
@@ -13,6 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
+import os
+import re
+import tempfile
 from typing import Any
 
 from jax_triton_rocm import _compat, _gluon, _state, _triton_cache
@@ -62,6 +67,49 @@ def _stable(value: Any) -> str:
     return f"{type(value).__module__}.{type(value).__qualname__}:{value!r}"
 
 
+def global_values(jit_fn: Any) -> tuple[tuple[str, str], ...]:
+    """The globals `jit_fn` and the Triton functions it calls read, with their current values.
+
+    Triton records these (`JITFunction.used_global_vals`) only the first time it hashes a
+    function, folds the values of that moment into `cache_key` and never updates them (its own
+    launcher refuses to run once one changed; it does not recompile). So the same walk
+    (Triton's `DependenciesFinder`) is run here on each function of the call tree, reading the
+    values as they are now: a rebound global gives a new kernel key, and, through the source's
+    hash (`_with_globals_in_hash`), a new entry in Triton's on-disk cache.
+
+    Returns:
+      ((module:name, value text), ...), sorted; the same in every process for the same values.
+    """
+    from triton.runtime.jit import DependenciesFinder
+
+    class GlobalsFinder(DependenciesFinder):
+        """Triton's walk, with calls to other Triton functions collected, not merged: their
+        recorded values would be the stale ones."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.callees: list[Any] = []
+
+        def _update_hash(self, func: Any) -> None:
+            self.callees.append(func)
+
+    values: dict[tuple[str, str], str] = {}
+    seen: set[int] = set()
+    pending = [jit_fn]
+    while pending:
+        fn = pending.pop()
+        if id(fn) in seen or not callable(getattr(fn, "parse", None)):
+            continue
+        seen.add(id(fn))
+        finder = GlobalsFinder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
+                               nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
+        finder.visit(fn.parse())
+        for (name, _), (value, _) in finder.used_global_vals.items():
+            values[(getattr(fn, "__module__", "") or "", name)] = _stable(value)
+        pending.extend(finder.callees)
+    return tuple(sorted((f"{module}:{name}", text) for (module, name), text in values.items()))
+
+
 def kernel_key(
     jit_fn: Any,
     triton_target: Any,
@@ -73,6 +121,7 @@ def kernel_key(
     """The kernel key: a SHA-256 over every input that can change the compiled binary."""
     parts = [
         f"source={jit_fn.cache_key}",
+        f"globals={global_values(jit_fn)}",
         f"triton={_compat.triton_info().version}",
         f"target={triton_target.backend}:{triton_target.arch}:{triton_target.warp_size}",
         f"language={'gluon' if gluon else 'triton'}",
@@ -97,6 +146,7 @@ class CompileJob:
       binary_key, asm_key: which of Triton's outputs are the binary and the assembly
         ("cubin"/"ptx" on CUDA, "hsaco"/"amdgcn" on HIP).
       key: the kernel key (`kernel_key`).
+      globals_key: the globals the kernel reads, with their values (`global_values`).
     """
 
     jit_fn: Any
@@ -107,13 +157,15 @@ class CompileJob:
     binary_key: str
     asm_key: str
     key: str
+    globals_key: tuple[tuple[str, str], ...] = ()
 
 
 def make_job(jit_fn: Any, triton_target: Any, bound: BoundKernel, options: dict[str, Any], *,
              gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
     """A `CompileJob`, with its kernel key computed."""
     key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon)
-    return CompileJob(jit_fn, triton_target, bound, dict(options), gluon, binary_key, asm_key, key)
+    return CompileJob(jit_fn, triton_target, bound, dict(options), gluon, binary_key, asm_key, key,
+                      global_values(jit_fn))
 
 
 def run_triton(job: CompileJob) -> CompiledKernel:
@@ -128,8 +180,14 @@ def run_triton(job: CompileJob) -> CompiledKernel:
         source = ASTSource(job.jit_fn, bound.signature, constexprs=bound.constexprs,
                            attrs=bound.attrs)
     _serialize_front_end(source)
+    _with_globals_in_hash(source, job.globals_key)
     with _triton_cache.usable_cache_dir(triton):
-        compiled = triton.compile(source, target=job.triton_target, options=dict(job.options))
+        try:
+            compiled = triton.compile(source, target=job.triton_target,
+                                      options=dict(job.options))
+        except Exception as err:
+            _remove_ptxas_files(err)
+            raise
     metadata = compiled.metadata
     meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
     meta.pop("target", None)
@@ -151,6 +209,42 @@ def run_triton(job: CompileJob) -> CompiledKernel:
     )
 
 
+def _with_globals_in_hash(source: Any, globals_key: tuple) -> None:
+    """Makes `source.hash()`, Triton's on-disk cache key, cover the current global values.
+
+    Triton's own hash folds in the values of the first time the function was hashed (see
+    `global_values`), so without this a rebound global would be served the old binary from disk.
+    """
+    if not globals_key:
+        return
+    triton_hash = source.hash
+
+    def hash_with_globals() -> str:
+        return hashlib.sha256(f"{triton_hash()}-{globals_key}".encode()).hexdigest()
+
+    source.hash = hash_with_globals
+
+
+# Triton's NVIDIA backend names its ptxas input in the PTXASError's repro command and leaves the
+# file (and its .o) in the temporary folder when ptxas fails.
+_PTXAS_FILE = re.compile(r"(\S+\.ptx)(?:\.o)?\b")
+
+
+def _remove_ptxas_files(err: BaseException) -> None:
+    """Deletes the `.ptx` / `.ptx.o` files a failed ptxas run left in the temporary folder."""
+    if type(err).__name__ != "PTXASError":
+        return
+    folder = os.path.realpath(tempfile.gettempdir())
+    for path in set(_PTXAS_FILE.findall(str(err))):
+        if os.path.dirname(os.path.realpath(path)) != folder:
+            continue  # only Triton's own temporary files, never a user's file
+        for leftover in (path, path + ".o"):
+            try:
+                os.remove(leftover)
+            except OSError:
+                pass
+
+
 def _serialize_front_end(source: Any) -> None:
     """Makes `source.make_ir` (Python AST to Triton IR) run one thread at a time.
 
@@ -170,8 +264,23 @@ def _serialize_front_end(source: Any) -> None:
 def compile_job(job: CompileJob) -> CompiledKernel:
     """`job`'s kernel from the shared cache, compiled on a miss (once per key).
 
+    A kernel that fails to compile is remembered too (`_state.KernelCache`): every later or
+    concurrent lowering of it raises the same error at once, until `clear_caches()`.
+
     Raises:
       ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
-      Triton's own compile errors, unchanged.
+      Triton's own compile errors, with a hint where a 0-d array may have been meant as a scalar.
     """
-    return _state.KERNELS.get_or_compile(job.key, lambda: run_triton(job))
+    def compile_with_hints() -> CompiledKernel:
+        try:
+            return run_triton(job)
+        except Exception as err:
+            if job.bound.zero_d_pointers:
+                err.add_note(
+                    f"jax_triton_rocm: {', '.join(job.bound.zero_d_pointers)} is a 0-d array, "
+                    f"which the kernel receives as a pointer. If the kernel wants a scalar there, "
+                    f"pass a Python or NumPy scalar (e.g. int(n), np.float32(x)) instead of a JAX "
+                    f"array.")
+            raise
+
+    return _state.KERNELS.get_or_compile(job.key, compile_with_hints)

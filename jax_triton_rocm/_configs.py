@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from jax_triton_rocm import _kernel
+from jax_triton_rocm import _checks, _kernel
 
 LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
 
@@ -76,12 +76,20 @@ class LaunchConfig:
         return {**self.options, **settings, **self.constexprs}
 
 
+# No GPU launches more programs than this along one grid axis (CUDA's x limit; HIP's on every
+# axis); jaxlib's kernel call would take up to 2**32 - 1 and launch nothing sensible.
+MAX_GRID_SIZE = 2**31 - 1
+
+
 def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
-    """A grid as three positive ints.
+    """A grid as three positive ints, each at most `MAX_GRID_SIZE`.
+
+    Per-target limits (CUDA's 65535 on y and z) are checked at lowering, where the target is
+    known (`_limits.LaunchLimits.grid_problem`).
 
     Raises:
       ValueError / TypeError: naming `what` and the value: empty, more than 3 dimensions, a
-        non-integer or a non-positive size.
+        non-integer, a non-positive or too large size.
     """
     if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
         dims = (int(grid),)
@@ -102,6 +110,10 @@ def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
         if d <= 0:
             raise ValueError(f"{what}={grid!r}: every size must be positive (got {d}). "
                              f"An empty launch has nothing to do; skip the call instead.")
+        if d > MAX_GRID_SIZE:
+            raise ValueError(f"{what}={grid!r}: {d} programs along one axis is more than any GPU "
+                             f"launches ({MAX_GRID_SIZE}); give each program more work (a "
+                             f"larger block), or spread the grid over more axes.")
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
 
 
@@ -250,6 +262,14 @@ def _autotune_configs(autotuner: Any, base: LaunchConfig, named: dict, kernel: s
     return [_from_autotune_config(base, config, kernel, param_names) for config in candidates]
 
 
+def _checked_options(config: LaunchConfig) -> LaunchConfig:
+    """`config` with its vendor options checked; they may come from an autotune config or a
+    heuristic, which `triton_call` never saw."""
+    where = f"in autotune config ({config.description})" if config.description else ""
+    return dataclasses.replace(config, options=_checks.compile_options(config.options,
+                                                                       where=where))
+
+
 def resolve(
     unwrapped: _kernel.Unwrapped,
     *,
@@ -282,4 +302,5 @@ def resolve(
     else:
         configs = _autotune_configs(unwrapped.autotuner, base, named, kernel, param_names)
     configs = [_apply_heuristics(inside, c, named, kernel, param_names) for c in configs]
+    configs = [_checked_options(c) for c in configs]
     return [dataclasses.replace(c, meta={**named, **c.kwargs_view()}) for c in configs]

@@ -11,7 +11,9 @@ package is set up for CUDA, and not at the first lowering.
 
 from __future__ import annotations
 
+import functools
 import re
+import subprocess
 from typing import Any
 
 from jax_triton_rocm import _compat, _target, _vendors
@@ -33,6 +35,16 @@ MAX_SHARED_BYTES = {
     90: 227 * 1024, 100: 227 * 1024, 101: 227 * 1024, 103: 227 * 1024, 110: 227 * 1024,
     120: 99 * 1024, 121: 99 * 1024,
 }
+
+
+@functools.cache
+def _ptxas_archs(capability: int) -> tuple[str, ...]:
+    """The sm_NN names the ptxas Triton runs for `capability` accepts (its --help lists them)."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    help_text = subprocess.run([get_ptxas(capability).path, "--help"], capture_output=True,
+                               text=True, timeout=60).stdout
+    return tuple(sorted(set(re.findall(r"'(sm_\d+)'", help_text)), key=lambda n: int(n[3:])))
 
 
 def compute_capability(arch: str) -> int:
@@ -57,13 +69,20 @@ class CudaBackend(Backend):
 
     def launch_limits(self, target: _target.Target) -> LaunchLimits:
         return LaunchLimits(target.arch, WARP_SIZE,
-                            max_shared_bytes=MAX_SHARED_BYTES.get(compute_capability(target.arch)))
+                            max_shared_bytes=MAX_SHARED_BYTES.get(compute_capability(target.arch)),
+                            max_grid=(2**31 - 1, 65535, 65535))
 
     def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
         return features.module_image
 
     def ptx_field(self, compiled: CompiledKernel) -> str:
         return compiled.asm
+
+    def knows_arch(self, arch: str) -> bool:
+        return arch in _ptxas_archs(compute_capability(arch))
+
+    def known_archs(self) -> tuple[str, ...]:
+        return _ptxas_archs(90)
 
     def call_target(self, params: dict[str, Any]) -> _target.Target | None:
         capability = params.get("compute_capability")

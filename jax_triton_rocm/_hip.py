@@ -23,7 +23,9 @@ Importing this module imports Triton's AMD backend, so a broken one fails here.
 
 from __future__ import annotations
 
+import mmap
 import os
+import re
 from typing import Any
 
 from jax_triton_rocm import _compat, _hip_files, _hip_prewarm, _target, _vendors
@@ -56,6 +58,19 @@ def gfx_capability(arch: str) -> int:
     """What jaxlib's HIP `get_compute_capability` reports: major*10+minor (94 for gfx942)."""
     digits = arch[3:]
     return int(digits[:-2]) * 10 + int(digits[-2], 16)
+
+
+def _llvm_amdgpu_processors(arch: str | None = None) -> tuple[str, ...] | bool:
+    """The gfx names in LLVM's AMDGPU processor table inside Triton's library; with `arch`, only
+    whether that one is there (a byte search, fast where the full scan is not)."""
+    import triton._C.libtriton as libtriton
+
+    with open(libtriton.__file__, "rb") as file, \
+            mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if arch is not None:
+            return data.find(b"\x00" + arch.encode() + b"\x00") >= 0
+        found = re.findall(rb"\x00(gfx[0-9]{2,3}[0-9a-f])(?=\x00)", data)
+    return tuple(sorted({name.decode() for name in found} - {"gfx000"}))
 
 
 def delivery_mode(features: _compat.PluginFeatures) -> str:
@@ -97,6 +112,12 @@ class HipBackend(Backend):
         return LaunchLimits(target.arch, warp_size(target.arch),
                             max_shared_bytes=MAX_SHARED_BYTES.get(target.arch,
                                                                   DEFAULT_MAX_SHARED_BYTES))
+
+    def knows_arch(self, arch: str) -> bool:
+        return _llvm_amdgpu_processors(arch)
+
+    def known_archs(self) -> tuple[str, ...]:
+        return _llvm_amdgpu_processors()
 
     def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
         return delivery_mode(features) == "embedded"

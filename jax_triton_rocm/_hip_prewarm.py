@@ -26,7 +26,7 @@ from jax._src import dispatch
 from jax._src.core import Primitive
 from jax.interpreters import mlir
 
-from jax_triton_rocm import _state, _vendors
+from jax_triton_rocm import _checks, _state, _vendors
 from jax_triton_rocm import _lowering
 from jax_triton_rocm._lowering import LoweredCall
 
@@ -83,7 +83,7 @@ for _platform in _vendors.GPU_PLATFORMS:
 
 
 def prewarm_enabled() -> bool:
-    return os.environ.get(ENV_PREWARM, "1").strip().lower() not in ("0", "false", "no", "off")
+    return _checks.env_flag(ENV_PREWARM, default=True)
 
 
 def local_device_count() -> int:

@@ -111,6 +111,8 @@ class BoundKernel:
       attrs: specialisation attributes by position, as Triton's backends parse them.
       sources: the runtime parameters in kernel order (what jaxlib passes at launch).
       specializations: the specialisation strings ("D", "") by position, for the kernel key.
+      zero_d_pointers: the parameters that receive a 0-d array (as a pointer), named for a hint
+        when the compile fails: a scalar was most likely meant.
     """
 
     signature: dict[str, str]
@@ -118,6 +120,7 @@ class BoundKernel:
     attrs: dict[tuple[int], list]
     sources: tuple[ArgSource, ...]
     specializations: tuple[tuple[int, str], ...]
+    zero_d_pointers: tuple[str, ...] = ()
 
 
 def check_operands(jit_fn: Any, n_positional: int, n_outputs: int,
@@ -229,10 +232,11 @@ class _Layout:
         self.attrs: dict[tuple[int], list] = {}
         self.specializations: list[tuple[int, str]] = []
         self.sources: list[ArgSource] = []
+        self.zero_d_pointers: list[str] = []
 
     def bound(self) -> BoundKernel:
         return BoundKernel(self.signature, self.constexprs, self.attrs, tuple(self.sources),
-                           tuple(self.specializations))
+                           tuple(self.specializations), tuple(self.zero_d_pointers))
 
     def constexpr(self, i: int, value: Any) -> None:
         self.signature[self.names[i]] = "constexpr"
@@ -264,6 +268,8 @@ class _Layout:
                     f"positional argument {i} is an array. Pass a Python value there.")
             self.pointer(i, param, in_avals[value], ArgSource("input", i, value),
                          f"argument {i} ({param.name})")
+            if not tuple(in_avals[value].shape):
+                self.zero_d_pointers.append(f"argument {i} ({param.name})")
         elif param.is_constexpr or value is None:
             self.constexpr(i, value)
         else:

@@ -20,6 +20,7 @@ logger = logging.getLogger("jax_triton_rocm")
 T = TypeVar("T")
 
 MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU Triton targets
+MAX_GRID_SIZE = 2**31 - 1  # per axis: CUDA's x, HIP's x, y and z
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,12 +33,23 @@ class LaunchLimits:
       max_threads: threads per block.
       max_shared_bytes: dynamic shared memory (LDS) per block, or None where the target is not
         in the vendor's table (then only the launch checks it).
+      max_grid: programs along each grid axis (x, y, z).
     """
 
     arch: str
     warp_size: int
     max_threads: int = MAX_THREADS_PER_BLOCK
     max_shared_bytes: int | None = None
+    max_grid: tuple[int, int, int] = (MAX_GRID_SIZE,) * 3
+
+    def grid_problem(self, grid: tuple[int, int, int]) -> str | None:
+        """Why a launch of `grid` programs cannot run here, or None."""
+        for axis, (size, limit) in enumerate(zip(grid, self.max_grid)):
+            if size > limit:
+                return (f"dimension {axis} has {size} programs and {self.arch} launches at most "
+                        f"{limit} along it; put the large size on dimension 0 (up to "
+                        f"{self.max_grid[0]}) or give each program more work")
+        return None
 
     def warps_problem(self, num_warps: int) -> str | None:
         """Why a block of `num_warps` warps cannot launch here, or None."""

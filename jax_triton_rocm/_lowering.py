@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from jax_triton_rocm import (_compat, _compile, _configs, _kernel, _limits, _parallel, _proto,
-                             _target, _vendors)
+from jax_triton_rocm import (_checks, _compat, _compile, _configs, _kernel, _limits, _parallel,
+                             _proto, _target, _vendors)
 from jax_triton_rocm._backend import Backend
 from jax_triton_rocm._configs import normalize_grid
 
@@ -165,8 +165,8 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: _t
 
 
 def kernel_call(image: _proto.KernelImage, config: _configs.LaunchConfig,
-                bound: _kernel.BoundKernel, params: dict[str, Any],
-                out_avals: tuple) -> _proto.KernelCall:
+                bound: _kernel.BoundKernel, params: dict[str, Any], out_avals: tuple,
+                limits: _limits.LaunchLimits) -> _proto.KernelCall:
     """One launch of `image`: the grid and the zeroed outputs evaluated for `config`."""
     grid_spec = params["grid"]
     if callable(grid_spec):
@@ -174,10 +174,13 @@ def kernel_call(image: _proto.KernelImage, config: _configs.LaunchConfig,
                 else "grid(meta)")
         grid = normalize_grid(grid_spec(config.meta), what=what)
     else:
-        grid = normalize_grid(grid_spec)
+        what, grid = "grid", normalize_grid(grid_spec)
+    if problem := limits.grid_problem(grid):
+        raise ValueError(f"{what}={grid_spec if not callable(grid_spec) else grid}: {problem}.")
     zeroed = params["zeroed_outputs"]
     if callable(zeroed):
-        zeroed = tuple(zeroed(config.meta))
+        zeroed = _checks.output_indices(zeroed(config.meta), len(out_avals),
+                                        what="zeroed_outputs(meta)")
     return _proto.KernelCall(kernel=image, grid=grid,
                              params=_launch_params(bound, out_avals, set(zeroed)))
 
@@ -213,7 +216,8 @@ def lower_call(backend: Backend, ctx: Any, params: dict[str, Any]) -> LoweredCal
             print(f"jax_triton_rocm: {kernel.name} for {target.arch}\n--- TTIR ---\n"
                   f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
         image = kernel_image(backend, kernel, target, features)
-        calls.append(kernel_call(image, config, job.bound, params, out_avals))
+        calls.append(kernel_call(image, config, job.bound, params, out_avals,
+                                 backend.launch_limits(target)))
     serialized, custom_call_target = _encode(
         calls, [config for config, _, _ in compiled], params, in_avals,
         _kernel.kernel_name(unwrapped.jit_fn), features)

@@ -19,7 +19,6 @@ clear ImportError.
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import sys
 from collections.abc import Iterable
@@ -37,11 +36,12 @@ _registered: set[str] = set()
 
 @functools.cache
 def _vendor(platform: str) -> Any:
-    """The lowering rule's object for `platform` (imports Triton and its backend on first use)."""
+    """The lowering rule's object for `platform` (imports Triton and its backend on first use,
+    together with what a lowering needs, so that no fork splits those imports: `_state.IMPORTS`)."""
     from jax_triton_rocm import _routes
 
-    backend = importlib.import_module(_vendors.vendor(platform).backend_module).BACKEND
-    return _routes.Lowering(backend)
+    module = _state.IMPORTS.import_for_lowering(_vendors.vendor(platform).backend_module)
+    return _routes.Lowering(module.BACKEND)
 
 
 def _rule_for(platform: str):

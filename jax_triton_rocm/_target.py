@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -46,6 +47,44 @@ class Target:
     source: str
 
 
+@functools.lru_cache(maxsize=None)
+def arch_problem(platform: str, arch: str) -> str | None:
+    """Why the installed Triton cannot compile for canonical `arch`, or None.
+
+    Triton keeps no list of its targets; the lists that bound them are used instead: for AMD the
+    processor names LLVM's AMDGPU backend (linked into Triton) knows, for NVIDIA the `--gpu-name`
+    values of the ptxas Triton runs. Where Triton, its backend or the list cannot be read, the
+    check is skipped and Triton's own compile decides.
+    """
+    import importlib
+
+    from jax_triton_rocm import _compat
+
+    try:
+        backend = importlib.import_module(_vendors.vendor(platform).backend_module).BACKEND
+        if backend.knows_arch(arch):
+            return None
+        known = backend.known_archs()
+    except Exception:  # noqa: BLE001  (no list to check against: Triton's compile will tell)
+        return None
+    if not known:
+        return None
+    return (f"is not an architecture the installed Triton ({_compat.triton_info().version}) can "
+            f"compile for; it knows {', '.join(known)}")
+
+
+def check_arch(platform: str, arch: str, *, given: Any, what: str) -> str:
+    """`arch` (canonical) if the installed Triton can compile for it.
+
+    Raises:
+      ValueError: naming `what`, the value as given and the architectures Triton knows.
+    """
+    problem = arch_problem(platform, arch)
+    if problem:
+        raise ValueError(f"{what}={given!r} ({arch}) {problem}.")
+    return arch
+
+
 @contextlib.contextmanager
 def target_arch(*, cuda: Any = None, rocm: Any = None) -> Iterator[dict[str, str]]:
     """Makes lowerings on this thread compile for the named architectures instead of a device's.
@@ -63,10 +102,10 @@ def target_arch(*, cuda: Any = None, rocm: Any = None) -> Iterator[dict[str, str
     machine without their jaxlib plugin. Yields the architectures in force.
     """
     named = {}
-    if cuda is not None:
-        named["cuda"] = normalize_arch("cuda", cuda, what="cuda")
-    if rocm is not None:
-        named["rocm"] = normalize_arch("rocm", rocm, what="rocm")
+    for platform, given in (("cuda", cuda), ("rocm", rocm)):
+        if given is not None:
+            named[platform] = check_arch(platform, normalize_arch(platform, given, what=platform),
+                                         given=given, what=platform)
     if not named:
         raise ValueError("target_arch() needs cuda=... and/or rocm=..., e.g. "
                          "target_arch(cuda='sm_90') or target_arch(rocm='gfx942').")
@@ -87,7 +126,9 @@ def _parse_env(raw: str) -> dict[str, str]:
             raise ValueError(
                 f"{ENV_TARGET_ARCH}={raw!r}: each item must be 'cuda=ARCH' or 'rocm=ARCH', "
                 f"e.g. {ENV_TARGET_ARCH}='cuda=sm_90,rocm=gfx942'.")
-        archs[platform] = normalize_arch(platform, arch, what=ENV_TARGET_ARCH)
+        archs[platform] = check_arch(
+            platform, normalize_arch(platform, arch, what=ENV_TARGET_ARCH), given=raw,
+            what=ENV_TARGET_ARCH)
     return archs
 
 

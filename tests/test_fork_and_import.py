@@ -174,3 +174,59 @@ def test_broken_nvidia_backend_fails_at_setup_for_cuda_not_at_first_lowering(err
         print("does not import" in str(err), type(err.__cause__).__name__)
     """)
     assert last_line(result) == f"True {error}", result.stderr[-3000:]
+
+
+# The modules a first lowering imports; a fork while another thread is inside one of them must
+# not leave the child waiting for it. The import is slowed so that the fork lands inside it.
+@pytest.mark.parametrize("module,attempt", [
+    ("triton.compiler.code_generator", 1),
+    ("triton.compiler.code_generator", 2),
+    ("jax_triton_rocm._hip", 1),
+])
+def test_fork_during_the_first_lowerings_imports_leaves_a_child_that_lowers(module, attempt,
+                                                                             tmp_path):
+    del attempt  # each attempt is a fresh process, forking at the import again
+    result = run_python("""
+    import importlib.abc, os, sys, threading, time
+    MODULE = %r
+    started = threading.Event()
+
+    class SlowImport(importlib.abc.MetaPathFinder):
+        # Runs under the module's import lock, before the module is found: the worker thread
+        # holds that lock while the main thread forks.
+        def find_spec(self, name, path=None, target=None):
+            if name == MODULE and threading.current_thread() is not threading.main_thread():
+                started.set()
+                time.sleep(1.0)
+            return None
+
+    sys.meta_path.insert(0, SlowImport())
+    """ % module, PRELUDE, """
+    import jax_triton_rocm as jtr
+    # Only the package's imports are under test: the worker imports what a lowering needs (as
+    # the first lowering does, through register) and then waits, so that the fork never lands
+    # inside JAX or Triton, which do not survive a fork in their own locks.
+    release = threading.Event()
+
+    def first_use():
+        jtr.register(platforms=("rocm",))
+        release.wait(120)
+        lower_for(kernels.add, X, X, platform="rocm")
+
+    assert MODULE not in sys.modules, "the module must still be unimported here"
+    worker = threading.Thread(target=first_use)
+    worker.start()
+    assert started.wait(60), "the worker never imported " + MODULE
+    pid = os.fork()
+    if pid == 0:
+        try:
+            call = lower_one(lambda x, y: kernels.add(x, y, block=128), X, X, platform="rocm")
+            os._exit(0 if call.message.kernel_call.kernel.kernel_name == "add_kernel" else 3)
+        except BaseException:
+            os._exit(4)
+    status = wait_child(pid, timeout=90)
+    release.set()
+    worker.join()
+    print("child", status)
+    """, env={"TRITON_CACHE_DIR": str(tmp_path)})  # a cache miss: Triton's lazy imports run
+    assert last_line(result) == "child 0", result.stderr[-3000:]

@@ -1,0 +1,241 @@
+"""Every bad input a user can give, in one table: each must fail with a clear error.
+
+A clear error is of the expected type and its message names the argument (or environment
+variable), shows the value and says what is allowed. Each row is lowered for a platform without
+its GPU, so errors raised at the call and errors raised at lowering are both covered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import triton
+import triton.language as tl
+
+import jax_triton_rocm as jtr
+from tests import kernels
+from tests.lowering_utils import lower_for, spec
+
+X = spec((1024,), jnp.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    run: Callable[[Any], Any]  # takes pytest's monkeypatch
+    error: type[BaseException] | tuple[type[BaseException], ...]
+    match: str
+
+
+def lowered(platform: str = "cuda", arch: str | None = None, args=(X, X, 1024), **call):
+    """A row that lowers `triton_call(add_kernel, *args, **call)` for `platform`."""
+    call.setdefault("grid", (4,))
+    call.setdefault("out_shape", X)
+    call.setdefault("kernel", kernels.add_kernel)
+    if "BLOCK" not in call and call["kernel"] is kernels.add_kernel:
+        call["BLOCK"] = 256
+
+    def run(monkeypatch):
+        del monkeypatch
+        arrays = [a for a in args if isinstance(a, jax.ShapeDtypeStruct)]
+        rest = [a for a in args if not isinstance(a, jax.ShapeDtypeStruct)]
+
+        def fn(*xs):
+            return jtr.triton_call(*xs, *rest, **call)
+
+        return lower_for(fn, *arrays, platform=platform, arch=arch)
+
+    return run
+
+
+def with_env(name: str, value: str, action: Callable[[], Any]):
+    def run(monkeypatch):
+        monkeypatch.setenv(name, value)
+        return action()
+
+    return run
+
+
+def _prewarm_enabled():
+    from jax_triton_rocm import _hip_prewarm
+
+    return _hip_prewarm.prewarm_enabled()
+
+
+def _delivery_mode():
+    from jax_triton_rocm import _compat, _hip
+
+    return _hip.delivery_mode(_compat.assumed_features("rocm"))
+
+
+def _autotune_target():
+    from jax_triton_rocm import _compat
+
+    return _compat.autotuned_call_target(_compat.assumed_features("rocm"))
+
+
+def _thread_count():
+    from jax_triton_rocm import _parallel
+
+    return _parallel.thread_count(4)
+
+
+def _env_target_arch():
+    # JAX reads the variable into its config when it starts; this parses it as lowering does.
+    import os
+
+    from jax_triton_rocm import _target
+
+    return _target._parse_env(os.environ[_target.ENV_TARGET_ARCH])
+
+
+def _entered(**archs):
+    def run(monkeypatch):
+        del monkeypatch
+        with jtr.target_arch(**archs):
+            pass
+
+    return run
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 256, "waves_per_eu": "lots"})], key=["n"])
+@triton.jit
+def autotuned_add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+
+COMPLEX = spec((1024,), jnp.complex64)
+CASES = [
+    # Issue 11's cases.
+    Case("grid y above CUDA's 65535", lowered(grid=(1, 65536)), ValueError,
+         r"grid=\(1, 65536\): dimension 1 .*sm_90 launches at most 65535"),
+    Case("grid z above CUDA's 65535", lowered(grid=(1, 1, 70000)), ValueError,
+         r"grid=\(1, 1, 70000\).*dimension 2.*65535"),
+    Case("grid x above 2**31-1", lowered(grid=(2**31,)), ValueError,
+         r"grid=\(2147483648,\).*2147483647"),
+    Case("grid of 2**32 on ROCm", lowered("rocm", grid=(2**32,)), ValueError,
+         r"grid=\(4294967296,\).*2147483647"),
+    Case("name not a str", lowered(name=5), TypeError, r"name=5 must be a str"),
+    Case("enable_fp_fusion not a bool", lowered(enable_fp_fusion="no"), TypeError,
+         r"enable_fp_fusion='no' must be a bool"),
+    Case("debug not a bool", lowered(debug="yes"), TypeError, r"debug='yes' must be a bool"),
+    Case("maxnreg not an int", lowered(maxnreg="many"), TypeError,
+         r"maxnreg='many' must be .*int"),
+    Case("maxnreg negative", lowered(maxnreg=-5), ValueError, r"maxnreg=-5 must be .*255"),
+    Case("waves_per_eu not an int", lowered("rocm", waves_per_eu="lots"), TypeError,
+         r"waves_per_eu='lots' must be .*int"),
+    Case("waves_per_eu negative", lowered("rocm", waves_per_eu=-3), ValueError,
+         r"waves_per_eu=-3 must be .*0"),
+    Case("kpack out of range", lowered("rocm", kpack=7), ValueError, r"kpack=7 must be one of"),
+    Case("matrix_instr_nonkdim out of range", lowered("rocm", matrix_instr_nonkdim=7),
+         ValueError, r"matrix_instr_nonkdim=7 must be one of"),
+    Case("waves_per_eu from an autotune config",
+         lowered("rocm", kernel=autotuned_add_kernel), TypeError,
+         r"waves_per_eu='lots' .*config.*must be .*int"),
+    Case("JAX_TRITON_ROCM_PREWARM not a flag",
+         with_env("JAX_TRITON_ROCM_PREWARM", "maybe", _prewarm_enabled), ValueError,
+         r"JAX_TRITON_ROCM_PREWARM='maybe'.*1.*0"),
+    Case("input_output_aliases not a mapping", lowered(input_output_aliases=3), TypeError,
+         r"input_output_aliases=3 must be a dict"),
+    Case("zeroed_outputs not a sequence", lowered(zeroed_outputs=0), TypeError,
+         r"zeroed_outputs=0 must be"),
+    Case("zeroed_outputs callable returning a bad index",
+         lowered(zeroed_outputs=lambda meta: (5,)), ValueError,
+         r"zeroed_outputs\(meta\).*5 is not an output index"),
+    Case("zeroed_outputs callable returning junk",
+         lowered(zeroed_outputs=lambda meta: ("junk",)), ValueError,
+         r"zeroed_outputs\(meta\).*'junk' is not an output index"),
+    Case("grid callable without a parameter", lowered(grid=lambda: (4,)), TypeError,
+         r"grid=<function .*> must take one argument"),
+    Case("0-d array where the kernel wants a scalar",
+         lowered(args=(X, X, spec((), jnp.int32))), Exception,
+         r"(?s)argument 2 \(n\) is a 0-d array.*Python or NumPy scalar"),
+    Case("unknown AMD architecture", _entered(rocm="gfx9999"), ValueError,
+         r"rocm='gfx9999'.*not an architecture .*Triton.*gfx942"),
+    Case("unknown CUDA architecture", _entered(cuda="sm_999"), ValueError,
+         r"cuda='sm_999'.*not an architecture .*Triton.*sm_90"),
+    Case("JAX_TRITON_ROCM_TARGET_ARCH with an unknown architecture",
+         with_env("JAX_TRITON_ROCM_TARGET_ARCH", "rocm=gfx9999", _env_target_arch), ValueError,
+         r"JAX_TRITON_ROCM_TARGET_ARCH.*gfx9999.*gfx942"),
+    # Cases the suite had before (tests/test_errors.py and others).
+    Case("JAX_TRITON_ROCM_TARGET_ARCH malformed",
+         with_env("JAX_TRITON_ROCM_TARGET_ARCH", "gfx942", _env_target_arch), ValueError,
+         r"JAX_TRITON_ROCM_TARGET_ARCH='gfx942'.*rocm=ARCH"),
+    Case("JAX_TRITON_ROCM_HSACO_DELIVERY unknown",
+         with_env("JAX_TRITON_ROCM_HSACO_DELIVERY", "carrier-pigeon", _delivery_mode),
+         ValueError, r"JAX_TRITON_ROCM_HSACO_DELIVERY='carrier-pigeon'.*embedded, path"),
+    Case("JAX_TRITON_ROCM_AUTOTUNE_TARGET unknown",
+         with_env("JAX_TRITON_ROCM_AUTOTUNE_TARGET", "fast", _autotune_target), ValueError,
+         r"JAX_TRITON_ROCM_AUTOTUNE_TARGET='fast'.*ffi, legacy"),
+    Case("JAX_TRITON_ROCM_COMPILE_THREADS negative",
+         with_env("JAX_TRITON_ROCM_COMPILE_THREADS", "-2", _thread_count), ValueError,
+         r"JAX_TRITON_ROCM_COMPILE_THREADS='-2' must be a non-negative integer"),
+    Case("JAX_TRITON_ROCM_COMPILE_THREADS not a number",
+         with_env("JAX_TRITON_ROCM_COMPILE_THREADS", "many", _thread_count), ValueError,
+         r"JAX_TRITON_ROCM_COMPILE_THREADS='many' must be a non-negative integer"),
+    Case("input dtype Triton cannot take", lowered(args=(X, COMPLEX, 1024)), TypeError,
+         r"argument 1 has dtype complex64.*Supported dtypes"),
+    Case("output dtype Triton cannot take", lowered(out_shape=COMPLEX), TypeError,
+         r"output 0 has dtype complex64"),
+    Case("too many operands", lowered(args=(X, X, 1024, X, X)), TypeError,
+         r"Too many operands for kernel add_kernel"),
+    Case("too few operands", lowered(args=(X,)), TypeError,
+         r"Too few operands for kernel add_kernel: parameter 'n'"),
+    Case("empty out_shape", lowered(out_shape=()), ValueError, r"out_shape is empty"),
+    Case("unknown keyword", lowered(BLOK=256), TypeError,
+         r"Unknown keyword argument\(s\) 'BLOK'.*BLOCK"),
+    Case("unhashable metaparameter", lowered(BLOCK=[256]), TypeError,
+         r"BLOCK=\[256\] must be hashable"),
+    Case("grid empty", lowered(grid=()), ValueError, r"grid=\(\) is empty"),
+    Case("grid zero", lowered(grid=(0,)), ValueError, r"grid=\(0,\).*must be positive"),
+    Case("grid four dimensions", lowered(grid=(1, 1, 1, 1)), ValueError, r"has 4 dimensions"),
+    Case("grid float", lowered(grid=(2.5,)), TypeError, r"grid=\(2.5,\).*must be a Python int"),
+    Case("grid string", lowered(grid="abc"), TypeError, r"grid='abc' must be an int, a tuple"),
+    Case("callable grid returning zero", lowered(grid=lambda meta: (0,)), ValueError,
+         r"grid\(meta\)=\(0,\): every size must be positive"),
+    Case("scalar above 2**64", lowered(args=(X, X, 2**64)), OverflowError,
+         r"argument 2 = 18446744073709551616 is out of range"),
+    Case("NumPy float16 scalar", lowered(args=(X, X, np.float16(1.0))), TypeError,
+         r"argument 2 is a NumPy float16 scalar"),
+    Case("kernel not a Triton function", lowered(kernel=lambda *a: None), TypeError,
+         r"kernel must be a Triton kernel"),
+    Case("num_warps not a power of two", lowered(num_warps=3), ValueError,
+         r"num_warps=3 must be a power of two"),
+    Case("num_stages zero", lowered(num_stages=0), ValueError, r"num_stages=0 must be a positive int"),
+    Case("aliased buffers of different shapes",
+         lowered(out_shape=spec((8,), jnp.float32), input_output_aliases={0: 0}), ValueError,
+         r"input 0 .* and output 0 .* same shape and dtype"),
+    Case("alias index out of range", lowered(input_output_aliases={5: 0}), ValueError,
+         r"input index 5 is not one of the 2 array arguments"),
+    Case("zeroed output index out of range", lowered(zeroed_outputs=(3,)), ValueError,
+         r"zeroed_outputs=\(3,\): 3 is not an output index"),
+    Case("jax-triton's custom_call_target_name",
+         lowered(custom_call_target_name="triton_kernel_call"), TypeError,
+         r"custom_call_target_name='triton_kernel_call'.*picks the custom-call target"),
+    Case("compute_capability malformed", lowered(compute_capability="hopper"), ValueError,
+         r"compute_capability='hopper' is not a CUDA architecture"),
+    Case("serialized_metadata not bytes", lowered(serialized_metadata="x"), TypeError,
+         r"serialized_metadata must be bytes"),
+    Case("batch_grid_axis out of range", lowered(batch_grid_axis=3), ValueError,
+         r"batch_grid_axis=3"),
+    Case("num_ctas above 1 before sm_90", lowered(arch="sm_80", num_ctas=2), ValueError,
+         r"num_ctas=2 needs thread-block clusters"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_bad_input_gives_a_clear_error(case, monkeypatch):
+    with pytest.raises(case.error, match=case.match):
+        case.run(monkeypatch)
+
+
+def test_table_has_one_row_per_case():
+    assert len({case.name for case in CASES}) == len(CASES)
