@@ -80,6 +80,34 @@ def global_values(jit_fn: Any) -> tuple[tuple[str, str], ...]:
     Returns:
       ((module:name, value text), ...), sorted; the same in every process for the same values.
     """
+    values: dict[tuple[str, str], str] = {}
+    seen: set[int] = set()
+    pending = [jit_fn]
+    while pending:
+        fn = pending.pop()
+        if id(fn) in seen or not callable(getattr(fn, "parse", None)):
+            continue
+        seen.add(id(fn))
+        names, callees = _global_references(fn)
+        module = getattr(fn, "__module__", "") or ""
+        for scope, name in names:
+            if name in scope:
+                values[(module, name)] = _stable(scope[name])
+        pending.extend(callees)
+    return tuple(sorted((f"{module}:{name}", text) for (module, name), text in values.items()))
+
+
+# Per function: which globals its source reads and which Triton functions it calls. Finding them
+# parses the source, too slow for every lowering; their values are read afresh every time. The
+# function is kept beside its entry, so its id is not reused.
+_REFERENCES: dict[int, tuple[Any, str, tuple, tuple]] = {}
+
+
+def _global_references(fn: Any) -> tuple[tuple, tuple]:
+    """((globals dict, name), ...) that `fn` reads and the Triton functions it calls."""
+    entry = _REFERENCES.get(id(fn))
+    if entry is not None and entry[0] is fn and entry[1] == fn.src:
+        return entry[2], entry[3]
     from triton.runtime.jit import DependenciesFinder
 
     class GlobalsFinder(DependenciesFinder):
@@ -93,21 +121,12 @@ def global_values(jit_fn: Any) -> tuple[tuple[str, str], ...]:
         def _update_hash(self, func: Any) -> None:
             self.callees.append(func)
 
-    values: dict[tuple[str, str], str] = {}
-    seen: set[int] = set()
-    pending = [jit_fn]
-    while pending:
-        fn = pending.pop()
-        if id(fn) in seen or not callable(getattr(fn, "parse", None)):
-            continue
-        seen.add(id(fn))
-        finder = GlobalsFinder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
-                               nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
-        finder.visit(fn.parse())
-        for (name, _), (value, _) in finder.used_global_vals.items():
-            values[(getattr(fn, "__module__", "") or "", name)] = _stable(value)
-        pending.extend(finder.callees)
-    return tuple(sorted((f"{module}:{name}", text) for (module, name), text in values.items()))
+    finder = GlobalsFinder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
+                           nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
+    finder.visit(fn.parse())
+    names = tuple((scope, name) for (name, _), (_, scope) in finder.used_global_vals.items())
+    _REFERENCES[id(fn)] = (fn, fn.src, names, tuple(finder.callees))
+    return names, tuple(finder.callees)
 
 
 def kernel_key(
