@@ -259,13 +259,36 @@ def relower_ms(fn, repeats=100) -> float:
     return statistics.median(times) * 1e3
 
 
-def relower_rows() -> list[tuple[str, float, float]]:
+def jax_triton_relower_ms() -> float | str:
+    """Re-lowering the same add through jax-triton (0.3), where it is installed and lowers here;
+    else why not. jax-triton asks the GPU for its architecture, so this needs one."""
+    try:
+        import jax_triton
+
+        def add(x, y):
+            return jax_triton.triton_call(
+                x, y, x.size, kernel=add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                grid=(triton.cdiv(x.size, 1024),), BLOCK=1024)
+
+        return relower_ms(add)
+    except Exception as err:  # noqa: BLE001  (a comparison row, never the benchmark's failure)
+        return f"{type(err).__name__}: {str(err).splitlines()[0][:80]}"
+
+
+def relower_rows(with_jax_triton: bool = False) -> list[tuple[str, float, float]]:
     xla = relower_ms(xla_add)
     ffi = relower_ms(triton_add)
     native = relower_ms(native_add)
-    return [("re-lower, ms: XLA add", xla, 1.0),
+    rows = [("re-lower, ms: XLA add", xla, 1.0),
             ("re-lower, ms: Triton add, jaxlib FFI target", ffi, ffi / xla),
             ("re-lower, ms: Triton add, XLA Triton call", native, native / xla)]
+    if with_jax_triton:
+        other = jax_triton_relower_ms()
+        if isinstance(other, str):
+            print(f"re-lower through jax-triton: not measured ({other})")
+        else:
+            rows.append(("re-lower, ms: Triton add, jax-triton", other, other / xla))
+    return rows
 
 
 def print_rows(rows, value_names=("value", "ratio")) -> None:
@@ -307,7 +330,7 @@ def gpu_report(platform: str) -> None:
     rows.append(("1 GiB add, TB/s: Triton, jaxlib FFI target", triton_bw, triton_bw / xla_bw))
     rows.append(("1 GiB add, TB/s: Triton, XLA Triton call", native_bw, native_bw / xla_bw))
     rows.append(("1 GiB add, TB/s: XLA add", xla_bw, 1.0))
-    rows.extend(relower_rows())
+    rows.extend(relower_rows(with_jax_triton=True))
     print()
     print_rows(rows)
 
