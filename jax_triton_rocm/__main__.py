@@ -171,13 +171,14 @@ def _checked_targets(archs: list[str] | None) -> list[tuple[str, str]]:
             _fail(str(err))
         if archs:  # the defaults are known to compile
             try:
-                problem = _info.arch_problem(platform, canonical)
+                from jax_triton_rocm import _compat, _target
+
+                _compat.import_triton_backend(platform)
+                problem = _target.arch_problem(platform, canonical)
             except ImportError as err:
                 _fail(f"--arch {arch}: {err}")
             if problem is not None:
-                _fail(f"--arch {arch}: the installed Triton cannot compile for {canonical}: "
-                      f"{problem}. Name an architecture its {platform} backend supports, e.g. "
-                      f"{'sm_90' if platform == 'cuda' else 'gfx942'}.")
+                _fail(f"--arch {arch}: {canonical} {problem}.")
         targets.append((platform, canonical))
     return targets
 

@@ -197,6 +197,13 @@ def _check_kernel_arguments(unwrapped: _kernel.Unwrapped, positional: tuple, arr
     _kernel.check_operands(jit_fn, len(positional), len(out_shapes), metaparams)
 
 
+def _check_xla_native(value: Any) -> bool | None:
+    if value is not None and not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"xla_native={value!r} must be True, False or None (None follows "
+                        f"JAX_TRITON_ROCM_XLA_NATIVE).")
+    return None if value is None else bool(value)
+
+
 def triton_call(
     *args: Any,
     kernel: Any,
@@ -271,19 +278,14 @@ def triton_call(
     _check_launch(grid, num_warps, num_stages, num_ctas, compute_capability, serialized_metadata)
     aliases = _check_aliases({} if input_output_aliases is None else input_output_aliases,
                              arrays, out_shapes)
-    zeroed = _check_zeroed(zeroed_outputs, len(out_shapes))
-    batch_grid_axis = _batching.check_batch_grid_axis(batch_grid_axis)
-    if xla_native is not None and not isinstance(xla_native, (bool, np.bool_)):
-        raise TypeError(f"xla_native={xla_native!r} must be True, False or None (None follows "
-                        f"JAX_TRITON_ROCM_XLA_NATIVE).")
     _check_kernel_arguments(unwrapped, positional, arrays, out_shapes, metaparams)
     outs = triton_kernel_p.bind(
         *arrays, kernel=kernel, positional=positional, out_shapes=tuple(out_shapes), grid=grid,
         name=name, num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
         compute_capability=compute_capability, enable_fp_fusion=enable_fp_fusion,
-        input_output_aliases=aliases, zeroed_outputs=zeroed, debug=debug,
-        serialized_metadata=serialized_metadata, batch_grid_axis=batch_grid_axis,
-        xla_native=None if xla_native is None else bool(xla_native),
-        metaparams=tuple(sorted(metaparams.items())),
+        input_output_aliases=aliases, zeroed_outputs=_check_zeroed(zeroed_outputs, len(out_shapes)),
+        debug=debug, serialized_metadata=serialized_metadata,
+        batch_grid_axis=_batching.check_batch_grid_axis(batch_grid_axis),
+        xla_native=_check_xla_native(xla_native), metaparams=tuple(sorted(metaparams.items())),
         options=tuple(sorted(options.items())))
     return jax.tree_util.tree_unflatten(out_tree, outs)

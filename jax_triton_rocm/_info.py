@@ -9,13 +9,10 @@ architecture (`arch_problem`), for the demo.
 from __future__ import annotations
 
 
-import contextlib
 import importlib.metadata
 import os
 import re
 import sys
-import tempfile
-from collections.abc import Iterator
 from typing import Any
 
 from jax_triton_rocm import _compat, _target
@@ -289,85 +286,3 @@ def canonical_arch(arch: str) -> tuple[str, str]:
         raise ValueError(
             f"--arch {arch!r} is neither a CUDA architecture (sm_90, 9.0, 90) nor an AMD one "
             f"(gfx90a, gfx942, gfx950, gfx1100).") from err
-
-
-@contextlib.contextmanager
-def _output_captured() -> Iterator[list[str]]:
-    """Collects what is written to file descriptors 1 and 2 into a list, off the terminal.
-
-    Triton's C++ diagnostics go to descriptor 2 and its ptxas reproducer is printed to stdout.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = {fd: os.dup(fd) for fd in (1, 2)}
-    captured: list[str] = []
-    with tempfile.TemporaryFile() as sink:
-        for fd in saved:
-            os.dup2(sink.fileno(), fd)
-        try:
-            yield captured
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            for fd, original in saved.items():
-                os.dup2(original, fd)
-                os.close(original)
-            sink.seek(0)
-            captured.append(sink.read().decode(errors="replace"))
-
-
-def _diagnostic(text: str) -> str | None:
-    """The compiler's own error in `text`: after "fatal" (ptxas), else "error: " (MLIR, LLVM).
-
-    ptxas's line comes first because Triton wraps it in an "error: " line of its own.
-    """
-    for marker in ("fatal", "error: "):
-        for line in text.splitlines():
-            if marker in line:
-                return line.split(marker, 1)[1].lstrip(" :")
-    return None
-
-
-def arch_problem(platform: str, arch: str) -> str | None:
-    """Why Triton cannot compile for `arch`, in one line, or None when it can.
-
-    Triton has no list of the architectures its backends accept, so this compiles a one-line
-    kernel for `arch` (about a second, then served from Triton's cache) with Triton's C++
-    diagnostics kept off the terminal, and reports the first error line.
-    """
-    from jax_triton_rocm import _triton_cache
-
-    triton = _compat.triton_info().module
-    _compat.import_triton_backend(platform)
-    from triton.backends.compiler import GPUTarget
-
-    if platform == "cuda":
-        target = GPUTarget("cuda", int(arch.removeprefix("sm_")), 32)
-    else:
-        target = GPUTarget("hip", arch, 64 if int(arch[3:-2]) < 10 else 32)
-    from triton.compiler import ASTSource
-
-    source = ASTSource(_probe_kernel(), {"out_ptr": "*fp32"}, constexprs={}, attrs={})
-    with _output_captured() as output:
-        try:
-            with _triton_cache.usable_cache_dir(triton):
-                triton.compile(source, target=target, options={})
-        except Exception as err:
-            error = err
-        else:
-            error = None
-    if error is None:
-        return None
-    return (_diagnostic(str(error)) or _diagnostic("".join(output))
-            or _first_line(error))
-
-
-def _probe_kernel() -> Any:
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def probe_kernel(out_ptr):
-        tl.store(out_ptr, 1.0)
-
-    return probe_kernel

@@ -83,8 +83,8 @@ def test_info_text_names_each_section():
 
 
 @pytest.mark.parametrize("arch,message", [
-    ("gfx9999", "the installed Triton cannot compile for gfx9999: unsupported target"),
-    ("sm_999", "the installed Triton cannot compile for sm_999"),
+    ("gfx9999", "--arch gfx9999: gfx9999 is not an architecture the installed Triton"),
+    ("sm_999", "--arch sm_999: sm_999 is not an architecture the installed Triton"),
     ("foo", "--arch 'foo' is neither a CUDA architecture"),
 ])
 def test_a_bad_arch_is_one_line_on_stderr_and_exit_status_2(arch, message):
