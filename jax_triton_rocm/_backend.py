@@ -73,6 +73,10 @@ class Backend:
         """The `num_warps` jaxlib needs to launch the block `compiled` was built for."""
         return compiled.num_warps
 
+    def lowering_settings(self) -> tuple:
+        """What this vendor reads from the environment when lowering (part of the memo's key)."""
+        return ()
+
     def after_encode(self, lowered: Any, ctx: Any) -> None:
         """Runs once a call is encoded, before it is emitted (ROCm's prewarm)."""
         del lowered, ctx

@@ -122,6 +122,9 @@ class HipBackend(Backend):
     def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
         return delivery_mode(features) == "embedded"
 
+    def lowering_settings(self) -> tuple:
+        return (os.environ.get(ENV_DELIVERY),)
+
     def ptx_field(self, compiled: CompiledKernel) -> str:
         """The path of this process's HSACO file for the kernel (one per kernel key)."""
         return _hip_files.HSACO_FOLDER.file_for(compiled.key, compiled.binary, compiled.name)

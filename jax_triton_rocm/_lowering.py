@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from typing import Any
 
 import numpy as np
 
 from jax_triton_rocm import (_checks, _compat, _compile, _configs, _kernel, _limits, _parallel,
-                             _proto, _target, _vendors)
+                             _proto, _state, _target, _vendors)
 from jax_triton_rocm._backend import Backend
 from jax_triton_rocm._configs import normalize_grid
 
@@ -202,10 +203,38 @@ def _encode(calls: list, configs: list, params: dict[str, Any], in_avals: tuple,
     return serialized, _compat.autotuned_call_target(features)
 
 
+# Lowered calls by everything that decides them: lowering the same call again (a new `jit` of a
+# cached kernel, a retrace) encodes nothing anew. Each entry keeps its kernel object, so the id
+# in its key is not reused. Emptied by `clear_caches()`.
+_LOWERED: dict[tuple, tuple[Any, LoweredCall]] = {}
+_state.on_clear(_LOWERED.clear)
+
+
 def lower_call(backend: Backend, ctx: Any, params: dict[str, Any]) -> LoweredCall:
-    """Compiles and encodes one `triton_kernel_p` equation (no MLIR is emitted here)."""
+    """Compiles and encodes one `triton_kernel_p` equation (no MLIR is emitted here).
+
+    The key covers the target, the plugin's features, the avals, every parameter (the kernel by
+    identity), the current values of the globals the kernel reads, and the settings read from
+    the environment at lowering; a parameter that cannot be hashed just skips the memo.
+    """
     target, features = resolve_target(backend, ctx, params)
     unwrapped = _kernel.unwrap(params["kernel"])
+    key = (backend.platform, target, features, tuple(ctx.avals_in), tuple(ctx.avals_out),
+           tuple((k, id(v) if k == "kernel" else v) for k, v in sorted(params.items())),
+           _compile.global_values(unwrapped.jit_fn), backend.lowering_settings(),
+           os.environ.get(_compat.ENV_AUTOTUNE_TARGET))
+    try:
+        entry = _LOWERED.get(key)
+    except TypeError:  # an unhashable parameter (a grid in a list, say): no memo
+        return _lower_call(backend, ctx, params, target, features, unwrapped)
+    if entry is None:
+        entry = _LOWERED[key] = (params["kernel"], _lower_call(backend, ctx, params, target,
+                                                                 features, unwrapped))
+    return entry[1]
+
+
+def _lower_call(backend: Backend, ctx: Any, params: dict[str, Any], target: _target.Target,
+                features: _compat.PluginFeatures, unwrapped: _kernel.Unwrapped) -> LoweredCall:
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     configs = _launch_configs(backend, unwrapped, target, params, in_avals, out_avals)
     compiled = _compiled_configs(backend, unwrapped, target, configs, params, in_avals,

@@ -28,9 +28,17 @@ def _lower_add(kernel, block=256, platform="cuda", arch=None):
     return lower_one(f, X, X, platform=platform, arch=arch)
 
 
-def test_second_lowering_of_a_kernel_is_a_hit():
+def test_second_lowering_of_a_kernel_compiles_nothing_and_emits_the_same_call():
+    first = _lower_add(kernels.add_kernel)
+    again = _lower_add(kernels.add_kernel)
+    assert _state.KERNELS.stats["compiles"] == 1
+    assert again.opaque == first.opaque
+
+
+def test_the_same_kernel_in_another_call_is_a_kernel_cache_hit():
     _lower_add(kernels.add_kernel)
-    _lower_add(kernels.add_kernel)
+    lower_one(lambda x, y: jtr.triton_call(x, y, x.size, kernel=kernels.add_kernel, out_shape=x,
+                                           grid=(4,), BLOCK=256), X, X, platform="cuda")
     assert _state.KERNELS.stats["compiles"] == 1
     assert _state.KERNELS.stats["hits"] == 1
 

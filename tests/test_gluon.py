@@ -124,7 +124,6 @@ def test_gluon_kernel_is_compiled_once_for_two_jitted_functions():
     capture_one(lambda x: gk.copy(x, warp_size=64), VECTOR, platform="rocm", arch="gfx950")
     capture_one(lambda x: gk.copy(x, warp_size=64) * 2, VECTOR, platform="rocm", arch="gfx950")
     assert _state.KERNELS.stats["compiles"] == 1
-    assert _state.KERNELS.stats["hits"] == 1
 
 
 @pytest.mark.parametrize("platform,arch,warp", TARGETS, ids=TARGET_IDS)
