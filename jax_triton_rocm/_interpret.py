@@ -37,8 +37,8 @@ import numpy as np
 import jax
 from jax.interpreters import mlir
 
-from jax_triton_rocm import _configs, _interpret_host, _kernel, _state, _types
-from jax_triton_rocm._configs import normalize_grid
+from jax_triton_rocm import _configs, _interpret_host, _kernel, _layout, _state, _types
+from jax_triton_rocm._grid import normalize_grid
 
 @dataclasses.dataclass(frozen=True)
 class InterpretedCall:
@@ -50,7 +50,7 @@ class InterpretedCall:
       grid: three program counts.
       positional: ("array", operand index) or ("scalar", value), one per positional argument;
         or one entry per parameter: ("input", operand index), ("output", output index) or
-        ("keyword", None) (`_kernel.lay_out_arguments` describes both layouts).
+        ("keyword", None) (`_layout.lay_out_arguments` describes both layouts).
       constexprs: values by parameter name (the call's, the first config's, the heuristics').
       annotated_constexprs: parameter names annotated `tl.constexpr` (the interpreter passes
         these as plain values; other parameters given by keyword are passed as `tl.constexpr`,
@@ -170,7 +170,7 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
             args.append(None)
         else:
             args.append(_interpret_host.typed_scalar(value, f"argument {i}"))
-    if not _kernel.places_outputs(call.positional):
+    if not _layout.places_outputs(call.positional):
         args += [host_tensor(out, f"output {o}") for o, out in enumerate(outs)]
     try:
         with _state.triton_language_lock(), _interpret_host.interpreter_adapted():

@@ -22,7 +22,7 @@ import jax
 import numpy as np
 from jax.interpreters.mlir import ir
 
-from jax_triton_rocm import _configs, _kernel, _plugin, _types
+from jax_triton_rocm import _grid, _kernel, _plugin, _types
 
 Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
 
@@ -254,7 +254,7 @@ def triton_call_lowering(
     constexprs = _checked_constexprs(constexprs, list(jit_fn.arg_names),
                                      _kernel.kernel_name(jit_fn))
     if not callable(grid):
-        _configs.normalize_grid(grid)
+        _grid.normalize_grid(grid)
     _check_positive_int(num_warps, "num_warps", power_of_two=True)
     _check_positive_int(num_stages, "num_stages")
     _check_positive_int(num_ctas, "num_ctas")
