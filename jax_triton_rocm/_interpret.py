@@ -7,9 +7,9 @@ Data flow: the call's static parameters -> the first launch configuration (`_con
 Triton's interpreter (`triton.runtime.interpreter`) is meant for kernels defined under
 `TRITON_INTERPRET=1` and for torch tensors. Here the kernel is an ordinary `@triton.jit` function
 and the buffers are NumPy arrays:
-- `_interpret_host.HostTensor` gives a NumPy buffer just the part of torch's tensor interface the interpreter's
-  `GridExecutor` reads (`data_ptr`, `untyped_storage`, `dtype`, ...); the buffer is already on the
-  host, so the interpreter's copies to and from "the device" are no-ops.
+- `_interpret_host.HostTensor` gives a NumPy buffer just the part of torch's tensor interface the
+  interpreter's `GridExecutor` reads (`data_ptr`, `untyped_storage`, `dtype`, ...); the buffer is
+  already on the host, so the interpreter's copies to and from "the device" are no-ops.
 - Calls from the kernel to other `@triton.jit` functions are routed to interpreted twins of them
   while the kernel runs, and two interpreter faults are mended for the run
   (`_interpret_host.interpreter_adapted`).
@@ -82,8 +82,8 @@ def check_interpretable(jit_fn: Any, name: str) -> None:
     if jit_fn.is_gluon():
         raise NotImplementedError(
             f"Kernel {name} is a Gluon kernel, and this computation is lowered for the CPU, where "
-            f"kernels run in Triton's interpreter, which runs only @triton.jit kernels. Run it on a "
-            f"GPU (platforms 'cuda', 'rocm'), or write a @triton.jit version for the CPU.")
+            f"kernels run in Triton's interpreter, which runs only @triton.jit kernels. Run it on "
+            f"a GPU (platforms 'cuda', 'rocm'), or write a @triton.jit version for the CPU.")
 
 
 def resolve(ctx_avals_in: tuple, params: dict[str, Any]) -> InterpretedCall:
