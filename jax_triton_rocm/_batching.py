@@ -70,7 +70,7 @@ class BatchedGrid:
     depth: int
 
     def __call__(self, meta: dict[str, Any]) -> tuple[int, int, int]:
-        from jax_triton_rocm._configs import normalize_grid
+        from jax_triton_rocm._grid import normalize_grid
 
         spec = self.unbatched
         grid = normalize_grid(spec(_unbatched_meta(meta, self.depth)) if callable(spec) else spec,

@@ -9,8 +9,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from jax_triton_rocm import (_batching, _checks, _compat, _configs, _kernel, _plugin, _target,
-                             _types)
+from jax_triton_rocm import (_batching, _checks, _compat, _configs, _grid, _kernel, _layout,
+                             _plugin, _target, _types)
 from jax_triton_rocm._primitive import triton_kernel_p
 
 Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
@@ -48,6 +48,8 @@ def _out_shapes(out_shape: Any) -> tuple[list[jax.ShapeDtypeStruct], Any]:
 
 
 def _check_aliases(aliases: Any, arrays: list, outs: list) -> tuple:
+    if aliases is None:
+        aliases = {}
     if not isinstance(aliases, Mapping):
         raise TypeError(f"input_output_aliases={aliases!r} must be a dict {{array-argument "
                         f"index: output index}}, e.g. {{0: 0}}.")
@@ -96,13 +98,14 @@ def _check_takes_meta(fn: Callable, what: str) -> None:
             f"{signature}.") from err
 
 
-def _check_call_options(name: Any, enable_fp_fusion: Any, debug: Any,
-                        options: dict[str, Any]) -> tuple[str, bool, bool, dict[str, Any]]:
-    """The call's name, flags and vendor compile options, checked (see `_checks`)."""
+def _check_call_options(jit_fn: Any, metaparams: dict[str, Any], name: Any,
+                        enable_fp_fusion: Any, debug: Any) -> tuple[dict, str, bool, bool, dict]:
+    """The call's constexprs, name, flags and vendor compile options, checked (see `_checks`)."""
+    metaparams, options = _split_compile_options(jit_fn, metaparams)
     if not isinstance(name, str):
         raise TypeError(f"name={name!r} must be a str (the call's name for jaxlib and "
                         f"profilers), got {type(name).__name__}.")
-    return (name, _checks.flag(enable_fp_fusion, "enable_fp_fusion"),
+    return (metaparams, name, _checks.flag(enable_fp_fusion, "enable_fp_fusion"),
             _checks.flag(debug, "debug"), _checks.compile_options(options))
 
 
@@ -163,7 +166,7 @@ def _check_launch(grid: Any, num_warps: Any, num_stages: Any, num_ctas: Any,
     if callable(grid):
         _check_takes_meta(grid, "grid")
     else:
-        _configs.normalize_grid(grid)
+        _grid.normalize_grid(grid)
     _check_positive_int(num_warps, "num_warps", power_of_two=True)
     _check_positive_int(num_stages, "num_stages")
     _check_positive_int(num_ctas, "num_ctas")
@@ -181,20 +184,20 @@ def _check_kernel_arguments(unwrapped: _kernel.Unwrapped, positional: tuple, arr
 
     A plain kernel's arguments are laid out as the lowering will lay them. An autotuned kernel's
     constexprs come from its configs and heuristics at lowering, so for it the operands and
-    keywords are checked (the same check, `_kernel.check_operands`) and the autotuner's
+    keywords are checked (the same check, `_layout.check_operands`) and the autotuner's
     features.
     """
     jit_fn = unwrapped.jit_fn
     if unwrapped.autotuner is None and not unwrapped.heuristics:
         from triton.backends.compiler import BaseBackend
 
-        _kernel.lay_out_arguments(jit_fn, BaseBackend, positional=positional,
+        _layout.lay_out_arguments(jit_fn, BaseBackend, positional=positional,
                                   in_avals=tuple(arrays), out_avals=tuple(out_shapes),
                                   constexprs=metaparams)
         return
     if unwrapped.autotuner is not None:
         _configs.check_autotuner(unwrapped.autotuner, _kernel.kernel_name(jit_fn))
-    _kernel.check_operands(jit_fn, len(positional), len(out_shapes), metaparams)
+    _layout.check_operands(jit_fn, len(positional), len(out_shapes), metaparams)
 
 
 def _check_xla_native(value: Any) -> bool | None:
@@ -202,6 +205,13 @@ def _check_xla_native(value: Any) -> bool | None:
         raise TypeError(f"xla_native={value!r} must be True, False or None (None follows "
                         f"JAX_TRITON_ROCM_XLA_NATIVE).")
     return None if value is None else bool(value)
+
+
+def _unwrap_ready(kernel: Any) -> _kernel.Unwrapped:
+    """`kernel` taken apart, once Triton has imported and the lowering rules are registered."""
+    _compat.triton_info()
+    _plugin.ensure_registered()
+    return _kernel.unwrap(kernel)
 
 
 def triton_call(
@@ -232,8 +242,7 @@ def triton_call(
 
     Args:
       *args: the inputs: arrays (any dtype Triton takes, fp8 and bf16 included) and scalars.
-      kernel: a @triton.jit or @gluon.jit function, optionally wrapped in @triton.autotune and
-        @triton.heuristics.
+      kernel: a @triton.jit or @gluon.jit function, bare or in @triton.autotune/@triton.heuristics.
       out_shape: a `jax.ShapeDtypeStruct` (anything with .shape and .dtype) or a pytree of them.
       grid: an int, a tuple of 1-3 ints, or a callable of the metaparameters returning one.
       name: a name for the call (shown by jaxlib and profilers).
@@ -267,17 +276,13 @@ def triton_call(
       ImportError: Triton is not installed or does not import.
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
-    _compat.triton_info()
-    _plugin.ensure_registered()
-    unwrapped = _kernel.unwrap(kernel)
-    metaparams, options = _split_compile_options(unwrapped.jit_fn, metaparams)
-    name, enable_fp_fusion, debug, options = _check_call_options(name, enable_fp_fusion, debug,
-                                                                 options)
+    unwrapped = _unwrap_ready(kernel)
+    metaparams, name, enable_fp_fusion, debug, options = _check_call_options(
+        unwrapped.jit_fn, metaparams, name, enable_fp_fusion, debug)
     arrays, positional = _split_arguments(args)
     out_shapes, out_tree = _out_shapes(out_shape)
     _check_launch(grid, num_warps, num_stages, num_ctas, compute_capability, serialized_metadata)
-    aliases = _check_aliases({} if input_output_aliases is None else input_output_aliases,
-                             arrays, out_shapes)
+    aliases = _check_aliases(input_output_aliases, arrays, out_shapes)
     _check_kernel_arguments(unwrapped, positional, arrays, out_shapes, metaparams)
     outs = triton_kernel_p.bind(
         *arrays, kernel=kernel, positional=positional, out_shapes=tuple(out_shapes), grid=grid,

@@ -7,9 +7,9 @@ Data flow: the call's static parameters -> the first launch configuration (`_con
 Triton's interpreter (`triton.runtime.interpreter`) is meant for kernels defined under
 `TRITON_INTERPRET=1` and for torch tensors. Here the kernel is an ordinary `@triton.jit` function
 and the buffers are NumPy arrays:
-- `_interpret_host.HostTensor` gives a NumPy buffer just the part of torch's tensor interface the interpreter's
-  `GridExecutor` reads (`data_ptr`, `untyped_storage`, `dtype`, ...); the buffer is already on the
-  host, so the interpreter's copies to and from "the device" are no-ops.
+- `_interpret_host.HostTensor` gives a NumPy buffer just the part of torch's tensor interface the
+  interpreter's `GridExecutor` reads (`data_ptr`, `untyped_storage`, `dtype`, ...); the buffer is
+  already on the host, so the interpreter's copies to and from "the device" are no-ops.
 - Calls from the kernel to other `@triton.jit` functions are routed to interpreted twins of them
   while the kernel runs, and two interpreter faults are mended for the run
   (`_interpret_host.interpreter_adapted`).
@@ -37,8 +37,8 @@ import numpy as np
 import jax
 from jax.interpreters import mlir
 
-from jax_triton_rocm import _configs, _interpret_host, _kernel, _state, _types
-from jax_triton_rocm._configs import normalize_grid
+from jax_triton_rocm import _configs, _interpret_host, _kernel, _layout, _state, _types
+from jax_triton_rocm._grid import normalize_grid
 
 @dataclasses.dataclass(frozen=True)
 class InterpretedCall:
@@ -50,7 +50,7 @@ class InterpretedCall:
       grid: three program counts.
       positional: ("array", operand index) or ("scalar", value), one per positional argument;
         or one entry per parameter: ("input", operand index), ("output", output index) or
-        ("keyword", None) (`_kernel.lay_out_arguments` describes both layouts).
+        ("keyword", None) (`_layout.lay_out_arguments` describes both layouts).
       constexprs: values by parameter name (the call's, the first config's, the heuristics').
       annotated_constexprs: parameter names annotated `tl.constexpr` (the interpreter passes
         these as plain values; other parameters given by keyword are passed as `tl.constexpr`,
@@ -82,8 +82,8 @@ def check_interpretable(jit_fn: Any, name: str) -> None:
     if jit_fn.is_gluon():
         raise NotImplementedError(
             f"Kernel {name} is a Gluon kernel, and this computation is lowered for the CPU, where "
-            f"kernels run in Triton's interpreter, which runs only @triton.jit kernels. Run it on a "
-            f"GPU (platforms 'cuda', 'rocm'), or write a @triton.jit version for the CPU.")
+            f"kernels run in Triton's interpreter, which runs only @triton.jit kernels. Run it on "
+            f"a GPU (platforms 'cuda', 'rocm'), or write a @triton.jit version for the CPU.")
 
 
 def resolve(ctx_avals_in: tuple, params: dict[str, Any]) -> InterpretedCall:
@@ -170,7 +170,7 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
             args.append(None)
         else:
             args.append(_interpret_host.typed_scalar(value, f"argument {i}"))
-    if not _kernel.places_outputs(call.positional):
+    if not _layout.places_outputs(call.positional):
         args += [host_tensor(out, f"output {o}") for o, out in enumerate(outs)]
     try:
         with _state.triton_language_lock(), _interpret_host.interpreter_adapted():

@@ -64,8 +64,9 @@ class LaunchLimits:
         """Why a block needing `shared_bytes` of shared memory cannot launch here, or None."""
         if self.max_shared_bytes is None or shared_bytes <= self.max_shared_bytes:
             return None
-        return (f"the kernel needs {shared_bytes} bytes of shared memory per block, and {self.arch} "
-                f"allows {self.max_shared_bytes}; use smaller blocks or fewer num_stages")
+        return (f"the kernel needs {shared_bytes} bytes of shared memory per block, and "
+                f"{self.arch} allows {self.max_shared_bytes}; use smaller blocks or fewer "
+                f"num_stages")
 
 
 def keep_launchable(items: Sequence[T], problem_of: Callable[[T], str | None],

@@ -3,7 +3,7 @@
 Data flow, top to bottom in this file: the compile target and what the plugin loads
 (`resolve_target`) -> the launch configurations (`_configs.resolve`), within the target's launch
 limits (`_limits`) -> per configuration, the arguments laid onto the kernel's parameters
-(`_kernel`) and compiled, all configurations at once, through the shared kernel cache
+(`_layout`) and compiled, all configurations at once, through the shared kernel cache
 (`_parallel`, `_compile`) -> per kernel, the call as the installed jaxlib loads it
 (`kernel_call`) -> the call encoded (`_proto`) -> a custom call in the module (`emit`).
 
@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from jax_triton_rocm import (_checks, _compat, _compile, _configs, _kernel, _limits, _parallel,
-                             _proto, _state, _target, _vendors)
+from jax_triton_rocm import (_checks, _compat, _compile, _configs, _globals, _kernel, _layout,
+                             _limits, _parallel, _proto, _state, _target, _vendors)
 from jax_triton_rocm._backend import Backend
-from jax_triton_rocm._configs import normalize_grid
+from jax_triton_rocm._grid import normalize_grid
 
 DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
 
@@ -110,7 +110,7 @@ def _compiled_configs(backend: Backend, unwrapped: _kernel.Unwrapped, target: _t
     triton_backend = backend.triton_backend()
     jobs = []
     for config in configs:
-        bound = _kernel.lay_out_arguments(
+        bound = _layout.lay_out_arguments(
             jit_fn, triton_backend, positional=params["positional"], in_avals=in_avals,
             out_avals=out_avals, constexprs=config.constexprs)
         jobs.append(_compile.make_job(
@@ -166,7 +166,7 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: _t
 
 
 def kernel_call(image: _proto.KernelImage, config: _configs.LaunchConfig,
-                bound: _kernel.BoundKernel, params: dict[str, Any], out_avals: tuple,
+                bound: _layout.BoundKernel, params: dict[str, Any], out_avals: tuple,
                 limits: _limits.LaunchLimits) -> _proto.KernelCall:
     """One launch of `image`: the grid and the zeroed outputs evaluated for `config`."""
     grid_spec = params["grid"]
@@ -221,7 +221,7 @@ def lower_call(backend: Backend, ctx: Any, params: dict[str, Any]) -> LoweredCal
     unwrapped = _kernel.unwrap(params["kernel"])
     key = (backend.platform, target, features, tuple(ctx.avals_in), tuple(ctx.avals_out),
            tuple((k, id(v) if k == "kernel" else v) for k, v in sorted(params.items())),
-           _compile.global_values(unwrapped.jit_fn), backend.lowering_settings(),
+           _globals.global_values(unwrapped.jit_fn), backend.lowering_settings(),
            os.environ.get(_compat.ENV_AUTOTUNE_TARGET))
     try:
         entry = _LOWERED.get(key)
@@ -266,7 +266,7 @@ def _size_bytes(aval: Any) -> int:
     return int(math.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
 
 
-def _launch_params(bound: _kernel.BoundKernel, out_avals: tuple,
+def _launch_params(bound: _layout.BoundKernel, out_avals: tuple,
                    zeroed: set[int]) -> tuple[_proto.Param, ...]:
     params = []
     specs = dict(bound.specializations)

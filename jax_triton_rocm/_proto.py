@@ -1,4 +1,4 @@
-"""jaxlib's Triton kernel-call proto (`jaxlib/gpu/triton.proto`, package `jax_triton`), encoded here.
+"""jaxlib's Triton kernel-call proto (`jaxlib/gpu/triton.proto`, package `jax_triton`), encoded.
 
 The schema is declared below, field by field, and built into real protobuf message classes at
 import (no generated code, no protoc), so the package never depends on the arity of jaxlib's
@@ -20,7 +20,8 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 _F = descriptor_pb2.FieldDescriptorProto
 
-# (name, number, type, message type or None, kind: None | "repeated" | "value" (the oneof) | "optional")
+# (name, number, type, message type or None, kind), the kind being None, "repeated", "value" (the
+# oneof) or "optional".
 _SCHEMA: dict[str, list[tuple]] = {
     "ModuleImageProto": [
         ("object_file", 1, _F.TYPE_BYTES, None, None),

@@ -88,7 +88,7 @@ _NUMPY_SCALARS: dict[str, tuple[str, str, tuple[int, int] | None]] = {
 
 
 def is_scalar(value: Any) -> bool:
-    """Whether `value` is passed to the kernel by value (a static scalar) rather than as an array."""
+    """Whether `value` is passed to the kernel by value (a static scalar), not as an array."""
     return isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray)
 
 

@@ -27,10 +27,8 @@ warning, once per kernel, when the IR does not parse: that is a version mismatch
 from __future__ import annotations
 
 import dataclasses
-import io
 import logging
 import os
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,7 +36,8 @@ from typing import Any
 # it has the same signature in every supported jax (0.10.2-0.12).
 from jax._src.interpreters import mlir
 
-from jax_triton_rocm import _compile, _configs, _kernel, _lowering, _state
+from jax_triton_rocm import (_compile, _configs, _grid, _kernel, _layout, _lowering,
+                             _xla_ir)
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -134,7 +133,7 @@ def _plan(backend: Any, ctx: Any, params: dict[str, Any],
         num_warps=params["num_warps"], num_stages=params["num_stages"],
         num_ctas=params["num_ctas"], positional=params["positional"], in_avals=in_avals,
         out_avals=out_avals)
-    bound = scalars_as_constexprs(unwrapped.jit_fn, _kernel.lay_out_arguments(
+    bound = scalars_as_constexprs(unwrapped.jit_fn, _layout.lay_out_arguments(
         unwrapped.jit_fn, backend.triton_backend(), positional=params["positional"],
         in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs))
     options = _lowering.compile_options(backend, config, params)
@@ -150,17 +149,17 @@ def _plan(backend: Any, ctx: Any, params: dict[str, Any],
     if compiled.global_scratch_size:
         return (f"the kernel needs {compiled.global_scratch_size} bytes of Triton global scratch "
                 f"memory, which not every XLA allocates for this call")
-    ir = checked_ir(compiled, len(in_avals) + len(out_avals))
+    ir = _xla_ir.checked_ir(compiled, len(in_avals) + len(out_avals))
     if isinstance(ir, str):
         return ir
     grid_spec = params["grid"]
-    grid = _configs.normalize_grid(grid_spec(config.meta) if callable(grid_spec) else grid_spec,
-                                   what="grid(meta)" if callable(grid_spec) else "grid")
+    grid = _grid.normalize_grid(grid_spec(config.meta) if callable(grid_spec) else grid_spec,
+                                what="grid(meta)" if callable(grid_spec) else "grid")
     return NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,
                       num_stages=int(compiled.metadata.get("num_stages") or 1), grid=grid)
 
 
-def scalars_as_constexprs(jit_fn: Any, bound: _kernel.BoundKernel) -> _kernel.BoundKernel:
+def scalars_as_constexprs(jit_fn: Any, bound: _layout.BoundKernel) -> _layout.BoundKernel:
     """`bound` with each runtime scalar compiled in as a constexpr of its value.
 
     XLA passes pointers only. The scalars are known when the call is traced, so the kernel is
@@ -173,122 +172,13 @@ def scalars_as_constexprs(jit_fn: Any, bound: _kernel.BoundKernel) -> _kernel.Bo
     signature = {name: ("constexpr" if i in scalars else bound.signature[name])
                  for i, name in enumerate(names) if name in bound.signature}
     constexprs = {**bound.constexprs, **{(i,): value for i, value in scalars.items()}}
-    return _kernel.BoundKernel(
+    return _layout.BoundKernel(
         signature=signature,
         constexprs=constexprs,
         attrs={k: v for k, v in bound.attrs.items() if k[0] not in scalars},
         sources=tuple(s for s in bound.sources if s.kind != "scalar"),
         specializations=tuple((i, s) for i, s in bound.specializations if i not in scalars),
     )
-
-
-class _IrChecks:
-    """Each kernel's IR as this jaxlib reads it (bytecode), or why it cannot, by kernel key.
-
-    Keys are content hashes, so entries never go stale; a failure is remembered so that its
-    warning is given once per kernel. Guarded by the shared registry lock (fresh after fork).
-    """
-
-    def __init__(self) -> None:
-        self._entries: dict[tuple[str, int], bytes | str] = {}
-
-    def get(self, key: tuple[str, int]) -> bytes | str | None:
-        return self._entries.get(key)
-
-    def put(self, key: tuple[str, int], value: bytes | str) -> bool:
-        """Stores `value`; False if another thread stored one first."""
-        with _state.LOCKS.guard:
-            if key in self._entries:
-                return False
-            self._entries[key] = value
-            return True
-
-    def clear(self) -> None:
-        with _state.LOCKS.guard:
-            self._entries.clear()
-
-
-IR_CHECKS = _IrChecks()
-
-
-def parse_ttir(text: str) -> Any:
-    """Parses Triton IR in a fresh MLIR context of this jaxlib, with its Triton dialect loaded
-    (as XLA will); returns the verified module.
-
-    Raises:
-      ImportError: this jaxlib has no Triton dialect.
-      Exception: jaxlib's `MLIRError` (or ValueError) when the IR does not parse or verify.
-    """
-    from jax._src.lib.mlir import ir
-    from jaxlib.triton import dialect
-
-    context = ir.Context()
-    dialect.register_dialect(context)
-    with context, ir.Location.unknown():
-        module = ir.Module.parse(text)
-        module.operation.verify()
-    return module
-
-
-def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | str:
-    """The kernel's Triton IR as MLIR bytecode for XLA, or why XLA cannot take it.
-
-    Warns, once per kernel, when this jaxlib cannot parse the IR that the installed Triton wrote.
-    """
-    key = (compiled.key, n_pointers)
-    cached = IR_CHECKS.get(key)
-    if cached is not None:
-        return cached
-    try:
-        module = parse_ttir(compiled.ttir)
-    except Exception as err:  # MLIRError has no public base class to name across jaxlibs
-        reason = (f"this jaxlib's Triton dialect cannot parse the IR that Triton "
-                  f"{_triton_version()} wrote ({_parse_error(err)})")
-        if IR_CHECKS.put(key, reason):
-            warnings.warn(
-                f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
-                f"XLA's: {reason}. Use a Triton release whose IR this jaxlib reads (README: "
-                f"'XLA's Triton custom call'), or set {ENV_XLA_NATIVE}=0.",
-                RuntimeWarning, stacklevel=2)
-        return reason
-    value = _pointer_problem(module, compiled.name, n_pointers)
-    if value is None:
-        buffer = io.BytesIO()
-        module.operation.write_bytecode(buffer)
-        value = buffer.getvalue()
-    IR_CHECKS.put(key, value)
-    return IR_CHECKS.get(key)  # type: ignore[return-value]
-
-
-def _parse_error(err: Exception) -> str:
-    """The lines of a parse error that say what was wrong (MLIR's start with a header and end
-    with notes)."""
-    lines = [line.strip() for line in str(err).strip().splitlines()]
-    wanted = [line for line in lines if line and not line.startswith("note:")][:2]
-    return " ".join(wanted)[:300] or type(err).__name__
-
-
-def _pointer_problem(module: Any, name: str, n_pointers: int) -> str | None:
-    """Why `module`'s kernel `name` cannot take exactly `n_pointers` pointers, or None."""
-    from jax._src.lib.mlir import ir
-
-    for op in module.body.operations:
-        if op.operation.name != "tt.func":
-            continue
-        if ir.StringAttr(op.attributes["sym_name"]).value != name:
-            continue
-        types = [str(arg.type) for arg in op.regions[0].blocks[0].arguments]
-        if len(types) == n_pointers and all(t.startswith("!tt.ptr") for t in types):
-            return None
-        return (f"its Triton IR takes ({', '.join(types)}), and XLA passes {n_pointers} "
-                f"pointer(s), one per operand and result")
-    return f"its Triton IR has no tt.func named {name}"
-
-
-def _triton_version() -> str:
-    from jax_triton_rocm import _compat
-
-    return _compat.triton_info().version
 
 
 def _layouts(avals: Sequence[Any]) -> list[list[int]]:

@@ -71,8 +71,8 @@ def test_childs_normal_exit_leaves_the_parents_hsaco_files():
     # child of a process with a live XLA client hangs in XLA's own teardown at a normal exit.
     result = run_python(PRELUDE + """
     from triton.backends.compiler import GPUTarget
-    from jax_triton_rocm import _compile, _hip, _hip_files, _hip_prewarm, _kernel
-    bound = _kernel.lay_out_arguments(
+    from jax_triton_rocm import _compile, _hip, _hip_files, _hip_prewarm, _layout
+    bound = _layout.lay_out_arguments(
         kernels.add_kernel, _hip.BACKEND.triton_backend(),
         positional=(("array", 0), ("array", 1), ("scalar", 4096)), in_avals=(X, X),
         out_avals=(X,), constexprs={"BLOCK": 256})

@@ -9,7 +9,7 @@ import triton
 from triton.experimental.gluon._runtime import GluonASTSource
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _compile, _gluon, _kernel, _proto, _state
+from jax_triton_rocm import _compat, _compile, _gluon, _layout, _proto, _state
 from tests import binary_utils, gluon_utils
 from tests import gluon_kernels as gk
 from tests.binary_utils import AMDGPU_MACH, EM_AMDGPU, EM_CUDA
@@ -112,7 +112,7 @@ def test_gluon_kernel_compiles_through_gluon_source_with_constexprs_marked(monke
 def test_gluon_and_triton_compiles_of_one_kernel_have_different_keys():
     from triton.backends.compiler import GPUTarget
 
-    bound = _kernel.BoundKernel({"x_ptr": "*fp32"}, {}, {}, (), ())
+    bound = _layout.BoundKernel({"x_ptr": "*fp32"}, {}, {}, (), ())
     target = GPUTarget("hip", "gfx942", 64)
     keys = {_compile.kernel_key(gk.copy_kernel, target, bound, {}, gluon=gluon)
             for gluon in (True, False)}
