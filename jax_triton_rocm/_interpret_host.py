@@ -104,6 +104,9 @@ def interpreter_adapted() -> Iterator[None]:
       scalars as 1-element arrays and calls `int()` on them, which NumPy >= 2.5 refuses.
     - `tl.dot` of bfloat16 operands multiplies values, not the raw bits the interpreter stores
       bfloat16 in.
+    - A constexpr on the left of an operator with a tensor (`alpha * x`, a parameter given by
+      keyword) gives a tensor, as in a compiled kernel: Triton 3.9's `constexpr` wraps the
+      result in a constexpr, which the interpreter cannot store.
     Everything is put back on exit.
     """
     from triton.runtime import interpreter
@@ -132,6 +135,7 @@ def interpreter_adapted() -> Iterator[None]:
     saved = [(JITFunction, "__call__", JITFunction.__call__),
              (interpreter, "_patch_lang_tensor", patch_tensor),
              (interpreter.InterpreterBuilder, "create_dot", create_dot)]
+    saved += _tensor_results_for_constexpr_operators()
     JITFunction.__call__ = call_interpreted
     interpreter._patch_lang_tensor = patch_tensor_with_index
     interpreter.InterpreterBuilder.create_dot = dot_of_values
@@ -140,6 +144,35 @@ def interpreter_adapted() -> Iterator[None]:
     finally:
         for owner, name, value in saved:
             setattr(owner, name, value)
+
+
+# `constexpr OP tensor` is computed as `tensor ROP constexpr.value`.
+_REFLECTED = {"__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__",
+              "__truediv__": "__rtruediv__", "__floordiv__": "__rfloordiv__",
+              "__mod__": "__rmod__", "__and__": "__rand__", "__or__": "__ror__",
+              "__xor__": "__rxor__", "__lshift__": "__rlshift__", "__rshift__": "__rrshift__",
+              "__lt__": "__gt__", "__le__": "__ge__", "__gt__": "__lt__", "__ge__": "__le__"}
+
+
+def _tensor_results_for_constexpr_operators() -> list[tuple[Any, str, Any]]:
+    """Installs, on `tl.constexpr`, operators that defer to a tensor operand's reflected one;
+    returns what was replaced, as (owner, name, value) to put back."""
+    import triton.language as tl
+
+    replaced = []
+    for name, reflected in _REFLECTED.items():
+        original = getattr(tl.constexpr, name, None)
+        if original is None or not hasattr(tl.tensor, reflected):
+            continue
+
+        def operator(self, other, original=original, reflected=reflected):
+            if isinstance(other, tl.tensor):
+                return getattr(other, reflected)(self.value)
+            return original(self, other)
+
+        replaced.append((tl.constexpr, name, original))
+        setattr(tl.constexpr, name, operator)
+    return replaced
 
 
 def typed_scalar(value: Any, what: str) -> Any:

@@ -327,3 +327,19 @@ def test_a_run_holds_the_triton_language_lock_that_compiles_take(monkeypatch):
     x = jax.device_put(jnp.arange(1024, dtype=jnp.float32), CPU)
     np.testing.assert_allclose(jax.jit(kernels.add)(x, x), 2 * x)
     assert held == [True]
+
+
+@triton.jit
+def scale_by_keyword_kernel(x_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    # Keyword parameters are constexprs; here they stand on the left of tensor operators.
+    y = alpha * tl.load(x_ptr + offsets, mask=mask) + (n - offsets) * 0.0
+    tl.store(out_ptr + offsets, y, mask=mask)
+
+
+def test_a_keyword_constexpr_left_of_a_tensor_operator():
+    x = _rand(40, (3000,))
+    out = jax.jit(lambda x: jtr.triton_call(x, kernel=scale_by_keyword_kernel, out_shape=x,
+                                            grid=(3,), n=3000, alpha=2.5, BLOCK=1024))(x)
+    np.testing.assert_allclose(out, 2.5 * x, rtol=1e-6)
