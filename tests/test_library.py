@@ -14,7 +14,7 @@ from jax.interpreters import mlir
 
 import jax_triton_rocm as jtr
 from tests import library_kernels as lk
-from tests.lowering_utils import lower_for, spec
+from tests.lowering_utils import captured_lowerings, lower_for, spec
 
 CPU = jax.devices("cpu")[0]
 GPU_PLATFORMS = ("cuda", "rocm")
@@ -63,11 +63,12 @@ def test_multi_output_kernel_gets_inputs_then_outputs(platform):
 
 @pytest.mark.parametrize("platform", GPU_PLATFORMS)
 def test_gluon_kernel_lowers_through_the_helper(platform):
-    lowered = lower_for(lk.gluon_copy, spec((3000,), F32), platform=platform)
+    with captured_lowerings() as captured:
+        lowered = lower_for(lk.gluon_copy, spec((3000,), F32), platform=platform)
     (call,) = jtr.kernel_calls(lowered)
     (launch,) = call.summary()["launches"]
     assert launch["kernel"] == "copy_kernel" and launch["parameters"] == ["array", "array"]
-    assert launch["grid"] == (3, 1, 1) and launch["embedded_binary_bytes"] > 0
+    assert launch["grid"] == (3, 1, 1) and captured[0].kernels[0].binary
 
 
 def test_compile_options_reach_the_amd_compiler():
@@ -80,19 +81,19 @@ def test_compile_options_reach_the_amd_compiler():
                                         waves_per_eu=2, num_warps=2, name="copy_call")
 
     prim = lk.define("test_copy_waves", lambda x: [x], lowering)
-    lowered = lower_for(lambda x: prim.bind(x)[0], spec((64,), F32), platform="rocm")
+    with captured_lowerings() as captured:
+        lowered = lower_for(lambda x: prim.bind(x)[0], spec((64,), F32), platform="rocm")
     (call,) = jtr.kernel_calls(lowered)
     (launch,) = call.summary()["launches"]
     assert call.summary()["name"] == "copy_call" and launch["num_warps"] == 2
-    with jtr.target_arch(rocm="gfx942"):
-        plain = jax.jit(lambda x: lk.define(
+    with jtr.target_arch(rocm="gfx942"), captured_lowerings() as plain:
+        jax.jit(lambda x: lk.define(
             "test_copy_plain", lambda x: [x],
             lambda ctx, x: jtr.triton_call_lowering(ctx, copy, x, grid=1,
                                                     constexprs={"BLOCK": 64}, num_warps=2)
         ).bind(x)[0]).trace(spec((64,), F32)).lower(lowering_platforms=("rocm",))
     # waves_per_eu is part of the compile: the binaries differ.
-    binary = call.message.kernel_call.kernel.module_image.object_file
-    other = jtr.kernel_calls(plain)[0].message.kernel_call.kernel.module_image.object_file
+    binary, other = captured[0].kernels[0].binary, plain[0].kernels[0].binary
     assert binary and other and binary != other
 
 
