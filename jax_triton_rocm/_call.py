@@ -189,11 +189,7 @@ def _check_kernel_arguments(unwrapped: _kernel.Unwrapped, positional: tuple, arr
     """
     jit_fn = unwrapped.jit_fn
     if unwrapped.autotuner is None and not unwrapped.heuristics:
-        from triton.backends.compiler import BaseBackend
-
-        _layout.lay_out_arguments(jit_fn, BaseBackend, positional=positional,
-                                  in_avals=tuple(arrays), out_avals=tuple(out_shapes),
-                                  constexprs=metaparams)
+        _layout.check_plain_call(jit_fn, positional, arrays, out_shapes, metaparams)
         return
     if unwrapped.autotuner is not None:
         _configs.check_autotuner(unwrapped.autotuner, _kernel.kernel_name(jit_fn))

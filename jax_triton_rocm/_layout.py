@@ -253,3 +253,29 @@ class _Layout:
                 f"{i}) gets nothing. It takes {len(self.names)} parameters "
                 f"({', '.join(self.names)}); {self.n_positional} argument(s) and "
                 f"{self.n_outputs} output(s) fill the first {self.n_positional + self.n_outputs}.")
+
+
+# Calls whose arguments were laid out without error: tracing the same call again skips the work.
+_CHECKED_CALLS: dict[tuple, Any] = {}
+
+
+def check_plain_call(jit_fn: Any, positional: tuple, arrays: list, out_shapes: list,
+                     constexprs: dict[str, Any]) -> None:
+    """Lays a plain kernel's call out as the lowering will, to fail at the call; once per call.
+
+    Raises:
+      TypeError: as `lay_out_arguments`.
+    """
+    try:
+        key = (id(jit_fn), positional, tuple((a.shape, a.dtype) for a in arrays),
+               tuple(out_shapes), tuple(sorted(constexprs.items())))
+        if key in _CHECKED_CALLS:
+            return
+    except TypeError:  # an unhashable value: check every time
+        key = None
+    from triton.backends.compiler import BaseBackend
+
+    lay_out_arguments(jit_fn, BaseBackend, positional=positional, in_avals=tuple(arrays),
+                      out_avals=tuple(out_shapes), constexprs=constexprs)
+    if key is not None:
+        _CHECKED_CALLS[key] = jit_fn  # kept, so that its id is not reused

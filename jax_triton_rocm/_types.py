@@ -36,6 +36,9 @@ _I64 = (-(2**63), 2**63)
 _U64 = (0, 2**64)
 
 
+_POINTER_TYPES: dict[Any, str] = {}  # by the dtype object given: np.dtype() of it is slow
+
+
 def pointer_type(dtype: Any, *, what: str) -> str:
     """The Triton pointer type ("*fp32") for arrays of `dtype`.
 
@@ -46,9 +49,14 @@ def pointer_type(dtype: Any, *, what: str) -> str:
     Raises:
       TypeError: naming `what`, the dtype and the dtypes Triton takes.
     """
+    try:
+        return _POINTER_TYPES[dtype]
+    except (KeyError, TypeError):
+        pass
     name = np.dtype(dtype).name
     try:
-        return "*" + _ARRAY_TYPES[name]
+        pointer = _POINTER_TYPES[dtype] = "*" + _ARRAY_TYPES[name]
+        return pointer
     except KeyError:
         raise TypeError(
             f"{what} has dtype {name}, which Triton kernels cannot take. Supported dtypes: "
