@@ -12,6 +12,7 @@ package is set up for CUDA, and not at the first lowering.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import subprocess
 from typing import Any
@@ -24,6 +25,25 @@ from jax_triton_rocm._limits import LaunchLimits
 _triton_nvidia = _compat.import_triton_backend("cuda")
 
 from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked import)
+
+logger = logging.getLogger("jax_triton_rocm")
+
+# On a ptxas failure Triton's NVIDIA backend prints the whole PTX to stdout before raising
+# PTXASError, which already carries ptxas's diagnostic and the repro command. A module-level
+# `print` there shadows the builtin for that module alone (thread-safe, unlike redirecting
+# stdout): the reproducer goes to the debug log, anything else is printed as before.
+_REPRODUCER_MARK = "please share the reproducer above with Triton project"
+
+
+def _print_without_reproducer(*args: Any, **kwargs: Any) -> None:
+    if any(_REPRODUCER_MARK in str(arg) for arg in args):
+        logger.debug("jax_triton_rocm: ptxas failed; Triton's reproducer:%s", " ".join(
+            map(str, args)))
+        return
+    print(*args, **kwargs)
+
+
+_triton_nvidia.print = _print_without_reproducer
 
 WARP_SIZE = 32
 

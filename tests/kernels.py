@@ -173,3 +173,12 @@ def k(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
     y = tl.load(y_ptr + offsets, mask=mask)
     tl.store(out_ptr + offsets, {body_op}, mask=mask)
 ''')
+
+
+@triton.jit
+def bogus_asm_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    """Inline PTX that ptxas rejects."""
+    offsets = tl.arange(0, BLOCK)
+    y = tl.inline_asm_elementwise("bogus.instruction $0, $1;", "=r,r", [tl.load(x_ptr + offsets)],
+                                  dtype=tl.int32, is_pure=True, pack=1)
+    tl.store(out_ptr + offsets, y)

@@ -162,3 +162,25 @@ def test_errors_do_not_poison_later_calls():
     call = lower_for(kernels.add, spec((1024,), jnp.float32), spec((1024,), jnp.float32),
                      platform="cuda")
     assert "triton_kernel_call" in call.as_text()
+
+
+def test_a_ptxas_failure_is_reported_without_a_dump_and_leaves_no_files():
+    result = run_python("""
+        import os, re
+        import jax, jax.numpy as jnp
+        import jax_triton_rocm as jtr
+        from tests import kernels
+
+        x = jax.ShapeDtypeStruct((128,), jnp.int32)
+        try:
+            with jtr.target_arch(cuda="sm_90"):
+                jax.jit(lambda x: jtr.triton_call(
+                    x, kernel=kernels.bogus_asm_kernel, out_shape=x, grid=(1,), BLOCK=128)
+                ).trace(x).lower(lowering_platforms=("cuda",))
+        except Exception as err:
+            named = re.findall(r"\\S+[.]ptx", str(err))
+            print("RESULT", type(err).__name__, "ptxas" in str(err), bool(named),
+                  any(os.path.exists(p) or os.path.exists(p + ".o") for p in named))
+    """)
+    assert "please share the reproducer" not in result.stdout
+    assert last_line(result) == "RESULT PTXASError True True False", result.stdout[-3000:]
