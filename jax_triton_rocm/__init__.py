@@ -6,6 +6,7 @@
 Importing the package does not import Triton; `triton_call` and the first lowering do.
 """
 
+from jax_triton_rocm._batching import loop_batching_rule
 from jax_triton_rocm._call import triton_call
 from jax_triton_rocm._inspect import EmittedCall, kernel_calls
 from jax_triton_rocm._library import triton_call_lowering
@@ -21,6 +22,7 @@ __all__ = [
     "clear_caches",
     "initialize",
     "kernel_calls",
+    "loop_batching_rule",
     "register",
     "registered_platforms",
     "target_arch",

@@ -25,6 +25,7 @@ Unbatched, `tl.program_id(k)` is 0, so the same kernel serves both.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -83,23 +84,25 @@ class BatchedGrid:
         return grid[:self.axis] + (self.size,) + grid[self.axis + 1:]
 
 
-def _loop(primitive: Any, args: list, dims: list, params: dict[str, Any]):
+def _loop(primitive: Any, args: list, dims: list, params: dict[str, Any],
+          aliases: tuple[tuple[int, int], ...], out_shapes: Sequence[Any]):
     """One call per example, in a loop over the batched operands."""
-    if params["input_output_aliases"]:
-        return _loop_in_place(primitive, args, dims, params)
+    if aliases:
+        return _loop_in_place(primitive, args, dims, params, aliases, out_shapes)
     mapped = [d is not None for d in dims]
     batched = tuple(jax.numpy.moveaxis(a, d, 0) for a, d, m in zip(args, dims, mapped) if m)
 
     def one_example(slices):
         given = iter(slices)
         operands = [next(given) if m else a for a, m in zip(args, mapped)]
-        return tuple(primitive.bind(*operands, **params))
+        return tuple(_bind(primitive, operands, params))
 
     outs = lax.map(one_example, batched)
-    return list(outs), [0] * len(outs)
+    return _results(primitive, list(outs))
 
 
-def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any]):
+def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any],
+                   aliases: tuple[tuple[int, int], ...], out_shapes: Sequence[Any]):
     """The loop for a call with aliased outputs: each example is updated where it lies.
 
     An aliased output's whole batch is carried through the loop, starting as its input's batch;
@@ -110,9 +113,9 @@ def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any
     """
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     batched = [jax.numpy.moveaxis(a, d, 0) if d is not None else None for a, d in zip(args, dims)]
-    aliased = dict((o, i) for i, o in params["input_output_aliases"])
+    aliased = dict((o, i) for i, o in aliases)
     carried = []
-    for o, shape in enumerate(params["out_shapes"]):
+    for o, shape in enumerate(out_shapes):
         if o in aliased:
             i = aliased[o]
             whole = batched[i] if batched[i] is not None else jax.numpy.broadcast_to(
@@ -126,12 +129,52 @@ def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any
                     for a, b in zip(args, batched)]
         for o, i in aliased.items():
             operands[i] = lax.dynamic_index_in_dim(outs[o], index, keepdims=False)
-        results = primitive.bind(*operands, **params)
+        results = _bind(primitive, operands, params)
         return tuple(lax.dynamic_update_index_in_dim(whole, result, index, 0)
                      for whole, result in zip(outs, results))
 
     outs = lax.fori_loop(0, size, one_example, tuple(carried))
-    return list(outs), [0] * len(outs)
+    return _results(primitive, list(outs))
+
+
+def _bind(primitive: Any, operands: list, params: dict[str, Any]) -> list:
+    results = primitive.bind(*operands, **params)
+    return list(results) if primitive.multiple_results else [results]
+
+
+def _results(primitive: Any, outs: list):
+    if primitive.multiple_results:
+        return outs, [0] * len(outs)
+    return outs[0], 0
+
+
+def loop_batching_rule(primitive: Any, *, input_output_aliases: Mapping[int, int] | None = None):
+    """A `jax.vmap` rule for a primitive of your own whose lowering calls `triton_call_lowering`.
+
+    Register it with `jax.interpreters.batching.primitive_batchers[primitive] = rule`. Under
+    `jax.vmap` the primitive is bound once per example inside the computation (a loop), on that
+    example's slices, with unbatched operands passed whole: correct for any kernel.
+
+    Args:
+      primitive: the primitive (single or multiple results).
+      input_output_aliases: the `{operand index: result index}` its lowering passes to
+        `triton_call_lowering`, so that in-place kernels update each example where it lies.
+
+    Returns:
+      The batching rule.
+    """
+    aliases = tuple(sorted((int(i), int(o)) for i, o in (input_output_aliases or {}).items()))
+
+    def rule(args: list, dims: list, **params: Any):
+        out_shapes = ()
+        if aliases:
+            example = [a if d is None else jax.ShapeDtypeStruct(
+                a.shape[:d] + a.shape[d + 1:], a.dtype) for a, d in zip(args, dims)]
+            out_shapes = jax.tree_util.tree_leaves(jax.eval_shape(
+                lambda *xs: _bind(primitive, list(xs), params), *example))
+        return _loop(primitive, args, dims, params, aliases, out_shapes)
+
+    return rule
 
 
 def _one_launch(primitive: Any, size: int, args: list, dims: list, params: dict[str, Any]):
@@ -156,5 +199,6 @@ def batch_rule(primitive: Any, args: list, dims: list, **params: Any):
     """The batching rule of `triton_kernel_p` (`primitive`): a loop, or one batched launch."""
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     if params.get("batch_grid_axis") is None:
-        return _loop(primitive, args, dims, params)
+        return _loop(primitive, args, dims, params, params["input_output_aliases"],
+                     params["out_shapes"])
     return _one_launch(primitive, size, args, dims, params)

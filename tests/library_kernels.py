@@ -12,10 +12,10 @@ import jax.numpy as jnp
 import triton
 import triton.language as tl
 from jax.experimental.custom_partitioning import custom_partitioning
-from jax.interpreters import mlir
+from jax.interpreters import batching, mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
-from jax_triton_rocm import triton_call_lowering
+from jax_triton_rocm import loop_batching_rule, triton_call_lowering
 
 # jax.extend.core.Primitive; importing it from jax._src keeps Pallas out, as the package does.
 from jax._src.core import Primitive
@@ -78,6 +78,8 @@ def _scale_lowering(ctx, x, *, alpha):
 
 
 scale_in_place_p = define("test_scale_in_place", lambda x, *, alpha: [x], _scale_lowering)
+batching.primitive_batchers[scale_in_place_p] = loop_batching_rule(
+    scale_in_place_p, input_output_aliases={0: 0})
 
 
 def scale_in_place(x, alpha=3.0):
@@ -102,6 +104,7 @@ def _sum_diff_lowering(ctx, x, y):
 
 
 sum_diff_p = define("test_sum_diff", lambda x, y: [x, x], _sum_diff_lowering)
+batching.primitive_batchers[sum_diff_p] = loop_batching_rule(sum_diff_p)
 
 
 def sum_diff(x, y):

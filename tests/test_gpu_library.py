@@ -64,3 +64,11 @@ def test_shard_map_runs_the_primitive_per_shard(count):
     f = jax.jit(jax.shard_map(lambda x: lk.row_amax_p.bind(x)[0], mesh=mesh,
                               in_specs=jax.P("rows", None), out_specs=jax.P("rows")))
     np.testing.assert_allclose(f(sharded), lk.row_amax_reference(x))
+
+
+def test_vmap_of_an_in_place_library_primitive_updates_each_example():
+    # Each example is sliced from and written back to one array: XLA's dynamic-slice fusion
+    # would otherwise hand the in-place kernel an output that does not hold its input.
+    x = jax.random.normal(jax.random.key(21), (4, 3, 1000), jnp.float32)
+    out = jax.jit(jax.vmap(jax.vmap(lambda v: lk.scale_in_place(v, alpha=2.0))))(x)
+    np.testing.assert_allclose(out, 2.0 * x, rtol=1e-6)

@@ -294,3 +294,26 @@ def test_kernel_whose_only_parameter_is_the_in_place_pointer_runs_on_the_cpu():
     np.testing.assert_allclose(jax.jit(lambda x: prim.bind(x)[0])(x), np.arange(16) + 1.0)
     (launch,) = _launches(lambda x: prim.bind(x)[0], spec((16,), F32), platform="cuda")
     assert launch["parameters"] == ["array"]
+
+
+def test_vmap_of_a_library_primitive_loops_over_the_examples():
+    x = _cpu(jax.random.normal(jax.random.key(7), (3, 2000), F32))
+    y = _cpu(jax.random.normal(jax.random.key(8), (2000,), F32))
+    total, diff = jax.jit(jax.vmap(lk.sum_diff, in_axes=(0, None)))(x, y)
+    for i in range(3):
+        np.testing.assert_allclose(total[i], x[i] + y, rtol=1e-6)
+        np.testing.assert_allclose(diff[i], x[i] - y, rtol=1e-6)
+
+
+def test_vmap_of_an_in_place_library_primitive_updates_each_example():
+    x = _cpu(jax.random.normal(jax.random.key(9), (4, 3, 1000), F32))
+    out = jax.jit(jax.vmap(jax.vmap(lambda v: lk.scale_in_place(v, alpha=2.0))))(x)
+    np.testing.assert_allclose(out, 2.0 * x, rtol=1e-6)
+
+
+def test_vmap_of_a_library_primitive_lowers_to_one_call_in_a_loop():
+    lowered = lower_for(jax.vmap(lambda v: lk.scale_in_place(v, alpha=2.0)),
+                        spec((5, 1000), F32), platform="cuda")
+    assert "stablehlo.while" in lowered.as_text()
+    (call,) = jtr.kernel_calls(lowered)
+    assert call.summary()["launches"][0]["grid"] == (2, 1, 1)
