@@ -68,7 +68,8 @@ def test_shard_map_runs_the_primitive_per_shard(count):
 
 def test_vmap_of_an_in_place_library_primitive_updates_each_example():
     # Each example is sliced from and written back to one array: XLA's dynamic-slice fusion
-    # would otherwise hand the in-place kernel an output that does not hold its input.
-    x = jax.random.normal(jax.random.key(21), (4, 3, 1000), jnp.float32)
+    # (which takes slices aligned to 128 bytes, as these rows of 2048 floats are) would otherwise
+    # hand the in-place kernel an output that does not hold its input.
+    x = jax.random.normal(jax.random.key(21), (4, 3, 2048), jnp.float32)
     out = jax.jit(jax.vmap(jax.vmap(lambda v: lk.scale_in_place(v, alpha=2.0))))(x)
     np.testing.assert_allclose(out, 2.0 * x, rtol=1e-6)
