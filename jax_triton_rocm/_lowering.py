@@ -203,15 +203,11 @@ def _encode(calls: list, configs: list, params: dict[str, Any], in_avals: tuple,
     return serialized, _compat.autotuned_call_target(features)
 
 
-# Lowered calls by everything that decides them: lowering the same call again (a new `jit` of a
-# cached kernel, a retrace) encodes nothing anew. Each entry keeps its kernel object, so the id
-# in its key is not reused. Emptied by `clear_caches()`.
-_LOWERED: dict[tuple, tuple[Any, LoweredCall]] = {}
-_state.on_clear(_LOWERED.clear)
-
-
 def lower_call(backend: Backend, ctx: Any, params: dict[str, Any]) -> LoweredCall:
     """Compiles and encodes one `triton_kernel_p` equation (no MLIR is emitted here).
+
+    Lowering the same call again (a new `jit` of a cached kernel, a retrace) encodes nothing
+    anew: the result is kept in `_state.LOWERED_CALLS`.
 
     The key covers the target, the plugin's features, the avals, every parameter (the kernel by
     identity), the current values of the globals the kernel reads, and the settings read from
@@ -224,12 +220,12 @@ def lower_call(backend: Backend, ctx: Any, params: dict[str, Any]) -> LoweredCal
            _globals.global_values(unwrapped.jit_fn), backend.lowering_settings(),
            os.environ.get(_compat.ENV_AUTOTUNE_TARGET))
     try:
-        entry = _LOWERED.get(key)
+        entry = _state.LOWERED_CALLS.get(key)
     except TypeError:  # an unhashable parameter (a grid in a list, say): no memo
         return _lower_call(backend, ctx, params, target, features, unwrapped)
     if entry is None:
-        entry = _LOWERED[key] = (params["kernel"], _lower_call(backend, ctx, params, target,
-                                                                 features, unwrapped))
+        lowered = _lower_call(backend, ctx, params, target, features, unwrapped)
+        entry = _state.LOWERED_CALLS[key] = (params["kernel"], lowered)
     return entry[1]
 
 

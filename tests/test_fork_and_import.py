@@ -230,3 +230,25 @@ def test_fork_during_the_first_lowerings_imports_leaves_a_child_that_lowers(modu
     print("child", status)
     """, env={"TRITON_CACHE_DIR": str(tmp_path)})  # a cache miss: Triton's lazy imports run
     assert last_line(result) == "child 0", result.stderr[-3000:]
+
+
+def test_a_child_lowering_the_parents_call_writes_its_own_hsaco():
+    # The parent's lowered call names the parent's file, which jaxlib would read and delete.
+    result = run_python(PRELUDE + """
+    os.environ["JAX_TRITON_ROCM_HSACO_DELIVERY"] = "path"
+    parent_file = lower_one(kernels.add, X, X, platform="rocm").message.kernel_call.kernel.ptx
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        import jax
+        jax.clear_caches()  # JAX's own cache of the lowering; the package's is what is tested
+        child_file = lower_one(kernels.add, X, X, platform="rocm").message.kernel_call.kernel.ptx
+        os.write(write, child_file.encode())
+        os._exit(0)
+    os.close(write)
+    status = wait_child(pid)
+    child_file = os.read(read, 4096).decode()
+    print(status, child_file != parent_file, os.path.exists(parent_file))
+    """)
+    assert last_line(result) == "0 True True", result.stderr[-3000:]
