@@ -8,14 +8,15 @@ the lowering, and the lowering never asks which vendor it talks to.
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 from jax_triton_rocm import _compat, _limits, _target
 from jax_triton_rocm._compile import CompiledKernel
 
 
-class Backend:
-    """One vendor's answers. The methods without a body here are the ones each vendor defines.
+class Backend(abc.ABC):
+    """One vendor's answers. The abstract methods are the ones each vendor defines.
 
     Attributes:
       platform: JAX's platform name ("cuda", "rocm").
@@ -28,37 +29,37 @@ class Backend:
     asm_key: str = ""
     compile_options: tuple[str, ...] = ()
 
+    @abc.abstractmethod
     def triton_target(self, target: _target.Target) -> Any:
         """Triton's `GPUTarget` for `target` (architecture and warp size)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def triton_backend(self) -> type:
         """Triton's compiler backend class (it parses specialisation attributes)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def capability(self, target: _target.Target) -> int:
         """The kernel's `compute_capability` field for `target`, as jaxlib reads it."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def launch_limits(self, target: _target.Target) -> _limits.LaunchLimits:
         """What one block may use on `target` (threads, shared memory)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
         """Whether the binary travels in `module_image` (else the `ptx` field carries it)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def ptx_field(self, compiled: CompiledKernel) -> str:
         """The `ptx` field of a kernel whose binary is not embedded (PTX text, a file path)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def knows_arch(self, arch: str) -> bool:
         """Whether the installed Triton can compile for `arch` (canonical name)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def known_archs(self) -> tuple[str, ...]:
         """The architectures the installed Triton can compile for, for messages."""
-        raise NotImplementedError
 
     def call_target(self, params: dict[str, Any]) -> _target.Target | None:
         """A target the call names through a vendor keyword (None: the usual rules decide)."""
