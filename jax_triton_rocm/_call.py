@@ -21,16 +21,6 @@ _RENAMED_KEYWORDS = {
 }
 
 
-def _check_positive_int(value: Any, what: str, *, power_of_two: bool = False) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{what}={value!r} must be a positive int.")
-    if power_of_two and value & (value - 1):
-        raise ValueError(f"{what}={value!r} must be a power of two (1, 2, 4, 8, ...), as Triton "
-                         f"requires.")
-
-
 def _out_shapes(out_shape: Any) -> tuple[list[jax.ShapeDtypeStruct], Any]:
     leaves, tree = jax.tree_util.tree_flatten(
         out_shape, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))
@@ -167,9 +157,7 @@ def _check_launch(grid: Any, num_warps: Any, num_stages: Any, num_ctas: Any,
         _check_takes_meta(grid, "grid")
     else:
         _grid.normalize_grid(grid)
-    _check_positive_int(num_warps, "num_warps", power_of_two=True)
-    _check_positive_int(num_stages, "num_stages")
-    _check_positive_int(num_ctas, "num_ctas")
+    _checks.launch_settings(num_warps, num_stages, num_ctas)
     if compute_capability is not None:
         _target.normalize_arch("cuda", compute_capability, what="compute_capability")
     if not isinstance(serialized_metadata, bytes):

@@ -34,6 +34,26 @@ def env_flag(name: str, default: bool) -> bool:
                      f"false/no/off), or unset it for the default ({int(default)}).")
 
 
+def positive_int(value: Any, what: str, *, power_of_two: bool = False, caller: str = "") -> None:
+    """Raises ValueError unless `value` is None (the target's Triton default) or a positive int,
+    a power of two if asked; the message starts with `caller` (e.g. "triton_call_lowering: ")."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{caller}{what}={value!r} must be a positive int or None (the target's "
+                         f"Triton default).")
+    if power_of_two and value & (value - 1):
+        raise ValueError(f"{caller}{what}={value!r} must be a power of two (1, 2, 4, 8, ...), as "
+                         f"Triton requires.")
+
+
+def launch_settings(num_warps: Any, num_stages: Any, num_ctas: Any, *, caller: str = "") -> None:
+    """`positive_int` for the launch settings a call may give (`num_warps` a power of two)."""
+    positive_int(num_warps, "num_warps", power_of_two=True, caller=caller)
+    positive_int(num_stages, "num_stages", caller=caller)
+    positive_int(num_ctas, "num_ctas", caller=caller)
+
+
 def is_int(value: Any) -> bool:
     """A Python or NumPy integer, not a bool."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))

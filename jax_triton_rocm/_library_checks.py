@@ -13,7 +13,7 @@ import jax
 import numpy as np
 from jax.interpreters.mlir import ir
 
-from jax_triton_rocm import _grid, _kernel, _types
+from jax_triton_rocm import _checks, _grid, _kernel, _types
 
 # Keyword options of `triton_call_lowering` beyond the vendor knobs (`_kernel.COMPILE_OPTIONS`).
 GENERAL_OPTIONS = ("enable_fp_fusion", "debug")
@@ -21,17 +21,6 @@ GENERAL_OPTIONS = ("enable_fp_fusion", "debug")
 
 def aval_text(aval: Any) -> str:
     return f"{np.dtype(aval.dtype).name}{list(aval.shape)}"
-
-
-def _check_positive_int(value: Any, what: str, *, power_of_two: bool = False) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"triton_call_lowering: {what}={value!r} must be a positive int or None "
-                         f"(the target's Triton default).")
-    if power_of_two and value & (value - 1):
-        raise ValueError(f"triton_call_lowering: {what}={value!r} must be a power of two "
-                         f"(1, 2, 4, 8, ...), as Triton requires.")
 
 
 def check_operands_and_options(array_args: tuple, in_avals: tuple,
@@ -55,9 +44,7 @@ def check_launch(grid: Any, num_warps: Any, num_stages: Any, num_ctas: Any, in_a
     pointer type for every operand's and result's dtype."""
     if not callable(grid):
         _grid.normalize_grid(grid)
-    _check_positive_int(num_warps, "num_warps", power_of_two=True)
-    _check_positive_int(num_stages, "num_stages")
-    _check_positive_int(num_ctas, "num_ctas")
+    _checks.launch_settings(num_warps, num_stages, num_ctas, caller="triton_call_lowering: ")
     for i, aval in enumerate(in_avals + out_avals):
         what = f"operand {i}" if i < len(in_avals) else f"result {i - len(in_avals)}"
         _types.pointer_type(aval.dtype, what=f"triton_call_lowering: {what}")
