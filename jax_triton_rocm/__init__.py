@@ -14,11 +14,13 @@ from jax_triton_rocm._plugin import initialize, register, registered_platforms
 from jax_triton_rocm._primitive import triton_kernel_p
 from jax_triton_rocm._state import clear_caches
 from jax_triton_rocm._target import target_arch
+from jax_triton_rocm._tuning import autotune
 from jax_triton_rocm._version import __version__
 
 __all__ = [
     "EmittedCall",
     "__version__",
+    "autotune",
     "clear_caches",
     "initialize",
     "kernel_calls",

@@ -36,14 +36,24 @@ LEGACY_TARGET = "triton_kernel_call"
 ENV_AUTOTUNE_TARGET = "JAX_TRITON_ROCM_AUTOTUNE_TARGET"
 AUTOTUNE_TARGETS = {"ffi": FFI_TARGET, "legacy": LEGACY_TARGET}
 
-# Every supported plugin (jaxlib 0.10.2 and newer) registers the typed-FFI target, so a call with
-# one kernel always takes it. Autotuned calls take it on the plugin generation that
-# tests/test_gpu_autotune.py checks through both targets, aliases and donation included: jaxlib's
-# autotuner times the configs at the first run and restores aliased inputs between trials, and
-# the FFI target is command-buffer compatible (jaxlib refuses to autotune inside a CUDA-graph
-# capture). That generation is told apart by a feature: its plugins allocate Triton's global
-# scratch. Older plugins (0.10.x) keep the legacy target for autotuned calls.
-
+# Where jaxlib times the configs of an autotuned call (`AutotunedKernelCall::Autotune`, reached
+# through `GetKernelCall` in jaxlib/gpu/triton_kernels.cc; the CUDA and ROCm plugins build the same
+# source), by target:
+#  - `triton_kernel_call_ffi`, jaxlib 0.10.2 and 0.11.x: in the handler's *initialize* stage
+#    (`TritonKernelCallFfiInitialize`). XLA runs every thunk's initialize before any thunk
+#    executes, so operands computed earlier in the same program still hold whatever that memory
+#    held: a kernel that turns operand data into addresses (gather, scatter, MoE permute) reads
+#    and writes out of bounds while it is timed. 0.11.x also dropped the check that refused to
+#    autotune during a CUDA-graph capture.
+#  - `triton_kernel_call_ffi`, jaxlib 0.12: no initialize stage (`registrations()` lists
+#    instantiate and execute); an autotuned call is timed at its first execute, which XLA may be
+#    capturing into a command buffer (the target is command-buffer compatible), where operand
+#    buffers hold arbitrary data too.
+#  - `triton_kernel_call` (legacy custom call, every version): one stage, execute; XLA never puts
+#    a legacy custom call in a command buffer, so the first execution runs on the stream after
+#    the kernels that computed its operands, and the configs are timed on the real data.
+# So autotuned calls take the legacy target on every supported jaxlib. A config picked once on
+# real data (`_choices`, `jax_triton_rocm.autotune`) is emitted alone, as a plain FFI call.
 # Releases in which the plugins gained a feature. Used only for a plugin whose `_triton` module
 # cannot be imported here (the ROCm plugin needs libamdhip64), or when cross-compiling with no
 # plugin at all, where the jaxlib that will load the kernel is assumed to match this one.
@@ -119,23 +129,39 @@ class PluginFeatures:
     detected_from: str
 
 
-def autotuned_call_target(features: PluginFeatures) -> str:
-    """The custom-call target for an autotuned call: the environment's choice, else the feature's.
+def autotuned_call_target() -> str:
+    """The custom-call target for an autotuned call: legacy, unless the environment forces one.
 
-    `JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi|legacy` forces one (read at each lowering), so both
-    targets can be tested on a GPU.
+    `JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi|legacy` (read at each lowering) forces one; forcing
+    `ffi` logs one warning per process, since jaxlib then times the configs on operands that may
+    not be computed yet (see above).
 
     Raises:
       ValueError: an unknown value.
     """
     forced = os.environ.get(ENV_AUTOTUNE_TARGET, "").strip().lower()
     if not forced:
-        return FFI_TARGET if features.global_scratch else LEGACY_TARGET
+        return LEGACY_TARGET
     if forced not in AUTOTUNE_TARGETS:
         raise ValueError(
             f"{ENV_AUTOTUNE_TARGET}={forced!r} is not a target for autotuned calls; use one of "
-            f"{', '.join(AUTOTUNE_TARGETS)} (or unset it for the default).")
+            f"{', '.join(AUTOTUNE_TARGETS)} (or unset it for the default, legacy).")
+    if forced == "ffi":
+        _warn_ffi_autotune()
     return AUTOTUNE_TARGETS[forced]
+
+
+@functools.cache
+def _warn_ffi_autotune() -> None:
+    logger.warning(
+        "jax_triton_rocm: %s=ffi sends autotuned calls through %s, whose autotuner times the "
+        "configs before the program's earlier kernels have run (jaxlib 0.10-0.11: in the "
+        "handler's initialize stage; 0.12: possibly inside a CUDA-graph capture): a kernel whose "
+        "addresses depend on an operand computed in the same program (a gather, a scatter, an "
+        "MoE permute) then reads and writes out of bounds, which can crash the process or "
+        "corrupt other buffers. It is safe only when every operand of every autotuned call is "
+        "an input of the jitted program. Unset it to use the legacy target, or pick the configs "
+        "once on real data with jax_triton_rocm.autotune.", ENV_AUTOTUNE_TARGET, FFI_TARGET)
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:

@@ -24,6 +24,7 @@ PACKAGE_ENV_VARS = (
     "JAX_TRITON_ROCM_HSACO_DELIVERY",
     "JAX_TRITON_ROCM_PREWARM",
     "JAX_TRITON_ROCM_AUTOTUNE_TARGET",
+    "JAX_TRITON_ROCM_AUTOTUNE_DIR",
     "JAX_TRITON_ROCM_COMPILE_THREADS",
     "JAX_TRITON_ROCM_XLA_NATIVE",
 )
@@ -120,7 +121,7 @@ def platform_report(platform: str) -> dict[str, Any]:
     if assumed:
         features = _compat.assumed_features(platform)
     try:
-        autotuned = _compat.autotuned_call_target(features)
+        autotuned = _compat.autotuned_call_target()
     except ValueError as err:
         autotuned = f"unknown ({_first_line(err)})"
     try:

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from jax_triton_rocm import (_checks, _compat, _compile, _configs, _globals, _kernel, _layout,
-                             _limits, _parallel, _proto, _state, _target, _vendors)
+from jax_triton_rocm import (_checks, _choices, _compat, _compile, _configs, _globals, _kernel,
+                             _layout, _limits, _parallel, _proto, _state, _target, _vendors)
 from jax_triton_rocm._backend import Backend
 from jax_triton_rocm._grid import normalize_grid
 
@@ -41,6 +41,7 @@ class LoweredCall:
     kernels: tuple[_compile.CompiledKernel, ...]
     calls: tuple[_proto.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()
+    undecided: _choices.Undecided | None = None
 
 
 def resolve_target(backend: Backend, ctx: Any,
@@ -186,8 +187,32 @@ def kernel_call(image: _proto.KernelImage, config: _configs.LaunchConfig,
                              params=_launch_params(bound, out_avals, set(zeroed)))
 
 
+def _choose(backend: Backend, ctx: Any, target: _target.Target, compiled: list,
+            calls: list, params: dict[str, Any]) -> tuple[list, _choices.Undecided | None]:
+    """The configs to encode: the one remembered or forced (`_choices.pick`), else all of them.
+
+    Returns (the (config, job, kernel) items kept, the call left undecided or None). A call
+    lowered for no device here (cross-compiling) cannot have been tuned, and is left to jaxlib.
+    """
+    kind = _target.device_kind(backend.platform, ctx.module_context)
+    if len(compiled) == 1 or kind is None:
+        return list(zip(compiled, calls)), None
+    key = _choices.tune_key(
+        platform=backend.platform, arch=target.arch, device_kind=kind,
+        versions=(_compat.jaxlib_version(), _compat.triton_info().version),
+        avals=tuple(ctx.avals_in) + tuple(ctx.avals_out), aliases=params["input_output_aliases"],
+        configs=[(config.description, kernel.binary, call.grid, call.params)
+                 for (config, _, kernel), call in zip(compiled, calls)])
+    descriptions = tuple(config.description for config, _, _ in compiled)
+    index = _choices.pick(key, descriptions)
+    if index is None:
+        kernel = _kernel.kernel_name(_kernel.unwrap(params["kernel"]).jit_fn)
+        return list(zip(compiled, calls)), _choices.Undecided(key, descriptions, kernel)
+    return [(compiled[index], calls[index])], None
+
+
 def _encode(calls: list, configs: list, params: dict[str, Any], in_avals: tuple,
-            kernel: str, features: _compat.PluginFeatures) -> tuple[bytes, str]:
+            kernel: str) -> tuple[bytes, str]:
     """The serialized call and its custom-call target: one kernel call, or an autotuned one."""
     name = params["name"] or kernel
     if len(calls) == 1:
@@ -200,7 +225,7 @@ def _encode(calls: list, configs: list, params: dict[str, Any], in_avals: tuple,
     serialized = _proto.encode_autotuned_call(
         [(call, config.description) for call, config in zip(calls, configs)], aliases,
         call_name=f"{name} ({kernel})", name=name, metadata=params["serialized_metadata"])
-    return serialized, _compat.autotuned_call_target(features)
+    return serialized, _compat.autotuned_call_target()
 
 
 def lower_call(backend: Backend, ctx: Any, params: dict[str, Any]) -> LoweredCall:
@@ -218,14 +243,15 @@ def lower_call(backend: Backend, ctx: Any, params: dict[str, Any]) -> LoweredCal
     key = (backend.platform, target, features, tuple(ctx.avals_in), tuple(ctx.avals_out),
            tuple((k, id(v) if k == "kernel" else v) for k, v in sorted(params.items())),
            _globals.global_values(unwrapped.jit_fn), backend.lowering_settings(),
-           os.environ.get(_compat.ENV_AUTOTUNE_TARGET))
+           os.environ.get(_compat.ENV_AUTOTUNE_TARGET), _choices.lowering_token())
     try:
         entry = _state.LOWERED_CALLS.get(key)
     except TypeError:  # an unhashable parameter (a grid in a list, say): no memo
-        return _lower_call(backend, ctx, params, target, features, unwrapped)
+        entry = (params["kernel"], _lower_call(backend, ctx, params, target, features, unwrapped))
     if entry is None:
         lowered = _lower_call(backend, ctx, params, target, features, unwrapped)
         entry = _state.LOWERED_CALLS[key] = (params["kernel"], lowered)
+    _choices.note_undecided(entry[1].undecided)
     return entry[1]
 
 
@@ -243,18 +269,20 @@ def _lower_call(backend: Backend, ctx: Any, params: dict[str, Any], target: _tar
         image = kernel_image(backend, kernel, target, features)
         calls.append(kernel_call(image, config, job.bound, params, out_avals,
                                  backend.launch_limits(target)))
+    chosen, undecided = _choose(backend, ctx, target, compiled, calls, params)
     serialized, custom_call_target = _encode(
-        calls, [config for config, _, _ in compiled], params, in_avals,
-        _kernel.kernel_name(unwrapped.jit_fn), features)
+        [call for _, call in chosen], [config for (config, _, _), _ in chosen], params, in_avals,
+        _kernel.kernel_name(unwrapped.jit_fn))
     return LoweredCall(
         opaque=_proto.compress(serialized),
         serialized=serialized,
         custom_call_target=custom_call_target,
         features=features,
         target=target,
-        kernels=tuple(kernel for _, _, kernel in compiled),
-        calls=tuple(calls),
+        kernels=tuple(kernel for (_, _, kernel), _ in chosen),
+        calls=tuple(call for _, call in chosen),
         aliases=tuple(params["input_output_aliases"]),
+        undecided=undecided,
     )
 
 

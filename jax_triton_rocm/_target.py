@@ -215,6 +215,20 @@ def lowering_target(platform: str, module_context: Any) -> Target:
         f"around the lowering, or set {ENV_TARGET_ARCH}='{example.replace(chr(39), '')}'.")
 
 
+def device_kind(platform: str, module_context: Any) -> str | None:
+    """The kind of GPU this lowering runs on (e.g. "NVIDIA H200"), or None.
+
+    None when the computation's devices are of more than one kind, or when there is no device of
+    `platform` to run on (cross-compiling for a named architecture).
+    """
+    devices = [d for d in _context_devices(module_context)
+               if getattr(d, "platform", platform) == platform]
+    if not devices:
+        devices = list(_local_devices(platform, module_context))
+    kinds = {getattr(d, "device_kind", None) for d in devices}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
 def _local_devices(platform: str, module_context: Any) -> Iterable[Any]:
     backend = None
     get_backend = getattr(module_context, "get_backend", None)

@@ -12,7 +12,7 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm import _compat, _parallel, _proto, _state
 from tests import autotune_utils as au
 from tests import kernels
-from tests.lowering_utils import capture_one
+from tests.lowering_utils import capture_one, lower_for
 
 N = 4096
 
@@ -106,12 +106,30 @@ def test_aliases_travel_with_the_autotuned_call_as_buffer_indices():
         (1, 2, N * 4)]
 
 
-def test_autotuned_call_takes_ffi_only_on_the_plugin_generation_verified_on_the_gpu(monkeypatch):
+@pytest.mark.parametrize("platform,arch", [("cuda", "sm_90"), ("rocm", "gfx942")])
+def test_autotuned_call_takes_the_legacy_target_whose_trials_see_the_real_operands(
+        monkeypatch, platform, arch):
+    """jaxlib's FFI target times the configs before earlier kernels have run (_compat)."""
     monkeypatch.delenv(_compat.ENV_AUTOTUNE_TARGET, raising=False)
-    lowered = _lower_add()
-    verified = lowered.features.global_scratch
-    assert lowered.custom_call_target == (_compat.FFI_TARGET if verified else
-                                          _compat.LEGACY_TARGET)
+    lowered = _lower_add(platform=platform, arch=arch)
+    assert lowered.custom_call_target == _compat.LEGACY_TARGET
+    assert "backend_config" in _lowered_text(platform, arch)
+
+
+def _lowered_text(platform, arch):
+    return lower_for(lambda x, y: au.tuned_add(x, y), au.f32(N), au.f32(N), platform=platform,
+                     arch=arch).as_text()
+
+
+def test_forcing_the_ffi_target_for_autotuned_calls_warns_once(monkeypatch, caplog):
+    monkeypatch.setenv(_compat.ENV_AUTOTUNE_TARGET, "ffi")
+    _compat._warn_ffi_autotune.cache_clear()
+    with caplog.at_level("WARNING", logger="jax_triton_rocm"):
+        _lower_add()
+        _lower_add(n=N + 1)
+    warnings = [r.getMessage() for r in caplog.records if "AUTOTUNE_TARGET=ffi" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "out of bounds" in warnings[0] and "jax_triton_rocm.autotune" in warnings[0]
 
 
 @pytest.mark.parametrize("value,target", [("ffi", _compat.FFI_TARGET),

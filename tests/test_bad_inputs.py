@@ -77,7 +77,7 @@ def _delivery_mode():
 def _autotune_target():
     from jax_triton_rocm import _compat
 
-    return _compat.autotuned_call_target(_compat.assumed_features("rocm"))
+    return _compat.autotuned_call_target()
 
 
 def _thread_count():

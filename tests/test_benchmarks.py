@@ -25,7 +25,7 @@ def test_help_prints_usage_and_exits(name):
     assert result.stdout.startswith("usage: "), result.stdout[:500]
 
 
-@pytest.mark.parametrize("name", ["overhead.py", "moe_permute.py"])
+@pytest.mark.parametrize("name", ["overhead.py", "moe_permute.py", "autotune_launch.py"])
 def test_without_a_gpu_says_so_in_one_line_and_exits_1(name):
     import jax
 

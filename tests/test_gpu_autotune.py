@@ -1,11 +1,11 @@
-"""Autotuned kernels run on an NVIDIA GPU through jaxlib's autotuner, compared with jnp.
+"""Autotuned kernels run on a GPU through jaxlib's autotuner, compared with jnp.
 
-Each test that names a target runs once through the legacy custom-call target and once through
-the typed-FFI one (forced with JAX_TRITON_ROCM_AUTOTUNE_TARGET): they are the checks behind
-`_compat` sending autotuned calls through FFI on plugins that allocate global scratch. Every
-case carries its own `serialized_metadata`, so its opaque differs from the other target's:
-jaxlib keeps one autotuned result per opaque for the life of the process, and a shared one would
-skip the trials.
+Each test that names a target runs once through the legacy custom-call target (the default) and
+once through the typed-FFI one (forced with JAX_TRITON_ROCM_AUTOTUNE_TARGET); the operands here
+are program inputs, which both targets see before their trials. Operands computed in the same
+program are in test_gpu_autotune_real_data.py. Every case carries its own
+`serialized_metadata`, so its opaque differs from the other target's: jaxlib keeps one
+autotuned result per opaque for the life of the process, and a shared one would skip the trials.
 """
 
 import numpy as np

@@ -1,0 +1,246 @@
+"""Remembered autotune choices (`_choices`) and the tuner that makes them (`autotune`), on the CPU.
+
+A remembered choice applies only to lowerings for a GPU that is there; these tests stand in a
+device kind for the CUDA lowering (`_target.device_kind`) and lower for sm_90 under
+`target_arch`. The tuner's timing runs need a GPU (test_gpu_autotune_real_data.py); here its loop
+is driven with stand-ins for compiling and timing.
+"""
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import jax_triton_rocm as jtr
+from jax_triton_rocm import _choices, _compat, _target, _tuning
+from tests import autotune_utils as au
+from tests import kernels
+from tests.lowering_utils import capture_one
+from tests.subprocess_utils import run_python
+
+N = 4096
+DEVICE = "Stand-in GPU"
+
+
+@pytest.fixture
+def choices_dir(tmp_path, monkeypatch):
+    """A private folder of choices, a stand-in GPU to lower for, and nothing remembered."""
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setattr(_target, "device_kind", lambda platform, context: DEVICE)
+    jtr.clear_caches()
+    yield tmp_path
+    jtr.clear_caches()
+
+
+def _lower(n=N, **kwargs):
+    return capture_one(lambda x, y: au.tuned_add(x, y, **kwargs), au.f32(n), au.f32(n),
+                       platform="cuda")
+
+
+def _undecided(n=N):
+    with _choices.session() as current:
+        lowered = _lower(n)
+    assert lowered.undecided is not None
+    assert list(current.undecided) == [lowered.undecided.key]
+    return lowered.undecided
+
+
+def _block(lowered):
+    """The BLOCK a single-kernel call was compiled with, read from its grid."""
+    assert len(lowered.calls) == 1
+    return -(-N // lowered.calls[0].grid[0])
+
+
+def test_an_undecided_call_is_left_to_jaxlib_on_the_legacy_target(choices_dir):
+    lowered = _lower()
+    assert lowered.custom_call_target == _compat.LEGACY_TARGET
+    assert len(lowered.calls) == len(au.ADD_CONFIGS)
+    assert lowered.undecided.descriptions == tuple(str(c) for c in au.ADD_CONFIGS)
+
+
+def test_a_remembered_choice_lowers_to_that_config_alone_on_the_ffi_target(choices_dir):
+    undecided = _undecided()
+    _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
+    lowered = _lower()
+    assert lowered.custom_call_target == _compat.FFI_TARGET
+    assert lowered.undecided is None
+    assert _block(lowered) == au.ADD_CONFIGS[1].kwargs["BLOCK"]
+
+
+def test_a_forced_config_lowers_alone_and_is_not_reported_undecided(choices_dir):
+    key = _undecided().key
+    with _choices.session({key: 2}) as current:
+        lowered = _lower()
+    assert _block(lowered) == au.ADD_CONFIGS[2].kwargs["BLOCK"]
+    assert current.undecided == {}
+
+
+def test_a_choice_made_for_one_shape_does_not_apply_to_another(choices_dir):
+    undecided = _undecided()
+    _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
+    assert _lower(N * 2).undecided is not None
+
+
+def test_the_key_covers_the_device_kind(choices_dir, monkeypatch):
+    key = _undecided().key
+    monkeypatch.setattr(_target, "device_kind", lambda platform, context: "Another GPU")
+    jtr.clear_caches()
+    assert _undecided().key != key
+
+
+def test_a_lowering_without_a_device_is_never_decided(monkeypatch, tmp_path):
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    lowered = _lower()
+    assert lowered.undecided is None and len(lowered.calls) == len(au.ADD_CONFIGS)
+
+
+def test_a_choice_no_longer_matching_the_configs_is_ignored(choices_dir):
+    undecided = _undecided()
+    _choices.STORE.put(undecided.key, _choices.Choice(1, "BLOCK: 999, num_warps: 1"))
+    assert _lower().undecided is not None
+
+
+def test_a_choice_is_written_to_the_folder_and_read_back_after_clear_caches(choices_dir):
+    undecided = _undecided()
+    _choices.STORE.put(undecided.key, _choices.Choice(2, undecided.descriptions[2], (1.0, 2.0)))
+    path = choices_dir / undecided.key[:2] / f"{undecided.key}.json"
+    assert json.loads(path.read_text())["index"] == 2
+    jtr.clear_caches()
+    assert _block(_lower()) == au.ADD_CONFIGS[2].kwargs["BLOCK"]
+
+
+def test_a_damaged_choice_file_is_ignored_with_a_warning_naming_it(choices_dir, caplog):
+    undecided = _undecided()
+    _choices.STORE.put(undecided.key, _choices.Choice(2, undecided.descriptions[2]))
+    path = choices_dir / undecided.key[:2] / f"{undecided.key}.json"
+    path.write_text("{not json")
+    jtr.clear_caches()
+    with caplog.at_level("WARNING", logger="jax_triton_rocm"):
+        assert _lower().undecided is not None
+    assert str(path) in caplog.text
+
+
+def test_an_empty_folder_setting_keeps_choices_in_the_process(choices_dir, monkeypatch):
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, "")
+    undecided = _undecided()
+    _choices.STORE.put(undecided.key, _choices.Choice(0, undecided.descriptions[0]))
+    assert list(choices_dir.iterdir()) == []
+    assert _lower().undecided is None
+
+
+def test_an_unwritable_folder_keeps_the_choice_in_the_process_with_a_warning(
+        choices_dir, monkeypatch, caplog):
+    blocker = choices_dir / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(blocker / "choices"))
+    undecided = _undecided()
+    with caplog.at_level("WARNING", logger="jax_triton_rocm"):
+        _choices.STORE.put(undecided.key, _choices.Choice(0, undecided.descriptions[0]))
+    assert _choices.ENV_AUTOTUNE_DIR in caplog.text
+    assert _lower().undecided is None
+
+
+def test_the_default_folder_is_inside_tritons_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv(_choices.ENV_AUTOTUNE_DIR, raising=False)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    assert _choices.choices_dir() == os.path.join(str(tmp_path), _choices.FOLDER_NAME)
+
+
+_SECOND_PROCESS = f"""
+import json, sys
+import jax_triton_rocm as jtr
+from jax_triton_rocm import _choices, _target
+from tests import autotune_utils as au
+from tests.lowering_utils import capture_one
+_target.device_kind = lambda platform, context: {DEVICE!r}
+with _choices.session() as current:
+    lowered = capture_one(lambda x, y: au.tuned_add(x, y), au.f32({N}), au.f32({N}),
+                          platform="cuda")
+print(json.dumps({{"calls": len(lowered.calls), "grid": lowered.calls[0].grid[0],
+                  "undecided": list(current.undecided),
+                  "target": lowered.custom_call_target}}))
+"""
+
+
+def test_a_second_process_lowers_the_remembered_config_alone(choices_dir):
+    undecided = _undecided()
+    _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
+    result = run_python(_SECOND_PROCESS, env={_choices.ENV_AUTOTUNE_DIR: str(choices_dir)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen == {"calls": 1, "grid": N // au.ADD_CONFIGS[1].kwargs["BLOCK"], "undecided": [],
+                    "target": _compat.FFI_TARGET}
+
+
+# The tuner's loop, with compiling and timing stood in for.
+
+class _Equation:
+    """A stand-in for an equation with two undecided autotuned calls, "a" and "b"."""
+
+    descriptions = ("slow", "fast", "medium")
+    times = {"slow": 3.0, "fast": 1.0, "medium": 2.0}
+
+    def __init__(self):
+        self.compiled_with = []
+
+    def compiled(self, eqn, invals, forced):
+        self.compiled_with.append(dict(forced))
+        undecided = {key: _choices.Undecided(key, self.descriptions, key)
+                     for key in ("a", "b") if key not in forced}
+        return (lambda *args: [("ran", tuple(sorted(forced.items())))]), undecided
+
+    def time(self, compiled, invals):
+        forced = dict(compiled()[0][1])
+        under_test = "b" if "b" in forced else "a"
+        return self.times[self.descriptions[forced[under_test]]]
+
+
+def test_the_tuner_times_every_config_of_each_call_and_remembers_the_fastest(
+        choices_dir, monkeypatch):
+    equation = _Equation()
+    monkeypatch.setattr(_tuning, "_compiled", equation.compiled)
+    monkeypatch.setattr(_tuning, "_time", equation.time)
+    outs = _tuning._tune_and_run(None, [])
+    assert outs == [("ran", (("a", 1), ("b", 1)))]
+    assert equation.compiled_with[1:4] == [{"a": 0}, {"a": 1}, {"a": 2}]
+    assert equation.compiled_with[5:8] == [{"a": 1, "b": 0}, {"a": 1, "b": 1}, {"a": 1, "b": 2}]
+    for key in ("a", "b"):
+        choice = _choices.STORE.get(key)
+        assert (choice.index, choice.description, choice.times_ms) == (1, "fast",
+                                                                       (3e3, 1e3, 2e3))
+
+
+def test_autotune_returns_what_the_function_returns(choices_dir):
+    """On the CPU the kernels run in Triton's interpreter: nothing is left undecided."""
+
+    @jax.custom_vjp
+    def sine(x):
+        return jnp.sin(x)
+
+    sine.defvjp(lambda x: (jnp.sin(x), x), lambda x, g: (g * jnp.cos(x),))
+
+    def program(x, y, *, scale):
+        z = jax.jit(lambda a, b: au.tuned_add(sine(a), b))(x, y)
+        return {"z": z * scale, "w": jax.lax.map(jnp.sin, x[:4])}
+
+    x, y = jnp.arange(1000, dtype=jnp.float32), jnp.ones(1000, jnp.float32)
+    got = jtr.autotune(program, x, y, scale=3.0)
+    want = program(x, y, scale=3.0)
+    assert jax.tree.structure(got) == jax.tree.structure(want)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        assert jnp.allclose(a, b)
+
+
+def test_the_tuner_enters_calls_and_runs_triton_calls_as_candidates():
+    def program(x, y):
+        return jax.jit(lambda a, b: au.tuned_add(a, b) + kernels.add(a, b))(x, y) * 2
+
+    jaxpr = jax.make_jaxpr(program)(au.f32(8), au.f32(8)).jaxpr
+    outer = jaxpr.eqns[0]
+    assert _tuning._call_body(outer) is not None
+    inner = _tuning._call_body(outer)[0].eqns
+    assert [_tuning._may_call_triton(e) for e in inner] == [True, True, False]
+    assert not _tuning._may_call_triton(jaxpr.eqns[1])
+    assert _tuning._may_call_triton(outer)
