@@ -148,7 +148,8 @@ def _may_call_triton(eqn: Any) -> bool:
 def _has_foreign_gpu_rule(primitive: Any) -> bool:
     rules = getattr(mlir, "_platform_specific_lowerings", {})
     for platform in ("cuda", "rocm", "gpu"):
-        rule = rules.get(platform, {}).get(primitive)
+        entry = rules.get(platform, {}).get(primitive)
+        rule = getattr(entry, "rule", entry)  # JAX keeps the rule in a LoweringRuleEntry
         module = getattr(rule, "__module__", None) or ""
         if rule is not None and not module.startswith(("jax.", "jaxlib.")):
             return True

@@ -244,3 +244,16 @@ def test_the_tuner_enters_calls_and_runs_triton_calls_as_candidates():
     assert [_tuning._may_call_triton(e) for e in inner] == [True, True, False]
     assert not _tuning._may_call_triton(jaxpr.eqns[1])
     assert _tuning._may_call_triton(outer)
+
+
+def test_a_library_primitive_with_its_own_gpu_lowering_is_a_candidate():
+    from tests import real_data_kernels
+
+    moe = real_data_kernels.moe_example()
+    mask, probs = moe.top_k_routing(jax.random.key(0), 16, 4, 2)
+    x = jnp.ones((16, 8), jnp.float32)
+    jaxpr = jax.make_jaxpr(lambda m, x, p: moe.permute(x, moe.make_row_id_map(m), p, 32))(
+        mask, x, probs).jaxpr
+    names = {e.primitive.name: _tuning._may_call_triton(e) for e in jaxpr.eqns}
+    assert names["moe_row_id_map_pass_1"] and names["custom_vjp_call"]
+    assert not names.get("convert_element_type", False)
