@@ -190,3 +190,17 @@ def tune_moe_chain() -> list[dict]:
     np.testing.assert_array_equal(rows, moe.permute_reference(x, mask, probs, num_out)[0])
     check_moe_chain()
     return _emitted(chain, mask, x, probs)
+
+
+def run_all() -> None:
+    """Every check above in this one process, on poisoned memory (for compute-sanitizer, whose
+    start-up per process is slow): `python -c "from tests import real_data_kernels as rd;
+    rd.run_all()"`."""
+    poison_memory()
+    checks = [check_sorted_gather, check_histogram, check_moe_chain,
+              check_sorted_gather_under_vmap, tune_sorted_gather, tune_moe_chain]
+    if len(jax.devices()) > 1:
+        checks.append(check_sorted_gather_under_shard_map)
+    for check in checks:
+        check()
+        print(f"{check.__name__}: ok", flush=True)
