@@ -10,7 +10,8 @@ kernel (1024 floats) with three autotune configs and with its fastest config alo
    program), the call after `jax_triton_rocm.autotune` picked its config (lowered as that config
    alone), and the kernel with one config (a plain call). Ratios are to the plain call.
 2. ms for building the executable and its first call (jaxlib's trials included), for the same
-   four, each on a kernel no other measurement in its process has loaded.
+   four, the median over five kernels no other measurement in its process has loaded; the
+   remembered choices were made by an earlier process, as a user's later run finds them.
 
 Without a CUDA or ROCm device it prints one line saying so and exits with status 1.
 """
@@ -42,10 +43,10 @@ ROUTES = ("legacy target", "FFI target (forced)", "remembered choice", "one conf
 
 
 def _configs(scale):
-    # `scale` makes each measurement's kernels new to jaxlib (it caches them per process).
-    return [triton.Config({"BLOCK": 256, "SCALE": scale}, num_warps=4),
-            triton.Config({"BLOCK": 512, "SCALE": scale}, num_warps=4),
-            triton.Config({"BLOCK": 1024, "SCALE": scale}, num_warps=8)]
+    # One program of 1024 elements whatever the config, so that a picked config launches like
+    # "one config"; `scale` makes each measurement's kernels new to jaxlib (it caches them).
+    return [triton.Config({"BLOCK": 1024, "SCALE": scale}, num_warps=warps)
+            for warps in (2, 8, 4)]
 
 
 @triton.jit
@@ -61,7 +62,7 @@ def _call(route: str, scale: int):
     if route == "one config":
         def add(x, y):
             return jtr.triton_call(x, y, x.size, kernel=scaled_add_kernel, out_shape=x,
-                                   grid=(triton.cdiv(x.size, 1024),), num_warps=8, BLOCK=1024,
+                                   grid=(triton.cdiv(x.size, 1024),), num_warps=4, BLOCK=1024,
                                    SCALE=scale)
         return add
     kernel = triton.autotune(configs=_configs(scale), key=["n"])(scaled_add_kernel)
@@ -80,13 +81,14 @@ def _chain(add, length=CHAIN_LENGTH):
     return chain
 
 
-def _prepared(route: str, chain, x):
-    """Sets the environment for `route`; tunes on `x` first where the route needs a choice."""
+def _prepared(route: str, chain, x, tune: bool = True):
+    """Sets the environment for `route`; tunes on `x` first where the route needs a choice
+    (unless `tune` is False: another process made it)."""
     if route == "FFI target (forced)":
         os.environ[_compat.ENV_AUTOTUNE_TARGET] = "ffi"
     else:
         os.environ.pop(_compat.ENV_AUTOTUNE_TARGET, None)
-    if route == "remembered choice":
+    if route == "remembered choice" and tune:
         jtr.autotune(chain, x, x)
     return jax.jit(chain)
 
@@ -113,10 +115,23 @@ def first_call_ms(route: str, scale: int) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
+def _first_call_scales(route: str) -> range:
+    start = 10 + 5 * ROUTES.index(route)
+    return range(start, start + 5)
+
+
+def tune_first_calls() -> None:
+    """Picks the configs of the first-call kernels, so that the worker, a new process, starts
+    with them on disk as a user's later process would."""
+    x = jnp.ones((1 << 20,), jnp.float32)
+    for scale in _first_call_scales("remembered choice"):
+        jtr.autotune(_call("remembered choice", scale), x, x)
+
+
 def worker() -> None:
     """Every route's figures in this process (its XLA flags already set), as JSON."""
     chain = {route: per_kernel_us(route, 2 + i) for i, route in enumerate(ROUTES)}
-    first = {route: first_call_ms(route, 10 + i) for i, route in enumerate(ROUTES)}
+    first = {route: first_call_ms(route, _first_call_scales(route)) for route in ROUTES}
     print(json.dumps({"chain": chain, "first": first}))
 
 
@@ -126,8 +141,11 @@ def _in_subprocess(command_buffers: bool, choices: str) -> dict:
     if not command_buffers:
         flags.append(COMMAND_BUFFER_FLAG)
     env = dict(os.environ, XLA_FLAGS=" ".join(flags), **{_choices.ENV_AUTOTUNE_DIR: choices})
-    result = subprocess.run([sys.executable, os.path.abspath(__file__), "worker"], env=env,
-                            capture_output=True, text=True, check=False)
+    for mode in ("tune-first-calls", "worker"):
+        result = subprocess.run([sys.executable, os.path.abspath(__file__), mode], env=env,
+                                capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            break
     if result.returncode != 0:
         raise RuntimeError(f"the measurement (command buffers "
                            f"{'on' if command_buffers else 'off'}) failed:\n"
@@ -146,10 +164,11 @@ def _table(title: str, unit: str, on: dict, off: dict) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", nargs="?", default="report", choices=("report", "worker"))
+    parser.add_argument("mode", nargs="?", default="report",
+                        choices=("report", "worker", "tune-first-calls"))
     args = parser.parse_args()
-    if args.mode == "worker":
-        worker()
+    if args.mode != "report":
+        {"worker": worker, "tune-first-calls": tune_first_calls}[args.mode]()
         return 0
     if jax.devices()[0].platform not in ("cuda", "rocm", "gpu"):
         from jax_triton_rocm import _info
