@@ -6,14 +6,14 @@
 Importing the package does not import Triton; `triton_call` and the first lowering do.
 """
 
-from jax_triton_rocm._batching import loop_batching_rule
-from jax_triton_rocm._call import triton_call
-from jax_triton_rocm._inspect import EmittedCall, kernel_calls
-from jax_triton_rocm._library import triton_call_lowering
+from jax_triton_rocm.api._batching import loop_batching_rule
+from jax_triton_rocm.api._call import triton_call
+from jax_triton_rocm.api._inspect import EmittedCall, kernel_calls
+from jax_triton_rocm.api._library import triton_call_lowering
 from jax_triton_rocm._plugin import initialize, register, registered_platforms
-from jax_triton_rocm._primitive import triton_kernel_p
-from jax_triton_rocm._state import clear_caches
-from jax_triton_rocm._target import target_arch
+from jax_triton_rocm.lowering._primitive import triton_kernel_p
+from jax_triton_rocm.base._state import clear_caches
+from jax_triton_rocm.lowering._target import target_arch
 from jax_triton_rocm._version import __version__
 
 __all__ = [

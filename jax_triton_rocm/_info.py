@@ -15,7 +15,8 @@ import re
 import sys
 from typing import Any
 
-from jax_triton_rocm import _compat, _target
+from jax_triton_rocm.base import _compat
+from jax_triton_rocm.lowering import _target
 from jax_triton_rocm._version import __version__
 
 # The package's environment variables, as the README's table documents them.
@@ -57,7 +58,7 @@ def triton_report() -> dict[str, Any]:
         info = _compat.triton_info()
     except ImportError as err:
         return {"error": str(err)}
-    from jax_triton_rocm import _triton_cache
+    from jax_triton_rocm.compile import _triton_cache
 
     cache_knobs = info.module.knobs.cache
     cache_dir = cache_knobs.dir
@@ -104,7 +105,7 @@ def _delivery(platform: str, features: _compat.PluginFeatures) -> str:
         return ("CUBIN in module_image (a digest of it in the ptx field)" if features.module_image
                 else "PTX, assembled by jaxlib's ptxas at load")
     try:
-        from jax_triton_rocm import _hip
+        from jax_triton_rocm.backends.hip import _hip
 
         mode = _hip.delivery_mode(features)
     except (ImportError, ValueError) as err:

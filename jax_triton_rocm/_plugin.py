@@ -26,8 +26,8 @@ from typing import Any
 
 from jax.interpreters import mlir
 
-from jax_triton_rocm import _compat, _state, _vendors
-from jax_triton_rocm._primitive import triton_kernel_p
+from jax_triton_rocm.base import _compat, _state, _vendors
+from jax_triton_rocm.lowering._primitive import triton_kernel_p
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -38,10 +38,10 @@ _registered: set[str] = set()
 def _vendor(platform: str) -> Any:
     """The lowering rule's object for `platform` (imports Triton and its backend on first use,
     together with what a lowering needs, so that no fork splits those imports: `_state.IMPORTS`)."""
-    from jax_triton_rocm import _routes
+    from jax_triton_rocm.lowering import _rules
 
     module = _state.IMPORTS.import_for_lowering(_vendors.vendor(platform).backend_module)
-    return _routes.Lowering(module.BACKEND)
+    return _rules.Lowering(module.BACKEND)
 
 
 def _rule_for(platform: str):
@@ -73,7 +73,7 @@ def platforms_in_use() -> tuple[str, ...]:
     Raises:
       ValueError: `JAX_TRITON_ROCM_TARGET_ARCH` is malformed (names the value and the form).
     """
-    from jax_triton_rocm import _target
+    from jax_triton_rocm.lowering import _target
 
     installed = set(_compat.installed_gpu_platforms())
     named = {p for p in _compat.GPU_PLATFORMS if _target.named_arch(p) is not None}

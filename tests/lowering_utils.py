@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 import jax
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _lowering
+from jax_triton_rocm.lowering import _jaxlib_call
 
 DEFAULT_ARCH = {"cuda": "sm_90", "rocm": "gfx942"}
 
@@ -32,20 +32,20 @@ def lower_for(fn, *args, platform: str, arch=None):
 
 
 @contextlib.contextmanager
-def captured_lowerings() -> Iterator[list[_lowering.LoweredCall]]:
+def captured_lowerings() -> Iterator[list[_jaxlib_call.LoweredCall]]:
     """Records every `LoweredCall` the lowering emits while in force (the MLIR is still emitted)."""
-    captured: list[_lowering.LoweredCall] = []
-    emit = _lowering.emit
+    captured: list[_jaxlib_call.LoweredCall] = []
+    emit = _jaxlib_call.emit
 
     def recording_emit(ctx, operands, lowered):
         captured.append(lowered)
         return emit(ctx, operands, lowered)
 
-    _lowering.emit = recording_emit
+    _jaxlib_call.emit = recording_emit
     try:
         yield captured
     finally:
-        _lowering.emit = emit
+        _jaxlib_call.emit = emit
 
 
 def lower_one(fn, *args, platform: str, arch=None) -> jtr.EmittedCall:
@@ -55,7 +55,7 @@ def lower_one(fn, *args, platform: str, arch=None) -> jtr.EmittedCall:
     return calls[0]
 
 
-def capture_one(fn, *args, platform: str, arch=None) -> _lowering.LoweredCall:
+def capture_one(fn, *args, platform: str, arch=None) -> _jaxlib_call.LoweredCall:
     """The single `LoweredCall` that lowering `fn(*args)` with `lower_for` produces."""
     with captured_lowerings() as captured:
         lower_for(fn, *args, platform=platform, arch=arch)

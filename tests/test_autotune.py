@@ -9,7 +9,9 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _parallel, _proto, _state
+from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.compile import _parallel
+from jax_triton_rocm.lowering import _proto
 from tests import autotune_utils as au
 from tests import kernels
 from tests.lowering_utils import capture_one

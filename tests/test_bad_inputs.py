@@ -63,25 +63,26 @@ def with_env(name: str, value: str, action: Callable[[], Any]):
 
 
 def _prewarm_enabled():
-    from jax_triton_rocm import _hip_prewarm
+    from jax_triton_rocm.backends.hip import _hip_prewarm
 
     return _hip_prewarm.prewarm_enabled()
 
 
 def _delivery_mode():
-    from jax_triton_rocm import _compat, _hip
+    from jax_triton_rocm.backends.hip import _hip
+    from jax_triton_rocm.base import _compat
 
     return _hip.delivery_mode(_compat.assumed_features("rocm"))
 
 
 def _autotune_target():
-    from jax_triton_rocm import _compat
+    from jax_triton_rocm.base import _compat
 
     return _compat.autotuned_call_target(_compat.assumed_features("rocm"))
 
 
 def _thread_count():
-    from jax_triton_rocm import _parallel
+    from jax_triton_rocm.compile import _parallel
 
     return _parallel.thread_count(4)
 
@@ -90,7 +91,7 @@ def _env_target_arch():
     # JAX reads the variable into its config when it starts; this parses it as lowering does.
     import os
 
-    from jax_triton_rocm import _target
+    from jax_triton_rocm.lowering import _target
 
     return _target._parse_env(os.environ[_target.ENV_TARGET_ARCH])
 

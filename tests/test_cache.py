@@ -7,7 +7,8 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compile, _state
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.compile import _compile
 from tests import kernels
 from tests.lowering_utils import captured_lowerings, lower_one, run_at_once, spec
 
@@ -92,7 +93,7 @@ def k(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
 
 
 def test_kernel_key_covers_compile_options():
-    from jax_triton_rocm._layout import BoundKernel
+    from jax_triton_rocm.launch._layout import BoundKernel
 
     bound = BoundKernel({"x": "*fp32"}, {}, {}, (), ())
     target = triton.backends.compiler.GPUTarget("cuda", 90, 32)

@@ -127,7 +127,7 @@ def test_copy_round_trips_every_dtype(dtype):
 
 def test_same_kernel_in_many_jits_compiles_once():
     jtr.clear_caches()
-    from jax_triton_rocm import _state
+    from jax_triton_rocm.base import _state
 
     x = random_normal(16, (2048,))
     for block in (256, 256, 256):

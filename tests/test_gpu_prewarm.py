@@ -17,7 +17,8 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _cuda, _hip_prewarm
+from jax_triton_rocm.backends import _cuda
+from jax_triton_rocm.backends.hip import _hip_prewarm
 from tests import kernels
 from tests.gpu_utils import gpu_platform
 

@@ -10,7 +10,7 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from jax_triton_rocm import _lowering, _xla_native
+from jax_triton_rocm.lowering import _jaxlib_call, _xla_native
 from tests import kernels
 from tests import test_gpu_cuda as base
 from tests.gpu_utils import gpu_platform
@@ -31,7 +31,7 @@ def routes(monkeypatch):
     monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "1")
     jax.clear_caches()  # lowerings from other tests may have taken jaxlib's route
     counts = Routes()
-    native_emit, jaxlib_emit = _xla_native.emit, _lowering.emit
+    native_emit, jaxlib_emit = _xla_native.emit, _jaxlib_call.emit
 
     def count_native(*args, **kwargs):
         counts.native += 1
@@ -42,7 +42,7 @@ def routes(monkeypatch):
         return jaxlib_emit(*args, **kwargs)
 
     monkeypatch.setattr(_xla_native, "emit", count_native)
-    monkeypatch.setattr(_lowering, "emit", count_jaxlib)
+    monkeypatch.setattr(_jaxlib_call, "emit", count_jaxlib)
     yield counts
     jax.clear_caches()
 

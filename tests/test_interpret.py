@@ -13,7 +13,8 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _interpret_host, _state
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.interpret import _interpret_host
 from tests import autotune_utils, gluon_kernels, kernels
 
 CPU = jax.devices("cpu")[0]

@@ -6,7 +6,7 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _state
+from jax_triton_rocm.base import _state
 from tests.lowering_utils import capture_one, run_at_once, spec
 
 X = spec((1024,), jnp.float32)

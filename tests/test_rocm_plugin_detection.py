@@ -14,7 +14,7 @@ from tests.subprocess_utils import last_line, run_python
 
 PROBE = """
     import json
-    from jax_triton_rocm import _compat
+    from jax_triton_rocm.base import _compat
     features = _compat.plugin_features("rocm")
     print(json.dumps([features.plugin, features.module_image, features.global_scratch,
                       features.detected_from]))

@@ -1,0 +1,1 @@
+"""What the lowering asks a vendor: the `Backend` interface, one module per vendor."""

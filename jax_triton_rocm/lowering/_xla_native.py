@@ -1,0 +1,216 @@
+"""XLA's own route for Triton kernels: the custom call `__gpu$xla.gpu.triton`.
+
+XLA takes Triton IR in the call's backend config, compiles it with its own Triton and launches it
+as one of its own kernels, at the cost of XLA's kernels (jaxlib's Triton custom call costs about
+twice that per launch). Facts from XLA's source (`xla/service/gpu/triton_call.cc`, and
+`EmitTritonCustomCall` in XLA's GPU thunk emitter), the same on CUDA and ROCm:
+
+- The backend config is a dictionary with `name` (the `tt.func` to launch), `ir` (MLIR text or
+  bytecode), `num_warps`, `num_stages`, `grid_x`, `grid_y`, `grid_z`, all required; `debug` is
+  written by Pallas and not read. There is no `num_ctas` (always 1), no shared-memory size, no
+  zeroing of outputs, no compile options.
+- The kernel receives one pointer per operand, then one per result, and nothing else: every
+  scalar must be baked into the IR. Aliased operand/result pairs share a buffer; the kernel still
+  receives both pointers.
+- The block has `num_warps * threads_per_warp` threads, the warp width being the device's: 32 on
+  NVIDIA, 64 on CDNA (gfx9), 32 on RDNA (gfx10-12). Triton compiled the IR for the same width, so
+  `num_warps` passes unchanged (jaxlib's route assumes 64 on every AMD GPU and must rescale).
+
+A call takes the route when asked (`triton_call(..., xla_native=True)`, or
+`JAX_TRITON_ROCM_XLA_NATIVE=1` for calls that do not say) and when it fits: a plain Triton kernel
+(not autotuned, not Gluon) whose parameters are all pointers once the call's scalars are compiled
+in as constants, launched without the options XLA cannot pass, and whose IR this jaxlib's Triton
+dialect parses. A call that does not fit takes jaxlib's route, with a debug log saying why (a
+warning, once per kernel, when the IR does not parse: that is a version mismatch to report).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+# `custom_call` with a dictionary backend config is not public; Pallas uses the same helper, and
+# it has the same signature in every supported jax (0.10.2-0.12).
+from jax._src.interpreters import mlir
+
+from jax_triton_rocm.compile import _compile
+from jax_triton_rocm.launch import _configs, _grid, _kernel, _layout
+from jax_triton_rocm.lowering import _jaxlib_call, _xla_ir
+
+logger = logging.getLogger("jax_triton_rocm")
+
+ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
+CUSTOM_CALL_TARGET = "__gpu$xla.gpu.triton"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+
+
+def env_default() -> bool:
+    """Whether `JAX_TRITON_ROCM_XLA_NATIVE` asks for the route (read at each lowering).
+
+    Raises:
+      ValueError: a value that is neither on nor off, naming it.
+    """
+    value = os.environ.get(ENV_XLA_NATIVE, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(
+        f"{ENV_XLA_NATIVE}={os.environ[ENV_XLA_NATIVE]!r} is not on or off; set it to 1 (XLA's "
+        f"Triton custom call for kernels that fit it) or 0 (jaxlib's), or unset it.")
+
+
+def requested(xla_native: bool | None) -> bool:
+    """Whether a call asks for the route: its own `xla_native`, else the environment's."""
+    return env_default() if xla_native is None else bool(xla_native)
+
+
+@dataclasses.dataclass(frozen=True)
+class NativeCall:
+    """What the custom call's backend config carries (see the module docstring)."""
+
+    name: str
+    ir: bytes
+    num_warps: int
+    num_stages: int
+    grid: tuple[int, int, int]
+
+
+def why_not(unwrapped: _kernel.Unwrapped, params: dict[str, Any]) -> str | None:
+    """Why a call cannot take the route, judged before any compile; None if it may."""
+    if unwrapped.autotuner is not None:
+        return "the kernel is autotuned (XLA's call launches one compiled configuration)"
+    if unwrapped.jit_fn.is_gluon():
+        return "it is a Gluon kernel (XLA compiles Triton IR only)"
+    zeroed = params["zeroed_outputs"]
+    if callable(zeroed) or zeroed:
+        return "zeroed_outputs is set (XLA's call does not zero outputs before the launch)"
+    if params["num_ctas"] != 1:
+        return f"num_ctas={params['num_ctas']} (XLA's call launches one CTA per cluster)"
+    options = dict(params["options"])
+    if options:
+        return (f"compile option(s) {', '.join(sorted(options))} (XLA compiles the IR with its "
+                f"own options)")
+    if not params["enable_fp_fusion"]:
+        return "enable_fp_fusion=False (XLA compiles the IR with its own options)"
+    if params["debug"]:
+        return "debug=True (XLA compiles without Triton's debug mode)"
+    if params["serialized_metadata"]:
+        return "serialized_metadata is set (XLA's call has no place for it)"
+    return None
+
+
+def lower(backend: Any, ctx: Any, operands: Sequence[Any], params: dict[str, Any]):
+    """Emits the call through XLA's Triton custom call; None (and a log) if it does not fit.
+
+    `backend` is the platform's `_backend.Backend`: it answers the target, Triton's target and
+    compile options, and the launch limits, exactly as for jaxlib's route.
+    """
+    unwrapped = _kernel.unwrap(params["kernel"])
+    name = _kernel.kernel_name(unwrapped.jit_fn)
+    reason = why_not(unwrapped, params)
+    call = _plan(backend, ctx, params, unwrapped) if reason is None else None
+    if isinstance(call, str):
+        reason, call = call, None
+    if call is None:
+        logger.debug("jax_triton_rocm: kernel %s takes jaxlib's Triton call, not XLA's: %s",
+                     name, reason)
+        return None
+    return emit(ctx, operands, call, params["input_output_aliases"])
+
+
+def _plan(backend: Any, ctx: Any, params: dict[str, Any],
+          unwrapped: _kernel.Unwrapped) -> NativeCall | str:
+    """Compiles the call with its scalars as constants; the call, or why it does not fit."""
+    # The same target, and the same error where none can be known, as jaxlib's route.
+    target, _ = _jaxlib_call.resolve_target(backend, ctx, params)
+    in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+    [config] = _configs.resolve(
+        unwrapped, metaparams=dict(params["metaparams"]), options=dict(params["options"]),
+        num_warps=params["num_warps"], num_stages=params["num_stages"],
+        num_ctas=params["num_ctas"], positional=params["positional"], in_avals=in_avals,
+        out_avals=out_avals)
+    bound = scalars_as_constexprs(unwrapped.jit_fn, _layout.lay_out_arguments(
+        unwrapped.jit_fn, backend.triton_backend(), positional=params["positional"],
+        in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs))
+    options = _jaxlib_call.compile_options(backend, config, params)
+    job = _compile.make_job(unwrapped.jit_fn, backend.triton_target(target), bound, options,
+                            gluon=False, binary_key=backend.binary_key, asm_key=backend.asm_key)
+    compiled = _compile.compile_job(job)
+    limits = backend.launch_limits(target)
+    problem = (limits.warps_problem(compiled.num_warps)
+               or limits.shared_problem(compiled.shared_mem_bytes))
+    if problem:
+        return problem  # jaxlib's route raises it, with the kernel's name
+    _jaxlib_call.check_compiled(compiled)
+    if compiled.global_scratch_size:
+        return (f"the kernel needs {compiled.global_scratch_size} bytes of Triton global scratch "
+                f"memory, which not every XLA allocates for this call")
+    ir = _xla_ir.checked_ir(compiled, len(in_avals) + len(out_avals))
+    if isinstance(ir, str):
+        return ir
+    grid_spec = params["grid"]
+    grid = _grid.normalize_grid(grid_spec(config.meta) if callable(grid_spec) else grid_spec,
+                                what="grid(meta)" if callable(grid_spec) else "grid")
+    return NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,
+                      num_stages=int(compiled.metadata.get("num_stages") or 1), grid=grid)
+
+
+def scalars_as_constexprs(jit_fn: Any, bound: _layout.BoundKernel) -> _layout.BoundKernel:
+    """`bound` with each runtime scalar compiled in as a constexpr of its value.
+
+    XLA passes pointers only. The scalars are known when the call is traced, so the kernel is
+    specialised to them: each distinct value compiles a kernel of its own.
+    """
+    names = list(jit_fn.arg_names)
+    scalars = {s.position: s.scalar.value for s in bound.sources if s.kind == "scalar"}
+    if not scalars:
+        return bound
+    signature = {name: ("constexpr" if i in scalars else bound.signature[name])
+                 for i, name in enumerate(names) if name in bound.signature}
+    constexprs = {**bound.constexprs, **{(i,): value for i, value in scalars.items()}}
+    return _layout.BoundKernel(
+        signature=signature,
+        constexprs=constexprs,
+        attrs={k: v for k, v in bound.attrs.items() if k[0] not in scalars},
+        sources=tuple(s for s in bound.sources if s.kind != "scalar"),
+        specializations=tuple((i, s) for i, s in bound.specializations if i not in scalars),
+    )
+
+
+def _layouts(avals: Sequence[Any]) -> list[list[int]]:
+    """Row-major layouts: the kernel indexes every buffer as C-contiguous."""
+    return [list(reversed(range(len(aval.shape)))) for aval in avals]
+
+
+def emit(ctx: Any, operands: Sequence[Any], call: NativeCall,
+         aliases: Sequence[tuple[int, int]]):
+    """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`)."""
+    from jax._src.lib.mlir import ir
+
+    backend_config = {
+        "name": ir.StringAttr.get(call.name),
+        "ir": ir.StringAttr.get(call.ir),
+        "num_stages": mlir.i32_attr(call.num_stages),
+        "num_warps": mlir.i32_attr(call.num_warps),
+        "grid_x": mlir.i32_attr(call.grid[0]),
+        "grid_y": mlir.i32_attr(call.grid[1]),
+        "grid_z": mlir.i32_attr(call.grid[2]),
+        "debug": ir.BoolAttr.get(False),
+    }
+    result_types = [ir.RankedTensorType.get(aval.shape, mlir.dtype_to_ir_type(aval.dtype))
+                    for aval in ctx.avals_out]
+    return mlir.custom_call(
+        CUSTOM_CALL_TARGET,
+        result_types=result_types,
+        operands=list(operands),
+        backend_config=backend_config,
+        api_version=4,
+        operand_layouts=_layouts(ctx.avals_in),
+        result_layouts=_layouts(ctx.avals_out),
+        operand_output_aliases=dict(aliases),
+    ).results
