@@ -15,7 +15,7 @@ import re
 import sys
 from typing import Any
 
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.base import _compat, _vendors
 from jax_triton_rocm.lowering import _target
 from jax_triton_rocm._version import __version__
 
@@ -95,7 +95,7 @@ def devices_report() -> dict[str, Any]:
 
 def _safe_arch(platform: str, device: Any) -> str | None:
     try:
-        return _target.normalize_arch(platform, device.compute_capability)
+        return _vendors.normalize_arch(platform, device.compute_capability)
     except (AttributeError, ValueError):
         return None
 
@@ -147,7 +147,7 @@ def collect() -> dict[str, Any]:
     import jax
     import jaxlib
 
-    from jax_triton_rocm import _plugin
+    from jax_triton_rocm.lowering import _rules
 
     devices = devices_report()  # starts JAX's backends, which runs the package's initialize()
     return {
@@ -158,7 +158,7 @@ def collect() -> dict[str, Any]:
         "jaxlib": jaxlib.__version__,
         "jaxlib_gpu_plugins": plugin_distributions(),
         "triton": triton_report(),
-        "registered_platforms": list(_plugin.registered_platforms()),
+        "registered_platforms": list(_rules.registered_platforms()),
         "devices": devices,
         "no_gpu_reason": (None if any(devices[p]["devices"] for p in _compat.GPU_PLATFORMS)
                           else no_gpu_reason()),
@@ -280,7 +280,7 @@ def canonical_arch(arch: str) -> tuple[str, str]:
     """
     platform = arch_platform(arch)
     try:
-        return platform, _target.normalize_arch(platform, arch, what="--arch")
+        return platform, _vendors.normalize_arch(platform, arch, what="--arch")
     except ValueError as err:
         if platform == "rocm":
             raise

@@ -117,7 +117,7 @@ COMPLEX = spec((1024,), jnp.complex64)
 CASES = [
     # Issue 11's cases.
     Case("grid y above CUDA's 65535", lowered(grid=(1, 65536)), ValueError,
-         r"grid=\(1, 65536\): dimension 1 .*sm_90 launches at most 65535"),
+         r"grid=\(1, 65536, 1\): dimension 1 .*sm_90 launches at most 65535"),
     Case("grid z above CUDA's 65535", lowered(grid=(1, 1, 70000)), ValueError,
          r"grid=\(1, 1, 70000\).*dimension 2.*65535"),
     Case("grid x above 2**31-1", lowered(grid=(2**31,)), ValueError,

@@ -41,8 +41,8 @@ def prewarm(monkeypatch):
     if platform == "rocm":
         monkeypatch.setenv(_hip_prewarm.ENV_DELIVERY, "path")
     else:
-        def after_encode(self, lowered, ctx):
-            _hip_prewarm.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out),
+        def after_encode(self, lowered, ctx, emit):
+            _hip_prewarm.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out), emit,
                                       platform=platform)
 
         monkeypatch.setattr(_cuda.CudaBackend, "after_encode", after_encode)

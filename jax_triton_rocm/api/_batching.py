@@ -25,26 +25,16 @@ Unbatched, `tl.program_id(k)` is 0, so the same kernel serves both.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
 from jax import lax
+from jax.interpreters import batching
 
-
-def check_batch_grid_axis(value: Any) -> int | None:
-    """`batch_grid_axis` as given to `triton_call`: None, or a grid axis 0, 1 or 2.
-
-    Raises:
-      ValueError: any other value, naming it.
-    """
-    if value is None:
-        return None
-    if isinstance(value, bool) or value not in (0, 1, 2):
-        raise ValueError(
-            f"batch_grid_axis={value!r} must be None (jax.vmap loops over the batch) or the grid "
-            f"axis 0, 1 or 2 whose program id is the example index under jax.vmap.")
-    return int(value)
+from jax_triton_rocm.launch._spec import KernelCallSpec
+from jax_triton_rocm.lowering._primitive import triton_kernel_p
 
 
 def _unbatched_meta(meta: dict[str, Any], depth: int) -> dict[str, Any]:
@@ -177,28 +167,31 @@ def loop_batching_rule(primitive: Any, *, input_output_aliases: Mapping[int, int
     return rule
 
 
-def _one_launch(primitive: Any, size: int, args: list, dims: list, params: dict[str, Any]):
+def _one_launch(primitive: Any, size: int, args: list, dims: list, spec: KernelCallSpec):
     """One launch for the whole batch, the kernel following the `batch_grid_axis` protocol."""
-    axis = params["batch_grid_axis"]
+    axis = spec.batch_grid_axis
     operands = [jax.numpy.broadcast_to(a, (size, *a.shape)) if d is None
                 else jax.numpy.moveaxis(a, d, 0) for a, d in zip(args, dims)]
-    grid = params["grid"]
+    grid = spec.grid
     if isinstance(grid, BatchedGrid):
         grid = dataclasses.replace(grid, size=grid.size * size, depth=grid.depth + 1)
     else:
         grid = BatchedGrid(grid, axis, size, 1)
         if not callable(grid.unbatched):
             grid({})  # a static grid that uses the batch axis fails here, at the vmap
-    out_shapes = tuple(jax.ShapeDtypeStruct((size, *s.shape), s.dtype)
-                       for s in params["out_shapes"])
-    outs = primitive.bind(*operands, **{**params, "grid": grid, "out_shapes": out_shapes})
+    out_shapes = tuple(jax.ShapeDtypeStruct((size, *s.shape), s.dtype) for s in spec.out_shapes)
+    outs = primitive.bind(*operands, spec=dataclasses.replace(spec, grid=grid,
+                                                              out_shapes=out_shapes))
     return list(outs), [0] * len(outs)
 
 
-def batch_rule(primitive: Any, args: list, dims: list, **params: Any):
+def batch_rule(primitive: Any, args: list, dims: list, *, spec: KernelCallSpec):
     """The batching rule of `triton_kernel_p` (`primitive`): a loop, or one batched launch."""
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    if params.get("batch_grid_axis") is None:
-        return _loop(primitive, args, dims, params, params["input_output_aliases"],
-                     params["out_shapes"])
-    return _one_launch(primitive, size, args, dims, params)
+    if spec.batch_grid_axis is None:
+        return _loop(primitive, args, dims, {"spec": spec}, spec.input_output_aliases,
+                     spec.out_shapes)
+    return _one_launch(primitive, size, args, dims, spec)
+
+
+batching.primitive_batchers[triton_kernel_p] = functools.partial(batch_rule, triton_kernel_p)

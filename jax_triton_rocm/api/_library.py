@@ -20,12 +20,11 @@ from typing import Any
 
 import jax
 
-from jax_triton_rocm import _plugin
-from jax_triton_rocm.checks import _library_checks
-from jax_triton_rocm.checks._library_checks import aval_text
+from jax_triton_rocm.checks import _arguments, _checker
+from jax_triton_rocm.checks._arguments import aval_text
 from jax_triton_rocm.launch import _kernel
-
-Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
+from jax_triton_rocm.launch._spec import Grid
+from jax_triton_rocm.lowering import _rules
 
 _PLATFORMS = ("cuda", "rocm", "cpu")
 
@@ -152,28 +151,20 @@ def triton_call_lowering(
     """
     platform = _platform(ctx)
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    _library_checks.check_operands_and_options(array_args, in_avals, compile_options)
+    _arguments.check_operands_and_options(array_args, in_avals, compile_options)
     unwrapped = _kernel.unwrap(kernel)
     jit_fn = unwrapped.jit_fn
-    constexprs = _library_checks.checked_constexprs(constexprs, list(jit_fn.arg_names),
-                                                    _kernel.kernel_name(jit_fn))
-    _library_checks.check_launch(grid, num_warps, num_stages, num_ctas, in_avals, out_avals)
-    aliases = _library_checks.checked_aliases(input_output_aliases, in_avals, out_avals)
-    zeroed_outputs = _library_checks.checked_zeroed(zeroed_outputs, len(out_avals))
-    _library_checks.check_constexprs_given(unwrapped, constexprs)
-    positional = place_arguments(jit_fn, constexprs, in_avals, out_avals, aliases)
-    options = {k: v for k, v in compile_options.items() if k in _kernel.COMPILE_OPTIONS}
-    # The static parameters `triton_call` binds, for the same lowering rules.
-    params = dict(
-        kernel=kernel, positional=positional,
-        out_shapes=tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals),
-        grid=grid, name=name, num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas or 1,
-        compute_capability=None, enable_fp_fusion=compile_options.get("enable_fp_fusion", True),
-        input_output_aliases=aliases, zeroed_outputs=zeroed_outputs,
-        debug=compile_options.get("debug", False), serialized_metadata=b"", batch_grid_axis=None,
-        metaparams=tuple(sorted(constexprs.items())), options=tuple(sorted(options.items())))
-    if platform == "cpu":
-        from jax_triton_rocm.interpret import _interpret  # imports Triton
-
-        return _interpret.lower(ctx, *array_args, **params)
-    return _plugin._vendor(platform).lower(ctx, *array_args, **params)
+    constexprs = _arguments.checked_constexprs(constexprs, list(jit_fn.arg_names),
+                                               _kernel.kernel_name(jit_fn))
+    _arguments.check_constexprs_given(unwrapped, constexprs)
+    out_shapes = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals)
+    aliases = _checker.aliases("triton_call_lowering", input_output_aliases, in_avals, out_shapes)
+    spec = _checker.check_call(
+        "triton_call_lowering", kernel=kernel, unwrapped=unwrapped,
+        positional=place_arguments(jit_fn, constexprs, in_avals, out_avals, aliases),
+        in_avals=in_avals, out_shapes=out_shapes, grid=grid, name=name, num_warps=num_warps,
+        num_stages=num_stages, num_ctas=num_ctas, input_output_aliases=input_output_aliases,
+        zeroed_outputs=zeroed_outputs, metaparams=constexprs,
+        options={k: v for k, v in compile_options.items() if k in _kernel.COMPILE_OPTIONS},
+        **{k: v for k, v in compile_options.items() if k in _arguments.GENERAL_OPTIONS})
+    return _rules.lower(platform, ctx, array_args, spec)

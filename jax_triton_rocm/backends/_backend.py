@@ -1,6 +1,7 @@
 """What the shared lowering asks a vendor: the interface every backend module implements.
 
-The lowering (`_lowering`) drives; a backend (`_cuda.BACKEND`, `_hip.BACKEND`) only answers:
+The lowering (`lowering._jaxlib_call`, `lowering._xla_native`) drives; a backend
+(`_cuda.BACKEND`, `hip._hip.BACKEND`) only answers:
 which Triton target and compiler backend, which of the call's options it compiles with, how the
 compiled binary reaches its jaxlib plugin, and what a block may use. A backend never calls into
 the lowering, and the lowering never asks which vendor it talks to.
@@ -9,12 +10,23 @@ the lowering, and the lowering never asks which vendor it talks to.
 from __future__ import annotations
 
 import abc
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.launch import _limits
-from jax_triton_rocm.lowering import _target
 from jax_triton_rocm.compile._compile import CompiledKernel
+from jax_triton_rocm.launch import _limits
+from jax_triton_rocm.launch._spec import KernelCallSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A compile target: platform ("cuda"/"rocm"), arch ("sm_90", "gfx942") and its source."""
+
+    platform: str
+    arch: str
+    source: str
 
 
 class Backend(abc.ABC):
@@ -32,7 +44,7 @@ class Backend(abc.ABC):
     compile_options: tuple[str, ...] = ()
 
     @abc.abstractmethod
-    def triton_target(self, target: _target.Target) -> Any:
+    def triton_target(self, target: Target) -> Any:
         """Triton's `GPUTarget` for `target` (architecture and warp size)."""
 
     @abc.abstractmethod
@@ -40,11 +52,11 @@ class Backend(abc.ABC):
         """Triton's compiler backend class (it parses specialisation attributes)."""
 
     @abc.abstractmethod
-    def capability(self, target: _target.Target) -> int:
+    def capability(self, target: Target) -> int:
         """The kernel's `compute_capability` field for `target`, as jaxlib reads it."""
 
     @abc.abstractmethod
-    def launch_limits(self, target: _target.Target) -> _limits.LaunchLimits:
+    def launch_limits(self, target: Target) -> _limits.LaunchLimits:
         """What one block may use on `target` (threads, shared memory)."""
 
     @abc.abstractmethod
@@ -63,12 +75,12 @@ class Backend(abc.ABC):
     def known_archs(self) -> tuple[str, ...]:
         """The architectures the installed Triton can compile for, for messages."""
 
-    def call_target(self, params: dict[str, Any]) -> _target.Target | None:
+    def call_target(self, spec: KernelCallSpec) -> Target | None:
         """A target the call names through a vendor keyword (None: the usual rules decide)."""
-        del params
+        del spec
         return None
 
-    def check_launch(self, target: _target.Target, num_ctas: int) -> None:
+    def check_launch(self, target: Target, num_ctas: int) -> None:
         """Raises if the target cannot launch clusters of `num_ctas` CTAs."""
         del target, num_ctas
 
@@ -80,6 +92,7 @@ class Backend(abc.ABC):
         """What this vendor reads from the environment when lowering (part of the memo's key)."""
         return ()
 
-    def after_encode(self, lowered: Any, ctx: Any) -> None:
-        """Runs once a call is encoded, before it is emitted (ROCm's prewarm)."""
-        del lowered, ctx
+    def after_encode(self, lowered: Any, ctx: Any, emit: Callable[..., Any]) -> None:
+        """Runs once a call is encoded, before it is emitted (ROCm's prewarm); `emit(ctx,
+        operands, lowered)` emits an encoded call, so a backend never imports the lowering."""
+        del lowered, ctx, emit

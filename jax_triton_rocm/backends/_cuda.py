@@ -17,11 +17,11 @@ import re
 import subprocess
 from typing import Any
 
+from jax_triton_rocm.backends._backend import Backend, Target
 from jax_triton_rocm.base import _compat, _vendors
-from jax_triton_rocm.lowering import _target
-from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.launch._limits import LaunchLimits
+from jax_triton_rocm.launch._spec import KernelCallSpec
 
 _triton_nvidia = _compat.import_triton_backend("cuda")
 
@@ -79,16 +79,16 @@ class CudaBackend(Backend):
     asm_key = "ptx"
     compile_options = _vendors.VENDORS["cuda"].compile_options
 
-    def triton_target(self, target: _target.Target) -> Any:
+    def triton_target(self, target: Target) -> Any:
         return GPUTarget("cuda", compute_capability(target.arch), WARP_SIZE)
 
     def triton_backend(self) -> type:
         return _triton_nvidia.CUDABackend
 
-    def capability(self, target: _target.Target) -> int:
+    def capability(self, target: Target) -> int:
         return compute_capability(target.arch)
 
-    def launch_limits(self, target: _target.Target) -> LaunchLimits:
+    def launch_limits(self, target: Target) -> LaunchLimits:
         return LaunchLimits(target.arch, WARP_SIZE,
                             max_shared_bytes=MAX_SHARED_BYTES.get(compute_capability(target.arch)),
                             max_grid=(2**31 - 1, 65535, 65535))
@@ -105,14 +105,12 @@ class CudaBackend(Backend):
     def known_archs(self) -> tuple[str, ...]:
         return _ptxas_archs(90)
 
-    def call_target(self, params: dict[str, Any]) -> _target.Target | None:
-        capability = params.get("compute_capability")
-        if capability is None:
+    def call_target(self, spec: KernelCallSpec) -> Target | None:
+        if spec.cuda_arch is None:
             return None
-        arch = _vendors.normalize_arch("cuda", capability, what="compute_capability")
-        return _target.Target("cuda", arch, "compute_capability=")
+        return Target("cuda", spec.cuda_arch, "compute_capability=")
 
-    def check_launch(self, target: _target.Target, num_ctas: int) -> None:
+    def check_launch(self, target: Target, num_ctas: int) -> None:
         if num_ctas > 1 and compute_capability(target.arch) < 90:
             raise ValueError(
                 f"num_ctas={num_ctas} needs thread-block clusters (sm_90 or newer); the target "

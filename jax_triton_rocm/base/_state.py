@@ -23,11 +23,12 @@ in the child:
 from __future__ import annotations
 
 import collections
+import contextlib
 import importlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -182,29 +183,30 @@ FORK_IMPORT_WAIT_S = 60.0
 class LoweringImports:
     """Imports the modules a lowering needs, all at once, so that no fork splits them.
 
-    `import_for_lowering` runs the imports under one re-entrant lock; the `before` fork hook
-    takes that lock, so a fork from any thread waits until no thread is inside them, and the
-    child has every module whole (or, if the fork came first, none: it imports them itself).
+    `lowering()` holds one re-entrant lock while its body imports the package's own lowering
+    modules and a vendor module (plain `import` statements), and then imports
+    `LOWERING_IMPORTS`; the `before` fork hook takes that lock, so a fork from any thread waits
+    until no thread is inside them, and the child has every module whole (or, if the fork came
+    first, none: it imports them itself).
     """
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._held_for_fork = False
-        self._done: set[str] = set()
+        self._triton_done = False
 
-    def import_for_lowering(self, module: str) -> Any:
-        """Imports `module` (a vendor module) and `LOWERING_IMPORTS`; returns the module."""
-        if module in self._done:
-            return importlib.import_module(module)
+    @contextlib.contextmanager
+    def lowering(self) -> Iterator[None]:
+        """Holds the import lock for the body's imports, then imports `LOWERING_IMPORTS`."""
         with self._lock:
-            imported = importlib.import_module(module)
-            for name in LOWERING_IMPORTS:
-                try:
-                    importlib.import_module(name)
-                except ImportError:
-                    pass
-            self._done.add(module)
-            return imported
+            yield
+            if not self._triton_done:
+                for name in LOWERING_IMPORTS:  # by name: which of them exist depends on Triton
+                    try:
+                        importlib.import_module(name)
+                    except ImportError:
+                        pass
+                self._triton_done = True
 
     def before_fork(self) -> None:
         self._held_for_fork = self._lock.acquire(timeout=FORK_IMPORT_WAIT_S)

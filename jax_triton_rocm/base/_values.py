@@ -86,12 +86,13 @@ _OPTION_VALUES: dict[str, tuple[tuple[int, ...] | range, str]] = {
 }
 
 
-def compile_option(name: str, value: Any, *, where: str = "") -> Any:
+def compile_option(name: str, value: Any, *, where: str = "", caller: str = "") -> Any:
     """Checks one vendor compile option (`waves_per_eu`, `matrix_instr_nonkdim`, `kpack`,
     `maxnreg`) against what Triton's backend accepts; returns it as a plain int (or None).
 
     Args:
       where: where the value came from, for the message (e.g. "in autotune config (...)").
+      caller: what the message starts with (e.g. "triton_call_lowering: ").
 
     Raises:
       TypeError: not an int. ValueError: out of range. Both name the option and its value.
@@ -101,28 +102,37 @@ def compile_option(name: str, value: Any, *, where: str = "") -> Any:
     if value is None:
         return None
     if not is_int(value):
-        raise TypeError(f"{name}={value!r}{at} must be {text}; got {type(value).__name__}.")
+        raise TypeError(f"{caller}{name}={value!r}{at} must be {text}; got "
+                        f"{type(value).__name__}.")
     if int(value) not in allowed:
-        raise ValueError(f"{name}={value!r}{at} must be {text}, as Triton's backend accepts.")
+        raise ValueError(f"{caller}{name}={value!r}{at} must be {text}, as Triton's backend "
+                         f"accepts.")
     return int(value)
 
 
-def compile_options(options: Mapping[str, Any], *, where: str = "") -> dict[str, Any]:
+def compile_options(options: Mapping[str, Any], *, where: str = "",
+                    caller: str = "") -> dict[str, Any]:
     """`compile_option` for each of `options`; returns them checked."""
-    return {name: compile_option(name, value, where=where) for name, value in options.items()}
+    return {name: compile_option(name, value, where=where, caller=caller)
+            for name, value in options.items()}
 
 
-def output_indices(indices: Any, n_outs: int, *, what: str) -> tuple[int, ...]:
+def output_indices(indices: Any, n_outs: int, *, what: str,
+                   an_output: str = "an output") -> tuple[int, ...]:
     """Output indices (`zeroed_outputs`, or what a callable `zeroed_outputs` returned), sorted.
+
+    Args:
+      what: the argument as the message names it ("zeroed_outputs").
+      an_output: what an output is called where the user is ("a result" of a primitive).
 
     Raises:
       TypeError: not a sequence of ints. ValueError: an index that is not an output's.
     """
     if isinstance(indices, (str, bytes)) or not isinstance(indices, (Sequence, set, frozenset)):
-        raise TypeError(f"{what}={indices!r} must be a sequence of output indices (e.g. (0,)), "
-                        f"or a callable of the metaparameters returning one.")
+        raise TypeError(f"{what}={indices!r} must be a sequence of {an_output.split()[-1]} "
+                        f"indices (e.g. (0,)), or a callable of the metaparameters returning one.")
     for idx in indices:
         if not is_int(idx) or not 0 <= idx < n_outs:
-            raise ValueError(f"{what}={indices!r}: {idx!r} is not an output index "
+            raise ValueError(f"{what}={indices!r}: {idx!r} is not {an_output} index "
                              f"(0..{n_outs - 1}).")
     return tuple(sorted({int(i) for i in indices}))

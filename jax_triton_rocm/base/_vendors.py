@@ -1,9 +1,9 @@
 """The GPU vendors the package lowers for, as plain facts (nothing here imports Triton).
 
-One entry per JAX platform: which module holds its backend (`_backend.Backend`), which jaxlib
-plugins carry its Triton custom calls, which Triton compiler backend builds for it, its compile
-options, and how its architectures are named. Everything else asks this table or the backend;
-adding a vendor means one entry here and one backend module.
+One entry per JAX platform: which jaxlib plugins carry its Triton custom calls, which Triton
+compiler backend builds for it, its compile options, and how its architectures are named.
+Everything else asks this table or the platform's backend (`backends.backend`); adding a vendor
+means one entry here and one backend module (imported by `backends.backend`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ class Vendor:
     Attributes:
       platform: JAX's platform name.
       arch_noun: what its architecture names are called in messages.
-      backend_module: the module whose `BACKEND` answers the lowering's questions.
       plugin_packages: the jaxlib plugins carrying a `_triton` module, newest first.
       install_hint: how to install JAX for these GPUs.
       triton_backend: Triton's compiler backend (`triton.backends.<name>`).
@@ -48,7 +47,6 @@ class Vendor:
 
     platform: str
     arch_noun: str
-    backend_module: str
     plugin_packages: tuple[str, ...]
     install_hint: str
     triton_backend: str
@@ -62,7 +60,6 @@ VENDORS: dict[str, Vendor] = {
     "cuda": Vendor(
         platform="cuda",
         arch_noun="a CUDA architecture",
-        backend_module="jax_triton_rocm.backends._cuda",
         plugin_packages=("jax_cuda13_plugin", "jax_cuda12_plugin"),
         install_hint="pip install -U 'jax[cuda13]'",
         triton_backend="nvidia",
@@ -74,7 +71,6 @@ VENDORS: dict[str, Vendor] = {
     "rocm": Vendor(
         platform="rocm",
         arch_noun="an AMD GPU architecture",
-        backend_module="jax_triton_rocm.backends.hip._hip",
         plugin_packages=("jax_rocm10_plugin", "jax_rocm7_plugin", "jax_rocm60_plugin"),
         install_hint="pip install -U 'jax[rocm7-local]' (see JAX's ROCm install guide)",
         triton_backend="amd",

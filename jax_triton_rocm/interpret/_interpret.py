@@ -30,6 +30,7 @@ What runs where the GPU would differ:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,7 @@ from jax_triton_rocm.base import _state
 from jax_triton_rocm.interpret import _interpret_host
 from jax_triton_rocm.launch import _configs, _kernel, _layout, _types
 from jax_triton_rocm.launch._grid import normalize_grid
+from jax_triton_rocm.launch._spec import KernelCallSpec
 
 @dataclasses.dataclass(frozen=True)
 class InterpretedCall:
@@ -88,28 +90,28 @@ def check_interpretable(jit_fn: Any, name: str) -> None:
             f"a GPU (platforms 'cuda', 'rocm'), or write a @triton.jit version for the CPU.")
 
 
-def resolve(ctx_avals_in: tuple, params: dict[str, Any]) -> InterpretedCall:
+def resolve(ctx_avals_in: tuple, spec: KernelCallSpec) -> InterpretedCall:
     """The interpreted call of one equation: its first launch configuration, grid and arguments."""
-    unwrapped = _kernel.unwrap(params["kernel"])
+    unwrapped = spec.unwrapped
     jit_fn = unwrapped.jit_fn
-    name = params["name"] or _kernel.kernel_name(jit_fn)
+    name = spec.name or _kernel.kernel_name(jit_fn)
     check_interpretable(jit_fn, name)
     configs = _configs.resolve(
         unwrapped,
-        metaparams=dict(params["metaparams"]),
-        options=dict(params["options"]),
-        num_warps=params["num_warps"],
-        num_stages=params["num_stages"],
-        num_ctas=params["num_ctas"],
-        positional=params["positional"],
+        metaparams=dict(spec.metaparams),
+        options=dict(spec.options),
+        num_warps=spec.num_warps,
+        num_stages=spec.num_stages,
+        num_ctas=spec.num_ctas,
+        positional=spec.positional,
         in_avals=tuple(ctx_avals_in),
-        out_avals=tuple(params["out_shapes"]),
+        out_avals=tuple(spec.out_shapes),
     )
     config = configs[0]
-    grid_spec = params["grid"]
+    grid_spec = spec.grid
     grid = normalize_grid(grid_spec(config.meta) if callable(grid_spec) else grid_spec,
                           what="grid(meta)" if callable(grid_spec) else "grid")
-    zeroed = params["zeroed_outputs"]
+    zeroed = spec.zeroed_outputs
     if callable(zeroed):
         zeroed = tuple(zeroed(config.meta))
     annotated = frozenset(p.name for p in jit_fn.params if p.is_constexpr)
@@ -119,11 +121,11 @@ def resolve(ctx_avals_in: tuple, params: dict[str, Any]) -> InterpretedCall:
         name=name,
         jit_fn=jit_fn,
         grid=grid,
-        positional=tuple(params["positional"]),
+        positional=tuple(spec.positional),
         constexprs=tuple(sorted(config.constexprs.items())),
         annotated_constexprs=annotated,
-        out_avals=tuple(jax.ShapeDtypeStruct(s.shape, s.dtype) for s in params["out_shapes"]),
-        aliases=tuple(params["input_output_aliases"]),
+        out_avals=tuple(jax.ShapeDtypeStruct(s.shape, s.dtype) for s in spec.out_shapes),
+        aliases=tuple(spec.input_output_aliases),
         zeroed=frozenset(zeroed),
     )
 
@@ -185,9 +187,9 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
     return tuple(outs)
 
 
-def lower(ctx: Any, *operands: Any, **params: Any):
+def lower(ctx: Any, operands: Sequence[Any], spec: KernelCallSpec):
     """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback."""
-    call = resolve(tuple(ctx.avals_in), params)
+    call = resolve(tuple(ctx.avals_in), spec)
 
     def host_call(*arrays):
         return jax.pure_callback(lambda *xs: run_on_host(call, *xs), list(call.out_avals),

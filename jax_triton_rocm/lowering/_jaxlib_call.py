@@ -21,12 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from jax_triton_rocm.backends._backend import Backend, Target
 from jax_triton_rocm.base import _compat, _state, _values, _vendors
 from jax_triton_rocm.compile import _compile, _globals, _parallel
 from jax_triton_rocm.launch import _configs, _kernel, _layout, _limits
-from jax_triton_rocm.lowering import _proto, _target
-from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.launch._grid import normalize_grid
+from jax_triton_rocm.launch._spec import KernelCallSpec
+from jax_triton_rocm.lowering import _proto, _target
 
 DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
 
@@ -39,21 +40,21 @@ class LoweredCall:
     serialized: bytes
     custom_call_target: str
     features: _compat.PluginFeatures
-    target: _target.Target
+    target: Target
     kernels: tuple[_compile.CompiledKernel, ...]
     calls: tuple[_proto.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()
 
 
 def resolve_target(backend: Backend, ctx: Any,
-                   params: dict[str, Any]) -> tuple[_target.Target, _compat.PluginFeatures]:
+                   spec: KernelCallSpec) -> tuple[Target, _compat.PluginFeatures]:
     """The target to compile for, and what the jaxlib plugin that will load the kernel reads.
 
     Raises:
       RuntimeError: no plugin for the platform and no architecture named (says how to name one).
     """
     platform = backend.platform
-    named = backend.call_target(params) or _target.named_arch(platform)
+    named = backend.call_target(spec) or _target.named_arch(platform)
     features = _compat.plugin_features(platform)
     if features is None and named is None:
         vendor = _vendors.vendor(platform)
@@ -69,7 +70,7 @@ def resolve_target(backend: Backend, ctx: Any,
 
 
 def compile_options(backend: Backend, config: _configs.LaunchConfig,
-                    params: dict[str, Any]) -> dict[str, Any]:
+                    spec: KernelCallSpec) -> dict[str, Any]:
     """Options for `triton.compile`: the common ones and the backend's own where set.
 
     Other vendors' options are left out, as Triton's backends do.
@@ -77,8 +78,8 @@ def compile_options(backend: Backend, config: _configs.LaunchConfig,
     options: dict[str, Any] = {
         "num_warps": config.num_warps or DEFAULT_NUM_WARPS,
         "num_ctas": config.num_ctas,
-        "enable_fp_fusion": params["enable_fp_fusion"],
-        "debug": params["debug"],
+        "enable_fp_fusion": spec.enable_fp_fusion,
+        "debug": spec.debug,
     }
     if config.num_stages is not None:
         options["num_stages"] = config.num_stages
@@ -87,13 +88,13 @@ def compile_options(backend: Backend, config: _configs.LaunchConfig,
     return options
 
 
-def _launch_configs(backend: Backend, unwrapped: _kernel.Unwrapped, target: _target.Target,
-                    params: dict[str, Any], in_avals: tuple, out_avals: tuple) -> list:
+def _launch_configs(backend: Backend, unwrapped: _kernel.Unwrapped, target: Target,
+                    spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> list:
     """The call's launch configurations that can launch on `target` (`_limits`)."""
     configs = _configs.resolve(
-        unwrapped, metaparams=dict(params["metaparams"]), options=dict(params["options"]),
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
-        num_ctas=params["num_ctas"], positional=params["positional"], in_avals=in_avals,
+        unwrapped, metaparams=dict(spec.metaparams), options=dict(spec.options),
+        num_warps=spec.num_warps, num_stages=spec.num_stages,
+        num_ctas=spec.num_ctas, positional=spec.positional, in_avals=in_avals,
         out_avals=out_avals)
     for config in configs:
         backend.check_launch(target, config.num_ctas)
@@ -103,8 +104,8 @@ def _launch_configs(backend: Backend, unwrapped: _kernel.Unwrapped, target: _tar
         _limits.config_description, kernel=_kernel.kernel_name(unwrapped.jit_fn))
 
 
-def _compiled_configs(backend: Backend, unwrapped: _kernel.Unwrapped, target: _target.Target,
-                      configs: list, params: dict[str, Any], in_avals: tuple,
+def _compiled_configs(backend: Backend, unwrapped: _kernel.Unwrapped, target: Target,
+                      configs: list, spec: KernelCallSpec, in_avals: tuple,
                       out_avals: tuple) -> list[tuple]:
     """(config, job, compiled kernel) for each configuration that compiled and fits the target."""
     jit_fn = unwrapped.jit_fn
@@ -113,10 +114,10 @@ def _compiled_configs(backend: Backend, unwrapped: _kernel.Unwrapped, target: _t
     jobs = []
     for config in configs:
         bound = _layout.lay_out_arguments(
-            jit_fn, triton_backend, positional=params["positional"], in_avals=in_avals,
+            jit_fn, triton_backend, positional=spec.positional, in_avals=in_avals,
             out_avals=out_avals, constexprs=config.constexprs)
         jobs.append(_compile.make_job(
-            jit_fn, triton_target, bound, compile_options(backend, config, params),
+            jit_fn, triton_target, bound, compile_options(backend, config, spec),
             gluon=jit_fn.is_gluon(), binary_key=backend.binary_key, asm_key=backend.asm_key))
     compiled = _parallel.kept_configs(configs, jobs, _parallel.compile_jobs(jobs))
     limits = backend.launch_limits(target)
@@ -139,7 +140,7 @@ def check_compiled(compiled: _compile.CompiledKernel) -> None:
                 f"jaxlib's Triton launcher does not do. Compile without it.")
 
 
-def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: _target.Target,
+def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Target,
                  features: _compat.PluginFeatures) -> _proto.KernelImage:
     """The compiled kernel as the installed jaxlib loads it."""
     check_compiled(compiled)
@@ -168,10 +169,10 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: _t
 
 
 def kernel_call(image: _proto.KernelImage, config: _configs.LaunchConfig,
-                bound: _layout.BoundKernel, params: dict[str, Any], out_avals: tuple,
+                bound: _layout.BoundKernel, spec: KernelCallSpec, out_avals: tuple,
                 limits: _limits.LaunchLimits) -> _proto.KernelCall:
     """One launch of `image`: the grid and the zeroed outputs evaluated for `config`."""
-    grid_spec = params["grid"]
+    grid_spec = spec.grid
     if callable(grid_spec):
         what = (f"grid(meta) for config ({config.description})" if config.description
                 else "grid(meta)")
@@ -180,7 +181,7 @@ def kernel_call(image: _proto.KernelImage, config: _configs.LaunchConfig,
         what, grid = "grid", normalize_grid(grid_spec)
     if problem := limits.grid_problem(grid):
         raise ValueError(f"{what}={grid_spec if not callable(grid_spec) else grid}: {problem}.")
-    zeroed = params["zeroed_outputs"]
+    zeroed = spec.zeroed_outputs
     if callable(zeroed):
         zeroed = _values.output_indices(zeroed(config.meta), len(out_avals),
                                         what="zeroed_outputs(meta)")
@@ -188,24 +189,24 @@ def kernel_call(image: _proto.KernelImage, config: _configs.LaunchConfig,
                              params=_launch_params(bound, out_avals, set(zeroed)))
 
 
-def _encode(calls: list, configs: list, params: dict[str, Any], in_avals: tuple,
+def _encode(calls: list, configs: list, spec: KernelCallSpec, in_avals: tuple,
             kernel: str, features: _compat.PluginFeatures) -> tuple[bytes, str]:
     """The serialized call and its custom-call target: one kernel call, or an autotuned one."""
-    name = params["name"] or kernel
+    name = spec.name
     if len(calls) == 1:
-        serialized = _proto.encode_call(calls[0], name=name, metadata=params["serialized_metadata"])
+        serialized = _proto.encode_call(calls[0], name=name, metadata=spec.serialized_metadata)
         return serialized, _compat.FFI_TARGET
     # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
     # (operands, then results), so the output's index counts the operands before it.
     aliases = [_proto.Alias(i, len(in_avals) + o, _size_bytes(in_avals[i]))
-               for i, o in params["input_output_aliases"]]
+               for i, o in spec.input_output_aliases]
     serialized = _proto.encode_autotuned_call(
         [(call, config.description) for call, config in zip(calls, configs)], aliases,
-        call_name=f"{name} ({kernel})", name=name, metadata=params["serialized_metadata"])
+        call_name=f"{name} ({kernel})", name=name, metadata=spec.serialized_metadata)
     return serialized, _compat.autotuned_call_target(features)
 
 
-def lower_call(backend: Backend, ctx: Any, params: dict[str, Any]) -> LoweredCall:
+def lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec) -> LoweredCall:
     """Compiles and encodes one `triton_kernel_p` equation (no MLIR is emitted here).
 
     Lowering the same call again (a new `jit` of a cached kernel, a retrace) encodes nothing
@@ -215,38 +216,37 @@ def lower_call(backend: Backend, ctx: Any, params: dict[str, Any]) -> LoweredCal
     identity), the current values of the globals the kernel reads, and the settings read from
     the environment at lowering; a parameter that cannot be hashed just skips the memo.
     """
-    target, features = resolve_target(backend, ctx, params)
-    unwrapped = _kernel.unwrap(params["kernel"])
-    key = (backend.platform, target, features, tuple(ctx.avals_in), tuple(ctx.avals_out),
-           tuple((k, id(v) if k == "kernel" else v) for k, v in sorted(params.items())),
+    target, features = resolve_target(backend, ctx, spec)
+    unwrapped = spec.unwrapped
+    key = (backend.platform, target, features, tuple(ctx.avals_in), tuple(ctx.avals_out), spec,
            _globals.global_values(unwrapped.jit_fn), backend.lowering_settings(),
            os.environ.get(_compat.ENV_AUTOTUNE_TARGET))
     try:
         entry = _state.LOWERED_CALLS.get(key)
     except TypeError:  # an unhashable parameter (a grid in a list, say): no memo
-        return _lower_call(backend, ctx, params, target, features, unwrapped)
+        return _lower_call(backend, ctx, spec, target, features, unwrapped)
     if entry is None:
-        lowered = _lower_call(backend, ctx, params, target, features, unwrapped)
-        entry = _state.LOWERED_CALLS[key] = (params["kernel"], lowered)
+        lowered = _lower_call(backend, ctx, spec, target, features, unwrapped)
+        entry = _state.LOWERED_CALLS[key] = (spec.kernel, lowered)
     return entry[1]
 
 
-def _lower_call(backend: Backend, ctx: Any, params: dict[str, Any], target: _target.Target,
+def _lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec, target: Target,
                 features: _compat.PluginFeatures, unwrapped: _kernel.Unwrapped) -> LoweredCall:
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    configs = _launch_configs(backend, unwrapped, target, params, in_avals, out_avals)
-    compiled = _compiled_configs(backend, unwrapped, target, configs, params, in_avals,
+    configs = _launch_configs(backend, unwrapped, target, spec, in_avals, out_avals)
+    compiled = _compiled_configs(backend, unwrapped, target, configs, spec, in_avals,
                                  out_avals)
     calls = []
     for config, job, kernel in compiled:
-        if params["debug"]:
+        if spec.debug:
             print(f"jax_triton_rocm: {kernel.name} for {target.arch}\n--- TTIR ---\n"
                   f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
         image = kernel_image(backend, kernel, target, features)
-        calls.append(kernel_call(image, config, job.bound, params, out_avals,
+        calls.append(kernel_call(image, config, job.bound, spec, out_avals,
                                  backend.launch_limits(target)))
     serialized, custom_call_target = _encode(
-        calls, [config for config, _, _ in compiled], params, in_avals,
+        calls, [config for config, _, _ in compiled], spec, in_avals,
         _kernel.kernel_name(unwrapped.jit_fn), features)
     return LoweredCall(
         opaque=_proto.compress(serialized),
@@ -256,7 +256,7 @@ def _lower_call(backend: Backend, ctx: Any, params: dict[str, Any], target: _tar
         target=target,
         kernels=tuple(kernel for _, _, kernel in compiled),
         calls=tuple(calls),
-        aliases=tuple(params["input_output_aliases"]),
+        aliases=tuple(spec.input_output_aliases),
     )
 
 

@@ -1,6 +1,6 @@
 """Which GPU architecture a lowering compiles for.
 
-In order: `target_arch(...)` in force on the thread; the environment variable
+In order: `target_arch(...)` in force on the thread (`api._target`); the environment variable
 `JAX_TRITON_ROCM_TARGET_ARCH` (read when JAX starts); the devices the computation is lowered for
 (every one of them, not device 0: they must agree); the local devices of the platform's backend.
 With none of these (a machine without that GPU), lowering raises an error that says how to name
@@ -13,14 +13,15 @@ keys, so a function traced under one `target_arch` is never served a lowering ma
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from jax._src import config
 
-from jax_triton_rocm.base import _vendors
+from jax_triton_rocm import backends
+from jax_triton_rocm.backends._backend import Target
+from jax_triton_rocm.base import _compat, _vendors
 from jax_triton_rocm.base._vendors import normalize_arch
 
 ENV_TARGET_ARCH = "JAX_TRITON_ROCM_TARGET_ARCH"
@@ -38,15 +39,6 @@ _ARCH_STATE = config.string_or_object_state(
     include_in_jit_key=True, include_in_trace_context=True)
 
 
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """A compile target: platform ("cuda"/"rocm"), arch ("sm_90", "gfx942") and its source."""
-
-    platform: str
-    arch: str
-    source: str
-
-
 @functools.lru_cache(maxsize=None)
 def arch_problem(platform: str, arch: str) -> str | None:
     """Why the installed Triton cannot compile for canonical `arch`, or None.
@@ -56,12 +48,8 @@ def arch_problem(platform: str, arch: str) -> str | None:
     values of the ptxas Triton runs. Where Triton, its backend or the list cannot be read, the
     check is skipped and Triton's own compile decides.
     """
-    import importlib
-
-    from jax_triton_rocm.base import _compat
-
     try:
-        backend = importlib.import_module(_vendors.vendor(platform).backend_module).BACKEND
+        backend = backends.backend(platform)
         if backend.knows_arch(arch):
             return None
         known = backend.known_archs()
@@ -85,38 +73,6 @@ def check_arch(platform: str, arch: str, *, given: Any, what: str) -> str:
     return arch
 
 
-@contextlib.contextmanager
-def target_arch(*, cuda: Any = None, rocm: Any = None) -> Iterator[dict[str, str]]:
-    """Makes lowerings on this thread compile for the named architectures instead of a device's.
-
-    For machines without the GPU (CI, export, ahead-of-time compilation)::
-
-        with jax_triton_rocm.target_arch(cuda="sm_90", rocm="gfx942"):
-            jax.jit(f).trace(x).lower(lowering_platforms=("rocm",))
-
-    Args:
-      cuda: a CUDA architecture: 90, "9.0", "sm_90".
-      rocm: an AMD architecture: "gfx942", "gfx950", "gfx90a".
-
-    Also registers the lowering rules for the named platforms, so cross-lowering works on a
-    machine without their jaxlib plugin. Yields the architectures in force.
-    """
-    named = {}
-    for platform, given in (("cuda", cuda), ("rocm", rocm)):
-        if given is not None:
-            named[platform] = check_arch(platform, normalize_arch(platform, given, what=platform),
-                                         given=given, what=platform)
-    if not named:
-        raise ValueError("target_arch() needs cuda=... and/or rocm=..., e.g. "
-                         "target_arch(cuda='sm_90') or target_arch(rocm='gfx942').")
-    from jax_triton_rocm import _plugin
-
-    _plugin.register(platforms=tuple(named), explicit=True)
-    merged = {**_named_archs(), **named}
-    with _ARCH_STATE(tuple(sorted(merged.items()))):
-        yield merged
-
-
 def _parse_env(raw: str) -> dict[str, str]:
     archs = {}
     for item in filter(None, (part.strip() for part in raw.split(","))):
@@ -132,7 +88,16 @@ def _parse_env(raw: str) -> dict[str, str]:
     return archs
 
 
-def _named_archs() -> dict[str, str]:
+@contextlib.contextmanager
+def named_in_force(archs: dict[str, str]) -> Iterator[dict[str, str]]:
+    """Makes `archs` (canonical, by platform) the named architectures, over those named before;
+    yields them all."""
+    merged = {**named_archs(), **archs}
+    with _ARCH_STATE(tuple(sorted(merged.items()))):
+        yield merged
+
+
+def named_archs() -> dict[str, str]:
     value = _ARCH_STATE.value
     if not value:
         return {}
@@ -144,7 +109,7 @@ def _named_archs() -> dict[str, str]:
 def named_arch(platform: str) -> Target | None:
     """The architecture named for `platform` by `target_arch` or the environment, if any."""
     value = _ARCH_STATE.value
-    archs = _named_archs()
+    archs = named_archs()
     if platform not in archs:
         return None
     source = ENV_TARGET_ARCH if isinstance(value, str) else "target_arch()"

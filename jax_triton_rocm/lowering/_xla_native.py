@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,16 +35,16 @@ from typing import Any
 # it has the same signature in every supported jax (0.10.2-0.12).
 from jax._src.interpreters import mlir
 
+from jax_triton_rocm.base import _values
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.launch import _configs, _grid, _kernel, _layout
+from jax_triton_rocm.launch._spec import KernelCallSpec
 from jax_triton_rocm.lowering import _jaxlib_call, _xla_ir
 
 logger = logging.getLogger("jax_triton_rocm")
 
 ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
 CUSTOM_CALL_TARGET = "__gpu$xla.gpu.triton"
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("", "0", "false", "no", "off")
 
 
 def env_default() -> bool:
@@ -54,14 +53,7 @@ def env_default() -> bool:
     Raises:
       ValueError: a value that is neither on nor off, naming it.
     """
-    value = os.environ.get(ENV_XLA_NATIVE, "").strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ValueError(
-        f"{ENV_XLA_NATIVE}={os.environ[ENV_XLA_NATIVE]!r} is not on or off; set it to 1 (XLA's "
-        f"Triton custom call for kernels that fit it) or 0 (jaxlib's), or unset it.")
+    return _values.env_flag(ENV_XLA_NATIVE, default=False)
 
 
 def requested(xla_native: bool | None) -> bool:
@@ -80,64 +72,64 @@ class NativeCall:
     grid: tuple[int, int, int]
 
 
-def why_not(unwrapped: _kernel.Unwrapped, params: dict[str, Any]) -> str | None:
+def why_not(unwrapped: _kernel.Unwrapped, spec: KernelCallSpec) -> str | None:
     """Why a call cannot take the route, judged before any compile; None if it may."""
     if unwrapped.autotuner is not None:
         return "the kernel is autotuned (XLA's call launches one compiled configuration)"
     if unwrapped.jit_fn.is_gluon():
         return "it is a Gluon kernel (XLA compiles Triton IR only)"
-    zeroed = params["zeroed_outputs"]
+    zeroed = spec.zeroed_outputs
     if callable(zeroed) or zeroed:
         return "zeroed_outputs is set (XLA's call does not zero outputs before the launch)"
-    if params["num_ctas"] != 1:
-        return f"num_ctas={params['num_ctas']} (XLA's call launches one CTA per cluster)"
-    options = dict(params["options"])
+    if spec.num_ctas != 1:
+        return f"num_ctas={spec.num_ctas} (XLA's call launches one CTA per cluster)"
+    options = dict(spec.options)
     if options:
         return (f"compile option(s) {', '.join(sorted(options))} (XLA compiles the IR with its "
                 f"own options)")
-    if not params["enable_fp_fusion"]:
+    if not spec.enable_fp_fusion:
         return "enable_fp_fusion=False (XLA compiles the IR with its own options)"
-    if params["debug"]:
+    if spec.debug:
         return "debug=True (XLA compiles without Triton's debug mode)"
-    if params["serialized_metadata"]:
+    if spec.serialized_metadata:
         return "serialized_metadata is set (XLA's call has no place for it)"
     return None
 
 
-def lower(backend: Any, ctx: Any, operands: Sequence[Any], params: dict[str, Any]):
+def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec):
     """Emits the call through XLA's Triton custom call; None (and a log) if it does not fit.
 
     `backend` is the platform's `_backend.Backend`: it answers the target, Triton's target and
     compile options, and the launch limits, exactly as for jaxlib's route.
     """
-    unwrapped = _kernel.unwrap(params["kernel"])
+    unwrapped = spec.unwrapped
     name = _kernel.kernel_name(unwrapped.jit_fn)
-    reason = why_not(unwrapped, params)
-    call = _plan(backend, ctx, params, unwrapped) if reason is None else None
+    reason = why_not(unwrapped, spec)
+    call = _plan(backend, ctx, spec, unwrapped) if reason is None else None
     if isinstance(call, str):
         reason, call = call, None
     if call is None:
         logger.debug("jax_triton_rocm: kernel %s takes jaxlib's Triton call, not XLA's: %s",
                      name, reason)
         return None
-    return emit(ctx, operands, call, params["input_output_aliases"])
+    return emit(ctx, operands, call, spec.input_output_aliases)
 
 
-def _plan(backend: Any, ctx: Any, params: dict[str, Any],
+def _plan(backend: Any, ctx: Any, spec: KernelCallSpec,
           unwrapped: _kernel.Unwrapped) -> NativeCall | str:
     """Compiles the call with its scalars as constants; the call, or why it does not fit."""
     # The same target, and the same error where none can be known, as jaxlib's route.
-    target, _ = _jaxlib_call.resolve_target(backend, ctx, params)
+    target, _ = _jaxlib_call.resolve_target(backend, ctx, spec)
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     [config] = _configs.resolve(
-        unwrapped, metaparams=dict(params["metaparams"]), options=dict(params["options"]),
-        num_warps=params["num_warps"], num_stages=params["num_stages"],
-        num_ctas=params["num_ctas"], positional=params["positional"], in_avals=in_avals,
+        unwrapped, metaparams=dict(spec.metaparams), options=dict(spec.options),
+        num_warps=spec.num_warps, num_stages=spec.num_stages,
+        num_ctas=spec.num_ctas, positional=spec.positional, in_avals=in_avals,
         out_avals=out_avals)
     bound = scalars_as_constexprs(unwrapped.jit_fn, _layout.lay_out_arguments(
-        unwrapped.jit_fn, backend.triton_backend(), positional=params["positional"],
+        unwrapped.jit_fn, backend.triton_backend(), positional=spec.positional,
         in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs))
-    options = _jaxlib_call.compile_options(backend, config, params)
+    options = _jaxlib_call.compile_options(backend, config, spec)
     job = _compile.make_job(unwrapped.jit_fn, backend.triton_target(target), bound, options,
                             gluon=False, binary_key=backend.binary_key, asm_key=backend.asm_key)
     compiled = _compile.compile_job(job)
@@ -153,7 +145,7 @@ def _plan(backend: Any, ctx: Any, params: dict[str, Any],
     ir = _xla_ir.checked_ir(compiled, len(in_avals) + len(out_avals))
     if isinstance(ir, str):
         return ir
-    grid_spec = params["grid"]
+    grid_spec = spec.grid
     grid = _grid.normalize_grid(grid_spec(config.meta) if callable(grid_spec) else grid_spec,
                                 what="grid(meta)" if callable(grid_spec) else "grid")
     return NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,

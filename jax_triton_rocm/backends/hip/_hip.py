@@ -26,15 +26,14 @@ from __future__ import annotations
 import mmap
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
+from jax_triton_rocm.backends._backend import Backend, Target
 from jax_triton_rocm.backends.hip import _hip_files, _hip_prewarm
 from jax_triton_rocm.base import _compat, _vendors
-from jax_triton_rocm.lowering import _target
-from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.launch._limits import LaunchLimits
-from jax_triton_rocm.lowering._jaxlib_call import LoweredCall
 
 _triton_amd = _compat.import_triton_backend("rocm")
 
@@ -101,16 +100,16 @@ class HipBackend(Backend):
     asm_key = "amdgcn"
     compile_options = _vendors.VENDORS["rocm"].compile_options
 
-    def triton_target(self, target: _target.Target) -> Any:
+    def triton_target(self, target: Target) -> Any:
         return GPUTarget("hip", target.arch, warp_size(target.arch))
 
     def triton_backend(self) -> type:
         return _triton_amd.HIPBackend
 
-    def capability(self, target: _target.Target) -> int:
+    def capability(self, target: Target) -> int:
         return gfx_capability(target.arch)
 
-    def launch_limits(self, target: _target.Target) -> LaunchLimits:
+    def launch_limits(self, target: Target) -> LaunchLimits:
         return LaunchLimits(target.arch, warp_size(target.arch),
                             max_shared_bytes=MAX_SHARED_BYTES.get(target.arch,
                                                                   DEFAULT_MAX_SHARED_BYTES))
@@ -142,9 +141,9 @@ class HipBackend(Backend):
                 f"GPUs.")
         return threads // JAXLIB_WARP
 
-    def after_encode(self, lowered: LoweredCall, ctx: Any) -> None:
+    def after_encode(self, lowered: Any, ctx: Any, emit: Callable[..., Any]) -> None:
         if any(call.kernel.object_file is None for call in lowered.calls):
-            _hip_prewarm.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out))
+            _hip_prewarm.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out), emit)
 
 
 BACKEND = HipBackend()

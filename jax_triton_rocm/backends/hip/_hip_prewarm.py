@@ -7,8 +7,9 @@ device, with zero-filled operands, before it returns: the image then sits in jax
 before any multi-device run. `JAX_TRITON_ROCM_PREWARM=0` turns it off.
 
 The launch emits the very call the lowering encoded, through `encoded_call_p`, whose lowering
-emits an encoded call as is. Nothing here is AMD-specific, which is how the machinery is tested
-on NVIDIA GPUs too.
+emits an encoded call as is, with the `emit` the lowering hands over (a backend never imports
+the lowering). Nothing here is AMD-specific, which is how the machinery is tested on NVIDIA
+GPUs too.
 
 Fork: the set of launched calls starts empty in a child (jaxlib's module cache does not cross a
 fork).
@@ -20,6 +21,7 @@ import functools
 import hashlib
 import os
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from jax._src import dispatch
@@ -27,8 +29,6 @@ from jax._src.core import Primitive
 from jax.interpreters import mlir
 
 from jax_triton_rocm.base import _state, _values, _vendors
-from jax_triton_rocm.lowering import _jaxlib_call
-from jax_triton_rocm.lowering._jaxlib_call import LoweredCall
 
 ENV_PREWARM = "JAX_TRITON_ROCM_PREWARM"
 ENV_DELIVERY = "JAX_TRITON_ROCM_HSACO_DELIVERY"
@@ -60,10 +60,12 @@ _state.on_clear(LOADED_KERNELS.clear)
 
 
 class EncodedCall:
-    """A lowered call as a hashable primitive parameter (by identity), for `encoded_call_p`."""
+    """A lowered call (`lowering._jaxlib_call.LoweredCall`) and the function that emits it, as a
+    hashable primitive parameter (by identity), for `encoded_call_p`."""
 
-    def __init__(self, lowered: LoweredCall) -> None:
+    def __init__(self, lowered: Any, emit: Callable[..., Any]) -> None:
         self.lowered = lowered
+        self.emit = emit
 
 
 # A call already encoded by a lowering, emitted as is, aliases included.
@@ -75,7 +77,7 @@ encoded_call_p.def_abstract_eval(lambda *avals, lowered, out_avals: list(out_ava
 
 def _encoded_call_lowering(ctx: Any, *operands: Any, lowered: EncodedCall, out_avals: tuple):
     del out_avals
-    return _jaxlib_call.emit(ctx, operands, lowered.lowered)
+    return lowered.emit(ctx, operands, lowered.lowered)
 
 
 for _platform in _vendors.GPU_PLATFORMS:
@@ -96,11 +98,11 @@ def local_device_count() -> int:
         return 0
 
 
-def prewarm_key(lowered: LoweredCall) -> str:
+def prewarm_key(lowered: Any) -> str:
     return hashlib.sha256(lowered.serialized).hexdigest()
 
 
-def prewarm_once(lowered: LoweredCall, in_avals: tuple, out_avals: tuple,
+def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable[..., Any],
                  platform: str = "rocm") -> bool:
     """Launches a newly lowered path-delivered call once on one device; True if it launched.
 
@@ -118,7 +120,7 @@ def prewarm_once(lowered: LoweredCall, in_avals: tuple, out_avals: tuple,
         if key in LOADED_KERNELS:
             return False
         try:
-            launch_for_prewarm(lowered, in_avals, out_avals, platform=platform)
+            launch_for_prewarm(lowered, in_avals, out_avals, emit, platform=platform)
         except Exception as err:  # the real run will report the real error
             warnings.warn(
                 f"jax_triton_rocm: prewarming kernel call {key[:12]} on one device failed "
@@ -130,7 +132,8 @@ def prewarm_once(lowered: LoweredCall, in_avals: tuple, out_avals: tuple,
         return True
 
 
-def prewarm_program(lowered: LoweredCall, in_avals: tuple, out_avals: tuple):
+def prewarm_program(lowered: Any, in_avals: tuple, out_avals: tuple,
+                    emit: Callable[..., Any]):
     """A function of no arguments that launches `lowered` on zero-filled operands.
 
     The operands are made inside the program, so `jax.jit` of it needs no host data. The same
@@ -143,17 +146,18 @@ def prewarm_program(lowered: LoweredCall, in_avals: tuple, out_avals: tuple):
 
     def launch_on_zeros():
         operands = [jnp.zeros(a.shape, a.dtype) for a in in_avals]
-        return encoded_call_p.bind(*operands, lowered=EncodedCall(lowered),
+        return encoded_call_p.bind(*operands, lowered=EncodedCall(lowered, emit),
                                    out_avals=tuple(out_avals))
 
     return launch_on_zeros
 
 
-def launch_for_prewarm(lowered: LoweredCall, in_avals: tuple, out_avals: tuple,
-                       platform: str = "rocm") -> list:
+def launch_for_prewarm(lowered: Any, in_avals: tuple, out_avals: tuple,
+                       emit: Callable[..., Any], platform: str = "rocm") -> list:
     """Runs `prewarm_program` on the first device of `platform`; returns its outputs."""
     import jax
 
     device = jax.local_devices(backend=platform)[0]
     with jax.default_device(device):
-        return jax.block_until_ready(jax.jit(prewarm_program(lowered, in_avals, out_avals))())
+        program = prewarm_program(lowered, in_avals, out_avals, emit)
+        return jax.block_until_ready(jax.jit(program)())
