@@ -33,45 +33,9 @@ import jax
 from jax import lax
 from jax.interpreters import batching
 
-from jax_triton_rocm.launch._spec import KernelCallSpec
+from jax_triton_rocm.launch import _plan
+from jax_triton_rocm.launch._spec import BatchedLaunch, KernelCallSpec
 from jax_triton_rocm.lowering._primitive import triton_kernel_p
-
-
-def _unbatched_meta(meta: dict[str, Any], depth: int) -> dict[str, Any]:
-    """`meta` with the `depth` leading batch dimensions taken off every array's shape."""
-    return {name: jax.ShapeDtypeStruct(tuple(value.shape)[depth:], value.dtype)
-            if hasattr(value, "shape") and hasattr(value, "dtype") else value
-            for name, value in meta.items()}
-
-
-@dataclasses.dataclass(frozen=True)
-class BatchedGrid:
-    """The grid of a call batched by its kernel: the unbatched grid with axis `axis` set to `size`.
-
-    Attributes:
-      unbatched: the call's own grid (a tuple, an int or a callable of the metaparameters).
-      axis: the kernel's `batch_grid_axis`.
-      size: the number of examples (the product over nested vmaps).
-      depth: how many vmaps batched the call (leading dimensions of every array).
-    """
-
-    unbatched: Any
-    axis: int
-    size: int
-    depth: int
-
-    def __call__(self, meta: dict[str, Any]) -> tuple[int, int, int]:
-        from jax_triton_rocm.launch._grid import normalize_grid
-
-        spec = self.unbatched
-        grid = normalize_grid(spec(_unbatched_meta(meta, self.depth)) if callable(spec) else spec,
-                              what="grid(meta)" if callable(spec) else "grid")
-        if grid[self.axis] != 1:
-            raise ValueError(
-                f"batch_grid_axis={self.axis}, but the call's grid {grid} has "
-                f"{grid[self.axis]} programs on axis {self.axis}. Under jax.vmap that axis "
-                f"counts the examples: leave it at 1 in the grid, or name a free axis.")
-        return grid[:self.axis] + (self.size,) + grid[self.axis + 1:]
 
 
 def _loop(primitive: Any, args: list, dims: list, params: dict[str, Any],
@@ -169,19 +133,16 @@ def loop_batching_rule(primitive: Any, *, input_output_aliases: Mapping[int, int
 
 def _one_launch(primitive: Any, size: int, args: list, dims: list, spec: KernelCallSpec):
     """One launch for the whole batch, the kernel following the `batch_grid_axis` protocol."""
-    axis = spec.batch_grid_axis
     operands = [jax.numpy.broadcast_to(a, (size, *a.shape)) if d is None
                 else jax.numpy.moveaxis(a, d, 0) for a, d in zip(args, dims)]
-    grid = spec.grid
-    if isinstance(grid, BatchedGrid):
-        grid = dataclasses.replace(grid, size=grid.size * size, depth=grid.depth + 1)
-    else:
-        grid = BatchedGrid(grid, axis, size, 1)
-        if not callable(grid.unbatched):
-            grid({})  # a static grid that uses the batch axis fails here, at the vmap
-    out_shapes = tuple(jax.ShapeDtypeStruct((size, *s.shape), s.dtype) for s in spec.out_shapes)
-    outs = primitive.bind(*operands, spec=dataclasses.replace(spec, grid=grid,
-                                                              out_shapes=out_shapes))
+    batch = spec.batch or BatchedLaunch(spec.batch_grid_axis, 1, 0)
+    batched = dataclasses.replace(
+        spec, batch=BatchedLaunch(batch.axis, batch.size * size, batch.depth + 1),
+        out_shapes=tuple(jax.ShapeDtypeStruct((size, *s.shape), s.dtype)
+                         for s in spec.out_shapes))
+    if not callable(spec.grid):
+        _plan.launch_grid(batched, {})  # a static grid that uses the batch axis fails here
+    outs = primitive.bind(*operands, spec=batched)
     return list(outs), [0] * len(outs)
 
 

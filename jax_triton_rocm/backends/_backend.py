@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.launch import _limits
+from jax_triton_rocm.launch import _limits, _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
 
@@ -83,6 +84,11 @@ class Backend(abc.ABC):
     def check_launch(self, target: Target, num_ctas: int) -> None:
         """Raises if the target cannot launch clusters of `num_ctas` CTAs."""
         del target, num_ctas
+
+    def launch_target(self, target: Target) -> _plan.LaunchTarget:
+        """What the launch plan asks of `target` (`launch._plan.launches`)."""
+        return _plan.LaunchTarget(self.triton_backend(), self.launch_limits(target),
+                                  functools.partial(self.check_launch, target))
 
     def launch_warps(self, compiled: CompiledKernel) -> int:
         """The `num_warps` jaxlib needs to launch the block `compiled` was built for."""

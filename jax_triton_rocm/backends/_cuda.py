@@ -20,6 +20,7 @@ from typing import Any
 from jax_triton_rocm.backends._backend import Backend, Target
 from jax_triton_rocm.base import _compat, _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel
+from jax_triton_rocm.launch._grid import MAX_GRID_SIZE
 from jax_triton_rocm.launch._limits import LaunchLimits
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
@@ -91,7 +92,7 @@ class CudaBackend(Backend):
     def launch_limits(self, target: Target) -> LaunchLimits:
         return LaunchLimits(target.arch, WARP_SIZE,
                             max_shared_bytes=MAX_SHARED_BYTES.get(compute_capability(target.arch)),
-                            max_grid=(2**31 - 1, 65535, 65535))
+                            max_grid=(MAX_GRID_SIZE, 65535, 65535))
 
     def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
         return features.module_image

@@ -1,8 +1,9 @@
 """The CPU lowering of `triton_kernel_p`: the kernel runs in Triton's interpreter, on the host.
 
-Data flow: the call's static parameters -> the first launch configuration (`_configs`) -> an
-`InterpretedCall` (kernel, grid, arguments by kind) -> a `jax.pure_callback` emitted in the module
--> at run time, `run_on_host` hands NumPy buffers to Triton's interpreter and returns the outputs.
+Data flow: the call's spec -> its first launch (`launch._plan`: configuration, grid, zeroed
+outputs, arguments laid onto the kernel's parameters) -> an `InterpretedCall` -> a
+`jax.pure_callback` emitted in the module -> at run time, `run_on_host` hands NumPy buffers to
+Triton's interpreter and returns the outputs.
 
 Triton's interpreter (`triton.runtime.interpreter`) is meant for kernels defined under
 `TRITON_INTERPRET=1` and for torch tensors. Here the kernel is an ordinary `@triton.jit` function
@@ -40,9 +41,9 @@ from jax.interpreters import mlir
 
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.interpret import _interpret_host
-from jax_triton_rocm.launch import _configs, _kernel, _layout, _types
-from jax_triton_rocm.launch._grid import normalize_grid
+from jax_triton_rocm.launch import _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
+
 
 @dataclasses.dataclass(frozen=True)
 class InterpretedCall:
@@ -51,34 +52,19 @@ class InterpretedCall:
     Attributes:
       name: the kernel's name as errors show it.
       jit_fn: the @triton.jit function.
-      grid: three program counts.
-      positional: ("array", operand index) or ("scalar", value), one per positional argument;
-        or one entry per parameter: ("input", operand index), ("output", output index) or
-        ("keyword", None) (`_layout.lay_out_arguments` describes both layouts).
-      constexprs: values by parameter name (the call's, the first config's, the heuristics').
-      annotated_constexprs: parameter names annotated `tl.constexpr` (the interpreter passes
-        these as plain values; other parameters given by keyword are passed as `tl.constexpr`,
-        as the compiler treats them).
+      launch: the call's first launch (grid, zeroed outputs, arguments laid out).
+      positional: the spec's layout of the arguments, which tells a runtime scalar the layout
+        turned into a constexpr (None, or an int equal to 1) from one given by keyword.
       out_avals: the outputs' shapes and dtypes.
       aliases: (input index, output index) pairs that share a buffer.
-      zeroed: output indices the GPU zeroes before the launch.
     """
 
     name: str
     jit_fn: Any
-    grid: tuple[int, int, int]
+    launch: _plan.Launch
     positional: tuple[tuple[str, Any], ...]
-    constexprs: tuple[tuple[str, Any], ...]
-    annotated_constexprs: frozenset[str]
     out_avals: tuple[Any, ...]
     aliases: tuple[tuple[int, int], ...]
-    zeroed: frozenset[int]
-
-
-def _triton_dtype(dtype: Any, what: str) -> Any:
-    import triton.language as tl
-
-    return tl.str_to_ty(_types.pointer_type(dtype, what=what)[1:], None)
 
 
 def check_interpretable(jit_fn: Any, name: str) -> None:
@@ -91,43 +77,47 @@ def check_interpretable(jit_fn: Any, name: str) -> None:
 
 
 def resolve(ctx_avals_in: tuple, spec: KernelCallSpec) -> InterpretedCall:
-    """The interpreted call of one equation: its first launch configuration, grid and arguments."""
-    unwrapped = spec.unwrapped
-    jit_fn = unwrapped.jit_fn
-    name = spec.name or _kernel.kernel_name(jit_fn)
-    check_interpretable(jit_fn, name)
-    configs = _configs.resolve(
-        unwrapped,
-        metaparams=dict(spec.metaparams),
-        options=dict(spec.options),
-        num_warps=spec.num_warps,
-        num_stages=spec.num_stages,
-        num_ctas=spec.num_ctas,
-        positional=spec.positional,
-        in_avals=tuple(ctx_avals_in),
-        out_avals=tuple(spec.out_shapes),
-    )
-    config = configs[0]
-    grid_spec = spec.grid
-    grid = normalize_grid(grid_spec(config.meta) if callable(grid_spec) else grid_spec,
-                          what="grid(meta)" if callable(grid_spec) else "grid")
-    zeroed = spec.zeroed_outputs
-    if callable(zeroed):
-        zeroed = tuple(zeroed(config.meta))
-    annotated = frozenset(p.name for p in jit_fn.params if p.is_constexpr)
-    for i, aval in enumerate(ctx_avals_in):
-        _triton_dtype(aval.dtype, f"argument array {i}")
-    return InterpretedCall(
-        name=name,
-        jit_fn=jit_fn,
-        grid=grid,
-        positional=tuple(spec.positional),
-        constexprs=tuple(sorted(config.constexprs.items())),
-        annotated_constexprs=annotated,
-        out_avals=tuple(jax.ShapeDtypeStruct(s.shape, s.dtype) for s in spec.out_shapes),
-        aliases=tuple(spec.input_output_aliases),
-        zeroed=frozenset(zeroed),
-    )
+    """The interpreted call of one equation: its first launch."""
+    jit_fn = spec.unwrapped.jit_fn
+    check_interpretable(jit_fn, spec.name)
+    out_avals = tuple(jax.ShapeDtypeStruct(s.shape, s.dtype) for s in spec.out_shapes)
+    [launch] = _plan.launches(spec, tuple(ctx_avals_in), out_avals, _plan.interpreter_target())
+    return InterpretedCall(name=spec.name, jit_fn=jit_fn, launch=launch,
+                           positional=spec.positional, out_avals=out_avals,
+                           aliases=spec.input_output_aliases)
+
+
+def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[Any]:
+    """One argument per kernel parameter, as the launch's `bound` lays them.
+
+    Constexprs go as plain values where the parameter is annotated `tl.constexpr`, else as
+    `tl.constexpr` (as the compiler treats a parameter given by keyword); a runtime scalar the
+    layout made a constexpr (None, 1) goes as it would at run time.
+    """
+    import triton.language as tl
+
+    bound = call.launch.bound
+    sources = {source.position: source for source in bound.sources}
+    args: list[Any] = []
+    for i, param in enumerate(call.jit_fn.params):
+        if (i,) in bound.constexprs:
+            value = bound.constexprs[(i,)]
+            runtime = i < len(call.positional) and call.positional[i][0] == "scalar"
+            if value is None or param.is_constexpr:
+                args.append(value)
+            elif runtime:
+                args.append(_interpret_host.typed_scalar(value, f"argument {i}"))
+            else:
+                args.append(tl.constexpr(value))
+            continue
+        source = sources[i]
+        if source.kind == "scalar":
+            args.append(_interpret_host.typed_scalar(source.scalar.value, f"argument {i}"))
+        else:
+            array = buffers[source.index] if source.kind == "input" else outs[source.index]
+            dtype = tl.str_to_ty(bound.signature[param.name][1:], None)
+            args.append(_interpret_host.HostTensor(array, dtype))
+    return args
 
 
 def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -142,46 +132,23 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
     """
     buffers = [np.array(x, copy=True, order="C") for x in inputs]
     alias_of = {o: i for i, o in call.aliases}
+    grid, zeroed = call.launch.grid, set(call.launch.zeroed)
     outs = []
     for o, aval in enumerate(call.out_avals):
         if o in alias_of:
             out = buffers[alias_of[o]]
-            if o in call.zeroed:
+            if o in zeroed:
                 out[...] = 0
         else:
             out = np.zeros(aval.shape, aval.dtype)
         outs.append(out)
-    import triton.language as tl
-
-    constexprs = {name: value if name in call.annotated_constexprs else tl.constexpr(value)
-                  for name, value in call.constexprs}
-    params = call.jit_fn.params
-
-    def host_tensor(array: np.ndarray, what: str) -> Any:
-        return _interpret_host.HostTensor(array, _triton_dtype(array.dtype, what))
-
-    args: list[Any] = []
-    for i, (kind, value) in enumerate(call.positional):
-        if kind in ("array", "input"):
-            args.append(host_tensor(buffers[value], f"argument {i}"))
-        elif kind == "output":
-            args.append(host_tensor(outs[value], f"output {value}"))
-        elif kind == "keyword":
-            # Passed in its place: the parameters after it are passed by position too.
-            name = params[i].name
-            args.append(constexprs.pop(name) if name in constexprs else params[i].default)
-        elif value is None:
-            args.append(None)
-        else:
-            args.append(_interpret_host.typed_scalar(value, f"argument {i}"))
-    if not _layout.places_outputs(call.positional):
-        args += [host_tensor(out, f"output {o}") for o, out in enumerate(outs)]
+    args = _kernel_arguments(call, buffers, outs)
     try:
         with _state.triton_language_lock(), _interpret_host.interpreter_adapted():
-            _interpret_host.interpreted(call.jit_fn)[call.grid](*args, **constexprs)
+            _interpret_host.interpreted(call.jit_fn)[grid](*args)
     except Exception as err:
         raise RuntimeError(
-            f"Triton's interpreter could not run kernel {call.name} (grid {call.grid}) on the "
+            f"Triton's interpreter could not run kernel {call.name} (grid {grid}) on the "
             f"CPU: {type(err).__name__}: {err}. Run it on a GPU if it uses a feature the "
             f"interpreter lacks.") from err
     return tuple(outs)

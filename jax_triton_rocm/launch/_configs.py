@@ -21,6 +21,7 @@ from typing import Any
 
 from jax_triton_rocm.base import _values
 from jax_triton_rocm.launch import _kernel, _layout
+from jax_triton_rocm.launch._spec import KernelCallSpec
 
 LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
 
@@ -227,18 +228,7 @@ def _checked_options(config: LaunchConfig) -> LaunchConfig:
                                                                        where=where))
 
 
-def resolve(
-    unwrapped: _kernel.Unwrapped,
-    *,
-    metaparams: dict[str, Any],
-    options: dict[str, Any],
-    num_warps: int | None,
-    num_stages: int | None,
-    num_ctas: int,
-    positional: tuple,
-    in_avals: tuple,
-    out_avals: tuple,
-) -> list[LaunchConfig]:
+def resolve(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> list[LaunchConfig]:
     """The launch configurations of a call, in the order jaxlib should try them.
 
     Raises:
@@ -246,13 +236,15 @@ def resolve(
       ValueError: a metaparameter set by both the call and a config, or pruning left no config.
       TypeError: a config or heuristic sets a name that is no parameter and no launch setting.
     """
+    unwrapped = spec.unwrapped
     jit_fn = unwrapped.jit_fn
-    kernel = _kernel.kernel_name(jit_fn)
-    named = _named_args(jit_fn, positional, in_avals, out_avals)
+    kernel = spec.kernel_name
+    named = _named_args(jit_fn, spec.positional, in_avals, out_avals)
     param_names = set(jit_fn.arg_names)
     outside = unwrapped.heuristics[:unwrapped.heuristics_outside]
     inside = unwrapped.heuristics[unwrapped.heuristics_outside:]
-    base = LaunchConfig(dict(metaparams), num_warps, num_stages, num_ctas, dict(options), "")
+    base = LaunchConfig(dict(spec.metaparams), spec.num_warps, spec.num_stages, spec.num_ctas,
+                        dict(spec.options), "")
     base = _apply_heuristics(outside, base, named, kernel, param_names)
     if unwrapped.autotuner is None:
         configs = [base]

@@ -15,12 +15,13 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from jax_triton_rocm.launch._grid import MAX_GRID_SIZE
+
 logger = logging.getLogger("jax_triton_rocm")
 
 T = TypeVar("T")
 
 MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU Triton targets
-MAX_GRID_SIZE = 2**31 - 1  # per axis: CUDA's x, HIP's x, y and z
 
 
 @dataclasses.dataclass(frozen=True)

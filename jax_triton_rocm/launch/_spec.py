@@ -21,6 +21,17 @@ Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
 
 
 @dataclasses.dataclass(frozen=True)
+class BatchedLaunch:
+    """A call its kernel batches itself under `jax.vmap` (`batch_grid_axis`): grid axis `axis`
+    has `size` programs, one per example, after `depth` nested vmaps (each array has `depth`
+    leading batch dimensions)."""
+
+    axis: int
+    size: int
+    depth: int
+
+
+@dataclasses.dataclass(frozen=True)
 class KernelCallSpec:
     """One kernel call, checked. Hashable (JAX keys its caches on it); compared by value, the
     kernel and callables by identity.
@@ -46,6 +57,7 @@ class KernelCallSpec:
       xla_native: take XLA's Triton call (True), jaxlib's (False), or the environment's choice.
       metaparams: constexpr values by parameter name, sorted.
       options: vendor compile options by name, sorted.
+      batch: set by the `jax.vmap` rule on a call batched along `batch_grid_axis`.
     """
 
     kernel: Any
@@ -67,6 +79,7 @@ class KernelCallSpec:
     xla_native: bool | None
     metaparams: tuple[tuple[str, Any], ...]
     options: tuple[tuple[str, Any], ...]
+    batch: BatchedLaunch | None = None
 
     @property
     def kernel_name(self) -> str:

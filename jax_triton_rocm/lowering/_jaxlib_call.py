@@ -1,15 +1,15 @@
-"""The lowering of `triton_kernel_p`, shared by every vendor.
+"""jaxlib's Triton custom call: the route every vendor shares.
 
 Data flow, top to bottom in this file: the compile target and what the plugin loads
-(`resolve_target`) -> the launch configurations (`_configs.resolve`), within the target's launch
-limits (`_limits`) -> per configuration, the arguments laid onto the kernel's parameters
-(`_layout`) and compiled, all configurations at once, through the shared kernel cache
-(`_parallel`, `_compile`) -> per kernel, the call as the installed jaxlib loads it
-(`kernel_call`) -> the call encoded (`_proto`) -> a custom call in the module (`emit`).
+(`resolve_target`) -> the launches (`launch._plan`: configurations, warps, grids, zeroed outputs,
+arguments laid onto the kernel's parameters) -> every launch compiled at once through the shared
+kernel cache (`compile._parallel`, `compile._compile`) -> per kernel, the call as the installed
+jaxlib loads it (`kernel_image`) -> the call encoded (`_proto`) -> a custom call in the module
+(`emit`).
 
-The platform's backend (`_backend.Backend`) answers the vendor questions on the way; this module
-never asks which vendor it talks to. `_routes` chooses between this route (jaxlib's Triton call)
-and XLA's own (`_xla_native`).
+The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
+this module never asks which vendor it talks to. `_rules` chooses between this route and XLA's
+own (`_xla_native`).
 """
 
 from __future__ import annotations
@@ -22,14 +22,11 @@ from typing import Any
 import numpy as np
 
 from jax_triton_rocm.backends._backend import Backend, Target
-from jax_triton_rocm.base import _compat, _state, _values, _vendors
+from jax_triton_rocm.base import _compat, _state, _vendors
 from jax_triton_rocm.compile import _compile, _globals, _parallel
-from jax_triton_rocm.launch import _configs, _kernel, _layout, _limits
-from jax_triton_rocm.launch._grid import normalize_grid
+from jax_triton_rocm.launch import _layout, _limits, _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
 from jax_triton_rocm.lowering import _proto, _target
-
-DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,14 +66,15 @@ def resolve_target(backend: Backend, ctx: Any,
     return named or _target.lowering_target(platform, ctx.module_context), features
 
 
-def compile_options(backend: Backend, config: _configs.LaunchConfig,
+def compile_options(backend: Backend, launch: _plan.Launch,
                     spec: KernelCallSpec) -> dict[str, Any]:
     """Options for `triton.compile`: the common ones and the backend's own where set.
 
     Other vendors' options are left out, as Triton's backends do.
     """
+    config = launch.config
     options: dict[str, Any] = {
-        "num_warps": config.num_warps or DEFAULT_NUM_WARPS,
+        "num_warps": launch.num_warps,
         "num_ctas": config.num_ctas,
         "enable_fp_fusion": spec.enable_fp_fusion,
         "debug": spec.debug,
@@ -88,42 +86,20 @@ def compile_options(backend: Backend, config: _configs.LaunchConfig,
     return options
 
 
-def _launch_configs(backend: Backend, unwrapped: _kernel.Unwrapped, target: Target,
-                    spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> list:
-    """The call's launch configurations that can launch on `target` (`_limits`)."""
-    configs = _configs.resolve(
-        unwrapped, metaparams=dict(spec.metaparams), options=dict(spec.options),
-        num_warps=spec.num_warps, num_stages=spec.num_stages,
-        num_ctas=spec.num_ctas, positional=spec.positional, in_avals=in_avals,
-        out_avals=out_avals)
-    for config in configs:
-        backend.check_launch(target, config.num_ctas)
-    limits = backend.launch_limits(target)
-    return _limits.keep_launchable(
-        configs, lambda c: limits.warps_problem(c.num_warps or DEFAULT_NUM_WARPS),
-        _limits.config_description, kernel=_kernel.kernel_name(unwrapped.jit_fn))
-
-
-def _compiled_configs(backend: Backend, unwrapped: _kernel.Unwrapped, target: Target,
-                      configs: list, spec: KernelCallSpec, in_avals: tuple,
-                      out_avals: tuple) -> list[tuple]:
-    """(config, job, compiled kernel) for each configuration that compiled and fits the target."""
-    jit_fn = unwrapped.jit_fn
+def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
+                       launches: list[_plan.Launch]) -> list[tuple]:
+    """(launch, job, compiled kernel) for each launch that compiled and fits the target."""
+    jit_fn = spec.unwrapped.jit_fn
     triton_target = backend.triton_target(target)
-    triton_backend = backend.triton_backend()
-    jobs = []
-    for config in configs:
-        bound = _layout.lay_out_arguments(
-            jit_fn, triton_backend, positional=spec.positional, in_avals=in_avals,
-            out_avals=out_avals, constexprs=config.constexprs)
-        jobs.append(_compile.make_job(
-            jit_fn, triton_target, bound, compile_options(backend, config, spec),
-            gluon=jit_fn.is_gluon(), binary_key=backend.binary_key, asm_key=backend.asm_key))
-    compiled = _parallel.kept_configs(configs, jobs, _parallel.compile_jobs(jobs))
+    jobs = [_compile.make_job(
+        jit_fn, triton_target, launch.bound, compile_options(backend, launch, spec),
+        gluon=jit_fn.is_gluon(), binary_key=backend.binary_key, asm_key=backend.asm_key)
+        for launch in launches]
+    compiled = _parallel.kept_configs(launches, jobs, _parallel.compile_jobs(jobs))
     limits = backend.launch_limits(target)
     return _limits.keep_launchable(
         compiled, lambda item: limits.shared_problem(item[2].shared_mem_bytes),
-        _limits.config_description, kernel=_kernel.kernel_name(jit_fn))
+        _limits.config_description, kernel=spec.kernel_name)
 
 
 def check_compiled(compiled: _compile.CompiledKernel) -> None:
@@ -168,29 +144,15 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Ta
     )
 
 
-def kernel_call(image: _proto.KernelImage, config: _configs.LaunchConfig,
-                bound: _layout.BoundKernel, spec: KernelCallSpec, out_avals: tuple,
-                limits: _limits.LaunchLimits) -> _proto.KernelCall:
-    """One launch of `image`: the grid and the zeroed outputs evaluated for `config`."""
-    grid_spec = spec.grid
-    if callable(grid_spec):
-        what = (f"grid(meta) for config ({config.description})" if config.description
-                else "grid(meta)")
-        grid = normalize_grid(grid_spec(config.meta), what=what)
-    else:
-        what, grid = "grid", normalize_grid(grid_spec)
-    if problem := limits.grid_problem(grid):
-        raise ValueError(f"{what}={grid_spec if not callable(grid_spec) else grid}: {problem}.")
-    zeroed = spec.zeroed_outputs
-    if callable(zeroed):
-        zeroed = _values.output_indices(zeroed(config.meta), len(out_avals),
-                                        what="zeroed_outputs(meta)")
-    return _proto.KernelCall(kernel=image, grid=grid,
-                             params=_launch_params(bound, out_avals, set(zeroed)))
+def kernel_call(image: _proto.KernelImage, launch: _plan.Launch,
+                out_avals: tuple) -> _proto.KernelCall:
+    """One launch of `image`, as jaxlib's kernel call carries it."""
+    return _proto.KernelCall(kernel=image, grid=launch.grid,
+                             params=_launch_params(launch.bound, out_avals, set(launch.zeroed)))
 
 
-def _encode(calls: list, configs: list, spec: KernelCallSpec, in_avals: tuple,
-            kernel: str, features: _compat.PluginFeatures) -> tuple[bytes, str]:
+def _encode(calls: list, launches: list, spec: KernelCallSpec, in_avals: tuple,
+            features: _compat.PluginFeatures) -> tuple[bytes, str]:
     """The serialized call and its custom-call target: one kernel call, or an autotuned one."""
     name = spec.name
     if len(calls) == 1:
@@ -201,8 +163,8 @@ def _encode(calls: list, configs: list, spec: KernelCallSpec, in_avals: tuple,
     aliases = [_proto.Alias(i, len(in_avals) + o, _size_bytes(in_avals[i]))
                for i, o in spec.input_output_aliases]
     serialized = _proto.encode_autotuned_call(
-        [(call, config.description) for call, config in zip(calls, configs)], aliases,
-        call_name=f"{name} ({kernel})", name=name, metadata=spec.serialized_metadata)
+        [(call, launch.description) for call, launch in zip(calls, launches)], aliases,
+        call_name=f"{name} ({spec.kernel_name})", name=name, metadata=spec.serialized_metadata)
     return serialized, _compat.autotuned_call_target(features)
 
 
@@ -217,37 +179,33 @@ def lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec) -> LoweredCall:
     the environment at lowering; a parameter that cannot be hashed just skips the memo.
     """
     target, features = resolve_target(backend, ctx, spec)
-    unwrapped = spec.unwrapped
     key = (backend.platform, target, features, tuple(ctx.avals_in), tuple(ctx.avals_out), spec,
-           _globals.global_values(unwrapped.jit_fn), backend.lowering_settings(),
+           _globals.global_values(spec.unwrapped.jit_fn), backend.lowering_settings(),
            os.environ.get(_compat.ENV_AUTOTUNE_TARGET))
     try:
         entry = _state.LOWERED_CALLS.get(key)
-    except TypeError:  # an unhashable parameter (a grid in a list, say): no memo
-        return _lower_call(backend, ctx, spec, target, features, unwrapped)
+    except TypeError:  # an unhashable parameter (a constexpr that hashes badly): no memo
+        return _lower_call(backend, ctx, spec, target, features)
     if entry is None:
-        lowered = _lower_call(backend, ctx, spec, target, features, unwrapped)
+        lowered = _lower_call(backend, ctx, spec, target, features)
         entry = _state.LOWERED_CALLS[key] = (spec.kernel, lowered)
     return entry[1]
 
 
 def _lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec, target: Target,
-                features: _compat.PluginFeatures, unwrapped: _kernel.Unwrapped) -> LoweredCall:
+                features: _compat.PluginFeatures) -> LoweredCall:
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    configs = _launch_configs(backend, unwrapped, target, spec, in_avals, out_avals)
-    compiled = _compiled_configs(backend, unwrapped, target, configs, spec, in_avals,
-                                 out_avals)
+    launches = _plan.launches(spec, in_avals, out_avals, backend.launch_target(target))
+    compiled = _compiled_launches(backend, spec, target, launches)
     calls = []
-    for config, job, kernel in compiled:
+    for launch, _, kernel in compiled:
         if spec.debug:
             print(f"jax_triton_rocm: {kernel.name} for {target.arch}\n--- TTIR ---\n"
                   f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
-        image = kernel_image(backend, kernel, target, features)
-        calls.append(kernel_call(image, config, job.bound, spec, out_avals,
-                                 backend.launch_limits(target)))
+        calls.append(kernel_call(kernel_image(backend, kernel, target, features), launch,
+                                 out_avals))
     serialized, custom_call_target = _encode(
-        calls, [config for config, _, _ in compiled], spec, in_avals,
-        _kernel.kernel_name(unwrapped.jit_fn), features)
+        calls, [launch for launch, _, _ in compiled], spec, in_avals, features)
     return LoweredCall(
         opaque=_proto.compress(serialized),
         serialized=serialized,

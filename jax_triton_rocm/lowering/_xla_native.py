@@ -37,7 +37,7 @@ from jax._src.interpreters import mlir
 
 from jax_triton_rocm.base import _values
 from jax_triton_rocm.compile import _compile
-from jax_triton_rocm.launch import _configs, _grid, _kernel, _layout
+from jax_triton_rocm.launch import _kernel, _layout, _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
 from jax_triton_rocm.lowering import _jaxlib_call, _xla_ir
 
@@ -102,40 +102,30 @@ def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec)
     `backend` is the platform's `_backend.Backend`: it answers the target, Triton's target and
     compile options, and the launch limits, exactly as for jaxlib's route.
     """
-    unwrapped = spec.unwrapped
-    name = _kernel.kernel_name(unwrapped.jit_fn)
-    reason = why_not(unwrapped, spec)
-    call = _plan(backend, ctx, spec, unwrapped) if reason is None else None
+    reason = why_not(spec.unwrapped, spec)
+    call = _native_call(backend, ctx, spec) if reason is None else None
     if isinstance(call, str):
         reason, call = call, None
     if call is None:
         logger.debug("jax_triton_rocm: kernel %s takes jaxlib's Triton call, not XLA's: %s",
-                     name, reason)
+                     spec.kernel_name, reason)
         return None
     return emit(ctx, operands, call, spec.input_output_aliases)
 
 
-def _plan(backend: Any, ctx: Any, spec: KernelCallSpec,
-          unwrapped: _kernel.Unwrapped) -> NativeCall | str:
+def _native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | str:
     """Compiles the call with its scalars as constants; the call, or why it does not fit."""
     # The same target, and the same error where none can be known, as jaxlib's route.
     target, _ = _jaxlib_call.resolve_target(backend, ctx, spec)
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    [config] = _configs.resolve(
-        unwrapped, metaparams=dict(spec.metaparams), options=dict(spec.options),
-        num_warps=spec.num_warps, num_stages=spec.num_stages,
-        num_ctas=spec.num_ctas, positional=spec.positional, in_avals=in_avals,
-        out_avals=out_avals)
-    bound = scalars_as_constexprs(unwrapped.jit_fn, _layout.lay_out_arguments(
-        unwrapped.jit_fn, backend.triton_backend(), positional=spec.positional,
-        in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs))
-    options = _jaxlib_call.compile_options(backend, config, spec)
-    job = _compile.make_job(unwrapped.jit_fn, backend.triton_target(target), bound, options,
-                            gluon=False, binary_key=backend.binary_key, asm_key=backend.asm_key)
+    [launch] = _plan.launches(spec, in_avals, out_avals, backend.launch_target(target))
+    jit_fn = spec.unwrapped.jit_fn
+    job = _compile.make_job(jit_fn, backend.triton_target(target),
+                            scalars_as_constexprs(jit_fn, launch.bound),
+                            _jaxlib_call.compile_options(backend, launch, spec), gluon=False,
+                            binary_key=backend.binary_key, asm_key=backend.asm_key)
     compiled = _compile.compile_job(job)
-    limits = backend.launch_limits(target)
-    problem = (limits.warps_problem(compiled.num_warps)
-               or limits.shared_problem(compiled.shared_mem_bytes))
+    problem = backend.launch_limits(target).shared_problem(compiled.shared_mem_bytes)
     if problem:
         return problem  # jaxlib's route raises it, with the kernel's name
     _jaxlib_call.check_compiled(compiled)
@@ -145,11 +135,8 @@ def _plan(backend: Any, ctx: Any, spec: KernelCallSpec,
     ir = _xla_ir.checked_ir(compiled, len(in_avals) + len(out_avals))
     if isinstance(ir, str):
         return ir
-    grid_spec = spec.grid
-    grid = _grid.normalize_grid(grid_spec(config.meta) if callable(grid_spec) else grid_spec,
-                                what="grid(meta)" if callable(grid_spec) else "grid")
     return NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,
-                      num_stages=int(compiled.metadata.get("num_stages") or 1), grid=grid)
+                      num_stages=int(compiled.metadata.get("num_stages") or 1), grid=launch.grid)
 
 
 def scalars_as_constexprs(jit_fn: Any, bound: _layout.BoundKernel) -> _layout.BoundKernel:
