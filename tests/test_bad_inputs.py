@@ -87,6 +87,12 @@ def _thread_count():
     return _parallel.thread_count(4)
 
 
+def _cache_size(name):
+    from jax_triton_rocm.base import _state
+
+    return _state.cache_size(name)
+
+
 def _env_target_arch():
     # JAX reads the variable into its config when it starts; this parses it as lowering does.
     import os
@@ -179,6 +185,14 @@ CASES = [
     Case("JAX_TRITON_ROCM_COMPILE_THREADS negative",
          with_env("JAX_TRITON_ROCM_COMPILE_THREADS", "-2", _thread_count), ValueError,
          r"JAX_TRITON_ROCM_COMPILE_THREADS='-2' must be a non-negative integer"),
+    Case("JAX_TRITON_ROCM_KERNEL_CACHE_SIZE not a number",
+         with_env("JAX_TRITON_ROCM_KERNEL_CACHE_SIZE", "lots",
+                  lambda: _cache_size("JAX_TRITON_ROCM_KERNEL_CACHE_SIZE")), ValueError,
+         r"JAX_TRITON_ROCM_KERNEL_CACHE_SIZE='lots' must be a positive integer"),
+    Case("JAX_TRITON_ROCM_CALL_CACHE_SIZE zero",
+         with_env("JAX_TRITON_ROCM_CALL_CACHE_SIZE", "0",
+                  lambda: _cache_size("JAX_TRITON_ROCM_CALL_CACHE_SIZE")), ValueError,
+         r"JAX_TRITON_ROCM_CALL_CACHE_SIZE='0' must be a positive integer"),
     Case("JAX_TRITON_ROCM_COMPILE_THREADS not a number",
          with_env("JAX_TRITON_ROCM_COMPILE_THREADS", "many", _thread_count), ValueError,
          r"JAX_TRITON_ROCM_COMPILE_THREADS='many' must be a non-negative integer"),

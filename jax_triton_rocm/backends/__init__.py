@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from jax_triton_rocm.base import _state, _vendors
+from jax_triton_rocm.base import _imports, _vendors
 
 if TYPE_CHECKING:
     from jax_triton_rocm.backends._backend import Backend
@@ -16,14 +16,14 @@ if TYPE_CHECKING:
 def backend(platform: str) -> Backend:
     """The backend of a GPU platform. Its module imports Triton's compiler backend for that
     vendor, so it is imported here, at first use, under the lock that keeps a fork from
-    splitting the imports a lowering needs (`_state.IMPORTS`).
+    splitting the imports a lowering needs (`_imports.IMPORTS`).
 
     Raises:
       ValueError: not a GPU platform the package lowers for.
       ImportError: Triton, or its backend for the platform, is missing or broken.
     """
     _vendors.vendor(platform)
-    with _state.IMPORTS.lowering():
+    with _imports.IMPORTS.lowering():
         if platform == "cuda":
             from jax_triton_rocm.backends import _cuda as module
         else:

@@ -59,7 +59,7 @@ MAX_SHARED_BYTES = {
 }
 
 
-@functools.cache
+@functools.cache  # one entry per compute capability compiled for
 def _ptxas_archs(capability: int) -> tuple[str, ...]:
     """The sm_NN names the ptxas Triton runs for `capability` accepts (its --help lists them)."""
     from triton.backends.nvidia.compiler import get_ptxas

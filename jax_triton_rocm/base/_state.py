@@ -1,31 +1,33 @@
-"""All process-wide state of the package, with its thread and fork rules.
+"""All process-wide state of the package, with its thread, fork and memory rules.
 
 Threads: lowering can run on many threads at once (JAX compiles in parallel, users call `jit`
-from thread pools). Every structure here is guarded by a lock from one registry; per-key locks
-are handed out under the registry's own lock, so two threads asking for the same key get the
-same lock.
+from thread pools). Every structure here is guarded by the lock of one registry (`LOCKS.guard`),
+held for short critical sections only. Work on one item (compiling a kernel, writing its file,
+prewarming it) holds that item's lock (`LOCKS.item_lock`), which exists only while a thread
+holds it or waits for it, so two threads on one item share one lock and the locks never
+outnumber the threads.
+
+Memory: every cache is bounded. The caches of compiled kernels and of what is derived from them
+forget their least recently used entries beyond `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE`, those of
+lowered calls and of what is found per kernel function beyond `JAX_TRITON_ROCM_CALL_CACHE_SIZE`
+(each 1024 by default): what is forgotten is computed again when next needed (a kernel
+recompiles from Triton's on-disk cache). `clear_caches()` empties them all.
 
 Fork: a child of `os.fork()` inherits memory but only the forking thread. A lock that another
 thread of the parent held at the fork stays held forever in the child, and a compile that was in
-flight there never finishes. Python's per-module import locks are such locks: a fork while
-another thread is importing a module leaves the child waiting forever for that module. So:
-  - the modules a lowering imports (the vendor module and the Triton modules Triton imports
-    lazily at its first compile) are imported together, under one lock (`IMPORTS`), and a fork
-    waits for that lock (up to `FORK_IMPORT_WAIT_S`): the child never sees them half-imported;
-in the child:
-  - every lock is replaced by a fresh one (the registry's and every per-key lock);
+flight there never finishes. So, in the child:
+  - every lock is replaced by a fresh one (the registry's and every item's);
   - finished kernels stay cached (they are plain data and still valid); in-flight compiles are
     forgotten, and the child compiles what it needs itself; lowered calls are forgotten (they
     may name the parent's HSACO files);
-  - state a vendor module keeps has its own fork rule beside it (`_hip_files`, `_hip_prewarm`).
+  - the imports a lowering needs have their own rule (`_imports`), and state a vendor module
+    keeps has its own fork rule beside it (`hip._hip_files`, `hip._hip_prewarm`).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import importlib
-import logging
 import os
 import threading
 from collections.abc import Callable, Hashable, Iterator
@@ -33,23 +35,45 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-logger = logging.getLogger("jax_triton_rocm")
-
-
 class LockRegistry:
-    """Per-key locks, handed out under one registry lock; fresh after `os.fork()`."""
+    """Named locks, and per-item locks that live while in use; fresh after `os.fork()`."""
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
         self._locks: dict[Hashable, threading.Lock] = {}
+        self._items: dict[Hashable, list] = {}  # key -> [lock, threads holding or waiting]
 
-    def lock_for(self, key: Hashable) -> threading.Lock:
-        """The lock for `key`: the same object for every caller until the next fork."""
+    def lock_for(self, name: Hashable) -> threading.Lock:
+        """The lock named `name` ("register", ...): one object per name until the next fork.
+
+        For the package's few fixed names; work on one of many items takes `item_lock`.
+        """
         with self._guard:
-            lock = self._locks.get(key)
+            lock = self._locks.get(name)
             if lock is None:
-                lock = self._locks[key] = threading.Lock()
+                lock = self._locks[name] = threading.Lock()
             return lock
+
+    @contextlib.contextmanager
+    def item_lock(self, key: Hashable) -> Iterator[None]:
+        """Holds the lock of one item (a kernel, a file, a prewarm) for the body.
+
+        Threads asking for the same key at the same time share one lock; the last one to leave
+        removes it, so a key no thread is working on costs nothing.
+        """
+        with self._guard:
+            entry = self._items.get(key)
+            if entry is None:
+                entry = self._items[key] = [threading.Lock(), 0]
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._guard:
+                entry[1] -= 1
+                if entry[1] == 0 and self._items.get(key) is entry:
+                    del self._items[key]
 
     @property
     def guard(self) -> threading.Lock:
@@ -59,25 +83,83 @@ class LockRegistry:
     def reset_after_fork(self) -> None:
         self._guard = threading.Lock()
         self._locks = {}
-
-    def forget_item_locks(self) -> None:
-        """Drops the per-item locks (keys that are tuples: one per kernel, file, prewarm), which
-        otherwise grow with every kernel ever lowered; named locks ("register", ...) stay.
-
-        A lock held now is kept: dropping it would let a second thread take a fresh lock for the
-        same item and work on it at the same time.
-        """
-        with self._guard:
-            for key, lock in list(self._locks.items()):
-                if isinstance(key, tuple) and lock.acquire(blocking=False):
-                    lock.release()
-                    del self._locks[key]
+        self._items = {}
 
     def __len__(self) -> int:
-        return len(self._locks)
+        """How many locks exist: the named ones and the items' in use."""
+        return len(self._locks) + len(self._items)
 
 
 LOCKS = LockRegistry()
+
+ENV_KERNEL_CACHE_SIZE = "JAX_TRITON_ROCM_KERNEL_CACHE_SIZE"
+ENV_CALL_CACHE_SIZE = "JAX_TRITON_ROCM_CALL_CACHE_SIZE"
+DEFAULT_CACHE_SIZE = 1024
+
+
+def cache_size(env: str) -> int:
+    """The bound the environment variable `env` sets (read at each use; unset: the default).
+
+    Raises:
+      ValueError: a value that is not a positive integer, naming the variable.
+    """
+    raw = os.environ.get(env, "").strip()
+    if not raw:
+        return DEFAULT_CACHE_SIZE
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{env}={raw!r} must be a positive integer (how many entries the "
+                         f"cache keeps); unset it for the default ({DEFAULT_CACHE_SIZE}).")
+    return int(raw)
+
+
+class BoundedCache:
+    """A dict behind the registry's lock that forgets its least recently used entries beyond the
+    bound set by an environment variable (`cache_size`).
+
+    Attributes:
+      env: the variable that bounds it.
+    """
+
+    def __init__(self, locks: LockRegistry, env: str) -> None:
+        self._locks = locks
+        self.env = env
+        self._entries: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        """The entry for `key` (now the most recently used), or `default`."""
+        with self._locks.guard:
+            if key not in self._entries:
+                return default
+            self._entries.move_to_end(key)
+            return self._entries[key]
+
+    def put(self, key: Hashable, value: Any) -> Any:
+        """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it."""
+        limit = cache_size(self.env)
+        with self._locks.guard:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > limit:
+                self._entries.popitem(last=False)
+        return value
+
+    def setdefault(self, key: Hashable, value: Any) -> Any:
+        """The entry for `key`, stored as `value` if there was none (`put`)."""
+        with self._locks.guard:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key]
+        return self.put(key, value)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._locks.guard:
+            self._entries.clear()
 
 
 class _Failure:
@@ -90,37 +172,38 @@ class _Failure:
 
 
 class KernelCache:
-    """Compiled kernels by kernel key; each key compiled once, however many threads ask.
+    """Compiled kernels by kernel key; each key compiled once, however many threads ask, and the
+    least recently used forgotten beyond `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE` (compiled again,
+    from Triton's on-disk cache, when next lowered).
 
-    A miss takes the key's lock from the registry, checks again and compiles under it, so
-    concurrent lowerings of one kernel compile it once, while different keys compile in
-    parallel. A compile that raises is remembered as well, for the life of the process (or until
-    `clear`): the kernel key covers every input of the compile, so a second try would fail the
-    same way, only later; the threads that waited on the lock and every later lowering get the
-    same error at once. Counters (`stats`) let tests and benchmarks see hits, compiles and
-    failures.
+    A miss takes the key's item lock, checks again and compiles under it, so concurrent
+    lowerings of one kernel compile it once, while different keys compile in parallel. A compile
+    that raises is remembered as well, while its entry is kept (or until `clear`): the kernel key
+    covers every input of the compile, so a second try would fail the same way, only later; the
+    threads that waited on the lock and every later lowering get the same error at once.
+    Counters (`stats`) let tests and benchmarks see hits, compiles and failures.
     """
 
     def __init__(self, locks: LockRegistry) -> None:
         self._locks = locks
-        self._entries: dict[str, Any] = {}
+        self._entries = BoundedCache(locks, ENV_KERNEL_CACHE_SIZE)
         self.stats: collections.Counter[str] = collections.Counter()
 
     def get_or_compile(self, key: str, compile_fn: Callable[[], T]) -> T:
         entry = self._entries.get(key)
         if entry is not None:
             return self._hit(entry)
-        with self._locks.lock_for(("kernel", key)):
+        with self._locks.item_lock(("kernel", key)):
             entry = self._entries.get(key)
             if entry is not None:
                 return self._hit(entry)
             try:
                 entry = compile_fn()
             except Exception as err:
-                self._entries[key] = _Failure(err)
+                self._entries.put(key, _Failure(err))
                 self._count("failures")
                 raise
-            self._entries[key] = entry
+            self._entries.put(key, entry)
             self._count("compiles")
             return entry
 
@@ -137,8 +220,8 @@ class KernelCache:
         return len(self._entries)
 
     def clear(self) -> None:
+        self._entries.clear()
         with self._locks.guard:
-            self._entries.clear()
             self.stats.clear()
 
     def _count(self, what: str) -> None:
@@ -147,14 +230,24 @@ class KernelCache:
 
 
 KERNELS = KernelCache(LOCKS)
-
-# Lowered calls by everything that decides them (`_jaxlib_call.lower_call`), each with the kernel
-# object its key names by id (so the id is not reused). A child of a fork starts without them: a
-# path-delivered call names a file of the parent's, which jaxlib would read and delete.
-LOWERED_CALLS: dict[tuple, tuple[Any, Any]] = {}
+# Each kernel's IR as the installed jaxlib reads it, or why not (`lowering._xla_ir`).
+IR_CHECKS = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
+# Lowered calls by everything that decides them (`lowering._jaxlib_call.lower_call`), each with
+# the kernel object its key names (kept alive, so its id is not reused).
+LOWERED_CALLS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+# Calls whose arguments were laid out without error (`launch._layout.check_plain_call`).
+CHECKED_CALLS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+# Per kernel function: the globals its source reads (`compile._globals`), and its twin in
+# Triton's interpreter (`interpret._interpret_host`); each function kept beside its entry.
+GLOBAL_REFERENCES = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+INTERPRETED_TWINS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+CACHES = (KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, GLOBAL_REFERENCES, INTERPRETED_TWINS)
 
 os.register_at_fork(after_in_child=LOCKS.reset_after_fork)
+# A child starts without the parent's lowered calls: a path-delivered call names a file of the
+# parent's, which jaxlib would read and delete.
 os.register_at_fork(after_in_child=LOWERED_CALLS.clear)
+
 
 def triton_language_lock() -> threading.Lock:
     """The lock held while Triton's Python front end, or its interpreter, runs in this process.
@@ -167,70 +260,6 @@ def triton_language_lock() -> threading.Lock:
     return LOCKS.lock_for("triton-language")
 
 
-# Modules Triton imports lazily during its first compile (a cache miss), which a lowering
-# therefore needs: missing ones (another Triton version) are skipped.
-LOWERING_IMPORTS = (
-    "triton.compiler.code_generator",
-    "triton.language.semantic",
-    "triton.language.extra.libdevice",
-    "triton.experimental.gluon._runtime",
-)
-# How long a fork waits for another thread to finish the lowering imports; past it the fork
-# goes on (a thread stuck importing must not stop the process from forking) with a warning.
-FORK_IMPORT_WAIT_S = 60.0
-
-
-class LoweringImports:
-    """Imports the modules a lowering needs, all at once, so that no fork splits them.
-
-    `lowering()` holds one re-entrant lock while its body imports the package's own lowering
-    modules and a vendor module (plain `import` statements), and then imports
-    `LOWERING_IMPORTS`; the `before` fork hook takes that lock, so a fork from any thread waits
-    until no thread is inside them, and the child has every module whole (or, if the fork came
-    first, none: it imports them itself).
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self._held_for_fork = False
-        self._triton_done = False
-
-    @contextlib.contextmanager
-    def lowering(self) -> Iterator[None]:
-        """Holds the import lock for the body's imports, then imports `LOWERING_IMPORTS`."""
-        with self._lock:
-            yield
-            if not self._triton_done:
-                for name in LOWERING_IMPORTS:  # by name: which of them exist depends on Triton
-                    try:
-                        importlib.import_module(name)
-                    except ImportError:
-                        pass
-                self._triton_done = True
-
-    def before_fork(self) -> None:
-        self._held_for_fork = self._lock.acquire(timeout=FORK_IMPORT_WAIT_S)
-        if not self._held_for_fork:
-            logger.warning("jax_triton_rocm: forking while another thread has been importing "
-                           "Triton for %s s; the child may wait on that import forever.",
-                           FORK_IMPORT_WAIT_S)
-
-    def after_fork_in_parent(self) -> None:
-        if self._held_for_fork:
-            self._held_for_fork = False
-            self._lock.release()
-
-    def after_fork_in_child(self) -> None:
-        self._held_for_fork = False
-        self._lock = threading.RLock()
-
-
-IMPORTS = LoweringImports()
-os.register_at_fork(before=IMPORTS.before_fork, after_in_parent=IMPORTS.after_fork_in_parent,
-                    after_in_child=IMPORTS.after_fork_in_child)
-
-
-
 # Caches kept by modules loaded on demand (the HIP prewarm's), emptied by `clear_caches`.
 _CLEAR_HOOKS: list[Callable[[], None]] = []
 
@@ -241,8 +270,10 @@ def on_clear(hook: Callable[[], None]) -> None:
 
 
 def clear_caches() -> None:
-    """Empties the kernel cache (compiled kernels and remembered compile failures), the vendors'
-    caches (`on_clear`) and the per-kernel locks no thread holds, and clears JAX's caches.
+    """Empties every cache of the package (compiled kernels and remembered compile failures,
+    lowered calls, checked calls, what is known per kernel function) and the vendors' state
+    (`on_clear`), and clears JAX's caches: what they held (compiled kernels, the user's kernel
+    functions) can then be freed.
 
     JAX keeps lowered computations, which embed compiled kernels; clearing them too means the
     next call really lowers and compiles again (after editing a kernel's dependencies in place,
@@ -250,9 +281,8 @@ def clear_caches() -> None:
     """
     import jax
 
-    KERNELS.clear()
-    LOWERED_CALLS.clear()
+    for cache in CACHES:
+        cache.clear()
     for hook in _CLEAR_HOOKS:
         hook()
-    LOCKS.forget_item_locks()
     jax.clear_caches()

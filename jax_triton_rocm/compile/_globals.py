@@ -10,6 +10,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from jax_triton_rocm.base import _state
+
 
 def stable_text(value: Any) -> str:
     """A text for a constexpr value that is equal exactly when the values compile alike."""
@@ -54,15 +56,14 @@ def global_values(jit_fn: Any) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((f"{module}:{name}", text) for (module, name), text in values.items()))
 
 
-# Per function: which globals its source reads and which Triton functions it calls. Finding them
-# parses the source, too slow for every lowering; their values are read afresh every time. The
-# function is kept beside its entry, so its id is not reused.
-_REFERENCES: dict[int, tuple[Any, str, tuple, tuple]] = {}
-
-
 def _global_references(fn: Any) -> tuple[tuple, tuple]:
-    """((globals dict, name), ...) that `fn` reads and the Triton functions it calls."""
-    entry = _REFERENCES.get(id(fn))
+    """((globals dict, name), ...) that `fn` reads and the Triton functions it calls.
+
+    Finding them parses the source, too slow for every lowering, so they are kept per function
+    (`_state.GLOBAL_REFERENCES`, with the function, so that its id is not reused); their values
+    are read afresh every time.
+    """
+    entry = _state.GLOBAL_REFERENCES.get(id(fn))
     if entry is not None and entry[0] is fn and entry[1] == fn.src:
         return entry[2], entry[3]
     from triton.runtime.jit import DependenciesFinder
@@ -82,6 +83,6 @@ def _global_references(fn: Any) -> tuple[tuple, tuple]:
                            nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
     finder.visit(fn.parse())
     names = tuple((scope, name) for (name, _), (_, scope) in finder.used_global_vals.items())
-    _REFERENCES[id(fn)] = (fn, fn.src, names, tuple(finder.callees))
+    _state.GLOBAL_REFERENCES.put(id(fn), (fn, fn.src, names, tuple(finder.callees)))
     return names, tuple(finder.callees)
 

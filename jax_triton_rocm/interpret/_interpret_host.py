@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from jax_triton_rocm.base import _state
 from jax_triton_rocm.launch import _types
 
 
@@ -65,19 +66,35 @@ class HostTensor:
         return self
 
 
-# By id: hashing a JITFunction parses its source, which fails while the language is patched.
-# The function is kept beside its twin, so its id cannot be reused.
-_interpreted_twins: dict[int, tuple[Any, Any]] = {}
-
-
 def interpreted(jit_fn: Any) -> Any:
-    """Triton's `InterpretedFunction` for `jit_fn`, made once per function."""
-    entry = _interpreted_twins.get(id(jit_fn))
+    """Triton's `InterpretedFunction` for `jit_fn`, made once per function and kept in
+    `_state.INTERPRETED_TWINS`.
+
+    Kept by id: hashing a JITFunction parses its source, which fails while the language is
+    patched. The function is kept beside its twin, so its id cannot be reused.
+    """
+    entry = _state.INTERPRETED_TWINS.get(id(jit_fn))
     if entry is None:
         from triton.runtime.interpreter import InterpretedFunction
 
-        entry = _interpreted_twins[id(jit_fn)] = (jit_fn, InterpretedFunction(jit_fn.fn))
+        entry = _state.INTERPRETED_TWINS.put(id(jit_fn),
+                                             (jit_fn, InterpretedFunction(jit_fn.fn)))
     return entry[1]
+
+
+def _forget_rewritten_functions() -> None:
+    """Empties the interpreter's own cache of rewritten kernel functions (one per function it
+    ever ran, kept by the class for the life of the process), so that `clear_caches()` lets the
+    kernels go; a later run rewrites its function again."""
+    import sys
+
+    interpreter = sys.modules.get("triton.runtime.interpreter")
+    rewritten = getattr(getattr(interpreter, "InterpretedFunction", None), "rewritten_fn", None)
+    if isinstance(rewritten, dict):
+        rewritten.clear()
+
+
+_state.on_clear(_forget_rewritten_functions)
 
 
 def _index_of_one_element(tensor: Any) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from jax_triton_rocm.base import _state
 from jax_triton_rocm.launch import _types
 from jax_triton_rocm.launch._kernel import kernel_name
 
@@ -255,10 +256,6 @@ class _Layout:
                 f"{self.n_outputs} output(s) fill the first {self.n_positional + self.n_outputs}.")
 
 
-# Calls whose arguments were laid out without error: tracing the same call again skips the work.
-_CHECKED_CALLS: dict[tuple, Any] = {}
-
-
 def check_plain_call(jit_fn: Any, positional: tuple, arrays: list, out_shapes: list,
                      constexprs: dict[str, Any]) -> None:
     """Lays a plain kernel's call out as the lowering will, to fail at the call; once per call.
@@ -269,7 +266,7 @@ def check_plain_call(jit_fn: Any, positional: tuple, arrays: list, out_shapes: l
     try:
         key = (id(jit_fn), positional, tuple((a.shape, a.dtype) for a in arrays),
                tuple(out_shapes), tuple(sorted(constexprs.items())))
-        if key in _CHECKED_CALLS:
+        if _state.CHECKED_CALLS.get(key) is not None:  # laid out before without error
             return
     except TypeError:  # an unhashable value: check every time
         key = None
@@ -278,4 +275,4 @@ def check_plain_call(jit_fn: Any, positional: tuple, arrays: list, out_shapes: l
     lay_out_arguments(jit_fn, BaseBackend, positional=positional, in_avals=tuple(arrays),
                       out_avals=tuple(out_shapes), constexprs=constexprs)
     if key is not None:
-        _CHECKED_CALLS[key] = jit_fn  # kept, so that its id is not reused
+        _state.CHECKED_CALLS.put(key, jit_fn)  # kept, so that its id is not reused

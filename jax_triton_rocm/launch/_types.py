@@ -36,7 +36,8 @@ _I64 = (-(2**63), 2**63)
 _U64 = (0, 2**64)
 
 
-_POINTER_TYPES: dict[Any, str] = {}  # by the dtype object given: np.dtype() of it is slow
+# By the dtype object given (np.dtype() of it is slow): one entry per dtype the process uses.
+_POINTER_TYPES: dict[Any, str] = {}
 
 
 def pointer_type(dtype: Any, *, what: str) -> str:

@@ -172,7 +172,8 @@ def lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec) -> LoweredCall:
     """Compiles and encodes one `triton_kernel_p` equation (no MLIR is emitted here).
 
     Lowering the same call again (a new `jit` of a cached kernel, a retrace) encodes nothing
-    anew: the result is kept in `_state.LOWERED_CALLS`.
+    anew: the result is kept in `_state.LOWERED_CALLS` (bounded: a call it forgot is encoded
+    again).
 
     The key covers the target, the plugin's features, the avals, every parameter (the kernel by
     identity), the current values of the globals the kernel reads, and the settings read from
@@ -188,7 +189,7 @@ def lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec) -> LoweredCall:
         return _lower_call(backend, ctx, spec, target, features)
     if entry is None:
         lowered = _lower_call(backend, ctx, spec, target, features)
-        entry = _state.LOWERED_CALLS[key] = (spec.kernel, lowered)
+        entry = _state.LOWERED_CALLS.put(key, (spec.kernel, lowered))
     return entry[1]
 
 

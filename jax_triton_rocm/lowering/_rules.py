@@ -28,7 +28,7 @@ from jax.interpreters import mlir
 
 from jax_triton_rocm import backends
 from jax_triton_rocm.backends._backend import Backend
-from jax_triton_rocm.base import _compat, _state, _vendors
+from jax_triton_rocm.base import _compat, _imports, _state, _vendors
 from jax_triton_rocm.launch._spec import KernelCallSpec
 from jax_triton_rocm.lowering import _target
 from jax_triton_rocm.lowering._primitive import triton_kernel_p
@@ -58,8 +58,8 @@ class Lowering:
 @functools.cache
 def _lowering(platform: str) -> Lowering:
     """The rule's object for a GPU platform; imports the routes and the vendor module on first
-    use, under the lock that keeps a fork from splitting those imports (`_state.IMPORTS`)."""
-    with _state.IMPORTS.lowering():
+    use, under the lock that keeps a fork from splitting those imports (`_imports.IMPORTS`)."""
+    with _imports.IMPORTS.lowering():
         from jax_triton_rocm.lowering import _jaxlib_call, _xla_native  # noqa: F401
 
         return Lowering(backends.backend(platform))
@@ -68,7 +68,7 @@ def _lowering(platform: str) -> Lowering:
 def lower(platform: str, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list:
     """Lowers `spec` for `platform` ("cuda", "rocm" or "cpu"); returns the results."""
     if platform == "cpu":
-        with _state.IMPORTS.lowering():
+        with _imports.IMPORTS.lowering():
             from jax_triton_rocm.interpret import _interpret
 
         return _interpret.lower(ctx, operands, spec)

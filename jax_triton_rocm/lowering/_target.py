@@ -39,7 +39,7 @@ _ARCH_STATE = config.string_or_object_state(
     include_in_jit_key=True, include_in_trace_context=True)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)  # one entry per architecture named in the process
 def arch_problem(platform: str, arch: str) -> str | None:
     """Why the installed Triton cannot compile for canonical `arch`, or None.
 

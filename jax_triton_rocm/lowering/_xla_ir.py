@@ -16,35 +16,6 @@ from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _compile
 
 
-class _IrChecks:
-    """Each kernel's IR as this jaxlib reads it (bytecode), or why it cannot, by kernel key.
-
-    Keys are content hashes, so entries never go stale; a failure is remembered so that its
-    warning is given once per kernel. Guarded by the shared registry lock (fresh after fork).
-    """
-
-    def __init__(self) -> None:
-        self._entries: dict[tuple[str, int], bytes | str] = {}
-
-    def get(self, key: tuple[str, int]) -> bytes | str | None:
-        return self._entries.get(key)
-
-    def put(self, key: tuple[str, int], value: bytes | str) -> bool:
-        """Stores `value`; False if another thread stored one first."""
-        with _state.LOCKS.guard:
-            if key in self._entries:
-                return False
-            self._entries[key] = value
-            return True
-
-    def clear(self) -> None:
-        with _state.LOCKS.guard:
-            self._entries.clear()
-
-
-IR_CHECKS = _IrChecks()
-
-
 def parse_ttir(text: str) -> Any:
     """Parses Triton IR in a fresh MLIR context of this jaxlib, with its Triton dialect loaded
     (as XLA will); returns the verified module.
@@ -64,13 +35,15 @@ def parse_ttir(text: str) -> Any:
     return module
 
 
-def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | str:
+def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int, *,
+               opt_out: str = "JAX_TRITON_ROCM_XLA_NATIVE=0") -> bytes | str:
     """The kernel's Triton IR as MLIR bytecode for XLA, or why XLA cannot take it.
 
-    Warns, once per kernel, when this jaxlib cannot parse the IR that the installed Triton wrote.
+    Warns, once per kernel, when this jaxlib cannot parse the IR that the installed Triton wrote;
+    the warning says how to leave the route (`opt_out`).
     """
     key = (compiled.key, n_pointers)
-    cached = IR_CHECKS.get(key)
+    cached = _state.IR_CHECKS.get(key)  # content-keyed: never stale
     if cached is not None:
         return cached
     try:
@@ -78,13 +51,11 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | st
     except Exception as err:  # MLIRError has no public base class to name across jaxlibs
         reason = (f"this jaxlib's Triton dialect cannot parse the IR that Triton "
                   f"{_triton_version()} wrote ({_parse_error(err)})")
-        if IR_CHECKS.put(key, reason):
-            from jax_triton_rocm.lowering._xla_native import ENV_XLA_NATIVE
-
+        if _state.IR_CHECKS.setdefault(key, reason) is reason:  # warned once per kernel
             warnings.warn(
                 f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
                 f"XLA's: {reason}. Use a Triton release whose IR this jaxlib reads (README: "
-                f"'XLA's Triton custom call'), or set {ENV_XLA_NATIVE}=0.",
+                f"'XLA's Triton custom call'), or set {opt_out}.",
                 RuntimeWarning, stacklevel=2)
         return reason
     value = _pointer_problem(module, compiled.name, n_pointers)
@@ -92,8 +63,7 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | st
         buffer = io.BytesIO()
         module.operation.write_bytecode(buffer)
         value = buffer.getvalue()
-    IR_CHECKS.put(key, value)
-    return IR_CHECKS.get(key)  # type: ignore[return-value]
+    return _state.IR_CHECKS.setdefault(key, value)
 
 
 def _parse_error(err: Exception) -> str:

@@ -132,7 +132,8 @@ def _native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | s
     if compiled.global_scratch_size:
         return (f"the kernel needs {compiled.global_scratch_size} bytes of Triton global scratch "
                 f"memory, which not every XLA allocates for this call")
-    ir = _xla_ir.checked_ir(compiled, len(in_avals) + len(out_avals))
+    ir = _xla_ir.checked_ir(compiled, len(in_avals) + len(out_avals),
+                            opt_out=f"{ENV_XLA_NATIVE}=0")
     if isinstance(ir, str):
         return ir
     return NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,

@@ -50,7 +50,7 @@ class HsacoFolder:
 
     def file_for(self, key: str, data: bytes, stem: str) -> str:
         """The path of this process's file for kernel `key`, written with `data` the first time."""
-        with self._locks.lock_for(("hsaco-file", key)):
+        with self._locks.item_lock(("hsaco-file", key)):
             path = self._files.get(key) if self._owner_pid == os.getpid() else None
             if path is None:
                 fd, path = tempfile.mkstemp(prefix=f"{stem}_", suffix=".hsaco", dir=self.path())
@@ -68,7 +68,8 @@ class HsacoFolder:
             self._files = {}
 
     def forget_files(self) -> None:
-        """Forgets which kernels have files: the next lowering of each writes a new one."""
+        """Forgets which kernels have files (one path per path-delivered kernel; jaxlib deletes
+        the files as it reads them): the next lowering of each writes a new one."""
         with self._locks.guard:
             self._files = {}
 

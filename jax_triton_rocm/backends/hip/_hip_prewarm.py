@@ -35,7 +35,9 @@ ENV_DELIVERY = "JAX_TRITON_ROCM_HSACO_DELIVERY"
 
 
 class LoadedKernels:
-    """Digests of kernel calls already launched once in this process."""
+    """Digests of kernel calls already launched once in this process: one short string per
+    path-delivered call, as jaxlib's own module cache keeps each of them for the life of the
+    process; `clear_caches()` empties it (a call lowered again is then prewarmed again)."""
 
     def __init__(self, locks: _state.LockRegistry) -> None:
         self._locks = locks
@@ -116,7 +118,7 @@ def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable
     key = prewarm_key(lowered)
     if key in LOADED_KERNELS:
         return False
-    with _state.LOCKS.lock_for(("prewarm", key)):
+    with _state.LOCKS.item_lock(("prewarm", key)):
         if key in LOADED_KERNELS:
             return False
         try:
