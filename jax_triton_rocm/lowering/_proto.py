@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from jax_triton_rocm.base import _state
+
 _F = descriptor_pb2.FieldDescriptorProto
 
 # (name, number, type, message type or None, kind), the kind being None, "repeated", "value" (the
@@ -272,6 +274,9 @@ def compress(serialized: bytes) -> bytes:
     call that carries its binary costs more than the rest of the lowering.
     """
     return zlib.compress(serialized)
+
+
+_state.on_clear(compress.cache_clear)
 
 
 def decode(opaque: bytes):
