@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 
 import jax
+import jax.numpy as jnp
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.lowering import _jaxlib_call
@@ -61,6 +62,18 @@ def capture_one(fn, *args, platform: str, arch=None) -> _jaxlib_call.LoweredCall
         lower_for(fn, *args, platform=platform, arch=arch)
     assert len(captured) == 1, f"expected one Triton call, lowered {len(captured)}"
     return captured[0]
+
+
+def lower_add(kernel, n: int = 4096, *, platform: str = "cuda", arch=None,
+              **call) -> _jaxlib_call.LoweredCall:
+    """The `LoweredCall` of `kernel(x_ptr, y_ptr, n, out_ptr, BLOCK)` on two float32 vectors of
+    `n` elements; the grid covers `n` by BLOCK (the call's `BLOCK=...`, or an autotune
+    config's), and `call` holds the rest of `triton_call`'s keywords."""
+    from tests import autotune_utils
+
+    x = spec((n,), jnp.float32)
+    return capture_one(lambda x, y: autotune_utils.tuned_add(x, y, kernel=kernel, **call), x, x,
+                       platform=platform, arch=arch)
 
 
 def run_at_once(fns: Sequence[Callable[[], object]]) -> None:
