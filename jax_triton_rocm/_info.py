@@ -82,7 +82,7 @@ def devices_report() -> dict[str, Any]:
     import jax
 
     report: dict[str, Any] = {}
-    for platform in ("cpu", *_compat.GPU_PLATFORMS):
+    for platform in ("cpu", *_vendors.GPU_PLATFORMS):
         try:
             devices = jax.devices(platform)
         except RuntimeError as err:
@@ -162,9 +162,9 @@ def collect() -> dict[str, Any]:
         "triton": triton_report(),
         "registered_platforms": list(_rules.registered_platforms()),
         "devices": devices,
-        "no_gpu_reason": (None if any(devices[p]["devices"] for p in _compat.GPU_PLATFORMS)
+        "no_gpu_reason": (None if any(devices[p]["devices"] for p in _vendors.GPU_PLATFORMS)
                           else no_gpu_reason()),
-        "platforms": {p: platform_report(p) for p in _compat.GPU_PLATFORMS},
+        "platforms": {p: platform_report(p) for p in _vendors.GPU_PLATFORMS},
         "environment": environment_report(),
     }
 
@@ -240,7 +240,7 @@ def no_gpu_reason() -> str:
     from jax._src import xla_bridge
 
     restricted = os.environ.get("JAX_PLATFORMS", "")
-    installed = {p: _compat.installed_plugin(p) for p in _compat.GPU_PLATFORMS}
+    installed = {p: _compat.installed_plugin(p) for p in _vendors.GPU_PLATFORMS}
     if not any(installed.values()):
         return ("No jaxlib GPU plugin is installed, so JAX runs on the CPU only. To run kernels, "
                 f"install JAX for your GPU first: {_compat.PLUGIN_INSTALL_HINT['cuda']} on "

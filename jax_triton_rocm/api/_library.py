@@ -20,6 +20,7 @@ from typing import Any
 
 import jax
 
+from jax_triton_rocm.base import _vendors
 from jax_triton_rocm.checks import _arguments, _checker
 from jax_triton_rocm.checks._arguments import aval_text
 from jax_triton_rocm.launch import _kernel
@@ -165,6 +166,6 @@ def triton_call_lowering(
         in_avals=in_avals, out_shapes=out_shapes, grid=grid, name=name, num_warps=num_warps,
         num_stages=num_stages, num_ctas=num_ctas, input_output_aliases=input_output_aliases,
         zeroed_outputs=zeroed_outputs, metaparams=constexprs,
-        options={k: v for k, v in compile_options.items() if k in _kernel.COMPILE_OPTIONS},
+        options={k: v for k, v in compile_options.items() if k in _vendors.COMPILE_OPTIONS},
         **{k: v for k, v in compile_options.items() if k in _arguments.GENERAL_OPTIONS})
     return _rules.lower(platform, ctx, array_args, spec)

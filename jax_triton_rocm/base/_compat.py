@@ -23,8 +23,6 @@ from jax_triton_rocm.base import _vendors
 
 logger = logging.getLogger("jax_triton_rocm")
 
-GPU_PLATFORMS = _vendors.GPU_PLATFORMS
-
 # The jaxlib plugins that carry a `_triton` module, newest first (as jaxlib's plugin_support).
 PLUGIN_PACKAGES = {platform: v.plugin_packages for platform, v in _vendors.VENDORS.items()}
 PLUGIN_INSTALL_HINT = {platform: v.install_hint for platform, v in _vendors.VENDORS.items()}
@@ -70,7 +68,7 @@ def installed_plugin(platform: str) -> str | None:
 
 def installed_gpu_platforms() -> tuple[str, ...]:
     """The GPU platforms ("cuda", "rocm") whose jaxlib plugin is installed."""
-    return tuple(p for p in GPU_PLATFORMS if installed_plugin(p) is not None)
+    return tuple(p for p in _vendors.GPU_PLATFORMS if installed_plugin(p) is not None)
 
 
 @functools.cache

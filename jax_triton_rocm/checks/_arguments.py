@@ -17,6 +17,7 @@ import jax
 import numpy as np
 from jax.interpreters.mlir import ir
 
+from jax_triton_rocm.base import _vendors
 from jax_triton_rocm.launch import _kernel, _types
 
 _RENAMED_KEYWORDS = {
@@ -24,7 +25,7 @@ _RENAMED_KEYWORDS = {
                                "installed jaxlib (typed FFI where it exists); drop this argument.",
 }
 
-# Keyword options of `triton_call_lowering` beyond the vendor knobs (`_kernel.COMPILE_OPTIONS`).
+# Keyword options of `triton_call_lowering` beyond the vendor knobs (`_vendors.COMPILE_OPTIONS`).
 GENERAL_OPTIONS = ("enable_fp_fusion", "debug")
 
 
@@ -62,7 +63,7 @@ def split_compile_options(jit_fn: Any, metaparams: dict[str, Any]) -> tuple[dict
             raise TypeError(f"triton_call got {keyword}={metaparams[keyword]!r}: {advice}")
     constexprs = dict(metaparams)
     options = {k: constexprs.pop(k) for k in metaparams
-               if k in _kernel.COMPILE_OPTIONS and k not in jit_fn.arg_names}
+               if k in _vendors.COMPILE_OPTIONS and k not in jit_fn.arg_names}
     for keyword, value in metaparams.items():
         try:
             hash(value)
@@ -104,12 +105,12 @@ def check_operands_and_options(array_args: tuple, in_avals: tuple,
         raise TypeError(f"triton_call_lowering got {len(array_args)} array_args, but the "
                         f"primitive has {len(in_avals)} operands (ctx.avals_in); pass every "
                         f"operand the rule received, in order.")
-    unknown = sorted(set(compile_options) - set(GENERAL_OPTIONS + _kernel.COMPILE_OPTIONS))
+    unknown = sorted(set(compile_options) - set(GENERAL_OPTIONS + _vendors.COMPILE_OPTIONS))
     if unknown:
         raise TypeError(
             f"triton_call_lowering got unknown keyword(s) {', '.join(map(repr, unknown))}. "
             f"Kernel parameters go in constexprs={{...}}; compile options are "
-            f"{', '.join(GENERAL_OPTIONS + _kernel.COMPILE_OPTIONS)}.")
+            f"{', '.join(GENERAL_OPTIONS + _vendors.COMPILE_OPTIONS)}.")
 
 
 def checked_constexprs(constexprs: Mapping[str, Any] | None, names: list[str],

@@ -19,8 +19,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from jax_triton_rocm.base import _values
-from jax_triton_rocm.launch import _kernel, _layout
+from jax_triton_rocm.base import _values, _vendors
+from jax_triton_rocm.launch import _layout
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
 LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
@@ -158,13 +158,13 @@ def _apply_heuristics(heuristics: tuple, config: LaunchConfig, named: dict, kern
                 config = dataclasses.replace(config, constexprs={**config.constexprs, key: value})
             elif key in LAUNCH_SETTINGS:
                 config = dataclasses.replace(config, **{key: value})
-            elif key in _kernel.COMPILE_OPTIONS:
+            elif key in _vendors.COMPILE_OPTIONS:
                 config = dataclasses.replace(config, options={**config.options, key: value})
             else:
                 raise TypeError(
                     f"@triton.heuristics on kernel {kernel} sets {key!r}, which is neither a "
                     f"parameter of the kernel ({', '.join(sorted(param_names))}) nor a launch "
-                    f"setting ({', '.join(LAUNCH_SETTINGS + _kernel.COMPILE_OPTIONS)}). Rename "
+                    f"setting ({', '.join(LAUNCH_SETTINGS + _vendors.COMPILE_OPTIONS)}). Rename "
                     f"it to one of those.")
     return config
 
@@ -179,13 +179,13 @@ def _from_autotune_config(base: LaunchConfig, config: Any, kernel: str,
     for key, value in config.kwargs.items():
         if key in param_names:
             constexprs[key] = value
-        elif key in _kernel.COMPILE_OPTIONS:
+        elif key in _vendors.COMPILE_OPTIONS:
             options[key] = value
         else:
             raise TypeError(
                 f"triton.Config({config}) on kernel {kernel} sets {key!r}, which is neither a "
                 f"parameter of the kernel ({', '.join(sorted(param_names))}) nor a compile "
-                f"option ({', '.join(_kernel.COMPILE_OPTIONS)}). Fix the config's kwargs.")
+                f"option ({', '.join(_vendors.COMPILE_OPTIONS)}). Fix the config's kwargs.")
     return LaunchConfig(
         constexprs=constexprs,
         num_warps=config.num_warps if config.num_warps is not None else base.num_warps,

@@ -8,12 +8,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from jax_triton_rocm.base import _vendors
-
-# Keywords of `triton_call` that are compile options on some vendor rather than constexprs.
-# A kernel parameter of the same name wins (it is then a constexpr).
-COMPILE_OPTIONS = _vendors.COMPILE_OPTIONS
-
 
 def _triton():
     from jax_triton_rocm.base import _compat

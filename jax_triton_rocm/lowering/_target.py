@@ -25,8 +25,6 @@ from jax_triton_rocm.base import _compat, _vendors
 from jax_triton_rocm.base._vendors import normalize_arch
 
 ENV_TARGET_ARCH = "JAX_TRITON_ROCM_TARGET_ARCH"
-# What error messages suggest when an architecture must be named.
-EXAMPLE_ARCH = {platform: v.example_arch for platform, v in _vendors.VENDORS.items()}
 
 # Holds a tuple of (platform, arch) pairs under `target_arch`, else the environment's string.
 # JAX includes it in its trace and jit cache keys, so a computation traced under one
@@ -173,7 +171,7 @@ def lowering_target(platform: str, module_context: Any) -> Target:
             f"The {platform} devices of this computation have different architectures "
             f"({', '.join(sorted(archs))}); one Triton binary cannot serve them all. Lower for "
             f"one kind of device at a time (jax.jit(..., device=...) or a mesh of like devices).")
-    example = f"{platform}='{EXAMPLE_ARCH[platform]}'"
+    example = f"{platform}='{_vendors.vendor(platform).example_arch}'"
     raise RuntimeError(
         f"No {platform} device to take the GPU architecture from. To lower for {platform} "
         f"without one, name the architecture: `with jax_triton_rocm.target_arch({example}):` "
