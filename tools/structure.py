@@ -178,6 +178,7 @@ def static_figures(root: str) -> dict:
         if not lower:  # the rest of the floor is the cycle this module is in
             break
         chain.append(min(lower, key=lambda d: (-floors[d], d)))
+    chain = [m or "__init__" for m in chain]
     return {
         "modules": len(modules),
         "subpackages": sum(1 for p in modules.values() if p.endswith("__init__.py")) - 1,

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.launch import _limits, _plan
+from jax_triton_rocm.launch import _limits
 from jax_triton_rocm.launch._spec import KernelCallSpec
+
+if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
+    from jax_triton_rocm.launch._plan import Launch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,10 +87,23 @@ class Backend(abc.ABC):
         """Raises if the target cannot launch clusters of `num_ctas` CTAs."""
         del target, num_ctas
 
-    def launch_target(self, target: Target) -> _plan.LaunchTarget:
-        """What the launch plan asks of `target` (`launch._plan.launches`)."""
-        return _plan.LaunchTarget(self.triton_backend(), self.launch_limits(target),
-                                  functools.partial(self.check_launch, target))
+    def triton_options(self, launch: Launch, spec: KernelCallSpec) -> dict[str, Any]:
+        """Options for `triton.compile`: the common ones and this vendor's own where set.
+
+        Other vendors' options are left out, as Triton's backends do.
+        """
+        config = launch.config
+        options: dict[str, Any] = {
+            "num_warps": launch.num_warps,
+            "num_ctas": config.num_ctas,
+            "enable_fp_fusion": spec.enable_fp_fusion,
+            "debug": spec.debug,
+        }
+        if config.num_stages is not None:
+            options["num_stages"] = config.num_stages
+        options.update({name: config.options[name] for name in self.compile_options
+                        if config.options.get(name) is not None})
+        return options
 
     def launch_warps(self, compiled: CompiledKernel) -> int:
         """The `num_warps` jaxlib needs to launch the block `compiled` was built for."""

@@ -112,6 +112,9 @@ def cache_size(env: str) -> int:
     return int(raw)
 
 
+_MISSING = object()
+
+
 class BoundedCache:
     """A dict behind the registry's lock that forgets its least recently used entries beyond the
     bound set by an environment variable (`cache_size`).
@@ -128,10 +131,11 @@ class BoundedCache:
     def get(self, key: Hashable, default: Any = None) -> Any:
         """The entry for `key` (now the most recently used), or `default`."""
         with self._locks.guard:
-            if key not in self._entries:
+            value = self._entries.get(key, _MISSING)
+            if value is _MISSING:
                 return default
             self._entries.move_to_end(key)
-            return self._entries[key]
+            return value
 
     def put(self, key: Hashable, value: Any) -> Any:
         """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it."""
@@ -145,11 +149,8 @@ class BoundedCache:
 
     def setdefault(self, key: Hashable, value: Any) -> Any:
         """The entry for `key`, stored as `value` if there was none (`put`)."""
-        with self._locks.guard:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                return self._entries[key]
-        return self.put(key, value)
+        stored = self.get(key, _MISSING)
+        return self.put(key, value) if stored is _MISSING else stored
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._entries

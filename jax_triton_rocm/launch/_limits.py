@@ -70,6 +70,21 @@ class LaunchLimits:
                 f"num_stages")
 
 
+def check_launch_features(compiled: Any) -> None:
+    """Raises if a compiled kernel (`compile._compile.CompiledKernel`) needs a launch feature
+    that neither jaxlib's Triton call nor XLA's provides."""
+    if compiled.profile_scratch_size:
+        raise NotImplementedError(
+            f"Kernel {compiled.name} was compiled with Triton's profiling instrumentation "
+            f"(profile scratch of {compiled.profile_scratch_size} bytes), which jaxlib does "
+            f"not allocate. Unset TRITON's instrumentation mode (TRITON_INSTRUMENTATION_MODE).")
+    for flag in ("launch_cooperative_grid", "launch_pdl"):
+        if compiled.metadata.get(flag):
+            raise NotImplementedError(
+                f"Kernel {compiled.name} needs a {flag.removeprefix('launch_')} launch, which "
+                f"jaxlib's Triton launcher does not do. Compile without it.")
+
+
 def keep_launchable(items: Sequence[T], problem_of: Callable[[T], str | None],
                     describe: Callable[[T], str], *, kernel: str) -> list[T]:
     """The items (one per launch config) whose `problem_of` is None.

@@ -16,6 +16,7 @@ Triton's autotuner drops them (`_limits.keep_launchable`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,13 @@ class LaunchTarget:
     limits: _limits.LaunchLimits | None
     check_ctas: Callable[[int], None] = lambda num_ctas: None
     first_config_only: bool = False
+
+
+def gpu_target(backend: Any, target: Any) -> LaunchTarget:
+    """What the plan needs of a GPU target (`backends._backend.Target`), as its backend answers
+    it (`backends._backend.Backend`)."""
+    return LaunchTarget(backend.triton_backend(), backend.launch_limits(target),
+                        functools.partial(backend.check_launch, target))
 
 
 def interpreter_target() -> LaunchTarget:

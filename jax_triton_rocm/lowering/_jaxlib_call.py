@@ -1,11 +1,11 @@
 """jaxlib's Triton custom call: the route every vendor shares.
 
-Data flow, top to bottom in this file: the compile target and what the plugin loads
-(`resolve_target`) -> the launches (`launch._plan`: configurations, warps, grids, zeroed outputs,
-arguments laid onto the kernel's parameters) -> every launch compiled at once through the shared
-kernel cache (`compile._parallel`, `compile._compile`) -> per kernel, the call as the installed
-jaxlib loads it (`kernel_image`) -> the call encoded (`_proto`) -> a custom call in the module
-(`emit`).
+Data flow, top to bottom: the compile target and what the plugin loads
+(`_target.resolve_target`) -> the launches (`launch._plan`: configurations, warps, grids, zeroed
+outputs, arguments laid onto the kernel's parameters) -> every launch compiled at once through
+the shared kernel cache (`compile._parallel`, `compile._compile`) -> per kernel, the call as the
+installed jaxlib loads it (`kernel_image`) -> the call encoded (`_proto`) -> a custom call in the
+module (`emit`).
 
 The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
 this module never asks which vendor it talks to. `_rules` chooses between this route and XLA's
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from jax_triton_rocm.backends._backend import Backend, Target
-from jax_triton_rocm.base import _compat, _state, _vendors
+from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _compile, _globals, _parallel
 from jax_triton_rocm.launch import _layout, _limits, _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
@@ -43,56 +43,13 @@ class LoweredCall:
     aliases: tuple[tuple[int, int], ...] = ()
 
 
-def resolve_target(backend: Backend, ctx: Any,
-                   spec: KernelCallSpec) -> tuple[Target, _compat.PluginFeatures]:
-    """The target to compile for, and what the jaxlib plugin that will load the kernel reads.
-
-    Raises:
-      RuntimeError: no plugin for the platform and no architecture named (says how to name one).
-    """
-    platform = backend.platform
-    named = backend.call_target(spec) or _target.named_arch(platform)
-    features = _compat.plugin_features(platform)
-    if features is None and named is None:
-        vendor = _vendors.vendor(platform)
-        example = vendor.example_arch
-        raise RuntimeError(
-            f"Lowering triton_call for platform '{platform}' needs JAX's {platform.upper()} "
-            f"plugin, which is not installed: {vendor.install_hint}. To only "
-            f"cross-compile (no GPU here), name the architecture: `with "
-            f"jax_triton_rocm.target_arch({platform}='{example}'):` around the lowering, or "
-            f"{_target.ENV_TARGET_ARCH}='{platform}={example}'.")
-    features = features or _compat.assumed_features(platform)
-    return named or _target.lowering_target(platform, ctx.module_context), features
-
-
-def compile_options(backend: Backend, launch: _plan.Launch,
-                    spec: KernelCallSpec) -> dict[str, Any]:
-    """Options for `triton.compile`: the common ones and the backend's own where set.
-
-    Other vendors' options are left out, as Triton's backends do.
-    """
-    config = launch.config
-    options: dict[str, Any] = {
-        "num_warps": launch.num_warps,
-        "num_ctas": config.num_ctas,
-        "enable_fp_fusion": spec.enable_fp_fusion,
-        "debug": spec.debug,
-    }
-    if config.num_stages is not None:
-        options["num_stages"] = config.num_stages
-    options.update({name: config.options[name] for name in backend.compile_options
-                    if config.options.get(name) is not None})
-    return options
-
-
 def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
                        launches: list[_plan.Launch]) -> list[tuple]:
     """(launch, job, compiled kernel) for each launch that compiled and fits the target."""
     jit_fn = spec.unwrapped.jit_fn
     triton_target = backend.triton_target(target)
     jobs = [_compile.make_job(
-        jit_fn, triton_target, launch.bound, compile_options(backend, launch, spec),
+        jit_fn, triton_target, launch.bound, backend.triton_options(launch, spec),
         gluon=jit_fn.is_gluon(), binary_key=backend.binary_key, asm_key=backend.asm_key)
         for launch in launches]
     compiled = _parallel.kept_configs(launches, jobs, _parallel.compile_jobs(jobs))
@@ -102,24 +59,10 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
         _limits.config_description, kernel=spec.kernel_name)
 
 
-def check_compiled(compiled: _compile.CompiledKernel) -> None:
-    """Raises if jaxlib cannot launch `compiled` as Triton built it."""
-    if compiled.profile_scratch_size:
-        raise NotImplementedError(
-            f"Kernel {compiled.name} was compiled with Triton's profiling instrumentation "
-            f"(profile scratch of {compiled.profile_scratch_size} bytes), which jaxlib does "
-            f"not allocate. Unset TRITON's instrumentation mode (TRITON_INSTRUMENTATION_MODE).")
-    for flag in ("launch_cooperative_grid", "launch_pdl"):
-        if compiled.metadata.get(flag):
-            raise NotImplementedError(
-                f"Kernel {compiled.name} needs a {flag.removeprefix('launch_')} launch, which "
-                f"jaxlib's Triton launcher does not do. Compile without it.")
-
-
 def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Target,
                  features: _compat.PluginFeatures) -> _proto.KernelImage:
     """The compiled kernel as the installed jaxlib loads it."""
-    check_compiled(compiled)
+    _limits.check_launch_features(compiled)
     if compiled.global_scratch_size and not features.global_scratch:
         raise NotImplementedError(
             f"Kernel {compiled.name} needs {compiled.global_scratch_size} bytes of Triton "
@@ -179,7 +122,7 @@ def lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec) -> LoweredCall:
     identity), the current values of the globals the kernel reads, and the settings read from
     the environment at lowering; a parameter that cannot be hashed just skips the memo.
     """
-    target, features = resolve_target(backend, ctx, spec)
+    target, features = _target.resolve_target(backend, ctx, spec)
     key = (backend.platform, target, features, tuple(ctx.avals_in), tuple(ctx.avals_out), spec,
            _globals.global_values(spec.unwrapped.jit_fn), backend.lowering_settings(),
            os.environ.get(_compat.ENV_AUTOTUNE_TARGET))
@@ -196,7 +139,7 @@ def lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec) -> LoweredCall:
 def _lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec, target: Target,
                 features: _compat.PluginFeatures) -> LoweredCall:
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    launches = _plan.launches(spec, in_avals, out_avals, backend.launch_target(target))
+    launches = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, target))
     compiled = _compiled_launches(backend, spec, target, launches)
     calls = []
     for launch, _, kernel in compiled:

@@ -20,9 +20,10 @@ from typing import Any
 from jax._src import config
 
 from jax_triton_rocm import backends
-from jax_triton_rocm.backends._backend import Target
+from jax_triton_rocm.backends._backend import Backend, Target
 from jax_triton_rocm.base import _compat, _vendors
 from jax_triton_rocm.base._vendors import normalize_arch
+from jax_triton_rocm.launch._spec import KernelCallSpec
 
 ENV_TARGET_ARCH = "JAX_TRITON_ROCM_TARGET_ARCH"
 
@@ -145,6 +146,30 @@ def _context_devices(module_context: Any) -> list[Any]:
     if mesh is not None and hasattr(mesh, "devices"):
         return list(mesh.devices.flat)
     return []
+
+
+def resolve_target(backend: Backend, ctx: Any,
+                   spec: KernelCallSpec) -> tuple[Target, _compat.PluginFeatures]:
+    """The target a call compiles for (a vendor keyword of the call, a named architecture or
+    the devices), and what the jaxlib plugin that will load the kernel reads.
+
+    Raises:
+      RuntimeError: no plugin for the platform and no architecture named (says how to name one).
+    """
+    platform = backend.platform
+    named = backend.call_target(spec) or named_arch(platform)
+    features = _compat.plugin_features(platform)
+    if features is None and named is None:
+        vendor = _vendors.vendor(platform)
+        example = vendor.example_arch
+        raise RuntimeError(
+            f"Lowering triton_call for platform '{platform}' needs JAX's {platform.upper()} "
+            f"plugin, which is not installed: {vendor.install_hint}. To only "
+            f"cross-compile (no GPU here), name the architecture: `with "
+            f"jax_triton_rocm.target_arch({platform}='{example}'):` around the lowering, or "
+            f"{ENV_TARGET_ARCH}='{platform}={example}'.")
+    features = features or _compat.assumed_features(platform)
+    return named or lowering_target(platform, ctx.module_context), features
 
 
 def lowering_target(platform: str, module_context: Any) -> Target:

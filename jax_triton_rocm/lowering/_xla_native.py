@@ -37,9 +37,9 @@ from jax._src.interpreters import mlir
 
 from jax_triton_rocm.base import _values
 from jax_triton_rocm.compile import _compile
-from jax_triton_rocm.launch import _kernel, _layout, _plan
+from jax_triton_rocm.launch import _kernel, _layout, _limits, _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
-from jax_triton_rocm.lowering import _jaxlib_call, _xla_ir
+from jax_triton_rocm.lowering import _target, _xla_ir
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -116,19 +116,19 @@ def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec)
 def _native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | str:
     """Compiles the call with its scalars as constants; the call, or why it does not fit."""
     # The same target, and the same error where none can be known, as jaxlib's route.
-    target, _ = _jaxlib_call.resolve_target(backend, ctx, spec)
+    target, _ = _target.resolve_target(backend, ctx, spec)
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    [launch] = _plan.launches(spec, in_avals, out_avals, backend.launch_target(target))
+    [launch] = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, target))
     jit_fn = spec.unwrapped.jit_fn
     job = _compile.make_job(jit_fn, backend.triton_target(target),
                             scalars_as_constexprs(jit_fn, launch.bound),
-                            _jaxlib_call.compile_options(backend, launch, spec), gluon=False,
+                            backend.triton_options(launch, spec), gluon=False,
                             binary_key=backend.binary_key, asm_key=backend.asm_key)
     compiled = _compile.compile_job(job)
     problem = backend.launch_limits(target).shared_problem(compiled.shared_mem_bytes)
     if problem:
         return problem  # jaxlib's route raises it, with the kernel's name
-    _jaxlib_call.check_compiled(compiled)
+    _limits.check_launch_features(compiled)
     if compiled.global_scratch_size:
         return (f"the kernel needs {compiled.global_scratch_size} bytes of Triton global scratch "
                 f"memory, which not every XLA allocates for this call")
