@@ -24,7 +24,11 @@ from jax_triton_rocm.launch._grid import MAX_GRID_SIZE
 from jax_triton_rocm.launch._limits import LaunchLimits
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
-_triton_nvidia = _compat.import_triton_backend("cuda")
+_compat.triton_info()  # a Triton that does not import at all fails here, with its own error
+try:
+    import triton.backends.nvidia.compiler as _triton_nvidia
+except (ImportError, RuntimeError, ValueError) as err:
+    raise _compat.triton_backend_error("cuda", err) from err
 
 from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked import)
 

@@ -265,21 +265,17 @@ def triton_info() -> TritonInfo:
     return TritonInfo(module=triton, version=triton.__version__, backends=backends)
 
 
-def import_triton_backend(platform: str) -> types.ModuleType:
-    """Imports Triton's compiler backend for `platform` ("cuda" -> nvidia, "rocm" -> amd).
-
-    Raises ImportError naming the platform and the backend when Triton lacks it or it is broken.
-    """
+def triton_backend_error(platform: str, err: BaseException) -> ImportError:
+    """The error for Triton's compiler backend of `platform` ("cuda" -> nvidia, "rocm" -> amd)
+    failing to import with `err` (the caller raises it, chained): it names the platform, the
+    backend and what to install."""
     info = triton_info()
     name = _vendors.vendor(platform).triton_backend
-    try:
-        return importlib.import_module(f"triton.backends.{name}.compiler")
-    except ModuleNotFoundError as err:
-        raise ImportError(
+    if isinstance(err, ModuleNotFoundError):
+        return ImportError(
             f"The installed Triton {info.version} has no '{name}' backend, which lowering for "
             f"platform '{platform}' needs (it has: {', '.join(info.backends) or 'none'}). Install "
-            f"a Triton build for {platform.upper()}: {TRITON_INSTALL_HINT}") from err
-    except (ImportError, RuntimeError, ValueError) as err:
-        raise ImportError(
-            f"Triton {info.version}'s '{name}' backend does not import: {type(err).__name__}: "
-            f"{err}. Reinstall Triton: {TRITON_INSTALL_HINT}") from err
+            f"a Triton build for {platform.upper()}: {TRITON_INSTALL_HINT}")
+    return ImportError(
+        f"Triton {info.version}'s '{name}' backend does not import: {type(err).__name__}: "
+        f"{err}. Reinstall Triton: {TRITON_INSTALL_HINT}")

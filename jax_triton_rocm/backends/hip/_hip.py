@@ -35,7 +35,11 @@ from jax_triton_rocm.base import _compat, _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.launch._limits import LaunchLimits
 
-_triton_amd = _compat.import_triton_backend("rocm")
+_compat.triton_info()  # a Triton that does not import at all fails here, with its own error
+try:
+    import triton.backends.amd.compiler as _triton_amd
+except (ImportError, RuntimeError, ValueError) as err:
+    raise _compat.triton_backend_error("rocm", err) from err
 
 from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked import)
 
