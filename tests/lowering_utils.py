@@ -32,21 +32,40 @@ def lower_for(fn, *args, platform: str, arch=None):
         return jax.jit(fn).trace(*args).lower(lowering_platforms=(platform,))
 
 
+# One recording `emit` is installed while any thread captures; it records a call for the
+# captures of the thread that lowers it, so that captures in several threads at once neither
+# see each other's calls nor leave a recorder behind.
+_capturing = threading.local()
+_recorder_lock = threading.Lock()
+_recorder: dict = {"users": 0, "emit": None}
+
+
+def _recording_emit(ctx, operands, lowered):
+    for captured in getattr(_capturing, "lists", ()):
+        captured.append(lowered)
+    return _recorder["emit"](ctx, operands, lowered)
+
+
 @contextlib.contextmanager
 def captured_lowerings() -> Iterator[list[_jaxlib_call.LoweredCall]]:
-    """Records every `LoweredCall` the lowering emits while in force (the MLIR is still emitted)."""
+    """Records every `LoweredCall` this thread's lowerings emit while in force (the MLIR is
+    still emitted)."""
     captured: list[_jaxlib_call.LoweredCall] = []
-    emit = _jaxlib_call.emit
-
-    def recording_emit(ctx, operands, lowered):
-        captured.append(lowered)
-        return emit(ctx, operands, lowered)
-
-    _jaxlib_call.emit = recording_emit
+    if not hasattr(_capturing, "lists"):
+        _capturing.lists = []
+    _capturing.lists.append(captured)
+    with _recorder_lock:
+        if _recorder["users"] == 0:
+            _recorder["emit"], _jaxlib_call.emit = _jaxlib_call.emit, _recording_emit
+        _recorder["users"] += 1
     try:
         yield captured
     finally:
-        _jaxlib_call.emit = emit
+        _capturing.lists = [c for c in _capturing.lists if c is not captured]
+        with _recorder_lock:
+            _recorder["users"] -= 1
+            if _recorder["users"] == 0:
+                _jaxlib_call.emit = _recorder["emit"]
 
 
 def lower_one(fn, *args, platform: str, arch=None) -> jtr.EmittedCall:

@@ -99,9 +99,7 @@ def test_kernel_key_covers_compile_options():
 
 
 def test_eight_threads_lowering_one_kernel_compile_it_once():
-    # lower_one: lower_add records the emitted call, which is for one thread at a time.
-    run_at_once([lambda: lower_one(lambda x, y: kernels.add(x, y, block=1024), X, X,
-                                   platform="cuda")] * 8)
+    run_at_once([lambda: lower_add(kernels.add_kernel, BLOCK=1024)] * 8)
     assert _state.KERNELS.stats["compiles"] == 1
 
 

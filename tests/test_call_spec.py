@@ -117,3 +117,17 @@ def test_a_grid_given_as_a_list_is_checked_once_into_a_tuple():
         lambda x, y: jtr.triton_call(x, y, x.size, kernel=kernels.add_kernel, out_shape=x,
                                      grid=[4], BLOCK=256), X, X, platform="cuda"))
     assert call.summary()["launches"][0]["grid"] == (4, 1, 1)
+
+
+def test_a_spec_hashes_its_kernel_by_identity_without_parsing_its_source(monkeypatch):
+    # Hashing a Triton kernel parses its source: slow, and not safe across threads on 3.11.
+    call = jax.make_jaxpr(lambda x: kernels.add(x, x))(jnp.ones(64)).eqns[0].params["spec"]
+
+    def parse_refused(self):
+        raise AssertionError("the kernel's source was parsed")
+
+    monkeypatch.setattr(type(call.kernel), "__hash__", parse_refused)
+    assert hash(call) == hash(dataclasses.replace(call))
+    assert call == dataclasses.replace(call)
+    other = dataclasses.replace(call, kernel=kernels.elementwise_kernel("x + y"))
+    assert call != other

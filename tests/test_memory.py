@@ -45,6 +45,9 @@ def test_clear_caches_lets_every_kernel_and_binary_be_freed():
         _use_everywhere(kernel)
         functions.append(weakref.ref(kernel))
         del kernel
+    # Triton 3.9 keeps the last @jit function of each name in a registry of its own
+    # (triton.runtime.jit._triton_jit_function_registry); a fourth of the name takes its place.
+    newest = kernels.elementwise_kernel("x")
     gc.collect()
     assert _compiled_kernels_alive() >= binaries + 3
     assert all(ref() is not None for ref in functions)  # the caches hold them
@@ -52,6 +55,7 @@ def test_clear_caches_lets_every_kernel_and_binary_be_freed():
     gc.collect()
     assert [ref() for ref in functions] == [None, None, None]
     assert _compiled_kernels_alive() == binaries
+    del newest
 
 
 def _lower_block(block: int):

@@ -81,7 +81,8 @@ def _global_references(fn: Any) -> tuple[tuple, tuple]:
 
     finder = GlobalsFinder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
                            nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
-    finder.visit(fn.parse())
+    with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
+        finder.visit(fn.parse())
     names = tuple((scope, name) for (name, _), (_, scope) in finder.used_global_vals.items())
     _state.GLOBAL_REFERENCES.put(id(fn), (fn, fn.src, names, tuple(finder.callees)))
     return names, tuple(finder.callees)

@@ -37,7 +37,10 @@ class KernelCallSpec:
     kernel and callables by identity.
 
     Attributes:
-      kernel: the kernel as given (@triton.jit or @gluon.jit, maybe autotuned).
+      kernel: the kernel as given (@triton.jit or @gluon.jit, maybe autotuned); compared by
+        identity (`kernel_id`): hashing a Triton kernel parses its source, which is slow and,
+        on CPython 3.11, not safe across threads.
+      kernel_id: `id(kernel)`, which the spec keeps alive (derived: not an argument).
       unwrapped: `kernel` taken apart (derived from it: not compared).
       positional: ("array", operand index) or ("scalar", value) per positional argument
         (`triton_call`); or one ("input", i), ("output", j) or ("keyword", None) per kernel
@@ -60,7 +63,7 @@ class KernelCallSpec:
       batch: set by the `jax.vmap` rule on a call batched along `batch_grid_axis`.
     """
 
-    kernel: Any
+    kernel: Any = dataclasses.field(compare=False)
     unwrapped: _kernel.Unwrapped = dataclasses.field(compare=False, repr=False)
     positional: tuple[tuple[str, Any], ...]
     out_shapes: tuple[jax.ShapeDtypeStruct, ...]
@@ -80,6 +83,10 @@ class KernelCallSpec:
     metaparams: tuple[tuple[str, Any], ...]
     options: tuple[tuple[str, Any], ...]
     batch: BatchedLaunch | None = None
+    kernel_id: int = dataclasses.field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kernel_id", id(self.kernel))
 
     @property
     def kernel_name(self) -> str:
