@@ -75,7 +75,8 @@ def test_autotuned_kernel_runs_its_first_config():
 def test_gluon_kernel_gets_a_clear_error():
     x = random_normal(19, (1024,), device=CPU)
     with pytest.raises(NotImplementedError, match=r"Gluon kernel.*interpreter"):
-        jax.jit(lambda x: gluon_kernels.copy(x, warp_size=32)).trace(x).lower(lowering_platforms=("cpu",))
+        jax.jit(lambda x: gluon_kernels.copy(x, warp_size=32)).trace(x).lower(
+            lowering_platforms=("cpu",))
 
 
 @triton.jit

@@ -211,8 +211,10 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _kernel.Unwrapped, posi
     spec = KernelCallSpec(
         kernel=kernel, unwrapped=unwrapped, positional=tuple(positional),
         out_shapes=tuple(out_shapes), grid=_grid_spec(api, grid),
-        name=name or _kernel.kernel_name(unwrapped.jit_fn), num_warps=num_warps,
-        num_stages=num_stages, num_ctas=1 if num_ctas is None else int(num_ctas),
+        name=name or _kernel.kernel_name(unwrapped.jit_fn),
+        num_warps=None if num_warps is None else int(num_warps),
+        num_stages=None if num_stages is None else int(num_stages),
+        num_ctas=1 if num_ctas is None else int(num_ctas),
         cuda_arch=cuda_arch,
         enable_fp_fusion=_values.flag(enable_fp_fusion, f"{api.prefix}enable_fp_fusion"),
         input_output_aliases=aliases(api_name, input_output_aliases, in_avals, out_shapes),
