@@ -9,7 +9,8 @@ counts, at module level or inside a function (a deferred import still closes a c
 under `if TYPE_CHECKING:`. An import of a subpackage's module also runs the subpackage's
 `__init__`, which counts only when it defines more than a docstring. Floors: the longest chain
 of imports, a module that imports no package module being floor 1 (modules of one cycle count
-as one floor). `importlib` loads: calls of `importlib.import_module` in the package.
+as one floor). Imports up a layer: imports from a subpackage to one above it in `LAYERS` (or to
+a top-level entry point). `importlib` loads: calls of `importlib.import_module` in the package.
 
 The dynamic figures come from a child process (with the checkout first on `sys.path`) that
 lowers a jitted add for sm_90 on the CPU under `target_arch`, with `sys.setprofile` on: the
@@ -30,6 +31,9 @@ import tempfile
 from collections.abc import Iterator
 
 PACKAGE = "jax_triton_rocm"
+# The layers, top down (README "Layout"); modules outside every subpackage are the entry points.
+LAYERS = (("api",), ("checks",), ("lowering", "interpret"), ("backends",), ("compile",),
+          ("launch",), ("base",))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -161,6 +165,17 @@ def _floors(graph: dict[str, set[str]], cycles: list[list[str]]) -> dict[str, in
     return {m: floor(group[m]) for m in graph}
 
 
+def _layer(module: str) -> int:
+    """0 for a top-level module (an entry point), else 1 + the index of its subpackage's layer."""
+    top = module.split(".")[0]
+    return next((i + 1 for i, layer in enumerate(LAYERS) if top in layer), 0)
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from a layer to a layer above it ("a -> b")."""
+    return [f"{m} -> {d}" for m in graph for d in graph[m] if _layer(d) < _layer(m)]
+
+
 def static_figures(root: str) -> dict:
     modules = _modules(root)
     graph, dynamic, lines = {}, 0, 0
@@ -187,6 +202,7 @@ def static_figures(root: str) -> dict:
         "import edges": sum(len(v) for v in graph.values()),
         "import floors": top,
         "import cycles": len(cycles),
+        "imports up a layer": len(_upward(graph)) if any("." in m for m in graph) else "n/a",
         "importlib.import_module calls": dynamic,
         "_cycles": cycles,
         "_chain": " -> ".join(chain),
