@@ -46,7 +46,8 @@ def _lower(fn, *avals, arch: str) -> None:
 
 def measure(mode: str, arch: str) -> dict:
     """Runs in the measuring process: times one lowering of the 16-config matmul."""
-    from jax_triton_rocm import _parallel, _state
+    from jax_triton_rocm.base import _state
+    from jax_triton_rocm.compile import _parallel
     from tests import autotune_utils
 
     def matmul(a, b):

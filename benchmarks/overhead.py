@@ -44,7 +44,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 import jax_triton_rocm as jtr  # noqa: E402
-from jax_triton_rocm import _compat, _lowering  # noqa: E402
+from jax_triton_rocm.base import _compat  # noqa: E402
+from jax_triton_rocm.lowering import _jaxlib_call
 
 CHAIN_LENGTH = 200
 COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer="
@@ -89,17 +90,17 @@ class legacy_target:
     """Makes calls with one kernel take the legacy target (for comparison only)."""
 
     def __enter__(self):
-        self.original = _lowering.emit
+        self.original = _jaxlib_call.emit
 
         def emit_legacy(ctx, operands, lowered):
             lowered = dataclasses.replace(lowered, custom_call_target=_compat.LEGACY_TARGET)
             return self.original(ctx, operands, lowered)
 
-        _lowering.emit = emit_legacy
+        _jaxlib_call.emit = emit_legacy
         jax.clear_caches()
 
     def __exit__(self, *exc):
-        _lowering.emit = self.original
+        _jaxlib_call.emit = self.original
         jax.clear_caches()
 
 

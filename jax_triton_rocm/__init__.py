@@ -4,18 +4,25 @@
     out = jtr.triton_call(x, y, kernel=add_kernel, out_shape=x, grid=(n // 256,), BLOCK=256)
 
 Importing the package does not import Triton; `triton_call` and the first lowering do.
+
+Layers, top down: `api` (what users call) -> `checks` (one `KernelCallSpec` per call) ->
+`lowering` (`triton_kernel_p`, its rules and routes) and `interpret` (the CPU route) ->
+`backends` (what each vendor answers) -> `compile` (the shared kernel cache) -> `launch` (a
+spec, the operands and a target turned into launches) -> `base` (state, versions, vendors).
+Only the names in `__all__` are public.
 """
 
-from jax_triton_rocm._batching import loop_batching_rule
-from jax_triton_rocm._call import triton_call
-from jax_triton_rocm._inspect import EmittedCall, kernel_calls
-from jax_triton_rocm._library import triton_call_lowering
-from jax_triton_rocm._plugin import initialize, register, registered_platforms
-from jax_triton_rocm._primitive import triton_kernel_p
-from jax_triton_rocm._state import clear_caches
-from jax_triton_rocm._target import target_arch
-from jax_triton_rocm._tuning import autotune
+from jax_triton_rocm._plugin import initialize
 from jax_triton_rocm._version import __version__
+from jax_triton_rocm.api._batching import loop_batching_rule
+from jax_triton_rocm.api._call import triton_call
+from jax_triton_rocm.api._inspect import EmittedCall, kernel_calls
+from jax_triton_rocm.api._library import triton_call_lowering
+from jax_triton_rocm.api._target import target_arch
+from jax_triton_rocm.api._tuning import autotune
+from jax_triton_rocm.base._state import clear_caches
+from jax_triton_rocm.lowering._primitive import triton_kernel_p
+from jax_triton_rocm.lowering._rules import register, registered_platforms
 
 __all__ = [
     "EmittedCall",

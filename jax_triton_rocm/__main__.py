@@ -171,9 +171,10 @@ def _checked_targets(archs: list[str] | None) -> list[tuple[str, str]]:
             _fail(str(err))
         if archs:  # the defaults are known to compile
             try:
-                from jax_triton_rocm import _compat, _target
+                from jax_triton_rocm import backends
+                from jax_triton_rocm.lowering import _target
 
-                _compat.import_triton_backend(platform)
+                backends.backend(platform)
                 problem = _target.arch_problem(platform, canonical)
             except ImportError as err:
                 _fail(f"--arch {arch}: {err}")

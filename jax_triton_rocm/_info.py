@@ -15,7 +15,8 @@ import re
 import sys
 from typing import Any
 
-from jax_triton_rocm import _compat, _target
+from jax_triton_rocm.base import _compat, _vendors
+from jax_triton_rocm.lowering import _target
 from jax_triton_rocm._version import __version__
 
 # The package's environment variables, as the README's table documents them.
@@ -27,6 +28,8 @@ PACKAGE_ENV_VARS = (
     "JAX_TRITON_ROCM_AUTOTUNE_DIR",
     "JAX_TRITON_ROCM_COMPILE_THREADS",
     "JAX_TRITON_ROCM_XLA_NATIVE",
+    "JAX_TRITON_ROCM_KERNEL_CACHE_SIZE",
+    "JAX_TRITON_ROCM_CALL_CACHE_SIZE",
 )
 # Triton's variables that change what the package's compiles do or where they go.
 TRITON_ENV_VARS = ("TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_KERNEL_DUMP", "TRITON_DUMP_DIR",
@@ -58,7 +61,7 @@ def triton_report() -> dict[str, Any]:
         info = _compat.triton_info()
     except ImportError as err:
         return {"error": str(err)}
-    from jax_triton_rocm import _triton_cache
+    from jax_triton_rocm.compile import _triton_cache
 
     cache_knobs = info.module.knobs.cache
     cache_dir = cache_knobs.dir
@@ -80,7 +83,7 @@ def devices_report() -> dict[str, Any]:
     import jax
 
     report: dict[str, Any] = {}
-    for platform in ("cpu", *_compat.GPU_PLATFORMS):
+    for platform in ("cpu", *_vendors.GPU_PLATFORMS):
         try:
             devices = jax.devices(platform)
         except RuntimeError as err:
@@ -95,7 +98,7 @@ def devices_report() -> dict[str, Any]:
 
 def _safe_arch(platform: str, device: Any) -> str | None:
     try:
-        return _target.normalize_arch(platform, device.compute_capability)
+        return _vendors.normalize_arch(platform, device.compute_capability)
     except (AttributeError, ValueError):
         return None
 
@@ -105,7 +108,7 @@ def _delivery(platform: str, features: _compat.PluginFeatures) -> str:
         return ("CUBIN in module_image (a digest of it in the ptx field)" if features.module_image
                 else "PTX, assembled by jaxlib's ptxas at load")
     try:
-        from jax_triton_rocm import _hip
+        from jax_triton_rocm.backends.hip import _hip
 
         mode = _hip.delivery_mode(features)
     except (ImportError, ValueError) as err:
@@ -147,7 +150,7 @@ def collect() -> dict[str, Any]:
     import jax
     import jaxlib
 
-    from jax_triton_rocm import _plugin
+    from jax_triton_rocm.lowering import _rules
 
     devices = devices_report()  # starts JAX's backends, which runs the package's initialize()
     return {
@@ -158,11 +161,11 @@ def collect() -> dict[str, Any]:
         "jaxlib": jaxlib.__version__,
         "jaxlib_gpu_plugins": plugin_distributions(),
         "triton": triton_report(),
-        "registered_platforms": list(_plugin.registered_platforms()),
+        "registered_platforms": list(_rules.registered_platforms()),
         "devices": devices,
-        "no_gpu_reason": (None if any(devices[p]["devices"] for p in _compat.GPU_PLATFORMS)
+        "no_gpu_reason": (None if any(devices[p]["devices"] for p in _vendors.GPU_PLATFORMS)
                           else no_gpu_reason()),
-        "platforms": {p: platform_report(p) for p in _compat.GPU_PLATFORMS},
+        "platforms": {p: platform_report(p) for p in _vendors.GPU_PLATFORMS},
         "environment": environment_report(),
     }
 
@@ -238,7 +241,7 @@ def no_gpu_reason() -> str:
     from jax._src import xla_bridge
 
     restricted = os.environ.get("JAX_PLATFORMS", "")
-    installed = {p: _compat.installed_plugin(p) for p in _compat.GPU_PLATFORMS}
+    installed = {p: _compat.installed_plugin(p) for p in _vendors.GPU_PLATFORMS}
     if not any(installed.values()):
         return ("No jaxlib GPU plugin is installed, so JAX runs on the CPU only. To run kernels, "
                 f"install JAX for your GPU first: {_compat.PLUGIN_INSTALL_HINT['cuda']} on "
@@ -280,7 +283,7 @@ def canonical_arch(arch: str) -> tuple[str, str]:
     """
     platform = arch_platform(arch)
     try:
-        return platform, _target.normalize_arch(platform, arch, what="--arch")
+        return platform, _vendors.normalize_arch(platform, arch, what="--arch")
     except ValueError as err:
         if platform == "rocm":
             raise

@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _lowering, _proto
+from jax_triton_rocm.lowering import _jaxlib_call, _proto
 from tests.kernels import add_inplace_kernel, add_kernel, matmul_kernel
 
 ADD_CONFIGS = [
@@ -99,7 +99,7 @@ def tuned_matmul(a, b, kernel=tuned_matmul_kernel):
         grid=lambda meta: (triton.cdiv(m, meta["BLOCK_M"]), triton.cdiv(n, meta["BLOCK_N"])))
 
 
-def decoded_configs(lowered: _lowering.LoweredCall) -> list:
+def decoded_configs(lowered: _jaxlib_call.LoweredCall) -> list:
     """The autotune configs of a lowered call, decoded from its opaque."""
     message = _proto.decode(lowered.opaque)
     assert message.WhichOneof("value") == "autotuned_kernel_call"

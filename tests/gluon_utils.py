@@ -31,6 +31,6 @@ def device_warp_size(device) -> int:
     """The warp size of a JAX GPU device: 64 on AMD gfx9xx (CDNA), else 32."""
     if device.platform != "rocm":
         return 32
-    from jax_triton_rocm import _hip
+    from jax_triton_rocm.backends.hip import _hip
 
     return _hip.warp_size(str(device.compute_capability).split(":")[0])

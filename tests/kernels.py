@@ -88,9 +88,11 @@ def matmul(a, b, block_m=64, block_n=64, block_k=32, **kwargs):
         M=m, N=n, K=k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, **kwargs)
 
 
-def random_normal(key: int, shape, dtype=jnp.float32) -> jax.Array:
-    """Normal samples drawn in float32 (from `jax.random.key(key)`), then cast to `dtype`."""
-    return jax.random.normal(jax.random.key(key), shape, jnp.float32).astype(dtype)
+def random_normal(key: int, shape, dtype=jnp.float32, device=None) -> jax.Array:
+    """Normal samples drawn in float32 (from `jax.random.key(key)`), then cast to `dtype`; on
+    `device` if given (the CPU device, for Triton's interpreter), else JAX's default."""
+    x = jax.random.normal(jax.random.key(key), shape, jnp.float32).astype(dtype)
+    return x if device is None else jax.device_put(x, device)
 
 
 def kernel_from_source(source: str, name: str = "k"):

@@ -11,9 +11,10 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 
 import jax
+import jax.numpy as jnp
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _lowering
+from jax_triton_rocm.lowering import _jaxlib_call
 
 DEFAULT_ARCH = {"cuda": "sm_90", "rocm": "gfx942"}
 
@@ -31,21 +32,40 @@ def lower_for(fn, *args, platform: str, arch=None):
         return jax.jit(fn).trace(*args).lower(lowering_platforms=(platform,))
 
 
-@contextlib.contextmanager
-def captured_lowerings() -> Iterator[list[_lowering.LoweredCall]]:
-    """Records every `LoweredCall` the lowering emits while in force (the MLIR is still emitted)."""
-    captured: list[_lowering.LoweredCall] = []
-    emit = _lowering.emit
+# One recording `emit` is installed while any thread captures; it records a call for the
+# captures of the thread that lowers it, so that captures in several threads at once neither
+# see each other's calls nor leave a recorder behind.
+_capturing = threading.local()
+_recorder_lock = threading.Lock()
+_recorder: dict = {"users": 0, "emit": None}
 
-    def recording_emit(ctx, operands, lowered):
+
+def _recording_emit(ctx, operands, lowered):
+    for captured in getattr(_capturing, "lists", ()):
         captured.append(lowered)
-        return emit(ctx, operands, lowered)
+    return _recorder["emit"](ctx, operands, lowered)
 
-    _lowering.emit = recording_emit
+
+@contextlib.contextmanager
+def captured_lowerings() -> Iterator[list[_jaxlib_call.LoweredCall]]:
+    """Records every `LoweredCall` this thread's lowerings emit while in force (the MLIR is
+    still emitted)."""
+    captured: list[_jaxlib_call.LoweredCall] = []
+    if not hasattr(_capturing, "lists"):
+        _capturing.lists = []
+    _capturing.lists.append(captured)
+    with _recorder_lock:
+        if _recorder["users"] == 0:
+            _recorder["emit"], _jaxlib_call.emit = _jaxlib_call.emit, _recording_emit
+        _recorder["users"] += 1
     try:
         yield captured
     finally:
-        _lowering.emit = emit
+        _capturing.lists = [c for c in _capturing.lists if c is not captured]
+        with _recorder_lock:
+            _recorder["users"] -= 1
+            if _recorder["users"] == 0:
+                _jaxlib_call.emit = _recorder["emit"]
 
 
 def lower_one(fn, *args, platform: str, arch=None) -> jtr.EmittedCall:
@@ -55,12 +75,24 @@ def lower_one(fn, *args, platform: str, arch=None) -> jtr.EmittedCall:
     return calls[0]
 
 
-def capture_one(fn, *args, platform: str, arch=None) -> _lowering.LoweredCall:
+def capture_one(fn, *args, platform: str, arch=None) -> _jaxlib_call.LoweredCall:
     """The single `LoweredCall` that lowering `fn(*args)` with `lower_for` produces."""
     with captured_lowerings() as captured:
         lower_for(fn, *args, platform=platform, arch=arch)
     assert len(captured) == 1, f"expected one Triton call, lowered {len(captured)}"
     return captured[0]
+
+
+def lower_add(kernel, n: int = 4096, *, platform: str = "cuda", arch=None,
+              **call) -> _jaxlib_call.LoweredCall:
+    """The `LoweredCall` of `kernel(x_ptr, y_ptr, n, out_ptr, BLOCK)` on two float32 vectors of
+    `n` elements; the grid covers `n` by BLOCK (the call's `BLOCK=...`, or an autotune
+    config's), and `call` holds the rest of `triton_call`'s keywords."""
+    from tests import autotune_utils
+
+    x = spec((n,), jnp.float32)
+    return capture_one(lambda x, y: autotune_utils.tuned_add(x, y, kernel=kernel, **call), x, x,
+                       platform=platform, arch=arch)
 
 
 def run_at_once(fns: Sequence[Callable[[], object]]) -> None:

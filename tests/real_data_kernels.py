@@ -162,7 +162,7 @@ def check_moe_chain() -> None:
 def _emitted(fn, *args) -> list[dict]:
     """What jaxlib receives for each Triton call of `jit(fn)(*args)`, and the calls a lowering
     left to jaxlib's autotuner."""
-    from jax_triton_rocm import _choices
+    from jax_triton_rocm.lowering import _choices
 
     with _choices.session() as current:
         lowered = jax.jit(fn).trace(*args).lower()

@@ -9,10 +9,12 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _parallel, _proto, _state
+from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.compile import _parallel
+from jax_triton_rocm.lowering import _proto
 from tests import autotune_utils as au
 from tests import kernels
-from tests.lowering_utils import capture_one, lower_for
+from tests.lowering_utils import capture_one, lower_add, lower_for
 
 N = 4096
 
@@ -22,23 +24,18 @@ def _tuned(kernel, configs=au.ADD_CONFIGS, **autotune_kwargs):
     return triton.autotune(configs=configs, **autotune_kwargs)(kernel)
 
 
-def _lower_add(kernel=au.tuned_add_kernel, n=N, platform="cuda", arch="sm_90", **kwargs):
-    return capture_one(lambda x, y: au.tuned_add(x, y, kernel=kernel, **kwargs),
-                       au.f32(n), au.f32(n), platform=platform, arch=arch)
-
-
 # What reaches jaxlib.
 
 @pytest.mark.parametrize("platform,arch", [("cuda", "sm_90"), ("rocm", "gfx942")])
 def test_autotuned_call_has_every_config_in_order(platform, arch):
-    lowered = _lower_add(platform=platform, arch=arch)
+    lowered = lower_add(au.tuned_add_kernel, platform=platform, arch=arch)
     assert [c.description for c in au.decoded_configs(lowered)] == [
         str(c) for c in au.ADD_CONFIGS]
 
 
 @pytest.mark.parametrize("platform,arch", [("cuda", "sm_90"), ("rocm", "gfx942")])
 def test_callable_grid_is_evaluated_per_config(platform, arch):
-    lowered = _lower_add(platform=platform, arch=arch)
+    lowered = lower_add(au.tuned_add_kernel, platform=platform, arch=arch)
     grids = [(c.kernel_call.grid_0, c.kernel_call.grid_1, c.kernel_call.grid_2)
              for c in au.decoded_configs(lowered)]
     assert grids == [(N // 128, 1, 1), (N // 256, 1, 1), (N // 512, 1, 1)]
@@ -46,7 +43,7 @@ def test_callable_grid_is_evaluated_per_config(platform, arch):
 
 @pytest.mark.parametrize("platform,arch", [("cuda", "sm_90"), ("rocm", "gfx942")])
 def test_each_config_is_compiled_with_its_own_warps_and_stages(platform, arch):
-    lowered = _lower_add(platform=platform, arch=arch)
+    lowered = lower_add(au.tuned_add_kernel, platform=platform, arch=arch)
     assert [k.num_warps for k in lowered.kernels] == [4, 4, 8]
     assert [k.metadata["num_stages"] for k in lowered.kernels] == [3, 2, 3]
     assert [c.kernel_call.kernel.num_warps for c in au.decoded_configs(lowered)] == [4, 4, 8]
@@ -56,7 +53,7 @@ def test_autotuned_cuda_call_parses_in_jaxlib():
     plugin = _compat.plugin_triton_module("cuda")
     if plugin is None:
         pytest.skip("jax_cuda13_plugin._triton does not import here; install jax-cuda13-plugin")
-    lowered = _lower_add(serialized_metadata=b"tuned-add")
+    lowered = lower_add(au.tuned_add_kernel, serialized_metadata=b"tuned-add")
     assert plugin.get_serialized_metadata(lowered.opaque) == b"tuned-add"
 
 
@@ -68,7 +65,7 @@ def test_early_config_prune_keeps_its_configs_in_its_order():
         return [c for c in reversed(configs) if c.kwargs["BLOCK"] <= named_args["n"]]
 
     kernel = _tuned(kernels.add_kernel, prune_configs_by={"early_config_prune": prune})
-    lowered = _lower_add(kernel=kernel, n=256)
+    lowered = lower_add(kernel, n=256)
     assert [c.description for c in au.decoded_configs(lowered)] == [
         str(au.ADD_CONFIGS[1]), str(au.ADD_CONFIGS[0])]
     assert seen == [(256, ["num_ctas"])]
@@ -77,12 +74,12 @@ def test_early_config_prune_keeps_its_configs_in_its_order():
 def test_one_config_left_by_pruning_is_a_plain_kernel_call():
     kernel = _tuned(kernels.add_kernel,
                     prune_configs_by={"early_config_prune": lambda configs, named, **kw: configs[:1]})
-    lowered = _lower_add(kernel=kernel)
+    lowered = lower_add(kernel)
     assert _proto.decode(lowered.opaque).WhichOneof("value") == "kernel_call"
 
 
 def test_config_failing_a_static_assert_is_dropped_like_triton_does():
-    lowered = _lower_add(kernel=_tuned(au.capped_add_kernel))
+    lowered = lower_add(_tuned(au.capped_add_kernel))
     assert [c.description for c in au.decoded_configs(lowered)] == [
         str(c) for c in au.ADD_CONFIGS[:2]]
 
@@ -93,7 +90,7 @@ def test_every_config_failing_raises_the_compile_error():
     kernel = _tuned(au.capped_add_kernel, configs=[triton.Config({"BLOCK": 512}),
                                                    triton.Config({"BLOCK": 1024})])
     with pytest.raises(CompileTimeAssertionFailure):
-        _lower_add(kernel=kernel)
+        lower_add(kernel)
 
 
 # input_output_aliases and the custom-call target.
@@ -111,7 +108,7 @@ def test_autotuned_call_takes_the_legacy_target_whose_trials_see_the_real_operan
         monkeypatch, platform, arch):
     """jaxlib's FFI target times the configs before earlier kernels have run (_compat)."""
     monkeypatch.delenv(_compat.ENV_AUTOTUNE_TARGET, raising=False)
-    lowered = _lower_add(platform=platform, arch=arch)
+    lowered = lower_add(au.tuned_add_kernel, platform=platform, arch=arch)
     assert lowered.custom_call_target == _compat.LEGACY_TARGET
     assert "backend_config" in _lowered_text(platform, arch)
 
@@ -125,8 +122,8 @@ def test_forcing_the_ffi_target_for_autotuned_calls_warns_once(monkeypatch, capl
     monkeypatch.setenv(_compat.ENV_AUTOTUNE_TARGET, "ffi")
     _compat._warn_ffi_autotune.cache_clear()
     with caplog.at_level("WARNING", logger="jax_triton_rocm"):
-        _lower_add()
-        _lower_add(n=N + 1)
+        lower_add(au.tuned_add_kernel)
+        lower_add(au.tuned_add_kernel, n=N + 1)
     warnings = [r.getMessage() for r in caplog.records if "AUTOTUNE_TARGET=ffi" in r.getMessage()]
     assert len(warnings) == 1
     assert "out of bounds" in warnings[0] and "jax_triton_rocm.autotune" in warnings[0]
@@ -136,14 +133,14 @@ def test_forcing_the_ffi_target_for_autotuned_calls_warns_once(monkeypatch, capl
                                           ("legacy", _compat.LEGACY_TARGET)])
 def test_environment_forces_the_autotuned_call_target(monkeypatch, value, target):
     monkeypatch.setenv(_compat.ENV_AUTOTUNE_TARGET, value)
-    lowered = _lower_add()
+    lowered = lower_add(au.tuned_add_kernel)
     assert lowered.custom_call_target == target
 
 
 def test_unknown_autotuned_call_target_names_the_variable(monkeypatch):
     monkeypatch.setenv(_compat.ENV_AUTOTUNE_TARGET, "graph")
     with pytest.raises(ValueError, match="JAX_TRITON_ROCM_AUTOTUNE_TARGET='graph'.*ffi, legacy"):
-        _lower_add()
+        lower_add(au.tuned_add_kernel)
 
 
 def test_forced_target_leaves_plain_calls_alone(monkeypatch):
@@ -159,7 +156,7 @@ def test_amd_config_keys_reach_the_hip_compiler():
         triton.Config({"BLOCK": 128, "waves_per_eu": 2, "matrix_instr_nonkdim": 16, "kpack": 2}),
         triton.Config({"BLOCK": 256, "waves_per_eu": 1}),
     ])
-    lowered = _lower_add(kernel=kernel, platform="rocm", arch="gfx942")
+    lowered = lower_add(kernel, platform="rocm", arch="gfx942")
     meta = [k.metadata for k in lowered.kernels]
     assert [(m["waves_per_eu"], m["matrix_instr_nonkdim"], m["kpack"]) for m in meta] == [
         (2, 16, 2), (1, 0, 1)]
@@ -168,7 +165,7 @@ def test_amd_config_keys_reach_the_hip_compiler():
 def test_amd_config_keys_are_ignored_for_cuda():
     kernel = _tuned(kernels.add_kernel, configs=[
         triton.Config({"BLOCK": 128, "waves_per_eu": 2}), triton.Config({"BLOCK": 256})])
-    lowered = _lower_add(kernel=kernel)
+    lowered = lower_add(kernel)
     assert "waves_per_eu" not in lowered.kernels[0].metadata
 
 
@@ -182,7 +179,7 @@ def test_heuristics_inside_autotune_run_per_config():
         return args["n"] % args["BLOCK"] == 0
 
     kernel = _tuned(triton.heuristics({"EVEN": even})(au.even_add_kernel))
-    lowered = _lower_add(kernel=kernel, n=384)
+    lowered = lower_add(kernel, n=384)
     assert seen == [128, 256, 512]
     assert len({k.key for k in lowered.kernels}) == 3
 
@@ -200,7 +197,7 @@ def test_heuristics_around_autotune_run_once_before_pruning():
 
     kernel = triton.heuristics({"EVEN": even})(
         _tuned(au.even_add_kernel, prune_configs_by={"early_config_prune": prune}))
-    _lower_add(kernel=kernel, n=384)
+    lower_add(kernel, n=384)
     assert calls == [["n", "num_ctas", "out_ptr", "x_ptr", "y_ptr"]]
     assert pruned_with == [True]
 
@@ -269,14 +266,14 @@ def test_config_ir_override_is_refused():
 
 def test_metaparameter_also_set_by_the_configs_is_refused_like_triton():
     with pytest.raises(ValueError, match="'BLOCK' is set both by the call.*Drop it"):
-        _lower_add(BLOCK=128)
+        lower_add(au.tuned_add_kernel, BLOCK=128)
 
 
 def test_config_kwarg_that_is_no_parameter_says_which():
     kernel = _tuned(kernels.add_kernel, configs=[triton.Config({"BLOCK": 128, "BLOKC": 1}),
                                                   triton.Config({"BLOCK": 256})])
     with pytest.raises(TypeError, match="sets 'BLOKC'.*Fix the config"):
-        _lower_add(kernel=kernel)
+        lower_add(kernel)
 
 
 def test_pruning_every_config_is_an_error():
@@ -284,15 +281,15 @@ def test_pruning_every_config_is_an_error():
                     prune_configs_by={"early_config_prune": lambda configs, named, **kw: []})
     with pytest.raises(ValueError, match="early_config_prune of kernel add_kernel returned no "
                                          "config"):
-        _lower_add(kernel=kernel)
+        lower_add(kernel)
 
 
 # Compiled in parallel, through the shared kernel cache.
 
 def test_lowering_again_compiles_nothing():
     jtr.clear_caches()
-    _lower_add(kernel=_tuned(kernels.add_kernel))
-    _lower_add(kernel=_tuned(kernels.add_kernel))
+    lower_add(_tuned(kernels.add_kernel))
+    lower_add(_tuned(kernels.add_kernel))
     assert _state.KERNELS.stats["compiles"] == len(au.ADD_CONFIGS)
 
 

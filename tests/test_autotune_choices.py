@@ -14,7 +14,9 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _choices, _compat, _target, _tuning
+from jax_triton_rocm.api import _tuning
+from jax_triton_rocm.base import _compat
+from jax_triton_rocm.lowering import _choices, _target
 from tests import autotune_utils as au
 from tests import kernels
 from tests.lowering_utils import capture_one
@@ -151,7 +153,7 @@ def test_the_default_folder_is_inside_tritons_cache(monkeypatch, tmp_path):
 _SECOND_PROCESS = f"""
 import json, sys
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _choices, _target
+from jax_triton_rocm.lowering import _choices, _target
 from tests import autotune_utils as au
 from tests.lowering_utils import capture_one
 _target.device_kind = lambda platform, context: {DEVICE!r}

@@ -63,34 +63,41 @@ def with_env(name: str, value: str, action: Callable[[], Any]):
 
 
 def _prewarm_enabled():
-    from jax_triton_rocm import _hip_prewarm
+    from jax_triton_rocm.backends.hip import _hip_prewarm
 
     return _hip_prewarm.prewarm_enabled()
 
 
 def _delivery_mode():
-    from jax_triton_rocm import _compat, _hip
+    from jax_triton_rocm.backends.hip import _hip
+    from jax_triton_rocm.base import _compat
 
     return _hip.delivery_mode(_compat.assumed_features("rocm"))
 
 
 def _autotune_target():
-    from jax_triton_rocm import _compat
+    from jax_triton_rocm.base import _compat
 
     return _compat.autotuned_call_target()
 
 
 def _thread_count():
-    from jax_triton_rocm import _parallel
+    from jax_triton_rocm.compile import _parallel
 
     return _parallel.thread_count(4)
+
+
+def _cache_size(name):
+    from jax_triton_rocm.base import _state
+
+    return _state.cache_size(name)
 
 
 def _env_target_arch():
     # JAX reads the variable into its config when it starts; this parses it as lowering does.
     import os
 
-    from jax_triton_rocm import _target
+    from jax_triton_rocm.lowering import _target
 
     return _target._parse_env(os.environ[_target.ENV_TARGET_ARCH])
 
@@ -116,7 +123,7 @@ COMPLEX = spec((1024,), jnp.complex64)
 CASES = [
     # Issue 11's cases.
     Case("grid y above CUDA's 65535", lowered(grid=(1, 65536)), ValueError,
-         r"grid=\(1, 65536\): dimension 1 .*sm_90 launches at most 65535"),
+         r"grid=\(1, 65536, 1\): dimension 1 .*sm_90 launches at most 65535"),
     Case("grid z above CUDA's 65535", lowered(grid=(1, 1, 70000)), ValueError,
          r"grid=\(1, 1, 70000\).*dimension 2.*65535"),
     Case("grid x above 2**31-1", lowered(grid=(2**31,)), ValueError,
@@ -178,6 +185,14 @@ CASES = [
     Case("JAX_TRITON_ROCM_COMPILE_THREADS negative",
          with_env("JAX_TRITON_ROCM_COMPILE_THREADS", "-2", _thread_count), ValueError,
          r"JAX_TRITON_ROCM_COMPILE_THREADS='-2' must be a non-negative integer"),
+    Case("JAX_TRITON_ROCM_KERNEL_CACHE_SIZE not a number",
+         with_env("JAX_TRITON_ROCM_KERNEL_CACHE_SIZE", "lots",
+                  lambda: _cache_size("JAX_TRITON_ROCM_KERNEL_CACHE_SIZE")), ValueError,
+         r"JAX_TRITON_ROCM_KERNEL_CACHE_SIZE='lots' must be a positive integer"),
+    Case("JAX_TRITON_ROCM_CALL_CACHE_SIZE zero",
+         with_env("JAX_TRITON_ROCM_CALL_CACHE_SIZE", "0",
+                  lambda: _cache_size("JAX_TRITON_ROCM_CALL_CACHE_SIZE")), ValueError,
+         r"JAX_TRITON_ROCM_CALL_CACHE_SIZE='0' must be a positive integer"),
     Case("JAX_TRITON_ROCM_COMPILE_THREADS not a number",
          with_env("JAX_TRITON_ROCM_COMPILE_THREADS", "many", _thread_count), ValueError,
          r"JAX_TRITON_ROCM_COMPILE_THREADS='many' must be a non-negative integer"),

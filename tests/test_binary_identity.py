@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _hip
+from jax_triton_rocm.backends.hip import _hip
+from jax_triton_rocm.base import _compat
 from tests import autotune_utils, kernels
 from tests.lowering_utils import lower_for, spec
 from tests.subprocess_utils import last_line, run_python

@@ -7,9 +7,10 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compile, _state
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.compile import _compile
 from tests import kernels
-from tests.lowering_utils import captured_lowerings, lower_one, run_at_once, spec
+from tests.lowering_utils import captured_lowerings, lower_add, lower_one, run_at_once, spec
 
 X = spec((2048,), jnp.float32)
 
@@ -21,22 +22,15 @@ def empty_cache():
     jtr.clear_caches()
 
 
-def _lower_add(kernel, block=256, platform="cuda", arch=None):
-    def f(x, y):
-        return jtr.triton_call(x, y, x.size, kernel=kernel, out_shape=x, grid=(8,), BLOCK=block)
-
-    return lower_one(f, X, X, platform=platform, arch=arch)
-
-
 def test_second_lowering_of_a_kernel_compiles_nothing_and_emits_the_same_call():
-    first = _lower_add(kernels.add_kernel)
-    again = _lower_add(kernels.add_kernel)
+    first = lower_add(kernels.add_kernel, BLOCK=256)
+    again = lower_add(kernels.add_kernel, BLOCK=256)
     assert _state.KERNELS.stats["compiles"] == 1
     assert again.opaque == first.opaque
 
 
 def test_the_same_kernel_in_another_call_is_a_kernel_cache_hit():
-    _lower_add(kernels.add_kernel)
+    lower_add(kernels.add_kernel, BLOCK=256)
     lower_one(lambda x, y: jtr.triton_call(x, y, x.size, kernel=kernels.add_kernel, out_shape=x,
                                            grid=(4,), BLOCK=256), X, X, platform="cuda")
     assert _state.KERNELS.stats["compiles"] == 1
@@ -44,22 +38,22 @@ def test_the_same_kernel_in_another_call_is_a_kernel_cache_hit():
 
 
 def test_another_constexpr_is_a_miss():
-    _lower_add(kernels.add_kernel, block=256)
-    _lower_add(kernels.add_kernel, block=512)
+    lower_add(kernels.add_kernel, BLOCK=256)
+    lower_add(kernels.add_kernel, BLOCK=512)
     assert _state.KERNELS.stats["compiles"] == 2
 
 
 def test_another_arch_is_a_miss():
-    _lower_add(kernels.add_kernel, platform="cuda", arch="sm_90")
-    _lower_add(kernels.add_kernel, platform="cuda", arch="sm_80")
-    _lower_add(kernels.add_kernel, platform="rocm", arch="gfx942")
+    lower_add(kernels.add_kernel, platform="cuda", arch="sm_90", BLOCK=256)
+    lower_add(kernels.add_kernel, platform="cuda", arch="sm_80", BLOCK=256)
+    lower_add(kernels.add_kernel, platform="rocm", arch="gfx942", BLOCK=256)
     assert _state.KERNELS.stats["compiles"] == 3
 
 
 def test_an_edited_kernel_never_gets_the_old_binary():
     with captured_lowerings() as lowered:
-        _lower_add(kernels.elementwise_kernel("x + y"))
-        _lower_add(kernels.elementwise_kernel("x - y"))
+        lower_add(kernels.elementwise_kernel("x + y"), BLOCK=256)
+        lower_add(kernels.elementwise_kernel("x - y"), BLOCK=256)
     plus, minus = (call.kernels[0] for call in lowered)
     assert _state.KERNELS.stats["compiles"] == 2
     assert "add.f32" in plus.asm and "sub.f32" in minus.asm
@@ -68,8 +62,8 @@ def test_an_edited_kernel_never_gets_the_old_binary():
 def test_two_kernels_with_the_same_name_do_not_collide():
     first, second = kernels.elementwise_kernel("x * y"), kernels.elementwise_kernel("x * y + 1.0")
     assert first.__name__ == second.__name__
-    a = _lower_add(first).message.kernel_call.kernel.ptx
-    b = _lower_add(second).message.kernel_call.kernel.ptx
+    a = lower_add(first, BLOCK=256).calls[0].kernel.ptx
+    b = lower_add(second, BLOCK=256).calls[0].kernel.ptx
     assert a != b
 
 
@@ -86,13 +80,13 @@ def k(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr + offsets, helper(tl.load(x_ptr + offsets)))
 ''')
 
-    _lower_add(make("x * 2.0"))
-    _lower_add(make("x * 3.0"))
+    lower_add(make("x * 2.0"), BLOCK=256)
+    lower_add(make("x * 3.0"), BLOCK=256)
     assert _state.KERNELS.stats["compiles"] == 2
 
 
 def test_kernel_key_covers_compile_options():
-    from jax_triton_rocm._layout import BoundKernel
+    from jax_triton_rocm.launch._layout import BoundKernel
 
     bound = BoundKernel({"x": "*fp32"}, {}, {}, (), ())
     target = triton.backends.compiler.GPUTarget("cuda", 90, 32)
@@ -105,16 +99,16 @@ def test_kernel_key_covers_compile_options():
 
 
 def test_eight_threads_lowering_one_kernel_compile_it_once():
-    run_at_once([lambda: _lower_add(kernels.add_kernel, block=1024)] * 8)
+    run_at_once([lambda: lower_add(kernels.add_kernel, BLOCK=1024)] * 8)
     assert _state.KERNELS.stats["compiles"] == 1
 
 
 def test_clear_caches_empties_the_cache():
-    _lower_add(kernels.add_kernel)
+    lower_add(kernels.add_kernel, BLOCK=256)
     assert len(_state.KERNELS) == 1
     jtr.clear_caches()
     assert len(_state.KERNELS) == 0
-    _lower_add(kernels.add_kernel)
+    lower_add(kernels.add_kernel, BLOCK=256)
     assert _state.KERNELS.stats["compiles"] == 1
 
 

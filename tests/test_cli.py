@@ -8,7 +8,8 @@ import jax
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _info
+from jax_triton_rocm import _info
+from jax_triton_rocm.base import _compat
 from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, run_python
 
 RUN_MAIN = """

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat
+from jax_triton_rocm.base import _compat
 from tests import kernels
 from tests.lowering_utils import lower_for, spec
 from tests.subprocess_utils import failing_import, last_line, run_python
@@ -147,7 +147,7 @@ def test_triton_not_installed_gives_the_install_command():
 @pytest.mark.parametrize("raised", ["RuntimeError", "ValueError", "ImportError"])
 def test_a_broken_triton_import_becomes_an_import_error_with_the_cause(raised):
     result = run_python(failing_import("triton", raised, "simulated: built for another LLVM"), """
-        from jax_triton_rocm import _compat
+        from jax_triton_rocm.base import _compat
         try:
             _compat.triton_info()
         except ImportError as err:

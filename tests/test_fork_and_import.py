@@ -14,7 +14,7 @@ PRELUDE = """
     import os, sys, threading, time
     import jax.numpy as jnp
     import triton
-    from jax_triton_rocm import _state
+    from jax_triton_rocm.base import _state
     from tests import kernels
     from tests.lowering_utils import lower_for, lower_one, spec
     X = spec((4096,), jnp.float32)
@@ -71,7 +71,9 @@ def test_childs_normal_exit_leaves_the_parents_hsaco_files():
     # child of a process with a live XLA client hangs in XLA's own teardown at a normal exit.
     result = run_python(PRELUDE + """
     from triton.backends.compiler import GPUTarget
-    from jax_triton_rocm import _compile, _hip, _hip_files, _hip_prewarm, _layout
+    from jax_triton_rocm.backends.hip import _hip, _hip_files, _hip_prewarm
+    from jax_triton_rocm.compile import _compile
+    from jax_triton_rocm.launch import _layout
     bound = _layout.lay_out_arguments(
         kernels.add_kernel, _hip.BACKEND.triton_backend(),
         positional=(("array", 0), ("array", 1), ("scalar", 4096)), in_avals=(X, X),
@@ -107,7 +109,7 @@ def test_parent_removes_its_hsaco_folder_at_exit():
     result = run_python(PRELUDE + """
     os.environ["JAX_TRITON_ROCM_HSACO_DELIVERY"] = "path"
     lower_one(kernels.add, X, X, platform="rocm")
-    from jax_triton_rocm import _hip_files
+    from jax_triton_rocm.backends.hip import _hip_files
     print(_hip_files.HSACO_FOLDER.path())
     """)
     folder = last_line(result)
@@ -130,7 +132,7 @@ HIDE_NVIDIA = (failing_import("triton.backends.nvidia", "ModuleNotFoundError",
     # Triton asks entry_points().select(group=...); others (JAX) pass the group directly.
     importlib.metadata.entry_points = (
         lambda **kw: real_entry_points(**kw) if kw else WithoutNvidia(real_entry_points()))
-    from jax_triton_rocm import _compat
+    from jax_triton_rocm.base import _compat
     _compat.PLUGIN_PACKAGES["cuda"] = ()  # an AMD machine has no CUDA plugin
 """)
 
@@ -181,7 +183,7 @@ def test_broken_nvidia_backend_fails_at_setup_for_cuda_not_at_first_lowering(err
 @pytest.mark.parametrize("module,attempt", [
     ("triton.compiler.code_generator", 1),
     ("triton.compiler.code_generator", 2),
-    ("jax_triton_rocm._hip", 1),
+    ("jax_triton_rocm.backends.hip._hip", 1),
 ])
 def test_fork_during_the_first_lowerings_imports_leaves_a_child_that_lowers(module, attempt,
                                                                              tmp_path):

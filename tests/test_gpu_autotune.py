@@ -14,7 +14,7 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from jax_triton_rocm import _compat
+from jax_triton_rocm.base import _compat
 from tests import autotune_utils as au
 from tests import kernels
 from tests import lowering_utils

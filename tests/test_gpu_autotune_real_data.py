@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from jax_triton_rocm import _choices, _compat
+from jax_triton_rocm.base import _compat
+from jax_triton_rocm.lowering import _choices
 from tests.subprocess_utils import run_python
 
 pytestmark = pytest.mark.gpu

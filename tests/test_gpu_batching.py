@@ -9,12 +9,9 @@ import triton
 
 import jax_triton_rocm as jtr
 from tests import batching_kernels, kernels
+from tests.kernels import random_normal
 
 pytestmark = pytest.mark.gpu
-
-
-def _rand(key, shape, dtype=jnp.float32):
-    return jax.random.normal(jax.random.key(key), shape, jnp.float32).astype(dtype)
 
 
 def _inplace(x, y):
@@ -24,34 +21,34 @@ def _inplace(x, y):
 
 
 def test_vmap_loop_matches_the_unbatched_calls():
-    x, y = _rand(0, (7, 5000)), _rand(1, (5000,))
+    x, y = random_normal(0, (7, 5000)), random_normal(1, (5000,))
     out = jax.jit(jax.vmap(kernels.add, in_axes=(0, None)))(x, y)
     ref = jnp.stack([kernels.add(x[i], y) for i in range(7)])
     np.testing.assert_array_equal(out, ref)
 
 
 def test_nested_vmap_loop_with_aliases():
-    x, y = _rand(2, (3, 4, 2048)), _rand(3, (4, 2048))
+    x, y = random_normal(2, (3, 4, 2048)), random_normal(3, (4, 2048))
     out = jax.jit(jax.vmap(jax.vmap(_inplace), in_axes=(0, None)))(x, y)
     np.testing.assert_allclose(out, x + y[None], rtol=1e-6)
 
 
 def test_vmap_of_matmul_over_a_non_leading_axis():
-    a, b = _rand(4, (128, 3, 64)), _rand(5, (64, 96))
+    a, b = random_normal(4, (128, 3, 64)), random_normal(5, (64, 96))
     out = jax.jit(jax.vmap(kernels.matmul, in_axes=(1, None)))(a, b)
     for i in range(3):
         assert kernels.matmul_relative_error(out[i], a[:, i], b) < 1e-2
 
 
 def test_batch_grid_axis_matches_the_unbatched_calls():
-    x, y = _rand(6, (5, 3000)), _rand(7, (5, 3000))
+    x, y = random_normal(6, (5, 3000)), random_normal(7, (5, 3000))
     out = jax.jit(jax.vmap(batching_kernels.batched_add))(x, y)
     ref = jnp.stack([batching_kernels.batched_add(x[i], y[i]) for i in range(5)])
     np.testing.assert_array_equal(out, ref)
 
 
 def test_batch_grid_axis_nested_vmap_with_aliases_and_an_unbatched_operand():
-    x, y = _rand(8, (2, 3, 1024)), _rand(9, (1024,))
+    x, y = random_normal(8, (2, 3, 1024)), random_normal(9, (1024,))
     out = jax.jit(jax.vmap(jax.vmap(batching_kernels.batched_add_inplace, in_axes=(0, None)),
                            in_axes=(0, None)))(x, y)
     np.testing.assert_allclose(out, x + y, rtol=1e-6)
@@ -59,9 +56,9 @@ def test_batch_grid_axis_nested_vmap_with_aliases_and_an_unbatched_operand():
 
 @pytest.mark.parametrize("name", ["add", "softmax", "matmul_bf16", "scale_shift", "atomic_sum"])
 def test_cpu_interpreter_gives_the_gpus_numbers(name):
-    x, y = _rand(10, (3000,)), _rand(11, (3000,))
-    m = _rand(12, (32, 300))
-    a, b = _rand(13, (64, 48), jnp.bfloat16), _rand(14, (48, 80), jnp.bfloat16)
+    x, y = random_normal(10, (3000,)), random_normal(11, (3000,))
+    m = random_normal(12, (32, 300))
+    a, b = random_normal(13, (64, 48), jnp.bfloat16), random_normal(14, (48, 80), jnp.bfloat16)
     cases = {
         "add": (kernels.add, (x, y)),
         "softmax": (kernels.softmax, (m,)),

@@ -17,7 +17,8 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _cuda, _hip_prewarm
+from jax_triton_rocm.backends import _cuda
+from jax_triton_rocm.backends.hip import _hip_prewarm
 from tests import kernels
 from tests.gpu_utils import gpu_platform
 
@@ -40,8 +41,8 @@ def prewarm(monkeypatch):
     if platform == "rocm":
         monkeypatch.setenv(_hip_prewarm.ENV_DELIVERY, "path")
     else:
-        def after_encode(self, lowered, ctx):
-            _hip_prewarm.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out),
+        def after_encode(self, lowered, ctx, emit):
+            _hip_prewarm.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out), emit,
                                       platform=platform)
 
         monkeypatch.setattr(_cuda.CudaBackend, "after_encode", after_encode)

@@ -11,7 +11,9 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _hip, _hip_files, _hip_prewarm, _proto
+from jax_triton_rocm.backends.hip import _hip, _hip_files, _hip_prewarm
+from jax_triton_rocm.base import _compat
+from jax_triton_rocm.lowering import _jaxlib_call, _proto
 from tests import kernels
 from tests.binary_utils import check_hsaco
 from tests.lowering_utils import (capture_one, captured_lowerings, lower_for, lower_one,
@@ -169,7 +171,7 @@ class RecordingLaunch:
         self.max_active = 0
         self.lock = threading.Lock()
 
-    def __call__(self, lowered, in_avals, out_avals, platform="rocm"):
+    def __call__(self, lowered, in_avals, out_avals, emit, platform="rocm"):
         with self.lock:
             self.calls.append((lowered, in_avals, out_avals))
             self.active += 1
@@ -247,8 +249,8 @@ def test_no_prewarm_for_embedded_delivery(two_devices, monkeypatch):
 def _prewarm_module(lowered, in_avals, out_avals):
     """The prewarm's own program for `lowered`, lowered for rocm on the CPU."""
     with jtr.target_arch(rocm="gfx942"):
-        return jax.jit(_hip_prewarm.prewarm_program(lowered, in_avals, out_avals)).trace().lower(
-            lowering_platforms=("rocm",))
+        program = _hip_prewarm.prewarm_program(lowered, in_avals, out_avals, _jaxlib_call.emit)
+        return jax.jit(program).trace().lower(lowering_platforms=("rocm",))
 
 
 def test_prewarm_launch_reuses_the_encoded_call(two_devices):

@@ -8,7 +8,7 @@ from tests.subprocess_utils import last_line, run_python
 WRITE_ONE = """
     import os, signal, sys
     import jax.numpy as jnp
-    from jax_triton_rocm import _hip_files
+    from jax_triton_rocm.backends.hip import _hip_files
     from tests import kernels
     from tests.lowering_utils import lower_one, spec
     os.environ["JAX_TRITON_ROCM_HSACO_DELIVERY"] = "path"

@@ -1,4 +1,6 @@
-"""Kernels run on the CPU through Triton's interpreter, compared with jnp references.
+"""What is particular to Triton's interpreter, the CPU route: kernels calling other @triton.jit
+functions, low-precision values, autotuned kernels, what it cannot run, and how it is adapted.
+The tests every route shares (jnp references) are in `test_routes.py`.
 
 Every array is placed on the CPU device, so these tests exercise the interpreter on a GPU machine
 too (where `jax.jit` would otherwise run on the GPU).
@@ -13,47 +15,16 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _interpret_host, _state
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.interpret import _interpret_host
 from tests import autotune_utils, gluon_kernels, kernels
+from tests.kernels import random_normal
 
 CPU = jax.devices("cpu")[0]
 
 
-def _rand(key, shape, dtype=jnp.float32):
-    x = jax.random.normal(jax.random.key(key), shape, jnp.float32).astype(dtype)
-    return jax.device_put(x, CPU)
-
-
-@pytest.mark.parametrize("n", [1024, 1000])
-def test_vector_add_matches_jnp(n):
-    x, y = _rand(0, (n,)), _rand(1, (n,))
-    out = jax.jit(kernels.add)(x, y)
-    assert out.devices() == {CPU}
-    np.testing.assert_allclose(out, x + y, rtol=1e-6)
-
-
-def test_eager_call_outside_jit_matches_jnp():
-    x, y = _rand(2, (700,)), _rand(3, (700,))
-    np.testing.assert_allclose(kernels.add(x, y), x + y, rtol=1e-6)
-
-
-def test_fused_softmax_matches_jax_nn():
-    x = _rand(4, (16, 181))
-    np.testing.assert_allclose(jax.jit(kernels.softmax)(x), jax.nn.softmax(x, axis=-1),
-                               rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("dtype,tol", [(jnp.float16, 1e-2), (jnp.bfloat16, 2e-2),
-                                       (jnp.float32, 1e-5)])
-def test_matmul_matches_jnp(dtype, tol):
-    a, b = _rand(5, (70, 48), dtype), _rand(6, (48, 90), dtype)
-    out = jax.jit(lambda a, b: kernels.matmul(a, b, block_m=32, block_n=32, block_k=16))(a, b)
-    assert out.dtype == dtype
-    assert kernels.matmul_relative_error(out, a, b) < tol
-
-
 def test_kernel_calling_another_jit_function():
-    a, b = _rand(7, (40, 24)), _rand(8, (24, 36))
+    a, b = random_normal(7, (40, 24), device=CPU), random_normal(8, (24, 36), device=CPU)
     out = jtr.triton_call(
         a, b, 40, 36, 24, kernel=kernels.matmul_kernel_runtime_dims,
         out_shape=jax.ShapeDtypeStruct((40, 36), jnp.float32), grid=(2, 2),
@@ -61,81 +32,13 @@ def test_kernel_calling_another_jit_function():
     assert kernels.matmul_relative_error(out, a, b) < 1e-5
 
 
-@pytest.mark.parametrize("scale,shift,flip", [(2.5, 3, False), (0.5, -7, True), (1.0, 1, True),
-                                              (np.float32(3.0), 2**40, False)])
-def test_int_float_bool_scalars_reach_the_kernel(scale, shift, flip):
-    x = _rand(9, (3000,))
-    out = jax.jit(lambda x: jtr.triton_call(
-        x, scale, shift, flip, x.size, kernel=kernels.scale_shift_kernel, out_shape=x,
-        grid=(triton.cdiv(x.size, 512),), BLOCK=512))(x)
-    ref = x * np.float32(scale) + np.float32(shift)
-    np.testing.assert_allclose(out, -ref if flip else ref, rtol=1e-6, atol=1e-6)
-
-
-def test_input_output_aliases_update_the_aliased_buffer():
-    x, y = _rand(10, (2048,)), _rand(11, (2048,))
-    expected = x + y
-
-    def inplace(x, y):
-        return jtr.triton_call(x, y, x.size, kernel=kernels.add_inplace_kernel, out_shape=x,
-                               grid=(8,), BLOCK=256, input_output_aliases={0: 0})
-
-    np.testing.assert_allclose(jax.jit(inplace)(x, y), expected, rtol=1e-6)
-    np.testing.assert_allclose(jax.jit(inplace, donate_argnums=0)(x, y), expected, rtol=1e-6)
-
-
-def test_zeroed_outputs_start_at_zero():
-    x = _rand(12, (4096,))
-
-    @jax.jit
-    def total(x):
-        return jtr.triton_call(x, x.size, kernel=kernels.atomic_sum_kernel,
-                               out_shape=jax.ShapeDtypeStruct((1,), jnp.float32),
-                               grid=(4,), BLOCK=1024, zeroed_outputs=(0,))
-
-    for _ in range(2):
-        np.testing.assert_allclose(total(x)[0], jnp.sum(x), rtol=1e-4)
-
-
 def test_zeroed_aliased_output_is_zeroed_as_on_the_gpu():
-    x = _rand(13, (1024,))
+    x = random_normal(13, (1024,), device=CPU)
     out = jax.jit(lambda x: jtr.triton_call(
         x, x.size, kernel=kernels.atomic_sum_kernel, out_shape=x, grid=(1,), BLOCK=1024,
         input_output_aliases={0: 0}, zeroed_outputs=(0,)))(x)
     # The kernel read its input through the zeroed buffer, so it added zeros to out[0].
     np.testing.assert_array_equal(out, np.zeros(1024, np.float32))
-
-
-def test_two_outputs_in_pytree_order():
-    x, y = _rand(14, (1500,)), _rand(15, (1500,))
-    out = jax.jit(lambda x, y: jtr.triton_call(
-        x, y, x.size, kernel=kernels.sum_and_diff_kernel,
-        out_shape={"a_sum": x, "b_diff": x}, grid=(triton.cdiv(1500, 256),), BLOCK=256))(x, y)
-    np.testing.assert_allclose(out["a_sum"], x + y, rtol=1e-6)
-    np.testing.assert_allclose(out["b_diff"], x - y, rtol=1e-6)
-
-
-def test_inside_lax_scan():
-    x = _rand(16, (512,))
-
-    def body(carry, _):
-        return kernels.add(carry, x), None
-
-    out, _ = jax.jit(lambda c: jax.lax.scan(body, c, None, length=5))(jnp.zeros_like(x))
-    np.testing.assert_allclose(out, 5 * x, rtol=1e-5)
-
-
-@pytest.mark.parametrize("dtype", [jnp.int8, jnp.int32, jnp.uint16, jnp.int64, jnp.float16,
-                                   jnp.bfloat16, jnp.float64, jnp.float8_e4m3fn,
-                                   jnp.float8_e5m2, jnp.bool_])
-def test_copy_round_trips_every_dtype(dtype):
-    jax.config.update("jax_enable_x64", True)
-    try:
-        x = jax.device_put(jnp.asarray(np.arange(1000) % 7).astype(dtype), CPU)
-        np.testing.assert_array_equal(np.asarray(jax.jit(kernels.copy)(x)).view(np.uint8),
-                                      np.asarray(x).view(np.uint8))
-    finally:
-        jax.config.update("jax_enable_x64", False)
 
 
 @triton.jit
@@ -156,7 +59,7 @@ def test_low_precision_values_convert_as_jnp_does(dtype):
 
 
 def test_autotuned_kernel_runs_its_first_config():
-    x, y = _rand(17, (1000,)), _rand(18, (1000,))
+    x, y = random_normal(17, (1000,), device=CPU), random_normal(18, (1000,), device=CPU)
     seen = []
 
     def grid(meta):
@@ -170,9 +73,10 @@ def test_autotuned_kernel_runs_its_first_config():
 
 
 def test_gluon_kernel_gets_a_clear_error():
-    x = _rand(19, (1024,))
+    x = random_normal(19, (1024,), device=CPU)
     with pytest.raises(NotImplementedError, match=r"Gluon kernel.*interpreter"):
-        jax.jit(lambda x: gluon_kernels.copy(x, warp_size=32)).trace(x).lower(lowering_platforms=("cpu",))
+        jax.jit(lambda x: gluon_kernels.copy(x, warp_size=32)).trace(x).lower(
+            lowering_platforms=("cpu",))
 
 
 @triton.jit
@@ -184,7 +88,7 @@ def _inline_asm_kernel(x_ptr, out_ptr):
 
 
 def test_what_the_interpreter_rejects_names_the_kernel():
-    x = _rand(20, (1,))
+    x = random_normal(20, (1,), device=CPU)
     with pytest.raises(Exception, match=r"interpreter could not run kernel _inline_asm_kernel"):
         jax.block_until_ready(jax.jit(lambda x: jtr.triton_call(
             x, kernel=_inline_asm_kernel, out_shape=x, grid=(1,)))(x))
@@ -206,14 +110,14 @@ def test_interpreter_adaptations_are_undone_after_the_run():
 
     before = (JITFunction.__call__, interpreter._patch_lang_tensor,
               interpreter.InterpreterBuilder.create_dot)
-    x = _rand(21, (256,))
+    x = random_normal(21, (256,), device=CPU)
     np.testing.assert_allclose(jax.jit(kernels.add)(x, x), 2 * x)
     assert (JITFunction.__call__, interpreter._patch_lang_tensor,
             interpreter.InterpreterBuilder.create_dot) == before
 
 
 def test_cpu_lowering_is_a_host_callback_not_a_gpu_custom_call():
-    x = _rand(22, (256,))
+    x = random_normal(22, (256,), device=CPU)
     text = jax.jit(kernels.add).trace(x, x).lower(lowering_platforms=("cpu",)).as_text()
     assert "callback" in text
     assert "triton_kernel_call" not in text
@@ -225,7 +129,7 @@ def test_triton_still_compiles_after_a_kernel_that_calls_library_functions_ran(
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # compile, not a cache hit
 
-    x = _rand(23, (4, 100))
+    x = random_normal(23, (4, 100), device=CPU)
     np.testing.assert_allclose(jax.jit(kernels.softmax)(x), jax.nn.softmax(x, axis=-1),
                                rtol=1e-5, atol=1e-6)  # tl.max and tl.sum are @triton.jit
     from tests import batching_kernels
@@ -234,20 +138,6 @@ def test_triton_still_compiles_after_a_kernel_that_calls_library_functions_ran(
     jtr.clear_caches()
     call = lower_one(batching_kernels.batched_add, n, n, platform="cuda")
     assert call.message.kernel_call.kernel.kernel_name == "batched_add_kernel"
-
-
-def test_cpu_demo_checks_the_kernels_in_the_interpreter(capsys):
-    from jax_triton_rocm import _cpu_demo
-
-    assert _cpu_demo.run_on_cpu(kernels.add, kernels.softmax) == 0
-    assert "matches jax.nn.softmax" in capsys.readouterr().out
-
-
-def test_cpu_demo_fails_when_a_kernel_is_wrong():
-    from jax_triton_rocm import _cpu_demo
-
-    with pytest.raises(AssertionError):
-        _cpu_demo.run_on_cpu(lambda x, y: kernels.add(x, x), kernels.softmax)
 
 
 _LOCAL_TL_MODULE = """
@@ -271,7 +161,7 @@ def test_kernel_whose_module_binds_no_triton_language_runs(tmp_path, monkeypatch
     import local_tl_kernels
 
     kernel = local_tl_kernels.make_kernel()
-    x = _rand(24, (64,))
+    x = random_normal(24, (64,), device=CPU)
     out = jax.jit(lambda x: jtr.triton_call(x, kernel=kernel, out_shape=x, grid=(1,),
                                             BLOCK=64))(x)
     np.testing.assert_allclose(out, 3 * x, rtol=1e-6)
@@ -287,7 +177,7 @@ def test_example_multi_process_kernel_matches_jnp():
     module_spec = importlib.util.spec_from_file_location("multi_process_example", path)
     example = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(example)
-    x, y = _rand(25, (5000,)), _rand(26, (5000,))
+    x, y = random_normal(25, (5000,), device=CPU), random_normal(26, (5000,), device=CPU)
     np.testing.assert_allclose(jax.jit(example.axpy)(x, y), example.ALPHA * x + y, rtol=1e-6)
 
 
@@ -339,7 +229,7 @@ def scale_by_keyword_kernel(x_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
 
 
 def test_a_keyword_constexpr_left_of_a_tensor_operator():
-    x = _rand(40, (3000,))
+    x = random_normal(40, (3000,), device=CPU)
     out = jax.jit(lambda x: jtr.triton_call(x, kernel=scale_by_keyword_kernel, out_shape=x,
                                             grid=(3,), n=3000, alpha=2.5, BLOCK=1024))(x)
     np.testing.assert_allclose(out, 2.5 * x, rtol=1e-6)

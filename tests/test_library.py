@@ -240,7 +240,7 @@ def test_alias_indices_out_of_range(aliases, pattern):
 
 def test_alias_of_another_shape_is_an_error():
     with pytest.raises(ValueError, match=r"operand 0 \(float32\[16\]\) and result 0 "
-                                         r"\(float32\[8\]\) must have one shape and dtype"):
+                                         r"\(float32\[8\]\) must have the same shape and dtype"):
         _lower_with(lambda x: [jax.core.ShapedArray((8,), F32)], grid=1,
                     constexprs={"n": 16, "BLOCK": 16}, input_output_aliases={0: 0})
 

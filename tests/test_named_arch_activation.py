@@ -14,7 +14,7 @@ from tests.subprocess_utils import WITHOUT_GPU_PLUGINS, last_line, run_python
 LOWER_FOR_BOTH_PLATFORMS = """
 import jax, jax.numpy as jnp
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat
+from jax_triton_rocm.base import _compat
 from tests.kernels import add
 
 def lower(platform):

@@ -9,7 +9,8 @@ import pytest
 from jax._src.interpreters import mlir
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _plugin
+from jax_triton_rocm import _plugin
+from jax_triton_rocm.base import _compat
 from tests import kernels
 from tests.subprocess_utils import last_line, run_python
 
@@ -38,11 +39,14 @@ def test_initialize_without_a_gpu_plugin_registers_both_rules_and_says_so_at_deb
         logger = logging.getLogger("jax_triton_rocm")
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG)
-        from jax_triton_rocm import _compat, _plugin
+        import jax_triton_rocm
+        from jax_triton_rocm import _plugin
+        from jax_triton_rocm.base import _compat
         _compat.PLUGIN_PACKAGES.update(cuda=("no_such_plugin_a",), rocm=("no_such_plugin_b",))
         _plugin.initialize()
         records = stream.getvalue()
-        print(_plugin.registered_platforms(), "jaxlib GPU plugins installed: none" in records)
+        print(jax_triton_rocm.registered_platforms(),
+              "jaxlib GPU plugins installed: none" in records)
     """)
     assert last_line(result) == "('cuda', 'rocm') True", result.stderr[-2000:]
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from jax_triton_rocm import _compat, _proto
+from jax_triton_rocm.base import _compat
+from jax_triton_rocm.lowering import _proto
 
 plugin = _compat.plugin_triton_module("cuda")
 pytestmark = pytest.mark.skipif(

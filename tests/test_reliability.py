@@ -1,12 +1,14 @@
 """Kernel keys that follow rebound globals, remembered compile failures, and `clear_caches`."""
 
+import threading
+
 import jax.numpy as jnp
 import pytest
 import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _state
+from jax_triton_rocm.base import _state
 from tests.lowering_utils import capture_one, run_at_once, spec
 
 X = spec((1024,), jnp.float32)
@@ -87,20 +89,33 @@ def test_a_failing_kernel_compiles_once_for_16_threads_and_fails_the_same_for_ea
     assert _state.KERNELS.stats["failures"] == 1
 
 
-def test_clear_caches_forgets_a_failure_and_the_per_kernel_locks():
+def test_clear_caches_forgets_a_failure_and_no_per_kernel_lock_outlives_its_compile():
     jtr.clear_caches()
+    locks = len(_state.LOCKS)
     with pytest.raises(Exception, match="never compiles"):
         _lowered_ttir(broken_kernel, platform="cuda")
-    assert any(isinstance(key, tuple) for key in _state.LOCKS._locks)
+    assert len(_state.LOCKS) == locks
     jtr.clear_caches()
-    assert not any(isinstance(key, tuple) for key in _state.LOCKS._locks)
     with pytest.raises(Exception, match="never compiles"):
         _lowered_ttir(broken_kernel, platform="cuda")
     assert _state.KERNELS.stats["failures"] == 1  # compiled again: the stats were cleared too
 
 
-def test_clear_caches_keeps_a_lock_some_thread_holds():
-    lock = _state.LOCKS.lock_for(("kernel", "held-by-a-test"))
-    with lock:
+def test_a_thread_waiting_for_an_item_shares_the_holders_lock_across_clear_caches():
+    entered, order = threading.Event(), []
+    locks = len(_state.LOCKS)
+
+    def second():
+        with _state.LOCKS.item_lock(("kernel", "held-by-a-test")):
+            order.append("second")
+
+    with _state.LOCKS.item_lock(("kernel", "held-by-a-test")):
         jtr.clear_caches()
-        assert _state.LOCKS.lock_for(("kernel", "held-by-a-test")) is lock
+        waiter = threading.Thread(target=lambda: (entered.set(), second()))
+        waiter.start()
+        entered.wait(10)
+        waiter.join(0.5)
+        order.append("first")
+    waiter.join(10)
+    assert order == ["first", "second"]
+    assert len(_state.LOCKS) == locks  # the item's lock went with its last user

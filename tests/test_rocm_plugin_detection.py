@@ -14,7 +14,7 @@ from tests.subprocess_utils import last_line, run_python
 
 PROBE = """
     import json
-    from jax_triton_rocm import _compat
+    from jax_triton_rocm.base import _compat
     features = _compat.plugin_features("rocm")
     print(json.dumps([features.plugin, features.module_image, features.global_scratch,
                       features.detected_from]))
@@ -56,10 +56,11 @@ def test_an_unimportable_plugin_is_read_for_what_its_binary_knows(tmp_path, bina
     assert source.endswith("_triton.so (read; it does not import here)")
 
 
-@pytest.mark.parametrize("version,module_image", [("0.10.2", False), ("0.11.0", False),
-                                                  ("0.11.1", True), ("0.12.0.1", True)])
-def test_a_plugin_without_its_binary_goes_by_its_release(tmp_path, version, module_image):
+@pytest.mark.parametrize("version,features", [("0.10.2", False), ("0.11.0", False),
+                                              ("0.11.1", True), ("0.12.0.1", True)])
+def test_a_plugin_without_its_binary_goes_by_its_release(tmp_path, version, features):
+    """module_image and global scratch both arrived after jax-v0.11.0."""
     _stand_in_plugin(tmp_path, version, None)
-    plugin, image, _, source = _detect(tmp_path)
-    assert (plugin, image) == ("jax_rocm7_plugin", module_image)
+    plugin, image, scratch, source = _detect(tmp_path)
+    assert (plugin, image, scratch) == ("jax_rocm7_plugin", features, features)
     assert source == f"jax-rocm7-plugin release {version}"

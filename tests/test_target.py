@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _compat, _target
+from jax_triton_rocm.base import _compat
+from jax_triton_rocm.lowering import _target
 from tests import kernels
 from tests.subprocess_utils import last_line, run_python
 

@@ -48,7 +48,7 @@ def test_the_reason_is_logged_once_at_warning_level(tmp_path):
 def test_the_default_stays_until_the_last_overlapping_compile_ends(monkeypatch, tmp_path):
     import triton
 
-    from jax_triton_rocm import _triton_cache
+    from jax_triton_rocm.compile import _triton_cache
 
     monkeypatch.setenv("TRITON_CACHE_DIR", "")
     monkeypatch.setenv("TRITON_HOME", str(tmp_path))

@@ -13,7 +13,7 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _xla_ir, _xla_native
+from jax_triton_rocm.lowering import _xla_ir, _xla_native
 from tests import autotune_utils, kernels
 from tests import gluon_kernels as gk
 from tests.lowering_utils import lower_for, spec
@@ -273,7 +273,7 @@ def test_ir_whose_kernel_takes_a_scalar_is_refused():
 def _xla_native_kernel(*, name, ttir):
     import uuid
 
-    from jax_triton_rocm._compile import CompiledKernel
+    from jax_triton_rocm.compile._compile import CompiledKernel
 
     return CompiledKernel(key=uuid.uuid4().hex, name=name, binary=b"", asm="", ttir=ttir,
                           shared_mem_bytes=0, num_warps=4, num_ctas=1, warp_size=32,

@@ -1,0 +1,171 @@
+"""`triton_call_lowering`: a Triton kernel called from a library's own primitive's lowering rule.
+
+Libraries (TransformerEngine first) define their own JAX primitives, with abstract evaluation,
+sharding and batching rules, and launch a kernel from the primitive's lowering rule. This module
+maps such a call onto the static parameters `triton_call` binds on `triton_kernel_p` and hands it
+to the same lowering: the vendor's (`cuda`, `rocm`) or Triton's interpreter (`cpu`). One cache,
+one encoding, every feature of `triton_call`.
+
+The mapping is TransformerEngine's: every parameter named in `constexprs` is a compile-time
+constant (runtime scalars such as sizes and strides included); the other parameters, apart from
+`tl.constexpr` ones the autotune configs, heuristics or defaults fill, are pointers, filled in
+order by the primitive's operands (`ctx.avals_in`) and then its results (`ctx.avals_out`).
+Trailing results aliased to an operand may have no pointer (in-place kernels).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+
+from jax_triton_rocm.base import _vendors
+from jax_triton_rocm.checks import _arguments, _checker
+from jax_triton_rocm.checks._arguments import aval_text
+from jax_triton_rocm.launch import _kernel
+from jax_triton_rocm.launch._spec import Grid
+from jax_triton_rocm.lowering import _rules
+
+_PLATFORMS = ("cuda", "rocm", "cpu")
+
+
+def _platform(ctx: Any) -> str:
+    """The one platform this lowering is for.
+
+    In a multi-platform lowering JAX calls each platform's rule with `ctx.platforms` narrowed
+    to that platform; a rule registered for all platforms at once sees them all.
+    """
+    platforms = tuple(getattr(ctx, "platforms", None) or ctx.module_context.platforms)
+    if len(platforms) != 1 or platforms[0] not in _PLATFORMS:
+        raise ValueError(
+            f"triton_call_lowering lowers for one platform at a time, one of "
+            f"{', '.join(_PLATFORMS)}; this lowering is for {platforms!r}. Register the rule "
+            f"per platform: mlir.register_lowering(prim, rule, platform='cuda') (and 'rocm', "
+            f"'cpu'), not once for every platform.")
+    return platforms[0]
+
+
+def _operands_text(in_avals: Sequence[Any], out_avals: Sequence[Any]) -> str:
+    ins = ", ".join(f"in{i}={aval_text(a)}" for i, a in enumerate(in_avals)) or "none"
+    outs = ", ".join(f"out{i}={aval_text(a)}" for i, a in enumerate(out_avals)) or "none"
+    return f"operands ({ins}), results ({outs})"
+
+
+def place_arguments(jit_fn: Any, constexprs: dict[str, Any], in_avals: tuple, out_avals: tuple,
+                    aliases: tuple[tuple[int, int], ...]) -> tuple[tuple[str, Any], ...]:
+    """One positional entry per kernel parameter, as TransformerEngine's helper maps them.
+
+    Parameters named in `constexprs`, and `tl.constexpr` parameters (set by name: `constexprs`,
+    autotune configs, heuristics or the default), are ("keyword", None); the others are
+    pointers, filled in order by the operands ("input", i) and then the results ("output", j).
+
+    Raises:
+      TypeError: the pointers and the operands and results do not fit: more pointers than
+        buffers, an operand without a pointer, or a result without one that is not aliased to an
+        operand. The message lists the parameters, the constexprs and the operands.
+    """
+    names = list(jit_fn.arg_names)
+    kernel = _kernel.kernel_name(jit_fn)
+    pointers = [i for i, p in enumerate(jit_fn.params)
+                if p.name not in constexprs and not p.is_constexpr]
+    n_in, n_out = len(in_avals), len(out_avals)
+    aliased_outputs = {o for _, o in aliases}
+    unplaced = list(range(max(len(pointers) - n_in, 0), n_out))
+    problem = None
+    if len(pointers) > n_in + n_out:
+        problem = (f"it has {len(pointers)} pointer parameters but the primitive has only "
+                   f"{n_in + n_out} operands and results; name the extra scalars in constexprs")
+    elif len(pointers) < n_in:
+        problem = (f"operand {len(pointers)} and later get no parameter ({len(pointers)} "
+                   f"pointer parameters for {n_in} operands)")
+    elif any(o not in aliased_outputs for o in unplaced):
+        missing = [o for o in unplaced if o not in aliased_outputs]
+        problem = (f"result(s) {missing} get no parameter and are not aliased to an operand, so "
+                   f"the kernel would never write them; only results aliased by "
+                   f"input_output_aliases (in-place kernels) may go without a pointer")
+    if problem is not None:
+        pointer_names = [names[i] for i in pointers]
+        raise TypeError(
+            f"triton_call_lowering: kernel {kernel} does not fit the primitive: {problem}. "
+            f"Kernel parameters: ({', '.join(names)}); constexprs: "
+            f"{sorted(constexprs) or 'none'}; pointer parameters left: "
+            f"({', '.join(pointer_names)}), filled in order by the "
+            f"{_operands_text(in_avals, out_avals)}; input_output_aliases: {dict(aliases)}.")
+    buffers = [("input", i) for i in range(n_in)] + [("output", o) for o in range(n_out)]
+    placed: list[tuple[str, Any]] = [("keyword", None)] * len(names)
+    for position, buffer in zip(pointers, buffers):
+        placed[position] = buffer
+    return tuple(placed)
+
+
+def triton_call_lowering(
+    ctx: Any,
+    kernel: Any,
+    *array_args: Any,
+    grid: Grid,
+    input_output_aliases: Mapping[int, int] | None = None,
+    constexprs: Mapping[str, Any] | None = None,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+    num_ctas: int | None = None,
+    name: str = "",
+    zeroed_outputs: Sequence[int] | Callable[[dict[str, Any]], Sequence[int]] = (),
+    **compile_options: Any,
+) -> Sequence[Any]:
+    """Lowers a Triton kernel call inside a primitive's MLIR lowering rule.
+
+    Use it from a rule registered with `mlir.register_lowering(prim, rule, platform=...)` for
+    "cuda", "rocm" and/or "cpu" (Triton's interpreter):
+
+        def _lowering(ctx, x):
+            n = ctx.avals_in[0].size
+            return triton_call_lowering(ctx, scale_kernel, x, grid=(triton.cdiv(n, 1024),),
+                                        constexprs={"n": n, "BLOCK": 1024})
+
+    Args:
+      ctx: the `LoweringRuleContext` the rule received; its platform picks the lowering, its
+        `avals_in`/`avals_out` the buffers, the devices lowered for (or `target_arch`) the GPU
+        architecture.
+      kernel: a @triton.jit or @gluon.jit function, optionally wrapped in @triton.autotune and
+        @triton.heuristics.
+      *array_args: the rule's operands (`ir.Value`s), one per `ctx.avals_in`.
+      grid: an int, a tuple of 1-3 ints, or a callable of `meta` (the constexprs with each
+        autotune config's kwargs and launch settings, and the pointers' avals by name).
+      input_output_aliases: {operand index: result index}; an aliased trailing result may have
+        no pointer parameter (the kernel writes through the operand's pointer).
+      constexprs: kernel parameters by name, each a compile-time constant (sizes and strides
+        included: one compile per distinct value).
+      num_warps, num_stages, num_ctas: launch settings; None takes the target backend's default
+        (4 warps, 1 CTA, its own stage count). An autotune config's own values win.
+      name: the call's name, shown by jaxlib and profilers (default: the kernel's).
+      zeroed_outputs: result indices zeroed before each launch, or a callable of `meta`.
+      **compile_options: `enable_fp_fusion` (default True), `debug`, and the vendor knobs
+        `waves_per_eu`, `matrix_instr_nonkdim`, `kpack` (AMD), `maxnreg` (NVIDIA).
+
+    Returns:
+      The results, one `ir.Value` per `ctx.avals_out`.
+
+    Raises:
+      TypeError / ValueError: a bad argument, or a kernel whose parameters do not fit the
+        primitive; the message names the argument, its value and the fix.
+    """
+    platform = _platform(ctx)
+    in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+    _arguments.check_operands_and_options(array_args, in_avals, compile_options)
+    unwrapped = _kernel.unwrap(kernel)
+    jit_fn = unwrapped.jit_fn
+    constexprs = _arguments.checked_constexprs(constexprs, list(jit_fn.arg_names),
+                                               _kernel.kernel_name(jit_fn))
+    _arguments.check_constexprs_given(unwrapped, constexprs)
+    out_shapes = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals)
+    aliases = _checker.aliases("triton_call_lowering", input_output_aliases, in_avals, out_shapes)
+    spec = _checker.check_call(
+        "triton_call_lowering", kernel=kernel, unwrapped=unwrapped,
+        positional=place_arguments(jit_fn, constexprs, in_avals, out_avals, aliases),
+        in_avals=in_avals, out_shapes=out_shapes, grid=grid, name=name, num_warps=num_warps,
+        num_stages=num_stages, num_ctas=num_ctas, input_output_aliases=input_output_aliases,
+        zeroed_outputs=zeroed_outputs, metaparams=constexprs,
+        options={k: v for k, v in compile_options.items() if k in _vendors.COMPILE_OPTIONS},
+        **{k: v for k, v in compile_options.items() if k in _arguments.GENERAL_OPTIONS})
+    return _rules.lower(platform, ctx, array_args, spec)

@@ -1,0 +1,45 @@
+"""`target_arch`: name the GPU architectures lowerings compile for, instead of the devices'.
+
+The named architectures live in a JAX config state (`lowering._target`) that JAX includes in
+its trace and jit cache keys, so a function traced under one `target_arch` is never served a
+lowering made for another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from jax_triton_rocm.base._vendors import normalize_arch
+from jax_triton_rocm.lowering import _rules, _target
+
+
+@contextlib.contextmanager
+def target_arch(*, cuda: Any = None, rocm: Any = None) -> Iterator[dict[str, str]]:
+    """Makes lowerings on this thread compile for the named architectures instead of a device's.
+
+    For machines without the GPU (CI, export, ahead-of-time compilation)::
+
+        with jax_triton_rocm.target_arch(cuda="sm_90", rocm="gfx942"):
+            jax.jit(f).trace(x).lower(lowering_platforms=("rocm",))
+
+    Args:
+      cuda: a CUDA architecture: 90, "9.0", "sm_90".
+      rocm: an AMD architecture: "gfx942", "gfx950", "gfx90a".
+
+    Also registers the lowering rules for the named platforms, so cross-lowering works on a
+    machine without their jaxlib plugin. Yields the architectures in force.
+    """
+    named = {}
+    for platform, given in (("cuda", cuda), ("rocm", rocm)):
+        if given is not None:
+            named[platform] = _target.check_arch(
+                platform, normalize_arch(platform, given, what=platform), given=given,
+                what=platform)
+    if not named:
+        raise ValueError("target_arch() needs cuda=... and/or rocm=..., e.g. "
+                         "target_arch(cuda='sm_90') or target_arch(rocm='gfx942').")
+    _rules.register(platforms=tuple(named), explicit=True)
+    with _target.named_in_force(named) as merged:
+        yield merged

@@ -1,0 +1,214 @@
+"""`autotune`: pick each autotuned call's config on the real data of a real run, once.
+
+jaxlib's own autotuner cannot tell us what it picked, and on its typed-FFI target it times the
+configs before the program's earlier kernels have run (`_compat`). So the package picks
+configs itself, the way eager Triton does: `autotune(fn, *args)` runs `fn` one equation at a time
+on the given arrays. An equation whose lowering leaves an autotuned call undecided (a
+`triton_call`, a library primitive using `triton_call_lowering`, or a loop, `vmap` or
+`shard_map` around one) is compiled once per config of that call, each compiled program is
+timed on the equation's real operands, and the fastest config is remembered (`_choices`, in
+this process and on disk). Calls, `jit`s and `custom_jvp`/`custom_vjp` functions are entered, so
+the operands are those the program itself computes. Several undecided calls in one equation are
+tuned one after the other, each with the ones before fixed at their winners.
+
+After that, every lowering of those calls (this process or a later one on the same kind of GPU,
+jaxlib and Triton) emits the chosen config alone: a plain kernel call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+from jax._src import core
+from jax.interpreters import mlir
+
+from jax_triton_rocm.lowering import _choices
+from jax_triton_rocm.lowering._primitive import triton_kernel_p
+
+# Equations whose body is entered rather than run whole, by the parameter holding the body.
+_CALL_BODIES = {
+    "jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+    "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
+    "custom_vjp_call_jaxpr": "fun_jaxpr", "remat2": "jaxpr", "checkpoint": "jaxpr",
+}
+# How long the timed runs of one config take at least, and how many runs at most.
+TARGET_SECONDS = 0.02
+MAX_RUNS = 100
+ROUNDS = 3
+
+
+def autotune(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Runs `fn(*args, **kwargs)`, picking each autotuned Triton call's config on real data.
+
+    Every autotuned call `fn` makes that has no remembered config is timed with each config, on
+    the operands this run computes for it, and the fastest is remembered: from then on (in this
+    process, and in later ones through `JAX_TRITON_ROCM_AUTOTUNE_DIR`) the call lowers to that
+    config alone, a plain kernel call with no trial runs. Run it once with representative arrays,
+    before jitting `fn`; JAX's caches are cleared when something new was picked, so a function
+    jitted before picks the choices up at its next call.
+
+    Args:
+      fn: the function, as you would pass it to `jax.jit` (static arguments bound beforehand,
+        e.g. with `functools.partial`).
+      *args, **kwargs: arrays on the GPU (and pytrees of them) to run it on.
+
+    Returns:
+      What `fn(*args, **kwargs)` returns, computed with the chosen configs.
+    """
+    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args, **kwargs)
+    generation = _choices.STORE.generation
+    flat = _evaluate(closed.jaxpr, closed.consts, jax.tree_util.tree_leaves((args, kwargs)))
+    if _choices.STORE.generation != generation:
+        jax.clear_caches()
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), flat)
+
+
+def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any],
+              settled: set | None = None) -> list[Any]:
+    """Runs `jaxpr` on real values, one equation at a time, tuning where a call is undecided.
+
+    `settled` holds equations already tuned in this run (by primitive, parameters and operand
+    types): a repeat of one runs as it is, with the choices just made.
+    """
+    settled = set() if settled is None else settled
+    env: dict[Any, Any] = {}
+
+    def read(var: Any) -> Any:
+        return var.val if isinstance(var, core.Literal) else env[var]
+
+    for var, value in zip(list(jaxpr.constvars) + list(jaxpr.invars), list(consts) + list(args)):
+        env[var] = value
+    for eqn in jaxpr.eqns:
+        invals = [read(v) for v in eqn.invars]
+        body = _call_body(eqn)
+        signature = _signature(eqn)
+        if body is not None:
+            outs = _evaluate(body[0], body[1], invals, settled)
+        elif _may_call_triton(eqn) and (signature is None or signature not in settled):
+            outs = _tune_and_run(eqn, invals)
+            if signature is not None:
+                settled.add(signature)
+        else:
+            outs = _bind(eqn, invals)
+        for var, value in zip(eqn.outvars, outs):
+            env[var] = value
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _signature(eqn: Any) -> tuple | None:
+    """A hashable stand-in for what decides how `eqn` lowers, or None where there is none."""
+    signature = (eqn.primitive, tuple(sorted(eqn.params.items())),
+                 tuple(getattr(v, "aval", None) for v in eqn.invars))
+    try:
+        hash(signature)
+    except TypeError:
+        return None
+    return signature
+
+
+def _split(value: Any) -> tuple[Any, Sequence[Any]] | None:
+    """(jaxpr, consts) of a Jaxpr or ClosedJaxpr parameter value; None for anything else."""
+    if hasattr(value, "eqns"):
+        return value, ()
+    if hasattr(value, "jaxpr") and hasattr(value, "consts") and hasattr(value.jaxpr, "eqns"):
+        return value.jaxpr, value.consts
+    return None
+
+
+def _call_body(eqn: Any) -> tuple[Any, Sequence[Any]] | None:
+    """The body of a call-like equation whose inputs are the equation's, or None."""
+    param = _CALL_BODIES.get(eqn.primitive.name)
+    body = _split(eqn.params.get(param)) if param else None
+    if body is None or len(body[0].invars) != len(eqn.invars):
+        return None
+    return body
+
+
+def _sub_jaxprs(params: dict[str, Any]):
+    for value in params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            body = _split(item)
+            if body is not None:
+                yield body[0]
+
+
+def _may_call_triton(eqn: Any) -> bool:
+    """Whether lowering `eqn` may emit a Triton call: a `triton_call`, a primitive whose GPU
+    lowering comes from outside JAX (a library's, maybe through `triton_call_lowering`), or an
+    equation with such a one in its body."""
+    if eqn.primitive is triton_kernel_p or _has_foreign_gpu_rule(eqn.primitive):
+        return True
+    return any(_may_call_triton(inner) for body in _sub_jaxprs(eqn.params)
+               for inner in body.eqns)
+
+
+def _has_foreign_gpu_rule(primitive: Any) -> bool:
+    rules = getattr(mlir, "_platform_specific_lowerings", {})
+    for platform in ("cuda", "rocm", "gpu"):
+        entry = rules.get(platform, {}).get(primitive)
+        rule = getattr(entry, "rule", entry)  # JAX keeps the rule in a LoweringRuleEntry
+        module = getattr(rule, "__module__", None) or ""
+        if rule is not None and not module.startswith(("jax.", "jaxlib.")):
+            return True
+    return False
+
+
+def _bind(eqn: Any, invals: Sequence[Any]) -> list[Any]:
+    with eqn.ctx.manager:
+        outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
+    return list(outs) if eqn.primitive.multiple_results else [outs]
+
+
+def _compiled(eqn: Any, invals: Sequence[Any],
+              forced: dict[str, int]) -> tuple[Any, dict[str, _choices.Undecided]]:
+    """`eqn` alone, compiled for `invals` with the `forced` configs; and what it left undecided.
+
+    A new function each time, so that neither JAX's caches nor the lowered-call memo (whose key
+    holds the session's forced configs) serve a lowering made with other choices.
+    """
+    def run_equation(*operands):
+        return _bind(eqn, operands)
+
+    with _choices.session(forced) as current:
+        compiled = jax.jit(run_equation).trace(*invals).lower().compile()
+    return compiled, current.undecided
+
+
+def _tune_and_run(eqn: Any, invals: Sequence[Any]) -> list[Any]:
+    compiled, undecided = _compiled(eqn, invals, {})
+    decided: dict[str, int] = {}
+    while undecided:
+        key, call = next(iter(undecided.items()))
+        times = [_time(_compiled(eqn, invals, {**decided, key: index})[0], invals)
+                 for index in range(len(call.descriptions))]
+        best = min(range(len(times)), key=times.__getitem__)
+        decided[key] = best
+        _choices.STORE.put(key, _choices.Choice(best, call.descriptions[best],
+                                                tuple(t * 1e3 for t in times)))
+        compiled, undecided = _compiled(eqn, invals, decided)
+        undecided = {k: v for k, v in undecided.items() if k not in decided}
+    return list(compiled(*invals))
+
+
+def _time(compiled: Any, invals: Sequence[Any]) -> float:
+    """Seconds per run of `compiled` on `invals`: the best of a few rounds of back-to-back runs.
+
+    The first run loads the kernels (and lets jaxlib autotune any call still undecided) and is
+    not counted.
+    """
+    jax.block_until_ready(compiled(*invals))
+    start = time.perf_counter()
+    jax.block_until_ready(compiled(*invals))
+    once = time.perf_counter() - start
+    runs = max(1, min(MAX_RUNS, int(TARGET_SECONDS / max(once, 1e-6))))
+    best = float("inf")
+    for _ in range(ROUNDS):
+        start = time.perf_counter()
+        for _ in range(runs):
+            outs = compiled(*invals)  # runs queue up on the device; only the last is waited for
+        jax.block_until_ready(outs)
+        best = min(best, (time.perf_counter() - start) / runs)
+    return best

@@ -1,0 +1,31 @@
+"""What the lowering asks a vendor: the `Backend` interface (`_backend`), one module per vendor
+(`_cuda`, `hip/`), and `backend(platform)`, which imports a vendor's module at first use."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from jax_triton_rocm.base import _imports, _vendors
+
+if TYPE_CHECKING:
+    from jax_triton_rocm.backends._backend import Backend
+
+
+@functools.cache
+def backend(platform: str) -> Backend:
+    """The backend of a GPU platform. Its module imports Triton's compiler backend for that
+    vendor, so it is imported here, at first use, under the lock that keeps a fork from
+    splitting the imports a lowering needs (`_imports.IMPORTS`).
+
+    Raises:
+      ValueError: not a GPU platform the package lowers for.
+      ImportError: Triton, or its backend for the platform, is missing or broken.
+    """
+    _vendors.vendor(platform)
+    with _imports.IMPORTS.lowering():
+        if platform == "cuda":
+            from jax_triton_rocm.backends import _cuda as module
+        else:
+            from jax_triton_rocm.backends.hip import _hip as module
+    return module.BACKEND

@@ -1,0 +1,119 @@
+"""What the shared lowering asks a vendor: the interface every backend module implements.
+
+The lowering (`lowering._jaxlib_call`, `lowering._xla_native`) drives; a backend
+(`_cuda.BACKEND`, `hip._hip.BACKEND`) only answers:
+which Triton target and compiler backend, which of the call's options it compiles with, how the
+compiled binary reaches its jaxlib plugin, and what a block may use. A backend never calls into
+the lowering, and the lowering never asks which vendor it talks to.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from jax_triton_rocm.base import _compat
+from jax_triton_rocm.compile._compile import CompiledKernel
+from jax_triton_rocm.launch import _limits
+from jax_triton_rocm.launch._spec import KernelCallSpec
+
+if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
+    from jax_triton_rocm.launch._plan import Launch
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A compile target: platform ("cuda"/"rocm"), arch ("sm_90", "gfx942") and its source."""
+
+    platform: str
+    arch: str
+    source: str
+
+
+class Backend(abc.ABC):
+    """One vendor's answers. The abstract methods are the ones each vendor defines.
+
+    Attributes:
+      platform: JAX's platform name ("cuda", "rocm").
+      binary_key, asm_key: Triton's names for the compiled binary and its assembly.
+      compile_options: the `triton_call` compile options this vendor passes to Triton.
+    """
+
+    platform: str = ""
+    binary_key: str = ""
+    asm_key: str = ""
+    compile_options: tuple[str, ...] = ()
+
+    @abc.abstractmethod
+    def triton_target(self, target: Target) -> Any:
+        """Triton's `GPUTarget` for `target` (architecture and warp size)."""
+
+    @abc.abstractmethod
+    def triton_backend(self) -> type:
+        """Triton's compiler backend class (it parses specialisation attributes)."""
+
+    @abc.abstractmethod
+    def capability(self, target: Target) -> int:
+        """The kernel's `compute_capability` field for `target`, as jaxlib reads it."""
+
+    @abc.abstractmethod
+    def launch_limits(self, target: Target) -> _limits.LaunchLimits:
+        """What one block may use on `target` (threads, shared memory)."""
+
+    @abc.abstractmethod
+    def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
+        """Whether the binary travels in `module_image` (else the `ptx` field carries it)."""
+
+    @abc.abstractmethod
+    def ptx_field(self, compiled: CompiledKernel) -> str:
+        """The `ptx` field of a kernel whose binary is not embedded (PTX text, a file path)."""
+
+    @abc.abstractmethod
+    def knows_arch(self, arch: str) -> bool:
+        """Whether the installed Triton can compile for `arch` (canonical name)."""
+
+    @abc.abstractmethod
+    def known_archs(self) -> tuple[str, ...]:
+        """The architectures the installed Triton can compile for, for messages."""
+
+    def call_target(self, spec: KernelCallSpec) -> Target | None:
+        """A target the call names through a vendor keyword (None: the usual rules decide)."""
+        del spec
+        return None
+
+    def check_launch(self, target: Target, num_ctas: int) -> None:
+        """Raises if the target cannot launch clusters of `num_ctas` CTAs."""
+        del target, num_ctas
+
+    def triton_options(self, launch: Launch, spec: KernelCallSpec) -> dict[str, Any]:
+        """Options for `triton.compile`: the common ones and this vendor's own where set.
+
+        Other vendors' options are left out, as Triton's backends do.
+        """
+        config = launch.config
+        options: dict[str, Any] = {
+            "num_warps": launch.num_warps,
+            "num_ctas": config.num_ctas,
+            "enable_fp_fusion": spec.enable_fp_fusion,
+            "debug": spec.debug,
+        }
+        if config.num_stages is not None:
+            options["num_stages"] = config.num_stages
+        options.update({name: config.options[name] for name in self.compile_options
+                        if config.options.get(name) is not None})
+        return options
+
+    def launch_warps(self, compiled: CompiledKernel) -> int:
+        """The `num_warps` jaxlib needs to launch the block `compiled` was built for."""
+        return compiled.num_warps
+
+    def lowering_settings(self) -> tuple:
+        """What this vendor reads from the environment when lowering (part of the memo's key)."""
+        return ()
+
+    def after_encode(self, lowered: Any, ctx: Any, emit: Callable[..., Any]) -> None:
+        """Runs once a call is encoded, before it is emitted (ROCm's prewarm); `emit(ctx,
+        operands, lowered)` emits an encoded call, so a backend never imports the lowering."""
+        del lowered, ctx, emit

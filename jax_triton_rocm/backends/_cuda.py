@@ -1,0 +1,125 @@
+"""NVIDIA: Triton to CUBIN (or PTX), as jaxlib's CUDA plugin loads them.
+
+Where the plugin reads `module_image` (0.11.1+), the CUBIN Triton built travels there and jaxlib
+loads it as is (no ptxas at load time, and jaxlib's older ptxas never meets newer PTX); `ptx`
+then holds a digest of the CUBIN, exactly as the ROCm encoding does, so every CUDA launch also
+exercises the ROCm encoding. Older plugins get the PTX text in `ptx`.
+
+Importing this module imports Triton's NVIDIA backend, so a broken one fails here, when the
+package is set up for CUDA, and not at the first lowering.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import subprocess
+from typing import Any
+
+from jax_triton_rocm.backends._backend import Backend, Target
+from jax_triton_rocm.base import _compat, _vendors
+from jax_triton_rocm.compile._compile import CompiledKernel
+from jax_triton_rocm.launch._grid import MAX_GRID_SIZE
+from jax_triton_rocm.launch._limits import LaunchLimits
+from jax_triton_rocm.launch._spec import KernelCallSpec
+
+_compat.triton_info()  # a Triton that does not import at all fails here, with its own error
+try:
+    import triton.backends.nvidia.compiler as _triton_nvidia
+except (ImportError, RuntimeError, ValueError) as err:
+    raise _compat.triton_backend_error("cuda", err) from err
+
+from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked import)
+
+logger = logging.getLogger("jax_triton_rocm")
+
+# On a ptxas failure Triton's NVIDIA backend prints the whole PTX to stdout before raising
+# PTXASError, which already carries ptxas's diagnostic and the repro command. A module-level
+# `print` there shadows the builtin for that module alone (thread-safe, unlike redirecting
+# stdout): the reproducer goes to the debug log, anything else is printed as before.
+_REPRODUCER_MARK = "please share the reproducer above with Triton project"
+
+
+def _print_without_reproducer(*args: Any, **kwargs: Any) -> None:
+    if any(_REPRODUCER_MARK in str(arg) for arg in args):
+        logger.debug("jax_triton_rocm: ptxas failed; Triton's reproducer:%s", " ".join(
+            map(str, args)))
+        return
+    print(*args, **kwargs)
+
+
+_triton_nvidia.print = _print_without_reproducer
+
+WARP_SIZE = 32
+
+# Dynamic shared memory a block may opt in to, by compute capability (CUDA C++ Programming
+# Guide, "Technical Specifications per Compute Capability"). jaxlib refuses more at launch.
+MAX_SHARED_BYTES = {
+    70: 96 * 1024, 72: 96 * 1024, 75: 64 * 1024,
+    80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024,
+    90: 227 * 1024, 100: 227 * 1024, 101: 227 * 1024, 103: 227 * 1024, 110: 227 * 1024,
+    120: 99 * 1024, 121: 99 * 1024,
+}
+
+
+@functools.cache  # one entry per compute capability compiled for
+def _ptxas_archs(capability: int) -> tuple[str, ...]:
+    """The sm_NN names the ptxas Triton runs for `capability` accepts (its --help lists them)."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    help_text = subprocess.run([get_ptxas(capability).path, "--help"], capture_output=True,
+                               text=True, timeout=60).stdout
+    return tuple(sorted(set(re.findall(r"'(sm_\d+)'", help_text)), key=lambda n: int(n[3:])))
+
+
+def compute_capability(arch: str) -> int:
+    """The compute capability of "sm_90" as Triton and jaxlib take it: 90."""
+    return int(re.fullmatch(r"sm_(\d+)", arch).group(1))
+
+
+class CudaBackend(Backend):
+    platform = "cuda"
+    binary_key = "cubin"
+    asm_key = "ptx"
+    compile_options = _vendors.VENDORS["cuda"].compile_options
+
+    def triton_target(self, target: Target) -> Any:
+        return GPUTarget("cuda", compute_capability(target.arch), WARP_SIZE)
+
+    def triton_backend(self) -> type:
+        return _triton_nvidia.CUDABackend
+
+    def capability(self, target: Target) -> int:
+        return compute_capability(target.arch)
+
+    def launch_limits(self, target: Target) -> LaunchLimits:
+        return LaunchLimits(target.arch, WARP_SIZE,
+                            max_shared_bytes=MAX_SHARED_BYTES.get(compute_capability(target.arch)),
+                            max_grid=(MAX_GRID_SIZE, 65535, 65535))
+
+    def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
+        return features.module_image
+
+    def ptx_field(self, compiled: CompiledKernel) -> str:
+        return compiled.asm
+
+    def knows_arch(self, arch: str) -> bool:
+        return arch in _ptxas_archs(compute_capability(arch))
+
+    def known_archs(self) -> tuple[str, ...]:
+        return _ptxas_archs(90)
+
+    def call_target(self, spec: KernelCallSpec) -> Target | None:
+        if spec.cuda_arch is None:
+            return None
+        return Target("cuda", spec.cuda_arch, "compute_capability=")
+
+    def check_launch(self, target: Target, num_ctas: int) -> None:
+        if num_ctas > 1 and compute_capability(target.arch) < 90:
+            raise ValueError(
+                f"num_ctas={num_ctas} needs thread-block clusters (sm_90 or newer); the target "
+                f"is {target.arch} (from {target.source}). Use num_ctas=1.")
+
+
+BACKEND = CudaBackend()

@@ -1,0 +1,153 @@
+"""AMD: Triton to HSACO, delivered the way the installed jaxlib ROCm plugin loads it.
+
+Delivery (`JAX_TRITON_ROCM_HSACO_DELIVERY`, read at each lowering; unset means the best the
+plugin supports):
+  - "embedded": the HSACO travels inside the opaque, in `TritonKernel.module_image` (plugins
+    0.11.1+). No file, nothing to race, and the same kernel gives the same bytes in every process,
+    so JAX's persistent compilation cache and `jax.export` work. `ptx` then holds a digest of the
+    HSACO: jaxlib keys loaded modules by name and `ptx`, not by the binary, so the digest is what
+    keeps two same-named kernels apart (`_proto.module_image_ptx`).
+  - "path": the HSACO is written to a file in this process's temporary folder and `ptx` holds
+    the path; the plugin reads the file, then deletes it. One file per kernel call per process:
+    lowering the same kernel again gives the same opaque, which jaxlib has already loaded.
+
+Path delivery's files live in `_hip_files`; its prewarm, which launches a new path-delivered
+call once before any multi-device run, in `_hip_prewarm`.
+
+wave32 (RDNA, gfx10-12): jaxlib launches `num_warps * 64` threads on HIP. The kernel call's
+`num_warps` is scaled so that the block has `num_warps * 32` threads; an odd count cannot be
+expressed and is refused.
+
+Importing this module imports Triton's AMD backend, so a broken one fails here.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+from jax_triton_rocm.backends._backend import Backend, Target
+from jax_triton_rocm.backends.hip import _hip_files, _hip_prewarm
+from jax_triton_rocm.base import _compat, _vendors
+from jax_triton_rocm.compile._compile import CompiledKernel
+from jax_triton_rocm.launch._limits import LaunchLimits
+
+_compat.triton_info()  # a Triton that does not import at all fails here, with its own error
+try:
+    import triton.backends.amd.compiler as _triton_amd
+except (ImportError, RuntimeError, ValueError) as err:
+    raise _compat.triton_backend_error("rocm", err) from err
+
+from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked import)
+
+ENV_DELIVERY = _hip_prewarm.ENV_DELIVERY
+DELIVERY_MODES = ("embedded", "path")
+JAXLIB_WARP = 64
+
+# LDS a workgroup may use, by gfx name; every other AMD target has 64 KiB (Triton's AMD backend,
+# TargetInfo::getSharedMemorySize).
+MAX_SHARED_BYTES = {"gfx950": 160 * 1024, "gfx1250": 320 * 1024}
+DEFAULT_MAX_SHARED_BYTES = 64 * 1024
+
+
+def warp_size(arch: str) -> int:
+    """64 for CDNA/GCN (gfx9xx and older), 32 for RDNA (gfx10 and newer)."""
+    major = int(arch[3:-2])
+    return 64 if major < 10 else 32
+
+
+def gfx_capability(arch: str) -> int:
+    """What jaxlib's HIP `get_compute_capability` reports: major*10+minor (94 for gfx942)."""
+    digits = arch[3:]
+    return int(digits[:-2]) * 10 + int(digits[-2], 16)
+
+
+def _llvm_amdgpu_processors(arch: str | None = None) -> tuple[str, ...] | bool:
+    """The gfx names in LLVM's AMDGPU processor table inside Triton's library; with `arch`, only
+    whether that one is there (a byte search, fast where the full scan is not)."""
+    import triton._C.libtriton as libtriton
+
+    with open(libtriton.__file__, "rb") as file, \
+            mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if arch is not None:
+            return data.find(b"\x00" + arch.encode() + b"\x00") >= 0
+        found = re.findall(rb"\x00(gfx[0-9]{2,3}[0-9a-f])(?=\x00)", data)
+    return tuple(sorted({name.decode() for name in found} - {"gfx000"}))
+
+
+def delivery_mode(features: _compat.PluginFeatures) -> str:
+    """The HSACO delivery for this lowering: the environment's choice, else the best supported.
+
+    Raises:
+      ValueError: an unknown mode, or "embedded" forced for a plugin known not to read it.
+    """
+    forced = os.environ.get(ENV_DELIVERY, "").strip().lower()
+    if not forced:
+        return "embedded" if features.module_image else "path"
+    if forced not in DELIVERY_MODES:
+        raise ValueError(f"{ENV_DELIVERY}={forced!r} is not a delivery mode; use one of "
+                         f"{', '.join(DELIVERY_MODES)} (or unset it for the best supported).")
+    if forced == "embedded" and not features.module_image and features.plugin is not None:
+        raise ValueError(
+            f"{ENV_DELIVERY}=embedded, but the ROCm plugin ({features.detected_from}) does not "
+            f"read TritonKernel.module_image (it needs jax 0.11.1+). Upgrade jax and its plugin, "
+            f"or use {ENV_DELIVERY}=path.")
+    return forced
+
+
+class HipBackend(Backend):
+    platform = "rocm"
+    binary_key = "hsaco"
+    asm_key = "amdgcn"
+    compile_options = _vendors.VENDORS["rocm"].compile_options
+
+    def triton_target(self, target: Target) -> Any:
+        return GPUTarget("hip", target.arch, warp_size(target.arch))
+
+    def triton_backend(self) -> type:
+        return _triton_amd.HIPBackend
+
+    def capability(self, target: Target) -> int:
+        return gfx_capability(target.arch)
+
+    def launch_limits(self, target: Target) -> LaunchLimits:
+        return LaunchLimits(target.arch, warp_size(target.arch),
+                            max_shared_bytes=MAX_SHARED_BYTES.get(target.arch,
+                                                                  DEFAULT_MAX_SHARED_BYTES))
+
+    def knows_arch(self, arch: str) -> bool:
+        return _llvm_amdgpu_processors(arch)
+
+    def known_archs(self) -> tuple[str, ...]:
+        return _llvm_amdgpu_processors()
+
+    def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
+        return delivery_mode(features) == "embedded"
+
+    def lowering_settings(self) -> tuple:
+        return (os.environ.get(ENV_DELIVERY),)
+
+    def ptx_field(self, compiled: CompiledKernel) -> str:
+        """The path of this process's HSACO file for the kernel (one per kernel key)."""
+        return _hip_files.HSACO_FOLDER.file_for(compiled.key, compiled.binary, compiled.name)
+
+    def launch_warps(self, compiled: CompiledKernel) -> int:
+        """The `num_warps` to give jaxlib so that it launches the block the kernel was built for."""
+        threads = compiled.num_warps * compiled.warp_size
+        if threads % JAXLIB_WARP:
+            raise ValueError(
+                f"Kernel {compiled.name} was compiled for wave{compiled.warp_size} with "
+                f"num_warps={compiled.num_warps} ({threads} threads), but jaxlib launches HIP "
+                f"blocks in multiples of {JAXLIB_WARP} threads. Use an even num_warps on wave32 "
+                f"GPUs.")
+        return threads // JAXLIB_WARP
+
+    def after_encode(self, lowered: Any, ctx: Any, emit: Callable[..., Any]) -> None:
+        if any(call.kernel.object_file is None for call in lowered.calls):
+            _hip_prewarm.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out), emit)
+
+
+BACKEND = HipBackend()

@@ -1,0 +1,165 @@
+"""The ROCm prewarm: a new path-delivered kernel call is launched once before any real run.
+
+jaxlib's ROCm plugin reads and deletes an HSACO file outside the lock of its module cache, so two
+devices loading a new kernel at once race, and the loser fails for good. On a host with more
+than one device, the lowering that produced a path-delivered call launches it once, on one
+device, with zero-filled operands, before it returns: the image then sits in jaxlib's cache
+before any multi-device run. `JAX_TRITON_ROCM_PREWARM=0` turns it off.
+
+The launch emits the very call the lowering encoded, through `encoded_call_p`, whose lowering
+emits an encoded call as is, with the `emit` the lowering hands over (a backend never imports
+the lowering). Nothing here is AMD-specific, which is how the machinery is tested on NVIDIA
+GPUs too.
+
+Fork: the set of launched calls starts empty in a child (jaxlib's module cache does not cross a
+fork).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from jax._src import dispatch
+from jax._src.core import Primitive
+from jax.interpreters import mlir
+
+from jax_triton_rocm.base import _state, _values, _vendors
+
+ENV_PREWARM = "JAX_TRITON_ROCM_PREWARM"
+ENV_DELIVERY = "JAX_TRITON_ROCM_HSACO_DELIVERY"
+
+
+class LoadedKernels:
+    """Digests of kernel calls already launched once in this process: one short string per
+    path-delivered call, as jaxlib's own module cache keeps each of them for the life of the
+    process; `clear_caches()` empties it (a call lowered again is then prewarmed again)."""
+
+    def __init__(self, locks: _state.LockRegistry) -> None:
+        self._locks = locks
+        self._keys: set[str] = set()
+
+    def __contains__(self, key: str) -> bool:
+        with self._locks.guard:
+            return key in self._keys
+
+    def add(self, key: str) -> None:
+        with self._locks.guard:
+            self._keys.add(key)
+
+    def clear(self) -> None:
+        with self._locks.guard:
+            self._keys.clear()
+
+
+LOADED_KERNELS = LoadedKernels(_state.LOCKS)
+os.register_at_fork(after_in_child=LOADED_KERNELS.clear)
+_state.on_clear(LOADED_KERNELS.clear)
+
+
+class EncodedCall:
+    """A lowered call (`lowering._jaxlib_call.LoweredCall`) and the function that emits it, as a
+    hashable primitive parameter (by identity), for `encoded_call_p`."""
+
+    def __init__(self, lowered: Any, emit: Callable[..., Any]) -> None:
+        self.lowered = lowered
+        self.emit = emit
+
+
+# A call already encoded by a lowering, emitted as is, aliases included.
+encoded_call_p = Primitive("triton_encoded_call")
+encoded_call_p.multiple_results = True
+encoded_call_p.def_impl(functools.partial(dispatch.apply_primitive, encoded_call_p))
+encoded_call_p.def_abstract_eval(lambda *avals, lowered, out_avals: list(out_avals))
+
+
+def _encoded_call_lowering(ctx: Any, *operands: Any, lowered: EncodedCall, out_avals: tuple):
+    del out_avals
+    return lowered.emit(ctx, operands, lowered.lowered)
+
+
+for _platform in _vendors.GPU_PLATFORMS:
+    mlir.register_lowering(encoded_call_p, _encoded_call_lowering, platform=_platform)
+
+
+def prewarm_enabled() -> bool:
+    return _values.env_flag(ENV_PREWARM, default=True)
+
+
+def local_device_count() -> int:
+    """How many ROCm devices this process drives (prewarm matters only for more than one)."""
+    import jax
+
+    try:
+        return len(jax.local_devices(backend="rocm"))
+    except RuntimeError:
+        return 0
+
+
+def prewarm_key(lowered: Any) -> str:
+    return hashlib.sha256(lowered.serialized).hexdigest()
+
+
+def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable[..., Any],
+                 platform: str = "rocm") -> bool:
+    """Launches a newly lowered path-delivered call once on one device; True if it launched.
+
+    Keyed on a digest of the serialized call. A per-key lock is held across the launch, so a
+    second lowering of the same call waits instead of racing; different calls do not wait for
+    each other. The key is recorded in a `finally`: a launch that fails warns once, not at every
+    lowering.
+    """
+    if not prewarm_enabled() or local_device_count() < 2:
+        return False
+    key = prewarm_key(lowered)
+    if key in LOADED_KERNELS:
+        return False
+    with _state.LOCKS.item_lock(("prewarm", key)):
+        if key in LOADED_KERNELS:
+            return False
+        try:
+            launch_for_prewarm(lowered, in_avals, out_avals, emit, platform=platform)
+        except Exception as err:  # the real run will report the real error
+            warnings.warn(
+                f"jax_triton_rocm: prewarming kernel call {key[:12]} on one device failed "
+                f"({type(err).__name__}: {err}); multi-device runs of it may race in the ROCm "
+                f"plugin. Set {ENV_DELIVERY}=embedded on jax 0.11.1+ to avoid files altogether.",
+                RuntimeWarning, stacklevel=2)
+        finally:
+            LOADED_KERNELS.add(key)
+        return True
+
+
+def prewarm_program(lowered: Any, in_avals: tuple, out_avals: tuple,
+                    emit: Callable[..., Any]):
+    """A function of no arguments that launches `lowered` on zero-filled operands.
+
+    The operands are made inside the program, so `jax.jit` of it needs no host data. The same
+    encoded call (the same bytes, so the same file path) is emitted through the same `emit` as the
+    real lowering, with the same aliases: an output aliased to an input starts as that input's
+    zeros, so an in-place kernel that reads its output (a counter, an index map) sees zeros, not
+    whatever the allocator left there.
+    """
+    import jax.numpy as jnp
+
+    def launch_on_zeros():
+        operands = [jnp.zeros(a.shape, a.dtype) for a in in_avals]
+        return encoded_call_p.bind(*operands, lowered=EncodedCall(lowered, emit),
+                                   out_avals=tuple(out_avals))
+
+    return launch_on_zeros
+
+
+def launch_for_prewarm(lowered: Any, in_avals: tuple, out_avals: tuple,
+                       emit: Callable[..., Any], platform: str = "rocm") -> list:
+    """Runs `prewarm_program` on the first device of `platform`; returns its outputs."""
+    import jax
+
+    device = jax.local_devices(backend=platform)[0]
+    with jax.default_device(device):
+        program = prewarm_program(lowered, in_avals, out_avals, emit)
+        return jax.block_until_ready(jax.jit(program)())

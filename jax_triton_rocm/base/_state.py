@@ -1,0 +1,289 @@
+"""All process-wide state of the package, with its thread, fork and memory rules.
+
+Threads: lowering can run on many threads at once (JAX compiles in parallel, users call `jit`
+from thread pools). Every structure here is guarded by the lock of one registry (`LOCKS.guard`),
+held for short critical sections only. Work on one item (compiling a kernel, writing its file,
+prewarming it) holds that item's lock (`LOCKS.item_lock`), which exists only while a thread
+holds it or waits for it, so two threads on one item share one lock and the locks never
+outnumber the threads.
+
+Memory: every cache is bounded. The caches of compiled kernels and of what is derived from them
+forget their least recently used entries beyond `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE`, those of
+lowered calls and of what is found per kernel function beyond `JAX_TRITON_ROCM_CALL_CACHE_SIZE`
+(each 1024 by default): what is forgotten is computed again when next needed (a kernel
+recompiles from Triton's on-disk cache). `clear_caches()` empties them all.
+
+Fork: a child of `os.fork()` inherits memory but only the forking thread. A lock that another
+thread of the parent held at the fork stays held forever in the child, and a compile that was in
+flight there never finishes. So, in the child:
+  - every lock is replaced by a fresh one (the registry's and every item's);
+  - finished kernels stay cached (they are plain data and still valid); in-flight compiles are
+    forgotten, and the child compiles what it needs itself; lowered calls are forgotten (they
+    may name the parent's HSACO files);
+  - the imports a lowering needs have their own rule (`_imports`), and state a vendor module
+    keeps has its own fork rule beside it (`hip._hip_files`, `hip._hip_prewarm`).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+class LockRegistry:
+    """Named locks, and per-item locks that live while in use; fresh after `os.fork()`."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[Hashable, threading.Lock] = {}
+        self._items: dict[Hashable, list] = {}  # key -> [lock, threads holding or waiting]
+
+    def lock_for(self, name: Hashable) -> threading.Lock:
+        """The lock named `name` ("register", ...): one object per name until the next fork.
+
+        For the package's few fixed names; work on one of many items takes `item_lock`.
+        """
+        with self._guard:
+            lock = self._locks.get(name)
+            if lock is None:
+                lock = self._locks[name] = threading.Lock()
+            return lock
+
+    @contextlib.contextmanager
+    def item_lock(self, key: Hashable) -> Iterator[None]:
+        """Holds the lock of one item (a kernel, a file, a prewarm) for the body.
+
+        Threads asking for the same key at the same time share one lock; the last one to leave
+        removes it, so a key no thread is working on costs nothing.
+        """
+        with self._guard:
+            entry = self._items.get(key)
+            if entry is None:
+                entry = self._items[key] = [threading.Lock(), 0]
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._guard:
+                entry[1] -= 1
+                if entry[1] == 0 and self._items.get(key) is entry:
+                    del self._items[key]
+
+    @property
+    def guard(self) -> threading.Lock:
+        """The registry's own lock, for short critical sections on shared containers."""
+        return self._guard
+
+    def reset_after_fork(self) -> None:
+        self._guard = threading.Lock()
+        self._locks = {}
+        self._items = {}
+
+    def __len__(self) -> int:
+        """How many locks exist: the named ones and the items' in use."""
+        return len(self._locks) + len(self._items)
+
+
+LOCKS = LockRegistry()
+
+ENV_KERNEL_CACHE_SIZE = "JAX_TRITON_ROCM_KERNEL_CACHE_SIZE"
+ENV_CALL_CACHE_SIZE = "JAX_TRITON_ROCM_CALL_CACHE_SIZE"
+DEFAULT_CACHE_SIZE = 1024
+
+
+def cache_size(env: str) -> int:
+    """The bound the environment variable `env` sets (read at each use; unset: the default).
+
+    Raises:
+      ValueError: a value that is not a positive integer, naming the variable.
+    """
+    raw = os.environ.get(env, "").strip()
+    if not raw:
+        return DEFAULT_CACHE_SIZE
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{env}={raw!r} must be a positive integer (how many entries the "
+                         f"cache keeps); unset it for the default ({DEFAULT_CACHE_SIZE}).")
+    return int(raw)
+
+
+_MISSING = object()
+
+
+class BoundedCache:
+    """A dict behind the registry's lock that forgets its least recently used entries beyond the
+    bound set by an environment variable (`cache_size`).
+
+    Attributes:
+      env: the variable that bounds it.
+    """
+
+    def __init__(self, locks: LockRegistry, env: str) -> None:
+        self._locks = locks
+        self.env = env
+        self._entries: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        """The entry for `key` (now the most recently used), or `default`."""
+        with self._locks.guard:
+            value = self._entries.get(key, _MISSING)
+            if value is _MISSING:
+                return default
+            self._entries.move_to_end(key)
+            return value
+
+    def put(self, key: Hashable, value: Any) -> Any:
+        """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it."""
+        limit = cache_size(self.env)
+        with self._locks.guard:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > limit:
+                self._entries.popitem(last=False)
+        return value
+
+    def setdefault(self, key: Hashable, value: Any) -> Any:
+        """The entry for `key`, stored as `value` if there was none (`put`)."""
+        stored = self.get(key, _MISSING)
+        return self.put(key, value) if stored is _MISSING else stored
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._locks.guard:
+            self._entries.clear()
+
+
+class _Failure:
+    """A compile that raised, kept in place of the kernel."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+class KernelCache:
+    """Compiled kernels by kernel key; each key compiled once, however many threads ask, and the
+    least recently used forgotten beyond `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE` (compiled again,
+    from Triton's on-disk cache, when next lowered).
+
+    A miss takes the key's item lock, checks again and compiles under it, so concurrent
+    lowerings of one kernel compile it once, while different keys compile in parallel. A compile
+    that raises is remembered as well, while its entry is kept (or until `clear`): the kernel key
+    covers every input of the compile, so a second try would fail the same way, only later; the
+    threads that waited on the lock and every later lowering get the same error at once.
+    Counters (`stats`) let tests and benchmarks see hits, compiles and failures.
+    """
+
+    def __init__(self, locks: LockRegistry) -> None:
+        self._locks = locks
+        self._entries = BoundedCache(locks, ENV_KERNEL_CACHE_SIZE)
+        self.stats: collections.Counter[str] = collections.Counter()
+
+    def get_or_compile(self, key: str, compile_fn: Callable[[], T]) -> T:
+        entry = self._entries.get(key)
+        if entry is not None:
+            return self._hit(entry)
+        with self._locks.item_lock(("kernel", key)):
+            entry = self._entries.get(key)
+            if entry is not None:
+                return self._hit(entry)
+            try:
+                entry = compile_fn()
+            except Exception as err:
+                self._entries.put(key, _Failure(err))
+                self._count("failures")
+                raise
+            self._entries.put(key, entry)
+            self._count("compiles")
+            return entry
+
+    def _hit(self, entry: Any) -> Any:
+        self._count("hits")
+        if isinstance(entry, _Failure):
+            raise entry.error
+        return entry
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        with self._locks.guard:
+            self.stats.clear()
+
+    def _count(self, what: str) -> None:
+        with self._locks.guard:
+            self.stats[what] += 1
+
+
+KERNELS = KernelCache(LOCKS)
+# Each kernel's IR as the installed jaxlib reads it, or why not (`lowering._xla_ir`).
+IR_CHECKS = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
+# Lowered calls by everything that decides them (`lowering._jaxlib_call.lower_call`), each with
+# the kernel object its key names (kept alive, so its id is not reused).
+LOWERED_CALLS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+# Calls whose arguments were laid out without error (`launch._layout.check_plain_call`).
+CHECKED_CALLS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+# Per kernel function: the globals its source reads (`compile._globals`), and its twin in
+# Triton's interpreter (`interpret._interpret_host`); each function kept beside its entry.
+GLOBAL_REFERENCES = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+INTERPRETED_TWINS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+CACHES = (KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, GLOBAL_REFERENCES, INTERPRETED_TWINS)
+
+os.register_at_fork(after_in_child=LOCKS.reset_after_fork)
+# A child starts without the parent's lowered calls: a path-delivered call names a file of the
+# parent's, which jaxlib would read and delete.
+os.register_at_fork(after_in_child=LOWERED_CALLS.clear)
+
+
+def triton_language_lock() -> threading.Lock:
+    """The lock held while Triton's Python front end, or its interpreter, runs in this process.
+
+    The front end (Python AST to Triton IR) is not safe across threads (CPython 3.11's `ast.parse`
+    is not), and the interpreter patches `triton.language` for the whole process while a kernel
+    runs: a front end running meanwhile would build IR from the patched language. Compiles still
+    overlap in the backend passes and ptxas, where their time goes.
+    """
+    return LOCKS.lock_for("triton-language")
+
+
+# Caches kept by modules loaded on demand (the HIP prewarm's), emptied by `clear_caches`.
+_CLEAR_HOOKS: list[Callable[[], None]] = []
+
+
+def on_clear(hook: Callable[[], None]) -> None:
+    """Makes `clear_caches()` call `hook` too (for state a vendor module keeps)."""
+    _CLEAR_HOOKS.append(hook)
+
+
+def clear_caches() -> None:
+    """Empties every cache of the package (compiled kernels and remembered compile failures,
+    lowered calls, checked calls, what is known per kernel function) and the vendors' state
+    (`on_clear`), and clears JAX's caches: what they held (compiled kernels, the user's kernel
+    functions) can then be freed.
+
+    JAX keeps lowered computations, which embed compiled kernels; clearing them too means the
+    next call really lowers and compiles again (after editing a kernel's dependencies in place,
+    or changing JAX_TRITON_ROCM_HSACO_DELIVERY).
+    """
+    import jax
+
+    for cache in CACHES:
+        cache.clear()
+    for hook in _CLEAR_HOOKS:
+        hook()
+    jax.clear_caches()

@@ -1,0 +1,138 @@
+"""Checks of user-given values: environment variables, compile options, launch results.
+
+Each check raises where the value is read, with an error that names the argument (or variable),
+shows the value and says what is allowed, so a mistake never reaches Triton or jaxlib, where it
+would fail far from its cause or pass silently.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """The boolean environment variable `name` (unset or empty: `default`).
+
+    Raises:
+      ValueError: a value that is not one of 1/true/yes/on or 0/false/no/off (any case).
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if raw.lower() in _TRUE:
+        return True
+    if raw.lower() in _FALSE:
+        return False
+    raise ValueError(f"{name}={raw!r} is not a flag; use 1 (or true/yes/on) or 0 (or "
+                     f"false/no/off), or unset it for the default ({int(default)}).")
+
+
+def positive_int(value: Any, what: str, *, power_of_two: bool = False, caller: str = "") -> None:
+    """Raises ValueError unless `value` is None (the target's Triton default) or a positive int,
+    a power of two if asked; the message starts with `caller` (e.g. "triton_call_lowering: ")."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{caller}{what}={value!r} must be a positive int or None (the target's "
+                         f"Triton default).")
+    if power_of_two and value & (value - 1):
+        raise ValueError(f"{caller}{what}={value!r} must be a power of two (1, 2, 4, 8, ...), as "
+                         f"Triton requires.")
+
+
+def launch_settings(num_warps: Any, num_stages: Any, num_ctas: Any, *, caller: str = "") -> None:
+    """`positive_int` for the launch settings a call may give (`num_warps` a power of two)."""
+    positive_int(num_warps, "num_warps", power_of_two=True, caller=caller)
+    positive_int(num_stages, "num_stages", caller=caller)
+    positive_int(num_ctas, "num_ctas", caller=caller)
+
+
+def is_int(value: Any) -> bool:
+    """A Python or NumPy integer, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def flag(value: Any, what: str) -> bool:
+    """`value` as a bool, for an argument that must be one (`debug`, `enable_fp_fusion`).
+
+    Raises:
+      TypeError: anything but a Python or NumPy bool (a string such as "no" is truthy).
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{what}={value!r} must be a bool (True or False), got "
+                    f"{type(value).__name__}.")
+
+
+# Compile options of the vendor backends, with what Triton's backends accept
+# (`triton/backends/amd/compiler.py` HIPOptions, `triton/backends/nvidia/compiler.py`
+# CUDAOptions): (allowed values, or an inclusive int range, and what they mean).
+_OPTION_VALUES: dict[str, tuple[tuple[int, ...] | range, str]] = {
+    # amdgpu-waves-per-eu: 0 gives no hint; otherwise waves per SIMD, at most 20 on any AMD GPU.
+    "waves_per_eu": (range(0, 21), "an int from 0 (no hint) to 20"),
+    # The MFMA/WMMA shape Triton's AMD backend may force (0 lets it choose).
+    "matrix_instr_nonkdim": ((0, 4, 16, 32), "one of 0 (chosen by Triton), 4, 16, 32"),
+    # K elements packed per MFMA operand load.
+    "kpack": ((1, 2), "one of 1, 2"),
+    # PTX .maxnreg: registers per thread, at most 255 on every NVIDIA GPU.
+    "maxnreg": (range(1, 256), "an int from 1 to 255 (registers per thread), or None"),
+}
+
+
+def compile_option(name: str, value: Any, *, where: str = "", caller: str = "") -> Any:
+    """Checks one vendor compile option (`waves_per_eu`, `matrix_instr_nonkdim`, `kpack`,
+    `maxnreg`) against what Triton's backend accepts; returns it as a plain int (or None).
+
+    Args:
+      where: where the value came from, for the message (e.g. "in autotune config (...)").
+      caller: what the message starts with (e.g. "triton_call_lowering: ").
+
+    Raises:
+      TypeError: not an int. ValueError: out of range. Both name the option and its value.
+    """
+    allowed, text = _OPTION_VALUES[name]
+    at = f" {where}" if where else ""
+    if value is None:
+        return None
+    if not is_int(value):
+        raise TypeError(f"{caller}{name}={value!r}{at} must be {text}; got "
+                        f"{type(value).__name__}.")
+    if int(value) not in allowed:
+        raise ValueError(f"{caller}{name}={value!r}{at} must be {text}, as Triton's backend "
+                         f"accepts.")
+    return int(value)
+
+
+def compile_options(options: Mapping[str, Any], *, where: str = "",
+                    caller: str = "") -> dict[str, Any]:
+    """`compile_option` for each of `options`; returns them checked."""
+    return {name: compile_option(name, value, where=where, caller=caller)
+            for name, value in options.items()}
+
+
+def output_indices(indices: Any, n_outs: int, *, what: str,
+                   an_output: str = "an output") -> tuple[int, ...]:
+    """Output indices (`zeroed_outputs`, or what a callable `zeroed_outputs` returned), sorted.
+
+    Args:
+      what: the argument as the message names it ("zeroed_outputs").
+      an_output: what an output is called where the user is ("a result" of a primitive).
+
+    Raises:
+      TypeError: not a sequence of ints. ValueError: an index that is not an output's.
+    """
+    if isinstance(indices, (str, bytes)) or not isinstance(indices, (Sequence, set, frozenset)):
+        raise TypeError(f"{what}={indices!r} must be a sequence of {an_output.split()[-1]} "
+                        f"indices (e.g. (0,)), or a callable of the metaparameters returning one.")
+    for idx in indices:
+        if not is_int(idx) or not 0 <= idx < n_outs:
+            raise ValueError(f"{what}={indices!r}: {idx!r} is not {an_output} index "
+                             f"(0..{n_outs - 1}).")
+    return tuple(sorted({int(i) for i in indices}))

@@ -1,0 +1,1 @@
+"""`triton.compile` through the one shared kernel cache, configs compiled in parallel."""

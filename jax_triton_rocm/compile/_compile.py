@@ -1,0 +1,232 @@
+"""Compiling a bound kernel with `triton.compile`, through the one shared kernel-key cache.
+
+The kernel key covers everything that can change the binary: the kernel's source and the
+sources of the Triton functions it calls (`JITFunction.cache_key`), the current values of the
+globals they read (`global_values`), the Triton version, the target (backend, arch, warp size),
+Triton or Gluon, the signature and specialisation, the constexprs and every compile option. An
+edited kernel, or one whose global `tl.constexpr` was rebound, never gets the old binary; two
+kernels with the same name never collide. `triton.compile` keeps using Triton's own on-disk cache
+(`TRITON_CACHE_DIR` is never changed; where it is empty, `_triton_cache` supplies Triton's
+default location), so a second process gets the binary in milliseconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+import tempfile
+from typing import Any
+
+from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.compile import _gluon, _triton_cache
+from jax_triton_rocm.compile._globals import global_values, stable_text
+from jax_triton_rocm.launch._layout import BoundKernel
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledKernel:
+    """What `triton.compile` produced, reduced to what a kernel call needs.
+
+    Attributes:
+      key: the kernel key it is cached under.
+      name: the kernel's symbol.
+      binary: the CUBIN or HSACO.
+      asm: the PTX or AMDGCN text.
+      ttir: the IR the kernel was written at: Triton IR, or Gluon's IR for a Gluon kernel.
+      shared_mem_bytes, num_warps, num_ctas, warp_size: launch needs.
+      global_scratch_size, global_scratch_align, profile_scratch_size: Triton's scratch needs.
+      metadata: Triton's full metadata, as a dict (for debugging and tests).
+    """
+
+    key: str
+    name: str
+    binary: bytes
+    asm: str
+    ttir: str
+    shared_mem_bytes: int
+    num_warps: int
+    num_ctas: int
+    warp_size: int
+    global_scratch_size: int
+    global_scratch_align: int
+    profile_scratch_size: int
+    metadata: dict[str, Any]
+
+
+def kernel_key(
+    jit_fn: Any,
+    triton_target: Any,
+    bound: BoundKernel,
+    options: dict[str, Any],
+    *,
+    gluon: bool,
+) -> str:
+    """The kernel key: a SHA-256 over every input that can change the compiled binary."""
+    parts = [
+        f"source={jit_fn.cache_key}",
+        f"globals={global_values(jit_fn)}",
+        f"triton={_compat.triton_info().version}",
+        f"target={triton_target.backend}:{triton_target.arch}:{triton_target.warp_size}",
+        f"language={'gluon' if gluon else 'triton'}",
+        f"signature={sorted(bound.signature.items())}",
+        f"specialization={bound.specializations}",
+        "constexprs=" + ";".join(f"{k}={stable_text(v)}"
+                                 for k, v in sorted(bound.constexprs.items())),
+        "options=" + ";".join(f"{k}={stable_text(v)}" for k, v in sorted(options.items())),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileJob:
+    """One kernel to compile: what `triton.compile` takes, and the kernel key it is cached under.
+
+    Attributes:
+      jit_fn: the @triton.jit / @gluon.jit function.
+      triton_target: a `triton.backends.compiler.GPUTarget`.
+      bound: the call's signature, constexprs and specialisation.
+      options: compile options for the backend's `parse_options`.
+      gluon: compile as Gluon (`GluonASTSource`).
+      binary_key, asm_key: which of Triton's outputs are the binary and the assembly
+        ("cubin"/"ptx" on CUDA, "hsaco"/"amdgcn" on HIP).
+      key: the kernel key (`kernel_key`).
+      globals_key: the globals the kernel reads, with their values (`global_values`).
+    """
+
+    jit_fn: Any
+    triton_target: Any
+    bound: BoundKernel
+    options: dict[str, Any]
+    gluon: bool
+    binary_key: str
+    asm_key: str
+    key: str
+    globals_key: tuple[tuple[str, str], ...] = ()
+
+
+def make_job(jit_fn: Any, triton_target: Any, bound: BoundKernel, options: dict[str, Any], *,
+             gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
+    """A `CompileJob`, with its kernel key computed."""
+    key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon)
+    return CompileJob(jit_fn, triton_target, bound, dict(options), gluon, binary_key, asm_key, key,
+                      global_values(jit_fn))
+
+
+def run_triton(job: CompileJob) -> CompiledKernel:
+    """Runs `triton.compile` for `job` in this process (no cache lookup)."""
+    triton = _compat.triton_info().module
+    from triton.compiler import ASTSource
+    bound = job.bound
+    if job.gluon:
+        source = _gluon.source(job.jit_fn, bound.signature, bound.constexprs, bound.attrs,
+                               target=_gluon.describe_target(job.triton_target))
+    else:
+        source = ASTSource(job.jit_fn, bound.signature, constexprs=bound.constexprs,
+                           attrs=bound.attrs)
+    _serialize_front_end(source)
+    _with_globals_in_hash(source, job.globals_key)
+    with _triton_cache.usable_cache_dir(triton):
+        try:
+            compiled = triton.compile(source, target=job.triton_target,
+                                      options=dict(job.options))
+        except Exception as err:
+            _remove_ptxas_files(err)
+            raise
+    metadata = compiled.metadata
+    meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
+    meta.pop("target", None)
+    return CompiledKernel(
+        key=job.key,
+        name=meta["name"],
+        binary=bytes(compiled.asm[job.binary_key]),
+        asm=compiled.asm[job.asm_key],
+        # The kernel's own IR, for jaxlib's messages: Triton's "ttir", Gluon's "glir" or "ttgir".
+        ttir=compiled.asm.get(source.ext, ""),
+        shared_mem_bytes=int(meta.get("shared", 0)),
+        num_warps=int(meta["num_warps"]),
+        num_ctas=int(meta.get("num_ctas", 1)),
+        warp_size=int(meta.get("warp_size", job.triton_target.warp_size)),
+        global_scratch_size=int(meta.get("global_scratch_size", 0) or 0),
+        global_scratch_align=int(meta.get("global_scratch_align", 1) or 1),
+        profile_scratch_size=int(meta.get("profile_scratch_size", 0) or 0),
+        metadata=meta,
+    )
+
+
+def _with_globals_in_hash(source: Any, globals_key: tuple) -> None:
+    """Makes `source.hash()`, Triton's on-disk cache key, cover the current global values.
+
+    Triton's own hash folds in the values of the first time the function was hashed (see
+    `global_values`), so without this a rebound global would be served the old binary from disk.
+    """
+    if not globals_key:
+        return
+    triton_hash = source.hash
+
+    def hash_with_globals() -> str:
+        return hashlib.sha256(f"{triton_hash()}-{globals_key}".encode()).hexdigest()
+
+    source.hash = hash_with_globals
+
+
+# Triton's NVIDIA backend names its ptxas input in the PTXASError's repro command and leaves the
+# file (and its .o) in the temporary folder when ptxas fails.
+_PTXAS_FILE = re.compile(r"(\S+\.ptx)(?:\.o)?\b")
+
+
+def _remove_ptxas_files(err: BaseException) -> None:
+    """Deletes the `.ptx` / `.ptx.o` files a failed ptxas run left in the temporary folder."""
+    if type(err).__name__ != "PTXASError":
+        return
+    folder = os.path.realpath(tempfile.gettempdir())
+    for path in set(_PTXAS_FILE.findall(str(err))):
+        if os.path.dirname(os.path.realpath(path)) != folder:
+            continue  # only Triton's own temporary files, never a user's file
+        for leftover in (path, path + ".o"):
+            try:
+                os.remove(leftover)
+            except OSError:
+                pass
+
+
+def _serialize_front_end(source: Any) -> None:
+    """Makes `source.make_ir` (Python AST to Triton IR) run one thread at a time.
+
+    CPython 3.11's `ast.parse` is not safe across threads ("SystemError: AST constructor
+    recursion depth mismatch" when autotune configs compile in threads). The front end holds the
+    GIL anyway; the backend passes and ptxas, where the time goes, still run in parallel.
+    """
+    make_ir = source.make_ir
+
+    def make_ir_alone(*args: Any, **kwargs: Any) -> Any:
+        with _state.triton_language_lock():
+            return make_ir(*args, **kwargs)
+
+    source.make_ir = make_ir_alone
+
+
+def compile_job(job: CompileJob) -> CompiledKernel:
+    """`job`'s kernel from the shared cache, compiled on a miss (once per key).
+
+    A kernel that fails to compile is remembered too (`_state.KernelCache`): every later or
+    concurrent lowering of it raises the same error at once, until `clear_caches()`.
+
+    Raises:
+      ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
+      Triton's own compile errors, with a hint where a 0-d array may have been meant as a scalar.
+    """
+    def compile_with_hints() -> CompiledKernel:
+        try:
+            return run_triton(job)
+        except Exception as err:
+            if job.bound.zero_d_pointers:
+                err.add_note(
+                    f"jax_triton_rocm: {', '.join(job.bound.zero_d_pointers)} is a 0-d array, "
+                    f"which the kernel receives as a pointer. If the kernel wants a scalar there, "
+                    f"pass a Python or NumPy scalar (e.g. int(n), np.float32(x)) instead of a JAX "
+                    f"array.")
+            raise
+
+    return _state.KERNELS.get_or_compile(job.key, compile_with_hints)

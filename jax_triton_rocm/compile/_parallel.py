@@ -1,0 +1,108 @@
+"""Compiling the kernels of one call (the configs of an autotuned call) at the same time.
+
+The kernels compile in threads of this process: `triton.compile` releases the GIL in ptxas (a
+subprocess) and in many of its passes (`benchmarks/autotune_compile.py` compares the threaded
+compile with a serial one). Every kernel still goes through the shared kernel-key cache
+(`_state.KERNELS`): a kernel that is cached, or being compiled by another lowering, is not
+compiled again.
+
+Environment (read at each lowering):
+  JAX_TRITON_ROCM_COMPILE_THREADS: threads for the kernels of one call (default: one per
+    kernel, at most the CPU count).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.compile import _compile
+
+logger = logging.getLogger("jax_triton_rocm")
+
+ENV_COMPILE_THREADS = "JAX_TRITON_ROCM_COMPILE_THREADS"
+
+Result = Any  # a CompiledKernel, or the exception its compile raised
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def thread_count(jobs: int) -> int:
+    """Threads for compiling `jobs` kernels (`JAX_TRITON_ROCM_COMPILE_THREADS`).
+
+    Raises:
+      ValueError: the variable is set to something other than a non-negative integer.
+    """
+    raw = os.environ.get(ENV_COMPILE_THREADS, "").strip()
+    limit = cpu_count()
+    if raw:
+        try:
+            limit = int(raw)
+        except ValueError:
+            limit = -1
+        if limit < 0:
+            raise ValueError(f"{ENV_COMPILE_THREADS}={raw!r} must be a non-negative integer; "
+                             f"unset it for the default (one thread per kernel, at most "
+                             f"{cpu_count()}).")
+    return max(1, min(jobs, limit or 1))
+
+
+def _capture(job: _compile.CompileJob) -> Result:
+    try:
+        return _compile.compile_job(job)
+    except Exception as err:  # noqa: BLE001  (returned, so the caller sees every config's fate)
+        return err
+
+
+def compile_jobs(jobs: Sequence[_compile.CompileJob]) -> list[Result]:
+    """Compiles `jobs` at once; returns, in order, each CompiledKernel or the error it raised."""
+    missing = sum(1 for job in jobs if job.key not in _state.KERNELS)
+    if len(jobs) == 1 or missing == 0:  # every re-lowering of a cached call: no pool
+        return [_capture(job) for job in jobs]
+    with concurrent.futures.ThreadPoolExecutor(
+            max_workers=thread_count(missing), thread_name_prefix="jax_triton_rocm") as pool:
+        return list(pool.map(_capture, jobs))
+
+
+def skippable_config_errors() -> tuple[type[BaseException], ...]:
+    """Compile errors for which Triton's autotuner drops a config instead of failing the call.
+
+    A `tl.static_assert` that a config breaks (CompileTimeAssertionFailure) and a ptxas failure
+    (PTXASError, NVIDIA only); OutOfResources is a launch error, which jaxlib's autotuner handles.
+    """
+    from triton.compiler.errors import CompileTimeAssertionFailure
+    from triton.runtime.errors import PTXASError
+
+    return (CompileTimeAssertionFailure, PTXASError)
+
+
+def kept_configs(configs: list, jobs: list, results: list) -> list[tuple]:
+    """(config, job, compiled kernel) for each config whose kernel compiled, in order.
+
+    As Triton's autotuner does, a config whose compile fails a `tl.static_assert` or ptxas is
+    dropped when others remain. Any other error, or every config failing, raises the first
+    config's error.
+    """
+    skippable = skippable_config_errors() if len(configs) > 1 else ()
+    errors = [(c, r) for c, r in zip(configs, results) if isinstance(r, BaseException)]
+    fatal = [(c, r) for c, r in errors if not isinstance(r, skippable)]
+    if fatal or (errors and len(errors) == len(configs)):
+        config, error = (fatal or errors)[0]
+        if len(configs) > 1:
+            error.add_note(f"jax_triton_rocm: in autotune config ({config.description})")
+        raise error
+    for config, error in errors:
+        logger.info("jax_triton_rocm: autotune config (%s) dropped: %s: %s",
+                    config.description, type(error).__name__, error)
+    return [(config, job, result) for config, job, result in zip(configs, jobs, results)
+            if not isinstance(result, BaseException)]

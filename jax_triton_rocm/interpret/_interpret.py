@@ -1,0 +1,165 @@
+"""The CPU lowering of `triton_kernel_p`: the kernel runs in Triton's interpreter, on the host.
+
+Data flow: the call's spec -> its first launch (`launch._plan`: configuration, grid, zeroed
+outputs, arguments laid onto the kernel's parameters) -> an `InterpretedCall` -> a
+`jax.pure_callback` emitted in the module -> at run time, `run_on_host` hands NumPy buffers to
+Triton's interpreter and returns the outputs.
+
+Triton's interpreter (`triton.runtime.interpreter`) is meant for kernels defined under
+`TRITON_INTERPRET=1` and for torch tensors. Here the kernel is an ordinary `@triton.jit` function
+and the buffers are NumPy arrays:
+- `_interpret_host.HostTensor` gives a NumPy buffer just the part of torch's tensor interface the
+  interpreter's `GridExecutor` reads (`data_ptr`, `untyped_storage`, `dtype`, ...); the buffer is
+  already on the host, so the interpreter's copies to and from "the device" are no-ops.
+- Calls from the kernel to other `@triton.jit` functions are routed to interpreted twins of them
+  while the kernel runs, and two interpreter faults are mended for the run
+  (`_interpret_host.interpreter_adapted`).
+
+The interpreter patches `triton.language` process-wide while a kernel runs and keeps the program
+id in one global builder, so a run holds `_state.triton_language_lock()`: runs are serialised (XLA
+may call the callbacks of several CPU devices at once), and no Triton front end compiles in
+another thread meanwhile.
+
+What runs where the GPU would differ:
+- An autotuned kernel runs its first configuration (after `early_config_prune`); heuristics run as
+  on the GPU. No timing happens on the host.
+- Every output starts zeroed (on the GPU only `zeroed_outputs` are); an aliased output starts as
+  its input (zeroed when listed in `zeroed_outputs`, as on the GPU).
+- Gluon kernels cannot run: the interpreter runs only `@triton.jit` kernels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import jax
+from jax.interpreters import mlir
+
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.interpret import _interpret_host
+from jax_triton_rocm.launch import _plan
+from jax_triton_rocm.launch._spec import KernelCallSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class InterpretedCall:
+    """One `triton_kernel_p` equation, resolved for the interpreter at lowering time.
+
+    Attributes:
+      name: the kernel's name as errors show it.
+      jit_fn: the @triton.jit function.
+      launch: the call's first launch (grid, zeroed outputs, arguments laid out).
+      positional: the spec's layout of the arguments, which tells a runtime scalar the layout
+        turned into a constexpr (None, or an int equal to 1) from one given by keyword.
+      out_avals: the outputs' shapes and dtypes.
+      aliases: (input index, output index) pairs that share a buffer.
+    """
+
+    name: str
+    jit_fn: Any
+    launch: _plan.Launch
+    positional: tuple[tuple[str, Any], ...]
+    out_avals: tuple[Any, ...]
+    aliases: tuple[tuple[int, int], ...]
+
+
+def check_interpretable(jit_fn: Any, name: str) -> None:
+    """Raises NotImplementedError, naming the kernel and why, if the interpreter cannot run it."""
+    if jit_fn.is_gluon():
+        raise NotImplementedError(
+            f"Kernel {name} is a Gluon kernel, and this computation is lowered for the CPU, where "
+            f"kernels run in Triton's interpreter, which runs only @triton.jit kernels. Run it on "
+            f"a GPU (platforms 'cuda', 'rocm'), or write a @triton.jit version for the CPU.")
+
+
+def resolve(ctx_avals_in: tuple, spec: KernelCallSpec) -> InterpretedCall:
+    """The interpreted call of one equation: its first launch."""
+    jit_fn = spec.unwrapped.jit_fn
+    check_interpretable(jit_fn, spec.name)
+    out_avals = tuple(jax.ShapeDtypeStruct(s.shape, s.dtype) for s in spec.out_shapes)
+    [launch] = _plan.launches(spec, tuple(ctx_avals_in), out_avals, _plan.interpreter_target())
+    return InterpretedCall(name=spec.name, jit_fn=jit_fn, launch=launch,
+                           positional=spec.positional, out_avals=out_avals,
+                           aliases=spec.input_output_aliases)
+
+
+def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[Any]:
+    """One argument per kernel parameter, as the launch's `bound` lays them.
+
+    Constexprs go as plain values where the parameter is annotated `tl.constexpr`, else as
+    `tl.constexpr` (as the compiler treats a parameter given by keyword); a runtime scalar the
+    layout made a constexpr (None, 1) goes as it would at run time.
+    """
+    import triton.language as tl
+
+    bound = call.launch.bound
+    sources = {source.position: source for source in bound.sources}
+    args: list[Any] = []
+    for i, param in enumerate(call.jit_fn.params):
+        if (i,) in bound.constexprs:
+            value = bound.constexprs[(i,)]
+            runtime = i < len(call.positional) and call.positional[i][0] == "scalar"
+            if value is None or param.is_constexpr:
+                args.append(value)
+            elif runtime:
+                args.append(_interpret_host.typed_scalar(value, f"argument {i}"))
+            else:
+                args.append(tl.constexpr(value))
+            continue
+        source = sources[i]
+        if source.kind == "scalar":
+            args.append(_interpret_host.typed_scalar(source.scalar.value, f"argument {i}"))
+        else:
+            array = buffers[source.index] if source.kind == "input" else outs[source.index]
+            dtype = tl.str_to_ty(bound.signature[param.name][1:], None)
+            args.append(_interpret_host.HostTensor(array, dtype))
+    return args
+
+
+def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Runs `call` in Triton's interpreter on host buffers; returns the outputs.
+
+    Inputs are copied first: the kernel writes through raw addresses, and the arrays JAX hands
+    a callback may be its own, read-only buffers.
+
+    Raises:
+      RuntimeError: the interpreter failed; the message names the kernel and the interpreter's
+        error, which is chained.
+    """
+    buffers = [np.array(x, copy=True, order="C") for x in inputs]
+    alias_of = {o: i for i, o in call.aliases}
+    grid, zeroed = call.launch.grid, set(call.launch.zeroed)
+    outs = []
+    for o, aval in enumerate(call.out_avals):
+        if o in alias_of:
+            out = buffers[alias_of[o]]
+            if o in zeroed:
+                out[...] = 0
+        else:
+            out = np.zeros(aval.shape, aval.dtype)
+        outs.append(out)
+    args = _kernel_arguments(call, buffers, outs)
+    try:
+        with _state.triton_language_lock(), _interpret_host.interpreter_adapted():
+            _interpret_host.interpreted(call.jit_fn)[grid](*args)
+    except Exception as err:
+        raise RuntimeError(
+            f"Triton's interpreter could not run kernel {call.name} (grid {grid}) on the "
+            f"CPU: {type(err).__name__}: {err}. Run it on a GPU if it uses a feature the "
+            f"interpreter lacks.") from err
+    return tuple(outs)
+
+
+def lower(ctx: Any, operands: Sequence[Any], spec: KernelCallSpec):
+    """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback."""
+    call = resolve(tuple(ctx.avals_in), spec)
+
+    def host_call(*arrays):
+        return jax.pure_callback(lambda *xs: run_on_host(call, *xs), list(call.out_avals),
+                                 *arrays)
+
+    return mlir.lower_fun(host_call, multiple_results=True)(ctx, *operands)

@@ -1,0 +1,159 @@
+"""The launches of one call: a spec, the operands' types and a target turned into what a route
+launches. Every route asks this module, and nothing else decides these things:
+
+- jaxlib's Triton call (`lowering._jaxlib_call`) compiles each launch and encodes them all;
+- XLA's Triton call (`lowering._xla_native`) compiles its one launch;
+- Triton's interpreter (`interpret._interpret`) runs the first;
+- the `jax.vmap` rule (`api._batching`) checks a batched call's grid with `launch_grid`.
+
+Per launch configuration (`_configs`): the number of warps (Triton's default where none is set),
+the grid (a callable one evaluated and normalised; batched along `batch_grid_axis` under
+`jax.vmap`), within the target's limits, the outputs to zero, and the arguments laid onto the
+kernel's parameters (`_layout`). Configurations that cannot launch on the target are dropped as
+Triton's autotuner drops them (`_limits.keep_launchable`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from jax_triton_rocm.base import _values
+from jax_triton_rocm.launch import _configs, _layout, _limits
+from jax_triton_rocm.launch._grid import normalize_grid
+from jax_triton_rocm.launch._spec import KernelCallSpec
+
+DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchTarget:
+    """What the plan needs to know of where the launches run.
+
+    Attributes:
+      triton_backend: Triton's compiler backend class (it parses specialisation attributes).
+      limits: what a block and a grid may use there; None where nothing is checked.
+      check_ctas: raises if clusters of that many CTAs cannot launch there.
+      first_config_only: launch the first configuration only (no timing happens there).
+    """
+
+    triton_backend: Any
+    limits: _limits.LaunchLimits | None
+    check_ctas: Callable[[int], None] = lambda num_ctas: None
+    first_config_only: bool = False
+
+
+def gpu_target(backend: Any, target: Any) -> LaunchTarget:
+    """What the plan needs of a GPU target (`backends._backend.Target`), as its backend answers
+    it (`backends._backend.Backend`)."""
+    return LaunchTarget(backend.triton_backend(), backend.launch_limits(target),
+                        functools.partial(backend.check_launch, target))
+
+
+def interpreter_target() -> LaunchTarget:
+    """The host, where Triton's interpreter runs the first configuration, unchecked."""
+    from triton.backends.compiler import BaseBackend
+
+    return LaunchTarget(BaseBackend, None, first_config_only=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """One launch of the kernel.
+
+    Attributes:
+      config: the launch configuration (constexprs, settings, what a callable grid saw).
+      num_warps: warps per program (the configuration's, else Triton's default).
+      grid: three program counts, within the target's limits.
+      zeroed: output indices zeroed before the launch.
+      bound: the arguments laid onto the kernel's parameters.
+    """
+
+    config: _configs.LaunchConfig
+    num_warps: int
+    grid: tuple[int, int, int]
+    zeroed: tuple[int, ...]
+    bound: _layout.BoundKernel
+
+    @property
+    def description(self) -> str:
+        """The configuration as jaxlib's autotuner shows it ("" for a plain call)."""
+        return self.config.description
+
+
+def _unbatched_meta(meta: dict[str, Any], depth: int) -> dict[str, Any]:
+    """`meta` with the `depth` leading batch dimensions taken off every array's shape."""
+    return {name: jax.ShapeDtypeStruct(tuple(value.shape)[depth:], value.dtype)
+            if hasattr(value, "shape") and hasattr(value, "dtype") else value
+            for name, value in meta.items()}
+
+
+def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, description: str = "",
+                limits: _limits.LaunchLimits | None = None) -> tuple[int, int, int]:
+    """The grid of one launch: `spec.grid`, evaluated on `meta` when callable (a batched call's
+    grid sees the unbatched shapes), batched along `batch_grid_axis` under `jax.vmap`.
+
+    Raises:
+      ValueError / TypeError: a grid that is not 1-3 positive sizes, a batched call whose grid
+        uses the batch axis, or a grid beyond `limits`; each names the grid and the fix.
+    """
+    grid, what = spec.grid, "grid"
+    if callable(grid):
+        what = f"grid(meta) for config ({description})" if description else "grid(meta)"
+        if spec.batch is not None:
+            meta = _unbatched_meta(meta, spec.batch.depth)
+        grid = normalize_grid(grid(meta), what=what)
+    if spec.batch is not None:
+        axis = spec.batch.axis
+        if grid[axis] != 1:
+            raise ValueError(
+                f"batch_grid_axis={axis}, but the call's grid {grid} has {grid[axis]} programs "
+                f"on axis {axis}. Under jax.vmap that axis counts the examples: leave it at 1 "
+                f"in the grid, or name a free axis.")
+        grid = grid[:axis] + (spec.batch.size,) + grid[axis + 1:]
+    if limits is not None and (problem := limits.grid_problem(grid)):
+        raise ValueError(f"{what}={grid}: {problem}.")
+    return grid
+
+
+def zeroed_outputs(spec: KernelCallSpec, meta: dict[str, Any], n_outs: int) -> tuple[int, ...]:
+    """The outputs one launch zeroes: `spec.zeroed_outputs`, evaluated on `meta` if callable."""
+    zeroed = spec.zeroed_outputs
+    if callable(zeroed):
+        return _values.output_indices(zeroed(meta), n_outs, what="zeroed_outputs(meta)")
+    return zeroed
+
+
+def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
+             target: LaunchTarget) -> list[Launch]:
+    """The launches of `spec` on `target`, in the order jaxlib should try them.
+
+    Raises:
+      ValueError: no configuration can launch on the target (each one's reason named), or a
+        grid or zeroed outputs that are not valid (`launch_grid`, `zeroed_outputs`).
+      TypeError / NotImplementedError: as `_configs.resolve` and `_layout.lay_out_arguments`.
+    """
+    configs = _configs.resolve(spec, in_avals, out_avals)
+    if target.first_config_only:
+        configs = configs[:1]
+    for config in configs:
+        target.check_ctas(config.num_ctas)
+    warps = [(config, config.num_warps or DEFAULT_NUM_WARPS) for config in configs]
+    if target.limits is not None:
+        warps = _limits.keep_launchable(
+            warps, lambda item: target.limits.warps_problem(item[1]), _limits.config_description,
+            kernel=spec.kernel_name)
+    return [Launch(
+        config=config,
+        num_warps=num_warps,
+        grid=launch_grid(spec, config.meta, description=config.description,
+                         limits=target.limits),
+        zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
+        bound=_layout.lay_out_arguments(
+            spec.unwrapped.jit_fn, target.triton_backend, positional=spec.positional,
+            in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs),
+    ) for config, num_warps in warps]

@@ -1,0 +1,94 @@
+"""`KernelCallSpec`: what one Triton kernel call is, as one frozen value.
+
+`checks.check_call` builds it from the arguments of `triton_call` or `triton_call_lowering`
+(every value checked, defaults applied); `triton_kernel_p` carries it as its one static
+parameter; `launch.plan` turns it, with the operands' types and a target, into the launches
+that each route (jaxlib's call, XLA's call, the interpreter) emits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from jax_triton_rocm.launch import _kernel
+
+# A grid as users give it: an int, a tuple of 1-3 ints, or a callable of the metaparameters.
+Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchedLaunch:
+    """A call its kernel batches itself under `jax.vmap` (`batch_grid_axis`): grid axis `axis`
+    has `size` programs, one per example, after `depth` nested vmaps (each array has `depth`
+    leading batch dimensions)."""
+
+    axis: int
+    size: int
+    depth: int
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelCallSpec:
+    """One kernel call, checked. Hashable (JAX keys its caches on it); compared by value, the
+    kernel and callables by identity.
+
+    Attributes:
+      kernel: the kernel as given (@triton.jit or @gluon.jit, maybe autotuned); compared by
+        identity (`kernel_id`): hashing a Triton kernel parses its source, which is slow and,
+        on CPython 3.11, not safe across threads.
+      kernel_id: `id(kernel)`, which the spec keeps alive (derived: not an argument).
+      unwrapped: `kernel` taken apart (derived from it: not compared).
+      positional: ("array", operand index) or ("scalar", value) per positional argument
+        (`triton_call`); or one ("input", i), ("output", j) or ("keyword", None) per kernel
+        parameter (`triton_call_lowering`); `launch._layout.lay_out_arguments` reads both.
+      out_shapes: the outputs' shapes and dtypes.
+      grid: three program counts, or a callable of the metaparameters returning 1-3 of them.
+      name: the call's name for jaxlib and profilers (the kernel's name if none was given).
+      num_warps, num_stages: None takes the target's default (`launch.plan` applies it).
+      num_ctas: CTAs per cluster.
+      cuda_arch: a CUDA architecture named by `compute_capability` ("sm_90"), or None.
+      enable_fp_fusion, debug: compile flags.
+      input_output_aliases: sorted (input index, output index) pairs sharing a buffer.
+      zeroed_outputs: sorted output indices zeroed before the launch, or a callable of the
+        metaparameters returning them.
+      serialized_metadata: bytes carried in the kernel call for the caller.
+      batch_grid_axis: the grid axis a kernel batches itself along under `jax.vmap`, or None.
+      xla_native: take XLA's Triton call (True), jaxlib's (False), or the environment's choice.
+      metaparams: constexpr values by parameter name, sorted.
+      options: vendor compile options by name, sorted.
+      batch: set by the `jax.vmap` rule on a call batched along `batch_grid_axis`.
+    """
+
+    kernel: Any = dataclasses.field(compare=False)
+    unwrapped: _kernel.Unwrapped = dataclasses.field(compare=False, repr=False)
+    positional: tuple[tuple[str, Any], ...]
+    out_shapes: tuple[jax.ShapeDtypeStruct, ...]
+    grid: tuple[int, int, int] | Callable[[dict[str, Any]], Any]
+    name: str
+    num_warps: int | None
+    num_stages: int | None
+    num_ctas: int
+    cuda_arch: str | None
+    enable_fp_fusion: bool
+    input_output_aliases: tuple[tuple[int, int], ...]
+    zeroed_outputs: tuple[int, ...] | Callable[[dict[str, Any]], Any]
+    debug: bool
+    serialized_metadata: bytes
+    batch_grid_axis: int | None
+    xla_native: bool | None
+    metaparams: tuple[tuple[str, Any], ...]
+    options: tuple[tuple[str, Any], ...]
+    batch: BatchedLaunch | None = None
+    kernel_id: int = dataclasses.field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kernel_id", id(self.kernel))
+
+    @property
+    def kernel_name(self) -> str:
+        """The name of the @jit function, for messages."""
+        return _kernel.kernel_name(self.unwrapped.jit_fn)

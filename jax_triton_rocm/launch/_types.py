@@ -1,0 +1,144 @@
+"""JAX dtypes and Python scalars as Triton sees them, and as jaxlib's kernel call carries them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+# Array dtypes Triton takes, by the pointer type in a Triton signature ("*" + this).
+_ARRAY_TYPES: dict[str, str] = {
+    "bool": "i1",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float32": "fp32",
+    "float64": "fp64",
+    "float8_e4m3fn": "fp8e4nv",
+    "float8_e5m2": "fp8e5",
+    "float8_e4m3fnuz": "fp8e4b8",
+    "float8_e5m2fnuz": "fp8e5b16",
+    "float8_e4m3b11fnuz": "fp8e4b15",
+}
+
+SUPPORTED_ARRAY_DTYPES = tuple(_ARRAY_TYPES)
+
+_I32 = (-(2**31), 2**31)
+_I64 = (-(2**63), 2**63)
+_U64 = (0, 2**64)
+
+
+# By the dtype object given (np.dtype() of it is slow): one entry per dtype the process uses.
+_POINTER_TYPES: dict[Any, str] = {}
+
+
+def pointer_type(dtype: Any, *, what: str) -> str:
+    """The Triton pointer type ("*fp32") for arrays of `dtype`.
+
+    Args:
+      dtype: a NumPy/JAX dtype.
+      what: how the caller names the array in errors ("argument 2", "output 0").
+
+    Raises:
+      TypeError: naming `what`, the dtype and the dtypes Triton takes.
+    """
+    try:
+        return _POINTER_TYPES[dtype]
+    except (KeyError, TypeError):
+        pass
+    name = np.dtype(dtype).name
+    try:
+        pointer = _POINTER_TYPES[dtype] = "*" + _ARRAY_TYPES[name]
+        return pointer
+    except KeyError:
+        raise TypeError(
+            f"{what} has dtype {name}, which Triton kernels cannot take. Supported dtypes: "
+            f"{', '.join(SUPPORTED_ARRAY_DTYPES)}. Cast it first (x.astype(...)) or pass its "
+            f"bits through a same-width integer view (jax.lax.bitcast_convert_type).") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Scalar:
+    """A Python or NumPy scalar argument, typed the way Triton's own launcher types it.
+
+    Attributes:
+      value: the plain Python value (bool, int or float).
+      triton_type: the type in the Triton signature ("i32", "i64", "u64", "u1", "fp32", "fp64").
+      proto_kind: the jaxlib parameter it travels as ("bool", "i32", "u32", "i64", "u64", "f32",
+        "f64").
+    """
+
+    value: bool | int | float
+    triton_type: str
+    proto_kind: str
+
+
+_NUMPY_SCALARS: dict[str, tuple[str, str, tuple[int, int] | None]] = {
+    "bool": ("u1", "bool", None),
+    "int8": ("i32", "i32", _I32),
+    "int16": ("i32", "i32", _I32),
+    "int32": ("i32", "i32", _I32),
+    "int64": ("i64", "i64", _I64),
+    "uint8": ("u32", "u32", (0, 2**32)),
+    "uint16": ("u32", "u32", (0, 2**32)),
+    "uint32": ("u32", "u32", (0, 2**32)),
+    "uint64": ("u64", "u64", _U64),
+    "float32": ("fp32", "f32", None),
+    "float64": ("fp64", "f64", None),
+}
+
+
+def is_scalar(value: Any) -> bool:
+    """Whether `value` is passed to the kernel by value (a static scalar), not as an array."""
+    return isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray)
+
+
+def scalar(value: Any, *, what: str) -> Scalar:
+    """Types a scalar argument as Triton's launcher does.
+
+    Python bool is "u1"; Python int is "i32" when it fits, else "i64", else "u64"; Python float is
+    "fp32" (as in Triton, not "fp64"). NumPy scalars keep their width (np.float64 is "fp64").
+
+    Raises:
+      OverflowError: an int outside [-2**63, 2**64), naming `what` and the value.
+      TypeError: a NumPy scalar of a type jaxlib cannot pass (float16, complex, ...).
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return Scalar(bool(value), "u1", "bool")
+    if isinstance(value, np.generic):
+        name = value.dtype.name
+        if name not in _NUMPY_SCALARS:
+            raise TypeError(
+                f"{what} is a NumPy {name} scalar, which a Triton kernel call cannot pass by "
+                f"value. Use one of: {', '.join(_NUMPY_SCALARS)}, or a Python bool/int/float.")
+        triton_type, proto_kind, bounds = _NUMPY_SCALARS[name]
+        plain = value.item()
+        if bounds is not None and not bounds[0] <= plain < bounds[1]:
+            raise OverflowError(f"{what} = {plain} does not fit in {name}.")
+        return Scalar(plain, triton_type, proto_kind)
+    if isinstance(value, int):
+        if _I32[0] <= value < _I32[1]:
+            return Scalar(value, "i32", "i32")
+        if _I64[0] <= value < _I64[1]:
+            return Scalar(value, "i64", "i64")
+        if _U64[0] <= value < _U64[1]:
+            return Scalar(value, "u64", "u64")
+        raise OverflowError(
+            f"{what} = {value} is out of range for a Triton integer argument, which must lie in "
+            f"[-2**63, 2**64). Pass it as an array, or split it into two 64-bit halves.")
+    if isinstance(value, float):
+        return Scalar(value, "fp32", "f32")
+    raise TypeError(f"{what} has type {type(value).__name__}; expected an array or a scalar.")
+
+
+def int_specialization(value: int) -> str:
+    """Triton's specialisation string for an int argument: "D" when divisible by 16."""
+    return "D" if value % 16 == 0 else ""

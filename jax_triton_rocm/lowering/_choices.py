@@ -1,0 +1,232 @@
+"""Remembered autotune choices: which config of an autotuned call won on real data.
+
+A choice is keyed by everything that decides it (`tune_key`): the binary of every config (a
+digest), their descriptions, grids and parameters, the operand and result types, the aliases,
+the GPU's kind and architecture, and the jaxlib and Triton versions. With a choice remembered,
+the lowering emits that config alone, as a plain kernel call: no trial runs, the plain-kernel
+launch cost, capturable in CUDA graphs. Without one it emits the autotuned call, which jaxlib
+times at the first execution, on the real operands (`_compat.autotuned_call_target`).
+
+Choices are made by `jax_triton_rocm.autotune` (`_tuning`), which times each config on the
+call's real operands, and kept in this process and on disk, one small JSON file per key, in
+`JAX_TRITON_ROCM_AUTOTUNE_DIR` (default: a `jax_triton_rocm_autotune` folder inside Triton's
+cache folder; the empty string keeps them in the process only). Files are written atomically
+(a temporary file, then a rename), so processes sharing the folder never read half a file; one
+that does not parse, or no longer matches its call's configs, is ignored.
+
+A tuning session (`session`) lets `_tuning` force a config for a key while it times them, and
+observe which autotuned calls a lowering left undecided. It lives in a context variable of the
+thread that lowers. Threads and forks: the in-process table is behind the registry's lock; a
+forked child keeps it (choices stay valid across a fork).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from jax_triton_rocm.base import _state
+
+logger = logging.getLogger("jax_triton_rocm")
+
+ENV_AUTOTUNE_DIR = "JAX_TRITON_ROCM_AUTOTUNE_DIR"
+FOLDER_NAME = "jax_triton_rocm_autotune"
+_FORMAT = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """The winning config of one autotuned call.
+
+    Attributes:
+      index: its position among the call's configs.
+      description: Triton's text for the config (checked against the call at use).
+      times_ms: each config's measured time, in config order (for `info` and debugging).
+    """
+
+    index: int
+    description: str
+    times_ms: tuple[float, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Undecided:
+    """An autotuned call that a lowering emitted without a choice: its key and configs."""
+
+    key: str
+    descriptions: tuple[str, ...]
+    kernel: str
+
+
+def tune_key(*, platform: str, arch: str, device_kind: str, versions: Sequence[str],
+             avals: Sequence[Any], aliases: Sequence[tuple[int, int]],
+             configs: Sequence[tuple[str, bytes, tuple, tuple]]) -> str:
+    """A SHA-256 over what decides which config is fastest.
+
+    `configs` holds, per config: its description, its binary, its grid and its launch
+    parameters (scalar values, zeroed bytes).
+    """
+    parts = [f"format={_FORMAT}", f"platform={platform}", f"arch={arch}",
+             f"device={device_kind}", f"versions={list(versions)}",
+             "avals=" + ";".join(f"{tuple(a.shape)}:{a.dtype}" for a in avals),
+             f"aliases={sorted(aliases)}"]
+    for description, binary, grid, params in configs:
+        parts.append(f"config={description}|{hashlib.sha256(binary).hexdigest()}|{grid}|"
+                     f"{params}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def choices_dir() -> str | None:
+    """The folder for remembered choices, or None to keep them in the process only."""
+    configured = os.environ.get(ENV_AUTOTUNE_DIR)
+    if configured is not None:
+        return configured or None
+    import triton
+
+    cache = triton.knobs.cache
+    base = cache.dir or cache.get_triton_dir("cache")
+    return os.path.join(base, FOLDER_NAME)
+
+
+class ChoiceStore:
+    """Choices by key: in this process, and on disk (`choices_dir`).
+
+    `generation` changes whenever a choice is added or the table cleared, so memos of lowered
+    calls can tell that a lowering may now come out differently. Bounded by the number of
+    distinct autotuned calls the process tunes.
+    """
+
+    def __init__(self, locks: _state.LockRegistry) -> None:
+        self._locks = locks
+        self._choices: dict[str, Choice] = {}
+        self.generation = 0
+
+    def get(self, key: str) -> Choice | None:
+        """The choice for `key`, from this process or from disk; None if there is none."""
+        with self._locks.guard:
+            choice = self._choices.get(key)
+        if choice is None:
+            choice = _read(key)
+            if choice is not None:
+                with self._locks.guard:
+                    self._choices[key] = choice
+        return choice
+
+    def put(self, key: str, choice: Choice) -> None:
+        """Remembers `choice` for `key` in this process and, where a folder is set, on disk."""
+        with self._locks.guard:
+            self._choices[key] = choice
+            self.generation += 1
+        _write(key, choice)
+
+    def clear(self) -> None:
+        """Forgets the choices held in this process (the files stay)."""
+        with self._locks.guard:
+            self._choices.clear()
+            self.generation += 1
+
+
+def _path(key: str) -> str | None:
+    folder = choices_dir()
+    return None if folder is None else os.path.join(folder, key[:2], f"{key}.json")
+
+
+def _read(key: str) -> Choice | None:
+    path = _path(key)
+    if path is None or not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as file:
+            record = json.load(file)
+        choice = Choice(int(record["index"]), str(record["description"]),
+                        tuple(float(t) for t in record.get("times_ms", ())))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        logger.warning("jax_triton_rocm: ignoring the damaged autotune choice %s (%s); the call "
+                       "is autotuned again.", path, err)
+        return None
+    return choice
+
+
+def _write(key: str, choice: Choice) -> None:
+    path = _path(key)
+    if path is None:
+        return
+    record = {"format": _FORMAT, "index": choice.index, "description": choice.description,
+              "times_ms": list(choice.times_ms)}
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            json.dump(record, file)
+        os.replace(temporary, path)
+    except OSError as err:
+        logger.warning("jax_triton_rocm: could not save the autotune choice for %s in %s (%s); "
+                       "it is kept in this process only. Set %s to a writable folder.",
+                       choice.description, path, err, ENV_AUTOTUNE_DIR)
+
+
+STORE = ChoiceStore(_state.LOCKS)
+_state.on_clear(STORE.clear)
+
+
+class Session:
+    """What `_tuning` asks of the lowerings it runs: configs to force, calls left undecided."""
+
+    def __init__(self) -> None:
+        self.forced: dict[str, int] = {}
+        self.undecided: dict[str, Undecided] = {}
+
+
+_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
+    "jax_triton_rocm_tuning", default=None)
+
+
+@contextlib.contextmanager
+def session(forced: dict[str, int] | None = None) -> Iterator[Session]:
+    """Lowerings in the body use `forced` configs and report the calls they left undecided."""
+    current = Session()
+    current.forced = dict(forced or {})
+    token = _SESSION.set(current)
+    try:
+        yield current
+    finally:
+        _SESSION.reset(token)
+
+
+def lowering_token() -> tuple:
+    """What, beside a call's own parameters, decides how it lowers (for the lowered-call memo)."""
+    current = _SESSION.get()
+    forced = tuple(sorted(current.forced.items())) if current is not None else ()
+    return STORE.generation, forced
+
+
+def pick(key: str, descriptions: Sequence[str]) -> int | None:
+    """The config to emit alone for the autotuned call `key`: forced by a tuning session, else
+    remembered; None leaves the call to jaxlib's autotuner."""
+    current = _SESSION.get()
+    if current is not None and key in current.forced:
+        return current.forced[key]
+    choice = STORE.get(key)
+    if choice is None:
+        return None
+    if not (0 <= choice.index < len(descriptions)
+            and descriptions[choice.index] == choice.description):
+        logger.debug("jax_triton_rocm: the remembered choice %s no longer matches the call's "
+                     "configs; autotuning it again.", choice.description)
+        return None
+    return choice.index
+
+
+def note_undecided(undecided: Undecided | None) -> None:
+    """Tells a tuning session, if one is watching, that a lowering left this call undecided."""
+    current = _SESSION.get()
+    if current is not None and undecided is not None and undecided.key not in current.forced:
+        current.undecided.setdefault(undecided.key, undecided)

@@ -1,0 +1,44 @@
+"""`triton_kernel_p`: the primitive a `triton_call` binds.
+
+Its operands are the call's arrays; everything else (the kernel, scalars, grid, options) is its
+one static parameter, `spec`, a `KernelCallSpec`. The lowering rules are registered per platform
+by `_rules` (the CPU's runs the kernel in Triton's interpreter); the `jax.vmap` rule is
+`api._batching`'s.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+from jax.interpreters import ad
+
+# jax.extend.core.Primitive is this class; importing jax.extend also imports Pallas (40 ms),
+# too much for a module JAX imports at start-up.
+from jax._src.core import Primitive
+
+from jax._src import dispatch
+
+from jax_triton_rocm.launch._spec import KernelCallSpec
+
+triton_kernel_p = Primitive("triton_kernel")
+triton_kernel_p.multiple_results = True
+triton_kernel_p.def_impl(functools.partial(dispatch.apply_primitive, triton_kernel_p))
+
+
+@triton_kernel_p.def_abstract_eval
+def _abstract_eval(*avals, spec: KernelCallSpec):
+    del avals
+    return [jax.core.ShapedArray(s.shape, s.dtype) for s in spec.out_shapes]
+
+
+def _no_jvp(primals, tangents, *, spec: KernelCallSpec):
+    del primals, tangents
+    raise NotImplementedError(
+        f"jax.grad / jax.jvp of triton_call (kernel {spec.name}) is not supported: "
+        f"JAX cannot differentiate through a Triton kernel. Wrap the call in a function with "
+        f"jax.custom_vjp (or jax.custom_jvp) and give it a backward pass, which may itself be a "
+        f"triton_call.")
+
+
+ad.primitive_jvps[triton_kernel_p] = _no_jvp

@@ -1,0 +1,290 @@
+"""jaxlib's Triton kernel-call proto (`jaxlib/gpu/triton.proto`, package `jax_triton`), encoded.
+
+The schema is declared below, field by field, and built into real protobuf message classes at
+import (no generated code, no protoc), so the package never depends on the arity of jaxlib's
+nanobind constructors and can carry fields they do not expose, `TritonKernel.module_image` first
+among them. The bytes are the same on CUDA and ROCm.
+
+Field numbers were read back from what jaxlib's own `to_proto` writes; the tests compare the two.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import zlib
+from collections.abc import Sequence
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from jax_triton_rocm.base import _state
+
+_F = descriptor_pb2.FieldDescriptorProto
+
+# (name, number, type, message type or None, kind), the kind being None, "repeated", "value" (the
+# oneof) or "optional".
+_SCHEMA: dict[str, list[tuple]] = {
+    "ModuleImageProto": [
+        ("object_file", 1, _F.TYPE_BYTES, None, None),
+        ("kernel_name", 2, _F.TYPE_STRING, None, None),
+        ("shared_mem_bytes", 3, _F.TYPE_UINT32, None, None),
+    ],
+    "TritonKernel": [
+        ("kernel_name", 1, _F.TYPE_STRING, None, None),
+        ("num_warps", 2, _F.TYPE_UINT32, None, None),
+        ("shared_mem_bytes", 3, _F.TYPE_UINT32, None, None),
+        ("ptx", 4, _F.TYPE_STRING, None, None),
+        ("ttir", 5, _F.TYPE_STRING, None, None),
+        ("compute_capability", 6, _F.TYPE_UINT32, None, None),
+        ("num_ctas", 10, _F.TYPE_UINT32, None, None),
+        ("module_image", 11, _F.TYPE_MESSAGE, "ModuleImageProto", None),
+        ("global_scratch_size", 12, _F.TYPE_UINT64, None, "optional"),
+        ("global_scratch_align", 13, _F.TYPE_UINT64, None, "optional"),
+    ],
+    "ArrayParameter": [
+        ("bytes_to_zero", 1, _F.TYPE_UINT64, None, None),
+        ("ptr_divisibility", 2, _F.TYPE_UINT64, None, None),
+    ],
+    "Parameter": [
+        ("array", 1, _F.TYPE_MESSAGE, "ArrayParameter", "value"),
+        ("bool", 2, _F.TYPE_BOOL, None, "value"),
+        ("i32", 3, _F.TYPE_INT32, None, "value"),
+        ("u32", 4, _F.TYPE_UINT32, None, "value"),
+        ("i64", 5, _F.TYPE_INT64, None, "value"),
+        ("u64", 6, _F.TYPE_UINT64, None, "value"),
+        ("f32", 7, _F.TYPE_FLOAT, None, "value"),
+        ("f64", 8, _F.TYPE_DOUBLE, None, "value"),
+    ],
+    "TritonKernelCall": [
+        ("kernel", 1, _F.TYPE_MESSAGE, "TritonKernel", None),
+        ("grid_0", 2, _F.TYPE_UINT32, None, None),
+        ("grid_1", 3, _F.TYPE_UINT32, None, None),
+        ("grid_2", 4, _F.TYPE_UINT32, None, None),
+        ("parameters", 5, _F.TYPE_MESSAGE, "Parameter", "repeated"),
+    ],
+    "AutotuneConfig": [
+        ("kernel_call", 1, _F.TYPE_MESSAGE, "TritonKernelCall", None),
+        ("description", 2, _F.TYPE_STRING, None, None),
+    ],
+    "InputOutputAlias": [
+        ("input_buffer_idx", 1, _F.TYPE_UINT32, None, None),
+        ("output_buffer_idx", 2, _F.TYPE_UINT32, None, None),
+        ("buffer_size_bytes", 3, _F.TYPE_UINT64, None, None),
+    ],
+    "TritonAutotunedKernelCall": [
+        ("name", 1, _F.TYPE_STRING, None, None),
+        ("configs", 2, _F.TYPE_MESSAGE, "AutotuneConfig", "repeated"),
+        ("input_output_aliases", 3, _F.TYPE_MESSAGE, "InputOutputAlias", "repeated"),
+    ],
+    "TritonAnyKernelCall": [
+        ("kernel_call", 1, _F.TYPE_MESSAGE, "TritonKernelCall", "value"),
+        ("autotuned_kernel_call", 2, _F.TYPE_MESSAGE, "TritonAutotunedKernelCall", "value"),
+        ("metadata", 3, _F.TYPE_BYTES, None, None),
+        ("name", 4, _F.TYPE_STRING, None, None),
+    ],
+}
+
+_PACKAGE = "jax_triton_rocm.wire"
+
+
+def _build_messages() -> dict[str, type]:
+    """Builds message classes from `_SCHEMA` in a private descriptor pool."""
+    file_proto = descriptor_pb2.FileDescriptorProto(
+        name="jax_triton_rocm/triton_wire.proto", package=_PACKAGE, syntax="proto3")
+    for message_name, fields in _SCHEMA.items():
+        message = file_proto.message_type.add(name=message_name)
+        oneofs: dict[str, int] = {}
+        for name, number, field_type, type_name, kind in fields:
+            field = message.field.add(name=name, number=number, type=field_type,
+                                      label=_F.LABEL_OPTIONAL)
+            if type_name is not None:
+                field.type_name = f".{_PACKAGE}.{type_name}"
+            if kind == "repeated":
+                field.label = _F.LABEL_REPEATED
+            elif kind == "value":
+                if "value" not in oneofs:
+                    oneofs["value"] = len(message.oneof_decl)
+                    message.oneof_decl.add(name="value")
+                field.oneof_index = oneofs["value"]
+            elif kind == "optional":
+                # proto3 `optional`: explicit presence through a synthetic one-field oneof.
+                field.proto3_optional = True
+                field.oneof_index = len(message.oneof_decl)
+                message.oneof_decl.add(name=f"_{name}")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file_proto)
+    return {
+        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
+        for name in _SCHEMA
+    }
+
+
+MESSAGES = _build_messages()
+
+
+MODULE_IMAGE_PTX_PREFIX = "jax_triton_rocm module_image sha256:"
+
+
+def module_image_ptx(binary: bytes) -> str:
+    """The `ptx` field of a kernel whose binary travels in `module_image`.
+
+    jaxlib keys the modules it has loaded by (kernel name, shared memory, `ptx`, compute
+    capability), never by the binary, even one carried in `module_image`: two binaries under one
+    key would both run the first one loaded. A digest of the binary keeps different binaries
+    apart and gives the same binary the same key in every process (JAX's persistent cache and
+    `jax.export` rely on identical bytes). A plugin too old to read `module_image` shows this
+    text in its load error.
+    """
+    return (f"{MODULE_IMAGE_PTX_PREFIX}{hashlib.sha256(binary).hexdigest()} (the binary is in "
+            f"TritonKernel.module_image, which jaxlib reads from 0.11.1 on)")
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelImage:
+    """A compiled kernel as jaxlib loads it.
+
+    Attributes:
+      name: the kernel's symbol in the binary.
+      num_warps: what jaxlib multiplies by the warp size it assumes (32 on CUDA, 64 on HIP) to get
+        the block size.
+      num_ctas: CTAs per cluster.
+      shared_mem_bytes: dynamic shared memory for the launch.
+      ptx: `module_image_ptx(object_file)` when the binary is embedded; otherwise the PTX text
+        (CUDA) or the path of an HSACO file (ROCm).
+      ttir: Triton IR, for jaxlib's error messages and debugging.
+      compute_capability: e.g. 90 for sm_90; on ROCm the gfx major*10+minor (94 for gfx942).
+      object_file: the CUBIN or HSACO to carry in `module_image`, or None.
+      global_scratch_size, global_scratch_align: Triton's global scratch needs.
+    """
+
+    name: str
+    num_warps: int
+    num_ctas: int
+    shared_mem_bytes: int
+    ptx: str
+    ttir: str
+    compute_capability: int
+    object_file: bytes | None = None
+    global_scratch_size: int = 0
+    global_scratch_align: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One kernel parameter: `kind` is "array" or a scalar kind ("bool", "i32", ..., "f64")."""
+
+    kind: str
+    value: bool | int | float = 0
+    bytes_to_zero: int = 0
+    ptr_divisibility: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelCall:
+    """One launch: a kernel, its grid and its parameters in kernel order."""
+
+    kernel: KernelImage
+    grid: tuple[int, int, int]
+    params: tuple[Param, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Alias:
+    input_index: int
+    output_index: int
+    size_bytes: int
+
+
+def _kernel_call_message(call: KernelCall):
+    image = call.kernel
+    kernel = MESSAGES["TritonKernel"](
+        kernel_name=image.name,
+        num_warps=image.num_warps,
+        shared_mem_bytes=image.shared_mem_bytes,
+        ptx=image.ptx,
+        ttir=image.ttir,
+        compute_capability=image.compute_capability,
+        num_ctas=image.num_ctas,
+        global_scratch_size=image.global_scratch_size,
+        global_scratch_align=image.global_scratch_align,
+    )
+    if image.object_file is not None:
+        kernel.module_image.object_file = image.object_file
+        kernel.module_image.kernel_name = image.name
+        kernel.module_image.shared_mem_bytes = image.shared_mem_bytes
+    message = MESSAGES["TritonKernelCall"](
+        kernel=kernel, grid_0=call.grid[0], grid_1=call.grid[1], grid_2=call.grid[2])
+    for param in call.params:
+        entry = message.parameters.add()
+        if param.kind == "array":
+            entry.array.bytes_to_zero = param.bytes_to_zero
+            entry.array.ptr_divisibility = param.ptr_divisibility
+            entry.array.SetInParent()
+        else:
+            setattr(entry, param.kind, param.value)
+    return message
+
+
+def encode_call(call: KernelCall, *, name: str, metadata: bytes = b"") -> bytes:
+    """Serializes a single kernel call as jaxlib's `TritonAnyKernelCall`."""
+    message = MESSAGES["TritonAnyKernelCall"](name=name, metadata=metadata)
+    message.kernel_call.CopyFrom(_kernel_call_message(call))
+    return message.SerializeToString(deterministic=True)
+
+
+def encode_autotuned_call(
+    configs: Sequence[tuple[KernelCall, str]],
+    aliases: Sequence[Alias],
+    *,
+    call_name: str,
+    name: str,
+    metadata: bytes = b"",
+) -> bytes:
+    """Serializes an autotuned call: jaxlib times each config at first run and keeps the best.
+
+    Args:
+      configs: (kernel call, description) pairs, in the order jaxlib should try them.
+      aliases: input/output buffers that alias; jaxlib restores them between trials.
+      call_name: the autotuned call's own name (shown in jaxlib's autotuning logs).
+      name: the name of the whole call, as for `encode_call`.
+      metadata: opaque bytes for the caller.
+    """
+    autotuned = MESSAGES["TritonAutotunedKernelCall"](name=call_name)
+    for call, description in configs:
+        config = autotuned.configs.add(description=description)
+        config.kernel_call.CopyFrom(_kernel_call_message(call))
+    for alias in aliases:
+        autotuned.input_output_aliases.add(
+            input_buffer_idx=alias.input_index,
+            output_buffer_idx=alias.output_index,
+            buffer_size_bytes=alias.size_bytes,
+        )
+    message = MESSAGES["TritonAnyKernelCall"](name=name, metadata=metadata)
+    message.autotuned_kernel_call.CopyFrom(autotuned)
+    return message.SerializeToString(deterministic=True)
+
+
+@functools.lru_cache(maxsize=64)
+def compress(serialized: bytes) -> bytes:
+    """The opaque jaxlib expects: zlib at its default level (the same bytes in every process).
+
+    Memoised on the serialized call: lowering a cached kernel again (JAX re-lowers after its
+    caches are cleared, and per jit of a new function) gives the same bytes, and compressing a
+    call that carries its binary costs more than the rest of the lowering.
+    """
+    return zlib.compress(serialized)
+
+
+_state.on_clear(compress.cache_clear)
+
+
+def decode(opaque: bytes):
+    """Parses an opaque (compressed or not) back into a `TritonAnyKernelCall` message."""
+    try:
+        serialized = zlib.decompress(opaque)
+    except zlib.error:
+        serialized = opaque
+    message = MESSAGES["TritonAnyKernelCall"]()
+    message.ParseFromString(serialized)
+    return message

@@ -1,0 +1,235 @@
+"""Which GPU architecture a lowering compiles for.
+
+In order: `target_arch(...)` in force on the thread (`api._target`); the environment variable
+`JAX_TRITON_ROCM_TARGET_ARCH` (read when JAX starts); the devices the computation is lowered for
+(every one of them, not device 0: they must agree); the local devices of the platform's backend.
+With none of these (a machine without that GPU), lowering raises an error that says how to name
+one.
+
+The named architectures live in a JAX config state that JAX includes in its trace and jit cache
+keys, so a function traced under one `target_arch` is never served a lowering made for another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from jax._src import config
+
+from jax_triton_rocm import backends
+from jax_triton_rocm.backends._backend import Backend, Target
+from jax_triton_rocm.base import _compat, _vendors
+from jax_triton_rocm.base._vendors import normalize_arch
+from jax_triton_rocm.launch._spec import KernelCallSpec
+
+ENV_TARGET_ARCH = "JAX_TRITON_ROCM_TARGET_ARCH"
+
+# Holds a tuple of (platform, arch) pairs under `target_arch`, else the environment's string.
+# JAX includes it in its trace and jit cache keys, so a computation traced under one
+# `target_arch` never reuses a lowering made under another; JAX reads its default from the
+# environment variable of the same name.
+_ARCH_STATE = config.string_or_object_state(
+    ENV_TARGET_ARCH.lower(), None,
+    "GPU architectures jax_triton_rocm compiles Triton kernels for, e.g. 'cuda=sm_90,rocm=gfx942'"
+    " (default: those of the devices).",
+    include_in_jit_key=True, include_in_trace_context=True)
+
+
+@functools.lru_cache(maxsize=None)  # one entry per architecture named in the process
+def arch_problem(platform: str, arch: str) -> str | None:
+    """Why the installed Triton cannot compile for canonical `arch`, or None.
+
+    Triton keeps no list of its targets; the lists that bound them are used instead: for AMD the
+    processor names LLVM's AMDGPU backend (linked into Triton) knows, for NVIDIA the `--gpu-name`
+    values of the ptxas Triton runs. Where Triton, its backend or the list cannot be read, the
+    check is skipped and Triton's own compile decides.
+    """
+    try:
+        backend = backends.backend(platform)
+        if backend.knows_arch(arch):
+            return None
+        known = backend.known_archs()
+    except Exception:  # noqa: BLE001  (no list to check against: Triton's compile will tell)
+        return None
+    if not known:
+        return None
+    return (f"is not an architecture the installed Triton ({_compat.triton_info().version}) can "
+            f"compile for; it knows {', '.join(known)}")
+
+
+def check_arch(platform: str, arch: str, *, given: Any, what: str) -> str:
+    """`arch` (canonical) if the installed Triton can compile for it.
+
+    Raises:
+      ValueError: naming `what`, the value as given and the architectures Triton knows.
+    """
+    problem = arch_problem(platform, arch)
+    if problem:
+        raise ValueError(f"{what}={given!r} ({arch}) {problem}.")
+    return arch
+
+
+def _parse_env(raw: str) -> dict[str, str]:
+    archs = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        platform, sep, arch = item.partition("=")
+        platform = platform.strip().lower()
+        if not sep or platform not in ("cuda", "rocm"):
+            raise ValueError(
+                f"{ENV_TARGET_ARCH}={raw!r}: each item must be 'cuda=ARCH' or 'rocm=ARCH', "
+                f"e.g. {ENV_TARGET_ARCH}='cuda=sm_90,rocm=gfx942'.")
+        archs[platform] = check_arch(
+            platform, normalize_arch(platform, arch, what=ENV_TARGET_ARCH), given=raw,
+            what=ENV_TARGET_ARCH)
+    return archs
+
+
+@contextlib.contextmanager
+def named_in_force(archs: dict[str, str]) -> Iterator[dict[str, str]]:
+    """Makes `archs` (canonical, by platform) the named architectures, over those named before;
+    yields them all."""
+    merged = {**named_archs(), **archs}
+    with _ARCH_STATE(tuple(sorted(merged.items()))):
+        yield merged
+
+
+def named_archs() -> dict[str, str]:
+    value = _ARCH_STATE.value
+    if not value:
+        return {}
+    if isinstance(value, str):
+        return _parse_env(value)
+    return dict(value)
+
+
+def named_arch(platform: str) -> Target | None:
+    """The architecture named for `platform` by `target_arch` or the environment, if any."""
+    value = _ARCH_STATE.value
+    archs = named_archs()
+    if platform not in archs:
+        return None
+    source = ENV_TARGET_ARCH if isinstance(value, str) else "target_arch()"
+    return Target(platform, archs[platform], source)
+
+
+def _device_arch(platform: str, device: Any) -> str:
+    """The architecture a device reports in `compute_capability`.
+
+    XLA's GPU client sets it to "major.minor" on CUDA ("9.0") and to the gfx name without target
+    features on ROCm ("gfx942"; feature suffixes such as ":sramecc+:xnack-" are accepted too).
+    Devices described without a live GPU report a placeholder ("<unknown compute-capability>").
+    """
+    capability = getattr(device, "compute_capability", None)
+    example = "cuda='sm_90'" if platform == "cuda" else "rocm='gfx942'"
+    try:
+        if capability is None:
+            raise ValueError(f"device {device} does not report compute_capability")
+        return normalize_arch(platform, capability, what=f"{device}.compute_capability")
+    except ValueError as err:
+        raise ValueError(
+            f"Device {device} reports compute_capability={capability!r}, which names no "
+            f"{platform} architecture, so the lowering cannot tell what to compile for. Name it: "
+            f"`with jax_triton_rocm.target_arch({example}):` or "
+            f"{ENV_TARGET_ARCH}='{example.replace(chr(39), '')}'.") from err
+
+
+def _context_devices(module_context: Any) -> list[Any]:
+    """The devices a lowering's module is built for, as far as the context tells."""
+    axis_context = getattr(module_context, "axis_context", None)
+    devices = getattr(axis_context, "device_assignment", None)
+    if devices:
+        return list(devices)
+    mesh = getattr(axis_context, "mesh", None)
+    if mesh is not None and hasattr(mesh, "devices"):
+        return list(mesh.devices.flat)
+    return []
+
+
+def resolve_target(backend: Backend, ctx: Any,
+                   spec: KernelCallSpec) -> tuple[Target, _compat.PluginFeatures]:
+    """The target a call compiles for (a vendor keyword of the call, a named architecture or
+    the devices), and what the jaxlib plugin that will load the kernel reads.
+
+    Raises:
+      RuntimeError: no plugin for the platform and no architecture named (says how to name one).
+    """
+    platform = backend.platform
+    named = backend.call_target(spec) or named_arch(platform)
+    features = _compat.plugin_features(platform)
+    if features is None and named is None:
+        vendor = _vendors.vendor(platform)
+        example = vendor.example_arch
+        raise RuntimeError(
+            f"Lowering triton_call for platform '{platform}' needs JAX's {platform.upper()} "
+            f"plugin, which is not installed: {vendor.install_hint}. To only "
+            f"cross-compile (no GPU here), name the architecture: `with "
+            f"jax_triton_rocm.target_arch({platform}='{example}'):` around the lowering, or "
+            f"{ENV_TARGET_ARCH}='{platform}={example}'.")
+    features = features or _compat.assumed_features(platform)
+    return named or lowering_target(platform, ctx.module_context), features
+
+
+def lowering_target(platform: str, module_context: Any) -> Target:
+    """The target for a lowering of `platform` in `module_context`.
+
+    Raises:
+      ValueError: the devices disagree on the architecture.
+      RuntimeError: no architecture can be found (no device, nothing named); says how to name one.
+    """
+    named = named_arch(platform)
+    if named is not None:
+        return named
+    devices = [d for d in _context_devices(module_context)
+               if getattr(d, "platform", platform) == platform]
+    source = "the computation's devices"
+    if not devices:
+        devices = _local_devices(platform, module_context)
+        source = f"the local {platform} devices"
+    archs = {_device_arch(platform, d) for d in devices}
+    if len(archs) == 1:
+        return Target(platform, archs.pop(), source)
+    if len(archs) > 1:
+        raise ValueError(
+            f"The {platform} devices of this computation have different architectures "
+            f"({', '.join(sorted(archs))}); one Triton binary cannot serve them all. Lower for "
+            f"one kind of device at a time (jax.jit(..., device=...) or a mesh of like devices).")
+    example = f"{platform}='{_vendors.vendor(platform).example_arch}'"
+    raise RuntimeError(
+        f"No {platform} device to take the GPU architecture from. To lower for {platform} "
+        f"without one, name the architecture: `with jax_triton_rocm.target_arch({example}):` "
+        f"around the lowering, or set {ENV_TARGET_ARCH}='{example.replace(chr(39), '')}'.")
+
+
+def device_kind(platform: str, module_context: Any) -> str | None:
+    """The kind of GPU this lowering runs on (e.g. "NVIDIA H200"), or None.
+
+    None when the computation's devices are of more than one kind, or when there is no device of
+    `platform` to run on (cross-compiling for a named architecture).
+    """
+    devices = [d for d in _context_devices(module_context)
+               if getattr(d, "platform", platform) == platform]
+    if not devices:
+        devices = list(_local_devices(platform, module_context))
+    kinds = {getattr(d, "device_kind", None) for d in devices}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def _local_devices(platform: str, module_context: Any) -> Iterable[Any]:
+    backend = None
+    get_backend = getattr(module_context, "get_backend", None)
+    if get_backend is not None:
+        try:
+            backend = get_backend(optional=True)
+        except Exception:  # no such backend on this machine
+            backend = None
+    if backend is None:
+        import jax
+
+        try:
+            return jax.local_devices(backend=platform)
+        except RuntimeError:
+            return []
+    return backend.local_devices()

@@ -1,0 +1,306 @@
+"""The package's structure in figures: modules, lines, import floors and cycles, and the path of
+one call from `triton_call` to its custom call. Runs on a CPU.
+
+    python tools/structure.py                      this checkout
+    python tools/structure.py --before /work/main  another checkout beside this one
+
+Static figures read the source with `ast` (no import): every `import` of a package module
+counts, at module level or inside a function (a deferred import still closes a cycle), except
+under `if TYPE_CHECKING:`. An import of a subpackage's module also runs the subpackage's
+`__init__`, which counts only when it defines more than a docstring. Floors: the longest chain
+of imports, a module that imports no package module being floor 1 (modules of one cycle count
+as one floor). Imports up a layer: imports from a subpackage to one above it in `LAYERS` (or to
+a top-level entry point). `importlib` loads: calls of `importlib.import_module` in the package.
+
+The dynamic figures come from a child process (with the checkout first on `sys.path`) that
+lowers a jitted add for sm_90 on the CPU under `target_arch`, with `sys.setprofile` on: the
+package modules whose functions run, and the calls that cross from one package module to
+another. "cold" is the first lowering in the process (the kernel compiles); "warm" lowers the
+same function again after `jax.clear_caches()` (the package's own caches kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+
+PACKAGE = "jax_triton_rocm"
+# The layers, top down (README "Layout"); modules outside every subpackage are the entry points.
+LAYERS = (("api",), ("checks",), ("lowering", "interpret"), ("backends",), ("compile",),
+          ("launch",), ("base",))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _modules(root: str) -> dict[str, str]:
+    """Dotted module name (without the package) -> file, for every module of the package."""
+    found = {}
+    base = os.path.join(root, PACKAGE)
+    for folder, _, files in os.walk(base):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                parts = os.path.relpath(path, base)[:-3].split(os.sep)
+                if parts[-1] == "__init__":
+                    parts = parts[:-1]
+                found[".".join(parts)] = path
+    return found
+
+
+def _type_checking_only(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def _walk(node: ast.AST) -> Iterator[ast.AST]:
+    """`ast.walk` that skips `if TYPE_CHECKING:` blocks."""
+    for child in ast.iter_child_nodes(node):
+        if _type_checking_only(child):
+            continue
+        yield child
+        yield from _walk(child)
+
+
+def _substantial_init(path: str) -> bool:
+    """Whether a subpackage's `__init__` runs more than a docstring."""
+    with open(path) as file:
+        body = ast.parse(file.read()).body
+    return any(not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)) for s in body)
+
+
+def _imports(name: str, path: str, modules: dict[str, str]) -> tuple[set[str], int]:
+    """The package modules `name` imports, and its `importlib.import_module` calls."""
+    with open(path) as file:
+        tree = ast.parse(file.read())
+    is_package = path.endswith("__init__.py")
+    here = name.split(".") if name else []
+    targets: set[str] = set()
+    dynamic = 0
+    for node in _walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("import_module"):
+            dynamic += 1
+        if isinstance(node, ast.Import):
+            dotted = [a.name for a in node.names]
+            pairs = [(d, None) for d in dotted]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = here if is_package else here[:-1]
+                anchor = anchor[:len(anchor) - node.level + 1]
+                dotted_base = ".".join([PACKAGE, *anchor] + ([node.module] if node.module else []))
+            else:
+                dotted_base = node.module or ""
+            pairs = [(dotted_base, a.name) for a in node.names]
+        else:
+            continue
+        for base, item in pairs:
+            if base != PACKAGE and not base.startswith(PACKAGE + "."):
+                continue
+            inner = base[len(PACKAGE) + 1:]
+            if item is not None and (f"{inner}.{item}".strip(".") in modules):
+                targets.add(f"{inner}.{item}".strip("."))
+                continue
+            if inner in modules and (inner == "" or not os.path.basename(
+                    modules[inner]) == "__init__.py" or _substantial_init(modules[inner])):
+                targets.add(inner)
+    targets.discard(name)
+    return {t for t in targets if t != ""}, dynamic
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in graph[node]:
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(10_000)
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _floors(graph: dict[str, set[str]], cycles: list[list[str]]) -> dict[str, int]:
+    """Each module's floor: 1 + the highest floor it imports (a cycle is one floor)."""
+    group = {m: m for m in graph}
+    for cycle in cycles:
+        for member in cycle:
+            group[member] = cycle[0]
+    floors: dict[str, int] = {}
+
+    def floor(g: str) -> int:
+        if g not in floors:
+            floors[g] = 0  # a cycle member reached again counts as this floor
+            members = [m for m in graph if group[m] == g]
+            deps = {group[d] for m in members for d in graph[m]} - {g}
+            floors[g] = 1 + max((floor(d) for d in deps), default=0)
+        return floors[g]
+
+    return {m: floor(group[m]) for m in graph}
+
+
+def _layer(module: str) -> int:
+    """0 for a top-level module (an entry point), else 1 + the index of its subpackage's layer."""
+    top = module.split(".")[0]
+    return next((i + 1 for i, layer in enumerate(LAYERS) if top in layer), 0)
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from a layer to a layer above it ("a -> b")."""
+    return [f"{m} -> {d}" for m in graph for d in graph[m] if _layer(d) < _layer(m)]
+
+
+def static_figures(root: str) -> dict:
+    modules = _modules(root)
+    graph, dynamic, lines = {}, 0, 0
+    for name, path in modules.items():
+        graph[name], calls = _imports(name, path, modules)
+        dynamic += calls
+        with open(path) as file:
+            lines += sum(1 for _ in file)
+    cycles = _cycles(graph)
+    floors = _floors(graph, cycles)
+    top = max(floors.values())
+    chain = [min(m for m in graph if floors[m] == top)]
+    while floors[chain[-1]] > 1:
+        lower = [d for d in graph[chain[-1]] if floors[d] < floors[chain[-1]]]
+        if not lower:  # the rest of the floor is the cycle this module is in
+            break
+        chain.append(min(lower, key=lambda d: (-floors[d], d)))
+    chain = [m or "__init__" for m in chain]
+    return {
+        "modules": len(modules),
+        "subpackages": sum(1 for p in modules.values() if p.endswith("__init__.py")) - 1,
+        "lines": lines,
+        "largest module (lines)": max(sum(1 for _ in open(p)) for p in modules.values()),
+        "import edges": sum(len(v) for v in graph.values()),
+        "import floors": top,
+        "import cycles": len(cycles),
+        "imports up a layer": len(_upward(graph)) if any("." in m for m in graph) else "n/a",
+        "importlib.import_module calls": dynamic,
+        "_cycles": cycles,
+        "_chain": " -> ".join(chain),
+    }
+
+
+_TRACE = r"""
+import json, sys
+sys.path.insert(0, ROOT)
+import jax, jax.numpy as jnp, triton, triton.language as tl
+import jax_triton_rocm as jtr
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask)
+             + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+def add(x, y):
+    return jtr.triton_call(x, y, x.size, kernel=add_kernel, out_shape=x,
+                           grid=(triton.cdiv(x.size, 256),), BLOCK=256)
+
+x = jax.ShapeDtypeStruct((4096,), jnp.float32)
+
+def traced():
+    modules, crossings = set(), 0
+    def profile(frame, event, arg):
+        nonlocal crossings
+        if event != "call":
+            return
+        name = frame.f_globals.get("__name__", "")
+        if not name.startswith("jax_triton_rocm") or frame.f_code.co_name == "<module>":
+            return
+        modules.add(name)
+        caller = frame.f_back
+        while caller is not None and caller.f_code.co_name.startswith("<"):
+            caller = caller.f_back
+        outer = caller.f_globals.get("__name__", "") if caller is not None else ""
+        if outer.startswith("jax_triton_rocm") and outer != name:
+            crossings += 1
+    with jtr.target_arch(cuda="sm_90"):
+        sys.setprofile(profile)
+        try:
+            lowered = jax.jit(add).trace(x, x).lower(lowering_platforms=("cuda",))
+        finally:
+            sys.setprofile(None)
+    assert "triton_kernel_call" in lowered.as_text()
+    return sorted(modules), crossings
+
+cold = traced()
+jax.clear_caches()
+warm = traced()
+print(json.dumps({"cold": cold, "warm": warm}))
+"""
+
+
+def dynamic_figures(root: str) -> dict:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    with tempfile.TemporaryDirectory() as folder:
+        script = os.path.join(folder, "trace_one_call.py")  # Triton reads kernels from files
+        with open(script, "w") as file:
+            file.write(_TRACE.replace("ROOT", repr(root)))
+        result = subprocess.run([sys.executable, script], capture_output=True, text=True,
+                                env=env, cwd=root, timeout=600)
+    if result.returncode:
+        raise RuntimeError(f"tracing in {root} failed:\n{result.stderr[-3000:]}")
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    return {
+        "modules a cold call runs in": len(data["cold"][0]),
+        "cross-module calls, cold": data["cold"][1],
+        "modules a warm call runs in": len(data["warm"][0]),
+        "cross-module calls, warm": data["warm"][1],
+        "_cold modules": data["cold"][0],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", help="another checkout to measure beside this one")
+    parser.add_argument("--details", action="store_true", help="cycles, chain, modules run")
+    args = parser.parse_args()
+    roots = [("before", args.before)] if args.before else []
+    roots.append(("this checkout", ROOT))
+    figures = {label: {**static_figures(root), **dynamic_figures(root)} for label, root in roots}
+    keys = [k for k in figures[roots[-1][0]] if not k.startswith("_")]
+    width = max(map(len, keys))
+    print(f"{'':{width}}  " + "  ".join(f"{label:>14}" for label, _ in roots))
+    for key in keys:
+        print(f"{key:{width}}  " + "  ".join(f"{figures[label][key]:>14}" for label, _ in roots))
+    if args.details:
+        for label, _ in roots:
+            print(f"\n[{label}] longest chain: {figures[label]['_chain']}")
+            for cycle in figures[label]["_cycles"]:
+                print(f"[{label}] cycle: {' -> '.join(cycle)}")
+            print(f"[{label}] modules a cold call runs in: "
+                  f"{', '.join(figures[label]['_cold modules'])}")
+
+
+if __name__ == "__main__":
+    main()
