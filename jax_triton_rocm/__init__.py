@@ -8,23 +8,29 @@ Importing the package does not import Triton; `triton_call` and the first loweri
 
 from jax_triton_rocm._batching import loop_batching_rule
 from jax_triton_rocm._call import triton_call
+from jax_triton_rocm._custom_calls import CUSTOM_CALL_TARGET_NAME, disabled_checks
 from jax_triton_rocm._inspect import EmittedCall, kernel_calls
 from jax_triton_rocm._library import triton_call_lowering
 from jax_triton_rocm._plugin import initialize, register, registered_platforms
 from jax_triton_rocm._primitive import triton_kernel_p
 from jax_triton_rocm._state import clear_caches
 from jax_triton_rocm._target import target_arch
+from jax_triton_rocm._tensordesc import TensorDescriptor, strides_from_shape
 from jax_triton_rocm._version import __version__
 
 __all__ = [
+    "CUSTOM_CALL_TARGET_NAME",
     "EmittedCall",
+    "TensorDescriptor",
     "__version__",
     "clear_caches",
+    "disabled_checks",
     "initialize",
     "kernel_calls",
     "loop_batching_rule",
     "register",
     "registered_platforms",
+    "strides_from_shape",
     "target_arch",
     "triton_call",
     "triton_call_lowering",

@@ -49,12 +49,15 @@ AUTOTUNE_TARGETS = {"ffi": FFI_TARGET, "legacy": LEGACY_TARGET}
 # plugin at all, where the jaxlib that will load the kernel is assumed to match this one.
 _GLOBAL_SCRATCH_SINCE = (0, 11, 0)
 _MODULE_IMAGE_SINCE = (0, 11, 1)
+TMA_DESCRIPTORS_SINCE = (0, 11, 1)
 
 # A string that a plugin's `_triton` binary contains only if its proto knows
 # `TritonKernel.module_image` (protobuf keeps the full names of string fields for UTF-8 checks).
 _MODULE_IMAGE_MARKER = b"jax_triton.ModuleImageProto"
 # Present only in plugins that allocate Triton's global scratch buffer.
 _GLOBAL_SCRATCH_MARKER = b"global_scratch_size"
+# Present only in plugins whose launcher encodes host-side TMA descriptors.
+_TMA_DESCRIPTORS_MARKER = b"create_tma_descriptor_parameter"
 
 
 def installed_plugin(platform: str) -> str | None:
@@ -110,6 +113,8 @@ class PluginFeatures:
         carried inside the opaque).
       global_scratch: the plugin allocates the global scratch memory a kernel asks for.
       detected_from: how this was found out, for error messages and notes.
+      tma_descriptors: the plugin encodes host-side TMA descriptors (a `TensorDescriptor`
+        argument on sm_90+) at launch.
     """
 
     platform: str
@@ -117,6 +122,7 @@ class PluginFeatures:
     module_image: bool
     global_scratch: bool
     detected_from: str
+    tma_descriptors: bool = False
 
 
 def autotuned_call_target(features: PluginFeatures) -> str:
@@ -156,6 +162,7 @@ def _features_from_version(platform: str, plugin: str | None, version: str, sour
         module_image=release >= _MODULE_IMAGE_SINCE,
         global_scratch=release >= _GLOBAL_SCRATCH_SINCE,
         detected_from=f"{source} {version}",
+        tma_descriptors=release >= TMA_DESCRIPTORS_SINCE,
     )
 
 
@@ -195,6 +202,7 @@ def _features_from_binary(platform: str, plugin: str, path: str, source: str) ->
         module_image=_MODULE_IMAGE_MARKER in content,
         global_scratch=_GLOBAL_SCRATCH_MARKER in content,
         detected_from=source,
+        tma_descriptors=_TMA_DESCRIPTORS_MARKER in content,
     )
 
 

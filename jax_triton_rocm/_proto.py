@@ -53,6 +53,17 @@ _SCHEMA: dict[str, list[tuple]] = {
         ("u64", 6, _F.TYPE_UINT64, None, "value"),
         ("f32", 7, _F.TYPE_FLOAT, None, "value"),
         ("f64", 8, _F.TYPE_DOUBLE, None, "value"),
+        ("tensor_descriptor", 9, _F.TYPE_MESSAGE, "TensorDescriptorParameter", "value"),
+    ],
+    # Parameter.TensorDescriptor.Nvidia: jaxlib's CUDA plugin (0.11.1+) encodes it at launch.
+    "TensorDescriptorParameter": [("nvidia", 1, _F.TYPE_MESSAGE, "NvidiaTensorDescriptor", None)],
+    "NvidiaTensorDescriptor": [
+        ("elem_type", 1, _F.TYPE_UINT32, None, None),
+        ("swizzle", 2, _F.TYPE_UINT32, None, None),
+        ("shape", 3, _F.TYPE_UINT64, None, "repeated"),
+        ("strides", 4, _F.TYPE_UINT64, None, "repeated"),
+        ("block_shape", 5, _F.TYPE_UINT32, None, "repeated"),
+        ("oob_fill", 6, _F.TYPE_UINT32, None, None),
     ],
     "TritonKernelCall": [
         ("kernel", 1, _F.TYPE_MESSAGE, "TritonKernel", None),
@@ -170,12 +181,13 @@ class KernelImage:
 
 @dataclasses.dataclass(frozen=True)
 class Param:
-    """One kernel parameter: `kind` is "array" or a scalar kind ("bool", "i32", ..., "f64")."""
+    """One kernel parameter: `kind` is "array", "tensor_descriptor" or a scalar ("i32", ...)."""
 
     kind: str
     value: bool | int | float = 0
     bytes_to_zero: int = 0
     ptr_divisibility: int = 0
+    descriptor: object = None  # an `_tma.TmaDescriptor` for a "tensor_descriptor"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,6 +231,9 @@ def _kernel_call_message(call: KernelCall):
             entry.array.bytes_to_zero = param.bytes_to_zero
             entry.array.ptr_divisibility = param.ptr_divisibility
             entry.array.SetInParent()
+        elif param.kind == "tensor_descriptor":
+            entry.tensor_descriptor.nvidia.CopyFrom(MESSAGES["NvidiaTensorDescriptor"](
+                **dataclasses.asdict(param.descriptor)))
         else:
             setattr(entry, param.kind, param.value)
     return message

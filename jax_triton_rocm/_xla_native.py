@@ -38,11 +38,12 @@ from jax._src.interpreters import mlir
 
 from jax_triton_rocm import (_compile, _configs, _grid, _kernel, _layout, _lowering,
                              _xla_ir)
+from jax_triton_rocm._custom_calls import XLA_NATIVE_TARGET
 
 logger = logging.getLogger("jax_triton_rocm")
 
 ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
-CUSTOM_CALL_TARGET = "__gpu$xla.gpu.triton"
+CUSTOM_CALL_TARGET = XLA_NATIVE_TARGET
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("", "0", "false", "no", "off")
 
