@@ -16,24 +16,30 @@ from jax_triton_rocm._plugin import initialize
 from jax_triton_rocm._version import __version__
 from jax_triton_rocm.api._batching import loop_batching_rule
 from jax_triton_rocm.api._call import triton_call
+from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME, disabled_checks
 from jax_triton_rocm.api._inspect import EmittedCall, kernel_calls
 from jax_triton_rocm.api._library import triton_call_lowering
 from jax_triton_rocm.api._target import target_arch
 from jax_triton_rocm.api._tuning import autotune
 from jax_triton_rocm.base._state import clear_caches
+from jax_triton_rocm.launch._tensordesc import TensorDescriptor, strides_from_shape
 from jax_triton_rocm.lowering._primitive import triton_kernel_p
 from jax_triton_rocm.lowering._rules import register, registered_platforms
 
 __all__ = [
+    "CUSTOM_CALL_TARGET_NAME",
     "EmittedCall",
+    "TensorDescriptor",
     "__version__",
     "autotune",
     "clear_caches",
+    "disabled_checks",
     "initialize",
     "kernel_calls",
     "loop_batching_rule",
     "register",
     "registered_platforms",
+    "strides_from_shape",
     "target_arch",
     "triton_call",
     "triton_call_lowering",

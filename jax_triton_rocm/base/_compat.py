@@ -29,6 +29,7 @@ PLUGIN_INSTALL_HINT = {platform: v.install_hint for platform, v in _vendors.VEND
 
 FFI_TARGET = "triton_kernel_call_ffi"
 LEGACY_TARGET = "triton_kernel_call"
+XLA_NATIVE_TARGET = "__gpu$xla.gpu.triton"  # XLA's own Triton call (what Pallas emits)
 
 # Forces the custom-call target of autotuned calls: "ffi" or "legacy" (unset: `autotune_ffi`).
 ENV_AUTOTUNE_TARGET = "JAX_TRITON_ROCM_AUTOTUNE_TARGET"
@@ -46,17 +47,16 @@ AUTOTUNE_TARGETS = {"ffi": FFI_TARGET, "legacy": LEGACY_TARGET}
 # So autotuned calls take the legacy target; a config picked once on real data
 # (`lowering._choices`, `jax_triton_rocm.autotune`) is emitted alone, as a plain FFI call.
 
-# Releases in which the plugins gained a feature. Used only for a plugin whose `_triton` module
-# cannot be imported here (the ROCm plugin needs libamdhip64), or when cross-compiling with no
-# plugin at all, where the jaxlib that will load the kernel is assumed to match this one.
-_GLOBAL_SCRATCH_SINCE = (0, 11, 1)
-_MODULE_IMAGE_SINCE = (0, 11, 1)
-
-# A string that a plugin's `_triton` binary contains only if its proto knows
-# `TritonKernel.module_image` (protobuf keeps the full names of string fields for UTF-8 checks).
-_MODULE_IMAGE_MARKER = b"jax_triton.ModuleImageProto"
-# Present only in plugins that allocate Triton's global scratch buffer.
-_GLOBAL_SCRATCH_MARKER = b"global_scratch_size"
+# What a plugin's `_triton` module can do, by feature: the release that added it (used only for a
+# plugin whose `_triton` cannot be imported here, as the ROCm plugin without libamdhip64, or when
+# cross-compiling with no plugin, where the jaxlib installed here stands for the one that will
+# load the kernel), and a string that only a binary with the feature contains (protobuf keeps
+# the full names of message types for UTF-8 checks; a Python binding keeps its name).
+PLUGIN_FEATURES: dict[str, tuple[tuple[int, ...], bytes]] = {
+    "module_image": ((0, 11, 1), b"jax_triton.ModuleImageProto"),
+    "global_scratch": ((0, 11, 1), b"global_scratch_size"),
+    "tma_descriptors": ((0, 11, 1), b"create_tma_descriptor_parameter"),
+}
 
 
 def installed_plugin(platform: str) -> str | None:
@@ -110,8 +110,11 @@ class PluginFeatures:
       plugin: the plugin's import name, or None when no plugin is installed.
       module_image: the plugin's proto knows `TritonKernel.module_image` (a CUBIN or HSACO
         carried inside the opaque).
-      global_scratch: the plugin allocates the global scratch memory a kernel asks for.
+      global_scratch: the plugin allocates the global scratch memory a kernel asks for (what
+        device-side tensor descriptors, `tl.make_tensor_descriptor`, use on sm_90+).
       detected_from: how this was found out, for error messages and notes.
+      tma_descriptors: the plugin encodes host-side TMA descriptors (a `TensorDescriptor`
+        argument on sm_90+) at launch.
     """
 
     platform: str
@@ -119,6 +122,7 @@ class PluginFeatures:
     module_image: bool
     global_scratch: bool
     detected_from: str
+    tma_descriptors: bool = False
 
 
 def autotuned_call_target() -> str:
@@ -167,13 +171,9 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 
 def _features_from_version(platform: str, plugin: str | None, version: str, source: str):
     release = _version_tuple(version)
-    return PluginFeatures(
-        platform=platform,
-        plugin=plugin,
-        module_image=release >= _MODULE_IMAGE_SINCE,
-        global_scratch=release >= _GLOBAL_SCRATCH_SINCE,
-        detected_from=f"{source} {version}",
-    )
+    return PluginFeatures(platform=platform, plugin=plugin, detected_from=f"{source} {version}",
+                          **{name: release >= since
+                             for name, (since, _) in PLUGIN_FEATURES.items()})
 
 
 @functools.cache
@@ -206,13 +206,9 @@ def plugin_features(platform: str) -> PluginFeatures | None:
 def _features_from_binary(platform: str, plugin: str, path: str, source: str) -> PluginFeatures:
     with open(path, "rb") as binary:
         content = binary.read()
-    return PluginFeatures(
-        platform=platform,
-        plugin=plugin,
-        module_image=_MODULE_IMAGE_MARKER in content,
-        global_scratch=_GLOBAL_SCRATCH_MARKER in content,
-        detected_from=source,
-    )
+    return PluginFeatures(platform=platform, plugin=plugin, detected_from=source,
+                          **{name: marker in content
+                             for name, (_, marker) in PLUGIN_FEATURES.items()})
 
 
 def _unimported_triton_binary(distribution: str, package: str) -> str | None:

@@ -43,6 +43,9 @@ class Vendor:
       example_arch: an architecture name for examples in messages.
       arch_help: the accepted forms of an architecture name, for messages.
       parse_arch: the canonical architecture for a lower-cased name, or None.
+      encoded_descriptor: Triton's launcher type for a tensor descriptor that the compiled
+        kernel takes encoded (a TMA descriptor on NVIDIA sm_90+, a TDM one on AMD gfx1250).
+      jaxlib_encodes_descriptors: whether jaxlib's plugin can encode those at launch.
     """
 
     platform: str
@@ -54,6 +57,8 @@ class Vendor:
     example_arch: str
     arch_help: str
     parse_arch: Callable[[str], str | None]
+    encoded_descriptor: str
+    jaxlib_encodes_descriptors: bool
 
 
 VENDORS: dict[str, Vendor] = {
@@ -67,6 +72,8 @@ VENDORS: dict[str, Vendor] = {
         example_arch="sm_90",
         arch_help="a compute capability such as cuda=90, cuda='9.0' or cuda='sm_90'",
         parse_arch=_cuda_arch,
+        encoded_descriptor="nvTmaDesc",
+        jaxlib_encodes_descriptors=True,
     ),
     "rocm": Vendor(
         platform="rocm",
@@ -78,6 +85,8 @@ VENDORS: dict[str, Vendor] = {
         example_arch="gfx942",
         arch_help="a gfx name such as rocm='gfx942' (MI300), 'gfx950' (MI355) or 'gfx90a' (MI200)",
         parse_arch=_rocm_arch,
+        encoded_descriptor="tensordesc",
+        jaxlib_encodes_descriptors=False,
     ),
 }
 

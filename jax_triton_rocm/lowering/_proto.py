@@ -1,11 +1,8 @@
 """jaxlib's Triton kernel-call proto (`jaxlib/gpu/triton.proto`, package `jax_triton`), encoded.
 
-The schema is declared below, field by field, and built into real protobuf message classes at
-import (no generated code, no protoc), so the package never depends on the arity of jaxlib's
-nanobind constructors and can carry fields they do not expose, `TritonKernel.module_image` first
-among them. The bytes are the same on CUDA and ROCm.
-
-Field numbers were read back from what jaxlib's own `to_proto` writes; the tests compare the two.
+Declared below field by field and built into protobuf classes at import (no protoc): no reliance
+on the arity of jaxlib's nanobind constructors, and fields they lack (`TritonKernel.module_image`).
+The bytes are the same on CUDA and ROCm; field numbers are those jaxlib's `to_proto` writes.
 """
 
 from __future__ import annotations
@@ -55,6 +52,15 @@ _SCHEMA: dict[str, list[tuple]] = {
         ("u64", 6, _F.TYPE_UINT64, None, "value"),
         ("f32", 7, _F.TYPE_FLOAT, None, "value"),
         ("f64", 8, _F.TYPE_DOUBLE, None, "value"),
+        ("tensor_descriptor", 9, _F.TYPE_MESSAGE, "TensorDescriptorParameter", "value"),
+    ],
+    "TensorDescriptorParameter": [("nvidia", 1, _F.TYPE_MESSAGE, "NvidiaTensorDescriptor", None)],
+    "NvidiaTensorDescriptor": [
+        ("elem_type", 1, _F.TYPE_UINT32, None, None), ("swizzle", 2, _F.TYPE_UINT32, None, None),
+        ("shape", 3, _F.TYPE_UINT64, None, "repeated"),
+        ("strides", 4, _F.TYPE_UINT64, None, "repeated"),
+        ("block_shape", 5, _F.TYPE_UINT32, None, "repeated"),
+        ("oob_fill", 6, _F.TYPE_UINT32, None, None),
     ],
     "TritonKernelCall": [
         ("kernel", 1, _F.TYPE_MESSAGE, "TritonKernel", None),
@@ -172,12 +178,13 @@ class KernelImage:
 
 @dataclasses.dataclass(frozen=True)
 class Param:
-    """One kernel parameter: `kind` is "array" or a scalar kind ("bool", "i32", ..., "f64")."""
+    """One kernel parameter: `kind` is "array", a scalar ("i32", ...) or "tensor_descriptor"."""
 
     kind: str
     value: bool | int | float = 0
     bytes_to_zero: int = 0
     ptr_divisibility: int = 0
+    descriptor: object = None  # a `_tma.TmaDescriptor`, which jaxlib's CUDA plugin encodes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,6 +228,9 @@ def _kernel_call_message(call: KernelCall):
             entry.array.bytes_to_zero = param.bytes_to_zero
             entry.array.ptr_divisibility = param.ptr_divisibility
             entry.array.SetInParent()
+        elif param.kind == "tensor_descriptor":
+            entry.tensor_descriptor.nvidia.CopyFrom(MESSAGES["NvidiaTensorDescriptor"](
+                **dataclasses.asdict(param.descriptor)))
         else:
             setattr(entry, param.kind, param.value)
     return message

@@ -35,7 +35,7 @@ from typing import Any
 # it has the same signature in every supported jax (0.10.2-0.12).
 from jax._src.interpreters import mlir
 
-from jax_triton_rocm.base import _values
+from jax_triton_rocm.base import _compat, _values
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.launch import _kernel, _layout, _limits, _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
@@ -44,7 +44,7 @@ from jax_triton_rocm.lowering import _target, _xla_ir
 logger = logging.getLogger("jax_triton_rocm")
 
 ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
-CUSTOM_CALL_TARGET = "__gpu$xla.gpu.triton"
+CUSTOM_CALL_TARGET = _compat.XLA_NATIVE_TARGET
 
 
 def env_default() -> bool:

@@ -1,0 +1,53 @@
+"""The custom-call targets the package emits, and what `jax.export` needs to accept them.
+
+`jax.export` refuses a custom call whose target has no compatibility guarantee unless
+`disabled_checks` names that target, one `DisabledSafetyCheck.custom_call(name)` per target (the
+check takes one name; a tuple would become the text of one name and allow nothing). A call
+lowered by this package uses one of three targets:
+
+- `triton_kernel_call_ffi`: jaxlib's typed-FFI Triton call, for every plain call on jaxlib's route;
+- `triton_kernel_call`: jaxlib's legacy Triton call, for autotuned calls where the package picks
+  it (see `base._compat.autotuned_call_target`);
+- `__gpu$xla.gpu.triton`: XLA's own Triton call, for calls sent there (`xla_native`).
+
+`CUSTOM_CALL_TARGET_NAME` is jax-triton 0.4's name for the first (a `str`, so 0.4 code that
+passes it to `DisabledSafetyCheck.custom_call` means the same here) and knows all three;
+`disabled_checks()` allows all three at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jax_triton_rocm.base._compat import FFI_TARGET, LEGACY_TARGET, XLA_NATIVE_TARGET
+
+
+class CustomCallTargetName(str):
+    """The typed-FFI target's name, as jax-triton 0.4's `CUSTOM_CALL_TARGET_NAME`.
+
+    It is the string "triton_kernel_call_ffi" in every use a string has (comparison, hashing,
+    formatting), and its `targets` are every target the package may emit.
+    """
+
+    targets: tuple[str, ...] = (FFI_TARGET, LEGACY_TARGET, XLA_NATIVE_TARGET)
+
+    def disabled_checks(self) -> list[Any]:
+        """`disabled_checks()`: one `DisabledSafetyCheck.custom_call` per target in `targets`."""
+        return disabled_checks()
+
+
+CUSTOM_CALL_TARGET_NAME = CustomCallTargetName(FFI_TARGET)
+
+
+def disabled_checks() -> list[Any]:
+    """The `jax.export.DisabledSafetyCheck`s that let `jax.export` serialise any call the
+    package emits: `export.export(f, disabled_checks=jtr.disabled_checks())`.
+
+    Returns:
+      One `DisabledSafetyCheck.custom_call(target)` per target in
+      `CUSTOM_CALL_TARGET_NAME.targets`; add your own checks to the list as needed.
+    """
+    from jax import export
+
+    return [export.DisabledSafetyCheck.custom_call(target)
+            for target in CustomCallTargetName.targets]
