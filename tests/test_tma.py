@@ -14,6 +14,7 @@ from triton.compiler import ASTSource
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat, _vendors
+from jax_triton_rocm.launch import _tensordesc
 from jax_triton_rocm.lowering import _proto, _tma
 
 TARGETS = {"sm_90": ("cuda", 90, 32), "sm_80": ("cuda", 80, 32), "gfx942": ("hip", "gfx942", 64),
@@ -28,8 +29,8 @@ def desc_copy_kernel(in_desc, out_ptr, M: tl.constexpr, N: tl.constexpr):
 
 def _compile(desc, arch, tmp_path, monkeypatch):
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
-    element = _tma.signature_type(desc).split("<")[1].split("[")[0]
-    source = ASTSource(desc_copy_kernel, {"in_desc": _tma.signature_type(desc),
+    element = _tensordesc.signature_type(desc).split("<")[1].split("[")[0]
+    source = ASTSource(desc_copy_kernel, {"in_desc": _tensordesc.signature_type(desc),
                                           "out_ptr": f"*{element}", "M": "constexpr",
                                           "N": "constexpr"},
                        constexprs={"M": desc.block_shape[0], "N": desc.block_shape[1]},
@@ -63,19 +64,34 @@ def test_the_launch_parameters_are_the_compiled_kernels_own(arch, tmp_path, monk
     meta = _meta(kernel)
     assert bool(meta) == (arch == "sm_90"), "only sm_90 takes a TMA descriptor"
     vendor = _vendors.vendor("cuda" if arch.startswith("sm_") else "rocm")
-    types = _tma.launch_types(_tma.signature_type(desc), bool(meta), vendor)
+    types = _tma.launch_types(_tensordesc.signature_type(desc), bool(meta), vendor)
     params = _tma.launch_params(desc, types, meta[0] if meta else None)
     # Then come the output pointer and the two scratch pointers jaxlib appends itself.
     assert _param_kinds(params) + ["ptr"] * 3 == _binary_params(kernel, arch)
 
 
-def test_plain_parameters_carry_the_shape_strides_and_flags():
+def _plain(round_f32_to_tf32: bool):
     desc = jtr.TensorDescriptor(jnp.zeros((40, 64), jnp.float32), (40, 48), (64, 1), (8, 16),
-                                padding="nan", round_f32_to_tf32=True)
-    types = _tma.launch_types(_tma.signature_type(desc), False, _vendors.vendor("rocm"))
+                                padding="nan", round_f32_to_tf32=round_f32_to_tf32)
+    types = _tma.launch_types(_tensordesc.signature_type(desc), False, _vendors.vendor("rocm"))
+    return desc, types
+
+
+def test_plain_parameters_carry_the_shape_strides_and_flags():
+    desc, types = _plain(False)
     values = [p.value for p in _tma.launch_params(desc, types, None)[1:]]
-    flags = [True] * (types.count("i1"))  # "nan", then (Triton 3.9) round to TF32
+    flags = [True] + [False] * (types.count("i1") - 1)  # "nan", then (Triton 3.9) round to TF32
     assert values == [40, 48, 64, 1, *flags, 40, 48, 64, 1]
+
+
+def test_plain_parameters_round_to_tf32_where_triton_passes_the_flag():
+    desc, types = _plain(True)
+    if types.count("i1") < 2:  # Triton 3.6: the kernel cannot be told; refused, not ignored
+        with pytest.raises(NotImplementedError, match=r"round_f32_to_tf32=True\) without TMA needs"):
+            _tma.launch_params(desc, types, None)
+        return
+    values = [p.value for p in _tma.launch_params(desc, types, None)[1:]]
+    assert values == [40, 48, 64, 1, True, True, 40, 48, 64, 1]
 
 
 @pytest.mark.parametrize("dtype,block,host_type,box", [
@@ -115,10 +131,10 @@ def test_signature_type_names_the_element_block_and_gluon_layout():
     from triton.experimental.gluon import language as gl
 
     base = jnp.zeros((32, 32), jnp.bfloat16)
-    assert _tma.signature_type(jtr.TensorDescriptor.from_array(base, [16, 32])) == (
+    assert _tensordesc.signature_type(jtr.TensorDescriptor.from_array(base, [16, 32])) == (
         "tensordesc<bf16[16,32]>")
     layout = gl.NVMMASharedLayout(64, 16, rank=2)
-    typed = tl.str_to_ty(_tma.signature_type(
+    typed = tl.str_to_ty(_tensordesc.signature_type(
         jtr.TensorDescriptor.from_array(base, [16, 32], layout=layout)), None)
     assert typed.layout == layout  # Triton reads the layout back from the signature
 

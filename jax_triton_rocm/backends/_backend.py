@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.base import _compat, _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.launch import _limits
 from jax_triton_rocm.launch._spec import KernelCallSpec
@@ -45,6 +45,7 @@ class Backend(abc.ABC):
     binary_key: str = ""
     asm_key: str = ""
     compile_options: tuple[str, ...] = ()
+    _option_names: frozenset[str] | None = None
 
     @abc.abstractmethod
     def triton_target(self, target: Target) -> Any:
@@ -103,7 +104,18 @@ class Backend(abc.ABC):
             options["num_stages"] = config.num_stages
         options.update({name: config.options[name] for name in self.compile_options
                         if config.options.get(name) is not None})
+        names = self.triton_option_names() if spec.backend_options else ()
+        options.update({name: value for name, value in spec.backend_options if name in names})
         return options
+
+    def triton_option_names(self) -> frozenset[str]:
+        """The fields of this vendor's Triton options class (`CUDAOptions`, `HIPOptions`): what
+        `triton_call(backend_options=...)` may set for this vendor."""
+        if self._option_names is None:
+            example = Target(self.platform, _vendors.vendor(self.platform).example_arch, "")
+            options = self.triton_backend()(self.triton_target(example)).parse_options({})
+            self._option_names = frozenset(field.name for field in dataclasses.fields(options))
+        return self._option_names
 
     def launch_warps(self, compiled: CompiledKernel) -> int:
         """The `num_warps` jaxlib needs to launch the block `compiled` was built for."""

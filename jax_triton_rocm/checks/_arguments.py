@@ -33,17 +33,16 @@ def aval_text(aval: Any) -> str:
     return f"{np.dtype(aval.dtype).name}{list(aval.shape)}"
 
 
-def out_shapes(out_shape: Any) -> tuple[list[jax.ShapeDtypeStruct], Any]:
-    """`triton_call`'s `out_shape`: its leaves as `ShapeDtypeStruct`s, and its tree."""
+def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeDtypeStruct], Any]:
+    """`triton_call`'s `out_shape` (or `out_type`, `what`): its leaves as `ShapeDtypeStruct`s
+    (anything with `.shape` and `.dtype`, `jax.typeof(x)` too), and its tree; it may be empty
+    (`checks._surface` says when a call may have no outputs)."""
     leaves, tree = jax.tree_util.tree_flatten(
         out_shape, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))
-    if not leaves:
-        raise ValueError("out_shape is empty; a Triton kernel call needs at least one output, "
-                         "e.g. out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype).")
     shapes = []
     for i, leaf in enumerate(leaves):
         if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
-            raise TypeError(f"out_shape leaf {i} is {leaf!r}; each output needs a .shape and a "
+            raise TypeError(f"{what} leaf {i} is {leaf!r}; each output needs a .shape and a "
                             f".dtype, e.g. jax.ShapeDtypeStruct((n,), jnp.float32).")
         shapes.append(jax.ShapeDtypeStruct(tuple(leaf.shape), np.dtype(leaf.dtype)))
     return shapes, tree

@@ -187,7 +187,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _kernel.Unwrapped, posi
                input_output_aliases: Any = None, zeroed_outputs: Any = (), debug: Any = False,
                serialized_metadata: Any = b"", batch_grid_axis: Any = None,
                xla_native: Any = None, metaparams: Mapping[str, Any] | None = None,
-               options: Mapping[str, Any] | None = None) -> KernelCallSpec:
+               options: Mapping[str, Any] | None = None, **surface: Any) -> KernelCallSpec:
     """Checks a call in the common form; returns its spec.
 
     Args:
@@ -196,6 +196,8 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _kernel.Unwrapped, posi
       positional: the arguments' layout (`KernelCallSpec.positional`).
       in_avals, out_shapes: the operands' and outputs' shapes and dtypes.
       metaparams, options: constexprs and vendor compile options by name.
+      surface: `triton_call`'s `has_side_effect`, `cost_estimate` and `backend_options`,
+        checked by `checks._call_options` (the spec's fields of those names).
       The rest: as `triton_call` takes them; None for `num_ctas` means 1.
 
     Raises:
@@ -224,7 +226,8 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _kernel.Unwrapped, posi
         batch_grid_axis=_batch_grid_axis(api, batch_grid_axis),
         xla_native=None if xla_native is None else bool(xla_native),
         metaparams=tuple(sorted(metaparams.items())),
-        options=tuple(sorted(_values.compile_options(options, caller=api.prefix).items())))
+        options=tuple(sorted(_values.compile_options(options, caller=api.prefix).items())),
+        **surface)
     if api.name == "triton_call":  # triton_call_lowering's call is being lowered already
         _kernel_arguments(unwrapped, spec.positional, in_avals, spec.out_shapes, metaparams)
     return spec

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 import jax
+from jax.experimental import io_callback
 from jax.interpreters import mlir
 
 from jax_triton_rocm.base import _state
@@ -92,32 +93,37 @@ def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[
 
     Constexprs go as plain values where the parameter is annotated `tl.constexpr`, else as
     `tl.constexpr` (as the compiler treats a parameter given by keyword); a runtime scalar the
-    layout made a constexpr (None, 1) goes as it would at run time.
+    layout made a constexpr (None, 1) goes as it would at run time. A tuple parameter goes as a
+    tuple of its elements, a descriptor as Triton's own `TensorDescriptor` over its buffer.
     """
     import triton.language as tl
 
     bound = call.launch.bound
-    sources = {source.position: source for source in bound.sources}
-    args: list[Any] = []
-    for i, param in enumerate(call.jit_fn.params):
-        if (i,) in bound.constexprs:
-            value = bound.constexprs[(i,)]
-            runtime = i < len(call.positional) and call.positional[i][0] == "scalar"
+    sources = {(source.position, *source.path): source for source in bound.sources}
+
+    def argument(key: tuple[int, ...], param: Any, signature: Any) -> Any:
+        if isinstance(signature, tuple):
+            return tuple(argument(key + (j,), param, element)
+                         for j, element in enumerate(signature))
+        if key in bound.constexprs:
+            value = bound.constexprs[key]
+            runtime = len(key) > 1 or (key[0] < len(call.positional)
+                                       and call.positional[key[0]][0] == "scalar")
             if value is None or param.is_constexpr:
-                args.append(value)
-            elif runtime:
-                args.append(_interpret_host.typed_scalar(value, f"argument {i}"))
-            else:
-                args.append(tl.constexpr(value))
-            continue
-        source = sources[i]
+                return value
+            if runtime:
+                return _interpret_host.typed_scalar(value, f"argument {key}")
+            return tl.constexpr(value)
+        source = sources[key]
         if source.kind == "scalar":
-            args.append(_interpret_host.typed_scalar(source.scalar.value, f"argument {i}"))
-        else:
-            array = buffers[source.index] if source.kind == "input" else outs[source.index]
-            dtype = tl.str_to_ty(bound.signature[param.name][1:], None)
-            args.append(_interpret_host.HostTensor(array, dtype))
-    return args
+            return _interpret_host.typed_scalar(source.scalar.value, f"argument {key}")
+        array = outs[source.index] if source.kind == "output" else buffers[source.index]
+        if source.kind == "descriptor":
+            return _interpret_host.host_descriptor(array, source.descriptor)
+        return _interpret_host.HostTensor(array, tl.str_to_ty(signature[1:], None))
+
+    return [argument((i,), param, bound.signature[param.name])
+            for i, param in enumerate(call.jit_fn.params)]
 
 
 def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -159,6 +165,9 @@ def lower(ctx: Any, operands: Sequence[Any], spec: KernelCallSpec):
     call = resolve(tuple(ctx.avals_in), spec)
 
     def host_call(*arrays):
+        if spec.has_side_effect:  # a callback XLA keeps even when its results go unused
+            return io_callback(lambda *xs: run_on_host(call, *xs), list(call.out_avals),
+                               *arrays, ordered=False)
         return jax.pure_callback(lambda *xs: run_on_host(call, *xs), list(call.out_avals),
                                  *arrays)
 

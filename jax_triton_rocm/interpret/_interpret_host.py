@@ -10,6 +10,7 @@ hold `_state.triton_language_lock()` around a run (`_interpret.run_on_host`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -203,3 +204,29 @@ def typed_scalar(value: Any, what: str) -> Any:
                   "u64": np.uint64, "fp32": np.float32, "fp64": np.float64}[typed.triton_type]
     return tl.tensor(TensorHandle(np.array([typed.value], dtype=numpy_type), triton_type),
                      triton_type)
+
+
+def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
+    """Triton's `TensorDescriptor` over `array`, as the interpreter takes one; `descriptor` is
+    the call's (`launch._tensordesc.TensorDescriptor`, its checks already passed: Triton's own
+    constructor reads torch's dtype attributes, which a `HostTensor` lacks)."""
+    import triton.language as tl
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    base = HostTensor(array, tl.str_to_ty(_types.pointer_type(array.dtype, what="base")[1:],
+                                          None))
+    fields = {"base": base, "shape": list(descriptor.shape), "strides": list(descriptor.strides),
+              "block_shape": list(descriptor.block_shape), "padding": descriptor.padding,
+              "round_f32_to_tf32": descriptor.round_f32_to_tf32}
+    names = {field.name for field in dataclasses.fields(TensorDescriptor)}
+    if descriptor.round_f32_to_tf32 and "round_f32_to_tf32" not in names:
+        import triton
+
+        raise NotImplementedError(
+            f"TensorDescriptor(round_f32_to_tf32=True) on the CPU needs a Triton whose "
+            f"interpreter rounds to TF32 (3.9 does; this one is {triton.__version__}). Run it on "
+            f"a GPU, or round the base yourself (jax.lax.reduce_precision(x, 8, 10)).")
+    host = object.__new__(TensorDescriptor)
+    for field in dataclasses.fields(TensorDescriptor):
+        setattr(host, field.name, fields[field.name])
+    return host

@@ -20,7 +20,7 @@ import dataclasses
 from typing import Any
 
 from jax_triton_rocm.base import _values, _vendors
-from jax_triton_rocm.launch import _layout
+from jax_triton_rocm.launch import _layout, _nested
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
 LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
@@ -90,6 +90,8 @@ def _named_args(jit_fn: Any, positional: tuple, in_avals: tuple, out_avals: tupl
             named[name] = out_avals[value]
         elif kind == "scalar":
             named[name] = value
+        elif kind in _nested.NESTED_KINDS:
+            named[name] = _nested.named_value((kind, value), in_avals)
     if not _layout.places_outputs(positional):
         named.update(zip(names[len(positional):], out_avals))
     return named

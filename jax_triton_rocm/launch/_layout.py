@@ -16,33 +16,19 @@ import dataclasses
 from typing import Any
 
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.launch import _types
+from jax_triton_rocm.launch import _nested, _types
 from jax_triton_rocm.launch._kernel import kernel_name
-
-@dataclasses.dataclass(frozen=True)
-class ArgSource:
-    """Where one runtime kernel parameter comes from.
-
-    Attributes:
-      kind: "input" (an array operand), "output" (an output buffer) or "scalar".
-      position: the kernel parameter it fills.
-      index: operand index for "input", output index for "output".
-      scalar: the typed value for "scalar".
-    """
-
-    kind: str
-    position: int
-    index: int = -1
-    scalar: _types.Scalar | None = None
-
+from jax_triton_rocm.launch._nested import ArgSource
 
 @dataclasses.dataclass(frozen=True)
 class BoundKernel:
     """One call's arguments laid onto a kernel's parameters, ready to compile and launch.
 
     Attributes:
-      signature: Triton signature, every parameter by name ("*fp32", "i32", "constexpr").
-      constexprs: constexpr values by parameter position, as `{(i,): value}`.
+      signature: Triton signature, every parameter by name ("*fp32", "i32", "constexpr"; a
+        tuple of them for a tuple parameter).
+      constexprs: constexpr values by parameter position, as `{(i,): value}` (`{(i, j): value}`
+        for element j of a tuple parameter).
       attrs: specialisation attributes by position, as Triton's backends parse them.
       sources: the runtime parameters in kernel order (what jaxlib passes at launch).
       specializations: the specialisation strings ("D", "") by position, for the kernel key.
@@ -85,12 +71,12 @@ def check_operands(jit_fn: Any, n_positional: int, n_outputs: int,
             f"the kernel's constexpr parameters by name.")
 
 
-PLACED_KINDS = ("input", "output", "keyword")
+PLACED_KINDS = ("input", "output", "keyword", *_nested.NESTED_KINDS)
 
 
 def places_outputs(positional: tuple) -> bool:
-    """Whether `positional` is a placed layout (entries of kinds "input", "output", "keyword",
-    one per kernel parameter), which places the outputs itself."""
+    """Whether `positional` is a placed layout (one entry per kernel parameter: "input",
+    "output", "keyword", "tuple", "descriptor" and "scalar"), which places the outputs itself."""
     return any(kind in PLACED_KINDS for kind, _ in positional)
 
 
@@ -143,6 +129,8 @@ def lay_out_arguments(
                 layout.output(i, param, value, out_avals[value], constexprs)
             elif kind == "keyword":
                 layout.by_name(i, param, constexprs)
+            elif kind in _nested.NESTED_KINDS:
+                layout.nested(i, param, _nested.lay_out(i, param, (kind, value), in_avals))
             else:
                 layout.positional(i, param, kind, value, in_avals, constexprs)
         elif i < len(positional) + n_trailing_outputs:
@@ -188,6 +176,17 @@ class _Layout:
         aligned = not (param.do_not_specialize_on_alignment or param.do_not_specialize)
         self.specialize(i, "D" if aligned else "")
         self.sources.append(source)
+
+    def nested(self, i: int, param: Any, nested: _nested.NestedParam) -> None:
+        """A tuple or descriptor parameter (`_nested`): its parts merged, keyed by path."""
+        self.signature[param.name] = nested.signature
+        self.constexprs.update(nested.constexprs)
+        for path, spec in nested.specializations:
+            self.specializations.append((path if len(path) > 1 else i, spec))
+            if parsed := self.backend.parse_attr(spec):
+                self.attrs[path] = parsed
+        self.sources.extend(nested.sources)
+        self.zero_d_pointers.extend(nested.zero_d_pointers)
 
     def positional(self, i: int, param: Any, kind: str, value: Any, in_avals: tuple,
                    constexprs: dict[str, Any]) -> None:

@@ -43,8 +43,11 @@ class KernelCallSpec:
       kernel_id: `id(kernel)`, which the spec keeps alive (derived: not an argument).
       unwrapped: `kernel` taken apart (derived from it: not compared).
       positional: ("array", operand index) or ("scalar", value) per positional argument
-        (`triton_call`); or one ("input", i), ("output", j) or ("keyword", None) per kernel
-        parameter (`triton_call_lowering`); `launch._layout.lay_out_arguments` reads both.
+        (`triton_call`); or one entry per kernel parameter, placed: ("input", i), ("output", j),
+        ("keyword", None), ("scalar", value), ("tuple", entries) (a Triton tuple, nested) or
+        ("descriptor", (i, static descriptor)) (`triton_call_lowering`, and `triton_call` where
+        operands come by keyword or in tuples, or outputs do not follow them);
+        `launch._layout.lay_out_arguments` reads both.
       out_shapes: the outputs' shapes and dtypes.
       grid: three program counts, or a callable of the metaparameters returning 1-3 of them.
       name: the call's name for jaxlib and profilers (the kernel's name if none was given).
@@ -61,6 +64,10 @@ class KernelCallSpec:
       metaparams: constexpr values by parameter name, sorted.
       options: vendor compile options by name, sorted.
       batch: set by the `jax.vmap` rule on a call batched along `batch_grid_axis`.
+      has_side_effect: the custom call is kept even when its results go unused.
+      cost_estimate: ("flops", n), ("bytes_accessed", n)... for profilers, or None.
+      backend_options: Triton compile options beyond the launch settings and vendor knobs
+        (fields of a vendor's Triton options class), sorted; each backend takes its own.
     """
 
     kernel: Any = dataclasses.field(compare=False)
@@ -83,6 +90,9 @@ class KernelCallSpec:
     metaparams: tuple[tuple[str, Any], ...]
     options: tuple[tuple[str, Any], ...]
     batch: BatchedLaunch | None = None
+    has_side_effect: bool = False
+    cost_estimate: tuple[tuple[str, int], ...] | None = None
+    backend_options: tuple[tuple[str, Any], ...] = ()
     kernel_id: int = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -163,3 +163,18 @@ def _check_base(desc: TensorDescriptor) -> None:
             f"TensorDescriptor shape={desc.shape} with strides={desc.strides} reaches element "
             f"{last} of its base, which has {size} elements (shape "
             f"{tuple(desc.base.shape)}). Describe a region inside the base.")
+
+
+def signature_type(desc: TensorDescriptor) -> str:
+    """The descriptor's type in a Triton signature, e.g. "tensordesc<fp32[64,64]>" (a Gluon
+    kernel's descriptor carries its shared-memory layout after a comma)."""
+    element = _types.pointer_type(desc.base.dtype, what="TensorDescriptor base")[1:]
+    block = ",".join(str(dim) for dim in desc.block_shape)
+    layout = "" if desc.layout is None else f",{desc.layout!r}"
+    return f"tensordesc<{element}[{block}]{layout}>"
+
+
+def abstract(desc: TensorDescriptor, base: Any) -> TensorDescriptor:
+    """`desc` over the abstract `base` (shape and dtype only): hashable, for a call's spec."""
+    return dataclasses.replace(desc, base=jax.ShapeDtypeStruct(tuple(base.shape),
+                                                               np.dtype(base.dtype)))

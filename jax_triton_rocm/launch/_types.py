@@ -34,6 +34,7 @@ SUPPORTED_ARRAY_DTYPES = tuple(_ARRAY_TYPES)
 _I32 = (-(2**31), 2**31)
 _I64 = (-(2**63), 2**63)
 _U64 = (0, 2**64)
+_F32_NORMAL = (float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max))
 
 
 # By the dtype object given (np.dtype() of it is slow): one entry per dtype the process uses.
@@ -105,7 +106,9 @@ def scalar(value: Any, *, what: str) -> Scalar:
     """Types a scalar argument as Triton's launcher does.
 
     Python bool is "u1"; Python int is "i32" when it fits, else "i64", else "u64"; Python float is
-    "fp32" (as in Triton, not "fp64"). NumPy scalars keep their width (np.float64 is "fp64").
+    "fp32" where float32 holds it (zero, inf, nan, or a normal float32 magnitude), else "fp64"
+    (jax-triton 0.4's rule; Triton's launcher would round 1e300 to inf, 1e-40 to a subnormal).
+    NumPy scalars keep their width (np.float64 is "fp64").
 
     Raises:
       OverflowError: an int outside [-2**63, 2**64), naming `what` and the value.
@@ -135,7 +138,9 @@ def scalar(value: Any, *, what: str) -> Scalar:
             f"{what} = {value} is out of range for a Triton integer argument, which must lie in "
             f"[-2**63, 2**64). Pass it as an array, or split it into two 64-bit halves.")
     if isinstance(value, float):
-        return Scalar(value, "fp32", "f32")
+        if value == 0 or not np.isfinite(value) or _F32_NORMAL[0] <= abs(value) <= _F32_NORMAL[1]:
+            return Scalar(value, "fp32", "f32")
+        return Scalar(value, "fp64", "f64")
     raise TypeError(f"{what} has type {type(value).__name__}; expected an array or a scalar.")
 
 

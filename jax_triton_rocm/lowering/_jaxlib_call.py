@@ -15,18 +15,23 @@ own (`_xla_native`).
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from jax_triton_rocm.backends._backend import Backend, Target
-from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.base import _compat, _state, _vendors
 from jax_triton_rocm.compile import _compile, _globals, _parallel
 from jax_triton_rocm.launch import _layout, _limits, _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
-from jax_triton_rocm.lowering import _choices, _proto, _target
+from jax_triton_rocm.lowering import _choices, _proto, _target, _tma
+
+logger = logging.getLogger("jax_triton_rocm")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +47,8 @@ class LoweredCall:
     calls: tuple[_proto.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()
     undecided: _choices.Undecided | None = None
+    has_side_effect: bool = False
+    cost_estimate: tuple[tuple[str, int], ...] | None = None
 
 
 def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
@@ -88,11 +95,13 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Ta
     )
 
 
-def kernel_call(image: _proto.KernelImage, launch: _plan.Launch,
-                out_avals: tuple) -> _proto.KernelCall:
-    """One launch of `image`, as jaxlib's kernel call carries it."""
-    return _proto.KernelCall(kernel=image, grid=launch.grid,
-                             params=_launch_params(launch.bound, out_avals, set(launch.zeroed)))
+def kernel_call(image: _proto.KernelImage, launch: _plan.Launch, out_avals: tuple,
+                aliases: tuple[tuple[int, int], ...] = (),
+                descriptors: Callable[..., list] | None = None) -> _proto.KernelCall:
+    """One launch of `image`, as jaxlib's kernel call carries it; `descriptors` gives the
+    parameters of the kernel's tensor descriptors (`_tma.descriptor_params`)."""
+    return _proto.KernelCall(kernel=image, grid=launch.grid, params=_launch_params(
+        launch.bound, out_avals, set(launch.zeroed), aliases, descriptors))
 
 
 def _choose(backend: Backend, ctx: Any, spec: KernelCallSpec, target: Target, compiled: list,
@@ -174,8 +183,11 @@ def _lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec, target: Target
         if spec.debug:
             print(f"jax_triton_rocm: {kernel.name} for {target.arch}\n--- TTIR ---\n"
                   f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
-        calls.append(kernel_call(kernel_image(backend, kernel, target, features), launch,
-                                 out_avals))
+        calls.append(kernel_call(
+            kernel_image(backend, kernel, target, features), launch, out_avals,
+            spec.input_output_aliases,
+            _tma.descriptor_params(kernel, _vendors.vendor(backend.platform), features,
+                                   target.arch)))
     chosen, undecided = _choose(backend, ctx, spec, target, compiled, calls)
     serialized, custom_call_target = _encode(
         [call for _, call in chosen], [launch for (launch, _, _), _ in chosen], spec, in_avals)
@@ -189,6 +201,8 @@ def _lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec, target: Target
         calls=tuple(call for _, call in chosen),
         aliases=tuple(spec.input_output_aliases),
         undecided=undecided,
+        has_side_effect=spec.has_side_effect,
+        cost_estimate=spec.cost_estimate,
     )
 
 
@@ -196,17 +210,38 @@ def _size_bytes(aval: Any) -> int:
     return int(math.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
 
 
-def _launch_params(bound: _layout.BoundKernel, out_avals: tuple,
-                   zeroed: set[int]) -> tuple[_proto.Param, ...]:
+def _launch_params(bound: _layout.BoundKernel, out_avals: tuple, zeroed: set[int],
+                   aliases: tuple[tuple[int, int], ...] = (),
+                   descriptors: Callable[..., list] | None = None) -> tuple[_proto.Param, ...]:
+    """The kernel call's parameters, in kernel order. An output to zero that has no pointer of
+    its own is zeroed through the input it is aliased to (the same buffer).
+
+    Raises:
+      NotImplementedError: a zeroed output aliased to a TensorDescriptor's base.
+    """
     params = []
     specs = dict(bound.specializations)
+    own = {source.index for source in bound.sources if source.kind == "output"}
+    zero_inputs = {i: o for i, o in aliases if o in zeroed and o not in own}
+    n_descriptors = 0
     for source in bound.sources:
         if source.kind == "scalar":
             params.append(_proto.Param(source.scalar.proto_kind, source.scalar.value))
             continue
-        divisibility = 16 if "D" in specs.get(source.position, "") else 0
-        zero = _size_bytes(out_avals[source.index]) if (
-            source.kind == "output" and source.index in zeroed) else 0
+        if source.kind == "descriptor":
+            if source.index in zero_inputs:
+                raise NotImplementedError(
+                    f"zeroed_outputs names output {zero_inputs[source.index]}, which is written "
+                    f"through a TensorDescriptor; zero its base before the call instead.")
+            params.extend(descriptors(source.descriptor, n_descriptors))
+            n_descriptors += 1
+            continue
+        divisibility = 16 if "D" in specs.get(source.key, "") else 0
+        if source.kind == "output":
+            zeroes = source.index if source.index in zeroed else None
+        else:
+            zeroes = zero_inputs.get(source.index)
+        zero = 0 if zeroes is None else _size_bytes(out_avals[zeroes])
         params.append(_proto.Param("array", bytes_to_zero=zero, ptr_divisibility=divisibility))
     return tuple(params)
 
@@ -218,9 +253,16 @@ def emit(ctx: Any, operands: tuple, lowered: LoweredCall):
     operand_output_aliases = dict(lowered.aliases)
     if lowered.custom_call_target == _compat.FFI_TARGET:
         rule = ffi.ffi_lowering(lowered.custom_call_target,
-                                operand_output_aliases=operand_output_aliases)
-        return rule(ctx, *operands, opaque=lowered.opaque)
+                                operand_output_aliases=operand_output_aliases,
+                                has_side_effect=lowered.has_side_effect)
+        attributes = {} if lowered.cost_estimate is None else {
+            "cost_estimate_json": json.dumps(dict(lowered.cost_estimate), sort_keys=True)}
+        return rule(ctx, *operands, opaque=lowered.opaque, **attributes)
+    if lowered.cost_estimate is not None:  # the legacy target has no attributes to carry it
+        logger.debug("jax_triton_rocm: cost_estimate dropped: %s carries no attributes",
+                     lowered.custom_call_target)
     rule = ffi.ffi_lowering(lowered.custom_call_target, api_version=2,
                             backend_config=lowered.opaque,
-                            operand_output_aliases=operand_output_aliases)
+                            operand_output_aliases=operand_output_aliases,
+                            has_side_effect=lowered.has_side_effect)
     return rule(ctx, *operands)

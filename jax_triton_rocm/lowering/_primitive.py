@@ -1,17 +1,19 @@
 """`triton_kernel_p`: the primitive a `triton_call` binds.
 
 Its operands are the call's arrays; everything else (the kernel, scalars, grid, options) is its
-one static parameter, `spec`, a `KernelCallSpec`. The lowering rules are registered per platform
-by `_rules` (the CPU's runs the kernel in Triton's interpreter); the `jax.vmap` rule is
-`api._batching`'s.
+one static parameter, `spec`, a `KernelCallSpec`. JAX never drops an equation of it
+(`_keep_call`). The lowering rules are registered per platform by `_rules` (the CPU's runs the
+kernel in Triton's interpreter); the `jax.vmap` rule is `api._batching`'s.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import jax
 from jax.interpreters import ad
+from jax.interpreters import partial_eval as pe
 
 # jax.extend.core.Primitive is this class; importing jax.extend also imports Pallas (40 ms),
 # too much for a module JAX imports at start-up.
@@ -42,3 +44,14 @@ def _no_jvp(primals, tangents, *, spec: KernelCallSpec):
 
 
 ad.primitive_jvps[triton_kernel_p] = _no_jvp
+
+
+def _keep_call(used_outputs: list[bool], eqn: Any) -> tuple[list[bool], Any]:
+    """JAX's dead-code elimination keeps every call and its operands, even with no result used:
+    a kernel may write memory JAX does not see (as jax-triton 0.4). XLA still drops a call
+    whose results go unused unless it has `has_side_effect`."""
+    del used_outputs
+    return [True] * len(eqn.invars), eqn
+
+
+pe.dce_rules[triton_kernel_p] = _keep_call

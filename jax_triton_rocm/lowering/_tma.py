@@ -24,8 +24,7 @@ import numpy as np
 
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.base._vendors import Vendor
-from jax_triton_rocm.launch import _types
-from jax_triton_rocm.launch._tensordesc import TensorDescriptor
+from jax_triton_rocm.launch._tensordesc import TensorDescriptor, signature_type
 from jax_triton_rocm.lowering import _proto
 
 # Triton numbers TMA element types one way in a kernel's metadata and CUDA's tensor-map API
@@ -56,14 +55,6 @@ class TmaDescriptor:
     oob_fill: int
 
 
-def signature_type(desc: TensorDescriptor) -> str:
-    """The descriptor's type in a Triton signature, e.g. "tensordesc<fp32[64,64]>"."""
-    element = _types.pointer_type(desc.base.dtype, what="TensorDescriptor base")[1:]
-    block = ",".join(str(dim) for dim in desc.block_shape)
-    layout = "" if desc.layout is None else f",{desc.layout!r}"
-    return f"tensordesc<{element}[{block}]{layout}>"
-
-
 def _triton_expansion() -> Callable[..., list] | None:
     """Triton's own expansion of descriptor types into launch types (`expand_signature`, which
     newer Triton shares between its launchers), or None where each launcher keeps it (3.6)."""
@@ -78,7 +69,7 @@ def launch_types(sig_type: str, encoded: bool, vendor: Vendor) -> list[str]:
     """The types of the launch parameters one descriptor parameter becomes.
 
     Args:
-      sig_type: its signature type (`signature_type`).
+      sig_type: its signature type (`launch._tensordesc.signature_type`).
       encoded: whether the compiled kernel has `tensordesc_meta` (then every descriptor of the
         kernel is encoded).
       vendor: the target's vendor (its launcher's name for an encoded descriptor).
@@ -107,6 +98,12 @@ def launch_params(desc: TensorDescriptor, types: Sequence[str],
       ValueError: a descriptor TMA cannot encode (`tma_descriptor`).
     """
     flags = [desc.padding == "nan"] + [bool(desc.round_f32_to_tf32)] * (types.count("i1") - 1)
+    if meta is None and desc.round_f32_to_tf32 and types.count("i1") < 2:
+        raise NotImplementedError(
+            f"TensorDescriptor(round_f32_to_tf32=True) without TMA needs a Triton that passes "
+            f"the rounding to the kernel (3.9 does; this one, {_compat.triton_info().version}, "
+            f"passes {list(types)}). Round the base yourself (jax.lax.reduce_precision(x, 8, "
+            f"10)), or use a GPU whose descriptors are TMA (sm_90+).")
     if meta is not None:
         values: list[Any] = [tma_descriptor(desc, meta)]
     else:
@@ -182,3 +179,24 @@ def check_launchable(vendor: Vendor, features: _compat.PluginFeatures, *, kernel
             f"({features.detected_from}) cannot. Upgrade JAX ({vendor.install_hint} with "
             f"jax>={since}), or build the descriptor inside the kernel "
             f"(tl.make_tensor_descriptor, which needs jax {since} as well).")
+
+
+def descriptor_params(compiled: Any, vendor: Vendor, features: _compat.PluginFeatures,
+                      arch: str) -> Callable[[TensorDescriptor, int], list[_proto.Param]]:
+    """`params(descriptor, i)`: the jaxlib parameters of the kernel's descriptor number `i`
+    (in launch order), as `compiled` (a `compile._compile.CompiledKernel`) takes them.
+
+    Raises (when called):
+      NotImplementedError: the plugin cannot encode the kernel's TMA descriptors
+        (`check_launchable`), or a layout this package does not fill.
+      ValueError: a descriptor TMA cannot encode.
+    """
+    metas = list(compiled.metadata.get("tensordesc_meta") or ())
+
+    def params(desc: TensorDescriptor, i: int) -> list[_proto.Param]:
+        if metas:
+            check_launchable(vendor, features, kernel=compiled.name, arch=arch)
+        types = launch_types(signature_type(desc), bool(metas), vendor)
+        return launch_params(desc, types, metas[i] if metas else None)
+
+    return params

@@ -37,7 +37,7 @@ from jax._src.interpreters import mlir
 
 from jax_triton_rocm.base import _compat, _values
 from jax_triton_rocm.compile import _compile
-from jax_triton_rocm.launch import _kernel, _layout, _limits, _plan
+from jax_triton_rocm.launch import _kernel, _layout, _limits, _nested, _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
 from jax_triton_rocm.lowering import _target, _xla_ir
 
@@ -83,7 +83,10 @@ def why_not(unwrapped: _kernel.Unwrapped, spec: KernelCallSpec) -> str | None:
         return "zeroed_outputs is set (XLA's call does not zero outputs before the launch)"
     if spec.num_ctas != 1:
         return f"num_ctas={spec.num_ctas} (XLA's call launches one CTA per cluster)"
-    options = dict(spec.options)
+    if any(kind in _nested.NESTED_KINDS for kind, _ in spec.positional):
+        return ("a parameter takes a tuple or a TensorDescriptor (XLA's call passes one pointer "
+                "per operand and result)")
+    options = dict(spec.options) | dict(spec.backend_options)
     if options:
         return (f"compile option(s) {', '.join(sorted(options))} (XLA compiles the IR with its "
                 f"own options)")
@@ -110,7 +113,9 @@ def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec)
         logger.debug("jax_triton_rocm: kernel %s takes jaxlib's Triton call, not XLA's: %s",
                      spec.kernel_name, reason)
         return None
-    return emit(ctx, operands, call, spec.input_output_aliases)
+    if spec.cost_estimate is not None:
+        logger.debug("jax_triton_rocm: cost_estimate dropped: XLA's Triton call carries none")
+    return emit(ctx, operands, call, spec.input_output_aliases, spec.has_side_effect)
 
 
 def _native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | str:
@@ -168,7 +173,7 @@ def _layouts(avals: Sequence[Any]) -> list[list[int]]:
 
 
 def emit(ctx: Any, operands: Sequence[Any], call: NativeCall,
-         aliases: Sequence[tuple[int, int]]):
+         aliases: Sequence[tuple[int, int]], has_side_effect: bool = False):
     """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`)."""
     from jax._src.lib.mlir import ir
 
@@ -193,4 +198,5 @@ def emit(ctx: Any, operands: Sequence[Any], call: NativeCall,
         operand_layouts=_layouts(ctx.avals_in),
         result_layouts=_layouts(ctx.avals_out),
         operand_output_aliases=dict(aliases),
+        has_side_effect=has_side_effect,
     ).results

@@ -1,0 +1,97 @@
+"""`triton_call`'s arguments, in jax-triton 0.3's or 0.4's form, checked into a `BoundCall`: the
+call's spec (`checks._checker.check_call`), and the primitive's operands and results around it.
+
+The primitive never sees a `Ref`: each is read before the call, passed as an operand aliased to
+an extra result, and written back after it, so every route (jaxlib's call, XLA's, the
+interpreter, the `jax.vmap` rule) sees plain aliasing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jax_triton_rocm.base import _values
+from jax_triton_rocm.checks import _arguments, _call_options, _checker, _placement, _surface
+from jax_triton_rocm.launch._spec import KernelCallSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundCall:
+    """A checked `triton_call`: bind `operands()` with `spec`, and hand the results to
+    `outputs`."""
+
+    spec: KernelCallSpec
+    placed: _placement.Placed
+    out_tree: Any
+
+    def operands(self) -> list[Any]:
+        """The primitive's operands: arrays as given, each Ref read, each zero-filled operand
+        made."""
+        values = []
+        for value in self.placed.operands:
+            if isinstance(value, jax.ShapeDtypeStruct):
+                values.append(jnp.zeros(value.shape, value.dtype))
+            elif _surface.is_ref(value):
+                values.append(value[...])
+            else:
+                values.append(value)
+        return values
+
+    def outputs(self, results: Sequence[Any]) -> Any:
+        """Writes each Ref's result back to it; returns the outputs in the call's own tree."""
+        results = list(results)
+        for operand, result in self.placed.refs:
+            self.placed.operands[operand][...] = results[result]
+        return jax.tree_util.tree_unflatten(
+            self.out_tree, [results[r] for r in self.placed.user_results])
+
+
+def _has_descriptor(entries: Sequence[tuple[str, Any]]) -> bool:
+    return any(kind == "descriptor" or (kind == "tuple" and _has_descriptor(value))
+               for kind, value in entries)
+
+
+def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unwrapped: Any,
+                      out_shape: Any, out_type: Any, backend_options: Any, cost_estimate: Any,
+                      has_side_effect: Any, input_output_aliases: Any, zeroed_outputs: Any,
+                      settings: dict[str, Any], **rest: Any) -> BoundCall:
+    """Checks a `triton_call`; returns it bound.
+
+    Args:
+      args, keywords: the positional and keyword arguments meant for the kernel.
+      settings: num_warps, num_stages, num_ctas, debug, enable_fp_fusion as given (None: not
+        given; `backend_options` may give them).
+      rest: grid, name, compute_capability, serialized_metadata, batch_grid_axis, xla_native.
+      The others: as `triton_call` takes them.
+
+    Raises:
+      TypeError / ValueError / NotImplementedError: naming the argument, its value and the fix.
+    """
+    what, given_outputs = _call_options.convention(out_shape, out_type)
+    out_shapes, out_tree = _arguments.out_shapes(given_outputs, what)
+    side_effect = _values.flag(has_side_effect, "has_side_effect")
+    placed = _surface.bound_call(
+        args, keywords, unwrapped=unwrapped, convention=what, out_shapes=out_shapes,
+        input_output_aliases=input_output_aliases, zeroed_outputs=zeroed_outputs,
+        has_side_effect=side_effect)
+    metaparams, keyword_options = _arguments.split_compile_options(unwrapped.jit_fn,
+                                                                   placed.metaparams)
+    options = _call_options.merged(settings, backend_options, keyword_options)
+    if rest.get("batch_grid_axis") is not None and _has_descriptor(placed.positional):
+        raise NotImplementedError(
+            "batch_grid_axis with a TensorDescriptor operand: a descriptor describes one "
+            "example. Leave batch_grid_axis=None (jax.vmap then calls the kernel once per "
+            "example), or pass the base array and build the descriptor inside the kernel.")
+    spec = _checker.check_call(
+        "triton_call", kernel=kernel, unwrapped=unwrapped, positional=placed.positional,
+        in_avals=placed.in_avals, out_shapes=placed.out_shapes,
+        input_output_aliases=placed.aliases, zeroed_outputs=placed.zeroed,
+        metaparams=metaparams, options=options.compile_options, **options.settings,
+        has_side_effect=side_effect, cost_estimate=_call_options.cost_estimate(cost_estimate),
+        backend_options=options.backend_options, **rest)
+    return BoundCall(spec, placed, out_tree)

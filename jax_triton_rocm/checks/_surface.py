@@ -1,0 +1,199 @@
+"""`triton_call`'s operands bound to the kernel's parameters, for jax-triton 0.3's surface and
+0.4's in one function (the rules, with 0.3 and 0.4 code side by side, are the README's "Porting
+from jax-triton"):
+
+- positional arguments fill the parameters in order; a keyword naming a `tl.constexpr`
+  parameter is a constexpr; one naming another parameter is an operand with `out_type=` (0.4)
+  and a constexpr with `out_shape=` (0.3), unless it holds an array, which only an operand can;
+- operands may be arrays, scalars, `Ref`s, `TensorDescriptor`s and tuples of them (Triton
+  tuples), flattened in kernel-parameter order;
+- outputs fill the non-constexpr parameters left over, in order: every output (0.3's layout), or,
+  with `input_output_aliases`, only the outputs not aliased to an input (0.4's);
+- `input_output_aliases` counts array operands (0.3) or every operand leaf, scalars included
+  (0.4).
+
+What the primitive sees is plain: arrays in kernel-parameter order (a `Ref` read before the call
+and written back after it, as an operand aliased to an extra result), and results whose
+pointers follow every operand's, as jaxlib hands buffers to parameters (an output whose
+parameter comes before an operand's is passed as a zero-filled operand aliased to it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax._src.state import types as state_types
+
+from jax_triton_rocm.checks import _arguments, _placement
+from jax_triton_rocm.launch import _kernel, _layout, _tensordesc, _types
+from jax_triton_rocm.launch._tensordesc import TensorDescriptor
+
+
+def is_ref(value: Any) -> bool:
+    """Whether `value` is a mutable array (`jax.new_ref`), or a view of one (`ref.at[...]`)."""
+    if isinstance(value, state_types.TransformedRef):
+        return True
+    if isinstance(value, (jax.Array, int, float, bool)) or not hasattr(value, "shape"):
+        return False
+    try:
+        return isinstance(jax.typeof(value), state_types.AbstractRef)
+    except TypeError:
+        return False
+
+
+def _holds_buffer(value: Any) -> bool:
+    """Whether `value` is or contains something only an operand can be (not a constexpr)."""
+    if isinstance(value, (tuple, list)):
+        return any(_holds_buffer(element) for element in value)
+    return isinstance(value, TensorDescriptor) or (
+        hasattr(value, "shape") and hasattr(value, "dtype") and not _types.is_scalar(value))
+
+
+@dataclasses.dataclass
+class Given:
+    """What the call gives each parameter: operands and constexprs by parameter index."""
+
+    operands: dict[int, Any]
+    by_keyword: set[int]
+    metaparams: dict[str, Any]
+
+
+def bind(jit_fn: Any, args: tuple, keywords: dict[str, Any], convention: str,
+         n_outs: int) -> Given:
+    """Binds the positional arguments and keywords to the kernel's parameters.
+
+    Raises:
+      TypeError: more arguments than parameters (with `out_shape`, counting the outputs, as
+        0.3 places them after the arguments), or a parameter given twice (Python's wording).
+    """
+    params, name = jit_fn.params, _kernel.kernel_name(jit_fn)
+    index = {param.name: i for i, param in enumerate(params)}
+    twice = [k for k in keywords if index.get(k, len(args)) < len(args)]
+    n_placed = len(args) + (n_outs if convention == "out_shape" else 0)
+    if len(args) > len(params) or (twice and n_placed > len(params)):
+        _layout.check_operands(jit_fn, len(args), n_placed - len(args), {})
+    if twice:
+        raise TypeError(f"triton_call() got multiple values for argument {twice[0]!r}: "
+                        f"positional argument {index[twice[0]]} fills it (kernel {name}); "
+                        f"pass it once.")
+    given = Given(dict(enumerate(args)), set(), {})
+    for keyword, value in keywords.items():
+        i = index.get(keyword)
+        if i is None or params[i].is_constexpr or not (
+                convention == "out_type" or _holds_buffer(value)):
+            given.metaparams[keyword] = value
+        else:
+            given.operands[i] = value
+            given.by_keyword.add(i)
+    return given
+
+
+@dataclasses.dataclass
+class Flat:
+    """The operands flattened in kernel-parameter order.
+
+    Attributes:
+      entries: each operand parameter's entry, with `Leaf` objects where operands go.
+      leaves: every operand leaf (arrays, Refs, descriptor bases, scalars but None), in order.
+    """
+
+    entries: dict[int, Any] = dataclasses.field(default_factory=dict)
+    leaves: list[Leaf] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(eq=False)
+class Leaf:
+    """One operand leaf: `value` (an array, a Ref or a scalar), where it is (`what`), and the
+    primitive's operand index once numbered (None for a scalar)."""
+
+    value: Any
+    what: str
+    operand: int | None = None
+
+    @property
+    def is_array(self) -> bool:
+        return not _types.is_scalar(self.value)
+
+
+def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
+    if value is None:
+        return ("scalar", None)
+    if isinstance(value, (tuple, list)):
+        return ("tuple", tuple(_entry(flat, v, f"{what}[{j}]") for j, v in enumerate(value)))
+    if _types.is_scalar(value):
+        _types.scalar(value, what=what)
+        flat.leaves.append(Leaf(value, what))
+        return ("scalar", value)
+    if isinstance(value, TensorDescriptor):
+        leaf = Leaf(value.base, f"{what} (a TensorDescriptor's base)")
+        flat.leaves.append(leaf)
+        return ("descriptor", (leaf, _tensordesc.abstract(value, value.base)))
+    if is_ref(value) or (hasattr(value, "shape") and hasattr(value, "dtype")):
+        leaf = Leaf(value if is_ref(value) or isinstance(value, jax.Array)
+                    else jnp.asarray(value), what)
+        flat.leaves.append(leaf)
+        return ("input", leaf)
+    raise TypeError(f"{what} has type {type(value).__name__} ({value!r}); triton_call takes "
+                    f"arrays, Refs, TensorDescriptors, bool/int/float scalars, None and tuples "
+                    f"of them.")
+
+
+def flatten(jit_fn: Any, given: Given) -> Flat:
+    """The operands' entries and leaves, in kernel-parameter order; a positional value on a
+    `tl.constexpr` parameter is left to the layout, which makes it a constexpr."""
+    flat = Flat()
+    for i, param in enumerate(jit_fn.params):
+        if i not in given.operands:
+            continue
+        what = f"argument {i}" if i not in given.by_keyword else f"keyword argument {param.name!r}"
+        if param.is_constexpr:
+            if _holds_buffer(given.operands[i]):
+                raise TypeError(
+                    f"Kernel {_kernel.kernel_name(jit_fn)}'s parameter {param.name!r} is a "
+                    f"tl.constexpr, but {what} holds an array. Pass a Python value there.")
+            flat.entries[i] = ("constexpr", given.operands[i])
+            continue
+        flat.entries[i] = _entry(flat, given.operands[i], what)
+    return flat
+
+
+def zero_three_shaped(given: Given, flat: Flat, refs: list) -> bool:
+    """Whether 0.3 could have made the call: flat positional arrays and scalars only."""
+    flat_args = all(kind in ("input", "scalar", "constexpr") for kind, _ in flat.entries.values())
+    return not given.by_keyword and flat_args and not refs
+
+
+def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convention: str,
+               out_shapes: list, input_output_aliases: Any, zeroed_outputs: Any,
+               has_side_effect: bool) -> _placement.Placed:
+    """Binds a `triton_call`, flattens its operands and places its outputs.
+
+    Raises:
+      TypeError / ValueError: as `bind`, `flatten` and `_placement.place` say.
+    """
+    jit_fn = unwrapped.jit_fn
+    given = bind(jit_fn, args, keywords, convention, len(out_shapes))
+    flat = flatten(jit_fn, given)
+    refs = [leaf for leaf in flat.leaves if is_ref(leaf.value)]
+    if len({id(leaf.value) for leaf in refs}) < len(refs):
+        raise ValueError(f"The same Ref is passed to kernel {_kernel.kernel_name(jit_fn)} "
+                         f"more than once ({', '.join(leaf.what for leaf in refs)}); pass it "
+                         f"once (a kernel parameter may hold its pointer in several places).")
+    if not out_shapes and not has_side_effect and not refs:
+        raise ValueError(
+            f"{convention} is empty and kernel {_kernel.kernel_name(jit_fn)} gets no Ref "
+            f"operand, so nothing would use the call and JAX would drop it. Give it outputs, "
+            f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
+            f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
+    shaped = zero_three_shaped(given, flat, refs)
+    trailing = list(range(len(args), len(args) + len(out_shapes)))
+    placed = _placement.place(
+        jit_fn, given.metaparams, flat.entries, flat.leaves, refs, convention=convention,
+        out_shapes=out_shapes, aliases=input_output_aliases, zeroed=zeroed_outputs,
+        trailing=trailing if shaped and convention == "out_shape" else None)
+    if shaped and placed.output_params == trailing:  # laid out as 0.3 lays it
+        placed = _placement.as_positional(placed, _arguments.split_arguments(args)[1])
+    return placed
