@@ -82,6 +82,10 @@ def bind(jit_fn: Any, args: tuple, keywords: dict[str, Any], convention: str,
     given = Given(dict(enumerate(args)), set(), {})
     for keyword, value in keywords.items():
         i = index.get(keyword)
+        if i is not None and params[i].is_constexpr and _holds_buffer(value):
+            raise TypeError(f"Kernel {name}'s parameter {keyword!r} is a tl.constexpr, but "
+                            f"keyword argument {keyword}= holds an array. Pass a Python value "
+                            f"there.")
         if i is None or params[i].is_constexpr or not (
                 convention == "out_type" or _holds_buffer(value)):
             given.metaparams[keyword] = value

@@ -125,6 +125,8 @@ def interpreter_adapted() -> Iterator[None]:
     - A constexpr on the left of an operator with a tensor (`alpha * x`, a parameter given by
       keyword) gives a tensor, as in a compiled kernel: Triton 3.9's `constexpr` wraps the
       result in a constexpr, which the interpreter cannot store.
+    - A descriptor load padded with NaN gives bfloat16 NaN, not the zero bits the interpreter
+      would cast NaN to (it stores bfloat16 as raw 16-bit integers).
     Everything is put back on exit.
     """
     from triton.runtime import interpreter
@@ -154,6 +156,7 @@ def interpreter_adapted() -> Iterator[None]:
              (interpreter, "_patch_lang_tensor", patch_tensor),
              (interpreter.InterpreterBuilder, "create_dot", create_dot)]
     saved += _tensor_results_for_constexpr_operators()
+    saved += _bfloat16_nan_padding()
     JITFunction.__call__ = call_interpreted
     interpreter._patch_lang_tensor = patch_tensor_with_index
     interpreter.InterpreterBuilder.create_dot = dot_of_values
@@ -213,8 +216,14 @@ def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
     import triton.language as tl
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    base = HostTensor(array, tl.str_to_ty(_types.pointer_type(array.dtype, what="base")[1:],
-                                          None))
+    element = tl.str_to_ty(_types.pointer_type(array.dtype, what="base")[1:], None)
+
+    class TorchLikeDtype(type(element)):
+        """The element type, with the torch attribute the interpreter's descriptor reads."""
+
+        is_floating_point = element.is_floating()
+
+    base = HostTensor(array, TorchLikeDtype(element.name))
     fields = {"base": base, "shape": list(descriptor.shape), "strides": list(descriptor.strides),
               "block_shape": list(descriptor.block_shape), "padding": descriptor.padding,
               "round_f32_to_tf32": descriptor.round_f32_to_tf32}
@@ -230,3 +239,32 @@ def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
     for field in dataclasses.fields(TensorDescriptor):
         setattr(host, field.name, fields[field.name])
     return host
+
+
+_BF16_NAN_BITS = 0x7FC0
+
+
+def _bfloat16_nan_padding() -> list[tuple[Any, str, Any]]:
+    """Installs a descriptor load that pads bfloat16 with NaN's bits (see `interpreter_adapted`);
+    returns what was replaced, as (owner, name, value) to put back."""
+    import triton.language as tl
+    from triton._C.libtriton import ir
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    load = getattr(builder, "create_descriptor_load", None)
+    if load is None:
+        return []
+
+    def load_padded(self, desc, indices, *args, **kwargs):
+        if desc.padding != ir.PADDING_OPTION.PAD_NAN:
+            return load(self, desc, indices, *args, **kwargs)
+        ptrs, mask = desc.materialize_pointers(indices)
+        if ptrs.get_element_ty() != tl.bfloat16:
+            return load(self, desc, indices, *args, **kwargs)
+        other = interpreter.TensorHandle(np.full_like(ptrs.data, _BF16_NAN_BITS, np.uint16),
+                                         tl.bfloat16)
+        return self.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
+
+    builder.create_descriptor_load = load_padded
+    return [(builder, "create_descriptor_load", load)]

@@ -46,11 +46,15 @@ def _no_jvp(primals, tangents, *, spec: KernelCallSpec):
 ad.primitive_jvps[triton_kernel_p] = _no_jvp
 
 
-def _keep_call(used_outputs: list[bool], eqn: Any) -> tuple[list[bool], Any]:
+def _keep_call(*arguments: Any) -> tuple[list[bool], Any]:
     """JAX's dead-code elimination keeps every call and its operands, even with no result used:
     a kernel may write memory JAX does not see (as jax-triton 0.4). XLA still drops a call
-    whose results go unused unless it has `has_side_effect`."""
-    del used_outputs
+    whose results go unused unless it has `has_side_effect`.
+
+    JAX passes (used outputs, equation), or from 0.12 (used outputs, live inputs, equation):
+    the equation comes last in both.
+    """
+    eqn = arguments[-1]
     return [True] * len(eqn.invars), eqn
 
 

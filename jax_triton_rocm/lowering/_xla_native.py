@@ -86,6 +86,10 @@ def why_not(unwrapped: _kernel.Unwrapped, spec: KernelCallSpec) -> str | None:
     if any(kind in _nested.NESTED_KINDS for kind, _ in spec.positional):
         return ("a parameter takes a tuple or a TensorDescriptor (XLA's call passes one pointer "
                 "per operand and result)")
+    if _layout.places_outputs(spec.positional) and len(
+            [kind for kind, _ in spec.positional if kind == "output"]) < len(spec.out_shapes):
+        return ("an output has no pointer of its own (an aliased output, a Ref's), and XLA's "
+                "call passes one per result")
     options = dict(spec.options) | dict(spec.backend_options)
     if options:
         return (f"compile option(s) {', '.join(sorted(options))} (XLA compiles the IR with its "

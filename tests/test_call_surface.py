@@ -1,0 +1,169 @@
+"""jax-triton 0.4's call surface beside 0.3's, checked on the call's spec and on Triton's
+interpreter (CPU): `out_type` or `out_shape`, keyword and tuple operands, where the outputs'
+pointers go, the two conventions of `input_output_aliases`, and the errors where a call fits
+neither (README: "Porting from jax-triton")."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jax_triton_rocm as jtr
+from tests.kernels import add_kernel
+from tests.surface_kernels import (inc_kernel, out_first_kernel, store_scalar_kernel,
+                                   tuple_kernel)
+
+X = jnp.arange(8, dtype=jnp.float32)
+Y = jnp.full(8, 10.0, jnp.float32)
+
+
+def call_eqn(fn, *args):
+    """The one `triton_kernel_p` equation of `fn`'s jaxpr."""
+    [eqn] = [e for e in jax.make_jaxpr(fn)(*args).eqns if e.primitive is jtr.triton_kernel_p]
+    return eqn
+
+
+def add(x, y, **kwargs):
+    return jtr.triton_call(x, y, x.size, kernel=add_kernel, grid=1, BLOCK=8, **kwargs)
+
+
+def test_out_type_and_out_shape_give_the_same_call():
+    by_shape = call_eqn(lambda x, y: add(x, y, out_shape=x), X, Y).params["spec"]
+    by_type = call_eqn(lambda x, y: add(x, y, out_type=jax.typeof(x)), X, Y).params["spec"]
+    assert by_shape == by_type
+    np.testing.assert_array_equal(add(X, Y, out_type=X), X + Y)
+
+
+@pytest.mark.parametrize("given,match", [
+    (dict(out_shape=X, out_type=X), "both out_type= .* and out_shape="),
+    ({}, "needs the outputs' shapes and dtypes: out_type= .* or out_shape=")])
+def test_out_type_and_out_shape_are_one_or_the_other(given, match):
+    with pytest.raises(TypeError, match=match):
+        add(X, Y, **given)
+
+
+def test_a_keyword_pointer_is_an_operand_and_a_keyword_scalar_stays_static():
+    eqn = call_eqn(lambda x, y: jtr.triton_call(x, y_ptr=y, n=x.size, kernel=add_kernel,
+                                                out_type=x, grid=1, BLOCK=8), X, Y)
+    spec = eqn.params["spec"]
+    assert len(eqn.invars) == 2
+    assert dict(spec.metaparams) == {"BLOCK": 8}
+    assert spec.positional[2] == ("scalar", 8)
+
+
+def test_with_out_shape_a_keyword_scalar_is_a_constexpr_and_a_keyword_array_an_operand():
+    eqn = call_eqn(lambda x, y: jtr.triton_call(x, y_ptr=y, n=x.size, kernel=add_kernel,
+                                                out_shape=x, grid=1, BLOCK=8), X, Y)
+    assert len(eqn.invars) == 2
+    assert dict(eqn.params["spec"].metaparams) == {"BLOCK": 8, "n": 8}
+
+
+def test_keyword_operands_out_of_order_take_their_parameters():
+    out = jtr.triton_call(X, n=X.size, y_ptr=Y, kernel=add_kernel, out_type=X, grid=1, BLOCK=8)
+    np.testing.assert_array_equal(out, X + Y)
+
+
+def test_a_parameter_given_twice_is_named_in_pythons_words():
+    with pytest.raises(TypeError, match="got multiple values for argument 'x_ptr'"):
+        jtr.triton_call(X, x_ptr=X, kernel=add_kernel, out_type=X, grid=1, BLOCK=8)
+
+
+def test_an_output_whose_pointer_precedes_an_operand_is_a_zero_filled_aliased_operand():
+    def call(x, y):
+        return jtr.triton_call(x, y_ptr=y, n=8, kernel=out_first_kernel, out_type=x, grid=1,
+                               BLOCK=8)
+
+    eqn = call_eqn(call, X, Y)
+    spec = eqn.params["spec"]
+    assert len(eqn.invars) == 3  # x, the output's zero-filled buffer, y: in parameter order
+    assert spec.positional[:3] == (("input", 0), ("input", 1), ("input", 2))
+    assert spec.input_output_aliases == ((1, 0),)
+    np.testing.assert_array_equal(jax.jit(call)(X, Y), X + 2 * Y)
+
+
+def test_the_0_4_layout_gives_an_aliased_output_no_pointer():
+    def call(x):
+        return jtr.triton_call(8, x, kernel=inc_kernel, out_type=x, grid=1, BLOCK=8,
+                               input_output_aliases={1: 0})
+
+    spec = call_eqn(call, X).params["spec"]
+    assert ("output", 0) not in spec.positional and spec.input_output_aliases == ((0, 0),)
+    np.testing.assert_array_equal(jax.jit(call)(X), X + 1)
+
+
+def test_the_0_3_layout_gives_an_aliased_output_its_own_pointer():
+    spec = call_eqn(lambda x, y: add(x, y, out_shape=x, input_output_aliases={0: 0}),
+                    X, Y).params["spec"]
+    # The first form of the layout: the output's pointer follows the positional arguments.
+    assert spec.positional == (("array", 0), ("array", 1), ("scalar", 8))
+    assert spec.input_output_aliases == ((0, 0),)
+    np.testing.assert_array_equal(add(X, Y, out_shape=X, input_output_aliases={0: 0}), X + Y)
+
+
+def test_outputs_that_fit_neither_layout_are_an_error_listing_the_parameters():
+    with pytest.raises(TypeError, match=r"2 non-constexpr parameter\(s\) get no argument "
+                                        r"\(n, out_ptr\), for 3 output\(s\), 3 of them not "
+                                        r"aliased.*\(x_ptr, y_ptr, n"):
+        jtr.triton_call(X, Y, kernel=add_kernel, out_type=(X, X, X), grid=1, BLOCK=8)
+
+
+def test_alias_indices_count_operand_leaves_with_out_type_and_arrays_with_out_shape():
+    by_type = jtr.triton_call(8, X, kernel=inc_kernel, out_type=X, grid=1, BLOCK=8,
+                              input_output_aliases={1: 0})
+    by_shape = jtr.triton_call(8, X, kernel=inc_kernel, out_shape=X, grid=1, BLOCK=8,
+                               input_output_aliases={0: 0})
+    np.testing.assert_array_equal(by_type, X + 1)
+    np.testing.assert_array_equal(by_shape, X + 1)
+
+
+@pytest.mark.parametrize("out,aliases,match", [
+    ("out_type", {0: 0}, r"input index 0 is argument 0, a scalar \(with out_type= .*every "
+                         r"operand leaf.*; indices count arrays only"),
+    ("out_shape", {1: 0}, r"input index 1 is not one of the 1 array arguments \(0\.\.0\) "
+                          r"\(indices count arrays only.*; with out_type= .*scalars included")])
+def test_an_alias_index_that_is_no_array_states_both_conventions(out, aliases, match):
+    with pytest.raises(ValueError, match=match):
+        jtr.triton_call(8, X, kernel=inc_kernel, grid=1, BLOCK=8,
+                        input_output_aliases=aliases, **{out: X})
+
+
+def test_nested_tuple_operands_with_mixed_dtypes_a_scalar_before_them_and_none():
+    xh = X.astype(jnp.float16)
+
+    def call(xh, y, bias=None):
+        return jtr.triton_call(3.0, ((xh, 1), y), 8, bias, kernel=tuple_kernel, out_type=y,
+                               grid=1, BLOCK=8)
+
+    eqn = call_eqn(call, xh, Y)
+    assert eqn.params["spec"].positional[1] == (
+        "tuple", (("tuple", (("input", 0), ("scalar", 1))), ("input", 1)))
+    np.testing.assert_array_equal(jax.jit(call)(xh, Y), 3.0 * (X + Y))
+    np.testing.assert_array_equal(jax.jit(call)(xh, Y, Y), 3.0 * (X + Y) + Y)
+
+
+def test_a_dict_operand_is_refused_naming_the_parameter():
+    with pytest.raises(TypeError, match=r"argument 1\[1\] has type dict"):
+        jtr.triton_call(3.0, (X, {"y": Y}), 8, None, kernel=tuple_kernel, out_type=Y, grid=1,
+                        BLOCK=8)
+
+
+def test_an_array_for_a_constexpr_parameter_by_keyword_is_refused():
+    with pytest.raises(TypeError, match="parameter 'BLOCK' is a tl.constexpr, but keyword "
+                                        "argument BLOCK= holds an array"):
+        jtr.triton_call(X, Y, 8, kernel=add_kernel, out_type=X, grid=1, BLOCK=X)
+
+
+@pytest.mark.parametrize("value,triton_type", [(42.0, "fp32"), (1e-30, "fp32"),
+                                               (float("inf"), "fp32"), (0.0, "fp32"),
+                                               (1e300, "fp64"), (1e-40, "fp64")])
+def test_a_float_is_fp32_where_float32_holds_it_else_fp64(value, triton_type):
+    from jax_triton_rocm.launch import _types
+
+    assert _types.scalar(value, what="x").triton_type == triton_type
+
+
+def test_a_float_beyond_float32_reaches_the_kernel_whole():
+    with jax.enable_x64(True):
+        out = jtr.triton_call(1e300, kernel=store_scalar_kernel,
+                              out_type=jax.ShapeDtypeStruct((1,), jnp.float64), grid=1)
+        assert float(out[0]) == 1e300

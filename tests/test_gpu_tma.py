@@ -1,0 +1,62 @@
+"""Tensor descriptors as TMA on NVIDIA sm_90+ (the H200): a host-side `TensorDescriptor` becomes
+a tensor map that jaxlib's CUDA plugin (jax 0.11.1+) encodes at launch, and a descriptor built
+inside the kernel uses Triton's global scratch memory, which jaxlib 0.11.1+ allocates. The same
+calls on other GPUs (plain parameters, no scratch) are in test_operand_routes.py."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jax_triton_rocm as jtr
+from tests.surface_kernels import desc_block_kernel, device_desc_copy_kernel
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.cuda_only("TMA is NVIDIA's tensor memory accelerator (sm_90+)")]
+
+
+@pytest.fixture(autouse=True)
+def sm90_or_newer():
+    capability = float(jax.devices()[0].compute_capability)
+    if capability < 9.0:
+        pytest.skip(f"TMA needs sm_90 or newer; this GPU is sm_{int(capability * 10)}")
+
+
+def descriptor_copy(base, **fields):
+    """Rows 16..31 of a 20-row view of `base` (4 read, 12 padded)."""
+    desc = jtr.TensorDescriptor(base, (20, base.shape[1]), (base.shape[1], 1),
+                                (16, base.shape[1]), **fields)
+    return jtr.triton_call(desc, kernel=desc_block_kernel, grid=1, M=16, N=base.shape[1],
+                           out_type=jax.ShapeDtypeStruct((16, base.shape[1]), base.dtype))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float8_e5m2, jnp.uint16])
+def test_a_host_descriptor_travels_as_a_tma_map(dtype):
+    n = 64 if np.dtype(dtype).itemsize > 1 else 128
+    base = jax.random.normal(jax.random.key(0), (40, n)).astype(dtype)
+    fn = jax.jit(lambda b: descriptor_copy(b * 1))
+    [call] = jtr.kernel_calls(fn.lower(base))
+    assert call.summary()["launches"][0]["parameters"][0] == "tensor_descriptor"
+    out = np.asarray(fn(base)).astype(np.float32)
+    np.testing.assert_array_equal(out[:4], np.asarray(base[16:20]).astype(np.float32))
+    np.testing.assert_array_equal(out[4:], 0)
+
+
+def test_tma_rounds_float32_to_tf32_when_asked():
+    base = jax.random.normal(jax.random.key(1), (40, 64), jnp.float32)
+    out = jax.jit(lambda b: descriptor_copy(b * 1, round_f32_to_tf32=True, padding="nan"))(base)
+    expected = jax.lax.reduce_precision(base[16:20], exponent_bits=8, mantissa_bits=10)
+    assert not np.array_equal(expected, base[16:20])
+    np.testing.assert_array_equal(out[:4], expected)
+    assert np.isnan(np.asarray(out[4:])).all()
+
+
+@pytest.mark.parametrize("shape", [(32, 32), (8, 64), (16, 128)])
+def test_a_descriptor_built_in_the_kernel_gets_global_scratch(shape):
+    x = jax.random.uniform(jax.random.key(2), shape)
+    fn = jax.jit(lambda x: jtr.triton_call(x + 0, kernel=device_desc_copy_kernel,
+                                           out_type=x, grid=1,
+                                           M=shape[0], N=shape[1]))
+    [call] = jtr.kernel_calls(fn.lower(x))
+    assert call.message.kernel_call.kernel.global_scratch_size > 0
+    np.testing.assert_array_equal(fn(x), x)

@@ -1,0 +1,127 @@
+"""`Ref` operands (`jax.new_ref`, jax-triton 0.4's in-place buffers) on every route: jaxlib's
+Triton call and XLA's on a GPU (marked `gpu`), Triton's interpreter on the CPU. A Ref is read
+before the call and written back after it, so the routes see plain aliasing; `jax.vmap` and
+`jax.grad` behave as JAX allows."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import triton
+
+import jax_triton_rocm as jtr
+from tests.surface_kernels import (accumulate_kernel, inc_kernel, pair_kernel,
+                                   tuned_pair_inc_kernel)
+from tests.test_routes import route, every_route  # noqa: F401  (the route fixture)
+
+assert route  # used as a fixture
+
+
+def increment(ref):
+    n = ref.shape[0]
+    return jtr.triton_call(n, ref, kernel=inc_kernel, out_type=(),
+                           grid=(triton.cdiv(n, 256),), BLOCK=256)
+
+
+@every_route
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_ref_is_updated_in_place(route, jit):
+    route.expect("jaxlib" if route.name == "xla" else route.name)  # no pointer for XLA's call
+    x = route.rand(0, (1000,))
+    ref = jax.new_ref(x)
+    assert (jax.jit(increment) if jit else increment)(ref) == ()
+    np.testing.assert_array_equal(ref[...], x + 1)
+
+
+@every_route
+def test_a_ref_beside_an_allocated_output(route):
+    route.expect("jaxlib" if route.name == "xla" else route.name)
+    x, acc = route.rand(1, (1000,)), route.rand(2, (1000,))
+    acc_ref = jax.new_ref(acc)
+    out = jax.jit(lambda x, r: jtr.triton_call(x, r, x.size, kernel=accumulate_kernel,
+                                               out_type=x, grid=(4,), BLOCK=256))(x, acc_ref)
+    np.testing.assert_array_equal(out, x + acc)
+    np.testing.assert_array_equal(acc_ref[...], acc + x)
+
+
+@every_route
+def test_a_ref_in_a_tuple(route):
+    route.expect("jaxlib" if route.name == "xla" else route.name)
+    x, acc, bias = route.rand(3, (1000,)), route.rand(4, (1000,)), route.rand(5, (1000,))
+    acc_ref = jax.new_ref(acc)
+    out = jtr.triton_call(x, (acc_ref, bias), x.size, kernel=pair_kernel, out_type=x,
+                          grid=(4,), BLOCK=256)
+    np.testing.assert_allclose(out, x + acc + bias, rtol=1e-6)
+    np.testing.assert_array_equal(acc_ref[...], acc + x)
+
+
+@every_route
+def test_refs_of_an_autotuned_kernel_are_updated_once(route):
+    # jaxlib times every config on the buffers, restoring the aliased ones between trials.
+    route.expect("jaxlib" if route.name == "xla" else route.name)
+    a, b = route.rand(6, (1000,)), route.rand(7, (1000,))
+    a_ref, b_ref = jax.new_ref(a), jax.new_ref(b)
+    jax.jit(lambda p, q: jtr.triton_call(
+        (p, q), 1000, kernel=tuned_pair_inc_kernel, out_type=(),
+        grid=lambda meta: (triton.cdiv(1000, meta["BLOCK"]),)))(a_ref, b_ref)
+    np.testing.assert_array_equal(a_ref[...], a + 1)
+    np.testing.assert_array_equal(b_ref[...], b + 2)
+
+
+@every_route
+def test_refs_under_vmap_as_arguments_and_made_inside(route):
+    route.expect("jaxlib" if route.name == "xla" else route.name)
+    xs = route.rand(8, (3, 1000))
+
+    def made_inside(x):
+        ref = jax.new_ref(x)
+        increment(ref)
+        return ref[...]
+
+    np.testing.assert_array_equal(jax.vmap(made_inside)(xs), xs + 1)
+    refs = jax.new_ref(xs)
+    jax.vmap(increment)(refs)
+    np.testing.assert_array_equal(refs[...], xs + 1)
+
+
+def test_a_ref_closed_over_by_vmap_gets_jaxs_own_error():
+    outside = jax.new_ref(jnp.zeros(8))
+    with pytest.raises(Exception, match="Move the array reference to be an argument"):
+        jax.vmap(lambda x: (increment(outside), x)[1])(jnp.zeros((2, 8)))
+
+
+def test_grad_through_a_ref_call_is_refused_with_the_way_out():
+    def f(x):
+        ref = jax.new_ref(x)
+        increment(ref)
+        return ref[...].sum()
+
+    with pytest.raises(NotImplementedError, match="jax.custom_vjp"):
+        jax.grad(f)(jnp.zeros(8))
+
+
+def test_the_same_ref_twice_is_refused():
+    ref = jax.new_ref(jnp.zeros(8))
+    with pytest.raises(ValueError, match="The same Ref is passed to kernel pair_kernel more "
+                                         "than once"):
+        jtr.triton_call(ref, (ref, jnp.ones(8)), 8, kernel=pair_kernel, out_type=jnp.zeros(8),
+                        grid=1, BLOCK=8)
+
+
+def test_refs_and_input_output_aliases_are_refused_together():
+    with pytest.raises(ValueError, match="cannot be combined with Ref operands"):
+        jtr.triton_call(8, jax.new_ref(jnp.zeros(8)), kernel=inc_kernel, out_type=(), grid=1,
+                        BLOCK=8, input_output_aliases={1: 0})
+
+
+def test_the_primitive_sees_plain_aliasing():
+    def f(x):
+        ref = jax.new_ref(x)
+        increment(ref)
+        return ref[...]
+
+    [eqn] = [e for e in jax.make_jaxpr(f)(jnp.zeros(8)).eqns
+             if e.primitive is jtr.triton_kernel_p]
+    spec = eqn.params["spec"]
+    assert len(eqn.outvars) == 1 and spec.input_output_aliases == ((0, 0),)
+    assert spec.positional == (("scalar", 8), ("input", 0), ("keyword", None))
