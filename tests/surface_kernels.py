@@ -101,3 +101,12 @@ def device_desc_copy_kernel(in_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr):
 @triton.jit
 def store_scalar_kernel(value, out_ptr):
     tl.store(out_ptr, value)
+
+
+@triton.jit
+def update_and_double_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    """x += y in place (x aliased, no pointer of its own); out = 2 y."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    y = _masked(y_ptr, offsets, n)
+    tl.store(x_ptr + offsets, _masked(x_ptr, offsets, n) + y, mask=offsets < n)
+    tl.store(out_ptr + offsets, 2 * y, mask=offsets < n)

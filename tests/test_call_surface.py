@@ -11,7 +11,7 @@ import pytest
 import jax_triton_rocm as jtr
 from tests.kernels import add_kernel
 from tests.surface_kernels import (inc_kernel, out_first_kernel, store_scalar_kernel,
-                                   tuple_kernel)
+                                   tuple_kernel, update_and_double_kernel)
 
 X = jnp.arange(8, dtype=jnp.float32)
 Y = jnp.full(8, 10.0, jnp.float32)
@@ -89,6 +89,32 @@ def test_the_0_4_layout_gives_an_aliased_output_no_pointer():
     spec = call_eqn(call, X).params["spec"]
     assert ("output", 0) not in spec.positional and spec.input_output_aliases == ((0, 0),)
     np.testing.assert_array_equal(jax.jit(call)(X), X + 1)
+
+
+def update_and_double(x, y, **kwargs):
+    return jtr.triton_call(x, y, x.size, kernel=update_and_double_kernel, out_type=(x, y),
+                           grid=1, BLOCK=8, input_output_aliases={0: 0}, **kwargs)
+
+
+@pytest.mark.parametrize("zeroed", [(1,), lambda meta: (1,)], ids=["static", "callable"])
+def test_results_with_a_pointer_come_first_and_zeroed_outputs_follow_them(zeroed):
+    spec = call_eqn(lambda x, y: update_and_double(x, y, zeroed_outputs=zeroed),
+                    X, Y).params["spec"]
+    # Output 1 has the pointer; output 0 (aliased, no pointer) comes after it in the primitive.
+    assert spec.positional[3] == ("output", 0) and spec.input_output_aliases == ((0, 1),)
+    assert (spec.zeroed_outputs({}) if callable(zeroed) else spec.zeroed_outputs) == (0,)
+    updated, doubled = jax.jit(update_and_double)(X, Y)
+    np.testing.assert_array_equal(updated, X + Y)
+    np.testing.assert_array_equal(doubled, 2 * Y)
+
+
+def test_zeroing_an_output_without_a_pointer_zeroes_its_inputs_buffer():
+    with jtr.target_arch(cuda="sm_90"):
+        lowered = jax.jit(lambda x: jtr.triton_call(
+            8, x, kernel=inc_kernel, out_type=x, grid=1, BLOCK=8, input_output_aliases={1: 0},
+            zeroed_outputs=(0,))).trace(X).lower(lowering_platforms=("cuda",))
+    [call] = jtr.kernel_calls(lowered)
+    assert call.message.kernel_call.parameters[1].array.bytes_to_zero == X.nbytes
 
 
 def test_the_0_3_layout_gives_an_aliased_output_its_own_pointer():
