@@ -110,3 +110,10 @@ def update_and_double_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
     y = _masked(y_ptr, offsets, n)
     tl.store(x_ptr + offsets, _masked(x_ptr, offsets, n) + y, mask=offsets < n)
     tl.store(out_ptr + offsets, 2 * y, mask=offsets < n)
+
+
+@triton.jit
+def two_desc_kernel(a_desc, b_desc, out_ptr, M: tl.constexpr, N: tl.constexpr):
+    """out = a + b, blocks read through two descriptors (of two dtypes)."""
+    total = a_desc.load([0, 0]) + b_desc.load([0, 0]).to(tl.float32)
+    tl.store(out_ptr + tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :], total)

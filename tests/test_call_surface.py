@@ -10,8 +10,8 @@ import pytest
 
 import jax_triton_rocm as jtr
 from tests.kernels import add_kernel
-from tests.surface_kernels import (inc_kernel, out_first_kernel, store_scalar_kernel,
-                                   tuple_kernel, update_and_double_kernel)
+from tests.surface_kernels import (constexpr_first_kernel, inc_kernel, out_first_kernel,
+                                   store_scalar_kernel, tuple_kernel, update_and_double_kernel)
 
 X = jnp.arange(8, dtype=jnp.float32)
 Y = jnp.full(8, 10.0, jnp.float32)
@@ -165,6 +165,29 @@ def test_nested_tuple_operands_with_mixed_dtypes_a_scalar_before_them_and_none()
         "tuple", (("tuple", (("input", 0), ("scalar", 1))), ("input", 1)))
     np.testing.assert_array_equal(jax.jit(call)(xh, Y), 3.0 * (X + Y))
     np.testing.assert_array_equal(jax.jit(call)(xh, Y, Y), 3.0 * (X + Y) + Y)
+
+
+def test_a_tuple_is_typed_and_specialised_as_tritons_launcher_does():
+    from triton.backends.compiler import BaseBackend
+    from jax_triton_rocm.launch import _layout
+
+    spec = call_eqn(lambda xh, y: jtr.triton_call(3.0, ((xh, 1), y), 8, None,
+                                                  kernel=tuple_kernel, out_type=y, grid=1,
+                                                  BLOCK=8), X.astype(jnp.float16), Y).params["spec"]
+    bound = _layout.lay_out_arguments(
+        tuple_kernel, BaseBackend, positional=spec.positional,
+        in_avals=(jax.ShapeDtypeStruct((8,), jnp.float16), Y), out_avals=(Y,),
+        constexprs=dict(spec.metaparams))
+    assert bound.signature["xy"] == (("*fp16", "constexpr"), "*fp32")
+    assert bound.constexprs[(1, 0, 1)] == 1 and bound.constexprs[(3,)] is None
+    assert [(s.position, s.path) for s in bound.sources][:3] == [(0, ()), (1, (0, 0)), (1, (1,))]
+
+
+def test_a_positional_constexpr_is_no_operand_leaf():
+    # With out_type, alias indices count operand leaves: x (0), y (1), n (2); BLOCK is none.
+    out = jtr.triton_call(X, 8, Y, X.size, kernel=constexpr_first_kernel, out_type=X, grid=1,
+                          input_output_aliases={1: 0})
+    np.testing.assert_array_equal(out, X + Y)
 
 
 def test_a_dict_operand_is_refused_naming_the_parameter():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from tests.surface_kernels import desc_block_kernel
+from tests.surface_kernels import desc_block_kernel, two_desc_kernel
 from jax_triton_rocm.base import _compat
 
 BASE = jnp.arange(40 * 64, dtype=jnp.float32).reshape(40, 64)
@@ -114,3 +114,24 @@ def test_round_to_tf32_where_the_interpreter_cannot_is_refused_not_ignored():
     expected = jax.lax.reduce_precision(base[16:32], exponent_bits=8, mantissa_bits=10)
     assert not np.array_equal(expected, base[16:32])
     np.testing.assert_array_equal(copy_block(desc), expected)
+
+
+def two_descriptors(a, b):
+    return jtr.triton_call(jtr.TensorDescriptor.from_array(a, [16, 64]),
+                           jtr.TensorDescriptor.from_array(b, [16, 64]), kernel=two_desc_kernel,
+                           out_type=jax.ShapeDtypeStruct((16, 64), jnp.float32), grid=1, M=16,
+                           N=64)
+
+
+def test_each_descriptor_gets_its_own_tma_map():
+    if not _tma_plugin():
+        pytest.skip("needs a jaxlib (0.11.1+) that encodes TMA descriptors")
+    a, b = BASE[:16], BASE[:16].astype(jnp.bfloat16)
+    with jtr.target_arch(cuda="sm_90"):
+        lowered = jax.jit(two_descriptors).trace(a, b).lower(lowering_platforms=("cuda",))
+    [call] = jtr.kernel_calls(lowered)
+    maps = [p.tensor_descriptor.nvidia for p in call.message.kernel_call.parameters
+            if p.WhichOneof("value") == "tensor_descriptor"]
+    assert [m.elem_type for m in maps] == [7, 9]  # CUDA's float32, bfloat16
+    assert [list(m.block_shape) for m in maps] == [[16, 32], [16, 64]]  # 128-byte rows
+    np.testing.assert_array_equal(two_descriptors(a, b), a + b.astype(jnp.float32))
