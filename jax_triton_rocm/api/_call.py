@@ -47,54 +47,39 @@ def triton_call(
 ) -> Any:
     """Calls a Triton (or Gluon) kernel on JAX arrays; works eagerly and inside `jax.jit`.
 
-    Takes jax-triton 0.4's call surface and 0.3's (README: "Porting from jax-triton"):
-    positional arguments fill the kernel's parameters in order; keywords naming a `tl.constexpr`
-    parameter (or, with `out_shape=`, any parameter given a Python value) are compile-time
-    constants; other keywords naming a parameter are operands (`out_type=`). Operands are
-    arrays, scalars, `Ref`s (`jax.new_ref`: updated in place), `TensorDescriptor`s, None and
-    tuples of them. The outputs fill the non-constexpr parameters left unfilled, in order (with
-    `input_output_aliases`, possibly only the unaliased ones). Scalars are typed as Triton's
-    launcher types them: bool is "u1", int "i32"/"i64"/"u64" by range (an int equal to 1
-    becomes a constexpr), float "fp32" (or "fp64" where float32 cannot hold it).
+    Takes jax-triton 0.4's call surface and 0.3's; the rules are the README's ("Porting from
+    jax-triton"). Positional arguments fill the kernel's parameters in order; a keyword naming
+    a `tl.constexpr` is a constant, one naming another parameter an operand (with `out_shape`,
+    a constant unless it holds an array). Operands are arrays, scalars, `Ref`s (updated in
+    place), `TensorDescriptor`s, None and tuples of them. Outputs fill the non-constexpr
+    parameters left unfilled, in order: all of them, or only those not aliased to an input.
 
     Args:
       *args: the operands, in the kernel's parameter order.
       kernel: a @triton.jit or @gluon.jit function, bare or in @triton.autotune/@triton.heuristics.
       grid: an int, a tuple of 1-3 ints, or a callable of the metaparameters returning one.
-      out_type, out_shape: the outputs: a `jax.ShapeDtypeStruct` (anything with .shape and
-        .dtype, `jax.typeof(x)` too) or a pytree of them (`()` for none, with Refs or
-        `has_side_effect`). Exactly one: `out_type` follows jax-triton 0.4's conventions,
-        `out_shape` 0.3's (keywords and `input_output_aliases`, as above and below).
+      out_type, out_shape: the outputs (exactly one): anything with .shape and .dtype, or a
+        pytree of them; `()` with Refs or `has_side_effect`.
       name: a name for the call (shown by jaxlib and profilers).
-      num_warps: warps per program (Triton's default: 4). On AMD wave32 GPUs it must be even.
-        A Gluon kernel's layouts must have warps_per_cta multiplying to it.
-      num_stages: software-pipelining depth (the backend's default when None).
-      num_ctas: CTAs per cluster (Hopper and newer; default 1).
-      compute_capability: a CUDA compute capability (e.g. 90) to compile for instead of the
-        device's; `target_arch` is the general form.
+      num_warps, num_stages, num_ctas: launch settings (None: the target's defaults; AMD
+        wave32 needs an even `num_warps`, a Gluon kernel's layouts must fit it).
+      compute_capability: a CUDA compute capability to compile for (`target_arch` is general).
       enable_fp_fusion: let the compiler fuse multiply-add (default True).
-      backend_options: Triton compile options: the settings above (each given once, here or
-        as its argument), the vendor knobs, and other fields of the vendor's Triton options
-        class (`CUDAOptions`, `HIPOptions`), each passed to the backend that has it.
-      input_output_aliases: {input index: output index}, buffers that share memory (donate
-        the input under `jit` to avoid a copy). With `out_shape`, input indices count the array
-        operands; with `out_type`, every operand leaf in kernel-parameter order, scalars too.
-      zeroed_outputs: output indices zeroed before the launch, or a callable of the
-        metaparameters returning them.
+      backend_options: Triton compile options: the settings above, the vendor knobs, and other
+        fields of a vendor's Triton options class, each passed to the vendor that has it.
+      input_output_aliases: {input index: output index}, buffers that share memory. Input
+        indices count array operands (`out_shape`) or every operand leaf (`out_type`).
+      zeroed_outputs: output indices zeroed before the launch, or a callable of `meta`.
       debug: compile with Triton's debug mode (device assertions) and print the IRs.
       serialized_metadata: bytes carried in the kernel call for the caller's own use.
-      cost_estimate: {"flops": n, "bytes_accessed": n, "transcendentals": n} for profilers
-        (carried by jaxlib's typed-FFI call).
+      cost_estimate: {"flops": n, "bytes_accessed": n, "transcendentals": n} for profilers.
       has_side_effect: keep the call even when nothing uses its results.
-      batch_grid_axis: None (under `jax.vmap`, one call per example, in a loop), or the grid
-        axis (0-2) whose program id is the example index when the kernel batches itself, in
-        one launch; the protocol the kernel must follow is in the README (`jax.vmap`).
-      xla_native: launch through XLA's own Triton custom call when the kernel fits it (README:
-        "XLA's Triton custom call"); None follows JAX_TRITON_ROCM_XLA_NATIVE (default off). A
-        kernel that does not fit takes jaxlib's call, with a debug log saying why.
-      **kwargs: kernel parameters by name (constexprs, or operands as above), and the compile
-        options `waves_per_eu`, `matrix_instr_nonkdim`, `kpack` (AMD) and `maxnreg` (NVIDIA)
-        unless the kernel has a parameter of that name.
+      batch_grid_axis: under `jax.vmap`, None (a loop) or the grid axis (0-2) that indexes the
+        examples in one launch (README: `jax.vmap`).
+      xla_native: take XLA's own Triton call where the kernel fits it; None follows
+        JAX_TRITON_ROCM_XLA_NATIVE.
+      **kwargs: kernel parameters by name, and the vendor knobs `waves_per_eu`,
+        `matrix_instr_nonkdim`, `kpack` (AMD) and `maxnreg` (NVIDIA).
 
     Returns:
       The outputs, in the structure of `out_type` / `out_shape`.
