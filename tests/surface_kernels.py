@@ -3,6 +3,9 @@ whose pointer precedes an operand's, in-place updates, Refs, tensor descriptors)
 
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia import hopper
 
 
 @triton.jit
@@ -117,3 +120,25 @@ def two_desc_kernel(a_desc, b_desc, out_ptr, M: tl.constexpr, N: tl.constexpr):
     """out = a + b, blocks read through two descriptors (of two dtypes)."""
     total = a_desc.load([0, 0]) + b_desc.load([0, 0]).to(tl.float32)
     tl.store(out_ptr + tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :], total)
+
+
+# Triton 3.7 renamed Gluon's TMA copies (3.9 removed the old names); both run either.
+_tma_load = getattr(hopper.tma, "async_load", None) or hopper.tma.async_copy_global_to_shared
+_tma_store = getattr(hopper.tma, "async_store", None) or hopper.tma.async_copy_shared_to_global
+
+
+@gluon.jit
+def gluon_tma_copy_kernel(in_desc, out_ptr, M: gl.constexpr, N: gl.constexpr):
+    """Copies an M x N block through shared memory: in by the host's TMA descriptor, out by one
+    built in the kernel (global scratch on sm_90)."""
+    smem = gl.allocate_shared_memory(in_desc.dtype, [M, N], in_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], hopper.mbarrier.MBarrierLayout())
+    hopper.mbarrier.init(bar, count=1)
+    hopper.mbarrier.expect(bar, M * N * in_desc.dtype.primitive_bitwidth // 8)
+    _tma_load(in_desc, [0, 0], bar, smem)
+    hopper.mbarrier.wait(bar, phase=0)
+    hopper.mbarrier.invalidate(bar)
+    out_desc = hopper.tma.make_tensor_descriptor(out_ptr, shape=[M, N], strides=[N, 1],
+                                                 block_shape=[M, N], layout=in_desc.layout)
+    _tma_store(out_desc, [0, 0], smem)
+    hopper.tma.store_wait(0)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from tests.surface_kernels import desc_block_kernel, two_desc_kernel
+from tests.surface_kernels import desc_block_kernel, gluon_tma_copy_kernel, two_desc_kernel
 from jax_triton_rocm.base import _compat
 
 BASE = jnp.arange(40 * 64, dtype=jnp.float32).reshape(40, 64)
@@ -135,3 +135,20 @@ def test_each_descriptor_gets_its_own_tma_map():
     assert [m.elem_type for m in maps] == [7, 9]  # CUDA's float32, bfloat16
     assert [list(m.block_shape) for m in maps] == [[16, 32], [16, 64]]  # 128-byte rows
     np.testing.assert_array_equal(two_descriptors(a, b), a + b.astype(jnp.float32))
+
+
+def test_a_gluon_kernel_takes_a_descriptor_with_its_shared_layout_as_tma():
+    if not _tma_plugin():
+        pytest.skip("needs a jaxlib (0.11.1+) that encodes TMA descriptors")
+    from triton.experimental.gluon import language as gl
+
+    x = BASE[:16, :32]
+    layout = gl.NVMMASharedLayout(128, element_bitwidth=32, rank=2)
+    with jtr.target_arch(cuda="sm_90"):
+        lowered = jax.jit(lambda x: jtr.triton_call(
+            jtr.TensorDescriptor.from_array(x, [16, 32], layout=layout),
+            kernel=gluon_tma_copy_kernel, out_type=x, grid=1, M=16, N=32)).trace(x).lower(
+                lowering_platforms=("cuda",))
+    [call] = jtr.kernel_calls(lowered)
+    assert call.summary()["launches"][0]["parameters"][0] == "tensor_descriptor"
+    assert call.message.kernel_call.kernel.global_scratch_size > 0  # the kernel's own

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from tests.surface_kernels import desc_block_kernel, device_desc_copy_kernel
+from tests.surface_kernels import desc_block_kernel, device_desc_copy_kernel, gluon_tma_copy_kernel
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.cuda_only("TMA is NVIDIA's tensor memory accelerator (sm_90+)")]
@@ -60,3 +60,16 @@ def test_a_descriptor_built_in_the_kernel_gets_global_scratch(shape):
     [call] = jtr.kernel_calls(fn.lower(x))
     assert call.message.kernel_call.kernel.global_scratch_size > 0
     np.testing.assert_array_equal(fn(x), x)
+
+
+@pytest.mark.parametrize("shape,swizzle", [((16, 32), 128), ((16, 16), 64), ((16, 8), 32)])
+def test_a_gluon_kernel_copies_through_tma(shape, swizzle):
+    from triton.experimental.gluon import language as gl
+
+    x = jax.random.uniform(jax.random.key(3), shape)
+    layout = gl.NVMMASharedLayout(swizzle, element_bitwidth=32, rank=2)
+    out = jax.jit(lambda x: jtr.triton_call(
+        jtr.TensorDescriptor.from_array(x + 0, list(shape), layout=layout),
+        kernel=gluon_tma_copy_kernel, out_type=x, grid=1, M=shape[0], N=shape[1],
+        num_warps=4))(x)
+    np.testing.assert_array_equal(out, x)
