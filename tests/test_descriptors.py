@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from tests.surface_kernels import desc_block_kernel, gluon_tma_copy_kernel, two_desc_kernel
+from tests.surface_kernels import (desc_block_kernel, device_desc_copy_kernel,
+                                   gluon_tma_copy_kernel, two_desc_kernel)
 from jax_triton_rocm.base import _compat
 
 BASE = jnp.arange(40 * 64, dtype=jnp.float32).reshape(40, 64)
@@ -92,15 +93,31 @@ def test_jaxlibs_parser_reads_a_call_with_a_tma_parameter():
     assert plugin.get_serialized_metadata(call.opaque) == b""
 
 
-def test_a_plugin_without_tma_names_the_jax_release_needed(monkeypatch):
-    old = _compat.PluginFeatures("cuda", "jax_cuda13_plugin", True, True,
+def _old_plugin(monkeypatch):
+    """The plugin of jax 0.11.0 (no TMA descriptors, no global scratch) stands for this one."""
+    old = _compat.PluginFeatures("cuda", "jax_cuda13_plugin", True, False,
                                  "jax-cuda13-plugin release 0.11.0", tma_descriptors=False)
     monkeypatch.setattr(_compat, "plugin_features", lambda platform: old)
     monkeypatch.setattr(_compat, "assumed_features", lambda platform: old)
     jax.clear_caches()
+
+
+def test_a_plugin_without_tma_names_the_jax_release_needed(monkeypatch):
+    _old_plugin(monkeypatch)
     with pytest.raises(NotImplementedError, match=r"jax/jaxlib 0\.11\.1 on; the jaxlib plugin "
                                                   r"here \(jax-cuda13-plugin release 0\.11\.0\)"):
         _lowered("sm_90", "cuda")
+    jax.clear_caches()
+
+
+def test_a_descriptor_built_in_the_kernel_names_the_jax_release_it_needs_on_sm90(monkeypatch):
+    _old_plugin(monkeypatch)
+    with jtr.target_arch(cuda="sm_90"), pytest.raises(
+            NotImplementedError, match=r"global scratch memory.*Upgrade jax and its plugin to "
+                                       r"0\.11\.1 or newer"):
+        jax.jit(lambda x: jtr.triton_call(x, kernel=device_desc_copy_kernel, out_type=x, grid=1,
+                                          M=32, N=32)).trace(BASE[:32, :32]).lower(
+                                              lowering_platforms=("cuda",))
     jax.clear_caches()
 
 
