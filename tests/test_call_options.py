@@ -15,7 +15,7 @@ from jax_triton_rocm.launch import _plan
 from jax_triton_rocm.lowering import _xla_native
 from tests import autotune_utils, kernels
 
-X = jnp.arange(1000, dtype=jnp.float32)
+X = jax.device_put(jnp.arange(1000, dtype=jnp.float32), jax.devices("cpu")[0])
 
 
 def spec_of(fn, *args):
@@ -96,16 +96,20 @@ def test_has_side_effect_marks_the_custom_call(platform):
 
 
 def test_has_side_effect_keeps_the_interpreters_callback():
-    text = jax.jit(lambda x, y: kernels.add(x, y, has_side_effect=True)).lower(X, X).as_text()
+    text = jax.jit(lambda x, y: kernels.add(x, y, has_side_effect=True)).trace(X, X).lower(
+        lowering_platforms=("cpu",)).as_text()
     assert re.search(r"custom_call @xla_ffi_python_cpu_callback.*has_side_effect = true", text)
 
 
 def test_a_call_with_no_outputs_needs_a_side_effect_or_a_ref():
+    def call(side_effect):
+        return jax.make_jaxpr(lambda x: jtr.triton_call(
+            x, x, x.size, x, kernel=kernels.add_kernel, out_type=(), grid=4, BLOCK=256,
+            has_side_effect=side_effect))(X)
+
     with pytest.raises(ValueError, match="out_type is empty and kernel add_kernel gets no Ref"):
-        jtr.triton_call(X, X, X.size, X, kernel=kernels.add_kernel, out_type=(), grid=4,
-                        BLOCK=256)
-    jtr.triton_call(X, X, X.size, X, kernel=kernels.add_kernel, out_type=(), grid=4,
-                    BLOCK=256, has_side_effect=True)
+        call(False)
+    assert [e.primitive for e in call(True).eqns] == [jtr.triton_kernel_p]
 
 
 def test_jax_never_drops_a_call_whose_results_go_unused():

@@ -13,8 +13,9 @@ from tests.kernels import add_kernel
 from tests.surface_kernels import (constexpr_first_kernel, inc_kernel, out_first_kernel,
                                    store_scalar_kernel, tuple_kernel, update_and_double_kernel)
 
-X = jnp.arange(8, dtype=jnp.float32)
-Y = jnp.full(8, 10.0, jnp.float32)
+CPU = jax.devices("cpu")[0]  # the interpreter runs here, on a GPU machine too
+X = jax.device_put(jnp.arange(8, dtype=jnp.float32), CPU)
+Y = jax.device_put(jnp.full(8, 10.0, jnp.float32), CPU)
 
 
 def call_eqn(fn, *args):
@@ -212,7 +213,7 @@ def test_a_float_is_fp32_where_float32_holds_it_else_fp64(value, triton_type):
 
 
 def test_a_float_beyond_float32_reaches_the_kernel_whole():
-    with jax.enable_x64(True):
+    with jax.enable_x64(True), jax.default_device(CPU):
         out = jtr.triton_call(1e300, kernel=store_scalar_kernel,
                               out_type=jax.ShapeDtypeStruct((1,), jnp.float64), grid=1)
         assert float(out[0]) == 1e300

@@ -13,7 +13,9 @@ from tests.surface_kernels import (desc_block_kernel, device_desc_copy_kernel,
                                    gluon_tma_copy_kernel, two_desc_kernel)
 from jax_triton_rocm.base import _compat
 
-BASE = jnp.arange(40 * 64, dtype=jnp.float32).reshape(40, 64)
+# On the CPU, where the interpreter runs (on a GPU machine too); GPUs: test_operand_routes.py.
+BASE = jax.device_put(jnp.arange(40 * 64, dtype=jnp.float32).reshape(40, 64),
+                      jax.devices("cpu")[0])
 
 
 def copy_block(desc, m=16, n=64, **kwargs):
