@@ -25,11 +25,18 @@ What runs where the GPU would differ:
 - Every output starts zeroed (on the GPU only `zeroed_outputs` are); an aliased output starts as
   its input (zeroed when listed in `zeroed_outputs`, as on the GPU).
 - Gluon kernels cannot run: the interpreter runs only `@triton.jit` kernels.
+
+Where a jaxlib GPU plugin is installed, the first kernel lowered here logs one warning (the
+package's logger, as JAX itself logs its fall-back to the CPU) saying why the computation is on
+the CPU and how to put it on the GPU: a GPU user with `JAX_PLATFORMS=cpu` set somewhere, or
+operands left on the CPU device, would otherwise see only slow runs. Without a GPU plugin the CPU
+is the only choice, and nothing is logged.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 import numpy as np
@@ -37,8 +44,12 @@ import numpy as np
 import jax
 from jax.interpreters import mlir
 
-from jax_triton_rocm import _configs, _interpret_host, _kernel, _layout, _state, _types
+from jax_triton_rocm import _compat, _configs, _interpret_host, _kernel, _layout, _state, _types
 from jax_triton_rocm._grid import normalize_grid
+
+logger = logging.getLogger("jax_triton_rocm")
+_fallback_explained = False  # one warning per process (a forked child inherits the flag)
+
 
 @dataclasses.dataclass(frozen=True)
 class InterpretedCall:
@@ -183,9 +194,40 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
     return tuple(outs)
 
 
+def cpu_fallback_explained() -> None:
+    """Marks the CPU fall-back as explained (the demo prints why itself): no warning follows."""
+    global _fallback_explained
+    _fallback_explained = True
+
+
+def _explain_cpu_fallback(name: str) -> None:
+    """Logs, once per process, why kernel `name` runs on the CPU where a GPU plugin is installed."""
+    global _fallback_explained
+    with _state.LOCKS.lock_for("cpu-fallback-warning"):
+        if _fallback_explained:
+            return
+        _fallback_explained = True
+    if not _compat.installed_gpu_platforms():
+        return
+    from jax._src import xla_bridge
+
+    from jax_triton_rocm import _startup
+
+    if any(p in xla_bridge.backends() for p in _compat.GPU_PLATFORMS):
+        why = ("A GPU is present, but this computation is placed on the CPU (operands on a CPU "
+               "device, or jit(..., backend='cpu')): put its operands on the GPU "
+               "(jax.device_put(x, jax.devices('gpu')[0])) to run the kernel there.")
+    else:
+        why = "JAX has no GPU device: " + _startup.no_gpu_reason()
+    logger.warning("jax_triton_rocm: kernel %s runs in Triton's interpreter on the CPU (slow: "
+                   "NumPy, one program at a time). %s This warning is logged once per process.",
+                   name, why)
+
+
 def lower(ctx: Any, *operands: Any, **params: Any):
     """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback."""
     call = resolve(tuple(ctx.avals_in), params)
+    _explain_cpu_fallback(call.name)
 
     def host_call(*arrays):
         return jax.pure_callback(lambda *xs: run_on_host(call, *xs), list(call.out_avals),

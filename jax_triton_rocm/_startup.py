@@ -1,0 +1,291 @@
+"""JAX's start-up, as the command line and the CPU fallback explain it to a user.
+
+JAX starts its backends at the first `jax.devices()` or computation: it imports every plugin,
+calls its `initialize()` and logs each failure with a traceback, then goes on without that
+platform (falling back to the CPU) or, where `JAX_PLATFORMS` names it, raises: a RuntimeError, or
+a bare AssertionError when `JAX_PLATFORMS=cuda` and JAX sees no NVIDIA GPU. `start()` runs that
+start-up with JAX's messages caught instead of printed, and turns each failure into a `Problem`:
+what failed, the likely cause and the fix. `no_gpu_reason()` says why JAX has no GPU device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from jax_triton_rocm import _compat
+
+# The loggers whose start-up messages are read here instead of printed: JAX's plugin discovery
+# and backend start-up, and this package's own plugin hook.
+_STARTUP_LOGGERS = ("jax._src.xla_bridge", "jax_triton_rocm")
+_PLUGIN_FAILURE = re.compile(r"Jax plugin configuration error")
+_BACKEND_FAILURE = re.compile(r"Unable to initialize backend '(\w+)'")
+_SMI = {"cuda": "nvidia-smi", "rocm": "rocm-smi"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """Something that failed: `what`, its likely `cause` and the `fix`; `platform` if one's."""
+
+    what: str
+    cause: str
+    fix: str
+    platform: str | None = None
+
+    def text(self, indent: str = "") -> str:
+        return (f"{indent}{self.what}\n{indent}  likely cause: {self.cause}\n"
+                f"{indent}  fix: {self.fix}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Startup:
+    """How JAX's start-up went.
+
+    Attributes:
+      platforms: the backends JAX started ("cpu", "cuda", ...); empty when it could not start.
+      failure: why JAX could not start at all, or None.
+      problems: plugins that failed (JAX went on without them, unless `failure` is set).
+      notes: other warnings JAX logged while starting, one line each.
+    """
+
+    platforms: tuple[str, ...]
+    failure: Problem | None
+    problems: tuple[Problem, ...]
+    notes: tuple[str, ...]
+
+
+class _Caught(logging.Filter):
+    """Keeps the WARNING-and-above records of the loggers it is attached to instead of printing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        self.records.append(record)
+        return False
+
+
+@contextlib.contextmanager
+def _caught_messages() -> Iterator[list[logging.LogRecord]]:
+    caught = _Caught()
+    loggers = [logging.getLogger(name) for name in _STARTUP_LOGGERS]
+    for logger in loggers:
+        logger.addFilter(caught)
+    try:
+        yield caught.records
+    finally:
+        for logger in loggers:
+            logger.removeFilter(caught)
+
+
+def error_summary(err: BaseException) -> str:
+    """"Type: first line" of `err`, and of its root cause where that is another exception."""
+    def line(e: BaseException) -> str:
+        text = str(e).strip().splitlines()
+        return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+    root = err
+    while (root.__cause__ or root.__context__) is not None:
+        root = root.__cause__ or root.__context__
+    summary, cause = line(err), line(root).split(": ", 1)[-1]
+    return summary if root is err or cause in summary else f"{summary} (from {line(root)})"
+
+
+def jax_platforms() -> str:
+    """JAX's `jax_platforms` setting (`JAX_PLATFORMS`), "" when unset."""
+    from jax._src import config
+
+    return config.jax_platforms.value or ""
+
+
+def _named_platforms() -> set[str]:
+    from jax._src import xla_bridge
+
+    named = set()
+    for name in filter(None, (p.strip() for p in jax_platforms().split(","))):
+        named.update(xla_bridge.expand_platform_alias(name))
+    return named
+
+
+def _platform_in(text: str) -> str | None:
+    if re.search(r"rocm|hip|amdgpu", text, re.I):
+        return "rocm"
+    if re.search(r"cuda|nvidia|cudnn|cupti|cublas|cusparse|nccl", text, re.I):
+        return "cuda"
+    return None
+
+
+def _without_plugin(platform: str) -> str:
+    """How to stop a broken plugin of `platform` from starting, on a machine without its GPU."""
+    plugin = _compat.installed_plugin(platform)
+    uninstall = (f"pip uninstall -y {plugin.replace('_', '-')} "
+                 f"{plugin.replace('_plugin', '_pjrt').replace('_', '-')}" if plugin else "")
+    return ("Without that GPU nothing needs the plugin (cross-compiling does not): "
+            + (f"{uninstall}, or " if uninstall else "") + "set JAX_PLATFORMS=cpu to skip it.")
+
+
+def _plugin_problem(module: str, err: BaseException | None, imported: bool) -> Problem:
+    """A jaxlib plugin (or this package's hook) that failed to import or to initialize."""
+    summary = error_summary(err) if err is not None else "no error given"
+    if module.startswith("jax_triton_rocm"):
+        return Problem(f"jax_triton_rocm's plugin hook failed: {summary}",
+                       "a broken or partial install of jax_triton_rocm or of jax",
+                       "reinstall it with a supported jax (pip install --force-reinstall "
+                       "jax_triton_rocm); `python -m jax_triton_rocm info` shows the versions.")
+    platform = _platform_in(f"{module} {summary}")
+    hint = _compat.PLUGIN_INSTALL_HINT.get(platform or "cuda")
+    what = (f"JAX's plugin {module} failed to start: {summary}" if imported else
+            f"JAX's plugin {module} could not be imported: {summary}")
+    if not imported:
+        cause = "the plugin does not match the installed jaxlib or Python, or lacks a library"
+    elif platform == "cuda" and not _nvidia_gpu_visible():
+        cause = ("no NVIDIA GPU or driver is visible here (nothing at /dev/nvidia*), and the CUDA "
+                 "plugin's start-up checks (cuDNN, cuPTI) fail without one")
+    elif platform == "cuda" and re.search(r"unable to load|not found|version", summary, re.I):
+        cause = ("the CUDA plugin is installed without NVIDIA's CUDA libraries (cuDNN, cuPTI, ...)"
+                 ", e.g. `pip install jax-cuda13-plugin` alone, or with versions it does not take")
+    elif platform == "rocm":
+        cause = "the ROCm plugin cannot load the ROCm runtime (libamdhip64, ...) it was built for"
+    else:
+        cause = "a plugin that does not match this jaxlib, or a broken install"
+    fix = (f"On a machine with the GPU, install JAX with its plugin in one command so that the "
+           f"versions match: {hint}. " + _without_plugin(platform or "cuda"))
+    return Problem(what, cause, fix, platform)
+
+
+def _problem_from(record: logging.LogRecord) -> Problem | None:
+    err = record.exc_info[1] if record.exc_info else None
+    message = record.getMessage()
+    if record.name.startswith("jax_triton_rocm"):
+        return _plugin_problem("jax_triton_rocm._plugin", err, imported=True)
+    if _PLUGIN_FAILURE.search(message):
+        module = str(record.args[0]) if record.args else getattr(err, "name", None) or "?"
+        return _plugin_problem(module, err, imported="initialize()" in message)
+    if "CUDA-enabled jaxlib is not installed" in message:
+        return Problem("JAX sees an NVIDIA GPU but has no CUDA plugin, so it runs on the CPU",
+                       "JAX was installed without its CUDA plugin (`pip install jax`)",
+                       f"{_compat.PLUGIN_INSTALL_HINT['cuda']}", "cuda")
+    if "backend failed to initialize" in message:
+        return Problem(message.split(".(")[0], "the GPU, its driver or its memory is not usable",
+                       "check the GPU and its driver (nvidia-smi).", "cuda")
+    return None
+
+
+def _one_line(record: logging.LogRecord) -> str:
+    err = record.exc_info[1] if record.exc_info else None
+    text = record.getMessage().strip().splitlines()[0] if record.getMessage().strip() else ""
+    return text + (f" ({error_summary(err)})" if err is not None else "")
+
+
+def start() -> Startup:
+    """Starts JAX's backends (once per process), catching its messages; never raises."""
+    from jax._src import xla_bridge
+
+    with _caught_messages() as records:
+        try:
+            started: Any = xla_bridge.backends()
+            error = None
+        except Exception as err:  # noqa: BLE001  (AssertionError too: reported, not raised)
+            started, error = {}, err
+    problems, notes = [], []
+    for record in records:
+        problem = _problem_from(record)
+        if problem is None:
+            notes.append(_one_line(record))
+        elif problem not in problems:
+            problems.append(problem)
+    failure = None if error is None else _failure(error, problems)
+    return Startup(tuple(sorted(started)), failure, tuple(problems), tuple(notes))
+
+
+def _failure(err: BaseException, problems: list[Problem]) -> Problem:
+    """Why JAX could not start any backend."""
+    setting = jax_platforms()
+    match = _BACKEND_FAILURE.search(str(err))
+    if match:
+        platform = match.group(1)
+    elif isinstance(err, AssertionError):
+        # JAX skips "cuda" without a visible NVIDIA GPU, and then has no backend to default to.
+        platform = "cuda" if "cuda" in _named_platforms() else next(iter(_named_platforms()), "?")
+    else:
+        return Problem(f"JAX could not start: {error_summary(err)}",
+                       "an error inside JAX or one of its plugins",
+                       "run `python -c 'import jax; jax.devices()'` to see JAX's own error, and "
+                       "reinstall JAX with the plugin for your GPU.")
+    cause, fix = why_not_started(platform, problems)
+    what = (f"JAX could not start: JAX_PLATFORMS={setting!r} asks for {platform}, which did "
+            f"not start ({error_summary(err)})." if setting else
+            f"JAX could not start its {platform} backend ({error_summary(err)}).")
+    if "JAX_PLATFORMS=cpu" not in fix:
+        fix += (" Or set JAX_PLATFORMS=cpu (or unset it) to run on the CPU and cross-compile here."
+                if setting else " " + _without_plugin(platform))
+    return Problem(what, cause, fix, platform)
+
+
+def _nvidia_gpu_visible() -> bool:
+    try:
+        from jax._src import hardware_utils
+
+        return bool(hardware_utils.has_visible_nvidia_gpu())
+    except Exception:  # noqa: BLE001  (a JAX without the helper: assume there may be one)
+        return True
+
+
+def why_not_started(platform: str, problems: list[Problem] | tuple[Problem, ...] = ()
+                    ) -> tuple[str, str]:
+    """(likely cause, fix) for a GPU `platform` that JAX did not start."""
+    vendor = _compat.PLUGIN_INSTALL_HINT.get(platform)
+    if vendor is None:
+        return (f"{platform!r} is not a platform this JAX knows",
+                "use cpu, cuda or rocm in JAX_PLATFORMS.")
+    if _compat.installed_plugin(platform) is None:
+        return (f"no jaxlib {platform} plugin is installed",
+                f"install JAX for that GPU: {vendor}.")
+    for problem in problems:
+        if problem.platform == platform:
+            return problem.cause, problem.fix
+    if platform == "cuda" and not _nvidia_gpu_visible():
+        return ("JAX sees no NVIDIA GPU here (no /dev/nvidia0 or /dev/nvidiactl): no GPU, or its "
+                "driver is not loaded", "check the GPU and its driver with nvidia-smi.")
+    from jax._src import xla_bridge
+
+    error = getattr(xla_bridge, "_backend_errors", {}).get(platform)
+    return ((f"its backend failed: {error}" if error else
+             "the plugin found no device (no GPU, no driver, or libraries missing)"),
+            f"check the GPU and its driver ({_SMI[platform]}), and that JAX was installed with "
+            f"its libraries: {vendor}.")
+
+
+def no_gpu_reason(problems: tuple[Problem, ...] = ()) -> str:
+    """Why JAX has no CUDA or ROCm device here, and what to install or change."""
+    from jax._src import xla_bridge
+
+    installed = {p: _compat.installed_plugin(p) for p in _compat.GPU_PLATFORMS}
+    if not any(installed.values()):
+        return ("No jaxlib GPU plugin is installed, so JAX runs on the CPU only. To run kernels, "
+                f"install JAX for your GPU first: {_compat.PLUGIN_INSTALL_HINT['cuda']} on "
+                f"NVIDIA, {_compat.PLUGIN_INSTALL_HINT['rocm']} on AMD.")
+    try:
+        started = set(xla_bridge.backends())
+    except Exception:  # noqa: BLE001  (start-up failed: explained by `start()`)
+        started = set()
+    setting, named = jax_platforms(), _named_platforms()
+    reasons = []
+    for platform, plugin in installed.items():
+        if plugin is None or platform in started:
+            continue
+        if setting and platform not in named:
+            reasons.append(f"{plugin} is installed, but JAX_PLATFORMS={setting!r} leaves "
+                           f"{platform} out (add {platform} to it, or unset it).")
+            continue
+        cause, fix = why_not_started(platform, problems)
+        reasons.append(f"{plugin} is installed, but JAX started no {platform} device: {cause}. "
+                       f"{fix}")
+    return " ".join(reasons) or "JAX reports no CUDA or ROCm device."
