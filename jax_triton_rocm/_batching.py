@@ -31,6 +31,8 @@ from typing import Any
 import jax
 from jax import lax
 
+from jax_triton_rocm import _checks
+
 
 def check_batch_grid_axis(value: Any) -> int | None:
     """`batch_grid_axis` as given to `triton_call`: None, or a grid axis 0, 1 or 2.
@@ -162,8 +164,17 @@ def loop_batching_rule(primitive: Any, *, input_output_aliases: Mapping[int, int
 
     Returns:
       The batching rule.
+
+    Raises:
+      TypeError: `input_output_aliases` is not a dict of int indices.
     """
-    aliases = tuple(sorted((int(i), int(o)) for i, o in (input_output_aliases or {}).items()))
+    given = {} if input_output_aliases is None else input_output_aliases
+    if not isinstance(given, Mapping) or not all(
+            _checks.is_int(i) and _checks.is_int(o) for i, o in given.items()):
+        raise TypeError(f"loop_batching_rule: input_output_aliases={input_output_aliases!r} must "
+                        f"be a dict {{operand index: result index}}, e.g. {{0: 0}}, as the "
+                        f"lowering passes it to triton_call_lowering.")
+    aliases = tuple(sorted((int(i), int(o)) for i, o in given.items()))
 
     def rule(args: list, dims: list, **params: Any):
         out_shapes = ()

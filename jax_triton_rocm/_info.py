@@ -137,7 +137,7 @@ def platform_report(platform: str) -> dict[str, Any]:
     try:
         named = _target.named_arch(platform)
         named_text = f"{named.arch} (from {named.source})" if named else None
-    except ValueError as err:
+    except (ValueError, RuntimeError) as err:
         named_text = f"invalid ({_first_line(err)})"
     return {
         "plugin": features.plugin,

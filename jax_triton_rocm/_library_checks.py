@@ -54,6 +54,8 @@ def checked_zeroed(zeroed_outputs: Any, n_out: int) -> Any:
     """The result indices to zero, sorted; a callable is checked per config at lowering."""
     if callable(zeroed_outputs):
         return zeroed_outputs
+    _checks.not_a_string(zeroed_outputs, "zeroed_outputs", caller="triton_call_lowering: ",
+                         wanted="a sequence of result indices, e.g. (0,)")
     zeroed_outputs = tuple(sorted(set(zeroed_outputs)))
     for index in zeroed_outputs:
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < n_out:
@@ -93,6 +95,8 @@ def checked_constexprs(constexprs: Mapping[str, Any] | None, names: list[str],
 def checked_aliases(aliases: Mapping[int, int] | None, in_avals: tuple,
                     out_avals: tuple) -> tuple[tuple[int, int], ...]:
     """`{input index: output index}` as sorted pairs, each pair of one shape and dtype."""
+    _checks.not_a_string(aliases, "input_output_aliases", caller="triton_call_lowering: ",
+                         wanted="a dict {operand index: result index}, e.g. {0: 0}")
     if not aliases:
         return ()
     pairs = []

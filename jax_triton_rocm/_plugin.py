@@ -26,7 +26,7 @@ from typing import Any
 
 from jax.interpreters import mlir
 
-from jax_triton_rocm import _compat, _state, _vendors
+from jax_triton_rocm import _checks, _compat, _state, _vendors
 from jax_triton_rocm._primitive import triton_kernel_p
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -99,9 +99,13 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
       All platforms registered so far, sorted.
 
     Raises:
+      TypeError: `platforms` is a string (one name) instead of a sequence of names.
       ValueError: an unknown platform name, or a malformed `JAX_TRITON_ROCM_TARGET_ARCH`.
+      RuntimeError: `JAX_TRITON_ROCM_TARGET_ARCH` was changed after it was read.
       ImportError: Triton, or its backend for a platform in use, is missing or broken.
     """
+    _checks.not_a_string(platforms, "platforms", caller="register: ",
+                         wanted="a sequence of platform names, e.g. ('cuda',) or ('cuda', 'rocm')")
     chosen = None if platforms is None else tuple(platforms)
     for platform in chosen or ():
         if platform not in _vendors.VENDORS:

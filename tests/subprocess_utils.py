@@ -43,26 +43,97 @@ sys.meta_path.insert(0, FailingImport())
 """
 
 
+# Pieces for `run_python` that make Triton look like a build without its NVIDIA backend, as an AMD
+# build is: the backend is not listed, and importing it fails.
+TRITON_WITHOUT_NVIDIA = (failing_import("triton.backends.nvidia", "ModuleNotFoundError",
+                                        "No module named 'triton.backends.nvidia'"), """
+    import importlib.metadata
+    real_entry_points = importlib.metadata.entry_points
+
+    class WithoutNvidia:
+        def __init__(self, eps):
+            self.eps = eps
+        def select(self, **kwargs):
+            return [ep for ep in self.eps.select(**kwargs) if "nvidia" not in ep.value]
+
+    # Triton asks entry_points().select(group=...); others (JAX) pass the group directly.
+    importlib.metadata.entry_points = (
+        lambda **kw: real_entry_points(**kw) if kw else WithoutNvidia(real_entry_points()))
+""")
+
+
 def last_line(result) -> str:
     lines = result.stdout.strip().splitlines()
     assert lines, f"no output; stderr:\n{result.stderr[-3000:]}"
     return lines[-1]
 
 
-# A prelude for `run_python` that makes the process behave as if no jaxlib GPU plugin were
-# installed (the dev and CI venvs have jax-cuda13-plugin): Python's path finder stops finding the
-# plugins' packages, so `importlib.util.find_spec` returns None for them, jaxlib imports no
-# GPU `_triton` module and JAX's plugin discovery finds no CUDA backend.
-WITHOUT_GPU_PLUGINS = """
-import importlib.machinery as _machinery
+def hide_gpu_plugins(keep_under: str | None = None) -> str:
+    """A prelude for `run_python` that makes the process behave as if no jaxlib GPU plugin were
+    installed (the dev and CI venvs have jax-cuda13-plugin), apart from stand-ins under
+    `keep_under` (put first on the path).
+
+    Python's path finder stops finding the plugins' packages, so `importlib.util.find_spec` returns
+    None for them, jaxlib imports no GPU `_triton` module and JAX's plugin discovery finds no CUDA
+    backend; their distributions (and so their `jax_plugins` entry points) and the modules a scan
+    of the `jax_plugins` namespace lists are hidden too, as if never installed.
+    """
+    return f"""
+import importlib.machinery as _machinery, importlib.metadata as _metadata, pkgutil as _pkgutil
+import re as _re, sys as _sys
+_KEEP = {keep_under!r}
+if _KEEP is not None:
+    _sys.path.insert(0, _KEEP)
 _HIDDEN = ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_rocm10_plugin", "jax_rocm7_plugin",
            "jax_rocm60_plugin", "jax_plugins.xla_cuda", "jax_plugins.xla_rocm")
+_HIDDEN_DISTRIBUTIONS = _re.compile(r"jax[-_](cuda|rocm)[0-9]+[-_](plugin|pjrt)")
 _find_spec = _machinery.PathFinder.find_spec
+
+
+def _kept(path):
+    return _KEEP is not None and str(path).startswith(_KEEP)
+
 
 def _find_unless_hidden(cls, fullname, path=None, target=None):
     if fullname.startswith(_HIDDEN):
-        return None
+        kept = [entry for entry in (_sys.path if path is None else path) if _kept(entry)]
+        return _find_spec(fullname, kept, target) if kept else None
     return _find_spec(fullname, path, target)
 
+
+def _visible_distributions(_all=_metadata.distributions, **kwargs):
+    for dist in _all(**kwargs):
+        name = (dist.metadata["Name"] or "").lower()
+        if not _HIDDEN_DISTRIBUTIONS.fullmatch(name) or _kept(getattr(dist, "_path", "")):
+            yield dist
+
+
+def _visible_modules(path=None, prefix="", _all=_pkgutil.iter_modules):
+    for info in _all(path, prefix):
+        if not info.name.startswith(_HIDDEN) or _kept(getattr(info.module_finder, "path", "")):
+            yield info
+
+
 _machinery.PathFinder.find_spec = classmethod(_find_unless_hidden)
+_metadata.distributions = _visible_distributions
+_pkgutil.iter_modules = _visible_modules
 """
+
+
+WITHOUT_GPU_PLUGINS = hide_gpu_plugins()
+
+
+def standin_plugin(root, platform: str, initialize_error: str | None) -> str:
+    """A stand-in jaxlib plugin for `platform` ("cuda" or "rocm") under folder `root`: the
+    package that `jax_triton_rocm` looks for and a `jax_plugins` module whose `initialize()`
+    raises RuntimeError(`initialize_error`) (or registers nothing, if None), as a plugin without
+    its libraries does. Returns the prelude that hides the real plugins and shows this one."""
+    package, module = {"cuda": ("jax_cuda13_plugin", "xla_cuda13"),
+                       "rocm": ("jax_rocm7_plugin", "xla_rocm7")}[platform]
+    (root / package).mkdir(parents=True, exist_ok=True)
+    (root / package / "__init__.py").write_text("")
+    (root / "jax_plugins" / module).mkdir(parents=True, exist_ok=True)
+    body = ("    pass\n" if initialize_error is None else
+            f"    raise RuntimeError({initialize_error!r})\n")
+    (root / "jax_plugins" / module / "__init__.py").write_text("def initialize():\n" + body)
+    return hide_gpu_plugins(str(root))

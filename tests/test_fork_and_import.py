@@ -8,7 +8,7 @@ survive.
 
 import pytest
 
-from tests.subprocess_utils import failing_import, last_line, run_python
+from tests.subprocess_utils import TRITON_WITHOUT_NVIDIA, failing_import, last_line, run_python
 
 PRELUDE = """
     import os, sys, threading, time
@@ -116,24 +116,10 @@ def test_parent_removes_its_hsaco_folder_at_exit():
     assert folder.startswith("/") and not os.path.exists(folder), result.stderr[-2000:]
 
 
-HIDE_NVIDIA = (failing_import("triton.backends.nvidia", "ModuleNotFoundError",
-                              "No module named 'triton.backends.nvidia'"), """
-    import importlib.metadata
-    real_entry_points = importlib.metadata.entry_points
-
-    class WithoutNvidia:
-        def __init__(self, eps):
-            self.eps = eps
-        def select(self, **kwargs):
-            return [ep for ep in self.eps.select(**kwargs) if "nvidia" not in ep.value]
-
-    # Triton asks entry_points().select(group=...); others (JAX) pass the group directly.
-    importlib.metadata.entry_points = (
-        lambda **kw: real_entry_points(**kw) if kw else WithoutNvidia(real_entry_points()))
+HIDE_NVIDIA = (*TRITON_WITHOUT_NVIDIA, """
     from jax_triton_rocm import _compat
     _compat.PLUGIN_PACKAGES["cuda"] = ()  # an AMD machine has no CUDA plugin
 """)
-
 
 def test_amd_only_triton_lowers_for_rocm():
     result = run_python(*HIDE_NVIDIA, """
