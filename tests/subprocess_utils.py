@@ -25,6 +25,24 @@ def run_python(*pieces: str, env: dict[str, str] | None = None, timeout: float =
                           text=True, env=full_env, timeout=timeout, cwd=ROOT)
 
 
+_RUN_MAIN = """
+import sys
+from jax_triton_rocm.__main__ import main
+try:
+    status = main({argv!r})
+except SystemExit as exit:
+    status = exit.code
+sys.stdout.flush()
+sys.exit(status)
+"""
+
+
+def run_cli(*argv: str, prelude: str | tuple[str, ...] = (), env: dict[str, str] | None = None):
+    """Runs `python -m jax_triton_rocm *argv` in a new interpreter after the code `prelude`."""
+    pieces = (prelude,) if isinstance(prelude, str) else prelude
+    return run_python(*pieces, _RUN_MAIN.format(argv=list(argv)), env=env)
+
+
 def failing_import(module: str, error: str, message: str) -> str:
     """Code that makes importing `module`, or any module under it, raise `error(message)`.
 

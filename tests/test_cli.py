@@ -9,23 +9,12 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _compat, _info
-from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, run_python
-
-RUN_MAIN = """
-import sys
-from jax_triton_rocm.__main__ import main
-try:
-    status = main({argv!r})
-except SystemExit as exit:
-    status = exit.code
-sys.stdout.flush()
-sys.exit(status)
-"""
-
+from tests import subprocess_utils
+from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS
 
 def run_cli(*argv, env=None, without_plugins=False):
-    code = (WITHOUT_GPU_PLUGINS if without_plugins else "") + RUN_MAIN.format(argv=list(argv))
-    return run_python(code, env=env)
+    return subprocess_utils.run_cli(*argv, prelude=WITHOUT_GPU_PLUGINS if without_plugins else (),
+                                    env=env)
 
 
 def test_version_prints_the_package_version():

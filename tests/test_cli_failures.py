@@ -9,26 +9,16 @@ cause and the fix, and exits with the status the README's table documents.
 import pytest
 
 from jax_triton_rocm import _info
+from tests import subprocess_utils
 from tests.subprocess_utils import (TRITON_WITHOUT_NVIDIA, WITHOUT_GPU_PLUGINS, failing_import,
-                                    run_python, standin_plugin)
+                                    standin_plugin)
 
-RUN_MAIN = """
-import sys
-from jax_triton_rocm.__main__ import main
-try:
-    status = main({argv!r})
-except SystemExit as exit:
-    status = exit.code
-sys.stdout.flush()
-sys.exit(status)
-"""
 CUDNN_MISSING = "Unable to load cuDNN. Is it installed?"
 HIP_MISSING = "Unable to load libamdhip64.so.7: cannot open shared object file"
 
 
-def run_cli(*argv, prelude=(WITHOUT_GPU_PLUGINS,), env=None):
-    pieces = (prelude,) if isinstance(prelude, str) else prelude
-    return run_python(*pieces, RUN_MAIN.format(argv=list(argv)), env=env)
+def run_cli(*argv, prelude=WITHOUT_GPU_PLUGINS, env=None):
+    return subprocess_utils.run_cli(*argv, prelude=prelude, env=env)
 
 
 def assert_explained(result, status, *expected):
