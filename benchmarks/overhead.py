@@ -351,10 +351,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     platform = _platform()
     if platform not in ("cuda", "rocm"):
-        from jax_triton_rocm import _info
+        from jax_triton_rocm import _startup
 
         print(f"benchmarks/overhead.py: needs a CUDA or ROCm GPU, and JAX has none here: "
-              f"{_info.no_gpu_reason()}", file=sys.stderr)
+              f"{_startup.no_gpu_reason()}", file=sys.stderr)
         return 1
     if mode == "chain-worker":
         print(json.dumps(chain_rows()))
