@@ -160,13 +160,25 @@ def _plugin_problem(module: str, err: BaseException | None, imported: bool) -> P
     return Problem(what, cause, fix, platform)
 
 
+def _plugin_module_of(err: BaseException | None) -> str:
+    """The `jax_plugins` module an import error came from (JAX's message may omit it)."""
+    import traceback
+
+    frames = traceback.extract_tb(err.__traceback__) if err is not None else []
+    for frame in reversed(frames):
+        match = re.search(r"/jax_plugins/(\w+)/", frame.filename)
+        if match:
+            return f"jax_plugins.{match.group(1)}"
+    return getattr(err, "name", None) or "a jax_plugins module"
+
+
 def _problem_from(record: logging.LogRecord) -> Problem | None:
     err = record.exc_info[1] if record.exc_info else None
     message = record.getMessage()
     if record.name.startswith("jax_triton_rocm"):
         return _plugin_problem("jax_triton_rocm._plugin", err, imported=True)
     if _PLUGIN_FAILURE.search(message):
-        module = str(record.args[0]) if record.args else getattr(err, "name", None) or "?"
+        module = str(record.args[0]) if record.args else _plugin_module_of(err)
         return _plugin_problem(module, err, imported="initialize()" in message)
     if "CUDA-enabled jaxlib is not installed" in message:
         return Problem("JAX sees an NVIDIA GPU but has no CUDA plugin, so it runs on the CPU",

@@ -141,11 +141,13 @@ _pkgutil.iter_modules = _visible_modules
 WITHOUT_GPU_PLUGINS = hide_gpu_plugins()
 
 
-def standin_plugin(root, platform: str, initialize_error: str | None) -> str:
+def standin_plugin(root, platform: str, initialize_error: str | None,
+                   import_error: str | None = None) -> str:
     """A stand-in jaxlib plugin for `platform` ("cuda" or "rocm") under folder `root`: the
     package that `jax_triton_rocm` looks for and a `jax_plugins` module whose `initialize()`
     raises RuntimeError(`initialize_error`) (or registers nothing, if None), as a plugin without
-    its libraries does. Returns the prelude that hides the real plugins and shows this one."""
+    its libraries does, or whose import raises ImportError(`import_error`) if given. Returns the
+    prelude that hides the real plugins and shows this one."""
     package, module = {"cuda": ("jax_cuda13_plugin", "xla_cuda13"),
                        "rocm": ("jax_rocm7_plugin", "xla_rocm7")}[platform]
     (root / package).mkdir(parents=True, exist_ok=True)
@@ -153,5 +155,7 @@ def standin_plugin(root, platform: str, initialize_error: str | None) -> str:
     (root / "jax_plugins" / module).mkdir(parents=True, exist_ok=True)
     body = ("    pass\n" if initialize_error is None else
             f"    raise RuntimeError({initialize_error!r})\n")
-    (root / "jax_plugins" / module / "__init__.py").write_text("def initialize():\n" + body)
+    failing_import = f"raise ImportError({import_error!r})\n" if import_error else ""
+    (root / "jax_plugins" / module / "__init__.py").write_text(
+        failing_import + "def initialize():\n" + body)
     return hide_gpu_plugins(str(root))

@@ -74,6 +74,16 @@ def test_a_failing_rocm_plugin_is_explained_and_jax_goes_on_on_the_cpu(command, 
                      "pip uninstall -y jax-rocm7-plugin jax-rocm7-pjrt, or set JAX_PLATFORMS=cpu")
 
 
+def test_a_cuda_plugin_that_does_not_import_is_named_with_the_fix(tmp_path):
+    prelude = standin_plugin(tmp_path, "cuda", None, import_error="libcudart.so.13: cannot open "
+                                                                  "shared object file")
+    result = run_cli("info", prelude=prelude)
+    assert_explained(result, _info.EXIT_OK,
+                     "problem: JAX's plugin jax_plugins.xla_cuda13 could not be imported: "
+                     "ImportError: libcudart.so.13", "likely cause: the plugin does not match the "
+                     "installed jaxlib or Python", "pip install -U 'jax[cuda13]'")
+
+
 def test_an_unknown_jax_platform_is_named():
     result = run_cli("info", env={"JAX_PLATFORMS": "bogus"})
     assert_explained(result, _info.EXIT_JAX_DID_NOT_START,
