@@ -22,9 +22,12 @@ import json
 import logging
 import sys
 import time
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from jax_triton_rocm._version import __version__
+
+if TYPE_CHECKING:
+    from jax_triton_rocm._startup import Startup
 
 PROG = "python -m jax_triton_rocm"
 DEFAULT_ARCHS = ("sm_90", "gfx942", "gfx950")
@@ -213,7 +216,7 @@ def _checked_targets(archs: list[str] | None) -> list[tuple[str, str]]:
     return targets
 
 
-def _demo(args: argparse.Namespace, startup) -> int:
+def _demo(args: argparse.Namespace, startup: Startup) -> int:
     """The demo on the GPU JAX started, else on the CPU and cross-compiled; returns the status."""
     from jax_triton_rocm import _compat, _cpu_demo, _info, _interpret, _startup
 

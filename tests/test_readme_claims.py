@@ -39,14 +39,15 @@ def table_rows(text: str) -> list[list[str]]:
 
 def info_shape(text: str) -> list[str]:
     """Each line of `info`'s text as its label: versions, quoted values, variable values and
-    everything after a line's first ': ' dropped; a yes/no value kept, being a claim itself."""
+    everything after a line's first ': ' dropped, except that a yes/no answer must stay one
+    (which of the two depends on the installed jaxlib)."""
     shape = []
     for line in text.strip("\n").splitlines():
         line = re.sub(r"\d+(\.\d+)+", "V", line)
         line = re.sub(r"'[^']*'", "'…'", line)
         line = re.sub(r"^(\s+[A-Z][A-Z0-9_]+)(=.*| unset)$", r"\1", line)
         label, sep, value = line.partition(": ")
-        shape.append(label + (f": {value}" if value in ("yes", "no") else sep))
+        shape.append(label + (": yes/no" if value in ("yes", "no") else sep))
     return shape
 
 
