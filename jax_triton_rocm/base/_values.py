@@ -117,6 +117,14 @@ def compile_options(options: Mapping[str, Any], *, where: str = "",
             for name, value in options.items()}
 
 
+def not_a_string(value: Any, name: str, *, wanted: str, caller: str = "") -> None:
+    """Raises TypeError where `value`, argument `name`, is a str (or bytes) but `wanted` is a
+    collection: a string would be taken apart into its characters ("cuda" as 'c', 'u', ...).
+    The message starts with `caller` (e.g. "register: ")."""
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{caller}{name}={value!r} is a string, but {name} takes {wanted}.")
+
+
 def output_indices(indices: Any, n_outs: int, *, what: str,
                    an_output: str = "an output") -> tuple[int, ...]:
     """Output indices (`zeroed_outputs`, or what a callable `zeroed_outputs` returned), sorted.

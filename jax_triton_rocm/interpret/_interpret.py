@@ -26,6 +26,8 @@ What runs where the GPU would differ:
 - Every output starts zeroed (on the GPU only `zeroed_outputs` are); an aliased output starts as
   its input (zeroed when listed in `zeroed_outputs`, as on the GPU).
 - Gluon kernels cannot run: the interpreter runs only `@triton.jit` kernels.
+
+Where a GPU could run the kernel instead, the first one lowered here says so, once (`_fallback`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import jax
 from jax.interpreters import mlir
 
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.interpret import _interpret_host
+from jax_triton_rocm.interpret import _fallback, _interpret_host
 from jax_triton_rocm.launch import _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
@@ -157,6 +159,7 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
 def lower(ctx: Any, operands: Sequence[Any], spec: KernelCallSpec):
     """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback."""
     call = resolve(tuple(ctx.avals_in), spec)
+    _fallback.explain_once(call.name)
 
     def host_call(*arrays):
         return jax.pure_callback(lambda *xs: run_on_host(call, *xs), list(call.out_avals),
