@@ -7,20 +7,23 @@ Triton or Gluon, the signature and specialisation, the constexprs and every comp
 edited kernel, or one whose global `tl.constexpr` was rebound, never gets the old binary; two
 kernels with the same name never collide. `triton.compile` keeps using Triton's own on-disk cache
 (`TRITON_CACHE_DIR` is never changed; where it is empty, `_triton_cache` supplies Triton's
-default location), so a second process gets the binary in milliseconds.
+default location), so a second process gets the binary in milliseconds. The entry Triton's cache
+holds is checked before its binary is used (`_cache_entry`), and a cache folder that cannot be
+written is worked around (`_triton_cache`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import re
 import tempfile
 from typing import Any
 
 from jax_triton_rocm.base import _compat, _state
-from jax_triton_rocm.compile import _gluon, _triton_cache
+from jax_triton_rocm.compile import _cache_entry, _gluon, _triton_cache
 from jax_triton_rocm.compile._globals import global_values, stable_text
 from jax_triton_rocm.launch._layout import BoundKernel
 
@@ -127,13 +130,15 @@ def run_triton(job: CompileJob) -> CompiledKernel:
                            attrs=bound.attrs)
     _serialize_front_end(source)
     _with_globals_in_hash(source, job.globals_key)
-    with _triton_cache.usable_cache_dir(triton):
-        try:
-            compiled = triton.compile(source, target=job.triton_target,
-                                      options=dict(job.options))
-        except Exception as err:
-            _remove_ptxas_files(err)
-            raise
+    def compile_from_checked_entry() -> Any:
+        return _cache_entry.compile_checked(triton, source, job.triton_target, job.options,
+                                            job.binary_key)
+
+    try:
+        compiled = _triton_cache.compile_in_usable_cache(triton, compile_from_checked_entry)
+    except Exception as err:
+        _remove_ptxas_files(err)
+        raise
     metadata = compiled.metadata
     meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
     meta.pop("target", None)
@@ -210,8 +215,10 @@ def _serialize_front_end(source: Any) -> None:
 def compile_job(job: CompileJob) -> CompiledKernel:
     """`job`'s kernel from the shared cache, compiled on a miss (once per key).
 
-    A kernel that fails to compile is remembered too (`_state.KernelCache`): every later or
-    concurrent lowering of it raises the same error at once, until `clear_caches()`.
+    A kernel that fails to compile for a reason of its own (`is_kernel_error`) is remembered too
+    (`_state.KernelCache`): every later or concurrent lowering of it raises the same error at
+    once, until `clear_caches()`. A failure of the environment is not: the next lowering tries
+    again.
 
     Raises:
       ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
@@ -229,4 +236,22 @@ def compile_job(job: CompileJob) -> CompiledKernel:
                     f"array.")
             raise
 
-    return _state.KERNELS.get_or_compile(job.key, compile_with_hints)
+    return _state.KERNELS.get_or_compile(job.key, compile_with_hints, remember=is_kernel_error)
+
+
+def is_kernel_error(err: Exception) -> bool:
+    """Whether a compile error is the kernel's own, so that compiling it again would fail the
+    same way: Triton's compile errors (CompilationError, static asserts, PTXASError), MLIR pass
+    failures, and the ValueError/TypeError/NotImplementedError/AssertionError that Triton and
+    the package raise about the kernel and its options. Not: an OSError (the cache, the disk),
+    an unreadable cache file, running out of memory, or anything else.
+    """
+    from triton.errors import TritonError
+
+    if isinstance(err, (UnicodeError, json.JSONDecodeError, _cache_entry.DamagedEntry)):
+        return False
+    if isinstance(err, (TritonError, ValueError, TypeError, NotImplementedError,
+                        AssertionError)):
+        return True
+    # Triton's MLIR passes rejected the kernel (e.g. a dtype the target lacks).
+    return isinstance(err, RuntimeError) and "PassManager::run failed" in str(err)

@@ -20,7 +20,7 @@ import dataclasses
 from typing import Any
 
 from jax_triton_rocm.base import _values, _vendors
-from jax_triton_rocm.launch import _layout
+from jax_triton_rocm.launch import _layout, _types
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
 LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
@@ -251,5 +251,13 @@ def resolve(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> list[Lau
     else:
         configs = _autotune_configs(unwrapped.autotuner, base, named, kernel, param_names)
     configs = [_apply_heuristics(inside, c, named, kernel, param_names) for c in configs]
-    configs = [_checked_options(c) for c in configs]
-    return [dataclasses.replace(c, meta={**named, **c.kwargs_view()}) for c in configs]
+    return [_finished(_checked_options(c), named) for c in configs]
+
+
+def _finished(config: LaunchConfig, named: dict) -> LaunchConfig:
+    """`config` with NumPy scalar constexprs as the Python scalars they equal (so that
+    `np.int64(256)` compiles, and compiles as `256` does: `_types.plain_constexpr`), and with
+    what a grid sees (`meta`)."""
+    constexprs = {k: _types.plain_constexpr(v) for k, v in config.constexprs.items()}
+    config = dataclasses.replace(config, constexprs=constexprs)
+    return dataclasses.replace(config, meta={**named, **config.kwargs_view()})

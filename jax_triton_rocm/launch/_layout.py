@@ -175,7 +175,7 @@ class _Layout:
 
     def constexpr(self, i: int, value: Any) -> None:
         self.signature[self.names[i]] = "constexpr"
-        self.constexprs[(i,)] = value
+        self.constexprs[(i,)] = _types.plain_constexpr(value)
 
     def specialize(self, i: int, spec: str) -> None:
         self.specializations.append((i, spec))

@@ -139,6 +139,23 @@ def scalar(value: Any, *, what: str) -> Scalar:
     raise TypeError(f"{what} has type {type(value).__name__}; expected an array or a scalar.")
 
 
+def plain_constexpr(value: Any) -> Any:
+    """A NumPy bool, integer or float scalar as the Python scalar it equals (np.int64(256) is
+    256); any other value as it is.
+
+    Triton's code generator takes Python scalars as constexprs and fails on NumPy ones ("cannot
+    convert 256 of type numpy.int64 to tensor"), while its on-disk cache key writes both alike:
+    unconverted, a NumPy constexpr would fail on a cold cache and work on a warm one.
+    """
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
+
 def int_specialization(value: int) -> str:
     """Triton's specialisation string for an int argument: "D" when divisible by 16."""
     return "D" if value % 16 == 0 else ""
