@@ -13,7 +13,7 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.compile import _cache_entry, _compile
+from jax_triton_rocm.compile import _cache_entry, _errors
 from tests import kernels
 from tests.lowering_utils import captured_lowerings, lower_for, spec
 from tests.subprocess_utils import ROOT, run_python
@@ -188,8 +188,8 @@ def test_the_entry_checked_is_the_one_triton_compile_reads(cache_dir, platform, 
 
 
 def test_an_unreadable_cache_file_is_no_error_of_the_kernel():
-    assert not _compile.is_kernel_error(json.JSONDecodeError("Expecting value", "x", 0))
-    assert not _compile.is_kernel_error(_cache_entry.DamagedEntry("damaged"))
+    assert not _errors.is_kernel_error(json.JSONDecodeError("Expecting value", "x", 0))
+    assert not _errors.is_kernel_error(_cache_entry.DamagedEntry("damaged"))
 
 
 # Lowers the add kernel and prints the binary's e_machine and size (0 0: no binary).

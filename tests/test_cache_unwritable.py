@@ -20,7 +20,7 @@ from triton.runtime import cache as triton_cache
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.compile import _cache_entry, _compile, _triton_cache
+from jax_triton_rocm.compile import _cache_entry, _errors, _triton_cache
 from tests import kernels
 from tests.lowering_utils import capture_one, spec
 
@@ -143,7 +143,7 @@ def test_a_failure_of_the_kernel_is_still_remembered():
 
     for _ in range(2):
         with pytest.raises(RuntimeError):
-            cache.get_or_compile("key", fail, remember=_compile.is_kernel_error)
+            cache.get_or_compile("key", fail, remember=_errors.is_kernel_error)
     assert cache.stats["failures"] == 1 and cache.stats["hits"] == 1
 
 
@@ -159,16 +159,16 @@ def test_a_failure_of_the_kernel_is_still_remembered():
     (NotImplementedError("fp8e4nv not supported on gfx942"), True),
 ], ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v))
 def test_errors_of_the_environment_are_told_from_the_kernels(error, kernels_own):
-    assert _compile.is_kernel_error(error) is kernels_own
+    assert _errors.is_kernel_error(error) is kernels_own
 
 
 def test_a_triton_compile_error_is_the_kernels():
     from triton.compiler.errors import CompilationError, CompileTimeAssertionFailure
     from triton.runtime.errors import PTXASError
 
-    assert _compile.is_kernel_error(CompilationError("", None, None))
-    assert _compile.is_kernel_error(CompileTimeAssertionFailure("", None, None))
-    assert _compile.is_kernel_error(PTXASError("ptxas failed"))
+    assert _errors.is_kernel_error(CompilationError("", None, None))
+    assert _errors.is_kernel_error(CompileTimeAssertionFailure("", None, None))
+    assert _errors.is_kernel_error(PTXASError("ptxas failed"))
 
 
 def test_a_private_folder_lives_until_the_last_compile_using_it_ends(temp_root, monkeypatch):

@@ -57,6 +57,11 @@ class BoundKernel:
     specializations: tuple[tuple[int, str], ...]
     zero_d_pointers: tuple[str, ...] = ()
 
+    def constexprs_text(self, names: list[str]) -> str:
+        """The constexprs as "name=value, ..." (`names`: the kernel's parameter names)."""
+        return ", ".join(f"{names[i]}={value!r}" for (i,), value in sorted(
+            self.constexprs.items()))
+
 
 def check_operands(jit_fn: Any, n_positional: int, n_outputs: int,
                    constexprs: dict[str, Any]) -> None:

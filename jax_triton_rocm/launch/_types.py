@@ -30,6 +30,14 @@ _ARRAY_TYPES: dict[str, str] = {
 }
 
 SUPPORTED_ARRAY_DTYPES = tuple(_ARRAY_TYPES)
+# Triton's fp8 type names, with the JAX dtype of each.
+FP8_DTYPES = {triton_type: dtype for dtype, triton_type in _ARRAY_TYPES.items()
+              if triton_type.startswith("fp8")}
+
+
+def aval_text(aval: Any) -> str:
+    """An array's dtype and shape as messages show it: "float32[1024]"."""
+    return f"{np.dtype(aval.dtype).name}{list(aval.shape)}"
 
 _I32 = (-(2**31), 2**31)
 _I64 = (-(2**63), 2**63)

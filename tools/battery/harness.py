@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -186,7 +187,8 @@ def in_fresh_process(code: str, env: dict[str, str]) -> str:
                             env=full_env, timeout=240, cwd=ROOT)
     if result.returncode != 0:
         lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
-        errors = [line for line in lines if not line.startswith((" ", "\t"))]
+        # The error line, not JAX's note on its filtered traceback printed after it.
+        errors = [line for line in lines if re.match(r"[\w.]+(Error|Exception)\b", line)]
         raise ChildError(errors[-1] if errors else f"exit status {result.returncode}")
     return result.stdout
 
