@@ -154,6 +154,7 @@ def test_a_failure_of_the_kernel_is_still_remembered():
     (RuntimeError("Could not create or locate cache dir"), False),
     (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), False),
     (RuntimeError("PassManager::run failed"), True),
+    (_errors.KernelPassFailure("Triton's compiler passes rejected kernel k"), True),
     (ValueError("num_warps must be a power of 2"), True),
     (AssertionError("num_ctas must be 1"), True),
     (NotImplementedError("fp8e4nv not supported on gfx942"), True),

@@ -150,11 +150,13 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
             _interpret_host.interpreted(call.jit_fn)[grid](*args)
     except Exception as err:
         constexprs = call.launch.bound.constexprs_text(list(call.jit_fn.arg_names)) or "none"
-        if call.debug and isinstance(err, AssertionError):
+        # Triton's interpreter raises what the kernel raised as the cause of an InterpreterError.
+        failed = err if isinstance(err, AssertionError) else err.__cause__
+        if call.debug and isinstance(failed, AssertionError):
             raise RuntimeError(
                 f"Kernel {call.name} failed an assertion in Triton's interpreter on the CPU "
                 f"(grid {grid}, constexprs {constexprs}; debug=True checks tl.device_assert): "
-                f"{err}. Fix the input the assertion rejects, or the kernel.") from err
+                f"{failed}. Fix the input the assertion rejects, or the kernel.") from err
         raise RuntimeError(
             f"Triton's interpreter could not run kernel {call.name} (grid {grid}, constexprs "
             f"{constexprs}) on the CPU: {type(err).__name__}: {err}. Fix a value the kernel "
