@@ -13,20 +13,14 @@ import triton.language as tl
 from jax import export
 
 import jax_triton_rocm as jtr
+from tests import kernels
 from tests import library_kernels as lk
 from tests.lowering_utils import lower_for, spec
 
 X = spec((1024,), jnp.float32)
 APIS = ("triton_call", "triton_call_lowering")
 _names = itertools.count()
-
-
-@triton.jit
-def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask)
-             + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+_add_kernel = kernels.add_outputs_first_kernel
 
 
 def _call(api: str, kernel=_add_kernel, operands=None, **options):
@@ -76,10 +70,10 @@ _tuned = triton.autotune([triton.Config({"BLOCK": 128}, num_warps=0),
     (dict(grid=lambda meta: (1024 // meta["BLOCKSIZE"],)), ValueError,
      r"grid\(meta\) \(.*\) read 'BLOCKSIZE', which is not among the values it is given: "
      r"BLOCK=256, n=1024"),
-    (dict(BLOCK=300), Exception, r"(?s)power of 2.*kernel _add_kernel was compiled for sm_90 "
+    (dict(BLOCK=300), Exception, r"(?s)power of 2.*kernel add_outputs_first_kernel was compiled for sm_90 "
                                  r"with the constexprs n=1024, BLOCK=300"),
     (dict(kernel=_tuned, grid=lambda meta: (1024 // meta["BLOCK"],)), ValueError,
-     r"num_warps=0 in autotune config \(BLOCK: 128.*\) of kernel _add_kernel must be a "
+     r"num_warps=0 in autotune config \(BLOCK: 128.*\) of kernel add_outputs_first_kernel must be a "
      r"positive int"),
 ], ids=["num_ctas=3", "misspelt keyword", "grid reading a missing key", "BLOCK=300",
         "Config(num_warps=0)"])
