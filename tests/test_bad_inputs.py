@@ -341,8 +341,7 @@ CASES = [
     Case("name= meant for a parameter called name", lowered(args=(X,), kernel=name_kernel, name=2),
          TypeError, r"name_kernel's parameter 'name' has the name of an argument of triton_call"),
     Case("a None scalar", lowered(args=(X, X, None)), Exception,
-         r"(?s)cannot convert None.*kernel add_kernel was compiled for sm_90 with the constexprs "
-         r"n=None, BLOCK=256"),
+         r"kernel add_kernel was compiled for sm_90 with the constexprs n=None, BLOCK=256"),
     Case("BLOCK=512.0 (a float)", filled(BLOCK=512.0), Exception,
          r"(?s)arange.*the constexprs BLOCK=512.0\. Where the kernel cannot use one"),
     Case("BLOCK=300 (not a power of two)", lowered(BLOCK=300), Exception,
