@@ -151,7 +151,8 @@ def _one_launch(primitive: Any, size: int, args: list, dims: list, spec: KernelC
         out_shapes=tuple(jax.ShapeDtypeStruct((size, *s.shape), s.dtype)
                          for s in spec.out_shapes))
     if not callable(spec.grid):
-        _plan.launch_grid(batched, {})  # a static grid that uses the batch axis fails here
+        # A static grid that uses the batch axis fails here (the target's limits at lowering).
+        _plan.launch_grid(batched, {}, num_warps=spec.num_warps or _plan.DEFAULT_NUM_WARPS)
     outs = primitive.bind(*operands, spec=batched)
     return list(outs), [0] * len(outs)
 

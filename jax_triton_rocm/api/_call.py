@@ -86,9 +86,11 @@ def triton_call(
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
     unwrapped = _unwrap_ready(kernel)
-    metaparams, options = _arguments.split_compile_options(unwrapped.jit_fn, metaparams)
+    metaparams, options = _arguments.split_compile_options(unwrapped.jit_fn, metaparams,
+                                                           _OWN_KEYWORDS)
     arrays, positional = _arguments.split_arguments(args)
     out_shapes, out_tree = _arguments.out_shapes(out_shape)
+    _arguments.check_own_names(unwrapped, len(positional) + len(out_shapes), _OWN_KEYWORDS)
     spec = _checker.check_call(
         "triton_call", kernel=kernel, unwrapped=unwrapped, positional=positional,
         in_avals=tuple(arrays), out_shapes=tuple(out_shapes), grid=grid, name=name,
@@ -98,3 +100,8 @@ def triton_call(
         serialized_metadata=serialized_metadata, batch_grid_axis=batch_grid_axis,
         xla_native=xla_native, metaparams=metaparams, options=options)
     return jax.tree_util.tree_unflatten(out_tree, triton_kernel_p.bind(*arrays, spec=spec))
+
+
+# triton_call's own keyword arguments: a kernel parameter of one of these names cannot be set by
+# keyword, and a misspelt keyword is compared with them.
+_OWN_KEYWORDS = _arguments.keyword_names(triton_call)

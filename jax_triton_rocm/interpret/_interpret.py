@@ -59,6 +59,7 @@ class InterpretedCall:
         turned into a constexpr (None, or an int equal to 1) from one given by keyword.
       out_avals: the outputs' shapes and dtypes.
       aliases: (input index, output index) pairs that share a buffer.
+      debug: check the kernel's `tl.device_assert`s (the call's `debug=True`), as on the GPU.
     """
 
     name: str
@@ -67,6 +68,7 @@ class InterpretedCall:
     positional: tuple[tuple[str, Any], ...]
     out_avals: tuple[Any, ...]
     aliases: tuple[tuple[int, int], ...]
+    debug: bool = False
 
 
 def check_interpretable(jit_fn: Any, name: str) -> None:
@@ -86,7 +88,7 @@ def resolve(ctx_avals_in: tuple, spec: KernelCallSpec) -> InterpretedCall:
     [launch] = _plan.launches(spec, tuple(ctx_avals_in), out_avals, _plan.interpreter_target())
     return InterpretedCall(name=spec.name, jit_fn=jit_fn, launch=launch,
                            positional=spec.positional, out_avals=out_avals,
-                           aliases=spec.input_output_aliases)
+                           aliases=spec.input_output_aliases, debug=spec.debug)
 
 
 def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[Any]:
@@ -129,8 +131,8 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
     a callback may be its own, read-only buffers.
 
     Raises:
-      RuntimeError: the interpreter failed; the message names the kernel and the interpreter's
-        error, which is chained.
+      RuntimeError: the interpreter failed, or (with `debug`) a `tl.device_assert` did; the
+        message names the kernel, its constexprs and the interpreter's error, which is chained.
     """
     buffers = [np.array(x, copy=True, order="C") for x in inputs]
     alias_of = {o: i for i, o in call.aliases}
@@ -146,13 +148,23 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
         outs.append(out)
     args = _kernel_arguments(call, buffers, outs)
     try:
-        with _state.triton_language_lock(), _interpret_host.interpreter_adapted():
+        with _state.triton_language_lock(), _interpret_host.interpreter_adapted(call.debug):
             _interpret_host.interpreted(call.jit_fn)[grid](*args)
     except Exception as err:
+        constexprs = call.launch.bound.constexprs_text(list(call.jit_fn.arg_names)) or "none"
+        # Triton's interpreter raises what the kernel raised as the cause of an InterpreterError.
+        failed = err if isinstance(err, AssertionError) else err.__cause__
+        if call.debug and isinstance(failed, AssertionError):
+            raise RuntimeError(
+                f"Kernel {call.name} failed an assertion in Triton's interpreter on the CPU "
+                f"(grid {grid}, constexprs {constexprs}; debug=True checks tl.device_assert): "
+                f"{failed}. Fix the input the assertion rejects, or the kernel.") from err
         raise RuntimeError(
-            f"Triton's interpreter could not run kernel {call.name} (grid {grid}) on the "
-            f"CPU: {type(err).__name__}: {err}. Run it on a GPU if it uses a feature the "
-            f"interpreter lacks.") from err
+            f"Triton's interpreter could not run kernel {call.name} (grid {grid}, constexprs "
+            f"{constexprs}) on the CPU: {type(err).__name__}: {err}. Fix a value the kernel "
+            f"cannot use where the call passes it (a None positional argument is a constexpr, "
+            f"as in Triton), or run it on a GPU if it uses a feature the interpreter "
+            f"lacks.") from err
     return tuple(outs)
 
 

@@ -87,6 +87,11 @@ def _parse_env(raw: str) -> dict[str, str]:
             raise ValueError(
                 f"{ENV_TARGET_ARCH}={raw!r}: each item must be 'cuda=ARCH' or 'rocm=ARCH', "
                 f"e.g. {ENV_TARGET_ARCH}='cuda=sm_90,rocm=gfx942'.")
+        if platform in archs:
+            raise ValueError(
+                f"{ENV_TARGET_ARCH}={raw!r} names platform {platform} more than once; one "
+                f"lowering compiles for one architecture per platform. Name each platform once, "
+                f"e.g. {ENV_TARGET_ARCH}='cuda=sm_90,rocm=gfx942'.")
         archs[platform] = check_arch(
             platform, normalize_arch(platform, arch, what=ENV_TARGET_ARCH), given=raw,
             what=ENV_TARGET_ARCH)
@@ -195,7 +200,10 @@ def resolve_target(backend: Backend, ctx: Any,
       RuntimeError: no plugin for the platform and no architecture named (says how to name one).
     """
     platform = backend.platform
-    named = backend.call_target(spec) or named_arch(platform)
+    own = backend.call_target(spec)
+    if own is not None:  # named by the call (compute_capability=): Triton must know it too
+        check_arch(platform, own.arch, given=spec.cuda_arch, what=own.source.rstrip("="))
+    named = own or named_arch(platform)
     features = _compat.plugin_features(platform)
     if features is None and named is None:
         vendor = _vendors.vendor(platform)
