@@ -172,10 +172,10 @@ def main() -> int:
         {"worker": worker, "tune-first-calls": tune_first_calls}[args.mode]()
         return 0
     if jax.devices()[0].platform not in ("cuda", "rocm", "gpu"):
-        from jax_triton_rocm import _info
+        from jax_triton_rocm.base import _no_gpu
 
         print(f"benchmarks/autotune_launch.py: needs a CUDA or ROCm GPU, and JAX has none here: "
-              f"{_info.no_gpu_reason()}", file=sys.stderr)
+              f"{_no_gpu.no_gpu_reason()}", file=sys.stderr)
         return 1
     print(f"jax {jax.__version__}, Triton {triton.__version__}, "
           f"{jax.devices()[0].device_kind}; chain of {CHAIN_LENGTH} adds of 1024 floats")

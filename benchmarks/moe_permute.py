@@ -52,10 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     platform = jax.devices()[0].platform
     if platform not in ("cuda", "rocm", "gpu"):
-        from jax_triton_rocm import _info
+        from jax_triton_rocm.base import _no_gpu
 
         print(f"benchmarks/moe_permute.py: needs a CUDA or ROCm GPU, and JAX has none here: "
-              f"{_info.no_gpu_reason()}", file=sys.stderr)
+              f"{_no_gpu.no_gpu_reason()}", file=sys.stderr)
         return 1
     moe = _load_example()
     tokens, experts, hidden, k = args.tokens, args.experts, args.hidden, args.top_k

@@ -352,10 +352,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     platform = _platform()
     if platform not in ("cuda", "rocm"):
-        from jax_triton_rocm import _info
+        from jax_triton_rocm.base import _no_gpu
 
         print(f"benchmarks/overhead.py: needs a CUDA or ROCm GPU, and JAX has none here: "
-              f"{_info.no_gpu_reason()}", file=sys.stderr)
+              f"{_no_gpu.no_gpu_reason()}", file=sys.stderr)
         return 1
     if mode == "chain-worker":
         print(json.dumps(chain_rows()))

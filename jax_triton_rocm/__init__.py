@@ -12,6 +12,15 @@ spec, the operands and a target turned into launches) -> `base` (state, versions
 Only the names in `__all__` are public.
 """
 
+import sys as _sys
+
+if _sys.argv[:1] == ["-m"]:  # Python may be starting `python -m jax_triton_rocm`
+    # Its command line reports a JAX that does not import as a message, not a traceback; the
+    # imports below import JAX.
+    from jax_triton_rocm import _startup
+
+    _startup.exit_unless_jax_imports()
+
 from jax_triton_rocm._plugin import initialize
 from jax_triton_rocm._version import __version__
 from jax_triton_rocm.api._batching import loop_batching_rule

@@ -8,19 +8,26 @@ prints the launches jaxlib would get.
     python -m jax_triton_rocm [demo] [--arch sm_90 --arch gfx942 ...] [--cross]
     python -m jax_triton_rocm info [--json]     versions, plugins, devices, delivery, caches
     python -m jax_triton_rocm --version
+
+Neither prints a Python traceback: a failure of JAX's start-up, of Triton's import or of a
+plugin is told as what failed, the likely cause and the fix, with an exit status (0 done, 1 the
+demo failed, 2 bad argument, 3 JAX could not start, 4 Triton missing or broken); --traceback
+shows the traceback of a failure instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from typing import NoReturn
 
+from jax_triton_rocm import _startup
+from jax_triton_rocm._startup import PROG
 from jax_triton_rocm._version import __version__
 
-PROG = "python -m jax_triton_rocm"
 DEFAULT_ARCHS = ("sm_90", "gfx942", "gfx950")
 
 
@@ -129,9 +136,24 @@ class _Parser(argparse.ArgumentParser):
         _fail(f"{message} (see {PROG} --help)")
 
 
-def _fail(message: str) -> NoReturn:
+def _fail(message: str, status: int = _startup.EXIT_USAGE) -> NoReturn:
     print(f"{PROG}: error: {message}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(status)
+
+
+class _OneLineHandler(logging.Handler):
+    """Prints each warning logged during a command as one line on stderr, with no traceback."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err = record.exc_info[1] if record.exc_info else None
+        message = (record.getMessage().strip().splitlines() or [""])[0]
+        print(f"{PROG}: warning: {message}"
+              + (f" ({_startup.error_summary(err)})" if err is not None else ""), file=sys.stderr)
+
+
+def _traceback_option(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("--traceback", action="store_true", default=default,
+                        help="show the Python traceback of a failure (for bug reports)")
 
 
 def _demo_options(parser: argparse.ArgumentParser) -> None:
@@ -147,21 +169,26 @@ def _parser() -> argparse.ArgumentParser:
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"jax_triton_rocm {__version__}")
     _demo_options(parser)
+    _traceback_option(parser, False)
     commands = parser.add_subparsers(dest="command", metavar="{demo,info}")
     demo = commands.add_parser("demo", help="run (or cross-compile) two kernels; the default")
     _demo_options(demo)
     info = commands.add_parser("info", help="versions, plugins, devices, delivery, caches")
     info.add_argument("--json", action="store_true", help="print the report as JSON")
+    for command in (demo, info):  # SUPPRESS: a subcommand does not reset a flag given before it
+        _traceback_option(command, argparse.SUPPRESS)
     return parser
 
 
 def _checked_targets(archs: list[str] | None) -> list[tuple[str, str]]:
-    """(platform, canonical arch) for each --arch, each one compiled once by Triton to check it.
+    """(platform, canonical arch) for each --arch, each one checked against the installed Triton.
 
-    Exits with one line on stderr for a name that is not an architecture, or one Triton cannot
-    compile for.
+    Exits with one line on stderr (status 2) for a name that is not an architecture, or one
+    Triton cannot compile for. Of the defaults, those whose Triton backend is missing are left
+    out with a warning (status 4 if none is left).
     """
-    from jax_triton_rocm import _info
+    from jax_triton_rocm import _info, backends
+    from jax_triton_rocm.lowering import _target
 
     targets = []
     for arch in archs or DEFAULT_ARCHS:
@@ -169,41 +196,80 @@ def _checked_targets(archs: list[str] | None) -> list[tuple[str, str]]:
             platform, canonical = _info.canonical_arch(arch)
         except ValueError as err:
             _fail(str(err))
-        if archs:  # the defaults are known to compile
-            try:
-                from jax_triton_rocm import backends
-                from jax_triton_rocm.lowering import _target
-
-                backends.backend(platform)
-                problem = _target.arch_problem(platform, canonical)
-            except ImportError as err:
+        try:
+            backends.backend(platform)
+        except ImportError as err:
+            if archs:
                 _fail(f"--arch {arch}: {err}")
-            if problem is not None:
-                _fail(f"--arch {arch}: {canonical} {problem}.")
+            print(f"{PROG}: warning: not cross-compiling for {arch}: {err}", file=sys.stderr)
+            continue
+        problem = _target.arch_problem(platform, canonical) if archs else None
+        if problem is not None:
+            _fail(f"--arch {arch}: {canonical} {problem}.")
         targets.append((platform, canonical))
+    if not targets:
+        _fail("the installed Triton has no backend for any default architecture.",
+              _startup.EXIT_NO_TRITON)
     return targets
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "info":
-        from jax_triton_rocm import _info
+def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
+    """The demo on the GPU JAX started, else on the CPU and cross-compiled; returns the status."""
+    from jax_triton_rocm import _cpu_demo, backends
+    from jax_triton_rocm.base import _compat, _no_gpu, _vendors
+    from jax_triton_rocm.interpret import _fallback
 
-        report = _info.collect()
-        print(json.dumps(report, indent=2) if args.json else _info.format_report(report))
-        return 0
+    if startup.failure is not None:
+        _fail(startup.failure.text().lstrip(), _startup.EXIT_JAX_DID_NOT_START)
+    try:
+        _compat.triton_info()
+    except ImportError as err:
+        _fail(str(err), _startup.EXIT_NO_TRITON)
     targets = _checked_targets(args.arch)
-    import jax
-
-    platform = jax.devices()[0].platform
-    platform = {"gpu": "cuda"}.get(platform, platform)
-    if platform in ("cuda", "rocm") and not args.cross:
-        return run_on_gpu(platform)
-    if platform not in ("cuda", "rocm"):
-        from jax_triton_rocm import _info
-
-        print(f"No GPU here: {_info.no_gpu_reason()}")
+    gpu = next((p for p in _vendors.GPU_PLATFORMS if p in startup.platforms), None)
+    for problem in startup.problems:
+        if gpu is not None or problem.platform is None:  # else the no-GPU reason tells it
+            print(f"{PROG}: warning: {problem.text().lstrip()}", file=sys.stderr)
+    if gpu is not None and not args.cross:
+        try:
+            backends.backend(gpu)
+        except ImportError as err:
+            _fail(str(err), _startup.EXIT_NO_TRITON)
+        return run_on_gpu(gpu)
+    if gpu is None:
+        print(f"No GPU here: {_no_gpu.no_gpu_reason(startup.problems)}")
+        _fallback.mark_explained()  # the line above says why: no warning as well
+        _cpu_demo.run_on_cpu(*_functions())
     return show_cross_compiled(targets)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from jax_triton_rocm import _info
+
+    startup = _startup.start()
+    if args.command != "info":
+        return _demo(args, startup)
+    report = _info.collect(startup)
+    print(json.dumps(report, indent=2) if args.json else _info.format_report(report))
+    return _info.exit_status(report)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the command line; returns its exit status (the README's table lists them)."""
+    args = _parser().parse_args(argv)
+    root = logging.getLogger()
+    if not root.handlers:  # the program owns logging: warnings as one line each
+        root.addHandler(_OneLineHandler(logging.WARNING))
+    try:
+        return _run(args)
+    except Exception as err:  # noqa: BLE001  (the last guard: a message, not a traceback)
+        if args.traceback:
+            raise
+        print(f"{PROG}: error: the {args.command or 'demo'} failed: "
+              f"{_startup.error_summary(err)}\n  likely cause: a bug in jax_triton_rocm or a "
+              f"broken install of jax, jaxlib or Triton\n  fix: run `{PROG} info` and report both "
+              f"outputs (add --traceback for the traceback)", file=sys.stderr)
+        return _startup.EXIT_DEMO_FAILED
 
 
 if __name__ == "__main__":

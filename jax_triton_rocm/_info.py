@@ -1,23 +1,24 @@
 """What `python -m jax_triton_rocm info` reports: versions, plugins, devices, delivery, caches.
 
 Every probe here catches its own failure and reports it as text, so one broken piece (a Triton
-that does not import, a plugin without its CUDA libraries) never hides the rest of the report.
-Also: why no GPU can be used (`no_gpu_reason`), and whether Triton can compile for a named
-architecture (`arch_problem`), for the demo.
+that does not import, a plugin without its CUDA libraries, a JAX that cannot start) never hides
+the rest of the report. JAX's start-up comes from `_startup.start()`, which the command line runs
+first. Also: canonical architecture names from the command line (`canonical_arch`), for the demo.
 """
 
 from __future__ import annotations
 
-
+import dataclasses
 import importlib.metadata
 import os
 import re
 import sys
 from typing import Any
 
-from jax_triton_rocm.base import _compat, _vendors
-from jax_triton_rocm.lowering import _target
+from jax_triton_rocm import _startup
 from jax_triton_rocm._version import __version__
+from jax_triton_rocm.base import _compat, _no_gpu, _vendors
+from jax_triton_rocm.lowering import _target
 
 # The package's environment variables, as the README's table documents them.
 PACKAGE_ENV_VARS = (
@@ -78,12 +79,15 @@ def triton_report() -> dict[str, Any]:
     }
 
 
-def devices_report() -> dict[str, Any]:
+def devices_report(startup: _startup.Startup) -> dict[str, Any]:
     """Per JAX platform: its devices and their architectures, or why there are none."""
     import jax
 
     report: dict[str, Any] = {}
     for platform in ("cpu", *_vendors.GPU_PLATFORMS):
+        if platform not in startup.platforms:
+            report[platform] = {"devices": [], "error": "not started"}
+            continue
         try:
             devices = jax.devices(platform)
         except RuntimeError as err:
@@ -130,7 +134,7 @@ def platform_report(platform: str) -> dict[str, Any]:
     try:
         named = _target.named_arch(platform)
         named_text = f"{named.arch} (from {named.source})" if named else None
-    except ValueError as err:
+    except (ValueError, RuntimeError) as err:
         named_text = f"invalid ({_first_line(err)})"
     return {
         "plugin": features.plugin,
@@ -145,14 +149,15 @@ def platform_report(platform: str) -> dict[str, Any]:
     }
 
 
-def collect() -> dict[str, Any]:
-    """The whole report, as plain JSON-able values."""
+def collect(startup: _startup.Startup) -> dict[str, Any]:
+    """The whole report, as plain JSON-able values, for JAX's start-up `startup`."""
     import jax
     import jaxlib
 
     from jax_triton_rocm.lowering import _rules
 
-    devices = devices_report()  # starts JAX's backends, which runs the package's initialize()
+    devices = devices_report(startup)
+    no_gpu = any(devices[p]["devices"] for p in _vendors.GPU_PLATFORMS) or startup.failure
     return {
         "jax_triton_rocm": __version__,
         "python": sys.version.split()[0],
@@ -162,12 +167,23 @@ def collect() -> dict[str, Any]:
         "jaxlib_gpu_plugins": plugin_distributions(),
         "triton": triton_report(),
         "registered_platforms": list(_rules.registered_platforms()),
+        "jax_startup": {
+            "failure": startup.failure and dataclasses.asdict(startup.failure),
+            "problems": [dataclasses.asdict(p) for p in startup.problems],
+            "notes": list(startup.notes),
+        },
         "devices": devices,
-        "no_gpu_reason": (None if any(devices[p]["devices"] for p in _vendors.GPU_PLATFORMS)
-                          else no_gpu_reason()),
+        "no_gpu_reason": None if no_gpu else _no_gpu.no_gpu_reason(startup.problems),
         "platforms": {p: platform_report(p) for p in _vendors.GPU_PLATFORMS},
         "environment": environment_report(),
     }
+
+
+def exit_status(report: dict[str, Any]) -> int:
+    """`info`'s exit status: JAX could not start (3), else Triton does not import (4), else 0."""
+    if report["jax_startup"]["failure"]:
+        return _startup.EXIT_JAX_DID_NOT_START
+    return _startup.EXIT_NO_TRITON if "error" in report["triton"] else _startup.EXIT_OK
 
 
 def environment_report() -> dict[str, dict[str, str | None]]:
@@ -184,6 +200,20 @@ def environment_report() -> dict[str, dict[str, str | None]]:
         "triton": {name: os.environ.get(name) for name in TRITON_ENV_VARS},
         "jax": {name: os.environ.get(name) for name in JAX_ENV_VARS},
     }
+
+
+def _startup_lines(startup: dict[str, Any]) -> list[str]:
+    """The JAX start-up section: why it failed, each plugin that failed, other messages."""
+    if not (startup["failure"] or startup["problems"] or startup["notes"]):
+        return []
+    lines = ["JAX start-up:"]
+    for label, problems in (("failed", [startup["failure"]] if startup["failure"] else []),
+                            ("problem", startup["problems"])):
+        for problem in problems:
+            lines += [f"  {label}: {problem['what']}", f"    likely cause: {problem['cause']}",
+                      f"    fix: {problem['fix']}"]
+    lines += [f"  note: {note}" for note in startup["notes"]]
+    return lines
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -203,6 +233,7 @@ def format_report(report: dict[str, Any]) -> str:
                      + (f" ({triton['cache_note']})" if triton["cache_note"] else ""))
     lines.append("Lowering rules registered for: "
                  + (", ".join(report["registered_platforms"]) or "none"))
+    lines += _startup_lines(report["jax_startup"])
     lines.append("Devices:")
     for platform, entry in report["devices"].items():
         if entry["devices"]:
@@ -233,41 +264,6 @@ def format_report(report: dict[str, Any]) -> str:
     for name, value in environment["unknown_package_variables"].items():
         lines.append(f"  {name}={value!r} (not a variable of this package: a typo?)")
     return "\n".join(lines)
-
-
-def no_gpu_reason() -> str:
-    """Why JAX has no CUDA or ROCm device here, and what to install or check."""
-    import jax
-    from jax._src import xla_bridge
-
-    restricted = os.environ.get("JAX_PLATFORMS", "")
-    installed = {p: _compat.installed_plugin(p) for p in _vendors.GPU_PLATFORMS}
-    if not any(installed.values()):
-        return ("No jaxlib GPU plugin is installed, so JAX runs on the CPU only. To run kernels, "
-                f"install JAX for your GPU first: {_compat.PLUGIN_INSTALL_HINT['cuda']} on "
-                f"NVIDIA, {_compat.PLUGIN_INSTALL_HINT['rocm']} on AMD.")
-    reasons = []
-    for platform, plugin in installed.items():
-        if plugin is None:
-            continue
-        if restricted and platform not in restricted and "gpu" not in restricted:
-            reasons.append(f"{plugin} is installed, but JAX_PLATFORMS={restricted!r} leaves "
-                           f"{platform} out.")
-            continue
-        try:
-            jax.devices(platform)
-            continue
-        except RuntimeError:
-            pass
-        error = xla_bridge._backend_errors.get(platform)
-        detail = f" ({error})" if error else (
-            " (JAX's plugin start-up failed or found no device: see JAX's messages above; a "
-            "plugin installed without its CUDA/ROCm libraries, no driver, or no GPU)")
-        tool = "nvidia-smi" if platform == "cuda" else "rocm-smi"
-        reasons.append(f"{plugin} is installed, but JAX started no {platform} device{detail}. "
-                       f"Check the GPU and its driver ({tool}), and that JAX was installed with "
-                       f"its libraries: {_compat.PLUGIN_INSTALL_HINT[platform]}.")
-    return " ".join(reasons) or "JAX reports no CUDA or ROCm device."
 
 
 def arch_platform(arch: str) -> str:

@@ -21,6 +21,16 @@ def add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr + offsets, x + y, mask=mask)
 
 
+@triton.jit
+def add_outputs_first_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """add_kernel with the output pointer before `n`: every pointer first, as a primitive's
+    lowering rule fills them (operands, then results), and `n` a constexpr."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask)
+             + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
 def add(x, y, block=256, **kwargs):
     return jtr.triton_call(
         x, y, x.size, kernel=add_kernel,

@@ -7,6 +7,7 @@ of each call (`LoweredCall`: kernels, features, target). The rest are short cuts
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
@@ -27,9 +28,16 @@ def lower_for(fn, *args, platform: str, arch=None):
     """Lowers `fn(*args)` for `platform` under `target_arch`, on a machine without that GPU.
 
     `args` may be arrays or `jax.ShapeDtypeStruct`s; `arch` defaults to sm_90 or gfx942.
+    A fresh wrapper of `fn` is jitted each time: JAX keys its trace and lowering caches on the
+    function object, and serving an earlier test's lowering of the same `fn` would run no
+    lowering rule (a capture would see no call), making a test depend on the order tests run in.
     """
+    @functools.wraps(fn)
+    def fresh(*fresh_args):
+        return fn(*fresh_args)
+
     with jtr.target_arch(**{platform: arch or DEFAULT_ARCH[platform]}):
-        return jax.jit(fn).trace(*args).lower(lowering_platforms=(platform,))
+        return jax.jit(fresh).trace(*args).lower(lowering_platforms=(platform,))
 
 
 # One recording `emit` is installed while any thread captures; it records a call for the

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DISTRIBUTION = "jax_triton_rocm"
 
 
 def run_python(*pieces: str, env: dict[str, str] | None = None, timeout: float = 240):
@@ -23,6 +26,57 @@ def run_python(*pieces: str, env: dict[str, str] | None = None, timeout: float =
     code = "\n".join(textwrap.dedent(piece) for piece in pieces)
     return subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, env=full_env, timeout=timeout, cwd=ROOT)
+
+
+_RUN_MAIN = """
+import sys
+from jax_triton_rocm.__main__ import main
+try:
+    status = main({argv!r})
+except SystemExit as exit:
+    status = exit.code
+sys.stdout.flush()
+sys.exit(status)
+"""
+
+
+def run_cli(*argv: str, prelude: str | tuple[str, ...] = (), env: dict[str, str] | None = None):
+    """Runs `python -m jax_triton_rocm *argv` in a new interpreter after the code `prelude`."""
+    pieces = (prelude,) if isinstance(prelude, str) else prelude
+    return run_python(*pieces, _RUN_MAIN.format(argv=list(argv)), env=env)
+
+
+def distribution_installed() -> bool:
+    """Whether the distribution `jax_triton_rocm` is installed (pip), not only on the path."""
+    try:
+        importlib.metadata.distribution(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def advertised_entry_point(folder: str | os.PathLike) -> str:
+    """A prelude for `run_python` under which JAX's plugin discovery finds the package's
+    `jax_plugins` entry point, installed or not.
+
+    Where the distribution is installed (CI, a pip install) it is the empty string. Where the
+    checkout is only on PYTHONPATH, no entry point exists, so a stand-in distribution in `folder`
+    declares the entry points pyproject.toml declares, and the prelude puts it on the path.
+    """
+    if distribution_installed():
+        return ""
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as pyproject:
+        project = tomllib.load(pyproject)["project"]
+    dist_info = pathlib.Path(folder) / f"{DISTRIBUTION}-0.0.0.dist-info"
+    dist_info.mkdir(parents=True, exist_ok=True)
+    (dist_info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: 0.0.0\n")
+    groups = [f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in points.items())
+              for group, points in project.get("entry-points", {}).items()]
+    (dist_info / "entry_points.txt").write_text("\n".join(groups))
+    return f"import sys; sys.path.append({str(folder)!r})\n"
 
 
 def failing_import(module: str, error: str, message: str) -> str:
@@ -43,26 +97,101 @@ sys.meta_path.insert(0, FailingImport())
 """
 
 
+# Pieces for `run_python` that make Triton look like a build without its NVIDIA backend, as an AMD
+# build is: the backend is not listed, and importing it fails.
+TRITON_WITHOUT_NVIDIA = (failing_import("triton.backends.nvidia", "ModuleNotFoundError",
+                                        "No module named 'triton.backends.nvidia'"), """
+    import importlib.metadata
+    real_entry_points = importlib.metadata.entry_points
+
+    class WithoutNvidia:
+        def __init__(self, eps):
+            self.eps = eps
+        def select(self, **kwargs):
+            return [ep for ep in self.eps.select(**kwargs) if "nvidia" not in ep.value]
+
+    # Triton asks entry_points().select(group=...); others (JAX) pass the group directly.
+    importlib.metadata.entry_points = (
+        lambda **kw: real_entry_points(**kw) if kw else WithoutNvidia(real_entry_points()))
+""")
+
+
 def last_line(result) -> str:
     lines = result.stdout.strip().splitlines()
     assert lines, f"no output; stderr:\n{result.stderr[-3000:]}"
     return lines[-1]
 
 
-# A prelude for `run_python` that makes the process behave as if no jaxlib GPU plugin were
-# installed (the dev and CI venvs have jax-cuda13-plugin): Python's path finder stops finding the
-# plugins' packages, so `importlib.util.find_spec` returns None for them, jaxlib imports no
-# GPU `_triton` module and JAX's plugin discovery finds no CUDA backend.
-WITHOUT_GPU_PLUGINS = """
-import importlib.machinery as _machinery
+def hide_gpu_plugins(keep_under: str | None = None) -> str:
+    """A prelude for `run_python` that makes the process behave as if no jaxlib GPU plugin were
+    installed (the dev and CI venvs have jax-cuda13-plugin), apart from stand-ins under
+    `keep_under` (put first on the path).
+
+    Python's path finder stops finding the plugins' packages, so `importlib.util.find_spec` returns
+    None for them, jaxlib imports no GPU `_triton` module and JAX's plugin discovery finds no CUDA
+    backend; their distributions (and so their `jax_plugins` entry points) and the modules a scan
+    of the `jax_plugins` namespace lists are hidden too, as if never installed.
+    """
+    return f"""
+import importlib.machinery as _machinery, importlib.metadata as _metadata, pkgutil as _pkgutil
+import re as _re, sys as _sys
+_KEEP = {keep_under!r}
+if _KEEP is not None:
+    _sys.path.insert(0, _KEEP)
 _HIDDEN = ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_rocm10_plugin", "jax_rocm7_plugin",
            "jax_rocm60_plugin", "jax_plugins.xla_cuda", "jax_plugins.xla_rocm")
+_HIDDEN_DISTRIBUTIONS = _re.compile(r"jax[-_](cuda|rocm)[0-9]+[-_](plugin|pjrt)")
 _find_spec = _machinery.PathFinder.find_spec
+
+
+def _kept(path):
+    return _KEEP is not None and str(path).startswith(_KEEP)
+
 
 def _find_unless_hidden(cls, fullname, path=None, target=None):
     if fullname.startswith(_HIDDEN):
-        return None
+        kept = [entry for entry in (_sys.path if path is None else path) if _kept(entry)]
+        return _find_spec(fullname, kept, target) if kept else None
     return _find_spec(fullname, path, target)
 
+
+def _visible_distributions(_all=_metadata.distributions, **kwargs):
+    for dist in _all(**kwargs):
+        name = (dist.metadata["Name"] or "").lower()
+        if not _HIDDEN_DISTRIBUTIONS.fullmatch(name) or _kept(getattr(dist, "_path", "")):
+            yield dist
+
+
+def _visible_modules(path=None, prefix="", _all=_pkgutil.iter_modules):
+    for info in _all(path, prefix):
+        if not info.name.startswith(_HIDDEN) or _kept(getattr(info.module_finder, "path", "")):
+            yield info
+
+
 _machinery.PathFinder.find_spec = classmethod(_find_unless_hidden)
+_metadata.distributions = _visible_distributions
+_pkgutil.iter_modules = _visible_modules
 """
+
+
+WITHOUT_GPU_PLUGINS = hide_gpu_plugins()
+
+
+def standin_plugin(root, platform: str, initialize_error: str | None,
+                   import_error: str | None = None) -> str:
+    """A stand-in jaxlib plugin for `platform` ("cuda" or "rocm") under folder `root`: the
+    package that `jax_triton_rocm` looks for and a `jax_plugins` module whose `initialize()`
+    raises RuntimeError(`initialize_error`) (or registers nothing, if None), as a plugin without
+    its libraries does, or whose import raises ImportError(`import_error`) if given. Returns the
+    prelude that hides the real plugins and shows this one."""
+    package, module = {"cuda": ("jax_cuda13_plugin", "xla_cuda13"),
+                       "rocm": ("jax_rocm7_plugin", "xla_rocm7")}[platform]
+    (root / package).mkdir(parents=True, exist_ok=True)
+    (root / package / "__init__.py").write_text("")
+    (root / "jax_plugins" / module).mkdir(parents=True, exist_ok=True)
+    body = ("    pass\n" if initialize_error is None else
+            f"    raise RuntimeError({initialize_error!r})\n")
+    failing_import = f"raise ImportError({import_error!r})\n" if import_error else ""
+    (root / "jax_plugins" / module / "__init__.py").write_text(
+        failing_import + "def initialize():\n" + body)
+    return hide_gpu_plugins(str(root))

@@ -279,8 +279,8 @@ def test_config_kwarg_that_is_no_parameter_says_which():
 def test_pruning_every_config_is_an_error():
     kernel = _tuned(kernels.add_kernel,
                     prune_configs_by={"early_config_prune": lambda configs, named, **kw: []})
-    with pytest.raises(ValueError, match="early_config_prune of kernel add_kernel returned no "
-                                         "config"):
+    with pytest.raises(ValueError, match=r"early_config_prune of kernel add_kernel \(.*\) "
+                                         r"returned no config"):
         lower_add(kernel)
 
 

@@ -119,6 +119,59 @@ def autotuned_add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)
 
 
+@triton.jit
+def fill_kernel(value, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.zeros((BLOCK,), tl.float32) + value)
+
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets))
+
+
+# Kernels with a parameter named like an argument of triton_call itself.
+@triton.jit
+def grid_kernel(x_ptr, out_ptr, grid: tl.constexpr):
+    offsets = tl.program_id(0) * 256 + tl.arange(0, 256)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) * grid)
+
+
+@triton.jit
+def name_kernel(x_ptr, out_ptr, name: tl.constexpr):
+    offsets = tl.program_id(0) * 256 + tl.arange(0, 256)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) * name)
+
+
+def filled(**call):
+    """A row that lowers `triton_call(1.5, kernel=fill_kernel, **call)` for sm_90."""
+    return lowered(args=(1.5,), kernel=fill_kernel, **call)
+
+
+def copied(dtype, platform: str = "cuda", arch: str | None = None):
+    """A row that lowers a copy of a `dtype` array for `platform`."""
+    array = spec((1024,), dtype)
+    return lowered(platform, arch, args=(array,), kernel=copy_kernel, out_shape=array, BLOCK=256)
+
+
+def tuned(*configs, **autotune):
+    """add_kernel under `@triton.autotune(configs)`, lowered with a grid that reads BLOCK."""
+    kernel = triton.autotune(list(configs), key=["n"], **autotune)(kernels.add_kernel)
+    return dict(kernel=kernel, grid=lambda meta: (1024 // meta["BLOCK"],))
+
+
+def heuristic(**rules):
+    """add_kernel with BLOCK=256 set by a heuristic, then `@triton.heuristics(rules)`."""
+    kernel = triton.heuristics({"BLOCK": lambda args: 256})(triton.heuristics(rules)(
+        kernels.add_kernel))
+    return dict(kernel=kernel, grid=(4,))
+
+
+B256 = triton.Config({"BLOCK": 256})
+F8_E5M2 = jnp.float8_e5m2
+SHARDED = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(jax.devices("cpu")[:1]), ("i",)),
+                                     jax.sharding.PartitionSpec("i"))
 COMPLEX = spec((1024,), jnp.complex64)
 CASES = [
     # Issue 11's cases.
@@ -204,7 +257,7 @@ CASES = [
          r"Too many operands for kernel add_kernel"),
     Case("too few operands", lowered(args=(X,)), TypeError,
          r"Too few operands for kernel add_kernel: parameter 'n'"),
-    Case("empty out_shape", lowered(out_shape=()), ValueError, r"out_shape is empty"),
+    Case("empty out_shape", lowered(out_shape=()), ValueError, r"out_shape=\(\) is empty"),
     Case("unknown keyword", lowered(BLOK=256), TypeError,
          r"Unknown keyword argument\(s\) 'BLOK'.*BLOCK"),
     Case("unhashable metaparameter", lowered(BLOCK=[256]), TypeError,
@@ -243,6 +296,110 @@ CASES = [
          r"batch_grid_axis=3"),
     Case("num_ctas above 1 before sm_90", lowered(arch="sm_80", num_ctas=2), ValueError,
          r"num_ctas=2 needs thread-block clusters"),
+    # Issue 21's cases: launches the target refuses.
+    Case("ROCm grid x times the block's threads above 2**32-1", lowered("rocm", grid=(2**24,)),
+         ValueError, r"grid=\(16777216, 1, 1\): dimension 0 has 16777216 programs of 256 threads"
+                     r" .*4294967296 threads in all, and gfx942 launches at most 4294967295"),
+    Case("ROCm grid x of 2**26 with 1024-thread blocks",
+         lowered("rocm", grid=(2**26,), num_warps=16), ValueError,
+         r"grid=\(67108864, 1, 1\): dimension 0 has 67108864 programs of 1024 threads"),
+    Case("num_ctas=3 on sm_90", lowered(num_ctas=3), ValueError,
+         r"num_ctas=3 on sm_90 .*must be a power of two up to 8"),
+    Case("num_ctas=16 on sm_90 (a non-portable cluster)", lowered(num_ctas=16), ValueError,
+         r"num_ctas=16 on sm_90 .*must be a power of two up to 8"),
+    Case("num_ctas=2 on gfx942", lowered("rocm", num_ctas=2), ValueError,
+         r"num_ctas=2: jaxlib launches ROCm kernels without thread-block clusters.*gfx942"),
+    Case("fp8 arithmetic on sm_90", lowered(args=(spec((1024,), F8_E5M2),) * 2 + (1024,),
+                                            out_shape=spec((1024,), F8_E5M2)),
+         RuntimeError, r"passes rejected kernel add_kernel for sm_90 .*out_ptr \(fp8e5\), x_ptr "
+                       r"\(fp8e5\), y_ptr \(fp8e5\) are a likely cause: Triton does no arithmetic"),
+    Case("an fp8 dtype sm_90 does not take", copied(jnp.float8_e4m3fnuz), TypeError,
+         r"parameter x_ptr is float8_e4m3fnuz \(Triton's fp8e4b8\), which Triton does not "
+         r"compile for sm_90; the fp8 dtypes it takes there are .*float8_e4m3fn \(fp8e4nv\)"),
+    Case("float8_e4m3fn before sm_89", copied(jnp.float8_e4m3fn, arch="sm_80"), TypeError,
+         r"parameter x_ptr is float8_e4m3fn \(Triton's fp8e4nv\), which Triton does not "
+         r"compile for sm_80"),
+    # Issue 21's cases: arguments of triton_call.
+    Case("out_shape=None", lowered(out_shape=None), ValueError, r"out_shape=None is empty"),
+    Case("out_shape with a sharding",
+         lowered(out_shape=jax.ShapeDtypeStruct((1024,), jnp.float32, sharding=SHARDED)),
+         ValueError, r"out_shape leaf 0 asks for sharding=.*cannot honour.*"
+                     r"jax.lax.with_sharding_constraint"),
+    Case("compute_capability=90.0", lowered(compute_capability=90.0), ValueError,
+         r"compute_capability=90.0 is not a CUDA architecture"),
+    Case("compute_capability Triton cannot compile for", lowered(compute_capability="sm_999"),
+         ValueError, r"compute_capability='sm_999' \(sm_999\) is not an architecture the "
+                     r"installed Triton"),
+    Case("misspelt input_output_alias=", lowered(input_output_alias={0: 0}), TypeError,
+         r"'input_output_alias' .*\(did you mean input_output_aliases\?\)"),
+    Case("misspelt num_warp=", lowered(num_warp=8), TypeError,
+         r"'num_warp' .*\(did you mean num_warps\?\)"),
+    Case("a parameter named like triton_call's grid",
+         lowered(args=(X,), kernel=grid_kernel), TypeError,
+         r"grid_kernel's parameter 'grid' has the name of an argument of triton_call itself.*"
+         r"constexprs=\{'grid': ...\}"),
+    Case("name= meant for a parameter called name", lowered(args=(X,), kernel=name_kernel, name=2),
+         TypeError, r"name_kernel's parameter 'name' has the name of an argument of triton_call"),
+    Case("a None scalar", lowered(args=(X, X, None)), Exception,
+         r"kernel add_kernel was compiled for sm_90 with the constexprs n=None, BLOCK=256"),
+    Case("BLOCK=512.0 (a float)", filled(BLOCK=512.0), Exception,
+         r"(?s)arange.*the constexprs BLOCK=512.0\. Where the kernel cannot use one"),
+    Case("BLOCK=300 (not a power of two)", lowered(BLOCK=300), Exception,
+         r"(?s)power of 2.*the constexprs BLOCK=300\b"),
+    Case("BLOCK='512' (a str)", filled(BLOCK="512"), Exception, r"the constexprs BLOCK='512'"),
+    Case("BLOCK=None", lowered(BLOCK=None), Exception, r"the constexprs BLOCK=None"),
+    Case("BLOCK=2**21", lowered(BLOCK=2**21), Exception,
+         r"(?s)exceeds triton maximum tensor numel.*the constexprs BLOCK=2097152"),
+    Case("grid callable reading a missing key",
+         lowered(grid=lambda meta: (1024 // meta["BLOCKSIZE"],)), ValueError,
+         r"grid\(meta\) \(.*<lambda> at test_bad_inputs.py:\d+\) read 'BLOCKSIZE', which is "
+         r"not among the values it is given: BLOCK=256, n=1024, num_ctas=1, "
+         r"out_ptr=float32\[1024\], x_ptr=float32\[1024\]"),
+    Case("grid callable dividing by zero", lowered(grid=lambda meta: (1024 // 0,)), ValueError,
+         r"grid\(meta\) \(.*\) raised ZeroDivisionError: integer division or modulo by zero"),
+    Case("zeroed_outputs callable raising", lowered(zeroed_outputs=lambda meta: meta["Z"]),
+         ValueError, r"zeroed_outputs\(meta\) \(.*\) read 'Z'.*Fix the zeroed_outputs function"),
+    Case("target_arch for no GPU platform", _entered(metal="m1"), TypeError,
+         r"target_arch\(\) got metal='m1': 'metal' is no GPU platform"),
+    Case("target_arch with a misspelt platform", _entered(cdua="sm_90"), TypeError,
+         r"'cdua' is no GPU platform .*\(did you mean cuda\?\)"),
+    Case("JAX_TRITON_ROCM_TARGET_ARCH naming a platform twice",
+         with_env("JAX_TRITON_ROCM_TARGET_ARCH", "cuda=sm_90,cuda=sm_80", _env_target_arch),
+         ValueError, r"'cuda=sm_90,cuda=sm_80' names platform cuda more than once"),
+    # Issue 21's cases: autotune configs and heuristics.
+    Case("Config(num_warps=0)", lowered(**tuned(triton.Config({"BLOCK": 128}, num_warps=0))),
+         ValueError, r"num_warps=0 in autotune config \(BLOCK: 128.*\) of kernel add_kernel must "
+                     r"be a positive int"),
+    Case("Config(num_warps=0) beside a good config on gfx942",
+         lowered("rocm", **tuned(triton.Config({"BLOCK": 128}, num_warps=0), B256)), ValueError,
+         r"num_warps=0 in autotune config"),
+    Case("Config(num_warps=3)", lowered(**tuned(triton.Config({"BLOCK": 128}, num_warps=3))),
+         ValueError, r"num_warps=3 in autotune config .* must be a power of two"),
+    Case("Config(num_stages=0)", lowered(**tuned(triton.Config({"BLOCK": 128}, num_stages=0))),
+         ValueError, r"num_stages=0 in autotune config"),
+    Case("Config(num_ctas=0)", lowered(**tuned(triton.Config({"BLOCK": 128}, num_ctas=0))),
+         ValueError, r"num_ctas=0 in autotune config"),
+    Case("heuristic setting num_warps=0", lowered(**heuristic(num_warps=lambda args: 0)),
+         ValueError, r"num_warps=0 set by @triton.heuristics on kernel add_kernel"),
+    Case("heuristic reading a missing key",
+         lowered(**heuristic(num_warps=lambda args: args["WARPS"])), ValueError,
+         r"heuristic for 'num_warps' \(@triton.heuristics\) of kernel add_kernel \(.*\) read "
+         r"'WARPS', which is not among the values it is given: BLOCK=256, n=1024"),
+    Case("heuristic giving a value the grid cannot use",
+         lowered(kernel=triton.heuristics({"BLOCK": lambda args: "big"})(kernels.add_kernel),
+                 grid=lambda meta: (1024 // meta["BLOCK"],)), ValueError,
+         r"grid\(meta\) \(.*\) raised TypeError: .*BLOCK='big'"),
+    Case("early_config_prune returning None",
+         lowered(**tuned(B256, prune_configs_by={"early_config_prune": lambda c, n, **k: None})),
+         ValueError, r"early_config_prune of kernel add_kernel \(.*\) returned None, not a list "
+                     r"of configs. It must return the triton.Config objects it keeps"),
+    Case("early_config_prune returning dicts",
+         lowered(**tuned(B256, prune_configs_by={
+             "early_config_prune": lambda c, n, **k: [{"BLOCK": 128}]})), ValueError,
+         r"returned \{'BLOCK': 128\}, a dict, among its configs"),
+    Case("early_config_prune raising",
+         lowered(**tuned(B256, prune_configs_by={"early_config_prune": lambda c, n, **k: 1 // 0})),
+         ValueError, r"early_config_prune of kernel add_kernel \(.*\) raised ZeroDivisionError"),
 ]
 
 

@@ -5,6 +5,7 @@ import threading
 import jax.numpy as jnp
 import pytest
 import triton
+import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
@@ -152,3 +153,35 @@ def test_tritons_python_front_end_runs_one_thread_at_a_time(monkeypatch, tmp_pat
     lower_one(autotune_utils.tuned_add, X, X, platform="cuda")
     assert _state.KERNELS.stats["compiles"] == len(autotune_utils.ADD_CONFIGS) > 1
     assert state["most"] == 1
+
+
+@triton.jit
+def _fill_kernel(value, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.zeros((BLOCK,), tl.float32) + value)
+
+
+def _lower_fill(block):
+    return lower_one(lambda: jtr.triton_call(1.5, kernel=_fill_kernel, out_shape=X, grid=(8,),
+                                             BLOCK=block), platform="cuda")
+
+
+def test_a_str_constexpr_is_not_served_the_binary_of_the_value_it_spells(tmp_path, monkeypatch):
+    # Triton's on-disk key writes constexprs with str(): "256" and 256 alike.
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    _lower_fill(256)
+    jtr.clear_caches()  # the next lowering finds the kernel in Triton's cache only
+    with pytest.raises(triton.CompilationError, match=r"the constexprs BLOCK='256'"):
+        _lower_fill("256")
+
+
+def test_constexprs_without_a_str_keep_tritons_own_on_disk_key():
+    from triton.compiler import ASTSource
+
+    source = ASTSource(_fill_kernel, {"value": "fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"},
+                       constexprs={(2,): 256})
+    tritons_own = source.hash()
+    _compile._with_constexpr_types_in_hash(source, {(2,): 256})
+    assert source.hash() == tritons_own
+    _compile._with_constexpr_types_in_hash(source, {(2,): "256"})
+    assert source.hash() != tritons_own

@@ -107,7 +107,8 @@ def test_a_call_with_no_outputs_needs_a_side_effect_or_a_ref():
             x, x, x.size, x, kernel=kernels.add_kernel, out_type=(), grid=4, BLOCK=256,
             has_side_effect=side_effect))(X)
 
-    with pytest.raises(ValueError, match="out_type is empty and kernel add_kernel gets no Ref"):
+    with pytest.raises(ValueError, match=r"out_type=\(\) is empty and kernel add_kernel gets no "
+                                         r"Ref"):
         call(False)
     assert [e.primitive for e in call(True).eqns] == [jtr.triton_kernel_p]
 

@@ -11,8 +11,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import triton
-import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.launch._spec import KernelCallSpec
@@ -22,14 +20,7 @@ from tests.lowering_utils import lower_for, spec
 
 X = spec((1024,), jnp.float32)
 APIS = ("triton_call", "triton_call_lowering")
-
-
-@triton.jit
-def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask)
-             + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+_add_kernel = kernels.add_outputs_first_kernel
 
 
 _names = itertools.count()

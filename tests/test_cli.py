@@ -10,23 +10,13 @@ import pytest
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _info
 from jax_triton_rocm.base import _compat
-from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, run_python
-
-RUN_MAIN = """
-import sys
-from jax_triton_rocm.__main__ import main
-try:
-    status = main({argv!r})
-except SystemExit as exit:
-    status = exit.code
-sys.stdout.flush()
-sys.exit(status)
-"""
+from tests import subprocess_utils
+from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, advertised_entry_point
 
 
-def run_cli(*argv, env=None, without_plugins=False):
-    code = (WITHOUT_GPU_PLUGINS if without_plugins else "") + RUN_MAIN.format(argv=list(argv))
-    return run_python(code, env=env)
+def run_cli(*argv, env=None, without_plugins=False, prelude=""):
+    return subprocess_utils.run_cli(
+        *argv, prelude=(prelude, WITHOUT_GPU_PLUGINS if without_plugins else ""), env=env)
 
 
 def test_version_prints_the_package_version():
@@ -35,10 +25,11 @@ def test_version_prints_the_package_version():
 
 
 @pytest.fixture(scope="module")
-def info_json():
+def info_json(tmp_path_factory):
     result = run_cli("info", "--json", env={"JAX_TRITON_ROCM_PREWARM": "0",
                                             "JAX_TRITON_ROCM_TARGET_ARCHS": "cuda=sm_90",
-                                            "TRITON_CACHE_DIR": "/tmp/jtr-info-cache"})
+                                            "TRITON_CACHE_DIR": "/tmp/jtr-info-cache"},
+                     prelude=advertised_entry_point(tmp_path_factory.mktemp("entry_point")))
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
 
@@ -73,8 +64,9 @@ def test_info_json_reports_the_environment_and_flags_unknown_package_variables(i
     assert info_json["triton"]["cache_dir"] == "/tmp/jtr-info-cache"
 
 
-def test_info_text_names_each_section():
-    result = run_cli("info", env={"JAX_TRITON_ROCM_TARGET_ARCH": "rocm=gfx950"})
+def test_info_text_names_each_section(tmp_path):
+    result = run_cli("info", env={"JAX_TRITON_ROCM_TARGET_ARCH": "rocm=gfx950"},
+                     prelude=advertised_entry_point(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     for expected in ("Triton cache dir:", "Lowering rules registered for: cuda, rocm",
                      "Lowering for rocm:", "module_image read:", "binary delivery:",

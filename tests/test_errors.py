@@ -40,7 +40,7 @@ def test_too_few_operands_names_the_first_parameter_left_empty():
 
 
 def test_empty_out_shape():
-    with pytest.raises(ValueError, match="out_shape is empty"):
+    with pytest.raises(ValueError, match=r"out_shape=\(\) is empty"):
         _add(X, X, 1024, BLOCK=256, out_shape=())
 
 

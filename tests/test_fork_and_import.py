@@ -8,7 +8,7 @@ survive.
 
 import pytest
 
-from tests.subprocess_utils import failing_import, last_line, run_python
+from tests.subprocess_utils import TRITON_WITHOUT_NVIDIA, failing_import, last_line, run_python
 
 PRELUDE = """
     import os, sys, threading, time
@@ -29,6 +29,14 @@ PRELUDE = """
         os.kill(pid, 9)
         os.waitpid(pid, 0)
         return "hung"
+
+    def child_exit(code):
+        # A forked child leaves through os._exit (JAX may hang in a normal exit), past the atexit
+        # handler that removes the HSACO folder it made: remove it as that handler would.
+        hsaco = sys.modules.get("jax_triton_rocm.backends.hip._hip_files")
+        if hsaco is not None:
+            hsaco.HSACO_FOLDER.remove()
+        os._exit(code)
 """
 
 
@@ -55,9 +63,9 @@ def test_child_forked_during_a_parent_compile_lowers_the_same_kernel_without_wai
             # the parent's thread holds at the fork.
             call = lower_one(lambda x, y: kernels.add(x, y), X, X, platform="rocm")
             ok = call.message.kernel_call.kernel.kernel_name == "add_kernel"
-            os._exit(0 if ok else 3)
+            child_exit(0 if ok else 3)
         except BaseException:
-            os._exit(4)
+            child_exit(4)
     status = wait_child(pid)
     release.set()
     worker.join()
@@ -118,20 +126,7 @@ def test_parent_removes_its_hsaco_folder_at_exit():
     assert folder.startswith("/") and not os.path.exists(folder), result.stderr[-2000:]
 
 
-HIDE_NVIDIA = (failing_import("triton.backends.nvidia", "ModuleNotFoundError",
-                              "No module named 'triton.backends.nvidia'"), """
-    import importlib.metadata
-    real_entry_points = importlib.metadata.entry_points
-
-    class WithoutNvidia:
-        def __init__(self, eps):
-            self.eps = eps
-        def select(self, **kwargs):
-            return [ep for ep in self.eps.select(**kwargs) if "nvidia" not in ep.value]
-
-    # Triton asks entry_points().select(group=...); others (JAX) pass the group directly.
-    importlib.metadata.entry_points = (
-        lambda **kw: real_entry_points(**kw) if kw else WithoutNvidia(real_entry_points()))
+HIDE_NVIDIA = (*TRITON_WITHOUT_NVIDIA, """
     from jax_triton_rocm.base import _compat
     _compat.PLUGIN_PACKAGES["cuda"] = ()  # an AMD machine has no CUDA plugin
 """)
@@ -223,9 +218,9 @@ def test_fork_during_the_first_lowerings_imports_leaves_a_child_that_lowers(modu
     if pid == 0:
         try:
             call = lower_one(lambda x, y: kernels.add(x, y, block=128), X, X, platform="rocm")
-            os._exit(0 if call.message.kernel_call.kernel.kernel_name == "add_kernel" else 3)
+            child_exit(0 if call.message.kernel_call.kernel.kernel_name == "add_kernel" else 3)
         except BaseException:
-            os._exit(4)
+            child_exit(4)
     status = wait_child(pid, timeout=90)
     release.set()
     worker.join()
@@ -247,7 +242,7 @@ def test_a_child_lowering_the_parents_call_writes_its_own_hsaco():
         jax.clear_caches()  # JAX's own cache of the lowering; the package's is what is tested
         child_file = lower_one(kernels.add, X, X, platform="rocm").message.kernel_call.kernel.ptx
         os.write(write, child_file.encode())
-        os._exit(0)
+        child_exit(0)
     os.close(write)
     status = wait_child(pid)
     child_file = os.read(read, 4096).decode()

@@ -1,9 +1,16 @@
-"""Path-delivered HSACO files: removed by the process that wrote them, however it ends."""
+"""Path-delivered HSACO files: removed by the process that wrote them, however it ends, or, when
+it ended without removing them, by the next process that makes a folder."""
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
 
-from tests.subprocess_utils import last_line, run_python
+from jax_triton_rocm.backends.hip import _hip_files
+from tests.subprocess_utils import ROOT, last_line, run_python
 
 WRITE_ONE = """
     import os, signal, sys
@@ -78,3 +85,102 @@ def test_clear_caches_forgets_the_files_so_the_next_lowering_writes_anew():
     print(first != again, os.path.exists(again))
     """)
     assert last_line(result) == "True True", result.stderr[-3000:]
+
+
+# Makes this process's HSACO folder (as its first path-delivered kernel does) and prints it; then
+# waits for a line: "os._exit" ends the process past every exit handler, anything else normally.
+OWN_A_FOLDER = """
+import os, sys
+from jax_triton_rocm.backends.hip import _hip_files
+print(_hip_files.HSACO_FOLDER.path(), flush=True)
+if sys.stdin.readline().strip() == "os._exit":
+    os._exit(0)
+"""
+
+
+def _start_owner(env: dict) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen([sys.executable, "-c", OWN_A_FOLDER], env=env, cwd=ROOT,
+                               text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    return process, process.stdout.readline().strip()
+
+
+def test_a_new_folder_removes_those_of_processes_killed_or_ended_by_os_exit(tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path),
+           "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    live = [_start_owner(env) for _ in range(2)]
+    try:
+        (killed, killed_folder), (ended, ended_folder) = _start_owner(env), _start_owner(env)
+        killed.kill()
+        killed.wait()
+        ended.communicate("os._exit\n", timeout=60)
+        assert os.path.isdir(killed_folder) and os.path.isdir(ended_folder)
+        result = run_python(OWN_A_FOLDER, env={"TMPDIR": str(tmp_path)})
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert not os.path.exists(killed_folder) and not os.path.exists(ended_folder)
+        assert all(os.path.isdir(folder) for _, folder in live)
+    finally:
+        for process, _ in live:
+            process.communicate("exit\n", timeout=60)
+    assert os.listdir(tmp_path) == []  # the live ones removed theirs at exit
+
+
+def _folder(parent, namespace, pid, start) -> str:
+    path = os.path.join(str(parent), f"{_hip_files.FOLDER_PREFIX}{namespace}_{pid}_{start}_x1")
+    os.makedirs(path)
+    with open(os.path.join(path, "kernel.hsaco"), "wb") as f:
+        f.write(b"\x7fELF")
+    return path
+
+
+def _this_process() -> tuple[str, int, str]:
+    return _hip_files._pid_namespace(), os.getpid(), _hip_files._process_state(os.getpid())[1]
+
+
+def test_a_folder_of_a_live_process_is_kept_and_a_reused_pid_is_told_by_its_start_time(tmp_path):
+    namespace, pid, start = _this_process()
+    mine = _folder(tmp_path, namespace, pid, start)
+    reused = _folder(tmp_path, namespace, pid, int(start) - 1)  # an earlier process, same PID
+    assert _hip_files.remove_orphaned_folders(str(tmp_path)) == [reused]
+    assert os.path.isdir(mine)
+
+
+def test_folders_whose_owner_cannot_be_seen_are_kept(tmp_path):
+    namespace, pid, start = _this_process()
+    other_namespace = _folder(tmp_path, int(namespace) + 1, 2**22 + 7, start)
+    unnamed = os.path.join(str(tmp_path), _hip_files.FOLDER_PREFIX + "k2j4n1")  # no owner
+    os.makedirs(unnamed)
+    assert _hip_files.remove_orphaned_folders(str(tmp_path)) == []
+    assert os.path.isdir(other_namespace) and os.path.isdir(unnamed)
+
+
+def test_a_folder_of_a_zombie_process_is_removed(tmp_path):
+    child = subprocess.Popen(["true"])
+    try:
+        deadline = time.monotonic() + 30
+        while _hip_files._process_state(child.pid)[0] != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        state, start = _hip_files._process_state(child.pid)
+        assert state == "Z"
+        folder = _folder(tmp_path, _hip_files._pid_namespace(), child.pid, start)
+        assert _hip_files.remove_orphaned_folders(str(tmp_path)) == [folder]
+    finally:
+        child.wait()
+
+
+def test_two_cleaners_at_once_remove_every_dead_folder_without_an_error(tmp_path):
+    namespace, _, _ = _this_process()
+    dead = [_folder(tmp_path, namespace, 2**22 + i, 1) for i in range(40)]
+    errors = []
+
+    def clean():
+        try:
+            _hip_files.remove_orphaned_folders(str(tmp_path))
+        except Exception as err:  # noqa: BLE001  (collected for the assertion)
+            errors.append(err)
+
+    threads = [threading.Thread(target=clean) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and not any(os.path.exists(folder) for folder in dead)

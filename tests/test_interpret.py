@@ -6,6 +6,8 @@ Every array is placed on the CPU device, so these tests exercise the interpreter
 too (where `jax.jit` would otherwise run on the GPU).
 """
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -109,11 +111,12 @@ def test_interpreter_adaptations_are_undone_after_the_run():
     from triton.runtime import interpreter
 
     before = (JITFunction.__call__, interpreter._patch_lang_tensor,
-              interpreter.InterpreterBuilder.create_dot)
+              interpreter.InterpreterBuilder.create_dot, interpreter.interpreter_builder.options)
     x = random_normal(21, (256,), device=CPU)
-    np.testing.assert_allclose(jax.jit(kernels.add)(x, x), 2 * x)
+    np.testing.assert_allclose(jax.jit(functools.partial(kernels.add, debug=True))(x, x), 2 * x)
     assert (JITFunction.__call__, interpreter._patch_lang_tensor,
-            interpreter.InterpreterBuilder.create_dot) == before
+            interpreter.InterpreterBuilder.create_dot,
+            interpreter.interpreter_builder.options) == before
 
 
 def test_cpu_lowering_is_a_host_callback_not_a_gpu_custom_call():
@@ -233,3 +236,37 @@ def test_a_keyword_constexpr_left_of_a_tensor_operator():
     out = jax.jit(lambda x: jtr.triton_call(x, kernel=scale_by_keyword_kernel, out_shape=x,
                                             grid=(3,), n=3000, alpha=2.5, BLOCK=1024))(x)
     np.testing.assert_allclose(out, 2.5 * x, rtol=1e-6)
+
+
+@triton.jit
+def _negatives_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets)
+    tl.device_assert(x < 0, "x must be negative")
+    tl.store(out_ptr + offsets, x)
+
+
+def _negatives(x, debug):
+    return jtr.triton_call(x, kernel=_negatives_kernel, out_shape=x, grid=(1,), BLOCK=256,
+                           debug=debug)
+
+
+def test_a_failing_device_assert_raises_on_the_cpu_under_debug():
+    # As on the GPU, where debug=True compiles tl.device_assert in.
+    x = jax.device_put(jnp.arange(256, dtype=jnp.float32), CPU)
+    with pytest.raises(Exception, match=r"Kernel _negatives_kernel failed an assertion in "
+                                        r"Triton's interpreter .*debug=True.*x must be negative"):
+        jax.block_until_ready(jax.jit(functools.partial(_negatives, debug=True))(x))
+
+
+def test_a_device_assert_is_not_checked_on_the_cpu_without_debug():
+    x = jax.device_put(jnp.arange(256, dtype=jnp.float32), CPU)
+    np.testing.assert_array_equal(jax.jit(functools.partial(_negatives, debug=False))(x), x)
+
+
+def test_a_none_scalar_the_kernel_cannot_use_names_the_constexprs():
+    x = jax.device_put(jnp.arange(256, dtype=jnp.float32), CPU)
+    with pytest.raises(Exception, match=r"could not run kernel add_kernel \(grid \(1, 1, 1\), "
+                                        r"constexprs n=None, BLOCK=256\)"):
+        jax.block_until_ready(jax.jit(lambda x: jtr.triton_call(
+            x, x, None, kernel=kernels.add_kernel, out_shape=x, grid=(1,), BLOCK=256))(x))

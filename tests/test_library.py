@@ -223,8 +223,9 @@ def test_wrong_number_of_array_args():
 
 
 def test_unknown_keyword_points_to_constexprs():
-    with pytest.raises(TypeError, match=r"unknown keyword\(s\) 'BLOCK'. Kernel parameters go "
-                                        r"in constexprs"):
+    with pytest.raises(TypeError, match=r"got BLOCK=, a parameter of kernel \w+: kernel "
+                                        r"parameters go in constexprs, e.g. "
+                                        r"constexprs=\{'BLOCK': 16\}"):
         _lower_with(_same, grid=1, constexprs={"n": 16}, BLOCK=16)
 
 

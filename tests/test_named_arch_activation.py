@@ -7,7 +7,8 @@ a machine where only jax and Triton are installed.
 
 import textwrap
 
-from tests.subprocess_utils import WITHOUT_GPU_PLUGINS, last_line, run_python
+from tests.subprocess_utils import (WITHOUT_GPU_PLUGINS, advertised_entry_point, last_line,
+                                    run_python)
 
 # Lowers the shared add kernel for each GPU platform and prints, per platform, either the
 # compute capability the emitted call carries or the first line of the error.
@@ -30,8 +31,8 @@ assert _compat.installed_gpu_platforms() == (), "the prelude must hide the GPU p
 """
 
 
-def run_without_plugins(code: str, *, lowering_helpers: bool = True, env=None):
-    prelude = WITHOUT_GPU_PLUGINS + (LOWER_FOR_BOTH_PLATFORMS if lowering_helpers else "")
+def run_without_plugins(code: str, *, lowering_helpers: bool = True, env=None, prelude=""):
+    prelude += WITHOUT_GPU_PLUGINS + (LOWER_FOR_BOTH_PLATFORMS if lowering_helpers else "")
     return run_python(prelude + textwrap.dedent(code), env=env)
 
 
@@ -65,11 +66,11 @@ def test_nothing_named_and_no_plugin_gives_the_packages_error_for_each_platform(
         assert "MLIR translation rule" not in line, line
 
 
-def test_jax_start_up_registers_both_platforms_without_plugins():
+def test_jax_start_up_registers_both_platforms_without_plugins(tmp_path):
     result = run_without_plugins("""
         import jax
         jax.devices()  # starts the backends, which runs the package's initialize()
         import jax_triton_rocm as jtr
         print(jtr.registered_platforms())
-    """, lowering_helpers=False)
+    """, lowering_helpers=False, prelude=advertised_entry_point(tmp_path))
     assert last_line(result) == "('cuda', 'rocm')", result.stderr[-3000:]

@@ -115,3 +115,33 @@ def test_a_device_without_a_known_arch_says_how_to_name_one(platform, reported):
     with pytest.raises(ValueError, match=(rf"reports compute_capability={reported!r}, which names "
                                           rf"no {platform} architecture.*target_arch\({example}\)")):
         _arch_of_devices(platform, reported)
+
+
+def test_the_variable_set_after_it_was_read_is_refused_as_too_late(monkeypatch):
+    jtr.register(platforms=("rocm",))
+    monkeypatch.setenv(_target.ENV_TARGET_ARCH, "rocm=gfx950")  # the package is imported: late
+    with pytest.raises(RuntimeError, match=(r"JAX_TRITON_ROCM_TARGET_ARCH was set to "
+                                            r"'rocm=gfx950' too late.*before `import "
+                                            r"jax_triton_rocm`.*target_arch\(rocm='gfx950'\)")):
+        jax.jit(kernels.add).trace(X, X).lower(lowering_platforms=("rocm",))
+    with jtr.target_arch(rocm="gfx950"):  # the way out the error names
+        lowered = jax.jit(kernels.add).trace(X, X).lower(lowering_platforms=("rocm",))
+    assert jtr.kernel_calls(lowered)[0].message.kernel_call.kernel.compute_capability == 95
+
+
+def test_the_variable_unset_after_it_was_read_is_refused_as_too_late():
+    result = run_python("""
+        import os
+        import jax, jax.numpy as jnp
+        import jax_triton_rocm as jtr
+        from tests import kernels
+        del os.environ["JAX_TRITON_ROCM_TARGET_ARCH"]
+        x = jax.ShapeDtypeStruct((1024,), jnp.float32)
+        try:
+            jax.jit(kernels.add).trace(x, x).lower(lowering_platforms=("cuda",))
+        except RuntimeError as err:
+            print(err)
+    """, env={"JAX_TRITON_ROCM_TARGET_ARCH": "cuda=sm_80"})
+    assert last_line(result).startswith(
+        "JAX_TRITON_ROCM_TARGET_ARCH was unset too late: jax_triton_rocm read it when it was "
+        "imported ('cuda=sm_80' then)"), result.stderr[-2000:]

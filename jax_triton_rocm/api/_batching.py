@@ -33,6 +33,7 @@ import jax
 from jax import lax
 from jax.interpreters import batching
 
+from jax_triton_rocm.base import _values
 from jax_triton_rocm.launch import _plan
 from jax_triton_rocm.launch._spec import BatchedLaunch, KernelCallSpec
 from jax_triton_rocm.lowering._primitive import triton_kernel_p
@@ -116,8 +117,17 @@ def loop_batching_rule(primitive: Any, *, input_output_aliases: Mapping[int, int
 
     Returns:
       The batching rule.
+
+    Raises:
+      TypeError: `input_output_aliases` is not a dict of int indices.
     """
-    aliases = tuple(sorted((int(i), int(o)) for i, o in (input_output_aliases or {}).items()))
+    given = {} if input_output_aliases is None else input_output_aliases
+    if not isinstance(given, Mapping) or not all(
+            _values.is_int(i) and _values.is_int(o) for i, o in given.items()):
+        raise TypeError(f"loop_batching_rule: input_output_aliases={input_output_aliases!r} must "
+                        f"be a dict {{operand index: result index}}, e.g. {{0: 0}}, as the "
+                        f"lowering passes it to triton_call_lowering.")
+    aliases = tuple(sorted((int(i), int(o)) for i, o in given.items()))
 
     def rule(args: list, dims: list, **params: Any):
         out_shapes = ()
@@ -141,7 +151,8 @@ def _one_launch(primitive: Any, size: int, args: list, dims: list, spec: KernelC
         out_shapes=tuple(jax.ShapeDtypeStruct((size, *s.shape), s.dtype)
                          for s in spec.out_shapes))
     if not callable(spec.grid):
-        _plan.launch_grid(batched, {})  # a static grid that uses the batch axis fails here
+        # A static grid that uses the batch axis fails here (the target's limits at lowering).
+        _plan.launch_grid(batched, {}, num_warps=spec.num_warps or _plan.DEFAULT_NUM_WARPS)
     outs = primitive.bind(*operands, spec=batched)
     return list(outs), [0] * len(outs)
 

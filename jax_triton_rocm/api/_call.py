@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.checks import _bound
+from jax_triton_rocm.checks import _arguments, _bound, _call_options
 from jax_triton_rocm.launch import _kernel
 from jax_triton_rocm.launch._spec import Grid
 from jax_triton_rocm.lowering import _rules
@@ -26,8 +26,8 @@ def triton_call(
     *args: Any,
     kernel: Any,
     grid: Grid,
-    out_type: Any = None,
-    out_shape: Any = None,
+    out_type: Any = _call_options.NOT_GIVEN,
+    out_shape: Any = _call_options.NOT_GIVEN,
     name: str = "",
     num_warps: int | None = None,
     num_stages: int | None = None,
@@ -90,12 +90,18 @@ def triton_call(
     """
     unwrapped = _unwrap_ready(kernel)
     call = _bound.check_triton_call(
-        args, kwargs, kernel=kernel, unwrapped=unwrapped, out_shape=out_shape,
-        out_type=out_type, backend_options=backend_options, cost_estimate=cost_estimate,
-        has_side_effect=has_side_effect, input_output_aliases=input_output_aliases,
-        zeroed_outputs=zeroed_outputs, grid=grid, name=name,
-        compute_capability=compute_capability, serialized_metadata=serialized_metadata,
-        batch_grid_axis=batch_grid_axis, xla_native=xla_native,
+        args, kwargs, kernel=kernel, unwrapped=unwrapped, own_keywords=_OWN_KEYWORDS,
+        out_shape=out_shape, out_type=out_type, backend_options=backend_options,
+        cost_estimate=cost_estimate, has_side_effect=has_side_effect,
+        input_output_aliases=input_output_aliases, zeroed_outputs=zeroed_outputs, grid=grid,
+        name=name, compute_capability=compute_capability,
+        serialized_metadata=serialized_metadata, batch_grid_axis=batch_grid_axis,
+        xla_native=xla_native,
         settings=dict(num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
                       debug=debug, enable_fp_fusion=enable_fp_fusion))
     return call.outputs(triton_kernel_p.bind(*call.operands(), spec=call.spec))
+
+
+# triton_call's own keyword arguments: a kernel parameter of one of these names cannot be set by
+# keyword, and a misspelt keyword is compared with them.
+_OWN_KEYWORDS = _arguments.keyword_names(triton_call)

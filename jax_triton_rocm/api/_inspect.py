@@ -70,9 +70,16 @@ def kernel_calls(lowered: Any) -> list[EmittedCall]:
             lowered = jax.jit(f).trace(x).lower(lowering_platforms=("rocm",))
         for call in jax_triton_rocm.kernel_calls(lowered):
             print(call.summary())
+
+    Raises:
+      TypeError: `lowered` is not a `jax.stages.Lowered` (a `jax.jit(f).trace(...).lower()`).
     """
     from jax._src.lib.mlir import ir
 
+    if not callable(getattr(lowered, "compiler_ir", None)):
+        raise TypeError(f"kernel_calls(lowered={lowered!r:.80}) takes a jax.stages.Lowered, e.g. "
+                        f"jax.jit(f).trace(x).lower(lowering_platforms=('rocm',)); got a "
+                        f"{type(lowered).__name__}.")
     module = lowered.compiler_ir("stablehlo")
     calls = []
     with module.context:

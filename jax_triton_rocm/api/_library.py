@@ -22,9 +22,9 @@ import jax
 
 from jax_triton_rocm.base import _vendors
 from jax_triton_rocm.checks import _arguments, _checker
-from jax_triton_rocm.checks._arguments import aval_text
 from jax_triton_rocm.launch import _kernel
 from jax_triton_rocm.launch._spec import Grid
+from jax_triton_rocm.launch._types import aval_text
 from jax_triton_rocm.lowering import _rules
 
 _PLATFORMS = ("cuda", "rocm", "cpu")
@@ -86,6 +86,11 @@ def place_arguments(jit_fn: Any, constexprs: dict[str, Any], in_avals: tuple, ou
                    f"input_output_aliases (in-place kernels) may go without a pointer")
     if problem is not None:
         pointer_names = [names[i] for i in pointers]
+        runtime = [p.name for p in jit_fn.params if p.name in constexprs and not p.is_constexpr]
+        if runtime and len(pointers) < n_in + n_out:
+            problem += (f". constexprs names {', '.join(runtime)}, not tl.constexpr in the "
+                        f"kernel: each becomes a compile-time constant and takes no buffer; "
+                        f"drop from constexprs any that should receive an operand or a result")
         raise TypeError(
             f"triton_call_lowering: kernel {kernel} does not fit the primitive: {problem}. "
             f"Kernel parameters: ({', '.join(names)}); constexprs: "
@@ -152,9 +157,10 @@ def triton_call_lowering(
     """
     platform = _platform(ctx)
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    _arguments.check_operands_and_options(array_args, in_avals, compile_options)
     unwrapped = _kernel.unwrap(kernel)
     jit_fn = unwrapped.jit_fn
+    _arguments.check_operands_and_options(array_args, in_avals, compile_options, _OWN_KEYWORDS,
+                                          jit_fn)
     constexprs = _arguments.checked_constexprs(constexprs, list(jit_fn.arg_names),
                                                _kernel.kernel_name(jit_fn))
     _arguments.check_constexprs_given(unwrapped, constexprs)
@@ -169,3 +175,7 @@ def triton_call_lowering(
         options={k: v for k, v in compile_options.items() if k in _vendors.COMPILE_OPTIONS},
         **{k: v for k, v in compile_options.items() if k in _arguments.GENERAL_OPTIONS})
     return _rules.lower(platform, ctx, array_args, spec)
+
+
+# triton_call_lowering's own keyword arguments, which a misspelt keyword is compared with.
+_OWN_KEYWORDS = _arguments.keyword_names(triton_call_lowering)

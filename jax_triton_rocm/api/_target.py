@@ -11,12 +11,14 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from jax_triton_rocm.base._vendors import normalize_arch
+from jax_triton_rocm.base._vendors import GPU_PLATFORMS, normalize_arch
+from jax_triton_rocm.checks import _arguments
 from jax_triton_rocm.lowering import _rules, _target
 
 
 @contextlib.contextmanager
-def target_arch(*, cuda: Any = None, rocm: Any = None) -> Iterator[dict[str, str]]:
+def target_arch(*, cuda: Any = None, rocm: Any = None,
+                **others: Any) -> Iterator[dict[str, str]]:
     """Makes lowerings on this thread compile for the named architectures instead of a device's.
 
     For machines without the GPU (CI, export, ahead-of-time compilation)::
@@ -30,7 +32,19 @@ def target_arch(*, cuda: Any = None, rocm: Any = None) -> Iterator[dict[str, str
 
     Also registers the lowering rules for the named platforms, so cross-lowering works on a
     machine without their jaxlib plugin. Yields the architectures in force.
+
+    Raises:
+      TypeError: a keyword that names no GPU platform of the package (`others`).
+      ValueError: an architecture that is not one, or that the installed Triton cannot compile
+        for; or no architecture named.
     """
+    if others:
+        raise TypeError(
+            f"target_arch() got {', '.join(f'{k}={v!r}' for k, v in others.items())}: "
+            f"{', '.join(map(repr, others))} is no GPU platform this package lowers for"
+            f"{_arguments.close_names(others, GPU_PLATFORMS)}. Name architectures for "
+            f"{' and '.join(f'{p}=' for p in GPU_PLATFORMS)} only, e.g. "
+            f"target_arch(cuda='sm_90').")
     named = {}
     for platform, given in (("cuda", cuda), ("rocm", rocm)):
         if given is not None:

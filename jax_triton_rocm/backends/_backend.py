@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +80,10 @@ class Backend(abc.ABC):
     def known_archs(self) -> tuple[str, ...]:
         """The architectures the installed Triton can compile for, for messages."""
 
+    def fp8_types(self, target: Target) -> tuple[str, ...]:
+        """Triton's fp8 types ("fp8e4nv", ...) its compiler takes for `target`."""
+        return _fp8_types(self.triton_target(target))
+
     def call_target(self, spec: KernelCallSpec) -> Target | None:
         """A target the call names through a vendor keyword (None: the usual rules decide)."""
         del spec
@@ -129,3 +134,11 @@ class Backend(abc.ABC):
         """Runs once a call is encoded, before it is emitted (ROCm's prewarm); `emit(ctx,
         operands, lowered)` emits an encoded call, so a backend never imports the lowering."""
         del lowered, ctx, emit
+
+
+@functools.lru_cache(maxsize=None)  # one entry per target compiled for
+def _fp8_types(triton_target: Any) -> tuple[str, ...]:
+    """The `supported_fp8_dtypes` Triton's backend fills in for `triton_target`."""
+    from triton.compiler import make_backend
+
+    return tuple(make_backend(triton_target).parse_options({}).supported_fp8_dtypes)

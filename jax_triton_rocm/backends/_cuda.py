@@ -52,6 +52,9 @@ def _print_without_reproducer(*args: Any, **kwargs: Any) -> None:
 _triton_nvidia.print = _print_without_reproducer
 
 WARP_SIZE = 32
+# CTAs per cluster: CUDA's portable limit. jaxlib's launch (cuLaunchKernelEx) does not opt in to
+# larger, non-portable clusters.
+MAX_CLUSTER_CTAS = 8
 
 # Dynamic shared memory a block may opt in to, by compute capability (CUDA C++ Programming
 # Guide, "Technical Specifications per Compute Capability"). jaxlib refuses more at launch.
@@ -116,10 +119,18 @@ class CudaBackend(Backend):
         return Target("cuda", spec.cuda_arch, "compute_capability=")
 
     def check_launch(self, target: Target, num_ctas: int) -> None:
-        if num_ctas > 1 and compute_capability(target.arch) < 90:
+        if num_ctas == 1:
+            return
+        if compute_capability(target.arch) < 90:
             raise ValueError(
                 f"num_ctas={num_ctas} needs thread-block clusters (sm_90 or newer); the target "
                 f"is {target.arch} (from {target.source}). Use num_ctas=1.")
+        if num_ctas & (num_ctas - 1) or num_ctas > MAX_CLUSTER_CTAS:
+            raise ValueError(
+                f"num_ctas={num_ctas} on {target.arch} (from {target.source}) must be a power of "
+                f"two up to {MAX_CLUSTER_CTAS} (1, 2, 4 or 8): Triton lays a cluster's CTAs out "
+                f"in powers of two, and jaxlib launches portable clusters only. Use one of "
+                f"those.")
 
 
 BACKEND = CudaBackend()

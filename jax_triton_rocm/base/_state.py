@@ -179,10 +179,12 @@ class KernelCache:
 
     A miss takes the key's item lock, checks again and compiles under it, so concurrent
     lowerings of one kernel compile it once, while different keys compile in parallel. A compile
-    that raises is remembered as well, while its entry is kept (or until `clear`): the kernel key
-    covers every input of the compile, so a second try would fail the same way, only later; the
-    threads that waited on the lock and every later lowering get the same error at once.
-    Counters (`stats`) let tests and benchmarks see hits, compiles and failures.
+    that raises an error of the kernel's own (`remember` says which) is remembered as well, while
+    its entry is kept (or until `clear`): the kernel key covers every input of the compile, so a
+    second try would fail the same way, only later; the threads that waited on the lock and every
+    later lowering get the same error at once. Other errors (the environment's: a cache folder
+    that cannot be written, ...) are not remembered: the next lowering compiles again. Counters
+    (`stats`) let tests and benchmarks see hits, compiles and failures.
     """
 
     def __init__(self, locks: LockRegistry) -> None:
@@ -190,7 +192,10 @@ class KernelCache:
         self._entries = BoundedCache(locks, ENV_KERNEL_CACHE_SIZE)
         self.stats: collections.Counter[str] = collections.Counter()
 
-    def get_or_compile(self, key: str, compile_fn: Callable[[], T]) -> T:
+    def get_or_compile(self, key: str, compile_fn: Callable[[], T],
+                       remember: Callable[[Exception], bool] = lambda err: True) -> T:
+        """The entry for `key`, made by `compile_fn` on a miss; an error `remember` accepts is
+        kept in its place (and raised again on each later request)."""
         entry = self._entries.get(key)
         if entry is not None:
             return self._hit(entry)
@@ -201,8 +206,9 @@ class KernelCache:
             try:
                 entry = compile_fn()
             except Exception as err:
-                self._entries.put(key, _Failure(err))
                 self._count("failures")
+                if remember(err):
+                    self._entries.put(key, _Failure(err))
                 raise
             self._entries.put(key, entry)
             self._count("compiles")

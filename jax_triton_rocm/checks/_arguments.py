@@ -10,7 +10,9 @@ against the rule's own arguments.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+import inspect
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import jax
@@ -29,14 +31,36 @@ _RENAMED_KEYWORDS = {
 GENERAL_OPTIONS = ("enable_fp_fusion", "debug")
 
 
-def aval_text(aval: Any) -> str:
-    return f"{np.dtype(aval.dtype).name}{list(aval.shape)}"
+def keyword_names(fn: Any) -> tuple[str, ...]:
+    """The keyword-only parameters of `fn` (an API function's own keyword arguments)."""
+    return tuple(name for name, param in inspect.signature(fn).parameters.items()
+                 if param.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+def close_names(unknown: Iterable[str], known: Iterable[str]) -> str:
+    """" (did you mean ...?)" naming the close match among `known` of each of `unknown` that
+    has one (difflib's), or ""."""
+    unknown, known = list(unknown), list(known)
+    guesses = [(name, match[0]) for name in unknown
+               if (match := difflib.get_close_matches(name, known, n=1))]
+    if not guesses:
+        return ""
+    if len(unknown) == 1:
+        return f" (did you mean {guesses[0][1]}?)"
+    return f" (did you mean {', '.join(f'{m} for {n!r}' for n, m in guesses)}?)"
 
 
 def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeDtypeStruct], Any]:
-    """`triton_call`'s `out_shape` (or `out_type`, `what`): its leaves as `ShapeDtypeStruct`s
-    (anything with `.shape` and `.dtype`, `jax.typeof(x)` too), and its tree; it may be empty
-    (`checks._surface` says when a call may have no outputs)."""
+    """`triton_call`'s `out_shape` (or `out_type`, `what`): its leaves as `ShapeDtypeStruct`s,
+    and its tree; it may be empty (`checks._surface` says when a call may have no outputs).
+
+    Only the shape and dtype of a leaf are read (an array's own sharding, as `out_shape=x`
+    gives it, is not; `jax.typeof(x)` is a leaf too); a `ShapeDtypeStruct` that asks for a
+    sharding is refused.
+
+    Raises:
+      ValueError: an output with a sharding. TypeError: a leaf without a shape and a dtype.
+    """
     leaves, tree = jax.tree_util.tree_flatten(
         out_shape, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))
     shapes = []
@@ -44,22 +68,66 @@ def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeD
         if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
             raise TypeError(f"{what} leaf {i} is {leaf!r}; each output needs a .shape and a "
                             f".dtype, e.g. jax.ShapeDtypeStruct((n,), jnp.float32).")
+        if isinstance(leaf, jax.ShapeDtypeStruct) and leaf.sharding is not None:
+            raise ValueError(
+                f"{what} leaf {i} asks for sharding={leaf.sharding}, which triton_call cannot "
+                f"honour: the kernel writes each output as one buffer, and JAX places it. Drop "
+                f"the sharding (jax.ShapeDtypeStruct({tuple(leaf.shape)}, {leaf.dtype})) and "
+                f"constrain the result instead (jax.lax.with_sharding_constraint), or call the "
+                f"kernel per shard inside jax.shard_map.")
         shapes.append(jax.ShapeDtypeStruct(tuple(leaf.shape), np.dtype(leaf.dtype)))
     return shapes, tree
 
 
-def split_compile_options(jit_fn: Any, metaparams: dict[str, Any]) -> tuple[dict, dict]:
+def check_own_names(unwrapped: _kernel.Unwrapped, n_filled: int,
+                    own_keywords: Iterable[str]) -> None:
+    """Raises TypeError for a parameter of the kernel that `triton_call` would have to fill by a
+    keyword it takes for itself (`grid`, `name`, `debug`, ...): after the `n_filled` parameters
+    the arguments and outputs fill, without a default, and set by no autotune config or
+    heuristic.
+
+    A keyword of that name always goes to `triton_call`; the message says how to set the
+    parameter instead.
+    """
+    jit_fn = unwrapped.jit_fn
+    configs = getattr(unwrapped.autotuner, "configs", ())
+    set_elsewhere = ({key for config in configs for key in config.kwargs}
+                     | {key for wrapper in unwrapped.heuristics for key in wrapper.values})
+    own = set(own_keywords) - set_elsewhere
+    for param in list(jit_fn.params)[n_filled:]:
+        if param.name in own and not param.has_default:
+            raise TypeError(
+                f"Kernel {_kernel.kernel_name(jit_fn)}'s parameter {param.name!r} has the name "
+                f"of an argument of triton_call itself ({param.name}=...), so triton_call cannot "
+                f"fill it: a keyword {param.name}= is triton_call's own. Rename the kernel's "
+                f"parameter, give it a default, or launch the kernel from a primitive's lowering "
+                f"rule with triton_call_lowering(..., constexprs={{{param.name!r}: ...}}).")
+
+
+def split_compile_options(jit_fn: Any, metaparams: dict[str, Any],
+                          own_keywords: Iterable[str] = ()) -> tuple[dict, dict]:
     """Splits `triton_call`'s keywords into constexprs and vendor compile options.
 
     A keyword named like a compile option (`waves_per_eu`, `maxnreg`, ...) is one unless the
     kernel has a parameter of that name.
 
     Raises:
-      TypeError: a jax-triton keyword this package replaces, or an unhashable value.
+      TypeError: a jax-triton keyword this package replaces, a keyword that is neither a
+        parameter of the kernel nor a compile option (the close match among those and
+        `own_keywords`, triton_call's own, suggested), or an unhashable value.
     """
     for keyword, advice in _RENAMED_KEYWORDS.items():
         if keyword in metaparams:
             raise TypeError(f"triton_call got {keyword}={metaparams[keyword]!r}: {advice}")
+    names = list(jit_fn.arg_names)
+    unknown = sorted(k for k in metaparams if k not in names and k not in _vendors.COMPILE_OPTIONS)
+    if unknown:
+        hint = close_names(unknown, [*own_keywords, *names, *_vendors.COMPILE_OPTIONS])
+        raise TypeError(
+            f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel "
+            f"{_kernel.kernel_name(jit_fn)}, whose parameters are ({', '.join(names)}), and no "
+            f"argument of triton_call{hint}. Keyword arguments of triton_call fill the kernel's "
+            f"constexpr parameters by name; fix the spelling.")
     constexprs = dict(metaparams)
     options = {k: constexprs.pop(k) for k in metaparams
                if k in _vendors.COMPILE_OPTIONS and k not in jit_fn.arg_names}
@@ -97,19 +165,44 @@ def split_arguments(args: tuple) -> tuple[list[Any], tuple[tuple[str, Any], ...]
     return arrays, tuple(positional)
 
 
+def _is_operand(value: Any) -> bool:
+    """An MLIR value, as a lowering rule receives each operand (or a tuple of them)."""
+    if isinstance(value, (tuple, list)):
+        return bool(value) and all(isinstance(v, ir.Value) for v in value)
+    return isinstance(value, ir.Value)
+
+
 def check_operands_and_options(array_args: tuple, in_avals: tuple,
-                               compile_options: dict[str, Any]) -> None:
-    """One operand per `ctx.avals_in`, and no keyword beyond the known compile options."""
+                               compile_options: dict[str, Any],
+                               own_keywords: Iterable[str] = (),
+                               jit_fn: Any = None) -> None:
+    """One operand (an `ir.Value`) per `ctx.avals_in`, and no keyword beyond the known compile
+    options: a kernel parameter (of `jit_fn`) belongs in `constexprs`, and for anything else the
+    close match among the options and `own_keywords` is suggested."""
     if len(array_args) != len(in_avals):
         raise TypeError(f"triton_call_lowering got {len(array_args)} array_args, but the "
                         f"primitive has {len(in_avals)} operands (ctx.avals_in); pass every "
                         f"operand the rule received, in order.")
-    unknown = sorted(set(compile_options) - set(GENERAL_OPTIONS + _vendors.COMPILE_OPTIONS))
+    for i, value in enumerate(array_args):
+        if not _is_operand(value):
+            raise TypeError(
+                f"triton_call_lowering: array_args[{i}] is {value!r} ({type(value).__name__}), "
+                f"not an operand. Pass the operands the lowering rule received after ctx (MLIR "
+                f"values), not ctx.avals_in (their abstract values) or arrays.")
+    known = GENERAL_OPTIONS + _vendors.COMPILE_OPTIONS
+    unknown = sorted(set(compile_options) - set(known))
+    params = [name for name in unknown if jit_fn is not None and name in jit_fn.arg_names]
+    if params:
+        raise TypeError(
+            f"triton_call_lowering got {', '.join(f'{p}=' for p in params)}, a parameter of "
+            f"kernel {_kernel.kernel_name(jit_fn)}: kernel parameters go in constexprs, e.g. "
+            f"constexprs={{{params[0]!r}: {compile_options[params[0]]!r}}}.")
     if unknown:
         raise TypeError(
-            f"triton_call_lowering got unknown keyword(s) {', '.join(map(repr, unknown))}. "
-            f"Kernel parameters go in constexprs={{...}}; compile options are "
-            f"{', '.join(GENERAL_OPTIONS + _vendors.COMPILE_OPTIONS)}.")
+            f"triton_call_lowering got unknown keyword(s) {', '.join(map(repr, unknown))}"
+            f"{close_names(unknown, [*own_keywords, *known])}. Fix the spelling: kernel "
+            f"parameters go in constexprs={{...}}, and the compile options are "
+            f"{', '.join(known)}.")
 
 
 def checked_constexprs(constexprs: Mapping[str, Any] | None, names: list[str],

@@ -57,13 +57,15 @@ def _has_descriptor(entries: Sequence[tuple[str, Any]]) -> bool:
 
 
 def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unwrapped: Any,
-                      out_shape: Any, out_type: Any, backend_options: Any, cost_estimate: Any,
-                      has_side_effect: Any, input_output_aliases: Any, zeroed_outputs: Any,
-                      settings: dict[str, Any], **rest: Any) -> BoundCall:
+                      own_keywords: tuple[str, ...], out_shape: Any, out_type: Any,
+                      backend_options: Any, cost_estimate: Any, has_side_effect: Any,
+                      input_output_aliases: Any, zeroed_outputs: Any, settings: dict[str, Any],
+                      **rest: Any) -> BoundCall:
     """Checks a `triton_call`; returns it bound.
 
     Args:
       args, keywords: the positional and keyword arguments meant for the kernel.
+      own_keywords: triton_call's own keyword arguments (compared with a misspelt keyword).
       settings: num_warps, num_stages, num_ctas, debug, enable_fp_fusion as given (None: not
         given; `backend_options` may give them).
       rest: grid, name, compute_capability, serialized_metadata, batch_grid_axis, xla_native.
@@ -75,12 +77,10 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
     what, given_outputs = _call_options.convention(out_shape, out_type)
     out_shapes, out_tree = _arguments.out_shapes(given_outputs, what)
     side_effect = _values.flag(has_side_effect, "has_side_effect")
-    placed = _surface.bound_call(
-        args, keywords, unwrapped=unwrapped, convention=what, out_shapes=out_shapes,
-        input_output_aliases=input_output_aliases, zeroed_outputs=zeroed_outputs,
-        has_side_effect=side_effect)
-    metaparams, keyword_options = _arguments.split_compile_options(unwrapped.jit_fn,
-                                                                   placed.metaparams)
+    placed, keyword_options = _surface.bound_call(
+        args, keywords, unwrapped=unwrapped, convention=what, outputs=given_outputs,
+        out_shapes=out_shapes, input_output_aliases=input_output_aliases,
+        zeroed_outputs=zeroed_outputs, has_side_effect=side_effect, own_keywords=own_keywords)
     options = _call_options.merged(settings, backend_options, keyword_options)
     if rest.get("batch_grid_axis") is not None and _has_descriptor(placed.positional):
         raise NotImplementedError(
@@ -91,7 +91,7 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
         "triton_call", kernel=kernel, unwrapped=unwrapped, positional=placed.positional,
         in_avals=placed.in_avals, out_shapes=placed.out_shapes,
         input_output_aliases=placed.aliases, zeroed_outputs=placed.zeroed,
-        metaparams=metaparams, options=options.compile_options, **options.settings,
+        metaparams=placed.metaparams, options=options.compile_options, **options.settings,
         has_side_effect=side_effect, cost_estimate=_call_options.cost_estimate(cost_estimate),
         backend_options=options.backend_options, **rest)
     return BoundCall(spec, placed, out_tree)

@@ -29,6 +29,17 @@ _REFUSED = {
 COST_KEYS = ("flops", "transcendentals", "bytes_accessed")
 
 
+class _NotGiven:
+    """The default of `triton_call`'s `out_type` and `out_shape`: not given (None is a value,
+    and gives no output)."""
+
+    def __repr__(self) -> str:
+        return "<not given>"
+
+
+NOT_GIVEN = _NotGiven()
+
+
 @dataclasses.dataclass(frozen=True)
 class Options:
     """The call's options in one form.
@@ -50,15 +61,15 @@ def convention(out_shape: Any, out_type: Any) -> tuple[str, Any]:
     Raises:
       TypeError: both or neither given.
     """
-    if out_shape is not None and out_type is not None:
+    if out_shape is not NOT_GIVEN and out_type is not NOT_GIVEN:
         raise TypeError("triton_call got both out_type= (jax-triton 0.4) and out_shape= (0.3); "
                         "give one: they mean the same outputs, but pick the convention for "
                         "keyword operands and input_output_aliases (README: porting).")
-    if out_shape is None and out_type is None:
+    if out_shape is NOT_GIVEN and out_type is NOT_GIVEN:
         raise TypeError("triton_call needs the outputs' shapes and dtypes: out_type= (jax-triton "
                         "0.4) or out_shape= (0.3), e.g. out_type=jax.ShapeDtypeStruct(x.shape, "
                         "x.dtype), or out_type=() for a kernel that only updates Refs.")
-    return ("out_shape", out_shape) if out_type is None else ("out_type", out_type)
+    return ("out_shape", out_shape) if out_type is NOT_GIVEN else ("out_type", out_type)
 
 
 def _hashable(key: str, value: Any) -> None:

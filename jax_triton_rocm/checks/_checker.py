@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 
 from jax_triton_rocm.base import _values, _vendors
-from jax_triton_rocm.checks._arguments import aval_text
-from jax_triton_rocm.launch import _configs, _grid, _kernel, _layout, _types
+from jax_triton_rocm.launch import _autotuner, _grid, _kernel, _layout, _types
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
 
@@ -109,8 +108,9 @@ def aliases(api_name: str, given: Any, in_avals: tuple, out_avals: tuple) -> tup
         if tuple(src.shape) != tuple(dst.shape) or np.dtype(src.dtype) != np.dtype(dst.dtype):
             raise ValueError(
                 f"{api.prefix}input_output_aliases={shown!r}: {api.input} {in_idx} "
-                f"({aval_text(src)}) and {api.output} {out_idx} ({aval_text(dst)}) must have "
-                f"the same shape and dtype to share a buffer{api.alias_fix}.")
+                f"({_types.aval_text(src)}) and {api.output} {out_idx} "
+                f"({_types.aval_text(dst)}) must have the same shape and dtype to share a "
+                f"buffer{api.alias_fix}.")
         pairs.append((int(in_idx), int(out_idx)))
     if len({o for _, o in pairs}) != len(pairs):
         raise ValueError(f"{api.prefix}input_output_aliases={shown!r} aliases one {api.output} "
@@ -129,14 +129,26 @@ def _zeroed(api: Api, zeroed: Any, n_outs: int) -> Any:
 
 
 def _buffers(api: Api, positional: tuple, in_avals: tuple, out_shapes: tuple) -> None:
-    """A Triton pointer type for every operand's and output's dtype; each named as its API
-    numbers it (`triton_call` counts positional arguments, scalars included)."""
+    """A Triton pointer type for every operand's and output's dtype, and a fixed shape; each
+    named as its API numbers it (`triton_call` counts positional arguments, scalars included).
+
+    Raises:
+      TypeError: a dtype Triton cannot take. ValueError: a symbolic dimension (`jax.export`).
+    """
     names = {value: f"argument {i}" for i, (kind, value) in enumerate(positional)
              if kind == "array"}
-    for i, aval in enumerate(in_avals):
-        _types.pointer_type(aval.dtype, what=api.prefix + names.get(i, f"{api.input} {i}"))
-    for i, aval in enumerate(out_shapes):
-        _types.pointer_type(aval.dtype, what=f"{api.prefix}{api.output} {i}")
+    buffers = [(api.prefix + names.get(i, f"{api.input} {i}"), aval)
+               for i, aval in enumerate(in_avals)]
+    buffers += [(f"{api.prefix}{api.output} {i}", aval) for i, aval in enumerate(out_shapes)]
+    for what, aval in buffers:
+        _types.pointer_type(aval.dtype, what=what)
+        if not all(isinstance(d, (int, np.integer)) for d in aval.shape):
+            raise ValueError(
+                f"{what} has shape {tuple(aval.shape)}, with a symbolic dimension, which "
+                f"{api.name} cannot lower: the grid, the constexprs and the kernel are fixed "
+                f"when the call is lowered, and jaxlib's Triton call has no grid that follows a "
+                f"size known only at run time. Export for concrete shapes instead (one export "
+                f"per shape).")
 
 
 def _kernel_arguments(unwrapped: _kernel.Unwrapped, positional: tuple, in_avals: tuple,
@@ -154,7 +166,7 @@ def _kernel_arguments(unwrapped: _kernel.Unwrapped, positional: tuple, in_avals:
         _layout.check_plain_call(jit_fn, positional, list(in_avals), list(out_shapes), metaparams)
         return
     if unwrapped.autotuner is not None:
-        _configs.check_autotuner(unwrapped.autotuner, _kernel.kernel_name(jit_fn))
+        _autotuner.check_autotuner(unwrapped.autotuner, _kernel.kernel_name(jit_fn))
     n_trailing = 0 if _layout.places_outputs(positional) else len(out_shapes)
     _layout.check_operands(jit_fn, len(positional), n_trailing, metaparams)
 

@@ -171,15 +171,21 @@ def zero_three_shaped(given: Given, flat: Flat, refs: list) -> bool:
 
 
 def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convention: str,
-               out_shapes: list, input_output_aliases: Any, zeroed_outputs: Any,
-               has_side_effect: bool) -> _placement.Placed:
-    """Binds a `triton_call`, flattens its operands and places its outputs.
+               outputs: Any, out_shapes: list, input_output_aliases: Any, zeroed_outputs: Any,
+               has_side_effect: bool,
+               own_keywords: tuple[str, ...]) -> tuple[_placement.Placed, dict[str, Any]]:
+    """Binds a `triton_call`, flattens its operands and places its outputs (`outputs` as given,
+    `out_shapes` its leaves); returns them, and the vendor compile options among the keywords.
 
     Raises:
-      TypeError / ValueError: as `bind`, `flatten` and `_placement.place` say.
+      TypeError / ValueError: as `bind`, `flatten`, `_arguments.split_compile_options` (a
+        keyword that is no parameter, `own_keywords` being triton_call's) and
+        `_placement.place` say.
     """
     jit_fn = unwrapped.jit_fn
     given = bind(jit_fn, args, keywords, convention, len(out_shapes))
+    given.metaparams, options = _arguments.split_compile_options(jit_fn, given.metaparams,
+                                                                 own_keywords)
     flat = flatten(jit_fn, given)
     refs = [leaf for leaf in flat.leaves if is_ref(leaf.value)]
     if len({id(leaf.value) for leaf in refs}) < len(refs):
@@ -188,8 +194,8 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
                          f"once (a kernel parameter may hold its pointer in several places).")
     if not out_shapes and not has_side_effect and not refs:
         raise ValueError(
-            f"{convention} is empty and kernel {_kernel.kernel_name(jit_fn)} gets no Ref "
-            f"operand, so nothing would use the call and JAX would drop it. Give it outputs, "
+            f"{convention}={outputs!r} is empty and kernel {_kernel.kernel_name(jit_fn)} gets no "
+            f"Ref operand, so nothing would use the call and JAX would drop it. Give it outputs, "
             f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
             f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
     shaped = zero_three_shaped(given, flat, refs)
@@ -200,4 +206,5 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
         trailing=trailing if shaped and convention == "out_shape" else None)
     if shaped and placed.output_params == trailing:  # laid out as 0.3 lays it
         placed = _placement.as_positional(placed, _arguments.split_arguments(args)[1])
-    return placed
+    _arguments.check_own_names(unwrapped, len(args) + len(out_shapes), own_keywords)
+    return placed, options

@@ -7,7 +7,9 @@ Triton or Gluon, the signature and specialisation, the constexprs and every comp
 edited kernel, or one whose global `tl.constexpr` was rebound, never gets the old binary; two
 kernels with the same name never collide. `triton.compile` keeps using Triton's own on-disk cache
 (`TRITON_CACHE_DIR` is never changed; where it is empty, `_triton_cache` supplies Triton's
-default location), so a second process gets the binary in milliseconds.
+default location), so a second process gets the binary in milliseconds. The entry Triton's cache
+holds is checked before its binary is used (`_cache_entry`), and a cache folder that cannot be
+written is worked around (`_triton_cache`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import tempfile
 from typing import Any
 
 from jax_triton_rocm.base import _compat, _state
-from jax_triton_rocm.compile import _gluon, _triton_cache
+from jax_triton_rocm.compile import _cache_entry, _errors, _gluon, _triton_cache
 from jax_triton_rocm.compile._globals import global_values, stable_text
 from jax_triton_rocm.launch._layout import BoundKernel
 
@@ -127,13 +129,16 @@ def run_triton(job: CompileJob) -> CompiledKernel:
                            attrs=bound.attrs)
     _serialize_front_end(source)
     _with_globals_in_hash(source, job.globals_key)
-    with _triton_cache.usable_cache_dir(triton):
-        try:
-            compiled = triton.compile(source, target=job.triton_target,
-                                      options=dict(job.options))
-        except Exception as err:
-            _remove_ptxas_files(err)
-            raise
+    _with_constexpr_types_in_hash(source, bound.constexprs)
+    def compile_from_checked_entry() -> Any:
+        return _cache_entry.compile_checked(triton, source, job.triton_target, job.options,
+                                            job.binary_key)
+
+    try:
+        compiled = _triton_cache.compile_in_usable_cache(triton, compile_from_checked_entry)
+    except Exception as err:
+        _remove_ptxas_files(err)
+        raise
     metadata = compiled.metadata
     meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
     meta.pop("target", None)
@@ -169,6 +174,25 @@ def _with_globals_in_hash(source: Any, globals_key: tuple) -> None:
         return hashlib.sha256(f"{triton_hash()}-{globals_key}".encode()).hexdigest()
 
     source.hash = hash_with_globals
+
+
+def _with_constexpr_types_in_hash(source: Any, constexprs: dict) -> None:
+    """Makes `source.hash()` tell a str constexpr from the value it spells.
+
+    Triton's hash writes constexprs with `str()`, so `BLOCK="256"` would be served the binary
+    of `BLOCK=256` from its on-disk cache (and compile nothing that could fail). Only a str can
+    spell another type's value, so the types are folded in where one is a str; other keys stay
+    Triton's own.
+    """
+    if not any(isinstance(value, str) for value in constexprs.values()):
+        return
+    types = sorted((position, type(value).__qualname__) for position, value in constexprs.items())
+    triton_hash = source.hash
+
+    def hash_with_types() -> str:
+        return hashlib.sha256(f"{triton_hash()}-constexpr-types={types}".encode()).hexdigest()
+
+    source.hash = hash_with_types
 
 
 # Triton's NVIDIA backend names its ptxas input in the PTXASError's repro command and leaves the
@@ -210,23 +234,31 @@ def _serialize_front_end(source: Any) -> None:
 def compile_job(job: CompileJob) -> CompiledKernel:
     """`job`'s kernel from the shared cache, compiled on a miss (once per key).
 
-    A kernel that fails to compile is remembered too (`_state.KernelCache`): every later or
-    concurrent lowering of it raises the same error at once, until `clear_caches()`.
+    A kernel that fails to compile for a reason of its own (`_errors.is_kernel_error`) is
+    remembered too (`_state.KernelCache`): every later or concurrent lowering of it raises the
+    same error at once, until `clear_caches()`. A failure of the environment is not: the next
+    lowering tries again.
 
     Raises:
       ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
-      Triton's own compile errors, with a hint where a 0-d array may have been meant as a scalar.
+      KernelPassFailure: Triton's compiler passes rejected the kernel (`_errors.explained`).
+      Triton's own compile errors, with a note naming the target and the constexprs, and a hint
+        where a 0-d array may have been meant as a scalar.
     """
     def compile_with_hints() -> CompiledKernel:
         try:
             return run_triton(job)
         except Exception as err:
+            explained = _errors.explained(err, job)
             if job.bound.zero_d_pointers:
-                err.add_note(
+                explained.add_note(
                     f"jax_triton_rocm: {', '.join(job.bound.zero_d_pointers)} is a 0-d array, "
                     f"which the kernel receives as a pointer. If the kernel wants a scalar there, "
                     f"pass a Python or NumPy scalar (e.g. int(n), np.float32(x)) instead of a JAX "
                     f"array.")
-            raise
+            if explained is err:
+                raise
+            raise explained from err
 
-    return _state.KERNELS.get_or_compile(job.key, compile_with_hints)
+    return _state.KERNELS.get_or_compile(job.key, compile_with_hints,
+                                         remember=_errors.is_kernel_error)

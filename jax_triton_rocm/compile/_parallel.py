@@ -98,8 +98,10 @@ def kept_configs(configs: list, jobs: list, results: list) -> list[tuple]:
     fatal = [(c, r) for c, r in errors if not isinstance(r, skippable)]
     if fatal or (errors and len(errors) == len(configs)):
         config, error = (fatal or errors)[0]
-        if len(configs) > 1:
-            error.add_note(f"jax_triton_rocm: in autotune config ({config.description})")
+        note = f"jax_triton_rocm: in autotune config ({config.description})"
+        # The kernel cache raises a remembered error again at each lowering: one note each.
+        if len(configs) > 1 and note not in getattr(error, "__notes__", ()):
+            error.add_note(note)
         raise error
     for config, error in errors:
         logger.info("jax_triton_rocm: autotune config (%s) dropped: %s: %s",

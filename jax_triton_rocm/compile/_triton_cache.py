@@ -18,17 +18,27 @@ Threads: compiles run in parallel threads; a count of compiles in flight, under 
 compile that runs meanwhile also finds the default location instead of failing, which is the
 only effect the override can have on it.
 
+Unwritable: where Triton's cache folder cannot be written (read-only, a parent that is a file, a
+full disk), `triton.compile` raises an OSError naming a path in it. `compile_in_usable_cache` then
+compiles once more with the knob pointing at a private temporary folder, shared by the compiles
+in flight and removed when the last one ends, and logs one warning naming `TRITON_CACHE_DIR` and
+the reason. Nothing of it is remembered: the next compile tries the folder again, so a folder
+made writable in a running process caches again from its next compile.
+
 Fork: a child forked while compiles were in flight has none running; it restores the knob
-itself (see `_restore_after_fork`).
+itself and leaves a private folder to the parent (see `_restore_after_fork`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
-from collections.abc import Iterator
-from typing import Any
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from jax_triton_rocm.base import _state
 
@@ -37,9 +47,15 @@ logger = logging.getLogger("jax_triton_rocm")
 ENV_CACHE_DIR = "TRITON_CACHE_DIR"
 _MISSING = object()
 
+T = TypeVar("T")
+
 _in_flight = 0
 _saved: Any = _MISSING  # the knob's own `__dict__` entry before the override
+_private: str | None = None  # the private folder compiles use while the cache is unwritable
 _warned = False
+_warned_unwritable: set[tuple[str, int | None]] = set()
+# Errors that name no path but come from writing the cache's files.
+_FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 
 
 def needs_default_dir(cache_knobs: Any) -> bool:
@@ -69,35 +85,54 @@ def _warn_once(directory: str) -> None:
 
 
 @contextlib.contextmanager
-def usable_cache_dir(triton: Any) -> Iterator[None]:
+def usable_cache_dir(triton: Any, *, private: bool = False) -> Iterator[None]:
     """Runs the body with a cache directory Triton can use, for `triton.compile`.
 
-    Does nothing when Triton already has one (the usual case: no lock taken).
+    Does nothing when Triton already has one (the usual case: no lock taken). With `private`,
+    the cache is a private temporary folder, removed when the last compile using it ends.
     """
-    global _in_flight, _saved
     cache_knobs = triton.knobs.cache
-    if _in_flight == 0 and not needs_default_dir(cache_knobs):
+    if not private and _in_flight == 0 and not needs_default_dir(cache_knobs):
         yield
         return
-    with _state.LOCKS.lock_for("triton-cache-dir"):
-        overriding = _in_flight > 0 or needs_default_dir(cache_knobs)
-        if overriding:
-            if _in_flight == 0:
-                directory = default_dir(cache_knobs)
-                _saved = vars(cache_knobs).get("dir", _MISSING)
-                vars(cache_knobs)["dir"] = directory  # bypasses Triton's write to os.environ
-                _warn_once(directory)
-            _in_flight += 1
-    if not overriding:
+    if not _enter(cache_knobs, private):
         yield
         return
     try:
         yield
     finally:
-        with _state.LOCKS.lock_for("triton-cache-dir"):
-            _in_flight -= 1
-            if _in_flight == 0:
-                _restore(cache_knobs)
+        _leave(cache_knobs)
+
+
+def _enter(cache_knobs: Any, private: bool) -> bool:
+    """Points the knob at the default or a private folder, or joins the override in force;
+    returns whether this compile counts as one in flight (False: no override needed)."""
+    global _in_flight, _saved, _private
+    with _state.LOCKS.lock_for("triton-cache-dir"):
+        if not (private or _in_flight > 0 or needs_default_dir(cache_knobs)):
+            return False
+        if _in_flight == 0:
+            _saved = vars(cache_knobs).get("dir", _MISSING)
+            if not private:
+                directory = default_dir(cache_knobs)
+                vars(cache_knobs)["dir"] = directory  # bypasses Triton's write to os.environ
+                _warn_once(directory)
+        if private and _private is None:
+            _private = tempfile.mkdtemp(prefix="jax_triton_rocm_triton_cache_")
+            vars(cache_knobs)["dir"] = _private
+        _in_flight += 1
+        return True
+
+
+def _leave(cache_knobs: Any) -> None:
+    global _in_flight, _private
+    with _state.LOCKS.lock_for("triton-cache-dir"):
+        _in_flight -= 1
+        if _in_flight == 0:
+            _restore(cache_knobs)
+            if _private is not None:
+                shutil.rmtree(_private, ignore_errors=True)
+                _private = None
 
 
 def _restore(cache_knobs: Any) -> None:
@@ -109,14 +144,71 @@ def _restore(cache_knobs: Any) -> None:
     _saved = _MISSING
 
 
+def unwritable_reason(err: OSError, directory: str) -> str | None:
+    """Why `err`, raised by a compile, means the cache folder `directory` cannot be written;
+    None where it is about something else."""
+    if err.filename is None and err.errno in _FULL_DISK:
+        return str(err)
+    folder = os.path.abspath(directory)
+    for path in (err.filename, err.filename2):
+        if isinstance(path, (str, bytes, os.PathLike)):
+            path = os.path.abspath(os.fsdecode(path))
+            if path == folder or path.startswith(folder + os.sep):
+                return str(err)
+    return None
+
+
+def _warn_unwritable(directory: str, err: OSError, reason: str) -> None:
+    """Logs once per folder and kind of failure that compiles go on without the cache."""
+    with _state.LOCKS.guard:
+        if (directory, err.errno) in _warned_unwritable:
+            return
+        _warned_unwritable.add((directory, err.errno))
+    setting = (f"{ENV_CACHE_DIR}={os.environ[ENV_CACHE_DIR]!r}" if ENV_CACHE_DIR in os.environ
+               else f"{ENV_CACHE_DIR} unset, Triton's default")
+    logger.warning(
+        "jax_triton_rocm: Triton's cache folder %s (%s) cannot be written: %s. Kernels compile "
+        "without it (in a private temporary folder, removed afterwards), so nothing is cached on "
+        "disk; set %s to a writable folder to cache again.", directory, setting, reason,
+        ENV_CACHE_DIR)
+
+
+def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
+    """Runs `compile_fn` (which calls `triton.compile`) with a cache directory Triton can use.
+
+    Where the cache folder cannot be written, runs it once more with the cache in a private
+    temporary folder (see the module's docstring), after one warning.
+
+    Raises:
+      whatever `compile_fn` raises, other than the unwritable cache's OSError.
+    """
+    with usable_cache_dir(triton):
+        directory = triton.knobs.cache.dir
+        try:
+            return compile_fn()
+        except OSError as err:
+            reason = unwritable_reason(err, directory)
+            if reason is None:
+                raise
+            failure = err
+    _warn_unwritable(directory, failure, reason)
+    with usable_cache_dir(triton, private=True):
+        try:
+            return compile_fn()
+        except OSError as err:
+            raise err from failure
+
+
 def _restore_after_fork() -> None:
-    """In a child forked mid-compile: no compile runs here, so the knob goes back as it was."""
-    global _in_flight
+    """In a child forked mid-compile: no compile runs here, so the knob goes back as it was; a
+    private folder is the parent's to remove."""
+    global _in_flight, _private
     if _in_flight:
         import triton
 
         _restore(triton.knobs.cache)
         _in_flight = 0
+    _private = None
 
 
 os.register_at_fork(after_in_child=_restore_after_fork)

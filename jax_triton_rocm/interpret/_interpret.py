@@ -26,6 +26,8 @@ What runs where the GPU would differ:
 - Every output starts zeroed (on the GPU only `zeroed_outputs` are); an aliased output starts as
   its input (zeroed when listed in `zeroed_outputs`, as on the GPU).
 - Gluon kernels cannot run: the interpreter runs only `@triton.jit` kernels.
+
+Where a GPU could run the kernel instead, the first one lowered here says so, once (`_fallback`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from jax.experimental import io_callback
 from jax.interpreters import mlir
 
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.interpret import _interpret_host
+from jax_triton_rocm.interpret import _fallback, _interpret_host
 from jax_triton_rocm.launch import _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
@@ -58,6 +60,7 @@ class InterpretedCall:
         turned into a constexpr (None, or an int equal to 1) from one given by keyword.
       out_avals: the outputs' shapes and dtypes.
       aliases: (input index, output index) pairs that share a buffer.
+      debug: check the kernel's `tl.device_assert`s (the call's `debug=True`), as on the GPU.
     """
 
     name: str
@@ -66,6 +69,7 @@ class InterpretedCall:
     positional: tuple[tuple[str, Any], ...]
     out_avals: tuple[Any, ...]
     aliases: tuple[tuple[int, int], ...]
+    debug: bool = False
 
 
 def check_interpretable(jit_fn: Any, name: str) -> None:
@@ -85,7 +89,7 @@ def resolve(ctx_avals_in: tuple, spec: KernelCallSpec) -> InterpretedCall:
     [launch] = _plan.launches(spec, tuple(ctx_avals_in), out_avals, _plan.interpreter_target())
     return InterpretedCall(name=spec.name, jit_fn=jit_fn, launch=launch,
                            positional=spec.positional, out_avals=out_avals,
-                           aliases=spec.input_output_aliases)
+                           aliases=spec.input_output_aliases, debug=spec.debug)
 
 
 def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[Any]:
@@ -133,8 +137,8 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
     a callback may be its own, read-only buffers.
 
     Raises:
-      RuntimeError: the interpreter failed; the message names the kernel and the interpreter's
-        error, which is chained.
+      RuntimeError: the interpreter failed, or (with `debug`) a `tl.device_assert` did; the
+        message names the kernel, its constexprs and the interpreter's error, which is chained.
     """
     buffers = [np.array(x, copy=True, order="C") for x in inputs]
     alias_of = {o: i for i, o in call.aliases}
@@ -150,19 +154,30 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
         outs.append(out)
     args = _kernel_arguments(call, buffers, outs)
     try:
-        with _state.triton_language_lock(), _interpret_host.interpreter_adapted():
+        with _state.triton_language_lock(), _interpret_host.interpreter_adapted(call.debug):
             _interpret_host.interpreted(call.jit_fn)[grid](*args)
     except Exception as err:
+        constexprs = call.launch.bound.constexprs_text(list(call.jit_fn.arg_names)) or "none"
+        # Triton's interpreter raises what the kernel raised as the cause of an InterpreterError.
+        failed = err if isinstance(err, AssertionError) else err.__cause__
+        if call.debug and isinstance(failed, AssertionError):
+            raise RuntimeError(
+                f"Kernel {call.name} failed an assertion in Triton's interpreter on the CPU "
+                f"(grid {grid}, constexprs {constexprs}; debug=True checks tl.device_assert): "
+                f"{failed}. Fix the input the assertion rejects, or the kernel.") from err
         raise RuntimeError(
-            f"Triton's interpreter could not run kernel {call.name} (grid {grid}) on the "
-            f"CPU: {type(err).__name__}: {err}. Run it on a GPU if it uses a feature the "
-            f"interpreter lacks.") from err
+            f"Triton's interpreter could not run kernel {call.name} (grid {grid}, constexprs "
+            f"{constexprs}) on the CPU: {type(err).__name__}: {err}. Fix a value the kernel "
+            f"cannot use where the call passes it (a None positional argument is a constexpr, "
+            f"as in Triton), or run it on a GPU if it uses a feature the interpreter "
+            f"lacks.") from err
     return tuple(outs)
 
 
 def lower(ctx: Any, operands: Sequence[Any], spec: KernelCallSpec):
     """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback."""
     call = resolve(tuple(ctx.avals_in), spec)
+    _fallback.explain_once(call.name)
 
     def host_call(*arrays):
         if spec.has_side_effect:  # a callback XLA keeps even when its results go unused

@@ -112,8 +112,9 @@ def _bf16_as_fp32(handle: Any) -> Any:
 
 
 @contextlib.contextmanager
-def interpreter_adapted() -> Iterator[None]:
-    """While in force, Triton's interpreter runs an ordinary @triton.jit kernel correctly.
+def interpreter_adapted(debug: bool = False) -> Iterator[None]:
+    """While in force, Triton's interpreter runs an ordinary @triton.jit kernel correctly, with
+    `tl.device_assert` checked where `debug` (the interpreter's own options leave it off).
 
     - A call from the kernel to another @triton.jit function runs that function's interpreted
       twin (outside `TRITON_INTERPRET=1` it is a `JITFunction`, which refuses to be called), and
@@ -152,9 +153,12 @@ def interpreter_adapted() -> Iterator[None]:
     def dot_of_values(self, a, b, *rest, **kwargs):
         return create_dot(self, _bf16_as_fp32(a), _bf16_as_fp32(b), *rest, **kwargs)
 
+    builder = interpreter.interpreter_builder
     saved = [(JITFunction, "__call__", JITFunction.__call__),
              (interpreter, "_patch_lang_tensor", patch_tensor),
-             (interpreter.InterpreterBuilder, "create_dot", create_dot)]
+             (interpreter.InterpreterBuilder, "create_dot", create_dot),
+             (builder, "options", builder.options)]
+    builder.options = dataclasses.replace(builder.options, debug=debug)
     saved += _tensor_results_for_constexpr_operators()
     saved += _bfloat16_nan_padding()
     JITFunction.__call__ = call_interpreted

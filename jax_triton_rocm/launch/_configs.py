@@ -20,31 +20,10 @@ import dataclasses
 from typing import Any
 
 from jax_triton_rocm.base import _values, _vendors
-from jax_triton_rocm.launch import _layout, _nested
+from jax_triton_rocm.launch import _autotuner, _callbacks, _layout, _nested, _types
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
 LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
-
-# Triton autotuner features that need the host around each trial, or that time the trials
-# differently. jaxlib's autotuner runs the trials itself, on the device, so none of them can run;
-# each gets an error naming what to use instead.
-_UNSUPPORTED_AUTOTUNE = {
-    "pre_hook": "restore inputs through input_output_aliases (jaxlib restores aliased buffers "
-                "between trials) or zero outputs with zeroed_outputs",
-    "post_hook": "do the work after the call, in JAX",
-    "restore_value": "alias the buffer with input_output_aliases; jaxlib restores aliased inputs "
-                     "between trials",
-    "reset_to_zero": "list those outputs in triton_call's zeroed_outputs, which are zeroed "
-                     "before every launch",
-    "perf_model": "prune with prune_configs_by={'early_config_prune': fn} instead (perf_model "
-                  "and top_k need the device at lowering time)",
-    "do_bench": "drop it: jaxlib times every config itself, on the device, at the first run",
-    "warmup": "drop it: jaxlib times every config itself, on the device, at the first run",
-    "rep": "drop it: jaxlib times every config itself, on the device, at the first run",
-    "use_cuda_graph": "drop it: jaxlib times every config itself, on the device, at the first run",
-    "cache_results": "drop it: jaxlib times the configs once per process, at the first run, and "
-                     "keeps the fastest for the life of the process",
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,65 +76,22 @@ def _named_args(jit_fn: Any, positional: tuple, in_avals: tuple, out_avals: tupl
     return named
 
 
-def _user_cache_results(autotuner: Any) -> bool:
-    """Whether `cache_results=True` was asked of this autotuner (not Triton's global knob)."""
-    if not getattr(autotuner, "cache_results", False):
-        return False
-    from triton import knobs
-
-    return not knobs.autotuning.cache
-
-
-def _used_features(autotuner: Any) -> list[str]:
-    """The unsupported autotuner features this autotuner uses, by argument name."""
-    used = {
-        "pre_hook": getattr(autotuner, "user_defined_pre_hook", False),
-        "post_hook": getattr(autotuner, "user_defined_post_hook", False),
-        "restore_value": bool(getattr(autotuner, "restore_value", None)),
-        "reset_to_zero": bool(getattr(autotuner, "reset_to_zero", None)),
-        "perf_model": getattr(autotuner, "perf_model", None) is not None,
-        "warmup": getattr(autotuner, "num_warmups", None) is not None,
-        "rep": getattr(autotuner, "num_reps", None) is not None,
-        "use_cuda_graph": bool(getattr(autotuner, "use_cuda_graph", False)),
-        "cache_results": _user_cache_results(autotuner),
-    }
-    # warmup, rep and use_cuda_graph install a `_do_bench` of their own; report those by name.
-    used["do_bench"] = (getattr(autotuner, "_do_bench", None) is not None
-                        and not (used["warmup"] or used["rep"] or used["use_cuda_graph"]))
-    return [name for name in _UNSUPPORTED_AUTOTUNE if used[name]]
-
-
-def check_autotuner(autotuner: Any, kernel: str) -> None:
-    """Raises NotImplementedError for an autotuner feature jaxlib cannot honour.
-
-    The message names the feature, the kernel and the alternative; nothing is silently ignored.
-    """
-    used = _used_features(autotuner)
-    if used:
-        advice = "; ".join(f"for {name}: {_UNSUPPORTED_AUTOTUNE[name]}" for name in used)
-        raise NotImplementedError(
-            f"@triton.autotune({', '.join(f'{name}=...' for name in used)}) on kernel {kernel} "
-            f"is not supported by jax_triton_rocm: jaxlib times the configs on the device, at the "
-            f"first run, without host code around the trials. Instead, {advice}.")
-    for config in autotuner.configs:
-        if getattr(config, "pre_hook", None) is not None:
-            raise NotImplementedError(
-                f"triton.Config(pre_hook=...) ({config}) on kernel {kernel} is not supported by "
-                f"jax_triton_rocm: jaxlib runs the trials without host hooks. Instead, "
-                f"{_UNSUPPORTED_AUTOTUNE['pre_hook']}.")
-        if getattr(config, "ir_override", None) is not None:
-            raise NotImplementedError(
-                f"triton.Config(ir_override={config.ir_override!r}) on kernel {kernel} is not "
-                f"supported by jax_triton_rocm, which compiles every config from the kernel's "
-                f"source. Drop ir_override, or change the kernel's source.")
-
-
 def _apply_heuristics(heuristics: tuple, config: LaunchConfig, named: dict, kernel: str,
                       param_names: set[str]) -> LaunchConfig:
-    """Runs `heuristics` (outermost first) on `config`; each sees the values set before it."""
+    """Runs `heuristics` (outermost first) on `config`; each sees the values set before it.
+
+    Raises:
+      ValueError: a rule raised (`_callbacks.call` names the rule, what it read and was given).
+      TypeError: a rule sets a name that is no parameter and no launch setting.
+    """
     for wrapper in heuristics:
         for key, rule in wrapper.values.items():
-            value = rule({**named, **config.kwargs_view()})
+            args = {**named, **config.kwargs_view()}
+            value = _callbacks.call(
+                rule, args, what=f"The heuristic for {key!r} (@triton.heuristics) of kernel "
+                                 f"{kernel}",
+                given=args, fix="Fix the rule: it receives the kernel's arguments by name "
+                                "(arrays as their shape and dtype) and the values set before it.")
             if key in param_names:
                 config = dataclasses.replace(config, constexprs={**config.constexprs, key: value})
             elif key in LAUNCH_SETTINGS:
@@ -192,7 +128,8 @@ def _from_autotune_config(base: LaunchConfig, config: Any, kernel: str,
         constexprs=constexprs,
         num_warps=config.num_warps if config.num_warps is not None else base.num_warps,
         num_stages=config.num_stages if config.num_stages is not None else base.num_stages,
-        num_ctas=getattr(config, "num_ctas", None) or base.num_ctas,
+        num_ctas=config.num_ctas if getattr(config, "num_ctas", None) is not None
+        else base.num_ctas,
         options=options,
         description=str(config),
     )
@@ -201,7 +138,7 @@ def _from_autotune_config(base: LaunchConfig, config: Any, kernel: str,
 def _autotune_configs(autotuner: Any, base: LaunchConfig, named: dict, kernel: str,
                       param_names: set[str]) -> list[LaunchConfig]:
     """The autotuner's configs over `base`, pruned by its `early_config_prune`, in its order."""
-    check_autotuner(autotuner, kernel)
+    _autotuner.check_autotuner(autotuner, kernel)
     for config in autotuner.configs:
         conflicts = sorted(set(base.constexprs) & set(config.kwargs))
         if conflicts:
@@ -213,13 +150,36 @@ def _autotune_configs(autotuner: Any, base: LaunchConfig, named: dict, kernel: s
     candidates = list(autotuner.configs)
     prune = getattr(autotuner, "early_config_prune", None)
     if prune is not None:
-        candidates = list(prune(candidates, dict(named), **base.kwargs_view()))
-        if not candidates:
-            raise ValueError(
-                f"early_config_prune of kernel {kernel} returned no config (of "
-                f"{len(autotuner.configs)}: {'; '.join(str(c) for c in autotuner.configs)}). It "
-                f"must keep at least one.")
+        candidates = _pruned(prune, candidates, named, base, kernel)
     return [_from_autotune_config(base, config, kernel, param_names) for config in candidates]
+
+
+def _pruned(prune: Any, configs: list, named: dict, base: LaunchConfig, kernel: str) -> list:
+    """The configs `prune` (an `early_config_prune`) keeps, checked to be some of `configs`'
+    kind (`triton.Config`s), at least one.
+
+    Raises:
+      ValueError: `prune` raised, returned no config, or returned something else.
+    """
+    what = f"early_config_prune of kernel {kernel}"
+    fix = (f"It must return the triton.Config objects it keeps (at least one of the "
+           f"{len(configs)}: {'; '.join(str(c) for c in configs)}).")
+    given = {**named, **base.kwargs_view()}
+    kept = _callbacks.call(prune, list(configs), dict(named), what=what, given=given,
+                           fix=f"Fix it. {fix}", **base.kwargs_view())
+    try:
+        kept = list(kept)
+    except TypeError:
+        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {kept!r}, not a list "
+                         f"of configs. {fix}") from None
+    config_type = type(configs[0]) if configs else object
+    wrong = [item for item in kept if not isinstance(item, config_type)]
+    if wrong:
+        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {wrong[0]!r}, a "
+                         f"{type(wrong[0]).__name__}, among its configs. {fix}")
+    if not kept:
+        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned no config. {fix}")
+    return kept
 
 
 def _checked_options(config: LaunchConfig) -> LaunchConfig:
@@ -253,5 +213,24 @@ def resolve(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> list[Lau
     else:
         configs = _autotune_configs(unwrapped.autotuner, base, named, kernel, param_names)
     configs = [_apply_heuristics(inside, c, named, kernel, param_names) for c in configs]
-    configs = [_checked_options(c) for c in configs]
-    return [dataclasses.replace(c, meta={**named, **c.kwargs_view()}) for c in configs]
+    for config in configs:
+        _values.launch_settings(config.num_warps, config.num_stages, config.num_ctas,
+                                where=_config_source(config, kernel))
+    return [_finished(_checked_options(c), named) for c in configs]
+
+
+def _config_source(config: LaunchConfig, kernel: str) -> str:
+    """Where a config's launch settings came from, for messages (the call's own were checked
+    when it was made)."""
+    if config.description:
+        return f"in autotune config ({config.description}) of kernel {kernel}"
+    return f"set by @triton.heuristics on kernel {kernel}"
+
+
+def _finished(config: LaunchConfig, named: dict) -> LaunchConfig:
+    """`config` with NumPy scalar constexprs as the Python scalars they equal (so that
+    `np.int64(256)` compiles, and compiles as `256` does: `_types.plain_constexpr`), and with
+    what a grid sees (`meta`)."""
+    constexprs = {k: _types.plain_constexpr(v) for k, v in config.constexprs.items()}
+    config = dataclasses.replace(config, constexprs=constexprs)
+    return dataclasses.replace(config, meta={**named, **config.kwargs_view()})

@@ -43,6 +43,11 @@ class BoundKernel:
     specializations: tuple[tuple[int, str], ...]
     zero_d_pointers: tuple[str, ...] = ()
 
+    def constexprs_text(self, names: list[str]) -> str:
+        """The constexprs as "name=value, ..." (`names`: the kernel's parameter names)."""
+        return ", ".join(f"{names[i]}={value!r}" for (i,), value in sorted(
+            self.constexprs.items()))
+
 
 def check_operands(jit_fn: Any, n_positional: int, n_outputs: int,
                    constexprs: dict[str, Any]) -> None:
@@ -163,7 +168,7 @@ class _Layout:
 
     def constexpr(self, i: int, value: Any) -> None:
         self.signature[self.names[i]] = "constexpr"
-        self.constexprs[(i,)] = value
+        self.constexprs[(i,)] = _types.plain_constexpr(value)
 
     def specialize(self, i: int, spec: str) -> None:
         self.specializations.append((i, spec))

@@ -35,6 +35,9 @@ class LaunchLimits:
       max_shared_bytes: dynamic shared memory (LDS) per block, or None where the target is not
         in the vendor's table (then only the launch checks it).
       max_grid: programs along each grid axis (x, y, z).
+      max_threads_x: threads along the grid's x axis (programs times the block's threads), or
+        None where only `max_grid` bounds it. HIP counts them in 32 bits and refuses more at
+        launch.
     """
 
     arch: str
@@ -42,14 +45,22 @@ class LaunchLimits:
     max_threads: int = MAX_THREADS_PER_BLOCK
     max_shared_bytes: int | None = None
     max_grid: tuple[int, int, int] = (MAX_GRID_SIZE,) * 3
+    max_threads_x: int | None = None
 
-    def grid_problem(self, grid: tuple[int, int, int]) -> str | None:
-        """Why a launch of `grid` programs cannot run here, or None."""
+    def grid_problem(self, grid: tuple[int, int, int], num_warps: int) -> str | None:
+        """Why a launch of `grid` programs of `num_warps` warps each cannot run here, or None."""
         for axis, (size, limit) in enumerate(zip(grid, self.max_grid)):
             if size > limit:
                 return (f"dimension {axis} has {size} programs and {self.arch} launches at most "
                         f"{limit} along it; put the large size on dimension 0 (up to "
                         f"{self.max_grid[0]}) or give each program more work")
+        threads = num_warps * self.warp_size
+        if self.max_threads_x is not None and grid[0] * threads > self.max_threads_x:
+            return (f"dimension 0 has {grid[0]} programs of {threads} threads ({num_warps} warps "
+                    f"of {self.warp_size}), {grid[0] * threads} threads in all, and {self.arch} "
+                    f"launches at most {self.max_threads_x} threads along it; give each program "
+                    f"more work (at most {self.max_threads_x // threads} programs of this size), "
+                    f"or move programs to dimension 1 (up to {self.max_grid[1]})")
         return None
 
     def warps_problem(self, num_warps: int) -> str | None:

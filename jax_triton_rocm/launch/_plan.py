@@ -10,7 +10,9 @@ Per launch configuration (`_configs`): the number of warps (Triton's default whe
 the grid (a callable one evaluated and normalised; batched along `batch_grid_axis` under
 `jax.vmap`), within the target's limits, the outputs to zero, and the arguments laid onto the
 kernel's parameters (`_layout`). Configurations that cannot launch on the target are dropped as
-Triton's autotuner drops them (`_limits.keep_launchable`).
+Triton's autotuner drops them (`_limits.keep_launchable`); clusters (`num_ctas`) and fp8 dtypes
+the target cannot take are refused before anything compiles. A callable grid or
+`zeroed_outputs` that raises is named (`_callbacks`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import jax
 
 from jax_triton_rocm.base import _values
-from jax_triton_rocm.launch import _configs, _layout, _limits
+from jax_triton_rocm.launch import _callbacks, _configs, _layout, _limits, _types
 from jax_triton_rocm.launch._grid import normalize_grid
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
@@ -39,19 +41,25 @@ class LaunchTarget:
       limits: what a block and a grid may use there; None where nothing is checked.
       check_ctas: raises if clusters of that many CTAs cannot launch there.
       first_config_only: launch the first configuration only (no timing happens there).
+      name: the target as messages name it ("sm_90").
+      fp8_types: Triton's fp8 types the target's compiler takes ("fp8e4nv", ...); None where
+        any is taken.
     """
 
     triton_backend: Any
     limits: _limits.LaunchLimits | None
     check_ctas: Callable[[int], None] = lambda num_ctas: None
     first_config_only: bool = False
+    name: str = "the host"
+    fp8_types: tuple[str, ...] | None = None
 
 
 def gpu_target(backend: Any, target: Any) -> LaunchTarget:
     """What the plan needs of a GPU target (`backends._backend.Target`), as its backend answers
     it (`backends._backend.Backend`)."""
     return LaunchTarget(backend.triton_backend(), backend.launch_limits(target),
-                        functools.partial(backend.check_launch, target))
+                        functools.partial(backend.check_launch, target), name=target.arch,
+                        fp8_types=backend.fp8_types(target))
 
 
 def interpreter_target() -> LaunchTarget:
@@ -92,21 +100,30 @@ def _unbatched_meta(meta: dict[str, Any], depth: int) -> dict[str, Any]:
             for name, value in meta.items()}
 
 
-def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, description: str = "",
+_META_FIX = ("It receives the kernel's arguments by name (arrays as their shape and dtype), the "
+             "constexprs and the launch settings set by the call or the config.")
+
+
+def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, num_warps: int,
+                description: str = "",
                 limits: _limits.LaunchLimits | None = None) -> tuple[int, int, int]:
-    """The grid of one launch: `spec.grid`, evaluated on `meta` when callable (a batched call's
-    grid sees the unbatched shapes), batched along `batch_grid_axis` under `jax.vmap`.
+    """The grid of one launch of `num_warps` warps per program: `spec.grid`, evaluated on `meta`
+    when callable (a batched call's grid sees the unbatched shapes), batched along
+    `batch_grid_axis` under `jax.vmap`.
 
     Raises:
-      ValueError / TypeError: a grid that is not 1-3 positive sizes, a batched call whose grid
-        uses the batch axis, or a grid beyond `limits`; each names the grid and the fix.
+      ValueError / TypeError: a grid that is not 1-3 positive sizes, a callable grid that
+        raised (`_callbacks.call`), a batched call whose grid uses the batch axis, or a grid
+        beyond `limits`; each names the grid and the fix.
     """
     grid, what = spec.grid, "grid"
     if callable(grid):
         what = f"grid(meta) for config ({description})" if description else "grid(meta)"
         if spec.batch is not None:
             meta = _unbatched_meta(meta, spec.batch.depth)
-        grid = normalize_grid(grid(meta), what=what)
+        grid = normalize_grid(_callbacks.call(grid, meta, what=what, given=meta,
+                                              fix=f"Fix the grid function. {_META_FIX}"),
+                              what=what)
     if spec.batch is not None:
         axis = spec.batch.axis
         if grid[axis] != 1:
@@ -115,7 +132,7 @@ def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, description: str 
                 f"on axis {axis}. Under jax.vmap that axis counts the examples: leave it at 1 "
                 f"in the grid, or name a free axis.")
         grid = grid[:axis] + (spec.batch.size,) + grid[axis + 1:]
-    if limits is not None and (problem := limits.grid_problem(grid)):
+    if limits is not None and (problem := limits.grid_problem(grid, num_warps)):
         raise ValueError(f"{what}={grid}: {problem}.")
     return grid
 
@@ -124,8 +141,29 @@ def zeroed_outputs(spec: KernelCallSpec, meta: dict[str, Any], n_outs: int) -> t
     """The outputs one launch zeroes: `spec.zeroed_outputs`, evaluated on `meta` if callable."""
     zeroed = spec.zeroed_outputs
     if callable(zeroed):
-        return _values.output_indices(zeroed(meta), n_outs, what="zeroed_outputs(meta)")
+        what = "zeroed_outputs(meta)"
+        return _values.output_indices(
+            _callbacks.call(zeroed, meta, what=what, given=meta,
+                            fix=f"Fix the zeroed_outputs function. {_META_FIX}"),
+            n_outs, what=what)
     return zeroed
+
+
+def check_fp8_types(bound: _layout.BoundKernel, target: LaunchTarget, kernel: str) -> None:
+    """Raises TypeError, naming the parameter, its dtype, the target and the fp8 dtypes it takes,
+    if a buffer has an fp8 dtype the target's Triton compiler refuses."""
+    if target.fp8_types is None:
+        return
+    for param, triton_type in bound.signature.items():
+        fp8 = triton_type.lstrip("*")
+        if fp8 in _types.FP8_DTYPES and fp8 not in target.fp8_types:
+            taken = ", ".join(f"{_types.FP8_DTYPES[t]} ({t})" for t in sorted(target.fp8_types)
+                              if t in _types.FP8_DTYPES)
+            raise TypeError(
+                f"Kernel {kernel}'s parameter {param} is {_types.FP8_DTYPES[fp8]} (Triton's "
+                f"{fp8}), which Triton does not compile for {target.name}; the fp8 dtypes it "
+                f"takes there are {taken}. Cast the array to one of those (x.astype(...)), or "
+                f"compile for a target that has {_types.FP8_DTYPES[fp8]}.")
 
 
 def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
@@ -147,13 +185,15 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
         warps = _limits.keep_launchable(
             warps, lambda item: target.limits.warps_problem(item[1]), _limits.config_description,
             kernel=spec.kernel_name)
-    return [Launch(
+    planned = [Launch(
         config=config,
         num_warps=num_warps,
         grid=launch_grid(spec, config.meta, description=config.description,
-                         limits=target.limits),
+                         limits=target.limits, num_warps=num_warps),
         zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
         bound=_layout.lay_out_arguments(
             spec.unwrapped.jit_fn, target.triton_backend, positional=spec.positional,
             in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs),
     ) for config, num_warps in warps]
+    check_fp8_types(planned[0].bound, target, spec.kernel_name)  # one signature for every config
+    return planned

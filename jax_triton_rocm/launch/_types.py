@@ -30,6 +30,14 @@ _ARRAY_TYPES: dict[str, str] = {
 }
 
 SUPPORTED_ARRAY_DTYPES = tuple(_ARRAY_TYPES)
+# Triton's fp8 type names, with the JAX dtype of each.
+FP8_DTYPES = {triton_type: dtype for dtype, triton_type in _ARRAY_TYPES.items()
+              if triton_type.startswith("fp8")}
+
+
+def aval_text(aval: Any) -> str:
+    """An array's dtype and shape as messages show it: "float32[1024]"."""
+    return f"{np.dtype(aval.dtype).name}{list(aval.shape)}"
 
 _I32 = (-(2**31), 2**31)
 _I64 = (-(2**63), 2**63)
@@ -142,6 +150,23 @@ def scalar(value: Any, *, what: str) -> Scalar:
             return Scalar(value, "fp32", "f32")
         return Scalar(value, "fp64", "f64")
     raise TypeError(f"{what} has type {type(value).__name__}; expected an array or a scalar.")
+
+
+def plain_constexpr(value: Any) -> Any:
+    """A NumPy bool, integer or float scalar as the Python scalar it equals (np.int64(256) is
+    256); any other value as it is.
+
+    Triton's code generator takes Python scalars as constexprs and fails on NumPy ones ("cannot
+    convert 256 of type numpy.int64 to tensor"), while its on-disk cache key writes both alike:
+    unconverted, a NumPy constexpr would fail on a cold cache and work on a warm one.
+    """
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
 
 
 def int_specialization(value: int) -> str:

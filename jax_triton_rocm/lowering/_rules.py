@@ -28,7 +28,7 @@ from jax.interpreters import mlir
 
 from jax_triton_rocm import backends
 from jax_triton_rocm.backends._backend import Backend
-from jax_triton_rocm.base import _compat, _imports, _state, _vendors
+from jax_triton_rocm.base import _compat, _imports, _state, _values, _vendors
 from jax_triton_rocm.launch._spec import KernelCallSpec
 from jax_triton_rocm.lowering import _target
 from jax_triton_rocm.lowering._primitive import triton_kernel_p
@@ -132,9 +132,13 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
       All platforms registered so far, sorted.
 
     Raises:
+      TypeError: `platforms` is a string (one name) instead of a sequence of names.
       ValueError: an unknown platform name, or a malformed `JAX_TRITON_ROCM_TARGET_ARCH`.
+      RuntimeError: `JAX_TRITON_ROCM_TARGET_ARCH` was changed after it was read.
       ImportError: Triton, or its backend for a platform in use, is missing or broken.
     """
+    _values.not_a_string(platforms, "platforms", caller="register: ",
+                         wanted="a sequence of platform names, e.g. ('cuda',) or ('cuda', 'rocm')")
     chosen = None if platforms is None else tuple(platforms)
     for platform in chosen or ():
         if platform not in _vendors.VENDORS:

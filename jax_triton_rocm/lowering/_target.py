@@ -8,12 +8,16 @@ one.
 
 The named architectures live in a JAX config state that JAX includes in its trace and jit cache
 keys, so a function traced under one `target_arch` is never served a lowering made for another.
+JAX reads the variable into that state once, when this module is imported (by `import
+jax_triton_rocm`, or by JAX's plugin discovery when its backends start); a later change to it
+would be ignored, so reading the architecture then raises an error saying so.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -36,6 +40,8 @@ _ARCH_STATE = config.string_or_object_state(
     "GPU architectures jax_triton_rocm compiles Triton kernels for, e.g. 'cuda=sm_90,rocm=gfx942'"
     " (default: those of the devices).",
     include_in_jit_key=True, include_in_trace_context=True)
+# The variable as JAX read it into `_ARCH_STATE`, just above.
+_ENV_AS_READ = os.environ.get(ENV_TARGET_ARCH)
 
 
 @functools.lru_cache(maxsize=None)  # one entry per architecture named in the process
@@ -81,6 +87,11 @@ def _parse_env(raw: str) -> dict[str, str]:
             raise ValueError(
                 f"{ENV_TARGET_ARCH}={raw!r}: each item must be 'cuda=ARCH' or 'rocm=ARCH', "
                 f"e.g. {ENV_TARGET_ARCH}='cuda=sm_90,rocm=gfx942'.")
+        if platform in archs:
+            raise ValueError(
+                f"{ENV_TARGET_ARCH}={raw!r} names platform {platform} more than once; one "
+                f"lowering compiles for one architecture per platform. Name each platform once, "
+                f"e.g. {ENV_TARGET_ARCH}='cuda=sm_90,rocm=gfx942'.")
         archs[platform] = check_arch(
             platform, normalize_arch(platform, arch, what=ENV_TARGET_ARCH), given=raw,
             what=ENV_TARGET_ARCH)
@@ -90,14 +101,41 @@ def _parse_env(raw: str) -> dict[str, str]:
 @contextlib.contextmanager
 def named_in_force(archs: dict[str, str]) -> Iterator[dict[str, str]]:
     """Makes `archs` (canonical, by platform) the named architectures, over those named before;
-    yields them all."""
-    merged = {**named_archs(), **archs}
+    yields them all. The way out of a variable set too late: it does not check the variable."""
+    merged = {**named_archs(check_env=False), **archs}
     with _ARCH_STATE(tuple(sorted(merged.items()))):
         yield merged
 
 
-def named_archs() -> dict[str, str]:
+def _env_changed_error(now: str | None) -> RuntimeError:
+    """The error for `JAX_TRITON_ROCM_TARGET_ARCH` set, changed or unset after it was read."""
+    then = "unset" if _ENV_AS_READ is None else f"{_ENV_AS_READ!r}"
+    done = "unset" if now is None else f"set to {now!r}"
+    try:
+        example = ", ".join(f"{p}={a!r}" for p, a in _parse_env(now or "").items())
+    except ValueError:
+        example = ""
+    example = example or f"cuda={_vendors.vendor('cuda').example_arch!r}"
+    return RuntimeError(
+        f"{ENV_TARGET_ARCH} was {done} too late: jax_triton_rocm read it when it was imported "
+        f"({then} then), and a change after that has no effect in this process. Set it before "
+        f"Python starts (in the shell) or before `import jax_triton_rocm` (and before JAX starts "
+        f"its backends, which imports it), or name the architecture in code: `with "
+        f"jax_triton_rocm.target_arch({example}):` around the lowering.")
+
+
+def named_archs(check_env: bool = True) -> dict[str, str]:
+    """The named architectures by platform: `target_arch`'s, else the variable's.
+
+    Raises:
+      ValueError: `JAX_TRITON_ROCM_TARGET_ARCH` is malformed or names an unknown architecture.
+      RuntimeError: (with `check_env`) the variable was set, changed or unset after it was read.
+    """
     value = _ARCH_STATE.value
+    if check_env and not isinstance(value, tuple):  # no target_arch() in force
+        now = os.environ.get(ENV_TARGET_ARCH)
+        if now != _ENV_AS_READ:
+            raise _env_changed_error(now)
     if not value:
         return {}
     if isinstance(value, str):
@@ -106,7 +144,12 @@ def named_archs() -> dict[str, str]:
 
 
 def named_arch(platform: str) -> Target | None:
-    """The architecture named for `platform` by `target_arch` or the environment, if any."""
+    """The architecture named for `platform` by `target_arch` or the environment, if any.
+
+    Raises:
+      ValueError: `JAX_TRITON_ROCM_TARGET_ARCH` is malformed or names an unknown architecture.
+      RuntimeError: the variable was set, changed or unset after it was read (too late).
+    """
     value = _ARCH_STATE.value
     archs = named_archs()
     if platform not in archs:
@@ -157,7 +200,10 @@ def resolve_target(backend: Backend, ctx: Any,
       RuntimeError: no plugin for the platform and no architecture named (says how to name one).
     """
     platform = backend.platform
-    named = backend.call_target(spec) or named_arch(platform)
+    own = backend.call_target(spec)
+    if own is not None:  # named by the call (compute_capability=): Triton must know it too
+        check_arch(platform, own.arch, given=spec.cuda_arch, what=own.source.rstrip("="))
+    named = own or named_arch(platform)
     features = _compat.plugin_features(platform)
     if features is None and named is None:
         vendor = _vendors.vendor(platform)

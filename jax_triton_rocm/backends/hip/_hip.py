@@ -51,6 +51,9 @@ JAXLIB_WARP = 64
 # TargetInfo::getSharedMemorySize).
 MAX_SHARED_BYTES = {"gfx950": 160 * 1024, "gfx1250": 320 * 1024}
 DEFAULT_MAX_SHARED_BYTES = 64 * 1024
+# hipModuleLaunchKernel refuses a grid whose x size times the block's threads exceeds 32 bits
+# (hipErrorInvalidConfiguration): HIP counts global work items, not blocks.
+MAX_THREADS_X = 2**32 - 1
 
 
 def warp_size(arch: str) -> int:
@@ -116,7 +119,8 @@ class HipBackend(Backend):
     def launch_limits(self, target: Target) -> LaunchLimits:
         return LaunchLimits(target.arch, warp_size(target.arch),
                             max_shared_bytes=MAX_SHARED_BYTES.get(target.arch,
-                                                                  DEFAULT_MAX_SHARED_BYTES))
+                                                                  DEFAULT_MAX_SHARED_BYTES),
+                            max_threads_x=MAX_THREADS_X)
 
     def knows_arch(self, arch: str) -> bool:
         return _llvm_amdgpu_processors(arch)
@@ -133,6 +137,13 @@ class HipBackend(Backend):
     def ptx_field(self, compiled: CompiledKernel) -> str:
         """The path of this process's HSACO file for the kernel (one per kernel key)."""
         return _hip_files.HSACO_FOLDER.file_for(compiled.key, compiled.binary, compiled.name)
+
+    def check_launch(self, target: Target, num_ctas: int) -> None:
+        if num_ctas != 1:
+            raise ValueError(
+                f"num_ctas={num_ctas}: jaxlib launches ROCm kernels without thread-block "
+                f"clusters, so the target {target.arch} (from {target.source}) takes num_ctas=1 "
+                f"only. Use num_ctas=1 (or leave it out).")
 
     def launch_warps(self, compiled: CompiledKernel) -> int:
         """The `num_warps` to give jaxlib so that it launches the block the kernel was built for."""

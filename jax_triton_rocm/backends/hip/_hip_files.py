@@ -8,6 +8,14 @@ Removal: the process that made the folder removes it at exit (`atexit`), at the 
 `multiprocessing` child (which leaves through `os._exit`, past `atexit`), and on SIGTERM, whose
 handler then hands the signal on to the one it replaced (or to the default action).
 
+A process that ends without running any of those (SIGKILL, `os._exit`, a crash) leaves its
+folder behind; the next process that makes a folder of its own removes those. A folder's name
+records its owner (`jax_triton_rocm_hsaco_<pid namespace>_<pid>_<start time>_...`, the start
+time read from `/proc/<pid>/stat`, so a reused PID is told apart). A folder is removed only when
+its owner, in this PID namespace, no longer runs (no such process, another start time, or a
+zombie); where that cannot be read, it is kept. Two processes cleaning at once only each fail to
+remove what the other already removed.
+
 Fork: a child detaches from the parent's folder (it is the parent's to remove) and makes its own
 if it needs files, which it then removes itself by the same rules.
 """
@@ -18,6 +26,7 @@ import atexit
 import logging
 import multiprocessing.util
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -26,6 +35,82 @@ import threading
 from jax_triton_rocm.base import _state
 
 logger = logging.getLogger("jax_triton_rocm")
+
+FOLDER_PREFIX = "jax_triton_rocm_hsaco_"
+_OWNED_FOLDER = re.compile(re.escape(FOLDER_PREFIX) + r"(\d+)_(\d+)_(\d+)_")
+
+
+def _process_state(pid: int | str) -> tuple[str, str] | None:
+    """(state, start time in clock ticks since boot) of process `pid`, from /proc/<pid>/stat;
+    None where there is no such process.
+
+    Raises:
+      OSError: /proc cannot be read here (not Linux, or hidden by its mount options).
+    """
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            text = stat.read()
+    except FileNotFoundError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: count from the last ")".
+    fields = text[text.rindex(")") + 2:].split()
+    return fields[0], fields[19]  # fields 3 and 22
+
+
+def _pid_namespace() -> str:
+    """This process's PID namespace, as the inode number /proc/self/ns/pid names.
+
+    Raises:
+      OSError: not readable here.
+    """
+    return re.sub(r"\D", "", os.readlink("/proc/self/ns/pid"))
+
+
+def owned_folder_prefix() -> str:
+    """The name prefix of a folder this process owns: its PID namespace, PID and start time
+    (plain `FOLDER_PREFIX` where /proc cannot tell them; such a folder is never removed by
+    another process)."""
+    try:
+        state = _process_state("self")
+        return f"{FOLDER_PREFIX}{_pid_namespace()}_{os.getpid()}_{state[1]}_"
+    except (OSError, TypeError, ValueError, IndexError):
+        return FOLDER_PREFIX
+
+
+def _owner_gone(namespace: str, pid: str, start: str) -> bool:
+    """Whether the owner a folder's name records surely no longer runs."""
+    try:
+        if namespace != _pid_namespace():
+            return False  # another PID namespace: its processes cannot be seen from here
+        state = _process_state(pid)
+    except (OSError, ValueError, IndexError):
+        return False
+    return state is None or state[1] != start or state[0] in ("Z", "X")
+
+
+def remove_orphaned_folders(parent: str) -> list[str]:
+    """Removes the HSACO folders under `parent` whose owning process no longer runs.
+
+    Returns the folders removed. Never raises: a folder that cannot be listed, read or removed
+    (another user's, another cleaner's) is left.
+    """
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        owner = _OWNED_FOLDER.match(name)
+        if owner is None or not _owner_gone(*owner.groups()):
+            continue
+        path = os.path.join(parent, name)
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.exists(path):
+            removed.append(path)
+    if removed:
+        logger.debug("jax_triton_rocm: removed HSACO folders of processes that no longer run: "
+                     "%s", ", ".join(removed))
+    return removed
 
 
 class HsacoFolder:
@@ -42,7 +127,8 @@ class HsacoFolder:
         if self._path is None or self._owner_pid != os.getpid():
             with self._locks.lock_for("hsaco-folder"):
                 if self._path is None or self._owner_pid != os.getpid():
-                    self._path = tempfile.mkdtemp(prefix="jax_triton_rocm_hsaco_")
+                    remove_orphaned_folders(tempfile.gettempdir())
+                    self._path = tempfile.mkdtemp(prefix=owned_folder_prefix())
                     self._owner_pid = os.getpid()
                     self._files = {}
                     _arrange_removal(self)

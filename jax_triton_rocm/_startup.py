@@ -1,0 +1,263 @@
+"""JAX's start-up, as the command line (`python -m jax_triton_rocm`) explains it to a user.
+
+JAX starts its backends at the first `jax.devices()` or computation: it imports every plugin,
+calls its `initialize()` and logs each failure with a traceback, then goes on without that
+platform (falling back to the CPU) or, where `JAX_PLATFORMS` names it, raises: a RuntimeError, or
+a bare AssertionError when `JAX_PLATFORMS=cuda` and JAX sees no NVIDIA GPU. `start()` runs that
+start-up with JAX's messages caught instead of printed, and turns each failure into a `Problem`
+(`base._no_gpu`): what failed, the likely cause and the fix.
+
+Before all that, the package's own import imports JAX: `exit_unless_jax_imports()`, which the
+package's `__init__` runs first when Python is starting the command line, turns a JAX that does
+not import into the same kind of message and exit status 3, instead of a traceback. It imports
+nothing heavy at module level for that reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import re
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from jax_triton_rocm.base import _compat, _no_gpu
+from jax_triton_rocm.base._no_gpu import Problem
+
+PROG = "python -m jax_triton_rocm"
+# The command line's exit statuses; the README's table lists them.
+EXIT_OK = 0
+EXIT_DEMO_FAILED = 1
+EXIT_USAGE = 2
+EXIT_JAX_DID_NOT_START = 3
+EXIT_NO_TRITON = 4
+
+# The loggers whose start-up messages are read here instead of printed: JAX's plugin discovery
+# and backend start-up, and this package's own plugin hook.
+_STARTUP_LOGGERS = ("jax._src.xla_bridge", "jax_triton_rocm")
+_PLUGIN_FAILURE = re.compile(r"Jax plugin configuration error")
+_BACKEND_FAILURE = re.compile(r"Unable to initialize backend '(\w+)'")
+
+
+@dataclasses.dataclass(frozen=True)
+class Startup:
+    """How JAX's start-up went.
+
+    Attributes:
+      platforms: the backends JAX started ("cpu", "cuda", ...); empty when it could not start.
+      failure: why JAX could not start at all, or None.
+      problems: plugins that failed (JAX went on without them, unless `failure` is set).
+      notes: other warnings JAX logged while starting, one line each.
+    """
+
+    platforms: tuple[str, ...]
+    failure: Problem | None
+    problems: tuple[Problem, ...]
+    notes: tuple[str, ...]
+
+
+class _Caught(logging.Filter):
+    """Keeps the WARNING-and-above records of the loggers it is attached to instead of printing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        self.records.append(record)
+        return False
+
+
+@contextlib.contextmanager
+def _caught_messages() -> Iterator[list[logging.LogRecord]]:
+    caught = _Caught()
+    loggers = [logging.getLogger(name) for name in _STARTUP_LOGGERS]
+    for logger in loggers:
+        logger.addFilter(caught)
+    try:
+        yield caught.records
+    finally:
+        for logger in loggers:
+            logger.removeFilter(caught)
+
+
+def error_summary(err: BaseException) -> str:
+    """"Type: first line" of `err`, and of its root cause where that is another exception."""
+    def line(e: BaseException) -> str:
+        text = str(e).strip().splitlines()
+        return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+    root = err
+    while (root.__cause__ or root.__context__) is not None:
+        root = root.__cause__ or root.__context__
+    summary, cause = line(err), line(root).split(": ", 1)[-1]
+    return summary if root is err or cause in summary else f"{summary} (from {line(root)})"
+
+
+def _platform_in(text: str) -> str | None:
+    if re.search(r"rocm|hip|amdgpu", text, re.I):
+        return "rocm"
+    if re.search(r"cuda|nvidia|cudnn|cupti|cublas|cusparse|nccl", text, re.I):
+        return "cuda"
+    return None
+
+
+def _plugin_problem(module: str, err: BaseException | None, imported: bool) -> Problem:
+    """A jaxlib plugin (or this package's hook) that failed to import or to initialize."""
+    summary = error_summary(err) if err is not None else "no error given"
+    if module.startswith("jax_triton_rocm"):
+        return Problem(f"jax_triton_rocm's plugin hook failed: {summary}",
+                       "a broken or partial install of jax_triton_rocm or of jax",
+                       "reinstall it with a supported jax (pip install --force-reinstall "
+                       "jax_triton_rocm); `python -m jax_triton_rocm info` shows the versions.")
+    platform = _platform_in(f"{module} {summary}")
+    hint = _compat.PLUGIN_INSTALL_HINT.get(platform or "cuda")
+    what = (f"JAX's plugin {module} failed to start: {summary}" if imported else
+            f"JAX's plugin {module} could not be imported: {summary}")
+    if not imported:
+        cause = "the plugin does not match the installed jaxlib or Python, or lacks a library"
+    elif platform == "cuda" and not _no_gpu.nvidia_gpu_visible():
+        cause = ("no NVIDIA GPU or driver is visible here (nothing at /dev/nvidia*), and the CUDA "
+                 "plugin's start-up checks (cuDNN, cuPTI) fail without one")
+    elif platform == "cuda" and re.search(r"unable to load|not found|version", summary, re.I):
+        cause = ("the CUDA plugin is installed without NVIDIA's CUDA libraries (cuDNN, cuPTI, ...)"
+                 ", e.g. `pip install jax-cuda13-plugin` alone, or with versions it does not take")
+    elif platform == "rocm":
+        cause = "the ROCm plugin cannot load the ROCm runtime (libamdhip64, ...) it was built for"
+    else:
+        cause = "a plugin that does not match this jaxlib, or a broken install"
+    fix = (f"On a machine with the GPU, install JAX with its plugin in one command so that the "
+           f"versions match: {hint}. " + _no_gpu.without_plugin(platform or "cuda"))
+    return Problem(what, cause, fix, platform)
+
+
+def _plugin_module_of(err: BaseException | None) -> str:
+    """The `jax_plugins` module an import error came from (JAX's message may omit it)."""
+    import traceback
+
+    frames = traceback.extract_tb(err.__traceback__) if err is not None else []
+    for frame in reversed(frames):
+        match = re.search(r"/jax_plugins/(\w+)/", frame.filename)
+        if match:
+            return f"jax_plugins.{match.group(1)}"
+    return getattr(err, "name", None) or "a jax_plugins module"
+
+
+def _problem_from(record: logging.LogRecord) -> Problem | None:
+    err = record.exc_info[1] if record.exc_info else None
+    message = record.getMessage()
+    if record.name.startswith("jax_triton_rocm"):
+        return _plugin_problem("jax_triton_rocm._plugin", err, imported=True)
+    if _PLUGIN_FAILURE.search(message):
+        module = str(record.args[0]) if record.args else _plugin_module_of(err)
+        return _plugin_problem(module, err, imported="initialize()" in message)
+    if "CUDA-enabled jaxlib is not installed" in message:
+        return Problem("JAX sees an NVIDIA GPU but has no CUDA plugin, so it runs on the CPU",
+                       "JAX was installed without its CUDA plugin (`pip install jax`)",
+                       f"{_compat.PLUGIN_INSTALL_HINT['cuda']}", "cuda")
+    if "backend failed to initialize" in message:
+        return Problem(message.split(".(")[0], "the GPU, its driver or its memory is not usable",
+                       "check the GPU and its driver (nvidia-smi).", "cuda")
+    return None
+
+
+def _one_line(record: logging.LogRecord) -> str:
+    err = record.exc_info[1] if record.exc_info else None
+    text = record.getMessage().strip().splitlines()[0] if record.getMessage().strip() else ""
+    return text + (f" ({error_summary(err)})" if err is not None else "")
+
+
+def start() -> Startup:
+    """Starts JAX's backends (once per process), catching its messages; never raises."""
+    from jax._src import xla_bridge
+
+    with _caught_messages() as records:
+        try:
+            started: Any = xla_bridge.backends()
+            error = None
+        except Exception as err:  # noqa: BLE001  (AssertionError too: reported, not raised)
+            started, error = {}, err
+    problems, notes = [], []
+    for record in records:
+        problem = _problem_from(record)
+        if problem is None:
+            notes.append(_one_line(record))
+        elif problem not in problems:
+            problems.append(problem)
+    failure = None if error is None else _failure(error, problems)
+    return Startup(tuple(sorted(started)), failure, tuple(problems), tuple(notes))
+
+
+def _failure(err: BaseException, problems: list[Problem]) -> Problem:
+    """Why JAX could not start any backend."""
+    setting = _no_gpu.jax_platforms()
+    match = _BACKEND_FAILURE.search(str(err))
+    if match:
+        platform = match.group(1)
+    elif isinstance(err, AssertionError):
+        # JAX skips "cuda" without a visible NVIDIA GPU, and then has no backend to default to.
+        named = _no_gpu.named_platforms()
+        platform = "cuda" if "cuda" in named else next(iter(named), "?")
+    else:
+        return Problem(f"JAX could not start: {error_summary(err)}",
+                       "an error inside JAX or one of its plugins",
+                       "run `python -c 'import jax; jax.devices()'` to see JAX's own error, and "
+                       "reinstall JAX with the plugin for your GPU.")
+    cause, fix = _no_gpu.why_not_started(platform, problems)
+    what = (f"JAX could not start: JAX_PLATFORMS={setting!r} asks for {platform}, which did "
+            f"not start ({error_summary(err)})." if setting else
+            f"JAX could not start its {platform} backend ({error_summary(err)}).")
+    if "JAX_PLATFORMS=cpu" not in fix:
+        fix += (" Or set JAX_PLATFORMS=cpu (or unset it) to run on the CPU and cross-compile here."
+                if setting else " " + _no_gpu.without_plugin(platform))
+    return Problem(what, cause, fix, platform)
+
+
+def _starting_the_command_line() -> bool:
+    """Whether Python is starting `python -m jax_triton_rocm`: while it imports the package to
+    find `__main__`, Python sets `sys.argv[0]` to "-m" (the original command is in
+    `sys.orig_argv`)."""
+    if sys.argv[:1] != ["-m"]:
+        return False
+    argv = getattr(sys, "orig_argv", [])
+    for index, arg in enumerate(argv[1:], 1):
+        if arg.startswith("-m"):
+            module = arg[2:] or (argv[index + 1] if index + 1 < len(argv) else "")
+            return module.split(".")[0] == __name__.split(".")[0]
+    return False
+
+
+def _jax_import_problem(err: BaseException) -> Problem:
+    """What to tell about `import jax` failing with `err`."""
+    what = f"JAX could not be imported: {error_summary(err)}"
+    missing = getattr(err, "name", None) if isinstance(err, ModuleNotFoundError) else None
+    if missing == "jax":
+        return Problem(what, f"JAX is not installed in this Python ({sys.executable})",
+                       "pip install -U jax (with its GPU plugin on a GPU machine: the README's "
+                       "Quick start says which).")
+    if missing:
+        return Problem(what, f"{missing}, which JAX needs, is missing",
+                       f"pip install -U jax jaxlib (it installs {missing} too).")
+    if re.search(r"jaxlib", str(err)) and re.search(r"version", str(err), re.I):
+        return Problem(what, "the installed jax and jaxlib versions do not match",
+                       "pip install -U jax jaxlib, so that both are of one release.")
+    return Problem(what, "a broken install of JAX or of a package it needs (jaxlib, NumPy, "
+                         "ml_dtypes), or one built for another Python or CPU",
+                   "reinstall them: pip install --force-reinstall jax jaxlib.")
+
+
+def exit_unless_jax_imports() -> None:
+    """Where Python is starting `python -m jax_triton_rocm` and JAX does not import: prints what
+    failed, the likely cause and the fix, and exits with status 3. With --traceback, or when
+    anything else imports the package, the error is left to the import that follows."""
+    if not _starting_the_command_line() or "--traceback" in sys.argv[1:]:
+        return
+    try:
+        import jax  # noqa: F401
+    except Exception as err:  # noqa: BLE001  (a JAX that fails to import, however it fails)
+        print(f"{PROG}: error: {_jax_import_problem(err).text()}", file=sys.stderr)
+        sys.exit(EXIT_JAX_DID_NOT_START)

@@ -1,0 +1,78 @@
+"""What a failed compile tells the user, and whether the kernel cache remembers it.
+
+A compile error names what the call gave the kernel (its constexprs, its target), so that a bad
+value reaches the user with its name; and only errors of the kernel's own are remembered
+(`is_kernel_error`): an error of the environment is tried again at the next lowering.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jax_triton_rocm.compile import _cache_entry
+from jax_triton_rocm.launch import _types
+from jax_triton_rocm.launch._kernel import kernel_name
+
+
+class KernelPassFailure(RuntimeError):
+    """Triton's compiler passes rejected a kernel for its target (Triton's own error says only
+    "PassManager::run failed"; its diagnostics go to stderr)."""
+
+
+# What a message says to do about a value a kernel cannot compile with.
+_FIX = ("fix the value where the call passes it (a keyword of triton_call, constexprs= of "
+        "triton_call_lowering, an autotune config or a heuristic) or fix the kernel; a None "
+        "positional argument is a constexpr too, as in Triton")
+
+
+def _target_name(triton_target: Any) -> str:
+    arch = triton_target.arch
+    return f"sm_{arch}" if triton_target.backend == "cuda" else str(arch)
+
+
+def explained(err: Exception, job: Any) -> Exception:
+    """`err`, raised compiling `job` (a `_compile.CompileJob`), with what the call gave the
+    kernel: a Triton compile error gets a note naming the target and the constexprs; an MLIR
+    pass failure becomes a `KernelPassFailure` naming the kernel, the target, the options, the
+    constexprs and, for fp8 buffers, the likely cause. Any other error is returned as it is."""
+    from triton.compiler.errors import CompilationError
+
+    kernel, target = kernel_name(job.jit_fn), _target_name(job.triton_target)
+    constexprs = job.bound.constexprs_text(list(job.jit_fn.arg_names))
+    values = f"the constexprs {constexprs}" if constexprs else "no constexprs"
+    if isinstance(err, CompilationError):
+        err.add_note(f"jax_triton_rocm: kernel {kernel} was compiled for {target} with {values}. "
+                     f"Where the kernel cannot use one of them, {_FIX}.")
+        return err
+    if not (isinstance(err, RuntimeError) and "PassManager::run failed" in str(err)):
+        return err
+    fp8 = sorted(f"{name} ({kind.lstrip('*')})" for name, kind in job.bound.signature.items()
+                 if kind.lstrip("*") in _types.FP8_DTYPES)
+    cause = (f" Its fp8 parameters {', '.join(fp8)} are a likely cause: Triton does no "
+             f"arithmetic on fp8 values ({', '.join(sorted(_types.FP8_DTYPES.values()))}); "
+             f"convert them first (x.to(tl.float32)) and back for the store." if fp8 else "")
+    options = ", ".join(f"{k}={v!r}" for k, v in sorted(job.options.items()))
+    return KernelPassFailure(
+        f"Triton's compiler passes rejected kernel {kernel} for {target} (options {options}; "
+        f"{values}); the diagnostics Triton printed on stderr name the operation and its line "
+        f"in the kernel, and the IR dump there is Triton's reproducer.{cause} Otherwise, "
+        f"{_FIX}.")
+
+
+def is_kernel_error(err: Exception) -> bool:
+    """Whether a compile error is the kernel's own, so that compiling it again would fail the
+    same way: Triton's compile errors (CompilationError, static asserts, PTXASError), MLIR pass
+    failures, and the ValueError/TypeError/NotImplementedError/AssertionError that Triton and
+    the package raise about the kernel and its options. Not: an OSError (the cache, the disk),
+    an unreadable cache file, running out of memory, or anything else.
+    """
+    from triton.errors import TritonError
+
+    if isinstance(err, (UnicodeError, json.JSONDecodeError, _cache_entry.DamagedEntry)):
+        return False
+    if isinstance(err, (TritonError, KernelPassFailure, ValueError, TypeError,
+                        NotImplementedError, AssertionError)):
+        return True
+    # Triton's MLIR passes rejected the kernel, where it was not explained (`explained`).
+    return isinstance(err, RuntimeError) and "PassManager::run failed" in str(err)

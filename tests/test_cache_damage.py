@@ -1,0 +1,235 @@
+"""A damaged entry in Triton's on-disk cache: found before its binary is used, compiled again and
+replaced, with one warning naming the damaged file."""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax.numpy as jnp
+import pytest
+import triton
+
+import jax_triton_rocm as jtr
+from jax_triton_rocm.compile import _cache_entry, _errors
+from tests import kernels
+from tests.lowering_utils import captured_lowerings, lower_for, spec
+from tests.subprocess_utils import ROOT, run_python
+
+X = spec((4096,), jnp.float32)
+BINARY = {"cuda": "cubin", "rocm": "hsaco"}
+BACKEND = {"cuda": "cuda", "rocm": "hip"}
+MACHINE = {"cuda": 190, "rocm": 224}  # EM_CUDA, EM_AMDGPU
+OTHER = {"cuda": "rocm", "rocm": "cuda"}
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A private, empty TRITON_CACHE_DIR, and no kernel compiled in this process yet."""
+    folder = tmp_path / "triton-cache"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(folder))
+    jtr.clear_caches()
+    yield folder
+    jtr.clear_caches()
+
+
+def binary_reaching_the_call(platform: str) -> bytes:
+    """The binary the lowered call carries (checked against what the kernel call embeds)."""
+    jtr.clear_caches()  # JAX's lowering cache too: the kernel is looked up afresh
+    with captured_lowerings() as captured:
+        lowered = lower_for(kernels.add, X, X, platform=platform)
+    binary = captured[0].kernels[0].binary
+    embedded = jtr.kernel_calls(lowered)[0].message.kernel_call.kernel.module_image.object_file
+    assert not embedded or embedded == binary
+    return binary
+
+
+def entry_file(cache_dir, platform: str, which: str) -> str:
+    """The file of the add kernel's entry for `platform` named `which`, or ending with it (an
+    extension such as ".cubin")."""
+    matches = [os.path.join(entry, name) for entry in map(str, cache_dir.iterdir())
+               for name in os.listdir(entry)
+               if (name == which or which.startswith(".") and name.endswith(which))
+               and _entry_platform(entry) == platform]
+    assert len(matches) == 1, matches
+    return matches[0]
+
+
+def _entry_platform(entry: str) -> str:
+    with open(os.path.join(entry, "add_kernel.json")) as meta:
+        return {"cuda": "cuda", "hip": "rocm"}[json.load(meta)["target"]["backend"]]
+
+
+def _truncate(path, platform, cache_dir):
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) // 2)
+
+
+def _empty(path, platform, cache_dir):
+    open(path, "wb").close()
+
+
+def _garbage(path, platform, cache_dir):
+    with open(path, "wb") as f:
+        f.write(os.urandom(os.path.getsize(path)))
+
+
+def _other_vendors_binary(path, platform, cache_dir):
+    with open(entry_file(cache_dir, OTHER[platform], "." + BINARY[OTHER[platform]]), "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _garbled_json(path, platform, cache_dir):
+    with open(path, "w") as f:
+        f.write('{"hash": "3f2a", "targ')
+
+
+def _drop_field(field):
+    def drop(path, platform, cache_dir):
+        with open(path) as f:
+            meta = json.load(f)
+        del meta[field]
+        with open(path, "w") as f:
+            json.dump(meta, f)
+    return drop
+
+
+def _other_vendors_metadata(path, platform, cache_dir):
+    with open(entry_file(cache_dir, OTHER[platform], "add_kernel.json")) as f:
+        data = f.read()
+    with open(path, "w") as f:
+        f.write(data)
+
+
+def _not_text(path, platform, cache_dir):
+    with open(path, "wb") as f:
+        f.write(b"\xff\xfe\x00\x9c" * 64)
+
+
+# (name, file of the entry it damages, damage). Entries for both vendors are in the cache, so the
+# other vendor's binary and metadata are at hand.
+DAMAGES = [
+    ("truncated binary", "BINARY", _truncate),
+    ("empty binary", "BINARY", _empty),
+    ("garbage binary", "BINARY", _garbage),
+    ("the other vendor's binary", "BINARY", _other_vendors_binary),
+    ("deleted binary", "BINARY", lambda path, *_: os.remove(path)),
+    ("garbled metadata", "add_kernel.json", _garbled_json),
+    ("metadata without num_warps", "add_kernel.json", _drop_field("num_warps")),
+    ("metadata without name", "add_kernel.json", _drop_field("name")),
+    ("the other vendor's metadata", "add_kernel.json", _other_vendors_metadata),
+    ("garbled group file", "__grp__add_kernel.json", _garbled_json),
+    ("Triton IR that is not text", ".ttir", _not_text),
+]
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+@pytest.mark.parametrize("damage", DAMAGES, ids=[d[0] for d in DAMAGES])
+def test_a_damaged_entry_is_compiled_again_with_one_warning_naming_the_file(
+        cache_dir, platform, damage, caplog):
+    _, which, damage_fn = damage
+    whole = binary_reaching_the_call(platform)
+    binary_reaching_the_call(OTHER[platform])
+    path = entry_file(cache_dir, platform, "." + BINARY[platform] if which == "BINARY" else which)
+    damage_fn(path, platform, cache_dir)
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        again = binary_reaching_the_call(platform)
+        assert binary_reaching_the_call(platform) == again  # the entry was replaced: no warning
+    assert _cache_entry.elf_problem(again, BACKEND[platform]) is None
+    assert int.from_bytes(again[18:20], "little") == MACHINE[platform]
+    assert again == whole
+    warnings = [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
+    assert len(warnings) == 1 and path in warnings[0], warnings
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_a_binary_damaged_after_the_check_is_caught_before_it_is_used(
+        cache_dir, platform, monkeypatch, caplog):
+    whole = binary_reaching_the_call(platform)
+    path = entry_file(cache_dir, platform, "." + BINARY[platform])
+
+    def damage_instead_of_checking(*args):  # another process truncates it meanwhile
+        _truncate(path, platform, cache_dir)
+
+    monkeypatch.setattr(_cache_entry, "replace_if_damaged", damage_instead_of_checking)
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        assert binary_reaching_the_call(platform) == whole
+    assert sum(path in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_binary_still_damaged_after_replacing_is_an_error_that_is_not_remembered(
+        cache_dir, monkeypatch):
+    monkeypatch.setattr(_cache_entry, "result_problem",
+                        lambda *args: ("/cache/KEY/add_kernel.cubin", "truncated: 12 bytes"))
+    with pytest.raises(_cache_entry.DamagedEntry, match="add_kernel.cubin: truncated.*Delete"):
+        binary_reaching_the_call("cuda")
+    monkeypatch.undo()
+    lowered = lower_for(kernels.add, X, X, platform="cuda")  # no clear_caches: not remembered
+    assert len(jtr.kernel_calls(lowered)) == 1
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_the_entry_checked_is_the_one_triton_compile_reads(cache_dir, platform, monkeypatch):
+    pairs = []
+    compile_fn = triton.compile
+
+    def recording_compile(source, target=None, options=None):
+        compiled = compile_fn(source, target=target, options=options)
+        pairs.append((_cache_entry.triton_cache_hash(source, target, options), compiled.hash))
+        return compiled
+
+    monkeypatch.setattr(triton, "compile", recording_compile)
+    binary_reaching_the_call(platform)
+    assert pairs and all(ours == tritons for ours, tritons in pairs), pairs
+
+
+def test_an_unreadable_cache_file_is_no_error_of_the_kernel():
+    assert not _errors.is_kernel_error(json.JSONDecodeError("Expecting value", "x", 0))
+    assert not _errors.is_kernel_error(_cache_entry.DamagedEntry("damaged"))
+
+
+# Lowers the add kernel and prints the binary's e_machine and size (0 0: no binary).
+LOWER_IN_A_NEW_PROCESS = """
+    import sys
+    import jax.numpy as jnp
+    from tests import kernels
+    from tests.lowering_utils import capture_one, spec
+    X = spec((4096,), jnp.float32)
+    binary = capture_one(kernels.add, X, X, platform=sys.argv[1]).kernels[0].binary
+    print(int.from_bytes(binary[18:20], "little"), len(binary))
+"""
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_every_later_process_gets_a_whole_binary_and_only_the_first_warns(tmp_path, platform):
+    env = {"TRITON_CACHE_DIR": str(tmp_path), "JAX_PLATFORMS": "cpu"}
+    code = f"import sys; sys.argv[1:] = [{platform!r}]\n"
+    first = run_python(code, LOWER_IN_A_NEW_PROCESS, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    path = entry_file(tmp_path, platform, "." + BINARY[platform])
+    _truncate(path, platform, tmp_path)
+    second = run_python(code, LOWER_IN_A_NEW_PROCESS, env=env)
+    third = run_python(code, LOWER_IN_A_NEW_PROCESS, env=env)
+    assert second.stdout.split() == third.stdout.split() == first.stdout.split()
+    assert first.stdout.split()[0] == str(MACHINE[platform])
+    assert path in second.stderr and "is damaged" in second.stderr
+    assert "is damaged" not in third.stderr
+
+
+def test_eight_processes_sharing_a_damaged_cache_all_get_a_whole_binary(tmp_path):
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path), "JAX_PLATFORMS": "cpu",
+           "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    code = "import sys; sys.argv[1:] = ['cuda']\n" + textwrap.dedent(LOWER_IN_A_NEW_PROCESS)
+    whole = run_python(code, env=env)
+    _garbage(entry_file(tmp_path, "cuda", ".cubin"), "cuda", tmp_path)
+    processes = [subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(8)]
+    outputs = [process.communicate(timeout=300) for process in processes]
+    assert all(process.returncode == 0 for process in processes), outputs[0][1][-3000:]
+    assert {out.split()[0] if out else "" for out, _ in outputs} == {str(MACHINE["cuda"])}
+    assert {out for out, _ in outputs} == {whole.stdout}

@@ -1,0 +1,104 @@
+"""NumPy scalars as constexprs: they compile on a cold Triton cache, and to the same kernel as the
+Python scalars they equal, through `triton_call` and `triton_call_lowering` alike."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import triton
+import triton.language as tl
+
+import jax_triton_rocm as jtr
+from tests import library_kernels
+from tests.subprocess_utils import last_line, run_python
+
+N = 4096
+
+
+@triton.jit
+def affine_kernel(x_ptr, n, out_ptr, SCALE: tl.constexpr, FLIP: tl.constexpr,
+                  BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    y = tl.load(x_ptr + offsets, mask=mask) * SCALE
+    if FLIP:
+        y = -y
+    tl.store(out_ptr + offsets, y, mask=mask)
+
+
+@triton.jit
+def block_copy_kernel(x_ptr, BLOCK: tl.constexpr, out_ptr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets))
+
+
+def positional_call(x, values):
+    """The block size given positionally, to a tl.constexpr parameter."""
+    return jtr.triton_call(x, values["BLOCK"], kernel=block_copy_kernel, out_shape=x,
+                           grid=(triton.cdiv(N, int(values["BLOCK"])),))
+
+
+NUMPY_VALUES = {"SCALE": np.float32(2.5), "FLIP": np.bool_(True), "BLOCK": np.int64(256)}
+PYTHON_VALUES = {"SCALE": 2.5, "FLIP": True, "BLOCK": 256}
+
+
+def affine_call(x, values):
+    return jtr.triton_call(x, N, kernel=affine_kernel, out_shape=x,
+                           grid=(triton.cdiv(N, int(values["BLOCK"])),), **values)
+
+
+def _affine_lowering(ctx, x, *, values):
+    values = dict(values)
+    n = np.int32(N) if isinstance(values["BLOCK"], np.generic) else N
+    return jtr.triton_call_lowering(ctx, affine_kernel, x,
+                                    grid=(triton.cdiv(N, int(values["BLOCK"])),),
+                                    constexprs={"n": n, **values})
+
+
+affine_p = library_kernels.define("test_numpy_affine", lambda x, *, values: x, _affine_lowering,
+                                  multiple_results=False)
+
+
+def affine_primitive(x, values):
+    return affine_p.bind(x, values=tuple(values.items()))
+
+
+# Run in a fresh process with an empty TRITON_CACHE_DIR: the NumPy-valued call compiles first,
+# on the cold cache; prints, per API and platform, whether it gave the Python-valued kernel.
+COLD_CACHE = """
+    import json
+    import jax.numpy as jnp
+    from tests.lowering_utils import capture_one, spec
+    from tests.test_numpy_constexprs import (NUMPY_VALUES, PYTHON_VALUES, affine_call,
+                                             affine_primitive, positional_call, N)
+
+    X = spec((N,), jnp.float32)
+    same = {}
+    for api, fn in (("triton_call", affine_call), ("triton_call_lowering", affine_primitive),
+                    ("positional", positional_call)):
+        for platform in ("cuda", "rocm"):
+            numpy_kernel, python_kernel = (
+                capture_one(lambda x: fn(x, values), X, platform=platform).kernels[0]
+                for values in (NUMPY_VALUES, PYTHON_VALUES))
+            same[f"{api} {platform}"] = (numpy_kernel.key == python_kernel.key
+                                         and numpy_kernel.binary == python_kernel.binary)
+    print(json.dumps(same))
+"""
+
+
+def test_numpy_constexprs_compile_on_a_cold_cache_as_the_python_values_do(tmp_path):
+    result = run_python(COLD_CACHE, env={"TRITON_CACHE_DIR": str(tmp_path / "cold"),
+                                         "JAX_PLATFORMS": "cpu"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(last_line(result)) == {
+        f"{api} {platform}": True
+        for api in ("triton_call", "triton_call_lowering", "positional")
+        for platform in ("cuda", "rocm")}
+
+
+def test_numpy_constexprs_run_in_the_interpreter_on_the_cpu():
+    x = jax.device_put(jnp.linspace(0, 1, N, dtype=jnp.float32), jax.devices("cpu")[0])
+    for fn in (affine_call, affine_primitive):
+        out = jax.jit(lambda x, fn=fn: fn(x, NUMPY_VALUES))(x)
+        np.testing.assert_allclose(out, -2.5 * np.asarray(x))

@@ -1,0 +1,113 @@
+"""The README's checkable claims, read from the README and checked against the code.
+
+Each claim sits after an HTML comment `<!-- readme-check: NAME -->`: what `info` prints on a
+machine without a GPU (its lines, labels and sections; versions, paths and values that differ
+between installs are left out of the comparison), the table of how scalars are typed, and the
+command line's exit statuses. The declared versions are checked against `pyproject.toml`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+import jax_triton_rocm.__main__ as cli
+from jax_triton_rocm import _startup
+from jax_triton_rocm.launch import _types
+from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, run_cli
+
+with open(os.path.join(ROOT, "README.md")) as _readme:
+    README = _readme.read()
+
+
+def claim(name: str) -> str:
+    """The fenced block or table that follows `<!-- readme-check: NAME -->`."""
+    match = re.search(rf"^<!-- readme-check: {name} -->\n(```\w*\n.*?^```|(?:^\|[^\n]*\n)+)",
+                      README, re.M | re.S)
+    assert match, f"README.md has no readme-check {name!r}"
+    return re.sub(r"^```\w*\n|^```$", "", match.group(1), flags=re.M)
+
+
+def table_rows(text: str) -> list[list[str]]:
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in text.strip().splitlines()]
+    return rows[2:]  # past the header and its rule
+
+
+def info_shape(text: str) -> list[str]:
+    """Each line of `info`'s text as its label: versions, quoted values, variable values and
+    everything after a line's first ': ' dropped, except that a yes/no answer must stay one
+    (which of the two depends on the installed jaxlib)."""
+    shape = []
+    for line in text.strip("\n").splitlines():
+        line = re.sub(r"\d+(\.\d+)+", "V", line)
+        line = re.sub(r"'[^']*'", "'…'", line)
+        line = re.sub(r"^(\s+[A-Z][A-Z0-9_]+)(=.*| unset)$", r"\1", line)
+        label, sep, value = line.partition(": ")
+        shape.append(label + (": yes/no" if value in ("yes", "no") else sep))
+    return shape
+
+
+def test_info_prints_what_the_readme_shows_on_a_machine_without_a_gpu():
+    result = run_cli("info", prelude=WITHOUT_GPU_PLUGINS)
+    assert result.returncode == _startup.EXIT_OK, result.stderr[-3000:]
+    assert info_shape(result.stdout) == info_shape(claim("info-without-gpu"))
+
+
+def test_the_info_comparison_sees_a_changed_value_format():
+    shown = claim("info-without-gpu")
+    assert "module_image read: yes" in shown
+    assert info_shape(shown) != info_shape(shown.replace("read: yes", "read: True"))
+
+
+def _scalar_rows():
+    return [(row[0], re.findall(r"`([^`]+)`", row[1]), row[2])
+            for row in table_rows(claim("scalar-types"))]
+
+
+@pytest.mark.parametrize("argument,examples,triton_type", _scalar_rows(),
+                         ids=[row[0] for row in _scalar_rows()])
+def test_scalars_are_typed_as_the_readme_table_says(argument, examples, triton_type):
+    assert examples, argument
+    for example in examples:
+        value = eval(example, {"np": np})  # noqa: S307  (the README's own literals)
+        if triton_type.startswith("refused"):
+            with pytest.raises(TypeError):
+                _types.scalar(value, what="argument 0")
+        else:
+            expected = re.match(r"`(\w+)`", triton_type).group(1)
+            assert _types.scalar(value, what="argument 0").triton_type == expected, example
+
+
+def test_the_scalar_table_covers_every_numpy_scalar_the_code_takes():
+    shown = {e.split("(")[0].removeprefix("np.") for _, examples, _ in _scalar_rows()
+             for e in examples}
+    assert set(_types._NUMPY_SCALARS) - {"bool"} <= shown
+
+
+def test_the_exit_status_table_lists_the_command_lines_statuses():
+    documented = {int(row[0]) for row in table_rows(claim("exit-statuses"))}
+    in_code = {value for name, value in vars(_startup).items() if name.startswith("EXIT_")}
+    assert documented == in_code == {0, 1, 2, 3, 4}
+    assert ("(0 done, 1 the demo failed, 2 bad argument, 3 JAX could not start, 4 Triton "
+            "missing or broken)") in " ".join(cli.__doc__.split())
+
+
+def test_the_declared_versions_are_pyprojects():
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as pyproject:
+        project = tomllib.load(pyproject)["project"]
+    bounds = {re.match(r"[\w-]+", d).group(0): d[len(re.match(r"[\w-]+", d).group(0)):]
+              for d in project["dependencies"]}
+    declared = re.search(r"Declared: Python >= ([\d.]+), jax/jaxlib `([^`]+)`, Triton "
+                         r"`([^`]+)`", README)
+    assert declared, "README.md has no 'Declared: ...' sentence"
+    assert project["requires-python"] == ">=" + declared.group(1)
+    assert bounds["jax"] == bounds["jaxlib"] == declared.group(2)
+    assert bounds["triton"] == declared.group(3)
+    assert sys.version_info >= (3, 11)
