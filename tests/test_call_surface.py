@@ -197,6 +197,12 @@ def test_a_dict_operand_is_refused_naming_the_parameter():
                         BLOCK=8)
 
 
+def test_a_list_operand_is_refused_saying_tuple_or_array():
+    with pytest.raises(TypeError, match=r"argument 1 is a list \(8 elements\).*tuple\(\.\.\.\) "
+                                        r"or jnp.asarray"):
+        jtr.triton_call(X, [1.0] * 8, 8, kernel=add_kernel, out_type=X, grid=1, BLOCK=8)
+
+
 def test_an_array_for_a_constexpr_parameter_by_keyword_is_refused():
     with pytest.raises(TypeError, match="parameter 'BLOCK' is a tl.constexpr, but keyword "
                                         "argument BLOCK= holds an array"):

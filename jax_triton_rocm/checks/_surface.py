@@ -125,7 +125,12 @@ class Leaf:
 def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
     if value is None:
         return ("scalar", None)
-    if isinstance(value, (tuple, list)):
+    if isinstance(value, list):
+        raise TypeError(
+            f"{what} is a list ({len(value)} elements); triton_call takes a tuple for a kernel "
+            f"parameter that is a Triton tuple, and an array for a pointer: pass tuple(...) or "
+            f"jnp.asarray(...).")
+    if isinstance(value, tuple):
         return ("tuple", tuple(_entry(flat, v, f"{what}[{j}]") for j, v in enumerate(value)))
     if _types.is_scalar(value):
         _types.scalar(value, what=what)

@@ -124,3 +124,13 @@ def named_value(entry: tuple[str, Any], in_avals: tuple) -> Any:
     if kind == "descriptor":
         return value[1]
     return in_avals[value] if kind == "input" else value
+
+
+def element_types(signature_type: Any) -> list[str]:
+    """The element types in one parameter's signature type: "fp32" for "*fp32" and for
+    "tensordesc<fp32[16,64]>", each element's for a tuple, the type itself for a scalar."""
+    if isinstance(signature_type, tuple):
+        return [t for element in signature_type for t in element_types(element)]
+    if signature_type.startswith("tensordesc<"):
+        return [signature_type[len("tensordesc<"):].split("[", 1)[0]]
+    return [signature_type.lstrip("*")]

@@ -25,7 +25,7 @@ from typing import Any
 import jax
 
 from jax_triton_rocm.base import _values
-from jax_triton_rocm.launch import _callbacks, _configs, _layout, _limits, _types
+from jax_triton_rocm.launch import _callbacks, _configs, _layout, _limits, _nested, _types
 from jax_triton_rocm.launch._grid import normalize_grid
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
@@ -154,8 +154,8 @@ def check_fp8_types(bound: _layout.BoundKernel, target: LaunchTarget, kernel: st
     if a buffer has an fp8 dtype the target's Triton compiler refuses."""
     if target.fp8_types is None:
         return
-    for param, triton_type in bound.signature.items():
-        fp8 = triton_type.lstrip("*")
+    for param, fp8 in ((p, t) for p, types in bound.signature.items()
+                       for t in _nested.element_types(types)):
         if fp8 in _types.FP8_DTYPES and fp8 not in target.fp8_types:
             taken = ", ".join(f"{_types.FP8_DTYPES[t]} ({t})" for t in sorted(target.fp8_types)
                               if t in _types.FP8_DTYPES)
