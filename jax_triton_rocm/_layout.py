@@ -204,15 +204,14 @@ class _Layout:
                          f"argument {i} ({param.name})")
             if not tuple(in_avals[value].shape):
                 self.zero_d_pointers.append(f"argument {i} ({param.name})")
-        elif param.is_constexpr or value is None:
-            self.constexpr(i, value)
         else:
-            typed = _types.scalar(value, what=f"argument {i} ({param.name})")
-            if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
-                if typed.value == 1:  # as Triton's launcher does
-                    self.constexpr(i, 1)
-                    return
-                self.specialize(i, _types.int_specialization(typed.value))
+            role, *taken = _types.scalar_role(param, value, what=f"argument {i} ({param.name})")
+            if role == "constexpr":
+                self.constexpr(i, taken[0])
+                return
+            typed, specialization = taken
+            if specialization is not None:
+                self.specialize(i, specialization)
             self.signature[param.name] = typed.triton_type
             self.sources.append(ArgSource("scalar", i, scalar=typed))
 
@@ -259,16 +258,33 @@ class _Layout:
 _CHECKED_CALLS: dict[tuple, Any] = {}
 
 
+def compile_view(jit_fn: Any, positional: tuple) -> tuple:
+    """The positional entries as far as they decide the compiled kernel: a scalar by its role (a
+    constexpr by its type and value, a runtime scalar by its Triton type and specialisation),
+    not by its value, so that a new length or scale is seen as the same kernel."""
+    view = []
+    for i, (kind, value) in enumerate(positional):
+        if kind != "scalar" or i >= len(jit_fn.params):
+            view.append((kind, value))
+            continue
+        role, *taken = _types.scalar_role(jit_fn.params[i], value, what=f"argument {i}")
+        view.append((role, type(taken[0]), taken[0]) if role == "constexpr"
+                    else (role, taken[0].triton_type, taken[1]))
+    return tuple(view)
+
+
 def check_plain_call(jit_fn: Any, positional: tuple, arrays: list, out_shapes: list,
                      constexprs: dict[str, Any]) -> None:
-    """Lays a plain kernel's call out as the lowering will, to fail at the call; once per call.
+    """Lays a plain kernel's call out as the lowering will, to fail at the call; once per
+    layout (shapes and runtime scalar values aside: they change no outcome but the 0-d hint).
 
     Raises:
       TypeError: as `lay_out_arguments`.
     """
     try:
-        key = (id(jit_fn), positional, tuple((a.shape, a.dtype) for a in arrays),
-               tuple(out_shapes), tuple(sorted(constexprs.items())))
+        key = (id(jit_fn), compile_view(jit_fn, positional),
+               tuple((not a.shape, a.dtype) for a in (*arrays, *out_shapes)),
+               tuple(sorted(constexprs.items())))
         if key in _CHECKED_CALLS:
             return
     except TypeError:  # an unhashable value: check every time

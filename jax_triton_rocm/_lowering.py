@@ -4,8 +4,8 @@ Data flow, top to bottom in this file: the compile target and what the plugin lo
 (`resolve_target`) -> the launch configurations (`_configs.resolve`), within the target's launch
 limits (`_limits`) -> per configuration, the arguments laid onto the kernel's parameters
 (`_layout`) and compiled, all configurations at once, through the shared kernel cache
-(`_parallel`, `_compile`) -> per kernel, the call as the installed jaxlib loads it
-(`kernel_call`) -> the call encoded (`_proto`) -> a custom call in the module (`emit`).
+(`_parallel`, `_compile`), a plain kernel's plan kept for other shapes (`_plans`) -> per kernel,
+the call as jaxlib loads it (`kernel_call`) -> encoded (`_proto`, `_opaque`) -> emitted (`emit`).
 
 The platform's backend (`_backend.Backend`) answers the vendor questions on the way; this module
 never asks which vendor it talks to. `_routes` chooses between this route (jaxlib's Triton call)
@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from jax_triton_rocm import (_checks, _choices, _compat, _compile, _configs, _globals, _kernel,
-                             _layout, _limits, _parallel, _proto, _state, _target, _vendors)
+                             _layout, _limits, _opaque, _parallel, _plans, _proto, _state,
+                             _target, _vendors)
 from jax_triton_rocm._backend import Backend
 from jax_triton_rocm._grid import normalize_grid
 
@@ -258,23 +259,32 @@ def lower_call(backend: Backend, ctx: Any, params: dict[str, Any]) -> LoweredCal
 def _lower_call(backend: Backend, ctx: Any, params: dict[str, Any], target: _target.Target,
                 features: _compat.PluginFeatures, unwrapped: _kernel.Unwrapped) -> LoweredCall:
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    configs = _launch_configs(backend, unwrapped, target, params, in_avals, out_avals)
-    compiled = _compiled_configs(backend, unwrapped, target, configs, params, in_avals,
-                                 out_avals)
+
+    def make_plan() -> list[_plans.Planned]:
+        configs = _launch_configs(backend, unwrapped, target, params, in_avals, out_avals)
+        return [_plans.Planned(config, job.bound, kernel,
+                               kernel_image(backend, kernel, target, features))
+                for config, job, kernel in _compiled_configs(
+                    backend, unwrapped, target, configs, params, in_avals, out_avals)]
+
+    key = _plans.plan_key(backend.platform, unwrapped, params,
+                          (target, features, backend.lowering_settings()), in_avals, out_avals)
+    planned = _plans.reuse_or_make(make_plan, key, params, unwrapped.jit_fn, in_avals, out_avals)
     calls = []
-    for config, job, kernel in compiled:
+    for item in planned:
         if params["debug"]:
-            print(f"jax_triton_rocm: {kernel.name} for {target.arch}\n--- TTIR ---\n"
-                  f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
-        image = kernel_image(backend, kernel, target, features)
-        calls.append(kernel_call(image, config, job.bound, params, out_avals,
+            print(f"jax_triton_rocm: {item.kernel.name} for {target.arch}\n--- TTIR ---\n"
+                  f"{item.kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{item.kernel.asm}")
+        calls.append(kernel_call(item.image, item.config, item.bound, params, out_avals,
                                  backend.launch_limits(target)))
+    compiled = [(item.config, item.bound, item.kernel) for item in planned]
     chosen, undecided = _choose(backend, ctx, target, compiled, calls, params)
     serialized, custom_call_target = _encode(
         [call for _, call in chosen], [config for (config, _, _), _ in chosen], params, in_avals,
         _kernel.kernel_name(unwrapped.jit_fn))
     return LoweredCall(
-        opaque=_proto.compress(serialized),
+        opaque=_opaque.compress(serialized, [_proto.kernel_bytes(call.kernel)
+                                             for _, call in chosen]),
         serialized=serialized,
         custom_call_target=custom_call_target,
         features=features,

@@ -15,8 +15,8 @@ another thread is importing a module leaves the child waiting forever for that m
 in the child:
   - every lock is replaced by a fresh one (the registry's and every per-key lock);
   - finished kernels stay cached (they are plain data and still valid); in-flight compiles are
-    forgotten, and the child compiles what it needs itself; lowered calls are forgotten (they
-    may name the parent's HSACO files);
+    forgotten, and the child compiles what it needs itself; lowered calls and compiled plans
+    are forgotten (they may name the parent's HSACO files);
   - state a vendor module keeps has its own fork rule beside it (`_hip_files`, `_hip_prewarm`).
 """
 
@@ -151,9 +151,13 @@ KERNELS = KernelCache(LOCKS)
 # object its key names by id (so the id is not reused). A child of a fork starts without them: a
 # path-delivered call names a file of the parent's, which jaxlib would read and delete.
 LOWERED_CALLS: dict[tuple, tuple[Any, Any]] = {}
+# Compiled plans of plain kernels by all but the shapes and runtime scalar values (`_plans`),
+# each with its kernel object; a forked child starts without them, for the same reason.
+PLANS: dict[tuple, tuple[Any, Any]] = {}
 
 os.register_at_fork(after_in_child=LOCKS.reset_after_fork)
 os.register_at_fork(after_in_child=LOWERED_CALLS.clear)
+os.register_at_fork(after_in_child=PLANS.clear)
 
 def triton_language_lock() -> threading.Lock:
     """The lock held while Triton's Python front end, or its interpreter, runs in this process.
@@ -250,6 +254,7 @@ def clear_caches() -> None:
 
     KERNELS.clear()
     LOWERED_CALLS.clear()
+    PLANS.clear()
     for hook in _CLEAR_HOOKS:
         hook()
     LOCKS.forget_item_locks()

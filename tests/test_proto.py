@@ -2,7 +2,7 @@
 
 import pytest
 
-from jax_triton_rocm import _compat, _proto
+from jax_triton_rocm import _compat, _opaque, _proto
 
 plugin = _compat.plugin_triton_module("cuda")
 pytestmark = pytest.mark.skipif(
@@ -72,7 +72,7 @@ def test_autotuned_call_encodes_like_jaxlib():
 
 def test_module_image_is_carried_and_read_back():
     image = _proto.KernelImage("k", 4, 1, 0, "PTX", "", 90, object_file=b"\x7fELF-binary")
-    decoded = _proto.decode(_proto.compress(_proto.encode_call(
+    decoded = _proto.decode(_opaque.compress(_proto.encode_call(
         _proto.KernelCall(image, (1, 1, 1), ()), name="n"))).kernel_call.kernel
     assert decoded.module_image.object_file == b"\x7fELF-binary"
     assert decoded.module_image.kernel_name == "k"
@@ -81,6 +81,6 @@ def test_module_image_is_carried_and_read_back():
 
 def test_jaxlib_parses_an_opaque_carrying_module_image():
     image = _proto.KernelImage("k", 4, 1, 0, "PTX", "", 90, object_file=b"\x00" * 100)
-    opaque = _proto.compress(_proto.encode_call(_proto.KernelCall(image, (1, 1, 1), ()),
+    opaque = _opaque.compress(_proto.encode_call(_proto.KernelCall(image, (1, 1, 1), ()),
                                                 name="n", metadata=b"kept"))
     assert plugin.get_serialized_metadata(opaque) == b"kept"
