@@ -112,7 +112,7 @@ class Row:
     """One measured chain: the kernel call (`OPS`) and what it carries."""
 
     op: str
-    variant: str  # "default", "no_ttir", "ptx_only", "native", "legacy", "xla"
+    variant: str  # "default", "no_ttir", "ptx_only", "native", "ffi", "xla"
     label: str
 
     @property
@@ -134,10 +134,11 @@ ROWS = (
     Row("wide", "no_ttir", "30 params: FFI, TTIR empty"),
     Row("wide", "native", "30 params: XLA Triton call"),
     Row("tuned_small", "default", "autotuned small (2 configs): default target"),
-    Row("tuned_small", "no_ttir", "autotuned small: FFI, TTIR empty"),
-    Row("tuned_small", "legacy", "autotuned small: legacy target"),
+    Row("tuned_small", "no_ttir", "autotuned small: default target, TTIR empty"),
+    Row("tuned_small", "ffi", "autotuned small: FFI target (forced)"),
     Row("tuned_big", "default", "autotuned big (2 configs): default target"),
-    Row("tuned_big", "no_ttir", "autotuned big: FFI, TTIR empty"),
+    Row("tuned_big", "no_ttir", "autotuned big: default target, TTIR empty"),
+    Row("tuned_big", "ffi", "autotuned big: FFI target (forced)"),
 )
 BASELINE_KEY = ROWS[0].key
 
@@ -153,7 +154,8 @@ COMPARISONS = (
     ("30 params / 4 params", "wide/default", "small/default"),
     ("autotuned / single, small", "tuned_small/default", "small/default"),
     ("autotuned / single, big", "tuned_big/default", "big/default"),
-    ("autotuned legacy / FFI, small", "tuned_small/legacy", "tuned_small/default"),
+    ("autotuned default / FFI target, small", "tuned_small/default", "tuned_small/ffi"),
+    ("autotuned default / FFI target, big", "tuned_big/default", "tuned_big/ffi"),
     ("FFI / XLA Triton call, small", "small/default", "small/native"),
     ("FFI / XLA Triton call, big", "big/default", "big/native"),
     ("FFI / XLA Triton call, 30 params", "wide/default", "wide/native"),
@@ -205,8 +207,8 @@ def variant_context(variant: str, platform_name: str):
         return without_ttir()
     if variant == "ptx_only":
         return forced_features(platform_name, module_image=False)
-    if variant == "legacy":
-        return environment("JAX_TRITON_ROCM_AUTOTUNE_TARGET", "legacy")
+    if variant == "ffi":
+        return environment(_compat.ENV_AUTOTUNE_TARGET, "ffi")
     return contextlib.nullcontext()
 
 
@@ -216,14 +218,12 @@ def row_op(row: Row) -> Callable:
     return functools.partial(OPS[row.op], xla_native=row.variant == "native")
 
 
-def expected_target(row: Row, features) -> str:
-    """The custom call the row's chain must emit, `features` being the plugin's (`_compat`)."""
+def expected_target(row: Row) -> str:
+    """The custom call the row's chain must emit."""
     if row.variant == "native":
         return NATIVE_TARGET
-    if row.variant == "legacy":
-        return _compat.LEGACY_TARGET
-    if row.op.startswith("tuned"):
-        return _compat.autotuned_call_target(features)
+    if row.op.startswith("tuned") and row.variant != "ffi":
+        return _compat.autotuned_call_target()
     return _compat.FFI_TARGET
 
 
@@ -234,11 +234,11 @@ def lowered_chain(row: Row, platform_name: str, length: int):
         lowering_platforms=(platform_name,))
 
 
-def check_route(row: Row, text: str, features) -> str | None:
+def check_route(row: Row, text: str) -> str | None:
     """Why the lowered text does not take the row's route, or None."""
     if row.variant == "xla":
         return None
-    target = expected_target(row, features)
+    target = expected_target(row)
     if not re.search(rf'@"?{re.escape(target)}"?\(', text):
         return f"expected custom call {target}; the 'jax_triton_rocm' logger says why at DEBUG"
     return None

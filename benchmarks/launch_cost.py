@@ -11,7 +11,8 @@ setting in a fresh process), and the ratio to XLA's own add kept unfused, for:
   (the package's default), the same with `ttir` empty, and PTX only (no `module_image`: the
   `ptx` field holds the PTX text, which jaxlib's handler of 0.11.1+ hashes and copies at each
   launch, as it copies `ttir`);
-- autotuned calls (2 configs) against single ones, on the FFI and the legacy targets;
+- autotuned calls (2 configs) against single ones, on the default (legacy) target and on the
+  FFI target (forced);
 - XLA's own Triton call (`xla_native=True`) for the same kernels, as the reference route.
 
 `--dry-run` needs no GPU: it lowers every row for CUDA sm_90 under `target_arch`, checks the
@@ -49,10 +50,8 @@ def measure_rows(length: int, platform_name: str | None = None, from_row: int = 
                                             jax.devices()[0].platform)
     for row in ROWS[from_row:]:
         try:
-            features = plugin_features(platform_name) if row.variant != "xla" else None
             with variant_context(row.variant, platform_name):
-                problem = check_route(row, lowered_chain(row, platform_name, 2).as_text(),
-                                      features)
+                problem = check_route(row, lowered_chain(row, platform_name, 2).as_text())
                 if problem:
                     raise RuntimeError(problem)
                 value = chain_per_kernel_us(row_op(row), length, SIZE)
@@ -108,9 +107,9 @@ def carried(lowered) -> dict:
 def carried_problem(row: Row, seen: dict, embeds: bool) -> str | None:
     """Why what a row's call carries is not what the row is meant to measure, or None; `embeds`
     says whether the plugin loads the binary from `module_image` (jax 0.11.1+)."""
-    if row.variant in ("default", "legacy") and not seen["ttir"]:
+    if row.variant in ("default", "ffi") and not seen["ttir"]:
         return "expected ttir filled"
-    if row.variant in ("default", "legacy", "no_ttir") and bool(seen["binary"]) != embeds:
+    if row.variant in ("default", "ffi", "no_ttir") and bool(seen["binary"]) != embeds:
         return f"expected the binary {'in' if embeds else 'not in'} module_image"
     if row.variant == "no_ttir" and seen["ttir"]:
         return "expected ttir empty"
@@ -137,7 +136,7 @@ def dry_run() -> int:
             try:
                 with variant_context(row.variant, "cuda"):
                     lowered = lowered_chain(row, "cuda", 2)
-                problem = check_route(row, lowered.as_text(), features)
+                problem = check_route(row, lowered.as_text())
                 seen = carried(lowered) if row.variant not in ("xla", "native") else {}
                 problem = problem or (carried_problem(row, seen, features.module_image)
                                       if seen else None)
@@ -145,7 +144,7 @@ def dry_run() -> int:
                 seen, problem = {}, f"{type(err).__name__}: {str(err).splitlines()[0][:90]}"
             if row.variant == "default" and seen:
                 binaries[row.op] = seen[size_of]
-            target = expected_target(row, features) if row.variant != "xla" else "XLA"
+            target = expected_target(row) if row.variant != "xla" else "XLA"
             table.append((row.label, target,
                           *(str(seen.get(k, "-")) for k in ("opaque", "binary", "ttir", "ptx",
                                                             "params", "configs")),
