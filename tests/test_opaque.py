@@ -7,7 +7,7 @@ import zlib
 import jax.numpy as jnp
 import pytest
 
-from jax_triton_rocm import _compat, _opaque, _proto
+from jax_triton_rocm import _compat, _opaque, _proto, _state
 from tests import kernels
 from tests.lowering_utils import capture_one, spec
 
@@ -78,12 +78,15 @@ def test_jaxlibs_inflater_reads_a_stream_of_pieces():
     assert cuda_triton.get_serialized_metadata(opaque) == b"kept"
 
 
-def test_lowering_at_a_new_shape_reuses_the_deflated_kernel():
-    first = capture_one(kernels.add, spec((4096,), jnp.float32), spec((4096,), jnp.float32),
-                        platform="cuda")
+def test_lowering_at_a_new_shape_reuses_the_deflated_kernel(monkeypatch):
+    monkeypatch.setattr(_state, "LOWERED_CALLS", {})  # lowered for real, not from the memo
+    def lowered(length):  # a new function each time: JAX's own caches never answer
+        x = spec((length,), jnp.float32)
+        return capture_one(lambda x, y: kernels.add(x, y), x, x, platform="cuda")
+
+    first = lowered(4096)
     hits = _opaque._deflate_piece.cache_info().hits
-    second = capture_one(kernels.add, spec((4112,), jnp.float32), spec((4112,), jnp.float32),
-                         platform="cuda")
+    second = lowered(4112)
     assert second.kernels == first.kernels  # the same binary: n is a runtime scalar
     assert second.serialized != first.serialized
     assert _opaque._deflate_piece.cache_info().hits > hits

@@ -54,7 +54,8 @@ def test_a_scalar_of_another_type_is_checked_again(layouts):
 def test_a_new_length_keeps_the_kernel_and_carries_the_new_grid_and_length():
     def lowered(length):
         x = spec((length,), jnp.float32)
-        return lower_one(kernels.add, x, x, platform="cuda").message.kernel_call
+        return lower_one(lambda x, y: kernels.add(x, y), x, x,
+                         platform="cuda").message.kernel_call
 
     compiles = _state.KERNELS.stats["compiles"]
     first, second = lowered(8192), lowered(8208)
@@ -66,10 +67,12 @@ def test_a_new_length_keeps_the_kernel_and_carries_the_new_grid_and_length():
 
 def test_a_new_length_gives_the_call_it_would_give_in_a_fresh_process():
     x = spec((8224,), jnp.float32)
-    again = capture_one(kernels.add, x, x, platform="cuda")
-    _state.LOWERED_CALLS.clear()
+    lowered = capture_one(lambda x, y: kernels.add(x, y), spec((8192,), jnp.float32),
+                          spec((8192,), jnp.float32), platform="cuda")
+    again = capture_one(lambda x, y: kernels.add(x, y), x, x, platform="cuda")
     jtr.clear_caches()
-    fresh = capture_one(kernels.add, x, x, platform="cuda")
+    fresh = capture_one(lambda x, y: kernels.add(x, y), x, x, platform="cuda")
+    assert again.kernels == lowered.kernels
     assert fresh.serialized == again.serialized
     assert fresh.opaque == again.opaque
 
