@@ -195,8 +195,10 @@ def _choose(backend: Backend, ctx: Any, target: _target.Target, compiled: list,
     Returns (the (config, job, kernel) items kept, the call left undecided or None). A call
     lowered for no device here (cross-compiling) cannot have been tuned, and is left to jaxlib.
     """
+    if len(compiled) == 1:
+        return list(zip(compiled, calls)), None
     kind = _target.device_kind(backend.platform, ctx.module_context)
-    if len(compiled) == 1 or kind is None:
+    if kind is None:
         return list(zip(compiled, calls)), None
     key = _choices.tune_key(
         platform=backend.platform, arch=target.arch, device_kind=kind,
