@@ -8,6 +8,10 @@ JAX does not preallocate GPU memory here, so that pytest-xdist workers can share
 explicitly, so the tests set it only to keep Triton quiet when they call it directly.
 """
 
+import collections
+import glob
+import json
+import logging
 import os
 
 import pytest
@@ -17,6 +21,95 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 from tests.gpu_utils import gpu_devices, gpu_platform  # noqa: E402  (after the environment)
+
+# A file to write, at the end of the session, how many lowerings took each route (xla, jaxlib,
+# jaxlib legacy, interpreter) and how many distinct kernels did, from the package's route log
+# (`lowering._route.note`); unset: nothing is counted. Under pytest-xdist each worker writes
+# FILE.<worker>.json and the controller sums them into FILE. Lowerings in child processes that
+# tests start are not counted.
+ENV_ROUTE_COUNTS = "JAX_TRITON_ROCM_TEST_ROUTE_COUNTS"
+
+
+class RouteCounter(logging.Handler):
+    """Counts the route records of the "jax_triton_rocm" logger: lowerings and kernels."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lowerings: collections.Counter[str] = collections.Counter()
+        self.kernels: dict[str, set[str]] = collections.defaultdict(set)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        route = getattr(record, "jax_triton_rocm_route", None)
+        if route is not None:
+            self.lowerings[route] += 1
+            self.kernels[route].add(getattr(record, "jax_triton_rocm_kernel", "?"))
+
+    def counts(self) -> dict:
+        return {"lowerings": dict(self.lowerings),
+                "kernels": {route: sorted(names) for route, names in self.kernels.items()}}
+
+
+_route_counter = RouteCounter()
+
+
+def pytest_configure(config):
+    del config
+    path = os.environ.get(ENV_ROUTE_COUNTS)
+    if path:
+        if os.environ.get("PYTEST_XDIST_WORKER") is None:  # workers' files of an earlier run
+            for name in glob.glob(glob.escape(path) + ".*.json"):
+                os.remove(name)
+        logger = logging.getLogger("jax_triton_rocm")
+        logger.addHandler(_route_counter)
+        logger.setLevel(logging.DEBUG)
+
+
+def merged_route_counts(parts: list[dict]) -> dict:
+    """The sum of several `RouteCounter.counts()`, with each route's share of the lowerings."""
+    lowerings: collections.Counter[str] = collections.Counter()
+    kernels: dict[str, set[str]] = collections.defaultdict(set)
+    for part in parts:
+        lowerings.update(part["lowerings"])
+        for route, names in part["kernels"].items():
+            kernels[route].update(names)
+    total = sum(lowerings.values())
+    return {"lowerings": dict(lowerings),
+            "share": {route: count / total for route, count in lowerings.items()},
+            "kernels": {route: len(names) for route, names in kernels.items()},
+            "kernel_names": {route: sorted(names) for route, names in kernels.items()}}
+
+
+def pytest_sessionfinish(session):
+    path = os.environ.get(ENV_ROUTE_COUNTS)
+    if not path:
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is not None:
+        with open(f"{path}.{worker}.json", "w") as file:
+            json.dump(_route_counter.counts(), file)
+        return
+    parts = [_route_counter.counts()]
+    for name in sorted(glob.glob(glob.escape(path) + ".*.json")):
+        with open(name) as file:
+            parts.append(json.load(file))
+        os.remove(name)
+    merged = merged_route_counts(parts)
+    with open(path, "w") as file:
+        json.dump(merged, file, indent=1, sort_keys=True)
+    session.config.stash[_ROUTE_SUMMARY] = merged
+
+
+_ROUTE_SUMMARY = pytest.StashKey[dict]()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    merged = config.stash.get(_ROUTE_SUMMARY, None)
+    if merged is not None:
+        shares = ", ".join(f"{route} {count} ({merged['share'][route]:.0%}; "
+                           f"{merged['kernels'][route]} kernels)"
+                           for route, count in sorted(merged["lowerings"].items()))
+        terminalreporter.write_line(f"lowerings by route: {shares or 'none'} "
+                                    f"(written to {os.environ[ENV_ROUTE_COUNTS]})")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -91,12 +91,6 @@ def test_another_arch_gives_another_binary():
     assert sm80.ptx != sm90.ptx
 
 
-def test_compute_capability_argument_overrides_the_device():
-    call = lower_one(lambda x, y: kernels.add(x, y, compute_capability=80), X, X,
-                     platform="cuda", arch="sm_90")
-    assert call.message.kernel_call.kernel.compute_capability == 80
-
-
 def test_scalars_are_typed_like_tritons_launcher():
     def f(x):
         return jtr.triton_call(x, 2.5, 2**40, True, x.size, kernel=kernels.scale_shift_kernel,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.launch import _types
 from jax_triton_rocm.launch._kernel import kernel_name
 
@@ -205,15 +205,14 @@ class _Layout:
                          f"argument {i} ({param.name})")
             if not tuple(in_avals[value].shape):
                 self.zero_d_pointers.append(f"argument {i} ({param.name})")
-        elif param.is_constexpr or value is None:
-            self.constexpr(i, value)
         else:
-            typed = _types.scalar(value, what=f"argument {i} ({param.name})")
-            if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
-                if typed.value == 1:  # as Triton's launcher does
-                    self.constexpr(i, 1)
-                    return
-                self.specialize(i, _types.int_specialization(typed.value))
+            role, *taken = _types.scalar_role(param, value, what=f"argument {i} ({param.name})")
+            if role == "constexpr":
+                self.constexpr(i, taken[0])
+                return
+            typed, specialization = taken
+            if specialization is not None:
+                self.specialize(i, specialization)
             self.signature[param.name] = typed.triton_type
             self.sources.append(ArgSource("scalar", i, scalar=typed))
 
@@ -256,16 +255,51 @@ class _Layout:
                 f"{self.n_outputs} output(s) fill the first {self.n_positional + self.n_outputs}.")
 
 
+def compile_view(jit_fn: Any, positional: tuple) -> tuple:
+    """The positional entries as far as they decide the compiled kernel, as exact keys
+    (`_values.exact_key`): a constexpr by its type and value, a runtime scalar by its Triton type
+    and specialisation but not its value (a new length or scale is the same kernel).
+
+    Raises:
+      TypeError / OverflowError: a scalar that cannot be passed (as `_types.scalar`).
+    """
+    view = []
+    for i, (kind, value) in enumerate(positional):
+        if kind != "scalar" or i >= len(jit_fn.params):
+            view.append((kind, value))
+            continue
+        param = jit_fn.params[i]
+        role, *taken = _types.scalar_role(param, value, what=f"argument {i} ({param.name})")
+        view.append((role, _values.exact_key(taken[0])) if role == "constexpr"
+                    else (role, taken[0].triton_type, taken[1]))
+    return tuple(view)
+
+
+def with_scalars(bound: BoundKernel, positional: tuple) -> BoundKernel:
+    """`bound` with each runtime scalar's value taken from `positional`, a call whose
+    `compile_view` is the one `bound` was laid out for (so only the values differ)."""
+    if not any(source.kind == "scalar" for source in bound.sources):
+        return bound
+    sources = tuple(
+        ArgSource("scalar", source.position, scalar=_types.scalar(
+            positional[source.position][1], what=f"argument {source.position}"))
+        if source.kind == "scalar" else source for source in bound.sources)
+    return dataclasses.replace(bound, sources=sources)
+
+
 def check_plain_call(jit_fn: Any, positional: tuple, arrays: list, out_shapes: list,
                      constexprs: dict[str, Any]) -> None:
-    """Lays a plain kernel's call out as the lowering will, to fail at the call; once per call.
+    """Lays a plain kernel's call out as the lowering will, to fail at the call; once per
+    layout (shapes and runtime scalar values aside: they change no outcome but the 0-d hint).
 
     Raises:
       TypeError: as `lay_out_arguments`.
     """
     try:
-        key = (id(jit_fn), positional, tuple((a.shape, a.dtype) for a in arrays),
-               tuple(out_shapes), tuple(sorted(constexprs.items())))
+        key = (id(jit_fn), compile_view(jit_fn, positional),
+               tuple((not a.shape, a.dtype) for a in (*arrays, *out_shapes)),
+               tuple((name, _values.exact_key(value)) for name, value in
+                     sorted(constexprs.items())))
         if _state.CHECKED_CALLS.get(key) is not None:  # laid out before without error
             return
     except TypeError:  # an unhashable value: check every time

@@ -157,3 +157,50 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
             spec.unwrapped.jit_fn, target.triton_backend, positional=spec.positional,
             in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs),
     ) for config, num_warps in warps]
+
+
+def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> tuple | None:
+    """What decides a plain kernel's launches, but for the shapes and the runtime scalars'
+    values; None for a kernel with an autotuner or heuristics (they see shapes and values).
+
+    A new length or batch size changes no configuration, layout or binary of a plain kernel, only
+    its grid, the scalars it receives and what a callable grid or `zeroed_outputs` sees: `relaunch`
+    refills those. The key holds the kernel (by identity), the positional entries as they compile
+    (`_layout.compile_view`), the dtypes and which arrays are 0-d, the metaparameters (by exact
+    value) and every setting that reaches the compiler.
+
+    Raises:
+      TypeError: a value that cannot be hashed (the caller then keeps no plan).
+    """
+    unwrapped = spec.unwrapped
+    if unwrapped.autotuner is not None or unwrapped.heuristics:
+        return None
+    key = (spec.kernel_id, _layout.compile_view(unwrapped.jit_fn, spec.positional), len(in_avals),
+           tuple((not aval.shape, aval.dtype) for aval in (*in_avals, *out_avals)),
+           _values.exact_key(spec.metaparams), spec.options, spec.num_warps, spec.num_stages,
+           spec.num_ctas, spec.cuda_arch, spec.enable_fp_fusion, spec.debug)
+    hash(key)
+    return key
+
+
+def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
+             target: LaunchTarget) -> list[Launch]:
+    """`planned` (the launches of an earlier call with the same `plan_key`) for this call: the
+    grid, the outputs to zero, the runtime scalars and what a callable grid sees, as `launches`
+    would give them.
+
+    Raises:
+      ValueError / TypeError: as `launch_grid` and `zeroed_outputs`.
+    """
+    named = _configs.named_args(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals)
+    relaunched = []
+    for launch in planned:
+        config = dataclasses.replace(launch.config, meta={**named, **launch.config.kwargs_view()})
+        relaunched.append(Launch(
+            config=config,
+            num_warps=launch.num_warps,
+            grid=launch_grid(spec, config.meta, description=config.description,
+                             limits=target.limits),
+            zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
+            bound=_layout.with_scalars(launch.bound, spec.positional)))
+    return relaunched

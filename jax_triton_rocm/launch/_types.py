@@ -142,3 +142,17 @@ def scalar(value: Any, *, what: str) -> Scalar:
 def int_specialization(value: int) -> str:
     """Triton's specialisation string for an int argument: "D" when divisible by 16."""
     return "D" if value % 16 == 0 else ""
+
+
+def scalar_role(param: Any, value: Any, *, what: str) -> tuple:
+    """How a positional scalar reaches the kernel: ("constexpr", value), compiled in (for a
+    tl.constexpr parameter, None, or an int equal to 1, as Triton's launcher does), or
+    ("runtime", typed scalar, specialisation or None), passed at launch."""
+    if param.is_constexpr or value is None:
+        return "constexpr", value
+    typed = scalar(value, what=what)
+    if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
+        if typed.value == 1:
+            return "constexpr", 1
+        return "runtime", typed, int_specialization(typed.value)
+    return "runtime", typed, None
