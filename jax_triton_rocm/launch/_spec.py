@@ -63,8 +63,8 @@ class KernelCallSpec:
       metaparams: constexpr values by parameter name, sorted.
       options: vendor compile options by name, sorted.
       batch: set by the `jax.vmap` rule on a call batched along `batch_grid_axis`.
-      exact_values: `positional` and `metaparams` as `_values.exact_key` writes them (derived:
-        what the spec compares in their place).
+      exact_values: `positional` and `metaparams` with each value as `_values.exact_key` writes
+        it (derived: what the spec compares in their place).
     """
 
     kernel: Any = dataclasses.field(compare=False)
@@ -92,8 +92,10 @@ class KernelCallSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kernel_id", id(self.kernel))
-        object.__setattr__(self, "exact_values",
-                           _values.exact_key((self.positional, self.metaparams)))
+        object.__setattr__(self, "exact_values", (
+            tuple((kind, _values.exact_key(value)) if kind == "scalar" else (kind, value)
+                  for kind, value in self.positional),
+            tuple((name, _values.exact_key(value)) for name, value in self.metaparams)))
 
     @property
     def kernel_name(self) -> str:

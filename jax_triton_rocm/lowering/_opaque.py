@@ -4,14 +4,16 @@ jaxlib inflates the opaque with zlib's `uncompress` (`ZlibUncompress`, `jaxlib/g
 triton_utils.cc`), which takes any valid zlib stream. Most of a call's bytes are its kernels'
 (`_proto.kernel_bytes`: the binary, the IR), and they are the same every time the kernel is
 lowered again, for a new shape, grid or scalar. So each kernel's bytes are deflated once while
-they stay in `_state.DEFLATED_KERNELS`, as blocks that end on a full flush (byte-aligned, referring to nothing before them),
-and a call's stream is those blocks with the few bytes between them deflated afresh, behind
-zlib's header and ahead of the Adler-32 of the whole. The bytes depend only on the input, the
-same in every process (JAX's persistent cache and `jax.export` rely on that).
+they stay in `_state.DEFLATED_KERNELS`, as blocks that end on a full flush (byte-aligned,
+referring to nothing before them), and a call's stream is those blocks with the bytes between
+them written afresh (a few dozen bytes: stored as they are, which costs less than setting up a
+deflater), behind zlib's header and ahead of the Adler-32 of the whole. The bytes depend only on
+the input, the same in every process (JAX's persistent cache and `jax.export` rely on that).
 """
 
 from __future__ import annotations
 
+import struct
 import zlib
 from collections.abc import Sequence
 
@@ -22,6 +24,8 @@ _ZLIB_HEADER = b"\x78\x9c"
 _ADLER_BASE = 65521
 # The bytes of a piece searched for first; the whole piece is then compared in place.
 _PROBE_BYTES = 64
+# Bytes between pieces up to this many are stored, not deflated.
+_STORED_MAX = 256
 
 
 def compress(data: bytes, pieces: Sequence[bytes] = ()) -> bytes:
@@ -44,14 +48,14 @@ def compress(data: bytes, pieces: Sequence[bytes] = ()) -> bytes:
             continue
         if at > start:
             gap = data[start:at]
-            parts.append(_deflate_small(gap, last=False))
+            parts.append(_between(gap, last=False))
             checksum = zlib.adler32(gap, checksum)
         deflated, piece_checksum = _deflate_piece(piece)
         parts.append(deflated)
         checksum = adler32_combine(checksum, piece_checksum, len(piece))
         start = at + len(piece)
     tail = data[start:]
-    parts.append(_deflate_small(tail, last=True))
+    parts.append(_between(tail, last=True))
     parts.append(zlib.adler32(tail, checksum).to_bytes(4, "big"))
     return b"".join(parts)
 
@@ -85,6 +89,15 @@ def _deflate_piece(piece: bytes) -> tuple[bytes, int]:
             compressor.compress(piece) + compressor.flush(zlib.Z_FULL_FLUSH),
             zlib.adler32(piece)))
     return found
+
+
+def _between(data: bytes, *, last: bool) -> bytes:
+    """The bytes between pieces (or after the last) as deflate blocks: a stored block when
+    short (its header byte, its length and the length's complement, then the bytes as they are;
+    the stream is byte-aligned there), else deflated; the last ends the stream."""
+    if len(data) > _STORED_MAX:
+        return _deflate_small(data, last=last)
+    return bytes((1 if last else 0,)) + struct.pack("<HH", len(data), len(data) ^ 0xFFFF) + data
 
 
 def _deflate_small(data: bytes, *, last: bool) -> bytes:

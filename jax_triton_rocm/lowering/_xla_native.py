@@ -33,8 +33,8 @@ from typing import Any
 # it has the same signature in every supported jax (0.10.2-0.12).
 from jax._src.interpreters import mlir
 
-from jax_triton_rocm.base import _compat
-from jax_triton_rocm.compile import _compile
+from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.compile import _compile, _globals
 from jax_triton_rocm.launch import _kernel, _layout, _limits, _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
 from jax_triton_rocm.lowering import _target, _xla_ir
@@ -85,17 +85,34 @@ def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec)
     `backend` is the platform's `_backend.Backend`: it answers the target, Triton's target and
     compile options, and the launch limits, exactly as for jaxlib's route.
     """
-    call = _native_call(backend, ctx, spec)
+    call = native_call(backend, ctx, spec)
     if isinstance(call, str):
         return call
     return emit(ctx, operands, call, spec.input_output_aliases)
 
 
-def _native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | str:
-    """Compiles the call with its scalars as constants; the call, or why it does not fit."""
+def native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | str:
+    """The call XLA gets, or why it does not fit; kept in `_state.LOWERED_CALLS` (beside
+    jaxlib's route's calls) by what decides it: the target, the avals, the spec and the values
+    of the globals the kernel reads. A lowering of the same call again compiles nothing anew."""
     # The same target, and the same error where none can be known, as jaxlib's route.
     target, _ = _target.resolve_target(backend, ctx, spec)
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+    key = (CUSTOM_CALL_TARGET, backend.platform, target, in_avals, out_avals, spec,
+           _globals.global_values(spec.unwrapped.jit_fn))
+    try:
+        entry = _state.LOWERED_CALLS.get(key)
+    except TypeError:  # an unhashable parameter: no memo
+        return _compiled_call(backend, spec, target, in_avals, out_avals)
+    if entry is None:
+        entry = _state.LOWERED_CALLS.put(key, (spec.kernel, _compiled_call(
+            backend, spec, target, in_avals, out_avals)))
+    return entry[1]
+
+
+def _compiled_call(backend: Any, spec: KernelCallSpec, target: Any, in_avals: tuple,
+                   out_avals: tuple) -> NativeCall | str:
+    """Compiles the call with its scalars as constants; the call, or why it does not fit."""
     [launch] = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, target))
     jit_fn = spec.unwrapped.jit_fn
     job = _compile.make_job(jit_fn, backend.triton_target(target),
