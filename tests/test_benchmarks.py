@@ -147,3 +147,61 @@ def test_launch_cost_report_shows_rows_a_failed_row_and_a_crashed_worker(monkeyp
     assert ("big/default (command buffers off): failed: the worker exited (-11) on it: Fatal "
             "Python error: Segmentation fault") in out
     assert "binary 20x larger: big / small: 1.000, -" in out
+
+
+def test_overhead_runs_dry_run_checks_each_chains_route_in_fresh_processes():
+    from jax_triton_rocm.base import _compat
+
+    result = run_benchmark("overhead.py", "--runs", "2", "--dry-run", timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    runs = _rows(result.stdout, "run ")
+    assert [line.split(":")[0] for line in runs] == [
+        f"run {i}, command buffers {s}" for i in (1, 2) for s in ("on", "off")]
+    plain = (_compat.XLA_TRITON_TARGET if _compat.jaxlib_version() in
+             _compat.XLA_TRITON_CALL_RUN["cuda"] else _compat.FFI_TARGET)
+    for line in runs:
+        routes = json.loads(line.split("routes ")[1].split(" (dry run")[0])
+        assert routes == {"plain": plain, "ffi": _compat.FFI_TARGET, "unfused": "XLA"}, line
+
+
+@pytest.mark.parametrize("plain,status,verdict", [(1.5, 0, "met"), (1.8, 1, "NOT met")])
+def test_overhead_runs_print_every_figure_and_the_worst_ratio(monkeypatch, capsys, plain,
+                                                               status, verdict):
+    import overhead
+
+    calls = []
+
+    def fake_in_fresh_process(script, args, command_buffers):
+        calls.append((script, args, command_buffers))
+        base = 1.4 if command_buffers else 5.0
+        slow = [base, base * plain / 1.4 if command_buffers else base, base]
+        return {"routes": {"plain": "xla", "ffi": "ffi", "unfused": "XLA"},
+                "us": {"plain": slow, "ffi": [9.0] * 3, "unfused": [base] * 3}}
+
+    monkeypatch.setattr(overhead, "in_fresh_process", fake_in_fresh_process)
+    assert overhead.runs_report(3, 3, dry_run=False) == status
+    out = capsys.readouterr().out
+    assert len(calls) == 6 and all(args[:3] == ["chain-worker", "--rows", "plain,ffi,unfused"]
+                                   for _, args, _ in calls)
+    assert [c[2] for c in calls] == [True, False] * 3
+    assert out.count("default route / XLA's unfused add: ") == 6
+    assert f"1.000, {plain / 1.4:.3f}, 1.000" in out and "9.000, 9.000, 9.000" in out
+    assert (f"worst ratio, default route of a plain kernel / XLA's unfused add: "
+            f"{plain / 1.4:.3f} (command buffers on), 1.000 (off); goal 1.15 at most: "
+            f"{verdict}") in out
+
+
+def test_overhead_runs_report_a_failed_run_and_go_on(monkeypatch, capsys):
+    import overhead
+
+    def fake_in_fresh_process(script, args, command_buffers):
+        if not command_buffers:
+            raise RuntimeError("the worker crashed")
+        return {"routes": {"plain": "xla", "ffi": "ffi", "unfused": "XLA"},
+                "us": {"plain": [1.4], "ffi": [3.0], "unfused": [1.4]}}
+
+    monkeypatch.setattr(overhead, "in_fresh_process", fake_in_fresh_process)
+    assert overhead.runs_report(2, 1, dry_run=False) == 1
+    out = capsys.readouterr().out
+    assert out.count("command buffers off: FAILED: the worker crashed") == 2
+    assert out.count("default route / XLA's unfused add: 1.000") == 2

@@ -116,3 +116,21 @@ def test_a_hsaco_for_another_architecture_is_refused():
         _hip.BACKEND.code_for_devices(types.SimpleNamespace(name="k"),
                                       Target("rocm", "gfx942", "test"),
                                       Target("rocm", "gfx950", "test"))
+
+
+@pytest.mark.gpu
+@pytest.mark.cuda_only(reason="compute_capability names a CUDA architecture")
+@pytest.mark.parametrize("add", [kernels.add, kernels.sized_add],
+                         ids=["runtime length (jaxlib's call)", "constexpr length (default route)"])
+def test_a_call_compiled_for_an_older_gpu_runs_on_this_one(add):
+    import numpy as np
+
+    from tests.gpu_utils import gpu_devices
+
+    capability = int(float(gpu_devices()[0].compute_capability) * 10)
+    if capability <= 80:
+        pytest.skip(f"needs a GPU newer than sm_80; this one is sm_{capability}")
+    jtr.clear_caches()
+    x = jax.random.normal(jax.random.key(0), (4096,), jnp.float32)
+    out = jax.jit(lambda a: add(a * 2, a, compute_capability=80))(x)  # an operand made in the jit
+    np.testing.assert_allclose(out, 3 * x, rtol=1e-6)
