@@ -255,38 +255,6 @@ class _Layout:
                 f"{self.n_outputs} output(s) fill the first {self.n_positional + self.n_outputs}.")
 
 
-def compile_view(jit_fn: Any, positional: tuple) -> tuple:
-    """The positional entries as far as they decide the compiled kernel, as exact keys
-    (`_values.exact_key`): a constexpr by its type and value, a runtime scalar by its Triton type
-    and specialisation but not its value (a new length or scale is the same kernel).
-
-    Raises:
-      TypeError / OverflowError: a scalar that cannot be passed (as `_types.scalar`).
-    """
-    view = []
-    for i, (kind, value) in enumerate(positional):
-        if kind != "scalar" or i >= len(jit_fn.params):
-            view.append((kind, value))
-            continue
-        param = jit_fn.params[i]
-        role, *taken = _types.scalar_role(param, value, what=f"argument {i} ({param.name})")
-        view.append((role, _values.exact_key(taken[0])) if role == "constexpr"
-                    else (role, taken[0].triton_type, taken[1]))
-    return tuple(view)
-
-
-def with_scalars(bound: BoundKernel, positional: tuple) -> BoundKernel:
-    """`bound` with each runtime scalar's value taken from `positional`, a call whose
-    `compile_view` is the one `bound` was laid out for (so only the values differ)."""
-    if not any(source.kind == "scalar" for source in bound.sources):
-        return bound
-    sources = tuple(
-        ArgSource("scalar", source.position, scalar=_types.scalar(
-            positional[source.position][1], what=f"argument {source.position}"))
-        if source.kind == "scalar" else source for source in bound.sources)
-    return dataclasses.replace(bound, sources=sources)
-
-
 def check_plain_call(jit_fn: Any, positional: tuple, arrays: list, out_shapes: list,
                      constexprs: dict[str, Any]) -> None:
     """Lays a plain kernel's call out as the lowering will, to fail at the call; once per
@@ -296,7 +264,7 @@ def check_plain_call(jit_fn: Any, positional: tuple, arrays: list, out_shapes: l
       TypeError: as `lay_out_arguments`.
     """
     try:
-        key = (id(jit_fn), compile_view(jit_fn, positional),
+        key = (id(jit_fn), _types.compile_view(jit_fn, positional),
                tuple((not a.shape, a.dtype) for a in (*arrays, *out_shapes)),
                tuple((name, _values.exact_key(value)) for name, value in
                      sorted(constexprs.items())))

@@ -23,7 +23,7 @@ from typing import Any
 import jax
 
 from jax_triton_rocm.base import _values
-from jax_triton_rocm.launch import _configs, _layout, _limits
+from jax_triton_rocm.launch import _configs, _layout, _limits, _types
 from jax_triton_rocm.launch._grid import normalize_grid
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
@@ -166,7 +166,7 @@ def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> tuple |
     A new length or batch size changes no configuration, layout or binary of a plain kernel, only
     its grid, the scalars it receives and what a callable grid or `zeroed_outputs` sees: `relaunch`
     refills those. The key holds the kernel (by identity), the positional entries as they compile
-    (`_layout.compile_view`), the dtypes and which arrays are 0-d, the metaparameters (by exact
+    (`_types.compile_view`), the dtypes and which arrays are 0-d, the metaparameters (by exact
     value) and every setting that reaches the compiler.
 
     Raises:
@@ -175,7 +175,7 @@ def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> tuple |
     unwrapped = spec.unwrapped
     if unwrapped.autotuner is not None or unwrapped.heuristics:
         return None
-    key = (spec.kernel_id, _layout.compile_view(unwrapped.jit_fn, spec.positional), len(in_avals),
+    key = (spec.kernel_id, _types.compile_view(unwrapped.jit_fn, spec.positional), len(in_avals),
            tuple((not aval.shape, aval.dtype) for aval in (*in_avals, *out_avals)),
            _values.exact_key(spec.metaparams), spec.options, spec.num_warps, spec.num_stages,
            spec.num_ctas, spec.cuda_arch, spec.enable_fp_fusion, spec.debug)
@@ -202,5 +202,17 @@ def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_a
             grid=launch_grid(spec, config.meta, description=config.description,
                              limits=target.limits),
             zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
-            bound=_layout.with_scalars(launch.bound, spec.positional)))
+            bound=_with_scalars(launch.bound, spec.positional)))
     return relaunched
+
+
+def _with_scalars(bound: _layout.BoundKernel, positional: tuple) -> _layout.BoundKernel:
+    """`bound` with each runtime scalar's value taken from `positional`, a call whose
+    `compile_view` is the one `bound` was laid out for (so only the values differ)."""
+    if not any(source.kind == "scalar" for source in bound.sources):
+        return bound
+    sources = tuple(
+        _layout.ArgSource("scalar", source.position, scalar=_types.scalar(
+            positional[source.position][1], what=f"argument {source.position}"))
+        if source.kind == "scalar" else source for source in bound.sources)
+    return dataclasses.replace(bound, sources=sources)

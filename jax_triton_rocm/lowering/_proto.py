@@ -238,8 +238,8 @@ def _length_delimited(number: int, payload: bytes) -> bytes:
 
 
 def kernel_call_bytes(call: KernelCall) -> bytes:
-    """`call` serialized as a `TritonKernelCall`: the kernel's bytes (`kernel_bytes`) as is,
-    first, since protobuf writes fields by number (as jaxlib does) and the kernel is field 1."""
+    """`call` serialized as a `TritonKernelCall`: the kernel's bytes (`kernel_bytes`) as they
+    are, first (protobuf writes fields by number, and the kernel is field 1)."""
     message = MESSAGES["TritonKernelCall"](
         grid_0=call.grid[0], grid_1=call.grid[1], grid_2=call.grid[2])
     for param in call.params:
@@ -262,14 +262,8 @@ def encode_call(call: KernelCall, *, name: str, metadata: bytes = b"") -> bytes:
             + rest.SerializeToString(deterministic=True))
 
 
-def encode_autotuned_call(
-    configs: Sequence[tuple[KernelCall, str]],
-    aliases: Sequence[Alias],
-    *,
-    call_name: str,
-    name: str,
-    metadata: bytes = b"",
-) -> bytes:
+def encode_autotuned_call(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias],
+                          *, call_name: str, name: str, metadata: bytes = b"") -> bytes:
     """Serializes an autotuned call: jaxlib times each config at first run and keeps the best.
 
     Args:
