@@ -52,11 +52,17 @@ class RouteCounter(logging.Handler):
 _route_counter = RouteCounter()
 
 
+def _xdist_worker(config) -> str | None:
+    """This process's pytest-xdist worker id ("gw0"), None in the controller or without xdist
+    (from the session's own config: a test's child pytest inherits the worker's environment)."""
+    workerinput = getattr(config, "workerinput", None)
+    return None if workerinput is None else workerinput["workerid"]
+
+
 def pytest_configure(config):
-    del config
     path = os.environ.get(ENV_ROUTE_COUNTS)
     if path:
-        if os.environ.get("PYTEST_XDIST_WORKER") is None:  # workers' files of an earlier run
+        if _xdist_worker(config) is None:  # workers' files of an earlier run
             for name in glob.glob(glob.escape(path) + ".*.json"):
                 os.remove(name)
         logger = logging.getLogger("jax_triton_rocm")
@@ -83,7 +89,7 @@ def pytest_sessionfinish(session):
     path = os.environ.get(ENV_ROUTE_COUNTS)
     if not path:
         return
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    worker = _xdist_worker(session.config)
     if worker is not None:
         with open(f"{path}.{worker}.json", "w") as file:
             json.dump(_route_counter.counts(), file)
