@@ -53,9 +53,10 @@ def _lower(fn, length: int) -> tuple[float, float]:
 
 def interleaved_ms(fns: dict, lengths: list[int]) -> dict[str, tuple[float, float]]:
     """Median ms per function to lower it at each of `lengths` in turn, the functions
-    interleaved within a round (so a slow spell of the machine hits them all): (wall, CPU),
-    the CPU time being this thread's (on a busy machine the wall time also counts other
-    processes' turns). Each kernel is compiled by a first lowering, before.
+    interleaved within a round (so a slow spell of the machine hits them all), each first in
+    turn (what one lowering at a new length leaves behind, another may reuse): (wall, CPU), the
+    CPU time being this thread's (on a busy machine the wall time also counts other processes'
+    turns). Each kernel is compiled by a first lowering, before.
 
     Raises:
       RuntimeError: a round compiled a kernel (the premise, one compiled binary, broke).
@@ -65,14 +66,22 @@ def interleaved_ms(fns: dict, lengths: list[int]) -> dict[str, tuple[float, floa
         for fn in fns.values():
             _lower(fn, BASE_LENGTH)
         compiles = _state.KERNELS.stats["compiles"]
-        for length in lengths:
-            for name, fn in fns.items():
+        order = list(fns.items())
+        for round_index, length in enumerate(lengths):
+            shift = round_index % len(order)
+            for name, fn in order[shift:] + order[:shift]:
                 times[name].append(_lower(fn, length))
         if _state.KERNELS.stats["compiles"] != compiles:
             raise RuntimeError("a new length compiled a new kernel; the lengths must keep the "
                                "specialisation of n")
     return {name: tuple(statistics.median(t[i] for t in values) * 1e3 for i in (0, 1))
             for name, values in times.items()}
+
+
+def ffi_add(x, y):
+    """The add through jaxlib's FFI target, taking (x, y) like the other functions (jit reads a
+    function's signature at every trace)."""
+    return triton_add(x, y)
 
 
 def new_lengths(rounds: int) -> list[int]:
@@ -113,7 +122,7 @@ def _table(title: str, times: dict[str, tuple[float, float]]) -> list[tuple]:
 
 def relower_rows(rounds: int = 80) -> list[tuple]:
     """The rows of both tables; prints a line where jax-triton is left out, and why."""
-    fns = {"XLA add": xla_add, "Triton add, jaxlib FFI target": triton_add,
+    fns = {"XLA add": xla_add, "Triton add, jaxlib FFI target": ffi_add,
            "Triton add, XLA Triton call": native_add}
     jt_add, jt_version = jax_triton_add()
     jt_name = f"Triton add, jax-triton {jt_version}"

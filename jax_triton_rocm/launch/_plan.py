@@ -184,10 +184,10 @@ def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> tuple |
 
 
 def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
-             target: LaunchTarget) -> list[Launch]:
+             limits: _limits.LaunchLimits | None) -> list[Launch]:
     """`planned` (the launches of an earlier call with the same `plan_key`) for this call: the
-    grid, the outputs to zero, the runtime scalars and what a callable grid sees, as `launches`
-    would give them.
+    grid (within `limits`, the target's), the outputs to zero, the runtime scalars and what a
+    callable grid sees, as `launches` would give them.
 
     Raises:
       ValueError / TypeError: as `launch_grid` and `zeroed_outputs`.
@@ -199,8 +199,7 @@ def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_a
         relaunched.append(Launch(
             config=config,
             num_warps=launch.num_warps,
-            grid=launch_grid(spec, config.meta, description=config.description,
-                             limits=target.limits),
+            grid=launch_grid(spec, config.meta, description=config.description, limits=limits),
             zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
             bound=_with_scalars(launch.bound, spec.positional)))
     return relaunched

@@ -195,7 +195,6 @@ def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tu
     """(launch, compiled kernel, image) per launch of the call. A plain kernel's are kept in
     `_state.PLANS` by `_plan.plan_key` and refilled for a new call (`_plan.relaunch`): a new
     shape or runtime scalar value compiles, lays out and encodes no kernel anew."""
-    launch_target = _plan.gpu_target(backend, where.target)
     try:
         key = _plan.plan_key(spec, in_avals, out_avals)
     except TypeError:  # an unhashable parameter: no plan kept
@@ -205,10 +204,10 @@ def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tu
         entry = _state.PLANS.get(key)
         if entry is not None:
             launches = _plan.relaunch([launch for launch, _, _ in entry[1]], spec, in_avals,
-                                      out_avals, launch_target)
+                                      out_avals, backend.launch_limits(where.target))
             return [(launch, kernel, image)
                     for launch, (_, kernel, image) in zip(launches, entry[1])]
-    launches = _plan.launches(spec, in_avals, out_avals, launch_target)
+    launches = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, where.target))
     planned = [(launch, kernel, kernel_image(backend, kernel, where.target, where.features,
                                              devices=where.devices, with_ttir=spec.debug))
                for launch, kernel in _compiled_launches(backend, spec, where.target, launches)]
