@@ -205,3 +205,14 @@ def test_overhead_runs_report_a_failed_run_and_go_on(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert out.count("command buffers off: FAILED: the worker crashed") == 2
     assert out.count("default route / XLA's unfused add: 1.000") == 2
+
+
+def test_launch_cost_rows_picks_rows_and_keeps_the_baseline():
+    result = run_benchmark("launch_cost.py", "--dry-run", "--rows", "small/ttir,big/native",
+                           timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    checked = [line.rsplit(None, 8)[0].strip() for line in result.stdout.splitlines()
+               if line.endswith(" ok")]
+    assert checked == ["XLA add, unfused", "small: FFI, CUBIN + TTIR", "big: XLA Triton call"]
+    wrong = run_benchmark("launch_cost.py", "--dry-run", "--rows", "small/nothing")
+    assert wrong.returncode == 2 and "--rows: no row small/nothing" in wrong.stderr
