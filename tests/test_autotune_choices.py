@@ -19,6 +19,7 @@ from jax_triton_rocm.base import _compat
 from jax_triton_rocm.lowering import _choices, _target
 from tests import autotune_utils as au
 from tests import kernels
+from tests.gpu_utils import gpu_platform
 from tests.lowering_utils import capture_one
 from tests.subprocess_utils import run_python
 
@@ -93,9 +94,14 @@ def test_the_key_covers_the_device_kind(choices_dir, monkeypatch):
 
 
 def test_a_lowering_without_a_device_is_never_decided(monkeypatch, tmp_path):
+    """Lowered for a GPU platform this machine has no device of: a cross-compile."""
     monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
-    lowered = _lower()
+    platform = "cuda" if gpu_platform() == "rocm" else "rocm"
+    with _choices.session() as current:
+        lowered = capture_one(lambda x, y: au.tuned_add(x, y), au.f32(N), au.f32(N),
+                              platform=platform)
     assert lowered.undecided is None and len(lowered.calls) == len(au.ADD_CONFIGS)
+    assert current.undecided == {}
 
 
 def test_a_choice_no_longer_matching_the_configs_is_ignored(choices_dir):
