@@ -161,3 +161,22 @@ def test_a_heuristic_that_reads_the_length_is_asked_again_at_a_new_shape():
     first, second = (_by_length(block_by_length_kernel, n) for n in (4096, 8192))
     assert (first.calls[0].grid, second.calls[0].grid) == ((16, 1, 1), (16, 1, 1))
     assert second.kernels[0].key != first.kernels[0].key  # BLOCK 256, then 512
+
+
+def test_a_new_length_reuses_the_plan_and_makes_no_compile_job(monkeypatch):
+    from jax_triton_rocm.compile import _compile
+
+    def lowered(length):
+        x = spec((length,), jnp.float32)
+        return capture_one(lambda x, y: kernels.add(x, y), x, x, platform="cuda")
+
+    first = lowered(8192)
+    jobs = []
+    original = _compile.make_job
+    monkeypatch.setattr(_compile, "make_job", lambda *a, **k: jobs.append(a) or original(*a, **k))
+    second = lowered(8224)
+    assert jobs == []  # no kernel key computed, no layout, no image: the plan's
+    assert second.calls[0].kernel is first.calls[0].kernel
+    jtr.clear_caches()  # the plan forgotten: the same call is planned again
+    lowered(8256)
+    assert len(jobs) == 1
