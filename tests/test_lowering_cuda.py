@@ -179,3 +179,11 @@ def test_lowering_leaves_tritons_environment_alone():
     before = {k: v for k, v in os.environ.items() if k.startswith("TRITON")}
     _add_call(block=64)
     assert {k: v for k, v in os.environ.items() if k.startswith("TRITON")} == before
+
+
+def test_the_ir_travels_in_ttir_only_in_debug_mode(capsys):
+    plain = _add_call().message.kernel_call.kernel
+    debug = _add_call(debug=True).message.kernel_call.kernel
+    assert plain.ttir == ""  # jaxlib reads it for nothing, and copies it at every launch
+    assert "tt.func public @add_kernel" in debug.ttir
+    assert "--- TTIR ---" in capsys.readouterr().out
