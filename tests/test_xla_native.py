@@ -283,3 +283,18 @@ def _xla_native_kernel(*, name, ttir):
                           shared_mem_bytes=0, num_warps=4, num_ctas=1, warp_size=32,
                           global_scratch_size=0, global_scratch_align=1, profile_scratch_size=0,
                           metadata={})
+
+
+def test_lowering_the_same_call_again_makes_no_compile_job(monkeypatch):
+    from jax_triton_rocm.compile import _compile
+
+    first = one_native_call(native_add, X, X, platform="cuda")
+    jobs = []
+    original = _compile.make_job
+    monkeypatch.setattr(_compile, "make_job", lambda *a, **k: jobs.append(a) or original(*a, **k))
+    jax.clear_caches()
+    again = one_native_call(native_add, X, X, platform="cuda")
+    assert jobs == [] and again == first  # the call kept in the lowered-call memo
+    jtr.clear_caches()
+    one_native_call(native_add, X, X, platform="cuda")
+    assert len(jobs) == 1
