@@ -298,3 +298,15 @@ def test_lowering_the_same_call_again_makes_no_compile_job(monkeypatch):
     jtr.clear_caches()
     one_native_call(native_add, X, X, platform="cuda")
     assert len(jobs) == 1
+
+
+def test_kernel_calls_lists_xlas_calls_with_their_summary():
+    lowered = lower_for(lambda a, b: (native_add(a, b, block=128), kernels.add(a, b)), X, X,
+                        platform="cuda")
+    native, jaxlib = jtr.kernel_calls(lowered)
+    assert (native.target, jaxlib.target) == ("__gpu$xla.gpu.triton", "triton_kernel_call_ffi")
+    assert native.message is None and native.opaque == b""
+    [launch] = native.summary()["launches"]
+    assert launch["kernel"] == "add_kernel" and launch["grid"] == (triton.cdiv(1000, 128), 1, 1)
+    assert launch["parameters"] == ["array"] * 3 and launch["ir_bytes"] > 0
+    assert kernel_signature(native.native["ir"], "add_kernel") == ["!tt.ptr<f32>"] * 3
