@@ -216,3 +216,13 @@ def test_launch_cost_rows_picks_rows_and_keeps_the_baseline():
     assert checked == ["XLA add, unfused", "small: FFI, CUBIN + TTIR", "big: XLA Triton call"]
     wrong = run_benchmark("launch_cost.py", "--dry-run", "--rows", "small/nothing")
     assert wrong.returncode == 2 and "--rows: no row small/nothing" in wrong.stderr
+
+
+def test_overhead_chain_figures_time_each_chain_in_turn():
+    import overhead
+
+    # XLA's own adds run on the CPU too: the timing loop itself, without a GPU.
+    found = overhead.chain_figures(["unfused", "fused"], 2)
+    assert found["routes"] == {"unfused": "XLA", "fused": "XLA"}
+    assert [len(found["us"][name]) for name in ("unfused", "fused")] == [2, 2]
+    assert all(value > 0 for values in found["us"].values() for value in values)
