@@ -5,7 +5,8 @@ GPU tests carry the `gpu` mark and run on whatever GPU JAX sees, NVIDIA (platfor
 sense on one vendor carries `cuda_only` or `rocm_only` as well, and says why in its own reason.
 JAX does not preallocate GPU memory here, so that pytest-xdist workers can share a GPU. Triton
 3.9 warns unless TRITON_DEFAULT_FP_FUSION is set; the package always passes `enable_fp_fusion`
-explicitly, so the tests set it only to keep Triton quiet when they call it directly.
+explicitly, so the tests set it only to keep Triton quiet when they call it directly. With
+JAX_TRITON_ROCM_TEST_ROUTE_COUNTS set, the session counts the routes its lowerings took.
 """
 
 import collections

@@ -16,7 +16,7 @@ So the rule, per call:
    - the kernel receives runtime (non-constexpr) scalars: XLA's call passes pointers only, so
      every value of a scalar is compiled into a kernel of its own, a Triton and an XLA compile
      per new value, about six times what a new value costs jaxlib's route, where the kernel
-     compiles once (`benchmarks/scalar_compile.py`: 20 values). The launch it saves (about
+     compiles once (`benchmarks/scalar_compile.py`, docs/BENCHMARKS.md). The launch it saves (about
      1.7 µs) repays one such compile only after some 60,000 launches, and a length or a scale
      usually changes more often than that;
    - this jaxlib's XLA Triton call has not run the package's kernels on this platform's GPUs
