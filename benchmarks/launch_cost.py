@@ -168,7 +168,12 @@ def dry_run() -> int:
 
 
 def report(length: int) -> int:
-    on, off = (worker_results(length, setting) for setting in (True, False))
+    measured = {}
+    for setting in (True, False):  # each setting's figures printed as soon as they are in
+        measured[setting] = worker_results(length, setting)
+        print(f"command buffers {'on' if setting else 'off'}: {json.dumps(measured[setting])}",
+              flush=True)
+    on, off = measured[True], measured[False]
     print(f"device: {jax.devices()[0].device_kind}; jax {jax.__version__}; "
           f"Triton {triton.__version__}")
     print(f"\nchain of {length} calls, µs per kernel (ratio to {BASELINE}):")
