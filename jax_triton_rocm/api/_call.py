@@ -59,8 +59,9 @@ def triton_call(
         A Gluon kernel's layouts must have warps_per_cta multiplying to it.
       num_stages: software-pipelining depth (the backend's default when None).
       num_ctas: CTAs per cluster (Hopper and newer).
-      compute_capability: a CUDA compute capability (e.g. 90) to compile for instead of the
-        device's; `target_arch` is the general form.
+      compute_capability: a CUDA compute capability (e.g. 80) to compile for instead of the
+        device's; `target_arch` is the general form. Where the computation runs on devices of
+        another architecture, the call carries PTX, which jaxlib builds for them at load.
       enable_fp_fusion: let the compiler fuse multiply-add.
       input_output_aliases: {array-argument index: output index}, buffers that share memory
         (donate the input under `jit` to avoid a copy).
@@ -71,9 +72,10 @@ def triton_call(
       batch_grid_axis: None (under `jax.vmap`, one call per example, in a loop), or the grid
         axis (0-2) whose program id is the example index when the kernel batches itself, in
         one launch; the protocol the kernel must follow is in the README (`jax.vmap`).
-      xla_native: launch through XLA's own Triton custom call when the kernel fits it (README:
-        "XLA's Triton custom call"); None follows JAX_TRITON_ROCM_XLA_NATIVE (default off). A
-        kernel that does not fit takes jaxlib's call, with a debug log saying why.
+      xla_native: True launches through XLA's own Triton custom call where the kernel fits it,
+        False through jaxlib's; None follows JAX_TRITON_ROCM_XLA_NATIVE, else the automatic
+        rule (README: "Which route a call takes"). A kernel that does not fit takes jaxlib's
+        call, with a debug log saying why.
       **metaparams: constexpr parameters by name, and the compile options `waves_per_eu`,
         `matrix_instr_nonkdim`, `kpack` (AMD) and `maxnreg` (NVIDIA) unless the kernel has a
         parameter of that name.

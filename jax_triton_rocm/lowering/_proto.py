@@ -11,7 +11,6 @@ Field numbers were read back from what jaxlib's own `to_proto` writes; the tests
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import zlib
 from collections.abc import Sequence
@@ -152,7 +151,8 @@ class KernelImage:
       shared_mem_bytes: dynamic shared memory for the launch.
       ptx: `module_image_ptx(object_file)` when the binary is embedded; otherwise the PTX text
         (CUDA) or the path of an HSACO file (ROCm).
-      ttir: Triton IR, for jaxlib's error messages and debugging.
+      ttir: the kernel's IR; empty unless asked for (jaxlib 0.10.2 to 0.12 read it for nothing,
+        and 0.11.1+ copy it at every launch: a launch costs more the longer it is).
       compute_capability: e.g. 90 for sm_90; on ROCm the gfx major*10+minor (94 for gfx942).
       object_file: the CUBIN or HSACO to carry in `module_image`, or None.
       global_scratch_size, global_scratch_align: Triton's global scratch needs.
@@ -163,8 +163,8 @@ class KernelImage:
     num_ctas: int
     shared_mem_bytes: int
     ptx: str
-    ttir: str
     compute_capability: int
+    ttir: str = ""
     object_file: bytes | None = None
     global_scratch_size: int = 0
     global_scratch_align: int = 1
@@ -196,8 +196,17 @@ class Alias:
     size_bytes: int
 
 
-def _kernel_call_message(call: KernelCall):
-    image = call.kernel
+def kernel_bytes(image: KernelImage) -> bytes:
+    """`image` serialized as a `TritonKernel`, once per image while it stays in
+    `_state.KERNEL_BYTES` (it carries the binary); every call of the kernel embeds these very
+    bytes (a message serializes alike as a field)."""
+    serialized = _state.KERNEL_BYTES.get(image)
+    if serialized is None:
+        serialized = _state.KERNEL_BYTES.put(image, _serialized_kernel(image))
+    return serialized
+
+
+def _serialized_kernel(image: KernelImage) -> bytes:
     kernel = MESSAGES["TritonKernel"](
         kernel_name=image.name,
         num_warps=image.num_warps,
@@ -213,8 +222,26 @@ def _kernel_call_message(call: KernelCall):
         kernel.module_image.object_file = image.object_file
         kernel.module_image.kernel_name = image.name
         kernel.module_image.shared_mem_bytes = image.shared_mem_bytes
+    return kernel.SerializeToString(deterministic=True)
+
+
+def _length_delimited(number: int, payload: bytes) -> bytes:
+    """Field `number` holding `payload` (a message's bytes) as protobuf writes it: the tag and
+    the length as varints, then the payload."""
+    head = bytearray()
+    for value in (number << 3 | 2, len(payload)):
+        while value > 0x7F:
+            head.append(value & 0x7F | 0x80)
+            value >>= 7
+        head.append(value)
+    return bytes(head) + payload
+
+
+def kernel_call_bytes(call: KernelCall) -> bytes:
+    """`call` serialized as a `TritonKernelCall`: the kernel's bytes (`kernel_bytes`) as they
+    are, first (protobuf writes fields by number, and the kernel is field 1)."""
     message = MESSAGES["TritonKernelCall"](
-        kernel=kernel, grid_0=call.grid[0], grid_1=call.grid[1], grid_2=call.grid[2])
+        grid_0=call.grid[0], grid_1=call.grid[1], grid_2=call.grid[2])
     for param in call.params:
         entry = message.parameters.add()
         if param.kind == "array":
@@ -223,24 +250,20 @@ def _kernel_call_message(call: KernelCall):
             entry.array.SetInParent()
         else:
             setattr(entry, param.kind, param.value)
-    return message
+    return (_length_delimited(1, kernel_bytes(call.kernel))
+            + message.SerializeToString(deterministic=True))
 
 
 def encode_call(call: KernelCall, *, name: str, metadata: bytes = b"") -> bytes:
-    """Serializes a single kernel call as jaxlib's `TritonAnyKernelCall`."""
-    message = MESSAGES["TritonAnyKernelCall"](name=name, metadata=metadata)
-    message.kernel_call.CopyFrom(_kernel_call_message(call))
-    return message.SerializeToString(deterministic=True)
+    """Serializes a single kernel call as jaxlib's `TritonAnyKernelCall` (whose field 1, written
+    first, is the kernel call)."""
+    rest = MESSAGES["TritonAnyKernelCall"](name=name, metadata=metadata)
+    return (_length_delimited(1, kernel_call_bytes(call))
+            + rest.SerializeToString(deterministic=True))
 
 
-def encode_autotuned_call(
-    configs: Sequence[tuple[KernelCall, str]],
-    aliases: Sequence[Alias],
-    *,
-    call_name: str,
-    name: str,
-    metadata: bytes = b"",
-) -> bytes:
+def encode_autotuned_call(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias],
+                          *, call_name: str, name: str, metadata: bytes = b"") -> bytes:
     """Serializes an autotuned call: jaxlib times each config at first run and keeps the best.
 
     Args:
@@ -253,7 +276,7 @@ def encode_autotuned_call(
     autotuned = MESSAGES["TritonAutotunedKernelCall"](name=call_name)
     for call, description in configs:
         config = autotuned.configs.add(description=description)
-        config.kernel_call.CopyFrom(_kernel_call_message(call))
+        config.kernel_call.MergeFromString(kernel_call_bytes(call))
     for alias in aliases:
         autotuned.input_output_aliases.add(
             input_buffer_idx=alias.input_index,
@@ -263,20 +286,6 @@ def encode_autotuned_call(
     message = MESSAGES["TritonAnyKernelCall"](name=name, metadata=metadata)
     message.autotuned_kernel_call.CopyFrom(autotuned)
     return message.SerializeToString(deterministic=True)
-
-
-@functools.lru_cache(maxsize=64)
-def compress(serialized: bytes) -> bytes:
-    """The opaque jaxlib expects: zlib at its default level (the same bytes in every process).
-
-    Memoised on the serialized call: lowering a cached kernel again (JAX re-lowers after its
-    caches are cleared, and per jit of a new function) gives the same bytes, and compressing a
-    call that carries its binary costs more than the rest of the lowering.
-    """
-    return zlib.compress(serialized)
-
-
-_state.on_clear(compress.cache_clear)
 
 
 def decode(opaque: bytes):
