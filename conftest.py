@@ -12,8 +12,13 @@ Triton's behaviour variables are removed (Triton's cache folder, home and tool p
 before JAX is imported. Every process of the run (pytest-xdist workers, the processes tests
 start) uses one temporary folder of its own; at the end the run fails if anything but pytest's
 own folders is left in it, and otherwise removes it.
+With JAX_TRITON_ROCM_TEST_ROUTE_COUNTS set, the session counts the routes its lowerings took.
 """
 
+import collections
+import glob
+import json
+import logging
 import os
 import re
 import shutil
@@ -35,13 +40,114 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 # The run's temporary folder: made by the first process (pytest itself), inherited by the rest.
 _SESSION_TMP_VARIABLE = "JTR_TEST_SESSION_TMPDIR"
+_SESSION_OWNER_VARIABLE = "JTR_TEST_SESSION_OWNER"
 if _SESSION_TMP_VARIABLE not in os.environ:
     os.environ[_SESSION_TMP_VARIABLE] = tempfile.mkdtemp(prefix="jax_triton_rocm_tests_")
+    os.environ[_SESSION_OWNER_VARIABLE] = str(os.getpid())
     os.environ["TMPDIR"] = os.environ[_SESSION_TMP_VARIABLE]
     tempfile.tempdir = None  # computed again, from TMPDIR
 SESSION_TMP = os.environ[_SESSION_TMP_VARIABLE]
+# Only the process that made the folder checks and removes it: a pytest that a test starts
+# inherits the folder and must leave it to the run around it.
+OWNS_SESSION_TMP = os.environ.get(_SESSION_OWNER_VARIABLE) == str(os.getpid())
 
 from tests.gpu_utils import gpu_devices, gpu_platform  # noqa: E402  (after the environment)
+
+# A file to write, at the end of the session, how many lowerings took each route (xla, jaxlib,
+# jaxlib legacy, interpreter) and how many distinct kernels did, from the package's route log
+# (`lowering._route.note`); unset: nothing is counted. Under pytest-xdist each worker writes
+# FILE.<worker>.json and the controller sums them into FILE. Lowerings in child processes that
+# tests start are not counted.
+ENV_ROUTE_COUNTS = "JAX_TRITON_ROCM_TEST_ROUTE_COUNTS"
+
+
+class RouteCounter(logging.Handler):
+    """Counts the route records of the "jax_triton_rocm" logger: lowerings and kernels."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lowerings: collections.Counter[str] = collections.Counter()
+        self.kernels: dict[str, set[str]] = collections.defaultdict(set)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        route = getattr(record, "jax_triton_rocm_route", None)
+        if route is not None:
+            self.lowerings[route] += 1
+            self.kernels[route].add(getattr(record, "jax_triton_rocm_kernel", "?"))
+
+    def counts(self) -> dict:
+        return {"lowerings": dict(self.lowerings),
+                "kernels": {route: sorted(names) for route, names in self.kernels.items()}}
+
+
+_route_counter = RouteCounter()
+
+
+def _xdist_worker(config) -> str | None:
+    """This process's pytest-xdist worker id ("gw0"), None in the controller or without xdist
+    (from the session's own config: a test's child pytest inherits the worker's environment)."""
+    workerinput = getattr(config, "workerinput", None)
+    return None if workerinput is None else workerinput["workerid"]
+
+
+def pytest_configure(config):
+    path = os.environ.get(ENV_ROUTE_COUNTS)
+    if path:
+        if _xdist_worker(config) is None:  # workers' files of an earlier run
+            for name in glob.glob(glob.escape(path) + ".*.json"):
+                os.remove(name)
+        logger = logging.getLogger("jax_triton_rocm")
+        logger.addHandler(_route_counter)
+        logger.setLevel(logging.DEBUG)
+
+
+def merged_route_counts(parts: list[dict]) -> dict:
+    """The sum of several `RouteCounter.counts()`, with each route's share of the lowerings."""
+    lowerings: collections.Counter[str] = collections.Counter()
+    kernels: dict[str, set[str]] = collections.defaultdict(set)
+    for part in parts:
+        lowerings.update(part["lowerings"])
+        for route, names in part["kernels"].items():
+            kernels[route].update(names)
+    total = sum(lowerings.values())
+    return {"lowerings": dict(lowerings),
+            "share": {route: count / total for route, count in lowerings.items()},
+            "kernels": {route: len(names) for route, names in kernels.items()},
+            "kernel_names": {route: sorted(names) for route, names in kernels.items()}}
+
+
+def write_route_counts(session) -> None:
+    """Writes this process's route counts (a worker), or everyone's summed (the controller)."""
+    path = os.environ.get(ENV_ROUTE_COUNTS)
+    if not path:
+        return
+    worker = _xdist_worker(session.config)
+    if worker is not None:
+        with open(f"{path}.{worker}.json", "w") as file:
+            json.dump(_route_counter.counts(), file)
+        return
+    parts = [_route_counter.counts()]
+    for name in sorted(glob.glob(glob.escape(path) + ".*.json")):
+        with open(name) as file:
+            parts.append(json.load(file))
+        os.remove(name)
+    merged = merged_route_counts(parts)
+    with open(path, "w") as file:
+        json.dump(merged, file, indent=1, sort_keys=True)
+    session.config.stash[_ROUTE_SUMMARY] = merged
+
+
+_ROUTE_SUMMARY = pytest.StashKey[dict]()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    merged = config.stash.get(_ROUTE_SUMMARY, None)
+    if merged is not None:
+        shares = ", ".join(f"{route} {count} ({merged['share'][route]:.0%}; "
+                           f"{merged['kernels'][route]} kernels)"
+                           for route, count in sorted(merged["lowerings"].items()))
+        terminalreporter.write_line(f"lowerings by route: {shares or 'none'} "
+                                    f"(written to {os.environ[ENV_ROUTE_COUNTS]})")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -78,8 +184,9 @@ def leftovers(folder: str) -> list[str]:
 
 @pytest.hookimpl(trylast=True)  # after pytest-xdist has stopped its workers
 def pytest_sessionfinish(session):
-    if hasattr(session.config, "workerinput"):
-        return  # a worker: the controlling process checks once every process has ended
+    write_route_counts(session)
+    if hasattr(session.config, "workerinput") or not OWNS_SESSION_TMP:
+        return  # a worker, or a pytest a test started: the owner checks once all have ended
     hsaco = sys.modules.get("jax_triton_rocm.backends.hip._hip_files")
     if hsaco is not None:
         hsaco.HSACO_FOLDER.remove()  # this process's own, which it would remove at exit

@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import statistics
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
+
+from _common import median_seconds
 
 
 def _load_example():
@@ -32,13 +32,7 @@ def _load_example():
 
 
 def _median_ms(fn, *args, repeats=30):
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
+    return 1e3 * median_seconds(fn, *args, repeats=repeats)
 
 
 def main(argv: list[str] | None = None) -> int:

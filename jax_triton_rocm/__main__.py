@@ -108,7 +108,7 @@ def show_cross_compiled(targets: list[tuple[str, str]]) -> int:
     add, softmax = _functions()
     x = jax.ShapeDtypeStruct((1 << 20,), jnp.float32)
     m = jax.ShapeDtypeStruct((512, 1000), jnp.float32)
-    print("Cross-compiling and showing what jaxlib would launch.")
+    print("Cross-compiling and showing what would be launched, and by whom.")
     for platform, arch in targets:
         with jtr.target_arch(**{platform: arch}):
             for name, fn, args in (("vector add", add, (x, x)), ("softmax", softmax, (m,))):
@@ -121,11 +121,13 @@ def show_cross_compiled(targets: list[tuple[str, str]]) -> int:
                     binary = ("CUBIN" if platform == "cuda" else "HSACO")
                     carried = (f"{binary} of {launch['embedded_binary_bytes']} bytes embedded"
                                if launch["embedded_binary_bytes"] else
-                               f"binary at {launch['ptx_field']}")
+                               f"Triton IR of {launch['ir_bytes']} bytes, built by XLA"
+                               if "ir_bytes" in launch else f"binary at {launch['ptx_field']}")
+                    shared = launch["shared_mem_bytes"]
                     print(f"  {arch:7s} {name:10s} -> {summary['target']}: {launch['kernel']} "
                           f"grid={launch['grid']} warps={launch['num_warps']} "
-                          f"shared={launch['shared_mem_bytes']}B "
-                          f"params={launch['parameters']}; {carried} ({seconds:.2f} s)")
+                          + ("" if shared is None else f"shared={shared}B ")
+                          + f"params={launch['parameters']}; {carried} ({seconds:.2f} s)")
     return 0
 
 

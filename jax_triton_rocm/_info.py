@@ -15,7 +15,7 @@ import re
 import sys
 from typing import Any
 
-from jax_triton_rocm import _startup
+from jax_triton_rocm import _info_routes, _startup
 from jax_triton_rocm._version import __version__
 from jax_triton_rocm.base import _compat, _no_gpu, _vendors
 from jax_triton_rocm.lowering import _target
@@ -175,6 +175,7 @@ def collect(startup: _startup.Startup) -> dict[str, Any]:
         "devices": devices,
         "no_gpu_reason": None if no_gpu else _no_gpu.no_gpu_reason(startup.problems),
         "platforms": {p: platform_report(p) for p in _vendors.GPU_PLATFORMS},
+        "routes": _info_routes.report(devices),
         "environment": environment_report(),
     }
 
@@ -192,8 +193,10 @@ def environment_report() -> dict[str, dict[str, str | None]]:
     A `JAX_TRITON_ROCM_*` variable the package does not know is listed too: it is most likely
     a typo.
     """
+    prefix = "JAX_TRITON_ROCM_"  # followed by TEST_: the package's tests' own, not its
     unknown = sorted(name for name in os.environ
-                     if name.startswith("JAX_TRITON_ROCM_") and name not in PACKAGE_ENV_VARS)
+                     if name.startswith(prefix) and name not in PACKAGE_ENV_VARS
+                     and not name[len(prefix):].startswith("TEST_"))
     return {
         "package": {name: os.environ.get(name) for name in PACKAGE_ENV_VARS},
         "unknown_package_variables": {name: os.environ[name] for name in unknown},
@@ -256,6 +259,7 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"  binary delivery: {entry['binary_delivery']}")
         lines.append(f"  module_image read: {'yes' if entry['module_image_read'] else 'no'}")
         lines.append(f"  named architecture: {entry['named_arch'] or 'none'}")
+    lines.extend(_info_routes.format_lines(report["routes"]))
     lines.append("Environment:")
     environment = report["environment"]
     for group in ("package", "triton", "jax"):

@@ -1,21 +1,29 @@
 """The benchmark scripts: --help prints usage and exits; without a GPU, one line says so."""
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 
+import jax_triton_rocm as jtr
+from tests import kernels
 from tests.subprocess_utils import ROOT
 
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # for the scripts' own functions
+
+# The scripts; modules named with a leading underscore are their shared parts.
 BENCHMARKS = sorted(name for name in os.listdir(os.path.join(ROOT, "benchmarks"))
-                    if name.endswith(".py"))
+                    if name.endswith(".py") and not name.startswith("_"))
+GPU_ONLY = ["overhead.py", "moe_permute.py", "autotune_launch.py", "launch_cost.py",
+            "scalar_compile.py"]
 
 
-def run_benchmark(name, *args):
+def run_benchmark(name, *args, timeout=120):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, os.path.join("benchmarks", name), *args], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=120)
+                          env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)
@@ -25,7 +33,7 @@ def test_help_prints_usage_and_exits(name):
     assert result.stdout.startswith("usage: "), result.stdout[:500]
 
 
-@pytest.mark.parametrize("name", ["overhead.py", "moe_permute.py", "autotune_launch.py"])
+@pytest.mark.parametrize("name", GPU_ONLY)
 def test_without_a_gpu_says_so_in_one_line_and_exits_1(name):
     import jax
 
@@ -39,9 +47,182 @@ def test_without_a_gpu_says_so_in_one_line_and_exits_1(name):
     assert result.stderr.strip().splitlines()[-1] == lines[0]
 
 
-def test_overhead_relower_mode_runs_without_a_gpu():
-    result = run_benchmark("overhead.py", "relower")
+def _rows(stdout, prefix):
+    return [line for line in stdout.splitlines() if line.startswith(prefix)]
+
+
+@pytest.mark.parametrize("command", [("overhead.py", "relower"), ("relower.py", "--rounds", "5")])
+def test_relower_report_runs_without_a_gpu(command):
+    result = run_benchmark(*command)
     assert result.returncode == 0, result.stderr[-3000:]
-    rows = [line for line in result.stdout.splitlines() if line.startswith("re-lower, ms:")]
-    assert len(rows) == 3, result.stdout
-    assert "XLA Triton call" in rows[2] and "goal: 1.25" in result.stdout
+    same, new = (_rows(result.stdout, f"re-lower, {what} shape, ms:") for what in ("same", "new"))
+    jax_triton = not _rows(result.stdout, "jax-triton: not measured")
+    assert len(same) == 3 + jax_triton and len(new) == 2 + jax_triton, result.stdout
+    assert "XLA add" in new[0] and "jaxlib FFI target" in new[1]
+    for row in same + new:  # wall, ratio, CPU, ratio
+        assert all(float(value) > 0 for value in row.split()[-4:]), row
+    assert "goal, same shape: 1.25 at most; measured " in result.stdout
+    assert "goal, new shape: 1.1 at most; measured " in result.stdout
+
+
+def test_relower_report_stops_when_a_new_length_compiles_a_kernel():
+    import relower
+
+    def block_per_length(x, y):  # a new length picks another BLOCK, a constexpr: a new kernel
+        return kernels.add(x, y, block=256 if x.size == relower.BASE_LENGTH else 512)
+
+    with pytest.raises(RuntimeError, match="compiled a new kernel"):
+        relower.interleaved_ms({"per length": block_per_length}, relower.new_lengths(1))
+
+
+@pytest.mark.slow
+def test_launch_cost_dry_run_checks_every_row_without_a_gpu():
+    result = run_benchmark("launch_cost.py", "--dry-run", timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    checks = [line.split()[-1] for line in result.stdout.splitlines()
+              if line.endswith((" ok", " FAILED"))]
+    import launch_cost
+
+    assert checks == ["ok"] * len(launch_cost.ROWS), result.stdout
+    [ratio] = _rows(result.stdout, "big / small binary")
+    assert float(ratio.split(": ")[1].split("x")[0]) >= 15, ratio
+
+
+def test_scalar_compile_dry_run_compiles_once_per_value_on_xlas_route_only():
+    result = run_benchmark("scalar_compile.py", "--dry-run", "--values", "3", timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    compiles = {line.rsplit(None, 4)[0]: line.split()[-1]
+                for line in result.stdout.splitlines() if line.split()[-1].isdigit()}
+    assert compiles == {"jaxlib FFI target": "1", "XLA Triton call": "3"}, result.stdout
+
+
+@pytest.mark.slow
+def test_launch_cost_worker_prints_each_row_and_carries_on_past_a_failure(monkeypatch, capsys):
+    import launch_cost
+
+    measured = []
+
+    def fake_chain(op, length, size):  # the chain itself needs a GPU
+        measured.append(op)
+        if len(measured) == 2:
+            raise RuntimeError("boom")
+        return 1.5
+
+    monkeypatch.setattr(launch_cost, "chain_per_kernel_us", fake_chain)
+    with jtr.target_arch(cuda="sm_90"):
+        launch_cost.measure_rows(2, platform_name="cuda")
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [key for line in lines for key in line] == [row.key for row in launch_cost.ROWS]
+    values = [value for line in lines for value in line.values()]
+    assert values[1] == "failed: RuntimeError: boom"
+    assert values[:1] + values[2:] == [1.5] * (len(values) - 1)
+
+
+def test_launch_cost_report_shows_rows_a_failed_row_and_a_crashed_worker(monkeypatch, capsys):
+    import launch_cost
+
+    keys = [row.key for row in launch_cost.ROWS]
+    starts = []
+
+    def fake_run_fresh(script, args, command_buffers, timeout_s=None, env=None):
+        start = int(args[args.index("--from-row") + 1])
+        starts.append((command_buffers, start))
+        values = {k: 1.0 if i == 0 else 2.0 for i, k in enumerate(keys)}
+        values[keys[3]] = "failed: RuntimeError: boom"
+        if command_buffers:
+            return 0, "\n".join(json.dumps({k: values[k]}) for k in keys[start:]), ""
+        crash_at = 5 if start < 5 else len(keys)  # the worker dies on row 5, once
+        lines = [json.dumps({k: values[k]}) for k in keys[start:crash_at]]
+        return -11, "\n".join(lines), "Fatal Python error: Segmentation fault"
+
+    monkeypatch.setattr(launch_cost, "run_fresh", fake_run_fresh)
+    assert launch_cost.report(200) == 1
+    out = capsys.readouterr().out
+    assert starts == [(True, 0), (False, 0), (False, 6)]
+    [small] = [line for line in out.splitlines() if line.startswith("small (4 params)")]
+    assert small.split()[-4:] == ["2.000", "2.000", "2.000", "2.000"]
+    [big] = [line for line in out.splitlines() if line.startswith("big (~20x")]
+    assert big.split()[-4:] == ["2.000", "2.000", "failed", "-"]
+    assert "small/ptx_only (command buffers on): failed: RuntimeError: boom" in out
+    assert ("big/default (command buffers off): failed: the worker exited (-11) on it: Fatal "
+            "Python error: Segmentation fault") in out
+    assert "binary 20x larger: big / small: 1.000, -" in out
+
+
+def test_overhead_runs_dry_run_checks_each_chains_route_in_fresh_processes():
+    from jax_triton_rocm.base import _compat
+
+    result = run_benchmark("overhead.py", "--runs", "2", "--dry-run", timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    runs = _rows(result.stdout, "run ")
+    assert [line.split(":")[0] for line in runs] == [
+        f"run {i}, command buffers {s}" for i in (1, 2) for s in ("on", "off")]
+    plain = (_compat.XLA_TRITON_TARGET if _compat.jaxlib_version() in
+             _compat.XLA_TRITON_CALL_RUN["cuda"] else _compat.FFI_TARGET)
+    for line in runs:
+        routes = json.loads(line.split("routes ")[1].split(" (dry run")[0])
+        assert routes == {"plain": plain, "ffi": _compat.FFI_TARGET, "unfused": "XLA"}, line
+
+
+@pytest.mark.parametrize("plain,status,verdict", [(1.5, 0, "met"), (1.8, 1, "NOT met")])
+def test_overhead_runs_print_every_figure_and_the_worst_ratio(monkeypatch, capsys, plain,
+                                                               status, verdict):
+    import overhead
+
+    calls = []
+
+    def fake_in_fresh_process(script, args, command_buffers):
+        calls.append((script, args, command_buffers))
+        base = 1.4 if command_buffers else 5.0
+        slow = [base, base * plain / 1.4 if command_buffers else base, base]
+        return {"routes": {"plain": "xla", "ffi": "ffi", "unfused": "XLA"},
+                "us": {"plain": slow, "ffi": [9.0] * 3, "unfused": [base] * 3}}
+
+    monkeypatch.setattr(overhead, "in_fresh_process", fake_in_fresh_process)
+    assert overhead.runs_report(3, 3, dry_run=False) == status
+    out = capsys.readouterr().out
+    assert len(calls) == 6 and all(args[:3] == ["chain-worker", "--rows", "plain,ffi,unfused"]
+                                   for _, args, _ in calls)
+    assert [c[2] for c in calls] == [True, False] * 3
+    assert out.count("default route / XLA's unfused add: ") == 6
+    assert f"1.000, {plain / 1.4:.3f}, 1.000" in out and "9.000, 9.000, 9.000" in out
+    assert (f"worst ratio, default route of a plain kernel / XLA's unfused add: "
+            f"{plain / 1.4:.3f} (command buffers on), 1.000 (off); goal 1.15 at most: "
+            f"{verdict}") in out
+
+
+def test_overhead_runs_report_a_failed_run_and_go_on(monkeypatch, capsys):
+    import overhead
+
+    def fake_in_fresh_process(script, args, command_buffers):
+        if not command_buffers:
+            raise RuntimeError("the worker crashed")
+        return {"routes": {"plain": "xla", "ffi": "ffi", "unfused": "XLA"},
+                "us": {"plain": [1.4], "ffi": [3.0], "unfused": [1.4]}}
+
+    monkeypatch.setattr(overhead, "in_fresh_process", fake_in_fresh_process)
+    assert overhead.runs_report(2, 1, dry_run=False) == 1
+    out = capsys.readouterr().out
+    assert out.count("command buffers off: FAILED: the worker crashed") == 2
+    assert out.count("default route / XLA's unfused add: 1.000") == 2
+
+
+def test_launch_cost_rows_picks_rows_and_keeps_the_baseline():
+    result = run_benchmark("launch_cost.py", "--dry-run", "--rows", "small/ttir,big/native",
+                           timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    checked = [line.rsplit(None, 8)[0].strip() for line in result.stdout.splitlines()
+               if line.endswith(" ok")]
+    assert checked == ["XLA add, unfused", "small: FFI, CUBIN + TTIR", "big: XLA Triton call"]
+    wrong = run_benchmark("launch_cost.py", "--dry-run", "--rows", "small/nothing")
+    assert wrong.returncode == 2 and "--rows: no row small/nothing" in wrong.stderr
+
+
+def test_overhead_chain_figures_time_each_chain_in_turn():
+    import overhead
+
+    # XLA's own adds run on the CPU too: the timing loop itself, without a GPU.
+    found = overhead.chain_figures(["unfused", "fused"], 2)
+    assert found["routes"] == {"unfused": "XLA", "fused": "XLA"}
+    assert [len(found["us"][name]) for name in ("unfused", "fused")] == [2, 2]
+    assert all(value > 0 for values in found["us"].values() for value in values)

@@ -144,7 +144,7 @@ def test_amd_knobs_reach_the_compiler_not_the_kernel():
                                                (jnp.float8_e5m2fnuz, "fp8e5b16")])
 def test_fp8_fnuz_dtypes_map_to_tritons_types(dtype, triton_type):
     x = spec((4096,), dtype)
-    kernel = _kernel_of(lower_one(kernels.copy, x, platform="rocm"))
+    kernel = capture_one(kernels.copy, x, platform="rocm").kernels[0]
     assert f"!tt.ptr<{'f8E4M3FNUZ' if '4' in triton_type else 'f8E5M2FNUZ'}>" in kernel.ttir
 
 

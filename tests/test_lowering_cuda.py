@@ -91,12 +91,6 @@ def test_another_arch_gives_another_binary():
     assert sm80.ptx != sm90.ptx
 
 
-def test_compute_capability_argument_overrides_the_device():
-    call = lower_one(lambda x, y: kernels.add(x, y, compute_capability=80), X, X,
-                     platform="cuda", arch="sm_90")
-    assert call.message.kernel_call.kernel.compute_capability == 80
-
-
 def test_scalars_are_typed_like_tritons_launcher():
     def f(x):
         return jtr.triton_call(x, 2.5, 2**40, True, x.size, kernel=kernels.scale_shift_kernel,
@@ -185,3 +179,11 @@ def test_lowering_leaves_tritons_environment_alone():
     before = {k: v for k, v in os.environ.items() if k.startswith("TRITON")}
     _add_call(block=64)
     assert {k: v for k, v in os.environ.items() if k.startswith("TRITON")} == before
+
+
+def test_the_ir_travels_in_ttir_only_in_debug_mode(capsys):
+    plain = _add_call().message.kernel_call.kernel
+    debug = _add_call(debug=True).message.kernel_call.kernel
+    assert plain.ttir == ""  # jaxlib reads it for nothing, and copies it at every launch
+    assert "tt.func public @add_kernel" in debug.ttir
+    assert "--- TTIR ---" in capsys.readouterr().out

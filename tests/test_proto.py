@@ -3,7 +3,7 @@
 import pytest
 
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.lowering import _proto
+from jax_triton_rocm.lowering import _opaque, _proto
 
 plugin = _compat.plugin_triton_module("cuda")
 pytestmark = pytest.mark.skipif(
@@ -25,7 +25,7 @@ def _our_image(name="k", warps=4, ctas=1, shared=1024, ptx="PTX", ttir="TTIR", c
                scratch=(0, 1)):
     if not _compat.plugin_features("cuda").global_scratch:
         scratch = (None, None)
-    return _proto.KernelImage(name, warps, ctas, shared, ptx, ttir, cc,
+    return _proto.KernelImage(name, warps, ctas, shared, ptx, cc, ttir,
                               global_scratch_size=scratch[0], global_scratch_align=scratch[1])
 
 
@@ -72,8 +72,8 @@ def test_autotuned_call_encodes_like_jaxlib():
 
 
 def test_module_image_is_carried_and_read_back():
-    image = _proto.KernelImage("k", 4, 1, 0, "PTX", "", 90, object_file=b"\x7fELF-binary")
-    decoded = _proto.decode(_proto.compress(_proto.encode_call(
+    image = _proto.KernelImage("k", 4, 1, 0, "PTX", 90, object_file=b"\x7fELF-binary")
+    decoded = _proto.decode(_opaque.compress(_proto.encode_call(
         _proto.KernelCall(image, (1, 1, 1), ()), name="n"))).kernel_call.kernel
     assert decoded.module_image.object_file == b"\x7fELF-binary"
     assert decoded.module_image.kernel_name == "k"
@@ -81,7 +81,7 @@ def test_module_image_is_carried_and_read_back():
 
 
 def test_jaxlib_parses_an_opaque_carrying_module_image():
-    image = _proto.KernelImage("k", 4, 1, 0, "PTX", "", 90, object_file=b"\x00" * 100)
-    opaque = _proto.compress(_proto.encode_call(_proto.KernelCall(image, (1, 1, 1), ()),
+    image = _proto.KernelImage("k", 4, 1, 0, "PTX", 90, object_file=b"\x00" * 100)
+    opaque = _opaque.compress(_proto.encode_call(_proto.KernelCall(image, (1, 1, 1), ()),
                                                 name="n", metadata=b"kept"))
     assert plugin.get_serialized_metadata(opaque) == b"kept"

@@ -87,7 +87,8 @@ def test_plain_parameters_carry_the_shape_strides_and_flags():
 def test_plain_parameters_round_to_tf32_where_triton_passes_the_flag():
     desc, types = _plain(True)
     if types.count("i1") < 2:  # Triton 3.6: the kernel cannot be told; refused, not ignored
-        with pytest.raises(NotImplementedError, match=r"round_f32_to_tf32=True\) without TMA needs"):
+        with pytest.raises(NotImplementedError,
+                           match=r"round_f32_to_tf32=True\) without TMA needs"):
             _tma.launch_params(desc, types, None)
         return
     values = [p.value for p in _tma.launch_params(desc, types, None)[1:]]
@@ -189,7 +190,7 @@ def test_the_tma_parameter_encodes_like_jaxlib():
                                                strides=[128, 1], block_shape=[16, 64],
                                                oob_fill=1),
         plugin.create_scalar_parameter(True, "i1")]).to_proto("n", b"")
-    image = _proto.KernelImage("k", 4, 1, 0, "PTX", "TTIR", 90, global_scratch_size=None,
+    image = _proto.KernelImage("k", 4, 1, 0, "PTX", 90, ttir="TTIR", global_scratch_size=None,
                                global_scratch_align=None)
     ours = _proto.encode_call(_proto.KernelCall(image, (1, 1, 1), (
         _proto.Param("array", ptr_divisibility=16),

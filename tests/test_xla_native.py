@@ -158,11 +158,14 @@ def test_environment_turns_the_route_on_for_calls_that_do_not_say(monkeypatch):
     assert [c.target for c in jtr.kernel_calls(lowered)] == ["triton_kernel_call_ffi"]
 
 
-def test_default_is_jaxlibs_call(monkeypatch):
-    monkeypatch.delenv(_xla_native.ENV_XLA_NATIVE, raising=False)
-    lowered = lower_for(kernels.add, X, X, platform="cuda")
+def test_environment_turns_the_route_off_for_calls_that_do_not_say(monkeypatch):
+    monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "0")
+    lowered = lower_for(kernels.sized_add, X, X, platform="cuda")
     assert native_calls(lowered) == []
-    assert len(jtr.kernel_calls(lowered)) == 1
+    assert [c.target for c in jtr.kernel_calls(lowered)] == ["triton_kernel_call_ffi"]
+    lowered = lower_for(lambda a, b: kernels.sized_add(a, b, xla_native=True), X, X,
+                        platform="cuda")
+    assert len(native_calls(lowered)) == 1
 
 
 def test_junk_environment_value_is_named(monkeypatch):
@@ -181,7 +184,8 @@ def _lowers_through_jaxlib(fn, *args, platform="cuda", reason, caplog):
         lowered = lower_for(fn, *args, platform=platform)
     assert native_calls(lowered) == []
     assert jtr.kernel_calls(lowered), "the call was not emitted through jaxlib's route either"
-    logged = [r.getMessage() for r in caplog.records if "not XLA's" in r.getMessage()]
+    logged = [r.getMessage() for r in caplog.records
+              if getattr(r, "jax_triton_rocm_route", "").startswith("jaxlib")]
     assert logged and reason in logged[-1], logged
 
 
@@ -279,3 +283,30 @@ def _xla_native_kernel(*, name, ttir):
                           shared_mem_bytes=0, num_warps=4, num_ctas=1, warp_size=32,
                           global_scratch_size=0, global_scratch_align=1, profile_scratch_size=0,
                           metadata={})
+
+
+def test_lowering_the_same_call_again_makes_no_compile_job(monkeypatch):
+    from jax_triton_rocm.compile import _compile
+
+    first = one_native_call(native_add, X, X, platform="cuda")
+    jobs = []
+    original = _compile.make_job
+    monkeypatch.setattr(_compile, "make_job", lambda *a, **k: jobs.append(a) or original(*a, **k))
+    jax.clear_caches()
+    again = one_native_call(native_add, X, X, platform="cuda")
+    assert jobs == [] and again == first  # the call kept in the lowered-call memo
+    jtr.clear_caches()
+    one_native_call(native_add, X, X, platform="cuda")
+    assert len(jobs) == 1
+
+
+def test_kernel_calls_lists_xlas_calls_with_their_summary():
+    lowered = lower_for(lambda a, b: (native_add(a, b, block=128), kernels.add(a, b)), X, X,
+                        platform="cuda")
+    native, jaxlib = jtr.kernel_calls(lowered)
+    assert (native.target, jaxlib.target) == ("__gpu$xla.gpu.triton", "triton_kernel_call_ffi")
+    assert native.message is None and native.opaque == b""
+    [launch] = native.summary()["launches"]
+    assert launch["kernel"] == "add_kernel" and launch["grid"] == (triton.cdiv(1000, 128), 1, 1)
+    assert launch["parameters"] == ["array"] * 3 and launch["ir_bytes"] > 0
+    assert kernel_signature(native.native["ir"], "add_kernel") == ["!tt.ptr<f32>"] * 3

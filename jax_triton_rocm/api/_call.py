@@ -63,7 +63,8 @@ def triton_call(
       name: a name for the call (shown by jaxlib and profilers).
       num_warps, num_stages, num_ctas: launch settings (None: the target's defaults; AMD
         wave32 needs an even `num_warps`, a Gluon kernel's layouts must fit it).
-      compute_capability: a CUDA compute capability to compile for (`target_arch` is general).
+      compute_capability: a CUDA compute capability to compile for (`target_arch` is general;
+        on devices of another architecture the call carries PTX, which jaxlib builds there).
       enable_fp_fusion: let the compiler fuse multiply-add (default True).
       backend_options: Triton compile options: the settings above, the vendor knobs, and other
         fields of a vendor's Triton options class, each passed to the vendor that has it.
@@ -76,8 +77,8 @@ def triton_call(
       has_side_effect: keep the call even when nothing uses its results.
       batch_grid_axis: under `jax.vmap`, None (a loop) or the grid axis (0-2) that indexes the
         examples in one launch (README: `jax.vmap`).
-      xla_native: take XLA's own Triton call where the kernel fits it; None follows
-        JAX_TRITON_ROCM_XLA_NATIVE.
+      xla_native: True takes XLA's own Triton call where the kernel fits it, False jaxlib's;
+        None follows JAX_TRITON_ROCM_XLA_NATIVE, else the README's "Which route a call takes".
       **kwargs: kernel parameters by name, and the vendor knobs `waves_per_eu`,
         `matrix_instr_nonkdim`, `kpack` (AMD) and `maxnreg` (NVIDIA).
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jax_triton_rocm.base._compat import FFI_TARGET, LEGACY_TARGET, XLA_NATIVE_TARGET
+from jax_triton_rocm.base._compat import FFI_TARGET, LEGACY_TARGET, XLA_TRITON_TARGET
 
 
 class CustomCallTargetName(str):
@@ -29,7 +29,7 @@ class CustomCallTargetName(str):
     formatting), and its `targets` are every target the package may emit.
     """
 
-    targets: tuple[str, ...] = (FFI_TARGET, LEGACY_TARGET, XLA_NATIVE_TARGET)
+    targets: tuple[str, ...] = (FFI_TARGET, LEGACY_TARGET, XLA_TRITON_TARGET)
 
     def disabled_checks(self) -> list[Any]:
         """`disabled_checks()`: one `DisabledSafetyCheck.custom_call` per target in `targets`."""

@@ -5,30 +5,41 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from jax_triton_rocm.base import _compat
+
 
 @dataclasses.dataclass(frozen=True)
 class EmittedCall:
     """One Triton custom call in a lowered module.
 
     Attributes:
-      target: the custom-call target ("triton_kernel_call_ffi" or "triton_kernel_call").
-      typed_ffi: emitted as a typed-FFI call (opaque in an attribute) rather than legacy.
-      opaque: the bytes jaxlib receives (zlib-compressed proto).
+      target: the custom-call target: jaxlib's ("triton_kernel_call_ffi",
+        "triton_kernel_call") or XLA's own ("__gpu$xla.gpu.triton").
+      typed_ffi: emitted as a typed-FFI call (its configuration in an attribute) rather than
+        legacy.
+      opaque: the bytes jaxlib receives (zlib-compressed proto); empty for XLA's call.
+      native: XLA's call's configuration (kernel `name`, Triton `ir` bytes, `num_warps`,
+        `num_stages`, `grid`, `pointers`: one per operand and result); None for jaxlib's.
     """
 
     target: str
     typed_ffi: bool
     opaque: bytes
+    native: dict[str, Any] | None = None
 
     @property
     def message(self) -> Any:
-        """The decoded `TritonAnyKernelCall` protobuf message."""
+        """The decoded `TritonAnyKernelCall` protobuf message; None for XLA's call."""
+        if self.native is not None:
+            return None
         from jax_triton_rocm.lowering import _proto  # protobuf stays out of JAX's start-up
 
         return _proto.decode(self.opaque)
 
     def summary(self) -> dict[str, Any]:
         """The launch in plain Python values: kernels, grids, warps, parameters, binaries."""
+        if self.native is not None:
+            return _native_summary(self.target, self.native)
         message = self.message
         if message.HasField("autotuned_kernel_call"):
             configs = [(c.kernel_call, c.description)
@@ -53,6 +64,16 @@ class EmittedCall:
         return {"target": self.target, "name": message.name, "launches": launches}
 
 
+def _native_summary(target: str, native: dict[str, Any]) -> dict[str, Any]:
+    """`summary()` of XLA's call: what XLA compiles and launches (it builds the binary itself:
+    no shared memory, capability or binary is known at lowering)."""
+    return {"target": target, "name": native["name"], "launches": [{
+        "kernel": native["name"], "config": "", "grid": native["grid"],
+        "num_warps": native["num_warps"], "shared_mem_bytes": None, "compute_capability": None,
+        "parameters": ["array"] * native["pointers"], "embedded_binary_bytes": 0,
+        "ptx_field": "", "ir_bytes": len(native["ir"])}]}
+
+
 def _walk(operation: Any):
     for region in operation.regions:
         for block in region.blocks:
@@ -61,8 +82,22 @@ def _walk(operation: Any):
                 yield from _walk(op)
 
 
+def _native_config(op: Any) -> dict[str, Any]:
+    from jax._src.lib.mlir import ir
+
+    config = ir.DictAttr(op.attributes["mhlo.backend_config"])
+    number = {key: ir.IntegerAttr(config[key]).value
+              for key in ("num_warps", "num_stages", "grid_x", "grid_y", "grid_z")}
+    return {"name": ir.StringAttr(config["name"]).value,
+            "ir": ir.StringAttr(config["ir"]).value_bytes,
+            "num_warps": number["num_warps"], "num_stages": number["num_stages"],
+            "grid": (number["grid_x"], number["grid_y"], number["grid_z"]),
+            "pointers": len(op.operands) + len(op.results)}
+
+
 def kernel_calls(lowered: Any) -> list[EmittedCall]:
-    """The Triton kernel calls in a `jax.stages.Lowered`, in program order.
+    """The Triton kernel calls in a `jax.stages.Lowered`, in program order: jaxlib's and XLA's
+    own (the route each call took).
 
     Example::
 
@@ -87,6 +122,9 @@ def kernel_calls(lowered: Any) -> list[EmittedCall]:
             if op.name != "stablehlo.custom_call":
                 continue
             target = ir.StringAttr(op.attributes["call_target_name"]).value
+            if target == _compat.XLA_TRITON_TARGET:
+                calls.append(EmittedCall(target, True, b"", _native_config(op)))
+                continue
             if not target.startswith("triton_kernel_call"):
                 continue
             typed_ffi = "mhlo.backend_config" in op.attributes  # how JAX writes typed-FFI calls

@@ -84,6 +84,20 @@ class Backend(abc.ABC):
         """Triton's fp8 types ("fp8e4nv", ...) its compiler takes for `target`."""
         return _fp8_types(self.triton_target(target))
 
+    def code_for_devices(self, compiled: CompiledKernel, target: Target,
+                         devices: Target) -> tuple[str, int]:
+        """The `ptx` field and compute capability that load `compiled` (built for `target`) on
+        devices of another architecture, `devices`.
+
+        Raises:
+          ValueError: no form of the kernel loads there (a binary runs on its own architecture
+            only), naming both architectures and the fix.
+        """
+        raise ValueError(
+            f"Kernel {compiled.name} is compiled for {target.arch} (from {target.source}), but "
+            f"the computation runs on {devices.arch} devices (from {devices.source}), where a "
+            f"binary for {target.arch} cannot load. Compile for {devices.arch}.")
+
     def call_target(self, spec: KernelCallSpec) -> Target | None:
         """A target the call names through a vendor keyword (None: the usual rules decide)."""
         del spec

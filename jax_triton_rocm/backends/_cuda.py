@@ -113,6 +113,22 @@ class CudaBackend(Backend):
     def known_archs(self) -> tuple[str, ...]:
         return _ptxas_archs(90)
 
+    def code_for_devices(self, compiled: CompiledKernel, target: Target,
+                         devices: Target) -> tuple[str, int]:
+        """The PTX text, which jaxlib's ptxas builds for the devices' compute capability at
+        load: PTX runs on its own architecture and newer ones, unless it targets an
+        architecture's own features (`sm_90a`)."""
+        ptx_target = re.search(r"^\.target\s+(sm_\w+)", compiled.asm, re.M)
+        wanted = compute_capability(devices.arch)
+        name = ptx_target.group(1) if ptx_target else target.arch
+        if compute_capability(target.arch) > wanted or not name[3:].isdigit():
+            raise ValueError(
+                f"Kernel {compiled.name} is compiled for {target.arch} (from {target.source}), "
+                f"but the computation runs on {devices.arch} devices (from {devices.source}): "
+                f"neither its CUBIN nor its PTX (.target {name}) can run there. Give "
+                f"compute_capability={wanted}, or leave it out to compile for the devices.")
+        return compiled.asm, wanted
+
     def call_target(self, spec: KernelCallSpec) -> Target | None:
         if spec.cuda_arch is None:
             return None

@@ -29,9 +29,9 @@ PLUGIN_INSTALL_HINT = {platform: v.install_hint for platform, v in _vendors.VEND
 
 FFI_TARGET = "triton_kernel_call_ffi"
 LEGACY_TARGET = "triton_kernel_call"
-XLA_NATIVE_TARGET = "__gpu$xla.gpu.triton"  # XLA's own Triton call (what Pallas emits)
+XLA_TRITON_TARGET = "__gpu$xla.gpu.triton"  # XLA's own Triton call (`lowering._xla_native`)
 
-# Forces the custom-call target of autotuned calls: "ffi" or "legacy" (unset: `autotune_ffi`).
+# Forces the custom-call target of autotuned calls: "ffi" or "legacy" (unset: legacy).
 ENV_AUTOTUNE_TARGET = "JAX_TRITON_ROCM_AUTOTUNE_TARGET"
 AUTOTUNE_TARGETS = {"ffi": FFI_TARGET, "legacy": LEGACY_TARGET}
 
@@ -42,16 +42,14 @@ AUTOTUNE_TARGETS = {"ffi": FFI_TARGET, "legacy": LEGACY_TARGET}
 #    yet, so a kernel that turns data into addresses (gather, MoE permute) goes out of bounds.
 #  - `triton_kernel_call_ffi`, jaxlib 0.12: no initialize stage (`registrations()`); at the first
 #    execute, which XLA may be capturing into a command buffer, on arbitrary data too.
-#  - `triton_kernel_call` (legacy, every version): execute only, never in a command buffer, so
-#    after the kernels that compute its operands: the configs are timed on the real data.
+#  - `triton_kernel_call` (legacy): at execute only, never in a command buffer: on real data.
 # So autotuned calls take the legacy target; a config picked once on real data
 # (`lowering._choices`, `jax_triton_rocm.autotune`) is emitted alone, as a plain FFI call.
 
-# What a plugin's `_triton` module can do, by feature: the release that added it (used only for a
-# plugin whose `_triton` cannot be imported here, as the ROCm plugin without libamdhip64, or when
-# cross-compiling with no plugin, where the jaxlib installed here stands for the one that will
-# load the kernel), and a string that only a binary with the feature contains (protobuf keeps
-# the full names of message types for UTF-8 checks; a Python binding keeps its name).
+# What a plugin's `_triton` can do, by feature: the release that added it (only for a plugin
+# whose `_triton` cannot be imported here, as ROCm's without libamdhip64, or for no plugin, where
+# jaxlib's release is assumed), and a string only a binary with it carries (protobuf keeps the
+# full names of message types for UTF-8 checks; a Python binding keeps its name).
 PLUGIN_FEATURES: dict[str, tuple[tuple[int, ...], bytes]] = {
     "module_image": ((0, 11, 1), b"jax_triton.ModuleImageProto"),
     "global_scratch": ((0, 11, 1), b"global_scratch_size"),
@@ -60,10 +58,8 @@ PLUGIN_FEATURES: dict[str, tuple[tuple[int, ...], bytes]] = {
 
 
 def installed_plugin(platform: str) -> str | None:
-    """Returns the import name of the jaxlib plugin installed for `platform`, or None.
-
-    Looks only at what is installed (cheap: no import, no device).
-    """
+    """The import name of the jaxlib plugin installed for `platform`, or None (cheap: no import,
+    no device)."""
     for package in PLUGIN_PACKAGES[platform]:
         if importlib.util.find_spec(package) is not None:
             return package
@@ -108,13 +104,12 @@ class PluginFeatures:
     Attributes:
       platform: "cuda" or "rocm".
       plugin: the plugin's import name, or None when no plugin is installed.
-      module_image: the plugin's proto knows `TritonKernel.module_image` (a CUBIN or HSACO
-        carried inside the opaque).
+      module_image: the plugin reads `TritonKernel.module_image` (a CUBIN or HSACO inside).
       global_scratch: the plugin allocates the global scratch memory a kernel asks for (what
-        device-side tensor descriptors, `tl.make_tensor_descriptor`, use on sm_90+).
+        descriptors built in a kernel, `tl.make_tensor_descriptor`, use on sm_90+).
       detected_from: how this was found out, for error messages and notes.
       tma_descriptors: the plugin encodes host-side TMA descriptors (a `TensorDescriptor`
-        argument on sm_90+) at launch.
+        operand on sm_90+) at launch.
     """
 
     platform: str
@@ -131,8 +126,7 @@ def autotuned_call_target() -> str:
     `JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi|legacy` (read at each lowering) forces one; `ffi`
     logs one warning per process (jaxlib then times configs on operands not yet computed).
 
-    Raises:
-      ValueError: an unknown value.
+    Raises ValueError for an unknown value.
     """
     forced = os.environ.get(ENV_AUTOTUNE_TARGET, "").strip().lower()
     if not forced:
@@ -237,8 +231,13 @@ def assumed_features(platform: str) -> PluginFeatures:
 
 def jaxlib_version() -> str:
     import jaxlib
-
     return jaxlib.__version__
+
+
+# jaxlib releases (the GPU plugins ship in lockstep) whose XLA Triton custom call ran the
+# package's kernels on a GPU (the GPU suite, benchmarks/overhead.py): the automatic route takes
+# it only there (`lowering._route`). ROCm: none, as no AMD GPU was available to run it.
+XLA_TRITON_CALL_RUN = {"cuda": ("0.11.2",), "rocm": ()}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,8 +18,8 @@ thread of the parent held at the fork stays held forever in the child, and a com
 flight there never finishes. So, in the child:
   - every lock is replaced by a fresh one (the registry's and every item's);
   - finished kernels stay cached (they are plain data and still valid); in-flight compiles are
-    forgotten, and the child compiles what it needs itself; lowered calls are forgotten (they
-    may name the parent's HSACO files);
+    forgotten, and the child compiles what it needs itself; lowered calls and plans are
+    forgotten (they may name the parent's HSACO files);
   - the imports a lowering needs have their own rule (`_imports`), and state a vendor module
     keeps has its own fork rule beside it (`hip._hip_files`, `hip._hip_prewarm`).
 """
@@ -244,16 +244,24 @@ IR_CHECKS = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
 LOWERED_CALLS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 # Calls whose arguments were laid out without error (`launch._layout.check_plain_call`).
 CHECKED_CALLS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+# Plain kernels' launches, compiled kernels and images by all but the shapes and runtime scalar
+# values (`lowering._jaxlib_call`), each with its kernel object (its id is in the key).
+PLANS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+# Each kernel image's encoding and its deflated bytes (`lowering._proto`, `lowering._opaque`).
+KERNEL_BYTES = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
+DEFLATED_KERNELS = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
 # Per kernel function: the globals its source reads (`compile._globals`), and its twin in
 # Triton's interpreter (`interpret._interpret_host`); each function kept beside its entry.
 GLOBAL_REFERENCES = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 INTERPRETED_TWINS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
-CACHES = (KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, GLOBAL_REFERENCES, INTERPRETED_TWINS)
+CACHES = (KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES, DEFLATED_KERNELS,
+          GLOBAL_REFERENCES, INTERPRETED_TWINS)
 
 os.register_at_fork(after_in_child=LOCKS.reset_after_fork)
-# A child starts without the parent's lowered calls: a path-delivered call names a file of the
-# parent's, which jaxlib would read and delete.
+# A child starts without the parent's lowered calls and plans: a path-delivered kernel names a
+# file of the parent's, which jaxlib would read and delete.
 os.register_at_fork(after_in_child=LOWERED_CALLS.clear)
+os.register_at_fork(after_in_child=PLANS.clear)
 
 
 def triton_language_lock() -> threading.Lock:
@@ -278,7 +286,8 @@ def on_clear(hook: Callable[[], None]) -> None:
 
 def clear_caches() -> None:
     """Empties every cache of the package (compiled kernels and remembered compile failures,
-    lowered calls, checked calls, what is known per kernel function) and the vendors' state
+    lowered calls, plans, encodings, checked calls, what is known per kernel function) and the
+    vendors' state
     (`on_clear`), and clears JAX's caches: what they held (compiled kernels, the user's kernel
     functions) can then be freed.
 

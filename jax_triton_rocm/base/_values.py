@@ -8,6 +8,7 @@ would fail far from its cause or pass silently.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,8 +18,9 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
-def env_flag(name: str, default: bool) -> bool:
-    """The boolean environment variable `name` (unset or empty: `default`).
+def env_flag(name: str, default: bool | None) -> bool | None:
+    """The boolean environment variable `name` (unset or empty: `default`; None stands for a
+    choice made elsewhere, "automatic").
 
     Raises:
       ValueError: a value that is not one of 1/true/yes/on or 0/false/no/off (any case).
@@ -30,8 +32,9 @@ def env_flag(name: str, default: bool) -> bool:
         return True
     if raw.lower() in _FALSE:
         return False
+    shown = "automatic" if default is None else int(default)
     raise ValueError(f"{name}={raw!r} is not a flag; use 1 (or true/yes/on) or 0 (or "
-                     f"false/no/off), or unset it for the default ({int(default)}).")
+                     f"false/no/off), or unset it for the default ({shown}).")
 
 
 def positive_int(value: Any, what: str, *, power_of_two: bool = False, caller: str = "",
@@ -57,6 +60,27 @@ def launch_settings(num_warps: Any, num_stages: Any, num_ctas: Any, *, caller: s
     positive_int(num_warps, "num_warps", power_of_two=True, caller=caller, where=where)
     positive_int(num_stages, "num_stages", caller=caller, where=where)
     positive_int(num_ctas, "num_ctas", caller=caller, where=where)
+
+
+def exact_key(value: Any) -> Any:
+    """`value` as a memo key equal only to the key of the same value of the same type, written
+    alike: 2, 2.0, True and np.int32(2) differ, as do 0.0 and -0.0 (Python's `==` makes each
+    group one key, and each compiles or passes differently). Sequences go item by item.
+    """
+    kind = type(value)
+    if kind in (int, str, bytes, type(None)):  # the common cases, at the cost of a tuple
+        return kind, value
+    if isinstance(value, (tuple, list)):
+        return kind, tuple(exact_key(item) for item in value)
+    if kind.__name__ == "constexpr":  # Triton's wrapper compares by its value
+        return kind, exact_key(getattr(value, "value", None))
+    if isinstance(value, float):  # its bits: the sign of zero and a NaN's payload count
+        return kind, struct.pack("<d", value)
+    if isinstance(value, (np.floating, np.complexfloating)):
+        return kind, value.tobytes()
+    if isinstance(value, complex):
+        return kind, struct.pack("<dd", value.real, value.imag)
+    return kind, value
 
 
 def is_int(value: Any) -> bool:

@@ -64,11 +64,17 @@ def kernel_key(
     options: dict[str, Any],
     *,
     gluon: bool,
+    globals_key: tuple[tuple[str, str], ...] | None = None,
 ) -> str:
-    """The kernel key: a SHA-256 over every input that can change the compiled binary."""
+    """The kernel key: a SHA-256 over every input that can change the compiled binary.
+
+    `globals_key` is `global_values(jit_fn)` where the caller has it already.
+    """
+    if globals_key is None:
+        globals_key = global_values(jit_fn)
     parts = [
         f"source={jit_fn.cache_key}",
-        f"globals={global_values(jit_fn)}",
+        f"globals={globals_key}",
         f"triton={_compat.triton_info().version}",
         f"target={triton_target.backend}:{triton_target.arch}:{triton_target.warp_size}",
         f"language={'gluon' if gluon else 'triton'}",
@@ -111,9 +117,10 @@ class CompileJob:
 def make_job(jit_fn: Any, triton_target: Any, bound: BoundKernel, options: dict[str, Any], *,
              gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
     """A `CompileJob`, with its kernel key computed."""
-    key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon)
+    globals_key = global_values(jit_fn)
+    key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon, globals_key=globals_key)
     return CompileJob(jit_fn, triton_target, bound, dict(options), gluon, binary_key, asm_key, key,
-                      global_values(jit_fn))
+                      globals_key)
 
 
 def run_triton(job: CompileJob) -> CompiledKernel:

@@ -54,7 +54,7 @@ class LaunchConfig:
         return {**self.options, **settings, **self.constexprs}
 
 
-def _named_args(jit_fn: Any, positional: tuple, in_avals: tuple, out_avals: tuple) -> dict:
+def named_args(jit_fn: Any, positional: tuple, in_avals: tuple, out_avals: tuple) -> dict:
     """Argument values by name, as heuristics and pruning functions see them.
 
     Arrays appear as their abstract values (shape and dtype, no data). Parameters filled by name
@@ -185,6 +185,8 @@ def _pruned(prune: Any, configs: list, named: dict, base: LaunchConfig, kernel: 
 def _checked_options(config: LaunchConfig) -> LaunchConfig:
     """`config` with its vendor options checked; they may come from an autotune config or a
     heuristic, which `triton_call` never saw."""
+    if not config.options:
+        return config
     where = f"in autotune config ({config.description})" if config.description else ""
     return dataclasses.replace(config, options=_values.compile_options(config.options,
                                                                        where=where))
@@ -201,7 +203,7 @@ def resolve(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> list[Lau
     unwrapped = spec.unwrapped
     jit_fn = unwrapped.jit_fn
     kernel = spec.kernel_name
-    named = _named_args(jit_fn, spec.positional, in_avals, out_avals)
+    named = named_args(jit_fn, spec.positional, in_avals, out_avals)
     param_names = set(jit_fn.arg_names)
     outside = unwrapped.heuristics[:unwrapped.heuristics_outside]
     inside = unwrapped.heuristics[unwrapped.heuristics_outside:]

@@ -15,10 +15,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.launch import _nested, _types
 from jax_triton_rocm.launch._kernel import kernel_name
 from jax_triton_rocm.launch._nested import ArgSource
+
 
 @dataclasses.dataclass(frozen=True)
 class BoundKernel:
@@ -209,15 +210,14 @@ class _Layout:
                          f"argument {i} ({param.name})")
             if not tuple(in_avals[value].shape):
                 self.zero_d_pointers.append(f"argument {i} ({param.name})")
-        elif param.is_constexpr or value is None:
-            self.constexpr(i, value)
         else:
-            typed = _types.scalar(value, what=f"argument {i} ({param.name})")
-            if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
-                if typed.value == 1:  # as Triton's launcher does
-                    self.constexpr(i, 1)
-                    return
-                self.specialize(i, _types.int_specialization(typed.value))
+            role, *taken = _types.scalar_role(param, value, what=f"argument {i} ({param.name})")
+            if role == "constexpr":
+                self.constexpr(i, taken[0])
+                return
+            typed, specialization = taken
+            if specialization is not None:
+                self.specialize(i, specialization)
             self.signature[param.name] = typed.triton_type
             self.sources.append(ArgSource("scalar", i, scalar=typed))
 
@@ -262,14 +262,17 @@ class _Layout:
 
 def check_plain_call(jit_fn: Any, positional: tuple, arrays: list, out_shapes: list,
                      constexprs: dict[str, Any]) -> None:
-    """Lays a plain kernel's call out as the lowering will, to fail at the call; once per call.
+    """Lays a plain kernel's call out as the lowering will, to fail at the call; once per
+    layout (shapes and runtime scalar values aside: they change no outcome but the 0-d hint).
 
     Raises:
       TypeError: as `lay_out_arguments`.
     """
     try:
-        key = (id(jit_fn), positional, tuple((a.shape, a.dtype) for a in arrays),
-               tuple(out_shapes), tuple(sorted(constexprs.items())))
+        key = (id(jit_fn), _types.compile_view(jit_fn, positional),
+               tuple((not a.shape, a.dtype) for a in (*arrays, *out_shapes)),
+               tuple((name, _values.exact_key(value)) for name, value in
+                     sorted(constexprs.items())))
         if _state.CHECKED_CALLS.get(key) is not None:  # laid out before without error
             return
     except TypeError:  # an unhashable value: check every time

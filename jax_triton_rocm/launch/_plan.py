@@ -197,3 +197,64 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     ) for config, num_warps in warps]
     check_fp8_types(planned[0].bound, target, spec.kernel_name)  # one signature for every config
     return planned
+
+
+def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> tuple | None:
+    """What decides a plain kernel's launches, but for the shapes and the runtime scalars'
+    values; None for a kernel with an autotuner or heuristics (they see shapes and values).
+
+    A new length or batch size changes no configuration, layout or binary of a plain kernel, only
+    its grid, the scalars it receives and what a callable grid or `zeroed_outputs` sees: `relaunch`
+    refills those. The key holds the kernel (by identity), the positional entries as they compile
+    (`_types.compile_view`), the dtypes and which arrays are 0-d, the metaparameters (by exact
+    value) and every setting that reaches the compiler.
+
+    Raises:
+      TypeError: a value that cannot be hashed (the caller then keeps no plan).
+    """
+    unwrapped = spec.unwrapped
+    if unwrapped.autotuner is not None or unwrapped.heuristics:
+        return None
+    key = (spec.kernel_id, _types.compile_view(unwrapped.jit_fn, spec.positional), len(in_avals),
+           tuple((not aval.shape, aval.dtype) for aval in (*in_avals, *out_avals)),
+           _values.exact_key(spec.metaparams), spec.options, spec.backend_options,
+           spec.num_warps, spec.num_stages, spec.num_ctas, spec.cuda_arch, spec.enable_fp_fusion,
+           spec.debug)
+    hash(key)
+    return key
+
+
+def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
+             limits: _limits.LaunchLimits | None) -> list[Launch]:
+    """`planned` (the launches of an earlier call with the same `plan_key`) for this call: the
+    grid (within `limits`, the target's), the outputs to zero, the runtime scalars and what a
+    callable grid sees, as `launches` would give them.
+
+    Raises:
+      ValueError / TypeError: as `launch_grid` and `zeroed_outputs`.
+    """
+    named = _configs.named_args(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals)
+    relaunched = []
+    for launch in planned:
+        config = dataclasses.replace(launch.config, meta={**named, **launch.config.kwargs_view()})
+        relaunched.append(Launch(
+            config=config,
+            num_warps=launch.num_warps,
+            grid=launch_grid(spec, config.meta, description=config.description, limits=limits,
+                             num_warps=launch.num_warps),
+            zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
+            bound=_with_scalars(launch.bound, spec.positional)))
+    return relaunched
+
+
+def _with_scalars(bound: _layout.BoundKernel, positional: tuple) -> _layout.BoundKernel:
+    """`bound` with each runtime scalar's value taken from `positional`, a call whose
+    `compile_view` is the one `bound` was laid out for (so only the values differ)."""
+    if not any(source.kind == "scalar" for source in bound.sources):
+        return bound
+    # A scalar inside a tuple is part of `compile_view` by value: only top-level ones change.
+    sources = tuple(
+        _layout.ArgSource("scalar", source.position, scalar=_types.scalar(
+            positional[source.position][1], what=f"argument {source.position}"))
+        if source.kind == "scalar" and not source.path else source for source in bound.sources)
+    return dataclasses.replace(bound, sources=sources)

@@ -14,6 +14,7 @@ from typing import Any
 
 import jax
 
+from jax_triton_rocm.base import _values
 from jax_triton_rocm.launch import _kernel
 
 # A grid as users give it: an int, a tuple of 1-3 ints, or a callable of the metaparameters.
@@ -33,8 +34,9 @@ class BatchedLaunch:
 
 @dataclasses.dataclass(frozen=True)
 class KernelCallSpec:
-    """One kernel call, checked. Hashable (JAX keys its caches on it); compared by value, the
-    kernel and callables by identity.
+    """One kernel call, checked. Hashable (JAX and the lowered-call memo key their caches on it);
+    compared by value, the kernel and callables by identity, the positional arguments and
+    metaparameters by exact value (`exact_values`: 2 and 2.0, True and 1, 0.0 and -0.0 differ).
 
     Attributes:
       kernel: the kernel as given (@triton.jit or @gluon.jit, maybe autotuned); compared by
@@ -68,11 +70,13 @@ class KernelCallSpec:
       cost_estimate: ("flops", n), ("bytes_accessed", n)... for profilers, or None.
       backend_options: Triton compile options beyond the launch settings and vendor knobs
         (fields of a vendor's Triton options class), sorted; each backend takes its own.
+      exact_values: `positional` and `metaparams` with each value as `_values.exact_key` writes
+        it (derived: what the spec compares in their place).
     """
 
     kernel: Any = dataclasses.field(compare=False)
     unwrapped: _kernel.Unwrapped = dataclasses.field(compare=False, repr=False)
-    positional: tuple[tuple[str, Any], ...]
+    positional: tuple[tuple[str, Any], ...] = dataclasses.field(compare=False)
     out_shapes: tuple[jax.ShapeDtypeStruct, ...]
     grid: tuple[int, int, int] | Callable[[dict[str, Any]], Any]
     name: str
@@ -87,16 +91,22 @@ class KernelCallSpec:
     serialized_metadata: bytes
     batch_grid_axis: int | None
     xla_native: bool | None
-    metaparams: tuple[tuple[str, Any], ...]
+    metaparams: tuple[tuple[str, Any], ...] = dataclasses.field(compare=False)
     options: tuple[tuple[str, Any], ...]
     batch: BatchedLaunch | None = None
     has_side_effect: bool = False
     cost_estimate: tuple[tuple[str, int], ...] | None = None
     backend_options: tuple[tuple[str, Any], ...] = ()
     kernel_id: int = dataclasses.field(init=False, repr=False)
+    exact_values: tuple = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kernel_id", id(self.kernel))
+        object.__setattr__(self, "exact_values", (
+            tuple((kind, _values.exact_key(value)) if kind in ("scalar", "tuple")
+                  else (kind, value)
+                  for kind, value in self.positional),
+            tuple((name, _values.exact_key(value)) for name, value in self.metaparams)))
 
     @property
     def kernel_name(self) -> str:

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from jax_triton_rocm.base import _values
+
 # Array dtypes Triton takes, by the pointer type in a Triton signature ("*" + this).
 _ARRAY_TYPES: dict[str, str] = {
     "bool": "i1",
@@ -172,3 +174,37 @@ def plain_constexpr(value: Any) -> Any:
 def int_specialization(value: int) -> str:
     """Triton's specialisation string for an int argument: "D" when divisible by 16."""
     return "D" if value % 16 == 0 else ""
+
+
+def scalar_role(param: Any, value: Any, *, what: str) -> tuple:
+    """How a positional scalar reaches the kernel: ("constexpr", value), compiled in (for a
+    tl.constexpr parameter, None, or an int equal to 1, as Triton's launcher does), or
+    ("runtime", typed scalar, specialisation or None), passed at launch."""
+    if param.is_constexpr or value is None:
+        return "constexpr", value
+    typed = scalar(value, what=what)
+    if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
+        if typed.value == 1:
+            return "constexpr", 1
+        return "runtime", typed, int_specialization(typed.value)
+    return "runtime", typed, None
+
+
+def compile_view(jit_fn: Any, positional: tuple) -> tuple:
+    """The positional entries as far as they decide the compiled kernel, as exact keys
+    (`_values.exact_key`): a constexpr by its type and value, a runtime scalar by its Triton type
+    and specialisation but not its value (a new length or scale is the same kernel).
+
+    Raises:
+      TypeError / OverflowError: a scalar that cannot be passed (as `_types.scalar`).
+    """
+    view = []
+    for i, (kind, value) in enumerate(positional):
+        if kind != "scalar" or i >= len(jit_fn.params):  # a tuple's scalars count by value
+            view.append((kind, _values.exact_key(value) if kind == "tuple" else value))
+            continue
+        param = jit_fn.params[i]
+        role, *taken = scalar_role(param, value, what=f"argument {i} ({param.name})")
+        view.append((role, _values.exact_key(taken[0])) if role == "constexpr"
+                    else (role, taken[0].triton_type, taken[1]))
+    return tuple(view)

@@ -4,8 +4,9 @@ Data flow, top to bottom: the compile target and what the plugin loads
 (`_target.resolve_target`) -> the launches (`launch._plan`: configurations, warps, grids, zeroed
 outputs, arguments laid onto the kernel's parameters) -> every launch compiled at once through
 the shared kernel cache (`compile._parallel`, `compile._compile`) -> per kernel, the call as the
-installed jaxlib loads it (`kernel_image`) -> the call encoded (`_proto`) -> a custom call in the
-module (`emit`).
+installed jaxlib loads it (`kernel_image`), a plain kernel's kept for other shapes (`_planned`),
+with its parameters (`_params`; tensor descriptors by `_tma`) -> the call encoded (`_proto`,
+`_opaque`) -> a custom call in the module (`emit`).
 
 The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
 this module never asks which vendor it talks to. `_rules` chooses between this route and XLA's
@@ -17,19 +18,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import os
-from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from jax_triton_rocm.backends._backend import Backend, Target
-from jax_triton_rocm.base import _compat, _state, _vendors
+from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _compile, _globals, _parallel
-from jax_triton_rocm.launch import _layout, _limits, _plan
+from jax_triton_rocm.launch import _limits, _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
-from jax_triton_rocm.lowering import _choices, _proto, _target, _tma
+from jax_triton_rocm.lowering import _choices, _opaque, _params, _proto, _target, _tma
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -53,7 +50,7 @@ class LoweredCall:
 
 def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
                        launches: list[_plan.Launch]) -> list[tuple]:
-    """(launch, job, compiled kernel) for each launch that compiled and fits the target."""
+    """(launch, compiled kernel) for each launch that compiled and fits the target."""
     jit_fn = spec.unwrapped.jit_fn
     triton_target = backend.triton_target(target)
     jobs = [_compile.make_job(
@@ -62,14 +59,22 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
         for launch in launches]
     compiled = _parallel.kept_configs(launches, jobs, _parallel.compile_jobs(jobs))
     limits = backend.launch_limits(target)
-    return _limits.keep_launchable(
+    kept = _limits.keep_launchable(
         compiled, lambda item: limits.shared_problem(item[2].shared_mem_bytes),
         _limits.config_description, kernel=spec.kernel_name)
+    return [(launch, kernel) for launch, _, kernel in kept]
 
 
 def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Target,
-                 features: _compat.PluginFeatures) -> _proto.KernelImage:
-    """The compiled kernel as the installed jaxlib loads it."""
+                 features: _compat.PluginFeatures, *, devices: Target | None = None,
+                 with_ttir: bool = False) -> _proto.KernelImage:
+    """The compiled kernel as the installed jaxlib loads it on `devices` (None: on devices of
+    `target`'s architecture), with its IR in `ttir` if asked (jaxlib reads it for nothing).
+
+    Raises:
+      ValueError: no form of the kernel loads on `devices` (`Backend.code_for_devices`).
+      NotImplementedError: the kernel needs what this plugin or jaxlib cannot do.
+    """
     _limits.check_launch_features(compiled)
     if compiled.global_scratch_size and not features.global_scratch:
         raise NotImplementedError(
@@ -77,39 +82,33 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Ta
             f"global scratch memory, which this jaxlib {backend.platform} plugin "
             f"({features.detected_from}) does not allocate. Upgrade jax and its plugin to "
             f"0.11.1 or newer.")
-    if backend.embeds_binary(features):
+    capability, object_file = backend.capability(target), None
+    if devices is not None:
+        ptx, capability = backend.code_for_devices(compiled, target, devices)
+    elif backend.embeds_binary(features):
         ptx, object_file = _proto.module_image_ptx(compiled.binary), compiled.binary
     else:
-        ptx, object_file = backend.ptx_field(compiled), None
+        ptx = backend.ptx_field(compiled)
     return _proto.KernelImage(
         name=compiled.name,
         num_warps=backend.launch_warps(compiled),
         num_ctas=compiled.num_ctas,
         shared_mem_bytes=compiled.shared_mem_bytes,
         ptx=ptx,
-        ttir=compiled.ttir,
-        compute_capability=backend.capability(target),
+        compute_capability=capability,
+        ttir=compiled.ttir if with_ttir else "",
         object_file=object_file,
         global_scratch_size=compiled.global_scratch_size,
         global_scratch_align=compiled.global_scratch_align,
     )
 
 
-def kernel_call(image: _proto.KernelImage, launch: _plan.Launch, out_avals: tuple,
-                aliases: tuple[tuple[int, int], ...] = (),
-                descriptors: Callable[..., list] | None = None) -> _proto.KernelCall:
-    """One launch of `image`, as jaxlib's kernel call carries it; `descriptors` gives the
-    parameters of the kernel's tensor descriptors (`_tma.descriptor_params`)."""
-    return _proto.KernelCall(kernel=image, grid=launch.grid, params=_launch_params(
-        launch.bound, out_avals, set(launch.zeroed), aliases, descriptors))
-
-
 def _choose(backend: Backend, ctx: Any, spec: KernelCallSpec, target: Target, compiled: list,
             calls: list) -> tuple[list, _choices.Undecided | None]:
     """The launches to encode: the one remembered or forced (`_choices.pick`), else all of them.
 
-    Returns ((launch, job, kernel), call) pairs, and the call left undecided or None. A call
-    lowered for no device here (cross-compiling) cannot have been tuned, and is left to jaxlib.
+    Returns ((launch, kernel), call) pairs, and the call left undecided or None. A call lowered
+    for no device here (cross-compiling) cannot have been tuned, and is left to jaxlib.
     """
     pairs = list(zip(compiled, calls))
     if len(compiled) == 1:
@@ -122,8 +121,8 @@ def _choose(backend: Backend, ctx: Any, spec: KernelCallSpec, target: Target, co
         versions=(_compat.jaxlib_version(), _compat.triton_info().version),
         avals=tuple(ctx.avals_in) + tuple(ctx.avals_out), aliases=spec.input_output_aliases,
         configs=[(launch.description, kernel.binary, call.grid, call.params)
-                 for (launch, _, kernel), call in pairs])
-    descriptions = tuple(launch.description for launch, _, _ in compiled)
+                 for (launch, kernel), call in pairs])
+    descriptions = tuple(launch.description for launch, _ in compiled)
     index = _choices.pick(key, descriptions)
     if index is None:
         return pairs, _choices.Undecided(key, descriptions, spec.kernel_name)
@@ -139,7 +138,7 @@ def _encode(calls: list, launches: list, spec: KernelCallSpec,
         return serialized, _compat.FFI_TARGET
     # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
     # (operands, then results), so the output's index counts the operands before it.
-    aliases = [_proto.Alias(i, len(in_avals) + o, _size_bytes(in_avals[i]))
+    aliases = [_proto.Alias(i, len(in_avals) + o, _params.size_bytes(in_avals[i]))
                for i, o in spec.input_output_aliases]
     serialized = _proto.encode_autotuned_call(
         [(call, launch.description) for call, launch in zip(calls, launches)], aliases,
@@ -147,103 +146,101 @@ def _encode(calls: list, launches: list, spec: KernelCallSpec,
     return serialized, _compat.autotuned_call_target()
 
 
+@dataclasses.dataclass(frozen=True)
+class _Where:
+    """What a lowering resolved beyond the call and its operands: the platform, the target, the
+    devices' architecture where it differs from the target (`_target.foreign_devices`), the
+    plugin's features, the values of the globals the kernel reads and the vendor's settings."""
+
+    platform: str
+    target: Target
+    devices: Target | None
+    features: _compat.PluginFeatures
+    globals: tuple
+    settings: tuple
+
+
 def lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec) -> LoweredCall:
     """Compiles and encodes one `triton_kernel_p` equation (no MLIR is emitted here).
 
     Lowering the same call again (a new `jit` of a cached kernel, a retrace) encodes nothing
     anew: the result is kept in `_state.LOWERED_CALLS` (bounded: a call it forgot is encoded
-    again).
-
-    The key covers the target, the plugin's features, the avals, every parameter (the kernel by
-    identity), the current values of the globals the kernel reads, and the settings read from
-    the environment at lowering; a parameter that cannot be hashed just skips the memo.
+    again). Its key covers `_Where`, whether the lowering is for `jax.export`, the avals, the
+    spec (the kernel by identity, scalars and metaparameters by exact value) and the autotune
+    settings; a parameter that cannot be hashed just skips the memo. A plain kernel lowered at
+    new shapes or runtime scalar values reuses its compiled plan (`_planned`).
     """
     target, features = _target.resolve_target(backend, ctx, spec)
-    key = (backend.platform, target, features, tuple(ctx.avals_in), tuple(ctx.avals_out), spec,
-           _globals.global_values(spec.unwrapped.jit_fn), backend.lowering_settings(),
+    where = _Where(backend.platform, target, _target.foreign_devices(backend, ctx, spec, target),
+                   features, _globals.global_values(spec.unwrapped.jit_fn),
+                   backend.lowering_settings())
+    key = (where, _target.for_export(ctx), tuple(ctx.avals_in), tuple(ctx.avals_out), spec,
            os.environ.get(_compat.ENV_AUTOTUNE_TARGET), _choices.lowering_token())
     try:
         entry = _state.LOWERED_CALLS.get(key)
     except TypeError:  # an unhashable parameter (a constexpr that hashes badly): no memo
-        entry = (spec.kernel, _lower_call(backend, ctx, spec, target, features))
+        entry = (spec.kernel, _lower_call(backend, ctx, spec, where))
     if entry is None:
-        lowered = _lower_call(backend, ctx, spec, target, features)
+        lowered = _lower_call(backend, ctx, spec, where)
         entry = _state.LOWERED_CALLS.put(key, (spec.kernel, lowered))
     _choices.note_undecided(entry[1].undecided)
     return entry[1]
 
 
-def _lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec, target: Target,
-                features: _compat.PluginFeatures) -> LoweredCall:
+def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tuple,
+             out_avals: tuple) -> list[tuple]:
+    """(launch, compiled kernel, image) per launch of the call. A plain kernel's are kept in
+    `_state.PLANS` by `_plan.plan_key` and refilled for a new call (`_plan.relaunch`): a new
+    shape or runtime scalar value compiles, lays out and encodes no kernel anew."""
+    try:
+        key = _plan.plan_key(spec, in_avals, out_avals)
+    except TypeError:  # an unhashable parameter: no plan kept
+        key = None
+    if key is not None:
+        key = (where, key)
+        entry = _state.PLANS.get(key)
+        if entry is not None:
+            launches = _plan.relaunch([launch for launch, _, _ in entry[1]], spec, in_avals,
+                                      out_avals, backend.launch_limits(where.target))
+            return [(launch, kernel, image)
+                    for launch, (_, kernel, image) in zip(launches, entry[1])]
+    launches = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, where.target))
+    planned = [(launch, kernel, kernel_image(backend, kernel, where.target, where.features,
+                                             devices=where.devices, with_ttir=spec.debug))
+               for launch, kernel in _compiled_launches(backend, spec, where.target, launches)]
+    if key is not None:
+        _state.PLANS.put(key, (spec.kernel, planned))  # the kernel kept: its id is in the key
+    return planned
+
+
+def _lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec, where: _Where) -> LoweredCall:
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    launches = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, target))
-    compiled = _compiled_launches(backend, spec, target, launches)
-    calls = []
-    for launch, _, kernel in compiled:
-        if spec.debug:
-            print(f"jax_triton_rocm: {kernel.name} for {target.arch}\n--- TTIR ---\n"
+    planned = _planned(backend, spec, where, in_avals, out_avals)
+    if spec.debug:
+        for _, kernel, _ in planned:
+            print(f"jax_triton_rocm: {kernel.name} for {where.target.arch}\n--- TTIR ---\n"
                   f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
-        calls.append(kernel_call(
-            kernel_image(backend, kernel, target, features), launch, out_avals,
-            spec.input_output_aliases,
-            _tma.descriptor_params(kernel, _vendors.vendor(backend.platform), features,
-                                   target.arch)))
-    chosen, undecided = _choose(backend, ctx, spec, target, compiled, calls)
+    calls = [_params.kernel_call(image, launch, out_avals, spec.input_output_aliases,
+                                 _tma.descriptor_params(kernel, where.features, where.target))
+             for launch, kernel, image in planned]
+    chosen, undecided = _choose(backend, ctx, spec, where.target,
+                                [(launch, kernel) for launch, kernel, _ in planned], calls)
     serialized, custom_call_target = _encode(
-        [call for _, call in chosen], [launch for (launch, _, _), _ in chosen], spec, in_avals)
+        [call for _, call in chosen], [launch for (launch, _), _ in chosen], spec, in_avals)
     return LoweredCall(
-        opaque=_proto.compress(serialized),
+        opaque=_opaque.compress(serialized, [_proto.kernel_bytes(call.kernel)
+                                             for _, call in chosen]),
         serialized=serialized,
         custom_call_target=custom_call_target,
-        features=features,
-        target=target,
-        kernels=tuple(kernel for (_, _, kernel), _ in chosen),
+        features=where.features,
+        target=where.target,
+        kernels=tuple(kernel for (_, kernel), _ in chosen),
         calls=tuple(call for _, call in chosen),
         aliases=tuple(spec.input_output_aliases),
         undecided=undecided,
         has_side_effect=spec.has_side_effect,
         cost_estimate=spec.cost_estimate,
     )
-
-
-def _size_bytes(aval: Any) -> int:
-    return int(math.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
-
-
-def _launch_params(bound: _layout.BoundKernel, out_avals: tuple, zeroed: set[int],
-                   aliases: tuple[tuple[int, int], ...] = (),
-                   descriptors: Callable[..., list] | None = None) -> tuple[_proto.Param, ...]:
-    """The kernel call's parameters, in kernel order. An output to zero that has no pointer of
-    its own is zeroed through the input it is aliased to (the same buffer).
-
-    Raises:
-      NotImplementedError: a zeroed output aliased to a TensorDescriptor's base.
-    """
-    params = []
-    specs = dict(bound.specializations)
-    own = {source.index for source in bound.sources if source.kind == "output"}
-    zero_inputs = {i: o for i, o in aliases if o in zeroed and o not in own}
-    n_descriptors = 0
-    for source in bound.sources:
-        if source.kind == "scalar":
-            params.append(_proto.Param(source.scalar.proto_kind, source.scalar.value))
-            continue
-        if source.kind == "descriptor":
-            if source.index in zero_inputs:
-                raise NotImplementedError(
-                    f"zeroed_outputs names output {zero_inputs[source.index]}, which is written "
-                    f"through a TensorDescriptor; zero its base before the call instead.")
-            params.extend(descriptors(source.descriptor, n_descriptors))
-            n_descriptors += 1
-            continue
-        divisibility = 16 if "D" in specs.get(source.key, "") else 0
-        if source.kind == "output":
-            zeroes = source.index if source.index in zeroed else None
-        else:
-            zeroes = zero_inputs.get(source.index)
-        zero = 0 if zeroes is None else _size_bytes(out_avals[zeroes])
-        params.append(_proto.Param("array", bytes_to_zero=zero, ptr_divisibility=divisibility))
-    return tuple(params)
 
 
 def emit(ctx: Any, operands: tuple, lowered: LoweredCall):

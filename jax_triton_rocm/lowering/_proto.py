@@ -1,133 +1,15 @@
-"""jaxlib's Triton kernel-call proto (`jaxlib/gpu/triton.proto`, package `jax_triton`), encoded.
-
-Declared below field by field and built into protobuf classes at import (no protoc): no reliance
-on the arity of jaxlib's nanobind constructors, and fields they lack (`TritonKernel.module_image`).
-The bytes are the same on CUDA and ROCm; field numbers are those jaxlib's `to_proto` writes.
-"""
+"""jaxlib's Triton kernel call, encoded with the messages of `_proto_schema` (jaxlib's
+`jaxlib/gpu/triton.proto`); the bytes are the same on CUDA and ROCm."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import zlib
 from collections.abc import Sequence
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
 from jax_triton_rocm.base import _state
-
-_F = descriptor_pb2.FieldDescriptorProto
-
-# (name, number, type, message type or None, kind), the kind being None, "repeated", "value" (the
-# oneof) or "optional".
-_SCHEMA: dict[str, list[tuple]] = {
-    "ModuleImageProto": [
-        ("object_file", 1, _F.TYPE_BYTES, None, None),
-        ("kernel_name", 2, _F.TYPE_STRING, None, None),
-        ("shared_mem_bytes", 3, _F.TYPE_UINT32, None, None),
-    ],
-    "TritonKernel": [
-        ("kernel_name", 1, _F.TYPE_STRING, None, None),
-        ("num_warps", 2, _F.TYPE_UINT32, None, None),
-        ("shared_mem_bytes", 3, _F.TYPE_UINT32, None, None),
-        ("ptx", 4, _F.TYPE_STRING, None, None),
-        ("ttir", 5, _F.TYPE_STRING, None, None),
-        ("compute_capability", 6, _F.TYPE_UINT32, None, None),
-        ("num_ctas", 10, _F.TYPE_UINT32, None, None),
-        ("module_image", 11, _F.TYPE_MESSAGE, "ModuleImageProto", None),
-        ("global_scratch_size", 12, _F.TYPE_UINT64, None, "optional"),
-        ("global_scratch_align", 13, _F.TYPE_UINT64, None, "optional"),
-    ],
-    "ArrayParameter": [
-        ("bytes_to_zero", 1, _F.TYPE_UINT64, None, None),
-        ("ptr_divisibility", 2, _F.TYPE_UINT64, None, None),
-    ],
-    "Parameter": [
-        ("array", 1, _F.TYPE_MESSAGE, "ArrayParameter", "value"),
-        ("bool", 2, _F.TYPE_BOOL, None, "value"),
-        ("i32", 3, _F.TYPE_INT32, None, "value"),
-        ("u32", 4, _F.TYPE_UINT32, None, "value"),
-        ("i64", 5, _F.TYPE_INT64, None, "value"),
-        ("u64", 6, _F.TYPE_UINT64, None, "value"),
-        ("f32", 7, _F.TYPE_FLOAT, None, "value"),
-        ("f64", 8, _F.TYPE_DOUBLE, None, "value"),
-        ("tensor_descriptor", 9, _F.TYPE_MESSAGE, "TensorDescriptorParameter", "value"),
-    ],
-    "TensorDescriptorParameter": [("nvidia", 1, _F.TYPE_MESSAGE, "NvidiaTensorDescriptor", None)],
-    "NvidiaTensorDescriptor": [
-        ("elem_type", 1, _F.TYPE_UINT32, None, None), ("swizzle", 2, _F.TYPE_UINT32, None, None),
-        ("shape", 3, _F.TYPE_UINT64, None, "repeated"),
-        ("strides", 4, _F.TYPE_UINT64, None, "repeated"),
-        ("block_shape", 5, _F.TYPE_UINT32, None, "repeated"),
-        ("oob_fill", 6, _F.TYPE_UINT32, None, None),
-    ],
-    "TritonKernelCall": [
-        ("kernel", 1, _F.TYPE_MESSAGE, "TritonKernel", None),
-        ("grid_0", 2, _F.TYPE_UINT32, None, None),
-        ("grid_1", 3, _F.TYPE_UINT32, None, None),
-        ("grid_2", 4, _F.TYPE_UINT32, None, None),
-        ("parameters", 5, _F.TYPE_MESSAGE, "Parameter", "repeated"),
-    ],
-    "AutotuneConfig": [
-        ("kernel_call", 1, _F.TYPE_MESSAGE, "TritonKernelCall", None),
-        ("description", 2, _F.TYPE_STRING, None, None),
-    ],
-    "InputOutputAlias": [
-        ("input_buffer_idx", 1, _F.TYPE_UINT32, None, None),
-        ("output_buffer_idx", 2, _F.TYPE_UINT32, None, None),
-        ("buffer_size_bytes", 3, _F.TYPE_UINT64, None, None),
-    ],
-    "TritonAutotunedKernelCall": [
-        ("name", 1, _F.TYPE_STRING, None, None),
-        ("configs", 2, _F.TYPE_MESSAGE, "AutotuneConfig", "repeated"),
-        ("input_output_aliases", 3, _F.TYPE_MESSAGE, "InputOutputAlias", "repeated"),
-    ],
-    "TritonAnyKernelCall": [
-        ("kernel_call", 1, _F.TYPE_MESSAGE, "TritonKernelCall", "value"),
-        ("autotuned_kernel_call", 2, _F.TYPE_MESSAGE, "TritonAutotunedKernelCall", "value"),
-        ("metadata", 3, _F.TYPE_BYTES, None, None),
-        ("name", 4, _F.TYPE_STRING, None, None),
-    ],
-}
-
-_PACKAGE = "jax_triton_rocm.wire"
-
-
-def _build_messages() -> dict[str, type]:
-    """Builds message classes from `_SCHEMA` in a private descriptor pool."""
-    file_proto = descriptor_pb2.FileDescriptorProto(
-        name="jax_triton_rocm/triton_wire.proto", package=_PACKAGE, syntax="proto3")
-    for message_name, fields in _SCHEMA.items():
-        message = file_proto.message_type.add(name=message_name)
-        oneofs: dict[str, int] = {}
-        for name, number, field_type, type_name, kind in fields:
-            field = message.field.add(name=name, number=number, type=field_type,
-                                      label=_F.LABEL_OPTIONAL)
-            if type_name is not None:
-                field.type_name = f".{_PACKAGE}.{type_name}"
-            if kind == "repeated":
-                field.label = _F.LABEL_REPEATED
-            elif kind == "value":
-                if "value" not in oneofs:
-                    oneofs["value"] = len(message.oneof_decl)
-                    message.oneof_decl.add(name="value")
-                field.oneof_index = oneofs["value"]
-            elif kind == "optional":
-                # proto3 `optional`: explicit presence through a synthetic one-field oneof.
-                field.proto3_optional = True
-                field.oneof_index = len(message.oneof_decl)
-                message.oneof_decl.add(name=f"_{name}")
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file_proto)
-    return {
-        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
-        for name in _SCHEMA
-    }
-
-
-MESSAGES = _build_messages()
-
+from jax_triton_rocm.lowering._proto_schema import MESSAGES
 
 MODULE_IMAGE_PTX_PREFIX = "jax_triton_rocm module_image sha256:"
 
@@ -158,7 +40,8 @@ class KernelImage:
       shared_mem_bytes: dynamic shared memory for the launch.
       ptx: `module_image_ptx(object_file)` when the binary is embedded; otherwise the PTX text
         (CUDA) or the path of an HSACO file (ROCm).
-      ttir: Triton IR, for jaxlib's error messages and debugging.
+      ttir: the kernel's IR; empty unless asked for (jaxlib 0.10.2 to 0.12 read it for nothing,
+        and 0.11.1+ copy it at every launch: a launch costs more the longer it is).
       compute_capability: e.g. 90 for sm_90; on ROCm the gfx major*10+minor (94 for gfx942).
       object_file: the CUBIN or HSACO to carry in `module_image`, or None.
       global_scratch_size, global_scratch_align: Triton's global scratch needs.
@@ -169,8 +52,8 @@ class KernelImage:
     num_ctas: int
     shared_mem_bytes: int
     ptx: str
-    ttir: str
     compute_capability: int
+    ttir: str = ""
     object_file: bytes | None = None
     global_scratch_size: int = 0
     global_scratch_align: int = 1
@@ -203,8 +86,17 @@ class Alias:
     size_bytes: int
 
 
-def _kernel_call_message(call: KernelCall):
-    image = call.kernel
+def kernel_bytes(image: KernelImage) -> bytes:
+    """`image` serialized as a `TritonKernel`, once per image while it stays in
+    `_state.KERNEL_BYTES` (it carries the binary); every call of the kernel embeds these very
+    bytes (a message serializes alike as a field)."""
+    serialized = _state.KERNEL_BYTES.get(image)
+    if serialized is None:
+        serialized = _state.KERNEL_BYTES.put(image, _serialized_kernel(image))
+    return serialized
+
+
+def _serialized_kernel(image: KernelImage) -> bytes:
     kernel = MESSAGES["TritonKernel"](
         kernel_name=image.name,
         num_warps=image.num_warps,
@@ -220,8 +112,26 @@ def _kernel_call_message(call: KernelCall):
         kernel.module_image.object_file = image.object_file
         kernel.module_image.kernel_name = image.name
         kernel.module_image.shared_mem_bytes = image.shared_mem_bytes
+    return kernel.SerializeToString(deterministic=True)
+
+
+def _length_delimited(number: int, payload: bytes) -> bytes:
+    """Field `number` holding `payload` (a message's bytes) as protobuf writes it: the tag and
+    the length as varints, then the payload."""
+    head = bytearray()
+    for value in (number << 3 | 2, len(payload)):
+        while value > 0x7F:
+            head.append(value & 0x7F | 0x80)
+            value >>= 7
+        head.append(value)
+    return bytes(head) + payload
+
+
+def kernel_call_bytes(call: KernelCall) -> bytes:
+    """`call` serialized as a `TritonKernelCall`: the kernel's bytes (`kernel_bytes`) as they
+    are, first (protobuf writes fields by number, and the kernel is field 1)."""
     message = MESSAGES["TritonKernelCall"](
-        kernel=kernel, grid_0=call.grid[0], grid_1=call.grid[1], grid_2=call.grid[2])
+        grid_0=call.grid[0], grid_1=call.grid[1], grid_2=call.grid[2])
     for param in call.params:
         entry = message.parameters.add()
         if param.kind == "array":
@@ -233,24 +143,20 @@ def _kernel_call_message(call: KernelCall):
                 **dataclasses.asdict(param.descriptor)))
         else:
             setattr(entry, param.kind, param.value)
-    return message
+    return (_length_delimited(1, kernel_bytes(call.kernel))
+            + message.SerializeToString(deterministic=True))
 
 
 def encode_call(call: KernelCall, *, name: str, metadata: bytes = b"") -> bytes:
-    """Serializes a single kernel call as jaxlib's `TritonAnyKernelCall`."""
-    message = MESSAGES["TritonAnyKernelCall"](name=name, metadata=metadata)
-    message.kernel_call.CopyFrom(_kernel_call_message(call))
-    return message.SerializeToString(deterministic=True)
+    """Serializes a single kernel call as jaxlib's `TritonAnyKernelCall` (whose field 1, written
+    first, is the kernel call)."""
+    rest = MESSAGES["TritonAnyKernelCall"](name=name, metadata=metadata)
+    return (_length_delimited(1, kernel_call_bytes(call))
+            + rest.SerializeToString(deterministic=True))
 
 
-def encode_autotuned_call(
-    configs: Sequence[tuple[KernelCall, str]],
-    aliases: Sequence[Alias],
-    *,
-    call_name: str,
-    name: str,
-    metadata: bytes = b"",
-) -> bytes:
+def encode_autotuned_call(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias],
+                          *, call_name: str, name: str, metadata: bytes = b"") -> bytes:
     """Serializes an autotuned call: jaxlib times each config at first run and keeps the best.
 
     Args:
@@ -263,7 +169,7 @@ def encode_autotuned_call(
     autotuned = MESSAGES["TritonAutotunedKernelCall"](name=call_name)
     for call, description in configs:
         config = autotuned.configs.add(description=description)
-        config.kernel_call.CopyFrom(_kernel_call_message(call))
+        config.kernel_call.MergeFromString(kernel_call_bytes(call))
     for alias in aliases:
         autotuned.input_output_aliases.add(
             input_buffer_idx=alias.input_index,
@@ -273,20 +179,6 @@ def encode_autotuned_call(
     message = MESSAGES["TritonAnyKernelCall"](name=name, metadata=metadata)
     message.autotuned_kernel_call.CopyFrom(autotuned)
     return message.SerializeToString(deterministic=True)
-
-
-@functools.lru_cache(maxsize=64)
-def compress(serialized: bytes) -> bytes:
-    """The opaque jaxlib expects: zlib at its default level (the same bytes in every process).
-
-    Memoised on the serialized call: lowering a cached kernel again (JAX re-lowers after its
-    caches are cleared, and per jit of a new function) gives the same bytes, and compressing a
-    call that carries its binary costs more than the rest of the lowering.
-    """
-    return zlib.compress(serialized)
-
-
-_state.on_clear(compress.cache_clear)
 
 
 def decode(opaque: bytes):

@@ -1,8 +1,9 @@
 """The lowering rules of `triton_kernel_p`, one per platform, and the route each call takes.
 
 On a GPU platform ("cuda", "rocm") a call takes XLA's own Triton custom call (`_xla_native`)
-where it asks for it and the kernel fits, else jaxlib's Triton custom call (`_jaxlib_call`); the
-platform's backend (`backends.backend`) answers the vendor questions on both routes. On the CPU
+or jaxlib's (`_jaxlib_call`), as `_route.choose` rules (asked for, or where it fits and is
+proven, and not for `jax.export` or runtime scalars); the platform's backend
+(`backends.backend`) answers the vendor questions on both routes. On the CPU
 the kernel runs in Triton's interpreter (`interpret`). `triton_call_lowering` enters here too,
 through `lower`.
 
@@ -43,14 +44,21 @@ class Lowering:
     backend: Backend
 
     def lower(self, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list:
-        """Lowers one equation to a custom call; returns its results."""
-        from jax_triton_rocm.lowering import _jaxlib_call, _xla_native  # imported by `_lowering`
+        """Lowers one equation to a custom call on the route `_route.choose` picks; returns its
+        results."""
+        from jax_triton_rocm.lowering import _jaxlib_call, _route, _xla_native  # see `_lowering`
 
-        if _xla_native.requested(spec.xla_native):
+        route = _route.choose(spec, self.backend.platform, exporting=_target.for_export(ctx))
+        reason = route.reason
+        if route.xla:
             results = _xla_native.lower(self.backend, ctx, operands, spec)
-            if results is not None:
+            if not isinstance(results, str):
+                _route.note(_route.XLA, spec, reason)
                 return results
+            reason = results
         lowered = _jaxlib_call.lower_call(self.backend, ctx, spec)
+        _route.note(_route.JAXLIB_LEGACY if lowered.custom_call_target == _compat.LEGACY_TARGET
+                    else _route.JAXLIB, spec, reason)
         self.backend.after_encode(lowered, ctx, _jaxlib_call.emit)
         return _jaxlib_call.emit(ctx, operands, lowered)
 
@@ -60,7 +68,7 @@ def _lowering(platform: str) -> Lowering:
     """The rule's object for a GPU platform; imports the routes and the vendor module on first
     use, under the lock that keeps a fork from splitting those imports (`_imports.IMPORTS`)."""
     with _imports.IMPORTS.lowering():
-        from jax_triton_rocm.lowering import _jaxlib_call, _xla_native  # noqa: F401
+        from jax_triton_rocm.lowering import _jaxlib_call, _route, _xla_native  # noqa: F401
 
         return Lowering(backends.backend(platform))
 
@@ -70,7 +78,9 @@ def lower(platform: str, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec
     if platform == "cpu":
         with _imports.IMPORTS.lowering():
             from jax_triton_rocm.interpret import _interpret
+            from jax_triton_rocm.lowering import _route
 
+        _route.note(_route.INTERPRETER, spec, "lowered for the CPU")
         return _interpret.lower(ctx, operands, spec)
     return _lowering(platform).lower(ctx, operands, spec)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.base import _compat, _vendors
 from jax_triton_rocm.base._vendors import Vendor
 from jax_triton_rocm.launch._tensordesc import TensorDescriptor, signature_type
 from jax_triton_rocm.lowering import _proto
@@ -181,10 +181,11 @@ def check_launchable(vendor: Vendor, features: _compat.PluginFeatures, *, kernel
             f"(tl.make_tensor_descriptor, which needs jax {since} as well).")
 
 
-def descriptor_params(compiled: Any, vendor: Vendor, features: _compat.PluginFeatures,
-                      arch: str) -> Callable[[TensorDescriptor, int], list[_proto.Param]]:
+def descriptor_params(compiled: Any, features: _compat.PluginFeatures,
+                      target: Any) -> Callable[[TensorDescriptor, int], list[_proto.Param]]:
     """`params(descriptor, i)`: the jaxlib parameters of the kernel's descriptor number `i`
-    (in launch order), as `compiled` (a `compile._compile.CompiledKernel`) takes them.
+    (in launch order), as `compiled` (a `compile._compile.CompiledKernel`) takes them on
+    `target` (a `backends._backend.Target`).
 
     Raises (when called):
       NotImplementedError: the plugin cannot encode the kernel's TMA descriptors
@@ -192,10 +193,11 @@ def descriptor_params(compiled: Any, vendor: Vendor, features: _compat.PluginFea
       ValueError: a descriptor TMA cannot encode.
     """
     metas = list(compiled.metadata.get("tensordesc_meta") or ())
+    vendor = _vendors.vendor(target.platform)
 
     def params(desc: TensorDescriptor, i: int) -> list[_proto.Param]:
         if metas:
-            check_launchable(vendor, features, kernel=compiled.name, arch=arch)
+            check_launchable(vendor, features, kernel=compiled.name, arch=target.arch)
         types = launch_types(signature_type(desc), bool(metas), vendor)
         return launch_params(desc, types, metas[i] if metas else None)
 

@@ -16,10 +16,9 @@ twice that per launch). Facts from XLA's source (`xla/service/gpu/triton_call.cc
   NVIDIA, 64 on CDNA (gfx9), 32 on RDNA (gfx10-12). Triton compiled the IR for the same width, so
   `num_warps` passes unchanged (jaxlib's route assumes 64 on every AMD GPU and must rescale).
 
-A call takes the route when asked (`triton_call(..., xla_native=True)`, or
-`JAX_TRITON_ROCM_XLA_NATIVE=1` for calls that do not say) and when it fits: a plain Triton kernel
-(not autotuned, not Gluon) whose parameters are all pointers once the call's scalars are compiled
-in as constants, launched without the options XLA cannot pass, and whose IR this jaxlib's Triton
+Which calls take it is `_route`'s rule. A call fits it when it is a plain Triton kernel (not
+autotuned, not Gluon) whose parameters are all pointers once the call's scalars are compiled in
+as constants, launched without the options XLA cannot pass, and whose IR this jaxlib's Triton
 dialect parses. A call that does not fit takes jaxlib's route, with a debug log saying why (a
 warning, once per kernel, when the IR does not parse: that is a version mismatch to report).
 """
@@ -35,8 +34,8 @@ from typing import Any
 # it has the same signature in every supported jax (0.10.2-0.12).
 from jax._src.interpreters import mlir
 
-from jax_triton_rocm.base import _compat, _values
-from jax_triton_rocm.compile import _compile
+from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.compile import _compile, _globals
 from jax_triton_rocm.launch import _kernel, _layout, _limits, _nested, _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
 from jax_triton_rocm.lowering import _target, _xla_ir
@@ -44,21 +43,7 @@ from jax_triton_rocm.lowering import _target, _xla_ir
 logger = logging.getLogger("jax_triton_rocm")
 
 ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
-CUSTOM_CALL_TARGET = _compat.XLA_NATIVE_TARGET
-
-
-def env_default() -> bool:
-    """Whether `JAX_TRITON_ROCM_XLA_NATIVE` asks for the route (read at each lowering).
-
-    Raises:
-      ValueError: a value that is neither on nor off, naming it.
-    """
-    return _values.env_flag(ENV_XLA_NATIVE, default=False)
-
-
-def requested(xla_native: bool | None) -> bool:
-    """Whether a call asks for the route: its own `xla_native`, else the environment's."""
-    return env_default() if xla_native is None else bool(xla_native)
+CUSTOM_CALL_TARGET = _compat.XLA_TRITON_TARGET
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,30 +88,43 @@ def why_not(unwrapped: _kernel.Unwrapped, spec: KernelCallSpec) -> str | None:
     return None
 
 
-def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec):
-    """Emits the call through XLA's Triton custom call; None (and a log) if it does not fit.
+def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list | str:
+    """Emits the call through XLA's Triton custom call (a call `why_not` lets through); returns
+    its results, or why the compiled kernel does not fit after all (nothing emitted).
 
     `backend` is the platform's `_backend.Backend`: it answers the target, Triton's target and
     compile options, and the launch limits, exactly as for jaxlib's route.
     """
-    reason = why_not(spec.unwrapped, spec)
-    call = _native_call(backend, ctx, spec) if reason is None else None
+    call = native_call(backend, ctx, spec)
     if isinstance(call, str):
-        reason, call = call, None
-    if call is None:
-        logger.debug("jax_triton_rocm: kernel %s takes jaxlib's Triton call, not XLA's: %s",
-                     spec.kernel_name, reason)
-        return None
+        return call
     if spec.cost_estimate is not None:
         logger.debug("jax_triton_rocm: cost_estimate dropped: XLA's Triton call carries none")
     return emit(ctx, operands, call, spec.input_output_aliases, spec.has_side_effect)
 
 
-def _native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | str:
-    """Compiles the call with its scalars as constants; the call, or why it does not fit."""
+def native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | str:
+    """The call XLA gets, or why it does not fit; kept in `_state.LOWERED_CALLS` (beside
+    jaxlib's route's calls) by what decides it: the target, the avals, the spec and the values
+    of the globals the kernel reads. A lowering of the same call again compiles nothing anew."""
     # The same target, and the same error where none can be known, as jaxlib's route.
     target, _ = _target.resolve_target(backend, ctx, spec)
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+    key = (CUSTOM_CALL_TARGET, backend.platform, target, in_avals, out_avals, spec,
+           _globals.global_values(spec.unwrapped.jit_fn))
+    try:
+        entry = _state.LOWERED_CALLS.get(key)
+    except TypeError:  # an unhashable parameter: no memo
+        return _compiled_call(backend, spec, target, in_avals, out_avals)
+    if entry is None:
+        entry = _state.LOWERED_CALLS.put(key, (spec.kernel, _compiled_call(
+            backend, spec, target, in_avals, out_avals)))
+    return entry[1]
+
+
+def _compiled_call(backend: Any, spec: KernelCallSpec, target: Any, in_avals: tuple,
+                   out_avals: tuple) -> NativeCall | str:
+    """Compiles the call with its scalars as constants; the call, or why it does not fit."""
     [launch] = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, target))
     jit_fn = spec.unwrapped.jit_fn
     job = _compile.make_job(jit_fn, backend.triton_target(target),
