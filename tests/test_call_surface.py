@@ -223,3 +223,42 @@ def test_a_float_beyond_float32_reaches_the_kernel_whole():
         out = jtr.triton_call(1e300, kernel=store_scalar_kernel,
                               out_type=jax.ShapeDtypeStruct((1,), jnp.float64), grid=1)
         assert float(out[0]) == 1e300
+
+
+def _tuple_call(scale):
+    return lambda xh, y: jtr.triton_call(3.0, ((xh, scale), y), y.size, None,
+                                         kernel=tuple_kernel, out_type=y, grid=1, BLOCK=8)
+
+
+def test_a_tuples_scalars_count_by_type_and_value_in_the_spec_and_plan():
+    from jax_triton_rocm.launch import _plan
+
+    xh = X.astype(jnp.float16)
+    specs = [call_eqn(_tuple_call(scale), xh, Y).params["spec"] for scale in (2, 2.0)]
+    assert specs[0] != specs[1]
+    keys = [_plan.plan_key(spec, (xh, Y), (Y,)) for spec in specs]
+    assert keys[0] != keys[1]
+    with_options = call_eqn(lambda x, y: jtr.triton_call(
+        3.0, ((x, 2), y), y.size, None, kernel=tuple_kernel, out_type=y, grid=1, BLOCK=8,
+        backend_options={"max_num_imprecise_acc_default": 8}), xh, Y).params["spec"]
+    assert _plan.plan_key(with_options, (xh, Y), (Y,)) != keys[0]
+
+
+def test_a_plan_with_tuple_scalars_serves_another_shape():
+    def lower(n):
+        xh, y = jnp.zeros(n, jnp.float16), jnp.zeros(n, jnp.float32)
+        with jtr.target_arch(cuda="sm_90"):
+            lowered = jax.jit(_tuple_call(2)).trace(xh, y).lower(lowering_platforms=("cuda",))
+        [call] = jtr.kernel_calls(lowered)
+        return [p.WhichOneof("value") for p in call.message.kernel_call.parameters]
+
+    # The runtime scalar n differs; the tuple's pointers and its 2 (an i32) are the same.
+    assert lower(8) == lower(24) == ["f32", "array", "i32", "array", "i32", "array"]
+
+
+def test_an_fp8_dtype_the_target_does_not_take_is_named_inside_a_tuple_too():
+    fnuz = jax.ShapeDtypeStruct((8,), jnp.float8_e4m3fnuz)  # not an sm_90 dtype
+    with jtr.target_arch(cuda="sm_90"), pytest.raises(
+            TypeError, match=r"parameter xy is float8_e4m3fnuz \(Triton's fp8e4b8\), which Triton "
+                             r"does not compile for sm_90"):
+        jax.jit(_tuple_call(1)).trace(fnuz, Y).lower(lowering_platforms=("cuda",))
