@@ -15,8 +15,6 @@ from tests.surface_kernels import (add_inplace_kernel, constexpr_first_kernel, d
                                    update_and_double_kernel)
 from tests.test_routes import every_route, route  # noqa: F401  (the route fixture)
 
-assert route  # used as a fixture
-
 
 @every_route
 def test_keyword_operands_around_a_constexpr(route):

@@ -14,8 +14,6 @@ from tests.surface_kernels import (accumulate_kernel, inc_kernel, pair_kernel,
                                    tuned_pair_inc_kernel)
 from tests.test_routes import route, every_route  # noqa: F401  (the route fixture)
 
-assert route  # used as a fixture
-
 
 def increment(ref):
     n = ref.shape[0]
