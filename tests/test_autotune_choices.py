@@ -1,7 +1,7 @@
 """Remembered autotune choices (`_choices`) and the tuner that makes them (`autotune`), on the CPU.
 
 A remembered choice applies only to lowerings for a GPU that is there; these tests stand in a
-device kind for the CUDA lowering (`_target.device_kind`) and lower for sm_90 under
+device kind for the CUDA lowering (`_devices.device_kind`) and lower for sm_90 under
 `target_arch`. The tuner's timing runs need a GPU (test_gpu_autotune_real_data.py); here its loop
 is driven with stand-ins for compiling and timing.
 """
@@ -16,7 +16,7 @@ import pytest
 import jax_triton_rocm as jtr
 from jax_triton_rocm.api import _tuning
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.lowering import _choices, _target
+from jax_triton_rocm.lowering import _choices, _devices
 from tests import autotune_utils as au
 from tests import kernels
 from tests.gpu_utils import gpu_platform
@@ -31,7 +31,7 @@ DEVICE = "Stand-in GPU"
 def choices_dir(tmp_path, monkeypatch):
     """A private folder of choices, a stand-in GPU to lower for, and nothing remembered."""
     monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
-    monkeypatch.setattr(_target, "device_kind", lambda platform, context: DEVICE)
+    monkeypatch.setattr(_devices, "device_kind", lambda platform, context: DEVICE)
     jtr.clear_caches()
     yield tmp_path
     jtr.clear_caches()
@@ -88,7 +88,7 @@ def test_a_choice_made_for_one_shape_does_not_apply_to_another(choices_dir):
 
 def test_the_key_covers_the_device_kind(choices_dir, monkeypatch):
     key = _undecided().key
-    monkeypatch.setattr(_target, "device_kind", lambda platform, context: "Another GPU")
+    monkeypatch.setattr(_devices, "device_kind", lambda platform, context: "Another GPU")
     jtr.clear_caches()
     assert _undecided().key != key
 
@@ -159,10 +159,10 @@ def test_the_default_folder_is_inside_tritons_cache(monkeypatch, tmp_path):
 _SECOND_PROCESS = f"""
 import json, sys
 import jax_triton_rocm as jtr
-from jax_triton_rocm.lowering import _choices, _target
+from jax_triton_rocm.lowering import _choices, _devices
 from tests import autotune_utils as au
 from tests.lowering_utils import capture_one
-_target.device_kind = lambda platform, context: {DEVICE!r}
+_devices.device_kind = lambda platform, context: {DEVICE!r}
 with _choices.session() as current:
     lowered = capture_one(lambda x, y: au.tuned_add(x, y), au.f32({N}), au.f32({N}),
                           platform="cuda")

@@ -285,15 +285,10 @@ def on_clear(hook: Callable[[], None]) -> None:
 
 
 def clear_caches() -> None:
-    """Empties every cache of the package (compiled kernels and remembered compile failures,
-    lowered calls, plans, encodings, checked calls, what is known per kernel function) and the
-    vendors' state
-    (`on_clear`), and clears JAX's caches: what they held (compiled kernels, the user's kernel
-    functions) can then be freed.
-
-    JAX keeps lowered computations, which embed compiled kernels; clearing them too means the
-    next call really lowers and compiles again (after editing a kernel's dependencies in place,
-    or changing JAX_TRITON_ROCM_HSACO_DELIVERY).
+    """Empties every cache of the package (`CACHES`) and the vendors' state (`on_clear`), and
+    clears JAX's caches, whose lowered computations embed compiled kernels: what they held can
+    then be freed, and the next call really lowers and compiles again (after editing a kernel's
+    dependencies in place, or changing JAX_TRITON_ROCM_HSACO_DELIVERY).
     """
     import jax
 

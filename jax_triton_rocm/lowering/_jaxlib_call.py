@@ -26,7 +26,8 @@ from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _compile, _globals, _parallel
 from jax_triton_rocm.launch import _limits, _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
-from jax_triton_rocm.lowering import _choices, _opaque, _params, _proto, _target, _tma
+from jax_triton_rocm.lowering import (_choices, _devices, _opaque, _params, _proto, _target,
+                                      _tma)
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -113,7 +114,7 @@ def _choose(backend: Backend, ctx: Any, spec: KernelCallSpec, target: Target, co
     pairs = list(zip(compiled, calls))
     if len(compiled) == 1:
         return pairs, None
-    kind = _target.device_kind(backend.platform, ctx.module_context)
+    kind = _devices.device_kind(backend.platform, ctx.module_context)
     if kind is None:
         return pairs, None
     key = _choices.tune_key(
@@ -149,7 +150,7 @@ def _encode(calls: list, launches: list, spec: KernelCallSpec,
 @dataclasses.dataclass(frozen=True)
 class _Where:
     """What a lowering resolved beyond the call and its operands: the platform, the target, the
-    devices' architecture where it differs from the target (`_target.foreign_devices`), the
+    devices' architecture where it differs from the target (`_devices.foreign_devices`), the
     plugin's features, the values of the globals the kernel reads and the vendor's settings."""
 
     platform: str
@@ -171,10 +172,10 @@ def lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec) -> LoweredCall:
     new shapes or runtime scalar values reuses its compiled plan (`_planned`).
     """
     target, features = _target.resolve_target(backend, ctx, spec)
-    where = _Where(backend.platform, target, _target.foreign_devices(backend, ctx, spec, target),
+    where = _Where(backend.platform, target, _devices.foreign_devices(backend, ctx, spec, target),
                    features, _globals.global_values(spec.unwrapped.jit_fn),
                    backend.lowering_settings())
-    key = (where, _target.for_export(ctx), tuple(ctx.avals_in), tuple(ctx.avals_out), spec,
+    key = (where, _devices.for_export(ctx), tuple(ctx.avals_in), tuple(ctx.avals_out), spec,
            os.environ.get(_compat.ENV_AUTOTUNE_TARGET), _choices.lowering_token())
     try:
         entry = _state.LOWERED_CALLS.get(key)

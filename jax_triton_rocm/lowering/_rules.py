@@ -31,7 +31,7 @@ from jax_triton_rocm import backends
 from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.base import _compat, _imports, _state, _values, _vendors
 from jax_triton_rocm.launch._spec import KernelCallSpec
-from jax_triton_rocm.lowering import _target
+from jax_triton_rocm.lowering import _devices, _target
 from jax_triton_rocm.lowering._primitive import triton_kernel_p
 
 _registered: set[str] = set()
@@ -48,7 +48,7 @@ class Lowering:
         results."""
         from jax_triton_rocm.lowering import _jaxlib_call, _route, _xla_native  # see `_lowering`
 
-        route = _route.choose(spec, self.backend.platform, exporting=_target.for_export(ctx))
+        route = _route.choose(spec, self.backend.platform, exporting=_devices.for_export(ctx))
         reason = route.reason
         if route.xla:
             results = _xla_native.lower(self.backend, ctx, operands, spec)
