@@ -39,6 +39,7 @@ from jax_triton_rocm.base import _compat  # noqa: E402
 from jax_triton_rocm.lowering import _choices  # noqa: E402
 
 CHAIN_LENGTH = 200
+FIRST_CALL_SIZE = 1 << 20
 COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer="
 ROUTES = ("legacy target", "FFI target (forced)", "remembered choice", "one config")
 
@@ -106,14 +107,19 @@ def per_kernel_us(route: str, scale: int, repeats: int = 30) -> float:
     return statistics.median(times) / CHAIN_LENGTH * 1e6
 
 
-def first_call_ms(route: str, scale: int) -> float:
-    """Executable build and first call of a one-call program (its Triton compile done before)."""
-    x = jnp.ones((1 << 20,), jnp.float32)
-    fn = _prepared(route, _call(route, scale), x)
-    fn.lower(x, x)  # the Triton compile, outside the timed region
-    start = time.perf_counter()
-    fn.lower(x, x).compile()(x, x).block_until_ready()
-    return (time.perf_counter() - start) * 1e3
+def first_call_ms(route: str, scales: range, size: int = FIRST_CALL_SIZE) -> float:
+    """Executable build and first call of a one-call program (its Triton compile done before),
+    the median over fresh kernels (one per scale); a remembered choice was made by an earlier
+    process (`tune_first_calls`)."""
+    times = []
+    for scale in scales:
+        x = jnp.ones((size,), jnp.float32)
+        fn = _prepared(route, _call(route, scale), x, tune=False)
+        fn.lower(x, x)  # the Triton compile, outside the timed region
+        start = time.perf_counter()
+        fn.lower(x, x).compile()(x, x).block_until_ready()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
 
 
 def _first_call_scales(route: str) -> range:
@@ -121,10 +127,10 @@ def _first_call_scales(route: str) -> range:
     return range(start, start + 5)
 
 
-def tune_first_calls() -> None:
+def tune_first_calls(size: int = FIRST_CALL_SIZE) -> None:
     """Picks the configs of the first-call kernels, so that the worker, a new process, starts
     with them on disk as a user's later process would."""
-    x = jnp.ones((1 << 20,), jnp.float32)
+    x = jnp.ones((size,), jnp.float32)
     for scale in _first_call_scales("remembered choice"):
         jtr.autotune(_call("remembered choice", scale), x, x)
 

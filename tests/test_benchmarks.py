@@ -226,3 +226,22 @@ def test_overhead_chain_figures_time_each_chain_in_turn():
     assert found["routes"] == {"unfused": "XLA", "fused": "XLA"}
     assert [len(found["us"][name]) for name in ("unfused", "fused")] == [2, 2]
     assert all(value > 0 for values in found["us"].values() for value in values)
+
+
+def test_autotune_launch_measures_every_route_on_the_cpu(tmp_path, monkeypatch):
+    """Each route of benchmarks/autotune_launch.py, chain and first call, on tiny inputs in the
+    interpreter: the timed paths the GPU run takes, the remembered choice made beforehand."""
+    import importlib.util
+
+    from jax_triton_rocm.lowering import _choices
+
+    spec = importlib.util.spec_from_file_location(
+        "autotune_launch", os.path.join(ROOT, "benchmarks", "autotune_launch.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setattr(bench, "CHAIN_LENGTH", 2)
+    bench.tune_first_calls(size=1024)
+    for route in bench.ROUTES:
+        assert bench.per_kernel_us(route, 3, repeats=1) > 0
+        assert bench.first_call_ms(route, range(7, 8), size=1024) > 0
