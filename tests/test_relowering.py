@@ -25,7 +25,8 @@ def _copy(x, n):
 
 @pytest.fixture
 def layouts(monkeypatch):
-    """Counts the argument layouts `triton_call` runs to check a call, none checked before."""
+    """Counts the argument layouts `triton_call` runs to check a call, none checked or kept
+    before."""
     laid_out = []
     original = _layout.lay_out_arguments
 
@@ -34,8 +35,9 @@ def layouts(monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(_layout, "lay_out_arguments", counting)
-    monkeypatch.setattr(_state, "CHECKED_CALLS",
-                        _state.BoundedCache(_state.LOCKS, _state.ENV_CALL_CACHE_SIZE))
+    for cache in ("CHECKED_CALLS", "CALL_LAYOUTS"):
+        monkeypatch.setattr(_state, cache,
+                            _state.BoundedCache(_state.LOCKS, _state.ENV_CALL_CACHE_SIZE))
     return laid_out
 
 

@@ -310,3 +310,14 @@ def test_kernel_calls_lists_xlas_calls_with_their_summary():
     assert launch["kernel"] == "add_kernel" and launch["grid"] == (triton.cdiv(1000, 128), 1, 1)
     assert launch["parameters"] == ["array"] * 3 and launch["ir_bytes"] > 0
     assert kernel_signature(native.native["ir"], "add_kernel") == ["!tt.ptr<f32>"] * 3
+
+
+@pytest.mark.parametrize("name", ["scale v2", 'a "quoted" name'])
+def test_the_calls_name_survives_xlas_route(name):
+    """XLA's backend config has no field for the call's name: it rides as a frontend attribute,
+    which the HLO carries and `summary()` reads back (the kernel's name stays the tt.func)."""
+    lowered = lower_for(lambda a, b: native_add(a, b, name=name), X, X, platform="cuda")
+    [native] = jtr.kernel_calls(lowered)
+    assert native.summary()["name"] == name
+    assert native.summary()["launches"][0]["kernel"] == "add_kernel"
+    assert "jax_triton_rocm.name=" in lowered.as_text(dialect="hlo")

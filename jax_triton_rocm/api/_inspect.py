@@ -19,7 +19,8 @@ class EmittedCall:
         legacy.
       opaque: the bytes jaxlib receives (zlib-compressed proto); empty for XLA's call.
       native: XLA's call's configuration (kernel `name`, Triton `ir` bytes, `num_warps`,
-        `num_stages`, `grid`, `pointers`: one per operand and result); None for jaxlib's.
+        `num_stages`, `grid`, `pointers`: one per operand and result) and the call's name
+        (`call_name`); None for jaxlib's.
     """
 
     target: str
@@ -67,7 +68,7 @@ class EmittedCall:
 def _native_summary(target: str, native: dict[str, Any]) -> dict[str, Any]:
     """`summary()` of XLA's call: what XLA compiles and launches (it builds the binary itself:
     no shared memory, capability or binary is known at lowering)."""
-    return {"target": target, "name": native["name"], "launches": [{
+    return {"target": target, "name": native.get("call_name") or native["name"], "launches": [{
         "kernel": native["name"], "config": "", "grid": native["grid"],
         "num_warps": native["num_warps"], "shared_mem_bytes": None, "compute_capability": None,
         "parameters": ["array"] * native["pointers"], "embedded_binary_bytes": 0,
@@ -88,11 +89,23 @@ def _native_config(op: Any) -> dict[str, Any]:
     config = ir.DictAttr(op.attributes["mhlo.backend_config"])
     number = {key: ir.IntegerAttr(config[key]).value
               for key in ("num_warps", "num_stages", "grid_x", "grid_y", "grid_z")}
-    return {"name": ir.StringAttr(config["name"]).value,
+    return {"name": ir.StringAttr(config["name"]).value, "call_name": _call_name(op),
             "ir": ir.StringAttr(config["ir"]).value_bytes,
             "num_warps": number["num_warps"], "num_stages": number["num_stages"],
             "grid": (number["grid_x"], number["grid_y"], number["grid_z"]),
             "pointers": len(op.operands) + len(op.results)}
+
+
+def _call_name(op: Any) -> str:
+    """The call's name, which `_xla_native.emit` writes as a frontend attribute."""
+    from jax._src.lib.mlir import ir
+
+    if "mhlo.frontend_attributes" not in op.attributes:
+        return ""
+    attributes = ir.DictAttr(op.attributes["mhlo.frontend_attributes"])
+    if "jax_triton_rocm.name" not in attributes:
+        return ""
+    return ir.StringAttr(attributes["jax_triton_rocm.name"]).value
 
 
 def kernel_calls(lowered: Any) -> list[EmittedCall]:

@@ -50,6 +50,9 @@ def close_names(unknown: Iterable[str], known: Iterable[str]) -> str:
     return f" (did you mean {', '.join(f'{m} for {n!r}' for n, m in guesses)}?)"
 
 
+_ONE_LEAF = jax.tree_util.tree_structure(0)
+
+
 def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeDtypeStruct], Any]:
     """`triton_call`'s `out_shape` (or `out_type`, `what`): its leaves as `ShapeDtypeStruct`s,
     and its tree; it may be empty (`checks._surface` says when a call may have no outputs).
@@ -61,8 +64,11 @@ def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeD
     Raises:
       ValueError: an output with a sharding. TypeError: a leaf without a shape and a dtype.
     """
-    leaves, tree = jax.tree_util.tree_flatten(
-        out_shape, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))
+    if hasattr(out_shape, "shape") and hasattr(out_shape, "dtype"):  # one output, the most
+        leaves, tree = [out_shape], _ONE_LEAF                       # common: flattened as one leaf
+    else:
+        leaves, tree = jax.tree_util.tree_flatten(
+            out_shape, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))
     shapes = []
     for i, leaf in enumerate(leaves):
         if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):

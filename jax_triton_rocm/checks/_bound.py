@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 
 from jax_triton_rocm.base import _values
-from jax_triton_rocm.checks import _arguments, _call_options, _checker, _placement, _surface
+from jax_triton_rocm.checks import (_arguments, _call_options, _checker, _placement, _reuse,
+                                    _surface)
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
 
@@ -28,10 +29,13 @@ class BoundCall:
     spec: KernelCallSpec
     placed: _placement.Placed
     out_tree: Any
+    arrays_only: bool = False  # every operand an array as given (a reused layout's)
 
     def operands(self) -> list[Any]:
         """The primitive's operands: arrays as given, each Ref read, each zero-filled operand
         made."""
+        if self.arrays_only:
+            return list(self.placed.operands)
         values = []
         for value in self.placed.operands:
             if isinstance(value, jax.ShapeDtypeStruct):
@@ -71,11 +75,23 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
       rest: grid, name, compute_capability, serialized_metadata, batch_grid_axis, xla_native.
       The others: as `triton_call` takes them.
 
+    A call laid out like an earlier one (new shapes, new runtime scalar values) reuses that
+    layout (`checks._reuse`).
+
     Raises:
       TypeError / ValueError / NotImplementedError: naming the argument, its value and the fix.
     """
     what, given_outputs = _call_options.convention(out_shape, out_type)
     out_shapes, out_tree = _arguments.out_shapes(given_outputs, what)
+    key = _reuse.layout_key(
+        args, keywords, out_shapes, out_tree, kernel=kernel, unwrapped=unwrapped,
+        grid=rest.get("grid"), convention=what, names=(own_keywords, tuple(settings), tuple(rest)),
+        options=(backend_options, cost_estimate, has_side_effect, input_output_aliases,
+                 zeroed_outputs, *settings.values(),
+                 *(value for name, value in rest.items() if name != "grid")))
+    reused = _reuse.reuse(key, args, keywords, out_shapes, rest.get("grid"))
+    if reused is not None:
+        return BoundCall(reused[1], reused[0], out_tree, arrays_only=True)
     side_effect = _values.flag(has_side_effect, "has_side_effect")
     placed, keyword_options = _surface.bound_call(
         args, keywords, unwrapped=unwrapped, convention=what, outputs=given_outputs,
@@ -94,4 +110,5 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
         metaparams=placed.metaparams, options=options.compile_options, **options.settings,
         has_side_effect=side_effect, cost_estimate=_call_options.cost_estimate(cost_estimate),
         backend_options=options.backend_options, **rest)
+    _reuse.remember(key, args, keywords, placed, spec, what)
     return BoundCall(spec, placed, out_tree)

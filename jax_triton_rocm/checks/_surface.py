@@ -44,10 +44,10 @@ def is_ref(value: Any) -> bool:
         return False
 
 
-def _holds_buffer(value: Any) -> bool:
+def holds_buffer(value: Any) -> bool:
     """Whether `value` is or contains something only an operand can be (not a constexpr)."""
     if isinstance(value, (tuple, list)):
-        return any(_holds_buffer(element) for element in value)
+        return any(holds_buffer(element) for element in value)
     return isinstance(value, TensorDescriptor) or (
         hasattr(value, "shape") and hasattr(value, "dtype") and not _types.is_scalar(value))
 
@@ -82,12 +82,12 @@ def bind(jit_fn: Any, args: tuple, keywords: dict[str, Any], convention: str,
     given = Given(dict(enumerate(args)), set(), {})
     for keyword, value in keywords.items():
         i = index.get(keyword)
-        if i is not None and params[i].is_constexpr and _holds_buffer(value):
+        if i is not None and params[i].is_constexpr and holds_buffer(value):
             raise TypeError(f"Kernel {name}'s parameter {keyword!r} is a tl.constexpr, but "
                             f"keyword argument {keyword}= holds an array. Pass a Python value "
                             f"there.")
         if i is None or params[i].is_constexpr or not (
-                convention == "out_type" or _holds_buffer(value)):
+                convention == "out_type" or holds_buffer(value)):
             given.metaparams[keyword] = value
         else:
             given.operands[i] = value
@@ -159,7 +159,7 @@ def flatten(jit_fn: Any, given: Given) -> Flat:
             continue
         what = f"argument {i}" if i not in given.by_keyword else f"keyword argument {param.name!r}"
         if param.is_constexpr:
-            if _holds_buffer(given.operands[i]):
+            if holds_buffer(given.operands[i]):
                 raise TypeError(
                     f"Kernel {_kernel.kernel_name(jit_fn)}'s parameter {param.name!r} is a "
                     f"tl.constexpr, but {what} holds an array. Pass a Python value there.")

@@ -44,6 +44,7 @@ logger = logging.getLogger("jax_triton_rocm")
 
 ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
 CUSTOM_CALL_TARGET = _compat.XLA_TRITON_TARGET
+CALL_NAME_ATTRIBUTE = "jax_triton_rocm.name"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +101,7 @@ def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec)
         return call
     if spec.cost_estimate is not None:
         logger.debug("jax_triton_rocm: cost_estimate dropped: XLA's Triton call carries none")
-    return emit(ctx, operands, call, spec.input_output_aliases, spec.has_side_effect)
+    return emit(ctx, operands, call, spec.input_output_aliases, spec.has_side_effect, spec.name)
 
 
 def native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | str:
@@ -175,8 +176,14 @@ def _layouts(avals: Sequence[Any]) -> list[list[int]]:
 
 
 def emit(ctx: Any, operands: Sequence[Any], call: NativeCall,
-         aliases: Sequence[tuple[int, int]], has_side_effect: bool = False):
-    """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`)."""
+         aliases: Sequence[tuple[int, int]], has_side_effect: bool = False, name: str = ""):
+    """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`).
+
+    XLA's backend config has no field for the call's `name` (its `name` is the `tt.func` to
+    launch), so the call's name is a frontend attribute of the op, which HLO dumps show and
+    `kernel_calls` reads back. (Not the op's location: JAX lowers a primitive into a private
+    function once and inlines it, keeping the call site's location only.)
+    """
     from jax._src.lib.mlir import ir
 
     backend_config = {
@@ -191,7 +198,7 @@ def emit(ctx: Any, operands: Sequence[Any], call: NativeCall,
     }
     result_types = [ir.RankedTensorType.get(aval.shape, mlir.dtype_to_ir_type(aval.dtype))
                     for aval in ctx.avals_out]
-    return mlir.custom_call(
+    op = mlir.custom_call(
         CUSTOM_CALL_TARGET,
         result_types=result_types,
         operands=list(operands),
@@ -201,4 +208,7 @@ def emit(ctx: Any, operands: Sequence[Any], call: NativeCall,
         result_layouts=_layouts(ctx.avals_out),
         operand_output_aliases=dict(aliases),
         has_side_effect=has_side_effect,
-    ).results
+    )
+    op.operation.attributes["mhlo.frontend_attributes"] = ir.DictAttr.get(
+        {CALL_NAME_ATTRIBUTE: ir.StringAttr.get(name or call.name)})
+    return op.results
