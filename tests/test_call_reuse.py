@@ -215,3 +215,21 @@ def test_clear_caches_forgets_the_layouts():
     assert len(_state.CALL_LAYOUTS) >= 1
     jtr.clear_caches()
     assert len(_state.CALL_LAYOUTS) == 0
+
+
+def test_a_kernel_is_taken_apart_once_per_process_until_caches_are_cleared(monkeypatch):
+    from jax_triton_rocm.launch import _kernel
+
+    taken = []
+    original = _kernel.unwrap
+    monkeypatch.setattr(_kernel, "unwrap", lambda kernel: taken.append(kernel) or original(kernel))
+    jtr.clear_caches()
+    x = jnp.zeros((1024,), jnp.float32)
+    for length in (1024, 2048):
+        x = jnp.zeros((length,), jnp.float32)
+        jax.make_jaxpr(_add_03)(x, x)
+        jax.make_jaxpr(_autotuned)(x, x)
+    assert taken == [kernels.add_kernel, autotune_utils.tuned_add_kernel]
+    jtr.clear_caches()
+    jax.make_jaxpr(_add_03)(x, x)
+    assert taken[-1] is kernels.add_kernel and len(taken) == 3

@@ -51,9 +51,13 @@ def test_the_gather_under_vmap_reads_each_examples_real_index():
     _run("rd.check_sorted_gather_under_vmap()")
 
 
+def test_the_gather_under_shard_map_on_one_gpu_reads_the_real_index():
+    _run("rd.check_sorted_gather_under_shard_map(n_devices=1)")
+
+
 @pytest.mark.multi_gpu
 def test_the_gather_under_shard_map_on_two_gpus_reads_each_shards_real_index():
-    _run("rd.check_sorted_gather_under_shard_map()")
+    _run("rd.check_sorted_gather_under_shard_map(n_devices=2)")
 
 
 @pytest.mark.parametrize("tune", ["tune_sorted_gather", "tune_moe_chain"])

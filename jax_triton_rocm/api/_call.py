@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.checks import _arguments, _bound, _call_options
 from jax_triton_rocm.launch import _kernel
 from jax_triton_rocm.launch._spec import Grid
@@ -16,10 +16,16 @@ from jax_triton_rocm.lowering._primitive import triton_kernel_p
 
 
 def _unwrap_ready(kernel: Any) -> _kernel.Unwrapped:
-    """`kernel` taken apart, once Triton has imported and the lowering rules are registered."""
+    """`kernel` taken apart, once Triton has imported and the lowering rules are registered;
+    kept per kernel (`_state.UNWRAPPED_KERNELS`), for the next trace of the same call."""
+    entry = _state.UNWRAPPED_KERNELS.get(id(kernel))
+    if entry is not None and entry[0] is kernel:
+        return entry[1]
     _compat.triton_info()
     _rules.ensure_registered()
-    return _kernel.unwrap(kernel)
+    unwrapped = _kernel.unwrap(kernel)
+    _state.UNWRAPPED_KERNELS.put(id(kernel), (kernel, unwrapped))
+    return unwrapped
 
 
 def triton_call(

@@ -257,8 +257,10 @@ INTERPRETED_TWINS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 # `triton_call`s' layouts, by all but their arrays' shapes and runtime scalar values
 # (`checks._reuse`), each with its kernel object (in the key).
 CALL_LAYOUTS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+# Kernels taken apart (`api._call`), by the kernel's id, each with its kernel (its id not reused).
+UNWRAPPED_KERNELS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 CACHES = (KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES, DEFLATED_KERNELS,
-          GLOBAL_REFERENCES, INTERPRETED_TWINS, CALL_LAYOUTS)
+          GLOBAL_REFERENCES, INTERPRETED_TWINS, CALL_LAYOUTS, UNWRAPPED_KERNELS)
 
 os.register_at_fork(after_in_child=LOCKS.reset_after_fork)
 # A child starts without the parent's lowered calls and plans: a path-delivered kernel names a
