@@ -3,15 +3,13 @@
 Threads: lowering can run on many threads at once (JAX compiles in parallel, users call `jit`
 from thread pools). Every structure here is guarded by the lock of one registry (`LOCKS.guard`),
 held for short critical sections only. Work on one item (compiling a kernel, writing its file,
-prewarming it) holds that item's lock (`LOCKS.item_lock`), which exists only while a thread
-holds it or waits for it, so two threads on one item share one lock and the locks never
-outnumber the threads.
+prewarming it) holds that item's lock (`LOCKS.item_lock`), which exists only while a thread holds
+or awaits it: threads on one item share one lock, and the locks never outnumber the threads.
 
-Memory: every cache is bounded. The caches of compiled kernels and of what is derived from them
-forget their least recently used entries beyond `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE`, those of
-lowered calls and of what is found per kernel function beyond `JAX_TRITON_ROCM_CALL_CACHE_SIZE`
-(each 1024 by default): what is forgotten is computed again when next needed (a kernel
-recompiles from Triton's on-disk cache). `clear_caches()` empties them all.
+Memory: every cache is bounded, by `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE` (compiled kernels, what is
+derived from them) or `JAX_TRITON_ROCM_CALL_CACHE_SIZE` (calls, layouts, per-function findings),
+1024 each by default: what is forgotten is computed again when next needed (a kernel recompiles
+from Triton's on-disk cache). `clear_caches()` empties them all.
 
 Fork: a child of `os.fork()` inherits memory but only the forking thread. A lock that another
 thread of the parent held at the fork stays held forever in the child, and a compile that was in
@@ -254,11 +252,9 @@ DEFLATED_KERNELS = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
 # Triton's interpreter (`interpret._interpret_host`); each function kept beside its entry.
 GLOBAL_REFERENCES = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 INTERPRETED_TWINS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
-# `triton_call`s' layouts, by all but their arrays' shapes and runtime scalar values
-# (`checks._reuse`), each with its kernel object (in the key).
-CALL_LAYOUTS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
-# Kernels taken apart (`api._call`), by the kernel's id, each with its kernel (its id not reused).
-UNWRAPPED_KERNELS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+# `triton_call`'s layouts by all but shapes and scalar values (`checks._reuse`; the kernel in the
+# key), and kernels taken apart (`api._call`; by id, each beside its kernel, so ids stay unique).
+CALL_LAYOUTS, UNWRAPPED_KERNELS = (BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE) for _ in range(2))
 CACHES = (KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES, DEFLATED_KERNELS,
           GLOBAL_REFERENCES, INTERPRETED_TWINS, CALL_LAYOUTS, UNWRAPPED_KERNELS)
 
