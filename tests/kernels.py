@@ -1,5 +1,6 @@
 """Triton kernels shared by the tests (CPU lowering tests and GPU tests alike), and inputs."""
 
+import functools
 import linecache
 import uuid
 
@@ -131,6 +132,17 @@ def kernel_from_source(source: str, name: str = "k"):
     namespace = {"triton": triton, "tl": tl, "__name__": "generated_kernels"}
     exec(compile(source, filename, "exec"), namespace)
     return namespace[name]
+
+
+@functools.cache
+def scaled_by_parameter(name: str):
+    """`{name}_kernel(x_ptr, out_ptr, {name}: tl.constexpr)`: out = x * {name} over 256 elements;
+    a kernel whose constexpr is named like an argument of `triton_call` itself ("grid", ...)."""
+    return kernel_from_source(
+        f"@triton.jit\n"
+        f"def {name}_kernel(x_ptr, out_ptr, {name}: tl.constexpr):\n"
+        f"    offsets = tl.program_id(0) * 256 + tl.arange(0, 256)\n"
+        f"    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) * {name})\n", f"{name}_kernel")
 
 
 def matmul_relative_error(out, a, b) -> float:

@@ -132,16 +132,8 @@ def copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
 
 
 # Kernels with a parameter named like an argument of triton_call itself.
-@triton.jit
-def grid_kernel(x_ptr, out_ptr, grid: tl.constexpr):
-    offsets = tl.program_id(0) * 256 + tl.arange(0, 256)
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) * grid)
-
-
-@triton.jit
-def name_kernel(x_ptr, out_ptr, name: tl.constexpr):
-    offsets = tl.program_id(0) * 256 + tl.arange(0, 256)
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) * name)
+grid_kernel = kernels.scaled_by_parameter("grid")
+name_kernel = kernels.scaled_by_parameter("name")
 
 
 def filled(**call):
@@ -277,7 +269,8 @@ CASES = [
          r"kernel must be a Triton kernel"),
     Case("num_warps not a power of two", lowered(num_warps=3), ValueError,
          r"num_warps=3 must be a power of two"),
-    Case("num_stages zero", lowered(num_stages=0), ValueError, r"num_stages=0 must be a positive int"),
+    Case("num_stages zero", lowered(num_stages=0), ValueError,
+         r"num_stages=0 must be a positive int"),
     Case("aliased buffers of different shapes",
          lowered(out_shape=spec((8,), jnp.float32), input_output_aliases={0: 0}), ValueError,
          r"input 0 .* and output 0 .* same shape and dtype"),

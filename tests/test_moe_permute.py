@@ -1,28 +1,17 @@
 """examples/moe_permute.py: each step and the gradients against the jnp reference, on the CPU
 (Triton's interpreter) and on the GPU."""
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 
 import jax
 import jax.numpy as jnp
 
+from tests import real_data_kernels
 from tests.gpu_utils import gpu_devices
-from tests.subprocess_utils import ROOT
 
 
-def _load_example():
-    spec = importlib.util.spec_from_file_location(
-        "moe_permute", os.path.join(ROOT, "examples", "moe_permute.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-moe = _load_example()
+moe = real_data_kernels.moe_example()
 CPU = jax.devices("cpu")[0]
 
 

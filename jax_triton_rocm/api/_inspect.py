@@ -103,9 +103,9 @@ def _call_name(op: Any) -> str:
     if "mhlo.frontend_attributes" not in op.attributes:
         return ""
     attributes = ir.DictAttr(op.attributes["mhlo.frontend_attributes"])
-    if "jax_triton_rocm.name" not in attributes:
+    if _compat.XLA_CALL_NAME_ATTRIBUTE not in attributes:
         return ""
-    return ir.StringAttr(attributes["jax_triton_rocm.name"]).value
+    return ir.StringAttr(attributes[_compat.XLA_CALL_NAME_ATTRIBUTE]).value
 
 
 def kernel_calls(lowered: Any) -> list[EmittedCall]:

@@ -30,6 +30,7 @@ PLUGIN_INSTALL_HINT = {platform: v.install_hint for platform, v in _vendors.VEND
 FFI_TARGET = "triton_kernel_call_ffi"
 LEGACY_TARGET = "triton_kernel_call"
 XLA_TRITON_TARGET = "__gpu$xla.gpu.triton"  # XLA's own Triton call (`lowering._xla_native`)
+XLA_CALL_NAME_ATTRIBUTE = "jax_triton_rocm.name"  # the call's name on it (a frontend attribute)
 
 # Forces the custom-call target of autotuned calls: "ffi" or "legacy" (unset: legacy).
 ENV_AUTOTUNE_TARGET = "JAX_TRITON_ROCM_AUTOTUNE_TARGET"

@@ -83,6 +83,16 @@ def exact_key(value: Any) -> Any:
     return kind, value
 
 
+def replaced(instance: Any, **fields: Any) -> Any:
+    """A copy of the frozen dataclass `instance` with `fields` replaced: `dataclasses.replace`
+    without running `__init__` or `__post_init__` (a caller that has one recomputes what it
+    derives), in a fifth of the time, for copies made at every trace."""
+    copy = object.__new__(type(instance))
+    copy.__dict__.update(instance.__dict__)
+    copy.__dict__.update(fields)
+    return copy
+
+
 def is_int(value: Any) -> bool:
     """A Python or NumPy integer, not a bool."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))

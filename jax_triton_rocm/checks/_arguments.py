@@ -50,7 +50,7 @@ def close_names(unknown: Iterable[str], known: Iterable[str]) -> str:
     return f" (did you mean {', '.join(f'{m} for {n!r}' for n, m in guesses)}?)"
 
 
-ONE_LEAF = jax.tree_util.tree_structure(0)
+_ONE_LEAF = jax.tree_util.tree_structure(0)
 
 
 def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeDtypeStruct], Any]:
@@ -65,7 +65,7 @@ def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeD
       ValueError: an output with a sharding. TypeError: a leaf without a shape and a dtype.
     """
     if hasattr(out_shape, "shape") and hasattr(out_shape, "dtype"):  # one output, the most
-        leaves, tree = [out_shape], ONE_LEAF                       # common: flattened as one leaf
+        leaves, tree = [out_shape], _ONE_LEAF                       # common: flattened as one leaf
     else:
         leaves, tree = jax.tree_util.tree_flatten(
             out_shape, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))

@@ -48,8 +48,6 @@ class BoundCall:
 
     def outputs(self, results: Sequence[Any]) -> Any:
         """Writes each Ref's result back to it; returns the outputs in the call's own tree."""
-        if self.arrays_only and self.out_tree is _arguments.ONE_LEAF:  # one output, no Ref
-            return results[self.placed.user_results[0]]
         results = list(results)
         for operand, result in self.placed.refs:
             self.placed.operands[operand][...] = results[result]

@@ -51,18 +51,14 @@ class Layout:
     out_order: tuple[int, ...]
 
 
-_PLAIN = (type(None), bool, int, str, bytes)
-_PLAIN_TYPES = frozenset(_PLAIN)
+_PLAIN_TYPES = frozenset((type(None), bool, int, str, bytes))
 _PLAIN_OR_TUPLE = _PLAIN_TYPES | {tuple}
 
 
 def _key(value: Any) -> Any:
-    """`_values.exact_key`, with the plain values and mappings of a call's options first."""
-    kind = type(value)
-    if kind in _PLAIN:
-        return kind, value
-    if kind is dict or isinstance(value, Mapping):
-        return kind, tuple((_key(k), _key(v)) for k, v in value.items())
+    """`_values.exact_key`, for mappings too (`backend_options`, `input_output_aliases`)."""
+    if isinstance(value, Mapping):
+        return type(value), tuple((_values.exact_key(k), _key(v)) for k, v in value.items())
     return _values.exact_key(value)
 
 
@@ -76,24 +72,28 @@ def _options_key(options: tuple) -> tuple:
     return tuple(map(_key, options))
 
 
-def _scalar_key(value: Any, what: str) -> tuple:
-    """A runtime scalar as far as it decides the call: its type, its Triton type, and whether it
-    is 1 or divisible by 16 (Triton compiles the first in, and specialises on the second)."""
-    typed = _types.scalar(value, what=what)
-    divisible = _values.is_int(typed.value) and typed.value % 16 == 0
-    return ("scalar", type(value), typed.triton_type, typed.value == 1, divisible)
+def _scalar_key(param: Any, value: Any, what: str) -> tuple:
+    """A scalar operand as far as it decides the call (`_types.scalar_role`, as the layout
+    check and the compile see it): compiled in, by its exact value; passed at launch, by its
+    type, its Triton type and its specialisation, its value left out."""
+    role = _types.scalar_role(param, value, what=what)
+    if role[0] == "constexpr":
+        return ("constexpr", _values.exact_key(value))
+    return ("runtime", type(value), role[1].triton_type, role[2])
 
 
 def _argument_key(params: Any, index: int, value: Any) -> Any:
     """What of a positional argument decides the layout and the checks: an array's dtype and
-    whether it is 0-d; a runtime scalar's `_scalar_key`, or a value on a `tl.constexpr`. None
-    where no layout is kept."""
+    whether it is 0-d; a scalar's `_scalar_key`; a constexpr's value. None where no layout is
+    kept (or the full check must say what is wrong)."""
     if isinstance(value, jax.Array):
         return ("array", value.dtype, value.ndim == 0)
-    if value is None or (index < len(params) and params[index].is_constexpr):
+    if index >= len(params):
+        return None
+    if params[index].is_constexpr:
         return ("constexpr", _values.exact_key(value))
-    if _types.is_scalar(value):
-        return _scalar_key(value, f"argument {index}")
+    if value is None or _types.is_scalar(value):
+        return _scalar_key(params[index], value, f"argument {index}")
     return None
 
 
@@ -132,8 +132,9 @@ def layout_key(args: tuple, keywords: dict[str, Any], out_shapes: list, out_tree
         if None in parts or any(_surface.holds_buffer(v) for v in keywords.values()):
             return None
         runtime = _runtime_keywords(params, keywords, convention)
-        given = tuple((name, _scalar_key(value, f"keyword argument {name!r}") if name in runtime
-                       else _key(value)) for name, value in keywords.items())
+        given = tuple((name, _key(value) if name not in runtime else _scalar_key(
+            params[runtime[name]], value, f"keyword argument {name!r}"))
+            for name, value in keywords.items())
         key = (kernel, names, convention, parts, given, out_tree,
                tuple((s.dtype, len(s.shape) == 0) for s in out_shapes),
                _grid_key(grid),
@@ -170,14 +171,6 @@ def remember(key: tuple | None, args: tuple, keywords: dict[str, Any],
     structure = dataclasses.replace(placed, operands=(), in_avals=())
     _state.CALL_LAYOUTS.put(key, Layout(structure, spec, tuple(operand_args), tuple(scalars),
                                         out_order))
-
-
-def _copy(placed: _placement.Placed, **fields: Any) -> _placement.Placed:
-    """`dataclasses.replace(placed, **fields)` in a fifth of its time (no `__post_init__`)."""
-    copy = object.__new__(_placement.Placed)
-    copy.__dict__.update(placed.__dict__)
-    copy.__dict__.update(fields)
-    return copy
 
 
 def _concrete(avals: tuple) -> bool:
@@ -223,6 +216,6 @@ def reuse(key: tuple | None, args: tuple, keywords: dict[str, Any], out_shapes: 
     # A plain kernel's layout check (`_layout.check_plain_call`) reads nothing the key leaves
     # out: the dtypes, which arrays are 0-d, the scalars' Triton types and specialisations and
     # the constexprs; the call that made the layout passed it.
-    placed = _copy(layout.placed, positional=positional, operands=operands, in_avals=in_avals,
-                   out_shapes=outs)
+    placed = _values.replaced(layout.placed, positional=positional, operands=operands,
+                              in_avals=in_avals, out_shapes=outs)
     return placed, spec

@@ -44,7 +44,6 @@ logger = logging.getLogger("jax_triton_rocm")
 
 ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
 CUSTOM_CALL_TARGET = _compat.XLA_TRITON_TARGET
-CALL_NAME_ATTRIBUTE = "jax_triton_rocm.name"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,5 +209,5 @@ def emit(ctx: Any, operands: Sequence[Any], call: NativeCall,
         has_side_effect=has_side_effect,
     )
     op.operation.attributes["mhlo.frontend_attributes"] = ir.DictAttr.get(
-        {CALL_NAME_ATTRIBUTE: ir.StringAttr.get(name or call.name)})
+        {_compat.XLA_CALL_NAME_ATTRIBUTE: ir.StringAttr.get(name or call.name)})
     return op.results
