@@ -85,10 +85,9 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
     out_shapes, out_tree = _arguments.out_shapes(given_outputs, what)
     key = _reuse.layout_key(
         args, keywords, out_shapes, out_tree, kernel=kernel, unwrapped=unwrapped,
-        grid=rest.get("grid"), convention=what, names=(own_keywords, tuple(settings), tuple(rest)),
-        options=(backend_options, cost_estimate, has_side_effect, input_output_aliases,
-                 zeroed_outputs, *settings.values(),
-                 *(value for name, value in rest.items() if name != "grid")))
+        grid=rest.get("grid"), convention=what, options=(
+            backend_options, cost_estimate, has_side_effect, input_output_aliases, zeroed_outputs,
+            *settings.values(), *(value for name, value in rest.items() if name != "grid")))
     reused = _reuse.reuse(key, args, keywords, out_shapes, rest.get("grid"))
     if reused is not None:
         return BoundCall(reused[1], reused[0], out_tree, arrays_only=True)

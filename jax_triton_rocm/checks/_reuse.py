@@ -120,12 +120,13 @@ def _grid_key(grid: Any) -> Any:
 
 
 def layout_key(args: tuple, keywords: dict[str, Any], out_shapes: list, out_tree: Any, *,
-               kernel: Any, unwrapped: Any, grid: Any, convention: str, names: tuple,
+               kernel: Any, unwrapped: Any, grid: Any, convention: str,
                options: tuple) -> tuple | None:
     """The key of a call's layout: everything of the call but its arrays' shapes, its runtime
     scalars' values and a grid of ints; None where no layout is kept (see the module
-    docstring). `options`: the rest of `check_triton_call`'s arguments but the grid, in the
-    order `names` (tuples of str) says."""
+    docstring). `options`: the rest of `check_triton_call`'s arguments but the grid and
+    triton_call's own keywords (a constant), always in the same order (`triton_call` is the
+    only caller)."""
     params = unwrapped.jit_fn.params
     try:
         parts = tuple(_argument_key(params, index, value) for index, value in enumerate(args))
@@ -135,7 +136,7 @@ def layout_key(args: tuple, keywords: dict[str, Any], out_shapes: list, out_tree
         given = tuple((name, _key(value) if name not in runtime else _scalar_key(
             params[runtime[name]], value, f"keyword argument {name!r}"))
             for name, value in keywords.items())
-        key = (kernel, names, convention, parts, given, out_tree,
+        key = (kernel, convention, parts, given, out_tree,
                tuple((s.dtype, len(s.shape) == 0) for s in out_shapes),
                _grid_key(grid),
                _options_key(options))

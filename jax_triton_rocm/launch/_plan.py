@@ -217,7 +217,7 @@ def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> tuple |
         return None
     key = (spec.kernel_id, _types.compile_view(unwrapped.jit_fn, spec.positional), len(in_avals),
            tuple((not aval.shape, aval.dtype) for aval in (*in_avals, *out_avals)),
-           _values.exact_key(spec.metaparams), spec.options, spec.backend_options,
+           spec.exact_values[1], spec.options, spec.backend_options,
            spec.num_warps, spec.num_stages, spec.num_ctas, spec.cuda_arch, spec.enable_fp_fusion,
            spec.debug)
     hash(key)
@@ -236,7 +236,7 @@ def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_a
     named = _configs.named_args(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals)
     relaunched = []
     for launch in planned:
-        config = dataclasses.replace(launch.config, meta={**named, **launch.config.kwargs_view()})
+        config = _values.replaced(launch.config, meta={**named, **launch.config.kwargs_view()})
         relaunched.append(Launch(
             config=config,
             num_warps=launch.num_warps,
@@ -257,4 +257,4 @@ def _with_scalars(bound: _layout.BoundKernel, positional: tuple) -> _layout.Boun
         _layout.ArgSource("scalar", source.position, scalar=_types.scalar(
             positional[source.position][1], what=f"argument {source.position}"))
         if source.kind == "scalar" and not source.path else source for source in bound.sources)
-    return dataclasses.replace(bound, sources=sources)
+    return _values.replaced(bound, sources=sources)
