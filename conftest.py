@@ -171,6 +171,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f"needs 2+ GPUs; found {count}"))
 
 
+@pytest.fixture
+def jaxlib_route(monkeypatch):
+    """Calls that do not choose a route take jaxlib's Triton call: for tests of its encoding
+    (the proto, the binary's delivery, the parameters), which a CUDA lowering would otherwise
+    send to XLA's own call."""
+    monkeypatch.setenv("JAX_TRITON_ROCM_XLA_NATIVE", "0")
+
+
 def pytest_report_header(config):
     del config
     removed = ", ".join(REMOVED_VARIABLES) or "none"

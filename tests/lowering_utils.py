@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
@@ -15,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.lowering import _jaxlib_call
+from jax_triton_rocm.lowering import _jaxlib_call, _route
 
 DEFAULT_ARCH = {"cuda": "sm_90", "rocm": "gfx942"}
 
@@ -45,7 +46,7 @@ def lower_for(fn, *args, platform: str, arch=None):
 # see each other's calls nor leave a recorder behind.
 _capturing = threading.local()
 _recorder_lock = threading.Lock()
-_recorder: dict = {"users": 0, "emit": None}
+_recorder: dict = {"users": 0, "emit": None, "env_choice": None}
 
 
 def _recording_emit(ctx, operands, lowered):
@@ -54,10 +55,21 @@ def _recording_emit(ctx, operands, lowered):
     return _recorder["emit"](ctx, operands, lowered)
 
 
+def _jaxlib_unless_set(original):
+    """The route rule's environment choice, with calls that do not choose sent to jaxlib's route
+    while the variable is unset (a `LoweredCall` is what jaxlib's route lowers)."""
+    def env_choice():
+        return original() if os.environ.get(_route.ENV_XLA_NATIVE) else False
+
+    return env_choice
+
+
 @contextlib.contextmanager
 def captured_lowerings() -> Iterator[list[_jaxlib_call.LoweredCall]]:
     """Records every `LoweredCall` this thread's lowerings emit while in force (the MLIR is
-    still emitted)."""
+    still emitted). A `LoweredCall` is jaxlib's route's: meanwhile calls that choose no route,
+    and that JAX_TRITON_ROCM_XLA_NATIVE does not send elsewhere, take jaxlib's (on CUDA they
+    would take XLA's, whose calls `test_xla_native` and `test_xla_route` read)."""
     captured: list[_jaxlib_call.LoweredCall] = []
     if not hasattr(_capturing, "lists"):
         _capturing.lists = []
@@ -65,6 +77,8 @@ def captured_lowerings() -> Iterator[list[_jaxlib_call.LoweredCall]]:
     with _recorder_lock:
         if _recorder["users"] == 0:
             _recorder["emit"], _jaxlib_call.emit = _jaxlib_call.emit, _recording_emit
+            _recorder["env_choice"] = _route.env_choice
+            _route.env_choice = _jaxlib_unless_set(_route.env_choice)
         _recorder["users"] += 1
     try:
         yield captured
@@ -74,6 +88,7 @@ def captured_lowerings() -> Iterator[list[_jaxlib_call.LoweredCall]]:
             _recorder["users"] -= 1
             if _recorder["users"] == 0:
                 _jaxlib_call.emit = _recorder["emit"]
+                _route.env_choice = _recorder["env_choice"]
 
 
 def lower_one(fn, *args, platform: str, arch=None) -> jtr.EmittedCall:

@@ -28,8 +28,10 @@ DEVICE = "Stand-in GPU"
 
 
 @pytest.fixture
-def choices_dir(tmp_path, monkeypatch):
-    """A private folder of choices, a stand-in GPU to lower for, and nothing remembered."""
+def choices_dir(tmp_path, monkeypatch, jaxlib_route):
+    """A private folder of choices, a stand-in GPU to lower for, and nothing remembered; a
+    decided call stays on jaxlib's route, whose encoding the tests read (on CUDA it would take
+    XLA's: test_xla_route)."""
     monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
     monkeypatch.setattr(_devices, "device_kind", lambda platform, context: DEVICE)
     jtr.clear_caches()
@@ -175,7 +177,8 @@ print(json.dumps({{"calls": len(lowered.calls), "grid": lowered.calls[0].grid[0]
 def test_a_second_process_lowers_the_remembered_config_alone(choices_dir):
     undecided = _undecided()
     _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
-    result = run_python(_SECOND_PROCESS, env={_choices.ENV_AUTOTUNE_DIR: str(choices_dir)})
+    result = run_python(_SECOND_PROCESS, env={_choices.ENV_AUTOTUNE_DIR: str(choices_dir),
+                                              "JAX_TRITON_ROCM_XLA_NATIVE": "0"})
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen == {"calls": 1, "grid": N // au.ADD_CONFIGS[1].kwargs["BLOCK"], "undecided": [],

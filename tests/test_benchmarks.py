@@ -157,8 +157,7 @@ def test_overhead_runs_dry_run_checks_each_chains_route_in_fresh_processes():
     runs = _rows(result.stdout, "run ")
     assert [line.split(":")[0] for line in runs] == [
         f"run {i}, command buffers {s}" for i in (1, 2) for s in ("on", "off")]
-    plain = (_compat.XLA_TRITON_TARGET if _compat.jaxlib_version() in
-             _compat.XLA_TRITON_CALL_RUN["cuda"] else _compat.FFI_TARGET)
+    plain = (_compat.XLA_TRITON_TARGET if _compat.xla_triton_dialect() else _compat.FFI_TARGET)
     for line in runs:
         routes = json.loads(line.split("routes ")[1].split(" (dry run")[0])
         assert routes == {"plain": plain, "ffi": _compat.FFI_TARGET, "unfused": "XLA"}, line

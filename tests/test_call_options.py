@@ -83,16 +83,19 @@ def test_a_triton_option_reaches_only_the_vendor_whose_options_have_it():
 def test_a_triton_option_takes_the_call_off_xlas_route():
     spec = spec_of(lambda x, y: kernels.add(x, y, backend_options={
         "max_num_imprecise_acc_default": 8}), X, X)
-    assert "max_num_imprecise_acc_default" in _xla_native.why_not(spec.unwrapped, spec)
+    assert "max_num_imprecise_acc_default" in _xla_native.why_not(spec)
 
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])
 def test_has_side_effect_marks_the_custom_call(platform):
     assert spec_of(lambda x, y: kernels.add(x, y, has_side_effect=True), X, X).has_side_effect
-    text = lowered_text(lambda x, y: kernels.add(x, y, has_side_effect=True), platform)
-    assert re.search(r"custom_call @triton_kernel_call_ffi.*has_side_effect = true", text)
-    plain = lowered_text(kernels.add, platform)
-    assert "has_side_effect" not in plain
+    for route in (False, True):  # jaxlib's call and XLA's both keep it
+        text = lowered_text(lambda x, y: kernels.add(x, y, has_side_effect=True,
+                                                     xla_native=route), platform)
+        target = "__gpu\\$xla.gpu.triton" if route else "triton_kernel_call_ffi"
+        assert re.search(rf"custom_call @{target}.*has_side_effect = true", text), text
+        plain = lowered_text(lambda x, y: kernels.add(x, y, xla_native=route), platform)
+        assert "has_side_effect" not in plain
 
 
 def test_has_side_effect_keeps_the_interpreters_callback():
@@ -121,7 +124,7 @@ def test_jax_never_drops_a_call_whose_results_go_unused():
 
 def test_cost_estimate_travels_as_an_attribute_of_the_typed_ffi_call():
     text = lowered_text(lambda x, y: kernels.add(
-        x, y, cost_estimate={"flops": 123, "bytes_accessed": 456}))
+        x, y, cost_estimate={"flops": 123, "bytes_accessed": 456}, xla_native=False))
     assert re.search(r'cost_estimate_json = "\{\\22bytes_accessed\\22: 456, \\22flops\\22: '
                      r'123\}"', text)
 

@@ -69,16 +69,16 @@ def test_a_parameter_given_twice_is_named_in_pythons_words():
         jtr.triton_call(X, x_ptr=X, kernel=add_kernel, out_type=X, grid=1, BLOCK=8)
 
 
-def test_an_output_whose_pointer_precedes_an_operand_is_a_zero_filled_aliased_operand():
+def test_an_output_whose_pointer_precedes_an_operand_takes_its_parameter_unfilled():
     def call(x, y):
         return jtr.triton_call(x, y_ptr=y, n=8, kernel=out_first_kernel, out_type=x, grid=1,
                                BLOCK=8)
 
     eqn = call_eqn(call, X, Y)
     spec = eqn.params["spec"]
-    assert len(eqn.invars) == 3  # x, the output's zero-filled buffer, y: in parameter order
-    assert spec.positional[:3] == (("input", 0), ("input", 1), ("input", 2))
-    assert spec.input_output_aliases == ((1, 0),)
+    assert len(eqn.invars) == 2  # x and y: no buffer is made for the output
+    assert spec.positional[:3] == (("input", 0), ("output", 0), ("input", 1))
+    assert spec.input_output_aliases == ()
     np.testing.assert_array_equal(jax.jit(call)(X, Y), X + 2 * Y)
 
 

@@ -161,7 +161,7 @@ def test_errors_do_not_poison_later_calls():
         _add(X, X, 1024)
     call = lower_for(kernels.add, spec((1024,), jnp.float32), spec((1024,), jnp.float32),
                      platform="cuda")
-    assert "triton_kernel_call" in call.as_text()
+    assert len(jtr.kernel_calls(call)) == 1
 
 
 def test_a_ptxas_failure_is_reported_without_a_dump_and_leaves_no_files():

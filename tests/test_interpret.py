@@ -140,7 +140,7 @@ def test_triton_still_compiles_after_a_kernel_that_calls_library_functions_ran(
     n = spec((1000,), jnp.float32)  # a kernel multiplying runtime values, compiled afresh
     jtr.clear_caches()
     call = lower_one(batching_kernels.batched_add, n, n, platform="cuda")
-    assert call.message.kernel_call.kernel.kernel_name == "batched_add_kernel"
+    assert call.summary()["launches"][0]["kernel"] == "batched_add_kernel"
 
 
 _LOCAL_TL_MODULE = """

@@ -1,4 +1,5 @@
-"""Lowering for platform `cuda` on a machine without a GPU, read back through jaxlib's parser."""
+"""Lowering for platform `cuda` on a machine without a GPU, read back through jaxlib's parser
+(jaxlib's Triton call: XLA's is `test_xla_native`'s)."""
 
 import re
 import zlib
@@ -19,6 +20,7 @@ needs_cuda_plugin = pytest.mark.skipif(
     cuda_triton is None, reason="needs jaxlib's CUDA plugin (pip install jax-cuda13-plugin)")
 
 X = spec((4096,), jnp.float32)
+pytestmark = pytest.mark.usefixtures("jaxlib_route")
 
 
 def _add_call(**kwargs):

@@ -1,4 +1,5 @@
-"""Lowering a compiled kernel again at a new shape: what is redone, and what the call carries."""
+"""Lowering a compiled kernel again at a new shape: what is redone, and what jaxlib's call carries
+(XLA's: `test_xla_route`)."""
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +12,8 @@ from jax_triton_rocm.base import _state
 from jax_triton_rocm.launch import _layout
 from tests import kernels
 from tests.lowering_utils import capture_one, lower_one, spec
+
+pytestmark = pytest.mark.usefixtures("jaxlib_route")
 
 
 @triton.jit

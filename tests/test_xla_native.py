@@ -1,4 +1,6 @@
-"""XLA's own Triton custom call (`xla_native`): what the lowering emits, and when it declines.
+"""XLA's own Triton custom call (`xla_native`): what the lowering emits, and when it declines
+(where the call asked for it, with an error naming `xla_native`; else with a log and jaxlib's
+call). Layouts, scalars and re-lowering on this route: `test_xla_route`.
 
 Lowered for CUDA and ROCm on a machine without a GPU; the backend config is read back from the
 StableHLO, and its IR parsed with jaxlib's Triton dialect, as XLA will.
@@ -57,6 +59,7 @@ def native_calls(lowered) -> list[dict]:
                 entry[key] = ir.IntegerAttr(config[key]).value
             entry["aliases"] = (str(op.attributes["output_operand_aliases"])
                                 if "output_operand_aliases" in op.attributes else "")
+            entry["operands"] = [str(operand.type) for operand in op.operands]
             found.append(entry)
     return found
 
@@ -92,7 +95,10 @@ def test_native_call_carries_the_ir_and_launch_fields(platform):
     assert (call["grid_x"], call["grid_y"], call["grid_z"]) == (triton.cdiv(1000, 128), 1, 1)
     assert call["num_warps"] == 2
     assert call["debug"] is False
-    assert kernel_signature(call["ir"], "add_kernel") == ["!tt.ptr<f32>"] * 3
+    # x, y, then n as a 0-d operand the trampoline loads, then the output.
+    assert kernel_signature(call["ir"], "add_kernel") == [
+        "!tt.ptr<f32>", "!tt.ptr<f32>", "!tt.ptr<i32>", "!tt.ptr<f32>"]
+    assert call["operands"] == ["tensor<1000xf32>", "tensor<1000xf32>", "tensor<i32>"]
 
 
 @pytest.mark.parametrize("platform,options_class", [
@@ -109,17 +115,22 @@ def test_num_stages_is_the_one_triton_compiled_with(platform, options_class):
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
-def test_scalars_are_compiled_into_the_ir(platform):
+def test_runtime_scalars_are_0d_operands_that_the_kernel_loads(platform):
     def scale_shift(x, scale):
         return jtr.triton_call(x, scale, 7, True, x.size, kernel=kernels.scale_shift_kernel,
                                out_shape=x, grid=(4,), BLOCK=256, xla_native=True)
 
-    call = one_native_call(lambda x: scale_shift(x, 2.5), X, platform=platform)
-    assert kernel_signature(call["ir"], "scale_shift_kernel") == ["!tt.ptr<f32>"] * 2
+    lowered = lower_for(lambda x: scale_shift(x, 2.5), X, platform=platform)
+    [call] = native_calls(lowered)
+    assert kernel_signature(call["ir"], "scale_shift_kernel") == [
+        "!tt.ptr<f32>", "!tt.ptr<f32>", "!tt.ptr<i32>", "!tt.ptr<i1>", "!tt.ptr<i32>",
+        "!tt.ptr<f32>"]
+    assert call["operands"][1:] == ["tensor<f32>", "tensor<i32>", "tensor<i1>", "tensor<i32>"]
     text = ir_text(call["ir"])
-    assert "2.500000e+00" in text and "1000" in text
+    assert "2.500000e+00" not in text and "tt.load" in text
+    assert "2.500000e+00" in lowered.as_text()  # the value is a constant of the program
     other = one_native_call(lambda x: scale_shift(x, 0.75), X, platform=platform)
-    assert "7.500000e-01" in ir_text(other["ir"])
+    assert other["ir"] == call["ir"]  # one kernel for every value
 
 
 def test_two_outputs_are_pointers_after_the_inputs():
@@ -128,7 +139,8 @@ def test_two_outputs_are_pointers_after_the_inputs():
                                out_shape=(x, x), grid=(4,), BLOCK=256, xla_native=True)
 
     call = one_native_call(sum_and_diff, X, X, platform="cuda")
-    assert kernel_signature(call["ir"], "sum_and_diff_kernel") == ["!tt.ptr<f32>"] * 4
+    assert kernel_signature(call["ir"], "sum_and_diff_kernel") == [
+        "!tt.ptr<f32>", "!tt.ptr<f32>", "!tt.ptr<i32>", "!tt.ptr<f32>", "!tt.ptr<f32>"]
 
 
 def test_input_output_aliases_become_the_calls_operand_aliases():
@@ -180,6 +192,8 @@ def test_non_bool_keyword_is_named():
 
 
 def _lowers_through_jaxlib(fn, *args, platform="cuda", reason, caplog):
+    """`fn` (a call that did not choose a route) lowers through jaxlib's route under
+    JAX_TRITON_ROCM_XLA_NATIVE=1, logging `reason`."""
     with caplog.at_level(logging.DEBUG, logger="jax_triton_rocm"):
         lowered = lower_for(fn, *args, platform=platform)
     assert native_calls(lowered) == []
@@ -189,36 +203,54 @@ def _lowers_through_jaxlib(fn, *args, platform="cuda", reason, caplog):
     assert logged and reason in logged[-1], logged
 
 
-def test_autotuned_kernel_takes_jaxlibs_route_with_a_log(caplog):
-    _lowers_through_jaxlib(lambda a, b: autotune_utils.tuned_add(a, b, xla_native=True), X, X,
-                           reason="autotuned", caplog=caplog)
+def _refused_and_falls_back(call, *args, platform="cuda", reason, caplog, monkeypatch):
+    """`call(*args, xla_native=...)` raises naming xla_native and `reason` when it asks for
+    XLA's route, and falls back to jaxlib's, logging `reason`, when the environment does."""
+    with pytest.raises(ValueError, match=r"xla_native=True\) cannot be honoured") as refused:
+        lower_for(lambda *a: call(*a, xla_native=True), *args, platform=platform)
+    assert reason in str(refused.value)
+    monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "1")
+    _lowers_through_jaxlib(call, *args, platform=platform, reason=reason, caplog=caplog)
+
+
+def test_an_autotuned_kernel_without_a_remembered_choice_refuses_xla_native(caplog,
+                                                                            monkeypatch):
+    _refused_and_falls_back(autotune_utils.tuned_add, X, X, reason="no configuration is "
+                            "remembered", caplog=caplog, monkeypatch=monkeypatch)
 
 
 @pytest.mark.parametrize("platform,warp", [("cuda", 32), ("rocm", 64)])
-def test_gluon_kernel_takes_jaxlibs_route_with_a_log(platform, warp, caplog):
-    def copy(x):
+def test_a_gluon_kernel_refuses_xla_native(platform, warp, caplog, monkeypatch):
+    def copy(x, **kwargs):
         return jtr.triton_call(x, x.size, kernel=gk.copy_kernel, out_shape=x, grid=(1,),
-                               BLOCK=1024, WARP_SIZE=warp, NUM_WARPS=4, xla_native=True)
+                               BLOCK=1024, WARP_SIZE=warp, NUM_WARPS=4, **kwargs)
 
-    _lowers_through_jaxlib(copy, X, platform=platform, reason="Gluon", caplog=caplog)
+    _refused_and_falls_back(copy, X, platform=platform, reason="Gluon", caplog=caplog,
+                            monkeypatch=monkeypatch)
 
 
-def test_zeroed_outputs_take_jaxlibs_route_with_a_log(caplog):
+def test_zeroed_outputs_are_zero_filled_operands_aliased_to_them():
     def total(x):
         return jtr.triton_call(x, x.size, kernel=kernels.atomic_sum_kernel,
                                out_shape=jax.ShapeDtypeStruct((1,), jnp.float32), grid=(1,),
                                BLOCK=1024, zeroed_outputs=(0,), xla_native=True)
 
-    _lowers_through_jaxlib(total, X, reason="zeroed_outputs", caplog=caplog)
+    lowered = lower_for(total, X, platform="cuda")
+    [call] = native_calls(lowered)
+    assert call["operands"] == ["tensor<1000xf32>", "tensor<1xf32>", "tensor<i32>"]
+    assert "operand_index = 1" in call["aliases"]
+    assert kernel_signature(call["ir"], "atomic_sum_kernel") == [
+        "!tt.ptr<f32>", "!tt.ptr<f32>", "!tt.ptr<i32>", "!tt.ptr<f32>"]
 
 
 @pytest.mark.parametrize("setting,reason", [
     ({"maxnreg": 64}, "maxnreg"), ({"debug": True}, "debug=True"),
     ({"enable_fp_fusion": False}, "enable_fp_fusion=False"), ({"num_ctas": 2}, "num_ctas=2"),
     ({"serialized_metadata": b"mine"}, "serialized_metadata")])
-def test_launch_setting_xla_cannot_pass_takes_jaxlibs_route_with_a_log(setting, reason, caplog):
-    _lowers_through_jaxlib(lambda a, b: native_add(a, b, **setting), X, X, reason=reason,
-                           caplog=caplog)
+def test_a_launch_setting_xla_cannot_pass_refuses_xla_native(setting, reason, caplog,
+                                                             monkeypatch):
+    _refused_and_falls_back(lambda a, b, **k: kernels.add(a, b, **setting, **k), X, X,
+                            reason=reason, caplog=caplog, monkeypatch=monkeypatch)
 
 
 def test_unparseable_ir_falls_back_with_one_warning_per_kernel(monkeypatch, caplog):
@@ -226,11 +258,11 @@ def test_unparseable_ir_falls_back_with_one_warning_per_kernel(monkeypatch, capl
         raise ValueError("unknown attribute 'tt.future_thing'")
 
     monkeypatch.setattr(_xla_ir, "parse_ttir", refuse)
+    monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "1")
     kernel = kernels.elementwise_kernel("x * y")
 
     def mul(a, b):
-        return jtr.triton_call(a, b, a.size, kernel=kernel, out_shape=a, grid=(4,), BLOCK=256,
-                               xla_native=True)
+        return jtr.triton_call(a, b, a.size, kernel=kernel, out_shape=a, grid=(4,), BLOCK=256)
 
     with pytest.warns(RuntimeWarning, match="tt.future_thing") as first:
         _lowers_through_jaxlib(mul, X, X, reason="cannot parse", caplog=caplog)
@@ -239,6 +271,18 @@ def test_unparseable_ir_falls_back_with_one_warning_per_kernel(monkeypatch, capl
         warnings.simplefilter("error")  # the same kernel again: no second warning
         jax.clear_caches()
         _lowers_through_jaxlib(mul, X, X, reason="cannot parse", caplog=caplog)
+
+
+def test_unparseable_ir_refuses_xla_native_naming_the_parser(monkeypatch):
+    def refuse(text):
+        raise ValueError("unknown attribute 'tt.other_thing'")
+
+    monkeypatch.setattr(_xla_ir, "parse_ttir", refuse)
+    kernel = kernels.elementwise_kernel("x - y")
+    with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match="tt.other_thing"):
+        lower_for(lambda a, b: jtr.triton_call(a, b, a.size, kernel=kernel, out_shape=a,
+                                               grid=(4,), BLOCK=256, xla_native=True),
+                  X, X, platform="cuda")
 
 
 def test_parse_check_accepts_the_ir_triton_writes():
@@ -301,15 +345,16 @@ def test_lowering_the_same_call_again_makes_no_compile_job(monkeypatch):
 
 
 def test_kernel_calls_lists_xlas_calls_with_their_summary():
-    lowered = lower_for(lambda a, b: (native_add(a, b, block=128), kernels.add(a, b)), X, X,
+    lowered = lower_for(lambda a, b: (native_add(a, b, block=128),
+                                      kernels.add(a, b, xla_native=False)), X, X,
                         platform="cuda")
     native, jaxlib = jtr.kernel_calls(lowered)
     assert (native.target, jaxlib.target) == ("__gpu$xla.gpu.triton", "triton_kernel_call_ffi")
     assert native.message is None and native.opaque == b""
     [launch] = native.summary()["launches"]
     assert launch["kernel"] == "add_kernel" and launch["grid"] == (triton.cdiv(1000, 128), 1, 1)
-    assert launch["parameters"] == ["array"] * 3 and launch["ir_bytes"] > 0
-    assert kernel_signature(native.native["ir"], "add_kernel") == ["!tt.ptr<f32>"] * 3
+    assert launch["parameters"] == ["array"] * 4 and launch["ir_bytes"] > 0
+    assert kernel_signature(native.native["ir"], "add_kernel")[2] == "!tt.ptr<i32>"
 
 
 @pytest.mark.parametrize("name", ["scale v2", 'a "quoted" name'])

@@ -40,12 +40,15 @@ class Backend(abc.ABC):
       platform: JAX's platform name ("cuda", "rocm").
       binary_key, asm_key: Triton's names for the compiled binary and its assembly.
       compile_options: the `triton_call` compile options this vendor passes to Triton.
+      xla_call_unproven: why the automatic route keeps jaxlib's Triton call on this vendor's
+        GPUs where a call fits XLA's; None where XLA's is the default (`lowering._route`).
     """
 
     platform: str = ""
     binary_key: str = ""
     asm_key: str = ""
     compile_options: tuple[str, ...] = ()
+    xla_call_unproven: str | None = None
     _option_names: frozenset[str] | None = None
 
     @abc.abstractmethod

@@ -235,10 +235,16 @@ def jaxlib_version() -> str:
     return jaxlib.__version__
 
 
-# jaxlib releases (the GPU plugins ship in lockstep) whose XLA Triton custom call ran the
-# package's kernels on a GPU (the GPU suite, benchmarks/overhead.py): the automatic route takes
-# it only there (`lowering._route`). ROCm: none, as no AMD GPU was available to run it.
-XLA_TRITON_CALL_RUN = {"cuda": ("0.11.2",), "rocm": ()}
+@functools.cache
+def xla_triton_dialect() -> bool:
+    """Whether this jaxlib carries the Triton MLIR dialect (`jaxlib.triton.dialect`): XLA's own
+    Triton call reads a kernel's IR with it, and the lowering parses the IR with it first."""
+    try:
+        from jaxlib.triton import dialect  # noqa: F401
+    except Exception as err:  # noqa: BLE001  (any failure means the route cannot be checked)
+        logger.debug("jaxlib.triton.dialect did not import: %s", err)
+        return False
+    return True
 
 
 @dataclasses.dataclass(frozen=True)

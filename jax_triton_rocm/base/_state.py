@@ -253,10 +253,12 @@ DEFLATED_KERNELS = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
 GLOBAL_REFERENCES = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 INTERPRETED_TWINS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 # `triton_call`'s layouts by all but shapes and scalar values (`checks._reuse`; the kernel in the
-# key), and kernels taken apart (`api._call`; by id, each beside its kernel, so ids stay unique).
-CALL_LAYOUTS, UNWRAPPED_KERNELS = (BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE) for _ in range(2))
+# key), kernels taken apart (`api._call`) and trampolines (`launch._trampoline`), each beside its
+# kernel, whose id is in the key, so ids stay unique.
+CALL_LAYOUTS, UNWRAPPED_KERNELS, TRAMPOLINES = (BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+                                                for _ in range(3))
 CACHES = (KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES, DEFLATED_KERNELS,
-          GLOBAL_REFERENCES, INTERPRETED_TWINS, CALL_LAYOUTS, UNWRAPPED_KERNELS)
+          GLOBAL_REFERENCES, INTERPRETED_TWINS, CALL_LAYOUTS, UNWRAPPED_KERNELS, TRAMPOLINES)
 
 os.register_at_fork(after_in_child=LOCKS.reset_after_fork)
 # A child starts without the parent's lowered calls and plans: a path-delivered kernel names a

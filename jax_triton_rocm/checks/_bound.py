@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
 from jax_triton_rocm.base import _values
 from jax_triton_rocm.checks import (_arguments, _call_options, _checker, _placement, _reuse,
@@ -32,19 +31,10 @@ class BoundCall:
     arrays_only: bool = False  # every operand an array as given (a reused layout's)
 
     def operands(self) -> list[Any]:
-        """The primitive's operands: arrays as given, each Ref read, each zero-filled operand
-        made."""
+        """The primitive's operands: arrays as given, each Ref read."""
         if self.arrays_only:
             return list(self.placed.operands)
-        values = []
-        for value in self.placed.operands:
-            if isinstance(value, jax.ShapeDtypeStruct):
-                values.append(jnp.zeros(value.shape, value.dtype))
-            elif _surface.is_ref(value):
-                values.append(value[...])
-            else:
-                values.append(value)
-        return values
+        return [value[...] if _surface.is_ref(value) else value for value in self.placed.operands]
 
     def outputs(self, results: Sequence[Any]) -> Any:
         """Writes each Ref's result back to it; returns the outputs in the call's own tree."""

@@ -2,11 +2,11 @@
 
 Outputs fill the non-constexpr parameters the call left unfilled, in order: every output
 (jax-triton 0.3's layout), or, with `input_output_aliases`, only the outputs not aliased to an
-input (0.4's: an aliased output is written through its input's pointer). jaxlib hands the array
-parameters, in kernel order, the operands' buffers and then the results' (`KernelCall::Launch`),
-so the primitive's operands follow the kernel's parameters, its results with a pointer come
-first in parameter order, and an output whose pointer comes before an operand's is passed as a
-zero-filled operand aliased to it. Each `Ref` operand gets one more result, aliased to it.
+input (0.4's: an aliased output is written through its input's pointer). The primitive's operands
+follow the kernel's parameters and its results with a pointer come first, in parameter order; an
+output may sit in any parameter position, before an operand's too: the routes launch such a
+kernel through a trampoline that takes the buffers in their order (`launch._trampoline`), so no
+buffer is filled or copied for it. Each `Ref` operand gets one more result, aliased to it.
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ class Placed:
     Attributes:
       positional: the spec's layout (`KernelCallSpec.positional`).
       metaparams: constexprs by name.
-      operands: per primitive operand: an array, a Ref (read at the call), or a
-        `ShapeDtypeStruct` (zero-filled: an output whose pointer precedes an operand's).
+      operands: per primitive operand: an array, or a Ref (read at the call).
       in_avals, out_shapes: the primitive's operand and result shapes and dtypes.
       aliases: {operand: result} for the primitive.
       zeroed: result indices zeroed before the launch, or a callable returning output indices.
@@ -143,13 +142,6 @@ def output_owners(jit_fn: Any, missing: list[int], n_outs: int, aliased: set[int
         f"({', '.join(names)}); pass the missing arguments, or fix the outputs.")
 
 
-def _has_array(entry: tuple[str, Any]) -> bool:
-    kind, value = entry
-    if kind == "tuple":
-        return any(_has_array(element) for element in value)
-    return kind in ("input", "descriptor")
-
-
 def _numbered(entry: tuple[str, Any], operands: list) -> tuple[str, Any]:
     """`entry` with each operand leaf numbered, in walk order (depth first)."""
     kind, value = entry
@@ -190,12 +182,9 @@ def place(jit_fn: Any, metaparams: dict[str, Any], entries: dict[int, Any], leav
     pairs = user_aliases(aliases, leaves, convention, out_shapes, bool(refs))
     owners = output_owners(jit_fn, _missing(jit_fn, metaparams, entries), len(out_shapes),
                            {o for _, o in pairs}, trailing)
-    last_operand = max((i for i, e in entries.items() if _has_array(e)), default=-1)
-    zero_filled = {o for o, p in owners.items() if p < last_operand}
     owner_of = {p: o for o, p in owners.items()}
     operands: list = []
     positional, metaparams, constexprs = [], dict(metaparams), []
-    zero_operand = {}
     for i, param in enumerate(jit_fn.params):
         if i in entries and entries[i][0] == "constexpr":
             metaparams[param.name] = entries[i][1]
@@ -203,18 +192,13 @@ def place(jit_fn: Any, metaparams: dict[str, Any], entries: dict[int, Any], leav
             positional.append(("keyword", None))
         elif i in entries:
             positional.append(_numbered(entries[i], operands))
-        elif owner_of.get(i) in zero_filled:
-            zero_operand[owner_of[i]] = len(operands)
-            positional.append(("input", len(operands)))
-            operands.append(out_shapes[owner_of[i]])
         else:
             positional.append(("output", owner_of[i]) if i in owner_of else ("keyword", None))
-    order = [o for o in sorted(owners, key=owners.get) if o not in zero_filled]
+    order = sorted(owners, key=owners.get)
     order += [o for o in range(len(out_shapes)) if o not in order]
     user_results = tuple(order.index(o) for o in range(len(out_shapes)))
     ref_results = tuple((leaf.operand, len(order) + n) for n, leaf in enumerate(refs))
     prim_aliases = {leaf.operand: user_results[o] for leaf, o in pairs}
-    prim_aliases.update({k: user_results[o] for o, k in zero_operand.items()})
     prim_aliases.update(dict(ref_results))
     return Placed(
         positional=tuple((kind, user_results[v]) if kind == "output" else (kind, v)

@@ -167,7 +167,7 @@ def remember(key: tuple | None, args: tuple, keywords: dict[str, Any],
             return
         scalars.append((index, name))
     if None in operand_args:
-        return  # an operand no positional argument gives (zero-filled, or by keyword)
+        return  # an operand no positional argument gives (one given by keyword)
     out_order = tuple(placed.user_results.index(r) for r in range(len(placed.user_results)))
     structure = dataclasses.replace(placed, operands=(), in_avals=())
     _state.CALL_LAYOUTS.put(key, Layout(structure, spec, tuple(operand_args), tuple(scalars),

@@ -13,9 +13,8 @@ from jax-triton"):
   (0.4).
 
 What the primitive sees is plain: arrays in kernel-parameter order (a `Ref` read before the call
-and written back after it, as an operand aliased to an extra result), and results whose
-pointers follow every operand's, as jaxlib hands buffers to parameters (an output whose
-parameter comes before an operand's is passed as a zero-filled operand aliased to it).
+and written back after it, as an operand aliased to an extra result), and results in the order
+of their parameters; an output's parameter may come before an operand's (`checks._placement`).
 """
 
 from __future__ import annotations

@@ -265,6 +265,10 @@ def compile_job(job: CompileJob) -> CompiledKernel:
                     f"array.")
             if explained is err:
                 raise
+            if explained is err.__cause__:  # the kernel's own error, a trampoline's discarded
+                err.__cause__ = err.__context__ = None  # no cycle back through it
+                explained.__suppress_context__ = True
+                raise explained
             raise explained from err
 
     return _state.KERNELS.get_or_compile(job.key, compile_with_hints,

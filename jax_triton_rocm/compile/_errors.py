@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from jax_triton_rocm.compile import _cache_entry
-from jax_triton_rocm.launch import _types
+from jax_triton_rocm.launch import _trampoline, _types
 from jax_triton_rocm.launch._kernel import kernel_name
 
 
@@ -33,7 +33,8 @@ def _target_name(triton_target: Any) -> str:
 
 def explained(err: Exception, job: Any) -> Exception:
     """`err`, raised compiling `job` (a `_compile.CompileJob`), with what the call gave the
-    kernel: a Triton compile error gets a note naming the target and the constexprs; an MLIR
+    kernel: a Triton compile error (the kernel's own, where a trampoline called it) gets a note
+    naming the target and the constexprs; an MLIR
     pass failure becomes a `KernelPassFailure` naming the kernel, the target, the options, the
     constexprs and, for fp8 buffers, the likely cause. Any other error is returned as it is."""
     from triton.compiler.errors import CompilationError
@@ -41,6 +42,8 @@ def explained(err: Exception, job: Any) -> Exception:
     kernel, target = kernel_name(job.jit_fn), _target_name(job.triton_target)
     constexprs = job.bound.constexprs_text(list(job.jit_fn.arg_names))
     values = f"the constexprs {constexprs}" if constexprs else "no constexprs"
+    if _trampoline.is_trampoline(job.jit_fn) and isinstance(err.__cause__, CompilationError):
+        err = err.__cause__  # the kernel's own error, not the trampoline's call of the kernel
     if isinstance(err, CompilationError):
         err.add_note(f"jax_triton_rocm: kernel {kernel} was compiled for {target} with {values}. "
                      f"Where the kernel cannot use one of them, {_FIX}.")

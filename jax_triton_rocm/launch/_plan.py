@@ -78,7 +78,9 @@ class Launch:
       num_warps: warps per program (the configuration's, else Triton's default).
       grid: three program counts, within the target's limits.
       zeroed: output indices zeroed before the launch.
-      bound: the arguments laid onto the kernel's parameters.
+      bound: the arguments laid onto the parameters of `jit_fn`.
+      jit_fn: the function to compile: the call's kernel, or a route's trampoline around it
+        (`_trampoline`).
     """
 
     config: _configs.LaunchConfig
@@ -86,6 +88,7 @@ class Launch:
     grid: tuple[int, int, int]
     zeroed: tuple[int, ...]
     bound: _layout.BoundKernel
+    jit_fn: Any
 
     @property
     def description(self) -> str:
@@ -194,6 +197,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
         bound=_layout.lay_out_arguments(
             spec.unwrapped.jit_fn, target.triton_backend, positional=spec.positional,
             in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs),
+        jit_fn=spec.unwrapped.jit_fn,
     ) for config, num_warps in warps]
     check_fp8_types(planned[0].bound, target, spec.kernel_name)  # one signature for every config
     return planned
@@ -243,7 +247,8 @@ def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_a
             grid=launch_grid(spec, config.meta, description=config.description, limits=limits,
                              num_warps=launch.num_warps),
             zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
-            bound=_with_scalars(launch.bound, spec.positional)))
+            bound=_with_scalars(launch.bound, spec.positional),
+            jit_fn=launch.jit_fn))
     return relaunched
 
 

@@ -22,9 +22,9 @@ import os
 from typing import Any
 
 from jax_triton_rocm.backends._backend import Backend, Target
-from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.base import _compat, _state, _values
 from jax_triton_rocm.compile import _compile, _globals, _parallel
-from jax_triton_rocm.launch import _limits, _plan
+from jax_triton_rocm.launch import _limits, _plan, _trampoline
 from jax_triton_rocm.launch._spec import KernelCallSpec
 from jax_triton_rocm.lowering import (_choices, _devices, _opaque, _params, _proto, _target,
                                       _tma)
@@ -45,25 +45,36 @@ class LoweredCall:
     calls: tuple[_proto.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()
     undecided: _choices.Undecided | None = None
+    launches: tuple[_plan.Launch, ...] = ()
     has_side_effect: bool = False
     cost_estimate: tuple[tuple[str, int], ...] | None = None
 
 
+def _in_buffer_order(spec: KernelCallSpec, launch: _plan.Launch,
+                     n_inputs: int) -> _plan.Launch:
+    """`launch` as jaxlib launches it: its kernel, or a trampoline that takes the buffers in
+    jaxlib's order (`launch._trampoline.for_jaxlib`)."""
+    compiled = _trampoline.for_jaxlib(spec.unwrapped.jit_fn, launch.bound, n_inputs)
+    return _values.replaced(launch, bound=compiled.bound, jit_fn=compiled.jit_fn)
+
+
 def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
-                       launches: list[_plan.Launch]) -> list[tuple]:
-    """(launch, compiled kernel) for each launch that compiled and fits the target."""
-    jit_fn = spec.unwrapped.jit_fn
+                       launches: list[_plan.Launch], n_inputs: int) -> list[tuple]:
+    """(launch, launch as jaxlib launches it, compiled kernel) for each launch that compiled
+    and fits the target."""
     triton_target = backend.triton_target(target)
+    ordered = [_in_buffer_order(spec, launch, n_inputs) for launch in launches]
     jobs = [_compile.make_job(
-        jit_fn, triton_target, launch.bound, backend.triton_options(launch, spec),
-        gluon=jit_fn.is_gluon(), binary_key=backend.binary_key, asm_key=backend.asm_key)
-        for launch in launches]
-    compiled = _parallel.kept_configs(launches, jobs, _parallel.compile_jobs(jobs))
+        launch.jit_fn, triton_target, launch.bound, backend.triton_options(launch, spec),
+        gluon=launch.jit_fn.is_gluon(), binary_key=backend.binary_key, asm_key=backend.asm_key)
+        for launch in ordered]
+    compiled = _parallel.kept_configs(ordered, jobs, _parallel.compile_jobs(jobs))
     limits = backend.launch_limits(target)
     kept = _limits.keep_launchable(
         compiled, lambda item: limits.shared_problem(item[2].shared_mem_bytes),
         _limits.config_description, kernel=spec.kernel_name)
-    return [(launch, kernel) for launch, _, kernel in kept]
+    as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
+    return [(as_planned[id(in_order)], in_order, kernel) for in_order, _, kernel in kept]
 
 
 def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Target,
@@ -197,21 +208,23 @@ def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tu
         key = _plan.plan_key(spec, in_avals, out_avals)
     except TypeError:  # an unhashable parameter: no plan kept
         key = None
+    n_inputs = len(in_avals)
     if key is not None:
         key = (where, key)
         entry = _state.PLANS.get(key)
         if entry is not None:
             launches = _plan.relaunch([launch for launch, _, _ in entry[1]], spec, in_avals,
                                       out_avals, backend.launch_limits(where.target))
-            return [(launch, kernel, image)
+            return [(_in_buffer_order(spec, launch, n_inputs), kernel, image)
                     for launch, (_, kernel, image) in zip(launches, entry[1])]
     launches = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, where.target))
-    planned = [(launch, kernel, kernel_image(backend, kernel, where.target, where.features,
-                                             devices=where.devices, with_ttir=spec.debug))
-               for launch, kernel in _compiled_launches(backend, spec, where.target, launches)]
-    if key is not None:
-        _state.PLANS.put(key, (spec.kernel, planned))  # the kernel kept: its id is in the key
-    return planned
+    compiled = _compiled_launches(backend, spec, where.target, launches, n_inputs)
+    images = [kernel_image(backend, kernel, where.target, where.features, devices=where.devices,
+                           with_ttir=spec.debug) for _, _, kernel in compiled]
+    if key is not None:  # the launches kept as the plan laid them out, to be refilled
+        _state.PLANS.put(key, (spec.kernel, [(launch, kernel, image) for (launch, _, kernel), image
+                                             in zip(compiled, images)]))
+    return [(in_order, kernel, image) for (_, in_order, kernel), image in zip(compiled, images)]
 
 
 def _lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec, where: _Where) -> LoweredCall:
@@ -239,6 +252,7 @@ def _lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec, where: _Where)
         calls=tuple(call for _, call in chosen),
         aliases=tuple(spec.input_output_aliases),
         undecided=undecided,
+        launches=tuple(launch for (launch, _), _ in chosen),
         has_side_effect=spec.has_side_effect,
         cost_estimate=spec.cost_estimate,
     )

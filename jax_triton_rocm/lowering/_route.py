@@ -1,38 +1,35 @@
 """The route a call takes on a GPU, and why: XLA's own Triton call or jaxlib's.
 
 XLA's Triton call (`_xla_native`) launches the kernel as one of XLA's own kernels, at what
-XLA's kernels cost; jaxlib's (`_jaxlib_call`) costs about twice that per launch with command
-buffers on, and grows with the binary and the parameters (docs/BENCHMARKS.md, launch cost).
-So the rule, per call:
+XLA's kernels cost; jaxlib's (`_jaxlib_call`) costs more per launch, and more the larger the
+binary and the more its parameters (docs/BENCHMARKS.md). So the rule, per call:
 
-1. Asked: `triton_call(..., xla_native=True)`, else `JAX_TRITON_ROCM_XLA_NATIVE=1`, takes XLA's
-   call wherever the call fits it; `xla_native=False`, else `JAX_TRITON_ROCM_XLA_NATIVE=0`,
-   takes jaxlib's.
-2. Otherwise (automatic), XLA's call where it fits and is proven, jaxlib's where it must be:
-   - the call does not fit (`_xla_native.why_not`: autotuned, Gluon, zeroed outputs, clusters,
-     vendor options, ...);
+1. Asked: `triton_call(..., xla_native=True)` takes XLA's call, and raises, naming `xla_native`
+   and the reason, where the call cannot take it; `JAX_TRITON_ROCM_XLA_NATIVE=1` takes it for
+   every call that does not say, wherever it fits. `xla_native=False`, else
+   `JAX_TRITON_ROCM_XLA_NATIVE=0`, takes jaxlib's.
+2. Otherwise (automatic), XLA's call wherever it fits and the platform takes it by default, and
+   jaxlib's where it must be:
+   - the call does not fit (`_xla_native.why_not`: Gluon, clusters, tuples, host-side
+     descriptors, vendor options, ...; after planning: an autotuned call without a remembered
+     choice);
    - the lowering is for `jax.export`: XLA's call carries Triton IR, which no jaxlib promises to
      read in another release; jaxlib's carries a binary in a versioned proto;
-   - the kernel receives runtime (non-constexpr) scalars: XLA's call passes pointers only, so
-     every value of a scalar is compiled into a kernel of its own, a Triton and an XLA compile
-     per new value, about six times what a new value costs jaxlib's route, where the kernel
-     compiles once (`benchmarks/scalar_compile.py`, docs/BENCHMARKS.md). The launch it saves (about
-     1.7 µs) repays one such compile only after some 60,000 launches, and a length or a scale
-     usually changes more often than that;
-   - this jaxlib's XLA Triton call has not run the package's kernels on this platform's GPUs
-     (`_compat.XLA_TRITON_CALL_RUN`).
+   - this jaxlib has no Triton dialect to read the IR with (`_compat.xla_triton_dialect`);
+   - the platform's backend keeps jaxlib's call as its default (`Backend.xla_call_unproven`:
+     ROCm, where XLA's call has not yet launched the package's kernels on a GPU).
 A kernel XLA's call cannot take after all (IR this jaxlib's Triton cannot read, global scratch
-memory) goes to jaxlib's, whichever way the route was chosen. Each lowering logs its route and
-the reason at DEBUG on the "jax_triton_rocm" logger (`note`).
+memory) goes to jaxlib's, unless the call asked for XLA's. Each lowering logs its route and the
+reason at DEBUG on the "jax_triton_rocm" logger (`note`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import Any
 
 from jax_triton_rocm.base import _compat, _values
-from jax_triton_rocm.launch import _types
 from jax_triton_rocm.launch._spec import KernelCallSpec
 from jax_triton_rocm.lowering import _xla_native
 
@@ -61,23 +58,12 @@ def env_choice() -> bool | None:
     return _values.env_flag(ENV_XLA_NATIVE, default=None)
 
 
-def runtime_scalars(spec: KernelCallSpec) -> list[str]:
-    """The kernel parameters the call fills with runtime (non-constexpr) scalars."""
-    params = spec.unwrapped.jit_fn.params
-    names = []
-    for i, (kind, value) in enumerate(spec.positional):
-        if kind == "scalar" and i < len(params):
-            role, *_ = _types.scalar_role(params[i], value, what=f"argument {i}")
-            if role == "runtime":
-                names.append(params[i].name)
-    return names
-
-
-def choose(spec: KernelCallSpec, platform: str, *, exporting: bool) -> Route:
-    """The route for `spec` lowered for `platform` (see the module docstring).
+def choose(spec: KernelCallSpec, backend: Any, *, exporting: bool) -> Route:
+    """The route for `spec` lowered by `backend` (see the module docstring).
 
     Raises:
-      ValueError: `JAX_TRITON_ROCM_XLA_NATIVE` is malformed.
+      ValueError: `JAX_TRITON_ROCM_XLA_NATIVE` is malformed, or the call asked for XLA's call
+        (`xla_native=True`) and does not fit it.
     """
     asked = spec.xla_native
     by = "xla_native" if asked is not None else ENV_XLA_NATIVE
@@ -85,37 +71,34 @@ def choose(spec: KernelCallSpec, platform: str, *, exporting: bool) -> Route:
         asked = env_choice()
     if asked is False:
         return Route(False, f"{by}={'False' if by == 'xla_native' else '0'} asks for it")
-    unfit = _xla_native.why_not(spec.unwrapped, spec)
+    unfit = _xla_native.why_not(spec)
     if unfit is not None:
+        refuse_if_asked(spec, unfit)
         return Route(False, unfit)
     if asked:
         return Route(True, f"{by}={'True' if by == 'xla_native' else '1'} asks for it")
     if exporting:
         return Route(False, "the lowering is for jax.export (XLA's call carries Triton IR, "
                             "which another jaxlib may not read)")
-    scalars = runtime_scalars(spec)
-    if scalars:
-        return Route(False, f"the kernel receives runtime scalar(s) {', '.join(scalars)}, which "
-                            f"XLA's call would compile in, a kernel per value (make them "
-                            f"tl.constexpr to take it)")
-    unproven = xla_call_unproven(platform)
-    if unproven is not None:
-        return Route(False, unproven)
-    return Route(True, f"the call fits it, and it has run the package's kernels on {platform} "
-                       f"GPUs with this jaxlib ({_compat.jaxlib_version()})")
+    if not _compat.xla_triton_dialect():
+        return Route(False, "this jaxlib has no Triton dialect (jaxlib.triton) to read the "
+                            "kernel's IR with, as XLA's call must")
+    if backend.xla_call_unproven is not None:
+        return Route(False, backend.xla_call_unproven)
+    return Route(True, "the call fits it")
 
 
-def xla_call_unproven(platform: str) -> str | None:
-    """Why XLA's Triton call is not known to run the package's kernels on `platform` with the
-    installed jaxlib (`_compat.XLA_TRITON_CALL_RUN`), or None where it is."""
-    version, proven = _compat.jaxlib_version(), _compat.XLA_TRITON_CALL_RUN[platform]
-    if version in proven:
-        return None
-    if not proven:
-        return (f"XLA's Triton call has never run the package's kernels on a {platform} GPU (none "
-                f"was available): it is lowered and checked, not launched")
-    return (f"XLA's Triton call has run the package's kernels on a {platform} GPU with jaxlib "
-            f"{', '.join(proven)}, not yet with this jaxlib {version}")
+def refuse_if_asked(spec: KernelCallSpec, reason: str) -> None:
+    """Raises where the call itself asked for XLA's Triton call, which cannot take it.
+
+    Raises:
+      ValueError: naming `xla_native`, the kernel and `reason`.
+    """
+    if spec.xla_native:
+        raise ValueError(
+            f"triton_call(xla_native=True) cannot be honoured for kernel {spec.kernel_name}: "
+            f"{reason}. Leave xla_native unset to let the package take the route that fits, or "
+            f"pass xla_native=False for jaxlib's Triton call.")
 
 
 def note(route: str, spec: KernelCallSpec, reason: str) -> None:

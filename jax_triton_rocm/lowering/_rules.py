@@ -1,8 +1,8 @@
 """The lowering rules of `triton_kernel_p`, one per platform, and the route each call takes.
 
 On a GPU platform ("cuda", "rocm") a call takes XLA's own Triton custom call (`_xla_native`)
-or jaxlib's (`_jaxlib_call`), as `_route.choose` rules (asked for, or where it fits and is
-proven, and not for `jax.export` or runtime scalars); the platform's backend
+or jaxlib's (`_jaxlib_call`), as `_route.choose` rules (asked for, or where it fits and the
+platform takes it by default, and not for `jax.export`); the platform's backend
 (`backends.backend`) answers the vendor questions on both routes. On the CPU
 the kernel runs in Triton's interpreter (`interpret`). `triton_call_lowering` enters here too,
 through `lower`.
@@ -48,14 +48,15 @@ class Lowering:
         results."""
         from jax_triton_rocm.lowering import _jaxlib_call, _route, _xla_native  # see `_lowering`
 
-        route = _route.choose(spec, self.backend.platform, exporting=_devices.for_export(ctx))
+        route = _route.choose(spec, self.backend, exporting=_devices.for_export(ctx))
         reason = route.reason
         if route.xla:
             results = _xla_native.lower(self.backend, ctx, operands, spec)
-            if not isinstance(results, str):
+            if not isinstance(results, _xla_native.Unfit):
                 _route.note(_route.XLA, spec, reason)
                 return results
-            reason = results
+            _route.refuse_if_asked(spec, results.reason)
+            reason = results.reason
         lowered = _jaxlib_call.lower_call(self.backend, ctx, spec)
         _route.note(_route.JAXLIB_LEGACY if lowered.custom_call_target == _compat.LEGACY_TARGET
                     else _route.JAXLIB, spec, reason)

@@ -3,7 +3,8 @@
 XLA reads the IR with the Triton dialect of the installed jaxlib, which may not read what the
 installed Triton wrote: the IR is parsed here first, in that dialect, and a kernel whose IR does
 not parse, or whose function does not take one pointer per buffer, takes jaxlib's route instead
-(with a warning, once per kernel, for IR that does not parse).
+(with a warning, once per kernel, for IR that does not parse where XLA's route was asked for by
+JAX_TRITON_ROCM_XLA_NATIVE=1; the automatic route only logs why).
 """
 
 from __future__ import annotations
@@ -36,11 +37,11 @@ def parse_ttir(text: str) -> Any:
 
 
 def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int, *,
-               opt_out: str = "JAX_TRITON_ROCM_XLA_NATIVE=0") -> bytes | str:
+               opt_out: str = "JAX_TRITON_ROCM_XLA_NATIVE=0", warn: bool = True) -> bytes | str:
     """The kernel's Triton IR as MLIR bytecode for XLA, or why XLA cannot take it.
 
-    Warns, once per kernel, when this jaxlib cannot parse the IR that the installed Triton wrote;
-    the warning says how to leave the route (`opt_out`).
+    Warns (with `warn`), once per kernel, when this jaxlib cannot parse the IR that the installed
+    Triton wrote; the warning says how to leave the route (`opt_out`).
     """
     key = (compiled.key, n_pointers)
     cached = _state.IR_CHECKS.get(key)  # content-keyed: never stale
@@ -51,7 +52,7 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int, *,
     except Exception as err:  # MLIRError has no public base class to name across jaxlibs
         reason = (f"this jaxlib's Triton dialect cannot parse the IR that Triton "
                   f"{_triton_version()} wrote ({_parse_error(err)})")
-        if _state.IR_CHECKS.setdefault(key, reason) is reason:  # warned once per kernel
+        if _state.IR_CHECKS.setdefault(key, reason) is reason and warn:  # once per kernel
             warnings.warn(
                 f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
                 f"XLA's: {reason}. Use a Triton release whose IR this jaxlib reads (README: "

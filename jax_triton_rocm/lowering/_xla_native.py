@@ -1,26 +1,28 @@
 """XLA's own route for Triton kernels: the custom call `__gpu$xla.gpu.triton`.
 
 XLA takes Triton IR in the call's backend config, compiles it with its own Triton and launches it
-as one of its own kernels, at the cost of XLA's kernels (jaxlib's Triton custom call costs about
-twice that per launch). Facts from XLA's source (`xla/service/gpu/triton_call.cc`, and
-`EmitTritonCustomCall` in XLA's GPU thunk emitter), the same on CUDA and ROCm:
+as one of its own kernels, at the cost of XLA's kernels (jaxlib's Triton custom call costs more
+per launch, and more the larger the binary). Facts from XLA's source (`xla/service/gpu/
+triton_call.cc`, and `EmitTritonCustomCall` in XLA's GPU thunk emitter), the same on CUDA and
+ROCm:
 
 - The backend config is a dictionary with `name` (the `tt.func` to launch), `ir` (MLIR text or
   bytecode), `num_warps`, `num_stages`, `grid_x`, `grid_y`, `grid_z`, all required; `debug` is
   written by Pallas and not read. There is no `num_ctas` (always 1), no shared-memory size, no
   zeroing of outputs, no compile options.
-- The kernel receives one pointer per operand, then one per result, and nothing else: every
-  scalar must be baked into the IR. Aliased operand/result pairs share a buffer; the kernel still
-  receives both pointers.
+- The kernel receives one pointer per operand, then one per result, and nothing else. Aliased
+  operand/result pairs share a buffer; the kernel still receives both pointers.
 - The block has `num_warps * threads_per_warp` threads, the warp width being the device's: 32 on
   NVIDIA, 64 on CDNA (gfx9), 32 on RDNA (gfx10-12). Triton compiled the IR for the same width, so
   `num_warps` passes unchanged (jaxlib's route assumes 64 on every AMD GPU and must rescale).
 
-Which calls take it is `_route`'s rule. A call fits it when it is a plain Triton kernel (not
-autotuned, not Gluon) whose parameters are all pointers once the call's scalars are compiled in
-as constants, launched without the options XLA cannot pass, and whose IR this jaxlib's Triton
-dialect parses. A call that does not fit takes jaxlib's route, with a debug log saying why (a
-warning, once per kernel, when the IR does not parse: that is a version mismatch to report).
+So the kernel is compiled in the form XLA launches (`launch._trampoline.for_xla`): a trampoline
+whose parameters are one pointer per buffer, where each runtime scalar is a 0-d operand (a
+constant in the program) that it loads, and each output to zero is a zero-filled operand aliased
+to it (what jaxlib's call does with a memset). Which calls take the route is `_route`'s rule; a
+call fits when it is a Triton kernel (not Gluon) with one configuration (an autotuned one once
+its choice is remembered, `lowering._choices`), with no tuple or descriptor parameter, launched
+without the options XLA cannot pass, and whose IR this jaxlib's Triton dialect parses.
 """
 
 from __future__ import annotations
@@ -30,15 +32,17 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 # `custom_call` with a dictionary backend config is not public; Pallas uses the same helper, and
 # it has the same signature in every supported jax (0.10.2-0.12).
 from jax._src.interpreters import mlir
 
-from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.base import _compat, _state, _values
 from jax_triton_rocm.compile import _compile, _globals
-from jax_triton_rocm.launch import _kernel, _layout, _limits, _nested, _plan
+from jax_triton_rocm.launch import _limits, _nested, _plan, _trampoline, _types
 from jax_triton_rocm.launch._spec import KernelCallSpec
-from jax_triton_rocm.lowering import _target, _xla_ir
+from jax_triton_rocm.lowering import _choices, _target, _xla_ir
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -48,33 +52,37 @@ CUSTOM_CALL_TARGET = _compat.XLA_TRITON_TARGET
 
 @dataclasses.dataclass(frozen=True)
 class NativeCall:
-    """What the custom call's backend config carries (see the module docstring)."""
+    """What the custom call's backend config carries (see the module docstring), and the operands
+    the route adds after the call's own: a zero-filled one per output in `zeroed`, then a 0-d one
+    per scalar in `scalars`."""
 
     name: str
     ir: bytes
     num_warps: int
     num_stages: int
     grid: tuple[int, int, int]
+    scalars: tuple[_types.Scalar, ...] = ()
+    zeroed: tuple[int, ...] = ()
 
 
-def why_not(unwrapped: _kernel.Unwrapped, spec: KernelCallSpec) -> str | None:
+@dataclasses.dataclass(frozen=True)
+class Unfit:
+    """Why a call cannot take XLA's route, found once its kernel is planned or compiled."""
+
+    reason: str
+
+
+def why_not(spec: KernelCallSpec) -> str | None:
     """Why a call cannot take the route, judged before any compile; None if it may."""
-    if unwrapped.autotuner is not None:
-        return "the kernel is autotuned (XLA's call launches one compiled configuration)"
-    if unwrapped.jit_fn.is_gluon():
+    if spec.unwrapped.jit_fn.is_gluon():
         return "it is a Gluon kernel (XLA compiles Triton IR only)"
-    zeroed = spec.zeroed_outputs
-    if callable(zeroed) or zeroed:
-        return "zeroed_outputs is set (XLA's call does not zero outputs before the launch)"
     if spec.num_ctas != 1:
         return f"num_ctas={spec.num_ctas} (XLA's call launches one CTA per cluster)"
+    if any(kind == "descriptor" for kind, _ in spec.positional):
+        return ("a parameter takes a host-side TensorDescriptor, whose CUDA tensor map the host "
+                "must encode at each launch, and XLA's call passes buffer pointers only")
     if any(kind in _nested.NESTED_KINDS for kind, _ in spec.positional):
-        return ("a parameter takes a tuple or a TensorDescriptor (XLA's call passes one pointer "
-                "per operand and result)")
-    if _layout.places_outputs(spec.positional) and len(
-            [kind for kind, _ in spec.positional if kind == "output"]) < len(spec.out_shapes):
-        return ("an output has no pointer of its own (an aliased output, a Ref's), and XLA's "
-                "call passes one per result")
+        return "a parameter takes a tuple (XLA's call passes one pointer per buffer)"
     options = dict(spec.options) | dict(spec.backend_options)
     if options:
         return (f"compile option(s) {', '.join(sorted(options))} (XLA compiles the IR with its "
@@ -88,85 +96,133 @@ def why_not(unwrapped: _kernel.Unwrapped, spec: KernelCallSpec) -> str | None:
     return None
 
 
-def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list | str:
+def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list | Unfit:
     """Emits the call through XLA's Triton custom call (a call `why_not` lets through); returns
-    its results, or why the compiled kernel does not fit after all (nothing emitted).
+    its results, or why the planned or compiled kernel does not fit after all (nothing emitted).
 
     `backend` is the platform's `_backend.Backend`: it answers the target, Triton's target and
     compile options, and the launch limits, exactly as for jaxlib's route.
     """
     call = native_call(backend, ctx, spec)
-    if isinstance(call, str):
+    if isinstance(call, Unfit):
         return call
     if spec.cost_estimate is not None:
         logger.debug("jax_triton_rocm: cost_estimate dropped: XLA's Triton call carries none")
     return emit(ctx, operands, call, spec.input_output_aliases, spec.has_side_effect, spec.name)
 
 
-def native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | str:
+def native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | Unfit:
     """The call XLA gets, or why it does not fit; kept in `_state.LOWERED_CALLS` (beside
-    jaxlib's route's calls) by what decides it: the target, the avals, the spec and the values
-    of the globals the kernel reads. A lowering of the same call again compiles nothing anew."""
+    jaxlib's route's calls) by what decides it: the target, the avals, the spec, the values of
+    the globals the kernel reads and the remembered autotune choices. A lowering of the same call
+    again compiles nothing anew; one at new scalar values compiles nothing either (the kernel
+    holds none)."""
     # The same target, and the same error where none can be known, as jaxlib's route.
     target, _ = _target.resolve_target(backend, ctx, spec)
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     key = (CUSTOM_CALL_TARGET, backend.platform, target, in_avals, out_avals, spec,
-           _globals.global_values(spec.unwrapped.jit_fn))
+           _globals.global_values(spec.unwrapped.jit_fn), _choices.lowering_token())
     try:
         entry = _state.LOWERED_CALLS.get(key)
     except TypeError:  # an unhashable parameter: no memo
-        return _compiled_call(backend, spec, target, in_avals, out_avals)
+        return _compiled_call(backend, ctx, spec, target, in_avals, out_avals)
     if entry is None:
         entry = _state.LOWERED_CALLS.put(key, (spec.kernel, _compiled_call(
-            backend, spec, target, in_avals, out_avals)))
+            backend, ctx, spec, target, in_avals, out_avals)))
     return entry[1]
 
 
-def _compiled_call(backend: Any, spec: KernelCallSpec, target: Any, in_avals: tuple,
-                   out_avals: tuple) -> NativeCall | str:
-    """Compiles the call with its scalars as constants; the call, or why it does not fit."""
-    [launch] = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, target))
-    jit_fn = spec.unwrapped.jit_fn
-    job = _compile.make_job(jit_fn, backend.triton_target(target),
-                            scalars_as_constexprs(jit_fn, launch.bound),
+def _one_launch(backend: Any, ctx: Any, spec: KernelCallSpec, target: Any, in_avals: tuple,
+                out_avals: tuple) -> _plan.Launch | Unfit:
+    """The call's one launch: its only configuration, or the one remembered for an autotuned
+    call (found as jaxlib's route finds it, which keys choices on its compiled configs)."""
+    launches = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, target))
+    if len(launches) == 1:
+        return launches[0]
+    from jax_triton_rocm.lowering import _jaxlib_call
+
+    lowered = _jaxlib_call.lower_call(backend, ctx, spec)
+    if lowered.undecided is not None or len(lowered.launches) != 1:
+        return Unfit("the kernel is autotuned and no configuration is remembered for this call "
+                     "(jaxlib's call times them at its first run; jax_triton_rocm.autotune picks "
+                     "one once, on real data, and the call then takes XLA's)")
+    chosen = lowered.launches[0].description
+    return next(launch for launch in launches if launch.description == chosen)
+
+
+def _compiled_call(backend: Any, ctx: Any, spec: KernelCallSpec, target: Any, in_avals: tuple,
+                   out_avals: tuple) -> NativeCall | Unfit:
+    """The call in the form XLA launches, or why it does not fit. A plain kernel's is kept in
+    `_state.PLANS` by `_plan.plan_key`, and refilled for a call at new shapes or scalar values
+    (`_plan.relaunch`: the grid, the scalars, the outputs to zero): the kernel holds neither."""
+    try:
+        key = _plan.plan_key(spec, in_avals, out_avals)
+    except TypeError:  # an unhashable parameter: no plan kept
+        key = None
+    if key is not None:
+        key = (CUSTOM_CALL_TARGET, backend.platform, target,
+               _globals.global_values(spec.unwrapped.jit_fn), key)
+        entry = _state.PLANS.get(key)
+        if entry is not None:
+            planned, call = entry[1]
+            [launch] = _plan.relaunch([planned], spec, in_avals, out_avals,
+                                      backend.launch_limits(target))
+            if tuple(launch.zeroed) == call.zeroed:  # else the kernel takes other buffers
+                return _values.replaced(call, grid=launch.grid, scalars=_scalars(launch))
+    launch = _one_launch(backend, ctx, spec, target, in_avals, out_avals)
+    if isinstance(launch, Unfit):
+        return launch
+    call = _compiled(backend, spec, target, launch, in_avals, out_avals)
+    if key is not None and not isinstance(call, Unfit):
+        _state.PLANS.put(key, (spec.kernel, (launch, call)))  # the kernel's id is in the key
+    return call
+
+
+def _scalars(launch: _plan.Launch) -> tuple[_types.Scalar, ...]:
+    """The launch's runtime scalars, in kernel order: what the trampoline loads, in its order."""
+    return tuple(source.scalar for source in launch.bound.sources if source.kind == "scalar")
+
+
+def _compiled(backend: Any, spec: KernelCallSpec, target: Any, launch: _plan.Launch,
+              in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
+    """Compiles `launch` in the form XLA launches; the call, or why it does not fit."""
+    aliased = {o for _, o in spec.input_output_aliases}
+    if aliased & set(launch.zeroed):
+        return Unfit("an output to zero shares its buffer with an input (jaxlib's call zeroes "
+                     "that buffer; XLA's call has no zeroing)")
+    zero_avals = tuple(out_avals[o] for o in launch.zeroed)
+    form = _trampoline.for_xla(spec.unwrapped.jit_fn, launch.bound, in_avals + zero_avals,
+                               out_avals, backend.triton_backend())
+    job = _compile.make_job(form.jit_fn, backend.triton_target(target), form.bound,
                             backend.triton_options(launch, spec), gluon=False,
                             binary_key=backend.binary_key, asm_key=backend.asm_key)
     compiled = _compile.compile_job(job)
     problem = backend.launch_limits(target).shared_problem(compiled.shared_mem_bytes)
     if problem:
-        return problem  # jaxlib's route raises it, with the kernel's name
+        return Unfit(problem)  # jaxlib's route raises it, with the kernel's name
     _limits.check_launch_features(compiled)
     if compiled.global_scratch_size:
-        return (f"the kernel needs {compiled.global_scratch_size} bytes of Triton global scratch "
-                f"memory, which not every XLA allocates for this call")
-    ir = _xla_ir.checked_ir(compiled, len(in_avals) + len(out_avals),
-                            opt_out=f"{ENV_XLA_NATIVE}=0")
+        return Unfit(f"the kernel needs {compiled.global_scratch_size} bytes of Triton global "
+                     f"scratch memory, which not every XLA allocates for this call")
+    n_pointers = len(in_avals) + len(zero_avals) + len(form.scalar_operands) + len(out_avals)
+    # Asked for by the environment, a kernel XLA cannot read is worth a warning; asked for by
+    # the call it raises (`_route.refuse_if_asked`); chosen automatically it is only logged.
+    asked = bool(spec.xla_native) or _values.env_flag(ENV_XLA_NATIVE, default=None) is True
+    ir = _xla_ir.checked_ir(compiled, n_pointers, opt_out=f"{ENV_XLA_NATIVE}=0", warn=asked)
     if isinstance(ir, str):
-        return ir
+        return Unfit(ir)
     return NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,
-                      num_stages=int(compiled.metadata.get("num_stages") or 1), grid=launch.grid)
+                      num_stages=int(compiled.metadata.get("num_stages") or 1), grid=launch.grid,
+                      scalars=form.scalar_operands, zeroed=tuple(launch.zeroed))
 
 
-def scalars_as_constexprs(jit_fn: Any, bound: _layout.BoundKernel) -> _layout.BoundKernel:
-    """`bound` with each runtime scalar compiled in as a constexpr of its value.
+_SCALAR_DTYPES = {"u1": np.bool_, "i1": np.bool_, "i32": np.int32, "u32": np.uint32,
+                  "i64": np.int64, "u64": np.uint64, "fp32": np.float32, "fp64": np.float64}
 
-    XLA passes pointers only. The scalars are known when the call is traced, so the kernel is
-    specialised to them: each distinct value compiles a kernel of its own.
-    """
-    names = list(jit_fn.arg_names)
-    scalars = {s.position: s.scalar.value for s in bound.sources if s.kind == "scalar"}
-    if not scalars:
-        return bound
-    signature = {name: ("constexpr" if i in scalars else bound.signature[name])
-                 for i, name in enumerate(names) if name in bound.signature}
-    constexprs = {**bound.constexprs, **{(i,): value for i, value in scalars.items()}}
-    return _layout.BoundKernel(
-        signature=signature,
-        constexprs=constexprs,
-        attrs={k: v for k, v in bound.attrs.items() if k[0] not in scalars},
-        sources=tuple(s for s in bound.sources if s.kind != "scalar"),
-        specializations=tuple((i, s) for i, s in bound.specializations if i not in scalars),
-    )
+
+def scalar_constant(scalar: _types.Scalar) -> Any:
+    """A runtime scalar as the 0-d constant XLA passes the trampoline (`_trampoline.for_xla`)."""
+    return mlir.ir_constant(np.array(scalar.value, _SCALAR_DTYPES[scalar.triton_type]))
 
 
 def _layouts(avals: Sequence[Any]) -> list[list[int]]:
@@ -176,7 +232,8 @@ def _layouts(avals: Sequence[Any]) -> list[list[int]]:
 
 def emit(ctx: Any, operands: Sequence[Any], call: NativeCall,
          aliases: Sequence[tuple[int, int]], has_side_effect: bool = False, name: str = ""):
-    """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`).
+    """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`), with the
+    operands the call adds (zero-filled ones aliased to the outputs to zero, then the scalars).
 
     XLA's backend config has no field for the call's `name` (its `name` is the `tt.func` to
     launch), so the call's name is a frontend attribute of the op, which HLO dumps show and
@@ -185,6 +242,10 @@ def emit(ctx: Any, operands: Sequence[Any], call: NativeCall,
     """
     from jax._src.lib.mlir import ir
 
+    zero_avals = [ctx.avals_out[o] for o in call.zeroed]
+    added = [mlir.full_like_aval(ctx, 0, aval) for aval in zero_avals]
+    added += [scalar_constant(scalar) for scalar in call.scalars]
+    aliases = [*aliases, *((len(ctx.avals_in) + k, o) for k, o in enumerate(call.zeroed))]
     backend_config = {
         "name": ir.StringAttr.get(call.name),
         "ir": ir.StringAttr.get(call.ir),
@@ -200,10 +261,10 @@ def emit(ctx: Any, operands: Sequence[Any], call: NativeCall,
     op = mlir.custom_call(
         CUSTOM_CALL_TARGET,
         result_types=result_types,
-        operands=list(operands),
+        operands=[*operands, *added],
         backend_config=backend_config,
         api_version=4,
-        operand_layouts=_layouts(ctx.avals_in),
+        operand_layouts=_layouts([*ctx.avals_in, *zero_avals]) + [[] for _ in call.scalars],
         result_layouts=_layouts(ctx.avals_out),
         operand_output_aliases=dict(aliases),
         has_side_effect=has_side_effect,

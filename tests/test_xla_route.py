@@ -1,0 +1,347 @@
+"""XLA's Triton call as the default route: every call surface and layout, runtime scalars, aliases,
+Refs, zeroed outputs and remembered autotune choices, with no hidden fill, memset or copy; and
+the trampolines that make kernels fit each route (`launch._trampoline`), run in Triton's
+interpreter on the CPU in the very form each route compiles.
+
+Lowered for CUDA (and ROCm where asked) on a machine without a GPU. The same calls run on a GPU
+in `test_gpu_xla_route`.
+"""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import triton
+import triton.language as tl
+
+import jax_triton_rocm as jtr
+from jax_triton_rocm.base import _compat, _state, _values
+from jax_triton_rocm.interpret import _interpret
+from jax_triton_rocm.launch import _plan, _trampoline
+from jax_triton_rocm.lowering import _choices, _devices, _xla_native
+from tests import autotune_utils as au
+from tests import kernels
+from tests import library_kernels as lk
+from tests.lowering_utils import lower_for, spec
+from tests.surface_kernels import (add_inplace_kernel, constexpr_first_kernel, inc_kernel,
+                                   out_first_kernel, update_and_double_kernel)
+from tests.test_xla_native import ir_text, kernel_signature, native_calls
+
+N = 1000
+F32 = jnp.float32
+XLA = _compat.XLA_TRITON_TARGET
+ZERO_FILL = re.compile(r"stablehlo\.constant dense<(0|0\.000000e\+00)>")
+
+
+@pytest.fixture(autouse=True)
+def automatic(monkeypatch):
+    """No route forced by the environment, and no lowering served from another test's."""
+    monkeypatch.delenv(_xla_native.ENV_XLA_NATIVE, raising=False)
+    jax.clear_caches()
+
+
+def _grid(n, block=256):
+    return (triton.cdiv(n, block),)
+
+
+def positional_add(x, y):
+    return kernels.add(x, y)
+
+
+def positional_alias(x, y):
+    return jtr.triton_call(x * 2, y, x.size, kernel=kernels.add_inplace_kernel, out_shape=x,
+                           grid=_grid(x.size), BLOCK=256, input_output_aliases={0: 0})
+
+
+def output_first(x, y):
+    return jtr.triton_call(x, y_ptr=y, n=x.size, kernel=out_first_kernel, out_type=x,
+                           grid=_grid(x.size), BLOCK=256)
+
+
+def keywords_around_a_constexpr(x, y):
+    return jtr.triton_call(x, n=x.size, y_ptr=y, kernel=constexpr_first_kernel, out_type=x,
+                           grid=_grid(x.size), BLOCK=256)
+
+
+def aliased_output_before_a_pointer(x, y):
+    updated, doubled = jtr.triton_call(x * 1, y, x.size, kernel=update_and_double_kernel,
+                                       out_type=(x, y), grid=_grid(x.size), BLOCK=256,
+                                       input_output_aliases={0: 0})
+    return updated + doubled
+
+
+def zero_four_alias(x, y):
+    return jtr.triton_call(x, y * 3, x.size, kernel=add_inplace_kernel, out_type=y,
+                           grid=_grid(x.size), BLOCK=256, input_output_aliases={1: 0})
+
+
+def a_ref(x, y):
+    ref = jax.new_ref(x + y)
+    jtr.triton_call(x.size, ref, kernel=inc_kernel, out_type=(), grid=_grid(x.size), BLOCK=256)
+    return ref[...]
+
+
+def library_outputs_between_inputs(x, y):
+    total, diff = lk.sum_diff(x, y)
+    return total * 10 + diff
+
+
+# name -> (the call, its jax.numpy reference, the aliases its custom call may carry)
+SURFACES = {
+    "0.3 positional, runtime length": (positional_add, lambda x, y: x + y, 0),
+    "0.3 input_output_aliases": (positional_alias, lambda x, y: 2 * x + y, 1),
+    "0.4 output pointer first": (output_first, lambda x, y: x + 2 * y, 0),
+    "0.4 keyword operands around a constexpr": (keywords_around_a_constexpr,
+                                                 lambda x, y: x + y, 0),
+    "0.4 aliased output before one with a pointer": (aliased_output_before_a_pointer,
+                                                      lambda x, y: x + y + 2 * y, 1),
+    "0.4 alias layout": (zero_four_alias, lambda x, y: x + 3 * y, 1),
+    "a Ref": (a_ref, lambda x, y: x + y + 1, 1),
+    "triton_call_lowering, outputs between inputs": (library_outputs_between_inputs,
+                                                     lambda x, y: (x + y) * 10 + (x - y), 0),
+}
+
+
+def _module_text(fn, *args, platform="cuda"):
+    return lower_for(fn, *args, platform=platform).as_text()
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_every_surface_takes_xlas_call_with_no_fill_or_copy(surface):
+    fn, _, n_aliases = SURFACES[surface]
+    x = spec((N,), F32)
+    lowered = lower_for(fn, x, x, platform="cuda")
+    [call] = native_calls(lowered)
+    assert [c.target for c in jtr.kernel_calls(lowered)] == [XLA]
+    text = lowered.as_text()
+    triton_call = [line for line in text.splitlines() if XLA in line][0]
+    # No buffer is made for the kernel: no zero fill (a zero constant broadcast to a buffer),
+    # no copy, no memset.
+    assert not ZERO_FILL.search(text), text
+    assert "stablehlo.copy" not in text and "memset" not in text
+    assert call["aliases"].count("output_operand_alias<") == n_aliases, triton_call
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+@pytest.mark.parametrize("form", ["xla", "jaxlib"])
+def test_the_trampolines_compute_what_the_kernel_computes(surface, form):
+    """Each route's form of the call (the trampoline it compiles) run in Triton's interpreter,
+    with the buffers in the order that route passes them."""
+    fn, reference, _ = SURFACES[surface]
+    x = jax.random.normal(jax.random.key(0), (N,), F32)
+    y = jax.random.normal(jax.random.key(1), (N,), F32)
+    with _run_as_route(form):
+        got = jax.jit(fn)(x, y)
+    np.testing.assert_allclose(got, reference(x, y), rtol=1e-6, atol=1e-6)
+
+
+class _run_as_route:
+    """While in force, the CPU route runs each call's kernel in the form `form`'s route compiles
+    (`_trampoline.for_xla` or `for_jaxlib`), its buffers passed in that route's order."""
+
+    def __init__(self, form):
+        self.form = form
+
+    def __enter__(self):
+        self.original = _interpret.run_on_host
+        _interpret.run_on_host = self.run
+        jax.clear_caches()
+
+    def __exit__(self, *exc):
+        _interpret.run_on_host = self.original
+        jax.clear_caches()
+
+    def run(self, call, *inputs):
+        from triton.backends.compiler import BaseBackend
+
+        launch, jit_fn = call.launch, call.jit_fn
+        in_avals = tuple(jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in inputs)
+        aliases, extra = list(call.aliases), []
+        if self.form == "jaxlib":
+            form = _trampoline.for_jaxlib(jit_fn, launch.bound, len(inputs))
+            zeroed = launch.zeroed
+        else:
+            zeroed_avals = tuple(call.out_avals[o] for o in launch.zeroed)
+            form = _trampoline.for_xla(jit_fn, launch.bound, in_avals + zeroed_avals,
+                                       call.out_avals, BaseBackend)
+            extra = [np.zeros(a.shape, a.dtype) for a in zeroed_avals]
+            aliases += [(len(inputs) + k, o) for k, o in enumerate(launch.zeroed)]
+            extra += [np.array(s.value, _xla_native._SCALAR_DTYPES[s.triton_type])
+                      for s in form.scalar_operands]
+            zeroed = ()
+        assert form.jit_fn is not jit_fn or self._fits(form, len(inputs) + len(extra))
+        relaid = _values.replaced(launch, bound=form.bound, zeroed=tuple(zeroed))
+        return self.original(_values.replaced(call, jit_fn=form.jit_fn, launch=relaid,
+                                              positional=(), aliases=tuple(aliases)),
+                             *inputs, *extra)
+
+    def _fits(self, form, n_operands):
+        """A kernel left as it is must already take its buffers in the route's order."""
+        kinds = [s.kind for s in form.bound.sources if s.kind != "scalar"]
+        return kinds == sorted(kinds, key=("input", "output").index)
+
+
+def test_twenty_values_of_a_runtime_scalar_compile_at_most_two_kernels():
+    compiles = _state.KERNELS.stats["compiles"]
+    irs = set()
+    for n in range(1000, 1020):
+        x = spec((n,), F32)
+        [call] = native_calls(lower_for(kernels.add, x, x, platform="cuda"))
+        irs.add(call["ir"])
+    # n % 16 == 0 (1008) or not: Triton's two specialisation classes of an int.
+    assert len(irs) == 2
+    assert _state.KERNELS.stats["compiles"] - compiles <= 2
+
+
+def test_an_int_divisible_by_16_is_loaded_as_a_multiple_of_16():
+    def copy(x, n):
+        return jtr.triton_call(x, n, kernel=kernels.copy_kernel, out_shape=x, grid=(4,),
+                               BLOCK=256)
+
+    x = spec((1024,), F32)
+    [aligned] = native_calls(lower_for(lambda x: copy(x, 1024), x, platform="cuda"))
+    [ragged] = native_calls(lower_for(lambda x: copy(x, 1000), x, platform="cuda"))
+    assert re.search(r"tt\.load %\w+ \{tt\.divisibility = dense<16>", ir_text(aligned["ir"]))
+    assert "tt.divisibility = dense<16>" not in ir_text(ragged["ir"])
+    [one] = native_calls(lower_for(lambda x: copy(x, 1), x, platform="cuda"))
+    assert one["operands"] == ["tensor<1024xf32>"]  # 1 is compiled in, as Triton's launcher does
+
+
+@triton.jit
+def typed_scalars_kernel(x_ptr, a, b, c, d, e, f, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets)
+    value = x * a + b + c.to(tl.float32) + d.to(tl.float32) + e.to(tl.float32)
+    tl.store(out_ptr + offsets, tl.where(f, value, -value))
+
+
+TYPED = (2.5, np.float64(1e-300), 2**40, 2**63 + 5, np.uint32(7), True)
+
+
+def typed(x, values=TYPED):
+    return jtr.triton_call(x, *values, kernel=typed_scalars_kernel, out_shape=x, grid=(4,),
+                           BLOCK=256)
+
+
+def test_scalars_of_every_type_reach_xlas_call_as_their_triton_types():
+    [call] = native_calls(lower_for(typed, spec((1024,), F32), platform="cuda"))
+    assert call["operands"][1:] == ["tensor<f32>", "tensor<f64>", "tensor<i64>",
+                                    "tensor<ui64>", "tensor<ui32>", "tensor<i1>"]
+    assert kernel_signature(call["ir"], "typed_scalars_kernel") == [
+        "!tt.ptr<f32>", "!tt.ptr<f32>", "!tt.ptr<f64>", "!tt.ptr<i64>", "!tt.ptr<i64>",
+        "!tt.ptr<i32>", "!tt.ptr<i1>", "!tt.ptr<f32>"]
+
+
+def test_a_new_length_on_xlas_route_compiles_and_lays_out_nothing(monkeypatch):
+    from jax_triton_rocm.compile import _compile
+
+    x = spec((8192,), F32)
+    [first] = native_calls(lower_for(kernels.add, x, x, platform="cuda"))
+    jobs, layouts = [], []
+    monkeypatch.setattr(_compile, "make_job", lambda *a, **k: jobs.append(a))
+    monkeypatch.setattr(_plan, "launches", lambda *a, **k: layouts.append(a))
+    x = spec((8208,), F32)
+    lowered = lower_for(kernels.add, x, x, platform="cuda")
+    [again] = native_calls(lowered)
+    assert jobs == [] and layouts == []
+    assert again["ir"] == first["ir"] and (first["grid_x"], again["grid_x"]) == (32, 33)
+    assert "dense<8208> : tensor<i32>" in lowered.as_text()
+
+
+@triton.jit
+def many_pointers_kernel(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, n, out_ptr,
+                         BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    total = tl.load(a0 + offsets, mask=mask)
+    total += (tl.load(a1 + offsets, mask=mask) + tl.load(a2 + offsets, mask=mask)
+              + tl.load(a3 + offsets, mask=mask) + tl.load(a4 + offsets, mask=mask)
+              + tl.load(a5 + offsets, mask=mask) + tl.load(a6 + offsets, mask=mask)
+              + tl.load(a7 + offsets, mask=mask) + tl.load(a8 + offsets, mask=mask)
+              + tl.load(a9 + offsets, mask=mask) + tl.load(a10 + offsets, mask=mask)
+              + tl.load(a11 + offsets, mask=mask))
+    tl.store(out_ptr + offsets, total, mask=mask)
+
+
+def many_pointers(*xs):
+    return jtr.triton_call(*xs, xs[0].size, kernel=many_pointers_kernel, out_shape=xs[0],
+                           grid=_grid(xs[0].size), BLOCK=256)
+
+
+def test_many_parameters_and_a_large_binary_take_xlas_call():
+    x = spec((N,), F32)
+    [call] = native_calls(lower_for(many_pointers, *[x] * 12, platform="cuda"))
+    assert len(call["operands"]) == 13
+    a, b = spec((512, 256), jnp.float16), spec((256, 512), jnp.float16)
+    lowered = lower_for(lambda a, b: kernels.matmul(a, b), a, b, platform="cuda")
+    assert [c.target for c in jtr.kernel_calls(lowered)] == [XLA]
+
+
+def test_a_remembered_autotune_choice_takes_xlas_call(monkeypatch, tmp_path):
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setattr(_devices, "device_kind", lambda platform, context: "Stand-in GPU")
+    jtr.clear_caches()
+    x = au.f32(4096)
+    lowered = lower_for(au.tuned_add, x, x, platform="cuda")
+    [tuned] = jtr.kernel_calls(lowered)
+    assert tuned.target == _compat.LEGACY_TARGET  # nothing remembered: jaxlib times them
+    with _choices.session() as current:
+        lower_for(au.tuned_add, x, x, platform="cuda")
+    [undecided] = current.undecided.values()
+    _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
+    [call] = native_calls(lower_for(au.tuned_add, x, x, platform="cuda"))
+    assert call["grid_x"] == 4096 // au.ADD_CONFIGS[1].kwargs["BLOCK"]
+    jtr.clear_caches()
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_rocm_lowers_xlas_route_with_the_trampoline_when_asked(arch):
+    x = spec((N,), F32)
+    [call] = native_calls(lower_for(lambda a, b: jtr.triton_call(
+        a, y_ptr=b, n=a.size, kernel=out_first_kernel, out_type=a, grid=_grid(a.size),
+        BLOCK=256, xla_native=True), x, x, platform="rocm", arch=arch))
+    assert kernel_signature(call["ir"], "out_first_kernel") == [
+        "!tt.ptr<f32>", "!tt.ptr<f32>", "!tt.ptr<i32>", "!tt.ptr<f32>"]
+    assert call["num_warps"] == 4
+
+
+def test_the_trampoline_is_named_like_the_kernel_and_inlined():
+    x = spec((N,), F32)
+    [call] = native_calls(lower_for(output_first, x, x, platform="cuda"))
+    assert call["name"] == "out_first_kernel"
+    text = ir_text(call["ir"])
+    assert "tt.call" not in text and text.count("tt.func") == 1
+
+
+def test_jaxlibs_route_takes_an_output_before_an_input_without_a_fill():
+    x = spec((N,), F32)
+    for platform, route in (("cuda", {"xla_native": False}), ("rocm", {})):
+        lowered = lower_for(lambda a, b: jtr.triton_call(
+            a, y_ptr=b, n=a.size, kernel=out_first_kernel, out_type=a, grid=_grid(a.size),
+            BLOCK=256, **route), x, x, platform=platform)
+        [call] = jtr.kernel_calls(lowered)
+        assert call.target == _compat.FFI_TARGET
+        text = lowered.as_text()
+        assert not ZERO_FILL.search(text) and "output_operand_alias" not in text
+        kernel_call = call.message.kernel_call
+        assert kernel_call.kernel.kernel_name == "out_first_kernel"
+        assert [p.WhichOneof("value") for p in kernel_call.parameters] == [
+            "array", "array", "array", "i32"]
+
+
+def test_a_host_descriptor_keeps_jaxlibs_call_and_says_why():
+    from tests.surface_kernels import desc_block_kernel
+
+    def copy(base, **kwargs):
+        desc = jtr.TensorDescriptor(base, base.shape, (base.shape[1], 1), (16, base.shape[1]))
+        return jtr.triton_call(desc, kernel=desc_block_kernel, grid=1, M=16, N=base.shape[1],
+                               out_type=jax.ShapeDtypeStruct((16, base.shape[1]), base.dtype),
+                               **kwargs)
+
+    base = spec((40, 64), F32)
+    [call] = jtr.kernel_calls(lower_for(copy, base, platform="cuda"))
+    assert call.target == _compat.FFI_TARGET
+    with pytest.raises(ValueError, match="host-side TensorDescriptor.*pointers only"):
+        lower_for(lambda b: copy(b, xla_native=True), base, platform="cuda")
