@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import statistics
 import sys
 import traceback
@@ -70,15 +71,19 @@ class RouteLog(logging.Handler):
         return [[kernel, route, reason] for (kernel, route), reason in sorted(self.seen.items())]
 
     def summary(self) -> str:
-        """The route ("xla", "jaxlib", ...), or "kernel: route" for each where there are
-        several kernels; "none logged" where no lowering logged one."""
+        """The route ("xla", "jaxlib", ...) where every kernel took the same, else each
+        kernel's, named by what its name does not share ("dwdb: xla, dx: jaxlib"); "none
+        logged" where no lowering logged one."""
         routes = self.routes()
         if not routes:
             return "none logged"
-        if len({kernel for kernel, _, _ in routes}) == 1:
-            return "+".join(route for _, route, _ in routes)
-        return ", ".join(f"{kernel.removesuffix('_kernel')}: {route}"
-                         for kernel, route, _ in routes)
+        if len({route for _, route, _ in routes}) == 1:
+            return routes[0][1]
+        names = [kernel.removesuffix("_kernel") for kernel, _, _ in routes]
+        shared = os.path.commonprefix(names)
+        shared = shared[:shared.rfind("_") + 1]
+        return ", ".join(f"{name[len(shared):]}: {route}"
+                         for name, (_, route, _) in zip(names, routes))
 
 
 def max_error(outputs, reference, tolerance: tuple[float, float]) -> tuple[float, bool]:

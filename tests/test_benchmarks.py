@@ -417,3 +417,20 @@ def test_real_kernels_refuse_an_unknown_kernel():
     result = run_benchmark("real_kernels.py", "--kernels", "softmax,nothing")
     assert result.returncode == 2
     assert "--kernels: no kernel nothing; kernels: softmax," in result.stderr
+
+
+def test_real_kernels_route_log_reads_the_packages_route_records():
+    import jax
+    import jax.numpy as jnp
+
+    import _real_measure
+    from _common import triton_add
+
+    x = jnp.ones(1024, jnp.float32)
+    with _real_measure.RouteLog() as log:
+        jax.jit(lambda x: triton_add(x, x, xla_native=None)).lower(x)
+    assert log.summary() == "interpreter"
+    assert log.routes() == [["add_kernel", "interpreter", "lowered for the CPU"]]
+    log.seen = {("layer_norm_bwd_dx_kernel", "jaxlib"): "zeroed outputs",
+                ("layer_norm_bwd_dwdb_kernel", "xla"): "it fits"}
+    assert log.summary() == "dwdb: xla, dx: jaxlib"
