@@ -12,6 +12,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -158,6 +159,20 @@ def chain_per_kernel_us(op: Callable, length: int = CHAIN_LENGTH, size: int = 10
     return median_seconds(chain(op, length), x, x) / length * 1e6
 
 
+def fresh_environment(command_buffers: bool, env: dict[str, str] | None = None) -> dict:
+    """This process's environment with `env` added and XLA_FLAGS turning command buffers on or
+    off, for a fresh process (XLA reads its flags once per process)."""
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
+             if not f.startswith(COMMAND_BUFFER_FLAG)]
+    if not command_buffers:
+        flags.append(COMMAND_BUFFER_FLAG)  # an empty list of command types: none
+    return dict(os.environ, **(env or {}), XLA_FLAGS=" ".join(flags))
+
+
+def _script_path(script: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), script)
+
+
 def run_fresh(script: str, args: list[str], command_buffers: bool,
               timeout_s: float | None = None,
               env: dict[str, str] | None = None) -> tuple[int | str, str, str]:
@@ -169,14 +184,9 @@ def run_fresh(script: str, args: list[str], command_buffers: bool,
       (exit status, or "timed out after N s"; its stdout; its stderr), what it printed before
       a timeout included.
     """
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
-             if not f.startswith(COMMAND_BUFFER_FLAG)]
-    if not command_buffers:
-        flags.append(COMMAND_BUFFER_FLAG)  # an empty list of command types: none
-    env = dict(os.environ, **(env or {}), XLA_FLAGS=" ".join(flags))
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), script)
     try:
-        result = subprocess.run([sys.executable, path, *args], env=env, capture_output=True,
+        result = subprocess.run([sys.executable, _script_path(script), *args],
+                                env=fresh_environment(command_buffers, env), capture_output=True,
                                 text=True, check=False, timeout=timeout_s)
     except subprocess.TimeoutExpired as err:
         def text(out):
@@ -184,6 +194,39 @@ def run_fresh(script: str, args: list[str], command_buffers: bool,
 
         return f"timed out after {timeout_s} s", text(err.stdout), text(err.stderr)
     return result.returncode, result.stdout, result.stderr
+
+
+def stream_fresh(script: str, args: list[str], command_buffers: bool,
+                 on_line: Callable[[str], None], idle_timeout_s: float | None = None,
+                 env: dict[str, str] | None = None) -> int | str:
+    """`run_fresh`, handing each line the process prints (stdout and stderr together) to
+    `on_line` as it comes, and killing the process when it prints nothing for `idle_timeout_s`.
+
+    Returns:
+      the exit status, or "printed nothing for N s" where it was killed for that.
+    """
+    env = dict(fresh_environment(command_buffers, env), PYTHONUNBUFFERED="1")
+    process = subprocess.Popen([sys.executable, _script_path(script), *args], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               errors="replace", bufsize=1)
+    last_line, killed = [time.monotonic()], threading.Event()
+
+    def watch():
+        while process.poll() is None:
+            if idle_timeout_s is not None and time.monotonic() - last_line[0] > idle_timeout_s:
+                killed.set()
+                process.kill()
+                return
+            time.sleep(0.5)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    for line in process.stdout:
+        last_line[0] = time.monotonic()
+        on_line(line.rstrip("\n"))
+    status = process.wait()
+    watcher.join()
+    return f"printed nothing for {idle_timeout_s} s" if killed.is_set() else status
 
 
 def in_fresh_process(script: str, args: list[str], command_buffers: bool) -> dict:
@@ -205,7 +248,7 @@ def print_rows(rows, value_names=("value", "ratio")) -> None:
     cells = [[f"{v:.3f}" if isinstance(v, float) else str(v) for v in values]
              for _, *values in rows]
     widths = [max(len(n), *(len(c[i]) for c in cells)) for i, n in enumerate(value_names)]
-    width = max(len(r[0]) for r in rows)
+    width = max(len("measure"), *(len(r[0]) for r in rows))
     print(f"{'measure':{width}s}  " + "  ".join(f"{n:>{w}s}" for n, w in zip(value_names,
                                                                           widths)))
     for (name, *_), row_cells in zip(rows, cells):

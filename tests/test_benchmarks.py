@@ -1,10 +1,12 @@
 """The benchmark scripts: --help prints usage and exits; without a GPU, one line says so."""
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
@@ -17,7 +19,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # for the scripts' own fun
 BENCHMARKS = sorted(name for name in os.listdir(os.path.join(ROOT, "benchmarks"))
                     if name.endswith(".py") and not name.startswith("_"))
 GPU_ONLY = ["overhead.py", "moe_permute.py", "autotune_launch.py", "launch_cost.py",
-            "scalar_compile.py"]
+            "scalar_compile.py", "real_kernels.py"]
 
 
 def run_benchmark(name, *args, timeout=120):
@@ -244,3 +246,190 @@ def test_autotune_launch_measures_every_route_on_the_cpu(tmp_path, monkeypatch):
     for route in bench.ROUTES:
         assert bench.per_kernel_us(route, 3, repeats=1) > 0
         assert bench.first_call_ms(route, range(7, 8), size=1024) > 0
+
+
+@pytest.mark.slow
+def test_real_kernels_check_on_cpu_checks_and_lowers_every_kernel():
+    """The package's side of every kernel in the interpreter against jax.numpy, and every chain
+    lowered for sm_90 at the measured sizes (skipped only where this jax cannot, as the TMA
+    kernel on jax < 0.11.1)."""
+    import importlib.util
+
+    import real_kernels
+
+    result = run_benchmark("real_kernels.py", "--check-on-cpu", timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    for name in real_kernels.NAMES:
+        [check] = [line for line in lines if line.startswith(f"check {name} (package")]
+        assert check.endswith(": ok"), check
+        [lower] = [line for line in lines if line.startswith(f"lower {name} for sm_90: ")]
+        assert lower.endswith(": ok") or ": skipped: " in lower, lower
+    if importlib.util.find_spec("torch") is None:
+        assert "PyTorch side: not checked: PyTorch is not installed" in lines
+    else:
+        assert sum(line.startswith("check ") and "(PyTorch" in line and line.endswith(": ok")
+                   for line in lines) == len(real_kernels.CASES), result.stdout
+    assert lines[-1] == "check on the CPU: all ok"
+
+
+# Philox's multiplications wrap around in uint32 by design; the interpreter's NumPy says so.
+@pytest.mark.filterwarnings("ignore:overflow encountered in multiply:RuntimeWarning")
+def test_real_kernels_check_on_cpu_reports_a_wrong_kernel(monkeypatch, capsys):
+    import _real_cases
+    import _real_cpu
+
+    case = _real_cases.BY_NAME["dropout"]
+
+    def other_p_reference(sizes, step, x):  # the mask of another p: not what the kernel does
+        return case.reference(dict(sizes, p=0.25), step, x)
+
+    monkeypatch.setitem(_real_cases.BY_NAME, "dropout",
+                        dataclasses.replace(case, reference=other_p_reference))
+    [failure] = _real_cpu.interpreted(["dropout"], torch_side=False)
+    assert failure.startswith("dropout (package): wrong result, max error ")
+    [line] = capsys.readouterr().out.splitlines()
+    assert line.startswith("check dropout (package, Triton's interpreter): max error ")
+    assert line.endswith(": FAILED")
+
+
+@pytest.mark.parametrize("outputs,expected", [
+    ([np.ones(3)], (0.0, True)),
+    ([np.array([1.0, 1.5, 1.0])], (0.5, False)),
+    ([np.array([1.0, np.nan, 1.0])], (float("inf"), False)),
+    ([np.ones(4)], (float("inf"), False)),
+    ([np.ones(3), np.ones(3)], (0.0, False)),
+])
+def test_real_kernels_max_error_fails_a_difference_a_nan_a_shape_and_a_count(outputs, expected):
+    import _real_measure
+
+    assert _real_measure.max_error(outputs, [np.ones(3)], (1e-3, 1e-3)) == expected
+
+
+def _fake_result(name, command_buffers, package_us=60.0, torch_us=50.0):
+    if name == "add":
+        scale = 1.0 if command_buffers else 3.0
+        return {"kernel": name, "route": "xla", "routes": [["add_kernel", "xla", "it fits"]],
+                "correct": True, "package_us": 1.5 * scale, "xla_us": 1.4 * scale}
+    return {"kernel": name, "title": name, "route": "jaxlib",
+            "routes": [[f"{name}_kernel", "jaxlib", "runtime scalars"]],
+            "package": {"max_error": 1e-3, "correct": True, "us": package_us},
+            "torch": {"max_error": 2e-3, "correct": True, "us": torch_us, "alone_us": 45.0}}
+
+
+def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkeypatch, capsys,
+                                                                          tmp_path):
+    import argparse
+
+    import real_kernels
+
+    def fake_measured(names, args, command_buffers):
+        found = {name: _fake_result(name, command_buffers) for name in names}
+        found["matmul"]["package"]["us"] = 52.0  # 1.04: within the goal
+        if not command_buffers:
+            found["softmax"]["package"]["us"] = 40.0  # slow with command buffers on only
+        found["dropout"]["torch"] = {"max_error": 0.5, "correct": False}
+        found["attention"] = {"kernel": "attention", "failed": "the worker exited (-11) on it"}
+        found["layernorm"]["torch"] = {"unavailable": "PyTorch sees no GPU"}
+        found["matmul_tma"] = {"kernel": "matmul_tma", "skipped": "needs sm_90+"}
+        return found
+
+    monkeypatch.setattr(real_kernels, "measured", fake_measured)
+    path = tmp_path / "table.json"
+    args = argparse.Namespace(length=50, repeats=3, add_length=200, json=str(path))
+    assert real_kernels.report(real_kernels.NAMES, args) == 1
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()
+            if line.split() and line.split()[0] in real_kernels.NAMES}
+    assert rows["softmax"][4:] == ["60.000", "50.000", "1.200", "40.000", "50.000", "0.800",
+                                   "45.000", ">1.05", "on"]
+    assert rows["matmul"][-1] == "45.000"  # no flag
+    assert rows["dropout"][-1] == "WRONG" and rows["dropout"][5] == "wrong"
+    assert rows["attention"][4:7] == ["failed", "failed", "-"]
+    assert rows["add"][2:] == ["1.500", "1.400", "1.071", "4.500", "4.200", "1.071", "met"]
+    assert rows["layernorm"][4:] == ["60.000", "-", "-", "60.000", "-", "-", "-"]
+    assert rows["matmul_tma"][4:] == ["-"] * 7 + ["skipped"]
+    assert "above 1.05x PyTorch: softmax, layernorm_bwd" in out
+    assert ("not measured: layernorm's PyTorch side (command buffers on), layernorm's PyTorch "
+            "side (command buffers off): PyTorch sees no GPU") in out
+    assert ("not measured: matmul_tma (command buffers on), matmul_tma (command buffers off): "
+            "needs sm_90+") in out
+    assert out.count("FAILED: ") == 4  # attention's worker and dropout's PyTorch, on and off
+    assert "FAILED: attention (worker, command buffers on): the worker exited (-11) on it" in out
+    assert "FAILED: dropout (torch, command buffers off): wrong result (max error 0.5)" in out
+    table = json.loads(path.read_text())
+    assert [row["kernel"] for row in table["kernels"]] == real_kernels.NAMES[:-1]
+    assert table["kernels"][0]["ratio_on"] == pytest.approx(1.2)
+    assert table["add"]["goal"] == "met" and table["versions"]["triton"]
+    assert table["results"]["off"]["softmax"]["package"]["us"] == 40.0
+
+
+def test_real_kernels_go_on_in_a_fresh_worker_after_one_dies(monkeypatch, capsys):
+    import argparse
+
+    import real_kernels
+
+    starts = []
+
+    def fake_stream_fresh(script, args, command_buffers, on_line, idle_timeout_s=None):
+        names = args[args.index("--kernels") + 1].split(",")
+        starts.append(names)
+        on_line("real_kernels: softmax: start")
+        for name in names:
+            if name == "dropout" and len(starts) == 1:
+                on_line("Fatal Python error: Segmentation fault")
+                return -11
+            on_line(json.dumps(_fake_result(name, command_buffers)) + "E0101 interleaved log")
+        return 0
+
+    monkeypatch.setattr(real_kernels, "stream_fresh", fake_stream_fresh)
+    args = argparse.Namespace(length=50, repeats=3, add_length=200)
+    found = real_kernels.measured(["softmax", "dropout", "matmul", "add"], args, True)
+    assert starts == [["softmax", "dropout", "matmul", "add"], ["matmul", "add"]]
+    assert found["dropout"] == {"kernel": "dropout", "failed": "the worker exited (-11) on it: "
+                                "Fatal Python error: Segmentation fault"}
+    assert found["softmax"]["package"]["us"] == 60.0 and found["add"]["package_us"] == 1.5
+    assert capsys.readouterr().out.count("[command buffers on] softmax: start") == 2
+
+
+def test_stream_fresh_hands_over_each_line_and_kills_a_silent_process(tmp_path):
+    import time
+
+    from _common import stream_fresh
+
+    script = tmp_path / "silent.py"
+    script.write_text("import time\nprint('first', flush=True)\ntime.sleep(60)\n")
+    lines = []
+    start = time.monotonic()
+    status = stream_fresh(str(script), [], True, lines.append, idle_timeout_s=1.0)
+    assert status == "printed nothing for 1.0 s" and lines == ["first"]
+    assert time.monotonic() - start < 30
+    talking = tmp_path / "talking.py"
+    talking.write_text("import os, sys\nprint(os.environ['XLA_FLAGS'])\n"
+                       "print('to stderr', file=sys.stderr)\nsys.exit(3)\n")
+    lines.clear()
+    assert stream_fresh(str(talking), [], False, lines.append) == 3
+    assert lines[0].endswith("--xla_gpu_enable_command_buffer=") and lines[1] == "to stderr"
+
+
+def test_real_kernels_refuse_an_unknown_kernel():
+    result = run_benchmark("real_kernels.py", "--kernels", "softmax,nothing")
+    assert result.returncode == 2
+    assert "--kernels: no kernel nothing; kernels: softmax," in result.stderr
+
+
+def test_real_kernels_route_log_reads_the_packages_route_records():
+    import jax
+    import jax.numpy as jnp
+
+    import _real_measure
+    from _common import triton_add
+
+    x = jnp.ones(1024, jnp.float32)
+    with _real_measure.RouteLog() as log:
+        jax.jit(lambda x: triton_add(x, x, xla_native=None)).lower(x)
+    assert log.summary() == "interpreter"
+    assert log.routes() == [["add_kernel", "interpreter", "lowered for the CPU"]]
+    log.seen = {("layer_norm_bwd_dx_kernel", "jaxlib"): "zeroed outputs",
+                ("layer_norm_bwd_dwdb_kernel", "xla"): "it fits"}
+    assert log.summary() == "dwdb: xla, dx: jaxlib"

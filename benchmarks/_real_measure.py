@@ -1,0 +1,267 @@
+"""How `real_kernels.py` checks and times one case in one process: the route its calls take
+(from the package's route log), its result against jax.numpy, the package's chain, and the same
+chain launched from PyTorch, eagerly and replayed from a CUDA graph.
+
+Not a script: `real_kernels.py` imports it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import statistics
+import sys
+import traceback
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from _common import (chain, chain_per_kernel_us, median_seconds, platform, triton_add,
+                     xla_add_unfused)
+from _real_cases import Case
+
+ROUTE_LOGGER = "jax_triton_rocm"
+ADD = "add"  # the 200-small-add chain, measured beside the real kernels
+
+
+def emit(line: str) -> None:
+    """One line on stdout in one write, flushed: the parent reads stdout and stderr through one
+    pipe, where two writes could let another line in between."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def progress(text: str) -> None:
+    emit(f"real_kernels: {text}")
+
+
+class RouteLog(logging.Handler):
+    """The routes the package's lowerings take while in a `with`: the package logs each at
+    DEBUG on the "jax_triton_rocm" logger, with the record attributes `jax_triton_rocm_route`,
+    `jax_triton_rocm_kernel` and `jax_triton_rocm_reason` (`lowering._route.note`)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.seen: dict[tuple[str, str], str] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        route = getattr(record, "jax_triton_rocm_route", None)
+        if route is not None:
+            kernel = getattr(record, "jax_triton_rocm_kernel", "?")
+            self.seen.setdefault((kernel, route), getattr(record, "jax_triton_rocm_reason", ""))
+
+    def __enter__(self) -> RouteLog:
+        logger = logging.getLogger(ROUTE_LOGGER)
+        self.saved_level = logger.level
+        logger.addHandler(self)
+        logger.setLevel(logging.DEBUG)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        logger = logging.getLogger(ROUTE_LOGGER)
+        logger.removeHandler(self)
+        logger.setLevel(self.saved_level)
+
+    def routes(self) -> list[list[str]]:
+        """[kernel, route, reason] for each kernel and route seen, sorted."""
+        return [[kernel, route, reason] for (kernel, route), reason in sorted(self.seen.items())]
+
+    def summary(self) -> str:
+        """The route ("xla", "jaxlib", ...) where every kernel took the same, else each
+        kernel's, named by what its name does not share ("dwdb: xla, dx: jaxlib"); "none
+        logged" where no lowering logged one."""
+        routes = self.routes()
+        if not routes:
+            return "none logged"
+        if len({route for _, route, _ in routes}) == 1:
+            return routes[0][1]
+        names = [kernel.removesuffix("_kernel") for kernel, _, _ in routes]
+        shared = os.path.commonprefix(names)
+        shared = shared[:shared.rfind("_") + 1]
+        return ", ".join(f"{name[len(shared):]}: {route}"
+                         for name, (_, route, _) in zip(names, routes))
+
+
+def max_error(outputs, reference, tolerance: tuple[float, float]) -> tuple[float, bool]:
+    """The largest absolute difference between `outputs` and `reference` (inf for a NaN or a
+    wrong shape), and whether every element is within atol + rtol * |reference|."""
+    atol, rtol = tolerance
+    worst, within = 0.0, len(outputs) == len(reference)
+    for out, ref in zip(outputs, reference):
+        out, ref = np.asarray(out, np.float32), np.asarray(ref, np.float32)
+        if out.shape != ref.shape:
+            return float("inf"), False
+        diff = np.abs(out - ref)
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        worst = max(worst, float(diff.max(initial=0.0)))
+        within = within and bool(np.all(diff <= atol + rtol * np.abs(ref)))
+    return worst, within
+
+
+def chain_of(call: Callable, sizes: dict, length: int) -> Callable:
+    """(state, consts) -> (state, kept): `length` calls, each on the previous one's first output;
+    the others are kept (returned), so no call may be dropped."""
+    def chained(state, consts):
+        kept = []
+        for step in range(length):
+            outputs = call(sizes, step, *state, *consts)
+            state = tuple(outputs[:1])
+            kept.append(tuple(outputs[1:]))
+        return state, kept
+
+    return chained
+
+
+def attempt(what: str, fn: Callable) -> dict:
+    """fn()'s result, or {"failed": the error} after printing its traceback as progress."""
+    try:
+        return fn()
+    except Exception as err:  # noqa: BLE001  (reported in the table)
+        for line in traceback.format_exc().rstrip().splitlines():
+            progress(f"  {what}: {line}")
+        return {"failed": f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}"}
+
+
+def package_side(case: Case, sizes: dict, state, consts, reference, length: int,
+                 repeats: int) -> dict:
+    """The package's result checked once, then µs per call in a jitted chain of `length`."""
+    single = jax.jit(functools.partial(case.package, sizes, 0))
+    error, correct = max_error(single(*state, *consts), reference, case.tolerance)
+    progress(f"{case.name}: package max error {error:.2e} ({'ok' if correct else 'WRONG'})")
+    found = {"max_error": error, "correct": correct}
+    if correct:
+        chained = jax.jit(chain_of(case.package, sizes, length))
+        found["us"] = median_seconds(chained, state, consts, repeats=repeats) / length * 1e6
+        progress(f"{case.name}: package {found['us']:.3f} µs per call")
+    return found
+
+
+def to_torch(array, device: str):
+    import torch
+
+    return torch.from_numpy(np.array(array)).to(device)
+
+
+def cuda_event_us(run: Callable, length: int, repeats: int) -> float:
+    """µs per call of `run()`, `length` calls, timed by CUDA events (median of `repeats`)."""
+    import torch
+
+    run()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / length)
+    return statistics.median(times)
+
+
+def torch_side(case: Case, sizes: dict, state, consts, reference, length: int,
+               repeats: int, device: str) -> dict:
+    """PyTorch's result checked once, then µs per call of the same chain launched eagerly
+    and replayed from a CUDA graph (the kernels alone)."""
+    import torch
+
+    state = tuple(to_torch(a, device) for a in state)
+    consts = tuple(to_torch(a, device) for a in consts)
+    outputs = [out.cpu() for out in case.torch(sizes, 0, *state, *consts)]
+    error, correct = max_error(outputs, reference, case.tolerance)
+    progress(f"{case.name}: PyTorch max error {error:.2e} ({'ok' if correct else 'WRONG'})")
+    found = {"max_error": error, "correct": correct}
+    if not correct:
+        return found
+    chained = chain_of(case.torch, sizes, length)
+
+    def run():
+        return chained(state, consts)
+
+    found["us"] = cuda_event_us(run, length, repeats)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        run()  # capture wants its warm-up on a side stream
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    found["alone_us"] = cuda_event_us(graph.replay, length, repeats)
+    del graph
+    torch.cuda.empty_cache()
+    progress(f"{case.name}: PyTorch {found['us']:.3f} µs per call, alone "
+             f"{found['alone_us']:.3f}")
+    return found
+
+
+def torch_device() -> tuple[str | None, str]:
+    """("cuda", version) where PyTorch sees a GPU (NVIDIA or AMD), else (None, why not)."""
+    try:
+        import torch
+    except ImportError:
+        return None, "PyTorch is not installed"
+    if not torch.cuda.is_available():
+        return None, f"PyTorch {torch.__version__} sees no GPU"
+    return "cuda", torch.__version__
+
+
+def tma_missing() -> str | None:
+    """Why host-side TMA descriptors cannot run here, or None."""
+    device = jax.devices()[0]
+    if platform() != "cuda":
+        return f"needs an NVIDIA sm_90+ GPU for host TMA; this is {device.device_kind}"
+    capability = str(getattr(device, "compute_capability", "0"))
+    if float(capability) < 9.0:
+        return f"needs sm_90+ for host TMA; this GPU is sm_{capability.replace('.', '')}"
+    return None
+
+
+def measure_case(case: Case, length: int, repeats: int) -> dict:
+    """One case in this process: routes, results and times of both sides."""
+    result = {"kernel": case.name, "title": case.title}
+    if case.needs_tma and (why := tma_missing()):
+        return dict(result, skipped=why)
+    sizes = case.full
+    state, consts = case.inputs(sizes, jax.random.key(0))
+    reference = [np.asarray(r, np.float32) for r in
+                 jax.jit(functools.partial(case.reference, sizes, 0))(*state, *consts)]
+    with RouteLog() as log:
+        result["package"] = attempt(f"{case.name} package", lambda: package_side(
+            case, sizes, state, consts, reference, length, repeats))
+    result["route"], result["routes"] = log.summary(), log.routes()
+    progress(f"{case.name}: route {result['route']}")
+    device, why = torch_device()
+    result["torch"] = attempt(f"{case.name} PyTorch", lambda: torch_side(
+        case, sizes, state, consts, reference, length, repeats, device)) if device else {
+        "unavailable": why}
+    return result
+
+
+def measure_add(length: int) -> dict:
+    """The chain of `length` small adds (runtime `n`) on the package's default route against
+    XLA's own add kept unfused (`_common`'s chain, median of 30)."""
+    add = functools.partial(triton_add, xla_native=None)
+    x = jnp.arange(1024, dtype=jnp.float32)
+    with RouteLog() as log:
+        correct = bool(jnp.array_equal(chain(add, 2)(x, x), 3 * x))
+        package_us = chain_per_kernel_us(add, length) if correct else None
+    progress(f"add: route {log.summary()}, result {'ok' if correct else 'WRONG'}")
+    return {"kernel": ADD, "route": log.summary(), "routes": log.routes(), "correct": correct,
+            "package_us": package_us, "xla_us": chain_per_kernel_us(xla_add_unfused, length)}
+
+
+def worker(names: list[str], cases: dict[str, Case], length: int, repeats: int,
+           add_length: int) -> None:
+    """Measures `names` in turn, one JSON line each on stdout as it is done."""
+    for name in names:
+        progress(f"{name}: start")
+        if name == ADD:
+            result = attempt(name, lambda: measure_add(add_length))
+        else:
+            result = attempt(name, lambda: measure_case(cases[name], length, repeats))
+        emit(json.dumps({"kernel": name, **result}))
