@@ -164,8 +164,9 @@ def run(hook: Any, config: Any, nargs: Mapping[str, Any], names: list[str],
     what = f"The pre_hook of triton.Config({config}) on kernel {kernel}"
     try:
         _callbacks.call(hook, seen, what=what, given=nargs,
-                        fix="It receives the kernel's arguments by name (arrays as stand-ins "
-                            "with a shape and a dtype), the keywords and the config's values.")
+                        fix="Fix the hook: it receives the kernel's arguments by name (arrays "
+                            "as stand-ins with a shape and a dtype), the keywords and the "
+                            "config's values.")
     except ValueError as err:
         if isinstance(err.__cause__, DataAccess):
             raise NotImplementedError(
