@@ -90,9 +90,11 @@ def _tma_blocks(kernel_call):
             if p.WhichOneof("value") == "tensor_descriptor"]
 
 
-def test_a_descriptor_matmul_autotuned_with_pre_hooks_runs_each_config_with_its_blocks():
+def test_a_descriptor_matmul_autotuned_with_pre_hooks_runs_each_config_with_its_blocks(
+        tmp_path, monkeypatch):
     """jaxlib's autotuner times every config, each launching with the block shapes its
     pre_hook set; the operands are computed in the same program."""
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))  # no choice remembered
     a, b, expected = _matmul_operands()
     fn = jax.jit(lambda a, b: ik.desc_matmul(a * 1, b + 0))
     [call] = jtr.kernel_calls(fn.lower(a, b))
