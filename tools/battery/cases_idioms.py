@@ -11,7 +11,7 @@ import numpy as np
 import triton
 
 import jax_triton_rocm as jtr
-from harness import X, accept, add_kernel, interpret, lower, ramp, refuse
+from harness import X, accept, add_kernel, either, interpret, lower, ramp, refuse
 from named_kernels import BY_NAME
 from tests import idiom_kernels as ik
 
@@ -50,8 +50,8 @@ def kept(calls) -> list[str]:
 
 def _pre_hooks():
     return [
-        accept("pre_hooks setting descriptor block shapes [sm_90]", G,
-               lambda: lower("cuda", ik.desc_matmul, A, B),
+        either("pre_hooks setting descriptor block shapes [sm_90]", G,  # refused before jax 0.11.1
+               lambda: lower("cuda", ik.desc_matmul, A, B), "TensorDescriptor", "0.11.1",
                check=lambda calls: tma_blocks(calls) == [
                    [(m, k), (k, n)] for m, n, k in ik.MATMUL_TILES]),
         accept("pre_hooks setting descriptor block shapes [gfx942]", G,
