@@ -60,8 +60,8 @@ def _loaded_tiles(kernel):
 
 _features = _compat.plugin_features("cuda") or _compat.assumed_features("cuda")
 needs_tma = pytest.mark.skipif(
-    not _features.tma_descriptors, reason=f"the jaxlib CUDA plugin here ({_features.detected_from}) "
-    f"encodes no TMA descriptor; the gfx942 tests check the block shapes")
+    not _features.tma_descriptors, reason=f"the jaxlib CUDA plugin here "
+    f"({_features.detected_from}) encodes no TMA descriptor; the gfx942 tests check the blocks")
 
 
 @needs_tma

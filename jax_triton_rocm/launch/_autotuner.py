@@ -12,12 +12,14 @@ from typing import Any
 
 from jax_triton_rocm.launch import _callbacks
 
+# What a pre_hook (the autotuner's, or a config's that touches data) can do instead.
+PRE_HOOK_ALTERNATIVE = ("restore inputs through input_output_aliases (jaxlib restores aliased "
+                        "buffers between trials) or zero outputs with zeroed_outputs")
 # Triton autotuner features that need the host around each trial, or that time the trials
 # differently. jaxlib's autotuner runs the trials itself, on the device, so none of them can run;
 # each gets an error naming what to use instead.
 _UNSUPPORTED_AUTOTUNE = {
-    "pre_hook": "restore inputs through input_output_aliases (jaxlib restores aliased buffers "
-                "between trials) or zero outputs with zeroed_outputs",
+    "pre_hook": PRE_HOOK_ALTERNATIVE,
     "post_hook": "do the work after the call, in JAX",
     "restore_value": "alias the buffer with input_output_aliases; jaxlib restores aliased inputs "
                      "between trials",

@@ -19,14 +19,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from jax_triton_rocm.launch import _callbacks, _nested
+from jax_triton_rocm.launch import _autotuner, _callbacks
 from jax_triton_rocm.launch._tensordesc import TensorDescriptor
 from jax_triton_rocm.launch._types import aval_text
-
-# What a hook that touched data can do instead, in jaxlib's trials.
-ALTERNATIVE = ("restore inputs through input_output_aliases (jaxlib restores aliased buffers "
-               "between trials) or zero outputs with zeroed_outputs")
-
 
 class DataAccess(Exception):
     """A pre_hook read or wrote what a stand-in does not have (array data, a descriptor field
@@ -171,10 +166,11 @@ def run(hook: Any, config: Any, nargs: Mapping[str, Any], names: list[str],
         if isinstance(err.__cause__, DataAccess):
             raise NotImplementedError(
                 f"{what} ({_callbacks.describe(hook)}) used {err.__cause__}, which a hook "
-                f"cannot have here: jaxlib runs the configs without host code around them, so the hook "
-                f"runs once per config when the call is lowered, on stand-ins that hold each "
-                f"array's shape and dtype and no data, and may set a TensorDescriptor's "
-                f"block_shape only. Instead, {ALTERNATIVE}.") from err.__cause__
+                f"cannot have here: jaxlib runs the configs without host code around them, so "
+                f"the hook runs once per config when the call is lowered, on stand-ins that hold "
+                f"each array's shape and dtype and no data, and may set a TensorDescriptor's "
+                f"block_shape only. Instead, {_autotuner.PRE_HOOK_ALTERNATIVE}.") \
+                from err.__cause__
         raise
     changed = []
     for desc in made:
@@ -205,8 +201,3 @@ def reblocked(positional: tuple, descriptors: tuple) -> tuple:
     for path, desc in descriptors:
         layout[path[0]] = replaced(layout[path[0]], path[1:], desc)
     return tuple(layout)
-
-
-def has_descriptors(positional: tuple) -> bool:
-    """Whether a placed layout holds a descriptor (a pre_hook can change only those)."""
-    return any(kind in _nested.NESTED_KINDS for kind, _ in positional)
