@@ -197,7 +197,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
             positional=spec.positional if config.positional is None else config.positional,
             in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs),
     ) for config, num_warps in warps]
-    # One signature for every config: the first launch's checks hold for all.
+    # Every config gives each parameter the same kind and dtype: the first launch speaks for all.
     check_fp8_types(planned[0].bound, target, spec.kernel_name)
     _kinds.check(spec.unwrapped.jit_fn, planned[0].bound, in_avals, out_avals, spec.kernel_name)
     return planned
