@@ -232,8 +232,6 @@ def _trace(kernel, **kwargs):
     ({"post_hook": lambda kwargs, exception: None}, "post_hook", "in JAX"),
     ({"restore_value": ["x_ptr"]}, "restore_value", "input_output_aliases"),
     ({"reset_to_zero": ["out_ptr"]}, "reset_to_zero", "zeroed_outputs"),
-    ({"prune_configs_by": {"perf_model": lambda **kw: 1.0, "top_k": 2}}, "perf_model",
-     "early_config_prune"),
     ({"do_bench": lambda fn, quantiles: [1.0] * 3}, "do_bench", "jaxlib times"),
     ({"cache_results": True}, "cache_results", "once per process"),
 ])
@@ -250,11 +248,24 @@ def test_use_cuda_graph_names_the_alternative():
         _trace(kernel)
 
 
-def test_config_pre_hook_names_the_alternative():
+def test_config_pre_hook_zeroing_an_output_names_the_alternative():
     kernel = _tuned(kernels.add_kernel, configs=[
-        triton.Config({"BLOCK": 128}, pre_hook=lambda nargs: None), triton.Config({"BLOCK": 256})])
-    with pytest.raises(NotImplementedError, match="Config\\(pre_hook=.*input_output_aliases"):
-        _trace(kernel)
+        triton.Config({"BLOCK": 128}, pre_hook=lambda nargs: nargs["out_ptr"].zero_()),
+        triton.Config({"BLOCK": 256})])
+    with pytest.raises(NotImplementedError, match=r"pre_hook of triton.Config\(BLOCK: 128.*"
+                                                  r"used nargs\['out_ptr'\].zero_.*"
+                                                  r"input_output_aliases.*zeroed_outputs"):
+        lower_add(kernel)
+
+
+def test_config_pre_hook_that_touches_nothing_runs_at_lowering():
+    calls = []
+    kernel = _tuned(kernels.add_kernel, configs=[
+        triton.Config({"BLOCK": 128}, pre_hook=lambda nargs: calls.append(nargs["BLOCK"])),
+        triton.Config({"BLOCK": 256})])
+    lowered = lower_add(kernel)
+    assert calls == [128]
+    assert len(au.decoded_configs(lowered)) == 2
 
 
 def test_config_ir_override_is_refused():

@@ -49,6 +49,8 @@ def triton_call(
     has_side_effect: bool = False,
     batch_grid_axis: int | None = None,
     xla_native: bool | None = None,
+    constexprs: Mapping[str, Any] | None = None,
+    operands: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Any:
     """Calls a Triton (or Gluon) kernel on JAX arrays; works eagerly and inside `jax.jit`.
@@ -85,6 +87,11 @@ def triton_call(
         examples in one launch (README: `jax.vmap`).
       xla_native: True takes XLA's own Triton call where the kernel fits it, False jaxlib's;
         None follows JAX_TRITON_ROCM_XLA_NATIVE, else the README's "Which route a call takes".
+      constexprs: {parameter name: value}, compile-time constants in either convention (as
+        `triton_call_lowering` takes them): the way to fill a parameter named like one of
+        triton_call's own arguments (`num_stages`, `grid`, `name`, ...).
+      operands: {parameter name: operand}, parameters filled at launch (arrays, scalars,
+        Refs, descriptors, tuples) in either convention, as 0.4's keyword operands are.
       **kwargs: kernel parameters by name, and the vendor knobs `waves_per_eu`,
         `matrix_instr_nonkdim`, `kpack` (AMD) and `maxnreg` (NVIDIA).
 
@@ -103,7 +110,7 @@ def triton_call(
         input_output_aliases=input_output_aliases, zeroed_outputs=zeroed_outputs, grid=grid,
         name=name, compute_capability=compute_capability,
         serialized_metadata=serialized_metadata, batch_grid_axis=batch_grid_axis,
-        xla_native=xla_native,
+        xla_native=xla_native, constexprs=constexprs, operands=operands,
         settings=dict(num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
                       debug=debug, enable_fp_fusion=enable_fp_fusion))
     return call.outputs(triton_kernel_p.bind(*call.operands(), spec=call.spec))

@@ -22,7 +22,7 @@ import jax
 
 from jax_triton_rocm.base import _vendors
 from jax_triton_rocm.checks import _arguments, _checker
-from jax_triton_rocm.launch import _kernel
+from jax_triton_rocm.launch import _kernel, _roles
 from jax_triton_rocm.launch._spec import Grid
 from jax_triton_rocm.launch._types import aval_text
 from jax_triton_rocm.lowering import _rules
@@ -74,8 +74,12 @@ def place_arguments(jit_fn: Any, constexprs: dict[str, Any], in_avals: tuple, ou
     unplaced = list(range(max(len(pointers) - n_in, 0), n_out))
     problem = None
     if len(pointers) > n_in + n_out:
+        found = _roles.roles(jit_fn)
+        scalars = [f"{names[i]!r} ({found.shown(names[i])})" for i in pointers
+                   if found.of(names[i]) == "scalar"]
         problem = (f"it has {len(pointers)} pointer parameters but the primitive has only "
-                   f"{n_in + n_out} operands and results; name the extra scalars in constexprs")
+                   f"{n_in + n_out} operands and results; name the extra scalars in constexprs"
+                   + (f" (most likely {' and '.join(scalars)})" if scalars else ""))
     elif len(pointers) < n_in:
         problem = (f"operand {len(pointers)} and later get no parameter ({len(pointers)} "
                    f"pointer parameters for {n_in} operands)")

@@ -248,17 +248,18 @@ PLANS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 # Each kernel image's encoding and its deflated bytes (`lowering._proto`, `lowering._opaque`).
 KERNEL_BYTES = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
 DEFLATED_KERNELS = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
-# Per kernel function: the globals its source reads (`compile._globals`), and its twin in
-# Triton's interpreter (`interpret._interpret_host`); each function kept beside its entry.
-GLOBAL_REFERENCES = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
-INTERPRETED_TWINS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+# Per kernel function, kept beside it: the globals its source reads (`compile._globals`), its
+# interpreter twin (`interpret._interpret_host`), its parameters' roles (`launch._roles`).
+GLOBAL_REFERENCES, INTERPRETED_TWINS, PARAMETER_ROLES = (
+    BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE) for _ in range(3))
 # `triton_call`'s layouts by all but shapes and scalar values (`checks._reuse`; the kernel in the
 # key), kernels taken apart (`api._call`) and trampolines (`launch._trampoline`), each beside its
 # kernel, whose id is in the key, so ids stay unique.
 CALL_LAYOUTS, UNWRAPPED_KERNELS, TRAMPOLINES = (BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
                                                 for _ in range(3))
 CACHES = (KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES, DEFLATED_KERNELS,
-          GLOBAL_REFERENCES, INTERPRETED_TWINS, CALL_LAYOUTS, UNWRAPPED_KERNELS, TRAMPOLINES)
+          GLOBAL_REFERENCES, INTERPRETED_TWINS, PARAMETER_ROLES, CALL_LAYOUTS, UNWRAPPED_KERNELS,
+          TRAMPOLINES)
 
 os.register_at_fork(after_in_child=LOCKS.reset_after_fork)
 # A child starts without the parent's lowered calls and plans: a path-delivered kernel names a

@@ -86,11 +86,11 @@ def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeD
 
 
 def check_own_names(unwrapped: _kernel.Unwrapped, n_filled: int,
-                    own_keywords: Iterable[str]) -> None:
+                    own_keywords: Iterable[str], filled: Iterable[str] = ()) -> None:
     """Raises TypeError for a parameter of the kernel that `triton_call` would have to fill by a
     keyword it takes for itself (`grid`, `name`, `debug`, ...): after the `n_filled` parameters
-    the arguments and outputs fill, without a default, and set by no autotune config or
-    heuristic.
+    the arguments and outputs fill, without a default, not `filled` by `constexprs=` or
+    `operands=`, and set by no autotune config or heuristic.
 
     A keyword of that name always goes to `triton_call`; the message says how to set the
     parameter instead.
@@ -99,15 +99,17 @@ def check_own_names(unwrapped: _kernel.Unwrapped, n_filled: int,
     configs = getattr(unwrapped.autotuner, "configs", ())
     set_elsewhere = ({key for config in configs for key in config.kwargs}
                      | {key for wrapper in unwrapped.heuristics for key in wrapper.values})
-    own = set(own_keywords) - set_elsewhere
+    own = set(own_keywords) - set_elsewhere - set(filled)
     for param in list(jit_fn.params)[n_filled:]:
         if param.name in own and not param.has_default:
+            where = "constexprs" if param.is_constexpr else "operands"
             raise TypeError(
                 f"Kernel {_kernel.kernel_name(jit_fn)}'s parameter {param.name!r} has the name "
-                f"of an argument of triton_call itself ({param.name}=...), so triton_call cannot "
-                f"fill it: a keyword {param.name}= is triton_call's own. Rename the kernel's "
-                f"parameter, give it a default, or launch the kernel from a primitive's lowering "
-                f"rule with triton_call_lowering(..., constexprs={{{param.name!r}: ...}}).")
+                f"of an argument of triton_call itself ({param.name}=...), so a keyword "
+                f"{param.name}= is triton_call's own and cannot fill it. Pass it by name in "
+                f"{where}={{{param.name!r}: ...}} ("
+                + ("a compile-time constant" if param.is_constexpr else
+                   "filled at launch; constexprs= compiles a value in") + ").")
 
 
 def split_compile_options(jit_fn: Any, metaparams: dict[str, Any],

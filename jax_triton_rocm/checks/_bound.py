@@ -54,7 +54,7 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
                       own_keywords: tuple[str, ...], out_shape: Any, out_type: Any,
                       backend_options: Any, cost_estimate: Any, has_side_effect: Any,
                       input_output_aliases: Any, zeroed_outputs: Any, settings: dict[str, Any],
-                      **rest: Any) -> BoundCall:
+                      constexprs: Any = None, operands: Any = None, **rest: Any) -> BoundCall:
     """Checks a `triton_call`; returns it bound.
 
     Args:
@@ -62,11 +62,13 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
       own_keywords: triton_call's own keyword arguments (compared with a misspelt keyword).
       settings: num_warps, num_stages, num_ctas, debug, enable_fp_fusion as given (None: not
         given; `backend_options` may give them).
+      constexprs, operands: parameters by name, compile-time constants and launch operands
+        (`_surface.named_parameters`).
       rest: grid, name, compute_capability, serialized_metadata, batch_grid_axis, xla_native.
       The others: as `triton_call` takes them.
 
     A call laid out like an earlier one (new shapes, new runtime scalar values) reuses that
-    layout (`checks._reuse`).
+    layout (`checks._reuse`); one with `operands=` is checked in full every time.
 
     Raises:
       TypeError / ValueError / NotImplementedError: naming the argument, its value and the fix.
@@ -77,15 +79,18 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
         args, keywords, out_shapes, out_tree, kernel=kernel, unwrapped=unwrapped,
         grid=rest.get("grid"), convention=what, options=(
             backend_options, cost_estimate, has_side_effect, input_output_aliases, zeroed_outputs,
-            *settings.values(), *(value for name, value in rest.items() if name != "grid")))
+            constexprs, *settings.values(),
+            *(value for name, value in rest.items() if name != "grid")))
+    key = None if operands else key
     reused = _reuse.reuse(key, args, keywords, out_shapes, rest.get("grid"))
     if reused is not None:
         return BoundCall(reused[1], reused[0], out_tree, arrays_only=True)
     side_effect = _values.flag(has_side_effect, "has_side_effect")
-    placed, keyword_options = _surface.bound_call(
+    placed, keyword_options, by_keyword = _surface.bound_call(
         args, keywords, unwrapped=unwrapped, convention=what, outputs=given_outputs,
         out_shapes=out_shapes, input_output_aliases=input_output_aliases,
-        zeroed_outputs=zeroed_outputs, has_side_effect=side_effect, own_keywords=own_keywords)
+        zeroed_outputs=zeroed_outputs, has_side_effect=side_effect, own_keywords=own_keywords,
+        named=_surface.named_parameters(unwrapped.jit_fn, constexprs, operands, keywords))
     options = _call_options.merged(settings, backend_options, keyword_options)
     if rest.get("batch_grid_axis") is not None and _has_descriptor(placed.positional):
         raise NotImplementedError(
@@ -98,6 +103,6 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
         input_output_aliases=placed.aliases, zeroed_outputs=placed.zeroed,
         metaparams=placed.metaparams, options=options.compile_options, **options.settings,
         has_side_effect=side_effect, cost_estimate=_call_options.cost_estimate(cost_estimate),
-        backend_options=options.backend_options, **rest)
+        backend_options=options.backend_options, by_keyword=by_keyword, **rest)
     _reuse.remember(key, args, keywords, placed, spec, what)
     return BoundCall(spec, placed, out_tree)

@@ -209,7 +209,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _kernel.Unwrapped, posi
       in_avals, out_shapes: the operands' and outputs' shapes and dtypes.
       metaparams, options: constexprs and vendor compile options by name.
       surface: `triton_call`'s `has_side_effect`, `cost_estimate` and `backend_options`,
-        checked by `checks._call_options` (the spec's fields of those names).
+        checked by `checks._call_options`, and `by_keyword` (the spec's fields of those names).
       The rest: as `triton_call` takes them; None for `num_ctas` means 1.
 
     Raises:

@@ -116,20 +116,24 @@ def _missing(jit_fn: Any, metaparams: dict, entries: dict) -> list[int]:
 
 
 def output_owners(jit_fn: Any, missing: list[int], n_outs: int, aliased: set[int],
-                  trailing: list[int] | None = None) -> dict[int, int]:
+                  trailing: list[int] | None = None,
+                  hint: Callable[[], str] = lambda: "") -> dict[int, int]:
     """{output index: parameter} for the outputs that get a pointer. Where neither layout fits,
     a call that 0.3 could have made (`trailing`: the parameters after its positional
-    arguments) keeps 0.3's placement, so that the layout reports what is wrong as 0.3 did.
+    arguments) keeps 0.3's placement, so that the layout reports what is wrong as 0.3 did,
+    unless `hint` names the parameter the call most likely forgot.
 
     Raises:
-      TypeError: the parameters left unfilled fit neither layout; lists them and the counts.
+      TypeError: the parameters left unfilled fit neither layout; lists them and the counts,
+        and says what `hint()` says.
     """
     if len(missing) == n_outs:
         return dict(zip(range(n_outs), missing))
     unaliased = [o for o in range(n_outs) if o not in aliased]
     if aliased and len(missing) == len(unaliased):
         return dict(zip(unaliased, missing))
-    if trailing is not None:
+    forgotten = hint() if len(missing) > len(unaliased) else ""
+    if trailing is not None and not forgotten:
         return dict(zip(range(n_outs), trailing))
     names = list(jit_fn.arg_names)
     raise TypeError(
@@ -139,7 +143,7 @@ def output_owners(jit_fn: Any, missing: list[int], n_outs: int, aliased: set[int
         f"parameters left unfilled, in order: one per output (jax-triton 0.3's layout), or, with "
         f"input_output_aliases, one per output that is not aliased (0.4's: an aliased output is "
         f"written through its input's pointer). The kernel's parameters are "
-        f"({', '.join(names)}); pass the missing arguments, or fix the outputs.")
+        f"({', '.join(names)}); pass the missing arguments, or fix the outputs.{forgotten}")
 
 
 def _numbered(entry: tuple[str, Any], operands: list) -> tuple[str, Any]:
@@ -166,7 +170,8 @@ def _zeroed(zeroed: Any, user_results: tuple[int, ...]) -> Any:
 
 def place(jit_fn: Any, metaparams: dict[str, Any], entries: dict[int, Any], leaves: list,
           refs: list, *, convention: str, out_shapes: list, aliases: Any, zeroed: Any,
-          trailing: list[int] | None = None) -> Placed:
+          trailing: list[int] | None = None,
+          hint: Callable[[set[int]], str] = lambda aliased: "") -> Placed:
     """Places a call's outputs among its operands (the module docstring says how).
 
     Args:
@@ -175,13 +180,16 @@ def place(jit_fn: Any, metaparams: dict[str, Any], entries: dict[int, Any], leav
       leaves: every operand leaf in kernel-parameter order; `refs` those that are Refs.
       convention: "out_type" (jax-triton 0.4) or "out_shape" (0.3).
       trailing: for a call 0.3 could make, the parameters after its arguments.
+      hint: the parameter the call most likely forgot, given the aliased outputs, for a call
+        whose outputs fit no layout (`_surface.forgotten_hint`).
 
     Raises:
       TypeError / ValueError: as `user_aliases` and `output_owners`.
     """
     pairs = user_aliases(aliases, leaves, convention, out_shapes, bool(refs))
+    aliased = {o for _, o in pairs}
     owners = output_owners(jit_fn, _missing(jit_fn, metaparams, entries), len(out_shapes),
-                           {o for _, o in pairs}, trailing)
+                           aliased, trailing, lambda: hint(aliased))
     owner_of = {p: o for o, p in owners.items()}
     operands: list = []
     positional, metaparams, constexprs = [], dict(metaparams), []

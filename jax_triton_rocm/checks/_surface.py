@@ -20,6 +20,7 @@ of their parameters; an output's parameter may come before an operand's (`checks
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -27,7 +28,7 @@ import jax.numpy as jnp
 from jax._src.state import types as state_types
 
 from jax_triton_rocm.checks import _arguments, _placement
-from jax_triton_rocm.launch import _kernel, _layout, _tensordesc, _types
+from jax_triton_rocm.launch import _kernel, _kinds, _layout, _tensordesc, _types
 from jax_triton_rocm.launch._tensordesc import TensorDescriptor
 
 
@@ -60,9 +61,61 @@ class Given:
     metaparams: dict[str, Any]
 
 
+@dataclasses.dataclass(frozen=True)
+class Named:
+    """`triton_call`'s `constexprs=` and `operands=`: parameters by name, checked."""
+
+    constexprs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    operands: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def named_parameters(jit_fn: Any, constexprs: Any, operands: Any,
+                     keywords: dict[str, Any]) -> Named:
+    """`constexprs=` and `operands=` checked: mappings of the kernel's parameter names, each
+    parameter named once among them and the keywords; a `tl.constexpr` only in `constexprs`,
+    an array only in `operands`.
+
+    Raises:
+      TypeError: naming the argument, the parameter, the value and the fix.
+    """
+    name, params = _kernel.kernel_name(jit_fn), {p.name: p for p in jit_fn.params}
+    checked = {}
+    for what, given in (("constexprs", constexprs), ("operands", operands)):
+        if given is None:
+            checked[what] = {}
+            continue
+        if not isinstance(given, Mapping):
+            raise TypeError(f"triton_call: {what}={given!r} must be a dict of kernel parameter "
+                            f"names to values, e.g. {what}={{'num_stages': 2}}.")
+        unknown = sorted(str(k) for k in given if k not in params)
+        if unknown:
+            raise TypeError(
+                f"triton_call: {what} names {', '.join(map(repr, unknown))}, which kernel {name} "
+                f"has no parameter for{_arguments.close_names(unknown, list(params))}; its "
+                f"parameters are ({', '.join(params)}).")
+        twice = sorted(set(given) & (set(keywords) | set(checked.get("constexprs", ()))))
+        if twice:
+            where = "a keyword argument" if twice[0] in keywords else "constexprs"
+            raise TypeError(f"triton_call: kernel {name}'s parameter {twice[0]!r} is given both "
+                            f"in {what} and as {where}; give it once.")
+        checked[what] = dict(given)
+    for key, value in checked["constexprs"].items():
+        if holds_buffer(value):
+            raise TypeError(f"triton_call: constexprs[{key!r}] holds an array; constexprs are "
+                            f"compile-time Python values. Pass arrays in operands={{{key!r}: "
+                            f"...}} (or positionally).")
+    for key, value in checked["operands"].items():
+        if params[key].is_constexpr:
+            raise TypeError(f"triton_call: operands[{key!r}] fills kernel {name}'s parameter "
+                            f"{key!r}, a tl.constexpr, which takes a compile-time value: pass "
+                            f"it in constexprs={{{key!r}: {value!r}}} instead.")
+    return Named(checked["constexprs"], checked["operands"])
+
+
 def bind(jit_fn: Any, args: tuple, keywords: dict[str, Any], convention: str,
-         n_outs: int) -> Given:
-    """Binds the positional arguments and keywords to the kernel's parameters.
+         n_outs: int, named: Named = Named()) -> Given:
+    """Binds the positional arguments, keywords and named parameters (`constexprs=`,
+    `operands=`) to the kernel's parameters.
 
     Raises:
       TypeError: more arguments than parameters (with `out_shape`, counting the outputs, as
@@ -70,7 +123,8 @@ def bind(jit_fn: Any, args: tuple, keywords: dict[str, Any], convention: str,
     """
     params, name = jit_fn.params, _kernel.kernel_name(jit_fn)
     index = {param.name: i for i, param in enumerate(params)}
-    twice = [k for k in keywords if index.get(k, len(args)) < len(args)]
+    twice = [k for k in [*keywords, *named.constexprs, *named.operands]
+             if index.get(k, len(args)) < len(args)]
     n_placed = len(args) + (n_outs if convention == "out_shape" else 0)
     if len(args) > len(params) or (twice and n_placed > len(params)):
         _layout.check_operands(jit_fn, len(args), n_placed - len(args), {})
@@ -91,6 +145,10 @@ def bind(jit_fn: Any, args: tuple, keywords: dict[str, Any], convention: str,
         else:
             given.operands[i] = value
             given.by_keyword.add(i)
+    given.metaparams.update(named.constexprs)
+    for keyword, value in named.operands.items():
+        given.operands[index[keyword]] = value
+        given.by_keyword.add(index[keyword])
     return given
 
 
@@ -168,6 +226,38 @@ def flatten(jit_fn: Any, given: Given) -> Flat:
     return flat
 
 
+def _kind(entry: tuple[str, Any]) -> str | None:
+    """What an entry gives its parameter, for `_kinds.forgotten`: "pointer" (an array),
+    "scalar" (a value), or None (None, a tuple, a descriptor)."""
+    kind, value = entry
+    return "pointer" if kind == "input" else "scalar" if kind == "scalar" and value is not None \
+        else None
+
+
+def forgotten_hint(jit_fn: Any, given: Given, flat: Flat, n_outs: int, aliased: set[int],
+                   own_keywords: tuple[str, ...]) -> str:
+    """The parameter a call most likely forgot (`_kinds.forgotten`): the parameters that
+    neither a keyword nor a constexpr fills take the positional values, then the outputs' (or,
+    failing that, the unaliased outputs') pointers, in order. A parameter left unfilled that is
+    named like one of triton_call's own arguments (`own_keywords`) is said to go in
+    `operands=`."""
+    slots = [i for i, p in enumerate(jit_fn.params) if not p.is_constexpr
+             and p.name not in given.metaparams and i not in given.by_keyword]
+    values = [_kind(flat.entries[i]) for i in slots if i in flat.entries]
+    text = ""
+    for n_pointers in dict.fromkeys((n_outs, n_outs - len(aliased))):
+        if text := _kinds.forgotten(jit_fn, values + ["pointer"] * n_pointers, slots):
+            break
+    clashing = [jit_fn.arg_names[i] for i in slots
+                if i not in flat.entries and jit_fn.arg_names[i] in own_keywords]
+    if clashing:
+        text += (f" Parameter {clashing[0]!r} has the name of an argument of triton_call itself, "
+                 f"so a keyword {clashing[0]}= is triton_call's own: fill it with "
+                 f"operands={{{clashing[0]!r}: ...}} (filled at launch; constexprs= compiles a "
+                 f"value in).")
+    return text
+
+
 def zero_three_shaped(given: Given, flat: Flat, refs: list) -> bool:
     """Whether 0.3 could have made the call: flat positional arrays and scalars only."""
     flat_args = all(kind in ("input", "scalar", "constexpr") for kind, _ in flat.entries.values())
@@ -176,10 +266,11 @@ def zero_three_shaped(given: Given, flat: Flat, refs: list) -> bool:
 
 def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convention: str,
                outputs: Any, out_shapes: list, input_output_aliases: Any, zeroed_outputs: Any,
-               has_side_effect: bool,
-               own_keywords: tuple[str, ...]) -> tuple[_placement.Placed, dict[str, Any]]:
+               has_side_effect: bool, own_keywords: tuple[str, ...],
+               named: Named = Named()) -> tuple[_placement.Placed, dict[str, Any], tuple]:
     """Binds a `triton_call`, flattens its operands and places its outputs (`outputs` as given,
-    `out_shapes` its leaves); returns them, and the vendor compile options among the keywords.
+    `out_shapes` its leaves); returns them, the vendor compile options among the keywords, and
+    the names of the operand parameters given by keyword (`KernelCallSpec.by_keyword`).
 
     Raises:
       TypeError / ValueError: as `bind`, `flatten`, `_arguments.split_compile_options` (a
@@ -187,7 +278,7 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
         `_placement.place` say.
     """
     jit_fn = unwrapped.jit_fn
-    given = bind(jit_fn, args, keywords, convention, len(out_shapes))
+    given = bind(jit_fn, args, keywords, convention, len(out_shapes), named)
     given.metaparams, options = _arguments.split_compile_options(jit_fn, given.metaparams,
                                                                  own_keywords)
     flat = flatten(jit_fn, given)
@@ -207,8 +298,11 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
     placed = _placement.place(
         jit_fn, given.metaparams, flat.entries, flat.leaves, refs, convention=convention,
         out_shapes=out_shapes, aliases=input_output_aliases, zeroed=zeroed_outputs,
-        trailing=trailing if shaped and convention == "out_shape" else None)
+        trailing=trailing if shaped and convention == "out_shape" else None,
+        hint=lambda aliased: forgotten_hint(jit_fn, given, flat, len(out_shapes), aliased,
+                                            own_keywords))
     if shaped and placed.output_params == trailing:  # laid out as 0.3 lays it
         placed = _placement.as_positional(placed, _arguments.split_arguments(args)[1])
-    _arguments.check_own_names(unwrapped, len(args) + len(out_shapes), own_keywords)
-    return placed, options
+    _arguments.check_own_names(unwrapped, len(args) + len(out_shapes), own_keywords,
+                               filled={*named.constexprs, *named.operands})
+    return placed, options, tuple(jit_fn.arg_names[i] for i in sorted(given.by_keyword))

@@ -21,8 +21,8 @@ may call the callbacks of several CPU devices at once), and no Triton front end 
 another thread meanwhile.
 
 What runs where the GPU would differ:
-- An autotuned kernel runs its first configuration (after `early_config_prune`); heuristics run as
-  on the GPU. No timing happens on the host.
+- An autotuned kernel runs its first configuration (after `early_config_prune` and `perf_model`,
+  with what its `pre_hook` set); heuristics run as on the GPU. No timing happens on the host.
 - Every output starts zeroed (on the GPU only `zeroed_outputs` are); an aliased output starts as
   its input (zeroed when listed in `zeroed_outputs`, as on the GPU).
 - Gluon kernels cannot run: the interpreter runs only `@triton.jit` kernels.

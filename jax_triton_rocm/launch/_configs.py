@@ -5,10 +5,15 @@ vendor knobs) and what a callable grid sees. jaxlib receives one kernel call per
 with more than one it times them on the device at the first run and keeps the fastest.
 
 The order is Triton's own: heuristics that wrap `@triton.autotune` run once, on the call's
-arguments; then the autotuner's configs (pruned by `early_config_prune`) each add their kwargs
-and settings; then the heuristics inside the autotuner run once per config, seeing its values.
-Array arguments appear to heuristics, pruning functions and grids as abstract values (`.shape`,
-`.dtype`, no data); scalars as their values.
+arguments; then the autotuner's configs (pruned by `early_config_prune`, then by `perf_model`
+and `top_k`) each add their kwargs and settings, and each config's `pre_hook` runs (`_hooks`:
+it may give the config's tensor descriptors their block shapes); then the heuristics inside the
+autotuner run once per config, seeing its values. Each function receives the arguments as
+Triton's launcher passes them: `early_config_prune(configs, named_args, **kwargs)` and
+`perf_model(**named_args, **kwargs, **config.all_kwargs())` get the parameters given by
+position in `named_args` and those given by keyword (`KernelCallSpec.by_keyword`), with the
+constexprs and settings, in `kwargs`; heuristics, pre_hooks and grids get them all in one dict.
+Array arguments appear as abstract values (`.shape`, `.dtype`, no data); scalars as their values.
 
 `key` needs nothing here: a lowering is already specific to its shapes, dtypes and scalars, and
 jaxlib tunes each lowered call on its own.
@@ -17,10 +22,11 @@ jaxlib tunes each lowered call on its own.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from jax_triton_rocm.base import _values, _vendors
-from jax_triton_rocm.launch import _autotuner, _callbacks, _layout, _nested, _types
+from jax_triton_rocm.launch import _autotuner, _callbacks, _hooks, _layout, _nested, _types
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
 LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
@@ -38,6 +44,8 @@ class LaunchConfig:
       description: shown by jaxlib's autotuner (Triton's text for the config).
       meta: what a callable `grid` or `zeroed_outputs` receives: the arguments by name, the
         constexprs and the launch settings, as Triton's launcher gives them to a grid.
+      positional: the call's layout with the tensor descriptors whose block shape the config's
+        `pre_hook` set (`_hooks`); None where it is the spec's own.
     """
 
     constexprs: dict[str, Any]
@@ -47,6 +55,7 @@ class LaunchConfig:
     options: dict[str, Any]
     description: str
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+    positional: tuple | None = None
 
     def kwargs_view(self) -> dict[str, Any]:
         """The keyword arguments Triton's launcher would hold: options, settings, constexprs."""
@@ -135,9 +144,10 @@ def _from_autotune_config(base: LaunchConfig, config: Any, kernel: str,
     )
 
 
-def _autotune_configs(autotuner: Any, base: LaunchConfig, named: dict, kernel: str,
-                      param_names: set[str]) -> list[LaunchConfig]:
-    """The autotuner's configs over `base`, pruned by its `early_config_prune`, in its order."""
+def _autotune_configs(autotuner: Any, base: LaunchConfig, named: dict, by_keyword: tuple,
+                      kernel: str, param_names: set[str]) -> list[tuple[Any, LaunchConfig]]:
+    """The autotuner's configs over `base`, each with its `triton.Config`, pruned by its
+    `early_config_prune` and its `perf_model`, in the order they leave."""
     _autotuner.check_autotuner(autotuner, kernel)
     for config in autotuner.configs:
         conflicts = sorted(set(base.constexprs) & set(config.kwargs))
@@ -148,13 +158,20 @@ def _autotune_configs(autotuner: Any, base: LaunchConfig, named: dict, kernel: s
                 f"Triton forbids too. Drop it from the call to let the autotuner choose, or drop "
                 f"it from the configs.")
     candidates = list(autotuner.configs)
+    named_args = {name: value for name, value in named.items() if name not in by_keyword}
+    kwargs = {**{name: named[name] for name in by_keyword if name in named},
+              **base.kwargs_view()}
     prune = getattr(autotuner, "early_config_prune", None)
     if prune is not None:
-        candidates = _pruned(prune, candidates, named, base, kernel)
-    return [_from_autotune_config(base, config, kernel, param_names) for config in candidates]
+        candidates = _pruned(prune, candidates, named_args, kwargs, kernel)
+    if getattr(autotuner, "perf_model", None) is not None:
+        candidates = _autotuner.fastest_estimated(autotuner, candidates, named_args, kwargs,
+                                                  kernel)
+    return [(config, _from_autotune_config(base, config, kernel, param_names))
+            for config in candidates]
 
 
-def _pruned(prune: Any, configs: list, named: dict, base: LaunchConfig, kernel: str) -> list:
+def _pruned(prune: Any, configs: list, named_args: dict, kwargs: dict, kernel: str) -> list:
     """The configs `prune` (an `early_config_prune`) keeps, checked to be some of `configs`'
     kind (`triton.Config`s), at least one.
 
@@ -164,9 +181,9 @@ def _pruned(prune: Any, configs: list, named: dict, base: LaunchConfig, kernel: 
     what = f"early_config_prune of kernel {kernel}"
     fix = (f"It must return the triton.Config objects it keeps (at least one of the "
            f"{len(configs)}: {'; '.join(str(c) for c in configs)}).")
-    given = {**named, **base.kwargs_view()}
-    kept = _callbacks.call(prune, list(configs), dict(named), what=what, given=given,
-                           fix=f"Fix it. {fix}", **base.kwargs_view())
+    given = _callbacks.Arguments(named_args=named_args, kwargs=kwargs)
+    kept = _callbacks.call(functools.partial(prune, list(configs), dict(named_args), **kwargs),
+                           what=what, given=given, fix=f"Fix it. {fix}")
     try:
         kept = list(kept)
     except TypeError:
@@ -211,14 +228,35 @@ def resolve(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> list[Lau
                         dict(spec.options), "")
     base = _apply_heuristics(outside, base, named, kernel, param_names)
     if unwrapped.autotuner is None:
-        configs = [base]
+        pairs = [(None, base)]
     else:
-        configs = _autotune_configs(unwrapped.autotuner, base, named, kernel, param_names)
-    configs = [_apply_heuristics(inside, c, named, kernel, param_names) for c in configs]
-    for config in configs:
+        pairs = _autotune_configs(unwrapped.autotuner, base, named, spec.by_keyword, kernel,
+                                  param_names)
+    configs = []
+    for triton_config, config in pairs:
+        config, seen = _hooked(triton_config, config, spec, named, in_avals, out_avals)
+        config = _apply_heuristics(inside, config, seen, kernel, param_names)
         _values.launch_settings(config.num_warps, config.num_stages, config.num_ctas,
                                 where=_config_source(config, kernel))
-    return [_finished(_checked_options(c), named) for c in configs]
+        configs.append(_finished(_checked_options(config), seen))
+    return configs
+
+
+def _hooked(triton_config: Any, config: LaunchConfig, spec: KernelCallSpec, named: dict,
+            in_avals: tuple, out_avals: tuple) -> tuple[LaunchConfig, dict]:
+    """`config` after its `triton.Config`'s pre_hook (`_hooks.run`), with the layout of the
+    descriptors it re-blocked, and the arguments by name as the hook left them."""
+    hook = getattr(triton_config, "pre_hook", None)
+    if hook is None:
+        return config, named
+    jit_fn = spec.unwrapped.jit_fn
+    descriptors = _hooks.run(hook, triton_config, {**named, **config.kwargs_view()},
+                             list(jit_fn.arg_names), spec.kernel_name)
+    if not descriptors:
+        return config, named
+    positional = _hooks.reblocked(spec.positional, descriptors)
+    return (dataclasses.replace(config, positional=positional),
+            named_args(jit_fn, positional, in_avals, out_avals))
 
 
 def _config_source(config: LaunchConfig, kernel: str) -> str:

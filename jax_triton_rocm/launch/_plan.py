@@ -25,7 +25,8 @@ from typing import Any
 import jax
 
 from jax_triton_rocm.base import _values
-from jax_triton_rocm.launch import _callbacks, _configs, _layout, _limits, _nested, _types
+from jax_triton_rocm.launch import (_callbacks, _configs, _kinds, _layout, _limits, _nested,
+                                    _types)
 from jax_triton_rocm.launch._grid import normalize_grid
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
@@ -195,11 +196,14 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
                          limits=target.limits, num_warps=num_warps),
         zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
         bound=_layout.lay_out_arguments(
-            spec.unwrapped.jit_fn, target.triton_backend, positional=spec.positional,
+            spec.unwrapped.jit_fn, target.triton_backend,
+            positional=spec.positional if config.positional is None else config.positional,
             in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs),
         jit_fn=spec.unwrapped.jit_fn,
     ) for config, num_warps in warps]
-    check_fp8_types(planned[0].bound, target, spec.kernel_name)  # one signature for every config
+    # Every config gives each parameter the same kind and dtype: the first launch speaks for all.
+    check_fp8_types(planned[0].bound, target, spec.kernel_name)
+    _kinds.check(spec.unwrapped.jit_fn, planned[0].bound, in_avals, out_avals, spec.kernel_name)
     return planned
 
 

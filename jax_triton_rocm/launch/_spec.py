@@ -76,6 +76,9 @@ class KernelCallSpec:
       cost_estimate: ("flops", n), ("bytes_accessed", n)... for profilers, or None.
       backend_options: Triton compile options beyond the launch settings and vendor knobs
         (fields of a vendor's Triton options class), sorted; each backend takes its own.
+      by_keyword: the operand parameters the call gave by keyword (`operands=` included),
+        which Triton's launcher hands `early_config_prune` and `perf_model` in their
+        `**kwargs`, not in `named_args` (`launch._configs`).
       exact_values: `positional` and `metaparams` with each value as `_values.exact_key` writes
         it (derived: what the spec compares in their place).
     """
@@ -103,6 +106,7 @@ class KernelCallSpec:
     has_side_effect: bool = False
     cost_estimate: tuple[tuple[str, int], ...] | None = None
     backend_options: tuple[tuple[str, Any], ...] = ()
+    by_keyword: tuple[str, ...] = ()
     kernel_id: int = dataclasses.field(init=False, repr=False)
     exact_values: tuple = dataclasses.field(init=False, repr=False)
 

@@ -45,7 +45,7 @@ class LoweredCall:
     calls: tuple[_proto.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()
     undecided: _choices.Undecided | None = None
-    launches: tuple[_plan.Launch, ...] = ()
+    launches: tuple[_plan.Launch, ...] = ()  # as planned (the user's kernel's layout)
     has_side_effect: bool = False
     cost_estimate: tuple[tuple[str, int], ...] | None = None
 
@@ -201,7 +201,8 @@ def lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec) -> LoweredCall:
 
 def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tuple,
              out_avals: tuple) -> list[tuple]:
-    """(launch, compiled kernel, image) per launch of the call. A plain kernel's are kept in
+    """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch of
+    the call. A plain kernel's are kept in
     `_state.PLANS` by `_plan.plan_key` and refilled for a new call (`_plan.relaunch`): a new
     shape or runtime scalar value compiles, lays out and encodes no kernel anew."""
     try:
@@ -215,7 +216,7 @@ def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tu
         if entry is not None:
             launches = _plan.relaunch([launch for launch, _, _ in entry[1]], spec, in_avals,
                                       out_avals, backend.launch_limits(where.target))
-            return [(_in_buffer_order(spec, launch, n_inputs), kernel, image)
+            return [(launch, _in_buffer_order(spec, launch, n_inputs), kernel, image)
                     for launch, (_, kernel, image) in zip(launches, entry[1])]
     launches = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, where.target))
     compiled = _compiled_launches(backend, spec, where.target, launches, n_inputs)
@@ -224,21 +225,21 @@ def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tu
     if key is not None:  # the launches kept as the plan laid them out, to be refilled
         _state.PLANS.put(key, (spec.kernel, [(launch, kernel, image) for (launch, _, kernel), image
                                              in zip(compiled, images)]))
-    return [(in_order, kernel, image) for (_, in_order, kernel), image in zip(compiled, images)]
+    return [(*launched, image) for launched, image in zip(compiled, images)]
 
 
 def _lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec, where: _Where) -> LoweredCall:
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     planned = _planned(backend, spec, where, in_avals, out_avals)
     if spec.debug:
-        for _, kernel, _ in planned:
+        for _, _, kernel, _ in planned:
             print(f"jax_triton_rocm: {kernel.name} for {where.target.arch}\n--- TTIR ---\n"
                   f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
     calls = [_params.kernel_call(image, launch, out_avals, spec.input_output_aliases,
                                  _tma.descriptor_params(kernel, where.features, where.target))
-             for launch, kernel, image in planned]
+             for _, launch, kernel, image in planned]
     chosen, undecided = _choose(backend, ctx, spec, where.target,
-                                [(launch, kernel) for launch, kernel, _ in planned], calls)
+                                [(launch, kernel) for launch, _, kernel, _ in planned], calls)
     serialized, custom_call_target = _encode(
         [call for _, call in chosen], [launch for (launch, _), _ in chosen], spec, in_avals)
     return LoweredCall(

@@ -134,11 +134,12 @@ def native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | Un
 
 def _one_launch(backend: Any, ctx: Any, spec: KernelCallSpec, target: Any, in_avals: tuple,
                 out_avals: tuple) -> _plan.Launch | Unfit:
-    """The call's one launch: its only configuration, or the one remembered for an autotuned
-    call (found as jaxlib's route finds it, which keys choices on its compiled configs)."""
-    launches = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, target))
-    if len(launches) == 1:
-        return launches[0]
+    """The call's one launch: a plain kernel's, or the one remembered for an autotuned call
+    (found by jaxlib's route, which keys choices on its compiled configs and runs the autotuner's
+    functions once)."""
+    if spec.unwrapped.autotuner is None:
+        [launch] = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, target))
+        return launch
     from jax_triton_rocm.lowering import _jaxlib_call
 
     lowered = _jaxlib_call.lower_call(backend, ctx, spec)
@@ -146,8 +147,7 @@ def _one_launch(backend: Any, ctx: Any, spec: KernelCallSpec, target: Any, in_av
         return Unfit("the kernel is autotuned and no configuration is remembered for this call "
                      "(jaxlib's call times them at its first run; jax_triton_rocm.autotune picks "
                      "one once, on real data, and the call then takes XLA's)")
-    chosen = lowered.launches[0].description
-    return next(launch for launch in launches if launch.description == chosen)
+    return lowered.launches[0]
 
 
 def _compiled_call(backend: Any, ctx: Any, spec: KernelCallSpec, target: Any, in_avals: tuple,
