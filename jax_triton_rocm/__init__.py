@@ -28,6 +28,7 @@ from jax_triton_rocm.api._call import triton_call
 from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME, disabled_checks
 from jax_triton_rocm.api._inspect import EmittedCall, kernel_calls
 from jax_triton_rocm.api._library import triton_call_lowering
+from jax_triton_rocm.api._partition import partitioned
 from jax_triton_rocm.api._target import target_arch
 from jax_triton_rocm.api._tuning import autotune
 from jax_triton_rocm.base._state import clear_caches
@@ -46,6 +47,7 @@ __all__ = [
     "initialize",
     "kernel_calls",
     "loop_batching_rule",
+    "partitioned",
     "register",
     "registered_platforms",
     "strides_from_shape",

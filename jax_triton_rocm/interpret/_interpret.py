@@ -43,7 +43,7 @@ from jax.experimental import io_callback
 from jax.interpreters import mlir
 
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.interpret import _fallback, _interpret_host
+from jax_triton_rocm.interpret import _fallback, _interpret_host, _shard_callbacks
 from jax_triton_rocm.launch import _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
@@ -178,6 +178,11 @@ def lower(ctx: Any, operands: Sequence[Any], spec: KernelCallSpec):
     """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback."""
     call = resolve(tuple(ctx.avals_in), spec)
     _fallback.explain_once(call.name)
+    route = _shard_callbacks.current_route()
+    if route is not None:  # one shard's call inside a `partitioned` function
+        return _shard_callbacks.lower_routed(ctx, operands, route,
+                                             lambda *xs: run_on_host(call, *xs),
+                                             call.out_avals, spec.has_side_effect)
 
     def host_call(*arrays):
         if spec.has_side_effect:  # a callback XLA keeps even when its results go unused

@@ -1,0 +1,140 @@
+"""Host callbacks of kernels that run per shard, inside a `partitioned` function on the CPU.
+
+A compiled program finds each host callback by its index in the list of callbacks it was
+compiled with. JAX's custom_partitioning lowers a function's per-shard body while XLA compiles
+(its `partition` callback), into a module of its own whose callbacks it then drops (jax#34349):
+the list was handed to the compiler already. An interpreted kernel there would call whatever
+sits at its index, or crash. So:
+  - the outer lowering of a partitioned call reserves one `Dispatcher` in its own list
+    (`reserve`), before compilation;
+  - the per-shard body is bound as `shard_body_p`, whose lowering makes that reservation the
+    route of the interpreter's calls inside it (`current_route`);
+  - each such call is emitted at the dispatcher's index with its number as first operand
+    (`lower_routed`); at run time the dispatcher hands the run to that call's own callback.
+Any other host callback in a per-shard body (`jax.pure_callback`, `jax.debug.print`) would be
+lost the same way: `shard_body_p` refuses it with an error, on every platform.
+
+Threads: a dispatcher's table is filled while one compilation runs and read by the devices'
+threads afterwards; entries are never removed while the program lives (the outer module keeps
+the dispatcher alive, and the program keeps it in its list).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+import jax
+from jax._src import core
+from jax.experimental import io_callback
+from jax.interpreters import mlir
+
+
+
+class Dispatcher:
+    """One host callback of the outer program that runs the per-shard calls routed to it."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, Callable[..., Any]] = {}
+        self._numbers = itertools.count()
+
+    def add(self, host_callback: Callable[..., Any], number: int) -> None:
+        self._calls[number] = host_callback
+
+    def next_number(self) -> int:
+        return next(self._numbers)
+
+    def __call__(self, number: Any, *arrays: Any) -> Any:
+        return self._calls[int(number)](number, *arrays)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Route:
+    """Where a per-shard body's interpreted calls go: the dispatcher and its index."""
+
+    dispatcher: Dispatcher
+    index: int
+
+
+_ROUTE: contextvars.ContextVar[Route | None] = contextvars.ContextVar(
+    "jax_triton_rocm_shard_route", default=None)
+
+
+def reserve(module_context: Any) -> Route:
+    """Puts a new dispatcher in the host callbacks of the module being lowered."""
+    callbacks = module_context.host_callbacks
+    dispatcher = Dispatcher()
+    module_context.add_host_callback(dispatcher)
+    module_context.add_keepalive(dispatcher)
+    return Route(dispatcher, len(callbacks) - 1)
+
+
+def current_route() -> Route | None:
+    """The route of interpreted calls being lowered inside a per-shard body, or None."""
+    return _ROUTE.get()
+
+
+def lower_routed(ctx: Any, operands: Sequence[Any], route: Route,
+                 run: Callable[..., Sequence[np.ndarray]], out_avals: Sequence[Any],
+                 side_effect: bool) -> Sequence[Any]:
+    """Emits a host callback running `run(*arrays)` through `route`'s dispatcher."""
+    number = route.dispatcher.next_number()
+
+    def host_call(*arrays):
+        def numbered(_, *values):
+            return run(*values)
+
+        if side_effect:
+            return io_callback(numbered, list(out_avals), np.int32(number), *arrays,
+                               ordered=False)
+        return jax.pure_callback(numbered, list(out_avals), np.int32(number), *arrays)
+
+    callbacks = ctx.module_context.host_callbacks
+    kept = list(callbacks)
+    callbacks[:] = [None] * route.index  # JAX appends the call's callback at route.index
+    try:
+        results = mlir.lower_fun(host_call, multiple_results=True)(ctx, *operands)
+        if len(callbacks) != route.index + 1:
+            raise AssertionError(f"a routed call added {len(callbacks) - route.index} host "
+                                 f"callbacks instead of one")
+        route.dispatcher.add(callbacks[route.index], number)
+    finally:
+        callbacks[:] = kept
+    return results
+
+
+shard_body_p = core.Primitive("triton_shard_body")
+shard_body_p.multiple_results = True
+shard_body_p.def_abstract_eval(lambda *avals, jaxpr, route, name: jaxpr.out_avals)
+
+
+def _shard_body_lowering(ctx: Any, *operands: Any, jaxpr: Any, route: Route | None, name: str):
+    callbacks = ctx.module_context.host_callbacks
+    before = len(callbacks)
+    token = _ROUTE.set(route)
+    try:
+        results = mlir.lower_fun(core.jaxpr_as_fun(jaxpr), multiple_results=True)(ctx, *operands)
+    finally:
+        _ROUTE.reset(token)
+    if len(callbacks) != before:
+        raise NotImplementedError(
+            f"partitioned function {name} makes a host callback of its own (jax.pure_callback, "
+            f"io_callback, jax.debug.print or a callback-based library call) in its per-shard "
+            f"body, which JAX's custom_partitioning cannot keep (jax#34349): the program would "
+            f"call the wrong function. Move the callback outside the partitioned function.")
+    return results
+
+
+mlir.register_lowering(shard_body_p, _shard_body_lowering)
+
+
+def shard_body(fun: Callable[..., Sequence[Any]], shards: Sequence[Any], route: Route | None,
+               name: str) -> list[Any]:
+    """`fun(*shards)` (a list of arrays) bound as one per-shard body routed by `route`."""
+    closed = jax.make_jaxpr(fun)(*shards)
+    return shard_body_p.bind(*shards, jaxpr=closed, route=route, name=name)
