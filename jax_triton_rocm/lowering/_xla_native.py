@@ -105,13 +105,13 @@ def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec)
 
 def native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | str:
     """The call XLA gets, or why it does not fit; kept in `_state.LOWERED_CALLS` (beside
-    jaxlib's route's calls) by what decides it: the target, the avals, the spec and the values
-    of the globals the kernel reads. A lowering of the same call again compiles nothing anew."""
+    jaxlib's route's calls) by what decides it: the target, the avals, the spec and what the
+    kernel's call graph resolves to (`_globals.graph_key`). A lowering of the same call again compiles nothing anew."""
     # The same target, and the same error where none can be known, as jaxlib's route.
     target, _ = _target.resolve_target(backend, ctx, spec)
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     key = (CUSTOM_CALL_TARGET, backend.platform, target, in_avals, out_avals, spec,
-           _globals.global_values(spec.unwrapped.jit_fn))
+           _globals.graph_key(spec.unwrapped.jit_fn))
     try:
         entry = _state.LOWERED_CALLS.get(key)
     except TypeError:  # an unhashable parameter: no memo
