@@ -11,7 +11,10 @@ import os
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
+import triton
+import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.api import _tuning
@@ -343,3 +346,38 @@ def test_a_dead_writers_temporary_files_are_swept_once_a_minute_old(choices_dir,
     jtr.clear_caches()
     _lower()
     assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, young.name])
+
+
+@triton.jit
+def scaled_kernel(x_ptr, alpha, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, alpha * tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+
+@triton.jit
+def declared_scaled_kernel(x_ptr, alpha: tl.float32, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, alpha * tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+
+def _scaled(kernel):
+    def program(x, alpha):
+        return jtr.triton_call(x, alpha, x.size, kernel=kernel, out_shape=x,
+                               grid=(triton.cdiv(x.size, 256),), BLOCK=256)
+
+    return program
+
+
+@pytest.mark.parametrize("alpha", [2.5, np.float32(2.5)], ids=["float", "np.float32"])
+def test_autotune_binds_a_scalar_argument_as_the_scalar_it_is(choices_dir, alpha):
+    x = jax.device_put(jnp.arange(1000, dtype=jnp.float32), jax.devices("cpu")[0])
+    assert jnp.allclose(jtr.autotune(_scaled(scaled_kernel), x, alpha), 2.5 * x)
+
+
+def test_autotune_refuses_a_0d_array_for_a_declared_scalar_naming_the_parameter(choices_dir):
+    x = jax.device_put(jnp.arange(1000, dtype=jnp.float32), jax.devices("cpu")[0])
+    with pytest.raises(TypeError, match=r"argument 1 \(alpha\) is annotated tl.float32.*"
+                                        r"static_argnums"):
+        jtr.autotune(_scaled(declared_scaled_kernel), x, jnp.float32(2.5))

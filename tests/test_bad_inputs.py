@@ -209,7 +209,7 @@ CASES = [
          r"grid=<function .*> must take one argument"),
     Case("0-d array where the kernel wants a scalar",
          lowered(args=(X, X, spec((), jnp.int32))), Exception,
-         r"(?s)argument 2 \(n\) is a 0-d array.*Python or NumPy scalar"),
+         r"(?s)argument 2 \(n\) is given a 0-d array.*Python or NumPy scalar"),
     Case("unknown AMD architecture", _entered(rocm="gfx9999"), ValueError,
          r"rocm='gfx9999'.*not an architecture .*Triton.*gfx942"),
     Case("unknown CUDA architecture", _entered(cuda="sm_999"), ValueError,

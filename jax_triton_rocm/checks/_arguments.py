@@ -147,6 +147,30 @@ def split_compile_options(jit_fn: Any, metaparams: dict[str, Any],
     return constexprs, options
 
 
+def declared_scalars(jit_fn: Any, args: tuple,
+                     keywords: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """`args` and `keywords` with each concrete 0-d array given to a parameter whose annotation
+    declares a scalar type (`x: tl.float32`, `_types.declared_type`) replaced by the scalar it
+    holds (`np.float32(2)` for `jnp.float32(2)`), typed later by the annotation. Other arrays
+    stay arrays (pointers, as in Triton; a traced one on such a parameter is refused, naming
+    it, when the call is laid out)."""
+    params = jit_fn.params
+    declared = {i for i, param in enumerate(params) if _types.declared_type(param)}
+    if not declared:
+        return args, keywords
+
+    def held(value: Any) -> Any:
+        if (isinstance(value, (np.ndarray, jax.Array)) and not isinstance(value, jax.core.Tracer)
+                and value.ndim == 0):
+            return np.asarray(value)[()]
+        return value
+
+    args = tuple(held(arg) if i in declared else arg for i, arg in enumerate(args))
+    names = {params[i].name for i in declared}
+    return args, {name: held(value) if name in names else value
+                  for name, value in keywords.items()}
+
+
 def split_arguments(args: tuple) -> tuple[list[Any], tuple[tuple[str, Any], ...]]:
     """`triton_call`'s array operands, and each positional argument as ("array", operand index)
     or ("scalar", value).

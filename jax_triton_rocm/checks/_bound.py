@@ -83,6 +83,7 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
     """
     what, given_outputs = _call_options.convention(out_shape, out_type)
     out_shapes, out_tree = _arguments.out_shapes(given_outputs, what)
+    args, keywords = _arguments.declared_scalars(unwrapped.jit_fn, args, keywords)
     key = _reuse.layout_key(
         args, keywords, out_shapes, out_tree, kernel=kernel, unwrapped=unwrapped,
         grid=rest.get("grid"), convention=what, options=(

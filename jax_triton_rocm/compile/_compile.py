@@ -264,11 +264,7 @@ def compile_job(job: CompileJob) -> CompiledKernel:
         except Exception as err:
             explained = _errors.explained(err, job)
             if job.bound.zero_d_pointers:
-                explained.add_note(
-                    f"jax_triton_rocm: {', '.join(job.bound.zero_d_pointers)} is a 0-d array, "
-                    f"which the kernel receives as a pointer. If the kernel wants a scalar there, "
-                    f"pass a Python or NumPy scalar (e.g. int(n), np.float32(x)) instead of a JAX "
-                    f"array.")
+                explained.add_note(_errors.zero_d_pointer_hint(job.bound.zero_d_pointers))
             if explained is err:
                 raise
             raise explained from err

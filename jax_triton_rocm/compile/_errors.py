@@ -8,6 +8,7 @@ value reaches the user with its name; and only errors of the kernel's own are re
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from jax_triton_rocm.compile import _cache_entry
@@ -58,6 +59,17 @@ def explained(err: Exception, job: Any) -> Exception:
         f"{values}); the diagnostics Triton printed on stderr name the operation and its line "
         f"in the kernel, and the IR dump there is Triton's reproducer.{cause} Otherwise, "
         f"{_FIX}.")
+
+
+def zero_d_pointer_hint(parameters: Sequence[str]) -> str:
+    """What to do where a compile or run failed and `parameters` ("argument 1 (alpha)") were
+    given 0-d arrays, which a kernel receives as pointers: a scalar was most likely meant."""
+    return (f"jax_triton_rocm: {', '.join(parameters)} is given a 0-d array, which the kernel "
+            f"receives as a pointer (as in Triton). If the kernel wants a scalar there, pass a "
+            f"Python or NumPy scalar (e.g. float(x), np.float32(x)); for a traced value (an "
+            f"argument of the jitted function) make that argument static (static_argnums, or "
+            f"functools.partial). Or annotate the parameter with its type (alpha: tl.float32): "
+            f"a concrete 0-d array is then taken as the scalar it holds.")
 
 
 def is_kernel_error(err: Exception) -> bool:

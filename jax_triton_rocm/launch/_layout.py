@@ -178,7 +178,7 @@ class _Layout:
             self.attrs[(i,)] = parsed
 
     def pointer(self, i: int, param: Any, aval: Any, source: ArgSource, what: str) -> None:
-        self.signature[param.name] = _types.pointer_type(aval.dtype, what=what)
+        self.signature[param.name] = _types.declared_pointer(param, aval, what=what)
         aligned = not (param.do_not_specialize_on_alignment or param.do_not_specialize)
         self.specialize(i, "D" if aligned else "")
         self.sources.append(source)
