@@ -256,15 +256,15 @@ def compile_job(job: CompileJob) -> CompiledKernel:
       ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
       KernelPassFailure: Triton's compiler passes rejected the kernel (`_errors.explained`).
       Triton's own compile errors, with a note naming the target and the constexprs, and a hint
-        where a 0-d array may have been meant as a scalar.
+        where a 0-d array may have been meant as a scalar, or a tuple as separate operands.
     """
     def compile_with_hints() -> CompiledKernel:
         try:
             return run_triton(job)
         except Exception as err:
             explained = _errors.explained(err, job)
-            if job.bound.zero_d_pointers:
-                explained.add_note(_errors.zero_d_pointer_hint(job.bound.zero_d_pointers))
+            for hint in _errors.layout_hints(job.bound):
+                explained.add_note(hint)
             if explained is err:
                 raise
             raise explained from err

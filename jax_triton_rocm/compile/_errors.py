@@ -8,7 +8,6 @@ value reaches the user with its name; and only errors of the kernel's own are re
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from jax_triton_rocm.compile import _cache_entry
@@ -61,15 +60,28 @@ def explained(err: Exception, job: Any) -> Exception:
         f"{_FIX}.")
 
 
-def zero_d_pointer_hint(parameters: Sequence[str]) -> str:
-    """What to do where a compile or run failed and `parameters` ("argument 1 (alpha)") were
-    given 0-d arrays, which a kernel receives as pointers: a scalar was most likely meant."""
-    return (f"jax_triton_rocm: {', '.join(parameters)} is given a 0-d array, which the kernel "
-            f"receives as a pointer (as in Triton). If the kernel wants a scalar there, pass a "
-            f"Python or NumPy scalar (e.g. float(x), np.float32(x)); for a traced value (an "
-            f"argument of the jitted function) make that argument static (static_argnums, or "
-            f"functools.partial). Or annotate the parameter with its type (alpha: tl.float32): "
-            f"a concrete 0-d array is then taken as the scalar it holds.")
+def layout_hints(bound: Any) -> list[str]:
+    """What to do where a compile or run of a kernel failed and the call gave it something it
+    most likely did not mean: 0-d arrays (which a kernel receives as pointers: a scalar was
+    meant?) or tuples (Triton tuples: separate operands were meant?). `bound` is the launch's
+    `launch._layout.BoundKernel`."""
+    hints = []
+    if bound.zero_d_pointers:
+        hints.append(
+            f"jax_triton_rocm: {', '.join(bound.zero_d_pointers)} is given a 0-d array, which "
+            f"the kernel receives as a pointer (as in Triton). If the kernel wants a scalar "
+            f"there, pass a Python or NumPy scalar (e.g. float(x), np.float32(x)); for a traced "
+            f"value (an argument of the jitted function) make that argument static "
+            f"(static_argnums, or functools.partial). Or annotate the parameter with its type "
+            f"(alpha: tl.float32): a concrete 0-d array is then taken as the scalar it holds.")
+    tuples = [name for name, kind in bound.signature.items() if isinstance(kind, tuple)]
+    if tuples:
+        hints.append(
+            f"jax_triton_rocm: parameter(s) {', '.join(tuples)} are given a tuple, which the "
+            f"kernel receives as a Triton tuple (indexed in the kernel: {tuples[0]}[0]). To "
+            f"give its elements to separate parameters, pass them unpacked: "
+            f"triton_call(*operands, ...).")
+    return hints
 
 
 def is_kernel_error(err: Exception) -> bool:

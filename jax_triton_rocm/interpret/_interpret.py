@@ -166,13 +166,13 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
                 f"Kernel {call.name} failed an assertion in Triton's interpreter on the CPU "
                 f"(grid {grid}, constexprs {constexprs}; debug=True checks tl.device_assert): "
                 f"{failed}. Fix the input the assertion rejects, or the kernel.") from err
-        zero_d = call.launch.bound.zero_d_pointers
+        hints = "".join(f" {hint}" for hint in _errors.layout_hints(call.launch.bound))
         raise RuntimeError(
             f"Triton's interpreter could not run kernel {call.name} (grid {grid}, constexprs "
             f"{constexprs}) on the CPU: {type(err).__name__}: {err}. Fix a value the kernel "
             f"cannot use where the call passes it (a None positional argument is a constexpr, "
             f"as in Triton), or run it on a GPU if it uses a feature the interpreter lacks."
-            + (f" {_errors.zero_d_pointer_hint(zero_d)}" if zero_d else "")) from err
+            f"{hints}") from err
     return tuple(outs)
 
 
@@ -188,4 +188,11 @@ def lower(ctx: Any, operands: Sequence[Any], spec: KernelCallSpec):
         return jax.pure_callback(lambda *xs: run_on_host(call, *xs), list(call.out_avals),
                                  *arrays)
 
-    return mlir.lower_fun(host_call, multiple_results=True)(ctx, *operands)
+    # `lower_fun` sets the context's `tokens_out`, which JAX allows once per rule: on a copy, so
+    # that a library's rule can make several calls (its callbacks have no ordered effects, so
+    # the tokens come out as they went in).
+    call_ctx = ctx.replace(tokens_out=None)
+    results = mlir.lower_fun(host_call, multiple_results=True)(call_ctx, *operands)
+    if ctx.tokens_out is None:
+        ctx.set_tokens_out(call_ctx.tokens_out)
+    return results
