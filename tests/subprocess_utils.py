@@ -120,6 +120,16 @@ TRITON_WITHOUT_NVIDIA = (failing_import("triton.backends.nvidia", "ModuleNotFoun
 """)
 
 
+def mount_namespaces() -> bool:
+    """Whether `unshare -rm` may make a user and mount namespace here (for a read-only HOME that
+    root cannot write: a read-only bind mount)."""
+    try:
+        return subprocess.run(["unshare", "-rm", "true"], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def last_line(result) -> str:
     lines = result.stdout.strip().splitlines()
     assert lines, f"no output; stderr:\n{result.stderr[-3000:]}"

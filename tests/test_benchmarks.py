@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -57,8 +58,8 @@ def test_relower_report_runs_without_a_gpu(command):
     assert result.returncode == 0, result.stderr[-3000:]
     same, new = (_rows(result.stdout, f"re-lower, {what} shape, ms:") for what in ("same", "new"))
     jax_triton = not _rows(result.stdout, "jax-triton: not measured")
-    assert len(same) == 3 + jax_triton and len(new) == 2 + jax_triton, result.stdout
-    assert "XLA add" in new[0] and "jaxlib FFI target" in new[1]
+    assert len(same) == 4 + jax_triton and len(new) == 3 + jax_triton, result.stdout
+    assert "XLA add" in new[0] and "jaxlib FFI target" in new[1] and "helper" in new[2]
     for row in same + new:  # wall, ratio, CPU, ratio
         assert all(float(value) > 0 for value in row.split()[-4:]), row
     assert "goal, same shape: 1.25 at most; measured " in result.stdout
@@ -245,3 +246,29 @@ def test_autotune_launch_measures_every_route_on_the_cpu(tmp_path, monkeypatch):
     for route in bench.ROUTES:
         assert bench.per_kernel_us(route, 3, repeats=1) > 0
         assert bench.first_call_ms(route, range(7, 8), size=1024) > 0
+
+
+def test_memory_report_sets_the_package_beside_triton_and_jax_alone():
+    result = run_benchmark("memory.py", "--variants", "3", timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {line.split("  ")[0]: line for line in result.stdout.splitlines()
+            if line.startswith(("this checkout  ", "Triton only  ", "JAX only  "))}
+    assert sorted(rows) == ["JAX only", "Triton only", "this checkout"], result.stdout
+    # RSS / live CompiledKernel objects / the package's cache entries, at each of 4 stages
+    package = re.findall(r"([\d.]+) /\s+(\d+) /\s+(\d+)", rows["this checkout"])
+    assert [int(kernels) for _, kernels, _ in package] == [1, 4, 0, 0]
+    assert int(package[1][2]) > int(package[0][2]) and int(package[2][2]) == 0
+    assert "MB per 1000" in result.stdout
+
+
+def test_memory_report_says_what_it_needs_in_one_line(monkeypatch, capsys):
+    import importlib.util
+
+    import memory
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "triton" else find_spec(name, *a))
+    monkeypatch.setattr(memory.subprocess, "run", lambda *a, **k: pytest.fail("a process ran"))
+    assert memory.main([]) == 2
+    assert capsys.readouterr().out == "needs triton (pip install jax '.[test]')\n"

@@ -10,7 +10,6 @@ here, for whom permission bits do not stop a write.
 
 import logging
 import os
-import subprocess
 
 import jax.numpy as jnp
 import pytest
@@ -19,24 +18,12 @@ import triton
 import jax_triton_rocm as jtr
 from jax_triton_rocm.compile import _triton_cache
 from tests import kernels
-from tests.lowering_utils import capture_one, spec
-from tests.subprocess_utils import run_python
+from tests.lowering_utils import LOWER_ADD_LOGGING_WARNINGS, capture_one, spec
+from tests.subprocess_utils import mount_namespaces, run_python
 
 X = spec((1024,), jnp.float32)
 TRITON_FOLDERS = ("TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_DUMP_DIR", "TRITON_KERNEL_DUMP")
 
-LOWER = """
-    import logging
-    logging.basicConfig(level=logging.WARNING, format="LOG %(name)s %(message)s")
-    import jax, jax.numpy as jnp
-    import jax_triton_rocm as jtr
-    from tests.kernels import add
-
-    x = jax.ShapeDtypeStruct((1024,), jnp.float32)
-    with jtr.target_arch(cuda="sm_90"):
-        lowered = jax.jit(add).trace(x, x).lower(lowering_platforms=("cuda",))
-    print("lowered", len(jtr.kernel_calls(lowered)))
-"""
 
 
 def _lower_in_fresh_process(tmp_path, env, prefix=()):
@@ -44,8 +31,8 @@ def _lower_in_fresh_process(tmp_path, env, prefix=()):
     those `env` sets; returns the warnings it logged. Its temporary folder must end empty."""
     temporary = tmp_path / "tmp"
     temporary.mkdir()
-    result = run_python(LOWER, env={**env, "TMPDIR": str(temporary), "JAX_PLATFORMS": "cpu"},
-                        prefix=prefix,
+    result = run_python(LOWER_ADD_LOGGING_WARNINGS, prefix=prefix,
+                        env={**env, "TMPDIR": str(temporary), "JAX_PLATFORMS": "cpu"},
                         unset=tuple(name for name in TRITON_FOLDERS if name not in env))
     assert result.returncode == 0 and "lowered 1" in result.stdout, result.stderr[-3000:]
     assert os.listdir(temporary) == []
@@ -78,15 +65,7 @@ def test_a_triton_home_that_is_a_file(tmp_path):
     _the_warning(warnings, "TRITON_HOME", f"{home}/.triton/cache", "Not a directory")
 
 
-def _mount_namespaces() -> bool:
-    try:
-        return subprocess.run(["unshare", "-rm", "true"], capture_output=True,
-                              timeout=30).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-@pytest.mark.skipif(not _mount_namespaces(), reason="needs unshare -rm (user and mount "
+@pytest.mark.skipif(not mount_namespaces(), reason="needs unshare -rm (user and mount "
                     "namespaces) to make a read-only HOME for root")
 def test_a_read_only_home(tmp_path):
     home = tmp_path / "home"

@@ -52,7 +52,7 @@ def _check_byte_order(value: Any, what: str) -> None:
     elif isinstance(value, np.ndarray) and not value.dtype.isnative:
         raise TypeError(
             f"{what} is a NumPy array of dtype {value.dtype.str!r}, in the other byte order than "
-            f"this machine's, which JAX cannot take. Convert it first: "
+            f"this machine's, which JAX cannot take. Pass it in this machine's byte order: "
             f"x.astype(x.dtype.newbyteorder('=')).")
 
 
