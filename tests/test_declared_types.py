@@ -150,7 +150,8 @@ def test_a_pointer_declared_to_another_type_is_refused():
     x = spec((N,), jnp.float32)
 
     def call(x):
-        return jtr.triton_call(x, kernel=half_pointer_kernel, out_shape=x, grid=(1,), BLOCK=N)
+        return jtr.triton_call(x, kernel=half_pointer_kernel, out_shape=x, grid=(1,), BLOCK=N,
+                               xla_native=False)
 
     with pytest.raises(TypeError, match=r"argument 0 \(x_ptr\) is annotated as a pointer to "
                                         r"fp16 \(\*fp16\), but is given a float32\[256\] array"):
