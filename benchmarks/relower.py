@@ -15,6 +15,10 @@ kernel cache kept, and prints, from one run:
    out here: it compiles `n` into the kernel, so each length is a new compile
    (`scalar_compile.py`).
 
+Both tables also lower an add whose kernel calls a `@triton.jit` helper: what following the
+kernel's call graph at each lowering costs (every lowering looks its callees up again, so a
+rebound helper compiles anew).
+
 Where jax-triton is installed its rows are added (lowered for compute capability 90, as ours):
 the goal is also no more than jax-triton. Without it, one line says why.
 """
@@ -30,6 +34,7 @@ import time
 import jax
 import jax.numpy as jnp
 import triton
+import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
@@ -78,6 +83,25 @@ def interleaved_ms(fns: dict, lengths: list[int]) -> dict[str, tuple[float, floa
             for name, values in times.items()}
 
 
+@triton.jit
+def _sum(x, y):
+    return x + y
+
+
+@triton.jit
+def helper_add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, _sum(tl.load(x_ptr + offsets, mask=mask),
+                                     tl.load(y_ptr + offsets, mask=mask)), mask=mask)
+
+
+def helper_add(x, y):
+    """The add with its sum in a helper, through jaxlib's FFI target."""
+    return jtr.triton_call(x, y, x.size, kernel=helper_add_kernel, out_shape=x,
+                           grid=(triton.cdiv(x.size, 1024),), BLOCK=1024, xla_native=False)
+
+
 def ffi_add(x, y):
     """The add through jaxlib's FFI target, taking (x, y) like the other functions (jit reads a
     function's signature at every trace)."""
@@ -123,6 +147,7 @@ def _table(title: str, times: dict[str, tuple[float, float]]) -> list[tuple]:
 def relower_rows(rounds: int = 80) -> list[tuple]:
     """The rows of both tables; prints a line where jax-triton is left out, and why."""
     fns = {"XLA add": xla_add, "Triton add, jaxlib FFI target": ffi_add,
+           "Triton add calling a helper, FFI target": helper_add,
            "Triton add, XLA Triton call": native_add}
     jt_add, jt_version = jax_triton_add()
     jt_name = f"Triton add, jax-triton {jt_version}"

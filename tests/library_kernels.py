@@ -111,6 +111,30 @@ def sum_diff(x, y):
     return tuple(sum_diff_p.bind(x, y))
 
 
+# Two calls in one rule, the second on the first's result: x * 2, then * 3.
+@triton.jit
+def scaled_copy_kernel(x_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * alpha, mask=mask)
+
+
+def _two_calls_lowering(ctx, x):
+    n = ctx.avals_in[0].size
+    grid, constexprs = (triton.cdiv(n, 256),), {"n": n, "BLOCK": 256}
+    [doubled] = triton_call_lowering(ctx, scaled_copy_kernel, x, grid=grid,
+                                     constexprs={**constexprs, "alpha": 2.0})
+    return triton_call_lowering(ctx, scaled_copy_kernel, doubled, grid=grid,
+                                constexprs={**constexprs, "alpha": 3.0})
+
+
+two_calls_p = define("test_two_calls", lambda x: [x], _two_calls_lowering)
+
+
+def six_times(x):
+    return two_calls_p.bind(x)[0]
+
+
 # Row-wise absolute max, split over the rows of a mesh by custom_partitioning: each shard runs
 # the inner primitive on its own rows.
 @triton.jit

@@ -21,6 +21,22 @@ from jax_triton_rocm.lowering import _jaxlib_call, _route
 DEFAULT_ARCH = {"cuda": "sm_90", "rocm": "gfx942"}
 
 
+# Code for a fresh process: lowers an add for sm_90 with the package's warnings logged as
+# "LOG jax_triton_rocm ...", then prints "lowered 1" (Triton's cache-folder cases).
+LOWER_ADD_LOGGING_WARNINGS = """
+import logging
+logging.basicConfig(level=logging.WARNING, format="LOG %(name)s %(message)s")
+import jax, jax.numpy as jnp
+import jax_triton_rocm as jtr
+from tests.kernels import add
+
+x = jax.ShapeDtypeStruct((1024,), jnp.float32)
+with jtr.target_arch(cuda="sm_90"):
+    lowered = jax.jit(add).trace(x, x).lower(lowering_platforms=("cuda",))
+print("lowered", len(jtr.kernel_calls(lowered)))
+"""
+
+
 def spec(shape, dtype) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(shape, dtype)
 

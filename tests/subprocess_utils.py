@@ -13,9 +13,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DISTRIBUTION = "jax_triton_rocm"
 
 
-def run_python(*pieces: str, env: dict[str, str] | None = None, timeout: float = 240):
+def run_python(*pieces: str, env: dict[str, str] | None = None, timeout: float = 240,
+               unset: tuple[str, ...] = (), prefix: tuple[str, ...] = ()):
     """Runs the code `pieces` (each dedented on its own, then joined) in a new interpreter with
-    the repository first on the path.
+    the repository first on the path, with `env` set and the variables `unset` removed, its
+    command line after `prefix` (e.g. a shell that prepares the process).
 
     Returns the CompletedProcess; stdout and stderr are text.
     """
@@ -23,8 +25,10 @@ def run_python(*pieces: str, env: dict[str, str] | None = None, timeout: float =
     full_env["PYTHONPATH"] = ROOT + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     full_env.update(env or {})
+    for name in unset:
+        full_env.pop(name, None)
     code = "\n".join(textwrap.dedent(piece) for piece in pieces)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True,
+    return subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True,
                           text=True, env=full_env, timeout=timeout, cwd=ROOT)
 
 
@@ -114,6 +118,16 @@ TRITON_WITHOUT_NVIDIA = (failing_import("triton.backends.nvidia", "ModuleNotFoun
     importlib.metadata.entry_points = (
         lambda **kw: real_entry_points(**kw) if kw else WithoutNvidia(real_entry_points()))
 """)
+
+
+def mount_namespaces() -> bool:
+    """Whether `unshare -rm` may make a user and mount namespace here (for a read-only HOME that
+    root cannot write: a read-only bind mount)."""
+    try:
+        return subprocess.run(["unshare", "-rm", "true"], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def last_line(result) -> str:

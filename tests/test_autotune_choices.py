@@ -11,7 +11,10 @@ import os
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
+import triton
+import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.api import _tuning
@@ -268,3 +271,116 @@ def test_a_library_primitive_with_its_own_gpu_lowering_is_a_candidate():
     names = {e.primitive.name: _tuning._may_call_triton(e) for e in jaxpr.eqns}
     assert names["moe_row_id_map_pass_1"] and names["custom_vjp_call"]
     assert not names.get("convert_element_type", False)
+
+
+def _stored_choice(choices_dir, index=1):
+    """The path of a choice file for the tuned add, and its record, the file written."""
+    undecided = _undecided()
+    _choices.STORE.put(undecided.key, _choices.Choice(index, undecided.descriptions[index]))
+    path = choices_dir / undecided.key[:2] / f"{undecided.key}.json"
+    return path, json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("change,problem", [
+    ({"format": 999}, "format 999"),
+    ({"format": "1"}, "no format number"),
+    ({"index": "1"}, "index '1'"),
+    ({"index": True}, "index True"),
+    ({"index": 1.0}, "index 1.0"),
+    ({"index": -1}, "index -1"),
+    ({"times_ms": [1.0, float("nan"), 2.0]}, "times_ms"),
+    ({"times_ms": [float("inf")]}, "times_ms"),
+    ({"description": None}, "no description"),
+], ids=lambda v: str(v) if isinstance(v, dict) else None)
+def test_a_choice_of_another_format_or_with_wrong_fields_is_ignored_with_one_warning(
+        choices_dir, caplog, change, problem):
+    path, record = _stored_choice(choices_dir)
+    path.write_text(json.dumps({**record, **change}))
+    jtr.clear_caches()
+    with caplog.at_level("WARNING", logger="jax_triton_rocm"):
+        assert _lower().undecided is not None
+        jax.clear_caches()
+        jtr.clear_caches()
+        assert _lower().undecided is not None
+    warnings = [r.getMessage() for r in caplog.records if str(path) in r.getMessage()]
+    assert len(warnings) == 1 and problem in warnings[0], warnings
+
+
+def _lower_in_a_thread():
+    """Lowers in another thread, so that a read that blocks shows as a thread still running."""
+    import threading
+
+    outcome = []
+    thread = threading.Thread(target=lambda: outcome.append(_lower()), daemon=True)
+    thread.start()
+    thread.join(20)
+    return thread, outcome
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink to a fifo", "folder"])
+def test_what_is_not_a_regular_file_is_never_opened(choices_dir, caplog, kind):
+    path, _ = _stored_choice(choices_dir)
+    path.unlink()
+    fifo = choices_dir / "fifo"
+    if kind == "folder":
+        path.mkdir()
+    else:
+        os.mkfifo(fifo if kind != "fifo" else path)
+        if kind != "fifo":
+            path.symlink_to(fifo)
+    jtr.clear_caches()
+    with caplog.at_level("WARNING", logger="jax_triton_rocm"):
+        thread, outcome = _lower_in_a_thread()
+        blocked = thread.is_alive()
+        if blocked:  # a read waits on the FIFO: open its other end to free it
+            os.close(os.open(fifo if kind != "fifo" else path, os.O_WRONLY | os.O_NONBLOCK))
+            thread.join(10)
+    assert not blocked and outcome and outcome[0].undecided is not None
+    assert f"{path} (not a regular file)" in caplog.text
+
+
+def test_a_dead_writers_temporary_files_are_swept_once_a_minute_old(choices_dir, monkeypatch):
+    path, _ = _stored_choice(choices_dir)
+    old, young = path.parent / "old-writer.json.tmp", path.parent / "live-writer.json.tmp"
+    for leftover in (old, young):
+        leftover.write_text("{")
+    os.utime(old, (os.path.getmtime(old) - 61,) * 2)
+    monkeypatch.setattr(_choices, "_swept", set())  # as in a new process
+    jtr.clear_caches()
+    _lower()
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, young.name])
+
+
+@triton.jit
+def scaled_kernel(x_ptr, alpha, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, alpha * tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+
+@triton.jit
+def declared_scaled_kernel(x_ptr, alpha: tl.float32, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, alpha * tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+
+def _scaled(kernel):
+    def program(x, alpha):
+        return jtr.triton_call(x, alpha, x.size, kernel=kernel, out_shape=x,
+                               grid=(triton.cdiv(x.size, 256),), BLOCK=256)
+
+    return program
+
+
+@pytest.mark.parametrize("alpha", [2.5, np.float32(2.5)], ids=["float", "np.float32"])
+def test_autotune_binds_a_scalar_argument_as_the_scalar_it_is(choices_dir, alpha):
+    x = jax.device_put(jnp.arange(1000, dtype=jnp.float32), jax.devices("cpu")[0])
+    assert jnp.allclose(jtr.autotune(_scaled(scaled_kernel), x, alpha), 2.5 * x)
+
+
+def test_autotune_refuses_a_0d_array_for_a_declared_scalar_naming_the_parameter(choices_dir):
+    x = jax.device_put(jnp.arange(1000, dtype=jnp.float32), jax.devices("cpu")[0])
+    with pytest.raises(TypeError, match=r"argument 1 \(alpha\) is annotated tl.float32.*"
+                                        r"static_argnums"):
+        jtr.autotune(_scaled(declared_scaled_kernel), x, jnp.float32(2.5))

@@ -209,7 +209,7 @@ CASES = [
          r"grid=<function .*> must take one argument"),
     Case("0-d array where the kernel wants a scalar",
          lowered(args=(X, X, spec((), jnp.int32))), Exception,
-         r"(?s)argument 2 \(n\) is a 0-d array.*Python or NumPy scalar"),
+         r"(?s)argument 2 \(n\) is given a 0-d array.*Python or NumPy scalar"),
     Case("unknown AMD architecture", _entered(rocm="gfx9999"), ValueError,
          r"rocm='gfx9999'.*not an architecture .*Triton.*gfx942"),
     Case("unknown CUDA architecture", _entered(cuda="sm_999"), ValueError,
@@ -393,6 +393,19 @@ CASES = [
     Case("early_config_prune raising",
          lowered(**tuned(B256, prune_configs_by={"early_config_prune": lambda c, n, **k: 1 // 0})),
          ValueError, r"early_config_prune of kernel add_kernel \(.*\) raised ZeroDivisionError"),
+    # Issue 29's unclear errors.
+    Case("JAX_TRITON_ROCM_KERNEL_CACHE_SIZE='²' (a digit, but no ASCII one)",
+         with_env("JAX_TRITON_ROCM_KERNEL_CACHE_SIZE", "\u00b2",
+                  lambda: _cache_size("JAX_TRITON_ROCM_KERNEL_CACHE_SIZE")), ValueError,
+         r"JAX_TRITON_ROCM_KERNEL_CACHE_SIZE='\u00b2' must be a positive integer"),
+    Case("an autotune config that is a dict", lowered(**tuned({"BLOCK": 256})), TypeError,
+         r"configs\[0\] is a dict \(\{'BLOCK': 256\}\), not a triton.Config\. Give each config "
+         r"as one, e.g. triton.Config\(\{'BLOCK': 256\}, num_warps=4\)"),
+    Case("an out_shape with a negative dimension",
+         lowered(out_shape=spec((-1,), jnp.float32)), ValueError,
+         r"out_shape leaf 0 has shape \(-1,\), with a negative dimension"),
+    Case("a lambda as a constexpr", lowered(BLOCK=lambda meta: 256), TypeError,
+         r"BLOCK=<function .*> is a Python function, and a kernel's constexpr is a value"),
 ]
 
 

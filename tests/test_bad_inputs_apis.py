@@ -7,6 +7,7 @@ import itertools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 import triton
 import triton.language as tl
@@ -16,8 +17,10 @@ import jax_triton_rocm as jtr
 from tests import kernels
 from tests import library_kernels as lk
 from tests.lowering_utils import lower_for, spec
+from tests.subprocess_utils import run_python
 
 X = spec((1024,), jnp.float32)
+CPU = jax.devices("cpu")[0]
 APIS = ("triton_call", "triton_call_lowering")
 _names = itertools.count()
 _add_kernel = kernels.add_outputs_first_kernel
@@ -75,11 +78,28 @@ _tuned = triton.autotune([triton.Config({"BLOCK": 128}, num_warps=0),
     (dict(kernel=_tuned, grid=lambda meta: (1024 // meta["BLOCK"],)), ValueError,
      r"num_warps=0 in autotune config \(BLOCK: 128.*\) of kernel add_outputs_first_kernel must be a "
      r"positive int"),
+    (dict(BLOCK=len), TypeError, r"BLOCK'?\]?=<built-in function len> is a Python "
+                                 r"builtin_function_or_method, and a kernel's constexpr is a value"),
 ], ids=["num_ctas=3", "misspelt keyword", "grid reading a missing key", "BLOCK=300",
-        "Config(num_warps=0)"])
+        "Config(num_warps=0)", "a Python function as a constexpr"])
 def test_both_apis_refuse_the_same_value(api, options, error, match):
     with pytest.raises(error, match=match):
         _lower(api, **options)
+
+
+@pytest.mark.parametrize("platform", ["cuda", "cpu"])
+def test_operands_given_as_one_tuple_are_refused(platform):
+    def lowering(ctx, x, y):
+        return jtr.triton_call_lowering(ctx, _add_kernel, (x,), y, grid=(4,),
+                                        constexprs={"n": 1024, "BLOCK": 256})
+
+    prim = lk.define(f"bad_input_{next(_names)}", lambda x, y: [x], lowering)
+    with pytest.raises(TypeError, match=r"array_args\[0\] is a tuple of 1 value\(s\), not one "
+                                        r"operand\. Pass the operands one by one, unpacked"):
+        if platform == "cpu":
+            jax.jit(lambda x, y: prim.bind(x, y)[0]).trace(X, X).lower(lowering_platforms=("cpu",))
+        else:
+            lower_for(lambda x, y: prim.bind(x, y)[0], X, X, platform=platform)
 
 
 @pytest.mark.parametrize("platform", ["cuda", "cpu"])
@@ -152,3 +172,60 @@ def test_an_fp8_dtype_the_target_takes_is_copied(platform, dtype):
     (call,) = jtr.kernel_calls(lower_for(lambda x: jtr.triton_call(
         x, kernel=copy_kernel, out_shape=x, grid=(4,), BLOCK=256), array, platform=platform))
     assert call.summary()["launches"][0]["grid"] == (4, 1, 1)
+
+
+def test_a_big_endian_numpy_array_is_refused_naming_it_and_the_fix():
+    x = np.arange(1024, dtype=">f4")
+    with pytest.raises(TypeError, match=r"argument 1 is a NumPy array of dtype '>f4', in the "
+                                        r"other byte order .*x.astype\(x.dtype.newbyteorder"):
+        jtr.triton_call(np.arange(1024, dtype=np.float32), x, 1024, kernel=kernels.add_kernel,
+                        out_shape=X, grid=(4,), BLOCK=256)
+
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets))
+
+
+@pytest.mark.parametrize("platform", ["cuda", "cpu"])
+def test_a_tuple_given_for_a_pointer_is_named_when_the_kernel_fails(platform):
+    def call(x):
+        return jtr.triton_call((x,), kernel=copy_kernel, out_shape=x, grid=(1,), BLOCK=1024)
+
+    with pytest.raises(Exception) as raised:
+        if platform == "cpu":
+            jax.block_until_ready(jax.jit(call)(jax.device_put(jnp.ones(1024), CPU)))
+        else:
+            lower_for(call, X, platform=platform)
+    text = "\n".join([str(raised.value), *getattr(raised.value, "__notes__", ())])
+    assert "parameter(s) x_ptr are given a tuple, which the kernel receives as a Triton tuple" \
+        in text and "pass them unpacked: triton_call(*operands, ...)" in text
+
+
+_UNDER_TRITON_INTERPRET = """
+    import jax, jax.numpy as jnp
+    import jax_triton_rocm as jtr
+    from tests.kernels import add
+
+    x = jax.device_put(jnp.ones(1024), jax.devices("cpu")[0])
+    for route in ("cpu", "sm_90"):
+        try:
+            if route == "cpu":
+                jax.jit(add)(x, x)
+            else:
+                with jtr.target_arch(cuda="sm_90"):
+                    jax.jit(add).trace(x, x).lower(lowering_platforms=("cuda",))
+        except TypeError as err:
+            print(route, err)
+"""
+
+
+def test_triton_interpret_is_named_where_it_made_the_kernel_an_interpreted_function():
+    result = run_python(_UNDER_TRITON_INTERPRET, env={"TRITON_INTERPRET": "1",
+                                                      "JAX_PLATFORMS": "cpu"})
+    lines = result.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["cpu", "sm_90"], result.stderr[-3000:]
+    for line in lines:
+        assert "kernel 'add_kernel' is Triton's InterpretedFunction" in line
+        assert "TRITON_INTERPRET=1 was set" in line and "Unset TRITON_INTERPRET" in line

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -59,8 +60,8 @@ def test_relower_report_runs_without_a_gpu(command):
     assert result.returncode == 0, result.stderr[-3000:]
     same, new = (_rows(result.stdout, f"re-lower, {what} shape, ms:") for what in ("same", "new"))
     jax_triton = not _rows(result.stdout, "jax-triton: not measured")
-    assert len(same) == 3 + jax_triton and len(new) == 2 + jax_triton, result.stdout
-    assert "XLA add" in new[0] and "jaxlib FFI target" in new[1]
+    assert len(same) == 4 + jax_triton and len(new) == 3 + jax_triton, result.stdout
+    assert "XLA add" in new[0] and "jaxlib FFI target" in new[1] and "helper" in new[2]
     for row in same + new:  # wall, ratio, CPU, ratio
         assert all(float(value) > 0 for value in row.split()[-4:]), row
     assert "goal, same shape: 1.25 at most; measured " in result.stdout
@@ -90,12 +91,12 @@ def test_launch_cost_dry_run_checks_every_row_without_a_gpu():
     assert float(ratio.split(": ")[1].split("x")[0]) >= 15, ratio
 
 
-def test_scalar_compile_dry_run_compiles_once_per_value_on_xlas_route_only():
+def test_scalar_compile_dry_run_compiles_once_for_every_value_on_both_routes():
     result = run_benchmark("scalar_compile.py", "--dry-run", "--values", "3", timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     compiles = {line.rsplit(None, 4)[0]: line.split()[-1]
                 for line in result.stdout.splitlines() if line.split()[-1].isdigit()}
-    assert compiles == {"jaxlib FFI target": "1", "XLA Triton call": "3"}, result.stdout
+    assert compiles == {"jaxlib FFI target": "1", "XLA Triton call": "1"}, result.stdout
 
 
 @pytest.mark.slow
@@ -433,3 +434,29 @@ def test_real_kernels_route_log_reads_the_packages_route_records():
     log.seen = {("layer_norm_bwd_dx_kernel", "jaxlib"): "zeroed outputs",
                 ("layer_norm_bwd_dwdb_kernel", "xla"): "it fits"}
     assert log.summary() == "dwdb: xla, dx: jaxlib"
+
+
+def test_memory_report_sets_the_package_beside_triton_and_jax_alone():
+    result = run_benchmark("memory.py", "--variants", "3", timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {line.split("  ")[0]: line for line in result.stdout.splitlines()
+            if line.startswith(("this checkout  ", "Triton only  ", "JAX only  "))}
+    assert sorted(rows) == ["JAX only", "Triton only", "this checkout"], result.stdout
+    # RSS / live CompiledKernel objects / the package's cache entries, at each of 4 stages
+    package = re.findall(r"([\d.]+) /\s+(\d+) /\s+(\d+)", rows["this checkout"])
+    assert [int(kernels) for _, kernels, _ in package] == [1, 4, 0, 0]
+    assert int(package[1][2]) > int(package[0][2]) and int(package[2][2]) == 0
+    assert "MB per 1000" in result.stdout
+
+
+def test_memory_report_says_what_it_needs_in_one_line(monkeypatch, capsys):
+    import importlib.util
+
+    import memory
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "triton" else find_spec(name, *a))
+    monkeypatch.setattr(memory.subprocess, "run", lambda *a, **k: pytest.fail("a process ran"))
+    assert memory.main([]) == 2
+    assert capsys.readouterr().out == "needs triton (pip install jax '.[test]')\n"

@@ -176,7 +176,7 @@ def test_a_triton_compile_error_is_the_kernels():
 
 def test_a_private_folder_lives_until_the_last_compile_using_it_ends(temp_root, monkeypatch):
     monkeypatch.setenv("TRITON_CACHE_DIR", "/the/users/folder")
-    first, second = (_triton_cache.usable_cache_dir(triton, private=True) for _ in range(2))
+    first, second = (_triton_cache.usable_cache_dir(triton, private=("dir",)) for _ in range(2))
     first.__enter__()
     private = triton.knobs.cache.dir
     assert os.path.dirname(private) == str(temp_root) and os.path.isdir(private)
@@ -192,10 +192,12 @@ def test_a_private_folder_lives_until_the_last_compile_using_it_ends(temp_root, 
 
 @pytest.mark.parametrize("error,reason", [
     (NotADirectoryError(errno.ENOTDIR, "Not a directory", "/c/cache"), True),
+    (NotADirectoryError(errno.ENOTDIR, "Not a directory", "/c"), True),
     (PermissionError(errno.EACCES, "Permission denied", "/c/cache/KEY/tmp.pid_1/k.json"), True),
     (OSError(errno.ENOSPC, "No space left on device"), True),
     (FileNotFoundError(errno.ENOENT, "No such file", "/usr/bin/ptxas"), False),
     (PermissionError(errno.EACCES, "Permission denied", "/c/cache-other/x"), False),
-], ids=["the folder", "a file in it", "full disk", "elsewhere", "a sibling folder"])
+], ids=["the folder", "a folder above it", "a file in it", "full disk", "elsewhere",
+        "a sibling folder"])
 def test_only_errors_about_the_cache_folder_fall_back(error, reason):
     assert (_triton_cache.unwritable_reason(error, "/c/cache") is not None) is reason

@@ -118,6 +118,18 @@ def test_multi_output_kernel_runs_on_the_cpu():
     np.testing.assert_allclose(diff, x - y, rtol=1e-6)
 
 
+def test_two_calls_in_one_rule_run_on_the_cpu():
+    x = _cpu(jnp.linspace(-1, 1, 1000, dtype=F32))
+    np.testing.assert_allclose(jax.jit(lk.six_times)(x), 6 * np.asarray(x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_two_calls_in_one_rule_lower_for_a_gpu(platform):
+    lowered = lower_for(lk.six_times, spec((1000,), F32), platform=platform)
+    assert [call.summary()["launches"][0]["kernel"] for call in jtr.kernel_calls(lowered)] == [
+        "scaled_copy_kernel"] * 2
+
+
 def test_custom_partitioning_runs_the_inner_primitive_on_the_cpu():
     x = _cpu(jax.random.normal(jax.random.key(3), (8, 33), F32))
     mesh = jax.make_mesh((1,), ("rows",), devices=[CPU])

@@ -59,7 +59,8 @@ def test_clear_caches_lets_every_kernel_and_binary_be_freed():
 
 
 def _lower_block(block: int):
-    return lower_one(lambda x, y: kernels.add(x, y, block=block), X, X, platform="cuda")
+    return lower_one(lambda x, y: kernels.add(x, y, block=block, xla_native=False), X, X,
+                     platform="cuda")
 
 
 def test_the_kernel_cache_keeps_its_bound_and_compiles_a_forgotten_kernel_again(monkeypatch):

@@ -25,6 +25,7 @@ import jax
 from jax._src import core
 from jax.interpreters import mlir
 
+from jax_triton_rocm.launch import _types
 from jax_triton_rocm.lowering import _choices
 from jax_triton_rocm.lowering._primitive import triton_kernel_p
 
@@ -51,16 +52,28 @@ def autotune(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     jitted before picks the choices up at its next call.
 
     Args:
-      fn: the function, as you would pass it to `jax.jit` (static arguments bound beforehand,
-        e.g. with `functools.partial`).
-      *args, **kwargs: arrays on the GPU (and pytrees of them) to run it on.
+      fn: the function, as you would pass it to `jax.jit` (other static arguments bound
+        beforehand, e.g. with `functools.partial`).
+      *args, **kwargs: arrays on the GPU (and pytrees of them) to run it on. Python and NumPy
+        scalars among them are bound as they are, as `functools.partial` would (a kernel
+        receives them as scalars); arrays, 0-d ones too, are traced, as under `jax.jit`.
 
     Returns:
       What `fn(*args, **kwargs)` returns, computed with the chosen configs.
     """
-    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args, **kwargs)
+    leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
+    scalars = {i: leaf for i, leaf in enumerate(leaves) if _types.is_scalar(leaf)}
+    arrays = [leaf for i, leaf in enumerate(leaves) if i not in scalars]
+
+    def with_scalars(*traced: Any) -> Any:
+        given = iter(traced)
+        call_args, call_kwargs = jax.tree_util.tree_unflatten(
+            tree, [scalars[i] if i in scalars else next(given) for i in range(len(leaves))])
+        return fn(*call_args, **call_kwargs)
+
+    closed, out_shape = jax.make_jaxpr(with_scalars, return_shape=True)(*arrays)
     generation = _choices.STORE.generation
-    flat = _evaluate(closed.jaxpr, closed.consts, jax.tree_util.tree_leaves((args, kwargs)))
+    flat = _evaluate(closed.jaxpr, closed.consts, arrays)
     if _choices.STORE.generation != generation:
         jax.clear_caches()
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), flat)

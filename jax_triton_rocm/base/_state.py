@@ -104,7 +104,7 @@ def cache_size(env: str) -> int:
     raw = os.environ.get(env, "").strip()
     if not raw:
         return DEFAULT_CACHE_SIZE
-    if not raw.isdigit() or int(raw) < 1:
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:  # "²".isdigit() holds
         raise ValueError(f"{env}={raw!r} must be a positive integer (how many entries the "
                          f"cache keeps); unset it for the default ({DEFAULT_CACHE_SIZE}).")
     return int(raw)

@@ -20,6 +20,7 @@ import numpy as np
 from jax.interpreters.mlir import ir
 
 from jax_triton_rocm.base import _vendors
+from jax_triton_rocm.checks import _given
 from jax_triton_rocm.launch import _kernel, _types
 
 _RENAMED_KEYWORDS = {
@@ -62,7 +63,8 @@ def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeD
     sharding is refused.
 
     Raises:
-      ValueError: an output with a sharding. TypeError: a leaf without a shape and a dtype.
+      ValueError: an output with a sharding or a negative dimension. TypeError: a leaf without
+        a shape and a dtype.
     """
     if hasattr(out_shape, "shape") and hasattr(out_shape, "dtype"):  # one output, the most
         leaves, tree = [out_shape], _ONE_LEAF                       # common: flattened as one leaf
@@ -81,7 +83,11 @@ def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeD
                 f"the sharding (jax.ShapeDtypeStruct({tuple(leaf.shape)}, {leaf.dtype})) and "
                 f"constrain the result instead (jax.lax.with_sharding_constraint), or call the "
                 f"kernel per shard inside jax.shard_map.")
-        shapes.append(jax.ShapeDtypeStruct(tuple(leaf.shape), np.dtype(leaf.dtype)))
+        shape = tuple(leaf.shape)
+        if any(isinstance(size, (int, np.integer)) and size < 0 for size in shape):
+            raise ValueError(f"{what} leaf {i} has shape {shape}, with a negative dimension; "
+                             f"each dimension is a size >= 0: give the output's real shape.")
+        shapes.append(jax.ShapeDtypeStruct(shape, np.dtype(leaf.dtype)))
     return shapes, tree
 
 
@@ -140,6 +146,7 @@ def split_compile_options(jit_fn: Any, metaparams: dict[str, Any],
     options = {k: constexprs.pop(k) for k in metaparams
                if k in _vendors.COMPILE_OPTIONS and k not in jit_fn.arg_names}
     for keyword, value in metaparams.items():
+        _given.check_not_a_function(keyword, value, "")
         try:
             hash(value)
         except TypeError:
@@ -174,9 +181,7 @@ def split_arguments(args: tuple) -> tuple[list[Any], tuple[tuple[str, Any], ...]
 
 
 def _is_operand(value: Any) -> bool:
-    """An MLIR value, as a lowering rule receives each operand (or a tuple of them)."""
-    if isinstance(value, (tuple, list)):
-        return bool(value) and all(isinstance(v, ir.Value) for v in value)
+    """An MLIR value, as a lowering rule receives each operand of an array type."""
     return isinstance(value, ir.Value)
 
 
@@ -192,6 +197,11 @@ def check_operands_and_options(array_args: tuple, in_avals: tuple,
                         f"primitive has {len(in_avals)} operands (ctx.avals_in); pass every "
                         f"operand the rule received, in order.")
     for i, value in enumerate(array_args):
+        if isinstance(value, (tuple, list)):
+            raise TypeError(
+                f"triton_call_lowering: array_args[{i}] is a {type(value).__name__} of "
+                f"{len(value)} value(s), not one operand. Pass the operands one by one, "
+                f"unpacked: triton_call_lowering(ctx, kernel, *operands, ...).")
         if not _is_operand(value):
             raise TypeError(
                 f"triton_call_lowering: array_args[{i}] is {value!r} ({type(value).__name__}), "
@@ -227,6 +237,7 @@ def checked_constexprs(constexprs: Mapping[str, Any] | None, names: list[str],
             f"triton_call_lowering: constexprs names {', '.join(map(repr, unknown))}, which "
             f"kernel {kernel} has no parameter for; its parameters are ({', '.join(names)}).")
     for name, value in checked.items():
+        _given.check_not_a_function(f"constexprs[{name!r}]", value, "triton_call_lowering: ")
         if isinstance(value, (jax.Array, ir.Value)):
             raise TypeError(
                 f"triton_call_lowering: constexprs[{name!r}] is a JAX value ({value!r}); "

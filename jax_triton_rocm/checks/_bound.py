@@ -15,8 +15,8 @@ from typing import Any
 import jax
 
 from jax_triton_rocm.base import _values
-from jax_triton_rocm.checks import (_arguments, _call_options, _checker, _placement, _reuse,
-                                    _surface)
+from jax_triton_rocm.checks import (_arguments, _call_options, _checker, _given, _placement,
+                                    _reuse, _surface)
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
 
@@ -75,6 +75,7 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
     """
     what, given_outputs = _call_options.convention(out_shape, out_type)
     out_shapes, out_tree = _arguments.out_shapes(given_outputs, what)
+    args, keywords = _given.given_values(unwrapped.jit_fn, args, keywords)
     key = _reuse.layout_key(
         args, keywords, out_shapes, out_tree, kernel=kernel, unwrapped=unwrapped,
         grid=rest.get("grid"), convention=what, options=(

@@ -1,15 +1,16 @@
 """Compiling a bound kernel with `triton.compile`, through the one shared kernel-key cache.
 
-The kernel key covers everything that can change the binary: the kernel's source and the
-sources of the Triton functions it calls (`JITFunction.cache_key`), the current values of the
-globals they read (`global_values`), the Triton version, the target (backend, arch, warp size),
-Triton or Gluon, the signature and specialisation, the constexprs and every compile option. An
-edited kernel, or one whose global `tl.constexpr` was rebound, never gets the old binary; two
-kernels with the same name never collide. `triton.compile` keeps using Triton's own on-disk cache
-(`TRITON_CACHE_DIR` is never changed; where it is empty, `_triton_cache` supplies Triton's
-default location), so a second process gets the binary in milliseconds. The entry Triton's cache
-holds is checked before its binary is used (`_cache_entry`), and a cache folder that cannot be
-written is worked around (`_triton_cache`).
+The kernel key covers everything that can change the binary: what the kernel's call graph
+resolves to now (`_globals.graph_key`: the kernel's source, the sources of the Triton functions
+it calls as their names resolve now, and the current values of the globals they read), the
+Triton version, the target (backend, arch, warp size), Triton or Gluon, the signature and
+specialisation, the constexprs and every compile option. An edited kernel, a rebound helper or
+a rebound global `tl.constexpr` never gets the old binary; two kernels with the same name never
+collide. `triton.compile` keeps using Triton's own on-disk cache (`TRITON_CACHE_DIR` is never
+changed; where it is empty, `_triton_cache` supplies Triton's default location), with its key
+widened to the same call graph (`_with_graph_in_hash`), so a second process gets the binary in
+milliseconds. The entry Triton's cache holds is checked before its binary is used
+(`_cache_entry`), and a cache folder that cannot be written is worked around (`_triton_cache`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _cache_entry, _errors, _gluon, _triton_cache
-from jax_triton_rocm.compile._globals import global_values, stable_text
+from jax_triton_rocm.compile._globals import graph_key, is_triton_function, stable_text
 from jax_triton_rocm.launch._layout import BoundKernel
 
 
@@ -64,17 +65,17 @@ def kernel_key(
     options: dict[str, Any],
     *,
     gluon: bool,
-    globals_key: tuple[tuple[str, str], ...] | None = None,
+    graph: tuple | None = None,
 ) -> str:
     """The kernel key: a SHA-256 over every input that can change the compiled binary.
 
-    `globals_key` is `global_values(jit_fn)` where the caller has it already.
+    `graph` is `graph_key(jit_fn)` where the caller has it already.
     """
-    if globals_key is None:
-        globals_key = global_values(jit_fn)
+    if graph is None:
+        graph = graph_key(jit_fn)
     parts = [
-        f"source={jit_fn.cache_key}",
-        f"globals={globals_key}",
+        f"sources={graph[0]}",
+        f"globals={graph[1]}",
         f"triton={_compat.triton_info().version}",
         f"target={triton_target.backend}:{triton_target.arch}:{triton_target.warp_size}",
         f"language={'gluon' if gluon else 'triton'}",
@@ -100,7 +101,7 @@ class CompileJob:
       binary_key, asm_key: which of Triton's outputs are the binary and the assembly
         ("cubin"/"ptx" on CUDA, "hsaco"/"amdgcn" on HIP).
       key: the kernel key (`kernel_key`).
-      globals_key: the globals the kernel reads, with their values (`global_values`).
+      graph: what the kernel's call graph resolves to (`graph_key`).
     """
 
     jit_fn: Any
@@ -111,16 +112,16 @@ class CompileJob:
     binary_key: str
     asm_key: str
     key: str
-    globals_key: tuple[tuple[str, str], ...] = ()
+    graph: tuple = ((), ())
 
 
 def make_job(jit_fn: Any, triton_target: Any, bound: BoundKernel, options: dict[str, Any], *,
              gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
     """A `CompileJob`, with its kernel key computed."""
-    globals_key = global_values(jit_fn)
-    key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon, globals_key=globals_key)
+    graph = graph_key(jit_fn)
+    key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon, graph=graph)
     return CompileJob(jit_fn, triton_target, bound, dict(options), gluon, binary_key, asm_key, key,
-                      globals_key)
+                      graph)
 
 
 def run_triton(job: CompileJob) -> CompiledKernel:
@@ -135,7 +136,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
         source = ASTSource(job.jit_fn, bound.signature, constexprs=bound.constexprs,
                            attrs=bound.attrs)
     _serialize_front_end(source)
-    _with_globals_in_hash(source, job.globals_key)
+    _with_graph_in_hash(source, job.graph, bound.constexprs)
     _with_constexpr_types_in_hash(source, bound.constexprs)
     def compile_from_checked_entry() -> Any:
         return _cache_entry.compile_checked(triton, source, job.triton_target, job.options,
@@ -167,20 +168,25 @@ def run_triton(job: CompileJob) -> CompiledKernel:
     )
 
 
-def _with_globals_in_hash(source: Any, globals_key: tuple) -> None:
-    """Makes `source.hash()`, Triton's on-disk cache key, cover the current global values.
+def _with_graph_in_hash(source: Any, graph: tuple, constexprs: dict) -> None:
+    """Makes `source.hash()`, Triton's on-disk cache key, cover the call graph as it resolves now.
 
-    Triton's own hash folds in the values of the first time the function was hashed (see
-    `global_values`), so without this a rebound global would be served the old binary from disk.
+    Triton's own hash takes the kernel's `cache_key`, which holds the callees and global values of
+    the first time it was computed (`_globals`), and Triton functions given as constexprs by
+    theirs: without this, a rebound helper or global would be served the old binary from disk.
+    A kernel that calls no Triton function, reads no global and is given none keeps Triton's
+    own key.
     """
-    if not globals_key:
+    functions = [f"{position}={stable_text(value)}" for position, value in
+                 sorted(constexprs.items()) if is_triton_function(value)]
+    if len(graph[0]) <= 1 and not graph[1] and not functions:
         return
     triton_hash = source.hash
 
-    def hash_with_globals() -> str:
-        return hashlib.sha256(f"{triton_hash()}-{globals_key}".encode()).hexdigest()
+    def hash_with_graph() -> str:
+        return hashlib.sha256(f"{triton_hash()}-{graph}-{functions}".encode()).hexdigest()
 
-    source.hash = hash_with_globals
+    source.hash = hash_with_graph
 
 
 def _with_constexpr_types_in_hash(source: Any, constexprs: dict) -> None:
@@ -250,19 +256,15 @@ def compile_job(job: CompileJob) -> CompiledKernel:
       ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
       KernelPassFailure: Triton's compiler passes rejected the kernel (`_errors.explained`).
       Triton's own compile errors, with a note naming the target and the constexprs, and a hint
-        where a 0-d array may have been meant as a scalar.
+        where a 0-d array may have been meant as a scalar, or a tuple as separate operands.
     """
     def compile_with_hints() -> CompiledKernel:
         try:
             return run_triton(job)
         except Exception as err:
             explained = _errors.explained(err, job)
-            if job.bound.zero_d_pointers:
-                explained.add_note(
-                    f"jax_triton_rocm: {', '.join(job.bound.zero_d_pointers)} is a 0-d array, "
-                    f"which the kernel receives as a pointer. If the kernel wants a scalar there, "
-                    f"pass a Python or NumPy scalar (e.g. int(n), np.float32(x)) instead of a JAX "
-                    f"array.")
+            for hint in _errors.layout_hints(job.bound):
+                explained.add_note(hint)
             if explained is err:
                 raise
             if explained is err.__cause__:  # the kernel's own error, a trampoline's discarded

@@ -63,6 +63,24 @@ def explained(err: Exception, job: Any) -> Exception:
         f"{_FIX}.")
 
 
+def layout_hints(bound: Any) -> list[str]:
+    """What to do where a compile or run of a kernel failed and the call gave it something it
+    most likely did not mean: 0-d arrays (which a kernel receives as pointers: a scalar was
+    meant?) or tuples (Triton tuples: separate operands were meant?). `bound` is the launch's
+    `launch._layout.BoundKernel`."""
+    hints = []
+    if bound.zero_d_pointers:
+        hints.append(f"jax_triton_rocm: {bound.zero_d_hint()}")
+    tuples = [name for name, kind in bound.signature.items() if isinstance(kind, tuple)]
+    if tuples:
+        hints.append(
+            f"jax_triton_rocm: parameter(s) {', '.join(tuples)} are given a tuple, which the "
+            f"kernel receives as a Triton tuple (indexed in the kernel: {tuples[0]}[0]). To "
+            f"give its elements to separate parameters, pass them unpacked: "
+            f"triton_call(*operands, ...).")
+    return hints
+
+
 def is_kernel_error(err: Exception) -> bool:
     """Whether a compile error is the kernel's own, so that compiling it again would fail the
     same way: Triton's compile errors (CompilationError, static asserts, PTXASError), MLIR pass

@@ -18,12 +18,16 @@ Threads: compiles run in parallel threads; a count of compiles in flight, under 
 compile that runs meanwhile also finds the default location instead of failing, which is the
 only effect the override can have on it.
 
-Unwritable: where Triton's cache folder cannot be written (read-only, a parent that is a file, a
-full disk), `triton.compile` raises an OSError naming a path in it. `compile_in_usable_cache` then
-compiles once more with the knob pointing at a private temporary folder, shared by the compiles
-in flight and removed when the last one ends, and logs one warning naming `TRITON_CACHE_DIR` and
-the reason. Nothing of it is remembered: the next compile tries the folder again, so a folder
-made writable in a running process caches again from its next compile.
+Unwritable: where Triton's cache folder cannot be made or written (read-only, under a file, too
+long a path, a full disk; the folder given by `TRITON_CACHE_DIR` or Triton's default under
+`TRITON_HOME` or `HOME`), `triton.compile` raises an OSError naming a path in it or above it.
+`compile_in_usable_cache` then compiles once more with the knob pointing at a private temporary
+folder, shared by the compiles in flight and removed when the last one ends, and logs one warning
+naming the variable that chose the folder, the folder and the reason. Nothing of it is
+remembered: the next compile tries the folder again, so a folder made writable in a running
+process caches again from its next compile. Triton's dump folder (`TRITON_DUMP_DIR`, with
+`TRITON_KERNEL_DUMP=1`) gets the same, with a private folder that is kept (it holds the dump
+asked for) and named in the warning.
 
 Fork: a child forked while compiles were in flight has none running; it restores the knob
 itself and leaves a private folder to the parent (see `_restore_after_fork`).
@@ -45,13 +49,16 @@ from jax_triton_rocm.base import _state
 logger = logging.getLogger("jax_triton_rocm")
 
 ENV_CACHE_DIR = "TRITON_CACHE_DIR"
+# The folders of Triton's that a compile writes: knob name -> the variable that sets it.
+FOLDER_VARIABLES = {"dir": ENV_CACHE_DIR, "dump_dir": "TRITON_DUMP_DIR"}
 _MISSING = object()
 
 T = TypeVar("T")
 
 _in_flight = 0
-_saved: Any = _MISSING  # the knob's own `__dict__` entry before the override
+_saved: dict[str, Any] = {}  # the knobs' own `__dict__` entries before the override
 _private: str | None = None  # the private folder compiles use while the cache is unwritable
+_private_dump: str | None = None  # the private dump folder, kept for the life of the process
 _warned = False
 _warned_unwritable: set[tuple[str, int | None]] = set()
 # Errors that name no path but come from writing the cache's files.
@@ -85,11 +92,12 @@ def _warn_once(directory: str) -> None:
 
 
 @contextlib.contextmanager
-def usable_cache_dir(triton: Any, *, private: bool = False) -> Iterator[None]:
+def usable_cache_dir(triton: Any, *, private: tuple[str, ...] = ()) -> Iterator[None]:
     """Runs the body with a cache directory Triton can use, for `triton.compile`.
 
-    Does nothing when Triton already has one (the usual case: no lock taken). With `private`,
-    the cache is a private temporary folder, removed when the last compile using it ends.
+    Does nothing when Triton already has one (the usual case: no lock taken). `private` names
+    the knobs ("dir", "dump_dir") that point at private folders for the body: the cache's is
+    removed when the last compile using it ends, the dump's is kept.
     """
     cache_knobs = triton.knobs.cache
     if not private and _in_flight == 0 and not needs_default_dir(cache_knobs):
@@ -104,22 +112,27 @@ def usable_cache_dir(triton: Any, *, private: bool = False) -> Iterator[None]:
         _leave(cache_knobs)
 
 
-def _enter(cache_knobs: Any, private: bool) -> bool:
-    """Points the knob at the default or a private folder, or joins the override in force;
+def _enter(cache_knobs: Any, private: tuple[str, ...]) -> bool:
+    """Points the knobs at the default or private folders, or joins the override in force;
     returns whether this compile counts as one in flight (False: no override needed)."""
-    global _in_flight, _saved, _private
+    global _in_flight, _saved, _private, _private_dump
     with _state.LOCKS.lock_for("triton-cache-dir"):
         if not (private or _in_flight > 0 or needs_default_dir(cache_knobs)):
             return False
         if _in_flight == 0:
-            _saved = vars(cache_knobs).get("dir", _MISSING)
-            if not private:
+            _saved = {name: vars(cache_knobs).get(name, _MISSING) for name in FOLDER_VARIABLES}
+            if needs_default_dir(cache_knobs):
                 directory = default_dir(cache_knobs)
                 vars(cache_knobs)["dir"] = directory  # bypasses Triton's write to os.environ
                 _warn_once(directory)
-        if private and _private is None:
-            _private = tempfile.mkdtemp(prefix="jax_triton_rocm_triton_cache_")
+        if "dir" in private:
+            if _private is None:
+                _private = tempfile.mkdtemp(prefix="jax_triton_rocm_triton_cache_")
             vars(cache_knobs)["dir"] = _private
+        if "dump_dir" in private:
+            if _private_dump is None:
+                _private_dump = tempfile.mkdtemp(prefix="jax_triton_rocm_triton_dump_")
+            vars(cache_knobs)["dump_dir"] = _private_dump
         _in_flight += 1
         return True
 
@@ -137,66 +150,120 @@ def _leave(cache_knobs: Any) -> None:
 
 def _restore(cache_knobs: Any) -> None:
     global _saved
-    if _saved is _MISSING:
-        vars(cache_knobs).pop("dir", None)
-    else:
-        vars(cache_knobs)["dir"] = _saved
-    _saved = _MISSING
+    for name, saved in _saved.items():
+        if saved is _MISSING:
+            vars(cache_knobs).pop(name, None)
+        else:
+            vars(cache_knobs)[name] = saved
+    _saved = {}
 
 
 def unwritable_reason(err: OSError, directory: str) -> str | None:
-    """Why `err`, raised by a compile, means the cache folder `directory` cannot be written;
-    None where it is about something else."""
+    """Why `err`, raised by a compile, means the folder `directory` cannot be made or written
+    (the error names a path in it, the folder itself, or a folder above it that is a file, read
+    only or too long); None where it is about something else."""
     if err.filename is None and err.errno in _FULL_DISK:
         return str(err)
     folder = os.path.abspath(directory)
     for path in (err.filename, err.filename2):
         if isinstance(path, (str, bytes, os.PathLike)):
             path = os.path.abspath(os.fsdecode(path))
-            if path == folder or path.startswith(folder + os.sep):
-                return str(err)
+            if (path == folder or path.startswith(folder + os.sep)
+                    or folder.startswith(path.rstrip(os.sep) + os.sep)):
+                return _shortened(str(err), path)
     return None
 
 
-def _warn_unwritable(directory: str, err: OSError, reason: str) -> None:
-    """Logs once per folder and kind of failure that compiles go on without the cache."""
+def _shortened(text: str, path: str) -> str:
+    """`text` with `path` in it shortened to its ends where it is too long to read."""
+    return text.replace(path, shown_path(path)) if len(path) > 200 else text
+
+
+def shown_path(path: str) -> str:
+    """`path` as a message shows it: whole, or its ends and its length where it is long."""
+    if len(path) <= 200:
+        return path
+    return f"{path[:80]}...{path[-60:]} ({len(path)} characters)"
+
+
+def _failing_folder(err: OSError, cache_knobs: Any) -> tuple[str, str] | None:
+    """(knob name, reason) of the folder of Triton's that `err` says cannot be written; None
+    where `err` is about no such folder (a full disk counts as the cache's)."""
+    folders = {"dir": cache_knobs.dir}
+    if _compilation_dumps():
+        folders["dump_dir"] = cache_knobs.dump_dir
+    for name, directory in folders.items():
+        reason = unwritable_reason(err, directory) if directory else None
+        if reason is not None:
+            return name, reason
+    return None
+
+
+def _compilation_dumps() -> bool:
+    import triton
+
+    return bool(getattr(getattr(triton.knobs, "compilation", None), "dump_ir", False))
+
+
+def _setting(name: str, directory: str) -> str:
+    """Which variable chose Triton's folder `name`, as the warning names it."""
+    variable = FOLDER_VARIABLES[name]
+    if variable in os.environ:
+        return f"{variable}={shown_path(os.environ[variable])!r}"
+    for home in ("TRITON_HOME", "HOME"):
+        if home in os.environ:
+            return (f"{variable} unset: Triton's default under {home}="
+                    f"{shown_path(os.environ[home])!r}")
+    return f"{variable} unset: Triton's default"
+
+
+def _warn_unwritable(name: str, directory: str, err: OSError, reason: str) -> None:
+    """Logs once per folder and kind of failure that compiles go on without the folder."""
     with _state.LOCKS.guard:
         if (directory, err.errno) in _warned_unwritable:
             return
         _warned_unwritable.add((directory, err.errno))
-    setting = (f"{ENV_CACHE_DIR}={os.environ[ENV_CACHE_DIR]!r}" if ENV_CACHE_DIR in os.environ
-               else f"{ENV_CACHE_DIR} unset, Triton's default")
+    variable = FOLDER_VARIABLES[name]
+    if name == "dir":
+        instead = ("Kernels compile without it (in a private temporary folder, removed "
+                   "afterwards), so nothing is cached on disk")
+    else:
+        instead = f"Triton's dumps go to {_private_dump} instead"
     logger.warning(
-        "jax_triton_rocm: Triton's cache folder %s (%s) cannot be written: %s. Kernels compile "
-        "without it (in a private temporary folder, removed afterwards), so nothing is cached on "
-        "disk; set %s to a writable folder to cache again.", directory, setting, reason,
-        ENV_CACHE_DIR)
+        "jax_triton_rocm: Triton's %s folder %s (%s) cannot be written: %s. %s; set %s to a "
+        "writable folder.", "cache" if name == "dir" else "dump", shown_path(directory),
+        _setting(name, directory), reason, instead, variable)
 
 
 def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
-    """Runs `compile_fn` (which calls `triton.compile`) with a cache directory Triton can use.
+    """Runs `compile_fn` (which calls `triton.compile`) with cache and dump folders Triton can
+    use.
 
-    Where the cache folder cannot be written, runs it once more with the cache in a private
-    temporary folder (see the module's docstring), after one warning.
+    Where one cannot be made or written, runs it again with that folder private (see the
+    module's docstring), after one warning; the cache and the dump folder may both need it.
 
     Raises:
-      whatever `compile_fn` raises, other than the unwritable cache's OSError.
+      whatever `compile_fn` raises, other than the unwritable folders' OSError.
     """
-    with usable_cache_dir(triton):
-        directory = triton.knobs.cache.dir
-        try:
-            return compile_fn()
-        except OSError as err:
-            reason = unwritable_reason(err, directory)
-            if reason is None:
-                raise
-            failure = err
-    _warn_unwritable(directory, failure, reason)
-    with usable_cache_dir(triton, private=True):
-        try:
-            return compile_fn()
-        except OSError as err:
-            raise err from failure
+    private: tuple[str, ...] = ()
+    failure: OSError | None = None
+    warning: tuple | None = None
+    while True:
+        with usable_cache_dir(triton, private=private):
+            cache_knobs = triton.knobs.cache
+            if warning is not None:  # here, where the private folder it names exists
+                _warn_unwritable(*warning)
+            try:
+                return compile_fn()
+            except OSError as err:
+                failing = _failing_folder(err, cache_knobs)
+                if failing is None or failing[0] in private:
+                    if failure is not None:
+                        raise err from failure
+                    raise
+                name, reason = failing
+                warning = (name, getattr(cache_knobs, name), err, reason)
+                private, failure = (*private, name), err
 
 
 def _restore_after_fork() -> None:

@@ -43,6 +43,7 @@ from jax.experimental import io_callback
 from jax.interpreters import mlir
 
 from jax_triton_rocm.base import _state
+from jax_triton_rocm.compile import _errors
 from jax_triton_rocm.interpret import _fallback, _interpret_host, _shard_callbacks
 from jax_triton_rocm.launch import _plan
 from jax_triton_rocm.launch._spec import KernelCallSpec
@@ -120,7 +121,7 @@ def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[
             return tl.constexpr(value)
         source = sources[key]
         if source.kind == "scalar":
-            return _interpret_host.typed_scalar(source.scalar.value, f"argument {key}")
+            return _interpret_host.typed_scalar(source.scalar, f"argument {key}")
         array = outs[source.index] if source.kind == "output" else buffers[source.index]
         if source.kind == "descriptor":
             return _interpret_host.host_descriptor(array, source.descriptor)
@@ -165,12 +166,13 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
                 f"Kernel {call.name} failed an assertion in Triton's interpreter on the CPU "
                 f"(grid {grid}, constexprs {constexprs}; debug=True checks tl.device_assert): "
                 f"{failed}. Fix the input the assertion rejects, or the kernel.") from err
+        hints = "".join(f" {hint}" for hint in _errors.layout_hints(call.launch.bound))
         raise RuntimeError(
             f"Triton's interpreter could not run kernel {call.name} (grid {grid}, constexprs "
             f"{constexprs}) on the CPU: {type(err).__name__}: {err}. Fix a value the kernel "
             f"cannot use where the call passes it (a None positional argument is a constexpr, "
-            f"as in Triton), or run it on a GPU if it uses a feature the interpreter "
-            f"lacks.") from err
+            f"as in Triton), or run it on a GPU if it uses a feature the interpreter lacks."
+            f"{hints}") from err
     return tuple(outs)
 
 
@@ -191,4 +193,11 @@ def lower(ctx: Any, operands: Sequence[Any], spec: KernelCallSpec):
         return jax.pure_callback(lambda *xs: run_on_host(call, *xs), list(call.out_avals),
                                  *arrays)
 
-    return mlir.lower_fun(host_call, multiple_results=True)(ctx, *operands)
+    # `lower_fun` sets the context's `tokens_out`, which JAX allows once per rule: on a copy, so
+    # that a library's rule can make several calls (its callbacks have no ordered effects, so
+    # the tokens come out as they went in).
+    call_ctx = ctx.replace(tokens_out=None)
+    results = mlir.lower_fun(host_call, multiple_results=True)(call_ctx, *operands)
+    if ctx.tokens_out is None:
+        ctx.set_tokens_out(call_ctx.tokens_out)
+    return results

@@ -201,11 +201,12 @@ def _tensor_results_for_constexpr_operators() -> list[tuple[Any, str, Any]]:
 
 
 def typed_scalar(value: Any, what: str) -> Any:
-    """A scalar argument as a Triton tensor of the type the GPU launch gives it."""
+    """A scalar argument (a value, or a `_types.Scalar` typed already) as a Triton tensor of
+    the type the GPU launch gives it."""
     import triton.language as tl
     from triton.runtime.interpreter import TensorHandle
 
-    typed = _types.scalar(value, what=what)
+    typed = value if isinstance(value, _types.Scalar) else _types.scalar(value, what=what)
     triton_type = tl.str_to_ty(typed.triton_type, None)
     numpy_type = {"u1": np.bool_, "i32": np.int32, "u32": np.uint32, "i64": np.int64,
                   "u64": np.uint64, "fp32": np.float32, "fp64": np.float64}[typed.triton_type]

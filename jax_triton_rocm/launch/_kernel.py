@@ -39,7 +39,9 @@ def unwrap(kernel: Any) -> Unwrapped:
     Accepts @triton.autotune and @triton.heuristics nested in either order.
 
     Raises:
-      TypeError: `kernel` is not a Triton function, naming its type.
+      TypeError: `kernel` is not a Triton function, naming its type (and `TRITON_INTERPRET`
+        where that made it Triton's interpreted function), or an autotune config is not a
+        `triton.Config`.
     """
     triton = _triton()
     from triton.runtime.autotuner import Autotuner, Heuristics
@@ -51,6 +53,7 @@ def unwrap(kernel: Any) -> Unwrapped:
         if isinstance(node, Autotuner):
             if autotuner is not None:
                 raise TypeError("kernel is wrapped in @triton.autotune twice; keep one.")
+            _check_configs(node, triton)
             autotuner = node
             heuristics_outside = len(heuristics)
         elif isinstance(node, Heuristics):
@@ -58,6 +61,15 @@ def unwrap(kernel: Any) -> Unwrapped:
         elif isinstance(node, triton.JITFunction):
             outside = len(heuristics) if autotuner is None else heuristics_outside
             return Unwrapped(node, autotuner, tuple(heuristics), outside)
+        elif type(node).__name__ == "InterpretedFunction":
+            raise TypeError(
+                f"kernel {getattr(node, '__name__', node)!r} is Triton's InterpretedFunction, "
+                f"not a @triton.jit function: TRITON_INTERPRET=1 was set when it was decorated, "
+                f"and then @triton.jit makes every kernel (Triton's own helpers too) one that "
+                f"runs only in Triton's interpreter, which jax_triton_rocm can neither compile "
+                f"for a GPU nor run on the CPU. Unset TRITON_INTERPRET before Triton is "
+                f"imported: the package runs kernels in Triton's interpreter on the CPU by "
+                f"itself.")
         else:
             what = "kernel" if node is kernel else f"the function inside kernel {kernel!r}"
             raise TypeError(
@@ -65,6 +77,17 @@ def unwrap(kernel: Any) -> Unwrapped:
                 f"@gluon.jit, optionally wrapped in @triton.autotune / @triton.heuristics); got "
                 f"{type(node).__module__}.{type(node).__qualname__}: {node!r}.")
         node = node.fn
+
+
+def _check_configs(autotuner: Any, triton: Any) -> None:
+    """Raises TypeError, naming the config, unless every autotune config is a `triton.Config`."""
+    for i, config in enumerate(getattr(autotuner, "configs", ())):
+        if not isinstance(config, triton.Config):
+            example = (f"triton.Config({config!r}, num_warps=4)" if isinstance(config, dict)
+                       else "triton.Config({'BLOCK': 256}, num_warps=4)")
+            raise TypeError(
+                f"@triton.autotune's configs[{i}] is a {type(config).__name__} ({config!r}), "
+                f"not a triton.Config. Give each config as one, e.g. {example}.")
 
 
 def kernel_name(jit_fn: Any) -> str:

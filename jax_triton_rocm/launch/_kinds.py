@@ -45,9 +45,7 @@ def suspects(jit_fn: Any, bound: Any, in_avals: tuple, out_avals: tuple) -> list
             wrong.append(f"parameter {name!r} gets {what} {source.index} ({aval_text(aval)}), "
                          f"a pointer, but {found.shown(name)}")
     if wrong and bound.zero_d_pointers:
-        wrong.append(f"{', '.join(bound.zero_d_pointers)} is a 0-d array, which the kernel "
-                     f"receives as a pointer: if the kernel wants a scalar there, pass a Python "
-                     f"or NumPy scalar (e.g. int(n), np.float32(x)) instead of a JAX array")
+        wrong.append(bound.zero_d_hint().rstrip("."))
     return wrong
 
 

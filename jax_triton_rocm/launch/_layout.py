@@ -44,6 +44,16 @@ class BoundKernel:
     specializations: tuple[tuple[int, str], ...]
     zero_d_pointers: tuple[str, ...] = ()
 
+    def zero_d_hint(self) -> str:
+        """What to do about the 0-d arrays given where the kernel may want scalars."""
+        return (f"{', '.join(self.zero_d_pointers)} is given a 0-d array, which the kernel "
+                f"receives as a pointer (as in Triton). If the kernel wants a scalar there, pass "
+                f"a Python or NumPy scalar (e.g. float(x), np.float32(x)); for a traced value "
+                f"(an argument of the jitted function) make that argument static "
+                f"(static_argnums, or functools.partial). Or annotate the parameter with its "
+                f"type (alpha: tl.float32): a concrete 0-d array is then taken as the scalar it "
+                f"holds.")
+
     def constexprs_text(self, names: list[str]) -> str:
         """The constexprs as "name=value, ..." (`names`: the kernel's parameter names)."""
         return ", ".join(f"{names[i]}={value!r}" for (i,), value in sorted(
@@ -178,7 +188,7 @@ class _Layout:
             self.attrs[(i,)] = parsed
 
     def pointer(self, i: int, param: Any, aval: Any, source: ArgSource, what: str) -> None:
-        self.signature[param.name] = _types.pointer_type(aval.dtype, what=what)
+        self.signature[param.name] = _types.declared_pointer(param, aval, what=what)
         aligned = not (param.do_not_specialize_on_alignment or param.do_not_specialize)
         self.specialize(i, "D" if aligned else "")
         self.sources.append(source)

@@ -263,7 +263,7 @@ def _with_scalars(bound: _layout.BoundKernel, positional: tuple) -> _layout.Boun
         return bound
     # A scalar inside a tuple is part of `compile_view` by value: only top-level ones change.
     sources = tuple(
-        _layout.ArgSource("scalar", source.position, scalar=_types.scalar(
-            positional[source.position][1], what=f"argument {source.position}"))
+        _layout.ArgSource("scalar", source.position, scalar=_types.retyped(
+            source.scalar, positional[source.position][1], what=f"argument {source.position}"))
         if source.kind == "scalar" and not source.path else source for source in bound.sources)
     return _values.replaced(bound, sources=sources)

@@ -211,5 +211,13 @@ def _make(jit_fn: Any, name: str, source: str) -> Any:
     if jit_fn.is_gluon():
         from triton.experimental import gluon
 
-        return gluon.jit(function)
-    return triton.jit(function)
+        trampoline = gluon.jit(function)
+    else:
+        trampoline = triton.jit(function)
+    # Triton (3.9) registers each @jit function by module and name, for deserialising its
+    # constants; a trampoline has no user to resolve it, and the entry would keep it, and through
+    # it the kernel, alive after `clear_caches()`.
+    registry = getattr(triton.runtime.jit, "_triton_jit_function_registry", {})
+    for key in [k for k, v in registry.items() if v is trampoline]:
+        del registry[key]
+    return trampoline

@@ -44,7 +44,8 @@ def aval_text(aval: Any) -> str:
 _I32 = (-(2**31), 2**31)
 _I64 = (-(2**63), 2**63)
 _U64 = (0, 2**64)
-_F32_NORMAL = (float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max))
+_F32_MAX = float(np.finfo(np.float32).max)
+_F32_NORMAL = (float(np.finfo(np.float32).tiny), _F32_MAX)
 
 
 # By the dtype object given (np.dtype() of it is slow): one entry per dtype the process uses.
@@ -76,6 +77,34 @@ def pointer_type(dtype: Any, *, what: str) -> str:
             f"bits through a same-width integer view (jax.lax.bitcast_convert_type).") from None
 
 
+def declared_pointer(param: Any, aval: Any, *, what: str) -> str:
+    """The pointer type for the array `aval` given to kernel parameter `param`, checked against
+    the parameter's annotation: a pointer to another type, or a scalar type, is refused
+    (Triton's launcher would reinterpret the buffer, or pass its address as a number).
+
+    Raises:
+      TypeError: naming `what`, the array, the annotation and the fix.
+    """
+    pointer, annotation = pointer_type(aval.dtype, what=what), getattr(param, "annotation_type", "")
+    if not annotation or param.is_constexpr:
+        return pointer
+    if not annotation.startswith("*"):
+        raise TypeError(
+            f"{what} is annotated {_DECLARABLE.get(annotation, (0, annotation))[1]}, a scalar, "
+            f"but is given a {aval_text(aval)} array, not a concrete 0-d one (a NumPy one, or a "
+            f"JAX one made outside jit), which would be taken as the scalar it holds. Pass a "
+            f"Python or NumPy scalar (np.float32(2.0): jit traces jnp.float32(2.0)); make an "
+            f"argument of the jitted function static (static_argnums, functools.partial); or "
+            f"make the parameter a pointer and tl.load it.")
+    element = annotation[2:] if annotation.startswith("*k") else annotation[1:]
+    if element != pointer[1:]:
+        raise TypeError(
+            f"{what} is annotated as a pointer to {element} ({annotation}), but is given a "
+            f"{aval_text(aval)} array ({pointer}). Cast the array (x.astype(...)), view its "
+            f"bits as that type (jax.lax.bitcast_convert_type), or fix the annotation.")
+    return pointer
+
+
 @dataclasses.dataclass(frozen=True)
 class Scalar:
     """A Python or NumPy scalar argument, typed the way Triton's own launcher types it.
@@ -85,11 +114,13 @@ class Scalar:
       triton_type: the type in the Triton signature ("i32", "i64", "u64", "u1", "fp32", "fp64").
       proto_kind: the jaxlib parameter it travels as ("bool", "i32", "u32", "i64", "u64", "f32",
         "f64").
+      declared: whether the type is the one the kernel parameter's annotation declares.
     """
 
     value: bool | int | float
     triton_type: str
     proto_kind: str
+    declared: bool = False  # the type is the parameter's annotation (`declared_type`)
 
 
 _NUMPY_SCALARS: dict[str, tuple[str, str, tuple[int, int] | None]] = {
@@ -112,8 +143,57 @@ def is_scalar(value: Any) -> bool:
     return isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray)
 
 
-def scalar(value: Any, *, what: str) -> Scalar:
-    """Types a scalar argument as Triton's launcher does.
+# Declarable scalar types jaxlib can pass: Triton type -> (jaxlib's, Triton's name, range).
+_DECLARABLE: dict[str, tuple[str, str, Any]] = {
+    "u1": ("bool", "tl.int1", (0, 2)), "i32": ("i32", "tl.int32", _I32),
+    "u32": ("u32", "tl.uint32", (0, 2**32)), "i64": ("i64", "tl.int64", _I64),
+    "u64": ("u64", "tl.uint64", _U64), "fp32": ("f32", "tl.float32", float),
+    "fp64": ("f64", "tl.float64", float)}
+
+
+def declared_type(param: Any) -> str | None:
+    """The scalar Triton type `param`'s annotation declares ("i32" for `n: tl.int32` or `n: int`,
+    read as Triton's `KernelParam.annotation_type`); None: none, a pointer's or a constexpr."""
+    declared = getattr(param, "annotation_type", "") or ""
+    if not declared or declared.startswith("*") or param.is_constexpr:
+        return None
+    return declared
+
+
+def _declared_scalar(value: Any, declared: str, what: str) -> Scalar:
+    """`value` as the annotation `declared` types it, as Triton's launcher packs it (an int for
+    a float type is converted), refused where it does not fit."""
+    if declared not in _DECLARABLE:
+        raise TypeError(
+            f"{what} is annotated {declared}, a type jaxlib's kernel call cannot pass by value "
+            f"(it passes bools and 32- and 64-bit integers and floats). Annotate it tl.int32, "
+            f"tl.float32 or another of those (and cast in the kernel), or make it a "
+            f"tl.constexpr.")
+    proto_kind, name, holds = _DECLARABLE[declared]
+    plain = value.item() if isinstance(value, np.generic) else value
+    if holds is float:
+        number = isinstance(plain, float) or (isinstance(plain, int) and abs(plain) < 2**1023)
+        if number and (declared == "fp64" or abs(plain) <= _F32_MAX or not np.isfinite(plain)):
+            return Scalar(float(plain), declared, proto_kind, True)
+        raise (OverflowError if isinstance(plain, (int, float)) else TypeError)(
+            f"{what} is annotated {name}, and {value!r} ({type(value).__name__}) does not fit "
+            f"it. Pass a {name.removeprefix('tl.')} value, or change the annotation.")
+    if isinstance(plain, int) and holds[0] <= plain < holds[1]:
+        return Scalar(bool(plain) if declared == "u1" else int(plain), declared, proto_kind, True)
+    raise (OverflowError if isinstance(plain, int) else TypeError)(
+        f"{what} is annotated {name}, which holds integers in [{holds[0]}, {holds[1]}), and "
+        f"{value!r} ({type(value).__name__}) does not fit it. Pass a value in that range, or "
+        f"annotate the parameter with a wider type (tl.int64, tl.uint64, tl.float32).")
+
+
+def retyped(typed: Scalar, value: Any, *, what: str) -> Scalar:
+    """`value` typed as `typed` was: by the same annotation where it was declared."""
+    return scalar(value, what=what, declared=typed.triton_type if typed.declared else None)
+
+
+def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
+    """Types a scalar argument as Triton's launcher does: by the parameter's annotation where
+    it declares one (`declared`, from `declared_type`), else by the value.
 
     Python bool is "u1"; Python int is "i32" when it fits, else "i64", else "u64"; Python float is
     "fp32" where float32 holds it (zero, inf, nan, or a normal float32 magnitude), else "fp64"
@@ -121,9 +201,13 @@ def scalar(value: Any, *, what: str) -> Scalar:
     NumPy scalars keep their width (np.float64 is "fp64").
 
     Raises:
-      OverflowError: an int outside [-2**63, 2**64), naming `what` and the value.
-      TypeError: a NumPy scalar of a type jaxlib cannot pass (float16, complex, ...).
+      OverflowError: an int outside [-2**63, 2**64), or a value that does not fit the declared
+        type, naming `what`, the value and the type.
+      TypeError: a NumPy scalar of a type jaxlib cannot pass (float16, complex, ...), or a value
+        of another kind than the declared type (a float for tl.int32).
     """
+    if declared is not None:
+        return _declared_scalar(value, declared, what)
     if isinstance(value, (bool, np.bool_)):
         return Scalar(bool(value), "u1", "bool")
     if isinstance(value, np.generic):
@@ -179,10 +263,16 @@ def int_specialization(value: int) -> str:
 def scalar_role(param: Any, value: Any, *, what: str) -> tuple:
     """How a positional scalar reaches the kernel: ("constexpr", value), compiled in (for a
     tl.constexpr parameter, None, or an int equal to 1, as Triton's launcher does), or
-    ("runtime", typed scalar, specialisation or None), passed at launch."""
+    ("runtime", typed scalar, specialisation or None), passed at launch. A parameter whose
+    annotation declares a type gets that type, is specialised as Triton does (divisibility by
+    16 for integers, nothing for floats and bools) and never becomes a constexpr."""
     if param.is_constexpr or value is None:
         return "constexpr", value
-    typed = scalar(value, what=what)
+    declared = declared_type(param)
+    typed = scalar(value, what=what, declared=declared)
+    if declared is not None:
+        integral = declared in ("i32", "u32", "i64", "u64") and not param.do_not_specialize
+        return "runtime", typed, int_specialization(typed.value) if integral else None
     if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
         if typed.value == 1:
             return "constexpr", 1

@@ -11,8 +11,12 @@ Choices are made by `jax_triton_rocm.autotune` (`_tuning`), which times each con
 call's real operands, and kept in this process and on disk, one small JSON file per key, in
 `JAX_TRITON_ROCM_AUTOTUNE_DIR` (default: a `jax_triton_rocm_autotune` folder inside Triton's
 cache folder; the empty string keeps them in the process only). Files are written atomically
-(a temporary file, then a rename), so processes sharing the folder never read half a file; one
-that does not parse, or no longer matches its call's configs, is ignored.
+(a temporary file, then a rename), so processes sharing the folder never read half a file; the
+temporary files of writers that died mid-write are swept, once a minute old, by the first
+process that reads or writes the folder. A file that does not parse, has another format, an
+index or time of the wrong kind, or no longer matches its call's configs, is ignored (with one
+warning per file); anything at a choice's path that is not a regular file is never opened, and
+a read never blocks.
 
 A tuning session (`session`) lets `_tuning` force a config for a key while it times them, and
 observe which autotuned calls a lowering left undecided. It lives in a context variable of the
@@ -26,20 +30,24 @@ import contextlib
 import contextvars
 import dataclasses
 import hashlib
-import json
 import logging
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jax_triton_rocm.base import _state
+from jax_triton_rocm.lowering import _choice_files
 
 logger = logging.getLogger("jax_triton_rocm")
 
 ENV_AUTOTUNE_DIR = "JAX_TRITON_ROCM_AUTOTUNE_DIR"
 FOLDER_NAME = "jax_triton_rocm_autotune"
 _FORMAT = 1
+# A writer's temporary file older than this is a dead writer's; a choice file is far smaller.
+_STALE_SECONDS = 60
+_MAX_BYTES = 1 << 20
+_swept: set[str] = set()
+_warned: set[str] = set()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,23 +144,31 @@ class ChoiceStore:
 
 def _path(key: str) -> str | None:
     folder = choices_dir()
-    return None if folder is None else os.path.join(folder, key[:2], f"{key}.json")
+    if folder is None:
+        return None
+    if folder not in _swept:
+        _swept.add(folder)
+        _choice_files.sweep(folder, _STALE_SECONDS)
+    return os.path.join(folder, key[:2], f"{key}.json")
+
+
+def _warn_once(path: str, problem: str) -> None:
+    if path not in _warned:
+        _warned.add(path)
+        logger.warning("jax_triton_rocm: ignoring the autotune choice %s (%s); the call is "
+                       "autotuned again.", path, problem)
 
 
 def _read(key: str) -> Choice | None:
     path = _path(key)
-    if path is None or not os.path.exists(path):
+    if path is None:
         return None
     try:
-        with open(path, encoding="utf-8") as file:
-            record = json.load(file)
-        choice = Choice(int(record["index"]), str(record["description"]),
-                        tuple(float(t) for t in record.get("times_ms", ())))
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        logger.warning("jax_triton_rocm: ignoring the damaged autotune choice %s (%s); the call "
-                       "is autotuned again.", path, err)
+        record = _choice_files.read_json(path, _MAX_BYTES)
+        return None if record is None else Choice(*_choice_files.checked(record, _FORMAT))
+    except (OSError, ValueError) as err:
+        _warn_once(path, str(err) or type(err).__name__)
         return None
-    return choice
 
 
 def _write(key: str, choice: Choice) -> None:
@@ -162,15 +178,18 @@ def _write(key: str, choice: Choice) -> None:
     record = {"format": _FORMAT, "index": choice.index, "description": choice.description,
               "times_ms": list(choice.times_ms)}
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            json.dump(record, file)
-        os.replace(temporary, path)
+        _choice_files.write_json(path, record)
     except OSError as err:
-        logger.warning("jax_triton_rocm: could not save the autotune choice for %s in %s (%s); "
-                       "it is kept in this process only. Set %s to a writable folder.",
-                       choice.description, path, err, ENV_AUTOTUNE_DIR)
+        folder = choices_dir() or ""
+        if folder in _warned:
+            return
+        _warned.add(folder)
+        setting = (f"{ENV_AUTOTUNE_DIR}={os.environ[ENV_AUTOTUNE_DIR]!r}"
+                   if ENV_AUTOTUNE_DIR in os.environ else
+                   f"{ENV_AUTOTUNE_DIR} unset: its default in Triton's cache folder")
+        logger.warning("jax_triton_rocm: could not save autotune choices in %s (%s): %s; they "
+                       "are kept in this process only. Set %s to a writable folder.", folder,
+                       setting, err, ENV_AUTOTUNE_DIR)
 
 
 STORE = ChoiceStore(_state.LOCKS)

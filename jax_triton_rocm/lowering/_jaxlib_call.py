@@ -162,7 +162,8 @@ def _encode(calls: list, launches: list, spec: KernelCallSpec,
 class _Where:
     """What a lowering resolved beyond the call and its operands: the platform, the target, the
     devices' architecture where it differs from the target (`_devices.foreign_devices`), the
-    plugin's features, the values of the globals the kernel reads and the vendor's settings."""
+    plugin's features, what the kernel's call graph resolves to (`_globals.graph_key`: sources
+    and globals) and the vendor's settings."""
 
     platform: str
     target: Target
@@ -184,7 +185,7 @@ def lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec) -> LoweredCall:
     """
     target, features = _target.resolve_target(backend, ctx, spec)
     where = _Where(backend.platform, target, _devices.foreign_devices(backend, ctx, spec, target),
-                   features, _globals.global_values(spec.unwrapped.jit_fn),
+                   features, _globals.graph_key(spec.unwrapped.jit_fn),
                    backend.lowering_settings())
     key = (where, _devices.for_export(ctx), tuple(ctx.avals_in), tuple(ctx.avals_out), spec,
            os.environ.get(_compat.ENV_AUTOTUNE_TARGET), _choices.lowering_token())

@@ -113,15 +113,15 @@ def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec)
 
 def native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | Unfit:
     """The call XLA gets, or why it does not fit; kept in `_state.LOWERED_CALLS` (beside
-    jaxlib's route's calls) by what decides it: the target, the avals, the spec, the values of
-    the globals the kernel reads and the remembered autotune choices. A lowering of the same call
-    again compiles nothing anew; one at new scalar values compiles nothing either (the kernel
-    holds none)."""
+    jaxlib's route's calls) by what decides it: the target, the avals, the spec, what the
+    kernel's call graph resolves to (`_globals.graph_key`) and the remembered autotune choices.
+    A lowering of the same call again compiles nothing anew; one at new scalar values compiles
+    nothing either (the kernel holds none)."""
     # The same target, and the same error where none can be known, as jaxlib's route.
     target, _ = _target.resolve_target(backend, ctx, spec)
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     key = (CUSTOM_CALL_TARGET, backend.platform, target, in_avals, out_avals, spec,
-           _globals.global_values(spec.unwrapped.jit_fn), _choices.lowering_token())
+           _globals.graph_key(spec.unwrapped.jit_fn), _choices.lowering_token())
     try:
         entry = _state.LOWERED_CALLS.get(key)
     except TypeError:  # an unhashable parameter: no memo
@@ -161,7 +161,7 @@ def _compiled_call(backend: Any, ctx: Any, spec: KernelCallSpec, target: Any, in
         key = None
     if key is not None:
         key = (CUSTOM_CALL_TARGET, backend.platform, target,
-               _globals.global_values(spec.unwrapped.jit_fn), key)
+               _globals.graph_key(spec.unwrapped.jit_fn), key)
         entry = _state.PLANS.get(key)
         if entry is not None:
             planned, call = entry[1]

@@ -56,11 +56,12 @@ def all_cases() -> dict:
     import cases_call
     import cases_idioms
     import cases_lowering
+    import cases_reliability
     import cases_target
     import cases_values
 
     cases = [case for module in (cases_call, cases_values, cases_lowering, cases_autotune,
-                                 cases_target, cases_idioms)
+                                 cases_target, cases_idioms, cases_reliability)
              for case in module.cases()]
     by_name = {f"{case.group}: {case.name}": case for case in cases}
     assert len(by_name) == len(cases), "case names must be unique"

@@ -169,15 +169,16 @@ class ChildError(Exception):
     """What a fresh process printed as its error (the last line of its traceback)."""
 
 
-def in_fresh_process(code: str, env: dict[str, str]) -> str:
-    """Runs `code` in a new Python with `env` added; returns its stdout.
+def in_fresh_process(code: str, env: dict[str, str], prefix: tuple[str, ...] = ()) -> str:
+    """Runs `code` in a new Python with `env` added, its command line after `prefix` (a shell
+    that prepares the process); returns its stdout.
 
     Raises:
       ChildError: the process failed; its message is the last traceback line.
     """
     full_env = {**os.environ, **env, "PYTHONPATH": ROOT}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env=full_env, timeout=240, cwd=ROOT)
+    result = subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True,
+                            text=True, env=full_env, timeout=240, cwd=ROOT)
     if result.returncode != 0:
         lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
         # The error line, not JAX's note on its filtered traceback printed after it.
