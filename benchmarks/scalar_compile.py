@@ -123,7 +123,7 @@ def report(count: int, lower_only: bool) -> int:
     what = "lowering for sm_90" if lower_only else "jit + first call"
     print(f"{count} distinct values of a runtime scalar, seconds of {what} per value:")
     rows, failures = [], []
-    for name, native in ROUTES.items():
+    for name in ROUTES:
         result = results[name]
         if "error" in result:
             failures.append(f"{name}: {result['error']}")
