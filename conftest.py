@@ -13,15 +13,22 @@ before JAX is imported. Every process of the run (pytest-xdist workers, the proc
 start) uses one temporary folder of its own; at the end the run fails if anything but pytest's
 own folders is left in it, and otherwise removes it.
 With JAX_TRITON_ROCM_TEST_ROUTE_COUNTS set, the session counts the routes its lowerings took.
+
+A test that starts Python processes of its own (a fresh interpreter to check start-up, import,
+fork or command-line behaviour) carries the `process` mark: `-m "not process"` leaves them out
+of the quick run (the README's test command), and the run fails a test without the mark that
+starts one. Fixtures of a wider scope may share one interpreter among many tests.
 """
 
 import collections
+import gc
 import glob
 import json
 import logging
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -52,6 +59,7 @@ SESSION_TMP = os.environ[_SESSION_TMP_VARIABLE]
 OWNS_SESSION_TMP = os.environ.get(_SESSION_OWNER_VARIABLE) == str(os.getpid())
 
 from tests.gpu_utils import gpu_devices, gpu_platform  # noqa: E402  (after the environment)
+from tests.subprocess_utils import is_shared_interpreter  # noqa: E402
 
 # A file to write, at the end of the session, how many lowerings took each route (xla, jaxlib,
 # jaxlib legacy, interpreter) and how many distinct kernels did, from the package's route log
@@ -171,6 +179,43 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f"needs 2+ GPUs; found {count}"))
 
 
+_PYTHON_PROGRAM = re.compile(r"python[\d.]*")
+
+
+def _starts_python(command) -> bool:
+    program = command if isinstance(command, (str, bytes, os.PathLike)) else command[0]
+    program = os.fsdecode(program).split()[0] if program else ""
+    return (_PYTHON_PROGRAM.fullmatch(os.path.basename(program)) is not None
+            or os.path.realpath(program) == os.path.realpath(sys.executable))
+
+
+@pytest.fixture(autouse=True)
+def _python_processes_carry_the_process_mark(request, monkeypatch):
+    """Fails a test that starts a Python process (through `subprocess`, or a fork) without the
+    `process` mark, so that the quick run stays quick. A `SharedInterpreter`, one process for
+    the tests of a module, is not counted."""
+    if request.node.get_closest_marker("process") is not None:
+        yield
+        return
+    started = []
+    popen_init, fork = subprocess.Popen.__init__, os.fork
+
+    def checked_init(self, args, *rest, **kwargs):
+        if _starts_python(args) and not is_shared_interpreter(args):
+            started.append(args if isinstance(args, str) else " ".join(map(str, args[:2])))
+        popen_init(self, args, *rest, **kwargs)
+
+    def checked_fork():
+        started.append("os.fork()")
+        return fork()
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", checked_init)
+    monkeypatch.setattr(os, "fork", checked_fork)
+    yield
+    assert not started, (f"{request.node.nodeid} starts Python processes ({started[0][:200]}, "
+                         f"{len(started)} in all): mark it @pytest.mark.process")
+
+
 def pytest_report_header(config):
     del config
     removed = ", ".join(REMOVED_VARIABLES) or "none"
@@ -180,6 +225,20 @@ def pytest_report_header(config):
 def leftovers(folder: str) -> list[str]:
     """What the run left in its temporary folder, pytest's own folders apart."""
     return sorted(name for name in os.listdir(folder) if not name.startswith("pytest-of-"))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """Frees, while the interpreter is whole, what the run's compiled programs hold: JAX's
+    executables keep their host callbacks (the CPU route's kernels) from C++, and the package's
+    caches keep kernels and remembered compile errors with their tracebacks. Left to the
+    interpreter's exit, some outlive the extensions that made them, and Triton's nanobind then
+    prints a "leaked instances" report (seen with Triton 3.9 on Python 3.11)."""
+    del config
+    package = sys.modules.get("jax_triton_rocm")
+    if package is not None:
+        package.clear_caches()
+    gc.collect()
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-xdist has stopped its workers
