@@ -53,7 +53,8 @@ def autotune(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     Args:
       fn: the function, as you would pass it to `jax.jit` (static arguments bound beforehand,
         e.g. with `functools.partial`).
-      *args, **kwargs: arrays on the GPU (and pytrees of them) to run it on.
+      *args: arrays on the GPU (and pytrees of them) to run it on.
+      **kwargs: keyword arguments of `fn`, as `*args`.
 
     Returns:
       What `fn(*args, **kwargs)` returns, computed with the chosen configs.
