@@ -1,5 +1,5 @@
 """The documentation as a whole: the front page, the site's pages and nav, the API reference (one
-block per public name, each with a docstring), the repository's address.
+block per public name, each with a docstring), the repository's address, the changelog.
 
 `mkdocs build --strict` itself runs in CI (.ci/run), where the `docs` extra is installed.
 """
@@ -13,6 +13,7 @@ import tomllib
 import pytest
 
 import jax_triton_rocm as jtr
+from jax_triton_rocm import _version
 from tests import docs_files
 from tests.subprocess_utils import ROOT
 
@@ -105,3 +106,10 @@ def test_the_docs_extra_pins_mkdocs_and_its_plugins():
         "mkdocs", "mkdocs-material", "mkdocstrings"}
     assert all(re.fullmatch(r"[\w\[\]-]+==[\d.]+", d) for d in docs), docs
 
+
+def test_the_changelog_has_unreleased_above_the_current_release():
+    with open(os.path.join(ROOT, "CHANGELOG.md")) as file:
+        headings = re.findall(r"^## \[([^\]]+)\](?: - (\d{4}-\d{2}-\d{2}))?$", file.read(), re.M)
+    assert headings[0] == ("Unreleased", "")
+    version, date = headings[1]
+    assert version == _version.__version__ == _pyproject()["project"]["version"] and date
