@@ -280,16 +280,25 @@ class SharedInterpreter:
             return json.loads(line)
         why = (f"timed out after {timeout} s" if not ready else
                f"the interpreter ended (status {self._process.wait()})")
+        self._process.kill()  # stuck in the script, or already ended
         self.close()
         with open(self.log_path) as log:
             tail = log.read()[-3000:]
         return {"ok": False, "stdout": "", "stderr": "", "error": f"{why}; its log:\n{tail}"}
 
     def close(self) -> None:
+        """Ends the interpreter as a script would end: its input closed, so that it exits and
+        runs its exit handlers (the package removes its HSACO folder then); killed only if it
+        does not end within a minute."""
         if self._process is not None:
             if self._process.poll() is None:
-                self._process.kill()
+                self._process.stdin.close()
+                try:
+                    self._process.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
             self._process.wait()
-            self._process.stdin.close()
+            if not self._process.stdin.closed:
+                self._process.stdin.close()
             self._results.close()
             self._process = None

@@ -1,4 +1,5 @@
-"""Quiet by default: the package's own work makes Triton print no warning of its making."""
+"""Quiet by default: the package's own work makes Triton print no warning of its making, and a
+test process says nothing while its interpreter tears down."""
 
 import pytest
 
@@ -46,3 +47,23 @@ def test_lowering_for_both_vendors_leaves_tritons_fp_fusion_warning_unsaid():
     assert "TRITON_DEFAULT_FP_FUSION" not in before, before[-3000:]
     if hasattr(triton.knobs.language, "fp_fusion_enabled"):  # Triton 3.9: it does warn
         assert "TRITON_DEFAULT_FP_FUSION is unset" in after, after[-3000:]
+
+
+# The session's last hook (conftest.pytest_unconfigure), then something that writes to stderr
+# while the interpreter tears down, as nanobind's leak report does.
+TEARDOWN_NOISE = """
+import atexit, os, sys
+{load}
+import conftest
+os.write(2, b"BEFORE\\n")
+conftest.pytest_unconfigure(None)
+atexit.register(os.write, 2, b"TEARDOWN NOISE\\n")
+"""
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("load,silenced", [("import triton._C.libtriton", True), ("", False)])
+def test_a_test_process_that_loaded_triton_says_nothing_while_it_tears_down(load, silenced):
+    result = run_python(TEARDOWN_NOISE.format(load=load))
+    assert result.returncode == 0 and "BEFORE" in result.stderr, result.stderr[-3000:]
+    assert ("TEARDOWN NOISE" not in result.stderr) == silenced, result.stderr[-3000:]
