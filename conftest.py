@@ -13,6 +13,11 @@ before JAX is imported. Every process of the run (pytest-xdist workers, the proc
 start) uses one temporary folder of its own; at the end the run fails if anything but pytest's
 own folders is left in it, and otherwise removes it.
 With JAX_TRITON_ROCM_TEST_ROUTE_COUNTS set, the session counts the routes its lowerings took.
+
+A test that starts Python processes of its own (a fresh interpreter to check start-up, import,
+fork or command-line behaviour) carries the `process` mark: `-m "not process"` leaves them out
+of the quick run (the README's test command), and the run fails a test without the mark that
+starts one. Fixtures of a wider scope may share one interpreter among many tests.
 """
 
 import collections
@@ -22,6 +27,7 @@ import logging
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -52,6 +58,7 @@ SESSION_TMP = os.environ[_SESSION_TMP_VARIABLE]
 OWNS_SESSION_TMP = os.environ.get(_SESSION_OWNER_VARIABLE) == str(os.getpid())
 
 from tests.gpu_utils import gpu_devices, gpu_platform  # noqa: E402  (after the environment)
+from tests.subprocess_utils import is_shared_interpreter  # noqa: E402
 
 # A file to write, at the end of the session, how many lowerings took each route (xla, jaxlib,
 # jaxlib legacy, interpreter) and how many distinct kernels did, from the package's route log
@@ -179,6 +186,43 @@ def jaxlib_route(monkeypatch):
     monkeypatch.setenv("JAX_TRITON_ROCM_XLA_NATIVE", "0")
 
 
+_PYTHON_PROGRAM = re.compile(r"python[\d.]*")
+
+
+def _starts_python(command) -> bool:
+    program = command if isinstance(command, (str, bytes, os.PathLike)) else command[0]
+    program = os.fsdecode(program).split()[0] if program else ""
+    return (_PYTHON_PROGRAM.fullmatch(os.path.basename(program)) is not None
+            or os.path.realpath(program) == os.path.realpath(sys.executable))
+
+
+@pytest.fixture(autouse=True)
+def _python_processes_carry_the_process_mark(request, monkeypatch):
+    """Fails a test that starts a Python process (through `subprocess`, or a fork) without the
+    `process` mark, so that the quick run stays quick. A `SharedInterpreter`, one process for
+    the tests of a module, is not counted."""
+    if request.node.get_closest_marker("process") is not None:
+        yield
+        return
+    started = []
+    popen_init, fork = subprocess.Popen.__init__, os.fork
+
+    def checked_init(self, args, *rest, **kwargs):
+        if _starts_python(args) and not is_shared_interpreter(args):
+            started.append(args if isinstance(args, str) else " ".join(map(str, args[:2])))
+        popen_init(self, args, *rest, **kwargs)
+
+    def checked_fork():
+        started.append("os.fork()")
+        return fork()
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", checked_init)
+    monkeypatch.setattr(os, "fork", checked_fork)
+    yield
+    assert not started, (f"{request.node.nodeid} starts Python processes ({started[0][:200]}, "
+                         f"{len(started)} in all): mark it @pytest.mark.process")
+
+
 def pytest_report_header(config):
     del config
     removed = ", ".join(REMOVED_VARIABLES) or "none"
@@ -190,14 +234,33 @@ def leftovers(folder: str) -> list[str]:
     return sorted(name for name in os.listdir(folder) if not name.startswith("pytest-of-"))
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """Past this point a process of the run only tears its interpreter down. Triton 3.9's
+    extension (libtriton, built with nanobind) then reports, at random, IR objects still alive
+    as leaked (4 `ir.attribute`s, with its types and functions: some 30 lines); neither Triton
+    nor jaxlib lets nanobind's report be turned off, and it says nothing of the run's results.
+    So a process that loaded it sends its stderr to /dev/null for the teardown, once the run's
+    output is written."""
+    del config
+    if "triton._C.libtriton" in sys.modules:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+
+
 @pytest.hookimpl(trylast=True)  # after pytest-xdist has stopped its workers
 def pytest_sessionfinish(session):
     write_route_counts(session)
-    if hasattr(session.config, "workerinput") or not OWNS_SESSION_TMP:
-        return  # a worker, or a pytest a test started: the owner checks once all have ended
     hsaco = sys.modules.get("jax_triton_rocm.backends.hip._hip_files")
     if hsaco is not None:
-        hsaco.HSACO_FOLDER.remove()  # this process's own, which it would remove at exit
+        # This process's own, which it would remove at exit: a worker's exit may come after
+        # the owner's check below.
+        hsaco.HSACO_FOLDER.remove()
+    if hasattr(session.config, "workerinput") or not OWNS_SESSION_TMP:
+        return  # a worker, or a pytest a test started: the owner checks once all have ended
     left = leftovers(SESSION_TMP)
     if not left:
         shutil.rmtree(SESSION_TMP, ignore_errors=True)

@@ -18,6 +18,11 @@ Without a CUDA or ROCm device it prints one line saying so and exits with status
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # what this run needs, said before JAX is imported
+    import _needs
+
+    _needs.gpu_needed(__file__, unless=("worker", "tune-first-calls"))
+
 import argparse
 import json
 import os

@@ -24,6 +24,11 @@ or ROCm device the default mode prints one line saying so and exits with status 
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # what this run needs, said before JAX is imported
+    import _needs
+
+    _needs.gpu_needed(__file__, unless=("--dry-run", "--worker"))
+
 import argparse
 import json
 import sys

@@ -25,6 +25,12 @@ Triton it says so in one line, at once.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # what this run needs, said before JAX is imported
+    import _needs
+
+    _needs.cpu_is_enough(__file__, "lowers thousands of kernel variants for sm_90, in a fresh "
+                                   "process per row after one that fills Triton's cache; minutes")
+
 import argparse
 import importlib.util
 import json

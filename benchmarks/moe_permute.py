@@ -11,6 +11,11 @@ line saying so and exits with status 1.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # what this run needs, said before JAX is imported
+    import _needs
+
+    _needs.gpu_needed(__file__)
+
 import argparse
 import importlib.util
 import os

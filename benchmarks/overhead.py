@@ -34,6 +34,11 @@ Without a CUDA or ROCm device the GPU modes print one line saying so and exit wi
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # what this run needs, said before JAX is imported
+    import _needs
+
+    _needs.gpu_needed(__file__, unless=("--dry-run", "relower", "chain-worker"))
+
 import argparse
 import json
 import statistics

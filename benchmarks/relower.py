@@ -25,6 +25,11 @@ the goal is also no more than jax-triton. Without it, one line says why.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # what this run needs, said before JAX is imported
+    import _needs
+
+    _needs.cpu_is_enough(__file__, "lowers for CUDA sm_90 under target_arch; under a minute")
+
 import argparse
 import os
 import statistics

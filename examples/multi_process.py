@@ -20,7 +20,9 @@ process 0's host, and a port open between the hosts):
         --num-processes 2 --process-id 1        # on the second host
 
 A worker uses the GPUs it sees (set CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES to give it one), or
-the CPU with `--platform cpu`.
+the CPU with `--platform cpu`. It first waits for the coordinator and the other processes to
+join, saying so; if they have not all joined within `--join-timeout` seconds (default 300), it
+gives up with a message saying what to check, and exits with status 1.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -66,15 +69,48 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def worker(coordinator: str, num_processes: int, process_id: int, platform: str | None) -> None:
+def join(coordinator: str, num_processes: int, process_id: int, join_timeout: float) -> None:
+    """`jax.distributed.initialize`, saying what it waits for, and giving up with a message
+    (exit status 1) after `join_timeout` seconds: past its own timeout JAX aborts the process
+    with a C++ stack trace instead."""
+    who = f"process {process_id}/{num_processes}"
+    if process_id == 0:
+        waiting = (f"the other {num_processes - 1} process(es) to join this coordinator at "
+                   f"{coordinator}")
+        fix = (f"start them, each with --coordinator {coordinator} and its own --process-id, "
+               f"and check that the port is open between the hosts")
+    else:
+        waiting = f"the coordinator (process 0) at {coordinator} and the other processes"
+        fix = ("start process 0 on that host with the same --coordinator, check the address and "
+               "that the port is open between the hosts")
+    print(f"{who}: waiting up to {join_timeout:g} s for {waiting} (--join-timeout)", flush=True)
+
+    def give_up():
+        print(f"{who}: gave up after {join_timeout:g} s waiting for {waiting}: {fix}, or wait "
+              f"longer with --join-timeout SECONDS", file=sys.stderr, flush=True)
+        os._exit(1)
+
+    watchdog = threading.Timer(join_timeout, give_up)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        # JAX's own deadline comes after the watchdog's, so the message above is what is seen.
+        jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
+                                   process_id=process_id,
+                                   initialization_timeout=int(join_timeout) + 60)
+    finally:
+        watchdog.cancel()
+
+
+def worker(coordinator: str, num_processes: int, process_id: int, platform: str | None,
+           join_timeout: float) -> None:
     """One process: joins the others, runs the sharded kernel, checks and prints the result."""
     if platform:
         jax.config.update("jax_platforms", platform)
     if platform == "cpu":
         # Cross-process collectives (the global sum) between CPU devices.
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
-                               process_id=process_id)
+    join(coordinator, num_processes, process_id, join_timeout)
 
     devices = jax.devices()
     mesh = Mesh(np.array(devices), ("d",))
@@ -115,7 +151,7 @@ def gpu_count() -> int:
     return int(lines[-1]) if lines else 0
 
 
-def launch(num_processes: int, platform: str | None, timeout: float) -> int:
+def launch(num_processes: int, platform: str | None, timeout: float, join_timeout: float) -> int:
     """Starts `num_processes` workers on this host, one device each; returns 0 if all passed."""
     if platform is None:
         platform = None if gpu_count() >= num_processes else "cpu"
@@ -127,7 +163,7 @@ def launch(num_processes: int, platform: str | None, timeout: float) -> int:
             env["CUDA_VISIBLE_DEVICES"] = env["HIP_VISIBLE_DEVICES"] = str(process_id)
         command = [sys.executable, os.path.abspath(__file__), "worker",
                    "--coordinator", coordinator, "--num-processes", str(num_processes),
-                   "--process-id", str(process_id)]
+                   "--process-id", str(process_id), "--join-timeout", str(join_timeout)]
         if platform:
             command += ["--platform", platform]
         workers.append(subprocess.Popen(command, env=env))
@@ -153,13 +189,20 @@ def main(argv: list[str] | None = None) -> int:
                              "enough, else the CPU)")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds to wait for each worker (launch mode)")
+    parser.add_argument("--join-timeout", type=float, default=300.0,
+                        help="seconds a worker waits for the coordinator and the other processes "
+                             "before it gives up with a message (default 300)")
     args = parser.parse_args(argv)
+    if args.join_timeout <= 0:
+        parser.error(f"--join-timeout must be a positive number of seconds, not "
+                     f"{args.join_timeout:g}")
     if args.mode == "worker":
         if not args.coordinator:
             parser.error("worker mode needs --coordinator HOST:PORT")
-        worker(args.coordinator, args.num_processes, args.process_id, args.platform)
+        worker(args.coordinator, args.num_processes, args.process_id, args.platform,
+               args.join_timeout)
         return 0
-    return launch(args.num_processes, args.platform, args.timeout)
+    return launch(args.num_processes, args.platform, args.timeout, args.join_timeout)
 
 
 if __name__ == "__main__":

@@ -22,11 +22,14 @@ import json
 import logging
 import sys
 import time
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from jax_triton_rocm import _startup
 from jax_triton_rocm._startup import PROG
 from jax_triton_rocm._version import __version__
+
+if TYPE_CHECKING:
+    from jax_triton_rocm.api._inspect import EmittedCall
 
 DEFAULT_ARCHS = ("sm_90", "gfx942", "gfx950")
 
@@ -118,17 +121,28 @@ def show_cross_compiled(targets: list[tuple[str, str]]) -> int:
                 for call in jtr.kernel_calls(lowered):
                     summary = call.summary()
                     launch = summary["launches"][0]
-                    binary = ("CUBIN" if platform == "cuda" else "HSACO")
-                    carried = (f"{binary} of {launch['embedded_binary_bytes']} bytes embedded"
-                               if launch["embedded_binary_bytes"] else
-                               f"Triton IR of {launch['ir_bytes']} bytes, built by XLA"
-                               if "ir_bytes" in launch else f"binary at {launch['ptx_field']}")
+                    carried = _carried(platform, call, launch)
                     shared = launch["shared_mem_bytes"]
                     print(f"  {arch:7s} {name:10s} -> {summary['target']}: {launch['kernel']} "
                           f"grid={launch['grid']} warps={launch['num_warps']} "
                           + ("" if shared is None else f"shared={shared}B ")
                           + f"params={launch['parameters']}; {carried} ({seconds:.2f} s)")
     return 0
+
+
+def _carried(platform: str, call: EmittedCall, launch: dict) -> str:
+    """What the call carries to the GPU, in words: an embedded binary (jaxlib 0.11.1+), Triton
+    IR for XLA, or, on older jaxlibs, PTX that jaxlib's ptxas builds (CUDA) or the path of an
+    HSACO file that this process wrote and the plugin deletes once read (ROCm)."""
+    if launch["embedded_binary_bytes"]:
+        binary = "CUBIN" if platform == "cuda" else "HSACO"
+        return f"{binary} of {launch['embedded_binary_bytes']} bytes embedded"
+    if "ir_bytes" in launch:
+        return f"Triton IR of {launch['ir_bytes']} bytes, built by XLA"
+    if platform == "cuda":
+        ptx = call.message.kernel_call.kernel.ptx
+        return f"PTX of {len(ptx)} bytes, which jaxlib's ptxas builds at load"
+    return "HSACO in a file of this process, read (and deleted) by jaxlib's ROCm plugin"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -257,7 +271,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Runs the command line; returns its exit status (the README's table lists them)."""
+    """Runs the command line; returns its exit status (docs/cli.md's table lists them)."""
     args = _parser().parse_args(argv)
     root = logging.getLogger()
     if not root.handlers:  # the program owns logging: warnings as one line each

@@ -20,7 +20,7 @@ from jax_triton_rocm._version import __version__
 from jax_triton_rocm.base import _compat, _no_gpu, _vendors
 from jax_triton_rocm.lowering import _target
 
-# The package's environment variables, as the README's table documents them.
+# The package's environment variables, as docs/environment.md's table documents them.
 PACKAGE_ENV_VARS = (
     "JAX_TRITON_ROCM_TARGET_ARCH",
     "JAX_TRITON_ROCM_HSACO_DELIVERY",
@@ -32,7 +32,8 @@ PACKAGE_ENV_VARS = (
     "JAX_TRITON_ROCM_KERNEL_CACHE_SIZE",
     "JAX_TRITON_ROCM_CALL_CACHE_SIZE",
 )
-# Triton's variables that change what the package's compiles do or where they go.
+# Triton's variables that change what the package's compiles do or where they go, and the one
+# Triton 3.9 warns about where a compile does not say whether to fuse (the package's compiles say).
 TRITON_ENV_VARS = ("TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_KERNEL_DUMP", "TRITON_DUMP_DIR",
                    "TRITON_DEFAULT_FP_FUSION")
 # JAX's, which decide which backends start.

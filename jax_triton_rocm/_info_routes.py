@@ -118,7 +118,7 @@ def report(devices: dict[str, Any]) -> dict[str, Any]:
 
 def format_lines(routes: dict[str, Any]) -> list[str]:
     """`report()` as lines for the terminal."""
-    lines = ["Routes of typical kernels (README: 'Which route a call takes'):"]
+    lines = ["Routes of typical kernels (docs/routes.md: 'Which route a call takes'):"]
     for platform, entry in routes.items():
         if "error" in entry:
             lines.append(f"  {platform}: unknown ({entry['error']})")

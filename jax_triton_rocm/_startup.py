@@ -27,7 +27,7 @@ from jax_triton_rocm.base import _compat, _no_gpu
 from jax_triton_rocm.base._no_gpu import Problem
 
 PROG = "python -m jax_triton_rocm"
-# The command line's exit statuses; the README's table lists them.
+# The command line's exit statuses; docs/cli.md's table lists them.
 EXIT_OK = 0
 EXIT_DEMO_FAILED = 1
 EXIT_USAGE = 2
@@ -237,8 +237,8 @@ def _jax_import_problem(err: BaseException) -> Problem:
     missing = getattr(err, "name", None) if isinstance(err, ModuleNotFoundError) else None
     if missing == "jax":
         return Problem(what, f"JAX is not installed in this Python ({sys.executable})",
-                       "pip install -U jax (with its GPU plugin on a GPU machine: the README's "
-                       "Quick start says which).")
+                       "pip install -U jax (with its GPU plugin on a GPU machine: "
+                       "docs/installation.md says which).")
     if missing:
         return Problem(what, f"{missing}, which JAX needs, is missing",
                        f"pip install -U jax jaxlib (it installs {missing} too).")

@@ -209,3 +209,110 @@ def standin_plugin(root, platform: str, initialize_error: str | None,
     (root / "jax_plugins" / module / "__init__.py").write_text(
         failing_import + "def initialize():\n" + body)
     return hide_gpu_plugins(str(root))
+
+
+_SHARED_INTERPRETER = r"""
+import contextlib, io, json, os, runpy, sys, traceback
+results = os.fdopen(int(sys.argv[1]), "w")
+for line in sys.stdin:
+    request = json.loads(line)
+    out, err = io.StringIO(), io.StringIO()
+    cwd, argv = os.getcwd(), sys.argv
+    os.chdir(request["cwd"])
+    sys.argv = [request["path"], *request["args"]]
+    sys.path.insert(0, os.path.dirname(request["path"]))  # as `python SCRIPT` puts it
+    ok, error = True, ""
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(request["path"], run_name="__main__")
+        except SystemExit as exit:
+            ok = exit.code in (None, 0)
+            error = "" if ok else f"SystemExit({exit.code!r})"
+        except BaseException:
+            ok, error = False, traceback.format_exc()
+    os.chdir(cwd)
+    sys.argv = argv
+    sys.path.remove(os.path.dirname(request["path"]))
+    results.write(json.dumps({"ok": ok, "stdout": out.getvalue(), "stderr": err.getvalue(),
+                              "error": error}) + "\n")
+    results.flush()
+"""
+
+
+def is_shared_interpreter(command) -> bool:
+    """Whether `command` starts a `SharedInterpreter` (one process for many tests)."""
+    return not isinstance(command, (str, bytes)) and list(command[1:3]) == ["-c",
+                                                                            _SHARED_INTERPRETER]
+
+
+class SharedInterpreter:
+    """One Python interpreter, with the repository first on the path, that runs script after
+    script (`run`), each in a namespace of its own as `python SCRIPT ARGS` would (run_name
+    "__main__", `sys.argv` set, the working folder given), sharing only what is imported: for many
+    checks that need a script's view of the package, but not a fresh process each.
+
+    A script that ends the interpreter (a crash, `os._exit`) or outruns its timeout fails, and the
+    next `run` starts a new interpreter. What the interpreter itself prints outside the scripts
+    (JAX's start-up, C++ logs) goes to `log_path`.
+    """
+
+    def __init__(self, log_path: str | os.PathLike) -> None:
+        self.log_path = os.fspath(log_path)
+        self._process: subprocess.Popen | None = None
+        self._results = None
+
+    def _start(self) -> None:
+        read_end, write_end = os.pipe()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+        with open(self.log_path, "a") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", _SHARED_INTERPRETER, str(write_end)],
+                stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(write_end,), env=env,
+                cwd=ROOT, text=True)
+        os.close(write_end)
+        self._results = os.fdopen(read_end)
+
+    def run(self, path: str | os.PathLike, *args: str, cwd: str | os.PathLike | None = None,
+            timeout: float = 300) -> dict:
+        """Runs the script at `path`; returns {"ok", "stdout", "stderr", "error"}: whether it
+        ended normally (or with exit status 0), what it printed through `sys.stdout` and
+        `sys.stderr`, and the traceback (or the exit status, or why the interpreter ended)."""
+        import json
+        import select
+
+        if self._process is None or self._process.poll() is not None:
+            self._start()
+        request = {"path": os.fspath(path), "args": list(args),
+                   "cwd": os.fspath(cwd or os.path.dirname(os.fspath(path)))}
+        self._process.stdin.write(json.dumps(request) + "\n")
+        self._process.stdin.flush()
+        ready, _, _ = select.select([self._results], [], [], timeout)
+        line = self._results.readline() if ready else ""
+        if line:
+            return json.loads(line)
+        why = (f"timed out after {timeout} s" if not ready else
+               f"the interpreter ended (status {self._process.wait()})")
+        self._process.kill()  # stuck in the script, or already ended
+        self.close()
+        with open(self.log_path) as log:
+            tail = log.read()[-3000:]
+        return {"ok": False, "stdout": "", "stderr": "", "error": f"{why}; its log:\n{tail}"}
+
+    def close(self) -> None:
+        """Ends the interpreter as a script would end: its input closed, so that it exits and
+        runs its exit handlers (the package removes its HSACO folder then); killed only if it
+        does not end within a minute."""
+        if self._process is not None:
+            if self._process.poll() is None:
+                self._process.stdin.close()
+                try:
+                    self._process.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
+            self._process.wait()
+            if not self._process.stdin.closed:
+                self._process.stdin.close()
+            self._results.close()
+            self._process = None

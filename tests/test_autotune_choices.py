@@ -177,6 +177,7 @@ print(json.dumps({{"calls": len(lowered.calls), "grid": lowered.calls[0].grid[0]
 """
 
 
+@pytest.mark.process
 def test_a_second_process_lowers_the_remembered_config_alone(choices_dir):
     undecided = _undecided()
     _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))

@@ -221,6 +221,7 @@ _UNDER_TRITON_INTERPRET = """
 """
 
 
+@pytest.mark.process
 def test_triton_interpret_is_named_where_it_made_the_kernel_an_interpreted_function():
     result = run_python(_UNDER_TRITON_INTERPRET, env={"TRITON_INTERPRET": "1",
                                                       "JAX_PLATFORMS": "cpu"})

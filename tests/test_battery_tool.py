@@ -58,6 +58,7 @@ def test_jaxs_traceback_note_is_no_advice(battery):
     assert battery.classify(case(mentions=("grid", "-1")), error, None)[0] == "unclear"
 
 
+@pytest.mark.process
 def test_a_run_prints_the_counts_and_writes_each_result(tmp_path):
     out = tmp_path / "results.json"
     result = subprocess.run(

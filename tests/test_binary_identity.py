@@ -83,6 +83,7 @@ def test_same_named_variants_get_pairwise_distinct_module_keys(delivery):
     assert len(distinct) == len(keys), json.dumps(keys, indent=1)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("delivery", CASES[:2], ids=CASE_IDS[:2], indirect=True)
 def test_module_keys_are_the_same_in_another_process(delivery):
     platform, mode = delivery

@@ -204,6 +204,7 @@ LOWER_IN_A_NEW_PROCESS = """
 """
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])
 def test_every_later_process_gets_a_whole_binary_and_only_the_first_warns(tmp_path, platform):
     env = {"TRITON_CACHE_DIR": str(tmp_path), "JAX_PLATFORMS": "cpu"}
@@ -220,6 +221,7 @@ def test_every_later_process_gets_a_whole_binary_and_only_the_first_warns(tmp_pa
     assert "is damaged" not in third.stderr
 
 
+@pytest.mark.process
 def test_eight_processes_sharing_a_damaged_cache_all_get_a_whole_binary(tmp_path):
     env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path), "JAX_PLATFORMS": "cpu",
            "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}

@@ -46,6 +46,7 @@ def _the_warning(warnings, variable, folder, reason):
     return warning
 
 
+@pytest.mark.process
 def test_a_home_under_a_file(tmp_path):
     (tmp_path / "a-file").write_text("")
     home = str(tmp_path / "a-file" / "home")
@@ -53,11 +54,13 @@ def test_a_home_under_a_file(tmp_path):
     _the_warning(warnings, "HOME", f"{home}/.triton/cache", "Not a directory")
 
 
+@pytest.mark.process
 def test_a_home_that_cannot_be_made(tmp_path):
     warnings = _lower_in_fresh_process(tmp_path, {"HOME": "/proc/no-such-home"})
     _the_warning(warnings, "HOME", "/proc/no-such-home/.triton/cache", "No such file")
 
 
+@pytest.mark.process
 def test_a_triton_home_that_is_a_file(tmp_path):
     (tmp_path / "a-file").write_text("")
     home = str(tmp_path / "a-file")

@@ -1,7 +1,7 @@
 """jax-triton 0.4's call surface beside 0.3's, checked on the call's spec and on Triton's
 interpreter (CPU): `out_type` or `out_shape`, keyword and tuple operands, where the outputs'
 pointers go, the two conventions of `input_output_aliases`, and the errors where a call fits
-neither (README: "Porting from jax-triton")."""
+neither (docs/porting.md)."""
 
 import jax
 import jax.numpy as jnp

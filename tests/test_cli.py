@@ -10,7 +10,7 @@ import pytest
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _info
 from jax_triton_rocm.base import _compat
-from tests import subprocess_utils
+from tests import docs_files, subprocess_utils
 from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, advertised_entry_point
 
 
@@ -19,6 +19,7 @@ def run_cli(*argv, env=None, without_plugins=False, prelude=""):
         *argv, prelude=(prelude, WITHOUT_GPU_PLUGINS if without_plugins else ""), env=env)
 
 
+@pytest.mark.process
 def test_version_prints_the_package_version():
     result = run_cli("--version")
     assert (result.returncode, result.stdout.strip()) == (0, f"jax_triton_rocm {jtr.__version__}")
@@ -34,6 +35,7 @@ def info_json(tmp_path_factory):
     return json.loads(result.stdout)
 
 
+@pytest.mark.process
 def test_info_json_reports_the_installed_versions(info_json):
     import triton
 
@@ -44,6 +46,7 @@ def test_info_json_reports_the_installed_versions(info_json):
         assert "jax-cuda13-plugin" in info_json["jaxlib_gpu_plugins"]
 
 
+@pytest.mark.process
 def test_info_json_reports_platforms_devices_and_delivery(info_json):
     assert info_json["registered_platforms"] == ["cuda", "rocm"]
     assert info_json["devices"]["cpu"]["devices"]
@@ -56,6 +59,7 @@ def test_info_json_reports_platforms_devices_and_delivery(info_json):
     assert info_json["platforms"]["rocm"]["binary_delivery"].startswith(expected)
 
 
+@pytest.mark.process
 def test_info_json_reports_the_environment_and_flags_unknown_package_variables(info_json):
     environment = info_json["environment"]
     assert environment["package"]["JAX_TRITON_ROCM_PREWARM"] == "0"
@@ -64,6 +68,7 @@ def test_info_json_reports_the_environment_and_flags_unknown_package_variables(i
     assert info_json["triton"]["cache_dir"] == "/tmp/jtr-info-cache"
 
 
+@pytest.mark.process
 def test_info_text_names_each_section(tmp_path):
     result = run_cli("info", env={"JAX_TRITON_ROCM_TARGET_ARCH": "rocm=gfx950"},
                      prelude=advertised_entry_point(tmp_path))
@@ -75,6 +80,7 @@ def test_info_text_names_each_section(tmp_path):
         assert expected in result.stdout, result.stdout
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("arch,message", [
     ("gfx9999", "--arch gfx9999: gfx9999 is not an architecture the installed Triton"),
     ("sm_999", "--arch sm_999: sm_999 is not an architecture the installed Triton"),
@@ -87,6 +93,7 @@ def test_a_bad_arch_is_one_line_on_stderr_and_exit_status_2(arch, message):
     assert "Traceback" not in result.stdout + result.stderr
 
 
+@pytest.mark.process
 def test_an_unknown_option_is_one_line_on_stderr():
     result = run_cli("--bogus")
     assert result.returncode == 2
@@ -94,6 +101,7 @@ def test_an_unknown_option_is_one_line_on_stderr():
                                      "--bogus (see python -m jax_triton_rocm --help)")
 
 
+@pytest.mark.process
 def test_a_dotted_cuda_arch_is_printed_canonically():
     result = run_cli("--arch", "9.0", "--cross")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -101,6 +109,7 @@ def test_a_dotted_cuda_arch_is_printed_canonically():
     assert len(launches) == 2 and all(line.split()[0] == "sm_90" for line in launches), launches
 
 
+@pytest.mark.process
 def test_the_demo_without_plugins_says_none_is_installed_and_what_to_install():
     result = run_cli(without_plugins=True)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -108,6 +117,7 @@ def test_the_demo_without_plugins_says_none_is_installed_and_what_to_install():
             "kernels, install JAX for your GPU first: pip install -U 'jax[cuda13]'") in result.stdout
 
 
+@pytest.mark.process
 @pytest.mark.skipif(not _compat.installed_plugin("cuda"), reason="needs a CUDA plugin installed")
 def test_the_demo_with_a_plugin_but_no_device_says_so():
     if _compat.installed_plugin("cuda") and jax.devices()[0].platform == "gpu":
@@ -129,6 +139,36 @@ def test_info_lists_exactly_the_variables_the_package_reads():
 
 
 def test_the_readme_table_documents_every_package_variable():
-    with open(os.path.join(ROOT, "README.md")) as readme:
-        table = {m for m in re.findall(r"^\| `(JAX_TRITON_ROCM_\w+)` \|", readme.read(), re.M)}
+    _, match = docs_files.claim_location("environment-variables")
+    table = set(re.findall(r"^\| `(JAX_TRITON_ROCM_\w+)` \|", match.group(1), re.M))
     assert table == set(_info.PACKAGE_ENV_VARS)
+
+
+def test_the_demo_on_a_jaxlib_without_module_image_says_what_each_call_carries(monkeypatch,
+                                                                                capsys):
+    """On jax 0.10.2 (no `module_image`) the calls carry PTX or an HSACO file's path: the demo says
+    so in words, not as `binary at <6328 chars>` or a temporary file's path."""
+    import jax_triton_rocm.__main__ as cli
+
+    def old_plugin(platform):
+        return _compat.PluginFeatures(platform, None, False, False, "jax 0.10.2 stands for it")
+
+    monkeypatch.setattr(_compat, "plugin_features", old_plugin)
+    monkeypatch.setattr(_compat, "assumed_features", old_plugin)
+    monkeypatch.setenv("JAX_TRITON_ROCM_XLA_NATIVE", "0")  # jaxlib's call, which carries them
+    jax.clear_caches()
+    try:
+        assert cli.show_cross_compiled([("cuda", "sm_90"), ("rocm", "gfx942")]) == 0
+    finally:
+        jtr.clear_caches()
+    launches = [line for line in capsys.readouterr().out.splitlines() if " -> " in line]
+    assert len(launches) == 4, launches
+    for line in launches:
+        carried = line.split("; ")[-1]
+        assert "binary at" not in line and "chars>" not in line and "/tmp" not in line, line
+        if line.split()[0] == "sm_90":
+            assert re.fullmatch(r"PTX of \d+ bytes, which jaxlib's ptxas builds at load "
+                                r"\(\d+\.\d+ s\)", carried), line
+        else:
+            assert carried.startswith("HSACO in a file of this process, read (and deleted) by "
+                                      "jaxlib's ROCm plugin"), line

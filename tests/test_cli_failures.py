@@ -3,7 +3,7 @@
 Each case runs in a fresh process, with the jaxlib GPU plugins of this venv hidden and, where a
 plugin is the point, a stand-in plugin whose start-up fails as a real one does without its
 libraries or its GPU. Neither command may print a traceback: each says what failed, the likely
-cause and the fix, and exits with the status the README's table documents.
+cause and the fix, and exits with the status docs/cli.md's table documents.
 """
 
 import pytest
@@ -12,6 +12,8 @@ from jax_triton_rocm import _startup
 from tests import subprocess_utils
 from tests.subprocess_utils import (TRITON_WITHOUT_NVIDIA, WITHOUT_GPU_PLUGINS,
                                     advertised_entry_point, failing_import, standin_plugin)
+
+pytestmark = pytest.mark.process  # each test starts Python processes
 
 CUDNN_MISSING = "Unable to load cuDNN. Is it installed?"
 HIP_MISSING = "Unable to load libamdhip64.so.7: cannot open shared object file"

@@ -16,6 +16,8 @@ import pytest
 from jax_triton_rocm import _startup
 from tests.subprocess_utils import ROOT
 
+pytestmark = pytest.mark.process  # each test starts Python processes
+
 NOT_INSTALLED = "raise ModuleNotFoundError(\"No module named 'jax'\", name='jax')"
 MISMATCHED = ("raise RuntimeError('jaxlib version 0.10.2 is older than the minimum jaxlib version "
               "0.11.2 required by jax')")

@@ -10,6 +10,8 @@ import pytest
 
 from tests.subprocess_utils import WITHOUT_GPU_PLUGINS, run_python, standin_plugin
 
+pytestmark = pytest.mark.process  # each test starts Python processes
+
 TWO_KERNELS_TWICE = """
     import jax, jax.numpy as jnp
     from tests import kernels

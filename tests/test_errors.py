@@ -133,6 +133,7 @@ def test_lowering_for_cuda_without_the_cuda_plugin_names_the_install(monkeypatch
         jax.jit(kernels.add).trace(X, X).lower(lowering_platforms=("cuda",))
 
 
+@pytest.mark.process
 def test_triton_not_installed_gives_the_install_command():
     result = run_python("""
         import sys
@@ -146,6 +147,7 @@ def test_triton_not_installed_gives_the_install_command():
     assert last_line(result) == "ModuleNotFoundError True", result.stderr[-2000:]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("raised", ["RuntimeError", "ValueError", "ImportError"])
 def test_a_broken_triton_import_becomes_an_import_error_with_the_cause(raised):
     result = run_python(failing_import("triton", raised, "simulated: built for another LLVM"), """
@@ -166,6 +168,7 @@ def test_errors_do_not_poison_later_calls():
     assert len(jtr.kernel_calls(call)) == 1
 
 
+@pytest.mark.process
 def test_a_ptxas_failure_is_reported_without_a_dump_and_leaves_no_files():
     result = run_python("""
         import os, re

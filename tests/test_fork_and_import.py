@@ -10,6 +10,8 @@ import pytest
 
 from tests.subprocess_utils import TRITON_WITHOUT_NVIDIA, failing_import, last_line, run_python
 
+pytestmark = pytest.mark.process  # each test starts Python processes
+
 PRELUDE = """
     import os, sys, threading, time
     import jax.numpy as jnp

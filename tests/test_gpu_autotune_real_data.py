@@ -5,7 +5,7 @@ values (`real_data_kernels.poison_memory`): an autotuner that timed the configs 
 program's earlier kernels ran would see those values as indices and read or write far out of
 bounds (an illegal-address crash, or stray writes into other buffers that the results show).
 Forcing jaxlib's typed-FFI target (JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi) brings that back: these
-are the tests that fail then. They also run under compute-sanitizer (README, Quick start).
+are the tests that fail then. They also run under compute-sanitizer (docs/testing.md, "On a GPU").
 """
 
 import json
@@ -16,7 +16,7 @@ from jax_triton_rocm.base import _compat
 from jax_triton_rocm.lowering import _choices
 from tests.subprocess_utils import run_python
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.process]
 
 _PRELUDE = """
 import json

@@ -6,7 +6,7 @@ import pytest
 
 from tests.subprocess_utils import last_line, run_python
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.process]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("jax_triton") is None,

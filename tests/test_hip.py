@@ -99,6 +99,7 @@ def test_path_delivery_writes_one_file_per_kernel_in_the_process_folder(monkeypa
     check_hsaco(open(other.ptx, "rb").read(), "gfx942")
 
 
+@pytest.mark.process
 def test_embedded_opaque_is_the_same_in_two_processes():
     if not FEATURES.module_image:
         pytest.skip("embedded delivery needs jaxlib 0.11.1+")

@@ -9,6 +9,8 @@ import textwrap
 import threading
 import time
 
+import pytest
+
 from jax_triton_rocm.backends.hip import _hip_files
 from tests.subprocess_utils import ROOT, last_line, run_python
 
@@ -28,6 +30,7 @@ WRITE_ONE = """
 """
 
 
+@pytest.mark.process
 def test_sigterm_removes_the_folder_and_still_runs_the_previous_handler():
     result = run_python(WRITE_ONE + """
     def users_handler(signum, frame):
@@ -43,6 +46,7 @@ def test_sigterm_removes_the_folder_and_still_runs_the_previous_handler():
     assert folder.startswith("/") and not os.path.exists(folder)
 
 
+@pytest.mark.process
 def test_sigterm_with_the_default_action_removes_the_folder_and_terminates():
     result = run_python(WRITE_ONE + """
     print(write_one(), flush=True)
@@ -54,6 +58,7 @@ def test_sigterm_with_the_default_action_removes_the_folder_and_terminates():
     assert folder.startswith("/") and not os.path.exists(folder)
 
 
+@pytest.mark.process
 def test_a_multiprocessing_child_removes_the_folder_it_made():
     # multiprocessing children leave through os._exit, past atexit.
     result = run_python(WRITE_ONE + """
@@ -76,6 +81,7 @@ def test_a_multiprocessing_child_removes_the_folder_it_made():
     assert not os.path.exists(folder)
 
 
+@pytest.mark.process
 def test_clear_caches_forgets_the_files_so_the_next_lowering_writes_anew():
     result = run_python(WRITE_ONE + """
     import jax_triton_rocm as jtr
@@ -104,6 +110,7 @@ def _start_owner(env: dict) -> tuple[subprocess.Popen, str]:
     return process, process.stdout.readline().strip()
 
 
+@pytest.mark.process
 def test_a_new_folder_removes_those_of_processes_killed_or_ended_by_os_exit(tmp_path):
     env = {**os.environ, "TMPDIR": str(tmp_path),
            "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -153,6 +160,7 @@ def test_folders_whose_owner_cannot_be_seen_are_kept(tmp_path):
     assert os.path.isdir(other_namespace) and os.path.isdir(unnamed)
 
 
+@pytest.mark.process
 def test_a_folder_of_a_zombie_process_is_removed(tmp_path):
     child = subprocess.Popen(["true"])
     try:

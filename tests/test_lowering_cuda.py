@@ -145,6 +145,7 @@ def test_two_outputs_and_a_callable_grid():
         ["array"] * 2
 
 
+@pytest.mark.process
 def test_same_opaque_bytes_in_two_processes():
     from tests.subprocess_utils import last_line, run_python
 

@@ -7,8 +7,12 @@ a machine where only jax and Triton are installed.
 
 import textwrap
 
+import pytest
+
 from tests.subprocess_utils import (WITHOUT_GPU_PLUGINS, advertised_entry_point, last_line,
                                     run_python)
+
+pytestmark = pytest.mark.process  # each test starts Python processes
 
 # Lowers the shared add kernel for each GPU platform and prints, per platform, either the
 # compute capability the emitted call carries or the first line of the error.

@@ -6,6 +6,7 @@ import json
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import triton
 import triton.language as tl
 
@@ -87,6 +88,7 @@ COLD_CACHE = """
 """
 
 
+@pytest.mark.process
 def test_numpy_constexprs_compile_on_a_cold_cache_as_the_python_values_do(tmp_path):
     # jaxlib's route for every call: the test compares the binaries jaxlib's call carries.
     result = run_python(COLD_CACHE, env={"TRITON_CACHE_DIR": str(tmp_path / "cold"),

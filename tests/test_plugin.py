@@ -25,6 +25,7 @@ def test_entry_point_is_advertised_in_the_jax_plugins_group():
     assert "jax_triton_rocm._plugin" in values
 
 
+@pytest.mark.process
 def test_jax_discovery_registers_both_gpu_rules_without_importing_triton(tmp_path):
     result = run_python(advertised_entry_point(tmp_path), """
         import sys, jax
@@ -36,6 +37,7 @@ def test_jax_discovery_registers_both_gpu_rules_without_importing_triton(tmp_pat
     assert last_line(result) == "('cuda', 'rocm') []", result.stderr[-2000:]
 
 
+@pytest.mark.process
 def test_initialize_without_a_gpu_plugin_registers_both_rules_and_says_so_at_debug():
     result = run_python("""
         import logging, io

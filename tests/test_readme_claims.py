@@ -1,9 +1,11 @@
-"""The README's checkable claims, read from the README and checked against the code.
+"""The documentation's checkable claims, read from README.md and docs/ and checked against the
+code.
 
-Each claim sits after an HTML comment `<!-- readme-check: NAME -->`: what `info` prints on a
-machine without a GPU (its lines, labels and sections; versions, paths and values that differ
-between installs are left out of the comparison), the table of how scalars are typed, and the
-command line's exit statuses. The declared versions are checked against `pyproject.toml`.
+Each claim sits after an HTML comment `<!-- readme-check: NAME -->`, on one page: what `info`
+prints on a machine without a GPU (its lines, labels and sections; versions, paths and values that
+differ between installs are left out of the comparison; `python -m tests.docs_files refresh-info`
+writes it anew), the table of how scalars are typed, and the command line's exit statuses. The
+declared versions are checked against `pyproject.toml`.
 """
 
 from __future__ import annotations
@@ -18,17 +20,14 @@ import pytest
 import jax_triton_rocm.__main__ as cli
 from jax_triton_rocm import _startup
 from jax_triton_rocm.launch import _types
-from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, run_cli
-
-with open(os.path.join(ROOT, "README.md")) as _readme:
-    README = _readme.read()
+from tests import docs_files
+from tests.docs_files import without_startup_notes
+from tests.subprocess_utils import ROOT
 
 
 def claim(name: str) -> str:
-    """The fenced block or table that follows `<!-- readme-check: NAME -->`."""
-    match = re.search(rf"^<!-- readme-check: {name} -->\n(```\w*\n.*?^```|(?:^\|[^\n]*\n)+)",
-                      README, re.M | re.S)
-    assert match, f"README.md has no readme-check {name!r}"
+    """The fenced block or table that follows `<!-- readme-check: NAME -->` on its page."""
+    _, match = docs_files.claim_location(name)
     return re.sub(r"^```\w*\n|^```$", "", match.group(1), flags=re.M)
 
 
@@ -52,18 +51,9 @@ def info_shape(text: str) -> list[str]:
     return shape
 
 
-def without_startup_notes(text: str) -> str:
-    """`text` without info's "JAX start-up:" section, which lists what JAX itself reported while
-    starting: on a GPU machine whose plugins the test hides, JAX reports what it skipped; the
-    README shows a machine without a GPU, where it reports nothing."""
-    return re.sub(r"^JAX start-up:\n(?:[ \t]+.*\n)*", "", text, flags=re.M)
-
-
+@pytest.mark.process
 def test_info_prints_what_the_readme_shows_on_a_machine_without_a_gpu():
-    result = run_cli("info", prelude=WITHOUT_GPU_PLUGINS)
-    assert result.returncode == _startup.EXIT_OK, result.stderr[-3000:]
-    assert (info_shape(without_startup_notes(result.stdout))
-            == info_shape(claim("info-without-gpu")))
+    assert info_shape(docs_files.info_without_gpu()) == info_shape(claim("info-without-gpu"))
 
 
 def test_only_the_start_up_section_is_set_aside():
@@ -87,7 +77,7 @@ def _scalar_rows():
 def test_scalars_are_typed_as_the_readme_table_says(argument, examples, triton_type):
     assert examples, argument
     for example in examples:
-        value = eval(example, {"np": np})  # noqa: S307  (the README's own literals)
+        value = eval(example, {"np": np})  # noqa: S307  (the page's own literals)
         if triton_type.startswith("refused"):
             with pytest.raises(TypeError):
                 _types.scalar(value, what="argument 0")
@@ -118,8 +108,8 @@ def test_the_declared_versions_are_pyprojects():
     bounds = {re.match(r"[\w-]+", d).group(0): d[len(re.match(r"[\w-]+", d).group(0)):]
               for d in project["dependencies"]}
     declared = re.search(r"Declared: Python >= ([\d.]+), jax/jaxlib `([^`]+)`, Triton "
-                         r"`([^`]+)`", README)
-    assert declared, "README.md has no 'Declared: ...' sentence"
+                         r"`([^`]+)`", docs_files.all_text())
+    assert declared, "the documentation has no 'Declared: ...' sentence"
     assert project["requires-python"] == ">=" + declared.group(1)
     assert bounds["jax"] == bounds["jaxlib"] == declared.group(2)
     assert bounds["triton"] == declared.group(3)

@@ -12,6 +12,8 @@ import pytest
 
 from tests.subprocess_utils import last_line, run_python
 
+pytestmark = pytest.mark.process  # each test starts Python processes
+
 PROBE = """
     import json
     from jax_triton_rocm.base import _compat

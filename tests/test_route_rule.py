@@ -148,6 +148,7 @@ def test_info_lowers_for_the_named_architecture(monkeypatch):
     assert routes["rocm"]["arch"] == "gfx950 (named, from target_arch())"
 
 
+@pytest.mark.process
 def test_the_test_session_counts_lowerings_by_route(tmp_path):
     path = tmp_path / "routes.json"
     tests = ["tests/test_route_rule.py::test_a_plain_kernel_takes_xlas_call",

@@ -283,6 +283,7 @@ def test_exported_call_runs_after_serialization(route):
     np.testing.assert_allclose(restored.call(x, y), x + y, rtol=1e-6)
 
 
+@pytest.mark.process
 @pytest.mark.gpu
 @pytest.mark.parametrize("route_name", ["jaxlib", "xla"])
 def test_persistent_compilation_cache_serves_a_second_process(tmp_path, route_name):

@@ -24,6 +24,7 @@ def test_target_arch_rejects_bad_names(kwargs, match):
             pass
 
 
+@pytest.mark.process
 def test_environment_variable_names_the_default_arch():
     result = run_python("""
         import jax, jax.numpy as jnp
@@ -130,6 +131,7 @@ def test_the_variable_set_after_it_was_read_is_refused_as_too_late(monkeypatch):
     assert jtr.kernel_calls(lowered)[0].message.kernel_call.kernel.compute_capability == 95
 
 
+@pytest.mark.process
 def test_the_variable_unset_after_it_was_read_is_refused_as_too_late():
     result = run_python("""
         import os

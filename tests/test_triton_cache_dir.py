@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 from tests.subprocess_utils import last_line, run_python
 
 # Lowers two different kernels (two Triton compiles) for sm_90 after the stand-in has emptied
@@ -24,11 +26,13 @@ LOWER_AFTER_JAX_TRITON = """
 """
 
 
+@pytest.mark.process
 def test_lowering_works_and_leaves_the_environment_as_jax_triton_set_it(tmp_path):
     result = run_python(LOWER_AFTER_JAX_TRITON, env={"TRITON_HOME": str(tmp_path)})
     assert last_line(result) == "'' False", result.stderr[-3000:]
 
 
+@pytest.mark.process
 def test_compiles_go_to_tritons_default_location(tmp_path):
     result = run_python(LOWER_AFTER_JAX_TRITON, env={"TRITON_HOME": str(tmp_path)})
     assert result.returncode == 0, result.stderr[-3000:]
@@ -37,6 +41,7 @@ def test_compiles_go_to_tritons_default_location(tmp_path):
     assert len([entry for entry in cache.iterdir() if entry.is_dir()]) >= 2, os.listdir(cache)
 
 
+@pytest.mark.process
 def test_the_reason_is_logged_once_at_warning_level(tmp_path):
     result = run_python(LOWER_AFTER_JAX_TRITON, env={"TRITON_HOME": str(tmp_path)})
     warnings = [line for line in result.stderr.splitlines()

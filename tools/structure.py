@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Iterator
 
 PACKAGE = "jax_triton_rocm"
-# The layers, top down (README "Layout"); modules outside every subpackage are the entry points.
+# The layers, top down (docs/design.md, "Layout"); modules outside every subpackage are the entry points.
 LAYERS = (("api",), ("checks",), ("lowering", "interpret"), ("backends",), ("compile",),
           ("launch",), ("base",))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -55,8 +55,8 @@ def triton_call(
 ) -> Any:
     """Calls a Triton (or Gluon) kernel on JAX arrays; works eagerly and inside `jax.jit`.
 
-    Takes jax-triton 0.4's call surface and 0.3's; the rules are the README's ("Porting from
-    jax-triton"). Positional arguments fill the kernel's parameters in order; a keyword naming
+    Takes jax-triton 0.4's call surface and 0.3's; the rules are in docs/porting.md ("Porting
+    from jax-triton"). Positional arguments fill the kernel's parameters in order; a keyword naming
     a `tl.constexpr` is a constant, one naming another parameter an operand (with `out_shape`,
     a constant unless it holds an array). Operands are arrays, scalars, `Ref`s (updated in
     place), `TensorDescriptor`s, None and tuples of them. Outputs fill the non-constexpr
@@ -66,11 +66,15 @@ def triton_call(
       *args: the operands, in the kernel's parameter order.
       kernel: a @triton.jit or @gluon.jit function, bare or in @triton.autotune/@triton.heuristics.
       grid: an int, a tuple of 1-3 ints, or a callable of the metaparameters returning one.
-      out_type, out_shape: the outputs (exactly one): anything with .shape and .dtype, or a
-        pytree of them; `()` with Refs or `has_side_effect`.
+      out_type: the outputs, jax-triton 0.4's convention (give it or `out_shape`, not both):
+        anything with .shape and .dtype, or a pytree of them; `()` with Refs or
+        `has_side_effect`.
+      out_shape: the outputs as `out_type`, in jax-triton 0.3's convention.
       name: a name for the call (shown by jaxlib and profilers).
-      num_warps, num_stages, num_ctas: launch settings (None: the target's defaults; AMD
-        wave32 needs an even `num_warps`, a Gluon kernel's layouts must fit it).
+      num_warps: warps per program (None: the target's default; AMD wave32 needs an even
+        number, a Gluon kernel's layouts must fit it).
+      num_stages: software-pipelining stages (None: the target's default).
+      num_ctas: CTAs per cluster (None: 1).
       compute_capability: a CUDA compute capability to compile for (`target_arch` is general;
         on devices of another architecture the call carries PTX, which jaxlib builds there).
       enable_fp_fusion: let the compiler fuse multiply-add (default True).
@@ -84,9 +88,10 @@ def triton_call(
       cost_estimate: {"flops": n, "bytes_accessed": n, "transcendentals": n} for profilers.
       has_side_effect: keep the call even when nothing uses its results.
       batch_grid_axis: under `jax.vmap`, None (a loop) or the grid axis (0-2) that indexes the
-        examples in one launch (README: `jax.vmap`).
+        examples in one launch (docs/batching.md).
       xla_native: True takes XLA's own Triton call where the kernel fits it, False jaxlib's;
-        None follows JAX_TRITON_ROCM_XLA_NATIVE, else the README's "Which route a call takes".
+        None follows JAX_TRITON_ROCM_XLA_NATIVE, else the rule in docs/routes.md
+        ("Which route a call takes").
       constexprs: {parameter name: value}, compile-time constants in either convention (as
         `triton_call_lowering` takes them): the way to fill a parameter named like one of
         triton_call's own arguments (`num_stages`, `grid`, `name`, ...).

@@ -37,6 +37,11 @@ class CustomCallTargetName(str):
 
 
 CUSTOM_CALL_TARGET_NAME = CustomCallTargetName(FFI_TARGET)
+"""jax-triton 0.4's name for the custom-call target of plain calls: the string
+"triton_kernel_call_ffi" (jaxlib's typed-FFI Triton call), so that
+`jax.export.DisabledSafetyCheck.custom_call(CUSTOM_CALL_TARGET_NAME)` works unchanged. Its
+`targets` are every target the package may emit (the legacy `triton_kernel_call` of autotuned
+calls and XLA's `__gpu$xla.gpu.triton` too); `disabled_checks()` allows them all."""
 
 
 def disabled_checks() -> list[Any]:

@@ -54,9 +54,10 @@ def autotune(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     Args:
       fn: the function, as you would pass it to `jax.jit` (other static arguments bound
         beforehand, e.g. with `functools.partial`).
-      *args, **kwargs: arrays on the GPU (and pytrees of them) to run it on. Python and NumPy
-        scalars among them are bound as they are, as `functools.partial` would (a kernel
-        receives them as scalars); arrays, 0-d ones too, are traced, as under `jax.jit`.
+      *args: arrays on the GPU (and pytrees of them) to run it on. Python and NumPy scalars
+        among them are bound as they are, as `functools.partial` would (a kernel receives them
+        as scalars); arrays, 0-d ones too, are traced, as under `jax.jit`.
+      **kwargs: keyword arguments of `fn`, as `*args`.
 
     Returns:
       What `fn(*args, **kwargs)` returns, computed with the chosen configs.

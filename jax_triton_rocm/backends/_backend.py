@@ -135,7 +135,8 @@ class Backend(abc.ABC):
         `triton_call(backend_options=...)` may set for this vendor."""
         if self._option_names is None:
             example = Target(self.platform, _vendors.vendor(self.platform).example_arch, "")
-            options = self.triton_backend()(self.triton_target(example)).parse_options({})
+            options = self.triton_backend()(self.triton_target(example)).parse_options(
+                dict(_READ_ONLY_OPTIONS))
             self._option_names = frozenset(field.name for field in dataclasses.fields(options))
         return self._option_names
 
@@ -153,9 +154,15 @@ class Backend(abc.ABC):
         del lowered, ctx, emit
 
 
+# Options for a `parse_options` call that only reads what the backend fills in: Triton 3.9 warns
+# (TRITON_DEFAULT_FP_FUSION) when not told whether to fuse, and every compile says so itself.
+_READ_ONLY_OPTIONS = (("enable_fp_fusion", True),)
+
+
 @functools.lru_cache(maxsize=None)  # one entry per target compiled for
 def _fp8_types(triton_target: Any) -> tuple[str, ...]:
     """The `supported_fp8_dtypes` Triton's backend fills in for `triton_target`."""
     from triton.compiler import make_backend
 
-    return tuple(make_backend(triton_target).parse_options({}).supported_fp8_dtypes)
+    return tuple(make_backend(triton_target).parse_options(dict(_READ_ONLY_OPTIONS))
+                 .supported_fp8_dtypes)

@@ -1,7 +1,6 @@
 """`triton_call`'s options as jax-triton 0.3 and 0.4 write them, turned into one form: which
 convention the call follows (`out_shape=` or `out_type=`), `backend_options` merged with the
-explicit launch settings, and `cost_estimate`. Each rule is in the README's porting
-section; a value given both ways is an error that names both.
+explicit launch settings, and `cost_estimate`. Each rule is in docs/porting.md; a value given both ways is an error that names both.
 """
 
 from __future__ import annotations
@@ -64,7 +63,7 @@ def convention(out_shape: Any, out_type: Any) -> tuple[str, Any]:
     if out_shape is not NOT_GIVEN and out_type is not NOT_GIVEN:
         raise TypeError("triton_call got both out_type= (jax-triton 0.4) and out_shape= (0.3); "
                         "give one: they mean the same outputs, but pick the convention for "
-                        "keyword operands and input_output_aliases (README: porting).")
+                        "keyword operands and input_output_aliases (docs/porting.md).")
     if out_shape is NOT_GIVEN and out_type is NOT_GIVEN:
         raise TypeError("triton_call needs the outputs' shapes and dtypes: out_type= (jax-triton "
                         "0.4) or out_shape= (0.3), e.g. out_type=jax.ShapeDtypeStruct(x.shape, "

@@ -1,5 +1,5 @@
 """`triton_call`'s operands bound to the kernel's parameters, for jax-triton 0.3's surface and
-0.4's in one function (the rules, with 0.3 and 0.4 code side by side, are the README's "Porting
+0.4's in one function (the rules, with 0.3 and 0.4 code side by side, are docs/porting.md's "Porting
 from jax-triton"):
 
 - positional arguments fill the parameters in order; a keyword naming a `tl.constexpr`

@@ -24,6 +24,11 @@ from jax._src import dispatch
 from jax_triton_rocm.launch._spec import KernelCallSpec
 
 triton_kernel_p = Primitive("triton_kernel")
+"""The JAX primitive that `triton_call` binds: its one parameter, `spec`, is the frozen
+`KernelCallSpec` of the call (kernel, grid, outputs, aliases, options); its results are the
+call's outputs. Lowering rules are registered for `cuda`, `rocm` (`register`) and `cpu` (Triton's
+interpreter); `jax.vmap` batches it, `jax.grad` raises. Libraries with primitives of their own use
+`triton_call_lowering` instead of binding it."""
 triton_kernel_p.multiple_results = True
 triton_kernel_p.def_impl(functools.partial(dispatch.apply_primitive, triton_kernel_p))
 

@@ -55,8 +55,8 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int, *,
         if _state.IR_CHECKS.setdefault(key, reason) is reason and warn:  # once per kernel
             warnings.warn(
                 f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
-                f"XLA's: {reason}. Use a Triton release whose IR this jaxlib reads (README: "
-                f"'XLA's Triton custom call'), or set {opt_out}.",
+                f"XLA's: {reason}. Use a Triton release whose IR this jaxlib reads (docs/routes.md: "
+                f"'Triton constructs that jaxlib does not parse'), or set {opt_out}.",
                 RuntimeWarning, stacklevel=2)
         return reason
     value = _pointer_problem(module, compiled.name, n_pointers)
