@@ -26,7 +26,7 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture
-def prewarm(monkeypatch):
+def prewarm(monkeypatch, jaxlib_route):  # the prewarm is jaxlib's route's
     """Makes every new kernel call prewarm on the present GPU; yields the launches' outputs."""
     platform = gpu_platform()
     outputs = []
