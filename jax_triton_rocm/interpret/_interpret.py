@@ -2,7 +2,7 @@
 
 Data flow: the call's spec -> its first launch (`launch._plan`: configuration, grid, zeroed
 outputs, arguments laid onto the kernel's parameters) -> an `InterpretedCall` -> a
-`jax.pure_callback` emitted in the module -> at run time, `run_on_host` hands NumPy buffers to
+host callback emitted in the module -> at run time, `run_on_host` hands NumPy buffers to
 Triton's interpreter and returns the outputs.
 
 Triton's interpreter (`triton.runtime.interpreter`) is meant for kernels defined under
@@ -39,8 +39,6 @@ from typing import Any
 import numpy as np
 
 import jax
-from jax.experimental import io_callback
-from jax.interpreters import mlir
 
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _errors
@@ -186,18 +184,5 @@ def lower(ctx: Any, operands: Sequence[Any], spec: KernelCallSpec):
                                              lambda *xs: run_on_host(call, *xs),
                                              call.out_avals, spec.has_side_effect)
 
-    def host_call(*arrays):
-        if spec.has_side_effect:  # a callback XLA keeps even when its results go unused
-            return io_callback(lambda *xs: run_on_host(call, *xs), list(call.out_avals),
-                               *arrays, ordered=False)
-        return jax.pure_callback(lambda *xs: run_on_host(call, *xs), list(call.out_avals),
-                                 *arrays)
-
-    # `lower_fun` sets the context's `tokens_out`, which JAX allows once per rule: on a copy, so
-    # that a library's rule can make several calls (its callbacks have no ordered effects, so
-    # the tokens come out as they went in).
-    call_ctx = ctx.replace(tokens_out=None)
-    results = mlir.lower_fun(host_call, multiple_results=True)(call_ctx, *operands)
-    if ctx.tokens_out is None:
-        ctx.set_tokens_out(call_ctx.tokens_out)
-    return results
+    return _shard_callbacks.host_callback(ctx, operands, ctx.avals_in, call.out_avals,
+                         lambda *xs: run_on_host(call, *xs), spec.has_side_effect)

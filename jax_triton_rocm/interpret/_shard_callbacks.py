@@ -31,7 +31,7 @@ import numpy as np
 
 import jax
 from jax._src import core
-from jax.experimental import io_callback
+from jax._src import callback as jax_callback
 from jax.interpreters import mlir
 
 
@@ -85,26 +85,39 @@ def lower_routed(ctx: Any, operands: Sequence[Any], route: Route,
     """Emits a host callback running `run(*arrays)` through `route`'s dispatcher."""
     number = route.dispatcher.next_number()
 
-    def host_call(*arrays):
-        def numbered(_, *values):
-            return run(*values)
-
-        if side_effect:
-            return io_callback(numbered, list(out_avals), np.int32(number), *arrays,
-                               ordered=False)
-        return jax.pure_callback(numbered, list(out_avals), np.int32(number), *arrays)
-
     callbacks = ctx.module_context.host_callbacks
     kept = list(callbacks)
     callbacks[:] = [None] * route.index  # JAX appends the call's callback at route.index
     try:
-        results = mlir.lower_fun(host_call, multiple_results=True)(ctx, *operands)
+        results = host_callback(ctx, [mlir.ir_constant(np.int32(number)), *operands],
+                                [core.ShapedArray((), np.int32), *ctx.avals_in], out_avals,
+                                lambda _, *arrays: run(*arrays), side_effect)
         if len(callbacks) != route.index + 1:
             raise AssertionError(f"a routed call added {len(callbacks) - route.index} host "
                                  f"callbacks instead of one")
         route.dispatcher.add(callbacks[route.index], number)
     finally:
         callbacks[:] = kept
+    return results
+
+
+def host_callback(ctx: Any, operands: Sequence[Any], operand_avals: Sequence[Any],
+                  out_avals: Sequence[Any], run: Callable[..., Sequence[np.ndarray]],
+                  side_effect: bool) -> Sequence[Any]:
+    """Emits a host callback running `run(*arrays)` on the runtime's own host buffers.
+
+    Not `jax.pure_callback`: its implementation first puts every operand on CPU device 0 and
+    waits for that transfer, which can wait forever when all CPU devices call back at once (a
+    `partitioned` function on several CPU devices). A callback with `side_effect` is one XLA
+    keeps when its results go unused.
+    """
+    out_avals = [core.ShapedArray(aval.shape, aval.dtype) for aval in out_avals]
+    sharding = jax_callback._callback_op_sharding(ctx.module_context.axis_context, None,
+                                                  out_avals)
+    ctx = ctx.replace(avals_in=list(operand_avals), avals_out=out_avals)  # the layouts' source
+    results, _, _ = jax_callback.emit_python_callback(
+        ctx, lambda *arrays: tuple(run(*arrays)), None, list(operands), list(operand_avals),
+        out_avals, has_side_effect=side_effect, returns_token=False, sharding=sharding)
     return results
 
 
