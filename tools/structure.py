@@ -277,6 +277,7 @@ def dynamic_figures(root: str) -> dict:
         "modules a warm call runs in": len(data["warm"][0]),
         "cross-module calls, warm": data["warm"][1],
         "_cold modules": data["cold"][0],
+        "_warm modules": data["warm"][0],
     }
 
 
@@ -300,6 +301,8 @@ def main() -> None:
                 print(f"[{label}] cycle: {' -> '.join(cycle)}")
             print(f"[{label}] modules a cold call runs in: "
                   f"{', '.join(figures[label]['_cold modules'])}")
+            print(f"[{label}] modules a warm call runs in: "
+                  f"{', '.join(figures[label]['_warm modules'])}")
 
 
 if __name__ == "__main__":
