@@ -26,7 +26,7 @@ import triton.language as tl  # noqa: E402
 
 import jax_triton_rocm as jtr  # noqa: E402
 from jax_triton_rocm.base import _compat  # noqa: E402
-from jax_triton_rocm.lowering import _jaxlib_call  # noqa: E402
+from jax_triton_rocm.routes.jaxlib import _jaxlib_call  # noqa: E402
 
 CHAIN_LENGTH = 200
 COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer="

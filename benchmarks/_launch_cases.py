@@ -22,7 +22,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat, _state
-from jax_triton_rocm.lowering import _jaxlib_call
+from jax_triton_rocm.routes.jaxlib import _jaxlib_call
 
 from _common import add_kernel, chain, forced_features, xla_add_unfused
 

@@ -5,10 +5,11 @@
 
 Importing the package does not import Triton; `triton_call` and the first lowering do.
 
-Layers, top down: `api` (what users call) -> `checks` (one `KernelCallSpec` per call) ->
-`lowering` (`triton_kernel_p`, its rules and routes) and `interpret` (the CPU route) ->
-`backends` (what each vendor answers) -> `compile` (the shared kernel cache) -> `launch` (a
-spec, the operands and a target turned into launches) -> `base` (state, versions, vendors).
+Layers, top down: `cli` (`python -m jax_triton_rocm`) -> `api` (what users call) -> `checks`
+(one `KernelCallSpec` per call) -> `routes` (`triton_kernel_p`, its rules, and the routes:
+`jaxlib`, `xla`, `cpu`) -> `backends` (what each vendor answers) -> `compile` (the shared kernel
+cache) -> `plan` (a spec, the operands and a target turned into launches) -> `spec` (the call's
+data model) -> `base` (state, versions, vendors).
 Only the names in `__all__` are public.
 """
 
@@ -17,7 +18,7 @@ import sys as _sys
 if _sys.argv[:1] == ["-m"]:  # Python may be starting `python -m jax_triton_rocm`
     # Its command line reports a JAX that does not import as a message, not a traceback; the
     # imports below import JAX.
-    from jax_triton_rocm import _startup
+    from jax_triton_rocm.cli import _startup
 
     _startup.exit_unless_jax_imports()
 
@@ -32,9 +33,9 @@ from jax_triton_rocm.api._partition import partitioned
 from jax_triton_rocm.api._target import target_arch
 from jax_triton_rocm.api._tuning import autotune
 from jax_triton_rocm.base._state import clear_caches
-from jax_triton_rocm.launch._tensordesc import TensorDescriptor, strides_from_shape
-from jax_triton_rocm.lowering._primitive import triton_kernel_p
-from jax_triton_rocm.lowering._rules import register, registered_platforms
+from jax_triton_rocm.spec._tensordesc import TensorDescriptor, strides_from_shape
+from jax_triton_rocm.routes._primitive import triton_kernel_p
+from jax_triton_rocm.routes._primitive import register, registered_platforms
 
 __all__ = [
     "CUSTOM_CALL_TARGET_NAME",

@@ -24,8 +24,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, NoReturn
 
-from jax_triton_rocm import _startup
-from jax_triton_rocm._startup import PROG
+from jax_triton_rocm.cli import _startup
+from jax_triton_rocm.cli._startup import PROG
 from jax_triton_rocm._version import __version__
 
 if TYPE_CHECKING:
@@ -203,8 +203,9 @@ def _checked_targets(archs: list[str] | None) -> list[tuple[str, str]]:
     Triton cannot compile for. Of the defaults, those whose Triton backend is missing are left
     out with a warning (status 4 if none is left).
     """
-    from jax_triton_rocm import _info, backends
-    from jax_triton_rocm.lowering import _target
+    from jax_triton_rocm.cli import _info
+    from jax_triton_rocm import backends
+    from jax_triton_rocm.routes import _target
 
     targets = []
     for arch in archs or DEFAULT_ARCHS:
@@ -231,9 +232,10 @@ def _checked_targets(archs: list[str] | None) -> list[tuple[str, str]]:
 
 def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
     """The demo on the GPU JAX started, else on the CPU and cross-compiled; returns the status."""
-    from jax_triton_rocm import _cpu_demo, backends
+    from jax_triton_rocm.cli import _cpu_demo
+    from jax_triton_rocm import backends
     from jax_triton_rocm.base import _compat, _no_gpu, _vendors
-    from jax_triton_rocm.interpret import _fallback
+    from jax_triton_rocm.routes.cpu import _fallback
 
     if startup.failure is not None:
         _fail(startup.failure.text().lstrip(), _startup.EXIT_JAX_DID_NOT_START)
@@ -260,7 +262,7 @@ def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from jax_triton_rocm import _info
+    from jax_triton_rocm.cli import _info
 
     startup = _startup.start()
     if args.command != "info":

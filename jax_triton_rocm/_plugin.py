@@ -2,7 +2,7 @@
 
 JAX imports this module when its backends start and calls `initialize()`. That must be cheap and
 must never raise into JAX's start-up: it registers the lowering rules of `triton_kernel_p` for
-both GPU platforms (`lowering._rules.register`), without importing Triton (the vendor module is
+both GPU platforms (`routes._primitive.register`), without importing Triton (the vendor module is
 imported at the first lowering, or by `jax_triton_rocm.register()`).
 """
 
@@ -12,7 +12,7 @@ import logging
 import sys
 
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.lowering import _rules
+from jax_triton_rocm.routes import _primitive
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -24,7 +24,7 @@ def initialize() -> None:
             logger.debug("jax_triton_rocm: %s is not Linux; no GPU lowering registered.",
                          sys.platform)
             return
-        registered = _rules.register(explicit=False)
+        registered = _primitive.register(explicit=False)
         logger.debug("jax_triton_rocm: lowering rules registered for %s (jaxlib GPU plugins "
                      "installed: %s).", ", ".join(registered),
                      ", ".join(_compat.installed_gpu_platforms()) or "none")

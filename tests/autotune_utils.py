@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.lowering import _jaxlib_call, _proto
+from jax_triton_rocm.routes.jaxlib import _jaxlib_call, _proto
 from tests.kernels import add_inplace_kernel, add_kernel, matmul_kernel
 
 ADD_CONFIGS = [

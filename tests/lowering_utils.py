@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.lowering import _jaxlib_call, _route
+from jax_triton_rocm.routes.jaxlib import _jaxlib_call
+from jax_triton_rocm.routes import _primitive
 
 DEFAULT_ARCH = {"cuda": "sm_90", "rocm": "gfx942"}
 
@@ -75,7 +76,7 @@ def _jaxlib_unless_set(original):
     """The route rule's environment choice, with calls that do not choose sent to jaxlib's route
     while the variable is unset (a `LoweredCall` is what jaxlib's route lowers)."""
     def env_choice():
-        return original() if os.environ.get(_route.ENV_XLA_NATIVE) else False
+        return original() if os.environ.get(_primitive.ENV_XLA_NATIVE) else False
 
     return env_choice
 
@@ -93,8 +94,8 @@ def captured_lowerings() -> Iterator[list[_jaxlib_call.LoweredCall]]:
     with _recorder_lock:
         if _recorder["users"] == 0:
             _recorder["emit"], _jaxlib_call.emit = _jaxlib_call.emit, _recording_emit
-            _recorder["env_choice"] = _route.env_choice
-            _route.env_choice = _jaxlib_unless_set(_route.env_choice)
+            _recorder["env_choice"] = _primitive.env_choice
+            _primitive.env_choice = _jaxlib_unless_set(_primitive.env_choice)
         _recorder["users"] += 1
     try:
         yield captured
@@ -104,7 +105,7 @@ def captured_lowerings() -> Iterator[list[_jaxlib_call.LoweredCall]]:
             _recorder["users"] -= 1
             if _recorder["users"] == 0:
                 _jaxlib_call.emit = _recorder["emit"]
-                _route.env_choice = _recorder["env_choice"]
+                _primitive.env_choice = _recorder["env_choice"]
 
 
 def lower_one(fn, *args, platform: str, arch=None) -> jtr.EmittedCall:

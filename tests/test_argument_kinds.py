@@ -15,7 +15,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import mlir
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.launch import _roles
+from jax_triton_rocm.spec import _kinds
 from tests import idiom_kernels as ik
 from tests import kernels, surface_kernels
 from tests.lowering_utils import lower_for, spec
@@ -98,7 +98,7 @@ def offset_first_kernel(offset, x_ptr, out_ptr, BLOCK: tl.constexpr):
 
 
 def test_a_wrong_guess_of_a_role_refuses_nothing():
-    assert _roles.roles(offset_first_kernel).of("offset") == "pointer"  # the guess is wrong
+    assert _kinds.roles(offset_first_kernel).of("offset") == "pointer"  # the guess is wrong
     x = jax.device_put(jnp.arange(64.0), jax.devices("cpu")[0])
     out = jax.jit(lambda x: jtr.triton_call(3, x, kernel=offset_first_kernel, grid=1, BLOCK=8,
                                             out_type=jax.ShapeDtypeStruct((8,), x.dtype)))(x)
@@ -121,10 +121,10 @@ def test_a_library_rule_names_the_scalar_it_left_out_of_constexprs():
 # Roles, as read from the source.
 
 def test_roles_follow_local_names_and_called_functions():
-    found = _roles.roles(surface_kernels.out_first_kernel)  # loads through a @triton.jit helper
+    found = _kinds.roles(surface_kernels.out_first_kernel)  # loads through a @triton.jit helper
     assert [found.of(name) for name in ("x_ptr", "out_ptr", "y_ptr", "n", "BLOCK")] == [
         "pointer", "pointer", "pointer", "scalar", "scalar"]
-    matmul = _roles.roles(kernels.matmul_kernel)
+    matmul = _kinds.roles(kernels.matmul_kernel)
     assert [matmul.of(name) for name in ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K")] == [
         "pointer"] * 3 + ["scalar"] * 3
 
@@ -135,13 +135,13 @@ def annotated_kernel(x_ptr, scale, count: tl.int32, unused, out_ptr):
 
 
 def test_roles_take_annotations_and_leave_unused_parameters_unknown():
-    found = _roles.roles(annotated_kernel)
+    found = _kinds.roles(annotated_kernel)
     assert [found.of(name) for name in ("scale", "count", "unused")] == ["scalar", "scalar", None]
     assert re.fullmatch(r"the kernel counts with it at test_argument_kinds.py:\d+: count: i32",
                         found.shown("count"))
 
 
 def test_a_tuple_parameter_has_no_role_but_its_pointers_do_not_confuse_others():
-    found = _roles.roles(surface_kernels.tuple_kernel)
+    found = _kinds.roles(surface_kernels.tuple_kernel)
     assert [found.of(name) for name in ("scale", "xy", "n", "bias", "out_ptr")] == [
         "scalar", None, "scalar", "pointer", "pointer"]

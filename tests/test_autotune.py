@@ -11,7 +11,7 @@ import triton
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _parallel
-from jax_triton_rocm.lowering import _proto
+from jax_triton_rocm.routes.jaxlib import _proto
 from tests import autotune_utils as au
 from tests import kernels
 from tests.lowering_utils import capture_one, lower_add, lower_for

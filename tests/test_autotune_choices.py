@@ -19,7 +19,7 @@ import triton.language as tl
 import jax_triton_rocm as jtr
 from jax_triton_rocm.api import _tuning
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.lowering import _choices, _devices
+from jax_triton_rocm.routes import _target
 from tests import autotune_utils as au
 from tests import kernels
 from tests.gpu_utils import gpu_platform
@@ -35,8 +35,8 @@ def choices_dir(tmp_path, monkeypatch, jaxlib_route):
     """A private folder of choices, a stand-in GPU to lower for, and nothing remembered; a
     decided call stays on jaxlib's route, whose encoding the tests read (on CUDA it would take
     XLA's: test_xla_route)."""
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
-    monkeypatch.setattr(_devices, "device_kind", lambda platform, context: DEVICE)
+    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setattr(_target, "device_kind", lambda platform, context: DEVICE)
     jtr.clear_caches()
     yield tmp_path
     jtr.clear_caches()
@@ -48,7 +48,7 @@ def _lower(n=N, **kwargs):
 
 
 def _undecided(n=N):
-    with _choices.session() as current:
+    with _target.session() as current:
         lowered = _lower(n)
     assert lowered.undecided is not None
     assert list(current.undecided) == [lowered.undecided.key]
@@ -70,7 +70,7 @@ def test_an_undecided_call_is_left_to_jaxlib_on_the_legacy_target(choices_dir):
 
 def test_a_remembered_choice_lowers_to_that_config_alone_on_the_ffi_target(choices_dir):
     undecided = _undecided()
-    _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
+    _target.STORE.put(undecided.key, _target.Choice(1, undecided.descriptions[1]))
     lowered = _lower()
     assert lowered.custom_call_target == _compat.FFI_TARGET
     assert lowered.undecided is None
@@ -79,7 +79,7 @@ def test_a_remembered_choice_lowers_to_that_config_alone_on_the_ffi_target(choic
 
 def test_a_forced_config_lowers_alone_and_is_not_reported_undecided(choices_dir):
     key = _undecided().key
-    with _choices.session({key: 2}) as current:
+    with _target.session({key: 2}) as current:
         lowered = _lower()
     assert _block(lowered) == au.ADD_CONFIGS[2].kwargs["BLOCK"]
     assert current.undecided == {}
@@ -87,22 +87,22 @@ def test_a_forced_config_lowers_alone_and_is_not_reported_undecided(choices_dir)
 
 def test_a_choice_made_for_one_shape_does_not_apply_to_another(choices_dir):
     undecided = _undecided()
-    _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
+    _target.STORE.put(undecided.key, _target.Choice(1, undecided.descriptions[1]))
     assert _lower(N * 2).undecided is not None
 
 
 def test_the_key_covers_the_device_kind(choices_dir, monkeypatch):
     key = _undecided().key
-    monkeypatch.setattr(_devices, "device_kind", lambda platform, context: "Another GPU")
+    monkeypatch.setattr(_target, "device_kind", lambda platform, context: "Another GPU")
     jtr.clear_caches()
     assert _undecided().key != key
 
 
 def test_a_lowering_without_a_device_is_never_decided(monkeypatch, tmp_path):
     """Lowered for a GPU platform this machine has no device of: a cross-compile."""
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
     platform = "cuda" if gpu_platform() == "rocm" else "rocm"
-    with _choices.session() as current:
+    with _target.session() as current:
         lowered = capture_one(lambda x, y: au.tuned_add(x, y), au.f32(N), au.f32(N),
                               platform=platform)
     assert lowered.undecided is None and len(lowered.calls) == len(au.ADD_CONFIGS)
@@ -111,13 +111,13 @@ def test_a_lowering_without_a_device_is_never_decided(monkeypatch, tmp_path):
 
 def test_a_choice_no_longer_matching_the_configs_is_ignored(choices_dir):
     undecided = _undecided()
-    _choices.STORE.put(undecided.key, _choices.Choice(1, "BLOCK: 999, num_warps: 1"))
+    _target.STORE.put(undecided.key, _target.Choice(1, "BLOCK: 999, num_warps: 1"))
     assert _lower().undecided is not None
 
 
 def test_a_choice_is_written_to_the_folder_and_read_back_after_clear_caches(choices_dir):
     undecided = _undecided()
-    _choices.STORE.put(undecided.key, _choices.Choice(2, undecided.descriptions[2], (1.0, 2.0)))
+    _target.STORE.put(undecided.key, _target.Choice(2, undecided.descriptions[2], (1.0, 2.0)))
     path = choices_dir / undecided.key[:2] / f"{undecided.key}.json"
     assert json.loads(path.read_text())["index"] == 2
     jtr.clear_caches()
@@ -126,7 +126,7 @@ def test_a_choice_is_written_to_the_folder_and_read_back_after_clear_caches(choi
 
 def test_a_damaged_choice_file_is_ignored_with_a_warning_naming_it(choices_dir, caplog):
     undecided = _undecided()
-    _choices.STORE.put(undecided.key, _choices.Choice(2, undecided.descriptions[2]))
+    _target.STORE.put(undecided.key, _target.Choice(2, undecided.descriptions[2]))
     path = choices_dir / undecided.key[:2] / f"{undecided.key}.json"
     path.write_text("{not json")
     jtr.clear_caches()
@@ -136,9 +136,9 @@ def test_a_damaged_choice_file_is_ignored_with_a_warning_naming_it(choices_dir, 
 
 
 def test_an_empty_folder_setting_keeps_choices_in_the_process(choices_dir, monkeypatch):
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, "")
+    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, "")
     undecided = _undecided()
-    _choices.STORE.put(undecided.key, _choices.Choice(0, undecided.descriptions[0]))
+    _target.STORE.put(undecided.key, _target.Choice(0, undecided.descriptions[0]))
     assert list(choices_dir.iterdir()) == []
     assert _lower().undecided is None
 
@@ -147,18 +147,18 @@ def test_an_unwritable_folder_keeps_the_choice_in_the_process_with_a_warning(
         choices_dir, monkeypatch, caplog):
     blocker = choices_dir / "a-file"
     blocker.write_text("")
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(blocker / "choices"))
+    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(blocker / "choices"))
     undecided = _undecided()
     with caplog.at_level("WARNING", logger="jax_triton_rocm"):
-        _choices.STORE.put(undecided.key, _choices.Choice(0, undecided.descriptions[0]))
-    assert _choices.ENV_AUTOTUNE_DIR in caplog.text
+        _target.STORE.put(undecided.key, _target.Choice(0, undecided.descriptions[0]))
+    assert _target.ENV_AUTOTUNE_DIR in caplog.text
     assert _lower().undecided is None
 
 
 def test_the_default_folder_is_inside_tritons_cache(monkeypatch, tmp_path):
-    monkeypatch.delenv(_choices.ENV_AUTOTUNE_DIR, raising=False)
+    monkeypatch.delenv(_target.ENV_AUTOTUNE_DIR, raising=False)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
-    assert _choices.choices_dir() == os.path.join(str(tmp_path), _choices.FOLDER_NAME)
+    assert _target.choices_dir() == os.path.join(str(tmp_path), _target.FOLDER_NAME)
 
 
 _SECOND_PROCESS = f"""
@@ -180,8 +180,8 @@ print(json.dumps({{"calls": len(lowered.calls), "grid": lowered.calls[0].grid[0]
 @pytest.mark.process
 def test_a_second_process_lowers_the_remembered_config_alone(choices_dir):
     undecided = _undecided()
-    _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
-    result = run_python(_SECOND_PROCESS, env={_choices.ENV_AUTOTUNE_DIR: str(choices_dir),
+    _target.STORE.put(undecided.key, _target.Choice(1, undecided.descriptions[1]))
+    result = run_python(_SECOND_PROCESS, env={_target.ENV_AUTOTUNE_DIR: str(choices_dir),
                                               "JAX_TRITON_ROCM_XLA_NATIVE": "0"})
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
@@ -202,7 +202,7 @@ class _Equation:
 
     def compiled(self, eqn, invals, forced):
         self.compiled_with.append(dict(forced))
-        undecided = {key: _choices.Undecided(key, self.descriptions, key)
+        undecided = {key: _target.Undecided(key, self.descriptions, key)
                      for key in ("a", "b") if key not in forced}
         return (lambda *args: [("ran", tuple(sorted(forced.items())))]), undecided
 
@@ -222,7 +222,7 @@ def test_the_tuner_times_every_config_of_each_call_and_remembers_the_fastest(
     assert equation.compiled_with[1:4] == [{"a": 0}, {"a": 1}, {"a": 2}]
     assert equation.compiled_with[5:8] == [{"a": 1, "b": 0}, {"a": 1, "b": 1}, {"a": 1, "b": 2}]
     for key in ("a", "b"):
-        choice = _choices.STORE.get(key)
+        choice = _target.STORE.get(key)
         assert (choice.index, choice.description, choice.times_ms) == (1, "fast",
                                                                        (3e3, 1e3, 2e3))
 
@@ -277,7 +277,7 @@ def test_a_library_primitive_with_its_own_gpu_lowering_is_a_candidate():
 def _stored_choice(choices_dir, index=1):
     """The path of a choice file for the tuned add, and its record, the file written."""
     undecided = _undecided()
-    _choices.STORE.put(undecided.key, _choices.Choice(index, undecided.descriptions[index]))
+    _target.STORE.put(undecided.key, _target.Choice(index, undecided.descriptions[index]))
     path = choices_dir / undecided.key[:2] / f"{undecided.key}.json"
     return path, json.loads(path.read_text())
 
@@ -346,7 +346,7 @@ def test_a_dead_writers_temporary_files_are_swept_once_a_minute_old(choices_dir,
     for leftover in (old, young):
         leftover.write_text("{")
     os.utime(old, (os.path.getmtime(old) - 61,) * 2)
-    monkeypatch.setattr(_choices, "_swept", set())  # as in a new process
+    monkeypatch.setattr(_target, "_swept", set())  # as in a new process
     jtr.clear_caches()
     _lower()
     assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, young.name])

@@ -97,7 +97,7 @@ def _env_target_arch():
     # JAX reads the variable into its config when it starts; this parses it as lowering does.
     import os
 
-    from jax_triton_rocm.lowering import _target
+    from jax_triton_rocm.routes import _target
 
     return _target._parse_env(os.environ[_target.ENV_TARGET_ARCH])
 

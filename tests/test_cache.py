@@ -89,7 +89,7 @@ def k(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
 
 
 def test_kernel_key_covers_compile_options():
-    from jax_triton_rocm.launch._layout import BoundKernel
+    from jax_triton_rocm.spec._layout import BoundKernel
 
     bound = BoundKernel({"x": "*fp32"}, {}, {}, (), ())
     target = triton.backends.compiler.GPUTarget("cuda", 90, 32)

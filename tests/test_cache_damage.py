@@ -13,7 +13,7 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.compile import _cache_entry, _errors
+from jax_triton_rocm.compile import _cache, _errors
 from tests import kernels
 from tests.lowering_utils import captured_lowerings, lower_for, spec
 from tests.subprocess_utils import ROOT, run_python
@@ -139,7 +139,7 @@ def test_a_damaged_entry_is_compiled_again_with_one_warning_naming_the_file(
     with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
         again = binary_reaching_the_call(platform)
         assert binary_reaching_the_call(platform) == again  # the entry was replaced: no warning
-    assert _cache_entry.elf_problem(again, BACKEND[platform]) is None
+    assert _cache.elf_problem(again, BACKEND[platform]) is None
     assert int.from_bytes(again[18:20], "little") == MACHINE[platform]
     assert again == whole
     warnings = [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
@@ -155,7 +155,7 @@ def test_a_binary_damaged_after_the_check_is_caught_before_it_is_used(
     def damage_instead_of_checking(*args):  # another process truncates it meanwhile
         _truncate(path, platform, cache_dir)
 
-    monkeypatch.setattr(_cache_entry, "replace_if_damaged", damage_instead_of_checking)
+    monkeypatch.setattr(_cache, "replace_if_damaged", damage_instead_of_checking)
     with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
         assert binary_reaching_the_call(platform) == whole
     assert sum(path in r.getMessage() for r in caplog.records) == 1
@@ -163,9 +163,9 @@ def test_a_binary_damaged_after_the_check_is_caught_before_it_is_used(
 
 def test_a_binary_still_damaged_after_replacing_is_an_error_that_is_not_remembered(
         cache_dir, monkeypatch):
-    monkeypatch.setattr(_cache_entry, "result_problem",
+    monkeypatch.setattr(_cache, "result_problem",
                         lambda *args: ("/cache/KEY/add_kernel.cubin", "truncated: 12 bytes"))
-    with pytest.raises(_cache_entry.DamagedEntry, match="add_kernel.cubin: truncated.*Delete"):
+    with pytest.raises(_cache.DamagedEntry, match="add_kernel.cubin: truncated.*Delete"):
         binary_reaching_the_call("cuda")
     monkeypatch.undo()
     lowered = lower_for(kernels.add, X, X, platform="cuda")  # no clear_caches: not remembered
@@ -179,7 +179,7 @@ def test_the_entry_checked_is_the_one_triton_compile_reads(cache_dir, platform, 
 
     def recording_compile(source, target=None, options=None):
         compiled = compile_fn(source, target=target, options=options)
-        pairs.append((_cache_entry.triton_cache_hash(source, target, options), compiled.hash))
+        pairs.append((_cache.triton_cache_hash(source, target, options), compiled.hash))
         return compiled
 
     monkeypatch.setattr(triton, "compile", recording_compile)
@@ -189,7 +189,7 @@ def test_the_entry_checked_is_the_one_triton_compile_reads(cache_dir, platform, 
 
 def test_an_unreadable_cache_file_is_no_error_of_the_kernel():
     assert not _errors.is_kernel_error(json.JSONDecodeError("Expecting value", "x", 0))
-    assert not _errors.is_kernel_error(_cache_entry.DamagedEntry("damaged"))
+    assert not _errors.is_kernel_error(_cache.DamagedEntry("damaged"))
 
 
 # Lowers the add kernel and prints the binary's e_machine and size (0 0: no binary).

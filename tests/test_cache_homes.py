@@ -16,7 +16,7 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.compile import _triton_cache
+from jax_triton_rocm.compile import _cache
 from tests import kernels
 from tests.lowering_utils import LOWER_ADD_LOGGING_WARNINGS, capture_one, spec
 from tests.subprocess_utils import mount_namespaces, run_python
@@ -86,8 +86,8 @@ def temp_root(tmp_path, monkeypatch):
     """A private folder for the package's temporary folders, to see what is left in it."""
     root = tmp_path / "tmp"
     root.mkdir()
-    monkeypatch.setattr(_triton_cache.tempfile, "tempdir", str(root))
-    monkeypatch.setattr(_triton_cache, "_private_dump", None)
+    monkeypatch.setattr(_cache.tempfile, "tempdir", str(root))
+    monkeypatch.setattr(_cache, "_private_dump", None)
     jtr.clear_caches()
     yield root
     jtr.clear_caches()

@@ -20,7 +20,7 @@ from triton.runtime import cache as triton_cache
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.compile import _cache_entry, _errors, _triton_cache
+from jax_triton_rocm.compile import _cache, _errors
 from tests import kernels
 from tests.lowering_utils import capture_one, spec
 
@@ -53,7 +53,7 @@ def temp_root(tmp_path, monkeypatch):
 def lowered_binary(fn, platform="cuda") -> bytes:
     jtr.clear_caches()
     binary = capture_one(fn, X, platform=platform).kernels[0].binary
-    assert _cache_entry.elf_problem(binary, {"cuda": "cuda", "rocm": "hip"}[platform]) is None
+    assert _cache.elf_problem(binary, {"cuda": "cuda", "rocm": "hip"}[platform]) is None
     return binary
 
 
@@ -176,7 +176,7 @@ def test_a_triton_compile_error_is_the_kernels():
 
 def test_a_private_folder_lives_until_the_last_compile_using_it_ends(temp_root, monkeypatch):
     monkeypatch.setenv("TRITON_CACHE_DIR", "/the/users/folder")
-    first, second = (_triton_cache.usable_cache_dir(triton, private=("dir",)) for _ in range(2))
+    first, second = (_cache.usable_cache_dir(triton, private=("dir",)) for _ in range(2))
     first.__enter__()
     private = triton.knobs.cache.dir
     assert os.path.dirname(private) == str(temp_root) and os.path.isdir(private)
@@ -200,4 +200,4 @@ def test_a_private_folder_lives_until_the_last_compile_using_it_ends(temp_root, 
 ], ids=["the folder", "a folder above it", "a file in it", "full disk", "elsewhere",
         "a sibling folder"])
 def test_only_errors_about_the_cache_folder_fall_back(error, reason):
-    assert (_triton_cache.unwritable_reason(error, "/c/cache") is not None) is reason
+    assert (_cache.unwritable_reason(error, "/c/cache") is not None) is reason

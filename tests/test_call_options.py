@@ -11,8 +11,8 @@ from jax.interpreters import partial_eval as pe
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm import backends
-from jax_triton_rocm.launch import _plan
-from jax_triton_rocm.lowering import _xla_native
+from jax_triton_rocm.plan import _plan
+from jax_triton_rocm.routes.xla import _xla_native
 from tests import autotune_utils, kernels
 
 X = jax.device_put(jnp.arange(1000, dtype=jnp.float32), jax.devices("cpu")[0])

@@ -1,5 +1,5 @@
 """A `triton_call` traced again at new shapes or new scalar values reuses the layout of the first
-(`checks._reuse`): the call it makes is the one the full check makes in a fresh process, and
+(`checks._bound`): the call it makes is the one the full check makes in a fresh process, and
 whatever the full check refuses is still refused, with its message."""
 
 import dataclasses
@@ -12,7 +12,7 @@ import triton
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.checks import _bound, _surface
+from jax_triton_rocm.checks import _bound, _arguments
 from tests import autotune_utils, kernels, surface_kernels
 
 PLACED_FIELDS = ("positional", "metaparams", "aliases", "zeroed", "user_results", "refs",
@@ -26,7 +26,7 @@ def traced(monkeypatch):
     monkeypatch.setattr(_state, "CALL_LAYOUTS",
                         _state.BoundedCache(_state.LOCKS, _state.ENV_CALL_CACHE_SIZE))
     seen = []
-    check, full = _bound.check_triton_call, _surface.bound_call
+    check, full = _bound.check_triton_call, _arguments.bound_call
 
     def capturing(args, *rest, **kwargs):
         call = check(args, *rest, **kwargs)
@@ -38,7 +38,7 @@ def traced(monkeypatch):
         return full(*args, **kwargs)
 
     monkeypatch.setattr(_bound, "check_triton_call", capturing)
-    monkeypatch.setattr(_surface, "bound_call", counting)
+    monkeypatch.setattr(_arguments, "bound_call", counting)
 
     def trace(fn, *shapes):
         seen.clear()
@@ -218,11 +218,11 @@ def test_clear_caches_forgets_the_layouts():
 
 
 def test_a_kernel_is_taken_apart_once_per_process_until_caches_are_cleared(monkeypatch):
-    from jax_triton_rocm.launch import _kernel
+    from jax_triton_rocm.spec import _spec
 
     taken = []
-    original = _kernel.unwrap
-    monkeypatch.setattr(_kernel, "unwrap", lambda kernel: taken.append(kernel) or original(kernel))
+    original = _spec.unwrap
+    monkeypatch.setattr(_spec, "unwrap", lambda kernel: taken.append(kernel) or original(kernel))
     jtr.clear_caches()
     x = jnp.zeros((1024,), jnp.float32)
     for length in (1024, 2048):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.launch._spec import KernelCallSpec
+from jax_triton_rocm.spec._spec import KernelCallSpec
 from tests import kernels
 from tests import library_kernels as lk
 from tests.lowering_utils import lower_for, spec

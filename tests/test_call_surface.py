@@ -170,7 +170,7 @@ def test_nested_tuple_operands_with_mixed_dtypes_a_scalar_before_them_and_none()
 
 def test_a_tuple_is_typed_and_specialised_as_tritons_launcher_does():
     from triton.backends.compiler import BaseBackend
-    from jax_triton_rocm.launch import _layout
+    from jax_triton_rocm.spec import _layout
 
     spec = call_eqn(lambda xh, y: jtr.triton_call(3.0, ((xh, 1), y), 8, None,
                                                   kernel=tuple_kernel, out_type=y, grid=1,
@@ -213,9 +213,9 @@ def test_an_array_for_a_constexpr_parameter_by_keyword_is_refused():
                                                (float("inf"), "fp32"), (0.0, "fp32"),
                                                (1e300, "fp64"), (1e-40, "fp64")])
 def test_a_float_is_fp32_where_float32_holds_it_else_fp64(value, triton_type):
-    from jax_triton_rocm.launch import _types
+    from jax_triton_rocm.spec import _spec
 
-    assert _types.scalar(value, what="x").triton_type == triton_type
+    assert _spec.scalar(value, what="x").triton_type == triton_type
 
 
 def test_a_float_beyond_float32_reaches_the_kernel_whole():
@@ -231,7 +231,7 @@ def _tuple_call(scale):
 
 
 def test_a_tuples_scalars_count_by_type_and_value_in_the_spec_and_plan():
-    from jax_triton_rocm.launch import _plan
+    from jax_triton_rocm.plan import _plan
 
     xh = X.astype(jnp.float16)
     specs = [call_eqn(_tuple_call(scale), xh, Y).params["spec"] for scale in (2, 2.0)]

@@ -11,8 +11,8 @@ import pytest
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.compile import _globals
-from jax_triton_rocm.lowering import _xla_ir
+from jax_triton_rocm.compile import _compile
+from jax_triton_rocm.routes.xla import _xla_native
 from tests import callee_helpers, callee_kernels
 from tests.lowering_utils import capture_one, lower_one, spec
 
@@ -39,7 +39,7 @@ def _gpu(platform):
 
 def _xla_call(kernel):
     ir = lower_one(_call(kernel, xla_native=True), X, platform="cuda").native["ir"]
-    return str(_xla_ir.parse_ttir(ir)), ir
+    return str(_xla_native.parse_ttir(ir)), ir
 
 
 def _cpu(kernel):
@@ -137,31 +137,31 @@ def test_a_helper_decorated_otherwise_gives_a_new_binary(platform, changes):
 def test_a_rebound_global_read_by_a_helper_gives_a_new_key(changes):
     kernel = callee_kernels.calls_helper_kernel
     changes(_rebind(callee_kernels, "helper", callee_kernels.global_helper))
-    before = _globals.graph_key(kernel)
+    before = _compile.graph_key(kernel)
     changes(_rebind(callee_kernels, "OFFSET", tl.constexpr(3500)))
-    after = _globals.graph_key(kernel)
+    after = _compile.graph_key(kernel)
     assert before[0] == after[0] and before[1] != after[1]
     assert ("tests.callee_kernels:OFFSET", "constexpr:builtins.int:3500") in after[1]
 
 
 def test_the_graph_key_follows_a_callee_rebound_in_any_function_of_the_graph(changes):
     trampoline = callee_kernels.trampoline_kernel
-    first = _globals.graph_key(trampoline)
-    assert _globals.graph_key(trampoline) == first  # nothing changed: nothing parsed again
+    first = _compile.graph_key(trampoline)
+    assert _compile.graph_key(trampoline) == first  # nothing changed: nothing parsed again
     changes(_rebind(callee_kernels, "helper", callee_kernels.other_helper))
-    second = _globals.graph_key(trampoline)
+    second = _compile.graph_key(trampoline)
     assert len(second[0]) == len(first[0]) == 3
     assert second[0][:2] == first[0][:2] and second[0][2] != first[0][2]
 
 
 def test_an_unchanged_graph_is_not_parsed_again(monkeypatch):
     kernel = callee_kernels.calls_through_module_kernel
-    _globals.graph_key(kernel)
+    _compile.graph_key(kernel)
     parsed = []
     for fn in (kernel, callee_helpers.middle, callee_helpers.leaf):
         monkeypatch.setattr(fn, "parse", lambda fn=fn: parsed.append(fn) or type(fn).parse(fn))
-    _globals.graph_key(kernel)
+    _compile.graph_key(kernel)
     assert parsed == []
     monkeypatch.setattr(callee_helpers, "leaf", callee_helpers.other_leaf)
-    _globals.graph_key(kernel)
+    _compile.graph_key(kernel)
     assert parsed == [callee_helpers.middle]  # the one whose callee changed, and only once

@@ -8,7 +8,7 @@ import jax
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _info
+from jax_triton_rocm.cli import _info
 from jax_triton_rocm.base import _compat
 from tests import docs_files, subprocess_utils
 from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, advertised_entry_point
@@ -131,10 +131,11 @@ def test_the_demo_with_a_plugin_but_no_device_says_so():
 def test_info_lists_exactly_the_variables_the_package_reads():
     named = set()
     package = os.path.join(ROOT, "jax_triton_rocm")
-    for name in os.listdir(package):
-        if name.endswith(".py"):
-            with open(os.path.join(package, name)) as source:
-                named |= set(re.findall(r"JAX_TRITON_ROCM_[A-Z_]*[A-Z]", source.read()))
+    for folder, _, files in os.walk(package):  # `info` is in cli/, the readers everywhere
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name)) as source:
+                    named |= set(re.findall(r"JAX_TRITON_ROCM_[A-Z_]*[A-Z]", source.read()))
     assert named == set(_info.PACKAGE_ENV_VARS)
 
 

@@ -8,7 +8,7 @@ cause and the fix, and exits with the status docs/cli.md's table documents.
 
 import pytest
 
-from jax_triton_rocm import _startup
+from jax_triton_rocm.cli import _startup
 from tests import subprocess_utils
 from tests.subprocess_utils import (TRITON_WITHOUT_NVIDIA, WITHOUT_GPU_PLUGINS,
                                     advertised_entry_point, failing_import, standin_plugin)

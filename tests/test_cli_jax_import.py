@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from jax_triton_rocm import _startup
+from jax_triton_rocm.cli import _startup
 from tests.subprocess_utils import ROOT
 
 pytestmark = pytest.mark.process  # each test starts Python processes

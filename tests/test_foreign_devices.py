@@ -19,7 +19,7 @@ import pytest
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends._backend import Target
 from jax_triton_rocm.backends.hip import _hip
-from jax_triton_rocm.lowering import _target
+from jax_triton_rocm.routes import _target
 from tests import kernels
 from tests.lowering_utils import captured_lowerings, spec
 

@@ -11,8 +11,8 @@ from triton.experimental.gluon._runtime import GluonASTSource
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _compile, _gluon
-from jax_triton_rocm.launch import _layout
-from jax_triton_rocm.lowering import _proto
+from jax_triton_rocm.spec import _layout
+from jax_triton_rocm.routes.jaxlib import _proto
 from tests import binary_utils, gluon_utils
 from tests import gluon_kernels as gk
 from tests.binary_utils import AMDGPU_MACH, EM_AMDGPU, EM_CUDA

@@ -12,7 +12,7 @@ import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.lowering import _choices
+from jax_triton_rocm.routes import _target
 from tests import autotune_utils
 from tests import partition_kernels as pk
 from tests.gpu_utils import gpu_devices
@@ -75,20 +75,20 @@ def test_vmap_of_a_partitioned_function_splits_the_batch(count):
 
 @pytest.mark.parametrize("count", COUNTS)
 def test_autotune_picks_once_per_shard_shape(count, tmp_path, monkeypatch):
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
     jtr.clear_caches()
     x, y = pk.matrix(64, 2048, seed=5), pk.matrix(64, 2048, seed=6)
     (xs, _), (ys, _) = _split(x, count, "d", None), _split(y, count, "d", None)
     step = jax.jit(lambda a, b: pk.tuned_add(a * 2.0, b))
-    before = _choices.STORE.generation
+    before = _target.STORE.generation
     np.testing.assert_allclose(jtr.autotune(step, xs, ys), 2.0 * x + y, rtol=1e-6, atol=1e-6)
-    assert _choices.STORE.generation == before + 1  # one choice: every shard has one shape
+    assert _target.STORE.generation == before + 1  # one choice: every shard has one shape
     np.testing.assert_allclose(jtr.autotune(step, xs, ys), 2.0 * x + y, rtol=1e-6, atol=1e-6)
-    assert _choices.STORE.generation == before + 1  # remembered: nothing timed again
+    assert _target.STORE.generation == before + 1  # remembered: nothing timed again
 
     def undecided(rows):
         spec = jax.ShapeDtypeStruct((rows, 2048), jnp.float32)
-        with _choices.session() as current:
+        with _target.session() as current:
             jax.jit(autotune_utils.tuned_add).trace(spec, spec).lower()
         return list(current.undecided)
 

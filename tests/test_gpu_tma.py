@@ -10,7 +10,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.lowering import _choices
+from jax_triton_rocm.routes import _target
 from tests import idiom_kernels as ik
 from tests.surface_kernels import desc_block_kernel, device_desc_copy_kernel, gluon_tma_copy_kernel
 
@@ -94,7 +94,7 @@ def test_a_descriptor_matmul_autotuned_with_pre_hooks_runs_each_config_with_its_
         tmp_path, monkeypatch):
     """jaxlib's autotuner times every config, each launching with the block shapes its
     pre_hook set; the operands are computed in the same program."""
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))  # no choice remembered
+    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))  # no choice remembered
     a, b, expected = _matmul_operands()
     fn = jax.jit(lambda a, b: ik.desc_matmul(a * 1, b + 0))
     [call] = jtr.kernel_calls(fn.lower(a, b))
@@ -105,7 +105,7 @@ def test_a_descriptor_matmul_autotuned_with_pre_hooks_runs_each_config_with_its_
 
 
 def test_autotune_remembers_a_descriptor_matmuls_config_with_its_blocks(tmp_path, monkeypatch):
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
     jtr.clear_caches()
     a, b, expected = _matmul_operands()
     program = lambda a, b: ik.desc_matmul(a * 1, b + 0)  # noqa: E731

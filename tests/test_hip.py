@@ -13,7 +13,7 @@ import pytest
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends.hip import _hip, _hip_files, _hip_prewarm
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.lowering import _jaxlib_call, _proto
+from jax_triton_rocm.routes.jaxlib import _jaxlib_call, _proto
 from tests import kernels
 from tests.binary_utils import check_hsaco
 from tests.lowering_utils import (capture_one, captured_lowerings, lower_for, lower_one,

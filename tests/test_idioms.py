@@ -16,7 +16,7 @@ import triton
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.lowering import _choices, _devices
+from jax_triton_rocm.routes import _target
 from tests import idiom_kernels as ik
 from tests import kernels
 from tests.lowering_utils import capture_one, lower_for, spec
@@ -88,14 +88,14 @@ def test_a_descriptor_matmul_autotuned_with_pre_hooks_runs_on_the_cpu():
     pytest.param("cuda", marks=needs_tma), "rocm"])
 def test_a_remembered_choice_launches_with_its_own_block_shapes(platform, tmp_path,
                                                                  monkeypatch):
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
-    monkeypatch.setattr(_devices, "device_kind", lambda platform, context: "Stand-in GPU")
+    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setattr(_target, "device_kind", lambda platform, context: "Stand-in GPU")
     jtr.clear_caches()
     a, b = _matrices()
-    with _choices.session() as current:
+    with _target.session() as current:
         lower_for(ik.desc_matmul, a, b, platform=platform)
     [undecided] = current.undecided.values()
-    _choices.STORE.put(undecided.key, _choices.Choice(2, undecided.descriptions[2]))
+    _target.STORE.put(undecided.key, _target.Choice(2, undecided.descriptions[2]))
     lowered = capture_one(ik.desc_matmul, a, b, platform=platform)
     m, n, k = ik.MATMUL_TILES[2]
     assert len(lowered.kernels) == 1

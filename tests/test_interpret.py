@@ -18,7 +18,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.interpret import _interpret_host
+from jax_triton_rocm.routes.cpu import _interpret_host
 from tests import autotune_utils, gluon_kernels, kernels
 from tests.kernels import random_normal
 

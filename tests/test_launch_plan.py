@@ -1,4 +1,4 @@
-"""One launch plan (`launch._plan.launches`) for every route: jaxlib's Triton call, XLA's own,
+"""One launch plan (`plan._plan.launches`) for every route: jaxlib's Triton call, XLA's own,
 the CPU interpreter and `triton_call_lowering`; the same verdict on a grid or zeroed outputs
 whichever route a call takes."""
 
@@ -8,7 +8,7 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.launch import _plan
+from jax_triton_rocm.plan import _plan
 from tests import autotune_utils, kernels
 from tests import library_kernels as lk
 from tests.lowering_utils import lower_for, spec

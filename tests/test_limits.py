@@ -9,7 +9,7 @@ import triton
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _cuda
 from jax_triton_rocm.backends.hip import _hip
-from jax_triton_rocm.lowering import _target
+from jax_triton_rocm.routes import _target
 from tests import kernels
 from tests.lowering_utils import capture_one, lower_for, spec
 

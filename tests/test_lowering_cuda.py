@@ -10,7 +10,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.lowering import _proto
+from jax_triton_rocm.routes.jaxlib import _proto
 from tests import kernels
 from tests.binary_utils import check_cubin
 from tests.lowering_utils import captured_lowerings, lower_for, lower_one, spec

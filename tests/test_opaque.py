@@ -9,7 +9,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat, _state
-from jax_triton_rocm.lowering import _opaque, _proto
+from jax_triton_rocm.routes.jaxlib import _opaque, _proto
 from tests import kernels
 from tests.lowering_utils import capture_one, spec
 

@@ -3,7 +3,7 @@
 import pytest
 
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.lowering import _opaque, _proto
+from jax_triton_rocm.routes.jaxlib import _opaque, _proto
 
 plugin = _compat.plugin_triton_module("cuda")
 pytestmark = pytest.mark.skipif(

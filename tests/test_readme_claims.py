@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm.__main__ as cli
-from jax_triton_rocm import _startup
-from jax_triton_rocm.launch import _types
+from jax_triton_rocm.cli import _startup
+from jax_triton_rocm.spec import _spec
 from tests import docs_files
 from tests.docs_files import without_startup_notes
 from tests.subprocess_utils import ROOT
@@ -80,16 +80,16 @@ def test_scalars_are_typed_as_the_readme_table_says(argument, examples, triton_t
         value = eval(example, {"np": np})  # noqa: S307  (the page's own literals)
         if triton_type.startswith("refused"):
             with pytest.raises(TypeError):
-                _types.scalar(value, what="argument 0")
+                _spec.scalar(value, what="argument 0")
         else:
             expected = re.match(r"`(\w+)`", triton_type).group(1)
-            assert _types.scalar(value, what="argument 0").triton_type == expected, example
+            assert _spec.scalar(value, what="argument 0").triton_type == expected, example
 
 
 def test_the_scalar_table_covers_every_numpy_scalar_the_code_takes():
     shown = {e.split("(")[0].removeprefix("np.") for _, examples, _ in _scalar_rows()
              for e in examples}
-    assert set(_types._NUMPY_SCALARS) - {"bool"} <= shown
+    assert set(_spec._NUMPY_SCALARS) - {"bool"} <= shown
 
 
 def test_the_exit_status_table_lists_the_command_lines_statuses():

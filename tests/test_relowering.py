@@ -9,7 +9,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.launch import _layout
+from jax_triton_rocm.spec import _layout
 from tests import kernels
 from tests.lowering_utils import capture_one, lower_one, spec
 

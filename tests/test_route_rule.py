@@ -1,4 +1,4 @@
-"""The route a call takes when nothing forces one (`lowering._route`), the ways to force one,
+"""The route a call takes when nothing forces one (`routes._primitive`), the ways to force one,
 and how the route is reported: the log each lowering writes, `info`, and the test session's
 route counts (JAX_TRITON_ROCM_TEST_ROUTE_COUNTS).
 
@@ -18,9 +18,9 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import _info_routes
+from jax_triton_rocm.cli import _info_routes
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.lowering import _route
+from jax_triton_rocm.routes import _primitive
 from tests import autotune_utils, kernels
 from tests.lowering_utils import lower_for, spec
 from tests.subprocess_utils import ROOT
@@ -32,7 +32,7 @@ XLA, FFI, LEGACY = _compat.XLA_TRITON_TARGET, _compat.FFI_TARGET, _compat.LEGACY
 @pytest.fixture(autouse=True)
 def automatic(monkeypatch):
     """No route forced by the environment."""
-    monkeypatch.delenv(_route.ENV_XLA_NATIVE, raising=False)
+    monkeypatch.delenv(_primitive.ENV_XLA_NATIVE, raising=False)
     jax.clear_caches()  # a lowering made under other rules must not be served
     yield
     jax.clear_caches()
@@ -111,18 +111,18 @@ def test_an_export_asked_for_xlas_call_takes_it():
 
 @pytest.mark.parametrize("value,targets", [("1", [XLA, XLA]), ("0", [FFI, FFI])])
 def test_the_environment_forces_a_route_for_calls_that_do_not_say(monkeypatch, value, targets):
-    monkeypatch.setenv(_route.ENV_XLA_NATIVE, value)
+    monkeypatch.setenv(_primitive.ENV_XLA_NATIVE, value)
     assert _targets(lambda a, b: (kernels.sized_add(a, b), kernels.add(a, b)), X, X) == targets
 
 
 @pytest.mark.parametrize("value,asked,target", [("0", True, XLA), ("1", False, FFI)])
 def test_the_calls_own_choice_beats_the_environment(monkeypatch, value, asked, target):
-    monkeypatch.setenv(_route.ENV_XLA_NATIVE, value)
+    monkeypatch.setenv(_primitive.ENV_XLA_NATIVE, value)
     assert _targets(lambda a, b: kernels.sized_add(a, b, xla_native=asked), X, X) == [target]
 
 
 def test_a_malformed_environment_value_is_named(monkeypatch):
-    monkeypatch.setenv(_route.ENV_XLA_NATIVE, "auto")
+    monkeypatch.setenv(_primitive.ENV_XLA_NATIVE, "auto")
     with pytest.raises(ValueError, match=r"JAX_TRITON_ROCM_XLA_NATIVE='auto' is not a flag.*"
                                          r"unset it for the default \(automatic\)"):
         lower_for(kernels.sized_add, X, X, platform="cuda")

@@ -15,8 +15,9 @@ import jax.numpy as jnp
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.interpret import _interpret
-from jax_triton_rocm.lowering import _jaxlib_call, _xla_native
+from jax_triton_rocm.routes.cpu import _interpret
+from jax_triton_rocm.routes.jaxlib import _jaxlib_call
+from jax_triton_rocm.routes.xla import _xla_native
 from tests import kernels
 from tests.gpu_utils import gpu_devices, gpu_platform
 from tests.kernels import random_normal

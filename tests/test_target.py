@@ -6,7 +6,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.lowering import _target
+from jax_triton_rocm.routes import _target
 from tests import kernels
 from tests.subprocess_utils import last_line, run_python
 

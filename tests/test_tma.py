@@ -14,8 +14,8 @@ from triton.compiler import ASTSource
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat, _vendors
-from jax_triton_rocm.launch import _tensordesc
-from jax_triton_rocm.lowering import _proto, _tma
+from jax_triton_rocm.spec import _tensordesc
+from jax_triton_rocm.routes.jaxlib import _proto, _tma
 
 TARGETS = {"sm_90": ("cuda", 90, 32), "sm_80": ("cuda", 80, 32), "gfx942": ("hip", "gfx942", 64),
            "gfx950": ("hip", "gfx950", 64)}

@@ -53,12 +53,12 @@ def test_the_reason_is_logged_once_at_warning_level(tmp_path):
 def test_the_default_stays_until_the_last_overlapping_compile_ends(monkeypatch, tmp_path):
     import triton
 
-    from jax_triton_rocm.compile import _triton_cache
+    from jax_triton_rocm.compile import _cache
 
     monkeypatch.setenv("TRITON_CACHE_DIR", "")
     monkeypatch.setenv("TRITON_HOME", str(tmp_path))
     default = str(tmp_path / ".triton" / "cache")
-    first, second = (_triton_cache.usable_cache_dir(triton) for _ in range(2))
+    first, second = (_cache.usable_cache_dir(triton) for _ in range(2))
     first.__enter__()
     second.__enter__()
     first.__exit__(None, None, None)

@@ -15,7 +15,7 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.lowering import _xla_ir, _xla_native
+from jax_triton_rocm.routes.xla import _xla_native
 from tests import autotune_utils, kernels
 from tests import gluon_kernels as gk
 from tests.lowering_utils import lower_for, spec
@@ -72,7 +72,7 @@ def one_native_call(fn, *args, platform, arch=None) -> dict:
 
 def kernel_signature(ir_bytes: bytes, name: str) -> list[str]:
     """The parameter types of `tt.func @name` in the IR, parsed as XLA will."""
-    module = _xla_ir.parse_ttir(ir_bytes)
+    module = _xla_native.parse_ttir(ir_bytes)
     for op in module.body.operations:
         if op.operation.name == "tt.func" and str(op.attributes["sym_name"]) == f'"{name}"':
             return [str(arg.type) for arg in op.regions[0].blocks[0].arguments]
@@ -80,7 +80,7 @@ def kernel_signature(ir_bytes: bytes, name: str) -> list[str]:
 
 
 def ir_text(ir_bytes: bytes) -> str:
-    return str(_xla_ir.parse_ttir(ir_bytes))
+    return str(_xla_native.parse_ttir(ir_bytes))
 
 
 def native_add(x, y, **kwargs):
@@ -257,7 +257,7 @@ def test_unparseable_ir_falls_back_with_one_warning_per_kernel(monkeypatch, capl
     def refuse(text):
         raise ValueError("unknown attribute 'tt.future_thing'")
 
-    monkeypatch.setattr(_xla_ir, "parse_ttir", refuse)
+    monkeypatch.setattr(_xla_native, "parse_ttir", refuse)
     monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "1")
     kernel = kernels.elementwise_kernel("x * y")
 
@@ -277,7 +277,7 @@ def test_unparseable_ir_refuses_xla_native_naming_the_parser(monkeypatch):
     def refuse(text):
         raise ValueError("unknown attribute 'tt.other_thing'")
 
-    monkeypatch.setattr(_xla_ir, "parse_ttir", refuse)
+    monkeypatch.setattr(_xla_native, "parse_ttir", refuse)
     kernel = kernels.elementwise_kernel("x - y")
     with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match="tt.other_thing"):
         lower_for(lambda a, b: jtr.triton_call(a, b, a.size, kernel=kernel, out_shape=a,
@@ -303,7 +303,7 @@ def test_ir_that_jaxlib_cannot_parse_is_refused_with_the_parsers_words():
 }"""
     compiled = _xla_native_kernel(name="k", ttir=ttir)
     with pytest.warns(RuntimeWarning, match="kernel k takes jaxlib's Triton call") as record:
-        reason = _xla_ir.checked_ir(compiled, 2)
+        reason = _xla_native.checked_ir(compiled, 2)
     assert "tensordesc" in reason and "cannot parse" in reason
     assert len(record) == 1
 
@@ -314,7 +314,7 @@ def test_ir_whose_kernel_takes_a_scalar_is_refused():
     tt.return
   }
 }"""
-    reason = _xla_ir.checked_ir(_xla_native_kernel(name="k", ttir=ttir), 2)
+    reason = _xla_native.checked_ir(_xla_native_kernel(name="k", ttir=ttir), 2)
     assert "(!tt.ptr<f32>, i32)" in reason
 
 

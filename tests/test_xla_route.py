@@ -1,6 +1,6 @@
 """XLA's Triton call as the default route: every call surface and layout, runtime scalars, aliases,
 Refs, zeroed outputs and remembered autotune choices, with no hidden fill, memset or copy; and
-the trampolines that make kernels fit each route (`launch._trampoline`), run in Triton's
+the trampolines that make kernels fit each route (`plan._trampoline`), run in Triton's
 interpreter on the CPU in the very form each route compiles.
 
 Lowered for CUDA (and ROCm where asked) on a machine without a GPU. The same calls run on a GPU
@@ -18,9 +18,10 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat, _state, _values
-from jax_triton_rocm.interpret import _interpret
-from jax_triton_rocm.launch import _plan, _trampoline
-from jax_triton_rocm.lowering import _choices, _devices, _xla_native
+from jax_triton_rocm.routes.cpu import _interpret
+from jax_triton_rocm.plan import _plan, _trampoline
+from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes.xla import _xla_native
 from tests import autotune_utils as au
 from tests import kernels
 from tests import library_kernels as lk
@@ -280,17 +281,17 @@ def test_many_parameters_and_a_large_binary_take_xlas_call():
 
 
 def test_a_remembered_autotune_choice_takes_xlas_call(monkeypatch, tmp_path):
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
-    monkeypatch.setattr(_devices, "device_kind", lambda platform, context: "Stand-in GPU")
+    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setattr(_target, "device_kind", lambda platform, context: "Stand-in GPU")
     jtr.clear_caches()
     x = au.f32(4096)
     lowered = lower_for(au.tuned_add, x, x, platform="cuda")
     [tuned] = jtr.kernel_calls(lowered)
     assert tuned.target == _compat.LEGACY_TARGET  # nothing remembered: jaxlib times them
-    with _choices.session() as current:
+    with _target.session() as current:
         lower_for(au.tuned_add, x, x, platform="cuda")
     [undecided] = current.undecided.values()
-    _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
+    _target.STORE.put(undecided.key, _target.Choice(1, undecided.descriptions[1]))
     [call] = native_calls(lower_for(au.tuned_add, x, x, platform="cuda"))
     assert call["grid_x"] == 4096 // au.ADD_CONFIGS[1].kwargs["BLOCK"]
     jtr.clear_caches()

@@ -34,9 +34,9 @@ from jax import lax
 from jax.interpreters import batching
 
 from jax_triton_rocm.base import _values
-from jax_triton_rocm.launch import _plan
-from jax_triton_rocm.launch._spec import BatchedLaunch, KernelCallSpec
-from jax_triton_rocm.lowering._primitive import triton_kernel_p
+from jax_triton_rocm.plan import _plan
+from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec
+from jax_triton_rocm.routes._primitive import triton_kernel_p
 
 
 def _loop(primitive: Any, args: list, dims: list, params: dict[str, Any],

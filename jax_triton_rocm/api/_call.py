@@ -8,22 +8,22 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jax_triton_rocm.base import _compat, _state
-from jax_triton_rocm.checks import _arguments, _bound, _call_options
-from jax_triton_rocm.launch import _kernel
-from jax_triton_rocm.launch._spec import Grid
-from jax_triton_rocm.lowering import _rules
-from jax_triton_rocm.lowering._primitive import triton_kernel_p
+from jax_triton_rocm.checks import _arguments, _bound
+from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.spec._spec import Grid
+from jax_triton_rocm.routes import _primitive
+from jax_triton_rocm.routes._primitive import triton_kernel_p
 
 
-def _unwrap_ready(kernel: Any) -> _kernel.Unwrapped:
+def _unwrap_ready(kernel: Any) -> _spec.Unwrapped:
     """`kernel` taken apart, once Triton has imported and the lowering rules are registered;
     kept per kernel (`_state.UNWRAPPED_KERNELS`), for the next trace of the same call."""
     entry = _state.UNWRAPPED_KERNELS.get(id(kernel))
     if entry is not None and entry[0] is kernel:
         return entry[1]
     _compat.triton_info()
-    _rules.ensure_registered()
-    unwrapped = _kernel.unwrap(kernel)
+    _primitive.ensure_registered()
+    unwrapped = _spec.unwrap(kernel)
     _state.UNWRAPPED_KERNELS.put(id(kernel), (kernel, unwrapped))
     return unwrapped
 
@@ -32,8 +32,8 @@ def triton_call(
     *args: Any,
     kernel: Any,
     grid: Grid,
-    out_type: Any = _call_options.NOT_GIVEN,
-    out_shape: Any = _call_options.NOT_GIVEN,
+    out_type: Any = _bound.NOT_GIVEN,
+    out_shape: Any = _bound.NOT_GIVEN,
     name: str = "",
     num_warps: int | None = None,
     num_stages: int | None = None,

@@ -33,7 +33,7 @@ class EmittedCall:
         """The decoded `TritonAnyKernelCall` protobuf message; None for XLA's call."""
         if self.native is not None:
             return None
-        from jax_triton_rocm.lowering import _proto  # protobuf stays out of JAX's start-up
+        from jax_triton_rocm.routes.jaxlib import _proto  # protobuf stays out of JAX's start-up
 
         return _proto.decode(self.opaque)
 

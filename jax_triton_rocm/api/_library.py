@@ -22,10 +22,10 @@ import jax
 
 from jax_triton_rocm.base import _vendors
 from jax_triton_rocm.checks import _arguments, _checker
-from jax_triton_rocm.launch import _kernel, _roles
-from jax_triton_rocm.launch._spec import Grid
-from jax_triton_rocm.launch._types import aval_text
-from jax_triton_rocm.lowering import _rules
+from jax_triton_rocm.spec import _spec, _kinds
+from jax_triton_rocm.spec._spec import Grid
+from jax_triton_rocm.spec._spec import aval_text
+from jax_triton_rocm.routes import _primitive
 
 _PLATFORMS = ("cuda", "rocm", "cpu")
 
@@ -66,7 +66,7 @@ def place_arguments(jit_fn: Any, constexprs: dict[str, Any], in_avals: tuple, ou
         operand. The message lists the parameters, the constexprs and the operands.
     """
     names = list(jit_fn.arg_names)
-    kernel = _kernel.kernel_name(jit_fn)
+    kernel = _spec.kernel_name(jit_fn)
     pointers = [i for i, p in enumerate(jit_fn.params)
                 if p.name not in constexprs and not p.is_constexpr]
     n_in, n_out = len(in_avals), len(out_avals)
@@ -74,7 +74,7 @@ def place_arguments(jit_fn: Any, constexprs: dict[str, Any], in_avals: tuple, ou
     unplaced = list(range(max(len(pointers) - n_in, 0), n_out))
     problem = None
     if len(pointers) > n_in + n_out:
-        found = _roles.roles(jit_fn)
+        found = _kinds.roles(jit_fn)
         scalars = [f"{names[i]!r} ({found.shown(names[i])})" for i in pointers
                    if found.of(names[i]) == "scalar"]
         problem = (f"it has {len(pointers)} pointer parameters but the primitive has only "
@@ -163,12 +163,12 @@ def triton_call_lowering(
     """
     platform = _platform(ctx)
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    unwrapped = _kernel.unwrap(kernel)
+    unwrapped = _spec.unwrap(kernel)
     jit_fn = unwrapped.jit_fn
     _arguments.check_operands_and_options(array_args, in_avals, compile_options, _OWN_KEYWORDS,
                                           jit_fn)
     constexprs = _arguments.checked_constexprs(constexprs, list(jit_fn.arg_names),
-                                               _kernel.kernel_name(jit_fn))
+                                               _spec.kernel_name(jit_fn))
     _arguments.check_constexprs_given(unwrapped, constexprs)
     out_shapes = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals)
     aliases = _checker.aliases("triton_call_lowering", input_output_aliases, in_avals, out_shapes)
@@ -180,7 +180,7 @@ def triton_call_lowering(
         zeroed_outputs=zeroed_outputs, metaparams=constexprs,
         options={k: v for k, v in compile_options.items() if k in _vendors.COMPILE_OPTIONS},
         **{k: v for k, v in compile_options.items() if k in _arguments.GENERAL_OPTIONS})
-    return _rules.lower(platform, ctx, array_args, spec)
+    return _primitive.lower(platform, ctx, array_args, spec)
 
 
 # triton_call_lowering's own keyword arguments, which a misspelt keyword is compared with.

@@ -13,7 +13,7 @@ whose `sharding_rule` is the rule (Shardy propagates shardings through it), whos
 callbacks (`infer_sharding_from_operands`, `propagate_user_sharding`) read the same rule, and
 whose `partition` callback picks the mesh axes of every dimension (`_rule.assign_axes`) and
 returns the per-shard function: the user's, plus the reductions of contracted dimensions kept
-split. On the CPU the per-shard kernels' host callbacks go through `interpret._shard_callbacks`.
+split. On the CPU the per-shard kernels' host callbacks go through `routes.cpu._shard_callbacks`.
 `jax.vmap` binds the function again, vmapped, under the rule with a new leading dimension.
 """
 
@@ -33,8 +33,8 @@ from jax.interpreters import ad, batching, mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jax_triton_rocm.api import _rule
-from jax_triton_rocm.interpret import _shard_callbacks
-from jax_triton_rocm.lowering import _devices
+from jax_triton_rocm.routes.cpu import _shard_callbacks
+from jax_triton_rocm.routes import _target
 
 _COMBINE = {"sum": lax.psum, "max": lax.pmax, "min": lax.pmin}
 
@@ -227,7 +227,7 @@ class _Callbacks:
 
 def _lowering(ctx, *operands, fun, rule, jaxpr, name):
     devices = getattr(ctx.module_context.axis_context, "num_devices", 1)
-    if _devices.for_export(ctx) and devices > 1:
+    if _target.for_export(ctx) and devices > 1:
         raise NotImplementedError(
             f"jax.export of partitioned function {name} ({rule.text!r}) across {devices} "
             f"devices: its partitioning is a Python callback of this process (JAX's "

@@ -1,6 +1,6 @@
 """What the shared lowering asks a vendor: the interface every backend module implements.
 
-The lowering (`lowering._jaxlib_call`, `lowering._xla_native`) drives; a backend
+The lowering (`routes.jaxlib._jaxlib_call`, `routes.xla._xla_native`) drives; a backend
 (`_cuda.BACKEND`, `hip._hip.BACKEND`) only answers:
 which Triton target and compiler backend, which of the call's options it compiles with, how the
 compiled binary reaches its jaxlib plugin, and what a block may use. A backend never calls into
@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _compat, _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.launch import _limits
-from jax_triton_rocm.launch._spec import KernelCallSpec
+from jax_triton_rocm.spec import _kinds
+from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
-    from jax_triton_rocm.launch._plan import Launch
+    from jax_triton_rocm.plan._plan import Launch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Backend(abc.ABC):
       binary_key, asm_key: Triton's names for the compiled binary and its assembly.
       compile_options: the `triton_call` compile options this vendor passes to Triton.
       xla_call_unproven: why the automatic route keeps jaxlib's Triton call on this vendor's
-        GPUs where a call fits XLA's; None where XLA's is the default (`lowering._route`).
+        GPUs where a call fits XLA's; None where XLA's is the default (`routes._primitive`).
     """
 
     platform: str = ""
@@ -64,7 +64,7 @@ class Backend(abc.ABC):
         """The kernel's `compute_capability` field for `target`, as jaxlib reads it."""
 
     @abc.abstractmethod
-    def launch_limits(self, target: Target) -> _limits.LaunchLimits:
+    def launch_limits(self, target: Target) -> _kinds.LaunchLimits:
         """What one block may use on `target` (threads, shared memory)."""
 
     @abc.abstractmethod

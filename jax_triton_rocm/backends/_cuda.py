@@ -20,9 +20,9 @@ from typing import Any
 from jax_triton_rocm.backends._backend import Backend, Target
 from jax_triton_rocm.base import _compat, _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.launch._grid import MAX_GRID_SIZE
-from jax_triton_rocm.launch._limits import LaunchLimits
-from jax_triton_rocm.launch._spec import KernelCallSpec
+from jax_triton_rocm.spec._spec import MAX_GRID_SIZE
+from jax_triton_rocm.spec._kinds import LaunchLimits
+from jax_triton_rocm.spec._spec import KernelCallSpec
 
 _compat.triton_info()  # a Triton that does not import at all fails here, with its own error
 try:

@@ -29,7 +29,7 @@ PLUGIN_INSTALL_HINT = {platform: v.install_hint for platform, v in _vendors.VEND
 
 FFI_TARGET = "triton_kernel_call_ffi"
 LEGACY_TARGET = "triton_kernel_call"
-XLA_TRITON_TARGET = "__gpu$xla.gpu.triton"  # XLA's own Triton call (`lowering._xla_native`)
+XLA_TRITON_TARGET = "__gpu$xla.gpu.triton"  # XLA's own Triton call (`routes.xla._xla_native`)
 XLA_CALL_NAME_ATTRIBUTE = "jax_triton_rocm.name"  # the call's name on it (a frontend attribute)
 
 # Forces the custom-call target of autotuned calls: "ffi" or "legacy" (unset: legacy).
@@ -45,7 +45,7 @@ AUTOTUNE_TARGETS = {"ffi": FFI_TARGET, "legacy": LEGACY_TARGET}
 #    execute, which XLA may be capturing into a command buffer, on arbitrary data too.
 #  - `triton_kernel_call` (legacy): at execute only, never in a command buffer: on real data.
 # So autotuned calls take the legacy target; a config picked once on real data
-# (`lowering._choices`, `jax_triton_rocm.autotune`) is emitted alone, as a plain FFI call.
+# (`routes._target`, `jax_triton_rocm.autotune`) is emitted alone, as a plain FFI call.
 
 # What a plugin's `_triton` can do, by feature: the release that added it (only for a plugin
 # whose `_triton` cannot be imported here, as ROCm's without libamdhip64, or for no plugin, where

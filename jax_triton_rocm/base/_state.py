@@ -235,25 +235,25 @@ class KernelCache:
 
 
 KERNELS = KernelCache(LOCKS)
-# Each kernel's IR as the installed jaxlib reads it, or why not (`lowering._xla_ir`).
+# Each kernel's IR as the installed jaxlib reads it, or why not (`routes.xla._xla_native`).
 IR_CHECKS = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
-# Lowered calls by everything that decides them (`lowering._jaxlib_call.lower_call`), each with
+# Lowered calls by everything that decides them (`routes.jaxlib._jaxlib_call.lower_call`), each with
 # the kernel object its key names (kept alive, so its id is not reused).
 LOWERED_CALLS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
-# Calls whose arguments were laid out without error (`launch._layout.check_plain_call`).
+# Calls whose arguments were laid out without error (`spec._layout.check_plain_call`).
 CHECKED_CALLS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 # Plain kernels' launches, compiled kernels and images by all but the shapes and runtime scalar
-# values (`lowering._jaxlib_call`), each with its kernel object (its id is in the key).
+# values (`routes.jaxlib._jaxlib_call`), each with its kernel object (its id is in the key).
 PLANS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
-# Each kernel image's encoding and its deflated bytes (`lowering._proto`, `lowering._opaque`).
+# Each kernel image's encoding and its deflated bytes (`routes.jaxlib._proto`, `routes.jaxlib._opaque`).
 KERNEL_BYTES = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
 DEFLATED_KERNELS = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
-# Per kernel function, kept beside it: the globals its source reads (`compile._globals`), its
-# interpreter twin (`interpret._interpret_host`), its parameters' roles (`launch._roles`).
+# Per kernel function, kept beside it: the globals its source reads (`compile._compile`), its
+# interpreter twin (`routes.cpu._interpret_host`), its parameters' roles (`spec._kinds`).
 GLOBAL_REFERENCES, INTERPRETED_TWINS, PARAMETER_ROLES = (
     BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE) for _ in range(3))
-# `triton_call`'s layouts by all but shapes and scalar values (`checks._reuse`; the kernel in the
-# key), kernels taken apart (`api._call`) and trampolines (`launch._trampoline`), each beside its
+# `triton_call`'s layouts by all but shapes and scalar values (`checks._bound`; the kernel in the
+# key), kernels taken apart (`api._call`) and trampolines (`plan._trampoline`), each beside its
 # kernel, whose id is in the key, so ids stay unique.
 CALL_LAYOUTS, UNWRAPPED_KERNELS, TRAMPOLINES = (BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
                                                 for _ in range(3))

@@ -6,22 +6,114 @@ the keywords split into constexprs and compile options. `triton_call_lowering`: 
 keywords, and its constexprs, checked before the call is mapped onto the kernel's parameters
 (`api._library.place_arguments`), so that a mistake in a library's lowering rule is reported
 against the rule's own arguments.
+
+Values as a call gives them to a kernel's parameters, taken or refused before the layout:
+a concrete 0-d array for a parameter that declares a scalar type is the scalar it holds, a
+NumPy array in the other byte order (which JAX cannot take) is refused naming it, and a Python
+function is no constexpr.
+
+`triton_call`'s operands bound to the kernel's parameters, for jax-triton 0.3's surface and
+0.4's in one function (the rules, with 0.3 and 0.4 code side by side, are docs/porting.md's "Porting
+from jax-triton"):
+
+- positional arguments fill the parameters in order; a keyword naming a `tl.constexpr`
+  parameter is a constexpr; one naming another parameter is an operand with `out_type=` (0.4)
+  and a constexpr with `out_shape=` (0.3), unless it holds an array, which only an operand can;
+- operands may be arrays, scalars, `Ref`s, `TensorDescriptor`s and tuples of them (Triton
+  tuples), flattened in kernel-parameter order;
+- outputs fill the non-constexpr parameters left over, in order: every output (0.3's layout), or,
+  with `input_output_aliases`, only the outputs not aliased to an input (0.4's);
+- `input_output_aliases` counts array operands (0.3) or every operand leaf, scalars included
+  (0.4).
+
+What the primitive sees is plain: arrays in kernel-parameter order (a `Ref` read before the call
+and written back after it, as an operand aliased to an extra result), and results in the order
+of their parameters; an output's parameter may come before an operand's (`checks._placement`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+from jax._src.state import types as state_types
 from jax.interpreters.mlir import ir
 
 from jax_triton_rocm.base import _vendors
-from jax_triton_rocm.checks import _given
-from jax_triton_rocm.launch import _kernel, _types
+from jax_triton_rocm.checks import _checker
+from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.spec import _spec, _kinds, _layout, _tensordesc
+from jax_triton_rocm.spec._tensordesc import TensorDescriptor
+
+
+def given_values(jit_fn: Any, args: tuple,
+                 keywords: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """`args` and `keywords` with each concrete 0-d array given to a parameter whose annotation
+    declares a scalar type (`x: tl.float32`, `_spec.declared_type`) replaced by the scalar it
+    holds (`np.float32(2)` for `jnp.float32(2)`), typed later by the annotation. Other arrays
+    stay arrays (pointers, as in Triton; a traced one on such a parameter is refused, naming
+    it, when the call is laid out).
+
+    Raises:
+      TypeError: a NumPy array in the other byte order, naming it and the fix.
+    """
+    for i, arg in enumerate(args):
+        _check_byte_order(arg, f"argument {i}")
+    for name, value in keywords.items():
+        _check_byte_order(value, f"keyword argument {name!r}")
+    params = jit_fn.params
+    declared = {i for i, param in enumerate(params) if _spec.declared_type(param)}
+    if not declared:
+        return args, keywords
+
+    def held(value: Any) -> Any:
+        if (isinstance(value, (np.ndarray, jax.Array)) and not isinstance(value, jax.core.Tracer)
+                and value.ndim == 0):
+            return np.asarray(value)[()]
+        return value
+
+    args = tuple(held(arg) if i in declared else arg for i, arg in enumerate(args))
+    names = {params[i].name for i in declared}
+    return args, {name: held(value) if name in names else value
+                  for name, value in keywords.items()}
+
+
+def _check_byte_order(value: Any, what: str) -> None:
+    if isinstance(value, tuple):
+        for j, element in enumerate(value):
+            _check_byte_order(element, f"{what}[{j}]")
+    elif isinstance(value, np.ndarray) and not value.dtype.isnative:
+        raise TypeError(
+            f"{what} is a NumPy array of dtype {value.dtype.str!r}, in the other byte order than "
+            f"this machine's, which JAX cannot take. Pass it in this machine's byte order: "
+            f"x.astype(x.dtype.newbyteorder('=')).")
+
+
+def check_not_a_function(what: str, value: Any, caller: str) -> None:
+    """Raises TypeError for a constexpr that is a Python function (a lambda, a method): Triton
+    takes values and Triton functions as constexprs, and fails deep in its compiler on other
+    callables."""
+    if not callable(value) or isinstance(value, type) or type(value).__name__ == "constexpr":
+        return
+    from triton.runtime.jit import JITCallable
+
+    if isinstance(value, JITCallable):
+        return
+    raise TypeError(
+        f"{caller}{what}={value!r} is a Python {type(value).__name__}, and a kernel's "
+        f"constexpr is a value (an int, float, bool, str, None, tl dtype or tuple) or a "
+        f"@triton.jit function. Pass the value it computes ({what}=f(...)), or "
+        f"make it a @triton.jit function; a grid or zeroed_outputs that depends on the "
+        f"constexprs goes to grid= / zeroed_outputs=, a value computed from the arguments to "
+        f"@triton.heuristics.")
+
 
 _RENAMED_KEYWORDS = {
     "custom_call_target_name": "jax_triton_rocm picks the custom-call target from the "
@@ -56,7 +148,7 @@ _ONE_LEAF = jax.tree_util.tree_structure(0)
 
 def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeDtypeStruct], Any]:
     """`triton_call`'s `out_shape` (or `out_type`, `what`): its leaves as `ShapeDtypeStruct`s,
-    and its tree; it may be empty (`checks._surface` says when a call may have no outputs).
+    and its tree; it may be empty (`checks._arguments` says when a call may have no outputs).
 
     Only the shape and dtype of a leaf are read (an array's own sharding, as `out_shape=x`
     gives it, is not; `jax.typeof(x)` is a leaf too); a `ShapeDtypeStruct` that asks for a
@@ -91,7 +183,7 @@ def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeD
     return shapes, tree
 
 
-def check_own_names(unwrapped: _kernel.Unwrapped, n_filled: int,
+def check_own_names(unwrapped: _spec.Unwrapped, n_filled: int,
                     own_keywords: Iterable[str], filled: Iterable[str] = ()) -> None:
     """Raises TypeError for a parameter of the kernel that `triton_call` would have to fill by a
     keyword it takes for itself (`grid`, `name`, `debug`, ...): after the `n_filled` parameters
@@ -110,7 +202,7 @@ def check_own_names(unwrapped: _kernel.Unwrapped, n_filled: int,
         if param.name in own and not param.has_default:
             where = "constexprs" if param.is_constexpr else "operands"
             raise TypeError(
-                f"Kernel {_kernel.kernel_name(jit_fn)}'s parameter {param.name!r} has the name "
+                f"Kernel {_spec.kernel_name(jit_fn)}'s parameter {param.name!r} has the name "
                 f"of an argument of triton_call itself ({param.name}=...), so a keyword "
                 f"{param.name}= is triton_call's own and cannot fill it. Pass it by name in "
                 f"{where}={{{param.name!r}: ...}} ("
@@ -139,14 +231,14 @@ def split_compile_options(jit_fn: Any, metaparams: dict[str, Any],
         hint = close_names(unknown, [*own_keywords, *names, *_vendors.COMPILE_OPTIONS])
         raise TypeError(
             f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel "
-            f"{_kernel.kernel_name(jit_fn)}, whose parameters are ({', '.join(names)}), and no "
+            f"{_spec.kernel_name(jit_fn)}, whose parameters are ({', '.join(names)}), and no "
             f"argument of triton_call{hint}. Keyword arguments of triton_call fill the kernel's "
             f"constexpr parameters by name; fix the spelling.")
     constexprs = dict(metaparams)
     options = {k: constexprs.pop(k) for k in metaparams
                if k in _vendors.COMPILE_OPTIONS and k not in jit_fn.arg_names}
     for keyword, value in metaparams.items():
-        _given.check_not_a_function(keyword, value, "")
+        check_not_a_function(keyword, value, "")
         try:
             hash(value)
         except TypeError:
@@ -167,9 +259,9 @@ def split_arguments(args: tuple) -> tuple[list[Any], tuple[tuple[str, Any], ...]
     arrays: list[Any] = []
     positional: list[tuple[str, Any]] = []
     for i, arg in enumerate(args):
-        if arg is None or _types.is_scalar(arg):
+        if arg is None or _spec.is_scalar(arg):
             if arg is not None:
-                _types.scalar(arg, what=f"argument {i}")
+                _spec.scalar(arg, what=f"argument {i}")
             positional.append(("scalar", arg))
         elif hasattr(arg, "shape") and hasattr(arg, "dtype"):
             positional.append(("array", len(arrays)))
@@ -213,7 +305,7 @@ def check_operands_and_options(array_args: tuple, in_avals: tuple,
     if params:
         raise TypeError(
             f"triton_call_lowering got {', '.join(f'{p}=' for p in params)}, a parameter of "
-            f"kernel {_kernel.kernel_name(jit_fn)}: kernel parameters go in constexprs, e.g. "
+            f"kernel {_spec.kernel_name(jit_fn)}: kernel parameters go in constexprs, e.g. "
             f"constexprs={{{params[0]!r}: {compile_options[params[0]]!r}}}.")
     if unknown:
         raise TypeError(
@@ -237,7 +329,7 @@ def checked_constexprs(constexprs: Mapping[str, Any] | None, names: list[str],
             f"triton_call_lowering: constexprs names {', '.join(map(repr, unknown))}, which "
             f"kernel {kernel} has no parameter for; its parameters are ({', '.join(names)}).")
     for name, value in checked.items():
-        _given.check_not_a_function(f"constexprs[{name!r}]", value, "triton_call_lowering: ")
+        check_not_a_function(f"constexprs[{name!r}]", value, "triton_call_lowering: ")
         if isinstance(value, (jax.Array, ir.Value)):
             raise TypeError(
                 f"triton_call_lowering: constexprs[{name!r}] is a JAX value ({value!r}); "
@@ -252,7 +344,7 @@ def checked_constexprs(constexprs: Mapping[str, Any] | None, names: list[str],
     return checked
 
 
-def check_constexprs_given(unwrapped: _kernel.Unwrapped, constexprs: dict[str, Any]) -> None:
+def check_constexprs_given(unwrapped: _spec.Unwrapped, constexprs: dict[str, Any]) -> None:
     """A plain kernel's `tl.constexpr` without default must be in `constexprs` (nothing else can
     set it); autotuned and heuristics kernels are checked per config by the core."""
     if unwrapped.autotuner is not None or unwrapped.heuristics:
@@ -261,6 +353,282 @@ def check_constexprs_given(unwrapped: _kernel.Unwrapped, constexprs: dict[str, A
                if p.is_constexpr and not p.has_default and p.name not in constexprs]
     if missing:
         raise TypeError(
-            f"triton_call_lowering: kernel {_kernel.kernel_name(unwrapped.jit_fn)} needs "
+            f"triton_call_lowering: kernel {_spec.kernel_name(unwrapped.jit_fn)} needs "
             f"tl.constexpr {', '.join(map(repr, missing))}: add "
             f"{', '.join(f'{m!r}: ...' for m in missing)} to constexprs.")
+
+
+def is_ref(value: Any) -> bool:
+    """Whether `value` is a mutable array (`jax.new_ref`), or a view of one (`ref.at[...]`)."""
+    if isinstance(value, state_types.TransformedRef):
+        return True
+    if isinstance(value, (jax.Array, int, float, bool)) or not hasattr(value, "shape"):
+        return False
+    try:
+        return isinstance(jax.typeof(value), state_types.AbstractRef)
+    except TypeError:
+        return False
+
+
+def holds_buffer(value: Any) -> bool:
+    """Whether `value` is or contains something only an operand can be (not a constexpr)."""
+    if isinstance(value, (tuple, list)):
+        return any(holds_buffer(element) for element in value)
+    return isinstance(value, TensorDescriptor) or (
+        hasattr(value, "shape") and hasattr(value, "dtype") and not _spec.is_scalar(value))
+
+
+@dataclasses.dataclass
+class Given:
+    """What the call gives each parameter: operands and constexprs by parameter index."""
+
+    operands: dict[int, Any]
+    by_keyword: set[int]
+    metaparams: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Named:
+    """`triton_call`'s `constexprs=` and `operands=`: parameters by name, checked."""
+
+    constexprs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    operands: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def named_parameters(jit_fn: Any, constexprs: Any, operands: Any,
+                     keywords: dict[str, Any]) -> Named:
+    """`constexprs=` and `operands=` checked: mappings of the kernel's parameter names, each
+    parameter named once among them and the keywords; a `tl.constexpr` only in `constexprs`,
+    an array only in `operands`.
+
+    Raises:
+      TypeError: naming the argument, the parameter, the value and the fix.
+    """
+    name, params = _spec.kernel_name(jit_fn), {p.name: p for p in jit_fn.params}
+    checked = {}
+    for what, given in (("constexprs", constexprs), ("operands", operands)):
+        if given is None:
+            checked[what] = {}
+            continue
+        if not isinstance(given, Mapping):
+            raise TypeError(f"triton_call: {what}={given!r} must be a dict of kernel parameter "
+                            f"names to values, e.g. {what}={{'num_stages': 2}}.")
+        unknown = sorted(str(k) for k in given if k not in params)
+        if unknown:
+            raise TypeError(
+                f"triton_call: {what} names {', '.join(map(repr, unknown))}, which kernel {name} "
+                f"has no parameter for{close_names(unknown, list(params))}; its "
+                f"parameters are ({', '.join(params)}).")
+        twice = sorted(set(given) & (set(keywords) | set(checked.get("constexprs", ()))))
+        if twice:
+            where = "a keyword argument" if twice[0] in keywords else "constexprs"
+            raise TypeError(f"triton_call: kernel {name}'s parameter {twice[0]!r} is given both "
+                            f"in {what} and as {where}; give it once.")
+        checked[what] = dict(given)
+    for key, value in checked["constexprs"].items():
+        if holds_buffer(value):
+            raise TypeError(f"triton_call: constexprs[{key!r}] holds an array; constexprs are "
+                            f"compile-time Python values. Pass arrays in operands={{{key!r}: "
+                            f"...}} (or positionally).")
+    for key, value in checked["operands"].items():
+        if params[key].is_constexpr:
+            raise TypeError(f"triton_call: operands[{key!r}] fills kernel {name}'s parameter "
+                            f"{key!r}, a tl.constexpr, which takes a compile-time value: pass "
+                            f"it in constexprs={{{key!r}: {value!r}}} instead.")
+    return Named(checked["constexprs"], checked["operands"])
+
+
+def bind(jit_fn: Any, args: tuple, keywords: dict[str, Any], convention: str,
+         n_outs: int, named: Named = Named()) -> Given:
+    """Binds the positional arguments, keywords and named parameters (`constexprs=`,
+    `operands=`) to the kernel's parameters.
+
+    Raises:
+      TypeError: more arguments than parameters (with `out_shape`, counting the outputs, as
+        0.3 places them after the arguments), or a parameter given twice (Python's wording).
+    """
+    params, name = jit_fn.params, _spec.kernel_name(jit_fn)
+    index = {param.name: i for i, param in enumerate(params)}
+    twice = [k for k in [*keywords, *named.constexprs, *named.operands]
+             if index.get(k, len(args)) < len(args)]
+    n_placed = len(args) + (n_outs if convention == "out_shape" else 0)
+    if len(args) > len(params) or (twice and n_placed > len(params)):
+        _layout.check_operands(jit_fn, len(args), n_placed - len(args), {})
+    if twice:
+        raise TypeError(f"triton_call() got multiple values for argument {twice[0]!r}: "
+                        f"positional argument {index[twice[0]]} fills it (kernel {name}); "
+                        f"pass it once.")
+    given = Given(dict(enumerate(args)), set(), {})
+    for keyword, value in keywords.items():
+        i = index.get(keyword)
+        if i is not None and params[i].is_constexpr and holds_buffer(value):
+            raise TypeError(f"Kernel {name}'s parameter {keyword!r} is a tl.constexpr, but "
+                            f"keyword argument {keyword}= holds an array. Pass a Python value "
+                            f"there.")
+        if i is None or params[i].is_constexpr or not (
+                convention == "out_type" or holds_buffer(value)):
+            given.metaparams[keyword] = value
+        else:
+            given.operands[i] = value
+            given.by_keyword.add(i)
+    given.metaparams.update(named.constexprs)
+    for keyword, value in named.operands.items():
+        given.operands[index[keyword]] = value
+        given.by_keyword.add(index[keyword])
+    return given
+
+
+@dataclasses.dataclass
+class Flat:
+    """The operands flattened in kernel-parameter order.
+
+    Attributes:
+      entries: each operand parameter's entry, with `Leaf` objects where operands go.
+      leaves: every operand leaf (arrays, Refs, descriptor bases, scalars but None), in order.
+    """
+
+    entries: dict[int, Any] = dataclasses.field(default_factory=dict)
+    leaves: list[Leaf] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(eq=False)
+class Leaf:
+    """One operand leaf: `value` (an array, a Ref or a scalar), where it is (`what`), and the
+    primitive's operand index once numbered (None for a scalar)."""
+
+    value: Any
+    what: str
+    operand: int | None = None
+
+    @property
+    def is_array(self) -> bool:
+        return not _spec.is_scalar(self.value)
+
+
+def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
+    if value is None:
+        return ("scalar", None)
+    if isinstance(value, list):
+        raise TypeError(
+            f"{what} is a list ({len(value)} elements); triton_call takes a tuple for a kernel "
+            f"parameter that is a Triton tuple, and an array for a pointer: pass tuple(...) or "
+            f"jnp.asarray(...).")
+    if isinstance(value, tuple):
+        return ("tuple", tuple(_entry(flat, v, f"{what}[{j}]") for j, v in enumerate(value)))
+    if _spec.is_scalar(value):
+        _spec.scalar(value, what=what)
+        flat.leaves.append(Leaf(value, what))
+        return ("scalar", value)
+    if isinstance(value, TensorDescriptor):
+        leaf = Leaf(value.base, f"{what} (a TensorDescriptor's base)")
+        flat.leaves.append(leaf)
+        return ("descriptor", (leaf, _tensordesc.abstract(value, value.base)))
+    if is_ref(value) or (hasattr(value, "shape") and hasattr(value, "dtype")):
+        leaf = Leaf(value if is_ref(value) or isinstance(value, jax.Array)
+                    else jnp.asarray(value), what)
+        flat.leaves.append(leaf)
+        return ("input", leaf)
+    raise TypeError(f"{what} has type {type(value).__name__} ({value!r}); triton_call takes "
+                    f"arrays, Refs, TensorDescriptors, bool/int/float scalars, None and tuples "
+                    f"of them.")
+
+
+def flatten(jit_fn: Any, given: Given) -> Flat:
+    """The operands' entries and leaves, in kernel-parameter order; a positional value on a
+    `tl.constexpr` parameter is left to the layout, which makes it a constexpr."""
+    flat = Flat()
+    for i, param in enumerate(jit_fn.params):
+        if i not in given.operands:
+            continue
+        what = f"argument {i}" if i not in given.by_keyword else f"keyword argument {param.name!r}"
+        if param.is_constexpr:
+            if holds_buffer(given.operands[i]):
+                raise TypeError(
+                    f"Kernel {_spec.kernel_name(jit_fn)}'s parameter {param.name!r} is a "
+                    f"tl.constexpr, but {what} holds an array. Pass a Python value there.")
+            flat.entries[i] = ("constexpr", given.operands[i])
+            continue
+        flat.entries[i] = _entry(flat, given.operands[i], what)
+    return flat
+
+
+def _kind(entry: tuple[str, Any]) -> str | None:
+    """What an entry gives its parameter, for `_kinds.forgotten`: "pointer" (an array),
+    "scalar" (a value), or None (None, a tuple, a descriptor)."""
+    kind, value = entry
+    return "pointer" if kind == "input" else "scalar" if kind == "scalar" and value is not None \
+        else None
+
+
+def forgotten_hint(jit_fn: Any, given: Given, flat: Flat, n_outs: int, aliased: set[int],
+                   own_keywords: tuple[str, ...]) -> str:
+    """The parameter a call most likely forgot (`_kinds.forgotten`): the parameters that
+    neither a keyword nor a constexpr fills take the positional values, then the outputs' (or,
+    failing that, the unaliased outputs') pointers, in order. A parameter left unfilled that is
+    named like one of triton_call's own arguments (`own_keywords`) is said to go in
+    `operands=`."""
+    slots = [i for i, p in enumerate(jit_fn.params) if not p.is_constexpr
+             and p.name not in given.metaparams and i not in given.by_keyword]
+    values = [_kind(flat.entries[i]) for i in slots if i in flat.entries]
+    text = ""
+    for n_pointers in dict.fromkeys((n_outs, n_outs - len(aliased))):
+        if text := _kinds.forgotten(jit_fn, values + ["pointer"] * n_pointers, slots):
+            break
+    clashing = [jit_fn.arg_names[i] for i in slots
+                if i not in flat.entries and jit_fn.arg_names[i] in own_keywords]
+    if clashing:
+        text += (f" Parameter {clashing[0]!r} has the name of an argument of triton_call itself, "
+                 f"so a keyword {clashing[0]}= is triton_call's own: fill it with "
+                 f"operands={{{clashing[0]!r}: ...}} (filled at launch; constexprs= compiles a "
+                 f"value in).")
+    return text
+
+
+def zero_three_shaped(given: Given, flat: Flat, refs: list) -> bool:
+    """Whether 0.3 could have made the call: flat positional arrays and scalars only."""
+    flat_args = all(kind in ("input", "scalar", "constexpr") for kind, _ in flat.entries.values())
+    return not given.by_keyword and flat_args and not refs
+
+
+def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convention: str,
+               outputs: Any, out_shapes: list, input_output_aliases: Any, zeroed_outputs: Any,
+               has_side_effect: bool, own_keywords: tuple[str, ...],
+               named: Named = Named()) -> tuple[_checker.Placed, dict[str, Any], tuple]:
+    """Binds a `triton_call`, flattens its operands and places its outputs (`outputs` as given,
+    `out_shapes` its leaves); returns them, the vendor compile options among the keywords, and
+    the names of the operand parameters given by keyword (`KernelCallSpec.by_keyword`).
+
+    Raises:
+      TypeError / ValueError: as `bind`, `flatten`, `_arguments.split_compile_options` (a
+        keyword that is no parameter, `own_keywords` being triton_call's) and
+        `_checker.place` say.
+    """
+    jit_fn = unwrapped.jit_fn
+    given = bind(jit_fn, args, keywords, convention, len(out_shapes), named)
+    given.metaparams, options = split_compile_options(jit_fn, given.metaparams,
+                                                                 own_keywords)
+    flat = flatten(jit_fn, given)
+    refs = [leaf for leaf in flat.leaves if is_ref(leaf.value)]
+    if len({id(leaf.value) for leaf in refs}) < len(refs):
+        raise ValueError(f"The same Ref is passed to kernel {_spec.kernel_name(jit_fn)} "
+                         f"more than once ({', '.join(leaf.what for leaf in refs)}); pass it "
+                         f"once (a kernel parameter may hold its pointer in several places).")
+    if not out_shapes and not has_side_effect and not refs:
+        raise ValueError(
+            f"{convention}={outputs!r} is empty and kernel {_spec.kernel_name(jit_fn)} gets no "
+            f"Ref operand, so nothing would use the call and JAX would drop it. Give it outputs, "
+            f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
+            f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
+    shaped = zero_three_shaped(given, flat, refs)
+    trailing = list(range(len(args), len(args) + len(out_shapes)))
+    placed = _checker.place(
+        jit_fn, given.metaparams, flat.entries, flat.leaves, refs, convention=convention,
+        out_shapes=out_shapes, aliases=input_output_aliases, zeroed=zeroed_outputs,
+        trailing=trailing if shaped and convention == "out_shape" else None,
+        hint=lambda aliased: forgotten_hint(jit_fn, given, flat, len(out_shapes), aliased,
+                                            own_keywords))
+    if shaped and placed.output_params == trailing:  # laid out as 0.3 lays it
+        placed = _checker.as_positional(placed, split_arguments(args)[1])
+    check_own_names(unwrapped, len(args) + len(out_shapes), own_keywords,
+                               filled={*named.constexprs, *named.operands})
+    return placed, options, tuple(jit_fn.arg_names[i] for i in sorted(given.by_keyword))

@@ -4,20 +4,382 @@ call's spec (`checks._checker.check_call`), and the primitive's operands and res
 The primitive never sees a `Ref`: each is read before the call, passed as an operand aliased to
 an extra result, and written back after it, so every route (jaxlib's call, XLA's, the
 interpreter, the `jax.vmap` rule) sees plain aliasing.
+
+`triton_call`'s options as jax-triton 0.3 and 0.4 write them, turned into one form: which
+convention the call follows (`out_shape=` or `out_type=`), `backend_options` merged with the
+explicit launch settings, and `cost_estimate`. Each rule is in docs/porting.md; a value given both ways is an error that names both.
+
+A `triton_call` made again with new shapes or new runtime-scalar values reuses the layout the
+first such call was checked into.
+
+`checks._bound.check_triton_call` binds a call's arguments to the kernel's parameters, places
+its outputs and checks every argument: about 100 µs, at every trace. A jitted function traced
+again at a new shape (a new batch or sequence length) makes the same call with other arrays:
+where its operands went, and every verdict on its keywords, settings and dtypes, stay the same.
+So the first call's `Placed` and spec are kept under a `layout_key` of everything that decided
+them, and a later call with the same key gets them with its own arrays, avals, runtime scalars
+and grid put in (`reuse`), after the checks that depend on those: concrete dimensions, aliased
+buffers of one shape, the grid, and the layout check (itself kept per layout).
+
+Only plain calls are kept: array operands that are JAX arrays given positionally, scalars,
+keywords that hold no array, no `Ref`, no operand made in place of an output. Anything else,
+or a key that cannot be built (an unhashable value), takes the full check every time, and so
+does any call whose reuse finds something to refuse: the full check then raises its own
+message.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
 import jax
 
+from jax_triton_rocm import backends
+from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.base import _values
-from jax_triton_rocm.checks import (_arguments, _call_options, _checker, _given, _placement,
-                                    _reuse, _surface)
-from jax_triton_rocm.launch._spec import KernelCallSpec
+from jax_triton_rocm.base import _values, _vendors
+from jax_triton_rocm.checks import _arguments, _checker
+from jax_triton_rocm.checks import _checker, _arguments
+from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.spec._spec import KernelCallSpec
+
+
+# The explicit arguments `backend_options` may give instead, with their defaults.
+SETTINGS = {"num_warps": None, "num_stages": None, "num_ctas": 1, "debug": False,
+            "enable_fp_fusion": True}
+# Triton options the package sets itself per target, or that jaxlib cannot launch with.
+_REFUSED = {
+    "arch": "the target's architecture comes from the device or target_arch",
+    "backend_name": "the backend comes from the platform lowered for",
+    "warp_size": "the warp size comes from the target",
+    "ir_override": "kernels are compiled from their source",
+    "launch_cooperative_grid": "jaxlib launches no cooperative grids",
+    "launch_pdl": "jaxlib launches no programmatic dependent launches",
+    "instrumentation_mode": "jaxlib allocates no profiling buffer",
+}
+COST_KEYS = ("flops", "transcendentals", "bytes_accessed")
+
+
+class _NotGiven:
+    """The default of `triton_call`'s `out_type` and `out_shape`: not given (None is a value,
+    and gives no output)."""
+
+    def __repr__(self) -> str:
+        return "<not given>"
+
+
+NOT_GIVEN = _NotGiven()
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """The call's options in one form.
+
+    Attributes:
+      settings: num_warps, num_stages, num_ctas, debug, enable_fp_fusion (defaults applied).
+      compile_options: vendor knobs (`waves_per_eu`, `maxnreg`, ...) from `backend_options`.
+      backend_options: other Triton options, sorted (each backend takes its own).
+    """
+
+    settings: dict[str, Any]
+    compile_options: dict[str, Any]
+    backend_options: tuple[tuple[str, Any], ...]
+
+
+def convention(out_shape: Any, out_type: Any) -> tuple[str, Any]:
+    """("out_shape", value) for jax-triton 0.3's convention, ("out_type", value) for 0.4's.
+
+    Raises:
+      TypeError: both or neither given.
+    """
+    if out_shape is not NOT_GIVEN and out_type is not NOT_GIVEN:
+        raise TypeError("triton_call got both out_type= (jax-triton 0.4) and out_shape= (0.3); "
+                        "give one: they mean the same outputs, but pick the convention for "
+                        "keyword operands and input_output_aliases (docs/porting.md).")
+    if out_shape is NOT_GIVEN and out_type is NOT_GIVEN:
+        raise TypeError("triton_call needs the outputs' shapes and dtypes: out_type= (jax-triton "
+                        "0.4) or out_shape= (0.3), e.g. out_type=jax.ShapeDtypeStruct(x.shape, "
+                        "x.dtype), or out_type=() for a kernel that only updates Refs.")
+    return ("out_shape", out_shape) if out_type is NOT_GIVEN else ("out_type", out_type)
+
+
+def _hashable(key: str, value: Any) -> None:
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"backend_options[{key!r}] must be hashable, got {value!r} (JAX caches "
+                        f"compiled calls by their options): pass a tuple instead of a list, or "
+                        f"a tuple of (key, value) pairs instead of a dict.") from None
+
+
+def _triton_option_names() -> dict[str, frozenset[str]]:
+    """Each installed vendor's Triton option fields, by platform."""
+    names = {}
+    for platform in _vendors.GPU_PLATFORMS:
+        try:
+            names[platform] = backends.backend(platform).triton_option_names()
+        except ImportError:  # a Triton built without that vendor's backend
+            continue
+    return names
+
+
+def _other_option(key: str, known: dict[str, frozenset[str]]) -> None:
+    """Raises unless `key` is a Triton option of some vendor that the package passes on."""
+    if key in _REFUSED:
+        raise ValueError(f"backend_options[{key!r}] cannot be set here: {_REFUSED[key]}.")
+    if not any(key in names for names in known.values()):
+        every = sorted(set().union(*known.values()) - set(_REFUSED)) if known else []
+        raise ValueError(
+            f"backend_options[{key!r}] is no Triton compile option of any installed vendor "
+            f"backend ({', '.join(known) or 'none'}); options are: {', '.join(every)}.")
+
+
+def merged(explicit: Mapping[str, Any], backend_options: Any,
+           keyword_options: Mapping[str, Any]) -> Options:
+    """`backend_options` merged with the explicit settings and the vendor knobs given as
+    keywords (`waves_per_eu=2`); the defaults applied where neither gives a value.
+
+    Raises:
+      TypeError: `backend_options` is not a mapping of str, or a value is unhashable.
+      ValueError: an option given both ways (naming both), or one no vendor knows.
+    """
+    given = {} if backend_options is None else backend_options
+    if not isinstance(given, Mapping) or not all(isinstance(k, str) for k in given):
+        raise TypeError(f"backend_options={backend_options!r} must be a dict of Triton option "
+                        f"names to values, e.g. {{'num_warps': 8}}.")
+    settings = {k: v for k, v in explicit.items() if v is not None}
+    compile_options = dict(keyword_options)
+    others, known = {}, None
+    for key, value in given.items():
+        _hashable(key, value)
+        if key in settings or key in compile_options:
+            raise ValueError(
+                f"{key} is given both as an argument of triton_call ({key}="
+                f"{settings.get(key, compile_options.get(key))!r}) and in backend_options "
+                f"({value!r}); give it once.")
+        if key in SETTINGS:
+            settings[key] = value
+        elif key in _vendors.COMPILE_OPTIONS:
+            compile_options[key] = value
+        else:
+            known = _triton_option_names() if known is None else known
+            _other_option(key, known)
+            others[key] = value
+    for key, default in SETTINGS.items():
+        settings.setdefault(key, default)
+    return Options(settings, compile_options, tuple(sorted(others.items())))
+
+
+def checked_cost_estimate(value: Any) -> tuple[tuple[str, int], ...] | None:
+    """`cost_estimate` as sorted (key, int) pairs, or None.
+
+    Raises:
+      TypeError / ValueError: not a mapping of the known keys to non-negative ints.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise TypeError(f"cost_estimate={value!r} must be a dict such as "
+                        f"{{'flops': 2 * n, 'bytes_accessed': 12 * n}}.")
+    for key, count in value.items():
+        if key not in COST_KEYS or not _values.is_int(count) or count < 0:
+            raise ValueError(f"cost_estimate={dict(value)!r}: {key!r}: {count!r} is not one of "
+                             f"{', '.join(COST_KEYS)} with a non-negative int.")
+    return tuple(sorted((key, int(count)) for key, count in value.items()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """A checked call's structure, without its arrays.
+
+    Attributes:
+      placed: its `Placed`, operands and avals left out.
+      spec: its spec (its positional scalars and grid are replaced at reuse).
+      operand_args: per primitive operand, the positional argument that gives it.
+      scalars: (place in the spec's layout, positional argument index or keyword) per runtime
+        scalar, whose value goes to that place.
+      out_order: per primitive result, the output (leaf of `out_shape` / `out_type`) it is.
+    """
+
+    placed: _checker.Placed
+    spec: KernelCallSpec
+    operand_args: tuple[int, ...]
+    scalars: tuple[tuple[int, int | str], ...]
+    out_order: tuple[int, ...]
+
+
+_PLAIN_TYPES = frozenset((type(None), bool, int, str, bytes))
+_PLAIN_OR_TUPLE = _PLAIN_TYPES | {tuple}
+
+
+def _key(value: Any) -> Any:
+    """`_values.exact_key`, for mappings too (`backend_options`, `input_output_aliases`)."""
+    if isinstance(value, Mapping):
+        return type(value), tuple((_values.exact_key(k), _key(v)) for k, v in value.items())
+    return _values.exact_key(value)
+
+
+def _options_key(options: tuple) -> tuple:
+    """`options` as exact keys: plain values (None, bools, ints, str, bytes, empty tuples) with
+    their types, in one pass; otherwise each by `_key`."""
+    types = tuple(map(type, options))
+    if _PLAIN_TYPES.issuperset(types) or (  # empty tuples too (`zeroed_outputs=()`)
+            _PLAIN_OR_TUPLE.issuperset(types) and options.count(()) == types.count(tuple)):
+        return types, options
+    return tuple(map(_key, options))
+
+
+def _scalar_key(param: Any, value: Any, what: str) -> tuple:
+    """A scalar operand as far as it decides the call (`_spec.scalar_role`, as the layout
+    check and the compile see it): compiled in, by its exact value; passed at launch, by its
+    type, its Triton type and its specialisation, its value left out."""
+    role = _spec.scalar_role(param, value, what=what)
+    if role[0] == "constexpr":
+        return ("constexpr", _values.exact_key(value))
+    return ("runtime", type(value), role[1].triton_type, role[2])
+
+
+def _argument_key(params: Any, index: int, value: Any) -> Any:
+    """What of a positional argument decides the layout and the checks: an array's dtype and
+    whether it is 0-d; a scalar's `_scalar_key`; a constexpr's value. None where no layout is
+    kept (or the full check must say what is wrong)."""
+    if isinstance(value, jax.Array):
+        return ("array", value.dtype, value.ndim == 0)
+    if index >= len(params):
+        return None
+    if params[index].is_constexpr:
+        return ("constexpr", _values.exact_key(value))
+    if value is None or _spec.is_scalar(value):
+        return _scalar_key(params[index], value, f"argument {index}")
+    return None
+
+
+def _runtime_keywords(params: Any, keywords: dict[str, Any], convention: str) -> dict[str, int]:
+    """{keyword: parameter index} for the keywords that are runtime scalar operands: with
+    `out_type` (0.4), a scalar keyword naming a parameter that is no `tl.constexpr`."""
+    if convention != "out_type" or not keywords:
+        return {}
+    index = {param.name: i for i, param in enumerate(params) if not param.is_constexpr}
+    return {name: index[name] for name, value in keywords.items()
+            if name in index and _spec.is_scalar(value)}
+
+
+def _grid_key(grid: Any) -> Any:
+    """A grid of ints: nothing (checked at each reuse). A function: its code and how many
+    defaults it has, which decide whether it takes the metaparameters (a `lambda meta: ...`
+    made at each trace is the same grid). Another callable: itself."""
+    if not callable(grid):
+        return None
+    code = getattr(grid, "__code__", None)
+    if code is None or not hasattr(grid, "__defaults__"):
+        return _values.exact_key(grid)
+    return ("function", code, len(grid.__defaults__ or ()), bool(grid.__kwdefaults__))
+
+
+def layout_key(args: tuple, keywords: dict[str, Any], out_shapes: list, out_tree: Any, *,
+               kernel: Any, unwrapped: Any, grid: Any, convention: str,
+               options: tuple) -> tuple | None:
+    """The key of a call's layout: everything of the call but its arrays' shapes, its runtime
+    scalars' values and a grid of ints; None where no layout is kept (see the module
+    docstring). `options`: the rest of `check_triton_call`'s arguments but the grid and
+    triton_call's own keywords (a constant), always in the same order (`triton_call` is the
+    only caller)."""
+    params = unwrapped.jit_fn.params
+    try:
+        parts = tuple(_argument_key(params, index, value) for index, value in enumerate(args))
+        if None in parts or any(_arguments.holds_buffer(v) for v in keywords.values()):
+            return None
+        runtime = _runtime_keywords(params, keywords, convention)
+        given = tuple((name, _key(value) if name not in runtime else _scalar_key(
+            params[runtime[name]], value, f"keyword argument {name!r}"))
+            for name, value in keywords.items())
+        key = (kernel, convention, parts, given, out_tree,
+               tuple((s.dtype, len(s.shape) == 0) for s in out_shapes),
+               _grid_key(grid),
+               _options_key(options))
+        hash(key)
+    except (TypeError, ValueError, OverflowError):  # unhashable, or a bad scalar: full check
+        return None
+    return key
+
+
+def remember(key: tuple | None, args: tuple, keywords: dict[str, Any],
+             placed: _checker.Placed, spec: KernelCallSpec, convention: str) -> None:
+    """Keeps a checked call's layout under `key`, where the call is one a layout serves."""
+    if key is None or placed.refs or len(placed.out_shapes) != len(placed.user_results):
+        return
+    operand_args: list[int | None] = [None] * len(placed.operands)
+    scalars = []
+    for index, value in enumerate(args):
+        kind, where = spec.positional[index]
+        if isinstance(value, jax.Array):
+            if kind not in ("array", "input") or placed.operands[where] is not value:
+                return
+            operand_args[where] = index
+        elif kind == "scalar" and where is value:
+            scalars.append((index, index))
+    runtime = _runtime_keywords(spec.unwrapped.jit_fn.params, keywords, convention)
+    for name, index in runtime.items():
+        if spec.positional[index] != ("scalar", keywords[name]):
+            return
+        scalars.append((index, name))
+    if None in operand_args:
+        return  # an operand no positional argument gives (one given by keyword)
+    out_order = tuple(placed.user_results.index(r) for r in range(len(placed.user_results)))
+    structure = dataclasses.replace(placed, operands=(), in_avals=())
+    _state.CALL_LAYOUTS.put(key, Layout(structure, spec, tuple(operand_args), tuple(scalars),
+                                        out_order))
+
+
+def _concrete(avals: tuple) -> bool:
+    for aval in avals:
+        for d in aval.shape:
+            if type(d) is not int:
+                return False
+    return True
+
+
+def reuse(key: tuple | None, args: tuple, keywords: dict[str, Any], out_shapes: list,
+          grid: Any) -> tuple[_checker.Placed, KernelCallSpec] | None:
+    """The call's `Placed` and spec from the layout kept under `key`, with its own arrays,
+    scalars, shapes and grid; None where none is kept, or where a check fails (the full check
+    then says why)."""
+    layout = None if key is None else _state.CALL_LAYOUTS.get(key)
+    if layout is None:
+        return None
+    operands = tuple(args[index] for index in layout.operand_args)
+    in_avals = tuple(x.aval for x in operands)
+    outs = tuple(out_shapes[o] for o in layout.out_order)
+    if not (_concrete(in_avals) and _concrete(outs)) or any(
+            in_avals[i].shape != tuple(outs[r].shape) for i, r in layout.placed.aliases.items()):
+        return None
+    positional = list(layout.spec.positional)
+    for index, source in layout.scalars:
+        positional[index] = ("scalar", args[source] if isinstance(source, int)
+                             else keywords[source])
+    positional = tuple(positional)
+    if not callable(grid):  # a callable is checked per config at lowering (`plan._plan`)
+        try:
+            grid = _spec.normalize_grid(grid)
+        except (TypeError, ValueError):
+            return None
+    spec = layout.spec.relaid(positional, outs, grid)
+    unwrapped = spec.unwrapped
+    if unwrapped.autotuner is not None or unwrapped.heuristics:
+        try:  # as the full check does: the autotuner's configs and heuristics may have changed
+            _checker._kernel_arguments(unwrapped, positional, in_avals, outs,
+                                       dict(layout.placed.metaparams))
+        except (TypeError, ValueError):
+            return None
+    # A plain kernel's layout check (`_layout.check_plain_call`) reads nothing the key leaves
+    # out: the dtypes, which arrays are 0-d, the scalars' Triton types and specialisations and
+    # the constexprs; the call that made the layout passed it.
+    placed = _values.replaced(layout.placed, positional=positional, operands=operands,
+                              in_avals=in_avals, out_shapes=outs)
+    return placed, spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +388,7 @@ class BoundCall:
     `outputs`."""
 
     spec: KernelCallSpec
-    placed: _placement.Placed
+    placed: _checker.Placed
     out_tree: Any
     arrays_only: bool = False  # every operand an array as given (a reused layout's)
 
@@ -34,7 +396,7 @@ class BoundCall:
         """The primitive's operands: arrays as given, each Ref read."""
         if self.arrays_only:
             return list(self.placed.operands)
-        return [value[...] if _surface.is_ref(value) else value for value in self.placed.operands]
+        return [value[...] if _arguments.is_ref(value) else value for value in self.placed.operands]
 
     def outputs(self, results: Sequence[Any]) -> Any:
         """Writes each Ref's result back to it; returns the outputs in the call's own tree."""
@@ -63,36 +425,36 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
       settings: num_warps, num_stages, num_ctas, debug, enable_fp_fusion as given (None: not
         given; `backend_options` may give them).
       constexprs, operands: parameters by name, compile-time constants and launch operands
-        (`_surface.named_parameters`).
+        (`_arguments.named_parameters`).
       rest: grid, name, compute_capability, serialized_metadata, batch_grid_axis, xla_native.
       The others: as `triton_call` takes them.
 
     A call laid out like an earlier one (new shapes, new runtime scalar values) reuses that
-    layout (`checks._reuse`); one with `operands=` is checked in full every time.
+    layout (`checks._bound`); one with `operands=` is checked in full every time.
 
     Raises:
       TypeError / ValueError / NotImplementedError: naming the argument, its value and the fix.
     """
-    what, given_outputs = _call_options.convention(out_shape, out_type)
+    what, given_outputs = convention(out_shape, out_type)
     out_shapes, out_tree = _arguments.out_shapes(given_outputs, what)
-    args, keywords = _given.given_values(unwrapped.jit_fn, args, keywords)
-    key = _reuse.layout_key(
+    args, keywords = _arguments.given_values(unwrapped.jit_fn, args, keywords)
+    key = layout_key(
         args, keywords, out_shapes, out_tree, kernel=kernel, unwrapped=unwrapped,
         grid=rest.get("grid"), convention=what, options=(
             backend_options, cost_estimate, has_side_effect, input_output_aliases, zeroed_outputs,
             constexprs, *settings.values(),
             *(value for name, value in rest.items() if name != "grid")))
     key = None if operands else key
-    reused = _reuse.reuse(key, args, keywords, out_shapes, rest.get("grid"))
+    reused = reuse(key, args, keywords, out_shapes, rest.get("grid"))
     if reused is not None:
         return BoundCall(reused[1], reused[0], out_tree, arrays_only=True)
     side_effect = _values.flag(has_side_effect, "has_side_effect")
-    placed, keyword_options, by_keyword = _surface.bound_call(
+    placed, keyword_options, by_keyword = _arguments.bound_call(
         args, keywords, unwrapped=unwrapped, convention=what, outputs=given_outputs,
         out_shapes=out_shapes, input_output_aliases=input_output_aliases,
         zeroed_outputs=zeroed_outputs, has_side_effect=side_effect, own_keywords=own_keywords,
-        named=_surface.named_parameters(unwrapped.jit_fn, constexprs, operands, keywords))
-    options = _call_options.merged(settings, backend_options, keyword_options)
+        named=_arguments.named_parameters(unwrapped.jit_fn, constexprs, operands, keywords))
+    options = merged(settings, backend_options, keyword_options)
     if rest.get("batch_grid_axis") is not None and _has_descriptor(placed.positional):
         raise NotImplementedError(
             "batch_grid_axis with a TensorDescriptor operand: a descriptor describes one "
@@ -103,7 +465,7 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
         in_avals=placed.in_avals, out_shapes=placed.out_shapes,
         input_output_aliases=placed.aliases, zeroed_outputs=placed.zeroed,
         metaparams=placed.metaparams, options=options.compile_options, **options.settings,
-        has_side_effect=side_effect, cost_estimate=_call_options.cost_estimate(cost_estimate),
+        has_side_effect=side_effect, cost_estimate=checked_cost_estimate(cost_estimate),
         backend_options=options.backend_options, by_keyword=by_keyword, **rest)
-    _reuse.remember(key, args, keywords, placed, spec, what)
+    remember(key, args, keywords, placed, spec, what)
     return BoundCall(spec, placed, out_tree)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jax_triton_rocm.compile import _cache_entry
-from jax_triton_rocm.launch import _trampoline, _types
-from jax_triton_rocm.launch._kernel import kernel_name
+from jax_triton_rocm.compile import _cache
+from jax_triton_rocm.plan import _trampoline
+from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.spec._spec import kernel_name
 
 
 class KernelPassFailure(RuntimeError):
@@ -51,9 +52,9 @@ def explained(err: Exception, job: Any) -> Exception:
     if not (isinstance(err, RuntimeError) and "PassManager::run failed" in str(err)):
         return err
     fp8 = sorted(f"{name} ({kind.lstrip('*')})" for name, kind in job.bound.signature.items()
-                 if kind.lstrip("*") in _types.FP8_DTYPES)
+                 if kind.lstrip("*") in _spec.FP8_DTYPES)
     cause = (f" Its fp8 parameters {', '.join(fp8)} are a likely cause: Triton does no "
-             f"arithmetic on fp8 values ({', '.join(sorted(_types.FP8_DTYPES.values()))}); "
+             f"arithmetic on fp8 values ({', '.join(sorted(_spec.FP8_DTYPES.values()))}); "
              f"convert them first (x.to(tl.float32)) and back for the store." if fp8 else "")
     options = ", ".join(f"{k}={v!r}" for k, v in sorted(job.options.items()))
     return KernelPassFailure(
@@ -67,7 +68,7 @@ def layout_hints(bound: Any) -> list[str]:
     """What to do where a compile or run of a kernel failed and the call gave it something it
     most likely did not mean: 0-d arrays (which a kernel receives as pointers: a scalar was
     meant?) or tuples (Triton tuples: separate operands were meant?). `bound` is the launch's
-    `launch._layout.BoundKernel`."""
+    `spec._layout.BoundKernel`."""
     hints = []
     if bound.zero_d_pointers:
         hints.append(f"jax_triton_rocm: {bound.zero_d_hint()}")
@@ -90,7 +91,7 @@ def is_kernel_error(err: Exception) -> bool:
     """
     from triton.errors import TritonError
 
-    if isinstance(err, (UnicodeError, json.JSONDecodeError, _cache_entry.DamagedEntry)):
+    if isinstance(err, (UnicodeError, json.JSONDecodeError, _cache.DamagedEntry)):
         return False
     if isinstance(err, (TritonError, KernelPassFailure, ValueError, TypeError,
                         NotImplementedError, AssertionError)):

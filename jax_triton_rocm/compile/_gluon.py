@@ -17,7 +17,7 @@ import math
 import re
 from typing import Any
 
-from jax_triton_rocm.launch._kernel import kernel_name
+from jax_triton_rocm.spec._spec import kernel_name
 
 # The innermost layout attributes in printed TTGIR, e.g.
 # #ttg.blocked<{sizePerThread = [8], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]}>.

@@ -62,7 +62,7 @@ _state.on_clear(LOADED_KERNELS.clear)
 
 
 class EncodedCall:
-    """A lowered call (`lowering._jaxlib_call.LoweredCall`) and the function that emits it, as a
+    """A lowered call (`routes.jaxlib._jaxlib_call.LoweredCall`) and the function that emits it, as a
     hashable primitive parameter (by identity), for `encoded_call_p`."""
 
     def __init__(self, lowered: Any, emit: Callable[..., Any]) -> None:

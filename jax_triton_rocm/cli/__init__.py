@@ -1,0 +1,1 @@
+"""`python -m jax_triton_rocm`: `info`, the demo and the start-up checks."""

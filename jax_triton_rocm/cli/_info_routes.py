@@ -1,0 +1,130 @@
+"""What `python -m jax_triton_rocm info` says about routes: per GPU platform, which route two
+typical kernels take here and why (`routes._primitive`), found by lowering them.
+
+The kernels are vector adds: one with pointer and constexpr parameters only (its length compiled
+in), one whose length is a runtime scalar. Each is lowered for the architecture named for the
+platform, else that of its first device here, else an assumed one (the vendor's example), so
+the answer needs no GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from jax_triton_rocm.base import _vendors
+
+KERNELS = ("add, constexpr length", "add, runtime length")
+ROUTE_NAMES = {"xla": "XLA's Triton call", "jaxlib": "jaxlib's Triton call (typed FFI)",
+               "jaxlib legacy": "jaxlib's legacy Triton call"}
+
+
+class _RouteRecords(logging.Handler):
+    """Keeps the route records logged by this thread."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.thread = threading.get_ident()
+        self.found: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        route = getattr(record, "jax_triton_rocm_route", None)
+        if route is not None and record.thread == self.thread:
+            self.found.append((route, getattr(record, "jax_triton_rocm_reason", "")))
+
+
+def _functions() -> dict[str, Any]:
+    import triton
+    import triton.language as tl
+
+    import jax_triton_rocm as jtr
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask)
+                 + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+    @triton.jit
+    def sized_add_kernel(x_ptr, y_ptr, n: tl.constexpr, out_ptr, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask)
+                 + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+    def call(kernel):
+        return lambda x, y: jtr.triton_call(x, y, x.size, kernel=kernel, out_shape=x,
+                                            grid=(triton.cdiv(x.size, 1024),), BLOCK=1024)
+
+    return dict(zip(KERNELS, (call(sized_add_kernel), call(add_kernel))))
+
+
+def _arch(platform: str, devices: list[dict]) -> tuple[str, str]:
+    """The architecture to lower for, and where it comes from."""
+    from jax_triton_rocm.routes import _target
+
+    named = _target.named_arch(platform)
+    if named is not None:
+        return named.arch, f"named, from {named.source}"
+    for device in devices:
+        if device.get("arch"):
+            return device["arch"], "the device's"
+    return _vendors.vendor(platform).example_arch, "assumed: no device here"
+
+
+def _route_of(fn: Any, platform: str) -> tuple[str, str]:
+    import jax
+    import jax.numpy as jnp
+
+    logger = logging.getLogger("jax_triton_rocm")
+    records, level = _RouteRecords(), logger.level
+    logger.addHandler(records)
+    logger.setLevel(logging.DEBUG)
+    try:
+        x = jax.ShapeDtypeStruct((4096,), jnp.float32)
+        jax.jit(fn).trace(x, x).lower(lowering_platforms=(platform,))
+    finally:
+        logger.removeHandler(records)
+        logger.setLevel(level)
+    return records.found[-1] if records.found else ("unknown", "no route was logged")
+
+
+def report(devices: dict[str, Any]) -> dict[str, Any]:
+    """Per GPU platform: the architecture lowered for, and each typical kernel's route and why.
+
+    `devices` is `_info.devices_report()`; a lowering that fails is reported, not raised.
+    """
+    routes: dict[str, Any] = {}
+    for platform in _vendors.GPU_PLATFORMS:
+        entry: dict[str, Any] = {}
+        try:
+            import jax_triton_rocm as jtr
+
+            arch, source = _arch(platform, devices.get(platform, {}).get("devices", []))
+            entry["arch"] = f"{arch} ({source})"
+            functions = _functions()
+            with jtr.target_arch(**{platform: arch}):
+                entry["kernels"] = {name: dict(zip(("route", "reason"),
+                                                   _route_of(fn, platform)))
+                                    for name, fn in functions.items()}
+        except Exception as err:  # noqa: BLE001  (one broken piece never hides the report)
+            text = str(err).strip().splitlines()
+            entry["error"] = f"{type(err).__name__}: {text[0] if text else ''}"
+        routes[platform] = entry
+    return routes
+
+
+def format_lines(routes: dict[str, Any]) -> list[str]:
+    """`report()` as lines for the terminal."""
+    lines = ["Routes of typical kernels (docs/routes.md: 'Which route a call takes'):"]
+    for platform, entry in routes.items():
+        if "error" in entry:
+            lines.append(f"  {platform}: unknown ({entry['error']})")
+            continue
+        lines.append(f"  {platform}, lowered for {entry['arch']}:")
+        for name, found in entry["kernels"].items():
+            route = ROUTE_NAMES.get(found["route"], found["route"])
+            lines.append(f"    {name}: {route}, as {found['reason']}")
+    return lines

@@ -1,0 +1,538 @@
+"""The launches of one call: a spec, the operands' types and a target turned into what a route
+launches. Every route asks this module, and nothing else decides these things:
+
+- jaxlib's Triton call (`lowering._jaxlib_call`) compiles each launch and encodes them all;
+- XLA's Triton call (`lowering._xla_native`) compiles its one launch;
+- Triton's interpreter (`interpret._interpret`) runs the first;
+- the `jax.vmap` rule (`api._batching`) checks a batched call's grid with `launch_grid`.
+
+Per launch configuration (`resolve`): the number of warps (Triton's default where none is set),
+the grid (a callable one evaluated and normalised; batched along `batch_grid_axis` under
+`jax.vmap`), within the target's limits, the outputs to zero, and the arguments laid onto the
+kernel's parameters (`_layout`). Configurations that cannot launch on the target are dropped as
+Triton's autotuner drops them (`_kinds.keep_launchable`); clusters (`num_ctas`) and fp8 dtypes
+the target cannot take are refused before anything compiles. A callable grid or
+`zeroed_outputs` that raises is named (`_callbacks`).
+
+The launch configurations of one call: one for a plain kernel, several for an autotuned one.
+
+A configuration fixes the constexprs, the compile options (`num_warps`, `num_stages`, `num_ctas`,
+vendor knobs) and what a callable grid sees. jaxlib receives one kernel call per configuration;
+with more than one it times them on the device at the first run and keeps the fastest.
+
+The order is Triton's own: heuristics that wrap `@triton.autotune` run once, on the call's
+arguments; then the autotuner's configs (pruned by `early_config_prune`, then by `perf_model`
+and `top_k`) each add their kwargs and settings, and each config's `pre_hook` runs (`_hooks`:
+it may give the config's tensor descriptors their block shapes); then the heuristics inside the
+autotuner run once per config, seeing its values. Each function receives the arguments as
+Triton's launcher passes them: `early_config_prune(configs, named_args, **kwargs)` and
+`perf_model(**named_args, **kwargs, **config.all_kwargs())` get the parameters given by
+position in `named_args` and those given by keyword (`KernelCallSpec.by_keyword`), with the
+constexprs and settings, in `kwargs`; heuristics, pre_hooks and grids get them all in one dict.
+Array arguments appear as abstract values (`.shape`, `.dtype`, no data); scalars as their values.
+
+`key` needs nothing here: a lowering is already specific to its shapes, dtypes and scalars, and
+jaxlib tunes each lowered call on its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from jax_triton_rocm.base import _values
+from jax_triton_rocm.base import _values, _vendors
+from jax_triton_rocm.spec import _autotuner, _callbacks, _hooks, _layout, _spec
+from jax_triton_rocm.spec import _callbacks, _kinds, _layout, _spec
+from jax_triton_rocm.spec._spec import KernelCallSpec
+from jax_triton_rocm.spec._spec import normalize_grid
+
+
+LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchConfig:
+    """One way to launch the kernel.
+
+    Attributes:
+      constexprs: constexpr values by parameter name.
+      num_warps, num_stages: compile settings (None: the backend's default).
+      num_ctas: CTAs per cluster.
+      options: vendor compile options (waves_per_eu, matrix_instr_nonkdim, kpack, maxnreg).
+      description: shown by jaxlib's autotuner (Triton's text for the config).
+      meta: what a callable `grid` or `zeroed_outputs` receives: the arguments by name, the
+        constexprs and the launch settings, as Triton's launcher gives them to a grid.
+      positional: the call's layout with the tensor descriptors whose block shape the config's
+        `pre_hook` set (`_hooks`); None where it is the spec's own.
+    """
+
+    constexprs: dict[str, Any]
+    num_warps: int | None
+    num_stages: int | None
+    num_ctas: int
+    options: dict[str, Any]
+    description: str
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+    positional: tuple | None = None
+
+    def kwargs_view(self) -> dict[str, Any]:
+        """The keyword arguments Triton's launcher would hold: options, settings, constexprs."""
+        settings = {k: getattr(self, k) for k in LAUNCH_SETTINGS if getattr(self, k) is not None}
+        return {**self.options, **settings, **self.constexprs}
+
+
+def named_args(jit_fn: Any, positional: tuple, in_avals: tuple, out_avals: tuple) -> dict:
+    """Argument values by name, as heuristics and pruning functions see them.
+
+    Arrays appear as their abstract values (shape and dtype, no data). Parameters filled by name
+    ("keyword" entries) are left to the constexprs.
+    """
+    names = list(jit_fn.arg_names)
+    named: dict[str, Any] = {}
+    for name, (kind, value) in zip(names, positional):
+        if kind in ("array", "input"):
+            named[name] = in_avals[value]
+        elif kind == "output":
+            named[name] = out_avals[value]
+        elif kind == "scalar":
+            named[name] = value
+        elif kind in _layout.NESTED_KINDS:
+            named[name] = _layout.named_value((kind, value), in_avals)
+    if not _layout.places_outputs(positional):
+        named.update(zip(names[len(positional):], out_avals))
+    return named
+
+
+def _apply_heuristics(heuristics: tuple, config: LaunchConfig, named: dict, kernel: str,
+                      param_names: set[str]) -> LaunchConfig:
+    """Runs `heuristics` (outermost first) on `config`; each sees the values set before it.
+
+    Raises:
+      ValueError: a rule raised (`_callbacks.call` names the rule, what it read and was given).
+      TypeError: a rule sets a name that is no parameter and no launch setting.
+    """
+    for wrapper in heuristics:
+        for key, rule in wrapper.values.items():
+            args = {**named, **config.kwargs_view()}
+            value = _callbacks.call(
+                rule, args, what=f"The heuristic for {key!r} (@triton.heuristics) of kernel "
+                                 f"{kernel}",
+                given=args, fix="Fix the rule: it receives the kernel's arguments by name "
+                                "(arrays as their shape and dtype) and the values set before it.")
+            if key in param_names:
+                config = dataclasses.replace(config, constexprs={**config.constexprs, key: value})
+            elif key in LAUNCH_SETTINGS:
+                config = dataclasses.replace(config, **{key: value})
+            elif key in _vendors.COMPILE_OPTIONS:
+                config = dataclasses.replace(config, options={**config.options, key: value})
+            else:
+                raise TypeError(
+                    f"@triton.heuristics on kernel {kernel} sets {key!r}, which is neither a "
+                    f"parameter of the kernel ({', '.join(sorted(param_names))}) nor a launch "
+                    f"setting ({', '.join(LAUNCH_SETTINGS + _vendors.COMPILE_OPTIONS)}). Rename "
+                    f"it to one of those.")
+    return config
+
+
+def _from_autotune_config(base: LaunchConfig, config: Any, kernel: str,
+                          param_names: set[str]) -> LaunchConfig:
+    """`base` with a `triton.Config`'s kwargs, settings and vendor options laid over it."""
+    constexprs = dict(base.constexprs)
+    options = dict(base.options)
+    if getattr(config, "maxnreg", None) is not None:
+        options["maxnreg"] = config.maxnreg
+    for key, value in config.kwargs.items():
+        if key in param_names:
+            constexprs[key] = value
+        elif key in _vendors.COMPILE_OPTIONS:
+            options[key] = value
+        else:
+            raise TypeError(
+                f"triton.Config({config}) on kernel {kernel} sets {key!r}, which is neither a "
+                f"parameter of the kernel ({', '.join(sorted(param_names))}) nor a compile "
+                f"option ({', '.join(_vendors.COMPILE_OPTIONS)}). Fix the config's kwargs.")
+    return LaunchConfig(
+        constexprs=constexprs,
+        num_warps=config.num_warps if config.num_warps is not None else base.num_warps,
+        num_stages=config.num_stages if config.num_stages is not None else base.num_stages,
+        num_ctas=config.num_ctas if getattr(config, "num_ctas", None) is not None
+        else base.num_ctas,
+        options=options,
+        description=str(config),
+    )
+
+
+def _autotune_configs(autotuner: Any, base: LaunchConfig, named: dict, by_keyword: tuple,
+                      kernel: str, param_names: set[str]) -> list[tuple[Any, LaunchConfig]]:
+    """The autotuner's configs over `base`, each with its `triton.Config`, pruned by its
+    `early_config_prune` and its `perf_model`, in the order they leave."""
+    _autotuner.check_autotuner(autotuner, kernel)
+    for config in autotuner.configs:
+        conflicts = sorted(set(base.constexprs) & set(config.kwargs))
+        if conflicts:
+            raise ValueError(
+                f"Kernel {kernel}: {', '.join(map(repr, conflicts))} is set both by the call "
+                f"(or a heuristic around @triton.autotune) and by autotune config ({config}), as "
+                f"Triton forbids too. Drop it from the call to let the autotuner choose, or drop "
+                f"it from the configs.")
+    candidates = list(autotuner.configs)
+    named_args = {name: value for name, value in named.items() if name not in by_keyword}
+    kwargs = {**{name: named[name] for name in by_keyword if name in named},
+              **base.kwargs_view()}
+    prune = getattr(autotuner, "early_config_prune", None)
+    if prune is not None:
+        candidates = _pruned(prune, candidates, named_args, kwargs, kernel)
+    if getattr(autotuner, "perf_model", None) is not None:
+        candidates = _autotuner.fastest_estimated(autotuner, candidates, named_args, kwargs,
+                                                  kernel)
+    return [(config, _from_autotune_config(base, config, kernel, param_names))
+            for config in candidates]
+
+
+def _pruned(prune: Any, configs: list, named_args: dict, kwargs: dict, kernel: str) -> list:
+    """The configs `prune` (an `early_config_prune`) keeps, checked to be some of `configs`'
+    kind (`triton.Config`s), at least one.
+
+    Raises:
+      ValueError: `prune` raised, returned no config, or returned something else.
+    """
+    what = f"early_config_prune of kernel {kernel}"
+    fix = (f"It must return the triton.Config objects it keeps (at least one of the "
+           f"{len(configs)}: {'; '.join(str(c) for c in configs)}).")
+    given = _callbacks.Arguments(named_args=named_args, kwargs=kwargs)
+    kept = _callbacks.call(functools.partial(prune, list(configs), dict(named_args), **kwargs),
+                           what=what, given=given, fix=f"Fix it. {fix}")
+    try:
+        kept = list(kept)
+    except TypeError:
+        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {kept!r}, not a list "
+                         f"of configs. {fix}") from None
+    config_type = type(configs[0]) if configs else object
+    wrong = [item for item in kept if not isinstance(item, config_type)]
+    if wrong:
+        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {wrong[0]!r}, a "
+                         f"{type(wrong[0]).__name__}, among its configs. {fix}")
+    if not kept:
+        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned no config. {fix}")
+    return kept
+
+
+def _checked_options(config: LaunchConfig) -> LaunchConfig:
+    """`config` with its vendor options checked; they may come from an autotune config or a
+    heuristic, which `triton_call` never saw."""
+    if not config.options:
+        return config
+    where = f"in autotune config ({config.description})" if config.description else ""
+    return dataclasses.replace(config, options=_values.compile_options(config.options,
+                                                                       where=where))
+
+
+def resolve(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> list[LaunchConfig]:
+    """The launch configurations of a call, in the order jaxlib should try them.
+
+    Raises:
+      NotImplementedError: an autotuner feature jaxlib cannot honour (names the alternative).
+      ValueError: a metaparameter set by both the call and a config, or pruning left no config.
+      TypeError: a config or heuristic sets a name that is no parameter and no launch setting.
+    """
+    unwrapped = spec.unwrapped
+    jit_fn = unwrapped.jit_fn
+    kernel = spec.kernel_name
+    named = named_args(jit_fn, spec.positional, in_avals, out_avals)
+    param_names = set(jit_fn.arg_names)
+    outside = unwrapped.heuristics[:unwrapped.heuristics_outside]
+    inside = unwrapped.heuristics[unwrapped.heuristics_outside:]
+    base = LaunchConfig(dict(spec.metaparams), spec.num_warps, spec.num_stages, spec.num_ctas,
+                        dict(spec.options), "")
+    base = _apply_heuristics(outside, base, named, kernel, param_names)
+    if unwrapped.autotuner is None:
+        pairs = [(None, base)]
+    else:
+        pairs = _autotune_configs(unwrapped.autotuner, base, named, spec.by_keyword, kernel,
+                                  param_names)
+    configs = []
+    for triton_config, config in pairs:
+        config, seen = _hooked(triton_config, config, spec, named, in_avals, out_avals)
+        config = _apply_heuristics(inside, config, seen, kernel, param_names)
+        _values.launch_settings(config.num_warps, config.num_stages, config.num_ctas,
+                                where=_config_source(config, kernel))
+        configs.append(_finished(_checked_options(config), seen))
+    return configs
+
+
+def _hooked(triton_config: Any, config: LaunchConfig, spec: KernelCallSpec, named: dict,
+            in_avals: tuple, out_avals: tuple) -> tuple[LaunchConfig, dict]:
+    """`config` after its `triton.Config`'s pre_hook (`_hooks.run`), with the layout of the
+    descriptors it re-blocked, and the arguments by name as the hook left them."""
+    hook = getattr(triton_config, "pre_hook", None)
+    if hook is None:
+        return config, named
+    jit_fn = spec.unwrapped.jit_fn
+    descriptors = _hooks.run(hook, triton_config, {**named, **config.kwargs_view()},
+                             list(jit_fn.arg_names), spec.kernel_name)
+    if not descriptors:
+        return config, named
+    positional = _hooks.reblocked(spec.positional, descriptors)
+    return (dataclasses.replace(config, positional=positional),
+            named_args(jit_fn, positional, in_avals, out_avals))
+
+
+def _config_source(config: LaunchConfig, kernel: str) -> str:
+    """Where a config's launch settings came from, for messages (the call's own were checked
+    when it was made)."""
+    if config.description:
+        return f"in autotune config ({config.description}) of kernel {kernel}"
+    return f"set by @triton.heuristics on kernel {kernel}"
+
+
+def _finished(config: LaunchConfig, named: dict) -> LaunchConfig:
+    """`config` with NumPy scalar constexprs as the Python scalars they equal (so that
+    `np.int64(256)` compiles, and compiles as `256` does: `_spec.plain_constexpr`), and with
+    what a grid sees (`meta`)."""
+    constexprs = {k: _spec.plain_constexpr(v) for k, v in config.constexprs.items()}
+    config = dataclasses.replace(config, constexprs=constexprs)
+    return dataclasses.replace(config, meta={**named, **config.kwargs_view()})
+
+
+DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchTarget:
+    """What the plan needs to know of where the launches run.
+
+    Attributes:
+      triton_backend: Triton's compiler backend class (it parses specialisation attributes).
+      limits: what a block and a grid may use there; None where nothing is checked.
+      check_ctas: raises if clusters of that many CTAs cannot launch there.
+      first_config_only: launch the first configuration only (no timing happens there).
+      name: the target as messages name it ("sm_90").
+      fp8_types: Triton's fp8 types the target's compiler takes ("fp8e4nv", ...); None where
+        any is taken.
+    """
+
+    triton_backend: Any
+    limits: _kinds.LaunchLimits | None
+    check_ctas: Callable[[int], None] = lambda num_ctas: None
+    first_config_only: bool = False
+    name: str = "the host"
+    fp8_types: tuple[str, ...] | None = None
+
+
+def gpu_target(backend: Any, target: Any) -> LaunchTarget:
+    """What the plan needs of a GPU target (`backends._backend.Target`), as its backend answers
+    it (`backends._backend.Backend`)."""
+    return LaunchTarget(backend.triton_backend(), backend.launch_limits(target),
+                        functools.partial(backend.check_launch, target), name=target.arch,
+                        fp8_types=backend.fp8_types(target))
+
+
+def interpreter_target() -> LaunchTarget:
+    """The host, where Triton's interpreter runs the first configuration, unchecked."""
+    from triton.backends.compiler import BaseBackend
+
+    return LaunchTarget(BaseBackend, None, first_config_only=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """One launch of the kernel.
+
+    Attributes:
+      config: the launch configuration (constexprs, settings, what a callable grid saw).
+      num_warps: warps per program (the configuration's, else Triton's default).
+      grid: three program counts, within the target's limits.
+      zeroed: output indices zeroed before the launch.
+      bound: the arguments laid onto the parameters of `jit_fn`.
+      jit_fn: the function to compile: the call's kernel, or a route's trampoline around it
+        (`_trampoline`).
+    """
+
+    config: LaunchConfig
+    num_warps: int
+    grid: tuple[int, int, int]
+    zeroed: tuple[int, ...]
+    bound: _layout.BoundKernel
+    jit_fn: Any
+
+    @property
+    def description(self) -> str:
+        """The configuration as jaxlib's autotuner shows it ("" for a plain call)."""
+        return self.config.description
+
+
+def _unbatched_meta(meta: dict[str, Any], depth: int) -> dict[str, Any]:
+    """`meta` with the `depth` leading batch dimensions taken off every array's shape."""
+    return {name: jax.ShapeDtypeStruct(tuple(value.shape)[depth:], value.dtype)
+            if hasattr(value, "shape") and hasattr(value, "dtype") else value
+            for name, value in meta.items()}
+
+
+_META_FIX = ("It receives the kernel's arguments by name (arrays as their shape and dtype), the "
+             "constexprs and the launch settings set by the call or the config.")
+
+
+def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, num_warps: int,
+                description: str = "",
+                limits: _kinds.LaunchLimits | None = None) -> tuple[int, int, int]:
+    """The grid of one launch of `num_warps` warps per program: `spec.grid`, evaluated on `meta`
+    when callable (a batched call's grid sees the unbatched shapes), batched along
+    `batch_grid_axis` under `jax.vmap`.
+
+    Raises:
+      ValueError / TypeError: a grid that is not 1-3 positive sizes, a callable grid that
+        raised (`_callbacks.call`), a batched call whose grid uses the batch axis, or a grid
+        beyond `limits`; each names the grid and the fix.
+    """
+    grid, what = spec.grid, "grid"
+    if callable(grid):
+        what = f"grid(meta) for config ({description})" if description else "grid(meta)"
+        if spec.batch is not None:
+            meta = _unbatched_meta(meta, spec.batch.depth)
+        grid = normalize_grid(_callbacks.call(grid, meta, what=what, given=meta,
+                                              fix=f"Fix the grid function. {_META_FIX}"),
+                              what=what)
+    if spec.batch is not None:
+        axis = spec.batch.axis
+        if grid[axis] != 1:
+            raise ValueError(
+                f"batch_grid_axis={axis}, but the call's grid {grid} has {grid[axis]} programs "
+                f"on axis {axis}. Under jax.vmap that axis counts the examples: leave it at 1 "
+                f"in the grid, or name a free axis.")
+        grid = grid[:axis] + (spec.batch.size,) + grid[axis + 1:]
+    if limits is not None and (problem := limits.grid_problem(grid, num_warps)):
+        raise ValueError(f"{what}={grid}: {problem}.")
+    return grid
+
+
+def zeroed_outputs(spec: KernelCallSpec, meta: dict[str, Any], n_outs: int) -> tuple[int, ...]:
+    """The outputs one launch zeroes: `spec.zeroed_outputs`, evaluated on `meta` if callable."""
+    zeroed = spec.zeroed_outputs
+    if callable(zeroed):
+        what = "zeroed_outputs(meta)"
+        return _values.output_indices(
+            _callbacks.call(zeroed, meta, what=what, given=meta,
+                            fix=f"Fix the zeroed_outputs function. {_META_FIX}"),
+            n_outs, what=what)
+    return zeroed
+
+
+def check_fp8_types(bound: _layout.BoundKernel, target: LaunchTarget, kernel: str) -> None:
+    """Raises TypeError, naming the parameter, its dtype, the target and the fp8 dtypes it takes,
+    if a buffer has an fp8 dtype the target's Triton compiler refuses."""
+    if target.fp8_types is None:
+        return
+    for param, fp8 in ((p, t) for p, types in bound.signature.items()
+                       for t in _layout.element_types(types)):
+        if fp8 in _spec.FP8_DTYPES and fp8 not in target.fp8_types:
+            taken = ", ".join(f"{_spec.FP8_DTYPES[t]} ({t})" for t in sorted(target.fp8_types)
+                              if t in _spec.FP8_DTYPES)
+            raise TypeError(
+                f"Kernel {kernel}'s parameter {param} is {_spec.FP8_DTYPES[fp8]} (Triton's "
+                f"{fp8}), which Triton does not compile for {target.name}; the fp8 dtypes it "
+                f"takes there are {taken}. Cast the array to one of those (x.astype(...)), or "
+                f"compile for a target that has {_spec.FP8_DTYPES[fp8]}.")
+
+
+def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
+             target: LaunchTarget) -> list[Launch]:
+    """The launches of `spec` on `target`, in the order jaxlib should try them.
+
+    Raises:
+      ValueError: no configuration can launch on the target (each one's reason named), or a
+        grid or zeroed outputs that are not valid (`launch_grid`, `zeroed_outputs`).
+      TypeError / NotImplementedError: as `resolve` and `_layout.lay_out_arguments`.
+    """
+    configs = resolve(spec, in_avals, out_avals)
+    if target.first_config_only:
+        configs = configs[:1]
+    for config in configs:
+        target.check_ctas(config.num_ctas)
+    warps = [(config, config.num_warps or DEFAULT_NUM_WARPS) for config in configs]
+    if target.limits is not None:
+        warps = _kinds.keep_launchable(
+            warps, lambda item: target.limits.warps_problem(item[1]), _kinds.config_description,
+            kernel=spec.kernel_name)
+    planned = [Launch(
+        config=config,
+        num_warps=num_warps,
+        grid=launch_grid(spec, config.meta, description=config.description,
+                         limits=target.limits, num_warps=num_warps),
+        zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
+        bound=_layout.lay_out_arguments(
+            spec.unwrapped.jit_fn, target.triton_backend,
+            positional=spec.positional if config.positional is None else config.positional,
+            in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs),
+        jit_fn=spec.unwrapped.jit_fn,
+    ) for config, num_warps in warps]
+    # Every config gives each parameter the same kind and dtype: the first launch speaks for all.
+    check_fp8_types(planned[0].bound, target, spec.kernel_name)
+    _kinds.check(spec.unwrapped.jit_fn, planned[0].bound, in_avals, out_avals, spec.kernel_name)
+    return planned
+
+
+def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> tuple | None:
+    """What decides a plain kernel's launches, but for the shapes and the runtime scalars'
+    values; None for a kernel with an autotuner or heuristics (they see shapes and values).
+
+    A new length or batch size changes no configuration, layout or binary of a plain kernel, only
+    its grid, the scalars it receives and what a callable grid or `zeroed_outputs` sees: `relaunch`
+    refills those. The key holds the kernel (by identity), the positional entries as they compile
+    (`_spec.compile_view`), the dtypes and which arrays are 0-d, the metaparameters (by exact
+    value) and every setting that reaches the compiler.
+
+    Raises:
+      TypeError: a value that cannot be hashed (the caller then keeps no plan).
+    """
+    unwrapped = spec.unwrapped
+    if unwrapped.autotuner is not None or unwrapped.heuristics:
+        return None
+    key = (spec.kernel_id, _spec.compile_view(unwrapped.jit_fn, spec.positional), len(in_avals),
+           tuple((not aval.shape, aval.dtype) for aval in (*in_avals, *out_avals)),
+           spec.exact_values[1], spec.options, spec.backend_options,
+           spec.num_warps, spec.num_stages, spec.num_ctas, spec.cuda_arch, spec.enable_fp_fusion,
+           spec.debug)
+    hash(key)
+    return key
+
+
+def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
+             limits: _kinds.LaunchLimits | None) -> list[Launch]:
+    """`planned` (the launches of an earlier call with the same `plan_key`) for this call: the
+    grid (within `limits`, the target's), the outputs to zero, the runtime scalars and what a
+    callable grid sees, as `launches` would give them.
+
+    Raises:
+      ValueError / TypeError: as `launch_grid` and `zeroed_outputs`.
+    """
+    named = named_args(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals)
+    relaunched = []
+    for launch in planned:
+        config = _values.replaced(launch.config, meta={**named, **launch.config.kwargs_view()})
+        relaunched.append(Launch(
+            config=config,
+            num_warps=launch.num_warps,
+            grid=launch_grid(spec, config.meta, description=config.description, limits=limits,
+                             num_warps=launch.num_warps),
+            zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
+            bound=_with_scalars(launch.bound, spec.positional),
+            jit_fn=launch.jit_fn))
+    return relaunched
+
+
+def _with_scalars(bound: _layout.BoundKernel, positional: tuple) -> _layout.BoundKernel:
+    """`bound` with each runtime scalar's value taken from `positional`, a call whose
+    `compile_view` is the one `bound` was laid out for (so only the values differ)."""
+    if not any(source.kind == "scalar" for source in bound.sources):
+        return bound
+    # A scalar inside a tuple is part of `compile_view` by value: only top-level ones change.
+    sources = tuple(
+        _layout.ArgSource("scalar", source.position, scalar=_spec.retyped(
+            source.scalar, positional[source.position][1], what=f"argument {source.position}"))
+        if source.kind == "scalar" and not source.path else source for source in bound.sources)
+    return _values.replaced(bound, sources=sources)

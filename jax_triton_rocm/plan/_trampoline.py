@@ -1,0 +1,223 @@
+"""A kernel that takes its buffers in the order a route passes them: the user's kernel, or a small
+generated trampoline that calls it.
+
+jaxlib's Triton call hands the kernel's pointer parameters the call's operands and then its
+results, in order; XLA's hands it one pointer per operand and per result and nothing else. A
+kernel whose output pointer comes before an input's (`softmax(out, x, ...)`), or that takes
+runtime scalars, does not fit that order as written. Rather than copying or zero-filling
+buffers to make it fit, the lowering compiles a trampoline: a `@triton.jit` (or `@gluon.jit`)
+function, generated here, whose parameters are in the route's order and whose body is one call
+of the user's kernel in the kernel's own order. Triton inlines the call, so the binary runs the
+user's code; the trampoline is named like the kernel, so profilers and jaxlib show its name.
+
+For XLA's call, each runtime scalar becomes a 0-d operand (a constant in the program, so free
+at each launch) that the trampoline loads. Triton's integer specialisation carries over: an int
+divisible by 16 is loaded with `tl.multiple_of(value, 16)` (the same fact Triton's launcher
+attaches to the parameter), and an int equal to 1 is compiled in, as Triton's launcher does. The
+trampoline holds no value, so every value of one specialisation class shares one kernel.
+Configs, heuristics and `do_not_specialize` were applied to the user's kernel before the
+trampoline is made: its parameters need not be named like the kernel's, though they are where
+one buffer fills one parameter, so that the IR reads like the kernel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import linecache
+from typing import Any
+
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.spec import _layout, _spec
+from jax_triton_rocm.spec._spec import kernel_name
+from jax_triton_rocm.spec._layout import ArgSource
+
+# The generated code's own names start with this, so they never shadow a kernel parameter.
+_PREFIX = "_jtr_"
+_CALLEE = _PREFIX + "kernel"
+# Pointer types of the 0-d operands that carry each runtime scalar type (bools are bytes).
+_SCALAR_POINTERS = {"u1": "*i1", "i1": "*i1"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Compiled:
+    """What a route compiles for one launch: the function and the arguments laid onto it.
+
+    Attributes:
+      jit_fn: the user's kernel, or a trampoline that calls it.
+      bound: the launch's arguments laid onto `jit_fn`'s parameters; its sources are in the
+        order the route passes them.
+      scalar_operands: for XLA's call, the runtime scalars the route passes as 0-d operands,
+        after the call's own operands, in this order.
+    """
+
+    jit_fn: Any
+    bound: _layout.BoundKernel
+    scalar_operands: tuple[_spec.Scalar, ...] = ()
+
+
+def _buffer_index(source: ArgSource, n_inputs: int) -> int | None:
+    """The source's place among the buffers a route passes (operands, then results)."""
+    if source.kind in ("input", "descriptor"):
+        return source.index
+    if source.kind == "output":
+        return n_inputs + source.index
+    return None
+
+
+def for_jaxlib(jit_fn: Any, bound: _layout.BoundKernel, n_inputs: int) -> Compiled:
+    """The kernel as jaxlib's call launches it: jaxlib hands the array parameters, in kernel order,
+    the operands' buffers and then the results'. A kernel whose buffer parameters are in another
+    order gets a trampoline with them in that order (its other parameters keep theirs)."""
+    first: dict[int, int] = {}
+    for source in bound.sources:
+        index = _buffer_index(source, n_inputs)
+        if index is not None:
+            first.setdefault(source.position, index)
+    buffers = list(first)
+    ordered = sorted(buffers, key=first.get)
+    if ordered == buffers:
+        return Compiled(jit_fn, bound)
+    names = list(jit_fn.arg_names)
+    order = ordered + [i for i in range(len(names)) if i not in first]
+    body = f"    {_CALLEE}({', '.join(names)})\n"
+    trampoline = _trampoline(jit_fn, [names[i] for i in order], {}, body)
+    return Compiled(trampoline, _reordered(bound, order, names))
+
+
+def _reordered(bound: _layout.BoundKernel, order: list[int],
+               names: list[str]) -> _layout.BoundKernel:
+    """`bound` with the parameter at `order[t]` moved to position `t`."""
+    at = {u: t for t, u in enumerate(order)}
+
+    def moved(key: Any) -> Any:
+        return (at[key[0]], *key[1:]) if isinstance(key, tuple) else at[key]
+
+    sources = sorted((dataclasses.replace(s, position=at[s.position]) for s in bound.sources),
+                     key=lambda s: s.position)  # stable: a tuple's leaves keep their order
+    return _layout.BoundKernel(
+        signature={names[u]: bound.signature[names[u]] for u in order},
+        constexprs={moved(k): v for k, v in bound.constexprs.items()},
+        attrs={moved(k): v for k, v in bound.attrs.items()},
+        sources=tuple(sources),
+        specializations=tuple((moved(k), s) for k, s in bound.specializations),
+        zero_d_pointers=bound.zero_d_pointers)
+
+
+def for_xla(jit_fn: Any, bound: _layout.BoundKernel, in_avals: tuple, out_avals: tuple,
+            triton_backend: Any) -> Compiled:
+    """The kernel as XLA's call launches it: one pointer per operand, then one per runtime scalar
+    (a 0-d operand the route adds), then one per result, and no other runtime parameter. The
+    caller has checked that no parameter takes a tuple or a descriptor (`spec._layout`)."""
+    names = list(jit_fn.arg_names)
+    scalars = [s for s in bound.sources if s.kind == "scalar"]
+    n_in, n_buffers = len(in_avals), len(in_avals) + len(scalars) + len(out_avals)
+    owners: dict[int, list[int]] = {}
+    for source in bound.sources:
+        if source.kind in ("input", "output"):
+            owners.setdefault(_buffer_index(source, n_in + len(scalars)), []).append(
+                source.position)
+    for k, source in enumerate(scalars):
+        owners[n_in + k] = [source.position]
+    if not scalars and [s.position for s in bound.sources] == [
+            p for _, [p] in sorted(owners.items())] and len(owners) == n_buffers and all(
+            len(positions) == 1 for positions in owners.values()):
+        return Compiled(jit_fn, bound)  # already one pointer per buffer, in order
+    avals = [*in_avals, *(None for _ in scalars), *out_avals]
+    params, signature, attrs, specializations, sources = [], {}, {}, [], []
+    argument = {u: names[u] for u in range(len(names))}
+    lines = []
+    specs = dict(bound.specializations)
+    for b in range(n_buffers):
+        positions = owners.get(b, [])
+        name = names[positions[0]] if len(positions) == 1 else f"{_PREFIX}buffer{b}"
+        t = len(params)
+        params.append(name)
+        if b >= n_in and b < n_in + len(scalars):
+            scalar = scalars[b - n_in].scalar
+            signature[name] = _SCALAR_POINTERS.get(scalar.triton_type, "*" + scalar.triton_type)
+            value = f"{_PREFIX}value{b - n_in}"
+            lines.append(f"    {value} = tl.load({name})\n")
+            if "D" in specs.get(positions[0], ""):
+                lines.append(f"    {value} = tl.multiple_of({value}, 16)\n")
+            argument[positions[0]] = value
+            sources.append(ArgSource("input", t, index=b))
+            continue
+        aligned = bool(positions) and "D" in specs.get(positions[0], "")
+        signature[name] = (bound.signature[names[positions[0]]] if positions
+                           else _spec.pointer_type(avals[b].dtype, what=f"buffer {b}"))
+        specializations.append((t, "D" if aligned else ""))
+        if aligned and (parsed := triton_backend.parse_attr("D")):
+            attrs[(t,)] = parsed
+        for u in positions:
+            argument[u] = name
+        kind = "output" if b >= n_in + len(scalars) else "input"
+        sources.append(ArgSource(kind, t, index=b - (n_in + len(scalars)) if kind == "output"
+                                 else b))
+    constexprs = {}
+    for u, name in enumerate(names):
+        if bound.signature[name] == "constexpr":
+            constexprs[(len(params),)] = bound.constexprs[(u,)]
+            params.append(name)
+            signature[name] = "constexpr"
+    body = "".join(lines) + f"    {_CALLEE}({', '.join(argument[u] for u in range(len(names)))})\n"
+    trampoline = _trampoline(jit_fn, params, {n for n in params if signature[n] == "constexpr"},
+                             body)
+    return Compiled(trampoline, _layout.BoundKernel(
+        signature=signature, constexprs=constexprs, attrs=attrs, sources=tuple(sources),
+        specializations=tuple(specializations), zero_d_pointers=bound.zero_d_pointers),
+        scalar_operands=tuple(s.scalar for s in scalars))
+
+
+def is_trampoline(jit_fn: Any) -> bool:
+    """Whether `jit_fn` is a trampoline made here (its errors are its kernel's)."""
+    return getattr(getattr(jit_fn, "fn", None), "__module__", None) == __name__
+
+
+def _trampoline(jit_fn: Any, params: list[str], constexprs: set[str], body: str) -> Any:
+    """The trampoline with parameters `params` and `body`, made once per source and kernel
+    (`_state.TRAMPOLINES`, beside the kernel, whose id is in the key)."""
+    name = kernel_name(jit_fn)
+    for param in params:
+        if param.startswith(_PREFIX) and param in jit_fn.arg_names:
+            raise NotImplementedError(
+                f"Kernel {name} has a parameter named {param!r}; names starting with "
+                f"{_PREFIX!r} are reserved for the code jax_triton_rocm generates. Rename it.")
+    signature = ", ".join(f"{p}: tl.constexpr" if p in constexprs else p for p in params)
+    source = f"def {name}({signature}):\n{body}"
+    key = (id(jit_fn), source)
+    entry = _state.TRAMPOLINES.get(key)
+    if entry is not None and entry[0] is jit_fn:
+        return entry[1]
+    trampoline = _make(jit_fn, name, source)
+    _state.TRAMPOLINES.put(key, (jit_fn, trampoline))
+    return trampoline
+
+
+def _make(jit_fn: Any, name: str, source: str) -> Any:
+    """Defines the trampoline's function from `source` and decorates it as the kernel is."""
+    import triton
+    import triton.language as tl
+
+    # The same name in every process: it is in the IR's locations, so in the binary.
+    filename = f"<jax_triton_rocm trampoline {hashlib.sha256(source.encode()).hexdigest()[:16]}>"
+    # Triton reads a kernel's source with `inspect.getsource`, which reads `linecache`; an entry
+    # with no modification time is never evicted.
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    scope = {"tl": tl, _CALLEE: jit_fn}
+    exec(compile(source, filename, "exec"), scope)  # noqa: S102  (our own generated code)
+    function = scope[name]
+    function.__module__ = __name__
+    if jit_fn.is_gluon():
+        from triton.experimental import gluon
+
+        trampoline = gluon.jit(function)
+    else:
+        trampoline = triton.jit(function)
+    # Triton (3.9) registers each @jit function by module and name, for deserialising its
+    # constants; a trampoline has no user to resolve it, and the entry would keep it, and through
+    # it the kernel, alive after `clear_caches()`.
+    registry = getattr(triton.runtime.jit, "_triton_jit_function_registry", {})
+    for key in [k for k, v in registry.items() if v is trampoline]:
+        del registry[key]
+    return trampoline

@@ -1,0 +1,340 @@
+"""The lowering rules of `triton_kernel_p`, one per platform, and the route each call takes.
+
+On a GPU platform ("cuda", "rocm") a call takes XLA's own Triton custom call (`_xla_native`)
+or jaxlib's (`_jaxlib_call`), as `choose` rules (asked for, or where it fits and the
+platform takes it by default, and not for `jax.export`); the platform's backend
+(`backends.backend`) answers the vendor questions on both routes. On the CPU
+the kernel runs in Triton's interpreter (`routes.cpu`). `triton_call_lowering` enters here too,
+through `lower`.
+
+Registration must be cheap: JAX's start-up calls it (`_plugin.initialize`). The rules are
+registered for "cuda" and "rocm" whether or not their jaxlib plugin is installed. A rule for a
+platform that has no backend here is inert until something lowers for that platform, and then
+it is what makes cross-compilation under `JAX_TRITON_ROCM_TARGET_ARCH` work, or, with no
+architecture named, raises the package's error saying how to name one (instead of JAX's generic
+"MLIR translation rule ... not found"). The routes and the vendor module are imported at the
+first lowering (they import protobuf and Triton), or by `register()`, which imports the vendor
+modules of the platforms in use so that a Triton whose backend is broken fails there with a
+clear ImportError.
+
+`triton_kernel_p`: the primitive a `triton_call` binds.
+
+Its operands are the call's arrays; everything else (the kernel, scalars, grid, options) is its
+one static parameter, `spec`, a `KernelCallSpec`. JAX never drops an equation of it
+(`_keep_call`). The lowering rules are registered per platform by `register` (the CPU's runs the
+kernel in Triton's interpreter); the `jax.vmap` rule is `api._batching`'s.
+
+The route a call takes on a GPU, and why: XLA's own Triton call or jaxlib's.
+
+XLA's Triton call (`_xla_native`) launches the kernel as one of XLA's own kernels, at what
+XLA's kernels cost; jaxlib's (`_jaxlib_call`) costs more per launch, and more the larger the
+binary and the more its parameters (docs/BENCHMARKS.md). So the rule, per call:
+
+1. Asked: `triton_call(..., xla_native=True)` takes XLA's call, and raises, naming `xla_native`
+   and the reason, where the call cannot take it; `JAX_TRITON_ROCM_XLA_NATIVE=1` takes it for
+   every call that does not say, wherever it fits. `xla_native=False`, else
+   `JAX_TRITON_ROCM_XLA_NATIVE=0`, takes jaxlib's.
+2. Otherwise (automatic), XLA's call wherever it fits and the platform takes it by default, and
+   jaxlib's where it must be:
+   - the call does not fit (`_xla_native.why_not`: Gluon, clusters, tuples, host-side
+     descriptors, vendor options, ...; after planning: an autotuned call without a remembered
+     choice);
+   - the lowering is for `jax.export`: XLA's call carries Triton IR, which no jaxlib promises to
+     read in another release; jaxlib's carries a binary in a versioned proto;
+   - this jaxlib has no Triton dialect to read the IR with (`_compat.xla_triton_dialect`);
+   - the platform's backend keeps jaxlib's call as its default (`Backend.xla_call_unproven`:
+     ROCm, where XLA's call has not yet launched the package's kernels on a GPU).
+A kernel XLA's call cannot take after all (IR this jaxlib's Triton cannot read, global scratch
+memory) goes to jaxlib's, unless the call asked for XLA's. Each lowering logs its route and the
+reason at DEBUG on the "jax_triton_rocm" logger (`note`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import jax
+from jax._src import dispatch
+from jax._src.core import Primitive
+from jax.interpreters import ad
+from jax.interpreters import mlir
+from jax.interpreters import partial_eval as pe
+
+from jax_triton_rocm import backends
+from jax_triton_rocm.backends._backend import Backend
+from jax_triton_rocm.base import _compat, _imports, _state, _values, _vendors
+from jax_triton_rocm.base import _compat, _values
+from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes.xla import _xla_native
+from jax_triton_rocm.spec._spec import KernelCallSpec
+
+
+# jax.extend.core.Primitive is this class; importing jax.extend also imports Pallas (40 ms),
+# too much for a module JAX imports at start-up.
+
+
+
+triton_kernel_p = Primitive("triton_kernel")
+"""The JAX primitive that `triton_call` binds: its one parameter, `spec`, is the frozen
+`KernelCallSpec` of the call (kernel, grid, outputs, aliases, options); its results are the
+call's outputs. Lowering rules are registered for `cuda`, `rocm` (`register`) and `cpu` (Triton's
+interpreter); `jax.vmap` batches it, `jax.grad` raises. Libraries with primitives of their own use
+`triton_call_lowering` instead of binding it."""
+triton_kernel_p.multiple_results = True
+triton_kernel_p.def_impl(functools.partial(dispatch.apply_primitive, triton_kernel_p))
+
+
+@triton_kernel_p.def_abstract_eval
+def _abstract_eval(*avals, spec: KernelCallSpec):
+    del avals
+    return [jax.core.ShapedArray(s.shape, s.dtype) for s in spec.out_shapes]
+
+
+def _no_jvp(primals, tangents, *, spec: KernelCallSpec):
+    del primals, tangents
+    raise NotImplementedError(
+        f"jax.grad / jax.jvp of triton_call (kernel {spec.name}) is not supported: "
+        f"JAX cannot differentiate through a Triton kernel. Wrap the call in a function with "
+        f"jax.custom_vjp (or jax.custom_jvp) and give it a backward pass, which may itself be a "
+        f"triton_call.")
+
+
+ad.primitive_jvps[triton_kernel_p] = _no_jvp
+
+
+def _keep_call(*arguments: Any) -> tuple[list[bool], Any]:
+    """JAX's dead-code elimination keeps every call and its operands, even with no result used:
+    a kernel may write memory JAX does not see (as jax-triton 0.4). XLA still drops a call
+    whose results go unused unless it has `has_side_effect`.
+
+    JAX passes (used outputs, equation), or from 0.12 (used outputs, live inputs, equation):
+    the equation comes last in both.
+    """
+    eqn = arguments[-1]
+    return [True] * len(eqn.invars), eqn
+
+
+pe.dce_rules[triton_kernel_p] = _keep_call
+
+
+logger = logging.getLogger("jax_triton_rocm")
+
+ENV_XLA_NATIVE = _xla_native.ENV_XLA_NATIVE
+# The routes as `note` names them (what a lowering emitted).
+XLA, JAXLIB, JAXLIB_LEGACY, INTERPRETER = "xla", "jaxlib", "jaxlib legacy", "interpreter"
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """The route chosen for a call before its compile: XLA's Triton call (`xla`) or jaxlib's,
+    and why."""
+
+    xla: bool
+    reason: str
+
+
+def env_choice() -> bool | None:
+    """`JAX_TRITON_ROCM_XLA_NATIVE`: True (1), False (0), or None (unset: the automatic rule).
+
+    Raises:
+      ValueError: a value that is neither on nor off, naming it.
+    """
+    return _values.env_flag(ENV_XLA_NATIVE, default=None)
+
+
+def choose(spec: KernelCallSpec, backend: Any, *, exporting: bool) -> Route:
+    """The route for `spec` lowered by `backend` (see the module docstring).
+
+    Raises:
+      ValueError: `JAX_TRITON_ROCM_XLA_NATIVE` is malformed, or the call asked for XLA's call
+        (`xla_native=True`) and does not fit it.
+    """
+    asked = spec.xla_native
+    by = "xla_native" if asked is not None else ENV_XLA_NATIVE
+    if asked is None:
+        asked = env_choice()
+    if asked is False:
+        return Route(False, f"{by}={'False' if by == 'xla_native' else '0'} asks for it")
+    unfit = _xla_native.why_not(spec)
+    if unfit is not None:
+        refuse_if_asked(spec, unfit)
+        return Route(False, unfit)
+    if asked:
+        return Route(True, f"{by}={'True' if by == 'xla_native' else '1'} asks for it")
+    if exporting:
+        return Route(False, "the lowering is for jax.export (XLA's call carries Triton IR, "
+                            "which another jaxlib may not read)")
+    if not _compat.xla_triton_dialect():
+        return Route(False, "this jaxlib has no Triton dialect (jaxlib.triton) to read the "
+                            "kernel's IR with, as XLA's call must")
+    if backend.xla_call_unproven is not None:
+        return Route(False, backend.xla_call_unproven)
+    return Route(True, "the call fits it")
+
+
+def refuse_if_asked(spec: KernelCallSpec, reason: str) -> None:
+    """Raises where the call itself asked for XLA's Triton call, which cannot take it.
+
+    Raises:
+      ValueError: naming `xla_native`, the kernel and `reason`.
+    """
+    if spec.xla_native:
+        raise ValueError(
+            f"triton_call(xla_native=True) cannot be honoured for kernel {spec.kernel_name}: "
+            f"{reason}. Leave xla_native unset to let the package take the route that fits, or "
+            f"pass xla_native=False for jaxlib's Triton call.")
+
+
+def note(route: str, spec: KernelCallSpec, reason: str) -> None:
+    """Logs the route a lowering took, and why, at DEBUG; the route, the kernel's name and the
+    reason are also the record's `jax_triton_rocm_route`, `jax_triton_rocm_kernel` and
+    `jax_triton_rocm_reason` (for counting and for `info`)."""
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug("jax_triton_rocm: kernel %s takes the %s route: %s", spec.kernel_name,
+                     route, reason, extra={"jax_triton_rocm_route": route,
+                                           "jax_triton_rocm_kernel": spec.kernel_name,
+                                           "jax_triton_rocm_reason": reason})
+
+
+_registered: set[str] = set()
+
+
+@dataclasses.dataclass(frozen=True)
+class Lowering:
+    """The lowering rule of `triton_kernel_p` for one GPU platform, with that platform's backend."""
+
+    backend: Backend
+
+    def lower(self, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list:
+        """Lowers one equation to a custom call on the route `choose` picks; returns its
+        results."""
+        from jax_triton_rocm.routes.jaxlib import _jaxlib_call
+        from jax_triton_rocm.routes.xla import _xla_native  # see `_lowering`
+
+        route = choose(spec, self.backend, exporting=_target.for_export(ctx))
+        reason = route.reason
+        if route.xla:
+            results = _xla_native.lower(self.backend, ctx, operands, spec)
+            if not isinstance(results, _xla_native.Unfit):
+                note(XLA, spec, reason)
+                return results
+            refuse_if_asked(spec, results.reason)
+            reason = results.reason
+        lowered = _jaxlib_call.lower_call(self.backend, ctx, spec)
+        note(JAXLIB_LEGACY if lowered.custom_call_target == _compat.LEGACY_TARGET
+                    else JAXLIB, spec, reason)
+        self.backend.after_encode(lowered, ctx, _jaxlib_call.emit)
+        return _jaxlib_call.emit(ctx, operands, lowered)
+
+
+@functools.cache
+def _lowering(platform: str) -> Lowering:
+    """The rule's object for a GPU platform; imports the routes and the vendor module on first
+    use, under the lock that keeps a fork from splitting those imports (`_imports.IMPORTS`)."""
+    with _imports.IMPORTS.lowering():
+        from jax_triton_rocm.routes.jaxlib import _jaxlib_call
+        from jax_triton_rocm.routes.xla import _xla_native  # noqa: F401
+
+        return Lowering(backends.backend(platform))
+
+
+def lower(platform: str, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list:
+    """Lowers `spec` for `platform` ("cuda", "rocm" or "cpu"); returns the results."""
+    if platform == "cpu":
+        with _imports.IMPORTS.lowering():
+            from jax_triton_rocm.routes.cpu import _interpret
+
+        note(INTERPRETER, spec, "lowered for the CPU")
+        return _interpret.lower(ctx, operands, spec)
+    return _lowering(platform).lower(ctx, operands, spec)
+
+
+def _rule_for(platform: str):
+    def lower_triton_kernel(ctx, *operands, spec):
+        return lower(platform, ctx, operands, spec)
+
+    lower_triton_kernel.__qualname__ = f"lower_triton_kernel_{platform}"
+    return lower_triton_kernel
+
+
+def _register_rules(platforms: Iterable[str]) -> None:
+    with _state.LOCKS.lock_for("register"):
+        for platform in platforms:
+            if platform not in _registered:
+                mlir.register_lowering(triton_kernel_p, _rule_for(platform), platform=platform)
+                _registered.add(platform)
+
+
+# The CPU rule needs no plugin and imports nothing until it runs.
+mlir.register_lowering(triton_kernel_p, _rule_for("cpu"), platform="cpu")
+
+
+def registered_platforms() -> tuple[str, ...]:
+    """The GPU platforms whose lowering rules are registered, sorted."""
+    return tuple(sorted(_registered))
+
+
+def platforms_in_use() -> tuple[str, ...]:
+    """The GPU platforms whose jaxlib plugin is installed or whose architecture is named.
+
+    Named means by `target_arch(...)` on this thread or by `JAX_TRITON_ROCM_TARGET_ARCH`.
+
+    Raises:
+      ValueError: `JAX_TRITON_ROCM_TARGET_ARCH` is malformed (names the value and the form).
+    """
+    installed = set(_compat.installed_gpu_platforms())
+    named = {p for p in _vendors.GPU_PLATFORMS if _target.named_arch(p) is not None}
+    return tuple(p for p in _vendors.GPU_PLATFORMS if p in installed | named)
+
+
+def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -> tuple[str, ...]:
+    """Registers the lowering rules of `triton_kernel_p`; safe to call any number of times.
+
+    Rules are registered for both GPU platforms ("cuda", "rocm") whatever `platforms` says: a
+    rule is harmless for a platform that nothing lowers for, and with it a lowering for a
+    platform without a plugin or device gets the package's own error (or, with an architecture
+    named, cross-compiles).
+
+    Args:
+      platforms: the platforms whose Triton backend `explicit` imports: "cuda" and/or "rocm";
+        by default those whose jaxlib plugin is installed or whose architecture is named
+        (`platforms_in_use()`).
+      explicit: import the vendor modules now, so a broken Triton fails here (True), or defer
+        that to the first lowering (False, what JAX's `initialize()` does).
+
+    Returns:
+      All platforms registered so far, sorted.
+
+    Raises:
+      TypeError: `platforms` is a string (one name) instead of a sequence of names.
+      ValueError: an unknown platform name, or a malformed `JAX_TRITON_ROCM_TARGET_ARCH`.
+      RuntimeError: `JAX_TRITON_ROCM_TARGET_ARCH` was changed after it was read.
+      ImportError: Triton, or its backend for a platform in use, is missing or broken.
+    """
+    _values.not_a_string(platforms, "platforms", caller="register: ",
+                         wanted="a sequence of platform names, e.g. ('cuda',) or ('cuda', 'rocm')")
+    chosen = None if platforms is None else tuple(platforms)
+    for platform in chosen or ():
+        if platform not in _vendors.VENDORS:
+            raise ValueError(f"platforms={chosen!r}: {platform!r} is not a GPU platform "
+                             f"this package lowers for; use 'cuda' and/or 'rocm'.")
+    _register_rules(_vendors.GPU_PLATFORMS)
+    if explicit:
+        for platform in platforms_in_use() if chosen is None else chosen:
+            _lowering(platform)
+    return registered_platforms()
+
+
+_installed_registered = False
+
+
+def ensure_registered() -> None:
+    """`register()` for the platforms in use, once per process (`triton_call` calls this)."""
+    global _installed_registered
+    if not _installed_registered:
+        register()
+        _installed_registered = True

@@ -1,0 +1,188 @@
+"""The CPU lowering of `triton_kernel_p`: the kernel runs in Triton's interpreter, on the host.
+
+Data flow: the call's spec -> its first launch (`plan._plan`: configuration, grid, zeroed
+outputs, arguments laid onto the kernel's parameters) -> an `InterpretedCall` -> a
+host callback emitted in the module -> at run time, `run_on_host` hands NumPy buffers to
+Triton's interpreter and returns the outputs.
+
+Triton's interpreter (`triton.runtime.interpreter`) is meant for kernels defined under
+`TRITON_INTERPRET=1` and for torch tensors. Here the kernel is an ordinary `@triton.jit` function
+and the buffers are NumPy arrays:
+- `_interpret_host.HostTensor` gives a NumPy buffer just the part of torch's tensor interface the
+  interpreter's `GridExecutor` reads (`data_ptr`, `untyped_storage`, `dtype`, ...); the buffer is
+  already on the host, so the interpreter's copies to and from "the device" are no-ops.
+- Calls from the kernel to other `@triton.jit` functions are routed to interpreted twins of them
+  while the kernel runs, and two interpreter faults are mended for the run
+  (`_interpret_host.interpreter_adapted`).
+
+The interpreter patches `triton.language` process-wide while a kernel runs and keeps the program
+id in one global builder, so a run holds `_state.triton_language_lock()`: runs are serialised (XLA
+may call the callbacks of several CPU devices at once), and no Triton front end compiles in
+another thread meanwhile.
+
+What runs where the GPU would differ:
+- An autotuned kernel runs its first configuration (after `early_config_prune` and `perf_model`,
+  with what its `pre_hook` set); heuristics run as on the GPU. No timing happens on the host.
+- Every output starts zeroed (on the GPU only `zeroed_outputs` are); an aliased output starts as
+  its input (zeroed when listed in `zeroed_outputs`, as on the GPU).
+- Gluon kernels cannot run: the interpreter runs only `@triton.jit` kernels.
+
+Where a GPU could run the kernel instead, the first one lowered here says so, once (`_fallback`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import jax
+
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.compile import _errors
+from jax_triton_rocm.routes.cpu import _fallback, _interpret_host, _shard_callbacks
+from jax_triton_rocm.plan import _plan
+from jax_triton_rocm.spec._spec import KernelCallSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class InterpretedCall:
+    """One `triton_kernel_p` equation, resolved for the interpreter at lowering time.
+
+    Attributes:
+      name: the kernel's name as errors show it.
+      jit_fn: the @triton.jit function.
+      launch: the call's first launch (grid, zeroed outputs, arguments laid out).
+      positional: the spec's layout of the arguments, which tells a runtime scalar the layout
+        turned into a constexpr (None, or an int equal to 1) from one given by keyword.
+      out_avals: the outputs' shapes and dtypes.
+      aliases: (input index, output index) pairs that share a buffer.
+      debug: check the kernel's `tl.device_assert`s (the call's `debug=True`), as on the GPU.
+    """
+
+    name: str
+    jit_fn: Any
+    launch: _plan.Launch
+    positional: tuple[tuple[str, Any], ...]
+    out_avals: tuple[Any, ...]
+    aliases: tuple[tuple[int, int], ...]
+    debug: bool = False
+
+
+def check_interpretable(jit_fn: Any, name: str) -> None:
+    """Raises NotImplementedError, naming the kernel and why, if the interpreter cannot run it."""
+    if jit_fn.is_gluon():
+        raise NotImplementedError(
+            f"Kernel {name} is a Gluon kernel, and this computation is lowered for the CPU, where "
+            f"kernels run in Triton's interpreter, which runs only @triton.jit kernels. Run it on "
+            f"a GPU (platforms 'cuda', 'rocm'), or write a @triton.jit version for the CPU.")
+
+
+def resolve(ctx_avals_in: tuple, spec: KernelCallSpec) -> InterpretedCall:
+    """The interpreted call of one equation: its first launch."""
+    jit_fn = spec.unwrapped.jit_fn
+    check_interpretable(jit_fn, spec.name)
+    out_avals = tuple(jax.ShapeDtypeStruct(s.shape, s.dtype) for s in spec.out_shapes)
+    [launch] = _plan.launches(spec, tuple(ctx_avals_in), out_avals, _plan.interpreter_target())
+    return InterpretedCall(name=spec.name, jit_fn=jit_fn, launch=launch,
+                           positional=spec.positional, out_avals=out_avals,
+                           aliases=spec.input_output_aliases, debug=spec.debug)
+
+
+def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[Any]:
+    """One argument per kernel parameter, as the launch's `bound` lays them.
+
+    Constexprs go as plain values where the parameter is annotated `tl.constexpr`, else as
+    `tl.constexpr` (as the compiler treats a parameter given by keyword); a runtime scalar the
+    layout made a constexpr (None, 1) goes as it would at run time. A tuple parameter goes as a
+    tuple of its elements, a descriptor as Triton's own `TensorDescriptor` over its buffer.
+    """
+    import triton.language as tl
+
+    bound = call.launch.bound
+    sources = {(source.position, *source.path): source for source in bound.sources}
+
+    def argument(key: tuple[int, ...], param: Any, signature: Any) -> Any:
+        if isinstance(signature, tuple):
+            return tuple(argument(key + (j,), param, element)
+                         for j, element in enumerate(signature))
+        if key in bound.constexprs:
+            value = bound.constexprs[key]
+            runtime = len(key) > 1 or (key[0] < len(call.positional)
+                                       and call.positional[key[0]][0] == "scalar")
+            if value is None or param.is_constexpr:
+                return value
+            if runtime:
+                return _interpret_host.typed_scalar(value, f"argument {key}")
+            return tl.constexpr(value)
+        source = sources[key]
+        if source.kind == "scalar":
+            return _interpret_host.typed_scalar(source.scalar, f"argument {key}")
+        array = outs[source.index] if source.kind == "output" else buffers[source.index]
+        if source.kind == "descriptor":
+            return _interpret_host.host_descriptor(array, source.descriptor)
+        return _interpret_host.HostTensor(array, tl.str_to_ty(signature[1:], None))
+
+    return [argument((i,), param, bound.signature[param.name])
+            for i, param in enumerate(call.jit_fn.params)]
+
+
+def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Runs `call` in Triton's interpreter on host buffers; returns the outputs.
+
+    Inputs are copied first: the kernel writes through raw addresses, and the arrays JAX hands
+    a callback may be its own, read-only buffers.
+
+    Raises:
+      RuntimeError: the interpreter failed, or (with `debug`) a `tl.device_assert` did; the
+        message names the kernel, its constexprs and the interpreter's error, which is chained.
+    """
+    buffers = [np.array(x, copy=True, order="C") for x in inputs]
+    alias_of = {o: i for i, o in call.aliases}
+    grid, zeroed = call.launch.grid, set(call.launch.zeroed)
+    outs = []
+    for o, aval in enumerate(call.out_avals):
+        if o in alias_of:
+            out = buffers[alias_of[o]]
+            if o in zeroed:
+                out[...] = 0
+        else:
+            out = np.zeros(aval.shape, aval.dtype)
+        outs.append(out)
+    args = _kernel_arguments(call, buffers, outs)
+    try:
+        with _state.triton_language_lock(), _interpret_host.interpreter_adapted(call.debug):
+            _interpret_host.interpreted(call.jit_fn)[grid](*args)
+    except Exception as err:
+        constexprs = call.launch.bound.constexprs_text(list(call.jit_fn.arg_names)) or "none"
+        # Triton's interpreter raises what the kernel raised as the cause of an InterpreterError.
+        failed = err if isinstance(err, AssertionError) else err.__cause__
+        if call.debug and isinstance(failed, AssertionError):
+            raise RuntimeError(
+                f"Kernel {call.name} failed an assertion in Triton's interpreter on the CPU "
+                f"(grid {grid}, constexprs {constexprs}; debug=True checks tl.device_assert): "
+                f"{failed}. Fix the input the assertion rejects, or the kernel.") from err
+        hints = "".join(f" {hint}" for hint in _errors.layout_hints(call.launch.bound))
+        raise RuntimeError(
+            f"Triton's interpreter could not run kernel {call.name} (grid {grid}, constexprs "
+            f"{constexprs}) on the CPU: {type(err).__name__}: {err}. Fix a value the kernel "
+            f"cannot use where the call passes it (a None positional argument is a constexpr, "
+            f"as in Triton), or run it on a GPU if it uses a feature the interpreter lacks."
+            f"{hints}") from err
+    return tuple(outs)
+
+
+def lower(ctx: Any, operands: Sequence[Any], spec: KernelCallSpec):
+    """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback."""
+    call = resolve(tuple(ctx.avals_in), spec)
+    _fallback.explain_once(call.name)
+    route = _shard_callbacks.current_route()
+    if route is not None:  # one shard's call inside a `partitioned` function
+        return _shard_callbacks.lower_routed(ctx, operands, route,
+                                             lambda *xs: run_on_host(call, *xs),
+                                             call.out_avals, spec.has_side_effect)
+
+    return _shard_callbacks.host_callback(ctx, operands, ctx.avals_in, call.out_avals,
+                         lambda *xs: run_on_host(call, *xs), spec.has_side_effect)

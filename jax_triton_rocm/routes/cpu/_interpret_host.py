@@ -1,0 +1,275 @@
+"""Triton's interpreter run on NumPy buffers, for an ordinary `@triton.jit` kernel.
+
+Triton's interpreter (`triton.runtime.interpreter`) is meant for kernels defined under
+`TRITON_INTERPRET=1` and for torch tensors. `HostTensor` gives a NumPy buffer the part of torch's
+tensor interface the interpreter reads; `interpreter_adapted` routes calls to other `@triton.jit`
+functions to interpreted twins and mends two interpreter faults, for the length of a run. Callers
+hold `_state.triton_language_lock()` around a run (`_interpret.run_on_host`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.spec import _spec
+
+
+class HostTensor:
+    """A NumPy buffer seen through the part of torch's tensor interface Triton's interpreter uses.
+
+    The interpreter reads `data_ptr()` and `dtype` (a Triton dtype here, which Triton's argument
+    typing accepts as torch's), and copies each argument's storage to the host and back
+    (`untyped_storage`, `cpu`, `new_empty`, `set_`, `copy_`). The buffer is on the host already,
+    so every copy is the buffer itself and the kernel writes it in place.
+    """
+
+    def __init__(self, array: np.ndarray, dtype: Any) -> None:
+        if not array.flags.c_contiguous or not array.flags.writeable:
+            raise ValueError("HostTensor needs a writable, C-contiguous NumPy array.")
+        self.array = array
+        self.dtype = dtype
+
+    def data_ptr(self) -> int:
+        return self.array.ctypes.data
+
+    def untyped_storage(self) -> HostTensor:
+        return self
+
+    def cpu(self) -> HostTensor:
+        return self
+
+    def new_empty(self, *size: Any, device: Any = None) -> HostTensor:
+        del size, device
+        return self
+
+    def set_(self, storage: Any, offset: int, size: Any, stride: Any) -> HostTensor:
+        del storage, offset, size, stride
+        return self
+
+    def storage_offset(self) -> int:
+        return 0
+
+    def size(self) -> tuple[int, ...]:
+        return self.array.shape
+
+    def stride(self) -> tuple[int, ...]:
+        return tuple(s // self.array.itemsize for s in self.array.strides)
+
+    def copy_(self, other: Any) -> HostTensor:
+        if other is not self:
+            raise AssertionError("a HostTensor is its own host copy")
+        return self
+
+
+def interpreted(jit_fn: Any) -> Any:
+    """Triton's `InterpretedFunction` for `jit_fn`, made once per function and kept in
+    `_state.INTERPRETED_TWINS`.
+
+    Kept by id: hashing a JITFunction parses its source, which fails while the language is
+    patched. The function is kept beside its twin, so its id cannot be reused.
+    """
+    entry = _state.INTERPRETED_TWINS.get(id(jit_fn))
+    if entry is None:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        entry = _state.INTERPRETED_TWINS.put(id(jit_fn),
+                                             (jit_fn, InterpretedFunction(jit_fn.fn)))
+    return entry[1]
+
+
+def _forget_rewritten_functions() -> None:
+    """Empties the interpreter's own cache of rewritten kernel functions (one per function it
+    ever ran, kept by the class for the life of the process), so that `clear_caches()` lets the
+    kernels go; a later run rewrites its function again."""
+    import sys
+
+    interpreter = sys.modules.get("triton.runtime.interpreter")
+    rewritten = getattr(getattr(interpreter, "InterpretedFunction", None), "rewritten_fn", None)
+    if isinstance(rewritten, dict):
+        rewritten.clear()
+
+
+_state.on_clear(_forget_rewritten_functions)
+
+
+def _index_of_one_element(tensor: Any) -> int:
+    return int(tensor.handle.data.item())
+
+
+def _bf16_as_fp32(handle: Any) -> Any:
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
+    if handle.dtype != tl.bfloat16:
+        return handle
+    return TensorHandle((handle.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
+
+
+@contextlib.contextmanager
+def interpreter_adapted(debug: bool = False) -> Iterator[None]:
+    """While in force, Triton's interpreter runs an ordinary @triton.jit kernel correctly, with
+    `tl.device_assert` checked where `debug` (the interpreter's own options leave it off).
+
+    - A call from the kernel to another @triton.jit function runs that function's interpreted
+      twin (outside `TRITON_INTERPRET=1` it is a `JITFunction`, which refuses to be called), and
+      leaves the language as it found it.
+    - A scalar tensor converts to an int (`range(0, n)` with a runtime `n`): the interpreter keeps
+      scalars as 1-element arrays and calls `int()` on them, which NumPy >= 2.5 refuses.
+    - `tl.dot` of bfloat16 operands multiplies values, not the raw bits the interpreter stores
+      bfloat16 in.
+    - A constexpr on the left of an operator with a tensor (`alpha * x`, a parameter given by
+      keyword) gives a tensor, as in a compiled kernel: Triton 3.9's `constexpr` wraps the
+      result in a constexpr, which the interpreter cannot store.
+    - A descriptor load padded with NaN gives bfloat16 NaN, not the zero bits the interpreter
+      would cast NaN to (it stores bfloat16 as raw 16-bit integers).
+    Everything is put back on exit.
+    """
+    from triton.runtime import interpreter
+    from triton.runtime.jit import JITFunction
+
+    patch_tensor = interpreter._patch_lang_tensor
+    create_dot = interpreter.InterpreterBuilder.create_dot
+
+    def call_interpreted(self, *args, **kwargs):
+        # As InterpretedFunction.__call__, but the language patched for the callee's module is
+        # put back after the call: that method leaves it patched, which breaks later compiles.
+        twin = interpreted(self)
+        scope = interpreter._patch_lang(twin.fn)
+        try:
+            return twin.rewrite()(*args, **kwargs)
+        finally:
+            scope.restore()
+
+    def patch_tensor_with_index(tensor, scope):
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", _index_of_one_element)
+
+    def dot_of_values(self, a, b, *rest, **kwargs):
+        return create_dot(self, _bf16_as_fp32(a), _bf16_as_fp32(b), *rest, **kwargs)
+
+    builder = interpreter.interpreter_builder
+    saved = [(JITFunction, "__call__", JITFunction.__call__),
+             (interpreter, "_patch_lang_tensor", patch_tensor),
+             (interpreter.InterpreterBuilder, "create_dot", create_dot),
+             (builder, "options", builder.options)]
+    builder.options = dataclasses.replace(builder.options, debug=debug)
+    saved += _tensor_results_for_constexpr_operators()
+    saved += _bfloat16_nan_padding()
+    JITFunction.__call__ = call_interpreted
+    interpreter._patch_lang_tensor = patch_tensor_with_index
+    interpreter.InterpreterBuilder.create_dot = dot_of_values
+    try:
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+
+# `constexpr OP tensor` is computed as `tensor ROP constexpr.value`.
+_REFLECTED = {"__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__",
+              "__truediv__": "__rtruediv__", "__floordiv__": "__rfloordiv__",
+              "__mod__": "__rmod__", "__and__": "__rand__", "__or__": "__ror__",
+              "__xor__": "__rxor__", "__lshift__": "__rlshift__", "__rshift__": "__rrshift__",
+              "__lt__": "__gt__", "__le__": "__ge__", "__gt__": "__lt__", "__ge__": "__le__"}
+
+
+def _tensor_results_for_constexpr_operators() -> list[tuple[Any, str, Any]]:
+    """Installs, on `tl.constexpr`, operators that defer to a tensor operand's reflected one;
+    returns what was replaced, as (owner, name, value) to put back."""
+    import triton.language as tl
+
+    replaced = []
+    for name, reflected in _REFLECTED.items():
+        original = getattr(tl.constexpr, name, None)
+        if original is None or not hasattr(tl.tensor, reflected):
+            continue
+
+        def operator(self, other, original=original, reflected=reflected):
+            if isinstance(other, tl.tensor):
+                return getattr(other, reflected)(self.value)
+            return original(self, other)
+
+        replaced.append((tl.constexpr, name, original))
+        setattr(tl.constexpr, name, operator)
+    return replaced
+
+
+def typed_scalar(value: Any, what: str) -> Any:
+    """A scalar argument (a value, or a `_spec.Scalar` typed already) as a Triton tensor of
+    the type the GPU launch gives it."""
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
+    typed = value if isinstance(value, _spec.Scalar) else _spec.scalar(value, what=what)
+    triton_type = tl.str_to_ty(typed.triton_type, None)
+    numpy_type = {"u1": np.bool_, "i32": np.int32, "u32": np.uint32, "i64": np.int64,
+                  "u64": np.uint64, "fp32": np.float32, "fp64": np.float64}[typed.triton_type]
+    return tl.tensor(TensorHandle(np.array([typed.value], dtype=numpy_type), triton_type),
+                     triton_type)
+
+
+def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
+    """Triton's `TensorDescriptor` over `array`, as the interpreter takes one; `descriptor` is
+    the call's (`spec._tensordesc.TensorDescriptor`, its checks already passed: Triton's own
+    constructor reads torch's dtype attributes, which a `HostTensor` lacks)."""
+    import triton.language as tl
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    element = tl.str_to_ty(_spec.pointer_type(array.dtype, what="base")[1:], None)
+
+    class TorchLikeDtype(type(element)):
+        """The element type, with the torch attribute the interpreter's descriptor reads."""
+
+        is_floating_point = element.is_floating()
+
+    base = HostTensor(array, TorchLikeDtype(element.name))
+    fields = {"base": base, "shape": list(descriptor.shape), "strides": list(descriptor.strides),
+              "block_shape": list(descriptor.block_shape), "padding": descriptor.padding,
+              "round_f32_to_tf32": descriptor.round_f32_to_tf32}
+    names = {field.name for field in dataclasses.fields(TensorDescriptor)}
+    if descriptor.round_f32_to_tf32 and "round_f32_to_tf32" not in names:
+        import triton
+
+        raise NotImplementedError(
+            f"TensorDescriptor(round_f32_to_tf32=True) on the CPU needs a Triton whose "
+            f"interpreter rounds to TF32 (3.9 does; this one is {triton.__version__}). Run it on "
+            f"a GPU, or round the base yourself (jax.lax.reduce_precision(x, 8, 10)).")
+    host = object.__new__(TensorDescriptor)
+    for field in dataclasses.fields(TensorDescriptor):
+        setattr(host, field.name, fields[field.name])
+    return host
+
+
+_BF16_NAN_BITS = 0x7FC0
+
+
+def _bfloat16_nan_padding() -> list[tuple[Any, str, Any]]:
+    """Installs a descriptor load that pads bfloat16 with NaN's bits (see `interpreter_adapted`);
+    returns what was replaced, as (owner, name, value) to put back."""
+    import triton.language as tl
+    from triton._C.libtriton import ir
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    load = getattr(builder, "create_descriptor_load", None)
+    if load is None:
+        return []
+
+    def load_padded(self, desc, indices, *args, **kwargs):
+        if desc.padding != ir.PADDING_OPTION.PAD_NAN:
+            return load(self, desc, indices, *args, **kwargs)
+        ptrs, mask = desc.materialize_pointers(indices)
+        if ptrs.get_element_ty() != tl.bfloat16:
+            return load(self, desc, indices, *args, **kwargs)
+        other = interpreter.TensorHandle(np.full_like(ptrs.data, _BF16_NAN_BITS, np.uint16),
+                                         tl.bfloat16)
+        return self.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
+
+    builder.create_descriptor_load = load_padded
+    return [(builder, "create_descriptor_load", load)]

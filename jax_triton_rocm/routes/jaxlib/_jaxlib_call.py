@@ -1,0 +1,283 @@
+"""jaxlib's Triton custom call: the route every vendor shares.
+
+Data flow, top to bottom: the compile target and what the plugin loads
+(`_target.resolve_target`) -> the launches (`plan._plan`: configurations, warps, grids, zeroed
+outputs, arguments laid onto the kernel's parameters) -> every launch compiled at once through
+the shared kernel cache (`compile._parallel`, `compile._compile`) -> per kernel, the call as the
+installed jaxlib loads it (`kernel_image`), a plain kernel's kept for other shapes (`_planned`),
+with its parameters (`_params`; tensor descriptors by `_tma`) -> the call encoded (`_proto`,
+`_opaque`) -> a custom call in the module (`emit`).
+
+The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
+this module never asks which vendor it talks to. `routes._primitive` chooses between this route and XLA's
+own (`_xla_native`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from typing import Any
+
+from jax_triton_rocm.backends._backend import Backend, Target
+from jax_triton_rocm.base import _compat, _state, _values
+from jax_triton_rocm.compile import _compile, _parallel
+from jax_triton_rocm.spec import _kinds
+from jax_triton_rocm.plan import _plan, _trampoline
+from jax_triton_rocm.spec._spec import KernelCallSpec
+from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes.jaxlib import _opaque, _params, _proto, _tma
+
+logger = logging.getLogger("jax_triton_rocm")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoweredCall:
+    """What a lowering produced, before it becomes MLIR (kept for tests and the prewarm)."""
+
+    opaque: bytes
+    serialized: bytes
+    custom_call_target: str
+    features: _compat.PluginFeatures
+    target: Target
+    kernels: tuple[_compile.CompiledKernel, ...]
+    calls: tuple[_proto.KernelCall, ...]
+    aliases: tuple[tuple[int, int], ...] = ()
+    undecided: _target.Undecided | None = None
+    launches: tuple[_plan.Launch, ...] = ()  # as planned (the user's kernel's layout)
+    has_side_effect: bool = False
+    cost_estimate: tuple[tuple[str, int], ...] | None = None
+
+
+def _in_buffer_order(spec: KernelCallSpec, launch: _plan.Launch,
+                     n_inputs: int) -> _plan.Launch:
+    """`launch` as jaxlib launches it: its kernel, or a trampoline that takes the buffers in
+    jaxlib's order (`plan._trampoline.for_jaxlib`)."""
+    compiled = _trampoline.for_jaxlib(spec.unwrapped.jit_fn, launch.bound, n_inputs)
+    return _values.replaced(launch, bound=compiled.bound, jit_fn=compiled.jit_fn)
+
+
+def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
+                       launches: list[_plan.Launch], n_inputs: int) -> list[tuple]:
+    """(launch, launch as jaxlib launches it, compiled kernel) for each launch that compiled
+    and fits the target."""
+    triton_target = backend.triton_target(target)
+    ordered = [_in_buffer_order(spec, launch, n_inputs) for launch in launches]
+    jobs = [_compile.make_job(
+        launch.jit_fn, triton_target, launch.bound, backend.triton_options(launch, spec),
+        gluon=launch.jit_fn.is_gluon(), binary_key=backend.binary_key, asm_key=backend.asm_key)
+        for launch in ordered]
+    compiled = _parallel.kept_configs(ordered, jobs, _parallel.compile_jobs(jobs))
+    limits = backend.launch_limits(target)
+    kept = _kinds.keep_launchable(
+        compiled, lambda item: limits.shared_problem(item[2].shared_mem_bytes),
+        _kinds.config_description, kernel=spec.kernel_name)
+    as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
+    return [(as_planned[id(in_order)], in_order, kernel) for in_order, _, kernel in kept]
+
+
+def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Target,
+                 features: _compat.PluginFeatures, *, devices: Target | None = None,
+                 with_ttir: bool = False) -> _proto.KernelImage:
+    """The compiled kernel as the installed jaxlib loads it on `devices` (None: on devices of
+    `target`'s architecture), with its IR in `ttir` if asked (jaxlib reads it for nothing).
+
+    Raises:
+      ValueError: no form of the kernel loads on `devices` (`Backend.code_for_devices`).
+      NotImplementedError: the kernel needs what this plugin or jaxlib cannot do.
+    """
+    _kinds.check_launch_features(compiled)
+    if compiled.global_scratch_size and not features.global_scratch:
+        raise NotImplementedError(
+            f"Kernel {compiled.name} needs {compiled.global_scratch_size} bytes of Triton "
+            f"global scratch memory, which this jaxlib {backend.platform} plugin "
+            f"({features.detected_from}) does not allocate. Upgrade jax and its plugin to "
+            f"0.11.1 or newer.")
+    capability, object_file = backend.capability(target), None
+    if devices is not None:
+        ptx, capability = backend.code_for_devices(compiled, target, devices)
+    elif backend.embeds_binary(features):
+        ptx, object_file = _proto.module_image_ptx(compiled.binary), compiled.binary
+    else:
+        ptx = backend.ptx_field(compiled)
+    return _proto.KernelImage(
+        name=compiled.name,
+        num_warps=backend.launch_warps(compiled),
+        num_ctas=compiled.num_ctas,
+        shared_mem_bytes=compiled.shared_mem_bytes,
+        ptx=ptx,
+        compute_capability=capability,
+        ttir=compiled.ttir if with_ttir else "",
+        object_file=object_file,
+        global_scratch_size=compiled.global_scratch_size,
+        global_scratch_align=compiled.global_scratch_align,
+    )
+
+
+def _choose(backend: Backend, ctx: Any, spec: KernelCallSpec, target: Target, compiled: list,
+            calls: list) -> tuple[list, _target.Undecided | None]:
+    """The launches to encode: the one remembered or forced (`_target.pick`), else all of them.
+
+    Returns ((launch, kernel), call) pairs, and the call left undecided or None. A call lowered
+    for no device here (cross-compiling) cannot have been tuned, and is left to jaxlib.
+    """
+    pairs = list(zip(compiled, calls))
+    if len(compiled) == 1:
+        return pairs, None
+    kind = _target.device_kind(backend.platform, ctx.module_context)
+    if kind is None:
+        return pairs, None
+    key = _target.tune_key(
+        platform=backend.platform, arch=target.arch, device_kind=kind,
+        versions=(_compat.jaxlib_version(), _compat.triton_info().version),
+        avals=tuple(ctx.avals_in) + tuple(ctx.avals_out), aliases=spec.input_output_aliases,
+        configs=[(launch.description, kernel.binary, call.grid, call.params)
+                 for (launch, kernel), call in pairs])
+    descriptions = tuple(launch.description for launch, _ in compiled)
+    index = _target.pick(key, descriptions)
+    if index is None:
+        return pairs, _target.Undecided(key, descriptions, spec.kernel_name)
+    return [pairs[index]], None
+
+
+def _encode(calls: list, launches: list, spec: KernelCallSpec,
+            in_avals: tuple) -> tuple[bytes, str]:
+    """The serialized call and its custom-call target: one kernel call, or an autotuned one."""
+    name = spec.name
+    if len(calls) == 1:
+        serialized = _proto.encode_call(calls[0], name=name, metadata=spec.serialized_metadata)
+        return serialized, _compat.FFI_TARGET
+    # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
+    # (operands, then results), so the output's index counts the operands before it.
+    aliases = [_proto.Alias(i, len(in_avals) + o, _params.size_bytes(in_avals[i]))
+               for i, o in spec.input_output_aliases]
+    serialized = _proto.encode_autotuned_call(
+        [(call, launch.description) for call, launch in zip(calls, launches)], aliases,
+        call_name=f"{name} ({spec.kernel_name})", name=name, metadata=spec.serialized_metadata)
+    return serialized, _compat.autotuned_call_target()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Where:
+    """What a lowering resolved beyond the call and its operands: the platform, the target, the
+    devices' architecture where it differs from the target (`_target.foreign_devices`), the
+    plugin's features, what the kernel's call graph resolves to (`_compile.graph_key`: sources
+    and globals) and the vendor's settings."""
+
+    platform: str
+    target: Target
+    devices: Target | None
+    features: _compat.PluginFeatures
+    globals: tuple
+    settings: tuple
+
+
+def lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec) -> LoweredCall:
+    """Compiles and encodes one `triton_kernel_p` equation (no MLIR is emitted here).
+
+    Lowering the same call again (a new `jit` of a cached kernel, a retrace) encodes nothing
+    anew: the result is kept in `_state.LOWERED_CALLS` (bounded: a call it forgot is encoded
+    again). Its key covers `_Where`, whether the lowering is for `jax.export`, the avals, the
+    spec (the kernel by identity, scalars and metaparameters by exact value) and the autotune
+    settings; a parameter that cannot be hashed just skips the memo. A plain kernel lowered at
+    new shapes or runtime scalar values reuses its compiled plan (`_planned`).
+    """
+    target, features = _target.resolve_target(backend, ctx, spec)
+    where = _Where(backend.platform, target, _target.foreign_devices(backend, ctx, spec, target),
+                   features, _compile.graph_key(spec.unwrapped.jit_fn),
+                   backend.lowering_settings())
+    key = (where, _target.for_export(ctx), tuple(ctx.avals_in), tuple(ctx.avals_out), spec,
+           os.environ.get(_compat.ENV_AUTOTUNE_TARGET), _target.lowering_token())
+    try:
+        entry = _state.LOWERED_CALLS.get(key)
+    except TypeError:  # an unhashable parameter (a constexpr that hashes badly): no memo
+        entry = (spec.kernel, _lower_call(backend, ctx, spec, where))
+    if entry is None:
+        lowered = _lower_call(backend, ctx, spec, where)
+        entry = _state.LOWERED_CALLS.put(key, (spec.kernel, lowered))
+    _target.note_undecided(entry[1].undecided)
+    return entry[1]
+
+
+def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tuple,
+             out_avals: tuple) -> list[tuple]:
+    """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch of
+    the call. A plain kernel's are kept in
+    `_state.PLANS` by `_plan.plan_key` and refilled for a new call (`_plan.relaunch`): a new
+    shape or runtime scalar value compiles, lays out and encodes no kernel anew."""
+    try:
+        key = _plan.plan_key(spec, in_avals, out_avals)
+    except TypeError:  # an unhashable parameter: no plan kept
+        key = None
+    n_inputs = len(in_avals)
+    if key is not None:
+        key = (where, key)
+        entry = _state.PLANS.get(key)
+        if entry is not None:
+            launches = _plan.relaunch([launch for launch, _, _ in entry[1]], spec, in_avals,
+                                      out_avals, backend.launch_limits(where.target))
+            return [(launch, _in_buffer_order(spec, launch, n_inputs), kernel, image)
+                    for launch, (_, kernel, image) in zip(launches, entry[1])]
+    launches = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, where.target))
+    compiled = _compiled_launches(backend, spec, where.target, launches, n_inputs)
+    images = [kernel_image(backend, kernel, where.target, where.features, devices=where.devices,
+                           with_ttir=spec.debug) for _, _, kernel in compiled]
+    if key is not None:  # the launches kept as the plan laid them out, to be refilled
+        _state.PLANS.put(key, (spec.kernel, [(launch, kernel, image) for (launch, _, kernel), image
+                                             in zip(compiled, images)]))
+    return [(*launched, image) for launched, image in zip(compiled, images)]
+
+
+def _lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec, where: _Where) -> LoweredCall:
+    in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+    planned = _planned(backend, spec, where, in_avals, out_avals)
+    if spec.debug:
+        for _, _, kernel, _ in planned:
+            print(f"jax_triton_rocm: {kernel.name} for {where.target.arch}\n--- TTIR ---\n"
+                  f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
+    calls = [_params.kernel_call(image, launch, out_avals, spec.input_output_aliases,
+                                 _tma.descriptor_params(kernel, where.features, where.target))
+             for _, launch, kernel, image in planned]
+    chosen, undecided = _choose(backend, ctx, spec, where.target,
+                                [(launch, kernel) for launch, _, kernel, _ in planned], calls)
+    serialized, custom_call_target = _encode(
+        [call for _, call in chosen], [launch for (launch, _), _ in chosen], spec, in_avals)
+    return LoweredCall(
+        opaque=_opaque.compress(serialized, [_proto.kernel_bytes(call.kernel)
+                                             for _, call in chosen]),
+        serialized=serialized,
+        custom_call_target=custom_call_target,
+        features=where.features,
+        target=where.target,
+        kernels=tuple(kernel for (_, kernel), _ in chosen),
+        calls=tuple(call for _, call in chosen),
+        aliases=tuple(spec.input_output_aliases),
+        undecided=undecided,
+        launches=tuple(launch for (launch, _), _ in chosen),
+        has_side_effect=spec.has_side_effect,
+        cost_estimate=spec.cost_estimate,
+    )
+
+
+def emit(ctx: Any, operands: tuple, lowered: LoweredCall):
+    """Emits the custom call: typed FFI with an `opaque` attribute, or the legacy target."""
+    from jax import ffi
+
+    operand_output_aliases = dict(lowered.aliases)
+    if lowered.custom_call_target == _compat.FFI_TARGET:
+        rule = ffi.ffi_lowering(lowered.custom_call_target,
+                                operand_output_aliases=operand_output_aliases,
+                                has_side_effect=lowered.has_side_effect)
+        attributes = {} if lowered.cost_estimate is None else {
+            "cost_estimate_json": json.dumps(dict(lowered.cost_estimate), sort_keys=True)}
+        return rule(ctx, *operands, opaque=lowered.opaque, **attributes)
+    if lowered.cost_estimate is not None:  # the legacy target has no attributes to carry it
+        logger.debug("jax_triton_rocm: cost_estimate dropped: %s carries no attributes",
+                     lowered.custom_call_target)
+    rule = ffi.ffi_lowering(lowered.custom_call_target, api_version=2,
+                            backend_config=lowered.opaque,
+                            operand_output_aliases=operand_output_aliases,
+                            has_side_effect=lowered.has_side_effect)
+    return rule(ctx, *operands)

@@ -1,0 +1,192 @@
+"""jaxlib's Triton kernel call, encoded with the messages of `_proto_schema` (jaxlib's
+`jaxlib/gpu/triton.proto`); the bytes are the same on CUDA and ROCm."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import zlib
+from collections.abc import Sequence
+
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.routes.jaxlib._proto_schema import MESSAGES
+
+MODULE_IMAGE_PTX_PREFIX = "jax_triton_rocm module_image sha256:"
+
+
+def module_image_ptx(binary: bytes) -> str:
+    """The `ptx` field of a kernel whose binary travels in `module_image`.
+
+    jaxlib keys the modules it has loaded by (kernel name, shared memory, `ptx`, compute
+    capability), never by the binary, even one carried in `module_image`: two binaries under one
+    key would both run the first one loaded. A digest of the binary keeps different binaries
+    apart and gives the same binary the same key in every process (JAX's persistent cache and
+    `jax.export` rely on identical bytes). A plugin too old to read `module_image` shows this
+    text in its load error.
+    """
+    return (f"{MODULE_IMAGE_PTX_PREFIX}{hashlib.sha256(binary).hexdigest()} (the binary is in "
+            f"TritonKernel.module_image, which jaxlib reads from 0.11.1 on)")
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelImage:
+    """A compiled kernel as jaxlib loads it.
+
+    Attributes:
+      name: the kernel's symbol in the binary.
+      num_warps: what jaxlib multiplies by the warp size it assumes (32 on CUDA, 64 on HIP) to get
+        the block size.
+      num_ctas: CTAs per cluster.
+      shared_mem_bytes: dynamic shared memory for the launch.
+      ptx: `module_image_ptx(object_file)` when the binary is embedded; otherwise the PTX text
+        (CUDA) or the path of an HSACO file (ROCm).
+      ttir: the kernel's IR; empty unless asked for (jaxlib 0.10.2 to 0.12 read it for nothing,
+        and 0.11.1+ copy it at every launch: a launch costs more the longer it is).
+      compute_capability: e.g. 90 for sm_90; on ROCm the gfx major*10+minor (94 for gfx942).
+      object_file: the CUBIN or HSACO to carry in `module_image`, or None.
+      global_scratch_size, global_scratch_align: Triton's global scratch needs.
+    """
+
+    name: str
+    num_warps: int
+    num_ctas: int
+    shared_mem_bytes: int
+    ptx: str
+    compute_capability: int
+    ttir: str = ""
+    object_file: bytes | None = None
+    global_scratch_size: int = 0
+    global_scratch_align: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One kernel parameter: `kind` is "array", a scalar ("i32", ...) or "tensor_descriptor"."""
+
+    kind: str
+    value: bool | int | float = 0
+    bytes_to_zero: int = 0
+    ptr_divisibility: int = 0
+    descriptor: object = None  # a `_tma.TmaDescriptor`, which jaxlib's CUDA plugin encodes
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelCall:
+    """One launch: a kernel, its grid and its parameters in kernel order."""
+
+    kernel: KernelImage
+    grid: tuple[int, int, int]
+    params: tuple[Param, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Alias:
+    input_index: int
+    output_index: int
+    size_bytes: int
+
+
+def kernel_bytes(image: KernelImage) -> bytes:
+    """`image` serialized as a `TritonKernel`, once per image while it stays in
+    `_state.KERNEL_BYTES` (it carries the binary); every call of the kernel embeds these very
+    bytes (a message serializes alike as a field)."""
+    serialized = _state.KERNEL_BYTES.get(image)
+    if serialized is None:
+        serialized = _state.KERNEL_BYTES.put(image, _serialized_kernel(image))
+    return serialized
+
+
+def _serialized_kernel(image: KernelImage) -> bytes:
+    kernel = MESSAGES["TritonKernel"](
+        kernel_name=image.name,
+        num_warps=image.num_warps,
+        shared_mem_bytes=image.shared_mem_bytes,
+        ptx=image.ptx,
+        ttir=image.ttir,
+        compute_capability=image.compute_capability,
+        num_ctas=image.num_ctas,
+        global_scratch_size=image.global_scratch_size,
+        global_scratch_align=image.global_scratch_align,
+    )
+    if image.object_file is not None:
+        kernel.module_image.object_file = image.object_file
+        kernel.module_image.kernel_name = image.name
+        kernel.module_image.shared_mem_bytes = image.shared_mem_bytes
+    return kernel.SerializeToString(deterministic=True)
+
+
+def _length_delimited(number: int, payload: bytes) -> bytes:
+    """Field `number` holding `payload` (a message's bytes) as protobuf writes it: the tag and
+    the length as varints, then the payload."""
+    head = bytearray()
+    for value in (number << 3 | 2, len(payload)):
+        while value > 0x7F:
+            head.append(value & 0x7F | 0x80)
+            value >>= 7
+        head.append(value)
+    return bytes(head) + payload
+
+
+def kernel_call_bytes(call: KernelCall) -> bytes:
+    """`call` serialized as a `TritonKernelCall`: the kernel's bytes (`kernel_bytes`) as they
+    are, first (protobuf writes fields by number, and the kernel is field 1)."""
+    message = MESSAGES["TritonKernelCall"](
+        grid_0=call.grid[0], grid_1=call.grid[1], grid_2=call.grid[2])
+    for param in call.params:
+        entry = message.parameters.add()
+        if param.kind == "array":
+            entry.array.bytes_to_zero = param.bytes_to_zero
+            entry.array.ptr_divisibility = param.ptr_divisibility
+            entry.array.SetInParent()
+        elif param.kind == "tensor_descriptor":
+            entry.tensor_descriptor.nvidia.CopyFrom(MESSAGES["NvidiaTensorDescriptor"](
+                **dataclasses.asdict(param.descriptor)))
+        else:
+            setattr(entry, param.kind, param.value)
+    return (_length_delimited(1, kernel_bytes(call.kernel))
+            + message.SerializeToString(deterministic=True))
+
+
+def encode_call(call: KernelCall, *, name: str, metadata: bytes = b"") -> bytes:
+    """Serializes a single kernel call as jaxlib's `TritonAnyKernelCall` (whose field 1, written
+    first, is the kernel call)."""
+    rest = MESSAGES["TritonAnyKernelCall"](name=name, metadata=metadata)
+    return (_length_delimited(1, kernel_call_bytes(call))
+            + rest.SerializeToString(deterministic=True))
+
+
+def encode_autotuned_call(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias],
+                          *, call_name: str, name: str, metadata: bytes = b"") -> bytes:
+    """Serializes an autotuned call: jaxlib times each config at first run and keeps the best.
+
+    Args:
+      configs: (kernel call, description) pairs, in the order jaxlib should try them.
+      aliases: input/output buffers that alias; jaxlib restores them between trials.
+      call_name: the autotuned call's own name (shown in jaxlib's autotuning logs).
+      name: the name of the whole call, as for `encode_call`.
+      metadata: opaque bytes for the caller.
+    """
+    autotuned = MESSAGES["TritonAutotunedKernelCall"](name=call_name)
+    for call, description in configs:
+        config = autotuned.configs.add(description=description)
+        config.kernel_call.MergeFromString(kernel_call_bytes(call))
+    for alias in aliases:
+        autotuned.input_output_aliases.add(
+            input_buffer_idx=alias.input_index,
+            output_buffer_idx=alias.output_index,
+            buffer_size_bytes=alias.size_bytes,
+        )
+    message = MESSAGES["TritonAnyKernelCall"](name=name, metadata=metadata)
+    message.autotuned_kernel_call.CopyFrom(autotuned)
+    return message.SerializeToString(deterministic=True)
+
+
+def decode(opaque: bytes):
+    """Parses an opaque (compressed or not) back into a `TritonAnyKernelCall` message."""
+    try:
+        serialized = zlib.decompress(opaque)
+    except zlib.error:
+        serialized = opaque
+    message = MESSAGES["TritonAnyKernelCall"]()
+    message.ParseFromString(serialized)
+    return message

@@ -1,0 +1,1 @@
+"""The route through XLA's own Triton custom call."""

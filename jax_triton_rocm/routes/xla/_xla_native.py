@@ -1,0 +1,369 @@
+"""XLA's own route for Triton kernels: the custom call `__gpu$xla.gpu.triton`.
+
+XLA takes Triton IR in the call's backend config, compiles it with its own Triton and launches it
+as one of its own kernels, at the cost of XLA's kernels (jaxlib's Triton custom call costs more
+per launch, and more the larger the binary). Facts from XLA's source (`xla/service/gpu/
+triton_call.cc`, and `EmitTritonCustomCall` in XLA's GPU thunk emitter), the same on CUDA and
+ROCm:
+
+- The backend config is a dictionary with `name` (the `tt.func` to launch), `ir` (MLIR text or
+  bytecode), `num_warps`, `num_stages`, `grid_x`, `grid_y`, `grid_z`, all required; `debug` is
+  written by Pallas and not read. There is no `num_ctas` (always 1), no shared-memory size, no
+  zeroing of outputs, no compile options.
+- The kernel receives one pointer per operand, then one per result, and nothing else. Aliased
+  operand/result pairs share a buffer; the kernel still receives both pointers.
+- The block has `num_warps * threads_per_warp` threads, the warp width being the device's: 32 on
+  NVIDIA, 64 on CDNA (gfx9), 32 on RDNA (gfx10-12). Triton compiled the IR for the same width, so
+  `num_warps` passes unchanged (jaxlib's route assumes 64 on every AMD GPU and must rescale).
+
+So the kernel is compiled in the form XLA launches (`launch._trampoline.for_xla`): a trampoline
+whose parameters are one pointer per buffer, where each runtime scalar is a 0-d operand (a
+constant in the program) that it loads, and each output to zero is a zero-filled operand aliased
+to it (what jaxlib's call does with a memset). Which calls take the route is `routes._primitive`'s rule; a
+call fits when it is a Triton kernel (not Gluon) with one configuration (an autotuned one once
+its choice is remembered, `lowering._choices`), with no tuple or descriptor parameter, launched
+without the options XLA cannot pass, and whose IR this jaxlib's Triton dialect parses.
+
+Whether XLA's Triton custom call can take a compiled kernel's IR, checked once per kernel.
+
+XLA reads the IR with the Triton dialect of the installed jaxlib, which may not read what the
+installed Triton wrote: the IR is parsed here first, in that dialect, and a kernel whose IR does
+not parse, or whose function does not take one pointer per buffer, takes jaxlib's route instead
+(with a warning, once per kernel, for IR that does not parse where XLA's route was asked for by
+JAX_TRITON_ROCM_XLA_NATIVE=1; the automatic route only logs why).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from jax._src.interpreters import mlir
+
+from jax_triton_rocm.base import _compat, _state, _values
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.compile import _compile
+from jax_triton_rocm.plan import _plan, _trampoline
+from jax_triton_rocm.routes import _target
+from jax_triton_rocm.spec import _kinds, _layout, _spec
+from jax_triton_rocm.spec._spec import KernelCallSpec
+
+
+def parse_ttir(text: str) -> Any:
+    """Parses Triton IR in a fresh MLIR context of this jaxlib, with its Triton dialect loaded
+    (as XLA will); returns the verified module.
+
+    Raises:
+      ImportError: this jaxlib has no Triton dialect.
+      Exception: jaxlib's `MLIRError` (or ValueError) when the IR does not parse or verify.
+    """
+    from jax._src.lib.mlir import ir
+    from jaxlib.triton import dialect
+
+    context = ir.Context()
+    dialect.register_dialect(context)
+    with context, ir.Location.unknown():
+        module = ir.Module.parse(text)
+        module.operation.verify()
+    return module
+
+
+def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int, *,
+               opt_out: str = "JAX_TRITON_ROCM_XLA_NATIVE=0", warn: bool = True) -> bytes | str:
+    """The kernel's Triton IR as MLIR bytecode for XLA, or why XLA cannot take it.
+
+    Warns (with `warn`), once per kernel, when this jaxlib cannot parse the IR that the installed
+    Triton wrote; the warning says how to leave the route (`opt_out`).
+    """
+    key = (compiled.key, n_pointers)
+    cached = _state.IR_CHECKS.get(key)  # content-keyed: never stale
+    if cached is not None:
+        return cached
+    try:
+        module = parse_ttir(compiled.ttir)
+    except Exception as err:  # MLIRError has no public base class to name across jaxlibs
+        reason = (f"this jaxlib's Triton dialect cannot parse the IR that Triton "
+                  f"{_triton_version()} wrote ({_parse_error(err)})")
+        if _state.IR_CHECKS.setdefault(key, reason) is reason and warn:  # once per kernel
+            warnings.warn(
+                f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
+                f"XLA's: {reason}. Use a Triton release whose IR this jaxlib reads (docs/routes.md: "
+                f"'Triton constructs that jaxlib does not parse'), or set {opt_out}.",
+                RuntimeWarning, stacklevel=2)
+        return reason
+    value = _pointer_problem(module, compiled.name, n_pointers)
+    if value is None:
+        buffer = io.BytesIO()
+        module.operation.write_bytecode(buffer)
+        value = buffer.getvalue()
+    return _state.IR_CHECKS.setdefault(key, value)
+
+
+def _parse_error(err: Exception) -> str:
+    """The lines of a parse error that say what was wrong (MLIR's start with a header and end
+    with notes)."""
+    lines = [line.strip() for line in str(err).strip().splitlines()]
+    wanted = [line for line in lines if line and not line.startswith("note:")][:2]
+    return " ".join(wanted)[:300] or type(err).__name__
+
+
+def _pointer_problem(module: Any, name: str, n_pointers: int) -> str | None:
+    """Why `module`'s kernel `name` cannot take exactly `n_pointers` pointers, or None."""
+    from jax._src.lib.mlir import ir
+
+    for op in module.body.operations:
+        if op.operation.name != "tt.func":
+            continue
+        if ir.StringAttr(op.attributes["sym_name"]).value != name:
+            continue
+        types = [str(arg.type) for arg in op.regions[0].blocks[0].arguments]
+        if len(types) == n_pointers and all(t.startswith("!tt.ptr") for t in types):
+            return None
+        return (f"its Triton IR takes ({', '.join(types)}), and XLA passes {n_pointers} "
+                f"pointer(s), one per operand and result")
+    return f"its Triton IR has no tt.func named {name}"
+
+
+def _triton_version() -> str:
+    from jax_triton_rocm.base import _compat
+
+    return _compat.triton_info().version
+
+
+# `custom_call` with a dictionary backend config is not public; Pallas uses the same helper, and
+# it has the same signature in every supported jax (0.10.2-0.12).
+
+
+logger = logging.getLogger("jax_triton_rocm")
+
+ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
+CUSTOM_CALL_TARGET = _compat.XLA_TRITON_TARGET
+
+
+@dataclasses.dataclass(frozen=True)
+class NativeCall:
+    """What the custom call's backend config carries (see the module docstring), and the operands
+    the route adds after the call's own: a zero-filled one per output in `zeroed`, then a 0-d one
+    per scalar in `scalars`."""
+
+    name: str
+    ir: bytes
+    num_warps: int
+    num_stages: int
+    grid: tuple[int, int, int]
+    scalars: tuple[_spec.Scalar, ...] = ()
+    zeroed: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Unfit:
+    """Why a call cannot take XLA's route, found once its kernel is planned or compiled."""
+
+    reason: str
+
+
+def why_not(spec: KernelCallSpec) -> str | None:
+    """Why a call cannot take the route, judged before any compile; None if it may."""
+    if spec.unwrapped.jit_fn.is_gluon():
+        return "it is a Gluon kernel (XLA compiles Triton IR only)"
+    if spec.num_ctas != 1:
+        return f"num_ctas={spec.num_ctas} (XLA's call launches one CTA per cluster)"
+    if any(kind == "descriptor" for kind, _ in spec.positional):
+        return ("a parameter takes a host-side TensorDescriptor, whose CUDA tensor map the host "
+                "must encode at each launch, and XLA's call passes buffer pointers only")
+    if any(kind in _layout.NESTED_KINDS for kind, _ in spec.positional):
+        return "a parameter takes a tuple (XLA's call passes one pointer per buffer)"
+    options = dict(spec.options) | dict(spec.backend_options)
+    if options:
+        return (f"compile option(s) {', '.join(sorted(options))} (XLA compiles the IR with its "
+                f"own options)")
+    if not spec.enable_fp_fusion:
+        return "enable_fp_fusion=False (XLA compiles the IR with its own options)"
+    if spec.debug:
+        return "debug=True (XLA compiles without Triton's debug mode)"
+    if spec.serialized_metadata:
+        return "serialized_metadata is set (XLA's call has no place for it)"
+    return None
+
+
+def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list | Unfit:
+    """Emits the call through XLA's Triton custom call (a call `why_not` lets through); returns
+    its results, or why the planned or compiled kernel does not fit after all (nothing emitted).
+
+    `backend` is the platform's `_backend.Backend`: it answers the target, Triton's target and
+    compile options, and the launch limits, exactly as for jaxlib's route.
+    """
+    call = native_call(backend, ctx, spec)
+    if isinstance(call, Unfit):
+        return call
+    if spec.cost_estimate is not None:
+        logger.debug("jax_triton_rocm: cost_estimate dropped: XLA's Triton call carries none")
+    return emit(ctx, operands, call, spec.input_output_aliases, spec.has_side_effect, spec.name)
+
+
+def native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | Unfit:
+    """The call XLA gets, or why it does not fit; kept in `_state.LOWERED_CALLS` (beside
+    jaxlib's route's calls) by what decides it: the target, the avals, the spec, what the
+    kernel's call graph resolves to (`_compile.graph_key`) and the remembered autotune choices.
+    A lowering of the same call again compiles nothing anew; one at new scalar values compiles
+    nothing either (the kernel holds none)."""
+    # The same target, and the same error where none can be known, as jaxlib's route.
+    target, _ = _target.resolve_target(backend, ctx, spec)
+    in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+    key = (CUSTOM_CALL_TARGET, backend.platform, target, in_avals, out_avals, spec,
+           _compile.graph_key(spec.unwrapped.jit_fn), _target.lowering_token())
+    try:
+        entry = _state.LOWERED_CALLS.get(key)
+    except TypeError:  # an unhashable parameter: no memo
+        return _compiled_call(backend, ctx, spec, target, in_avals, out_avals)
+    if entry is None:
+        entry = _state.LOWERED_CALLS.put(key, (spec.kernel, _compiled_call(
+            backend, ctx, spec, target, in_avals, out_avals)))
+    return entry[1]
+
+
+def _one_launch(backend: Any, ctx: Any, spec: KernelCallSpec, target: Any, in_avals: tuple,
+                out_avals: tuple) -> _plan.Launch | Unfit:
+    """The call's one launch: a plain kernel's, or the one remembered for an autotuned call
+    (found by jaxlib's route, which keys choices on its compiled configs and runs the autotuner's
+    functions once)."""
+    if spec.unwrapped.autotuner is None:
+        [launch] = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, target))
+        return launch
+    from jax_triton_rocm.routes.jaxlib import _jaxlib_call
+
+    lowered = _jaxlib_call.lower_call(backend, ctx, spec)
+    if lowered.undecided is not None or len(lowered.launches) != 1:
+        return Unfit("the kernel is autotuned and no configuration is remembered for this call "
+                     "(jaxlib's call times them at its first run; jax_triton_rocm.autotune picks "
+                     "one once, on real data, and the call then takes XLA's)")
+    return lowered.launches[0]
+
+
+def _compiled_call(backend: Any, ctx: Any, spec: KernelCallSpec, target: Any, in_avals: tuple,
+                   out_avals: tuple) -> NativeCall | Unfit:
+    """The call in the form XLA launches, or why it does not fit. A plain kernel's is kept in
+    `_state.PLANS` by `_plan.plan_key`, and refilled for a call at new shapes or scalar values
+    (`_plan.relaunch`: the grid, the scalars, the outputs to zero): the kernel holds neither."""
+    try:
+        key = _plan.plan_key(spec, in_avals, out_avals)
+    except TypeError:  # an unhashable parameter: no plan kept
+        key = None
+    if key is not None:
+        key = (CUSTOM_CALL_TARGET, backend.platform, target,
+               _compile.graph_key(spec.unwrapped.jit_fn), key)
+        entry = _state.PLANS.get(key)
+        if entry is not None:
+            planned, call = entry[1]
+            [launch] = _plan.relaunch([planned], spec, in_avals, out_avals,
+                                      backend.launch_limits(target))
+            if tuple(launch.zeroed) == call.zeroed:  # else the kernel takes other buffers
+                return _values.replaced(call, grid=launch.grid, scalars=_scalars(launch))
+    launch = _one_launch(backend, ctx, spec, target, in_avals, out_avals)
+    if isinstance(launch, Unfit):
+        return launch
+    call = _compiled(backend, spec, target, launch, in_avals, out_avals)
+    if key is not None and not isinstance(call, Unfit):
+        _state.PLANS.put(key, (spec.kernel, (launch, call)))  # the kernel's id is in the key
+    return call
+
+
+def _scalars(launch: _plan.Launch) -> tuple[_spec.Scalar, ...]:
+    """The launch's runtime scalars, in kernel order: what the trampoline loads, in its order."""
+    return tuple(source.scalar for source in launch.bound.sources if source.kind == "scalar")
+
+
+def _compiled(backend: Any, spec: KernelCallSpec, target: Any, launch: _plan.Launch,
+              in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
+    """Compiles `launch` in the form XLA launches; the call, or why it does not fit."""
+    aliased = {o for _, o in spec.input_output_aliases}
+    if aliased & set(launch.zeroed):
+        return Unfit("an output to zero shares its buffer with an input (jaxlib's call zeroes "
+                     "that buffer; XLA's call has no zeroing)")
+    zero_avals = tuple(out_avals[o] for o in launch.zeroed)
+    form = _trampoline.for_xla(spec.unwrapped.jit_fn, launch.bound, in_avals + zero_avals,
+                               out_avals, backend.triton_backend())
+    job = _compile.make_job(form.jit_fn, backend.triton_target(target), form.bound,
+                            backend.triton_options(launch, spec), gluon=False,
+                            binary_key=backend.binary_key, asm_key=backend.asm_key)
+    compiled = _compile.compile_job(job)
+    problem = backend.launch_limits(target).shared_problem(compiled.shared_mem_bytes)
+    if problem:
+        return Unfit(problem)  # jaxlib's route raises it, with the kernel's name
+    _kinds.check_launch_features(compiled)
+    if compiled.global_scratch_size:
+        return Unfit(f"the kernel needs {compiled.global_scratch_size} bytes of Triton global "
+                     f"scratch memory, which not every XLA allocates for this call")
+    n_pointers = len(in_avals) + len(zero_avals) + len(form.scalar_operands) + len(out_avals)
+    # Asked for by the environment, a kernel XLA cannot read is worth a warning; asked for by
+    # the call it raises (`_primitive.refuse_if_asked`); chosen automatically it is only logged.
+    asked = bool(spec.xla_native) or _values.env_flag(ENV_XLA_NATIVE, default=None) is True
+    ir = checked_ir(compiled, n_pointers, opt_out=f"{ENV_XLA_NATIVE}=0", warn=asked)
+    if isinstance(ir, str):
+        return Unfit(ir)
+    return NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,
+                      num_stages=int(compiled.metadata.get("num_stages") or 1), grid=launch.grid,
+                      scalars=form.scalar_operands, zeroed=tuple(launch.zeroed))
+
+
+_SCALAR_DTYPES = {"u1": np.bool_, "i1": np.bool_, "i32": np.int32, "u32": np.uint32,
+                  "i64": np.int64, "u64": np.uint64, "fp32": np.float32, "fp64": np.float64}
+
+
+def scalar_constant(scalar: _spec.Scalar) -> Any:
+    """A runtime scalar as the 0-d constant XLA passes the trampoline (`_trampoline.for_xla`)."""
+    return mlir.ir_constant(np.array(scalar.value, _SCALAR_DTYPES[scalar.triton_type]))
+
+
+def _layouts(avals: Sequence[Any]) -> list[list[int]]:
+    """Row-major layouts: the kernel indexes every buffer as C-contiguous."""
+    return [list(reversed(range(len(aval.shape)))) for aval in avals]
+
+
+def emit(ctx: Any, operands: Sequence[Any], call: NativeCall,
+         aliases: Sequence[tuple[int, int]], has_side_effect: bool = False, name: str = ""):
+    """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`), with the
+    operands the call adds (zero-filled ones aliased to the outputs to zero, then the scalars).
+
+    XLA's backend config has no field for the call's `name` (its `name` is the `tt.func` to
+    launch), so the call's name is a frontend attribute of the op, which HLO dumps show and
+    `kernel_calls` reads back. (Not the op's location: JAX lowers a primitive into a private
+    function once and inlines it, keeping the call site's location only.)
+    """
+    from jax._src.lib.mlir import ir
+
+    zero_avals = [ctx.avals_out[o] for o in call.zeroed]
+    added = [mlir.full_like_aval(ctx, 0, aval) for aval in zero_avals]
+    added += [scalar_constant(scalar) for scalar in call.scalars]
+    aliases = [*aliases, *((len(ctx.avals_in) + k, o) for k, o in enumerate(call.zeroed))]
+    backend_config = {
+        "name": ir.StringAttr.get(call.name),
+        "ir": ir.StringAttr.get(call.ir),
+        "num_stages": mlir.i32_attr(call.num_stages),
+        "num_warps": mlir.i32_attr(call.num_warps),
+        "grid_x": mlir.i32_attr(call.grid[0]),
+        "grid_y": mlir.i32_attr(call.grid[1]),
+        "grid_z": mlir.i32_attr(call.grid[2]),
+        "debug": ir.BoolAttr.get(False),
+    }
+    result_types = [ir.RankedTensorType.get(aval.shape, mlir.dtype_to_ir_type(aval.dtype))
+                    for aval in ctx.avals_out]
+    op = mlir.custom_call(
+        CUSTOM_CALL_TARGET,
+        result_types=result_types,
+        operands=[*operands, *added],
+        backend_config=backend_config,
+        api_version=4,
+        operand_layouts=_layouts([*ctx.avals_in, *zero_avals]) + [[] for _ in call.scalars],
+        result_layouts=_layouts(ctx.avals_out),
+        operand_output_aliases=dict(aliases),
+        has_side_effect=has_side_effect,
+    )
+    op.operation.attributes["mhlo.frontend_attributes"] = ir.DictAttr.get(
+        {_compat.XLA_CALL_NAME_ATTRIBUTE: ir.StringAttr.get(name or call.name)})
+    return op.results

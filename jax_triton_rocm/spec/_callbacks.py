@@ -1,0 +1,106 @@
+"""The user's own functions, called while a call's launches are planned: a callable grid or
+`zeroed_outputs`, a `@triton.heuristics` rule, an `early_config_prune`, a `perf_model`, a
+config's `pre_hook`.
+
+An error one of them raises would otherwise surface bare (a `KeyError: 'BLOCKSIZE'` with no word
+of which function read it, or what it could have read). `call` raises it again as a ValueError
+that names the function and where it is defined, what it read or raised, the values it was given
+and the fix; the original is chained as its cause.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from jax_triton_rocm.spec._spec import aval_text
+
+_SHOWN_CHARS = 60  # of one value's text in a message
+
+
+def describe(fn: Any) -> str:
+    """`fn` as messages show it: its name, and where a Python function is defined (a
+    `functools.partial`'s function)."""
+    fn = fn.func if isinstance(fn, functools.partial) else fn
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return name
+    return f"{name} at {os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+
+
+class Arguments(dict):
+    """What a function given more than one mapping receives, each under the name its signature
+    gives it (`early_config_prune(configs, named_args, **kwargs)`: {"named_args": ...,
+    "kwargs": ...}), so that a message says which of them held what."""
+
+
+def shown_given(given: Mapping[str, Any]) -> str:
+    """`given` as messages show it: one mapping as `shown`, `Arguments` part by part."""
+    if isinstance(given, Arguments):
+        return " and ".join(f"{part} ({shown(values)})" for part, values in given.items())
+    return shown(given)
+
+
+def _holders(given: Mapping[str, Any], key: str) -> list[str] | None:
+    """The parts of `Arguments` that hold `key` (None for a single mapping)."""
+    if not isinstance(given, Arguments):
+        return None
+    return [part for part, values in given.items() if key in values]
+
+
+def shown(values: Mapping[str, Any]) -> str:
+    """`values` as "name=value, ..." in name order; arrays as their dtype and shape."""
+    parts = []
+    for name in sorted(values, key=str):
+        value = values[name]
+        if hasattr(value, "shape") and hasattr(value, "dtype"):
+            text = aval_text(value)
+        else:
+            text = repr(value)
+            if len(text) > _SHOWN_CHARS:
+                text = text[:_SHOWN_CHARS - 3] + "..."
+        parts.append(f"{name}={text}")
+    return ", ".join(parts) or "nothing"
+
+
+def call(fn: Callable[..., Any], *args: Any, what: str, given: Mapping[str, Any], fix: str,
+         **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)`, with an error it raises named.
+
+    Args:
+      what: the function's role, for the message ("grid(meta)", "early_config_prune of kernel
+        k").
+      given: the values by name the function can read (for a `KeyError`, and to show them), or
+        `Arguments` where it receives several mappings.
+      fix: the sentence that says what the function must do.
+
+    Raises:
+      ValueError: whatever `fn` raised, with `what`, `fn`, the key it read that `given` lacks
+        (or the error's type and text) and the values given; chained to the original.
+    """
+    try:
+        return fn(*args, **kwargs)
+    except KeyError as err:
+        key = err.args[0] if len(err.args) == 1 else None
+        holders = _holders(given, key) if isinstance(key, str) else None
+        if isinstance(key, str) and (not holders if holders is not None else key not in given):
+            raise ValueError(
+                f"{what} ({describe(fn)}) read {key!r}, which is not among the values it is "
+                f"given: {shown_given(given)}. {fix}") from err
+        if holders is not None and len(holders) < len(given):
+            raise ValueError(
+                f"{what} ({describe(fn)}) raised KeyError: {key!r}; it was given "
+                f"{shown_given(given)}: {key!r} is in {' and '.join(holders)} only. {fix}"
+            ) from err
+        raise _raised(fn, err, what, given, fix) from err
+    except Exception as err:  # noqa: BLE001  (the user's code: anything it raises is named)
+        raise _raised(fn, err, what, given, fix) from err
+
+
+def _raised(fn: Any, err: Exception, what: str, given: Mapping[str, Any],
+            fix: str) -> ValueError:
+    return ValueError(f"{what} ({describe(fn)}) raised {type(err).__name__}: {err}; it was given "
+                      f"{shown_given(given)}. {fix}")

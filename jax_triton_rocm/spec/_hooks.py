@@ -1,0 +1,203 @@
+"""`triton.Config(pre_hook=...)`: each config's hook, run once at lowering on stand-ins.
+
+Triton's launcher calls a config's `pre_hook(nargs)` before it launches that config, with the
+arguments by name, the keywords and the config's kwargs and settings. Kernels that take host-side
+tensor descriptors use it to give each config its own block shapes
+(`nargs["desc_q"].block_shape = [BLOCK_M, HEAD_DIM]`, as Triton's attention and persistent
+matmul tutorials do). jaxlib launches the configs itself, with no host code around them, so the
+hook runs here instead, once per config while the call is lowered, on stand-ins: each
+`TensorDescriptor` a `HookDescriptor`, which records the `block_shape` the hook sets (and passes
+`isinstance` for the package's descriptor and for Triton's, which hooks written for Triton check),
+each array a `HookArray`, with its shape and dtype and no data. Whatever else the hook reads or
+writes of an array, or of a descriptor, raises `DataAccess`, which `run` turns into the refusal
+naming the alternatives: jaxlib's trials cannot run host code that zeroes or copies buffers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from jax_triton_rocm.spec import _autotuner, _callbacks
+from jax_triton_rocm.spec._tensordesc import TensorDescriptor
+from jax_triton_rocm.spec._spec import aval_text
+
+class DataAccess(Exception):
+    """A pre_hook read or wrote what a stand-in does not have (array data, a descriptor field
+    other than `block_shape`); the message names the access."""
+
+
+class HookArray:
+    """An array as a pre_hook sees it: `shape`, `dtype`, `ndim`, `size`, `nbytes`; nothing of
+    its data (every other attribute, indexing, arithmetic and conversion raise `DataAccess`)."""
+
+    def __init__(self, aval: Any, label: str) -> None:
+        object.__setattr__(self, "_aval", aval)
+        object.__setattr__(self, "_label", label)
+
+    shape = property(lambda self: tuple(self._aval.shape))
+    dtype = property(lambda self: self._aval.dtype)
+    ndim = property(lambda self: len(self._aval.shape))
+    size = property(lambda self: int(_product(self._aval.shape)))
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__array"):  # NumPy's protocols: np.asarray(x)
+            raise DataAccess(f"np.asarray({self._label})")
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)  # Python's own probes (copy, pickle, ...): no data
+        raise DataAccess(f"{self._label}.{name}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise DataAccess(f"{self._label}.{name} = {value!r}")
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"<{self._label}: {aval_text(self._aval)}, no data at lowering>"
+
+
+def _refused(text: str):
+    def refuse(self: HookArray, *args: Any) -> Any:
+        raise DataAccess(text.format(self._label))
+    return refuse
+
+
+for _method, _text in {
+        "__getitem__": "{}[...]", "__setitem__": "{}[...] = ...", "__iter__": "iter({})",
+        "__jax_array__": "jnp.asarray({})", "__bool__": "bool({})",
+        "__int__": "int({})", "__float__": "float({})", "__index__": "the index value of {}",
+        **{f"__{op}__": f"arithmetic on {{}} ({op})" for op in (
+            "add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "iadd", "isub", "imul",
+            "neg", "lt", "le", "gt", "ge")}}.items():
+    setattr(HookArray, _method, _refused(_text))
+
+
+def _product(shape: Any) -> int:
+    size = 1
+    for dim in shape:
+        size *= int(dim)
+    return size
+
+
+def _triton_descriptor() -> type:
+    from triton.tools.tensor_descriptor import TensorDescriptor as TritonDescriptor
+
+    return TritonDescriptor
+
+
+class HookDescriptor(TensorDescriptor):
+    """A descriptor as a pre_hook sees it: its fields as lists (as Triton's descriptor has
+    them), `base` a `HookArray`; it records the `block_shape` the hook sets (assigned, or
+    changed in place) and refuses any other assignment. Made by `stand_in`, which adds Triton's
+    descriptor class to its bases."""
+
+    def __init__(self, desc: TensorDescriptor, label: str, path: tuple[int, ...]) -> None:
+        for field in dataclasses.fields(TensorDescriptor):
+            value = getattr(desc, field.name)
+            object.__setattr__(self, field.name, list(value) if isinstance(value, tuple)
+                               else value)
+        object.__setattr__(self, "base", HookArray(desc.base, f"{label}.base"))
+        object.__setattr__(self, "_label", label)
+        object.__setattr__(self, "_path", path)
+        object.__setattr__(self, "_original", desc)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name != "block_shape":
+            raise DataAccess(f"{self._label}.{name} = {value!r} (a pre_hook may set a "
+                             f"descriptor's block_shape only)")
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        return f"<{self._label}: TensorDescriptor block_shape={self.block_shape}>"
+
+    __hash__ = object.__hash__
+
+
+_DESCRIPTOR_CLASS: list[type] = []
+
+
+def _descriptor_class() -> type:
+    """`HookDescriptor` with Triton's own descriptor among its bases (made once)."""
+    if not _DESCRIPTOR_CLASS:
+        _DESCRIPTOR_CLASS.append(type("HookDescriptor", (HookDescriptor, _triton_descriptor()),
+                                      {"__module__": __name__}))
+    return _DESCRIPTOR_CLASS[0]
+
+
+def stand_in(value: Any, label: str, path: tuple[int, ...], made: list) -> Any:
+    """What a pre_hook sees for one argument (an abstract value as `_plan.named_args` gives
+    it); each `HookDescriptor` made is appended to `made`."""
+    if isinstance(value, TensorDescriptor):
+        desc = _descriptor_class()(value, label, path)
+        made.append(desc)
+        return desc
+    if isinstance(value, tuple):
+        return tuple(stand_in(v, f"{label}[{j}]", path + (j,), made)
+                     for j, v in enumerate(value))
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return HookArray(value, label)
+    return value
+
+
+def run(hook: Any, config: Any, nargs: Mapping[str, Any], names: list[str],
+        kernel: str) -> tuple[tuple[tuple[int, ...], TensorDescriptor], ...]:
+    """Runs `config`'s pre_hook on stand-ins of `nargs` (the arguments by name, the keywords,
+    the config's kwargs and settings); returns the descriptors whose block shape it set, as
+    (parameter path, descriptor over an abstract base with the new block shape).
+
+    Raises:
+      NotImplementedError: the hook touched array data, or a descriptor field other than
+        `block_shape` (naming what, and the alternatives).
+      ValueError: the hook raised, or set a block shape a descriptor cannot have.
+    """
+    made: list[HookDescriptor] = []
+    seen = {name: stand_in(value, f"nargs[{name!r}]", (names.index(name),), made)
+            if name in names else value for name, value in nargs.items()}
+    what = f"The pre_hook of triton.Config({config}) on kernel {kernel}"
+    try:
+        _callbacks.call(hook, seen, what=what, given=nargs,
+                        fix="Fix the hook: it receives the kernel's arguments by name (arrays "
+                            "as stand-ins with a shape and a dtype), the keywords and the "
+                            "config's values.")
+    except ValueError as err:
+        if isinstance(err.__cause__, DataAccess):
+            raise NotImplementedError(
+                f"{what} ({_callbacks.describe(hook)}) used {err.__cause__}, which a hook "
+                f"cannot have here: jaxlib runs the configs without host code around them, so "
+                f"the hook runs once per config when the call is lowered, on stand-ins that hold "
+                f"each array's shape and dtype and no data, and may set a TensorDescriptor's "
+                f"block_shape only. Instead, {_autotuner.PRE_HOOK_ALTERNATIVE}.") \
+                from err.__cause__
+        raise
+    changed = []
+    for desc in made:
+        block = desc.block_shape
+        if list(block) == list(desc._original.block_shape):
+            continue
+        try:
+            changed.append((desc._path, dataclasses.replace(desc._original,
+                                                            block_shape=tuple(block))))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{what} ({_callbacks.describe(hook)}) set {desc._label}"
+                             f".block_shape = {block!r}: {err}") from err
+    return tuple(changed)
+
+
+def reblocked(positional: tuple, descriptors: tuple) -> tuple:
+    """The layout `positional` (placed: one entry per parameter) with each descriptor at a path
+    of `descriptors` (as `run` returns them) in place of the call's own."""
+    def replaced(entry: tuple[str, Any], path: tuple[int, ...], desc: Any) -> tuple[str, Any]:
+        kind, value = entry
+        if not path:
+            return (kind, (value[0], desc))
+        items = list(value)
+        items[path[0]] = replaced(items[path[0]], path[1:], desc)
+        return (kind, tuple(items))
+
+    layout = list(positional)
+    for path, desc in descriptors:
+        layout[path[0]] = replaced(layout[path[0]], path[1:], desc)
+    return tuple(layout)

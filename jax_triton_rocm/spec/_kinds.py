@@ -1,0 +1,520 @@
+"""Arguments of the wrong kind for a kernel's parameters: the parameter a call most likely forgot
+(`forgotten`), and a scalar on a parameter the kernel dereferences, or a pointer on one it counts
+with (`check`), refused at lowering with both named, on every route: `_plan.launches` checks
+each call's first launch, so the CPU interpreter's calls are refused when lowered, not when run.
+
+Triton says only "invalid operands of type pointer<fp32> and int32" (at run time, in its
+interpreter), where a positional port of a kernel whose outputs sit among its inputs has put an
+int on an output's pointer and the output on the int. The parameters' roles are a guess
+(the roles below), so a suspect alone refuses nothing: Triton's front end (Python to Triton IR, no
+backend pass, about as long as parsing the kernel) then builds the kernel as laid out, and only
+if it fails is the call refused, naming each suspect, what it got and why the kernel wants the
+other kind; the front end's error is chained. A wrong guess costs that one front-end run.
+
+What a kernel uses each of its parameters as, read from its source: a pointer or a scalar.
+
+Messages need it where a call's arguments do not line up with the kernel's parameters: which
+parameter did the user most likely forget (a scalar, where the outputs fill pointers), and which
+parameter got a scalar where the kernel dereferences it, or a pointer where it counts with it
+(`_kinds`). Triton itself says only "invalid operands of type pointer<fp32> and int32".
+
+The reading is a guess from evidence, never a verdict on its own (`_kinds` asks Triton's front
+end before it refuses anything):
+
+- pointer: the parameter is what `tl.load`, `tl.store`, `tl.atomic_*`, `tl.make_block_ptr` or
+  `tl.make_tensor_descriptor` dereference, plus offsets (`tl.load(x_ptr + offsets)`, also through
+  local names: `ptrs = x_ptr + offsets`); it reads `.dtype.element_ty`; a `@triton.jit` function
+  it is passed to dereferences it; or it is annotated with a pointer type;
+- scalar: it is compared (`offsets < n`), multiplied, divided, shifted or negated, counted over
+  (`range`, `tl.range`), given to `tl.cdiv`, `tl.full`, `min` or `max`, stored, used as a
+  `mask=` or `other=`; a callee counts with it; or it is annotated with a scalar type.
+
+A parameter with evidence of both kinds, or of neither, has no role.
+
+Launch limits per target, checked at lowering instead of failing at launch.
+
+jaxlib launches what it is given: a block of more threads than the GPU allows, or more shared
+memory (LDS on AMD) than a block may have, fails only when the kernel first runs, far from the
+call. The lowering checks both against the target's limits. A plain call that breaks one gets a
+ValueError naming the setting, the target and the limit; an autotuned call drops the configs that
+break one (as Triton's autotuner drops configs that fail to compile) and fails only when none is
+left.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import itertools
+import logging
+import types
+from collections.abc import Callable, Sequence
+from collections.abc import Mapping
+from typing import Any
+from typing import Any, TypeVar
+
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.spec._spec import MAX_GRID_SIZE
+from jax_triton_rocm.spec._spec import aval_text
+
+
+_DEREFERENCE = {"load": "pointer", "store": "pointer", "make_block_ptr": "base",
+                "make_tensor_descriptor": "base", "atomic_add": "pointer",
+                "atomic_and": "pointer", "atomic_cas": "pointer", "atomic_max": "pointer",
+                "atomic_min": "pointer", "atomic_or": "pointer", "atomic_xchg": "pointer",
+                "atomic_xor": "pointer"}
+_COUNTING = {"cdiv", "range", "static_range", "minimum", "maximum", "min", "max", "abs"}
+_ARITHMETIC = (ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift, ast.RShift,
+               ast.BitAnd, ast.BitOr, ast.BitXor, ast.MatMult)
+_SHOWN_CHARS = 70
+
+
+@dataclasses.dataclass(frozen=True)
+class Roles:
+    """Parameters by role, each with where the kernel shows it ("file.py:12: tl.load(...)")."""
+
+    pointers: Mapping[str, str]
+    scalars: Mapping[str, str]
+
+    def of(self, name: str) -> str | None:
+        """"pointer", "scalar", or None where the kernel shows neither (or both)."""
+        return "pointer" if name in self.pointers else "scalar" if name in self.scalars else None
+
+    def shown(self, name: str) -> str:
+        """Why `name` has its role: "the kernel dereferences it at file.py:12: ..." (or "counts
+        with it")."""
+        if name in self.pointers:
+            return f"the kernel dereferences it at {self.pointers[name]}"
+        return f"the kernel counts with it at {self.scalars[name]}"
+
+
+def roles(jit_fn: Any, reading: set[int] | None = None) -> Roles:
+    """The roles of `jit_fn`'s parameters, kept per function (`_state.PARAMETER_ROLES`, beside
+    the function and its source, so that an edited kernel is read again); `reading` holds the
+    functions being read, callers of this one (a call back into one of them adds nothing)."""
+    entry = _state.PARAMETER_ROLES.get(id(jit_fn))
+    if entry is not None and entry[0] is jit_fn and entry[1] == jit_fn.src:
+        return entry[2]
+    found = _read(jit_fn, set() if reading is None else reading)
+    _state.PARAMETER_ROLES.put(id(jit_fn), (jit_fn, jit_fn.src, found))
+    return found
+
+
+def _annotated(param: Any) -> str | None:
+    annotation = getattr(param, "annotation_type", "") or ""
+    if not isinstance(annotation, str) or not annotation:
+        return None
+    return "pointer" if annotation.startswith("*") else "scalar"
+
+
+def _read(jit_fn: Any, reading: set[int]) -> Roles:
+    reading.add(id(jit_fn))
+    with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
+        tree = jit_fn.parse()
+    names = list(jit_fn.arg_names)
+    reader = _Reader(jit_fn, names, reading)
+    for _ in range(2):  # twice: a loop may assign a pointer that an earlier line dereferences
+        reader.visit(tree.body[0])
+    reading.discard(id(jit_fn))
+    pointers, scalars = dict(reader.pointers), dict(reader.scalars)
+    for param in jit_fn.params:
+        role = _annotated(param)
+        if role is not None:
+            found = pointers if role == "pointer" else scalars
+            found.setdefault(param.name, f"{reader.file}:{reader.first_line}: {param.name}: "
+                                         f"{param.annotation}")
+    both = set(pointers) & set(scalars)
+    return Roles({k: v for k, v in pointers.items() if k not in both},
+                 {k: v for k, v in scalars.items() if k not in both})
+
+
+class _Reader(ast.NodeVisitor):
+    """One walk of a kernel's body, gathering evidence for each parameter's role."""
+
+    def __init__(self, jit_fn: Any, names: list[str], reading: set[int]) -> None:
+        self.jit_fn = jit_fn
+        self.params = set(names)
+        self.scope = dict(jit_fn.__globals__)
+        try:
+            self.scope.update(inspect.getclosurevars(jit_fn.fn).nonlocals)
+        except (TypeError, ValueError):
+            pass
+        self.reading = reading
+        self.env: dict[str, set[str]] = {name: {name} for name in names}
+        self.pointers: dict[str, str] = {}
+        self.scalars: dict[str, str] = {}
+        raw = getattr(jit_fn, "raw_src", None) or [""]
+        offset = next((i for i, line in enumerate(raw) if line.strip().startswith("def ")), 0)
+        self.first_line = getattr(jit_fn, "starting_line_number", 1) + offset
+        self.file = jit_fn.fn.__code__.co_filename.rsplit("/", 1)[-1]
+
+    def where(self, node: ast.AST) -> str:
+        text = ast.unparse(node)
+        if len(text) > _SHOWN_CHARS:
+            text = text[:_SHOWN_CHARS - 3] + "..."
+        return f"{self.file}:{self.first_line + node.lineno - 1}: {text}"
+
+    def roots(self, node: ast.AST) -> set[str]:
+        """The parameters `node` may be a pointer derived from (plus offsets)."""
+        if isinstance(node, ast.Name):
+            return self.env.get(node.id, set())
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return self.roots(node.left) or self.roots(node.right)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
+            return self.roots(node.left)
+        if isinstance(node, ast.Subscript) and _broadcast(node.slice):
+            return self.roots(node.value)
+        if isinstance(node, ast.IfExp):
+            return self.roots(node.body) | self.roots(node.orelse)
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "to":
+                return self.roots(func.value)
+            if self.function(func) in ("multiple_of", "max_contiguous", "advance") and node.args:
+                return self.roots(node.args[0])
+        return set()
+
+    def function(self, func: ast.AST) -> Any:
+        """A Triton language function's name, a builtin's name, a `@triton.jit` function, or
+        None, for the callee `func`."""
+        if isinstance(func, ast.Attribute):
+            root = func.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            owner = self.scope.get(root.id) if isinstance(root, ast.Name) else None
+            if isinstance(owner, types.ModuleType) and owner.__name__.startswith("triton"):
+                return func.attr
+            return None
+        if not isinstance(func, ast.Name):
+            return None
+        value = self.scope.get(func.id)
+        if value is None:
+            return func.id if func.id in ("range", "min", "max", "abs") else None
+        if callable(getattr(value, "parse", None)) and hasattr(value, "arg_names"):
+            return value
+        module = getattr(value, "__module__", "") or ""
+        return func.id if module.startswith("triton") else None
+
+    def param(self, node: ast.AST | None) -> str | None:
+        return node.id if isinstance(node, ast.Name) and node.id in self.params else None
+
+    def pointer(self, node: ast.AST, evidence: ast.AST) -> None:
+        for name in self.roots(node):
+            self.pointers.setdefault(name, self.where(evidence))
+
+    def scalar(self, node: ast.AST | None, evidence: ast.AST) -> None:
+        name = self.param(node)
+        if name is not None:
+            self.scalars.setdefault(name, self.where(evidence))
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        roots = self.roots(node.value)
+        for target in node.targets:
+            if isinstance(target, ast.Name) and roots:
+                self.env.setdefault(target.id, set()).update(roots)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if isinstance(node.target, ast.Name) and isinstance(node.op, ast.Add):
+            self.env.setdefault(node.target.id, set()).update(self.roots(node.value))
+        if isinstance(node.op, _ARITHMETIC):
+            self.scalar(node.value, node)
+        self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        operands = [node.left, *node.comparators]
+        if not any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops) \
+                and not any(isinstance(x, ast.Constant) and x.value is None for x in operands):
+            for operand in operands:
+                self.scalar(operand, node)
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if isinstance(node.op, _ARITHMETIC):
+            self.scalar(node.left, node)
+            self.scalar(node.right, node)
+        self.generic_visit(node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+        if isinstance(node.op, (ast.USub, ast.Invert)):
+            self.scalar(node.operand, node)
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr == "element_ty" and isinstance(node.value, ast.Attribute) \
+                and node.value.attr == "dtype":
+            self.pointer(node.value.value, node)
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        function = self.function(node.func)
+        keywords = {k.arg: k.value for k in node.keywords if k.arg}
+        if isinstance(function, str) and function in _DEREFERENCE:
+            target = node.args[0] if node.args else keywords.get(_DEREFERENCE[function])
+            if target is not None:
+                self.pointer(target, node)
+            for name in ("mask", "other"):
+                self.scalar(keywords.get(name), node)
+            if function == "store":
+                self.scalar(node.args[1] if len(node.args) > 1 else keywords.get("value"), node)
+        elif isinstance(function, str) and function in _COUNTING:
+            for arg in [*node.args, *keywords.values()]:
+                self.scalar(arg, node)
+        elif function == "full":
+            self.scalar(node.args[1] if len(node.args) > 1 else keywords.get("value"), node)
+        elif function is not None and not isinstance(function, str):
+            self.callee(function, node, keywords)
+        self.generic_visit(node)
+
+    def callee(self, callee: Any, node: ast.Call, keywords: dict[str, ast.AST]) -> None:
+        """Evidence from a `@triton.jit` function the kernel calls, by its parameters' roles."""
+        if id(callee) in self.reading:
+            return
+        inner = roles(callee, self.reading)
+        bound = dict(zip(callee.arg_names, node.args))
+        bound.update((k, v) for k, v in keywords.items() if k in callee.arg_names)
+        for name, arg in bound.items():
+            role = inner.of(name)
+            if role == "pointer":
+                self.pointer(arg, node)
+            elif role == "scalar":
+                self.scalar(arg, node)
+
+
+def _broadcast(index: ast.AST) -> bool:
+    """Whether a subscript only adds axes or slices (`ptrs[:, None]`), as pointer blocks are
+    indexed; an integer index picks a tuple's element instead."""
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    return all(isinstance(p, ast.Slice) or (isinstance(p, ast.Constant) and p.value is None)
+               for p in parts)
+
+
+# Front-end type errors do not depend on the target; any installed backend's will do.
+_PROBE_TARGETS = {"nvidia": ("cuda", 80, 32), "amd": ("hip", "gfx942", 64)}
+
+
+def suspects(jit_fn: Any, bound: Any, in_avals: tuple, out_avals: tuple) -> list[str]:
+    """Each top-level parameter that gets a scalar where the kernel dereferences it, or an array
+    where it counts with it, as a sentence naming both."""
+    found = roles(jit_fn)
+    names = list(jit_fn.arg_names)
+    wrong = []
+    for source in bound.sources:
+        name = names[source.position]
+        role = found.of(name)
+        if source.path or role is None:
+            continue
+        if source.kind == "scalar" and role == "pointer":
+            wrong.append(f"parameter {name!r} gets the scalar {source.scalar.value!r} "
+                         f"({source.scalar.triton_type}), but {found.shown(name)}")
+        elif source.kind in ("input", "output") and role == "scalar":
+            aval = (in_avals if source.kind == "input" else out_avals)[source.index]
+            what = "operand" if source.kind == "input" else "output"
+            wrong.append(f"parameter {name!r} gets {what} {source.index} ({aval_text(aval)}), "
+                         f"a pointer, but {found.shown(name)}")
+    if wrong and bound.zero_d_pointers:
+        wrong.append(bound.zero_d_hint().rstrip("."))
+    return wrong
+
+
+def front_end_error(jit_fn: Any, bound: Any) -> Exception | None:
+    """The `CompilationError` Triton's front end raises building `jit_fn` as `bound` lays it
+    out, or None (it builds, or no backend is installed to build it with)."""
+    from triton.backends import backends
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.compiler.errors import CompilationError
+    from triton._C.libtriton import ir
+
+    name = next((name for name in _PROBE_TARGETS if name in backends), None)
+    if name is None:
+        return None
+    target = GPUTarget(*_PROBE_TARGETS[name])
+    backend = make_backend(target)
+    options = backend.parse_options({})
+    source = ASTSource(jit_fn, bound.signature, constexprs=bound.constexprs, attrs=bound.attrs)
+    with _state.triton_language_lock():  # the front end is not safe across threads
+        context = ir.context()
+        ir.load_dialects(context)
+        backend.load_dialects(context)
+        try:
+            source.make_ir(target, options, backend.get_codegen_implementation(options),
+                           backend.get_module_map(), context)
+        except CompilationError as err:
+            return err
+    return None
+
+
+def check(jit_fn: Any, bound: Any, in_avals: tuple, out_avals: tuple, kernel: str) -> None:
+    """Raises TypeError where `bound` puts a scalar on a parameter the kernel dereferences or a
+    pointer on one it counts with, and Triton's front end fails on it as laid out.
+
+    The message names each such parameter, what it gets and why the kernel wants the other
+    kind, and says how a call fills the parameters; the front end's error is its cause.
+    """
+    if jit_fn.is_gluon():
+        return
+    wrong = suspects(jit_fn, bound, in_avals, out_avals)
+    if not wrong:
+        return
+    err = front_end_error(jit_fn, bound)
+    if err is None:
+        return
+    raise TypeError(
+        f"Kernel {kernel}: the call's arguments do not line up with its parameters: "
+        f"{'; '.join(wrong)}. Triton's front end fails on the kernel as called (its error "
+        f"follows). Give the kernel arrays where it takes pointers and scalars where it takes "
+        f"values, in its parameter order: the positional arguments fill the parameters first, "
+        f"the outputs fill the non-constexpr parameters left unfilled, in order, and a "
+        f"parameter can be given by name (a keyword with out_type=, or operands={{...}}).") \
+        from err
+
+
+def forgotten(jit_fn: Any, given: list[str | None], slots: list[int]) -> str:
+    """A sentence naming the parameter(s) a call most likely forgot, or "".
+
+    Args:
+      given: what fills the parameters, in order: "pointer" (an array, an output) or "scalar"
+        per value, None where either could be meant.
+      slots: the parameters those values fill, in order, more of them than values.
+
+    Leaving out each choice of as many parameters as there are too many (one to three), the
+    choices whose remaining parameters all get the kind of value their role asks fit. One
+    fitting choice is named whole; for one missing parameter, two fitting choices are named as
+    "one of"; otherwise the parameters every fitting choice leaves out, if any.
+    """
+    extra = len(slots) - len(given)
+    if not 1 <= extra <= 3 or len(slots) > 24:
+        return ""
+    found = roles(jit_fn)
+    wanted = [found.of(jit_fn.arg_names[i]) for i in slots]
+    fitting = [set(left_out) for left_out in itertools.combinations(range(len(slots)), extra)
+               if all(r is None or g is None or r == g for r, g in zip(
+                   [role for j, role in enumerate(wanted) if j not in left_out], given))]
+    common = set.intersection(*fitting) if fitting else set()
+    if len(fitting) == 1:
+        chosen = fitting[0]
+        form = " Most likely missing: {}. Without {}, what the call gives lines up with the " \
+               "other parameters (arrays and outputs on pointers, scalars on values)."
+    elif extra == 1 and len(fitting) == 2:
+        chosen = set.union(*fitting)
+        form = " Most likely missing: one of {}; without either, what the call gives lines up " \
+               "with the other parameters (arrays and outputs on pointers, scalars on values)."
+    elif common:
+        chosen = common
+        form = " Missing, among others: {}, which every way of lining up what the call gives " \
+               "(arrays and outputs on pointers, scalars on values) leaves without {}."
+    else:
+        return ""
+    names = [jit_fn.arg_names[slots[j]] for j in sorted(chosen)]
+    shown = [f"{name!r} ({found.shown(name)})" if found.of(name) else repr(name)
+             for name in names]
+    joined = " or ".join(shown) if len(fitting) == 2 and extra == 1 else " and ".join(shown)
+    return form.format(joined, "it" if len(names) == 1 else "them")
+
+
+logger = logging.getLogger("jax_triton_rocm")
+
+T = TypeVar("T")
+
+MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU Triton targets
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchLimits:
+    """What one block may use on a target.
+
+    Attributes:
+      arch: the target ("sm_90", "gfx942"), for messages.
+      warp_size: threads per warp (wavefront) the kernel is compiled for.
+      max_threads: threads per block.
+      max_shared_bytes: dynamic shared memory (LDS) per block, or None where the target is not
+        in the vendor's table (then only the launch checks it).
+      max_grid: programs along each grid axis (x, y, z).
+      max_threads_x: threads along the grid's x axis (programs times the block's threads), or
+        None where only `max_grid` bounds it. HIP counts them in 32 bits and refuses more at
+        launch.
+    """
+
+    arch: str
+    warp_size: int
+    max_threads: int = MAX_THREADS_PER_BLOCK
+    max_shared_bytes: int | None = None
+    max_grid: tuple[int, int, int] = (MAX_GRID_SIZE,) * 3
+    max_threads_x: int | None = None
+
+    def grid_problem(self, grid: tuple[int, int, int], num_warps: int) -> str | None:
+        """Why a launch of `grid` programs of `num_warps` warps each cannot run here, or None."""
+        for axis, (size, limit) in enumerate(zip(grid, self.max_grid)):
+            if size > limit:
+                return (f"dimension {axis} has {size} programs and {self.arch} launches at most "
+                        f"{limit} along it; put the large size on dimension 0 (up to "
+                        f"{self.max_grid[0]}) or give each program more work")
+        threads = num_warps * self.warp_size
+        if self.max_threads_x is not None and grid[0] * threads > self.max_threads_x:
+            return (f"dimension 0 has {grid[0]} programs of {threads} threads ({num_warps} warps "
+                    f"of {self.warp_size}), {grid[0] * threads} threads in all, and {self.arch} "
+                    f"launches at most {self.max_threads_x} threads along it; give each program "
+                    f"more work (at most {self.max_threads_x // threads} programs of this size), "
+                    f"or move programs to dimension 1 (up to {self.max_grid[1]})")
+        return None
+
+    def warps_problem(self, num_warps: int) -> str | None:
+        """Why a block of `num_warps` warps cannot launch here, or None."""
+        threads = num_warps * self.warp_size
+        if threads <= self.max_threads:
+            return None
+        return (f"num_warps={num_warps} makes blocks of {threads} threads ({num_warps} warps of "
+                f"{self.warp_size}) on {self.arch}, whose limit is {self.max_threads}; use "
+                f"num_warps={self.max_threads // self.warp_size} or fewer")
+
+    def shared_problem(self, shared_bytes: int) -> str | None:
+        """Why a block needing `shared_bytes` of shared memory cannot launch here, or None."""
+        if self.max_shared_bytes is None or shared_bytes <= self.max_shared_bytes:
+            return None
+        return (f"the kernel needs {shared_bytes} bytes of shared memory per block, and "
+                f"{self.arch} allows {self.max_shared_bytes}; use smaller blocks or fewer "
+                f"num_stages")
+
+
+def check_launch_features(compiled: Any) -> None:
+    """Raises if a compiled kernel (`compile._compile.CompiledKernel`) needs a launch feature
+    that neither jaxlib's Triton call nor XLA's provides."""
+    if compiled.profile_scratch_size:
+        raise NotImplementedError(
+            f"Kernel {compiled.name} was compiled with Triton's profiling instrumentation "
+            f"(profile scratch of {compiled.profile_scratch_size} bytes), which jaxlib does "
+            f"not allocate. Unset TRITON's instrumentation mode (TRITON_INSTRUMENTATION_MODE).")
+    for flag in ("launch_cooperative_grid", "launch_pdl"):
+        if compiled.metadata.get(flag):
+            raise NotImplementedError(
+                f"Kernel {compiled.name} needs a {flag.removeprefix('launch_')} launch, which "
+                f"jaxlib's Triton launcher does not do. Compile without it.")
+
+
+def keep_launchable(items: Sequence[T], problem_of: Callable[[T], str | None],
+                    describe: Callable[[T], str], *, kernel: str) -> list[T]:
+    """The items (one per launch config) whose `problem_of` is None.
+
+    Raises:
+      ValueError: a single item with a problem, or every item of several; names each problem.
+    """
+    problems = [(item, problem_of(item)) for item in items]
+    kept = [item for item, problem in problems if problem is None]
+    if len(items) == 1 and not kept:
+        raise ValueError(f"Kernel {kernel} cannot launch: {problems[0][1]}.")
+    if not kept:
+        listed = "; ".join(f"config ({describe(item)}): {problem}" for item, problem in problems)
+        raise ValueError(f"Kernel {kernel}: no autotune config can launch. {listed}.")
+    for item, problem in problems:
+        if problem is not None:
+            logger.debug("jax_triton_rocm: autotune config (%s) of kernel %s dropped: %s",
+                         describe(item), kernel, problem)
+    return kept
+
+
+def config_description(item: Any) -> str:
+    """The autotune description of a config, or of the first element of a (config, ...) tuple."""
+    config = item[0] if isinstance(item, tuple) else item
+    return config.description

@@ -1,0 +1,425 @@
+"""How one call's arguments fill a kernel's parameters: the layout, checked, as a `BoundKernel`.
+
+`triton_call(*args, out_shape=..., **metaparams)` fills the kernel's parameters in order: the
+positional arguments first, then one pointer per output, then the remaining parameters by name
+from the metaparams, falling back to the kernel's own defaults. A parameter given by keyword is a
+compile-time constant even when not annotated `tl.constexpr` (as in jax-triton).
+
+A call may instead place every parameter itself, with one positional entry per parameter
+(`triton_call_lowering`, whose outputs need not follow its inputs and may have no parameter of
+their own). See `lay_out_arguments`.
+
+Where each launch parameter comes from (`ArgSource`), and a kernel parameter filled by a tuple
+(a Triton tuple, maybe nested) or a `TensorDescriptor`: its type in the signature, and its
+constexprs, specialisations and launch parameters by path.
+
+Triton types a tuple parameter as a tuple of its elements' types (nested as the value is) and
+keys constexprs and attributes by path, `(parameter, element, ...)`; its launcher passes the
+runtime leaves in order, depth first, and specialises them as it does top-level arguments (an
+int equal to 1 and None become constexprs; `do_not_specialize` applies to every leaf of the
+parameter). A descriptor is typed `tensordesc<...>` and becomes its launch parameters once the
+kernel is compiled (`lowering._tma`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from jax_triton_rocm.base import _state, _values
+from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.spec import _tensordesc, _spec
+from jax_triton_rocm.spec._spec import kernel_name
+
+
+NESTED_KINDS = ("tuple", "descriptor")
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgSource:
+    """Where one runtime kernel parameter comes from.
+
+    Attributes:
+      kind: "input" (an array operand), "output" (an output buffer), "scalar" or "descriptor"
+        (a `TensorDescriptor` over an operand, several launch parameters: `routes.jaxlib._tma`).
+      position: the kernel parameter it fills.
+      index: operand index for "input" and "descriptor", output index for "output".
+      scalar: the typed value for "scalar".
+      path: the element of a tuple parameter it fills, () for the parameter itself.
+      descriptor: the descriptor (over an abstract base) for "descriptor".
+    """
+
+    kind: str
+    position: int
+    index: int = -1
+    scalar: _spec.Scalar | None = None
+    path: tuple[int, ...] = ()
+    descriptor: Any = None
+
+    @property
+    def key(self) -> int | tuple[int, ...]:
+        """Its key in `BoundKernel.specializations`: the position, or (position, *path)."""
+        return (self.position, *self.path) if self.path else self.position
+
+
+
+@dataclasses.dataclass
+class NestedParam:
+    """One parameter's part of a `_layout.BoundKernel`, keyed by path.
+
+    Attributes:
+      signature: the parameter's type: a string, or a tuple of them (nested).
+      constexprs: compile-time leaves (None, an int equal to 1) by path.
+      specializations: (path, "D" or "") for each pointer and int leaf.
+      sources: the runtime leaves, in launch order.
+      zero_d_pointers: the leaves that receive a 0-d array, for a compile-error hint.
+    """
+
+    signature: Any = None
+    constexprs: dict[tuple[int, ...], Any] = dataclasses.field(default_factory=dict)
+    specializations: list[tuple[tuple[int, ...], str]] = dataclasses.field(default_factory=list)
+    sources: list[ArgSource] = dataclasses.field(default_factory=list)
+    zero_d_pointers: list[str] = dataclasses.field(default_factory=list)
+
+
+def lay_out(i: int, param: Any, entry: tuple[str, Any], in_avals: tuple) -> NestedParam:
+    """Lays `entry` ("tuple" or "descriptor") onto parameter `i` (`param`).
+
+    Raises:
+      TypeError / OverflowError: a leaf Triton cannot take, named by its path.
+    """
+    nested = NestedParam()
+    nested.signature = _leaf(nested, (i,), param, entry, in_avals)
+    return nested
+
+
+def path_text(name: str, path: tuple[int, ...]) -> str:
+    """A leaf as messages name it: "parameter 'xy'[1][0]"."""
+    return f"parameter {name!r}" + "".join(f"[{j}]" for j in path[1:])
+
+
+def _leaf(nested: NestedParam, path: tuple[int, ...], param: Any, entry: tuple[str, Any],
+          in_avals: tuple) -> Any:
+    kind, value = entry
+    what = path_text(param.name, path)
+    if kind == "tuple":
+        return tuple(_leaf(nested, path + (j,), param, element, in_avals)
+                     for j, element in enumerate(value))
+    if kind == "descriptor":
+        nested.sources.append(ArgSource("descriptor", path[0], index=value[0], path=path[1:],
+                                        descriptor=value[1]))
+        return _tensordesc.signature_type(value[1])
+    if kind == "input":
+        aval = in_avals[value]
+        aligned = not (param.do_not_specialize_on_alignment or param.do_not_specialize)
+        nested.specializations.append((path, "D" if aligned else ""))
+        nested.sources.append(ArgSource("input", path[0], index=value, path=path[1:]))
+        if not tuple(aval.shape):
+            nested.zero_d_pointers.append(what)
+        return _spec.pointer_type(aval.dtype, what=what)
+    if value is None:
+        nested.constexprs[path] = None
+        return "constexpr"
+    typed = _spec.scalar(value, what=what)
+    if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
+        if typed.value == 1:  # as Triton's launcher does, inside tuples too
+            nested.constexprs[path] = 1
+            return "constexpr"
+        nested.specializations.append((path, _spec.int_specialization(typed.value)))
+    nested.sources.append(ArgSource("scalar", path[0], scalar=typed, path=path[1:]))
+    return typed.triton_type
+
+
+def named_value(entry: tuple[str, Any], in_avals: tuple) -> Any:
+    """How heuristics, pruning functions and grids see a nested argument: a tuple of what they
+    see for its elements (arrays as abstract values), a descriptor over an abstract base."""
+    kind, value = entry
+    if kind == "tuple":
+        return tuple(named_value(element, in_avals) for element in value)
+    if kind == "descriptor":
+        return value[1]
+    return in_avals[value] if kind == "input" else value
+
+
+def element_types(signature_type: Any) -> list[str]:
+    """The element types in one parameter's signature type: "fp32" for "*fp32" and for
+    "tensordesc<fp32[16,64]>", each element's for a tuple, the type itself for a scalar."""
+    if isinstance(signature_type, tuple):
+        return [t for element in signature_type for t in element_types(element)]
+    if signature_type.startswith("tensordesc<"):
+        return [signature_type[len("tensordesc<"):].split("[", 1)[0]]
+    return [signature_type.lstrip("*")]
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundKernel:
+    """One call's arguments laid onto a kernel's parameters, ready to compile and launch.
+
+    Attributes:
+      signature: Triton signature, every parameter by name ("*fp32", "i32", "constexpr"; a
+        tuple of them for a tuple parameter).
+      constexprs: constexpr values by parameter position, as `{(i,): value}` (`{(i, j): value}`
+        for element j of a tuple parameter).
+      attrs: specialisation attributes by position, as Triton's backends parse them.
+      sources: the runtime parameters in kernel order (what jaxlib passes at launch).
+      specializations: the specialisation strings ("D", "") by position, for the kernel key.
+      zero_d_pointers: the parameters that receive a 0-d array (as a pointer), named for a hint
+        when the compile fails: a scalar was most likely meant.
+    """
+
+    signature: dict[str, str]
+    constexprs: dict[tuple[int], Any]
+    attrs: dict[tuple[int], list]
+    sources: tuple[ArgSource, ...]
+    specializations: tuple[tuple[int, str], ...]
+    zero_d_pointers: tuple[str, ...] = ()
+
+    def zero_d_hint(self) -> str:
+        """What to do about the 0-d arrays given where the kernel may want scalars."""
+        return (f"{', '.join(self.zero_d_pointers)} is given a 0-d array, which the kernel "
+                f"receives as a pointer (as in Triton). If the kernel wants a scalar there, pass "
+                f"a Python or NumPy scalar (e.g. float(x), np.float32(x)); for a traced value "
+                f"(an argument of the jitted function) make that argument static "
+                f"(static_argnums, or functools.partial). Or annotate the parameter with its "
+                f"type (alpha: tl.float32): a concrete 0-d array is then taken as the scalar it "
+                f"holds.")
+
+    def constexprs_text(self, names: list[str]) -> str:
+        """The constexprs as "name=value, ..." (`names`: the kernel's parameter names)."""
+        return ", ".join(f"{names[i]}={value!r}" for (i,), value in sorted(
+            self.constexprs.items()))
+
+
+def check_operands(jit_fn: Any, n_positional: int, n_outputs: int,
+                   constexprs: dict[str, Any]) -> None:
+    """Checks what a call gives a kernel against its parameters, before any is laid out.
+
+    Used for every kernel: `lay_out_arguments` runs it first, and `triton_call` runs it alone
+    for autotuned kernels, whose constexprs are known only at lowering.
+
+    Raises:
+      TypeError: more positional arguments and outputs than parameters, or a keyword that is no
+        parameter of the kernel; each names the kernel and lists its parameters.
+    """
+    names = list(jit_fn.arg_names)
+    name = kernel_name(jit_fn)
+    n_given = n_positional + n_outputs
+    if n_given > len(names):
+        raise TypeError(
+            f"Too many operands for kernel {name}: {n_positional} argument(s) and "
+            f"{n_outputs} output(s) fill {n_given} parameters, but it has {len(names)} "
+            f"({', '.join(names)}).")
+    unknown = sorted(set(constexprs) - set(names))
+    if unknown:
+        raise TypeError(
+            f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel {name}, "
+            f"whose parameters are ({', '.join(names)}). Keyword arguments of triton_call fill "
+            f"the kernel's constexpr parameters by name.")
+
+
+PLACED_KINDS = ("input", "output", "keyword", *NESTED_KINDS)
+
+
+def places_outputs(positional: tuple) -> bool:
+    """Whether `positional` is a placed layout (one entry per kernel parameter: "input",
+    "output", "keyword", "tuple", "descriptor" and "scalar"), which places the outputs itself."""
+    return any(kind in PLACED_KINDS for kind, _ in positional)
+
+
+def lay_out_arguments(
+    jit_fn: Any,
+    backend: Any,
+    *,
+    positional: tuple[tuple[str, Any], ...],
+    in_avals: tuple[Any, ...],
+    out_avals: tuple[Any, ...],
+    constexprs: dict[str, Any],
+) -> BoundKernel:
+    """Lays a call's arguments onto the kernel's parameters.
+
+    Two layouts. In the positional layout (what `triton_call` binds: "array" and "scalar"
+    entries), the outputs' pointers follow the positional arguments and the remaining parameters
+    are filled by name. In the placed layout (what `triton_call_lowering` binds: one "input",
+    "output" or "keyword" entry per parameter), the entries place everything, outputs included,
+    and an output no entry names has no parameter: an in-place kernel writes it through the
+    pointer of the input it is aliased to. jaxlib hands array parameters the operands' and then
+    the outputs' buffers in order, so only trailing outputs may go without a parameter; the
+    caller checks that.
+
+    Args:
+      jit_fn: the @triton.jit function.
+      backend: Triton's compiler backend class for the target (for `parse_attr`).
+      positional: the positional layout: one entry per positional argument,
+        ("array", operand index) or ("scalar", value); or the placed layout: one entry per
+        parameter, ("input", operand index), ("output", output index) or ("keyword", None) (a
+        parameter filled by name, as those after the outputs are).
+      in_avals: the abstract values of the array operands.
+      out_avals: the abstract values of the outputs.
+      constexprs: values by parameter name (metaparams, config kwargs, heuristics).
+
+    Raises:
+      TypeError: too many or too few arguments, an array where a constexpr must be, a missing
+        constexpr, a keyword that is no parameter of the kernel; each names the kernel, the
+        parameter and what to do.
+    """
+    n_trailing_outputs = 0 if places_outputs(positional) else len(out_avals)
+    check_operands(jit_fn, len(positional), n_trailing_outputs, constexprs)
+    layout = _Layout(jit_fn, backend, n_positional=len(positional), n_outputs=n_trailing_outputs)
+    for i, param in enumerate(jit_fn.params):
+        if i < len(positional):
+            kind, value = positional[i]
+            if kind == "input":
+                layout.pointer(i, param, in_avals[value], ArgSource("input", i, value),
+                               f"operand {value} ({param.name})")
+            elif kind == "output":
+                layout.output(i, param, value, out_avals[value], constexprs)
+            elif kind == "keyword":
+                layout.by_name(i, param, constexprs)
+            elif kind in NESTED_KINDS:
+                layout.nested(i, param, lay_out(i, param, (kind, value), in_avals))
+            else:
+                layout.positional(i, param, kind, value, in_avals, constexprs)
+        elif i < len(positional) + n_trailing_outputs:
+            out = i - len(positional)
+            layout.output(i, param, out, out_avals[out], constexprs)
+        else:
+            layout.by_name(i, param, constexprs)
+    return layout.bound()
+
+
+class _Layout:
+    """The parts of a `BoundKernel`, filled one parameter at a time by `lay_out_arguments`."""
+
+    def __init__(self, jit_fn: Any, backend: Any, *, n_positional: int, n_outputs: int) -> None:
+        self.backend = backend
+        self.name = kernel_name(jit_fn)
+        self.names = list(jit_fn.arg_names)
+        self.n_positional = n_positional
+        self.n_outputs = n_outputs
+        self.signature: dict[str, str] = {}
+        self.constexprs: dict[tuple[int], Any] = {}
+        self.attrs: dict[tuple[int], list] = {}
+        self.specializations: list[tuple[int, str]] = []
+        self.sources: list[ArgSource] = []
+        self.zero_d_pointers: list[str] = []
+
+    def bound(self) -> BoundKernel:
+        return BoundKernel(self.signature, self.constexprs, self.attrs, tuple(self.sources),
+                           tuple(self.specializations), tuple(self.zero_d_pointers))
+
+    def constexpr(self, i: int, value: Any) -> None:
+        self.signature[self.names[i]] = "constexpr"
+        self.constexprs[(i,)] = _spec.plain_constexpr(value)
+
+    def specialize(self, i: int, spec: str) -> None:
+        self.specializations.append((i, spec))
+        parsed = self.backend.parse_attr(spec)
+        if parsed:
+            self.attrs[(i,)] = parsed
+
+    def pointer(self, i: int, param: Any, aval: Any, source: ArgSource, what: str) -> None:
+        self.signature[param.name] = _spec.declared_pointer(param, aval, what=what)
+        aligned = not (param.do_not_specialize_on_alignment or param.do_not_specialize)
+        self.specialize(i, "D" if aligned else "")
+        self.sources.append(source)
+
+    def nested(self, i: int, param: Any, nested: NestedParam) -> None:
+        """A tuple or descriptor parameter (`ArgSource`): its parts merged, keyed by path."""
+        self.signature[param.name] = nested.signature
+        self.constexprs.update(nested.constexprs)
+        for path, spec in nested.specializations:
+            self.specializations.append((path if len(path) > 1 else i, spec))
+            if parsed := self.backend.parse_attr(spec):
+                self.attrs[path] = parsed
+        self.sources.extend(nested.sources)
+        self.zero_d_pointers.extend(nested.zero_d_pointers)
+
+    def positional(self, i: int, param: Any, kind: str, value: Any, in_avals: tuple,
+                   constexprs: dict[str, Any]) -> None:
+        """Positional argument `i`: an array operand (`value` is its index) or a scalar."""
+        if param.name in constexprs:
+            raise TypeError(
+                f"Kernel {self.name}'s parameter {param.name!r} is given twice: as positional "
+                f"argument {i} and as a keyword. Pass it once.")
+        if kind == "array":
+            if param.is_constexpr:
+                raise TypeError(
+                    f"Kernel {self.name}'s parameter {param.name!r} is a tl.constexpr, but "
+                    f"positional argument {i} is an array. Pass a Python value there.")
+            self.pointer(i, param, in_avals[value], ArgSource("input", i, value),
+                         f"argument {i} ({param.name})")
+            if not tuple(in_avals[value].shape):
+                self.zero_d_pointers.append(f"argument {i} ({param.name})")
+        else:
+            role, *taken = _spec.scalar_role(param, value, what=f"argument {i} ({param.name})")
+            if role == "constexpr":
+                self.constexpr(i, taken[0])
+                return
+            typed, specialization = taken
+            if specialization is not None:
+                self.specialize(i, specialization)
+            self.signature[param.name] = typed.triton_type
+            self.sources.append(ArgSource("scalar", i, scalar=typed))
+
+    def output(self, i: int, param: Any, out: int, aval: Any, constexprs: dict[str, Any]) -> None:
+        """The pointer of output `out`, which fills parameter `i`."""
+        if param.name in constexprs:
+            raise TypeError(
+                f"Kernel {self.name}'s parameter {param.name!r} receives output {out}, but is "
+                f"also given as a keyword. Outputs fill the parameters after the positional "
+                f"arguments; check out_shape and the argument count.")
+        if param.is_constexpr:
+            raise TypeError(
+                f"Kernel {self.name}'s parameter {param.name!r} is a tl.constexpr, but output "
+                f"{out} would be passed there. Give the kernel {self.n_positional} positional "
+                f"argument(s) followed by {self.n_outputs} output pointer(s).")
+        self.pointer(i, param, aval, ArgSource("output", i, out), f"output {out} ({param.name})")
+
+    def by_name(self, i: int, param: Any, constexprs: dict[str, Any]) -> None:
+        """A parameter after the outputs: a keyword or the kernel's default fills it."""
+        if param.name in constexprs:
+            # As in jax-triton, a keyword makes any parameter a compile-time constant.
+            self.constexpr(i, constexprs[param.name])
+        elif param.has_default and param.is_constexpr:
+            self.constexpr(i, param.default)
+        elif param.has_default:
+            raise TypeError(
+                f"Too few operands for kernel {self.name}: parameter {param.name!r} (position "
+                f"{i}) has a default, but only tl.constexpr parameters can be left out here. "
+                f"Pass it.")
+        elif param.is_constexpr:
+            raise TypeError(
+                f"Missing constexpr {param.name!r} for kernel {self.name}: pass it as a keyword "
+                f"argument ({param.name}=...), give it a default in the kernel, or let the "
+                f"autotune configs or heuristics set it.")
+        else:
+            raise TypeError(
+                f"Too few operands for kernel {self.name}: parameter {param.name!r} (position "
+                f"{i}) gets nothing. It takes {len(self.names)} parameters "
+                f"({', '.join(self.names)}); {self.n_positional} argument(s) and "
+                f"{self.n_outputs} output(s) fill the first {self.n_positional + self.n_outputs}.")
+
+
+def check_plain_call(jit_fn: Any, positional: tuple, arrays: list, out_shapes: list,
+                     constexprs: dict[str, Any]) -> None:
+    """Lays a plain kernel's call out as the lowering will, to fail at the call; once per
+    layout (shapes and runtime scalar values aside: they change no outcome but the 0-d hint).
+
+    Raises:
+      TypeError: as `lay_out_arguments`.
+    """
+    try:
+        key = (id(jit_fn), _spec.compile_view(jit_fn, positional),
+               tuple((not a.shape, a.dtype) for a in (*arrays, *out_shapes)),
+               tuple((name, _values.exact_key(value)) for name, value in
+                     sorted(constexprs.items())))
+        if _state.CHECKED_CALLS.get(key) is not None:  # laid out before without error
+            return
+    except TypeError:  # an unhashable value: check every time
+        key = None
+    from triton.backends.compiler import BaseBackend
+
+    lay_out_arguments(jit_fn, BaseBackend, positional=positional, in_avals=tuple(arrays),
+                      out_avals=tuple(out_shapes), constexprs=constexprs)
+    if key is not None:
+        _state.CHECKED_CALLS.put(key, jit_fn)  # kept, so that its id is not reused

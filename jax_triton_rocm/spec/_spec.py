@@ -1,0 +1,558 @@
+"""`KernelCallSpec`: what one Triton kernel call is, as one frozen value.
+
+`checks.check_call` builds it from the arguments of `triton_call` or `triton_call_lowering`
+(every value checked, defaults applied); `triton_kernel_p` carries it as its one static
+parameter; `launch.plan` turns it, with the operands' types and a target, into the launches
+that each route (jaxlib's call, XLA's call, the interpreter) emits.
+
+JAX dtypes and Python scalars as Triton sees them, and as jaxlib's kernel call carries them.
+
+A Triton kernel taken apart: the @jit function, its autotune and heuristics wrappers, its name.
+
+How one call's arguments then fill the function's parameters is `_layout`.
+
+Launch grids: a call's grid, given as an int or a tuple of 1-3 sizes, checked and padded to 3.
+
+Per-target limits (CUDA's 65535 on y and z) are checked at lowering, where the target is known
+(`_kinds.LaunchLimits.grid_problem`); this module checks what holds on every GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from jax_triton_rocm.base import _values
+
+
+# Array dtypes Triton takes, by the pointer type in a Triton signature ("*" + this).
+_ARRAY_TYPES: dict[str, str] = {
+    "bool": "i1",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float32": "fp32",
+    "float64": "fp64",
+    "float8_e4m3fn": "fp8e4nv",
+    "float8_e5m2": "fp8e5",
+    "float8_e4m3fnuz": "fp8e4b8",
+    "float8_e5m2fnuz": "fp8e5b16",
+    "float8_e4m3b11fnuz": "fp8e4b15",
+}
+
+SUPPORTED_ARRAY_DTYPES = tuple(_ARRAY_TYPES)
+# Triton's fp8 type names, with the JAX dtype of each.
+FP8_DTYPES = {triton_type: dtype for dtype, triton_type in _ARRAY_TYPES.items()
+              if triton_type.startswith("fp8")}
+
+
+def aval_text(aval: Any) -> str:
+    """An array's dtype and shape as messages show it: "float32[1024]"."""
+    return f"{np.dtype(aval.dtype).name}{list(aval.shape)}"
+
+_I32 = (-(2**31), 2**31)
+_I64 = (-(2**63), 2**63)
+_U64 = (0, 2**64)
+_F32_MAX = float(np.finfo(np.float32).max)
+_F32_NORMAL = (float(np.finfo(np.float32).tiny), _F32_MAX)
+
+
+# By the dtype object given (np.dtype() of it is slow): one entry per dtype the process uses.
+_POINTER_TYPES: dict[Any, str] = {}
+
+
+def pointer_type(dtype: Any, *, what: str) -> str:
+    """The Triton pointer type ("*fp32") for arrays of `dtype`.
+
+    Args:
+      dtype: a NumPy/JAX dtype.
+      what: how the caller names the array in errors ("argument 2", "output 0").
+
+    Raises:
+      TypeError: naming `what`, the dtype and the dtypes Triton takes.
+    """
+    try:
+        return _POINTER_TYPES[dtype]
+    except (KeyError, TypeError):
+        pass
+    name = np.dtype(dtype).name
+    try:
+        pointer = _POINTER_TYPES[dtype] = "*" + _ARRAY_TYPES[name]
+        return pointer
+    except KeyError:
+        raise TypeError(
+            f"{what} has dtype {name}, which Triton kernels cannot take. Supported dtypes: "
+            f"{', '.join(SUPPORTED_ARRAY_DTYPES)}. Cast it first (x.astype(...)) or pass its "
+            f"bits through a same-width integer view (jax.lax.bitcast_convert_type).") from None
+
+
+def declared_pointer(param: Any, aval: Any, *, what: str) -> str:
+    """The pointer type for the array `aval` given to kernel parameter `param`, checked against
+    the parameter's annotation: a pointer to another type, or a scalar type, is refused
+    (Triton's launcher would reinterpret the buffer, or pass its address as a number).
+
+    Raises:
+      TypeError: naming `what`, the array, the annotation and the fix.
+    """
+    pointer, annotation = pointer_type(aval.dtype, what=what), getattr(param, "annotation_type", "")
+    if not annotation or param.is_constexpr:
+        return pointer
+    if not annotation.startswith("*"):
+        raise TypeError(
+            f"{what} is annotated {_DECLARABLE.get(annotation, (0, annotation))[1]}, a scalar, "
+            f"but is given a {aval_text(aval)} array, not a concrete 0-d one (a NumPy one, or a "
+            f"JAX one made outside jit), which would be taken as the scalar it holds. Pass a "
+            f"Python or NumPy scalar (np.float32(2.0): jit traces jnp.float32(2.0)); make an "
+            f"argument of the jitted function static (static_argnums, functools.partial); or "
+            f"make the parameter a pointer and tl.load it.")
+    element = annotation[2:] if annotation.startswith("*k") else annotation[1:]
+    if element != pointer[1:]:
+        raise TypeError(
+            f"{what} is annotated as a pointer to {element} ({annotation}), but is given a "
+            f"{aval_text(aval)} array ({pointer}). Cast the array (x.astype(...)), view its "
+            f"bits as that type (jax.lax.bitcast_convert_type), or fix the annotation.")
+    return pointer
+
+
+@dataclasses.dataclass(frozen=True)
+class Scalar:
+    """A Python or NumPy scalar argument, typed the way Triton's own launcher types it.
+
+    Attributes:
+      value: the plain Python value (bool, int or float).
+      triton_type: the type in the Triton signature ("i32", "i64", "u64", "u1", "fp32", "fp64").
+      proto_kind: the jaxlib parameter it travels as ("bool", "i32", "u32", "i64", "u64", "f32",
+        "f64").
+      declared: whether the type is the one the kernel parameter's annotation declares.
+    """
+
+    value: bool | int | float
+    triton_type: str
+    proto_kind: str
+    declared: bool = False  # the type is the parameter's annotation (`declared_type`)
+
+
+_NUMPY_SCALARS: dict[str, tuple[str, str, tuple[int, int] | None]] = {
+    "bool": ("u1", "bool", None),
+    "int8": ("i32", "i32", _I32),
+    "int16": ("i32", "i32", _I32),
+    "int32": ("i32", "i32", _I32),
+    "int64": ("i64", "i64", _I64),
+    "uint8": ("u32", "u32", (0, 2**32)),
+    "uint16": ("u32", "u32", (0, 2**32)),
+    "uint32": ("u32", "u32", (0, 2**32)),
+    "uint64": ("u64", "u64", _U64),
+    "float32": ("fp32", "f32", None),
+    "float64": ("fp64", "f64", None),
+}
+
+
+def is_scalar(value: Any) -> bool:
+    """Whether `value` is passed to the kernel by value (a static scalar), not as an array."""
+    return isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray)
+
+
+# Declarable scalar types jaxlib can pass: Triton type -> (jaxlib's, Triton's name, range).
+_DECLARABLE: dict[str, tuple[str, str, Any]] = {
+    "u1": ("bool", "tl.int1", (0, 2)), "i32": ("i32", "tl.int32", _I32),
+    "u32": ("u32", "tl.uint32", (0, 2**32)), "i64": ("i64", "tl.int64", _I64),
+    "u64": ("u64", "tl.uint64", _U64), "fp32": ("f32", "tl.float32", float),
+    "fp64": ("f64", "tl.float64", float)}
+
+
+def declared_type(param: Any) -> str | None:
+    """The scalar Triton type `param`'s annotation declares ("i32" for `n: tl.int32` or `n: int`,
+    read as Triton's `KernelParam.annotation_type`); None: none, a pointer's or a constexpr."""
+    declared = getattr(param, "annotation_type", "") or ""
+    if not declared or declared.startswith("*") or param.is_constexpr:
+        return None
+    return declared
+
+
+def _declared_scalar(value: Any, declared: str, what: str) -> Scalar:
+    """`value` as the annotation `declared` types it, as Triton's launcher packs it (an int for
+    a float type is converted), refused where it does not fit."""
+    if declared not in _DECLARABLE:
+        raise TypeError(
+            f"{what} is annotated {declared}, a type jaxlib's kernel call cannot pass by value "
+            f"(it passes bools and 32- and 64-bit integers and floats). Annotate it tl.int32, "
+            f"tl.float32 or another of those (and cast in the kernel), or make it a "
+            f"tl.constexpr.")
+    proto_kind, name, holds = _DECLARABLE[declared]
+    plain = value.item() if isinstance(value, np.generic) else value
+    if holds is float:
+        number = isinstance(plain, float) or (isinstance(plain, int) and abs(plain) < 2**1023)
+        if number and (declared == "fp64" or abs(plain) <= _F32_MAX or not np.isfinite(plain)):
+            return Scalar(float(plain), declared, proto_kind, True)
+        raise (OverflowError if isinstance(plain, (int, float)) else TypeError)(
+            f"{what} is annotated {name}, and {value!r} ({type(value).__name__}) does not fit "
+            f"it. Pass a {name.removeprefix('tl.')} value, or change the annotation.")
+    if isinstance(plain, int) and holds[0] <= plain < holds[1]:
+        return Scalar(bool(plain) if declared == "u1" else int(plain), declared, proto_kind, True)
+    raise (OverflowError if isinstance(plain, int) else TypeError)(
+        f"{what} is annotated {name}, which holds integers in [{holds[0]}, {holds[1]}), and "
+        f"{value!r} ({type(value).__name__}) does not fit it. Pass a value in that range, or "
+        f"annotate the parameter with a wider type (tl.int64, tl.uint64, tl.float32).")
+
+
+def retyped(typed: Scalar, value: Any, *, what: str) -> Scalar:
+    """`value` typed as `typed` was: by the same annotation where it was declared."""
+    return scalar(value, what=what, declared=typed.triton_type if typed.declared else None)
+
+
+def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
+    """Types a scalar argument as Triton's launcher does: by the parameter's annotation where
+    it declares one (`declared`, from `declared_type`), else by the value.
+
+    Python bool is "u1"; Python int is "i32" when it fits, else "i64", else "u64"; Python float is
+    "fp32" where float32 holds it (zero, inf, nan, or a normal float32 magnitude), else "fp64"
+    (jax-triton 0.4's rule; Triton's launcher would round 1e300 to inf, 1e-40 to a subnormal).
+    NumPy scalars keep their width (np.float64 is "fp64").
+
+    Raises:
+      OverflowError: an int outside [-2**63, 2**64), or a value that does not fit the declared
+        type, naming `what`, the value and the type.
+      TypeError: a NumPy scalar of a type jaxlib cannot pass (float16, complex, ...), or a value
+        of another kind than the declared type (a float for tl.int32).
+    """
+    if declared is not None:
+        return _declared_scalar(value, declared, what)
+    if isinstance(value, (bool, np.bool_)):
+        return Scalar(bool(value), "u1", "bool")
+    if isinstance(value, np.generic):
+        name = value.dtype.name
+        if name not in _NUMPY_SCALARS:
+            raise TypeError(
+                f"{what} is a NumPy {name} scalar, which a Triton kernel call cannot pass by "
+                f"value. Use one of: {', '.join(_NUMPY_SCALARS)}, or a Python bool/int/float.")
+        triton_type, proto_kind, bounds = _NUMPY_SCALARS[name]
+        plain = value.item()
+        if bounds is not None and not bounds[0] <= plain < bounds[1]:
+            raise OverflowError(f"{what} = {plain} does not fit in {name}.")
+        return Scalar(plain, triton_type, proto_kind)
+    if isinstance(value, int):
+        if _I32[0] <= value < _I32[1]:
+            return Scalar(value, "i32", "i32")
+        if _I64[0] <= value < _I64[1]:
+            return Scalar(value, "i64", "i64")
+        if _U64[0] <= value < _U64[1]:
+            return Scalar(value, "u64", "u64")
+        raise OverflowError(
+            f"{what} = {value} is out of range for a Triton integer argument, which must lie in "
+            f"[-2**63, 2**64). Pass it as an array, or split it into two 64-bit halves.")
+    if isinstance(value, float):
+        if value == 0 or not np.isfinite(value) or _F32_NORMAL[0] <= abs(value) <= _F32_NORMAL[1]:
+            return Scalar(value, "fp32", "f32")
+        return Scalar(value, "fp64", "f64")
+    raise TypeError(f"{what} has type {type(value).__name__}; expected an array or a scalar.")
+
+
+def plain_constexpr(value: Any) -> Any:
+    """A NumPy bool, integer or float scalar as the Python scalar it equals (np.int64(256) is
+    256); any other value as it is.
+
+    Triton's code generator takes Python scalars as constexprs and fails on NumPy ones ("cannot
+    convert 256 of type numpy.int64 to tensor"), while its on-disk cache key writes both alike:
+    unconverted, a NumPy constexpr would fail on a cold cache and work on a warm one.
+    """
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
+
+def int_specialization(value: int) -> str:
+    """Triton's specialisation string for an int argument: "D" when divisible by 16."""
+    return "D" if value % 16 == 0 else ""
+
+
+def scalar_role(param: Any, value: Any, *, what: str) -> tuple:
+    """How a positional scalar reaches the kernel: ("constexpr", value), compiled in (for a
+    tl.constexpr parameter, None, or an int equal to 1, as Triton's launcher does), or
+    ("runtime", typed scalar, specialisation or None), passed at launch. A parameter whose
+    annotation declares a type gets that type, is specialised as Triton does (divisibility by
+    16 for integers, nothing for floats and bools) and never becomes a constexpr."""
+    if param.is_constexpr or value is None:
+        return "constexpr", value
+    declared = declared_type(param)
+    typed = scalar(value, what=what, declared=declared)
+    if declared is not None:
+        integral = declared in ("i32", "u32", "i64", "u64") and not param.do_not_specialize
+        return "runtime", typed, int_specialization(typed.value) if integral else None
+    if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
+        if typed.value == 1:
+            return "constexpr", 1
+        return "runtime", typed, int_specialization(typed.value)
+    return "runtime", typed, None
+
+
+def compile_view(jit_fn: Any, positional: tuple) -> tuple:
+    """The positional entries as far as they decide the compiled kernel, as exact keys
+    (`_values.exact_key`): a constexpr by its type and value, a runtime scalar by its Triton type
+    and specialisation but not its value (a new length or scale is the same kernel).
+
+    Raises:
+      TypeError / OverflowError: a scalar that cannot be passed (as `scalar`).
+    """
+    view = []
+    for i, (kind, value) in enumerate(positional):
+        if kind != "scalar" or i >= len(jit_fn.params):  # a tuple's scalars count by value
+            view.append((kind, _values.exact_key(value) if kind == "tuple" else value))
+            continue
+        param = jit_fn.params[i]
+        role, *taken = scalar_role(param, value, what=f"argument {i} ({param.name})")
+        view.append((role, _values.exact_key(taken[0])) if role == "constexpr"
+                    else (role, taken[0].triton_type, taken[1]))
+    return tuple(view)
+
+
+def _triton():
+    from jax_triton_rocm.base import _compat
+
+    return _compat.triton_info().module
+
+
+@dataclasses.dataclass(frozen=True)
+class Unwrapped:
+    """A kernel taken apart: the @jit function inside and the wrappers around it, outermost first.
+
+    Attributes:
+      jit_fn: the @triton.jit / @gluon.jit function.
+      autotuner: the @triton.autotune wrapper, or None.
+      heuristics: the @triton.heuristics wrappers, outermost first.
+      heuristics_outside: how many of `heuristics` (the first ones) wrap the autotuner; they run
+        once per call, the others once per autotune config.
+    """
+
+    jit_fn: Any
+    autotuner: Any | None
+    heuristics: tuple[Any, ...]
+    heuristics_outside: int = 0
+
+
+def unwrap(kernel: Any) -> Unwrapped:
+    """Splits `kernel` into its @triton.jit (or @gluon.jit) function and its wrappers.
+
+    Accepts @triton.autotune and @triton.heuristics nested in either order.
+
+    Raises:
+      TypeError: `kernel` is not a Triton function, naming its type (and `TRITON_INTERPRET`
+        where that made it Triton's interpreted function), or an autotune config is not a
+        `triton.Config`.
+    """
+    triton = _triton()
+    from triton.runtime.autotuner import Autotuner, Heuristics
+
+    autotuner = None
+    heuristics = []
+    node = kernel
+    while True:
+        if isinstance(node, Autotuner):
+            if autotuner is not None:
+                raise TypeError("kernel is wrapped in @triton.autotune twice; keep one.")
+            _check_configs(node, triton)
+            autotuner = node
+            heuristics_outside = len(heuristics)
+        elif isinstance(node, Heuristics):
+            heuristics.append(node)
+        elif isinstance(node, triton.JITFunction):
+            outside = len(heuristics) if autotuner is None else heuristics_outside
+            return Unwrapped(node, autotuner, tuple(heuristics), outside)
+        elif type(node).__name__ == "InterpretedFunction":
+            raise TypeError(
+                f"kernel {getattr(node, '__name__', node)!r} is Triton's InterpretedFunction, "
+                f"not a @triton.jit function: TRITON_INTERPRET=1 was set when it was decorated, "
+                f"and then @triton.jit makes every kernel (Triton's own helpers too) one that "
+                f"runs only in Triton's interpreter, which jax_triton_rocm can neither compile "
+                f"for a GPU nor run on the CPU. Unset TRITON_INTERPRET before Triton is "
+                f"imported: the package runs kernels in Triton's interpreter on the CPU by "
+                f"itself.")
+        else:
+            what = "kernel" if node is kernel else f"the function inside kernel {kernel!r}"
+            raise TypeError(
+                f"{what} must be a Triton kernel (a function decorated with @triton.jit or "
+                f"@gluon.jit, optionally wrapped in @triton.autotune / @triton.heuristics); got "
+                f"{type(node).__module__}.{type(node).__qualname__}: {node!r}.")
+        node = node.fn
+
+
+def _check_configs(autotuner: Any, triton: Any) -> None:
+    """Raises TypeError, naming the config, unless every autotune config is a `triton.Config`."""
+    for i, config in enumerate(getattr(autotuner, "configs", ())):
+        if not isinstance(config, triton.Config):
+            example = (f"triton.Config({config!r}, num_warps=4)" if isinstance(config, dict)
+                       else "triton.Config({'BLOCK': 256}, num_warps=4)")
+            raise TypeError(
+                f"@triton.autotune's configs[{i}] is a {type(config).__name__} ({config!r}), "
+                f"not a triton.Config. Give each config as one, e.g. {example}.")
+
+
+def kernel_name(jit_fn: Any) -> str:
+    return getattr(jit_fn, "__name__", None) or jit_fn.fn.__name__
+
+
+# No GPU launches more programs than this along one grid axis (CUDA's x limit; HIP's on every
+# axis); jaxlib's kernel call would take up to 2**32 - 1 and launch nothing sensible.
+MAX_GRID_SIZE = 2**31 - 1
+
+
+def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
+    """A grid as three positive ints, each at most `MAX_GRID_SIZE`.
+
+    Per-target limits (CUDA's 65535 on y and z) are checked at lowering, where the target is
+    known (`_kinds.LaunchLimits.grid_problem`).
+
+    Raises:
+      ValueError / TypeError: naming `what` and the value: empty, more than 3 dimensions, a
+        non-integer, a non-positive or too large size.
+    """
+    if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
+        dims = (int(grid),)
+    elif isinstance(grid, Sequence) and not isinstance(grid, str):
+        dims = tuple(grid)
+    else:
+        raise TypeError(f"{what}={grid!r} must be an int, a tuple of 1-3 ints, or a callable "
+                        f"taking the metaparameters and returning one of those.")
+    if not dims:
+        raise ValueError(f"{what}={grid!r} is empty; give 1-3 sizes, e.g. grid=(n_blocks,).")
+    if len(dims) > 3:
+        raise ValueError(f"{what}={grid!r} has {len(dims)} dimensions; GPUs launch at most 3.")
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"{what}={grid!r}: every size must be a Python int, got "
+                            f"{type(d).__name__} {d!r}. Compute the grid from static shapes "
+                            f"(x.shape), not from traced values.")
+        if d <= 0:
+            raise ValueError(f"{what}={grid!r}: every size must be positive (got {d}). "
+                             f"An empty launch has nothing to do; skip the call instead.")
+        if d > MAX_GRID_SIZE:
+            raise ValueError(f"{what}={grid!r}: {d} programs along one axis is more than any GPU "
+                             f"launches ({MAX_GRID_SIZE}); give each program more work (a "
+                             f"larger block), or spread the grid over more axes.")
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+
+
+# A grid as users give it: an int, a tuple of 1-3 ints, or a callable of the metaparameters.
+Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchedLaunch:
+    """A call its kernel batches itself under `jax.vmap` (`batch_grid_axis`): grid axis `axis`
+    has `size` programs, one per example, after `depth` nested vmaps (each array has `depth`
+    leading batch dimensions)."""
+
+    axis: int
+    size: int
+    depth: int
+
+
+def _exact_layout(positional: tuple) -> tuple:
+    """A layout's entries with their scalars as exact keys (`KernelCallSpec.exact_values`)."""
+    return tuple((kind, _values.exact_key(value)) if kind in ("scalar", "tuple") else (kind, value)
+                 for kind, value in positional)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelCallSpec:
+    """One kernel call, checked. Hashable (JAX and the lowered-call memo key their caches on it);
+    compared by value, the kernel and callables by identity, the positional arguments and
+    metaparameters by exact value (`exact_values`: 2 and 2.0, True and 1, 0.0 and -0.0 differ).
+
+    Attributes:
+      kernel: the kernel as given (@triton.jit or @gluon.jit, maybe autotuned); compared by
+        identity (`kernel_id`): hashing a Triton kernel parses its source, which is slow and,
+        on CPython 3.11, not safe across threads.
+      kernel_id: `id(kernel)`, which the spec keeps alive (derived: not an argument).
+      unwrapped: `kernel` taken apart (derived from it: not compared).
+      positional: ("array", operand index) or ("scalar", value) per positional argument
+        (`triton_call`); or one entry per kernel parameter, placed: ("input", i), ("output", j),
+        ("keyword", None), ("scalar", value), ("tuple", entries) (a Triton tuple, nested) or
+        ("descriptor", (i, static descriptor)) (`triton_call_lowering`, and `triton_call` where
+        operands come by keyword or in tuples, or outputs do not follow them);
+        `spec._layout.lay_out_arguments` reads both.
+      out_shapes: the outputs' shapes and dtypes.
+      grid: three program counts, or a callable of the metaparameters returning 1-3 of them.
+      name: the call's name for jaxlib and profilers (the kernel's name if none was given).
+      num_warps, num_stages: None takes the target's default (`launch.plan` applies it).
+      num_ctas: CTAs per cluster.
+      cuda_arch: a CUDA architecture named by `compute_capability` ("sm_90"), or None.
+      enable_fp_fusion, debug: compile flags.
+      input_output_aliases: sorted (input index, output index) pairs sharing a buffer.
+      zeroed_outputs: sorted output indices zeroed before the launch, or a callable of the
+        metaparameters returning them.
+      serialized_metadata: bytes carried in the kernel call for the caller.
+      batch_grid_axis: the grid axis a kernel batches itself along under `jax.vmap`, or None.
+      xla_native: take XLA's Triton call (True), jaxlib's (False), or the environment's choice.
+      metaparams: constexpr values by parameter name, sorted.
+      options: vendor compile options by name, sorted.
+      batch: set by the `jax.vmap` rule on a call batched along `batch_grid_axis`.
+      has_side_effect: the custom call is kept even when its results go unused.
+      cost_estimate: ("flops", n), ("bytes_accessed", n)... for profilers, or None.
+      backend_options: Triton compile options beyond the launch settings and vendor knobs
+        (fields of a vendor's Triton options class), sorted; each backend takes its own.
+      by_keyword: the operand parameters the call gave by keyword (`operands=` included),
+        which Triton's launcher hands `early_config_prune` and `perf_model` in their
+        `**kwargs`, not in `named_args` (`plan._plan`).
+      exact_values: `positional` and `metaparams` with each value as `_values.exact_key` writes
+        it (derived: what the spec compares in their place).
+    """
+
+    kernel: Any = dataclasses.field(compare=False)
+    unwrapped: Unwrapped = dataclasses.field(compare=False, repr=False)
+    positional: tuple[tuple[str, Any], ...] = dataclasses.field(compare=False)
+    out_shapes: tuple[jax.ShapeDtypeStruct, ...]
+    grid: tuple[int, int, int] | Callable[[dict[str, Any]], Any]
+    name: str
+    num_warps: int | None
+    num_stages: int | None
+    num_ctas: int
+    cuda_arch: str | None
+    enable_fp_fusion: bool
+    input_output_aliases: tuple[tuple[int, int], ...]
+    zeroed_outputs: tuple[int, ...] | Callable[[dict[str, Any]], Any]
+    debug: bool
+    serialized_metadata: bytes
+    batch_grid_axis: int | None
+    xla_native: bool | None
+    metaparams: tuple[tuple[str, Any], ...] = dataclasses.field(compare=False)
+    options: tuple[tuple[str, Any], ...]
+    batch: BatchedLaunch | None = None
+    has_side_effect: bool = False
+    cost_estimate: tuple[tuple[str, int], ...] | None = None
+    backend_options: tuple[tuple[str, Any], ...] = ()
+    by_keyword: tuple[str, ...] = ()
+    kernel_id: int = dataclasses.field(init=False, repr=False)
+    exact_values: tuple = dataclasses.field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kernel_id", id(self.kernel))
+        object.__setattr__(self, "exact_values", (
+            _exact_layout(self.positional),
+            tuple((name, _values.exact_key(value)) for name, value in self.metaparams)))
+
+    def relaid(self, positional: tuple, out_shapes: tuple, grid: Any) -> KernelCallSpec:
+        """This spec with another layout, outputs and grid: what `dataclasses.replace` makes,
+        in a tenth of its time (`checks._bound` makes one per trace of a call seen before)."""
+        return _values.replaced(self, positional=positional, out_shapes=out_shapes, grid=grid,
+                                exact_values=(_exact_layout(positional), self.exact_values[1]))
+
+    @property
+    def kernel_name(self) -> str:
+        """The name of the @jit function, for messages."""
+        return kernel_name(self.unwrapped.jit_fn)
