@@ -24,7 +24,6 @@ if _sys.argv[:1] == ["-m"]:  # Python may be starting `python -m jax_triton_rocm
 
 from jax_triton_rocm._plugin import initialize
 from jax_triton_rocm._version import __version__
-from jax_triton_rocm.api._batching import loop_batching_rule
 from jax_triton_rocm.api._call import triton_call
 from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME, disabled_checks
 from jax_triton_rocm.api._inspect import EmittedCall, kernel_calls
@@ -33,9 +32,9 @@ from jax_triton_rocm.api._partition import partitioned
 from jax_triton_rocm.api._target import target_arch
 from jax_triton_rocm.api._tuning import autotune
 from jax_triton_rocm.base._state import clear_caches
+from jax_triton_rocm.routes._primitive import (loop_batching_rule, register, registered_platforms,
+                                               triton_kernel_p)
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor, strides_from_shape
-from jax_triton_rocm.routes._primitive import triton_kernel_p
-from jax_triton_rocm.routes._primitive import register, registered_platforms
 
 __all__ = [
     "CUSTOM_CALL_TARGET_NAME",

@@ -24,9 +24,9 @@ import sys
 import time
 from typing import TYPE_CHECKING, NoReturn
 
+from jax_triton_rocm._version import __version__
 from jax_triton_rocm.cli import _startup
 from jax_triton_rocm.cli._startup import PROG
-from jax_triton_rocm._version import __version__
 
 if TYPE_CHECKING:
     from jax_triton_rocm.api._inspect import EmittedCall

@@ -9,10 +9,10 @@ from typing import Any
 
 from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.checks import _arguments, _bound
-from jax_triton_rocm.spec import _spec
-from jax_triton_rocm.spec._spec import Grid
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.routes._primitive import triton_kernel_p
+from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.spec._spec import Grid
 
 
 def _unwrap_ready(kernel: Any) -> _spec.Unwrapped:

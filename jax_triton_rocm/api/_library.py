@@ -22,10 +22,9 @@ import jax
 
 from jax_triton_rocm.base import _vendors
 from jax_triton_rocm.checks import _arguments, _checker
-from jax_triton_rocm.spec import _spec, _kinds
-from jax_triton_rocm.spec._spec import Grid
-from jax_triton_rocm.spec._spec import aval_text
 from jax_triton_rocm.routes import _primitive
+from jax_triton_rocm.spec import _kinds, _spec
+from jax_triton_rocm.spec._spec import Grid, aval_text
 
 _PLATFORMS = ("cuda", "rocm", "cpu")
 

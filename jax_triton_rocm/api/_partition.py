@@ -33,8 +33,8 @@ from jax.interpreters import ad, batching, mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jax_triton_rocm.api import _rule
-from jax_triton_rocm.routes.cpu import _shard_callbacks
 from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes.cpu import _shard_callbacks
 
 _COMBINE = {"sum": lax.psum, "max": lax.pmax, "min": lax.pmin}
 

@@ -25,9 +25,9 @@ import jax
 from jax._src import core
 from jax.interpreters import mlir
 
-from jax_triton_rocm.spec import _spec
 from jax_triton_rocm.routes import _target
 from jax_triton_rocm.routes._primitive import triton_kernel_p
+from jax_triton_rocm.spec import _spec
 
 # Equations whose body is entered rather than run whole, by the parameter holding the body.
 _CALL_BODIES = {

@@ -245,7 +245,8 @@ CHECKED_CALLS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 # Plain kernels' launches, compiled kernels and images by all but the shapes and runtime scalar
 # values (`routes.jaxlib._jaxlib_call`), each with its kernel object (its id is in the key).
 PLANS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
-# Each kernel image's encoding and its deflated bytes (`routes.jaxlib._proto`, `routes.jaxlib._opaque`).
+# Each kernel image's encoding and its deflated bytes (`routes.jaxlib._proto`,
+# `routes.jaxlib._opaque`).
 KERNEL_BYTES = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
 DEFLATED_KERNELS = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
 # Per kernel function, kept beside it: the globals its source reads (`compile._compile`), its

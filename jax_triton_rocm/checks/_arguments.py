@@ -28,7 +28,7 @@ from jax-triton"):
 
 What the primitive sees is plain: arrays in kernel-parameter order (a `Ref` read before the call
 and written back after it, as an operand aliased to an extra result), and results in the order
-of their parameters; an output's parameter may come before an operand's (`checks._placement`).
+of their parameters; an output's parameter may come before an operand's (`checks._checker`).
 """
 
 from __future__ import annotations
@@ -48,8 +48,7 @@ from jax.interpreters.mlir import ir
 
 from jax_triton_rocm.base import _vendors
 from jax_triton_rocm.checks import _checker
-from jax_triton_rocm.spec import _spec
-from jax_triton_rocm.spec import _spec, _kinds, _layout, _tensordesc
+from jax_triton_rocm.spec import _kinds, _layout, _spec, _tensordesc
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor
 
 

@@ -7,7 +7,8 @@ interpreter, the `jax.vmap` rule) sees plain aliasing.
 
 `triton_call`'s options as jax-triton 0.3 and 0.4 write them, turned into one form: which
 convention the call follows (`out_shape=` or `out_type=`), `backend_options` merged with the
-explicit launch settings, and `cost_estimate`. Each rule is in docs/porting.md; a value given both ways is an error that names both.
+explicit launch settings, and `cost_estimate`. Each rule is in docs/porting.md; a value given
+both ways is an error that names both.
 
 A `triton_call` made again with new shapes or new runtime-scalar values reuses the layout the
 first such call was checked into.
@@ -38,11 +39,8 @@ from typing import Any
 import jax
 
 from jax_triton_rocm import backends
-from jax_triton_rocm.base import _state, _values
-from jax_triton_rocm.base import _values
-from jax_triton_rocm.base import _values, _vendors
+from jax_triton_rocm.base import _state, _values, _vendors
 from jax_triton_rocm.checks import _arguments, _checker
-from jax_triton_rocm.checks import _checker, _arguments
 from jax_triton_rocm.spec import _spec
 from jax_triton_rocm.spec._spec import KernelCallSpec
 

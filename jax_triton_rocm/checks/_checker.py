@@ -14,7 +14,7 @@ Outputs fill the non-constexpr parameters the call left unfilled, in order: ever
 input (0.4's: an aliased output is written through its input's pointer). The primitive's operands
 follow the kernel's parameters and its results with a pointer come first, in parameter order; an
 output may sit in any parameter position, before an operand's too: the routes launch such a
-kernel through a trampoline that takes the buffers in their order (`launch._trampoline`), so no
+kernel through a trampoline that takes the buffers in their order (`plan._trampoline`), so no
 buffer is filled or copied for it. Each `Ref` operand gets one more result, aliased to it.
 """
 
@@ -28,10 +28,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from jax_triton_rocm.base import _values
 from jax_triton_rocm.base import _values, _vendors
-from jax_triton_rocm.spec import _autotuner, _spec, _layout
-from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.spec import _autotuner, _layout, _spec
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 
@@ -451,7 +449,8 @@ def place(jit_fn: Any, metaparams: dict[str, Any], entries: dict[int, Any], leav
         metaparams=metaparams, operands=tuple(operands),
         in_avals=tuple(_aval(x) for x in operands),
         out_shapes=tuple([out_shapes[o] for o in order] + [_aval(x.value) for x in refs]),
-        aliases=prim_aliases, zeroed=_zeroed_placed(zeroed, user_results), user_results=user_results,
+        aliases=prim_aliases, zeroed=_zeroed_placed(zeroed, user_results),
+        user_results=user_results,
         refs=ref_results, output_params=[owners[o] for o in sorted(owners)],
         positional_constexprs=tuple(constexprs))
 

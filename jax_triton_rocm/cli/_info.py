@@ -15,9 +15,9 @@ import re
 import sys
 from typing import Any
 
-from jax_triton_rocm.cli import _info_routes, _startup
 from jax_triton_rocm._version import __version__
 from jax_triton_rocm.base import _compat, _no_gpu, _vendors
+from jax_triton_rocm.cli import _info_routes, _startup
 from jax_triton_rocm.routes import _target
 
 # The package's environment variables, as docs/environment.md's table documents them.

@@ -37,7 +37,6 @@ import tempfile
 from typing import Any
 
 from jax_triton_rocm.base import _compat, _state
-from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _cache, _errors, _gluon
 from jax_triton_rocm.spec._layout import BoundKernel
 

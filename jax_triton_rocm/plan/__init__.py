@@ -1,1 +1,2 @@
-"""A spec, the operands' types and a target turned into launches: launch configurations, arguments laid onto parameters, the trampoline."""
+"""A spec, the operands' types and a target turned into launches: launch configurations, arguments
+laid onto parameters, the trampoline."""

@@ -1,10 +1,10 @@
 """The launches of one call: a spec, the operands' types and a target turned into what a route
 launches. Every route asks this module, and nothing else decides these things:
 
-- jaxlib's Triton call (`lowering._jaxlib_call`) compiles each launch and encodes them all;
-- XLA's Triton call (`lowering._xla_native`) compiles its one launch;
-- Triton's interpreter (`interpret._interpret`) runs the first;
-- the `jax.vmap` rule (`api._batching`) checks a batched call's grid with `launch_grid`.
+- jaxlib's Triton call (`routes.jaxlib._jaxlib_call`) compiles each launch and encodes them all;
+- XLA's Triton call (`routes.xla._xla_native`) compiles its one launch;
+- Triton's interpreter (`routes.cpu._interpret`) runs the first;
+- the `jax.vmap` rule (`routes._primitive.batch_rule`) checks a batched call's grid with `launch_grid`.
 
 Per launch configuration (`resolve`): the number of warps (Triton's default where none is set),
 the grid (a callable one evaluated and normalised; batched along `batch_grid_axis` under
@@ -44,12 +44,9 @@ from typing import Any
 
 import jax
 
-from jax_triton_rocm.base import _values
 from jax_triton_rocm.base import _values, _vendors
-from jax_triton_rocm.spec import _autotuner, _callbacks, _hooks, _layout, _spec
-from jax_triton_rocm.spec import _callbacks, _kinds, _layout, _spec
-from jax_triton_rocm.spec._spec import KernelCallSpec
-from jax_triton_rocm.spec._spec import normalize_grid
+from jax_triton_rocm.spec import _autotuner, _callbacks, _hooks, _kinds, _layout, _spec
+from jax_triton_rocm.spec._spec import KernelCallSpec, normalize_grid
 
 
 LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")

@@ -29,8 +29,8 @@ from typing import Any
 
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.spec import _layout, _spec
-from jax_triton_rocm.spec._spec import kernel_name
 from jax_triton_rocm.spec._layout import ArgSource
+from jax_triton_rocm.spec._spec import kernel_name
 
 # The generated code's own names start with this, so they never shadow a kernel parameter.
 _PREFIX = "_jtr_"

@@ -1,4 +1,36 @@
-"""The lowering rules of `triton_kernel_p`, one per platform, and the route each call takes.
+"""`triton_kernel_p`, the primitive a `triton_call` binds, and all its rules, as `jax/_src/ffi.py`
+has them: abstract eval, the lowering per platform, the `jax.vmap` rule, jvp (refused) and DCE
+(kept); and the rule that picks a GPU call's route.
+
+Its operands are the call's arrays; everything else (the kernel, scalars, grid, options) is its
+one static parameter, `spec`, a `KernelCallSpec`. JAX never drops an equation of it
+(`_keep_call`). The lowering rules are registered per platform by `register` (the CPU's runs the
+kernel in Triton's interpreter).
+
+The `jax.vmap` rule (`batch_rule`).
+
+By default a batched call is a loop inside the computation: `lax.map` over the batch binds the
+primitive once per example, on that example's slices, with unbatched operands passed whole (a
+call with aliased outputs updates each example in place instead, `_loop_in_place`). It is
+correct for every kernel, and the loop compiles to one kernel launch in a while loop whatever the
+batch size.
+
+A kernel can instead handle the whole batch in one launch. Its author opts in with
+`triton_call(..., batch_grid_axis=k)` (k = 0, 1 or 2) and writes the kernel to this protocol:
+
+- The unbatched call's grid leaves axis k at size 1 (a shorter grid does: missing axes are 1).
+- Under `jax.vmap` with B examples (the product of all batch sizes under nested vmaps), every
+  array argument and every output has B leading examples, one after the other in memory: example
+  b of an array starts `b * E` elements after its pointer, E being the number of elements of one
+  example (the unbatched call's array size). Unbatched operands are broadcast (copied B times).
+- The grid's axis k has B programs; `tl.program_id(k)` is the example the program works on, and
+  the kernel offsets each pointer by `tl.program_id(k) * E` for that array.
+- Scalars and constexprs are the unbatched call's. A callable grid sees the unbatched shapes; a
+  `@triton.heuristics` or `early_config_prune` sees the batched ones.
+
+Unbatched, `tl.program_id(k)` is 0, so the same kernel serves both.
+
+The lowering rules, one per platform, and the route each call takes.
 
 On a GPU platform ("cuda", "rocm") a call takes XLA's own Triton custom call (`_xla_native`)
 or jaxlib's (`_jaxlib_call`), as `choose` rules (asked for, or where it fits and the
@@ -16,13 +48,6 @@ architecture named, raises the package's error saying how to name one (instead o
 first lowering (they import protobuf and Triton), or by `register()`, which imports the vendor
 modules of the platforms in use so that a Triton whose backend is broken fails there with a
 clear ImportError.
-
-`triton_kernel_p`: the primitive a `triton_call` binds.
-
-Its operands are the call's arrays; everything else (the kernel, scalars, grid, options) is its
-one static parameter, `spec`, a `KernelCallSpec`. JAX never drops an equation of it
-(`_keep_call`). The lowering rules are registered per platform by `register` (the CPU's runs the
-kernel in Triton's interpreter); the `jax.vmap` rule is `api._batching`'s.
 
 The route a call takes on a GPU, and why: XLA's own Triton call or jaxlib's.
 
@@ -54,28 +79,23 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import jax
+from jax import lax
 from jax._src import dispatch
-from jax._src.core import Primitive
-from jax.interpreters import ad
-from jax.interpreters import mlir
+from jax._src.core import Primitive  # jax.extend.core's; jax.extend imports Pallas, too slow
+from jax.interpreters import ad, batching, mlir
 from jax.interpreters import partial_eval as pe
 
 from jax_triton_rocm import backends
 from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.base import _compat, _imports, _state, _values, _vendors
-from jax_triton_rocm.base import _compat, _values
+from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _target
 from jax_triton_rocm.routes.xla import _xla_native
-from jax_triton_rocm.spec._spec import KernelCallSpec
-
-
-# jax.extend.core.Primitive is this class; importing jax.extend also imports Pallas (40 ms),
-# too much for a module JAX imports at start-up.
-
+from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec
 
 
 triton_kernel_p = Primitive("triton_kernel")
@@ -119,6 +139,136 @@ def _keep_call(*arguments: Any) -> tuple[list[bool], Any]:
 
 
 pe.dce_rules[triton_kernel_p] = _keep_call
+
+
+def _loop(primitive: Any, args: list, dims: list, params: dict[str, Any],
+          aliases: tuple[tuple[int, int], ...], out_shapes: Sequence[Any]):
+    """One call per example, in a loop over the batched operands."""
+    if aliases:
+        return _loop_in_place(primitive, args, dims, params, aliases, out_shapes)
+    mapped = [d is not None for d in dims]
+    batched = tuple(jax.numpy.moveaxis(a, d, 0) for a, d, m in zip(args, dims, mapped) if m)
+
+    def one_example(slices):
+        given = iter(slices)
+        operands = [next(given) if m else a for a, m in zip(args, mapped)]
+        return tuple(_bind(primitive, operands, params))
+
+    outs = lax.map(one_example, batched)
+    return _results(primitive, list(outs))
+
+
+def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any],
+                   aliases: tuple[tuple[int, int], ...], out_shapes: Sequence[Any]):
+    """The loop for a call with aliased outputs: each example is updated where it lies.
+
+    An aliased output's whole batch is carried through the loop, starting as its input's batch;
+    each example is sliced from it, handed to the kernel, and written back at the same place. XLA
+    may pass a slice to a custom call as an address inside the whole array (its dynamic-slice
+    fusion), and then an output aliased to a slice of one array but written into a slice of
+    another would not hold the input the kernel reads: here both slices are one.
+    """
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    batched = [jax.numpy.moveaxis(a, d, 0) if d is not None else None for a, d in zip(args, dims)]
+    aliased = dict((o, i) for i, o in aliases)
+    carried = []
+    for o, shape in enumerate(out_shapes):
+        if o in aliased:
+            i = aliased[o]
+            whole = batched[i] if batched[i] is not None else jax.numpy.broadcast_to(
+                args[i], (size, *args[i].shape))
+            carried.append(whole)
+        else:
+            carried.append(jax.numpy.zeros((size, *shape.shape), shape.dtype))
+
+    def one_example(index, outs):
+        operands = [a if b is None else lax.dynamic_index_in_dim(b, index, keepdims=False)
+                    for a, b in zip(args, batched)]
+        for o, i in aliased.items():
+            operands[i] = lax.dynamic_index_in_dim(outs[o], index, keepdims=False)
+        results = _bind(primitive, operands, params)
+        return tuple(lax.dynamic_update_index_in_dim(whole, result, index, 0)
+                     for whole, result in zip(outs, results))
+
+    outs = lax.fori_loop(0, size, one_example, tuple(carried))
+    return _results(primitive, list(outs))
+
+
+def _bind(primitive: Any, operands: list, params: dict[str, Any]) -> list:
+    results = primitive.bind(*operands, **params)
+    return list(results) if primitive.multiple_results else [results]
+
+
+def _results(primitive: Any, outs: list):
+    if primitive.multiple_results:
+        return outs, [0] * len(outs)
+    return outs[0], 0
+
+
+def loop_batching_rule(primitive: Any, *, input_output_aliases: Mapping[int, int] | None = None):
+    """A `jax.vmap` rule for a primitive of your own whose lowering calls `triton_call_lowering`.
+
+    Register it with `jax.interpreters.batching.primitive_batchers[primitive] = rule`. Under
+    `jax.vmap` the primitive is bound once per example inside the computation (a loop), on that
+    example's slices, with unbatched operands passed whole: correct for any kernel.
+
+    Args:
+      primitive: the primitive (single or multiple results).
+      input_output_aliases: the `{operand index: result index}` its lowering passes to
+        `triton_call_lowering`, so that in-place kernels update each example where it lies.
+
+    Returns:
+      The batching rule.
+
+    Raises:
+      TypeError: `input_output_aliases` is not a dict of int indices.
+    """
+    given = {} if input_output_aliases is None else input_output_aliases
+    if not isinstance(given, Mapping) or not all(
+            _values.is_int(i) and _values.is_int(o) for i, o in given.items()):
+        raise TypeError(f"loop_batching_rule: input_output_aliases={input_output_aliases!r} must "
+                        f"be a dict {{operand index: result index}}, e.g. {{0: 0}}, as the "
+                        f"lowering passes it to triton_call_lowering.")
+    aliases = tuple(sorted((int(i), int(o)) for i, o in given.items()))
+
+    def rule(args: list, dims: list, **params: Any):
+        out_shapes = ()
+        if aliases:
+            example = [a if d is None else jax.ShapeDtypeStruct(
+                a.shape[:d] + a.shape[d + 1:], a.dtype) for a, d in zip(args, dims)]
+            out_shapes = jax.tree_util.tree_leaves(jax.eval_shape(
+                lambda *xs: _bind(primitive, list(xs), params), *example))
+        return _loop(primitive, args, dims, params, aliases, out_shapes)
+
+    return rule
+
+
+def _one_launch(primitive: Any, size: int, args: list, dims: list, spec: KernelCallSpec):
+    """One launch for the whole batch, the kernel following the `batch_grid_axis` protocol."""
+    operands = [jax.numpy.broadcast_to(a, (size, *a.shape)) if d is None
+                else jax.numpy.moveaxis(a, d, 0) for a, d in zip(args, dims)]
+    batch = spec.batch or BatchedLaunch(spec.batch_grid_axis, 1, 0)
+    batched = dataclasses.replace(
+        spec, batch=BatchedLaunch(batch.axis, batch.size * size, batch.depth + 1),
+        out_shapes=tuple(jax.ShapeDtypeStruct((size, *s.shape), s.dtype)
+                         for s in spec.out_shapes))
+    if not callable(spec.grid):
+        # A static grid that uses the batch axis fails here (the target's limits at lowering).
+        _plan.launch_grid(batched, {}, num_warps=spec.num_warps or _plan.DEFAULT_NUM_WARPS)
+    outs = primitive.bind(*operands, spec=batched)
+    return list(outs), [0] * len(outs)
+
+
+def batch_rule(primitive: Any, args: list, dims: list, *, spec: KernelCallSpec):
+    """The batching rule of `triton_kernel_p` (`primitive`): a loop, or one batched launch."""
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    if spec.batch_grid_axis is None:
+        return _loop(primitive, args, dims, {"spec": spec}, spec.input_output_aliases,
+                     spec.out_shapes)
+    return _one_launch(primitive, size, args, dims, spec)
+
+
+batching.primitive_batchers[triton_kernel_p] = functools.partial(batch_rule, triton_kernel_p)
 
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -204,8 +354,9 @@ _registered: set[str] = set()
 
 
 @dataclasses.dataclass(frozen=True)
-class Lowering:
-    """The lowering rule of `triton_kernel_p` for one GPU platform, with that platform's backend."""
+class GpuRoutes:
+    """A GPU platform's routes, XLA's Triton call and jaxlib's, with the platform's backend: each
+    call takes the one `choose` picks."""
 
     backend: Backend
 
@@ -213,7 +364,7 @@ class Lowering:
         """Lowers one equation to a custom call on the route `choose` picks; returns its
         results."""
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call
-        from jax_triton_rocm.routes.xla import _xla_native  # see `_lowering`
+        from jax_triton_rocm.routes.xla import _xla_native  # see `_routes`
 
         route = choose(spec, self.backend, exporting=_target.for_export(ctx))
         reason = route.reason
@@ -231,26 +382,38 @@ class Lowering:
         return _jaxlib_call.emit(ctx, operands, lowered)
 
 
-@functools.cache
-def _lowering(platform: str) -> Lowering:
-    """The rule's object for a GPU platform; imports the routes and the vendor module on first
-    use, under the lock that keeps a fork from splitting those imports (`_imports.IMPORTS`)."""
-    with _imports.IMPORTS.lowering():
-        from jax_triton_rocm.routes.jaxlib import _jaxlib_call
-        from jax_triton_rocm.routes.xla import _xla_native  # noqa: F401
+class Interpreter:
+    """The CPU's route: Triton's interpreter runs the kernel on host buffers (`routes.cpu`). It
+    takes every call, so there is nothing to choose."""
 
-        return Lowering(backends.backend(platform))
-
-
-def lower(platform: str, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list:
-    """Lowers `spec` for `platform` ("cuda", "rocm" or "cpu"); returns the results."""
-    if platform == "cpu":
-        with _imports.IMPORTS.lowering():
-            from jax_triton_rocm.routes.cpu import _interpret
+    def lower(self, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list:
+        """Lowers one equation to the interpreter's host callback; returns its results."""
+        from jax_triton_rocm.routes.cpu import _interpret
 
         note(INTERPRETER, spec, "lowered for the CPU")
         return _interpret.lower(ctx, operands, spec)
-    return _lowering(platform).lower(ctx, operands, spec)
+
+
+@functools.cache
+def _routes(platform: str) -> GpuRoutes | Interpreter:
+    """The routes of `platform` ("cpu" or a GPU platform); imports them and, for a GPU, the
+    vendor module on first use, under the lock that keeps a fork from splitting those imports
+    (`_imports.IMPORTS`)."""
+    with _imports.IMPORTS.lowering():
+        if platform == "cpu":
+            from jax_triton_rocm.routes.cpu import _interpret  # noqa: F401
+
+            return Interpreter()
+        from jax_triton_rocm.routes.jaxlib import _jaxlib_call  # noqa: F401
+        from jax_triton_rocm.routes.xla import _xla_native  # noqa: F401
+
+        return GpuRoutes(backends.backend(platform))
+
+
+def lower(platform: str, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list:
+    """Lowers `spec` for `platform` ("cuda", "rocm" or "cpu") on its routes; returns the
+    results."""
+    return _routes(platform).lower(ctx, operands, spec)
 
 
 def _rule_for(platform: str):
@@ -325,7 +488,7 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
     _register_rules(_vendors.GPU_PLATFORMS)
     if explicit:
         for platform in platforms_in_use() if chosen is None else chosen:
-            _lowering(platform)
+            _routes(platform)
     return registered_platforms()
 
 

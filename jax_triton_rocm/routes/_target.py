@@ -59,8 +59,7 @@ from jax._src import config
 
 from jax_triton_rocm import backends
 from jax_triton_rocm.backends._backend import Backend, Target
-from jax_triton_rocm.base import _compat, _vendors
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _compat, _state, _vendors
 from jax_triton_rocm.base._vendors import normalize_arch
 from jax_triton_rocm.routes.jaxlib import _choice_files
 from jax_triton_rocm.spec._spec import KernelCallSpec

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from jax_triton_rocm.spec import _autotuner, _callbacks
-from jax_triton_rocm.spec._tensordesc import TensorDescriptor
 from jax_triton_rocm.spec._spec import aval_text
+from jax_triton_rocm.spec._tensordesc import TensorDescriptor
 
 class DataAccess(Exception):
     """A pre_hook read or wrote what a stand-in does not have (array data, a descriptor field

@@ -55,8 +55,7 @@ from typing import Any
 from typing import Any, TypeVar
 
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.spec._spec import MAX_GRID_SIZE
-from jax_triton_rocm.spec._spec import aval_text
+from jax_triton_rocm.spec._spec import MAX_GRID_SIZE, aval_text
 
 
 _DEREFERENCE = {"load": "pointer", "store": "pointer", "make_block_ptr": "base",

@@ -18,7 +18,7 @@ keys constexprs and attributes by path, `(parameter, element, ...)`; its launche
 runtime leaves in order, depth first, and specialises them as it does top-level arguments (an
 int equal to 1 and None become constexprs; `do_not_specialize` applies to every leaf of the
 parameter). A descriptor is typed `tensordesc<...>` and becomes its launch parameters once the
-kernel is compiled (`lowering._tma`).
+kernel is compiled (`routes.jaxlib._tma`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ import dataclasses
 from typing import Any
 
 from jax_triton_rocm.base import _state, _values
-from jax_triton_rocm.spec import _spec
-from jax_triton_rocm.spec import _tensordesc, _spec
+from jax_triton_rocm.spec import _spec, _tensordesc
 from jax_triton_rocm.spec._spec import kernel_name
 
 

@@ -6,7 +6,8 @@ leaf is `base`, so it passes through `jax.jit` and `jax.vmap` like the array it 
 is static. The checks here are Triton's own (`triton.tools.tensor_descriptor.TensorDescriptor`)
 and one more, that the described region lies inside the base (a kernel would read past it),
 raised as errors that name the field. What a call needs beyond them depends on the target (TMA on
-sm_90+, plain parameters elsewhere) and is checked where the call is launched (`routes.jaxlib._tma`).
+sm_90+, plain parameters elsewhere) and is checked where the call is launched
+(`routes.jaxlib._tma`).
 """
 
 from __future__ import annotations

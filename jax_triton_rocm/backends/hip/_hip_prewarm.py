@@ -62,8 +62,8 @@ _state.on_clear(LOADED_KERNELS.clear)
 
 
 class EncodedCall:
-    """A lowered call (`routes.jaxlib._jaxlib_call.LoweredCall`) and the function that emits it, as a
-    hashable primitive parameter (by identity), for `encoded_call_p`."""
+    """A lowered call (`routes.jaxlib._jaxlib_call.LoweredCall`) and the function that emits
+    it, as a hashable primitive parameter (by identity), for `encoded_call_p`."""
 
     def __init__(self, lowered: Any, emit: Callable[..., Any]) -> None:
         self.lowered = lowered

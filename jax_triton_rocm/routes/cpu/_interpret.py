@@ -42,8 +42,8 @@ import jax
 
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _errors
-from jax_triton_rocm.routes.cpu import _fallback, _interpret_host, _shard_callbacks
 from jax_triton_rocm.plan import _plan
+from jax_triton_rocm.routes.cpu import _fallback, _interpret_host, _shard_callbacks
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 

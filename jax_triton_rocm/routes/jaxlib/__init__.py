@@ -1,1 +1,2 @@
-"""The route through jaxlib's Triton custom call: the encoded call, its opaque payload and protos, TMA descriptors."""
+"""The route through jaxlib's Triton custom call: the encoded call, its opaque payload and protos,
+TMA descriptors."""

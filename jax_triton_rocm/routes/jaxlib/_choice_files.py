@@ -1,10 +1,10 @@
 """The autotune store's files: read without blocking, checked, written atomically, swept.
 
-`routes._target` keeps one small JSON file per choice. A reader opens only regular files, never waits
-on what it opens (a FIFO put at a choice's path is refused, not read), and reads a bounded size;
-a record is checked field by field before it is used; a writer writes a temporary file and
-renames it over the choice, so a reader never sees half a file; the temporary files of writers
-killed mid-write are removed once they are old enough to belong to no live writer.
+`routes._target` keeps one small JSON file per choice. A reader opens only regular files, never
+waits on what it opens (a FIFO put at a choice's path is refused, not read), and reads a bounded
+size; a record is checked field by field before it is used; a writer writes a temporary file
+and renames it over the choice, so a reader never sees half a file; the temporary files of
+writers killed mid-write are removed once they are old enough to belong to no live writer.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ with its parameters (`_params`; tensor descriptors by `_tma`) -> the call encode
 `_opaque`) -> a custom call in the module (`emit`).
 
 The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
-this module never asks which vendor it talks to. `routes._primitive` chooses between this route and XLA's
-own (`_xla_native`).
+this module never asks which vendor it talks to. `routes._primitive` chooses between this route
+and XLA's own (`_xla_native`).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from typing import Any
 from jax_triton_rocm.backends._backend import Backend, Target
 from jax_triton_rocm.base import _compat, _state, _values
 from jax_triton_rocm.compile import _compile, _parallel
-from jax_triton_rocm.spec import _kinds
 from jax_triton_rocm.plan import _plan, _trampoline
-from jax_triton_rocm.spec._spec import KernelCallSpec
 from jax_triton_rocm.routes import _target
 from jax_triton_rocm.routes.jaxlib import _opaque, _params, _proto, _tma
+from jax_triton_rocm.spec import _kinds
+from jax_triton_rocm.spec._spec import KernelCallSpec
 
 logger = logging.getLogger("jax_triton_rocm")
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from jax_triton_rocm.spec import _layout
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes.jaxlib import _proto
+from jax_triton_rocm.spec import _layout
 
 
 def kernel_call(image: _proto.KernelImage, launch: _plan.Launch, out_avals: tuple,

@@ -16,13 +16,14 @@ ROCm:
   NVIDIA, 64 on CDNA (gfx9), 32 on RDNA (gfx10-12). Triton compiled the IR for the same width, so
   `num_warps` passes unchanged (jaxlib's route assumes 64 on every AMD GPU and must rescale).
 
-So the kernel is compiled in the form XLA launches (`launch._trampoline.for_xla`): a trampoline
+So the kernel is compiled in the form XLA launches (`plan._trampoline.for_xla`): a trampoline
 whose parameters are one pointer per buffer, where each runtime scalar is a 0-d operand (a
 constant in the program) that it loads, and each output to zero is a zero-filled operand aliased
-to it (what jaxlib's call does with a memset). Which calls take the route is `routes._primitive`'s rule; a
-call fits when it is a Triton kernel (not Gluon) with one configuration (an autotuned one once
-its choice is remembered, `lowering._choices`), with no tuple or descriptor parameter, launched
-without the options XLA cannot pass, and whose IR this jaxlib's Triton dialect parses.
+to it (what jaxlib's call does with a memset). Which calls take the route is
+`routes._primitive`'s rule; a call fits when it is a Triton kernel (not Gluon) with one
+configuration (an autotuned one once its choice is remembered, `routes._target`), with no tuple
+or descriptor parameter, launched without the options XLA cannot pass, and whose IR this
+jaxlib's Triton dialect parses.
 
 Whether XLA's Triton custom call can take a compiled kernel's IR, checked once per kernel.
 
@@ -46,7 +47,6 @@ import numpy as np
 from jax._src.interpreters import mlir
 
 from jax_triton_rocm.base import _compat, _state, _values
-from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.routes import _target
