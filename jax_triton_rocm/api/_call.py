@@ -12,7 +12,7 @@ from jax_triton_rocm.checks import _arguments, _bound
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.spec import _spec
-from jax_triton_rocm.spec._spec import Grid
+from jax_triton_rocm.spec._spec import CallOptions, Grid
 
 
 def _unwrap_ready(kernel: Any) -> _spec.Unwrapped:
@@ -112,12 +112,10 @@ def triton_call(
         args, kwargs, kernel=kernel, unwrapped=unwrapped, own_keywords=_OWN_KEYWORDS,
         out_shape=out_shape, out_type=out_type, backend_options=backend_options,
         cost_estimate=cost_estimate, has_side_effect=has_side_effect,
-        input_output_aliases=input_output_aliases, zeroed_outputs=zeroed_outputs, grid=grid,
-        name=name, compute_capability=compute_capability,
-        serialized_metadata=serialized_metadata, batch_grid_axis=batch_grid_axis,
-        xla_native=xla_native, constexprs=constexprs, operands=operands,
-        settings=dict(num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
-                      debug=debug, enable_fp_fusion=enable_fp_fusion))
+        input_output_aliases=input_output_aliases, constexprs=constexprs, operands=operands,
+        given=CallOptions(
+            grid, name, num_warps, num_stages, num_ctas, compute_capability, enable_fp_fusion,
+            debug, serialized_metadata, batch_grid_axis, xla_native, zeroed_outputs))
     return call.outputs(triton_kernel_p.bind(*call.operands(), spec=call.spec))
 
 

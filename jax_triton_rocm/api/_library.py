@@ -24,7 +24,7 @@ from jax_triton_rocm.base import _vendors
 from jax_triton_rocm.checks import _arguments, _checker
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.spec import _kinds, _spec
-from jax_triton_rocm.spec._spec import Grid, aval_text
+from jax_triton_rocm.spec._spec import CallOptions, Grid, aval_text
 
 _PLATFORMS = ("cuda", "rocm", "cpu")
 
@@ -174,11 +174,13 @@ def triton_call_lowering(
     spec = _checker.check_call(
         "triton_call_lowering", kernel=kernel, unwrapped=unwrapped,
         positional=place_arguments(jit_fn, constexprs, in_avals, out_avals, aliases),
-        in_avals=in_avals, out_shapes=out_shapes, grid=grid, name=name, num_warps=num_warps,
-        num_stages=num_stages, num_ctas=num_ctas, input_output_aliases=input_output_aliases,
-        zeroed_outputs=zeroed_outputs, metaparams=constexprs,
-        options={k: v for k, v in compile_options.items() if k in _vendors.COMPILE_OPTIONS},
-        **{k: v for k, v in compile_options.items() if k in _arguments.GENERAL_OPTIONS})
+        in_avals=in_avals, out_shapes=out_shapes, aliases=aliases,
+        given=CallOptions(
+            grid, name=name, num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
+            zeroed_outputs=zeroed_outputs,
+            **{k: v for k, v in compile_options.items() if k in _arguments.GENERAL_OPTIONS}),
+        metaparams=constexprs,
+        options={k: v for k, v in compile_options.items() if k in _vendors.COMPILE_OPTIONS})
     return _primitive.lower(platform, ctx, array_args, spec)
 
 

@@ -42,7 +42,7 @@ from jax_triton_rocm import backends
 from jax_triton_rocm.base import _state, _values, _vendors
 from jax_triton_rocm.checks import _arguments, _checker
 from jax_triton_rocm.spec import _spec
-from jax_triton_rocm.spec._spec import KernelCallSpec
+from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, Surface
 
 
 # The explicit arguments `backend_options` may give instead, with their defaults.
@@ -368,8 +368,8 @@ def reuse(key: tuple | None, args: tuple, keywords: dict[str, Any], out_shapes: 
     unwrapped = spec.unwrapped
     if unwrapped.autotuner is not None or unwrapped.heuristics:
         try:  # as the full check does: the autotuner's configs and heuristics may have changed
-            _checker._kernel_arguments(unwrapped, positional, in_avals, outs,
-                                       dict(layout.placed.metaparams))
+            _checker.check_kernel_arguments(unwrapped, positional, in_avals, outs,
+                                            dict(layout.placed.metaparams))
         except (TypeError, ValueError):
             return None
     # A plain kernel's layout check (`_layout.check_plain_call`) reads nothing the key leaves
@@ -405,6 +405,10 @@ class BoundCall:
             self.out_tree, [results[r] for r in self.placed.user_results])
 
 
+# The options a call's layout is kept by, besides the grid (`layout_key`).
+_KEYED_OPTIONS = tuple(f.name for f in dataclasses.fields(CallOptions) if f.name != "grid")
+
+
 def _has_descriptor(entries: Sequence[tuple[str, Any]]) -> bool:
     return any(kind == "descriptor" or (kind == "tuple" and _has_descriptor(value))
                for kind, value in entries)
@@ -413,22 +417,22 @@ def _has_descriptor(entries: Sequence[tuple[str, Any]]) -> bool:
 def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unwrapped: Any,
                       own_keywords: tuple[str, ...], out_shape: Any, out_type: Any,
                       backend_options: Any, cost_estimate: Any, has_side_effect: Any,
-                      input_output_aliases: Any, zeroed_outputs: Any, settings: dict[str, Any],
-                      constexprs: Any = None, operands: Any = None, **rest: Any) -> BoundCall:
+                      input_output_aliases: Any, given: CallOptions,
+                      constexprs: Any = None, operands: Any = None) -> BoundCall:
     """Checks a `triton_call`; returns it bound.
 
     Args:
       args, keywords: the positional and keyword arguments meant for the kernel.
       own_keywords: triton_call's own keyword arguments (compared with a misspelt keyword).
-      settings: num_warps, num_stages, num_ctas, debug, enable_fp_fusion as given (None: not
-        given; `backend_options` may give them).
+      given: the options `triton_call` shares with `triton_call_lowering`, as given (None for a
+        launch setting, `debug` or `enable_fp_fusion`: not given; `backend_options` may give
+        them).
       constexprs, operands: parameters by name, compile-time constants and launch operands
         (`_arguments.named_parameters`).
-      rest: grid, name, compute_capability, serialized_metadata, batch_grid_axis, xla_native.
       The others: as `triton_call` takes them.
 
     A call laid out like an earlier one (new shapes, new runtime scalar values) reuses that
-    layout (`checks._bound`); one with `operands=` is checked in full every time.
+    layout (`reuse`); one with `operands=` is checked in full every time.
 
     Raises:
       TypeError / ValueError / NotImplementedError: naming the argument, its value and the fix.
@@ -438,22 +442,23 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
     args, keywords = _arguments.given_values(unwrapped.jit_fn, args, keywords)
     key = layout_key(
         args, keywords, out_shapes, out_tree, kernel=kernel, unwrapped=unwrapped,
-        grid=rest.get("grid"), convention=what, options=(
-            backend_options, cost_estimate, has_side_effect, input_output_aliases, zeroed_outputs,
-            constexprs, *settings.values(),
-            *(value for name, value in rest.items() if name != "grid")))
+        grid=given.grid, convention=what, options=(
+            backend_options, cost_estimate, has_side_effect, input_output_aliases, constexprs,
+            *(getattr(given, name) for name in _KEYED_OPTIONS)))
     key = None if operands else key
-    reused = reuse(key, args, keywords, out_shapes, rest.get("grid"))
+    reused = reuse(key, args, keywords, out_shapes, given.grid)
     if reused is not None:
         return BoundCall(reused[1], reused[0], out_tree, arrays_only=True)
     side_effect = _values.flag(has_side_effect, "has_side_effect")
     placed, keyword_options, by_keyword = _arguments.bound_call(
         args, keywords, unwrapped=unwrapped, convention=what, outputs=given_outputs,
         out_shapes=out_shapes, input_output_aliases=input_output_aliases,
-        zeroed_outputs=zeroed_outputs, has_side_effect=side_effect, own_keywords=own_keywords,
+        zeroed_outputs=given.zeroed_outputs, has_side_effect=side_effect,
+        own_keywords=own_keywords,
         named=_arguments.named_parameters(unwrapped.jit_fn, constexprs, operands, keywords))
-    options = merged(settings, backend_options, keyword_options)
-    if rest.get("batch_grid_axis") is not None and _has_descriptor(placed.positional):
+    options = merged({name: getattr(given, name) for name in SETTINGS}, backend_options,
+                     keyword_options)
+    if given.batch_grid_axis is not None and _has_descriptor(placed.positional):
         raise NotImplementedError(
             "batch_grid_axis with a TensorDescriptor operand: a descriptor describes one "
             "example. Leave batch_grid_axis=None (jax.vmap then calls the kernel once per "
@@ -461,9 +466,10 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
     spec = _checker.check_call(
         "triton_call", kernel=kernel, unwrapped=unwrapped, positional=placed.positional,
         in_avals=placed.in_avals, out_shapes=placed.out_shapes,
-        input_output_aliases=placed.aliases, zeroed_outputs=placed.zeroed,
-        metaparams=placed.metaparams, options=options.compile_options, **options.settings,
-        has_side_effect=side_effect, cost_estimate=checked_cost_estimate(cost_estimate),
-        backend_options=options.backend_options, by_keyword=by_keyword, **rest)
+        aliases=tuple(sorted(placed.aliases.items())),
+        given=dataclasses.replace(given, zeroed_outputs=placed.zeroed, **options.settings),
+        metaparams=placed.metaparams, options=options.compile_options,
+        surface=Surface(side_effect, checked_cost_estimate(cost_estimate),
+                        options.backend_options, by_keyword))
     remember(key, args, keywords, placed, spec, what)
     return BoundCall(spec, placed, out_tree)

@@ -30,7 +30,7 @@ import numpy as np
 
 from jax_triton_rocm.base import _values, _vendors
 from jax_triton_rocm.spec import _autotuner, _layout, _spec
-from jax_triton_rocm.spec._spec import KernelCallSpec
+from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, Surface
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +97,8 @@ def _grid_spec(api: Api, grid: Any) -> Any:
 def aliases(api_name: str, given: Any, in_avals: tuple, out_avals: tuple) -> tuple:
     """`{input index: output index}` as sorted pairs of ints, each pair of one shape and dtype.
 
-    `check_call` checks them; `triton_call_lowering` needs them first, to place its results.
+    Each API checks them once, before it places its results, and hands `check_call` the
+    primitive's pairs.
     """
     api = APIS[api_name]
     if given is None:
@@ -162,10 +163,11 @@ def _buffers(api: Api, positional: tuple, in_avals: tuple, out_shapes: tuple) ->
                 f"per shape).")
 
 
-def _kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_avals: tuple,
-                      out_shapes: tuple, metaparams: dict[str, Any]) -> None:
+def check_kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_avals: tuple,
+                           out_shapes: tuple, metaparams: dict[str, Any]) -> None:
     """Checks the call against the kernel's parameters, so that a mistake fails at the call and
-    not later at lowering.
+    not later at lowering (`check_call`, and a reused layout of an autotuned kernel, whose
+    configs and heuristics may have changed: `checks._bound.reuse`).
 
     A plain kernel's arguments are laid out as the lowering will lay them. An autotuned kernel's
     constexprs come from its configs and heuristics at lowering, so for it the operands and
@@ -204,13 +206,10 @@ def _batch_grid_axis(api: Api, value: Any) -> int | None:
 
 
 def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positional: tuple,
-               in_avals: tuple, out_shapes: tuple, grid: Any, name: Any = "",
-               num_warps: Any = None, num_stages: Any = None, num_ctas: Any = None,
-               compute_capability: Any = None, enable_fp_fusion: Any = True,
-               input_output_aliases: Any = None, zeroed_outputs: Any = (), debug: Any = False,
-               serialized_metadata: Any = b"", batch_grid_axis: Any = None,
-               xla_native: Any = None, metaparams: Mapping[str, Any] | None = None,
-               options: Mapping[str, Any] | None = None, **surface: Any) -> KernelCallSpec:
+               in_avals: tuple, out_shapes: tuple, aliases: tuple[tuple[int, int], ...],
+               given: CallOptions, metaparams: Mapping[str, Any] | None = None,
+               options: Mapping[str, Any] | None = None,
+               surface: Surface = Surface()) -> KernelCallSpec:
     """Checks a call in the common form; returns its spec.
 
     Args:
@@ -218,41 +217,46 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
       kernel, unwrapped: the kernel as given, and taken apart (`_spec.unwrap`).
       positional: the arguments' layout (`KernelCallSpec.positional`).
       in_avals, out_shapes: the operands' and outputs' shapes and dtypes.
+      aliases: the primitive's (operand, result) pairs, checked already (`aliases`, once per
+        call: each API checks them in its own indices, before it places its results).
+      given: the call's options, checked here.
       metaparams, options: constexprs and vendor compile options by name.
-      surface: `triton_call`'s `has_side_effect`, `cost_estimate` and `backend_options`,
-        checked by `checks._bound`, and `by_keyword` (the spec's fields of those names).
-      The rest: as `triton_call` takes them; None for `num_ctas` means 1.
+      surface: `triton_call`'s own options, checked by `checks._bound`.
 
     Raises:
       TypeError / ValueError: naming the argument, its value and the fix.
     """
     api = APIS[api_name]
     metaparams, options = dict(metaparams or {}), dict(options or {})
+    g = given
+    name, num_warps, num_stages, num_ctas = g.name, g.num_warps, g.num_stages, g.num_ctas
+    serialized_metadata, xla_native = g.serialized_metadata, g.xla_native
     _scalar_options(api, name, serialized_metadata, xla_native)
     _values.launch_settings(num_warps, num_stages, num_ctas, caller=api.prefix)
-    cuda_arch = None if compute_capability is None else _vendors.normalize_arch(
-        "cuda", compute_capability, what=f"{api.prefix}compute_capability")
+    cuda_arch = None if g.compute_capability is None else _vendors.normalize_arch(
+        "cuda", g.compute_capability, what=f"{api.prefix}compute_capability")
     _buffers(api, positional, in_avals, out_shapes)
     spec = KernelCallSpec(
         kernel=kernel, unwrapped=unwrapped, positional=tuple(positional),
-        out_shapes=tuple(out_shapes), grid=_grid_spec(api, grid),
+        out_shapes=tuple(out_shapes), grid=_grid_spec(api, g.grid),
         name=name or _spec.kernel_name(unwrapped.jit_fn),
         num_warps=None if num_warps is None else int(num_warps),
         num_stages=None if num_stages is None else int(num_stages),
         num_ctas=1 if num_ctas is None else int(num_ctas),
         cuda_arch=cuda_arch,
-        enable_fp_fusion=_values.flag(enable_fp_fusion, f"{api.prefix}enable_fp_fusion"),
-        input_output_aliases=aliases(api_name, input_output_aliases, in_avals, out_shapes),
-        zeroed_outputs=_zeroed(api, zeroed_outputs, len(out_shapes)),
-        debug=_values.flag(debug, f"{api.prefix}debug"),
+        enable_fp_fusion=_values.flag(g.enable_fp_fusion, f"{api.prefix}enable_fp_fusion"),
+        input_output_aliases=tuple(aliases),
+        zeroed_outputs=_zeroed(api, g.zeroed_outputs, len(out_shapes)),
+        debug=_values.flag(g.debug, f"{api.prefix}debug"),
         serialized_metadata=serialized_metadata,
-        batch_grid_axis=_batch_grid_axis(api, batch_grid_axis),
+        batch_grid_axis=_batch_grid_axis(api, g.batch_grid_axis),
         xla_native=None if xla_native is None else bool(xla_native),
         metaparams=tuple(sorted(metaparams.items())),
         options=tuple(sorted(_values.compile_options(options, caller=api.prefix).items())),
-        **surface)
+        has_side_effect=surface.has_side_effect, cost_estimate=surface.cost_estimate,
+        backend_options=surface.backend_options, by_keyword=surface.by_keyword)
     if api.name == "triton_call":  # triton_call_lowering's call is being lowered already
-        _kernel_arguments(unwrapped, spec.positional, in_avals, spec.out_shapes, metaparams)
+        check_kernel_arguments(unwrapped, spec.positional, in_avals, spec.out_shapes, metaparams)
     return spec
 
 

@@ -469,6 +469,37 @@ def _exact_layout(positional: tuple) -> tuple:
 
 
 @dataclasses.dataclass(frozen=True)
+class CallOptions:
+    """A call's options as its caller was given them, for `checks._checker.check_call` to check:
+    the grid, the launch settings and the rest that `triton_call` and `triton_call_lowering`
+    share. None for `num_ctas` means 1."""
+
+    grid: Any
+    name: Any = ""
+    num_warps: Any = None
+    num_stages: Any = None
+    num_ctas: Any = None
+    compute_capability: Any = None
+    enable_fp_fusion: Any = True
+    debug: Any = False
+    serialized_metadata: Any = b""
+    batch_grid_axis: Any = None
+    xla_native: Any = None
+    zeroed_outputs: Any = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Surface:
+    """What only `triton_call` takes, checked already (`checks._bound`): the spec's fields of
+    these names."""
+
+    has_side_effect: bool = False
+    cost_estimate: tuple[tuple[str, int], ...] | None = None
+    backend_options: tuple[tuple[str, Any], ...] = ()
+    by_keyword: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class KernelCallSpec:
     """One kernel call, checked. Hashable (JAX and the lowered-call memo key their caches on it);
     compared by value, the kernel and callables by identity, the positional arguments and
