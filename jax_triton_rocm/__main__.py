@@ -34,37 +34,15 @@ if TYPE_CHECKING:
 DEFAULT_ARCHS = ("sm_90", "gfx942", "gfx950")
 
 
-def _kernels():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        x = tl.load(x_ptr + offsets, mask=mask)
-        y = tl.load(y_ptr + offsets, mask=mask)
-        tl.store(out_ptr + offsets, x + y, mask=mask)
-
-    @triton.jit
-    def softmax_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
-        row = tl.program_id(0)
-        cols = tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
-        num = tl.exp(x - tl.max(x, axis=0))
-        tl.store(out_ptr + row * n_cols + cols, num / tl.sum(num, axis=0), mask=mask)
-
-    return add_kernel, softmax_kernel
-
-
 def _functions():
     import jax
     import triton
 
     import jax_triton_rocm as jtr
 
-    add_kernel, softmax_kernel = _kernels()
+    from jax_triton_rocm.cli._kernels import kernels
+
+    add_kernel, softmax_kernel = kernels()["add"], kernels()["softmax"]
 
     def add(x, y):
         return jtr.triton_call(x, y, x.size, kernel=add_kernel, out_shape=x,

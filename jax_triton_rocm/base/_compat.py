@@ -19,7 +19,7 @@ import os
 import types
 from typing import Any
 
-from jax_triton_rocm.base import _vendors
+from jax_triton_rocm.base import _values, _vendors
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -33,7 +33,7 @@ XLA_TRITON_TARGET = "__gpu$xla.gpu.triton"  # XLA's own Triton call (`routes.xla
 XLA_CALL_NAME_ATTRIBUTE = "jax_triton_rocm.name"  # the call's name on it (a frontend attribute)
 
 # Forces the custom-call target of autotuned calls: "ffi" or "legacy" (unset: legacy).
-ENV_AUTOTUNE_TARGET = "JAX_TRITON_ROCM_AUTOTUNE_TARGET"
+ENV_AUTOTUNE_TARGET = _values.ENV_AUTOTUNE_TARGET
 AUTOTUNE_TARGETS = {"ffi": FFI_TARGET, "legacy": LEGACY_TARGET}
 
 # Where jaxlib times an autotuned call's configs (`AutotunedKernelCall::Autotune` via

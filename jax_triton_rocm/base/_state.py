@@ -31,6 +31,8 @@ import threading
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any, TypeVar
 
+from jax_triton_rocm.base import _values
+
 T = TypeVar("T")
 
 class LockRegistry:
@@ -90,8 +92,8 @@ class LockRegistry:
 
 LOCKS = LockRegistry()
 
-ENV_KERNEL_CACHE_SIZE = "JAX_TRITON_ROCM_KERNEL_CACHE_SIZE"
-ENV_CALL_CACHE_SIZE = "JAX_TRITON_ROCM_CALL_CACHE_SIZE"
+ENV_KERNEL_CACHE_SIZE = _values.ENV_KERNEL_CACHE_SIZE
+ENV_CALL_CACHE_SIZE = _values.ENV_CALL_CACHE_SIZE
 DEFAULT_CACHE_SIZE = 1024
 
 
@@ -262,11 +264,27 @@ CACHES = (KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES,
           GLOBAL_REFERENCES, INTERPRETED_TWINS, PARAMETER_ROLES, CALL_LAYOUTS, UNWRAPPED_KERNELS,
           TRAMPOLINES)
 
-os.register_at_fork(after_in_child=LOCKS.reset_after_fork)
+# What a child of `os.fork()` runs, in order, the locks first (`on_fork`): the package's one
+# hook, so that every module's state is reset the same way and in a known order.
+_FORK_HOOKS: list[Callable[[], None]] = [LOCKS.reset_after_fork]
+
+
+def on_fork(hook: Callable[[], None]) -> None:
+    """Makes a child of `os.fork()` call `hook` (after the locks are fresh), for state that
+    must not outlive the fork: the child's threads, files and caches are its own."""
+    _FORK_HOOKS.append(hook)
+
+
+def _after_fork_in_child() -> None:
+    for hook in _FORK_HOOKS:
+        hook()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 # A child starts without the parent's lowered calls and plans: a path-delivered kernel names a
 # file of the parent's, which jaxlib would read and delete.
-os.register_at_fork(after_in_child=LOWERED_CALLS.clear)
-os.register_at_fork(after_in_child=PLANS.clear)
+on_fork(LOWERED_CALLS.clear)
+on_fork(PLANS.clear)
 
 
 def triton_language_lock() -> threading.Lock:

@@ -14,7 +14,7 @@ A `triton_call` made again with new shapes or new runtime-scalar values reuses t
 first such call was checked into.
 
 `checks._bound.check_triton_call` binds a call's arguments to the kernel's parameters, places
-its outputs and checks every argument: about 100 µs, at every trace. A jitted function traced
+its outputs and checks every argument, at every trace. A jitted function traced
 again at a new shape (a new batch or sequence length) makes the same call with other arrays:
 where its operands went, and every verdict on its keywords, settings and dtypes, stay the same.
 So the first call's `Placed` and spec are kept under a `layout_key` of everything that decided

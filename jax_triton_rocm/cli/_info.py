@@ -16,22 +16,12 @@ import sys
 from typing import Any
 
 from jax_triton_rocm._version import __version__
-from jax_triton_rocm.base import _compat, _no_gpu, _vendors
+from jax_triton_rocm.base import _compat, _no_gpu, _values, _vendors
 from jax_triton_rocm.cli import _info_routes, _startup
 from jax_triton_rocm.routes import _target
 
-# The package's environment variables, as docs/environment.md's table documents them.
-PACKAGE_ENV_VARS = (
-    "JAX_TRITON_ROCM_TARGET_ARCH",
-    "JAX_TRITON_ROCM_HSACO_DELIVERY",
-    "JAX_TRITON_ROCM_PREWARM",
-    "JAX_TRITON_ROCM_AUTOTUNE_TARGET",
-    "JAX_TRITON_ROCM_AUTOTUNE_DIR",
-    "JAX_TRITON_ROCM_COMPILE_THREADS",
-    "JAX_TRITON_ROCM_XLA_NATIVE",
-    "JAX_TRITON_ROCM_KERNEL_CACHE_SIZE",
-    "JAX_TRITON_ROCM_CALL_CACHE_SIZE",
-)
+# The package's environment variables (one table, `base._values`).
+PACKAGE_ENV_VARS = _values.PACKAGE_ENV_VARS
 # Triton's variables that change what the package's compiles do or where they go, and the one
 # Triton 3.9 warns about where a compile does not say whether to fuse (the package's compiles say).
 TRITON_ENV_VARS = ("TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_KERNEL_DUMP", "TRITON_DUMP_DIR",

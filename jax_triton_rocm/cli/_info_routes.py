@@ -36,29 +36,15 @@ class _RouteRecords(logging.Handler):
 
 def _functions() -> dict[str, Any]:
     import triton
-    import triton.language as tl
 
     import jax_triton_rocm as jtr
-
-    @triton.jit
-    def add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask)
-                 + tl.load(y_ptr + offsets, mask=mask), mask=mask)
-
-    @triton.jit
-    def sized_add_kernel(x_ptr, y_ptr, n: tl.constexpr, out_ptr, BLOCK: tl.constexpr):
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask)
-                 + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+    from jax_triton_rocm.cli._kernels import kernels
 
     def call(kernel):
         return lambda x, y: jtr.triton_call(x, y, x.size, kernel=kernel, out_shape=x,
                                             grid=(triton.cdiv(x.size, 1024),), BLOCK=1024)
 
-    return dict(zip(KERNELS, (call(sized_add_kernel), call(add_kernel))))
+    return dict(zip(KERNELS, (call(kernels()["sized_add"]), call(kernels()["add"]))))
 
 
 def _arch(platform: str, devices: list[dict]) -> tuple[str, str]:

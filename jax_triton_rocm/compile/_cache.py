@@ -540,4 +540,4 @@ def _restore_after_fork() -> None:
     _private = None
 
 
-os.register_at_fork(after_in_child=_restore_after_fork)
+_state.on_fork(_restore_after_fork)

@@ -19,12 +19,12 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.compile import _compile
 
 logger = logging.getLogger("jax_triton_rocm")
 
-ENV_COMPILE_THREADS = "JAX_TRITON_ROCM_COMPILE_THREADS"
+ENV_COMPILE_THREADS = _values.ENV_COMPILE_THREADS
 
 Result = Any  # a CompiledKernel, or the exception its compile raised
 

@@ -4,7 +4,8 @@ launches. Every route asks this module, and nothing else decides these things:
 - jaxlib's Triton call (`routes.jaxlib._jaxlib_call`) compiles each launch and encodes them all;
 - XLA's Triton call (`routes.xla._xla_native`) compiles its one launch;
 - Triton's interpreter (`routes.cpu._interpret`) runs the first;
-- the `jax.vmap` rule (`routes._primitive.batch_rule`) checks a batched call's grid with `launch_grid`.
+- the `jax.vmap` rule (`routes._primitive.batch_rule`) checks a batched call's grid with
+  `launch_grid`.
 
 Per launch configuration (`resolve`): the number of warps (Triton's default where none is set),
 the grid (a callable one evaluated and normalised; batched along `batch_grid_axis` under

@@ -59,7 +59,7 @@ from jax._src import config
 
 from jax_triton_rocm import backends
 from jax_triton_rocm.backends._backend import Backend, Target
-from jax_triton_rocm.base import _compat, _state, _vendors
+from jax_triton_rocm.base import _compat, _state, _values, _vendors
 from jax_triton_rocm.base._vendors import normalize_arch
 from jax_triton_rocm.routes.jaxlib import _choice_files
 from jax_triton_rocm.spec._spec import KernelCallSpec
@@ -109,7 +109,7 @@ def device_kind(platform: str, module_context: Any) -> str | None:
     return kinds.pop() if len(kinds) == 1 else None
 
 
-ENV_TARGET_ARCH = "JAX_TRITON_ROCM_TARGET_ARCH"
+ENV_TARGET_ARCH = _values.ENV_TARGET_ARCH
 
 # Holds a tuple of (platform, arch) pairs under `target_arch`, else the environment's string.
 # JAX includes it in its trace and jit cache keys, so a computation traced under one
@@ -349,7 +349,7 @@ def _local_devices(platform: str, module_context: Any) -> Iterable[Any]:
 
 logger = logging.getLogger("jax_triton_rocm")
 
-ENV_AUTOTUNE_DIR = "JAX_TRITON_ROCM_AUTOTUNE_DIR"
+ENV_AUTOTUNE_DIR = _values.ENV_AUTOTUNE_DIR
 FOLDER_NAME = "jax_triton_rocm_autotune"
 _FORMAT = 1
 # A writer's temporary file older than this is a dead writer's; a choice file is far smaller.

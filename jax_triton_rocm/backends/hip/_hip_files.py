@@ -192,5 +192,5 @@ def _chain_sigterm(folder: HsacoFolder) -> None:
 
 
 HSACO_FOLDER = HsacoFolder(_state.LOCKS)
-os.register_at_fork(after_in_child=HSACO_FOLDER.detach_after_fork)
+_state.on_fork(HSACO_FOLDER.detach_after_fork)
 _state.on_clear(HSACO_FOLDER.forget_files)

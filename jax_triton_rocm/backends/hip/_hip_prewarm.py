@@ -30,8 +30,8 @@ from jax.interpreters import mlir
 
 from jax_triton_rocm.base import _state, _values, _vendors
 
-ENV_PREWARM = "JAX_TRITON_ROCM_PREWARM"
-ENV_DELIVERY = "JAX_TRITON_ROCM_HSACO_DELIVERY"
+ENV_PREWARM = _values.ENV_PREWARM
+ENV_DELIVERY = _values.ENV_HSACO_DELIVERY
 
 
 class LoadedKernels:
@@ -57,7 +57,7 @@ class LoadedKernels:
 
 
 LOADED_KERNELS = LoadedKernels(_state.LOCKS)
-os.register_at_fork(after_in_child=LOADED_KERNELS.clear)
+_state.on_fork(LOADED_KERNELS.clear)
 _state.on_clear(LOADED_KERNELS.clear)
 
 

@@ -141,7 +141,7 @@ def _triton_version() -> str:
 
 logger = logging.getLogger("jax_triton_rocm")
 
-ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
+ENV_XLA_NATIVE = _values.ENV_XLA_NATIVE
 CUSTOM_CALL_TARGET = _compat.XLA_TRITON_TARGET
 
 
