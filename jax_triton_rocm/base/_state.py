@@ -152,6 +152,16 @@ class BoundedCache:
         stored = self.get(key, _MISSING)
         return self.put(key, value) if stored is _MISSING else stored
 
+    def memo(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """The value kept for `key`, else `make()`'s, kept. A key that does not hash (a value in
+        it, such as a constexpr, that hashes badly) keeps nothing: `make()` every time, never
+        an error: the one rule for a memo whose key may not hash."""
+        try:
+            found = self.get(key)
+        except TypeError:
+            return make()
+        return self.put(key, make()) if found is None else found
+
     def __contains__(self, key: Hashable) -> bool:
         return key in self._entries
 

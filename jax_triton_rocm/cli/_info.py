@@ -261,18 +261,13 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def arch_platform(arch: str) -> str:
-    """The platform an architecture name belongs to: "rocm" for gfx names, else "cuda"."""
-    return "rocm" if str(arch).strip().lower().startswith("gfx") else "cuda"
-
-
 def canonical_arch(arch: str) -> tuple[str, str]:
     """(platform, canonical name) for a name given on the command line ("9.0" -> sm_90).
 
     Raises:
       ValueError: neither a CUDA nor an AMD architecture; says which forms are accepted.
     """
-    platform = arch_platform(arch)
+    platform = _vendors.arch_platform(arch)
     try:
         return platform, _vendors.normalize_arch(platform, arch, what="--arch")
     except ValueError as err:

@@ -36,7 +36,7 @@ import re
 import tempfile
 from typing import Any
 
-from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.base import _compat, _state, _vendors
 from jax_triton_rocm.compile import _cache, _errors, _gluon
 from jax_triton_rocm.spec._layout import BoundKernel
 
@@ -309,7 +309,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
     bound = job.bound
     if job.gluon:
         source = _gluon.source(job.jit_fn, bound.signature, bound.constexprs, bound.attrs,
-                               target=_gluon.describe_target(job.triton_target))
+                               target=_vendors.target_name(job.triton_target))
     else:
         source = ASTSource(job.jit_fn, bound.signature, constexprs=bound.constexprs,
                            attrs=bound.attrs)

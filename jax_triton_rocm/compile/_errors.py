@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from jax_triton_rocm.base import _vendors
 from jax_triton_rocm.compile import _cache
 from jax_triton_rocm.plan import _trampoline
 from jax_triton_rocm.spec import _spec
@@ -27,11 +28,6 @@ _FIX = ("fix the value where the call passes it (a keyword of triton_call, const
         "positional argument is a constexpr too, as in Triton")
 
 
-def _target_name(triton_target: Any) -> str:
-    arch = triton_target.arch
-    return f"sm_{arch}" if triton_target.backend == "cuda" else str(arch)
-
-
 def explained(err: Exception, job: Any) -> Exception:
     """`err`, raised compiling `job` (a `_compile.CompileJob`), with what the call gave the
     kernel: a Triton compile error (the kernel's own, where a trampoline called it) gets a note
@@ -40,7 +36,7 @@ def explained(err: Exception, job: Any) -> Exception:
     constexprs and, for fp8 buffers, the likely cause. Any other error is returned as it is."""
     from triton.compiler.errors import CompilationError
 
-    kernel, target = kernel_name(job.jit_fn), _target_name(job.triton_target)
+    kernel, target = kernel_name(job.jit_fn), _vendors.target_name(job.triton_target)
     constexprs = job.bound.constexprs_text(list(job.jit_fn.arg_names))
     values = f"the constexprs {constexprs}" if constexprs else "no constexprs"
     if _trampoline.is_trampoline(job.jit_fn) and isinstance(err.__cause__, CompilationError):

@@ -28,13 +28,6 @@ _FIELD = {
 }
 
 
-def describe_target(triton_target: Any) -> str:
-    """A target as users name it: "gfx942" or "sm_90"."""
-    if triton_target.backend == "cuda":
-        return f"sm_{triton_target.arch}"
-    return str(triton_target.arch)
-
-
 @dataclasses.dataclass(frozen=True)
 class LayoutCounts:
     """One layout found in a Gluon module: its text and the counts it fixes (None: not fixed)."""

@@ -190,13 +190,8 @@ def lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec) -> LoweredCall:
                    backend.lowering_settings())
     key = (where, _target.for_export(ctx), tuple(ctx.avals_in), tuple(ctx.avals_out), spec,
            os.environ.get(_compat.ENV_AUTOTUNE_TARGET), _target.lowering_token())
-    try:
-        entry = _state.LOWERED_CALLS.get(key)
-    except TypeError:  # an unhashable parameter (a constexpr that hashes badly): no memo
-        entry = (spec.kernel, _lower_call(backend, ctx, spec, where))
-    if entry is None:
-        lowered = _lower_call(backend, ctx, spec, where)
-        entry = _state.LOWERED_CALLS.put(key, (spec.kernel, lowered))
+    entry = _state.LOWERED_CALLS.memo(
+        key, lambda: (spec.kernel, _lower_call(backend, ctx, spec, where)))
     _target.note_undecided(entry[1].undecided)
     return entry[1]
 

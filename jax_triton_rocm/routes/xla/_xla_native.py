@@ -217,14 +217,8 @@ def native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | Un
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     key = (CUSTOM_CALL_TARGET, backend.platform, target, in_avals, out_avals, spec,
            _compile.graph_key(spec.unwrapped.jit_fn), _target.lowering_token())
-    try:
-        entry = _state.LOWERED_CALLS.get(key)
-    except TypeError:  # an unhashable parameter: no memo
-        return _compiled_call(backend, ctx, spec, target, in_avals, out_avals)
-    if entry is None:
-        entry = _state.LOWERED_CALLS.put(key, (spec.kernel, _compiled_call(
-            backend, ctx, spec, target, in_avals, out_avals)))
-    return entry[1]
+    return _state.LOWERED_CALLS.memo(key, lambda: (spec.kernel, _compiled_call(
+        backend, ctx, spec, target, in_avals, out_avals)))[1]
 
 
 def _one_launch(backend: Any, ctx: Any, spec: KernelCallSpec, target: Any, in_avals: tuple,
