@@ -1,7 +1,7 @@
 """Remembered autotune choices (`_choices`) and the tuner that makes them (`autotune`), on the CPU.
 
 A remembered choice applies only to lowerings for a GPU that is there; these tests stand in a
-device kind for the CUDA lowering (`_devices.device_kind`) and lower for sm_90 under
+device kind for the CUDA lowering (`_target.device_kind`) and lower for sm_90 under
 `target_arch`. The tuner's timing runs need a GPU (test_gpu_autotune_real_data.py); here its loop
 is driven with stand-ins for compiling and timing.
 """
@@ -164,11 +164,11 @@ def test_the_default_folder_is_inside_tritons_cache(monkeypatch, tmp_path):
 _SECOND_PROCESS = f"""
 import json, sys
 import jax_triton_rocm as jtr
-from jax_triton_rocm.lowering import _choices, _devices
+from jax_triton_rocm.routes import _target
 from tests import autotune_utils as au
 from tests.lowering_utils import capture_one
-_devices.device_kind = lambda platform, context: {DEVICE!r}
-with _choices.session() as current:
+_target.device_kind = lambda platform, context: {DEVICE!r}
+with _target.session() as current:
     lowered = capture_one(lambda x, y: au.tuned_add(x, y), au.f32({N}), au.f32({N}),
                           platform="cuda")
 print(json.dumps({{"calls": len(lowered.calls), "grid": lowered.calls[0].grid[0],

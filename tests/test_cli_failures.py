@@ -114,10 +114,10 @@ def test_the_demo_without_tritons_nvidia_backend_cross_compiles_for_amd():
 
 def test_a_failing_package_hook_is_reported_by_info(tmp_path):
     prelude = advertised_entry_point(tmp_path) + WITHOUT_GPU_PLUGINS + """
-from jax_triton_rocm.lowering import _rules
+from jax_triton_rocm.routes import _primitive
 def broken(*args, **kwargs):
     raise RuntimeError("simulated: broken install")
-_rules.register = broken
+_primitive.register = broken
 """
     result = run_cli("info", prelude=prelude)
     assert_explained(result, _startup.EXIT_OK,

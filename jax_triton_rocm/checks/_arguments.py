@@ -37,7 +37,6 @@ import dataclasses
 import difflib
 import inspect
 from collections.abc import Iterable, Mapping
-from collections.abc import Mapping
 from typing import Any
 
 import jax

@@ -32,8 +32,7 @@ message.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax

@@ -64,7 +64,6 @@ import shutil
 import struct
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import Any
 from typing import Any, TypeVar
 
 from jax_triton_rocm.base import _state

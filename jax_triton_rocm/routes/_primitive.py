@@ -86,8 +86,7 @@ import jax
 from jax import lax
 from jax._src import dispatch
 from jax._src.core import Primitive  # jax.extend.core's; jax.extend imports Pallas, too slow
-from jax.interpreters import ad, batching, mlir
-from jax.interpreters import partial_eval as pe
+from jax.interpreters import ad, batching, mlir, partial_eval as pe
 
 from jax_triton_rocm import backends
 from jax_triton_rocm.backends._backend import Backend

@@ -12,7 +12,7 @@ JAX reads the variable into that state once, when this module is imported (by `i
 jax_triton_rocm`, or by JAX's plugin discovery when its backends start); a later change to it
 would be ignored, so reading the architecture then raises an error saying so.
 
-Where a lowering's kernels will run, beside what they compile for (`_target`): whether the
+Where a lowering's kernels will run, beside what they compile for (above): whether the
 lowering is for `jax.export`, the kind of GPU it runs on (remembered autotune choices are per
 kind), and devices whose architecture differs from a call's own compile target.
 
@@ -51,8 +51,7 @@ import functools
 import hashlib
 import logging
 import os
-from collections.abc import Iterable, Iterator
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from jax._src import config

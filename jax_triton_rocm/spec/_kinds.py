@@ -49,9 +49,7 @@ import inspect
 import itertools
 import logging
 import types
-from collections.abc import Callable, Sequence
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from jax_triton_rocm.base import _state

@@ -1,9 +1,9 @@
 """`KernelCallSpec`: what one Triton kernel call is, as one frozen value.
 
-`checks.check_call` builds it from the arguments of `triton_call` or `triton_call_lowering`
-(every value checked, defaults applied); `triton_kernel_p` carries it as its one static
-parameter; `launch.plan` turns it, with the operands' types and a target, into the launches
-that each route (jaxlib's call, XLA's call, the interpreter) emits.
+`checks._checker.check_call` builds it from the arguments of `triton_call` or
+`triton_call_lowering` (every value checked, defaults applied); `triton_kernel_p` carries it as
+its one static parameter; `plan._plan` turns it, with the operands' types and a target, into
+the launches that each route (jaxlib's call, XLA's call, the interpreter) emits.
 
 JAX dtypes and Python scalars as Triton sees them, and as jaxlib's kernel call carries them.
 
@@ -20,8 +20,7 @@ Per-target limits (CUDA's 65535 on y and z) are checked at lowering, where the t
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -520,7 +519,7 @@ class KernelCallSpec:
       out_shapes: the outputs' shapes and dtypes.
       grid: three program counts, or a callable of the metaparameters returning 1-3 of them.
       name: the call's name for jaxlib and profilers (the kernel's name if none was given).
-      num_warps, num_stages: None takes the target's default (`launch.plan` applies it).
+      num_warps, num_stages: None takes the target's default (`plan._plan` applies it).
       num_ctas: CTAs per cluster.
       cuda_arch: a CUDA architecture named by `compute_capability` ("sm_90"), or None.
       enable_fp_fusion, debug: compile flags.
