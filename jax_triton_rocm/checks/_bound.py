@@ -41,7 +41,7 @@ from jax_triton_rocm import backends
 from jax_triton_rocm.base import _state, _values, _vendors
 from jax_triton_rocm.checks import _arguments, _checker
 from jax_triton_rocm.spec import _spec
-from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, Surface
+from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, MetaGrid, Surface
 
 
 # The explicit arguments `backend_options` may give instead, with their defaults.
@@ -264,16 +264,17 @@ def _runtime_keywords(params: Any, keywords: dict[str, Any], convention: str) ->
             if name in index and _spec.is_scalar(value)}
 
 
-def _grid_key(grid: Any) -> Any:
-    """A grid of ints: nothing (checked at each reuse). A function: its code and how many
+def _grid_key(grid: tuple[int, int, int] | MetaGrid) -> Any:
+    """A grid of ints: nothing (it is the reused call's own). A function: its code and how many
     defaults it has, which decide whether it takes the metaparameters (a `lambda meta: ...`
     made at each trace is the same grid). Another callable: itself."""
-    if not callable(grid):
+    if not isinstance(grid, MetaGrid):
         return None
-    code = getattr(grid, "__code__", None)
-    if code is None or not hasattr(grid, "__defaults__"):
-        return _values.exact_key(grid)
-    return ("function", code, len(grid.__defaults__ or ()), bool(grid.__kwdefaults__))
+    fn = grid.fn
+    code = getattr(fn, "__code__", None)
+    if code is None or not hasattr(fn, "__defaults__"):
+        return _values.exact_key(fn)
+    return ("function", code, len(fn.__defaults__ or ()), bool(fn.__kwdefaults__))
 
 
 def layout_key(args: tuple, keywords: dict[str, Any], out_shapes: list, out_tree: Any, *,
@@ -340,7 +341,7 @@ def _concrete(avals: tuple) -> bool:
 
 
 def reuse(key: tuple | None, args: tuple, keywords: dict[str, Any], out_shapes: list,
-          grid: Any) -> tuple[_checker.Placed, KernelCallSpec] | None:
+          grid: tuple[int, int, int] | MetaGrid) -> tuple[_checker.Placed, KernelCallSpec] | None:
     """The call's `Placed` and spec from the layout kept under `key`, with its own arrays,
     scalars, shapes and grid; None where none is kept, or where a check fails (the full check
     then says why)."""
@@ -358,11 +359,6 @@ def reuse(key: tuple | None, args: tuple, keywords: dict[str, Any], out_shapes: 
         positional[index] = ("scalar", args[source] if isinstance(source, int)
                              else keywords[source])
     positional = tuple(positional)
-    if not callable(grid):  # a callable is checked per config at lowering (`plan._plan`)
-        try:
-            grid = _spec.normalize_grid(grid)
-        except (TypeError, ValueError):
-            return None
     spec = layout.spec.relaid(positional, outs, grid)
     unwrapped = spec.unwrapped
     if unwrapped.autotuner is not None or unwrapped.heuristics:
@@ -439,13 +435,16 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
     what, given_outputs = convention(out_shape, out_type)
     out_shapes, out_tree = _arguments.out_shapes(given_outputs, what)
     args, keywords = _arguments.given_values(unwrapped.jit_fn, args, keywords)
-    key = layout_key(
+    try:  # a MetaGrid is checked per config at lowering (`plan._plan`)
+        grid = _spec.grid_value(given.grid)
+    except (TypeError, ValueError):
+        grid = None  # the full check says what is wrong
+    key = None if operands or grid is None else layout_key(
         args, keywords, out_shapes, out_tree, kernel=kernel, unwrapped=unwrapped,
-        grid=given.grid, convention=what, options=(
+        grid=grid, convention=what, options=(
             backend_options, cost_estimate, has_side_effect, input_output_aliases, constexprs,
             *(getattr(given, name) for name in _KEYED_OPTIONS)))
-    key = None if operands else key
-    reused = reuse(key, args, keywords, out_shapes, given.grid)
+    reused = reuse(key, args, keywords, out_shapes, grid)
     if reused is not None:
         return BoundCall(reused[1], reused[0], out_tree, arrays_only=True)
     side_effect = _values.flag(has_side_effect, "has_side_effect")

@@ -85,13 +85,13 @@ def takes_meta(fn: Callable, what: str) -> None:
             f"{signature}.") from err
 
 
-def _grid_spec(api: Api, grid: Any) -> Any:
-    """The grid as three ints, or a callable of the metaparameters (its results are checked per
-    config, by `plan._plan`)."""
-    if callable(grid):
-        takes_meta(grid, f"{api.prefix}grid")
-        return grid
-    return _spec.normalize_grid(grid)
+def _grid_spec(api: Api, grid: Any) -> tuple[int, int, int] | _spec.MetaGrid:
+    """The grid as three ints, or a `MetaGrid` (its results are checked per config, by
+    `plan._plan`)."""
+    value = _spec.grid_value(grid)
+    if isinstance(value, _spec.MetaGrid):
+        takes_meta(value.fn, f"{api.prefix}grid")
+    return value
 
 
 def aliases(api_name: str, given: Any, in_avals: tuple, out_avals: tuple) -> tuple:

@@ -47,7 +47,7 @@ import jax
 
 from jax_triton_rocm.base import _values, _vendors
 from jax_triton_rocm.spec import _autotuner, _callbacks, _hooks, _kinds, _layout, _spec
-from jax_triton_rocm.spec._spec import KernelCallSpec, normalize_grid
+from jax_triton_rocm.spec._spec import KernelCallSpec, MetaGrid, normalize_grid
 
 
 LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
@@ -388,11 +388,11 @@ def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, num_warps: int,
         beyond `limits`; each names the grid and the fix.
     """
     grid, what = spec.grid, "grid"
-    if callable(grid):
+    if isinstance(grid, MetaGrid):
         what = f"grid(meta) for config ({description})" if description else "grid(meta)"
         if spec.batch is not None:
             meta = _unbatched_meta(meta, spec.batch.depth)
-        grid = normalize_grid(_callbacks.call(grid, meta, what=what, given=meta,
+        grid = normalize_grid(_callbacks.call(grid.fn, meta, what=what, given=meta,
                                               fix=f"Fix the grid function. {_META_FIX}"),
                               what=what)
     if spec.batch is not None:

@@ -94,7 +94,7 @@ from jax_triton_rocm.base import _compat, _imports, _state, _values, _vendors
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _target
 from jax_triton_rocm.routes.xla import _xla_native
-from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec
+from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec, MetaGrid
 
 
 triton_kernel_p = Primitive("triton_kernel")
@@ -251,7 +251,7 @@ def _one_launch(primitive: Any, size: int, args: list, dims: list, spec: KernelC
         spec, batch=BatchedLaunch(batch.axis, batch.size * size, batch.depth + 1),
         out_shapes=tuple(jax.ShapeDtypeStruct((size, *s.shape), s.dtype)
                          for s in spec.out_shapes))
-    if not callable(spec.grid):
+    if not isinstance(spec.grid, MetaGrid):
         # A static grid that uses the batch axis fails here (the target's limits at lowering).
         _plan.launch_grid(batched, {}, num_warps=spec.num_warps or _plan.DEFAULT_NUM_WARPS)
     outs = primitive.bind(*operands, spec=batched)

@@ -450,6 +450,34 @@ def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
 Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class MetaGrid:
+    """A grid's second form: a function of the metaparameters, evaluated per launch
+    configuration at lowering (`plan._plan.launch_grid`); the first is three ints. Equal and
+    hashed as its function; calling it calls the function."""
+
+    fn: Callable[[dict[str, Any]], Any]
+
+    def __call__(self, meta: dict[str, Any]) -> Any:
+        return self.fn(meta)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MetaGrid) and self.fn == other.fn
+
+    def __hash__(self) -> int:
+        return hash(self.fn)
+
+
+def grid_value(grid: Any) -> tuple[int, int, int] | MetaGrid:
+    """A grid as given, in its typed form: a callable as a `MetaGrid`, anything else as three
+    ints (`normalize_grid`, whose errors it raises)."""
+    if isinstance(grid, MetaGrid):
+        return grid
+    if callable(grid):
+        return MetaGrid(grid)
+    return normalize_grid(grid)
+
+
 @dataclasses.dataclass(frozen=True)
 class BatchedLaunch:
     """A call its kernel batches itself under `jax.vmap` (`batch_grid_axis`): grid axis `axis`
@@ -517,7 +545,8 @@ class KernelCallSpec:
         operands come by keyword or in tuples, or outputs do not follow them);
         `spec._layout.lay_out_arguments` reads both.
       out_shapes: the outputs' shapes and dtypes.
-      grid: three program counts, or a callable of the metaparameters returning 1-3 of them.
+      grid: three program counts, or a `MetaGrid`: a function of the metaparameters returning
+        1-3 of them.
       name: the call's name for jaxlib and profilers (the kernel's name if none was given).
       num_warps, num_stages: None takes the target's default (`plan._plan` applies it).
       num_ctas: CTAs per cluster.
@@ -547,7 +576,7 @@ class KernelCallSpec:
     unwrapped: Unwrapped = dataclasses.field(compare=False, repr=False)
     positional: tuple[tuple[str, Any], ...] = dataclasses.field(compare=False)
     out_shapes: tuple[jax.ShapeDtypeStruct, ...]
-    grid: tuple[int, int, int] | Callable[[dict[str, Any]], Any]
+    grid: tuple[int, int, int] | MetaGrid
     name: str
     num_warps: int | None
     num_stages: int | None
