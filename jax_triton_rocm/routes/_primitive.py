@@ -61,7 +61,7 @@ binary and the more its parameters (docs/BENCHMARKS.md). So the rule, per call:
    `JAX_TRITON_ROCM_XLA_NATIVE=0`, takes jaxlib's.
 2. Otherwise (automatic), XLA's call wherever it fits and the platform takes it by default, and
    jaxlib's where it must be:
-   - the call does not fit (`_xla_native.why_not`: Gluon, clusters, tuples, host-side
+   - the call does not fit (`_xla_native.fit`: Gluon, clusters, tuples, host-side
      descriptors, vendor options, ...; after planning: an autotuned call without a remembered
      choice);
    - the lowering is for `jax.export`: XLA's call carries Triton IR, which no jaxlib promises to
@@ -308,10 +308,10 @@ def choose(spec: KernelCallSpec, backend: Any, *, exporting: bool) -> Route:
         asked = env_choice()
     if asked is False:
         return Route(False, f"{by}={'False' if by == 'xla_native' else '0'} asks for it")
-    unfit = _xla_native.why_not(spec)
+    unfit = _xla_native.fit(spec)
     if unfit is not None:
-        refuse_if_asked(spec, unfit)
-        return Route(False, unfit)
+        refuse_if_asked(spec, unfit.reason)
+        return Route(False, unfit.reason)
     if asked:
         return Route(True, f"{by}={'True' if by == 'xla_native' else '1'} asks for it")
     if exporting:

@@ -167,8 +167,15 @@ class Unfit:
     reason: str
 
 
+def fit(spec: KernelCallSpec) -> Unfit | None:
+    """The route's answer before any compile: why the call cannot take it (`Unfit`, as the
+    route answers after planning or compiling too), or None if it may."""
+    reason = why_not(spec)
+    return None if reason is None else Unfit(reason)
+
+
 def why_not(spec: KernelCallSpec) -> str | None:
-    """Why a call cannot take the route, judged before any compile; None if it may."""
+    """Why a call cannot take the route, in words, judged before any compile; None if it may."""
     if spec.unwrapped.jit_fn.is_gluon():
         return "it is a Gluon kernel (XLA compiles Triton IR only)"
     if spec.num_ctas != 1:
