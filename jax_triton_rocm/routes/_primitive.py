@@ -7,13 +7,11 @@ one static parameter, `spec`, a `KernelCallSpec`. JAX never drops an equation of
 (`_keep_call`). The lowering rules are registered per platform by `register` (the CPU's runs the
 kernel in Triton's interpreter).
 
-The `jax.vmap` rule (`batch_rule`).
-
-By default a batched call is a loop inside the computation: `lax.map` over the batch binds the
-primitive once per example, on that example's slices, with unbatched operands passed whole (a
-call with aliased outputs updates each example in place instead, `_loop_in_place`). It is
-correct for every kernel, and the loop compiles to one kernel launch in a while loop whatever the
-batch size.
+The `jax.vmap` rule (`batch_rule`): by default a batched call is a loop inside the computation:
+`lax.map` over the batch binds the primitive once per example, on that example's slices, with
+unbatched operands passed whole (a call with aliased outputs updates each example in place
+instead, `_loop_in_place`). It is correct for every kernel, and the loop compiles to one kernel
+launch in a while loop whatever the batch size.
 
 A kernel can instead handle the whole batch in one launch. Its author opts in with
 `triton_call(..., batch_grid_axis=k)` (k = 0, 1 or 2) and writes the kernel to this protocol:
