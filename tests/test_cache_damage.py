@@ -26,13 +26,11 @@ OTHER = {"cuda": "rocm", "rocm": "cuda"}
 
 
 @pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
+def cache_dir(tmp_path, monkeypatch, fresh_caches):
     """A private, empty TRITON_CACHE_DIR, and no kernel compiled in this process yet."""
     folder = tmp_path / "triton-cache"
     monkeypatch.setenv("TRITON_CACHE_DIR", str(folder))
-    jtr.clear_caches()
-    yield folder
-    jtr.clear_caches()
+    return folder
 
 
 def binary_reaching_the_call(platform: str) -> bytes:

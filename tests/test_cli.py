@@ -145,6 +145,7 @@ def test_the_readme_table_documents_every_package_variable():
 
 
 def test_the_demo_on_a_jaxlib_without_module_image_says_what_each_call_carries(monkeypatch,
+                                                                                fresh_caches,
                                                                                 capsys):
     """On jax 0.10.2 (no `module_image`) the calls carry PTX or an HSACO file's path: the demo says
     so in words, not as `binary at <6328 chars>` or a temporary file's path."""
@@ -156,11 +157,7 @@ def test_the_demo_on_a_jaxlib_without_module_image_says_what_each_call_carries(m
     monkeypatch.setattr(_compat, "plugin_features", old_plugin)
     monkeypatch.setattr(_compat, "assumed_features", old_plugin)
     monkeypatch.setenv("JAX_TRITON_ROCM_XLA_NATIVE", "0")  # jaxlib's call, which carries them
-    jax.clear_caches()
-    try:
-        assert cli.show_cross_compiled([("cuda", "sm_90"), ("rocm", "gfx942")]) == 0
-    finally:
-        jtr.clear_caches()
+    assert cli.show_cross_compiled([("cuda", "sm_90"), ("rocm", "gfx942")]) == 0
     launches = [line for line in capsys.readouterr().out.splitlines() if " -> " in line]
     assert len(launches) == 4, launches
     for line in launches:

@@ -101,18 +101,17 @@ def _old_plugin(monkeypatch):
                                  "jax-cuda13-plugin release 0.11.0", tma_descriptors=False)
     monkeypatch.setattr(_compat, "plugin_features", lambda platform: old)
     monkeypatch.setattr(_compat, "assumed_features", lambda platform: old)
-    jax.clear_caches()
 
 
-def test_a_plugin_without_tma_names_the_jax_release_needed(monkeypatch):
+def test_a_plugin_without_tma_names_the_jax_release_needed(monkeypatch, fresh_lowerings):
     _old_plugin(monkeypatch)
     with pytest.raises(NotImplementedError, match=r"jax/jaxlib 0\.11\.1 on; the jaxlib plugin "
                                                   r"here \(jax-cuda13-plugin release 0\.11\.0\)"):
         _lowered("sm_90", "cuda")
-    jax.clear_caches()
 
 
-def test_a_descriptor_built_in_the_kernel_names_the_jax_release_it_needs_on_sm90(monkeypatch):
+def test_a_descriptor_built_in_the_kernel_names_the_jax_release_it_needs_on_sm90(monkeypatch,
+                                                                                 fresh_lowerings):
     _old_plugin(monkeypatch)
     with jtr.target_arch(cuda="sm_90"), pytest.raises(
             NotImplementedError, match=r"global scratch memory.*Upgrade jax and its plugin to "
@@ -120,7 +119,6 @@ def test_a_descriptor_built_in_the_kernel_names_the_jax_release_it_needs_on_sm90
         jax.jit(lambda x: jtr.triton_call(x, kernel=device_desc_copy_kernel, out_type=x, grid=1,
                                           M=32, N=32)).trace(BASE[:32, :32]).lower(
                                               lowering_platforms=("cuda",))
-    jax.clear_caches()
 
 
 def test_round_to_tf32_where_the_interpreter_cannot_is_refused_not_ignored():

@@ -104,9 +104,9 @@ def test_a_descriptor_matmul_autotuned_with_pre_hooks_runs_each_config_with_its_
     np.testing.assert_allclose(fn(a, b), expected, rtol=1e-3, atol=1e-2)
 
 
-def test_autotune_remembers_a_descriptor_matmuls_config_with_its_blocks(tmp_path, monkeypatch):
+def test_autotune_remembers_a_descriptor_matmuls_config_with_its_blocks(tmp_path, monkeypatch,
+                                                                         fresh_caches):
     monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
-    jtr.clear_caches()
     a, b, expected = _matmul_operands()
     program = lambda a, b: ik.desc_matmul(a * 1, b + 0)  # noqa: E731
     np.testing.assert_allclose(jtr.autotune(program, a, b), expected, rtol=1e-3, atol=1e-2)
@@ -115,4 +115,3 @@ def test_autotune_remembers_a_descriptor_matmuls_config_with_its_blocks(tmp_path
     assert _tma_blocks(call.message.kernel_call) in [
         [(m, k), (k, n)] for m, n, k in ik.MATMUL_TILES]
     np.testing.assert_allclose(jax.jit(program)(a, b), expected, rtol=1e-3, atol=1e-2)
-    jtr.clear_caches()

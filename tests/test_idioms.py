@@ -87,10 +87,9 @@ def test_a_descriptor_matmul_autotuned_with_pre_hooks_runs_on_the_cpu():
 @pytest.mark.parametrize("platform", [
     pytest.param("cuda", marks=needs_tma), "rocm"])
 def test_a_remembered_choice_launches_with_its_own_block_shapes(platform, tmp_path,
-                                                                 monkeypatch):
+                                                                 monkeypatch, fresh_caches):
     monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
     monkeypatch.setattr(_devices, "device_kind", lambda platform, context: "Stand-in GPU")
-    jtr.clear_caches()
     a, b = _matrices()
     with _choices.session() as current:
         lower_for(ik.desc_matmul, a, b, platform=platform)
@@ -103,7 +102,6 @@ def test_a_remembered_choice_launches_with_its_own_block_shapes(platform, tmp_pa
     if platform == "cuda":
         assert [[tuple(p.descriptor.block_shape) for p in lowered.calls[0].params
                  if p.kind == "tensor_descriptor"]] == [[(m, k), (k, n)]]
-    jtr.clear_caches()
 
 
 def test_a_pre_hook_sees_the_arguments_keywords_and_config_by_name():

@@ -30,12 +30,9 @@ XLA, FFI, LEGACY = _compat.XLA_TRITON_TARGET, _compat.FFI_TARGET, _compat.LEGACY
 
 
 @pytest.fixture(autouse=True)
-def automatic(monkeypatch):
-    """No route forced by the environment."""
+def automatic(monkeypatch, fresh_lowerings):
+    """No route forced by the environment, and no lowering made under other rules served."""
     monkeypatch.delenv(_route.ENV_XLA_NATIVE, raising=False)
-    jax.clear_caches()  # a lowering made under other rules must not be served
-    yield
-    jax.clear_caches()
 
 
 def _targets(fn, *args, platform="cuda"):
