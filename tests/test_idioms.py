@@ -19,7 +19,7 @@ from jax_triton_rocm.base import _compat
 from jax_triton_rocm.lowering import _choices, _devices
 from tests import idiom_kernels as ik
 from tests import kernels
-from tests.lowering_utils import capture_one, lower_for, spec
+from tests.lowering_utils import capture_one, lower_for, spec, tma_block_shapes
 
 CPU = jax.devices("cpu")[0]
 
@@ -49,8 +49,7 @@ def _tma_blocks(lowered):
     calls = ([c.kernel_call for c in lowered.message.autotuned_kernel_call.configs]
              if lowered.message.WhichOneof("value") == "autotuned_kernel_call"
              else [lowered.message.kernel_call])
-    return [[tuple(p.tensor_descriptor.nvidia.block_shape) for p in call.parameters
-             if p.WhichOneof("value") == "tensor_descriptor"] for call in calls]
+    return [tma_block_shapes(call) for call in calls]
 
 
 def _loaded_tiles(kernel):
