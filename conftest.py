@@ -179,6 +179,44 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
+def fresh_lowerings():
+    """JAX's caches emptied before and after the test, the package's kept: a route, a target or
+    a plugin's features are decided when a call is lowered, and JAX would otherwise serve a
+    lowering made under another test's settings."""
+    import jax
+
+    jax.clear_caches()
+    yield
+    jax.clear_caches()
+
+
+@pytest.fixture
+def fresh_caches():
+    """Every cache emptied before and after the test, the package's and JAX's
+    (`jax_triton_rocm.clear_caches`): for tests that count compiles or see what a cold lowering
+    does, or that change what no cache key covers (a choices folder, a device kind, a temporary
+    folder), so that neither they nor the tests after them are served another setting's kernels.
+    Request it after `monkeypatch`: its teardown then runs before the patches are undone."""
+    import jax_triton_rocm as jtr
+
+    jtr.clear_caches()
+    yield
+    jtr.clear_caches()
+
+
+@pytest.fixture
+def temp_root(tmp_path, monkeypatch, fresh_caches):
+    """A private folder for the package's temporary folders (Python's `tempfile.tempdir`), to
+    see what is left in it; every cache empty, so that nothing made in another folder is
+    served."""
+    del fresh_caches
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+@pytest.fixture
 def jaxlib_route(monkeypatch):
     """Calls that do not choose a route take jaxlib's Triton call: for tests of its encoding
     (the proto, the binary's delivery, the parameters), which a CUDA lowering would otherwise

@@ -27,3 +27,10 @@ def gpu_devices() -> list:
 
     platform = gpu_platform()
     return jax.devices(platform) if platform is not None else []
+
+
+def on_gpu(x):
+    """`x` put on the first GPU JAX sees."""
+    import jax
+
+    return jax.device_put(x, gpu_devices()[0])

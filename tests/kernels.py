@@ -168,6 +168,13 @@ def add_inplace_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
 
 
+def add_inplace(x, y, block=256):
+    """x + y written over x's buffer (add_inplace_kernel, `input_output_aliases={0: 0}`)."""
+    return jtr.triton_call(x, y, x.size, kernel=add_inplace_kernel, out_shape=x,
+                           grid=(triton.cdiv(x.size, block),), BLOCK=block,
+                           input_output_aliases={0: 0})
+
+
 @triton.jit
 def atomic_sum_kernel(x_ptr, n, out_ptr, BLOCK: tl.constexpr):
     """out[0] += sum(x): needs out zeroed first (zeroed_outputs)."""
@@ -199,6 +206,14 @@ def copy_kernel(x_ptr, n, out_ptr, BLOCK: tl.constexpr):
 def copy(x, block=256):
     return jtr.triton_call(x, x.size, kernel=copy_kernel, out_shape=x,
                            grid=(triton.cdiv(x.size, block),), BLOCK=block)
+
+
+@triton.jit
+def unmasked_copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    """copy_kernel without the length: each program copies a whole BLOCK (the array's size a
+    multiple of it), so that the kernel's only parameters are its two pointers."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets))
 
 
 def elementwise_kernel(body_op: str):

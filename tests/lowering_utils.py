@@ -123,6 +123,13 @@ def capture_one(fn, *args, platform: str, arch=None) -> _jaxlib_call.LoweredCall
     return captured[0]
 
 
+def tma_block_shapes(kernel_call) -> list[tuple[int, ...]]:
+    """The block shape of each TMA descriptor that a kernel call message of jaxlib's carries
+    (`EmittedCall.message.kernel_call`, or one config's), in parameter order."""
+    return [tuple(p.tensor_descriptor.nvidia.block_shape) for p in kernel_call.parameters
+            if p.WhichOneof("value") == "tensor_descriptor"]
+
+
 def lower_add(kernel, n: int = 4096, *, platform: str = "cuda", arch=None,
               **call) -> _jaxlib_call.LoweredCall:
     """The `LoweredCall` of `kernel(x_ptr, y_ptr, n, out_ptr, BLOCK)` on two float32 vectors of

@@ -13,23 +13,42 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DISTRIBUTION = "jax_triton_rocm"
 
 
-def run_python(*pieces: str, env: dict[str, str] | None = None, timeout: float = 240,
-               unset: tuple[str, ...] = (), prefix: tuple[str, ...] = ()):
-    """Runs the code `pieces` (each dedented on its own, then joined) in a new interpreter with
-    the repository first on the path, with `env` set and the variables `unset` removed, its
-    command line after `prefix` (e.g. a shell that prepares the process).
-
-    Returns the CompletedProcess; stdout and stderr are text.
-    """
+def child_env(env: dict[str, str] | None = None,
+              unset: tuple[str, ...] = ()) -> dict[str, str]:
+    """The environment for a new interpreter: this process's, with the repository first on the
+    path (so that it imports this checkout), TRITON_DEFAULT_FP_FUSION set unless it is, then
+    `env` set and the variables `unset` removed."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = ROOT + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     full_env.update(env or {})
     for name in unset:
         full_env.pop(name, None)
+    return full_env
+
+
+def run_python(*pieces: str, env: dict[str, str] | None = None, timeout: float = 240,
+               unset: tuple[str, ...] = (), prefix: tuple[str, ...] = ()):
+    """Runs the code `pieces` (each dedented on its own, then joined) in a new interpreter with
+    the environment `child_env(env, unset)`, its command line after `prefix` (e.g. a shell that
+    prepares the process).
+
+    Returns the CompletedProcess; stdout and stderr are text.
+    """
     code = "\n".join(textwrap.dedent(piece) for piece in pieces)
     return subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True,
-                          text=True, env=full_env, timeout=timeout, cwd=ROOT)
+                          text=True, env=child_env(env, unset), timeout=timeout, cwd=ROOT)
+
+
+def run_script(path: str | os.PathLike, *args: str, env: dict[str, str] | None = None,
+               timeout: float = 240, cwd: str | os.PathLike = ROOT):
+    """Runs `python path *args` in a new interpreter, in the folder `cwd`, with the environment
+    `child_env(env)`.
+
+    Returns the CompletedProcess; stdout and stderr are text.
+    """
+    return subprocess.run([sys.executable, os.fspath(path), *args], capture_output=True,
+                          text=True, env=child_env(env), timeout=timeout, cwd=cwd)
 
 
 _RUN_MAIN = """
@@ -263,14 +282,11 @@ class SharedInterpreter:
 
     def _start(self) -> None:
         read_end, write_end = os.pipe()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
         with open(self.log_path, "a") as log:
             self._process = subprocess.Popen(
                 [sys.executable, "-c", _SHARED_INTERPRETER, str(write_end)],
-                stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(write_end,), env=env,
-                cwd=ROOT, text=True)
+                stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(write_end,),
+                env=child_env(), cwd=ROOT, text=True)
         os.close(write_end)
         self._results = os.fdopen(read_end)
 

@@ -297,8 +297,8 @@ def test_pruning_every_config_is_an_error():
 
 # Compiled in parallel, through the shared kernel cache.
 
+@pytest.mark.usefixtures("fresh_caches")
 def test_lowering_again_compiles_nothing():
-    jtr.clear_caches()
     lower_add(_tuned(kernels.add_kernel))
     lower_add(_tuned(kernels.add_kernel))
     assert _state.KERNELS.stats["compiles"] == len(au.ADD_CONFIGS)

@@ -31,15 +31,13 @@ DEVICE = "Stand-in GPU"
 
 
 @pytest.fixture
-def choices_dir(tmp_path, monkeypatch, jaxlib_route):
+def choices_dir(tmp_path, monkeypatch, jaxlib_route, fresh_caches):
     """A private folder of choices, a stand-in GPU to lower for, and nothing remembered; a
     decided call stays on jaxlib's route, whose encoding the tests read (on CUDA it would take
     XLA's: test_xla_route)."""
     monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
     monkeypatch.setattr(_target, "device_kind", lambda platform, context: DEVICE)
-    jtr.clear_caches()
-    yield tmp_path
-    jtr.clear_caches()
+    return tmp_path
 
 
 def _lower(n=N, **kwargs):

@@ -125,12 +125,6 @@ def fill_kernel(value, out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr + offsets, tl.zeros((BLOCK,), tl.float32) + value)
 
 
-@triton.jit
-def copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets))
-
-
 # Kernels with a parameter named like an argument of triton_call itself.
 grid_kernel = kernels.scaled_by_parameter("grid")
 name_kernel = kernels.scaled_by_parameter("name")
@@ -144,7 +138,8 @@ def filled(**call):
 def copied(dtype, platform: str = "cuda", arch: str | None = None):
     """A row that lowers a copy of a `dtype` array for `platform`."""
     array = spec((1024,), dtype)
-    return lowered(platform, arch, args=(array,), kernel=copy_kernel, out_shape=array, BLOCK=256)
+    return lowered(platform, arch, args=(array,), kernel=kernels.unmasked_copy_kernel,
+                   out_shape=array, BLOCK=256)
 
 
 def tuned(*configs, **autotune):

@@ -10,7 +10,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import triton
-import triton.language as tl
 from jax import export
 
 import jax_triton_rocm as jtr
@@ -18,35 +17,11 @@ from tests import kernels
 from tests import library_kernels as lk
 from tests.lowering_utils import lower_for, spec
 from tests.subprocess_utils import run_python
+from tests.two_apis import APIS, X, call_through, lower_through
 
-X = spec((1024,), jnp.float32)
 CPU = jax.devices("cpu")[0]
-APIS = ("triton_call", "triton_call_lowering")
 _names = itertools.count()
 _add_kernel = kernels.add_outputs_first_kernel
-
-
-def _call(api: str, kernel=_add_kernel, operands=None, **options):
-    """`fn(x, y)` calling `kernel` (two operands, one output) through `api`; `options` may set
-    the grid and BLOCK (a constexpr of the call) or anything else either API takes."""
-    options.setdefault("grid", (4,))
-    constexprs = {"n": 1024}
-    if "BLOCK" in options or not isinstance(kernel, triton.runtime.Autotuner):
-        constexprs["BLOCK"] = options.pop("BLOCK", 256)
-    if api == "triton_call":
-        return lambda x, y: jtr.triton_call(x, y, kernel=kernel, out_shape=x, **constexprs,
-                                            **options)
-
-    def lowering(ctx, x, y):
-        args = operands(ctx) if operands is not None else (x, y)
-        return jtr.triton_call_lowering(ctx, kernel, *args, constexprs=constexprs, **options)
-
-    prim = lk.define(f"bad_input_{next(_names)}", lambda x, y: [x], lowering)
-    return lambda x, y: prim.bind(x, y)[0]
-
-
-def _lower(api: str, platform: str = "cuda", arch=None, **options):
-    return lower_for(_call(api, **options), X, X, platform=platform, arch=arch)
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -57,7 +32,7 @@ def test_a_symbolic_shape_is_refused_not_exported(api):
     with jtr.target_arch(cuda="sm_90"), pytest.raises(
             ValueError, match=r"(argument|operand) 0 has shape \(n,\), with a symbolic "
                               r"dimension, which triton_call(_lowering)? cannot lower.*grid"):
-        export.export(jax.jit(_call(api)), platforms=["cuda"], disabled_checks=[
+        export.export(jax.jit(call_through(api)), platforms=["cuda"], disabled_checks=[
             export.DisabledSafetyCheck.custom_call("triton_kernel_call_ffi")])(arg, arg)
 
 
@@ -84,7 +59,7 @@ _tuned = triton.autotune([triton.Config({"BLOCK": 128}, num_warps=0),
         "Config(num_warps=0)", "a Python function as a constexpr"])
 def test_both_apis_refuse_the_same_value(api, options, error, match):
     with pytest.raises(error, match=match):
-        _lower(api, **options)
+        lower_through(api, **options)
 
 
 @pytest.mark.parametrize("platform", ["cuda", "cpu"])
@@ -104,7 +79,7 @@ def test_operands_given_as_one_tuple_are_refused(platform):
 
 @pytest.mark.parametrize("platform", ["cuda", "cpu"])
 def test_abstract_values_given_as_operands_are_refused(platform):
-    call = _call("triton_call_lowering", operands=lambda ctx: ctx.avals_in)
+    call = call_through("triton_call_lowering", operands=lambda ctx: ctx.avals_in)
     with pytest.raises(TypeError, match=r"array_args\[0\] is ShapedArray\(float32\[1024\]\) "
                                         r"\(ShapedArray\), not an operand.*not ctx.avals_in"):
         if platform == "cpu":
@@ -139,7 +114,7 @@ def test_a_remembered_compile_error_carries_each_note_once(kernel):
     errors = []
     for _ in range(3):
         with pytest.raises(Exception, match="power of 2") as caught:
-            _lower("triton_call", **options)
+            lower_through("triton_call", **options)
         errors.append(caught.value)
     assert errors[0] is errors[-1]  # remembered, not compiled again
     notes = _our_notes(errors[-1])
@@ -148,14 +123,14 @@ def test_a_remembered_compile_error_carries_each_note_once(kernel):
 
 def test_a_rocm_grid_at_hips_thread_limit_lowers():
     # 16777215 programs of 256 threads: 4294967040 threads, within HIP's 2**32 - 1.
-    (call,) = jtr.kernel_calls(_lower("triton_call", "rocm", grid=(2**24 - 1,)))
+    (call,) = jtr.kernel_calls(lower_through("triton_call", "rocm", grid=(2**24 - 1,)))
     assert call.summary()["launches"][0]["grid"] == (2**24 - 1, 1, 1)
 
 
 def test_a_grid_beyond_hips_thread_limit_lowers_for_cuda():
     # CUDA counts blocks, not threads: x may be up to 2**31 - 1 whatever the block (here
     # 2**26 programs of 128 threads, 2**33 threads).
-    (call,) = jtr.kernel_calls(_lower("triton_call", "cuda", grid=(2**26,)))
+    (call,) = jtr.kernel_calls(lower_through("triton_call", "cuda", grid=(2**26,)))
     assert call.summary()["launches"][0]["grid"] == (2**26, 1, 1)
 
 
@@ -163,14 +138,9 @@ def test_a_grid_beyond_hips_thread_limit_lowers_for_cuda():
                                             ("cuda", jnp.float8_e4m3fn),
                                             ("cuda", jnp.float8_e5m2)])
 def test_an_fp8_dtype_the_target_takes_is_copied(platform, dtype):
-    @triton.jit
-    def copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets))
-
     array = spec((1024,), dtype)
     (call,) = jtr.kernel_calls(lower_for(lambda x: jtr.triton_call(
-        x, kernel=copy_kernel, out_shape=x, grid=(4,), BLOCK=256), array, platform=platform))
+        x, kernel=kernels.unmasked_copy_kernel, out_shape=x, grid=(4,), BLOCK=256), array, platform=platform))
     assert call.summary()["launches"][0]["grid"] == (4, 1, 1)
 
 
@@ -182,16 +152,11 @@ def test_a_big_endian_numpy_array_is_refused_naming_it_and_the_fix():
                         out_shape=X, grid=(4,), BLOCK=256)
 
 
-@triton.jit
-def copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
-    offsets = tl.arange(0, BLOCK)
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets))
-
-
 @pytest.mark.parametrize("platform", ["cuda", "cpu"])
 def test_a_tuple_given_for_a_pointer_is_named_when_the_kernel_fails(platform):
     def call(x):
-        return jtr.triton_call((x,), kernel=copy_kernel, out_shape=x, grid=(1,), BLOCK=1024)
+        return jtr.triton_call((x,), kernel=kernels.unmasked_copy_kernel, out_shape=x, grid=(1,),
+                               BLOCK=1024)
 
     with pytest.raises(Exception) as raised:
         if platform == "cpu":

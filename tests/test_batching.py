@@ -34,9 +34,7 @@ def _scale_shift(x, scale, shift, flip):
 
 
 def _inplace(x, y):
-    return jtr.triton_call(x, y, x.size, kernel=kernels.add_inplace_kernel, out_shape=x,
-                           grid=(triton.cdiv(x.size, 128),), BLOCK=128,
-                           input_output_aliases={0: 0})
+    return kernels.add_inplace(x, y, block=128)
 
 
 def _total(x):

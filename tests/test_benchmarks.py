@@ -13,7 +13,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from tests import kernels
-from tests.subprocess_utils import ROOT, SharedInterpreter
+from tests.subprocess_utils import ROOT, SharedInterpreter, run_script
 
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # for the scripts' own functions
 import _needs  # noqa: E402  (from the scripts' folder)
@@ -29,9 +29,7 @@ no_gpu_device = pytest.mark.skipif(bool(_needs.gpu_device_files()),
 
 
 def run_benchmark(name, *args, timeout=120):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, os.path.join("benchmarks", name), *args], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=timeout)
+    return run_script(os.path.join("benchmarks", name), *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

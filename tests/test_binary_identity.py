@@ -62,14 +62,12 @@ def loader_keys(platform: str) -> dict[str, list]:
 
 
 @pytest.fixture
-def delivery(request, monkeypatch):
+def delivery(request, monkeypatch, fresh_caches):
     platform, mode = request.param
     monkeypatch.setenv(_hip.ENV_DELIVERY, mode)
     if mode == "embedded" and not _embeds(platform):
         pytest.skip(f"the jaxlib here ({_compat.jaxlib_version()}) predates module_image")
-    jtr.clear_caches()
-    yield platform, mode
-    jtr.clear_caches()
+    return platform, mode
 
 
 @pytest.mark.parametrize("delivery", CASES, ids=CASE_IDS, indirect=True)

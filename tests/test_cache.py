@@ -16,11 +16,7 @@ from tests.lowering_utils import captured_lowerings, lower_add, lower_one, run_a
 X = spec((2048,), jnp.float32)
 
 
-@pytest.fixture(autouse=True)
-def empty_cache():
-    jtr.clear_caches()
-    yield
-    jtr.clear_caches()
+pytestmark = pytest.mark.usefixtures("fresh_caches")
 
 
 def test_second_lowering_of_a_kernel_compiles_nothing_and_emits_the_same_call():

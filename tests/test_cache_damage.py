@@ -16,7 +16,7 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.compile import _cache, _errors
 from tests import kernels
 from tests.lowering_utils import captured_lowerings, lower_for, spec
-from tests.subprocess_utils import ROOT, run_python
+from tests.subprocess_utils import ROOT, child_env, run_python
 
 X = spec((4096,), jnp.float32)
 BINARY = {"cuda": "cubin", "rocm": "hsaco"}
@@ -26,13 +26,11 @@ OTHER = {"cuda": "rocm", "rocm": "cuda"}
 
 
 @pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
+def cache_dir(tmp_path, monkeypatch, fresh_caches):
     """A private, empty TRITON_CACHE_DIR, and no kernel compiled in this process yet."""
     folder = tmp_path / "triton-cache"
     monkeypatch.setenv("TRITON_CACHE_DIR", str(folder))
-    jtr.clear_caches()
-    yield folder
-    jtr.clear_caches()
+    return folder
 
 
 def binary_reaching_the_call(platform: str) -> bytes:
@@ -223,13 +221,12 @@ def test_every_later_process_gets_a_whole_binary_and_only_the_first_warns(tmp_pa
 
 @pytest.mark.process
 def test_eight_processes_sharing_a_damaged_cache_all_get_a_whole_binary(tmp_path):
-    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path), "JAX_PLATFORMS": "cpu",
-           "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {"TRITON_CACHE_DIR": str(tmp_path), "JAX_PLATFORMS": "cpu"}
     code = "import sys; sys.argv[1:] = ['cuda']\n" + textwrap.dedent(LOWER_IN_A_NEW_PROCESS)
     whole = run_python(code, env=env)
     _garbage(entry_file(tmp_path, "cuda", ".cubin"), "cuda", tmp_path)
-    processes = [subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT, text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    processes = [subprocess.Popen([sys.executable, "-c", code], env=child_env(env), cwd=ROOT,
+                                  text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                  for _ in range(8)]
     outputs = [process.communicate(timeout=300) for process in processes]
     assert all(process.returncode == 0 for process in processes), outputs[0][1][-3000:]

@@ -15,7 +15,6 @@ import jax.numpy as jnp
 import pytest
 import triton
 
-import jax_triton_rocm as jtr
 from jax_triton_rocm.compile import _cache
 from tests import kernels
 from tests.lowering_utils import LOWER_ADD_LOGGING_WARNINGS, capture_one, spec
@@ -82,15 +81,11 @@ def test_a_read_only_home(tmp_path):
 
 
 @pytest.fixture
-def temp_root(tmp_path, monkeypatch):
-    """A private folder for the package's temporary folders, to see what is left in it."""
-    root = tmp_path / "tmp"
-    root.mkdir()
-    monkeypatch.setattr(_cache.tempfile, "tempdir", str(root))
+def temp_root(temp_root, monkeypatch):
+    """conftest's private folder for the package's temporary folders, before this process has
+    made its private dump folder."""
     monkeypatch.setattr(_cache, "_private_dump", None)
-    jtr.clear_caches()
-    yield root
-    jtr.clear_caches()
+    return temp_root
 
 
 def _lowered_add(platform="cuda"):

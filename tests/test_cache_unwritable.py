@@ -9,7 +9,6 @@ PermissionError a read-only folder gives other users (monkeypatched).
 import errno
 import logging
 import os
-import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -37,17 +36,6 @@ def negate(x):
     # jaxlib's route: these tests read the binary the call carries.
     return jtr.triton_call(x, kernel=negate_kernel, out_shape=x, grid=(16,), BLOCK=256,
                            xla_native=False)
-
-
-@pytest.fixture
-def temp_root(tmp_path, monkeypatch):
-    """A private folder for the package's temporary folders, to see what is left in it."""
-    root = tmp_path / "tmp"
-    root.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(root))
-    jtr.clear_caches()
-    yield root
-    jtr.clear_caches()
 
 
 def lowered_binary(fn, platform="cuda") -> bytes:

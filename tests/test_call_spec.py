@@ -5,7 +5,6 @@ are worded for the API that was called.
 """
 
 import dataclasses
-import itertools
 
 import jax
 import jax.numpy as jnp
@@ -15,52 +14,27 @@ import pytest
 import jax_triton_rocm as jtr
 from jax_triton_rocm.spec._spec import KernelCallSpec
 from tests import kernels
-from tests import library_kernels as lk
-from tests.lowering_utils import lower_for, spec
-
-X = spec((1024,), jnp.float32)
-APIS = ("triton_call", "triton_call_lowering")
-_add_kernel = kernels.add_outputs_first_kernel
-
-
-_names = itertools.count()
-
-
-def _lower(api: str, **options):
-    """Lowers one call of `_add_kernel` (two operands, one output) through `api`."""
-    if api == "triton_call":
-        def fn(x, y):
-            return jtr.triton_call(x, y, kernel=_add_kernel, out_shape=x, grid=(4,), n=1024,
-                                   BLOCK=256, **options)
-    else:
-        def lowering(ctx, x, y):
-            return jtr.triton_call_lowering(ctx, _add_kernel, x, y, grid=(4,),
-                                            constexprs={"n": 1024, "BLOCK": 256}, **options)
-
-        prim = lk.define(f"spec_test_{next(_names)}", lambda x, y: [x], lowering)
-
-        def fn(x, y):
-            return prim.bind(x, y)[0]
-    return lower_for(fn, X, X, platform="cuda")
+from tests.lowering_utils import lower_for
+from tests.two_apis import APIS, X, lower_through
 
 
 @pytest.mark.parametrize("api", APIS)
 def test_a_bool_is_not_an_alias_index(api):
     # True == 1 would alias the second operand.
     with pytest.raises(ValueError, match=r"input_output_aliases=\{True: 0\}: input index True"):
-        _lower(api, input_output_aliases={True: 0})
+        lower_through(api, input_output_aliases={True: 0})
 
 
 @pytest.mark.parametrize("api", APIS)
 def test_numpy_integers_are_alias_indices(api):
-    text = _lower(api, input_output_aliases={np.int64(1): np.int32(0)}).as_text()
+    text = lower_through(api, input_output_aliases={np.int64(1): np.int32(0)}).as_text()
     assert "output_operand_alias" in text and "operand_index = 1" in text
 
 
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.usefixtures("jaxlib_route")  # the bytes jaxlib's call zeroes
 def test_numpy_integers_are_zeroed_output_indices(api):
-    (call,) = jtr.kernel_calls(_lower(api, zeroed_outputs=(np.int64(0),)))
+    (call,) = jtr.kernel_calls(lower_through(api, zeroed_outputs=(np.int64(0),)))
     params = call.message.kernel_call.parameters
     assert params[-1].array.bytes_to_zero == 1024 * 4
 
@@ -76,7 +50,7 @@ def test_numpy_integers_are_zeroed_output_indices(api):
 ])
 def test_both_apis_refuse_the_same_value(api, option, value, error, match):
     with pytest.raises(error, match=match):
-        _lower(api, **{option: value})
+        lower_through(api, **{option: value})
 
 
 @pytest.mark.parametrize("api,match", [
@@ -87,7 +61,7 @@ def test_both_apis_refuse_the_same_value(api, option, value, error, match):
 ])
 def test_messages_are_worded_for_the_api_called(api, match):
     with pytest.raises(ValueError, match=match):
-        _lower(api, input_output_aliases={5: 0})
+        lower_through(api, input_output_aliases={5: 0})
 
 
 def test_the_primitive_carries_one_frozen_spec():

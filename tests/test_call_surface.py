@@ -10,6 +10,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from tests.kernels import add_kernel
+from tests.lowering_utils import lower_for
 from tests.surface_kernels import (constexpr_first_kernel, inc_kernel, out_first_kernel,
                                    store_scalar_kernel, tuple_kernel, update_and_double_kernel)
 
@@ -110,11 +111,9 @@ def test_results_with_a_pointer_come_first_and_zeroed_outputs_follow_them(zeroed
 
 
 def test_zeroing_an_output_without_a_pointer_zeroes_its_inputs_buffer():
-    with jtr.target_arch(cuda="sm_90"):
-        lowered = jax.jit(lambda x: jtr.triton_call(
-            8, x, kernel=inc_kernel, out_type=x, grid=1, BLOCK=8, input_output_aliases={1: 0},
-            zeroed_outputs=(0,))).trace(X).lower(lowering_platforms=("cuda",))
-    [call] = jtr.kernel_calls(lowered)
+    [call] = jtr.kernel_calls(lower_for(lambda x: jtr.triton_call(
+        8, x, kernel=inc_kernel, out_type=x, grid=1, BLOCK=8, input_output_aliases={1: 0},
+        zeroed_outputs=(0,)), X, platform="cuda"))
     assert call.message.kernel_call.parameters[1].array.bytes_to_zero == X.nbytes
 
 
@@ -247,9 +246,7 @@ def test_a_tuples_scalars_count_by_type_and_value_in_the_spec_and_plan():
 def test_a_plan_with_tuple_scalars_serves_another_shape():
     def lower(n):
         xh, y = jnp.zeros(n, jnp.float16), jnp.zeros(n, jnp.float32)
-        with jtr.target_arch(cuda="sm_90"):
-            lowered = jax.jit(_tuple_call(2)).trace(xh, y).lower(lowering_platforms=("cuda",))
-        [call] = jtr.kernel_calls(lowered)
+        [call] = jtr.kernel_calls(lower_for(_tuple_call(2), xh, y, platform="cuda"))
         return [p.WhichOneof("value") for p in call.message.kernel_call.parameters]
 
     # The runtime scalar n differs; the tuple's pointers and its 2 (an i32) are the same.
@@ -258,7 +255,7 @@ def test_a_plan_with_tuple_scalars_serves_another_shape():
 
 def test_an_fp8_dtype_the_target_does_not_take_is_named_inside_a_tuple_too():
     fnuz = jax.ShapeDtypeStruct((8,), jnp.float8_e4m3fnuz)  # not an sm_90 dtype
-    with jtr.target_arch(cuda="sm_90"), pytest.raises(
+    with pytest.raises(
             TypeError, match=r"parameter xy is float8_e4m3fnuz \(Triton's fp8e4b8\), which Triton "
                              r"does not compile for sm_90"):
-        jax.jit(_tuple_call(1)).trace(fnuz, Y).lower(lowering_platforms=("cuda",))
+        lower_for(_tuple_call(1), fnuz, Y, platform="cuda")

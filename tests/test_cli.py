@@ -10,13 +10,8 @@ import pytest
 import jax_triton_rocm as jtr
 from jax_triton_rocm.cli import _info
 from jax_triton_rocm.base import _compat
-from tests import docs_files, subprocess_utils
-from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, advertised_entry_point
-
-
-def run_cli(*argv, env=None, without_plugins=False, prelude=""):
-    return subprocess_utils.run_cli(
-        *argv, prelude=(prelude, WITHOUT_GPU_PLUGINS if without_plugins else ""), env=env)
+from tests import docs_files
+from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, advertised_entry_point, run_cli
 
 
 @pytest.mark.process
@@ -111,7 +106,7 @@ def test_a_dotted_cuda_arch_is_printed_canonically():
 
 @pytest.mark.process
 def test_the_demo_without_plugins_says_none_is_installed_and_what_to_install():
-    result = run_cli(without_plugins=True)
+    result = run_cli(prelude=WITHOUT_GPU_PLUGINS)
     assert result.returncode == 0, result.stderr[-3000:]
     assert ("No GPU here: No jaxlib GPU plugin is installed, so JAX runs on the CPU only. To run "
             "kernels, install JAX for your GPU first: pip install -U 'jax[cuda13]'") in result.stdout
@@ -146,6 +141,7 @@ def test_the_readme_table_documents_every_package_variable():
 
 
 def test_the_demo_on_a_jaxlib_without_module_image_says_what_each_call_carries(monkeypatch,
+                                                                                fresh_caches,
                                                                                 capsys):
     """On jax 0.10.2 (no `module_image`) the calls carry PTX or an HSACO file's path: the demo says
     so in words, not as `binary at <6328 chars>` or a temporary file's path."""
@@ -157,11 +153,7 @@ def test_the_demo_on_a_jaxlib_without_module_image_says_what_each_call_carries(m
     monkeypatch.setattr(_compat, "plugin_features", old_plugin)
     monkeypatch.setattr(_compat, "assumed_features", old_plugin)
     monkeypatch.setenv("JAX_TRITON_ROCM_XLA_NATIVE", "0")  # jaxlib's call, which carries them
-    jax.clear_caches()
-    try:
-        assert cli.show_cross_compiled([("cuda", "sm_90"), ("rocm", "gfx942")]) == 0
-    finally:
-        jtr.clear_caches()
+    assert cli.show_cross_compiled([("cuda", "sm_90"), ("rocm", "gfx942")]) == 0
     launches = [line for line in capsys.readouterr().out.splitlines() if " -> " in line]
     assert len(launches) == 4, launches
     for line in launches:

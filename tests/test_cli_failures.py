@@ -9,18 +9,14 @@ cause and the fix, and exits with the status docs/cli.md's table documents.
 import pytest
 
 from jax_triton_rocm.cli import _startup
-from tests import subprocess_utils
 from tests.subprocess_utils import (TRITON_WITHOUT_NVIDIA, WITHOUT_GPU_PLUGINS,
-                                    advertised_entry_point, failing_import, standin_plugin)
+                                    advertised_entry_point, failing_import, run_cli,
+                                    standin_plugin)
 
 pytestmark = pytest.mark.process  # each test starts Python processes
 
 CUDNN_MISSING = "Unable to load cuDNN. Is it installed?"
 HIP_MISSING = "Unable to load libamdhip64.so.7: cannot open shared object file"
-
-
-def run_cli(*argv, prelude=WITHOUT_GPU_PLUGINS, env=None):
-    return subprocess_utils.run_cli(*argv, prelude=prelude, env=env)
 
 
 def assert_explained(result, status, *expected):
@@ -39,7 +35,7 @@ COMMANDS = [pytest.param((), id="demo"), pytest.param(("info",), id="info")]
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_jax_platforms_rocm_without_the_rocm_plugin_says_no_rocm_plugin(command):
-    result = run_cli(*command, env={"JAX_PLATFORMS": "rocm"})
+    result = run_cli(*command, prelude=WITHOUT_GPU_PLUGINS, env={"JAX_PLATFORMS": "rocm"})
     assert_explained(result, _startup.EXIT_JAX_DID_NOT_START,
                      "JAX could not start: JAX_PLATFORMS='rocm' asks for rocm",
                      "likely cause: no jaxlib rocm plugin is installed",
@@ -87,7 +83,7 @@ def test_a_cuda_plugin_that_does_not_import_is_named_with_the_fix(tmp_path):
 
 
 def test_an_unknown_jax_platform_is_named():
-    result = run_cli("info", env={"JAX_PLATFORMS": "bogus"})
+    result = run_cli("info", prelude=WITHOUT_GPU_PLUGINS, env={"JAX_PLATFORMS": "bogus"})
     assert_explained(result, _startup.EXIT_JAX_DID_NOT_START,
                      "likely cause: 'bogus' is not a platform this JAX knows")
 

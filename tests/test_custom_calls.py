@@ -16,10 +16,9 @@ X = jax.ShapeDtypeStruct((1000,), jnp.float32)
 
 
 @pytest.fixture(autouse=True)
-def fresh_lowerings(monkeypatch):
+def legacy_autotune_target(monkeypatch, fresh_lowerings):
     # The autotuned target and the XLA route are chosen at lowering; JAX reuses lowerings.
     monkeypatch.setenv(_compat.ENV_AUTOTUNE_TARGET, "legacy")
-    jax.clear_caches()
 
 
 def every_route(x, y):

@@ -12,6 +12,7 @@ import jax_triton_rocm as jtr
 from tests.surface_kernels import (desc_block_kernel, device_desc_copy_kernel,
                                    gluon_tma_copy_kernel, two_desc_kernel)
 from jax_triton_rocm.base import _compat
+from tests.lowering_utils import lower_for
 
 # On the CPU, where the interpreter runs (on a GPU machine too); GPUs: test_operand_routes.py.
 BASE = jax.device_put(jnp.arange(40 * 64, dtype=jnp.float32).reshape(40, 64),
@@ -51,9 +52,8 @@ def test_a_descriptor_with_batch_grid_axis_is_refused():
 
 
 def _lowered(arch: str, platform: str) -> jax.stages.Lowered:
-    with jtr.target_arch(**{platform: arch}):
-        return jax.jit(lambda b: copy_block(jtr.TensorDescriptor.from_array(b, [16, 64]))).trace(
-            BASE).lower(lowering_platforms=(platform,))
+    return lower_for(lambda b: copy_block(jtr.TensorDescriptor.from_array(b, [16, 64])), BASE,
+                     platform=platform, arch=arch)
 
 
 @pytest.mark.parametrize("arch,platform,params", [
@@ -101,26 +101,22 @@ def _old_plugin(monkeypatch):
                                  "jax-cuda13-plugin release 0.11.0", tma_descriptors=False)
     monkeypatch.setattr(_compat, "plugin_features", lambda platform: old)
     monkeypatch.setattr(_compat, "assumed_features", lambda platform: old)
-    jax.clear_caches()
 
 
-def test_a_plugin_without_tma_names_the_jax_release_needed(monkeypatch):
+def test_a_plugin_without_tma_names_the_jax_release_needed(monkeypatch, fresh_lowerings):
     _old_plugin(monkeypatch)
     with pytest.raises(NotImplementedError, match=r"jax/jaxlib 0\.11\.1 on; the jaxlib plugin "
                                                   r"here \(jax-cuda13-plugin release 0\.11\.0\)"):
         _lowered("sm_90", "cuda")
-    jax.clear_caches()
 
 
-def test_a_descriptor_built_in_the_kernel_names_the_jax_release_it_needs_on_sm90(monkeypatch):
+def test_a_descriptor_built_in_the_kernel_names_the_jax_release_it_needs_on_sm90(monkeypatch,
+                                                                                 fresh_lowerings):
     _old_plugin(monkeypatch)
-    with jtr.target_arch(cuda="sm_90"), pytest.raises(
-            NotImplementedError, match=r"global scratch memory.*Upgrade jax and its plugin to "
-                                       r"0\.11\.1 or newer"):
-        jax.jit(lambda x: jtr.triton_call(x, kernel=device_desc_copy_kernel, out_type=x, grid=1,
-                                          M=32, N=32)).trace(BASE[:32, :32]).lower(
-                                              lowering_platforms=("cuda",))
-    jax.clear_caches()
+    with pytest.raises(NotImplementedError, match=r"global scratch memory.*Upgrade jax and its "
+                                                  r"plugin to 0\.11\.1 or newer"):
+        lower_for(lambda x: jtr.triton_call(x, kernel=device_desc_copy_kernel, out_type=x, grid=1,
+                                            M=32, N=32), BASE[:32, :32], platform="cuda")
 
 
 def test_round_to_tf32_where_the_interpreter_cannot_is_refused_not_ignored():
@@ -146,9 +142,7 @@ def test_each_descriptor_gets_its_own_tma_map():
     if not _tma_plugin():
         pytest.skip("needs a jaxlib (0.11.1+) that encodes TMA descriptors")
     a, b = BASE[:16], BASE[:16].astype(jnp.bfloat16)
-    with jtr.target_arch(cuda="sm_90"):
-        lowered = jax.jit(two_descriptors).trace(a, b).lower(lowering_platforms=("cuda",))
-    [call] = jtr.kernel_calls(lowered)
+    [call] = jtr.kernel_calls(lower_for(two_descriptors, a, b, platform="cuda"))
     maps = [p.tensor_descriptor.nvidia for p in call.message.kernel_call.parameters
             if p.WhichOneof("value") == "tensor_descriptor"]
     assert [m.elem_type for m in maps] == [7, 9]  # CUDA's float32, bfloat16

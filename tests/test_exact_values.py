@@ -19,11 +19,7 @@ from tests.lowering_utils import capture_one, spec
 X = spec((1024,), jnp.float32)
 
 
-@pytest.fixture(autouse=True)
-def empty_caches():
-    jtr.clear_caches()
-    yield
-    jtr.clear_caches()
+pytestmark = pytest.mark.usefixtures("fresh_caches")
 
 
 @triton.jit

@@ -27,7 +27,7 @@ X = spec((4096,), jnp.float32)
 
 
 @pytest.fixture
-def devices(monkeypatch):
+def devices(monkeypatch, fresh_caches):
     """Makes lowerings see CUDA devices of the compute capabilities the test appends ("9.0"),
     and no other (a GPU machine's own included)."""
     found = []
@@ -38,9 +38,7 @@ def devices(monkeypatch):
 
     monkeypatch.setattr(_target, "_context_devices", context_devices)
     monkeypatch.setattr(_target, "_local_devices", lambda platform, module_context: [])
-    jtr.clear_caches()
-    yield found
-    jtr.clear_caches()
+    return found
 
 
 def _add(compute_capability):
@@ -130,6 +128,7 @@ def test_a_hsaco_for_another_architecture_is_refused():
 @pytest.mark.cuda_only(reason="compute_capability names a CUDA architecture")
 @pytest.mark.parametrize("add", [kernels.add, kernels.sized_add],
                          ids=["runtime length (jaxlib's call)", "constexpr length (default route)"])
+@pytest.mark.usefixtures("fresh_caches")
 def test_a_call_compiled_for_an_older_gpu_runs_on_this_one(add):
     import numpy as np
 
@@ -138,7 +137,6 @@ def test_a_call_compiled_for_an_older_gpu_runs_on_this_one(add):
     capability = int(float(gpu_devices()[0].compute_capability) * 10)
     if capability <= 80:
         pytest.skip(f"needs a GPU newer than sm_80; this one is sm_{capability}")
-    jtr.clear_caches()
     x = jax.random.normal(jax.random.key(0), (4096,), jnp.float32)
     out = jax.jit(lambda a: add(a * 2, a, compute_capability=80))(x)  # an operand made in the jit
     np.testing.assert_allclose(out, 3 * x, rtol=1e-6)

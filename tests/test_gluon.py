@@ -92,7 +92,8 @@ def test_cuda_opaque_round_trips_through_jaxlibs_parser():
 
 # How a Gluon kernel is compiled.
 
-def test_gluon_kernel_compiles_through_gluon_source_with_constexprs_marked(monkeypatch):
+def test_gluon_kernel_compiles_through_gluon_source_with_constexprs_marked(monkeypatch,
+                                                                           fresh_caches):
     sources = []
     make_source = _gluon.source
 
@@ -101,7 +102,6 @@ def test_gluon_kernel_compiles_through_gluon_source_with_constexprs_marked(monke
         return sources[-1]
 
     monkeypatch.setattr(_gluon, "source", recording_source)
-    jtr.clear_caches()
     capture_one(lambda x: gk.copy(x, warp_size=64, block=2048), VECTOR, platform="rocm",
                 arch="gfx942")
     (source,) = sources
@@ -122,8 +122,8 @@ def test_gluon_and_triton_compiles_of_one_kernel_have_different_keys():
     assert len(keys) == 2
 
 
+@pytest.mark.usefixtures("fresh_caches")
 def test_gluon_kernel_is_compiled_once_for_two_jitted_functions():
-    jtr.clear_caches()
     capture_one(lambda x: gk.copy(x, warp_size=64), VECTOR, platform="rocm", arch="gfx950")
     capture_one(lambda x: gk.copy(x, warp_size=64) * 2, VECTOR, platform="rocm", arch="gfx950")
     assert _state.KERNELS.stats["compiles"] == 1

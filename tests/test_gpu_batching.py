@@ -14,12 +14,6 @@ from tests.kernels import random_normal
 pytestmark = pytest.mark.gpu
 
 
-def _inplace(x, y):
-    return jtr.triton_call(x, y, x.size, kernel=kernels.add_inplace_kernel, out_shape=x,
-                           grid=(triton.cdiv(x.size, 256),), BLOCK=256,
-                           input_output_aliases={0: 0})
-
-
 def test_vmap_loop_matches_the_unbatched_calls():
     x, y = random_normal(0, (7, 5000)), random_normal(1, (5000,))
     out = jax.jit(jax.vmap(kernels.add, in_axes=(0, None)))(x, y)
@@ -29,7 +23,7 @@ def test_vmap_loop_matches_the_unbatched_calls():
 
 def test_nested_vmap_loop_with_aliases():
     x, y = random_normal(2, (3, 4, 2048)), random_normal(3, (4, 2048))
-    out = jax.jit(jax.vmap(jax.vmap(_inplace), in_axes=(0, None)))(x, y)
+    out = jax.jit(jax.vmap(jax.vmap(kernels.add_inplace), in_axes=(0, None)))(x, y)
     np.testing.assert_allclose(out, x + y[None], rtol=1e-6)
 
 

@@ -8,22 +8,18 @@ import jax
 import jax.numpy as jnp
 
 from tests import library_kernels as lk
-from tests.gpu_utils import gpu_devices
+from tests.gpu_utils import gpu_devices, on_gpu
 
 pytestmark = pytest.mark.gpu
 
 
-def _on_gpu(x):
-    return jax.device_put(x, gpu_devices()[0])
-
-
 def test_autotuned_amax_matches_jnp():
-    x = _on_gpu(jax.random.normal(jax.random.key(0), (1 << 20,), jnp.float32))
+    x = on_gpu(jax.random.normal(jax.random.key(0), (1 << 20,), jnp.float32))
     np.testing.assert_allclose(jax.jit(lk.amax)(x), lk.amax_reference(x))
 
 
 def test_in_place_kernel_matches_jnp_with_donation():
-    x = _on_gpu(jnp.linspace(-1, 1, 100_003, dtype=jnp.float32))
+    x = on_gpu(jnp.linspace(-1, 1, 100_003, dtype=jnp.float32))
     expected = 3.0 * np.asarray(x)
     out = jax.jit(lk.scale_in_place, donate_argnums=0)(x)
     np.testing.assert_allclose(out, expected, rtol=1e-6)
@@ -31,15 +27,15 @@ def test_in_place_kernel_matches_jnp_with_donation():
 
 
 def test_multi_output_kernel_matches_jnp():
-    x = _on_gpu(jax.random.normal(jax.random.key(1), (10_000,), jnp.float32))
-    y = _on_gpu(jax.random.normal(jax.random.key(2), (10_000,), jnp.float32))
+    x = on_gpu(jax.random.normal(jax.random.key(1), (10_000,), jnp.float32))
+    y = on_gpu(jax.random.normal(jax.random.key(2), (10_000,), jnp.float32))
     total, diff = jax.jit(lk.sum_diff)(x, y)
     np.testing.assert_allclose(total, x + y, rtol=1e-6)
     np.testing.assert_allclose(diff, x - y, rtol=1e-6)
 
 
 def test_gluon_kernel_through_the_helper_matches_jnp():
-    x = _on_gpu(jax.random.normal(jax.random.key(3), (5000,), jnp.float32))
+    x = on_gpu(jax.random.normal(jax.random.key(3), (5000,), jnp.float32))
     np.testing.assert_array_equal(jax.jit(lk.gluon_copy)(x), x)
 
 

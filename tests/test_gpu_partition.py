@@ -74,9 +74,8 @@ def test_vmap_of_a_partitioned_function_splits_the_batch(count):
 
 
 @pytest.mark.parametrize("count", COUNTS)
-def test_autotune_picks_once_per_shard_shape(count, tmp_path, monkeypatch):
+def test_autotune_picks_once_per_shard_shape(count, tmp_path, monkeypatch, fresh_caches):
     monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
-    jtr.clear_caches()
     x, y = pk.matrix(64, 2048, seed=5), pk.matrix(64, 2048, seed=6)
     (xs, _), (ys, _) = _split(x, count, "d", None), _split(y, count, "d", None)
     step = jax.jit(lambda a, b: pk.tuned_add(a * 2.0, b))
@@ -95,7 +94,6 @@ def test_autotune_picks_once_per_shard_shape(count, tmp_path, monkeypatch):
     assert undecided(64 // count) == []  # the shard's shape is decided
     if count > 1:
         assert undecided(64) != []  # the full shape was never a call's
-    jtr.clear_caches()
 
 
 def test_example_runs_on_every_gpu():

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture
-def prewarm(monkeypatch, jaxlib_route):  # the prewarm is jaxlib's route's
+def prewarm(monkeypatch, jaxlib_route, fresh_caches):  # the prewarm is jaxlib's route's
     """Makes every new kernel call prewarm on the present GPU; yields the launches' outputs."""
     platform = gpu_platform()
     outputs = []
@@ -46,9 +46,7 @@ def prewarm(monkeypatch, jaxlib_route):  # the prewarm is jaxlib's route's
                                       platform=platform)
 
         monkeypatch.setattr(_cuda.CudaBackend, "after_encode", after_encode)
-    jtr.clear_caches()
-    yield outputs
-    jtr.clear_caches()
+    return outputs
 
 
 def test_prewarm_launch_from_inside_a_lowering_then_the_real_call(prewarm):

@@ -11,15 +11,11 @@ import jax_triton_rocm as jtr
 from tests import callee_kernels
 from tests import library_kernels as lk
 from tests import test_declared_types as declared
-from tests.gpu_utils import gpu_devices
+from tests.gpu_utils import on_gpu
 
 pytestmark = pytest.mark.gpu
 
 N = 256
-
-
-def _on_gpu(x):
-    return jax.device_put(x, gpu_devices()[0])
 
 
 def _through_helper(x):
@@ -29,7 +25,7 @@ def _through_helper(x):
 
 
 def test_a_rebound_helper_gives_its_numbers_on_the_gpu(monkeypatch):
-    x = _on_gpu(jnp.arange(N, dtype=jnp.float32))
+    x = on_gpu(jnp.arange(N, dtype=jnp.float32))
     before = jax.jit(_through_helper)
     np.testing.assert_allclose(before(x), 2 * np.arange(N) + 1000)
     monkeypatch.setattr(callee_kernels, "helper", callee_kernels.other_helper)
@@ -46,7 +42,7 @@ def _declared(kernel, value, x):
         y = x + 0  # computed in the jit
         return jtr.triton_call(y, value, kernel=kernel, out_shape=y, grid=(1,), BLOCK=N)
 
-    return np.asarray(jax.jit(call)(_on_gpu(x)))
+    return np.asarray(jax.jit(call)(on_gpu(x)))
 
 
 @pytest.mark.parametrize("route", [False, True], ids=["jaxlib's call", "XLA's call"])
@@ -63,6 +59,6 @@ def test_declared_types_reach_the_kernel_on_the_gpu(route, monkeypatch):
 
 
 def test_two_calls_in_one_rule_run_on_the_gpu():
-    x = _on_gpu(jnp.linspace(-1, 1, 1000, dtype=jnp.float32))
+    x = on_gpu(jnp.linspace(-1, 1, 1000, dtype=jnp.float32))
     np.testing.assert_allclose(jax.jit(lambda x: lk.six_times(x + 1))(x), 6 * (np.asarray(x) + 1),
                                rtol=1e-6)

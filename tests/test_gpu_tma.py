@@ -12,6 +12,7 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes import _target
 from tests import idiom_kernels as ik
+from tests.lowering_utils import tma_block_shapes
 from tests.surface_kernels import desc_block_kernel, device_desc_copy_kernel, gluon_tma_copy_kernel
 
 pytestmark = [pytest.mark.gpu,
@@ -85,11 +86,6 @@ def _matmul_operands():
     return a, b, np.asarray(a, np.float32) @ np.asarray(b, np.float32)
 
 
-def _tma_blocks(kernel_call):
-    return [tuple(p.tensor_descriptor.nvidia.block_shape) for p in kernel_call.parameters
-            if p.WhichOneof("value") == "tensor_descriptor"]
-
-
 def test_a_descriptor_matmul_autotuned_with_pre_hooks_runs_each_config_with_its_blocks(
         tmp_path, monkeypatch):
     """jaxlib's autotuner times every config, each launching with the block shapes its
@@ -99,20 +95,19 @@ def test_a_descriptor_matmul_autotuned_with_pre_hooks_runs_each_config_with_its_
     fn = jax.jit(lambda a, b: ik.desc_matmul(a * 1, b + 0))
     [call] = jtr.kernel_calls(fn.lower(a, b))
     configs = call.message.autotuned_kernel_call.configs
-    assert [_tma_blocks(c.kernel_call) for c in configs] == [
+    assert [tma_block_shapes(c.kernel_call) for c in configs] == [
         [(m, k), (k, n)] for m, n, k in ik.MATMUL_TILES]
     np.testing.assert_allclose(fn(a, b), expected, rtol=1e-3, atol=1e-2)
 
 
-def test_autotune_remembers_a_descriptor_matmuls_config_with_its_blocks(tmp_path, monkeypatch):
+def test_autotune_remembers_a_descriptor_matmuls_config_with_its_blocks(tmp_path, monkeypatch,
+                                                                         fresh_caches):
     monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
-    jtr.clear_caches()
     a, b, expected = _matmul_operands()
     program = lambda a, b: ik.desc_matmul(a * 1, b + 0)  # noqa: E731
     np.testing.assert_allclose(jtr.autotune(program, a, b), expected, rtol=1e-3, atol=1e-2)
     [call] = jtr.kernel_calls(jax.jit(program).lower(a, b))
     assert call.target == _compat.FFI_TARGET  # the chosen config alone, a plain kernel call
-    assert _tma_blocks(call.message.kernel_call) in [
+    assert tma_block_shapes(call.message.kernel_call) in [
         [(m, k), (k, n)] for m, n, k in ik.MATMUL_TILES]
     np.testing.assert_allclose(jax.jit(program)(a, b), expected, rtol=1e-3, atol=1e-2)
-    jtr.clear_caches()

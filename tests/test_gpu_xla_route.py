@@ -93,9 +93,9 @@ def test_each_value_of_a_runtime_scalar_is_the_one_the_kernel_uses(route):
 
 
 @pytest.mark.gpu
-def test_a_call_autotuned_once_runs_its_choice_on_the_default_route(tmp_path, monkeypatch):
+def test_a_call_autotuned_once_runs_its_choice_on_the_default_route(tmp_path, monkeypatch,
+                                                                    fresh_caches):
     monkeypatch.setenv("JAX_TRITON_ROCM_AUTOTUNE_DIR", str(tmp_path))
-    jtr.clear_caches()
     x0 = jax.random.normal(jax.random.key(7), (1 << 20,), jnp.float32)
     program = _computed(lambda x, y: au.tuned_add(x, y))
     np.testing.assert_allclose(jtr.autotune(program, x0, x0), _reference(
@@ -105,4 +105,3 @@ def test_a_call_autotuned_once_runs_its_choice_on_the_default_route(tmp_path, mo
     poison_memory(1)
     np.testing.assert_allclose(jitted(x0, x0), _reference(lambda x, y: x + y, x0, x0),
                                rtol=1e-6)
-    jtr.clear_caches()

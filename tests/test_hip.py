@@ -28,12 +28,9 @@ needs_embedded = pytest.mark.skipif(
 
 
 @pytest.fixture(autouse=True)
-def fresh_state(monkeypatch):
+def fresh_state(monkeypatch, fresh_caches):
     monkeypatch.delenv(_hip.ENV_DELIVERY, raising=False)
     monkeypatch.delenv(_hip_prewarm.ENV_PREWARM, raising=False)
-    jtr.clear_caches()
-    yield
-    jtr.clear_caches()
 
 
 def _kernel_of(call):

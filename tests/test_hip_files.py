@@ -12,7 +12,7 @@ import time
 import pytest
 
 from jax_triton_rocm.backends.hip import _hip_files
-from tests.subprocess_utils import ROOT, last_line, run_python
+from tests.subprocess_utils import ROOT, child_env, last_line, run_python
 
 WRITE_ONE = """
     import os, signal, sys
@@ -112,8 +112,7 @@ def _start_owner(env: dict) -> tuple[subprocess.Popen, str]:
 
 @pytest.mark.process
 def test_a_new_folder_removes_those_of_processes_killed_or_ended_by_os_exit(tmp_path):
-    env = {**os.environ, "TMPDIR": str(tmp_path),
-           "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = child_env({"TMPDIR": str(tmp_path)})
     live = [_start_owner(env) for _ in range(2)]
     try:
         (killed, killed_folder), (ended, ended_folder) = _start_owner(env), _start_owner(env)

@@ -19,7 +19,7 @@ from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes import _target
 from tests import idiom_kernels as ik
 from tests import kernels
-from tests.lowering_utils import capture_one, lower_for, spec
+from tests.lowering_utils import capture_one, lower_for, spec, tma_block_shapes
 
 CPU = jax.devices("cpu")[0]
 
@@ -49,8 +49,7 @@ def _tma_blocks(lowered):
     calls = ([c.kernel_call for c in lowered.message.autotuned_kernel_call.configs]
              if lowered.message.WhichOneof("value") == "autotuned_kernel_call"
              else [lowered.message.kernel_call])
-    return [[tuple(p.tensor_descriptor.nvidia.block_shape) for p in call.parameters
-             if p.WhichOneof("value") == "tensor_descriptor"] for call in calls]
+    return [tma_block_shapes(call) for call in calls]
 
 
 def _loaded_tiles(kernel):
@@ -87,10 +86,9 @@ def test_a_descriptor_matmul_autotuned_with_pre_hooks_runs_on_the_cpu():
 @pytest.mark.parametrize("platform", [
     pytest.param("cuda", marks=needs_tma), "rocm"])
 def test_a_remembered_choice_launches_with_its_own_block_shapes(platform, tmp_path,
-                                                                 monkeypatch):
+                                                                 monkeypatch, fresh_caches):
     monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
     monkeypatch.setattr(_target, "device_kind", lambda platform, context: "Stand-in GPU")
-    jtr.clear_caches()
     a, b = _matrices()
     with _target.session() as current:
         lower_for(ik.desc_matmul, a, b, platform=platform)
@@ -103,7 +101,6 @@ def test_a_remembered_choice_launches_with_its_own_block_shapes(platform, tmp_pa
     if platform == "cuda":
         assert [[tuple(p.descriptor.block_shape) for p in lowered.calls[0].params
                  if p.kind == "tensor_descriptor"]] == [[(m, k), (k, n)]]
-    jtr.clear_caches()
 
 
 def test_a_pre_hook_sees_the_arguments_keywords_and_config_by_name():

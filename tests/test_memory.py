@@ -63,10 +63,10 @@ def _lower_block(block: int):
                      platform="cuda")
 
 
-def test_the_kernel_cache_keeps_its_bound_and_compiles_a_forgotten_kernel_again(monkeypatch):
+def test_the_kernel_cache_keeps_its_bound_and_compiles_a_forgotten_kernel_again(monkeypatch,
+                                                                                fresh_caches):
     monkeypatch.setenv(_state.ENV_KERNEL_CACHE_SIZE, "2")
     monkeypatch.setenv(_state.ENV_CALL_CACHE_SIZE, "2")  # no lowered call to serve it either
-    jtr.clear_caches()
     first = _lower_block(128).message.kernel_call.kernel.module_image.object_file
     for block in (256, 512, 1024):
         _lower_block(block)
@@ -77,9 +77,9 @@ def test_the_kernel_cache_keeps_its_bound_and_compiles_a_forgotten_kernel_again(
     assert again == first
 
 
-def test_the_lowered_call_memo_keeps_its_bound_and_encodes_a_forgotten_call_again(monkeypatch):
+def test_the_lowered_call_memo_keeps_its_bound_and_encodes_a_forgotten_call_again(monkeypatch,
+                                                                                 fresh_caches):
     monkeypatch.setenv(_state.ENV_CALL_CACHE_SIZE, "2")
-    jtr.clear_caches()
     first = _lower_block(128).opaque
     for block in (256, 512, 1024):
         _lower_block(block)
@@ -88,8 +88,8 @@ def test_the_lowered_call_memo_keeps_its_bound_and_encodes_a_forgotten_call_agai
     assert _lower_block(128).opaque == first
 
 
+@pytest.mark.usefixtures("fresh_caches")
 def test_item_locks_do_not_grow_with_the_kernels_lowered():
-    jtr.clear_caches()
     _lower_block(128)
     locks = len(_state.LOCKS)
     for block in (256, 512, 1024):

@@ -2,21 +2,16 @@
 
 import os
 import subprocess
-import sys
 
 import pytest
 
-from tests.subprocess_utils import ROOT
+from tests.subprocess_utils import ROOT, run_script
 
 SCRIPT = os.path.join(ROOT, "examples", "multi_process.py")
 
 
 def _launch(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                          env=env, timeout=280, cwd=ROOT)
+    return run_script(SCRIPT, *args, timeout=280)
 
 
 def _check_both_processes_matched(result: subprocess.CompletedProcess, platform: str) -> None:

@@ -19,13 +19,11 @@ import dataclasses
 import importlib.util
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 from tests import docs_files
-from tests.subprocess_utils import ROOT, SharedInterpreter
+from tests.subprocess_utils import ROOT, SharedInterpreter, run_script
 
 FENCE = re.compile(r"(?:^<!-- readme-test: (?P<options>[^>]*) -->\n)?^```python\n(?P<code>.*?)^```$"
                    r"(?:\n\n```text\n(?P<shown>.*?)^```$)?", re.M | re.S)
@@ -107,10 +105,7 @@ def run_block(block: Block, folder, interpreter: SharedInterpreter) -> None:
     script = folder / f"{os.path.basename(block.page)[:-3]}_line{block.line}.py"
     script.write_text(full_code(block))
     if block.process:
-        done = subprocess.run([sys.executable, str(script)], cwd=folder, capture_output=True,
-                              text=True, timeout=600,
-                              env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep
-                                       + os.environ.get("PYTHONPATH", "")))
+        done = run_script(script, cwd=folder, timeout=600)
         result = {"ok": done.returncode == 0, "stdout": done.stdout, "stderr": done.stderr,
                   "error": f"exit status {done.returncode}"}
     else:

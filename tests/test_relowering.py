@@ -16,14 +16,8 @@ from tests.lowering_utils import capture_one, lower_one, spec
 pytestmark = pytest.mark.usefixtures("jaxlib_route")
 
 
-@triton.jit
-def copy_kernel(x_ptr, n, out_ptr, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
-
-
 def _copy(x, n):
-    return jtr.triton_call(x, n, kernel=copy_kernel, out_shape=x, grid=(4,), BLOCK=256)
+    return jtr.triton_call(x, n, kernel=kernels.copy_kernel, out_shape=x, grid=(4,), BLOCK=256)
 
 
 @pytest.fixture
@@ -126,7 +120,7 @@ def _by_length(kernel, length, *scalars, **metaparams):
 
 
 def test_a_callable_grid_sees_the_new_length():
-    first, second = (_by_length(copy_kernel, n, BLOCK=256) for n in (4096, 4352))
+    first, second = (_by_length(kernels.copy_kernel, n, BLOCK=256) for n in (4096, 4352))
     assert second.kernels == first.kernels
     assert (first.calls[0].grid, second.calls[0].grid) == ((16, 1, 1), (17, 1, 1))
 
@@ -134,7 +128,7 @@ def test_a_callable_grid_sees_the_new_length():
 @pytest.mark.parametrize("lengths", [(4096, 4100), (4096, 1)],
                          ids=["divisible by 16 or not", "equal to 1 (a constexpr)"])
 def test_a_length_that_compiles_otherwise_gets_its_own_kernel(lengths):
-    first, second = (_by_length(copy_kernel, n, BLOCK=256) for n in lengths)
+    first, second = (_by_length(kernels.copy_kernel, n, BLOCK=256) for n in lengths)
     assert second.kernels[0].key != first.kernels[0].key
 
 

@@ -9,7 +9,6 @@ stood in.
 
 import json
 import logging
-import os
 import subprocess
 import sys
 
@@ -23,19 +22,16 @@ from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes import _primitive
 from tests import autotune_utils, kernels
 from tests.lowering_utils import lower_for, spec
-from tests.subprocess_utils import ROOT
+from tests.subprocess_utils import ROOT, child_env
 
 X = spec((1000,), jnp.float32)
 XLA, FFI, LEGACY = _compat.XLA_TRITON_TARGET, _compat.FFI_TARGET, _compat.LEGACY_TARGET
 
 
 @pytest.fixture(autouse=True)
-def automatic(monkeypatch):
-    """No route forced by the environment."""
+def automatic(monkeypatch, fresh_lowerings):
+    """No route forced by the environment, and no lowering made under other rules served."""
     monkeypatch.delenv(_primitive.ENV_XLA_NATIVE, raising=False)
-    jax.clear_caches()  # a lowering made under other rules must not be served
-    yield
-    jax.clear_caches()
 
 
 def _targets(fn, *args, platform="cuda"):
@@ -155,8 +151,7 @@ def test_the_test_session_counts_lowerings_by_route(tmp_path):
              "tests/test_route_rule.py::"
              "test_rocm_keeps_jaxlibs_call_as_xlas_has_not_launched_there",
              "tests/test_route_rule.py::test_autotuned_calls_take_jaxlibs_legacy_call"]
-    env = dict(os.environ, JAX_TRITON_ROCM_TEST_ROUTE_COUNTS=str(path),
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = child_env({"JAX_TRITON_ROCM_TEST_ROUTE_COUNTS": str(path)})
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                              "-n", "2", *tests], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=300)

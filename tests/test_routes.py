@@ -71,19 +71,17 @@ def _count(route: Route, name: str, fn):
 
 
 @pytest.fixture
-def route(request, monkeypatch):
+def route(request, monkeypatch, fresh_lowerings):
     """The route of a test parametrised by `route_name`; checks, after it, that every call took
-    that route. JAX's caches are cleared on both sides: a call another test lowered for another
-    route must be lowered again."""
+    that route. JAX's caches are cleared on both sides (`fresh_lowerings`): a call another test
+    lowered for another route must be lowered again."""
     current = Route(request.param)
     if current.on_gpu:  # each GPU route forced; the default route is every other GPU test's
         monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "1" if current.name == "xla" else "0")
     monkeypatch.setattr(_jaxlib_call, "emit", _count(current, "jaxlib", _jaxlib_call.emit))
     monkeypatch.setattr(_xla_native, "emit", _count(current, "xla", _xla_native.emit))
     monkeypatch.setattr(_interpret, "lower", _count(current, "interpreter", _interpret.lower))
-    jax.clear_caches()
     yield current
-    jax.clear_caches()
     if problem := current.problem():
         pytest.fail(problem)
 

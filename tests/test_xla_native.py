@@ -24,10 +24,8 @@ PLATFORMS = ["cuda", "rocm"]
 X = spec((1000,), jnp.float32)
 
 
-@pytest.fixture(autouse=True)
-def fresh_lowerings():
-    # The route is chosen when a call is lowered; JAX reuses lowerings across tests otherwise.
-    jax.clear_caches()
+# The route is chosen when a call is lowered; JAX reuses lowerings across tests otherwise.
+pytestmark = pytest.mark.usefixtures("fresh_lowerings")
 
 
 def native_calls(lowered) -> list[dict]:

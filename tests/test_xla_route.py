@@ -37,10 +37,9 @@ ZERO_FILL = re.compile(r"stablehlo\.constant dense<(0|0\.000000e\+00)>")
 
 
 @pytest.fixture(autouse=True)
-def automatic(monkeypatch):
+def automatic(monkeypatch, fresh_lowerings):
     """No route forced by the environment, and no lowering served from another test's."""
     monkeypatch.delenv(_xla_native.ENV_XLA_NATIVE, raising=False)
-    jax.clear_caches()
 
 
 def _grid(n, block=256):
@@ -280,10 +279,9 @@ def test_many_parameters_and_a_large_binary_take_xlas_call():
     assert [c.target for c in jtr.kernel_calls(lowered)] == [XLA]
 
 
-def test_a_remembered_autotune_choice_takes_xlas_call(monkeypatch, tmp_path):
+def test_a_remembered_autotune_choice_takes_xlas_call(monkeypatch, tmp_path, fresh_caches):
     monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
     monkeypatch.setattr(_target, "device_kind", lambda platform, context: "Stand-in GPU")
-    jtr.clear_caches()
     x = au.f32(4096)
     lowered = lower_for(au.tuned_add, x, x, platform="cuda")
     [tuned] = jtr.kernel_calls(lowered)
@@ -294,7 +292,6 @@ def test_a_remembered_autotune_choice_takes_xlas_call(monkeypatch, tmp_path):
     _target.STORE.put(undecided.key, _target.Choice(1, undecided.descriptions[1]))
     [call] = native_calls(lower_for(au.tuned_add, x, x, platform="cuda"))
     assert call["grid_x"] == 4096 // au.ADD_CONFIGS[1].kwargs["BLOCK"]
-    jtr.clear_caches()
 
 
 @pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
