@@ -20,6 +20,7 @@ of the quick run (the README's test command), and the run fails a test without t
 starts one. Fixtures of a wider scope may share one interpreter among many tests.
 """
 
+import atexit
 import collections
 import glob
 import json
@@ -279,14 +280,19 @@ def pytest_unconfigure(config):
     as leaked (4 `ir.attribute`s, with its types and functions: some 30 lines); neither Triton
     nor jaxlib lets nanobind's report be turned off, and it says nothing of the run's results.
     So a process that loaded it sends its stderr to /dev/null for the teardown, once the run's
-    output is written."""
+    output is written: from an exit handler, which runs after pytest's own cleanups (its capture
+    puts the original stderr back after this hook) and before the extension's report."""
     del config
     if "triton._C.libtriton" in sys.modules:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        os.close(devnull)
+        atexit.register(_stderr_to_devnull)
+
+
+def _stderr_to_devnull() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-xdist has stopped its workers

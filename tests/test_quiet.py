@@ -3,7 +3,7 @@ test process says nothing while its interpreter tears down."""
 
 import pytest
 
-from tests.subprocess_utils import run_python
+from tests.subprocess_utils import run_python, run_script
 
 # Lowers a plain call, one with backend_options (which reads the backend's option names) and an
 # fp8 one (which reads its fp8 dtypes) for both vendors, with TRITON_DEFAULT_FP_FUSION unset as on
@@ -49,21 +49,30 @@ def test_lowering_for_both_vendors_leaves_tritons_fp_fusion_warning_unsaid():
         assert "TRITON_DEFAULT_FP_FUSION is unset" in after, after[-3000:]
 
 
-# The session's last hook (conftest.pytest_unconfigure), then something that writes to stderr
-# while the interpreter tears down, as nanobind's leak report does.
+# A test module that writes to stderr after every exit handler registered before the session's
+# end ran, as nanobind's leak report does while the interpreter tears down; run by a pytest of its
+# own with this checkout's conftest, in one process and with pytest-xdist's workers. pytest puts
+# the original stderr back after its last hook, so what silences the teardown must come later.
 TEARDOWN_NOISE = """
-import atexit, os, sys
+import atexit, os
 {load}
-import conftest
-os.write(2, b"BEFORE\\n")
-conftest.pytest_unconfigure(None)
 atexit.register(os.write, 2, b"TEARDOWN NOISE\\n")
+
+
+def test_nothing():
+    pass
 """
 
 
 @pytest.mark.process
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist workers"])
 @pytest.mark.parametrize("load,silenced", [("import triton._C.libtriton", True), ("", False)])
-def test_a_test_process_that_loaded_triton_says_nothing_while_it_tears_down(load, silenced):
-    result = run_python(TEARDOWN_NOISE.format(load=load))
-    assert result.returncode == 0 and "BEFORE" in result.stderr, result.stderr[-3000:]
+def test_a_test_process_that_loaded_triton_says_nothing_while_it_tears_down(load, silenced,
+                                                                             workers, tmp_path):
+    (tmp_path / "test_noise.py").write_text(TEARDOWN_NOISE.format(load=load))
+    (tmp_path / "run.py").write_text("import sys, pytest\nsys.exit(pytest.main(sys.argv[1:]))\n")
+    result = run_script(tmp_path / "run.py", "-q", "-p", "no:cacheprovider", "-p", "conftest",
+                        *workers, "--rootdir", str(tmp_path), str(tmp_path / "test_noise.py"))
+    assert result.returncode == 0 and "1 passed" in result.stdout, (result.stdout[-3000:],
+                                                                    result.stderr[-3000:])
     assert ("TEARDOWN NOISE" not in result.stderr) == silenced, result.stderr[-3000:]
