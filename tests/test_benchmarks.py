@@ -122,8 +122,9 @@ def test_relower_report_runs_without_a_gpu(command):
     assert result.returncode == 0, result.stderr[-3000:]
     same, new = (_rows(result.stdout, f"re-lower, {what} shape, ms:") for what in ("same", "new"))
     jax_triton = not _rows(result.stdout, "jax-triton: not measured")
-    assert len(same) == 4 + jax_triton and len(new) == 3 + jax_triton, result.stdout
+    assert len(same) == 4 + jax_triton and len(new) == 4 + jax_triton, result.stdout
     assert "XLA add" in new[0] and "jaxlib FFI target" in new[1] and "helper" in new[2]
+    assert "XLA Triton call" in new[3], result.stdout
     for row in same + new:  # wall, ratio, CPU, ratio
         assert all(float(value) > 0 for value in row.split()[-4:]), row
     assert "goal, same shape: 1.25 at most; measured " in result.stdout
