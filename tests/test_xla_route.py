@@ -279,6 +279,17 @@ def test_many_parameters_and_a_large_binary_take_xlas_call():
     assert [c.target for c in jtr.kernel_calls(lowered)] == [XLA]
 
 
+def test_both_routes_keep_their_lowered_calls_under_one_key(fresh_caches):
+    """Each route's lowered call is kept once under the routes' shared key: lowering again on
+    either route adds nothing, and the two routes' calls of one kernel do not meet."""
+    x = au.f32(4096)
+    for _ in range(2):
+        for native in (True, False):
+            lower_for(lambda a, b: kernels.add(a, b, xla_native=native), x, x, platform="cuda")
+    routes = sorted(key[0] for key in _state.LOWERED_CALLS._entries)
+    assert routes == ["jaxlib", "xla"], routes
+
+
 def test_a_remembered_autotune_choice_takes_xlas_call(monkeypatch, tmp_path, fresh_caches):
     monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
     monkeypatch.setattr(_target, "device_kind", lambda platform, context: "Stand-in GPU")

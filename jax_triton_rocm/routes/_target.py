@@ -51,7 +51,7 @@ import functools
 import hashlib
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from jax._src import config
@@ -60,6 +60,7 @@ from jax_triton_rocm import backends
 from jax_triton_rocm.backends._backend import Backend, Target
 from jax_triton_rocm.base import _compat, _state, _values, _vendors
 from jax_triton_rocm.base._vendors import normalize_arch
+from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.routes.jaxlib import _choice_files
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
@@ -533,6 +534,22 @@ def lowering_token() -> tuple:
     current = _SESSION.get()
     forced = tuple(sorted(current.forced.items())) if current is not None else ()
     return STORE.generation, forced
+
+
+def lowered_call(route: str, ctx: Any, spec: KernelCallSpec, decides: tuple,
+                 make: Callable[[], Any], graph: tuple | None = None) -> Any:
+    """`make()`, the call `route` lowers `spec` to, kept in `_state.LOWERED_CALLS` under the one
+    key every route uses: the route, the avals, the spec (the kernel by identity, scalars and
+    metaparameters by exact value), what the kernel's call graph resolves to now
+    (`_compile.graph_key`: a redefined helper or a changed global is a new key), the remembered
+    and forced autotune choices (`lowering_token`), and what else decides the route's result
+    (`decides`: its target, ...). `graph` is the graph's key where the route has it already.
+    A key that cannot be hashed skips the memo."""
+    if graph is None:
+        graph = _compile.graph_key(spec.unwrapped.jit_fn)
+    key = (route, tuple(ctx.avals_in), tuple(ctx.avals_out), spec, graph, lowering_token(),
+           decides)
+    return _state.LOWERED_CALLS.memo(key, lambda: (spec.kernel, make()))[1]
 
 
 def pick(key: str, descriptions: Sequence[str]) -> int | None:

@@ -164,7 +164,7 @@ class _Where:
     """What a lowering resolved beyond the call and its operands: the platform, the target, the
     devices' architecture where it differs from the target (`_target.foreign_devices`), the
     plugin's features, what the kernel's call graph resolves to (`_compile.graph_key`: sources
-    and globals) and the vendor's settings."""
+    and globals; a kept plan is one of this graph's) and the vendor's settings."""
 
     platform: str
     target: Target
@@ -179,21 +179,21 @@ def lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec) -> LoweredCall:
 
     Lowering the same call again (a new `jit` of a cached kernel, a retrace) encodes nothing
     anew: the result is kept in `_state.LOWERED_CALLS` (bounded: a call it forgot is encoded
-    again). Its key covers `_Where`, whether the lowering is for `jax.export`, the avals, the
-    spec (the kernel by identity, scalars and metaparameters by exact value) and the autotune
-    settings; a parameter that cannot be hashed just skips the memo. A plain kernel lowered at
-    new shapes or runtime scalar values reuses its compiled plan (`_planned`).
+    again), under the key every route uses (`_target.lowered_call`), with `_Where`, whether the
+    lowering is for `jax.export` and the autotune target setting; a parameter that cannot be
+    hashed just skips the memo. A plain kernel lowered at new shapes or runtime scalar values
+    reuses its compiled plan (`_planned`).
     """
     target, features = _target.resolve_target(backend, ctx, spec)
     where = _Where(backend.platform, target, _target.foreign_devices(backend, ctx, spec, target),
                    features, _compile.graph_key(spec.unwrapped.jit_fn),
                    backend.lowering_settings())
-    key = (where, _target.for_export(ctx), tuple(ctx.avals_in), tuple(ctx.avals_out), spec,
-           os.environ.get(_compat.ENV_AUTOTUNE_TARGET), _target.lowering_token())
-    entry = _state.LOWERED_CALLS.memo(
-        key, lambda: (spec.kernel, _lower_call(backend, ctx, spec, where)))
-    _target.note_undecided(entry[1].undecided)
-    return entry[1]
+    lowered = _target.lowered_call(
+        "jaxlib", ctx, spec, (where, _target.for_export(ctx),
+                              os.environ.get(_compat.ENV_AUTOTUNE_TARGET)),
+        lambda: _lower_call(backend, ctx, spec, where), graph=where.globals)
+    _target.note_undecided(lowered.undecided)
+    return lowered
 
 
 def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tuple,

@@ -214,18 +214,16 @@ def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec)
 
 
 def native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | Unfit:
-    """The call XLA gets, or why it does not fit; kept in `_state.LOWERED_CALLS` (beside
-    jaxlib's route's calls) by what decides it: the target, the avals, the spec, what the
-    kernel's call graph resolves to (`_compile.graph_key`) and the remembered autotune choices.
+    """The call XLA gets, or why it does not fit; kept in `_state.LOWERED_CALLS` under the key
+    every route uses (`_target.lowered_call`), with the platform and the target.
     A lowering of the same call again compiles nothing anew; one at new scalar values compiles
     nothing either (the kernel holds none)."""
     # The same target, and the same error where none can be known, as jaxlib's route.
     target, _ = _target.resolve_target(backend, ctx, spec)
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    key = (CUSTOM_CALL_TARGET, backend.platform, target, in_avals, out_avals, spec,
-           _compile.graph_key(spec.unwrapped.jit_fn), _target.lowering_token())
-    return _state.LOWERED_CALLS.memo(key, lambda: (spec.kernel, _compiled_call(
-        backend, ctx, spec, target, in_avals, out_avals)))[1]
+    return _target.lowered_call("xla", ctx, spec, (backend.platform, target),
+                                lambda: _compiled_call(backend, ctx, spec, target, in_avals,
+                                                       out_avals))
 
 
 def _one_launch(backend: Any, ctx: Any, spec: KernelCallSpec, target: Any, in_avals: tuple,
