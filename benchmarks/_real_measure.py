@@ -8,11 +8,15 @@ Not a script: `real_kernels.py` imports it.
 from __future__ import annotations
 
 import functools
+import glob
+import gzip
 import json
 import logging
 import os
 import statistics
 import sys
+import tempfile
+import time
 import traceback
 from collections.abc import Callable
 
@@ -116,6 +120,56 @@ def chain_of(call: Callable, sizes: dict, length: int) -> Callable:
     return chained
 
 
+def gpu_spans_us(trace_file: str, split_gap_us: float) -> list[float]:
+    """The GPU timeline of each execution in a Perfetto trace that JAX's profiler wrote: from
+    the start of an execution's first kernel to the end of its last, idle gaps between its
+    kernels included (what CUDA events around the same launches measure). Executions are told
+    apart by GPU idle gaps longer than `split_gap_us`. [] where the trace holds no GPU kernels."""
+    with gzip.open(trace_file) as file:
+        data = json.load(file)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    processes = {e["pid"]: e["args"]["name"] for e in events
+                 if e.get("ph") == "M" and e.get("name") == "process_name"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    devices = {pid for pid, name in processes.items() if "/device:GPU" in name}
+    kernels = [e for e in events if e.get("ph") == "X" and e.get("pid") in devices]
+    # Streams hold the kernels themselves; other lines of a device (XLA ops, modules) span them.
+    streams = [e for e in kernels if threads.get((e["pid"], e["tid"]), "").startswith("Stream")]
+    intervals = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in (streams or kernels))
+    spans, start, end = [], None, None
+    for begin, finish in intervals:
+        if end is not None and begin - end > split_gap_us:
+            spans.append(end - start)
+            start = None
+        start = begin if start is None else start
+        end = finish if end is None else max(end, finish)
+    if start is not None:
+        spans.append(end - start)
+    return spans
+
+
+def gpu_timeline_us(fn: Callable, args: tuple, length: int, executions: int = 5) -> float | None:
+    """µs per call on the GPU's timeline in `executions` runs of `fn(*args)` (a chain of
+    `length` calls) under JAX's profiler, the median run: what PyTorch's side measures with CUDA
+    events, without the host time JAX spends on each execution before its GPU work starts (the
+    wall-clock figure includes it). None where the profiler records no GPU kernels here."""
+    jax.block_until_ready(fn(*args))
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            with jax.profiler.trace(folder, create_perfetto_trace=True):
+                for _ in range(executions):
+                    jax.block_until_ready(fn(*args))
+                    time.sleep(0.005)  # an idle gap that tells the executions apart
+        except Exception:  # noqa: BLE001  (no profiler here: the figure is left out)
+            return None
+        traces = glob.glob(os.path.join(folder, "**", "perfetto_trace.json.gz"), recursive=True)
+        spans = gpu_spans_us(traces[0], split_gap_us=1000.0) if traces else []
+    if len(spans) != executions:
+        return None
+    return statistics.median(spans) / length
+
+
 def attempt(what: str, fn: Callable) -> dict:
     """fn()'s result, or {"failed": the error} after printing its traceback as progress."""
     try:
@@ -136,7 +190,11 @@ def package_side(case: Case, sizes: dict, state, consts, reference, length: int,
     if correct:
         chained = jax.jit(chain_of(case.package, sizes, length))
         found["us"] = median_seconds(chained, state, consts, repeats=repeats) / length * 1e6
-        progress(f"{case.name}: package {found['us']:.3f} µs per call")
+        gpu_us = gpu_timeline_us(chained, (state, consts), length)
+        if gpu_us is not None:
+            found["gpu_us"] = gpu_us
+        progress(f"{case.name}: package {found['us']:.3f} µs per call, on the GPU's timeline "
+                 f"{'-' if gpu_us is None else f'{gpu_us:.3f}'}")
     return found
 
 

@@ -10,11 +10,14 @@ flags once):
 
 - the package's default route: `jax_triton_rocm.triton_call` as a user writes it (the kernel's
   own parameter order, runtime scalars as Python scalars), and the route its calls took (from
-  the package's route log);
+  the package's route log): the wall clock of the jitted call, and the same chain's GPU
+  timeline (its first kernel's start to its last kernel's end, from JAX's profiler; "-" where
+  the profiler records no kernels). The difference is the host time JAX spends on each
+  execution before its GPU work starts, which XLA's own kernels pay the same;
 - PyTorch: the same kernel with the same constexprs, num_warps and num_stages, 50 launches by
   Triton's launcher (`kernel[grid](tensors...)`), timed by CUDA events; and "alone", those 50
   launches captured in a CUDA graph and replayed: the kernels' own time, the floor;
-- the ratio package / PyTorch, flagged above 1.05;
+- the ratios package / PyTorch, by wall clock and by GPU timeline, each flagged above 1.05;
 
 and the chain of 200 small adds (runtime `n`) on the default route against XLA's own add kept
 unfused (goal: at most 1.10). Every kernel's result is checked once against jax.numpy before it
@@ -142,12 +145,16 @@ def kernel_row(name: str, on: dict, off: dict) -> dict:
         row[f"package_{setting}"] = _us(package)
         row[f"torch_{setting}"] = _us(torch)
         row[f"ratio_{setting}"] = _ratio(row[f"package_{setting}"], row[f"torch_{setting}"])
+        row[f"gpu_{setting}"] = _us(package, "gpu_us")
+        row[f"gpu_ratio_{setting}"] = _ratio(row[f"gpu_{setting}"], row[f"torch_{setting}"])
     row["alone"] = _us(on.get("torch", on), "alone_us")
     for side in ("package", "torch"):
         error = on.get(side, {}).get("max_error")
         row[f"error_{side}"] = f"{error:.1e}" if isinstance(error, float) else "-"
     over = [s for s in ("on", "off") if isinstance(row[f"ratio_{s}"], float)
             and row[f"ratio_{s}"] > GOAL]
+    over += [f"GPU {s}" for s in ("on", "off") if isinstance(row[f"gpu_ratio_{s}"], float)
+             and row[f"gpu_ratio_{s}"] > GOAL]
     wrong = "wrong" in (row["package_on"], row["torch_on"])
     row["flag"] = "WRONG" if wrong else (f">{GOAL} " + "+".join(over) if over else "")
     if "skipped" in on:
@@ -212,15 +219,18 @@ def report(names: list[str], args) -> int:
     table = {"versions": info, "length": args.length, "repeats": args.repeats,
              "add_length": args.add_length, "kernels": kernels, "results": found}
     if kernels:
-        print(f"\nµs per call, jitted chain of {args.length} (PyTorch: {args.length} launches by "
-              f"Triton's launcher, CUDA events; alone: those replayed from a CUDA graph); "
-              f"ratio = package / PyTorch; command buffers on | off:")
+        print(f"\nµs per call, jitted chain of {args.length} (pkg: wall clock of the jitted "
+              f"call; GPU: the same chain's GPU timeline from JAX's profiler; PyTorch: "
+              f"{args.length} launches by Triton's launcher, CUDA events; alone: those replayed "
+              f"from a CUDA graph); ratio = package / PyTorch; command buffers on | off:")
         print_rows([(row["kernel"], row["route"], row["error_package"], row["error_torch"],
-                     row["package_on"], row["torch_on"], row["ratio_on"], row["package_off"],
-                     row["torch_off"], row["ratio_off"], row["alone"], row["flag"])
+                     row["package_on"], row["gpu_on"], row["torch_on"], row["ratio_on"],
+                     row["gpu_ratio_on"], row["package_off"], row["gpu_off"], row["torch_off"],
+                     row["ratio_off"], row["gpu_ratio_off"], row["alone"], row["flag"])
                     for row in kernels],
-                   ("route", "err pkg", "err torch", "on: pkg", "PyTorch", "ratio", "off: pkg",
-                    "PyTorch", "ratio", "alone", "flag"))
+                   ("route", "err pkg", "err torch", "on: pkg", "GPU", "PyTorch", "ratio",
+                    "GPU ratio", "off: pkg", "GPU", "PyTorch", "ratio", "GPU ratio", "alone",
+                    "flag"))
         for case in CASES:
             if case.name in names:
                 print(f"  {case.name}: {case.title}")

@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -386,7 +388,7 @@ def _fake_result(name, command_buffers, package_us=60.0, torch_us=50.0):
                 "correct": True, "package_us": 1.5 * scale, "xla_us": 1.4 * scale}
     return {"kernel": name, "title": name, "route": "jaxlib",
             "routes": [[f"{name}_kernel", "jaxlib", "runtime scalars"]],
-            "package": {"max_error": 1e-3, "correct": True, "us": package_us},
+            "package": {"max_error": 1e-3, "correct": True, "us": package_us, "gpu_us": 48.0},
             "torch": {"max_error": 2e-3, "correct": True, "us": torch_us, "alone_us": 45.0}}
 
 
@@ -399,12 +401,15 @@ def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkey
     def fake_measured(names, args, command_buffers):
         found = {name: _fake_result(name, command_buffers) for name in names}
         found["matmul"]["package"]["us"] = 52.0  # 1.04: within the goal
+        found["softmax"]["package"].pop("gpu_us")  # no profiler: wall clock only
+        found["layernorm_bwd"]["package"]["gpu_us"] = 53.0  # 1.06 on the GPU's timeline too
         if not command_buffers:
             found["softmax"]["package"]["us"] = 40.0  # slow with command buffers on only
         found["dropout"]["torch"] = {"max_error": 0.5, "correct": False}
         found["attention"] = {"kernel": "attention", "failed": "the worker exited (-11) on it"}
         found["layernorm"]["torch"] = {"unavailable": "PyTorch sees no GPU"}
         found["matmul_tma"] = {"kernel": "matmul_tma", "skipped": "needs sm_90+"}
+        found["matmul"]["package"]["gpu_us"] = 48.0
         return found
 
     monkeypatch.setattr(real_kernels, "measured", fake_measured)
@@ -414,14 +419,17 @@ def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkey
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split() for line in out.splitlines()
             if line.split() and line.split()[0] in real_kernels.NAMES}
-    assert rows["softmax"][4:] == ["60.000", "50.000", "1.200", "40.000", "50.000", "0.800",
-                                   "45.000", ">1.05", "on"]
-    assert rows["matmul"][-1] == "45.000"  # no flag
-    assert rows["dropout"][-1] == "WRONG" and rows["dropout"][5] == "wrong"
-    assert rows["attention"][4:7] == ["failed", "failed", "-"]
+    assert rows["softmax"][4:] == ["60.000", "-", "50.000", "1.200", "-", "40.000", "-",
+                                   "50.000", "0.800", "-", "45.000", ">1.05", "on"]
+    assert rows["matmul"][4:] == ["52.000", "48.000", "50.000", "1.040", "0.960", "52.000",
+                                  "48.000", "50.000", "1.040", "0.960", "45.000"]  # no flag
+    assert " ".join(rows["layernorm_bwd"][-4:]) == ">1.05 on+off+GPU on+GPU off"
+    assert rows["dropout"][-1] == "WRONG" and rows["dropout"][6] == "wrong"
+    assert rows["attention"][4:8] == ["failed", "failed", "failed", "-"]
     assert rows["add"][2:] == ["1.500", "1.400", "1.071", "4.500", "4.200", "1.071", "met"]
-    assert rows["layernorm"][4:] == ["60.000", "-", "-", "60.000", "-", "-", "-"]
-    assert rows["matmul_tma"][4:] == ["-"] * 7 + ["skipped"]
+    assert rows["layernorm"][4:] == ["60.000", "48.000", "-", "-", "-", "60.000", "48.000", "-",
+                                     "-", "-", "-"]
+    assert rows["matmul_tma"][4:] == ["-"] * 11 + ["skipped"]
     assert "above 1.05x PyTorch: softmax, layernorm_bwd" in out
     assert ("not measured: layernorm's PyTorch side (command buffers on), layernorm's PyTorch "
             "side (command buffers off): PyTorch sees no GPU") in out
@@ -433,8 +441,47 @@ def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkey
     table = json.loads(path.read_text())
     assert [row["kernel"] for row in table["kernels"]] == real_kernels.NAMES[:-1]
     assert table["kernels"][0]["ratio_on"] == pytest.approx(1.2)
+    by_name = {row["kernel"]: row for row in table["kernels"]}
+    assert by_name["matmul"]["gpu_ratio_on"] == pytest.approx(0.96)
+    assert by_name["layernorm_bwd"]["gpu_on"] == 53.0
     assert table["add"]["goal"] == "met" and table["versions"]["triton"]
     assert table["results"]["off"]["softmax"]["package"]["us"] == 40.0
+
+
+def _perfetto(path, events):
+    import gzip
+
+    meta = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
+            {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "/host:CPU"}},
+            {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7,
+             "args": {"name": "Stream #14(Compute)"}},
+            {"ph": "M", "name": "thread_name", "pid": 1, "tid": 8, "args": {"name": "XLA Ops"}}]
+    with gzip.open(path, "wt") as file:
+        json.dump({"traceEvents": meta + events}, file)
+
+
+def test_real_kernels_gpu_spans_split_executions_and_ignore_host_and_op_lines(tmp_path):
+    import _real_measure
+
+    def kernel(ts, dur, pid=1, tid=7):
+        return {"ph": "X", "pid": pid, "tid": tid, "ts": ts, "dur": dur, "name": "k"}
+
+    path = tmp_path / "perfetto_trace.json.gz"
+    # Two executions (the second with an idle gap of 30 µs inside), an op line spanning far
+    # beyond them, and a host event between them that would join them.
+    _perfetto(path, [kernel(0, 10), kernel(10, 10), kernel(5000, 10), kernel(5040, 20),
+                     kernel(0, 9000, tid=8), kernel(20, 5000, pid=2)])
+    assert _real_measure.gpu_spans_us(str(path), split_gap_us=1000.0) == [20, 60]
+    assert _real_measure.gpu_spans_us(str(path), split_gap_us=25.0) == [20, 10, 20]
+    _perfetto(path, [kernel(20, 5000, pid=2)])
+    assert _real_measure.gpu_spans_us(str(path), split_gap_us=1000.0) == []
+
+
+def test_real_kernels_gpu_timeline_is_none_without_gpu_kernels():
+    import _real_measure
+
+    chain = jax.jit(lambda x: x * 2 + 1)
+    assert _real_measure.gpu_timeline_us(chain, (jnp.ones(8),), length=1, executions=2) is None
 
 
 def test_real_kernels_go_on_in_a_fresh_worker_after_one_dies(monkeypatch, capsys):

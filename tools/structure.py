@@ -231,7 +231,7 @@ def add(x, y):
 x = jax.ShapeDtypeStruct((4096,), jnp.float32)
 
 def traced():
-    modules, crossings = set(), 0
+    modules, crossings, functions = set(), 0, set()
     def profile(frame, event, arg):
         nonlocal crossings
         if event != "call":
@@ -240,6 +240,7 @@ def traced():
         if not name.startswith("jax_triton_rocm") or frame.f_code.co_name == "<module>":
             return
         modules.add(name)
+        functions.add((name, frame.f_code.co_qualname, frame.f_code.co_firstlineno))
         caller = frame.f_back
         while caller is not None and caller.f_code.co_name.startswith("<"):
             caller = caller.f_back
@@ -253,7 +254,7 @@ def traced():
         finally:
             sys.setprofile(None)
     assert len(jtr.kernel_calls(lowered)) == 1
-    return sorted(modules), crossings
+    return sorted(modules), crossings, len(functions)
 
 cold = traced()
 jax.clear_caches()
@@ -276,8 +277,10 @@ def dynamic_figures(root: str) -> dict:
     return {
         "modules a cold call runs in": len(data["cold"][0]),
         "cross-module calls, cold": data["cold"][1],
+        "functions a cold call runs": data["cold"][2],
         "modules a warm call runs in": len(data["warm"][0]),
         "cross-module calls, warm": data["warm"][1],
+        "functions a warm call runs": data["warm"][2],
         "_cold modules": data["cold"][0],
         "_warm modules": data["warm"][0],
     }
