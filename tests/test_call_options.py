@@ -83,7 +83,7 @@ def test_a_triton_option_reaches_only_the_vendor_whose_options_have_it():
 def test_a_triton_option_takes_the_call_off_xlas_route():
     spec = spec_of(lambda x, y: kernels.add(x, y, backend_options={
         "max_num_imprecise_acc_default": 8}), X, X)
-    assert "max_num_imprecise_acc_default" in _xla_native.why_not(spec)
+    assert "max_num_imprecise_acc_default" in _xla_native.fit(spec).reason
 
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])

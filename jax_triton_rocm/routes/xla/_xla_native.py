@@ -170,36 +170,30 @@ class Unfit:
 def fit(spec: KernelCallSpec) -> Unfit | None:
     """The route's answer before any compile: why the call cannot take it (`Unfit`, as the
     route answers after planning or compiling too), or None if it may."""
-    reason = why_not(spec)
-    return None if reason is None else Unfit(reason)
-
-
-def why_not(spec: KernelCallSpec) -> str | None:
-    """Why a call cannot take the route, in words, judged before any compile; None if it may."""
     if spec.unwrapped.jit_fn.is_gluon():
-        return "it is a Gluon kernel (XLA compiles Triton IR only)"
+        return Unfit("it is a Gluon kernel (XLA compiles Triton IR only)")
     if spec.num_ctas != 1:
-        return f"num_ctas={spec.num_ctas} (XLA's call launches one CTA per cluster)"
+        return Unfit(f"num_ctas={spec.num_ctas} (XLA's call launches one CTA per cluster)")
     if any(kind == "descriptor" for kind, _ in spec.positional):
-        return ("a parameter takes a host-side TensorDescriptor, whose CUDA tensor map the host "
-                "must encode at each launch, and XLA's call passes buffer pointers only")
+        return Unfit("a parameter takes a host-side TensorDescriptor, whose CUDA tensor map the "
+                     "host must encode at each launch, and XLA's call passes buffer pointers only")
     if any(kind in _layout.NESTED_KINDS for kind, _ in spec.positional):
-        return "a parameter takes a tuple (XLA's call passes one pointer per buffer)"
+        return Unfit("a parameter takes a tuple (XLA's call passes one pointer per buffer)")
     options = dict(spec.options) | dict(spec.backend_options)
     if options:
-        return (f"compile option(s) {', '.join(sorted(options))} (XLA compiles the IR with its "
-                f"own options)")
+        return Unfit(f"compile option(s) {', '.join(sorted(options))} (XLA compiles the IR with "
+                     f"its own options)")
     if not spec.enable_fp_fusion:
-        return "enable_fp_fusion=False (XLA compiles the IR with its own options)"
+        return Unfit("enable_fp_fusion=False (XLA compiles the IR with its own options)")
     if spec.debug:
-        return "debug=True (XLA compiles without Triton's debug mode)"
+        return Unfit("debug=True (XLA compiles without Triton's debug mode)")
     if spec.serialized_metadata:
-        return "serialized_metadata is set (XLA's call has no place for it)"
+        return Unfit("serialized_metadata is set (XLA's call has no place for it)")
     return None
 
 
 def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list | Unfit:
-    """Emits the call through XLA's Triton custom call (a call `why_not` lets through); returns
+    """Emits the call through XLA's Triton custom call (a call `fit` lets through); returns
     its results, or why the planned or compiled kernel does not fit after all (nothing emitted).
 
     `backend` is the platform's `_backend.Backend`: it answers the target, Triton's target and
