@@ -76,13 +76,15 @@ class Options:
     """The call's options in one form.
 
     Attributes:
-      settings: num_warps, num_stages, num_ctas, debug, enable_fp_fusion (defaults applied).
-      compile_options: vendor knobs (`waves_per_eu`, `maxnreg`, ...) from `backend_options`.
+      given: the call's `CallOptions` with its launch settings (num_warps, num_stages,
+        num_ctas, debug, enable_fp_fusion) merged from `backend_options`, defaults applied.
+      compile_options: vendor knobs (`waves_per_eu`, `maxnreg`, ...), as keywords or from
+        `backend_options`, as (name, value) pairs in the order given.
       backend_options: other Triton options, sorted (each backend takes its own).
     """
 
-    settings: dict[str, Any]
-    compile_options: dict[str, Any]
+    given: CallOptions
+    compile_options: tuple[tuple[str, Any], ...]
     backend_options: tuple[tuple[str, Any], ...]
 
 
@@ -134,10 +136,10 @@ def _other_option(key: str, known: dict[str, frozenset[str]]) -> None:
             f"backend ({', '.join(known) or 'none'}); options are: {', '.join(every)}.")
 
 
-def merged(explicit: Mapping[str, Any], backend_options: Any,
+def merged(call_options: CallOptions, backend_options: Any,
            keyword_options: Mapping[str, Any]) -> Options:
-    """`backend_options` merged with the explicit settings and the vendor knobs given as
-    keywords (`waves_per_eu=2`); the defaults applied where neither gives a value.
+    """`backend_options` merged with the launch settings `call_options` holds and the vendor knobs
+    given as keywords (`waves_per_eu=2`); the defaults applied where neither gives a value.
 
     Raises:
       TypeError: `backend_options` is not a mapping of str, or a value is unhashable.
@@ -147,7 +149,8 @@ def merged(explicit: Mapping[str, Any], backend_options: Any,
     if not isinstance(given, Mapping) or not all(isinstance(k, str) for k in given):
         raise TypeError(f"backend_options={backend_options!r} must be a dict of Triton option "
                         f"names to values, e.g. {{'num_warps': 8}}.")
-    settings = {k: v for k, v in explicit.items() if v is not None}
+    settings = {k: getattr(call_options, k) for k in SETTINGS
+                if getattr(call_options, k) is not None}
     compile_options = dict(keyword_options)
     others, known = {}, None
     for key, value in given.items():
@@ -167,7 +170,8 @@ def merged(explicit: Mapping[str, Any], backend_options: Any,
             others[key] = value
     for key, default in SETTINGS.items():
         settings.setdefault(key, default)
-    return Options(settings, compile_options, tuple(sorted(others.items())))
+    return Options(dataclasses.replace(call_options, **settings), tuple(compile_options.items()),
+                   tuple(sorted(others.items())))
 
 
 def checked_cost_estimate(value: Any) -> tuple[tuple[str, int], ...] | None:
@@ -454,8 +458,7 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
         zeroed_outputs=given.zeroed_outputs, has_side_effect=side_effect,
         own_keywords=own_keywords,
         named=_arguments.named_parameters(unwrapped.jit_fn, constexprs, operands, keywords))
-    options = merged({name: getattr(given, name) for name in SETTINGS}, backend_options,
-                     keyword_options)
+    options = merged(given, backend_options, keyword_options)
     if given.batch_grid_axis is not None and _has_descriptor(placed.positional):
         raise NotImplementedError(
             "batch_grid_axis with a TensorDescriptor operand: a descriptor describes one "
@@ -465,8 +468,8 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
         "triton_call", kernel=kernel, unwrapped=unwrapped, positional=placed.positional,
         in_avals=placed.in_avals, out_shapes=placed.out_shapes,
         aliases=tuple(sorted(placed.aliases.items())),
-        given=dataclasses.replace(given, zeroed_outputs=placed.zeroed, **options.settings),
-        metaparams=placed.metaparams, options=options.compile_options,
+        given=dataclasses.replace(options.given, zeroed_outputs=placed.zeroed),
+        metaparams=placed.metaparams, options=dict(options.compile_options),
         surface=Surface(side_effect, checked_cost_estimate(cost_estimate),
                         options.backend_options, by_keyword))
     remember(key, args, keywords, placed, spec, what)
