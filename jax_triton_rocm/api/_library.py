@@ -16,7 +16,7 @@ Trailing results aliased to an operand may have no pointer (in-place kernels).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
@@ -26,10 +26,14 @@ from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.spec import _kinds, _spec
 from jax_triton_rocm.spec._spec import CallOptions, Grid, aval_text
 
+if TYPE_CHECKING:
+    from jax._src.interpreters.mlir import LoweringRuleContext
+    from triton.runtime.jit import JITFunction
+
 _PLATFORMS = ("cuda", "rocm", "cpu")
 
 
-def _platform(ctx: Any) -> str:
+def _platform(ctx: LoweringRuleContext) -> str:
     """The one platform this lowering is for.
 
     In a multi-platform lowering JAX calls each platform's rule with `ctx.platforms` narrowed
@@ -51,7 +55,7 @@ def _operands_text(in_avals: Sequence[Any], out_avals: Sequence[Any]) -> str:
     return f"operands ({ins}), results ({outs})"
 
 
-def place_arguments(jit_fn: Any, constexprs: dict[str, Any], in_avals: tuple, out_avals: tuple,
+def place_arguments(jit_fn: JITFunction, constexprs: dict[str, Any], in_avals: tuple, out_avals: tuple,
                     aliases: tuple[tuple[int, int], ...]) -> tuple[tuple[str, Any], ...]:
     """One positional entry per kernel parameter, as TransformerEngine's helper maps them.
 
@@ -108,7 +112,7 @@ def place_arguments(jit_fn: Any, constexprs: dict[str, Any], in_avals: tuple, ou
 
 
 def triton_call_lowering(
-    ctx: Any,
+    ctx: LoweringRuleContext,
     kernel: Any,
     *array_args: Any,
     grid: Grid,

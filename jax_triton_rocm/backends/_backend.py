@@ -21,6 +21,7 @@ from jax_triton_rocm.spec import _kinds
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
+    from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.plan._plan import Launch
 
 
@@ -148,7 +149,7 @@ class Backend(abc.ABC):
         """What this vendor reads from the environment when lowering (part of the memo's key)."""
         return ()
 
-    def after_encode(self, lowered: Any, ctx: Any, emit: Callable[..., Any]) -> None:
+    def after_encode(self, lowered: Any, ctx: LoweringRuleContext, emit: Callable[..., Any]) -> None:
         """Runs once a call is encoded, before it is emitted (ROCm's prewarm); `emit(ctx,
         operands, lowered)` emits an encoded call, so a backend never imports the lowering."""
         del lowered, ctx, emit

@@ -37,7 +37,7 @@ import dataclasses
 import difflib
 import inspect
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -50,8 +50,11 @@ from jax_triton_rocm.checks import _checker
 from jax_triton_rocm.spec import _kinds, _layout, _spec, _tensordesc
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor
 
+if TYPE_CHECKING:
+    from triton.runtime.jit import JITFunction
 
-def given_values(jit_fn: Any, args: tuple,
+
+def given_values(jit_fn: JITFunction, args: tuple,
                  keywords: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
     """`args` and `keywords` with each concrete 0-d array given to a parameter whose annotation
     declares a scalar type (`x: tl.float32`, `_spec.declared_type`) replaced by the scalar it
@@ -208,7 +211,7 @@ def check_own_names(unwrapped: _spec.Unwrapped, n_filled: int,
                    "filled at launch; constexprs= compiles a value in") + ").")
 
 
-def split_compile_options(jit_fn: Any, metaparams: dict[str, Any],
+def split_compile_options(jit_fn: JITFunction, metaparams: dict[str, Any],
                           own_keywords: Iterable[str] = ()) -> tuple[dict, dict]:
     """Splits `triton_call`'s keywords into constexprs and vendor compile options.
 
@@ -278,7 +281,7 @@ def _is_operand(value: Any) -> bool:
 def check_operands_and_options(array_args: tuple, in_avals: tuple,
                                compile_options: dict[str, Any],
                                own_keywords: Iterable[str] = (),
-                               jit_fn: Any = None) -> None:
+                               jit_fn: JITFunction | None = None) -> None:
     """One operand (an `ir.Value`) per `ctx.avals_in`, and no keyword beyond the known compile
     options: a kernel parameter (of `jit_fn`) belongs in `constexprs`, and for anything else the
     close match among the options and `own_keywords` is suggested."""
@@ -393,7 +396,7 @@ class Named:
     operands: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def named_parameters(jit_fn: Any, constexprs: Any, operands: Any,
+def named_parameters(jit_fn: JITFunction, constexprs: Any, operands: Any,
                      keywords: dict[str, Any]) -> Named:
     """`constexprs=` and `operands=` checked: mappings of the kernel's parameter names, each
     parameter named once among them and the keywords; a `tl.constexpr` only in `constexprs`,
@@ -436,7 +439,7 @@ def named_parameters(jit_fn: Any, constexprs: Any, operands: Any,
     return Named(checked["constexprs"], checked["operands"])
 
 
-def bind(jit_fn: Any, args: tuple, keywords: dict[str, Any], convention: str,
+def bind(jit_fn: JITFunction, args: tuple, keywords: dict[str, Any], convention: str,
          n_outs: int, named: Named = Named()) -> Given:
     """Binds the positional arguments, keywords and named parameters (`constexprs=`,
     `operands=`) to the kernel's parameters.
@@ -531,7 +534,7 @@ def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
                     f"of them.")
 
 
-def flatten(jit_fn: Any, given: Given) -> Flat:
+def flatten(jit_fn: JITFunction, given: Given) -> Flat:
     """The operands' entries and leaves, in kernel-parameter order; a positional value on a
     `tl.constexpr` parameter is left to the layout, which makes it a constexpr."""
     flat = Flat()
@@ -558,7 +561,7 @@ def _kind(entry: tuple[str, Any]) -> str | None:
         else None
 
 
-def forgotten_hint(jit_fn: Any, given: Given, flat: Flat, n_outs: int, aliased: set[int],
+def forgotten_hint(jit_fn: JITFunction, given: Given, flat: Flat, n_outs: int, aliased: set[int],
                    own_keywords: tuple[str, ...]) -> str:
     """The parameter a call most likely forgot (`_kinds.forgotten`): the parameters that
     neither a keyword nor a constexpr fills take the positional values, then the outputs' (or,

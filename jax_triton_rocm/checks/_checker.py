@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -31,6 +31,9 @@ import numpy as np
 from jax_triton_rocm.base import _values, _vendors
 from jax_triton_rocm.spec import _autotuner, _layout, _spec
 from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, Surface
+
+if TYPE_CHECKING:
+    from triton.runtime.jit import JITFunction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -348,13 +351,13 @@ def user_aliases(given: Any, leaves: list, convention: str, out_shapes: list,
     return [(candidates[i], o) for i, o in pairs]
 
 
-def _missing(jit_fn: Any, metaparams: dict, entries: dict) -> list[int]:
+def _missing(jit_fn: JITFunction, metaparams: dict, entries: dict) -> list[int]:
     """The non-constexpr parameters the call left unfilled, in order."""
     return [i for i, p in enumerate(jit_fn.params)
             if not p.is_constexpr and i not in entries and p.name not in metaparams]
 
 
-def output_owners(jit_fn: Any, missing: list[int], n_outs: int, aliased: set[int],
+def output_owners(jit_fn: JITFunction, missing: list[int], n_outs: int, aliased: set[int],
                   trailing: list[int] | None = None,
                   hint: Callable[[], str] = lambda: "") -> dict[int, int]:
     """{output index: parameter} for the outputs that get a pointer. Where neither layout fits,
@@ -407,7 +410,7 @@ def _zeroed_placed(zeroed: Any, user_results: tuple[int, ...]) -> Any:
     return tuple(sorted(user_results[o] for o in indices))
 
 
-def place(jit_fn: Any, metaparams: dict[str, Any], entries: dict[int, Any], leaves: list,
+def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, Any], leaves: list,
           refs: list, *, convention: str, out_shapes: list, aliases: Any, zeroed: Any,
           trailing: list[int] | None = None,
           hint: Callable[[set[int]], str] = lambda aliased: "") -> Placed:

@@ -34,11 +34,14 @@ import inspect
 import os
 import re
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _compat, _state, _vendors
 from jax_triton_rocm.compile import _cache, _errors, _gluon
 from jax_triton_rocm.spec._layout import BoundKernel
+
+if TYPE_CHECKING:
+    from triton.runtime.jit import JITFunction
 
 
 def stable_text(value: Any) -> str:
@@ -61,7 +64,7 @@ def is_triton_function(value: Any) -> bool:
     return isinstance(value, JITCallable) and hasattr(value, "src")
 
 
-def graph_key(jit_fn: Any) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """What decides the code of `jit_fn` and every Triton function it calls, resolved now.
 
     Returns (functions, globals): per function reached, `jit_fn` first and then its callees
@@ -95,7 +98,7 @@ def graph_key(jit_fn: Any) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]
                                           for (module, name), text in values.items()))
 
 
-def graph_digest(jit_fn: Any) -> str:
+def graph_digest(jit_fn: JITFunction) -> str:
     """`graph_key` as one SHA-256 hex digest."""
     return hashlib.sha256(repr(graph_key(jit_fn)).encode()).hexdigest()
 
@@ -237,7 +240,7 @@ class CompiledKernel:
 
 
 def kernel_key(
-    jit_fn: Any,
+    jit_fn: JITFunction,
     triton_target: Any,
     bound: BoundKernel,
     options: dict[str, Any],
@@ -282,7 +285,7 @@ class CompileJob:
       graph: what the kernel's call graph resolves to (`graph_key`).
     """
 
-    jit_fn: Any
+    jit_fn: JITFunction
     triton_target: Any
     bound: BoundKernel
     options: dict[str, Any]
@@ -293,7 +296,7 @@ class CompileJob:
     graph: tuple = ((), ())
 
 
-def make_job(jit_fn: Any, triton_target: Any, bound: BoundKernel, options: dict[str, Any], *,
+def make_job(jit_fn: JITFunction, triton_target: Any, bound: BoundKernel, options: dict[str, Any], *,
              gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
     """A `CompileJob`, with its kernel key computed."""
     graph = graph_key(jit_fn)

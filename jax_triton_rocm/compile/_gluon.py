@@ -15,9 +15,12 @@ import dataclasses
 import functools
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.spec._spec import kernel_name
+
+if TYPE_CHECKING:
+    from triton.runtime.jit import JITFunction
 
 # The innermost layout attributes in printed TTGIR, e.g.
 # #ttg.blocked<{sizePerThread = [8], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]}>.
@@ -71,7 +74,7 @@ def layout_problems(layouts: list[LayoutCounts], *, warp_size: int, num_warps: i
     return problems
 
 
-def layout_error(jit_fn: Any, module_text: str | None, *, warp_size: int, num_warps: int,
+def layout_error(jit_fn: JITFunction, module_text: str | None, *, warp_size: int, num_warps: int,
                  target: str) -> ValueError:
     """The error for a Gluon module that Triton's verifier rejected (to raise from its error)."""
     name = kernel_name(jit_fn)
@@ -87,7 +90,7 @@ def layout_error(jit_fn: Any, module_text: str | None, *, warp_size: int, num_wa
         f"{num_warps}.")
 
 
-def source(jit_fn: Any, signature: dict[str, str], constexprs: dict, attrs: dict,
+def source(jit_fn: JITFunction, signature: dict[str, str], constexprs: dict, attrs: dict,
            *, target: str) -> Any:
     """A `GluonASTSource` for `triton.compile` that turns layout mismatches into clear errors.
 

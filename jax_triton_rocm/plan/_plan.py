@@ -41,13 +41,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
 from jax_triton_rocm.base import _values, _vendors
 from jax_triton_rocm.spec import _autotuner, _callbacks, _hooks, _kinds, _layout, _spec
 from jax_triton_rocm.spec._spec import KernelCallSpec, MetaGrid, normalize_grid
+
+if TYPE_CHECKING:
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
 
 
 LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
@@ -84,7 +88,7 @@ class LaunchConfig:
         return {**self.options, **settings, **self.constexprs}
 
 
-def named_args(jit_fn: Any, positional: tuple, in_avals: tuple, out_avals: tuple) -> dict:
+def named_args(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_avals: tuple) -> dict:
     """Argument values by name, as heuristics and pruning functions see them.
 
     Arrays appear as their abstract values (shape and dtype, no data). Parameters filled by name
@@ -165,7 +169,7 @@ def _from_autotune_config(base: LaunchConfig, config: Any, kernel: str,
     )
 
 
-def _autotune_configs(autotuner: Any, base: LaunchConfig, named: dict, by_keyword: tuple,
+def _autotune_configs(autotuner: Autotuner, base: LaunchConfig, named: dict, by_keyword: tuple,
                       kernel: str, param_names: set[str]) -> list[tuple[Any, LaunchConfig]]:
     """The autotuner's configs over `base`, each with its `triton.Config`, pruned by its
     `early_config_prune` and its `perf_model`, in the order they leave."""
@@ -356,7 +360,7 @@ class Launch:
     grid: tuple[int, int, int]
     zeroed: tuple[int, ...]
     bound: _layout.BoundKernel
-    jit_fn: Any
+    jit_fn: JITFunction
 
     @property
     def description(self) -> str:

@@ -25,12 +25,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import linecache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.spec import _layout, _spec
 from jax_triton_rocm.spec._layout import ArgSource
 from jax_triton_rocm.spec._spec import kernel_name
+
+if TYPE_CHECKING:
+    from triton.runtime.jit import JITFunction
 
 # The generated code's own names start with this, so they never shadow a kernel parameter.
 _PREFIX = "_jtr_"
@@ -51,7 +54,7 @@ class Compiled:
         after the call's own operands, in this order.
     """
 
-    jit_fn: Any
+    jit_fn: JITFunction
     bound: _layout.BoundKernel
     scalar_operands: tuple[_spec.Scalar, ...] = ()
 
@@ -65,7 +68,7 @@ def _buffer_index(source: ArgSource, n_inputs: int) -> int | None:
     return None
 
 
-def for_jaxlib(jit_fn: Any, bound: _layout.BoundKernel, n_inputs: int) -> Compiled:
+def for_jaxlib(jit_fn: JITFunction, bound: _layout.BoundKernel, n_inputs: int) -> Compiled:
     """The kernel as jaxlib's call launches it: jaxlib hands the array parameters, in kernel order,
     the operands' buffers and then the results'. A kernel whose buffer parameters are in another
     order gets a trampoline with them in that order (its other parameters keep theirs)."""
@@ -104,7 +107,7 @@ def _reordered(bound: _layout.BoundKernel, order: list[int],
         zero_d_pointers=bound.zero_d_pointers)
 
 
-def for_xla(jit_fn: Any, bound: _layout.BoundKernel, in_avals: tuple, out_avals: tuple,
+def for_xla(jit_fn: JITFunction, bound: _layout.BoundKernel, in_avals: tuple, out_avals: tuple,
             triton_backend: Any) -> Compiled:
     """The kernel as XLA's call launches it: one pointer per operand, then one per runtime scalar
     (a 0-d operand the route adds), then one per result, and no other runtime parameter. The
@@ -169,12 +172,12 @@ def for_xla(jit_fn: Any, bound: _layout.BoundKernel, in_avals: tuple, out_avals:
         scalar_operands=tuple(s.scalar for s in scalars))
 
 
-def is_trampoline(jit_fn: Any) -> bool:
+def is_trampoline(jit_fn: JITFunction) -> bool:
     """Whether `jit_fn` is a trampoline made here (its errors are its kernel's)."""
     return getattr(getattr(jit_fn, "fn", None), "__module__", None) == __name__
 
 
-def _trampoline(jit_fn: Any, params: list[str], constexprs: set[str], body: str) -> Any:
+def _trampoline(jit_fn: JITFunction, params: list[str], constexprs: set[str], body: str) -> Any:
     """The trampoline with parameters `params` and `body`, made once per source and kernel
     (`_state.TRAMPOLINES`, beside the kernel, whose id is in the key)."""
     name = kernel_name(jit_fn)
@@ -194,7 +197,7 @@ def _trampoline(jit_fn: Any, params: list[str], constexprs: set[str], body: str)
     return trampoline
 
 
-def _make(jit_fn: Any, name: str, source: str) -> Any:
+def _make(jit_fn: JITFunction, name: str, source: str) -> Any:
     """Defines the trampoline's function from `source` and decorates it as the kernel is."""
     import triton
     import triton.language as tl

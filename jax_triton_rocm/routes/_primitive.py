@@ -78,7 +78,7 @@ import dataclasses
 import functools
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 from jax import lax
@@ -93,6 +93,9 @@ from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _target
 from jax_triton_rocm.routes.xla import _xla_native
 from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec, MetaGrid
+
+if TYPE_CHECKING:
+    from jax._src.interpreters.mlir import LoweringRuleContext
 
 
 triton_kernel_p = Primitive("triton_kernel")
@@ -293,7 +296,7 @@ def env_choice() -> bool | None:
     return _values.env_flag(ENV_XLA_NATIVE, default=None)
 
 
-def choose(spec: KernelCallSpec, backend: Any, *, exporting: bool) -> Route:
+def choose(spec: KernelCallSpec, backend: Backend, *, exporting: bool) -> Route:
     """The route for `spec` lowered by `backend` (see the module docstring).
 
     Raises:
@@ -357,7 +360,7 @@ class GpuRoutes:
 
     backend: Backend
 
-    def lower(self, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list:
+    def lower(self, ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpec) -> list:
         """Lowers one equation to a custom call on the route `choose` picks; returns its
         results."""
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call
@@ -383,7 +386,7 @@ class Interpreter:
     """The CPU's route: Triton's interpreter runs the kernel on host buffers (`routes.cpu`). It
     takes every call, so there is nothing to choose."""
 
-    def lower(self, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list:
+    def lower(self, ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpec) -> list:
         """Lowers one equation to the interpreter's host callback; returns its results."""
         from jax_triton_rocm.routes.cpu import _interpret
 
@@ -407,7 +410,7 @@ def _routes(platform: str) -> GpuRoutes | Interpreter:
         return GpuRoutes(backends.backend(platform))
 
 
-def lower(platform: str, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list:
+def lower(platform: str, ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpec) -> list:
     """Lowers `spec` for `platform` ("cuda", "rocm" or "cpu") on its routes; returns the
     results."""
     return _routes(platform).lower(ctx, operands, spec)

@@ -52,7 +52,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jax._src import config
 
@@ -64,15 +64,18 @@ from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.routes.jaxlib import _choice_files
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
+if TYPE_CHECKING:
+    from jax._src.interpreters.mlir import LoweringRuleContext, ModuleContext
 
-def for_export(ctx: Any) -> bool:
+
+def for_export(ctx: LoweringRuleContext) -> bool:
     """Whether the lowering is for `jax.export` (its result may run on other machines, with
     other jaxlibs); JAX says so in the lowering parameters (jax 0.10.2-0.12)."""
     parameters = getattr(ctx.module_context, "lowering_parameters", None)
     return bool(getattr(parameters, "for_export", False))
 
 
-def foreign_devices(backend: Backend, ctx: Any, spec: KernelCallSpec,
+def foreign_devices(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
                     target: Target) -> Target | None:
     """The architecture of the devices a call's kernel will load on, where it differs from the
     one the call compiles for (`target`); None where they agree or are not known.
@@ -95,7 +98,7 @@ def foreign_devices(backend: Backend, ctx: Any, spec: KernelCallSpec,
     return devices if devices is not None and devices.arch != target.arch else None
 
 
-def device_kind(platform: str, module_context: Any) -> str | None:
+def device_kind(platform: str, module_context: ModuleContext) -> str | None:
     """The kind of GPU this lowering runs on (e.g. "NVIDIA H200"), or None.
 
     None when the computation's devices are of more than one kind, or when there is no device of
@@ -259,7 +262,7 @@ def _device_arch(platform: str, device: Any) -> str:
             f"{ENV_TARGET_ARCH}='{example.replace(chr(39), '')}'.") from err
 
 
-def _context_devices(module_context: Any) -> list[Any]:
+def _context_devices(module_context: ModuleContext) -> list[Any]:
     """The devices a lowering's module is built for, as far as the context tells."""
     axis_context = getattr(module_context, "axis_context", None)
     devices = getattr(axis_context, "device_assignment", None)
@@ -271,7 +274,7 @@ def _context_devices(module_context: Any) -> list[Any]:
     return []
 
 
-def resolve_target(backend: Backend, ctx: Any,
+def resolve_target(backend: Backend, ctx: LoweringRuleContext,
                    spec: KernelCallSpec) -> tuple[Target, _compat.PluginFeatures]:
     """The target a call compiles for (a vendor keyword of the call, a named architecture or
     the devices), and what the jaxlib plugin that will load the kernel reads.
@@ -298,7 +301,7 @@ def resolve_target(backend: Backend, ctx: Any,
     return named or lowering_target(platform, ctx.module_context), features
 
 
-def lowering_target(platform: str, module_context: Any) -> Target:
+def lowering_target(platform: str, module_context: ModuleContext) -> Target:
     """The target for a lowering of `platform` in `module_context`.
 
     Raises:
@@ -329,7 +332,7 @@ def lowering_target(platform: str, module_context: Any) -> Target:
         f"around the lowering, or set {ENV_TARGET_ARCH}='{example.replace(chr(39), '')}'.")
 
 
-def _local_devices(platform: str, module_context: Any) -> Iterable[Any]:
+def _local_devices(platform: str, module_context: ModuleContext) -> Iterable[Any]:
     backend = None
     get_backend = getattr(module_context, "get_backend", None)
     if get_backend is not None:
@@ -536,7 +539,7 @@ def lowering_token() -> tuple:
     return STORE.generation, forced
 
 
-def lowered_call(route: str, ctx: Any, spec: KernelCallSpec, decides: tuple,
+def lowered_call(route: str, ctx: LoweringRuleContext, spec: KernelCallSpec, decides: tuple,
                  make: Callable[[], Any], graph: tuple | None = None) -> Any:
     """`make()`, the call `route` lowers `spec` to, kept in `_state.LOWERED_CALLS` under the one
     key every route uses: the route, the avals, the spec (the kernel by identity, scalars and

@@ -8,9 +8,12 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.spec import _callbacks
+
+if TYPE_CHECKING:
+    from triton.runtime.autotuner import Autotuner
 
 # What a pre_hook (the autotuner's, or a config's that touches data) can do instead.
 PRE_HOOK_ALTERNATIVE = ("restore inputs through input_output_aliases (jaxlib restores aliased "
@@ -34,7 +37,7 @@ _UNSUPPORTED_AUTOTUNE = {
 }
 
 
-def _user_cache_results(autotuner: Any) -> bool:
+def _user_cache_results(autotuner: Autotuner) -> bool:
     """Whether `cache_results=True` was asked of this autotuner (not Triton's global knob)."""
     if not getattr(autotuner, "cache_results", False):
         return False
@@ -43,7 +46,7 @@ def _user_cache_results(autotuner: Any) -> bool:
     return not knobs.autotuning.cache
 
 
-def _used_features(autotuner: Any) -> list[str]:
+def _used_features(autotuner: Autotuner) -> list[str]:
     """The unsupported autotuner features this autotuner uses, by argument name."""
     used = {
         "pre_hook": getattr(autotuner, "user_defined_pre_hook", False),
@@ -61,7 +64,7 @@ def _used_features(autotuner: Any) -> list[str]:
     return [name for name in _UNSUPPORTED_AUTOTUNE if used[name]]
 
 
-def check_autotuner(autotuner: Any, kernel: str) -> None:
+def check_autotuner(autotuner: Autotuner, kernel: str) -> None:
     """Raises NotImplementedError for an autotuner feature jaxlib cannot honour.
 
     The message names the feature, the kernel and the alternative; nothing is silently ignored.
@@ -81,7 +84,7 @@ def check_autotuner(autotuner: Any, kernel: str) -> None:
                 f"source. Drop ir_override, or change the kernel's source.")
 
 
-def _top_k(autotuner: Any, kernel: str) -> int:
+def _top_k(autotuner: Autotuner, kernel: str) -> int:
     """How many configs `perf_model` keeps: `top_k` as Triton reads it (an int, or a float up to
     1.0, the share of all configs)."""
     top_k = getattr(autotuner, "configs_top_k", 1.0)
@@ -97,7 +100,7 @@ def _top_k(autotuner: Any, kernel: str) -> int:
     return top_k
 
 
-def fastest_estimated(autotuner: Any, configs: list, named_args: Mapping[str, Any],
+def fastest_estimated(autotuner: Autotuner, configs: list, named_args: Mapping[str, Any],
                       kwargs: Mapping[str, Any], kernel: str) -> list:
     """The `top_k` of `configs` that the autotuner's `perf_model` estimates fastest, fastest
     first, as Triton's autotuner keeps them: the model is called with the arguments given by

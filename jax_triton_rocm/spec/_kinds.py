@@ -50,10 +50,13 @@ import itertools
 import logging
 import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE, aval_text
+
+if TYPE_CHECKING:
+    from triton.runtime.jit import JITFunction
 
 
 _DEREFERENCE = {"load": "pointer", "store": "pointer", "make_block_ptr": "base",
@@ -86,7 +89,7 @@ class Roles:
         return f"the kernel counts with it at {self.scalars[name]}"
 
 
-def roles(jit_fn: Any, reading: set[int] | None = None) -> Roles:
+def roles(jit_fn: JITFunction, reading: set[int] | None = None) -> Roles:
     """The roles of `jit_fn`'s parameters, kept per function (`_state.PARAMETER_ROLES`, beside
     the function and its source, so that an edited kernel is read again); `reading` holds the
     functions being read, callers of this one (a call back into one of them adds nothing)."""
@@ -105,7 +108,7 @@ def _annotated(param: Any) -> str | None:
     return "pointer" if annotation.startswith("*") else "scalar"
 
 
-def _read(jit_fn: Any, reading: set[int]) -> Roles:
+def _read(jit_fn: JITFunction, reading: set[int]) -> Roles:
     reading.add(id(jit_fn))
     with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
         tree = jit_fn.parse()
@@ -129,7 +132,7 @@ def _read(jit_fn: Any, reading: set[int]) -> Roles:
 class _Reader(ast.NodeVisitor):
     """One walk of a kernel's body, gathering evidence for each parameter's role."""
 
-    def __init__(self, jit_fn: Any, names: list[str], reading: set[int]) -> None:
+    def __init__(self, jit_fn: JITFunction, names: list[str], reading: set[int]) -> None:
         self.jit_fn = jit_fn
         self.params = set(names)
         self.scope = dict(jit_fn.__globals__)
@@ -291,7 +294,7 @@ def _broadcast(index: ast.AST) -> bool:
 _PROBE_TARGETS = {"nvidia": ("cuda", 80, 32), "amd": ("hip", "gfx942", 64)}
 
 
-def suspects(jit_fn: Any, bound: Any, in_avals: tuple, out_avals: tuple) -> list[str]:
+def suspects(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple) -> list[str]:
     """Each top-level parameter that gets a scalar where the kernel dereferences it, or an array
     where it counts with it, as a sentence naming both."""
     found = roles(jit_fn)
@@ -315,7 +318,7 @@ def suspects(jit_fn: Any, bound: Any, in_avals: tuple, out_avals: tuple) -> list
     return wrong
 
 
-def front_end_error(jit_fn: Any, bound: Any) -> Exception | None:
+def front_end_error(jit_fn: JITFunction, bound: Any) -> Exception | None:
     """The `CompilationError` Triton's front end raises building `jit_fn` as `bound` lays it
     out, or None (it builds, or no backend is installed to build it with)."""
     from triton.backends import backends
@@ -343,7 +346,7 @@ def front_end_error(jit_fn: Any, bound: Any) -> Exception | None:
     return None
 
 
-def check(jit_fn: Any, bound: Any, in_avals: tuple, out_avals: tuple, kernel: str) -> None:
+def check(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple, kernel: str) -> None:
     """Raises TypeError where `bound` puts a scalar on a parameter the kernel dereferences or a
     pointer on one it counts with, and Triton's front end fails on it as laid out.
 
@@ -368,7 +371,7 @@ def check(jit_fn: Any, bound: Any, in_avals: tuple, out_avals: tuple, kernel: st
         from err
 
 
-def forgotten(jit_fn: Any, given: list[str | None], slots: list[int]) -> str:
+def forgotten(jit_fn: JITFunction, given: list[str | None], slots: list[int]) -> str:
     """A sentence naming the parameter(s) a call most likely forgot, or "".
 
     Args:

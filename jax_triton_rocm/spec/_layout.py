@@ -24,11 +24,14 @@ kernel is compiled (`routes.jaxlib._tma`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.spec import _spec, _tensordesc
 from jax_triton_rocm.spec._spec import kernel_name
+
+if TYPE_CHECKING:
+    from triton.runtime.jit import JITFunction
 
 
 NESTED_KINDS = ("tuple", "descriptor")
@@ -189,7 +192,7 @@ class BoundKernel:
             self.constexprs.items()))
 
 
-def check_operands(jit_fn: Any, n_positional: int, n_outputs: int,
+def check_operands(jit_fn: JITFunction, n_positional: int, n_outputs: int,
                    constexprs: dict[str, Any]) -> None:
     """Checks what a call gives a kernel against its parameters, before any is laid out.
 
@@ -226,7 +229,7 @@ def places_outputs(positional: tuple) -> bool:
 
 
 def lay_out_arguments(
-    jit_fn: Any,
+    jit_fn: JITFunction,
     backend: Any,
     *,
     positional: tuple[tuple[str, Any], ...],
@@ -289,7 +292,7 @@ def lay_out_arguments(
 class _Layout:
     """The parts of a `BoundKernel`, filled one parameter at a time by `lay_out_arguments`."""
 
-    def __init__(self, jit_fn: Any, backend: Any, *, n_positional: int, n_outputs: int) -> None:
+    def __init__(self, jit_fn: JITFunction, backend: Any, *, n_positional: int, n_outputs: int) -> None:
         self.backend = backend
         self.name = kernel_name(jit_fn)
         self.names = list(jit_fn.arg_names)
@@ -399,7 +402,7 @@ class _Layout:
                 f"{self.n_outputs} output(s) fill the first {self.n_positional + self.n_outputs}.")
 
 
-def check_plain_call(jit_fn: Any, positional: tuple, arrays: list, out_shapes: list,
+def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_shapes: list,
                      constexprs: dict[str, Any]) -> None:
     """Lays a plain kernel's call out as the lowering will, to fail at the call; once per
     layout (shapes and runtime scalar values aside: they change no outcome but the 0-d hint).

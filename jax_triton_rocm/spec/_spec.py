@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 
 from jax_triton_rocm.base import _values
+
+if TYPE_CHECKING:
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
 
 
 # Array dtypes Triton takes, by the pointer type in a Triton signature ("*" + this).
@@ -300,7 +304,7 @@ def scalar_role(param: Any, value: Any, *, what: str) -> tuple:
     return "runtime", typed, None
 
 
-def compile_view(jit_fn: Any, positional: tuple) -> tuple:
+def compile_view(jit_fn: JITFunction, positional: tuple) -> tuple:
     """The positional entries as far as they decide the compiled kernel, as exact keys
     (`_values.exact_key`): a constexpr by its type and value, a runtime scalar by its Triton type
     and specialisation but not its value (a new length or scale is the same kernel).
@@ -338,8 +342,8 @@ class Unwrapped:
         once per call, the others once per autotune config.
     """
 
-    jit_fn: Any
-    autotuner: Any | None
+    jit_fn: JITFunction
+    autotuner: Autotuner | None
     heuristics: tuple[Any, ...]
     heuristics_outside: int = 0
 
@@ -390,7 +394,7 @@ def unwrap(kernel: Any) -> Unwrapped:
         node = node.fn
 
 
-def _check_configs(autotuner: Any, triton: Any) -> None:
+def _check_configs(autotuner: Autotuner, triton: Any) -> None:
     """Raises TypeError, naming the config, unless every autotune config is a `triton.Config`."""
     for i, config in enumerate(getattr(autotuner, "configs", ())):
         if not isinstance(config, triton.Config):
@@ -401,7 +405,7 @@ def _check_configs(autotuner: Any, triton: Any) -> None:
                 f"not a triton.Config. Give each config as one, e.g. {example}.")
 
 
-def kernel_name(jit_fn: Any) -> str:
+def kernel_name(jit_fn: JITFunction) -> str:
     return getattr(jit_fn, "__name__", None) or jit_fn.fn.__name__
 
 

@@ -27,7 +27,7 @@ import mmap
 import os
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends._backend import Backend, Target
 from jax_triton_rocm.backends.hip import _hip_files, _hip_prewarm
@@ -42,6 +42,9 @@ except (ImportError, RuntimeError, ValueError) as err:
     raise _compat.triton_backend_error("rocm", err) from err
 
 from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked import)
+
+if TYPE_CHECKING:
+    from jax._src.interpreters.mlir import LoweringRuleContext
 
 ENV_DELIVERY = _hip_prewarm.ENV_DELIVERY
 DELIVERY_MODES = ("embedded", "path")
@@ -160,7 +163,7 @@ class HipBackend(Backend):
                 f"GPUs.")
         return threads // JAXLIB_WARP
 
-    def after_encode(self, lowered: Any, ctx: Any, emit: Callable[..., Any]) -> None:
+    def after_encode(self, lowered: Any, ctx: LoweringRuleContext, emit: Callable[..., Any]) -> None:
         if any(call.kernel.object_file is None for call in lowered.calls):
             _hip_prewarm.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out), emit)
 

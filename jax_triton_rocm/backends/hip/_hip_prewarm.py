@@ -22,13 +22,16 @@ import hashlib
 import os
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jax._src import dispatch
 from jax._src.core import Primitive
 from jax.interpreters import mlir
 
 from jax_triton_rocm.base import _state, _values, _vendors
+
+if TYPE_CHECKING:
+    from jax._src.interpreters.mlir import LoweringRuleContext
 
 ENV_PREWARM = _values.ENV_PREWARM
 ENV_DELIVERY = _values.ENV_HSACO_DELIVERY
@@ -77,7 +80,7 @@ encoded_call_p.def_impl(functools.partial(dispatch.apply_primitive, encoded_call
 encoded_call_p.def_abstract_eval(lambda *avals, lowered, out_avals: list(out_avals))
 
 
-def _encoded_call_lowering(ctx: Any, *operands: Any, lowered: EncodedCall, out_avals: tuple):
+def _encoded_call_lowering(ctx: LoweringRuleContext, *operands: Any, lowered: EncodedCall, out_avals: tuple):
     del out_avals
     return lowered.emit(ctx, operands, lowered.lowered)
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,6 +45,10 @@ from jax_triton_rocm.compile import _errors
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes.cpu import _fallback, _interpret_host, _shard_callbacks
 from jax_triton_rocm.spec._spec import KernelCallSpec
+
+if TYPE_CHECKING:
+    from jax._src.interpreters.mlir import LoweringRuleContext
+    from triton.runtime.jit import JITFunction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +67,7 @@ class InterpretedCall:
     """
 
     name: str
-    jit_fn: Any
+    jit_fn: JITFunction
     launch: _plan.Launch
     positional: tuple[tuple[str, Any], ...]
     out_avals: tuple[Any, ...]
@@ -71,7 +75,7 @@ class InterpretedCall:
     debug: bool = False
 
 
-def check_interpretable(jit_fn: Any, name: str) -> None:
+def check_interpretable(jit_fn: JITFunction, name: str) -> None:
     """Raises NotImplementedError, naming the kernel and why, if the interpreter cannot run it."""
     if jit_fn.is_gluon():
         raise NotImplementedError(
@@ -174,7 +178,7 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
     return tuple(outs)
 
 
-def lower(ctx: Any, operands: Sequence[Any], spec: KernelCallSpec):
+def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpec):
     """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback."""
     call = resolve(tuple(ctx.avals_in), spec)
     _fallback.explain_once(call.name)

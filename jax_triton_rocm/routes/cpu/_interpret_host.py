@@ -12,12 +12,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.spec import _spec
+
+if TYPE_CHECKING:
+    from triton.runtime.jit import JITFunction
 
 
 class HostTensor:
@@ -67,7 +70,7 @@ class HostTensor:
         return self
 
 
-def interpreted(jit_fn: Any) -> Any:
+def interpreted(jit_fn: JITFunction) -> Any:
     """Triton's `InterpretedFunction` for `jit_fn`, made once per function and kept in
     `_state.INTERPRETED_TWINS`.
 

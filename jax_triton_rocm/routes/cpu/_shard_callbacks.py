@@ -27,7 +27,7 @@ import contextvars
 import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,9 @@ import jax
 from jax._src import core
 from jax._src import callback as jax_callback
 from jax.interpreters import mlir
+
+if TYPE_CHECKING:
+    from jax._src.interpreters.mlir import LoweringRuleContext, ModuleContext
 
 
 
@@ -67,7 +70,7 @@ _ROUTE: contextvars.ContextVar[Route | None] = contextvars.ContextVar(
     "jax_triton_rocm_shard_route", default=None)
 
 
-def reserve(module_context: Any) -> Route:
+def reserve(module_context: ModuleContext) -> Route:
     """Puts a new dispatcher in the host callbacks of the module being lowered."""
     callbacks = module_context.host_callbacks
     dispatcher = Dispatcher()
@@ -81,7 +84,7 @@ def current_route() -> Route | None:
     return _ROUTE.get()
 
 
-def lower_routed(ctx: Any, operands: Sequence[Any], route: Route,
+def lower_routed(ctx: LoweringRuleContext, operands: Sequence[Any], route: Route,
                  run: Callable[..., Sequence[np.ndarray]], out_avals: Sequence[Any],
                  side_effect: bool) -> Sequence[Any]:
     """Emits a host callback running `run(*arrays)` through `route`'s dispatcher."""
@@ -103,7 +106,7 @@ def lower_routed(ctx: Any, operands: Sequence[Any], route: Route,
     return results
 
 
-def host_callback(ctx: Any, operands: Sequence[Any], operand_avals: Sequence[Any],
+def host_callback(ctx: LoweringRuleContext, operands: Sequence[Any], operand_avals: Sequence[Any],
                   out_avals: Sequence[Any], run: Callable[..., Sequence[np.ndarray]],
                   side_effect: bool) -> Sequence[Any]:
     """Emits a host callback running `run(*arrays)` on the runtime's own host buffers.
@@ -128,7 +131,7 @@ shard_body_p.multiple_results = True
 shard_body_p.def_abstract_eval(lambda *avals, jaxpr, route, name: jaxpr.out_avals)
 
 
-def _shard_body_lowering(ctx: Any, *operands: Any, jaxpr: Any, route: Route | None, name: str):
+def _shard_body_lowering(ctx: LoweringRuleContext, *operands: Any, jaxpr: Any, route: Route | None, name: str):
     callbacks = ctx.module_context.host_callbacks
     before = len(callbacks)
     token = _ROUTE.set(route)

@@ -19,7 +19,7 @@ import dataclasses
 import json
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends._backend import Backend, Target
 from jax_triton_rocm.base import _compat, _state, _values
@@ -29,6 +29,9 @@ from jax_triton_rocm.routes import _target
 from jax_triton_rocm.routes.jaxlib import _opaque, _params, _proto, _tma
 from jax_triton_rocm.spec import _kinds
 from jax_triton_rocm.spec._spec import KernelCallSpec
+
+if TYPE_CHECKING:
+    from jax._src.interpreters.mlir import LoweringRuleContext
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -116,7 +119,7 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Ta
     )
 
 
-def _choose(backend: Backend, ctx: Any, spec: KernelCallSpec, target: Target, compiled: list,
+def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Target, compiled: list,
             calls: list) -> tuple[list, _target.Undecided | None]:
     """The launches to encode: the one remembered or forced (`_target.pick`), else all of them.
 
@@ -174,7 +177,7 @@ class _Where:
     settings: tuple
 
 
-def lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec) -> LoweredCall:
+def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec) -> LoweredCall:
     """Compiles and encodes one `triton_kernel_p` equation (no MLIR is emitted here).
 
     Lowering the same call again (a new `jit` of a cached kernel, a retrace) encodes nothing
@@ -225,7 +228,7 @@ def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tu
     return [(*launched, image) for launched, image in zip(compiled, images)]
 
 
-def _lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec, where: _Where) -> LoweredCall:
+def _lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, where: _Where) -> LoweredCall:
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     planned = _planned(backend, spec, where, in_avals, out_avals)
     if spec.debug:
@@ -256,7 +259,7 @@ def _lower_call(backend: Backend, ctx: Any, spec: KernelCallSpec, where: _Where)
     )
 
 
-def emit(ctx: Any, operands: tuple, lowered: LoweredCall):
+def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
     """Emits the custom call: typed FFI with an `opaque` attribute, or the legacy target."""
     from jax import ffi
 

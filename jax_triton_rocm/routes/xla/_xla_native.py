@@ -41,7 +41,7 @@ import io
 import logging
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from jax._src.interpreters import mlir
@@ -52,6 +52,10 @@ from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.routes import _target
 from jax_triton_rocm.spec import _kinds, _layout, _spec
 from jax_triton_rocm.spec._spec import KernelCallSpec
+
+if TYPE_CHECKING:
+    from jax._src.interpreters.mlir import LoweringRuleContext
+    from jax_triton_rocm.backends._backend import Backend
 
 
 def parse_ttir(text: str) -> Any:
@@ -192,7 +196,7 @@ def fit(spec: KernelCallSpec) -> Unfit | None:
     return None
 
 
-def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec) -> list | Unfit:
+def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpec) -> list | Unfit:
     """Emits the call through XLA's Triton custom call (a call `fit` lets through); returns
     its results, or why the planned or compiled kernel does not fit after all (nothing emitted).
 
@@ -207,7 +211,7 @@ def lower(backend: Any, ctx: Any, operands: Sequence[Any], spec: KernelCallSpec)
     return emit(ctx, operands, call, spec.input_output_aliases, spec.has_side_effect, spec.name)
 
 
-def native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | Unfit:
+def native_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec) -> NativeCall | Unfit:
     """The call XLA gets, or why it does not fit; kept in `_state.LOWERED_CALLS` under the key
     every route uses (`_target.lowered_call`), with the platform and the target.
     A lowering of the same call again compiles nothing anew; one at new scalar values compiles
@@ -220,7 +224,7 @@ def native_call(backend: Any, ctx: Any, spec: KernelCallSpec) -> NativeCall | Un
                                                        out_avals))
 
 
-def _one_launch(backend: Any, ctx: Any, spec: KernelCallSpec, target: Any, in_avals: tuple,
+def _one_launch(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Any, in_avals: tuple,
                 out_avals: tuple) -> _plan.Launch | Unfit:
     """The call's one launch: a plain kernel's, or the one remembered for an autotuned call
     (found by jaxlib's route, which keys choices on its compiled configs and runs the autotuner's
@@ -238,7 +242,7 @@ def _one_launch(backend: Any, ctx: Any, spec: KernelCallSpec, target: Any, in_av
     return lowered.launches[0]
 
 
-def _compiled_call(backend: Any, ctx: Any, spec: KernelCallSpec, target: Any, in_avals: tuple,
+def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Any, in_avals: tuple,
                    out_avals: tuple) -> NativeCall | Unfit:
     """The call in the form XLA launches, or why it does not fit. A plain kernel's is kept in
     `_state.PLANS` by `_plan.plan_key`, and refilled for a call at new shapes or scalar values
@@ -271,7 +275,7 @@ def _scalars(launch: _plan.Launch) -> tuple[_spec.Scalar, ...]:
     return tuple(source.scalar for source in launch.bound.sources if source.kind == "scalar")
 
 
-def _compiled(backend: Any, spec: KernelCallSpec, target: Any, launch: _plan.Launch,
+def _compiled(backend: Backend, spec: KernelCallSpec, target: Any, launch: _plan.Launch,
               in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
     """Compiles `launch` in the form XLA launches; the call, or why it does not fit."""
     aliased = {o for _, o in spec.input_output_aliases}
@@ -318,7 +322,7 @@ def _layouts(avals: Sequence[Any]) -> list[list[int]]:
     return [list(reversed(range(len(aval.shape)))) for aval in avals]
 
 
-def emit(ctx: Any, operands: Sequence[Any], call: NativeCall,
+def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
          aliases: Sequence[tuple[int, int]], has_side_effect: bool = False, name: str = ""):
     """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`), with the
     operands the call adds (zero-filled ones aliased to the outputs to zero, then the scalars).
