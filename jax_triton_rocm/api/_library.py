@@ -55,7 +55,8 @@ def _operands_text(in_avals: Sequence[Any], out_avals: Sequence[Any]) -> str:
     return f"operands ({ins}), results ({outs})"
 
 
-def place_arguments(jit_fn: JITFunction, constexprs: dict[str, Any], in_avals: tuple, out_avals: tuple,
+def place_arguments(jit_fn: JITFunction, constexprs: dict[str, Any], in_avals: tuple,
+                    out_avals: tuple,
                     aliases: tuple[tuple[int, int], ...]) -> tuple[tuple[str, Any], ...]:
     """One positional entry per kernel parameter, as TransformerEngine's helper maps them.
 

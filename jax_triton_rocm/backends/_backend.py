@@ -149,7 +149,8 @@ class Backend(abc.ABC):
         """What this vendor reads from the environment when lowering (part of the memo's key)."""
         return ()
 
-    def after_encode(self, lowered: Any, ctx: LoweringRuleContext, emit: Callable[..., Any]) -> None:
+    def after_encode(self, lowered: Any, ctx: LoweringRuleContext,
+                     emit: Callable[..., Any]) -> None:
         """Runs once a call is encoded, before it is emitted (ROCm's prewarm); `emit(ctx,
         operands, lowered)` emits an encoded call, so a backend never imports the lowering."""
         del lowered, ctx, emit

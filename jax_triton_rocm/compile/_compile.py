@@ -296,8 +296,8 @@ class CompileJob:
     graph: tuple = ((), ())
 
 
-def make_job(jit_fn: JITFunction, triton_target: Any, bound: BoundKernel, options: dict[str, Any], *,
-             gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
+def make_job(jit_fn: JITFunction, triton_target: Any, bound: BoundKernel, options: dict[str, Any],
+             *, gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
     """A `CompileJob`, with its kernel key computed."""
     graph = graph_key(jit_fn)
     key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon, graph=graph)

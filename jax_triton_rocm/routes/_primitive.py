@@ -360,7 +360,8 @@ class GpuRoutes:
 
     backend: Backend
 
-    def lower(self, ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpec) -> list:
+    def lower(self, ctx: LoweringRuleContext, operands: Sequence[Any],
+              spec: KernelCallSpec) -> list:
         """Lowers one equation to a custom call on the route `choose` picks; returns its
         results."""
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call
@@ -386,7 +387,8 @@ class Interpreter:
     """The CPU's route: Triton's interpreter runs the kernel on host buffers (`routes.cpu`). It
     takes every call, so there is nothing to choose."""
 
-    def lower(self, ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpec) -> list:
+    def lower(self, ctx: LoweringRuleContext, operands: Sequence[Any],
+              spec: KernelCallSpec) -> list:
         """Lowers one equation to the interpreter's host callback; returns its results."""
         from jax_triton_rocm.routes.cpu import _interpret
 
@@ -410,7 +412,8 @@ def _routes(platform: str) -> GpuRoutes | Interpreter:
         return GpuRoutes(backends.backend(platform))
 
 
-def lower(platform: str, ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpec) -> list:
+def lower(platform: str, ctx: LoweringRuleContext, operands: Sequence[Any],
+          spec: KernelCallSpec) -> list:
     """Lowers `spec` for `platform` ("cuda", "rocm" or "cpu") on its routes; returns the
     results."""
     return _routes(platform).lower(ctx, operands, spec)

@@ -292,7 +292,8 @@ def lay_out_arguments(
 class _Layout:
     """The parts of a `BoundKernel`, filled one parameter at a time by `lay_out_arguments`."""
 
-    def __init__(self, jit_fn: JITFunction, backend: Any, *, n_positional: int, n_outputs: int) -> None:
+    def __init__(self, jit_fn: JITFunction, backend: Any, *, n_positional: int,
+                 n_outputs: int) -> None:
         self.backend = backend
         self.name = kernel_name(jit_fn)
         self.names = list(jit_fn.arg_names)

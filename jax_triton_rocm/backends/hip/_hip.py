@@ -163,7 +163,8 @@ class HipBackend(Backend):
                 f"GPUs.")
         return threads // JAXLIB_WARP
 
-    def after_encode(self, lowered: Any, ctx: LoweringRuleContext, emit: Callable[..., Any]) -> None:
+    def after_encode(self, lowered: Any, ctx: LoweringRuleContext,
+                     emit: Callable[..., Any]) -> None:
         if any(call.kernel.object_file is None for call in lowered.calls):
             _hip_prewarm.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out), emit)
 

@@ -80,7 +80,8 @@ encoded_call_p.def_impl(functools.partial(dispatch.apply_primitive, encoded_call
 encoded_call_p.def_abstract_eval(lambda *avals, lowered, out_avals: list(out_avals))
 
 
-def _encoded_call_lowering(ctx: LoweringRuleContext, *operands: Any, lowered: EncodedCall, out_avals: tuple):
+def _encoded_call_lowering(ctx: LoweringRuleContext, *operands: Any, lowered: EncodedCall,
+                           out_avals: tuple):
     del out_avals
     return lowered.emit(ctx, operands, lowered.lowered)
 

@@ -131,7 +131,8 @@ shard_body_p.multiple_results = True
 shard_body_p.def_abstract_eval(lambda *avals, jaxpr, route, name: jaxpr.out_avals)
 
 
-def _shard_body_lowering(ctx: LoweringRuleContext, *operands: Any, jaxpr: Any, route: Route | None, name: str):
+def _shard_body_lowering(ctx: LoweringRuleContext, *operands: Any, jaxpr: Any, route: Route | None,
+                         name: str):
     callbacks = ctx.module_context.host_callbacks
     before = len(callbacks)
     token = _ROUTE.set(route)

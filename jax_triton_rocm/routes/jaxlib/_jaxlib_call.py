@@ -119,8 +119,8 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Ta
     )
 
 
-def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Target, compiled: list,
-            calls: list) -> tuple[list, _target.Undecided | None]:
+def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Target,
+            compiled: list, calls: list) -> tuple[list, _target.Undecided | None]:
     """The launches to encode: the one remembered or forced (`_target.pick`), else all of them.
 
     Returns ((launch, kernel), call) pairs, and the call left undecided or None. A call lowered
@@ -228,7 +228,8 @@ def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tu
     return [(*launched, image) for launched, image in zip(compiled, images)]
 
 
-def _lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, where: _Where) -> LoweredCall:
+def _lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+                where: _Where) -> LoweredCall:
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     planned = _planned(backend, spec, where, in_avals, out_avals)
     if spec.debug:

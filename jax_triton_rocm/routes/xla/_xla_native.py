@@ -196,7 +196,8 @@ def fit(spec: KernelCallSpec) -> Unfit | None:
     return None
 
 
-def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpec) -> list | Unfit:
+def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
+          spec: KernelCallSpec) -> list | Unfit:
     """Emits the call through XLA's Triton custom call (a call `fit` lets through); returns
     its results, or why the planned or compiled kernel does not fit after all (nothing emitted).
 
@@ -211,7 +212,8 @@ def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any], s
     return emit(ctx, operands, call, spec.input_output_aliases, spec.has_side_effect, spec.name)
 
 
-def native_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec) -> NativeCall | Unfit:
+def native_call(backend: Backend, ctx: LoweringRuleContext,
+                spec: KernelCallSpec) -> NativeCall | Unfit:
     """The call XLA gets, or why it does not fit; kept in `_state.LOWERED_CALLS` under the key
     every route uses (`_target.lowered_call`), with the platform and the target.
     A lowering of the same call again compiles nothing anew; one at new scalar values compiles
@@ -224,8 +226,8 @@ def native_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec
                                                        out_avals))
 
 
-def _one_launch(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Any, in_avals: tuple,
-                out_avals: tuple) -> _plan.Launch | Unfit:
+def _one_launch(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Any,
+                in_avals: tuple, out_avals: tuple) -> _plan.Launch | Unfit:
     """The call's one launch: a plain kernel's, or the one remembered for an autotuned call
     (found by jaxlib's route, which keys choices on its compiled configs and runs the autotuner's
     functions once)."""
@@ -242,8 +244,8 @@ def _one_launch(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec
     return lowered.launches[0]
 
 
-def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Any, in_avals: tuple,
-                   out_avals: tuple) -> NativeCall | Unfit:
+def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Any,
+                   in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
     """The call in the form XLA launches, or why it does not fit. A plain kernel's is kept in
     `_state.PLANS` by `_plan.plan_key`, and refilled for a call at new shapes or scalar values
     (`_plan.relaunch`: the grid, the scalars, the outputs to zero): the kernel holds neither."""
