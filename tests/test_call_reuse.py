@@ -233,3 +233,23 @@ def test_a_kernel_is_taken_apart_once_per_process_until_caches_are_cleared(monke
     jtr.clear_caches()
     jax.make_jaxpr(_add_03)(x, x)
     assert taken[-1] is kernels.add_kernel and len(taken) == 3
+
+
+def test_a_reused_layout_runs_the_layout_check_and_keeps_its_refusal(traced, monkeypatch):
+    from jax_triton_rocm.spec import _layout
+
+    checked, real = [], _layout.check_plain_call
+
+    def refusing_a_new_length(jit_fn, positional, arrays, out_shapes, constexprs):
+        checked.append(arrays[0].shape)
+        if arrays[0].shape == (4096,):
+            raise TypeError("refused at this length")
+        return real(jit_fn, positional, arrays, out_shapes, constexprs)
+
+    monkeypatch.setattr(_layout, "check_plain_call", refusing_a_new_length)
+    assert traced(kernels.add, (1024,), (1024,))[2]  # the full check
+    assert not traced(kernels.add, (2048,), (2048,))[2]  # reused, and checked again
+    assert checked == [(1024,), (2048,)]
+    with pytest.raises(TypeError, match="refused at this length"):
+        traced(kernels.add, (4096,), (4096,))  # the reuse refuses; the full check says why
+    assert checked[2:] == [(4096,), (4096,)]

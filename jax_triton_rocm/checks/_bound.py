@@ -364,16 +364,11 @@ def reuse(key: tuple | None, args: tuple, keywords: dict[str, Any], out_shapes: 
                              else keywords[source])
     positional = tuple(positional)
     spec = layout.spec.relaid(positional, outs, grid)
-    unwrapped = spec.unwrapped
-    if unwrapped.autotuner is not None or unwrapped.heuristics:
-        try:  # as the full check does: the autotuner's configs and heuristics may have changed
-            _checker.check_kernel_arguments(unwrapped, positional, in_avals, outs,
-                                            dict(layout.placed.metaparams))
-        except (TypeError, ValueError):
-            return None
-    # A plain kernel's layout check (`_layout.check_plain_call`) reads nothing the key leaves
-    # out: the dtypes, which arrays are 0-d, the scalars' Triton types and specialisations and
-    # the constexprs; the call that made the layout passed it.
+    try:  # the full check's own: kept per what it reads, so a plain kernel's is a lookup
+        _checker.check_kernel_arguments(spec.unwrapped, positional, in_avals, outs,
+                                        dict(layout.placed.metaparams))
+    except (TypeError, ValueError):
+        return None
     placed = _values.replaced(layout.placed, positional=positional, operands=operands,
                               in_avals=in_avals, out_shapes=outs)
     return placed, spec
