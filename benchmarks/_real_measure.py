@@ -153,7 +153,9 @@ def gpu_timeline_us(fn: Callable, args: tuple, length: int, executions: int = 5)
     """µs per call on the GPU's timeline in `executions` runs of `fn(*args)` (a chain of
     `length` calls) under JAX's profiler, the median run: what PyTorch's side measures with CUDA
     events, without the host time JAX spends on each execution before its GPU work starts (the
-    wall-clock figure includes it). None where the profiler records no GPU kernels here."""
+    wall-clock figure includes it). None where the profiler records no GPU kernels here, or
+    where the trace cannot be told apart into `executions` runs (a GPU idle gap of over 1 ms
+    inside a run)."""
     jax.block_until_ready(fn(*args))
     with tempfile.TemporaryDirectory() as folder:
         try:

@@ -12,7 +12,7 @@ flags once):
   own parameter order, runtime scalars as Python scalars), and the route its calls took (from
   the package's route log): the wall clock of the jitted call, and the same chain's GPU
   timeline (its first kernel's start to its last kernel's end, from JAX's profiler; "-" where
-  the profiler records no kernels). The difference is the host time JAX spends on each
+  the profiler records no kernels, or a run's kernels cannot be told from the next run's). The difference is the host time JAX spends on each
   execution before its GPU work starts, which XLA's own kernels pay the same;
 - PyTorch: the same kernel with the same constexprs, num_warps and num_stages, 50 launches by
   Triton's launcher (`kernel[grid](tensors...)`), timed by CUDA events; and "alone", those 50

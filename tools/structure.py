@@ -14,8 +14,9 @@ a top-level entry point). `importlib` loads: calls of `importlib.import_module` 
 
 The dynamic figures come from a child process (with the checkout first on `sys.path`) that
 lowers a jitted add for sm_90 on the CPU under `target_arch`, with `sys.setprofile` on: the
-package modules whose functions run, and the calls that cross from one package module to
-another. "cold" is the first lowering in the process (the kernel compiles); "warm" lowers the
+package modules whose functions run, the calls that cross from one package module to
+another, and the distinct package functions that run (comprehensions, lambdas and the
+dataclasses' generated methods included). "cold" is the first lowering in the process (the kernel compiles); "warm" lowers the
 same function again after `jax.clear_caches()` (the package's own caches kept).
 """
 
