@@ -385,11 +385,14 @@ def _fake_result(name, command_buffers, package_us=60.0, torch_us=50.0):
     if name == "add":
         scale = 1.0 if command_buffers else 3.0
         return {"kernel": name, "route": "xla", "routes": [["add_kernel", "xla", "it fits"]],
-                "correct": True, "package_us": 1.5 * scale, "xla_us": 1.4 * scale}
+                "correct": True, "package_us": 1.5 * scale, "xla_us": 1.4 * scale,
+                "package_queued_us": 1.2 * scale, "xla_queued_us": 1.25 * scale}
     return {"kernel": name, "title": name, "route": "jaxlib",
             "routes": [[f"{name}_kernel", "jaxlib", "runtime scalars"]],
-            "package": {"max_error": 1e-3, "correct": True, "us": package_us, "gpu_us": 48.0},
-            "torch": {"max_error": 2e-3, "correct": True, "us": torch_us, "alone_us": 45.0}}
+            "package": {"max_error": 1e-3, "correct": True, "us": package_us, "gpu_us": 48.0,
+                        "queued_us": 49.0},
+            "torch": {"max_error": 2e-3, "correct": True, "us": torch_us, "alone_us": 45.0,
+                      "queued_us": 49.5}}
 
 
 def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkeypatch, capsys,
@@ -403,6 +406,7 @@ def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkey
         found["matmul"]["package"]["us"] = 52.0  # 1.04: within the goal
         found["softmax"]["package"].pop("gpu_us")  # no profiler: wall clock only
         found["layernorm_bwd"]["package"]["gpu_us"] = 53.0  # 1.06 on the GPU's timeline too
+        found["layernorm_bwd"]["package"]["queued_us"] = 54.0  # and queued
         if not command_buffers:
             found["softmax"]["package"]["us"] = 40.0  # slow with command buffers on only
         found["dropout"]["torch"] = {"max_error": 0.5, "correct": False}
@@ -423,7 +427,15 @@ def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkey
                                    "50.000", "0.800", "-", "45.000", ">1.05", "on"]
     assert rows["matmul"][4:] == ["52.000", "48.000", "50.000", "1.040", "0.960", "52.000",
                                   "48.000", "50.000", "1.040", "0.960", "45.000"]  # no flag
-    assert " ".join(rows["layernorm_bwd"][-4:]) == ">1.05 on+off+GPU on+GPU off"
+    assert " ".join(rows["layernorm_bwd"][-6:]) == (
+        ">1.05 on+off+GPU on+GPU off+queued on+queued off")
+    queued = {line.split()[0]: line.split() for line in out.splitlines()
+              if line.split() and line.split()[0].endswith("-queued")}
+    assert queued["matmul-queued"][2:] == ["49.000", "49.500", "0.990", "49.000", "49.500",
+                                           "0.990"]
+    assert queued["layernorm_bwd-queued"][4] == "1.091"
+    assert queued["layernorm-queued"][2:] == ["49.000", "-", "-", "49.000", "-", "-"]
+    assert queued["add-queued"][2:] == ["1.200", "1.250", "0.960", "3.600", "3.750", "0.960"]
     assert rows["dropout"][-1] == "WRONG" and rows["dropout"][6] == "wrong"
     assert rows["attention"][4:8] == ["failed", "failed", "failed", "-"]
     assert rows["add"][2:] == ["1.500", "1.400", "1.071", "4.500", "4.200", "1.071", "met"]
@@ -444,6 +456,7 @@ def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkey
     by_name = {row["kernel"]: row for row in table["kernels"]}
     assert by_name["matmul"]["gpu_ratio_on"] == pytest.approx(0.96)
     assert by_name["layernorm_bwd"]["gpu_on"] == 53.0
+    assert by_name["softmax"]["queued_ratio_off"] == pytest.approx(49 / 49.5)
     assert table["add"]["goal"] == "met" and table["versions"]["triton"]
     assert table["results"]["off"]["softmax"]["package"]["us"] == 40.0
 
