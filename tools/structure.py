@@ -16,8 +16,10 @@ The dynamic figures come from a child process (with the checkout first on `sys.p
 lowers a jitted add for sm_90 on the CPU under `target_arch`, with `sys.setprofile` on: the
 package modules whose functions run, the calls that cross from one package module to
 another, and the distinct package functions that run (comprehensions, lambdas and the
-dataclasses' generated methods included). "cold" is the first lowering in the process (the kernel compiles); "warm" lowers the
-same function again after `jax.clear_caches()` (the package's own caches kept).
+dataclasses' generated methods included). "cold" is the first lowering in the process (the
+kernel compiles); "warm" lowers the same function again after `jax.clear_caches()` (the
+package's own caches kept); "new shape" then lowers it for twice the elements (a new grid, the
+same kernel binary).
 """
 
 from __future__ import annotations
@@ -260,7 +262,9 @@ def traced():
 cold = traced()
 jax.clear_caches()
 warm = traced()
-print(json.dumps({"cold": cold, "warm": warm}))
+x = jax.ShapeDtypeStruct((8192,), jnp.float32)
+new_shape = traced()
+print(json.dumps({"cold": cold, "warm": warm, "new shape": new_shape}))
 """
 
 
@@ -282,8 +286,12 @@ def dynamic_figures(root: str) -> dict:
         "modules a warm call runs in": len(data["warm"][0]),
         "cross-module calls, warm": data["warm"][1],
         "functions a warm call runs": data["warm"][2],
+        "modules a new-shape call runs in": len(data["new shape"][0]),
+        "cross-module calls, new shape": data["new shape"][1],
+        "functions a new-shape call runs": data["new shape"][2],
         "_cold modules": data["cold"][0],
         "_warm modules": data["warm"][0],
+        "_new-shape modules": data["new shape"][0],
     }
 
 
@@ -309,6 +317,8 @@ def main() -> None:
                   f"{', '.join(figures[label]['_cold modules'])}")
             print(f"[{label}] modules a warm call runs in: "
                   f"{', '.join(figures[label]['_warm modules'])}")
+            print(f"[{label}] modules a new-shape call runs in: "
+                  f"{', '.join(figures[label]['_new-shape modules'])}")
 
 
 if __name__ == "__main__":

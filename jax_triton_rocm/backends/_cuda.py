@@ -17,10 +17,9 @@ import re
 import subprocess
 from typing import Any
 
-from jax_triton_rocm.backends._backend import Backend, Target
+from jax_triton_rocm.backends._backend import Backend, LaunchLimits, Target
 from jax_triton_rocm.base import _compat, _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.spec._kinds import LaunchLimits
 from jax_triton_rocm.spec._spec import KernelCallSpec, MAX_GRID_SIZE
 
 _compat.triton_info()  # a Triton that does not import at all fails here, with its own error

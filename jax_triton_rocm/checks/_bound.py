@@ -40,7 +40,7 @@ import jax
 from jax_triton_rocm import backends
 from jax_triton_rocm.base import _state, _values, _vendors
 from jax_triton_rocm.checks import _arguments, _checker
-from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.spec import _layout, _spec
 from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, MetaGrid, Surface
 
 
@@ -365,8 +365,8 @@ def reuse(key: tuple | None, args: tuple, keywords: dict[str, Any], out_shapes: 
     positional = tuple(positional)
     spec = layout.spec.relaid(positional, outs, grid)
     try:  # the full check's own: kept per what it reads, so a plain kernel's is a lookup
-        _checker.check_kernel_arguments(spec.unwrapped, positional, in_avals, outs,
-                                        dict(layout.placed.metaparams))
+        _layout.check_kernel_arguments(spec.unwrapped, positional, in_avals, outs,
+                                       dict(layout.placed.metaparams))
     except (TypeError, ValueError):
         return None
     placed = _values.replaced(layout.placed, positional=positional, operands=operands,

@@ -29,7 +29,7 @@ import jax
 import numpy as np
 
 from jax_triton_rocm.base import _values, _vendors
-from jax_triton_rocm.spec import _autotuner, _layout, _spec
+from jax_triton_rocm.spec import _layout, _spec
 from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, Surface
 
 if TYPE_CHECKING:
@@ -166,27 +166,6 @@ def _buffers(api: Api, positional: tuple, in_avals: tuple, out_shapes: tuple) ->
                 f"per shape).")
 
 
-def check_kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_avals: tuple,
-                           out_shapes: tuple, metaparams: dict[str, Any]) -> None:
-    """Checks the call against the kernel's parameters, so that a mistake fails at the call and
-    not later at lowering (`check_call`, and a reused layout of an autotuned kernel, whose
-    configs and heuristics may have changed: `checks._bound.reuse`).
-
-    A plain kernel's arguments are laid out as the lowering will lay them. An autotuned kernel's
-    constexprs come from its configs and heuristics at lowering, so for it the operands and
-    keywords are checked (the same check, `_layout.check_operands`) and the autotuner's
-    features.
-    """
-    jit_fn = unwrapped.jit_fn
-    if unwrapped.autotuner is None and not unwrapped.heuristics:
-        _layout.check_plain_call(jit_fn, positional, list(in_avals), list(out_shapes), metaparams)
-        return
-    if unwrapped.autotuner is not None:
-        _autotuner.check_autotuner(unwrapped.autotuner, _spec.kernel_name(jit_fn))
-    n_trailing = 0 if _layout.places_outputs(positional) else len(out_shapes)
-    _layout.check_operands(jit_fn, len(positional), n_trailing, metaparams)
-
-
 def _scalar_options(api: Api, name: Any, serialized_metadata: Any, xla_native: Any) -> None:
     """The call's name, its metadata and its route switch."""
     if not isinstance(name, str):
@@ -259,7 +238,8 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         has_side_effect=surface.has_side_effect, cost_estimate=surface.cost_estimate,
         backend_options=surface.backend_options, by_keyword=surface.by_keyword)
     if api.name == "triton_call":  # triton_call_lowering's call is being lowered already
-        check_kernel_arguments(unwrapped, spec.positional, in_avals, spec.out_shapes, metaparams)
+        _layout.check_kernel_arguments(unwrapped, spec.positional, in_avals, spec.out_shapes,
+                                       metaparams)
     return spec
 
 

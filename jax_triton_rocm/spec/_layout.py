@@ -27,7 +27,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _state, _values
-from jax_triton_rocm.spec import _spec, _tensordesc
+from jax_triton_rocm.spec import _autotuner, _spec, _tensordesc
 from jax_triton_rocm.spec._spec import kernel_name
 
 if TYPE_CHECKING:
@@ -426,3 +426,23 @@ def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_s
                       out_avals=tuple(out_shapes), constexprs=constexprs)
     if key is not None:
         _state.CHECKED_CALLS.put(key, jit_fn)  # kept, so that its id is not reused
+
+
+def check_kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_avals: tuple,
+                           out_shapes: tuple, metaparams: dict[str, Any]) -> None:
+    """Checks the call against the kernel's parameters, so that a mistake fails at the call and
+    not later at lowering (`checks._checker.check_call`, and a reused layout of an autotuned
+    kernel, whose configs and heuristics may have changed: `checks._bound.reuse`).
+
+    A plain kernel's arguments are laid out as the lowering will lay them. An autotuned kernel's
+    constexprs come from its configs and heuristics at lowering, so for it the operands and
+    keywords are checked (the same check, `check_operands`) and the autotuner's features.
+    """
+    jit_fn = unwrapped.jit_fn
+    if unwrapped.autotuner is None and not unwrapped.heuristics:
+        check_plain_call(jit_fn, positional, list(in_avals), list(out_shapes), metaparams)
+        return
+    if unwrapped.autotuner is not None:
+        _autotuner.check_autotuner(unwrapped.autotuner, _spec.kernel_name(jit_fn))
+    n_trailing = 0 if places_outputs(positional) else len(out_shapes)
+    check_operands(jit_fn, len(positional), n_trailing, metaparams)
