@@ -88,15 +88,6 @@ def takes_meta(fn: Callable, what: str) -> None:
             f"{signature}.") from err
 
 
-def _grid_spec(api: Api, grid: Any) -> tuple[int, int, int] | _spec.MetaGrid:
-    """The grid as three ints, or a `MetaGrid` (its results are checked per config, by
-    `plan._plan`)."""
-    value = _spec.grid_value(grid)
-    if isinstance(value, _spec.MetaGrid):
-        takes_meta(value.fn, f"{api.prefix}grid")
-    return value
-
-
 def aliases(api_name: str, given: Any, in_avals: tuple, out_avals: tuple) -> tuple:
     """`{input index: output index}` as sorted pairs of ints, each pair of one shape and dtype.
 
@@ -179,14 +170,6 @@ def _scalar_options(api: Api, name: Any, serialized_metadata: Any, xla_native: A
                         f"(None follows JAX_TRITON_ROCM_XLA_NATIVE).")
 
 
-def _batch_grid_axis(api: Api, value: Any) -> int | None:
-    if value is not None and (isinstance(value, (bool, np.bool_)) or value not in (0, 1, 2)):
-        raise ValueError(
-            f"{api.prefix}batch_grid_axis={value!r} must be None (jax.vmap loops over the batch) "
-            f"or the grid axis 0, 1 or 2 whose program id is the example index under jax.vmap.")
-    return None if value is None else int(value)
-
-
 def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positional: tuple,
                in_avals: tuple, out_shapes: tuple, aliases: tuple[tuple[int, int], ...],
                given: CallOptions, metaparams: Mapping[str, Any] | None = None,
@@ -218,9 +201,17 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
     cuda_arch = None if g.compute_capability is None else _vendors.normalize_arch(
         "cuda", g.compute_capability, what=f"{api.prefix}compute_capability")
     _buffers(api, positional, in_avals, out_shapes)
+    grid = _spec.grid_value(g.grid)  # a MetaGrid's results are checked per config (plan._plan)
+    if isinstance(grid, _spec.MetaGrid):
+        takes_meta(grid.fn, f"{api.prefix}grid")
+    axis = g.batch_grid_axis
+    if axis is not None and (isinstance(axis, (bool, np.bool_)) or axis not in (0, 1, 2)):
+        raise ValueError(
+            f"{api.prefix}batch_grid_axis={axis!r} must be None (jax.vmap loops over the batch) "
+            f"or the grid axis 0, 1 or 2 whose program id is the example index under jax.vmap.")
     spec = KernelCallSpec(
         kernel=kernel, unwrapped=unwrapped, positional=tuple(positional),
-        out_shapes=tuple(out_shapes), grid=_grid_spec(api, g.grid),
+        out_shapes=tuple(out_shapes), grid=grid,
         name=name or _spec.kernel_name(unwrapped.jit_fn),
         num_warps=None if num_warps is None else int(num_warps),
         num_stages=None if num_stages is None else int(num_stages),
@@ -231,7 +222,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         zeroed_outputs=_zeroed(api, g.zeroed_outputs, len(out_shapes)),
         debug=_values.flag(g.debug, f"{api.prefix}debug"),
         serialized_metadata=serialized_metadata,
-        batch_grid_axis=_batch_grid_axis(api, g.batch_grid_axis),
+        batch_grid_axis=None if axis is None else int(axis),
         xla_native=None if xla_native is None else bool(xla_native),
         metaparams=tuple(sorted(metaparams.items())),
         options=tuple(sorted(_values.compile_options(options, caller=api.prefix).items())),
@@ -331,12 +322,6 @@ def user_aliases(given: Any, leaves: list, convention: str, out_shapes: list,
     return [(candidates[i], o) for i, o in pairs]
 
 
-def _missing(jit_fn: JITFunction, metaparams: dict, entries: dict) -> list[int]:
-    """The non-constexpr parameters the call left unfilled, in order."""
-    return [i for i, p in enumerate(jit_fn.params)
-            if not p.is_constexpr and i not in entries and p.name not in metaparams]
-
-
 def output_owners(jit_fn: JITFunction, missing: list[int], n_outs: int, aliased: set[int],
                   trailing: list[int] | None = None,
                   hint: Callable[[], str] = lambda: "") -> dict[int, int]:
@@ -410,8 +395,10 @@ def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, An
     """
     pairs = user_aliases(aliases, leaves, convention, out_shapes, bool(refs))
     aliased = {o for _, o in pairs}
-    owners = output_owners(jit_fn, _missing(jit_fn, metaparams, entries), len(out_shapes),
-                           aliased, trailing, lambda: hint(aliased))
+    missing = [i for i, p in enumerate(jit_fn.params)  # the non-constexpr parameters unfilled
+               if not p.is_constexpr and i not in entries and p.name not in metaparams]
+    owners = output_owners(jit_fn, missing, len(out_shapes), aliased, trailing,
+                           lambda: hint(aliased))
     owner_of = {p: o for o, p in owners.items()}
     operands: list = []
     positional, metaparams, constexprs = [], dict(metaparams), []

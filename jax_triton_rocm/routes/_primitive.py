@@ -427,14 +427,6 @@ def _rule_for(platform: str):
     return lower_triton_kernel
 
 
-def _register_rules(platforms: Iterable[str]) -> None:
-    with _state.LOCKS.lock_for("register"):
-        for platform in platforms:
-            if platform not in _registered:
-                mlir.register_lowering(triton_kernel_p, _rule_for(platform), platform=platform)
-                _registered.add(platform)
-
-
 # The CPU rule needs no plugin and imports nothing until it runs.
 mlir.register_lowering(triton_kernel_p, _rule_for("cpu"), platform="cpu")
 
@@ -488,7 +480,11 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
         if platform not in _vendors.VENDORS:
             raise ValueError(f"platforms={chosen!r}: {platform!r} is not a GPU platform "
                              f"this package lowers for; use 'cuda' and/or 'rocm'.")
-    _register_rules(_vendors.GPU_PLATFORMS)
+    with _state.LOCKS.lock_for("register"):
+        for platform in _vendors.GPU_PLATFORMS:
+            if platform not in _registered:
+                mlir.register_lowering(triton_kernel_p, _rule_for(platform), platform=platform)
+                _registered.add(platform)
     if explicit:
         for platform in platforms_in_use() if chosen is None else chosen:
             _routes(platform)

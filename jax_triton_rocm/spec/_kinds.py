@@ -96,13 +96,6 @@ def roles(jit_fn: JITFunction, reading: set[int] | None = None) -> Roles:
     return found
 
 
-def _annotated(param: Any) -> str | None:
-    annotation = getattr(param, "annotation_type", "") or ""
-    if not isinstance(annotation, str) or not annotation:
-        return None
-    return "pointer" if annotation.startswith("*") else "scalar"
-
-
 def _read(jit_fn: JITFunction, reading: set[int]) -> Roles:
     reading.add(id(jit_fn))
     with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
@@ -113,10 +106,10 @@ def _read(jit_fn: JITFunction, reading: set[int]) -> Roles:
         reader.visit(tree.body[0])
     reading.discard(id(jit_fn))
     pointers, scalars = dict(reader.pointers), dict(reader.scalars)
-    for param in jit_fn.params:
-        role = _annotated(param)
-        if role is not None:
-            found = pointers if role == "pointer" else scalars
+    for param in jit_fn.params:  # an annotation says the role too: `x: "*fp32"`, `n: tl.int32`
+        annotation = getattr(param, "annotation_type", "") or ""
+        if isinstance(annotation, str) and annotation:
+            found = pointers if annotation.startswith("*") else scalars
             found.setdefault(param.name, f"{reader.file}:{reader.first_line}: {param.name}: "
                                          f"{param.annotation}")
     both = set(pointers) & set(scalars)
@@ -412,6 +405,7 @@ def forgotten(jit_fn: JITFunction, given: list[str | None], slots: list[int]) ->
 logger = logging.getLogger("jax_triton_rocm")
 
 T = TypeVar("T")
+
 
 def check_launch_features(compiled: Any) -> None:
     """Raises if a compiled kernel (`compile._compile.CompiledKernel`) needs a launch feature
