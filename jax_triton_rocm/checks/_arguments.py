@@ -184,95 +184,6 @@ def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeD
     return shapes, tree
 
 
-def check_own_names(unwrapped: _spec.Unwrapped, n_filled: int,
-                    own_keywords: Iterable[str], filled: Iterable[str] = ()) -> None:
-    """Raises TypeError for a parameter of the kernel that `triton_call` would have to fill by a
-    keyword it takes for itself (`grid`, `name`, `debug`, ...): after the `n_filled` parameters
-    the arguments and outputs fill, without a default, not `filled` by `constexprs=` or
-    `operands=`, and set by no autotune config or heuristic.
-
-    A keyword of that name always goes to `triton_call`; the message says how to set the
-    parameter instead.
-    """
-    jit_fn = unwrapped.jit_fn
-    configs = getattr(unwrapped.autotuner, "configs", ())
-    set_elsewhere = ({key for config in configs for key in config.kwargs}
-                     | {key for wrapper in unwrapped.heuristics for key in wrapper.values})
-    own = set(own_keywords) - set_elsewhere - set(filled)
-    for param in list(jit_fn.params)[n_filled:]:
-        if param.name in own and not param.has_default:
-            where = "constexprs" if param.is_constexpr else "operands"
-            raise TypeError(
-                f"Kernel {_spec.kernel_name(jit_fn)}'s parameter {param.name!r} has the name "
-                f"of an argument of triton_call itself ({param.name}=...), so a keyword "
-                f"{param.name}= is triton_call's own and cannot fill it. Pass it by name in "
-                f"{where}={{{param.name!r}: ...}} ("
-                + ("a compile-time constant" if param.is_constexpr else
-                   "filled at launch; constexprs= compiles a value in") + ").")
-
-
-def split_compile_options(jit_fn: JITFunction, metaparams: dict[str, Any],
-                          own_keywords: Iterable[str] = ()) -> tuple[dict, dict]:
-    """Splits `triton_call`'s keywords into constexprs and vendor compile options.
-
-    A keyword named like a compile option (`waves_per_eu`, `maxnreg`, ...) is one unless the
-    kernel has a parameter of that name.
-
-    Raises:
-      TypeError: a jax-triton keyword this package replaces, a keyword that is neither a
-        parameter of the kernel nor a compile option (the close match among those and
-        `own_keywords`, triton_call's own, suggested), or an unhashable value.
-    """
-    for keyword, advice in _RENAMED_KEYWORDS.items():
-        if keyword in metaparams:
-            raise TypeError(f"triton_call got {keyword}={metaparams[keyword]!r}: {advice}")
-    names = list(jit_fn.arg_names)
-    unknown = sorted(k for k in metaparams if k not in names and k not in _vendors.COMPILE_OPTIONS)
-    if unknown:
-        hint = close_names(unknown, [*own_keywords, *names, *_vendors.COMPILE_OPTIONS])
-        raise TypeError(
-            f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel "
-            f"{_spec.kernel_name(jit_fn)}, whose parameters are ({', '.join(names)}), and no "
-            f"argument of triton_call{hint}. Keyword arguments of triton_call fill the kernel's "
-            f"constexpr parameters by name; fix the spelling.")
-    constexprs = dict(metaparams)
-    options = {k: constexprs.pop(k) for k in metaparams
-               if k in _vendors.COMPILE_OPTIONS and k not in jit_fn.arg_names}
-    for keyword, value in metaparams.items():
-        check_not_a_function(keyword, value, "")
-        try:
-            hash(value)
-        except TypeError:
-            raise TypeError(
-                f"{keyword}={value!r} must be hashable (JAX caches compiled calls by their "
-                f"static arguments): pass a tuple instead of a list, or a plain value.") from None
-    return constexprs, options
-
-
-def split_arguments(args: tuple) -> tuple[list[Any], tuple[tuple[str, Any], ...]]:
-    """`triton_call`'s array operands, and each positional argument as ("array", operand index)
-    or ("scalar", value).
-
-    Raises:
-      TypeError: an argument that is neither an array nor a scalar, or a scalar type Triton
-        cannot take; each names the argument.
-    """
-    arrays: list[Any] = []
-    positional: list[tuple[str, Any]] = []
-    for i, arg in enumerate(args):
-        if arg is None or _spec.is_scalar(arg):
-            if arg is not None:
-                _spec.scalar(arg, what=f"argument {i}")
-            positional.append(("scalar", arg))
-        elif hasattr(arg, "shape") and hasattr(arg, "dtype"):
-            positional.append(("array", len(arrays)))
-            arrays.append(arg if isinstance(arg, jax.Array) else jax.numpy.asarray(arg))
-        else:
-            raise TypeError(f"argument {i} has type {type(arg).__name__} ({arg!r}); triton_call "
-                            f"takes arrays and bool/int/float scalars.")
-    return arrays, tuple(positional)
-
-
 def _is_operand(value: Any) -> bool:
     """An MLIR value, as a lowering rule receives each operand of an array type."""
     return isinstance(value, ir.Value)
@@ -534,25 +445,6 @@ def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
                     f"of them.")
 
 
-def flatten(jit_fn: JITFunction, given: Given) -> Flat:
-    """The operands' entries and leaves, in kernel-parameter order; a positional value on a
-    `tl.constexpr` parameter is left to the layout, which makes it a constexpr."""
-    flat = Flat()
-    for i, param in enumerate(jit_fn.params):
-        if i not in given.operands:
-            continue
-        what = f"argument {i}" if i not in given.by_keyword else f"keyword argument {param.name!r}"
-        if param.is_constexpr:
-            if holds_buffer(given.operands[i]):
-                raise TypeError(
-                    f"Kernel {_spec.kernel_name(jit_fn)}'s parameter {param.name!r} is a "
-                    f"tl.constexpr, but {what} holds an array. Pass a Python value there.")
-            flat.entries[i] = ("constexpr", given.operands[i])
-            continue
-        flat.entries[i] = _entry(flat, given.operands[i], what)
-    return flat
-
-
 def _kind(entry: tuple[str, Any]) -> str | None:
     """What an entry gives its parameter, for `_kinds.forgotten`: "pointer" (an array),
     "scalar" (a value), or None (None, a tuple, a descriptor)."""
@@ -585,12 +477,6 @@ def forgotten_hint(jit_fn: JITFunction, given: Given, flat: Flat, n_outs: int, a
     return text
 
 
-def zero_three_shaped(given: Given, flat: Flat, refs: list) -> bool:
-    """Whether 0.3 could have made the call: flat positional arrays and scalars only."""
-    flat_args = all(kind in ("input", "scalar", "constexpr") for kind, _ in flat.entries.values())
-    return not given.by_keyword and flat_args and not refs
-
-
 def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convention: str,
                outputs: Any, out_shapes: list, input_output_aliases: Any, zeroed_outputs: Any,
                has_side_effect: bool, own_keywords: tuple[str, ...],
@@ -599,16 +485,66 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
     `out_shapes` its leaves); returns them, the vendor compile options among the keywords, and
     the names of the operand parameters given by keyword (`KernelCallSpec.by_keyword`).
 
+    A keyword named like a compile option (`waves_per_eu`, `maxnreg`, ...) is one unless the
+    kernel has a parameter of that name. The operands are flattened in kernel-parameter order;
+    a positional value on a `tl.constexpr` parameter is left to the layout, which makes it a
+    constexpr. A call that 0.3 could have made (flat positional arrays and scalars only) whose
+    outputs fill the parameters after its arguments keeps 0.3's positional form, each positional
+    argument as ("array", operand index) or ("scalar", value).
+
+    Last, a parameter of the kernel that `triton_call` would have to fill by a keyword it takes
+    for itself (`own_keywords`: `grid`, `name`, `debug`, ...) is refused: one after the
+    parameters the arguments and outputs fill, without a default, not filled by `constexprs=`
+    or `operands=`, and set by no autotune config or heuristic. A keyword of that name always
+    goes to `triton_call`; the message says how to set the parameter instead.
+
     Raises:
-      TypeError / ValueError: as `bind`, `flatten`, `_arguments.split_compile_options` (a
-        keyword that is no parameter, `own_keywords` being triton_call's) and
-        `_checker.place` say.
+      TypeError: a jax-triton keyword this package replaces, a keyword that is neither a
+        parameter of the kernel nor a compile option (the close match among those and
+        `own_keywords` suggested), an unhashable constexpr, an array given to a `tl.constexpr`
+        parameter, an argument Triton cannot take (each names the argument), or a parameter
+        only one of `own_keywords` could fill; and as `bind` and `_checker.place` say.
+      ValueError: the same Ref given twice, a call nothing would use; and as `_checker.place`
+        says.
     """
     jit_fn = unwrapped.jit_fn
     given = bind(jit_fn, args, keywords, convention, len(out_shapes), named)
-    given.metaparams, options = split_compile_options(jit_fn, given.metaparams,
-                                                                 own_keywords)
-    flat = flatten(jit_fn, given)
+    metaparams = given.metaparams
+    for keyword, advice in _RENAMED_KEYWORDS.items():
+        if keyword in metaparams:
+            raise TypeError(f"triton_call got {keyword}={metaparams[keyword]!r}: {advice}")
+    names = list(jit_fn.arg_names)
+    unknown = sorted(k for k in metaparams if k not in names and k not in _vendors.COMPILE_OPTIONS)
+    if unknown:
+        hint = close_names(unknown, [*own_keywords, *names, *_vendors.COMPILE_OPTIONS])
+        raise TypeError(
+            f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel "
+            f"{_spec.kernel_name(jit_fn)}, whose parameters are ({', '.join(names)}), and no "
+            f"argument of triton_call{hint}. Keyword arguments of triton_call fill the kernel's "
+            f"constexpr parameters by name; fix the spelling.")
+    for keyword, value in metaparams.items():
+        check_not_a_function(keyword, value, "")
+        try:
+            hash(value)
+        except TypeError:
+            raise TypeError(
+                f"{keyword}={value!r} must be hashable (JAX caches compiled calls by their "
+                f"static arguments): pass a tuple instead of a list, or a plain value.") from None
+    options = {k: metaparams.pop(k) for k in list(metaparams)
+               if k in _vendors.COMPILE_OPTIONS and k not in names}
+    flat = Flat()
+    for i, param in enumerate(jit_fn.params):
+        if i not in given.operands:
+            continue
+        what = f"argument {i}" if i not in given.by_keyword else f"keyword argument {param.name!r}"
+        if not param.is_constexpr:
+            flat.entries[i] = _entry(flat, given.operands[i], what)
+        elif holds_buffer(given.operands[i]):
+            raise TypeError(
+                f"Kernel {_spec.kernel_name(jit_fn)}'s parameter {param.name!r} is a "
+                f"tl.constexpr, but {what} holds an array. Pass a Python value there.")
+        else:
+            flat.entries[i] = ("constexpr", given.operands[i])
     refs = [leaf for leaf in flat.leaves if is_ref(leaf.value)]
     if len({id(leaf.value) for leaf in refs}) < len(refs):
         raise ValueError(f"The same Ref is passed to kernel {_spec.kernel_name(jit_fn)} "
@@ -620,7 +556,8 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
             f"Ref operand, so nothing would use the call and JAX would drop it. Give it outputs, "
             f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
             f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
-    shaped = zero_three_shaped(given, flat, refs)
+    shaped = not given.by_keyword and not refs and all(
+        kind in ("input", "scalar", "constexpr") for kind, _ in flat.entries.values())
     trailing = list(range(len(args), len(args) + len(out_shapes)))
     placed = _checker.place(
         jit_fn, given.metaparams, flat.entries, flat.leaves, refs, convention=convention,
@@ -629,7 +566,33 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
         hint=lambda aliased: forgotten_hint(jit_fn, given, flat, len(out_shapes), aliased,
                                             own_keywords))
     if shaped and placed.output_params == trailing:  # laid out as 0.3 lays it
-        placed = _checker.as_positional(placed, split_arguments(args)[1])
-    check_own_names(unwrapped, len(args) + len(out_shapes), own_keywords,
-                               filled={*named.constexprs, *named.operands})
+        positional, n_arrays = [], 0
+        for i, arg in enumerate(args):
+            if arg is None or _spec.is_scalar(arg):
+                if arg is not None:
+                    _spec.scalar(arg, what=f"argument {i}")
+                positional.append(("scalar", arg))
+            elif hasattr(arg, "shape") and hasattr(arg, "dtype"):
+                positional.append(("array", n_arrays))
+                n_arrays += 1
+            else:
+                raise TypeError(f"argument {i} has type {type(arg).__name__} ({arg!r}); "
+                                f"triton_call takes arrays and bool/int/float scalars.")
+        placed = _checker.as_positional(placed, tuple(positional))
+    # A keyword named like one of triton_call's own arguments went to triton_call, so the
+    # parameter it may have meant is left unfilled.
+    configs = getattr(unwrapped.autotuner, "configs", ())
+    own = (set(own_keywords) - {key for config in configs for key in config.kwargs}
+           - {key for wrapper in unwrapped.heuristics for key in wrapper.values}
+           - {*named.constexprs, *named.operands})
+    for param in list(jit_fn.params)[len(args) + len(out_shapes):]:
+        if param.name in own and not param.has_default:
+            where = "constexprs" if param.is_constexpr else "operands"
+            raise TypeError(
+                f"Kernel {_spec.kernel_name(jit_fn)}'s parameter {param.name!r} has the name "
+                f"of an argument of triton_call itself ({param.name}=...), so a keyword "
+                f"{param.name}= is triton_call's own and cannot fill it. Pass it by name in "
+                f"{where}={{{param.name!r}: ...}} ("
+                + ("a compile-time constant" if param.is_constexpr else
+                   "filled at launch; constexprs= compiles a value in") + ").")
     return placed, options, tuple(jit_fn.arg_names[i] for i in sorted(given.by_keyword))
