@@ -224,18 +224,15 @@ def _pruned(prune: Any, configs: list, named_args: dict, kwargs: dict, kernel: s
     return kept
 
 
-def _checked_options(config: LaunchConfig) -> LaunchConfig:
-    """`config` with its vendor options checked; they may come from an autotune config or a
-    heuristic, which `triton_call` never saw."""
-    if not config.options:
-        return config
-    where = f"in autotune config ({config.description})" if config.description else ""
-    return dataclasses.replace(config, options=_values.compile_options(config.options,
-                                                                       where=where))
-
-
 def resolve(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> list[LaunchConfig]:
     """The launch configurations of a call, in the order jaxlib should try them.
+
+    A config's `triton.Config` pre_hook (`_hooks.run`) runs before the heuristics inside the
+    autotuner: the descriptors it re-blocks give the config its own layout (`positional`), and
+    what it left in the arguments by name is what those heuristics and a grid see. Each config's
+    NumPy scalar constexprs become the Python scalars they equal (so that `np.int64(256)`
+    compiles, and compiles as `256` does: `_spec.plain_constexpr`), and `meta` holds what a grid
+    sees.
 
     Raises:
       NotImplementedError: an autotuner feature jaxlib cannot honour (names the alternative).
@@ -259,46 +256,27 @@ def resolve(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> list[Lau
                                   param_names)
     configs = []
     for triton_config, config in pairs:
-        config, seen = _hooked(triton_config, config, spec, named, in_avals, out_avals)
+        seen = named
+        hook = getattr(triton_config, "pre_hook", None)
+        if hook is not None:
+            descriptors = _hooks.run(hook, triton_config, {**named, **config.kwargs_view()},
+                                     list(jit_fn.arg_names), kernel)
+            if descriptors:
+                positional = _hooks.reblocked(spec.positional, descriptors)
+                config = dataclasses.replace(config, positional=positional)
+                seen = named_args(jit_fn, positional, in_avals, out_avals)
         config = _apply_heuristics(inside, config, seen, kernel, param_names)
+        # What a config or a heuristic set, which triton_call never saw (it checked its own).
+        source = f"in autotune config ({config.description})" if config.description else ""
         _values.launch_settings(config.num_warps, config.num_stages, config.num_ctas,
-                                where=_config_source(config, kernel))
-        configs.append(_finished(_checked_options(config), seen))
+                                where=f"{source} of kernel {kernel}" if source
+                                else f"set by @triton.heuristics on kernel {kernel}")
+        options = (_values.compile_options(config.options, where=source) if config.options
+                   else config.options)
+        constexprs = {k: _spec.plain_constexpr(v) for k, v in config.constexprs.items()}
+        config = dataclasses.replace(config, constexprs=constexprs, options=options)
+        configs.append(dataclasses.replace(config, meta={**seen, **config.kwargs_view()}))
     return configs
-
-
-def _hooked(triton_config: Any, config: LaunchConfig, spec: KernelCallSpec, named: dict,
-            in_avals: tuple, out_avals: tuple) -> tuple[LaunchConfig, dict]:
-    """`config` after its `triton.Config`'s pre_hook (`_hooks.run`), with the layout of the
-    descriptors it re-blocked, and the arguments by name as the hook left them."""
-    hook = getattr(triton_config, "pre_hook", None)
-    if hook is None:
-        return config, named
-    jit_fn = spec.unwrapped.jit_fn
-    descriptors = _hooks.run(hook, triton_config, {**named, **config.kwargs_view()},
-                             list(jit_fn.arg_names), spec.kernel_name)
-    if not descriptors:
-        return config, named
-    positional = _hooks.reblocked(spec.positional, descriptors)
-    return (dataclasses.replace(config, positional=positional),
-            named_args(jit_fn, positional, in_avals, out_avals))
-
-
-def _config_source(config: LaunchConfig, kernel: str) -> str:
-    """Where a config's launch settings came from, for messages (the call's own were checked
-    when it was made)."""
-    if config.description:
-        return f"in autotune config ({config.description}) of kernel {kernel}"
-    return f"set by @triton.heuristics on kernel {kernel}"
-
-
-def _finished(config: LaunchConfig, named: dict) -> LaunchConfig:
-    """`config` with NumPy scalar constexprs as the Python scalars they equal (so that
-    `np.int64(256)` compiles, and compiles as `256` does: `_spec.plain_constexpr`), and with
-    what a grid sees (`meta`)."""
-    constexprs = {k: _spec.plain_constexpr(v) for k, v in config.constexprs.items()}
-    config = dataclasses.replace(config, constexprs=constexprs)
-    return dataclasses.replace(config, meta={**named, **config.kwargs_view()})
 
 
 DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
@@ -424,23 +402,6 @@ def zeroed_outputs(spec: KernelCallSpec, meta: dict[str, Any], n_outs: int) -> t
     return zeroed
 
 
-def check_fp8_types(bound: _layout.BoundKernel, target: LaunchTarget, kernel: str) -> None:
-    """Raises TypeError, naming the parameter, its dtype, the target and the fp8 dtypes it takes,
-    if a buffer has an fp8 dtype the target's Triton compiler refuses."""
-    if target.fp8_types is None:
-        return
-    for param, fp8 in ((p, t) for p, types in bound.signature.items()
-                       for t in _layout.element_types(types)):
-        if fp8 in _spec.FP8_DTYPES and fp8 not in target.fp8_types:
-            taken = ", ".join(f"{_spec.FP8_DTYPES[t]} ({t})" for t in sorted(target.fp8_types)
-                              if t in _spec.FP8_DTYPES)
-            raise TypeError(
-                f"Kernel {kernel}'s parameter {param} is {_spec.FP8_DTYPES[fp8]} (Triton's "
-                f"{fp8}), which Triton does not compile for {target.name}; the fp8 dtypes it "
-                f"takes there are {taken}. Cast the array to one of those (x.astype(...)), or "
-                f"compile for a target that has {_spec.FP8_DTYPES[fp8]}.")
-
-
 def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
              target: LaunchTarget) -> list[Launch]:
     """The launches of `spec` on `target`, in the order jaxlib should try them.
@@ -448,6 +409,8 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     Raises:
       ValueError: no configuration can launch on the target (each one's reason named), or a
         grid or zeroed outputs that are not valid (`launch_grid`, `zeroed_outputs`).
+      TypeError: a buffer with an fp8 dtype the target's Triton compiler refuses, naming the
+        parameter, its dtype, the target and the fp8 dtypes it takes.
       TypeError / NotImplementedError: as `resolve` and `_layout.lay_out_arguments`.
     """
     configs = resolve(spec, in_avals, out_avals)
@@ -473,7 +436,19 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
         jit_fn=spec.unwrapped.jit_fn,
     ) for config, num_warps in warps]
     # Every config gives each parameter the same kind and dtype: the first launch speaks for all.
-    check_fp8_types(planned[0].bound, target, spec.kernel_name)
+    refused = [] if target.fp8_types is None else [
+        (param, fp8) for param, types in planned[0].bound.signature.items()
+        for fp8 in _layout.element_types(types)
+        if fp8 in _spec.FP8_DTYPES and fp8 not in target.fp8_types]
+    if refused:
+        param, fp8 = refused[0]
+        taken = ", ".join(f"{_spec.FP8_DTYPES[t]} ({t})" for t in sorted(target.fp8_types)
+                          if t in _spec.FP8_DTYPES)
+        raise TypeError(
+            f"Kernel {spec.kernel_name}'s parameter {param} is {_spec.FP8_DTYPES[fp8]} (Triton's "
+            f"{fp8}), which Triton does not compile for {target.name}; the fp8 dtypes it "
+            f"takes there are {taken}. Cast the array to one of those (x.astype(...)), or "
+            f"compile for a target that has {_spec.FP8_DTYPES[fp8]}.")
     _kinds.check(spec.unwrapped.jit_fn, planned[0].bound, in_avals, out_avals, spec.kernel_name)
     return planned
 
