@@ -117,9 +117,10 @@ def for_xla(jit_fn: JITFunction, bound: _layout.BoundKernel, in_avals: tuple, ou
     n_in, n_buffers = len(in_avals), len(in_avals) + len(scalars) + len(out_avals)
     owners: dict[int, list[int]] = {}
     for source in bound.sources:
-        if source.kind in ("input", "output"):
-            owners.setdefault(_buffer_index(source, n_in + len(scalars)), []).append(
-                source.position)
+        if source.kind == "input":
+            owners.setdefault(source.index, []).append(source.position)
+        elif source.kind == "output":
+            owners.setdefault(n_in + len(scalars) + source.index, []).append(source.position)
     for k, source in enumerate(scalars):
         owners[n_in + k] = [source.position]
     if not scalars and [s.position for s in bound.sources] == [
@@ -179,7 +180,8 @@ def is_trampoline(jit_fn: JITFunction) -> bool:
 
 def _trampoline(jit_fn: JITFunction, params: list[str], constexprs: set[str], body: str) -> Any:
     """The trampoline with parameters `params` and `body`, made once per source and kernel
-    (`_state.TRAMPOLINES`, beside the kernel, whose id is in the key)."""
+    (`_state.TRAMPOLINES`, beside the kernel, whose id is in the key): its function defined from
+    the source and decorated as the kernel is."""
     name = kernel_name(jit_fn)
     for param in params:
         if param.startswith(_PREFIX) and param in jit_fn.arg_names:
@@ -192,13 +194,6 @@ def _trampoline(jit_fn: JITFunction, params: list[str], constexprs: set[str], bo
     entry = _state.TRAMPOLINES.get(key)
     if entry is not None and entry[0] is jit_fn:
         return entry[1]
-    trampoline = _make(jit_fn, name, source)
-    _state.TRAMPOLINES.put(key, (jit_fn, trampoline))
-    return trampoline
-
-
-def _make(jit_fn: JITFunction, name: str, source: str) -> Any:
-    """Defines the trampoline's function from `source` and decorates it as the kernel is."""
     import triton
     import triton.language as tl
 
@@ -221,6 +216,7 @@ def _make(jit_fn: JITFunction, name: str, source: str) -> Any:
     # constants; a trampoline has no user to resolve it, and the entry would keep it, and through
     # it the kernel, alive after `clear_caches()`.
     registry = getattr(triton.runtime.jit, "_triton_jit_function_registry", {})
-    for key in [k for k, v in registry.items() if v is trampoline]:
-        del registry[key]
+    for registered in [k for k, v in registry.items() if v is trampoline]:
+        del registry[registered]
+    _state.TRAMPOLINES.put(key, (jit_fn, trampoline))
     return trampoline
