@@ -37,6 +37,7 @@ JAX_TRITON_ROCM_XLA_NATIVE=1; the automatic route only logs why).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import logging
 import warnings
@@ -79,7 +80,8 @@ def parse_ttir(text: str) -> Any:
 
 def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int, *,
                opt_out: str = "JAX_TRITON_ROCM_XLA_NATIVE=0", warn: bool = True) -> bytes | str:
-    """The kernel's Triton IR as MLIR bytecode for XLA, or why XLA cannot take it.
+    """The kernel's Triton IR as MLIR bytecode for XLA, or why XLA cannot take it: IR that does
+    not parse, or whose kernel function does not take exactly `n_pointers` pointers.
 
     Warns (with `warn`), once per kernel, when this jaxlib cannot parse the IR that the installed
     Triton wrote; the warning says how to leave the route (`opt_out`).
@@ -100,11 +102,21 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int, *,
                 f"'Triton constructs that jaxlib does not parse'), or set {opt_out}.",
                 RuntimeWarning, stacklevel=2)
         return reason
-    value = _pointer_problem(module, compiled.name, n_pointers)
-    if value is None:
-        buffer = io.BytesIO()
-        module.operation.write_bytecode(buffer)
-        value = buffer.getvalue()
+    from jax._src.lib.mlir import ir
+
+    value = f"its Triton IR has no tt.func named {compiled.name}"
+    for op in module.body.operations:
+        if (op.operation.name == "tt.func"
+                and ir.StringAttr(op.attributes["sym_name"]).value == compiled.name):
+            types = [str(arg.type) for arg in op.regions[0].blocks[0].arguments]
+            if len(types) == n_pointers and all(t.startswith("!tt.ptr") for t in types):
+                buffer = io.BytesIO()
+                module.operation.write_bytecode(buffer)
+                value = buffer.getvalue()
+            else:
+                value = (f"its Triton IR takes ({', '.join(types)}), and XLA passes {n_pointers} "
+                         f"pointer(s), one per operand and result")
+            break
     return _state.IR_CHECKS.setdefault(key, value)
 
 
@@ -114,23 +126,6 @@ def _parse_error(err: Exception) -> str:
     lines = [line.strip() for line in str(err).strip().splitlines()]
     wanted = [line for line in lines if line and not line.startswith("note:")][:2]
     return " ".join(wanted)[:300] or type(err).__name__
-
-
-def _pointer_problem(module: Any, name: str, n_pointers: int) -> str | None:
-    """Why `module`'s kernel `name` cannot take exactly `n_pointers` pointers, or None."""
-    from jax._src.lib.mlir import ir
-
-    for op in module.body.operations:
-        if op.operation.name != "tt.func":
-            continue
-        if ir.StringAttr(op.attributes["sym_name"]).value != name:
-            continue
-        types = [str(arg.type) for arg in op.regions[0].blocks[0].arguments]
-        if len(types) == n_pointers and all(t.startswith("!tt.ptr") for t in types):
-            return None
-        return (f"its Triton IR takes ({', '.join(types)}), and XLA passes {n_pointers} "
-                f"pointer(s), one per operand and result")
-    return f"its Triton IR has no tt.func named {name}"
 
 
 def _triton_version() -> str:
@@ -203,8 +198,18 @@ def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
 
     `backend` is the platform's `_backend.Backend`: it answers the target, Triton's target and
     compile options, and the launch limits, exactly as for jaxlib's route.
+
+    The call XLA gets, or why it does not fit, is kept in `_state.LOWERED_CALLS` under the key
+    every route uses (`_target.lowered_call`), with the platform and the target. A lowering of
+    the same call again compiles nothing anew; one at new scalar values compiles nothing either
+    (the kernel holds none).
     """
-    call = native_call(backend, ctx, spec)
+    # The same target, and the same error where none can be known, as jaxlib's route.
+    target, _ = _target.resolve_target(backend, ctx, spec)
+    call = _target.lowered_call(
+        "xla", ctx, spec, (backend.platform, target),
+        functools.partial(_compiled_call, backend, ctx, spec, target, tuple(ctx.avals_in),
+                          tuple(ctx.avals_out)))
     if isinstance(call, Unfit):
         return call
     if spec.cost_estimate is not None:
@@ -212,43 +217,15 @@ def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
     return emit(ctx, operands, call, spec.input_output_aliases, spec.has_side_effect, spec.name)
 
 
-def native_call(backend: Backend, ctx: LoweringRuleContext,
-                spec: KernelCallSpec) -> NativeCall | Unfit:
-    """The call XLA gets, or why it does not fit; kept in `_state.LOWERED_CALLS` under the key
-    every route uses (`_target.lowered_call`), with the platform and the target.
-    A lowering of the same call again compiles nothing anew; one at new scalar values compiles
-    nothing either (the kernel holds none)."""
-    # The same target, and the same error where none can be known, as jaxlib's route.
-    target, _ = _target.resolve_target(backend, ctx, spec)
-    in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    return _target.lowered_call("xla", ctx, spec, (backend.platform, target),
-                                lambda: _compiled_call(backend, ctx, spec, target, in_avals,
-                                                       out_avals))
-
-
-def _one_launch(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Any,
-                in_avals: tuple, out_avals: tuple) -> _plan.Launch | Unfit:
-    """The call's one launch: a plain kernel's, or the one remembered for an autotuned call
-    (found by jaxlib's route, which keys choices on its compiled configs and runs the autotuner's
-    functions once)."""
-    if spec.unwrapped.autotuner is None:
-        [launch] = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, target))
-        return launch
-    from jax_triton_rocm.routes.jaxlib import _jaxlib_call
-
-    lowered = _jaxlib_call.lower_call(backend, ctx, spec)
-    if lowered.undecided is not None or len(lowered.launches) != 1:
-        return Unfit("the kernel is autotuned and no configuration is remembered for this call "
-                     "(jaxlib's call times them at its first run; jax_triton_rocm.autotune picks "
-                     "one once, on real data, and the call then takes XLA's)")
-    return lowered.launches[0]
-
-
 def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Any,
                    in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
     """The call in the form XLA launches, or why it does not fit. A plain kernel's is kept in
     `_state.PLANS` by `_plan.plan_key`, and refilled for a call at new shapes or scalar values
-    (`_plan.relaunch`: the grid, the scalars, the outputs to zero): the kernel holds neither."""
+    (`_plan.relaunch`: the grid, the scalars, the outputs to zero): the kernel holds neither.
+
+    The call's one launch is a plain kernel's, or the one remembered for an autotuned call
+    (found by jaxlib's route, which keys choices on its compiled configs and runs the autotuner's
+    functions once)."""
     try:
         key = _plan.plan_key(spec, in_avals, out_avals)
     except TypeError:  # an unhashable parameter: no plan kept
@@ -263,9 +240,18 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
                                       backend.launch_limits(target))
             if tuple(launch.zeroed) == call.zeroed:  # else the kernel takes other buffers
                 return _values.replaced(call, grid=launch.grid, scalars=_scalars(launch))
-    launch = _one_launch(backend, ctx, spec, target, in_avals, out_avals)
-    if isinstance(launch, Unfit):
-        return launch
+    if spec.unwrapped.autotuner is None:
+        [launch] = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, target))
+    else:
+        from jax_triton_rocm.routes.jaxlib import _jaxlib_call
+
+        lowered = _jaxlib_call.lower_call(backend, ctx, spec)
+        if lowered.undecided is not None or len(lowered.launches) != 1:
+            return Unfit("the kernel is autotuned and no configuration is remembered for "
+                         "this call (jaxlib's call times them at its first run; "
+                         "jax_triton_rocm.autotune picks one once, on real data, and the call "
+                         "then takes XLA's)")
+        [launch] = lowered.launches
     call = _compiled(backend, spec, target, launch, in_avals, out_avals)
     if key is not None and not isinstance(call, Unfit):
         _state.PLANS.put(key, (spec.kernel, (launch, call)))  # the kernel's id is in the key
@@ -314,16 +300,6 @@ _SCALAR_DTYPES = {"u1": np.bool_, "i1": np.bool_, "i32": np.int32, "u32": np.uin
                   "i64": np.int64, "u64": np.uint64, "fp32": np.float32, "fp64": np.float64}
 
 
-def scalar_constant(scalar: _spec.Scalar) -> Any:
-    """A runtime scalar as the 0-d constant XLA passes the trampoline (`_trampoline.for_xla`)."""
-    return mlir.ir_constant(np.array(scalar.value, _SCALAR_DTYPES[scalar.triton_type]))
-
-
-def _layouts(avals: Sequence[Any]) -> list[list[int]]:
-    """Row-major layouts: the kernel indexes every buffer as C-contiguous."""
-    return [list(reversed(range(len(aval.shape)))) for aval in avals]
-
-
 def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
          aliases: Sequence[tuple[int, int]], has_side_effect: bool = False, name: str = ""):
     """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`), with the
@@ -338,7 +314,9 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
 
     zero_avals = [ctx.avals_out[o] for o in call.zeroed]
     added = [mlir.full_like_aval(ctx, 0, aval) for aval in zero_avals]
-    added += [scalar_constant(scalar) for scalar in call.scalars]
+    # Each runtime scalar as the 0-d constant the trampoline loads (`_trampoline.for_xla`).
+    added += [mlir.ir_constant(np.array(scalar.value, _SCALAR_DTYPES[scalar.triton_type]))
+              for scalar in call.scalars]
     aliases = [*aliases, *((len(ctx.avals_in) + k, o) for k, o in enumerate(call.zeroed))]
     backend_config = {
         "name": ir.StringAttr.get(call.name),
@@ -350,6 +328,10 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
         "grid_z": mlir.i32_attr(call.grid[2]),
         "debug": ir.BoolAttr.get(False),
     }
+    # Row-major layouts: the kernel indexes every buffer as C-contiguous (a scalar's has none).
+    layouts = [list(reversed(range(len(aval.shape))))
+               for aval in (*ctx.avals_in, *zero_avals, *ctx.avals_out)]
+    n_buffers_in = len(ctx.avals_in) + len(zero_avals)
     result_types = [ir.RankedTensorType.get(aval.shape, mlir.dtype_to_ir_type(aval.dtype))
                     for aval in ctx.avals_out]
     op = mlir.custom_call(
@@ -358,8 +340,8 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
         operands=[*operands, *added],
         backend_config=backend_config,
         api_version=4,
-        operand_layouts=_layouts([*ctx.avals_in, *zero_avals]) + [[] for _ in call.scalars],
-        result_layouts=_layouts(ctx.avals_out),
+        operand_layouts=layouts[:n_buffers_in] + [[] for _ in call.scalars],
+        result_layouts=layouts[n_buffers_in:],
         operand_output_aliases=dict(aliases),
         has_side_effect=has_side_effect,
     )
