@@ -49,9 +49,11 @@ from jax_triton_rocm.base import _values, _vendors
 from jax_triton_rocm.spec import _autotuner, _callbacks, _hooks, _kinds, _layout, _spec
 from jax_triton_rocm.spec._spec import KernelCallSpec, MetaGrid, normalize_grid
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the backend hands the plan its target's limits
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
+
+    from jax_triton_rocm.backends._backend import LaunchLimits
 
 
 LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
@@ -297,7 +299,7 @@ class LaunchTarget:
     """
 
     triton_backend: Any
-    limits: _kinds.LaunchLimits | None
+    limits: LaunchLimits | None
     check_ctas: Callable[[int], None] = lambda num_ctas: None
     first_config_only: bool = False
     name: str = "the host"
@@ -359,7 +361,7 @@ _META_FIX = ("It receives the kernel's arguments by name (arrays as their shape 
 
 def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, num_warps: int,
                 description: str = "",
-                limits: _kinds.LaunchLimits | None = None) -> tuple[int, int, int]:
+                limits: LaunchLimits | None = None) -> tuple[int, int, int]:
     """The grid of one launch of `num_warps` warps per program: `spec.grid`, evaluated on `meta`
     when callable (a batched call's grid sees the unbatched shapes), batched along
     `batch_grid_axis` under `jax.vmap`.
@@ -479,7 +481,7 @@ def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> tuple |
 
 
 def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
-             limits: _kinds.LaunchLimits | None) -> list[Launch]:
+             limits: LaunchLimits | None) -> list[Launch]:
     """`planned` (the launches of an earlier call with the same `plan_key`) for this call: the
     grid (within `limits`, the target's), the outputs to zero, the runtime scalars and what a
     callable grid sees, as `launches` would give them.
