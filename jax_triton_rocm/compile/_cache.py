@@ -170,29 +170,27 @@ def triton_cache_hash(source: Any, target: Any, options: dict[str, Any]) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
-def _read_group(manager: Any, metadata_file: str) -> tuple[str | None, Any, str | None]:
-    """(group file path, its child paths, what is wrong) for the entry of `manager`."""
+def entry_problem(manager: Any, file_name: str, target: Any, binary_ext: str,
+                  entry_hash: str) -> tuple[str, str] | None:
+    """(damaged file, what is wrong) for the entry `manager` (a FileCacheManager) keeps, or None
+    where it is whole or absent (Triton then compiles).
+
+    The group file must be readable JSON whose "child_paths" is a mapping that lists the
+    metadata and the binary; then every file it lists is checked (`_file_problem`).
+    """
+    metadata_file = f"{file_name}.json"
     group_path = manager.get_file(f"__grp__{metadata_file}")
     if group_path is None:
-        return None, {}, None
+        return None
     try:
         with open(group_path, encoding="utf-8") as group_file:
             children = json.load(group_file)["child_paths"]
     except (OSError, ValueError, KeyError, TypeError) as err:
-        return group_path, {}, f"unreadable group file ({type(err).__name__}: {err})"
+        return group_path, f"unreadable group file ({type(err).__name__}: {err})"
     if not isinstance(children, dict):
-        return group_path, {}, f"group file lists {type(children).__name__}, not a mapping"
-    return group_path, children, None
-
-
-def entry_problem(manager: Any, file_name: str, target: Any, binary_ext: str,
-                  entry_hash: str) -> tuple[str, str] | None:
-    """(damaged file, what is wrong) for the entry `manager` (a FileCacheManager) keeps, or None
-    where it is whole or absent (Triton then compiles)."""
-    metadata_file = f"{file_name}.json"
-    group_path, children, problem = _read_group(manager, metadata_file)
-    if problem is not None or not children:
-        return (group_path, problem) if problem is not None else None
+        return group_path, f"group file lists {type(children).__name__}, not a mapping"
+    if not children:
+        return None
     for needed in (metadata_file, f"{file_name}.{binary_ext}"):
         if needed not in children:
             return group_path, f"the group file lists no {needed}"
@@ -269,9 +267,9 @@ def replace_if_damaged(source: Any, target: Any, options: dict[str, Any],
 def result_problem(compiled: Any, target: Any, binary_ext: str) -> tuple[str, str] | None:
     """(file, what is wrong) with what `triton.compile` returned, or None where it is whole."""
     group = getattr(compiled, "metadata_group", {}) or {}
-    binary_file = next((p for c, p in group.items() if c.endswith(f".{binary_ext}")), "")
     problem = elf_problem(bytes(compiled.asm.get(binary_ext, b"")), target.backend)
     if problem is not None:
+        binary_file = next((p for c, p in group.items() if c.endswith(f".{binary_ext}")), "")
         return binary_file or f"the {binary_ext} of entry {compiled.hash}", problem
     metadata = compiled.metadata
     meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import inspect
 import os
@@ -94,8 +95,8 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
             if name in scope:
                 values[(module, name)] = stable_text(scope[name])
         pending.extend(reversed(entry.callees))
-    return tuple(functions), tuple(sorted((f"{module}:{name}", text)
-                                          for (module, name), text in values.items()))
+    return tuple(functions), tuple(sorted([(f"{module}:{name}", text)
+                                           for (module, name), text in values.items()]))
 
 
 def graph_digest(jit_fn: JITFunction) -> str:
@@ -103,35 +104,29 @@ def graph_digest(jit_fn: JITFunction) -> str:
     return hashlib.sha256(repr(graph_key(jit_fn)).encode()).hexdigest()
 
 
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class _Entry:
     """What one function's source references, found by parsing it once.
 
     Attributes:
       fn, src: the function and the source it was parsed from (the entry is valid while both
-        are the same objects and every path in `paths` still resolves to its recorded object).
+        are the same objects, `settings` are unchanged and every path in `paths` still resolves
+        to its recorded object).
       own: the digest of its own source, first line and decorator settings.
-      settings: the decorator settings `own` covers, as read then.
+      settings: the decorator settings `own` covers, as read then: those that change its code
+        but not its source (`noinline`, `debug`).
       names: ((globals or nonlocals dict, name), ...) of the plain values it reads.
       paths: ((name, attribute, ...), object) per Triton function it calls through a name.
       callees: the Triton functions it calls, in the order found.
     """
 
-    __slots__ = ("fn", "src", "own", "settings", "names", "paths", "callees")
-
-    def __init__(self, fn: Any, names: tuple, paths: tuple, callees: tuple) -> None:
-        self.fn, self.src, self.settings = fn, fn.src, _settings(fn)
-        text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
-        self.own = hashlib.sha256(f"{text}\n{self.settings}".encode()).hexdigest()
-        self.names, self.paths, self.callees = names, paths, callees
-
-    def valid_for(self, fn: Any) -> bool:
-        return (self.fn is fn and self.src is fn.src and self.settings == _settings(fn)
-                and all(_resolve(fn, path) is obj for path, obj in self.paths))
-
-
-def _settings(fn: Any) -> tuple:
-    """The decorator settings of `fn` that change its code but not its source."""
-    return getattr(fn, "noinline", None), getattr(fn, "debug", None)
+    fn: Any
+    src: str
+    own: str
+    settings: tuple
+    names: tuple
+    paths: tuple
+    callees: tuple
 
 
 def _scope(fn: Any) -> dict[str, Any]:
@@ -157,54 +152,46 @@ def _resolve(fn: Any, path: tuple[str, ...]) -> Any:
     return getattr(value, "__func__", value)
 
 
-def _dotted(node: Any) -> tuple[str, ...] | None:
-    """`a.b.c` in Python's AST as ("a", "b", "c"); None for anything else."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return (node.id, *reversed(parts))
-
-
 def _references(fn: Any) -> _Entry:
     """`fn`'s `_Entry`, from `_state.GLOBAL_REFERENCES` while still valid, else parsed anew."""
+    settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
     entry = _state.GLOBAL_REFERENCES.get(id(fn))
-    if entry is not None and entry.valid_for(fn):
+    if (entry is not None and entry.fn is fn and entry.src is fn.src
+            and entry.settings == settings
+            and all(_resolve(fn, path) is obj for path, obj in entry.paths)):
         return entry
     from triton.runtime.jit import DependenciesFinder
+
+    callees: list[Any] = []
+    paths: list[tuple[tuple[str, ...], Any]] = []
 
     class ReferencesFinder(DependenciesFinder):
         """Triton's walk, with calls to other Triton functions collected, not merged (their
         recorded values would be the stale ones), and the names they are called through kept."""
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.callees: list[Any] = []
-            self.paths: list[tuple[tuple[str, ...], Any]] = []
+        _update_hash = callees.append  # where Triton's walk would merge a Triton function
 
-        def _update_hash(self, func: Any) -> None:
-            self.callees.append(func)
-
-        def _keep_path(self, node: Any, value: Any) -> Any:
-            path, function = _dotted(node), getattr(value, "__func__", value)
-            if path is not None and is_triton_function(function):
-                self.paths.append((path, function))
+        def visit(self, node: Any) -> Any:
+            value = super().visit(node)
+            if isinstance(node, (ast.Name, ast.Attribute)):
+                # `a.b.c` as the path ("a", "b", "c"); no path through anything but names.
+                parts, inner = [], node
+                while isinstance(inner, ast.Attribute):
+                    parts.append(inner.attr)
+                    inner = inner.value
+                function = getattr(value, "__func__", value)
+                if isinstance(inner, ast.Name) and is_triton_function(function):
+                    paths.append(((inner.id, *reversed(parts)), function))
             return value
-
-        def visit_Name(self, node: Any) -> Any:
-            return self._keep_path(node, super().visit_Name(node))
-
-        def visit_Attribute(self, node: Any) -> Any:
-            return self._keep_path(node, super().visit_Attribute(node))
 
     finder = ReferencesFinder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
                               nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
     with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
         finder.visit(fn.parse())
-    names = tuple((scope, name) for (name, _), (_, scope) in finder.used_global_vals.items())
-    entry = _Entry(fn, names, tuple(finder.paths), tuple(finder.callees))
+    names = [(scope, name) for (name, _), (_, scope) in finder.used_global_vals.items()]
+    text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
+    own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
+    entry = _Entry(fn, fn.src, own, settings, tuple(names), tuple(paths), tuple(callees))
     _state.GLOBAL_REFERENCES.put(id(fn), entry)  # the entry holds fn: its id is not reused
     return entry
 
@@ -262,9 +249,9 @@ def kernel_key(
         f"language={'gluon' if gluon else 'triton'}",
         f"signature={sorted(bound.signature.items())}",
         f"specialization={bound.specializations}",
-        "constexprs=" + ";".join(f"{k}={stable_text(v)}"
-                                 for k, v in sorted(bound.constexprs.items())),
-        "options=" + ";".join(f"{k}={stable_text(v)}" for k, v in sorted(options.items())),
+        "constexprs=" + ";".join([f"{k}={stable_text(v)}"
+                                  for k, v in sorted(bound.constexprs.items())]),
+        "options=" + ";".join([f"{k}={stable_text(v)}" for k, v in sorted(options.items())]),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
@@ -306,47 +293,58 @@ def make_job(jit_fn: JITFunction, triton_target: Any, bound: BoundKernel, option
 
 
 def run_triton(job: CompileJob) -> CompiledKernel:
-    """Runs `triton.compile` for `job` in this process (no cache lookup)."""
-    triton = _compat.triton_info().module
-    from triton.compiler import ASTSource
-    bound = job.bound
-    if job.gluon:
-        source = _gluon.source(job.jit_fn, bound.signature, bound.constexprs, bound.attrs,
-                               target=_vendors.target_name(job.triton_target))
-    else:
-        source = ASTSource(job.jit_fn, bound.signature, constexprs=bound.constexprs,
-                           attrs=bound.attrs)
-    _serialize_front_end(source)
-    _with_graph_in_hash(source, job.graph, bound.constexprs)
-    _with_constexpr_types_in_hash(source, bound.constexprs)
-    def compile_from_checked_entry() -> Any:
-        return _cache.compile_checked(triton, source, job.triton_target, job.options,
-                                            job.binary_key)
+    """Runs `triton.compile` for `job` in this process (no cache lookup).
 
+    An error is raised explained for the call (`_errors.explained`), with a note per hint of
+    `_errors.layout_hints`; `compile_job` lists what may be raised.
+    """
     try:
-        compiled = _cache.compile_in_usable_cache(triton, compile_from_checked_entry)
+        triton = _compat.triton_info().module
+        from triton.compiler import ASTSource
+        bound = job.bound
+        if job.gluon:
+            source = _gluon.source(job.jit_fn, bound.signature, bound.constexprs, bound.attrs,
+                                   target=_vendors.target_name(job.triton_target))
+        else:
+            source = ASTSource(job.jit_fn, bound.signature, constexprs=bound.constexprs,
+                               attrs=bound.attrs)
+        _serialize_front_end(source)
+        _with_graph_in_hash(source, job.graph, bound.constexprs)
+        _with_constexpr_types_in_hash(source, bound.constexprs)
+        compiled = _cache.compile_in_usable_cache(triton, functools.partial(
+            _cache.compile_checked, triton, source, job.triton_target, job.options,
+            job.binary_key))
+        metadata = compiled.metadata
+        meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
+        meta.pop("target", None)
+        return CompiledKernel(
+            key=job.key,
+            name=meta["name"],
+            binary=bytes(compiled.asm[job.binary_key]),
+            asm=compiled.asm[job.asm_key],
+            # The kernel's own IR, for jaxlib's messages: Triton's "ttir", Gluon's "glir"/"ttgir".
+            ttir=compiled.asm.get(source.ext, ""),
+            shared_mem_bytes=int(meta.get("shared", 0)),
+            num_warps=int(meta["num_warps"]),
+            num_ctas=int(meta.get("num_ctas", 1)),
+            warp_size=int(meta.get("warp_size", job.triton_target.warp_size)),
+            global_scratch_size=int(meta.get("global_scratch_size", 0) or 0),
+            global_scratch_align=int(meta.get("global_scratch_align", 1) or 1),
+            profile_scratch_size=int(meta.get("profile_scratch_size", 0) or 0),
+            metadata=meta,
+        )
     except Exception as err:
         _remove_ptxas_files(err)
-        raise
-    metadata = compiled.metadata
-    meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
-    meta.pop("target", None)
-    return CompiledKernel(
-        key=job.key,
-        name=meta["name"],
-        binary=bytes(compiled.asm[job.binary_key]),
-        asm=compiled.asm[job.asm_key],
-        # The kernel's own IR, for jaxlib's messages: Triton's "ttir", Gluon's "glir" or "ttgir".
-        ttir=compiled.asm.get(source.ext, ""),
-        shared_mem_bytes=int(meta.get("shared", 0)),
-        num_warps=int(meta["num_warps"]),
-        num_ctas=int(meta.get("num_ctas", 1)),
-        warp_size=int(meta.get("warp_size", job.triton_target.warp_size)),
-        global_scratch_size=int(meta.get("global_scratch_size", 0) or 0),
-        global_scratch_align=int(meta.get("global_scratch_align", 1) or 1),
-        profile_scratch_size=int(meta.get("profile_scratch_size", 0) or 0),
-        metadata=meta,
-    )
+        explained = _errors.explained(err, job)
+        for hint in _errors.layout_hints(job.bound):
+            explained.add_note(hint)
+        if explained is err:
+            raise
+        if explained is err.__cause__:  # the kernel's own error, a trampoline's discarded
+            err.__cause__ = err.__context__ = None  # no cycle back through it
+            explained.__suppress_context__ = True
+            raise explained
+        raise explained from err
 
 
 def _with_graph_in_hash(source: Any, graph: tuple, constexprs: dict) -> None:
@@ -439,20 +437,5 @@ def compile_job(job: CompileJob) -> CompiledKernel:
       Triton's own compile errors, with a note naming the target and the constexprs, and a hint
         where a 0-d array may have been meant as a scalar, or a tuple as separate operands.
     """
-    def compile_with_hints() -> CompiledKernel:
-        try:
-            return run_triton(job)
-        except Exception as err:
-            explained = _errors.explained(err, job)
-            for hint in _errors.layout_hints(job.bound):
-                explained.add_note(hint)
-            if explained is err:
-                raise
-            if explained is err.__cause__:  # the kernel's own error, a trampoline's discarded
-                err.__cause__ = err.__context__ = None  # no cycle back through it
-                explained.__suppress_context__ = True
-                raise explained
-            raise explained from err
-
-    return _state.KERNELS.get_or_compile(job.key, compile_with_hints,
+    return _state.KERNELS.get_or_compile(job.key, functools.partial(run_triton, job),
                                          remember=_errors.is_kernel_error)
