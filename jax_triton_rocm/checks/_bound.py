@@ -146,7 +146,7 @@ def merged(call_options: CallOptions, backend_options: Any,
       ValueError: an option given both ways (naming both), or one no vendor knows.
     """
     given = {} if backend_options is None else backend_options
-    if not isinstance(given, Mapping) or not all(isinstance(k, str) for k in given):
+    if not isinstance(given, Mapping) or not all([isinstance(k, str) for k in given]):
         raise TypeError(f"backend_options={backend_options!r} must be a dict of Triton option "
                         f"names to values, e.g. {{'num_warps': 8}}.")
     settings = {k: getattr(call_options, k) for k in SETTINGS
@@ -291,15 +291,15 @@ def layout_key(args: tuple, keywords: dict[str, Any], out_shapes: list, out_tree
     only caller)."""
     params = unwrapped.jit_fn.params
     try:
-        parts = tuple(_argument_key(params, index, value) for index, value in enumerate(args))
-        if None in parts or any(_arguments.holds_buffer(v) for v in keywords.values()):
+        parts = tuple([_argument_key(params, index, value) for index, value in enumerate(args)])
+        if None in parts or any([_arguments.holds_buffer(v) for v in keywords.values()]):
             return None
         runtime = _runtime_keywords(params, keywords, convention)
-        given = tuple((name, _key(value) if name not in runtime else _scalar_key(
+        given = tuple([(name, _key(value) if name not in runtime else _scalar_key(
             params[runtime[name]], value, f"keyword argument {name!r}"))
-            for name, value in keywords.items())
+            for name, value in keywords.items()])
         key = (kernel, convention, parts, given, out_tree,
-               tuple((s.dtype, len(s.shape) == 0) for s in out_shapes),
+               tuple([(s.dtype, len(s.shape) == 0) for s in out_shapes]),
                _grid_key(grid),
                _options_key(options))
         hash(key)
@@ -330,7 +330,7 @@ def remember(key: tuple | None, args: tuple, keywords: dict[str, Any],
         scalars.append((index, name))
     if None in operand_args:
         return  # an operand no positional argument gives (one given by keyword)
-    out_order = tuple(placed.user_results.index(r) for r in range(len(placed.user_results)))
+    out_order = tuple([placed.user_results.index(r) for r in range(len(placed.user_results))])
     structure = dataclasses.replace(placed, operands=(), in_avals=())
     _state.CALL_LAYOUTS.put(key, Layout(structure, spec, tuple(operand_args), tuple(scalars),
                                         out_order))
@@ -442,7 +442,7 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
         args, keywords, out_shapes, out_tree, kernel=kernel, unwrapped=unwrapped,
         grid=grid, convention=what, options=(
             backend_options, cost_estimate, has_side_effect, input_output_aliases, constexprs,
-            *(getattr(given, name) for name in _KEYED_OPTIONS)))
+            *[getattr(given, name) for name in _KEYED_OPTIONS]))
     reused = reuse(key, args, keywords, out_shapes, grid)
     if reused is not None:
         return BoundCall(reused[1], reused[0], out_tree, arrays_only=True)

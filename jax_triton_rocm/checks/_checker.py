@@ -44,6 +44,7 @@ class Api:
       name: the function ("triton_call").
       prefix: what each message starts with ("" or "triton_call_lowering: ").
       input, output: what one operand and one output are called ("input", "operand").
+      an_output: one output, with its article ("an output", "a result").
       inputs, outputs: "the N ..." for N of them, with `{n}` in place of N.
       index_hint: said after an input index that is out of range.
       alias_fix: said after aliased buffers that differ.
@@ -55,20 +56,18 @@ class Api:
     output: str
     inputs: str
     outputs: str
+    an_output: str
     index_hint: str = ""
     alias_fix: str = ""
-
-    @property
-    def an_output(self) -> str:
-        return f"{'an' if self.output[0] in 'aeiou' else 'a'} {self.output}"
 
 
 APIS = {
     "triton_call": Api("triton_call", "", "input", "output", "the {n} array arguments",
-                       "the {n} outputs", index_hint=" (indices count arrays only, not scalars)"),
+                       "the {n} outputs", "an output",
+                       index_hint=" (indices count arrays only, not scalars)"),
     "triton_call_lowering": Api(
         "triton_call_lowering", "triton_call_lowering: ", "operand", "result",
-        "the primitive's {n} operands", "the primitive's {n} results",
+        "the primitive's {n} operands", "the primitive's {n} results", "a result",
         alias_fix="; fix the primitive's abstract eval"),
 }
 
@@ -148,7 +147,7 @@ def _buffers(api: Api, positional: tuple, in_avals: tuple, out_shapes: tuple) ->
     buffers += [(f"{api.prefix}{api.output} {i}", aval) for i, aval in enumerate(out_shapes)]
     for what, aval in buffers:
         _spec.pointer_type(aval.dtype, what=what)
-        if not all(isinstance(d, (int, np.integer)) for d in aval.shape):
+        if not all([isinstance(d, (int, np.integer)) for d in aval.shape]):
             raise ValueError(
                 f"{what} has shape {tuple(aval.shape)}, with a symbolic dimension, which "
                 f"{api.name} cannot lower: the grid, the constexprs and the kernel are fixed "
@@ -283,10 +282,6 @@ class MappedZeroed:
         return tuple(self.results[o] if 0 <= o < len(self.results) else o for o in self.fn(meta))
 
 
-def _aval(value: Any) -> jax.ShapeDtypeStruct:
-    return jax.ShapeDtypeStruct(tuple(value.shape), value.dtype)
-
-
 def user_aliases(given: Any, leaves: list, convention: str, out_shapes: list,
                  has_refs: bool) -> list[tuple[Any, int]]:
     """`input_output_aliases` as (operand leaf, output index) pairs, in the call's convention.
@@ -316,7 +311,8 @@ def user_aliases(given: Any, leaves: list, convention: str, out_shapes: list,
             raise ValueError(
                 f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is "
                 f"{candidates[in_idx].what}, a scalar ({_CONVENTIONS[convention]}; {other}).")
-    avals = [_aval(x.value) if x.is_array else jax.ShapeDtypeStruct((), "int32")
+    avals = [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) if x.is_array
+             else jax.ShapeDtypeStruct((), "int32")
              for x in candidates]
     pairs = aliases("triton_call", given, tuple(avals), tuple(out_shapes))
     return [(candidates[i], o) for i, o in pairs]
@@ -366,15 +362,6 @@ def _numbered(entry: tuple[str, Any], operands: list) -> tuple[str, Any]:
     return (kind, leaf.operand if kind == "input" else (leaf.operand, value[1]))
 
 
-def _zeroed_placed(zeroed: Any, user_results: tuple[int, ...]) -> Any:
-    """`zeroed_outputs` in the primitive's result indices."""
-    identity = user_results == tuple(range(len(user_results)))
-    if callable(zeroed):
-        return zeroed if identity else MappedZeroed(zeroed, user_results)
-    indices = _values.output_indices(zeroed, len(user_results), what="zeroed_outputs")
-    return tuple(sorted(user_results[o] for o in indices))
-
-
 def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, Any], leaves: list,
           refs: list, *, convention: str, out_shapes: list, aliases: Any, zeroed: Any,
           trailing: list[int] | None = None,
@@ -386,12 +373,15 @@ def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, An
         here); ("constexpr", value) for a value given positionally to a `tl.constexpr`.
       leaves: every operand leaf in kernel-parameter order; `refs` those that are Refs.
       convention: "out_type" (jax-triton 0.4) or "out_shape" (0.3).
+      zeroed: `zeroed_outputs`, put in the primitive's result indices here (a callable's
+        through `MappedZeroed`, unless the results keep the outputs' order).
       trailing: for a call 0.3 could make, the parameters after its arguments.
       hint: the parameter the call most likely forgot, given the aliased outputs, for a call
         whose outputs fit no layout (`_arguments.forgotten_hint`).
 
     Raises:
-      TypeError / ValueError: as `user_aliases` and `output_owners`.
+      TypeError / ValueError: as `user_aliases`, `output_owners` and `_values.output_indices`
+        (for `zeroed`).
     """
     pairs = user_aliases(aliases, leaves, convention, out_shapes, bool(refs))
     aliased = {o for _, o in pairs}
@@ -413,17 +403,24 @@ def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, An
             positional.append(("output", owner_of[i]) if i in owner_of else ("keyword", None))
     order = sorted(owners, key=owners.get)
     order += [o for o in range(len(out_shapes)) if o not in order]
-    user_results = tuple(order.index(o) for o in range(len(out_shapes)))
-    ref_results = tuple((leaf.operand, len(order) + n) for n, leaf in enumerate(refs))
+    user_results = tuple([order.index(o) for o in range(len(out_shapes))])
+    ref_results = tuple([(leaf.operand, len(order) + n) for n, leaf in enumerate(refs)])
     prim_aliases = {leaf.operand: user_results[o] for leaf, o in pairs}
     prim_aliases.update(dict(ref_results))
+    if callable(zeroed):
+        if user_results != tuple(range(len(user_results))):
+            zeroed = MappedZeroed(zeroed, user_results)
+    else:
+        indices = _values.output_indices(zeroed, len(user_results), what="zeroed_outputs")
+        zeroed = tuple(sorted([user_results[o] for o in indices]))
     return Placed(
-        positional=tuple((kind, user_results[v]) if kind == "output" else (kind, v)
-                         for kind, v in positional),
+        positional=tuple([(kind, user_results[v]) if kind == "output" else (kind, v)
+                          for kind, v in positional]),
         metaparams=metaparams, operands=tuple(operands),
-        in_avals=tuple(_aval(x) for x in operands),
-        out_shapes=tuple([out_shapes[o] for o in order] + [_aval(x.value) for x in refs]),
-        aliases=prim_aliases, zeroed=_zeroed_placed(zeroed, user_results),
+        in_avals=tuple([jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands]),
+        out_shapes=tuple([out_shapes[o] for o in order]
+                         + [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) for x in refs]),
+        aliases=prim_aliases, zeroed=zeroed,
         user_results=user_results,
         refs=ref_results, output_params=[owners[o] for o in sorted(owners)],
         positional_constexprs=tuple(constexprs))
