@@ -127,7 +127,7 @@ def _leaf(nested: NestedParam, path: tuple[int, ...], param: Any, entry: tuple[s
         if typed.value == 1:  # as Triton's launcher does, inside tuples too
             nested.constexprs[path] = 1
             return "constexpr"
-        nested.specializations.append((path, _spec.int_specialization(typed.value)))
+        nested.specializations.append((path, "D" if typed.value % 16 == 0 else ""))
     nested.sources.append(ArgSource("scalar", path[0], scalar=typed, path=path[1:]))
     return typed.triton_type
 

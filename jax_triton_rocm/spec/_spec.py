@@ -279,29 +279,25 @@ def plain_constexpr(value: Any) -> Any:
     return value
 
 
-def int_specialization(value: int) -> str:
-    """Triton's specialisation string for an int argument: "D" when divisible by 16."""
-    return "D" if value % 16 == 0 else ""
-
-
 def scalar_role(param: Any, value: Any, *, what: str) -> tuple:
     """How a positional scalar reaches the kernel: ("constexpr", value), compiled in (for a
     tl.constexpr parameter, None, or an int equal to 1, as Triton's launcher does), or
     ("runtime", typed scalar, specialisation or None), passed at launch. A parameter whose
     annotation declares a type gets that type, is specialised as Triton does (divisibility by
-    16 for integers, nothing for floats and bools) and never becomes a constexpr."""
+    16 for integers, nothing for floats and bools) and never becomes a constexpr.
+
+    The specialisation is Triton's string for an integer: "D" when divisible by 16, else "".
+    """
     if param.is_constexpr or value is None:
         return "constexpr", value
     declared = declared_type(param)
     typed = scalar(value, what=what, declared=declared)
-    if declared is not None:
-        integral = declared in ("i32", "u32", "i64", "u64") and not param.do_not_specialize
-        return "runtime", typed, int_specialization(typed.value) if integral else None
-    if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
-        if typed.value == 1:
-            return "constexpr", 1
-        return "runtime", typed, int_specialization(typed.value)
-    return "runtime", typed, None
+    integers = ("i32", "u32", "i64", "u64") if declared is not None else ("i32", "i64", "u64")
+    if typed.triton_type not in integers or param.do_not_specialize:
+        return "runtime", typed, None
+    if declared is None and typed.value == 1:
+        return "constexpr", 1
+    return "runtime", typed, "D" if typed.value % 16 == 0 else ""
 
 
 def compile_view(jit_fn: JITFunction, positional: tuple) -> tuple:
@@ -322,12 +318,6 @@ def compile_view(jit_fn: JITFunction, positional: tuple) -> tuple:
         view.append((role, _values.exact_key(taken[0])) if role == "constexpr"
                     else (role, taken[0].triton_type, taken[1]))
     return tuple(view)
-
-
-def _triton():
-    from jax_triton_rocm.base import _compat
-
-    return _compat.triton_info().module
 
 
 @dataclasses.dataclass(frozen=True)
@@ -358,7 +348,9 @@ def unwrap(kernel: Any) -> Unwrapped:
         where that made it Triton's interpreted function), or an autotune config is not a
         `triton.Config`.
     """
-    triton = _triton()
+    from jax_triton_rocm.base import _compat
+
+    triton = _compat.triton_info().module
     from triton.runtime.autotuner import Autotuner, Heuristics
 
     autotuner = None
@@ -447,7 +439,7 @@ def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
             raise ValueError(f"{what}={grid!r}: {d} programs along one axis is more than any GPU "
                              f"launches ({MAX_GRID_SIZE}); give each program more work (a "
                              f"larger block), or spread the grid over more axes.")
-    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    return tuple(map(int, dims)) + (1,) * (3 - len(dims))
 
 
 # A grid as users give it: an int, a tuple of 1-3 ints, or a callable of the metaparameters.
@@ -495,8 +487,8 @@ class BatchedLaunch:
 
 def _exact_layout(positional: tuple) -> tuple:
     """A layout's entries with their scalars as exact keys (`KernelCallSpec.exact_values`)."""
-    return tuple((kind, _values.exact_key(value)) if kind in ("scalar", "tuple") else (kind, value)
-                 for kind, value in positional)
+    return tuple([(kind, _values.exact_key(value)) if kind in ("scalar", "tuple") else (kind, value)
+                  for kind, value in positional])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -607,7 +599,7 @@ class KernelCallSpec:
         object.__setattr__(self, "kernel_id", id(self.kernel))
         object.__setattr__(self, "exact_values", (
             _exact_layout(self.positional),
-            tuple((name, _values.exact_key(value)) for name, value in self.metaparams)))
+            tuple([(name, _values.exact_key(value)) for name, value in self.metaparams])))
 
     def relaid(self, positional: tuple, out_shapes: tuple, grid: Any) -> KernelCallSpec:
         """This spec with another layout, outputs and grid: what `dataclasses.replace` makes,
