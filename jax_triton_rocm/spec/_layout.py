@@ -225,7 +225,8 @@ PLACED_KINDS = ("input", "output", "keyword", *NESTED_KINDS)
 def places_outputs(positional: tuple) -> bool:
     """Whether `positional` is a placed layout (one entry per kernel parameter: "input",
     "output", "keyword", "tuple", "descriptor" and "scalar"), which places the outputs itself."""
-    return any(kind in PLACED_KINDS for kind, _ in positional)
+    # A list: for the few entries it costs less than a generator.
+    return any([kind in PLACED_KINDS for kind, _ in positional])
 
 
 def lay_out_arguments(
@@ -286,7 +287,8 @@ def lay_out_arguments(
             layout.output(i, param, out, out_avals[out], constexprs)
         else:
             layout.by_name(i, param, constexprs)
-    return layout.bound()
+    return BoundKernel(layout.signature, layout.constexprs, layout.attrs, tuple(layout.sources),
+                       tuple(layout.specializations), tuple(layout.zero_d_pointers))
 
 
 class _Layout:
@@ -305,14 +307,6 @@ class _Layout:
         self.specializations: list[tuple[int, str]] = []
         self.sources: list[ArgSource] = []
         self.zero_d_pointers: list[str] = []
-
-    def bound(self) -> BoundKernel:
-        return BoundKernel(self.signature, self.constexprs, self.attrs, tuple(self.sources),
-                           tuple(self.specializations), tuple(self.zero_d_pointers))
-
-    def constexpr(self, i: int, value: Any) -> None:
-        self.signature[self.names[i]] = "constexpr"
-        self.constexprs[(i,)] = _spec.plain_constexpr(value)
 
     def specialize(self, i: int, spec: str) -> None:
         self.specializations.append((i, spec))
@@ -356,7 +350,8 @@ class _Layout:
         else:
             role, *taken = _spec.scalar_role(param, value, what=f"argument {i} ({param.name})")
             if role == "constexpr":
-                self.constexpr(i, taken[0])
+                self.signature[param.name] = "constexpr"
+                self.constexprs[(i,)] = _spec.plain_constexpr(taken[0])
                 return
             typed, specialization = taken
             if specialization is not None:
@@ -379,12 +374,13 @@ class _Layout:
         self.pointer(i, param, aval, ArgSource("output", i, out), f"output {out} ({param.name})")
 
     def by_name(self, i: int, param: Any, constexprs: dict[str, Any]) -> None:
-        """A parameter after the outputs: a keyword or the kernel's default fills it."""
+        """A parameter after the outputs: a keyword or the kernel's default fills it, as a
+        constexpr."""
         if param.name in constexprs:
             # As in jax-triton, a keyword makes any parameter a compile-time constant.
-            self.constexpr(i, constexprs[param.name])
+            value = constexprs[param.name]
         elif param.has_default and param.is_constexpr:
-            self.constexpr(i, param.default)
+            value = param.default
         elif param.has_default:
             raise TypeError(
                 f"Too few operands for kernel {self.name}: parameter {param.name!r} (position "
@@ -401,6 +397,8 @@ class _Layout:
                 f"{i}) gets nothing. It takes {len(self.names)} parameters "
                 f"({', '.join(self.names)}); {self.n_positional} argument(s) and "
                 f"{self.n_outputs} output(s) fill the first {self.n_positional + self.n_outputs}.")
+        self.signature[param.name] = "constexpr"
+        self.constexprs[(i,)] = _spec.plain_constexpr(value)
 
 
 def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_shapes: list,
@@ -413,9 +411,9 @@ def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_s
     """
     try:
         key = (id(jit_fn), _spec.compile_view(jit_fn, positional),
-               tuple((not a.shape, a.dtype) for a in (*arrays, *out_shapes)),
-               tuple((name, _values.exact_key(value)) for name, value in
-                     sorted(constexprs.items())))
+               tuple([(not a.shape, a.dtype) for a in (*arrays, *out_shapes)]),
+               tuple([(name, _values.exact_key(value)) for name, value in
+                      sorted(constexprs.items())]))
         if _state.CHECKED_CALLS.get(key) is not None:  # laid out before without error
             return
     except TypeError:  # an unhashable value: check every time
