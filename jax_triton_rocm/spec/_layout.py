@@ -308,16 +308,13 @@ class _Layout:
         self.sources: list[ArgSource] = []
         self.zero_d_pointers: list[str] = []
 
-    def specialize(self, i: int, spec: str) -> None:
-        self.specializations.append((i, spec))
-        parsed = self.backend.parse_attr(spec)
-        if parsed:
-            self.attrs[(i,)] = parsed
-
     def pointer(self, i: int, param: Any, aval: Any, source: ArgSource, what: str) -> None:
+        """An array's pointer, specialised on alignment ("D") unless the parameter opts out."""
         self.signature[param.name] = _spec.declared_pointer(param, aval, what=what)
-        aligned = not (param.do_not_specialize_on_alignment or param.do_not_specialize)
-        self.specialize(i, "D" if aligned else "")
+        spec = "" if param.do_not_specialize_on_alignment or param.do_not_specialize else "D"
+        self.specializations.append((i, spec))
+        if parsed := self.backend.parse_attr(spec):
+            self.attrs[(i,)] = parsed
         self.sources.append(source)
 
     def nested(self, i: int, param: Any, nested: NestedParam) -> None:
@@ -355,7 +352,9 @@ class _Layout:
                 return
             typed, specialization = taken
             if specialization is not None:
-                self.specialize(i, specialization)
+                self.specializations.append((i, specialization))
+                if parsed := self.backend.parse_attr(specialization):
+                    self.attrs[(i,)] = parsed
             self.signature[param.name] = typed.triton_type
             self.sources.append(ArgSource("scalar", i, scalar=typed))
 
