@@ -52,29 +52,23 @@ def env_flag(name: str, default: bool | None) -> bool | None:
                      f"false/no/off), or unset it for the default ({shown}).")
 
 
-def positive_int(value: Any, what: str, *, power_of_two: bool = False, caller: str = "",
-                 where: str = "") -> None:
-    """Raises ValueError unless `value` is None (the target's Triton default) or a positive int,
-    a power of two if asked; the message starts with `caller` (e.g. "triton_call_lowering: ")
-    and says `where` the value came from (e.g. "in autotune config (...)")."""
-    if value is None:
-        return
-    at = f" {where}" if where else ""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{caller}{what}={value!r}{at} must be a positive int or None (the "
-                         f"target's Triton default).")
-    if power_of_two and value & (value - 1):
-        raise ValueError(f"{caller}{what}={value!r}{at} must be a power of two (1, 2, 4, 8, ...), "
-                         f"as Triton requires.")
-
-
 def launch_settings(num_warps: Any, num_stages: Any, num_ctas: Any, *, caller: str = "",
                     where: str = "") -> None:
-    """`positive_int` for the launch settings a call, an autotune config or a heuristic may give
-    (`num_warps` a power of two)."""
-    positive_int(num_warps, "num_warps", power_of_two=True, caller=caller, where=where)
-    positive_int(num_stages, "num_stages", caller=caller, where=where)
-    positive_int(num_ctas, "num_ctas", caller=caller, where=where)
+    """Raises ValueError unless each launch setting a call, an autotune config or a heuristic
+    may give is None (the target's Triton default) or a positive int, `num_warps` a power of
+    two; the message starts with `caller` (e.g. "triton_call_lowering: ") and says `where` the
+    value came from (e.g. "in autotune config (...)")."""
+    at = f" {where}" if where else ""
+    for what, value in (("num_warps", num_warps), ("num_stages", num_stages),
+                        ("num_ctas", num_ctas)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{caller}{what}={value!r}{at} must be a positive int or None (the "
+                             f"target's Triton default).")
+        if what == "num_warps" and value & (value - 1):
+            raise ValueError(f"{caller}{what}={value!r}{at} must be a power of two (1, 2, 4, 8, "
+                             f"...), as Triton requires.")
 
 
 def exact_key(value: Any) -> Any:
@@ -169,14 +163,6 @@ def compile_options(options: Mapping[str, Any], *, where: str = "",
     """`compile_option` for each of `options`; returns them checked."""
     return {name: compile_option(name, value, where=where, caller=caller)
             for name, value in options.items()}
-
-
-def not_a_string(value: Any, name: str, *, wanted: str, caller: str = "") -> None:
-    """Raises TypeError where `value`, argument `name`, is a str (or bytes) but `wanted` is a
-    collection: a string would be taken apart into its characters ("cuda" as 'c', 'u', ...).
-    The message starts with `caller` (e.g. "register: ")."""
-    if isinstance(value, (str, bytes)):
-        raise TypeError(f"{caller}{name}={value!r} is a string, but {name} takes {wanted}.")
 
 
 def output_indices(indices: Any, n_outs: int, *, what: str,

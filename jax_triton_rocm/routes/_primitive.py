@@ -278,15 +278,6 @@ ENV_XLA_NATIVE = _xla_native.ENV_XLA_NATIVE
 XLA, JAXLIB, JAXLIB_LEGACY, INTERPRETER = "xla", "jaxlib", "jaxlib legacy", "interpreter"
 
 
-@dataclasses.dataclass(frozen=True)
-class Route:
-    """The route chosen for a call before its compile: XLA's Triton call (`xla`) or jaxlib's,
-    and why."""
-
-    xla: bool
-    reason: str
-
-
 def env_choice() -> bool | None:
     """`JAX_TRITON_ROCM_XLA_NATIVE`: True (1), False (0), or None (unset: the automatic rule).
 
@@ -296,8 +287,9 @@ def env_choice() -> bool | None:
     return _values.env_flag(ENV_XLA_NATIVE, default=None)
 
 
-def choose(spec: KernelCallSpec, backend: Backend, *, exporting: bool) -> Route:
-    """The route for `spec` lowered by `backend` (see the module docstring).
+def choose(spec: KernelCallSpec, backend: Backend, *, exporting: bool) -> tuple[bool, str]:
+    """The route for `spec` lowered by `backend` (see the module docstring), chosen before its
+    compile: whether it is XLA's Triton call (else jaxlib's), and why.
 
     Raises:
       ValueError: `JAX_TRITON_ROCM_XLA_NATIVE` is malformed, or the call asked for XLA's call
@@ -308,22 +300,22 @@ def choose(spec: KernelCallSpec, backend: Backend, *, exporting: bool) -> Route:
     if asked is None:
         asked = env_choice()
     if asked is False:
-        return Route(False, f"{by}={'False' if by == 'xla_native' else '0'} asks for it")
+        return False, f"{by}={'False' if by == 'xla_native' else '0'} asks for it"
     unfit = _xla_native.fit(spec)
     if unfit is not None:
         refuse_if_asked(spec, unfit.reason)
-        return Route(False, unfit.reason)
+        return False, unfit.reason
     if asked:
-        return Route(True, f"{by}={'True' if by == 'xla_native' else '1'} asks for it")
+        return True, f"{by}={'True' if by == 'xla_native' else '1'} asks for it"
     if exporting:
-        return Route(False, "the lowering is for jax.export (XLA's call carries Triton IR, "
-                            "which another jaxlib may not read)")
+        return False, ("the lowering is for jax.export (XLA's call carries Triton IR, which "
+                       "another jaxlib may not read)")
     if not _compat.xla_triton_dialect():
-        return Route(False, "this jaxlib has no Triton dialect (jaxlib.triton) to read the "
-                            "kernel's IR with, as XLA's call must")
+        return False, ("this jaxlib has no Triton dialect (jaxlib.triton) to read the kernel's "
+                       "IR with, as XLA's call must")
     if backend.xla_call_unproven is not None:
-        return Route(False, backend.xla_call_unproven)
-    return Route(True, "the call fits it")
+        return False, backend.xla_call_unproven
+    return True, "the call fits it"
 
 
 def refuse_if_asked(spec: KernelCallSpec, reason: str) -> None:
@@ -367,9 +359,8 @@ class GpuRoutes:
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call
         from jax_triton_rocm.routes.xla import _xla_native  # see `_routes`
 
-        route = choose(spec, self.backend, exporting=_target.for_export(ctx))
-        reason = route.reason
-        if route.xla:
+        xla, reason = choose(spec, self.backend, exporting=_target.for_export(ctx))
+        if xla:
             results = _xla_native.lower(self.backend, ctx, operands, spec)
             if not isinstance(results, _xla_native.Unfit):
                 note(XLA, spec, reason)
@@ -421,7 +412,7 @@ def lower(platform: str, ctx: LoweringRuleContext, operands: Sequence[Any],
 
 def _rule_for(platform: str):
     def lower_triton_kernel(ctx, *operands, spec):
-        return lower(platform, ctx, operands, spec)
+        return _routes(platform).lower(ctx, operands, spec)  # what `lower` does
 
     lower_triton_kernel.__qualname__ = f"lower_triton_kernel_{platform}"
     return lower_triton_kernel
@@ -446,7 +437,7 @@ def platforms_in_use() -> tuple[str, ...]:
     """
     installed = set(_compat.installed_gpu_platforms())
     named = {p for p in _vendors.GPU_PLATFORMS if _target.named_arch(p) is not None}
-    return tuple(p for p in _vendors.GPU_PLATFORMS if p in installed | named)
+    return tuple([p for p in _vendors.GPU_PLATFORMS if p in installed | named])
 
 
 def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -> tuple[str, ...]:
@@ -473,8 +464,9 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
       RuntimeError: `JAX_TRITON_ROCM_TARGET_ARCH` was changed after it was read.
       ImportError: Triton, or its backend for a platform in use, is missing or broken.
     """
-    _values.not_a_string(platforms, "platforms", caller="register: ",
-                         wanted="a sequence of platform names, e.g. ('cuda',) or ('cuda', 'rocm')")
+    if isinstance(platforms, (str, bytes)):  # "cuda" would be taken apart: 'c', 'u', ...
+        raise TypeError(f"register: platforms={platforms!r} is a string, but platforms takes a "
+                        f"sequence of platform names, e.g. ('cuda',) or ('cuda', 'rocm').")
     chosen = None if platforms is None else tuple(platforms)
     for platform in chosen or ():
         if platform not in _vendors.VENDORS:
@@ -488,7 +480,7 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
     if explicit:
         for platform in platforms_in_use() if chosen is None else chosen:
             _routes(platform)
-    return registered_platforms()
+    return tuple(sorted(_registered))  # `registered_platforms()`
 
 
 _installed_registered = False
