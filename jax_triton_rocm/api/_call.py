@@ -15,19 +15,6 @@ from jax_triton_rocm.spec import _spec
 from jax_triton_rocm.spec._spec import CallOptions, Grid
 
 
-def _unwrap_ready(kernel: Any) -> _spec.Unwrapped:
-    """`kernel` taken apart, once Triton has imported and the lowering rules are registered;
-    kept per kernel (`_state.UNWRAPPED_KERNELS`), for the next trace of the same call."""
-    entry = _state.UNWRAPPED_KERNELS.get(id(kernel))
-    if entry is not None and entry[0] is kernel:
-        return entry[1]
-    _compat.triton_info()
-    _primitive.ensure_registered()
-    unwrapped = _spec.unwrap(kernel)
-    _state.UNWRAPPED_KERNELS.put(id(kernel), (kernel, unwrapped))
-    return unwrapped
-
-
 def triton_call(
     *args: Any,
     kernel: Any,
@@ -107,7 +94,16 @@ def triton_call(
       ImportError: Triton is not installed or does not import.
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
-    unwrapped = _unwrap_ready(kernel)
+    # `kernel` taken apart, once Triton has imported and the lowering rules are registered;
+    # kept per kernel (`_state.UNWRAPPED_KERNELS`), for the next trace of the same call.
+    entry = _state.UNWRAPPED_KERNELS.get(id(kernel))
+    if entry is not None and entry[0] is kernel:
+        unwrapped = entry[1]
+    else:
+        _compat.triton_info()
+        _primitive.ensure_registered()
+        unwrapped = _spec.unwrap(kernel)
+        _state.UNWRAPPED_KERNELS.put(id(kernel), (kernel, unwrapped))
     call = _bound.check_triton_call(
         args, kwargs, kernel=kernel, unwrapped=unwrapped, own_keywords=_OWN_KEYWORDS,
         out_shape=out_shape, out_type=out_type, backend_options=backend_options,

@@ -532,26 +532,21 @@ def session(forced: dict[str, int] | None = None) -> Iterator[Session]:
         _SESSION.reset(token)
 
 
-def lowering_token() -> tuple:
-    """What, beside a call's own parameters, decides how it lowers (for the lowered-call memo)."""
-    current = _SESSION.get()
-    forced = tuple(sorted(current.forced.items())) if current is not None else ()
-    return STORE.generation, forced
-
-
 def lowered_call(route: str, ctx: LoweringRuleContext, spec: KernelCallSpec, decides: tuple,
                  make: Callable[[], Any], graph: tuple | None = None) -> Any:
     """`make()`, the call `route` lowers `spec` to, kept in `_state.LOWERED_CALLS` under the one
     key every route uses: the route, the avals, the spec (the kernel by identity, scalars and
     metaparameters by exact value), what the kernel's call graph resolves to now
     (`_compile.graph_key`: a redefined helper or a changed global is a new key), the remembered
-    and forced autotune choices (`lowering_token`), and what else decides the route's result
-    (`decides`: its target, ...). `graph` is the graph's key where the route has it already.
-    A key that cannot be hashed skips the memo."""
+    and forced autotune choices (`STORE`'s generation, the tuning session's forced configs),
+    and what else decides the route's result (`decides`: its target, ...). `graph` is the
+    graph's key where the route has it already. A key that cannot be hashed skips the memo."""
     if graph is None:
         graph = _compile.graph_key(spec.unwrapped.jit_fn)
-    key = (route, tuple(ctx.avals_in), tuple(ctx.avals_out), spec, graph, lowering_token(),
-           decides)
+    current = _SESSION.get()
+    forced = tuple(sorted(current.forced.items())) if current is not None else ()
+    key = (route, tuple(ctx.avals_in), tuple(ctx.avals_out), spec, graph,
+           (STORE.generation, forced), decides)
     return _state.LOWERED_CALLS.memo(key, lambda: (spec.kernel, make()))[1]
 
 
