@@ -152,9 +152,14 @@ class Backend(abc.ABC):
     def known_archs(self) -> tuple[str, ...]:
         """The architectures the installed Triton can compile for, for messages."""
 
+    @functools.lru_cache(maxsize=None)  # one entry per backend and target compiled for
     def fp8_types(self, target: Target) -> tuple[str, ...]:
-        """Triton's fp8 types ("fp8e4nv", ...) its compiler takes for `target`."""
-        return _fp8_types(self.triton_target(target))
+        """Triton's fp8 types ("fp8e4nv", ...) its compiler takes for `target`: the
+        `supported_fp8_dtypes` Triton's backend fills in."""
+        from triton.compiler import make_backend
+
+        return tuple(make_backend(self.triton_target(target))
+                     .parse_options(dict(_READ_ONLY_OPTIONS)).supported_fp8_dtypes)
 
     def code_for_devices(self, compiled: CompiledKernel, target: Target,
                          devices: Target) -> tuple[str, int]:
@@ -227,12 +232,3 @@ class Backend(abc.ABC):
 # Options for a `parse_options` call that only reads what the backend fills in: Triton 3.9 warns
 # (TRITON_DEFAULT_FP_FUSION) when not told whether to fuse, and every compile says so itself.
 _READ_ONLY_OPTIONS = (("enable_fp_fusion", True),)
-
-
-@functools.lru_cache(maxsize=None)  # one entry per target compiled for
-def _fp8_types(triton_target: Any) -> tuple[str, ...]:
-    """The `supported_fp8_dtypes` Triton's backend fills in for `triton_target`."""
-    from triton.compiler import make_backend
-
-    return tuple(make_backend(triton_target).parse_options(dict(_READ_ONLY_OPTIONS))
-                 .supported_fp8_dtypes)

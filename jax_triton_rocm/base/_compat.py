@@ -69,7 +69,7 @@ def installed_plugin(platform: str) -> str | None:
 
 def installed_gpu_platforms() -> tuple[str, ...]:
     """The GPU platforms ("cuda", "rocm") whose jaxlib plugin is installed."""
-    return tuple(p for p in _vendors.GPU_PLATFORMS if installed_plugin(p) is not None)
+    return tuple([p for p in _vendors.GPU_PLATFORMS if installed_plugin(p) is not None])
 
 
 @functools.cache

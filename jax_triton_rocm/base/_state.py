@@ -36,10 +36,15 @@ from jax_triton_rocm.base import _values
 T = TypeVar("T")
 
 class LockRegistry:
-    """Named locks, and per-item locks that live while in use; fresh after `os.fork()`."""
+    """Named locks, and per-item locks that live while in use; fresh after `os.fork()`.
+
+    Attributes:
+      guard: the registry's own lock, for short critical sections on shared containers; a
+        fresh one after a fork, so read it at each use instead of keeping it.
+    """
 
     def __init__(self) -> None:
-        self._guard = threading.Lock()
+        self.guard = threading.Lock()
         self._locks: dict[Hashable, threading.Lock] = {}
         self._items: dict[Hashable, list] = {}  # key -> [lock, threads holding or waiting]
 
@@ -48,7 +53,7 @@ class LockRegistry:
 
         For the package's few fixed names; work on one of many items takes `item_lock`.
         """
-        with self._guard:
+        with self.guard:
             lock = self._locks.get(name)
             if lock is None:
                 lock = self._locks[name] = threading.Lock()
@@ -61,7 +66,7 @@ class LockRegistry:
         Threads asking for the same key at the same time share one lock; the last one to leave
         removes it, so a key no thread is working on costs nothing.
         """
-        with self._guard:
+        with self.guard:
             entry = self._items.get(key)
             if entry is None:
                 entry = self._items[key] = [threading.Lock(), 0]
@@ -70,18 +75,13 @@ class LockRegistry:
             with entry[0]:
                 yield
         finally:
-            with self._guard:
+            with self.guard:
                 entry[1] -= 1
                 if entry[1] == 0 and self._items.get(key) is entry:
                     del self._items[key]
 
-    @property
-    def guard(self) -> threading.Lock:
-        """The registry's own lock, for short critical sections on shared containers."""
-        return self._guard
-
     def reset_after_fork(self) -> None:
-        self._guard = threading.Lock()
+        self.guard = threading.Lock()
         self._locks = {}
         self._items = {}
 
