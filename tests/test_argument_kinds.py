@@ -84,6 +84,19 @@ def test_a_positional_port_of_an_output_among_inputs_names_both_parameters(route
     assert any("invalid operands" in text for text in causes)  # Triton's own words, chained
 
 
+@pytest.mark.parametrize("route, xla_native", [("sm_90", None), ("sm_90", False),
+                                               ("gfx942", None)])
+def test_the_gpu_routes_refuse_it_at_each_lowering(route, xla_native):
+    """The GPU routes ask where the kernel fails to compile; the kernel cache then remembers the
+    failure, and the next lowering is refused the same way."""
+    call = lambda x, y: jtr.triton_call(x, y, x.size, kernel=ik.middle_out_add_kernel,  # noqa
+                                        grid=1, BLOCK=64, out_shape=x, xla_native=xla_native)
+    for _ in range(2):
+        with pytest.raises(TypeError, match="middle_out_add_kernel: the call's arguments do not "
+                                            "line up with its parameters: parameter 'out_ptr'"):
+            _lower_on(route, call, X, X)
+
+
 def test_the_same_kernel_called_right_runs():
     x = jax.device_put(jnp.arange(64.0), jax.devices("cpu")[0])
     out = jax.jit(lambda x: jtr.triton_call(x, x, kernel=ik.middle_out_add_kernel, out_type=x,

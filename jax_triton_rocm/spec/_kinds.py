@@ -1,7 +1,9 @@
 """Arguments of the wrong kind for a kernel's parameters: the parameter a call most likely forgot
 (`forgotten`), and a scalar on a parameter the kernel dereferences, or a pointer on one it counts
-with (`check`), refused at lowering with both named, on every route: `_plan.launches` checks
-each call's first launch, so the CPU interpreter's calls are refused when lowered, not when run.
+with (`check`), refused at lowering with both named, on every route: the GPU routes ask where
+the kernel fails to compile (`check_failed`: they compile at lowering); for the CPU interpreter
+`_plan.launches` checks each call's first launch, so its calls are refused when lowered, not
+when run.
 
 Triton says only "invalid operands of type pointer<fp32> and int32" (at run time, in its
 interpreter), where a positional port of a kernel whose outputs sit among its inputs has put an
@@ -357,6 +359,18 @@ def check(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple, ke
         f"the outputs fill the non-constexpr parameters left unfilled, in order, and a "
         f"parameter can be given by name (a keyword with out_type=, or operands={{...}}).") \
         from err
+
+
+def check_failed(err: Exception, jit_fn: JITFunction, bound: Any, in_avals: tuple,
+                 out_avals: tuple, kernel: str) -> None:
+    """`check`, where a GPU route's compile of the call failed with `err`. The GPU routes
+    compile every launch at lowering, so they ask only then: a kernel that builds has nothing
+    `check` would refuse (it refuses only where Triton's front end fails), and a lowering that
+    compiles reads no kernel's source for roles."""
+    from triton.compiler.errors import CompilationError
+
+    if isinstance(err, CompilationError):
+        check(jit_fn, bound, in_avals, out_avals, kernel)
 
 
 def forgotten(jit_fn: JITFunction, given: list[str | None], slots: list[int]) -> str:

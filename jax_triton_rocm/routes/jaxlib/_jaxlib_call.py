@@ -63,16 +63,23 @@ def _in_buffer_order(spec: KernelCallSpec, launch: _plan.Launch,
 
 
 def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
-                       launches: list[_plan.Launch], n_inputs: int) -> list[tuple]:
+                       launches: list[_plan.Launch], in_avals: tuple,
+                       out_avals: tuple) -> list[tuple]:
     """(launch, launch as jaxlib launches it, compiled kernel) for each launch that compiled
-    and fits the target."""
+    and fits the target; a kernel that fails to compile is asked whether the call's arguments
+    line up with its parameters (`_kinds.check_failed`)."""
     triton_target = backend.triton_target(target)
-    ordered = [_in_buffer_order(spec, launch, n_inputs) for launch in launches]
+    ordered = [_in_buffer_order(spec, launch, len(in_avals)) for launch in launches]
     jobs = [_compile.make_job(
         launch.jit_fn, triton_target, launch.bound, backend.triton_options(launch, spec),
         gluon=launch.jit_fn.is_gluon(), binary_key=backend.binary_key, asm_key=backend.asm_key)
         for launch in ordered]
-    compiled = _parallel.kept_configs(ordered, jobs, _parallel.compile_jobs(jobs))
+    try:
+        compiled = _parallel.kept_configs(ordered, jobs, _parallel.compile_jobs(jobs))
+    except Exception as err:
+        _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
+                            spec.kernel_name)
+        raise
     limits = backend.launch_limits(target)
     kept = _kinds.keep_launchable(
         compiled, lambda item: limits.shared_problem(item[2].shared_mem_bytes),
@@ -219,7 +226,7 @@ def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tu
             return [(launch, _in_buffer_order(spec, launch, n_inputs), kernel, image)
                     for launch, (_, kernel, image) in zip(launches, entry[1])]
     launches = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, where.target))
-    compiled = _compiled_launches(backend, spec, where.target, launches, n_inputs)
+    compiled = _compiled_launches(backend, spec, where.target, launches, in_avals, out_avals)
     images = [kernel_image(backend, kernel, where.target, where.features, devices=where.devices,
                            with_ttir=spec.debug) for _, _, kernel in compiled]
     if key is not None:  # the launches kept as the plan laid them out, to be refilled

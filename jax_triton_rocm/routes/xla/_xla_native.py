@@ -276,7 +276,12 @@ def _compiled(backend: Backend, spec: KernelCallSpec, target: Any, launch: _plan
     job = _compile.make_job(form.jit_fn, backend.triton_target(target), form.bound,
                             backend.triton_options(launch, spec), gluon=False,
                             binary_key=backend.binary_key, asm_key=backend.asm_key)
-    compiled = _compile.compile_job(job)
+    try:
+        compiled = _compile.compile_job(job)
+    except Exception as err:  # do the call's arguments line up with the kernel's parameters?
+        _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
+                            spec.kernel_name)
+        raise
     problem = backend.launch_limits(target).shared_problem(compiled.shared_mem_bytes)
     if problem:
         return Unfit(problem)  # jaxlib's route raises it, with the kernel's name
