@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.backends._backend import Target
+from jax_triton_rocm.plan._plan import Target
 from jax_triton_rocm.backends.hip import _hip
 from jax_triton_rocm.routes import _target
 from tests import kernels

@@ -179,3 +179,28 @@ def test_a_new_length_reuses_the_plan_and_makes_no_compile_job(monkeypatch):
     jtr.clear_caches()  # the plan forgotten: the same call is planned again
     lowered(8256)
     assert len(jobs) == 1
+
+
+@pytest.mark.parametrize("xla_native", ["0", "1"], ids=["jaxlib", "xla"])
+def test_a_new_length_asks_the_backend_nothing_and_keeps_its_launch_limits(monkeypatch,
+                                                                           xla_native):
+    from jax_triton_rocm.backends import _cuda
+
+    monkeypatch.setenv("JAX_TRITON_ROCM_XLA_NATIVE", xla_native)
+
+    def lowered(length):  # the programs along grid axis 1, whose limit on sm_90 is 65535
+        x = spec((length,), jnp.float32)
+        return lower_one(lambda x, y: jtr.triton_call(
+            x, y, x.size, kernel=kernels.add_kernel, out_shape=x,
+            grid=(1, triton.cdiv(x.size, 256)), BLOCK=256), x, x, platform="cuda")
+
+    lowered(8192)
+    asked = []
+    original = _cuda.CudaBackend.launch_limits
+    monkeypatch.setattr(_cuda.CudaBackend, "launch_limits",
+                        lambda self, target: asked.append(target.arch) or original(self, target))
+    lowered(8448)
+    with pytest.raises(ValueError, match="dimension 1 has 65536 programs and sm_90 launches at "
+                                         "most 65535"):
+        lowered(65536 * 256)
+    assert asked == []  # the plan kept the limits it was made with

@@ -3,17 +3,9 @@
 The lowering (`routes.jaxlib._jaxlib_call`, `routes.xla._xla_native`) drives; a backend
 (`_cuda.BACKEND`, `hip._hip.BACKEND`) only answers:
 which Triton target and compiler backend, which of the call's options it compiles with, how the
-compiled binary reaches its jaxlib plugin, and what a block may use. A backend never calls into
-the lowering, and the lowering never asks which vendor it talks to.
-
-Launch limits per target (`LaunchLimits`), checked at lowering instead of failing at launch.
-
-jaxlib launches what it is given: a block of more threads than the GPU allows, or more shared
-memory (LDS on AMD) than a block may have, fails only when the kernel first runs, far from the
-call. The lowering checks both against the target's limits. A plain call that breaks one gets a
-ValueError naming the setting, the target and the limit; an autotuned call drops the configs that
-break one (as Triton's autotuner drops configs that fail to compile) and fails only when none is
-left.
+compiled binary reaches its jaxlib plugin, and what a block may use (`plan._plan.LaunchLimits`
+for a `plan._plan.Target`). A backend never calls into the lowering, and the lowering never asks
+which vendor it talks to.
 """
 
 from __future__ import annotations
@@ -26,80 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _compat, _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.spec._spec import MAX_GRID_SIZE, KernelCallSpec
+from jax_triton_rocm.plan._plan import LaunchLimits, Target
+from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.plan._plan import Launch
-
-
-MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU Triton targets
-
-
-@dataclasses.dataclass(frozen=True)
-class LaunchLimits:
-    """What one block may use on a target.
-
-    Attributes:
-      arch: the target ("sm_90", "gfx942"), for messages.
-      warp_size: threads per warp (wavefront) the kernel is compiled for.
-      max_threads: threads per block.
-      max_shared_bytes: dynamic shared memory (LDS) per block, or None where the target is not
-        in the vendor's table (then only the launch checks it).
-      max_grid: programs along each grid axis (x, y, z).
-      max_threads_x: threads along the grid's x axis (programs times the block's threads), or
-        None where only `max_grid` bounds it. HIP counts them in 32 bits and refuses more at
-        launch.
-    """
-
-    arch: str
-    warp_size: int
-    max_threads: int = MAX_THREADS_PER_BLOCK
-    max_shared_bytes: int | None = None
-    max_grid: tuple[int, int, int] = (MAX_GRID_SIZE,) * 3
-    max_threads_x: int | None = None
-
-    def grid_problem(self, grid: tuple[int, int, int], num_warps: int) -> str | None:
-        """Why a launch of `grid` programs of `num_warps` warps each cannot run here, or None."""
-        for axis, (size, limit) in enumerate(zip(grid, self.max_grid)):
-            if size > limit:
-                return (f"dimension {axis} has {size} programs and {self.arch} launches at most "
-                        f"{limit} along it; put the large size on dimension 0 (up to "
-                        f"{self.max_grid[0]}) or give each program more work")
-        threads = num_warps * self.warp_size
-        if self.max_threads_x is not None and grid[0] * threads > self.max_threads_x:
-            return (f"dimension 0 has {grid[0]} programs of {threads} threads ({num_warps} warps "
-                    f"of {self.warp_size}), {grid[0] * threads} threads in all, and {self.arch} "
-                    f"launches at most {self.max_threads_x} threads along it; give each program "
-                    f"more work (at most {self.max_threads_x // threads} programs of this size), "
-                    f"or move programs to dimension 1 (up to {self.max_grid[1]})")
-        return None
-
-    def warps_problem(self, num_warps: int) -> str | None:
-        """Why a block of `num_warps` warps cannot launch here, or None."""
-        threads = num_warps * self.warp_size
-        if threads <= self.max_threads:
-            return None
-        return (f"num_warps={num_warps} makes blocks of {threads} threads ({num_warps} warps of "
-                f"{self.warp_size}) on {self.arch}, whose limit is {self.max_threads}; use "
-                f"num_warps={self.max_threads // self.warp_size} or fewer")
-
-    def shared_problem(self, shared_bytes: int) -> str | None:
-        """Why a block needing `shared_bytes` of shared memory cannot launch here, or None."""
-        if self.max_shared_bytes is None or shared_bytes <= self.max_shared_bytes:
-            return None
-        return (f"the kernel needs {shared_bytes} bytes of shared memory per block, and "
-                f"{self.arch} allows {self.max_shared_bytes}; use smaller blocks or fewer "
-                f"num_stages")
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """A compile target: platform ("cuda"/"rocm"), arch ("sm_90", "gfx942") and its source."""
-
-    platform: str
-    arch: str
-    source: str
 
 
 class Backend(abc.ABC):
@@ -111,6 +35,9 @@ class Backend(abc.ABC):
       compile_options: the `triton_call` compile options this vendor passes to Triton.
       xla_call_unproven: why the automatic route keeps jaxlib's Triton call on this vendor's
         GPUs where a call fits XLA's; None where XLA's is the default (`routes._primitive`).
+      arch_field, arch_keyword: the `KernelCallSpec` field through which a call names its own
+        compile target, and the `triton_call` keyword that sets it, for messages (CUDA:
+        `cuda_arch`, from `compute_capability=`); None where a call cannot name one.
     """
 
     platform: str = ""
@@ -118,6 +45,8 @@ class Backend(abc.ABC):
     asm_key: str = ""
     compile_options: tuple[str, ...] = ()
     xla_call_unproven: str | None = None
+    arch_field: str | None = None
+    arch_keyword: str = ""
     _option_names: frozenset[str] | None = None
 
     @abc.abstractmethod
@@ -174,11 +103,6 @@ class Backend(abc.ABC):
             f"Kernel {compiled.name} is compiled for {target.arch} (from {target.source}), but "
             f"the computation runs on {devices.arch} devices (from {devices.source}), where a "
             f"binary for {target.arch} cannot load. Compile for {devices.arch}.")
-
-    def call_target(self, spec: KernelCallSpec) -> Target | None:
-        """A target the call names through a vendor keyword (None: the usual rules decide)."""
-        del spec
-        return None
 
     def check_launch(self, target: Target, num_ctas: int) -> None:
         """Raises if the target cannot launch clusters of `num_ctas` CTAs."""

@@ -17,10 +17,11 @@ import re
 import subprocess
 from typing import Any
 
-from jax_triton_rocm.backends._backend import Backend, LaunchLimits, Target
+from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.base import _compat, _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.spec._spec import KernelCallSpec, MAX_GRID_SIZE
+from jax_triton_rocm.plan._plan import LaunchLimits, Target
+from jax_triton_rocm.spec._spec import MAX_GRID_SIZE
 
 _compat.triton_info()  # a Triton that does not import at all fails here, with its own error
 try:
@@ -84,6 +85,8 @@ class CudaBackend(Backend):
     binary_key = "cubin"
     asm_key = "ptx"
     compile_options = _vendors.VENDORS["cuda"].compile_options
+    arch_field = "cuda_arch"
+    arch_keyword = "compute_capability="
 
     def triton_target(self, target: Target) -> Any:
         return GPUTarget("cuda", compute_capability(target.arch), WARP_SIZE)
@@ -126,11 +129,6 @@ class CudaBackend(Backend):
                 f"neither its CUBIN nor its PTX (.target {name}) can run there. Give "
                 f"compute_capability={wanted}, or leave it out to compile for the devices.")
         return compiled.asm, wanted
-
-    def call_target(self, spec: KernelCallSpec) -> Target | None:
-        if spec.cuda_arch is None:
-            return None
-        return Target("cuda", spec.cuda_arch, "compute_capability=")
 
     def check_launch(self, target: Target, num_ctas: int) -> None:
         if num_ctas == 1:

@@ -34,6 +34,16 @@ Array arguments appear as abstract values (`.shape`, `.dtype`, no data); scalars
 
 `key` needs nothing here: a lowering is already specific to its shapes, dtypes and scalars, and
 jaxlib tunes each lowered call on its own.
+
+The target a call compiles for (`Target`), and what one block may use there (`LaunchLimits`,
+filled in by each vendor's backend), checked at lowering instead of failing at launch.
+
+jaxlib launches what it is given: a block of more threads than the GPU allows, or more shared
+memory (LDS on AMD) than a block may have, fails only when the kernel first runs, far from the
+call. The lowering checks both against the target's limits. A plain call that breaks one gets a
+ValueError naming the setting, the target and the limit; an autotuned call drops the configs that
+break one (as Triton's autotuner drops configs that fail to compile) and fails only when none is
+left.
 """
 
 from __future__ import annotations
@@ -47,16 +57,83 @@ import jax
 
 from jax_triton_rocm.base import _values, _vendors
 from jax_triton_rocm.spec import _autotuner, _callbacks, _hooks, _kinds, _layout, _spec
-from jax_triton_rocm.spec._spec import KernelCallSpec, MetaGrid, normalize_grid
+from jax_triton_rocm.spec._spec import MAX_GRID_SIZE, KernelCallSpec, MetaGrid, normalize_grid
 
-if TYPE_CHECKING:  # the backend hands the plan its target's limits
+if TYPE_CHECKING:
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
 
-    from jax_triton_rocm.backends._backend import LaunchLimits
-
 
 LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
+
+
+MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU Triton targets
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchLimits:
+    """What one block may use on a target.
+
+    Attributes:
+      arch: the target ("sm_90", "gfx942"), for messages.
+      warp_size: threads per warp (wavefront) the kernel is compiled for.
+      max_threads: threads per block.
+      max_shared_bytes: dynamic shared memory (LDS) per block, or None where the target is not
+        in the vendor's table (then only the launch checks it).
+      max_grid: programs along each grid axis (x, y, z).
+      max_threads_x: threads along the grid's x axis (programs times the block's threads), or
+        None where only `max_grid` bounds it. HIP counts them in 32 bits and refuses more at
+        launch.
+    """
+
+    arch: str
+    warp_size: int
+    max_threads: int = MAX_THREADS_PER_BLOCK
+    max_shared_bytes: int | None = None
+    max_grid: tuple[int, int, int] = (MAX_GRID_SIZE,) * 3
+    max_threads_x: int | None = None
+
+    def grid_problem(self, grid: tuple[int, int, int], num_warps: int) -> str | None:
+        """Why a launch of `grid` programs of `num_warps` warps each cannot run here, or None."""
+        for axis, (size, limit) in enumerate(zip(grid, self.max_grid)):
+            if size > limit:
+                return (f"dimension {axis} has {size} programs and {self.arch} launches at most "
+                        f"{limit} along it; put the large size on dimension 0 (up to "
+                        f"{self.max_grid[0]}) or give each program more work")
+        threads = num_warps * self.warp_size
+        if self.max_threads_x is not None and grid[0] * threads > self.max_threads_x:
+            return (f"dimension 0 has {grid[0]} programs of {threads} threads ({num_warps} warps "
+                    f"of {self.warp_size}), {grid[0] * threads} threads in all, and {self.arch} "
+                    f"launches at most {self.max_threads_x} threads along it; give each program "
+                    f"more work (at most {self.max_threads_x // threads} programs of this size), "
+                    f"or move programs to dimension 1 (up to {self.max_grid[1]})")
+        return None
+
+    def warps_problem(self, num_warps: int) -> str | None:
+        """Why a block of `num_warps` warps cannot launch here, or None."""
+        threads = num_warps * self.warp_size
+        if threads <= self.max_threads:
+            return None
+        return (f"num_warps={num_warps} makes blocks of {threads} threads ({num_warps} warps of "
+                f"{self.warp_size}) on {self.arch}, whose limit is {self.max_threads}; use "
+                f"num_warps={self.max_threads // self.warp_size} or fewer")
+
+    def shared_problem(self, shared_bytes: int) -> str | None:
+        """Why a block needing `shared_bytes` of shared memory cannot launch here, or None."""
+        if self.max_shared_bytes is None or shared_bytes <= self.max_shared_bytes:
+            return None
+        return (f"the kernel needs {shared_bytes} bytes of shared memory per block, and "
+                f"{self.arch} allows {self.max_shared_bytes}; use smaller blocks or fewer "
+                f"num_stages")
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A compile target: platform ("cuda"/"rocm"), arch ("sm_90", "gfx942") and its source."""
+
+    platform: str
+    arch: str
+    source: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,10 +387,10 @@ class LaunchTarget:
     compiles: bool = False
 
 
-def gpu_target(backend: Any, target: Any) -> LaunchTarget:
-    """What the plan needs of a GPU target (`backends._backend.Target`), as its backend answers
-    it (`backends._backend.Backend`)."""
-    return LaunchTarget(backend.triton_backend(), backend.launch_limits(target),
+def gpu_target(backend: Any, target: Target, limits: LaunchLimits | None = None) -> LaunchTarget:
+    """What the plan needs of a GPU target, as its backend answers it
+    (`backends._backend.Backend`); `limits` where the caller has asked for them already."""
+    return LaunchTarget(backend.triton_backend(), limits or backend.launch_limits(target),
                         functools.partial(backend.check_launch, target), name=target.arch,
                         fp8_types=backend.fp8_types(target), compiles=True)
 

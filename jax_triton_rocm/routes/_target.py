@@ -57,10 +57,11 @@ from typing import TYPE_CHECKING, Any
 from jax._src import config
 
 from jax_triton_rocm import backends
-from jax_triton_rocm.backends._backend import Backend, Target
+from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.base import _compat, _state, _values, _vendors
 from jax_triton_rocm.base._vendors import normalize_arch
 from jax_triton_rocm.compile import _compile
+from jax_triton_rocm.plan._plan import Target
 from jax_triton_rocm.routes.jaxlib import _choice_files
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
@@ -75,6 +76,13 @@ def for_export(ctx: LoweringRuleContext) -> bool:
     return bool(getattr(parameters, "for_export", False))
 
 
+def call_target(backend: Backend, spec: KernelCallSpec) -> Target | None:
+    """The target a call names through its vendor's keyword (`Backend.arch_field`), or None:
+    the usual rules decide."""
+    arch = getattr(spec, backend.arch_field) if backend.arch_field else None
+    return None if arch is None else Target(backend.platform, arch, backend.arch_keyword)
+
+
 def foreign_devices(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
                     target: Target) -> Target | None:
     """The architecture of the devices a call's kernel will load on, where it differs from the
@@ -87,7 +95,7 @@ def foreign_devices(backend: Backend, ctx: LoweringRuleContext, spec: KernelCall
     Raises:
       ValueError: the computation's devices have different architectures.
     """
-    if backend.call_target(spec) is None:
+    if call_target(backend, spec) is None:
         return None
     devices = named_arch(backend.platform)
     if devices is None and not for_export(ctx):
@@ -283,7 +291,7 @@ def resolve_target(backend: Backend, ctx: LoweringRuleContext,
       RuntimeError: no plugin for the platform and no architecture named (says how to name one).
     """
     platform = backend.platform
-    own = backend.call_target(spec)
+    own = call_target(backend, spec)
     if own is not None:  # named by the call (compute_capability=): Triton must know it too
         check_arch(platform, own.arch, given=spec.cuda_arch, what=own.source.rstrip("="))
     named = own or named_arch(platform)

@@ -29,10 +29,11 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.backends._backend import Backend, LaunchLimits, Target
+from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.backends.hip import _hip_files, _hip_prewarm
 from jax_triton_rocm.base import _compat, _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel
+from jax_triton_rocm.plan._plan import LaunchLimits, Target
 
 _compat.triton_info()  # a Triton that does not import at all fails here, with its own error
 try:

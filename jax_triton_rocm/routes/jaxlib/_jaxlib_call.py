@@ -21,10 +21,11 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from jax_triton_rocm.backends._backend import Backend, Target
+from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.base import _compat, _state, _values
 from jax_triton_rocm.compile import _compile, _parallel
 from jax_triton_rocm.plan import _plan, _trampoline
+from jax_triton_rocm.plan._plan import Target
 from jax_triton_rocm.routes import _target
 from jax_triton_rocm.routes.jaxlib import _opaque, _params, _proto, _tma
 from jax_triton_rocm.spec import _kinds
@@ -209,9 +210,9 @@ def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec)
 def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tuple,
              out_avals: tuple) -> list[tuple]:
     """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch of
-    the call. A plain kernel's are kept in
-    `_state.PLANS` by `_plan.plan_key` and refilled for a new call (`_plan.relaunch`): a new
-    shape or runtime scalar value compiles, lays out and encodes no kernel anew."""
+    the call. A plain kernel's are kept in `_state.PLANS` by `_plan.plan_key`, with the target's
+    launch limits, and refilled for a new call (`_plan.relaunch`): a new shape or runtime scalar
+    value compiles, lays out and encodes no kernel anew, and asks the backend nothing."""
     try:
         key = _plan.plan_key(spec, in_avals, out_avals)
     except TypeError:  # an unhashable parameter: no plan kept
@@ -221,17 +222,19 @@ def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tu
         key = (where, key)
         entry = _state.PLANS.get(key)
         if entry is not None:
-            launches = _plan.relaunch([launch for launch, _, _ in entry[1]], spec, in_avals,
-                                      out_avals, backend.launch_limits(where.target))
+            limits, kept = entry[1]
+            launches = _plan.relaunch([launch for launch, _, _ in kept], spec, in_avals,
+                                      out_avals, limits)
             return [(launch, _in_buffer_order(spec, launch, n_inputs), kernel, image)
-                    for launch, (_, kernel, image) in zip(launches, entry[1])]
-    launches = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, where.target))
+                    for launch, (_, kernel, image) in zip(launches, kept)]
+    target = _plan.gpu_target(backend, where.target)
+    launches = _plan.launches(spec, in_avals, out_avals, target)
     compiled = _compiled_launches(backend, spec, where.target, launches, in_avals, out_avals)
     images = [kernel_image(backend, kernel, where.target, where.features, devices=where.devices,
                            with_ttir=spec.debug) for _, _, kernel in compiled]
     if key is not None:  # the launches kept as the plan laid them out, to be refilled
-        _state.PLANS.put(key, (spec.kernel, [(launch, kernel, image) for (launch, _, kernel), image
-                                             in zip(compiled, images)]))
+        _state.PLANS.put(key, (spec.kernel, (target.limits, [
+            (launch, kernel, image) for (launch, _, kernel), image in zip(compiled, images)])))
     return [(*launched, image) for launched, image in zip(compiled, images)]
 
 

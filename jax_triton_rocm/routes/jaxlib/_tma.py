@@ -185,7 +185,7 @@ def descriptor_params(compiled: Any, features: _compat.PluginFeatures,
                       target: Any) -> Callable[[TensorDescriptor, int], list[_proto.Param]]:
     """`params(descriptor, i)`: the jaxlib parameters of the kernel's descriptor number `i`
     (in launch order), as `compiled` (a `compile._compile.CompiledKernel`) takes them on
-    `target` (a `backends._backend.Target`).
+    `target` (a `plan._plan.Target`).
 
     Raises (when called):
       NotImplementedError: the plugin cannot encode the kernel's TMA descriptors

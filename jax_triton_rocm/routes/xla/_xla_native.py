@@ -206,10 +206,11 @@ def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
     """
     # The same target, and the same error where none can be known, as jaxlib's route.
     target, _ = _target.resolve_target(backend, ctx, spec)
+    graph = _compile.graph_key(spec.unwrapped.jit_fn)
     call = _target.lowered_call(
         "xla", ctx, spec, (backend.platform, target),
-        functools.partial(_compiled_call, backend, ctx, spec, target, tuple(ctx.avals_in),
-                          tuple(ctx.avals_out)))
+        functools.partial(_compiled_call, backend, ctx, spec, target, graph, tuple(ctx.avals_in),
+                          tuple(ctx.avals_out)), graph=graph)
     if isinstance(call, Unfit):
         return call
     if spec.cost_estimate is not None:
@@ -218,10 +219,12 @@ def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
 
 
 def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Any,
-                   in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
+                   graph: tuple, in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
     """The call in the form XLA launches, or why it does not fit. A plain kernel's is kept in
-    `_state.PLANS` by `_plan.plan_key`, and refilled for a call at new shapes or scalar values
-    (`_plan.relaunch`: the grid, the scalars, the outputs to zero): the kernel holds neither.
+    `_state.PLANS` by `_plan.plan_key` (with its call graph's key, `graph`, and the target's
+    launch limits), and refilled for a call at new shapes or scalar values (`_plan.relaunch`:
+    the grid, the scalars, the outputs to zero): the kernel holds neither, and the backend is
+    not asked again.
 
     The call's one launch is a plain kernel's, or the one remembered for an autotuned call
     (found by jaxlib's route, which keys choices on its compiled configs and runs the autotuner's
@@ -231,17 +234,17 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
     except TypeError:  # an unhashable parameter: no plan kept
         key = None
     if key is not None:
-        key = (CUSTOM_CALL_TARGET, backend.platform, target,
-               _compile.graph_key(spec.unwrapped.jit_fn), key)
+        key = (CUSTOM_CALL_TARGET, backend.platform, target, graph, key)
         entry = _state.PLANS.get(key)
         if entry is not None:
-            planned, call = entry[1]
-            [launch] = _plan.relaunch([planned], spec, in_avals, out_avals,
-                                      backend.launch_limits(target))
+            planned, call, limits = entry[1]
+            [launch] = _plan.relaunch([planned], spec, in_avals, out_avals, limits)
             if tuple(launch.zeroed) == call.zeroed:  # else the kernel takes other buffers
                 return _values.replaced(call, grid=launch.grid, scalars=_scalars(launch))
+    limits = backend.launch_limits(target)
     if spec.unwrapped.autotuner is None:
-        [launch] = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(backend, target))
+        [launch] = _plan.launches(spec, in_avals, out_avals,
+                                  _plan.gpu_target(backend, target, limits))
     else:
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call
 
@@ -252,9 +255,10 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
                          "jax_triton_rocm.autotune picks one once, on real data, and the call "
                          "then takes XLA's)")
         [launch] = lowered.launches
-    call = _compiled(backend, spec, target, launch, in_avals, out_avals)
+    call = _compiled(backend, spec, target, limits, launch, in_avals, out_avals)
     if key is not None and not isinstance(call, Unfit):
-        _state.PLANS.put(key, (spec.kernel, (launch, call)))  # the kernel's id is in the key
+        # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
+        _state.PLANS.put(key, (spec.kernel, (launch, call, limits)))
     return call
 
 
@@ -263,8 +267,8 @@ def _scalars(launch: _plan.Launch) -> tuple[_spec.Scalar, ...]:
     return tuple(source.scalar for source in launch.bound.sources if source.kind == "scalar")
 
 
-def _compiled(backend: Backend, spec: KernelCallSpec, target: Any, launch: _plan.Launch,
-              in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
+def _compiled(backend: Backend, spec: KernelCallSpec, target: Any, limits: _plan.LaunchLimits,
+              launch: _plan.Launch, in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
     """Compiles `launch` in the form XLA launches; the call, or why it does not fit."""
     aliased = {o for _, o in spec.input_output_aliases}
     if aliased & set(launch.zeroed):
@@ -282,7 +286,7 @@ def _compiled(backend: Backend, spec: KernelCallSpec, target: Any, launch: _plan
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
                             spec.kernel_name)
         raise
-    problem = backend.launch_limits(target).shared_problem(compiled.shared_mem_bytes)
+    problem = limits.shared_problem(compiled.shared_mem_bytes)
     if problem:
         return Unfit(problem)  # jaxlib's route raises it, with the kernel's name
     _kinds.check_launch_features(compiled)
