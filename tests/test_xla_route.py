@@ -324,6 +324,19 @@ def test_the_trampoline_is_named_like_the_kernel_and_inlined():
     assert "tt.call" not in text and text.count("tt.func") == 1
 
 
+def test_only_a_kernel_out_of_xlas_buffer_order_gets_a_trampoline(monkeypatch, fresh_caches):
+    made = []
+    original = _trampoline._trampoline
+    monkeypatch.setattr(_trampoline, "_trampoline",
+                        lambda jit_fn, *rest: made.append(jit_fn.__name__) or original(jit_fn,
+                                                                                       *rest))
+    x = spec((N,), F32)
+    native_calls(lower_for(kernels.sized_add, x, x, platform="cuda"))  # x, y, out: as it is
+    assert made == []
+    native_calls(lower_for(output_first, x, x, platform="cuda"))
+    assert made == ["out_first_kernel"]
+
+
 def test_jaxlibs_route_takes_an_output_before_an_input_without_a_fill():
     x = spec((N,), F32)
     for platform, route in (("cuda", {"xla_native": False}), ("rocm", {})):

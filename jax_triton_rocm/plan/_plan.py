@@ -555,7 +555,7 @@ def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> tuple |
     if unwrapped.autotuner is not None or unwrapped.heuristics:
         return None
     key = (spec.kernel_id, _spec.compile_view(unwrapped.jit_fn, spec.positional), len(in_avals),
-           tuple((not aval.shape, aval.dtype) for aval in (*in_avals, *out_avals)),
+           tuple([(not aval.shape, aval.dtype) for aval in (*in_avals, *out_avals)]),
            spec.exact_values[1], spec.options, spec.backend_options,
            spec.num_warps, spec.num_stages, spec.num_ctas, spec.cuda_arch, spec.enable_fp_fusion,
            spec.debug)

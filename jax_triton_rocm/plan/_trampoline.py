@@ -123,11 +123,10 @@ def for_xla(jit_fn: JITFunction, bound: _layout.BoundKernel, in_avals: tuple, ou
             owners.setdefault(n_in + len(scalars) + source.index, []).append(source.position)
     for k, source in enumerate(scalars):
         owners[n_in + k] = [source.position]
-    if not scalars and [s.position for s in bound.sources] == [
-            p for _, [p] in sorted(owners.items())] and len(owners) == n_buffers and all(
-            len(positions) == 1 for positions in owners.values()):
+    if not scalars and len(owners) == n_buffers and [s.position for s in bound.sources] == [
+            positions[0] for _, positions in sorted(owners.items()) if len(positions) == 1]:
         return Compiled(jit_fn, bound)  # already one pointer per buffer, in order
-    avals = [*in_avals, *(None for _ in scalars), *out_avals]
+    avals = [*in_avals, *[None] * len(scalars), *out_avals]
     params, signature, attrs, specializations, sources = [], {}, {}, [], []
     argument = {u: names[u] for u in range(len(names))}
     lines = []
@@ -164,7 +163,7 @@ def for_xla(jit_fn: JITFunction, bound: _layout.BoundKernel, in_avals: tuple, ou
             constexprs[(len(params),)] = bound.constexprs[(u,)]
             params.append(name)
             signature[name] = "constexpr"
-    body = "".join(lines) + f"    {_CALLEE}({', '.join(argument[u] for u in range(len(names)))})\n"
+    body = "".join(lines) + f"    {_CALLEE}({', '.join([argument[u] for u in range(len(names))])})\n"
     trampoline = _trampoline(jit_fn, params, {n for n in params if signature[n] == "constexpr"},
                              body)
     return Compiled(trampoline, _layout.BoundKernel(
@@ -188,7 +187,7 @@ def _trampoline(jit_fn: JITFunction, params: list[str], constexprs: set[str], bo
             raise NotImplementedError(
                 f"Kernel {name} has a parameter named {param!r}; names starting with "
                 f"{_PREFIX!r} are reserved for the code jax_triton_rocm generates. Rename it.")
-    signature = ", ".join(f"{p}: tl.constexpr" if p in constexprs else p for p in params)
+    signature = ", ".join([f"{p}: tl.constexpr" if p in constexprs else p for p in params])
     source = f"def {name}({signature}):\n{body}"
     key = (id(jit_fn), source)
     entry = _state.TRAMPOLINES.get(key)

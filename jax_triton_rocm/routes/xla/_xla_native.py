@@ -109,7 +109,7 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int, *,
         if (op.operation.name == "tt.func"
                 and ir.StringAttr(op.attributes["sym_name"]).value == compiled.name):
             types = [str(arg.type) for arg in op.regions[0].blocks[0].arguments]
-            if len(types) == n_pointers and all(t.startswith("!tt.ptr") for t in types):
+            if len(types) == n_pointers and all([t.startswith("!tt.ptr") for t in types]):
                 buffer = io.BytesIO()
                 module.operation.write_bytecode(buffer)
                 value = buffer.getvalue()
@@ -173,10 +173,11 @@ def fit(spec: KernelCallSpec) -> Unfit | None:
         return Unfit("it is a Gluon kernel (XLA compiles Triton IR only)")
     if spec.num_ctas != 1:
         return Unfit(f"num_ctas={spec.num_ctas} (XLA's call launches one CTA per cluster)")
-    if any(kind == "descriptor" for kind, _ in spec.positional):
+    kinds = {kind for kind, _ in spec.positional}
+    if "descriptor" in kinds:
         return Unfit("a parameter takes a host-side TensorDescriptor, whose CUDA tensor map the "
                      "host must encode at each launch, and XLA's call passes buffer pointers only")
-    if any(kind in _layout.NESTED_KINDS for kind, _ in spec.positional):
+    if kinds.intersection(_layout.NESTED_KINDS):
         return Unfit("a parameter takes a tuple (XLA's call passes one pointer per buffer)")
     options = dict(spec.options) | dict(spec.backend_options)
     if options:
@@ -274,7 +275,7 @@ def _compiled(backend: Backend, spec: KernelCallSpec, target: Any, limits: _plan
     if aliased & set(launch.zeroed):
         return Unfit("an output to zero shares its buffer with an input (jaxlib's call zeroes "
                      "that buffer; XLA's call has no zeroing)")
-    zero_avals = tuple(out_avals[o] for o in launch.zeroed)
+    zero_avals = tuple([out_avals[o] for o in launch.zeroed])
     form = _trampoline.for_xla(spec.unwrapped.jit_fn, launch.bound, in_avals + zero_avals,
                                out_avals, backend.triton_backend())
     job = _compile.make_job(form.jit_fn, backend.triton_target(target), form.bound,
@@ -326,7 +327,7 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
     # Each runtime scalar as the 0-d constant the trampoline loads (`_trampoline.for_xla`).
     added += [mlir.ir_constant(np.array(scalar.value, _SCALAR_DTYPES[scalar.triton_type]))
               for scalar in call.scalars]
-    aliases = [*aliases, *((len(ctx.avals_in) + k, o) for k, o in enumerate(call.zeroed))]
+    aliases = [*aliases, *[(len(ctx.avals_in) + k, o) for k, o in enumerate(call.zeroed)]]
     backend_config = {
         "name": ir.StringAttr.get(call.name),
         "ir": ir.StringAttr.get(call.ir),
