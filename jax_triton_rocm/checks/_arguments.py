@@ -561,7 +561,7 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
     trailing = list(range(len(args), len(args) + len(out_shapes)))
     placed = _checker.place(
         jit_fn, given.metaparams, flat.entries, flat.leaves, refs, convention=convention,
-        out_shapes=out_shapes, aliases=input_output_aliases, zeroed=zeroed_outputs,
+        out_shapes=out_shapes, input_output_aliases=input_output_aliases, zeroed=zeroed_outputs,
         trailing=trailing if shaped and convention == "out_shape" else None,
         hint=lambda aliased: forgotten_hint(jit_fn, given, flat, len(out_shapes), aliased,
                                             own_keywords))
@@ -578,7 +578,10 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
             else:
                 raise TypeError(f"argument {i} has type {type(arg).__name__} ({arg!r}); "
                                 f"triton_call takes arrays and bool/int/float scalars.")
-        placed = _checker.as_positional(placed, tuple(positional))
+        # 0.3's form keeps the constexprs given positionally in `positional` only.
+        metaparams = {k: v for k, v in placed.metaparams.items()
+                      if k not in placed.positional_constexprs}
+        placed = dataclasses.replace(placed, positional=tuple(positional), metaparams=metaparams)
     # A keyword named like one of triton_call's own arguments went to triton_call, so the
     # parameter it may have meant is left unfilled.
     configs = getattr(unwrapped.autotuner, "configs", ())

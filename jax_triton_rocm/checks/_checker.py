@@ -123,52 +123,6 @@ def aliases(api_name: str, given: Any, in_avals: tuple, out_avals: tuple) -> tup
     return tuple(sorted(pairs))
 
 
-def _zeroed(api: Api, zeroed: Any, n_outs: int) -> Any:
-    """The output indices to zero, sorted; a callable is checked here for its arity and per
-    config (by `plan._plan`) for what it returns."""
-    if callable(zeroed):
-        takes_meta(zeroed, f"{api.prefix}zeroed_outputs")
-        return zeroed
-    return _values.output_indices(zeroed, n_outs, what=f"{api.prefix}zeroed_outputs",
-                                  an_output=api.an_output)
-
-
-def _buffers(api: Api, positional: tuple, in_avals: tuple, out_shapes: tuple) -> None:
-    """A Triton pointer type for every operand's and output's dtype, and a fixed shape; each
-    named as its API numbers it (`triton_call` counts positional arguments, scalars included).
-
-    Raises:
-      TypeError: a dtype Triton cannot take. ValueError: a symbolic dimension (`jax.export`).
-    """
-    names = {value: f"argument {i}" for i, (kind, value) in enumerate(positional)
-             if kind == "array"}
-    buffers = [(api.prefix + names.get(i, f"{api.input} {i}"), aval)
-               for i, aval in enumerate(in_avals)]
-    buffers += [(f"{api.prefix}{api.output} {i}", aval) for i, aval in enumerate(out_shapes)]
-    for what, aval in buffers:
-        _spec.pointer_type(aval.dtype, what=what)
-        if not all([isinstance(d, (int, np.integer)) for d in aval.shape]):
-            raise ValueError(
-                f"{what} has shape {tuple(aval.shape)}, with a symbolic dimension, which "
-                f"{api.name} cannot lower: the grid, the constexprs and the kernel are fixed "
-                f"when the call is lowered, and jaxlib's Triton call has no grid that follows a "
-                f"size known only at run time. Export for concrete shapes instead (one export "
-                f"per shape).")
-
-
-def _scalar_options(api: Api, name: Any, serialized_metadata: Any, xla_native: Any) -> None:
-    """The call's name, its metadata and its route switch."""
-    if not isinstance(name, str):
-        raise TypeError(f"{api.prefix}name={name!r} must be a str (the call's name for jaxlib "
-                        f"and profilers), got {type(name).__name__}.")
-    if not isinstance(serialized_metadata, bytes):
-        raise TypeError(f"{api.prefix}serialized_metadata must be bytes, got "
-                        f"{type(serialized_metadata).__name__}.")
-    if xla_native is not None and not isinstance(xla_native, (bool, np.bool_)):
-        raise TypeError(f"{api.prefix}xla_native={xla_native!r} must be True, False or None "
-                        f"(None follows JAX_TRITON_ROCM_XLA_NATIVE).")
-
-
 def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positional: tuple,
                in_avals: tuple, out_shapes: tuple, aliases: tuple[tuple[int, int], ...],
                given: CallOptions, metaparams: Mapping[str, Any] | None = None,
@@ -187,19 +141,46 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
       metaparams, options: constexprs and vendor compile options by name.
       surface: `triton_call`'s own options, checked by `checks._bound`.
 
+    Every operand's and output's dtype must have a Triton pointer type, and a fixed shape;
+    each is named as its API numbers it (`triton_call` counts positional arguments, scalars
+    included). A callable `zeroed_outputs` is checked here for its arity, and per config (by
+    `plan._plan`) for what it returns; otherwise the output indices to zero are sorted.
+
     Raises:
-      TypeError / ValueError: naming the argument, its value and the fix.
+      TypeError / ValueError: naming the argument, its value and the fix (a dtype Triton cannot
+        take is a TypeError, a symbolic dimension (`jax.export`) a ValueError).
     """
     api = APIS[api_name]
     metaparams, options = dict(metaparams or {}), dict(options or {})
     g = given
     name, num_warps, num_stages, num_ctas = g.name, g.num_warps, g.num_stages, g.num_ctas
     serialized_metadata, xla_native = g.serialized_metadata, g.xla_native
-    _scalar_options(api, name, serialized_metadata, xla_native)
+    if not isinstance(name, str):
+        raise TypeError(f"{api.prefix}name={name!r} must be a str (the call's name for jaxlib "
+                        f"and profilers), got {type(name).__name__}.")
+    if not isinstance(serialized_metadata, bytes):
+        raise TypeError(f"{api.prefix}serialized_metadata must be bytes, got "
+                        f"{type(serialized_metadata).__name__}.")
+    if xla_native is not None and not isinstance(xla_native, (bool, np.bool_)):
+        raise TypeError(f"{api.prefix}xla_native={xla_native!r} must be True, False or None "
+                        f"(None follows JAX_TRITON_ROCM_XLA_NATIVE).")
     _values.launch_settings(num_warps, num_stages, num_ctas, caller=api.prefix)
     cuda_arch = None if g.compute_capability is None else _vendors.normalize_arch(
         "cuda", g.compute_capability, what=f"{api.prefix}compute_capability")
-    _buffers(api, positional, in_avals, out_shapes)
+    names = {value: f"argument {i}" for i, (kind, value) in enumerate(positional)
+             if kind == "array"}
+    buffers = [(api.prefix + names.get(i, f"{api.input} {i}"), aval)
+               for i, aval in enumerate(in_avals)]
+    buffers += [(f"{api.prefix}{api.output} {i}", aval) for i, aval in enumerate(out_shapes)]
+    for what, aval in buffers:
+        _spec.pointer_type(aval.dtype, what=what)
+        if not all([isinstance(d, (int, np.integer)) for d in aval.shape]):
+            raise ValueError(
+                f"{what} has shape {tuple(aval.shape)}, with a symbolic dimension, which "
+                f"{api.name} cannot lower: the grid, the constexprs and the kernel are fixed "
+                f"when the call is lowered, and jaxlib's Triton call has no grid that follows a "
+                f"size known only at run time. Export for concrete shapes instead (one export "
+                f"per shape).")
     grid = _spec.grid_value(g.grid)  # a MetaGrid's results are checked per config (plan._plan)
     if isinstance(grid, _spec.MetaGrid):
         takes_meta(grid.fn, f"{api.prefix}grid")
@@ -208,6 +189,13 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         raise ValueError(
             f"{api.prefix}batch_grid_axis={axis!r} must be None (jax.vmap loops over the batch) "
             f"or the grid axis 0, 1 or 2 whose program id is the example index under jax.vmap.")
+    enable_fp_fusion = _values.flag(g.enable_fp_fusion, f"{api.prefix}enable_fp_fusion")
+    zeroed = g.zeroed_outputs
+    if callable(zeroed):
+        takes_meta(zeroed, f"{api.prefix}zeroed_outputs")
+    else:
+        zeroed = _values.output_indices(zeroed, len(out_shapes), what=f"{api.prefix}zeroed_outputs",
+                                        an_output=api.an_output)
     spec = KernelCallSpec(
         kernel=kernel, unwrapped=unwrapped, positional=tuple(positional),
         out_shapes=tuple(out_shapes), grid=grid,
@@ -216,9 +204,8 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         num_stages=None if num_stages is None else int(num_stages),
         num_ctas=1 if num_ctas is None else int(num_ctas),
         cuda_arch=cuda_arch,
-        enable_fp_fusion=_values.flag(g.enable_fp_fusion, f"{api.prefix}enable_fp_fusion"),
-        input_output_aliases=tuple(aliases),
-        zeroed_outputs=_zeroed(api, g.zeroed_outputs, len(out_shapes)),
+        enable_fp_fusion=enable_fp_fusion, input_output_aliases=tuple(aliases),
+        zeroed_outputs=zeroed,
         debug=_values.flag(g.debug, f"{api.prefix}debug"),
         serialized_metadata=serialized_metadata,
         batch_grid_axis=None if axis is None else int(axis),
@@ -282,73 +269,6 @@ class MappedZeroed:
         return tuple(self.results[o] if 0 <= o < len(self.results) else o for o in self.fn(meta))
 
 
-def user_aliases(given: Any, leaves: list, convention: str, out_shapes: list,
-                 has_refs: bool) -> list[tuple[Any, int]]:
-    """`input_output_aliases` as (operand leaf, output index) pairs, in the call's convention.
-
-    Raises:
-      TypeError / ValueError: not a dict of ints, an index that is not an array operand's in
-        this convention (the message states both conventions), shapes that differ, or aliases
-        given with Ref operands.
-    """
-    if not given:
-        return []
-    if has_refs:
-        raise ValueError(
-            f"input_output_aliases={dict(given)!r} cannot be combined with Ref operands: a Ref "
-            f"is updated in place by itself. Pass every buffer the kernel updates as a Ref, or "
-            f"none (as jax-triton 0.4).")
-    candidates = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
-    among = ("array arguments" if convention == "out_shape" else "operand leaves")
-    other = _CONVENTIONS["out_shape" if convention == "out_type" else "out_type"]
-    for in_idx in given if isinstance(given, Mapping) else ():
-        if not (_values.is_int(in_idx) and 0 <= in_idx < len(candidates)):
-            raise ValueError(
-                f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is not one of the "
-                f"{len(candidates)} {among} (0..{len(candidates) - 1}) ({_CONVENTIONS[convention]}"
-                f"; {other}).")
-        if not candidates[in_idx].is_array:
-            raise ValueError(
-                f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is "
-                f"{candidates[in_idx].what}, a scalar ({_CONVENTIONS[convention]}; {other}).")
-    avals = [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) if x.is_array
-             else jax.ShapeDtypeStruct((), "int32")
-             for x in candidates]
-    pairs = aliases("triton_call", given, tuple(avals), tuple(out_shapes))
-    return [(candidates[i], o) for i, o in pairs]
-
-
-def output_owners(jit_fn: JITFunction, missing: list[int], n_outs: int, aliased: set[int],
-                  trailing: list[int] | None = None,
-                  hint: Callable[[], str] = lambda: "") -> dict[int, int]:
-    """{output index: parameter} for the outputs that get a pointer. Where neither layout fits,
-    a call that 0.3 could have made (`trailing`: the parameters after its positional
-    arguments) keeps 0.3's placement, so that the layout reports what is wrong as 0.3 did,
-    unless `hint` names the parameter the call most likely forgot.
-
-    Raises:
-      TypeError: the parameters left unfilled fit neither layout; lists them and the counts,
-        and says what `hint()` says.
-    """
-    if len(missing) == n_outs:
-        return dict(zip(range(n_outs), missing))
-    unaliased = [o for o in range(n_outs) if o not in aliased]
-    if aliased and len(missing) == len(unaliased):
-        return dict(zip(unaliased, missing))
-    forgotten = hint() if len(missing) > len(unaliased) else ""
-    if trailing is not None and not forgotten:
-        return dict(zip(range(n_outs), trailing))
-    names = list(jit_fn.arg_names)
-    raise TypeError(
-        f"Kernel {_spec.kernel_name(jit_fn)}: {len(missing)} non-constexpr parameter(s) get "
-        f"no argument ({', '.join(names[i] for i in missing) or 'none'}), for {n_outs} "
-        f"output(s), {len(unaliased)} of them not aliased to an input. Outputs fill the "
-        f"parameters left unfilled, in order: one per output (jax-triton 0.3's layout), or, with "
-        f"input_output_aliases, one per output that is not aliased (0.4's: an aliased output is "
-        f"written through its input's pointer). The kernel's parameters are "
-        f"({', '.join(names)}); pass the missing arguments, or fix the outputs.{forgotten}")
-
-
 def _numbered(entry: tuple[str, Any], operands: list) -> tuple[str, Any]:
     """`entry` with each operand leaf numbered, in walk order (depth first)."""
     kind, value = entry
@@ -363,10 +283,16 @@ def _numbered(entry: tuple[str, Any], operands: list) -> tuple[str, Any]:
 
 
 def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, Any], leaves: list,
-          refs: list, *, convention: str, out_shapes: list, aliases: Any, zeroed: Any,
-          trailing: list[int] | None = None,
+          refs: list, *, convention: str, out_shapes: list, input_output_aliases: Any,
+          zeroed: Any, trailing: list[int] | None = None,
           hint: Callable[[set[int]], str] = lambda aliased: "") -> Placed:
     """Places a call's outputs among its operands (the module docstring says how).
+
+    `input_output_aliases` is read first, as (operand leaf, output index) pairs in the call's
+    convention; then the outputs that get a pointer are given their parameters. Where neither
+    layout fits, a call that 0.3 could have made (`trailing`) keeps 0.3's placement, so that the
+    layout reports what is wrong as 0.3 did, unless `hint` names the parameter the call most
+    likely forgot.
 
     Args:
       entries: each given parameter's entry, with leaf objects where operands go (numbered
@@ -380,15 +306,60 @@ def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, An
         whose outputs fit no layout (`_arguments.forgotten_hint`).
 
     Raises:
-      TypeError / ValueError: as `user_aliases`, `output_owners` and `_values.output_indices`
-        (for `zeroed`).
+      TypeError / ValueError: `input_output_aliases` not a dict of ints, an index that is not
+        an array operand's in this convention (the message states both conventions), shapes
+        that differ, or aliases given with Ref operands; the parameters left unfilled fit
+        neither layout (the message lists them and the counts, and says what `hint` says); and
+        as `_values.output_indices` says (for `zeroed`).
     """
-    pairs = user_aliases(aliases, leaves, convention, out_shapes, bool(refs))
+    given, pairs = input_output_aliases, []
+    if given and refs:
+        raise ValueError(
+            f"input_output_aliases={dict(given)!r} cannot be combined with Ref operands: a Ref "
+            f"is updated in place by itself. Pass every buffer the kernel updates as a Ref, or "
+            f"none (as jax-triton 0.4).")
+    if given:
+        candidates = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
+        among = ("array arguments" if convention == "out_shape" else "operand leaves")
+        other = _CONVENTIONS["out_shape" if convention == "out_type" else "out_type"]
+        for in_idx in given if isinstance(given, Mapping) else ():
+            if not (_values.is_int(in_idx) and 0 <= in_idx < len(candidates)):
+                raise ValueError(
+                    f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is not one of "
+                    f"the {len(candidates)} {among} (0..{len(candidates) - 1}) "
+                    f"({_CONVENTIONS[convention]}; {other}).")
+            if not candidates[in_idx].is_array:
+                raise ValueError(
+                    f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is "
+                    f"{candidates[in_idx].what}, a scalar ({_CONVENTIONS[convention]}; {other}).")
+        avals = [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) if x.is_array
+                 else jax.ShapeDtypeStruct((), "int32")
+                 for x in candidates]
+        pairs = [(candidates[i], o)
+                 for i, o in aliases("triton_call", given, tuple(avals), tuple(out_shapes))]
     aliased = {o for _, o in pairs}
     missing = [i for i, p in enumerate(jit_fn.params)  # the non-constexpr parameters unfilled
                if not p.is_constexpr and i not in entries and p.name not in metaparams]
-    owners = output_owners(jit_fn, missing, len(out_shapes), aliased, trailing,
-                           lambda: hint(aliased))
+    n_outs = len(out_shapes)
+    unaliased = [o for o in range(n_outs) if o not in aliased]
+    if len(missing) == n_outs:
+        owners = dict(zip(range(n_outs), missing))
+    elif aliased and len(missing) == len(unaliased):
+        owners = dict(zip(unaliased, missing))
+    else:
+        forgotten = hint(aliased) if len(missing) > len(unaliased) else ""
+        if trailing is None or forgotten:
+            names = list(jit_fn.arg_names)
+            raise TypeError(
+                f"Kernel {_spec.kernel_name(jit_fn)}: {len(missing)} non-constexpr parameter(s) "
+                f"get no argument ({', '.join(names[i] for i in missing) or 'none'}), for "
+                f"{n_outs} output(s), {len(unaliased)} of them not aliased to an input. Outputs "
+                f"fill the parameters left unfilled, in order: one per output (jax-triton 0.3's "
+                f"layout), or, with input_output_aliases, one per output that is not aliased "
+                f"(0.4's: an aliased output is written through its input's pointer). The "
+                f"kernel's parameters are ({', '.join(names)}); pass the missing arguments, or "
+                f"fix the outputs.{forgotten}")
+        owners = dict(zip(range(n_outs), trailing))
     owner_of = {p: o for o, p in owners.items()}
     operands: list = []
     positional, metaparams, constexprs = [], dict(metaparams), []
@@ -425,10 +396,3 @@ def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, An
         refs=ref_results, output_params=[owners[o] for o in sorted(owners)],
         positional_constexprs=tuple(constexprs))
 
-
-def as_positional(placed: Placed, positional: tuple) -> Placed:
-    """`placed` in the first form of `KernelCallSpec.positional` (one entry per positional
-    argument, the outputs' pointers after them), for a call that 0.3 could make."""
-    metaparams = {k: v for k, v in placed.metaparams.items()
-                  if k not in placed.positional_constexprs}
-    return dataclasses.replace(placed, positional=positional, metaparams=metaparams)
