@@ -65,10 +65,18 @@ def given_values(jit_fn: JITFunction, args: tuple,
     Raises:
       TypeError: a NumPy array in the other byte order, naming it and the fix.
     """
-    for i, arg in enumerate(args):
-        _check_byte_order(arg, f"argument {i}")
-    for name, value in keywords.items():
-        _check_byte_order(value, f"keyword argument {name!r}")
+    pending = [*[(f"argument {i}", arg) for i, arg in enumerate(args)],
+               *[(f"keyword argument {name!r}", value) for name, value in keywords.items()]]
+    pending.reverse()  # a stack, walked depth first in the order given
+    while pending:
+        what, value = pending.pop()
+        if isinstance(value, tuple):
+            pending += reversed([(f"{what}[{j}]", element) for j, element in enumerate(value)])
+        elif isinstance(value, np.ndarray) and not value.dtype.isnative:
+            raise TypeError(
+                f"{what} is a NumPy array of dtype {value.dtype.str!r}, in the other byte order "
+                f"than this machine's, which JAX cannot take. Pass it in this machine's byte "
+                f"order: x.astype(x.dtype.newbyteorder('=')).")
     params = jit_fn.params
     declared = {i for i, param in enumerate(params) if _spec.declared_type(param)}
     if not declared:
@@ -80,21 +88,10 @@ def given_values(jit_fn: JITFunction, args: tuple,
             return np.asarray(value)[()]
         return value
 
-    args = tuple(held(arg) if i in declared else arg for i, arg in enumerate(args))
+    args = tuple([held(arg) if i in declared else arg for i, arg in enumerate(args)])
     names = {params[i].name for i in declared}
     return args, {name: held(value) if name in names else value
                   for name, value in keywords.items()}
-
-
-def _check_byte_order(value: Any, what: str) -> None:
-    if isinstance(value, tuple):
-        for j, element in enumerate(value):
-            _check_byte_order(element, f"{what}[{j}]")
-    elif isinstance(value, np.ndarray) and not value.dtype.isnative:
-        raise TypeError(
-            f"{what} is a NumPy array of dtype {value.dtype.str!r}, in the other byte order than "
-            f"this machine's, which JAX cannot take. Pass it in this machine's byte order: "
-            f"x.astype(x.dtype.newbyteorder('=')).")
 
 
 def check_not_a_function(what: str, value: Any, caller: str) -> None:
@@ -177,7 +174,7 @@ def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeD
                 f"constrain the result instead (jax.lax.with_sharding_constraint), or call the "
                 f"kernel per shard inside jax.shard_map.")
         shape = tuple(leaf.shape)
-        if any(isinstance(size, (int, np.integer)) and size < 0 for size in shape):
+        if any([isinstance(size, (int, np.integer)) and size < 0 for size in shape]):
             raise ValueError(f"{what} leaf {i} has shape {shape}, with a negative dimension; "
                              f"each dimension is a size >= 0: give the output's real shape.")
         shapes.append(jax.ShapeDtypeStruct(shape, np.dtype(leaf.dtype)))
@@ -350,46 +347,6 @@ def named_parameters(jit_fn: JITFunction, constexprs: Any, operands: Any,
     return Named(checked["constexprs"], checked["operands"])
 
 
-def bind(jit_fn: JITFunction, args: tuple, keywords: dict[str, Any], convention: str,
-         n_outs: int, named: Named = Named()) -> Given:
-    """Binds the positional arguments, keywords and named parameters (`constexprs=`,
-    `operands=`) to the kernel's parameters.
-
-    Raises:
-      TypeError: more arguments than parameters (with `out_shape`, counting the outputs, as
-        0.3 places them after the arguments), or a parameter given twice (Python's wording).
-    """
-    params, name = jit_fn.params, _spec.kernel_name(jit_fn)
-    index = {param.name: i for i, param in enumerate(params)}
-    twice = [k for k in [*keywords, *named.constexprs, *named.operands]
-             if index.get(k, len(args)) < len(args)]
-    n_placed = len(args) + (n_outs if convention == "out_shape" else 0)
-    if len(args) > len(params) or (twice and n_placed > len(params)):
-        _layout.check_operands(jit_fn, len(args), n_placed - len(args), {})
-    if twice:
-        raise TypeError(f"triton_call() got multiple values for argument {twice[0]!r}: "
-                        f"positional argument {index[twice[0]]} fills it (kernel {name}); "
-                        f"pass it once.")
-    given = Given(dict(enumerate(args)), set(), {})
-    for keyword, value in keywords.items():
-        i = index.get(keyword)
-        if i is not None and params[i].is_constexpr and holds_buffer(value):
-            raise TypeError(f"Kernel {name}'s parameter {keyword!r} is a tl.constexpr, but "
-                            f"keyword argument {keyword}= holds an array. Pass a Python value "
-                            f"there.")
-        if i is None or params[i].is_constexpr or not (
-                convention == "out_type" or holds_buffer(value)):
-            given.metaparams[keyword] = value
-        else:
-            given.operands[i] = value
-            given.by_keyword.add(i)
-    given.metaparams.update(named.constexprs)
-    for keyword, value in named.operands.items():
-        given.operands[index[keyword]] = value
-        given.by_keyword.add(index[keyword])
-    return given
-
-
 @dataclasses.dataclass
 class Flat:
     """The operands flattened in kernel-parameter order.
@@ -481,9 +438,11 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
                outputs: Any, out_shapes: list, input_output_aliases: Any, zeroed_outputs: Any,
                has_side_effect: bool, own_keywords: tuple[str, ...],
                named: Named = Named()) -> tuple[_checker.Placed, dict[str, Any], tuple]:
-    """Binds a `triton_call`, flattens its operands and places its outputs (`outputs` as given,
-    `out_shapes` its leaves); returns them, the vendor compile options among the keywords, and
-    the names of the operand parameters given by keyword (`KernelCallSpec.by_keyword`).
+    """Binds a `triton_call` (its positional arguments, keywords and named parameters,
+    `constexprs=` and `operands=`, to the kernel's parameters), flattens its operands and places
+    its outputs (`outputs` as given, `out_shapes` its leaves); returns them, the vendor compile
+    options among the keywords, and the names of the operand parameters given by keyword
+    (`KernelCallSpec.by_keyword`).
 
     A keyword named like a compile option (`waves_per_eu`, `maxnreg`, ...) is one unless the
     kernel has a parameter of that name. The operands are flattened in kernel-parameter order;
@@ -499,22 +458,52 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
     goes to `triton_call`; the message says how to set the parameter instead.
 
     Raises:
-      TypeError: a jax-triton keyword this package replaces, a keyword that is neither a
-        parameter of the kernel nor a compile option (the close match among those and
-        `own_keywords` suggested), an unhashable constexpr, an array given to a `tl.constexpr`
-        parameter, an argument Triton cannot take (each names the argument), or a parameter
-        only one of `own_keywords` could fill; and as `bind` and `_checker.place` say.
+      TypeError: more arguments than parameters (with `out_shape`, counting the outputs, as
+        0.3 places them after the arguments), a parameter given twice (Python's wording), a
+        jax-triton keyword this package replaces, a keyword that is neither a parameter of the
+        kernel nor a compile option (the close match among those and `own_keywords`
+        suggested), an unhashable constexpr, an array given to a `tl.constexpr` parameter, an
+        argument Triton cannot take (each names the argument), or a parameter only one of
+        `own_keywords` could fill; and as `_checker.place` says.
       ValueError: the same Ref given twice, a call nothing would use; and as `_checker.place`
         says.
     """
     jit_fn = unwrapped.jit_fn
-    given = bind(jit_fn, args, keywords, convention, len(out_shapes), named)
+    params, name = jit_fn.params, _spec.kernel_name(jit_fn)
+    index = {param.name: i for i, param in enumerate(params)}
+    twice = [k for k in [*keywords, *named.constexprs, *named.operands]
+             if index.get(k, len(args)) < len(args)]
+    n_placed = len(args) + (len(out_shapes) if convention == "out_shape" else 0)
+    if len(args) > len(params) or (twice and n_placed > len(params)):
+        _layout.check_operands(jit_fn, len(args), n_placed - len(args), {})
+    if twice:
+        raise TypeError(f"triton_call() got multiple values for argument {twice[0]!r}: "
+                        f"positional argument {index[twice[0]]} fills it (kernel {name}); "
+                        f"pass it once.")
+    given = Given(dict(enumerate(args)), set(), {})
+    for keyword, value in keywords.items():
+        i = index.get(keyword)
+        if i is not None and params[i].is_constexpr and holds_buffer(value):
+            raise TypeError(f"Kernel {name}'s parameter {keyword!r} is a tl.constexpr, but "
+                            f"keyword argument {keyword}= holds an array. Pass a Python value "
+                            f"there.")
+        if i is None or params[i].is_constexpr or not (
+                convention == "out_type" or holds_buffer(value)):
+            given.metaparams[keyword] = value
+        else:
+            given.operands[i] = value
+            given.by_keyword.add(i)
+    given.metaparams.update(named.constexprs)
+    for keyword, value in named.operands.items():
+        given.operands[index[keyword]] = value
+        given.by_keyword.add(index[keyword])
     metaparams = given.metaparams
     for keyword, advice in _RENAMED_KEYWORDS.items():
         if keyword in metaparams:
             raise TypeError(f"triton_call got {keyword}={metaparams[keyword]!r}: {advice}")
     names = list(jit_fn.arg_names)
-    unknown = sorted(k for k in metaparams if k not in names and k not in _vendors.COMPILE_OPTIONS)
+    unknown = sorted([k for k in metaparams
+                      if k not in names and k not in _vendors.COMPILE_OPTIONS])
     if unknown:
         hint = close_names(unknown, [*own_keywords, *names, *_vendors.COMPILE_OPTIONS])
         raise TypeError(
@@ -557,7 +546,7 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
             f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
             f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
     shaped = not given.by_keyword and not refs and all(
-        kind in ("input", "scalar", "constexpr") for kind, _ in flat.entries.values())
+        [kind in ("input", "scalar", "constexpr") for kind, _ in flat.entries.values()])
     trailing = list(range(len(args), len(args) + len(out_shapes)))
     placed = _checker.place(
         jit_fn, given.metaparams, flat.entries, flat.leaves, refs, convention=convention,
@@ -598,4 +587,4 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
                 f"{where}={{{param.name!r}: ...}} ("
                 + ("a compile-time constant" if param.is_constexpr else
                    "filled at launch; constexprs= compiles a value in") + ").")
-    return placed, options, tuple(jit_fn.arg_names[i] for i in sorted(given.by_keyword))
+    return placed, options, tuple([jit_fn.arg_names[i] for i in sorted(given.by_keyword)])
