@@ -71,40 +71,6 @@ class _NotGiven:
 NOT_GIVEN = _NotGiven()
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """The call's options in one form.
-
-    Attributes:
-      given: the call's `CallOptions` with its launch settings (num_warps, num_stages,
-        num_ctas, debug, enable_fp_fusion) merged from `backend_options`, defaults applied.
-      compile_options: vendor knobs (`waves_per_eu`, `maxnreg`, ...), as keywords or from
-        `backend_options`, as (name, value) pairs in the order given.
-      backend_options: other Triton options, sorted (each backend takes its own).
-    """
-
-    given: CallOptions
-    compile_options: tuple[tuple[str, Any], ...]
-    backend_options: tuple[tuple[str, Any], ...]
-
-
-def convention(out_shape: Any, out_type: Any) -> tuple[str, Any]:
-    """("out_shape", value) for jax-triton 0.3's convention, ("out_type", value) for 0.4's.
-
-    Raises:
-      TypeError: both or neither given.
-    """
-    if out_shape is not NOT_GIVEN and out_type is not NOT_GIVEN:
-        raise TypeError("triton_call got both out_type= (jax-triton 0.4) and out_shape= (0.3); "
-                        "give one: they mean the same outputs, but pick the convention for "
-                        "keyword operands and input_output_aliases (docs/porting.md).")
-    if out_shape is NOT_GIVEN and out_type is NOT_GIVEN:
-        raise TypeError("triton_call needs the outputs' shapes and dtypes: out_type= (jax-triton "
-                        "0.4) or out_shape= (0.3), e.g. out_type=jax.ShapeDtypeStruct(x.shape, "
-                        "x.dtype), or out_type=() for a kernel that only updates Refs.")
-    return ("out_shape", out_shape) if out_type is NOT_GIVEN else ("out_type", out_type)
-
-
 def _hashable(key: str, value: Any) -> None:
     try:
         hash(value)
@@ -136,62 +102,6 @@ def _other_option(key: str, known: dict[str, frozenset[str]]) -> None:
             f"backend ({', '.join(known) or 'none'}); options are: {', '.join(every)}.")
 
 
-def merged(call_options: CallOptions, backend_options: Any,
-           keyword_options: Mapping[str, Any]) -> Options:
-    """`backend_options` merged with the launch settings `call_options` holds and the vendor knobs
-    given as keywords (`waves_per_eu=2`); the defaults applied where neither gives a value.
-
-    Raises:
-      TypeError: `backend_options` is not a mapping of str, or a value is unhashable.
-      ValueError: an option given both ways (naming both), or one no vendor knows.
-    """
-    given = {} if backend_options is None else backend_options
-    if not isinstance(given, Mapping) or not all([isinstance(k, str) for k in given]):
-        raise TypeError(f"backend_options={backend_options!r} must be a dict of Triton option "
-                        f"names to values, e.g. {{'num_warps': 8}}.")
-    settings = {k: getattr(call_options, k) for k in SETTINGS
-                if getattr(call_options, k) is not None}
-    compile_options = dict(keyword_options)
-    others, known = {}, None
-    for key, value in given.items():
-        _hashable(key, value)
-        if key in settings or key in compile_options:
-            raise ValueError(
-                f"{key} is given both as an argument of triton_call ({key}="
-                f"{settings.get(key, compile_options.get(key))!r}) and in backend_options "
-                f"({value!r}); give it once.")
-        if key in SETTINGS:
-            settings[key] = value
-        elif key in _vendors.COMPILE_OPTIONS:
-            compile_options[key] = value
-        else:
-            known = _triton_option_names() if known is None else known
-            _other_option(key, known)
-            others[key] = value
-    for key, default in SETTINGS.items():
-        settings.setdefault(key, default)
-    return Options(dataclasses.replace(call_options, **settings), tuple(compile_options.items()),
-                   tuple(sorted(others.items())))
-
-
-def checked_cost_estimate(value: Any) -> tuple[tuple[str, int], ...] | None:
-    """`cost_estimate` as sorted (key, int) pairs, or None.
-
-    Raises:
-      TypeError / ValueError: not a mapping of the known keys to non-negative ints.
-    """
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise TypeError(f"cost_estimate={value!r} must be a dict such as "
-                        f"{{'flops': 2 * n, 'bytes_accessed': 12 * n}}.")
-    for key, count in value.items():
-        if key not in COST_KEYS or not _values.is_int(count) or count < 0:
-            raise ValueError(f"cost_estimate={dict(value)!r}: {key!r}: {count!r} is not one of "
-                             f"{', '.join(COST_KEYS)} with a non-negative int.")
-    return tuple(sorted((key, int(count)) for key, count in value.items()))
-
-
 @dataclasses.dataclass(frozen=True)
 class Layout:
     """A checked call's structure, without its arrays.
@@ -216,132 +126,78 @@ _PLAIN_TYPES = frozenset((type(None), bool, int, str, bytes))
 _PLAIN_OR_TUPLE = _PLAIN_TYPES | {tuple}
 
 
-def _key(value: Any) -> Any:
-    """`_values.exact_key`, for mappings too (`backend_options`, `input_output_aliases`)."""
-    if isinstance(value, Mapping):
-        return type(value), tuple((_values.exact_key(k), _key(v)) for k, v in value.items())
-    return _values.exact_key(value)
-
-
-def _options_key(options: tuple) -> tuple:
-    """`options` as exact keys: plain values (None, bools, ints, str, bytes, empty tuples) with
-    their types, in one pass; otherwise each by `_key`."""
-    types = tuple(map(type, options))
-    if _PLAIN_TYPES.issuperset(types) or (  # empty tuples too (`zeroed_outputs=()`)
-            _PLAIN_OR_TUPLE.issuperset(types) and options.count(()) == types.count(tuple)):
-        return types, options
-    return tuple(map(_key, options))
-
-
-def _scalar_key(param: Any, value: Any, what: str) -> tuple:
-    """A scalar operand as far as it decides the call (`_spec.scalar_role`, as the layout
-    check and the compile see it): compiled in, by its exact value; passed at launch, by its
-    type, its Triton type and its specialisation, its value left out."""
-    role = _spec.scalar_role(param, value, what=what)
-    if role[0] == "constexpr":
-        return ("constexpr", _values.exact_key(value))
-    return ("runtime", type(value), role[1].triton_type, role[2])
-
-
-def _argument_key(params: Any, index: int, value: Any) -> Any:
-    """What of a positional argument decides the layout and the checks: an array's dtype and
-    whether it is 0-d; a scalar's `_scalar_key`; a constexpr's value. None where no layout is
-    kept (or the full check must say what is wrong)."""
-    if isinstance(value, jax.Array):
-        return ("array", value.dtype, value.ndim == 0)
-    if index >= len(params):
-        return None
-    if params[index].is_constexpr:
-        return ("constexpr", _values.exact_key(value))
-    if value is None or _spec.is_scalar(value):
-        return _scalar_key(params[index], value, f"argument {index}")
-    return None
-
-
-def _runtime_keywords(params: Any, keywords: dict[str, Any], convention: str) -> dict[str, int]:
-    """{keyword: parameter index} for the keywords that are runtime scalar operands: with
-    `out_type` (0.4), a scalar keyword naming a parameter that is no `tl.constexpr`."""
-    if convention != "out_type" or not keywords:
-        return {}
-    index = {param.name: i for i, param in enumerate(params) if not param.is_constexpr}
-    return {name: index[name] for name, value in keywords.items()
-            if name in index and _spec.is_scalar(value)}
-
-
-def _grid_key(grid: tuple[int, int, int] | MetaGrid) -> Any:
-    """A grid of ints: nothing (it is the reused call's own). A function: its code and how many
-    defaults it has, which decide whether it takes the metaparameters (a `lambda meta: ...`
-    made at each trace is the same grid). Another callable: itself."""
-    if not isinstance(grid, MetaGrid):
-        return None
-    fn = grid.fn
-    code = getattr(fn, "__code__", None)
-    if code is None or not hasattr(fn, "__defaults__"):
-        return _values.exact_key(fn)
-    return ("function", code, len(fn.__defaults__ or ()), bool(fn.__kwdefaults__))
-
-
-def layout_key(args: tuple, keywords: dict[str, Any], out_shapes: list, out_tree: Any, *,
-               kernel: Any, unwrapped: Any, grid: Any, convention: str,
+def layout_key(args: tuple, keywords: dict[str, Any], runtime: dict[str, int], out_shapes: list,
+               out_tree: Any, *, kernel: Any, unwrapped: Any, grid: Any, convention: str,
                options: tuple) -> tuple | None:
     """The key of a call's layout: everything of the call but its arrays' shapes, its runtime
     scalars' values and a grid of ints; None where no layout is kept (see the module
-    docstring). `options`: the rest of `check_triton_call`'s arguments but the grid and
-    triton_call's own keywords (a constant), always in the same order (`triton_call` is the
-    only caller)."""
+    docstring), or where the full check must say what is wrong (an unhashable value, a bad
+    scalar). Built in one pass, as it is at every trace of a call seen before.
+
+    Each part as far as it decides the layout and the checks:
+
+    - a positional array: its dtype and whether it is 0-d;
+    - a scalar operand or a constexpr, positional or a keyword of `runtime` ({keyword:
+      parameter index} of the keywords that are runtime scalar operands), as
+      `_spec.scalar_role` sees it (as the layout check and the compile do): compiled in, by its
+      exact value (`_values.exact_key`); passed at launch, by its type, its Triton type and its
+      specialisation, its value left out;
+    - the other keywords' values, and `options` (the rest of `check_triton_call`'s arguments
+      but the grid and triton_call's own keywords, a constant; always in the same order, as
+      `triton_call` is the only caller): plain values (None, bools, ints, str, bytes, empty
+      tuples) with their types, in one pass; otherwise each by its exact key, a mapping's
+      (`backend_options`, `input_output_aliases`) item by item;
+    - a grid of ints: nothing (it is the reused call's own); a function: its code and how many
+      defaults it has, which decide whether it takes the metaparameters (a `lambda meta: ...`
+      made at each trace is the same grid); another callable: itself.
+    """
     params = unwrapped.jit_fn.params
     try:
-        parts = tuple([_argument_key(params, index, value) for index, value in enumerate(args)])
-        if None in parts or any([_arguments.holds_buffer(v) for v in keywords.values()]):
-            return None
-        runtime = _runtime_keywords(params, keywords, convention)
-        given = tuple([(name, _key(value) if name not in runtime else _scalar_key(
-            params[runtime[name]], value, f"keyword argument {name!r}"))
-            for name, value in keywords.items()])
-        key = (kernel, convention, parts, given, out_tree,
-               tuple([(s.dtype, len(s.shape) == 0) for s in out_shapes]),
-               _grid_key(grid),
-               _options_key(options))
+        parts, scalars = [], []  # scalars: (parameter, value, what) per scalar or constexpr
+        for index, value in enumerate(args):
+            if isinstance(value, jax.Array):
+                parts.append(("array", value.dtype, value.ndim == 0))
+            elif index < len(params) and (params[index].is_constexpr or value is None
+                                          or _spec.is_scalar(value)):
+                parts.append("scalar")
+                scalars.append((params[index], value, f"argument {index}"))
+            else:
+                return None  # no layout kept, or the full check must say what is wrong
+        names, values = [], list(options)
+        for name, value in keywords.items():
+            if _arguments.holds_buffer(value):
+                return None
+            names.append(name)
+            if name in runtime:
+                scalars.append((params[runtime[name]], value, f"keyword argument {name!r}"))
+            else:
+                values.append(value)
+        roles = []
+        for param, value, what in scalars:
+            role = _spec.scalar_role(param, value, what=what)
+            roles.append(("constexpr", _values.exact_key(value)) if role[0] == "constexpr"
+                         else ("runtime", type(value), role[1].triton_type, role[2]))
+        types = tuple(map(type, values))
+        if not (_PLAIN_TYPES.issuperset(types) or (  # empty tuples too (`zeroed_outputs=()`)
+                _PLAIN_OR_TUPLE.issuperset(types) and values.count(()) == types.count(tuple))):
+            types, values = None, [
+                (type(value), tuple([(_values.exact_key(k), _values.exact_key(v))
+                                     for k, v in value.items()]))
+                if isinstance(value, Mapping) else _values.exact_key(value) for value in values]
+        grid_key = None
+        if isinstance(grid, MetaGrid):
+            fn = grid.fn
+            grid_key = (
+                ("function", fn.__code__, len(fn.__defaults__ or ()), bool(fn.__kwdefaults__))
+                if getattr(fn, "__code__", None) is not None and hasattr(fn, "__defaults__")
+                else _values.exact_key(fn))
+        key = (kernel, convention, tuple(parts), tuple(names), tuple(roles), out_tree,
+               tuple([(s.dtype, len(s.shape) == 0) for s in out_shapes]), grid_key, types,
+               tuple(values))
         hash(key)
     except (TypeError, ValueError, OverflowError):  # unhashable, or a bad scalar: full check
         return None
     return key
-
-
-def remember(key: tuple | None, args: tuple, keywords: dict[str, Any],
-             placed: _checker.Placed, spec: KernelCallSpec, convention: str) -> None:
-    """Keeps a checked call's layout under `key`, where the call is one a layout serves."""
-    if key is None or placed.refs or len(placed.out_shapes) != len(placed.user_results):
-        return
-    operand_args: list[int | None] = [None] * len(placed.operands)
-    scalars = []
-    for index, value in enumerate(args):
-        kind, where = spec.positional[index]
-        if isinstance(value, jax.Array):
-            if kind not in ("array", "input") or placed.operands[where] is not value:
-                return
-            operand_args[where] = index
-        elif kind == "scalar" and where is value:
-            scalars.append((index, index))
-    runtime = _runtime_keywords(spec.unwrapped.jit_fn.params, keywords, convention)
-    for name, index in runtime.items():
-        if spec.positional[index] != ("scalar", keywords[name]):
-            return
-        scalars.append((index, name))
-    if None in operand_args:
-        return  # an operand no positional argument gives (one given by keyword)
-    out_order = tuple([placed.user_results.index(r) for r in range(len(placed.user_results))])
-    structure = dataclasses.replace(placed, operands=(), in_avals=())
-    _state.CALL_LAYOUTS.put(key, Layout(structure, spec, tuple(operand_args), tuple(scalars),
-                                        out_order))
-
-
-def _concrete(avals: tuple) -> bool:
-    for aval in avals:
-        for d in aval.shape:
-            if type(d) is not int:
-                return False
-    return True
 
 
 def reuse(key: tuple | None, args: tuple, keywords: dict[str, Any], out_shapes: list,
@@ -352,12 +208,16 @@ def reuse(key: tuple | None, args: tuple, keywords: dict[str, Any], out_shapes: 
     layout = None if key is None else _state.CALL_LAYOUTS.get(key)
     if layout is None:
         return None
-    operands = tuple(args[index] for index in layout.operand_args)
-    in_avals = tuple(x.aval for x in operands)
-    outs = tuple(out_shapes[o] for o in layout.out_order)
-    if not (_concrete(in_avals) and _concrete(outs)) or any(
-            in_avals[i].shape != tuple(outs[r].shape) for i, r in layout.placed.aliases.items()):
-        return None
+    operands = tuple([args[index] for index in layout.operand_args])
+    in_avals = tuple([x.aval for x in operands])
+    outs = tuple([out_shapes[o] for o in layout.out_order])
+    for aval in (*in_avals, *outs):
+        for d in aval.shape:
+            if type(d) is not int:  # a symbolic dimension
+                return None
+    for i, r in layout.placed.aliases.items():
+        if in_avals[i].shape != tuple(outs[r].shape):
+            return None
     positional = list(layout.spec.positional)
     for index, source in layout.scalars:
         positional[index] = ("scalar", args[source] if isinstance(source, int)
@@ -425,25 +285,52 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
         (`_arguments.named_parameters`).
       The others: as `triton_call` takes them.
 
+    The outputs follow jax-triton 0.3's convention (`out_shape=`) or 0.4's (`out_type=`),
+    whichever is given. `backend_options` is merged with the launch settings `given` holds and
+    the vendor knobs given as keywords (`waves_per_eu=2`), the defaults applied where neither
+    gives a value; `cost_estimate` is kept as sorted (key, int) pairs.
+
     A call laid out like an earlier one (new shapes, new runtime scalar values) reuses that
-    layout (`reuse`); one with `operands=` is checked in full every time.
+    layout (`reuse`); one checked in full keeps its layout under its `layout_key` where the
+    layout serves later calls (the module docstring says which). One with `operands=` is
+    checked in full every time.
 
     Raises:
-      TypeError / ValueError / NotImplementedError: naming the argument, its value and the fix.
+      TypeError / ValueError / NotImplementedError: naming the argument, its value and the fix:
+        both `out_shape` and `out_type` given, or neither; `backend_options` not a mapping of
+        str, or with an unhashable value, an option given both ways (naming both) or one no
+        vendor knows; `cost_estimate` not a mapping of the known keys to non-negative ints.
     """
-    what, given_outputs = convention(out_shape, out_type)
+    if out_shape is not NOT_GIVEN and out_type is not NOT_GIVEN:
+        raise TypeError("triton_call got both out_type= (jax-triton 0.4) and out_shape= (0.3); "
+                        "give one: they mean the same outputs, but pick the convention for "
+                        "keyword operands and input_output_aliases (docs/porting.md).")
+    if out_shape is NOT_GIVEN and out_type is NOT_GIVEN:
+        raise TypeError("triton_call needs the outputs' shapes and dtypes: out_type= (jax-triton "
+                        "0.4) or out_shape= (0.3), e.g. out_type=jax.ShapeDtypeStruct(x.shape, "
+                        "x.dtype), or out_type=() for a kernel that only updates Refs.")
+    what, given_outputs = (("out_shape", out_shape) if out_type is NOT_GIVEN
+                           else ("out_type", out_type))
     out_shapes, out_tree = _arguments.out_shapes(given_outputs, what)
     args, keywords = _arguments.given_values(unwrapped.jit_fn, args, keywords)
     try:  # a MetaGrid is checked per config at lowering (`plan._plan`)
         grid = _spec.grid_value(given.grid)
     except (TypeError, ValueError):
         grid = None  # the full check says what is wrong
-    key = None if operands or grid is None else layout_key(
-        args, keywords, out_shapes, out_tree, kernel=kernel, unwrapped=unwrapped,
+    # {keyword: parameter index} for the keywords that are runtime scalar operands: with
+    # `out_type` (0.4), a scalar keyword naming a parameter that is no `tl.constexpr`.
+    runtime = {}
+    if what == "out_type" and keywords:
+        index = {param.name: i for i, param in enumerate(unwrapped.jit_fn.params)
+                 if not param.is_constexpr}
+        runtime = {name: index[name] for name, value in keywords.items()
+                   if name in index and _spec.is_scalar(value)}
+    call_key = None if operands or grid is None else layout_key(
+        args, keywords, runtime, out_shapes, out_tree, kernel=kernel, unwrapped=unwrapped,
         grid=grid, convention=what, options=(
             backend_options, cost_estimate, has_side_effect, input_output_aliases, constexprs,
             *[getattr(given, name) for name in _KEYED_OPTIONS]))
-    reused = reuse(key, args, keywords, out_shapes, grid)
+    reused = reuse(call_key, args, keywords, out_shapes, grid)
     if reused is not None:
         return BoundCall(reused[1], reused[0], out_tree, arrays_only=True)
     side_effect = _values.flag(has_side_effect, "has_side_effect")
@@ -453,19 +340,75 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
         zeroed_outputs=given.zeroed_outputs, has_side_effect=side_effect,
         own_keywords=own_keywords,
         named=_arguments.named_parameters(unwrapped.jit_fn, constexprs, operands, keywords))
-    options = merged(given, backend_options, keyword_options)
+    # `backend_options` merged with the launch settings and the vendor knobs.
+    options = {} if backend_options is None else backend_options
+    if not isinstance(options, Mapping) or not all([isinstance(k, str) for k in options]):
+        raise TypeError(f"backend_options={backend_options!r} must be a dict of Triton option "
+                        f"names to values, e.g. {{'num_warps': 8}}.")
+    settings = {k: getattr(given, k) for k in SETTINGS if getattr(given, k) is not None}
+    compile_options = dict(keyword_options)
+    others, known = {}, None
+    for key, value in options.items():
+        _hashable(key, value)
+        if key in settings or key in compile_options:
+            raise ValueError(
+                f"{key} is given both as an argument of triton_call ({key}="
+                f"{settings.get(key, compile_options.get(key))!r}) and in backend_options "
+                f"({value!r}); give it once.")
+        if key in SETTINGS:
+            settings[key] = value
+        elif key in _vendors.COMPILE_OPTIONS:
+            compile_options[key] = value
+        else:
+            known = _triton_option_names() if known is None else known
+            _other_option(key, known)
+            others[key] = value
+    for key, default in SETTINGS.items():
+        settings.setdefault(key, default)
     if given.batch_grid_axis is not None and _has_descriptor(placed.positional):
         raise NotImplementedError(
             "batch_grid_axis with a TensorDescriptor operand: a descriptor describes one "
             "example. Leave batch_grid_axis=None (jax.vmap then calls the kernel once per "
             "example), or pass the base array and build the descriptor inside the kernel.")
+    cost = cost_estimate
+    if cost is not None:
+        if not isinstance(cost, Mapping):
+            raise TypeError(f"cost_estimate={cost!r} must be a dict such as "
+                            f"{{'flops': 2 * n, 'bytes_accessed': 12 * n}}.")
+        for key, count in cost.items():
+            if key not in COST_KEYS or not _values.is_int(count) or count < 0:
+                raise ValueError(f"cost_estimate={dict(cost)!r}: {key!r}: {count!r} is not one "
+                                 f"of {', '.join(COST_KEYS)} with a non-negative int.")
+        cost = tuple(sorted([(key, int(count)) for key, count in cost.items()]))
     spec = _checker.check_call(
         "triton_call", kernel=kernel, unwrapped=unwrapped, positional=placed.positional,
         in_avals=placed.in_avals, out_shapes=placed.out_shapes,
         aliases=tuple(sorted(placed.aliases.items())),
-        given=dataclasses.replace(options.given, zeroed_outputs=placed.zeroed),
-        metaparams=placed.metaparams, options=dict(options.compile_options),
-        surface=Surface(side_effect, checked_cost_estimate(cost_estimate),
-                        options.backend_options, by_keyword))
-    remember(key, args, keywords, placed, spec, what)
+        given=dataclasses.replace(given, **settings, zeroed_outputs=placed.zeroed),
+        metaparams=placed.metaparams, options=compile_options,
+        surface=Surface(side_effect, cost, tuple(sorted(others.items())), by_keyword))
+    # The layout kept, for a call that a layout serves (the module docstring says which).
+    kept = (call_key is not None and not placed.refs
+            and len(placed.out_shapes) == len(placed.user_results))
+    operand_args: list[int | None] = [None] * len(placed.operands)
+    scalars = []
+    for index, value in enumerate(args if kept else ()):
+        kind, where = spec.positional[index]
+        if isinstance(value, jax.Array):
+            if kind not in ("array", "input") or placed.operands[where] is not value:
+                kept = False
+                break
+            operand_args[where] = index
+        elif kind == "scalar" and where is value:
+            scalars.append((index, index))
+    for name, index in runtime.items() if kept else ():
+        if spec.positional[index] != ("scalar", keywords[name]):
+            kept = False
+            break
+        scalars.append((index, name))
+    if kept and None not in operand_args:  # else an operand no positional argument gives
+        structure = dataclasses.replace(placed, operands=(), in_avals=())
+        out_order = tuple([placed.user_results.index(r) for r in range(len(placed.user_results))])
+        _state.CALL_LAYOUTS.put(call_key, Layout(structure, spec, tuple(operand_args),
+                                                 tuple(scalars), out_order))
     return BoundCall(spec, placed, out_tree)
