@@ -485,12 +485,6 @@ class BatchedLaunch:
     depth: int
 
 
-def _exact_layout(positional: tuple) -> tuple:
-    """A layout's entries with their scalars as exact keys (`KernelCallSpec.exact_values`)."""
-    return tuple([(kind, _values.exact_key(value)) if kind in ("scalar", "tuple") else (kind, value)
-                  for kind, value in positional])
-
-
 @dataclasses.dataclass(frozen=True)
 class CallOptions:
     """A call's options as its caller was given them, for `checks._checker.check_call` to check:
@@ -533,6 +527,7 @@ class KernelCallSpec:
         identity (`kernel_id`): hashing a Triton kernel parses its source, which is slow and,
         on CPython 3.11, not safe across threads.
       kernel_id: `id(kernel)`, which the spec keeps alive (derived: not an argument).
+      kernel_name: the name of the @jit function, for messages (derived: not an argument).
       unwrapped: `kernel` taken apart (derived from it: not compared).
       positional: ("array", operand index) or ("scalar", value) per positional argument
         (`triton_call`); or one entry per kernel parameter, placed: ("input", i), ("output", j),
@@ -593,21 +588,21 @@ class KernelCallSpec:
     backend_options: tuple[tuple[str, Any], ...] = ()
     by_keyword: tuple[str, ...] = ()
     kernel_id: int = dataclasses.field(init=False, repr=False)
+    kernel_name: str = dataclasses.field(init=False, repr=False, compare=False)
     exact_values: tuple = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kernel_id", id(self.kernel))
+        object.__setattr__(self, "kernel_name", kernel_name(self.unwrapped.jit_fn))
         object.__setattr__(self, "exact_values", (
-            _exact_layout(self.positional),
+            tuple([(kind, _values.exact_key(value)) if kind in ("scalar", "tuple")
+                   else (kind, value) for kind, value in self.positional]),
             tuple([(name, _values.exact_key(value)) for name, value in self.metaparams])))
 
     def relaid(self, positional: tuple, out_shapes: tuple, grid: Any) -> KernelCallSpec:
         """This spec with another layout, outputs and grid: what `dataclasses.replace` makes,
         in a tenth of its time (`checks._bound` makes one per trace of a call seen before)."""
+        exact = tuple([(kind, _values.exact_key(value)) if kind in ("scalar", "tuple")
+                       else (kind, value) for kind, value in positional])  # as __post_init__'s
         return _values.replaced(self, positional=positional, out_shapes=out_shapes, grid=grid,
-                                exact_values=(_exact_layout(positional), self.exact_values[1]))
-
-    @property
-    def kernel_name(self) -> str:
-        """The name of the @jit function, for messages."""
-        return kernel_name(self.unwrapped.jit_fn)
+                                exact_values=(exact, self.exact_values[1]))
