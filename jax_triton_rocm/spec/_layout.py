@@ -238,7 +238,9 @@ def lay_out_arguments(
     out_avals: tuple[Any, ...],
     constexprs: dict[str, Any],
 ) -> BoundKernel:
-    """Lays a call's arguments onto the kernel's parameters.
+    """Lays a call's arguments onto the kernel's parameters, one parameter at a time, and checks
+    each as it goes: a pointer's dtype against the parameter's annotation, a scalar's role, a
+    constexpr's value.
 
     Two layouts. In the positional layout (what `triton_call` binds: "array" and "scalar"
     entries), the outputs' pointers follow the positional arguments and the remaining parameters
@@ -248,6 +250,11 @@ def lay_out_arguments(
     pointer of the input it is aliased to. jaxlib hands array parameters the operands' and then
     the outputs' buffers in order, so only trailing outputs may go without a parameter; the
     caller checks that.
+
+    An array's pointer is specialised on alignment ("D") unless the parameter opts out; a
+    parameter annotated with a scalar type, or a pointer to another element type, refuses it
+    (Triton's launcher would pass its address as a number, or reinterpret the buffer). A
+    parameter after the outputs is a constexpr, filled by a keyword or the kernel's default.
 
     Args:
       jit_fn: the @triton.jit function.
@@ -262,142 +269,134 @@ def lay_out_arguments(
 
     Raises:
       TypeError: too many or too few arguments, an array where a constexpr must be, a missing
-        constexpr, a keyword that is no parameter of the kernel; each names the kernel, the
-        parameter and what to do.
+        constexpr, a keyword that is no parameter of the kernel, an array its parameter's
+        annotation does not take; each names the kernel, the parameter and what to do.
+      OverflowError: a scalar that does not fit its type (as `_spec.scalar`).
     """
-    n_trailing_outputs = 0 if places_outputs(positional) else len(out_avals)
-    check_operands(jit_fn, len(positional), n_trailing_outputs, constexprs)
-    layout = _Layout(jit_fn, backend, n_positional=len(positional), n_outputs=n_trailing_outputs)
+    n_positional = len(positional)
+    n_outputs = 0 if places_outputs(positional) else len(out_avals)
+    check_operands(jit_fn, n_positional, n_outputs, constexprs)
+    name, names = kernel_name(jit_fn), list(jit_fn.arg_names)
+    signature: dict[str, Any] = {}
+    constants: dict[tuple[int, ...], Any] = {}
+    attrs: dict[tuple[int, ...], list] = {}
+    specializations: list[tuple[Any, str]] = []
+    sources: list[ArgSource] = []
+    zero_d_pointers: list[str] = []
     for i, param in enumerate(jit_fn.params):
-        if i < len(positional):
+        if i < n_positional:
             kind, value = positional[i]
-            if kind == "input":
-                layout.pointer(i, param, in_avals[value], ArgSource("input", i, value),
-                               f"operand {value} ({param.name})")
-            elif kind == "output":
-                layout.output(i, param, value, out_avals[value], constexprs)
-            elif kind == "keyword":
-                layout.by_name(i, param, constexprs)
-            elif kind in NESTED_KINDS:
-                layout.nested(i, param, lay_out(i, param, (kind, value), in_avals))
-            else:
-                layout.positional(i, param, kind, value, in_avals, constexprs)
-        elif i < len(positional) + n_trailing_outputs:
-            out = i - len(positional)
-            layout.output(i, param, out, out_avals[out], constexprs)
+        elif i < n_positional + n_outputs:  # the outputs follow the positional arguments
+            kind, value = "output", i - n_positional
         else:
-            layout.by_name(i, param, constexprs)
-    return BoundKernel(layout.signature, layout.constexprs, layout.attrs, tuple(layout.sources),
-                       tuple(layout.specializations), tuple(layout.zero_d_pointers))
-
-
-class _Layout:
-    """The parts of a `BoundKernel`, filled one parameter at a time by `lay_out_arguments`."""
-
-    def __init__(self, jit_fn: JITFunction, backend: Any, *, n_positional: int,
-                 n_outputs: int) -> None:
-        self.backend = backend
-        self.name = kernel_name(jit_fn)
-        self.names = list(jit_fn.arg_names)
-        self.n_positional = n_positional
-        self.n_outputs = n_outputs
-        self.signature: dict[str, str] = {}
-        self.constexprs: dict[tuple[int], Any] = {}
-        self.attrs: dict[tuple[int], list] = {}
-        self.specializations: list[tuple[int, str]] = []
-        self.sources: list[ArgSource] = []
-        self.zero_d_pointers: list[str] = []
-
-    def pointer(self, i: int, param: Any, aval: Any, source: ArgSource, what: str) -> None:
-        """An array's pointer, specialised on alignment ("D") unless the parameter opts out."""
-        self.signature[param.name] = _spec.declared_pointer(param, aval, what=what)
-        spec = "" if param.do_not_specialize_on_alignment or param.do_not_specialize else "D"
-        self.specializations.append((i, spec))
-        if parsed := self.backend.parse_attr(spec):
-            self.attrs[(i,)] = parsed
-        self.sources.append(source)
-
-    def nested(self, i: int, param: Any, nested: NestedParam) -> None:
-        """A tuple or descriptor parameter (`ArgSource`): its parts merged, keyed by path."""
-        self.signature[param.name] = nested.signature
-        self.constexprs.update(nested.constexprs)
-        for path, spec in nested.specializations:
-            self.specializations.append((path if len(path) > 1 else i, spec))
-            if parsed := self.backend.parse_attr(spec):
-                self.attrs[path] = parsed
-        self.sources.extend(nested.sources)
-        self.zero_d_pointers.extend(nested.zero_d_pointers)
-
-    def positional(self, i: int, param: Any, kind: str, value: Any, in_avals: tuple,
-                   constexprs: dict[str, Any]) -> None:
-        """Positional argument `i`: an array operand (`value` is its index) or a scalar."""
-        if param.name in constexprs:
-            raise TypeError(
-                f"Kernel {self.name}'s parameter {param.name!r} is given twice: as positional "
-                f"argument {i} and as a keyword. Pass it once.")
-        if kind == "array":
+            kind, value = "keyword", None
+        if kind in NESTED_KINDS:  # a tuple or descriptor (`ArgSource`): its parts, by path
+            nested = lay_out(i, param, (kind, value), in_avals)
+            signature[param.name] = nested.signature
+            constants.update(nested.constexprs)
+            for path, spec in nested.specializations:
+                specializations.append((path if len(path) > 1 else i, spec))
+                if parsed := backend.parse_attr(spec):
+                    attrs[path] = parsed
+            sources.extend(nested.sources)
+            zero_d_pointers.extend(nested.zero_d_pointers)
+            continue
+        if kind == "keyword":  # a keyword or the kernel's default fills it, as a constexpr
+            if param.name in constexprs:
+                # As in jax-triton, a keyword makes any parameter a compile-time constant.
+                value = constexprs[param.name]
+            elif param.has_default and param.is_constexpr:
+                value = param.default
+            elif param.has_default:
+                raise TypeError(
+                    f"Too few operands for kernel {name}: parameter {param.name!r} (position "
+                    f"{i}) has a default, but only tl.constexpr parameters can be left out here. "
+                    f"Pass it.")
+            elif param.is_constexpr:
+                raise TypeError(
+                    f"Missing constexpr {param.name!r} for kernel {name}: pass it as a keyword "
+                    f"argument ({param.name}=...), give it a default in the kernel, or let the "
+                    f"autotune configs or heuristics set it.")
+            else:
+                raise TypeError(
+                    f"Too few operands for kernel {name}: parameter {param.name!r} (position "
+                    f"{i}) gets nothing. It takes {len(names)} parameters "
+                    f"({', '.join(names)}); {n_positional} argument(s) and "
+                    f"{n_outputs} output(s) fill the first {n_positional + n_outputs}.")
+            signature[param.name] = "constexpr"
+            constants[(i,)] = _spec.plain_constexpr(value)
+            continue
+        if kind == "input":  # a placed operand
+            aval, source = in_avals[value], ArgSource("input", i, value)
+            what = f"operand {value} ({param.name})"
+        elif kind == "output":
+            if param.name in constexprs:
+                raise TypeError(
+                    f"Kernel {name}'s parameter {param.name!r} receives output {value}, but is "
+                    f"also given as a keyword. Outputs fill the parameters after the positional "
+                    f"arguments; check out_shape and the argument count.")
             if param.is_constexpr:
                 raise TypeError(
-                    f"Kernel {self.name}'s parameter {param.name!r} is a tl.constexpr, but "
+                    f"Kernel {name}'s parameter {param.name!r} is a tl.constexpr, but output "
+                    f"{value} would be passed there. Give the kernel {n_positional} positional "
+                    f"argument(s) followed by {n_outputs} output pointer(s).")
+            aval, source = out_avals[value], ArgSource("output", i, value)
+            what = f"output {value} ({param.name})"
+        else:  # positional argument i: an array operand (`value` is its index) or a scalar
+            if param.name in constexprs:
+                raise TypeError(
+                    f"Kernel {name}'s parameter {param.name!r} is given twice: as positional "
+                    f"argument {i} and as a keyword. Pass it once.")
+            what = f"argument {i} ({param.name})"
+            if kind != "array":
+                role, *taken = _spec.scalar_role(param, value, what=what)
+                if role == "constexpr":
+                    signature[param.name] = "constexpr"
+                    constants[(i,)] = _spec.plain_constexpr(taken[0])
+                    continue
+                typed, specialization = taken
+                if specialization is not None:
+                    specializations.append((i, specialization))
+                    if parsed := backend.parse_attr(specialization):
+                        attrs[(i,)] = parsed
+                signature[param.name] = typed.triton_type
+                sources.append(ArgSource("scalar", i, scalar=typed))
+                continue
+            if param.is_constexpr:
+                raise TypeError(
+                    f"Kernel {name}'s parameter {param.name!r} is a tl.constexpr, but "
                     f"positional argument {i} is an array. Pass a Python value there.")
-            self.pointer(i, param, in_avals[value], ArgSource("input", i, value),
-                         f"argument {i} ({param.name})")
-            if not tuple(in_avals[value].shape):
-                self.zero_d_pointers.append(f"argument {i} ({param.name})")
-        else:
-            role, *taken = _spec.scalar_role(param, value, what=f"argument {i} ({param.name})")
-            if role == "constexpr":
-                self.signature[param.name] = "constexpr"
-                self.constexprs[(i,)] = _spec.plain_constexpr(taken[0])
-                return
-            typed, specialization = taken
-            if specialization is not None:
-                self.specializations.append((i, specialization))
-                if parsed := self.backend.parse_attr(specialization):
-                    self.attrs[(i,)] = parsed
-            self.signature[param.name] = typed.triton_type
-            self.sources.append(ArgSource("scalar", i, scalar=typed))
-
-    def output(self, i: int, param: Any, out: int, aval: Any, constexprs: dict[str, Any]) -> None:
-        """The pointer of output `out`, which fills parameter `i`."""
-        if param.name in constexprs:
-            raise TypeError(
-                f"Kernel {self.name}'s parameter {param.name!r} receives output {out}, but is "
-                f"also given as a keyword. Outputs fill the parameters after the positional "
-                f"arguments; check out_shape and the argument count.")
-        if param.is_constexpr:
-            raise TypeError(
-                f"Kernel {self.name}'s parameter {param.name!r} is a tl.constexpr, but output "
-                f"{out} would be passed there. Give the kernel {self.n_positional} positional "
-                f"argument(s) followed by {self.n_outputs} output pointer(s).")
-        self.pointer(i, param, aval, ArgSource("output", i, out), f"output {out} ({param.name})")
-
-    def by_name(self, i: int, param: Any, constexprs: dict[str, Any]) -> None:
-        """A parameter after the outputs: a keyword or the kernel's default fills it, as a
-        constexpr."""
-        if param.name in constexprs:
-            # As in jax-triton, a keyword makes any parameter a compile-time constant.
-            value = constexprs[param.name]
-        elif param.has_default and param.is_constexpr:
-            value = param.default
-        elif param.has_default:
-            raise TypeError(
-                f"Too few operands for kernel {self.name}: parameter {param.name!r} (position "
-                f"{i}) has a default, but only tl.constexpr parameters can be left out here. "
-                f"Pass it.")
-        elif param.is_constexpr:
-            raise TypeError(
-                f"Missing constexpr {param.name!r} for kernel {self.name}: pass it as a keyword "
-                f"argument ({param.name}=...), give it a default in the kernel, or let the "
-                f"autotune configs or heuristics set it.")
-        else:
-            raise TypeError(
-                f"Too few operands for kernel {self.name}: parameter {param.name!r} (position "
-                f"{i}) gets nothing. It takes {len(self.names)} parameters "
-                f"({', '.join(self.names)}); {self.n_positional} argument(s) and "
-                f"{self.n_outputs} output(s) fill the first {self.n_positional + self.n_outputs}.")
-        self.signature[param.name] = "constexpr"
-        self.constexprs[(i,)] = _spec.plain_constexpr(value)
+            aval, source = in_avals[value], ArgSource("input", i, value)
+        # An array's pointer, checked against the parameter's annotation.
+        pointer = _spec.pointer_type(aval.dtype, what=what)
+        annotation = getattr(param, "annotation_type", "")
+        if annotation and not param.is_constexpr:
+            if not annotation.startswith("*"):
+                raise TypeError(
+                    f"{what} is annotated {_spec.DECLARABLE.get(annotation, (0, annotation))[1]}, "
+                    f"a scalar, but is given a {_spec.aval_text(aval)} array, not a concrete 0-d "
+                    f"one (a NumPy one, or a JAX one made outside jit), which would be taken as "
+                    f"the scalar it holds. Pass a Python or NumPy scalar (np.float32(2.0): jit "
+                    f"traces jnp.float32(2.0)); make an argument of the jitted function static "
+                    f"(static_argnums, functools.partial); or make the parameter a pointer and "
+                    f"tl.load it.")
+            element = annotation[2:] if annotation.startswith("*k") else annotation[1:]
+            if element != pointer[1:]:
+                raise TypeError(
+                    f"{what} is annotated as a pointer to {element} ({annotation}), but is "
+                    f"given a {_spec.aval_text(aval)} array ({pointer}). Cast the array "
+                    f"(x.astype(...)), view its bits as that type "
+                    f"(jax.lax.bitcast_convert_type), or fix the annotation.")
+        signature[param.name] = pointer
+        spec = "" if param.do_not_specialize_on_alignment or param.do_not_specialize else "D"
+        specializations.append((i, spec))
+        if parsed := backend.parse_attr(spec):
+            attrs[(i,)] = parsed
+        sources.append(source)
+        if kind == "array" and not tuple(aval.shape):
+            zero_d_pointers.append(what)
+    return BoundKernel(signature, constants, attrs, tuple(sources), tuple(specializations),
+                       tuple(zero_d_pointers))
 
 
 def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_shapes: list,

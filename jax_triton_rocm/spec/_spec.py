@@ -101,34 +101,6 @@ def pointer_type(dtype: Any, *, what: str) -> str:
             f"bits through a same-width integer view (jax.lax.bitcast_convert_type).") from None
 
 
-def declared_pointer(param: Any, aval: Any, *, what: str) -> str:
-    """The pointer type for the array `aval` given to kernel parameter `param`, checked against
-    the parameter's annotation: a pointer to another type, or a scalar type, is refused
-    (Triton's launcher would reinterpret the buffer, or pass its address as a number).
-
-    Raises:
-      TypeError: naming `what`, the array, the annotation and the fix.
-    """
-    pointer, annotation = pointer_type(aval.dtype, what=what), getattr(param, "annotation_type", "")
-    if not annotation or param.is_constexpr:
-        return pointer
-    if not annotation.startswith("*"):
-        raise TypeError(
-            f"{what} is annotated {_DECLARABLE.get(annotation, (0, annotation))[1]}, a scalar, "
-            f"but is given a {aval_text(aval)} array, not a concrete 0-d one (a NumPy one, or a "
-            f"JAX one made outside jit), which would be taken as the scalar it holds. Pass a "
-            f"Python or NumPy scalar (np.float32(2.0): jit traces jnp.float32(2.0)); make an "
-            f"argument of the jitted function static (static_argnums, functools.partial); or "
-            f"make the parameter a pointer and tl.load it.")
-    element = annotation[2:] if annotation.startswith("*k") else annotation[1:]
-    if element != pointer[1:]:
-        raise TypeError(
-            f"{what} is annotated as a pointer to {element} ({annotation}), but is given a "
-            f"{aval_text(aval)} array ({pointer}). Cast the array (x.astype(...)), view its "
-            f"bits as that type (jax.lax.bitcast_convert_type), or fix the annotation.")
-    return pointer
-
-
 @dataclasses.dataclass(frozen=True)
 class Scalar:
     """A Python or NumPy scalar argument, typed the way Triton's own launcher types it.
@@ -167,8 +139,9 @@ def is_scalar(value: Any) -> bool:
     return isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray)
 
 
-# Declarable scalar types jaxlib can pass: Triton type -> (jaxlib's, Triton's name, range).
-_DECLARABLE: dict[str, tuple[str, str, Any]] = {
+# Declarable scalar types jaxlib can pass: Triton type -> (jaxlib's, Triton's name, range);
+# `_layout` names an annotation by it where an array is given to a scalar parameter.
+DECLARABLE: dict[str, tuple[str, str, Any]] = {
     "u1": ("bool", "tl.int1", (0, 2)), "i32": ("i32", "tl.int32", _I32),
     "u32": ("u32", "tl.uint32", (0, 2**32)), "i64": ("i64", "tl.int64", _I64),
     "u64": ("u64", "tl.uint64", _U64), "fp32": ("f32", "tl.float32", float),
@@ -187,13 +160,13 @@ def declared_type(param: Any) -> str | None:
 def _declared_scalar(value: Any, declared: str, what: str) -> Scalar:
     """`value` as the annotation `declared` types it, as Triton's launcher packs it (an int for
     a float type is converted), refused where it does not fit."""
-    if declared not in _DECLARABLE:
+    if declared not in DECLARABLE:
         raise TypeError(
             f"{what} is annotated {declared}, a type jaxlib's kernel call cannot pass by value "
             f"(it passes bools and 32- and 64-bit integers and floats). Annotate it tl.int32, "
             f"tl.float32 or another of those (and cast in the kernel), or make it a "
             f"tl.constexpr.")
-    proto_kind, name, holds = _DECLARABLE[declared]
+    proto_kind, name, holds = DECLARABLE[declared]
     plain = value.item() if isinstance(value, np.generic) else value
     if holds is float:
         number = isinstance(plain, float) or (isinstance(plain, int) and abs(plain) < 2**1023)
