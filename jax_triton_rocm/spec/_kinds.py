@@ -34,7 +34,7 @@ end before it refuses anything):
 A parameter with evidence of both kinds, or of neither, has no role.
 
 An autotuned call drops the configs that break a target's launch limits
-(`backends._backend.LaunchLimits`), as Triton's autotuner drops configs that fail to compile
+(`plan._plan.LaunchLimits`), as Triton's autotuner drops configs that fail to compile
 (`keep_launchable`), and fails only when none is left.
 """
 
