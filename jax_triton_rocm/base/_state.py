@@ -207,25 +207,24 @@ class KernelCache:
         """The entry for `key`, made by `compile_fn` on a miss; an error `remember` accepts is
         kept in its place (and raised again on each later request)."""
         entry = self._entries.get(key)
-        if entry is not None:
-            return self._hit(entry)
-        with self._locks.item_lock(("kernel", key)):
-            entry = self._entries.get(key)
-            if entry is not None:
-                return self._hit(entry)
-            try:
-                entry = compile_fn()
-            except Exception as err:
-                self._count("failures")
-                if remember(err):
-                    self._entries.put(key, _Failure(err))
-                raise
-            self._entries.put(key, entry)
-            self._count("compiles")
-            return entry
-
-    def _hit(self, entry: Any) -> Any:
-        self._count("hits")
+        if entry is None:
+            with self._locks.item_lock(("kernel", key)):
+                entry = self._entries.get(key)  # another thread may have compiled it meanwhile
+                if entry is None:
+                    try:
+                        entry = compile_fn()
+                    except Exception as err:
+                        with self._locks.guard:
+                            self.stats["failures"] += 1
+                        if remember(err):
+                            self._entries.put(key, _Failure(err))
+                        raise
+                    self._entries.put(key, entry)
+                    with self._locks.guard:
+                        self.stats["compiles"] += 1
+                    return entry
+        with self._locks.guard:
+            self.stats["hits"] += 1
         if isinstance(entry, _Failure):
             raise entry.error
         return entry
@@ -240,10 +239,6 @@ class KernelCache:
         self._entries.clear()
         with self._locks.guard:
             self.stats.clear()
-
-    def _count(self, what: str) -> None:
-        with self._locks.guard:
-            self.stats[what] += 1
 
 
 KERNELS = KernelCache(LOCKS)
