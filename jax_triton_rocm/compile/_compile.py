@@ -8,7 +8,7 @@ specialisation, the constexprs and every compile option. An edited kernel, a reb
 a rebound global `tl.constexpr` never gets the old binary; two kernels with the same name never
 collide. `triton.compile` keeps using Triton's own on-disk cache (`TRITON_CACHE_DIR` is never
 changed; where it is empty, `_cache` supplies Triton's default location), with its key
-widened to the same call graph (`_with_graph_in_hash`), so a second process gets the binary in
+widened to the same call graph (`_widen_hash`), so a second process gets the binary in
 milliseconds. The entry Triton's cache holds is checked before its binary is used
 (`_cache`), and a cache folder that cannot be written is worked around (`_cache`).
 
@@ -74,9 +74,10 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
     text), ...) sorted. Equal in every process for the same sources and values.
 
     Cheap enough for every lowering: each function's references (the names and attribute paths
-    it calls through, and the globals it reads) are found once per source
-    (`_state.GLOBAL_REFERENCES`) and only looked up again here; a function is parsed again only
-    when a callee name now resolves to another object.
+    it calls through, and the globals it reads) are found once per source, by Triton's own walk
+    of its AST, and kept as an `_Entry` in `_state.GLOBAL_REFERENCES`; here they are only looked
+    up again. A function is parsed again only when its entry no longer holds: it is another
+    function or source, its settings changed, or a callee's path now resolves to another object.
     """
     functions: list[str] = []
     values: dict[tuple[str, str], str] = {}
@@ -88,7 +89,47 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
         if id(fn) in seen or not is_triton_function(fn):
             continue
         seen.add(id(fn))
-        entry = _references(fn)
+        settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
+        entry = _state.GLOBAL_REFERENCES.get(id(fn))
+        if (entry is None or entry.fn is not fn or entry.src is not fn.src
+                or entry.settings != settings
+                or any([_resolve(fn, path) is not obj for path, obj in entry.paths])):
+            # Parsed anew, with Triton's walk: calls to other Triton functions are collected,
+            # not merged (their recorded values would be the stale ones), and the names they
+            # are called through kept.
+            from triton.runtime.jit import DependenciesFinder
+
+            callees: list[Any] = []
+            paths: list[tuple[tuple[str, ...], Any]] = []
+
+            class ReferencesFinder(DependenciesFinder):
+                """Triton's walk, with each Triton function it reaches and its path recorded."""
+
+                _update_hash = callees.append  # where Triton's walk would merge a Triton function
+
+                def visit(self, node: Any) -> Any:
+                    value = super().visit(node)
+                    if isinstance(node, (ast.Name, ast.Attribute)):
+                        # `a.b.c` as the path ("a", "b", "c"); no path through anything but names.
+                        parts, inner = [], node
+                        while isinstance(inner, ast.Attribute):
+                            parts.append(inner.attr)
+                            inner = inner.value
+                        function = getattr(value, "__func__", value)
+                        if isinstance(inner, ast.Name) and is_triton_function(function):
+                            paths.append(((inner.id, *reversed(parts)), function))
+                    return value
+
+            finder = ReferencesFinder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
+                                      nonlocals=inspect.getclosurevars(fn.fn).nonlocals,
+                                      src=fn.src)
+            with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
+                finder.visit(fn.parse())
+            names = [(scope, name) for (name, _), (_, scope) in finder.used_global_vals.items()]
+            text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
+            own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
+            entry = _Entry(fn, fn.src, own, settings, tuple(names), tuple(paths), tuple(callees))
+            _state.GLOBAL_REFERENCES.put(id(fn), entry)  # the entry holds fn: its id is not reused
         functions.append(entry.own)
         module = getattr(fn, "__module__", "") or ""
         for scope, name in entry.names:
@@ -106,7 +147,7 @@ def graph_digest(jit_fn: JITFunction) -> str:
 
 @dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class _Entry:
-    """What one function's source references, found by parsing it once.
+    """What one function's source references, found by parsing it once (`graph_key`).
 
     Attributes:
       fn, src: the function and the source it was parsed from (the entry is valid while both
@@ -129,71 +170,25 @@ class _Entry:
     callees: tuple
 
 
-def _scope(fn: Any) -> dict[str, Any]:
-    """The names `fn`'s body resolves, as they are bound now: its closure's cells, then its
-    module's globals (Python's own order for a function's free names)."""
-    code_fn = getattr(fn, "fn", None)
-    closure = getattr(code_fn, "__closure__", None) or ()
-    cells = {}
-    for name, cell in zip(code_fn.__code__.co_freevars if closure else (), closure):
-        try:
-            cells[name] = cell.cell_contents
-        except ValueError:  # an empty cell
-            pass
-    return {**fn.__globals__, **cells} if cells else fn.__globals__
-
-
 def _resolve(fn: Any, path: tuple[str, ...]) -> Any:
     """What the name and attributes `path` resolve to in `fn`'s scope now (None if nothing; a
-    bound constexpr function as its function)."""
-    value = _scope(fn).get(path[0])
+    bound constexpr function as its function).
+
+    The name is looked up as Python resolves a function's free names: its closure's cells (an
+    empty cell is skipped), then its module's globals.
+    """
+    code_fn = getattr(fn, "fn", None)
+    closure = getattr(code_fn, "__closure__", None) or ()
+    value = fn.__globals__.get(path[0])
+    for name, cell in zip(code_fn.__code__.co_freevars if closure else (), closure):
+        if name == path[0]:
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                pass
     for attribute in path[1:]:
         value = getattr(value, attribute, None)
     return getattr(value, "__func__", value)
-
-
-def _references(fn: Any) -> _Entry:
-    """`fn`'s `_Entry`, from `_state.GLOBAL_REFERENCES` while still valid, else parsed anew."""
-    settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
-    entry = _state.GLOBAL_REFERENCES.get(id(fn))
-    if (entry is not None and entry.fn is fn and entry.src is fn.src
-            and entry.settings == settings
-            and all(_resolve(fn, path) is obj for path, obj in entry.paths)):
-        return entry
-    from triton.runtime.jit import DependenciesFinder
-
-    callees: list[Any] = []
-    paths: list[tuple[tuple[str, ...], Any]] = []
-
-    class ReferencesFinder(DependenciesFinder):
-        """Triton's walk, with calls to other Triton functions collected, not merged (their
-        recorded values would be the stale ones), and the names they are called through kept."""
-
-        _update_hash = callees.append  # where Triton's walk would merge a Triton function
-
-        def visit(self, node: Any) -> Any:
-            value = super().visit(node)
-            if isinstance(node, (ast.Name, ast.Attribute)):
-                # `a.b.c` as the path ("a", "b", "c"); no path through anything but names.
-                parts, inner = [], node
-                while isinstance(inner, ast.Attribute):
-                    parts.append(inner.attr)
-                    inner = inner.value
-                function = getattr(value, "__func__", value)
-                if isinstance(inner, ast.Name) and is_triton_function(function):
-                    paths.append(((inner.id, *reversed(parts)), function))
-            return value
-
-    finder = ReferencesFinder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
-                              nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
-    with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
-        finder.visit(fn.parse())
-    names = [(scope, name) for (name, _), (_, scope) in finder.used_global_vals.items()]
-    text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
-    own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
-    entry = _Entry(fn, fn.src, own, settings, tuple(names), tuple(paths), tuple(callees))
-    _state.GLOBAL_REFERENCES.put(id(fn), entry)  # the entry holds fn: its id is not reused
-    return entry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,6 +290,9 @@ def make_job(jit_fn: JITFunction, triton_target: Any, bound: BoundKernel, option
 def run_triton(job: CompileJob) -> CompiledKernel:
     """Runs `triton.compile` for `job` in this process (no cache lookup).
 
+    The source it compiles runs Triton's front end one thread at a time and has its on-disk key
+    widened (`_widen_hash`); the compile goes through `_cache`'s checks and usable folders.
+
     An error is raised explained for the call (`_errors.explained`), with a note per hint of
     `_errors.layout_hints`; `compile_job` lists what may be raised.
     """
@@ -308,9 +306,18 @@ def run_triton(job: CompileJob) -> CompiledKernel:
         else:
             source = ASTSource(job.jit_fn, bound.signature, constexprs=bound.constexprs,
                                attrs=bound.attrs)
-        _serialize_front_end(source)
-        _with_graph_in_hash(source, job.graph, bound.constexprs)
-        _with_constexpr_types_in_hash(source, bound.constexprs)
+        # The front end (Python AST to Triton IR) one thread at a time: CPython 3.11's
+        # `ast.parse` is not safe across threads ("SystemError: AST constructor recursion depth
+        # mismatch" when autotune configs compile in threads). It holds the GIL anyway; the
+        # backend passes and ptxas, where the time goes, still run in parallel.
+        make_ir = source.make_ir
+
+        def make_ir_alone(*args: Any, **kwargs: Any) -> Any:
+            with _state.triton_language_lock():
+                return make_ir(*args, **kwargs)
+
+        source.make_ir = make_ir_alone
+        _widen_hash(source, job.graph, bound.constexprs)
         compiled = _cache.compile_in_usable_cache(triton, functools.partial(
             _cache.compile_checked, triton, source, job.triton_target, job.options,
             job.binary_key))
@@ -347,44 +354,42 @@ def run_triton(job: CompileJob) -> CompiledKernel:
         raise explained from err
 
 
-def _with_graph_in_hash(source: Any, graph: tuple, constexprs: dict) -> None:
-    """Makes `source.hash()`, Triton's on-disk cache key, cover the call graph as it resolves now.
+def _widen_hash(source: Any, graph: tuple, constexprs: dict) -> None:
+    """Makes `source.hash()`, Triton's on-disk cache key, cover what Triton's own hash misses.
 
-    Triton's own hash takes the kernel's `cache_key`, which holds the callees and global values of
-    the first time it was computed (`graph_key`), and Triton functions given as constexprs by
-    theirs: without this, a rebound helper or global would be served the old binary from disk.
-    A kernel that calls no Triton function, reads no global and is given none keeps Triton's
-    own key.
+    The call graph as it resolves now: Triton's own hash takes the kernel's `cache_key`, which
+    holds the callees and global values of the first time it was computed (`graph_key`), and
+    Triton functions given as constexprs by theirs: without this, a rebound helper or global
+    would be served the old binary from disk. A kernel that calls no Triton function, reads no
+    global and is given none keeps Triton's own key for this.
+
+    The constexprs' types where one is a str: Triton's hash writes constexprs with `str()`, so
+    `BLOCK="256"` would be served the binary of `BLOCK=256` from its on-disk cache (and compile
+    nothing that could fail). Only a str can spell another type's value, so constexprs without
+    a str keep Triton's own key for this.
+
+    Each is folded in as a SHA-256 over the key before it, the graph first.
     """
     functions = [f"{position}={stable_text(value)}" for position, value in
                  sorted(constexprs.items()) if is_triton_function(value)]
-    if len(graph[0]) <= 1 and not graph[1] and not functions:
+    with_graph = len(graph[0]) > 1 or bool(graph[1]) or bool(functions)
+    types = None
+    if any([isinstance(value, str) for value in constexprs.values()]):
+        types = sorted([(position, type(value).__qualname__)
+                        for position, value in constexprs.items()])
+    if not with_graph and types is None:
         return
     triton_hash = source.hash
 
-    def hash_with_graph() -> str:
-        return hashlib.sha256(f"{triton_hash()}-{graph}-{functions}".encode()).hexdigest()
+    def widened_hash() -> str:
+        key = triton_hash()
+        if with_graph:
+            key = hashlib.sha256(f"{key}-{graph}-{functions}".encode()).hexdigest()
+        if types is not None:
+            key = hashlib.sha256(f"{key}-constexpr-types={types}".encode()).hexdigest()
+        return key
 
-    source.hash = hash_with_graph
-
-
-def _with_constexpr_types_in_hash(source: Any, constexprs: dict) -> None:
-    """Makes `source.hash()` tell a str constexpr from the value it spells.
-
-    Triton's hash writes constexprs with `str()`, so `BLOCK="256"` would be served the binary
-    of `BLOCK=256` from its on-disk cache (and compile nothing that could fail). Only a str can
-    spell another type's value, so the types are folded in where one is a str; other keys stay
-    Triton's own.
-    """
-    if not any(isinstance(value, str) for value in constexprs.values()):
-        return
-    types = sorted((position, type(value).__qualname__) for position, value in constexprs.items())
-    triton_hash = source.hash
-
-    def hash_with_types() -> str:
-        return hashlib.sha256(f"{triton_hash()}-constexpr-types={types}".encode()).hexdigest()
-
-    source.hash = hash_with_types
+    source.hash = widened_hash
 
 
 # Triton's NVIDIA backend names its ptxas input in the PTXASError's repro command and leaves the
@@ -405,22 +410,6 @@ def _remove_ptxas_files(err: BaseException) -> None:
                 os.remove(leftover)
             except OSError:
                 pass
-
-
-def _serialize_front_end(source: Any) -> None:
-    """Makes `source.make_ir` (Python AST to Triton IR) run one thread at a time.
-
-    CPython 3.11's `ast.parse` is not safe across threads ("SystemError: AST constructor
-    recursion depth mismatch" when autotune configs compile in threads). The front end holds the
-    GIL anyway; the backend passes and ptxas, where the time goes, still run in parallel.
-    """
-    make_ir = source.make_ir
-
-    def make_ir_alone(*args: Any, **kwargs: Any) -> Any:
-        with _state.triton_language_lock():
-            return make_ir(*args, **kwargs)
-
-    source.make_ir = make_ir_alone
 
 
 def compile_job(job: CompileJob) -> CompiledKernel:
