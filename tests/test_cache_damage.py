@@ -152,8 +152,9 @@ def test_a_binary_damaged_after_the_check_is_caught_before_it_is_used(
 
     def damage_instead_of_checking(*args):  # another process truncates it meanwhile
         _truncate(path, platform, cache_dir)
+        return None  # the entry passed its check
 
-    monkeypatch.setattr(_cache, "replace_if_damaged", damage_instead_of_checking)
+    monkeypatch.setattr(_cache, "entry_problem", damage_instead_of_checking)
     with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
         assert binary_reaching_the_call(platform) == whole
     assert sum(path in r.getMessage() for r in caplog.records) == 1
@@ -161,8 +162,9 @@ def test_a_binary_damaged_after_the_check_is_caught_before_it_is_used(
 
 def test_a_binary_still_damaged_after_replacing_is_an_error_that_is_not_remembered(
         cache_dir, monkeypatch):
-    monkeypatch.setattr(_cache, "result_problem",
-                        lambda *args: ("/cache/KEY/add_kernel.cubin", "truncated: 12 bytes"))
+    # Every binary Triton returns reads as damaged (the cache starts empty: nothing is checked
+    # before the first compile).
+    monkeypatch.setattr(_cache, "elf_problem", lambda *args: "truncated: 12 bytes")
     with pytest.raises(_cache.DamagedEntry, match="add_kernel.cubin: truncated.*Delete"):
         binary_reaching_the_call("cuda")
     monkeypatch.undo()

@@ -176,7 +176,9 @@ def entry_problem(manager: Any, file_name: str, target: Any, binary_ext: str,
     where it is whole or absent (Triton then compiles).
 
     The group file must be readable JSON whose "child_paths" is a mapping that lists the
-    metadata and the binary; then every file it lists is checked (`_file_problem`).
+    metadata and the binary; then every file it lists must be readable: the binary an ELF for
+    the target (`elf_problem`), every other file non-empty UTF-8 text, and the metadata JSON
+    that names this entry and target (`metadata_problem`).
     """
     metadata_file = f"{file_name}.json"
     group_path = manager.get_file(f"__grp__{metadata_file}")
@@ -200,29 +202,24 @@ def entry_problem(manager: Any, file_name: str, target: Any, binary_ext: str,
                 data = child_file.read()
         except (OSError, TypeError) as err:
             return str(path), f"unreadable ({type(err).__name__}: {err})"
-        problem = _file_problem(child, data, metadata_file, binary_ext, target, entry_hash)
+        if child.endswith(f".{binary_ext}"):
+            problem = elf_problem(data, target.backend)
+        elif not data:
+            problem = "empty"
+        else:
+            try:
+                text = data.decode("utf-8")
+                meta = json.loads(text) if child == metadata_file else None
+            except UnicodeDecodeError as err:
+                problem = f"not text ({err})"
+            except ValueError as err:  # after UnicodeDecodeError, a ValueError itself
+                problem = f"metadata is not JSON ({err})"
+            else:
+                problem = (metadata_problem(meta, target, entry_hash) if child == metadata_file
+                           else None)
         if problem is not None:
             return path, problem
     return None
-
-
-def _file_problem(child: str, data: bytes, metadata_file: str, binary_ext: str, target: Any,
-                  entry_hash: str) -> str | None:
-    if child.endswith(f".{binary_ext}"):
-        return elf_problem(data, target.backend)
-    if not data:
-        return "empty"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        return f"not text ({err})"
-    if child != metadata_file:
-        return None
-    try:
-        meta = json.loads(text)
-    except ValueError as err:
-        return f"metadata is not JSON ({err})"
-    return metadata_problem(meta, target, entry_hash)
 
 
 def discard(entry_hash: str, file_name: str) -> None:
@@ -243,63 +240,52 @@ def warn_damaged(path: str, problem: str, kernel: str) -> None:
                    "Compiling the kernel again and replacing the entry.", kernel, path, problem)
 
 
-def replace_if_damaged(source: Any, target: Any, options: dict[str, Any],
-                       binary_ext: str) -> None:
-    """Checks the cache entry `triton.compile(source, ...)` will read; empties it if damaged.
-
-    Raises:
-      OSError: the cache folder cannot be read or written (the caller falls back).
-    """
-    from triton import knobs
-    from triton.runtime.cache import get_cache_manager
-
-    if knobs.cache.manager_class is not None:
-        return  # a custom cache manager: its layout is its own
-    entry_hash = triton_cache_hash(source, target, options)
-    file_name = source.name[:150]  # as triton.compile names the files
-    manager = get_cache_manager(entry_hash)
-    damage = entry_problem(manager, file_name, target, binary_ext, entry_hash)
-    if damage is not None:
-        warn_damaged(damage[0], damage[1], source.name)
-        discard(entry_hash, file_name)
-
-
-def result_problem(compiled: Any, target: Any, binary_ext: str) -> tuple[str, str] | None:
-    """(file, what is wrong) with what `triton.compile` returned, or None where it is whole."""
-    group = getattr(compiled, "metadata_group", {}) or {}
-    problem = elf_problem(bytes(compiled.asm.get(binary_ext, b"")), target.backend)
-    if problem is not None:
-        binary_file = next((p for c, p in group.items() if c.endswith(f".{binary_ext}")), "")
-        return binary_file or f"the {binary_ext} of entry {compiled.hash}", problem
-    metadata = compiled.metadata
-    meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
-    problem = metadata_problem(meta, target)
-    if problem is not None:
-        metadata_file = next((p for c, p in group.items() if c.endswith(".json")), "")
-        return metadata_file or f"the metadata of entry {compiled.hash}", problem
-    return None
-
-
 def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, Any],
                     binary_ext: str) -> Any:
     """`triton.compile(source, target=target, options=options)` from a checked cache entry.
 
-    A damaged entry is replaced first; a result that is still damaged is replaced once more.
+    Before the compile, the entry it will read is checked (`entry_problem`; only in Triton's
+    default file cache: a custom cache manager's layout is its own) and emptied if damaged.
+    What the compile returns is checked too, its binary (`elf_problem`) and its metadata
+    (`metadata_problem`); where it is damaged, the entry is emptied and compiled once more.
 
     Raises:
       DamagedEntry: the binary was damaged again after the entry was replaced (names the file).
-      OSError: the cache folder cannot be read or written.
+      OSError: the cache folder cannot be read or written (the caller falls back).
       Triton's own compile errors.
     """
-    replace_if_damaged(source, target, options, binary_ext)
+    from triton import knobs
+    from triton.runtime.cache import get_cache_manager
+
+    file_name = source.name[:150]  # as triton.compile names the files
+    if knobs.cache.manager_class is None:
+        entry_hash = triton_cache_hash(source, target, options)
+        damage = entry_problem(get_cache_manager(entry_hash), file_name, target, binary_ext,
+                               entry_hash)
+        if damage is not None:
+            warn_damaged(damage[0], damage[1], source.name)
+            discard(entry_hash, file_name)
     for attempt in range(2):
         compiled = triton.compile(source, target=target, options=dict(options))
-        damage = result_problem(compiled, target, binary_ext)
+        # (file, what is wrong) with what it returned, or None where it is whole.
+        group = getattr(compiled, "metadata_group", {}) or {}
+        damage = None
+        problem = elf_problem(bytes(compiled.asm.get(binary_ext, b"")), target.backend)
+        if problem is not None:
+            binary_file = next((p for c, p in group.items() if c.endswith(f".{binary_ext}")), "")
+            damage = binary_file or f"the {binary_ext} of entry {compiled.hash}", problem
+        else:
+            metadata = compiled.metadata
+            meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
+            problem = metadata_problem(meta, target)
+            if problem is not None:
+                metadata_file = next((p for c, p in group.items() if c.endswith(".json")), "")
+                damage = metadata_file or f"the metadata of entry {compiled.hash}", problem
         if damage is None:
             return compiled
         if attempt == 0:
             warn_damaged(damage[0], damage[1], source.name)
-            discard(compiled.hash, source.name[:150])
+            discard(compiled.hash, file_name)
     raise DamagedEntry(
         f"Triton's cache gave a damaged binary for kernel {source.name} again after its entry "
         f"was replaced: {damage[0]}: {damage[1]}. Delete that folder, or set TRITON_CACHE_DIR "
