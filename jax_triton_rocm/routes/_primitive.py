@@ -427,19 +427,6 @@ def registered_platforms() -> tuple[str, ...]:
     return tuple(sorted(_registered))
 
 
-def platforms_in_use() -> tuple[str, ...]:
-    """The GPU platforms whose jaxlib plugin is installed or whose architecture is named.
-
-    Named means by `target_arch(...)` on this thread or by `JAX_TRITON_ROCM_TARGET_ARCH`.
-
-    Raises:
-      ValueError: `JAX_TRITON_ROCM_TARGET_ARCH` is malformed (names the value and the form).
-    """
-    installed = set(_compat.installed_gpu_platforms())
-    named = {p for p in _vendors.GPU_PLATFORMS if _target.named_arch(p) is not None}
-    return tuple([p for p in _vendors.GPU_PLATFORMS if p in installed | named])
-
-
 def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -> tuple[str, ...]:
     """Registers the lowering rules of `triton_kernel_p`; safe to call any number of times.
 
@@ -450,8 +437,8 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
 
     Args:
       platforms: the platforms whose Triton backend `explicit` imports: "cuda" and/or "rocm";
-        by default those whose jaxlib plugin is installed or whose architecture is named
-        (`platforms_in_use()`).
+        by default those whose jaxlib plugin is installed or whose architecture is named (by
+        `target_arch(...)` on this thread or by `JAX_TRITON_ROCM_TARGET_ARCH`).
       explicit: import the vendor modules now, so a broken Triton fails here (True), or defer
         that to the first lowering (False, what JAX's `initialize()` does).
 
@@ -478,7 +465,11 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
                 mlir.register_lowering(triton_kernel_p, _rule_for(platform), platform=platform)
                 _registered.add(platform)
     if explicit:
-        for platform in platforms_in_use() if chosen is None else chosen:
+        if chosen is None:  # the platforms in use
+            installed = set(_compat.installed_gpu_platforms())
+            named = {p for p in _vendors.GPU_PLATFORMS if _target.named_arch(p) is not None}
+            chosen = tuple([p for p in _vendors.GPU_PLATFORMS if p in installed | named])
+        for platform in chosen:
             _routes(platform)
     return tuple(sorted(_registered))  # `registered_platforms()`
 
