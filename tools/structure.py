@@ -16,7 +16,7 @@ The dynamic figures come from a child process (with the checkout first on `sys.p
 lowers a jitted add for sm_90 on the CPU under `target_arch`, with `sys.setprofile` on: the
 package modules whose functions run, the calls that cross from one package module to
 another, and the distinct package functions that run (comprehensions, lambdas and the
-dataclasses' generated methods included). "cold" is the first lowering in the process (the
+dataclasses' generated methods included; "of them written with def" leaves those out). "cold" is the first lowering in the process (the
 kernel compiles); "warm" lowers the same function again after `jax.clear_caches()` (the
 package's own caches kept); "new shape" then lowers it for twice the elements (a new grid, the
 same kernel binary).
@@ -215,7 +215,7 @@ def static_figures(root: str) -> dict:
 
 
 _TRACE = r"""
-import json, sys
+import inspect, json, sys
 sys.path.insert(0, ROOT)
 import jax, jax.numpy as jnp, triton, triton.language as tl
 import jax_triton_rocm as jtr
@@ -234,7 +234,7 @@ def add(x, y):
 x = jax.ShapeDtypeStruct((4096,), jnp.float32)
 
 def traced():
-    modules, crossings, functions = set(), 0, set()
+    modules, crossings, functions, named = set(), 0, set(), set()
     def profile(frame, event, arg):
         nonlocal crossings
         if event != "call":
@@ -243,7 +243,12 @@ def traced():
         if not name.startswith("jax_triton_rocm") or frame.f_code.co_name == "<module>":
             return
         modules.add(name)
-        functions.add((name, frame.f_code.co_qualname, frame.f_code.co_firstlineno))
+        code = frame.f_code
+        functions.add((name, code.co_qualname, code.co_firstlineno))
+        # A function written with `def` (no comprehension, lambda, class body or dataclass method).
+        if (not code.co_name.startswith("<") and code.co_flags & inspect.CO_OPTIMIZED
+                and "__create_fn__" not in code.co_qualname):
+            named.add((name, code.co_qualname, code.co_firstlineno))
         caller = frame.f_back
         while caller is not None and caller.f_code.co_name.startswith("<"):
             caller = caller.f_back
@@ -257,7 +262,7 @@ def traced():
         finally:
             sys.setprofile(None)
     assert len(jtr.kernel_calls(lowered)) == 1
-    return sorted(modules), crossings, len(functions)
+    return sorted(modules), crossings, len(functions), len(named)
 
 cold = traced()
 jax.clear_caches()
@@ -283,12 +288,14 @@ def dynamic_figures(root: str) -> dict:
         "modules a cold call runs in": len(data["cold"][0]),
         "cross-module calls, cold": data["cold"][1],
         "functions a cold call runs": data["cold"][2],
+        "  of them written with def, cold": data["cold"][3],
         "modules a warm call runs in": len(data["warm"][0]),
         "cross-module calls, warm": data["warm"][1],
         "functions a warm call runs": data["warm"][2],
         "modules a new-shape call runs in": len(data["new shape"][0]),
         "cross-module calls, new shape": data["new shape"][1],
         "functions a new-shape call runs": data["new shape"][2],
+        "  of them written with def, new shape": data["new shape"][3],
         "_cold modules": data["cold"][0],
         "_warm modules": data["warm"][0],
         "_new-shape modules": data["new shape"][0],
