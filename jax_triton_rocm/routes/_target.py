@@ -193,7 +193,9 @@ def _parse_env(raw: str) -> dict[str, str]:
 def named_in_force(archs: dict[str, str]) -> Iterator[dict[str, str]]:
     """Makes `archs` (canonical, by platform) the named architectures, over those named before;
     yields them all. The way out of a variable set too late: it does not check the variable."""
-    merged = {**named_archs(check_env=False), **archs}
+    value = _ARCH_STATE.value
+    named = _parse_env(value) if isinstance(value, str) else dict(value or ())
+    merged = {**named, **archs}
     with _ARCH_STATE(tuple(sorted(merged.items()))):
         yield merged
 
@@ -215,34 +217,19 @@ def _env_changed_error(now: str | None) -> RuntimeError:
         f"jax_triton_rocm.target_arch({example}):` around the lowering.")
 
 
-def named_archs(check_env: bool = True) -> dict[str, str]:
-    """The named architectures by platform: `target_arch`'s, else the variable's.
-
-    Raises:
-      ValueError: `JAX_TRITON_ROCM_TARGET_ARCH` is malformed or names an unknown architecture.
-      RuntimeError: (with `check_env`) the variable was set, changed or unset after it was read.
-    """
-    value = _ARCH_STATE.value
-    if check_env and not isinstance(value, tuple):  # no target_arch() in force
-        now = os.environ.get(ENV_TARGET_ARCH)
-        if now != _ENV_AS_READ:
-            raise _env_changed_error(now)
-    if not value:
-        return {}
-    if isinstance(value, str):
-        return _parse_env(value)
-    return dict(value)
-
-
 def named_arch(platform: str) -> Target | None:
-    """The architecture named for `platform` by `target_arch` or the environment, if any.
+    """The architecture named for `platform` by `target_arch`, else by the environment, if any.
 
     Raises:
       ValueError: `JAX_TRITON_ROCM_TARGET_ARCH` is malformed or names an unknown architecture.
       RuntimeError: the variable was set, changed or unset after it was read (too late).
     """
     value = _ARCH_STATE.value
-    archs = named_archs()
+    if not isinstance(value, tuple):  # no target_arch() in force
+        now = os.environ.get(ENV_TARGET_ARCH)
+        if now != _ENV_AS_READ:
+            raise _env_changed_error(now)
+    archs = _parse_env(value) if isinstance(value, str) else dict(value or ())
     if platform not in archs:
         return None
     source = ENV_TARGET_ARCH if isinstance(value, str) else "target_arch()"
