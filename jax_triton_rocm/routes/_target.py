@@ -530,7 +530,8 @@ def session(forced: dict[str, int] | None = None) -> Iterator[Session]:
 def lowered_call(route: str, ctx: LoweringRuleContext, spec: KernelCallSpec, decides: tuple,
                  make: Callable[[], Any], graph: tuple | None = None) -> Any:
     """`make()`, the call `route` lowers `spec` to, kept in `_state.LOWERED_CALLS` under the one
-    key every route uses: the route, the avals, the spec (the kernel by identity, scalars and
+    key every route uses: the route, the avals, the spec (the kernel by identity, kept alive by
+    the spec in the key, so that its id is not reused while the entry lives; scalars and
     metaparameters by exact value), what the kernel's call graph resolves to now
     (`_compile.graph_key`: a redefined helper or a changed global is a new key), the remembered
     and forced autotune choices (`STORE`'s generation, the tuning session's forced configs),
@@ -542,7 +543,7 @@ def lowered_call(route: str, ctx: LoweringRuleContext, spec: KernelCallSpec, dec
     forced = tuple(sorted(current.forced.items())) if current is not None else ()
     key = (route, tuple(ctx.avals_in), tuple(ctx.avals_out), spec, graph,
            (STORE.generation, forced), decides)
-    return _state.LOWERED_CALLS.memo(key, lambda: (spec.kernel, make()))[1]
+    return _state.LOWERED_CALLS.memo(key, make)
 
 
 def pick(key: str, descriptions: Sequence[str]) -> int | None:
