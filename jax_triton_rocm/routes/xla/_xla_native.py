@@ -221,11 +221,15 @@ def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
 
 def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Any,
                    graph: tuple, in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
-    """The call in the form XLA launches, or why it does not fit. A plain kernel's is kept in
-    `_state.PLANS` by `_plan.plan_key` (with its call graph's key, `graph`, and the target's
-    launch limits), and refilled for a call at new shapes or scalar values (`_plan.relaunch`:
-    the grid, the scalars, the outputs to zero): the kernel holds neither, and the backend is
-    not asked again.
+    """The call in the form XLA launches, or why it does not fit: its one launch compiled as
+    the trampoline XLA calls (`_trampoline.for_xla`) and its IR checked for this jaxlib
+    (`checked_ir`); unfit are an output to zero that shares an input's buffer, more shared
+    memory than the target has, global scratch memory, and IR XLA cannot take.
+
+    A plain kernel's call is kept in `_state.PLANS` by `_plan.plan_key` (with its call graph's
+    key, `graph`, and the target's launch limits), and refilled for a call at new shapes or
+    scalar values (`_plan.relaunch`: the grid, the scalars, the outputs to zero): the kernel
+    holds neither, and the backend is not asked again.
 
     The call's one launch is a plain kernel's, or the one remembered for an autotuned call
     (found by jaxlib's route, which keys choices on its compiled configs and runs the autotuner's
@@ -256,21 +260,7 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
                          "jax_triton_rocm.autotune picks one once, on real data, and the call "
                          "then takes XLA's)")
         [launch] = lowered.launches
-    call = _compiled(backend, spec, target, limits, launch, in_avals, out_avals)
-    if key is not None and not isinstance(call, Unfit):
-        # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
-        _state.PLANS.put(key, (spec.kernel, (launch, call, limits)))
-    return call
-
-
-def _scalars(launch: _plan.Launch) -> tuple[_spec.Scalar, ...]:
-    """The launch's runtime scalars, in kernel order: what the trampoline loads, in its order."""
-    return tuple(source.scalar for source in launch.bound.sources if source.kind == "scalar")
-
-
-def _compiled(backend: Backend, spec: KernelCallSpec, target: Any, limits: _plan.LaunchLimits,
-              launch: _plan.Launch, in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
-    """Compiles `launch` in the form XLA launches; the call, or why it does not fit."""
+    # The launch compiled in the form XLA launches.
     aliased = {o for _, o in spec.input_output_aliases}
     if aliased & set(launch.zeroed):
         return Unfit("an output to zero shares its buffer with an input (jaxlib's call zeroes "
@@ -301,9 +291,18 @@ def _compiled(backend: Backend, spec: KernelCallSpec, target: Any, limits: _plan
     ir = checked_ir(compiled, n_pointers, opt_out=f"{ENV_XLA_NATIVE}=0", warn=asked)
     if isinstance(ir, str):
         return Unfit(ir)
-    return NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,
+    call = NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,
                       num_stages=int(compiled.metadata.get("num_stages") or 1), grid=launch.grid,
                       scalars=form.scalar_operands, zeroed=tuple(launch.zeroed))
+    if key is not None:
+        # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
+        _state.PLANS.put(key, (spec.kernel, (launch, call, limits)))
+    return call
+
+
+def _scalars(launch: _plan.Launch) -> tuple[_spec.Scalar, ...]:
+    """The launch's runtime scalars, in kernel order: what the trampoline loads, in its order."""
+    return tuple(source.scalar for source in launch.bound.sources if source.kind == "scalar")
 
 
 _SCALAR_DTYPES = {"u1": np.bool_, "i1": np.bool_, "i32": np.int32, "u32": np.uint32,
