@@ -31,7 +31,7 @@ Unbatched, `tl.program_id(k)` is 0, so the same kernel serves both.
 The lowering rules, one per platform, and the route each call takes.
 
 On a GPU platform ("cuda", "rocm") a call takes XLA's own Triton custom call (`_xla_native`)
-or jaxlib's (`_jaxlib_call`), as `choose` rules (asked for, or where it fits and the
+or jaxlib's (`_jaxlib_call`), as `GpuRoutes.lower` rules (asked for, or where it fits and the
 platform takes it by default, and not for `jax.export`); the platform's backend
 (`backends.backend`) answers the vendor questions on both routes. On the CPU
 the kernel runs in Triton's interpreter (`routes.cpu`). `triton_call_lowering` enters here too,
@@ -287,37 +287,6 @@ def env_choice() -> bool | None:
     return _values.env_flag(ENV_XLA_NATIVE, default=None)
 
 
-def choose(spec: KernelCallSpec, backend: Backend, *, exporting: bool) -> tuple[bool, str]:
-    """The route for `spec` lowered by `backend` (see the module docstring), chosen before its
-    compile: whether it is XLA's Triton call (else jaxlib's), and why.
-
-    Raises:
-      ValueError: `JAX_TRITON_ROCM_XLA_NATIVE` is malformed, or the call asked for XLA's call
-        (`xla_native=True`) and does not fit it.
-    """
-    asked = spec.xla_native
-    by = "xla_native" if asked is not None else ENV_XLA_NATIVE
-    if asked is None:
-        asked = env_choice()
-    if asked is False:
-        return False, f"{by}={'False' if by == 'xla_native' else '0'} asks for it"
-    unfit = _xla_native.fit(spec)
-    if unfit is not None:
-        refuse_if_asked(spec, unfit.reason)
-        return False, unfit.reason
-    if asked:
-        return True, f"{by}={'True' if by == 'xla_native' else '1'} asks for it"
-    if exporting:
-        return False, ("the lowering is for jax.export (XLA's call carries Triton IR, which "
-                       "another jaxlib may not read)")
-    if not _compat.xla_triton_dialect():
-        return False, ("this jaxlib has no Triton dialect (jaxlib.triton) to read the kernel's "
-                       "IR with, as XLA's call must")
-    if backend.xla_call_unproven is not None:
-        return False, backend.xla_call_unproven
-    return True, "the call fits it"
-
-
 def refuse_if_asked(spec: KernelCallSpec, reason: str) -> None:
     """Raises where the call itself asked for XLA's Triton call, which cannot take it.
 
@@ -348,18 +317,45 @@ _registered: set[str] = set()
 @dataclasses.dataclass(frozen=True)
 class GpuRoutes:
     """A GPU platform's routes, XLA's Triton call and jaxlib's, with the platform's backend: each
-    call takes the one `choose` picks."""
+    call takes the one the rule picks (`lower`)."""
 
     backend: Backend
 
     def lower(self, ctx: LoweringRuleContext, operands: Sequence[Any],
               spec: KernelCallSpec) -> list:
-        """Lowers one equation to a custom call on the route `choose` picks; returns its
-        results."""
+        """Lowers one equation to a custom call on the route the module docstring's rule picks
+        before any compile, XLA's Triton call or jaxlib's, and logs which and why (`note`);
+        returns its results.
+
+        Raises:
+          ValueError: `JAX_TRITON_ROCM_XLA_NATIVE` is malformed, or the call asked for XLA's
+            call (`xla_native=True`) and does not fit it.
+        """
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call
         from jax_triton_rocm.routes.xla import _xla_native  # see `_routes`
 
-        xla, reason = choose(spec, self.backend, exporting=_target.for_export(ctx))
+        asked = spec.xla_native
+        by = "xla_native" if asked is not None else ENV_XLA_NATIVE
+        if asked is None:
+            asked = env_choice()
+        unfit = None if asked is False else _xla_native.fit(spec)
+        if asked is False:
+            xla, reason = False, f"{by}={'False' if by == 'xla_native' else '0'} asks for it"
+        elif unfit is not None:
+            refuse_if_asked(spec, unfit.reason)
+            xla, reason = False, unfit.reason
+        elif asked:
+            xla, reason = True, f"{by}={'True' if by == 'xla_native' else '1'} asks for it"
+        elif _target.for_export(ctx):
+            xla, reason = False, ("the lowering is for jax.export (XLA's call carries Triton "
+                                  "IR, which another jaxlib may not read)")
+        elif not _compat.xla_triton_dialect():
+            xla, reason = False, ("this jaxlib has no Triton dialect (jaxlib.triton) to read "
+                                  "the kernel's IR with, as XLA's call must")
+        elif self.backend.xla_call_unproven is not None:
+            xla, reason = False, self.backend.xla_call_unproven
+        else:
+            xla, reason = True, "the call fits it"
         if xla:
             results = _xla_native.lower(self.backend, ctx, operands, spec)
             if not isinstance(results, _xla_native.Unfit):
