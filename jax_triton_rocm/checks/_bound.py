@@ -17,8 +17,8 @@ first such call was checked into.
 its outputs and checks every argument, at every trace. A jitted function traced
 again at a new shape (a new batch or sequence length) makes the same call with other arrays:
 where its operands went, and every verdict on its keywords, settings and dtypes, stay the same.
-So the first call's `Placed` and spec are kept under a `layout_key` of everything that decided
-them, and a later call with the same key gets them with its own arrays, avals, runtime scalars
+So the first call's `Placed` and spec are kept under a key of everything that decided them,
+and a later call with the same key gets them with its own arrays, avals, runtime scalars
 and grid put in (`reuse`), after the checks that depend on those: concrete dimensions, aliased
 buffers of one shape, the grid, and the layout check (itself kept per layout).
 
@@ -126,15 +126,19 @@ _PLAIN_TYPES = frozenset((type(None), bool, int, str, bytes))
 _PLAIN_OR_TUPLE = _PLAIN_TYPES | {tuple}
 
 
-def layout_key(args: tuple, keywords: dict[str, Any], runtime: dict[str, int], out_shapes: list,
-               out_tree: Any, *, kernel: Any, unwrapped: Any, grid: Any, convention: str,
-               options: tuple) -> tuple | None:
-    """The key of a call's layout: everything of the call but its arrays' shapes, its runtime
-    scalars' values and a grid of ints; None where no layout is kept (see the module
-    docstring), or where the full check must say what is wrong (an unhashable value, a bad
-    scalar). Built in one pass, as it is at every trace of a call seen before.
+def reuse(args: tuple, keywords: dict[str, Any], runtime: dict[str, int], out_shapes: list,
+          out_tree: Any, *, kernel: Any, unwrapped: Any, grid: tuple[int, int, int] | MetaGrid,
+          convention: str, options: tuple
+          ) -> tuple[tuple | None, tuple[_checker.Placed, KernelCallSpec] | None]:
+    """The key of a call's layout, and the call's `Placed` and spec from the layout kept under
+    it, with its own arrays, scalars, shapes and grid.
 
-    Each part as far as it decides the layout and the checks:
+    The key is None where no layout is kept (see the module docstring), or where the full check
+    must say what is wrong (an unhashable value, a bad scalar); the `Placed` and spec are None
+    where no layout is kept under the key, or where a check fails (the full check then says
+    why). The key is built in one pass, as it is at every trace of a call seen before: it holds
+    everything of the call but its arrays' shapes, its runtime scalars' values and a grid of
+    ints, each part as far as it decides the layout and the checks:
 
     - a positional array: its dtype and whether it is 0-d;
     - a scalar operand or a constexpr, positional or a keyword of `runtime` ({keyword:
@@ -162,11 +166,11 @@ def layout_key(args: tuple, keywords: dict[str, Any], runtime: dict[str, int], o
                 parts.append("scalar")
                 scalars.append((params[index], value, f"argument {index}"))
             else:
-                return None  # no layout kept, or the full check must say what is wrong
+                return None, None  # no layout kept, or the full check must say what is wrong
         names, values = [], list(options)
         for name, value in keywords.items():
             if _arguments.holds_buffer(value):
-                return None
+                return None, None
             names.append(name)
             if name in runtime:
                 scalars.append((params[runtime[name]], value, f"keyword argument {name!r}"))
@@ -196,28 +200,20 @@ def layout_key(args: tuple, keywords: dict[str, Any], runtime: dict[str, int], o
                tuple(values))
         hash(key)
     except (TypeError, ValueError, OverflowError):  # unhashable, or a bad scalar: full check
-        return None
-    return key
-
-
-def reuse(key: tuple | None, args: tuple, keywords: dict[str, Any], out_shapes: list,
-          grid: tuple[int, int, int] | MetaGrid) -> tuple[_checker.Placed, KernelCallSpec] | None:
-    """The call's `Placed` and spec from the layout kept under `key`, with its own arrays,
-    scalars, shapes and grid; None where none is kept, or where a check fails (the full check
-    then says why)."""
-    layout = None if key is None else _state.CALL_LAYOUTS.get(key)
+        return None, None
+    layout = _state.CALL_LAYOUTS.get(key)
     if layout is None:
-        return None
+        return key, None
     operands = tuple([args[index] for index in layout.operand_args])
     in_avals = tuple([x.aval for x in operands])
     outs = tuple([out_shapes[o] for o in layout.out_order])
     for aval in (*in_avals, *outs):
         for d in aval.shape:
             if type(d) is not int:  # a symbolic dimension
-                return None
+                return key, None
     for i, r in layout.placed.aliases.items():
         if in_avals[i].shape != tuple(outs[r].shape):
-            return None
+            return key, None
     positional = list(layout.spec.positional)
     for index, source in layout.scalars:
         positional[index] = ("scalar", args[source] if isinstance(source, int)
@@ -228,10 +224,10 @@ def reuse(key: tuple | None, args: tuple, keywords: dict[str, Any], out_shapes: 
         _layout.check_kernel_arguments(spec.unwrapped, positional, in_avals, outs,
                                        dict(layout.placed.metaparams))
     except (TypeError, ValueError):
-        return None
+        return key, None
     placed = _values.replaced(layout.placed, positional=positional, operands=operands,
                               in_avals=in_avals, out_shapes=outs)
-    return placed, spec
+    return key, (placed, spec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,7 +255,7 @@ class BoundCall:
             self.out_tree, [results[r] for r in self.placed.user_results])
 
 
-# The options a call's layout is kept by, besides the grid (`layout_key`).
+# The options a call's layout is kept by, besides the grid (`reuse`).
 _KEYED_OPTIONS = tuple(f.name for f in dataclasses.fields(CallOptions) if f.name != "grid")
 
 
@@ -291,7 +287,7 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
     gives a value; `cost_estimate` is kept as sorted (key, int) pairs.
 
     A call laid out like an earlier one (new shapes, new runtime scalar values) reuses that
-    layout (`reuse`); one checked in full keeps its layout under its `layout_key` where the
+    layout (`reuse`); one checked in full keeps its layout under the key `reuse` built where the
     layout serves later calls (the module docstring says which). One with `operands=` is
     checked in full every time.
 
@@ -325,12 +321,11 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
                  if not param.is_constexpr}
         runtime = {name: index[name] for name, value in keywords.items()
                    if name in index and _spec.is_scalar(value)}
-    call_key = None if operands or grid is None else layout_key(
+    call_key, reused = (None, None) if operands or grid is None else reuse(
         args, keywords, runtime, out_shapes, out_tree, kernel=kernel, unwrapped=unwrapped,
         grid=grid, convention=what, options=(
             backend_options, cost_estimate, has_side_effect, input_output_aliases, constexprs,
             *[getattr(given, name) for name in _KEYED_OPTIONS]))
-    reused = reuse(call_key, args, keywords, out_shapes, grid)
     if reused is not None:
         return BoundCall(reused[1], reused[0], out_tree, arrays_only=True)
     side_effect = _values.flag(has_side_effect, "has_side_effect")
