@@ -349,21 +349,25 @@ def named_parameters(jit_fn: JITFunction, constexprs: Any, operands: Any,
 
 @dataclasses.dataclass
 class Flat:
-    """The operands flattened in kernel-parameter order.
+    """The operands flattened in kernel-parameter order (depth first), each numbered as it is
+    met: the primitive takes them in that order.
 
     Attributes:
-      entries: each operand parameter's entry, with `Leaf` objects where operands go.
+      entries: each operand parameter's entry, with the primitive's operand index where an
+        operand goes.
       leaves: every operand leaf (arrays, Refs, descriptor bases, scalars but None), in order.
+      operands: the primitive's operands (the arrays, Refs and descriptor bases), in order.
     """
 
     entries: dict[int, Any] = dataclasses.field(default_factory=dict)
     leaves: list[Leaf] = dataclasses.field(default_factory=list)
+    operands: list[Any] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(eq=False)
 class Leaf:
     """One operand leaf: `value` (an array, a Ref or a scalar), where it is (`what`), and the
-    primitive's operand index once numbered (None for a scalar)."""
+    primitive's operand index (None for a scalar)."""
 
     value: Any
     what: str
@@ -389,14 +393,16 @@ def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
         flat.leaves.append(Leaf(value, what))
         return ("scalar", value)
     if isinstance(value, TensorDescriptor):
-        leaf = Leaf(value.base, f"{what} (a TensorDescriptor's base)")
+        leaf = Leaf(value.base, f"{what} (a TensorDescriptor's base)", len(flat.operands))
         flat.leaves.append(leaf)
-        return ("descriptor", (leaf, _tensordesc.abstract(value, value.base)))
+        flat.operands.append(leaf.value)
+        return ("descriptor", (leaf.operand, _tensordesc.abstract(value, value.base)))
     if is_ref(value) or (hasattr(value, "shape") and hasattr(value, "dtype")):
         leaf = Leaf(value if is_ref(value) or isinstance(value, jax.Array)
-                    else jnp.asarray(value), what)
+                    else jnp.asarray(value), what, len(flat.operands))
         flat.leaves.append(leaf)
-        return ("input", leaf)
+        flat.operands.append(leaf.value)
+        return ("input", leaf.operand)
     raise TypeError(f"{what} has type {type(value).__name__} ({value!r}); triton_call takes "
                     f"arrays, Refs, TensorDescriptors, bool/int/float scalars, None and tuples "
                     f"of them.")
@@ -549,8 +555,9 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
         [kind in ("input", "scalar", "constexpr") for kind, _ in flat.entries.values()])
     trailing = list(range(len(args), len(args) + len(out_shapes)))
     placed = _checker.place(
-        jit_fn, given.metaparams, flat.entries, flat.leaves, refs, convention=convention,
-        out_shapes=out_shapes, input_output_aliases=input_output_aliases, zeroed=zeroed_outputs,
+        jit_fn, given.metaparams, flat.entries, flat.operands, flat.leaves, refs,
+        convention=convention, out_shapes=out_shapes, input_output_aliases=input_output_aliases,
+        zeroed=zeroed_outputs,
         trailing=trailing if shaped and convention == "out_shape" else None,
         hint=lambda aliased: forgotten_hint(jit_fn, given, flat, len(out_shapes), aliased,
                                             own_keywords))

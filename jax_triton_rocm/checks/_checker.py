@@ -269,22 +269,9 @@ class MappedZeroed:
         return tuple(self.results[o] if 0 <= o < len(self.results) else o for o in self.fn(meta))
 
 
-def _numbered(entry: tuple[str, Any], operands: list) -> tuple[str, Any]:
-    """`entry` with each operand leaf numbered, in walk order (depth first)."""
-    kind, value = entry
-    if kind == "tuple":
-        return ("tuple", tuple(_numbered(element, operands) for element in value))
-    if kind not in ("input", "descriptor"):
-        return entry
-    leaf = value if kind == "input" else value[0]
-    leaf.operand = len(operands)
-    operands.append(leaf.value)
-    return (kind, leaf.operand if kind == "input" else (leaf.operand, value[1]))
-
-
-def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, Any], leaves: list,
-          refs: list, *, convention: str, out_shapes: list, input_output_aliases: Any,
-          zeroed: Any, trailing: list[int] | None = None,
+def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, Any],
+          operands: list, leaves: list, refs: list, *, convention: str, out_shapes: list,
+          input_output_aliases: Any, zeroed: Any, trailing: list[int] | None = None,
           hint: Callable[[set[int]], str] = lambda aliased: "") -> Placed:
     """Places a call's outputs among its operands (the module docstring says how).
 
@@ -295,9 +282,12 @@ def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, An
     likely forgot.
 
     Args:
-      entries: each given parameter's entry, with leaf objects where operands go (numbered
-        here); ("constexpr", value) for a value given positionally to a `tl.constexpr`.
-      leaves: every operand leaf in kernel-parameter order; `refs` those that are Refs.
+      entries: each given parameter's entry, with the primitive's operand index where an
+        operand goes (`_arguments.Flat`); ("constexpr", value) for a value given positionally
+        to a `tl.constexpr`.
+      operands: the primitive's operands, in that order.
+      leaves: every operand leaf in kernel-parameter order, each with its operand index (None
+        for a scalar); `refs` those that are Refs.
       convention: "out_type" (jax-triton 0.4) or "out_shape" (0.3).
       zeroed: `zeroed_outputs`, put in the primitive's result indices here (a callable's
         through `MappedZeroed`, unless the results keep the outputs' order).
@@ -361,7 +351,6 @@ def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, An
                 f"fix the outputs.{forgotten}")
         owners = dict(zip(range(n_outs), trailing))
     owner_of = {p: o for o, p in owners.items()}
-    operands: list = []
     positional, metaparams, constexprs = [], dict(metaparams), []
     for i, param in enumerate(jit_fn.params):
         if i in entries and entries[i][0] == "constexpr":
@@ -369,7 +358,7 @@ def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, An
             constexprs.append(param.name)
             positional.append(("keyword", None))
         elif i in entries:
-            positional.append(_numbered(entries[i], operands))
+            positional.append(entries[i])
         else:
             positional.append(("output", owner_of[i]) if i in owner_of else ("keyword", None))
     order = sorted(owners, key=owners.get)
