@@ -173,14 +173,31 @@ def test_a_str_constexpr_is_not_served_the_binary_of_the_value_it_spells(tmp_pat
         _lower_fill("256")
 
 
-def test_constexprs_without_a_str_keep_tritons_own_on_disk_key():
+def test_constexprs_without_a_str_keep_tritons_own_on_disk_key(monkeypatch):
     from triton.compiler import ASTSource
 
-    source = ASTSource(_fill_kernel, {"value": "fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"},
-                       constexprs={(2,): 256})
-    tritons_own = source.hash()
-    # A graph of no callees and no globals: only the constexprs' types can widen the key.
-    _compile._widen_hash(source, ((), ()), {(2,): 256})
-    assert source.hash() == tritons_own
-    _compile._widen_hash(source, ((), ()), {(2,): "256"})
-    assert source.hash() != tritons_own
+    from jax_triton_rocm.compile import _cache
+    from jax_triton_rocm.spec._layout import BoundKernel
+
+    signature = {"value": "fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"}
+    tritons_own = ASTSource(_fill_kernel, signature, constexprs={(2,): 256}).hash()
+
+    class Compiled(Exception):
+        pass
+
+    def on_disk_key(block):  # the key `run_triton` has Triton file the compile under
+        def compile_in_usable_cache(triton, compile_fn):
+            raise Compiled(compile_fn.args[1].hash())  # (triton, source, ...)
+
+        monkeypatch.setattr(_cache, "compile_in_usable_cache", compile_in_usable_cache)
+        target = triton.backends.compiler.GPUTarget("cuda", 90, 32)
+        bound = BoundKernel(signature, {(2,): block}, {}, (), ())
+        job = _compile.make_job(_fill_kernel, target, bound, {}, gluon=False,
+                                binary_key="cubin", asm_key="ptx")
+        with pytest.raises(Compiled) as compiled:
+            _compile.run_triton(job)
+        return compiled.value.args[0]
+
+    # A kernel of no callees and no globals: only the constexprs' types can widen the key.
+    assert on_disk_key(256) == tritons_own
+    assert on_disk_key("256") != tritons_own

@@ -3,6 +3,7 @@ kernels the installed Triton compiles for sm_90 (TMA), sm_80, gfx942 and gfx950 
 parameters), and against jaxlib's own encoding of a TMA parameter."""
 
 import re
+import types
 
 import jax
 import jax.numpy as jnp
@@ -166,11 +167,16 @@ def test_tma_support_by_release_when_the_plugin_cannot_be_read(version, expected
     assert features.tma_descriptors is expected
 
 
-def test_tma_support_is_read_from_the_plugin_binary(tmp_path):
+def test_tma_support_is_read_from_the_plugin_binary(tmp_path, monkeypatch):
     with_marker, without = tmp_path / "new.so", tmp_path / "old.so"
     with_marker.write_bytes(b"\0create_tma_descriptor_parameter\0")
     without.write_bytes(b"\0create_array_parameter\0")
-    read = lambda path: _compat._features_from_binary("cuda", "p", str(path), "read")  # noqa: E731
+
+    def read(path):  # the features of a plugin whose `_triton` is the file at `path`
+        module = types.SimpleNamespace(__name__="p._triton", __file__=str(path))
+        monkeypatch.setattr(_compat, "plugin_triton_module", lambda platform: module)
+        return _compat.plugin_features.__wrapped__("cuda")  # uncached
+
     assert read(with_marker).tma_descriptors and not read(without).tma_descriptors
 
 

@@ -181,24 +181,21 @@ def plugin_features(platform: str) -> PluginFeatures | None:
     """
     module = plugin_triton_module(platform)
     if module is not None:
-        return _features_from_binary(platform, module.__name__.split(".")[0], module.__file__,
-                                     f"{module.__name__} (inspected)")
-    package = installed_plugin(platform)
-    if package is None:
-        return None
-    distribution = package.replace("_", "-")
-    binary = _unimported_triton_binary(distribution, package)
-    if binary is not None:
-        return _features_from_binary(platform, package, binary,
-                                     f"{binary} (read; it does not import here)")
-    try:
-        version = importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        version = jaxlib_version()
-    return _features_from_version(platform, package, version, f"{distribution} release")
-
-
-def _features_from_binary(platform: str, plugin: str, path: str, source: str) -> PluginFeatures:
+        plugin, path = module.__name__.split(".")[0], module.__file__
+        source = f"{module.__name__} (inspected)"
+    else:
+        plugin = installed_plugin(platform)
+        if plugin is None:
+            return None
+        distribution = plugin.replace("_", "-")
+        path = _unimported_triton_binary(distribution, plugin)
+        if path is None:
+            try:
+                version = importlib.metadata.version(distribution)
+            except importlib.metadata.PackageNotFoundError:
+                version = jaxlib_version()
+            return _features_from_version(platform, plugin, version, f"{distribution} release")
+        source = f"{path} (read; it does not import here)"
     with open(path, "rb") as binary:
         content = binary.read()
     return PluginFeatures(platform=platform, plugin=plugin, detected_from=source,

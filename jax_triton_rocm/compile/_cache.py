@@ -340,12 +340,13 @@ def _warn_once(directory: str) -> None:
 def usable_cache_dir(triton: Any, *, private: tuple[str, ...] = ()) -> Iterator[None]:
     """Runs the body with a cache directory Triton can use, for `triton.compile`.
 
-    Does nothing when Triton already has one (the usual case: no lock taken). `private` names
-    the knobs ("dir", "dump_dir") that point at private folders for the body: the cache's is
-    removed when the last compile using it ends, the dump's is kept.
+    Does nothing when Triton already has one (a directory set, the usual case, is seen without
+    taking the lock; whether another setup needs the default, `needs_default_dir`, is decided
+    under it). `private` names the knobs ("dir", "dump_dir") that point at private folders for
+    the body: the cache's is removed when the last compile using it ends, the dump's is kept.
     """
     cache_knobs = triton.knobs.cache
-    if not private and _in_flight == 0 and not needs_default_dir(cache_knobs):
+    if not private and _in_flight == 0 and cache_knobs.dir:
         yield
         return
     if not _enter(cache_knobs, private):

@@ -8,7 +8,7 @@ specialisation, the constexprs and every compile option. An edited kernel, a reb
 a rebound global `tl.constexpr` never gets the old binary; two kernels with the same name never
 collide. `triton.compile` keeps using Triton's own on-disk cache (`TRITON_CACHE_DIR` is never
 changed; where it is empty, `_cache` supplies Triton's default location), with its key
-widened to the same call graph (`_widen_hash`), so a second process gets the binary in
+widened to the same call graph (`run_triton`), so a second process gets the binary in
 milliseconds. The entry Triton's cache holds is checked before its binary is used
 (`_cache`), and a cache folder that cannot be written is worked around (`_cache`).
 
@@ -79,6 +79,7 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
     up again. A function is parsed again only when its entry no longer holds: it is another
     function or source, its settings changed, or a callee's path now resolves to another object.
     """
+    global _references_finder
     functions: list[str] = []
     values: dict[tuple[str, str], str] = {}
     seen: set[int] = set()
@@ -97,38 +98,24 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
             # Parsed anew, with Triton's walk: calls to other Triton functions are collected,
             # not merged (their recorded values would be the stale ones), and the names they
             # are called through kept.
-            from triton.runtime.jit import DependenciesFinder
+            if _references_finder is None:
+                from triton.runtime.jit import DependenciesFinder
 
+                _references_finder = type("ReferencesFinder",
+                                          (_PathRecorder, DependenciesFinder), {})
+            finder = _references_finder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
+                                        nonlocals=inspect.getclosurevars(fn.fn).nonlocals,
+                                        src=fn.src)
             callees: list[Any] = []
-            paths: list[tuple[tuple[str, ...], Any]] = []
-
-            class ReferencesFinder(DependenciesFinder):
-                """Triton's walk, with each Triton function it reaches and its path recorded."""
-
-                _update_hash = callees.append  # where Triton's walk would merge a Triton function
-
-                def visit(self, node: Any) -> Any:
-                    value = super().visit(node)
-                    if isinstance(node, (ast.Name, ast.Attribute)):
-                        # `a.b.c` as the path ("a", "b", "c"); no path through anything but names.
-                        parts, inner = [], node
-                        while isinstance(inner, ast.Attribute):
-                            parts.append(inner.attr)
-                            inner = inner.value
-                        function = getattr(value, "__func__", value)
-                        if isinstance(inner, ast.Name) and is_triton_function(function):
-                            paths.append(((inner.id, *reversed(parts)), function))
-                    return value
-
-            finder = ReferencesFinder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
-                                      nonlocals=inspect.getclosurevars(fn.fn).nonlocals,
-                                      src=fn.src)
+            finder._update_hash = callees.append  # where Triton's walk would merge a callee
+            finder.paths = []
             with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
                 finder.visit(fn.parse())
             names = [(scope, name) for (name, _), (_, scope) in finder.used_global_vals.items()]
             text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
             own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
-            entry = _Entry(fn, fn.src, own, settings, tuple(names), tuple(paths), tuple(callees))
+            entry = _Entry(fn, fn.src, own, settings, tuple(names), tuple(finder.paths),
+                           tuple(callees))
             _state.GLOBAL_REFERENCES.put(id(fn), entry)  # the entry holds fn: its id is not reused
         functions.append(entry.own)
         module = getattr(fn, "__module__", "") or ""
@@ -138,6 +125,33 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
         pending.extend(reversed(entry.callees))
     return tuple(functions), tuple(sorted([(f"{module}:{name}", text)
                                            for (module, name), text in values.items()]))
+
+
+class _PathRecorder:
+    """What `graph_key` adds to Triton's walk of a function (`DependenciesFinder`): each Triton
+    function it reaches through a name, with that name's path, kept in the instance's `paths`.
+
+    Triton is imported only when a kernel is compiled, so the walk's subclass, this class on
+    `DependenciesFinder`, is made on the first parse (`_references_finder`) and kept.
+    """
+
+    paths: list[tuple[tuple[str, ...], Any]]
+
+    def visit(self, node: Any) -> Any:
+        value = super().visit(node)
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            # `a.b.c` as the path ("a", "b", "c"); no path through anything but names.
+            parts, inner = [], node
+            while isinstance(inner, ast.Attribute):
+                parts.append(inner.attr)
+                inner = inner.value
+            function = getattr(value, "__func__", value)
+            if isinstance(inner, ast.Name) and is_triton_function(function):
+                self.paths.append(((inner.id, *reversed(parts)), function))
+        return value
+
+
+_references_finder: type | None = None  # `_PathRecorder` on Triton's walk, once made
 
 
 def graph_digest(jit_fn: JITFunction) -> str:
@@ -290,11 +304,23 @@ def make_job(jit_fn: JITFunction, triton_target: Any, bound: BoundKernel, option
 def run_triton(job: CompileJob) -> CompiledKernel:
     """Runs `triton.compile` for `job` in this process (no cache lookup).
 
-    The source it compiles runs Triton's front end one thread at a time and has its on-disk key
-    widened (`_widen_hash`); the compile goes through `_cache`'s checks and usable folders.
+    The source it compiles runs Triton's front end one thread at a time, and its `hash()`,
+    Triton's on-disk cache key, is widened to what Triton's own hash misses, each folded in as a
+    SHA-256 over the key before it, the graph first:
 
-    An error is raised explained for the call (`_errors.explained`), with a note per hint of
-    `_errors.layout_hints`; `compile_job` lists what may be raised.
+    - The call graph as it resolves now: Triton's own hash takes the kernel's `cache_key`, which
+      holds the callees and global values of the first time it was computed (`graph_key`), and
+      Triton functions given as constexprs by theirs: without this, a rebound helper or global
+      would be served the old binary from disk. A kernel that calls no Triton function, reads
+      no global and is given none keeps Triton's own key for this.
+    - The constexprs' types where one is a str: Triton's hash writes constexprs with `str()`, so
+      `BLOCK="256"` would be served the binary of `BLOCK=256` from its on-disk cache (and
+      compile nothing that could fail). Only a str can spell another type's value, so
+      constexprs without a str keep Triton's own key for this.
+
+    The compile goes through `_cache`'s checks and usable folders. An error is raised explained
+    for the call (`_errors.explained`), with a note per hint of `_errors.layout_hints`;
+    `compile_job` lists what may be raised.
     """
     try:
         triton = _compat.triton_info().module
@@ -317,7 +343,26 @@ def run_triton(job: CompileJob) -> CompiledKernel:
                 return make_ir(*args, **kwargs)
 
         source.make_ir = make_ir_alone
-        _widen_hash(source, job.graph, bound.constexprs)
+        graph, constexprs = job.graph, bound.constexprs
+        functions = [f"{position}={stable_text(value)}" for position, value in
+                     sorted(constexprs.items()) if is_triton_function(value)]
+        with_graph = len(graph[0]) > 1 or bool(graph[1]) or bool(functions)
+        types = None
+        if any([isinstance(value, str) for value in constexprs.values()]):
+            types = sorted([(position, type(value).__qualname__)
+                            for position, value in constexprs.items()])
+        if with_graph or types is not None:
+            triton_hash = source.hash
+
+            def widened_hash() -> str:
+                key = triton_hash()
+                if with_graph:
+                    key = hashlib.sha256(f"{key}-{graph}-{functions}".encode()).hexdigest()
+                if types is not None:
+                    key = hashlib.sha256(f"{key}-constexpr-types={types}".encode()).hexdigest()
+                return key
+
+            source.hash = widened_hash
         compiled = _cache.compile_in_usable_cache(triton, functools.partial(
             _cache.compile_checked, triton, source, job.triton_target, job.options,
             job.binary_key))
@@ -352,44 +397,6 @@ def run_triton(job: CompileJob) -> CompiledKernel:
             explained.__suppress_context__ = True
             raise explained
         raise explained from err
-
-
-def _widen_hash(source: Any, graph: tuple, constexprs: dict) -> None:
-    """Makes `source.hash()`, Triton's on-disk cache key, cover what Triton's own hash misses.
-
-    The call graph as it resolves now: Triton's own hash takes the kernel's `cache_key`, which
-    holds the callees and global values of the first time it was computed (`graph_key`), and
-    Triton functions given as constexprs by theirs: without this, a rebound helper or global
-    would be served the old binary from disk. A kernel that calls no Triton function, reads no
-    global and is given none keeps Triton's own key for this.
-
-    The constexprs' types where one is a str: Triton's hash writes constexprs with `str()`, so
-    `BLOCK="256"` would be served the binary of `BLOCK=256` from its on-disk cache (and compile
-    nothing that could fail). Only a str can spell another type's value, so constexprs without
-    a str keep Triton's own key for this.
-
-    Each is folded in as a SHA-256 over the key before it, the graph first.
-    """
-    functions = [f"{position}={stable_text(value)}" for position, value in
-                 sorted(constexprs.items()) if is_triton_function(value)]
-    with_graph = len(graph[0]) > 1 or bool(graph[1]) or bool(functions)
-    types = None
-    if any([isinstance(value, str) for value in constexprs.values()]):
-        types = sorted([(position, type(value).__qualname__)
-                        for position, value in constexprs.items()])
-    if not with_graph and types is None:
-        return
-    triton_hash = source.hash
-
-    def widened_hash() -> str:
-        key = triton_hash()
-        if with_graph:
-            key = hashlib.sha256(f"{key}-{graph}-{functions}".encode()).hexdigest()
-        if types is not None:
-            key = hashlib.sha256(f"{key}-constexpr-types={types}".encode()).hexdigest()
-        return key
-
-    source.hash = widened_hash
 
 
 # Triton's NVIDIA backend names its ptxas input in the PTXASError's repro command and leaves the
