@@ -178,6 +178,25 @@ def test_a_private_folder_lives_until_the_last_compile_using_it_ends(temp_root, 
     assert "dir" not in vars(triton.knobs.cache)
 
 
+def test_a_private_folder_outlives_a_compile_that_began_without_one(temp_root, monkeypatch):
+    # A compile that needed no override is still in flight when another's private folder would
+    # be undone: the knobs stay on it, and the folder stays, until the first compile ends too.
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/the/users/folder")
+    plain = _cache.usable_cache_dir(triton)
+    fallback = _cache.usable_cache_dir(triton, private=("dir",))
+    plain.__enter__()
+    assert triton.knobs.cache.dir == "/the/users/folder"  # nothing overridden for it
+    fallback.__enter__()
+    private = triton.knobs.cache.dir
+    assert os.path.dirname(private) == str(temp_root) and os.path.isdir(private)
+    fallback.__exit__(None, None, None)
+    assert triton.knobs.cache.dir == private and os.path.isdir(private)
+    plain.__exit__(None, None, None)
+    assert not os.path.exists(private)
+    assert triton.knobs.cache.dir == "/the/users/folder"
+    assert "dir" not in vars(triton.knobs.cache)
+
+
 @pytest.mark.parametrize("error,reason", [
     (NotADirectoryError(errno.ENOTDIR, "Not a directory", "/c/cache"), True),
     (NotADirectoryError(errno.ENOTDIR, "Not a directory", "/c"), True),

@@ -340,37 +340,24 @@ def _warn_once(directory: str) -> None:
 def usable_cache_dir(triton: Any, *, private: tuple[str, ...] = ()) -> Iterator[None]:
     """Runs the body with a cache directory Triton can use, for `triton.compile`.
 
-    Does nothing when Triton already has one (a directory set, the usual case, is seen without
-    taking the lock; whether another setup needs the default, `needs_default_dir`, is decided
-    under it). `private` names the knobs ("dir", "dump_dir") that point at private folders for
-    the body: the cache's is removed when the last compile using it ends, the dump's is kept.
+    Triton's own folders are used as they are where they name one (the usual case). Where its
+    cache has none (`needs_default_dir`), the knobs point at Triton's default location while the
+    body runs; `private` names the knobs ("dir", "dump_dir") that point at private folders for
+    the body instead (the cache's is removed when the last compile ends, the dump's is kept).
+    Every compile counts as in flight while it runs, overridden or not, so the knobs go back as
+    they were only when the last one ends: no compile sees another's override undone under it.
     """
-    cache_knobs = triton.knobs.cache
-    if not private and _in_flight == 0 and cache_knobs.dir:
-        yield
-        return
-    if not _enter(cache_knobs, private):
-        yield
-        return
-    try:
-        yield
-    finally:
-        _leave(cache_knobs)
-
-
-def _enter(cache_knobs: Any, private: tuple[str, ...]) -> bool:
-    """Points the knobs at the default or private folders, or joins the override in force;
-    returns whether this compile counts as one in flight (False: no override needed)."""
     global _in_flight, _saved, _private, _private_dump
-    with _state.LOCKS.lock_for("triton-cache-dir"):
-        if not (private or _in_flight > 0 or needs_default_dir(cache_knobs)):
-            return False
-        if _in_flight == 0:
+    cache_knobs = triton.knobs.cache
+    lock = _state.LOCKS.lock_for("triton-cache-dir")
+    with lock:
+        default = needs_default_dir(cache_knobs)
+        if (default or private) and not _saved:
             _saved = {name: vars(cache_knobs).get(name, _MISSING) for name in FOLDER_VARIABLES}
-            if needs_default_dir(cache_knobs):
-                directory = default_dir(cache_knobs)
-                vars(cache_knobs)["dir"] = directory  # bypasses Triton's write to os.environ
-                _warn_once(directory)
+        if default:
+            directory = default_dir(cache_knobs)
+            vars(cache_knobs)["dir"] = directory  # bypasses Triton's write to os.environ
+            _warn_once(directory)
         if "dir" in private:
             if _private is None:
                 _private = tempfile.mkdtemp(prefix="jax_triton_rocm_triton_cache_")
@@ -380,18 +367,16 @@ def _enter(cache_knobs: Any, private: tuple[str, ...]) -> bool:
                 _private_dump = tempfile.mkdtemp(prefix="jax_triton_rocm_triton_dump_")
             vars(cache_knobs)["dump_dir"] = _private_dump
         _in_flight += 1
-        return True
-
-
-def _leave(cache_knobs: Any) -> None:
-    global _in_flight, _private
-    with _state.LOCKS.lock_for("triton-cache-dir"):
-        _in_flight -= 1
-        if _in_flight == 0:
-            _restore(cache_knobs)
-            if _private is not None:
-                shutil.rmtree(_private, ignore_errors=True)
-                _private = None
+    try:
+        yield
+    finally:
+        with lock:
+            _in_flight -= 1
+            if _in_flight == 0:
+                _restore(cache_knobs)
+                if _private is not None:
+                    shutil.rmtree(_private, ignore_errors=True)
+                    _private = None
 
 
 def _restore(cache_knobs: Any) -> None:
