@@ -93,14 +93,24 @@ class LaunchLimits:
     max_grid: tuple[int, int, int] = (MAX_GRID_SIZE,) * 3
     max_threads_x: int | None = None
 
-    def grid_problem(self, grid: tuple[int, int, int], num_warps: int) -> str | None:
-        """Why a launch of `grid` programs of `num_warps` warps each cannot run here, or None."""
+    def grid_problem(self, grid: tuple[int, int, int] | None, num_warps: int) -> str | None:
+        """Why a launch of `grid` programs of `num_warps` warps each cannot run here, or None.
+
+        The block is checked first, then the grid; `grid` None (a configuration whose grid is
+        not evaluated yet) checks the block alone.
+        """
+        threads = num_warps * self.warp_size
+        if threads > self.max_threads:
+            return (f"num_warps={num_warps} makes blocks of {threads} threads ({num_warps} warps "
+                    f"of {self.warp_size}) on {self.arch}, whose limit is {self.max_threads}; use "
+                    f"num_warps={self.max_threads // self.warp_size} or fewer")
+        if grid is None:
+            return None
         for axis, (size, limit) in enumerate(zip(grid, self.max_grid)):
             if size > limit:
                 return (f"dimension {axis} has {size} programs and {self.arch} launches at most "
                         f"{limit} along it; put the large size on dimension 0 (up to "
                         f"{self.max_grid[0]}) or give each program more work")
-        threads = num_warps * self.warp_size
         if self.max_threads_x is not None and grid[0] * threads > self.max_threads_x:
             return (f"dimension 0 has {grid[0]} programs of {threads} threads ({num_warps} warps "
                     f"of {self.warp_size}), {grid[0] * threads} threads in all, and {self.arch} "
@@ -108,15 +118,6 @@ class LaunchLimits:
                     f"more work (at most {self.max_threads_x // threads} programs of this size), "
                     f"or move programs to dimension 1 (up to {self.max_grid[1]})")
         return None
-
-    def warps_problem(self, num_warps: int) -> str | None:
-        """Why a block of `num_warps` warps cannot launch here, or None."""
-        threads = num_warps * self.warp_size
-        if threads <= self.max_threads:
-            return None
-        return (f"num_warps={num_warps} makes blocks of {threads} threads ({num_warps} warps of "
-                f"{self.warp_size}) on {self.arch}, whose limit is {self.max_threads}; use "
-                f"num_warps={self.max_threads // self.warp_size} or fewer")
 
     def shared_problem(self, shared_bytes: int) -> str | None:
         """Why a block needing `shared_bytes` of shared memory cannot launch here, or None."""
@@ -504,8 +505,8 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     warps = [(config, config.num_warps or DEFAULT_NUM_WARPS) for config in configs]
     if target.limits is not None:
         warps = _kinds.keep_launchable(
-            warps, lambda item: target.limits.warps_problem(item[1]), _kinds.config_description,
-            kernel=spec.kernel_name)
+            warps, lambda item: target.limits.grid_problem(None, item[1]),
+            _kinds.config_description, kernel=spec.kernel_name)
     planned = [Launch(
         config=config,
         num_warps=num_warps,
