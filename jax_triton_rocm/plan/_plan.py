@@ -463,7 +463,8 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     inside = unwrapped.heuristics[unwrapped.heuristics_outside:]
     base = LaunchConfig(dict(spec.metaparams), spec.num_warps, spec.num_stages, spec.num_ctas,
                         dict(spec.options), "")
-    base = _apply_heuristics(outside, base, named, kernel, param_names)
+    if outside:  # most kernels have no heuristics
+        base = _apply_heuristics(outside, base, named, kernel, param_names)
     if unwrapped.autotuner is None:
         pairs = [(None, base)]
     else:
@@ -480,7 +481,8 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
                 positional = _hooks.reblocked(spec.positional, descriptors)
                 config = dataclasses.replace(config, positional=positional)
                 seen = named_args(jit_fn, positional, in_avals, out_avals)
-        config = _apply_heuristics(inside, config, seen, kernel, param_names)
+        if inside:
+            config = _apply_heuristics(inside, config, seen, kernel, param_names)
         # What a config or a heuristic set, which triton_call never saw (it checked its own).
         source = f"in autotune config ({config.description})" if config.description else ""
         _values.launch_settings(config.num_warps, config.num_stages, config.num_ctas,
