@@ -7,7 +7,7 @@ launches. Every route asks this module, and nothing else decides these things:
 - the `jax.vmap` rule (`routes._primitive.batch_rule`) checks a batched call's grid with
   `launch_grid`.
 
-Per launch configuration (`resolve`): the number of warps (Triton's default where none is set),
+Per launch configuration (`launches`): the number of warps (Triton's default where none is set),
 the grid (a callable one evaluated and normalised; batched along `batch_grid_axis` under
 `jax.vmap`), within the target's limits, the outputs to zero, and the arguments laid onto the
 kernel's parameters (`_layout`). Configurations that cannot launch on the target are dropped as
@@ -93,14 +93,24 @@ class LaunchLimits:
     max_grid: tuple[int, int, int] = (MAX_GRID_SIZE,) * 3
     max_threads_x: int | None = None
 
-    def grid_problem(self, grid: tuple[int, int, int], num_warps: int) -> str | None:
-        """Why a launch of `grid` programs of `num_warps` warps each cannot run here, or None."""
+    def grid_problem(self, grid: tuple[int, int, int] | None, num_warps: int) -> str | None:
+        """Why a launch of `grid` programs of `num_warps` warps each cannot run here, or None.
+
+        The block is checked first, then the grid; `grid` None (a configuration whose grid is
+        not evaluated yet) checks the block alone.
+        """
+        threads = num_warps * self.warp_size
+        if threads > self.max_threads:
+            return (f"num_warps={num_warps} makes blocks of {threads} threads ({num_warps} warps "
+                    f"of {self.warp_size}) on {self.arch}, whose limit is {self.max_threads}; use "
+                    f"num_warps={self.max_threads // self.warp_size} or fewer")
+        if grid is None:
+            return None
         for axis, (size, limit) in enumerate(zip(grid, self.max_grid)):
             if size > limit:
                 return (f"dimension {axis} has {size} programs and {self.arch} launches at most "
                         f"{limit} along it; put the large size on dimension 0 (up to "
                         f"{self.max_grid[0]}) or give each program more work")
-        threads = num_warps * self.warp_size
         if self.max_threads_x is not None and grid[0] * threads > self.max_threads_x:
             return (f"dimension 0 has {grid[0]} programs of {threads} threads ({num_warps} warps "
                     f"of {self.warp_size}), {grid[0] * threads} threads in all, and {self.arch} "
@@ -108,15 +118,6 @@ class LaunchLimits:
                     f"more work (at most {self.max_threads_x // threads} programs of this size), "
                     f"or move programs to dimension 1 (up to {self.max_grid[1]})")
         return None
-
-    def warps_problem(self, num_warps: int) -> str | None:
-        """Why a block of `num_warps` warps cannot launch here, or None."""
-        threads = num_warps * self.warp_size
-        if threads <= self.max_threads:
-            return None
-        return (f"num_warps={num_warps} makes blocks of {threads} threads ({num_warps} warps of "
-                f"{self.warp_size}) on {self.arch}, whose limit is {self.max_threads}; use "
-                f"num_warps={self.max_threads // self.warp_size} or fewer")
 
     def shared_problem(self, shared_bytes: int) -> str | None:
         """Why a block needing `shared_bytes` of shared memory cannot launch here, or None."""
@@ -303,61 +304,6 @@ def _pruned(prune: Any, configs: list, named_args: dict, kwargs: dict, kernel: s
     return kept
 
 
-def resolve(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> list[LaunchConfig]:
-    """The launch configurations of a call, in the order jaxlib should try them.
-
-    A config's `triton.Config` pre_hook (`_hooks.run`) runs before the heuristics inside the
-    autotuner: the descriptors it re-blocks give the config its own layout (`positional`), and
-    what it left in the arguments by name is what those heuristics and a grid see. Each config's
-    NumPy scalar constexprs become the Python scalars they equal (so that `np.int64(256)`
-    compiles, and compiles as `256` does: `_spec.plain_constexpr`), and `meta` holds what a grid
-    sees.
-
-    Raises:
-      NotImplementedError: an autotuner feature jaxlib cannot honour (names the alternative).
-      ValueError: a metaparameter set by both the call and a config, or pruning left no config.
-      TypeError: a config or heuristic sets a name that is no parameter and no launch setting.
-    """
-    unwrapped = spec.unwrapped
-    jit_fn = unwrapped.jit_fn
-    kernel = spec.kernel_name
-    named = named_args(jit_fn, spec.positional, in_avals, out_avals)
-    param_names = set(jit_fn.arg_names)
-    outside = unwrapped.heuristics[:unwrapped.heuristics_outside]
-    inside = unwrapped.heuristics[unwrapped.heuristics_outside:]
-    base = LaunchConfig(dict(spec.metaparams), spec.num_warps, spec.num_stages, spec.num_ctas,
-                        dict(spec.options), "")
-    base = _apply_heuristics(outside, base, named, kernel, param_names)
-    if unwrapped.autotuner is None:
-        pairs = [(None, base)]
-    else:
-        pairs = _autotune_configs(unwrapped.autotuner, base, named, spec.by_keyword, kernel,
-                                  param_names)
-    configs = []
-    for triton_config, config in pairs:
-        seen = named
-        hook = getattr(triton_config, "pre_hook", None)
-        if hook is not None:
-            descriptors = _hooks.run(hook, triton_config, {**named, **config.kwargs_view()},
-                                     list(jit_fn.arg_names), kernel)
-            if descriptors:
-                positional = _hooks.reblocked(spec.positional, descriptors)
-                config = dataclasses.replace(config, positional=positional)
-                seen = named_args(jit_fn, positional, in_avals, out_avals)
-        config = _apply_heuristics(inside, config, seen, kernel, param_names)
-        # What a config or a heuristic set, which triton_call never saw (it checked its own).
-        source = f"in autotune config ({config.description})" if config.description else ""
-        _values.launch_settings(config.num_warps, config.num_stages, config.num_ctas,
-                                where=f"{source} of kernel {kernel}" if source
-                                else f"set by @triton.heuristics on kernel {kernel}")
-        options = (_values.compile_options(config.options, where=source) if config.options
-                   else config.options)
-        constexprs = {k: _spec.plain_constexpr(v) for k, v in config.constexprs.items()}
-        config = dataclasses.replace(config, constexprs=constexprs, options=options)
-        configs.append(dataclasses.replace(config, meta={**seen, **config.kwargs_view()}))
-    return configs
-
-
 DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
 
 
@@ -487,16 +433,66 @@ def zeroed_outputs(spec: KernelCallSpec, meta: dict[str, Any], n_outs: int) -> t
 
 def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
              target: LaunchTarget) -> list[Launch]:
-    """The launches of `spec` on `target`, in the order jaxlib should try them.
+    """The launches of `spec` on `target`, in the order jaxlib should try them: the call's launch
+    configurations, then, for each one that can launch on the target, its warps, grid, outputs to
+    zero and arguments laid onto the kernel's parameters.
+
+    A config's `triton.Config` pre_hook (`_hooks.run`) runs before the heuristics inside the
+    autotuner: the descriptors it re-blocks give the config its own layout (`positional`), and
+    what it left in the arguments by name is what those heuristics and a grid see. Each config's
+    NumPy scalar constexprs become the Python scalars they equal (so that `np.int64(256)`
+    compiles, and compiles as `256` does: `_spec.plain_constexpr`), and `meta` holds what a grid
+    sees.
 
     Raises:
-      ValueError: no configuration can launch on the target (each one's reason named), or a
-        grid or zeroed outputs that are not valid (`launch_grid`, `zeroed_outputs`).
-      TypeError: a buffer with an fp8 dtype the target's Triton compiler refuses, naming the
+      NotImplementedError: an autotuner feature jaxlib cannot honour (names the alternative).
+      ValueError: a metaparameter set by both the call and a config, pruning that left no config,
+        no configuration that can launch on the target (each one's reason named), or a grid or
+        zeroed outputs that are not valid (`launch_grid`, `zeroed_outputs`).
+      TypeError: a config or heuristic that sets a name that is no parameter and no launch
+        setting, or a buffer with an fp8 dtype the target's Triton compiler refuses, naming the
         parameter, its dtype, the target and the fp8 dtypes it takes.
-      TypeError / NotImplementedError: as `resolve` and `_layout.lay_out_arguments`.
+      TypeError / NotImplementedError: as `_layout.lay_out_arguments`.
     """
-    configs = resolve(spec, in_avals, out_avals)
+    unwrapped = spec.unwrapped
+    jit_fn = unwrapped.jit_fn
+    kernel = spec.kernel_name
+    named = named_args(jit_fn, spec.positional, in_avals, out_avals)
+    param_names = set(jit_fn.arg_names)
+    outside = unwrapped.heuristics[:unwrapped.heuristics_outside]
+    inside = unwrapped.heuristics[unwrapped.heuristics_outside:]
+    base = LaunchConfig(dict(spec.metaparams), spec.num_warps, spec.num_stages, spec.num_ctas,
+                        dict(spec.options), "")
+    if outside:  # most kernels have no heuristics
+        base = _apply_heuristics(outside, base, named, kernel, param_names)
+    if unwrapped.autotuner is None:
+        pairs = [(None, base)]
+    else:
+        pairs = _autotune_configs(unwrapped.autotuner, base, named, spec.by_keyword, kernel,
+                                  param_names)
+    configs = []
+    for triton_config, config in pairs:
+        seen = named
+        hook = getattr(triton_config, "pre_hook", None)
+        if hook is not None:
+            descriptors = _hooks.run(hook, triton_config, {**named, **config.kwargs_view()},
+                                     list(jit_fn.arg_names), kernel)
+            if descriptors:
+                positional = _hooks.reblocked(spec.positional, descriptors)
+                config = dataclasses.replace(config, positional=positional)
+                seen = named_args(jit_fn, positional, in_avals, out_avals)
+        if inside:
+            config = _apply_heuristics(inside, config, seen, kernel, param_names)
+        # What a config or a heuristic set, which triton_call never saw (it checked its own).
+        source = f"in autotune config ({config.description})" if config.description else ""
+        _values.launch_settings(config.num_warps, config.num_stages, config.num_ctas,
+                                where=f"{source} of kernel {kernel}" if source
+                                else f"set by @triton.heuristics on kernel {kernel}")
+        options = (_values.compile_options(config.options, where=source) if config.options
+                   else config.options)
+        constexprs = {k: _spec.plain_constexpr(v) for k, v in config.constexprs.items()}
+        config = dataclasses.replace(config, constexprs=constexprs, options=options)
+        configs.append(dataclasses.replace(config, meta={**seen, **config.kwargs_view()}))
     if target.first_config_only:
         configs = configs[:1]
     for config in configs:
@@ -504,8 +500,8 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     warps = [(config, config.num_warps or DEFAULT_NUM_WARPS) for config in configs]
     if target.limits is not None:
         warps = _kinds.keep_launchable(
-            warps, lambda item: target.limits.warps_problem(item[1]), _kinds.config_description,
-            kernel=spec.kernel_name)
+            warps, lambda item: target.limits.grid_problem(None, item[1]),
+            _kinds.config_description, kernel=kernel)
     planned = [Launch(
         config=config,
         num_warps=num_warps,
@@ -513,10 +509,10 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
                          limits=target.limits, num_warps=num_warps),
         zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
         bound=_layout.lay_out_arguments(
-            spec.unwrapped.jit_fn, target.triton_backend,
+            jit_fn, target.triton_backend,
             positional=spec.positional if config.positional is None else config.positional,
             in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs),
-        jit_fn=spec.unwrapped.jit_fn,
+        jit_fn=jit_fn,
     ) for config, num_warps in warps]
     # Every config gives each parameter the same kind and dtype: the first launch speaks for all.
     refused = [] if target.fp8_types is None else [
@@ -528,13 +524,12 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
         taken = ", ".join(f"{_spec.FP8_DTYPES[t]} ({t})" for t in sorted(target.fp8_types)
                           if t in _spec.FP8_DTYPES)
         raise TypeError(
-            f"Kernel {spec.kernel_name}'s parameter {param} is {_spec.FP8_DTYPES[fp8]} (Triton's "
+            f"Kernel {kernel}'s parameter {param} is {_spec.FP8_DTYPES[fp8]} (Triton's "
             f"{fp8}), which Triton does not compile for {target.name}; the fp8 dtypes it "
             f"takes there are {taken}. Cast the array to one of those (x.astype(...)), or "
             f"compile for a target that has {_spec.FP8_DTYPES[fp8]}.")
     if not target.compiles:
-        _kinds.check(spec.unwrapped.jit_fn, planned[0].bound, in_avals, out_avals,
-                     spec.kernel_name)
+        _kinds.check(jit_fn, planned[0].bound, in_avals, out_avals, kernel)
     return planned
 
 

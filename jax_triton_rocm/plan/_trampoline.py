@@ -169,7 +169,7 @@ def for_xla(jit_fn: JITFunction, bound: _layout.BoundKernel, in_avals: tuple, ou
     return Compiled(trampoline, _layout.BoundKernel(
         signature=signature, constexprs=constexprs, attrs=attrs, sources=tuple(sources),
         specializations=tuple(specializations), zero_d_pointers=bound.zero_d_pointers),
-        scalar_operands=tuple(s.scalar for s in scalars))
+        scalar_operands=tuple([s.scalar for s in scalars]))
 
 
 def is_trampoline(jit_fn: JITFunction) -> bool:
