@@ -93,39 +93,35 @@ class LaunchLimits:
     max_grid: tuple[int, int, int] = (MAX_GRID_SIZE,) * 3
     max_threads_x: int | None = None
 
-    def grid_problem(self, grid: tuple[int, int, int] | None, num_warps: int) -> str | None:
-        """Why a launch of `grid` programs of `num_warps` warps each cannot run here, or None.
-
-        The block is checked first, then the grid; `grid` None (a configuration whose grid is
-        not evaluated yet) checks the block alone.
+    def problem(self, num_warps: int | None = None, grid: tuple[int, int, int] | None = None,
+                shared_bytes: int | None = None) -> str | None:
+        """Why a launch cannot run here, or None: its block of `num_warps` warps, its `grid` of
+        such blocks, and a block's `shared_bytes` of shared memory, checked in that order, each
+        where given (a configuration's grid is evaluated, and its shared memory known, later).
         """
-        threads = num_warps * self.warp_size
+        threads = (num_warps or 0) * self.warp_size
         if threads > self.max_threads:
             return (f"num_warps={num_warps} makes blocks of {threads} threads ({num_warps} warps "
                     f"of {self.warp_size}) on {self.arch}, whose limit is {self.max_threads}; use "
                     f"num_warps={self.max_threads // self.warp_size} or fewer")
-        if grid is None:
-            return None
-        for axis, (size, limit) in enumerate(zip(grid, self.max_grid)):
+        for axis, (size, limit) in enumerate(zip(grid or (), self.max_grid)):
             if size > limit:
                 return (f"dimension {axis} has {size} programs and {self.arch} launches at most "
                         f"{limit} along it; put the large size on dimension 0 (up to "
                         f"{self.max_grid[0]}) or give each program more work")
-        if self.max_threads_x is not None and grid[0] * threads > self.max_threads_x:
+        if grid is not None and self.max_threads_x is not None and (
+                grid[0] * threads > self.max_threads_x):
             return (f"dimension 0 has {grid[0]} programs of {threads} threads ({num_warps} warps "
                     f"of {self.warp_size}), {grid[0] * threads} threads in all, and {self.arch} "
                     f"launches at most {self.max_threads_x} threads along it; give each program "
                     f"more work (at most {self.max_threads_x // threads} programs of this size), "
                     f"or move programs to dimension 1 (up to {self.max_grid[1]})")
+        if (shared_bytes is not None and self.max_shared_bytes is not None
+                and shared_bytes > self.max_shared_bytes):
+            return (f"the kernel needs {shared_bytes} bytes of shared memory per block, and "
+                    f"{self.arch} allows {self.max_shared_bytes}; use smaller blocks or fewer "
+                    f"num_stages")
         return None
-
-    def shared_problem(self, shared_bytes: int) -> str | None:
-        """Why a block needing `shared_bytes` of shared memory cannot launch here, or None."""
-        if self.max_shared_bytes is None or shared_bytes <= self.max_shared_bytes:
-            return None
-        return (f"the kernel needs {shared_bytes} bytes of shared memory per block, and "
-                f"{self.arch} allows {self.max_shared_bytes}; use smaller blocks or fewer "
-                f"num_stages")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -414,7 +410,7 @@ def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, num_warps: int,
                 f"on axis {axis}. Under jax.vmap that axis counts the examples: leave it at 1 "
                 f"in the grid, or name a free axis.")
         grid = grid[:axis] + (spec.batch.size,) + grid[axis + 1:]
-    if limits is not None and (problem := limits.grid_problem(grid, num_warps)):
+    if limits is not None and (problem := limits.problem(num_warps, grid)):
         raise ValueError(f"{what}={grid}: {problem}.")
     return grid
 
@@ -500,7 +496,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     warps = [(config, config.num_warps or DEFAULT_NUM_WARPS) for config in configs]
     if target.limits is not None:
         warps = _kinds.keep_launchable(
-            warps, lambda item: target.limits.grid_problem(None, item[1]),
+            warps, [target.limits.problem(num_warps) for _, num_warps in warps],
             _kinds.config_description, kernel=kernel)
     planned = [Launch(
         config=config,

@@ -436,14 +436,15 @@ def check_launch_features(compiled: Any) -> None:
                 f"jaxlib's Triton launcher does not do. Compile without it.")
 
 
-def keep_launchable(items: Sequence[T], problem_of: Callable[[T], str | None],
+def keep_launchable(items: Sequence[T], problems: Sequence[str | None],
                     describe: Callable[[T], str], *, kernel: str) -> list[T]:
-    """The items (one per launch config) whose `problem_of` is None.
+    """The items (one per launch config) whose problem (`problems`, one per item: why it cannot
+    launch, or None) is None.
 
     Raises:
       ValueError: a single item with a problem, or every item of several; names each problem.
     """
-    problems = [(item, problem_of(item)) for item in items]
+    problems = list(zip(items, problems))
     kept = [item for item, problem in problems if problem is None]
     if len(items) == 1 and not kept:
         raise ValueError(f"Kernel {kernel} cannot launch: {problems[0][1]}.")

@@ -14,7 +14,7 @@ How one call's arguments then fill the function's parameters is `_layout`.
 Launch grids: a call's grid, given as an int or a tuple of 1-3 sizes, checked and padded to 3.
 
 Per-target limits (CUDA's 65535 on y and z) are checked at lowering, where the target is known
-(`plan._plan.LaunchLimits.grid_problem`); this module checks what holds on every GPU.
+(`plan._plan.LaunchLimits.problem`); this module checks what holds on every GPU.
 """
 
 from __future__ import annotations
@@ -383,7 +383,7 @@ def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
     """A grid as three positive ints, each at most `MAX_GRID_SIZE`.
 
     Per-target limits (CUDA's 65535 on y and z) are checked at lowering, where the target is
-    known (`plan._plan.LaunchLimits.grid_problem`).
+    known (`plan._plan.LaunchLimits.problem`).
 
     Raises:
       ValueError / TypeError: naming `what` and the value: empty, more than 3 dimensions, a

@@ -83,7 +83,8 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
         raise
     limits = backend.launch_limits(target)
     kept = _kinds.keep_launchable(
-        compiled, lambda item: limits.shared_problem(item[2].shared_mem_bytes),
+        compiled, [limits.problem(shared_bytes=kernel.shared_mem_bytes)
+                   for _, _, kernel in compiled],
         _kinds.config_description, kernel=spec.kernel_name)
     as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
     return [(as_planned[id(in_order)], in_order, kernel) for in_order, _, kernel in kept]

@@ -277,7 +277,7 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
                             spec.kernel_name)
         raise
-    problem = limits.shared_problem(compiled.shared_mem_bytes)
+    problem = limits.problem(shared_bytes=compiled.shared_mem_bytes)
     if problem:
         return Unfit(problem)  # jaxlib's route raises it, with the kernel's name
     _kinds.check_launch_features(compiled)
