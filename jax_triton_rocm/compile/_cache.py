@@ -373,7 +373,8 @@ def usable_cache_dir(triton: Any, *, private: tuple[str, ...] = ()) -> Iterator[
         with lock:
             _in_flight -= 1
             if _in_flight == 0:
-                _restore(cache_knobs)
+                if _saved:  # something was overridden
+                    _restore(cache_knobs)
                 if _private is not None:
                     shutil.rmtree(_private, ignore_errors=True)
                     _private = None
