@@ -76,13 +76,6 @@ def for_export(ctx: LoweringRuleContext) -> bool:
     return bool(getattr(parameters, "for_export", False))
 
 
-def call_target(backend: Backend, spec: KernelCallSpec) -> Target | None:
-    """The target a call names through its vendor's keyword (`Backend.arch_field`), or None:
-    the usual rules decide."""
-    arch = getattr(spec, backend.arch_field) if backend.arch_field else None
-    return None if arch is None else Target(backend.platform, arch, backend.arch_keyword)
-
-
 def foreign_devices(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
                     target: Target) -> Target | None:
     """The architecture of the devices a call's kernel will load on, where it differs from the
@@ -95,8 +88,8 @@ def foreign_devices(backend: Backend, ctx: LoweringRuleContext, spec: KernelCall
     Raises:
       ValueError: the computation's devices have different architectures.
     """
-    if call_target(backend, spec) is None:
-        return None
+    if not backend.arch_keyword or target.source != backend.arch_keyword:
+        return None  # the target is not the call's own (`resolve_target`)
     devices = named_arch(backend.platform)
     if devices is None and not for_export(ctx):
         try:
@@ -278,8 +271,10 @@ def resolve_target(backend: Backend, ctx: LoweringRuleContext,
       RuntimeError: no plugin for the platform and no architecture named (says how to name one).
     """
     platform = backend.platform
-    own = call_target(backend, spec)
-    if own is not None:  # named by the call (compute_capability=): Triton must know it too
+    # Named by the call through its vendor's keyword (`Backend.arch_field`: compute_capability=)?
+    arch = getattr(spec, backend.arch_field) if backend.arch_field else None
+    own = None if arch is None else Target(platform, arch, backend.arch_keyword)
+    if own is not None:  # then Triton must know it too
         check_arch(platform, own.arch, given=spec.cuda_arch, what=own.source.rstrip("="))
     named = own or named_arch(platform)
     features = _compat.plugin_features(platform)
