@@ -301,7 +301,7 @@ def test_ir_that_jaxlib_cannot_parse_is_refused_with_the_parsers_words():
 }"""
     compiled = _xla_native_kernel(name="k", ttir=ttir)
     with pytest.warns(RuntimeWarning, match="kernel k takes jaxlib's Triton call") as record:
-        reason = _xla_native.checked_ir(compiled, 2)
+        reason = _xla_native.checked_ir(compiled, 2).reason
     assert "tensordesc" in reason and "cannot parse" in reason
     assert len(record) == 1
 
@@ -312,7 +312,7 @@ def test_ir_whose_kernel_takes_a_scalar_is_refused():
     tt.return
   }
 }"""
-    reason = _xla_native.checked_ir(_xla_native_kernel(name="k", ttir=ttir), 2)
+    reason = _xla_native.checked_ir(_xla_native_kernel(name="k", ttir=ttir), 2).reason
     assert "(!tt.ptr<f32>, i32)" in reason
 
 

@@ -79,9 +79,9 @@ def parse_ttir(text: str) -> Any:
 
 
 def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int, *,
-               opt_out: str = "JAX_TRITON_ROCM_XLA_NATIVE=0", warn: bool = True) -> bytes | str:
-    """The kernel's Triton IR as MLIR bytecode for XLA, or why XLA cannot take it: IR that does
-    not parse, or whose kernel function does not take exactly `n_pointers` pointers.
+               opt_out: str = "JAX_TRITON_ROCM_XLA_NATIVE=0", warn: bool = True) -> bytes | Unfit:
+    """The kernel's Triton IR as MLIR bytecode for XLA, or why XLA cannot take it (`Unfit`): IR
+    that does not parse, or whose kernel function does not take exactly `n_pointers` pointers.
 
     Warns (with `warn`), once per kernel, when this jaxlib cannot parse the IR that the installed
     Triton wrote; the warning says how to leave the route (`opt_out`).
@@ -93,18 +93,18 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int, *,
     try:
         module = parse_ttir(compiled.ttir)
     except Exception as err:  # MLIRError has no public base class to name across jaxlibs
-        reason = (f"this jaxlib's Triton dialect cannot parse the IR that Triton "
-                  f"{_triton_version()} wrote ({_parse_error(err)})")
-        if _state.IR_CHECKS.setdefault(key, reason) is reason and warn:  # once per kernel
+        unfit = Unfit(f"this jaxlib's Triton dialect cannot parse the IR that Triton "
+                      f"{_triton_version()} wrote ({_parse_error(err)})")
+        if _state.IR_CHECKS.setdefault(key, unfit) is unfit and warn:  # once per kernel
             warnings.warn(
                 f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
-                f"XLA's: {reason}. Use a Triton release whose IR this jaxlib reads (docs/routes.md: "
+                f"XLA's: {unfit.reason}. Use a Triton release whose IR this jaxlib reads (docs/routes.md: "
                 f"'Triton constructs that jaxlib does not parse'), or set {opt_out}.",
                 RuntimeWarning, stacklevel=2)
-        return reason
+        return unfit
     from jax._src.lib.mlir import ir
 
-    value = f"its Triton IR has no tt.func named {compiled.name}"
+    value: bytes | Unfit = Unfit(f"its Triton IR has no tt.func named {compiled.name}")
     for op in module.body.operations:
         if (op.operation.name == "tt.func"
                 and ir.StringAttr(op.attributes["sym_name"]).value == compiled.name):
@@ -114,8 +114,8 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int, *,
                 module.operation.write_bytecode(buffer)
                 value = buffer.getvalue()
             else:
-                value = (f"its Triton IR takes ({', '.join(types)}), and XLA passes {n_pointers} "
-                         f"pointer(s), one per operand and result")
+                value = Unfit(f"its Triton IR takes ({', '.join(types)}), and XLA passes "
+                              f"{n_pointers} pointer(s), one per operand and result")
             break
     return _state.IR_CHECKS.setdefault(key, value)
 
@@ -289,8 +289,8 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
     # the call it raises (`_primitive.refuse_if_asked`); chosen automatically it is only logged.
     asked = bool(spec.xla_native) or _values.env_flag(ENV_XLA_NATIVE, default=None) is True
     ir = checked_ir(compiled, n_pointers, opt_out=f"{ENV_XLA_NATIVE}=0", warn=asked)
-    if isinstance(ir, str):
-        return Unfit(ir)
+    if isinstance(ir, Unfit):
+        return ir
     call = NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,
                       num_stages=int(compiled.metadata.get("num_stages") or 1), grid=launch.grid,
                       scalars=form.scalar_operands, zeroed=tuple(launch.zeroed))
