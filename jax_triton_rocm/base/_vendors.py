@@ -52,6 +52,10 @@ class Vendor:
       encoded_descriptor: Triton's launcher type for a tensor descriptor that the compiled
         kernel takes encoded (a TMA descriptor on NVIDIA sm_90+, a TDM one on AMD gfx1250).
       jaxlib_encodes_descriptors: whether jaxlib's plugin can encode those at launch.
+      probe_target: a Triton `GPUTarget` (backend, arch, warp size) of this vendor's, for running
+        Triton's front end alone (its type errors do not depend on the target).
+      error_words: a regular expression for the words that tie an error message (JAX's, a
+        plugin's) to this vendor's stack.
     """
 
     platform: str
@@ -65,6 +69,8 @@ class Vendor:
     parse_arch: Callable[[str], str | None]
     encoded_descriptor: str
     jaxlib_encodes_descriptors: bool
+    probe_target: tuple[str, Any, int]
+    error_words: str
 
 
 VENDORS: dict[str, Vendor] = {
@@ -80,6 +86,8 @@ VENDORS: dict[str, Vendor] = {
         parse_arch=_cuda_arch,
         encoded_descriptor="nvTmaDesc",
         jaxlib_encodes_descriptors=True,
+        probe_target=("cuda", 80, 32),
+        error_words=r"cuda|nvidia|cudnn|cupti|cublas|cusparse|nccl",
     ),
     "rocm": Vendor(
         platform="rocm",
@@ -93,6 +101,8 @@ VENDORS: dict[str, Vendor] = {
         parse_arch=_rocm_arch,
         encoded_descriptor="tensordesc",
         jaxlib_encodes_descriptors=False,
+        probe_target=("hip", "gfx942", 64),
+        error_words=r"rocm|hip|amdgpu",
     ),
 }
 

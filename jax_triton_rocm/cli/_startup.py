@@ -23,7 +23,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from jax_triton_rocm.base import _compat, _no_gpu
+from jax_triton_rocm.base import _compat, _no_gpu, _vendors
 from jax_triton_rocm.base._no_gpu import Problem
 
 PROG = "python -m jax_triton_rocm"
@@ -99,10 +99,11 @@ def error_summary(err: BaseException) -> str:
 
 
 def _platform_in(text: str) -> str | None:
-    if re.search(r"rocm|hip|amdgpu", text, re.I):
-        return "rocm"
-    if re.search(r"cuda|nvidia|cudnn|cupti|cublas|cusparse|nccl", text, re.I):
-        return "cuda"
+    """The GPU platform whose stack `text` names (`Vendor.error_words`), ROCm's words first, or
+    None."""
+    for platform in sorted(_vendors.GPU_PLATFORMS, key=lambda p: p != "rocm"):
+        if re.search(_vendors.VENDORS[platform].error_words, text, re.I):
+            return platform
     return None
 
 

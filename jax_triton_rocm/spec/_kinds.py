@@ -49,7 +49,7 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _state, _vendors
 from jax_triton_rocm.spec._spec import aval_text
 
 if TYPE_CHECKING:
@@ -280,10 +280,6 @@ def _broadcast(index: ast.AST) -> bool:
                for p in parts)
 
 
-# Front-end type errors do not depend on the target; any installed backend's will do.
-_PROBE_TARGETS = {"nvidia": ("cuda", 80, 32), "amd": ("hip", "gfx942", 64)}
-
-
 def suspects(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple) -> list[str]:
     """Each top-level parameter that gets a scalar where the kernel dereferences it, or an array
     where it counts with it, as a sentence naming both."""
@@ -317,10 +313,12 @@ def front_end_error(jit_fn: JITFunction, bound: Any) -> Exception | None:
     from triton.compiler.errors import CompilationError
     from triton._C.libtriton import ir
 
-    name = next((name for name in _PROBE_TARGETS if name in backends), None)
-    if name is None:
+    # Front-end type errors do not depend on the target; any installed backend's will do.
+    probe = next((v.probe_target for v in _vendors.VENDORS.values()
+                  if v.triton_backend in backends), None)
+    if probe is None:
         return None
-    target = GPUTarget(*_PROBE_TARGETS[name])
+    target = GPUTarget(*probe)
     backend = make_backend(target)
     options = backend.parse_options({})
     source = ASTSource(jit_fn, bound.signature, constexprs=bound.constexprs, attrs=bound.attrs)
