@@ -126,13 +126,6 @@ def vendor(platform: str) -> Vendor:
                          f"use one of {', '.join(map(repr, GPU_PLATFORMS))}.") from None
 
 
-def target_name(triton_target: Any) -> str:
-    """A Triton `GPUTarget` as users name it: "sm_90" on CUDA, the gfx name ("gfx942") on ROCm."""
-    if triton_target.backend == "cuda":
-        return f"sm_{triton_target.arch}"
-    return str(triton_target.arch)
-
-
 def arch_platform(arch: Any) -> str:
     """The platform an architecture name belongs to: "rocm" for gfx names, else "cuda"."""
     return "rocm" if str(arch).strip().lower().startswith("gfx") else "cuda"

@@ -73,7 +73,8 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
     ordered = [_in_buffer_order(spec, launch, len(in_avals)) for launch in launches]
     jobs = [_compile.make_job(
         launch.jit_fn, triton_target, launch.bound, backend.triton_options(launch, spec),
-        gluon=launch.jit_fn.is_gluon(), binary_key=backend.binary_key, asm_key=backend.asm_key)
+        arch=target.arch, gluon=launch.jit_fn.is_gluon(), binary_key=backend.binary_key,
+        asm_key=backend.asm_key)
         for launch in ordered]
     try:
         compiled = _parallel.kept_configs(ordered, jobs, _parallel.compile_jobs(jobs))

@@ -269,7 +269,7 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
     form = _trampoline.for_xla(spec.unwrapped.jit_fn, launch.bound, in_avals + zero_avals,
                                out_avals, backend.triton_backend())
     job = _compile.make_job(form.jit_fn, backend.triton_target(target), form.bound,
-                            backend.triton_options(launch, spec), gluon=False,
+                            backend.triton_options(launch, spec), arch=target.arch, gluon=False,
                             binary_key=backend.binary_key, asm_key=backend.asm_key)
     try:
         compiled = _compile.compile_job(job)
