@@ -40,7 +40,7 @@ import numpy as np
 
 import jax
 
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _state, _vendors
 from jax_triton_rocm.compile import _errors
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes.cpu import _fallback, _interpret_host, _shard_callbacks
@@ -89,7 +89,8 @@ def resolve(ctx_avals_in: tuple, spec: KernelCallSpec) -> InterpretedCall:
     jit_fn = spec.unwrapped.jit_fn
     check_interpretable(jit_fn, spec.name)
     out_avals = tuple(jax.ShapeDtypeStruct(s.shape, s.dtype) for s in spec.out_shapes)
-    [launch] = _plan.launches(spec, tuple(ctx_avals_in), out_avals, _plan.interpreter_target())
+    [launch] = _plan.launches(spec, tuple(ctx_avals_in), out_avals,
+                              _plan.interpreter_target(_vendors.COMPILE_OPTIONS))
     return InterpretedCall(name=spec.name, jit_fn=jit_fn, launch=launch,
                            positional=spec.positional, out_avals=out_avals,
                            aliases=spec.input_output_aliases, debug=spec.debug)
