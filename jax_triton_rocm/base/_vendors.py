@@ -112,6 +112,11 @@ GPU_PLATFORMS = tuple(VENDORS)
 # kernel has a parameter of that name). Each backend passes on only its own.
 COMPILE_OPTIONS = tuple(option for vendor in VENDORS.values() for option in vendor.compile_options)
 
+# What Triton's front end runs alone on, to ask whether a call's arguments line up with a
+# kernel's parameters (`spec._kinds.front_end_error`): the first vendor's probe target whose
+# compiler backend is installed.
+FRONT_END_PROBES = tuple((v.triton_backend, v.probe_target) for v in VENDORS.values())
+
 
 def vendor(platform: str) -> Vendor:
     """The vendor of a GPU platform.

@@ -321,9 +321,6 @@ class LaunchTarget:
       name: the target as messages name it ("sm_90").
       fp8_types: Triton's fp8 types the target's compiler takes ("fp8e4nv", ...); None where
         any is taken.
-      compiles: the route compiles every launch at lowering, and asks whether the arguments
-        line up with the kernel's parameters only where a compile fails
-        (`_kinds.check_failed`); otherwise (the interpreter) the plan asks (`_kinds.check`).
     """
 
     triton_backend: Any
@@ -333,7 +330,6 @@ class LaunchTarget:
     first_config_only: bool = False
     name: str = "the host"
     fp8_types: tuple[str, ...] | None = None
-    compiles: bool = False
 
 
 def gpu_target(backend: Any, target: Target, limits: LaunchLimits | None = None) -> LaunchTarget:
@@ -342,7 +338,7 @@ def gpu_target(backend: Any, target: Target, limits: LaunchLimits | None = None)
     return LaunchTarget(backend.triton_backend(), limits or backend.launch_limits(target),
                         backend.every_compile_option,
                         functools.partial(backend.check_launch, target), name=target.arch,
-                        fp8_types=backend.fp8_types(target), compiles=True)
+                        fp8_types=backend.fp8_types(target))
 
 
 def interpreter_target(compile_options: tuple[str, ...]) -> LaunchTarget:
@@ -535,8 +531,6 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
             f"{fp8}), which Triton does not compile for {target.name}; the fp8 dtypes it "
             f"takes there are {taken}. Cast the array to one of those (x.astype(...)), or "
             f"compile for a target that has {_spec.FP8_DTYPES[fp8]}.")
-    if not target.compiles:
-        _kinds.check(jit_fn, planned[0].bound, in_avals, out_avals, kernel)
     return planned
 
 

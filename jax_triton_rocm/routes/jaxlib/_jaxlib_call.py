@@ -22,7 +22,7 @@ import os
 from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends._backend import Backend
-from jax_triton_rocm.base import _compat, _state, _values
+from jax_triton_rocm.base import _compat, _state, _values, _vendors
 from jax_triton_rocm.compile import _compile, _parallel
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.plan._plan import Target
@@ -80,7 +80,7 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
         compiled = _parallel.kept_configs(ordered, jobs, _parallel.compile_jobs(jobs))
     except Exception as err:
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
-                            spec.kernel_name)
+                            spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
     limits = backend.launch_limits(target)
     kept = _kinds.keep_launchable(

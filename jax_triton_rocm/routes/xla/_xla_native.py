@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from jax._src.interpreters import mlir
 
-from jax_triton_rocm.base import _compat, _state, _values
+from jax_triton_rocm.base import _compat, _state, _values, _vendors
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.routes import _target
@@ -275,7 +275,7 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
         compiled = _compile.compile_job(job)
     except Exception as err:  # do the call's arguments line up with the kernel's parameters?
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
-                            spec.kernel_name)
+                            spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
     problem = limits.problem(shared_bytes=compiled.shared_mem_bytes)
     if problem:
