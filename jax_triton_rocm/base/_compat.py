@@ -232,18 +232,6 @@ def jaxlib_version() -> str:
     return jaxlib.__version__
 
 
-@functools.cache
-def xla_triton_dialect() -> bool:
-    """Whether this jaxlib carries the Triton MLIR dialect (`jaxlib.triton.dialect`): XLA's own
-    Triton call reads a kernel's IR with it, and the lowering parses the IR with it first."""
-    try:
-        from jaxlib.triton import dialect  # noqa: F401
-    except Exception as err:  # noqa: BLE001  (any failure means the route cannot be checked)
-        logger.debug("jaxlib.triton.dialect did not import: %s", err)
-        return False
-    return True
-
-
 @dataclasses.dataclass(frozen=True)
 class TritonInfo:
     """The installed Triton: its module, its version and what it offers."""

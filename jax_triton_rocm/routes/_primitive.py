@@ -64,7 +64,7 @@ binary and the more its parameters (docs/BENCHMARKS.md). So the rule, per call:
      choice);
    - the lowering is for `jax.export`: XLA's call carries Triton IR, which no jaxlib promises to
      read in another release; jaxlib's carries a binary in a versioned proto;
-   - this jaxlib has no Triton dialect to read the IR with (`_compat.xla_triton_dialect`);
+   - this jaxlib has no Triton dialect to read the IR with (`_xla_native.xla_triton_dialect`);
    - the platform's backend keeps jaxlib's call as its default (`Backend.xla_call_unproven`:
      ROCm, where XLA's call has not yet launched the package's kernels on a GPU).
 A kernel XLA's call cannot take after all (IR this jaxlib's Triton cannot read, global scratch
@@ -349,7 +349,7 @@ class GpuRoutes:
         elif _target.for_export(ctx):
             xla, reason = False, ("the lowering is for jax.export (XLA's call carries Triton "
                                   "IR, which another jaxlib may not read)")
-        elif not _compat.xla_triton_dialect():
+        elif not _xla_native.xla_triton_dialect():
             xla, reason = False, ("this jaxlib has no Triton dialect (jaxlib.triton) to read "
                                   "the kernel's IR with, as XLA's call must")
         elif self.backend.xla_call_unproven is not None:

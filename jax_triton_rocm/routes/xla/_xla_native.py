@@ -59,6 +59,18 @@ if TYPE_CHECKING:
     from jax_triton_rocm.backends._backend import Backend
 
 
+@functools.cache
+def xla_triton_dialect() -> bool:
+    """Whether this jaxlib carries the Triton MLIR dialect (`jaxlib.triton.dialect`): XLA's own
+    Triton call reads a kernel's IR with it, and the lowering parses the IR with it first."""
+    try:
+        from jaxlib.triton import dialect  # noqa: F401
+    except Exception as err:  # noqa: BLE001  (any failure means the route cannot be checked)
+        logger.debug("jaxlib.triton.dialect did not import: %s", err)
+        return False
+    return True
+
+
 def parse_ttir(text: str) -> Any:
     """Parses Triton IR in a fresh MLIR context of this jaxlib, with its Triton dialect loaded
     (as XLA will); returns the verified module.
