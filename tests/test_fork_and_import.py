@@ -129,8 +129,8 @@ def test_parent_removes_its_hsaco_folder_at_exit():
 
 
 HIDE_NVIDIA = (*TRITON_WITHOUT_NVIDIA, """
-    from jax_triton_rocm.base import _compat
-    _compat.PLUGIN_PACKAGES["cuda"] = ()  # an AMD machine has no CUDA plugin
+    from jax_triton_rocm.backends import _vendors
+    _vendors.PLUGIN_PACKAGES["cuda"] = ()  # an AMD machine has no CUDA plugin
 """)
 
 

@@ -8,7 +8,7 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _vendors
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.plan import _plan
 from tests import autotune_utils, kernels
 from tests import library_kernels as lk

@@ -16,7 +16,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.base import _compat, _vendors
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.plan._plan import LaunchLimits, Target
 from jax_triton_rocm.spec._spec import KernelCallSpec
@@ -69,7 +69,7 @@ class Backend(abc.ABC):
         """What one block may use on `target` (threads, shared memory)."""
 
     @abc.abstractmethod
-    def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
+    def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
         """Whether the binary travels in `module_image` (else the `ptx` field carries it)."""
 
     @abc.abstractmethod

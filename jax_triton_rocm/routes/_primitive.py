@@ -87,8 +87,9 @@ from jax._src.core import Primitive  # jax.extend.core's; jax.extend imports Pal
 from jax.interpreters import ad, batching, mlir, partial_eval as pe
 
 from jax_triton_rocm import backends
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
-from jax_triton_rocm.base import _compat, _imports, _state, _values, _vendors
+from jax_triton_rocm.base import _compat, _imports, _state, _values
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _target
 from jax_triton_rocm.routes.xla import _xla_native
@@ -462,7 +463,7 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
                 _registered.add(platform)
     if explicit:
         if chosen is None:  # the platforms in use
-            installed = set(_compat.installed_gpu_platforms())
+            installed = set(_vendors.installed_gpu_platforms())
             named = {p for p in _vendors.GPU_PLATFORMS if _target.named_arch(p) is not None}
             chosen = tuple([p for p in _vendors.GPU_PLATFORMS if p in installed | named])
         for platform in chosen:

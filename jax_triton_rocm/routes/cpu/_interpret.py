@@ -40,7 +40,8 @@ import numpy as np
 
 import jax
 
-from jax_triton_rocm.base import _state, _vendors
+from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _errors
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes.cpu import _fallback, _interpret_host, _shard_callbacks

@@ -21,8 +21,9 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
-from jax_triton_rocm.base import _compat, _state, _values, _vendors
+from jax_triton_rocm.base import _compat, _state, _values
 from jax_triton_rocm.compile import _compile, _parallel
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.plan._plan import Target
@@ -44,7 +45,7 @@ class LoweredCall:
     opaque: bytes
     serialized: bytes
     custom_call_target: str
-    features: _compat.PluginFeatures
+    features: _vendors.PluginFeatures
     target: Target
     kernels: tuple[_compile.CompiledKernel, ...]
     calls: tuple[_proto.KernelCall, ...]
@@ -92,7 +93,7 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
 
 
 def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Target,
-                 features: _compat.PluginFeatures, *, devices: Target | None = None,
+                 features: _vendors.PluginFeatures, *, devices: Target | None = None,
                  with_ttir: bool = False) -> _proto.KernelImage:
     """The compiled kernel as the installed jaxlib loads it on `devices` (None: on devices of
     `target`'s architecture), with its IR in `ttir` if asked (jaxlib reads it for nothing).
@@ -182,7 +183,7 @@ class _Where:
     platform: str
     target: Target
     devices: Target | None
-    features: _compat.PluginFeatures
+    features: _vendors.PluginFeatures
     globals: tuple
     settings: tuple
 

@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from jax._src.interpreters import mlir
 
-from jax_triton_rocm.base import _compat, _state, _values, _vendors
+from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.base import _compat, _state, _values
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.routes import _target
