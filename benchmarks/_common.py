@@ -25,6 +25,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 import jax_triton_rocm as jtr  # noqa: E402
+from jax_triton_rocm.backends import _vendors  # noqa: E402
 from jax_triton_rocm.base import _compat  # noqa: E402
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call  # noqa: E402
 
@@ -87,7 +88,7 @@ def gpu_missing(script: str) -> bool:
     """True, after one line on stderr saying so, when JAX has no CUDA or ROCm device here."""
     if platform() in ("cuda", "rocm"):
         return False
-    from jax_triton_rocm.base import _no_gpu
+    from jax_triton_rocm.backends import _no_gpu
 
     print(f"benchmarks/{script}: needs a CUDA or ROCm GPU, and JAX has none here: "
           f"{_no_gpu.no_gpu_reason()}", file=sys.stderr)
@@ -120,15 +121,15 @@ class forced_features:
         self.changes = changes
 
     def __enter__(self):
-        self.original = _compat.plugin_features
+        self.original = _vendors.plugin_features
         platform_name = self.platform or platform()
-        real = self.original(platform_name) or _compat.assumed_features(platform_name)
+        real = self.original(platform_name) or _vendors.assumed_features(platform_name)
         forced = dataclasses.replace(real, **self.changes)
-        _compat.plugin_features = lambda platform_name: forced
+        _vendors.plugin_features = lambda platform_name: forced
         jax.clear_caches()
 
     def __exit__(self, *exc):
-        _compat.plugin_features = self.original
+        _vendors.plugin_features = self.original
         jax.clear_caches()
 
 

@@ -21,6 +21,7 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call
 
@@ -245,5 +246,5 @@ def check_route(row: Row, text: str) -> str | None:
 
 def plugin_features(platform_name: str):
     """What the plugin for `platform_name` loads (assumed from jaxlib's release without one)."""
-    return (_compat.plugin_features(platform_name)
-            or _compat.assumed_features(platform_name))
+    return (_vendors.plugin_features(platform_name)
+            or _vendors.assumed_features(platform_name))

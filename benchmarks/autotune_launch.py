@@ -183,7 +183,7 @@ def main() -> int:
         {"worker": worker, "tune-first-calls": tune_first_calls}[args.mode]()
         return 0
     if jax.devices()[0].platform not in ("cuda", "rocm", "gpu"):
-        from jax_triton_rocm.base import _no_gpu
+        from jax_triton_rocm.backends import _no_gpu
 
         print(f"benchmarks/autotune_launch.py: needs a CUDA or ROCm GPU, and JAX has none here: "
               f"{_no_gpu.no_gpu_reason()}", file=sys.stderr)

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     platform = jax.devices()[0].platform
     if platform not in ("cuda", "rocm", "gpu"):
-        from jax_triton_rocm.base import _no_gpu
+        from jax_triton_rocm.backends import _no_gpu
 
         print(f"benchmarks/moe_permute.py: needs a CUDA or ROCm GPU, and JAX has none here: "
               f"{_no_gpu.no_gpu_reason()}", file=sys.stderr)

@@ -50,6 +50,7 @@ import jax.numpy as jnp
 import triton
 
 import jax_triton_rocm as jtr
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat
 
 import relower
@@ -204,7 +205,7 @@ def goal_line(on: dict, off: dict) -> str:
 
 
 def gpu_report(platform_name: str) -> None:
-    features = _compat.plugin_features(platform_name)
+    features = _vendors.plugin_features(platform_name)
     print(f"device: {jax.devices()[0].device_kind}; jax {jax.__version__}; "
           f"Triton {triton.__version__}; plugin: {features}")
     # The chains run first, in their own processes, while this one holds no GPU buffers.

@@ -7,9 +7,9 @@ Importing the package does not import Triton; `triton_call` and the first loweri
 
 Layers, top down: `cli` (`python -m jax_triton_rocm`) -> `api` (what users call) -> `checks`
 (one `KernelCallSpec` per call) -> `routes` (`triton_kernel_p`, its rules, and the routes:
-`jaxlib`, `xla`, `cpu`) -> `backends` (what each vendor answers) -> `compile` (the shared kernel
-cache) -> `plan` (a spec, the operands and a target turned into launches) -> `spec` (the call's
-data model) -> `base` (state, versions, vendors).
+`jaxlib`, `xla`, `cpu`) -> `backends` (the vendors: their facts, plugins and behaviour) ->
+`compile` (the shared kernel cache) -> `plan` (a spec, the operands and a target turned into
+launches) -> `spec` (the call's data model) -> `base` (state, versions).
 Only the names in `__all__` are public.
 """
 

@@ -212,7 +212,8 @@ def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
     """The demo on the GPU JAX started, else on the CPU and cross-compiled; returns the status."""
     from jax_triton_rocm.cli import _cpu_demo
     from jax_triton_rocm import backends
-    from jax_triton_rocm.base import _compat, _no_gpu, _vendors
+    from jax_triton_rocm.backends import _no_gpu, _vendors
+    from jax_triton_rocm.base import _compat
     from jax_triton_rocm.routes.cpu import _fallback
 
     if startup.failure is not None:

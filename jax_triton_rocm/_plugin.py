@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.routes import _primitive
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -27,6 +27,6 @@ def initialize() -> None:
         registered = _primitive.register(explicit=False)
         logger.debug("jax_triton_rocm: lowering rules registered for %s (jaxlib GPU plugins "
                      "installed: %s).", ", ".join(registered),
-                     ", ".join(_compat.installed_gpu_platforms()) or "none")
+                     ", ".join(_vendors.installed_gpu_platforms()) or "none")
     except Exception as err:  # JAX's start-up must go on whatever happens here
         logger.warning("jax_triton_rocm: plugin initialization failed: %s", err, exc_info=True)

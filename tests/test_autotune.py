@@ -9,6 +9,7 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _parallel
 from jax_triton_rocm.routes.jaxlib import _proto
@@ -50,7 +51,7 @@ def test_each_config_is_compiled_with_its_own_warps_and_stages(platform, arch):
 
 
 def test_autotuned_cuda_call_parses_in_jaxlib():
-    plugin = _compat.plugin_triton_module("cuda")
+    plugin = _vendors.plugin_triton_module("cuda")
     if plugin is None:
         pytest.skip("jax_cuda13_plugin._triton does not import here; install jax-cuda13-plugin")
     lowered = lower_add(au.tuned_add_kernel, serialized_metadata=b"tuned-add")

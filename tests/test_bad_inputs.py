@@ -69,10 +69,10 @@ def _prewarm_enabled():
 
 
 def _delivery_mode():
+    from jax_triton_rocm.backends import _vendors
     from jax_triton_rocm.backends.hip import _hip
-    from jax_triton_rocm.base import _compat
 
-    return _hip.delivery_mode(_compat.assumed_features("rocm"))
+    return _hip.delivery_mode(_vendors.assumed_features("rocm"))
 
 
 def _autotune_target():

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends.hip import _hip
 from jax_triton_rocm.base import _compat
 from tests import autotune_utils, kernels
@@ -36,7 +37,7 @@ CASE_IDS = ["cuda", "rocm-embedded", "rocm-path"]
 
 
 def _embeds(platform: str) -> bool:
-    features = _compat.plugin_features(platform) or _compat.assumed_features(platform)
+    features = _vendors.plugin_features(platform) or _vendors.assumed_features(platform)
     return features.module_image
 
 

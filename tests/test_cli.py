@@ -9,6 +9,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.cli import _info
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat
 from tests import docs_files
 from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, advertised_entry_point, run_cli
@@ -37,7 +38,7 @@ def test_info_json_reports_the_installed_versions(info_json):
     assert (info_json["jax_triton_rocm"], info_json["jax"], info_json["triton"]["version"]) == (
         jtr.__version__, jax.__version__, triton.__version__)
     assert set(info_json["triton"]["backends"]) >= {"nvidia", "amd"}
-    if _compat.installed_plugin("cuda") == "jax_cuda13_plugin":
+    if _vendors.installed_plugin("cuda") == "jax_cuda13_plugin":
         assert "jax-cuda13-plugin" in info_json["jaxlib_gpu_plugins"]
 
 
@@ -46,7 +47,7 @@ def test_info_json_reports_platforms_devices_and_delivery(info_json):
     assert info_json["registered_platforms"] == ["cuda", "rocm"]
     assert info_json["devices"]["cpu"]["devices"]
     for platform in ("cuda", "rocm"):
-        features = _compat.plugin_features(platform) or _compat.assumed_features(platform)
+        features = _vendors.plugin_features(platform) or _vendors.assumed_features(platform)
         entry = info_json["platforms"][platform]
         assert entry["custom_call_target"] == _compat.FFI_TARGET
         assert entry["module_image_read"] == features.module_image
@@ -113,13 +114,13 @@ def test_the_demo_without_plugins_says_none_is_installed_and_what_to_install():
 
 
 @pytest.mark.process
-@pytest.mark.skipif(not _compat.installed_plugin("cuda"), reason="needs a CUDA plugin installed")
+@pytest.mark.skipif(not _vendors.installed_plugin("cuda"), reason="needs a CUDA plugin installed")
 def test_the_demo_with_a_plugin_but_no_device_says_so():
-    if _compat.installed_plugin("cuda") and jax.devices()[0].platform == "gpu":
+    if _vendors.installed_plugin("cuda") and jax.devices()[0].platform == "gpu":
         pytest.skip("a CUDA device is present: the demo runs on it")
     result = run_cli()
     assert result.returncode == 0, result.stderr[-3000:]
-    plugin = _compat.installed_plugin("cuda")
+    plugin = _vendors.installed_plugin("cuda")
     assert f"No GPU here: {plugin} is installed, but JAX started no cuda device" in result.stdout
 
 
@@ -148,10 +149,10 @@ def test_the_demo_on_a_jaxlib_without_module_image_says_what_each_call_carries(m
     import jax_triton_rocm.__main__ as cli
 
     def old_plugin(platform):
-        return _compat.PluginFeatures(platform, None, False, False, "jax 0.10.2 stands for it")
+        return _vendors.PluginFeatures(platform, None, False, False, "jax 0.10.2 stands for it")
 
-    monkeypatch.setattr(_compat, "plugin_features", old_plugin)
-    monkeypatch.setattr(_compat, "assumed_features", old_plugin)
+    monkeypatch.setattr(_vendors, "plugin_features", old_plugin)
+    monkeypatch.setattr(_vendors, "assumed_features", old_plugin)
     monkeypatch.setenv("JAX_TRITON_ROCM_XLA_NATIVE", "0")  # jaxlib's call, which carries them
     assert cli.show_cross_compiled([("cuda", "sm_90"), ("rocm", "gfx942")]) == 0
     launches = [line for line in capsys.readouterr().out.splitlines() if " -> " in line]

@@ -11,6 +11,7 @@ import pytest
 import jax_triton_rocm as jtr
 from tests.surface_kernels import (desc_block_kernel, device_desc_copy_kernel,
                                    gluon_tma_copy_kernel, two_desc_kernel)
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat
 from tests.lowering_utils import lower_for
 
@@ -76,12 +77,12 @@ def test_a_descriptor_becomes_tma_on_sm90_and_plain_parameters_elsewhere(arch, p
     assert launched == params
 
 
-plugin = _compat.plugin_triton_module("cuda")
+plugin = _vendors.plugin_triton_module("cuda")
 
 
 def _tma_plugin() -> bool:
     """Whether the jaxlib that lowerings for CUDA assume here encodes TMA descriptors."""
-    features = _compat.plugin_features("cuda") or _compat.assumed_features("cuda")
+    features = _vendors.plugin_features("cuda") or _vendors.assumed_features("cuda")
     return features.tma_descriptors
 
 
@@ -97,10 +98,10 @@ def test_jaxlibs_parser_reads_a_call_with_a_tma_parameter():
 
 def _old_plugin(monkeypatch):
     """The plugin of jax 0.11.0 (no TMA descriptors, no global scratch) stands for this one."""
-    old = _compat.PluginFeatures("cuda", "jax_cuda13_plugin", True, False,
+    old = _vendors.PluginFeatures("cuda", "jax_cuda13_plugin", True, False,
                                  "jax-cuda13-plugin release 0.11.0", tma_descriptors=False)
-    monkeypatch.setattr(_compat, "plugin_features", lambda platform: old)
-    monkeypatch.setattr(_compat, "assumed_features", lambda platform: old)
+    monkeypatch.setattr(_vendors, "plugin_features", lambda platform: old)
+    monkeypatch.setattr(_vendors, "assumed_features", lambda platform: old)
 
 
 def test_a_plugin_without_tma_names_the_jax_release_needed(monkeypatch, fresh_lowerings):

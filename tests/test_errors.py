@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.backends import _vendors
 from tests import kernels
 from tests.lowering_utils import lower_for, spec
 from tests.subprocess_utils import failing_import, last_line, run_python
@@ -127,7 +127,7 @@ def test_jax_triton_custom_call_target_name_is_refused_with_advice():
 
 
 def test_lowering_for_cuda_without_the_cuda_plugin_names_the_install(monkeypatch):
-    monkeypatch.setattr(_compat, "plugin_features", lambda platform: None)
+    monkeypatch.setattr(_vendors, "plugin_features", lambda platform: None)
     jtr.register(platforms=("cuda",))
     with pytest.raises(RuntimeError, match=r"needs JAX's CUDA plugin.*pip install -U 'jax\[cuda13\]'"):
         jax.jit(kernels.add).trace(X, X).lower(lowering_platforms=("cuda",))

@@ -90,7 +90,7 @@ def test_childs_normal_exit_leaves_the_parents_hsaco_files():
         out_avals=(X,), constexprs={"BLOCK": 256})
     compiled = _compile.compile_job(_compile.make_job(
         kernels.add_kernel, GPUTarget("hip", "gfx942", 64), bound, {"num_warps": 4},
-        gluon=False, binary_key="hsaco", asm_key="amdgcn"))
+        arch="gfx942", gluon=False, binary_key="hsaco", asm_key="amdgcn"))
     parent_file = _hip.BACKEND.ptx_field(compiled)
     parent_folder = _hip_files.HSACO_FOLDER.path()
     _hip_prewarm.LOADED_KERNELS.add("loaded-in-parent")
@@ -129,8 +129,8 @@ def test_parent_removes_its_hsaco_folder_at_exit():
 
 
 HIDE_NVIDIA = (*TRITON_WITHOUT_NVIDIA, """
-    from jax_triton_rocm.base import _compat
-    _compat.PLUGIN_PACKAGES["cuda"] = ()  # an AMD machine has no CUDA plugin
+    from jax_triton_rocm.backends import _vendors
+    _vendors.PLUGIN_PACKAGES["cuda"] = ()  # an AMD machine has no CUDA plugin
 """)
 
 

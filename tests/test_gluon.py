@@ -9,7 +9,8 @@ import triton
 from triton.experimental.gluon._runtime import GluonASTSource
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _compile, _gluon
 from jax_triton_rocm.spec import _layout
 from jax_triton_rocm.routes.jaxlib import _proto
@@ -80,7 +81,7 @@ def test_gluon_ir_is_kept_with_the_kernel_and_left_out_of_the_call(platform, arc
 
 
 def test_cuda_opaque_round_trips_through_jaxlibs_parser():
-    plugin = _compat.plugin_triton_module("cuda")
+    plugin = _vendors.plugin_triton_module("cuda")
     if plugin is None or not hasattr(plugin, "get_serialized_metadata"):
         pytest.skip("jaxlib's CUDA plugin _triton module does not import here")
     lowered = capture_one(lambda x: jtr.triton_call(

@@ -8,7 +8,7 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from jax_triton_rocm.base import _vendors
+from jax_triton_rocm.backends import _vendors
 from tests import kernels
 from tests.gpu_utils import gpu_devices, gpu_platform
 

@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends.hip import _hip, _hip_files, _hip_prewarm
-from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call, _proto
 from tests import kernels
 from tests.binary_utils import check_hsaco
@@ -20,7 +20,7 @@ from tests.lowering_utils import (capture_one, captured_lowerings, lower_for, lo
                                   run_at_once, spec)
 
 X = spec((4096,), jnp.float32)
-FEATURES = _compat.plugin_features("rocm") or _compat.assumed_features("rocm")
+FEATURES = _vendors.plugin_features("rocm") or _vendors.assumed_features("rocm")
 # The prewarm's real launch, kept before the `two_devices` fixture stands in for it.
 needs_embedded = pytest.mark.skipif(
     not FEATURES.module_image,
@@ -123,7 +123,7 @@ def test_embedded_forced_on_a_plugin_without_module_image_is_refused(monkeypatch
 
     old = dataclasses.replace(FEATURES, plugin="jax_rocm7_plugin", module_image=False,
                               detected_from="jax-rocm7-plugin release 0.10.2")
-    monkeypatch.setattr(_compat, "plugin_features", lambda platform: old)
+    monkeypatch.setattr(_vendors, "plugin_features", lambda platform: old)
     monkeypatch.setenv(_hip.ENV_DELIVERY, "embedded")
     with pytest.raises(ValueError, match=r"does not read TritonKernel.module_image"):
         lower_for(kernels.add, X, X, platform="rocm")

@@ -15,7 +15,7 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.routes import _target
 from tests import idiom_kernels as ik
 from tests import kernels
@@ -57,7 +57,7 @@ def _loaded_tiles(kernel):
     return set(re.findall(r"tensor<(\d+)x(\d+)xf16>", kernel.ttir))
 
 
-_features = _compat.plugin_features("cuda") or _compat.assumed_features("cuda")
+_features = _vendors.plugin_features("cuda") or _vendors.assumed_features("cuda")
 needs_tma = pytest.mark.skipif(
     not _features.tma_descriptors, reason=f"the jaxlib CUDA plugin here "
     f"({_features.detected_from}) encodes no TMA descriptor; the gfx942 tests check the blocks")

@@ -8,6 +8,7 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.plan import _plan
 from tests import autotune_utils, kernels
 from tests import library_kernels as lk
@@ -77,7 +78,8 @@ def _launches(fn, *args):
 
     (eqn,) = jax.make_jaxpr(fn)(*args).eqns
     call = eqn.params["spec"]
-    return call, _plan.launches(call, (X,) * len(args), (X,), _plan.LaunchTarget(BaseBackend, None))
+    return call, _plan.launches(call, (X,) * len(args), (X,),
+                                _plan.LaunchTarget(BaseBackend, None, _vendors.COMPILE_OPTIONS))
 
 
 def test_warps_default_to_tritons_in_the_plan_and_configs_keep_their_own():

@@ -9,13 +9,13 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.routes.jaxlib import _proto
 from tests import kernels
 from tests.binary_utils import check_cubin
 from tests.lowering_utils import captured_lowerings, lower_for, lower_one, spec
 
-cuda_triton = _compat.plugin_triton_module("cuda")
+cuda_triton = _vendors.plugin_triton_module("cuda")
 needs_cuda_plugin = pytest.mark.skipif(
     cuda_triton is None, reason="needs jaxlib's CUDA plugin (pip install jax-cuda13-plugin)")
 
@@ -74,7 +74,7 @@ def test_compiles_for_the_named_arch():
 
 def test_carries_the_cubin_in_module_image_where_the_plugin_loads_it():
     kernel = _add_call().message.kernel_call.kernel
-    features = _compat.plugin_features("cuda") or _compat.assumed_features("cuda")
+    features = _vendors.plugin_features("cuda") or _vendors.assumed_features("cuda")
     if features.module_image:
         check_cubin(kernel.module_image.object_file, 90)
         assert kernel.module_image.kernel_name == "add_kernel"

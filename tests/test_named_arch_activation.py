@@ -19,7 +19,7 @@ pytestmark = pytest.mark.process  # each test starts Python processes
 LOWER_FOR_BOTH_PLATFORMS = """
 import jax, jax.numpy as jnp
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.backends import _vendors
 from tests.kernels import add
 
 def lower(platform):
@@ -31,7 +31,7 @@ def lower(platform):
     (call,) = jtr.kernel_calls(lowered)
     return f"cc={call.summary()['launches'][0]['compute_capability']}"
 
-assert _compat.installed_gpu_platforms() == (), "the prelude must hide the GPU plugins"
+assert _vendors.installed_gpu_platforms() == (), "the prelude must hide the GPU plugins"
 """
 
 

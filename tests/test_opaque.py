@@ -8,12 +8,13 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.base import _state
 from jax_triton_rocm.routes.jaxlib import _opaque, _proto
 from tests import kernels
 from tests.lowering_utils import capture_one, spec
 
-cuda_triton = _compat.plugin_triton_module("cuda")
+cuda_triton = _vendors.plugin_triton_module("cuda")
 
 
 def _data_with_pieces(seed: int, count: int | None = None) -> tuple[bytes, list[bytes]]:

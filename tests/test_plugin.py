@@ -10,7 +10,7 @@ from jax._src.interpreters import mlir
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _plugin
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.backends import _vendors
 from tests import kernels
 from tests.subprocess_utils import (advertised_entry_point, distribution_installed, last_line,
                                     run_python)
@@ -48,8 +48,8 @@ def test_initialize_without_a_gpu_plugin_registers_both_rules_and_says_so_at_deb
         logger.setLevel(logging.DEBUG)
         import jax_triton_rocm
         from jax_triton_rocm import _plugin
-        from jax_triton_rocm.base import _compat
-        _compat.PLUGIN_PACKAGES.update(cuda=("no_such_plugin_a",), rocm=("no_such_plugin_b",))
+        from jax_triton_rocm.backends import _vendors
+        _vendors.PLUGIN_PACKAGES.update(cuda=("no_such_plugin_a",), rocm=("no_such_plugin_b",))
         _plugin.initialize()
         records = stream.getvalue()
         print(jax_triton_rocm.registered_platforms(),
@@ -62,7 +62,7 @@ def test_initialize_never_raises_into_jax_startup(monkeypatch, caplog):
     def broken():
         raise RuntimeError("simulated failure while looking for plugins")
 
-    monkeypatch.setattr(_compat, "installed_gpu_platforms", broken)
+    monkeypatch.setattr(_vendors, "installed_gpu_platforms", broken)
     with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
         assert _plugin.initialize() is None
     assert "simulated failure" in caplog.text
@@ -79,7 +79,7 @@ def test_register_is_idempotent_and_returns_the_platforms():
 
 
 def test_register_with_no_arguments_covers_installed_plugins():
-    assert set(_compat.installed_gpu_platforms()) <= set(jtr.register())
+    assert set(_vendors.installed_gpu_platforms()) <= set(jtr.register())
 
 
 def test_register_rejects_an_unknown_platform():

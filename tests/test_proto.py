@@ -2,10 +2,10 @@
 
 import pytest
 
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.routes.jaxlib import _opaque, _proto
 
-plugin = _compat.plugin_triton_module("cuda")
+plugin = _vendors.plugin_triton_module("cuda")
 pytestmark = pytest.mark.skipif(
     plugin is None, reason="needs jaxlib's CUDA plugin, whose to_proto is the reference")
 
@@ -23,7 +23,7 @@ def _jaxlib_kernel(name="k", warps=4, ctas=1, shared=1024, ptx="PTX", ttir="TTIR
 
 def _our_image(name="k", warps=4, ctas=1, shared=1024, ptx="PTX", ttir="TTIR", cc=90,
                scratch=(0, 1)):
-    if not _compat.plugin_features("cuda").global_scratch:
+    if not _vendors.plugin_features("cuda").global_scratch:
         scratch = (None, None)
     return _proto.KernelImage(name, warps, ctas, shared, ptx, cc, ttir,
                               global_scratch_size=scratch[0], global_scratch_align=scratch[1])

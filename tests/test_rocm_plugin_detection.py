@@ -16,8 +16,8 @@ pytestmark = pytest.mark.process  # each test starts Python processes
 
 PROBE = """
     import json
-    from jax_triton_rocm.base import _compat
-    features = _compat.plugin_features("rocm")
+    from jax_triton_rocm.backends import _vendors
+    features = _vendors.plugin_features("rocm")
     print(json.dumps([features.plugin, features.module_image, features.global_scratch,
                       features.detected_from]))
 """

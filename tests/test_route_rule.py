@@ -3,7 +3,7 @@ and how the route is reported: the log each lowering writes, `info`, and the tes
 route counts (JAX_TRITON_ROCM_TEST_ROUTE_COUNTS).
 
 Lowered for CUDA and ROCm on the CPU. The rule asks what the installed jaxlib can do (its Triton
-dialect, `_compat.xla_triton_dialect`), which every CI lane's jaxlib has; a jaxlib without it is
+dialect, `_xla_native.xla_triton_dialect`), which every CI lane's jaxlib has; a jaxlib without it is
 stood in.
 """
 
@@ -20,6 +20,7 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.cli import _info_routes
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes import _primitive
+from jax_triton_rocm.routes.xla import _xla_native
 from tests import autotune_utils, kernels
 from tests.lowering_utils import lower_for, spec
 from tests.subprocess_utils import ROOT, child_env
@@ -51,7 +52,7 @@ def test_a_plain_kernel_takes_xlas_call():
 
 
 def test_a_jaxlib_without_a_triton_dialect_keeps_jaxlibs_call(monkeypatch, caplog):
-    monkeypatch.setattr(_compat, "xla_triton_dialect", lambda: False)
+    monkeypatch.setattr(_xla_native, "xla_triton_dialect", lambda: False)
     assert _logged(caplog, kernels.sized_add, X, X) == [
         ("jaxlib", "this jaxlib has no Triton dialect (jaxlib.triton) to read the kernel's IR "
                    "with, as XLA's call must")]

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.routes import _target
 from tests import kernels
 from tests.subprocess_utils import last_line, run_python
@@ -69,7 +69,7 @@ def test_devices_of_different_archs_are_refused():
 
 
 def test_lowering_for_cuda_without_a_device_says_how_to_name_an_arch():
-    if _compat.plugin_features("cuda") is None:
+    if _vendors.plugin_features("cuda") is None:
         pytest.skip("needs the CUDA plugin installed (without a GPU)")
     if jax.devices()[0].platform == "gpu":
         pytest.skip("a GPU is present")

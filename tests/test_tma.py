@@ -14,7 +14,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _compat, _vendors
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.spec import _tensordesc
 from jax_triton_rocm.routes.jaxlib import _proto, _tma
 
@@ -141,8 +141,8 @@ def test_signature_type_names_the_element_block_and_gluon_layout():
     assert typed.layout == layout  # Triton reads the layout back from the signature
 
 
-def _features(tma: bool) -> _compat.PluginFeatures:
-    return _compat.PluginFeatures("cuda", "jax_cuda13_plugin", True, True,
+def _features(tma: bool) -> _vendors.PluginFeatures:
+    return _vendors.PluginFeatures("cuda", "jax_cuda13_plugin", True, True,
                                   "jax-cuda13-plugin release 0.11.0", tma_descriptors=tma)
 
 
@@ -163,7 +163,7 @@ def test_an_encoded_amd_descriptor_is_refused_on_every_plugin():
 @pytest.mark.parametrize("version,expected", [("0.10.2", False), ("0.11.0", False),
                                               ("0.11.1", True), ("0.12.0.1", True)])
 def test_tma_support_by_release_when_the_plugin_cannot_be_read(version, expected):
-    features = _compat._features_from_version("cuda", None, version, "assumed")
+    features = _vendors._features_from_version("cuda", None, version, "assumed")
     assert features.tma_descriptors is expected
 
 
@@ -174,13 +174,13 @@ def test_tma_support_is_read_from_the_plugin_binary(tmp_path, monkeypatch):
 
     def read(path):  # the features of a plugin whose `_triton` is the file at `path`
         module = types.SimpleNamespace(__name__="p._triton", __file__=str(path))
-        monkeypatch.setattr(_compat, "plugin_triton_module", lambda platform: module)
-        return _compat.plugin_features.__wrapped__("cuda")  # uncached
+        monkeypatch.setattr(_vendors, "plugin_triton_module", lambda platform: module)
+        return _vendors.plugin_features.__wrapped__("cuda")  # uncached
 
     assert read(with_marker).tma_descriptors and not read(without).tma_descriptors
 
 
-plugin = _compat.plugin_triton_module("cuda")
+plugin = _vendors.plugin_triton_module("cuda")
 
 
 @pytest.mark.skipif(plugin is None or not hasattr(plugin, "create_tma_descriptor_parameter"),

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from jax_triton_rocm.base import _vendors
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.checks import _arguments, _checker
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.spec import _kinds, _spec

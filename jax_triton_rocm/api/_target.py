@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from jax_triton_rocm.base._vendors import GPU_PLATFORMS, normalize_arch
+from jax_triton_rocm.backends._vendors import GPU_PLATFORMS, normalize_arch
 from jax_triton_rocm.checks import _arguments
 from jax_triton_rocm.routes import _primitive, _target
 

@@ -1,12 +1,15 @@
-"""What the lowering asks a vendor: the `Backend` interface (`_backend`), one module per vendor
-(`_cuda`, `hip/`), and `backend(platform)`, which imports a vendor's module at first use."""
+"""The vendors: their facts and plugins (`_vendors`, the table and which plugin is installed;
+`_no_gpu`, why JAX has no GPU here), what the lowering asks a vendor (the `Backend` interface,
+`_backend`; one module per vendor, `_cuda`, `hip/`), and `backend(platform)`, which imports a
+vendor's module at first use."""
 
 from __future__ import annotations
 
 import functools
 from typing import TYPE_CHECKING
 
-from jax_triton_rocm.base import _imports, _vendors
+from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.base import _imports
 
 if TYPE_CHECKING:
     from jax_triton_rocm.backends._backend import Backend

@@ -16,7 +16,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.base import _compat, _vendors
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.plan._plan import LaunchLimits, Target
 from jax_triton_rocm.spec._spec import KernelCallSpec
@@ -33,6 +33,8 @@ class Backend(abc.ABC):
       platform: JAX's platform name ("cuda", "rocm").
       binary_key, asm_key: Triton's names for the compiled binary and its assembly.
       compile_options: the `triton_call` compile options this vendor passes to Triton.
+      every_compile_option: every vendor's (`_vendors.COMPILE_OPTIONS`), which a config or a
+        heuristic may set whatever the target (`plan._plan.LaunchTarget.compile_options`).
       xla_call_unproven: why the automatic route keeps jaxlib's Triton call on this vendor's
         GPUs where a call fits XLA's; None where XLA's is the default (`routes._primitive`).
       arch_field, arch_keyword: the `KernelCallSpec` field through which a call names its own
@@ -44,6 +46,7 @@ class Backend(abc.ABC):
     binary_key: str = ""
     asm_key: str = ""
     compile_options: tuple[str, ...] = ()
+    every_compile_option: tuple[str, ...] = _vendors.COMPILE_OPTIONS
     xla_call_unproven: str | None = None
     arch_field: str | None = None
     arch_keyword: str = ""
@@ -66,7 +69,7 @@ class Backend(abc.ABC):
         """What one block may use on `target` (threads, shared memory)."""
 
     @abc.abstractmethod
-    def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
+    def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
         """Whether the binary travels in `module_image` (else the `ptx` field carries it)."""
 
     @abc.abstractmethod

@@ -17,8 +17,9 @@ import re
 import subprocess
 from typing import Any
 
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
-from jax_triton_rocm.base import _compat, _vendors
+from jax_triton_rocm.base import _compat
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.plan._plan import LaunchLimits, Target
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE
@@ -27,7 +28,7 @@ _compat.triton_info()  # a Triton that does not import at all fails here, with i
 try:
     import triton.backends.nvidia.compiler as _triton_nvidia
 except (ImportError, RuntimeError, ValueError) as err:
-    raise _compat.triton_backend_error("cuda", err) from err
+    raise _vendors.triton_backend_error("cuda", err) from err
 
 from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked import)
 
@@ -102,7 +103,7 @@ class CudaBackend(Backend):
                             max_shared_bytes=MAX_SHARED_BYTES.get(compute_capability(target.arch)),
                             max_grid=(MAX_GRID_SIZE, 65535, 65535))
 
-    def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
+    def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
         return features.module_image
 
     def ptx_field(self, compiled: CompiledKernel) -> str:

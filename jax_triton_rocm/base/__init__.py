@@ -1,2 +1,2 @@
 """What every layer may use: process-wide state (caches, locks, fork rules), what the installed
-packages offer, the vendors' facts, and checks of single values."""
+jaxlib and Triton offer, and checks of single values (the vendors' facts are `backends`')."""

@@ -1,31 +1,22 @@
-"""What differs between jaxlib, plugin and Triton releases, detected in one place.
+"""What differs between jaxlib and Triton releases, detected in one place.
 
-Every other module asks this one ("does the plugin load a module image?", "which Triton
-backends are installed?") instead of comparing versions itself. Detection is by feature wherever
-the installed packages allow it; the one fallback on version numbers (a plugin that cannot be
-imported on this machine, such as the ROCm plugin without a ROCm runtime) is written here and
-nowhere else.
+Every other module asks this one ("does this jaxlib carry the Triton dialect?", "which Triton
+backends are installed?", which custom-call target an autotuned call takes) instead of
+comparing versions itself. What a vendor's jaxlib plugin can load is detected beside the vendor
+table, in the backends layer (`backends`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
-import importlib.metadata
-import importlib.util
 import logging
 import os
-import types
 from typing import Any
 
-from jax_triton_rocm.base import _values, _vendors
+from jax_triton_rocm.base import _values
 
 logger = logging.getLogger("jax_triton_rocm")
-
-# The jaxlib plugins that carry a `_triton` module, newest first (as jaxlib's plugin_support).
-PLUGIN_PACKAGES = {platform: v.plugin_packages for platform, v in _vendors.VENDORS.items()}
-PLUGIN_INSTALL_HINT = {platform: v.install_hint for platform, v in _vendors.VENDORS.items()}
 
 FFI_TARGET = "triton_kernel_call_ffi"
 LEGACY_TARGET = "triton_kernel_call"
@@ -46,79 +37,6 @@ AUTOTUNE_TARGETS = {"ffi": FFI_TARGET, "legacy": LEGACY_TARGET}
 #  - `triton_kernel_call` (legacy): at execute only, never in a command buffer: on real data.
 # So autotuned calls take the legacy target; a config picked once on real data
 # (`routes._target`, `jax_triton_rocm.autotune`) is emitted alone, as a plain FFI call.
-
-# What a plugin's `_triton` can do, by feature: the release that added it (only for a plugin
-# whose `_triton` cannot be imported here, as ROCm's without libamdhip64, or for no plugin, where
-# jaxlib's release is assumed), and a string only a binary with it carries (protobuf keeps the
-# full names of message types for UTF-8 checks; a Python binding keeps its name).
-PLUGIN_FEATURES: dict[str, tuple[tuple[int, ...], bytes]] = {
-    "module_image": ((0, 11, 1), b"jax_triton.ModuleImageProto"),
-    "global_scratch": ((0, 11, 1), b"global_scratch_size"),
-    "tma_descriptors": ((0, 11, 1), b"create_tma_descriptor_parameter"),
-}
-
-
-def installed_plugin(platform: str) -> str | None:
-    """The import name of the jaxlib plugin installed for `platform`, or None (cheap: no import,
-    no device)."""
-    for package in PLUGIN_PACKAGES[platform]:
-        if importlib.util.find_spec(package) is not None:
-            return package
-    return None
-
-
-def installed_gpu_platforms() -> tuple[str, ...]:
-    """The GPU platforms ("cuda", "rocm") whose jaxlib plugin is installed."""
-    return tuple([p for p in _vendors.GPU_PLATFORMS if installed_plugin(p) is not None])
-
-
-@functools.cache
-def plugin_triton_module(platform: str) -> types.ModuleType | None:
-    """The plugin's `_triton` extension for `platform`, or None where it cannot be imported.
-
-    Uses the plugin's own module, never `jax._src.lib.gpu_triton`'s top-level names: those are
-    overwritten by ROCm's when both plugins are installed.
-    """
-    try:
-        from jax._src.lib import gpu_triton  # registers the custom-call targets with XLA
-    except Exception as err:  # a broken plugin must not break lowering for the other vendor
-        logger.debug("jax._src.lib.gpu_triton did not import: %s", err)
-        gpu_triton = None
-    attr = {"cuda": "_cuda_triton", "rocm": "_hip_triton"}[platform]
-    module = getattr(gpu_triton, attr, None)
-    if module is not None:
-        return module
-    package = installed_plugin(platform)
-    if package is None:
-        return None
-    try:
-        return importlib.import_module(f"{package}._triton")
-    except Exception as err:
-        logger.debug("%s._triton did not import: %s", package, err)
-        return None
-
-
-@dataclasses.dataclass(frozen=True)
-class PluginFeatures:
-    """What the jaxlib plugin that will run a kernel can load.
-
-    Attributes:
-      platform: "cuda" or "rocm".
-      plugin: the plugin's import name, or None when no plugin is installed.
-      module_image: the plugin reads `TritonKernel.module_image` (a CUBIN or HSACO inside).
-      global_scratch: the plugin allocates the global scratch memory a kernel asks for (what
-        descriptors built in a kernel, `tl.make_tensor_descriptor`, use on sm_90+).
-      detected_from: how this was found out, for error messages and notes.
-      tma_descriptors: the plugin encodes host-side TMA descriptors (a `TensorDescriptor`
-        operand on sm_90+) at launch.
-    """
-
-    platform: str
-    plugin: str | None
-    module_image: bool
-    global_scratch: bool
-    detected_from: str
-    tma_descriptors: bool = False
 
 
 def autotuned_call_target() -> str:
@@ -154,94 +72,9 @@ def _warn_ffi_autotune() -> None:
         "once on real data with jax_triton_rocm.autotune.", ENV_AUTOTUNE_TARGET, FFI_TARGET)
 
 
-def _version_tuple(version: str) -> tuple[int, ...]:
-    parts = []
-    for piece in version.split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
-
-
-def _features_from_version(platform: str, plugin: str | None, version: str, source: str):
-    release = _version_tuple(version)
-    return PluginFeatures(platform=platform, plugin=plugin, detected_from=f"{source} {version}",
-                          **{name: release >= since
-                             for name, (since, _) in PLUGIN_FEATURES.items()})
-
-
-@functools.cache
-def plugin_features(platform: str) -> PluginFeatures | None:
-    """Detects what the installed plugin for `platform` loads; None when no plugin is installed.
-
-    From the names the plugin's `_triton` binary carries (its proto and its launcher): the
-    imported module's file, or, where it cannot be imported (the ROCm plugin needs libamdhip64),
-    the file as the plugin's distribution lists it; from the plugin's release when neither exists.
-    """
-    module = plugin_triton_module(platform)
-    if module is not None:
-        plugin, path = module.__name__.split(".")[0], module.__file__
-        source = f"{module.__name__} (inspected)"
-    else:
-        plugin = installed_plugin(platform)
-        if plugin is None:
-            return None
-        distribution = plugin.replace("_", "-")
-        path = _unimported_triton_binary(distribution, plugin)
-        if path is None:
-            try:
-                version = importlib.metadata.version(distribution)
-            except importlib.metadata.PackageNotFoundError:
-                version = jaxlib_version()
-            return _features_from_version(platform, plugin, version, f"{distribution} release")
-        source = f"{path} (read; it does not import here)"
-    with open(path, "rb") as binary:
-        content = binary.read()
-    return PluginFeatures(platform=platform, plugin=plugin, detected_from=source,
-                          **{name: marker in content
-                             for name, (_, marker) in PLUGIN_FEATURES.items()})
-
-
-def _unimported_triton_binary(distribution: str, package: str) -> str | None:
-    """The path of `package._triton`'s extension file, from the distribution's file list."""
-    try:
-        files = importlib.metadata.files(distribution) or ()
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    for file in files:
-        if (file.parent.name == package and file.name.startswith("_triton.")
-                and file.suffix == ".so"):
-            path = str(file.locate())
-            return path if os.path.isfile(path) else None
-    return None
-
-
-def assumed_features(platform: str) -> PluginFeatures:
-    """Features assumed when cross-compiling for a platform with no plugin installed here.
-
-    The plugins ship in lockstep with jaxlib, so the jaxlib installed here stands for the one
-    that will load the kernel.
-    """
-    return _features_from_version(platform, None, jaxlib_version(),
-                                  "no plugin here; assumed jaxlib")
-
-
 def jaxlib_version() -> str:
     import jaxlib
     return jaxlib.__version__
-
-
-@functools.cache
-def xla_triton_dialect() -> bool:
-    """Whether this jaxlib carries the Triton MLIR dialect (`jaxlib.triton.dialect`): XLA's own
-    Triton call reads a kernel's IR with it, and the lowering parses the IR with it first."""
-    try:
-        from jaxlib.triton import dialect  # noqa: F401
-    except Exception as err:  # noqa: BLE001  (any failure means the route cannot be checked)
-        logger.debug("jaxlib.triton.dialect did not import: %s", err)
-        return False
-    return True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,19 +114,3 @@ def triton_info() -> TritonInfo:
             f"{TRITON_INSTALL_HINT}") from err
     backends = tuple(sorted(getattr(triton.backends, "backends", {})))
     return TritonInfo(module=triton, version=triton.__version__, backends=backends)
-
-
-def triton_backend_error(platform: str, err: BaseException) -> ImportError:
-    """The error for Triton's compiler backend of `platform` ("cuda" -> nvidia, "rocm" -> amd)
-    failing to import with `err` (the caller raises it, chained): it names the platform, the
-    backend and what to install."""
-    info = triton_info()
-    name = _vendors.vendor(platform).triton_backend
-    if isinstance(err, ModuleNotFoundError):
-        return ImportError(
-            f"The installed Triton {info.version} has no '{name}' backend, which lowering for "
-            f"platform '{platform}' needs (it has: {', '.join(info.backends) or 'none'}). Install "
-            f"a Triton build for {platform.upper()}: {TRITON_INSTALL_HINT}")
-    return ImportError(
-        f"Triton {info.version}'s '{name}' backend does not import: {type(err).__name__}: "
-        f"{err}. Reinstall Triton: {TRITON_INSTALL_HINT}")

@@ -45,7 +45,7 @@ import numpy as np
 from jax._src.state import types as state_types
 from jax.interpreters.mlir import ir
 
-from jax_triton_rocm.base import _vendors
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.checks import _checker
 from jax_triton_rocm.spec import _kinds, _layout, _spec, _tensordesc
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor

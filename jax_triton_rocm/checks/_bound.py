@@ -38,7 +38,8 @@ from typing import Any
 import jax
 
 from jax_triton_rocm import backends
-from jax_triton_rocm.base import _state, _values, _vendors
+from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.checks import _arguments, _checker
 from jax_triton_rocm.spec import _layout, _spec
 from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, MetaGrid, Surface

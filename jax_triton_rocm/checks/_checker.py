@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from jax_triton_rocm.base import _values, _vendors
+from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.base import _values
 from jax_triton_rocm.spec import _layout, _spec
 from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, Surface
 

@@ -16,7 +16,8 @@ import sys
 from typing import Any
 
 from jax_triton_rocm._version import __version__
-from jax_triton_rocm.base import _compat, _no_gpu, _values, _vendors
+from jax_triton_rocm.backends import _no_gpu, _vendors
+from jax_triton_rocm.base import _compat, _values
 from jax_triton_rocm.cli import _info_routes, _startup
 from jax_triton_rocm.routes import _target
 
@@ -98,7 +99,7 @@ def _safe_arch(platform: str, device: Any) -> str | None:
         return None
 
 
-def _delivery(platform: str, features: _compat.PluginFeatures) -> str:
+def _delivery(platform: str, features: _vendors.PluginFeatures) -> str:
     if platform == "cuda":
         return ("CUBIN in module_image (a digest of it in the ptx field)" if features.module_image
                 else "PTX, assembled by jaxlib's ptxas at load")
@@ -114,10 +115,10 @@ def _delivery(platform: str, features: _compat.PluginFeatures) -> str:
 
 def platform_report(platform: str) -> dict[str, Any]:
     """What a lowering for `platform` emits here: target, delivery, module_image, named arch."""
-    features = _compat.plugin_features(platform)
+    features = _vendors.plugin_features(platform)
     assumed = features is None
     if assumed:
-        features = _compat.assumed_features(platform)
+        features = _vendors.assumed_features(platform)
     try:
         autotuned = _compat.autotuned_call_target()
     except ValueError as err:
@@ -136,7 +137,7 @@ def platform_report(platform: str) -> dict[str, Any]:
         "module_image_read": features.module_image,
         "global_scratch": features.global_scratch,
         "named_arch": named_text,
-        "install_hint": _compat.PLUGIN_INSTALL_HINT[platform] if assumed else None,
+        "install_hint": _vendors.PLUGIN_INSTALL_HINT[platform] if assumed else None,
     }
 
 

@@ -13,7 +13,7 @@ import logging
 import threading
 from typing import Any
 
-from jax_triton_rocm.base import _vendors
+from jax_triton_rocm.backends import _vendors
 
 KERNELS = ("add, constexpr length", "add, runtime length")
 ROUTE_NAMES = {"xla": "XLA's Triton call", "jaxlib": "jaxlib's Triton call (typed FFI)",

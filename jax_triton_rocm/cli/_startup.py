@@ -5,7 +5,7 @@ calls its `initialize()` and logs each failure with a traceback, then goes on wi
 platform (falling back to the CPU) or, where `JAX_PLATFORMS` names it, raises: a RuntimeError, or
 a bare AssertionError when `JAX_PLATFORMS=cuda` and JAX sees no NVIDIA GPU. `start()` runs that
 start-up with JAX's messages caught instead of printed, and turns each failure into a `Problem`
-(`base._no_gpu`): what failed, the likely cause and the fix.
+(`backends._no_gpu`): what failed, the likely cause and the fix.
 
 Before all that, the package's own import imports JAX: `exit_unless_jax_imports()`, which the
 package's `__init__` runs first when Python is starting the command line, turns a JAX that does
@@ -23,8 +23,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from jax_triton_rocm.base import _compat, _no_gpu, _vendors
-from jax_triton_rocm.base._no_gpu import Problem
+from jax_triton_rocm.backends import _no_gpu, _vendors
+from jax_triton_rocm.backends._no_gpu import Problem
 
 PROG = "python -m jax_triton_rocm"
 # The command line's exit statuses; docs/cli.md's table lists them.
@@ -116,7 +116,7 @@ def _plugin_problem(module: str, err: BaseException | None, imported: bool) -> P
                        "reinstall it with a supported jax (pip install --force-reinstall "
                        "jax_triton_rocm); `python -m jax_triton_rocm info` shows the versions.")
     platform = _platform_in(f"{module} {summary}")
-    hint = _compat.PLUGIN_INSTALL_HINT.get(platform or "cuda")
+    hint = _vendors.PLUGIN_INSTALL_HINT.get(platform or "cuda")
     what = (f"JAX's plugin {module} failed to start: {summary}" if imported else
             f"JAX's plugin {module} could not be imported: {summary}")
     if not imported:
@@ -159,7 +159,7 @@ def _problem_from(record: logging.LogRecord) -> Problem | None:
     if "CUDA-enabled jaxlib is not installed" in message:
         return Problem("JAX sees an NVIDIA GPU but has no CUDA plugin, so it runs on the CPU",
                        "JAX was installed without its CUDA plugin (`pip install jax`)",
-                       f"{_compat.PLUGIN_INSTALL_HINT['cuda']}", "cuda")
+                       f"{_vendors.PLUGIN_INSTALL_HINT['cuda']}", "cuda")
     if "backend failed to initialize" in message:
         return Problem(message.split(".(")[0], "the GPU, its driver or its memory is not usable",
                        "check the GPU and its driver (nvidia-smi).", "cuda")

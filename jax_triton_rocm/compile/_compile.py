@@ -37,7 +37,7 @@ import re
 import tempfile
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.base import _compat, _state, _vendors
+from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _cache, _errors, _gluon
 from jax_triton_rocm.spec._layout import BoundKernel
 
@@ -272,6 +272,8 @@ class CompileJob:
     Attributes:
       jit_fn: the @triton.jit / @gluon.jit function.
       triton_target: a `triton.backends.compiler.GPUTarget`.
+      arch: that target as users name it ("sm_90", "gfx942": `plan._plan.Target.arch`), for
+        messages and Gluon's target; the key holds `triton_target`, which says the same.
       bound: the call's signature, constexprs and specialisation.
       options: compile options for the backend's `parse_options`.
       gluon: compile as Gluon (`GluonASTSource`).
@@ -283,6 +285,7 @@ class CompileJob:
 
     jit_fn: JITFunction
     triton_target: Any
+    arch: str
     bound: BoundKernel
     options: dict[str, Any]
     gluon: bool
@@ -293,12 +296,13 @@ class CompileJob:
 
 
 def make_job(jit_fn: JITFunction, triton_target: Any, bound: BoundKernel, options: dict[str, Any],
-             *, gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
-    """A `CompileJob`, with its kernel key computed."""
+             *, arch: str, gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
+    """A `CompileJob` for `triton_target` (`arch` as users name it), with its kernel key
+    computed."""
     graph = graph_key(jit_fn)
     key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon, graph=graph)
-    return CompileJob(jit_fn, triton_target, bound, dict(options), gluon, binary_key, asm_key, key,
-                      graph)
+    return CompileJob(jit_fn, triton_target, arch, bound, dict(options), gluon, binary_key,
+                      asm_key, key, graph)
 
 
 def run_triton(job: CompileJob) -> CompiledKernel:
@@ -328,7 +332,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
         bound = job.bound
         if job.gluon:
             source = _gluon.source(job.jit_fn, bound.signature, bound.constexprs, bound.attrs,
-                                   target=_vendors.target_name(job.triton_target))
+                                   target=job.arch)
         else:
             source = ASTSource(job.jit_fn, bound.signature, constexprs=bound.constexprs,
                                attrs=bound.attrs)

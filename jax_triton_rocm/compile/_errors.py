@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jax_triton_rocm.base import _vendors
 from jax_triton_rocm.compile import _cache
 from jax_triton_rocm.plan import _trampoline
 from jax_triton_rocm.spec import _spec
@@ -36,7 +35,7 @@ def explained(err: Exception, job: Any) -> Exception:
     constexprs and, for fp8 buffers, the likely cause. Any other error is returned as it is."""
     from triton.compiler.errors import CompilationError
 
-    kernel, target = kernel_name(job.jit_fn), _vendors.target_name(job.triton_target)
+    kernel, target = kernel_name(job.jit_fn), job.arch
     constexprs = job.bound.constexprs_text(list(job.jit_fn.arg_names))
     values = f"the constexprs {constexprs}" if constexprs else "no constexprs"
     if _trampoline.is_trampoline(job.jit_fn) and isinstance(err.__cause__, CompilationError):

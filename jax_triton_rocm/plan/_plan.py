@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from jax_triton_rocm.base import _values, _vendors
+from jax_triton_rocm.base import _values
 from jax_triton_rocm.spec import _autotuner, _callbacks, _hooks, _kinds, _layout, _spec
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE, KernelCallSpec, MetaGrid, normalize_grid
 
@@ -187,8 +187,9 @@ def named_args(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_aval
 
 
 def _apply_heuristics(heuristics: tuple, config: LaunchConfig, named: dict, kernel: str,
-                      param_names: set[str]) -> LaunchConfig:
+                      param_names: set[str], compile_options: tuple[str, ...]) -> LaunchConfig:
     """Runs `heuristics` (outermost first) on `config`; each sees the values set before it.
+    A rule may set a parameter, a launch setting or one of `compile_options`.
 
     Raises:
       ValueError: a rule raised (`_callbacks.call` names the rule, what it read and was given).
@@ -206,20 +207,21 @@ def _apply_heuristics(heuristics: tuple, config: LaunchConfig, named: dict, kern
                 config = dataclasses.replace(config, constexprs={**config.constexprs, key: value})
             elif key in LAUNCH_SETTINGS:
                 config = dataclasses.replace(config, **{key: value})
-            elif key in _vendors.COMPILE_OPTIONS:
+            elif key in compile_options:
                 config = dataclasses.replace(config, options={**config.options, key: value})
             else:
                 raise TypeError(
                     f"@triton.heuristics on kernel {kernel} sets {key!r}, which is neither a "
                     f"parameter of the kernel ({', '.join(sorted(param_names))}) nor a launch "
-                    f"setting ({', '.join(LAUNCH_SETTINGS + _vendors.COMPILE_OPTIONS)}). Rename "
+                    f"setting ({', '.join(LAUNCH_SETTINGS + compile_options)}). Rename "
                     f"it to one of those.")
     return config
 
 
-def _from_autotune_config(base: LaunchConfig, config: Any, kernel: str,
-                          param_names: set[str]) -> LaunchConfig:
-    """`base` with a `triton.Config`'s kwargs, settings and vendor options laid over it."""
+def _from_autotune_config(base: LaunchConfig, config: Any, kernel: str, param_names: set[str],
+                          compile_options: tuple[str, ...]) -> LaunchConfig:
+    """`base` with a `triton.Config`'s kwargs, settings and vendor options (`compile_options`)
+    laid over it."""
     constexprs = dict(base.constexprs)
     options = dict(base.options)
     if getattr(config, "maxnreg", None) is not None:
@@ -227,13 +229,13 @@ def _from_autotune_config(base: LaunchConfig, config: Any, kernel: str,
     for key, value in config.kwargs.items():
         if key in param_names:
             constexprs[key] = value
-        elif key in _vendors.COMPILE_OPTIONS:
+        elif key in compile_options:
             options[key] = value
         else:
             raise TypeError(
                 f"triton.Config({config}) on kernel {kernel} sets {key!r}, which is neither a "
                 f"parameter of the kernel ({', '.join(sorted(param_names))}) nor a compile "
-                f"option ({', '.join(_vendors.COMPILE_OPTIONS)}). Fix the config's kwargs.")
+                f"option ({', '.join(compile_options)}). Fix the config's kwargs.")
     return LaunchConfig(
         constexprs=constexprs,
         num_warps=config.num_warps if config.num_warps is not None else base.num_warps,
@@ -246,7 +248,8 @@ def _from_autotune_config(base: LaunchConfig, config: Any, kernel: str,
 
 
 def _autotune_configs(autotuner: Autotuner, base: LaunchConfig, named: dict, by_keyword: tuple,
-                      kernel: str, param_names: set[str]) -> list[tuple[Any, LaunchConfig]]:
+                      kernel: str, param_names: set[str],
+                      compile_options: tuple[str, ...]) -> list[tuple[Any, LaunchConfig]]:
     """The autotuner's configs over `base`, each with its `triton.Config`, pruned by its
     `early_config_prune` and its `perf_model`, in the order they leave."""
     _autotuner.check_autotuner(autotuner, kernel)
@@ -268,7 +271,7 @@ def _autotune_configs(autotuner: Autotuner, base: LaunchConfig, named: dict, by_
     if getattr(autotuner, "perf_model", None) is not None:
         candidates = _autotuner.fastest_estimated(autotuner, candidates, named_args, kwargs,
                                                   kernel)
-    return [(config, _from_autotune_config(base, config, kernel, param_names))
+    return [(config, _from_autotune_config(base, config, kernel, param_names, compile_options))
             for config in candidates]
 
 
@@ -310,38 +313,40 @@ class LaunchTarget:
     Attributes:
       triton_backend: Triton's compiler backend class (it parses specialisation attributes).
       limits: what a block and a grid may use there; None where nothing is checked.
+      compile_options: every vendor's compile options (the vendor table's `COMPILE_OPTIONS`):
+        what a config or a heuristic may set beside the kernel's parameters and the launch
+        settings (each backend passes on only its own).
       check_ctas: raises if clusters of that many CTAs cannot launch there.
       first_config_only: launch the first configuration only (no timing happens there).
       name: the target as messages name it ("sm_90").
       fp8_types: Triton's fp8 types the target's compiler takes ("fp8e4nv", ...); None where
         any is taken.
-      compiles: the route compiles every launch at lowering, and asks whether the arguments
-        line up with the kernel's parameters only where a compile fails
-        (`_kinds.check_failed`); otherwise (the interpreter) the plan asks (`_kinds.check`).
     """
 
     triton_backend: Any
     limits: LaunchLimits | None
+    compile_options: tuple[str, ...]
     check_ctas: Callable[[int], None] = lambda num_ctas: None
     first_config_only: bool = False
     name: str = "the host"
     fp8_types: tuple[str, ...] | None = None
-    compiles: bool = False
 
 
 def gpu_target(backend: Any, target: Target, limits: LaunchLimits | None = None) -> LaunchTarget:
     """What the plan needs of a GPU target, as its backend answers it
     (`backends._backend.Backend`); `limits` where the caller has asked for them already."""
     return LaunchTarget(backend.triton_backend(), limits or backend.launch_limits(target),
+                        backend.every_compile_option,
                         functools.partial(backend.check_launch, target), name=target.arch,
-                        fp8_types=backend.fp8_types(target), compiles=True)
+                        fp8_types=backend.fp8_types(target))
 
 
-def interpreter_target() -> LaunchTarget:
-    """The host, where Triton's interpreter runs the first configuration, unchecked."""
+def interpreter_target(compile_options: tuple[str, ...]) -> LaunchTarget:
+    """The host, where Triton's interpreter runs the first configuration, unchecked; a config
+    or a heuristic may set any of `compile_options` (`LaunchTarget.compile_options`)."""
     from triton.backends.compiler import BaseBackend
 
-    return LaunchTarget(BaseBackend, None, first_config_only=True)
+    return LaunchTarget(BaseBackend, None, compile_options, first_config_only=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -460,12 +465,13 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     base = LaunchConfig(dict(spec.metaparams), spec.num_warps, spec.num_stages, spec.num_ctas,
                         dict(spec.options), "")
     if outside:  # most kernels have no heuristics
-        base = _apply_heuristics(outside, base, named, kernel, param_names)
+        base = _apply_heuristics(outside, base, named, kernel, param_names,
+                                 target.compile_options)
     if unwrapped.autotuner is None:
         pairs = [(None, base)]
     else:
         pairs = _autotune_configs(unwrapped.autotuner, base, named, spec.by_keyword, kernel,
-                                  param_names)
+                                  param_names, target.compile_options)
     configs = []
     for triton_config, config in pairs:
         seen = named
@@ -478,7 +484,8 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
                 config = dataclasses.replace(config, positional=positional)
                 seen = named_args(jit_fn, positional, in_avals, out_avals)
         if inside:
-            config = _apply_heuristics(inside, config, seen, kernel, param_names)
+            config = _apply_heuristics(inside, config, seen, kernel, param_names,
+                                       target.compile_options)
         # What a config or a heuristic set, which triton_call never saw (it checked its own).
         source = f"in autotune config ({config.description})" if config.description else ""
         _values.launch_settings(config.num_warps, config.num_stages, config.num_ctas,
@@ -524,8 +531,6 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
             f"{fp8}), which Triton does not compile for {target.name}; the fp8 dtypes it "
             f"takes there are {taken}. Cast the array to one of those (x.astype(...)), or "
             f"compile for a target that has {_spec.FP8_DTYPES[fp8]}.")
-    if not target.compiles:
-        _kinds.check(jit_fn, planned[0].bound, in_avals, out_avals, kernel)
     return planned
 
 

@@ -64,7 +64,7 @@ binary and the more its parameters (docs/BENCHMARKS.md). So the rule, per call:
      choice);
    - the lowering is for `jax.export`: XLA's call carries Triton IR, which no jaxlib promises to
      read in another release; jaxlib's carries a binary in a versioned proto;
-   - this jaxlib has no Triton dialect to read the IR with (`_compat.xla_triton_dialect`);
+   - this jaxlib has no Triton dialect to read the IR with (`_xla_native.xla_triton_dialect`);
    - the platform's backend keeps jaxlib's call as its default (`Backend.xla_call_unproven`:
      ROCm, where XLA's call has not yet launched the package's kernels on a GPU).
 A kernel XLA's call cannot take after all (IR this jaxlib's Triton cannot read, global scratch
@@ -87,8 +87,9 @@ from jax._src.core import Primitive  # jax.extend.core's; jax.extend imports Pal
 from jax.interpreters import ad, batching, mlir, partial_eval as pe
 
 from jax_triton_rocm import backends
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
-from jax_triton_rocm.base import _compat, _imports, _state, _values, _vendors
+from jax_triton_rocm.base import _compat, _imports, _state, _values
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _target
 from jax_triton_rocm.routes.xla import _xla_native
@@ -349,7 +350,7 @@ class GpuRoutes:
         elif _target.for_export(ctx):
             xla, reason = False, ("the lowering is for jax.export (XLA's call carries Triton "
                                   "IR, which another jaxlib may not read)")
-        elif not _compat.xla_triton_dialect():
+        elif not _xla_native.xla_triton_dialect():
             xla, reason = False, ("this jaxlib has no Triton dialect (jaxlib.triton) to read "
                                   "the kernel's IR with, as XLA's call must")
         elif self.backend.xla_call_unproven is not None:
@@ -462,7 +463,7 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
                 _registered.add(platform)
     if explicit:
         if chosen is None:  # the platforms in use
-            installed = set(_compat.installed_gpu_platforms())
+            installed = set(_vendors.installed_gpu_platforms())
             named = {p for p in _vendors.GPU_PLATFORMS if _target.named_arch(p) is not None}
             chosen = tuple([p for p in _vendors.GPU_PLATFORMS if p in installed | named])
         for platform in chosen:

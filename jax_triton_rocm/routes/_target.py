@@ -57,9 +57,10 @@ from typing import TYPE_CHECKING, Any
 from jax._src import config
 
 from jax_triton_rocm import backends
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
-from jax_triton_rocm.base import _compat, _state, _values, _vendors
-from jax_triton_rocm.base._vendors import normalize_arch
+from jax_triton_rocm.backends._vendors import normalize_arch
+from jax_triton_rocm.base import _compat, _state, _values
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan._plan import Target
 from jax_triton_rocm.routes.jaxlib import _choice_files
@@ -263,7 +264,7 @@ def _context_devices(module_context: ModuleContext) -> list[Any]:
 
 
 def resolve_target(backend: Backend, ctx: LoweringRuleContext,
-                   spec: KernelCallSpec) -> tuple[Target, _compat.PluginFeatures]:
+                   spec: KernelCallSpec) -> tuple[Target, _vendors.PluginFeatures]:
     """The target a call compiles for (a vendor keyword of the call, a named architecture or
     the devices), and what the jaxlib plugin that will load the kernel reads.
 
@@ -277,7 +278,7 @@ def resolve_target(backend: Backend, ctx: LoweringRuleContext,
     if own is not None:  # then Triton must know it too
         check_arch(platform, own.arch, given=spec.cuda_arch, what=own.source.rstrip("="))
     named = own or named_arch(platform)
-    features = _compat.plugin_features(platform)
+    features = _vendors.plugin_features(platform)
     if features is None and named is None:
         vendor = _vendors.vendor(platform)
         example = vendor.example_arch
@@ -287,7 +288,7 @@ def resolve_target(backend: Backend, ctx: LoweringRuleContext,
             f"cross-compile (no GPU here), name the architecture: `with "
             f"jax_triton_rocm.target_arch({platform}='{example}'):` around the lowering, or "
             f"{ENV_TARGET_ARCH}='{platform}={example}'.")
-    features = features or _compat.assumed_features(platform)
+    features = features or _vendors.assumed_features(platform)
     return named or lowering_target(platform, ctx.module_context), features
 
 

@@ -1,9 +1,9 @@
 """Arguments of the wrong kind for a kernel's parameters: the parameter a call most likely forgot
 (`forgotten`), and a scalar on a parameter the kernel dereferences, or a pointer on one it counts
 with (`check`), refused at lowering with both named, on every route: the GPU routes ask where
-the kernel fails to compile (`check_failed`: they compile at lowering); for the CPU interpreter
-`_plan.launches` checks each call's first launch, so its calls are refused when lowered, not
-when run.
+the kernel fails to compile (`check_failed`: they compile at lowering); the CPU interpreter's
+route checks each call's first launch once planned (`routes.cpu._interpret.resolve`), so its
+calls are refused when lowered, not when run.
 
 Triton says only "invalid operands of type pointer<fp32> and int32" (at run time, in its
 interpreter), where a positional port of a kernel whose outputs sit among its inputs has put an
@@ -49,7 +49,7 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from jax_triton_rocm.base import _state, _vendors
+from jax_triton_rocm.base import _state
 from jax_triton_rocm.spec._spec import aval_text
 
 if TYPE_CHECKING:
@@ -304,9 +304,13 @@ def suspects(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple)
     return wrong
 
 
-def front_end_error(jit_fn: JITFunction, bound: Any) -> Exception | None:
+def front_end_error(jit_fn: JITFunction, bound: Any,
+                    probes: Sequence[tuple[str, tuple]]) -> Exception | None:
     """The `CompilationError` Triton's front end raises building `jit_fn` as `bound` lays it
-    out, or None (it builds, or no backend is installed to build it with)."""
+    out, or None (it builds, or no backend is installed to build it with).
+
+    `probes`: (Triton compiler backend, `GPUTarget` arguments) pairs, the first whose backend is
+    installed taken (the vendor table's `FRONT_END_PROBES`)."""
     from triton.backends import backends
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
@@ -314,8 +318,7 @@ def front_end_error(jit_fn: JITFunction, bound: Any) -> Exception | None:
     from triton._C.libtriton import ir
 
     # Front-end type errors do not depend on the target; any installed backend's will do.
-    probe = next((v.probe_target for v in _vendors.VENDORS.values()
-                  if v.triton_backend in backends), None)
+    probe = next((target for name, target in probes if name in backends), None)
     if probe is None:
         return None
     target = GPUTarget(*probe)
@@ -334,19 +337,21 @@ def front_end_error(jit_fn: JITFunction, bound: Any) -> Exception | None:
     return None
 
 
-def check(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple, kernel: str) -> None:
+def check(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple, kernel: str,
+          probes: Sequence[tuple[str, tuple]]) -> None:
     """Raises TypeError where `bound` puts a scalar on a parameter the kernel dereferences or a
     pointer on one it counts with, and Triton's front end fails on it as laid out.
 
     The message names each such parameter, what it gets and why the kernel wants the other
-    kind, and says how a call fills the parameters; the front end's error is its cause.
+    kind, and says how a call fills the parameters; the front end's error is its cause. The
+    front end runs on one of `probes` (`front_end_error`).
     """
     if jit_fn.is_gluon():
         return
     wrong = suspects(jit_fn, bound, in_avals, out_avals)
     if not wrong:
         return
-    err = front_end_error(jit_fn, bound)
+    err = front_end_error(jit_fn, bound, probes)
     if err is None:
         return
     raise TypeError(
@@ -360,7 +365,7 @@ def check(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple, ke
 
 
 def check_failed(err: Exception, jit_fn: JITFunction, bound: Any, in_avals: tuple,
-                 out_avals: tuple, kernel: str) -> None:
+                 out_avals: tuple, kernel: str, probes: Sequence[tuple[str, tuple]]) -> None:
     """`check`, where a GPU route's compile of the call failed with `err`. The GPU routes
     compile every launch at lowering, so they ask only then: a kernel that builds has nothing
     `check` would refuse (it refuses only where Triton's front end fails), and a lowering that
@@ -368,7 +373,7 @@ def check_failed(err: Exception, jit_fn: JITFunction, bound: Any, in_avals: tupl
     from triton.compiler.errors import CompilationError
 
     if isinstance(err, CompilationError):
-        check(jit_fn, bound, in_avals, out_avals, kernel)
+        check(jit_fn, bound, in_avals, out_avals, kernel, probes)
 
 
 def forgotten(jit_fn: JITFunction, given: list[str | None], slots: list[int]) -> str:

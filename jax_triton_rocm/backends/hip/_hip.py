@@ -29,9 +29,10 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.backends.hip import _hip_files, _hip_prewarm
-from jax_triton_rocm.base import _compat, _vendors
+from jax_triton_rocm.base import _compat
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.plan._plan import LaunchLimits, Target
 
@@ -39,7 +40,7 @@ _compat.triton_info()  # a Triton that does not import at all fails here, with i
 try:
     import triton.backends.amd.compiler as _triton_amd
 except (ImportError, RuntimeError, ValueError) as err:
-    raise _compat.triton_backend_error("rocm", err) from err
+    raise _vendors.triton_backend_error("rocm", err) from err
 
 from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked import)
 
@@ -84,7 +85,7 @@ def _llvm_amdgpu_processors(arch: str | None = None) -> tuple[str, ...] | bool:
     return tuple(sorted({name.decode() for name in found} - {"gfx000"}))
 
 
-def delivery_mode(features: _compat.PluginFeatures) -> str:
+def delivery_mode(features: _vendors.PluginFeatures) -> str:
     """The HSACO delivery for this lowering: the environment's choice, else the best supported.
 
     Raises:
@@ -135,7 +136,7 @@ class HipBackend(Backend):
     def known_archs(self) -> tuple[str, ...]:
         return _llvm_amdgpu_processors()
 
-    def embeds_binary(self, features: _compat.PluginFeatures) -> bool:
+    def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
         return delivery_mode(features) == "embedded"
 
     def lowering_settings(self) -> tuple:

@@ -28,7 +28,8 @@ from jax._src import dispatch
 from jax._src.core import Primitive
 from jax.interpreters import mlir
 
-from jax_triton_rocm.base import _state, _values, _vendors
+from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.base import _state, _values
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from jax_triton_rocm.base import _compat, _no_gpu, _state, _vendors
+from jax_triton_rocm.backends import _no_gpu, _vendors
+from jax_triton_rocm.base import _state
 
 logger = logging.getLogger("jax_triton_rocm")
 _explained = False  # one warning per process (a forked child inherits the flag)
@@ -31,7 +32,7 @@ def explain_once(kernel_name: str) -> None:
         if _explained:
             return
         _explained = True
-    if not _compat.installed_gpu_platforms():
+    if not _vendors.installed_gpu_platforms():
         return
     from jax._src import xla_bridge
 

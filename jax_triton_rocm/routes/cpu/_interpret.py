@@ -40,10 +40,12 @@ import numpy as np
 
 import jax
 
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _errors
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes.cpu import _fallback, _interpret_host, _shard_callbacks
+from jax_triton_rocm.spec import _kinds
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:
@@ -89,7 +91,13 @@ def resolve(ctx_avals_in: tuple, spec: KernelCallSpec) -> InterpretedCall:
     jit_fn = spec.unwrapped.jit_fn
     check_interpretable(jit_fn, spec.name)
     out_avals = tuple(jax.ShapeDtypeStruct(s.shape, s.dtype) for s in spec.out_shapes)
-    [launch] = _plan.launches(spec, tuple(ctx_avals_in), out_avals, _plan.interpreter_target())
+    in_avals = tuple(ctx_avals_in)
+    [launch] = _plan.launches(spec, in_avals, out_avals,
+                              _plan.interpreter_target(_vendors.COMPILE_OPTIONS))
+    # The interpreter compiles nothing at lowering: whether the call's arguments line up with
+    # the kernel's parameters is asked here, not where a compile fails (`_kinds.check_failed`).
+    _kinds.check(jit_fn, launch.bound, in_avals, out_avals, spec.kernel_name,
+                 _vendors.FRONT_END_PROBES)
     return InterpretedCall(name=spec.name, jit_fn=jit_fn, launch=launch,
                            positional=spec.positional, out_avals=out_avals,
                            aliases=spec.input_output_aliases, debug=spec.debug)

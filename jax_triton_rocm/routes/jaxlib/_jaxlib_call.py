@@ -21,6 +21,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.base import _compat, _state, _values
 from jax_triton_rocm.compile import _compile, _parallel
@@ -44,7 +45,7 @@ class LoweredCall:
     opaque: bytes
     serialized: bytes
     custom_call_target: str
-    features: _compat.PluginFeatures
+    features: _vendors.PluginFeatures
     target: Target
     kernels: tuple[_compile.CompiledKernel, ...]
     calls: tuple[_proto.KernelCall, ...]
@@ -73,13 +74,14 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
     ordered = [_in_buffer_order(spec, launch, len(in_avals)) for launch in launches]
     jobs = [_compile.make_job(
         launch.jit_fn, triton_target, launch.bound, backend.triton_options(launch, spec),
-        gluon=launch.jit_fn.is_gluon(), binary_key=backend.binary_key, asm_key=backend.asm_key)
+        arch=target.arch, gluon=launch.jit_fn.is_gluon(), binary_key=backend.binary_key,
+        asm_key=backend.asm_key)
         for launch in ordered]
     try:
         compiled = _parallel.kept_configs(ordered, jobs, _parallel.compile_jobs(jobs))
     except Exception as err:
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
-                            spec.kernel_name)
+                            spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
     limits = backend.launch_limits(target)
     kept = _kinds.keep_launchable(
@@ -91,7 +93,7 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
 
 
 def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Target,
-                 features: _compat.PluginFeatures, *, devices: Target | None = None,
+                 features: _vendors.PluginFeatures, *, devices: Target | None = None,
                  with_ttir: bool = False) -> _proto.KernelImage:
     """The compiled kernel as the installed jaxlib loads it on `devices` (None: on devices of
     `target`'s architecture), with its IR in `ttir` if asked (jaxlib reads it for nothing).
@@ -181,7 +183,7 @@ class _Where:
     platform: str
     target: Target
     devices: Target | None
-    features: _compat.PluginFeatures
+    features: _vendors.PluginFeatures
     globals: tuple
     settings: tuple
 

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from jax_triton_rocm.base import _compat, _vendors
-from jax_triton_rocm.base._vendors import Vendor
+from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.backends._vendors import Vendor
+from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes.jaxlib import _proto
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor, signature_type
 
@@ -155,7 +156,7 @@ def tma_descriptor(desc: TensorDescriptor, meta: Mapping[str, Any]) -> TmaDescri
         oob_fill=1 if desc.padding == "nan" else 0)
 
 
-def check_launchable(vendor: Vendor, features: _compat.PluginFeatures, *, kernel: str,
+def check_launchable(vendor: Vendor, features: _vendors.PluginFeatures, *, kernel: str,
                      arch: str) -> None:
     """Raises unless the plugin that will launch `kernel` encodes its tensor descriptors.
 
@@ -172,7 +173,7 @@ def check_launchable(vendor: Vendor, features: _compat.PluginFeatures, *, kernel
             f"{vendor.platform}. Build the descriptor inside the kernel instead "
             f"(tl.make_tensor_descriptor on the base pointer).")
     if not features.tma_descriptors:
-        since = ".".join(map(str, _compat.PLUGIN_FEATURES["tma_descriptors"][0]))
+        since = ".".join(map(str, _vendors.PLUGIN_FEATURES["tma_descriptors"][0]))
         raise NotImplementedError(
             f"Kernel {kernel} takes a TensorDescriptor, which on {arch} is a TMA descriptor that "
             f"jaxlib encodes at launch from jax/jaxlib {since} on; the jaxlib plugin here "
@@ -181,7 +182,7 @@ def check_launchable(vendor: Vendor, features: _compat.PluginFeatures, *, kernel
             f"(tl.make_tensor_descriptor, which needs jax {since} as well).")
 
 
-def descriptor_params(compiled: Any, features: _compat.PluginFeatures,
+def descriptor_params(compiled: Any, features: _vendors.PluginFeatures,
                       target: Any) -> Callable[[TensorDescriptor, int], list[_proto.Param]]:
     """`params(descriptor, i)`: the jaxlib parameters of the kernel's descriptor number `i`
     (in launch order), as `compiled` (a `compile._compile.CompiledKernel`) takes them on

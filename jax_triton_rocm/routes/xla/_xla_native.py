@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from jax._src.interpreters import mlir
 
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _state, _values
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
@@ -57,6 +58,18 @@ from jax_triton_rocm.spec._spec import KernelCallSpec
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.backends._backend import Backend
+
+
+@functools.cache
+def xla_triton_dialect() -> bool:
+    """Whether this jaxlib carries the Triton MLIR dialect (`jaxlib.triton.dialect`): XLA's own
+    Triton call reads a kernel's IR with it, and the lowering parses the IR with it first."""
+    try:
+        from jaxlib.triton import dialect  # noqa: F401
+    except Exception as err:  # noqa: BLE001  (any failure means the route cannot be checked)
+        logger.debug("jaxlib.triton.dialect did not import: %s", err)
+        return False
+    return True
 
 
 def parse_ttir(text: str) -> Any:
@@ -269,13 +282,13 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
     form = _trampoline.for_xla(spec.unwrapped.jit_fn, launch.bound, in_avals + zero_avals,
                                out_avals, backend.triton_backend())
     job = _compile.make_job(form.jit_fn, backend.triton_target(target), form.bound,
-                            backend.triton_options(launch, spec), gluon=False,
+                            backend.triton_options(launch, spec), arch=target.arch, gluon=False,
                             binary_key=backend.binary_key, asm_key=backend.asm_key)
     try:
         compiled = _compile.compile_job(job)
     except Exception as err:  # do the call's arguments line up with the kernel's parameters?
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
-                            spec.kernel_name)
+                            spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
     problem = limits.problem(shared_bytes=compiled.shared_mem_bytes)
     if problem:

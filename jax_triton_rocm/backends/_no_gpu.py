@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jax_triton_rocm.base import _compat, _vendors
+from jax_triton_rocm.backends import _vendors
 
 _SMI = {"cuda": "nvidia-smi", "rocm": "rocm-smi"}
 
@@ -60,7 +60,7 @@ def nvidia_gpu_visible() -> bool:
 
 def without_plugin(platform: str) -> str:
     """How to stop a broken plugin of `platform` from starting, on a machine without its GPU."""
-    plugin = _compat.installed_plugin(platform)
+    plugin = _vendors.installed_plugin(platform)
     uninstall = (f"pip uninstall -y {plugin.replace('_', '-')} "
                  f"{plugin.replace('_plugin', '_pjrt').replace('_', '-')}" if plugin else "")
     return ("Without that GPU nothing needs the plugin (cross-compiling does not): "
@@ -75,7 +75,7 @@ def why_not_started(platform: str, problems: tuple[Problem, ...] | list[Problem]
     if vendor is None:
         return (f"{platform!r} is not a platform this JAX knows",
                 "use cpu, cuda or rocm in JAX_PLATFORMS.")
-    if _compat.installed_plugin(platform) is None:
+    if _vendors.installed_plugin(platform) is None:
         return (f"no jaxlib {platform} plugin is installed",
                 f"install JAX for that GPU: {vendor.install_hint}.")
     for problem in problems:
@@ -101,7 +101,7 @@ def no_gpu_reason(problems: tuple[Problem, ...] = ()) -> str:
     """
     from jax._src import xla_bridge
 
-    installed = {p: _compat.installed_plugin(p) for p in _vendors.GPU_PLATFORMS}
+    installed = {p: _vendors.installed_plugin(p) for p in _vendors.GPU_PLATFORMS}
     if not any(installed.values()):
         hints = {p: v.install_hint for p, v in _vendors.VENDORS.items()}
         return ("No jaxlib GPU plugin is installed, so JAX runs on the CPU only. To run kernels, "

@@ -1,0 +1,333 @@
+"""The GPU vendors the package lowers for: their facts, and which of their jaxlib plugins is
+installed here and what it can load (nothing here imports Triton or JAX at import).
+
+One entry per JAX platform (`VENDORS`): which jaxlib plugins carry its Triton custom calls, which
+Triton compiler backend builds for it, its compile options, and how its architectures are named.
+Everything else asks this table or the platform's backend (`backends.backend`); adding a vendor
+means one entry here and one backend module (imported by `backends.backend`).
+
+Plugin discovery (`installed_plugin`, `plugin_features`, ...) reads the table: which plugin is
+installed, and what its `_triton` can load, by feature wherever the installed packages allow it;
+the one fallback on version numbers (a plugin that cannot be imported on this machine, such as
+the ROCm plugin without a ROCm runtime) is written here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import re
+import types
+from collections.abc import Callable
+from typing import Any
+
+from jax_triton_rocm.base import _compat
+
+logger = logging.getLogger("jax_triton_rocm")
+
+
+# Above any CUDA compute capability's major version: "90.0" is no "major.minor" (sm_900).
+_MAX_CUDA_MAJOR = 19
+
+
+def _cuda_arch(text: str) -> str | None:
+    """"sm_90" from 90, "90", "9.0", "sm_90", "sm90", "sm_90a"; None for anything else."""
+    dotted = re.fullmatch(r"(\d{1,2})\.(\d)", text)
+    if dotted:
+        if int(dotted.group(1)) > _MAX_CUDA_MAJOR:
+            return None
+        return f"sm_{int(dotted.group(1)) * 10 + int(dotted.group(2))}"
+    match = re.fullmatch(r"(?:sm_?)?(\d{2,3})a?", text)
+    return f"sm_{match.group(1)}" if match else None
+
+
+def _rocm_arch(text: str) -> str | None:
+    """"gfx942" from "gfx942" or "gfx942:sramecc+:xnack-" (target features dropped); else None."""
+    match = re.fullmatch(r"(gfx[0-9]{2,3}[0-9a-f])(?::.*)?", text)
+    return match.group(1) if match else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Vendor:
+    """One GPU vendor as the package knows it.
+
+    Attributes:
+      platform: JAX's platform name.
+      arch_noun: what its architecture names are called in messages.
+      plugin_packages: the jaxlib plugins carrying a `_triton` module, newest first.
+      install_hint: how to install JAX for these GPUs.
+      triton_backend: Triton's compiler backend (`triton.backends.<name>`).
+      compile_options: `triton_call` keywords that are this vendor's compile options.
+      example_arch: an architecture name for examples in messages.
+      arch_help: the accepted forms of an architecture name, for messages.
+      parse_arch: the canonical architecture for a lower-cased name, or None.
+      encoded_descriptor: Triton's launcher type for a tensor descriptor that the compiled
+        kernel takes encoded (a TMA descriptor on NVIDIA sm_90+, a TDM one on AMD gfx1250).
+      jaxlib_encodes_descriptors: whether jaxlib's plugin can encode those at launch.
+      probe_target: a Triton `GPUTarget` (backend, arch, warp size) of this vendor's, for running
+        Triton's front end alone (its type errors do not depend on the target).
+      error_words: a regular expression for the words that tie an error message (JAX's, a
+        plugin's) to this vendor's stack.
+    """
+
+    platform: str
+    arch_noun: str
+    plugin_packages: tuple[str, ...]
+    install_hint: str
+    triton_backend: str
+    compile_options: tuple[str, ...]
+    example_arch: str
+    arch_help: str
+    parse_arch: Callable[[str], str | None]
+    encoded_descriptor: str
+    jaxlib_encodes_descriptors: bool
+    probe_target: tuple[str, Any, int]
+    error_words: str
+
+
+VENDORS: dict[str, Vendor] = {
+    "cuda": Vendor(
+        platform="cuda",
+        arch_noun="a CUDA architecture",
+        plugin_packages=("jax_cuda13_plugin", "jax_cuda12_plugin"),
+        install_hint="pip install -U 'jax[cuda13]'",
+        triton_backend="nvidia",
+        compile_options=("maxnreg",),
+        example_arch="sm_90",
+        arch_help="a compute capability such as cuda=90, cuda='9.0' or cuda='sm_90'",
+        parse_arch=_cuda_arch,
+        encoded_descriptor="nvTmaDesc",
+        jaxlib_encodes_descriptors=True,
+        probe_target=("cuda", 80, 32),
+        error_words=r"cuda|nvidia|cudnn|cupti|cublas|cusparse|nccl",
+    ),
+    "rocm": Vendor(
+        platform="rocm",
+        arch_noun="an AMD GPU architecture",
+        plugin_packages=("jax_rocm10_plugin", "jax_rocm7_plugin", "jax_rocm60_plugin"),
+        install_hint="pip install -U 'jax[rocm7-local]' (see JAX's ROCm install guide)",
+        triton_backend="amd",
+        compile_options=("waves_per_eu", "matrix_instr_nonkdim", "kpack"),
+        example_arch="gfx942",
+        arch_help="a gfx name such as rocm='gfx942' (MI300), 'gfx950' (MI355) or 'gfx90a' (MI200)",
+        parse_arch=_rocm_arch,
+        encoded_descriptor="tensordesc",
+        jaxlib_encodes_descriptors=False,
+        probe_target=("hip", "gfx942", 64),
+        error_words=r"rocm|hip|amdgpu",
+    ),
+}
+
+GPU_PLATFORMS = tuple(VENDORS)
+
+# Every vendor's compile options: `triton_call` keywords that are not constexprs (unless the
+# kernel has a parameter of that name). Each backend passes on only its own.
+COMPILE_OPTIONS = tuple(option for vendor in VENDORS.values() for option in vendor.compile_options)
+
+# What Triton's front end runs alone on, to ask whether a call's arguments line up with a
+# kernel's parameters (`spec._kinds.front_end_error`): the first vendor's probe target whose
+# compiler backend is installed.
+FRONT_END_PROBES = tuple((v.triton_backend, v.probe_target) for v in VENDORS.values())
+
+
+def vendor(platform: str) -> Vendor:
+    """The vendor of a GPU platform.
+
+    Raises:
+      ValueError: `platform` is not one the package lowers for, naming those it does.
+    """
+    try:
+        return VENDORS[platform]
+    except KeyError:
+        raise ValueError(f"platform {platform!r} is not a GPU platform this package lowers for; "
+                         f"use one of {', '.join(map(repr, GPU_PLATFORMS))}.") from None
+
+
+def arch_platform(arch: Any) -> str:
+    """The platform an architecture name belongs to: "rocm" for gfx names, else "cuda"."""
+    return "rocm" if str(arch).strip().lower().startswith("gfx") else "cuda"
+
+
+def normalize_arch(platform: str, arch: Any, *, what: str = "arch") -> str:
+    """The canonical architecture name ("sm_90", "gfx942") for `arch` on `platform`.
+
+    Raises:
+      ValueError: naming `what`, the value and the accepted forms.
+    """
+    known = vendor(platform)
+    canonical = None if isinstance(arch, bool) else known.parse_arch(str(arch).strip().lower())
+    if canonical is None:
+        raise ValueError(f"{what}={arch!r} is not {known.arch_noun}. Use {known.arch_help}.")
+    return canonical
+
+
+# The jaxlib plugins that carry a `_triton` module, newest first (as jaxlib's plugin_support).
+PLUGIN_PACKAGES = {platform: v.plugin_packages for platform, v in VENDORS.items()}
+PLUGIN_INSTALL_HINT = {platform: v.install_hint for platform, v in VENDORS.items()}
+
+# What a plugin's `_triton` can do, by feature: the release that added it (only for a plugin
+# whose `_triton` cannot be imported here, as ROCm's without libamdhip64, or for no plugin, where
+# jaxlib's release is assumed), and a string only a binary with it carries (protobuf keeps the
+# full names of message types for UTF-8 checks; a Python binding keeps its name).
+PLUGIN_FEATURES: dict[str, tuple[tuple[int, ...], bytes]] = {
+    "module_image": ((0, 11, 1), b"jax_triton.ModuleImageProto"),
+    "global_scratch": ((0, 11, 1), b"global_scratch_size"),
+    "tma_descriptors": ((0, 11, 1), b"create_tma_descriptor_parameter"),
+}
+
+
+def installed_plugin(platform: str) -> str | None:
+    """The import name of the jaxlib plugin installed for `platform`, or None (cheap: no import,
+    no device)."""
+    for package in PLUGIN_PACKAGES[platform]:
+        if importlib.util.find_spec(package) is not None:
+            return package
+    return None
+
+
+def installed_gpu_platforms() -> tuple[str, ...]:
+    """The GPU platforms ("cuda", "rocm") whose jaxlib plugin is installed."""
+    return tuple([p for p in GPU_PLATFORMS if installed_plugin(p) is not None])
+
+
+@functools.cache
+def plugin_triton_module(platform: str) -> types.ModuleType | None:
+    """The plugin's `_triton` extension for `platform`, or None where it cannot be imported.
+
+    Uses the plugin's own module, never `jax._src.lib.gpu_triton`'s top-level names: those are
+    overwritten by ROCm's when both plugins are installed.
+    """
+    try:
+        from jax._src.lib import gpu_triton  # registers the custom-call targets with XLA
+    except Exception as err:  # a broken plugin must not break lowering for the other vendor
+        logger.debug("jax._src.lib.gpu_triton did not import: %s", err)
+        gpu_triton = None
+    attr = {"cuda": "_cuda_triton", "rocm": "_hip_triton"}[platform]
+    module = getattr(gpu_triton, attr, None)
+    if module is not None:
+        return module
+    package = installed_plugin(platform)
+    if package is None:
+        return None
+    try:
+        return importlib.import_module(f"{package}._triton")
+    except Exception as err:
+        logger.debug("%s._triton did not import: %s", package, err)
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class PluginFeatures:
+    """What the jaxlib plugin that will run a kernel can load.
+
+    Attributes:
+      platform: "cuda" or "rocm".
+      plugin: the plugin's import name, or None when no plugin is installed.
+      module_image: the plugin reads `TritonKernel.module_image` (a CUBIN or HSACO inside).
+      global_scratch: the plugin allocates the global scratch memory a kernel asks for (what
+        descriptors built in a kernel, `tl.make_tensor_descriptor`, use on sm_90+).
+      detected_from: how this was found out, for error messages and notes.
+      tma_descriptors: the plugin encodes host-side TMA descriptors (a `TensorDescriptor`
+        operand on sm_90+) at launch.
+    """
+
+    platform: str
+    plugin: str | None
+    module_image: bool
+    global_scratch: bool
+    detected_from: str
+    tma_descriptors: bool = False
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def _features_from_version(platform: str, plugin: str | None, version: str, source: str):
+    release = _version_tuple(version)
+    return PluginFeatures(platform=platform, plugin=plugin, detected_from=f"{source} {version}",
+                          **{name: release >= since
+                             for name, (since, _) in PLUGIN_FEATURES.items()})
+
+
+@functools.cache
+def plugin_features(platform: str) -> PluginFeatures | None:
+    """Detects what the installed plugin for `platform` loads; None when no plugin is installed.
+
+    From the names the plugin's `_triton` binary carries (its proto and its launcher): the
+    imported module's file, or, where it cannot be imported (the ROCm plugin needs libamdhip64),
+    the file as the plugin's distribution lists it; from the plugin's release when neither exists.
+    """
+    module = plugin_triton_module(platform)
+    if module is not None:
+        plugin, path = module.__name__.split(".")[0], module.__file__
+        source = f"{module.__name__} (inspected)"
+    else:
+        plugin = installed_plugin(platform)
+        if plugin is None:
+            return None
+        distribution = plugin.replace("_", "-")
+        path = _unimported_triton_binary(distribution, plugin)
+        if path is None:
+            try:
+                version = importlib.metadata.version(distribution)
+            except importlib.metadata.PackageNotFoundError:
+                version = _compat.jaxlib_version()
+            return _features_from_version(platform, plugin, version, f"{distribution} release")
+        source = f"{path} (read; it does not import here)"
+    with open(path, "rb") as binary:
+        content = binary.read()
+    return PluginFeatures(platform=platform, plugin=plugin, detected_from=source,
+                          **{name: marker in content
+                             for name, (_, marker) in PLUGIN_FEATURES.items()})
+
+
+def _unimported_triton_binary(distribution: str, package: str) -> str | None:
+    """The path of `package._triton`'s extension file, from the distribution's file list."""
+    try:
+        files = importlib.metadata.files(distribution) or ()
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if (file.parent.name == package and file.name.startswith("_triton.")
+                and file.suffix == ".so"):
+            path = str(file.locate())
+            return path if os.path.isfile(path) else None
+    return None
+
+
+def assumed_features(platform: str) -> PluginFeatures:
+    """Features assumed when cross-compiling for a platform with no plugin installed here.
+
+    The plugins ship in lockstep with jaxlib, so the jaxlib installed here stands for the one
+    that will load the kernel.
+    """
+    return _features_from_version(platform, None, _compat.jaxlib_version(),
+                                  "no plugin here; assumed jaxlib")
+
+
+def triton_backend_error(platform: str, err: BaseException) -> ImportError:
+    """The error for Triton's compiler backend of `platform` ("cuda" -> nvidia, "rocm" -> amd)
+    failing to import with `err` (the caller raises it, chained): it names the platform, the
+    backend and what to install."""
+    info = _compat.triton_info()
+    name = vendor(platform).triton_backend
+    if isinstance(err, ModuleNotFoundError):
+        return ImportError(
+            f"The installed Triton {info.version} has no '{name}' backend, which lowering for "
+            f"platform '{platform}' needs (it has: {', '.join(info.backends) or 'none'}). Install "
+            f"a Triton build for {platform.upper()}: {_compat.TRITON_INSTALL_HINT}")
+    return ImportError(
+        f"Triton {info.version}'s '{name}' backend does not import: {type(err).__name__}: "
+        f"{err}. Reinstall Triton: {_compat.TRITON_INSTALL_HINT}")
