@@ -1,8 +1,9 @@
 """What differs between jaxlib and Triton releases, detected in one place.
 
-Every other module asks this one ("does this jaxlib carry the Triton dialect?", "which Triton
-backends are installed?", which custom-call target an autotuned call takes) instead of
-comparing versions itself. What a vendor's jaxlib plugin can load is detected beside the vendor
+Every other module asks this one ("which jaxlib is installed?", "which Triton backends are
+installed?", which custom-call target an autotuned call takes) instead of comparing versions
+itself. Whether this jaxlib carries the Triton dialect is asked of XLA's route, the one reader
+of it (`routes.xla._xla_native.xla_triton_dialect`). What a vendor's jaxlib plugin can load is detected beside the vendor
 table, in the backends layer (`backends`).
 """
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
