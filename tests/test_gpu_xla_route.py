@@ -18,7 +18,7 @@ from tests import autotune_utils as au
 from tests.gpu_utils import gpu_platform
 from tests.real_data_kernels import poison_memory
 from tests.test_routes import every_route, route  # noqa: F401  (the route fixture)
-from tests.test_xla_route import SURFACES, TYPED, typed
+from tests.test_xla_route import MULTIPLES_OF_16, SURFACES, TYPED, offset, typed
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*donated buffers.*:UserWarning")
 
@@ -80,6 +80,17 @@ def test_scalars_of_every_type_reach_the_kernel(route, values):
     got = jax.jit(lambda x: typed(jnp.cos(x), values))(x)
     np.testing.assert_allclose(got, _typed_reference(np.cos(np.asarray(x)), values),
                                rtol=1e-5)
+
+
+@every_route
+@pytest.mark.parametrize("k", MULTIPLES_OF_16.values(), ids=MULTIPLES_OF_16)
+def test_an_int_multiple_of_16_is_the_value_the_kernel_uses(route, k):
+    """On XLA's route such an int travels divided by 16 and the trampoline multiplies it back."""
+    x = route.rand(7, (route.pick(1 << 16, 512),))
+    if route.on_gpu:
+        poison_memory(1)
+    got = jax.jit(lambda x: offset(jnp.cos(x), k))(x)
+    np.testing.assert_allclose(got, np.cos(np.asarray(x)) + np.float32(k), rtol=1e-6)
 
 
 @every_route

@@ -168,8 +168,11 @@ class _run_as_route:
                                        call.out_avals, BaseBackend)
             extra = [np.zeros(a.shape, a.dtype) for a in zeroed_avals]
             aliases += [(len(inputs) + k, o) for k, o in enumerate(launch.zeroed)]
-            extra += [np.array(s.value, _xla_native._SCALAR_DTYPES[s.triton_type])
-                      for s in form.scalar_operands]
+            # The operands as `_xla_native.emit` makes them: an int of the divisible-by-16
+            # class divided by its scale, which the trampoline multiplies back.
+            extra += [np.array(s.value if k == 1 else s.value // k,
+                               _xla_native._SCALAR_DTYPES[s.triton_type])
+                      for s, k in zip(form.scalar_operands, form.scalar_scales, strict=True)]
             zeroed = ()
         assert form.jit_fn is not jit_fn or self._fits(form, len(inputs) + len(extra))
         relaid = _values.replaced(launch, bound=form.bound, zeroed=tuple(zeroed))
@@ -195,18 +198,65 @@ def test_twenty_values_of_a_runtime_scalar_compile_at_most_two_kernels():
     assert _state.KERNELS.stats["compiles"] - compiles <= 2
 
 
-def test_an_int_divisible_by_16_is_loaded_as_a_multiple_of_16():
-    def copy(x, n):
-        return jtr.triton_call(x, n, kernel=kernels.copy_kernel, out_shape=x, grid=(4,),
+def _scalar_constants(lowered) -> list[str]:
+    """The 0-d constants of the lowered module, as `value : type` text."""
+    return re.findall(r"stablehlo\.constant dense<([^>]+)> : tensor<(\w+)>", lowered.as_text())
+
+
+def _copy(x, n):
+    return jtr.triton_call(x, n, kernel=kernels.copy_kernel, out_shape=x, grid=(4,), BLOCK=256)
+
+
+def _loaded_scale(ir_bytes: bytes) -> int | None:
+    """What the trampoline multiplies its loaded int operand by (None: nothing)."""
+    text = ir_text(ir_bytes)
+    loaded = re.search(r"(%\w+) = tt\.load %arg1 : !tt\.ptr<i32>", text)
+    assert loaded, text
+    product = re.search(rf"arith\.muli {loaded.group(1)}, %c(\d+)_i32", text)
+    return int(product.group(1)) if product else None
+
+
+# n -> (the factor the trampoline multiplies the loaded value by, the operand's value)
+SCALES = {1000: (None, 1000), 1008: (16, 63), 1056: (32, 33), 4160: (64, 65), 1024: (128, 8),
+          -4096: (128, -32), 0: (128, 0)}
+
+
+@pytest.mark.parametrize("n", SCALES)
+def test_an_int_divisible_by_16_travels_divided_by_its_power_of_two_scale(n):
+    """The product states the divisibility in the arithmetic, where no pass drops it (a
+    `tl.multiple_of` hint is an attribute); up to 128, the largest power of two that divides
+    the value."""
+    x = spec((1024,), F32)
+    lowered = lower_for(lambda x: _copy(x, n), x, platform="cuda")
+    [call] = native_calls(lowered)
+    scale, operand = SCALES[n]
+    assert _loaded_scale(call["ir"]) == scale
+    assert (str(operand), "i32") in _scalar_constants(lowered)
+    assert "tt.divisibility = dense" not in ir_text(call["ir"])
+
+
+def test_one_is_compiled_in_as_by_tritons_launcher():
+    [one] = native_calls(lower_for(lambda x: _copy(x, 1), spec((1024,), F32), platform="cuda"))
+    assert one["operands"] == ["tensor<1024xf32>"]
+
+
+def test_a_value_gets_its_own_class_whatever_was_lowered_before(fresh_caches):
+    """A plan kept for one class is not reused for a value of another: the kernel a value gets
+    does not depend on what the process lowered before."""
+    def add_n(x, n):
+        return jtr.triton_call(x, x, n, kernel=kernels.add_kernel, out_shape=x, grid=(4,),
                                BLOCK=256)
 
     x = spec((1024,), F32)
-    [aligned] = native_calls(lower_for(lambda x: copy(x, 1024), x, platform="cuda"))
-    [ragged] = native_calls(lower_for(lambda x: copy(x, 1000), x, platform="cuda"))
-    assert re.search(r"tt\.load %\w+ \{tt\.divisibility = dense<16>", ir_text(aligned["ir"]))
-    assert "tt.divisibility = dense<16>" not in ir_text(ragged["ir"])
-    [one] = native_calls(lower_for(lambda x: copy(x, 1), x, platform="cuda"))
-    assert one["operands"] == ["tensor<1024xf32>"]  # 1 is compiled in, as Triton's launcher does
+    irs = {}
+    for n in (1040, 1024, 1056, 1024, 1040):
+        [call] = native_calls(lower_for(lambda x, n=n: add_n(x, n), x, platform="cuda"))
+        irs.setdefault(n, set()).add(call["ir"])
+    assert {n: len(found) for n, found in irs.items()} == {1040: 1, 1024: 1, 1056: 1}
+    assert len(set().union(*irs.values())) == 3
+    jtr.clear_caches()
+    [fresh] = native_calls(lower_for(lambda x: add_n(x, 1024), x, platform="cuda"))
+    assert irs[1024] == {fresh["ir"]}
 
 
 @triton.jit
@@ -223,6 +273,36 @@ TYPED = (2.5, np.float64(1e-300), 2**40, 2**63 + 5, np.uint32(7), True)
 def typed(x, values=TYPED):
     return jtr.triton_call(x, *values, kernel=typed_scalars_kernel, out_shape=x, grid=(4,),
                            BLOCK=256)
+
+
+@triton.jit
+def offset_kernel(x_ptr, k, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + k.to(tl.float32))
+
+
+# Ints of Triton's divisible-by-16 class, of each integer type it specialises and of several
+# scales: i32 (negative, scale 64), i64 (128), u64 as NumPy's (16) and as a Python int whose
+# product by its scale would wrap in 64 bits (128).
+MULTIPLES_OF_16 = {"i32": -4160, "i64": 2**36, "u64": np.uint64(2**40 + 16),
+                   "u64 above 2**63": 2**63 + 2**62}
+
+
+def offset(x, k):
+    return jtr.triton_call(x, k, kernel=offset_kernel, out_shape=x, grid=(x.size // 256,),
+                           BLOCK=256)
+
+
+@pytest.mark.parametrize("k", MULTIPLES_OF_16.values(), ids=MULTIPLES_OF_16)
+def test_an_int_multiple_of_16_reaches_the_kernel_of_xlas_form(k):
+    """The trampoline XLA compiles, run in Triton's interpreter with the operand the route
+    emits: the value divided by 16, multiplied back by the trampoline."""
+    x = jax.random.normal(jax.random.key(4), (512,), F32)
+    [call] = native_calls(lower_for(lambda x: offset(x, k), spec((512,), F32), platform="cuda"))
+    assert re.search(r"arith\.muli %\w+, %c(16|64|128)_i(32|64)", ir_text(call["ir"]))
+    with _run_as_route("xla"):
+        got = jax.jit(lambda x: offset(x, k))(x)
+    np.testing.assert_allclose(got, np.asarray(x) + np.float32(k), rtol=1e-6)
 
 
 def test_scalars_of_every_type_reach_xlas_call_as_their_triton_types():
@@ -242,12 +322,12 @@ def test_a_new_length_on_xlas_route_compiles_and_lays_out_nothing(monkeypatch):
     jobs, layouts = [], []
     monkeypatch.setattr(_compile, "make_job", lambda *a, **k: jobs.append(a))
     monkeypatch.setattr(_plan, "launches", lambda *a, **k: layouts.append(a))
-    x = spec((8208,), F32)
+    x = spec((8320,), F32)  # 128 * 65: the class of 8192
     lowered = lower_for(kernels.add, x, x, platform="cuda")
     [again] = native_calls(lowered)
     assert jobs == [] and layouts == []
     assert again["ir"] == first["ir"] and (first["grid_x"], again["grid_x"]) == (32, 33)
-    assert "dense<8208> : tensor<i32>" in lowered.as_text()
+    assert "dense<65> : tensor<i32>" in lowered.as_text()  # 8320 / 128, multiplied back
 
 
 @triton.jit

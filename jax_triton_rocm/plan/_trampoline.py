@@ -11,10 +11,16 @@ of the user's kernel in the kernel's own order. Triton inlines the call, so the 
 user's code; the trampoline is named like the kernel, so profilers and jaxlib show its name.
 
 For XLA's call, each runtime scalar becomes a 0-d operand (a constant in the program, so free
-at each launch) that the trampoline loads. Triton's integer specialisation carries over: an int
-divisible by 16 is loaded with `tl.multiple_of(value, 16)` (the same fact Triton's launcher
-attaches to the parameter), and an int equal to 1 is compiled in, as Triton's launcher does. The
-trampoline holds no value, so every value of one specialisation class shares one kernel.
+at each launch) that the trampoline loads. An int equal to 1 is compiled in, as Triton's
+launcher does. An int of Triton's divisible-by-16 class travels divided by its scale, the
+largest power of two that divides it, from 16 up to 128 (`scale`), and the trampoline multiplies
+it back (`tl.load(n) * 128`): the product states the divisibility in the arithmetic itself,
+which no pass can drop (a `tl.multiple_of` hint is an attribute, and one of 128 did not reach
+XLA's compile of a flash-attention forward). A mask such as `keys < N_CTX` over a block of 64
+keys is one predicate per block only where the bound is known to be a multiple of 64; knowing
+only 16, XLA's compile of that kernel ran 1.5 times as long. The trampoline holds no value, so
+every value of one class shares one kernel: an int has at most five classes on this route (not
+a multiple of 16; 16, 32, 64, or 128 and above).
 Configs, heuristics and `do_not_specialize` were applied to the user's kernel before the
 trampoline is made: its parameters need not be named like the kernel's, though they are where
 one buffer fills one parameter, so that the IR reads like the kernel.
@@ -40,6 +46,9 @@ _PREFIX = "_jtr_"
 _CALLEE = _PREFIX + "kernel"
 # Pointer types of the 0-d operands that carry each runtime scalar type (bools are bytes).
 _SCALAR_POINTERS = {"u1": "*i1", "i1": "*i1"}
+# Triton's divisibility specialisation ("D") is by 16; on XLA's route such an int travels divided
+# by the largest power of two that divides it, up to this (`scale`).
+LARGEST_SCALE = 128
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,11 +61,15 @@ class Compiled:
         order the route passes them.
       scalar_operands: for XLA's call, the runtime scalars the route passes as 0-d operands,
         after the call's own operands, in this order.
+      scalar_scales: for each of `scalar_operands`, the factor the trampoline multiplies the
+        loaded value by (`scale` of an int in Triton's divisible-by-16 class, else 1): its
+        operand holds the value divided by it.
     """
 
     jit_fn: JITFunction
     bound: _layout.BoundKernel
     scalar_operands: tuple[_spec.Scalar, ...] = ()
+    scalar_scales: tuple[int, ...] = ()
 
 
 def _buffer_index(source: ArgSource, n_inputs: int) -> int | None:
@@ -127,7 +140,7 @@ def for_xla(jit_fn: JITFunction, bound: _layout.BoundKernel, in_avals: tuple, ou
             positions[0] for _, positions in sorted(owners.items()) if len(positions) == 1]:
         return Compiled(jit_fn, bound)  # already one pointer per buffer, in order
     avals = [*in_avals, *[None] * len(scalars), *out_avals]
-    params, signature, attrs, specializations, sources = [], {}, {}, [], []
+    params, signature, attrs, specializations, sources, scales = [], {}, {}, [], [], []
     argument = {u: names[u] for u in range(len(names))}
     lines = []
     specs = dict(bound.specializations)
@@ -140,9 +153,10 @@ def for_xla(jit_fn: JITFunction, bound: _layout.BoundKernel, in_avals: tuple, ou
             scalar = scalars[b - n_in].scalar
             signature[name] = _SCALAR_POINTERS.get(scalar.triton_type, "*" + scalar.triton_type)
             value = f"{_PREFIX}value{b - n_in}"
-            lines.append(f"    {value} = tl.load({name})\n")
-            if "D" in specs.get(positions[0], ""):
-                lines.append(f"    {value} = tl.multiple_of({value}, 16)\n")
+            specialised = "D" in specs.get(positions[0], "")
+            scales.append(scale(scalars[b - n_in].scalar.value) if specialised else 1)
+            product = f" * {scales[-1]}" if scales[-1] > 1 else ""
+            lines.append(f"    {value} = tl.load({name}){product}\n")
             argument[positions[0]] = value
             sources.append(ArgSource("input", t, index=b))
             continue
@@ -169,7 +183,13 @@ def for_xla(jit_fn: JITFunction, bound: _layout.BoundKernel, in_avals: tuple, ou
     return Compiled(trampoline, _layout.BoundKernel(
         signature=signature, constexprs=constexprs, attrs=attrs, sources=tuple(sources),
         specializations=tuple(specializations), zero_d_pointers=bound.zero_d_pointers),
-        scalar_operands=tuple([s.scalar for s in scalars]))
+        scalar_operands=tuple([s.scalar for s in scalars]), scalar_scales=tuple(scales))
+
+
+def scale(value: int) -> int:
+    """The factor an int of Triton's divisible-by-16 class travels divided by on XLA's route: the
+    largest power of two that divides it, from 16 up to `LARGEST_SCALE` (0 divides by every)."""
+    return min(value & -value, LARGEST_SCALE) if value else LARGEST_SCALE
 
 
 def is_trampoline(jit_fn: JITFunction) -> bool:

@@ -161,7 +161,8 @@ CUSTOM_CALL_TARGET = _compat.XLA_TRITON_TARGET
 class NativeCall:
     """What the custom call's backend config carries (see the module docstring), and the operands
     the route adds after the call's own: a zero-filled one per output in `zeroed`, then a 0-d one
-    per scalar in `scalars`."""
+    per scalar in `scalars`, holding its value divided by its entry in `scalar_scales` (the
+    factor the trampoline multiplies it back by, `_trampoline.Compiled.scalar_scales`)."""
 
     name: str
     ir: bytes
@@ -170,6 +171,7 @@ class NativeCall:
     grid: tuple[int, int, int]
     scalars: tuple[_spec.Scalar, ...] = ()
     zeroed: tuple[int, ...] = ()
+    scalar_scales: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,8 +259,12 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
         if entry is not None:
             planned, call, limits = entry[1]
             [launch] = _plan.relaunch([planned], spec, in_avals, out_avals, limits)
-            if tuple(launch.zeroed) == call.zeroed:  # else the kernel takes other buffers
-                return _values.replaced(call, grid=launch.grid, scalars=_scalars(launch))
+            scalars = _scalars(launch)
+            # Else the kernel takes other buffers, or an int of another divisibility class.
+            if tuple(launch.zeroed) == call.zeroed and all(
+                    k == 1 or _trampoline.scale(s.value) == k
+                    for s, k in zip(scalars, call.scalar_scales, strict=True)):
+                return _values.replaced(call, grid=launch.grid, scalars=scalars)
     limits = backend.launch_limits(target)
     if spec.unwrapped.autotuner is None:
         [launch] = _plan.launches(spec, in_avals, out_avals,
@@ -306,7 +312,8 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
         return ir
     call = NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,
                       num_stages=int(compiled.metadata.get("num_stages") or 1), grid=launch.grid,
-                      scalars=form.scalar_operands, zeroed=tuple(launch.zeroed))
+                      scalars=form.scalar_operands, zeroed=tuple(launch.zeroed),
+                      scalar_scales=form.scalar_scales)
     if key is not None:
         # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
         _state.PLANS.put(key, (spec.kernel, (launch, call, limits)))
@@ -336,9 +343,11 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
 
     zero_avals = [ctx.avals_out[o] for o in call.zeroed]
     added = [mlir.full_like_aval(ctx, 0, aval) for aval in zero_avals]
-    # Each runtime scalar as the 0-d constant the trampoline loads (`_trampoline.for_xla`).
-    added += [mlir.ir_constant(np.array(scalar.value, _SCALAR_DTYPES[scalar.triton_type]))
-              for scalar in call.scalars]
+    # Each runtime scalar as the 0-d constant the trampoline loads (`_trampoline.for_xla`), an int
+    # of the divisible-by-16 class divided by its scale (exact: the kernel was made for it).
+    added += [mlir.ir_constant(np.array(scalar.value if scale == 1 else scalar.value // scale,
+                                        _SCALAR_DTYPES[scalar.triton_type]))
+              for scalar, scale in zip(call.scalars, call.scalar_scales, strict=True)]
     aliases = [*aliases, *[(len(ctx.avals_in) + k, o) for k, o in enumerate(call.zeroed)]]
     backend_config = {
         "name": ir.StringAttr.get(call.name),
