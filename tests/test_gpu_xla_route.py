@@ -85,7 +85,8 @@ def test_scalars_of_every_type_reach_the_kernel(route, values):
 @every_route
 @pytest.mark.parametrize("k", MULTIPLES_OF_16.values(), ids=MULTIPLES_OF_16)
 def test_an_int_multiple_of_16_is_the_value_the_kernel_uses(route, k):
-    """On XLA's route such an int travels divided by 16 and the trampoline multiplies it back."""
+    """On XLA's route such an int travels divided by its scale (a power of two, 16 to 128) and
+    the trampoline multiplies it back."""
     x = route.rand(7, (route.pick(1 << 16, 512),))
     if route.on_gpu:
         poison_memory(1)

@@ -296,7 +296,7 @@ def offset(x, k):
 @pytest.mark.parametrize("k", MULTIPLES_OF_16.values(), ids=MULTIPLES_OF_16)
 def test_an_int_multiple_of_16_reaches_the_kernel_of_xlas_form(k):
     """The trampoline XLA compiles, run in Triton's interpreter with the operand the route
-    emits: the value divided by 16, multiplied back by the trampoline."""
+    emits: the value divided by its scale, multiplied back by the trampoline."""
     x = jax.random.normal(jax.random.key(4), (512,), F32)
     [call] = native_calls(lower_for(lambda x: offset(x, k), spec((512,), F32), platform="cuda"))
     assert re.search(r"arith\.muli %\w+, %c(16|64|128)_i(32|64)", ir_text(call["ir"]))

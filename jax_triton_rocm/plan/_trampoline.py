@@ -154,7 +154,7 @@ def for_xla(jit_fn: JITFunction, bound: _layout.BoundKernel, in_avals: tuple, ou
             signature[name] = _SCALAR_POINTERS.get(scalar.triton_type, "*" + scalar.triton_type)
             value = f"{_PREFIX}value{b - n_in}"
             specialised = "D" in specs.get(positions[0], "")
-            scales.append(scale(scalars[b - n_in].scalar.value) if specialised else 1)
+            scales.append(scale(scalar.value) if specialised else 1)
             product = f" * {scales[-1]}" if scales[-1] > 1 else ""
             lines.append(f"    {value} = tl.load({name}){product}\n")
             argument[positions[0]] = value
