@@ -177,13 +177,20 @@ def kernel_row(name: str, on: dict, off: dict) -> dict:
 def add_row(on: dict, off: dict) -> dict:
     row = {"kernel": ADD, "route": on.get("route", "-")}
     for setting, found in (("on", on), ("off", off)):
-        for key in ("package_us", "xla_us", "package_queued_us", "xla_queued_us"):
+        for key in ("package_us", "xla_us", "package_queued_us", "xla_queued_us",
+                    "package_gpu_us", "xla_gpu_us", "compiled_gpu_us"):
             value = found.get(key)
             row[f"{key[:-3]}_{setting}"] = value if isinstance(value, float) else (
-                "-" if "queued" in key and key not in found else "failed")
+                "-" if ("queued" in key or "gpu" in key) and value is None
+                and "failed" not in found else "failed")
+        if found.get("compiled_correct") is False:
+            row[f"compiled_gpu_{setting}"] = "wrong"
         row[f"ratio_{setting}"] = _ratio(row[f"package_{setting}"], row[f"xla_{setting}"])
-        row[f"queued_ratio_{setting}"] = _ratio(row[f"package_queued_{setting}"],
-                                                row[f"xla_queued_{setting}"])
+        for kind in ("queued", "gpu"):
+            row[f"{kind}_ratio_{setting}"] = _ratio(row[f"package_{kind}_{setting}"],
+                                                    row[f"xla_{kind}_{setting}"])
+        row[f"compiled_gpu_ratio_{setting}"] = _ratio(row[f"compiled_gpu_{setting}"],
+                                                      row[f"xla_gpu_{setting}"])
     ratios = [row[f"ratio_{s}"] for s in ("on", "off")]
     row["goal"] = ("met" if all(isinstance(r, float) and r <= ADD_GOAL for r in ratios)
                    else "NOT met")
@@ -203,6 +210,8 @@ def problems(results: dict[str, dict[str, dict]]) -> list[str]:
                 elif part.get("correct") is False:
                     lines.append(f"{name} ({side or 'result'}, command buffers {setting}): wrong "
                                  f"result (max error {part.get('max_error')})")
+            if result.get("compiled_correct") is False:
+                lines.append(f"{name} (n compiled in, command buffers {setting}): wrong result")
     return lines
 
 
@@ -263,12 +272,17 @@ def report(names: list[str], args) -> int:
     if ADD in names:
         row = table["add"] = add_row(on.get(ADD, {}), off.get(ADD, {}))
         print(f"\nchain of {args.add_length} adds of 1024 floats (runtime n), µs per kernel, "
-              f"against XLA's own add kept unfused; goal {ADD_GOAL} at most:")
-        print_rows([(ADD, row["route"], row["package_on"], row["xla_on"], row["ratio_on"],
-                     row["package_off"], row["xla_off"], row["ratio_off"], row["goal"]),
-                    (f"{ADD}-queued", row["route"], row["package_queued_on"],
-                     row["xla_queued_on"], row["queued_ratio_on"], row["package_queued_off"],
-                     row["xla_queued_off"], row["queued_ratio_off"], "")],
+              f"against XLA's own add kept unfused; goal {ADD_GOAL} at most (wall clock); "
+              f"-GPU: the chains' GPU timeline; -n-compiled-in: the same add with n a "
+              f"constexpr, on the timeline:")
+        print_rows([(f"{ADD}{suffix}", row["route"], row[f"{key}_on"], row[f"xla{base}_on"],
+                     row[f"{ratio}_on"], row[f"{key}_off"], row[f"xla{base}_off"],
+                     row[f"{ratio}_off"], row["goal"] if not suffix else "")
+                    for suffix, key, base, ratio in (
+                        ("", "package", "", "ratio"),
+                        ("-queued", "package_queued", "_queued", "queued_ratio"),
+                        ("-GPU", "package_gpu", "_gpu", "gpu_ratio"),
+                        ("-n-compiled-in", "compiled_gpu", "_gpu", "compiled_gpu_ratio"))],
                    ("route", "on: pkg", "XLA add", "ratio", "off: pkg", "XLA add", "ratio",
                     "goal"))
     print("\nroutes (command buffers on):")

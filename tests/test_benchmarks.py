@@ -387,7 +387,9 @@ def _fake_result(name, command_buffers, package_us=60.0, torch_us=50.0):
         scale = 1.0 if command_buffers else 3.0
         return {"kernel": name, "route": "xla", "routes": [["add_kernel", "xla", "it fits"]],
                 "correct": True, "package_us": 1.5 * scale, "xla_us": 1.4 * scale,
-                "package_queued_us": 1.2 * scale, "xla_queued_us": 1.25 * scale}
+                "package_queued_us": 1.2 * scale, "xla_queued_us": 1.25 * scale,
+                "package_gpu_us": 1.0 * scale, "xla_gpu_us": 0.8 * scale,
+                "compiled_correct": True, "compiled_gpu_us": 0.84 * scale}
     return {"kernel": name, "title": name, "route": "jaxlib",
             "routes": [[f"{name}_kernel", "jaxlib", "runtime scalars"]],
             "package": {"max_error": 1e-3, "correct": True, "us": package_us, "gpu_us": 48.0,
@@ -415,6 +417,8 @@ def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkey
         found["layernorm"]["torch"] = {"unavailable": "PyTorch sees no GPU"}
         found["matmul_tma"] = {"kernel": "matmul_tma", "skipped": "needs sm_90+"}
         found["matmul"]["package"]["gpu_us"] = 48.0
+        if not command_buffers:  # the add with n compiled in gave a wrong result
+            found["add"].update(compiled_correct=False, compiled_gpu_us=None)
         return found
 
     monkeypatch.setattr(real_kernels, "measured", fake_measured)
@@ -440,6 +444,10 @@ def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkey
     assert rows["dropout"][-1] == "WRONG" and rows["dropout"][6] == "wrong"
     assert rows["attention"][4:8] == ["failed", "failed", "failed", "-"]
     assert rows["add"][2:] == ["1.500", "1.400", "1.071", "4.500", "4.200", "1.071", "met"]
+    adds = {line.split()[0]: line.split() for line in out.splitlines()
+            if line.split() and line.split()[0].startswith("add-")}
+    assert adds["add-GPU"][2:] == ["1.000", "0.800", "1.250", "3.000", "2.400", "1.250"]
+    assert adds["add-n-compiled-in"][2:] == ["0.840", "0.800", "1.050", "wrong", "2.400", "-"]
     assert rows["layernorm"][4:] == ["60.000", "48.000", "-", "-", "-", "60.000", "48.000", "-",
                                      "-", "-", "-"]
     assert rows["matmul_tma"][4:] == ["-"] * 11 + ["skipped"]
@@ -448,7 +456,9 @@ def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkey
             "side (command buffers off): PyTorch sees no GPU") in out
     assert ("not measured: matmul_tma (command buffers on), matmul_tma (command buffers off): "
             "needs sm_90+") in out
-    assert out.count("FAILED: ") == 4  # attention's worker and dropout's PyTorch, on and off
+    # attention's worker and dropout's PyTorch, on and off; the add with n compiled in, off
+    assert out.count("FAILED: ") == 5
+    assert "FAILED: add (n compiled in, command buffers off): wrong result" in out
     assert "FAILED: attention (worker, command buffers on): the worker exited (-11) on it" in out
     assert "FAILED: dropout (torch, command buffers off): wrong result (max error 0.5)" in out
     table = json.loads(path.read_text())
