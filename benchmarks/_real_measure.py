@@ -24,8 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from _common import (chain, chain_per_kernel_us, median_seconds, plain_add, platform,
-                     triton_add, xla_add_unfused)
+from _common import chain, median_seconds, plain_add, platform, triton_add, xla_add_unfused
 from _real_cases import Case
 
 ROUTE_LOGGER = "jax_triton_rocm"
@@ -334,20 +333,23 @@ def measure_add(length: int) -> dict:
     which tells what loading `n` from its operand costs the kernel from the host's share."""
     add = functools.partial(triton_add, xla_native=None)
     x = jnp.arange(1024, dtype=jnp.float32)
+
+    def timed(op) -> tuple[float, float, float | None]:
+        """µs per call by wall clock, queued and on the GPU's timeline, of one jitted chain."""
+        chained = chain(op, length)
+        return (median_seconds(chained, x, x) / length * 1e6,
+                queued_seconds(chained, (x, x)) / length * 1e6,
+                gpu_timeline_us(chained, (x, x), length))
+
     with RouteLog() as log:
         correct = bool(jnp.array_equal(chain(add, 2)(x, x), 3 * x))
-        package_us = chain_per_kernel_us(add, length) if correct else None
-        package_queued = queued_seconds(chain(add, length), (x, x)) if correct else None
-        package_gpu = gpu_timeline_us(chain(add, length), (x, x), length) if correct else None
+        package = timed(add) if correct else (None, None, None)
     progress(f"add: route {log.summary()}, result {'ok' if correct else 'WRONG'}")
+    xla = timed(xla_add_unfused)
     compiled_in = bool(jnp.array_equal(chain(plain_add, 2)(x, x), 3 * x))
-    xla_queued = queued_seconds(chain(xla_add_unfused, length), (x, x))
     return {"kernel": ADD, "route": log.summary(), "routes": log.routes(), "correct": correct,
-            "package_us": package_us, "xla_us": chain_per_kernel_us(xla_add_unfused, length),
-            "package_queued_us": None if package_queued is None else
-            package_queued / length * 1e6, "xla_queued_us": xla_queued / length * 1e6,
-            "package_gpu_us": package_gpu,
-            "xla_gpu_us": gpu_timeline_us(chain(xla_add_unfused, length), (x, x), length),
+            "package_us": package[0], "xla_us": xla[0], "package_queued_us": package[1],
+            "xla_queued_us": xla[1], "package_gpu_us": package[2], "xla_gpu_us": xla[2],
             "compiled_correct": compiled_in,
             "compiled_gpu_us": gpu_timeline_us(chain(plain_add, length), (x, x), length)
             if compiled_in else None}

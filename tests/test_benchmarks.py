@@ -564,6 +564,21 @@ def test_real_kernels_refuse_an_unknown_kernel():
     assert "--kernels: no kernel nothing; kernels: softmax," in result.stderr
 
 
+def test_real_kernels_add_chain_runs_each_side_once_on_the_cpu():
+    """The add chain's measurement, on the CPU too: both adds checked and timed; on the GPU's
+    timeline where there is a GPU (off it the profiler records no kernels: no figure)."""
+    import _real_measure
+
+    on_gpu = jax.default_backend() != "cpu"
+    found = _real_measure.measure_add(2)
+    assert found["correct"] and found["compiled_correct"]
+    assert (found["route"] == "interpreter") != on_gpu
+    assert all(isinstance(found[key], float) and found[key] > 0 for key in (
+        "package_us", "xla_us", "package_queued_us", "xla_queued_us"))
+    timeline = [found[f"{side}_gpu_us"] for side in ("package", "xla", "compiled")]
+    assert all(isinstance(t, float) for t in timeline) if on_gpu else timeline == [None] * 3
+
+
 def test_real_kernels_route_log_reads_the_packages_route_records():
     import jax
     import jax.numpy as jnp
