@@ -24,7 +24,7 @@ import _needs  # noqa: E402  (from the scripts' folder)
 BENCHMARKS = sorted(name for name in os.listdir(os.path.join(ROOT, "benchmarks"))
                     if name.endswith(".py") and not name.startswith("_"))
 GPU_ONLY = ["overhead.py", "moe_permute.py", "autotune_launch.py", "launch_cost.py",
-            "scalar_compile.py", "real_kernels.py", "first_result.py"]
+            "scalar_compile.py", "real_kernels.py", "first_result.py", "time_breakdown.py"]
 CPU_IS_ENOUGH = ["autotune_compile.py", "memory.py", "relower.py"]
 no_gpu_device = pytest.mark.skipif(bool(_needs.gpu_device_files()),
                                    reason="a GPU device is present: the benchmark would run")

@@ -1,0 +1,276 @@
+"""Where the wall time of one jitted chain goes: the package's calls against the same chain of
+XLA's own kernels, and PyTorch's launches by wall clock.
+
+`python benchmarks/time_breakdown.py` (on a GPU machine) takes each kernel of `real_kernels.py`
+(`_real_cases.py`) as a jitted chain of 50 calls, each on the previous call's output, and the
+same chain of XLA's own kernels computing the same outputs (the case's jax.numpy reference,
+`_real_references.py`). Each chain runs a few times under JAX's profiler, one execution at a
+time, each marked with trace annotations, and each execution's wall time is split, on the
+trace's one clock, into:
+
+- dispatch: from the Python call until it returns the (not yet ready) result: JAX's dispatch
+  and the work XLA does before handing the execution to its stream;
+- to the first kernel: from the call until the first kernel starts on the GPU (dispatch
+  included): everything the host does before the GPU can start;
+- GPU: from the first kernel's start to the last kernel's end, idle gaps between kernels
+  included (what CUDA events around the same launches measure);
+- final wait: from the last kernel's end until `block_until_ready` returns.
+
+and the host events that lie before the first kernel, by total time (the trace's own names:
+JAX's dispatch, XLA's executable and thunks, the CUDA driver's calls). Beside it, PyTorch's
+side of the same kernel by wall clock: `time.perf_counter()` around its 50 launches and a
+`torch.cuda.synchronize()`, as a user waits for it, and by CUDA events. The package's share of
+the wall time is its wall time less its GPU time, against the same for XLA's own chain.
+
+`--check-on-cpu` needs no GPU: the chains at small sizes, the package's in Triton's
+interpreter, with the same annotations and split (no GPU columns: the CPU has no kernels).
+"""
+
+from __future__ import annotations
+
+if __name__ == "__main__":  # what this run needs, said before JAX is imported
+    import _needs
+
+    _needs.gpu_needed(__file__, unless=("--check-on-cpu",))
+
+import argparse
+import collections
+import glob
+import gzip
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+CHAIN_LENGTH = 50
+ANNOTATION = "jtr_breakdown"  # prefix of the trace annotations around each execution
+KERNELS = ("softmax", "layernorm", "layernorm_bwd", "dropout", "matmul", "attention")
+TOP_EVENTS = 6
+
+
+def load_trace(folder: str) -> list[dict]:
+    """The events of the Perfetto trace JAX's profiler wrote under `folder`."""
+    traces = glob.glob(os.path.join(folder, "**", "perfetto_trace.json.gz"), recursive=True)
+    if not traces:
+        return []
+    with gzip.open(traces[0]) as file:
+        data = json.load(file)
+    return data["traceEvents"] if isinstance(data, dict) else data
+
+
+def split_executions(events: list[dict], executions: int) -> list[dict]:
+    """Each marked execution's split (µs): dispatch, to_first_kernel, gpu, final_wait, total,
+    and `host` (host event name -> µs, before the first kernel, our annotations left out).
+    The GPU fields are None where the trace holds no kernel inside the execution."""
+    processes = {e["pid"]: e["args"]["name"] for e in events
+                 if e.get("ph") == "M" and e.get("name") == "process_name"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    devices = {pid for pid, name in processes.items() if "/device:GPU" in name}
+    spans = [e for e in events if e.get("ph") == "X"]
+    kernels = [e for e in spans if e.get("pid") in devices]
+    streams = [e for e in kernels if threads.get((e["pid"], e["tid"]), "").startswith("Stream")]
+    kernels = sorted(streams or kernels, key=lambda e: e["ts"])
+    host = [e for e in spans if e.get("pid") not in devices
+            and not str(e.get("name", "")).startswith(ANNOTATION)]
+    marks = {e["name"]: e for e in spans if str(e.get("name", "")).startswith(ANNOTATION)}
+    results = []
+    for k in range(executions):
+        call, wait = marks.get(f"{ANNOTATION}_call_{k}"), marks.get(f"{ANNOTATION}_wait_{k}")
+        if call is None or wait is None:
+            continue
+        start, call_end = call["ts"], call["ts"] + call.get("dur", 0)
+        end = wait["ts"] + wait.get("dur", 0)
+        inside = [e for e in kernels if start <= e["ts"] < end]
+        first = inside[0]["ts"] if inside else None
+        last = max(e["ts"] + e.get("dur", 0) for e in inside) if inside else None
+        before = first if first is not None else end
+        totals: dict[str, float] = collections.defaultdict(float)
+        for e in host:
+            if start <= e["ts"] < before:
+                totals[str(e.get("name"))] += min(e.get("dur", 0), before - e["ts"])
+        results.append({
+            "dispatch": call_end - start,
+            "to_first_kernel": None if first is None else first - start,
+            "gpu": None if first is None else last - first,
+            "final_wait": None if last is None else end - last,
+            "total": end - start,
+            "host": dict(totals),
+        })
+    return results
+
+
+def median_split(splits: list[dict]) -> dict:
+    """The median of each field over the executions (None where any is None), and the host
+    events' median µs, largest first."""
+    out = {}
+    for field in ("dispatch", "to_first_kernel", "gpu", "final_wait", "total"):
+        values = [s[field] for s in splits]
+        out[field] = None if not values or None in values else statistics.median(values)
+    names = {name for s in splits for name in s["host"]}
+    host = {name: statistics.median([s["host"].get(name, 0.0) for s in splits])
+            for name in names}
+    out["host"] = dict(sorted(host.items(), key=lambda item: -item[1])[:TOP_EVENTS])
+    return out
+
+
+def profile_chain(fn, args, executions: int) -> dict:
+    """`fn(*args)` run `executions` times under JAX's profiler, each marked; its median split."""
+    import jax
+
+    jax.block_until_ready(fn(*args))
+    options = {}
+    if hasattr(jax.profiler, "ProfileOptions"):
+        # Python's own calls are not traced: tracing them would slow the dispatch it measures.
+        options["profiler_options"] = jax.profiler.ProfileOptions()
+        options["profiler_options"].python_tracer_level = 0
+    with tempfile.TemporaryDirectory() as folder:
+        with jax.profiler.trace(folder, create_perfetto_trace=True, **options):
+            for k in range(executions):
+                with jax.profiler.TraceAnnotation(f"{ANNOTATION}_call_{k}"):
+                    out = fn(*args)
+                with jax.profiler.TraceAnnotation(f"{ANNOTATION}_wait_{k}"):
+                    jax.block_until_ready(out)
+                time.sleep(0.005)
+        splits = split_executions(load_trace(folder), executions)
+    if len(splits) != executions:
+        raise RuntimeError(f"the trace holds {len(splits)} of the {executions} marked "
+                           f"executions")
+    return median_split(splits)
+
+
+def wall_us(fn, args, repeats: int) -> float:
+    """Median µs of one execution, from the call to `block_until_ready`, one at a time."""
+    import jax
+
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(times)
+
+
+def torch_side(case, sizes: dict, length: int, repeats: int) -> dict:
+    """PyTorch's `length` launches of the case's kernel: median µs by wall clock (the launches
+    and a synchronize) and by CUDA events; {} without PyTorch and a GPU."""
+    try:
+        import torch
+    except ImportError:
+        return {}
+    if not torch.cuda.is_available():
+        return {}
+    import jax
+    import numpy as np
+
+    state, consts = case.inputs(sizes, jax.random.PRNGKey(0))
+    tensors = [torch.tensor(np.asarray(a), device="cuda") for a in (*state, *consts)]
+    n_state = len(state)
+
+    def run():
+        current = tensors[:n_state]
+        for step in range(length):
+            current = list(case.torch(sizes, step, *current, *tensors[n_state:])[:n_state])
+
+    run()
+    torch.cuda.synchronize()
+    walls, events = [], []
+    for _ in range(repeats):
+        begin, finish = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        begin.record()
+        run()
+        finish.record()
+        torch.cuda.synchronize()
+        walls.append((time.perf_counter() - start) * 1e6)
+        events.append(begin.elapsed_time(finish) * 1e3)
+    return {"wall": statistics.median(walls), "events": statistics.median(events)}
+
+
+def measure(name: str, where: str, executions: int, repeats: int) -> dict:
+    import jax
+
+    import _real_cases
+    from _real_measure import chain_of
+
+    case = _real_cases.BY_NAME[name]
+    sizes = case.full if where == "gpu" else case.small
+    length = CHAIN_LENGTH if where == "gpu" else 2
+    state, consts = case.inputs(sizes, jax.random.PRNGKey(0))
+    args = (tuple(state), tuple(consts))
+    result = {"kernel": name, "length": length}
+    for side, call in (("package", case.package), ("xla", case.reference)):
+        fn = jax.jit(chain_of(call, sizes, length))
+        result[side] = {"wall": wall_us(fn, args, repeats),
+                        **profile_chain(fn, args, executions)}
+    if where == "gpu":
+        result["pytorch"] = torch_side(case, sizes, length, repeats)
+    return result
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def print_report(results: list[dict]) -> None:
+    length = results[0]["length"] if results else CHAIN_LENGTH
+    print(f"µs per execution of a jitted chain of {length} calls (median), split on the "
+          f"profiler's clock; PyTorch: the same {length} launches:")
+    header = ("kernel", "side", "wall", "dispatch", "to 1st kernel", "GPU", "final wait",
+              "host share", "PyTorch wall", "PyTorch events")
+    rows = [header]
+    for r in results:
+        torch_wall = r.get("pytorch", {}).get("wall")
+        torch_events = r.get("pytorch", {}).get("events")
+        for side in ("package", "xla"):
+            s = r[side]
+            share = None if s["gpu"] is None else s["wall"] - s["gpu"]
+            rows.append((r["kernel"], side, _fmt(s["wall"]), _fmt(s["dispatch"]),
+                         _fmt(s["to_first_kernel"]), _fmt(s["gpu"]), _fmt(s["final_wait"]),
+                         _fmt(share), _fmt(torch_wall) if side == "package" else "",
+                         _fmt(torch_events) if side == "package" else ""))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
+    print("\nhost events before the first kernel (µs, median), package's chain:")
+    for r in results:
+        events = ", ".join(f"{name} {us:.1f}" for name, us in r["package"]["host"].items())
+        print(f"  {r['kernel']}: {events or '-'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kernels", default=",".join(KERNELS),
+                        help=f"comma-separated, of {', '.join(KERNELS)}")
+    parser.add_argument("--executions", type=int, default=5,
+                        help="profiled executions per chain (default 5)")
+    parser.add_argument("--repeats", type=int, default=20,
+                        help="timed executions per wall-clock figure (default 20)")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument("--check-on-cpu", action="store_true",
+                        help="small sizes, the package's chain in Triton's interpreter")
+    args = parser.parse_args(argv)
+    kernels = [k for k in args.kernels.split(",") if k]
+    unknown = sorted(set(kernels) - set(KERNELS))
+    if unknown:
+        parser.error(f"--kernels: unknown {', '.join(unknown)}; the kernels are "
+                     f"{', '.join(KERNELS)}")
+    where = "cpu" if args.check_on_cpu else "gpu"
+    results = [measure(name, where, args.executions, args.repeats) for name in kernels]
+    print_report(results)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"where": where, "results": results}, out, indent=1)
+        print(f"written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    if "--check-on-cpu" in sys.argv:
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    sys.exit(main())
