@@ -133,7 +133,8 @@ def test_triton_lib_provides_the_names_it_can_honour(name):
 
 @pytest.mark.parametrize("name", TRITON_LIB_REFUSED)
 def test_triton_lib_internals_raise_saying_what_to_use_instead(name):
-    with pytest.raises(NotImplementedError, match=rf"triton_lib\.{name} .*instead: .*jax_triton_rocm\."):
+    with pytest.raises(NotImplementedError,
+                       match=rf"triton_lib\.{name} .*instead: .*jax_triton_rocm\."):
         exec(f"from jax_triton_rocm.compat.triton_lib import {name}", {})
 
 

@@ -20,6 +20,12 @@ from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.spec import _spec
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor, strides_from_shape
 
+# The names `from jax_triton_rocm.compat.triton_lib import *` gives: those provided here (the
+# module's `__getattr__` adds Triton's `Autotuner`, `Heuristics`, `JITFunction`).
+__all__ = ["CUSTOM_CALL_TARGET_NAME", "CostEstimate", "Grid", "ShapeDtype", "StaticScalar",
+           "TensorDescriptor", "ValueOrFn", "normalize_grid", "strict_zip", "strides_from_shape",
+           "triton_call", "triton_kernel_call_p"]
+
 type StaticScalar = bool | int | float | np.float32
 type Grid = int | tuple[int] | tuple[int, int] | tuple[int, int, int]
 type ValueOrFn[T] = T | Callable[[Mapping[str, Any]], T]
@@ -27,7 +33,8 @@ type ValueOrFn[T] = T | Callable[[Mapping[str, Any]], T]
 triton_kernel_call_p = triton_kernel_p
 """The primitive every `triton_call` binds (the package's `triton_kernel_p`), so that
 `eqn.primitive == triton_kernel_call_p` finds the calls in a jaxpr. Its one parameter is the
-package's `spec`, not jax-triton's `metaparams`, `grid`, ... (read them from `eqn.params["spec"]`)."""
+package's `spec`, not jax-triton's `metaparams`, `grid`, ...: read them from
+`eqn.params["spec"]`."""
 
 strict_zip = functools.partial(zip, strict=True)
 
