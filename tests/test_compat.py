@@ -22,6 +22,7 @@ from jax_triton_rocm.compat import triton_lib as jttl
 from jax_triton_rocm.compat import version as jt_version
 from jax_triton_rocm.routes import _primitive
 from tests import autotune_utils, kernels
+from tests import surface_kernels as sk
 from tests.lowering_utils import capture_one, lower_for, spec
 
 PLATFORMS = ["cuda", "rocm"]
@@ -56,21 +57,6 @@ def xla_route_by_default(monkeypatch):
 
 
 @triton.jit
-def scale_kernel(out_ptr, in_ptr, n, BLOCK: tl.constexpr):
-    """out = 2 * in, the output's pointer first (softmax's order)."""
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(out_ptr + offsets, 2 * tl.load(in_ptr + offsets, mask=mask), mask=mask)
-
-
-@triton.jit
-def inc_kernel(x_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1, mask=mask)
-
-
-@triton.jit
 def add_to_operands_kernel(x_ptr, operands, n, out_ptr, BLOCK: tl.constexpr):
     """x + y with y's parameter named like jax_triton_rocm.triton_call's `operands=`."""
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -85,9 +71,9 @@ def two_calls(x, y):
     with set_xla_metadata(kernel_tag="first"):
         total = jt.triton_call(x, y, x.size, kernel=kernels.add_kernel, out_type=jax.typeof(x),
                                grid=grid, BLOCK=256)
-    with set_xla_metadata(kernel_tag="second"):
-        return jt.triton_call(kernel=scale_kernel, out_type=jax.typeof(x), grid=grid,
-                              in_ptr=total, n=x.size, BLOCK=256)
+    with set_xla_metadata(kernel_tag="second"):  # its output's pointer precedes y's
+        return jt.triton_call(total, y_ptr=y, n=x.size, kernel=sk.out_first_kernel,
+                              out_type=jax.typeof(x), grid=grid, BLOCK=256)
 
 
 def custom_calls(lowered) -> list[dict]:
@@ -158,7 +144,7 @@ def test_each_plain_call_is_one_ffi_call_that_makes_its_results(platform, xla_ro
     # Nothing else: no zero-filled operand, no copy, no XLA Triton call; each call's operands
     # are its inputs only, its result the output.
     assert [(c["target"], c["operands"]) for c in custom_calls(lowered)] == [
-        ("triton_kernel_call_ffi", 2), ("triton_kernel_call_ffi", 1)]
+        ("triton_kernel_call_ffi", 2), ("triton_kernel_call_ffi", 2)]
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
@@ -211,13 +197,13 @@ def test_a_0_4_style_call_gives_the_right_numbers():
     out = jt.triton_call(x, y_ptr=y, n=x.size, kernel=kernels.add_kernel,
                          out_type=jax.typeof(x), grid=1, BLOCK=8)
     assert (out == x + y).all()
-    assert (two_calls(x, y) == 2 * (x + y)).all()
+    assert (two_calls(x, y) == x + 3 * y).all()
 
 
 def test_a_0_4_style_ref_is_updated_in_place():
     x = jnp.arange(8.0)
     ref = jax.new_ref(x)
-    assert jt.triton_call(ref, x.size, kernel=inc_kernel, out_type=(), grid=1, BLOCK=8) == ()
+    assert jt.triton_call(x.size, ref, kernel=sk.inc_kernel, out_type=(), grid=1, BLOCK=8) == ()
     assert (ref[...] == x + 1).all()
 
 
@@ -240,18 +226,18 @@ def test_a_0_3_style_aliased_output_with_its_own_pointer_gives_the_right_numbers
         "input_output_aliases", "out_shape="]
 
 
-def test_a_0_4_style_aliased_output_without_a_pointer_gives_the_right_numbers():
+def test_a_0_4_style_alias_counts_scalars_and_gives_the_output_no_pointer():
     x = jnp.arange(8.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        out = jt.triton_call(x, x.size, kernel=inc_kernel, out_type=x, grid=1, BLOCK=8,
-                             input_output_aliases={0: 0})
+        out = jt.triton_call(x.size, x, kernel=sk.inc_kernel, out_type=x, grid=1, BLOCK=8,
+                             input_output_aliases={1: 0})
     assert (out == x + 1).all()
 
 
 def test_no_outputs_given_is_jax_tritons_type_error():
     with pytest.raises(TypeError, match=r"give out_type= .*out_type=\(\) for none"):
-        jt.triton_call(jnp.ones(8), kernel=inc_kernel, grid=1, n=8, BLOCK=8)
+        jt.triton_call(8, jnp.ones(8), kernel=sk.inc_kernel, grid=1, BLOCK=8)
 
 
 def test_out_type_and_out_shape_together_are_refused():
