@@ -10,7 +10,8 @@ Layers, top down: `cli` (`python -m jax_triton_rocm`) -> `api` (what users call)
 `jaxlib`, `xla`, `cpu`) -> `backends` (the vendors: their facts, plugins and behaviour) ->
 `compile` (the shared kernel cache) -> `plan` (a spec, the operands and a target turned into
 launches) -> `spec` (the call's data model) -> `base` (state, versions).
-Only the names in `__all__` are public.
+Only the names in `__all__` are public, and one module: `compat`, jax-triton 0.4.1's API for
+code written for it (`import jax_triton_rocm.compat as jt`; docs/porting.md).
 """
 
 import sys as _sys

@@ -35,8 +35,8 @@ from collections.abc import Iterator
 
 PACKAGE = "jax_triton_rocm"
 # The layers, top down (docs/design.md, "Layout"); modules outside every subpackage are the entry points.
-LAYERS = (("cli",), ("api",), ("checks",), ("routes",), ("backends",), ("compile",), ("plan",),
-          ("spec",), ("base",))
+LAYERS = (("cli", "compat"), ("api",), ("checks",), ("routes",), ("backends",), ("compile",),
+          ("plan",), ("spec",), ("base",))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -94,18 +94,8 @@ def triton_call(
       ImportError: Triton is not installed or does not import.
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
-    # `kernel` taken apart, once Triton has imported and the lowering rules are registered;
-    # kept per kernel (`_state.UNWRAPPED_KERNELS`), for the next trace of the same call.
-    entry = _state.UNWRAPPED_KERNELS.get(id(kernel))
-    if entry is not None and entry[0] is kernel:
-        unwrapped = entry[1]
-    else:
-        _compat.triton_info()
-        _primitive.ensure_registered()
-        unwrapped = _spec.unwrap(kernel)
-        _state.UNWRAPPED_KERNELS.put(id(kernel), (kernel, unwrapped))
     call = _bound.check_triton_call(
-        args, kwargs, kernel=kernel, unwrapped=unwrapped, own_keywords=_OWN_KEYWORDS,
+        args, kwargs, kernel=kernel, unwrapped=unwrapped(kernel), own_keywords=_OWN_KEYWORDS,
         out_shape=out_shape, out_type=out_type, backend_options=backend_options,
         cost_estimate=cost_estimate, has_side_effect=has_side_effect,
         input_output_aliases=input_output_aliases, constexprs=constexprs, operands=operands,
@@ -113,6 +103,19 @@ def triton_call(
             grid, name, num_warps, num_stages, num_ctas, compute_capability, enable_fp_fusion,
             debug, serialized_metadata, batch_grid_axis, xla_native, zeroed_outputs))
     return call.outputs(triton_kernel_p.bind(*call.operands(), spec=call.spec))
+
+
+def unwrapped(kernel: Any) -> _spec.Unwrapped:
+    """`kernel` taken apart (`spec._spec.unwrap`), once Triton has imported and the lowering rules
+    are registered; kept per kernel (`_state.UNWRAPPED_KERNELS`), for the next trace of a call."""
+    entry = _state.UNWRAPPED_KERNELS.get(id(kernel))
+    if entry is not None and entry[0] is kernel:
+        return entry[1]
+    _compat.triton_info()
+    _primitive.ensure_registered()
+    taken_apart = _spec.unwrap(kernel)
+    _state.UNWRAPPED_KERNELS.put(id(kernel), (kernel, taken_apart))
+    return taken_apart
 
 
 # triton_call's own keyword arguments: a kernel parameter of one of these names cannot be set by

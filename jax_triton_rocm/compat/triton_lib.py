@@ -1,0 +1,235 @@
+"""jax-triton 0.4.1's `jax_triton.triton_lib` on this package: `triton_call` with 0.4.1's
+signature and rules, always on jaxlib's route, and the module's other public names, each either
+the package's equivalent or an error that says what to use instead (docs/porting.md, "The
+one-line switch").
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypedDict
+
+import numpy as np
+
+from jax_triton_rocm.api import _call
+from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME
+from jax_triton_rocm.checks import _arguments
+from jax_triton_rocm.routes._primitive import triton_kernel_p
+from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.spec._tensordesc import TensorDescriptor, strides_from_shape
+
+# The names `from jax_triton_rocm.compat.triton_lib import *` gives: those provided here (the
+# module's `__getattr__` adds Triton's `Autotuner`, `Heuristics`, `JITFunction`).
+__all__ = ["CUSTOM_CALL_TARGET_NAME", "CostEstimate", "Grid", "ShapeDtype", "StaticScalar",
+           "TensorDescriptor", "ValueOrFn", "normalize_grid", "strict_zip", "strides_from_shape",
+           "triton_call", "triton_kernel_call_p"]
+
+type StaticScalar = bool | int | float | np.float32
+type Grid = int | tuple[int] | tuple[int, int] | tuple[int, int, int]
+type ValueOrFn[T] = T | Callable[[Mapping[str, Any]], T]
+
+triton_kernel_call_p = triton_kernel_p
+"""The primitive every `triton_call` binds (the package's `triton_kernel_p`), so that
+`eqn.primitive == triton_kernel_call_p` finds the calls in a jaxpr. Its one parameter is the
+package's `spec`, not jax-triton's `metaparams`, `grid`, ...: read them from
+`eqn.params["spec"]`."""
+
+strict_zip = functools.partial(zip, strict=True)
+
+# jax-triton 0.4.1's launch settings where neither the argument nor `backend_options` gives one
+# (the package's own are the backend's defaults: 2 stages on AMD).
+_JAX_TRITON_DEFAULTS = {"num_warps": 4, "num_stages": 3}
+
+
+class CostEstimate(TypedDict, total=False):
+    """`triton_call`'s `cost_estimate`, as jax-triton 0.4.1 types it (the package also takes
+    "transcendentals")."""
+
+    flops: int
+    bytes_accessed: int
+
+
+class ShapeDtype(Protocol):
+    """Anything with `shape` and `dtype`, as `out_type` takes (jax-triton 0.4.1's protocol)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def dtype(self) -> np.dtype: ...
+
+
+def normalize_grid(grid: ValueOrFn[Grid], metaparams: Mapping[str, Any]) -> tuple[int, int, int]:
+    """`grid` (called with `metaparams` if callable) as three ints, padded with 1s.
+
+    Raises:
+      TypeError / ValueError: the grid is not 1-3 positive ints, naming its value.
+    """
+    return _spec.normalize_grid(grid(metaparams) if callable(grid) else grid)
+
+
+def triton_call(
+    *args: Any,
+    kernel: Any,
+    out_type: Any = None,
+    grid: ValueOrFn[Grid],
+    name: str = "",
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+    num_ctas: int | None = None,
+    compute_capability: int | None = None,
+    backend_options: Mapping[str, Any] | None = None,
+    input_output_aliases: dict[int, int] | None = None,
+    zeroed_outputs: ValueOrFn[Sequence[int]] = (),
+    debug: bool = False,
+    serialized_metadata: bytes = b"",
+    cost_estimate: CostEstimate | None = None,
+    has_side_effect: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """jax-triton 0.4.1's `triton_call`: calls a Triton (or Gluon) kernel on JAX arrays.
+
+    The arguments and their rules are jax-triton 0.4.1's (jax_triton_rocm.triton_call's with
+    `out_type`, docs/porting.md): positional and keyword operands fill the kernel's
+    non-constexpr parameters, outputs the ones left unfilled; `out_shape=` is a deprecated
+    spelling of `out_type=`, and it, `input_output_aliases` and `zeroed_outputs` warn as 0.4.1
+    warns. Unless given, `num_warps` is 4 and `num_stages` 3, as in jax-triton 0.4.1.
+
+    Every call takes jaxlib's route (`xla_native=False`): a plain kernel lowers to one
+    `triton_kernel_call_ffi` custom call that writes the results, which carries the caller's
+    `jax.experimental.xla_metadata.set_xla_metadata` attributes; an autotuned kernel takes the
+    package's target for autotuned calls (docs/autotuning.md).
+
+    Args:
+      *args: the operands, in the kernel's parameter order (arrays, `Ref`s, scalars,
+        `TensorDescriptor`s, tuples of them).
+      kernel: a @triton.jit or @gluon.jit function, bare or in @triton.autotune/@triton.heuristics.
+      out_type: the outputs: anything with .shape and .dtype, or a pytree of them; `()` for none.
+      grid: an int, a tuple of 1-3 ints, or a callable of the metaparameters returning one.
+      name: a name for the call.
+      num_warps: warps per program (default 4; an autotune config's own for autotuned kernels).
+      num_stages: software-pipelining stages (default 3; likewise).
+      num_ctas: CTAs per cluster (default 1).
+      compute_capability: a CUDA compute capability to compile for.
+      backend_options: Triton compile options; one also given as an argument is an error.
+      input_output_aliases: deprecated: {operand leaf index: output index}.
+      zeroed_outputs: deprecated: output indices zeroed before the launch, or a callable of the
+        metaparameters returning them.
+      debug: compile with Triton's debug mode.
+      serialized_metadata: bytes carried in the kernel call.
+      cost_estimate: {"flops": n, "bytes_accessed": n} for profilers.
+      has_side_effect: keep the call even when nothing uses its results.
+      **kwargs: kernel parameters by name (and the deprecated `out_shape`).
+
+    Returns:
+      The outputs, in the structure of `out_type`.
+
+    Raises:
+      TypeError / ValueError: a bad argument, named with its value and the fix.
+    """
+    if "out_shape" in kwargs:
+        if out_type is not None:
+            raise TypeError("triton_call: give out_type= or the deprecated out_shape=, not "
+                            "both (they are the same argument in jax-triton 0.4.1).")
+        warnings.warn("out_shape= is deprecated in favor of out_type=", DeprecationWarning,
+                      stacklevel=2)
+        out_type = kwargs.pop("out_shape")
+    elif out_type is None:
+        raise TypeError("triton_call: give out_type= (the outputs, e.g. out_type=jax.typeof(x), "
+                        "or out_type=() for none) or the deprecated out_shape=.")
+    if input_output_aliases:
+        warnings.warn("input_output_aliases is deprecated. Pass inputs you want to alias as Ref "
+                      "arguments instead", DeprecationWarning, stacklevel=2)
+    if zeroed_outputs if callable(zeroed_outputs) else len(zeroed_outputs):
+        warnings.warn("zeroed_outputs is deprecated. Zero the buffer explicitly and pass it as a "
+                      "Ref argument instead", DeprecationWarning, stacklevel=2)
+    taken_apart = _call.unwrapped(kernel)
+    settings = {"num_warps": num_warps, "num_stages": num_stages}
+    if taken_apart.autotuner is None:  # an autotuned kernel's configs carry their own
+        for key, default in _JAX_TRITON_DEFAULTS.items():
+            if settings[key] is None and key not in (backend_options or {}):
+                settings[key] = default
+    kernel_kwargs, by_name = _by_name(kwargs, taken_apart)
+    return _call.triton_call(
+        *args, kernel=kernel, grid=grid, out_type=out_type, name=name, **settings,
+        num_ctas=num_ctas, compute_capability=compute_capability,
+        backend_options=backend_options, input_output_aliases=input_output_aliases,
+        zeroed_outputs=zeroed_outputs, debug=True if debug else None,
+        serialized_metadata=serialized_metadata, cost_estimate=cost_estimate,
+        has_side_effect=has_side_effect, xla_native=False, **by_name, **kernel_kwargs)
+
+
+# jax_triton_rocm.triton_call's keyword arguments that jax-triton 0.4.1's lacks: in 0.4.1 such
+# a keyword is a kernel parameter's value (or a metaparameter that no parameter reads).
+_PACKAGE_ONLY_KEYWORDS = frozenset(_arguments.keyword_names(_call.triton_call)) - frozenset(
+    _arguments.keyword_names(triton_call)) - {"out_shape"}
+
+
+def _by_name(kwargs: dict[str, Any],
+             taken_apart: _spec.Unwrapped) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """`kwargs` split into those passed on as they are, and `constexprs=`/`operands=` for kernel
+    parameters named like one of the package's own keywords (`xla_native`, `operands`, ...)."""
+    by_name: dict[str, dict[str, Any]] = {}
+    params = {param.name: param for param in taken_apart.jit_fn.params}
+    for key in _PACKAGE_ONLY_KEYWORDS & kwargs.keys():
+        if key not in params:
+            raise TypeError(
+                f"triton_call: {key}={kwargs[key]!r} names no parameter of the kernel "
+                f"(parameters: {', '.join(params)}). `{key}` is an argument of "
+                f"jax_triton_rocm.triton_call, not of jax-triton 0.4.1's, which this module "
+                f"offers; call jax_triton_rocm.triton_call to use it.")
+        group = "constexprs" if params[key].is_constexpr else "operands"
+        by_name.setdefault(group, {})[key] = kwargs[key]
+    return {k: v for k, v in kwargs.items() if k not in _PACKAGE_ONLY_KEYWORDS}, by_name
+
+
+# jax-triton 0.4.1's names for the parts of its own compiler and lowering, which the package
+# does differently, with what to use instead.
+_COMPILE = ("the package compiles through its own kernel cache: jax_triton_rocm.target_arch "
+            "picks the architecture, jax_triton_rocm.kernel_calls(lowered) shows each compiled "
+            "kernel, jax_triton_rocm.clear_caches() drops them")
+_LOWERING = ("the package's lowering: jax_triton_rocm.triton_call_lowering lowers a kernel call in "
+             "your own primitive's rule, jax_triton_rocm.kernel_calls(lowered) reads what a "
+             "lowering emitted")
+_RULES = ("the rules of the package's primitive (triton_kernel_call_p here, "
+          "jax_triton_rocm.triton_kernel_p): jax.vmap works, jax.grad raises naming "
+          "jax.custom_vjp")
+_NOT_PROVIDED = {
+    "TritonFunction": _COMPILE,
+    "KernelSpecialization": _COMPILE,
+    "CompilationResult": _COMPILE,
+    "compile_ttir_inplace": _COMPILE,
+    "compile_ttir_to_ptx_inplace": _COMPILE,
+    "compile_ttir_to_hsaco_inplace": _COMPILE,
+    "make_cuda_target": _COMPILE,
+    "make_hip_target": _COMPILE,
+    "get_type_id": _LOWERING,
+    "to_python_type": _LOWERING,
+    "aval_size_bytes": _LOWERING,
+    "TensorDescMeta": _LOWERING,
+    "triton_kernel_call_lowering": _LOWERING,
+    "triton_kernel_call_abstract_eval": _RULES,
+    "triton_kernel_call_raise_on_jvp": _RULES,
+    "triton_kernel_call_raise_on_vmap": _RULES,
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Autotuner", "Heuristics"):  # Triton's, imported only when asked for
+        import triton.runtime
+
+        return getattr(triton.runtime, name)
+    if name == "JITFunction":
+        import triton
+        from triton.experimental.gluon._runtime import GluonJITFunction
+
+        return triton.JITFunction | GluonJITFunction
+    if name in _NOT_PROVIDED:
+        # Not an AttributeError: `from ... import name` would replace its message with its own.
+        raise NotImplementedError(
+            f"jax_triton.triton_lib.{name} is part of jax-triton 0.4.1's own compiler and "
+            f"lowering, which jax_triton_rocm.compat does not reproduce; instead: "
+            f"{_NOT_PROVIDED[name]}.")
+    raise AttributeError(f"module 'jax_triton_rocm.compat.triton_lib' has no attribute {name!r}")
