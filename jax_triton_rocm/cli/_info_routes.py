@@ -81,11 +81,13 @@ def _route_of(fn: Any, platform: str) -> tuple[str, str]:
 
 
 def _on_request(fn: Any, platform: str) -> str:
-    """What `xla_native=True` gives `fn`: XLA's call, or the refusal's reason."""
+    """What `xla_native=True` gives `fn`: XLA's call, or why it is refused."""
+    from jax_triton_rocm.routes import _primitive
+
     try:
         route, _ = _route_of(fn, platform)
-    except ValueError as err:  # `_primitive.refuse_if_asked`: the reason follows the kernel
-        return "refused: " + str(err).split(": ", 1)[-1].split(". Leave xla_native")[0]
+    except _primitive.XlaNativeRefused as err:
+        return f"refused: {err.reason}"
     return ROUTE_NAMES.get(route, route)
 
 

@@ -275,17 +275,26 @@ def env_choice() -> bool | None:
     return _values.env_flag(ENV_XLA_NATIVE, default=None)
 
 
+class XlaNativeRefused(ValueError):
+    """A call asked for XLA's Triton call (`xla_native=True`) and cannot take it; `reason` says
+    why (`info` shows it)."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
 def refuse_if_asked(spec: KernelCallSpec, reason: str) -> None:
     """Raises where the call itself asked for XLA's Triton call, which cannot take it.
 
     Raises:
-      ValueError: naming `xla_native`, the kernel and `reason`.
+      XlaNativeRefused: a ValueError naming `xla_native`, the kernel and `reason`.
     """
     if spec.xla_native:
-        raise ValueError(
+        raise XlaNativeRefused(
             f"triton_call(xla_native=True) cannot be honoured for kernel {spec.kernel_name}: "
             f"{reason}. Leave xla_native unset (or pass False) for jaxlib's Triton call, the "
-            f"default.")
+            f"default.", reason)
 
 
 def note(route: str, spec: KernelCallSpec, reason: str) -> None:
