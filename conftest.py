@@ -217,14 +217,6 @@ def temp_root(tmp_path, monkeypatch, fresh_caches):
     return root
 
 
-@pytest.fixture
-def jaxlib_route(monkeypatch):
-    """Calls that do not choose a route take jaxlib's Triton call: for tests of its encoding
-    (the proto, the binary's delivery, the parameters), which a CUDA lowering would otherwise
-    send to XLA's own call."""
-    monkeypatch.setenv("JAX_TRITON_ROCM_XLA_NATIVE", "0")
-
-
 _PYTHON_PROGRAM = re.compile(r"python[\d.]*")
 
 

@@ -6,9 +6,9 @@ and noisy: compare within a run, not across):
 1. Per-kernel time in one jitted chain of 200 small adds (1024 floats), with XLA's command
    buffers on and off (`--xla_gpu_enable_command_buffer=` in XLA_FLAGS; each setting runs in a
    fresh process, as XLA reads its flags once): the default route of a plain kernel (pointer
-   and constexpr parameters only: XLA's own Triton call where it is proven), XLA's Triton call
-   asked for (`xla_native=True`) and jaxlib's typed-FFI target for the add whose length is a
-   runtime scalar (the FFI target is that kernel's default route), the legacy target (forced),
+   and constexpr parameters only: jaxlib's typed-FFI target), XLA's Triton call asked for
+   (`xla_native=True`) and jaxlib's typed-FFI target for the add whose length is a runtime
+   scalar, the legacy target (forced),
    XLA's own add unfused (`lax.optimization_barrier` between adds) and fused (one kernel for
    the chain), and, where PyTorch with CUDA is installed, the same Triton kernel from PyTorch
    eager and replayed from a CUDA graph. Ratios are to XLA's unfused add of the same setting;

@@ -49,7 +49,7 @@ def sized_add_kernel(x_ptr, y_ptr, n: tl.constexpr, out_ptr, BLOCK: tl.constexpr
 
 def sized_add(x, y, block=256, **kwargs):
     """x + y through a kernel with pointer and constexpr parameters only (its length compiled
-    in): a plain kernel, whose default route is XLA's Triton call where that is proven."""
+    in): a plain kernel, which XLA's Triton call takes as it is when asked."""
     return jtr.triton_call(x, y, x.size, kernel=sized_add_kernel, out_shape=x,
                            grid=(triton.cdiv(x.size, block),), BLOCK=block, **kwargs)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
@@ -17,7 +16,6 @@ import jax.numpy as jnp
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call
-from jax_triton_rocm.routes import _primitive
 
 DEFAULT_ARCH = {"cuda": "sm_90", "rocm": "gfx942"}
 
@@ -63,7 +61,7 @@ def lower_for(fn, *args, platform: str, arch=None):
 # see each other's calls nor leave a recorder behind.
 _capturing = threading.local()
 _recorder_lock = threading.Lock()
-_recorder: dict = {"users": 0, "emit": None, "env_choice": None}
+_recorder: dict = {"users": 0, "emit": None}
 
 
 def _recording_emit(ctx, operands, lowered):
@@ -72,21 +70,11 @@ def _recording_emit(ctx, operands, lowered):
     return _recorder["emit"](ctx, operands, lowered)
 
 
-def _jaxlib_unless_set(original):
-    """The route rule's environment choice, with calls that do not choose sent to jaxlib's route
-    while the variable is unset (a `LoweredCall` is what jaxlib's route lowers)."""
-    def env_choice():
-        return original() if os.environ.get(_primitive.ENV_XLA_NATIVE) else False
-
-    return env_choice
-
-
 @contextlib.contextmanager
 def captured_lowerings() -> Iterator[list[_jaxlib_call.LoweredCall]]:
     """Records every `LoweredCall` this thread's lowerings emit while in force (the MLIR is
-    still emitted). A `LoweredCall` is jaxlib's route's: meanwhile calls that choose no route,
-    and that JAX_TRITON_ROCM_XLA_NATIVE does not send elsewhere, take jaxlib's (on CUDA they
-    would take XLA's, whose calls `test_xla_native` and `test_xla_route` read)."""
+    still emitted). A `LoweredCall` is jaxlib's route's, the default; calls sent to XLA's
+    (`test_xla_native`, `test_xla_route` read them) are not recorded."""
     captured: list[_jaxlib_call.LoweredCall] = []
     if not hasattr(_capturing, "lists"):
         _capturing.lists = []
@@ -94,8 +82,6 @@ def captured_lowerings() -> Iterator[list[_jaxlib_call.LoweredCall]]:
     with _recorder_lock:
         if _recorder["users"] == 0:
             _recorder["emit"], _jaxlib_call.emit = _jaxlib_call.emit, _recording_emit
-            _recorder["env_choice"] = _primitive.env_choice
-            _primitive.env_choice = _jaxlib_unless_set(_primitive.env_choice)
         _recorder["users"] += 1
     try:
         yield captured
@@ -105,7 +91,6 @@ def captured_lowerings() -> Iterator[list[_jaxlib_call.LoweredCall]]:
             _recorder["users"] -= 1
             if _recorder["users"] == 0:
                 _jaxlib_call.emit = _recorder["emit"]
-                _primitive.env_choice = _recorder["env_choice"]
 
 
 def lower_one(fn, *args, platform: str, arch=None) -> jtr.EmittedCall:

@@ -292,8 +292,7 @@ def shard_lowers_for_cuda_sm90():
     lowered = per_shard_lowering(kernels.add, pk.add, "cuda", (1024, 256), (1024, 256))
     (call,) = jtr.kernel_calls(lowered)
     launch = call.summary()["launches"][0]
-    # XLA's Triton call, the default route on CUDA, compiles the IR for the devices itself.
-    assert launch["grid"] == (256, 1, 1) and call.target == "__gpu$xla.gpu.triton", launch
+    assert launch["grid"] == (256, 1, 1) and call.target == "triton_kernel_call_ffi", launch
 
 
 @check

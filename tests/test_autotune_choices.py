@@ -31,10 +31,8 @@ DEVICE = "Stand-in GPU"
 
 
 @pytest.fixture
-def choices_dir(tmp_path, monkeypatch, jaxlib_route, fresh_caches):
-    """A private folder of choices, a stand-in GPU to lower for, and nothing remembered; a
-    decided call stays on jaxlib's route, whose encoding the tests read (on CUDA it would take
-    XLA's: test_xla_route)."""
+def choices_dir(tmp_path, monkeypatch, fresh_caches):
+    """A private folder of choices, a stand-in GPU to lower for, and nothing remembered."""
     monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
     monkeypatch.setattr(_target, "device_kind", lambda platform, context: DEVICE)
     return tmp_path
@@ -179,8 +177,7 @@ print(json.dumps({{"calls": len(lowered.calls), "grid": lowered.calls[0].grid[0]
 def test_a_second_process_lowers_the_remembered_config_alone(choices_dir):
     undecided = _undecided()
     _target.STORE.put(undecided.key, _target.Choice(1, undecided.descriptions[1]))
-    result = run_python(_SECOND_PROCESS, env={_target.ENV_AUTOTUNE_DIR: str(choices_dir),
-                                              "JAX_TRITON_ROCM_XLA_NATIVE": "0"})
+    result = run_python(_SECOND_PROCESS, env={_target.ENV_AUTOTUNE_DIR: str(choices_dir)})
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen == {"calls": 1, "grid": N // au.ADD_CONFIGS[1].kwargs["BLOCK"], "undecided": [],

@@ -222,17 +222,16 @@ def test_launch_cost_report_shows_rows_a_failed_row_and_a_crashed_worker(monkeyp
 @pytest.mark.process
 def test_overhead_runs_dry_run_checks_each_chains_route_in_fresh_processes():
     from jax_triton_rocm.base import _compat
-    from jax_triton_rocm.routes.xla import _xla_native
 
     result = run_benchmark("overhead.py", "--runs", "2", "--dry-run", timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     runs = _rows(result.stdout, "run ")
     assert [line.split(":")[0] for line in runs] == [
         f"run {i}, command buffers {s}" for i in (1, 2) for s in ("on", "off")]
-    plain = (_compat.XLA_TRITON_TARGET if _xla_native.xla_triton_dialect() else _compat.FFI_TARGET)
     for line in runs:
         routes = json.loads(line.split("routes ")[1].split(" (dry run")[0])
-        assert routes == {"plain": plain, "ffi": _compat.FFI_TARGET, "unfused": "XLA"}, line
+        assert routes == {"plain": _compat.FFI_TARGET, "ffi": _compat.FFI_TARGET,
+                          "unfused": "XLA"}, line
 
 
 @pytest.mark.parametrize("plain,status,verdict", [(1.5, 0, "met"), (1.8, 1, "NOT met")])

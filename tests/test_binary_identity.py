@@ -21,7 +21,6 @@ from tests.lowering_utils import lower_for, spec
 from tests.subprocess_utils import last_line, run_python
 
 X32 = spec((4096,), jnp.float32)
-pytestmark = pytest.mark.usefixtures("jaxlib_route")  # jaxlib's module keys
 X16 = spec((4096,), jnp.float16)
 
 # One kernel (add_kernel), four ways: the same name, four binaries.

@@ -26,7 +26,6 @@ def test_second_lowering_of_a_kernel_compiles_nothing_and_emits_the_same_call():
     assert again.opaque == first.opaque
 
 
-@pytest.mark.usefixtures("jaxlib_route")  # the same route as lower_add's, so the same binary
 def test_the_same_kernel_in_another_call_is_a_kernel_cache_hit():
     lower_add(kernels.add_kernel, BLOCK=256)
     _state.PLANS.clear()  # else the first call's plan serves the second (tests/test_relowering)

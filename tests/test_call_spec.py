@@ -32,7 +32,6 @@ def test_numpy_integers_are_alias_indices(api):
 
 
 @pytest.mark.parametrize("api", APIS)
-@pytest.mark.usefixtures("jaxlib_route")  # the bytes jaxlib's call zeroes
 def test_numpy_integers_are_zeroed_output_indices(api):
     (call,) = jtr.kernel_calls(lower_through(api, zeroed_outputs=(np.int64(0),)))
     params = call.message.kernel_call.parameters

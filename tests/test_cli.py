@@ -153,7 +153,6 @@ def test_the_demo_on_a_jaxlib_without_module_image_says_what_each_call_carries(m
 
     monkeypatch.setattr(_vendors, "plugin_features", old_plugin)
     monkeypatch.setattr(_vendors, "assumed_features", old_plugin)
-    monkeypatch.setenv("JAX_TRITON_ROCM_XLA_NATIVE", "0")  # jaxlib's call, which carries them
     assert cli.show_cross_compiled([("cuda", "sm_90"), ("rocm", "gfx942")]) == 0
     launches = [line for line in capsys.readouterr().out.splitlines() if " -> " in line]
     assert len(launches) == 4, launches

@@ -126,10 +126,11 @@ def test_a_hsaco_for_another_architecture_is_refused():
 
 @pytest.mark.gpu
 @pytest.mark.cuda_only(reason="compute_capability names a CUDA architecture")
-@pytest.mark.parametrize("add", [kernels.add, kernels.sized_add],
-                         ids=["runtime length (jaxlib's call)", "constexpr length (default route)"])
+@pytest.mark.parametrize("add,route", [(kernels.add, {}), (kernels.sized_add, {}),
+                                       (kernels.sized_add, {"xla_native": True})],
+                         ids=["runtime length", "constexpr length", "constexpr length, XLA's call"])
 @pytest.mark.usefixtures("fresh_caches")
-def test_a_call_compiled_for_an_older_gpu_runs_on_this_one(add):
+def test_a_call_compiled_for_an_older_gpu_runs_on_this_one(add, route):
     import numpy as np
 
     from tests.gpu_utils import gpu_devices
@@ -138,5 +139,5 @@ def test_a_call_compiled_for_an_older_gpu_runs_on_this_one(add):
     if capability <= 80:
         pytest.skip(f"needs a GPU newer than sm_80; this one is sm_{capability}")
     x = jax.random.normal(jax.random.key(0), (4096,), jnp.float32)
-    out = jax.jit(lambda a: add(a * 2, a, compute_capability=80))(x)  # an operand made in the jit
+    out = jax.jit(lambda a: add(a * 2, a, compute_capability=80, **route))(x)  # made in the jit
     np.testing.assert_allclose(out, 3 * x, rtol=1e-6)

@@ -1,9 +1,7 @@
 """The calls of `test_xla_route` run and compared with jax.numpy: on every route (jaxlib's Triton
 call and XLA's on whichever GPU JAX sees, marked `gpu`; Triton's interpreter on the CPU), and on
-the GPU's default route, with operands computed in the same jit on memory poisoned first.
-
-On NVIDIA the default route of these calls is XLA's Triton call; on AMD it is jaxlib's until
-XLA's has run there (`Backend.xla_call_unproven`), and the `xla` route runs XLA's on both.
+the GPU's default route (jaxlib's call, on NVIDIA and AMD alike), with operands computed in the
+same jit on memory poisoned first.
 """
 
 import jax
@@ -12,10 +10,8 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm import backends
 from jax_triton_rocm.base import _compat
 from tests import autotune_utils as au
-from tests.gpu_utils import gpu_platform
 from tests.real_data_kernels import poison_memory
 from tests.test_routes import every_route, route  # noqa: F401  (the route fixture)
 from tests.test_xla_route import MULTIPLES_OF_16, SURFACES, TYPED, offset, typed
@@ -47,11 +43,6 @@ def test_every_surface_matches_jnp(route, surface):
     np.testing.assert_allclose(got, _reference(reference, x0, y0), rtol=1e-5, atol=1e-5)
 
 
-def _default_target() -> str:
-    backend = backends.backend(gpu_platform())
-    return _compat.XLA_TRITON_TARGET if backend.xla_call_unproven is None else _compat.FFI_TARGET
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("surface", SURFACES)
 def test_the_default_route_runs_every_surface(surface):
@@ -59,7 +50,7 @@ def test_the_default_route_runs_every_surface(surface):
     x0 = jax.random.normal(jax.random.key(2), (65_537,), jnp.float32)
     y0 = jax.random.normal(jax.random.key(3), (65_537,), jnp.float32)
     program = jax.jit(_computed(fn))
-    assert [c.target for c in jtr.kernel_calls(program.lower(x0, y0))] == [_default_target()]
+    assert [c.target for c in jtr.kernel_calls(program.lower(x0, y0))] == [_compat.FFI_TARGET]
     poison_memory(1)
     np.testing.assert_allclose(program(x0, y0), _reference(reference, x0, y0), rtol=1e-5,
                                atol=1e-5)
@@ -113,7 +104,7 @@ def test_a_call_autotuned_once_runs_its_choice_on_the_default_route(tmp_path, mo
     np.testing.assert_allclose(jtr.autotune(program, x0, x0), _reference(
         lambda x, y: x + y, x0, x0), rtol=1e-6)
     jitted = jax.jit(program)
-    assert [c.target for c in jtr.kernel_calls(jitted.lower(x0, x0))] == [_default_target()]
+    assert [c.target for c in jtr.kernel_calls(jitted.lower(x0, x0))] == [_compat.FFI_TARGET]
     poison_memory(1)
     np.testing.assert_allclose(jitted(x0, x0), _reference(lambda x, y: x + y, x0, x0),
                                rtol=1e-6)

@@ -44,7 +44,6 @@ def test_autotuned_amax_lowers_every_config_with_pointers_only(platform):
 
 
 @pytest.mark.parametrize("platform", GPU_PLATFORMS)
-@pytest.mark.usefixtures("jaxlib_route")  # XLA's call passes the result's pointer too
 def test_in_place_kernel_gets_one_pointer_and_aliases_its_result(platform):
     lowered = lower_for(lk.scale_in_place, spec((3000,), F32), platform=platform)
     (call,) = jtr.kernel_calls(lowered)
@@ -286,8 +285,7 @@ def test_a_rule_for_every_platform_at_once_is_an_error():
             traced.lower(lowering_platforms=("cuda", "rocm"))
 
 
-def test_rules_per_platform_lower_a_multi_platform_module(monkeypatch):
-    monkeypatch.setenv("JAX_TRITON_ROCM_XLA_NATIVE", "0")  # jaxlib's calls carry the capability
+def test_rules_per_platform_lower_a_multi_platform_module():
     lowered = lower_for(lk.sum_diff, spec((64,), F32), spec((64,), F32), platform="cuda")
     with jtr.target_arch(cuda="sm_90", rocm="gfx942"):
         both = jax.jit(lk.sum_diff).trace(spec((64,), F32), spec((64,), F32)).lower(
@@ -297,7 +295,6 @@ def test_rules_per_platform_lower_a_multi_platform_module(monkeypatch):
     assert {c.message.kernel_call.kernel.compute_capability for c in calls} == {90, 94}
 
 
-@pytest.mark.usefixtures("jaxlib_route")  # its one-pointer launch is jaxlib's
 def test_kernel_whose_only_parameter_is_the_in_place_pointer_runs_on_the_cpu():
     @triton.jit
     def add_one(x_ptr):

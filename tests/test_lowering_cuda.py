@@ -20,7 +20,6 @@ needs_cuda_plugin = pytest.mark.skipif(
     cuda_triton is None, reason="needs jaxlib's CUDA plugin (pip install jax-cuda13-plugin)")
 
 X = spec((4096,), jnp.float32)
-pytestmark = pytest.mark.usefixtures("jaxlib_route")
 
 
 def _add_call(**kwargs):

@@ -43,8 +43,7 @@ def run_without_plugins(code: str, *, lowering_helpers: bool = True, env=None, p
 def test_the_environment_variable_alone_lowers_for_both_platforms_without_plugins():
     result = run_without_plugins("""
         print(lower("cuda"), lower("rocm"))
-    """, env={"JAX_TRITON_ROCM_TARGET_ARCH": "cuda=sm_90,rocm=gfx942",
-              "JAX_TRITON_ROCM_XLA_NATIVE": "0"})  # jaxlib's call carries the capability
+    """, env={"JAX_TRITON_ROCM_TARGET_ARCH": "cuda=sm_90,rocm=gfx942"})
     assert last_line(result) == "cc=90 cc=94", result.stderr[-3000:]
 
 

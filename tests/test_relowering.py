@@ -13,9 +13,6 @@ from jax_triton_rocm.spec import _layout
 from tests import kernels
 from tests.lowering_utils import capture_one, lower_one, spec
 
-pytestmark = pytest.mark.usefixtures("jaxlib_route")
-
-
 def _copy(x, n):
     return jtr.triton_call(x, n, kernel=kernels.copy_kernel, out_shape=x, grid=(4,), BLOCK=256)
 

@@ -1,14 +1,15 @@
-"""The route a call takes when nothing forces one (`routes._primitive`), the ways to force one,
-and how the route is reported: the log each lowering writes, `info`, and the test session's
-route counts (JAX_TRITON_ROCM_TEST_ROUTE_COUNTS).
+"""The route a call takes when nothing forces one (`routes._primitive`: jaxlib's Triton call, on
+every GPU platform), the ways to ask for XLA's call, and how the route is reported: the log each
+lowering writes, `info`, and the test session's route counts (JAX_TRITON_ROCM_TEST_ROUTE_COUNTS).
 
-Lowered for CUDA and ROCm on the CPU. The rule asks what the installed jaxlib can do (its Triton
-dialect, `_xla_native.xla_triton_dialect`), which every CI lane's jaxlib has; a jaxlib without it is
-stood in.
+Lowered for CUDA (sm_90) and ROCm (gfx942) on the CPU. XLA's call needs this jaxlib's Triton
+dialect (`_xla_native.xla_triton_dialect`), which every CI lane's jaxlib has; a jaxlib without it
+is stood in.
 """
 
 import json
 import logging
+import re
 import subprocess
 import sys
 
@@ -21,18 +22,26 @@ from jax_triton_rocm.cli import _info_routes
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.routes.xla import _xla_native
-from tests import autotune_utils, kernels
+from jax_triton_rocm.routes import _target
+from tests import autotune_utils, idiom_kernels, kernels
 from tests.lowering_utils import lower_for, spec
 from tests.subprocess_utils import ROOT, child_env
 
 X = spec((1000,), jnp.float32)
 XLA, FFI, LEGACY = _compat.XLA_TRITON_TARGET, _compat.FFI_TARGET, _compat.LEGACY_TARGET
+DEFAULT = ("jaxlib", _primitive.DEFAULT_REASON)
+PLATFORMS = pytest.mark.parametrize("platform", ["cuda", "rocm"])
 
 
 @pytest.fixture(autouse=True)
 def automatic(monkeypatch, fresh_lowerings):
     """No route forced by the environment, and no lowering made under other rules served."""
     monkeypatch.delenv(_primitive.ENV_XLA_NATIVE, raising=False)
+
+
+@pytest.fixture
+def xla_asked_by_env(monkeypatch):
+    monkeypatch.setenv(_primitive.ENV_XLA_NATIVE, "1")
 
 
 def _targets(fn, *args, platform="cuda"):
@@ -47,27 +56,57 @@ def _logged(caplog, fn, *args, platform="cuda"):
             if hasattr(r, "jax_triton_rocm_route")]
 
 
-def test_a_plain_kernel_takes_xlas_call():
-    assert _targets(kernels.sized_add, X, X) == [XLA]
+@PLATFORMS
+@pytest.mark.parametrize("call", [kernels.sized_add, kernels.add],
+                         ids=["constexpr length", "runtime length"])
+def test_a_plain_kernel_takes_jaxlibs_call_by_default(caplog, platform, call):
+    assert _targets(call, X, X, platform=platform) == [FFI]
+    assert _logged(caplog, call, X, X, platform=platform) == [DEFAULT]
 
 
-def test_a_jaxlib_without_a_triton_dialect_keeps_jaxlibs_call(monkeypatch, caplog):
-    monkeypatch.setattr(_xla_native, "xla_triton_dialect", lambda: False)
-    assert _logged(caplog, kernels.sized_add, X, X) == [
-        ("jaxlib", "this jaxlib has no Triton dialect (jaxlib.triton) to read the kernel's IR "
-                   "with, as XLA's call must")]
+@PLATFORMS
+def test_an_autotuned_call_with_a_remembered_choice_takes_jaxlibs_call(
+        monkeypatch, tmp_path, fresh_caches, platform):
+    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setattr(_target, "device_kind", lambda platform, context: "Stand-in GPU")
+    x = autotune_utils.f32(4096)
+    with _target.session() as current:
+        lower_for(autotune_utils.tuned_add, x, x, platform=platform)
+    [undecided] = current.undecided.values()
+    _target.STORE.put(undecided.key, _target.Choice(1, undecided.descriptions[1]))
+    [call] = jtr.kernel_calls(lower_for(autotune_utils.tuned_add, x, x, platform=platform))
+    assert call.target == FFI
+    assert call.message.kernel_call.grid_0 == 4096 // autotune_utils.ADD_CONFIGS[1].kwargs["BLOCK"]
 
 
-def test_rocm_keeps_jaxlibs_call_as_xlas_has_not_launched_there(caplog):
-    [(route, reason)] = _logged(caplog, kernels.sized_add, X, X, platform="rocm")
-    assert route == "jaxlib" and "not yet launched the package's kernels on an AMD GPU" in reason
+@PLATFORMS
+def test_an_autotuned_call_without_a_choice_takes_jaxlibs_legacy_call(caplog, platform):
+    assert _logged(caplog, autotune_utils.tuned_add, X, X, platform=platform) == [
+        ("jaxlib legacy", _primitive.DEFAULT_REASON)]
 
 
-def test_runtime_scalars_take_xlas_call(caplog):
-    assert _logged(caplog, kernels.add, X, X) == [("xla", "the call fits it")]
+@PLATFORMS
+def test_a_kernel_with_its_output_before_its_inputs_takes_jaxlibs_call(platform):
+    x = spec((16, 64), jnp.float32)
+    assert _targets(idiom_kernels.softmax, x, platform=platform) == [FFI]
 
 
-def test_an_int_scalar_equal_to_1_leaves_the_kernel_plain():
+@PLATFORMS
+@pytest.mark.parametrize("call", [kernels.sized_add, kernels.add],
+                         ids=["constexpr length", "runtime length"])
+def test_xla_native_true_takes_xlas_call(caplog, platform, call):
+    assert _logged(caplog, lambda a, b: call(a, b, xla_native=True), X, X,
+                   platform=platform) == [("xla", "xla_native=True asks for it")]
+
+
+@PLATFORMS
+def test_the_environment_takes_xlas_call_for_calls_that_do_not_say(caplog, xla_asked_by_env,
+                                                                   platform):
+    assert _logged(caplog, kernels.add, X, X, platform=platform) == [
+        ("xla", "JAX_TRITON_ROCM_XLA_NATIVE=1 asks for it")]
+
+
+def test_an_int_scalar_equal_to_1_leaves_the_kernel_plain(xla_asked_by_env):
     def call(x):  # 1 is compiled in, as Triton's launcher does
         return jtr.triton_call(x, 1, kernel=kernels.copy_kernel, out_shape=x, grid=(4,),
                                BLOCK=256)
@@ -75,20 +114,29 @@ def test_an_int_scalar_equal_to_1_leaves_the_kernel_plain():
     assert _targets(call, X) == [XLA]
 
 
-def test_a_call_xlas_route_cannot_take_stays_on_jaxlibs(caplog):
+def test_a_jaxlib_without_a_triton_dialect_refuses_xla_native(monkeypatch, caplog,
+                                                               xla_asked_by_env):
+    monkeypatch.setattr(_xla_native, "xla_triton_dialect", lambda: False)
+    reason = ("this jaxlib has no Triton dialect (jaxlib.triton) to read the kernel's IR with, "
+              "as XLA's call must")
+    assert _logged(caplog, kernels.sized_add, X, X) == [("jaxlib", reason)]
+    with pytest.raises(ValueError, match=re.escape(reason)):
+        lower_for(lambda a, b: kernels.sized_add(a, b, xla_native=True), X, X, platform="cuda")
+
+
+def test_a_call_xlas_route_cannot_take_stays_on_jaxlibs(caplog, xla_asked_by_env):
     [(route, reason)] = _logged(caplog, lambda x: kernels.sized_add(x, x, maxnreg=64), X)
     assert route == "jaxlib" and "maxnreg" in reason
 
 
-def test_autotuned_calls_take_jaxlibs_legacy_call(caplog):
+def test_an_autotuned_call_without_a_choice_is_unfit_for_xlas_call(caplog, xla_asked_by_env):
     [(route, reason)] = _logged(caplog, autotune_utils.tuned_add, X, X)
     assert route == "jaxlib legacy" and "autotuned" in reason and "no configuration" in reason
 
 
-def test_an_export_takes_jaxlibs_call_after_a_lowering_took_xlas():
+def test_an_export_takes_jaxlibs_call():
     from jax import export
 
-    assert _targets(kernels.sized_add, X, X) == [XLA]
     with jtr.target_arch(cuda="sm_90"):
         exported = export.export(jax.jit(kernels.sized_add), platforms=["cuda"],
                                  disabled_checks=[export.DisabledSafetyCheck.custom_call(FFI)])(
@@ -121,22 +169,31 @@ def test_the_calls_own_choice_beats_the_environment(monkeypatch, value, asked, t
 def test_a_malformed_environment_value_is_named(monkeypatch):
     monkeypatch.setenv(_primitive.ENV_XLA_NATIVE, "auto")
     with pytest.raises(ValueError, match=r"JAX_TRITON_ROCM_XLA_NATIVE='auto' is not a flag.*"
-                                         r"unset it for the default \(automatic\)"):
+                                         r"unset it for the default\.$"):
         lower_for(kernels.sized_add, X, X, platform="cuda")
 
 
 def test_info_names_each_platforms_route_and_why():
     routes = _info_routes.report({"cuda": {"devices": []}, "rocm": {"devices": []}})
-    cuda, rocm = routes["cuda"], routes["rocm"]
-    assert cuda["arch"] == "sm_90 (assumed: no device here)"
-    assert cuda["kernels"]["add, constexpr length"]["route"] == "xla"
-    assert cuda["kernels"]["add, runtime length"]["route"] == "xla"
-    assert rocm["kernels"]["add, constexpr length"]["route"] == "jaxlib"
-    assert "AMD GPU" in rocm["kernels"]["add, runtime length"]["reason"]
+    assert routes["cuda"]["arch"] == "sm_90 (assumed: no device here)"
+    for platform in ("cuda", "rocm"):
+        for name in _info_routes.KERNELS:
+            assert routes[platform]["kernels"][name] == {
+                "route": "jaxlib", "reason": _primitive.DEFAULT_REASON,
+                "xla_native": "XLA's Triton call"}
     lines = _info_routes.format_lines(routes)
     assert "  cuda, lowered for sm_90 (assumed: no device here):" in lines
-    assert any(line.startswith("    add, constexpr length: XLA's Triton call, as the call fits "
-                               "it") for line in lines), lines
+    assert ("    add, constexpr length: jaxlib's Triton call (typed FFI), as the default: "
+            "jaxlib's call launches pip Triton's own binary; with xla_native=True: XLA's Triton "
+            "call") in lines, lines
+
+
+def test_info_names_the_reason_xla_native_is_refused(monkeypatch):
+    monkeypatch.setattr(_xla_native, "xla_triton_dialect", lambda: False)
+    routes = _info_routes.report({"cuda": {"devices": []}, "rocm": {"devices": []}})
+    assert routes["rocm"]["kernels"]["add, runtime length"]["xla_native"] == (
+        "refused: this jaxlib has no Triton dialect (jaxlib.triton) to read the kernel's IR "
+        "with, as XLA's call must")
 
 
 def test_info_lowers_for_the_named_architecture(monkeypatch):
@@ -148,10 +205,12 @@ def test_info_lowers_for_the_named_architecture(monkeypatch):
 @pytest.mark.process
 def test_the_test_session_counts_lowerings_by_route(tmp_path):
     path = tmp_path / "routes.json"
-    tests = ["tests/test_route_rule.py::test_a_plain_kernel_takes_xlas_call",
+    tests = ["tests/test_route_rule.py::"
+             "test_xla_native_true_takes_xlas_call[constexpr length-cuda]",
+             "tests/test_route_rule.py::test_a_kernel_with_its_output_before_its_inputs_takes_"
+             "jaxlibs_call[rocm]",
              "tests/test_route_rule.py::"
-             "test_rocm_keeps_jaxlibs_call_as_xlas_has_not_launched_there",
-             "tests/test_route_rule.py::test_autotuned_calls_take_jaxlibs_legacy_call"]
+             "test_an_autotuned_call_without_a_choice_takes_jaxlibs_legacy_call[cuda]"]
     env = child_env({"JAX_TRITON_ROCM_TEST_ROUTE_COUNTS": str(path)})
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                              "-n", "2", *tests], cwd=ROOT, env=env, capture_output=True,

@@ -3,8 +3,9 @@
 Routes: jaxlib's Triton custom call and XLA's own (`xla_native`), on whichever GPU JAX sees,
 NVIDIA or AMD (marked `gpu`); and Triton's interpreter, on the CPU (which runs here too: every
 array is placed on the CPU device, so it runs on a GPU machine as well). The `route` fixture
-fails a test whose calls did not all take its route, so that a silent fallback (XLA's call to
-jaxlib's, say) cannot pass for the route.
+also takes "default": the GPU route of a call that asks for none, which is jaxlib's. It fails a
+test whose calls did not all take its route, so that a silent fallback (XLA's call to jaxlib's,
+say) cannot pass for the route.
 """
 
 import numpy as np
@@ -36,7 +37,7 @@ class Route:
         self.on_gpu = name != "interpreter"
         self.device = None if self.on_gpu else CPU
         self.emitted = {"jaxlib": 0, "xla": 0, "interpreter": 0}
-        self.expected = name
+        self.expected = "jaxlib" if name == "default" else name
 
     def rand(self, key: int, shape, dtype=jnp.float32) -> jax.Array:
         return random_normal(key, shape, dtype, device=self.device)
@@ -76,7 +77,9 @@ def route(request, monkeypatch, fresh_lowerings):
     that route. JAX's caches are cleared on both sides (`fresh_lowerings`): a call another test
     lowered for another route must be lowered again."""
     current = Route(request.param)
-    if current.on_gpu:  # each GPU route forced; the default route is every other GPU test's
+    if current.name == "default":
+        monkeypatch.delenv(_xla_native.ENV_XLA_NATIVE, raising=False)
+    elif current.on_gpu:
         monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "1" if current.name == "xla" else "0")
     monkeypatch.setattr(_jaxlib_call, "emit", _count(current, "jaxlib", _jaxlib_call.emit))
     monkeypatch.setattr(_xla_native, "emit", _count(current, "xla", _xla_native.emit))

@@ -37,8 +37,7 @@ def test_environment_variable_names_the_default_arch():
             kernel = jtr.kernel_calls(lowered)[0].message.kernel_call.kernel
             print(kernel.compute_capability, end=" ")
         print()
-    """, env={"JAX_TRITON_ROCM_TARGET_ARCH": "cuda=sm_80,rocm=gfx950",
-              "JAX_TRITON_ROCM_XLA_NATIVE": "0"})  # jaxlib's call carries the capability
+    """, env={"JAX_TRITON_ROCM_TARGET_ARCH": "cuda=sm_80,rocm=gfx950"})
     assert last_line(result) == "80 95", result.stderr[-2000:]
 
 

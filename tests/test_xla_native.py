@@ -1,6 +1,7 @@
-"""XLA's own Triton custom call (`xla_native`): what the lowering emits, and when it declines
-(where the call asked for it, with an error naming `xla_native`; else with a log and jaxlib's
-call). Layouts, scalars and re-lowering on this route: `test_xla_route`.
+"""XLA's own Triton custom call, taken on request (`xla_native`): what the lowering emits, and
+when it declines (where the call asked for it, with an error naming `xla_native`; where
+JAX_TRITON_ROCM_XLA_NATIVE=1 did, with a log and jaxlib's call). Layouts, scalars and
+re-lowering on this route: `test_xla_route`.
 
 Lowered for CUDA and ROCm on a machine without a GPU; the backend config is read back from the
 StableHLO, and its IR parsed with jaxlib's Triton dialect, as XLA will.

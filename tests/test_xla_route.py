@@ -1,7 +1,8 @@
-"""XLA's Triton call as the default route: every call surface and layout, runtime scalars, aliases,
-Refs, zeroed outputs and remembered autotune choices, with no hidden fill, memset or copy; and
-the trampolines that make kernels fit each route (`plan._trampoline`), run in Triton's
-interpreter on the CPU in the very form each route compiles.
+"""XLA's Triton call, asked for by the environment (JAX_TRITON_ROCM_XLA_NATIVE=1 in every test
+here): every call surface and layout, runtime scalars, aliases, Refs, zeroed outputs and
+remembered autotune choices, with no hidden fill, memset or copy; and the trampolines that make
+kernels fit each route (`plan._trampoline`), run in Triton's interpreter on the CPU in the very
+form each route compiles.
 
 Lowered for CUDA (and ROCm where asked) on a machine without a GPU. The same calls run on a GPU
 in `test_gpu_xla_route`.
@@ -37,9 +38,10 @@ ZERO_FILL = re.compile(r"stablehlo\.constant dense<(0|0\.000000e\+00)>")
 
 
 @pytest.fixture(autouse=True)
-def automatic(monkeypatch, fresh_lowerings):
-    """No route forced by the environment, and no lowering served from another test's."""
-    monkeypatch.delenv(_xla_native.ENV_XLA_NATIVE, raising=False)
+def xla_route_asked(monkeypatch, fresh_lowerings):
+    """XLA's route for every call that does not say, wherever it fits; no lowering served from
+    another test's."""
+    monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "1")
 
 
 def _grid(n, block=256):
@@ -419,10 +421,10 @@ def test_only_a_kernel_out_of_xlas_buffer_order_gets_a_trampoline(monkeypatch, f
 
 def test_jaxlibs_route_takes_an_output_before_an_input_without_a_fill():
     x = spec((N,), F32)
-    for platform, route in (("cuda", {"xla_native": False}), ("rocm", {})):
+    for platform in ("cuda", "rocm"):
         lowered = lower_for(lambda a, b: jtr.triton_call(
             a, y_ptr=b, n=a.size, kernel=out_first_kernel, out_type=a, grid=_grid(a.size),
-            BLOCK=256, **route), x, x, platform=platform)
+            BLOCK=256, xla_native=False), x, x, platform=platform)
         [call] = jtr.kernel_calls(lowered)
         assert call.target == _compat.FFI_TARGET
         text = lowered.as_text()

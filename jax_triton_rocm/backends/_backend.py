@@ -35,8 +35,6 @@ class Backend(abc.ABC):
       compile_options: the `triton_call` compile options this vendor passes to Triton.
       every_compile_option: every vendor's (`_vendors.COMPILE_OPTIONS`), which a config or a
         heuristic may set whatever the target (`plan._plan.LaunchTarget.compile_options`).
-      xla_call_unproven: why the automatic route keeps jaxlib's Triton call on this vendor's
-        GPUs where a call fits XLA's; None where XLA's is the default (`routes._primitive`).
       arch_field, arch_keyword: the `KernelCallSpec` field through which a call names its own
         compile target, and the `triton_call` keyword that sets it, for messages (CUDA:
         `cuda_arch`, from `compute_capability=`); None where a call cannot name one.
@@ -47,7 +45,6 @@ class Backend(abc.ABC):
     asm_key: str = ""
     compile_options: tuple[str, ...] = ()
     every_compile_option: tuple[str, ...] = _vendors.COMPILE_OPTIONS
-    xla_call_unproven: str | None = None
     arch_field: str | None = None
     arch_keyword: str = ""
     _option_names: frozenset[str] | None = None

@@ -34,8 +34,8 @@ _FALSE = ("0", "false", "no", "off")
 
 
 def env_flag(name: str, default: bool | None) -> bool | None:
-    """The boolean environment variable `name` (unset or empty: `default`; None stands for a
-    choice made elsewhere, "automatic").
+    """The boolean environment variable `name` (unset or empty: `default`; None leaves the
+    choice to the caller, as "unset").
 
     Raises:
       ValueError: a value that is not one of 1/true/yes/on or 0/false/no/off (any case).
@@ -47,9 +47,9 @@ def env_flag(name: str, default: bool | None) -> bool | None:
         return True
     if raw.lower() in _FALSE:
         return False
-    shown = "automatic" if default is None else int(default)
+    shown = "" if default is None else f" ({int(default)})"
     raise ValueError(f"{name}={raw!r} is not a flag; use 1 (or true/yes/on) or 0 (or "
-                     f"false/no/off), or unset it for the default ({shown}).")
+                     f"false/no/off), or unset it for the default{shown}.")
 
 
 def launch_settings(num_warps: Any, num_stages: Any, num_ctas: Any, *, caller: str = "",

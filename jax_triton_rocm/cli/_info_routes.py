@@ -1,10 +1,11 @@
 """What `python -m jax_triton_rocm info` says about routes: per GPU platform, which route two
-typical kernels take here and why (`routes._primitive`), found by lowering them.
+typical kernels take here and why (`routes._primitive`), and whether XLA's Triton call would
+take them on request (`xla_native=True`), found by lowering them.
 
 The kernels are vector adds: one with pointer and constexpr parameters only (its length compiled
 in), one whose length is a runtime scalar. Each is lowered for the architecture named for the
 platform, else that of its first device here, else an assumed one (the vendor's example), so
-the answer needs no GPU.
+the answer needs no GPU. The route reflects this process's JAX_TRITON_ROCM_XLA_NATIVE.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ class _RouteRecords(logging.Handler):
             self.found.append((route, getattr(record, "jax_triton_rocm_reason", "")))
 
 
-def _functions() -> dict[str, Any]:
+def _functions(**options: Any) -> dict[str, Any]:
+    """The typical kernels' calls, with `triton_call` keywords `options`."""
     import triton
 
     import jax_triton_rocm as jtr
@@ -42,7 +44,8 @@ def _functions() -> dict[str, Any]:
 
     def call(kernel):
         return lambda x, y: jtr.triton_call(x, y, x.size, kernel=kernel, out_shape=x,
-                                            grid=(triton.cdiv(x.size, 1024),), BLOCK=1024)
+                                            grid=(triton.cdiv(x.size, 1024),), BLOCK=1024,
+                                            **options)
 
     return dict(zip(KERNELS, (call(kernels()["sized_add"]), call(kernels()["add"]))))
 
@@ -77,8 +80,20 @@ def _route_of(fn: Any, platform: str) -> tuple[str, str]:
     return records.found[-1] if records.found else ("unknown", "no route was logged")
 
 
+def _on_request(fn: Any, platform: str) -> str:
+    """What `xla_native=True` gives `fn`: XLA's call, or why it is refused."""
+    from jax_triton_rocm.routes import _primitive
+
+    try:
+        route, _ = _route_of(fn, platform)
+    except _primitive.XlaNativeRefused as err:
+        return f"refused: {err.reason}"
+    return ROUTE_NAMES.get(route, route)
+
+
 def report(devices: dict[str, Any]) -> dict[str, Any]:
-    """Per GPU platform: the architecture lowered for, and each typical kernel's route and why.
+    """Per GPU platform: the architecture lowered for, and each typical kernel's route and why,
+    and what asking for XLA's call (`xla_native=True`) gives it.
 
     `devices` is `_info.devices_report()`; a lowering that fails is reported, not raised.
     """
@@ -90,11 +105,12 @@ def report(devices: dict[str, Any]) -> dict[str, Any]:
 
             arch, source = _arch(platform, devices.get(platform, {}).get("devices", []))
             entry["arch"] = f"{arch} ({source})"
-            functions = _functions()
+            functions, asking = _functions(), _functions(xla_native=True)
             with jtr.target_arch(**{platform: arch}):
-                entry["kernels"] = {name: dict(zip(("route", "reason"),
-                                                   _route_of(fn, platform)))
-                                    for name, fn in functions.items()}
+                entry["kernels"] = {
+                    name: {**dict(zip(("route", "reason"), _route_of(fn, platform))),
+                           "xla_native": _on_request(asking[name], platform)}
+                    for name, fn in functions.items()}
         except Exception as err:  # noqa: BLE001  (one broken piece never hides the report)
             text = str(err).strip().splitlines()
             entry["error"] = f"{type(err).__name__}: {text[0] if text else ''}"
@@ -112,5 +128,6 @@ def format_lines(routes: dict[str, Any]) -> list[str]:
         lines.append(f"  {platform}, lowered for {entry['arch']}:")
         for name, found in entry["kernels"].items():
             route = ROUTE_NAMES.get(found["route"], found["route"])
-            lines.append(f"    {name}: {route}, as {found['reason']}")
+            lines.append(f"    {name}: {route}, as {found['reason']}; with xla_native=True: "
+                         f"{found['xla_native']}")
     return lines

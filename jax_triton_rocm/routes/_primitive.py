@@ -30,12 +30,10 @@ Unbatched, `tl.program_id(k)` is 0, so the same kernel serves both.
 
 The lowering rules, one per platform, and the route each call takes.
 
-On a GPU platform ("cuda", "rocm") a call takes XLA's own Triton custom call (`_xla_native`)
-or jaxlib's (`_jaxlib_call`), as `GpuRoutes.lower` rules (asked for, or where it fits and the
-platform takes it by default, and not for `jax.export`); the platform's backend
-(`backends.backend`) answers the vendor questions on both routes. On the CPU
-the kernel runs in Triton's interpreter (`routes.cpu`). `triton_call_lowering` enters here too,
-through `lower`.
+On a GPU platform ("cuda", "rocm") a call takes jaxlib's Triton custom call (`_jaxlib_call`),
+or XLA's own (`_xla_native`) where asked, as `GpuRoutes.lower` rules; the platform's backend
+(`backends.backend`) answers the vendor questions on both routes. On the CPU the kernel runs in
+Triton's interpreter (`routes.cpu`). `triton_call_lowering` enters here too, through `lower`.
 
 Registration must be cheap: JAX's start-up calls it (`_plugin.initialize`). The rules are
 registered for "cuda" and "rocm" whether or not their jaxlib plugin is installed. A rule for a
@@ -47,29 +45,17 @@ first lowering (they import protobuf and Triton), or by `register()`, which impo
 modules of the platforms in use so that a Triton whose backend is broken fails there with a
 clear ImportError.
 
-The route a call takes on a GPU, and why: XLA's own Triton call or jaxlib's.
+The route a call takes on a GPU (docs/routes.md, "Which route a call takes"):
 
-XLA's Triton call (`_xla_native`) launches the kernel as one of XLA's own kernels, at what
-XLA's kernels cost; jaxlib's (`_jaxlib_call`) costs more per launch, and more the larger the
-binary and the more its parameters (docs/BENCHMARKS.md). So the rule, per call:
-
-1. Asked: `triton_call(..., xla_native=True)` takes XLA's call, and raises, naming `xla_native`
+1. By default, jaxlib's call: it launches the binary the installed Triton compiled, the one
+   Triton's own launcher runs. XLA's call compiles the kernel's IR again with the Triton built
+   into jaxlib, a different binary whose results can differ.
+2. Asked: `triton_call(..., xla_native=True)` takes XLA's call, and raises, naming `xla_native`
    and the reason, where the call cannot take it; `JAX_TRITON_ROCM_XLA_NATIVE=1` takes it for
-   every call that does not say, wherever it fits. `xla_native=False`, else
-   `JAX_TRITON_ROCM_XLA_NATIVE=0`, takes jaxlib's.
-2. Otherwise (automatic), XLA's call wherever it fits and the platform takes it by default, and
-   jaxlib's where it must be:
-   - the call does not fit (`_xla_native.fit`: Gluon, clusters, tuples, host-side
-     descriptors, vendor options, ...; after planning: an autotuned call without a remembered
-     choice);
-   - the lowering is for `jax.export`: XLA's call carries Triton IR, which no jaxlib promises to
-     read in another release; jaxlib's carries a binary in a versioned proto;
-   - this jaxlib has no Triton dialect to read the IR with (`_xla_native.xla_triton_dialect`);
-   - the platform's backend keeps jaxlib's call as its default (`Backend.xla_call_unproven`:
-     ROCm, where XLA's call has not yet launched the package's kernels on a GPU).
-A kernel XLA's call cannot take after all (IR this jaxlib's Triton cannot read, global scratch
-memory) goes to jaxlib's, unless the call asked for XLA's. Each lowering logs its route and the
-reason at DEBUG on the "jax_triton_rocm" logger (`note`).
+   every call that does not say, wherever it fits (`_xla_native.fit`, then the planned and
+   compiled kernel), and jaxlib's elsewhere. `xla_native=False` takes jaxlib's whatever the
+   environment says.
+Each lowering logs its route and the reason at DEBUG on the "jax_triton_rocm" logger (`note`).
 """
 
 from __future__ import annotations
@@ -277,10 +263,11 @@ logger = logging.getLogger("jax_triton_rocm")
 ENV_XLA_NATIVE = _xla_native.ENV_XLA_NATIVE
 # The routes as `note` names them (what a lowering emitted).
 XLA, JAXLIB, JAXLIB_LEGACY, INTERPRETER = "xla", "jaxlib", "jaxlib legacy", "interpreter"
+DEFAULT_REASON = "the default: jaxlib's call launches pip Triton's own binary"
 
 
 def env_choice() -> bool | None:
-    """`JAX_TRITON_ROCM_XLA_NATIVE`: True (1), False (0), or None (unset: the automatic rule).
+    """`JAX_TRITON_ROCM_XLA_NATIVE`: True (1), False (0), or None (unset: the default route).
 
     Raises:
       ValueError: a value that is neither on nor off, naming it.
@@ -288,17 +275,26 @@ def env_choice() -> bool | None:
     return _values.env_flag(ENV_XLA_NATIVE, default=None)
 
 
+class XlaNativeRefused(ValueError):
+    """A call asked for XLA's Triton call (`xla_native=True`) and cannot take it; `reason` says
+    why (`info` shows it)."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
 def refuse_if_asked(spec: KernelCallSpec, reason: str) -> None:
     """Raises where the call itself asked for XLA's Triton call, which cannot take it.
 
     Raises:
-      ValueError: naming `xla_native`, the kernel and `reason`.
+      XlaNativeRefused: a ValueError naming `xla_native`, the kernel and `reason`.
     """
     if spec.xla_native:
-        raise ValueError(
+        raise XlaNativeRefused(
             f"triton_call(xla_native=True) cannot be honoured for kernel {spec.kernel_name}: "
-            f"{reason}. Leave xla_native unset to let the package take the route that fits, or "
-            f"pass xla_native=False for jaxlib's Triton call.")
+            f"{reason}. Leave xla_native unset (or pass False) for jaxlib's Triton call, the "
+            f"default.", reason)
 
 
 def note(route: str, spec: KernelCallSpec, reason: str) -> None:
@@ -317,16 +313,16 @@ _registered: set[str] = set()
 
 @dataclasses.dataclass(frozen=True)
 class GpuRoutes:
-    """A GPU platform's routes, XLA's Triton call and jaxlib's, with the platform's backend: each
+    """A GPU platform's routes, jaxlib's Triton call and XLA's, with the platform's backend: each
     call takes the one the rule picks (`lower`)."""
 
     backend: Backend
 
     def lower(self, ctx: LoweringRuleContext, operands: Sequence[Any],
               spec: KernelCallSpec) -> list:
-        """Lowers one equation to a custom call on the route the module docstring's rule picks
-        before any compile, XLA's Triton call or jaxlib's, and logs which and why (`note`);
-        returns its results.
+        """Lowers one equation to a custom call on the route the module docstring's rule picks,
+        jaxlib's Triton call or (asked) XLA's, and logs which and why (`note`); returns its
+        results.
 
         Raises:
           ValueError: `JAX_TRITON_ROCM_XLA_NATIVE` is malformed, or the call asked for XLA's
@@ -339,28 +335,17 @@ class GpuRoutes:
         by = "xla_native" if asked is not None else ENV_XLA_NATIVE
         if asked is None:
             asked = env_choice()
-        unfit = None if asked is False else _xla_native.fit(spec)
-        if asked is False:
-            xla, reason = False, f"{by}={'False' if by == 'xla_native' else '0'} asks for it"
-        elif unfit is not None:
+        if asked is None:
+            reason = DEFAULT_REASON
+        elif not asked:
+            reason = f"{by}={'False' if by == 'xla_native' else '0'} asks for it"
+        elif (unfit := _xla_native.fit(spec)) is not None:
             refuse_if_asked(spec, unfit.reason)
-            xla, reason = False, unfit.reason
-        elif asked:
-            xla, reason = True, f"{by}={'True' if by == 'xla_native' else '1'} asks for it"
-        elif _target.for_export(ctx):
-            xla, reason = False, ("the lowering is for jax.export (XLA's call carries Triton "
-                                  "IR, which another jaxlib may not read)")
-        elif not _xla_native.xla_triton_dialect():
-            xla, reason = False, ("this jaxlib has no Triton dialect (jaxlib.triton) to read "
-                                  "the kernel's IR with, as XLA's call must")
-        elif self.backend.xla_call_unproven is not None:
-            xla, reason = False, self.backend.xla_call_unproven
+            reason = unfit.reason
         else:
-            xla, reason = True, "the call fits it"
-        if xla:
             results = _xla_native.lower(self.backend, ctx, operands, spec)
             if not isinstance(results, _xla_native.Unfit):
-                note(XLA, spec, reason)
+                note(XLA, spec, f"{by}={'True' if by == 'xla_native' else '1'} asks for it")
                 return results
             refuse_if_asked(spec, results.reason)
             reason = results.reason

@@ -110,10 +110,6 @@ class HipBackend(Backend):
     binary_key = "hsaco"
     asm_key = "amdgcn"
     compile_options = _vendors.VENDORS["rocm"].compile_options
-    # The IR is lowered and parsed for gfx942 and gfx950, but no AMD GPU has launched it here.
-    xla_call_unproven = ("XLA's Triton call has not yet launched the package's kernels on an AMD "
-                         "GPU (none was available to test it), so jaxlib's call stays the "
-                         "default on ROCm; xla_native=True takes XLA's")
 
     def triton_target(self, target: Target) -> Any:
         return GPUTarget("hip", target.arch, warp_size(target.arch))

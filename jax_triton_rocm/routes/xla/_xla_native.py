@@ -1,10 +1,12 @@
-"""XLA's own route for Triton kernels: the custom call `__gpu$xla.gpu.triton`.
+"""XLA's own route for Triton kernels, taken only on request: the custom call
+`__gpu$xla.gpu.triton`.
 
-XLA takes Triton IR in the call's backend config, compiles it with its own Triton and launches it
-as one of its own kernels, at the cost of XLA's kernels (jaxlib's Triton custom call costs more
-per launch, and more the larger the binary). Facts from XLA's source (`xla/service/gpu/
-triton_call.cc`, and `EmitTritonCustomCall` in XLA's GPU thunk emitter), the same on CUDA and
-ROCm:
+XLA takes Triton IR in the call's backend config, compiles it with the Triton built into jaxlib
+(not the installed one: another binary, whose results can differ from Triton's launcher's; see
+docs/routes.md) and launches it as one of its own kernels, at the cost of XLA's kernels (jaxlib's
+Triton custom call costs more per launch, and more the larger the binary). Facts from XLA's
+source (`xla/service/gpu/triton_call.cc`, and `EmitTritonCustomCall` in XLA's GPU thunk
+emitter), the same on CUDA and ROCm:
 
 - The backend config is a dictionary with `name` (the `tt.func` to launch), `ir` (MLIR text or
   bytecode), `num_warps`, `num_stages`, `grid_x`, `grid_y`, `grid_z`, all required; `debug` is
@@ -20,18 +22,15 @@ So the kernel is compiled in the form XLA launches (`plan._trampoline.for_xla`):
 whose parameters are one pointer per buffer, where each runtime scalar is a 0-d operand (a
 constant in the program) that it loads, and each output to zero is a zero-filled operand aliased
 to it (what jaxlib's call does with a memset). Which calls take the route is
-`routes._primitive`'s rule; a call fits when it is a Triton kernel (not Gluon) with one
-configuration (an autotuned one once its choice is remembered, `routes._target`), with no tuple
-or descriptor parameter, launched without the options XLA cannot pass, and whose IR this
-jaxlib's Triton dialect parses.
-
-Whether XLA's Triton custom call can take a compiled kernel's IR, checked once per kernel.
+`routes._primitive`'s rule; a call fits when this jaxlib has a Triton dialect, and it is a Triton
+kernel (not Gluon) with one configuration (an autotuned one once its choice is remembered,
+`routes._target`), with no tuple or descriptor parameter, launched without the options XLA
+cannot pass, and whose IR this jaxlib's Triton dialect parses.
 
 XLA reads the IR with the Triton dialect of the installed jaxlib, which may not read what the
 installed Triton wrote: the IR is parsed here first, in that dialect, and a kernel whose IR does
-not parse, or whose function does not take one pointer per buffer, takes jaxlib's route instead
-(with a warning, once per kernel, for IR that does not parse where XLA's route was asked for by
-JAX_TRITON_ROCM_XLA_NATIVE=1; the automatic route only logs why).
+not parse (with a warning, once per kernel), or whose function does not take one pointer per
+buffer, takes jaxlib's route instead, unless the call itself asked for XLA's (then it raises).
 """
 
 from __future__ import annotations
@@ -91,13 +90,11 @@ def parse_ttir(text: str) -> Any:
     return module
 
 
-def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int, *,
-               opt_out: str = "JAX_TRITON_ROCM_XLA_NATIVE=0", warn: bool = True) -> bytes | Unfit:
+def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | Unfit:
     """The kernel's Triton IR as MLIR bytecode for XLA, or why XLA cannot take it (`Unfit`): IR
     that does not parse, or whose kernel function does not take exactly `n_pointers` pointers.
 
-    Warns (with `warn`), once per kernel, when this jaxlib cannot parse the IR that the installed
-    Triton wrote; the warning says how to leave the route (`opt_out`).
+    Warns, once per kernel, when this jaxlib cannot parse the IR that the installed Triton wrote.
     """
     key = (compiled.key, n_pointers)
     cached = _state.IR_CHECKS.get(key)  # content-keyed: never stale
@@ -108,11 +105,12 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int, *,
     except Exception as err:  # MLIRError has no public base class to name across jaxlibs
         unfit = Unfit(f"this jaxlib's Triton dialect cannot parse the IR that Triton "
                       f"{_triton_version()} wrote ({_parse_error(err)})")
-        if _state.IR_CHECKS.setdefault(key, unfit) is unfit and warn:  # once per kernel
+        if _state.IR_CHECKS.setdefault(key, unfit) is unfit:  # once per kernel
             warnings.warn(
                 f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
                 f"XLA's: {unfit.reason}. Use a Triton release whose IR this jaxlib reads (docs/routes.md: "
-                f"'Triton constructs that jaxlib does not parse'), or set {opt_out}.",
+                f"'Triton constructs that jaxlib does not parse'), or leave {ENV_XLA_NATIVE} "
+                f"unset for jaxlib's call, the default.",
                 RuntimeWarning, stacklevel=2)
         return unfit
     from jax._src.lib.mlir import ir
@@ -184,6 +182,9 @@ class Unfit:
 def fit(spec: KernelCallSpec) -> Unfit | None:
     """The route's answer before any compile: why the call cannot take it (`Unfit`, as the
     route answers after planning or compiling too), or None if it may."""
+    if not xla_triton_dialect():
+        return Unfit("this jaxlib has no Triton dialect (jaxlib.triton) to read the kernel's IR "
+                     "with, as XLA's call must")
     if spec.unwrapped.jit_fn.is_gluon():
         return Unfit("it is a Gluon kernel (XLA compiles Triton IR only)")
     if spec.num_ctas != 1:
@@ -277,7 +278,7 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
             return Unfit("the kernel is autotuned and no configuration is remembered for "
                          "this call (jaxlib's call times them at its first run; "
                          "jax_triton_rocm.autotune picks one once, on real data, and the call "
-                         "then takes XLA's)")
+                         "can then take XLA's)")
         [launch] = lowered.launches
     # The launch compiled in the form XLA launches.
     aliased = {o for _, o in spec.input_output_aliases}
@@ -304,10 +305,7 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
         return Unfit(f"the kernel needs {compiled.global_scratch_size} bytes of Triton global "
                      f"scratch memory, which not every XLA allocates for this call")
     n_pointers = len(in_avals) + len(zero_avals) + len(form.scalar_operands) + len(out_avals)
-    # Asked for by the environment, a kernel XLA cannot read is worth a warning; asked for by
-    # the call it raises (`_primitive.refuse_if_asked`); chosen automatically it is only logged.
-    asked = bool(spec.xla_native) or _values.env_flag(ENV_XLA_NATIVE, default=None) is True
-    ir = checked_ir(compiled, n_pointers, opt_out=f"{ENV_XLA_NATIVE}=0", warn=asked)
+    ir = checked_ir(compiled, n_pointers)
     if isinstance(ir, Unfit):
         return ir
     call = NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,
