@@ -95,22 +95,45 @@ def given_values(jit_fn: JITFunction, args: tuple,
 
 
 def check_not_a_function(what: str, value: Any, caller: str) -> None:
-    """Raises TypeError for a constexpr that is a Python function (a lambda, a method): Triton
-    takes values and Triton functions as constexprs, and fails deep in its compiler on other
-    callables."""
+    """Raises TypeError for a constexpr that is a function Triton cannot compile as one: an
+    extern (`triton.language.extra.libdevice.tanh`), or a Python function (a lambda, a method).
+    Triton takes values, its builtins (`tl.exp`, `tl.maximum`: they carry `__triton_builtin__`)
+    and Triton functions (`@triton.jit`, `tl.sigmoid`) as constexprs, and fails deep in its
+    compiler on other callables."""
+    if isinstance(value, tuple):
+        for j, element in enumerate(value):
+            check_not_a_function(f"{what}[{j}]", element, caller)
+        return
     if not callable(value) or isinstance(value, type) or type(value).__name__ == "constexpr":
         return
     from triton.runtime.jit import JITCallable
 
-    if isinstance(value, JITCallable):
+    if isinstance(value, JITCallable) or getattr(value, "__triton_builtin__", False):
         return
+    module = getattr(value, "__module__", None) or ""
+    if module.startswith("triton.language"):
+        # An extern's stub, which Triton's code generator swaps for the backend's extern only
+        # where a kernel calls it by its module's name ("cannot convert None ... to tensor").
+        function = getattr(value, "__name__", "f")
+        try:
+            names = ", ".join(inspect.signature(value).parameters) or "x"
+        except (TypeError, ValueError):
+            names = "x"
+        called = f"{module.rsplit('.', 1)[-1]}.{function}"
+        raise TypeError(
+            f"{caller}{what}={value!r} is the Triton extern {module}.{function}, which Triton "
+            f"cannot compile as a constexpr value (its front end fails with \"cannot convert "
+            f"None of type NoneType to tensor\"); Triton's builtins (tl.exp, tl.maximum) and "
+            f"@triton.jit functions can be passed. Wrap the extern in a @triton.jit function and "
+            f"pass that:\n\n    @triton.jit\n    def {function}({names}):\n        return "
+            f"{called}({names})\n\nthen {what}={function}.")
     raise TypeError(
         f"{caller}{what}={value!r} is a Python {type(value).__name__}, and a kernel's "
-        f"constexpr is a value (an int, float, bool, str, None, tl dtype or tuple) or a "
-        f"@triton.jit function. Pass the value it computes ({what}=f(...)), or "
-        f"make it a @triton.jit function; a grid or zeroed_outputs that depends on the "
-        f"constexprs goes to grid= / zeroed_outputs=, a value computed from the arguments to "
-        f"@triton.heuristics.")
+        f"constexpr is a value (an int, float, bool, str, None, tl dtype or tuple), a Triton "
+        f"builtin (tl.exp) or a @triton.jit function. Pass the value it computes "
+        f"({what}=f(...)), or make it a @triton.jit function; a grid or zeroed_outputs that "
+        f"depends on the constexprs goes to grid= / zeroed_outputs=, a value computed from the "
+        f"arguments to @triton.heuristics.")
 
 
 _RENAMED_KEYWORDS = {
