@@ -463,6 +463,40 @@ def forgotten_hint(jit_fn: JITFunction, given: Given, flat: Flat, n_outs: int, a
     return text
 
 
+def check_outputs_written(jit_fn: JITFunction, flat: Flat, placed: _checker.Placed,
+                          convention: str, n_outs: int) -> None:
+    """Raises TypeError where an input array fills a parameter the kernel stores to while an
+    output lands on one it only loads from (`_kinds.unwritten_output`): the kernel would read
+    an output buffer nothing wrote and overwrite the input's copy, so the call would return
+    garbage. A Ref, or an input aliased to an output, is written on purpose and never counts."""
+    results = set(placed.aliases.values())
+    unaliased = [o for o in range(n_outs) if placed.user_results[o] not in results]
+    outputs = dict(zip(placed.output_params, unaliased))
+    leaves = {leaf.operand: leaf for leaf in flat.leaves if leaf.operand is not None}
+    inputs = {i: leaves[entry[1]] for i, entry in flat.entries.items()
+              if entry[0] == "input" and entry[1] not in placed.aliases
+              and not is_ref(leaves[entry[1]].value)}
+    found = _kinds.unwritten_output(jit_fn, inputs, outputs)
+    if found is None:
+        return
+    stored, stored_at, loaded, loaded_at = found
+    names, leaf = list(jit_fn.arg_names), inputs[stored]
+    counted = flat.leaves if convention == "out_type" else [x for x in flat.leaves if x.is_array]
+    alias = next(j for j, x in enumerate(counted) if x is leaf)
+    kernel, output = _spec.kernel_name(jit_fn), outputs[loaded]
+    raise TypeError(
+        f"Kernel {kernel} would read memory nobody wrote: {leaf.what} "
+        f"({_spec.aval_text(leaf.value)}), an input, fills parameter {names[stored]!r}, which "
+        f"the kernel stores to ({stored_at}), and output {output} lands on parameter "
+        f"{names[loaded]!r}, which it only loads from ({loaded_at}). The output would hold "
+        f"whatever its buffer held. Outputs fill the non-constexpr parameters the arguments "
+        f"leave unfilled, in order. Pass the input by name, so that the output fills "
+        f"{names[stored]!r}: triton_call(..., {names[loaded]}=x, {convention}=...) (or "
+        f"operands={{{names[loaded]!r}: x}}); or, if {leaf.what} is meant as the output's "
+        f"buffer, updated in place, alias it to the output (input_output_aliases={{{alias}: "
+        f"{output}}}) and pass the input for {names[loaded]!r} too.")
+
+
 def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convention: str,
                outputs: Any, out_shapes: list, input_output_aliases: Any, zeroed_outputs: Any,
                has_side_effect: bool, own_keywords: tuple[str, ...],
@@ -584,6 +618,7 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
         trailing=trailing if shaped and convention == "out_shape" else None,
         hint=lambda aliased: forgotten_hint(jit_fn, given, flat, len(out_shapes), aliased,
                                             own_keywords))
+    check_outputs_written(jit_fn, flat, placed, convention, len(out_shapes))
     if shaped and placed.output_params == trailing:  # laid out as 0.3 lays it
         positional, n_arrays = [], 0
         for i, arg in enumerate(args):
