@@ -195,3 +195,52 @@ def test_an_unsure_reading_refuses_nothing():
     traced = jax.jit(lambda x: jtr.triton_call(x, kernel=chosen_pointer_kernel, out_type=OUT,
                                                grid=(1,), FLIP=True, BLOCK=N)).trace(OUT)
     assert traced.out_info.shape == (N,)
+
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+
+def test_output_passed_also_as_an_input_names_the_extra_argument():
+    x, out = x_values(), jnp.zeros(N, jnp.float32)
+    with pytest.raises(TypeError, match=(
+            r"Kernel copy_kernel's parameter 'n' receives output 0, but is also given as a "
+            r"keyword \(n=16\): the call gives 2 positional argument\(s\) and 1 output\(s\), "
+            r"placed after them, which fill the parameters \(x_ptr, out_ptr, n\), 1 more than "
+            r"the 2 before 'n'\. Most likely the output is passed as an input too: argument 1 "
+            r"\(float32\[16\], the shape and dtype of output 0\)\. If so, drop it from the "
+            r"positional arguments .*input_output_aliases=\{1: 0\}")):
+        jtr.triton_call(x, out, kernel=copy_kernel, out_shape=out, grid=(1,), n=N, BLOCK=N)
+
+
+@pytest.mark.parametrize("fixed", [
+    lambda x, out: jtr.triton_call(x, kernel=copy_kernel, out_shape=out, grid=(1,), n=N,
+                                   BLOCK=N),
+    lambda x, out: jtr.triton_call(x, out, kernel=copy_kernel, out_shape=out, grid=(1,), n=N,
+                                   BLOCK=N, input_output_aliases={1: 0}),
+], ids=["the extra argument dropped", "the output aliased"])
+def test_the_fixes_the_collision_names_compute_the_kernels_result(fixed):
+    x = x_values()
+    np.testing.assert_allclose(np.asarray(fixed(x, jnp.zeros(N, jnp.float32))), np.asarray(x))
+
+
+@triton.jit
+def scaled_sum_kernel(a_ptr, b_ptr, c_ptr, out_ptr, stride, scale: tl.constexpr,
+                      BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK) * stride
+    total = tl.load(a_ptr + offsets) + tl.load(b_ptr + offsets) + tl.load(c_ptr + offsets)
+    tl.store(out_ptr + offsets, total * scale)
+
+
+def test_collision_without_an_array_like_the_output_names_the_last_arguments():
+    # A 0.3-style call: every array positionally, the output also in the positional list, and
+    # the values after the pointers by keyword; the output has no input's shape here.
+    a, out = jnp.ones(N, jnp.float32), jax.ShapeDtypeStruct((N,), jnp.int32)
+    with pytest.raises(TypeError, match=(
+            r"parameter 'stride' receives output 0, but is also given as a keyword \(stride=1\): "
+            r".*1 more than the 4 before 'stride'\. Drop the extra value\(s\) \(argument 3\), or "
+            r"pass 'stride' positionally instead of by keyword\.")):
+        jtr.triton_call(a, a, a, a, kernel=scaled_sum_kernel, out_shape=out, grid=(1,),
+                        stride=1, scale=2.0, BLOCK=N)
