@@ -164,6 +164,27 @@ def close_names(unknown: Iterable[str], known: Iterable[str]) -> str:
     return f" (did you mean {', '.join(f'{m} for {n!r}' for n, m in guesses)}?)"
 
 
+def check_canonical_dtype(dtype: Any, what: str, fix: str, *, output: bool = False) -> None:
+    """Raises TypeError for an array's or output's dtype that JAX holds as another one: with
+    64-bit types off (`jax_enable_x64`, the default), float64, int64, uint64 and complex128
+    become their 32-bit kind (`jax.dtypes.canonicalize_dtype`). An input would reach the kernel
+    converted, and an output declared float64 is a float32 buffer the kernel would overrun.
+    `fix` is the code that makes it the dtype JAX holds, with {} for its name."""
+    given = np.dtype(dtype)
+    held = np.dtype(jax.dtypes.canonicalize_dtype(given))
+    if held == given:
+        return
+    effect = (f"the kernel would write {given.name} elements into the {held.name} buffer JAX "
+              f"allocates" if output else
+              f"JAX would convert it, and the kernel would read {held.name}, not the "
+              f"{given.name} values given")
+    raise TypeError(
+        f"{what} has dtype {given.name}, which JAX holds as {held.name} while 64-bit types are "
+        f"off (jax_enable_x64=False, the default): {effect}. Make it {held.name} "
+        f"({fix.format(held.name)}), or enable 64-bit types "
+        f"(jax.config.update('jax_enable_x64', True)) to keep {given.name}.")
+
+
 _ONE_LEAF = jax.tree_util.tree_structure(0)
 
 
@@ -200,6 +221,8 @@ def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeD
         if any([isinstance(size, (int, np.integer)) and size < 0 for size in shape]):
             raise ValueError(f"{what} leaf {i} has shape {shape}, with a negative dimension; "
                              f"each dimension is a size >= 0: give the output's real shape.")
+        check_canonical_dtype(leaf.dtype, f"{what} leaf {i}",
+                              f"jax.ShapeDtypeStruct({shape}, jnp.{{}})", output=True)
         shapes.append(jax.ShapeDtypeStruct(shape, np.dtype(leaf.dtype)))
     return shapes, tree
 
@@ -421,6 +444,8 @@ def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
         flat.operands.append(leaf.value)
         return ("descriptor", (leaf.operand, _tensordesc.abstract(value, value.base)))
     if is_ref(value) or (hasattr(value, "shape") and hasattr(value, "dtype")):
+        if not is_ref(value) and not isinstance(value, jax.Array):
+            check_canonical_dtype(value.dtype, what, "jnp.asarray(x, jnp.{})")
         leaf = Leaf(value if is_ref(value) or isinstance(value, jax.Array)
                     else jnp.asarray(value), what, len(flat.operands))
         flat.leaves.append(leaf)
