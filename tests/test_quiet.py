@@ -7,8 +7,9 @@ from tests.subprocess_utils import run_python, run_script
 
 # Lowers a plain call, one with backend_options (which reads the backend's option names), an fp8
 # one (which reads its fp8 dtypes) and one whose arguments do not line up (which asks Triton's
-# front end) for both vendors, with TRITON_DEFAULT_FP_FUSION unset as on a new user's machine; then asks Triton's backend itself without saying whether to fuse, which
-# Triton 3.9 warns about: the test sees the warning only from that last line.
+# front end) for both vendors, with TRITON_DEFAULT_FP_FUSION unset as on a new user's machine;
+# then asks Triton's backend itself without saying whether to fuse, which Triton 3.9 warns
+# about: the test sees the warning only from that last line.
 LOWER_THEN_ASK_TRITON = """
 import os, warnings
 os.environ.pop("TRITON_DEFAULT_FP_FUSION", None)

@@ -444,7 +444,8 @@ def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
         flat.operands.append(leaf.value)
         return ("descriptor", (leaf.operand, _tensordesc.abstract(value, value.base)))
     if is_ref(value) or (hasattr(value, "shape") and hasattr(value, "dtype")):
-        if not is_ref(value) and not isinstance(value, jax.Array):
+        if not is_ref(value) and not isinstance(value, jax.Array) and np.ndim(value):
+            # A 0-d one is most likely meant as a scalar: the layout's hint says so instead.
             check_canonical_dtype(value.dtype, what, "jnp.asarray(x, jnp.{})")
         leaf = Leaf(value if is_ref(value) or isinstance(value, jax.Array)
                     else jnp.asarray(value), what, len(flat.operands))
