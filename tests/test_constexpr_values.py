@@ -12,16 +12,10 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 import jax_triton_rocm as jtr
+from tests.kernels import activation_kernel as unary_kernel, doubled
 from tests.lowering_utils import capture_one, lower_one, spec
 
 N = 64
-
-
-@triton.jit
-def unary_kernel(x_ptr, out_ptr, n, ACT: tl.constexpr, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(out_ptr + offsets, ACT(tl.load(x_ptr + offsets, mask=mask)), mask=mask)
 
 
 @triton.jit
@@ -43,11 +37,6 @@ def options_kernel(x_ptr, out_ptr, n, DTYPE: tl.constexpr, SCALE_SHIFT: tl.const
     if MODE == "negate":
         y = -y
     tl.store(out_ptr + offsets, y, mask=mask)
-
-
-@triton.jit
-def doubled(x):
-    return x * 2
 
 
 @triton.jit
