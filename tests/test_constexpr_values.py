@@ -208,3 +208,30 @@ def test_helper_rebound_under_a_constexpr_function_is_compiled_anew(monkeypatch)
     after = _jaxlib_call(scaled)
     assert before.kernels[0].key != after.kernels[0].key
     assert before.opaque != after.opaque
+
+
+@triton.jit
+def positional_activation_kernel(x_ptr, n, ACT: tl.constexpr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, ACT(tl.load(x_ptr + offsets, mask=mask)), mask=mask)
+
+
+def positional(x, act):
+    return jtr.triton_call(x, N, act, kernel=positional_activation_kernel, out_shape=x,
+                           grid=(1,), BLOCK=N)
+
+
+@pytest.mark.parametrize("act,expected", [(tl.exp, np.exp), (doubled, lambda x: x * 2)],
+                         ids=["a builtin", "a jit function"])
+def test_a_function_given_positionally_is_a_constexpr(act, expected):
+    x = x_values()
+    np.testing.assert_allclose(np.asarray(positional(x, act)), expected(np.asarray(x)),
+                               rtol=1e-6)
+    assert capture_one(lambda x: positional(x, act), spec((N,), jnp.float32),
+                       platform="rocm").kernels[0].binary
+
+
+def test_an_extern_given_positionally_is_refused_by_its_parameter():
+    with pytest.raises(TypeError, match=r"ACT=<function tanh .*> is the Triton extern"):
+        positional(x_values(), libdevice.tanh)

@@ -622,6 +622,7 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
                 f"Kernel {_spec.kernel_name(jit_fn)}'s parameter {param.name!r} is a "
                 f"tl.constexpr, but {what} holds an array. Pass a Python value there.")
         else:
+            check_not_a_function(param.name, given.operands[i], "")
             flat.entries[i] = ("constexpr", given.operands[i])
     refs = [leaf for leaf in flat.leaves if is_ref(leaf.value)]
     if len({id(leaf.value) for leaf in refs}) < len(refs):
@@ -634,8 +635,11 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
             f"Ref operand, so nothing would use the call and JAX would drop it. Give it outputs, "
             f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
             f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
+    # 0.3's positional form holds arrays and scalars; a positional constexpr of another kind
+    # (a function, a dtype, a str, a tuple) goes by name, as the placed form takes it.
     shaped = not given.by_keyword and not refs and all(
-        [kind in ("input", "scalar", "constexpr") for kind, _ in flat.entries.values()])
+        [kind in ("input", "scalar") or (kind == "constexpr" and (
+            value is None or _spec.is_scalar(value))) for kind, value in flat.entries.values()])
     trailing = list(range(len(args), len(args) + len(out_shapes)))
     placed = _checker.place(
         jit_fn, given.metaparams, flat.entries, flat.operands, flat.leaves, refs,
