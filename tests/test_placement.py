@@ -244,3 +244,19 @@ def test_collision_without_an_array_like_the_output_names_the_last_arguments():
             r"pass 'stride' positionally instead of by keyword\.")):
         jtr.triton_call(a, a, a, a, kernel=scaled_sum_kernel, out_shape=out, grid=(1,),
                         stride=1, scale=2.0, BLOCK=N)
+
+
+def test_the_lowering_api_refuses_a_result_on_a_parameter_the_kernel_only_loads():
+    from tests import library_kernels
+
+    def lowering(ctx, x):
+        return jtr.triton_call_lowering(ctx, softmax_kernel, x, grid=(1,),
+                                        constexprs={"n": N, "BLOCK": N})
+
+    softmax_p = library_kernels.define("test_placement_softmax", lambda x: x, lowering,
+                                       multiple_results=False)
+    with pytest.raises(TypeError, match=(
+            r"triton_call_lowering: kernel softmax_kernel would read memory nobody wrote: "
+            r"operand 0 fills parameter 'out_ptr', which the kernel stores to .*, and result 0 "
+            r"lands on 'in_ptr', which it only loads from")):
+        jax.jit(softmax_p.bind).lower(x_values())
