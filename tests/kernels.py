@@ -236,3 +236,16 @@ def bogus_asm_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
     y = tl.inline_asm_elementwise("bogus.instruction $0, $1;", "=r,r", [tl.load(x_ptr + offsets)],
                                   dtype=tl.int32, is_pure=True, pack=1)
     tl.store(out_ptr + offsets, y)
+
+
+@triton.jit
+def activation_kernel(x_ptr, out_ptr, n, ACT: tl.constexpr, BLOCK: tl.constexpr):
+    """out = ACT(x): ACT a constexpr that is a Triton builtin or a @triton.jit function."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, ACT(tl.load(x_ptr + offsets, mask=mask)), mask=mask)
+
+
+@triton.jit
+def doubled(x):
+    return x * 2

@@ -5,10 +5,11 @@ import pytest
 
 from tests.subprocess_utils import run_python, run_script
 
-# Lowers a plain call, one with backend_options (which reads the backend's option names) and an
-# fp8 one (which reads its fp8 dtypes) for both vendors, with TRITON_DEFAULT_FP_FUSION unset as on
-# a new user's machine; then asks Triton's backend itself without saying whether to fuse, which
-# Triton 3.9 warns about: the test sees the warning only from that last line.
+# Lowers a plain call, one with backend_options (which reads the backend's option names), an fp8
+# one (which reads its fp8 dtypes) and one whose arguments do not line up (which asks Triton's
+# front end) for both vendors, with TRITON_DEFAULT_FP_FUSION unset as on a new user's machine;
+# then asks Triton's backend itself without saying whether to fuse, which Triton 3.9 warns
+# about: the test sees the warning only from that last line.
 LOWER_THEN_ASK_TRITON = """
 import os, warnings
 os.environ.pop("TRITON_DEFAULT_FP_FUSION", None)
@@ -28,6 +29,14 @@ for platform, arch in (("cuda", "sm_90"), ("rocm", "gfx942")):
         jax.jit(lambda x: jtr.triton_call(x, x.size, kernel=kernels.copy_kernel, out_shape=x,
                                           grid=(4,), BLOCK=256)
                 ).trace(fp8).lower(lowering_platforms=(platform,))
+        try:  # arguments that do not line up: the package asks Triton's front end why
+            jax.jit(lambda x: jtr.triton_call(x, x.size, x, kernel=kernels.add_kernel,
+                                              out_shape=x, grid=(4,), BLOCK=256)
+                    ).trace(x).lower(lowering_platforms=(platform,))
+        except TypeError as err:
+            assert "do not line up" in str(err), err
+        else:
+            raise AssertionError("a call whose arguments do not line up lowered")
 print("LOWERED", flush=True)
 import sys
 print("LOWERED", file=sys.stderr, flush=True)

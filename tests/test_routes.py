@@ -320,3 +320,16 @@ def test_routes_mix_in_one_function(route):
     np.testing.assert_allclose(out, x + 2 * y, rtol=1e-6)
     assert route.emitted == {"jaxlib": 1, "xla": 1, "interpreter": 0}
     route.expect(None)
+
+
+@every_route
+@pytest.mark.parametrize("act,expected", [
+    (triton.language.exp, np.exp), (triton.language.abs, np.abs),
+    (triton.language.sigmoid, lambda x: 1 / (1 + np.exp(-x))), (kernels.doubled, lambda x: 2 * x),
+], ids=["tl.exp", "tl.abs", "tl.sigmoid", "a jit function"])
+def test_a_function_given_as_a_constexpr_computes_on_every_route(route, act, expected):
+    x = route.rand(11, (route.pick(5000, 700),))
+    out = jax.jit(lambda x: jtr.triton_call(x, kernel=kernels.activation_kernel, out_type=x,
+                                            grid=(triton.cdiv(x.size, 256),), n=x.size,
+                                            ACT=act, BLOCK=256))(x)
+    np.testing.assert_allclose(out, expected(np.asarray(x)), rtol=1e-5, atol=1e-6)

@@ -89,6 +89,10 @@ def exact_key(value: Any) -> Any:
         return kind, value.tobytes()
     if isinstance(value, complex):
         return kind, struct.pack("<dd", value.real, value.imag)
+    if hasattr(value, "cache_key") and hasattr(value, "src"):
+        # A Triton function by identity: its own hash parses its source (slow, and not safe
+        # across threads on 3.11); keys that outlive it hold its call graph's digest too.
+        return kind, id(value)
     return kind, value
 
 

@@ -95,22 +95,45 @@ def given_values(jit_fn: JITFunction, args: tuple,
 
 
 def check_not_a_function(what: str, value: Any, caller: str) -> None:
-    """Raises TypeError for a constexpr that is a Python function (a lambda, a method): Triton
-    takes values and Triton functions as constexprs, and fails deep in its compiler on other
-    callables."""
+    """Raises TypeError for a constexpr that is a function Triton cannot compile as one: an
+    extern (`triton.language.extra.libdevice.tanh`), or a Python function (a lambda, a method).
+    Triton takes values, its builtins (`tl.exp`, `tl.maximum`: they carry `__triton_builtin__`)
+    and Triton functions (`@triton.jit`, `tl.sigmoid`) as constexprs, and fails deep in its
+    compiler on other callables."""
+    if isinstance(value, tuple):
+        for j, element in enumerate(value):
+            check_not_a_function(f"{what}[{j}]", element, caller)
+        return
     if not callable(value) or isinstance(value, type) or type(value).__name__ == "constexpr":
         return
     from triton.runtime.jit import JITCallable
 
-    if isinstance(value, JITCallable):
+    if isinstance(value, JITCallable) or getattr(value, "__triton_builtin__", False):
         return
+    module = getattr(value, "__module__", None) or ""
+    if module.startswith("triton.language"):
+        # An extern's stub, which Triton's code generator swaps for the backend's extern only
+        # where a kernel calls it by its module's name ("cannot convert None ... to tensor").
+        function = getattr(value, "__name__", "f")
+        try:
+            names = ", ".join(inspect.signature(value).parameters) or "x"
+        except (TypeError, ValueError):
+            names = "x"
+        called = f"{module.rsplit('.', 1)[-1]}.{function}"
+        raise TypeError(
+            f"{caller}{what}={value!r} is the Triton extern {module}.{function}, which Triton "
+            f"cannot compile as a constexpr value (its front end fails with \"cannot convert "
+            f"None of type NoneType to tensor\"); Triton's builtins (tl.exp, tl.maximum) and "
+            f"@triton.jit functions can be passed. Wrap the extern in a @triton.jit function and "
+            f"pass that:\n\n    @triton.jit\n    def {function}({names}):\n        return "
+            f"{called}({names})\n\nthen {what}={function}.")
     raise TypeError(
         f"{caller}{what}={value!r} is a Python {type(value).__name__}, and a kernel's "
-        f"constexpr is a value (an int, float, bool, str, None, tl dtype or tuple) or a "
-        f"@triton.jit function. Pass the value it computes ({what}=f(...)), or "
-        f"make it a @triton.jit function; a grid or zeroed_outputs that depends on the "
-        f"constexprs goes to grid= / zeroed_outputs=, a value computed from the arguments to "
-        f"@triton.heuristics.")
+        f"constexpr is a value (an int, float, bool, str, None, tl dtype or tuple), a Triton "
+        f"builtin (tl.exp) or a @triton.jit function. Pass the value it computes "
+        f"({what}=f(...)), or make it a @triton.jit function; a grid or zeroed_outputs that "
+        f"depends on the constexprs goes to grid= / zeroed_outputs=, a value computed from the "
+        f"arguments to @triton.heuristics.")
 
 
 _RENAMED_KEYWORDS = {
@@ -139,6 +162,27 @@ def close_names(unknown: Iterable[str], known: Iterable[str]) -> str:
     if len(unknown) == 1:
         return f" (did you mean {guesses[0][1]}?)"
     return f" (did you mean {', '.join(f'{m} for {n!r}' for n, m in guesses)}?)"
+
+
+def check_canonical_dtype(dtype: Any, what: str, fix: str, *, output: bool = False) -> None:
+    """Raises TypeError for an array's or output's dtype that JAX holds as another one: with
+    64-bit types off (`jax_enable_x64`, the default), float64, int64, uint64 and complex128
+    become their 32-bit kind (`jax.dtypes.canonicalize_dtype`). An input would reach the kernel
+    converted, and an output declared float64 is a float32 buffer the kernel would overrun.
+    `fix` is the code that makes it the dtype JAX holds, with {} for its name."""
+    given = np.dtype(dtype)
+    held = np.dtype(jax.dtypes.canonicalize_dtype(given))
+    if held == given:
+        return
+    effect = (f"the kernel would write {given.name} elements into the {held.name} buffer JAX "
+              f"allocates" if output else
+              f"JAX would convert it, and the kernel would read {held.name}, not the "
+              f"{given.name} values given")
+    raise TypeError(
+        f"{what} has dtype {given.name}, which JAX holds as {held.name} while 64-bit types are "
+        f"off (jax_enable_x64=False, the default): {effect}. Make it {held.name} "
+        f"({fix.format(held.name)}), or enable 64-bit types "
+        f"(jax.config.update('jax_enable_x64', True)) to keep {given.name}.")
 
 
 _ONE_LEAF = jax.tree_util.tree_structure(0)
@@ -177,6 +221,8 @@ def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeD
         if any([isinstance(size, (int, np.integer)) and size < 0 for size in shape]):
             raise ValueError(f"{what} leaf {i} has shape {shape}, with a negative dimension; "
                              f"each dimension is a size >= 0: give the output's real shape.")
+        check_canonical_dtype(leaf.dtype, f"{what} leaf {i}",
+                              f"jax.ShapeDtypeStruct({shape}, jnp.{{}})", output=True)
         shapes.append(jax.ShapeDtypeStruct(shape, np.dtype(leaf.dtype)))
     return shapes, tree
 
@@ -398,6 +444,9 @@ def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
         flat.operands.append(leaf.value)
         return ("descriptor", (leaf.operand, _tensordesc.abstract(value, value.base)))
     if is_ref(value) or (hasattr(value, "shape") and hasattr(value, "dtype")):
+        if not is_ref(value) and not isinstance(value, jax.Array) and np.ndim(value):
+            # A 0-d one is most likely meant as a scalar: the layout's hint says so instead.
+            check_canonical_dtype(value.dtype, what, "jnp.asarray(x, jnp.{})")
         leaf = Leaf(value if is_ref(value) or isinstance(value, jax.Array)
                     else jnp.asarray(value), what, len(flat.operands))
         flat.leaves.append(leaf)
@@ -438,6 +487,40 @@ def forgotten_hint(jit_fn: JITFunction, given: Given, flat: Flat, n_outs: int, a
                  f"operands={{{clashing[0]!r}: ...}} (filled at launch; constexprs= compiles a "
                  f"value in).")
     return text
+
+
+def check_outputs_written(jit_fn: JITFunction, flat: Flat, placed: _checker.Placed,
+                          convention: str, n_outs: int) -> None:
+    """Raises TypeError where an input array fills a parameter the kernel stores to while an
+    output lands on one it only loads from (`_kinds.unwritten_output`): the kernel would read
+    an output buffer nothing wrote and overwrite the input's copy, so the call would return
+    garbage. A Ref, or an input aliased to an output, is written on purpose and never counts."""
+    results = set(placed.aliases.values())
+    unaliased = [o for o in range(n_outs) if placed.user_results[o] not in results]
+    outputs = dict(zip(placed.output_params, unaliased))
+    leaves = {leaf.operand: leaf for leaf in flat.leaves if leaf.operand is not None}
+    inputs = {i: leaves[entry[1]] for i, entry in flat.entries.items()
+              if entry[0] == "input" and entry[1] not in placed.aliases
+              and not is_ref(leaves[entry[1]].value)}
+    found = _kinds.unwritten_output(jit_fn, inputs, outputs)
+    if found is None:
+        return
+    stored, stored_at, loaded, loaded_at = found
+    names, leaf = list(jit_fn.arg_names), inputs[stored]
+    counted = flat.leaves if convention == "out_type" else [x for x in flat.leaves if x.is_array]
+    alias = next(j for j, x in enumerate(counted) if x is leaf)
+    kernel, output = _spec.kernel_name(jit_fn), outputs[loaded]
+    raise TypeError(
+        f"Kernel {kernel} would read memory nobody wrote: {leaf.what} "
+        f"({_spec.aval_text(leaf.value)}), an input, fills parameter {names[stored]!r}, which "
+        f"the kernel stores to ({stored_at}), and output {output} lands on parameter "
+        f"{names[loaded]!r}, which it only loads from ({loaded_at}). The output would hold "
+        f"whatever its buffer held. Outputs fill the non-constexpr parameters the arguments "
+        f"leave unfilled, in order. Pass the input by name, so that the output fills "
+        f"{names[stored]!r}: triton_call(..., {names[loaded]}=x, {convention}=...) (or "
+        f"operands={{{names[loaded]!r}: x}}); or, if {leaf.what} is meant as the output's "
+        f"buffer, updated in place, alias it to the output (input_output_aliases={{{alias}: "
+        f"{output}}}) and pass the input for {names[loaded]!r} too.")
 
 
 def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convention: str,
@@ -539,6 +622,7 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
                 f"Kernel {_spec.kernel_name(jit_fn)}'s parameter {param.name!r} is a "
                 f"tl.constexpr, but {what} holds an array. Pass a Python value there.")
         else:
+            check_not_a_function(param.name, given.operands[i], "")
             flat.entries[i] = ("constexpr", given.operands[i])
     refs = [leaf for leaf in flat.leaves if is_ref(leaf.value)]
     if len({id(leaf.value) for leaf in refs}) < len(refs):
@@ -551,8 +635,11 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
             f"Ref operand, so nothing would use the call and JAX would drop it. Give it outputs, "
             f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
             f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
+    # 0.3's positional form holds arrays and scalars; a positional constexpr of another kind
+    # (a function, a dtype, a str, a tuple) goes by name, as the placed form takes it.
     shaped = not given.by_keyword and not refs and all(
-        [kind in ("input", "scalar", "constexpr") for kind, _ in flat.entries.values()])
+        [kind in ("input", "scalar") or (kind == "constexpr" and (
+            value is None or _spec.is_scalar(value))) for kind, value in flat.entries.values()])
     trailing = list(range(len(args), len(args) + len(out_shapes)))
     placed = _checker.place(
         jit_fn, given.metaparams, flat.entries, flat.operands, flat.leaves, refs,
@@ -561,6 +648,7 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
         trailing=trailing if shaped and convention == "out_shape" else None,
         hint=lambda aliased: forgotten_hint(jit_fn, given, flat, len(out_shapes), aliased,
                                             own_keywords))
+    check_outputs_written(jit_fn, flat, placed, convention, len(out_shapes))
     if shaped and placed.output_params == trailing:  # laid out as 0.3 lays it
         positional, n_arrays = [], 0
         for i, arg in enumerate(args):

@@ -44,12 +44,17 @@ from jax_triton_rocm.spec._layout import BoundKernel
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
+    from jax_triton_rocm.spec._spec import KernelCallSpec
+
 
 def stable_text(value: Any) -> str:
     """A text for a constexpr value that is equal exactly when the values compile alike; a
-    Triton function by what its call graph resolves to now (`graph_digest`)."""
+    Triton function by what its call graph resolves to now (`graph_digest`), a Triton builtin
+    (`tl.exp`) by its module and name, the same in every process."""
     if is_triton_function(value):
         return f"fn:{graph_digest(value)}"
+    if getattr(value, "__triton_builtin__", False):
+        return f"builtin:{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '')}"
     inner = getattr(value, "value", None)
     if type(value).__name__ == "constexpr":
         return f"constexpr:{stable_text(inner)}"
@@ -152,6 +157,24 @@ class _PathRecorder:
 
 
 _references_finder: type | None = None  # `_PathRecorder` on Triton's walk, once made
+
+
+def call_graph_key(spec: KernelCallSpec) -> tuple:
+    """`graph_key` of the call's kernel, with the digest of each Triton function given as a
+    constexpr (`ACT=my_activation`, also inside a tuple) added to its functions: what a memo of
+    the call's lowering or plan is keyed by, so that a helper rebound under a constexpr
+    function is a new key too."""
+    graph = graph_key(spec.unwrapped.jit_fn)
+    pending = [value for _, value in spec.metaparams]
+    pending += [value for kind, value in spec.positional if kind == "scalar"]
+    given = []
+    while pending:
+        value = pending.pop()
+        if isinstance(value, tuple):
+            pending.extend(value)
+        elif is_triton_function(value):
+            given.append(graph_digest(value))
+    return graph if not given else (graph[0] + tuple(given), graph[1])
 
 
 def graph_digest(jit_fn: JITFunction) -> str:

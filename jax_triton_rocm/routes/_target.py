@@ -534,7 +534,7 @@ def lowered_call(route: str, ctx: LoweringRuleContext, spec: KernelCallSpec, dec
     and what else decides the route's result (`decides`: its target, ...). `graph` is the
     graph's key where the route has it already. A key that cannot be hashed skips the memo."""
     if graph is None:
-        graph = _compile.graph_key(spec.unwrapped.jit_fn)
+        graph = _compile.call_graph_key(spec)
     current = _SESSION.get()
     forced = tuple(sorted(current.forced.items())) if current is not None else ()
     key = (route, tuple(ctx.avals_in), tuple(ctx.avals_out), spec, graph,

@@ -33,6 +33,13 @@ end before it refuses anything):
 
 A parameter with evidence of both kinds, or of neither, has no role.
 
+Whether the kernel reads or writes a pointer's memory is read too (`Roles.loads`, `stores`):
+`tl.load`, `tl.store` and atomics, through offsets, block pointers, tensor descriptors and
+callees. A pointer handed anywhere else (an unknown call, a tuple, a return) escapes, and its
+accesses are unknown. A call that puts an input on a parameter the kernel stores to while an
+output lands on one it surely only loads from would return garbage (`unwritten_output`,
+refused by `checks._arguments`).
+
 An autotuned call drops the configs that break a target's launch limits
 (`plan._plan.LaunchLimits`), as Triton's autotuner drops configs that fail to compile
 (`keep_launchable`), and fails only when none is left.
@@ -61,6 +68,14 @@ _DEREFERENCE = {"load": "pointer", "store": "pointer", "make_block_ptr": "base",
                 "atomic_and": "pointer", "atomic_cas": "pointer", "atomic_max": "pointer",
                 "atomic_min": "pointer", "atomic_or": "pointer", "atomic_xchg": "pointer",
                 "atomic_xor": "pointer"}
+# Calls that read or write memory through their pointer, or both (atomics).
+_ACCESS = {"load": ("load",), "store": ("store",),
+           **{name: ("load", "store") for name in _DEREFERENCE if name.startswith("atomic_")}}
+# Calls a pointer passes through (`roots`), or that only read its type, not memory.
+_POINTER_PASSING = {"make_block_ptr", "make_tensor_descriptor", "multiple_of",
+                    "max_contiguous", "advance", "to", "static_assert", "static_print",
+                    "device_print", "device_assert", "print", "range", "static_range",
+                    "cdiv", "len", "isinstance"}
 _COUNTING = {"cdiv", "range", "static_range", "minimum", "maximum", "min", "max", "abs"}
 _ARITHMETIC = (ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift, ast.RShift,
                ast.BitAnd, ast.BitOr, ast.BitXor, ast.MatMult)
@@ -69,10 +84,26 @@ _SHOWN_CHARS = 70
 
 @dataclasses.dataclass(frozen=True)
 class Roles:
-    """Parameters by role, each with where the kernel shows it ("file.py:12: tl.load(...)")."""
+    """Parameters by role, each with where the kernel shows it ("file.py:12: tl.load(...)").
+
+    `loads` and `stores`: the parameters whose memory the kernel reads or writes (`tl.load`,
+    `tl.store`, atomics, through offsets, block pointers, tensor descriptors and callees);
+    `escapes`: those it hands somewhere the reading cannot follow (an unknown call, a tuple, a
+    return), whose accesses are unknown.
+    """
 
     pointers: Mapping[str, str]
     scalars: Mapping[str, str]
+    loads: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    stores: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    escapes: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def only_loaded(self, name: str) -> str | None:
+        """Where the kernel loads from `name`, if it surely never writes its memory (loads
+        seen, no store, nothing the reading cannot follow); else None."""
+        if name in self.stores or name in self.escapes:
+            return None
+        return self.loads.get(name)
 
     def of(self, name: str) -> str | None:
         """"pointer", "scalar", or None where the kernel shows neither (or both)."""
@@ -116,7 +147,9 @@ def _read(jit_fn: JITFunction, reading: set[int]) -> Roles:
                                          f"{param.annotation}")
     both = set(pointers) & set(scalars)
     return Roles({k: v for k, v in pointers.items() if k not in both},
-                 {k: v for k, v in scalars.items() if k not in both})
+                 {k: v for k, v in scalars.items() if k not in both},
+                 dict(reader.accesses["load"]), dict(reader.accesses["store"]),
+                 dict(reader.accesses["escape"]))
 
 
 class _Reader(ast.NodeVisitor):
@@ -134,6 +167,7 @@ class _Reader(ast.NodeVisitor):
         self.env: dict[str, set[str]] = {name: {name} for name in names}
         self.pointers: dict[str, str] = {}
         self.scalars: dict[str, str] = {}
+        self.accesses: dict[str, dict[str, str]] = {"load": {}, "store": {}, "escape": {}}
         raw = getattr(jit_fn, "raw_src", None) or [""]
         offset = next((i for i, line in enumerate(raw) if line.strip().startswith("def ")), 0)
         self.first_line = getattr(jit_fn, "starting_line_number", 1) + offset
@@ -161,9 +195,22 @@ class _Reader(ast.NodeVisitor):
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr == "to":
                 return self.roots(func.value)
-            if self.function(func) in ("multiple_of", "max_contiguous", "advance") and node.args:
+            function = self.function(func)
+            if function in ("multiple_of", "max_contiguous", "advance") and node.args:
                 return self.roots(node.args[0])
+            if function in ("make_block_ptr", "make_tensor_descriptor"):
+                base = node.args[0] if node.args else next(
+                    (k.value for k in node.keywords if k.arg == "base"), None)
+                return self.roots(base) if base is not None else set()
         return set()
+
+    def access(self, kind: str, node: ast.AST | None, evidence: ast.AST) -> None:
+        """Records that the memory of the parameters `node` derives from is read ("load"),
+        written ("store") or handed where the reading cannot follow ("escape")."""
+        if node is None:
+            return
+        for name in self.roots(node):
+            self.accesses[kind].setdefault(name, self.where(evidence))
 
     def function(self, func: ast.AST) -> Any:
         """A Triton language function's name, a builtin's name, a `@triton.jit` function, or
@@ -240,6 +287,7 @@ class _Reader(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         function = self.function(node.func)
         keywords = {k.arg: k.value for k in node.keywords if k.arg}
+        self.accesses_of(node, function, keywords)
         if isinstance(function, str) and function in _DEREFERENCE:
             target = node.args[0] if node.args else keywords.get(_DEREFERENCE[function])
             if target is not None:
@@ -257,19 +305,61 @@ class _Reader(ast.NodeVisitor):
             self.callee(function, node, keywords)
         self.generic_visit(node)
 
-    def callee(self, callee: Any, node: ast.Call, keywords: dict[str, ast.AST]) -> None:
-        """Evidence from a `@triton.jit` function the kernel calls, by its parameters' roles."""
-        if id(callee) in self.reading:
+    def accesses_of(self, node: ast.Call, function: Any, keywords: dict[str, ast.AST]) -> None:
+        """The memory accesses of one call: `tl.load`/`tl.store`/atomics on their pointer,
+        `desc.load`/`desc.store` on a descriptor or block pointer; a pointer handed to any other
+        call but those that pass it on (`roots`), or to a callee, escapes."""
+        func = node.func
+        args = [*node.args, *[k.value for k in node.keywords]]
+        method = func.attr if isinstance(func, ast.Attribute) and self.roots(func.value) else None
+        if method in _ACCESS:  # `desc.load(...)`, `block.store(...)`
+            for kind in _ACCESS[method]:
+                self.access(kind, func.value, node)
+        elif method is not None and method not in _POINTER_PASSING:
+            self.access("escape", func.value, node)
+        if isinstance(function, str) and function in _ACCESS:
+            target = node.args[0] if node.args else keywords.get("pointer")
+            for kind in _ACCESS[function]:
+                self.access(kind, target, node)
+            args = [arg for arg in args if arg is not target]
+        elif isinstance(function, str) and function in _POINTER_PASSING:
             return
-        inner = roles(callee, self.reading)
+        elif function is not None and not isinstance(function, str):
+            return  # a callee's own accesses (`callee`)
+        for arg in args:
+            self.access("escape", arg, node)
+
+    def visit_Return(self, node: ast.Return) -> None:
+        self.access("escape", node.value, node)
+        self.generic_visit(node)
+
+    def visit_Tuple(self, node: ast.Tuple) -> None:
+        for element in node.elts:
+            self.access("escape", element, node)
+        self.generic_visit(node)
+
+    def callee(self, callee: Any, node: ast.Call, keywords: dict[str, ast.AST]) -> None:
+        """Evidence from a `@triton.jit` function the kernel calls, by its parameters' roles
+        and accesses; a pointer handed to a callee being read (a recursion) escapes."""
         bound = dict(zip(callee.arg_names, node.args))
         bound.update((k, v) for k, v in keywords.items() if k in callee.arg_names)
+        if id(callee) in self.reading:
+            for arg in [*node.args, *keywords.values()]:
+                self.access("escape", arg, node)
+            return
+        inner = roles(callee, self.reading)
         for name, arg in bound.items():
             role = inner.of(name)
             if role == "pointer":
                 self.pointer(arg, node)
             elif role == "scalar":
                 self.scalar(arg, node)
+            for kind, found in (("load", inner.loads), ("store", inner.stores),
+                                ("escape", inner.escapes)):
+                if name in found:
+                    self.access(kind, arg, node)
+        for arg in node.args[len(callee.arg_names):]:  # more than it takes
+            self.access("escape", arg, node)
 
 
 def _broadcast(index: ast.AST) -> bool:
@@ -304,6 +394,27 @@ def suspects(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple)
     return wrong
 
 
+def unwritten_output(jit_fn: JITFunction, inputs: Mapping[int, Any],
+                     outputs: Mapping[int, Any]) -> tuple[int, str, int, str] | None:
+    """An input placed on a parameter the kernel stores to while an output lands on one it only
+    loads from (`Roles.only_loaded`): (the input's parameter, where it is stored, the output's
+    parameter, where it is loaded), the first such pair in parameter order; None where there is
+    none, or the reading is unsure.
+
+    Args:
+      inputs, outputs: the call's input arrays and outputs by the parameter index they fill.
+    """
+    if jit_fn.is_gluon() or not inputs or not outputs:
+        return None
+    found = roles(jit_fn)
+    names = list(jit_fn.arg_names)
+    loaded = [(q, where) for q in sorted(outputs) if (where := found.only_loaded(names[q]))]
+    stored = [(p, found.stores[names[p]]) for p in sorted(inputs) if names[p] in found.stores]
+    if not loaded or not stored:
+        return None
+    return (*stored[0], *loaded[0])
+
+
 def front_end_error(jit_fn: JITFunction, bound: Any,
                     probes: Sequence[tuple[str, tuple]]) -> Exception | None:
     """The `CompilationError` Triton's front end raises building `jit_fn` as `bound` lays it
@@ -323,7 +434,8 @@ def front_end_error(jit_fn: JITFunction, bound: Any,
         return None
     target = GPUTarget(*probe)
     backend = make_backend(target)
-    options = backend.parse_options({})
+    # Saying whether to fuse: Triton 3.9 warns (TRITON_DEFAULT_FP_FUSION) when not told.
+    options = backend.parse_options({"enable_fp_fusion": True})
     source = ASTSource(jit_fn, bound.signature, constexprs=bound.constexprs, attrs=bound.attrs)
     with _state.triton_language_lock():  # the front end is not safe across threads
         context = ir.context()

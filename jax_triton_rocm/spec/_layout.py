@@ -331,10 +331,8 @@ def lay_out_arguments(
             what = f"operand {value} ({param.name})"
         elif kind == "output":
             if param.name in constexprs:
-                raise TypeError(
-                    f"Kernel {name}'s parameter {param.name!r} receives output {value}, but is "
-                    f"also given as a keyword. Outputs fill the parameters after the positional "
-                    f"arguments; check out_shape and the argument count.")
+                raise TypeError(_collision(jit_fn, i, value, positional, in_avals, out_avals,
+                                           n_outputs, constexprs))
             if param.is_constexpr:
                 raise TypeError(
                     f"Kernel {name}'s parameter {param.name!r} is a tl.constexpr, but output "
@@ -397,6 +395,43 @@ def lay_out_arguments(
             zero_d_pointers.append(what)
     return BoundKernel(signature, constants, attrs, tuple(sources), tuple(specializations),
                        tuple(zero_d_pointers))
+
+
+def _collision(jit_fn: JITFunction, position: int, output: int, positional: tuple,
+               in_avals: tuple, out_avals: tuple, n_outputs: int,
+               constexprs: dict[str, Any]) -> str:
+    """The message for output `output` landing on the parameter at `position`, which a keyword
+    fills too: the call gives more values than the parameters before the keyword. Names the
+    positional arrays that have an output's shape and dtype (most likely the output passed as
+    an input as well), else the last positional arguments, and the fixes."""
+    name, names = kernel_name(jit_fn), list(jit_fn.arg_names)
+    param = names[position]
+    head = (f"Kernel {name}'s parameter {param!r} receives output {output}, but is also given "
+            f"as a keyword ({param}={constexprs[param]!r})")
+    if not n_outputs:  # outputs placed by parameter: no count of positional values to blame
+        return (f"{head}. Outputs fill the non-constexpr parameters the arguments leave "
+                f"unfilled; check out_shape and the arguments.")
+    n_positional = len(positional)
+    extra = n_positional + n_outputs - position
+    filled = ", ".join(names[:n_positional + n_outputs])
+    text = (f"{head}: the call gives {n_positional} positional argument(s) and {n_outputs} "
+            f"output(s), placed after them, which fill the parameters ({filled}), {extra} more "
+            f"than the {position} before {param!r}.")
+    matching = [(j, index, o) for j, (kind, index) in enumerate(positional) if kind == "array"
+                for o, out in enumerate(out_avals)
+                if _spec.aval_text(in_avals[index]) == _spec.aval_text(out)][-extra:]
+    if matching:
+        shown = ", ".join(f"argument {j} ({_spec.aval_text(in_avals[index])}, the shape and "
+                          f"dtype of output {o})" for j, index, o in matching)
+        aliases = ", ".join(f"{index}: {o}" for _, index, o in matching)
+        return (f"{text} Most likely the output is passed as an input too: {shown}. If so, drop "
+                f"it from the positional arguments (out_shape places the outputs after them); "
+                f"or, if the kernel reads it as well, keep it and alias it to the output "
+                f"(input_output_aliases={{{aliases}}}), which gives the output no parameter of "
+                f"its own.")
+    last = ", ".join(f"argument {j}" for j in range(max(n_positional - extra, 0), n_positional))
+    return (f"{text} Drop the extra value(s) ({last or 'an output'}), or pass {param!r} "
+            f"positionally instead of by keyword.")
 
 
 def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_shapes: list,

@@ -125,10 +125,10 @@ def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[
             runtime = len(key) > 1 or (key[0] < len(call.positional)
                                        and call.positional[key[0]][0] == "scalar")
             if value is None or param.is_constexpr:
-                return value
+                return _interpret_host.host_constexpr(value)
             if runtime:
                 return _interpret_host.typed_scalar(value, f"argument {key}")
-            return tl.constexpr(value)
+            return tl.constexpr(_interpret_host.host_constexpr(value))
         source = sources[key]
         if source.kind == "scalar":
             return _interpret_host.typed_scalar(source.scalar, f"argument {key}")

@@ -203,6 +203,24 @@ def _tensor_results_for_constexpr_operators() -> list[tuple[Any, str, Any]]:
     return replaced
 
 
+def host_constexpr(value: Any) -> Any:
+    """A constexpr value as the interpreter can call it: a Triton builtin (`tl.exp`, with
+    `__triton_builtin__`), also inside a tuple, called with the interpreter's semantics. The
+    interpreter patches the builtins of `triton.language` only where the kernel names them; one
+    given as a constexpr is the unpatched builtin, which refuses a call without `_semantic`."""
+    if isinstance(value, tuple):
+        return tuple(host_constexpr(element) for element in value)
+    if not getattr(value, "__triton_builtin__", False):
+        return value
+    from triton.runtime.interpreter import interpreter_semantic
+
+    def builtin(*args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("_semantic", None)
+        return value(*args, **kwargs, _semantic=interpreter_semantic)
+
+    return builtin
+
+
 def typed_scalar(value: Any, what: str) -> Any:
     """A scalar argument (a value, or a `_spec.Scalar` typed already) as a Triton tensor of
     the type the GPU launch gives it."""

@@ -177,8 +177,9 @@ def _encode(calls: list, launches: list, spec: KernelCallSpec,
 class _Where:
     """What a lowering resolved beyond the call and its operands: the platform, the target, the
     devices' architecture where it differs from the target (`_target.foreign_devices`), the
-    plugin's features, what the kernel's call graph resolves to (`_compile.graph_key`: sources
-    and globals; a kept plan is one of this graph's) and the vendor's settings."""
+    plugin's features, what the kernel's call graph resolves to (`_compile.call_graph_key`:
+    sources and globals, with the Triton functions given as constexprs; a kept plan is one of
+    this graph's) and the vendor's settings."""
 
     platform: str
     target: Target
@@ -200,7 +201,7 @@ def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec)
     """
     target, features = _target.resolve_target(backend, ctx, spec)
     where = _Where(backend.platform, target, _target.foreign_devices(backend, ctx, spec, target),
-                   features, _compile.graph_key(spec.unwrapped.jit_fn),
+                   features, _compile.call_graph_key(spec),
                    backend.lowering_settings())
     lowered = _target.lowered_call(
         "jaxlib", ctx, spec, (where, _target.for_export(ctx),

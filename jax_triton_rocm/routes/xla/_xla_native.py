@@ -223,7 +223,7 @@ def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
     """
     # The same target, and the same error where none can be known, as jaxlib's route.
     target, _ = _target.resolve_target(backend, ctx, spec)
-    graph = _compile.graph_key(spec.unwrapped.jit_fn)
+    graph = _compile.call_graph_key(spec)
     call = _target.lowered_call(
         "xla", ctx, spec, (backend.platform, target),
         functools.partial(_compiled_call, backend, ctx, spec, target, graph, tuple(ctx.avals_in),
