@@ -1,13 +1,16 @@
 """The documentation as a whole: the front page, the site's pages and nav, the API reference (one
-block per public name, each with a docstring), the repository's address, the changelog.
-
-`mkdocs build --strict` itself runs in CI (.ci/run), where the `docs` extra is installed.
+block per public name, each with a docstring), the repository's address, the changelog, and the
+site's strict build (where the `docs` extra is installed, as in CI's full lane).
 """
 
 import ast
+import importlib.util
 import inspect
 import os
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
 
 import pytest
@@ -113,3 +116,37 @@ def test_the_changelog_has_unreleased_above_the_current_release():
     assert headings[0] == ("Unreleased", "")
     version, date = headings[1]
     assert version == _version.__version__ == _pyproject()["project"]["version"] and date
+
+
+def build_site(tmp_path, broken_link: str | None = None) -> subprocess.CompletedProcess:
+    """`mkdocs build --strict` of the site as CI runs it (not -q), into `tmp_path`; with
+    `broken_link`, of a copy of docs/ whose command-line page ends with that link."""
+    if importlib.util.find_spec("mkdocs") is None:
+        pytest.skip("mkdocs is not installed (pip install '.[docs]')")
+    config = os.path.join(ROOT, "mkdocs.yml")
+    if broken_link is not None:
+        shutil.copytree(os.path.join(ROOT, "docs"), tmp_path / "docs")
+        with open(tmp_path / "docs" / "cli.md", "a", encoding="utf-8") as page:
+            page.write(f"\nSee [elsewhere]({broken_link}).\n")
+        config = tmp_path / "mkdocs.yml"
+        config.write_text(_mkdocs().replace("docs_dir: docs", f"docs_dir: {tmp_path / 'docs'}")
+                          .replace("paths: [.]", f"paths: [{ROOT}]"))
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f",
+                           os.fspath(config), "-d", os.fspath(tmp_path / "site")],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+
+
+@pytest.mark.process
+def test_the_site_builds_strictly_without_a_warning(tmp_path):
+    built = build_site(tmp_path)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "WARNING" not in built.stderr, built.stderr[-3000:]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("link", ["missing.md", "routes.md#no-such-heading"])
+def test_a_broken_link_fails_the_strict_build(tmp_path, link):
+    built = build_site(tmp_path, broken_link=link)
+    assert built.returncode != 0
+    assert link.split("#")[-1] in built.stderr, built.stderr[-3000:]
