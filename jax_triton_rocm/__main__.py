@@ -12,7 +12,7 @@ prints the launches jaxlib would get.
 Neither prints a Python traceback: a failure of JAX's start-up, of Triton's import or of a
 plugin is told as what failed, the likely cause and the fix, with an exit status (0 done, 1 the
 demo failed, 2 bad argument, 3 JAX could not start, 4 Triton missing or broken); --traceback
-shows the traceback of a failure instead.
+shows the traceback of a failure as well (of an unexpected error: instead).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import json
 import logging
 import sys
 import time
+import traceback
 from typing import TYPE_CHECKING, NoReturn
 
 from jax_triton_rocm._version import __version__
@@ -135,6 +136,13 @@ def _fail(message: str, status: int = _startup.EXIT_USAGE) -> NoReturn:
     sys.exit(status)
 
 
+def _show_traceback(args: argparse.Namespace, err: BaseException | None) -> None:
+    """Prints `err`'s traceback on stderr where the command was given --traceback (before the
+    message that tells the failure)."""
+    if args.traceback and err is not None:
+        traceback.print_exception(err, file=sys.stderr)
+
+
 class _OneLineHandler(logging.Handler):
     """Prints each warning logged during a command as one line on stderr, with no traceback."""
 
@@ -221,6 +229,7 @@ def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
     try:
         _compat.triton_info()
     except ImportError as err:
+        _show_traceback(args, err)
         _fail(str(err), _startup.EXIT_NO_TRITON)
     targets = _checked_targets(args.arch)
     gpu = next((p for p in _vendors.GPU_PLATFORMS if p in startup.platforms), None)
@@ -244,6 +253,7 @@ def _run(args: argparse.Namespace) -> int:
     from jax_triton_rocm.cli import _info
 
     startup = _startup.start()
+    _show_traceback(args, startup.error)
     if args.command != "info":
         return _demo(args, startup)
     report = _info.collect(startup)
