@@ -158,3 +158,12 @@ def test_traceback_flag_shows_the_traceback_of_a_broken_triton():
     assert result.returncode == _startup.EXIT_NO_TRITON, result.stderr[-3000:]
     assert "Traceback (most recent call last)" in result.stderr, result.stderr[-3000:]
     assert "RuntimeError: simulated: built for another LLVM" in result.stderr
+
+
+@pytest.mark.parametrize("name,value", [("JAX_TRITON_ROCM_PREWARM", "maybe"),
+                                        ("JAX_TRITON_ROCM_KERNEL_CACHE_SIZE", "²"),
+                                        ("JAX_TRITON_ROCM_TARGET_ARCH", "cuda=sm_1")])
+def test_the_demo_on_the_cpu_refuses_a_bad_variable_as_a_usage_error(name, value):
+    result = run_cli(prelude=WITHOUT_GPU_PLUGINS, env={name: value})
+    assert_explained(result, _startup.EXIT_USAGE, f"error: {name}=")
+    assert "a bug in jax_triton_rocm" not in result.stderr, result.stderr[-3000:]

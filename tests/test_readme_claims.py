@@ -22,7 +22,7 @@ from jax_triton_rocm.cli import _startup
 from jax_triton_rocm.spec import _spec
 from tests import docs_files
 from tests.docs_files import without_startup_notes
-from tests.subprocess_utils import ROOT
+from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, run_cli
 
 
 def claim(name: str) -> str:
@@ -54,6 +54,14 @@ def info_shape(text: str) -> list[str]:
 @pytest.mark.process
 def test_info_prints_what_the_readme_shows_on_a_machine_without_a_gpu():
     assert info_shape(docs_files.info_without_gpu()) == info_shape(claim("info-without-gpu"))
+
+
+@pytest.mark.process
+def test_info_marks_a_refused_variable_as_the_page_shows():
+    shown = claim("invalid-variable-in-info").strip("\n")
+    name, value = re.match(r"\s+(\w+)='([^']*)'", shown).groups()
+    result = run_cli("info", prelude=WITHOUT_GPU_PLUGINS, env={name: value})
+    assert shown in result.stdout.splitlines(), result.stdout[-3000:]
 
 
 def test_only_the_start_up_section_is_set_aside():
