@@ -1,8 +1,8 @@
 """`python -m jax_triton_rocm`: run a Triton kernel through the bridge, or show what would run.
 
 On a machine with a GPU (CUDA or ROCm) it runs a vector add and a fused softmax inside
-`jax.jit` and checks them against jax.numpy. Without one, it says why no GPU could be used,
-cross-compiles the same kernels for named architectures (default sm_90, gfx942, gfx950) and
+`jax.jit` and checks them against jax.numpy. Without one (the usual case on a laptop or CI), it
+runs them on the CPU in Triton's interpreter, says why JAX has no GPU, then cross-compiles them for named architectures (default sm_90, gfx942, gfx950) and
 prints the launches jaxlib would get.
 
     python -m jax_triton_rocm [demo] [--arch sm_90 --arch gfx942 ...] [--cross]
@@ -247,7 +247,12 @@ def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
             _fail(str(err), _startup.EXIT_NO_TRITON)
         return run_on_gpu(gpu)
     if gpu is None:
-        print(f"No GPU here: {_no_gpu.no_gpu_reason(startup.problems)}")
+        # Without a GPU plugin this is the expected path, and the first line says so.
+        print("Running on the CPU, " + ("as on any machine without a GPU"
+                                         if not _vendors.installed_gpu_platforms()
+                                         else "as JAX started no GPU device here")
+              + ": the kernels in Triton's interpreter, then cross-compiled for GPUs.")
+        print(f"  {_no_gpu.no_gpu_reason(startup.problems)}")
         _fallback.mark_explained()  # the line above says why: no warning as well
         _cpu_demo.run_on_cpu(*_functions())
     return show_cross_compiled(targets)
