@@ -119,6 +119,16 @@ def test_the_demo_without_plugins_opens_as_the_usual_cpu_run_and_says_what_a_gpu
 
 
 @pytest.mark.process
+def test_the_readme_explains_each_custom_call_the_demo_prints_on_the_cpu():
+    result = run_cli(prelude=WITHOUT_GPU_PLUGINS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    printed = set(re.findall(r" -> (\S+): ", result.stdout))
+    readme = docs_files.read("README.md").split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    explained = set(re.findall(r"`([^`\s]+)` is ", readme))
+    assert printed and printed <= explained, (printed, explained)
+
+
+@pytest.mark.process
 @pytest.mark.skipif(not _vendors.installed_plugin("cuda"), reason="needs a CUDA plugin installed")
 def test_the_demo_with_a_plugin_but_no_device_says_so():
     if _vendors.installed_plugin("cuda") and jax.devices()[0].platform == "gpu":

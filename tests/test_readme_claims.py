@@ -108,6 +108,22 @@ def test_the_exit_status_table_lists_the_command_lines_statuses():
             "missing or broken)") in " ".join(cli.__doc__.split())
 
 
+# The lanes of .ci/run that install what pip picks by itself on each supported Python.
+PIP_PICKS_LANES = ("py313", "newest", "py311")
+
+
+def test_the_readme_says_which_jax_each_python_gets_as_ci_installs_it():
+    with open(os.path.join(ROOT, ".ci", "run")) as ci:
+        lanes = {name: (python, jax, triton.rsplit(".", 1)[0]) for name, python, jax, triton
+                 in re.findall(r'^\s+"([\w-]+)\|([\d.]+)\|([\d.]+)\|([\d.]+)"$', ci.read(),
+                               re.M)}
+    picked = {(python, f"jax {jax}, Triton {triton}")
+              for python, jax, triton in (lanes[name] for name in PIP_PICKS_LANES)}
+    shown = {(python.strip(), row[1]) for row in table_rows(claim("python-jax"))
+             for python in row[0].split(",")}
+    assert shown == picked
+
+
 def test_the_declared_versions_are_pyprojects():
     import tomllib
 
