@@ -300,10 +300,11 @@ def on_clear(hook: Callable[[], None]) -> None:
 
 
 def clear_caches() -> None:
-    """Empties every cache of the package (`CACHES`) and the vendors' state (`on_clear`), and
-    clears JAX's caches, whose lowered computations embed compiled kernels: what they held can
-    then be freed, and the next call really lowers and compiles again (after editing a kernel's
-    dependencies in place, or changing JAX_TRITON_ROCM_HSACO_DELIVERY).
+    """Empties every cache of the package (compiled kernels, remembered compile failures,
+    lowered calls) and what its GPU backends keep, and clears JAX's caches, whose lowered
+    computations embed compiled kernels: what they held can then be freed, and the next call
+    really lowers and compiles again (after editing a kernel's dependencies in place, or
+    changing JAX_TRITON_ROCM_HSACO_DELIVERY).
     """
     import jax
 
