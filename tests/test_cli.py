@@ -140,6 +140,15 @@ def test_the_demo_with_a_plugin_but_no_device_says_so():
     assert f"\n  {plugin} is installed, but JAX started no cuda device" in result.stdout
 
 
+def test_the_readme_names_the_architectures_the_demo_compiles_for_by_default():
+    import jax_triton_rocm.__main__ as cli
+
+    readme = docs_files.read("README.md").split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    named = re.search(r"then compiles them for (.*?) and prints", " ".join(readme.split()))
+    assert named and set(re.findall(r"\b(?:sm_\d+|gfx\w+)", named.group(1))) == set(
+        cli.DEFAULT_ARCHS), named
+
+
 def test_info_lists_exactly_the_variables_the_package_reads():
     named = set()
     package = os.path.join(ROOT, "jax_triton_rocm")

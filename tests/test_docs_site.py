@@ -118,6 +118,15 @@ def test_the_changelog_has_unreleased_above_the_current_release():
     assert version == _version.__version__ == _pyproject()["project"]["version"] and date
 
 
+def test_the_testing_page_names_the_pinned_docs_tools():
+    pins = dict(d.replace("[python]", "").split("==")
+                for d in _pyproject()["project"]["optional-dependencies"]["docs"])
+    page = " ".join(docs_files.read("docs/testing.md").split("## The documentation site")[1]
+                    .split("\n## ")[0].split())
+    named = dict(re.findall(r"([a-z][\w-]+) (\d+(?:\.\d+)+)", page))
+    assert named == pins
+
+
 def build_site(tmp_path, broken_link: str | None = None) -> subprocess.CompletedProcess:
     """`mkdocs build --strict` of the site as CI runs it (not -q), into `tmp_path`; with
     `broken_link`, of a copy of docs/ whose command-line page ends with that link."""
