@@ -2,8 +2,8 @@
 
 On a machine with a GPU (CUDA or ROCm) it runs a vector add and a fused softmax inside
 `jax.jit` and checks them against jax.numpy. Without one (the usual case on a laptop or CI), it
-runs them on the CPU in Triton's interpreter, says why JAX has no GPU, then cross-compiles them for named architectures (default sm_90, gfx942, gfx950) and
-prints the launches jaxlib would get.
+runs them on the CPU in Triton's interpreter, says why JAX has no GPU, then cross-compiles them
+for named architectures (default sm_90, gfx942, gfx950) and prints the launches a GPU would get.
 
     python -m jax_triton_rocm [demo] [--arch sm_90 --arch gfx942 ...] [--cross]
     python -m jax_triton_rocm info [--json]     versions, plugins, devices, delivery, caches

@@ -43,11 +43,12 @@ def triton_call(
     """Calls a Triton (or Gluon) kernel on JAX arrays; works eagerly and inside `jax.jit`.
 
     Takes jax-triton 0.4's call surface and 0.3's; the rules are in
-    [Porting from jax-triton](porting.md). Positional arguments fill the kernel's parameters in order; a keyword naming
-    a `tl.constexpr` is a constant, one naming another parameter an operand (with `out_shape`,
-    a constant unless it holds an array). Operands are arrays, scalars, `Ref`s (updated in
-    place), `TensorDescriptor`s, None and tuples of them. Outputs fill the non-constexpr
-    parameters left unfilled, in order: all of them, or only those not aliased to an input.
+    [Porting from jax-triton](porting.md). Positional arguments fill the kernel's parameters in
+    order; a keyword naming a `tl.constexpr` is a constant, one naming another parameter an
+    operand (with `out_shape`, a constant unless it holds an array). Operands are arrays,
+    scalars, `Ref`s (updated in place), `TensorDescriptor`s, None and tuples of them. Outputs
+    fill the non-constexpr parameters left unfilled, in order: all of them, or only those not
+    aliased to an input.
 
     Args:
       *args: the operands, in the kernel's parameter order.
