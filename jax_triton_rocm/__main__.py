@@ -1,9 +1,9 @@
 """`python -m jax_triton_rocm`: run a Triton kernel through the bridge, or show what would run.
 
 On a machine with a GPU (CUDA or ROCm) it runs a vector add and a fused softmax inside
-`jax.jit` and checks them against jax.numpy. Without one, it says why no GPU could be used,
-cross-compiles the same kernels for named architectures (default sm_90, gfx942, gfx950) and
-prints the launches jaxlib would get.
+`jax.jit` and checks them against jax.numpy. Without one (the usual case on a laptop or CI), it
+runs them on the CPU in Triton's interpreter, says why JAX has no GPU, then cross-compiles them
+for named architectures (default sm_90, gfx942, gfx950) and prints the launches a GPU would get.
 
     python -m jax_triton_rocm [demo] [--arch sm_90 --arch gfx942 ...] [--cross]
     python -m jax_triton_rocm info [--json]     versions, plugins, devices, delivery, caches
@@ -12,7 +12,7 @@ prints the launches jaxlib would get.
 Neither prints a Python traceback: a failure of JAX's start-up, of Triton's import or of a
 plugin is told as what failed, the likely cause and the fix, with an exit status (0 done, 1 the
 demo failed, 2 bad argument, 3 JAX could not start, 4 Triton missing or broken); --traceback
-shows the traceback of a failure instead.
+shows the traceback of a failure as well (of an unexpected error: instead).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import json
 import logging
 import sys
 import time
+import traceback
 from typing import TYPE_CHECKING, NoReturn
 
 from jax_triton_rocm._version import __version__
@@ -135,6 +136,13 @@ def _fail(message: str, status: int = _startup.EXIT_USAGE) -> NoReturn:
     sys.exit(status)
 
 
+def _show_traceback(args: argparse.Namespace, err: BaseException | None) -> None:
+    """Prints `err`'s traceback on stderr where the command was given --traceback (before the
+    message that tells the failure)."""
+    if args.traceback and err is not None:
+        traceback.print_exception(err, file=sys.stderr)
+
+
 class _OneLineHandler(logging.Handler):
     """Prints each warning logged during a command as one line on stderr, with no traceback."""
 
@@ -213,7 +221,7 @@ def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
     from jax_triton_rocm.cli import _cpu_demo
     from jax_triton_rocm import backends
     from jax_triton_rocm.backends import _no_gpu, _vendors
-    from jax_triton_rocm.base import _compat
+    from jax_triton_rocm.base import _compat, _values
     from jax_triton_rocm.routes.cpu import _fallback
 
     if startup.failure is not None:
@@ -221,7 +229,12 @@ def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
     try:
         _compat.triton_info()
     except ImportError as err:
+        _show_traceback(args, err)
         _fail(str(err), _startup.EXIT_NO_TRITON)
+    try:
+        _values.check_variables()
+    except ValueError as err:
+        _fail(str(err))
     targets = _checked_targets(args.arch)
     gpu = next((p for p in _vendors.GPU_PLATFORMS if p in startup.platforms), None)
     for problem in startup.problems:
@@ -234,7 +247,12 @@ def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
             _fail(str(err), _startup.EXIT_NO_TRITON)
         return run_on_gpu(gpu)
     if gpu is None:
-        print(f"No GPU here: {_no_gpu.no_gpu_reason(startup.problems)}")
+        # Without a GPU plugin this is the expected path, and the first line says so.
+        print("Running on the CPU, " + ("as on any machine without a GPU"
+                                         if not _vendors.installed_gpu_platforms()
+                                         else "as JAX started no GPU device here")
+              + ": the kernels in Triton's interpreter, then cross-compiled for GPUs.")
+        print(f"  {_no_gpu.no_gpu_reason(startup.problems)}")
         _fallback.mark_explained()  # the line above says why: no warning as well
         _cpu_demo.run_on_cpu(*_functions())
     return show_cross_compiled(targets)
@@ -244,6 +262,7 @@ def _run(args: argparse.Namespace) -> int:
     from jax_triton_rocm.cli import _info
 
     startup = _startup.start()
+    _show_traceback(args, startup.error)
     if args.command != "info":
         return _demo(args, startup)
     report = _info.collect(startup)

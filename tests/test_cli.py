@@ -106,11 +106,26 @@ def test_a_dotted_cuda_arch_is_printed_canonically():
 
 
 @pytest.mark.process
-def test_the_demo_without_plugins_says_none_is_installed_and_what_to_install():
+def test_the_demo_without_plugins_opens_as_the_usual_cpu_run_and_says_what_a_gpu_needs():
     result = run_cli(prelude=WITHOUT_GPU_PLUGINS)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert ("No GPU here: No jaxlib GPU plugin is installed, so JAX runs on the CPU only. To run "
-            "kernels, install JAX for your GPU first: pip install -U 'jax[cuda13]'") in result.stdout
+    first, second = result.stdout.splitlines()[:2]
+    assert first == ("Running on the CPU, as on any machine without a GPU: the kernels in "
+                     "Triton's interpreter, then cross-compiled for GPUs.")
+    assert second == ("  No jaxlib GPU plugin is installed (none is needed without a GPU), so JAX "
+                      "runs on the CPU. On a machine with a GPU, install JAX with its plugin: pip "
+                      "install -U 'jax[cuda13]' on NVIDIA, pip install -U 'jax[rocm7-local]' (see "
+                      "JAX's ROCm install guide) on AMD.")
+
+
+@pytest.mark.process
+def test_the_readme_explains_each_custom_call_the_demo_prints_on_the_cpu():
+    result = run_cli(prelude=WITHOUT_GPU_PLUGINS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    printed = set(re.findall(r" -> (\S+): ", result.stdout))
+    readme = docs_files.read("README.md").split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    explained = set(re.findall(r"`([^`\s]+)` is ", readme))
+    assert printed and printed <= explained, (printed, explained)
 
 
 @pytest.mark.process
@@ -121,7 +136,17 @@ def test_the_demo_with_a_plugin_but_no_device_says_so():
     result = run_cli()
     assert result.returncode == 0, result.stderr[-3000:]
     plugin = _vendors.installed_plugin("cuda")
-    assert f"No GPU here: {plugin} is installed, but JAX started no cuda device" in result.stdout
+    assert result.stdout.startswith("Running on the CPU, as JAX started no GPU device here: ")
+    assert f"\n  {plugin} is installed, but JAX started no cuda device" in result.stdout
+
+
+def test_the_readme_names_the_architectures_the_demo_compiles_for_by_default():
+    import jax_triton_rocm.__main__ as cli
+
+    readme = docs_files.read("README.md").split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    named = re.search(r"then compiles them for (.*?) and prints", " ".join(readme.split()))
+    assert named and set(re.findall(r"\b(?:sm_\d+|gfx\w+)", named.group(1))) == set(
+        cli.DEFAULT_ARCHS), named
 
 
 def test_info_lists_exactly_the_variables_the_package_reads():

@@ -139,3 +139,31 @@ def test_traceback_flag_shows_the_traceback():
     result = run_cli("--cross", "--traceback", prelude=BUG_IN_THE_DEMO)
     assert result.returncode != 0 and "Traceback" in result.stderr, result.stderr[-2000:]
 
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_traceback_flag_shows_the_traceback_of_a_jax_start_up_failure(command):
+    result = run_cli(*command, "--traceback", prelude=WITHOUT_GPU_PLUGINS,
+                     env={"JAX_PLATFORMS": "rocm"})
+    assert result.returncode == _startup.EXIT_JAX_DID_NOT_START, result.stderr[-3000:]
+    assert "Traceback (most recent call last)" in result.stderr, result.stderr[-3000:]
+    assert ("JAX could not start: JAX_PLATFORMS='rocm' asks for rocm"
+            in result.stdout + result.stderr)
+
+
+def test_traceback_flag_shows_the_traceback_of_a_broken_triton():
+    prelude = WITHOUT_GPU_PLUGINS + failing_import("triton", "RuntimeError",
+                                                   "simulated: built for another LLVM")
+    result = run_cli("--traceback", prelude=prelude)
+    assert result.returncode == _startup.EXIT_NO_TRITON, result.stderr[-3000:]
+    assert "Traceback (most recent call last)" in result.stderr, result.stderr[-3000:]
+    assert "RuntimeError: simulated: built for another LLVM" in result.stderr
+
+
+@pytest.mark.parametrize("name,value", [("JAX_TRITON_ROCM_PREWARM", "maybe"),
+                                        ("JAX_TRITON_ROCM_KERNEL_CACHE_SIZE", "²"),
+                                        ("JAX_TRITON_ROCM_TARGET_ARCH", "cuda=sm_1")])
+def test_the_demo_on_the_cpu_refuses_a_bad_variable_as_a_usage_error(name, value):
+    result = run_cli(prelude=WITHOUT_GPU_PLUGINS, env={name: value})
+    assert_explained(result, _startup.EXIT_USAGE, f"error: {name}=")
+    assert "a bug in jax_triton_rocm" not in result.stderr, result.stderr[-3000:]

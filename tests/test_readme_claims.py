@@ -22,7 +22,7 @@ from jax_triton_rocm.cli import _startup
 from jax_triton_rocm.spec import _spec
 from tests import docs_files
 from tests.docs_files import without_startup_notes
-from tests.subprocess_utils import ROOT
+from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, run_cli
 
 
 def claim(name: str) -> str:
@@ -54,6 +54,14 @@ def info_shape(text: str) -> list[str]:
 @pytest.mark.process
 def test_info_prints_what_the_readme_shows_on_a_machine_without_a_gpu():
     assert info_shape(docs_files.info_without_gpu()) == info_shape(claim("info-without-gpu"))
+
+
+@pytest.mark.process
+def test_info_marks_a_refused_variable_as_the_page_shows():
+    shown = claim("invalid-variable-in-info").strip("\n")
+    name, value = re.match(r"\s+(\w+)='([^']*)'", shown).groups()
+    result = run_cli("info", prelude=WITHOUT_GPU_PLUGINS, env={name: value})
+    assert shown in result.stdout.splitlines(), result.stdout[-3000:]
 
 
 def test_only_the_start_up_section_is_set_aside():
@@ -98,6 +106,22 @@ def test_the_exit_status_table_lists_the_command_lines_statuses():
     assert documented == in_code == {0, 1, 2, 3, 4}
     assert ("(0 done, 1 the demo failed, 2 bad argument, 3 JAX could not start, 4 Triton "
             "missing or broken)") in " ".join(cli.__doc__.split())
+
+
+# The lanes of .ci/run that install what pip picks by itself on each supported Python.
+PIP_PICKS_LANES = ("py313", "newest", "py311")
+
+
+def test_the_readme_says_which_jax_each_python_gets_as_ci_installs_it():
+    with open(os.path.join(ROOT, ".ci", "run")) as ci:
+        lanes = {name: (python, jax, triton.rsplit(".", 1)[0]) for name, python, jax, triton
+                 in re.findall(r'^\s+"([\w-]+)\|([\d.]+)\|([\d.]+)\|([\d.]+)"$', ci.read(),
+                               re.M)}
+    picked = {(python, f"jax {jax}, Triton {triton}")
+              for python, jax, triton in (lanes[name] for name in PIP_PICKS_LANES)}
+    shown = {(python.strip(), row[1]) for row in table_rows(claim("python-jax"))
+             for python in row[0].split(",")}
+    assert shown == picked
 
 
 def test_the_declared_versions_are_pyprojects():

@@ -42,12 +42,13 @@ def triton_call(
 ) -> Any:
     """Calls a Triton (or Gluon) kernel on JAX arrays; works eagerly and inside `jax.jit`.
 
-    Takes jax-triton 0.4's call surface and 0.3's; the rules are in docs/porting.md ("Porting
-    from jax-triton"). Positional arguments fill the kernel's parameters in order; a keyword naming
-    a `tl.constexpr` is a constant, one naming another parameter an operand (with `out_shape`,
-    a constant unless it holds an array). Operands are arrays, scalars, `Ref`s (updated in
-    place), `TensorDescriptor`s, None and tuples of them. Outputs fill the non-constexpr
-    parameters left unfilled, in order: all of them, or only those not aliased to an input.
+    Takes jax-triton 0.4's call surface and 0.3's; the rules are in
+    [Porting from jax-triton](porting.md). Positional arguments fill the kernel's parameters in
+    order; a keyword naming a `tl.constexpr` is a constant, one naming another parameter an
+    operand (with `out_shape`, a constant unless it holds an array). Operands are arrays,
+    scalars, `Ref`s (updated in place), `TensorDescriptor`s, None and tuples of them. Outputs
+    fill the non-constexpr parameters left unfilled, in order: all of them, or only those not
+    aliased to an input.
 
     Args:
       *args: the operands, in the kernel's parameter order.
@@ -75,10 +76,10 @@ def triton_call(
       cost_estimate: {"flops": n, "bytes_accessed": n, "transcendentals": n} for profilers.
       has_side_effect: keep the call even when nothing uses its results.
       batch_grid_axis: under `jax.vmap`, None (a loop) or the grid axis (0-2) that indexes the
-        examples in one launch (docs/batching.md).
+        examples in one launch ([jax.vmap and batching](batching.md)).
       xla_native: True takes XLA's own Triton call where the kernel fits it, False jaxlib's;
-        None follows JAX_TRITON_ROCM_XLA_NATIVE, else the rule in docs/routes.md
-        ("Which route a call takes").
+        None follows JAX_TRITON_ROCM_XLA_NATIVE, else the rule in
+        [Routes and performance](routes.md) ("Which route a call takes").
       constexprs: {parameter name: value}, compile-time constants in either convention (as
         `triton_call_lowering` takes them): the way to fill a parameter named like one of
         triton_call's own arguments (`num_stages`, `grid`, `name`, ...).

@@ -104,9 +104,9 @@ def no_gpu_reason(problems: tuple[Problem, ...] = ()) -> str:
     installed = {p: _vendors.installed_plugin(p) for p in _vendors.GPU_PLATFORMS}
     if not any(installed.values()):
         hints = {p: v.install_hint for p, v in _vendors.VENDORS.items()}
-        return ("No jaxlib GPU plugin is installed, so JAX runs on the CPU only. To run kernels, "
-                f"install JAX for your GPU first: {hints['cuda']} on NVIDIA, {hints['rocm']} on "
-                f"AMD.")
+        return ("No jaxlib GPU plugin is installed (none is needed without a GPU), so JAX runs "
+                f"on the CPU. On a machine with a GPU, install JAX with its plugin: "
+                f"{hints['cuda']} on NVIDIA, {hints['rocm']} on AMD.")
     try:
         started = set(xla_bridge.backends())
     except Exception:  # noqa: BLE001  (start-up failed: the command line explains it)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import os
 from typing import Any
 
 from jax_triton_rocm.base import _values
@@ -26,7 +25,7 @@ XLA_CALL_NAME_ATTRIBUTE = "jax_triton_rocm.name"  # the call's name on it (a fro
 
 # Forces the custom-call target of autotuned calls: "ffi" or "legacy" (unset: legacy).
 ENV_AUTOTUNE_TARGET = _values.ENV_AUTOTUNE_TARGET
-AUTOTUNE_TARGETS = {"ffi": FFI_TARGET, "legacy": LEGACY_TARGET}
+AUTOTUNE_TARGETS = dict(zip(_values.AUTOTUNE_TARGET_CHOICES, (FFI_TARGET, LEGACY_TARGET)))
 
 # Where jaxlib times an autotuned call's configs (`AutotunedKernelCall::Autotune` via
 # `GetKernelCall`, jaxlib/gpu/triton_kernels.cc; the CUDA and ROCm plugins build the same source):
@@ -48,13 +47,9 @@ def autotuned_call_target() -> str:
 
     Raises ValueError for an unknown value.
     """
-    forced = os.environ.get(ENV_AUTOTUNE_TARGET, "").strip().lower()
-    if not forced:
+    forced = _values.autotune_target()
+    if forced is None:
         return LEGACY_TARGET
-    if forced not in AUTOTUNE_TARGETS:
-        raise ValueError(
-            f"{ENV_AUTOTUNE_TARGET}={forced!r} is not a target for autotuned calls; use one of "
-            f"{', '.join(AUTOTUNE_TARGETS)} (or unset it for the default, legacy).")
     if forced == "ffi":
         _warn_ffi_autotune()
     return AUTOTUNE_TARGETS[forced]

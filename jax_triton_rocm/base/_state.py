@@ -94,22 +94,9 @@ LOCKS = LockRegistry()
 
 ENV_KERNEL_CACHE_SIZE = _values.ENV_KERNEL_CACHE_SIZE
 ENV_CALL_CACHE_SIZE = _values.ENV_CALL_CACHE_SIZE
-DEFAULT_CACHE_SIZE = 1024
-
-
-def cache_size(env: str) -> int:
-    """The bound the environment variable `env` sets (read at each use; unset: the default).
-
-    Raises:
-      ValueError: a value that is not a positive integer, naming the variable.
-    """
-    raw = os.environ.get(env, "").strip()
-    if not raw:
-        return DEFAULT_CACHE_SIZE
-    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:  # "²".isdigit() holds
-        raise ValueError(f"{env}={raw!r} must be a positive integer (how many entries the "
-                         f"cache keeps); unset it for the default ({DEFAULT_CACHE_SIZE}).")
-    return int(raw)
+DEFAULT_CACHE_SIZE = _values.DEFAULT_CACHE_SIZE
+# The bound a cache-size variable sets (read at each use); ValueError names a bad value.
+cache_size = _values.cache_size
 
 
 _MISSING = object()
@@ -313,10 +300,11 @@ def on_clear(hook: Callable[[], None]) -> None:
 
 
 def clear_caches() -> None:
-    """Empties every cache of the package (`CACHES`) and the vendors' state (`on_clear`), and
-    clears JAX's caches, whose lowered computations embed compiled kernels: what they held can
-    then be freed, and the next call really lowers and compiles again (after editing a kernel's
-    dependencies in place, or changing JAX_TRITON_ROCM_HSACO_DELIVERY).
+    """Empties every cache of the package (compiled kernels, remembered compile failures,
+    lowered calls) and what its GPU backends keep, and clears JAX's caches, whose lowered
+    computations embed compiled kernels: what they held can then be freed, and the next call
+    really lowers and compiles again (after editing a kernel's dependencies in place, or
+    changing JAX_TRITON_ROCM_HSACO_DELIVERY).
     """
     import jax
 

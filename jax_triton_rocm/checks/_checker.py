@@ -151,6 +151,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
       TypeError / ValueError: naming the argument, its value and the fix (a dtype Triton cannot
         take is a TypeError, a symbolic dimension (`jax.export`) a ValueError).
     """
+    _values.check_variables()  # each variable as its reader takes it, on every platform
     api = APIS[api_name]
     metaparams, options = dict(metaparams or {}), dict(options or {})
     g = given

@@ -183,8 +183,13 @@ def environment_report() -> dict[str, dict[str, str | None]]:
     """The package's, Triton's and JAX's variables with their values (None: unset).
 
     A `JAX_TRITON_ROCM_*` variable the package does not know is listed too: it is most likely
-    a typo.
+    a typo. Under "invalid", each package variable whose value the package refuses, with the
+    message a kernel call (or the demo) raises for it.
     """
+    try:
+        invalid = _values.variable_errors()
+    except Exception as err:  # noqa: BLE001  (a broken reader must not hide the report)
+        invalid = {"(checking the variables)": _first_line(err)}
     prefix = "JAX_TRITON_ROCM_"  # followed by TEST_: the package's tests' own, not its
     unknown = sorted(name for name in os.environ
                      if name.startswith(prefix) and name not in PACKAGE_ENV_VARS
@@ -194,6 +199,7 @@ def environment_report() -> dict[str, dict[str, str | None]]:
         "unknown_package_variables": {name: os.environ[name] for name in unknown},
         "triton": {name: os.environ.get(name) for name in TRITON_ENV_VARS},
         "jax": {name: os.environ.get(name) for name in JAX_ENV_VARS},
+        "invalid": invalid,
     }
 
 
@@ -256,7 +262,9 @@ def format_report(report: dict[str, Any]) -> str:
     environment = report["environment"]
     for group in ("package", "triton", "jax"):
         for name, value in environment[group].items():
-            lines.append(f"  {name}={value!r}" if value is not None else f"  {name} unset")
+            problem = environment["invalid"].get(name)
+            lines.append((f"  {name}={value!r}" if value is not None else f"  {name} unset")
+                         + (f" (invalid: {problem})" if problem else ""))
     for name, value in environment["unknown_package_variables"].items():
         lines.append(f"  {name}={value!r} (not a variable of this package: a typo?)")
     return "\n".join(lines)

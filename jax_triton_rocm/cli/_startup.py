@@ -50,12 +50,15 @@ class Startup:
       failure: why JAX could not start at all, or None.
       problems: plugins that failed (JAX went on without them, unless `failure` is set).
       notes: other warnings JAX logged while starting, one line each.
+      error: the exception JAX raised when it could not start, or None (its traceback is what
+        `--traceback` shows).
     """
 
     platforms: tuple[str, ...]
     failure: Problem | None
     problems: tuple[Problem, ...]
     notes: tuple[str, ...]
+    error: BaseException | None = None
 
 
 class _Caught(logging.Filter):
@@ -190,7 +193,7 @@ def start() -> Startup:
         elif problem not in problems:
             problems.append(problem)
     failure = None if error is None else _failure(error, problems)
-    return Startup(tuple(sorted(started)), failure, tuple(problems), tuple(notes))
+    return Startup(tuple(sorted(started)), failure, tuple(problems), tuple(notes), error)
 
 
 def _failure(err: BaseException, problems: list[Problem]) -> Problem:

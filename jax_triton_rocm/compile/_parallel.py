@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,12 +28,7 @@ ENV_COMPILE_THREADS = _values.ENV_COMPILE_THREADS
 Result = Any  # a CompiledKernel, or the exception its compile raised
 
 
-def cpu_count() -> int:
-    """CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+cpu_count = _values.cpu_count
 
 
 def thread_count(jobs: int) -> int:
@@ -43,17 +37,7 @@ def thread_count(jobs: int) -> int:
     Raises:
       ValueError: the variable is set to something other than a non-negative integer.
     """
-    raw = os.environ.get(ENV_COMPILE_THREADS, "").strip()
-    limit = cpu_count()
-    if raw:
-        try:
-            limit = int(raw)
-        except ValueError:
-            limit = -1
-        if limit < 0:
-            raise ValueError(f"{ENV_COMPILE_THREADS}={raw!r} must be a non-negative integer; "
-                             f"unset it for the default (one thread per kernel, at most "
-                             f"{cpu_count()}).")
+    limit = _values.compile_threads()
     return max(1, min(jobs, limit or 1))
 
 

@@ -183,6 +183,16 @@ def _parse_env(raw: str) -> dict[str, str]:
     return archs
 
 
+def _env_archs() -> dict[str, str]:
+    """The architectures `JAX_TRITON_ROCM_TARGET_ARCH` names now (its reader for
+    `_values.check_variables`)."""
+    raw = os.environ.get(ENV_TARGET_ARCH, "")
+    return _parse_env(raw) if raw.strip() else {}
+
+
+_values.VARIABLE_READERS[ENV_TARGET_ARCH] = _env_archs
+
+
 @contextlib.contextmanager
 def named_in_force(archs: dict[str, str]) -> Iterator[dict[str, str]]:
     """Makes `archs` (canonical, by platform) the named architectures, over those named before;

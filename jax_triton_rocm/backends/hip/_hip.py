@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.backends.hip import _hip_files, _hip_prewarm
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.base import _compat, _values
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.plan._plan import LaunchLimits, Target
 
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
 
 ENV_DELIVERY = _hip_prewarm.ENV_DELIVERY
-DELIVERY_MODES = ("embedded", "path")
+DELIVERY_MODES = _values.HSACO_DELIVERY_MODES
 JAXLIB_WARP = 64
 
 # LDS a workgroup may use, by gfx name; every other AMD target has 64 KiB (Triton's AMD backend,
@@ -91,12 +91,9 @@ def delivery_mode(features: _vendors.PluginFeatures) -> str:
     Raises:
       ValueError: an unknown mode, or "embedded" forced for a plugin known not to read it.
     """
-    forced = os.environ.get(ENV_DELIVERY, "").strip().lower()
-    if not forced:
+    forced = _values.hsaco_delivery()
+    if forced is None:
         return "embedded" if features.module_image else "path"
-    if forced not in DELIVERY_MODES:
-        raise ValueError(f"{ENV_DELIVERY}={forced!r} is not a delivery mode; use one of "
-                         f"{', '.join(DELIVERY_MODES)} (or unset it for the best supported).")
     if forced == "embedded" and not features.module_image and features.plugin is not None:
         raise ValueError(
             f"{ENV_DELIVERY}=embedded, but the ROCm plugin ({features.detected_from}) does not "
