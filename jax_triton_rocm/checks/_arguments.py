@@ -167,8 +167,9 @@ def close_names(unknown: Iterable[str], known: Iterable[str]) -> str:
 def check_canonical_dtype(dtype: Any, what: str, fix: str, *, output: bool = False) -> None:
     """Raises TypeError for an array's or output's dtype that JAX holds as another one: with
     64-bit types off (`jax_enable_x64`, the default), float64, int64, uint64 and complex128
-    become their 32-bit kind (`jax.dtypes.canonicalize_dtype`). An input would reach the kernel
-    converted, and an output declared float64 is a float32 buffer the kernel would overrun.
+    become their 32-bit kind (`jax.dtypes.canonicalize_dtype`). A float input would reach the
+    kernel converted (callers pass floats only: integers convert as `jnp.asarray` converts
+    them), and an output declared float64 is a float32 buffer the kernel would overrun.
     `fix` is the code that makes it the dtype JAX holds, with {} for its name."""
     given = np.dtype(dtype)
     held = np.dtype(jax.dtypes.canonicalize_dtype(given))
@@ -444,8 +445,11 @@ def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
         flat.operands.append(leaf.value)
         return ("descriptor", (leaf.operand, _tensordesc.abstract(value, value.base)))
     if is_ref(value) or (hasattr(value, "shape") and hasattr(value, "dtype")):
-        if not is_ref(value) and not isinstance(value, jax.Array) and np.ndim(value):
+        if (not is_ref(value) and not isinstance(value, jax.Array) and np.ndim(value)
+                and np.issubdtype(value.dtype, np.inexact)):
             # A 0-d one is most likely meant as a scalar: the layout's hint says so instead.
+            # Integers convert as jnp.asarray converts them (np.arange's int64 to int32), and
+            # the kernel reads the values given; a float would lose precision unseen.
             check_canonical_dtype(value.dtype, what, "jnp.asarray(x, jnp.{})")
         leaf = Leaf(value if is_ref(value) or isinstance(value, jax.Array)
                     else jnp.asarray(value), what, len(flat.operands))
