@@ -316,8 +316,9 @@ def _lower_in_a_thread():
     return thread, outcome
 
 
-@pytest.mark.parametrize("kind", ["fifo", "symlink to a fifo", "folder"])
-def test_what_is_not_a_regular_file_is_never_opened(choices_dir, caplog, kind):
+@pytest.mark.parametrize("kind,what", [("fifo", "a FIFO"), ("symlink to a fifo", "a symbolic link"),
+                                       ("folder", "a folder")])
+def test_what_is_not_a_regular_file_is_never_opened(choices_dir, caplog, kind, what):
     path, _ = _stored_choice(choices_dir)
     path.unlink()
     fifo = choices_dir / "fifo"
@@ -335,7 +336,7 @@ def test_what_is_not_a_regular_file_is_never_opened(choices_dir, caplog, kind):
             os.close(os.open(fifo if kind != "fifo" else path, os.O_WRONLY | os.O_NONBLOCK))
             thread.join(10)
     assert not blocked and outcome and outcome[0].undecided is not None
-    assert f"{path} (not a regular file)" in caplog.text
+    assert f"{path} ({what}, not a regular file)" in caplog.text
 
 
 def test_a_dead_writers_temporary_files_are_swept_once_a_minute_old(choices_dir, monkeypatch):

@@ -59,10 +59,25 @@ def _open_folder(path: str, dir_fd: int | None = None) -> int:
         raise
 
 
-def read_entry_file(folder: str, name: str, limit: int) -> bytes:
-    """The bytes of the regular file `name` directly inside `folder`.
+@contextlib.contextmanager
+def folder(path: str) -> Iterator[int]:
+    """A descriptor of the folder `path`, its last part no link, for reading in.
 
-    Neither `folder`'s last part nor `name` may be a link; anything but a regular file is
+    Raises:
+      RefusedFile: `path` is a link or no folder.
+      OSError: it cannot be opened (FileNotFoundError: it is not there).
+    """
+    fd = _open_folder(path)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def read_entry_file(directory: str, name: str, limit: int) -> bytes:
+    """The bytes of the regular file `name` directly inside the folder `directory`.
+
+    Neither `directory`'s last part nor `name` may be a link; anything but a regular file is
     refused before it is opened, and the file is opened without waiting (a FIFO swapped in
     after the check is refused, not read).
 
@@ -73,16 +88,13 @@ def read_entry_file(folder: str, name: str, limit: int) -> bytes:
       OSError: the file cannot be read.
     """
     if not name or name in (".", "..") or "/" in name or "\0" in name:
-        raise RefusedFile(f"{name!r} is not the name of a file directly inside {folder}")
-    folder_fd = _open_folder(folder)
-    try:
+        raise RefusedFile(f"{name!r} is not the name of a file directly inside {directory}")
+    with folder(directory) as folder_fd:
         before = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
         if not stat.S_ISREG(before.st_mode):
             raise RefusedFile(f"{_kind(before.st_mode)}, not a regular file")
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                      dir_fd=folder_fd)
-    finally:
-        os.close(folder_fd)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
