@@ -327,7 +327,7 @@ def _listing_problem(folder: str, child: Any, path: Any, request: Request) -> st
     except OSError:
         inside = False
     if not inside:
-        return f"listed outside the entry's folder {folder}"
+        return f"listed as {child}, which is not this file in the entry's folder {folder}"
     return None
 
 
@@ -348,6 +348,8 @@ def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
         children = children["child_paths"]
     except FileNotFoundError:
         return None
+    except _files.RefusedFile as err:
+        return group_path, str(err)
     except (OSError, ValueError, KeyError, TypeError) as err:
         return group_path, f"unreadable group file ({type(err).__name__}: {err})"
     if not isinstance(children, dict):
@@ -369,6 +371,8 @@ def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
             files[ext] = data if ext == request.binary_ext else data.decode("utf-8")
         except UnicodeDecodeError as err:
             return path, f"not text ({err})"
+        except _files.RefusedFile as err:
+            return path, str(err)
         except (OSError, ValueError) as err:
             return path, f"unreadable ({type(err).__name__}: {err})"
     try:
