@@ -1,14 +1,20 @@
 """Triton's on-disk cache entry for one compile, checked before its binary is used.
 
-Triton trusts what its cache holds: a truncated CUBIN or HSACO is handed out as it is, and a
-garbled metadata file makes every later compile of the kernel fail with a bare JSONDecodeError.
-So before `triton.compile` runs, the entry it will read is checked: the group file and every
-file it lists can be read, the metadata parses, has the fields the package reads and names this
-entry and target, and the binary is an ELF for the target that holds all of its headers and
-sections. A damaged entry is emptied with Triton's own atomic `put_group` (an empty group is a
-miss), so Triton compiles again and replaces each file atomically, and one warning names the
-damaged file. What `triton.compile` returns is checked the same way (another process may damage
-the entry in between); a binary still damaged after one replacement is an error.
+Triton trusts what its cache holds: a truncated CUBIN or HSACO is handed out as it is, a
+garbled metadata file makes every later compile of the kernel fail with a bare JSONDecodeError,
+and its group file lists files by absolute path, which it opens following links. So before
+`triton.compile` runs, the entry it will read is checked, read as `_files.read_entry_file` reads:
+only regular files directly inside the entry's own folder, bounded, never a link, FIFO or
+device. The metadata must parse, have the fields the package reads, name this entry, target and
+kernel, and hold the options the compile asks for (`num_warps`, `num_ctas`, ...); the binary
+must be an ELF for the target that holds all of its headers and sections and defines the
+kernel's function; the IR the package reads must name the kernel (and PTX and AMDGCN the threads
+per block). Anything else is damage. A damaged entry is emptied with Triton's own atomic
+`put_group` (an empty group is a miss), so Triton compiles again and replaces each file
+atomically, and one warning names the damaged file. What `triton.compile` returns is checked the
+same way (another process may damage the entry in between); a binary still damaged after one
+replacement is an error. A cache folder others can write is named in one warning
+(`_files.warn_if_others_can_write`).
 
 Processes sharing the cache: each finds the damage itself and compiles again; files are only
 ever replaced atomically (never deleted), so a reader sees either the old file or a whole new
@@ -254,7 +260,8 @@ def request_problem(meta: dict[str, Any], request: Request) -> str | None:
     found = _as_json({field: meta.get(field) for field in request.options})
     for field, wanted in request.options.items():
         if found[field] != wanted:
-            return f"metadata says {field}={found[field]!r}, but the kernel compiles with {wanted!r}"
+            return (f"metadata says {field}={found[field]!r}, but the kernel compiles with "
+                    f"{wanted!r}")
     return None
 
 
