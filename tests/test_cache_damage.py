@@ -4,6 +4,7 @@ replaced, with one warning naming the damaged file."""
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -152,6 +153,19 @@ def _another_kernels(ext):
     return replace
 
 
+def _edit_text(pattern, replace):
+    def edit(path, platform, cache_dir):
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(re.sub(pattern, replace, text, count=1))
+    return edit
+
+
+_doubled_threads = _edit_text(r"(reqntid|max_flat_workgroup_size:)(\s+)(\d+)",
+                              lambda m: f"{m[1]}{m[2]}{2 * int(m[3])}")
+
+
 def _asm_listed_under_another_name(path, platform, cache_dir):
     with open(path) as f:
         children = json.load(f)["child_paths"]
@@ -185,6 +199,7 @@ DAMAGES = [
     ("another kernel's binary", "BINARY", _another_kernels("BINARY")),
     ("another kernel's Triton IR", ".ttir", _another_kernels("ttir")),
     ("another kernel's assembly", "ASM", _another_kernels("ASM")),
+    ("assembly for twice the threads per block", "ASM", _doubled_threads),
     ("the assembly under an unexpected name", "__grp__add_kernel.json",
      _asm_listed_under_another_name),
 ]
@@ -220,6 +235,17 @@ def kernel_reaching_the_call(platform: str):
 
 def damage_warnings(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
+
+
+def test_ptx_for_clusters_of_another_size_is_damage(cache_dir, caplog):
+    kernel_reaching_the_call("cuda")
+    path = entry_file(cache_dir, "cuda", ".ptx")
+    _edit_text(r"(\.reqntid \d+)", r"\1\n.explicitcluster\n.reqnctapercluster 2")(
+        path, "cuda", cache_dir)
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        kernel_reaching_the_call("cuda")
+    warnings = damage_warnings(caplog)
+    assert len(warnings) == 1 and f"{path}: PTX for clusters of 2 blocks, not 1" in warnings[0]
 
 
 SECRET = "tt.func public @add_kernel() { SECRET of another user }"

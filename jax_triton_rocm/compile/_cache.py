@@ -268,7 +268,8 @@ def request_problem(meta: dict[str, Any], request: Request) -> str | None:
 def _text_problem(ext: str, text: str, request: Request) -> str | None:
     """What in the IR text `text` (file extension `ext`) disagrees with `request`: the IR the
     package reads (Triton IR, PTX, AMDGCN) names the kernel, and PTX and AMDGCN state the
-    threads per block that the launch uses (num_warps times the warp size)."""
+    threads per block that the launch uses (num_warps times the warp size), PTX the blocks per
+    cluster (num_ctas)."""
     name = re.escape(request.kernel)
     threads = int(request.options.get("num_warps", 0)) * request.target.warp_size
     if ext in ("ttir", "ttgir") and not re.search(rf'@(?:{name}|"{name}")\(', text):
@@ -279,6 +280,10 @@ def _text_problem(ext: str, text: str, request: Request) -> str | None:
         found = re.search(r"\.(?:reqntid|maxntid)\s+(\d+)", text)
         if found and int(found[1]) != threads:
             return f"PTX for {found[1]} threads per block, not {threads}"
+        found = re.search(r"\.reqnctapercluster\s+(\d+)", text)
+        ctas = int(request.options.get("num_ctas") or 1)
+        if int(found[1] if found else 1) != ctas:
+            return f"PTX for clusters of {found[1] if found else 1} blocks, not {ctas}"
     if ext == "amdgcn":
         if not re.search(rf"^\s*\.name:\s+{name}\s*$", text, re.M):
             return f"AMDGCN of another kernel: it names no kernel {request.kernel}"
