@@ -302,6 +302,71 @@ def test_a_choice_of_another_format_or_with_wrong_fields_is_ignored_with_one_war
     assert len(warnings) == 1 and problem in warnings[0], warnings
 
 
+def test_a_deeply_nested_choice_file_is_ignored_with_a_warning(choices_dir, caplog):
+    path, _ = _stored_choice(choices_dir)
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    jtr.clear_caches()
+    with caplog.at_level("WARNING", logger="jax_triton_rocm"):
+        assert _lower().undecided is not None
+    assert f"{path} (JSON nested too deeply to parse)" in caplog.text
+
+
+NOBODY = 65534  # another user's id, to own folders as root
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="making another user's folder needs "
+                                "root (os.chown)")
+
+
+def _plant(store, key, how):
+    """Prepares the folder `store` as another user could have, `how`; returns the folder a
+    write must not reach."""
+    group = store / key[:2]
+    elsewhere = store.parent / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    if how == "store folder is a link":
+        store.symlink_to(elsewhere)
+        return elsewhere
+    store.mkdir()
+    if how == "group folder is a link":
+        group.symlink_to(elsewhere)
+        return elsewhere
+    folder = group if how == "group folder is another user's" else store
+    folder.mkdir(exist_ok=True)
+    os.chown(folder, NOBODY, NOBODY)
+    return folder
+
+
+@needs_root
+@pytest.mark.parametrize("how", ["group folder is a link", "store folder is a link",
+                                 "group folder is another user's",
+                                 "store folder is another user's"])
+def test_a_store_another_user_could_have_planted_is_not_written(choices_dir, monkeypatch,
+                                                                caplog, how):
+    store = choices_dir / "store"
+    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(store))
+    undecided = _undecided()
+    untouched = _plant(store, undecided.key, how)
+    with caplog.at_level("WARNING", logger="jax_triton_rocm"):
+        _target.STORE.put(undecided.key, _target.Choice(2, undecided.descriptions[2]))
+        _target.STORE.put(undecided.key, _target.Choice(2, undecided.descriptions[2]))
+    assert [p for p in untouched.rglob("*") if p.is_file()] == []
+    warnings = [r.getMessage() for r in caplog.records if "could not save" in r.getMessage()]
+    assert len(warnings) == 1 and "kept in this process" in warnings[0], warnings
+    assert ("a symbolic link" if "link" in how else f"owned by user id {NOBODY}") in warnings[0]
+    assert _block(_lower()) == au.ADD_CONFIGS[2].kwargs["BLOCK"]  # the choice is kept
+
+
+def test_a_choice_behind_a_group_folder_that_is_a_link_is_not_read(choices_dir, caplog):
+    path, _ = _stored_choice(choices_dir)
+    moved = choices_dir / "moved"
+    path.parent.rename(moved)
+    path.parent.symlink_to(moved)
+    jtr.clear_caches()
+    with caplog.at_level("WARNING", logger="jax_triton_rocm"):
+        assert _lower().undecided is not None
+    assert "is a symbolic link, not a folder" in caplog.text
+
+
 def _lower_in_a_thread():
     """Lowers in another thread, so that a read that blocks shows as a thread still running."""
     import threading
@@ -313,8 +378,9 @@ def _lower_in_a_thread():
     return thread, outcome
 
 
-@pytest.mark.parametrize("kind", ["fifo", "symlink to a fifo", "folder"])
-def test_what_is_not_a_regular_file_is_never_opened(choices_dir, caplog, kind):
+@pytest.mark.parametrize("kind,what", [("fifo", "a FIFO"), ("symlink to a fifo", "a symbolic link"),
+                                       ("folder", "a folder")])
+def test_what_is_not_a_regular_file_is_never_opened(choices_dir, caplog, kind, what):
     path, _ = _stored_choice(choices_dir)
     path.unlink()
     fifo = choices_dir / "fifo"
@@ -332,7 +398,7 @@ def test_what_is_not_a_regular_file_is_never_opened(choices_dir, caplog, kind):
             os.close(os.open(fifo if kind != "fifo" else path, os.O_WRONLY | os.O_NONBLOCK))
             thread.join(10)
     assert not blocked and outcome and outcome[0].undecided is not None
-    assert f"{path} (not a regular file)" in caplog.text
+    assert f"{path} ({what}, not a regular file)" in caplog.text
 
 
 def test_a_dead_writers_temporary_files_are_swept_once_a_minute_old(choices_dir, monkeypatch):

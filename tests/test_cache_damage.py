@@ -4,13 +4,17 @@ replaced, with one warning naming the damaged file."""
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import threading
 
 import jax.numpy as jnp
 import pytest
 import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.compile import _cache, _errors
@@ -20,6 +24,8 @@ from tests.subprocess_utils import ROOT, child_env, run_python
 
 X = spec((4096,), jnp.float32)
 BINARY = {"cuda": "cubin", "rocm": "hsaco"}
+ASM = {"cuda": "ptx", "rocm": "amdgcn"}
+TARGETS = {"cuda": GPUTarget("cuda", 90, 32), "rocm": GPUTarget("hip", "gfx942", 64)}
 BACKEND = {"cuda": "cuda", "rocm": "hip"}
 MACHINE = {"cuda": 190, "rocm": 224}  # EM_CUDA, EM_AMDGPU
 OTHER = {"cuda": "rocm", "rocm": "cuda"}
@@ -108,6 +114,68 @@ def _not_text(path, platform, cache_dir):
         f.write(b"\xff\xfe\x00\x9c" * 64)
 
 
+def _set_field(field, value):
+    def change(path, platform, cache_dir):
+        with open(path) as f:
+            meta = json.load(f)
+        meta[field] = value
+        with open(path, "w") as f:
+            json.dump(meta, f)
+    return change
+
+
+def _deeply_nested(path, platform, cache_dir):
+    with open(path, "w") as f:
+        f.write("[" * 100_000 + "]" * 100_000)
+
+
+def another_kernels_file(platform: str, ext: str):
+    """The file `ext` ("cubin", "ttir", ...) of another kernel (`sized_add_kernel`) compiled for
+    `platform`, from a cache folder of its own."""
+    folder = os.environ["TRITON_CACHE_DIR"]
+    os.environ["TRITON_CACHE_DIR"] = folder + "-other"
+    try:
+        source = ASTSource(kernels.sized_add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32",
+                                                      "n": "constexpr", "out_ptr": "*fp32",
+                                                      "BLOCK": "constexpr"},
+                           constexprs={(2,): 4096, (4,): 256})
+        return triton.compile(source, target=TARGETS[platform]).asm[ext]
+    finally:
+        os.environ["TRITON_CACHE_DIR"] = folder
+
+
+def _another_kernels(ext):
+    def replace(path, platform, cache_dir):
+        data = another_kernels_file(platform, ASM[platform] if ext == "ASM" else
+                                    BINARY[platform] if ext == "BINARY" else ext)
+        with open(path, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+    return replace
+
+
+def _edit_text(pattern, replace):
+    def edit(path, platform, cache_dir):
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(re.sub(pattern, replace, text, count=1))
+    return edit
+
+
+_doubled_threads = _edit_text(r"(reqntid|max_flat_workgroup_size:)(\s+)(\d+)",
+                              lambda m: f"{m[1]}{m[2]}{2 * int(m[3])}")
+
+
+def _asm_listed_under_another_name(path, platform, cache_dir):
+    with open(path) as f:
+        children = json.load(f)["child_paths"]
+    asm = children.pop(f"add_kernel.{ASM[platform]}")
+    os.rename(asm, asm[:-len(ASM[platform])] + "xyz")
+    children["add_kernel.xyz"] = asm[:-len(ASM[platform])] + "xyz"
+    with open(path, "w") as f:
+        json.dump({"child_paths": children}, f)
+
+
 # (name, file of the entry it damages, damage). Entries for both vendors are in the cache, so the
 # other vendor's binary and metadata are at hand.
 DAMAGES = [
@@ -122,6 +190,18 @@ DAMAGES = [
     ("the other vendor's metadata", "add_kernel.json", _other_vendors_metadata),
     ("garbled group file", "__grp__add_kernel.json", _garbled_json),
     ("Triton IR that is not text", ".ttir", _not_text),
+    ("metadata with other num_warps", "add_kernel.json", _set_field("num_warps", 8)),
+    ("metadata with other num_ctas", "add_kernel.json", _set_field("num_ctas", 2)),
+    ("metadata naming another kernel", "add_kernel.json", _set_field("name", "sub_kernel")),
+    ("metadata with negative shared memory", "add_kernel.json", _set_field("shared", -1)),
+    ("deeply nested metadata", "add_kernel.json", _deeply_nested),
+    ("deeply nested group file", "__grp__add_kernel.json", _deeply_nested),
+    ("another kernel's binary", "BINARY", _another_kernels("BINARY")),
+    ("another kernel's Triton IR", ".ttir", _another_kernels("ttir")),
+    ("another kernel's assembly", "ASM", _another_kernels("ASM")),
+    ("assembly for twice the threads per block", "ASM", _doubled_threads),
+    ("the assembly under an unexpected name", "__grp__add_kernel.json",
+     _asm_listed_under_another_name),
 ]
 
 
@@ -132,7 +212,8 @@ def test_a_damaged_entry_is_compiled_again_with_one_warning_naming_the_file(
     _, which, damage_fn = damage
     whole = binary_reaching_the_call(platform)
     binary_reaching_the_call(OTHER[platform])
-    path = entry_file(cache_dir, platform, "." + BINARY[platform] if which == "BINARY" else which)
+    which = {"BINARY": "." + BINARY[platform], "ASM": "." + ASM[platform]}.get(which, which)
+    path = entry_file(cache_dir, platform, which)
     damage_fn(path, platform, cache_dir)
     with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
         again = binary_reaching_the_call(platform)
@@ -142,6 +223,87 @@ def test_a_damaged_entry_is_compiled_again_with_one_warning_naming_the_file(
     assert again == whole
     warnings = [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
     assert len(warnings) == 1 and path in warnings[0], warnings
+
+
+def kernel_reaching_the_call(platform: str):
+    """The package's compiled kernel that the lowered call carries."""
+    jtr.clear_caches()
+    with captured_lowerings() as captured:
+        lower_for(kernels.add, X, X, platform=platform)
+    return captured[0].kernels[0]
+
+
+def damage_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
+
+
+def test_ptx_for_clusters_of_another_size_is_damage(cache_dir, caplog):
+    kernel_reaching_the_call("cuda")
+    path = entry_file(cache_dir, "cuda", ".ptx")
+    _edit_text(r"(\.reqntid \d+)", r"\1\n.explicitcluster\n.reqnctapercluster 2")(
+        path, "cuda", cache_dir)
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        kernel_reaching_the_call("cuda")
+    warnings = damage_warnings(caplog)
+    assert len(warnings) == 1 and f"{path}: PTX for clusters of 2 blocks, not 1" in warnings[0]
+
+
+SECRET = "tt.func public @add_kernel() { SECRET of another user }"
+
+
+@pytest.mark.parametrize("how", ["a link in the entry", "a path outside the entry"])
+def test_a_file_outside_the_entry_is_never_read(cache_dir, tmp_path, how, caplog):
+    whole = kernel_reaching_the_call("cuda")
+    secret = tmp_path / "secret.ttir"
+    secret.write_text(SECRET)
+    secret.chmod(0o600)
+    path = entry_file(cache_dir, "cuda", ".ttir")
+    if how == "a link in the entry":
+        os.remove(path)
+        os.symlink(secret, path)
+        named = path
+    else:
+        group_path = entry_file(cache_dir, "cuda", "__grp__add_kernel.json")
+        with open(group_path) as f:
+            children = json.load(f)["child_paths"]
+        children["add_kernel.ttir"] = named = str(secret)
+        with open(group_path, "w") as f:
+            json.dump({"child_paths": children}, f)
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        again = kernel_reaching_the_call("cuda")
+    assert "SECRET" not in again.ttir and again.ttir == whole.ttir
+    warnings = damage_warnings(caplog)
+    assert len(warnings) == 1 and named in warnings[0], warnings
+
+
+def test_a_fifo_in_the_entry_is_refused_without_waiting(cache_dir, caplog):
+    kernel_reaching_the_call("cuda")
+    path = entry_file(cache_dir, "cuda", ".ttir")
+    os.remove(path)
+    os.mkfifo(path)
+    outcome = []
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        thread = threading.Thread(
+            target=lambda: outcome.append(kernel_reaching_the_call("cuda")), daemon=True)
+        thread.start()
+        thread.join(60)
+        blocked = thread.is_alive()
+        if blocked:  # a read waits on the FIFO: open its other end to free it
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            thread.join(10)
+    assert not blocked and outcome and outcome[0].binary
+    warnings = damage_warnings(caplog)
+    assert len(warnings) == 1 and f"{path}: a FIFO, not a regular file" in warnings[0], warnings
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_metadata_changed_after_the_compile_never_reaches_the_launch(cache_dir, platform):
+    whole = kernel_reaching_the_call(platform)
+    path = entry_file(cache_dir, platform, "add_kernel.json")
+    _set_field("num_warps", whole.num_warps * 2)(path, platform, cache_dir)
+    again = kernel_reaching_the_call(platform)
+    assert (again.num_warps, again.name, again.binary) == (whole.num_warps, whole.name,
+                                                           whole.binary)
 
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])
@@ -234,3 +396,39 @@ def test_eight_processes_sharing_a_damaged_cache_all_get_a_whole_binary(tmp_path
     assert all(process.returncode == 0 for process in processes), outputs[0][1][-3000:]
     assert {out.split()[0] if out else "" for out, _ in outputs} == {str(MACHINE["cuda"])}
     assert {out for out, _ in outputs} == {whole.stdout}
+
+
+# Lowers the add kernel for sm_90 with at most 16 GiB of address space, so that a read of
+# /dev/zero without bound ends in a MemoryError instead of filling the machine.
+LOWER_WITH_BOUNDED_MEMORY = """
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (16 << 30, 16 << 30))
+    import jax.numpy as jnp
+    from tests import kernels
+    from tests.lowering_utils import capture_one, spec
+    X = spec((4096,), jnp.float32)
+    print(len(capture_one(kernels.add, X, X, platform="cuda").kernels[0].ttir))
+"""
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("how", ["a link to /dev/zero", "/dev/zero listed"])
+def test_dev_zero_in_an_entry_is_refused_not_read(tmp_path, how):
+    env = {"TRITON_CACHE_DIR": str(tmp_path), "JAX_PLATFORMS": "cpu"}
+    first = run_python(LOWER_WITH_BOUNDED_MEMORY, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    path = entry_file(tmp_path, "cuda", ".ttir")
+    if how == "a link to /dev/zero":
+        os.remove(path)
+        os.symlink("/dev/zero", path)
+    else:
+        group_path = entry_file(tmp_path, "cuda", "__grp__add_kernel.json")
+        with open(group_path) as f:
+            children = json.load(f)["child_paths"]
+        children["add_kernel.ttir"] = path = "/dev/zero"
+        with open(group_path, "w") as f:
+            json.dump({"child_paths": children}, f)
+    second = run_python(LOWER_WITH_BOUNDED_MEMORY, env=env, timeout=300)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.stdout == first.stdout
+    assert f"{path}: " in second.stderr and "is damaged" in second.stderr

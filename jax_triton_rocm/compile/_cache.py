@@ -1,14 +1,20 @@
 """Triton's on-disk cache entry for one compile, checked before its binary is used.
 
-Triton trusts what its cache holds: a truncated CUBIN or HSACO is handed out as it is, and a
-garbled metadata file makes every later compile of the kernel fail with a bare JSONDecodeError.
-So before `triton.compile` runs, the entry it will read is checked: the group file and every
-file it lists can be read, the metadata parses, has the fields the package reads and names this
-entry and target, and the binary is an ELF for the target that holds all of its headers and
-sections. A damaged entry is emptied with Triton's own atomic `put_group` (an empty group is a
-miss), so Triton compiles again and replaces each file atomically, and one warning names the
-damaged file. What `triton.compile` returns is checked the same way (another process may damage
-the entry in between); a binary still damaged after one replacement is an error.
+Triton trusts what its cache holds: a truncated CUBIN or HSACO is handed out as it is, a
+garbled metadata file makes every later compile of the kernel fail with a bare JSONDecodeError,
+and its group file lists files by absolute path, which it opens following links. So before
+`triton.compile` runs, the entry it will read is checked, read as `_files.read_entry_file` reads:
+only regular files directly inside the entry's own folder, bounded, never a link, FIFO or
+device. The metadata must parse, have the fields the package reads, name this entry, target and
+kernel, and hold the options the compile asks for (`num_warps`, `num_ctas`, ...); the binary
+must be an ELF for the target that holds all of its headers and sections and defines the
+kernel's function; the IR the package reads must name the kernel (and PTX and AMDGCN the threads
+per block). Anything else is damage. A damaged entry is emptied with Triton's own atomic
+`put_group` (an empty group is a miss), so Triton compiles again and replaces each file
+atomically, and one warning names the damaged file. What `triton.compile` returns is checked the
+same way (another process may damage the entry in between); a binary still damaged after one
+replacement is an error. A cache folder others can write is named in one warning
+(`_files.warn_if_others_can_write`).
 
 Processes sharing the cache: each finds the damage itself and compiles again; files are only
 ever replaced atomically (never deleted), so a reader sees either the old file or a whole new
@@ -55,18 +61,20 @@ itself and leaves a private folder to the parent (see `_restore_after_fork`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import struct
 import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _files, _state
 
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -75,7 +83,15 @@ logger = logging.getLogger("jax_triton_rocm")
 ELF_MACHINES = {"cuda": (190, "EM_CUDA, a CUBIN"), "hip": (224, "EM_AMDGPU, an HSACO")}
 _ELF_HEADER_BYTES = 64  # ELF64
 _SECTION_HEADER_BYTES = 64  # ELF64
+_SYMBOL_BYTES = 24  # ELF64
 _SHT_NOBITS = 8  # a section that takes no bytes in the file (.bss)
+_SYMBOL_TABLES = (2, 11)  # SHT_SYMTAB, SHT_DYNSYM
+_STT_FUNC = 2
+
+# Bounds on an entry's files, far above any real kernel's: binaries and IR run to megabytes,
+# metadata and the group file to kilobytes.
+_FILE_LIMIT = 256 << 20
+_JSON_LIMIT = 16 << 20
 
 # Metadata fields the package or Triton's loader read, with their types (None may stand for 0).
 _REQUIRED_FIELDS = {"name": str, "num_warps": int, "shared": int, "target": dict, "hash": str}
@@ -87,6 +103,68 @@ _warned: set[str] = set()
 
 class DamagedEntry(RuntimeError):
     """Triton's cache returned a damaged binary again after its entry was replaced."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """What one `triton.compile` is asked for, which the entry it reads must match.
+
+    Attributes:
+      kernel: the kernel's name (Triton's metadata, its IR and the binary's symbol carry it).
+      file_name: Triton's name for the entry's files (the kernel's, cut to 150 characters).
+      target: Triton's `GPUTarget`.
+      binary_ext, asm_ext: the files the package reads ("cubin" and "ptx", "hsaco" and
+        "amdgcn").
+      options: Triton's parsed options, as its metadata stores them (JSON values).
+      extensions: the files a compile writes ("source", its stages, "json"); None where an
+        inspection hook may add stages.
+      entry_hash: the key Triton files the result under.
+    """
+
+    kernel: str
+    file_name: str
+    target: Any
+    binary_ext: str
+    asm_ext: str
+    options: dict[str, Any]
+    extensions: frozenset[str] | None
+    entry_hash: str
+
+
+def compile_request(source: Any, target: Any, options: dict[str, Any], binary_ext: str = "",
+                    asm_ext: str = "") -> Request:
+    """The `Request` of `triton.compile(source, target=target, options=options)`, with its
+    options and hash computed as `triton.compile` does, by Triton's own functions."""
+    from triton import knobs
+    from triton.compiler import compiler
+
+    backend = compiler.make_backend(target)
+    parsed = backend.parse_options(dict(options, **source.parse_options()))
+    key = compiler.get_cache_key(source, backend, parsed,
+                                 env_vars=compiler.get_cache_invalidating_env_vars())
+    inspection_hook = getattr(knobs.runtime, "add_stages_inspection_hook", None)
+    extensions = None
+    if inspection_hook is not None:
+        key += inspection_hook()[0]
+    else:
+        stages: dict[str, Any] = {}
+        backend.add_stages(stages, parsed, source.language)
+        extensions = frozenset((*stages, "source", source.ext, "json"))
+    return Request(kernel=source.name, file_name=source.name[:150], target=target,
+                   binary_ext=binary_ext, asm_ext=asm_ext, options=_as_json(vars(parsed)),
+                   extensions=extensions,
+                   entry_hash=hashlib.sha256(key.encode("utf-8")).hexdigest())
+
+
+def triton_cache_hash(source: Any, target: Any, options: dict[str, Any]) -> str:
+    """The hash `triton.compile(source, target=target, options=options)` files its result under
+    (tests compare it with the `hash` of what `triton.compile` returns)."""
+    return compile_request(source, target, options).entry_hash
+
+
+def _as_json(value: Any) -> Any:
+    """`value` as Triton's metadata file holds it (tuples as lists, objects as their fields)."""
+    return json.loads(json.dumps(value, default=vars))
 
 
 def elf_problem(data: bytes, backend: str) -> str | None:
@@ -123,6 +201,26 @@ def elf_problem(data: bytes, backend: str) -> str | None:
     return None
 
 
+def elf_functions(data: bytes) -> set[str]:
+    """The names of the functions the ELF file `data` (whole: `elf_problem` found nothing)
+    defines in its symbol tables: a kernel's binary defines the kernel."""
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shnum, = struct.unpack_from("<H", data, 0x3C)
+    sections = [struct.unpack_from("<4xI16xQQI4x8xQ", data, shoff + i * _SECTION_HEADER_BYTES)
+                for i in range(shnum)]  # (type, offset, size, link, entry size)
+    names = set()
+    for kind, offset, size, link, _ in sections:
+        if kind not in _SYMBOL_TABLES or link >= shnum:
+            continue
+        strings_at = sections[link][1]
+        for at in range(offset, offset + size - _SYMBOL_BYTES + 1, _SYMBOL_BYTES):
+            name_at, info, index = struct.unpack_from("<IB1xH", data, at)
+            if info & 0xF == _STT_FUNC and index != 0:
+                start = strings_at + name_at
+                names.add(data[start:data.find(b"\0", start)].decode("utf-8", "replace"))
+    return names
+
+
 def metadata_problem(meta: Any, target: Any, entry_hash: str | None = None) -> str | None:
     """What is wrong with Triton's metadata `meta` (a dict) for a compile for `target`.
 
@@ -146,80 +244,155 @@ def metadata_problem(meta: Any, target: Any, entry_hash: str | None = None) -> s
         value = meta.get(field)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
             return f"metadata field {field!r} is {value!r}, not an integer"
+    if meta["shared"] < 0:
+        return f"metadata field 'shared' is {meta['shared']}, below 0"
     if entry_hash is not None and meta["hash"] != entry_hash:
         return f"metadata belongs to another entry (hash {meta['hash']})"
     return None
 
 
-def triton_cache_hash(source: Any, target: Any, options: dict[str, Any]) -> str:
-    """The hash `triton.compile(source, target=target, options=options)` files its result under.
+def request_problem(meta: dict[str, Any], request: Request) -> str | None:
+    """What in Triton's metadata `meta` (checked by `metadata_problem`) disagrees with what
+    `request` compiled: the kernel's name, or an option (`num_warps`, `num_ctas`, ...), which
+    the compile stores as it was given."""
+    if meta["name"] != request.kernel:
+        return f"metadata names kernel {meta['name']!r}, not {request.kernel!r}"
+    found = _as_json({field: meta.get(field) for field in request.options})
+    for field, wanted in request.options.items():
+        if found[field] != wanted:
+            return (f"metadata says {field}={found[field]!r}, but the kernel compiles with "
+                    f"{wanted!r}")
+    return None
 
-    Computed as `triton.compile` does, with Triton's own functions; tests compare it with the
-    `hash` of what `triton.compile` returns.
+
+def _text_problem(ext: str, text: str, request: Request) -> str | None:
+    """What in the IR text `text` (file extension `ext`) disagrees with `request`: the IR the
+    package reads (Triton IR, PTX, AMDGCN) names the kernel, and PTX and AMDGCN state the
+    threads per block that the launch uses (num_warps times the warp size), PTX the blocks per
+    cluster (num_ctas)."""
+    name = re.escape(request.kernel)
+    threads = int(request.options.get("num_warps", 0)) * request.target.warp_size
+    if ext in ("ttir", "ttgir") and not re.search(rf'@(?:{name}|"{name}")\(', text):
+        return f"Triton IR of another kernel: it defines no function @{request.kernel}"
+    if ext == "ptx":
+        if not re.search(rf"\.entry\s+{name}\s*\(", text):
+            return f"PTX of another kernel: it has no .entry {request.kernel}"
+        found = re.search(r"\.(?:reqntid|maxntid)\s+(\d+)", text)
+        if found and int(found[1]) != threads:
+            return f"PTX for {found[1]} threads per block, not {threads}"
+        found = re.search(r"\.reqnctapercluster\s+(\d+)", text)
+        ctas = int(request.options.get("num_ctas") or 1)
+        if int(found[1] if found else 1) != ctas:
+            return f"PTX for clusters of {found[1] if found else 1} blocks, not {ctas}"
+    if ext == "amdgcn":
+        if not re.search(rf"^\s*\.name:\s+{name}\s*$", text, re.M):
+            return f"AMDGCN of another kernel: it names no kernel {request.kernel}"
+        found = re.search(r"\.max_flat_workgroup_size:\s+(\d+)", text)
+        if found and int(found[1]) != threads:
+            return f"AMDGCN for {found[1]} threads per block, not {threads}"
+    return None
+
+
+def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
+                   entry_hash: str | None = None) -> tuple[str, str] | None:
+    """(file extension, what is wrong) with a compile's result for `request`, or None.
+
+    `files` maps each file's extension to its bytes (the binary) or text, `meta` is the
+    metadata (a dict). The binary must be a whole ELF for the target that defines the kernel
+    (`elf_problem`), the metadata whole (`metadata_problem`, with `entry_hash` where given) and
+    agree with the request (`request_problem`), and each IR text non-empty and about this
+    kernel (`_text_problem`).
     """
-    from triton import knobs
-    from triton.compiler import compiler
+    binary = bytes(files.get(request.binary_ext, b""))
+    problem = elf_problem(binary, request.target.backend)
+    if problem is None and request.kernel not in elf_functions(binary):
+        problem = f"a binary of another kernel: it defines no function {request.kernel}"
+    if problem is not None:
+        return request.binary_ext, problem
+    problem = metadata_problem(meta, request.target, entry_hash)
+    if problem is None:
+        problem = request_problem(meta, request)
+    if problem is not None:
+        return "json", problem
+    for ext, text in files.items():
+        if ext in (request.binary_ext, "json"):
+            continue
+        problem = "empty" if not text else _text_problem(ext, text, request)
+        if problem is not None:
+            return ext, problem
+    return None
 
-    backend = compiler.make_backend(target)
-    parsed = backend.parse_options(dict(options, **source.parse_options()))
-    key = compiler.get_cache_key(source, backend, parsed,
-                                 env_vars=compiler.get_cache_invalidating_env_vars())
-    inspection_hook = getattr(knobs.runtime, "add_stages_inspection_hook", None)
-    if inspection_hook is not None:
-        key += inspection_hook()[0]
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
-
-def entry_problem(manager: Any, file_name: str, target: Any, binary_ext: str,
-                  entry_hash: str) -> tuple[str, str] | None:
-    """(damaged file, what is wrong) for the entry `manager` (a FileCacheManager) keeps, or None
-    where it is whole or absent (Triton then compiles).
-
-    The group file must be readable JSON whose "child_paths" is a mapping that lists the
-    metadata and the binary; then every file it lists must be readable: the binary an ELF for
-    the target (`elf_problem`), every other file non-empty UTF-8 text, and the metadata JSON
-    that names this entry and target (`metadata_problem`).
-    """
-    metadata_file = f"{file_name}.json"
-    group_path = manager.get_file(f"__grp__{metadata_file}")
-    if group_path is None:
-        return None
+def _listing_problem(folder: str, child: Any, path: Any, request: Request) -> str | None:
+    """What is wrong with the group file's listing of `child` at `path`: Triton lists only
+    files it wrote into the entry's own `folder`, each under its own name."""
+    if not isinstance(child, str) or not isinstance(path, str):
+        return f"the group file lists {child!r} at {path!r}"
+    ext = child[len(request.file_name) + 1:]
+    if not child.startswith(request.file_name + ".") or (
+            request.extensions is not None and ext not in request.extensions):
+        return (f"an unexpected file in the entry (a compile writes "
+                f"{', '.join(sorted(request.extensions or ()))})")
     try:
-        with open(group_path, encoding="utf-8") as group_file:
-            children = json.load(group_file)["child_paths"]
+        inside = (os.path.basename(path) == child
+                  and os.path.samestat(os.stat(os.path.dirname(path) or "."), os.stat(folder)))
+    except OSError:
+        inside = False
+    if not inside:
+        return f"listed as {child}, which is not this file in the entry's folder {folder}"
+    return None
+
+
+def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
+    """(damaged file, what is wrong) for the entry `manager` (a FileCacheManager) keeps for
+    `request`, or None where it is whole or absent (Triton then compiles).
+
+    Read as `_files.read_entry_file` reads: only regular files directly inside the entry's
+    folder, bounded, no links, FIFOs or devices. The group file must be JSON whose
+    "child_paths" maps each of the entry's files to its path inside the folder, and list the
+    metadata, the binary and the assembly; then `kernel_problem` judges what they hold.
+    """
+    folder = manager.cache_dir
+    group_name = f"__grp__{request.file_name}.json"
+    group_path = os.path.join(folder, group_name)
+    try:
+        children = _files.parse_json(_files.read_entry_file(folder, group_name, _JSON_LIMIT))
+        children = children["child_paths"]
+    except FileNotFoundError:
+        return None
+    except _files.RefusedFile as err:
+        return group_path, str(err)
     except (OSError, ValueError, KeyError, TypeError) as err:
         return group_path, f"unreadable group file ({type(err).__name__}: {err})"
     if not isinstance(children, dict):
         return group_path, f"group file lists {type(children).__name__}, not a mapping"
     if not children:
         return None
-    for needed in (metadata_file, f"{file_name}.{binary_ext}"):
-        if needed not in children:
-            return group_path, f"the group file lists no {needed}"
+    for ext in ("json", request.binary_ext, request.asm_ext):
+        if f"{request.file_name}.{ext}" not in children:
+            return group_path, f"the group file lists no {request.file_name}.{ext}"
+    files, paths = {}, {}
     for child, path in children.items():
-        try:
-            with open(path, "rb") as child_file:
-                data = child_file.read()
-        except (OSError, TypeError) as err:
-            return str(path), f"unreadable ({type(err).__name__}: {err})"
-        if child.endswith(f".{binary_ext}"):
-            problem = elf_problem(data, target.backend)
-        elif not data:
-            problem = "empty"
-        else:
-            try:
-                text = data.decode("utf-8")
-                meta = json.loads(text) if child == metadata_file else None
-            except UnicodeDecodeError as err:
-                problem = f"not text ({err})"
-            except ValueError as err:  # after UnicodeDecodeError, a ValueError itself
-                problem = f"metadata is not JSON ({err})"
-            else:
-                problem = (metadata_problem(meta, target, entry_hash) if child == metadata_file
-                           else None)
+        problem = _listing_problem(folder, child, path, request)
         if problem is not None:
-            return path, problem
-    return None
+            return str(path), problem
+        ext = child[len(request.file_name) + 1:]
+        paths[ext] = path
+        try:
+            data = _files.read_entry_file(folder, child, _FILE_LIMIT)
+            files[ext] = data if ext == request.binary_ext else data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            return path, f"not text ({err})"
+        except _files.RefusedFile as err:
+            return path, str(err)
+        except (OSError, ValueError) as err:
+            return path, f"unreadable ({type(err).__name__}: {err})"
+    try:
+        meta = _files.parse_json(files["json"].encode("utf-8"))
+    except ValueError as err:
+        return paths["json"], f"metadata is not JSON ({err})"
+    damage = kernel_problem(files, meta, request, request.entry_hash)
+    return None if damage is None else (paths[damage[0]], damage[1])
 
 
 def discard(entry_hash: str, file_name: str) -> None:
@@ -241,13 +414,13 @@ def warn_damaged(path: str, problem: str, kernel: str) -> None:
 
 
 def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, Any],
-                    binary_ext: str) -> Any:
+                    binary_ext: str, asm_ext: str) -> Any:
     """`triton.compile(source, target=target, options=options)` from a checked cache entry.
 
     Before the compile, the entry it will read is checked (`entry_problem`; only in Triton's
     default file cache: a custom cache manager's layout is its own) and emptied if damaged.
-    What the compile returns is checked too, its binary (`elf_problem`) and its metadata
-    (`metadata_problem`); where it is damaged, the entry is emptied and compiled once more.
+    What the compile returns is checked too (`kernel_problem`); where it is damaged, the entry
+    is emptied and compiled once more.
 
     Raises:
       DamagedEntry: the binary was damaged again after the entry was replaced (names the file).
@@ -257,40 +430,34 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
     from triton import knobs
     from triton.runtime.cache import get_cache_manager
 
-    file_name = source.name[:150]  # as triton.compile names the files
+    request = compile_request(source, target, options, binary_ext, asm_ext)
     if knobs.cache.manager_class is None:
-        entry_hash = triton_cache_hash(source, target, options)
-        damage = entry_problem(get_cache_manager(entry_hash), file_name, target, binary_ext,
-                               entry_hash)
+        if knobs.cache.dir:
+            _files.warn_if_others_can_write(knobs.cache.dir, _setting("dir", knobs.cache.dir),
+                                            ENV_CACHE_DIR)
+        damage = entry_problem(get_cache_manager(request.entry_hash), request)
         if damage is not None:
             warn_damaged(damage[0], damage[1], source.name)
-            discard(entry_hash, file_name)
+            discard(request.entry_hash, request.file_name)
     for attempt in range(2):
         compiled = triton.compile(source, target=target, options=dict(options))
-        # (file, what is wrong) with what it returned, or None where it is whole.
-        group = getattr(compiled, "metadata_group", {}) or {}
-        damage = None
-        problem = elf_problem(bytes(compiled.asm.get(binary_ext, b"")), target.backend)
-        if problem is not None:
-            binary_file = next((p for c, p in group.items() if c.endswith(f".{binary_ext}")), "")
-            damage = binary_file or f"the {binary_ext} of entry {compiled.hash}", problem
-        else:
-            metadata = compiled.metadata
-            meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
-            problem = metadata_problem(meta, target)
-            if problem is not None:
-                metadata_file = next((p for c, p in group.items() if c.endswith(".json")), "")
-                damage = metadata_file or f"the metadata of entry {compiled.hash}", problem
+        metadata = compiled.metadata
+        meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
+        files = {ext: text for ext, text in compiled.asm.items() if ext != "json"}
+        damage = kernel_problem(files, meta, request)
         if damage is None:
             return compiled
+        # The file it names, from what the compile returned.
+        group = getattr(compiled, "metadata_group", {}) or {}
+        path = group.get(f"{request.file_name}.{damage[0]}",
+                         f"the {damage[0]} of entry {compiled.hash}")
         if attempt == 0:
-            warn_damaged(damage[0], damage[1], source.name)
-            discard(compiled.hash, file_name)
+            warn_damaged(path, damage[1], source.name)
+            discard(compiled.hash, request.file_name)
     raise DamagedEntry(
         f"Triton's cache gave a damaged binary for kernel {source.name} again after its entry "
-        f"was replaced: {damage[0]}: {damage[1]}. Delete that folder, or set TRITON_CACHE_DIR "
+        f"was replaced: {path}: {damage[1]}. Delete that folder, or set TRITON_CACHE_DIR "
         f"to another folder, and lower again.")
-
 
 
 ENV_CACHE_DIR = "TRITON_CACHE_DIR"

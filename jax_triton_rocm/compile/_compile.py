@@ -392,7 +392,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
             source.hash = widened_hash
         compiled = _cache.compile_in_usable_cache(triton, functools.partial(
             _cache.compile_checked, triton, source, job.triton_target, job.options,
-            job.binary_key))
+            job.binary_key, job.asm_key))
         metadata = compiled.metadata
         meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
         meta.pop("target", None)

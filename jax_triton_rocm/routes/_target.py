@@ -33,8 +33,10 @@ cache folder; the empty string keeps them in the process only). Files are writte
 temporary files of writers that died mid-write are swept, once a minute old, by the first
 process that reads or writes the folder. A file that does not parse, has another format, an
 index or time of the wrong kind, or no longer matches its call's configs, is ignored (with one
-warning per file); anything at a choice's path that is not a regular file is never opened, and
-a read never blocks.
+warning per file); anything at a choice's path that is not a regular file directly inside its
+group folder (a link, a FIFO, a device) is never opened, and a read never blocks. A store or
+group folder that is a link or another user's is not written (one warning; the choice is kept in
+the process), and a store folder others can write is named in one warning (`_files`).
 
 A tuning session (`session`) lets `_tuning` force a config for a key while it times them, and
 observe which autotuned calls a lowering left undecided. It lives in a context variable of the
@@ -60,7 +62,7 @@ from jax_triton_rocm import backends
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.backends._vendors import normalize_arch
-from jax_triton_rocm.base import _compat, _state, _values
+from jax_triton_rocm.base import _compat, _files, _state, _values
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan._plan import Target
 from jax_triton_rocm.routes.jaxlib import _choice_files
@@ -455,14 +457,23 @@ class ChoiceStore:
             self.generation += 1
 
 
-def _path(key: str) -> str | None:
+def _location(key: str) -> tuple[str, str, str] | None:
+    """(store folder, group folder, file name) of the choice for `key`; None without a store."""
     folder = choices_dir()
     if folder is None:
         return None
     if folder not in _swept:
         _swept.add(folder)
+        _files.warn_if_others_can_write(folder, _setting(), ENV_AUTOTUNE_DIR)
         _choice_files.sweep(folder, _STALE_SECONDS)
-    return os.path.join(folder, key[:2], f"{key}.json")
+    return folder, os.path.join(folder, key[:2]), f"{key}.json"
+
+
+def _setting() -> str:
+    """Which setting chose the store's folder, as warnings name it."""
+    if ENV_AUTOTUNE_DIR in os.environ:
+        return f"{ENV_AUTOTUNE_DIR}={os.environ[ENV_AUTOTUNE_DIR]!r}"
+    return f"{ENV_AUTOTUNE_DIR} unset: its default in Triton's cache folder"
 
 
 def _warn_once(path: str, problem: str) -> None:
@@ -473,36 +484,34 @@ def _warn_once(path: str, problem: str) -> None:
 
 
 def _read(key: str) -> Choice | None:
-    path = _path(key)
-    if path is None:
+    location = _location(key)
+    if location is None:
         return None
+    _, group, name = location
     try:
-        record = _choice_files.read_json(path, _MAX_BYTES)
+        record = _choice_files.read_json(group, name, _MAX_BYTES)
         return None if record is None else Choice(*_choice_files.checked(record, _FORMAT))
-    except (OSError, ValueError) as err:
-        _warn_once(path, str(err) or type(err).__name__)
+    except (OSError, ValueError, RecursionError) as err:
+        _warn_once(os.path.join(group, name), str(err) or type(err).__name__)
         return None
 
 
 def _write(key: str, choice: Choice) -> None:
-    path = _path(key)
-    if path is None:
+    location = _location(key)
+    if location is None:
         return
+    store, group, name = location
     record = {"format": _FORMAT, "index": choice.index, "description": choice.description,
               "times_ms": list(choice.times_ms)}
     try:
-        _choice_files.write_json(path, record)
-    except OSError as err:
-        folder = choices_dir() or ""
-        if folder in _warned:
+        _choice_files.write_json(store, os.path.basename(group), name, record)
+    except (OSError, ValueError) as err:
+        if store in _warned:
             return
-        _warned.add(folder)
-        setting = (f"{ENV_AUTOTUNE_DIR}={os.environ[ENV_AUTOTUNE_DIR]!r}"
-                   if ENV_AUTOTUNE_DIR in os.environ else
-                   f"{ENV_AUTOTUNE_DIR} unset: its default in Triton's cache folder")
+        _warned.add(store)
         logger.warning("jax_triton_rocm: could not save autotune choices in %s (%s): %s; they "
-                       "are kept in this process only. Set %s to a writable folder.", folder,
-                       setting, err, ENV_AUTOTUNE_DIR)
+                       "are kept in this process only. Set %s to a folder of your own that "
+                       "you can write.", store, _setting(), err, ENV_AUTOTUNE_DIR)
 
 
 STORE = ChoiceStore(_state.LOCKS)

@@ -1,62 +1,57 @@
-"""The autotune store's files: read without blocking, checked, written atomically, swept.
+"""The autotune store's files: read as a careful system reads them, checked, written atomically,
+swept.
 
-`routes._target` keeps one small JSON file per choice. A reader opens only regular files, never
-waits on what it opens (a FIFO put at a choice's path is refused, not read), and reads a bounded
-size; a record is checked field by field before it is used; a writer writes a temporary file
-and renames it over the choice, so a reader never sees half a file; the temporary files of
-writers killed mid-write are removed once they are old enough to belong to no live writer.
+`routes._target` keeps one small JSON file per choice, in a group folder of the store. A reader
+opens only regular files directly inside the group folder, never through a link, never waits on
+what it opens (a FIFO is refused, not read), and reads a bounded size (`_files.read_entry_file`);
+a record is checked field by field before it is used. A writer writes only into folders that are
+the user's own and no link, a temporary file renamed over the choice, so a reader never sees
+half a file; the temporary files of writers killed mid-write are removed once they are old enough
+to belong to no live writer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
-import stat
-import tempfile
 import time
 from typing import Any
+
+from jax_triton_rocm.base import _files
 
 
 def sweep(folder: str, stale_seconds: float) -> None:
     """Removes the writers' temporary files (`*.tmp`) older than `stale_seconds` from the
-    subfolders of `folder`; a folder that vanished or cannot be read is left as it is."""
+    group folders of `folder` (never through a link); a folder that vanished or cannot be read
+    is left as it is."""
     stale = time.time() - stale_seconds
-    try:
-        groups = [entry.path for entry in os.scandir(folder) if entry.is_dir(follow_symlinks=False)]
+    with contextlib.suppress(OSError, ValueError):
+        groups = [entry.name for entry in os.scandir(folder)
+                  if entry.is_dir(follow_symlinks=False)]
         for group in groups:
-            for entry in os.scandir(group):
-                if (entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False)
-                        and entry.stat(follow_symlinks=False).st_mtime < stale):
-                    os.remove(entry.path)
-    except OSError:
-        pass
+            with _files.folder(os.path.join(folder, group)) as group_fd:
+                for entry in os.scandir(group_fd):
+                    if (entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False)
+                            and entry.stat(follow_symlinks=False).st_mtime < stale):
+                        os.unlink(entry.name, dir_fd=group_fd)
 
 
-def read_json(path: str, max_bytes: int) -> Any:
-    """The JSON value in the regular file at `path`; None where nothing is there.
+def read_json(folder: str, name: str, max_bytes: int) -> Any:
+    """The JSON value in the regular file `name` directly inside `folder`; None where nothing
+    is there.
 
     Raises:
-      ValueError: something that is not a regular file (never opened, or, if it was swapped in
-        after the check, opened without waiting and refused), a file larger than `max_bytes`,
-        or one that is no UTF-8 JSON.
+      ValueError: something that is not a regular file or is a link (never opened; if swapped
+        in after the check, opened without waiting and refused), a file larger than
+        `max_bytes`, or one that is no UTF-8 JSON (nested too deeply included).
       OSError: the file could not be read.
     """
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise ValueError("not a regular file")
+        return _files.parse_json(_files.read_entry_file(folder, name, max_bytes))
     except FileNotFoundError:
         return None
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("not a regular file")
-        data = os.read(fd, max_bytes + 1)
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
-        raise ValueError(f"larger than {max_bytes} bytes")
-    return json.loads(data)  # UnicodeDecodeError and JSONDecodeError are ValueErrors
 
 
 def checked(record: Any, format_number: int) -> tuple[int, str, tuple[float, ...]]:
@@ -85,22 +80,14 @@ def checked(record: Any, format_number: int) -> tuple[int, str, tuple[float, ...
     return index, record["description"], tuple(float(t) for t in times)
 
 
-def write_json(path: str, record: Any) -> None:
-    """Writes `record` to `path` atomically (a temporary file beside it, then a rename).
+def write_json(store: str, group: str, name: str, record: Any) -> None:
+    """Writes `record` as `name` in the folder `group` of the folder `store`, atomically (a
+    temporary file beside it, then a rename); each folder is made if missing.
 
     Raises:
-      OSError: the folder cannot be made or written.
+      ValueError (`_files.RefusedFile`): `store` or `group` is a link or another user's folder.
+      OSError: a folder cannot be made or written.
     """
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path), suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            json.dump(record, file)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.remove(temporary)
-        except OSError:
-            pass
-        raise
+    data = json.dumps(record).encode("utf-8")
+    with _files.own_folder(store) as store_fd, _files.own_folder(group, store_fd) as group_fd:
+        _files.replace_file(group_fd, name, data)

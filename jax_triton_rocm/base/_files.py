@@ -1,0 +1,214 @@
+"""Files in cache and store folders, read and written as a careful system does.
+
+Any file in Triton's cache or the autotune store may have been put there by someone else, so
+only a regular file directly inside the folder expected is read: never through a link, never a
+FIFO or a device (each is refused before it is opened; a read never waits), and never more than
+a bound. Folders are written only where they are the user's own and no link; new folders are
+made for the owner to write. A folder the package reads back from that other users can write is
+named in one warning (ssh's rule for its key folders: owned by the user or root, and writable
+by no one else). See docs/troubleshooting.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import logging
+import os
+import stat
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+logger = logging.getLogger("jax_triton_rocm")
+
+_READ_CHUNK = 1 << 20
+# Made for the owner to write and everyone to read, whatever the umask allows beyond that.
+_FOLDER_MODE = 0o755
+_FILE_MODE = 0o644
+_warned_unsafe: set[str] = set()
+
+
+class RefusedFile(ValueError):
+    """A path in a cache or store folder that is not read or written (not a regular file, a
+    link, another user's folder, larger than its bound)."""
+
+
+def _kind(mode: int) -> str:
+    for test, what in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "no regular file"
+
+
+def _open_folder(path: str, dir_fd: int | None = None) -> int:
+    """A descriptor of the folder `path` (its last part no link)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                       dir_fd=dir_fd)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            try:
+                mode = os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode
+            except OSError:
+                raise err from None
+            raise RefusedFile(f"{os.fsdecode(path)} is {_kind(mode)}, not a folder") from err
+        raise
+
+
+@contextlib.contextmanager
+def folder(path: str) -> Iterator[int]:
+    """A descriptor of the folder `path`, its last part no link, for reading in.
+
+    Raises:
+      RefusedFile: `path` is a link or no folder.
+      OSError: it cannot be opened (FileNotFoundError: it is not there).
+    """
+    fd = _open_folder(path)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def read_entry_file(directory: str, name: str, limit: int) -> bytes:
+    """The bytes of the regular file `name` directly inside the folder `directory`.
+
+    Neither `directory`'s last part nor `name` may be a link; anything but a regular file is
+    refused before it is opened, and the file is opened without waiting (a FIFO swapped in
+    after the check is refused, not read).
+
+    Raises:
+      FileNotFoundError: nothing is there.
+      RefusedFile: `name` is no plain file name, or the path is not a regular file, or the file
+        holds more than `limit` bytes.
+      OSError: the file cannot be read.
+    """
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise RefusedFile(f"{name!r} is not the name of a file directly inside {directory}")
+    with folder(directory) as folder_fd:
+        before = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        if not stat.S_ISREG(before.st_mode):
+            raise RefusedFile(f"{_kind(before.st_mode)}, not a regular file")
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=folder_fd)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RefusedFile(f"{_kind(info.st_mode)}, not a regular file")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(_READ_CHUNK, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise RefusedFile(f"larger than {limit} bytes")
+    return b"".join(chunks)
+
+
+def parse_json(data: bytes) -> Any:
+    """The JSON value `data` holds.
+
+    Raises:
+      ValueError: no UTF-8 JSON, or nested too deeply for the parser (its RecursionError).
+    """
+    try:
+        return json.loads(data)  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+    except RecursionError as err:
+        raise ValueError("JSON nested too deeply to parse") from err
+
+
+def others_can_write(folder: str) -> str | None:
+    """Why users other than this one (and root) can change what `folder` holds, or None.
+
+    ssh's rule: the folder and every folder above it are owned by this user or root; the folder
+    is writable by neither its group nor others, and a folder above it only where its sticky
+    bit keeps others from renaming what they do not own (as /tmp's does). A folder not made
+    yet is judged by the folders above it.
+    """
+    me = os.geteuid()
+    path = os.path.abspath(folder)
+    last = True
+    while True:
+        try:
+            info = os.stat(path)
+        except OSError:
+            info = None
+        if info is not None:
+            if info.st_uid not in (me, 0):
+                return f"{path} is owned by user id {info.st_uid}"
+            writable = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+            if writable and (last or not info.st_mode & stat.S_ISVTX):
+                return f"{path} has mode {stat.S_IMODE(info.st_mode):o}"
+        last = False
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+
+
+def warn_if_others_can_write(folder: str, setting: str, variable: str) -> None:
+    """Logs once per folder where others can write `folder`, which `setting` chose (e.g.
+    "TRITON_CACHE_DIR='/x'") and `variable` can move."""
+    if folder in _warned_unsafe:
+        return
+    problem = others_can_write(folder)
+    if problem is None:
+        return
+    _warned_unsafe.add(folder)
+    logger.warning(
+        "jax_triton_rocm: the folder %s (%s) can be written by other users (%s): they could "
+        "replace the kernels or autotune choices read back from it. Make it and the folders "
+        "above it yours and writable by you alone (chmod go-w), or set %s to a folder of your "
+        "own.", folder, setting, problem, variable)
+
+
+@contextlib.contextmanager
+def own_folder(path: str, dir_fd: int | None = None) -> Iterator[int]:
+    """A descriptor of the folder `path` (inside `dir_fd` where given), made if missing, for
+    writing into.
+
+    Raises:
+      RefusedFile: `path` is a link, no folder, or owned by another user.
+      OSError: it cannot be made or opened.
+    """
+    if dir_fd is None:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, _FOLDER_MODE, dir_fd=dir_fd)
+    fd = _open_folder(path, dir_fd)
+    try:
+        owner = os.fstat(fd).st_uid
+        if owner != os.geteuid():
+            raise RefusedFile(f"{os.fsdecode(path)} is owned by user id {owner}, not by this "
+                              f"user ({os.geteuid()})")
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def replace_file(folder_fd: int, name: str, data: bytes) -> None:
+    """Writes `data` as `name` in the folder `folder_fd`, atomically: a temporary file there
+    (`*.tmp`), then a rename over `name`.
+
+    Raises:
+      OSError: the folder cannot be written.
+    """
+    temporary = f"{name}.{uuid.uuid4().hex}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 _FILE_MODE, dir_fd=folder_fd)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        os.replace(temporary, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=folder_fd)
+        raise
