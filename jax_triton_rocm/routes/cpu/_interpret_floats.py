@@ -48,6 +48,15 @@ def bits_format(dtype: Any) -> str | None:
     return name if name in _formats() else None
 
 
+def _handle_format(handle: Any) -> str | None:
+    """`bits_format` of a `TensorHandle`, where its data are such bits (the interpreter labels
+    a comparison's booleans with the operands' type)."""
+    triton_type = bits_format(handle.dtype)
+    if triton_type is None or handle.data.dtype != _unsigned(_formats()[triton_type]):
+        return None
+    return triton_type
+
+
 def decode(bits: np.ndarray, triton_type: str) -> np.ndarray:
     """The float32 values of `bits` (exact: each value of these formats is a float32)."""
     return np.asarray(bits).view(_formats()[triton_type]).astype(np.float32)
@@ -103,7 +112,7 @@ def _handle_as_float32(handle: Any) -> Any:
     import triton.language as tl
     from triton.runtime.interpreter import TensorHandle
 
-    triton_type = bits_format(handle.dtype)
+    triton_type = _handle_format(handle)
     if triton_type is None:
         return handle
     return TensorHandle(decode(handle.data, triton_type), tl.float32)
@@ -130,17 +139,17 @@ def installed() -> list[tuple[Any, str, Any]]:
         return originals[(owner, name)]
 
     def binary_op(self, lhs, rhs, op):
-        triton_type = bits_format(lhs.dtype) or bits_format(rhs.dtype)
+        triton_type = _handle_format(lhs) or _handle_format(rhs)
         if triton_type is None:
             return original(builder, "binary_op")(self, lhs, rhs, op)
         _refuse_fp8(op, triton_type)
         out = op(decode(lhs.data, triton_type), decode(rhs.data, triton_type))
-        if out.dtype != np.bool_:
-            out = encode(out, triton_type)
-        return TensorHandle(out, lhs.dtype.scalar)
+        if out.dtype == np.bool_:
+            return TensorHandle(out, tl.int1)
+        return TensorHandle(encode(out, triton_type), lhs.dtype.scalar)
 
     def unary_op(self, arg, op):
-        triton_type = bits_format(arg.dtype)
+        triton_type = _handle_format(arg)
         if triton_type is None:
             return original(builder, "unary_op")(self, arg, op)
         _refuse_fp8(op, triton_type)
@@ -148,7 +157,7 @@ def installed() -> list[tuple[Any, str, Any]]:
                             arg.dtype.scalar)
 
     def ternary_op(self, lhs, rhs, other, op):
-        triton_type = bits_format(other.dtype)
+        triton_type = _handle_format(other)
         if triton_type is None or op is np.where:  # a select moves bits, as on the GPU
             return original(builder, "ternary_op")(self, lhs, rhs, other, op)
         _refuse_fp8(op, triton_type)
@@ -156,15 +165,17 @@ def installed() -> list[tuple[Any, str, Any]]:
         return TensorHandle(encode(out, triton_type), other.dtype.scalar)
 
     def create_fma(self, x, y, z):
-        triton_type = bits_format(z.dtype)
+        triton_type = _handle_format(z)
         if triton_type is None:
             return original(builder, "create_fma")(self, x, y, z)
         _refuse_fp8("fma", triton_type)
-        out = original(builder, "create_fma")(self, *map(_handle_as_float32, (x, y, z)))
-        return TensorHandle(encode(out.data, triton_type), z.dtype.scalar)
+        # In float64 the product is exact, and so is the sum of values of like magnitude: the
+        # result rounds once, as the GPU's fused multiply-add does.
+        a, b, c = (decode(h.data, triton_type).astype(np.float64) for h in (x, y, z))
+        return TensorHandle(encode(a * b + c, triton_type), z.dtype.scalar)
 
     def converted(src, dst_type, toward_zero=False):
-        source, target = bits_format(src.dtype), bits_format(dst_type)
+        source, target = _handle_format(src), bits_format(dst_type)
         values = decode(src.data, source) if source else src.data
         if target:
             data = encode(values, target, toward_zero)
@@ -173,17 +184,17 @@ def installed() -> list[tuple[Any, str, Any]]:
         return TensorHandle(data, dst_type.scalar)
 
     def cast_impl(self, src, dst_type):
-        if bits_format(src.dtype) is None and bits_format(dst_type) is None:
+        if _handle_format(src) is None and bits_format(dst_type) is None:
             return original(builder, "cast_impl")(self, src, dst_type)
         return converted(src, dst_type)
 
     def create_fp_to_fp(self, src, dst_type, rounding_mode):
-        if bits_format(src.dtype) is None and bits_format(dst_type) is None:
+        if _handle_format(src) is None and bits_format(dst_type) is None:
             return original(builder, "create_fp_to_fp")(self, src, dst_type, rounding_mode)
         return converted(src, dst_type, toward_zero=rounding_mode == ir.ROUNDING_MODE.RTZ)
 
     def create_dot(self, a, b, d, *rest, **kwargs):
-        triton_type = bits_format(d.dtype)
+        triton_type = _handle_format(d)
         out = original(builder, "create_dot")(self, *map(_handle_as_float32, (a, b, d)),
                                               *rest, **kwargs)
         if triton_type is None:
@@ -191,7 +202,7 @@ def installed() -> list[tuple[Any, str, Any]]:
         return TensorHandle(encode(out.data, triton_type), d.dtype.scalar)
 
     def create_atomic_rmw(self, rmw_op, ptr, val, mask, sem, scope):
-        triton_type = bits_format(val.dtype)
+        triton_type = _handle_format(val)
         if triton_type is None or rmw_op != ir.ATOMIC_OP.FADD:
             return original(builder, "create_atomic_rmw")(self, rmw_op, ptr, val, mask, sem,
                                                           scope)
