@@ -105,16 +105,20 @@ def dot_kernel(a_ptr, b_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.co
     tl.store(out_ptr + m[:, None] * N + n[None, :], tl.dot(a, b))
 
 
-def run(kernel, *args, out_dtype, device, out_size=N, grid=(1,), **constexprs) -> np.ndarray:
-    """`kernel` run on `device` (the CPU's: Triton's interpreter) under `jax.jit`, with a
-    1-D output of `out_size` elements of `out_dtype`, as a NumPy array; BLOCK is the first
-    argument's size unless `constexprs` are given."""
+def call(kernel, *args, out_dtype, out_size=N, grid=(1,), **constexprs):
+    """`triton_call` of `kernel` with a zeroed 1-D output of `out_size` elements of
+    `out_dtype`; BLOCK is the first argument's size unless `constexprs` are given."""
+    return jtr.triton_call(
+        *args, kernel=kernel, out_shape=jax.ShapeDtypeStruct((out_size,), out_dtype),
+        grid=grid, zeroed_outputs=(0,), **(constexprs or {"BLOCK": args[0].size}))
+
+
+def run(kernel, *args, device, **options) -> np.ndarray:
+    """`call` run on `device` (the CPU's: Triton's interpreter) under `jax.jit`, as a NumPy
+    array."""
     args = [jax.device_put(np.asarray(a), device) for a in args]
-    constexprs = constexprs or {"BLOCK": args[0].size}
     with jax.default_device(device):  # where a kernel takes no input
-        out = jax.jit(lambda *xs: jtr.triton_call(
-            *xs, kernel=kernel, out_shape=jax.ShapeDtypeStruct((out_size,), out_dtype),
-            grid=grid, **constexprs))(*args)
+        out = jax.jit(lambda *xs: call(kernel, *xs, **options))(*args)
     return np.asarray(out)
 
 
@@ -130,6 +134,12 @@ def normal_values(seed: int, dtype, size: int = N, scale: float = 3.0) -> np.nda
     values = np.random.default_rng(seed).normal(0, scale, size).astype(np.float32)
     values = np.where(np.abs(values) < 2.0**-6, np.float32(0.5), values)
     return values.astype(jnp.dtype(dtype))
+
+
+def unit_steps(seed: int, size: int = N) -> np.ndarray:
+    """-1, 0 and 1 in bfloat16: every partial sum of up to 256 of them is a bfloat16 value, so
+    any order of adding them gives the same bits."""
+    return np.random.default_rng(seed).integers(-1, 2, size).astype(jnp.bfloat16)
 
 
 def ties(dtype, size: int = N) -> np.ndarray:
