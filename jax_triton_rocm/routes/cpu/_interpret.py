@@ -26,6 +26,8 @@ What runs where the GPU would differ:
 - Every output starts zeroed (on the GPU only `zeroed_outputs` are); an aliased output starts as
   its input (zeroed when listed in `zeroed_outputs`, as on the GPU).
 - Gluon kernels cannot run: the interpreter runs only `@triton.jit` kernels.
+- bfloat16 and fp8 are rounded as on the GPU, but sums of bfloat16 add in float32; arithmetic on
+  fp8 is refused, as the GPU's compiler refuses it (`_interpret_floats`).
 
 Where a GPU could run the kernel instead, the first one lowered here says so, once (`_fallback`).
 """

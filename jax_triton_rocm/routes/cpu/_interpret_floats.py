@@ -11,6 +11,9 @@ Values stay bits between operations, so loads, stores, `tl.where` and bitcasts a
 
 Arithmetic and comparisons on fp8 values are refused (`Fp8ArithmeticError`), as Triton's
 compiler refuses them for every GPU: a kernel converts fp8 values first (`x.to(tl.float32)`).
+Sums and scans of bfloat16 add in float32 and round once, where the GPU adds in bfloat16 in a
+tree. Triton 3.6's interpreter also lacks the IR types of the fnuz fp8 dtypes; they are added.
+See docs/tutorial.md ("Kernels on the CPU").
 """
 
 from __future__ import annotations
@@ -130,7 +133,7 @@ def installed() -> list[tuple[Any, str, Any]]:
     builder, reduce_ops, scan_ops = (interpreter.InterpreterBuilder, interpreter.ReduceOps,
                                      interpreter.ScanOps)
     originals = {(owner, name): getattr(owner, name) for owner, name in [
-        (builder, "binary_op"), (builder, "unary_op"), (builder, "ternary_op"),
+        (interpreter, "_patch_lang_core"), (builder, "binary_op"), (builder, "unary_op"), (builder, "ternary_op"),
         (builder, "create_fma"), (builder, "cast_impl"), (builder, "create_fp_to_fp"),
         (builder, "create_dot"), (builder, "create_atomic_rmw"), (reduce_ops, "sum"),
         (reduce_ops, "min_max"), (scan_ops, "cumsum"), (scan_ops, "cumprod")]}
@@ -255,7 +258,20 @@ def installed() -> list[tuple[Any, str, Any]]:
     def _as_float32(tensor, triton_type):
         return _retyped(tensor, decode(tensor.handle.data, triton_type), tl.float32)
 
-    replacements = {(builder, "binary_op"): binary_op, (builder, "unary_op"): unary_op,
+    def patch_lang_core(lang, scope):
+        # Triton 3.6's interpreter names no IR type for two fp8 types its builder has.
+        original(interpreter, "_patch_lang_core")(lang, scope)
+        to_ir = lang.dtype.to_ir
+
+        def to_ir_of_every_fp8(self, builder):
+            if self.name in ("fp8e4b8", "fp8e5b16"):
+                return getattr(builder, f"get_{self.name}_ty")()
+            return to_ir(self, builder)
+
+        scope.set_attr(lang.dtype, "to_ir", to_ir_of_every_fp8)
+
+    replacements = {(interpreter, "_patch_lang_core"): patch_lang_core,
+                    (builder, "binary_op"): binary_op, (builder, "unary_op"): unary_op,
                     (builder, "ternary_op"): ternary_op, (builder, "create_fma"): create_fma,
                     (builder, "cast_impl"): cast_impl,
                     (builder, "create_fp_to_fp"): create_fp_to_fp,
