@@ -173,3 +173,11 @@ def clamp_kernel(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
     o = tl.arange(0, BLOCK)
     x, y = tl.load(x_ptr + o), tl.abs(tl.load(y_ptr + o))
     tl.store(out_ptr + o, tl.clamp(x, -y, y, propagate_nan=tl.PropagateNan.ALL))
+
+
+@triton.jit
+def print_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + o)
+    tl.device_print("x", x)
+    tl.store(out_ptr + o, x)

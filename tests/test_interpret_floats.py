@@ -237,3 +237,21 @@ def test_bf16_clamp_across_signs():
     bound = np.abs(y.astype(np.float32))
     np.testing.assert_array_equal(bits(out), bits(np.clip(x.astype(np.float32), -bound,
                                                           bound).astype(BF16)))
+
+
+def test_device_print_shows_bf16_values(capfd):
+    x = np.array([1.5, -2.25, 0.5, 3.0], BF16)
+    lp.run(lp.print_kernel, x, out_dtype=BF16, out_size=4, device=CPU)
+    printed = capfd.readouterr().out
+    assert "[ 1.5  -2.25  0.5   3.  ]" in printed
+
+
+def test_float_adaptations_are_undone_after_the_run():
+    from triton.runtime import interpreter
+
+    owners = (interpreter, interpreter.InterpreterBuilder, interpreter.ReduceOps,
+              interpreter.ScanOps)
+    before = [dict(vars(owner)) for owner in owners]
+    lp.run(lp.add_kernel, *lp.normal_values(27, BF16).reshape(2, -1), out_dtype=BF16,
+           out_size=lp.N // 2, device=CPU)
+    assert [dict(vars(owner)) for owner in owners] == before

@@ -159,7 +159,8 @@ def _fp8_refusal(call: InterpretedCall, err: BaseException) -> NotImplementedErr
     import jax_triton_rocm
 
     # The innermost line outside Triton and this package is the kernel's (or its helper's).
-    inside = tuple(os.path.dirname(module.__file__) + os.sep for module in (triton, jax_triton_rocm))
+    inside = tuple(os.path.dirname(module.__file__) + os.sep
+                   for module in (triton, jax_triton_rocm))
     lines = [frame for frame in traceback.extract_tb(cause.__traceback__)
              if not frame.filename.startswith(inside)]
     where = f" at {lines[-1].filename}:{lines[-1].lineno} ({lines[-1].line})" if lines else ""

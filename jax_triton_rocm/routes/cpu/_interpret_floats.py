@@ -4,10 +4,11 @@ Triton's interpreter keeps bfloat16 and fp8 values as their raw bits (uint16, ui
 those bits to NumPy as they are: an add adds the bit patterns, a maximum compares them as
 integers, a sum adds integers, and its float conversions truncate (fp8's rounding also loses
 its carry into the exponent). While `_interpret_host.interpreter_adapted` is in force, the
-builder's arithmetic, comparisons, reductions, scans, casts, `tl.dot` and `tl.atomic_add` decode
-such values to float32 (exactly), compute, and encode the result as the GPU does: rounded to
-nearest even (toward zero where the kernel asks), fp8 saturating to its largest finite value.
-Values stay bits between operations, so loads, stores, `tl.where` and bitcasts are unchanged.
+builder's arithmetic, comparisons, reductions, scans, casts, `tl.dot`, `tl.atomic_add` and
+`tl.device_print` decode such values to float32 (exactly), compute, and encode the result as
+the GPU does: rounded to nearest even (toward zero where the kernel asks), fp8 saturating to
+its largest finite value. Values stay bits between operations, so loads, stores, `tl.where`
+and bitcasts are unchanged.
 
 Arithmetic and comparisons on fp8 values are refused (`Fp8ArithmeticError`), as Triton's
 compiler refuses them for every GPU: a kernel converts fp8 values first (`x.to(tl.float32)`).
@@ -132,11 +133,6 @@ def installed() -> list[tuple[Any, str, Any]]:
 
     builder, reduce_ops, scan_ops = (interpreter.InterpreterBuilder, interpreter.ReduceOps,
                                      interpreter.ScanOps)
-    originals = {(owner, name): getattr(owner, name) for owner, name in [
-        (interpreter, "_patch_lang_core"), (builder, "binary_op"), (builder, "unary_op"), (builder, "ternary_op"),
-        (builder, "create_fma"), (builder, "cast_impl"), (builder, "create_fp_to_fp"),
-        (builder, "create_dot"), (builder, "create_atomic_rmw"), (reduce_ops, "sum"),
-        (reduce_ops, "min_max"), (scan_ops, "cumsum"), (scan_ops, "cumprod")]}
 
     def original(owner: Any, name: str) -> Any:
         return originals[(owner, name)]
@@ -223,6 +219,11 @@ def installed() -> list[tuple[Any, str, Any]]:
             host.store(address, encode(total, triton_type).reshape(1), one)
         return TensorHandle(old, val.dtype.scalar)
 
+    def create_print(self, prefix, hex, values, *rest):
+        if not hex:  # values, as the GPU prints them; in hex, their bits
+            values = [_handle_as_float32(value) for value in values]
+        return original(builder, "create_print")(self, prefix, hex, values, *rest)
+
     def reduce_sum(self, input):
         triton_type = bits_format(input.dtype)
         if triton_type is None:
@@ -277,9 +278,11 @@ def installed() -> list[tuple[Any, str, Any]]:
                     (builder, "create_fp_to_fp"): create_fp_to_fp,
                     (builder, "create_dot"): create_dot,
                     (builder, "create_atomic_rmw"): create_atomic_rmw,
+                    (builder, "create_print"): create_print,
                     (reduce_ops, "sum"): reduce_sum, (reduce_ops, "min_max"): min_max,
                     (scan_ops, "cumsum"): scanned("cumsum"),
                     (scan_ops, "cumprod"): scanned("cumprod")}
+    originals = {(owner, name): getattr(owner, name) for owner, name in replacements}
     for (owner, name), value in replacements.items():
         setattr(owner, name, value)
     return [(owner, name, value) for (owner, name), value in originals.items()]
