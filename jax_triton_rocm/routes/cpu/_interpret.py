@@ -26,6 +26,8 @@ What runs where the GPU would differ:
 - Every output starts zeroed (on the GPU only `zeroed_outputs` are); an aliased output starts as
   its input (zeroed when listed in `zeroed_outputs`, as on the GPU).
 - Gluon kernels cannot run: the interpreter runs only `@triton.jit` kernels.
+- bfloat16 and fp8 are rounded as on the GPU, but sums of bfloat16 add in float32; arithmetic on
+  fp8 is refused, as the GPU's compiler refuses it (`_interpret_floats`).
 
 Where a GPU could run the kernel instead, the first one lowered here says so, once (`_fallback`).
 """
@@ -33,6 +35,8 @@ Where a GPU could run the kernel instead, the first one lowered here says so, on
 from __future__ import annotations
 
 import dataclasses
+import os
+import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -44,8 +48,9 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _errors
 from jax_triton_rocm.plan import _plan
-from jax_triton_rocm.routes.cpu import _fallback, _interpret_host, _shard_callbacks
-from jax_triton_rocm.spec import _kinds
+from jax_triton_rocm.routes.cpu import (_fallback, _interpret_floats, _interpret_host,
+                                        _shard_callbacks)
+from jax_triton_rocm.spec import _kinds, _spec
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:
@@ -141,6 +146,37 @@ def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[
             for i, param in enumerate(call.jit_fn.params)]
 
 
+def _fp8_refusal(call: InterpretedCall, err: BaseException) -> NotImplementedError | None:
+    """The error for a kernel that computed on fp8 values, where `err` (a run's error) comes
+    from one (`_interpret_floats.Fp8ArithmeticError`), naming the kernel's line; else None."""
+    cause: BaseException | None = err
+    while cause is not None and not isinstance(cause, _interpret_floats.Fp8ArithmeticError):
+        cause = cause.__cause__
+    if cause is None:
+        return None
+    import triton
+
+    import jax_triton_rocm
+
+    # The innermost line outside Triton and this package is the kernel's (or its helper's).
+    inside = tuple(os.path.dirname(module.__file__) + os.sep
+                   for module in (triton, jax_triton_rocm))
+    lines = [frame for frame in traceback.extract_tb(cause.__traceback__)
+             if not frame.filename.startswith(inside)]
+    where = f" at {lines[-1].filename}:{lines[-1].lineno} ({lines[-1].line})" if lines else ""
+    fp8 = sorted(f"{name} ({kind.lstrip('*')})"
+                 for name, kind in call.launch.bound.signature.items()
+                 if isinstance(kind, str) and kind.lstrip("*") in _spec.FP8_DTYPES)
+    params = f" Its fp8 parameters: {', '.join(fp8)}." if fp8 else ""
+    return NotImplementedError(
+        f"Kernel {call.name} computes {cause.operation} on "
+        f"{_spec.FP8_DTYPES[cause.triton_type]} values (Triton's {cause.triton_type}){where}. "
+        f"Triton does no arithmetic or comparison on fp8 values: its compiler refuses this "
+        f"kernel for every GPU, and Triton's interpreter on the CPU refuses it as well.{params} "
+        f"Convert fp8 values first (x.to(tl.float32)), compute in float32, and convert back for "
+        f"the store (y.to(out_ptr.dtype.element_ty)).")
+
+
 def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
     """Runs `call` in Triton's interpreter on host buffers; returns the outputs.
 
@@ -168,6 +204,9 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
         with _state.triton_language_lock(), _interpret_host.interpreter_adapted(call.debug):
             _interpret_host.interpreted(call.jit_fn)[grid](*args)
     except Exception as err:
+        refusal = _fp8_refusal(call, err)
+        if refusal is not None:
+            raise refusal from err
         constexprs = call.launch.bound.constexprs_text(list(call.jit_fn.arg_names)) or "none"
         # Triton's interpreter raises what the kernel raised as the cause of an InterpreterError.
         failed = err if isinstance(err, AssertionError) else err.__cause__

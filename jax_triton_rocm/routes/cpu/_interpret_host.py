@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jax_triton_rocm.base import _state
+from jax_triton_rocm.routes.cpu import _interpret_floats
 from jax_triton_rocm.spec import _spec
 
 if TYPE_CHECKING:
@@ -105,15 +106,6 @@ def _index_of_one_element(tensor: Any) -> int:
     return int(tensor.handle.data.item())
 
 
-def _bf16_as_fp32(handle: Any) -> Any:
-    import triton.language as tl
-    from triton.runtime.interpreter import TensorHandle
-
-    if handle.dtype != tl.bfloat16:
-        return handle
-    return TensorHandle((handle.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
-
-
 @contextlib.contextmanager
 def interpreter_adapted(debug: bool = False) -> Iterator[None]:
     """While in force, Triton's interpreter runs an ordinary @triton.jit kernel correctly, with
@@ -124,8 +116,9 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
       leaves the language as it found it.
     - A scalar tensor converts to an int (`range(0, n)` with a runtime `n`): the interpreter keeps
       scalars as 1-element arrays and calls `int()` on them, which NumPy >= 2.5 refuses.
-    - `tl.dot` of bfloat16 operands multiplies values, not the raw bits the interpreter stores
-      bfloat16 in.
+    - bfloat16 and fp8 values, which the interpreter keeps as raw bits, are computed on as
+      values and rounded as on the GPU; arithmetic on fp8 is refused, as the GPU's compiler
+      refuses it (`_interpret_floats`).
     - A constexpr on the left of an operator with a tensor (`alpha * x`, a parameter given by
       keyword) gives a tensor, as in a compiled kernel: Triton 3.9's `constexpr` wraps the
       result in a constexpr, which the interpreter cannot store.
@@ -137,7 +130,6 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
     from triton.runtime.jit import JITFunction
 
     patch_tensor = interpreter._patch_lang_tensor
-    create_dot = interpreter.InterpreterBuilder.create_dot
 
     def call_interpreted(self, *args, **kwargs):
         # As InterpretedFunction.__call__, but the language patched for the callee's module is
@@ -153,20 +145,16 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
         patch_tensor(tensor, scope)
         scope.set_attr(tensor, "__index__", _index_of_one_element)
 
-    def dot_of_values(self, a, b, *rest, **kwargs):
-        return create_dot(self, _bf16_as_fp32(a), _bf16_as_fp32(b), *rest, **kwargs)
-
     builder = interpreter.interpreter_builder
     saved = [(JITFunction, "__call__", JITFunction.__call__),
              (interpreter, "_patch_lang_tensor", patch_tensor),
-             (interpreter.InterpreterBuilder, "create_dot", create_dot),
              (builder, "options", builder.options)]
     builder.options = dataclasses.replace(builder.options, debug=debug)
     saved += _tensor_results_for_constexpr_operators()
     saved += _bfloat16_nan_padding()
+    saved += _interpret_floats.installed()
     JITFunction.__call__ = call_interpreted
     interpreter._patch_lang_tensor = patch_tensor_with_index
-    interpreter.InterpreterBuilder.create_dot = dot_of_values
     try:
         yield
     finally:
