@@ -1,0 +1,247 @@
+"""The differential check's logic on the CPU (tests/differential_utils.py, tests/differential.py):
+a call's planned launches read into what Triton's launcher takes, in the kernel's parameter
+order, and the verdicts on the outputs.
+
+The launcher here runs the kernel in Triton's interpreter on NumPy buffers and records what it
+was given; the package's outputs come from its own CPU route (the interpreter too), so an
+equal verdict is the mapping's, and a deliberate difference must be found.
+"""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import triton
+import triton.language as tl
+
+import jax_triton_rocm as jtr
+from jax_triton_rocm import backends
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.plan import _plan
+from jax_triton_rocm.routes._primitive import triton_kernel_p
+from jax_triton_rocm.routes.cpu import _interpret_host
+from jax_triton_rocm.spec import _spec
+from tests import differential, kernels
+from tests import differential_utils as du
+
+CPU = jax.devices("cpu")[0]
+
+
+@triton.jit
+def outputs_first_kernel(out_ptr, in_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(in_ptr + offsets, mask=mask) * 2.0, mask=mask)
+
+
+@triton.jit
+def first_half_kernel(x_ptr, out_ptr, HALF: tl.constexpr):
+    offsets = tl.arange(0, HALF)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + 1.0)
+
+
+@triton.heuristics({"BLOCK": lambda args: 128 if args["n"] > 100 else 32})
+@triton.jit
+def heuristic_block_kernel(x_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + BLOCK, mask=mask)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=2),
+                          triton.Config({"BLOCK": 128}, num_warps=4)], key=["n"])
+@triton.jit
+def tuned_add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask)
+             + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+class InterpreterLauncher:
+    """Triton's interpreter on NumPy buffers, with what each launch was given kept."""
+
+    def __init__(self):
+        self.launched = []
+
+    def buffer(self, array):
+        return np.array(array, copy=True, order="C")
+
+    def host(self, buffer, aval):
+        return np.array(buffer, copy=True)
+
+    def launch(self, kernel, grid, arguments, options):
+        self.launched.append((grid, list(arguments), dict(options)))
+
+        def host_value(param, value):
+            if param.is_constexpr:
+                return value
+            if isinstance(value, np.ndarray):
+                pointer = _spec.pointer_type(value.dtype, what="buffer")
+                return _interpret_host.HostTensor(value, tl.str_to_ty(pointer[1:], None))
+            if isinstance(value, (bool, int, float)):
+                return _interpret_host.typed_scalar(value, "scalar")
+            return value
+
+        with _state.triton_language_lock(), _interpret_host.interpreter_adapted(False):
+            _interpret_host.interpreted(kernel)[grid](*[host_value(param, value) for param, value
+                                                         in zip(kernel.params, arguments)])
+
+
+def call_of(fn, *args):
+    """The call `fn(*args)` binds, `args` being its operands, as the check describes it when
+    lowered for CUDA sm_90; and the package's outputs for `args` on the CPU."""
+    jaxpr = jax.make_jaxpr(fn)(*args)
+    [eqn] = [e for e in jaxpr.eqns if e.primitive is triton_kernel_p]
+    assert len(eqn.invars) == len(args), "give fn the call's operands"
+    spec = eqn.params["spec"]
+    in_avals = tuple(v.aval for v in eqn.invars)
+    out_avals = tuple(v.aval for v in eqn.outvars)
+    backend = backends.backend("cuda")
+    launches = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(
+        backend, _plan.Target("cuda", "sm_90", "the test")))
+    call = du.describe(spec.unwrapped.jit_fn, spec.kernel_name, "jaxlib", "the test", spec,
+                       in_avals, out_avals, launches,
+                       lambda launch: backend.triton_options(launch, spec))
+    outputs = jax.tree.leaves(jax.jit(fn)(*args))
+    return call, [np.asarray(a) for a in args], [np.asarray(o) for o in outputs]
+
+
+def on_cpu(x):
+    return jax.device_put(x, CPU)
+
+
+def test_an_output_placed_before_its_input_reaches_the_launcher_first():
+    x = on_cpu(jnp.arange(100, dtype=jnp.float32))
+    call, inputs, outputs = call_of(lambda x: jtr.triton_call(
+        in_ptr=x, n=x.size, kernel=outputs_first_kernel, out_type=x, grid=(2,), BLOCK=64), x)
+    launcher = InterpreterLauncher()
+    verdict, detail, launch = du.compare(call, inputs, outputs, launcher)
+    assert (verdict, detail) == (du.EQUAL, "400 bytes written")
+    grid, arguments, options = launcher.launched[0]
+    assert grid == (2, 1, 1) and options["num_warps"] == 4
+    out, given, n, block = arguments
+    assert np.array_equal(given, inputs[0]) and np.array_equal(out, given * 2)
+    assert (n, block) == (100, 64)
+    assert "grid (2, 1, 1)" in launch and "num_warps=4" in launch
+
+
+def test_scalars_go_as_values_and_keyword_parameters_as_constexprs():
+    x = on_cpu(jnp.linspace(-1, 1, 300, dtype=jnp.float32))
+    call, inputs, outputs = call_of(lambda x: jtr.triton_call(
+        x, 2.5, 3, True, kernel=kernels.scale_shift_kernel, out_shape=x, grid=(3,), n=300,
+        BLOCK=128), x)
+    launcher = InterpreterLauncher()
+    assert du.compare(call, inputs, outputs, launcher)[0] == du.EQUAL
+    _, scale, shift, flip, n, _, block = launcher.launched[0][1]
+    assert (scale, shift, flip, block) == (2.5, 3, True, 128)
+    assert isinstance(n, tl.constexpr) and n.value == 300  # a keyword compiles it in
+
+
+def test_a_heuristics_value_reaches_the_launcher():
+    x = on_cpu(jnp.ones(300, jnp.float32))
+    call, inputs, outputs = call_of(lambda x: jtr.triton_call(
+        x, x.size, kernel=heuristic_block_kernel, out_shape=x, grid=(3,)), x)
+    launcher = InterpreterLauncher()
+    assert du.compare(call, inputs, outputs, launcher)[0] == du.EQUAL
+    assert launcher.launched[0][1][-1] == 128
+    assert np.all(outputs[0] == 129.0)
+
+
+def test_an_autotuned_call_is_equal_to_the_config_that_gives_its_outputs():
+    x = on_cpu(jnp.arange(256, dtype=jnp.float32))
+    call, inputs, outputs = call_of(lambda x, y: jtr.triton_call(
+        x, y, x.size, kernel=tuned_add_kernel, out_shape=x, grid=lambda meta: (
+            triton.cdiv(256, meta["BLOCK"]),)), x, x + 1)
+    assert [launch.options["num_warps"] for launch in call.launches] == [2, 4]
+    verdict, detail, launch = du.compare(call, inputs, outputs, InterpreterLauncher())
+    assert verdict == du.EQUAL and detail.endswith("(config 1 of 2)")
+    assert "BLOCK: 64" in launch
+
+
+def test_a_deliberate_difference_is_unequal_and_says_where():
+    x = on_cpu(jnp.arange(100, dtype=jnp.float32))
+    call, inputs, outputs = call_of(kernels.add, x, x)
+    outputs[0] = outputs[0].copy()
+    outputs[0].view(np.uint8)[5] ^= 1
+    verdict, detail, _ = du.compare(call, inputs, outputs, InterpreterLauncher())
+    assert (verdict, detail) == (du.UNEQUAL, "output 0: 1 of 400 bytes")
+
+
+def test_bytes_the_kernel_never_writes_are_not_compared():
+    x = on_cpu(jnp.arange(32, dtype=jnp.float32))
+    call, inputs, outputs = call_of(lambda x: jtr.triton_call(
+        x, kernel=first_half_kernel, out_shape=x, grid=(1,), HALF=16), x)
+    assert np.all(outputs[0][16:] == 0)  # the CPU route's zeros; a GPU's would be garbage
+    assert du.compare(call, inputs, outputs, InterpreterLauncher())[:2] == (
+        du.EQUAL, "64 bytes written")
+
+
+def test_bytes_two_launches_disagree_on_make_the_call_nondeterministic():
+    same = np.arange(4, dtype=np.float32)
+    other = same.copy()
+    other[2] = 7.0
+    verdict, detail = du.difference([same], [same], [other], poisoned=[True])
+    assert verdict == du.NONDETERMINISTIC and detail.startswith("1 written bytes differ")
+    assert du.difference([other], [same], [same], poisoned=[True])[0] == du.UNEQUAL
+
+
+def test_an_aliased_output_is_launched_in_its_inputs_buffer():
+    x, y = on_cpu(jnp.arange(64.0, dtype=jnp.float32)), on_cpu(jnp.ones(64, jnp.float32))
+    call, inputs, outputs = call_of(lambda x, y: kernels.add_inplace(x, y, block=64), x, y)
+    assert call.aliases == ((0, 0),)
+    launcher = InterpreterLauncher()
+    assert du.compare(call, inputs, outputs, launcher)[0] == du.EQUAL
+    arguments = launcher.launched[0][1]
+    assert arguments[3] is arguments[0]
+
+
+def test_a_zeroed_output_starts_at_zero():
+    x = on_cpu(jnp.ones(1000, jnp.float32))
+    call, inputs, outputs = call_of(lambda x: jtr.triton_call(
+        x, x.size, kernel=kernels.atomic_sum_kernel, out_shape=jax.ShapeDtypeStruct((1,),
+        jnp.float32), grid=(4,), BLOCK=256, zeroed_outputs=(0,)), x)
+    launcher = InterpreterLauncher()
+    assert du.compare(call, inputs, outputs, launcher)[:2] == (du.EQUAL, "4 bytes written")
+    assert outputs[0][0] == 1000.0
+
+
+def test_a_scalar_the_launcher_would_type_otherwise_is_not_compared():
+    x = on_cpu(jnp.ones(100, jnp.float32))
+    call, inputs, outputs = call_of(lambda x: jtr.triton_call(
+        x, np.int64(100), kernel=kernels.copy_kernel, out_shape=x, grid=(1,), BLOCK=128), x)
+    verdict, detail, _ = du.compare(call, inputs, outputs, InterpreterLauncher())
+    assert verdict == du.NOT_COMPARED
+    assert detail == ("parameter 'n' is a runtime scalar the package passes as i64 and Triton's "
+                      "launcher would pass as i32")
+
+
+def test_the_plugin_writes_one_line_per_call_and_joins_the_parts(tmp_path):
+    path = str(tmp_path / "report.jsonl")
+    (tmp_path / "report.jsonl.gw3").write_text("stale\n")
+    plugin = differential.DifferentialPlugin(path, None)
+    call = du.CallDescription(kernels.add_kernel, "add_kernel", "xla", "the call fits it", (),
+                              (), (), not_compared="a Gluon tensor descriptor")
+    plugin.test = "tests/test_x.py::test_y"
+    plugin.received(call, ())
+    plugin.flush()
+    plugin.pytest_sessionfinish(None)
+    [line] = [json.loads(text) for text in open(path)]
+    assert {k: line[k] for k in ("test", "kernel", "route", "verdict", "detail")} == {
+        "test": "tests/test_x.py::test_y", "kernel": "add_kernel", "route": "xla",
+        "verdict": du.NOT_COMPARED, "detail": "a Gluon tensor descriptor"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.jsonl"]
+
+
+def test_the_torch_launcher_says_what_it_needs_without_pytorch_here():
+    try:
+        import torch
+    except ImportError:
+        with pytest.raises(RuntimeError, match="PyTorch is not installed"):
+            du.TorchLauncher()
+        return
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="sees no GPU"):
+            du.TorchLauncher()
