@@ -48,8 +48,9 @@ class DifferentialPlugin:
                 os.remove(name)
         open(self.part, "w").close()
 
-    def install(self) -> None:
-        """Wraps the GPU routes' lowering and the route log's `note`, for the session."""
+    def patches(self) -> list[tuple[Any, str, Any]]:
+        """(object, attribute, value): the GPU routes' lowering wrapped, and the route log's
+        `note` that tells it the route taken."""
         from jax_triton_rocm.routes import _primitive
 
         original_lower, original_note = _primitive.GpuRoutes.lower, _primitive.note
@@ -65,8 +66,7 @@ class DifferentialPlugin:
             route, reason = plugin.local.noted or ("?", "")
             return plugin.instrument(routes.backend, ctx, operands, results, spec, route, reason)
 
-        _primitive.note = note
-        _primitive.GpuRoutes.lower = lower
+        return [(_primitive, "note", note), (_primitive.GpuRoutes, "lower", lower)]
 
     def instrument(self, backend: Any, ctx: Any, operands: Any, results: Any, spec: Any,
                    route: str, reason: str) -> Any:
@@ -221,5 +221,6 @@ def configure(config) -> None:
     workerinput = getattr(config, "workerinput", None)
     plugin = DifferentialPlugin(os.path.abspath(path),
                                 None if workerinput is None else workerinput["workerid"])
-    plugin.install()
+    for owner, name, value in plugin.patches():  # for the whole session
+        setattr(owner, name, value)
     config.pluginmanager.register(plugin, "differential")

@@ -30,13 +30,6 @@ CPU = jax.devices("cpu")[0]
 
 
 @triton.jit
-def outputs_first_kernel(out_ptr, in_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(out_ptr + offsets, tl.load(in_ptr + offsets, mask=mask) * 2.0, mask=mask)
-
-
-@triton.jit
 def first_half_kernel(x_ptr, out_ptr, HALF: tl.constexpr):
     offsets = tl.arange(0, HALF)
     tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + 1.0)
@@ -116,7 +109,7 @@ def on_cpu(x):
 def test_an_output_placed_before_its_input_reaches_the_launcher_first():
     x = on_cpu(jnp.arange(100, dtype=jnp.float32))
     call, inputs, outputs = call_of(lambda x: jtr.triton_call(
-        in_ptr=x, n=x.size, kernel=outputs_first_kernel, out_type=x, grid=(2,), BLOCK=64), x)
+        in_ptr=x, n=x.size, kernel=kernels.double_into_first_kernel, out_type=x, grid=(2,), BLOCK=64), x)
     launcher = InterpreterLauncher()
     verdict, detail, launch = du.compare(call, inputs, outputs, launcher)
     assert (verdict, detail) == (du.EQUAL, "400 bytes written")
@@ -245,3 +238,60 @@ def test_the_torch_launcher_says_what_it_needs_without_pytorch_here():
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="sees no GPU"):
             du.TorchLauncher()
+
+
+def _driver():
+    import importlib.util
+
+    from tests.subprocess_utils import ROOT
+
+    loaded = importlib.util.spec_from_file_location(
+        "differential_driver", f"{ROOT}/tools/differential.py")
+    module = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(module)
+    return module
+
+
+def _line(route, verdict, kernel="k", test="t::a", detail="d"):
+    return {"test": test, "kernel": kernel, "route": route, "verdict": verdict,
+            "detail": detail, "launch": "grid (1, 1, 1)"}
+
+
+def test_the_summary_fails_on_a_jaxlib_call_that_differs_and_reports_xlas():
+    driver = _driver()
+    runs = {"0": [_line("jaxlib", "equal", "a"), _line("jaxlib", "equal", "b"),
+                  _line("jaxlib", "unequal", "c", "t::c", "output 0: 4 of 64 bytes"),
+                  _line("jaxlib", "not compared", detail="a Gluon tensor descriptor"),
+                  _line("jaxlib", "not instrumented", detail="lowered for jax.export")],
+            "1": [_line("xla", "equal", "a"), _line("xla", "unequal", "b", "t::b"),
+                  _line("jaxlib", "nondeterministic", "atomic")]}
+    outcomes = {"0": (True, "3 passed"), "1": (True, "3 passed")}
+    lines, failed = driver.summary(runs, outcomes, None)
+    assert failed and lines[-1] == "differential check: FAILED"
+    table = {tuple(line.split()[:2]): line.split()[2:] for line in lines
+             if line.startswith("XLA_NATIVE=") and len(line.split()) == 10}
+    assert table[("XLA_NATIVE=0", "jaxlib")] == ["3", "4", "2", "1", "0", "1", "0", "1"]
+    assert table[("XLA_NATIVE=1", "xla")] == ["2", "2", "1", "1", "0", "0", "0", "0"]
+    assert ("  XLA_NATIVE=0 UNEQUAL: jaxlib c in t::c: output 0: 4 of 64 bytes "
+            "[grid (1, 1, 1)]") in lines
+    assert "  XLA_NATIVE=1 nondeterministic under Triton's launcher: atomic" in lines
+    assert "  XLA_NATIVE=0 not compared (1): a Gluon tensor descriptor" in lines
+    del runs["0"][2]
+    lines, failed = driver.summary(runs, outcomes, None)  # XLA's difference is reported only
+    assert not failed and "  XLA_NATIVE=1 UNEQUAL: xla b in t::b: d [grid (1, 1, 1)]" in lines
+
+
+def test_the_summary_fails_on_an_unfinished_run_and_a_benchmark_problem():
+    driver = _driver()
+    runs = {"0": [_line("jaxlib", "equal")]}
+    assert driver.summary(runs, {"0": (False, "timed out after 150 s")}, None)[1]
+    row = {"kernel": "softmax", "bitwise_route": "xla", "bitwise_default": "equal",
+           "bitwise_jaxlib": "equal", "bitwise_xla": "DIFFERS 3/4096 B"}
+    lines, failed = driver.summary(runs, {"0": (True, "1 passed")},
+                                   {"bitwise": [row], "problems": []})
+    assert not failed
+    assert "  softmax: xla; default equal, jaxlib equal, xla DIFFERS 3/4096 B" in lines
+    lines, failed = driver.summary(runs, {"0": (True, "1 passed")},
+                                   {"bitwise": [dict(row, bitwise_jaxlib="DIFFERS 1/8 B")],
+                                    "problems": []})
+    assert failed and "  jaxlib's route differs for softmax" in lines
