@@ -7,7 +7,7 @@ PyTorch on the same input bytes and compared bitwise (`differential_utils.compar
 line per execution goes to PATH (PATH.<worker> under pytest-xdist, joined into PATH at the end):
 test, kernel, route, verdict, detail, launch. Lowerings that cannot carry a callback (for
 `jax.export`, for another platform or several, inside a sharded body) get one line each, with
-verdict "not instrumented".
+verdict "not instrumented"; so do lowerings for the CPU (Triton's interpreter).
 
 The callback changes the computation a little (a host transfer after each call; an aliased
 input is copied first so that the callback still sees it); the route, the kernel and its launch
@@ -58,6 +58,11 @@ class DifferentialPlugin:
 
         def note(route: str, spec: Any, reason: str) -> None:
             plugin.local.noted = (route, reason)
+            if route == _primitive.INTERPRETER:
+                plugin.pending.append({
+                    "test": plugin.test, "kernel": spec.kernel_name, "route": route,
+                    "reason": reason, "verdict": NOT_INSTRUMENTED,
+                    "detail": "Triton's interpreter on the CPU: no GPU launch to compare"})
             original_note(route, spec, reason)
 
         def lower(routes: Any, ctx: Any, operands: Any, spec: Any) -> list:

@@ -65,6 +65,9 @@ class InterpreterLauncher:
     def host(self, buffer, aval):
         return np.array(buffer, copy=True)
 
+    def release(self):
+        pass
+
     def launch(self, kernel, grid, arguments, options):
         self.launched.append((grid, list(arguments), dict(options)))
 
@@ -295,3 +298,56 @@ def test_the_summary_fails_on_an_unfinished_run_and_a_benchmark_problem():
                                    {"bitwise": [dict(row, bitwise_jaxlib="DIFFERS 1/8 B")],
                                     "problems": []})
     assert failed and "  jaxlib's route differs for softmax" in lines
+
+
+def test_the_plugin_reports_a_cpu_lowering_as_not_instrumented(tmp_path, monkeypatch,
+                                                                 fresh_lowerings):
+    checking = differential.DifferentialPlugin(str(tmp_path / "report.jsonl"), "gw0")
+    for owner, name, value in checking.patches():
+        monkeypatch.setattr(owner, name, value)
+    checking.test = "tests/test_x.py::test_cpu"
+    x = on_cpu(jnp.ones(100, jnp.float32))
+    np.testing.assert_array_equal(jax.jit(kernels.add)(x, x), 2 * x)
+    checking.flush()
+    [line] = [json.loads(text) for text in open(checking.part)]
+    assert (line["kernel"], line["route"], line["verdict"]) == (
+        "add_kernel", "interpreter", differential.NOT_INSTRUMENTED)
+
+
+def test_an_instrumented_call_hands_its_inputs_and_outputs_to_the_check(tmp_path, monkeypatch,
+                                                                      fresh_lowerings):
+    """The GPU lowering's callback, emitted here after the CPU's lowering: the check receives
+    the call's operands and results and compares them with the launcher's."""
+    import types
+
+    from jax_triton_rocm.backends import _vendors
+    from jax_triton_rocm.routes import _primitive
+    from tests import gpu_utils
+
+    checking = differential.DifferentialPlugin(str(tmp_path / "report.jsonl"), "gw0")
+    checking.launcher = InterpreterLauncher()
+    backend = types.SimpleNamespace(
+        platform="cpu", triton_options=lambda launch, spec: {"num_warps": launch.num_warps})
+    monkeypatch.setattr(gpu_utils, "gpu_platform", lambda: "cpu")
+    monkeypatch.setattr(differential, "planned_launches", lambda b, ctx, spec, route: (
+        _plan.launches(spec, tuple(ctx.avals_in), tuple(ctx.avals_out),
+                       _plan.interpreter_target(_vendors.COMPILE_OPTIONS))))
+    lower = _primitive.Interpreter.lower
+
+    def instrumented(routes, ctx, operands, spec):
+        results = lower(routes, ctx, operands, spec)
+        return checking.instrument(backend, ctx, operands, results, spec, "jaxlib", "the test")
+
+    monkeypatch.setattr(_primitive.Interpreter, "lower", instrumented)
+    checking.test = "tests/test_x.py::test_instrumented"
+    x = on_cpu(jnp.arange(100, dtype=jnp.float32))
+    out = jax.jit(lambda x: jtr.triton_call(
+        in_ptr=x, n=x.size, kernel=kernels.double_into_first_kernel, out_type=x, grid=(2,),
+        BLOCK=64))(x)
+    np.testing.assert_array_equal(out, 2 * x)
+    checking.flush()
+    [line] = [json.loads(text) for text in open(checking.part)]
+    assert (line["test"], line["route"], line["verdict"], line["detail"]) == (
+        "tests/test_x.py::test_instrumented", "jaxlib", du.EQUAL, "400 bytes written")
+    [(_, arguments, _), _] = checking.launcher.launched
+    assert np.array_equal(arguments[1], np.asarray(x))
