@@ -16,6 +16,7 @@ are the package's own.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -86,6 +87,8 @@ class DifferentialPlugin:
                                ctx.avals_in, ctx.avals_out,
                                planned_launches(backend, ctx, spec, route),
                                lambda launch: backend.triton_options(launch, spec))
+            if (why := foreign_target(backend, ctx, spec)) is not None:
+                call = dataclasses.replace(call, launches=(), not_compared=why)
         except Exception as err:  # noqa: BLE001  (the test goes on; the line says why)
             call = du.CallDescription(spec.unwrapped.jit_fn, spec.kernel_name, route, reason,
                                       (), (), (), not_compared=f"planning failed: {err!r}"[:300])
@@ -202,6 +205,20 @@ def _parts(path: str) -> list[str]:
     folder, base = os.path.split(path)
     return sorted(os.path.join(folder, name) for name in os.listdir(folder or ".")
                   if name.startswith(base + ".") and name[len(base) + 1:].isalnum())
+
+
+def foreign_target(backend: Any, ctx: Any, spec: Any) -> str | None:
+    """Why the launcher cannot build the call's binary: the call compiles for an architecture
+    other than the devices' (`compute_capability=`, `target_arch`), and Triton's launcher
+    compiles for the device; None where they agree."""
+    from jax_triton_rocm.routes import _target
+
+    target, _ = _target.resolve_target(backend, ctx, spec)
+    devices = _target.lowering_target(backend.platform, ctx.module_context)
+    if target.arch == devices.arch:
+        return None
+    return (f"compiled for {target.arch} (from {target.source}) on {devices.arch} devices; "
+            f"Triton's launcher compiles for the device")
 
 
 def planned_launches(backend: Any, ctx: Any, spec: Any, route: str) -> list:

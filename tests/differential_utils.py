@@ -292,6 +292,8 @@ class TorchLauncher:
         from triton.tools.tensor_descriptor import TensorDescriptor
 
         extra = {"padding": descriptor.padding} if descriptor.padding != "zero" else {}
+        if getattr(descriptor, "round_f32_to_tf32", False):  # a field from Triton 3.5 on
+            extra["round_f32_to_tf32"] = True
         return TensorDescriptor(base, list(descriptor.shape), list(descriptor.strides),
                                 list(descriptor.block_shape), **extra)
 

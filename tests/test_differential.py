@@ -329,6 +329,7 @@ def test_an_instrumented_call_hands_its_inputs_and_outputs_to_the_check(tmp_path
     backend = types.SimpleNamespace(
         platform="cpu", triton_options=lambda launch, spec: {"num_warps": launch.num_warps})
     monkeypatch.setattr(gpu_utils, "gpu_platform", lambda: "cpu")
+    monkeypatch.setattr(differential, "foreign_target", lambda b, ctx, spec: None)
     monkeypatch.setattr(differential, "planned_launches", lambda b, ctx, spec, route: (
         _plan.launches(spec, tuple(ctx.avals_in), tuple(ctx.avals_out),
                        _plan.interpreter_target(_vendors.COMPILE_OPTIONS))))
