@@ -43,6 +43,7 @@ class DifferentialPlugin:
         self.kept_bytes = 0
         self.local = threading.local()
         self.launcher: Any = None
+        self.instrumented = False  # a callback was emitted in this process
         self.part = f"{path}.{worker or 'main'}"
         if worker is None:  # an earlier run's parts
             for name in _parts(path):
@@ -99,6 +100,7 @@ class DifferentialPlugin:
         try:
             _shard_callbacks.host_callback(
                 ctx, buffers, avals, [], lambda *arrays: self.received(call, arrays), True)
+            self.instrumented = True
         except Exception as err:  # noqa: BLE001  (the test goes on; the line says why)
             self.pending.append({"test": self.test, "kernel": spec.kernel_name, "route": route,
                                  "reason": reason, "verdict": NOT_INSTRUMENTED,
@@ -155,8 +157,23 @@ class DifferentialPlugin:
                 "reason": call.reason, "verdict": verdict, "detail": detail, "launch": launch,
                 "xla_native_env": os.environ.get("JAX_TRITON_ROCM_XLA_NATIVE")}
 
+    def drain(self) -> None:
+        """Waits for the callbacks of computations still running: a device runs its
+        executions in order, so once a new one ends, the ones before it have called back."""
+        import jax
+
+        from tests.gpu_utils import gpu_devices
+
+        for device in gpu_devices():
+            jax.block_until_ready(_tick(jax.device_put(np.float32(0), device)))
+
     def flush(self) -> None:
         """Compares what the test's executions left, and writes their lines."""
+        if self.instrumented:
+            try:
+                self.drain()
+            except Exception:  # noqa: BLE001  (a device the test broke: compare what came)
+                pass
         with self.lock:
             pending, self.pending, self.kept_bytes = self.pending, [], 0
         lines = []
@@ -205,6 +222,11 @@ def _parts(path: str) -> list[str]:
     folder, base = os.path.split(path)
     return sorted(os.path.join(folder, name) for name in os.listdir(folder or ".")
                   if name.startswith(base + ".") and name[len(base) + 1:].isalnum())
+
+
+def _tick(x: Any) -> Any:
+    """A computation that does almost nothing (`DifferentialPlugin.drain`)."""
+    return x + 1
 
 
 def foreign_target(backend: Any, ctx: Any, spec: Any) -> str | None:
