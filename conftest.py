@@ -13,6 +13,8 @@ before JAX is imported. Every process of the run (pytest-xdist workers, the proc
 start) uses one temporary folder of its own; at the end the run fails if anything but pytest's
 own folders is left in it, and otherwise removes it.
 With JAX_TRITON_ROCM_TEST_ROUTE_COUNTS set, the session counts the routes its lowerings took.
+With `--differential=PATH`, every GPU call is also compared bitwise with the same kernel launched
+by Triton's own launcher from PyTorch (`tests/differential.py`).
 
 A test that starts Python processes of its own (a fresh interpreter to check start-up, import,
 fork or command-line behaviour) carries the `process` mark: `-m "not process"` leaves them out
@@ -98,7 +100,17 @@ def _xdist_worker(config) -> str | None:
     return None if workerinput is None else workerinput["workerid"]
 
 
+def pytest_addoption(parser):
+    parser.addoption("--differential", metavar="PATH", default=None,
+                     help="compare every GPU call with the same kernel launched by Triton's own "
+                          "launcher from PyTorch; one JSON line per call to PATH "
+                          "(tests/differential.py, tools/differential.py)")
+
+
 def pytest_configure(config):
+    from tests import differential
+
+    differential.configure(config)
     path = os.environ.get(ENV_ROUTE_COUNTS)
     if path:
         if _xdist_worker(config) is None:  # workers' files of an earlier run

@@ -13,9 +13,7 @@ Not a script: `real_kernels.py` imports it.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +23,7 @@ import jax_triton_rocm as jtr
 
 from _common import DRY_RUN_ARCH, chain, triton_add
 from _real_cases import BY_NAME
-from _real_measure import ADD, RouteLog, attempt, chain_of, max_error, to_torch
+from _real_measure import ADD, RouteLog, attempt, chain_of, forced_route, max_error, to_torch
 
 SM90_SHARED_MEMORY = 232448  # bytes a block may use on sm_90 (227 KiB), the launch's limit
 SMALL_ADD = 1000
@@ -83,23 +81,6 @@ def interpreted(names: list[str], torch_side: bool) -> list[str]:
     return failures
 
 
-@contextlib.contextmanager
-def _jaxlib_route():
-    """Every call lowered in the `with` takes jaxlib's route, whose lowering compiles the
-    Triton binary (XLA's call carries Triton IR, compiled by XLA on the GPU machine)."""
-    saved = os.environ.get("JAX_TRITON_ROCM_XLA_NATIVE")
-    os.environ["JAX_TRITON_ROCM_XLA_NATIVE"] = "0"
-    jtr.clear_caches()
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ["JAX_TRITON_ROCM_XLA_NATIVE"]
-        else:
-            os.environ["JAX_TRITON_ROCM_XLA_NATIVE"] = saved
-        jtr.clear_caches()
-
-
 def _lowered(name: str):
     """`name`'s chain of 2 at the measured sizes, lowered for CUDA sm_90."""
     if name == ADD:
@@ -128,7 +109,7 @@ def _lower_one(name: str) -> str | None:
             return None
     shared = _shared_memory(lowered)
     if any(route == "xla" for _, route, _ in log.routes()):
-        with _jaxlib_route():
+        with forced_route("0"):  # jaxlib's lowering compiles the binary; XLA's does on the GPU
             shared = _shared_memory(_lowered(name))
     most = max(shared, default=0)
     ok = bool(shared) and most <= SM90_SHARED_MEMORY

@@ -7,6 +7,7 @@ Not a script: `real_kernels.py` imports it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import gzip
@@ -305,24 +306,93 @@ def tma_missing() -> str | None:
     return None
 
 
-def measure_case(case: Case, length: int, repeats: int) -> dict:
-    """One case in this process: routes, results and times of both sides."""
+ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
+FORCED_ROUTES = (("jaxlib", "0"), ("xla", "1"))  # each route, as its variable forces it
+
+
+@contextlib.contextmanager
+def forced_route(flag: str | None):
+    """Every call lowered in the `with` takes the route JAX_TRITON_ROCM_XLA_NATIVE=`flag`
+    forces ("0": jaxlib's, "1": XLA's; None: the default); every cache is emptied on both
+    sides, so that no lowering made under another setting is served."""
+    import jax_triton_rocm as jtr
+
+    saved = os.environ.get(ENV_XLA_NATIVE)
+    if flag is None:
+        os.environ.pop(ENV_XLA_NATIVE, None)
+    else:
+        os.environ[ENV_XLA_NATIVE] = flag
+    jtr.clear_caches()
+    try:
+        yield
+    finally:
+        os.environ.pop(ENV_XLA_NATIVE, None)
+        if saved is not None:
+            os.environ[ENV_XLA_NATIVE] = saved
+        jtr.clear_caches()
+
+
+def bitwise_difference(package: list, torch_runs: list[list]) -> dict:
+    """The package's outputs against two launches of the same kernel from PyTorch, byte for
+    byte: "equal", "unequal" (with the bytes that differ), or "nondeterministic" where the two
+    PyTorch launches disagree (those bytes are not held against the package)."""
+    first, second = torch_runs
+    if len(package) != len(first):
+        return {"verdict": "unequal", "detail": f"{len(package)} outputs against "
+                                                f"{len(first)} from PyTorch"}
+    total = differing = unstable = 0
+    for mine, a, b in zip(package, first, second):
+        mine, a, b = (np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in (mine, a, b))
+        if mine.shape != a.shape:
+            return {"verdict": "unequal", "detail": f"{mine.size} bytes against {a.size}"}
+        total += a.size
+        unstable += int((a != b).sum())
+        differing += int(((mine != a) & (a == b)).sum())
+    verdict = "nondeterministic" if unstable else "unequal" if differing else "equal"
+    return {"verdict": verdict, "differing": differing, "unstable": unstable, "bytes": total}
+
+
+def bitwise_side(case: Case, sizes: dict, state, consts, device: str) -> dict:
+    """The package's outputs on its default route and on each forced route, each against the
+    same kernel launched twice by Triton's launcher from PyTorch on the same inputs."""
+    torch_state = tuple(to_torch(a, device) for a in (*state, *consts))
+    torch_runs = [[out.cpu().numpy() for out in case.torch(sizes, 0, *torch_state)]
+                  for _ in range(2)]
+    found = {}
+    for route, flag in (("default", None), *FORCED_ROUTES):
+        with forced_route(flag), RouteLog() as log:
+            outputs = jax.jit(functools.partial(case.package, sizes, 0))(*state, *consts)
+            outputs = [np.asarray(out) for out in outputs]
+        found[route] = {"route": log.summary(), **bitwise_difference(outputs, torch_runs)}
+        progress(f"{case.name}: bitwise, {route} route ({found[route]['route']}): "
+                 f"{found[route]['verdict']}")
+    return found
+
+
+def measure_case(case: Case, length: int, repeats: int, bitwise: bool = False,
+                 timing: bool = True) -> dict:
+    """One case in this process: routes, results and times of both sides (with `timing`), and
+    (with `bitwise`) the package's outputs on each route against PyTorch's, bitwise."""
     result = {"kernel": case.name, "title": case.title}
     if case.needs_tma and (why := tma_missing()):
         return dict(result, skipped=why)
     sizes = case.full
     state, consts = case.inputs(sizes, jax.random.key(0))
-    reference = [np.asarray(r, np.float32) for r in
-                 jax.jit(functools.partial(case.reference, sizes, 0))(*state, *consts)]
-    with RouteLog() as log:
-        result["package"] = attempt(f"{case.name} package", lambda: package_side(
-            case, sizes, state, consts, reference, length, repeats))
-    result["route"], result["routes"] = log.summary(), log.routes()
-    progress(f"{case.name}: route {result['route']}")
     device, why = torch_device()
-    result["torch"] = attempt(f"{case.name} PyTorch", lambda: torch_side(
-        case, sizes, state, consts, reference, length, repeats, device)) if device else {
-        "unavailable": why}
+    if timing:
+        reference = [np.asarray(r, np.float32) for r in
+                     jax.jit(functools.partial(case.reference, sizes, 0))(*state, *consts)]
+        with RouteLog() as log:
+            result["package"] = attempt(f"{case.name} package", lambda: package_side(
+                case, sizes, state, consts, reference, length, repeats))
+        result["route"], result["routes"] = log.summary(), log.routes()
+        progress(f"{case.name}: route {result['route']}")
+        result["torch"] = attempt(f"{case.name} PyTorch", lambda: torch_side(
+            case, sizes, state, consts, reference, length, repeats, device)) if device else {
+            "unavailable": why}
+    if bitwise:
+        result["bitwise"] = attempt(f"{case.name} bitwise", lambda: bitwise_side(
+            case, sizes, state, consts, device)) if device else {"unavailable": why}
     return result
 
 
@@ -356,12 +426,13 @@ def measure_add(length: int) -> dict:
 
 
 def worker(names: list[str], cases: dict[str, Case], length: int, repeats: int,
-           add_length: int) -> None:
+           add_length: int, bitwise: bool = False, timing: bool = True) -> None:
     """Measures `names` in turn, one JSON line each on stdout as it is done."""
     for name in names:
         progress(f"{name}: start")
         if name == ADD:
             result = attempt(name, lambda: measure_add(add_length))
         else:
-            result = attempt(name, lambda: measure_case(cases[name], length, repeats))
+            result = attempt(name, lambda: measure_case(cases[name], length, repeats, bitwise,
+                                                        timing))
         emit(json.dumps({"kernel": name, **result}))

@@ -25,10 +25,16 @@ flags once):
 - the ratios package / PyTorch, by wall clock, by GPU timeline and queued, each flagged above
   1.05;
 
+- bitwise (command buffers on): each kernel's outputs on the default route, on jaxlib's and on
+  XLA's (each forced by JAX_TRITON_ROCM_XLA_NATIVE) against the same kernel launched twice by
+  Triton's launcher from PyTorch on the same inputs, byte for byte ("nondet." where PyTorch's two
+  launches differ); outputs of the default route that differ are a failure;
+
 and the chain of 200 small adds (runtime `n`) on the default route against XLA's own add kept
 unfused (goal: at most 1.10), one execution at a time and queued. Every kernel's result is checked once against jax.numpy before it
 is timed, on each side; a wrong result is not timed. The versions and the GPU head the table;
 `--json PATH` writes it as JSON too. PyTorch's columns need PyTorch with a GPU.
+`--bitwise-only` runs the bitwise check alone (nothing timed).
 
 `--check-on-cpu` needs no GPU: it runs every kernel at small sizes through the package in
 Triton's interpreter (JAX on the CPU), single calls and chains of 2, against jax.numpy; lowers
@@ -64,7 +70,7 @@ import jax_triton_rocm as jtr  # noqa: E402
 
 from _common import gpu_missing, print_rows, run_fresh, stream_fresh  # noqa: E402
 from _real_cases import BY_NAME, CASES  # noqa: E402
-from _real_measure import ADD, QUEUED, progress, worker  # noqa: E402
+from _real_measure import ADD, FORCED_ROUTES, QUEUED, progress, worker  # noqa: E402
 
 CHAIN_LENGTH = 50
 ADD_LENGTH = 200
@@ -91,10 +97,12 @@ def versions() -> dict[str, str]:
             "jax_triton_rocm": jtr.__version__}
 
 
-def measured(names: list[str], args, command_buffers: bool) -> dict[str, dict]:
-    """Each kernel's results from worker processes with command buffers on or off. A worker
-    that dies or hangs on a kernel marks it failed, with the end of what it printed, and a
-    fresh worker goes on from the next kernel."""
+def measured(names: list[str], args, command_buffers: bool,
+             worker_flags: tuple[str, ...] = ()) -> dict[str, dict]:
+    """Each kernel's results from worker processes with command buffers on or off (given
+    `worker_flags` too: "--bitwise", "--no-timing"). A worker that dies or hangs on a kernel
+    marks it failed, with the end of what it printed, and a fresh worker goes on from the next
+    kernel."""
     setting = "on" if command_buffers else "off"
     results: dict[str, dict] = {}
     start = 0
@@ -116,7 +124,8 @@ def measured(names: list[str], args, command_buffers: bool) -> dict[str, dict]:
 
         status = stream_fresh("real_kernels.py", [
             "--worker", "--kernels", ",".join(names[start:]), "--length", str(args.length),
-            "--repeats", str(args.repeats), "--add-length", str(args.add_length)],
+            "--repeats", str(args.repeats), "--add-length", str(args.add_length),
+            *worker_flags],
             command_buffers, on_line, idle_timeout_s=IDLE_TIMEOUT_S)
         left = [i for i in range(start, len(names)) if names[i] not in results]
         if not left:
@@ -171,7 +180,37 @@ def kernel_row(name: str, on: dict, off: dict) -> dict:
     row["flag"] = "WRONG" if wrong else (f">{GOAL} " + "+".join(over) if over else "")
     if "skipped" in on:
         row["flag"] = "skipped"
+    row.update(bitwise_columns(on))
     return row
+
+
+def _bitwise_text(found: dict) -> str:
+    """One route's bitwise verdict as the table shows it."""
+    if "verdict" not in found:
+        return "-"
+    if found["verdict"] == "unequal":
+        return f"DIFFERS {found.get('differing', '?')}/{found.get('bytes', '?')} B"
+    return {"equal": "equal", "nondeterministic": "nondet."}[found["verdict"]]
+
+
+def bitwise_columns(result: dict) -> dict:
+    """A kernel's bitwise verdicts against PyTorch's launch: the default route (and which it
+    is), jaxlib's and XLA's, each forced ("failed", or "-" where not checked)."""
+    bitwise = result.get("bitwise", {})
+    columns = {"bitwise_route": bitwise.get("default", {}).get("route", "-")}
+    for route in ("default", *[name for name, _ in FORCED_ROUTES]):
+        columns[f"bitwise_{route}"] = ("failed" if "failed" in bitwise
+                                       else _bitwise_text(bitwise.get(route, {})))
+    return columns
+
+
+def print_bitwise(rows: list[dict]) -> None:
+    print("\nbitwise: the package's outputs against the same kernel launched twice by Triton's "
+          "launcher from PyTorch on the same inputs (command buffers on); nondet.: PyTorch's "
+          "two launches differ:")
+    print_rows([(f"{row['kernel']}-bitwise", row["bitwise_route"], row["bitwise_default"],
+                 row["bitwise_jaxlib"], row["bitwise_xla"]) for row in rows],
+               ("default route", "bitwise default", "jaxlib", "xla"))
 
 
 def add_row(on: dict, off: dict) -> dict:
@@ -212,6 +251,16 @@ def problems(results: dict[str, dict[str, dict]]) -> list[str]:
                                  f"result (max error {part.get('max_error')})")
             if result.get("compiled_correct") is False:
                 lines.append(f"{name} (n compiled in, command buffers {setting}): wrong result")
+            bitwise = result.get("bitwise", {})
+            if "failed" in bitwise:
+                lines.append(f"{name} (bitwise, command buffers {setting}): {bitwise['failed']}")
+            default = bitwise.get("default", {})
+            if default.get("verdict") == "unequal":
+                lines.append(
+                    f"{name} (bitwise, the default route: {default['route']}): the outputs "
+                    f"differ from PyTorch's launch of the same kernel on the same inputs "
+                    f"({default.get('differing', default.get('detail'))} of "
+                    f"{default.get('bytes', '?')} bytes)")
     return lines
 
 
@@ -226,6 +275,9 @@ def not_measured(results: dict[str, dict[str, dict]]) -> dict[str, list[str]]:
             elif "unavailable" in result.get("torch", {}):
                 found[result["torch"]["unavailable"]].append(
                     f"{name}'s PyTorch side (command buffers {setting})")
+            elif "unavailable" in result.get("bitwise", {}):
+                found[result["bitwise"]["unavailable"]].append(
+                    f"{name}'s bitwise check (command buffers {setting})")
     return dict(found)
 
 
@@ -234,8 +286,9 @@ def report(names: list[str], args) -> int:
     info = versions()
     progress("; ".join(f"{key} {value}" for key, value in info.items()))
     found = {}
-    for command_buffers in (True, False):
-        found["on" if command_buffers else "off"] = measured(names, args, command_buffers)
+    for command_buffers in (True, False):  # the bitwise check once, with command buffers on
+        found["on" if command_buffers else "off"] = measured(
+            names, args, command_buffers, ("--bitwise",) if command_buffers else ())
     on, off = found["on"], found["off"]
     print("\n" + "; ".join(f"{key} {value}" for key, value in info.items()))
     kernels = [kernel_row(name, on.get(name, {}), off.get(name, {}))
@@ -267,6 +320,7 @@ def report(names: list[str], args) -> int:
                      row["torch_queued_off"], row["queued_ratio_off"]) for row in kernels],
                    ("route", "on: queued", "PyTorch", "ratio", "off: queued", "PyTorch",
                     "ratio"))
+        print_bitwise(kernels)
         slow = [row["kernel"] for row in kernels if row["flag"].startswith(">")]
         print(f"above {GOAL}x PyTorch: {', '.join(slow) or 'none'}")
     if ADD in names:
@@ -291,6 +345,11 @@ def report(names: list[str], args) -> int:
             print(f"  {kernel}: {route}: {reason}")
     for why, where in not_measured(found).items():
         print(f"not measured: {', '.join(where)}: {why}")
+    return finish(table, found, args)
+
+
+def finish(table: dict, found: dict, args) -> int:
+    """Prints what failed, writes the JSON; 1 if anything failed."""
     failed = table["problems"] = problems(found)
     for line in failed:
         print(f"FAILED: {line}")
@@ -299,6 +358,20 @@ def report(names: list[str], args) -> int:
             json.dump(table, file, indent=1)
         print(f"written to {args.json}")
     return 1 if failed else 0
+
+
+def report_bitwise(names: list[str], args) -> int:
+    """The bitwise check alone (`--bitwise-only`): each kernel's outputs on each route against
+    PyTorch's launch, command buffers on, nothing timed."""
+    info = versions()
+    found = {"on": measured([name for name in names if name != ADD], args, True,
+                            ("--bitwise", "--no-timing"))}
+    print("\n" + "; ".join(f"{key} {value}" for key, value in info.items()))
+    rows = [dict(kernel=name, **bitwise_columns(result)) for name, result in found["on"].items()]
+    print_bitwise(rows)
+    for why, where in not_measured(found).items():
+        print(f"not measured: {', '.join(where)}: {why}")
+    return finish({"versions": info, "bitwise": rows, "results": found}, found, args)
 
 
 def check_on_cpu(names: list[str], torch_side: bool) -> int:
@@ -342,7 +415,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check-on-cpu", action="store_true",
                         help="no GPU: check every kernel in Triton's interpreter and lower it "
                              "for sm_90")
+    parser.add_argument("--bitwise-only", action="store_true",
+                        help="only compare each kernel's outputs on each route bitwise with "
+                             "PyTorch's launch (no timing)")
     parser.add_argument("--torch-side", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--bitwise", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-timing", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     names = args.kernels.split(",")
@@ -358,8 +436,11 @@ def main(argv: list[str] | None = None) -> int:
     if gpu_missing("real_kernels.py"):
         return 1
     if args.worker:
-        worker(names, BY_NAME, args.length, args.repeats, args.add_length)
+        worker(names, BY_NAME, args.length, args.repeats, args.add_length, args.bitwise,
+               not args.no_timing)
         return 0
+    if args.bitwise_only:
+        return report_bitwise(names, args)
     progress(f"kernels {', '.join(names)}; command buffers on, then off (a fresh process each)")
     return report(names, args)
 

@@ -68,6 +68,14 @@ def scale_shift_kernel(x_ptr, scale, shift, flip, n, out_ptr, BLOCK: tl.constexp
 
 
 @triton.jit
+def double_into_first_kernel(out_ptr, in_ptr, n, BLOCK: tl.constexpr):
+    """out = 2 * x, the output pointer first (as `softmax(out_ptr, in_ptr, ...)` kernels)."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(in_ptr + offsets, mask=mask) * 2.0, mask=mask)
+
+
+@triton.jit
 def softmax_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)

@@ -404,7 +404,7 @@ def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkey
 
     import real_kernels
 
-    def fake_measured(names, args, command_buffers):
+    def fake_measured(names, args, command_buffers, worker_flags=()):
         found = {name: _fake_result(name, command_buffers) for name in names}
         found["matmul"]["package"]["us"] = 52.0  # 1.04: within the goal
         found["softmax"]["package"].pop("gpu_us")  # no profiler: wall clock only
@@ -621,3 +621,90 @@ def test_memory_report_says_what_it_needs_in_one_line(monkeypatch, capsys):
     monkeypatch.setattr(memory.subprocess, "run", lambda *a, **k: pytest.fail("a process ran"))
     assert memory.main([]) == 2
     assert capsys.readouterr().out == "needs triton (pip install jax '.[test]')\n"
+
+
+def test_real_kernels_bitwise_difference_tells_equal_unequal_and_nondeterministic():
+    import _real_measure
+
+    same = np.arange(4, dtype=np.float32)
+    other = same.copy()
+    other.view(np.uint8)[5] ^= 1
+    found = _real_measure.bitwise_difference
+    assert found([same], [[same], [same]]) == {"verdict": "equal", "differing": 0,
+                                               "unstable": 0, "bytes": 16}
+    assert found([other], [[same], [same]])["differing"] == 1
+    assert found([other], [[same], [same]])["verdict"] == "unequal"
+    assert found([same], [[same], [other]])["verdict"] == "nondeterministic"
+    assert found([same, same], [[same], [same]])["verdict"] == "unequal"
+
+
+def _bitwise(default="equal", jaxlib="equal", xla="equal", route="xla"):
+    def one(verdict, route):
+        return {"route": route, "verdict": verdict, "differing": 3 if verdict == "unequal"
+                else 0, "unstable": 0, "bytes": 4096}
+
+    return {"default": one(default, route), "jaxlib": one(jaxlib, "jaxlib"),
+            "xla": one(xla, "xla")}
+
+
+def test_real_kernels_report_shows_bitwise_verdicts_and_fails_a_default_route_that_differs(
+        monkeypatch, capsys):
+    import argparse
+
+    import real_kernels
+
+    flags_seen = []
+
+    def fake_measured(names, args, command_buffers, worker_flags=()):
+        flags_seen.append((command_buffers, worker_flags))
+        found = {name: _fake_result(name, command_buffers) for name in names}
+        if command_buffers:
+            found["softmax"]["bitwise"] = _bitwise(xla="unequal", route="jaxlib")
+            found["dropout"]["bitwise"] = _bitwise(default="unequal", xla="unequal")
+            found["layernorm_bwd"]["bitwise"] = _bitwise(
+                default="nondeterministic", jaxlib="nondeterministic", xla="nondeterministic")
+            found["attention"]["bitwise"] = {"failed": "RuntimeError: no"}
+            found["matmul"]["bitwise"] = {"unavailable": "PyTorch sees no GPU"}
+        return found
+
+    monkeypatch.setattr(real_kernels, "measured", fake_measured)
+    args = argparse.Namespace(length=50, repeats=3, add_length=200, json=None)
+    assert real_kernels.report(real_kernels.NAMES, args) == 1
+    assert flags_seen == [(True, ("--bitwise",)), (False, ())]
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()
+            if line.split() and line.split()[0].endswith("-bitwise")}
+    assert rows["softmax-bitwise"] == ["jaxlib", "equal", "equal", "DIFFERS", "3/4096", "B"]
+    assert rows["dropout-bitwise"] == ["xla", "DIFFERS", "3/4096", "B", "equal", "DIFFERS",
+                                       "3/4096", "B"]
+    assert rows["layernorm_bwd-bitwise"] == ["xla", "nondet.", "nondet.", "nondet."]
+    assert rows["attention-bitwise"] == ["-", "failed", "failed", "failed"]
+    assert rows["layernorm-bitwise"] == ["-", "-", "-", "-"]
+    failed = [line for line in out.splitlines() if line.startswith("FAILED: ")]
+    assert failed == [
+        "FAILED: dropout (bitwise, the default route: xla): the outputs differ from PyTorch's "
+        "launch of the same kernel on the same inputs (3 of 4096 bytes)",
+        "FAILED: attention (bitwise, command buffers on): RuntimeError: no"]
+    assert ("not measured: matmul's bitwise check (command buffers on): PyTorch sees no GPU"
+            in out)
+
+
+def test_real_kernels_bitwise_only_times_nothing_and_fails_a_default_route_that_differs(
+        monkeypatch, capsys):
+    import argparse
+
+    import real_kernels
+
+    def fake_measured(names, args, command_buffers, worker_flags=()):
+        assert command_buffers and worker_flags == ("--bitwise", "--no-timing")
+        assert "add" not in names
+        return {name: {"kernel": name, "bitwise": _bitwise(
+            default="unequal" if name == "matmul" else "equal")} for name in names}
+
+    monkeypatch.setattr(real_kernels, "measured", fake_measured)
+    args = argparse.Namespace(length=50, repeats=3, add_length=200, json=None)
+    assert real_kernels.report_bitwise(real_kernels.NAMES, args) == 1
+    out = capsys.readouterr().out
+    assert out.count("-bitwise ") == len(real_kernels.CASES)
+    [failed] = [line for line in out.splitlines() if line.startswith("FAILED: ")]
+    assert failed.startswith("FAILED: matmul (bitwise, the default route: xla): ")
