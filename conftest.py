@@ -204,6 +204,14 @@ def fresh_lowerings():
 
 
 @pytest.fixture
+def default_route(monkeypatch):
+    """The route left to the package's default: a JAX_TRITON_ROCM_XLA_NATIVE that forces one
+    for the whole run (`tools/differential.py` runs the GPU tests once per route) is unset, for
+    the tests that check what the default does."""
+    monkeypatch.delenv("JAX_TRITON_ROCM_XLA_NATIVE", raising=False)
+
+
+@pytest.fixture
 def fresh_caches():
     """Every cache emptied before and after the test, the package's and JAX's
     (`jax_triton_rocm.clear_caches`): for tests that count compiles or see what a cold lowering

@@ -76,6 +76,9 @@ class CallDescription:
       aliases: (input index, output index) pairs sharing a buffer.
       launches: the candidates: one, or an autotuned call's configs (jaxlib picks one).
       not_compared: why the call cannot be compared, or None.
+      graph: the kernel's code as it was lowered (`compile._compile.graph_key`: its sources,
+        its callees' and the globals it reads); a test that rebinds a helper afterwards leaves
+        calls Triton's launcher can no longer run as they ran.
     """
 
     kernel: Any
@@ -87,6 +90,7 @@ class CallDescription:
     aliases: tuple[tuple[int, int], ...]
     launches: tuple[LauncherLaunch, ...] = ()
     not_compared: str | None = None
+    graph: Any = None
 
 
 def launcher_type(value: Any) -> str:
@@ -151,8 +155,11 @@ def describe(jit_fn: Any, kernel_name: str, route: str, reason: str, spec: Any,
     """The call `spec`, lowered on `route` with `launches` (`plan._plan.Launch`es, the
     candidates), as the check compares it; `options_of(launch)` gives a launch's compile
     options. A call that cannot be compared says why (`not_compared`)."""
+    from jax_triton_rocm.compile import _compile
+
     described = CallDescription(
         kernel=jit_fn, kernel_name=kernel_name, route=route, reason=reason,
+        graph=_compile.graph_key(jit_fn),
         in_avals=tuple((tuple(a.shape), np.dtype(a.dtype)) for a in in_avals),
         out_avals=tuple((tuple(a.shape), np.dtype(a.dtype)) for a in out_avals),
         aliases=tuple(spec.input_output_aliases))
@@ -244,6 +251,11 @@ def compare(call: CallDescription, inputs: Sequence[np.ndarray], outputs: Sequen
     `inputs` against each candidate launch by `launcher`; equal where one candidate's are."""
     if call.not_compared is not None:
         return NOT_COMPARED, call.not_compared, ""
+    from jax_triton_rocm.compile import _compile
+
+    if call.graph is not None and _compile.graph_key(call.kernel) != call.graph:
+        return NOT_COMPARED, ("the kernel's code changed after the call was lowered (a helper or "
+                              "a global it reads was rebound in the test)"), ""
     names = list(call.kernel.arg_names)
     aliased = {o for _, o in call.aliases}
     verdicts = []
@@ -280,6 +292,11 @@ class TorchLauncher:
         if not torch.cuda.is_available():
             raise RuntimeError(f"PyTorch {torch.__version__} sees no GPU")
         self.torch = torch
+        import triton
+
+        if hasattr(triton, "set_allocator"):  # global scratch, as Triton's users give it
+            triton.set_allocator(lambda size, alignment, stream: torch.empty(
+                size, dtype=torch.int8, device="cuda"))
 
     def buffer(self, array: np.ndarray) -> Any:
         name = array.dtype.name
@@ -292,7 +309,16 @@ class TorchLauncher:
         from triton.tools.tensor_descriptor import TensorDescriptor
 
         extra = {"padding": descriptor.padding} if descriptor.padding != "zero" else {}
-        if getattr(descriptor, "round_f32_to_tf32", False):  # a field from Triton 3.5 on
+        if getattr(descriptor, "round_f32_to_tf32", False):
+            import dataclasses as dc
+
+            fields = {f.name for f in dc.fields(TensorDescriptor)} if dc.is_dataclass(
+                TensorDescriptor) else set()
+            if "round_f32_to_tf32" not in fields:
+                import triton
+
+                raise NotComparable(f"Triton {triton.__version__}'s TensorDescriptor cannot "
+                                    f"round float32 to TF32")
             extra["round_f32_to_tf32"] = True
         return TensorDescriptor(base, list(descriptor.shape), list(descriptor.strides),
                                 list(descriptor.block_shape), **extra)

@@ -260,3 +260,24 @@ def test_a_package_keyword_that_names_no_parameter_points_to_the_package():
                                         r"jax_triton_rocm\.triton_call"):
         jt.triton_call(x, x, 8, kernel=kernels.add_kernel, out_type=x, grid=1, BLOCK=8,
                        xla_native=True)
+
+
+@triton.jit
+def scaled_sum_kernel(a_ptr, b_ptr, out_ptr, scale, N: tl.constexpr):
+    offsets = tl.arange(0, N)
+    tl.store(out_ptr + offsets, tl.load(a_ptr + offsets) * scale + tl.load(b_ptr + offsets))
+
+
+def test_an_output_also_passed_as_the_last_argument_is_refused_naming_it():
+    a, b, out = (jnp.full((16,), v, jnp.float32) for v in (1.0, 2.0, 0.0))
+    # mlstm's 0.3-era call: the output's array positionally and in out_shape, a runtime
+    # scalar by keyword after it; 0.3.1 ran it with one buffer more than the kernel's pointers
+    with pytest.raises(TypeError, match=r"Most likely an output is passed as an input too: "
+                                        r"argument 2 \(the shape and dtype of output 0\)\..*"
+                                        r"input_output_aliases=\{2: 0\}"):
+        jax.jit(lambda a, b, out: jt.triton_call(
+            a, b, out, kernel=scaled_sum_kernel, out_type=out, grid=(1,), scale=2.0,
+            N=16))(a, b, out)
+    got = jax.jit(lambda a, b: jt.triton_call(
+        a, b, kernel=scaled_sum_kernel, out_type=a, grid=(1,), scale=2.0, N=16))(a, b)
+    assert (got == 4.0).all()

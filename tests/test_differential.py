@@ -352,3 +352,27 @@ def test_an_instrumented_call_hands_its_inputs_and_outputs_to_the_check(tmp_path
         "tests/test_x.py::test_instrumented", "jaxlib", du.EQUAL, "400 bytes written")
     [(_, arguments, _), _] = checking.launcher.launched
     assert np.array_equal(arguments[1], np.asarray(x))
+
+
+def test_a_kernel_unstable_elsewhere_in_the_run_is_not_counted_unequal():
+    driver = _driver()
+    runs = {"0": [_line("jaxlib", "nondeterministic", "atomic"),
+                  _line("jaxlib", "unequal", "atomic", detail="output 0: 1 of 4 bytes")]}
+    lines, failed = driver.summary(runs, {"0": (True, "2 passed")}, None)
+    assert not failed, lines
+    table = {tuple(line.split()[:2]): line.split()[2:] for line in lines
+             if line.startswith("XLA_NATIVE=") and len(line.split()) == 10}
+    assert table[("XLA_NATIVE=0", "jaxlib")][2:5] == ["0", "0", "2"]
+
+
+def test_a_call_whose_helper_was_rebound_after_lowering_is_not_compared(monkeypatch):
+    from tests import callee_kernels
+
+    x = on_cpu(jnp.arange(16, dtype=jnp.float32))
+    call, inputs, outputs = call_of(lambda x: jtr.triton_call(
+        x, kernel=callee_kernels.calls_helper_kernel, out_shape=x, grid=(1,), BLOCK=16), x)
+    monkeypatch.setattr(callee_kernels, "helper", callee_kernels.other_helper)
+    verdict, detail, _ = du.compare(call, inputs, outputs, InterpreterLauncher())
+    assert verdict == du.NOT_COMPARED and "changed after the call was lowered" in detail
+    monkeypatch.undo()
+    assert du.compare(call, inputs, outputs, InterpreterLauncher())[0] == du.EQUAL

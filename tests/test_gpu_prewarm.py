@@ -26,7 +26,7 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture
-def prewarm(monkeypatch, fresh_caches):  # the prewarm is jaxlib's route's
+def prewarm(monkeypatch, default_route, fresh_caches):  # the prewarm is jaxlib's route's
     """Makes every new kernel call prewarm on the present GPU; yields the launches' outputs."""
     platform = gpu_platform()
     outputs = []

@@ -45,7 +45,7 @@ def test_every_surface_matches_jnp(route, surface):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("surface", SURFACES)
-def test_the_default_route_runs_every_surface(surface):
+def test_the_default_route_runs_every_surface(default_route, surface):
     fn, reference, _ = SURFACES[surface]
     x0 = jax.random.normal(jax.random.key(2), (65_537,), jnp.float32)
     y0 = jax.random.normal(jax.random.key(3), (65_537,), jnp.float32)
@@ -97,7 +97,7 @@ def test_each_value_of_a_runtime_scalar_is_the_one_the_kernel_uses(route):
 
 @pytest.mark.gpu
 def test_a_call_autotuned_once_runs_its_choice_on_the_default_route(tmp_path, monkeypatch,
-                                                                    fresh_caches):
+                                                                    default_route, fresh_caches):
     monkeypatch.setenv("JAX_TRITON_ROCM_AUTOTUNE_DIR", str(tmp_path))
     x0 = jax.random.normal(jax.random.key(7), (1 << 20,), jnp.float32)
     program = _computed(lambda x, y: au.tuned_add(x, y))

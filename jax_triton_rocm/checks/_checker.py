@@ -271,6 +271,28 @@ class MappedZeroed:
         return tuple(self.results[o] if 0 <= o < len(self.results) else o for o in self.fn(meta))
 
 
+def _output_given_as_input(leaves: list, convention: str, out_shapes: list,
+                           unaliased: list[int], extra: int) -> str:
+    """For a call with `extra` outputs more than parameters left for them: the last array
+    arguments with an output's shape and dtype (most likely that output passed as an input too,
+    as 0.3's calls did), and the two fixes; "" where none matches."""
+    candidates = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
+    matching = [(index, leaf, o) for index, leaf in enumerate(candidates) if leaf.is_array
+                for o in unaliased
+                if (tuple(leaf.value.shape), np.dtype(leaf.value.dtype)) == (
+                    tuple(out_shapes[o].shape), np.dtype(out_shapes[o].dtype))][-extra:]
+    if not matching:
+        return ""
+    shown = ", ".join(f"{leaf.what} (the shape and dtype of output {o})"
+                      for _, leaf, o in matching)
+    aliases = ", ".join(f"{index}: {o}" for index, _, o in matching)
+    return (f" Most likely an output is passed as an input too: {shown}. If so, drop it from "
+            f"the arguments (each output fills a parameter the arguments leave unfilled); or, if "
+            f"the kernel reads it as well, keep it and alias it to the output "
+            f"(input_output_aliases={{{aliases}}}), which gives the output no parameter of its "
+            f"own (the Porting page, 'Where the outputs land').")
+
+
 def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, Any],
           operands: list, leaves: list, refs: list, *, convention: str, out_shapes: list,
           input_output_aliases: Any, zeroed: Any, trailing: list[int] | None = None,
@@ -340,6 +362,9 @@ def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, An
         owners = dict(zip(unaliased, missing))
     else:
         forgotten = hint(aliased) if len(missing) > len(unaliased) else ""
+        if len(missing) < len(unaliased) and trailing is None:  # 0.3 says it at layout
+            forgotten = _output_given_as_input(leaves, convention, out_shapes, unaliased,
+                                               len(unaliased) - len(missing))
         if trailing is None or forgotten:
             names = list(jit_fn.arg_names)
             raise TypeError(

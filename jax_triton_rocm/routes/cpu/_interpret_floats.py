@@ -76,7 +76,10 @@ def encode(values: np.ndarray, triton_type: str, toward_zero: bool = False) -> n
         values = values.astype(np.float64)
     target = _formats()[triton_type]
     rounded = values.astype(target)
-    largest = np.asarray(np.finfo(target).max, target)
+    import ml_dtypes
+
+    # ml_dtypes' finfo: NumPy's knows these types only with some NumPy and ml_dtypes versions.
+    largest = np.asarray(ml_dtypes.finfo(target).max, target)
     if toward_zero:
         # One step toward zero where rounding went away from it; a finite value past the
         # largest one stops there.
