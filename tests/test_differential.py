@@ -112,7 +112,8 @@ def on_cpu(x):
 def test_an_output_placed_before_its_input_reaches_the_launcher_first():
     x = on_cpu(jnp.arange(100, dtype=jnp.float32))
     call, inputs, outputs = call_of(lambda x: jtr.triton_call(
-        in_ptr=x, n=x.size, kernel=kernels.double_into_first_kernel, out_type=x, grid=(2,), BLOCK=64), x)
+        in_ptr=x, n=x.size, kernel=kernels.double_into_first_kernel, out_type=x, grid=(2,),
+        BLOCK=64), x)
     launcher = InterpreterLauncher()
     verdict, detail, launch = du.compare(call, inputs, outputs, launcher)
     assert (verdict, detail) == (du.EQUAL, "400 bytes written")

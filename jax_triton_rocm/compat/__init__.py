@@ -1,6 +1,6 @@
 """jax-triton 0.4.1's public API on this package, for code written for jax-triton: replace
-`import jax_triton as jt` with `import jax_triton_rocm.compat as jt` (docs/porting.md, "The
-one-line switch").
+`import jax_triton as jt` with `import jax_triton_rocm.compat as jt`
+([Porting from jax-triton](porting.md#the-one-line-switch)).
 
 The names are jax-triton 0.4.1's `__all__`, with its signatures; `triton_lib` and `version` are
 its submodules. Every plain call lowers as jax-triton 0.4.1 lowers it, to one

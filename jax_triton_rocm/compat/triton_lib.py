@@ -1,7 +1,7 @@
 """jax-triton 0.4.1's `jax_triton.triton_lib` on this package: `triton_call` with 0.4.1's
 signature and rules, always on jaxlib's route, and the module's other public names, each either
-the package's equivalent or an error that says what to use instead (docs/porting.md, "The
-one-line switch").
+the package's equivalent or an error that says what to use instead
+([Porting from jax-triton](porting.md#the-one-line-switch)).
 """
 
 from __future__ import annotations
@@ -92,15 +92,15 @@ def triton_call(
     """jax-triton 0.4.1's `triton_call`: calls a Triton (or Gluon) kernel on JAX arrays.
 
     The arguments and their rules are jax-triton 0.4.1's (jax_triton_rocm.triton_call's with
-    `out_type`, docs/porting.md): positional and keyword operands fill the kernel's
-    non-constexpr parameters, outputs the ones left unfilled; `out_shape=` is a deprecated
-    spelling of `out_type=`, and it, `input_output_aliases` and `zeroed_outputs` warn as 0.4.1
-    warns. Unless given, `num_warps` is 4 and `num_stages` 3, as in jax-triton 0.4.1.
+    `out_type`; [Porting from jax-triton](porting.md)): positional and keyword operands fill
+    the kernel's non-constexpr parameters, outputs the ones left unfilled; `out_shape=` is a
+    deprecated spelling of `out_type=`, and it, `input_output_aliases` and `zeroed_outputs`
+    warn as 0.4.1 warns. Unless given, `num_warps` is 4 and `num_stages` 3, as in jax-triton 0.4.1.
 
     Every call takes jaxlib's route (`xla_native=False`): a plain kernel lowers to one
     `triton_kernel_call_ffi` custom call that writes the results, which carries the caller's
     `jax.experimental.xla_metadata.set_xla_metadata` attributes; an autotuned kernel takes the
-    package's target for autotuned calls (docs/autotuning.md).
+    package's target for autotuned calls ([Autotuning](autotuning.md)).
 
     Args:
       *args: the operands, in the kernel's parameter order (arrays, `Ref`s, scalars,
