@@ -20,6 +20,7 @@ Per-target limits (CUDA's 65535 on y and z) are checked at lowering, where the t
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -320,6 +321,7 @@ def unwrap(kernel: Any) -> Unwrapped:
       TypeError: `kernel` is not a Triton function, naming its type (and `TRITON_INTERPRET`
         where that made it Triton's interpreted function), or an autotune config is not a
         `triton.Config`.
+      ValueError: Triton cannot compile the kernel under its function's names (`check_names`).
     """
     from jax_triton_rocm.base import _compat
 
@@ -339,6 +341,7 @@ def unwrap(kernel: Any) -> Unwrapped:
         elif isinstance(node, Heuristics):
             heuristics.append(node)
         elif isinstance(node, triton.JITFunction):
+            check_names(node)
             outside = len(heuristics) if autotuner is None else heuristics_outside
             return Unwrapped(node, autotuner, tuple(heuristics), outside)
         elif type(node).__name__ == "InterpretedFunction":
@@ -372,6 +375,42 @@ def _check_configs(autotuner: Autotuner, triton: Any) -> None:
 
 def kernel_name(jit_fn: JITFunction) -> str:
     return getattr(jit_fn, "__name__", None) or jit_fn.fn.__name__
+
+
+# What Triton's compiler takes for a kernel's symbol (`check_identifier_legality`).
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def symbol_name(jit_fn: JITFunction) -> str:
+    """The name of the kernel's symbol in its binary, as Triton gives it: the last dotted part of
+    its function's module and qualified name (`add` for `pkg.add`, or for `outer.<locals>.add`).
+    An identifier once `unwrap` has accepted the kernel (`check_names`)."""
+    fn = jit_fn.fn
+    return f"{fn.__module__}.{fn.__qualname__}".rsplit(".", 1)[-1]
+
+
+def check_names(jit_fn: JITFunction) -> None:
+    """Raises ValueError, naming the kernel and what to do, unless Triton can compile it under its
+    names: its symbol (`symbol_name`) is an identifier, and its `__name__`, which Triton names
+    the kernel's cache files after, holds no path separator. Every route refuses such a kernel
+    alike, before any code is generated or compiled."""
+    fn, name, symbol = jit_fn.fn, kernel_name(jit_fn), symbol_name(jit_fn)
+    if not _SYMBOL.fullmatch(symbol):
+        suggestion = re.sub(r"\W", "_", symbol, flags=re.ASCII)
+        suggestion = f"_{suggestion}" if not suggestion or suggestion[0].isdigit() else suggestion
+        raise ValueError(
+            f"kernel {name!r} cannot be compiled: Triton names a kernel's binary symbol after the "
+            f"last dotted part of its function's __qualname__ ({fn.__qualname__!r}), and "
+            f"{symbol!r} is not an identifier (ASCII letters, digits and underscores, not "
+            f"starting with a digit). Name the function with one before @triton.jit decorates "
+            f"it, e.g. fn.__name__ = fn.__qualname__ = {suggestion!r}; a dotted name such as "
+            f"'pkg.add' is fine, its symbol being 'add'.")
+    if any(c in name for c in ("/", "\\", "\0")):
+        raise ValueError(
+            f"kernel {name!r} cannot be compiled: Triton names a kernel's cache files after its "
+            f"function's __name__, and {name!r} holds a path separator or NUL, which would put "
+            f"them outside Triton's cache folder. Name the function without '/', '\\' or NUL "
+            f"before @triton.jit decorates it, e.g. fn.__name__ = {symbol!r}.")
 
 
 # No GPU launches more programs than this along one grid axis (CUDA's x limit; HIP's on every
