@@ -304,12 +304,16 @@ class Unwrapped:
       heuristics: the @triton.heuristics wrappers, outermost first.
       heuristics_outside: how many of `heuristics` (the first ones) wrap the autotuner; they run
         once per call, the others once per autotune config.
+      interpreted: the kernel was Triton's InterpretedFunction (TRITON_INTERPRET=1 when it was
+        decorated); `jit_fn` is a @triton.jit function made of its function, which the CPU's
+        interpreter runs and no GPU route compiles (`check_compilable`).
     """
 
     jit_fn: JITFunction
     autotuner: Autotuner | None
     heuristics: tuple[Any, ...]
     heuristics_outside: int = 0
+    interpreted: bool = False
 
 
 def unwrap(kernel: Any) -> Unwrapped:
@@ -318,9 +322,9 @@ def unwrap(kernel: Any) -> Unwrapped:
     Accepts @triton.autotune and @triton.heuristics nested in either order.
 
     Raises:
-      TypeError: `kernel` is not a Triton function, naming its type (and `TRITON_INTERPRET`
-        where that made it Triton's interpreted function), or an autotune config is not a
-        `triton.Config`.
+      TypeError: `kernel` is not a Triton function, naming its type, or an autotune config is
+        not a `triton.Config`. (A kernel TRITON_INTERPRET=1 made Triton's InterpretedFunction
+        is taken, `Unwrapped.interpreted`, for the CPU's interpreter only.)
       ValueError: Triton cannot compile the kernel under its function's names (`check_names`).
     """
     from jax_triton_rocm.base import _compat
@@ -330,7 +334,7 @@ def unwrap(kernel: Any) -> Unwrapped:
 
     autotuner = None
     heuristics = []
-    node = kernel
+    node, interpreted = kernel, False
     while True:
         if isinstance(node, Autotuner):
             if autotuner is not None:
@@ -343,16 +347,10 @@ def unwrap(kernel: Any) -> Unwrapped:
         elif isinstance(node, triton.JITFunction):
             check_names(node)
             outside = len(heuristics) if autotuner is None else heuristics_outside
-            return Unwrapped(node, autotuner, tuple(heuristics), outside)
+            return Unwrapped(node, autotuner, tuple(heuristics), outside, interpreted)
         elif type(node).__name__ == "InterpretedFunction":
-            raise TypeError(
-                f"kernel {getattr(node, '__name__', node)!r} is Triton's InterpretedFunction, "
-                f"not a @triton.jit function: TRITON_INTERPRET=1 was set when it was decorated, "
-                f"and then @triton.jit makes every kernel (Triton's own helpers too) one that "
-                f"runs only in Triton's interpreter, which jax_triton_rocm can neither compile "
-                f"for a GPU nor run on the CPU. Unset TRITON_INTERPRET before Triton is "
-                f"imported: the package runs kernels in Triton's interpreter on the CPU by "
-                f"itself.")
+            node, interpreted = _jit_twin(node, triton), True
+            continue
         else:
             what = "kernel" if node is kernel else f"the function inside kernel {kernel!r}"
             raise TypeError(
@@ -360,6 +358,33 @@ def unwrap(kernel: Any) -> Unwrapped:
                 f"@gluon.jit, optionally wrapped in @triton.autotune / @triton.heuristics); got "
                 f"{type(node).__module__}.{type(node).__qualname__}: {node!r}.")
         node = node.fn
+
+
+def _jit_twin(interpreted: Any, triton: Any) -> JITFunction:
+    """The @triton.jit function of an InterpretedFunction's function and decorator settings,
+    made once per kernel (`_state.JIT_TWINS`)."""
+    from jax_triton_rocm.base import _state
+
+    entry = _state.JIT_TWINS.get(id(interpreted))
+    if entry is None or entry[0] is not interpreted:
+        twin = triton.JITFunction(interpreted.fn, **interpreted.kwargs)
+        entry = _state.JIT_TWINS.put(id(interpreted), (interpreted, twin))
+    return entry[1]
+
+
+def check_compilable(unwrapped: Unwrapped, platform: str) -> None:
+    """Raises TypeError, naming TRITON_INTERPRET and the fix, where the kernel runs only in
+    Triton's interpreter (`Unwrapped.interpreted`) and a lowering for `platform` would compile
+    it."""
+    if unwrapped.interpreted:
+        raise TypeError(
+            f"kernel {kernel_name(unwrapped.jit_fn)!r} is Triton's InterpretedFunction, not a "
+            f"@triton.jit function: TRITON_INTERPRET=1 was set when it was decorated, and then "
+            f"@triton.jit makes every kernel (Triton's own helpers too) one that runs only in "
+            f"Triton's interpreter. jax_triton_rocm runs it on the CPU, in that interpreter, but "
+            f"cannot compile it for {platform}. Unset TRITON_INTERPRET before Triton is "
+            f"imported: the package runs kernels in Triton's interpreter on the CPU by itself, "
+            f"and compiles them for a GPU.")
 
 
 def _check_configs(autotuner: Autotuner, triton: Any) -> None:
