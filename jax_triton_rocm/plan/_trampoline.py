@@ -89,19 +89,49 @@ def for_jaxlib(jit_fn: JITFunction, bound: _layout.BoundKernel, n_inputs: int) -
     the operands' buffers and then the results'. A kernel whose buffer parameters are in another
     order gets a trampoline with them in that order (its other parameters keep theirs)."""
     first: dict[int, int] = {}
+    owner: dict[int, int] = {}  # a parameter given a buffer another already has: that one
+    holder: dict[int, int] = {}
     for source in bound.sources:
         index = _buffer_index(source, n_inputs)
-        if index is not None:
-            first.setdefault(source.position, index)
+        if index is None:
+            continue
+        if index in holder and holder[index] != source.position:
+            if source.path or source.kind != "input" or any(
+                    s.path for s in bound.sources if s.position == holder[index]):
+                raise NotImplementedError(
+                    f"Kernel {kernel_name(jit_fn)} is given one Ref in two places, one of them "
+                    f"inside a tuple or a TensorDescriptor (parameters "
+                    f"{jit_fn.arg_names[holder[index]]!r} and "
+                    f"{jit_fn.arg_names[source.position]!r}); jaxlib's call hands each pointer "
+                    f"its own buffer, and only a Ref given to whole parameters twice can share "
+                    f"one. Pass the Ref once, or outside tuples and descriptors.")
+            owner[source.position] = holder[index]
+            continue
+        holder.setdefault(index, source.position)
+        first.setdefault(source.position, index)
     buffers = list(first)
     ordered = sorted(buffers, key=first.get)
-    if ordered == buffers:
+    if ordered == buffers and not owner:
         return Compiled(jit_fn, bound)
     names = list(jit_fn.arg_names)
-    order = ordered + [i for i in range(len(names)) if i not in first]
-    body = f"    {_CALLEE}({', '.join(names)})\n"
+    order = ordered + [i for i in range(len(names)) if i not in first and i not in owner]
+    body = f"    {_CALLEE}({', '.join([names[owner.get(u, u)] for u in range(len(names))])})\n"
     trampoline = _trampoline(jit_fn, [names[i] for i in order], {}, body)
-    return Compiled(trampoline, _reordered(bound, order, names))
+    return Compiled(trampoline, _reordered(_without(bound, set(owner)), order, names))
+
+
+def _without(bound: _layout.BoundKernel, positions: set[int]) -> _layout.BoundKernel:
+    """`bound` without the parameters at `positions` (pointers that share another's buffer)."""
+    if not positions:
+        return bound
+
+    def kept(key: Any) -> bool:
+        return (key[0] if isinstance(key, tuple) else key) not in positions
+
+    return dataclasses.replace(
+        bound, attrs={k: v for k, v in bound.attrs.items() if kept(k)},
+        sources=tuple([s for s in bound.sources if s.position not in positions]),
+        specializations=tuple([(k, s) for k, s in bound.specializations if kept(k)]))
 
 
 def _reordered(bound: _layout.BoundKernel, order: list[int],
