@@ -64,6 +64,44 @@ def test_one_of_two_like_parameters_is_named_as_either():
                                             grid=1, BLOCK=64), X, platform="cuda")
 
 
+# Parameters left out, filled by their defaults.
+
+@triton.jit
+def _maybe_biased_kernel(x_ptr, out_ptr, bias_ptr=None, BLOCK: tl.constexpr = 64):
+    offsets = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets)
+    if bias_ptr is not None:
+        x += tl.load(bias_ptr + offsets)
+    tl.store(out_ptr + offsets, x)
+
+
+@pytest.mark.parametrize("route,xla_native", [("sm_90", False), ("sm_90", True),
+                                              ("gfx942", False), ("cpu", False)])
+def test_a_pointer_parameter_defaulting_to_none_may_be_left_out_as_in_triton(route, xla_native):
+    def call(x):
+        return jtr.triton_call(x, kernel=_maybe_biased_kernel, out_shape=x, grid=(1,),
+                               xla_native=xla_native)
+
+    if route == "cpu":
+        x = jax.device_put(jnp.arange(64, dtype=jnp.float32), jax.devices("cpu")[0])
+        np.testing.assert_array_equal(jax.jit(call)(x), x)  # no bias added
+    else:
+        [lowered] = jtr.kernel_calls(_lower_on(route, call, X))
+        assert (lowered.native is not None) == xla_native
+
+
+@pytest.mark.parametrize("convention", ["out_shape", "out_type", "operands"])
+def test_a_pointer_defaulting_to_none_is_left_to_its_default_in_every_call_form(convention):
+    def call(x):
+        if convention == "operands":
+            return jtr.triton_call(kernel=_maybe_biased_kernel, operands={"x_ptr": x},
+                                   out_shape=x, grid=(1,))
+        return jtr.triton_call(x, kernel=_maybe_biased_kernel, grid=(1,), **{convention: x})
+
+    x = jax.device_put(jnp.arange(64, dtype=jnp.float32), jax.devices("cpu")[0])
+    np.testing.assert_array_equal(jax.jit(call)(x), x)
+
+
 # A scalar on a pointer parameter, a pointer on a scalar one.
 
 @pytest.mark.parametrize("route", ["cpu", "sm_90", "gfx942"])

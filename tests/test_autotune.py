@@ -203,6 +203,26 @@ def test_heuristics_around_autotune_run_once_before_pruning():
     assert pruned_with == [True]
 
 
+def _even_of_the_block(args):
+    return args["n"] % args["BLOCK"] == 0
+
+
+def test_heuristics_around_autotune_reading_a_config_key_says_where_to_put_them():
+    kernel = triton.heuristics({"EVEN": _even_of_the_block})(_tuned(au.even_add_kernel))
+    with pytest.raises(ValueError, match=r"heuristic for 'EVEN'.* read 'BLOCK', which the "
+                                         r"kernel's @triton.autotune configs set; .*wraps "
+                                         r"@triton.autotune.*Put @triton.heuristics below "
+                                         r"@triton.autotune"):
+        lower_add(kernel, n=384)
+
+
+def test_tritons_own_launcher_cannot_read_a_config_key_in_heuristics_around_autotune():
+    # What docs/limitations.md says: Triton runs such a heuristic before any config, too.
+    kernel = triton.heuristics({"EVEN": _even_of_the_block})(_tuned(au.even_add_kernel))
+    with pytest.raises(KeyError, match="BLOCK"):
+        kernel.run(None, None, 384, None, grid=(3,), warmup=False)
+
+
 def test_heuristic_may_set_num_warps():
     kernel = triton.heuristics({"num_warps": lambda args: 2, "BLOCK": lambda args: 64})(
         kernels.add_kernel)

@@ -7,6 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import triton
+import triton.language as tl
 
 import jax_triton_rocm as jtr
 from tests.kernels import add_kernel
@@ -259,3 +261,23 @@ def test_an_fp8_dtype_the_target_does_not_take_is_named_inside_a_tuple_too():
             TypeError, match=r"parameter xy is float8_e4m3fnuz \(Triton's fp8e4b8\), which Triton "
                              r"does not compile for sm_90"):
         lower_for(_tuple_call(1), fnuz, Y, platform="cuda")
+
+
+@triton.jit
+def _no_parameter_kernel():
+    tl.device_print("a kernel with no parameters ran", tl.program_id(0))
+
+
+@pytest.mark.parametrize("outputs", ["out_type", "out_shape"])
+def test_a_kernel_with_no_parameters_runs_under_jit_as_triton_launches_it(outputs, capfd):
+    assert jax.jit(lambda: jtr.triton_call(kernel=_no_parameter_kernel, grid=(1,),
+                                           **{outputs: ()}))() == ()
+    jax.effects_barrier()
+    assert "a kernel with no parameters ran" in capfd.readouterr().out
+
+
+def test_a_kernel_with_no_parameters_is_kept_in_a_gpu_lowering():
+    lowered = lower_for(lambda: jtr.triton_call(kernel=_no_parameter_kernel, out_type=(),
+                                                grid=(1,)), platform="cuda")
+    assert len(jtr.kernel_calls(lowered)) == 1
+    assert "has_side_effect = true" in lowered.as_text()

@@ -129,6 +129,56 @@ def test_embedded_forced_on_a_plugin_without_module_image_is_refused(monkeypatch
         lower_for(kernels.add, X, X, platform="rocm")
 
 
+def _export_add():
+    with jtr.target_arch(rocm="gfx942"):
+        return jax.export.export(jax.jit(kernels.add), platforms=("rocm",),
+                                 disabled_checks=jtr.disabled_checks())(X, X)
+
+
+def _exported_kernel(exported):
+    class Lowered:  # what `kernel_calls` reads of a `jax.stages.Lowered`
+        def compiler_ir(self, dialect):
+            del dialect
+            from jax._src.interpreters import mlir
+            from jax._src.lib.mlir import ir
+
+            with mlir.make_ir_context():
+                return ir.Module.parse(exported.mlir_module())
+
+    [call] = jtr.kernel_calls(Lowered())
+    return _kernel_of(call)
+
+
+def test_an_export_under_path_delivery_is_refused_naming_the_variable(monkeypatch):
+    monkeypatch.setenv(_hip.ENV_DELIVERY, "path")
+    lower_one(kernels.add, X, X, platform="rocm")  # a plan with a path, kept for the call
+    with pytest.raises(ValueError, match=r"jax.export of a ROCm kernel call with "
+                                         r"JAX_TRITON_ROCM_HSACO_DELIVERY=path: .*temporary "
+                                         r"file.*Unset JAX_TRITON_ROCM_HSACO_DELIVERY, or set "
+                                         r"JAX_TRITON_ROCM_HSACO_DELIVERY=embedded"):
+        _export_add()
+
+
+@needs_embedded
+def test_an_export_carries_the_hsaco_itself():
+    kernel = _exported_kernel(_export_add())
+    assert kernel.HasField("module_image")
+    check_hsaco(kernel.module_image.object_file, "gfx942")
+    assert not os.path.isabs(kernel.ptx)
+
+
+def test_an_export_for_a_plugin_without_module_image_is_refused(monkeypatch):
+    import dataclasses
+
+    old = dataclasses.replace(FEATURES, plugin="jax_rocm7_plugin", module_image=False,
+                              detected_from="jax-rocm7-plugin release 0.10.2")
+    monkeypatch.setattr(_vendors, "plugin_features", lambda platform: old)
+    with pytest.raises(ValueError, match=r"jax.export of a ROCm kernel call: the ROCm plugin "
+                                         r"\(jax-rocm7-plugin release 0.10.2\) does not read "
+                                         r"TritonKernel.module_image.*Upgrade jax"):
+        _export_add()
+
+
 def test_amd_knobs_reach_the_compiler_not_the_kernel():
     lowered = capture_one(lambda x, y: kernels.add(x, y, waves_per_eu=2, matrix_instr_nonkdim=16,
                                                    kpack=2), X, X, platform="rocm")

@@ -89,6 +89,41 @@ def _inline_asm_kernel(x_ptr, out_ptr):
     tl.store(out_ptr, y)
 
 
+def _decorated_under_triton_interpret(monkeypatch):
+    """An add kernel decorated with TRITON_INTERPRET=1 (Triton's InterpretedFunction)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    kernel = kernels.kernel_from_source("""
+@triton.jit
+def k(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask)
+             + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+""")
+    assert type(kernel).__name__ == "InterpretedFunction"
+
+    def add(x, y):
+        return jtr.triton_call(x, y, x.size, kernel=kernel, out_shape=x, grid=(4,), BLOCK=256)
+
+    return add
+
+
+def test_a_kernel_decorated_under_triton_interpret_runs_on_the_cpu(monkeypatch):
+    add = _decorated_under_triton_interpret(monkeypatch)
+    x = random_normal(21, (1000,), device=CPU)
+    np.testing.assert_array_equal(jax.jit(add)(x, x), x + x)
+
+
+def test_a_kernel_decorated_under_triton_interpret_is_refused_for_a_gpu_naming_it(monkeypatch):
+    add = _decorated_under_triton_interpret(monkeypatch)
+    x = jax.ShapeDtypeStruct((1000,), jnp.float32)
+    with pytest.raises(TypeError, match=r"kernel 'k' is Triton's InterpretedFunction.*"
+                                        r"TRITON_INTERPRET=1 was set.*runs it on the CPU.*cannot "
+                                        r"compile it for cuda. Unset TRITON_INTERPRET"):
+        with jtr.target_arch(cuda="sm_90"):
+            jax.jit(add).trace(x, x).lower(lowering_platforms=("cuda",))
+
+
 def test_what_the_interpreter_rejects_names_the_kernel():
     x = random_normal(20, (1,), device=CPU)
     with pytest.raises(Exception, match=r"interpreter could not run kernel _inline_asm_kernel"):

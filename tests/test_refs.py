@@ -8,10 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import triton
+import triton.language as tl
 
 import jax_triton_rocm as jtr
 from tests.surface_kernels import (accumulate_kernel, inc_kernel, pair_kernel,
                                    tuned_pair_inc_kernel)
+from tests.lowering_utils import lower_for, spec
 from tests.test_routes import route, every_route  # noqa: F401  (the route fixture)
 
 
@@ -95,12 +97,56 @@ def test_grad_through_a_ref_call_is_refused_with_the_way_out():
         jax.grad(f)(jnp.zeros(8))
 
 
-def test_the_same_ref_twice_is_refused():
-    ref = jax.new_ref(jnp.zeros(8))
-    with pytest.raises(ValueError, match="The same Ref is passed to kernel pair_kernel more "
-                                         "than once"):
-        jtr.triton_call(ref, (ref, jnp.ones(8)), 8, kernel=pair_kernel, out_type=jnp.zeros(8),
-                        grid=1, BLOCK=8)
+@triton.jit
+def _through_two_pointers_kernel(x_ptr, a_ptr, b_ptr, n, before_ptr, BLOCK: tl.constexpr):
+    """before = x; a += 1 through a_ptr; then b *= 2 through b_ptr. Given one buffer for a and
+    b, it ends (a + 1) * 2, as Triton's launcher gives the same tensor twice."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(before_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)
+    tl.store(a_ptr + offsets, tl.load(a_ptr + offsets, mask=mask) + 1, mask=mask)
+    tl.store(b_ptr + offsets, tl.load(b_ptr + offsets, mask=mask) * 2, mask=mask)
+
+
+def _through_one_ref_twice(x, acc):
+    ref = jax.new_ref(acc)
+    before = jtr.triton_call(x, ref, ref, x.size, kernel=_through_two_pointers_kernel,
+                             out_type=x, grid=(triton.cdiv(x.size, 256),), BLOCK=256)
+    return before, ref[...]
+
+
+@every_route
+def test_the_same_ref_twice_is_one_buffer_as_in_triton(route):
+    x, acc = route.rand(9, (1000,)), route.rand(10, (1000,))
+    before, after = jax.jit(_through_one_ref_twice)(x, acc)
+    np.testing.assert_array_equal(before, x)
+    np.testing.assert_array_equal(after, (acc + 1) * 2)
+
+
+def test_jaxlibs_call_gives_the_same_ref_twice_one_pointer():
+    x = spec((1000,), jnp.float32)
+    [call] = jtr.kernel_calls(lower_for(_through_one_ref_twice, x, x, platform="cuda"))
+    # x, the Ref's one buffer, the result `before`, then n: a trampoline feeds a and b alike.
+    assert call.summary()["launches"][0]["parameters"] == ["array", "array", "array", "i32"]
+
+
+def test_the_same_ref_in_a_tuple_and_outside_runs_on_the_cpu_and_is_refused_by_jaxlibs_call():
+    def call(acc, bias):
+        ref = jax.new_ref(acc)
+        out = jtr.triton_call(ref, (ref, bias), 8, kernel=pair_kernel, out_type=acc, grid=1,
+                              BLOCK=8)
+        return out, ref[...]
+
+    cpu = jax.devices("cpu")[0]
+    acc, bias = jax.device_put(jnp.arange(8.0), cpu), jax.device_put(jnp.ones(8), cpu)
+    out, after = jax.jit(call)(acc, bias)
+    np.testing.assert_array_equal(out, acc + acc + bias)  # x and acc: one buffer
+    np.testing.assert_array_equal(after, acc + acc)
+    x = spec((8,), jnp.float32)
+    with pytest.raises(NotImplementedError, match=r"one Ref in two places, one of them inside a "
+                                                  r"tuple.*'x_ptr' and 'acc_and_bias'.*Pass the "
+                                                  r"Ref once"):
+        lower_for(call, x, x, platform="cuda")
 
 
 def test_refs_and_input_output_aliases_are_refused_together():

@@ -55,8 +55,9 @@ def triton_call(
       kernel: a @triton.jit or @gluon.jit function, bare or in @triton.autotune/@triton.heuristics.
       grid: an int, a tuple of 1-3 ints, or a callable of the metaparameters returning one.
       out_type: the outputs, jax-triton 0.4's convention (give it or `out_shape`, not both):
-        anything with .shape and .dtype, or a pytree of them; `()` with Refs or
-        `has_side_effect`.
+        anything with .shape and .dtype, or a pytree of them; `()` with Refs,
+        `has_side_effect`, or a kernel that takes nothing at launch (constexprs only), whose
+        call is kept as if `has_side_effect`.
       out_shape: the outputs as `out_type`, in jax-triton 0.3's convention.
       name: a name for the call (shown by jaxlib and profilers).
       num_warps: warps per program (None: the target's default; AMD wave32 needs an even

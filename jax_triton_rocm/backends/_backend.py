@@ -69,6 +69,11 @@ class Backend(abc.ABC):
     def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
         """Whether the binary travels in `module_image` (else the `ptx` field carries it)."""
 
+    def check_export(self, features: _vendors.PluginFeatures) -> None:
+        """Raises ValueError, naming the setting and the fix, where a lowering for `jax.export`
+        would carry what only this process can load (a path into its temporary folder)."""
+        del features
+
     @abc.abstractmethod
     def ptx_field(self, compiled: CompiledKernel) -> str:
         """The `ptx` field of a kernel whose binary is not embedded (PTX text, a file path)."""

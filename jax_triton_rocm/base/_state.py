@@ -252,9 +252,12 @@ GLOBAL_REFERENCES, INTERPRETED_TWINS, PARAMETER_ROLES = (
 # kernel, whose id is in the key, so ids stay unique.
 CALL_LAYOUTS, UNWRAPPED_KERNELS, TRAMPOLINES = (BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
                                                 for _ in range(3))
+# The @triton.jit function made of each kernel that TRITON_INTERPRET=1 made Triton's
+# InterpretedFunction (`spec._spec.unwrap`), beside that kernel, whose id is the key.
+JIT_TWINS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 CACHES = (KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES, DEFLATED_KERNELS,
           GLOBAL_REFERENCES, INTERPRETED_TWINS, PARAMETER_ROLES, CALL_LAYOUTS, UNWRAPPED_KERNELS,
-          TRAMPOLINES)
+          TRAMPOLINES, JIT_TWINS)
 
 # What a child of `os.fork()` runs, in order, the locks first (`on_fork`): the package's one
 # hook, so that every module's state is reset the same way and in a known order.

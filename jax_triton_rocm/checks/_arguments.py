@@ -444,6 +444,10 @@ def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
         flat.leaves.append(leaf)
         flat.operands.append(leaf.value)
         return ("descriptor", (leaf.operand, _tensordesc.abstract(value, value.base)))
+    if is_ref(value) and (seen := [leaf for leaf in flat.leaves if leaf.value is value]):
+        # A Ref given again: the same operand, so both parameters point at its one buffer.
+        flat.leaves.append(Leaf(value, what, seen[0].operand))
+        return ("input", seen[0].operand)
     if is_ref(value) or (hasattr(value, "shape") and hasattr(value, "dtype")):
         if (not is_ref(value) and not isinstance(value, jax.Array) and np.ndim(value)
                 and np.issubdtype(value.dtype, np.inexact)):
@@ -628,11 +632,8 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
         else:
             check_not_a_function(param.name, given.operands[i], "")
             flat.entries[i] = ("constexpr", given.operands[i])
-    refs = [leaf for leaf in flat.leaves if is_ref(leaf.value)]
-    if len({id(leaf.value) for leaf in refs}) < len(refs):
-        raise ValueError(f"The same Ref is passed to kernel {_spec.kernel_name(jit_fn)} "
-                         f"more than once ({', '.join(leaf.what for leaf in refs)}); pass it "
-                         f"once (a kernel parameter may hold its pointer in several places).")
+    refs = list({leaf.operand: leaf for leaf in reversed(flat.leaves)
+                 if is_ref(leaf.value)}.values())[::-1]  # each Ref once, where first given
     if not out_shapes and not has_side_effect and not refs:
         raise ValueError(
             f"{convention}={outputs!r} is empty and kernel {_spec.kernel_name(jit_fn)} gets no "

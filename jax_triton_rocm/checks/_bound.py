@@ -330,7 +330,10 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
             *[getattr(given, name) for name in _KEYED_OPTIONS]))
     if reused is not None:
         return BoundCall(reused[1], reused[0], out_tree, arrays_only=True)
-    side_effect = _values.flag(has_side_effect, "has_side_effect")
+    # A kernel that takes nothing at launch (no parameters, or constexprs only) can only be
+    # called for what it does besides outputs (a print, an assert): kept, as Triton launches it.
+    side_effect = (_values.flag(has_side_effect, "has_side_effect")
+                   or all([param.is_constexpr for param in unwrapped.jit_fn.params]))
     placed, keyword_options, by_keyword = _arguments.bound_call(
         args, keywords, unwrapped=unwrapped, convention=what, outputs=given_outputs,
         out_shapes=out_shapes, input_output_aliases=input_output_aliases,

@@ -356,6 +356,11 @@ def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, An
                if not p.is_constexpr and i not in entries and p.name not in metaparams]
     n_outs = len(out_shapes)
     unaliased = [o for o in range(n_outs) if o not in aliased]
+    # A parameter defaulting to None (the last ones, as Python orders defaults) that no output
+    # is left to fill keeps its default, a None constexpr, as in Triton.
+    while (len(missing) > max(n_outs, len(unaliased)) and jit_fn.params[missing[-1]].has_default
+           and jit_fn.params[missing[-1]].default is None):
+        missing.pop()
     if len(missing) == n_outs:
         owners = dict(zip(range(n_outs), missing))
     elif aliased and len(missing) == len(unaliased):

@@ -187,22 +187,37 @@ def named_args(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_aval
 
 
 def _apply_heuristics(heuristics: tuple, config: LaunchConfig, named: dict, kernel: str,
-                      param_names: set[str], compile_options: tuple[str, ...]) -> LaunchConfig:
+                      param_names: set[str], compile_options: tuple[str, ...],
+                      config_keys: frozenset[str] = frozenset()) -> LaunchConfig:
     """Runs `heuristics` (outermost first) on `config`; each sees the values set before it.
-    A rule may set a parameter, a launch setting or one of `compile_options`.
+    A rule may set a parameter, a launch setting or one of `compile_options`. `config_keys`:
+    for heuristics around an autotuner, what its configs set, which they run before.
 
     Raises:
-      ValueError: a rule raised (`_callbacks.call` names the rule, what it read and was given).
+      ValueError: a rule raised (`_callbacks.call` names the rule, what it read and was given;
+        a key among `config_keys`, why it is not there yet and where to put the heuristic).
       TypeError: a rule sets a name that is no parameter and no launch setting.
     """
     for wrapper in heuristics:
         for key, rule in wrapper.values.items():
             args = {**named, **config.kwargs_view()}
-            value = _callbacks.call(
-                rule, args, what=f"The heuristic for {key!r} (@triton.heuristics) of kernel "
-                                 f"{kernel}",
-                given=args, fix="Fix the rule: it receives the kernel's arguments by name "
-                                "(arrays as their shape and dtype) and the values set before it.")
+            what = f"The heuristic for {key!r} (@triton.heuristics) of kernel {kernel}"
+            try:
+                value = _callbacks.call(
+                    rule, args, what=what, given=args,
+                    fix="Fix the rule: it receives the kernel's arguments by name (arrays as "
+                        "their shape and dtype) and the values set before it.")
+            except ValueError as err:
+                read = err.__cause__.args[0] if isinstance(err.__cause__, KeyError) else None
+                if read not in config_keys or read in args:
+                    raise
+                raise ValueError(
+                    f"{what} ({_callbacks.describe(rule)}) read {read!r}, which the kernel's "
+                    f"@triton.autotune configs set; this @triton.heuristics wraps "
+                    f"@triton.autotune, so it runs once per call, before a config is chosen, "
+                    f"as in Triton (whose launcher raises KeyError: {read!r} there too). Put "
+                    f"@triton.heuristics below @triton.autotune (between it and @triton.jit) "
+                    f"to run it on each config's values.") from err.__cause__
             if key in param_names:
                 config = dataclasses.replace(config, constexprs={**config.constexprs, key: value})
             elif key in LAUNCH_SETTINGS:
@@ -465,8 +480,10 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     base = LaunchConfig(dict(spec.metaparams), spec.num_warps, spec.num_stages, spec.num_ctas,
                         dict(spec.options), "")
     if outside:  # most kernels have no heuristics
+        config_keys = frozenset([key for config in getattr(unwrapped.autotuner, "configs", ())
+                                 for key in config.kwargs])
         base = _apply_heuristics(outside, base, named, kernel, param_names,
-                                 target.compile_options)
+                                 target.compile_options, config_keys)
     if unwrapped.autotuner is None:
         pairs = [(None, base)]
     else:

@@ -8,7 +8,8 @@ runtime scalars, does not fit that order as written. Rather than copying or zero
 buffers to make it fit, the lowering compiles a trampoline: a `@triton.jit` (or `@gluon.jit`)
 function, generated here, whose parameters are in the route's order and whose body is one call
 of the user's kernel in the kernel's own order. Triton inlines the call, so the binary runs the
-user's code; the trampoline is named like the kernel, so profilers and jaxlib show its name.
+user's code; the trampoline is named like the kernel's symbol, so profilers and jaxlib show its
+name.
 
 For XLA's call, each runtime scalar becomes a 0-d operand (a constant in the program, so free
 at each launch) that the trampoline loads. An int equal to 1 is compiled in, as Triton's
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.spec import _layout, _spec
 from jax_triton_rocm.spec._layout import ArgSource
-from jax_triton_rocm.spec._spec import kernel_name
+from jax_triton_rocm.spec._spec import kernel_name, symbol_name
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 # The generated code's own names start with this, so they never shadow a kernel parameter.
 _PREFIX = "_jtr_"
 _CALLEE = _PREFIX + "kernel"
+# The name the trampoline is defined under; it is renamed after the kernel's symbol once defined.
+_TRAMPOLINE = _PREFIX + "trampoline"
 # Pointer types of the 0-d operands that carry each runtime scalar type (bools are bytes).
 _SCALAR_POINTERS = {"u1": "*i1", "i1": "*i1"}
 # Triton's divisibility specialisation ("D") is by 16; on XLA's route such an int travels divided
@@ -86,19 +89,49 @@ def for_jaxlib(jit_fn: JITFunction, bound: _layout.BoundKernel, n_inputs: int) -
     the operands' buffers and then the results'. A kernel whose buffer parameters are in another
     order gets a trampoline with them in that order (its other parameters keep theirs)."""
     first: dict[int, int] = {}
+    owner: dict[int, int] = {}  # a parameter given a buffer another already has: that one
+    holder: dict[int, int] = {}
     for source in bound.sources:
         index = _buffer_index(source, n_inputs)
-        if index is not None:
-            first.setdefault(source.position, index)
+        if index is None:
+            continue
+        if index in holder and holder[index] != source.position:
+            if source.path or source.kind != "input" or any(
+                    s.path for s in bound.sources if s.position == holder[index]):
+                raise NotImplementedError(
+                    f"Kernel {kernel_name(jit_fn)} is given one Ref in two places, one of them "
+                    f"inside a tuple or a TensorDescriptor (parameters "
+                    f"{jit_fn.arg_names[holder[index]]!r} and "
+                    f"{jit_fn.arg_names[source.position]!r}); jaxlib's call hands each pointer "
+                    f"its own buffer, and only a Ref given to whole parameters twice can share "
+                    f"one. Pass the Ref once, or outside tuples and descriptors.")
+            owner[source.position] = holder[index]
+            continue
+        holder.setdefault(index, source.position)
+        first.setdefault(source.position, index)
     buffers = list(first)
     ordered = sorted(buffers, key=first.get)
-    if ordered == buffers:
+    if ordered == buffers and not owner:
         return Compiled(jit_fn, bound)
     names = list(jit_fn.arg_names)
-    order = ordered + [i for i in range(len(names)) if i not in first]
-    body = f"    {_CALLEE}({', '.join(names)})\n"
+    order = ordered + [i for i in range(len(names)) if i not in first and i not in owner]
+    body = f"    {_CALLEE}({', '.join([names[owner.get(u, u)] for u in range(len(names))])})\n"
     trampoline = _trampoline(jit_fn, [names[i] for i in order], {}, body)
-    return Compiled(trampoline, _reordered(bound, order, names))
+    return Compiled(trampoline, _reordered(_without(bound, set(owner)), order, names))
+
+
+def _without(bound: _layout.BoundKernel, positions: set[int]) -> _layout.BoundKernel:
+    """`bound` without the parameters at `positions` (pointers that share another's buffer)."""
+    if not positions:
+        return bound
+
+    def kept(key: Any) -> bool:
+        return (key[0] if isinstance(key, tuple) else key) not in positions
+
+    return dataclasses.replace(
+        bound, attrs={k: v for k, v in bound.attrs.items() if kept(k)},
+        sources=tuple([s for s in bound.sources if s.position not in positions]),
+        specializations=tuple([(k, s) for k, s in bound.specializations if kept(k)]))
 
 
 def _reordered(bound: _layout.BoundKernel, order: list[int],
@@ -200,16 +233,24 @@ def is_trampoline(jit_fn: JITFunction) -> bool:
 def _trampoline(jit_fn: JITFunction, params: list[str], constexprs: set[str], body: str) -> Any:
     """The trampoline with parameters `params` and `body`, made once per source and kernel
     (`_state.TRAMPOLINES`, beside the kernel, whose id is in the key): its function defined from
-    the source and decorated as the kernel is."""
-    name = kernel_name(jit_fn)
+    the source and decorated as the kernel is.
+
+    The source holds only identifiers: the function is defined as `_TRAMPOLINE` and named like
+    the kernel's symbol (`spec._spec.symbol_name`, an identifier `spec._spec.unwrap` checked)
+    before Triton sees it, so the kernel's own name never becomes code; its parameters are ours
+    or the kernel's `arg_names`, from `inspect.signature`, which takes only identifiers that are
+    not keywords."""
+    name, symbol = kernel_name(jit_fn), symbol_name(jit_fn)
     for param in params:
         if param.startswith(_PREFIX) and param in jit_fn.arg_names:
             raise NotImplementedError(
                 f"Kernel {name} has a parameter named {param!r}; names starting with "
                 f"{_PREFIX!r} are reserved for the code jax_triton_rocm generates. Rename it.")
     signature = ", ".join([f"{p}: tl.constexpr" if p in constexprs else p for p in params])
-    source = f"def {name}({signature}):\n{body}"
-    key = (id(jit_fn), source)
+    # The symbol as a docstring (a literal, so inert): Triton keys its cache on the source, and
+    # trampolines of two kernels of one source keep their own symbols.
+    source = f"def {_TRAMPOLINE}({signature}):\n    {symbol!r}\n{body}"
+    key = (id(jit_fn), symbol, source)
     entry = _state.TRAMPOLINES.get(key)
     if entry is not None and entry[0] is jit_fn:
         return entry[1]
@@ -222,8 +263,10 @@ def _trampoline(jit_fn: JITFunction, params: list[str], constexprs: set[str], bo
     # with no modification time is never evicted.
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     scope = {"tl": tl, _CALLEE: jit_fn}
-    exec(compile(source, filename, "exec"), scope)  # noqa: S102  (our own generated code)
-    function = scope[name]
+    exec(compile(source, filename, "exec"), scope)  # noqa: S102  (identifiers only)
+    function = scope[_TRAMPOLINE]
+    # Triton names the binary's symbol from these when it decorates the function.
+    function.__name__ = function.__qualname__ = symbol
     function.__module__ = __name__
     if jit_fn.is_gluon():
         from triton.experimental import gluon

@@ -79,7 +79,7 @@ from jax_triton_rocm.base import _compat, _imports, _state, _values
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _target
 from jax_triton_rocm.routes.xla import _xla_native
-from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec, MetaGrid
+from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec, MetaGrid, check_compilable
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
@@ -327,10 +327,12 @@ class GpuRoutes:
         Raises:
           ValueError: `JAX_TRITON_ROCM_XLA_NATIVE` is malformed, or the call asked for XLA's
             call (`xla_native=True`) and does not fit it.
+          TypeError: the kernel runs only in Triton's interpreter (TRITON_INTERPRET=1).
         """
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call
         from jax_triton_rocm.routes.xla import _xla_native  # see `_routes`
 
+        check_compilable(spec.unwrapped, self.backend.platform)
         asked = spec.xla_native
         by = "xla_native" if asked is not None else ENV_XLA_NATIVE
         if asked is None:

@@ -305,13 +305,13 @@ def lay_out_arguments(
             if param.name in constexprs:
                 # As in jax-triton, a keyword makes any parameter a compile-time constant.
                 value = constexprs[param.name]
-            elif param.has_default and param.is_constexpr:
-                value = param.default
+            elif param.has_default and (param.is_constexpr or param.default is None):
+                value = param.default  # a None is a constexpr, as Triton's launcher takes it
             elif param.has_default:
                 raise TypeError(
                     f"Too few operands for kernel {name}: parameter {param.name!r} (position "
-                    f"{i}) has a default, but only tl.constexpr parameters can be left out here. "
-                    f"Pass it.")
+                    f"{i}) has a default, but only tl.constexpr parameters and those "
+                    f"defaulting to None can be left out here. Pass it.")
             elif param.is_constexpr:
                 raise TypeError(
                     f"Missing constexpr {param.name!r} for kernel {name}: pass it as a keyword "

@@ -20,6 +20,7 @@ Per-target limits (CUDA's 65535 on y and z) are checked at lowering, where the t
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -303,12 +304,16 @@ class Unwrapped:
       heuristics: the @triton.heuristics wrappers, outermost first.
       heuristics_outside: how many of `heuristics` (the first ones) wrap the autotuner; they run
         once per call, the others once per autotune config.
+      interpreted: the kernel was Triton's InterpretedFunction (TRITON_INTERPRET=1 when it was
+        decorated); `jit_fn` is a @triton.jit function made of its function, which the CPU's
+        interpreter runs and no GPU route compiles (`check_compilable`).
     """
 
     jit_fn: JITFunction
     autotuner: Autotuner | None
     heuristics: tuple[Any, ...]
     heuristics_outside: int = 0
+    interpreted: bool = False
 
 
 def unwrap(kernel: Any) -> Unwrapped:
@@ -317,9 +322,10 @@ def unwrap(kernel: Any) -> Unwrapped:
     Accepts @triton.autotune and @triton.heuristics nested in either order.
 
     Raises:
-      TypeError: `kernel` is not a Triton function, naming its type (and `TRITON_INTERPRET`
-        where that made it Triton's interpreted function), or an autotune config is not a
-        `triton.Config`.
+      TypeError: `kernel` is not a Triton function, naming its type, or an autotune config is
+        not a `triton.Config`. (A kernel TRITON_INTERPRET=1 made Triton's InterpretedFunction
+        is taken, `Unwrapped.interpreted`, for the CPU's interpreter only.)
+      ValueError: Triton cannot compile the kernel under its function's names (`check_names`).
     """
     from jax_triton_rocm.base import _compat
 
@@ -328,7 +334,7 @@ def unwrap(kernel: Any) -> Unwrapped:
 
     autotuner = None
     heuristics = []
-    node = kernel
+    node, interpreted = kernel, False
     while True:
         if isinstance(node, Autotuner):
             if autotuner is not None:
@@ -339,17 +345,12 @@ def unwrap(kernel: Any) -> Unwrapped:
         elif isinstance(node, Heuristics):
             heuristics.append(node)
         elif isinstance(node, triton.JITFunction):
+            check_names(node)
             outside = len(heuristics) if autotuner is None else heuristics_outside
-            return Unwrapped(node, autotuner, tuple(heuristics), outside)
+            return Unwrapped(node, autotuner, tuple(heuristics), outside, interpreted)
         elif type(node).__name__ == "InterpretedFunction":
-            raise TypeError(
-                f"kernel {getattr(node, '__name__', node)!r} is Triton's InterpretedFunction, "
-                f"not a @triton.jit function: TRITON_INTERPRET=1 was set when it was decorated, "
-                f"and then @triton.jit makes every kernel (Triton's own helpers too) one that "
-                f"runs only in Triton's interpreter, which jax_triton_rocm can neither compile "
-                f"for a GPU nor run on the CPU. Unset TRITON_INTERPRET before Triton is "
-                f"imported: the package runs kernels in Triton's interpreter on the CPU by "
-                f"itself.")
+            node, interpreted = _jit_twin(node, triton), True
+            continue
         else:
             what = "kernel" if node is kernel else f"the function inside kernel {kernel!r}"
             raise TypeError(
@@ -357,6 +358,33 @@ def unwrap(kernel: Any) -> Unwrapped:
                 f"@gluon.jit, optionally wrapped in @triton.autotune / @triton.heuristics); got "
                 f"{type(node).__module__}.{type(node).__qualname__}: {node!r}.")
         node = node.fn
+
+
+def _jit_twin(interpreted: Any, triton: Any) -> JITFunction:
+    """The @triton.jit function of an InterpretedFunction's function and decorator settings,
+    made once per kernel (`_state.JIT_TWINS`)."""
+    from jax_triton_rocm.base import _state
+
+    entry = _state.JIT_TWINS.get(id(interpreted))
+    if entry is None or entry[0] is not interpreted:
+        twin = triton.JITFunction(interpreted.fn, **interpreted.kwargs)
+        entry = _state.JIT_TWINS.put(id(interpreted), (interpreted, twin))
+    return entry[1]
+
+
+def check_compilable(unwrapped: Unwrapped, platform: str) -> None:
+    """Raises TypeError, naming TRITON_INTERPRET and the fix, where the kernel runs only in
+    Triton's interpreter (`Unwrapped.interpreted`) and a lowering for `platform` would compile
+    it."""
+    if unwrapped.interpreted:
+        raise TypeError(
+            f"kernel {kernel_name(unwrapped.jit_fn)!r} is Triton's InterpretedFunction, not a "
+            f"@triton.jit function: TRITON_INTERPRET=1 was set when it was decorated, and then "
+            f"@triton.jit makes every kernel (Triton's own helpers too) one that runs only in "
+            f"Triton's interpreter. jax_triton_rocm runs it on the CPU, in that interpreter, but "
+            f"cannot compile it for {platform}. Unset TRITON_INTERPRET before Triton is "
+            f"imported: the package runs kernels in Triton's interpreter on the CPU by itself, "
+            f"and compiles them for a GPU.")
 
 
 def _check_configs(autotuner: Autotuner, triton: Any) -> None:
@@ -372,6 +400,42 @@ def _check_configs(autotuner: Autotuner, triton: Any) -> None:
 
 def kernel_name(jit_fn: JITFunction) -> str:
     return getattr(jit_fn, "__name__", None) or jit_fn.fn.__name__
+
+
+# What Triton's compiler takes for a kernel's symbol (`check_identifier_legality`).
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def symbol_name(jit_fn: JITFunction) -> str:
+    """The name of the kernel's symbol in its binary, as Triton gives it: the last dotted part of
+    its function's module and qualified name (`add` for `pkg.add`, or for `outer.<locals>.add`).
+    An identifier once `unwrap` has accepted the kernel (`check_names`)."""
+    fn = jit_fn.fn
+    return f"{fn.__module__}.{fn.__qualname__}".rsplit(".", 1)[-1]
+
+
+def check_names(jit_fn: JITFunction) -> None:
+    """Raises ValueError, naming the kernel and what to do, unless Triton can compile it under its
+    names: its symbol (`symbol_name`) is an identifier, and its `__name__`, which Triton names
+    the kernel's cache files after, holds no path separator. Every route refuses such a kernel
+    alike, before any code is generated or compiled."""
+    fn, name, symbol = jit_fn.fn, kernel_name(jit_fn), symbol_name(jit_fn)
+    if not _SYMBOL.fullmatch(symbol):
+        suggestion = re.sub(r"\W", "_", symbol, flags=re.ASCII)
+        suggestion = f"_{suggestion}" if not suggestion or suggestion[0].isdigit() else suggestion
+        raise ValueError(
+            f"kernel {name!r} cannot be compiled: Triton names a kernel's binary symbol after the "
+            f"last dotted part of its function's __qualname__ ({fn.__qualname__!r}), and "
+            f"{symbol!r} is not an identifier (ASCII letters, digits and underscores, not "
+            f"starting with a digit). Name the function with one before @triton.jit decorates "
+            f"it, e.g. fn.__name__ = fn.__qualname__ = {suggestion!r}; a dotted name such as "
+            f"'pkg.add' is fine, its symbol being 'add'.")
+    if any(c in name for c in ("/", "\\", "\0")):
+        raise ValueError(
+            f"kernel {name!r} cannot be compiled: Triton names a kernel's cache files after its "
+            f"function's __name__, and {name!r} holds a path separator or NUL, which would put "
+            f"them outside Triton's cache folder. Name the function without '/', '\\' or NUL "
+            f"before @triton.jit decorates it, e.g. fn.__name__ = {symbol!r}.")
 
 
 # No GPU launches more programs than this along one grid axis (CUDA's x limit; HIP's on every

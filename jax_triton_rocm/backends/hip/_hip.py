@@ -9,7 +9,8 @@ plugin supports):
     keeps two same-named kernels apart (`_proto.module_image_ptx`).
   - "path": the HSACO is written to a file in this process's temporary folder and `ptx` holds
     the path; the plugin reads the file, then deletes it. One file per kernel call per process:
-    lowering the same kernel again gives the same opaque, which jaxlib has already loaded.
+    lowering the same kernel again gives the same opaque, which jaxlib has already loaded. A
+    lowering for `jax.export` is refused with path delivery (`check_export`).
 
 Path delivery's files live in `_hip_files`; its prewarm, which launches a new path-delivered
 call once before any multi-device run, in `_hip_prewarm`.
@@ -134,6 +135,24 @@ class HipBackend(Backend):
 
     def lowering_settings(self) -> tuple:
         return (os.environ.get(ENV_DELIVERY),)
+
+    def check_export(self, features: _vendors.PluginFeatures) -> None:
+        """Path delivery names a file of this process, deleted at its exit: an exported program
+        would carry that path to another machine or process, so an export is refused with it."""
+        if delivery_mode(features) == "embedded":
+            return
+        if _values.hsaco_delivery() == "path":
+            raise ValueError(
+                f"jax.export of a ROCm kernel call with {ENV_DELIVERY}=path: path delivery "
+                f"writes each HSACO to a temporary file of this process, deleted at its exit, "
+                f"and the exported program would carry only that file's path. Unset "
+                f"{ENV_DELIVERY}, or set {ENV_DELIVERY}=embedded, to export the HSACO inside "
+                f"the program.")
+        raise ValueError(
+            f"jax.export of a ROCm kernel call: the ROCm plugin ({features.detected_from}) "
+            f"does not read TritonKernel.module_image, so the HSACO could travel only as the "
+            f"path of a temporary file of this process, which an exported program cannot "
+            f"carry. Upgrade jax and its plugin to 0.11.1 or newer to export.")
 
     def ptx_field(self, compiled: CompiledKernel) -> str:
         """The path of this process's HSACO file for the kernel (one per kernel key)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import types
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -82,9 +83,24 @@ def interpreted(jit_fn: JITFunction) -> Any:
     if entry is None:
         from triton.runtime.interpreter import InterpretedFunction
 
-        entry = _state.INTERPRETED_TWINS.put(id(jit_fn),
-                                             (jit_fn, InterpretedFunction(jit_fn.fn)))
+        entry = _state.INTERPRETED_TWINS.put(
+            id(jit_fn), (jit_fn, InterpretedFunction(_named_as_defined(jit_fn.fn))))
     return entry[1]
+
+
+def _named_as_defined(fn: Any) -> Any:
+    """`fn`, or where its `__name__` is not the name its `def` gives it (a generated kernel's
+    `pkg.add`, or a trampoline's), a copy of it under that name: Triton's interpreter runs the
+    source it reads and takes the result by `__name__` (a KeyError otherwise)."""
+    defined = fn.__code__.co_name
+    if fn.__name__ == defined:
+        return fn
+    copy = types.FunctionType(fn.__code__, fn.__globals__, defined, fn.__defaults__,
+                              fn.__closure__)
+    copy.__kwdefaults__, copy.__annotations__ = fn.__kwdefaults__, fn.__annotations__
+    copy.__qualname__, copy.__module__ = fn.__qualname__, fn.__module__
+    copy.__dict__.update(fn.__dict__)
+    return copy
 
 
 def _forget_rewritten_functions() -> None:

@@ -200,11 +200,14 @@ def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec)
     reuses its compiled plan (`_planned`).
     """
     target, features = _target.resolve_target(backend, ctx, spec)
+    exporting = _target.for_export(ctx)
+    if exporting:  # before the memos: a plan kept from another lowering may hold a path
+        backend.check_export(features)
     where = _Where(backend.platform, target, _target.foreign_devices(backend, ctx, spec, target),
                    features, _compile.call_graph_key(spec),
                    backend.lowering_settings())
     lowered = _target.lowered_call(
-        "jaxlib", ctx, spec, (where, _target.for_export(ctx),
+        "jaxlib", ctx, spec, (where, exporting,
                               os.environ.get(_compat.ENV_AUTOTUNE_TARGET)),
         lambda: _lower_call(backend, ctx, spec, where), graph=where.globals)
     _target.note_undecided(lowered.undecided)
