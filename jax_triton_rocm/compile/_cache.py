@@ -75,6 +75,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from jax_triton_rocm.base import _files, _state
+from jax_triton_rocm.spec import _spec
 
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -150,7 +151,11 @@ def compile_request(source: Any, target: Any, options: dict[str, Any], binary_ex
         stages: dict[str, Any] = {}
         backend.add_stages(stages, parsed, source.language)
         extensions = frozenset((*stages, "source", source.ext, "json"))
-    return Request(kernel=source.name, file_name=source.name[:150], target=target,
+    # Triton files the entry under the function's name, and names the symbol in the binary and
+    # IR after the last dotted part of its qualified name (`add` for `pkg.add`).
+    jit_fn = getattr(source, "fn", None)
+    symbol = _spec.symbol_name(jit_fn) if hasattr(jit_fn, "fn") else source.name
+    return Request(kernel=symbol, file_name=source.name[:150], target=target,
                    binary_ext=binary_ext, asm_ext=asm_ext, options=_as_json(vars(parsed)),
                    extensions=extensions,
                    entry_hash=hashlib.sha256(key.encode("utf-8")).hexdigest())
