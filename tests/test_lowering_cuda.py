@@ -189,35 +189,3 @@ def test_the_ir_travels_in_ttir_only_in_debug_mode(capsys):
     assert plain.ttir == ""  # jaxlib reads it for nothing, and copies it at every launch
     assert "tt.func public @add_kernel" in debug.ttir
     assert "--- TTIR ---" in capsys.readouterr().out
-
-
-def _sections(elf):
-    import struct
-
-    shoff, = struct.unpack_from("<Q", elf, 0x28)
-    shnum, shstrndx = struct.unpack_from("<HH", elf, 0x3C)
-    headers = [struct.unpack_from("<II8x8xQQ", elf, shoff + i * 64) for i in range(shnum)]
-    names_at = headers[shstrndx][2]
-    return {elf[names_at + name:elf.index(b"\0", names_at + name)].decode(): (offset, size)
-            for name, _, offset, size in headers}
-
-
-def test_the_cubin_travels_as_triton_built_it_but_for_its_debuggers_copy_of_the_ptx():
-    kernel, compiled = _compiled_for("sm_90")
-    features = _vendors.plugin_features("cuda") or _vendors.assumed_features("cuda")
-    if not features.module_image:
-        pytest.skip("this jaxlib's plugin predates module_image: the PTX text travels")
-    embedded, built = kernel.module_image.object_file, compiled.binary
-    sections = _sections(built)
-    offset, size = sections[".nv_debug_ptx_txt"]
-    assert b".entry add_kernel" in built[offset:offset + size]  # ptxas' copy of the PTX
-    assert embedded[offset:offset + size] == bytes(size)
-    assert embedded[:offset] + embedded[offset + size:] == built[:offset] + built[offset + size:]
-    assert len(zlib.compress(embedded)) < len(zlib.compress(built))
-
-
-def test_a_binary_without_the_debug_ptx_section_travels_unchanged():
-    from jax_triton_rocm.backends import _cuda
-
-    for data in (b"", b"\x7fELF-binary", b"not an elf file" * 10):
-        assert _cuda.without_debug_ptx(data) == data

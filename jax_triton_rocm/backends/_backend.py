@@ -69,11 +69,6 @@ class Backend(abc.ABC):
     def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
         """Whether the binary travels in `module_image` (else the `ptx` field carries it)."""
 
-    def module_image(self, binary: bytes) -> bytes:
-        """The binary as it travels in `module_image`: Triton's, unless a vendor drops bytes its
-        loader never reads (jaxlib copies and hashes the whole opaque at every execution)."""
-        return binary
-
     def check_export(self, features: _vendors.PluginFeatures) -> None:
         """Raises ValueError, naming the setting and the fix, where a lowering for `jax.export`
         would carry what only this process can load (a path into its temporary folder)."""

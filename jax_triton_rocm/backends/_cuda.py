@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import logging
 import re
-import struct
 import subprocess
 from typing import Any
 
@@ -107,9 +106,6 @@ class CudaBackend(Backend):
     def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
         return features.module_image
 
-    def module_image(self, binary: bytes) -> bytes:
-        return without_debug_ptx(binary)
-
     def ptx_field(self, compiled: CompiledKernel) -> str:
         return compiled.asm
 
@@ -149,40 +145,5 @@ class CudaBackend(Backend):
                 f"in powers of two, and jaxlib launches portable clusters only. Use one of "
                 f"those.")
 
-
-# The section where ptxas keeps a copy of the kernel's PTX text for debuggers.
-DEBUG_PTX_SECTION = b".nv_debug_ptx_txt"
-_SECTION_HEADER = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr
-
-
-def without_debug_ptx(cubin: bytes) -> bytes:
-    """`cubin` with the bytes of its `.nv_debug_ptx_txt` section set to zero, every other byte as
-    Triton built it (the code, its line tables, the symbols).
-
-    ptxas keeps a copy of the PTX text there for debuggers; the driver never reads it. jaxlib
-    copies and hashes the whole opaque at every execution, and the text is most of a CUBIN
-    (layer norm: 55 of 98 KB; the opaque shrinks from 26 to 14 KB), so it would cost every
-    launch. A file that is no 64-bit ELF, or has no such section, comes back unchanged.
-    """
-    if len(cubin) < 64 or cubin[:4] != b"\x7fELF" or cubin[4] != 2:
-        return cubin
-    shoff, = struct.unpack_from("<Q", cubin, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-    if shentsize != _SECTION_HEADER.size or shstrndx >= shnum or (
-            shoff + shnum * shentsize > len(cubin)):
-        return cubin
-    headers = [_SECTION_HEADER.unpack_from(cubin, shoff + i * shentsize) for i in range(shnum)]
-    names_at = headers[shstrndx][4]
-    out = None
-    for name, kind, _, _, offset, size, *_ in headers:
-        start = names_at + name
-        if (cubin[start:start + len(DEBUG_PTX_SECTION) + 1] == DEBUG_PTX_SECTION + b"\0"
-                and kind == _SHT_PROGBITS and offset + size <= len(cubin)):
-            out = bytearray(cubin) if out is None else out
-            out[offset:offset + size] = bytes(size)
-    return cubin if out is None else bytes(out)
-
-
-_SHT_PROGBITS = 1
 
 BACKEND = CudaBackend()

@@ -113,8 +113,7 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Ta
     if devices is not None:
         ptx, capability = backend.code_for_devices(compiled, target, devices)
     elif backend.embeds_binary(features):
-        object_file = backend.module_image(compiled.binary)
-        ptx = _proto.module_image_ptx(object_file)
+        ptx, object_file = _proto.module_image_ptx(compiled.binary), compiled.binary
     else:
         ptx = backend.ptx_field(compiled)
     return _proto.KernelImage(
