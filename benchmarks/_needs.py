@@ -43,3 +43,14 @@ def cpu_is_enough(script: str, what: str) -> None:
     long), before anything slow. Silent for `--help`."""
     if not any(arg in ("-h", "--help") for arg in sys.argv[1:]):
         print(f"{_name(script)}: runs on the CPU (no GPU needed): {what}", flush=True)
+
+
+def chosen_kernels(parser, text: str, known: tuple[str, ...]) -> list[str]:
+    """The kernels `--kernels` names (comma-separated `text`), in its order; an unknown name
+    ends the run through `parser.error`, listing the known ones."""
+    kernels = [k for k in text.split(",") if k]
+    unknown = sorted(set(kernels) - set(known))
+    if unknown:
+        parser.error(f"--kernels: unknown {', '.join(unknown)}; the kernels are "
+                     f"{', '.join(known)}")
+    return kernels

@@ -297,11 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         print(json.dumps(worker(*args.worker)))
         return 0
-    kernels = [k for k in args.kernels.split(",") if k]
-    unknown = sorted(set(kernels) - set(KERNELS))
-    if unknown:
-        parser.error(f"--kernels: unknown {', '.join(unknown)}; the kernels are "
-                     f"{', '.join(KERNELS)}")
+    import _needs
+
+    kernels = _needs.chosen_kernels(parser, args.kernels, KERNELS)
     where = "cpu" if args.check_on_cpu else "gpu"
     rows = table(kernels, where)
     print_table(rows)

@@ -254,11 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check-on-cpu", action="store_true",
                         help="small sizes, the package's chain in Triton's interpreter")
     args = parser.parse_args(argv)
-    kernels = [k for k in args.kernels.split(",") if k]
-    unknown = sorted(set(kernels) - set(KERNELS))
-    if unknown:
-        parser.error(f"--kernels: unknown {', '.join(unknown)}; the kernels are "
-                     f"{', '.join(KERNELS)}")
+    import _needs
+
+    kernels = _needs.chosen_kernels(parser, args.kernels, KERNELS)
     where = "cpu" if args.check_on_cpu else "gpu"
     results = [measure(name, where, args.executions, args.repeats) for name in kernels]
     print_report(results)

@@ -272,7 +272,7 @@ def test_an_output_also_passed_as_the_last_argument_is_refused_naming_it():
     a, b, out = (jnp.full((16,), v, jnp.float32) for v in (1.0, 2.0, 0.0))
     # mlstm's 0.3-era call: the output's array positionally and in out_shape, a runtime
     # scalar by keyword after it; 0.3.1 ran it with one buffer more than the kernel's pointers
-    with pytest.raises(TypeError, match=r"Most likely an output is passed as an input too: "
+    with pytest.raises(TypeError, match=r"Most likely the output is passed as an input too: "
                                         r"argument 2 \(the shape and dtype of output 0\)\..*"
                                         r"input_output_aliases=\{2: 0\}"):
         jax.jit(lambda a, b, out: jt.triton_call(

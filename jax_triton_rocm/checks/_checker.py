@@ -286,11 +286,9 @@ def _output_given_as_input(leaves: list, convention: str, out_shapes: list,
     shown = ", ".join(f"{leaf.what} (the shape and dtype of output {o})"
                       for _, leaf, o in matching)
     aliases = ", ".join(f"{index}: {o}" for index, _, o in matching)
-    return (f" Most likely an output is passed as an input too: {shown}. If so, drop it from "
-            f"the arguments (each output fills a parameter the arguments leave unfilled); or, if "
-            f"the kernel reads it as well, keep it and alias it to the output "
-            f"(input_output_aliases={{{aliases}}}), which gives the output no parameter of its "
-            f"own (the Porting page, 'Where the outputs land').")
+    return " " + _layout.passed_as_input_advice(
+        shown, aliases, "the arguments (each output fills a parameter the arguments leave "
+                        "unfilled)")
 
 
 def place(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, Any],

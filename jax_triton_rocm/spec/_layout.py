@@ -397,6 +397,16 @@ def lay_out_arguments(
                        tuple(zero_d_pointers))
 
 
+def passed_as_input_advice(shown: str, aliases: str, where: str) -> str:
+    """The advice for a call with an output too many, where arrays with an output's shape and
+    dtype (`shown`, as "argument 1 (...)") are most likely that output passed as an input too:
+    drop it from `where`, or alias it (`aliases`, as "1: 0")."""
+    return (f"Most likely the output is passed as an input too: {shown}. If so, drop it from "
+            f"{where}; or, if the kernel reads it as well, keep it and alias it to the output "
+            f"(input_output_aliases={{{aliases}}}), which gives the output no parameter of its "
+            f"own.")
+
+
 def _collision(jit_fn: JITFunction, position: int, output: int, positional: tuple,
                in_avals: tuple, out_avals: tuple, n_outputs: int,
                constexprs: dict[str, Any]) -> str:
@@ -424,11 +434,8 @@ def _collision(jit_fn: JITFunction, position: int, output: int, positional: tupl
         shown = ", ".join(f"argument {j} ({_spec.aval_text(in_avals[index])}, the shape and "
                           f"dtype of output {o})" for j, index, o in matching)
         aliases = ", ".join(f"{index}: {o}" for _, index, o in matching)
-        return (f"{text} Most likely the output is passed as an input too: {shown}. If so, drop "
-                f"it from the positional arguments (out_shape places the outputs after them); "
-                f"or, if the kernel reads it as well, keep it and alias it to the output "
-                f"(input_output_aliases={{{aliases}}}), which gives the output no parameter of "
-                f"its own.")
+        return f"{text} " + passed_as_input_advice(
+            shown, aliases, "the positional arguments (out_shape places the outputs after them)")
     last = ", ".join(f"argument {j}" for j in range(max(n_positional - extra, 0), n_positional))
     return (f"{text} Drop the extra value(s) ({last or 'an output'}), or pass {param!r} "
             f"positionally instead of by keyword.")
