@@ -281,3 +281,23 @@ def test_an_output_also_passed_as_the_last_argument_is_refused_naming_it():
     got = jax.jit(lambda a, b: jt.triton_call(
         a, b, kernel=scaled_sum_kernel, out_type=a, grid=(1,), scale=2.0, N=16))(a, b)
     assert (got == 4.0).all()
+
+
+@triton.jit
+def maybe_offset_kernel(a_ptr, offset_ptr, out_ptr, scale, N: tl.constexpr):
+    offsets = tl.arange(0, N)
+    x = tl.load(a_ptr + offsets) * scale
+    if offset_ptr is not None:
+        x += tl.load(offset_ptr + offsets)
+    tl.store(out_ptr + offsets, x)
+
+
+def test_an_output_passed_as_an_argument_after_a_none_names_its_alias_index():
+    a, out = jnp.ones(16, jnp.float32), jnp.zeros(16, jnp.float32)
+    # mlstm's backward: an optional state passed as None before the output's array
+    with pytest.raises(TypeError, match=r"argument 2 \(the shape and dtype of output 0; input "
+                                        r"index 1 in input_output_aliases\).*"
+                                        r"input_output_aliases=\{1: 0\}"):
+        jax.jit(lambda a, out: jt.triton_call(
+            a, None, out, kernel=maybe_offset_kernel, out_type=out, grid=(1,), scale=2.0,
+            N=16))(a, out)

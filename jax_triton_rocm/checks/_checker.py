@@ -283,8 +283,12 @@ def _output_given_as_input(leaves: list, convention: str, out_shapes: list,
                     tuple(out_shapes[o].shape), np.dtype(out_shapes[o].dtype))][-extra:]
     if not matching:
         return ""
-    shown = ", ".join(f"{leaf.what} (the shape and dtype of output {o})"
-                      for _, leaf, o in matching)
+    # The aliases' input index counts operand leaves (0.4) or array arguments (0.3), which a
+    # None or scalar argument before it shifts from its position: both are named.
+    shown = ", ".join(f"{leaf.what} (the shape and dtype of output {o}"
+                      + ("" if leaf.what == f"argument {index}" else
+                         f"; input index {index} in input_output_aliases") + ")"
+                      for index, leaf, o in matching)
     aliases = ", ".join(f"{index}: {o}" for index, _, o in matching)
     return " " + _layout.passed_as_input_advice(
         shown, aliases, "the arguments (each output fills a parameter the arguments leave "
