@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol, TypedDict, TypeVar, Union
 
 import numpy as np
 
@@ -26,9 +26,12 @@ __all__ = ["CUSTOM_CALL_TARGET_NAME", "CostEstimate", "Grid", "ShapeDtype", "Sta
            "TensorDescriptor", "ValueOrFn", "normalize_grid", "strict_zip", "strides_from_shape",
            "triton_call", "triton_kernel_call_p"]
 
-type StaticScalar = bool | int | float | np.float32
-type Grid = int | tuple[int] | tuple[int, int] | tuple[int, int, int]
-type ValueOrFn[T] = T | Callable[[Mapping[str, Any]], T]
+# jax-triton 0.4.1 writes these as `type` statements (Python 3.12); the same aliases here also
+# import on Python 3.11, which the package supports.
+_T = TypeVar("_T")
+StaticScalar = Union[bool, int, float, np.float32]
+Grid = Union[int, tuple[int], tuple[int, int], tuple[int, int, int]]
+ValueOrFn = Union[_T, Callable[[Mapping[str, Any]], _T]]
 
 triton_kernel_call_p = triton_kernel_p
 """The primitive every `triton_call` binds (the package's `triton_kernel_p`), so that
