@@ -106,16 +106,23 @@ def max_error(outputs, reference, tolerance: tuple[float, float]) -> tuple[float
     return worst, within
 
 
+# What a chain returns besides its state: every call's other outputs ("all"), or the last
+# call's ("last"); `real_kernels.py --keep` sets it in a worker.
+KEEP = "all"
+
+
 def chain_of(call: Callable, sizes: dict, length: int) -> Callable:
     """(state, consts) -> (state, kept): `length` calls, each on the previous one's first output;
-    the others are kept (returned), so no call may be dropped."""
+    the others are kept (returned: every call's, or with `KEEP` "last" the last call's). Each
+    call's first output feeds the next, so no call may be dropped either way; JAX makes one
+    array per returned output at every execution."""
     def chained(state, consts):
         kept = []
         for step in range(length):
             outputs = call(sizes, step, *state, *consts)
             state = tuple(outputs[:1])
             kept.append(tuple(outputs[1:]))
-        return state, kept
+        return state, (kept if KEEP == "all" else kept[-1:])
 
     return chained
 

@@ -70,6 +70,7 @@ import jax_triton_rocm as jtr  # noqa: E402
 
 from _common import gpu_missing, print_rows, run_fresh, stream_fresh  # noqa: E402
 from _real_cases import BY_NAME, CASES  # noqa: E402
+import _real_measure  # noqa: E402
 from _real_measure import ADD, FORCED_ROUTES, QUEUED, progress, worker  # noqa: E402
 
 CHAIN_LENGTH = 50
@@ -125,7 +126,7 @@ def measured(names: list[str], args, command_buffers: bool,
         status = stream_fresh("real_kernels.py", [
             "--worker", "--kernels", ",".join(names[start:]), "--length", str(args.length),
             "--repeats", str(args.repeats), "--add-length", str(args.add_length),
-            *worker_flags],
+            "--keep", args.keep, *worker_flags],
             command_buffers, on_line, idle_timeout_s=IDLE_TIMEOUT_S)
         left = [i for i in range(start, len(names)) if names[i] not in results]
         if not left:
@@ -412,6 +413,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--add-length", type=int, default=ADD_LENGTH,
                         help=f"adds in the add chain (default {ADD_LENGTH})")
     parser.add_argument("--json", metavar="PATH", help="also write the table as JSON to PATH")
+    parser.add_argument("--keep", choices=("all", "last"), default="all",
+                        help="what a jitted chain returns besides its last call's first output: "
+                             "every call's other outputs (all, the default: a layer norm chain "
+                             "of 50 returns 101 arrays), or the last call's only (last); the "
+                             "kernels compute every output either way")
     parser.add_argument("--check-on-cpu", action="store_true",
                         help="no GPU: check every kernel in Triton's interpreter and lower it "
                              "for sm_90")
@@ -436,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     if gpu_missing("real_kernels.py"):
         return 1
     if args.worker:
+        _real_measure.KEEP = args.keep
         worker(names, BY_NAME, args.length, args.repeats, args.add_length, args.bitwise,
                not args.no_timing)
         return 0

@@ -423,7 +423,7 @@ def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkey
 
     monkeypatch.setattr(real_kernels, "measured", fake_measured)
     path = tmp_path / "table.json"
-    args = argparse.Namespace(length=50, repeats=3, add_length=200, json=str(path))
+    args = argparse.Namespace(length=50, repeats=3, add_length=200, keep="all", json=str(path))
     assert real_kernels.report(real_kernels.NAMES, args) == 1
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split() for line in out.splitlines()
@@ -527,7 +527,7 @@ def test_real_kernels_go_on_in_a_fresh_worker_after_one_dies(monkeypatch, capsys
         return 0
 
     monkeypatch.setattr(real_kernels, "stream_fresh", fake_stream_fresh)
-    args = argparse.Namespace(length=50, repeats=3, add_length=200)
+    args = argparse.Namespace(length=50, repeats=3, add_length=200, keep="all")
     found = real_kernels.measured(["softmax", "dropout", "matmul", "add"], args, True)
     assert starts == [["softmax", "dropout", "matmul", "add"], ["matmul", "add"]]
     assert found["dropout"] == {"kernel": "dropout", "failed": "the worker exited (-11) on it: "
@@ -668,7 +668,7 @@ def test_real_kernels_report_shows_bitwise_verdicts_and_fails_a_default_route_th
         return found
 
     monkeypatch.setattr(real_kernels, "measured", fake_measured)
-    args = argparse.Namespace(length=50, repeats=3, add_length=200, json=None)
+    args = argparse.Namespace(length=50, repeats=3, add_length=200, keep="all", json=None)
     assert real_kernels.report(real_kernels.NAMES, args) == 1
     assert flags_seen == [(True, ("--bitwise",)), (False, ())]
     out = capsys.readouterr().out
@@ -702,7 +702,7 @@ def test_real_kernels_bitwise_only_times_nothing_and_fails_a_default_route_that_
             default="unequal" if name == "matmul" else "equal")} for name in names}
 
     monkeypatch.setattr(real_kernels, "measured", fake_measured)
-    args = argparse.Namespace(length=50, repeats=3, add_length=200, json=None)
+    args = argparse.Namespace(length=50, repeats=3, add_length=200, keep="all", json=None)
     assert real_kernels.report_bitwise(real_kernels.NAMES, args) == 1
     out = capsys.readouterr().out
     assert out.count("-bitwise ") == len(real_kernels.CASES)
