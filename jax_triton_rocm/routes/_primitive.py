@@ -77,7 +77,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.base import _compat, _imports, _state, _values
 from jax_triton_rocm.plan import _plan
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch
 from jax_triton_rocm.routes.xla import _xla_native
 from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec, MetaGrid, check_compilable
 
@@ -451,7 +451,7 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
     if explicit:
         if chosen is None:  # the platforms in use
             installed = set(_vendors.installed_gpu_platforms())
-            named = {p for p in _vendors.GPU_PLATFORMS if _target.named_arch(p) is not None}
+            named = {p for p in _vendors.GPU_PLATFORMS if _arch.named_arch(p) is not None}
             chosen = tuple([p for p in _vendors.GPU_PLATFORMS if p in installed | named])
         for platform in chosen:
             _routes(platform)

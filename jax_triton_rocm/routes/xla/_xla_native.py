@@ -50,7 +50,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _state, _values
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.spec import _kinds, _layout, _spec
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
@@ -217,14 +217,14 @@ def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
     compile options, and the launch limits, exactly as for jaxlib's route.
 
     The call XLA gets, or why it does not fit, is kept in `_state.LOWERED_CALLS` under the key
-    every route uses (`_target.lowered_call`), with the platform and the target. A lowering of
+    every route uses (`_choices.lowered_call`), with the platform and the target. A lowering of
     the same call again compiles nothing anew; one at new scalar values compiles nothing either
     (the kernel holds none).
     """
     # The same target, and the same error where none can be known, as jaxlib's route.
-    target, _ = _target.resolve_target(backend, ctx, spec)
+    target, _ = _arch.resolve_target(backend, ctx, spec)
     graph = _compile.call_graph_key(spec)
-    call = _target.lowered_call(
+    call = _choices.lowered_call(
         "xla", ctx, spec, (backend.platform, target),
         functools.partial(_compiled_call, backend, ctx, spec, target, graph, tuple(ctx.avals_in),
                           tuple(ctx.avals_out)), graph=graph)
