@@ -41,7 +41,7 @@ import triton.language as tl  # noqa: E402
 
 import jax_triton_rocm as jtr  # noqa: E402
 from jax_triton_rocm.base import _compat  # noqa: E402
-from jax_triton_rocm.routes import _target  # noqa: E402
+from jax_triton_rocm.routes import _choices  # noqa: E402
 
 CHAIN_LENGTH = 200
 FIRST_CALL_SIZE = 1 << 20
@@ -152,7 +152,7 @@ def _in_subprocess(command_buffers: bool, choices: str) -> dict:
              if not f.startswith(COMMAND_BUFFER_FLAG)]
     if not command_buffers:
         flags.append(COMMAND_BUFFER_FLAG)
-    env = dict(os.environ, XLA_FLAGS=" ".join(flags), **{_target.ENV_AUTOTUNE_DIR: choices})
+    env = dict(os.environ, XLA_FLAGS=" ".join(flags), **{_choices.ENV_AUTOTUNE_DIR: choices})
     for mode in ("tune-first-calls", "worker"):
         result = subprocess.run([sys.executable, os.path.abspath(__file__), mode], env=env,
                                 capture_output=True, text=True, check=False)

@@ -30,7 +30,7 @@ from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME, disabled_
 from jax_triton_rocm.api._inspect import EmittedCall, kernel_calls
 from jax_triton_rocm.api._library import triton_call_lowering
 from jax_triton_rocm.api._partition import partitioned
-from jax_triton_rocm.api._target import target_arch
+from jax_triton_rocm.api._target_arch import target_arch
 from jax_triton_rocm.api._tuning import autotune
 from jax_triton_rocm.base._state import clear_caches
 from jax_triton_rocm.routes._primitive import (loop_batching_rule, register, registered_platforms,

@@ -191,7 +191,7 @@ def _checked_targets(archs: list[str] | None) -> list[tuple[str, str]]:
     """
     from jax_triton_rocm.cli import _info
     from jax_triton_rocm import backends
-    from jax_triton_rocm.routes import _target
+    from jax_triton_rocm.routes import _arch
 
     targets = []
     for arch in archs or DEFAULT_ARCHS:
@@ -206,7 +206,7 @@ def _checked_targets(archs: list[str] | None) -> list[tuple[str, str]]:
                 _fail(f"--arch {arch}: {err}")
             print(f"{PROG}: warning: not cross-compiling for {arch}: {err}", file=sys.stderr)
             continue
-        problem = _target.arch_problem(platform, canonical) if archs else None
+        problem = _arch.arch_problem(platform, canonical) if archs else None
         if problem is not None:
             _fail(f"--arch {arch}: {canonical} {problem}.")
         targets.append((platform, canonical))

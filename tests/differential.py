@@ -112,10 +112,10 @@ class DifferentialPlugin:
         """Why a lowering cannot carry the callback, or None."""
         from jax._src import sharding_impls
 
-        from jax_triton_rocm.routes import _target
+        from jax_triton_rocm.routes import _arch
 
         module = ctx.module_context
-        if _target.for_export(ctx):
+        if _arch.for_export(ctx):
             return "lowered for jax.export"
         if tuple(module.platforms) != (backend.platform,):
             return f"lowered for platforms {tuple(module.platforms)}"
@@ -233,10 +233,10 @@ def foreign_target(backend: Any, ctx: Any, spec: Any) -> str | None:
     """Why the launcher cannot build the call's binary: the call compiles for an architecture
     other than the devices' (`compute_capability=`, `target_arch`), and Triton's launcher
     compiles for the device; None where they agree."""
-    from jax_triton_rocm.routes import _target
+    from jax_triton_rocm.routes import _arch
 
-    target, _ = _target.resolve_target(backend, ctx, spec)
-    devices = _target.lowering_target(backend.platform, ctx.module_context)
+    target, _ = _arch.resolve_target(backend, ctx, spec)
+    devices = _arch.lowering_target(backend.platform, ctx.module_context)
     if target.arch == devices.arch:
         return None
     return (f"compiled for {target.arch} (from {target.source}) on {devices.arch} devices; "
@@ -247,11 +247,11 @@ def planned_launches(backend: Any, ctx: Any, spec: Any, route: str) -> list:
     """The launches the lowering planned, in the user's kernel's layout: jaxlib's chosen ones
     (the lowered call is kept, so asking again returns it), or XLA's one."""
     from jax_triton_rocm.plan import _plan
-    from jax_triton_rocm.routes import _target
+    from jax_triton_rocm.routes import _arch
     from jax_triton_rocm.routes.jaxlib import _jaxlib_call
 
     if route == "xla" and spec.unwrapped.autotuner is None:
-        target, _ = _target.resolve_target(backend, ctx, spec)
+        target, _ = _arch.resolve_target(backend, ctx, spec)
         return _plan.launches(spec, tuple(ctx.avals_in), tuple(ctx.avals_out),
                               _plan.gpu_target(backend, target))
     return list(_jaxlib_call.lower_call(backend, ctx, spec).launches)

@@ -20,7 +20,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 import jax_triton_rocm as jtr
 from jax_triton_rocm.api import _partition
 from jax_triton_rocm.routes.cpu import _interpret
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch, _choices
 from tests import autotune_utils, kernels, lowering_utils
 from tests import library_kernels as lk
 from tests import partition_kernels as pk
@@ -297,20 +297,20 @@ def shard_lowers_for_cuda_sm90():
 
 @check
 def autotuned_shard_is_tuned_at_its_own_shape():
-    kind, _target.device_kind = _target.device_kind, lambda platform, context: "Stand-in GPU"
+    kind, _arch.device_kind = _arch.device_kind, lambda platform, context: "Stand-in GPU"
     try:
         _tuned_keys()
     finally:
-        _target.device_kind = kind
+        _arch.device_kind = kind
 
 
 def _tuned_keys():
-    with _target.session() as shard_session:
+    with _choices.session() as shard_session:
         per_shard_lowering(autotune_utils.tuned_add, pk.tuned_add, "cuda", (64, 256), (64, 256))
-    with _target.session() as direct:
+    with _choices.session() as direct:
         lowering_utils.lower_for(autotune_utils.tuned_add, autotune_utils.f32(16, 256),
                                  autotune_utils.f32(16, 256), platform="cuda")
-    with _target.session() as whole:
+    with _choices.session() as whole:
         lowering_utils.lower_for(autotune_utils.tuned_add, autotune_utils.f32(64, 256),
                                  autotune_utils.f32(64, 256), platform="cuda")
     assert list(shard_session.undecided) == list(direct.undecided), "not the shard's key"

@@ -186,9 +186,9 @@ def check_moe_chain() -> None:
 def _emitted(fn, *args) -> list[dict]:
     """What jaxlib receives for each Triton call of `jit(fn)(*args)`, and the calls a lowering
     left to jaxlib's autotuner."""
-    from jax_triton_rocm.routes import _target
+    from jax_triton_rocm.routes import _choices
 
-    with _target.session() as current:
+    with _choices.session() as current:
         lowered = jax.jit(fn).trace(*args).lower()
     calls = [{"target": call.target, "launches": [
         {"grid": list(k["grid"]), "num_warps": k["num_warps"]}

@@ -1,7 +1,7 @@
 """Remembered autotune choices (`_choices`) and the tuner that makes them (`autotune`), on the CPU.
 
 A remembered choice applies only to lowerings for a GPU that is there; these tests stand in a
-device kind for the CUDA lowering (`_target.device_kind`) and lower for sm_90 under
+device kind for the CUDA lowering (`_arch.device_kind`) and lower for sm_90 under
 `target_arch`. The tuner's timing runs need a GPU (test_gpu_autotune_real_data.py); here its loop
 is driven with stand-ins for compiling and timing.
 """
@@ -19,7 +19,7 @@ import triton.language as tl
 import jax_triton_rocm as jtr
 from jax_triton_rocm.api import _tuning
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch, _choices
 from tests import autotune_utils as au
 from tests import kernels
 from tests.gpu_utils import gpu_platform
@@ -33,8 +33,8 @@ DEVICE = "Stand-in GPU"
 @pytest.fixture
 def choices_dir(tmp_path, monkeypatch, fresh_caches):
     """A private folder of choices, a stand-in GPU to lower for, and nothing remembered."""
-    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
-    monkeypatch.setattr(_target, "device_kind", lambda platform, context: DEVICE)
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setattr(_arch, "device_kind", lambda platform, context: DEVICE)
     return tmp_path
 
 
@@ -44,7 +44,7 @@ def _lower(n=N, **kwargs):
 
 
 def _undecided(n=N):
-    with _target.session() as current:
+    with _choices.session() as current:
         lowered = _lower(n)
     assert lowered.undecided is not None
     assert list(current.undecided) == [lowered.undecided.key]
@@ -66,7 +66,7 @@ def test_an_undecided_call_is_left_to_jaxlib_on_the_legacy_target(choices_dir):
 
 def test_a_remembered_choice_lowers_to_that_config_alone_on_the_ffi_target(choices_dir):
     undecided = _undecided()
-    _target.STORE.put(undecided.key, _target.Choice(1, undecided.descriptions[1]))
+    _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
     lowered = _lower()
     assert lowered.custom_call_target == _compat.FFI_TARGET
     assert lowered.undecided is None
@@ -75,7 +75,7 @@ def test_a_remembered_choice_lowers_to_that_config_alone_on_the_ffi_target(choic
 
 def test_a_forced_config_lowers_alone_and_is_not_reported_undecided(choices_dir):
     key = _undecided().key
-    with _target.session({key: 2}) as current:
+    with _choices.session({key: 2}) as current:
         lowered = _lower()
     assert _block(lowered) == au.ADD_CONFIGS[2].kwargs["BLOCK"]
     assert current.undecided == {}
@@ -83,22 +83,22 @@ def test_a_forced_config_lowers_alone_and_is_not_reported_undecided(choices_dir)
 
 def test_a_choice_made_for_one_shape_does_not_apply_to_another(choices_dir):
     undecided = _undecided()
-    _target.STORE.put(undecided.key, _target.Choice(1, undecided.descriptions[1]))
+    _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
     assert _lower(N * 2).undecided is not None
 
 
 def test_the_key_covers_the_device_kind(choices_dir, monkeypatch):
     key = _undecided().key
-    monkeypatch.setattr(_target, "device_kind", lambda platform, context: "Another GPU")
+    monkeypatch.setattr(_arch, "device_kind", lambda platform, context: "Another GPU")
     jtr.clear_caches()
     assert _undecided().key != key
 
 
 def test_a_lowering_without_a_device_is_never_decided(monkeypatch, tmp_path):
     """Lowered for a GPU platform this machine has no device of: a cross-compile."""
-    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
     platform = "cuda" if gpu_platform() == "rocm" else "rocm"
-    with _target.session() as current:
+    with _choices.session() as current:
         lowered = capture_one(lambda x, y: au.tuned_add(x, y), au.f32(N), au.f32(N),
                               platform=platform)
     assert lowered.undecided is None and len(lowered.calls) == len(au.ADD_CONFIGS)
@@ -107,13 +107,13 @@ def test_a_lowering_without_a_device_is_never_decided(monkeypatch, tmp_path):
 
 def test_a_choice_no_longer_matching_the_configs_is_ignored(choices_dir):
     undecided = _undecided()
-    _target.STORE.put(undecided.key, _target.Choice(1, "BLOCK: 999, num_warps: 1"))
+    _choices.STORE.put(undecided.key, _choices.Choice(1, "BLOCK: 999, num_warps: 1"))
     assert _lower().undecided is not None
 
 
 def test_a_choice_is_written_to_the_folder_and_read_back_after_clear_caches(choices_dir):
     undecided = _undecided()
-    _target.STORE.put(undecided.key, _target.Choice(2, undecided.descriptions[2], (1.0, 2.0)))
+    _choices.STORE.put(undecided.key, _choices.Choice(2, undecided.descriptions[2], (1.0, 2.0)))
     path = choices_dir / undecided.key[:2] / f"{undecided.key}.json"
     assert json.loads(path.read_text())["index"] == 2
     jtr.clear_caches()
@@ -122,7 +122,7 @@ def test_a_choice_is_written_to_the_folder_and_read_back_after_clear_caches(choi
 
 def test_a_damaged_choice_file_is_ignored_with_a_warning_naming_it(choices_dir, caplog):
     undecided = _undecided()
-    _target.STORE.put(undecided.key, _target.Choice(2, undecided.descriptions[2]))
+    _choices.STORE.put(undecided.key, _choices.Choice(2, undecided.descriptions[2]))
     path = choices_dir / undecided.key[:2] / f"{undecided.key}.json"
     path.write_text("{not json")
     jtr.clear_caches()
@@ -132,9 +132,9 @@ def test_a_damaged_choice_file_is_ignored_with_a_warning_naming_it(choices_dir, 
 
 
 def test_an_empty_folder_setting_keeps_choices_in_the_process(choices_dir, monkeypatch):
-    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, "")
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, "")
     undecided = _undecided()
-    _target.STORE.put(undecided.key, _target.Choice(0, undecided.descriptions[0]))
+    _choices.STORE.put(undecided.key, _choices.Choice(0, undecided.descriptions[0]))
     assert list(choices_dir.iterdir()) == []
     assert _lower().undecided is None
 
@@ -143,28 +143,28 @@ def test_an_unwritable_folder_keeps_the_choice_in_the_process_with_a_warning(
         choices_dir, monkeypatch, caplog):
     blocker = choices_dir / "a-file"
     blocker.write_text("")
-    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(blocker / "choices"))
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(blocker / "choices"))
     undecided = _undecided()
     with caplog.at_level("WARNING", logger="jax_triton_rocm"):
-        _target.STORE.put(undecided.key, _target.Choice(0, undecided.descriptions[0]))
-    assert _target.ENV_AUTOTUNE_DIR in caplog.text
+        _choices.STORE.put(undecided.key, _choices.Choice(0, undecided.descriptions[0]))
+    assert _choices.ENV_AUTOTUNE_DIR in caplog.text
     assert _lower().undecided is None
 
 
 def test_the_default_folder_is_inside_tritons_cache(monkeypatch, tmp_path):
-    monkeypatch.delenv(_target.ENV_AUTOTUNE_DIR, raising=False)
+    monkeypatch.delenv(_choices.ENV_AUTOTUNE_DIR, raising=False)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
-    assert _target.choices_dir() == os.path.join(str(tmp_path), _target.FOLDER_NAME)
+    assert _choices.choices_dir() == os.path.join(str(tmp_path), _choices.FOLDER_NAME)
 
 
 _SECOND_PROCESS = f"""
 import json, sys
 import jax_triton_rocm as jtr
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch, _choices
 from tests import autotune_utils as au
 from tests.lowering_utils import capture_one
-_target.device_kind = lambda platform, context: {DEVICE!r}
-with _target.session() as current:
+_arch.device_kind = lambda platform, context: {DEVICE!r}
+with _choices.session() as current:
     lowered = capture_one(lambda x, y: au.tuned_add(x, y), au.f32({N}), au.f32({N}),
                           platform="cuda")
 print(json.dumps({{"calls": len(lowered.calls), "grid": lowered.calls[0].grid[0],
@@ -176,8 +176,8 @@ print(json.dumps({{"calls": len(lowered.calls), "grid": lowered.calls[0].grid[0]
 @pytest.mark.process
 def test_a_second_process_lowers_the_remembered_config_alone(choices_dir):
     undecided = _undecided()
-    _target.STORE.put(undecided.key, _target.Choice(1, undecided.descriptions[1]))
-    result = run_python(_SECOND_PROCESS, env={_target.ENV_AUTOTUNE_DIR: str(choices_dir)})
+    _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
+    result = run_python(_SECOND_PROCESS, env={_choices.ENV_AUTOTUNE_DIR: str(choices_dir)})
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen == {"calls": 1, "grid": N // au.ADD_CONFIGS[1].kwargs["BLOCK"], "undecided": [],
@@ -197,7 +197,7 @@ class _Equation:
 
     def compiled(self, eqn, invals, forced):
         self.compiled_with.append(dict(forced))
-        undecided = {key: _target.Undecided(key, self.descriptions, key)
+        undecided = {key: _choices.Undecided(key, self.descriptions, key)
                      for key in ("a", "b") if key not in forced}
         return (lambda *args: [("ran", tuple(sorted(forced.items())))]), undecided
 
@@ -217,7 +217,7 @@ def test_the_tuner_times_every_config_of_each_call_and_remembers_the_fastest(
     assert equation.compiled_with[1:4] == [{"a": 0}, {"a": 1}, {"a": 2}]
     assert equation.compiled_with[5:8] == [{"a": 1, "b": 0}, {"a": 1, "b": 1}, {"a": 1, "b": 2}]
     for key in ("a", "b"):
-        choice = _target.STORE.get(key)
+        choice = _choices.STORE.get(key)
         assert (choice.index, choice.description, choice.times_ms) == (1, "fast",
                                                                        (3e3, 1e3, 2e3))
 
@@ -272,7 +272,7 @@ def test_a_library_primitive_with_its_own_gpu_lowering_is_a_candidate():
 def _stored_choice(choices_dir, index=1):
     """The path of a choice file for the tuned add, and its record, the file written."""
     undecided = _undecided()
-    _target.STORE.put(undecided.key, _target.Choice(index, undecided.descriptions[index]))
+    _choices.STORE.put(undecided.key, _choices.Choice(index, undecided.descriptions[index]))
     path = choices_dir / undecided.key[:2] / f"{undecided.key}.json"
     return path, json.loads(path.read_text())
 
@@ -343,12 +343,12 @@ def _plant(store, key, how):
 def test_a_store_another_user_could_have_planted_is_not_written(choices_dir, monkeypatch,
                                                                 caplog, how):
     store = choices_dir / "store"
-    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(store))
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(store))
     undecided = _undecided()
     untouched = _plant(store, undecided.key, how)
     with caplog.at_level("WARNING", logger="jax_triton_rocm"):
-        _target.STORE.put(undecided.key, _target.Choice(2, undecided.descriptions[2]))
-        _target.STORE.put(undecided.key, _target.Choice(2, undecided.descriptions[2]))
+        _choices.STORE.put(undecided.key, _choices.Choice(2, undecided.descriptions[2]))
+        _choices.STORE.put(undecided.key, _choices.Choice(2, undecided.descriptions[2]))
     assert [p for p in untouched.rglob("*") if p.is_file()] == []
     warnings = [r.getMessage() for r in caplog.records if "could not save" in r.getMessage()]
     assert len(warnings) == 1 and "kept in this process" in warnings[0], warnings
@@ -407,7 +407,7 @@ def test_a_dead_writers_temporary_files_are_swept_once_a_minute_old(choices_dir,
     for leftover in (old, young):
         leftover.write_text("{")
     os.utime(old, (os.path.getmtime(old) - 61,) * 2)
-    monkeypatch.setattr(_target, "_swept", set())  # as in a new process
+    monkeypatch.setattr(_choices, "_swept", set())  # as in a new process
     jtr.clear_caches()
     _lower()
     assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, young.name])

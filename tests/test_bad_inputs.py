@@ -97,9 +97,9 @@ def _env_target_arch():
     # JAX reads the variable into its config when it starts; this parses it as lowering does.
     import os
 
-    from jax_triton_rocm.routes import _target
+    from jax_triton_rocm.routes import _arch
 
-    return _target._parse_env(os.environ[_target.ENV_TARGET_ARCH])
+    return _arch._parse_env(os.environ[_arch.ENV_TARGET_ARCH])
 
 
 def _entered(**archs):

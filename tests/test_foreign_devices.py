@@ -19,7 +19,7 @@ import pytest
 import jax_triton_rocm as jtr
 from jax_triton_rocm.plan._plan import Target
 from jax_triton_rocm.backends.hip import _hip
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch
 from tests import kernels
 from tests.lowering_utils import captured_lowerings, spec
 
@@ -36,8 +36,8 @@ def devices(monkeypatch, fresh_caches):
         del module_context
         return [types.SimpleNamespace(platform="cuda", compute_capability=c) for c in found]
 
-    monkeypatch.setattr(_target, "_context_devices", context_devices)
-    monkeypatch.setattr(_target, "_local_devices", lambda platform, module_context: [])
+    monkeypatch.setattr(_arch, "_context_devices", context_devices)
+    monkeypatch.setattr(_arch, "_local_devices", lambda platform, module_context: [])
     return found
 
 

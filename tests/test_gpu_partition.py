@@ -12,7 +12,7 @@ import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _choices
 from tests import autotune_utils
 from tests import partition_kernels as pk
 from tests.gpu_utils import gpu_devices
@@ -75,19 +75,19 @@ def test_vmap_of_a_partitioned_function_splits_the_batch(count):
 
 @pytest.mark.parametrize("count", COUNTS)
 def test_autotune_picks_once_per_shard_shape(count, tmp_path, monkeypatch, fresh_caches):
-    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
     x, y = pk.matrix(64, 2048, seed=5), pk.matrix(64, 2048, seed=6)
     (xs, _), (ys, _) = _split(x, count, "d", None), _split(y, count, "d", None)
     step = jax.jit(lambda a, b: pk.tuned_add(a * 2.0, b))
-    before = _target.STORE.generation
+    before = _choices.STORE.generation
     np.testing.assert_allclose(jtr.autotune(step, xs, ys), 2.0 * x + y, rtol=1e-6, atol=1e-6)
-    assert _target.STORE.generation == before + 1  # one choice: every shard has one shape
+    assert _choices.STORE.generation == before + 1  # one choice: every shard has one shape
     np.testing.assert_allclose(jtr.autotune(step, xs, ys), 2.0 * x + y, rtol=1e-6, atol=1e-6)
-    assert _target.STORE.generation == before + 1  # remembered: nothing timed again
+    assert _choices.STORE.generation == before + 1  # remembered: nothing timed again
 
     def undecided(rows):
         spec = jax.ShapeDtypeStruct((rows, 2048), jnp.float32)
-        with _target.session() as current:
+        with _choices.session() as current:
             jax.jit(autotune_utils.tuned_add).trace(spec, spec).lower()
         return list(current.undecided)
 

@@ -16,7 +16,7 @@ import triton
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch, _choices
 from tests import idiom_kernels as ik
 from tests import kernels
 from tests.lowering_utils import capture_one, lower_for, spec, tma_block_shapes
@@ -87,13 +87,13 @@ def test_a_descriptor_matmul_autotuned_with_pre_hooks_runs_on_the_cpu():
     pytest.param("cuda", marks=needs_tma), "rocm"])
 def test_a_remembered_choice_launches_with_its_own_block_shapes(platform, tmp_path,
                                                                  monkeypatch, fresh_caches):
-    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
-    monkeypatch.setattr(_target, "device_kind", lambda platform, context: "Stand-in GPU")
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setattr(_arch, "device_kind", lambda platform, context: "Stand-in GPU")
     a, b = _matrices()
-    with _target.session() as current:
+    with _choices.session() as current:
         lower_for(ik.desc_matmul, a, b, platform=platform)
     [undecided] = current.undecided.values()
-    _target.STORE.put(undecided.key, _target.Choice(2, undecided.descriptions[2]))
+    _choices.STORE.put(undecided.key, _choices.Choice(2, undecided.descriptions[2]))
     lowered = capture_one(ik.desc_matmul, a, b, platform=platform)
     m, n, k = ik.MATMUL_TILES[2]
     assert len(lowered.kernels) == 1

@@ -22,7 +22,7 @@ from jax_triton_rocm.cli import _info_routes
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.routes.xla import _xla_native
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch, _choices
 from tests import autotune_utils, idiom_kernels, kernels
 from tests.lowering_utils import lower_for, spec
 from tests.subprocess_utils import ROOT, child_env
@@ -67,13 +67,13 @@ def test_a_plain_kernel_takes_jaxlibs_call_by_default(caplog, platform, call):
 @PLATFORMS
 def test_an_autotuned_call_with_a_remembered_choice_takes_jaxlibs_call(
         monkeypatch, tmp_path, fresh_caches, platform):
-    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
-    monkeypatch.setattr(_target, "device_kind", lambda platform, context: "Stand-in GPU")
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setattr(_arch, "device_kind", lambda platform, context: "Stand-in GPU")
     x = autotune_utils.f32(4096)
-    with _target.session() as current:
+    with _choices.session() as current:
         lower_for(autotune_utils.tuned_add, x, x, platform=platform)
     [undecided] = current.undecided.values()
-    _target.STORE.put(undecided.key, _target.Choice(1, undecided.descriptions[1]))
+    _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
     [call] = jtr.kernel_calls(lower_for(autotune_utils.tuned_add, x, x, platform=platform))
     assert call.target == FFI
     assert call.message.kernel_call.grid_0 == 4096 // autotune_utils.ADD_CONFIGS[1].kwargs["BLOCK"]

@@ -6,7 +6,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch
 from tests import kernels
 from tests.subprocess_utils import last_line, run_python
 
@@ -50,7 +50,7 @@ def test_arch_comes_from_the_devices_lowered_for():
         class axis_context:
             device_assignment = (FakeDevice(), FakeDevice())
 
-    target = _target.lowering_target("rocm", Context())
+    target = _arch.lowering_target("rocm", Context())
     assert (target.arch, target.source) == ("gfx950", "the computation's devices")
 
 
@@ -64,7 +64,7 @@ def test_devices_of_different_archs_are_refused():
             device_assignment = tuple(devices)
 
     with pytest.raises(ValueError, match=r"different architectures \(gfx90a, gfx942\)"):
-        _target.lowering_target("rocm", Context())
+        _arch.lowering_target("rocm", Context())
 
 
 def test_lowering_for_cuda_without_a_device_says_how_to_name_an_arch():
@@ -89,7 +89,7 @@ def _arch_of_devices(platform, *capabilities):
         class axis_context:
             device_assignment = tuple(_Device(platform, c) for c in capabilities)
 
-    return _target.lowering_target(platform, Context()).arch
+    return _arch.lowering_target(platform, Context()).arch
 
 
 # What XLA's GPU client reports in `compute_capability`: "major.minor" on CUDA; on ROCm the gfx
@@ -120,7 +120,7 @@ def test_a_device_without_a_known_arch_says_how_to_name_one(platform, reported):
 
 def test_the_variable_set_after_it_was_read_is_refused_as_too_late(monkeypatch):
     jtr.register(platforms=("rocm",))
-    monkeypatch.setenv(_target.ENV_TARGET_ARCH, "rocm=gfx950")  # the package is imported: late
+    monkeypatch.setenv(_arch.ENV_TARGET_ARCH, "rocm=gfx950")  # the package is imported: late
     with pytest.raises(RuntimeError, match=(r"JAX_TRITON_ROCM_TARGET_ARCH was set to "
                                             r"'rocm=gfx950' too late.*before `import "
                                             r"jax_triton_rocm`.*target_arch\(rocm='gfx950'\)")):

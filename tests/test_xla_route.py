@@ -21,7 +21,7 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat, _state, _values
 from jax_triton_rocm.routes.cpu import _interpret
 from jax_triton_rocm.plan import _plan, _trampoline
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.routes.xla import _xla_native
 from tests import autotune_utils as au
 from tests import kernels
@@ -373,16 +373,16 @@ def test_both_routes_keep_their_lowered_calls_under_one_key(fresh_caches):
 
 
 def test_a_remembered_autotune_choice_takes_xlas_call(monkeypatch, tmp_path, fresh_caches):
-    monkeypatch.setenv(_target.ENV_AUTOTUNE_DIR, str(tmp_path))
-    monkeypatch.setattr(_target, "device_kind", lambda platform, context: "Stand-in GPU")
+    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setattr(_arch, "device_kind", lambda platform, context: "Stand-in GPU")
     x = au.f32(4096)
     lowered = lower_for(au.tuned_add, x, x, platform="cuda")
     [tuned] = jtr.kernel_calls(lowered)
     assert tuned.target == _compat.LEGACY_TARGET  # nothing remembered: jaxlib times them
-    with _target.session() as current:
+    with _choices.session() as current:
         lower_for(au.tuned_add, x, x, platform="cuda")
     [undecided] = current.undecided.values()
-    _target.STORE.put(undecided.key, _target.Choice(1, undecided.descriptions[1]))
+    _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
     [call] = native_calls(lower_for(au.tuned_add, x, x, platform="cuda"))
     assert call["grid_x"] == 4096 // au.ADD_CONFIGS[1].kwargs["BLOCK"]
 

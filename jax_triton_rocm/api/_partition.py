@@ -33,7 +33,7 @@ from jax.interpreters import ad, batching, mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jax_triton_rocm.api import _rule
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch
 from jax_triton_rocm.routes.cpu import _shard_callbacks
 
 _COMBINE = {"sum": lax.psum, "max": lax.pmax, "min": lax.pmin}
@@ -227,7 +227,7 @@ class _Callbacks:
 
 def _lowering(ctx, *operands, fun, rule, jaxpr, name):
     devices = getattr(ctx.module_context.axis_context, "num_devices", 1)
-    if _target.for_export(ctx) and devices > 1:
+    if _arch.for_export(ctx) and devices > 1:
         raise NotImplementedError(
             f"jax.export of partitioned function {name} ({rule.text!r}) across {devices} "
             f"devices: its partitioning is a Python callback of this process (JAX's "

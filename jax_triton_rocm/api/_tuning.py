@@ -6,7 +6,7 @@ configs itself, the way eager Triton does: `autotune(fn, *args)` runs `fn` one e
 on the given arrays. An equation whose lowering leaves an autotuned call undecided (a
 `triton_call`, a library primitive using `triton_call_lowering`, or a loop, `vmap` or
 `shard_map` around one) is compiled once per config of that call, each compiled program is
-timed on the equation's real operands, and the fastest config is remembered (`routes._target`, in
+timed on the equation's real operands, and the fastest config is remembered (`routes._choices`, in
 this process and on disk). Calls, `jit`s and `custom_jvp`/`custom_vjp` functions are entered, so
 the operands are those the program itself computes. Several undecided calls in one equation are
 tuned one after the other, each with the ones before fixed at their winners.
@@ -25,7 +25,7 @@ import jax
 from jax._src import core
 from jax.interpreters import mlir
 
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _choices
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.spec import _spec
 
@@ -73,9 +73,9 @@ def autotune(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return fn(*call_args, **call_kwargs)
 
     closed, out_shape = jax.make_jaxpr(with_scalars, return_shape=True)(*arrays)
-    generation = _target.STORE.generation
+    generation = _choices.STORE.generation
     flat = _evaluate(closed.jaxpr, closed.consts, arrays)
-    if _target.STORE.generation != generation:
+    if _choices.STORE.generation != generation:
         jax.clear_caches()
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), flat)
 
@@ -177,7 +177,7 @@ def _bind(eqn: Any, invals: Sequence[Any]) -> list[Any]:
 
 
 def _compiled(eqn: Any, invals: Sequence[Any],
-              forced: dict[str, int]) -> tuple[Any, dict[str, _target.Undecided]]:
+              forced: dict[str, int]) -> tuple[Any, dict[str, _choices.Undecided]]:
     """`eqn` alone, compiled for `invals` with the `forced` configs; and what it left undecided.
 
     A new function each time, so that neither JAX's caches nor the lowered-call memo (whose key
@@ -186,7 +186,7 @@ def _compiled(eqn: Any, invals: Sequence[Any],
     def run_equation(*operands):
         return _bind(eqn, operands)
 
-    with _target.session(forced) as current:
+    with _choices.session(forced) as current:
         compiled = jax.jit(run_equation).trace(*invals).lower().compile()
     return compiled, current.undecided
 
@@ -200,7 +200,7 @@ def _tune_and_run(eqn: Any, invals: Sequence[Any]) -> list[Any]:
                  for index in range(len(call.descriptions))]
         best = min(range(len(times)), key=times.__getitem__)
         decided[key] = best
-        _target.STORE.put(key, _target.Choice(best, call.descriptions[best],
+        _choices.STORE.put(key, _choices.Choice(best, call.descriptions[best],
                                                 tuple(t * 1e3 for t in times)))
         compiled, undecided = _compiled(eqn, invals, decided)
         undecided = {k: v for k, v in undecided.items() if k not in decided}

@@ -36,7 +36,7 @@ AUTOTUNE_TARGETS = dict(zip(_values.AUTOTUNE_TARGET_CHOICES, (FFI_TARGET, LEGACY
 #    execute, which XLA may be capturing into a command buffer, on arbitrary data too.
 #  - `triton_kernel_call` (legacy): at execute only, never in a command buffer: on real data.
 # So autotuned calls take the legacy target; a config picked once on real data
-# (`routes._target`, `jax_triton_rocm.autotune`) is emitted alone, as a plain FFI call.
+# (`routes._choices`, `jax_triton_rocm.autotune`) is emitted alone, as a plain FFI call.
 
 
 def autotuned_call_target() -> str:

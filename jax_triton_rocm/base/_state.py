@@ -6,10 +6,8 @@ held for short critical sections only. Work on one item (compiling a kernel, wri
 prewarming it) holds that item's lock (`LOCKS.item_lock`), which exists only while a thread holds
 or awaits it: threads on one item share one lock, and the locks never outnumber the threads.
 
-Memory: every cache is bounded, by `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE` (compiled kernels, what is
-derived from them) or `JAX_TRITON_ROCM_CALL_CACHE_SIZE` (calls, layouts, per-function findings),
-1024 each by default: what is forgotten is computed again when next needed (a kernel recompiles
-from Triton's on-disk cache). `clear_caches()` empties them all.
+Memory: every cache is bounded (by `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE` or
+`JAX_TRITON_ROCM_CALL_CACHE_SIZE`: docs/routes.md, "Memory"); `clear_caches()` empties them all.
 
 Fork: a child of `os.fork()` inherits memory but only the forking thread. A lock that another
 thread of the parent held at the fork stays held forever in the child, and a compile that was in

@@ -274,7 +274,7 @@ def autotune_target() -> str | None:
 # Each variable's reader, as the package reads it (a reader raises ValueError for a value it
 # refuses): `check_variables` runs them all where the package starts, so that a mistake is told
 # on every machine, not only where the variable's feature is used (prewarm on ROCm, the kernel
-# cache on a GPU). A reader that lives in a higher layer adds itself (`routes._target`).
+# cache on a GPU). A reader that lives in a higher layer adds itself (`routes._arch`).
 VARIABLE_READERS: dict[str, Callable[[], Any]] = {
     ENV_HSACO_DELIVERY: hsaco_delivery,
     ENV_PREWARM: lambda: env_flag(ENV_PREWARM, default=True),

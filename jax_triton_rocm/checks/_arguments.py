@@ -2,29 +2,17 @@
 checks, each error naming the fix.
 
 `triton_call`: the positional arguments split into arrays and scalars, `out_shape` flattened,
-the keywords split into constexprs and compile options. `triton_call_lowering`: its operands and
-keywords, and its constexprs, checked before the call is mapped onto the kernel's parameters
-(`api._library.place_arguments`), so that a mistake in a library's lowering rule is reported
-against the rule's own arguments.
+the keywords split into constexprs and compile options, and its operands bound to the kernel's
+parameters, for jax-triton 0.3's surface and 0.4's in one function (the rules, with 0.3 and 0.4
+code side by side, are docs/porting.md's "Porting from jax-triton"). `triton_call_lowering`: its
+operands and keywords, and its constexprs, checked before the call is mapped onto the kernel's
+parameters (`api._library.place_arguments`), so that a mistake in a library's lowering rule is
+reported against the rule's own arguments.
 
 Values as a call gives them to a kernel's parameters, taken or refused before the layout:
 a concrete 0-d array for a parameter that declares a scalar type is the scalar it holds, a
 NumPy array in the other byte order (which JAX cannot take) is refused naming it, and a Python
 function is no constexpr.
-
-`triton_call`'s operands bound to the kernel's parameters, for jax-triton 0.3's surface and
-0.4's in one function (the rules, with 0.3 and 0.4 code side by side, are docs/porting.md's "Porting
-from jax-triton"):
-
-- positional arguments fill the parameters in order; a keyword naming a `tl.constexpr`
-  parameter is a constexpr; one naming another parameter is an operand with `out_type=` (0.4)
-  and a constexpr with `out_shape=` (0.3), unless it holds an array, which only an operand can;
-- operands may be arrays, scalars, `Ref`s, `TensorDescriptor`s and tuples of them (Triton
-  tuples), flattened in kernel-parameter order;
-- outputs fill the non-constexpr parameters left over, in order: every output (0.3's layout), or,
-  with `input_output_aliases`, only the outputs not aliased to an input (0.4's);
-- `input_output_aliases` counts array operands (0.3) or every operand leaf, scalars included
-  (0.4).
 
 What the primitive sees is plain: arrays in kernel-parameter order (a `Ref` read before the call
 and written back after it, as an operand aliased to an extra result), and results in the order

@@ -10,23 +10,11 @@ convention the call follows (`out_shape=` or `out_type=`), `backend_options` mer
 explicit launch settings, and `cost_estimate`. Each rule is in docs/porting.md; a value given
 both ways is an error that names both.
 
-A `triton_call` made again with new shapes or new runtime-scalar values reuses the layout the
-first such call was checked into.
-
-`checks._bound.check_triton_call` binds a call's arguments to the kernel's parameters, places
-its outputs and checks every argument, at every trace. A jitted function traced
-again at a new shape (a new batch or sequence length) makes the same call with other arrays:
-where its operands went, and every verdict on its keywords, settings and dtypes, stay the same.
-So the first call's `Placed` and spec are kept under a key of everything that decided them,
-and a later call with the same key gets them with its own arrays, avals, runtime scalars
-and grid put in (`reuse`), after the checks that depend on those: concrete dimensions, aliased
-buffers of one shape, the grid, and the layout check (itself kept per layout).
-
-Only plain calls are kept: array operands that are JAX arrays given positionally, scalars,
-keywords that hold no array, no `Ref`, no operand made in place of an output. Anything else,
-or a key that cannot be built (an unhashable value), takes the full check every time, and so
-does any call whose reuse finds something to refuse: the full check then raises its own
-message.
+`check_triton_call` binds a call's arguments to the kernel's parameters, places its outputs and
+checks every argument, at every trace. A `triton_call` made again with new shapes or new
+runtime-scalar values reuses the layout the first such call was checked into (`reuse`), after
+the checks that depend on those. Which calls are kept, and under what key: docs/design.md,
+"Re-used layouts".
 """
 
 from __future__ import annotations

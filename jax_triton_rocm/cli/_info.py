@@ -19,7 +19,7 @@ from jax_triton_rocm._version import __version__
 from jax_triton_rocm.backends import _no_gpu, _vendors
 from jax_triton_rocm.base import _compat, _values
 from jax_triton_rocm.cli import _info_routes, _startup
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch
 
 # The package's environment variables (one table, `base._values`).
 PACKAGE_ENV_VARS = _values.PACKAGE_ENV_VARS
@@ -124,7 +124,7 @@ def platform_report(platform: str) -> dict[str, Any]:
     except ValueError as err:
         autotuned = f"unknown ({_first_line(err)})"
     try:
-        named = _target.named_arch(platform)
+        named = _arch.named_arch(platform)
         named_text = f"{named.arch} (from {named.source})" if named else None
     except (ValueError, RuntimeError) as err:
         named_text = f"invalid ({_first_line(err)})"

@@ -52,9 +52,9 @@ def _functions(**options: Any) -> dict[str, Any]:
 
 def _arch(platform: str, devices: list[dict]) -> tuple[str, str]:
     """The architecture to lower for, and where it comes from."""
-    from jax_triton_rocm.routes import _target
+    from jax_triton_rocm.routes import _arch
 
-    named = _target.named_arch(platform)
+    named = _arch.named_arch(platform)
     if named is not None:
         return named.arch, f"named, from {named.source}"
     for device in devices:

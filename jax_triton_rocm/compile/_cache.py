@@ -1,61 +1,21 @@
-"""Triton's on-disk cache entry for one compile, checked before its binary is used.
+"""Triton's on-disk cache for the package's compiles: each entry checked before its binary is
+used, and a usable cache folder whatever the environment says.
 
-Triton trusts what its cache holds: a truncated CUBIN or HSACO is handed out as it is, a
-garbled metadata file makes every later compile of the kernel fail with a bare JSONDecodeError,
-and its group file lists files by absolute path, which it opens following links. So before
-`triton.compile` runs, the entry it will read is checked, read as `_files.read_entry_file` reads:
-only regular files directly inside the entry's own folder, bounded, never a link, FIFO or
-device. The metadata must parse, have the fields the package reads, name this entry, target and
-kernel, and hold the options the compile asks for (`num_warps`, `num_ctas`, ...); the binary
-must be an ELF for the target that holds all of its headers and sections and defines the
-kernel's function; the IR the package reads must name the kernel (and PTX and AMDGCN the threads
-per block). Anything else is damage. A damaged entry is emptied with Triton's own atomic
-`put_group` (an empty group is a miss), so Triton compiles again and replaces each file
-atomically, and one warning names the damaged file. What `triton.compile` returns is checked the
-same way (another process may damage the entry in between); a binary still damaged after one
-replacement is an error. A cache folder others can write is named in one warning
-(`_files.warn_if_others_can_write`).
+Damage: before `triton.compile` runs, the entry it will read is checked, read as
+`_files.read_entry_file` reads (regular files of the entry's own folder, bounded, never a link);
+a damaged entry is emptied with Triton's own atomic `put_group`, so Triton compiles again, and
+one warning names the damaged file. What `triton.compile` returns is checked the same way; a
+binary still damaged after one replacement is an error.
 
-Processes sharing the cache: each finds the damage itself and compiles again; files are only
-ever replaced atomically (never deleted), so a reader sees either the old file or a whole new
-one, and at worst a kernel compiles once more than needed.
+A usable folder (`compile_in_usable_cache`): while `TRITON_CACHE_DIR` is empty (jax-triton 0.3.1
+empties it) the compiles use Triton's default location, set in the knob object's own `__dict__`
+so that the user's environment does not change; where the cache folder cannot be written, the
+compile runs once more in a private temporary folder, with one warning.
 
-Only Triton's default file cache is checked before the compile; a custom `TRITON_CACHE_MANAGER`
-keeps its own layout, and only what `triton.compile` returns is checked.
-
-A usable on-disk cache for the package's `triton.compile` calls, whatever the environment says.
-
-jax-triton 0.3.1 sets `os.environ["TRITON_CACHE_DIR"] = ""` when it is imported (it compiles
-without Triton's file cache). Triton 3.6-3.9 read that variable through `triton.knobs.cache.dir`
-at every compile and, finding it empty, fail with "Could not create or locate cache dir". People
-moving from jax-triton have both packages in one process, so the package's compiles use Triton's
-default location (`triton.knobs.cache.get_triton_dir("cache")`, under `TRITON_HOME` or `~`)
-while the variable is empty, and say so once.
-
-How: while at least one of the package's compiles runs, the default goes in the knob object's
-own `__dict__`, which Triton's knob descriptor reads before the environment. Writing the
-attribute the ordinary way would also write `os.environ` (Triton propagates knobs to the
-environment), and the user's environment must not change. When the last compile ends, the
-knob is given back as it was.
-
-Threads: compiles run in parallel threads; a count of compiles in flight, under one lock from
-`_state.LOCKS`, makes the first one set the knob and the last one restore it. Another library's
-compile that runs meanwhile also finds the default location instead of failing, which is the
-only effect the override can have on it.
-
-Unwritable: where Triton's cache folder cannot be made or written (read-only, under a file, too
-long a path, a full disk; the folder given by `TRITON_CACHE_DIR` or Triton's default under
-`TRITON_HOME` or `HOME`), `triton.compile` raises an OSError naming a path in it or above it.
-`compile_in_usable_cache` then compiles once more with the knob pointing at a private temporary
-folder, shared by the compiles in flight and removed when the last one ends, and logs one warning
-naming the variable that chose the folder, the folder and the reason. Nothing of it is
-remembered: the next compile tries the folder again, so a folder made writable in a running
-process caches again from its next compile. Triton's dump folder (`TRITON_DUMP_DIR`, with
-`TRITON_KERNEL_DUMP=1`) gets the same, with a private folder that is kept (it holds the dump
-asked for) and named in the warning.
-
-Fork: a child forked while compiles were in flight has none running; it restores the knob
-itself and leaves a private folder to the parent (see `_restore_after_fork`).
+Threads and fork: a count of compiles in flight, under one lock from `_state.LOCKS`, makes the
+first one set the knob and the last one restore it; a forked child restores it itself
+(`_restore_after_fork`). What counts as damage, processes sharing the cache, the dump folder:
+docs/design.md, "Triton's cache".
 """
 
 from __future__ import annotations

@@ -1,25 +1,19 @@
 """Compiling a bound kernel with `triton.compile`, through the one shared kernel-key cache.
 
 The kernel key covers everything that can change the binary: what the kernel's call graph
-resolves to now (`graph_key`: the kernel's source, the sources of the Triton functions
-it calls as their names resolve now, and the current values of the globals they read), the
-Triton version, the target (backend, arch, warp size), Triton or Gluon, the signature and
-specialisation, the constexprs and every compile option. An edited kernel, a rebound helper or
-a rebound global `tl.constexpr` never gets the old binary; two kernels with the same name never
-collide. `triton.compile` keeps using Triton's own on-disk cache (`TRITON_CACHE_DIR` is never
-changed; where it is empty, `_cache` supplies Triton's default location), with its key
-widened to the same call graph (`run_triton`), so a second process gets the binary in
-milliseconds. The entry Triton's cache holds is checked before its binary is used
-(`_cache`), and a cache folder that cannot be written is worked around (`_cache`).
-
-What a kernel's call graph resolves to now, as the kernel key folds it in.
+resolves to now (`graph_key`), the Triton version, the target (backend, arch, warp size), Triton
+or Gluon, the signature and specialisation, the constexprs and every compile option. An edited
+kernel, a rebound helper or a rebound global `tl.constexpr` never gets the old binary; two
+kernels with the same name never collide. `triton.compile` keeps using Triton's own on-disk
+cache, with its key widened to the same call graph (`run_triton`); the entry it holds is checked
+before its binary is used, and a folder that cannot be written is worked around (`_cache`).
 
 `graph_key` walks a `@triton.jit` function and the Triton functions it calls, as their names
 resolve at this moment (a helper rebound in its module, `mod.helper = new_helper`, or a closure
 variable rebound, is followed), and gives each function's own source and decorator settings and
 the current values of the globals they read. Triton's `JITFunction.cache_key` cannot serve: it
 is computed once per function, with the callees and global values of that moment, and never
-again, so a caller keeps its first callee's key after the callee was rebound (see `graph_key`).
+again, so a caller keeps its first callee's key after the callee was rebound.
 
 `stable_text` writes a constexpr or option value so that two texts are equal exactly when the
 values compile alike.

@@ -1,49 +1,22 @@
 """The launches of one call: a spec, the operands' types and a target turned into what a route
-launches. Every route asks this module, and nothing else decides these things:
+launches. Every route asks this module, and nothing else decides these things: jaxlib's Triton
+call (`routes.jaxlib._jaxlib_call`) compiles each launch and encodes them all; XLA's
+(`routes.xla._xla_native`) compiles its one launch; Triton's interpreter
+(`routes.cpu._interpret`) runs the first; the `jax.vmap` rule (`routes._primitive.batch_rule`)
+checks a batched call's grid with `launch_grid`.
 
-- jaxlib's Triton call (`routes.jaxlib._jaxlib_call`) compiles each launch and encodes them all;
-- XLA's Triton call (`routes.xla._xla_native`) compiles its one launch;
-- Triton's interpreter (`routes.cpu._interpret`) runs the first;
-- the `jax.vmap` rule (`routes._primitive.batch_rule`) checks a batched call's grid with
-  `launch_grid`.
-
-Per launch configuration (`launches`): the number of warps (Triton's default where none is set),
-the grid (a callable one evaluated and normalised; batched along `batch_grid_axis` under
-`jax.vmap`), within the target's limits, the outputs to zero, and the arguments laid onto the
-kernel's parameters (`_layout`). Configurations that cannot launch on the target are dropped as
-Triton's autotuner drops them (`_kinds.keep_launchable`); clusters (`num_ctas`) and fp8 dtypes
-the target cannot take are refused before anything compiles. A callable grid or
-`zeroed_outputs` that raises is named (`_callbacks`).
-
-The launch configurations of one call: one for a plain kernel, several for an autotuned one.
-
-A configuration fixes the constexprs, the compile options (`num_warps`, `num_stages`, `num_ctas`,
-vendor knobs) and what a callable grid sees. jaxlib receives one kernel call per configuration;
-with more than one it times them on the device at the first run and keeps the fastest.
-
-The order is Triton's own: heuristics that wrap `@triton.autotune` run once, on the call's
-arguments; then the autotuner's configs (pruned by `early_config_prune`, then by `perf_model`
-and `top_k`) each add their kwargs and settings, and each config's `pre_hook` runs (`_hooks`:
-it may give the config's tensor descriptors their block shapes); then the heuristics inside the
-autotuner run once per config, seeing its values. Each function receives the arguments as
-Triton's launcher passes them: `early_config_prune(configs, named_args, **kwargs)` and
-`perf_model(**named_args, **kwargs, **config.all_kwargs())` get the parameters given by
-position in `named_args` and those given by keyword (`KernelCallSpec.by_keyword`), with the
-constexprs and settings, in `kwargs`; heuristics, pre_hooks and grids get them all in one dict.
-Array arguments appear as abstract values (`.shape`, `.dtype`, no data); scalars as their values.
-
-`key` needs nothing here: a lowering is already specific to its shapes, dtypes and scalars, and
-jaxlib tunes each lowered call on its own.
+Per launch configuration (`launches`: one for a plain kernel, several for an autotuned one): the
+constexprs and compile options, the number of warps, the grid (a callable one evaluated and
+normalised; batched along `batch_grid_axis` under `jax.vmap`), within the target's limits, the
+outputs to zero, and the arguments laid onto the kernel's parameters (`_layout`).
 
 The target a call compiles for (`Target`), and what one block may use there (`LaunchLimits`,
-filled in by each vendor's backend), checked at lowering instead of failing at launch.
+filled in by each vendor's backend), checked at lowering instead of failing at launch: a plain
+call that breaks a limit gets a ValueError naming the setting, the target and the limit; an
+autotuned call drops the configs that break one, and fails only when none is left.
 
-jaxlib launches what it is given: a block of more threads than the GPU allows, or more shared
-memory (LDS on AMD) than a block may have, fails only when the kernel first runs, far from the
-call. The lowering checks both against the target's limits. A plain call that breaks one gets a
-ValueError naming the setting, the target and the limit; an autotuned call drops the configs that
-break one (as Triton's autotuner drops configs that fail to compile) and fails only when none is
-left.
+The order in which heuristics, configs and hooks run, and what each sees: docs/design.md,
+"Launch configurations".
 """
 
 from __future__ import annotations

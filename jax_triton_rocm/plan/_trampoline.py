@@ -11,17 +11,9 @@ of the user's kernel in the kernel's own order. Triton inlines the call, so the 
 user's code; the trampoline is named like the kernel's symbol, so profilers and jaxlib show its
 name.
 
-For XLA's call, each runtime scalar becomes a 0-d operand (a constant in the program, so free
-at each launch) that the trampoline loads. An int equal to 1 is compiled in, as Triton's
-launcher does. An int of Triton's divisible-by-16 class travels divided by its scale, the
-largest power of two that divides it, from 16 up to 128 (`scale`), and the trampoline multiplies
-it back (`tl.load(n) * 128`): the product states the divisibility in the arithmetic itself,
-which no pass can drop (a `tl.multiple_of` hint is an attribute, and one of 128 did not reach
-XLA's compile of a flash-attention forward). A mask such as `keys < N_CTX` over a block of 64
-keys is one predicate per block only where the bound is known to be a multiple of 64; knowing
-only 16, XLA's compile of that kernel ran 1.5 times as long. The trampoline holds no value, so
-every value of one class shares one kernel: an int has at most five classes on this route (not
-a multiple of 16; 16, 32, 64, or 128 and above).
+For XLA's call, each runtime scalar becomes a 0-d operand that the trampoline loads, and an int
+of Triton's divisible-by-16 class travels divided by its scale (`scale`), which the trampoline
+multiplies back, so that the divisibility is in the arithmetic (docs/routes.md says why).
 Configs, heuristics and `do_not_specialize` were applied to the user's kernel before the
 trampoline is made: its parameters need not be named like the kernel's, though they are where
 one buffer fills one parameter, so that the IR reads like the kernel.

@@ -4,58 +4,19 @@ has them: abstract eval, the lowering per platform, the `jax.vmap` rule, jvp (re
 
 Its operands are the call's arrays; everything else (the kernel, scalars, grid, options) is its
 one static parameter, `spec`, a `KernelCallSpec`. JAX never drops an equation of it
-(`_keep_call`). The lowering rules are registered per platform by `register` (the CPU's runs the
-kernel in Triton's interpreter).
+(`_keep_call`).
 
-The `jax.vmap` rule (`batch_rule`): by default a batched call is a loop inside the computation:
-`lax.map` over the batch binds the primitive once per example, on that example's slices, with
-unbatched operands passed whole (a call with aliased outputs updates each example in place
-instead, `_loop_in_place`). It is correct for every kernel, and the loop compiles to one kernel
-launch in a while loop whatever the batch size.
+The lowering rules are registered per platform by `register`: on a GPU platform ("cuda",
+"rocm") a call takes jaxlib's Triton custom call (`_jaxlib_call`), or XLA's own (`_xla_native`)
+where asked, as `GpuRoutes.lower` rules, the platform's backend (`backends.backend`) answering
+the vendor questions on both routes; on the CPU the kernel runs in Triton's interpreter
+(`routes.cpu`). `triton_call_lowering` enters here too, through `lower`. Each lowering logs its
+route and the reason at DEBUG on the "jax_triton_rocm" logger (`note`).
 
-A kernel can instead handle the whole batch in one launch. Its author opts in with
-`triton_call(..., batch_grid_axis=k)` (k = 0, 1 or 2) and writes the kernel to this protocol:
-
-- The unbatched call's grid leaves axis k at size 1 (a shorter grid does: missing axes are 1).
-- Under `jax.vmap` with B examples (the product of all batch sizes under nested vmaps), every
-  array argument and every output has B leading examples, one after the other in memory: example
-  b of an array starts `b * E` elements after its pointer, E being the number of elements of one
-  example (the unbatched call's array size). Unbatched operands are broadcast (copied B times).
-- The grid's axis k has B programs; `tl.program_id(k)` is the example the program works on, and
-  the kernel offsets each pointer by `tl.program_id(k) * E` for that array.
-- Scalars and constexprs are the unbatched call's. A callable grid sees the unbatched shapes; a
-  `@triton.heuristics` or `early_config_prune` sees the batched ones.
-
-Unbatched, `tl.program_id(k)` is 0, so the same kernel serves both.
-
-The lowering rules, one per platform, and the route each call takes.
-
-On a GPU platform ("cuda", "rocm") a call takes jaxlib's Triton custom call (`_jaxlib_call`),
-or XLA's own (`_xla_native`) where asked, as `GpuRoutes.lower` rules; the platform's backend
-(`backends.backend`) answers the vendor questions on both routes. On the CPU the kernel runs in
-Triton's interpreter (`routes.cpu`). `triton_call_lowering` enters here too, through `lower`.
-
-Registration must be cheap: JAX's start-up calls it (`_plugin.initialize`). The rules are
-registered for "cuda" and "rocm" whether or not their jaxlib plugin is installed. A rule for a
-platform that has no backend here is inert until something lowers for that platform, and then
-it is what makes cross-compilation under `JAX_TRITON_ROCM_TARGET_ARCH` work, or, with no
-architecture named, raises the package's error saying how to name one (instead of JAX's generic
-"MLIR translation rule ... not found"). The routes and the vendor module are imported at the
-first lowering (they import protobuf and Triton), or by `register()`, which imports the vendor
-modules of the platforms in use so that a Triton whose backend is broken fails there with a
-clear ImportError.
-
-The route a call takes on a GPU (docs/routes.md, "Which route a call takes"):
-
-1. By default, jaxlib's call: it launches the binary the installed Triton compiled, the one
-   Triton's own launcher runs. XLA's call compiles the kernel's IR again with the Triton built
-   into jaxlib, a different binary whose results can differ.
-2. Asked: `triton_call(..., xla_native=True)` takes XLA's call, and raises, naming `xla_native`
-   and the reason, where the call cannot take it; `JAX_TRITON_ROCM_XLA_NATIVE=1` takes it for
-   every call that does not say, wherever it fits (`_xla_native.fit`, then the planned and
-   compiled kernel), and jaxlib's elsewhere. `xla_native=False` takes jaxlib's whatever the
-   environment says.
-Each lowering logs its route and the reason at DEBUG on the "jax_triton_rocm" logger (`note`).
+The `jax.vmap` rule (`batch_rule`) loops over the batch (`lax.map`), or launches once for the
+whole batch where the call names `batch_grid_axis` (docs/batching.md). Which route a call takes:
+docs/routes.md; registration, and the rules of platforms without a plugin: docs/design.md,
+"The primitive's rules".
 """
 
 from __future__ import annotations
@@ -77,7 +38,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.base import _compat, _imports, _state, _values
 from jax_triton_rocm.plan import _plan
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch
 from jax_triton_rocm.routes.xla import _xla_native
 from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec, MetaGrid, check_compilable
 
@@ -451,7 +412,7 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
     if explicit:
         if chosen is None:  # the platforms in use
             installed = set(_vendors.installed_gpu_platforms())
-            named = {p for p in _vendors.GPU_PLATFORMS if _target.named_arch(p) is not None}
+            named = {p for p in _vendors.GPU_PLATFORMS if _arch.named_arch(p) is not None}
             chosen = tuple([p for p in _vendors.GPU_PLATFORMS if p in installed | named])
         for platform in chosen:
             _routes(platform)

@@ -1,48 +1,19 @@
-"""Arguments of the wrong kind for a kernel's parameters: the parameter a call most likely forgot
-(`forgotten`), and a scalar on a parameter the kernel dereferences, or a pointer on one it counts
-with (`check`), refused at lowering with both named, on every route: the GPU routes ask where
-the kernel fails to compile (`check_failed`: they compile at lowering); the CPU interpreter's
-route checks each call's first launch once planned (`routes.cpu._interpret.resolve`), so its
-calls are refused when lowered, not when run.
+"""What a kernel uses each of its parameters as, read from its source (a pointer or a scalar), and
+arguments of the wrong kind for them.
 
-Triton says only "invalid operands of type pointer<fp32> and int32" (at run time, in its
-interpreter), where a positional port of a kernel whose outputs sit among its inputs has put an
-int on an output's pointer and the output on the int. The parameters' roles are a guess
-(the roles below), so a suspect alone refuses nothing: Triton's front end (Python to Triton IR, no
-backend pass, about as long as parsing the kernel) then builds the kernel as laid out, and only
-if it fails is the call refused, naming each suspect, what it got and why the kernel wants the
-other kind; the front end's error is chained. A wrong guess costs that one front-end run.
+Messages need it where a call's arguments do not line up with the kernel's parameters: the
+parameter a call most likely forgot (`forgotten`: a scalar, where the outputs fill pointers), and
+a scalar on a parameter the kernel dereferences, or a pointer on one it counts with (`check`),
+refused at lowering with both named, on every route. Triton itself says only "invalid operands
+of type pointer<fp32> and int32".
 
-What a kernel uses each of its parameters as, read from its source: a pointer or a scalar.
-
-Messages need it where a call's arguments do not line up with the kernel's parameters: which
-parameter did the user most likely forget (a scalar, where the outputs fill pointers), and which
-parameter got a scalar where the kernel dereferences it, or a pointer where it counts with it
-(`_kinds`). Triton itself says only "invalid operands of type pointer<fp32> and int32".
-
-The reading is a guess from evidence, never a verdict on its own (`_kinds` asks Triton's front
-end before it refuses anything):
-
-- pointer: the parameter is what `tl.load`, `tl.store`, `tl.atomic_*`, `tl.make_block_ptr` or
-  `tl.make_tensor_descriptor` dereference, plus offsets (`tl.load(x_ptr + offsets)`, also through
-  local names: `ptrs = x_ptr + offsets`); it reads `.dtype.element_ty`; a `@triton.jit` function
-  it is passed to dereferences it; or it is annotated with a pointer type;
-- scalar: it is compared (`offsets < n`), multiplied, divided, shifted or negated, counted over
-  (`range`, `tl.range`), given to `tl.cdiv`, `tl.full`, `min` or `max`, stored, used as a
-  `mask=` or `other=`; a callee counts with it; or it is annotated with a scalar type.
-
-A parameter with evidence of both kinds, or of neither, has no role.
-
-Whether the kernel reads or writes a pointer's memory is read too (`Roles.loads`, `stores`):
-`tl.load`, `tl.store` and atomics, through offsets, block pointers, tensor descriptors and
-callees. A pointer handed anywhere else (an unknown call, a tuple, a return) escapes, and its
-accesses are unknown. A call that puts an input on a parameter the kernel stores to while an
-output lands on one it surely only loads from would return garbage (`unwritten_output`,
-refused by `checks._arguments`).
-
-An autotuned call drops the configs that break a target's launch limits
-(`plan._plan.LaunchLimits`), as Triton's autotuner drops configs that fail to compile
-(`keep_launchable`), and fails only when none is left.
+The reading (`roles`) is a guess from evidence, never a verdict on its own: a suspect alone
+refuses nothing; Triton's front end then builds the kernel as laid out, and only if it fails is
+the call refused, naming each suspect (`check_failed`), with the front end's error chained.
+Whether the kernel reads or writes a pointer's memory is read too (`Roles.loads`, `stores`), for
+`checks._arguments`. Configs that cannot launch on a target are dropped here
+(`keep_launchable`). The evidence for each role, and when each route checks: docs/design.md,
+"Parameter kinds".
 """
 
 from __future__ import annotations

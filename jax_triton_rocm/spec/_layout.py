@@ -7,7 +7,7 @@ compile-time constant even when not annotated `tl.constexpr` (as in jax-triton).
 
 A call may instead place every parameter itself, with one positional entry per parameter
 (`triton_call_lowering`, whose outputs need not follow its inputs and may have no parameter of
-their own). See `lay_out_arguments`.
+their own; `lay_out_arguments`).
 
 Where each launch parameter comes from (`ArgSource`), and a kernel parameter filled by a tuple
 (a Triton tuple, maybe nested) or a `TensorDescriptor`: its type in the signature, and its
@@ -17,8 +17,7 @@ Triton types a tuple parameter as a tuple of its elements' types (nested as the 
 keys constexprs and attributes by path, `(parameter, element, ...)`; its launcher passes the
 runtime leaves in order, depth first, and specialises them as it does top-level arguments (an
 int equal to 1 and None become constexprs; `do_not_specialize` applies to every leaf of the
-parameter). A descriptor is typed `tensordesc<...>` and becomes its launch parameters once the
-kernel is compiled (`routes.jaxlib._tma`).
+parameter). A descriptor is typed `tensordesc<...>`; its launch parameters: `routes.jaxlib._tma`.
 """
 
 from __future__ import annotations

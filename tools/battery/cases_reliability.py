@@ -26,7 +26,7 @@ import jax_triton_rocm as jtr
 from harness import (N, X, accept, add, copy_kernel, in_fresh_process, interpret, lower,
                      primitive, ramp, refuse)
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch, _choices
 from tests import callee_helpers, callee_kernels
 from tests.lowering_utils import LOWER_ADD_LOGGING_WARNINGS, capture_one
 from tests.subprocess_utils import mount_namespaces
@@ -277,7 +277,7 @@ def _annotations():
 
 
 def _stand_in_device():
-    return rebound(_target, "device_kind", lambda platform, context: "Battery GPU")
+    return rebound(_arch, "device_kind", lambda platform, context: "Battery GPU")
 
 
 @triton.autotune(configs=[triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 512})],
@@ -304,18 +304,18 @@ def store_case(damage):
         handler = logging.Handler()
         handler.emit = lambda record: warnings.append(record.getMessage())
         logger = logging.getLogger("jax_triton_rocm")
-        saved_env = os.environ.get(_target.ENV_AUTOTUNE_DIR)
-        os.environ[_target.ENV_AUTOTUNE_DIR] = folder
+        saved_env = os.environ.get(_choices.ENV_AUTOTUNE_DIR)
+        os.environ[_choices.ENV_AUTOTUNE_DIR] = folder
         logger.addHandler(handler)
         try:
             with _stand_in_device():
                 jtr.clear_caches()
                 undecided = _tuned_lowering().undecided
-                _target.STORE.put(undecided.key, _target.Choice(1, undecided.descriptions[1]))
+                _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
                 path = os.path.join(folder, undecided.key[:2], f"{undecided.key}.json")
                 with open(path) as file:
                     extra = damage(path, json.load(file))
-                _target._swept.discard(folder)  # as a new process would
+                _choices._swept.discard(folder)  # as a new process would
                 jtr.clear_caches()
                 out = []
                 thread = threading.Thread(target=lambda: out.append(_tuned_lowering()),
@@ -327,9 +327,9 @@ def store_case(damage):
                 return out[0].undecided is not None, warnings, extra(path) if extra else None
         finally:
             logger.removeHandler(handler)
-            os.environ.pop(_target.ENV_AUTOTUNE_DIR)
+            os.environ.pop(_choices.ENV_AUTOTUNE_DIR)
             if saved_env is not None:
-                os.environ[_target.ENV_AUTOTUNE_DIR] = saved_env
+                os.environ[_choices.ENV_AUTOTUNE_DIR] = saved_env
             jtr.clear_caches()
             shutil.rmtree(folder, ignore_errors=True)
 

@@ -3,17 +3,15 @@
 Delivery (`JAX_TRITON_ROCM_HSACO_DELIVERY`, read at each lowering; unset means the best the
 plugin supports):
   - "embedded": the HSACO travels inside the opaque, in `TritonKernel.module_image` (plugins
-    0.11.1+). No file, nothing to race, and the same kernel gives the same bytes in every process,
-    so JAX's persistent compilation cache and `jax.export` work. `ptx` then holds a digest of the
-    HSACO: jaxlib keys loaded modules by name and `ptx`, not by the binary, so the digest is what
-    keeps two same-named kernels apart (`_proto.module_image_ptx`).
-  - "path": the HSACO is written to a file in this process's temporary folder and `ptx` holds
-    the path; the plugin reads the file, then deletes it. One file per kernel call per process:
+    0.11.1+; why: docs/design.md). `ptx` then holds a digest of the HSACO: jaxlib keys loaded
+    modules by name and `ptx`, not by the binary, so the digest is what keeps two same-named
+    kernels apart (`_proto.module_image_ptx`).
+  - "path": the HSACO is written to a file in this process's temporary folder and `ptx` holds the
+    path; the plugin reads the file, then deletes it. One file per kernel call per process:
     lowering the same kernel again gives the same opaque, which jaxlib has already loaded. A
-    lowering for `jax.export` is refused with path delivery (`check_export`).
-
-Path delivery's files live in `_hip_files`; its prewarm, which launches a new path-delivered
-call once before any multi-device run, in `_hip_prewarm`.
+    lowering for `jax.export` is refused with path delivery (`check_export`). Its files live in
+    `_hip_files`; its prewarm, which launches a new path-delivered call once before any
+    multi-device run, in `_hip_prewarm`.
 
 wave32 (RDNA, gfx10-12): jaxlib launches `num_warps * 64` threads on HIP. The kernel call's
 `num_warps` is scaled so that the block has `num_warps * 32` threads; an odd count cannot be

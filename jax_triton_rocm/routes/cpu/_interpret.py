@@ -5,31 +5,16 @@ outputs, arguments laid onto the kernel's parameters) -> an `InterpretedCall` ->
 host callback emitted in the module -> at run time, `run_on_host` hands NumPy buffers to
 Triton's interpreter and returns the outputs.
 
-Triton's interpreter (`triton.runtime.interpreter`) is meant for kernels defined under
-`TRITON_INTERPRET=1` and for torch tensors. Here the kernel is an ordinary `@triton.jit` function
-and the buffers are NumPy arrays:
-- `_interpret_host.HostTensor` gives a NumPy buffer just the part of torch's tensor interface the
-  interpreter's `GridExecutor` reads (`data_ptr`, `untyped_storage`, `dtype`, ...); the buffer is
-  already on the host, so the interpreter's copies to and from "the device" are no-ops.
-- Calls from the kernel to other `@triton.jit` functions are routed to interpreted twins of them
-  while the kernel runs, and two interpreter faults are mended for the run
-  (`_interpret_host.interpreter_adapted`).
+The kernel is an ordinary `@triton.jit` function and the buffers are NumPy arrays
+(`_interpret_host.HostTensor`); its calls to other `@triton.jit` functions go to interpreted
+twins of them, and two interpreter faults are mended for the run
+(`_interpret_host.interpreter_adapted`). A run holds `_state.triton_language_lock()`: runs are
+serialised, and no Triton front end compiles in another thread meanwhile.
 
-The interpreter patches `triton.language` process-wide while a kernel runs and keeps the program
-id in one global builder, so a run holds `_state.triton_language_lock()`: runs are serialised (XLA
-may call the callbacks of several CPU devices at once), and no Triton front end compiles in
-another thread meanwhile.
-
-What runs where the GPU would differ:
-- An autotuned kernel runs its first configuration (after `early_config_prune` and `perf_model`,
-  with what its `pre_hook` set); heuristics run as on the GPU. No timing happens on the host.
-- Every output starts zeroed (on the GPU only `zeroed_outputs` are); an aliased output starts as
-  its input (zeroed when listed in `zeroed_outputs`, as on the GPU).
-- Gluon kernels cannot run: the interpreter runs only `@triton.jit` kernels.
-- bfloat16 and fp8 are rounded as on the GPU, but sums of bfloat16 add in float32; arithmetic on
-  fp8 is refused, as the GPU's compiler refuses it (`_interpret_floats`).
-
-Where a GPU could run the kernel instead, the first one lowered here says so, once (`_fallback`).
+What runs where the GPU would differ (autotuned kernels, outputs that start zeroed, Gluon,
+bfloat16 and fp8): docs/tutorial.md, "Kernels on the CPU"; why runs hold the lock:
+docs/design.md, "Triton's interpreter on the CPU". Where a GPU could run the kernel instead, the
+first one lowered here says so, once (`_fallback`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """The interpreter's host callbacks: the one emitter every interpreted call uses
-(`host_callback`), and the routing of the calls that run per shard, inside a `partitioned`
-function on the CPU.
+(`host_callback`), and the routing of the calls run per shard in a `partitioned` function.
 
 A compiled program finds each host callback by its index in the list of callbacks it was
 compiled with. JAX's custom_partitioning lowers a function's per-shard body while XLA compiles

@@ -1,7 +1,7 @@
 """The autotune store's files: read as a careful system reads them, checked, written atomically,
 swept.
 
-`routes._target` keeps one small JSON file per choice, in a group folder of the store. A reader
+`routes._choices` keeps one small JSON file per choice, in a group folder of the store. A reader
 opens only regular files directly inside the group folder, never through a link, never waits on
 what it opens (a FIFO is refused, not read), and reads a bounded size (`_files.read_entry_file`);
 a record is checked field by field before it is used. A writer writes only into folders that are

@@ -1,7 +1,7 @@
 """jaxlib's Triton custom call: the route every vendor shares.
 
 Data flow, top to bottom: the compile target and what the plugin loads
-(`_target.resolve_target`) -> the launches (`plan._plan`: configurations, warps, grids, zeroed
+(`_arch.resolve_target`) -> the launches (`plan._plan`: configurations, warps, grids, zeroed
 outputs, arguments laid onto the kernel's parameters) -> every launch compiled at once through
 the shared kernel cache (`compile._parallel`, `compile._compile`) -> per kernel, the call as the
 installed jaxlib loads it (`kernel_image`), a plain kernel's kept for other shapes (`_planned`),
@@ -27,7 +27,7 @@ from jax_triton_rocm.base import _compat, _state, _values
 from jax_triton_rocm.compile import _compile, _parallel
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.plan._plan import Target
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.routes.jaxlib import _opaque, _params, _proto, _tma
 from jax_triton_rocm.spec import _kinds
 from jax_triton_rocm.spec._spec import KernelCallSpec
@@ -50,7 +50,7 @@ class LoweredCall:
     kernels: tuple[_compile.CompiledKernel, ...]
     calls: tuple[_proto.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()
-    undecided: _target.Undecided | None = None
+    undecided: _choices.Undecided | None = None
     launches: tuple[_plan.Launch, ...] = ()  # as planned (the user's kernel's layout)
     has_side_effect: bool = False
     cost_estimate: tuple[tuple[str, int], ...] | None = None
@@ -131,8 +131,8 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Ta
 
 
 def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Target,
-            compiled: list, calls: list) -> tuple[list, _target.Undecided | None]:
-    """The launches to encode: the one remembered or forced (`_target.pick`), else all of them.
+            compiled: list, calls: list) -> tuple[list, _choices.Undecided | None]:
+    """The launches to encode: the one remembered or forced (`_choices.pick`), else all of them.
 
     Returns ((launch, kernel), call) pairs, and the call left undecided or None. A call lowered
     for no device here (cross-compiling) cannot have been tuned, and is left to jaxlib.
@@ -140,19 +140,19 @@ def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, ta
     pairs = list(zip(compiled, calls))
     if len(compiled) == 1:
         return pairs, None
-    kind = _target.device_kind(backend.platform, ctx.module_context)
+    kind = _arch.device_kind(backend.platform, ctx.module_context)
     if kind is None:
         return pairs, None
-    key = _target.tune_key(
+    key = _choices.tune_key(
         platform=backend.platform, arch=target.arch, device_kind=kind,
         versions=(_compat.jaxlib_version(), _compat.triton_info().version),
         avals=tuple(ctx.avals_in) + tuple(ctx.avals_out), aliases=spec.input_output_aliases,
         configs=[(launch.description, kernel.binary, call.grid, call.params)
                  for (launch, kernel), call in pairs])
     descriptions = tuple(launch.description for launch, _ in compiled)
-    index = _target.pick(key, descriptions)
+    index = _choices.pick(key, descriptions)
     if index is None:
-        return pairs, _target.Undecided(key, descriptions, spec.kernel_name)
+        return pairs, _choices.Undecided(key, descriptions, spec.kernel_name)
     return [pairs[index]], None
 
 
@@ -176,7 +176,7 @@ def _encode(calls: list, launches: list, spec: KernelCallSpec,
 @dataclasses.dataclass(frozen=True)
 class _Where:
     """What a lowering resolved beyond the call and its operands: the platform, the target, the
-    devices' architecture where it differs from the target (`_target.foreign_devices`), the
+    devices' architecture where it differs from the target (`_arch.foreign_devices`), the
     plugin's features, what the kernel's call graph resolves to (`_compile.call_graph_key`:
     sources and globals, with the Triton functions given as constexprs; a kept plan is one of
     this graph's) and the vendor's settings."""
@@ -194,23 +194,23 @@ def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec)
 
     Lowering the same call again (a new `jit` of a cached kernel, a retrace) encodes nothing
     anew: the result is kept in `_state.LOWERED_CALLS` (bounded: a call it forgot is encoded
-    again), under the key every route uses (`_target.lowered_call`), with `_Where`, whether the
+    again), under the key every route uses (`_choices.lowered_call`), with `_Where`, whether the
     lowering is for `jax.export` and the autotune target setting; a parameter that cannot be
     hashed just skips the memo. A plain kernel lowered at new shapes or runtime scalar values
     reuses its compiled plan (`_planned`).
     """
-    target, features = _target.resolve_target(backend, ctx, spec)
-    exporting = _target.for_export(ctx)
+    target, features = _arch.resolve_target(backend, ctx, spec)
+    exporting = _arch.for_export(ctx)
     if exporting:  # before the memos: a plan kept from another lowering may hold a path
         backend.check_export(features)
-    where = _Where(backend.platform, target, _target.foreign_devices(backend, ctx, spec, target),
+    where = _Where(backend.platform, target, _arch.foreign_devices(backend, ctx, spec, target),
                    features, _compile.call_graph_key(spec),
                    backend.lowering_settings())
-    lowered = _target.lowered_call(
+    lowered = _choices.lowered_call(
         "jaxlib", ctx, spec, (where, exporting,
                               os.environ.get(_compat.ENV_AUTOTUNE_TARGET)),
         lambda: _lower_call(backend, ctx, spec, where), graph=where.globals)
-    _target.note_undecided(lowered.undecided)
+    _choices.note_undecided(lowered.undecided)
     return lowered
 
 

@@ -2,35 +2,18 @@
 `__gpu$xla.gpu.triton`.
 
 XLA takes Triton IR in the call's backend config, compiles it with the Triton built into jaxlib
-(not the installed one: another binary, whose results can differ from Triton's launcher's; see
-docs/routes.md) and launches it as one of its own kernels, at the cost of XLA's kernels (jaxlib's
-Triton custom call costs more per launch, and more the larger the binary). Facts from XLA's
-source (`xla/service/gpu/triton_call.cc`, and `EmitTritonCustomCall` in XLA's GPU thunk
-emitter), the same on CUDA and ROCm:
+(not the installed one: another binary, whose results can differ from Triton's launcher's) and
+launches it as one of its own kernels. So the kernel is compiled in the form XLA launches
+(`plan._trampoline.for_xla`): a trampoline whose parameters are one pointer per buffer, where
+each runtime scalar is a 0-d operand (a constant in the program) that it loads, and each output
+to zero is a zero-filled operand aliased to it (what jaxlib's call does with a memset).
 
-- The backend config is a dictionary with `name` (the `tt.func` to launch), `ir` (MLIR text or
-  bytecode), `num_warps`, `num_stages`, `grid_x`, `grid_y`, `grid_z`, all required; `debug` is
-  written by Pallas and not read. There is no `num_ctas` (always 1), no shared-memory size, no
-  zeroing of outputs, no compile options.
-- The kernel receives one pointer per operand, then one per result, and nothing else. Aliased
-  operand/result pairs share a buffer; the kernel still receives both pointers.
-- The block has `num_warps * threads_per_warp` threads, the warp width being the device's: 32 on
-  NVIDIA, 64 on CDNA (gfx9), 32 on RDNA (gfx10-12). Triton compiled the IR for the same width, so
-  `num_warps` passes unchanged (jaxlib's route assumes 64 on every AMD GPU and must rescale).
-
-So the kernel is compiled in the form XLA launches (`plan._trampoline.for_xla`): a trampoline
-whose parameters are one pointer per buffer, where each runtime scalar is a 0-d operand (a
-constant in the program) that it loads, and each output to zero is a zero-filled operand aliased
-to it (what jaxlib's call does with a memset). Which calls take the route is
-`routes._primitive`'s rule; a call fits when this jaxlib has a Triton dialect, and it is a Triton
-kernel (not Gluon) with one configuration (an autotuned one once its choice is remembered,
-`routes._target`), with no tuple or descriptor parameter, launched without the options XLA
-cannot pass, and whose IR this jaxlib's Triton dialect parses.
-
-XLA reads the IR with the Triton dialect of the installed jaxlib, which may not read what the
-installed Triton wrote: the IR is parsed here first, in that dialect, and a kernel whose IR does
-not parse (with a warning, once per kernel), or whose function does not take one pointer per
-buffer, takes jaxlib's route instead, unless the call itself asked for XLA's (then it raises).
+Which calls take the route is `routes._primitive`'s rule; which calls fit is `fit`. XLA reads
+the IR with the Triton dialect of the installed jaxlib, which may not read what the installed
+Triton wrote: the IR is parsed here first, in that dialect, and a kernel whose IR does not parse
+(with a warning, once per kernel), or whose function does not take one pointer per buffer,
+takes jaxlib's route instead, unless the call itself asked for XLA's (then it raises). What
+XLA's call reads and passes, and what fits it: docs/routes.md.
 """
 
 from __future__ import annotations
@@ -50,7 +33,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _state, _values
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
-from jax_triton_rocm.routes import _target
+from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.spec import _kinds, _layout, _spec
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
@@ -217,14 +200,14 @@ def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
     compile options, and the launch limits, exactly as for jaxlib's route.
 
     The call XLA gets, or why it does not fit, is kept in `_state.LOWERED_CALLS` under the key
-    every route uses (`_target.lowered_call`), with the platform and the target. A lowering of
+    every route uses (`_choices.lowered_call`), with the platform and the target. A lowering of
     the same call again compiles nothing anew; one at new scalar values compiles nothing either
     (the kernel holds none).
     """
     # The same target, and the same error where none can be known, as jaxlib's route.
-    target, _ = _target.resolve_target(backend, ctx, spec)
+    target, _ = _arch.resolve_target(backend, ctx, spec)
     graph = _compile.call_graph_key(spec)
-    call = _target.lowered_call(
+    call = _choices.lowered_call(
         "xla", ctx, spec, (backend.platform, target),
         functools.partial(_compiled_call, backend, ctx, spec, target, graph, tuple(ctx.avals_in),
                           tuple(ctx.avals_out)), graph=graph)

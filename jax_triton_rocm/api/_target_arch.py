@@ -1,6 +1,6 @@
 """`target_arch`: name the GPU architectures lowerings compile for, instead of the devices'.
 
-The named architectures live in a JAX config state (`routes._target`) that JAX includes in
+The named architectures live in a JAX config state (`routes._arch`) that JAX includes in
 its trace and jit cache keys, so a function traced under one `target_arch` is never served a
 lowering made for another.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from jax_triton_rocm.backends._vendors import GPU_PLATFORMS, normalize_arch
 from jax_triton_rocm.checks import _arguments
-from jax_triton_rocm.routes import _primitive, _target
+from jax_triton_rocm.routes import _arch, _primitive
 
 
 @contextlib.contextmanager
@@ -48,12 +48,12 @@ def target_arch(*, cuda: Any = None, rocm: Any = None,
     named = {}
     for platform, given in (("cuda", cuda), ("rocm", rocm)):
         if given is not None:
-            named[platform] = _target.check_arch(
+            named[platform] = _arch.check_arch(
                 platform, normalize_arch(platform, given, what=platform), given=given,
                 what=platform)
     if not named:
         raise ValueError("target_arch() needs cuda=... and/or rocm=..., e.g. "
                          "target_arch(cuda='sm_90') or target_arch(rocm='gfx942').")
     _primitive.register(platforms=tuple(named), explicit=True)
-    with _target.named_in_force(named) as merged:
+    with _arch.named_in_force(named) as merged:
         yield merged

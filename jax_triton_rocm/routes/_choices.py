@@ -1,0 +1,269 @@
+"""Remembered autotune choices: which config of an autotuned call won on real data.
+
+A choice is keyed by everything that decides it (`tune_key`). With a choice remembered, the
+lowering emits that config alone, as a plain kernel call; without one it emits the autotuned
+call, which jaxlib times at the first execution, on the real operands
+(`_compat.autotuned_call_target`).
+
+Choices are made by `jax_triton_rocm.autotune` (`api._tuning`) and kept in this process
+(`STORE`) and on disk, one small JSON file per key, in `JAX_TRITON_ROCM_AUTOTUNE_DIR` (the files
+by `jaxlib._choice_files`). A tuning session (`session`) lets `_tuning` force a config for a key
+while it times them, and observe which autotuned calls a lowering left undecided. Lowered calls
+are memoised under one key for every route (`lowered_call`), the choices included.
+
+Threads and forks: the in-process table is behind the registry's lock; a forked child keeps it
+(choices stay valid across a fork). What a choice is keyed by: docs/autotuning.md; how its file
+is read and written: `jaxlib._choice_files` and the `JAX_TRITON_ROCM_AUTOTUNE_DIR` row of
+docs/environment.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import hashlib
+import logging
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from jax_triton_rocm.base import _files, _state, _values
+from jax_triton_rocm.compile import _compile
+from jax_triton_rocm.routes.jaxlib import _choice_files
+from jax_triton_rocm.spec._spec import KernelCallSpec
+
+if TYPE_CHECKING:
+    from jax._src.interpreters.mlir import LoweringRuleContext
+
+
+logger = logging.getLogger("jax_triton_rocm")
+
+ENV_AUTOTUNE_DIR = _values.ENV_AUTOTUNE_DIR
+FOLDER_NAME = "jax_triton_rocm_autotune"
+_FORMAT = 1
+# A writer's temporary file older than this is a dead writer's; a choice file is far smaller.
+_STALE_SECONDS = 60
+_MAX_BYTES = 1 << 20
+_swept: set[str] = set()
+_warned: set[str] = set()
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """The winning config of one autotuned call.
+
+    Attributes:
+      index: its position among the call's configs.
+      description: Triton's text for the config (checked against the call at use).
+      times_ms: each config's measured time, in config order (for `info` and debugging).
+    """
+
+    index: int
+    description: str
+    times_ms: tuple[float, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Undecided:
+    """An autotuned call that a lowering emitted without a choice: its key and configs."""
+
+    key: str
+    descriptions: tuple[str, ...]
+    kernel: str
+
+
+def tune_key(*, platform: str, arch: str, device_kind: str, versions: Sequence[str],
+             avals: Sequence[Any], aliases: Sequence[tuple[int, int]],
+             configs: Sequence[tuple[str, bytes, tuple, tuple]]) -> str:
+    """A SHA-256 over what decides which config is fastest.
+
+    `configs` holds, per config: its description, its binary, its grid and its launch
+    parameters (scalar values, zeroed bytes).
+    """
+    parts = [f"format={_FORMAT}", f"platform={platform}", f"arch={arch}",
+             f"device={device_kind}", f"versions={list(versions)}",
+             "avals=" + ";".join(f"{tuple(a.shape)}:{a.dtype}" for a in avals),
+             f"aliases={sorted(aliases)}"]
+    for description, binary, grid, params in configs:
+        parts.append(f"config={description}|{hashlib.sha256(binary).hexdigest()}|{grid}|"
+                     f"{params}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def choices_dir() -> str | None:
+    """The folder for remembered choices, or None to keep them in the process only."""
+    configured = os.environ.get(ENV_AUTOTUNE_DIR)
+    if configured is not None:
+        return configured or None
+    import triton
+
+    cache = triton.knobs.cache
+    base = cache.dir or cache.get_triton_dir("cache")
+    return os.path.join(base, FOLDER_NAME)
+
+
+class ChoiceStore:
+    """Choices by key: in this process, and on disk (`choices_dir`).
+
+    `generation` changes whenever a choice is added or the table cleared, so memos of lowered
+    calls can tell that a lowering may now come out differently. Bounded by the number of
+    distinct autotuned calls the process tunes.
+    """
+
+    def __init__(self, locks: _state.LockRegistry) -> None:
+        self._locks = locks
+        self._choices: dict[str, Choice] = {}
+        self.generation = 0
+
+    def get(self, key: str) -> Choice | None:
+        """The choice for `key`, from this process or from disk; None if there is none."""
+        with self._locks.guard:
+            choice = self._choices.get(key)
+        if choice is None:
+            choice = _read(key)
+            if choice is not None:
+                with self._locks.guard:
+                    self._choices[key] = choice
+        return choice
+
+    def put(self, key: str, choice: Choice) -> None:
+        """Remembers `choice` for `key` in this process and, where a folder is set, on disk."""
+        with self._locks.guard:
+            self._choices[key] = choice
+            self.generation += 1
+        _write(key, choice)
+
+    def clear(self) -> None:
+        """Forgets the choices held in this process (the files stay)."""
+        with self._locks.guard:
+            self._choices.clear()
+            self.generation += 1
+
+
+def _location(key: str) -> tuple[str, str, str] | None:
+    """(store folder, group folder, file name) of the choice for `key`; None without a store."""
+    folder = choices_dir()
+    if folder is None:
+        return None
+    if folder not in _swept:
+        _swept.add(folder)
+        _files.warn_if_others_can_write(folder, _setting(), ENV_AUTOTUNE_DIR)
+        _choice_files.sweep(folder, _STALE_SECONDS)
+    return folder, os.path.join(folder, key[:2]), f"{key}.json"
+
+
+def _setting() -> str:
+    """Which setting chose the store's folder, as warnings name it."""
+    if ENV_AUTOTUNE_DIR in os.environ:
+        return f"{ENV_AUTOTUNE_DIR}={os.environ[ENV_AUTOTUNE_DIR]!r}"
+    return f"{ENV_AUTOTUNE_DIR} unset: its default in Triton's cache folder"
+
+
+def _warn_once(path: str, problem: str) -> None:
+    if path not in _warned:
+        _warned.add(path)
+        logger.warning("jax_triton_rocm: ignoring the autotune choice %s (%s); the call is "
+                       "autotuned again.", path, problem)
+
+
+def _read(key: str) -> Choice | None:
+    location = _location(key)
+    if location is None:
+        return None
+    _, group, name = location
+    try:
+        record = _choice_files.read_json(group, name, _MAX_BYTES)
+        return None if record is None else Choice(*_choice_files.checked(record, _FORMAT))
+    except (OSError, ValueError, RecursionError) as err:
+        _warn_once(os.path.join(group, name), str(err) or type(err).__name__)
+        return None
+
+
+def _write(key: str, choice: Choice) -> None:
+    location = _location(key)
+    if location is None:
+        return
+    store, group, name = location
+    record = {"format": _FORMAT, "index": choice.index, "description": choice.description,
+              "times_ms": list(choice.times_ms)}
+    try:
+        _choice_files.write_json(store, os.path.basename(group), name, record)
+    except (OSError, ValueError) as err:
+        if store in _warned:
+            return
+        _warned.add(store)
+        logger.warning("jax_triton_rocm: could not save autotune choices in %s (%s): %s; they "
+                       "are kept in this process only. Set %s to a folder of your own that "
+                       "you can write.", store, _setting(), err, ENV_AUTOTUNE_DIR)
+
+
+STORE = ChoiceStore(_state.LOCKS)
+_state.on_clear(STORE.clear)
+
+
+class Session:
+    """What `_tuning` asks of the lowerings it runs: configs to force, calls left undecided."""
+
+    def __init__(self) -> None:
+        self.forced: dict[str, int] = {}
+        self.undecided: dict[str, Undecided] = {}
+
+
+_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
+    "jax_triton_rocm_tuning", default=None)
+
+
+@contextlib.contextmanager
+def session(forced: dict[str, int] | None = None) -> Iterator[Session]:
+    """Lowerings in the body use `forced` configs and report the calls they left undecided."""
+    current = Session()
+    current.forced = dict(forced or {})
+    token = _SESSION.set(current)
+    try:
+        yield current
+    finally:
+        _SESSION.reset(token)
+
+
+def lowered_call(route: str, ctx: LoweringRuleContext, spec: KernelCallSpec, decides: tuple,
+                 make: Callable[[], Any], graph: tuple | None = None) -> Any:
+    """`make()`, the call `route` lowers `spec` to, kept in `_state.LOWERED_CALLS` under the one
+    key every route uses: the route, the avals, the spec (the kernel by identity, kept alive by
+    the spec in the key, so that its id is not reused while the entry lives; scalars and
+    metaparameters by exact value), what the kernel's call graph resolves to now
+    (`_compile.graph_key`: a redefined helper or a changed global is a new key), the remembered
+    and forced autotune choices (`STORE`'s generation, the tuning session's forced configs),
+    and what else decides the route's result (`decides`: its target, ...). `graph` is the
+    graph's key where the route has it already. A key that cannot be hashed skips the memo."""
+    if graph is None:
+        graph = _compile.call_graph_key(spec)
+    current = _SESSION.get()
+    forced = tuple(sorted(current.forced.items())) if current is not None else ()
+    key = (route, tuple(ctx.avals_in), tuple(ctx.avals_out), spec, graph,
+           (STORE.generation, forced), decides)
+    return _state.LOWERED_CALLS.memo(key, make)
+
+
+def pick(key: str, descriptions: Sequence[str]) -> int | None:
+    """The config to emit alone for the autotuned call `key`: forced by a tuning session, else
+    remembered; None leaves the call to jaxlib's autotuner."""
+    current = _SESSION.get()
+    if current is not None and key in current.forced:
+        return current.forced[key]
+    choice = STORE.get(key)
+    if choice is None:
+        return None
+    if not (0 <= choice.index < len(descriptions)
+            and descriptions[choice.index] == choice.description):
+        logger.debug("jax_triton_rocm: the remembered choice %s no longer matches the call's "
+                     "configs; autotuning it again.", choice.description)
+        return None
+    return choice.index
+
+
+def note_undecided(undecided: Undecided | None) -> None:
+    """Tells a tuning session, if one is watching, that a lowering left this call undecided."""
+    current = _SESSION.get()
+    if current is not None and undecided is not None and undecided.key not in current.forced:
+        current.undecided.setdefault(undecided.key, undecided)
