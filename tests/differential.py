@@ -147,8 +147,11 @@ class DifferentialPlugin:
                 self.kept_bytes += size if arrays else 0
                 n_in = len(call.in_avals)
                 self.pending.append((self.test, call, copies[:n_in], copies[n_in:]))
-        except Exception:  # noqa: BLE001  (never fail the computation)
-            pass
+        except Exception as err:  # noqa: BLE001  (never fail the computation: reported)
+            with self.lock:
+                self.pending.append(self.line(self.test, call, du.ERROR,
+                                              f"the callback failed: {type(err).__name__}: "
+                                              f"{err}"[:500], ""))
         return ()
 
     def line(self, test: str, call: du.CallDescription, verdict: str, detail: str,

@@ -377,3 +377,21 @@ def test_a_call_whose_helper_was_rebound_after_lowering_is_not_compared(monkeypa
     assert verdict == du.NOT_COMPARED and "changed after the call was lowered" in detail
     monkeypatch.undo()
     assert du.compare(call, inputs, outputs, InterpreterLauncher())[0] == du.EQUAL
+
+
+def test_a_callback_that_fails_is_reported_as_an_error_not_lost(tmp_path):
+    checking = differential.DifferentialPlugin(str(tmp_path / "report.jsonl"), "gw0")
+    checking.test = "tests/test_x.py::test_failing_callback"
+    call = du.CallDescription(kernels.add_kernel, "add_kernel", "jaxlib", "the test",
+                              ((), np.dtype("float32")), (), ())
+
+    class Unreadable:
+        def __array__(self, *args, **kwargs):
+            raise RuntimeError("the buffer went away")
+
+    assert checking.received(call, (Unreadable(),)) == ()
+    checking.flush()
+    with open(checking.part) as file:
+        [line] = [json.loads(text) for text in file]
+    assert (line["kernel"], line["verdict"]) == ("add_kernel", du.ERROR), line
+    assert "the buffer went away" in line["detail"]
