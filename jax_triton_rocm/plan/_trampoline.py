@@ -242,7 +242,7 @@ def _trampoline(jit_fn: JITFunction, params: list[str], constexprs: set[str], bo
     # The symbol as a docstring (a literal, so inert): Triton keys its cache on the source, and
     # trampolines of two kernels of one source keep their own symbols.
     source = f"def {_TRAMPOLINE}({signature}):\n    {symbol!r}\n{body}"
-    key = (id(jit_fn), symbol, source)
+    key = (id(jit_fn), source)  # the source names the symbol
     entry = _state.TRAMPOLINES.get(key)
     if entry is not None and entry[0] is jit_fn:
         return entry[1]
