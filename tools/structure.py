@@ -20,6 +20,14 @@ dataclasses' generated methods included; "of them written with def" leaves those
 kernel compiles); "warm" lowers the same function again after `jax.clear_caches()` (the
 package's own caches kept); "new shape" then lowers it for twice the elements (a new grid, the
 same kernel binary).
+
+"Comes back to a file it had left", per phase of one cold call in a fresh process (the trace:
+`triton_call` to `bind`; the lowering on jaxlib's route; the lowering on XLA's route): a call
+into a package file (`base/` and generated code such as a dataclass's `__init__` left out) that
+ran earlier in the phase and that no frame on the stack belongs to now. A top-down function that
+calls one step in each of eight files scores 0; a step that returns and is called again from
+the same file later scores 1 each time; a memo checked inside the main path, then the main path,
+then the memo again, scores at every turn. `--details` lists the files it came back to.
 """
 
 from __future__ import annotations
@@ -273,6 +281,93 @@ print(json.dumps({"cold": cold, "warm": warm, "new shape": new_shape}))
 """
 
 
+_PHASES = r"""
+import json, os, sys
+sys.path.insert(0, ROOT)
+import jax, jax.numpy as jnp, triton, triton.language as tl
+import jax_triton_rocm as jtr
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask)
+             + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+OPTIONS = {"xla_native": True} if ROUTE == "xla" else {}
+
+def add(x, y):
+    return jtr.triton_call(x, y, x.size, kernel=add_kernel, out_shape=x,
+                           grid=(triton.cdiv(x.size, 256),), BLOCK=256, **OPTIONS)
+
+def package_file(frame):
+    name = frame.f_globals.get("__name__", "")
+    path = frame.f_code.co_filename
+    if (not name.startswith("jax_triton_rocm") or name.startswith("jax_triton_rocm.base")
+            or path.startswith("<")):
+        return None
+    return os.path.relpath(path, os.path.join(ROOT, "jax_triton_rocm"))
+
+def comes_back(run):
+    seen, back = set(), []
+    def profile(frame, event, arg):
+        if event != "call" or frame.f_code.co_name == "<module>":
+            return
+        here = package_file(frame)
+        if here is None:
+            return
+        if here in seen:
+            stack, caller = set(), frame.f_back
+            while caller is not None:
+                stack.add(package_file(caller))
+                caller = caller.f_back
+            if here not in stack:
+                back.append(here)
+        seen.add(here)
+    sys.setprofile(profile)
+    try:
+        result = run()
+    finally:
+        sys.setprofile(None)
+    return result, {"files": len(seen), "back": back}
+
+x = jax.ShapeDtypeStruct((4096,), jnp.float32)
+with jtr.target_arch(cuda="sm_90"):
+    traced, trace = comes_back(lambda: jax.jit(add).trace(x, x))
+    lowered, lower = comes_back(lambda: traced.lower(lowering_platforms=("cuda",)))
+calls = jtr.kernel_calls(lowered)
+assert len(calls) == 1, calls
+print(json.dumps({"trace": trace, "lower": lower}))
+"""
+
+
+def phase_figures(root: str) -> dict:
+    """Files and comebacks per phase of one cold call, on each route (a fresh process each)."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("JAX_TRITON_ROCM_XLA_NATIVE", None)
+    found = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for route in ("jaxlib", "xla"):
+            script = os.path.join(folder, f"phases_{route}.py")
+            with open(script, "w") as file:
+                file.write(_PHASES.replace("ROOT", repr(root)).replace("ROUTE", repr(route)))
+            result = subprocess.run([sys.executable, script], capture_output=True, text=True,
+                                    env={**env, "TRITON_CACHE_DIR": os.path.join(folder, "tc")},
+                                    cwd=root, timeout=600)
+            if result.returncode:
+                raise RuntimeError(f"phases in {root} failed:\n{result.stderr[-3000:]}")
+            data = json.loads(result.stdout.strip().splitlines()[-1])
+            if route == "jaxlib":
+                found["trace"] = data["trace"]
+            found[f"lowering, {route}"] = data["lower"]
+    figures = {}
+    for phase, data in found.items():
+        figures[f"{phase}: files"] = data["files"]
+        figures[f"{phase}: comes back to a file"] = len(data["back"])
+        figures[f"_{phase} back"] = data["back"]
+    return figures
+
+
 def dynamic_figures(root: str) -> dict:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     with tempfile.TemporaryDirectory() as folder:
@@ -309,7 +404,8 @@ def main() -> None:
     args = parser.parse_args()
     roots = [("before", args.before)] if args.before else []
     roots.append(("this checkout", ROOT))
-    figures = {label: {**static_figures(root), **dynamic_figures(root)} for label, root in roots}
+    figures = {label: {**static_figures(root), **dynamic_figures(root), **phase_figures(root)}
+               for label, root in roots}
     keys = [k for k in figures[roots[-1][0]] if not k.startswith("_")]
     width = max(map(len, keys))
     print(f"{'':{width}}  " + "  ".join(f"{label:>14}" for label, _ in roots))
@@ -326,6 +422,9 @@ def main() -> None:
                   f"{', '.join(figures[label]['_warm modules'])}")
             print(f"[{label}] modules a new-shape call runs in: "
                   f"{', '.join(figures[label]['_new-shape modules'])}")
+            for phase in ("trace", "lowering, jaxlib", "lowering, xla"):
+                print(f"[{label}] {phase} came back to: "
+                      f"{', '.join(figures[label].get(f'_{phase} back', [])) or '-'}")
 
 
 if __name__ == "__main__":
