@@ -23,6 +23,7 @@ REFUSED = {
     _values.ENV_XLA_NATIVE: "maybe",
     _values.ENV_KERNEL_CACHE_SIZE: "²",
     _values.ENV_CALL_CACHE_SIZE: "0",
+    _values.ENV_REMEMBER_TRITON_KEY: "perhaps",
 }
 
 

@@ -25,9 +25,10 @@ ENV_COMPILE_THREADS = "JAX_TRITON_ROCM_COMPILE_THREADS"
 ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
 ENV_KERNEL_CACHE_SIZE = "JAX_TRITON_ROCM_KERNEL_CACHE_SIZE"
 ENV_CALL_CACHE_SIZE = "JAX_TRITON_ROCM_CALL_CACHE_SIZE"
+ENV_REMEMBER_TRITON_KEY = "JAX_TRITON_ROCM_REMEMBER_TRITON_KEY"
 PACKAGE_ENV_VARS = (ENV_TARGET_ARCH, ENV_HSACO_DELIVERY, ENV_PREWARM, ENV_AUTOTUNE_TARGET,
                     ENV_AUTOTUNE_DIR, ENV_COMPILE_THREADS, ENV_XLA_NATIVE, ENV_KERNEL_CACHE_SIZE,
-                    ENV_CALL_CACHE_SIZE)
+                    ENV_CALL_CACHE_SIZE, ENV_REMEMBER_TRITON_KEY)
 
 # The values of the variables that choose among words (`env_choice`).
 HSACO_DELIVERY_MODES = ("embedded", "path")
@@ -283,6 +284,7 @@ VARIABLE_READERS: dict[str, Callable[[], Any]] = {
     ENV_XLA_NATIVE: lambda: env_flag(ENV_XLA_NATIVE, default=None),
     ENV_KERNEL_CACHE_SIZE: lambda: cache_size(ENV_KERNEL_CACHE_SIZE),
     ENV_CALL_CACHE_SIZE: lambda: cache_size(ENV_CALL_CACHE_SIZE),
+    ENV_REMEMBER_TRITON_KEY: lambda: env_flag(ENV_REMEMBER_TRITON_KEY, default=True),
 }
 # The variables' values when `check_variables` last found them all valid.
 _CHECKED_VALUES: list[tuple[str | None, ...]] = []

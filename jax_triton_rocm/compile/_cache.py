@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from jax_triton_rocm.base import _files, _state
+from jax_triton_rocm.compile import _triton_key
 from jax_triton_rocm.spec import _spec
 
 
@@ -392,6 +393,7 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
       OSError: the cache folder cannot be read or written (the caller falls back).
       Triton's own compile errors.
     """
+    _triton_key.remember()
     from triton import knobs
     from triton.runtime.cache import get_cache_manager
 
