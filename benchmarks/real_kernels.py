@@ -15,7 +15,9 @@ flags once):
   the profiler records no kernels, or a run's kernels cannot be told from the next run's). The difference is the host time JAX spends on each
   execution before its GPU work starts, which XLA's own kernels pay the same;
 - PyTorch: the same kernel with the same constexprs, num_warps and num_stages, 50 launches by
-  Triton's launcher (`kernel[grid](tensors...)`), timed by CUDA events; and "alone", those 50
+  Triton's launcher (`kernel[grid](tensors...)`), timed by wall clock (`time.perf_counter()`
+  around the launches and a `torch.cuda.synchronize()`, as the package's side is: the ratio,
+  the goal's figure) and by CUDA events beside it; and "alone", those 50
   launches captured in a CUDA graph and replayed: the kernels' own time, the floor;
 - the package's chain again, 10 executions queued back to back and only the last waited for
   ("queued"): JAX's asynchronous dispatch prepares each execution while the GPU runs the one
@@ -159,8 +161,11 @@ def kernel_row(name: str, on: dict, off: dict) -> dict:
         if "skipped" in found:
             package = torch = {"unavailable": found["skipped"]}
         row[f"package_{setting}"] = _us(package)
-        row[f"torch_{setting}"] = _us(torch)
-        row[f"ratio_{setting}"] = _ratio(row[f"package_{setting}"], row[f"torch_{setting}"])
+        row[f"torch_{setting}"] = _us(torch)  # between CUDA events
+        wall = _us(torch, "wall_us")
+        row[f"torch_wall_{setting}"] = wall if wall != "-" else row[f"torch_{setting}"]
+        row[f"ratio_{setting}"] = _ratio(row[f"package_{setting}"],
+                                         row[f"torch_wall_{setting}"])
         row[f"gpu_{setting}"] = _us(package, "gpu_us")
         row[f"gpu_ratio_{setting}"] = _ratio(row[f"gpu_{setting}"], row[f"torch_{setting}"])
         row[f"queued_{setting}"] = _us(package, "queued_us")
@@ -299,16 +304,19 @@ def report(names: list[str], args) -> int:
     if kernels:
         print(f"\nµs per call, jitted chain of {args.length} (pkg: wall clock of the jitted "
               f"call; GPU: the same chain's GPU timeline from JAX's profiler; PyTorch: "
-              f"{args.length} launches by Triton's launcher, CUDA events; alone: those replayed "
-              f"from a CUDA graph); ratio = package / PyTorch; command buffers on | off:")
+              f"{args.length} launches by Triton's launcher, by wall clock to the return of "
+              f"torch.cuda.synchronize(); events: the same between CUDA events; alone: those "
+              f"replayed from a CUDA graph); ratio = package / PyTorch, both by wall clock (the "
+              f"goal's figure); GPU ratio = GPU / events; command buffers on | off:")
         print_rows([(row["kernel"], row["route"], row["error_package"], row["error_torch"],
-                     row["package_on"], row["gpu_on"], row["torch_on"], row["ratio_on"],
-                     row["gpu_ratio_on"], row["package_off"], row["gpu_off"], row["torch_off"],
-                     row["ratio_off"], row["gpu_ratio_off"], row["alone"], row["flag"])
+                     row["package_on"], row["torch_wall_on"], row["ratio_on"], row["gpu_on"],
+                     row["torch_on"], row["gpu_ratio_on"], row["package_off"],
+                     row["torch_wall_off"], row["ratio_off"], row["gpu_off"], row["torch_off"],
+                     row["gpu_ratio_off"], row["alone"], row["flag"])
                     for row in kernels],
-                   ("route", "err pkg", "err torch", "on: pkg", "GPU", "PyTorch", "ratio",
-                    "GPU ratio", "off: pkg", "GPU", "PyTorch", "ratio", "GPU ratio", "alone",
-                    "flag"))
+                   ("route", "err pkg", "err torch", "on: pkg", "PyTorch", "ratio", "GPU",
+                    "events", "GPU ratio", "off: pkg", "PyTorch", "ratio", "GPU", "events",
+                    "GPU ratio", "alone", "flag"))
         for case in CASES:
             if case.name in names:
                 print(f"  {case.name}: {case.title}")

@@ -395,7 +395,7 @@ def _fake_result(name, command_buffers, package_us=60.0, torch_us=50.0):
             "package": {"max_error": 1e-3, "correct": True, "us": package_us, "gpu_us": 48.0,
                         "queued_us": 49.0},
             "torch": {"max_error": 2e-3, "correct": True, "us": torch_us, "alone_us": 45.0,
-                      "queued_us": 49.5}}
+                      "queued_us": 49.5, "wall_us": torch_us}}
 
 
 def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkeypatch, capsys,
@@ -407,6 +407,7 @@ def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkey
     def fake_measured(names, args, command_buffers, worker_flags=()):
         found = {name: _fake_result(name, command_buffers) for name in names}
         found["matmul"]["package"]["us"] = 52.0  # 1.04: within the goal
+        found["matmul"]["torch"]["us"] = 49.0  # events: what the GPU ratio divides by
         found["softmax"]["package"].pop("gpu_us")  # no profiler: wall clock only
         found["layernorm_bwd"]["package"]["gpu_us"] = 53.0  # 1.06 on the GPU's timeline too
         found["layernorm_bwd"]["package"]["queued_us"] = 54.0  # and queued
@@ -428,10 +429,13 @@ def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkey
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split() for line in out.splitlines()
             if line.split() and line.split()[0] in real_kernels.NAMES}
-    assert rows["softmax"][4:] == ["60.000", "-", "50.000", "1.200", "-", "40.000", "-",
-                                   "50.000", "0.800", "-", "45.000", ">1.05", "on"]
-    assert rows["matmul"][4:] == ["52.000", "48.000", "50.000", "1.040", "0.960", "52.000",
-                                  "48.000", "50.000", "1.040", "0.960", "45.000"]  # no flag
+    # pkg, PyTorch (wall), ratio, GPU, events, GPU ratio; on, then off; alone, flag
+    assert rows["softmax"][4:] == ["60.000", "50.000", "1.200", "-", "50.000", "-", "40.000",
+                                   "50.000", "0.800", "-", "50.000", "-", "45.000", ">1.05",
+                                   "on"]
+    assert rows["matmul"][4:] == ["52.000", "50.000", "1.040", "48.000", "49.000", "0.980",
+                                  "52.000", "50.000", "1.040", "48.000", "49.000", "0.980",
+                                  "45.000"]  # no flag
     assert " ".join(rows["layernorm_bwd"][-6:]) == (
         ">1.05 on+off+GPU on+GPU off+queued on+queued off")
     queued = {line.split()[0]: line.split() for line in out.splitlines()
@@ -441,16 +445,16 @@ def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkey
     assert queued["layernorm_bwd-queued"][4] == "1.091"
     assert queued["layernorm-queued"][2:] == ["49.000", "-", "-", "49.000", "-", "-"]
     assert queued["add-queued"][2:] == ["1.200", "1.250", "0.960", "3.600", "3.750", "0.960"]
-    assert rows["dropout"][-1] == "WRONG" and rows["dropout"][6] == "wrong"
-    assert rows["attention"][4:8] == ["failed", "failed", "failed", "-"]
+    assert rows["dropout"][-1] == "WRONG" and rows["dropout"][5] == "wrong"
+    assert rows["attention"][4:8] == ["failed", "failed", "-", "failed"]
     assert rows["add"][2:] == ["1.500", "1.400", "1.071", "4.500", "4.200", "1.071", "met"]
     adds = {line.split()[0]: line.split() for line in out.splitlines()
             if line.split() and line.split()[0].startswith("add-")}
     assert adds["add-GPU"][2:] == ["1.000", "0.800", "1.250", "3.000", "2.400", "1.250"]
     assert adds["add-n-compiled-in"][2:] == ["0.840", "0.800", "1.050", "wrong", "2.400", "-"]
-    assert rows["layernorm"][4:] == ["60.000", "48.000", "-", "-", "-", "60.000", "48.000", "-",
-                                     "-", "-", "-"]
-    assert rows["matmul_tma"][4:] == ["-"] * 11 + ["skipped"]
+    assert rows["layernorm"][4:] == ["60.000", "-", "-", "48.000", "-", "-", "60.000", "-", "-",
+                                     "48.000", "-", "-", "-"]
+    assert rows["matmul_tma"][4:] == ["-"] * 13 + ["skipped"]
     assert "above 1.05x PyTorch: softmax, layernorm_bwd" in out
     assert ("not measured: layernorm's PyTorch side (command buffers on), layernorm's PyTorch "
             "side (command buffers off): PyTorch sees no GPU") in out
@@ -465,7 +469,8 @@ def test_real_kernels_report_flags_slow_and_wrong_kernels_and_writes_json(monkey
     assert [row["kernel"] for row in table["kernels"]] == real_kernels.NAMES[:-1]
     assert table["kernels"][0]["ratio_on"] == pytest.approx(1.2)
     by_name = {row["kernel"]: row for row in table["kernels"]}
-    assert by_name["matmul"]["gpu_ratio_on"] == pytest.approx(0.96)
+    assert by_name["matmul"]["gpu_ratio_on"] == pytest.approx(48 / 49)
+    assert by_name["matmul"]["ratio_on"] == pytest.approx(52 / 50)  # by wall clock
     assert by_name["layernorm_bwd"]["gpu_on"] == 53.0
     assert by_name["softmax"]["queued_ratio_off"] == pytest.approx(49 / 49.5)
     assert table["add"]["goal"] == "met" and table["versions"]["triton"]
