@@ -93,9 +93,8 @@ def delivery_mode(features: _vendors.PluginFeatures) -> str:
     if forced == "embedded" and not features.module_image and features.plugin is not None:
         raise ValueError(
             f"{_env.ENV_HSACO_DELIVERY}=embedded, but the ROCm plugin "
-            f"({features.detected_from}) does not "
-            f"read TritonKernel.module_image (it needs jax 0.11.1+). Upgrade jax and its plugin, "
-            f"or use {_env.ENV_HSACO_DELIVERY}=path.")
+            f"({features.detected_from}) does not read TritonKernel.module_image (it needs jax "
+            f"0.11.1+). Upgrade jax and its plugin, or use {_env.ENV_HSACO_DELIVERY}=path.")
     return forced
 
 
@@ -139,13 +138,11 @@ class HipBackend(Backend):
             return
         if _env.hsaco_delivery() == "path":
             raise ValueError(
-                f"jax.export of a ROCm kernel call with {_env.ENV_HSACO_DELIVERY}=path: "
-                f"path delivery "
-                f"writes each HSACO to a temporary file of this process, deleted at its exit, "
-                f"and the exported program would carry only that file's path. Unset "
-                f"{_env.ENV_HSACO_DELIVERY}, or set {_env.ENV_HSACO_DELIVERY}=embedded, "
-                f"to export the HSACO inside "
-                f"the program.")
+                f"jax.export of a ROCm kernel call with {_env.ENV_HSACO_DELIVERY}=path: path "
+                f"delivery writes each HSACO to a temporary file of this process, deleted at its "
+                f"exit, and the exported program would carry only that file's path. Unset "
+                f"{_env.ENV_HSACO_DELIVERY}, or set {_env.ENV_HSACO_DELIVERY}=embedded, to "
+                f"export the HSACO inside the program.")
         raise ValueError(
             f"jax.export of a ROCm kernel call: the ROCm plugin ({features.detected_from}) "
             f"does not read TritonKernel.module_image, so the HSACO could travel only as the "
