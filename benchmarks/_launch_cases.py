@@ -22,7 +22,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.base import _compat, _env, _state
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call
 
 from _common import add_kernel, chain, forced_features, xla_add_unfused
@@ -208,7 +208,7 @@ def variant_context(variant: str, platform_name: str):
     if variant == "ptx_only":
         return forced_features(platform_name, module_image=False)
     if variant == "ffi":
-        return environment(_compat.ENV_AUTOTUNE_TARGET, "ffi")
+        return environment(_env.ENV_AUTOTUNE_TARGET, "ffi")
     return contextlib.nullcontext()
 
 

@@ -40,8 +40,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 import jax_triton_rocm as jtr  # noqa: E402
-from jax_triton_rocm.base import _compat  # noqa: E402
-from jax_triton_rocm.routes import _choices  # noqa: E402
+from jax_triton_rocm.base import _env  # noqa: E402
 
 CHAIN_LENGTH = 200
 FIRST_CALL_SIZE = 1 << 20
@@ -92,9 +91,9 @@ def _prepared(route: str, chain, x, tune: bool = True):
     """Sets the environment for `route`; tunes on `x` first where the route needs a choice
     (unless `tune` is False: another process made it)."""
     if route == "FFI target (forced)":
-        os.environ[_compat.ENV_AUTOTUNE_TARGET] = "ffi"
+        os.environ[_env.ENV_AUTOTUNE_TARGET] = "ffi"
     else:
-        os.environ.pop(_compat.ENV_AUTOTUNE_TARGET, None)
+        os.environ.pop(_env.ENV_AUTOTUNE_TARGET, None)
     if route == "remembered choice" and tune:
         jtr.autotune(chain, x, x)
     return jax.jit(chain)
@@ -152,7 +151,7 @@ def _in_subprocess(command_buffers: bool, choices: str) -> dict:
              if not f.startswith(COMMAND_BUFFER_FLAG)]
     if not command_buffers:
         flags.append(COMMAND_BUFFER_FLAG)
-    env = dict(os.environ, XLA_FLAGS=" ".join(flags), **{_choices.ENV_AUTOTUNE_DIR: choices})
+    env = dict(os.environ, XLA_FLAGS=" ".join(flags), **{_env.ENV_AUTOTUNE_DIR: choices})
     for mode in ("tune-first-calls", "worker"):
         result = subprocess.run([sys.executable, os.path.abspath(__file__), mode], env=env,
                                 capture_output=True, text=True, check=False)

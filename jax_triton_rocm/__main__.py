@@ -221,7 +221,7 @@ def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
     from jax_triton_rocm.cli import _cpu_demo
     from jax_triton_rocm import backends
     from jax_triton_rocm.backends import _no_gpu, _vendors
-    from jax_triton_rocm.base import _compat, _values
+    from jax_triton_rocm.base import _compat, _env
     from jax_triton_rocm.routes.cpu import _fallback
 
     if startup.failure is not None:
@@ -232,7 +232,7 @@ def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
         _show_traceback(args, err)
         _fail(str(err), _startup.EXIT_NO_TRITON)
     try:
-        _values.check_variables()
+        _env.check_variables()
     except ValueError as err:
         _fail(str(err))
     targets = _checked_targets(args.arch)

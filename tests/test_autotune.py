@@ -10,7 +10,7 @@ import triton
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.base import _compat, _env, _state
 from jax_triton_rocm.compile import _parallel
 from jax_triton_rocm.routes.jaxlib import _proto
 from tests import autotune_utils as au
@@ -108,7 +108,7 @@ def test_aliases_travel_with_the_autotuned_call_as_buffer_indices():
 def test_autotuned_call_takes_the_legacy_target_whose_trials_see_the_real_operands(
         monkeypatch, platform, arch):
     """jaxlib's FFI target times the configs before earlier kernels have run (_compat)."""
-    monkeypatch.delenv(_compat.ENV_AUTOTUNE_TARGET, raising=False)
+    monkeypatch.delenv(_env.ENV_AUTOTUNE_TARGET, raising=False)
     lowered = lower_add(au.tuned_add_kernel, platform=platform, arch=arch)
     assert lowered.custom_call_target == _compat.LEGACY_TARGET
     assert "backend_config" in _lowered_text(platform, arch)
@@ -120,7 +120,7 @@ def _lowered_text(platform, arch):
 
 
 def test_forcing_the_ffi_target_for_autotuned_calls_warns_once(monkeypatch, caplog):
-    monkeypatch.setenv(_compat.ENV_AUTOTUNE_TARGET, "ffi")
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_TARGET, "ffi")
     _compat._warn_ffi_autotune.cache_clear()
     with caplog.at_level("WARNING", logger="jax_triton_rocm"):
         lower_add(au.tuned_add_kernel)
@@ -133,19 +133,19 @@ def test_forcing_the_ffi_target_for_autotuned_calls_warns_once(monkeypatch, capl
 @pytest.mark.parametrize("value,target", [("ffi", _compat.FFI_TARGET),
                                           ("legacy", _compat.LEGACY_TARGET)])
 def test_environment_forces_the_autotuned_call_target(monkeypatch, value, target):
-    monkeypatch.setenv(_compat.ENV_AUTOTUNE_TARGET, value)
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_TARGET, value)
     lowered = lower_add(au.tuned_add_kernel)
     assert lowered.custom_call_target == target
 
 
 def test_unknown_autotuned_call_target_names_the_variable(monkeypatch):
-    monkeypatch.setenv(_compat.ENV_AUTOTUNE_TARGET, "graph")
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_TARGET, "graph")
     with pytest.raises(ValueError, match="JAX_TRITON_ROCM_AUTOTUNE_TARGET='graph'.*ffi, legacy"):
         lower_add(au.tuned_add_kernel)
 
 
 def test_forced_target_leaves_plain_calls_alone(monkeypatch):
-    monkeypatch.setenv(_compat.ENV_AUTOTUNE_TARGET, "legacy")
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_TARGET, "legacy")
     lowered = capture_one(kernels.add, au.f32(N), au.f32(N), platform="cuda")
     assert lowered.custom_call_target == _compat.FFI_TARGET
 
@@ -326,6 +326,6 @@ def test_lowering_again_compiles_nothing():
 
 
 def test_negative_thread_count_names_the_variable(monkeypatch):
-    monkeypatch.setenv(_parallel.ENV_COMPILE_THREADS, "-2")
+    monkeypatch.setenv(_env.ENV_COMPILE_THREADS, "-2")
     with pytest.raises(ValueError, match="JAX_TRITON_ROCM_COMPILE_THREADS='-2'"):
         _parallel.thread_count(4)

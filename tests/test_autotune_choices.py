@@ -18,7 +18,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.api import _tuning
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.routes import _arch, _choices
 from tests import autotune_utils as au
 from tests import kernels
@@ -33,7 +33,7 @@ DEVICE = "Stand-in GPU"
 @pytest.fixture
 def choices_dir(tmp_path, monkeypatch, fresh_caches):
     """A private folder of choices, a stand-in GPU to lower for, and nothing remembered."""
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(tmp_path))
     monkeypatch.setattr(_arch, "device_kind", lambda platform, context: DEVICE)
     return tmp_path
 
@@ -96,7 +96,7 @@ def test_the_key_covers_the_device_kind(choices_dir, monkeypatch):
 
 def test_a_lowering_without_a_device_is_never_decided(monkeypatch, tmp_path):
     """Lowered for a GPU platform this machine has no device of: a cross-compile."""
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(tmp_path))
     platform = "cuda" if gpu_platform() == "rocm" else "rocm"
     with _choices.session() as current:
         lowered = capture_one(lambda x, y: au.tuned_add(x, y), au.f32(N), au.f32(N),
@@ -132,7 +132,7 @@ def test_a_damaged_choice_file_is_ignored_with_a_warning_naming_it(choices_dir, 
 
 
 def test_an_empty_folder_setting_keeps_choices_in_the_process(choices_dir, monkeypatch):
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, "")
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, "")
     undecided = _undecided()
     _choices.STORE.put(undecided.key, _choices.Choice(0, undecided.descriptions[0]))
     assert list(choices_dir.iterdir()) == []
@@ -143,16 +143,16 @@ def test_an_unwritable_folder_keeps_the_choice_in_the_process_with_a_warning(
         choices_dir, monkeypatch, caplog):
     blocker = choices_dir / "a-file"
     blocker.write_text("")
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(blocker / "choices"))
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(blocker / "choices"))
     undecided = _undecided()
     with caplog.at_level("WARNING", logger="jax_triton_rocm"):
         _choices.STORE.put(undecided.key, _choices.Choice(0, undecided.descriptions[0]))
-    assert _choices.ENV_AUTOTUNE_DIR in caplog.text
+    assert _env.ENV_AUTOTUNE_DIR in caplog.text
     assert _lower().undecided is None
 
 
 def test_the_default_folder_is_inside_tritons_cache(monkeypatch, tmp_path):
-    monkeypatch.delenv(_choices.ENV_AUTOTUNE_DIR, raising=False)
+    monkeypatch.delenv(_env.ENV_AUTOTUNE_DIR, raising=False)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
     assert _choices.choices_dir() == os.path.join(str(tmp_path), _choices.FOLDER_NAME)
 
@@ -177,7 +177,7 @@ print(json.dumps({{"calls": len(lowered.calls), "grid": lowered.calls[0].grid[0]
 def test_a_second_process_lowers_the_remembered_config_alone(choices_dir):
     undecided = _undecided()
     _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
-    result = run_python(_SECOND_PROCESS, env={_choices.ENV_AUTOTUNE_DIR: str(choices_dir)})
+    result = run_python(_SECOND_PROCESS, env={_env.ENV_AUTOTUNE_DIR: str(choices_dir)})
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen == {"calls": 1, "grid": N // au.ADD_CONFIGS[1].kwargs["BLOCK"], "undecided": [],
@@ -343,7 +343,7 @@ def _plant(store, key, how):
 def test_a_store_another_user_could_have_planted_is_not_written(choices_dir, monkeypatch,
                                                                 caplog, how):
     store = choices_dir / "store"
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(store))
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(store))
     undecided = _undecided()
     untouched = _plant(store, undecided.key, how)
     with caplog.at_level("WARNING", logger="jax_triton_rocm"):

@@ -88,18 +88,19 @@ def _thread_count():
 
 
 def _cache_size(name):
-    from jax_triton_rocm.base import _state
+    from jax_triton_rocm.base import _env
 
-    return _state.cache_size(name)
+    return _env.cache_size(name)
 
 
 def _env_target_arch():
     # JAX reads the variable into its config when it starts; this parses it as lowering does.
     import os
 
+    from jax_triton_rocm.base import _env
     from jax_triton_rocm.routes import _arch
 
-    return _arch._parse_env(os.environ[_arch.ENV_TARGET_ARCH])
+    return _arch._parse_env(os.environ[_env.ENV_TARGET_ARCH])
 
 
 def _entered(**archs):

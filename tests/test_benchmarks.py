@@ -309,13 +309,13 @@ def test_autotune_launch_measures_every_route_on_the_cpu(tmp_path, monkeypatch):
     interpreter: the timed paths the GPU run takes, the remembered choice made beforehand."""
     import importlib.util
 
-    from jax_triton_rocm.routes import _choices
+    from jax_triton_rocm.base import _env
 
     spec = importlib.util.spec_from_file_location(
         "autotune_launch", os.path.join(ROOT, "benchmarks", "autotune_launch.py"))
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(tmp_path))
     monkeypatch.setattr(bench, "CHAIN_LENGTH", 2)
     bench.tune_first_calls(size=1024)
     for route in bench.ROUTES:

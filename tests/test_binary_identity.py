@@ -14,8 +14,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.backends.hip import _hip
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.base import _compat, _env
 from tests import autotune_utils, kernels
 from tests.lowering_utils import lower_for, spec
 from tests.subprocess_utils import last_line, run_python
@@ -64,7 +63,7 @@ def loader_keys(platform: str) -> dict[str, list]:
 @pytest.fixture
 def delivery(request, monkeypatch, fresh_caches):
     platform, mode = request.param
-    monkeypatch.setenv(_hip.ENV_DELIVERY, mode)
+    monkeypatch.setenv(_env.ENV_HSACO_DELIVERY, mode)
     if mode == "embedded" and not _embeds(platform):
         pytest.skip(f"the jaxlib here ({_compat.jaxlib_version()}) predates module_image")
     return platform, mode
@@ -90,5 +89,5 @@ def test_module_keys_are_the_same_in_another_process(delivery):
         import json
         from tests.test_binary_identity import loader_keys
         print(json.dumps(loader_keys({platform!r})))
-    """, env={_hip.ENV_DELIVERY: mode})
+    """, env={_env.ENV_HSACO_DELIVERY: mode})
     assert json.loads(last_line(result)) == here, result.stderr[-3000:]

@@ -11,7 +11,7 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _env, _state
 from jax_triton_rocm.checks import _bound, _arguments
 from tests import autotune_utils, kernels, surface_kernels
 
@@ -24,7 +24,7 @@ def traced(monkeypatch):
     """`trace(fn, *shapes)` traces `fn` on float32 arrays of `shapes` and returns
     (BoundCall, operand positions among fn's arguments, whether the full check ran)."""
     monkeypatch.setattr(_state, "CALL_LAYOUTS",
-                        _state.BoundedCache(_state.LOCKS, _state.ENV_CALL_CACHE_SIZE))
+                        _state.BoundedCache(_state.LOCKS, _env.ENV_CALL_CACHE_SIZE))
     seen = []
     check, full = _bound.check_triton_call, _arguments.bound_call
 
@@ -203,7 +203,7 @@ def test_new_keyword_values_are_checked_in_full(traced):
 
 
 def test_the_layouts_kept_are_bounded(traced, monkeypatch):
-    monkeypatch.setenv(_state.ENV_CALL_CACHE_SIZE, "2")
+    monkeypatch.setenv(_env.ENV_CALL_CACHE_SIZE, "2")
     for block in (64, 128, 256, 512):
         traced(lambda x, y, block=block: kernels.add(x, y, block=block), (1024,), (1024,))
     assert len(_state.CALL_LAYOUTS) == 2

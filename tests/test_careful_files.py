@@ -9,7 +9,7 @@ import threading
 import jax.numpy as jnp
 import pytest
 
-from jax_triton_rocm.base import _files
+from jax_triton_rocm.base import _env, _files
 from jax_triton_rocm.routes import _choices
 from tests import kernels
 from tests.lowering_utils import lower_for, spec
@@ -161,11 +161,11 @@ def test_a_triton_cache_of_ones_own_gets_no_warning(
 def test_an_autotune_store_others_can_write_is_named_in_one_warning(
         tmp_path, monkeypatch, no_folder_warned, fresh_caches, caplog):
     store = _folder(tmp_path, 0o777)
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(store))
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(store))
     monkeypatch.setattr(_choices, "_swept", set())
     with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
         assert _choices.STORE.get("ab" * 32) is None
         assert _choices.STORE.get("cd" * 32) is None
     warnings = unsafe_warnings(caplog)
     assert len(warnings) == 1, warnings
-    assert f"{store} ({_choices.ENV_AUTOTUNE_DIR}=" in warnings[0]
+    assert f"{store} ({_env.ENV_AUTOTUNE_DIR}=" in warnings[0]

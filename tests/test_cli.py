@@ -8,9 +8,8 @@ import jax
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.cli import _info
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.base import _compat, _env
 from tests import docs_files
 from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, advertised_entry_point, run_cli
 
@@ -152,18 +151,18 @@ def test_the_readme_names_the_architectures_the_demo_compiles_for_by_default():
 def test_info_lists_exactly_the_variables_the_package_reads():
     named = set()
     package = os.path.join(ROOT, "jax_triton_rocm")
-    for folder, _, files in os.walk(package):  # `info` is in cli/, the readers everywhere
+    for folder, _, files in os.walk(package):  # the readers in base/_env.py, names everywhere
         for name in files:
             if name.endswith(".py"):
                 with open(os.path.join(folder, name)) as source:
                     named |= set(re.findall(r"JAX_TRITON_ROCM_[A-Z_]*[A-Z]", source.read()))
-    assert named == set(_info.PACKAGE_ENV_VARS)
+    assert named == set(_env.PACKAGE_ENV_VARS)
 
 
 def test_the_readme_table_documents_every_package_variable():
     _, match = docs_files.claim_location("environment-variables")
     table = set(re.findall(r"^\| `(JAX_TRITON_ROCM_\w+)` \|", match.group(1), re.M))
-    assert table == set(_info.PACKAGE_ENV_VARS)
+    assert table == set(_env.PACKAGE_ENV_VARS)
 
 
 def test_the_demo_on_a_jaxlib_without_module_image_says_what_each_call_carries(monkeypatch,

@@ -18,9 +18,9 @@ from jax.experimental.xla_metadata import set_xla_metadata
 import jax_triton_rocm as jtr
 import jax_triton_rocm.compat as jt
 from jax_triton_rocm.api import _inspect
+from jax_triton_rocm.base import _env
 from jax_triton_rocm.compat import triton_lib as jttl
 from jax_triton_rocm.compat import version as jt_version
-from jax_triton_rocm.routes import _primitive
 from tests import autotune_utils, kernels
 from tests import surface_kernels as sk
 from tests.lowering_utils import capture_one, lower_for, spec
@@ -53,7 +53,7 @@ pytestmark = pytest.mark.usefixtures("fresh_lowerings")
 def xla_route_by_default(monkeypatch):
     """Every call that does not choose its route asks for XLA's, so that a compat call that did
     not force jaxlib's would show as `__gpu$xla.gpu.triton`."""
-    monkeypatch.setenv(_primitive.ENV_XLA_NATIVE, "1")
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, "1")
 
 
 @triton.jit

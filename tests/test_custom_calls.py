@@ -9,7 +9,7 @@ import pytest
 from jax import export
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.base import _env
 from tests import autotune_utils, kernels
 
 X = jax.ShapeDtypeStruct((1000,), jnp.float32)
@@ -18,7 +18,7 @@ X = jax.ShapeDtypeStruct((1000,), jnp.float32)
 @pytest.fixture(autouse=True)
 def legacy_autotune_target(monkeypatch, fresh_lowerings):
     # The autotuned target and the XLA route are chosen at lowering; JAX reuses lowerings.
-    monkeypatch.setenv(_compat.ENV_AUTOTUNE_TARGET, "legacy")
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_TARGET, "legacy")
 
 
 def every_route(x, y):

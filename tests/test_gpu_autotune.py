@@ -14,7 +14,7 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.base import _compat, _env
 from tests import autotune_utils as au
 from tests import kernels
 from tests import lowering_utils
@@ -28,7 +28,7 @@ TARGETS = {"legacy": _compat.LEGACY_TARGET, "ffi": _compat.FFI_TARGET}
 @pytest.fixture(params=sorted(TARGETS))
 def target(request, monkeypatch):
     """Forces the autotuned-call target; yields its name ("ffi" or "legacy")."""
-    monkeypatch.setenv(_compat.ENV_AUTOTUNE_TARGET, request.param)
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_TARGET, request.param)
     return request.param
 
 

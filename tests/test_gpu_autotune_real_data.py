@@ -12,8 +12,7 @@ import json
 
 import pytest
 
-from jax_triton_rocm.base import _compat
-from jax_triton_rocm.routes import _choices
+from jax_triton_rocm.base import _compat, _env
 from tests.subprocess_utils import run_python
 
 pytestmark = [pytest.mark.gpu, pytest.mark.process]
@@ -62,7 +61,7 @@ def test_the_gather_under_shard_map_on_two_gpus_reads_each_shards_real_index():
 
 @pytest.mark.parametrize("tune", ["tune_sorted_gather", "tune_moe_chain"])
 def test_a_config_picked_on_real_data_is_reused_by_a_new_process_without_trials(tmp_path, tune):
-    env = {_choices.ENV_AUTOTUNE_DIR: str(tmp_path)}
+    env = {_env.ENV_AUTOTUNE_DIR: str(tmp_path)}
     first = json.loads(_run(f"print(json.dumps(rd.{tune}()))", env))
     assert list(tmp_path.rglob("*.json")), "autotune remembered nothing on disk"
     second = json.loads(_run(f"print(json.dumps(rd.{tune}()))", env))

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.routes.xla import _xla_native
+from jax_triton_rocm.base import _env
 from tests import differential, kernels
 from tests import differential_utils as du
 
@@ -36,7 +36,7 @@ def _lines(checking):
 @pytest.mark.parametrize("flag,route", [("0", "jaxlib"), ("1", "xla")])
 def test_a_call_on_each_route_is_compared_with_tritons_launcher(plugin, monkeypatch, flag,
                                                                  route):
-    monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, flag)
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, flag)
     x = jnp.arange(1000, dtype=jnp.float32)
     jax.block_until_ready(jax.jit(kernels.sized_add)(x, x))
     [line] = _lines(plugin)
@@ -48,7 +48,7 @@ def test_a_call_on_each_route_is_compared_with_tritons_launcher(plugin, monkeypa
 
 def test_an_output_placed_before_its_input_on_jaxlibs_route_is_bitwise_equal(plugin,
                                                                              monkeypatch):
-    monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "0")
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, "0")
     x = jax.random.normal(jax.random.key(0), (1000,), jnp.float32)
     jax.block_until_ready(jax.jit(lambda x: jtr.triton_call(
         in_ptr=x, n=x.size, kernel=kernels.double_into_first_kernel, out_type=x, grid=(4,),

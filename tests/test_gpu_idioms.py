@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.routes import _choices
+from jax_triton_rocm.base import _env
 from tests import idiom_kernels as ik
 
 pytestmark = pytest.mark.gpu
@@ -26,7 +26,7 @@ def test_a_softmax_with_a_num_stages_parameter_matches_jnp(num_stages):
 @pytest.mark.parametrize("n_ctx", [80, 256])
 def test_attention_pruned_on_its_keyword_sequence_length_matches_jnp(n_ctx, tmp_path,
                                                                       monkeypatch):
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))  # no choice remembered
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(tmp_path))  # no choice remembered
     keys = jax.random.split(jax.random.key(1), 3)
     q, k, v = [jax.random.normal(key, (4, n_ctx, 64)).astype(jnp.float16) for key in keys]
     fn = jax.jit(lambda q, k, v: ik.attention(q * 1, k, v, 0.125))

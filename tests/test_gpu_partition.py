@@ -12,6 +12,7 @@ import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import jax_triton_rocm as jtr
+from jax_triton_rocm.base import _env
 from jax_triton_rocm.routes import _choices
 from tests import autotune_utils
 from tests import partition_kernels as pk
@@ -75,7 +76,7 @@ def test_vmap_of_a_partitioned_function_splits_the_batch(count):
 
 @pytest.mark.parametrize("count", COUNTS)
 def test_autotune_picks_once_per_shard_shape(count, tmp_path, monkeypatch, fresh_caches):
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(tmp_path))
     x, y = pk.matrix(64, 2048, seed=5), pk.matrix(64, 2048, seed=6)
     (xs, _), (ys, _) = _split(x, count, "d", None), _split(y, count, "d", None)
     step = jax.jit(lambda a, b: pk.tuned_add(a * 2.0, b))

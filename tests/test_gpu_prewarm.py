@@ -19,6 +19,7 @@ import triton.language as tl
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _cuda
 from jax_triton_rocm.backends.hip import _hip_prewarm
+from jax_triton_rocm.base import _env
 from tests import kernels
 from tests.gpu_utils import gpu_platform
 
@@ -39,7 +40,7 @@ def prewarm(monkeypatch, default_route, fresh_caches):  # the prewarm is jaxlib'
     monkeypatch.setattr(_hip_prewarm, "local_device_count", lambda: 2)
     monkeypatch.setattr(_hip_prewarm, "launch_for_prewarm", recording_launch)
     if platform == "rocm":
-        monkeypatch.setenv(_hip_prewarm.ENV_DELIVERY, "path")
+        monkeypatch.setenv(_env.ENV_HSACO_DELIVERY, "path")
     else:
         def after_encode(self, lowered, ctx, emit):
             _hip_prewarm.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out), emit,

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _compat
-from jax_triton_rocm.routes import _choices
+from jax_triton_rocm.base import _compat, _env
 from tests import idiom_kernels as ik
 from tests.lowering_utils import tma_block_shapes
 from tests.surface_kernels import desc_block_kernel, device_desc_copy_kernel, gluon_tma_copy_kernel
@@ -90,7 +89,7 @@ def test_a_descriptor_matmul_autotuned_with_pre_hooks_runs_each_config_with_its_
         tmp_path, monkeypatch):
     """jaxlib's autotuner times every config, each launching with the block shapes its
     pre_hook set; the operands are computed in the same program."""
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))  # no choice remembered
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(tmp_path))  # no choice remembered
     a, b, expected = _matmul_operands()
     fn = jax.jit(lambda a, b: ik.desc_matmul(a * 1, b + 0))
     [call] = jtr.kernel_calls(fn.lower(a, b))
@@ -102,7 +101,7 @@ def test_a_descriptor_matmul_autotuned_with_pre_hooks_runs_each_config_with_its_
 
 def test_autotune_remembers_a_descriptor_matmuls_config_with_its_blocks(tmp_path, monkeypatch,
                                                                          fresh_caches):
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(tmp_path))
     a, b, expected = _matmul_operands()
     program = lambda a, b: ik.desc_matmul(a * 1, b + 0)  # noqa: E731
     np.testing.assert_allclose(jtr.autotune(program, a, b), expected, rtol=1e-3, atol=1e-2)

@@ -12,7 +12,8 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.backends.hip import _hip, _hip_files, _hip_prewarm
+from jax_triton_rocm.backends.hip import _hip_files, _hip_prewarm
+from jax_triton_rocm.base import _env
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call, _proto
 from tests import kernels
 from tests.binary_utils import check_hsaco
@@ -29,8 +30,8 @@ needs_embedded = pytest.mark.skipif(
 
 @pytest.fixture(autouse=True)
 def fresh_state(monkeypatch, fresh_caches):
-    monkeypatch.delenv(_hip.ENV_DELIVERY, raising=False)
-    monkeypatch.delenv(_hip_prewarm.ENV_PREWARM, raising=False)
+    monkeypatch.delenv(_env.ENV_HSACO_DELIVERY, raising=False)
+    monkeypatch.delenv(_env.ENV_PREWARM, raising=False)
 
 
 def _kernel_of(call):
@@ -39,7 +40,7 @@ def _kernel_of(call):
 
 @pytest.mark.parametrize("arch", ["gfx942", "gfx950", "gfx90a"])
 def test_real_hsaco_for_the_arch(arch, monkeypatch):
-    monkeypatch.setenv(_hip.ENV_DELIVERY, "path")
+    monkeypatch.setenv(_env.ENV_HSACO_DELIVERY, "path")
     kernel = _kernel_of(lower_one(kernels.add, X, X, platform="rocm", arch=arch))
     with open(kernel.ptx, "rb") as f:
         check_hsaco(f.read(), arch)
@@ -84,7 +85,7 @@ def test_default_delivery_is_the_best_the_plugin_supports():
 
 
 def test_path_delivery_writes_one_file_per_kernel_in_the_process_folder(monkeypatch):
-    monkeypatch.setenv(_hip.ENV_DELIVERY, "path")
+    monkeypatch.setenv(_env.ENV_HSACO_DELIVERY, "path")
     first = _kernel_of(lower_one(kernels.add, X, X, platform="rocm"))
     again = _kernel_of(lower_one(kernels.add, X, X, platform="rocm"))
     other = _kernel_of(lower_one(lambda x, y: kernels.add(x, y, block=128), X, X,
@@ -113,7 +114,7 @@ def test_embedded_opaque_is_the_same_in_two_processes():
 
 
 def test_unknown_delivery_mode_is_refused(monkeypatch):
-    monkeypatch.setenv(_hip.ENV_DELIVERY, "carrier-pigeon")
+    monkeypatch.setenv(_env.ENV_HSACO_DELIVERY, "carrier-pigeon")
     with pytest.raises(ValueError, match=r"JAX_TRITON_ROCM_HSACO_DELIVERY='carrier-pigeon'"):
         lower_for(kernels.add, X, X, platform="rocm")
 
@@ -124,7 +125,7 @@ def test_embedded_forced_on_a_plugin_without_module_image_is_refused(monkeypatch
     old = dataclasses.replace(FEATURES, plugin="jax_rocm7_plugin", module_image=False,
                               detected_from="jax-rocm7-plugin release 0.10.2")
     monkeypatch.setattr(_vendors, "plugin_features", lambda platform: old)
-    monkeypatch.setenv(_hip.ENV_DELIVERY, "embedded")
+    monkeypatch.setenv(_env.ENV_HSACO_DELIVERY, "embedded")
     with pytest.raises(ValueError, match=r"does not read TritonKernel.module_image"):
         lower_for(kernels.add, X, X, platform="rocm")
 
@@ -150,7 +151,7 @@ def _exported_kernel(exported):
 
 
 def test_an_export_under_path_delivery_is_refused_naming_the_variable(monkeypatch):
-    monkeypatch.setenv(_hip.ENV_DELIVERY, "path")
+    monkeypatch.setenv(_env.ENV_HSACO_DELIVERY, "path")
     lower_one(kernels.add, X, X, platform="rocm")  # a plan with a path, kept for the call
     with pytest.raises(ValueError, match=r"jax.export of a ROCm kernel call with "
                                          r"JAX_TRITON_ROCM_HSACO_DELIVERY=path: .*temporary "
@@ -233,7 +234,7 @@ class RecordingLaunch:
 
 @pytest.fixture
 def two_devices(monkeypatch):
-    monkeypatch.setenv(_hip.ENV_DELIVERY, "path")
+    monkeypatch.setenv(_env.ENV_HSACO_DELIVERY, "path")
     monkeypatch.setattr(_hip_prewarm, "local_device_count", lambda: 2)
     launch = RecordingLaunch(delay=0.3)
     monkeypatch.setattr(_hip_prewarm, "launch_for_prewarm", launch)
@@ -276,7 +277,7 @@ def test_a_failing_prewarm_warns_once(two_devices):
 
 
 def test_prewarm_can_be_turned_off(two_devices, monkeypatch):
-    monkeypatch.setenv(_hip_prewarm.ENV_PREWARM, "0")
+    monkeypatch.setenv(_env.ENV_PREWARM, "0")
     lower_for(kernels.add, X, X, platform="rocm")
     assert two_devices.calls == []
 
@@ -289,7 +290,7 @@ def test_no_prewarm_with_one_device(two_devices, monkeypatch):
 
 @needs_embedded
 def test_no_prewarm_for_embedded_delivery(two_devices, monkeypatch):
-    monkeypatch.setenv(_hip.ENV_DELIVERY, "embedded")
+    monkeypatch.setenv(_env.ENV_HSACO_DELIVERY, "embedded")
     lower_for(kernels.add, X, X, platform="rocm")
     assert two_devices.calls == []
 

@@ -16,6 +16,7 @@ import triton
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.base import _env
 from jax_triton_rocm.routes import _arch, _choices
 from tests import idiom_kernels as ik
 from tests import kernels
@@ -87,7 +88,7 @@ def test_a_descriptor_matmul_autotuned_with_pre_hooks_runs_on_the_cpu():
     pytest.param("cuda", marks=needs_tma), "rocm"])
 def test_a_remembered_choice_launches_with_its_own_block_shapes(platform, tmp_path,
                                                                  monkeypatch, fresh_caches):
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(tmp_path))
     monkeypatch.setattr(_arch, "device_kind", lambda platform, context: "Stand-in GPU")
     a, b = _matrices()
     with _choices.session() as current:

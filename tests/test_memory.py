@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _env, _state
 from jax_triton_rocm.compile._compile import CompiledKernel
 from tests import kernels
 from tests.lowering_utils import lower_for, lower_one, spec
@@ -65,8 +65,8 @@ def _lower_block(block: int):
 
 def test_the_kernel_cache_keeps_its_bound_and_compiles_a_forgotten_kernel_again(monkeypatch,
                                                                                 fresh_caches):
-    monkeypatch.setenv(_state.ENV_KERNEL_CACHE_SIZE, "2")
-    monkeypatch.setenv(_state.ENV_CALL_CACHE_SIZE, "2")  # no lowered call to serve it either
+    monkeypatch.setenv(_env.ENV_KERNEL_CACHE_SIZE, "2")
+    monkeypatch.setenv(_env.ENV_CALL_CACHE_SIZE, "2")  # no lowered call to serve it either
     first = _lower_block(128).message.kernel_call.kernel.module_image.object_file
     for block in (256, 512, 1024):
         _lower_block(block)
@@ -79,7 +79,7 @@ def test_the_kernel_cache_keeps_its_bound_and_compiles_a_forgotten_kernel_again(
 
 def test_the_lowered_call_memo_keeps_its_bound_and_encodes_a_forgotten_call_again(monkeypatch,
                                                                                  fresh_caches):
-    monkeypatch.setenv(_state.ENV_CALL_CACHE_SIZE, "2")
+    monkeypatch.setenv(_env.ENV_CALL_CACHE_SIZE, "2")
     first = _lower_block(128).opaque
     for block in (256, 512, 1024):
         _lower_block(block)
@@ -100,7 +100,7 @@ def test_item_locks_do_not_grow_with_the_kernels_lowered():
 
 @pytest.mark.parametrize("value", ["0", "lots", "-3"])
 def test_a_cache_size_that_is_not_a_positive_integer_names_the_variable(monkeypatch, value):
-    monkeypatch.setenv(_state.ENV_KERNEL_CACHE_SIZE, value)
+    monkeypatch.setenv(_env.ENV_KERNEL_CACHE_SIZE, value)
     with pytest.raises(ValueError, match=rf"JAX_TRITON_ROCM_KERNEL_CACHE_SIZE='{value}' must be "
                                          r"a positive integer"):
         lower_for(lambda x, y: kernels.add(x, y, block=64), X, X, platform="cuda")

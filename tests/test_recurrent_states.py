@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _compat
-from jax_triton_rocm.routes import _primitive
+from jax_triton_rocm.base import _compat, _env
 from tests import recurrent_kernels as rk
 from tests.lowering_utils import lower_for
 
@@ -64,5 +63,5 @@ def test_the_programs_compile_for_sm_90_and_gfx942_on_jaxlibs_route(platform, pr
 @pytest.mark.usefixtures("fresh_lowerings")
 def test_the_programs_compile_for_sm_90_and_gfx942_on_xlas_route(monkeypatch, platform, program,
                                                                   calls):
-    monkeypatch.setenv(_primitive.ENV_XLA_NATIVE, "1")  # as the GPU tests' `xla` route does
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, "1")  # as the GPU tests' `xla` route does
     assert _targets(program, platform) == [_compat.XLA_TRITON_TARGET] * calls

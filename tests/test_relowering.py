@@ -8,7 +8,7 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _env, _state
 from jax_triton_rocm.spec import _layout
 from tests import kernels
 from tests.lowering_utils import capture_one, lower_one, spec
@@ -31,7 +31,7 @@ def layouts(monkeypatch):
     monkeypatch.setattr(_layout, "lay_out_arguments", counting)
     for cache in ("CHECKED_CALLS", "CALL_LAYOUTS"):
         monkeypatch.setattr(_state, cache,
-                            _state.BoundedCache(_state.LOCKS, _state.ENV_CALL_CACHE_SIZE))
+                            _state.BoundedCache(_state.LOCKS, _env.ENV_CALL_CACHE_SIZE))
     return laid_out
 
 

@@ -19,7 +19,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.cli import _info_routes
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.routes.xla import _xla_native
 from jax_triton_rocm.routes import _arch, _choices
@@ -36,12 +36,12 @@ PLATFORMS = pytest.mark.parametrize("platform", ["cuda", "rocm"])
 @pytest.fixture(autouse=True)
 def automatic(monkeypatch, fresh_lowerings):
     """No route forced by the environment, and no lowering made under other rules served."""
-    monkeypatch.delenv(_primitive.ENV_XLA_NATIVE, raising=False)
+    monkeypatch.delenv(_env.ENV_XLA_NATIVE, raising=False)
 
 
 @pytest.fixture
 def xla_asked_by_env(monkeypatch):
-    monkeypatch.setenv(_primitive.ENV_XLA_NATIVE, "1")
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, "1")
 
 
 def _targets(fn, *args, platform="cuda"):
@@ -67,7 +67,7 @@ def test_a_plain_kernel_takes_jaxlibs_call_by_default(caplog, platform, call):
 @PLATFORMS
 def test_an_autotuned_call_with_a_remembered_choice_takes_jaxlibs_call(
         monkeypatch, tmp_path, fresh_caches, platform):
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(tmp_path))
     monkeypatch.setattr(_arch, "device_kind", lambda platform, context: "Stand-in GPU")
     x = autotune_utils.f32(4096)
     with _choices.session() as current:
@@ -156,18 +156,18 @@ def test_an_export_asked_for_xlas_call_takes_it():
 
 @pytest.mark.parametrize("value,targets", [("1", [XLA, XLA]), ("0", [FFI, FFI])])
 def test_the_environment_forces_a_route_for_calls_that_do_not_say(monkeypatch, value, targets):
-    monkeypatch.setenv(_primitive.ENV_XLA_NATIVE, value)
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, value)
     assert _targets(lambda a, b: (kernels.sized_add(a, b), kernels.add(a, b)), X, X) == targets
 
 
 @pytest.mark.parametrize("value,asked,target", [("0", True, XLA), ("1", False, FFI)])
 def test_the_calls_own_choice_beats_the_environment(monkeypatch, value, asked, target):
-    monkeypatch.setenv(_primitive.ENV_XLA_NATIVE, value)
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, value)
     assert _targets(lambda a, b: kernels.sized_add(a, b, xla_native=asked), X, X) == [target]
 
 
 def test_a_malformed_environment_value_is_named(monkeypatch):
-    monkeypatch.setenv(_primitive.ENV_XLA_NATIVE, "auto")
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, "auto")
     with pytest.raises(ValueError, match=r"JAX_TRITON_ROCM_XLA_NATIVE='auto' is not a flag.*"
                                          r"unset it for the default\.(\n|$)"):
         lower_for(kernels.sized_add, X, X, platform="cuda")

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import triton
 
 import jax_triton_rocm as jtr
+from jax_triton_rocm.base import _env
 from jax_triton_rocm.routes.cpu import _interpret
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call
 from jax_triton_rocm.routes.xla import _xla_native
@@ -78,9 +79,9 @@ def route(request, monkeypatch, fresh_lowerings):
     lowered for another route must be lowered again."""
     current = Route(request.param)
     if current.name == "default":
-        monkeypatch.delenv(_xla_native.ENV_XLA_NATIVE, raising=False)
+        monkeypatch.delenv(_env.ENV_XLA_NATIVE, raising=False)
     elif current.on_gpu:
-        monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "1" if current.name == "xla" else "0")
+        monkeypatch.setenv(_env.ENV_XLA_NATIVE, "1" if current.name == "xla" else "0")
     monkeypatch.setattr(_jaxlib_call, "emit", _count(current, "jaxlib", _jaxlib_call.emit))
     monkeypatch.setattr(_xla_native, "emit", _count(current, "xla", _xla_native.emit))
     monkeypatch.setattr(_interpret, "lower", _count(current, "interpreter", _interpret.lower))
@@ -304,7 +305,7 @@ def test_persistent_compilation_cache_serves_a_second_process(tmp_path, route_na
         import os
         print(len(os.listdir({cache!r})))
     """.format(cache=str(tmp_path), target=EXPORT_TARGET[route_name])
-    env = {_xla_native.ENV_XLA_NATIVE: "1" if route_name == "xla" else "0"}
+    env = {_env.ENV_XLA_NATIVE: "1" if route_name == "xla" else "0"}
     first = run_python(code, env=env)
     second = run_python(code, env=env)
     assert int(last_line(first)) >= 1, first.stderr[-2000:]

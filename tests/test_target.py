@@ -6,6 +6,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.base import _env
 from jax_triton_rocm.routes import _arch
 from tests import kernels
 from tests.subprocess_utils import last_line, run_python
@@ -120,7 +121,7 @@ def test_a_device_without_a_known_arch_says_how_to_name_one(platform, reported):
 
 def test_the_variable_set_after_it_was_read_is_refused_as_too_late(monkeypatch):
     jtr.register(platforms=("rocm",))
-    monkeypatch.setenv(_arch.ENV_TARGET_ARCH, "rocm=gfx950")  # the package is imported: late
+    monkeypatch.setenv(_env.ENV_TARGET_ARCH, "rocm=gfx950")  # the package is imported: late
     with pytest.raises(RuntimeError, match=(r"JAX_TRITON_ROCM_TARGET_ARCH was set to "
                                             r"'rocm=gfx950' too late.*before `import "
                                             r"jax_triton_rocm`.*target_arch\(rocm='gfx950'\)")):

@@ -16,6 +16,7 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
+from jax_triton_rocm.base import _env
 from jax_triton_rocm.routes.xla import _xla_native
 from tests import autotune_utils, kernels
 from tests import gluon_kernels as gk
@@ -162,7 +163,7 @@ def test_wave32_amd_keeps_num_warps_in_device_warps():
 
 
 def test_environment_turns_the_route_on_for_calls_that_do_not_say(monkeypatch):
-    monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "1")
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, "1")
     assert len(native_calls(lower_for(kernels.add, X, X, platform="cuda"))) == 1
     lowered = lower_for(lambda a, b: kernels.add(a, b, xla_native=False), X, X, platform="cuda")
     assert native_calls(lowered) == []
@@ -170,7 +171,7 @@ def test_environment_turns_the_route_on_for_calls_that_do_not_say(monkeypatch):
 
 
 def test_environment_turns_the_route_off_for_calls_that_do_not_say(monkeypatch):
-    monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "0")
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, "0")
     lowered = lower_for(kernels.sized_add, X, X, platform="cuda")
     assert native_calls(lowered) == []
     assert [c.target for c in jtr.kernel_calls(lowered)] == ["triton_kernel_call_ffi"]
@@ -180,7 +181,7 @@ def test_environment_turns_the_route_off_for_calls_that_do_not_say(monkeypatch):
 
 
 def test_junk_environment_value_is_named(monkeypatch):
-    monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "maybe")
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, "maybe")
     with pytest.raises(ValueError, match="JAX_TRITON_ROCM_XLA_NATIVE='maybe'"):
         lower_for(kernels.add, X, X, platform="cuda")
 
@@ -208,7 +209,7 @@ def _refused_and_falls_back(call, *args, platform="cuda", reason, caplog, monkey
     with pytest.raises(ValueError, match=r"xla_native=True\) cannot be honoured") as refused:
         lower_for(lambda *a: call(*a, xla_native=True), *args, platform=platform)
     assert reason in str(refused.value)
-    monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "1")
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, "1")
     _lowers_through_jaxlib(call, *args, platform=platform, reason=reason, caplog=caplog)
 
 
@@ -257,7 +258,7 @@ def test_unparseable_ir_falls_back_with_one_warning_per_kernel(monkeypatch, capl
         raise ValueError("unknown attribute 'tt.future_thing'")
 
     monkeypatch.setattr(_xla_native, "parse_ttir", refuse)
-    monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "1")
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, "1")
     kernel = kernels.elementwise_kernel("x * y")
 
     def mul(a, b):

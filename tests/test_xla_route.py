@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _compat, _state, _values
+from jax_triton_rocm.base import _compat, _env, _state, _values
 from jax_triton_rocm.routes.cpu import _interpret
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.routes import _arch, _choices
@@ -41,7 +41,7 @@ ZERO_FILL = re.compile(r"stablehlo\.constant dense<(0|0\.000000e\+00)>")
 def xla_route_asked(monkeypatch, fresh_lowerings):
     """XLA's route for every call that does not say, wherever it fits; no lowering served from
     another test's."""
-    monkeypatch.setenv(_xla_native.ENV_XLA_NATIVE, "1")
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, "1")
 
 
 def _grid(n, block=256):
@@ -373,7 +373,7 @@ def test_both_routes_keep_their_lowered_calls_under_one_key(fresh_caches):
 
 
 def test_a_remembered_autotune_choice_takes_xlas_call(monkeypatch, tmp_path, fresh_caches):
-    monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(tmp_path))
     monkeypatch.setattr(_arch, "device_kind", lambda platform, context: "Stand-in GPU")
     x = au.f32(4096)
     lowered = lower_for(au.tuned_add, x, x, platform="cuda")

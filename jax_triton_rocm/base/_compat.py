@@ -14,7 +14,7 @@ import functools
 import logging
 from typing import Any
 
-from jax_triton_rocm.base import _values
+from jax_triton_rocm.base import _env
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -23,9 +23,8 @@ LEGACY_TARGET = "triton_kernel_call"
 XLA_TRITON_TARGET = "__gpu$xla.gpu.triton"  # XLA's own Triton call (`routes.xla._xla_native`)
 XLA_CALL_NAME_ATTRIBUTE = "jax_triton_rocm.name"  # the call's name on it (a frontend attribute)
 
-# Forces the custom-call target of autotuned calls: "ffi" or "legacy" (unset: legacy).
-ENV_AUTOTUNE_TARGET = _values.ENV_AUTOTUNE_TARGET
-AUTOTUNE_TARGETS = dict(zip(_values.AUTOTUNE_TARGET_CHOICES, (FFI_TARGET, LEGACY_TARGET)))
+# The custom-call target of autotuned calls `_env.ENV_AUTOTUNE_TARGET` forces (unset: legacy).
+AUTOTUNE_TARGETS = dict(zip(_env.AUTOTUNE_TARGET_CHOICES, (FFI_TARGET, LEGACY_TARGET)))
 
 # Where jaxlib times an autotuned call's configs (`AutotunedKernelCall::Autotune` via
 # `GetKernelCall`, jaxlib/gpu/triton_kernels.cc; the CUDA and ROCm plugins build the same source):
@@ -47,7 +46,7 @@ def autotuned_call_target() -> str:
 
     Raises ValueError for an unknown value.
     """
-    forced = _values.autotune_target()
+    forced = _env.autotune_target()
     if forced is None:
         return LEGACY_TARGET
     if forced == "ffi":
@@ -65,7 +64,7 @@ def _warn_ffi_autotune() -> None:
         "MoE permute) then reads and writes out of bounds, which can crash the process or "
         "corrupt other buffers. It is safe only when every operand of every autotuned call is "
         "an input of the jitted program. Unset it to use the legacy target, or pick the configs "
-        "once on real data with jax_triton_rocm.autotune.", ENV_AUTOTUNE_TARGET, FFI_TARGET)
+        "once on real data with jax_triton_rocm.autotune.", _env.ENV_AUTOTUNE_TARGET, FFI_TARGET)
 
 
 def jaxlib_version() -> str:

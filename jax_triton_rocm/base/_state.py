@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any, TypeVar
 
-from jax_triton_rocm.base import _values
+from jax_triton_rocm.base import _env
 
 T = TypeVar("T")
 
@@ -90,19 +90,13 @@ class LockRegistry:
 
 LOCKS = LockRegistry()
 
-ENV_KERNEL_CACHE_SIZE = _values.ENV_KERNEL_CACHE_SIZE
-ENV_CALL_CACHE_SIZE = _values.ENV_CALL_CACHE_SIZE
-DEFAULT_CACHE_SIZE = _values.DEFAULT_CACHE_SIZE
-# The bound a cache-size variable sets (read at each use); ValueError names a bad value.
-cache_size = _values.cache_size
-
 
 _MISSING = object()
 
 
 class BoundedCache:
     """A dict behind the registry's lock that forgets its least recently used entries beyond the
-    bound set by an environment variable (`cache_size`).
+    bound set by an environment variable (`_env.cache_size`).
 
     Attributes:
       env: the variable that bounds it.
@@ -124,7 +118,7 @@ class BoundedCache:
 
     def put(self, key: Hashable, value: Any) -> Any:
         """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it."""
-        limit = cache_size(self.env)
+        limit = _env.cache_size(self.env)
         with self._locks.guard:
             self._entries[key] = value
             self._entries.move_to_end(key)
@@ -184,7 +178,7 @@ class KernelCache:
 
     def __init__(self, locks: LockRegistry) -> None:
         self._locks = locks
-        self._entries = BoundedCache(locks, ENV_KERNEL_CACHE_SIZE)
+        self._entries = BoundedCache(locks, _env.ENV_KERNEL_CACHE_SIZE)
         self.stats: collections.Counter[str] = collections.Counter()
 
     def get_or_compile(self, key: str, compile_fn: Callable[[], T],
@@ -228,31 +222,31 @@ class KernelCache:
 
 KERNELS = KernelCache(LOCKS)
 # Each kernel's IR as the installed jaxlib reads it, or why not (`routes.xla._xla_native`).
-IR_CHECKS = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
+IR_CHECKS = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 # Lowered calls by everything that decides them (`routes.jaxlib._jaxlib_call.lower_call`), each with
 # the kernel object its key names (kept alive, so its id is not reused).
-LOWERED_CALLS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+LOWERED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # Calls whose arguments were laid out without error (`spec._layout.check_plain_call`).
-CHECKED_CALLS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+CHECKED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # Plain kernels' launches, compiled kernels and images by all but the shapes and runtime scalar
 # values (`routes.jaxlib._jaxlib_call`), each with its kernel object (its id is in the key).
-PLANS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+PLANS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # Each kernel image's encoding and its deflated bytes (`routes.jaxlib._proto`,
 # `routes.jaxlib._opaque`).
-KERNEL_BYTES = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
-DEFLATED_KERNELS = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
+KERNEL_BYTES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
+DEFLATED_KERNELS = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 # Per kernel function, kept beside it: the globals its source reads (`compile._compile`), its
 # interpreter twin (`routes.cpu._interpret_host`), its parameters' roles (`spec._kinds`).
 GLOBAL_REFERENCES, INTERPRETED_TWINS, PARAMETER_ROLES = (
-    BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE) for _ in range(3))
+    BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE) for _ in range(3))
 # `triton_call`'s layouts by all but shapes and scalar values (`checks._bound`; the kernel in the
 # key), kernels taken apart (`api._call`) and trampolines (`plan._trampoline`), each beside its
 # kernel, whose id is in the key, so ids stay unique.
-CALL_LAYOUTS, UNWRAPPED_KERNELS, TRAMPOLINES = (BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+CALL_LAYOUTS, UNWRAPPED_KERNELS, TRAMPOLINES = (BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
                                                 for _ in range(3))
 # The @triton.jit function made of each kernel that TRITON_INTERPRET=1 made Triton's
 # InterpretedFunction (`spec._spec.unwrap`), beside that kernel, whose id is the key.
-JIT_TWINS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
+JIT_TWINS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 CACHES = (KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES, DEFLATED_KERNELS,
           GLOBAL_REFERENCES, INTERPRETED_TWINS, PARAMETER_ROLES, CALL_LAYOUTS, UNWRAPPED_KERNELS,
           TRAMPOLINES, JIT_TWINS)

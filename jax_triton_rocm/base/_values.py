@@ -1,4 +1,4 @@
-"""Checks of user-given values: environment variables, compile options, launch results.
+"""Checks of user-given values: compile options, launch results (environment variables: `_env`).
 
 Each check raises where the value is read, with an error that names the argument (or variable),
 shows the value and says what is allowed, so a mistake never reaches Triton or jaxlib, where it
@@ -9,53 +9,10 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-
-# The package's environment variables, as docs/environment.md's table documents them: each
-# reader takes its name from here, and `info` shows them all.
-ENV_TARGET_ARCH = "JAX_TRITON_ROCM_TARGET_ARCH"
-ENV_HSACO_DELIVERY = "JAX_TRITON_ROCM_HSACO_DELIVERY"
-ENV_PREWARM = "JAX_TRITON_ROCM_PREWARM"
-ENV_AUTOTUNE_TARGET = "JAX_TRITON_ROCM_AUTOTUNE_TARGET"
-ENV_AUTOTUNE_DIR = "JAX_TRITON_ROCM_AUTOTUNE_DIR"
-ENV_COMPILE_THREADS = "JAX_TRITON_ROCM_COMPILE_THREADS"
-ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
-ENV_KERNEL_CACHE_SIZE = "JAX_TRITON_ROCM_KERNEL_CACHE_SIZE"
-ENV_CALL_CACHE_SIZE = "JAX_TRITON_ROCM_CALL_CACHE_SIZE"
-ENV_REMEMBER_TRITON_KEY = "JAX_TRITON_ROCM_REMEMBER_TRITON_KEY"
-PACKAGE_ENV_VARS = (ENV_TARGET_ARCH, ENV_HSACO_DELIVERY, ENV_PREWARM, ENV_AUTOTUNE_TARGET,
-                    ENV_AUTOTUNE_DIR, ENV_COMPILE_THREADS, ENV_XLA_NATIVE, ENV_KERNEL_CACHE_SIZE,
-                    ENV_CALL_CACHE_SIZE, ENV_REMEMBER_TRITON_KEY)
-
-# The values of the variables that choose among words (`env_choice`).
-HSACO_DELIVERY_MODES = ("embedded", "path")
-AUTOTUNE_TARGET_CHOICES = ("ffi", "legacy")
-DEFAULT_CACHE_SIZE = 1024
-
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-
-
-def env_flag(name: str, default: bool | None) -> bool | None:
-    """The boolean environment variable `name` (unset or empty: `default`; None leaves the
-    choice to the caller, as "unset").
-
-    Raises:
-      ValueError: a value that is not one of 1/true/yes/on or 0/false/no/off (any case).
-    """
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    if raw.lower() in _TRUE:
-        return True
-    if raw.lower() in _FALSE:
-        return False
-    shown = "" if default is None else f" ({int(default)})"
-    raise ValueError(f"{name}={raw!r} is not a flag; use 1 (or true/yes/on) or 0 (or "
-                     f"false/no/off), or unset it for the default{shown}.")
 
 
 def launch_settings(num_warps: Any, num_stages: Any, num_ctas: Any, *, caller: str = "",
@@ -196,122 +153,9 @@ def output_indices(indices: Any, n_outs: int, *, what: str,
     return tuple(sorted({int(i) for i in indices}))
 
 
-def env_choice(name: str, choices: tuple[str, ...], *, what: str, unset: str) -> str | None:
-    """The variable `name`, lower-cased, one of `choices`; None when unset or empty.
-
-    Args:
-      what: what a value is, for the message ("a delivery mode").
-      unset: what leaving it unset gives, for the message ("the best supported").
-
-    Raises:
-      ValueError: any other value, naming the variable, the value and the choices.
-    """
-    raw = os.environ.get(name, "").strip().lower()
-    if not raw:
-        return None
-    if raw not in choices:
-        raise ValueError(f"{name}={raw!r} is not {what}; use one of {', '.join(choices)} (or "
-                         f"unset it for {unset}).")
-    return raw
-
-
-def env_count(name: str, default: int, *, minimum: int, meaning: str = "",
-              default_text: str | None = None) -> int:
-    """The integer variable `name` (unset or empty: `default`).
-
-    Args:
-      minimum: 1 for a positive integer, 0 for a non-negative one.
-      meaning: what the number counts, for the message (" (how many entries the cache keeps)").
-      default_text: the default as the message shows it (`default` if None).
-
-    Raises:
-      ValueError: anything but ASCII digits ("²" is a digit to `str.isdigit`), or a number
-        below `minimum`; names the variable and its value.
-    """
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    if not (raw.isascii() and raw.isdigit()) or int(raw) < minimum:
-        kind = "positive" if minimum > 0 else "non-negative"
-        shown = default if default_text is None else default_text
-        raise ValueError(f"{name}={raw!r} must be a {kind} integer{meaning}; unset it for the "
-                         f"default ({shown}).")
-    return int(raw)
-
-
-def cache_size(name: str) -> int:
-    """The bound the cache-size variable `name` sets (read at each use; unset: 1024)."""
-    return env_count(name, DEFAULT_CACHE_SIZE, minimum=1,
-                     meaning=" (how many entries the cache keeps)")
-
-
 def cpu_count() -> int:
     """CPUs this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def compile_threads() -> int:
-    """The most threads that compile kernels at once (`JAX_TRITON_ROCM_COMPILE_THREADS`; 0
-    means one; unset: the CPUs this process may run on)."""
-    return env_count(ENV_COMPILE_THREADS, cpu_count(), minimum=0,
-                     default_text=f"one thread per kernel, at most {cpu_count()}")
-
-
-def hsaco_delivery() -> str | None:
-    """The HSACO delivery `JAX_TRITON_ROCM_HSACO_DELIVERY` forces, or None."""
-    return env_choice(ENV_HSACO_DELIVERY, HSACO_DELIVERY_MODES, what="a delivery mode",
-                      unset="the best supported")
-
-
-def autotune_target() -> str | None:
-    """The target `JAX_TRITON_ROCM_AUTOTUNE_TARGET` forces on autotuned calls, or None."""
-    return env_choice(ENV_AUTOTUNE_TARGET, AUTOTUNE_TARGET_CHOICES,
-                      what="a target for autotuned calls", unset="the default, legacy")
-
-
-# Each variable's reader, as the package reads it (a reader raises ValueError for a value it
-# refuses): `check_variables` runs them all where the package starts, so that a mistake is told
-# on every machine, not only where the variable's feature is used (prewarm on ROCm, the kernel
-# cache on a GPU). A reader that lives in a higher layer adds itself (`routes._arch`).
-VARIABLE_READERS: dict[str, Callable[[], Any]] = {
-    ENV_HSACO_DELIVERY: hsaco_delivery,
-    ENV_PREWARM: lambda: env_flag(ENV_PREWARM, default=True),
-    ENV_AUTOTUNE_TARGET: autotune_target,
-    ENV_COMPILE_THREADS: compile_threads,
-    ENV_XLA_NATIVE: lambda: env_flag(ENV_XLA_NATIVE, default=None),
-    ENV_KERNEL_CACHE_SIZE: lambda: cache_size(ENV_KERNEL_CACHE_SIZE),
-    ENV_CALL_CACHE_SIZE: lambda: cache_size(ENV_CALL_CACHE_SIZE),
-    ENV_REMEMBER_TRITON_KEY: lambda: env_flag(ENV_REMEMBER_TRITON_KEY, default=True),
-}
-# The variables' values when `check_variables` last found them all valid.
-_CHECKED_VALUES: list[tuple[str | None, ...]] = []
-
-
-def variable_errors() -> dict[str, str]:
-    """For each package variable whose value its reader refuses, the message it raises."""
-    errors = {}
-    for name, read in VARIABLE_READERS.items():
-        try:
-            read()
-        except ValueError as err:
-            errors[name] = str(err)
-    return errors
-
-
-def check_variables() -> None:
-    """Checks every package variable that is set, as its reader will (cheap while they are as
-    last checked).
-
-    Raises:
-      ValueError: the first refused value's message, naming the variable, its value and what
-        is allowed.
-    """
-    values = tuple(os.environ.get(name) for name in PACKAGE_ENV_VARS)
-    if values in _CHECKED_VALUES:
-        return
-    for message in variable_errors().values():
-        raise ValueError(message)
-    _CHECKED_VALUES[:] = [values]

@@ -27,7 +27,7 @@ import jax
 
 from jax_triton_rocm import backends
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _state, _values
+from jax_triton_rocm.base import _env, _state, _values
 from jax_triton_rocm.checks import _arguments, _checker
 from jax_triton_rocm.spec import _layout, _spec
 from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, MetaGrid, Surface
@@ -286,7 +286,7 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
         str, or with an unhashable value, an option given both ways (naming both) or one no
         vendor knows; `cost_estimate` not a mapping of the known keys to non-negative ints.
     """
-    _values.check_variables()  # each variable as its reader takes it, on every platform
+    _env.check_variables()  # each variable as its reader takes it, on every platform
     if out_shape is not NOT_GIVEN and out_type is not NOT_GIVEN:
         raise TypeError("triton_call got both out_type= (jax-triton 0.4) and out_shape= (0.3); "
                         "give one: they mean the same outputs, but pick the convention for "

@@ -29,7 +29,7 @@ import jax
 import numpy as np
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _values
+from jax_triton_rocm.base import _env, _values
 from jax_triton_rocm.spec import _layout, _spec
 from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, Surface
 
@@ -151,7 +151,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
       TypeError / ValueError: naming the argument, its value and the fix (a dtype Triton cannot
         take is a TypeError, a symbolic dimension (`jax.export`) a ValueError).
     """
-    _values.check_variables()  # each variable as its reader takes it, on every platform
+    _env.check_variables()  # each variable as its reader takes it, on every platform
     api = APIS[api_name]
     metaparams, options = dict(metaparams or {}), dict(options or {})
     g = given
@@ -165,7 +165,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
                         f"{type(serialized_metadata).__name__}.")
     if xla_native is not None and not isinstance(xla_native, (bool, np.bool_)):
         raise TypeError(f"{api.prefix}xla_native={xla_native!r} must be True, False or None "
-                        f"(None follows JAX_TRITON_ROCM_XLA_NATIVE).")
+                        f"(None follows {_env.ENV_XLA_NATIVE}).")
     _values.launch_settings(num_warps, num_stages, num_ctas, caller=api.prefix)
     cuda_arch = None if g.compute_capability is None else _vendors.normalize_arch(
         "cuda", g.compute_capability, what=f"{api.prefix}compute_capability")

@@ -10,25 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
-import os
 import re
 import sys
 from typing import Any
 
 from jax_triton_rocm._version import __version__
 from jax_triton_rocm.backends import _no_gpu, _vendors
-from jax_triton_rocm.base import _compat, _values
+from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.cli import _info_routes, _startup
 from jax_triton_rocm.routes import _arch
-
-# The package's environment variables (one table, `base._values`).
-PACKAGE_ENV_VARS = _values.PACKAGE_ENV_VARS
-# Triton's variables that change what the package's compiles do or where they go, and the one
-# Triton 3.9 warns about where a compile does not say whether to fuse (the package's compiles say).
-TRITON_ENV_VARS = ("TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_KERNEL_DUMP", "TRITON_DUMP_DIR",
-                   "TRITON_DEFAULT_FP_FUSION")
-# JAX's, which decide which backends start.
-JAX_ENV_VARS = ("JAX_PLATFORMS",)
 
 _PLUGIN_DISTRIBUTION = re.compile(r"jax[-_](cuda|rocm)\d+[-_](plugin|pjrt)")
 
@@ -59,7 +49,7 @@ def triton_report() -> dict[str, Any]:
     cache_knobs = info.module.knobs.cache
     cache_dir = cache_knobs.dir
     if _cache.needs_default_dir(cache_knobs):
-        cache_note = (f"TRITON_CACHE_DIR={os.environ.get('TRITON_CACHE_DIR')!r} leaves Triton "
+        cache_note = (f"{_env.TRITON_CACHE_DIR}={_env.triton_cache_dir()!r} leaves Triton "
                       f"none; the package's compiles use {_cache.default_dir(cache_knobs)}")
     else:
         cache_note = ""
@@ -187,18 +177,14 @@ def environment_report() -> dict[str, dict[str, str | None]]:
     message a kernel call (or the demo) raises for it.
     """
     try:
-        invalid = _values.variable_errors()
+        invalid = _env.variable_errors()
     except Exception as err:  # noqa: BLE001  (a broken reader must not hide the report)
         invalid = {"(checking the variables)": _first_line(err)}
-    prefix = "JAX_TRITON_ROCM_"  # followed by TEST_: the package's tests' own, not its
-    unknown = sorted(name for name in os.environ
-                     if name.startswith(prefix) and name not in PACKAGE_ENV_VARS
-                     and not name[len(prefix):].startswith("TEST_"))
     return {
-        "package": {name: os.environ.get(name) for name in PACKAGE_ENV_VARS},
-        "unknown_package_variables": {name: os.environ[name] for name in unknown},
-        "triton": {name: os.environ.get(name) for name in TRITON_ENV_VARS},
-        "jax": {name: os.environ.get(name) for name in JAX_ENV_VARS},
+        "package": _env.listed(_env.PACKAGE_ENV_VARS),
+        "unknown_package_variables": _env.unknown_package_variables(),
+        "triton": _env.listed(_env.TRITON_ENV_VARS),
+        "jax": _env.listed(_env.JAX_ENV_VARS),
         "invalid": invalid,
     }
 

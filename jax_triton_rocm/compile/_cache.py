@@ -34,7 +34,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from jax_triton_rocm.base import _files, _state
+from jax_triton_rocm.base import _env, _files, _state
 from jax_triton_rocm.compile import _triton_key
 from jax_triton_rocm.spec import _spec
 
@@ -401,7 +401,7 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
     if knobs.cache.manager_class is None:
         if knobs.cache.dir:
             _files.warn_if_others_can_write(knobs.cache.dir, _setting("dir", knobs.cache.dir),
-                                            ENV_CACHE_DIR)
+                                            _env.TRITON_CACHE_DIR)
         damage = entry_problem(get_cache_manager(request.entry_hash), request)
         if damage is not None:
             warn_damaged(damage[0], damage[1], source.name)
@@ -427,9 +427,10 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
         f"to another folder, and lower again.")
 
 
-ENV_CACHE_DIR = "TRITON_CACHE_DIR"
-# The folders of Triton's that a compile writes: knob name -> the variable that sets it.
-FOLDER_VARIABLES = {"dir": ENV_CACHE_DIR, "dump_dir": "TRITON_DUMP_DIR"}
+# The folders of Triton's that a compile writes: knob name -> the variable that sets it, and its
+# reader.
+FOLDER_VARIABLES = {"dir": _env.TRITON_CACHE_DIR, "dump_dir": _env.TRITON_DUMP_DIR}
+_FOLDER_READERS = {"dir": _env.triton_cache_dir, "dump_dir": _env.triton_dump_dir}
 _MISSING = object()
 
 T = TypeVar("T")
@@ -466,8 +467,8 @@ def _warn_once(directory: str) -> None:
         "jax_triton_rocm: %s is set to %r (jax-triton 0.3 sets it to '' when imported), which "
         "leaves Triton no cache directory. The package's Triton compiles use Triton's default "
         "location %s instead; the environment is not changed. Set %s to a writable folder to "
-        "choose another.", ENV_CACHE_DIR, os.environ.get(ENV_CACHE_DIR), directory,
-        ENV_CACHE_DIR)
+        "choose another.", _env.TRITON_CACHE_DIR, _env.triton_cache_dir(), directory,
+        _env.TRITON_CACHE_DIR)
 
 
 @contextlib.contextmanager
@@ -574,12 +575,14 @@ def _compilation_dumps() -> bool:
 def _setting(name: str, directory: str) -> str:
     """Which variable chose Triton's folder `name`, as the warning names it."""
     variable = FOLDER_VARIABLES[name]
-    if variable in os.environ:
-        return f"{variable}={shown_path(os.environ[variable])!r}"
-    for home in ("TRITON_HOME", "HOME"):
-        if home in os.environ:
+    value = _FOLDER_READERS[name]()
+    if value is not None:
+        return f"{variable}={shown_path(value)!r}"
+    for home, read_home in ((_env.TRITON_HOME, _env.triton_home), (_env.HOME, _env.home)):
+        value = read_home()
+        if value is not None:
             return (f"{variable} unset: Triton's default under {home}="
-                    f"{shown_path(os.environ[home])!r}")
+                    f"{shown_path(value)!r}")
     return f"{variable} unset: Triton's default"
 
 

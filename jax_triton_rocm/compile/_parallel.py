@@ -18,12 +18,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from jax_triton_rocm.base import _state, _values
+from jax_triton_rocm.base import _env, _state, _values
 from jax_triton_rocm.compile import _compile
 
 logger = logging.getLogger("jax_triton_rocm")
-
-ENV_COMPILE_THREADS = _values.ENV_COMPILE_THREADS
 
 Result = Any  # a CompiledKernel, or the exception its compile raised
 
@@ -37,7 +35,7 @@ def thread_count(jobs: int) -> int:
     Raises:
       ValueError: the variable is set to something other than a non-negative integer.
     """
-    limit = _values.compile_threads()
+    limit = _env.compile_threads()
     return max(1, min(jobs, limit or 1))
 
 

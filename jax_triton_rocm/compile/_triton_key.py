@@ -20,7 +20,7 @@ import re
 import sysconfig
 from typing import Any
 
-from jax_triton_rocm.base import _files, _state, _values
+from jax_triton_rocm.base import _env, _files, _state
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -88,7 +88,7 @@ def remember() -> None:
         if os.getpid() in _tried:
             return
         _tried.append(os.getpid())
-        if not _values.env_flag(_values.ENV_REMEMBER_TRITON_KEY, default=True):
+        if not _env.remember_triton_key():
             return
         from triton.runtime import cache
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,7 @@ from jax_triton_rocm import backends
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.backends._vendors import normalize_arch
-from jax_triton_rocm.base import _compat, _values
+from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.plan._plan import Target
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
@@ -84,19 +83,17 @@ def device_kind(platform: str, module_context: ModuleContext) -> str | None:
     return kinds.pop() if len(kinds) == 1 else None
 
 
-ENV_TARGET_ARCH = _values.ENV_TARGET_ARCH
-
 # Holds a tuple of (platform, arch) pairs under `target_arch`, else the environment's string.
 # JAX includes it in its trace and jit cache keys, so a computation traced under one
 # `target_arch` never reuses a lowering made under another; JAX reads its default from the
 # environment variable of the same name.
 _ARCH_STATE = config.string_or_object_state(
-    ENV_TARGET_ARCH.lower(), None,
+    _env.ENV_TARGET_ARCH.lower(), None,
     "GPU architectures jax_triton_rocm compiles Triton kernels for, e.g. 'cuda=sm_90,rocm=gfx942'"
     " (default: those of the devices).",
     include_in_jit_key=True, include_in_trace_context=True)
 # The variable as JAX read it into `_ARCH_STATE`, just above.
-_ENV_AS_READ = os.environ.get(ENV_TARGET_ARCH)
+_ENV_AS_READ = _env.target_arch()
 
 
 @functools.lru_cache(maxsize=None)  # one entry per architecture named in the process
@@ -140,27 +137,27 @@ def _parse_env(raw: str) -> dict[str, str]:
         platform = platform.strip().lower()
         if not sep or platform not in ("cuda", "rocm"):
             raise ValueError(
-                f"{ENV_TARGET_ARCH}={raw!r}: each item must be 'cuda=ARCH' or 'rocm=ARCH', "
-                f"e.g. {ENV_TARGET_ARCH}='cuda=sm_90,rocm=gfx942'.")
+                f"{_env.ENV_TARGET_ARCH}={raw!r}: each item must be 'cuda=ARCH' or 'rocm=ARCH', "
+                f"e.g. {_env.ENV_TARGET_ARCH}='cuda=sm_90,rocm=gfx942'.")
         if platform in archs:
             raise ValueError(
-                f"{ENV_TARGET_ARCH}={raw!r} names platform {platform} more than once; one "
+                f"{_env.ENV_TARGET_ARCH}={raw!r} names platform {platform} more than once; one "
                 f"lowering compiles for one architecture per platform. Name each platform once, "
-                f"e.g. {ENV_TARGET_ARCH}='cuda=sm_90,rocm=gfx942'.")
+                f"e.g. {_env.ENV_TARGET_ARCH}='cuda=sm_90,rocm=gfx942'.")
         archs[platform] = check_arch(
-            platform, normalize_arch(platform, arch, what=ENV_TARGET_ARCH), given=raw,
-            what=ENV_TARGET_ARCH)
+            platform, normalize_arch(platform, arch, what=_env.ENV_TARGET_ARCH), given=raw,
+            what=_env.ENV_TARGET_ARCH)
     return archs
 
 
 def _env_archs() -> dict[str, str]:
     """The architectures `JAX_TRITON_ROCM_TARGET_ARCH` names now (its reader for
-    `_values.check_variables`)."""
-    raw = os.environ.get(ENV_TARGET_ARCH, "")
+    `_env.check_variables`)."""
+    raw = _env.target_arch() or ""
     return _parse_env(raw) if raw.strip() else {}
 
 
-_values.VARIABLE_READERS[ENV_TARGET_ARCH] = _env_archs
+_env.VARIABLE_READERS[_env.ENV_TARGET_ARCH] = _env_archs
 
 
 @contextlib.contextmanager
@@ -184,7 +181,7 @@ def _env_changed_error(now: str | None) -> RuntimeError:
         example = ""
     example = example or f"cuda={_vendors.vendor('cuda').example_arch!r}"
     return RuntimeError(
-        f"{ENV_TARGET_ARCH} was {done} too late: jax_triton_rocm read it when it was imported "
+        f"{_env.ENV_TARGET_ARCH} was {done} too late: jax_triton_rocm read it when it was imported "
         f"({then} then), and a change after that has no effect in this process. Set it before "
         f"Python starts (in the shell) or before `import jax_triton_rocm` (and before JAX starts "
         f"its backends, which imports it), or name the architecture in code: `with "
@@ -200,13 +197,13 @@ def named_arch(platform: str) -> Target | None:
     """
     value = _ARCH_STATE.value
     if not isinstance(value, tuple):  # no target_arch() in force
-        now = os.environ.get(ENV_TARGET_ARCH)
+        now = _env.target_arch()
         if now != _ENV_AS_READ:
             raise _env_changed_error(now)
     archs = _parse_env(value) if isinstance(value, str) else dict(value or ())
     if platform not in archs:
         return None
-    source = ENV_TARGET_ARCH if isinstance(value, str) else "target_arch()"
+    source = _env.ENV_TARGET_ARCH if isinstance(value, str) else "target_arch()"
     return Target(platform, archs[platform], source)
 
 
@@ -228,7 +225,7 @@ def _device_arch(platform: str, device: Any) -> str:
             f"Device {device} reports compute_capability={capability!r}, which names no "
             f"{platform} architecture, so the lowering cannot tell what to compile for. Name it: "
             f"`with jax_triton_rocm.target_arch({example}):` or "
-            f"{ENV_TARGET_ARCH}='{example.replace(chr(39), '')}'.") from err
+            f"{_env.ENV_TARGET_ARCH}='{example.replace(chr(39), '')}'.") from err
 
 
 def _context_devices(module_context: ModuleContext) -> list[Any]:
@@ -267,7 +264,7 @@ def resolve_target(backend: Backend, ctx: LoweringRuleContext,
             f"plugin, which is not installed: {vendor.install_hint}. To only "
             f"cross-compile (no GPU here), name the architecture: `with "
             f"jax_triton_rocm.target_arch({platform}='{example}'):` around the lowering, or "
-            f"{ENV_TARGET_ARCH}='{platform}={example}'.")
+            f"{_env.ENV_TARGET_ARCH}='{platform}={example}'.")
     features = features or _vendors.assumed_features(platform)
     return named or lowering_target(platform, ctx.module_context), features
 
@@ -300,7 +297,7 @@ def lowering_target(platform: str, module_context: ModuleContext) -> Target:
     raise RuntimeError(
         f"No {platform} device to take the GPU architecture from. To lower for {platform} "
         f"without one, name the architecture: `with jax_triton_rocm.target_arch({example}):` "
-        f"around the lowering, or set {ENV_TARGET_ARCH}='{example.replace(chr(39), '')}'.")
+        f"around the lowering, or set {_env.ENV_TARGET_ARCH}='{example.replace(chr(39), '')}'.")
 
 
 def _local_devices(platform: str, module_context: ModuleContext) -> Iterable[Any]:

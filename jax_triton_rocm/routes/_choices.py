@@ -28,7 +28,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.base import _files, _state, _values
+from jax_triton_rocm.base import _env, _files, _state
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.routes.jaxlib import _choice_files
 from jax_triton_rocm.spec._spec import KernelCallSpec
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("jax_triton_rocm")
 
-ENV_AUTOTUNE_DIR = _values.ENV_AUTOTUNE_DIR
 FOLDER_NAME = "jax_triton_rocm_autotune"
 _FORMAT = 1
 # A writer's temporary file older than this is a dead writer's; a choice file is far smaller.
@@ -93,7 +92,7 @@ def tune_key(*, platform: str, arch: str, device_kind: str, versions: Sequence[s
 
 def choices_dir() -> str | None:
     """The folder for remembered choices, or None to keep them in the process only."""
-    configured = os.environ.get(ENV_AUTOTUNE_DIR)
+    configured = _env.autotune_dir()
     if configured is not None:
         return configured or None
     import triton
@@ -148,16 +147,17 @@ def _location(key: str) -> tuple[str, str, str] | None:
         return None
     if folder not in _swept:
         _swept.add(folder)
-        _files.warn_if_others_can_write(folder, _setting(), ENV_AUTOTUNE_DIR)
+        _files.warn_if_others_can_write(folder, _setting(), _env.ENV_AUTOTUNE_DIR)
         _choice_files.sweep(folder, _STALE_SECONDS)
     return folder, os.path.join(folder, key[:2]), f"{key}.json"
 
 
 def _setting() -> str:
     """Which setting chose the store's folder, as warnings name it."""
-    if ENV_AUTOTUNE_DIR in os.environ:
-        return f"{ENV_AUTOTUNE_DIR}={os.environ[ENV_AUTOTUNE_DIR]!r}"
-    return f"{ENV_AUTOTUNE_DIR} unset: its default in Triton's cache folder"
+    configured = _env.autotune_dir()
+    if configured is not None:
+        return f"{_env.ENV_AUTOTUNE_DIR}={configured!r}"
+    return f"{_env.ENV_AUTOTUNE_DIR} unset: its default in Triton's cache folder"
 
 
 def _warn_once(path: str, problem: str) -> None:
@@ -195,7 +195,7 @@ def _write(key: str, choice: Choice) -> None:
         _warned.add(store)
         logger.warning("jax_triton_rocm: could not save autotune choices in %s (%s): %s; they "
                        "are kept in this process only. Set %s to a folder of your own that "
-                       "you can write.", store, _setting(), err, ENV_AUTOTUNE_DIR)
+                       "you can write.", store, _setting(), err, _env.ENV_AUTOTUNE_DIR)
 
 
 STORE = ChoiceStore(_state.LOCKS)

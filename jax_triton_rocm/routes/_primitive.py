@@ -36,10 +36,9 @@ from jax.interpreters import ad, batching, mlir, partial_eval as pe
 from jax_triton_rocm import backends
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
-from jax_triton_rocm.base import _compat, _imports, _state, _values
+from jax_triton_rocm.base import _compat, _env, _imports, _state, _values
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _arch
-from jax_triton_rocm.routes.xla import _xla_native
 from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec, MetaGrid, check_compilable
 
 if TYPE_CHECKING:
@@ -221,19 +220,9 @@ batching.primitive_batchers[triton_kernel_p] = functools.partial(batch_rule, tri
 
 logger = logging.getLogger("jax_triton_rocm")
 
-ENV_XLA_NATIVE = _xla_native.ENV_XLA_NATIVE
 # The routes as `note` names them (what a lowering emitted).
 XLA, JAXLIB, JAXLIB_LEGACY, INTERPRETER = "xla", "jaxlib", "jaxlib legacy", "interpreter"
 DEFAULT_REASON = "the default: jaxlib's call launches pip Triton's own binary"
-
-
-def env_choice() -> bool | None:
-    """`JAX_TRITON_ROCM_XLA_NATIVE`: True (1), False (0), or None (unset: the default route).
-
-    Raises:
-      ValueError: a value that is neither on nor off, naming it.
-    """
-    return _values.env_flag(ENV_XLA_NATIVE, default=None)
 
 
 class XlaNativeRefused(ValueError):
@@ -295,9 +284,9 @@ class GpuRoutes:
 
         check_compilable(spec.unwrapped, self.backend.platform)
         asked = spec.xla_native
-        by = "xla_native" if asked is not None else ENV_XLA_NATIVE
+        by = "xla_native" if asked is not None else _env.ENV_XLA_NATIVE
         if asked is None:
-            asked = env_choice()
+            asked = _env.xla_native()
         if asked is None:
             reason = DEFAULT_REASON
         elif not asked:

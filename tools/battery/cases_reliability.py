@@ -25,7 +25,7 @@ import triton.language as tl
 import jax_triton_rocm as jtr
 from harness import (N, X, accept, add, copy_kernel, in_fresh_process, interpret, lower,
                      primitive, ramp, refuse)
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _env, _state
 from jax_triton_rocm.routes import _arch, _choices
 from tests import callee_helpers, callee_kernels
 from tests.lowering_utils import LOWER_ADD_LOGGING_WARNINGS, capture_one
@@ -304,8 +304,8 @@ def store_case(damage):
         handler = logging.Handler()
         handler.emit = lambda record: warnings.append(record.getMessage())
         logger = logging.getLogger("jax_triton_rocm")
-        saved_env = os.environ.get(_choices.ENV_AUTOTUNE_DIR)
-        os.environ[_choices.ENV_AUTOTUNE_DIR] = folder
+        saved_env = os.environ.get(_env.ENV_AUTOTUNE_DIR)
+        os.environ[_env.ENV_AUTOTUNE_DIR] = folder
         logger.addHandler(handler)
         try:
             with _stand_in_device():
@@ -327,9 +327,9 @@ def store_case(damage):
                 return out[0].undecided is not None, warnings, extra(path) if extra else None
         finally:
             logger.removeHandler(handler)
-            os.environ.pop(_choices.ENV_AUTOTUNE_DIR)
+            os.environ.pop(_env.ENV_AUTOTUNE_DIR)
             if saved_env is not None:
-                os.environ[_choices.ENV_AUTOTUNE_DIR] = saved_env
+                os.environ[_env.ENV_AUTOTUNE_DIR] = saved_env
             jtr.clear_caches()
             shutil.rmtree(folder, ignore_errors=True)
 

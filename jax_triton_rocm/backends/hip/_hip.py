@@ -23,7 +23,6 @@ Importing this module imports Triton's AMD backend, so a broken one fails here.
 from __future__ import annotations
 
 import mmap
-import os
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.backends.hip import _hip_files, _hip_prewarm
-from jax_triton_rocm.base import _compat, _values
+from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.plan._plan import LaunchLimits, Target
 
@@ -46,8 +45,6 @@ from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
 
-ENV_DELIVERY = _hip_prewarm.ENV_DELIVERY
-DELIVERY_MODES = _values.HSACO_DELIVERY_MODES
 JAXLIB_WARP = 64
 
 # LDS a workgroup may use, by gfx name; every other AMD target has 64 KiB (Triton's AMD backend,
@@ -90,14 +87,14 @@ def delivery_mode(features: _vendors.PluginFeatures) -> str:
     Raises:
       ValueError: an unknown mode, or "embedded" forced for a plugin known not to read it.
     """
-    forced = _values.hsaco_delivery()
+    forced = _env.hsaco_delivery()
     if forced is None:
         return "embedded" if features.module_image else "path"
     if forced == "embedded" and not features.module_image and features.plugin is not None:
         raise ValueError(
-            f"{ENV_DELIVERY}=embedded, but the ROCm plugin ({features.detected_from}) does not "
-            f"read TritonKernel.module_image (it needs jax 0.11.1+). Upgrade jax and its plugin, "
-            f"or use {ENV_DELIVERY}=path.")
+            f"{_env.ENV_HSACO_DELIVERY}=embedded, but the ROCm plugin "
+            f"({features.detected_from}) does not read TritonKernel.module_image (it needs jax "
+            f"0.11.1+). Upgrade jax and its plugin, or use {_env.ENV_HSACO_DELIVERY}=path.")
     return forced
 
 
@@ -132,20 +129,20 @@ class HipBackend(Backend):
         return delivery_mode(features) == "embedded"
 
     def lowering_settings(self) -> tuple:
-        return (os.environ.get(ENV_DELIVERY),)
+        return (_env.as_set(_env.ENV_HSACO_DELIVERY),)
 
     def check_export(self, features: _vendors.PluginFeatures) -> None:
         """Path delivery names a file of this process, deleted at its exit: an exported program
         would carry that path to another machine or process, so an export is refused with it."""
         if delivery_mode(features) == "embedded":
             return
-        if _values.hsaco_delivery() == "path":
+        if _env.hsaco_delivery() == "path":
             raise ValueError(
-                f"jax.export of a ROCm kernel call with {ENV_DELIVERY}=path: path delivery "
-                f"writes each HSACO to a temporary file of this process, deleted at its exit, "
-                f"and the exported program would carry only that file's path. Unset "
-                f"{ENV_DELIVERY}, or set {ENV_DELIVERY}=embedded, to export the HSACO inside "
-                f"the program.")
+                f"jax.export of a ROCm kernel call with {_env.ENV_HSACO_DELIVERY}=path: path "
+                f"delivery writes each HSACO to a temporary file of this process, deleted at its "
+                f"exit, and the exported program would carry only that file's path. Unset "
+                f"{_env.ENV_HSACO_DELIVERY}, or set {_env.ENV_HSACO_DELIVERY}=embedded, to "
+                f"export the HSACO inside the program.")
         raise ValueError(
             f"jax.export of a ROCm kernel call: the ROCm plugin ({features.detected_from}) "
             f"does not read TritonKernel.module_image, so the HSACO could travel only as the "

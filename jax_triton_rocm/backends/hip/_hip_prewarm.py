@@ -28,13 +28,10 @@ from jax._src.core import Primitive
 from jax.interpreters import mlir
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _state, _values
+from jax_triton_rocm.base import _env, _state
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
-
-ENV_PREWARM = _values.ENV_PREWARM
-ENV_DELIVERY = _values.ENV_HSACO_DELIVERY
 
 
 class LoadedKernels:
@@ -91,7 +88,7 @@ for _platform in _vendors.GPU_PLATFORMS:
 
 
 def prewarm_enabled() -> bool:
-    return _values.env_flag(ENV_PREWARM, default=True)
+    return _env.prewarm()
 
 
 def local_device_count() -> int:
@@ -131,7 +128,8 @@ def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable
             warnings.warn(
                 f"jax_triton_rocm: prewarming kernel call {key[:12]} on one device failed "
                 f"({type(err).__name__}: {err}); multi-device runs of it may race in the ROCm "
-                f"plugin. Set {ENV_DELIVERY}=embedded on jax 0.11.1+ to avoid files altogether.",
+                f"plugin. Set {_env.ENV_HSACO_DELIVERY}=embedded on jax 0.11.1+ to avoid files "
+                f"altogether.",
                 RuntimeWarning, stacklevel=2)
         finally:
             LOADED_KERNELS.add(key)

@@ -18,12 +18,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
-from jax_triton_rocm.base import _compat, _state, _values
+from jax_triton_rocm.base import _compat, _env, _state, _values
 from jax_triton_rocm.compile import _compile, _parallel
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.plan._plan import Target
@@ -208,7 +207,7 @@ def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec)
                    backend.lowering_settings())
     lowered = _choices.lowered_call(
         "jaxlib", ctx, spec, (where, exporting,
-                              os.environ.get(_compat.ENV_AUTOTUNE_TARGET)),
+                              _env.as_set(_env.ENV_AUTOTUNE_TARGET)),
         lambda: _lower_call(backend, ctx, spec, where), graph=where.globals)
     _choices.note_undecided(lowered.undecided)
     return lowered

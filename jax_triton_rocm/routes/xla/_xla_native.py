@@ -30,7 +30,7 @@ import numpy as np
 from jax._src.interpreters import mlir
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _compat, _state, _values
+from jax_triton_rocm.base import _compat, _env, _state, _values
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.routes import _arch, _choices
@@ -92,7 +92,7 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | Un
             warnings.warn(
                 f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
                 f"XLA's: {unfit.reason}. Use a Triton release whose IR this jaxlib reads (docs/routes.md: "
-                f"'Triton constructs that jaxlib does not parse'), or leave {ENV_XLA_NATIVE} "
+                f"'Triton constructs that jaxlib does not parse'), or leave {_env.ENV_XLA_NATIVE} "
                 f"unset for jaxlib's call, the default.",
                 RuntimeWarning, stacklevel=2)
         return unfit
@@ -134,7 +134,6 @@ def _triton_version() -> str:
 
 logger = logging.getLogger("jax_triton_rocm")
 
-ENV_XLA_NATIVE = _values.ENV_XLA_NATIVE
 CUSTOM_CALL_TARGET = _compat.XLA_TRITON_TARGET
 
 

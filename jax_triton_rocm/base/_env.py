@@ -1,0 +1,266 @@
+"""The one reader of the environment: every variable the package reads, each with its reader.
+
+No other module of the package reads `os.environ`: a module that needs a variable's value calls
+the variable's reader here, which parses it and raises a ValueError naming the variable, its
+value and what is allowed; a module that names a variable in a message uses its constant here.
+A reader reads the variable each time it is called: the module that calls it decides when (the
+target architecture once, at import; every other package variable at each use). The package's
+own variables are documented in docs/environment.md; `check_variables` runs all their readers
+where the package starts, and `info` lists them (`listed`, `unknown_package_variables`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from jax_triton_rocm.base import _values
+
+# The package's environment variables, as docs/environment.md's table documents them.
+ENV_PREFIX = "JAX_TRITON_ROCM_"
+ENV_TARGET_ARCH = "JAX_TRITON_ROCM_TARGET_ARCH"
+ENV_HSACO_DELIVERY = "JAX_TRITON_ROCM_HSACO_DELIVERY"
+ENV_PREWARM = "JAX_TRITON_ROCM_PREWARM"
+ENV_AUTOTUNE_TARGET = "JAX_TRITON_ROCM_AUTOTUNE_TARGET"
+ENV_AUTOTUNE_DIR = "JAX_TRITON_ROCM_AUTOTUNE_DIR"
+ENV_COMPILE_THREADS = "JAX_TRITON_ROCM_COMPILE_THREADS"
+ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
+ENV_KERNEL_CACHE_SIZE = "JAX_TRITON_ROCM_KERNEL_CACHE_SIZE"
+ENV_CALL_CACHE_SIZE = "JAX_TRITON_ROCM_CALL_CACHE_SIZE"
+ENV_REMEMBER_TRITON_KEY = "JAX_TRITON_ROCM_REMEMBER_TRITON_KEY"
+PACKAGE_ENV_VARS = (ENV_TARGET_ARCH, ENV_HSACO_DELIVERY, ENV_PREWARM, ENV_AUTOTUNE_TARGET,
+                    ENV_AUTOTUNE_DIR, ENV_COMPILE_THREADS, ENV_XLA_NATIVE, ENV_KERNEL_CACHE_SIZE,
+                    ENV_CALL_CACHE_SIZE, ENV_REMEMBER_TRITON_KEY)
+
+# Triton's and the system's variables the package reads: where Triton's folders are, for the
+# package's compiles and its warnings about them.
+TRITON_CACHE_DIR = "TRITON_CACHE_DIR"
+TRITON_DUMP_DIR = "TRITON_DUMP_DIR"
+TRITON_HOME = "TRITON_HOME"
+HOME = "HOME"
+# Triton's variables that change what the package's compiles do or where they go, and the one
+# Triton 3.9 warns about where a compile does not say whether to fuse (the package's compiles say);
+# JAX's, which decide which backends start. `info` lists them.
+TRITON_ENV_VARS = (TRITON_CACHE_DIR, TRITON_HOME, "TRITON_KERNEL_DUMP", TRITON_DUMP_DIR,
+                   "TRITON_DEFAULT_FP_FUSION")
+JAX_ENV_VARS = ("JAX_PLATFORMS",)
+
+# The values of the variables that choose among words (`_choice`).
+HSACO_DELIVERY_MODES = ("embedded", "path")
+AUTOTUNE_TARGET_CHOICES = ("ffi", "legacy")
+DEFAULT_CACHE_SIZE = 1024
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _flag(name: str, default: bool | None) -> bool | None:
+    """The boolean environment variable `name` (unset or empty: `default`; None leaves the
+    choice to the caller, as "unset").
+
+    Raises:
+      ValueError: a value that is not one of 1/true/yes/on or 0/false/no/off (any case).
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if raw.lower() in _TRUE:
+        return True
+    if raw.lower() in _FALSE:
+        return False
+    shown = "" if default is None else f" ({int(default)})"
+    raise ValueError(f"{name}={raw!r} is not a flag; use 1 (or true/yes/on) or 0 (or "
+                     f"false/no/off), or unset it for the default{shown}.")
+
+
+def _choice(name: str, choices: tuple[str, ...], *, what: str, unset: str) -> str | None:
+    """The variable `name`, lower-cased, one of `choices`; None when unset or empty.
+
+    Args:
+      what: what a value is, for the message ("a delivery mode").
+      unset: what leaving it unset gives, for the message ("the best supported").
+
+    Raises:
+      ValueError: any other value, naming the variable, the value and the choices.
+    """
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return None
+    if raw not in choices:
+        raise ValueError(f"{name}={raw!r} is not {what}; use one of {', '.join(choices)} (or "
+                         f"unset it for {unset}).")
+    return raw
+
+
+def _count(name: str, default: int, *, minimum: int, meaning: str = "",
+           default_text: str | None = None) -> int:
+    """The integer variable `name` (unset or empty: `default`).
+
+    Args:
+      minimum: 1 for a positive integer, 0 for a non-negative one.
+      meaning: what the number counts, for the message (" (how many entries the cache keeps)").
+      default_text: the default as the message shows it (`default` if None).
+
+    Raises:
+      ValueError: anything but ASCII digits ("²" is a digit to `str.isdigit`), or a number
+        below `minimum`; names the variable and its value.
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < minimum:
+        kind = "positive" if minimum > 0 else "non-negative"
+        shown = default if default_text is None else default_text
+        raise ValueError(f"{name}={raw!r} must be a {kind} integer{meaning}; unset it for the "
+                         f"default ({shown}).")
+    return int(raw)
+
+
+def target_arch() -> str | None:
+    """`JAX_TRITON_ROCM_TARGET_ARCH` as set (None: unset). Its items are parsed and checked
+    against the installed Triton by `routes._arch`, which reads it once, at import."""
+    return os.environ.get(ENV_TARGET_ARCH)
+
+
+def hsaco_delivery() -> str | None:
+    """The HSACO delivery `JAX_TRITON_ROCM_HSACO_DELIVERY` forces, or None."""
+    return _choice(ENV_HSACO_DELIVERY, HSACO_DELIVERY_MODES, what="a delivery mode",
+                   unset="the best supported")
+
+
+def prewarm() -> bool:
+    """Whether ROCm kernels are prewarmed (`JAX_TRITON_ROCM_PREWARM`; unset: yes)."""
+    return bool(_flag(ENV_PREWARM, default=True))
+
+
+def autotune_target() -> str | None:
+    """The target `JAX_TRITON_ROCM_AUTOTUNE_TARGET` forces on autotuned calls, or None."""
+    return _choice(ENV_AUTOTUNE_TARGET, AUTOTUNE_TARGET_CHOICES,
+                   what="a target for autotuned calls", unset="the default, legacy")
+
+
+def autotune_dir() -> str | None:
+    """`JAX_TRITON_ROCM_AUTOTUNE_DIR` as set: the folder of remembered autotune choices ("":
+    none, in this process only; None: unset, the default under Triton's cache folder)."""
+    return os.environ.get(ENV_AUTOTUNE_DIR)
+
+
+def compile_threads() -> int:
+    """The most threads that compile kernels at once (`JAX_TRITON_ROCM_COMPILE_THREADS`; 0
+    means one; unset: the CPUs this process may run on)."""
+    return _count(ENV_COMPILE_THREADS, _values.cpu_count(), minimum=0,
+                  default_text=f"one thread per kernel, at most {_values.cpu_count()}")
+
+
+def xla_native() -> bool | None:
+    """`JAX_TRITON_ROCM_XLA_NATIVE`: True (1), False (0), or None (unset: the default route)."""
+    return _flag(ENV_XLA_NATIVE, default=None)
+
+
+def remember_triton_key() -> bool:
+    """`JAX_TRITON_ROCM_REMEMBER_TRITON_KEY`: False (0) lets Triton hash its files in every
+    process; True (1, unset) remembers its key beside Triton's cache."""
+    return bool(_flag(ENV_REMEMBER_TRITON_KEY, default=True))
+
+
+def cache_size(name: str) -> int:
+    """The bound the cache-size variable `name` (`ENV_KERNEL_CACHE_SIZE` or
+    `ENV_CALL_CACHE_SIZE`) sets (read at each use; unset: 1024)."""
+    return _count(name, DEFAULT_CACHE_SIZE, minimum=1,
+                  meaning=" (how many entries the cache keeps)")
+
+
+def kernel_cache_size() -> int:
+    """How many compiled kernels a cache keeps (`JAX_TRITON_ROCM_KERNEL_CACHE_SIZE`)."""
+    return cache_size(ENV_KERNEL_CACHE_SIZE)
+
+
+def call_cache_size() -> int:
+    """How many lowered calls a cache keeps (`JAX_TRITON_ROCM_CALL_CACHE_SIZE`)."""
+    return cache_size(ENV_CALL_CACHE_SIZE)
+
+
+def triton_cache_dir() -> str | None:
+    """`TRITON_CACHE_DIR` as set (None: unset)."""
+    return os.environ.get(TRITON_CACHE_DIR)
+
+
+def triton_dump_dir() -> str | None:
+    """`TRITON_DUMP_DIR` as set (None: unset)."""
+    return os.environ.get(TRITON_DUMP_DIR)
+
+
+def triton_home() -> str | None:
+    """`TRITON_HOME` as set (None: unset)."""
+    return os.environ.get(TRITON_HOME)
+
+
+def home() -> str | None:
+    """`HOME` as set (None: unset)."""
+    return os.environ.get(HOME)
+
+
+def as_set(name: str) -> str | None:
+    """Variable `name` as set, unparsed (None: unset): for a memo key that must change with it,
+    never to decide anything (its reader does)."""
+    return os.environ.get(name)
+
+
+def listed(names: Iterable[str]) -> dict[str, str | None]:
+    """`names` with their values as set (None: unset), for `info`."""
+    return {name: os.environ.get(name) for name in names}
+
+
+def unknown_package_variables() -> dict[str, str]:
+    """The `JAX_TRITON_ROCM_*` variables set that the package does not know (most likely typos),
+    with their values; those whose name goes on with TEST_ are the package's tests' own."""
+    unknown = sorted(name for name in os.environ
+                     if name.startswith(ENV_PREFIX) and name not in PACKAGE_ENV_VARS
+                     and not name[len(ENV_PREFIX):].startswith("TEST_"))
+    return {name: os.environ[name] for name in unknown}
+
+
+# Each variable's reader, as the package reads it (a reader raises ValueError for a value it
+# refuses): `check_variables` runs them all where the package starts, so that a mistake is told
+# on every machine, not only where the variable's feature is used (prewarm on ROCm, the kernel
+# cache on a GPU). A reader that lives in a higher layer adds itself (`routes._arch`).
+VARIABLE_READERS: dict[str, Callable[[], Any]] = {
+    ENV_HSACO_DELIVERY: hsaco_delivery,
+    ENV_PREWARM: prewarm,
+    ENV_AUTOTUNE_TARGET: autotune_target,
+    ENV_COMPILE_THREADS: compile_threads,
+    ENV_XLA_NATIVE: xla_native,
+    ENV_KERNEL_CACHE_SIZE: kernel_cache_size,
+    ENV_CALL_CACHE_SIZE: call_cache_size,
+    ENV_REMEMBER_TRITON_KEY: remember_triton_key,
+}
+# The variables' values when `check_variables` last found them all valid.
+_CHECKED_VALUES: list[tuple[str | None, ...]] = []
+
+
+def variable_errors() -> dict[str, str]:
+    """For each package variable whose value its reader refuses, the message it raises."""
+    errors = {}
+    for name, read in VARIABLE_READERS.items():
+        try:
+            read()
+        except ValueError as err:
+            errors[name] = str(err)
+    return errors
+
+
+def check_variables() -> None:
+    """Checks every package variable that is set, as its reader will (cheap while they are as
+    last checked).
+
+    Raises:
+      ValueError: the first refused value's message, naming the variable, its value and what
+        is allowed.
+    """
+    values = tuple(os.environ.get(name) for name in PACKAGE_ENV_VARS)
+    if values in _CHECKED_VALUES:
+        return
+    for message in variable_errors().values():
+        raise ValueError(message)
+    _CHECKED_VALUES[:] = [values]
