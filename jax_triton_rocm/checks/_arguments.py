@@ -42,11 +42,52 @@ if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
 
-def given_values(jit_fn: JITFunction, args: tuple,
+@dataclasses.dataclass(frozen=True)
+class GivenCall:
+    """A `triton_call`'s arguments meant for the kernel and its outputs, as `given_call` takes
+    them, before they are bound to the kernel's parameters.
+
+    Attributes:
+      args, keywords: the positional and keyword arguments (`given_values`).
+      convention: "out_shape" (jax-triton 0.3) or "out_type" (0.4), whichever was given.
+      outputs: the outputs as given; `out_shapes` their leaves, `out_tree` their tree.
+      runtime: {keyword: parameter index} for the keywords that are runtime scalar operands:
+        with `out_type` (0.4), a scalar keyword naming a parameter that is no `tl.constexpr`.
+    """
+
+    args: tuple
+    keywords: dict[str, Any]
+    convention: str
+    outputs: Any
+    out_shapes: list
+    out_tree: Any
+    runtime: dict[str, int]
+
+
+def given_call(args: tuple, keywords: dict[str, Any], unwrapped: _spec.Unwrapped,
+               convention: str, outputs: Any) -> GivenCall:
+    """`triton_call`'s arguments and outputs (`outputs`, in `convention`) taken: the outputs'
+    leaves (`out_shapes`), the values given (`given_values`) and the keywords that are runtime
+    scalar operands.
+
+    Raises:
+      TypeError / ValueError: as `out_shapes` and `given_values` say.
+    """
+    shapes, tree = out_shapes(outputs, convention)
+    args, keywords = given_values(unwrapped, args, keywords)
+    runtime = {}
+    if convention == "out_type" and keywords:
+        index = {param.name: i for i, param in enumerate(unwrapped.params) if not param.constexpr}
+        runtime = {name: index[name] for name, value in keywords.items()
+                   if name in index and _spec.is_scalar(value)}
+    return GivenCall(args, keywords, convention, outputs, shapes, tree, runtime)
+
+
+def given_values(unwrapped: _spec.Unwrapped, args: tuple,
                  keywords: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
     """`args` and `keywords` with each concrete 0-d array given to a parameter whose annotation
-    declares a scalar type (`x: tl.float32`, `_spec.declared_type`) replaced by the scalar it
-    holds (`np.float32(2)` for `jnp.float32(2)`), typed later by the annotation. Other arrays
+    declares a scalar type (`x: tl.float32`, `_spec.Parameter.declared`) replaced by the scalar
+    it holds (`np.float32(2)` for `jnp.float32(2)`), typed later by the annotation. Other arrays
     stay arrays (pointers, as in Triton; a traced one on such a parameter is refused, naming
     it, when the call is laid out).
 
@@ -65,8 +106,8 @@ def given_values(jit_fn: JITFunction, args: tuple,
                 f"{what} is a NumPy array of dtype {value.dtype.str!r}, in the other byte order "
                 f"than this machine's, which JAX cannot take. Pass it in this machine's byte "
                 f"order: x.astype(x.dtype.newbyteorder('=')).")
-    params = jit_fn.params
-    declared = {i for i, param in enumerate(params) if _spec.declared_type(param)}
+    params = unwrapped.params
+    declared = {i for i, param in enumerate(params) if param.declared}
     if not declared:
         return args, keywords
 
@@ -339,7 +380,7 @@ class Named:
     operands: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def named_parameters(jit_fn: JITFunction, constexprs: Any, operands: Any,
+def named_parameters(unwrapped: _spec.Unwrapped, constexprs: Any, operands: Any,
                      keywords: dict[str, Any]) -> Named:
     """`constexprs=` and `operands=` checked: mappings of the kernel's parameter names, each
     parameter named once among them and the keywords; a `tl.constexpr` only in `constexprs`,
@@ -348,7 +389,7 @@ def named_parameters(jit_fn: JITFunction, constexprs: Any, operands: Any,
     Raises:
       TypeError: naming the argument, the parameter, the value and the fix.
     """
-    name, params = _spec.kernel_name(jit_fn), {p.name: p for p in jit_fn.params}
+    name, params = unwrapped.name, {p.name: p for p in unwrapped.params}
     checked = {}
     for what, given in (("constexprs", constexprs), ("operands", operands)):
         if given is None:
@@ -375,7 +416,7 @@ def named_parameters(jit_fn: JITFunction, constexprs: Any, operands: Any,
                             f"compile-time Python values. Pass arrays in operands={{{key!r}: "
                             f"...}} (or positionally).")
     for key, value in checked["operands"].items():
-        if params[key].is_constexpr:
+        if params[key].constexpr:
             raise TypeError(f"triton_call: operands[{key!r}] fills kernel {name}'s parameter "
                             f"{key!r}, a tl.constexpr, which takes a compile-time value: pass "
                             f"it in constexprs={{{key!r}: {value!r}}} instead.")
@@ -519,14 +560,14 @@ def check_outputs_written(jit_fn: JITFunction, flat: Flat, placed: _checker.Plac
         f"{output}}}) and pass the input for {names[loaded]!r} too.")
 
 
-def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convention: str,
-               outputs: Any, out_shapes: list, input_output_aliases: Any, zeroed_outputs: Any,
-               has_side_effect: bool, own_keywords: tuple[str, ...],
-               named: Named = Named()) -> tuple[_checker.Placed, dict[str, Any], tuple]:
+def bound_call(call: GivenCall, *, unwrapped: Any, input_output_aliases: Any,
+               zeroed_outputs: Any, has_side_effect: bool, own_keywords: tuple[str, ...],
+               constexprs: Any = None,
+               operands: Any = None) -> tuple[_checker.Placed, dict[str, Any], tuple]:
     """Binds a `triton_call` (its positional arguments, keywords and named parameters,
-    `constexprs=` and `operands=`, to the kernel's parameters), flattens its operands and places
-    its outputs (`outputs` as given, `out_shapes` its leaves); returns them, the vendor compile
-    options among the keywords, and the names of the operand parameters given by keyword
+    `constexprs=` and `operands=`, checked by `named_parameters`, to the kernel's parameters),
+    flattens its operands and places its outputs; returns them, the vendor compile options among
+    the keywords, and the names of the operand parameters given by keyword
     (`KernelCallSpec.by_keyword`).
 
     A keyword named like a compile option (`waves_per_eu`, `maxnreg`, ...) is one unless the
@@ -553,8 +594,11 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
       ValueError: the same Ref given twice, a call nothing would use; and as `_checker.place`
         says.
     """
+    args, keywords, convention = call.args, call.keywords, call.convention
+    outputs, out_shapes = call.outputs, call.out_shapes
+    named = named_parameters(unwrapped, constexprs, operands, keywords)
     jit_fn = unwrapped.jit_fn
-    params, name = jit_fn.params, _spec.kernel_name(jit_fn)
+    params, name = jit_fn.params, unwrapped.name
     index = {param.name: i for i, param in enumerate(params)}
     twice = [k for k in [*keywords, *named.constexprs, *named.operands]
              if index.get(k, len(args)) < len(args)]
@@ -593,7 +637,7 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
         hint = close_names(unknown, [*own_keywords, *names, *_vendors.COMPILE_OPTIONS])
         raise TypeError(
             f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel "
-            f"{_spec.kernel_name(jit_fn)}, whose parameters are ({', '.join(names)}), and no "
+            f"{name}, whose parameters are ({', '.join(names)}), and no "
             f"argument of triton_call{hint}. Keyword arguments of triton_call fill the kernel's "
             f"constexpr parameters by name; fix the spelling.")
     for keyword, value in metaparams.items():
@@ -615,7 +659,7 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
             flat.entries[i] = _entry(flat, given.operands[i], what)
         elif holds_buffer(given.operands[i]):
             raise TypeError(
-                f"Kernel {_spec.kernel_name(jit_fn)}'s parameter {param.name!r} is a "
+                f"Kernel {name}'s parameter {param.name!r} is a "
                 f"tl.constexpr, but {what} holds an array. Pass a Python value there.")
         else:
             check_not_a_function(param.name, given.operands[i], "")
@@ -624,7 +668,7 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
                  if is_ref(leaf.value)}.values())[::-1]  # each Ref once, where first given
     if not out_shapes and not has_side_effect and not refs:
         raise ValueError(
-            f"{convention}={outputs!r} is empty and kernel {_spec.kernel_name(jit_fn)} gets no "
+            f"{convention}={outputs!r} is empty and kernel {name} gets no "
             f"Ref operand, so nothing would use the call and JAX would drop it. Give it outputs, "
             f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
             f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
@@ -669,7 +713,7 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
         if param.name in own and not param.has_default:
             where = "constexprs" if param.is_constexpr else "operands"
             raise TypeError(
-                f"Kernel {_spec.kernel_name(jit_fn)}'s parameter {param.name!r} has the name "
+                f"Kernel {name}'s parameter {param.name!r} has the name "
                 f"of an argument of triton_call itself ({param.name}=...), so a keyword "
                 f"{param.name}= is triton_call's own and cannot fill it. Pass it by name in "
                 f"{where}={{{param.name!r}: ...}} ("

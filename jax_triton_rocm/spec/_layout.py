@@ -469,7 +469,7 @@ def check_kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_ava
                            out_shapes: tuple, metaparams: dict[str, Any]) -> None:
     """Checks the call against the kernel's parameters, so that a mistake fails at the call and
     not later at lowering (`checks._checker.check_call`, and a reused layout of an autotuned
-    kernel, whose configs and heuristics may have changed: `checks._bound.reuse`).
+    kernel, whose configs and heuristics may have changed: `checks._bound.relaid_call`).
 
     A plain kernel's arguments are laid out as the lowering will lay them. An autotuned kernel's
     constexprs come from its configs and heuristics at lowering, so for it the operands and

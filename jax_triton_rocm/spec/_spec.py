@@ -295,6 +295,21 @@ def compile_view(jit_fn: JITFunction, positional: tuple) -> tuple:
 
 
 @dataclasses.dataclass(frozen=True)
+class Parameter:
+    """What the checks read of one kernel parameter, as fields: made once per kernel, by `unwrap`.
+
+    Attributes:
+      name: its name.
+      constexpr: it is a `tl.constexpr`.
+      declared: the scalar Triton type its annotation declares (`declared_type`), or None.
+    """
+
+    name: str
+    constexpr: bool
+    declared: str | None
+
+
+@dataclasses.dataclass(frozen=True)
 class Unwrapped:
     """A kernel taken apart: the @jit function inside and the wrappers around it, outermost first.
 
@@ -307,6 +322,8 @@ class Unwrapped:
       interpreted: the kernel was Triton's InterpretedFunction (TRITON_INTERPRET=1 when it was
         decorated); `jit_fn` is a @triton.jit function made of its function, which the CPU's
         interpreter runs and no GPU route compiles (`check_compilable`).
+      name: the kernel's name (`kernel_name`), for messages.
+      params: per parameter of `jit_fn`, what the checks read of it.
     """
 
     jit_fn: JITFunction
@@ -314,6 +331,8 @@ class Unwrapped:
     heuristics: tuple[Any, ...]
     heuristics_outside: int = 0
     interpreted: bool = False
+    name: str = ""
+    params: tuple[Parameter, ...] = ()
 
 
 def unwrap(kernel: Any) -> Unwrapped:
@@ -347,7 +366,11 @@ def unwrap(kernel: Any) -> Unwrapped:
         elif isinstance(node, triton.JITFunction):
             check_names(node)
             outside = len(heuristics) if autotuner is None else heuristics_outside
-            return Unwrapped(node, autotuner, tuple(heuristics), outside, interpreted)
+            # The facts the checks read of each parameter, computed here once per kernel.
+            params = tuple([Parameter(param.name, param.is_constexpr, declared_type(param))
+                            for param in node.params])
+            return Unwrapped(node, autotuner, tuple(heuristics), outside, interpreted,
+                             kernel_name(node), params)
         elif type(node).__name__ == "InterpretedFunction":
             node, interpreted = _jit_twin(node, triton), True
             continue
