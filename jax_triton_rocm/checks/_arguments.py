@@ -53,6 +53,7 @@ class GivenCall:
       outputs: the outputs as given; `out_shapes` their leaves, `out_tree` their tree.
       runtime: {keyword: parameter index} for the keywords that are runtime scalar operands:
         with `out_type` (0.4), a scalar keyword naming a parameter that is no `tl.constexpr`.
+      buffers: the keywords that hold something only an operand can be (`holds_buffer`).
     """
 
     args: tuple
@@ -62,6 +63,7 @@ class GivenCall:
     out_shapes: list
     out_tree: Any
     runtime: dict[str, int]
+    buffers: frozenset[str]
 
 
 def given_call(args: tuple, keywords: dict[str, Any], unwrapped: _spec.Unwrapped,
@@ -79,8 +81,9 @@ def given_call(args: tuple, keywords: dict[str, Any], unwrapped: _spec.Unwrapped
     if convention == "out_type" and keywords:
         index = {param.name: i for i, param in enumerate(unwrapped.params) if not param.constexpr}
         runtime = {name: index[name] for name, value in keywords.items()
-                   if name in index and _spec.is_scalar(value)}
-    return GivenCall(args, keywords, convention, outputs, shapes, tree, runtime)
+                   if name in index and isinstance(value, _spec.SCALAR_TYPES)}
+    buffers = frozenset([name for name, value in keywords.items() if holds_buffer(value)])
+    return GivenCall(args, keywords, convention, outputs, shapes, tree, runtime, buffers)
 
 
 def given_values(unwrapped: _spec.Unwrapped, args: tuple,
@@ -360,7 +363,8 @@ def holds_buffer(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
         return any(holds_buffer(element) for element in value)
     return isinstance(value, TensorDescriptor) or (
-        hasattr(value, "shape") and hasattr(value, "dtype") and not _spec.is_scalar(value))
+        hasattr(value, "shape") and hasattr(value, "dtype")
+        and not isinstance(value, _spec.SCALAR_TYPES))
 
 
 @dataclasses.dataclass
@@ -442,16 +446,14 @@ class Flat:
 
 @dataclasses.dataclass(eq=False)
 class Leaf:
-    """One operand leaf: `value` (an array, a Ref or a scalar), where it is (`what`), and the
-    primitive's operand index (None for a scalar)."""
+    """One operand leaf: `value` (an array, a Ref or a scalar), where it is (`what`), the
+    primitive's operand index (None for a scalar), and whether it is an array (or a Ref), not a
+    scalar."""
 
     value: Any
     what: str
     operand: int | None = None
-
-    @property
-    def is_array(self) -> bool:
-        return not _spec.is_scalar(self.value)
+    is_array: bool = True
 
 
 def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
@@ -464,9 +466,9 @@ def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
             f"jnp.asarray(...).")
     if isinstance(value, tuple):
         return ("tuple", tuple(_entry(flat, v, f"{what}[{j}]") for j, v in enumerate(value)))
-    if _spec.is_scalar(value):
-        _spec.scalar(value, what=what)
-        flat.leaves.append(Leaf(value, what))
+    if isinstance(value, _spec.SCALAR_TYPES):
+        _spec.scalar(value, what=what)  # typed here only to be refused where it cannot be passed
+        flat.leaves.append(Leaf(value, what, None, is_array=False))
         return ("scalar", value)
     if isinstance(value, TensorDescriptor):
         leaf = Leaf(value.base, f"{what} (a TensorDescriptor's base)", len(flat.operands))
@@ -612,12 +614,12 @@ def bound_call(call: GivenCall, *, unwrapped: Any, input_output_aliases: Any,
     given = Given(dict(enumerate(args)), set(), {})
     for keyword, value in keywords.items():
         i = index.get(keyword)
-        if i is not None and params[i].is_constexpr and holds_buffer(value):
+        if i is not None and params[i].is_constexpr and keyword in call.buffers:
             raise TypeError(f"Kernel {name}'s parameter {keyword!r} is a tl.constexpr, but "
                             f"keyword argument {keyword}= holds an array. Pass a Python value "
                             f"there.")
         if i is None or params[i].is_constexpr or not (
-                convention == "out_type" or holds_buffer(value)):
+                convention == "out_type" or keyword in call.buffers):
             given.metaparams[keyword] = value
         else:
             given.operands[i] = value
@@ -676,7 +678,8 @@ def bound_call(call: GivenCall, *, unwrapped: Any, input_output_aliases: Any,
     # (a function, a dtype, a str, a tuple) goes by name, as the placed form takes it.
     shaped = not given.by_keyword and not refs and all(
         [kind in ("input", "scalar") or (kind == "constexpr" and (
-            value is None or _spec.is_scalar(value))) for kind, value in flat.entries.values()])
+            value is None or isinstance(value, _spec.SCALAR_TYPES)))
+         for kind, value in flat.entries.values()])
     trailing = list(range(len(args), len(args) + len(out_shapes)))
     placed = _checker.place(
         jit_fn, given.metaparams, flat.entries, flat.operands, flat.leaves, refs,
@@ -688,17 +691,15 @@ def bound_call(call: GivenCall, *, unwrapped: Any, input_output_aliases: Any,
     check_outputs_written(jit_fn, flat, placed, convention, len(out_shapes))
     if shaped and placed.output_params == trailing:  # laid out as 0.3 lays it
         positional, n_arrays = [], 0
-        for i, arg in enumerate(args):
-            if arg is None or _spec.is_scalar(arg):
-                if arg is not None:
-                    _spec.scalar(arg, what=f"argument {i}")
-                positional.append(("scalar", arg))
-            elif hasattr(arg, "shape") and hasattr(arg, "dtype"):
+        for i, arg in enumerate(args):  # read from the entries: `shaped` says what they hold
+            kind = flat.entries[i][0]
+            if kind == "input":
                 positional.append(("array", n_arrays))
                 n_arrays += 1
-            else:
-                raise TypeError(f"argument {i} has type {type(arg).__name__} ({arg!r}); "
-                                f"triton_call takes arrays and bool/int/float scalars.")
+                continue
+            if kind == "constexpr" and arg is not None:  # `_entry` typed the "scalar" ones
+                _spec.scalar(arg, what=f"argument {i}")
+            positional.append(("scalar", arg))
         # 0.3's form keeps the constexprs given positionally in `positional` only.
         metaparams = {k: v for k, v in placed.metaparams.items()
                       if k not in placed.positional_constexprs}

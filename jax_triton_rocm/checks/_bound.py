@@ -305,14 +305,14 @@ def layout_key(call: _arguments.GivenCall, *, kernel: Any, unwrapped: Any, grid:
             if isinstance(value, jax.Array):
                 parts.append(("array", value.dtype, value.ndim == 0))
             elif index < len(params) and (facts[index].constexpr or value is None
-                                          or _spec.is_scalar(value)):
+                                          or isinstance(value, _spec.SCALAR_TYPES)):
                 parts.append("scalar")
                 scalars.append((params[index], value, f"argument {index}"))
             else:
                 return None  # no layout kept, or the full check must say what is wrong
         names, values = [], list(options)
         for name, value in call.keywords.items():
-            if _arguments.holds_buffer(value):
+            if name in call.buffers:
                 return None
             names.append(name)
             if name in call.runtime:

@@ -174,8 +174,11 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
     buffers = [(api.prefix + names.get(i, f"{api.input} {i}"), aval)
                for i, aval in enumerate(in_avals)]
     buffers += [(f"{api.prefix}{api.output} {i}", aval) for i, aval in enumerate(out_shapes)]
+    typed = set()  # the dtypes with a pointer type: each is looked up once per call
     for what, aval in buffers:
-        _spec.pointer_type(aval.dtype, what=what)
+        if aval.dtype not in typed:
+            _spec.pointer_type(aval.dtype, what=what)
+            typed.add(aval.dtype)
         if not all([isinstance(d, (int, np.integer)) for d in aval.shape]):
             raise ValueError(
                 f"{what} has shape {tuple(aval.shape)}, with a symbolic dimension, which "
@@ -201,7 +204,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
     spec = KernelCallSpec(
         kernel=kernel, unwrapped=unwrapped, positional=tuple(positional),
         out_shapes=tuple(out_shapes), grid=grid,
-        name=name or _spec.kernel_name(unwrapped.jit_fn),
+        name=name or unwrapped.name,
         num_warps=None if num_warps is None else int(num_warps),
         num_stages=None if num_stages is None else int(num_stages),
         num_ctas=1 if num_ctas is None else int(num_ctas),

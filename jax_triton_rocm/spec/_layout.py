@@ -203,18 +203,17 @@ def check_operands(jit_fn: JITFunction, n_positional: int, n_outputs: int,
         parameter of the kernel; each names the kernel and lists its parameters.
     """
     names = list(jit_fn.arg_names)
-    name = kernel_name(jit_fn)
     n_given = n_positional + n_outputs
     if n_given > len(names):
         raise TypeError(
-            f"Too many operands for kernel {name}: {n_positional} argument(s) and "
+            f"Too many operands for kernel {kernel_name(jit_fn)}: {n_positional} argument(s) and "
             f"{n_outputs} output(s) fill {n_given} parameters, but it has {len(names)} "
             f"({', '.join(names)}).")
     unknown = sorted(set(constexprs) - set(names))
     if unknown:
         raise TypeError(
-            f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel {name}, "
-            f"whose parameters are ({', '.join(names)}). Keyword arguments of triton_call fill "
+            f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel "
+            f"{kernel_name(jit_fn)}, whose parameters are ({', '.join(names)}). Keyword arguments of triton_call fill "
             f"the kernel's constexpr parameters by name.")
 
 

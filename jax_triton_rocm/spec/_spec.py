@@ -135,9 +135,14 @@ _NUMPY_SCALARS: dict[str, tuple[str, str, tuple[int, int] | None]] = {
 }
 
 
+# The types a kernel takes by value (a static scalar), not as an array: `is_scalar`, and the
+# checks' own `isinstance` tests. (No NumPy array is an `np.generic`.)
+SCALAR_TYPES = (bool, int, float, np.generic)
+
+
 def is_scalar(value: Any) -> bool:
     """Whether `value` is passed to the kernel by value (a static scalar), not as an array."""
-    return isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray)
+    return isinstance(value, SCALAR_TYPES)
 
 
 # Declarable scalar types jaxlib can pass: Triton type -> (jaxlib's, Triton's name, range);
