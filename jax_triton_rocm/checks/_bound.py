@@ -104,7 +104,7 @@ class Layout:
       out_order: per primitive result, the output (leaf of `out_shape` / `out_type`) it is.
     """
 
-    placed: _checker.Placed
+    placed: _arguments.Placed
     spec: KernelCallSpec
     operand_args: tuple[int, ...]
     scalars: tuple[tuple[int, int | str], ...]
@@ -123,7 +123,7 @@ class BoundCall:
     it (`placed.refs`) and the outputs are `placed.user_results` in the tree `out_tree`."""
 
     spec: KernelCallSpec
-    placed: _checker.Placed
+    placed: _arguments.Placed
     out_tree: Any
     operands: tuple  # the primitive's operands: arrays as given, each Ref read
 

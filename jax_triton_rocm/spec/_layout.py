@@ -213,8 +213,8 @@ def check_operands(jit_fn: JITFunction, n_positional: int, n_outputs: int,
     if unknown:
         raise TypeError(
             f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel "
-            f"{kernel_name(jit_fn)}, whose parameters are ({', '.join(names)}). Keyword arguments of triton_call fill "
-            f"the kernel's constexpr parameters by name.")
+            f"{kernel_name(jit_fn)}, whose parameters are ({', '.join(names)}). Keyword arguments "
+            f"of triton_call fill the kernel's constexpr parameters by name.")
 
 
 PLACED_KINDS = ("input", "output", "keyword", *NESTED_KINDS)
@@ -275,6 +275,7 @@ def lay_out_arguments(
     n_outputs = 0 if places_outputs(positional) else len(out_avals)
     check_operands(jit_fn, n_positional, n_outputs, constexprs)
     name, names = kernel_name(jit_fn), list(jit_fn.arg_names)
+    pointers: dict[Any, str] = {}  # by dtype: each dtype is typed once per call
     signature: dict[str, Any] = {}
     constants: dict[tuple[int, ...], Any] = {}
     attrs: dict[tuple[int, ...], list] = {}
@@ -364,7 +365,8 @@ def lay_out_arguments(
                     f"positional argument {i} is an array. Pass a Python value there.")
             aval, source = in_avals[value], ArgSource("input", i, value)
         # An array's pointer, checked against the parameter's annotation.
-        pointer = _spec.pointer_type(aval.dtype, what=what)
+        pointer = pointers.get(aval.dtype) or _spec.pointer_type(aval.dtype, what=what)
+        pointers[aval.dtype] = pointer
         annotation = getattr(param, "annotation_type", "")
         if annotation and not param.is_constexpr:
             if not annotation.startswith("*"):
