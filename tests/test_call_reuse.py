@@ -26,7 +26,7 @@ def traced(monkeypatch):
     monkeypatch.setattr(_state, "CALL_LAYOUTS",
                         _state.BoundedCache(_state.LOCKS, _state.ENV_CALL_CACHE_SIZE))
     seen = []
-    check, full = _bound.check_triton_call_cached, _arguments.bound_call
+    check, full = _bound.check_triton_call_cached, _arguments.bind_arguments
 
     def capturing(args, *rest, **kwargs):
         call = check(args, *rest, **kwargs)
@@ -38,7 +38,7 @@ def traced(monkeypatch):
         return full(*args, **kwargs)
 
     monkeypatch.setattr(_bound, "check_triton_call_cached", capturing)
-    monkeypatch.setattr(_arguments, "bound_call", counting)
+    monkeypatch.setattr(_arguments, "bind_arguments", counting)
 
     def trace(fn, *shapes):
         seen.clear()

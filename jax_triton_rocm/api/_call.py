@@ -99,9 +99,10 @@ def triton_call(
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
     call = _bound.check_triton_call_cached(
-        args, kwargs, kernel=kernel, unwrapped=unwrapped(kernel), own_keywords=_OWN_KEYWORDS,
-        out_shape=out_shape, out_type=out_type, backend_options=backend_options,
-        cost_estimate=cost_estimate, has_side_effect=has_side_effect,
+        args, kwargs, kernel=kernel, unwrapped=unwrapped_kernel(kernel),
+        own_keywords=_OWN_KEYWORDS, out_shape=out_shape, out_type=out_type,
+        backend_options=backend_options, cost_estimate=cost_estimate,
+        has_side_effect=has_side_effect,
         input_output_aliases=input_output_aliases, constexprs=constexprs, operands=operands,
         given=CallOptions(
             grid, name, num_warps, num_stages, num_ctas, compute_capability, enable_fp_fusion,
@@ -115,7 +116,7 @@ def triton_call(
         call.out_tree, [results[r] for r in call.placed.user_results])
 
 
-def unwrapped(kernel: Any) -> _spec.Unwrapped:
+def unwrapped_kernel(kernel: Any) -> _spec.Unwrapped:
     """`kernel` taken apart (`spec._spec.unwrap`), once Triton has imported and the lowering rules
     are registered; kept per kernel (`_state.UNWRAPPED_KERNELS`), for the next trace of a call."""
     entry = _state.UNWRAPPED_KERNELS.get(id(kernel))

@@ -44,12 +44,12 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(frozen=True)
-class GivenCall:
-    """A `triton_call`'s arguments meant for the kernel and its outputs, as `given_call` takes
+class CallArguments:
+    """A `triton_call`'s arguments meant for the kernel and its outputs, as `call_arguments` takes
     them, before they are bound to the kernel's parameters.
 
     Attributes:
-      args, keywords: the positional and keyword arguments (`given_values`).
+      args, keywords: the positional and keyword arguments (`taken_values`).
       convention: "out_shape" (jax-triton 0.3) or "out_type" (0.4), whichever was given.
       outputs: the outputs as given; `out_shapes` their leaves, `out_tree` their tree.
       runtime: {keyword: parameter index} for the keywords that are runtime scalar operands:
@@ -67,27 +67,27 @@ class GivenCall:
     buffers: frozenset[str]
 
 
-def given_call(args: tuple, keywords: dict[str, Any], unwrapped: _spec.Unwrapped,
-               convention: str, outputs: Any) -> GivenCall:
+def call_arguments(args: tuple, keywords: dict[str, Any], unwrapped: _spec.Unwrapped,
+               convention: str, outputs: Any) -> CallArguments:
     """`triton_call`'s arguments and outputs (`outputs`, in `convention`) taken: the outputs'
-    leaves (`out_shapes`), the values given (`given_values`) and the keywords that are runtime
+    leaves (`out_shapes`), the values given (`taken_values`) and the keywords that are runtime
     scalar operands.
 
     Raises:
-      TypeError / ValueError: as `out_shapes` and `given_values` say.
+      TypeError / ValueError: as `out_shapes` and `taken_values` say.
     """
     shapes, tree = out_shapes(outputs, convention)
-    args, keywords = given_values(unwrapped, args, keywords)
+    args, keywords = taken_values(unwrapped, args, keywords)
     runtime = {}
     if convention == "out_type" and keywords:
         index = {param.name: i for i, param in enumerate(unwrapped.params) if not param.constexpr}
         runtime = {name: index[name] for name, value in keywords.items()
                    if name in index and isinstance(value, _spec.SCALAR_TYPES)}
     buffers = frozenset([name for name, value in keywords.items() if holds_buffer(value)])
-    return GivenCall(args, keywords, convention, outputs, shapes, tree, runtime, buffers)
+    return CallArguments(args, keywords, convention, outputs, shapes, tree, runtime, buffers)
 
 
-def given_values(unwrapped: _spec.Unwrapped, args: tuple,
+def taken_values(unwrapped: _spec.Unwrapped, args: tuple,
                  keywords: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
     """`args` and `keywords` with each concrete 0-d array given to a parameter whose annotation
     declares a scalar type (`x: tl.float32`, `_spec.Parameter.declared`) replaced by the scalar
@@ -369,7 +369,7 @@ def holds_buffer(value: Any) -> bool:
 
 
 @dataclasses.dataclass
-class Given:
+class ParameterValues:
     """What the call gives each parameter: operands and constexprs by parameter index."""
 
     operands: dict[int, Any]
@@ -378,7 +378,7 @@ class Given:
 
 
 @dataclasses.dataclass(frozen=True)
-class Named:
+class NamedParameters:
     """`triton_call`'s `constexprs=` and `operands=`: parameters by name, checked."""
 
     constexprs: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -386,7 +386,7 @@ class Named:
 
 
 def named_parameters(unwrapped: _spec.Unwrapped, constexprs: Any, operands: Any,
-                     keywords: dict[str, Any]) -> Named:
+                     keywords: dict[str, Any]) -> NamedParameters:
     """`constexprs=` and `operands=` checked: mappings of the kernel's parameter names, each
     parameter named once among them and the keywords; a `tl.constexpr` only in `constexprs`,
     an array only in `operands`.
@@ -425,7 +425,7 @@ def named_parameters(unwrapped: _spec.Unwrapped, constexprs: Any, operands: Any,
             raise TypeError(f"triton_call: operands[{key!r}] fills kernel {name}'s parameter "
                             f"{key!r}, a tl.constexpr, which takes a compile-time value: pass "
                             f"it in constexprs={{{key!r}: {value!r}}} instead.")
-    return Named(checked["constexprs"], checked["operands"])
+    return NamedParameters(checked["constexprs"], checked["operands"])
 
 
 @dataclasses.dataclass
@@ -457,7 +457,7 @@ class Leaf:
     is_array: bool = True
 
 
-def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
+def _operand_entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
     if value is None:
         return ("scalar", None)
     if isinstance(value, list):
@@ -466,7 +466,8 @@ def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
             f"parameter that is a Triton tuple, and an array for a pointer: pass tuple(...) or "
             f"jnp.asarray(...).")
     if isinstance(value, tuple):
-        return ("tuple", tuple(_entry(flat, v, f"{what}[{j}]") for j, v in enumerate(value)))
+        return ("tuple", tuple(_operand_entry(flat, v, f"{what}[{j}]")
+                               for j, v in enumerate(value)))
     if isinstance(value, _spec.SCALAR_TYPES):
         _spec.scalar(value, what=what)  # typed here only to be refused where it cannot be passed
         flat.leaves.append(Leaf(value, what, None, is_array=False))
@@ -505,8 +506,8 @@ def _kind(entry: tuple[str, Any]) -> str | None:
         else None
 
 
-def forgotten_hint(jit_fn: JITFunction, given: Given, flat: Flat, n_outs: int, aliased: set[int],
-                   own_keywords: tuple[str, ...]) -> str:
+def forgotten_hint(jit_fn: JITFunction, given: ParameterValues, flat: Flat, n_outs: int,
+                   aliased: set[int], own_keywords: tuple[str, ...]) -> str:
     """The parameter a call most likely forgot (`_kinds.forgotten`): the parameters that
     neither a keyword nor a constexpr fills take the positional values, then the outputs' (or,
     failing that, the unaliased outputs') pointers, in order. A parameter left unfilled that is
@@ -702,7 +703,7 @@ def place_outputs(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict
                  else jax.ShapeDtypeStruct((), "int32")
                  for x in candidates]
         pairs = [(candidates[i], o)
-                 for i, o in _checker.aliases("triton_call", given, tuple(avals),
+                 for i, o in _checker.alias_pairs("triton_call", given, tuple(avals),
                                               tuple(out_shapes))]
     aliased = {o for _, o in pairs}
     missing = [i for i, p in enumerate(jit_fn.params)  # the non-constexpr parameters unfilled
@@ -771,7 +772,7 @@ def place_outputs(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict
         positional_constexprs=tuple(constexprs))
 
 
-def bound_call(call: GivenCall, *, unwrapped: Any, input_output_aliases: Any,
+def bind_arguments(call: CallArguments, *, unwrapped: Any, input_output_aliases: Any,
                zeroed_outputs: Any, has_side_effect: bool, own_keywords: tuple[str, ...],
                constexprs: Any = None,
                operands: Any = None) -> tuple[Placed, dict[str, Any], tuple]:
@@ -820,7 +821,7 @@ def bound_call(call: GivenCall, *, unwrapped: Any, input_output_aliases: Any,
         raise TypeError(f"triton_call() got multiple values for argument {twice[0]!r}: "
                         f"positional argument {index[twice[0]]} fills it (kernel {name}); "
                         f"pass it once.")
-    given = Given(dict(enumerate(args)), set(), {})
+    given = ParameterValues(dict(enumerate(args)), set(), {})
     for keyword, value in keywords.items():
         i = index.get(keyword)
         if i is not None and params[i].is_constexpr and keyword in call.buffers:
@@ -867,7 +868,7 @@ def bound_call(call: GivenCall, *, unwrapped: Any, input_output_aliases: Any,
             continue
         what = f"argument {i}" if i not in given.by_keyword else f"keyword argument {param.name!r}"
         if not param.is_constexpr:
-            flat.entries[i] = _entry(flat, given.operands[i], what)
+            flat.entries[i] = _operand_entry(flat, given.operands[i], what)
         elif holds_buffer(given.operands[i]):
             raise TypeError(
                 f"Kernel {name}'s parameter {param.name!r} is a "
@@ -906,7 +907,7 @@ def bound_call(call: GivenCall, *, unwrapped: Any, input_output_aliases: Any,
                 positional.append(("array", n_arrays))
                 n_arrays += 1
                 continue
-            if kind == "constexpr" and arg is not None:  # `_entry` typed the "scalar" ones
+            if kind == "constexpr" and arg is not None:  # `_operand_entry` typed the "scalar" ones
                 _spec.scalar(arg, what=f"argument {i}")
             positional.append(("scalar", arg))
         # 0.3's form keeps the constexprs given positionally in `positional` only.

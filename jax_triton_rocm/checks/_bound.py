@@ -60,7 +60,7 @@ class _NotGiven:
 NOT_GIVEN = _NotGiven()
 
 
-def _hashable(key: str, value: Any) -> None:
+def _check_hashable(key: str, value: Any) -> None:
     try:
         hash(value)
     except TypeError:
@@ -80,7 +80,7 @@ def _triton_option_names() -> dict[str, frozenset[str]]:
     return names
 
 
-def _other_option(key: str, known: dict[str, frozenset[str]]) -> None:
+def _check_other_option(key: str, known: dict[str, frozenset[str]]) -> None:
     """Raises unless `key` is a Triton option of some vendor that the package passes on."""
     if key in _REFUSED:
         raise ValueError(f"backend_options[{key!r}] cannot be set here: {_REFUSED[key]}.")
@@ -140,7 +140,7 @@ def check_triton_call_cached(args: tuple, keywords: dict[str, Any], *, kernel: A
     layout under its key (`layout_key`, `keep_layout`) where the layout serves later calls (the
     module docstring says which). One with `operands=` is checked in full every time. The
     arguments, the result and the errors are `check_triton_call`'s."""
-    call = given_call(args, keywords, unwrapped=unwrapped, out_shape=out_shape,
+    call = call_arguments(args, keywords, unwrapped=unwrapped, out_shape=out_shape,
                       out_type=out_type)
     key = None if operands else layout_key(
         call, kernel=kernel, unwrapped=unwrapped, grid=given.grid, options=(
@@ -159,14 +159,14 @@ def check_triton_call_cached(args: tuple, keywords: dict[str, Any], *, kernel: A
     return bound
 
 
-def given_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, out_shape: Any,
-               out_type: Any) -> _arguments.GivenCall:
+def call_arguments(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, out_shape: Any,
+               out_type: Any) -> _arguments.CallArguments:
     """The checks every trace of a call makes first, kept or not: the variables, the outputs'
-    convention and shapes, and the values given (`_arguments.given_call`).
+    convention and shapes, and the values given (`_arguments.call_arguments`).
 
     Raises:
       TypeError: both `out_shape` and `out_type` given, or neither; and as
-        `_arguments.given_call` says.
+        `_arguments.call_arguments` says.
     """
     _values.check_variables()  # each variable as its reader takes it, on every platform
     if out_shape is not NOT_GIVEN and out_type is not NOT_GIVEN:
@@ -178,18 +178,18 @@ def given_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, out_sha
                         "0.4) or out_shape= (0.3), e.g. out_type=jax.ShapeDtypeStruct(x.shape, "
                         "x.dtype), or out_type=() for a kernel that only updates Refs.")
     if out_type is NOT_GIVEN:
-        return _arguments.given_call(args, keywords, unwrapped, "out_shape", out_shape)
-    return _arguments.given_call(args, keywords, unwrapped, "out_type", out_type)
+        return _arguments.call_arguments(args, keywords, unwrapped, "out_shape", out_shape)
+    return _arguments.call_arguments(args, keywords, unwrapped, "out_type", out_type)
 
 
-def check_triton_call(call: _arguments.GivenCall, *, kernel: Any, unwrapped: Any,
+def check_triton_call(call: _arguments.CallArguments, *, kernel: Any, unwrapped: Any,
                       own_keywords: tuple[str, ...], backend_options: Any, cost_estimate: Any,
                       has_side_effect: Any, input_output_aliases: Any, given: CallOptions,
                       constexprs: Any = None, operands: Any = None) -> BoundCall:
-    """Checks a `triton_call` in full, from its given form (`given_call`); returns it bound.
+    """Checks a `triton_call` in full, from its given form (`call_arguments`); returns it bound.
 
     Args:
-      call: the arguments meant for the kernel and the outputs, as `given_call` took them.
+      call: the arguments meant for the kernel and the outputs, as `call_arguments` took them.
       own_keywords: triton_call's own keyword arguments (compared with a misspelt keyword).
       given: the options `triton_call` shares with `triton_call_lowering`, as given (None for a
         launch setting, `debug` or `enable_fp_fusion`: not given; `backend_options` may give
@@ -207,14 +207,14 @@ def check_triton_call(call: _arguments.GivenCall, *, kernel: Any, unwrapped: Any
       TypeError / ValueError / NotImplementedError: naming the argument, its value and the fix:
         `backend_options` not a mapping of str, or with an unhashable value, an option given
         both ways (naming both) or one no vendor knows; `cost_estimate` not a mapping of the
-        known keys to non-negative ints; and as `_arguments.bound_call` and
+        known keys to non-negative ints; and as `_arguments.bind_arguments` and
         `_checker.check_call` say.
     """
     # A kernel that takes nothing at launch (no parameters, or constexprs only) can only be
     # called for what it does besides outputs (a print, an assert): kept, as Triton launches it.
     side_effect = (_values.flag(has_side_effect, "has_side_effect")
                    or all([param.constexpr for param in unwrapped.params]))
-    placed, keyword_options, by_keyword = _arguments.bound_call(
+    placed, keyword_options, by_keyword = _arguments.bind_arguments(
         call, unwrapped=unwrapped, input_output_aliases=input_output_aliases,
         zeroed_outputs=given.zeroed_outputs, has_side_effect=side_effect,
         own_keywords=own_keywords, constexprs=constexprs, operands=operands)
@@ -227,7 +227,7 @@ def check_triton_call(call: _arguments.GivenCall, *, kernel: Any, unwrapped: Any
     compile_options = dict(keyword_options)
     others, known = {}, None
     for key, value in options.items():
-        _hashable(key, value)
+        _check_hashable(key, value)
         if key in settings or key in compile_options:
             raise ValueError(
                 f"{key} is given both as an argument of triton_call ({key}="
@@ -239,7 +239,7 @@ def check_triton_call(call: _arguments.GivenCall, *, kernel: Any, unwrapped: Any
             compile_options[key] = value
         else:
             known = _triton_option_names() if known is None else known
-            _other_option(key, known)
+            _check_other_option(key, known)
             others[key] = value
     for key, default in SETTINGS.items():
         settings.setdefault(key, default)
@@ -275,7 +275,7 @@ def _has_descriptor(entries: Sequence[tuple[str, Any]]) -> bool:
                for kind, value in entries)
 
 
-def layout_key(call: _arguments.GivenCall, *, kernel: Any, unwrapped: Any, grid: Any,
+def layout_key(call: _arguments.CallArguments, *, kernel: Any, unwrapped: Any, grid: Any,
                options: tuple) -> tuple | None:
     """The key a call's layout is kept under: None where no layout is kept (see the module
     docstring), or where the full check must say what is wrong (an unhashable value, a bad
@@ -347,7 +347,7 @@ def layout_key(call: _arguments.GivenCall, *, kernel: Any, unwrapped: Any, grid:
     return key
 
 
-def relaid_call(layout: Layout, call: _arguments.GivenCall, grid: Any) -> BoundCall | None:
+def relaid_call(layout: Layout, call: _arguments.CallArguments, grid: Any) -> BoundCall | None:
     """The call checked into the kept `layout`, with its own arrays, scalars, shapes and grid,
     after the checks that depend on those; None where one fails (the full check then says why).
     """
@@ -382,7 +382,7 @@ def relaid_call(layout: Layout, call: _arguments.GivenCall, grid: Any) -> BoundC
     return BoundCall(spec, placed, call.out_tree, operands)
 
 
-def keep_layout(key: tuple, call: _arguments.GivenCall, bound: BoundCall) -> None:
+def keep_layout(key: tuple, call: _arguments.CallArguments, bound: BoundCall) -> None:
     """Keeps `bound`'s layout under `key`, where it serves later calls: every operand an array
     given positionally, no Ref, no operand made in place of an output."""
     placed, spec = bound.placed, bound.spec

@@ -59,7 +59,7 @@ APIS = {
 }
 
 
-def takes_meta(fn: Callable, what: str) -> None:
+def check_takes_meta(fn: Callable, what: str) -> None:
     """Raises unless `fn` can be called with one positional argument (the metaparameters)."""
     try:
         signature = inspect.signature(fn)
@@ -74,7 +74,7 @@ def takes_meta(fn: Callable, what: str) -> None:
             f"{signature}.") from err
 
 
-def aliases(api_name: str, given: Any, in_avals: tuple, out_avals: tuple) -> tuple:
+def alias_pairs(api_name: str, given: Any, in_avals: tuple, out_avals: tuple) -> tuple:
     """`{input index: output index}` as sorted pairs of ints, each pair of one shape and dtype.
 
     Each API checks them once, before it places its results, and hands `check_call` the
@@ -122,7 +122,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
       kernel, unwrapped: the kernel as given, and taken apart (`_spec.unwrap`).
       positional: the arguments' layout (`KernelCallSpec.positional`).
       in_avals, out_shapes: the operands' and outputs' shapes and dtypes.
-      aliases: the primitive's (operand, result) pairs, checked already (`aliases`, once per
+      aliases: the primitive's (operand, result) pairs, checked already (`alias_pairs`, once per
         call: each API checks them in its own indices, before it places its results).
       given: the call's options, checked here.
       metaparams, options: constexprs and vendor compile options by name.
@@ -174,7 +174,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
                 f"per shape).")
     grid = _spec.grid_value(g.grid)  # a MetaGrid's results are checked per config (plan._plan)
     if isinstance(grid, _spec.MetaGrid):
-        takes_meta(grid.fn, f"{api.prefix}grid")
+        check_takes_meta(grid.fn, f"{api.prefix}grid")
     axis = g.batch_grid_axis
     if axis is not None and (isinstance(axis, (bool, np.bool_)) or axis not in (0, 1, 2)):
         raise ValueError(
@@ -183,7 +183,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
     enable_fp_fusion = _values.flag(g.enable_fp_fusion, f"{api.prefix}enable_fp_fusion")
     zeroed = g.zeroed_outputs
     if callable(zeroed):
-        takes_meta(zeroed, f"{api.prefix}zeroed_outputs")
+        check_takes_meta(zeroed, f"{api.prefix}zeroed_outputs")
     else:
         zeroed = _values.output_indices(zeroed, len(out_shapes), what=f"{api.prefix}zeroed_outputs",
                                         an_output=api.an_output)
