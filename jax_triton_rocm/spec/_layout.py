@@ -271,11 +271,18 @@ def lay_out_arguments(
         annotation does not take; each names the kernel, the parameter and what to do.
       OverflowError: a scalar that does not fit its type (as `_spec.scalar`).
     """
+    return _lay_out(jit_fn, backend, positional, in_avals, out_avals, constexprs,
+                    _spec.argument_types(jit_fn, positional, in_avals, out_avals, constexprs))
+
+
+def _lay_out(jit_fn: JITFunction, backend: Any, positional: tuple, in_avals: tuple,
+             out_avals: tuple, constexprs: dict[str, Any],
+             types: _spec.ArgumentTypes) -> BoundKernel:
+    """`lay_out_arguments`, with the call's values typed already (`types`)."""
     n_positional = len(positional)
     n_outputs = 0 if places_outputs(positional) else len(out_avals)
     check_operands(jit_fn, n_positional, n_outputs, constexprs)
-    name, names = kernel_name(jit_fn), list(jit_fn.arg_names)
-    pointers: dict[Any, str] = {}  # by dtype: each dtype is typed once per call
+    name, names = types.name, list(jit_fn.arg_names)
     signature: dict[str, Any] = {}
     constants: dict[tuple[int, ...], Any] = {}
     attrs: dict[tuple[int, ...], list] = {}
@@ -303,9 +310,9 @@ def lay_out_arguments(
         if kind == "keyword":  # a keyword or the kernel's default fills it, as a constexpr
             if param.name in constexprs:
                 # As in jax-triton, a keyword makes any parameter a compile-time constant.
-                value = constexprs[param.name]
+                value = types.constexprs[param.name]
             elif param.has_default and (param.is_constexpr or param.default is None):
-                value = param.default  # a None is a constexpr, as Triton's launcher takes it
+                value = types.defaults[i]  # a None is a constexpr, as Triton's launcher takes it
             elif param.has_default:
                 raise TypeError(
                     f"Too few operands for kernel {name}: parameter {param.name!r} (position "
@@ -323,7 +330,7 @@ def lay_out_arguments(
                     f"({', '.join(names)}); {n_positional} argument(s) and "
                     f"{n_outputs} output(s) fill the first {n_positional + n_outputs}.")
             signature[param.name] = "constexpr"
-            constants[(i,)] = _spec.plain_constexpr(value)
+            constants[(i,)] = value  # made plain (`_spec.plain_constexpr`) by `types`
             continue
         if kind == "input":  # a placed operand
             aval, source = in_avals[value], ArgSource("input", i, value)
@@ -346,10 +353,12 @@ def lay_out_arguments(
                     f"argument {i} and as a keyword. Pass it once.")
             what = f"argument {i} ({param.name})"
             if kind != "array":
-                role, *taken = _spec.scalar_role(param, value, what=what)
+                if types.roles[i] is None:  # typing it failed: says why, naming it
+                    _spec.scalar_role(param, value, what=what)
+                role, *taken = types.roles[i]
                 if role == "constexpr":
                     signature[param.name] = "constexpr"
-                    constants[(i,)] = _spec.plain_constexpr(taken[0])
+                    constants[(i,)] = taken[0]  # made plain by `types`
                     continue
                 typed, specialization = taken
                 if specialization is not None:
@@ -365,8 +374,8 @@ def lay_out_arguments(
                     f"positional argument {i} is an array. Pass a Python value there.")
             aval, source = in_avals[value], ArgSource("input", i, value)
         # An array's pointer, checked against the parameter's annotation.
-        pointer = pointers.get(aval.dtype) or _spec.pointer_type(aval.dtype, what=what)
-        pointers[aval.dtype] = pointer
+        # None where typing the dtype failed: `pointer_type` then says why, naming the array.
+        pointer = types.pointers[aval.dtype] or _spec.pointer_type(aval.dtype, what=what)
         annotation = getattr(param, "annotation_type", "")
         if annotation and not param.is_constexpr:
             if not annotation.startswith("*"):
@@ -449,8 +458,13 @@ def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_s
     Raises:
       TypeError: as `lay_out_arguments`.
     """
+    types = _spec.argument_types(jit_fn, positional, tuple(arrays), tuple(out_shapes),
+                                 constexprs)
+    view = types.view
     try:
-        key = (id(jit_fn), _spec.compile_view(jit_fn, positional),
+        if view is None:  # a scalar that cannot be typed: `compile_view` raises why, or no key
+            view = _spec.compile_view(jit_fn, positional)
+        key = (id(jit_fn), view,
                tuple([(not a.shape, a.dtype) for a in (*arrays, *out_shapes)]),
                tuple([(name, _values.exact_key(value)) for name, value in
                       sorted(constexprs.items())]))
@@ -460,8 +474,8 @@ def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_s
         key = None
     from triton.backends.compiler import BaseBackend
 
-    lay_out_arguments(jit_fn, BaseBackend, positional=positional, in_avals=tuple(arrays),
-                      out_avals=tuple(out_shapes), constexprs=constexprs)
+    _lay_out(jit_fn, BaseBackend, positional, tuple(arrays), tuple(out_shapes), constexprs,
+             types)
     if key is not None:
         _state.CHECKED_CALLS.put(key, jit_fn)  # kept, so that its id is not reused
 

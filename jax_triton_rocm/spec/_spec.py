@@ -300,6 +300,71 @@ def compile_view(jit_fn: JITFunction, positional: tuple) -> tuple:
 
 
 @dataclasses.dataclass(frozen=True)
+class ArgumentTypes:
+    """What Triton makes of one call's arguments, typed once per call for the layout
+    (`spec._layout`), as fields; None where typing a value fails: the layout then calls the
+    function that says why (`scalar_role`, `pointer_type`) when it reaches that value, so that
+    errors come in the order they always did.
+
+    Attributes:
+      name: the kernel's name (`kernel_name`).
+      roles: per position of a "scalar" entry of `positional`, its `scalar_role`, a
+        constexpr's value made plain (`plain_constexpr`); or None.
+      view: `compile_view` of `positional`, or None where a role is None.
+      pointers: per dtype of the operands and outputs, its `pointer_type`, or None.
+      constexprs: the values given by name, made plain.
+      defaults: per position of a parameter with a default, the default made plain.
+    """
+
+    name: str
+    roles: dict[int, tuple | None]
+    view: tuple | None
+    pointers: dict[Any, str | None]
+    constexprs: dict[str, Any]
+    defaults: dict[int, Any]
+
+
+def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_avals: tuple,
+                   constexprs: dict[str, Any]) -> ArgumentTypes:
+    """The `ArgumentTypes` of a call laid out as `positional` (`KernelCallSpec.positional`),
+    with operands `in_avals`, outputs `out_avals` and the values given by name `constexprs`."""
+    params = jit_fn.params
+    roles: dict[int, tuple | None] = {}
+    view: list | None = []
+    for i, (kind, value) in enumerate(positional):
+        if kind != "scalar" or i >= len(params):  # as `compile_view`
+            if view is not None:
+                view.append((kind, _values.exact_key(value) if kind == "tuple" else value))
+            continue
+        param = params[i]
+        try:
+            role, *taken = scalar_role(param, value, what=f"argument {i} ({param.name})")
+        except (TypeError, OverflowError):  # raised again where the layout reaches it
+            roles[i] = view = None
+            continue
+        if role == "constexpr":
+            roles[i] = (role, plain_constexpr(taken[0]))
+            if view is not None:
+                view.append((role, _values.exact_key(taken[0])))
+        else:
+            roles[i] = (role, *taken)
+            if view is not None:
+                view.append((role, taken[0].triton_type, taken[1]))
+    pointers: dict[Any, str | None] = {}
+    for aval in (*in_avals, *out_avals):
+        if aval.dtype not in pointers:
+            try:
+                pointers[aval.dtype] = pointer_type(aval.dtype, what="")
+            except TypeError:  # raised again, naming the array, where the layout reaches it
+                pointers[aval.dtype] = None
+    return ArgumentTypes(
+        kernel_name(jit_fn), roles, None if view is None else tuple(view), pointers,
+        {name: plain_constexpr(value) for name, value in constexprs.items()},
+        {i: plain_constexpr(param.default) for i, param in enumerate(params)
+         if param.has_default})
+
+
+@dataclasses.dataclass(frozen=True)
 class Parameter:
     """What the checks read of one kernel parameter, as fields: made once per kernel, by `unwrap`.
 
