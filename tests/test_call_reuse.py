@@ -240,11 +240,11 @@ def test_a_reused_layout_runs_the_layout_check_and_keeps_its_refusal(traced, mon
 
     checked, real = [], _layout.check_plain_call
 
-    def refusing_a_new_length(jit_fn, positional, arrays, out_shapes, constexprs):
+    def refusing_a_new_length(jit_fn, positional, arrays, out_shapes, constexprs, *types):
         checked.append(arrays[0].shape)
         if arrays[0].shape == (4096,):
             raise TypeError("refused at this length")
-        return real(jit_fn, positional, arrays, out_shapes, constexprs)
+        return real(jit_fn, positional, arrays, out_shapes, constexprs, *types)
 
     monkeypatch.setattr(_layout, "check_plain_call", refusing_a_new_length)
     assert traced(kernels.add, (1024,), (1024,))[2]  # the full check

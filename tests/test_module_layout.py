@@ -44,7 +44,7 @@ def test_every_module_docstring_is_at_most_20_lines():
 # The most times the trace of one cold call (`triton_call` to `bind`) may come back to a package
 # file it had left (`tools/structure.py`, "comes back to a file"); 44 before the trace was made
 # to read top-down (docs/design.md, "The trace of a call").
-MAX_TRACE_COMEBACKS = 10
+MAX_TRACE_COMEBACKS = 8
 
 
 @pytest.mark.process

@@ -55,6 +55,9 @@ class CallArguments:
       runtime: {keyword: parameter index} for the keywords that are runtime scalar operands:
         with `out_type` (0.4), a scalar keyword naming a parameter that is no `tl.constexpr`.
       buffers: the keywords that hold something only an operand can be (`holds_buffer`).
+      roles: each scalar or None given positionally (by index) or as a runtime keyword (by
+        name), as `_spec.scalar_role` types it, or None where that fails (the full check says
+        why); a constexpr parameter's value included.
     """
 
     args: tuple
@@ -65,13 +68,14 @@ class CallArguments:
     out_tree: Any
     runtime: dict[str, int]
     buffers: frozenset[str]
+    roles: dict[int | str, tuple | None]
 
 
 def call_arguments(args: tuple, keywords: dict[str, Any], unwrapped: _spec.Unwrapped,
                convention: str, outputs: Any) -> CallArguments:
     """`triton_call`'s arguments and outputs (`outputs`, in `convention`) taken: the outputs'
-    leaves (`out_shapes`), the values given (`taken_values`) and the keywords that are runtime
-    scalar operands.
+    leaves (`out_shapes`), the values given (`taken_values`), the keywords that are runtime
+    scalar operands, and the scalars typed, once per call (`CallArguments.roles`).
 
     Raises:
       TypeError / ValueError: as `out_shapes` and `taken_values` say.
@@ -84,7 +88,20 @@ def call_arguments(args: tuple, keywords: dict[str, Any], unwrapped: _spec.Unwra
         runtime = {name: index[name] for name, value in keywords.items()
                    if name in index and isinstance(value, _spec.SCALAR_TYPES)}
     buffers = frozenset([name for name, value in keywords.items() if holds_buffer(value)])
-    return CallArguments(args, keywords, convention, outputs, shapes, tree, runtime, buffers)
+    params, facts = unwrapped.jit_fn.params, unwrapped.params
+    scalars = [(i, params[i], value, f"argument {i}") for i, value in enumerate(args)
+               if i < len(params) and not isinstance(value, jax.Array) and (
+                   facts[i].constexpr or value is None or isinstance(value, _spec.SCALAR_TYPES))]
+    scalars += [(name, params[i], keywords[name], f"keyword argument {name!r}")
+                for name, i in runtime.items()]
+    roles: dict[int | str, tuple | None] = {}
+    for where, param, value, what in scalars:
+        try:
+            roles[where] = _spec.scalar_role(param, value, what=what)
+        except (TypeError, ValueError, OverflowError):  # the full check says why
+            roles[where] = None
+    return CallArguments(args, keywords, convention, outputs, shapes, tree, runtime, buffers,
+                         roles)
 
 
 def taken_values(unwrapped: _spec.Unwrapped, args: tuple,
@@ -457,7 +474,9 @@ class Leaf:
     is_array: bool = True
 
 
-def _operand_entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
+def _operand_entry(flat: Flat, value: Any, what: str, typed: bool = False) -> tuple[str, Any]:
+    """`value`, given to one operand parameter, flattened into `flat`: its entry. A scalar is
+    typed (`_spec.scalar`) to be refused here where it cannot be passed, unless `typed`."""
     if value is None:
         return ("scalar", None)
     if isinstance(value, list):
@@ -469,7 +488,8 @@ def _operand_entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
         return ("tuple", tuple(_operand_entry(flat, v, f"{what}[{j}]")
                                for j, v in enumerate(value)))
     if isinstance(value, _spec.SCALAR_TYPES):
-        _spec.scalar(value, what=what)  # typed here only to be refused where it cannot be passed
+        if not typed:
+            _spec.scalar(value, what=what)
         flat.leaves.append(Leaf(value, what, None, is_array=False))
         return ("scalar", value)
     if isinstance(value, TensorDescriptor):
@@ -868,7 +888,10 @@ def bind_arguments(call: CallArguments, *, unwrapped: Any, input_output_aliases:
             continue
         what = f"argument {i}" if i not in given.by_keyword else f"keyword argument {param.name!r}"
         if not param.is_constexpr:
-            flat.entries[i] = _operand_entry(flat, given.operands[i], what)
+            # A positional scalar typed by its value when the call was taken is not typed again.
+            typed = (i < len(args) and call.roles.get(i) is not None
+                     and not unwrapped.params[i].declared)
+            flat.entries[i] = _operand_entry(flat, given.operands[i], what, typed)
         elif holds_buffer(given.operands[i]):
             raise TypeError(
                 f"Kernel {name}'s parameter {param.name!r} is a "

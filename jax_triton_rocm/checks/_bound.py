@@ -143,7 +143,7 @@ def check_triton_call_cached(args: tuple, keywords: dict[str, Any], *, kernel: A
     call = call_arguments(args, keywords, unwrapped=unwrapped, out_shape=out_shape,
                       out_type=out_type)
     key = None if operands else layout_key(
-        call, kernel=kernel, unwrapped=unwrapped, grid=given.grid, options=(
+        call, kernel=kernel, grid=given.grid, options=(
             backend_options, cost_estimate, has_side_effect, input_output_aliases, constexprs,
             *[getattr(given, name) for name in _KEYED_OPTIONS]))
     layout = None if key is None else _state.CALL_LAYOUTS.get(key)
@@ -275,7 +275,7 @@ def _has_descriptor(entries: Sequence[tuple[str, Any]]) -> bool:
                for kind, value in entries)
 
 
-def layout_key(call: _arguments.CallArguments, *, kernel: Any, unwrapped: Any, grid: Any,
+def layout_key(call: _arguments.CallArguments, *, kernel: Any, grid: Any,
                options: tuple) -> tuple | None:
     """The key a call's layout is kept under: None where no layout is kept (see the module
     docstring), or where the full check must say what is wrong (an unhashable value, a bad
@@ -284,9 +284,9 @@ def layout_key(call: _arguments.CallArguments, *, kernel: Any, unwrapped: Any, g
     of ints, each part as far as it decides the layout and the checks:
 
     - a positional array: its dtype and whether it is 0-d;
-    - a scalar operand or a constexpr, positional or a keyword of `call.runtime`, as
-      `_spec.scalar_role` sees it (as the layout check and the compile do): compiled in, by its
-      exact value (`_values.exact_key`); passed at launch, by its type, its Triton type and its
+    - a scalar operand or a constexpr, positional or a keyword of `call.runtime`, by its role
+      (`call.roles`, as the layout check and the compile see it): compiled in, by its exact
+      value (`_values.exact_key`); passed at launch, by its type, its Triton type and its
       specialisation, its value left out;
     - the other keywords' values, and `options` (the rest of `check_triton_call`'s arguments
       but the grid and triton_call's own keywords, a constant; always in the same order, as
@@ -298,16 +298,14 @@ def layout_key(call: _arguments.CallArguments, *, kernel: Any, unwrapped: Any, g
       metaparameters (a `lambda meta: ...` made at each trace is the same grid); another
       callable: itself.
     """
-    params, facts = unwrapped.jit_fn.params, unwrapped.params
     try:
-        parts, scalars = [], []  # scalars: (parameter, value, what) per scalar or constexpr
+        parts, roles = [], []
         for index, value in enumerate(call.args):
             if isinstance(value, jax.Array):
                 parts.append(("array", value.dtype, value.ndim == 0))
-            elif index < len(params) and (facts[index].constexpr or value is None
-                                          or isinstance(value, _spec.SCALAR_TYPES)):
+            elif index in call.roles:  # a scalar or None, or a constexpr parameter's value
                 parts.append("scalar")
-                scalars.append((params[index], value, f"argument {index}"))
+                roles.append((index, value))
             else:
                 return None  # no layout kept, or the full check must say what is wrong
         names, values = [], list(options)
@@ -316,14 +314,15 @@ def layout_key(call: _arguments.CallArguments, *, kernel: Any, unwrapped: Any, g
                 return None
             names.append(name)
             if name in call.runtime:
-                scalars.append((params[call.runtime[name]], value, f"keyword argument {name!r}"))
+                roles.append((name, value))
             else:
                 values.append(value)
-        roles = []
-        for param, value, what in scalars:
-            role = _spec.scalar_role(param, value, what=what)
-            roles.append(("constexpr", _values.exact_key(value)) if role[0] == "constexpr"
-                         else ("runtime", type(value), role[1].triton_type, role[2]))
+        for n, (where, value) in enumerate(roles):
+            role = call.roles[where]
+            if role is None:  # a bad scalar: the full check says why
+                return None
+            roles[n] = (("constexpr", _values.exact_key(value)) if role[0] == "constexpr"
+                        else ("runtime", type(value), role[1].triton_type, role[2]))
         types = tuple(map(type, values))
         if not (_PLAIN_TYPES.issuperset(types) or (  # empty tuples too (`zeroed_outputs=()`)
                 _PLAIN_OR_TUPLE.issuperset(types) and values.count(()) == types.count(tuple))):

@@ -160,11 +160,12 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
     buffers = [(api.prefix + names.get(i, f"{api.input} {i}"), aval)
                for i, aval in enumerate(in_avals)]
     buffers += [(f"{api.prefix}{api.output} {i}", aval) for i, aval in enumerate(out_shapes)]
-    typed = set()  # the dtypes with a pointer type: each is looked up once per call
+    # The call's values typed once: the dtypes here, the kernel's parameters by the layout check.
+    types = _spec.argument_types(unwrapped.jit_fn, tuple(positional), tuple(in_avals),
+                                 tuple(out_shapes), metaparams)
     for what, aval in buffers:
-        if aval.dtype not in typed:
+        if types.pointers[aval.dtype] is None:  # no Triton pointer type: `pointer_type` says why
             _spec.pointer_type(aval.dtype, what=what)
-            typed.add(aval.dtype)
         if not all([isinstance(d, (int, np.integer)) for d in aval.shape]):
             raise ValueError(
                 f"{what} has shape {tuple(aval.shape)}, with a symbolic dimension, which "
@@ -207,5 +208,5 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         backend_options=surface.backend_options, by_keyword=surface.by_keyword)
     if api.name == "triton_call":  # triton_call_lowering's call is being lowered already
         _layout.check_kernel_arguments(unwrapped, spec.positional, in_avals, spec.out_shapes,
-                                       metaparams)
+                                       metaparams, types)
     return spec

@@ -451,15 +451,17 @@ def _collision(jit_fn: JITFunction, position: int, output: int, positional: tupl
 
 
 def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_shapes: list,
-                     constexprs: dict[str, Any]) -> None:
+                     constexprs: dict[str, Any], types: _spec.ArgumentTypes | None = None) -> None:
     """Lays a plain kernel's call out as the lowering will, to fail at the call; once per
     layout (shapes and runtime scalar values aside: they change no outcome but the 0-d hint).
+    `types`: the call's `_spec.argument_types`, where the caller has them.
 
     Raises:
       TypeError: as `lay_out_arguments`.
     """
-    types = _spec.argument_types(jit_fn, positional, tuple(arrays), tuple(out_shapes),
-                                 constexprs)
+    if types is None:
+        types = _spec.argument_types(jit_fn, positional, tuple(arrays), tuple(out_shapes),
+                                     constexprs)
     view = types.view
     try:
         if view is None:  # a scalar that cannot be typed: `compile_view` raises why, or no key
@@ -481,10 +483,12 @@ def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_s
 
 
 def check_kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_avals: tuple,
-                           out_shapes: tuple, metaparams: dict[str, Any]) -> None:
+                           out_shapes: tuple, metaparams: dict[str, Any],
+                           types: _spec.ArgumentTypes | None = None) -> None:
     """Checks the call against the kernel's parameters, so that a mistake fails at the call and
     not later at lowering (`checks._checker.check_call`, and a reused layout of an autotuned
     kernel, whose configs and heuristics may have changed: `checks._bound.relaid_call`).
+    `types`: the call's `_spec.argument_types`, where the caller has them.
 
     A plain kernel's arguments are laid out as the lowering will lay them. An autotuned kernel's
     constexprs come from its configs and heuristics at lowering, so for it the operands and
@@ -492,9 +496,10 @@ def check_kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_ava
     """
     jit_fn = unwrapped.jit_fn
     if unwrapped.autotuner is None and not unwrapped.heuristics:
-        check_plain_call(jit_fn, positional, list(in_avals), list(out_shapes), metaparams)
+        check_plain_call(jit_fn, positional, list(in_avals), list(out_shapes), metaparams,
+                         types)
         return
     if unwrapped.autotuner is not None:
-        _autotuner.check_autotuner(unwrapped.autotuner, _spec.kernel_name(jit_fn))
+        _autotuner.check_autotuner(unwrapped.autotuner, unwrapped.name)
     n_trailing = 0 if places_outputs(positional) else len(out_shapes)
     check_operands(jit_fn, len(positional), n_trailing, metaparams)
