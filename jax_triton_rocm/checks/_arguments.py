@@ -72,7 +72,7 @@ class CallArguments:
 
 
 def call_arguments(args: tuple, keywords: dict[str, Any], unwrapped: _spec.Unwrapped,
-               convention: str, outputs: Any) -> CallArguments:
+                   convention: str, outputs: Any) -> CallArguments:
     """`triton_call`'s arguments and outputs (`outputs`, in `convention`) taken: the outputs'
     leaves (`out_shapes`), the values given (`taken_values`), the keywords that are runtime
     scalar operands, and the scalars typed, once per call (`CallArguments.roles`).
@@ -658,9 +658,9 @@ def _output_given_as_input(leaves: list, convention: str, out_shapes: list,
 
 
 def place_outputs(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, Any],
-          operands: list, leaves: list, refs: list, *, convention: str, out_shapes: list,
-          input_output_aliases: Any, zeroed: Any, trailing: list[int] | None = None,
-          hint: Callable[[set[int]], str] = lambda aliased: "") -> Placed:
+                  operands: list, leaves: list, refs: list, *, convention: str, out_shapes: list,
+                  input_output_aliases: Any, zeroed: Any, trailing: list[int] | None = None,
+                  hint: Callable[[set[int]], str] = lambda aliased: "") -> Placed:
     """Places a call's outputs among its operands.
 
     Outputs fill the non-constexpr parameters the call left unfilled, in order: every output
@@ -793,9 +793,9 @@ def place_outputs(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict
 
 
 def bind_arguments(call: CallArguments, *, unwrapped: Any, input_output_aliases: Any,
-               zeroed_outputs: Any, has_side_effect: bool, own_keywords: tuple[str, ...],
-               constexprs: Any = None,
-               operands: Any = None) -> tuple[Placed, dict[str, Any], tuple]:
+                   zeroed_outputs: Any, has_side_effect: bool, own_keywords: tuple[str, ...],
+                   constexprs: Any = None,
+                   operands: Any = None) -> tuple[Placed, dict[str, Any], tuple]:
     """Binds a `triton_call` (its positional arguments, keywords and named parameters,
     `constexprs=` and `operands=`, checked by `named_parameters`, to the kernel's parameters),
     flattens its operands and places its outputs; returns them, the vendor compile options among

@@ -141,7 +141,7 @@ def check_triton_call_cached(args: tuple, keywords: dict[str, Any], *, kernel: A
     module docstring says which). One with `operands=` is checked in full every time. The
     arguments, the result and the errors are `check_triton_call`'s."""
     call = call_arguments(args, keywords, unwrapped=unwrapped, out_shape=out_shape,
-                      out_type=out_type)
+                          out_type=out_type)
     key = None if operands else layout_key(
         call, kernel=kernel, grid=given.grid, options=(
             backend_options, cost_estimate, has_side_effect, input_output_aliases, constexprs,
@@ -160,7 +160,7 @@ def check_triton_call_cached(args: tuple, keywords: dict[str, Any], *, kernel: A
 
 
 def call_arguments(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, out_shape: Any,
-               out_type: Any) -> _arguments.CallArguments:
+                   out_type: Any) -> _arguments.CallArguments:
     """The checks every trace of a call makes first, kept or not: the variables, the outputs'
     convention and shapes, and the values given (`_arguments.call_arguments`).
 
