@@ -26,7 +26,7 @@ def traced(monkeypatch):
     monkeypatch.setattr(_state, "CALL_LAYOUTS",
                         _state.BoundedCache(_state.LOCKS, _env.ENV_CALL_CACHE_SIZE))
     seen = []
-    check, full = _bound.check_triton_call, _arguments.bound_call
+    check, full = _bound.check_triton_call_cached, _arguments.bind_arguments
 
     def capturing(args, *rest, **kwargs):
         call = check(args, *rest, **kwargs)
@@ -37,8 +37,8 @@ def traced(monkeypatch):
         seen.append("full")
         return full(*args, **kwargs)
 
-    monkeypatch.setattr(_bound, "check_triton_call", capturing)
-    monkeypatch.setattr(_arguments, "bound_call", counting)
+    monkeypatch.setattr(_bound, "check_triton_call_cached", capturing)
+    monkeypatch.setattr(_arguments, "bind_arguments", counting)
 
     def trace(fn, *shapes):
         seen.clear()
@@ -240,11 +240,11 @@ def test_a_reused_layout_runs_the_layout_check_and_keeps_its_refusal(traced, mon
 
     checked, real = [], _layout.check_plain_call
 
-    def refusing_a_new_length(jit_fn, positional, arrays, out_shapes, constexprs):
+    def refusing_a_new_length(jit_fn, positional, arrays, out_shapes, constexprs, *types):
         checked.append(arrays[0].shape)
         if arrays[0].shape == (4096,):
             raise TypeError("refused at this length")
-        return real(jit_fn, positional, arrays, out_shapes, constexprs)
+        return real(jit_fn, positional, arrays, out_shapes, constexprs, *types)
 
     monkeypatch.setattr(_layout, "check_plain_call", refusing_a_new_length)
     assert traced(kernels.add, (1024,), (1024,))[2]  # the full check

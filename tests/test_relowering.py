@@ -22,13 +22,13 @@ def layouts(monkeypatch):
     """Counts the argument layouts `triton_call` runs to check a call, none checked or kept
     before."""
     laid_out = []
-    original = _layout.lay_out_arguments
+    original = _layout._lay_out  # what `lay_out_arguments` and the call's check both run
 
-    def counting(*args, **kwargs):
-        laid_out.append(kwargs["positional"])
-        return original(*args, **kwargs)
+    def counting(jit_fn, backend, positional, *args):
+        laid_out.append(positional)
+        return original(jit_fn, backend, positional, *args)
 
-    monkeypatch.setattr(_layout, "lay_out_arguments", counting)
+    monkeypatch.setattr(_layout, "_lay_out", counting)
     for cache in ("CHECKED_CALLS", "CALL_LAYOUTS"):
         monkeypatch.setattr(_state, cache,
                             _state.BoundedCache(_state.LOCKS, _env.ENV_CALL_CACHE_SIZE))

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import jax
+
 from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.checks import _arguments, _bound
 from jax_triton_rocm.routes import _primitive
@@ -96,18 +98,25 @@ def triton_call(
       ImportError: Triton is not installed or does not import.
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
-    call = _bound.check_triton_call(
-        args, kwargs, kernel=kernel, unwrapped=unwrapped(kernel), own_keywords=_OWN_KEYWORDS,
-        out_shape=out_shape, out_type=out_type, backend_options=backend_options,
-        cost_estimate=cost_estimate, has_side_effect=has_side_effect,
+    call = _bound.check_triton_call_cached(
+        args, kwargs, kernel=kernel, unwrapped=unwrapped_kernel(kernel),
+        own_keywords=_OWN_KEYWORDS, out_shape=out_shape, out_type=out_type,
+        backend_options=backend_options, cost_estimate=cost_estimate,
+        has_side_effect=has_side_effect,
         input_output_aliases=input_output_aliases, constexprs=constexprs, operands=operands,
         given=CallOptions(
             grid, name, num_warps, num_stages, num_ctas, compute_capability, enable_fp_fusion,
             debug, serialized_metadata, batch_grid_axis, xla_native, zeroed_outputs))
-    return call.outputs(triton_kernel_p.bind(*call.operands(), spec=call.spec))
+    results = triton_kernel_p.bind(*call.operands, spec=call.spec)
+    # The primitive never sees a Ref: each was read into `call.operands`, and its extra result,
+    # aliased to it, is written back here.
+    for operand, result in call.placed.refs:
+        call.placed.operands[operand][...] = results[result]
+    return jax.tree_util.tree_unflatten(
+        call.out_tree, [results[r] for r in call.placed.user_results])
 
 
-def unwrapped(kernel: Any) -> _spec.Unwrapped:
+def unwrapped_kernel(kernel: Any) -> _spec.Unwrapped:
     """`kernel` taken apart (`spec._spec.unwrap`), once Triton has imported and the lowering rules
     are registered; kept per kernel (`_state.UNWRAPPED_KERNELS`), for the next trace of a call."""
     entry = _state.UNWRAPPED_KERNELS.get(id(kernel))

@@ -190,7 +190,8 @@ def triton_call_lowering(
                                                _spec.kernel_name(jit_fn))
     _arguments.check_constexprs_given(unwrapped, constexprs)
     out_shapes = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals)
-    aliases = _checker.aliases("triton_call_lowering", input_output_aliases, in_avals, out_shapes)
+    aliases = _checker.alias_pairs("triton_call_lowering", input_output_aliases, in_avals,
+                                   out_shapes)
     spec = _checker.check_call(
         "triton_call_lowering", kernel=kernel, unwrapped=unwrapped,
         positional=place_arguments(jit_fn, constexprs, in_avals, out_avals, aliases),

@@ -16,7 +16,7 @@ function is no constexpr.
 
 What the primitive sees is plain: arrays in kernel-parameter order (a `Ref` read before the call
 and written back after it, as an operand aliased to an extra result), and results in the order
-of their parameters; an output's parameter may come before an operand's (`checks._checker`).
+of their parameters; an output's parameter may come before an operand's (`place_outputs`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -34,6 +34,7 @@ from jax._src.state import types as state_types
 from jax.interpreters.mlir import ir
 
 from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.base import _values
 from jax_triton_rocm.checks import _checker
 from jax_triton_rocm.spec import _kinds, _layout, _spec, _tensordesc
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor
@@ -42,11 +43,72 @@ if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
 
-def given_values(jit_fn: JITFunction, args: tuple,
+@dataclasses.dataclass(frozen=True)
+class CallArguments:
+    """A `triton_call`'s arguments meant for the kernel and its outputs, as `call_arguments` takes
+    them, before they are bound to the kernel's parameters.
+
+    Attributes:
+      args, keywords: the positional and keyword arguments (`taken_values`).
+      convention: "out_shape" (jax-triton 0.3) or "out_type" (0.4), whichever was given.
+      outputs: the outputs as given; `out_shapes` their leaves, `out_tree` their tree.
+      runtime: {keyword: parameter index} for the keywords that are runtime scalar operands:
+        with `out_type` (0.4), a scalar keyword naming a parameter that is no `tl.constexpr`.
+      buffers: the keywords that hold something only an operand can be (`holds_buffer`).
+      roles: each scalar or None given positionally (by index) or as a runtime keyword (by
+        name), as `_spec.scalar_role` types it, or None where that fails (the full check says
+        why); a constexpr parameter's value included.
+    """
+
+    args: tuple
+    keywords: dict[str, Any]
+    convention: str
+    outputs: Any
+    out_shapes: list
+    out_tree: Any
+    runtime: dict[str, int]
+    buffers: frozenset[str]
+    roles: dict[int | str, tuple | None]
+
+
+def call_arguments(args: tuple, keywords: dict[str, Any], unwrapped: _spec.Unwrapped,
+                   convention: str, outputs: Any) -> CallArguments:
+    """`triton_call`'s arguments and outputs (`outputs`, in `convention`) taken: the outputs'
+    leaves (`out_shapes`), the values given (`taken_values`), the keywords that are runtime
+    scalar operands, and the scalars typed, once per call (`CallArguments.roles`).
+
+    Raises:
+      TypeError / ValueError: as `out_shapes` and `taken_values` say.
+    """
+    shapes, tree = out_shapes(outputs, convention)
+    args, keywords = taken_values(unwrapped, args, keywords)
+    runtime = {}
+    if convention == "out_type" and keywords:
+        index = {param.name: i for i, param in enumerate(unwrapped.params) if not param.constexpr}
+        runtime = {name: index[name] for name, value in keywords.items()
+                   if name in index and isinstance(value, _spec.SCALAR_TYPES)}
+    buffers = frozenset([name for name, value in keywords.items() if holds_buffer(value)])
+    params, facts = unwrapped.jit_fn.params, unwrapped.params
+    scalars = [(i, params[i], value, f"argument {i}") for i, value in enumerate(args)
+               if i < len(params) and not isinstance(value, jax.Array) and (
+                   facts[i].constexpr or value is None or isinstance(value, _spec.SCALAR_TYPES))]
+    scalars += [(name, params[i], keywords[name], f"keyword argument {name!r}")
+                for name, i in runtime.items()]
+    roles: dict[int | str, tuple | None] = {}
+    for where, param, value, what in scalars:
+        try:
+            roles[where] = _spec.scalar_role(param, value, what=what)
+        except (TypeError, ValueError, OverflowError):  # the full check says why
+            roles[where] = None
+    return CallArguments(args, keywords, convention, outputs, shapes, tree, runtime, buffers,
+                         roles)
+
+
+def taken_values(unwrapped: _spec.Unwrapped, args: tuple,
                  keywords: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
     """`args` and `keywords` with each concrete 0-d array given to a parameter whose annotation
-    declares a scalar type (`x: tl.float32`, `_spec.declared_type`) replaced by the scalar it
-    holds (`np.float32(2)` for `jnp.float32(2)`), typed later by the annotation. Other arrays
+    declares a scalar type (`x: tl.float32`, `_spec.Parameter.declared`) replaced by the scalar
+    it holds (`np.float32(2)` for `jnp.float32(2)`), typed later by the annotation. Other arrays
     stay arrays (pointers, as in Triton; a traced one on such a parameter is refused, naming
     it, when the call is laid out).
 
@@ -65,8 +127,8 @@ def given_values(jit_fn: JITFunction, args: tuple,
                 f"{what} is a NumPy array of dtype {value.dtype.str!r}, in the other byte order "
                 f"than this machine's, which JAX cannot take. Pass it in this machine's byte "
                 f"order: x.astype(x.dtype.newbyteorder('=')).")
-    params = jit_fn.params
-    declared = {i for i, param in enumerate(params) if _spec.declared_type(param)}
+    params = unwrapped.params
+    declared = {i for i, param in enumerate(params) if param.declared}
     if not declared:
         return args, keywords
 
@@ -319,11 +381,12 @@ def holds_buffer(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
         return any(holds_buffer(element) for element in value)
     return isinstance(value, TensorDescriptor) or (
-        hasattr(value, "shape") and hasattr(value, "dtype") and not _spec.is_scalar(value))
+        hasattr(value, "shape") and hasattr(value, "dtype")
+        and not isinstance(value, _spec.SCALAR_TYPES))
 
 
 @dataclasses.dataclass
-class Given:
+class ParameterValues:
     """What the call gives each parameter: operands and constexprs by parameter index."""
 
     operands: dict[int, Any]
@@ -332,15 +395,15 @@ class Given:
 
 
 @dataclasses.dataclass(frozen=True)
-class Named:
+class NamedParameters:
     """`triton_call`'s `constexprs=` and `operands=`: parameters by name, checked."""
 
     constexprs: dict[str, Any] = dataclasses.field(default_factory=dict)
     operands: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def named_parameters(jit_fn: JITFunction, constexprs: Any, operands: Any,
-                     keywords: dict[str, Any]) -> Named:
+def named_parameters(unwrapped: _spec.Unwrapped, constexprs: Any, operands: Any,
+                     keywords: dict[str, Any]) -> NamedParameters:
     """`constexprs=` and `operands=` checked: mappings of the kernel's parameter names, each
     parameter named once among them and the keywords; a `tl.constexpr` only in `constexprs`,
     an array only in `operands`.
@@ -348,7 +411,7 @@ def named_parameters(jit_fn: JITFunction, constexprs: Any, operands: Any,
     Raises:
       TypeError: naming the argument, the parameter, the value and the fix.
     """
-    name, params = _spec.kernel_name(jit_fn), {p.name: p for p in jit_fn.params}
+    name, params = unwrapped.name, {p.name: p for p in unwrapped.params}
     checked = {}
     for what, given in (("constexprs", constexprs), ("operands", operands)):
         if given is None:
@@ -375,11 +438,11 @@ def named_parameters(jit_fn: JITFunction, constexprs: Any, operands: Any,
                             f"compile-time Python values. Pass arrays in operands={{{key!r}: "
                             f"...}} (or positionally).")
     for key, value in checked["operands"].items():
-        if params[key].is_constexpr:
+        if params[key].constexpr:
             raise TypeError(f"triton_call: operands[{key!r}] fills kernel {name}'s parameter "
                             f"{key!r}, a tl.constexpr, which takes a compile-time value: pass "
                             f"it in constexprs={{{key!r}: {value!r}}} instead.")
-    return Named(checked["constexprs"], checked["operands"])
+    return NamedParameters(checked["constexprs"], checked["operands"])
 
 
 @dataclasses.dataclass
@@ -401,19 +464,19 @@ class Flat:
 
 @dataclasses.dataclass(eq=False)
 class Leaf:
-    """One operand leaf: `value` (an array, a Ref or a scalar), where it is (`what`), and the
-    primitive's operand index (None for a scalar)."""
+    """One operand leaf: `value` (an array, a Ref or a scalar), where it is (`what`), the
+    primitive's operand index (None for a scalar), and whether it is an array (or a Ref), not a
+    scalar."""
 
     value: Any
     what: str
     operand: int | None = None
-
-    @property
-    def is_array(self) -> bool:
-        return not _spec.is_scalar(self.value)
+    is_array: bool = True
 
 
-def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
+def _operand_entry(flat: Flat, value: Any, what: str, typed: bool = False) -> tuple[str, Any]:
+    """`value`, given to one operand parameter, flattened into `flat`: its entry. A scalar is
+    typed (`_spec.scalar`) to be refused here where it cannot be passed, unless `typed`."""
     if value is None:
         return ("scalar", None)
     if isinstance(value, list):
@@ -422,10 +485,12 @@ def _entry(flat: Flat, value: Any, what: str) -> tuple[str, Any]:
             f"parameter that is a Triton tuple, and an array for a pointer: pass tuple(...) or "
             f"jnp.asarray(...).")
     if isinstance(value, tuple):
-        return ("tuple", tuple(_entry(flat, v, f"{what}[{j}]") for j, v in enumerate(value)))
-    if _spec.is_scalar(value):
-        _spec.scalar(value, what=what)
-        flat.leaves.append(Leaf(value, what))
+        return ("tuple", tuple(_operand_entry(flat, v, f"{what}[{j}]")
+                               for j, v in enumerate(value)))
+    if isinstance(value, _spec.SCALAR_TYPES):
+        if not typed:
+            _spec.scalar(value, what=what)
+        flat.leaves.append(Leaf(value, what, None, is_array=False))
         return ("scalar", value)
     if isinstance(value, TensorDescriptor):
         leaf = Leaf(value.base, f"{what} (a TensorDescriptor's base)", len(flat.operands))
@@ -461,8 +526,8 @@ def _kind(entry: tuple[str, Any]) -> str | None:
         else None
 
 
-def forgotten_hint(jit_fn: JITFunction, given: Given, flat: Flat, n_outs: int, aliased: set[int],
-                   own_keywords: tuple[str, ...]) -> str:
+def forgotten_hint(jit_fn: JITFunction, given: ParameterValues, flat: Flat, n_outs: int,
+                   aliased: set[int], own_keywords: tuple[str, ...]) -> str:
     """The parameter a call most likely forgot (`_kinds.forgotten`): the parameters that
     neither a keyword nor a constexpr fills take the positional values, then the outputs' (or,
     failing that, the unaliased outputs') pointers, in order. A parameter left unfilled that is
@@ -485,7 +550,7 @@ def forgotten_hint(jit_fn: JITFunction, given: Given, flat: Flat, n_outs: int, a
     return text
 
 
-def check_outputs_written(jit_fn: JITFunction, flat: Flat, placed: _checker.Placed,
+def check_outputs_written(jit_fn: JITFunction, flat: Flat, placed: Placed,
                           convention: str, n_outs: int) -> None:
     """Raises TypeError where an input array fills a parameter the kernel stores to while an
     output lands on one it only loads from (`_kinds.unwritten_output`): the kernel would read
@@ -519,14 +584,222 @@ def check_outputs_written(jit_fn: JITFunction, flat: Flat, placed: _checker.Plac
         f"{output}}}) and pass the input for {names[loaded]!r} too.")
 
 
-def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convention: str,
-               outputs: Any, out_shapes: list, input_output_aliases: Any, zeroed_outputs: Any,
-               has_side_effect: bool, own_keywords: tuple[str, ...],
-               named: Named = Named()) -> tuple[_checker.Placed, dict[str, Any], tuple]:
+_CONVENTIONS = {
+    "out_type": "with out_type= (jax-triton 0.4), indices count every operand leaf in "
+                "kernel-parameter order, scalars included",
+    "out_shape": "indices count arrays only, not scalars, with out_shape= (jax-triton 0.3)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Placed:
+    """A call's operands and outputs as the primitive takes them.
+
+    Attributes:
+      positional: the spec's layout (`KernelCallSpec.positional`).
+      metaparams: constexprs by name.
+      operands: per primitive operand: an array, or a Ref (read at the call).
+      in_avals, out_shapes: the primitive's operand and result shapes and dtypes.
+      aliases: {operand: result} for the primitive.
+      zeroed: result indices zeroed before the launch, or a callable returning output indices.
+      user_results: per output of the call's tree, its result index.
+      refs: (operand, result) for each Ref, written back after the call.
+      output_params: the parameter each output with a pointer fills, in output order.
+      positional_constexprs: constexprs given positionally (the 0.3 form keeps them positional).
+    """
+
+    positional: tuple
+    metaparams: dict[str, Any]
+    operands: tuple
+    in_avals: tuple
+    out_shapes: tuple
+    aliases: dict[int, int]
+    zeroed: Any
+    user_results: tuple[int, ...]
+    refs: tuple[tuple[int, int], ...]
+    output_params: list[int]
+    positional_constexprs: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class MappedZeroed:
+    """A callable `zeroed_outputs` whose output indices are mapped to the primitive's results;
+    compared by value, so that JAX's caches keyed on the spec still hit."""
+
+    fn: Callable[[dict[str, Any]], Any]
+    results: tuple[int, ...]
+
+    def __call__(self, meta: dict[str, Any]) -> tuple[int, ...]:
+        return tuple(self.results[o] if 0 <= o < len(self.results) else o for o in self.fn(meta))
+
+
+def _output_given_as_input(leaves: list, convention: str, out_shapes: list,
+                           unaliased: list[int], extra: int) -> str:
+    """For a call with `extra` outputs more than parameters left for them: the last array
+    arguments with an output's shape and dtype (most likely that output passed as an input too,
+    as 0.3's calls did), and the two fixes; "" where none matches."""
+    candidates = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
+    matching = [(index, leaf, o) for index, leaf in enumerate(candidates) if leaf.is_array
+                for o in unaliased
+                if (tuple(leaf.value.shape), np.dtype(leaf.value.dtype)) == (
+                    tuple(out_shapes[o].shape), np.dtype(out_shapes[o].dtype))][-extra:]
+    if not matching:
+        return ""
+    # The aliases' input index counts operand leaves (0.4) or array arguments (0.3), which a
+    # None or scalar argument before it shifts from its position: both are named.
+    shown = ", ".join(f"{leaf.what} (the shape and dtype of output {o}"
+                      + ("" if leaf.what == f"argument {index}" else
+                         f"; input index {index} in input_output_aliases") + ")"
+                      for index, leaf, o in matching)
+    aliases = ", ".join(f"{index}: {o}" for index, _, o in matching)
+    return " " + _layout.passed_as_input_advice(
+        shown, aliases, "the arguments (each output fills a parameter the arguments leave "
+                        "unfilled)")
+
+
+def place_outputs(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, Any],
+                  operands: list, leaves: list, refs: list, *, convention: str, out_shapes: list,
+                  input_output_aliases: Any, zeroed: Any, trailing: list[int] | None = None,
+                  hint: Callable[[set[int]], str] = lambda aliased: "") -> Placed:
+    """Places a call's outputs among its operands.
+
+    Outputs fill the non-constexpr parameters the call left unfilled, in order: every output
+    (jax-triton 0.3's layout), or, with `input_output_aliases`, only the outputs not aliased to
+    an input (0.4's: an aliased output is written through its input's pointer). The primitive's
+    operands follow the kernel's parameters and its results with a pointer come first, in
+    parameter order; an output may sit in any parameter position, before an operand's too: the
+    routes launch such a kernel through a trampoline that takes the buffers in their order
+    (`plan._trampoline`), so no buffer is filled or copied for it. Each `Ref` operand gets one
+    more result, aliased to it.
+
+    `input_output_aliases` is read first, as (operand leaf, output index) pairs in the call's
+    convention; then the outputs that get a pointer are given their parameters. Where neither
+    layout fits, a call that 0.3 could have made (`trailing`) keeps 0.3's placement, so that the
+    layout reports what is wrong as 0.3 did, unless `hint` names the parameter the call most
+    likely forgot.
+
+    Args:
+      entries: each given parameter's entry, with the primitive's operand index where an
+        operand goes (`Flat`); ("constexpr", value) for a value given positionally
+        to a `tl.constexpr`.
+      operands: the primitive's operands, in that order.
+      leaves: every operand leaf in kernel-parameter order, each with its operand index (None
+        for a scalar); `refs` those that are Refs.
+      convention: "out_type" (jax-triton 0.4) or "out_shape" (0.3).
+      zeroed: `zeroed_outputs`, put in the primitive's result indices here (a callable's
+        through `MappedZeroed`, unless the results keep the outputs' order).
+      trailing: for a call 0.3 could make, the parameters after its arguments.
+      hint: the parameter the call most likely forgot, given the aliased outputs, for a call
+        whose outputs fit no layout (`forgotten_hint`).
+
+    Raises:
+      TypeError / ValueError: `input_output_aliases` not a dict of ints, an index that is not
+        an array operand's in this convention (the message states both conventions), shapes
+        that differ, or aliases given with Ref operands; the parameters left unfilled fit
+        neither layout (the message lists them and the counts, and says what `hint` says); and
+        as `_values.output_indices` says (for `zeroed`).
+    """
+    given, pairs = input_output_aliases, []
+    if given and refs:
+        raise ValueError(
+            f"input_output_aliases={dict(given)!r} cannot be combined with Ref operands: a Ref "
+            f"is updated in place by itself. Pass every buffer the kernel updates as a Ref, or "
+            f"none (as jax-triton 0.4).")
+    if given:
+        candidates = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
+        among = ("array arguments" if convention == "out_shape" else "operand leaves")
+        other = _CONVENTIONS["out_shape" if convention == "out_type" else "out_type"]
+        for in_idx in given if isinstance(given, Mapping) else ():
+            if not (_values.is_int(in_idx) and 0 <= in_idx < len(candidates)):
+                raise ValueError(
+                    f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is not one of "
+                    f"the {len(candidates)} {among} (0..{len(candidates) - 1}) "
+                    f"({_CONVENTIONS[convention]}; {other}).")
+            if not candidates[in_idx].is_array:
+                raise ValueError(
+                    f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is "
+                    f"{candidates[in_idx].what}, a scalar ({_CONVENTIONS[convention]}; {other}).")
+        avals = [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) if x.is_array
+                 else jax.ShapeDtypeStruct((), "int32")
+                 for x in candidates]
+        pairs = [(candidates[i], o)
+                 for i, o in _checker.alias_pairs("triton_call", given, tuple(avals),
+                                              tuple(out_shapes))]
+    aliased = {o for _, o in pairs}
+    missing = [i for i, p in enumerate(jit_fn.params)  # the non-constexpr parameters unfilled
+               if not p.is_constexpr and i not in entries and p.name not in metaparams]
+    n_outs = len(out_shapes)
+    unaliased = [o for o in range(n_outs) if o not in aliased]
+    # A parameter defaulting to None (the last ones, as Python orders defaults) that no output
+    # is left to fill keeps its default, a None constexpr, as in Triton.
+    while (len(missing) > max(n_outs, len(unaliased)) and jit_fn.params[missing[-1]].has_default
+           and jit_fn.params[missing[-1]].default is None):
+        missing.pop()
+    if len(missing) == n_outs:
+        owners = dict(zip(range(n_outs), missing))
+    elif aliased and len(missing) == len(unaliased):
+        owners = dict(zip(unaliased, missing))
+    else:
+        forgotten = hint(aliased) if len(missing) > len(unaliased) else ""
+        if len(missing) < len(unaliased) and trailing is None:  # 0.3 says it at layout
+            forgotten = _output_given_as_input(leaves, convention, out_shapes, unaliased,
+                                               len(unaliased) - len(missing))
+        if trailing is None or forgotten:
+            names = list(jit_fn.arg_names)
+            raise TypeError(
+                f"Kernel {_spec.kernel_name(jit_fn)}: {len(missing)} non-constexpr parameter(s) "
+                f"get no argument ({', '.join(names[i] for i in missing) or 'none'}), for "
+                f"{n_outs} output(s), {len(unaliased)} of them not aliased to an input. Outputs "
+                f"fill the parameters left unfilled, in order: one per output (jax-triton 0.3's "
+                f"layout), or, with input_output_aliases, one per output that is not aliased "
+                f"(0.4's: an aliased output is written through its input's pointer). The "
+                f"kernel's parameters are ({', '.join(names)}); pass the missing arguments, or "
+                f"fix the outputs.{forgotten}")
+        owners = dict(zip(range(n_outs), trailing))
+    owner_of = {p: o for o, p in owners.items()}
+    positional, metaparams, constexprs = [], dict(metaparams), []
+    for i, param in enumerate(jit_fn.params):
+        if i in entries and entries[i][0] == "constexpr":
+            metaparams[param.name] = entries[i][1]
+            constexprs.append(param.name)
+            positional.append(("keyword", None))
+        elif i in entries:
+            positional.append(entries[i])
+        else:
+            positional.append(("output", owner_of[i]) if i in owner_of else ("keyword", None))
+    order = sorted(owners, key=owners.get)
+    order += [o for o in range(len(out_shapes)) if o not in order]
+    user_results = tuple([order.index(o) for o in range(len(out_shapes))])
+    ref_results = tuple([(leaf.operand, len(order) + n) for n, leaf in enumerate(refs)])
+    prim_aliases = {leaf.operand: user_results[o] for leaf, o in pairs}
+    prim_aliases.update(dict(ref_results))
+    if callable(zeroed):
+        if user_results != tuple(range(len(user_results))):
+            zeroed = MappedZeroed(zeroed, user_results)
+    else:
+        indices = _values.output_indices(zeroed, len(user_results), what="zeroed_outputs")
+        zeroed = tuple(sorted([user_results[o] for o in indices]))
+    return Placed(
+        positional=tuple([(kind, user_results[v]) if kind == "output" else (kind, v)
+                          for kind, v in positional]),
+        metaparams=metaparams, operands=tuple(operands),
+        in_avals=tuple([jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands]),
+        out_shapes=tuple([out_shapes[o] for o in order]
+                         + [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) for x in refs]),
+        aliases=prim_aliases, zeroed=zeroed,
+        user_results=user_results,
+        refs=ref_results, output_params=[owners[o] for o in sorted(owners)],
+        positional_constexprs=tuple(constexprs))
+
+
+def bind_arguments(call: CallArguments, *, unwrapped: Any, input_output_aliases: Any,
+                   zeroed_outputs: Any, has_side_effect: bool, own_keywords: tuple[str, ...],
+                   constexprs: Any = None,
+                   operands: Any = None) -> tuple[Placed, dict[str, Any], tuple]:
     """Binds a `triton_call` (its positional arguments, keywords and named parameters,
-    `constexprs=` and `operands=`, to the kernel's parameters), flattens its operands and places
-    its outputs (`outputs` as given, `out_shapes` its leaves); returns them, the vendor compile
-    options among the keywords, and the names of the operand parameters given by keyword
+    `constexprs=` and `operands=`, checked by `named_parameters`, to the kernel's parameters),
+    flattens its operands and places its outputs; returns them, the vendor compile options among
+    the keywords, and the names of the operand parameters given by keyword
     (`KernelCallSpec.by_keyword`).
 
     A keyword named like a compile option (`waves_per_eu`, `maxnreg`, ...) is one unless the
@@ -549,12 +822,15 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
         kernel nor a compile option (the close match among those and `own_keywords`
         suggested), an unhashable constexpr, an array given to a `tl.constexpr` parameter, an
         argument Triton cannot take (each names the argument), or a parameter only one of
-        `own_keywords` could fill; and as `_checker.place` says.
-      ValueError: the same Ref given twice, a call nothing would use; and as `_checker.place`
+        `own_keywords` could fill; and as `place_outputs` says.
+      ValueError: the same Ref given twice, a call nothing would use; and as `place_outputs`
         says.
     """
+    args, keywords, convention = call.args, call.keywords, call.convention
+    outputs, out_shapes = call.outputs, call.out_shapes
+    named = named_parameters(unwrapped, constexprs, operands, keywords)
     jit_fn = unwrapped.jit_fn
-    params, name = jit_fn.params, _spec.kernel_name(jit_fn)
+    params, name = jit_fn.params, unwrapped.name
     index = {param.name: i for i, param in enumerate(params)}
     twice = [k for k in [*keywords, *named.constexprs, *named.operands]
              if index.get(k, len(args)) < len(args)]
@@ -565,15 +841,15 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
         raise TypeError(f"triton_call() got multiple values for argument {twice[0]!r}: "
                         f"positional argument {index[twice[0]]} fills it (kernel {name}); "
                         f"pass it once.")
-    given = Given(dict(enumerate(args)), set(), {})
+    given = ParameterValues(dict(enumerate(args)), set(), {})
     for keyword, value in keywords.items():
         i = index.get(keyword)
-        if i is not None and params[i].is_constexpr and holds_buffer(value):
+        if i is not None and params[i].is_constexpr and keyword in call.buffers:
             raise TypeError(f"Kernel {name}'s parameter {keyword!r} is a tl.constexpr, but "
                             f"keyword argument {keyword}= holds an array. Pass a Python value "
                             f"there.")
         if i is None or params[i].is_constexpr or not (
-                convention == "out_type" or holds_buffer(value)):
+                convention == "out_type" or keyword in call.buffers):
             given.metaparams[keyword] = value
         else:
             given.operands[i] = value
@@ -593,7 +869,7 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
         hint = close_names(unknown, [*own_keywords, *names, *_vendors.COMPILE_OPTIONS])
         raise TypeError(
             f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel "
-            f"{_spec.kernel_name(jit_fn)}, whose parameters are ({', '.join(names)}), and no "
+            f"{name}, whose parameters are ({', '.join(names)}), and no "
             f"argument of triton_call{hint}. Keyword arguments of triton_call fill the kernel's "
             f"constexpr parameters by name; fix the spelling.")
     for keyword, value in metaparams.items():
@@ -612,10 +888,13 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
             continue
         what = f"argument {i}" if i not in given.by_keyword else f"keyword argument {param.name!r}"
         if not param.is_constexpr:
-            flat.entries[i] = _entry(flat, given.operands[i], what)
+            # A positional scalar typed by its value when the call was taken is not typed again.
+            typed = (i < len(args) and call.roles.get(i) is not None
+                     and not unwrapped.params[i].declared)
+            flat.entries[i] = _operand_entry(flat, given.operands[i], what, typed)
         elif holds_buffer(given.operands[i]):
             raise TypeError(
-                f"Kernel {_spec.kernel_name(jit_fn)}'s parameter {param.name!r} is a "
+                f"Kernel {name}'s parameter {param.name!r} is a "
                 f"tl.constexpr, but {what} holds an array. Pass a Python value there.")
         else:
             check_not_a_function(param.name, given.operands[i], "")
@@ -624,7 +903,7 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
                  if is_ref(leaf.value)}.values())[::-1]  # each Ref once, where first given
     if not out_shapes and not has_side_effect and not refs:
         raise ValueError(
-            f"{convention}={outputs!r} is empty and kernel {_spec.kernel_name(jit_fn)} gets no "
+            f"{convention}={outputs!r} is empty and kernel {name} gets no "
             f"Ref operand, so nothing would use the call and JAX would drop it. Give it outputs, "
             f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
             f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
@@ -632,9 +911,10 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
     # (a function, a dtype, a str, a tuple) goes by name, as the placed form takes it.
     shaped = not given.by_keyword and not refs and all(
         [kind in ("input", "scalar") or (kind == "constexpr" and (
-            value is None or _spec.is_scalar(value))) for kind, value in flat.entries.values()])
+            value is None or isinstance(value, _spec.SCALAR_TYPES)))
+         for kind, value in flat.entries.values()])
     trailing = list(range(len(args), len(args) + len(out_shapes)))
-    placed = _checker.place(
+    placed = place_outputs(
         jit_fn, given.metaparams, flat.entries, flat.operands, flat.leaves, refs,
         convention=convention, out_shapes=out_shapes, input_output_aliases=input_output_aliases,
         zeroed=zeroed_outputs,
@@ -644,17 +924,15 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
     check_outputs_written(jit_fn, flat, placed, convention, len(out_shapes))
     if shaped and placed.output_params == trailing:  # laid out as 0.3 lays it
         positional, n_arrays = [], 0
-        for i, arg in enumerate(args):
-            if arg is None or _spec.is_scalar(arg):
-                if arg is not None:
-                    _spec.scalar(arg, what=f"argument {i}")
-                positional.append(("scalar", arg))
-            elif hasattr(arg, "shape") and hasattr(arg, "dtype"):
+        for i, arg in enumerate(args):  # read from the entries: `shaped` says what they hold
+            kind = flat.entries[i][0]
+            if kind == "input":
                 positional.append(("array", n_arrays))
                 n_arrays += 1
-            else:
-                raise TypeError(f"argument {i} has type {type(arg).__name__} ({arg!r}); "
-                                f"triton_call takes arrays and bool/int/float scalars.")
+                continue
+            if kind == "constexpr" and arg is not None:  # `_operand_entry` typed the "scalar" ones
+                _spec.scalar(arg, what=f"argument {i}")
+            positional.append(("scalar", arg))
         # 0.3's form keeps the constexprs given positionally in `positional` only.
         metaparams = {k: v for k, v in placed.metaparams.items()
                       if k not in placed.positional_constexprs}
@@ -669,7 +947,7 @@ def bound_call(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, convent
         if param.name in own and not param.has_default:
             where = "constexprs" if param.is_constexpr else "operands"
             raise TypeError(
-                f"Kernel {_spec.kernel_name(jit_fn)}'s parameter {param.name!r} has the name "
+                f"Kernel {name}'s parameter {param.name!r} has the name "
                 f"of an argument of triton_call itself ({param.name}=...), so a keyword "
                 f"{param.name}= is triton_call's own and cannot fill it. Pass it by name in "
                 f"{where}={{{param.name!r}: ...}} ("

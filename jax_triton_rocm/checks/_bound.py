@@ -10,11 +10,11 @@ convention the call follows (`out_shape=` or `out_type=`), `backend_options` mer
 explicit launch settings, and `cost_estimate`. Each rule is in docs/porting.md; a value given
 both ways is an error that names both.
 
-`check_triton_call` binds a call's arguments to the kernel's parameters, places its outputs and
-checks every argument, at every trace. A `triton_call` made again with new shapes or new
-runtime-scalar values reuses the layout the first such call was checked into (`reuse`), after
-the checks that depend on those. Which calls are kept, and under what key: docs/design.md,
-"Re-used layouts".
+`check_triton_call` is the full check, top down: it binds a call's arguments to the kernel's
+parameters, places its outputs and checks every argument. `check_triton_call_cached` wraps it:
+a `triton_call` made again with new shapes or new runtime-scalar values gets the layout the
+first such call was checked into (`relaid_call`), after the checks that depend on those. Which
+calls are kept, and under what key: docs/design.md, "Re-used layouts".
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class _NotGiven:
 NOT_GIVEN = _NotGiven()
 
 
-def _hashable(key: str, value: Any) -> None:
+def _check_hashable(key: str, value: Any) -> None:
     try:
         hash(value)
     except TypeError:
@@ -80,7 +80,7 @@ def _triton_option_names() -> dict[str, frozenset[str]]:
     return names
 
 
-def _other_option(key: str, known: dict[str, frozenset[str]]) -> None:
+def _check_other_option(key: str, known: dict[str, frozenset[str]]) -> None:
     """Raises unless `key` is a Triton option of some vendor that the package passes on."""
     if key in _REFUSED:
         raise ValueError(f"backend_options[{key!r}] cannot be set here: {_REFUSED[key]}.")
@@ -97,14 +97,14 @@ class Layout:
 
     Attributes:
       placed: its `Placed`, operands and avals left out.
-      spec: its spec (its positional scalars and grid are replaced at reuse).
+      spec: its spec (its positional scalars and grid are replaced by `relaid_call`).
       operand_args: per primitive operand, the positional argument that gives it.
       scalars: (place in the spec's layout, positional argument index or keyword) per runtime
         scalar, whose value goes to that place.
       out_order: per primitive result, the output (leaf of `out_shape` / `out_type`) it is.
     """
 
-    placed: _checker.Placed
+    placed: _arguments.Placed
     spec: KernelCallSpec
     operand_args: tuple[int, ...]
     scalars: tuple[tuple[int, int | str], ...]
@@ -113,155 +113,83 @@ class Layout:
 
 _PLAIN_TYPES = frozenset((type(None), bool, int, str, bytes))
 _PLAIN_OR_TUPLE = _PLAIN_TYPES | {tuple}
-
-
-def reuse(args: tuple, keywords: dict[str, Any], runtime: dict[str, int], out_shapes: list,
-          out_tree: Any, *, kernel: Any, unwrapped: Any, grid: tuple[int, int, int] | MetaGrid,
-          convention: str, options: tuple
-          ) -> tuple[tuple | None, tuple[_checker.Placed, KernelCallSpec] | None]:
-    """The key of a call's layout, and the call's `Placed` and spec from the layout kept under
-    it, with its own arrays, scalars, shapes and grid.
-
-    The key is None where no layout is kept (see the module docstring), or where the full check
-    must say what is wrong (an unhashable value, a bad scalar); the `Placed` and spec are None
-    where no layout is kept under the key, or where a check fails (the full check then says
-    why). The key is built in one pass, as it is at every trace of a call seen before: it holds
-    everything of the call but its arrays' shapes, its runtime scalars' values and a grid of
-    ints, each part as far as it decides the layout and the checks:
-
-    - a positional array: its dtype and whether it is 0-d;
-    - a scalar operand or a constexpr, positional or a keyword of `runtime` ({keyword:
-      parameter index} of the keywords that are runtime scalar operands), as
-      `_spec.scalar_role` sees it (as the layout check and the compile do): compiled in, by its
-      exact value (`_values.exact_key`); passed at launch, by its type, its Triton type and its
-      specialisation, its value left out;
-    - the other keywords' values, and `options` (the rest of `check_triton_call`'s arguments
-      but the grid and triton_call's own keywords, a constant; always in the same order, as
-      `triton_call` is the only caller): plain values (None, bools, ints, str, bytes, empty
-      tuples) with their types, in one pass; otherwise each by its exact key, a mapping's
-      (`backend_options`, `input_output_aliases`) item by item;
-    - a grid of ints: nothing (it is the reused call's own); a function: its code and how many
-      defaults it has, which decide whether it takes the metaparameters (a `lambda meta: ...`
-      made at each trace is the same grid); another callable: itself.
-    """
-    params = unwrapped.jit_fn.params
-    try:
-        parts, scalars = [], []  # scalars: (parameter, value, what) per scalar or constexpr
-        for index, value in enumerate(args):
-            if isinstance(value, jax.Array):
-                parts.append(("array", value.dtype, value.ndim == 0))
-            elif index < len(params) and (params[index].is_constexpr or value is None
-                                          or _spec.is_scalar(value)):
-                parts.append("scalar")
-                scalars.append((params[index], value, f"argument {index}"))
-            else:
-                return None, None  # no layout kept, or the full check must say what is wrong
-        names, values = [], list(options)
-        for name, value in keywords.items():
-            if _arguments.holds_buffer(value):
-                return None, None
-            names.append(name)
-            if name in runtime:
-                scalars.append((params[runtime[name]], value, f"keyword argument {name!r}"))
-            else:
-                values.append(value)
-        roles = []
-        for param, value, what in scalars:
-            role = _spec.scalar_role(param, value, what=what)
-            roles.append(("constexpr", _values.exact_key(value)) if role[0] == "constexpr"
-                         else ("runtime", type(value), role[1].triton_type, role[2]))
-        types = tuple(map(type, values))
-        if not (_PLAIN_TYPES.issuperset(types) or (  # empty tuples too (`zeroed_outputs=()`)
-                _PLAIN_OR_TUPLE.issuperset(types) and values.count(()) == types.count(tuple))):
-            types, values = None, [
-                (type(value), tuple([(_values.exact_key(k), _values.exact_key(v))
-                                     for k, v in value.items()]))
-                if isinstance(value, Mapping) else _values.exact_key(value) for value in values]
-        grid_key = None
-        if isinstance(grid, MetaGrid):
-            fn = grid.fn
-            grid_key = (
-                ("function", fn.__code__, len(fn.__defaults__ or ()), bool(fn.__kwdefaults__))
-                if getattr(fn, "__code__", None) is not None and hasattr(fn, "__defaults__")
-                else _values.exact_key(fn))
-        key = (kernel, convention, tuple(parts), tuple(names), tuple(roles), out_tree,
-               tuple([(s.dtype, len(s.shape) == 0) for s in out_shapes]), grid_key, types,
-               tuple(values))
-        hash(key)
-    except (TypeError, ValueError, OverflowError):  # unhashable, or a bad scalar: full check
-        return None, None
-    layout = _state.CALL_LAYOUTS.get(key)
-    if layout is None:
-        return key, None
-    operands = tuple([args[index] for index in layout.operand_args])
-    in_avals = tuple([x.aval for x in operands])
-    outs = tuple([out_shapes[o] for o in layout.out_order])
-    for aval in (*in_avals, *outs):
-        for d in aval.shape:
-            if type(d) is not int:  # a symbolic dimension
-                return key, None
-    for i, r in layout.placed.aliases.items():
-        if in_avals[i].shape != tuple(outs[r].shape):
-            return key, None
-    positional = list(layout.spec.positional)
-    for index, source in layout.scalars:
-        positional[index] = ("scalar", args[source] if isinstance(source, int)
-                             else keywords[source])
-    positional = tuple(positional)
-    spec = layout.spec.relaid(positional, outs, grid)
-    try:  # the full check's own: kept per what it reads, so a plain kernel's is a lookup
-        _layout.check_kernel_arguments(spec.unwrapped, positional, in_avals, outs,
-                                       dict(layout.placed.metaparams))
-    except (TypeError, ValueError):
-        return key, None
-    placed = _values.replaced(layout.placed, positional=positional, operands=operands,
-                              in_avals=in_avals, out_shapes=outs)
-    return key, (placed, spec)
+# The options a call's layout is kept by, besides the grid (`layout_key`).
+_KEYED_OPTIONS = tuple(f.name for f in dataclasses.fields(CallOptions) if f.name != "grid")
 
 
 @dataclasses.dataclass(frozen=True)
 class BoundCall:
-    """A checked `triton_call`: bind `operands()` with `spec`, and hand the results to
-    `outputs`."""
+    """A checked `triton_call`: bind `operands` with `spec`; each Ref's result is written back to
+    it (`placed.refs`) and the outputs are `placed.user_results` in the tree `out_tree`."""
 
     spec: KernelCallSpec
-    placed: _checker.Placed
+    placed: _arguments.Placed
     out_tree: Any
-    arrays_only: bool = False  # every operand an array as given (a reused layout's)
-
-    def operands(self) -> list[Any]:
-        """The primitive's operands: arrays as given, each Ref read."""
-        if self.arrays_only:
-            return list(self.placed.operands)
-        return [value[...] if _arguments.is_ref(value) else value for value in self.placed.operands]
-
-    def outputs(self, results: Sequence[Any]) -> Any:
-        """Writes each Ref's result back to it; returns the outputs in the call's own tree."""
-        results = list(results)
-        for operand, result in self.placed.refs:
-            self.placed.operands[operand][...] = results[result]
-        return jax.tree_util.tree_unflatten(
-            self.out_tree, [results[r] for r in self.placed.user_results])
+    operands: tuple  # the primitive's operands: arrays as given, each Ref read
 
 
-# The options a call's layout is kept by, besides the grid (`reuse`).
-_KEYED_OPTIONS = tuple(f.name for f in dataclasses.fields(CallOptions) if f.name != "grid")
+def check_triton_call_cached(args: tuple, keywords: dict[str, Any], *, kernel: Any,
+                             unwrapped: Any, own_keywords: tuple[str, ...], out_shape: Any,
+                             out_type: Any, backend_options: Any, cost_estimate: Any,
+                             has_side_effect: Any, input_output_aliases: Any,
+                             given: CallOptions, constexprs: Any = None,
+                             operands: Any = None) -> BoundCall:
+    """`check_triton_call`, with the layout of a call checked in full kept and reused: a call
+    laid out like an earlier one (new shapes, new runtime scalar values) gets that layout with
+    its own arrays, scalars, shapes and grid (`relaid_call`), and one checked in full keeps its
+    layout under its key (`layout_key`, `keep_layout`) where the layout serves later calls (the
+    module docstring says which). One with `operands=` is checked in full every time. The
+    arguments, the result and the errors are `check_triton_call`'s."""
+    call = call_arguments(args, keywords, unwrapped=unwrapped, out_shape=out_shape,
+                          out_type=out_type)
+    key = None if operands else layout_key(
+        call, kernel=kernel, grid=given.grid, options=(
+            backend_options, cost_estimate, has_side_effect, input_output_aliases, constexprs,
+            *[getattr(given, name) for name in _KEYED_OPTIONS]))
+    layout = None if key is None else _state.CALL_LAYOUTS.get(key)
+    if layout is not None and (bound := relaid_call(layout, call, given.grid)) is not None:
+        return bound
+    bound = check_triton_call(
+        call, kernel=kernel, unwrapped=unwrapped, own_keywords=own_keywords,
+        backend_options=backend_options, cost_estimate=cost_estimate,
+        has_side_effect=has_side_effect, input_output_aliases=input_output_aliases,
+        given=given, constexprs=constexprs, operands=operands)
+    if key is not None:
+        keep_layout(key, call, bound)
+    return bound
 
 
-def _has_descriptor(entries: Sequence[tuple[str, Any]]) -> bool:
-    return any(kind == "descriptor" or (kind == "tuple" and _has_descriptor(value))
-               for kind, value in entries)
+def call_arguments(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, out_shape: Any,
+                   out_type: Any) -> _arguments.CallArguments:
+    """The checks every trace of a call makes first, kept or not: the variables, the outputs'
+    convention and shapes, and the values given (`_arguments.call_arguments`).
+
+    Raises:
+      TypeError: both `out_shape` and `out_type` given, or neither; and as
+        `_arguments.call_arguments` says.
+    """
+    _env.check_variables()  # each variable as its reader takes it, on every platform
+    if out_shape is not NOT_GIVEN and out_type is not NOT_GIVEN:
+        raise TypeError("triton_call got both out_type= (jax-triton 0.4) and out_shape= (0.3); "
+                        "give one: they mean the same outputs, but pick the convention for "
+                        "keyword operands and input_output_aliases (docs/porting.md).")
+    if out_shape is NOT_GIVEN and out_type is NOT_GIVEN:
+        raise TypeError("triton_call needs the outputs' shapes and dtypes: out_type= (jax-triton "
+                        "0.4) or out_shape= (0.3), e.g. out_type=jax.ShapeDtypeStruct(x.shape, "
+                        "x.dtype), or out_type=() for a kernel that only updates Refs.")
+    if out_type is NOT_GIVEN:
+        return _arguments.call_arguments(args, keywords, unwrapped, "out_shape", out_shape)
+    return _arguments.call_arguments(args, keywords, unwrapped, "out_type", out_type)
 
 
-def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unwrapped: Any,
-                      own_keywords: tuple[str, ...], out_shape: Any, out_type: Any,
-                      backend_options: Any, cost_estimate: Any, has_side_effect: Any,
-                      input_output_aliases: Any, given: CallOptions,
+def check_triton_call(call: _arguments.CallArguments, *, kernel: Any, unwrapped: Any,
+                      own_keywords: tuple[str, ...], backend_options: Any, cost_estimate: Any,
+                      has_side_effect: Any, input_output_aliases: Any, given: CallOptions,
                       constexprs: Any = None, operands: Any = None) -> BoundCall:
-    """Checks a `triton_call`; returns it bound.
+    """Checks a `triton_call` in full, from its given form (`call_arguments`); returns it bound.
 
     Args:
-      args, keywords: the positional and keyword arguments meant for the kernel.
+      call: the arguments meant for the kernel and the outputs, as `call_arguments` took them.
       own_keywords: triton_call's own keyword arguments (compared with a misspelt keyword).
       given: the options `triton_call` shares with `triton_call_lowering`, as given (None for a
         launch setting, `debug` or `enable_fp_fusion`: not given; `backend_options` may give
@@ -275,59 +203,21 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
     the vendor knobs given as keywords (`waves_per_eu=2`), the defaults applied where neither
     gives a value; `cost_estimate` is kept as sorted (key, int) pairs.
 
-    A call laid out like an earlier one (new shapes, new runtime scalar values) reuses that
-    layout (`reuse`); one checked in full keeps its layout under the key `reuse` built where the
-    layout serves later calls (the module docstring says which). One with `operands=` is
-    checked in full every time.
-
     Raises:
       TypeError / ValueError / NotImplementedError: naming the argument, its value and the fix:
-        both `out_shape` and `out_type` given, or neither; `backend_options` not a mapping of
-        str, or with an unhashable value, an option given both ways (naming both) or one no
-        vendor knows; `cost_estimate` not a mapping of the known keys to non-negative ints.
+        `backend_options` not a mapping of str, or with an unhashable value, an option given
+        both ways (naming both) or one no vendor knows; `cost_estimate` not a mapping of the
+        known keys to non-negative ints; and as `_arguments.bind_arguments` and
+        `_checker.check_call` say.
     """
-    _env.check_variables()  # each variable as its reader takes it, on every platform
-    if out_shape is not NOT_GIVEN and out_type is not NOT_GIVEN:
-        raise TypeError("triton_call got both out_type= (jax-triton 0.4) and out_shape= (0.3); "
-                        "give one: they mean the same outputs, but pick the convention for "
-                        "keyword operands and input_output_aliases (docs/porting.md).")
-    if out_shape is NOT_GIVEN and out_type is NOT_GIVEN:
-        raise TypeError("triton_call needs the outputs' shapes and dtypes: out_type= (jax-triton "
-                        "0.4) or out_shape= (0.3), e.g. out_type=jax.ShapeDtypeStruct(x.shape, "
-                        "x.dtype), or out_type=() for a kernel that only updates Refs.")
-    what, given_outputs = (("out_shape", out_shape) if out_type is NOT_GIVEN
-                           else ("out_type", out_type))
-    out_shapes, out_tree = _arguments.out_shapes(given_outputs, what)
-    args, keywords = _arguments.given_values(unwrapped.jit_fn, args, keywords)
-    try:  # a MetaGrid is checked per config at lowering (`plan._plan`)
-        grid = _spec.grid_value(given.grid)
-    except (TypeError, ValueError):
-        grid = None  # the full check says what is wrong
-    # {keyword: parameter index} for the keywords that are runtime scalar operands: with
-    # `out_type` (0.4), a scalar keyword naming a parameter that is no `tl.constexpr`.
-    runtime = {}
-    if what == "out_type" and keywords:
-        index = {param.name: i for i, param in enumerate(unwrapped.jit_fn.params)
-                 if not param.is_constexpr}
-        runtime = {name: index[name] for name, value in keywords.items()
-                   if name in index and _spec.is_scalar(value)}
-    call_key, reused = (None, None) if operands or grid is None else reuse(
-        args, keywords, runtime, out_shapes, out_tree, kernel=kernel, unwrapped=unwrapped,
-        grid=grid, convention=what, options=(
-            backend_options, cost_estimate, has_side_effect, input_output_aliases, constexprs,
-            *[getattr(given, name) for name in _KEYED_OPTIONS]))
-    if reused is not None:
-        return BoundCall(reused[1], reused[0], out_tree, arrays_only=True)
     # A kernel that takes nothing at launch (no parameters, or constexprs only) can only be
     # called for what it does besides outputs (a print, an assert): kept, as Triton launches it.
     side_effect = (_values.flag(has_side_effect, "has_side_effect")
-                   or all([param.is_constexpr for param in unwrapped.jit_fn.params]))
-    placed, keyword_options, by_keyword = _arguments.bound_call(
-        args, keywords, unwrapped=unwrapped, convention=what, outputs=given_outputs,
-        out_shapes=out_shapes, input_output_aliases=input_output_aliases,
+                   or all([param.constexpr for param in unwrapped.params]))
+    placed, keyword_options, by_keyword = _arguments.bind_arguments(
+        call, unwrapped=unwrapped, input_output_aliases=input_output_aliases,
         zeroed_outputs=given.zeroed_outputs, has_side_effect=side_effect,
-        own_keywords=own_keywords,
-        named=_arguments.named_parameters(unwrapped.jit_fn, constexprs, operands, keywords))
+        own_keywords=own_keywords, constexprs=constexprs, operands=operands)
     # `backend_options` merged with the launch settings and the vendor knobs.
     options = {} if backend_options is None else backend_options
     if not isinstance(options, Mapping) or not all([isinstance(k, str) for k in options]):
@@ -337,7 +227,7 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
     compile_options = dict(keyword_options)
     others, known = {}, None
     for key, value in options.items():
-        _hashable(key, value)
+        _check_hashable(key, value)
         if key in settings or key in compile_options:
             raise ValueError(
                 f"{key} is given both as an argument of triton_call ({key}="
@@ -349,7 +239,7 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
             compile_options[key] = value
         else:
             known = _triton_option_names() if known is None else known
-            _other_option(key, known)
+            _check_other_option(key, known)
             others[key] = value
     for key, default in SETTINGS.items():
         settings.setdefault(key, default)
@@ -375,28 +265,145 @@ def check_triton_call(args: tuple, keywords: dict[str, Any], *, kernel: Any, unw
         given=dataclasses.replace(given, **settings, zeroed_outputs=placed.zeroed),
         metaparams=placed.metaparams, options=compile_options,
         surface=Surface(side_effect, cost, tuple(sorted(others.items())), by_keyword))
-    # The layout kept, for a call that a layout serves (the module docstring says which).
-    kept = (call_key is not None and not placed.refs
-            and len(placed.out_shapes) == len(placed.user_results))
+    refs = {operand for operand, _ in placed.refs}  # each Ref is read: the primitive takes values
+    return BoundCall(spec, placed, call.out_tree, tuple(
+        [value[...] if i in refs else value for i, value in enumerate(placed.operands)]))
+
+
+def _has_descriptor(entries: Sequence[tuple[str, Any]]) -> bool:
+    return any(kind == "descriptor" or (kind == "tuple" and _has_descriptor(value))
+               for kind, value in entries)
+
+
+def layout_key(call: _arguments.CallArguments, *, kernel: Any, grid: Any,
+               options: tuple) -> tuple | None:
+    """The key a call's layout is kept under: None where no layout is kept (see the module
+    docstring), or where the full check must say what is wrong (an unhashable value, a bad
+    scalar). The key is built in one pass, as it is at every trace of a call seen before: it
+    holds everything of the call but its arrays' shapes, its runtime scalars' values and a grid
+    of ints, each part as far as it decides the layout and the checks:
+
+    - a positional array: its dtype and whether it is 0-d;
+    - a scalar operand or a constexpr, positional or a keyword of `call.runtime`, by its role
+      (`call.roles`, as the layout check and the compile see it): compiled in, by its exact
+      value (`_values.exact_key`); passed at launch, by its type, its Triton type and its
+      specialisation, its value left out;
+    - the other keywords' values, and `options` (the rest of `check_triton_call`'s arguments
+      but the grid and triton_call's own keywords, a constant; always in the same order, as
+      `check_triton_call_cached` is the only caller): plain values (None, bools, ints, str,
+      bytes, empty tuples) with their types, in one pass; otherwise each by its exact key, a
+      mapping's (`backend_options`, `input_output_aliases`) item by item;
+    - a grid of ints: nothing (it is the reused call's own, checked by `relaid_call`); a
+      function: its code and how many defaults it has, which decide whether it takes the
+      metaparameters (a `lambda meta: ...` made at each trace is the same grid); another
+      callable: itself.
+    """
+    try:
+        parts, roles = [], []
+        for index, value in enumerate(call.args):
+            if isinstance(value, jax.Array):
+                parts.append(("array", value.dtype, value.ndim == 0))
+            elif index in call.roles:  # a scalar or None, or a constexpr parameter's value
+                parts.append("scalar")
+                roles.append((index, value))
+            else:
+                return None  # no layout kept, or the full check must say what is wrong
+        names, values = [], list(options)
+        for name, value in call.keywords.items():
+            if name in call.buffers:
+                return None
+            names.append(name)
+            if name in call.runtime:
+                roles.append((name, value))
+            else:
+                values.append(value)
+        for n, (where, value) in enumerate(roles):
+            role = call.roles[where]
+            if role is None:  # a bad scalar: the full check says why
+                return None
+            roles[n] = (("constexpr", _values.exact_key(value)) if role[0] == "constexpr"
+                        else ("runtime", type(value), role[1].triton_type, role[2]))
+        types = tuple(map(type, values))
+        if not (_PLAIN_TYPES.issuperset(types) or (  # empty tuples too (`zeroed_outputs=()`)
+                _PLAIN_OR_TUPLE.issuperset(types) and values.count(()) == types.count(tuple))):
+            types, values = None, [
+                (type(value), tuple([(_values.exact_key(k), _values.exact_key(v))
+                                     for k, v in value.items()]))
+                if isinstance(value, Mapping) else _values.exact_key(value) for value in values]
+        grid_key = None
+        if callable(grid):  # a function of the metaparameters (`_spec.grid_value`)
+            fn = grid.fn if isinstance(grid, MetaGrid) else grid
+            grid_key = (
+                ("function", fn.__code__, len(fn.__defaults__ or ()), bool(fn.__kwdefaults__))
+                if getattr(fn, "__code__", None) is not None and hasattr(fn, "__defaults__")
+                else _values.exact_key(fn))
+        key = (kernel, call.convention, tuple(parts), tuple(names), tuple(roles), call.out_tree,
+               tuple([(s.dtype, len(s.shape) == 0) for s in call.out_shapes]), grid_key, types,
+               tuple(values))
+        hash(key)
+    except (TypeError, ValueError, OverflowError):  # unhashable, or a bad scalar: full check
+        return None
+    return key
+
+
+def relaid_call(layout: Layout, call: _arguments.CallArguments, grid: Any) -> BoundCall | None:
+    """The call checked into the kept `layout`, with its own arrays, scalars, shapes and grid,
+    after the checks that depend on those; None where one fails (the full check then says why).
+    """
+    try:
+        grid = _spec.grid_value(grid)
+    except (TypeError, ValueError):
+        return None
+    args = call.args
+    operands = tuple([args[index] for index in layout.operand_args])
+    in_avals = tuple([x.aval for x in operands])
+    outs = tuple([call.out_shapes[o] for o in layout.out_order])
+    for aval in (*in_avals, *outs):
+        for d in aval.shape:
+            if type(d) is not int:  # a symbolic dimension
+                return None
+    for i, r in layout.placed.aliases.items():
+        if in_avals[i].shape != tuple(outs[r].shape):
+            return None
+    positional = list(layout.spec.positional)
+    for index, source in layout.scalars:
+        positional[index] = ("scalar", args[source] if isinstance(source, int)
+                             else call.keywords[source])
+    positional = tuple(positional)
+    spec = layout.spec.relaid(positional, outs, grid)
+    try:  # the full check's own: kept per what it reads, so a plain kernel's is a lookup
+        _layout.check_kernel_arguments(spec.unwrapped, positional, in_avals, outs,
+                                       dict(layout.placed.metaparams))
+    except (TypeError, ValueError):
+        return None
+    placed = _values.replaced(layout.placed, positional=positional, operands=operands,
+                              in_avals=in_avals, out_shapes=outs)
+    return BoundCall(spec, placed, call.out_tree, operands)
+
+
+def keep_layout(key: tuple, call: _arguments.CallArguments, bound: BoundCall) -> None:
+    """Keeps `bound`'s layout under `key`, where it serves later calls: every operand an array
+    given positionally, no Ref, no operand made in place of an output."""
+    placed, spec = bound.placed, bound.spec
+    if placed.refs or len(placed.out_shapes) != len(placed.user_results):
+        return
     operand_args: list[int | None] = [None] * len(placed.operands)
     scalars = []
-    for index, value in enumerate(args if kept else ()):
+    for index, value in enumerate(call.args):
         kind, where = spec.positional[index]
         if isinstance(value, jax.Array):
             if kind not in ("array", "input") or placed.operands[where] is not value:
-                kept = False
-                break
+                return
             operand_args[where] = index
         elif kind == "scalar" and where is value:
             scalars.append((index, index))
-    for name, index in runtime.items() if kept else ():
-        if spec.positional[index] != ("scalar", keywords[name]):
-            kept = False
-            break
+    for name, index in call.runtime.items():
+        if spec.positional[index] != ("scalar", call.keywords[name]):
+            return
         scalars.append((index, name))
-    if kept and None not in operand_args:  # else an operand no positional argument gives
-        structure = dataclasses.replace(placed, operands=(), in_avals=())
-        out_order = tuple([placed.user_results.index(r) for r in range(len(placed.user_results))])
-        _state.CALL_LAYOUTS.put(call_key, Layout(structure, spec, tuple(operand_args),
-                                                 tuple(scalars), out_order))
-    return BoundCall(spec, placed, out_tree)
+    if None in operand_args:  # an operand no positional argument gives
+        return
+    structure = dataclasses.replace(placed, operands=(), in_avals=())
+    out_order = tuple([placed.user_results.index(r) for r in range(len(placed.user_results))])
+    _state.CALL_LAYOUTS.put(key, Layout(structure, spec, tuple(operand_args), tuple(scalars),
+                                        out_order))

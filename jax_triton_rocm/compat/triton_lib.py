@@ -148,7 +148,7 @@ def triton_call(
     if zeroed_outputs if callable(zeroed_outputs) else len(zeroed_outputs):
         warnings.warn("zeroed_outputs is deprecated. Zero the buffer explicitly and pass it as a "
                       "Ref argument instead", DeprecationWarning, stacklevel=2)
-    taken_apart = _call.unwrapped(kernel)
+    taken_apart = _call.unwrapped_kernel(kernel)
     settings = {"num_warps": num_warps, "num_stages": num_stages}
     if taken_apart.autotuner is None:  # an autotuned kernel's configs carry their own
         for key, default in _JAX_TRITON_DEFAULTS.items():

@@ -203,19 +203,18 @@ def check_operands(jit_fn: JITFunction, n_positional: int, n_outputs: int,
         parameter of the kernel; each names the kernel and lists its parameters.
     """
     names = list(jit_fn.arg_names)
-    name = kernel_name(jit_fn)
     n_given = n_positional + n_outputs
     if n_given > len(names):
         raise TypeError(
-            f"Too many operands for kernel {name}: {n_positional} argument(s) and "
+            f"Too many operands for kernel {kernel_name(jit_fn)}: {n_positional} argument(s) and "
             f"{n_outputs} output(s) fill {n_given} parameters, but it has {len(names)} "
             f"({', '.join(names)}).")
     unknown = sorted(set(constexprs) - set(names))
     if unknown:
         raise TypeError(
-            f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel {name}, "
-            f"whose parameters are ({', '.join(names)}). Keyword arguments of triton_call fill "
-            f"the kernel's constexpr parameters by name.")
+            f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel "
+            f"{kernel_name(jit_fn)}, whose parameters are ({', '.join(names)}). Keyword arguments "
+            f"of triton_call fill the kernel's constexpr parameters by name.")
 
 
 PLACED_KINDS = ("input", "output", "keyword", *NESTED_KINDS)
@@ -272,10 +271,18 @@ def lay_out_arguments(
         annotation does not take; each names the kernel, the parameter and what to do.
       OverflowError: a scalar that does not fit its type (as `_spec.scalar`).
     """
+    return _lay_out(jit_fn, backend, positional, in_avals, out_avals, constexprs,
+                    _spec.argument_types(jit_fn, positional, in_avals, out_avals, constexprs))
+
+
+def _lay_out(jit_fn: JITFunction, backend: Any, positional: tuple, in_avals: tuple,
+             out_avals: tuple, constexprs: dict[str, Any],
+             types: _spec.ArgumentTypes) -> BoundKernel:
+    """`lay_out_arguments`, with the call's values typed already (`types`)."""
     n_positional = len(positional)
     n_outputs = 0 if places_outputs(positional) else len(out_avals)
     check_operands(jit_fn, n_positional, n_outputs, constexprs)
-    name, names = kernel_name(jit_fn), list(jit_fn.arg_names)
+    name, names = types.name, list(jit_fn.arg_names)
     signature: dict[str, Any] = {}
     constants: dict[tuple[int, ...], Any] = {}
     attrs: dict[tuple[int, ...], list] = {}
@@ -303,9 +310,9 @@ def lay_out_arguments(
         if kind == "keyword":  # a keyword or the kernel's default fills it, as a constexpr
             if param.name in constexprs:
                 # As in jax-triton, a keyword makes any parameter a compile-time constant.
-                value = constexprs[param.name]
+                value = types.constexprs[param.name]
             elif param.has_default and (param.is_constexpr or param.default is None):
-                value = param.default  # a None is a constexpr, as Triton's launcher takes it
+                value = types.defaults[i]  # a None is a constexpr, as Triton's launcher takes it
             elif param.has_default:
                 raise TypeError(
                     f"Too few operands for kernel {name}: parameter {param.name!r} (position "
@@ -323,7 +330,7 @@ def lay_out_arguments(
                     f"({', '.join(names)}); {n_positional} argument(s) and "
                     f"{n_outputs} output(s) fill the first {n_positional + n_outputs}.")
             signature[param.name] = "constexpr"
-            constants[(i,)] = _spec.plain_constexpr(value)
+            constants[(i,)] = value  # made plain (`_spec.plain_constexpr`) by `types`
             continue
         if kind == "input":  # a placed operand
             aval, source = in_avals[value], ArgSource("input", i, value)
@@ -346,10 +353,12 @@ def lay_out_arguments(
                     f"argument {i} and as a keyword. Pass it once.")
             what = f"argument {i} ({param.name})"
             if kind != "array":
-                role, *taken = _spec.scalar_role(param, value, what=what)
+                if types.roles[i] is None:  # typing it failed: says why, naming it
+                    _spec.scalar_role(param, value, what=what)
+                role, *taken = types.roles[i]
                 if role == "constexpr":
                     signature[param.name] = "constexpr"
-                    constants[(i,)] = _spec.plain_constexpr(taken[0])
+                    constants[(i,)] = taken[0]  # made plain by `types`
                     continue
                 typed, specialization = taken
                 if specialization is not None:
@@ -365,7 +374,8 @@ def lay_out_arguments(
                     f"positional argument {i} is an array. Pass a Python value there.")
             aval, source = in_avals[value], ArgSource("input", i, value)
         # An array's pointer, checked against the parameter's annotation.
-        pointer = _spec.pointer_type(aval.dtype, what=what)
+        # None where typing the dtype failed: `pointer_type` then says why, naming the array.
+        pointer = types.pointers[aval.dtype] or _spec.pointer_type(aval.dtype, what=what)
         annotation = getattr(param, "annotation_type", "")
         if annotation and not param.is_constexpr:
             if not annotation.startswith("*"):
@@ -441,15 +451,22 @@ def _collision(jit_fn: JITFunction, position: int, output: int, positional: tupl
 
 
 def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_shapes: list,
-                     constexprs: dict[str, Any]) -> None:
+                     constexprs: dict[str, Any], types: _spec.ArgumentTypes | None = None) -> None:
     """Lays a plain kernel's call out as the lowering will, to fail at the call; once per
     layout (shapes and runtime scalar values aside: they change no outcome but the 0-d hint).
+    `types`: the call's `_spec.argument_types`, where the caller has them.
 
     Raises:
       TypeError: as `lay_out_arguments`.
     """
+    if types is None:
+        types = _spec.argument_types(jit_fn, positional, tuple(arrays), tuple(out_shapes),
+                                     constexprs)
+    view = types.view
     try:
-        key = (id(jit_fn), _spec.compile_view(jit_fn, positional),
+        if view is None:  # a scalar that cannot be typed: `compile_view` raises why, or no key
+            view = _spec.compile_view(jit_fn, positional)
+        key = (id(jit_fn), view,
                tuple([(not a.shape, a.dtype) for a in (*arrays, *out_shapes)]),
                tuple([(name, _values.exact_key(value)) for name, value in
                       sorted(constexprs.items())]))
@@ -459,17 +476,19 @@ def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_s
         key = None
     from triton.backends.compiler import BaseBackend
 
-    lay_out_arguments(jit_fn, BaseBackend, positional=positional, in_avals=tuple(arrays),
-                      out_avals=tuple(out_shapes), constexprs=constexprs)
+    _lay_out(jit_fn, BaseBackend, positional, tuple(arrays), tuple(out_shapes), constexprs,
+             types)
     if key is not None:
         _state.CHECKED_CALLS.put(key, jit_fn)  # kept, so that its id is not reused
 
 
 def check_kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_avals: tuple,
-                           out_shapes: tuple, metaparams: dict[str, Any]) -> None:
+                           out_shapes: tuple, metaparams: dict[str, Any],
+                           types: _spec.ArgumentTypes | None = None) -> None:
     """Checks the call against the kernel's parameters, so that a mistake fails at the call and
     not later at lowering (`checks._checker.check_call`, and a reused layout of an autotuned
-    kernel, whose configs and heuristics may have changed: `checks._bound.reuse`).
+    kernel, whose configs and heuristics may have changed: `checks._bound.relaid_call`).
+    `types`: the call's `_spec.argument_types`, where the caller has them.
 
     A plain kernel's arguments are laid out as the lowering will lay them. An autotuned kernel's
     constexprs come from its configs and heuristics at lowering, so for it the operands and
@@ -477,9 +496,10 @@ def check_kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_ava
     """
     jit_fn = unwrapped.jit_fn
     if unwrapped.autotuner is None and not unwrapped.heuristics:
-        check_plain_call(jit_fn, positional, list(in_avals), list(out_shapes), metaparams)
+        check_plain_call(jit_fn, positional, list(in_avals), list(out_shapes), metaparams,
+                         types)
         return
     if unwrapped.autotuner is not None:
-        _autotuner.check_autotuner(unwrapped.autotuner, _spec.kernel_name(jit_fn))
+        _autotuner.check_autotuner(unwrapped.autotuner, unwrapped.name)
     n_trailing = 0 if places_outputs(positional) else len(out_shapes)
     check_operands(jit_fn, len(positional), n_trailing, metaparams)

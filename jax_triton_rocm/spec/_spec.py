@@ -135,9 +135,14 @@ _NUMPY_SCALARS: dict[str, tuple[str, str, tuple[int, int] | None]] = {
 }
 
 
+# The types a kernel takes by value (a static scalar), not as an array: `is_scalar`, and the
+# checks' own `isinstance` tests. (No NumPy array is an `np.generic`.)
+SCALAR_TYPES = (bool, int, float, np.generic)
+
+
 def is_scalar(value: Any) -> bool:
     """Whether `value` is passed to the kernel by value (a static scalar), not as an array."""
-    return isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray)
+    return isinstance(value, SCALAR_TYPES)
 
 
 # Declarable scalar types jaxlib can pass: Triton type -> (jaxlib's, Triton's name, range);
@@ -295,6 +300,86 @@ def compile_view(jit_fn: JITFunction, positional: tuple) -> tuple:
 
 
 @dataclasses.dataclass(frozen=True)
+class ArgumentTypes:
+    """What Triton makes of one call's arguments, typed once per call for the layout
+    (`spec._layout`), as fields; None where typing a value fails: the layout then calls the
+    function that says why (`scalar_role`, `pointer_type`) when it reaches that value, so that
+    errors come in the order they always did.
+
+    Attributes:
+      name: the kernel's name (`kernel_name`).
+      roles: per position of a "scalar" entry of `positional`, its `scalar_role`, a
+        constexpr's value made plain (`plain_constexpr`); or None.
+      view: `compile_view` of `positional`, or None where a role is None.
+      pointers: per dtype of the operands and outputs, its `pointer_type`, or None.
+      constexprs: the values given by name, made plain.
+      defaults: per position of a parameter with a default, the default made plain.
+    """
+
+    name: str
+    roles: dict[int, tuple | None]
+    view: tuple | None
+    pointers: dict[Any, str | None]
+    constexprs: dict[str, Any]
+    defaults: dict[int, Any]
+
+
+def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_avals: tuple,
+                   constexprs: dict[str, Any]) -> ArgumentTypes:
+    """The `ArgumentTypes` of a call laid out as `positional` (`KernelCallSpec.positional`),
+    with operands `in_avals`, outputs `out_avals` and the values given by name `constexprs`."""
+    params = jit_fn.params
+    roles: dict[int, tuple | None] = {}
+    view: list | None = []
+    for i, (kind, value) in enumerate(positional):
+        if kind != "scalar" or i >= len(params):  # as `compile_view`
+            if view is not None:
+                view.append((kind, _values.exact_key(value) if kind == "tuple" else value))
+            continue
+        param = params[i]
+        try:
+            role, *taken = scalar_role(param, value, what=f"argument {i} ({param.name})")
+        except (TypeError, OverflowError):  # raised again where the layout reaches it
+            roles[i] = view = None
+            continue
+        if role == "constexpr":
+            roles[i] = (role, plain_constexpr(taken[0]))
+            if view is not None:
+                view.append((role, _values.exact_key(taken[0])))
+        else:
+            roles[i] = (role, *taken)
+            if view is not None:
+                view.append((role, taken[0].triton_type, taken[1]))
+    pointers: dict[Any, str | None] = {}
+    for aval in (*in_avals, *out_avals):
+        if aval.dtype not in pointers:
+            try:
+                pointers[aval.dtype] = pointer_type(aval.dtype, what="")
+            except TypeError:  # raised again, naming the array, where the layout reaches it
+                pointers[aval.dtype] = None
+    return ArgumentTypes(
+        kernel_name(jit_fn), roles, None if view is None else tuple(view), pointers,
+        {name: plain_constexpr(value) for name, value in constexprs.items()},
+        {i: plain_constexpr(param.default) for i, param in enumerate(params)
+         if param.has_default})
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    """What the checks read of one kernel parameter, as fields: made once per kernel, by `unwrap`.
+
+    Attributes:
+      name: its name.
+      constexpr: it is a `tl.constexpr`.
+      declared: the scalar Triton type its annotation declares (`declared_type`), or None.
+    """
+
+    name: str
+    constexpr: bool
+    declared: str | None
+
+
+@dataclasses.dataclass(frozen=True)
 class Unwrapped:
     """A kernel taken apart: the @jit function inside and the wrappers around it, outermost first.
 
@@ -307,6 +392,8 @@ class Unwrapped:
       interpreted: the kernel was Triton's InterpretedFunction (TRITON_INTERPRET=1 when it was
         decorated); `jit_fn` is a @triton.jit function made of its function, which the CPU's
         interpreter runs and no GPU route compiles (`check_compilable`).
+      name: the kernel's name (`kernel_name`), for messages.
+      params: per parameter of `jit_fn`, what the checks read of it.
     """
 
     jit_fn: JITFunction
@@ -314,6 +401,8 @@ class Unwrapped:
     heuristics: tuple[Any, ...]
     heuristics_outside: int = 0
     interpreted: bool = False
+    name: str = ""
+    params: tuple[Parameter, ...] = ()
 
 
 def unwrap(kernel: Any) -> Unwrapped:
@@ -347,7 +436,11 @@ def unwrap(kernel: Any) -> Unwrapped:
         elif isinstance(node, triton.JITFunction):
             check_names(node)
             outside = len(heuristics) if autotuner is None else heuristics_outside
-            return Unwrapped(node, autotuner, tuple(heuristics), outside, interpreted)
+            # The facts the checks read of each parameter, computed here once per kernel.
+            params = tuple([Parameter(param.name, param.is_constexpr, declared_type(param))
+                            for param in node.params])
+            return Unwrapped(node, autotuner, tuple(heuristics), outside, interpreted,
+                             kernel_name(node), params)
         elif type(node).__name__ == "InterpretedFunction":
             node, interpreted = _jit_twin(node, triton), True
             continue
