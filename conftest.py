@@ -14,7 +14,7 @@ start) uses one temporary folder of its own; at the end the run fails if anythin
 own folders is left in it, and otherwise removes it.
 With JAX_TRITON_ROCM_TEST_ROUTE_COUNTS set, the session counts the routes its lowerings took.
 With `--differential=PATH`, every GPU call is also compared bitwise with the same kernel launched
-by Triton's own launcher from PyTorch (`tests/differential.py`).
+by Triton's own launcher from PyTorch (`tests/support/differential.py`).
 
 A test that starts Python processes of its own (a fresh interpreter to check start-up, import,
 fork or command-line behaviour) carries the `process` mark: `-m "not process"` leaves them out
@@ -60,8 +60,8 @@ SESSION_TMP = os.environ[_SESSION_TMP_VARIABLE]
 # inherits the folder and must leave it to the run around it.
 OWNS_SESSION_TMP = os.environ.get(_SESSION_OWNER_VARIABLE) == str(os.getpid())
 
-from tests.gpu_utils import gpu_devices, gpu_platform  # noqa: E402  (after the environment)
-from tests.subprocess_utils import is_shared_interpreter  # noqa: E402
+from tests.support.gpu_utils import gpu_devices, gpu_platform  # noqa: E402  (after the environment)
+from tests.support.subprocess_utils import is_shared_interpreter  # noqa: E402
 
 # A file to write, at the end of the session, how many lowerings took each route (xla, jaxlib,
 # jaxlib legacy, interpreter) and how many distinct kernels did, from the package's route log
@@ -104,11 +104,11 @@ def pytest_addoption(parser):
     parser.addoption("--differential", metavar="PATH", default=None,
                      help="compare every GPU call with the same kernel launched by Triton's own "
                           "launcher from PyTorch; one JSON line per call to PATH "
-                          "(tests/differential.py, tools/differential.py)")
+                          "(tests/support/differential.py, tools/differential.py)")
 
 
 def pytest_configure(config):
-    from tests import differential
+    from tests.support import differential
 
     differential.configure(config)
     path = os.environ.get(ENV_ROUTE_COUNTS)

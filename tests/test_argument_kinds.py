@@ -16,9 +16,9 @@ from jax.interpreters import mlir
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.spec import _kinds
-from tests import idiom_kernels as ik
-from tests import kernels, surface_kernels
-from tests.lowering_utils import lower_for, spec
+from tests.support import idiom_kernels as ik
+from tests.support import kernels, surface_kernels
+from tests.support.lowering_utils import lower_for, spec
 
 X = spec((64,), jnp.float32)
 

@@ -13,9 +13,9 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _parallel
 from jax_triton_rocm.routes.jaxlib import _proto
-from tests import autotune_utils as au
-from tests import kernels
-from tests.lowering_utils import capture_one, lower_add, lower_for
+from tests.support import autotune_utils as au
+from tests.support import kernels
+from tests.support.lowering_utils import capture_one, lower_add, lower_for
 
 N = 4096
 

@@ -20,11 +20,11 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.api import _tuning
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes import _arch, _choices
-from tests import autotune_utils as au
-from tests import kernels
-from tests.gpu_utils import gpu_platform
-from tests.lowering_utils import capture_one
-from tests.subprocess_utils import run_python
+from tests.support import autotune_utils as au
+from tests.support import kernels
+from tests.support.gpu_utils import gpu_platform
+from tests.support.lowering_utils import capture_one
+from tests.support.subprocess_utils import run_python
 
 N = 4096
 DEVICE = "Stand-in GPU"
@@ -161,8 +161,8 @@ _SECOND_PROCESS = f"""
 import json, sys
 import jax_triton_rocm as jtr
 from jax_triton_rocm.routes import _arch, _choices
-from tests import autotune_utils as au
-from tests.lowering_utils import capture_one
+from tests.support import autotune_utils as au
+from tests.support.lowering_utils import capture_one
 _arch.device_kind = lambda platform, context: {DEVICE!r}
 with _choices.session() as current:
     lowered = capture_one(lambda x, y: au.tuned_add(x, y), au.f32({N}), au.f32({N}),
@@ -257,7 +257,7 @@ def test_the_tuner_enters_calls_and_runs_triton_calls_as_candidates():
 
 
 def test_a_library_primitive_with_its_own_gpu_lowering_is_a_candidate():
-    from tests import real_data_kernels
+    from tests.support import real_data_kernels
 
     moe = real_data_kernels.moe_example()
     mask, probs = moe.top_k_routing(jax.random.key(0), 16, 4, 2)

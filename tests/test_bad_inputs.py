@@ -19,8 +19,8 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from tests import kernels
-from tests.lowering_utils import lower_for, spec
+from tests.support import kernels
+from tests.support.lowering_utils import lower_for, spec
 
 X = spec((1024,), jnp.float32)
 

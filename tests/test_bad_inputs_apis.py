@@ -13,11 +13,11 @@ import triton
 from jax import export
 
 import jax_triton_rocm as jtr
-from tests import kernels
-from tests import library_kernels as lk
-from tests.lowering_utils import lower_for, spec
-from tests.subprocess_utils import run_python
-from tests.two_apis import APIS, X, call_through, lower_through
+from tests.support import kernels
+from tests.support import library_kernels as lk
+from tests.support.lowering_utils import lower_for, spec
+from tests.support.subprocess_utils import run_python
+from tests.support.two_apis import APIS, X, call_through, lower_through
 
 CPU = jax.devices("cpu")[0]
 _names = itertools.count()
@@ -171,7 +171,7 @@ def test_a_tuple_given_for_a_pointer_is_named_when_the_kernel_fails(platform):
 _UNDER_TRITON_INTERPRET = """
     import jax, jax.numpy as jnp
     import jax_triton_rocm as jtr
-    from tests.kernels import add
+    from tests.support.kernels import add
 
     x = jax.device_put(jnp.ones(1024), jax.devices("cpu")[0])
     print("cpu", float(jax.jit(add)(x, x).sum()))

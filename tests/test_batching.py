@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import triton
 
 import jax_triton_rocm as jtr
-from tests import batching_kernels, kernels
-from tests.kernels import random_normal
-from tests.lowering_utils import lower_for, spec
+from tests.support import batching_kernels, kernels
+from tests.support.kernels import random_normal
+from tests.support.lowering_utils import lower_for, spec
 
 CPU = jax.devices("cpu")[0]
 

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from tests.subprocess_utils import ROOT
+from tests.support.subprocess_utils import ROOT
 
 BATTERY = os.path.join(ROOT, "tools", "battery")
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from tests import kernels
-from tests.subprocess_utils import ROOT, SharedInterpreter, run_script
+from tests.support import kernels
+from tests.support.subprocess_utils import ROOT, SharedInterpreter, run_script
 
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # for the scripts' own functions
 import _needs  # noqa: E402  (from the scripts' folder)

@@ -16,9 +16,9 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends.hip import _hip
 from jax_triton_rocm.base import _compat
-from tests import autotune_utils, kernels
-from tests.lowering_utils import lower_for, spec
-from tests.subprocess_utils import last_line, run_python
+from tests.support import autotune_utils, kernels
+from tests.support.lowering_utils import lower_for, spec
+from tests.support.subprocess_utils import last_line, run_python
 
 X32 = spec((4096,), jnp.float32)
 X16 = spec((4096,), jnp.float16)

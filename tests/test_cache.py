@@ -10,8 +10,8 @@ import triton.language as tl
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _compile
-from tests import kernels
-from tests.lowering_utils import captured_lowerings, lower_add, lower_one, run_at_once, spec
+from tests.support import kernels
+from tests.support.lowering_utils import captured_lowerings, lower_add, lower_one, run_at_once, spec
 
 X = spec((2048,), jnp.float32)
 
@@ -144,7 +144,7 @@ def test_tritons_python_front_end_runs_one_thread_at_a_time(monkeypatch, tmp_pat
     monkeypatch.setattr(ASTSource, "make_ir", watched)
     monkeypatch.setenv("JAX_TRITON_ROCM_COMPILE_THREADS", "4")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # Triton's cache would skip make_ir
-    from tests import autotune_utils
+    from tests.support import autotune_utils
 
     # One autotuned call: its configs compile in parallel threads of one lowering.
     lower_one(autotune_utils.tuned_add, X, X, platform="cuda")

@@ -18,9 +18,9 @@ from triton.compiler import ASTSource
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.compile import _cache, _errors
-from tests import kernels
-from tests.lowering_utils import captured_lowerings, lower_for, spec
-from tests.subprocess_utils import ROOT, child_env, run_python
+from tests.support import kernels
+from tests.support.lowering_utils import captured_lowerings, lower_for, spec
+from tests.support.subprocess_utils import ROOT, child_env, run_python
 
 X = spec((4096,), jnp.float32)
 BINARY = {"cuda": "cubin", "rocm": "hsaco"}
@@ -358,8 +358,8 @@ def test_an_unreadable_cache_file_is_no_error_of_the_kernel():
 LOWER_IN_A_NEW_PROCESS = """
     import sys
     import jax.numpy as jnp
-    from tests import kernels
-    from tests.lowering_utils import capture_one, spec
+    from tests.support import kernels
+    from tests.support.lowering_utils import capture_one, spec
     X = spec((4096,), jnp.float32)
     binary = capture_one(kernels.add, X, X, platform=sys.argv[1]).kernels[0].binary
     print(int.from_bytes(binary[18:20], "little"), len(binary))
@@ -404,8 +404,8 @@ LOWER_WITH_BOUNDED_MEMORY = """
     import resource
     resource.setrlimit(resource.RLIMIT_AS, (16 << 30, 16 << 30))
     import jax.numpy as jnp
-    from tests import kernels
-    from tests.lowering_utils import capture_one, spec
+    from tests.support import kernels
+    from tests.support.lowering_utils import capture_one, spec
     X = spec((4096,), jnp.float32)
     print(len(capture_one(kernels.add, X, X, platform="cuda").kernels[0].ttir))
 """

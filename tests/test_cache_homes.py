@@ -16,9 +16,9 @@ import pytest
 import triton
 
 from jax_triton_rocm.compile import _cache
-from tests import kernels
-from tests.lowering_utils import LOWER_ADD_LOGGING_WARNINGS, capture_one, spec
-from tests.subprocess_utils import mount_namespaces, run_python
+from tests.support import kernels
+from tests.support.lowering_utils import LOWER_ADD_LOGGING_WARNINGS, capture_one, spec
+from tests.support.subprocess_utils import mount_namespaces, run_python
 
 X = spec((1024,), jnp.float32)
 TRITON_FOLDERS = ("TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_DUMP_DIR", "TRITON_KERNEL_DUMP")

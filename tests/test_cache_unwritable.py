@@ -20,8 +20,8 @@ from triton.runtime import cache as triton_cache
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _cache, _errors
-from tests import kernels
-from tests.lowering_utils import capture_one, spec
+from tests.support import kernels
+from tests.support.lowering_utils import capture_one, spec
 
 X = spec((4096,), jnp.float32)
 

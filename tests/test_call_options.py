@@ -13,7 +13,7 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm import backends
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes.xla import _xla_native
-from tests import autotune_utils, kernels
+from tests.support import autotune_utils, kernels
 
 X = jax.device_put(jnp.arange(1000, dtype=jnp.float32), jax.devices("cpu")[0])
 

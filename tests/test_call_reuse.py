@@ -13,7 +13,7 @@ import triton
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.checks import _bound, _arguments
-from tests import autotune_utils, kernels, surface_kernels
+from tests.support import autotune_utils, kernels, surface_kernels
 
 PLACED_FIELDS = ("positional", "metaparams", "aliases", "zeroed", "user_results", "refs",
                  "output_params", "positional_constexprs", "out_shapes")

@@ -13,9 +13,9 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.spec._spec import KernelCallSpec
-from tests import kernels
-from tests.lowering_utils import lower_for
-from tests.two_apis import APIS, X, lower_through
+from tests.support import kernels
+from tests.support.lowering_utils import lower_for
+from tests.support.two_apis import APIS, X, lower_through
 
 
 @pytest.mark.parametrize("api", APIS)

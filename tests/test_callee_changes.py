@@ -13,8 +13,8 @@ import triton.language as tl
 import jax_triton_rocm as jtr
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.routes.xla import _xla_native
-from tests import callee_helpers, callee_kernels
-from tests.lowering_utils import capture_one, lower_one, spec
+from tests.support import callee_helpers, callee_kernels
+from tests.support.lowering_utils import capture_one, lower_one, spec
 
 N = 256
 X = spec((N,), jnp.float32)
@@ -141,7 +141,7 @@ def test_a_rebound_global_read_by_a_helper_gives_a_new_key(changes):
     changes(_rebind(callee_kernels, "OFFSET", tl.constexpr(3500)))
     after = _compile.graph_key(kernel)
     assert before[0] == after[0] and before[1] != after[1]
-    assert ("tests.callee_kernels:OFFSET", "constexpr:builtins.int:3500") in after[1]
+    assert ("tests.support.callee_kernels:OFFSET", "constexpr:builtins.int:3500") in after[1]
 
 
 def test_the_graph_key_follows_a_callee_rebound_in_any_function_of_the_graph(changes):

@@ -11,8 +11,8 @@ import pytest
 
 from jax_triton_rocm.base import _files
 from jax_triton_rocm.routes import _choices
-from tests import kernels
-from tests.lowering_utils import lower_for, spec
+from tests.support import kernels
+from tests.support.lowering_utils import lower_for, spec
 
 NOBODY = 65534  # another user's id, to own folders as root
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="making another user's folder needs "

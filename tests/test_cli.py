@@ -11,8 +11,8 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.cli import _info
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat
-from tests import docs_files
-from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, advertised_entry_point, run_cli
+from tests.support import docs_files
+from tests.support.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, advertised_entry_point, run_cli
 
 
 @pytest.mark.process

@@ -9,7 +9,7 @@ cause and the fix, and exits with the status docs/cli.md's table documents.
 import pytest
 
 from jax_triton_rocm.cli import _startup
-from tests.subprocess_utils import (TRITON_WITHOUT_NVIDIA, WITHOUT_GPU_PLUGINS,
+from tests.support.subprocess_utils import (TRITON_WITHOUT_NVIDIA, WITHOUT_GPU_PLUGINS,
                                     advertised_entry_point, failing_import, run_cli,
                                     standin_plugin)
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from jax_triton_rocm.cli import _startup
-from tests.subprocess_utils import ROOT
+from tests.support.subprocess_utils import ROOT
 
 pytestmark = pytest.mark.process  # each test starts Python processes
 

@@ -21,9 +21,9 @@ from jax_triton_rocm.api import _inspect
 from jax_triton_rocm.compat import triton_lib as jttl
 from jax_triton_rocm.compat import version as jt_version
 from jax_triton_rocm.routes import _primitive
-from tests import autotune_utils, kernels
-from tests import surface_kernels as sk
-from tests.lowering_utils import capture_one, lower_for, spec
+from tests.support import autotune_utils, kernels
+from tests.support import surface_kernels as sk
+from tests.support.lowering_utils import capture_one, lower_for, spec
 
 PLATFORMS = ["cuda", "rocm"]
 X = spec((1000,), jnp.float32)

@@ -12,8 +12,8 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 import jax_triton_rocm as jtr
-from tests.kernels import activation_kernel as unary_kernel, doubled
-from tests.lowering_utils import capture_one, lower_one, spec
+from tests.support.kernels import activation_kernel as unary_kernel, doubled
+from tests.support.lowering_utils import capture_one, lower_one, spec
 
 N = 64
 
@@ -174,7 +174,7 @@ def test_plain_python_function_is_refused():
 
 
 def test_lowering_api_takes_a_builtin_constexpr():
-    from tests import library_kernels
+    from tests.support import library_kernels
 
     def lowering(ctx, x):
         return jtr.triton_call_lowering(ctx, unary_kernel, x, grid=(1,),

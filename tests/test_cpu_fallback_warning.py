@@ -8,13 +8,13 @@ installed the CPU is the only choice and nothing is logged.
 
 import pytest
 
-from tests.subprocess_utils import WITHOUT_GPU_PLUGINS, run_python, standin_plugin
+from tests.support.subprocess_utils import WITHOUT_GPU_PLUGINS, run_python, standin_plugin
 
 pytestmark = pytest.mark.process  # each test starts Python processes
 
 TWO_KERNELS_TWICE = """
     import jax, jax.numpy as jnp
-    from tests import kernels
+    from tests.support import kernels
     cpu = jax.devices("cpu")[0]
     x = jax.device_put(jnp.arange(512, dtype=jnp.float32), cpu)
     for _ in range(2):

@@ -10,7 +10,7 @@ from jax import export
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat
-from tests import autotune_utils, kernels
+from tests.support import autotune_utils, kernels
 
 X = jax.ShapeDtypeStruct((1000,), jnp.float32)
 

@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from tests.lowering_utils import capture_one, spec
+from tests.support.lowering_utils import capture_one, spec
 
 N = 256
 CPU = jax.devices("cpu")[0]

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from tests.surface_kernels import (desc_block_kernel, device_desc_copy_kernel,
+from tests.support.surface_kernels import (desc_block_kernel, device_desc_copy_kernel,
                                    gluon_tma_copy_kernel, two_desc_kernel)
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat
-from tests.lowering_utils import lower_for
+from tests.support.lowering_utils import lower_for
 
 # On the CPU, where the interpreter runs (on a GPU machine too); GPUs: test_operand_routes.py.
 BASE = jax.device_put(jnp.arange(40 * 64, dtype=jnp.float32).reshape(40, 64),

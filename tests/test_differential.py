@@ -1,4 +1,4 @@
-"""The differential check's logic on the CPU (tests/differential_utils.py, tests/differential.py):
+"""The differential check's logic on the CPU (tests/support/differential_utils.py, tests/support/differential.py):
 a call's planned launches read into what Triton's launcher takes, in the kernel's parameter
 order, and the verdicts on the outputs.
 
@@ -23,8 +23,8 @@ from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.routes.cpu import _interpret_host
 from jax_triton_rocm.spec import _spec
-from tests import differential, kernels
-from tests import differential_utils as du
+from tests.support import differential, kernels
+from tests.support import differential_utils as du
 
 CPU = jax.devices("cpu")[0]
 
@@ -247,7 +247,7 @@ def test_the_torch_launcher_says_what_it_needs_without_pytorch_here():
 def _driver():
     import importlib.util
 
-    from tests.subprocess_utils import ROOT
+    from tests.support.subprocess_utils import ROOT
 
     loaded = importlib.util.spec_from_file_location(
         "differential_driver", f"{ROOT}/tools/differential.py")
@@ -323,7 +323,7 @@ def test_an_instrumented_call_hands_its_inputs_and_outputs_to_the_check(tmp_path
 
     from jax_triton_rocm.backends import _vendors
     from jax_triton_rocm.routes import _primitive
-    from tests import gpu_utils
+    from tests.support import gpu_utils
 
     checking = differential.DifferentialPlugin(str(tmp_path / "report.jsonl"), "gw0")
     checking.launcher = InterpreterLauncher()
@@ -367,7 +367,7 @@ def test_a_kernel_unstable_elsewhere_in_the_run_is_not_counted_unequal():
 
 
 def test_a_call_whose_helper_was_rebound_after_lowering_is_not_compared(monkeypatch):
-    from tests import callee_kernels
+    from tests.support import callee_kernels
 
     x = on_cpu(jnp.arange(16, dtype=jnp.float32))
     call, inputs, outputs = call_of(lambda x: jtr.triton_call(

@@ -17,8 +17,8 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _version
-from tests import docs_files
-from tests.subprocess_utils import ROOT
+from tests.support import docs_files
+from tests.support.subprocess_utils import ROOT
 
 PACKAGE = os.path.join(ROOT, "jax_triton_rocm")
 

@@ -7,9 +7,9 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
-from tests import kernels
-from tests.lowering_utils import lower_for, spec
-from tests.subprocess_utils import failing_import, last_line, run_python
+from tests.support import kernels
+from tests.support.lowering_utils import lower_for, spec
+from tests.support.subprocess_utils import failing_import, last_line, run_python
 
 X = jnp.zeros((1024,), jnp.float32)
 
@@ -174,7 +174,7 @@ def test_a_ptxas_failure_is_reported_without_a_dump_and_leaves_no_files():
         import os, re
         import jax, jax.numpy as jnp
         import jax_triton_rocm as jtr
-        from tests import kernels
+        from tests.support import kernels
 
         x = jax.ShapeDtypeStruct((128,), jnp.int32)
         try:

@@ -14,7 +14,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state, _values
-from tests.lowering_utils import capture_one, spec
+from tests.support.lowering_utils import capture_one, spec
 
 X = spec((1024,), jnp.float32)
 

@@ -20,8 +20,8 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.plan._plan import Target
 from jax_triton_rocm.backends.hip import _hip
 from jax_triton_rocm.routes import _arch
-from tests import kernels
-from tests.lowering_utils import captured_lowerings, spec
+from tests.support import kernels
+from tests.support.lowering_utils import captured_lowerings, spec
 
 X = spec((4096,), jnp.float32)
 
@@ -133,7 +133,7 @@ def test_a_hsaco_for_another_architecture_is_refused():
 def test_a_call_compiled_for_an_older_gpu_runs_on_this_one(add, route):
     import numpy as np
 
-    from tests.gpu_utils import gpu_devices
+    from tests.support.gpu_utils import gpu_devices
 
     capability = int(float(gpu_devices()[0].compute_capability) * 10)
     if capability <= 80:

@@ -8,7 +8,7 @@ survive.
 
 import pytest
 
-from tests.subprocess_utils import TRITON_WITHOUT_NVIDIA, failing_import, last_line, run_python
+from tests.support.subprocess_utils import TRITON_WITHOUT_NVIDIA, failing_import, last_line, run_python
 
 pytestmark = pytest.mark.process  # each test starts Python processes
 
@@ -17,8 +17,8 @@ PRELUDE = """
     import jax.numpy as jnp
     import triton
     from jax_triton_rocm.base import _state
-    from tests import kernels
-    from tests.lowering_utils import lower_for, lower_one, spec
+    from tests.support import kernels
+    from tests.support.lowering_utils import lower_for, lower_one, spec
     X = spec((4096,), jnp.float32)
 
     def wait_child(pid, timeout=180):
@@ -137,8 +137,8 @@ HIDE_NVIDIA = (*TRITON_WITHOUT_NVIDIA, """
 def test_amd_only_triton_lowers_for_rocm():
     result = run_python(*HIDE_NVIDIA, """
     import jax.numpy as jnp, triton.backends
-    from tests import kernels
-    from tests.lowering_utils import lower_one, spec
+    from tests.support import kernels
+    from tests.support.lowering_utils import lower_one, spec
     x = spec((4096,), jnp.float32)
     kernel = lower_one(kernels.add, x, x, platform="rocm").message.kernel_call.kernel
     print(sorted(triton.backends.backends), kernel.kernel_name, "triton.backends.nvidia" in sys.modules)

@@ -14,11 +14,11 @@ from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _compile, _gluon
 from jax_triton_rocm.spec import _layout
 from jax_triton_rocm.routes.jaxlib import _proto
-from tests import binary_utils, gluon_utils
-from tests import gluon_kernels as gk
-from tests.binary_utils import AMDGPU_MACH, EM_AMDGPU, EM_CUDA
-from tests.gluon_utils import TARGETS
-from tests.lowering_utils import capture_one
+from tests.support import binary_utils, gluon_utils
+from tests.support import gluon_kernels as gk
+from tests.support.binary_utils import AMDGPU_MACH, EM_AMDGPU, EM_CUDA
+from tests.support.gluon_utils import TARGETS
+from tests.support.lowering_utils import capture_one
 
 VECTOR = jax.ShapeDtypeStruct((4096,), jnp.float32)
 MATRIX = jax.ShapeDtypeStruct((100, 200), jnp.float32)

@@ -15,10 +15,10 @@ import jax
 import jax.numpy as jnp
 
 from jax_triton_rocm.base import _compat
-from tests import autotune_utils as au
-from tests import kernels
-from tests import lowering_utils
-from tests.kernels import random_normal
+from tests.support import autotune_utils as au
+from tests.support import kernels
+from tests.support import lowering_utils
+from tests.support.kernels import random_normal
 
 pytestmark = pytest.mark.gpu
 

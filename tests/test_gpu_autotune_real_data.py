@@ -14,13 +14,13 @@ import pytest
 
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes import _choices
-from tests.subprocess_utils import run_python
+from tests.support.subprocess_utils import run_python
 
 pytestmark = [pytest.mark.gpu, pytest.mark.process]
 
 _PRELUDE = """
 import json
-from tests import real_data_kernels as rd
+from tests.support import real_data_kernels as rd
 rd.poison_memory()
 """
 

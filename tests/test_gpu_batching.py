@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import triton
 
 import jax_triton_rocm as jtr
-from tests import batching_kernels, kernels
-from tests.kernels import random_normal
+from tests.support import batching_kernels, kernels
+from tests.support.kernels import random_normal
 
 pytestmark = pytest.mark.gpu
 

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from tests import kernels
+from tests.support import kernels
 
 pytestmark = pytest.mark.gpu
 

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from jax_triton_rocm.backends import _vendors
-from tests import kernels
-from tests.gpu_utils import gpu_devices, gpu_platform
+from tests.support import kernels
+from tests.support.gpu_utils import gpu_devices, gpu_platform
 
 pytestmark = pytest.mark.gpu
 

@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-from tests.subprocess_utils import last_line, run_python
+from tests.support.subprocess_utils import last_line, run_python
 
 pytestmark = [pytest.mark.gpu, pytest.mark.process]
 
@@ -18,7 +18,7 @@ def test_kernels_run_after_importing_jax_triton(tmp_path):
         import jax_triton
         assert os.environ.get("TRITON_CACHE_DIR") == "", "jax-triton no longer empties it"
         import jax, jax.numpy as jnp, numpy as np
-        from tests.kernels import add
+        from tests.support.kernels import add
         x = jnp.arange(4096, dtype=jnp.float32)
         np.testing.assert_allclose(jax.jit(add)(x, x), x + x)
         print(jax_triton.__version__, repr(os.environ["TRITON_CACHE_DIR"]))

@@ -10,8 +10,8 @@ import pytest
 import triton
 
 import jax_triton_rocm.compat as jt
-from tests import autotune_utils, kernels
-from tests.gpu_utils import on_gpu
+from tests.support import autotune_utils, kernels
+from tests.support.gpu_utils import on_gpu
 from tests.test_compat import two_calls
 
 pytestmark = pytest.mark.gpu

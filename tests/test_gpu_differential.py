@@ -1,4 +1,4 @@
-"""The differential check on a GPU (tests/differential.py): a call on each route is instrumented
+"""The differential check on a GPU (tests/support/differential.py): a call on each route is instrumented
 and compared with the same kernel launched by Triton's launcher from PyTorch; jaxlib's route,
 which launches the binary Triton built, is bitwise equal."""
 
@@ -10,8 +10,8 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.routes.xla import _xla_native
-from tests import differential, kernels
-from tests import differential_utils as du
+from tests.support import differential, kernels
+from tests.support import differential_utils as du
 
 pytestmark = pytest.mark.gpu
 

@@ -7,9 +7,9 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from tests import gluon_kernels as gk
-from tests import gluon_utils
-from tests.kernels import random_normal
+from tests.support import gluon_kernels as gk
+from tests.support import gluon_utils
+from tests.support.kernels import random_normal
 
 pytestmark = pytest.mark.gpu
 

@@ -11,7 +11,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.routes import _choices
-from tests import idiom_kernels as ik
+from tests.support import idiom_kernels as ik
 
 pytestmark = pytest.mark.gpu
 

@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests import low_precision_kernels as lp
-from tests.gpu_utils import gpu_devices, gpu_platform
-from tests.low_precision_kernels import bits
+from tests.support import low_precision_kernels as lp
+from tests.support.gpu_utils import gpu_devices, gpu_platform
+from tests.support.low_precision_kernels import bits
 
 pytestmark = pytest.mark.gpu
 

@@ -7,8 +7,8 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from tests import library_kernels as lk
-from tests.gpu_utils import gpu_devices, on_gpu
+from tests.support import library_kernels as lk
+from tests.support.gpu_utils import gpu_devices, on_gpu
 
 pytestmark = pytest.mark.gpu
 

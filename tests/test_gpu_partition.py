@@ -13,10 +13,10 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.routes import _choices
-from tests import autotune_utils
-from tests import partition_kernels as pk
-from tests.gpu_utils import gpu_devices
-from tests.subprocess_utils import ROOT
+from tests.support import autotune_utils
+from tests.support import partition_kernels as pk
+from tests.support.gpu_utils import gpu_devices
+from tests.support.subprocess_utils import ROOT
 
 pytestmark = pytest.mark.gpu
 

@@ -19,8 +19,8 @@ import triton.language as tl
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _cuda
 from jax_triton_rocm.backends.hip import _hip_prewarm
-from tests import kernels
-from tests.gpu_utils import gpu_platform
+from tests.support import kernels
+from tests.support.gpu_utils import gpu_platform
 
 pytestmark = pytest.mark.gpu
 

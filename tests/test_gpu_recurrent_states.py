@@ -9,8 +9,8 @@ import jax
 import numpy as np
 import pytest
 
-from tests import recurrent_kernels as rk
-from tests.real_data_kernels import poison_memory
+from tests.support import recurrent_kernels as rk
+from tests.support.real_data_kernels import poison_memory
 from tests.test_routes import route  # noqa: F401  (the route fixture)
 
 SHAPE = rk.LARGE

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from tests import callee_kernels
-from tests import library_kernels as lk
+from tests.support import callee_kernels
+from tests.support import library_kernels as lk
 from tests import test_declared_types as declared
-from tests.gpu_utils import on_gpu
+from tests.support.gpu_utils import on_gpu
 
 pytestmark = pytest.mark.gpu
 

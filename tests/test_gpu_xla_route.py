@@ -11,8 +11,8 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat
-from tests import autotune_utils as au
-from tests.real_data_kernels import poison_memory
+from tests.support import autotune_utils as au
+from tests.support.real_data_kernels import poison_memory
 from tests.test_routes import every_route, route  # noqa: F401  (the route fixture)
 from tests.test_xla_route import MULTIPLES_OF_16, SURFACES, TYPED, offset, typed
 
@@ -87,7 +87,7 @@ def test_an_int_multiple_of_16_is_the_value_the_kernel_uses(route, k):
 
 @every_route
 def test_each_value_of_a_runtime_scalar_is_the_one_the_kernel_uses(route):
-    from tests import kernels
+    from tests.support import kernels
 
     x, y = route.rand(5, (1100,)), route.rand(6, (1100,))
     for n in range(1000, route.pick(1020, 1004)):

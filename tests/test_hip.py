@@ -14,9 +14,9 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends.hip import _hip, _hip_files, _hip_prewarm
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call, _proto
-from tests import kernels
-from tests.binary_utils import check_hsaco
-from tests.lowering_utils import (capture_one, captured_lowerings, lower_for, lower_one,
+from tests.support import kernels
+from tests.support.binary_utils import check_hsaco
+from tests.support.lowering_utils import (capture_one, captured_lowerings, lower_for, lower_one,
                                   run_at_once, spec)
 
 X = spec((4096,), jnp.float32)
@@ -100,12 +100,12 @@ def test_path_delivery_writes_one_file_per_kernel_in_the_process_folder(monkeypa
 def test_embedded_opaque_is_the_same_in_two_processes():
     if not FEATURES.module_image:
         pytest.skip("embedded delivery needs jaxlib 0.11.1+")
-    from tests.subprocess_utils import last_line, run_python
+    from tests.support.subprocess_utils import last_line, run_python
 
     code = """
         import hashlib, jax.numpy as jnp
-        from tests import kernels
-        from tests.lowering_utils import lower_one, spec
+        from tests.support import kernels
+        from tests.support.lowering_utils import lower_one, spec
         x = spec((4096,), jnp.float32)
         print(hashlib.sha256(lower_one(kernels.add, x, x, platform="rocm").opaque).hexdigest())
     """

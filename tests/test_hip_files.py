@@ -12,14 +12,14 @@ import time
 import pytest
 
 from jax_triton_rocm.backends.hip import _hip_files
-from tests.subprocess_utils import ROOT, child_env, last_line, run_python
+from tests.support.subprocess_utils import ROOT, child_env, last_line, run_python
 
 WRITE_ONE = """
     import os, signal, sys
     import jax.numpy as jnp
     from jax_triton_rocm.backends.hip import _hip_files
-    from tests import kernels
-    from tests.lowering_utils import lower_one, spec
+    from tests.support import kernels
+    from tests.support.lowering_utils import lower_one, spec
     os.environ["JAX_TRITON_ROCM_HSACO_DELIVERY"] = "path"
     X = spec((4096,), jnp.float32)
 

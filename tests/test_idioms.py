@@ -17,9 +17,9 @@ import triton
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.routes import _arch, _choices
-from tests import idiom_kernels as ik
-from tests import kernels
-from tests.lowering_utils import capture_one, lower_for, spec, tma_block_shapes
+from tests.support import idiom_kernels as ik
+from tests.support import kernels
+from tests.support.lowering_utils import capture_one, lower_for, spec, tma_block_shapes
 
 CPU = jax.devices("cpu")[0]
 

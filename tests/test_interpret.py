@@ -19,8 +19,8 @@ import triton.language as tl
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.routes.cpu import _interpret_host
-from tests import autotune_utils, gluon_kernels, kernels
-from tests.kernels import random_normal
+from tests.support import autotune_utils, gluon_kernels, kernels
+from tests.support.kernels import random_normal
 
 CPU = jax.devices("cpu")[0]
 
@@ -163,14 +163,14 @@ def test_cpu_lowering_is_a_host_callback_not_a_gpu_custom_call():
 
 def test_triton_still_compiles_after_a_kernel_that_calls_library_functions_ran(
         tmp_path, monkeypatch):
-    from tests.lowering_utils import lower_one, spec
+    from tests.support.lowering_utils import lower_one, spec
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # compile, not a cache hit
 
     x = random_normal(23, (4, 100), device=CPU)
     np.testing.assert_allclose(jax.jit(kernels.softmax)(x), jax.nn.softmax(x, axis=-1),
                                rtol=1e-5, atol=1e-6)  # tl.max and tl.sum are @triton.jit
-    from tests import batching_kernels
+    from tests.support import batching_kernels
 
     n = spec((1000,), jnp.float32)  # a kernel multiplying runtime values, compiled afresh
     jtr.clear_caches()
@@ -209,7 +209,7 @@ def test_example_multi_process_kernel_matches_jnp():
     import importlib.util
     import os
 
-    from tests.subprocess_utils import ROOT
+    from tests.support.subprocess_utils import ROOT
 
     path = os.path.join(ROOT, "examples", "multi_process.py")
     module_spec = importlib.util.spec_from_file_location("multi_process_example", path)

@@ -12,8 +12,8 @@ import triton
 import triton.language as tl
 
 from jax_triton_rocm.routes.cpu import _interpret_floats
-from tests import low_precision_kernels as lp
-from tests.low_precision_kernels import bits
+from tests.support import low_precision_kernels as lp
+from tests.support.low_precision_kernels import bits
 
 CPU = jax.devices("cpu")[0]
 BF16 = jnp.bfloat16

@@ -15,8 +15,8 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from tests import kernels
-from tests.lowering_utils import lower_for, spec
+from tests.support import kernels
+from tests.support.lowering_utils import lower_for, spec
 from tests.test_xla_native import native_calls
 
 ROUTES = ["jaxlib", "xla", "cpu"]

@@ -10,9 +10,9 @@ import triton
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.plan import _plan
-from tests import autotune_utils, kernels
-from tests import library_kernels as lk
-from tests.lowering_utils import lower_for, spec
+from tests.support import autotune_utils, kernels
+from tests.support import library_kernels as lk
+from tests.support.lowering_utils import lower_for, spec
 
 X = spec((1000,), jnp.float32)
 CPU = jax.devices("cpu")[0]

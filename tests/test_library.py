@@ -13,8 +13,8 @@ import triton.language as tl
 from jax.interpreters import mlir
 
 import jax_triton_rocm as jtr
-from tests import library_kernels as lk
-from tests.lowering_utils import captured_lowerings, lower_for, spec
+from tests.support import library_kernels as lk
+from tests.support.lowering_utils import captured_lowerings, lower_for, spec
 
 CPU = jax.devices("cpu")[0]
 GPU_PLATFORMS = ("cuda", "rocm")

@@ -10,8 +10,8 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _cuda
 from jax_triton_rocm.backends.hip import _hip
 from jax_triton_rocm.routes import _arch
-from tests import kernels
-from tests.lowering_utils import capture_one, lower_for, spec
+from tests.support import kernels
+from tests.support.lowering_utils import capture_one, lower_for, spec
 
 X = spec((4096,), jnp.float32)
 A = spec((128, 128), jnp.float16)

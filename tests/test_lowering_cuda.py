@@ -11,9 +11,9 @@ import pytest
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.routes.jaxlib import _proto
-from tests import kernels
-from tests.binary_utils import check_cubin
-from tests.lowering_utils import captured_lowerings, lower_for, lower_one, spec
+from tests.support import kernels
+from tests.support.binary_utils import check_cubin
+from tests.support.lowering_utils import captured_lowerings, lower_for, lower_one, spec
 
 cuda_triton = _vendors.plugin_triton_module("cuda")
 needs_cuda_plugin = pytest.mark.skipif(
@@ -146,12 +146,12 @@ def test_two_outputs_and_a_callable_grid():
 
 @pytest.mark.process
 def test_same_opaque_bytes_in_two_processes():
-    from tests.subprocess_utils import last_line, run_python
+    from tests.support.subprocess_utils import last_line, run_python
 
     code = """
         import hashlib, jax.numpy as jnp
-        from tests import kernels
-        from tests.lowering_utils import lower_one, spec
+        from tests.support import kernels
+        from tests.support.lowering_utils import lower_one, spec
         x = spec((4096,), jnp.float32)
         print(hashlib.sha256(lower_one(kernels.add, x, x, platform="cuda").opaque).hexdigest())
     """

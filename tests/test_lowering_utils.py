@@ -3,8 +3,8 @@ lowered before in the same process (no test may depend on the order tests run in
 
 import jax.numpy as jnp
 
-from tests import kernels
-from tests.lowering_utils import capture_one, spec
+from tests.support import kernels
+from tests.support.lowering_utils import capture_one, spec
 
 X = spec((1024,), jnp.float32)
 

@@ -11,8 +11,8 @@ import pytest
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile._compile import CompiledKernel
-from tests import kernels
-from tests.lowering_utils import lower_for, lower_one, spec
+from tests.support import kernels
+from tests.support.lowering_utils import lower_for, lower_one, spec
 
 X = spec((4096,), jnp.float32)
 CPU = jax.devices("cpu")[0]

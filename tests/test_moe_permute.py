@@ -7,8 +7,8 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from tests import real_data_kernels
-from tests.gpu_utils import gpu_devices
+from tests.support import real_data_kernels
+from tests.support.gpu_utils import gpu_devices
 
 
 moe = real_data_kernels.moe_example()

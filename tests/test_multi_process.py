@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from tests.subprocess_utils import ROOT, run_script
+from tests.support.subprocess_utils import ROOT, run_script
 
 SCRIPT = os.path.join(ROOT, "examples", "multi_process.py")
 

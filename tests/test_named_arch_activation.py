@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tests.subprocess_utils import (WITHOUT_GPU_PLUGINS, advertised_entry_point, last_line,
+from tests.support.subprocess_utils import (WITHOUT_GPU_PLUGINS, advertised_entry_point, last_line,
                                     run_python)
 
 pytestmark = pytest.mark.process  # each test starts Python processes
@@ -20,7 +20,7 @@ LOWER_FOR_BOTH_PLATFORMS = """
 import jax, jax.numpy as jnp
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
-from tests.kernels import add
+from tests.support.kernels import add
 
 def lower(platform):
     x = jax.ShapeDtypeStruct((1024,), jnp.float32)

@@ -11,8 +11,8 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from tests import library_kernels
-from tests.subprocess_utils import last_line, run_python
+from tests.support import library_kernels
+from tests.support.subprocess_utils import last_line, run_python
 
 N = 4096
 
@@ -70,7 +70,7 @@ def affine_primitive(x, values):
 COLD_CACHE = """
     import json
     import jax.numpy as jnp
-    from tests.lowering_utils import capture_one, spec
+    from tests.support.lowering_utils import capture_one, spec
     from tests.test_numpy_constexprs import (NUMPY_VALUES, PYTHON_VALUES, affine_call,
                                              affine_primitive, positional_call, N)
 

@@ -11,8 +11,8 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.routes.jaxlib import _opaque, _proto
-from tests import kernels
-from tests.lowering_utils import capture_one, spec
+from tests.support import kernels
+from tests.support.lowering_utils import capture_one, spec
 
 cuda_triton = _vendors.plugin_triton_module("cuda")
 

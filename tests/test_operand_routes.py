@@ -10,7 +10,7 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from tests.surface_kernels import (add_inplace_kernel, constexpr_first_kernel, desc_block_kernel,
+from tests.support.surface_kernels import (add_inplace_kernel, constexpr_first_kernel, desc_block_kernel,
                                    device_desc_copy_kernel, out_first_kernel, tuple_kernel,
                                    update_and_double_kernel)
 from tests.test_routes import every_route, route  # noqa: F401  (the route fixture)

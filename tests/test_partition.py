@@ -16,18 +16,18 @@ import pytest
 import jax_triton_rocm as jtr
 from jax_triton_rocm.api import _rule, _tuning
 from jax_triton_rocm.backends import _vendors
-from tests import kernels, lowering_utils
-from tests import partition_kernels as pk
-from tests.subprocess_utils import ROOT, run_python
+from tests.support import kernels, lowering_utils
+from tests.support import partition_kernels as pk
+from tests.support.subprocess_utils import ROOT, run_python
 
-with open(os.path.join(ROOT, "tests", "partition_checks.py")) as _checks:
+with open(os.path.join(ROOT, "tests", "support", "partition_checks.py")) as _checks:
     BEHAVIOURS = re.findall(r"^@check\ndef (\w+)\(", _checks.read(), re.M)
 
 
 @pytest.fixture(scope="module")
 def on_four_cpu_devices() -> dict[str, str]:
     """Each behaviour's result line from one run of `partition_checks.main()`."""
-    result = run_python("from tests import partition_checks; partition_checks.main()",
+    result = run_python("from tests.support import partition_checks; partition_checks.main()",
                         env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4",
                              "JAX_PLATFORMS": "cpu", "JAX_TRITON_ROCM_AUTOTUNE_DIR": ""},
                         timeout=600)

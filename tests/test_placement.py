@@ -247,7 +247,7 @@ def test_collision_without_an_array_like_the_output_names_the_last_arguments():
 
 
 def test_the_lowering_api_refuses_a_result_on_a_parameter_the_kernel_only_loads():
-    from tests import library_kernels
+    from tests.support import library_kernels
 
     def lowering(ctx, x):
         return jtr.triton_call_lowering(ctx, softmax_kernel, x, grid=(1,),

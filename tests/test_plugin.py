@@ -11,8 +11,8 @@ from jax._src.interpreters import mlir
 import jax_triton_rocm as jtr
 from jax_triton_rocm import _plugin
 from jax_triton_rocm.backends import _vendors
-from tests import kernels
-from tests.subprocess_utils import (advertised_entry_point, distribution_installed, last_line,
+from tests.support import kernels
+from tests.support.subprocess_utils import (advertised_entry_point, distribution_installed, last_line,
                                     run_python)
 
 

@@ -3,7 +3,7 @@ test process says nothing while its interpreter tears down."""
 
 import pytest
 
-from tests.subprocess_utils import run_python, run_script
+from tests.support.subprocess_utils import run_python, run_script
 
 # Lowers a plain call, one with backend_options (which reads the backend's option names), an fp8
 # one (which reads its fp8 dtypes) and one whose arguments do not line up (which asks Triton's
@@ -16,7 +16,7 @@ os.environ.pop("TRITON_DEFAULT_FP_FUSION", None)
 warnings.simplefilter("always")
 import jax, jax.numpy as jnp
 import jax_triton_rocm as jtr
-from tests import kernels
+from tests.support import kernels
 
 x = jnp.arange(1024, dtype=jnp.float32)
 for platform, arch in (("cuda", "sm_90"), ("rocm", "gfx942")):

@@ -22,8 +22,8 @@ import re
 
 import pytest
 
-from tests import docs_files
-from tests.subprocess_utils import ROOT, SharedInterpreter, run_script
+from tests.support import docs_files
+from tests.support.subprocess_utils import ROOT, SharedInterpreter, run_script
 
 FENCE = re.compile(r"(?:^<!-- readme-test: (?P<options>[^>]*) -->\n)?^```python\n(?P<code>.*?)^```$"
                    r"(?:\n\n```text\n(?P<shown>.*?)^```$)?", re.M | re.S)

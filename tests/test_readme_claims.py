@@ -3,7 +3,7 @@ code.
 
 Each claim sits after an HTML comment `<!-- readme-check: NAME -->`, on one page: what `info`
 prints on a machine without a GPU (its lines, labels and sections; versions, paths and values that
-differ between installs are left out of the comparison; `python -m tests.docs_files refresh-info`
+differ between installs are left out of the comparison; `python -m tests.support.docs_files refresh-info`
 writes it anew), the table of how scalars are typed, and the command line's exit statuses. The
 declared versions are checked against `pyproject.toml`.
 """
@@ -20,9 +20,9 @@ import pytest
 import jax_triton_rocm.__main__ as cli
 from jax_triton_rocm.cli import _startup
 from jax_triton_rocm.spec import _spec
-from tests import docs_files
-from tests.docs_files import without_startup_notes
-from tests.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, run_cli
+from tests.support import docs_files
+from tests.support.docs_files import without_startup_notes
+from tests.support.subprocess_utils import ROOT, WITHOUT_GPU_PLUGINS, run_cli
 
 
 def claim(name: str) -> str:

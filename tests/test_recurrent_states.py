@@ -12,8 +12,8 @@ import pytest
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes import _primitive
-from tests import recurrent_kernels as rk
-from tests.lowering_utils import lower_for
+from tests.support import recurrent_kernels as rk
+from tests.support.lowering_utils import lower_for
 
 CPU = jax.devices("cpu")[0]
 SHAPE = rk.SMALL

@@ -11,9 +11,9 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from tests.surface_kernels import (accumulate_kernel, inc_kernel, pair_kernel,
+from tests.support.surface_kernels import (accumulate_kernel, inc_kernel, pair_kernel,
                                    tuned_pair_inc_kernel)
-from tests.lowering_utils import lower_for, spec
+from tests.support.lowering_utils import lower_for, spec
 from tests.test_routes import route, every_route  # noqa: F401  (the route fixture)
 
 

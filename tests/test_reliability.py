@@ -9,7 +9,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
-from tests.lowering_utils import capture_one, run_at_once, spec
+from tests.support.lowering_utils import capture_one, run_at_once, spec
 
 X = spec((1024,), jnp.float32)
 SCALE = tl.constexpr(1234)

@@ -10,8 +10,8 @@ import triton.language as tl
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.spec import _layout
-from tests import kernels
-from tests.lowering_utils import capture_one, lower_one, spec
+from tests.support import kernels
+from tests.support.lowering_utils import capture_one, lower_one, spec
 
 def _copy(x, n):
     return jtr.triton_call(x, n, kernel=kernels.copy_kernel, out_shape=x, grid=(4,), BLOCK=256)

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.subprocess_utils import last_line, run_python
+from tests.support.subprocess_utils import last_line, run_python
 
 pytestmark = pytest.mark.process  # each test starts Python processes
 

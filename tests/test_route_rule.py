@@ -23,9 +23,9 @@ from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.routes.xla import _xla_native
 from jax_triton_rocm.routes import _arch, _choices
-from tests import autotune_utils, idiom_kernels, kernels
-from tests.lowering_utils import lower_for, spec
-from tests.subprocess_utils import ROOT, child_env
+from tests.support import autotune_utils, idiom_kernels, kernels
+from tests.support.lowering_utils import lower_for, spec
+from tests.support.subprocess_utils import ROOT, child_env
 
 X = spec((1000,), jnp.float32)
 XLA, FFI, LEGACY = _compat.XLA_TRITON_TARGET, _compat.FFI_TARGET, _compat.LEGACY_TARGET

@@ -19,9 +19,9 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.routes.cpu import _interpret
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call
 from jax_triton_rocm.routes.xla import _xla_native
-from tests import kernels
-from tests.gpu_utils import gpu_devices, gpu_platform
-from tests.kernels import random_normal
+from tests.support import kernels
+from tests.support.gpu_utils import gpu_devices, gpu_platform
+from tests.support.kernels import random_normal
 
 CPU = jax.devices("cpu")[0]
 GPU_ROUTES = [pytest.param("jaxlib", marks=pytest.mark.gpu),
@@ -289,14 +289,14 @@ def test_exported_call_runs_after_serialization(route):
 @pytest.mark.gpu
 @pytest.mark.parametrize("route_name", ["jaxlib", "xla"])
 def test_persistent_compilation_cache_serves_a_second_process(tmp_path, route_name):
-    from tests.subprocess_utils import last_line, run_python
+    from tests.support.subprocess_utils import last_line, run_python
 
     code = """
         import jax, jax.numpy as jnp, numpy as np
         jax.config.update("jax_compilation_cache_dir", {cache!r})
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-        from tests import kernels
+        from tests.support import kernels
         x = jnp.arange(4096, dtype=jnp.float32)
         f = jax.jit(lambda a: kernels.add(a, a, block=256))
         assert {target!r} in f.lower(x).as_text()

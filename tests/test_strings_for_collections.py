@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from tests import kernels
-from tests import library_kernels as lk
-from tests.lowering_utils import lower_for, spec
+from tests.support import kernels
+from tests.support import library_kernels as lk
+from tests.support.lowering_utils import lower_for, spec
 
 X = spec((1024,), jnp.float32)
 _counter = itertools.count()

@@ -7,8 +7,8 @@ import pytest
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.routes import _arch
-from tests import kernels
-from tests.subprocess_utils import last_line, run_python
+from tests.support import kernels
+from tests.support.subprocess_utils import last_line, run_python
 
 X = jax.ShapeDtypeStruct((1024,), jnp.float32)
 
@@ -29,7 +29,7 @@ def test_environment_variable_names_the_default_arch():
     result = run_python("""
         import jax, jax.numpy as jnp
         import jax_triton_rocm as jtr
-        from tests import kernels
+        from tests.support import kernels
         x = jax.ShapeDtypeStruct((1024,), jnp.float32)
         jtr.register(platforms=("cuda", "rocm"))
         for platform in ("cuda", "rocm"):
@@ -136,7 +136,7 @@ def test_the_variable_unset_after_it_was_read_is_refused_as_too_late():
         import os
         import jax, jax.numpy as jnp
         import jax_triton_rocm as jtr
-        from tests import kernels
+        from tests.support import kernels
         del os.environ["JAX_TRITON_ROCM_TARGET_ARCH"]
         x = jax.ShapeDtypeStruct((1024,), jnp.float32)
         try:

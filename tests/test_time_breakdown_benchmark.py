@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.subprocess_utils import ROOT, run_script
+from tests.support.subprocess_utils import ROOT, run_script
 
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # for the script's own functions
 import time_breakdown as tb  # noqa: E402  (from the scripts' folder)

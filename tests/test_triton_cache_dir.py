@@ -4,17 +4,17 @@ import os
 
 import pytest
 
-from tests.subprocess_utils import last_line, run_python
+from tests.support.subprocess_utils import last_line, run_python
 
 # Lowers two different kernels (two Triton compiles) for sm_90 after the stand-in has emptied
 # TRITON_CACHE_DIR, then prints what the environment says afterwards.
 LOWER_AFTER_JAX_TRITON = """
     import logging, os
     logging.basicConfig(level=logging.WARNING, format="LOG %(levelname)s %(message)s")
-    import tests.jax_triton_standin  # what importing jax-triton 0.3.1 does to the environment
+    import tests.support.jax_triton_standin  # what importing jax-triton 0.3.1 does to the environment
     import jax, jax.numpy as jnp
     import jax_triton_rocm as jtr
-    from tests.kernels import add, softmax
+    from tests.support.kernels import add, softmax
 
     with jtr.target_arch(cuda="sm_90"):
         for fn, args in ((add, (jax.ShapeDtypeStruct((1024,), jnp.float32),) * 2),

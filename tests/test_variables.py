@@ -8,8 +8,8 @@ import pytest
 
 from jax_triton_rocm.base import _values
 from jax_triton_rocm.cli import _info
-from tests import kernels, library_kernels
-from tests.lowering_utils import lower_for, spec
+from tests.support import kernels, library_kernels
+from tests.support.lowering_utils import lower_for, spec
 
 X = spec((1024,), jnp.float32)
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from tests.kernels import add_kernel
-from tests.lowering_utils import lower_for, spec
+from tests.support.kernels import add_kernel
+from tests.support.lowering_utils import lower_for, spec
 
 N = 1024
 F32_OUT = jax.ShapeDtypeStruct((N,), jnp.float32)

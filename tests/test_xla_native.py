@@ -17,9 +17,9 @@ import triton
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.routes.xla import _xla_native
-from tests import autotune_utils, kernels
-from tests import gluon_kernels as gk
-from tests.lowering_utils import lower_for, spec
+from tests.support import autotune_utils, kernels
+from tests.support import gluon_kernels as gk
+from tests.support.lowering_utils import lower_for, spec
 
 PLATFORMS = ["cuda", "rocm"]
 X = spec((1000,), jnp.float32)

@@ -23,11 +23,11 @@ from jax_triton_rocm.routes.cpu import _interpret
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.routes.xla import _xla_native
-from tests import autotune_utils as au
-from tests import kernels
-from tests import library_kernels as lk
-from tests.lowering_utils import lower_for, spec
-from tests.surface_kernels import (add_inplace_kernel, constexpr_first_kernel, inc_kernel,
+from tests.support import autotune_utils as au
+from tests.support import kernels
+from tests.support import library_kernels as lk
+from tests.support.lowering_utils import lower_for, spec
+from tests.support.surface_kernels import (add_inplace_kernel, constexpr_first_kernel, inc_kernel,
                                    out_first_kernel, update_and_double_kernel)
 from tests.test_xla_native import ir_text, kernel_signature, native_calls
 
@@ -436,7 +436,7 @@ def test_jaxlibs_route_takes_an_output_before_an_input_without_a_fill():
 
 
 def test_a_host_descriptor_keeps_jaxlibs_call_and_says_why():
-    from tests.surface_kernels import desc_block_kernel
+    from tests.support.surface_kernels import desc_block_kernel
 
     def copy(base, **kwargs):
         desc = jtr.TensorDescriptor(base, base.shape, (base.shape[1], 1), (16, base.shape[1]))

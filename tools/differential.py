@@ -3,7 +3,7 @@
     python tools/differential.py --out DIR
 
 runs the GPU tests (`-m gpu`) once per route, each in its own pytest process with the check on
-(`--differential`, tests/differential.py): JAX_TRITON_ROCM_XLA_NATIVE=0 (jaxlib's Triton call)
+(`--differential`, tests/support/differential.py): JAX_TRITON_ROCM_XLA_NATIVE=0 (jaxlib's Triton call)
 and =1 (XLA's, where a call fits it); then `benchmarks/real_kernels.py --bitwise-only`; and
 prints, last, a summary: per run and route taken, the kernels, the calls compared, bitwise
 equal, unequal (listed with their tests), nondeterministic, not compared (reasons counted).

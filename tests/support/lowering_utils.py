@@ -27,7 +27,7 @@ import logging
 logging.basicConfig(level=logging.WARNING, format="LOG %(name)s %(message)s")
 import jax, jax.numpy as jnp
 import jax_triton_rocm as jtr
-from tests.kernels import add
+from tests.support.kernels import add
 
 x = jax.ShapeDtypeStruct((1024,), jnp.float32)
 with jtr.target_arch(cuda="sm_90"):
@@ -120,7 +120,7 @@ def lower_add(kernel, n: int = 4096, *, platform: str = "cuda", arch=None,
     """The `LoweredCall` of `kernel(x_ptr, y_ptr, n, out_ptr, BLOCK)` on two float32 vectors of
     `n` elements; the grid covers `n` by BLOCK (the call's `BLOCK=...`, or an autotune
     config's), and `call` holds the rest of `triton_call`'s keywords."""
-    from tests import autotune_utils
+    from tests.support import autotune_utils
 
     x = spec((n,), jnp.float32)
     return capture_one(lambda x, y: autotune_utils.tuned_add(x, y, kernel=kernel, **call), x, x,

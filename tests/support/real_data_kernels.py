@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from tests.subprocess_utils import ROOT
+from tests.support.subprocess_utils import ROOT
 
 CONFIGS = [triton.Config({"BLOCK": 64}, num_warps=2), triton.Config({"BLOCK": 128}, num_warps=4),
            triton.Config({"BLOCK": 256}, num_warps=4)]
@@ -218,7 +218,7 @@ def tune_moe_chain() -> list[dict]:
 
 def run_all() -> None:
     """Every check above in this one process, on poisoned memory (for compute-sanitizer, whose
-    start-up per process is slow): `python -c "from tests import real_data_kernels as rd;
+    start-up per process is slow): `python -c "from tests.support import real_data_kernels as rd;
     rd.run_all()"`."""
     poison_memory()
     checks = [check_sorted_gather, check_histogram, check_moe_chain,

@@ -193,7 +193,7 @@ GLUON_WARPS = 4
 
 
 def _gluon_copy_lowering(ctx, x, *, warp_size):
-    from tests import gluon_kernels
+    from tests.support import gluon_kernels
 
     n = ctx.avals_in[0].size
     return triton_call_lowering(ctx, gluon_kernels.copy_kernel, x, grid=triton.cdiv(n, 1024),

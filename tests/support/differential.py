@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests import differential_utils as du
+from tests.support import differential_utils as du
 
 NOT_INSTRUMENTED = "not instrumented"
 MAX_CALLS_PER_TEST = 64  # executions kept per test; later ones are counted, not compared
@@ -123,7 +123,7 @@ class DifferentialPlugin:
         if not (isinstance(context, sharding_impls.ShardingContext)
                 and context.num_devices == 1):
             return f"lowered for several devices or a sharded body ({type(context).__name__})"
-        from tests.gpu_utils import gpu_platform
+        from tests.support.gpu_utils import gpu_platform
 
         if gpu_platform() != backend.platform:
             return f"lowered for {backend.platform} without its GPU here"
@@ -165,7 +165,7 @@ class DifferentialPlugin:
         executions in order, so once a new one ends, the ones before it have called back."""
         import jax
 
-        from tests.gpu_utils import gpu_devices
+        from tests.support.gpu_utils import gpu_devices
 
         for device in gpu_devices():
             jax.block_until_ready(_tick(jax.device_put(np.float32(0), device)))

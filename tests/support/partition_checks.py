@@ -21,9 +21,9 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.api import _partition
 from jax_triton_rocm.routes.cpu import _interpret
 from jax_triton_rocm.routes import _arch, _choices
-from tests import autotune_utils, kernels, lowering_utils
-from tests import library_kernels as lk
-from tests import partition_kernels as pk
+from tests.support import autotune_utils, kernels, lowering_utils
+from tests.support import library_kernels as lk
+from tests.support import partition_kernels as pk
 
 MESH = Mesh(np.array(jax.devices("cpu")[:4]), ("d",))
 CHECKS = {}
@@ -341,7 +341,8 @@ def gspmd_partitioner_splits_the_same_way():
 def example_runs_on_four_cpu_devices():
     import runpy
 
-    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "sharded_add.py")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.path.join(root, "examples", "sharded_add.py")
     example = runpy.run_path(path, run_name="example")
     assert example["run"](jax.devices("cpu")[:4]).startswith("4 cpu devices"), "no summary"
 

@@ -3,7 +3,7 @@
 Claims (`<!-- readme-check: NAME -->`) and code blocks (`<!-- readme-test: ... -->`) may sit on
 any of these pages; each claim on one page only.
 
-    python -m tests.docs_files refresh-info
+    python -m tests.support.docs_files refresh-info
 
 writes what `python -m jax_triton_rocm info` prints now, on a machine without a GPU and with none
 of the package's, Triton's or JAX's variables set, into the page that shows it (after a change to
@@ -17,7 +17,7 @@ import os
 import re
 import sys
 
-from tests.subprocess_utils import ROOT
+from tests.support.subprocess_utils import ROOT
 
 DOCS_FOLDER = os.path.join(ROOT, "docs")
 
@@ -61,7 +61,7 @@ def info_without_gpu() -> str:
     """`python -m jax_triton_rocm info` on this machine as on one without a GPU (no jaxlib GPU
     plugin) and without the package's, Triton's or JAX's variables set, as the page shows it:
     without its "JAX start-up:" section (what JAX reported while starting)."""
-    from tests.subprocess_utils import WITHOUT_GPU_PLUGINS, run_python
+    from tests.support.subprocess_utils import WITHOUT_GPU_PLUGINS, run_python
 
     unset = "".join(f"os.environ.pop({name!r}, None)\n"
                     for name in os.environ if _USER_UNSET.match(name))
@@ -95,5 +95,5 @@ def refresh_info_sample() -> str:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["refresh-info"]:
-        sys.exit("usage: python -m tests.docs_files refresh-info")
+        sys.exit("usage: python -m tests.support.docs_files refresh-info")
     print(f"wrote info's output into {refresh_info_sample()}")

@@ -10,7 +10,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call, _proto
-from tests.kernels import add_inplace_kernel, add_kernel, matmul_kernel
+from tests.support.kernels import add_inplace_kernel, add_kernel, matmul_kernel
 
 ADD_CONFIGS = [
     triton.Config({"BLOCK": 128}, num_warps=4),

@@ -9,8 +9,8 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from tests import autotune_utils, kernels
-from tests import library_kernels as lk
+from tests.support import autotune_utils, kernels
+from tests.support import library_kernels as lk
 
 
 @triton.jit

@@ -5,7 +5,7 @@ kernel again."""
 import triton
 import triton.language as tl
 
-from tests import callee_helpers
+from tests.support import callee_helpers
 
 OFFSET = tl.constexpr(3000)
 

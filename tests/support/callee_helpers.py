@@ -1,4 +1,4 @@
-"""Helpers that `tests/callee_kernels.py` reaches through a module attribute, one calling the
+"""Helpers that `tests/support/callee_kernels.py` reaches through a module attribute, one calling the
 next (`middle` calls `leaf`)."""
 
 import triton

@@ -6,7 +6,7 @@ import pathlib
 # The targets CI lowers for: (platform, arch, warp size).
 TARGETS = [("rocm", "gfx942", 64), ("rocm", "gfx950", 64), ("cuda", "sm_90", 32)]
 
-EXAMPLE = pathlib.Path(__file__).parent.parent / "examples" / "gluon_add.py"
+EXAMPLE = pathlib.Path(__file__).parents[2] / "examples" / "gluon_add.py"
 
 
 def load_example():
