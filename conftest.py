@@ -30,7 +30,6 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -61,7 +60,6 @@ SESSION_TMP = os.environ[_SESSION_TMP_VARIABLE]
 OWNS_SESSION_TMP = os.environ.get(_SESSION_OWNER_VARIABLE) == str(os.getpid())
 
 from tests.support.gpu_utils import gpu_devices, gpu_platform  # noqa: E402  (after the environment)
-from tests.support.subprocess_utils import is_shared_interpreter  # noqa: E402
 
 # A file to write, at the end of the session, how many lowerings took each route (xla, jaxlib,
 # jaxlib legacy, interpreter) and how many distinct kernels did, from the package's route log
@@ -189,89 +187,6 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=f"{wanted} only ({why}); found {platform}"))
         if item.get_closest_marker("multi_gpu") and count < 2:
             item.add_marker(pytest.mark.skip(reason=f"needs 2+ GPUs; found {count}"))
-
-
-@pytest.fixture
-def fresh_lowerings():
-    """JAX's caches emptied before and after the test, the package's kept: a route, a target or
-    a plugin's features are decided when a call is lowered, and JAX would otherwise serve a
-    lowering made under another test's settings."""
-    import jax
-
-    jax.clear_caches()
-    yield
-    jax.clear_caches()
-
-
-@pytest.fixture
-def default_route(monkeypatch):
-    """The route left to the package's default: a JAX_TRITON_ROCM_XLA_NATIVE that forces one
-    for the whole run (`tools/differential.py` runs the GPU tests once per route) is unset, for
-    the tests that check what the default does."""
-    monkeypatch.delenv("JAX_TRITON_ROCM_XLA_NATIVE", raising=False)
-
-
-@pytest.fixture
-def fresh_caches():
-    """Every cache emptied before and after the test, the package's and JAX's
-    (`jax_triton_rocm.clear_caches`): for tests that count compiles or see what a cold lowering
-    does, or that change what no cache key covers (a choices folder, a device kind, a temporary
-    folder), so that neither they nor the tests after them are served another setting's kernels.
-    Request it after `monkeypatch`: its teardown then runs before the patches are undone."""
-    import jax_triton_rocm as jtr
-
-    jtr.clear_caches()
-    yield
-    jtr.clear_caches()
-
-
-@pytest.fixture
-def temp_root(tmp_path, monkeypatch, fresh_caches):
-    """A private folder for the package's temporary folders (Python's `tempfile.tempdir`), to
-    see what is left in it; every cache empty, so that nothing made in another folder is
-    served."""
-    del fresh_caches
-    root = tmp_path / "tmp"
-    root.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(root))
-    return root
-
-
-_PYTHON_PROGRAM = re.compile(r"python[\d.]*")
-
-
-def _starts_python(command) -> bool:
-    program = command if isinstance(command, (str, bytes, os.PathLike)) else command[0]
-    program = os.fsdecode(program).split()[0] if program else ""
-    return (_PYTHON_PROGRAM.fullmatch(os.path.basename(program)) is not None
-            or os.path.realpath(program) == os.path.realpath(sys.executable))
-
-
-@pytest.fixture(autouse=True)
-def _python_processes_carry_the_process_mark(request, monkeypatch):
-    """Fails a test that starts a Python process (through `subprocess`, or a fork) without the
-    `process` mark, so that the quick run stays quick. A `SharedInterpreter`, one process for
-    the tests of a module, is not counted."""
-    if request.node.get_closest_marker("process") is not None:
-        yield
-        return
-    started = []
-    popen_init, fork = subprocess.Popen.__init__, os.fork
-
-    def checked_init(self, args, *rest, **kwargs):
-        if _starts_python(args) and not is_shared_interpreter(args):
-            started.append(args if isinstance(args, str) else " ".join(map(str, args[:2])))
-        popen_init(self, args, *rest, **kwargs)
-
-    def checked_fork():
-        started.append("os.fork()")
-        return fork()
-
-    monkeypatch.setattr(subprocess.Popen, "__init__", checked_init)
-    monkeypatch.setattr(os, "fork", checked_fork)
-    yield
-    assert not started, (f"{request.node.nodeid} starts Python processes ({started[0][:200]}, "
-                         f"{len(started)} in all): mark it @pytest.mark.process")
 
 
 def pytest_report_header(config):

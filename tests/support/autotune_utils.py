@@ -12,6 +12,9 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call, _proto
 from tests.support.kernels import add_inplace_kernel, add_kernel, matmul_kernel
 
+# The device kind the tests of remembered choices stand in for a GPU (the `choices_dir` fixture).
+STAND_IN_DEVICE = "Stand-in GPU"
+
 ADD_CONFIGS = [
     triton.Config({"BLOCK": 128}, num_warps=4),
     triton.Config({"BLOCK": 256}, num_warps=4, num_stages=2),

@@ -1,6 +1,6 @@
 """Kernels that call `@triton.jit` helpers, and other helpers to rebind in their place
-(`tests/test_callee_changes.py`): the notebook workflow of redefining a helper, then lowering the
-kernel again."""
+(`tests/cpu/test_callee_changes.py`): the notebook workflow of redefining a helper, then lowering
+the kernel again."""
 
 import triton
 import triton.language as tl
