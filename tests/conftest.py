@@ -1,6 +1,7 @@
 """The fixtures the tests share, wherever they run (tests/cpu, tests/gpu, tests/process); the
 session's setup (its environment, its options, the `gpu` mark's skips) is the repository's
-`conftest.py`.
+`conftest.py`. Like it, this module imports JAX, Triton and the package only where a fixture
+runs: pytest-xdist's controller loads it too, and runs no test.
 
 `route` and the `routes` mark: a test on every route (`tests.support.routes.every_route`) is
 written once, in tests/gpu, with the GPU routes (marked `gpu`); tests/cpu's file of the same name
@@ -17,15 +18,6 @@ import tempfile
 
 import pytest
 
-from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.backends.hip import _hip
-from jax_triton_rocm.base import _compat
-from jax_triton_rocm.routes import _arch, _choices
-from jax_triton_rocm.routes.cpu import _interpret
-from jax_triton_rocm.routes.jaxlib import _jaxlib_call
-from jax_triton_rocm.routes.xla import _xla_native
-from tests.support import autotune_utils as au
-from tests.support.routes import Route, counting, routes_of_the_folder
 from tests.support.subprocess_utils import ROOT, SharedInterpreter, is_shared_interpreter
 
 TESTS = pathlib.Path(__file__).parent
@@ -37,6 +29,8 @@ def pytest_generate_tests(metafunc):
     routes (`tests.support.routes.routes_of_the_folder`)."""
     mark = metafunc.definition.get_closest_marker("routes")
     if mark is not None:
+        from tests.support.routes import routes_of_the_folder
+
         folder = pathlib.Path(metafunc.definition.path).relative_to(TESTS).parts[0]
         metafunc.parametrize("route", routes_of_the_folder(mark.args, folder), indirect=True)
 
@@ -46,6 +40,11 @@ def route(request, monkeypatch, fresh_lowerings):
     """The route of a test parametrised by `route_name`; checks, after it, that every call took
     that route. JAX's caches are cleared on both sides (`fresh_lowerings`): a call another test
     lowered for another route must be lowered again."""
+    from jax_triton_rocm.routes.cpu import _interpret
+    from jax_triton_rocm.routes.jaxlib import _jaxlib_call
+    from jax_triton_rocm.routes.xla import _xla_native
+    from tests.support.routes import Route, counting
+
     current = Route(request.param)
     if current.name == "default":
         monkeypatch.delenv(_xla_native.ENV_XLA_NATIVE, raising=False)
@@ -146,6 +145,9 @@ def _python_processes_carry_the_process_mark(request, monkeypatch):
 @pytest.fixture
 def choices_dir(tmp_path, monkeypatch, fresh_caches):
     """A private folder of choices, a stand-in GPU to lower for, and nothing remembered."""
+    from jax_triton_rocm.routes import _arch, _choices
+    from tests.support import autotune_utils as au
+
     monkeypatch.setenv(_choices.ENV_AUTOTUNE_DIR, str(tmp_path))
     monkeypatch.setattr(_arch, "device_kind", lambda platform, context: au.STAND_IN_DEVICE)
     return tmp_path
@@ -167,6 +169,9 @@ def battery():
 def delivery(request, monkeypatch, fresh_caches):
     """(platform, ROCm delivery) of an indirect parameter, the delivery set; skipped where this
     jaxlib cannot embed the binary the test asks to embed."""
+    from jax_triton_rocm.backends.hip import _hip
+    from jax_triton_rocm.base import _compat
+
     platform, mode = request.param
     monkeypatch.setenv(_hip.ENV_DELIVERY, mode)
     if mode == "embedded" and not _embeds(platform):
@@ -194,5 +199,7 @@ def interpreter(tmp_path_factory):
 
 def _embeds(platform: str) -> bool:
     """Whether this jaxlib's kernel call carries a binary (`module_image`) for `platform`."""
+    from jax_triton_rocm.backends import _vendors
+
     features = _vendors.plugin_features(platform) or _vendors.assumed_features(platform)
     return features.module_image

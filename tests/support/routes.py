@@ -6,9 +6,10 @@ none, which is jaxlib's.
 
 The `route` fixture (tests/conftest.py) gives a test its `Route`, and fails the test if its calls
 did not all take that route, so that a silent fallback (XLA's call to jaxlib's, say) cannot pass
-for the route. `every_route` parametrises it with the routes that run in the test's folder: the
-GPU routes in tests/gpu, the interpreter in tests/cpu; a test on every route is written once, in
-tests/gpu, and tests/cpu's file of the same name imports it (`routes_of_the_folder`).
+for the route. `every_route` (the `routes` mark) parametrises it with the routes that run in the
+test's folder (`routes_of_the_folder`, from tests/conftest.py's `pytest_generate_tests`): the GPU
+routes in tests/gpu, the interpreter in tests/cpu. A test on every route is written once, in
+tests/gpu, and tests/cpu's file of the same name imports it.
 """
 
 import jax
@@ -18,7 +19,6 @@ import pytest
 from jax_triton_rocm.routes.xla import _xla_native
 from tests.support.kernels import random_normal
 
-CPU = jax.devices("cpu")[0]
 GPU_ROUTE_NAMES = ("jaxlib", "xla")
 CPU_ROUTE_NAMES = ("interpreter",)
 GPU_ROUTES = [pytest.param(name, marks=pytest.mark.gpu) for name in GPU_ROUTE_NAMES]
@@ -47,7 +47,7 @@ class Route:
     def __init__(self, name: str):
         self.name = name
         self.on_gpu = name != "interpreter"
-        self.device = None if self.on_gpu else CPU
+        self.device = None if self.on_gpu else jax.devices("cpu")[0]
         self.emitted = {"jaxlib": 0, "xla": 0, "interpreter": 0}
         self.expected = "jaxlib" if name == "default" else name
 
