@@ -15,7 +15,7 @@ from jax_triton_rocm.compile import _parallel
 from jax_triton_rocm.routes.jaxlib import _proto
 from tests.support import autotune_utils as au
 from tests.support import kernels
-from tests.support.lowering_utils import capture_one, lower_add, lower_for
+from tests.support.lowering_utils import capture_one, lower_add, lowered_text
 
 N = 4096
 
@@ -111,12 +111,9 @@ def test_autotuned_call_takes_the_legacy_target_whose_trials_see_the_real_operan
     monkeypatch.delenv(_compat.ENV_AUTOTUNE_TARGET, raising=False)
     lowered = lower_add(au.tuned_add_kernel, platform=platform, arch=arch)
     assert lowered.custom_call_target == _compat.LEGACY_TARGET
-    assert "backend_config" in _lowered_text(platform, arch)
-
-
-def _lowered_text(platform, arch):
-    return lower_for(lambda x, y: au.tuned_add(x, y), au.f32(N), au.f32(N), platform=platform,
-                     arch=arch).as_text()
+    text = lowered_text(lambda x, y: au.tuned_add(x, y), au.f32(N), au.f32(N), platform=platform,
+                        arch=arch)
+    assert "backend_config" in text
 
 
 def test_forcing_the_ffi_target_for_autotuned_calls_warns_once(monkeypatch, caplog):

@@ -14,6 +14,7 @@ from jax_triton_rocm import backends
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes.xla import _xla_native
 from tests.support import autotune_utils, kernels
+from tests.support.lowering_utils import lowered_text
 
 X = jax.device_put(jnp.arange(1000, dtype=jnp.float32), jax.devices("cpu")[0])
 
@@ -21,12 +22,6 @@ X = jax.device_put(jnp.arange(1000, dtype=jnp.float32), jax.devices("cpu")[0])
 def spec_of(fn, *args):
     [eqn] = [e for e in jax.make_jaxpr(fn)(*args).eqns if e.primitive is jtr.triton_kernel_p]
     return eqn.params["spec"]
-
-
-def lowered_text(fn, platform="cuda", *args):
-    with jtr.target_arch(cuda="sm_90", rocm="gfx942"):
-        return jax.jit(fn).trace(*(args or (X, X))).lower(
-            lowering_platforms=(platform,)).as_text()
 
 
 def test_backend_options_give_the_settings_the_explicit_arguments_give():
@@ -91,16 +86,17 @@ def test_has_side_effect_marks_the_custom_call(platform):
     assert spec_of(lambda x, y: kernels.add(x, y, has_side_effect=True), X, X).has_side_effect
     for route in (False, True):  # jaxlib's call and XLA's both keep it
         text = lowered_text(lambda x, y: kernels.add(x, y, has_side_effect=True,
-                                                     xla_native=route), platform)
+                                                     xla_native=route), X, X, platform=platform)
         target = "__gpu\\$xla.gpu.triton" if route else "triton_kernel_call_ffi"
         assert re.search(rf"custom_call @{target}.*has_side_effect = true", text), text
-        plain = lowered_text(lambda x, y: kernels.add(x, y, xla_native=route), platform)
+        plain = lowered_text(lambda x, y: kernels.add(x, y, xla_native=route), X, X,
+                             platform=platform)
         assert "has_side_effect" not in plain
 
 
 def test_has_side_effect_keeps_the_interpreters_callback():
-    text = jax.jit(lambda x, y: kernels.add(x, y, has_side_effect=True)).trace(X, X).lower(
-        lowering_platforms=("cpu",)).as_text()
+    text = lowered_text(lambda x, y: kernels.add(x, y, has_side_effect=True), X, X,
+                        platform="cpu")
     assert re.search(r"custom_call @xla_ffi_python_cpu_callback.*has_side_effect = true", text)
 
 
@@ -124,14 +120,16 @@ def test_jax_never_drops_a_call_whose_results_go_unused():
 
 def test_cost_estimate_travels_as_an_attribute_of_the_typed_ffi_call():
     text = lowered_text(lambda x, y: kernels.add(
-        x, y, cost_estimate={"flops": 123, "bytes_accessed": 456}, xla_native=False))
+        x, y, cost_estimate={"flops": 123, "bytes_accessed": 456}, xla_native=False), X, X,
+        platform="cuda")
     assert re.search(r'cost_estimate_json = "\{\\22bytes_accessed\\22: 456, \\22flops\\22: '
                      r'123\}"', text)
 
 
 def test_cost_estimate_is_dropped_where_the_target_carries_no_attributes(monkeypatch):
     monkeypatch.setenv("JAX_TRITON_ROCM_AUTOTUNE_TARGET", "legacy")
-    text = lowered_text(lambda x, y: autotune_utils.tuned_add(x, y, cost_estimate={"flops": 1}))
+    text = lowered_text(lambda x, y: autotune_utils.tuned_add(x, y, cost_estimate={"flops": 1}),
+                        X, X, platform="cuda")
     assert "custom_call @triton_kernel_call(" in text and "cost_estimate" not in text
 
 

@@ -21,6 +21,7 @@ from jax_triton_rocm.base import _state
 from jax_triton_rocm.routes.cpu import _interpret_host
 from tests.support import autotune_utils, gluon_kernels, kernels
 from tests.support.kernels import random_normal
+from tests.support.lowering_utils import lowered_text
 
 CPU = jax.devices("cpu")[0]
 
@@ -156,7 +157,7 @@ def test_interpreter_adaptations_are_undone_after_the_run():
 
 def test_cpu_lowering_is_a_host_callback_not_a_gpu_custom_call():
     x = random_normal(22, (256,), device=CPU)
-    text = jax.jit(kernels.add).trace(x, x).lower(lowering_platforms=("cpu",)).as_text()
+    text = lowered_text(kernels.add, x, x, platform="cpu")
     assert "callback" in text
     assert "triton_kernel_call" not in text
 

@@ -16,8 +16,7 @@ import triton
 
 import jax_triton_rocm as jtr
 from tests.support import kernels
-from tests.support.lowering_utils import lower_for, spec
-from tests.cpu.test_xla_native import native_calls
+from tests.support.lowering_utils import lower_for, native_calls, spec
 
 ROUTES = ["jaxlib", "xla", "cpu"]
 N = 1024

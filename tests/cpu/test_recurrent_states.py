@@ -9,11 +9,10 @@ import jax
 import numpy as np
 import pytest
 
-import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes import _primitive
 from tests.support import recurrent_kernels as rk
-from tests.support.lowering_utils import lower_for
+from tests.support.lowering_utils import call_targets
 
 CPU = jax.devices("cpu")[0]
 SHAPE = rk.SMALL
@@ -46,8 +45,7 @@ def _targets(program, platform):
     """The custom call of each kernel of `program`, lowered for `platform` on the CPU."""
     args = {name: jax.ShapeDtypeStruct(value.shape, value.dtype)
             for name, value in rk.make_inputs(SHAPE).items()}
-    lowered = lower_for(lambda i: program(SHAPE, i), args, platform=platform)
-    return [c.target for c in jtr.kernel_calls(lowered)]
+    return call_targets(lambda i: program(SHAPE, i), args, platform=platform)
 
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])

@@ -21,7 +21,7 @@ from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.routes.xla import _xla_native
 from jax_triton_rocm.routes import _arch, _choices
 from tests.support import autotune_utils, idiom_kernels, kernels
-from tests.support.lowering_utils import lower_for, spec
+from tests.support.lowering_utils import call_targets, lower_for, spec
 
 X = spec((1000,), jnp.float32)
 XLA, FFI, LEGACY = _compat.XLA_TRITON_TARGET, _compat.FFI_TARGET, _compat.LEGACY_TARGET
@@ -40,10 +40,6 @@ def xla_asked_by_env(monkeypatch):
     monkeypatch.setenv(_primitive.ENV_XLA_NATIVE, "1")
 
 
-def _targets(fn, *args, platform="cuda"):
-    return [call.target for call in jtr.kernel_calls(lower_for(fn, *args, platform=platform))]
-
-
 def _logged(caplog, fn, *args, platform="cuda"):
     """The (route, reason) each lowering of `fn(*args)` logged."""
     with caplog.at_level(logging.DEBUG, logger="jax_triton_rocm"):
@@ -56,7 +52,7 @@ def _logged(caplog, fn, *args, platform="cuda"):
 @pytest.mark.parametrize("call", [kernels.sized_add, kernels.add],
                          ids=["constexpr length", "runtime length"])
 def test_a_plain_kernel_takes_jaxlibs_call_by_default(caplog, platform, call):
-    assert _targets(call, X, X, platform=platform) == [FFI]
+    assert call_targets(call, X, X, platform=platform) == [FFI]
     assert _logged(caplog, call, X, X, platform=platform) == [DEFAULT]
 
 
@@ -84,7 +80,7 @@ def test_an_autotuned_call_without_a_choice_takes_jaxlibs_legacy_call(caplog, pl
 @PLATFORMS
 def test_a_kernel_with_its_output_before_its_inputs_takes_jaxlibs_call(platform):
     x = spec((16, 64), jnp.float32)
-    assert _targets(idiom_kernels.softmax, x, platform=platform) == [FFI]
+    assert call_targets(idiom_kernels.softmax, x, platform=platform) == [FFI]
 
 
 @PLATFORMS
@@ -107,7 +103,7 @@ def test_an_int_scalar_equal_to_1_leaves_the_kernel_plain(xla_asked_by_env):
         return jtr.triton_call(x, 1, kernel=kernels.copy_kernel, out_shape=x, grid=(4,),
                                BLOCK=256)
 
-    assert _targets(call, X) == [XLA]
+    assert call_targets(call, X, platform="cuda") == [XLA]
 
 
 def test_a_jaxlib_without_a_triton_dialect_refuses_xla_native(monkeypatch, caplog,
@@ -153,13 +149,15 @@ def test_an_export_asked_for_xlas_call_takes_it():
 @pytest.mark.parametrize("value,targets", [("1", [XLA, XLA]), ("0", [FFI, FFI])])
 def test_the_environment_forces_a_route_for_calls_that_do_not_say(monkeypatch, value, targets):
     monkeypatch.setenv(_primitive.ENV_XLA_NATIVE, value)
-    assert _targets(lambda a, b: (kernels.sized_add(a, b), kernels.add(a, b)), X, X) == targets
+    assert call_targets(lambda a, b: (kernels.sized_add(a, b), kernels.add(a, b)), X, X,
+                        platform="cuda") == targets
 
 
 @pytest.mark.parametrize("value,asked,target", [("0", True, XLA), ("1", False, FFI)])
 def test_the_calls_own_choice_beats_the_environment(monkeypatch, value, asked, target):
     monkeypatch.setenv(_primitive.ENV_XLA_NATIVE, value)
-    assert _targets(lambda a, b: kernels.sized_add(a, b, xla_native=asked), X, X) == [target]
+    assert call_targets(lambda a, b: kernels.sized_add(a, b, xla_native=asked), X, X,
+                        platform="cuda") == [target]
 
 
 def test_a_malformed_environment_value_is_named(monkeypatch):

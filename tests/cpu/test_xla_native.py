@@ -19,7 +19,8 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.routes.xla import _xla_native
 from tests.support import autotune_utils, kernels
 from tests.support import gluon_kernels as gk
-from tests.support.lowering_utils import lower_for, spec
+from tests.support.lowering_utils import (ir_text, kernel_signature, lower_for, native_calls,
+                                           one_native_call, spec)
 
 PLATFORMS = ["cuda", "rocm"]
 X = spec((1000,), jnp.float32)
@@ -27,59 +28,6 @@ X = spec((1000,), jnp.float32)
 
 # The route is chosen when a call is lowered; JAX reuses lowerings across tests otherwise.
 pytestmark = pytest.mark.usefixtures("fresh_lowerings")
-
-
-def native_calls(lowered) -> list[dict]:
-    """Each `__gpu$xla.gpu.triton` call in the module: its backend config as Python values,
-    plus `aliases`, the output_operand_aliases attribute as text."""
-    from jax._src.lib.mlir import ir
-
-    module = lowered.compiler_ir("stablehlo")
-    found = []
-
-    def walk(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    yield inner
-                    yield from walk(inner)
-
-    with module.context:
-        for op in walk(module.operation):
-            if op.name != "stablehlo.custom_call":
-                continue
-            if ir.StringAttr(op.attributes["call_target_name"]).value != "__gpu$xla.gpu.triton":
-                continue
-            config = ir.DictAttr(op.attributes["mhlo.backend_config"])
-            entry = {"name": ir.StringAttr(config["name"]).value,
-                     "ir": ir.StringAttr(config["ir"]).value_bytes,
-                     "debug": ir.BoolAttr(config["debug"]).value}
-            for key in ("num_warps", "num_stages", "grid_x", "grid_y", "grid_z"):
-                entry[key] = ir.IntegerAttr(config[key]).value
-            entry["aliases"] = (str(op.attributes["output_operand_aliases"])
-                                if "output_operand_aliases" in op.attributes else "")
-            entry["operands"] = [str(operand.type) for operand in op.operands]
-            found.append(entry)
-    return found
-
-
-def one_native_call(fn, *args, platform, arch=None) -> dict:
-    calls = native_calls(lower_for(fn, *args, platform=platform, arch=arch))
-    assert len(calls) == 1, f"expected one XLA Triton call, found {len(calls)}"
-    return calls[0]
-
-
-def kernel_signature(ir_bytes: bytes, name: str) -> list[str]:
-    """The parameter types of `tt.func @name` in the IR, parsed as XLA will."""
-    module = _xla_native.parse_ttir(ir_bytes)
-    for op in module.body.operations:
-        if op.operation.name == "tt.func" and str(op.attributes["sym_name"]) == f'"{name}"':
-            return [str(arg.type) for arg in op.regions[0].blocks[0].arguments]
-    raise AssertionError(f"no tt.func @{name} in the IR")
-
-
-def ir_text(ir_bytes: bytes) -> str:
-    return str(_xla_native.parse_ttir(ir_bytes))
 
 
 def native_add(x, y, **kwargs):

@@ -26,10 +26,9 @@ from jax_triton_rocm.routes.xla import _xla_native
 from tests.support import autotune_utils as au
 from tests.support import kernels
 from tests.support import library_kernels as lk
-from tests.support.lowering_utils import lower_for, spec
+from tests.support.lowering_utils import ir_text, kernel_signature, lower_for, native_calls, spec
 from tests.support.surface_kernels import (add_inplace_kernel, constexpr_first_kernel, inc_kernel,
                                    out_first_kernel, update_and_double_kernel)
-from tests.cpu.test_xla_native import ir_text, kernel_signature, native_calls
 
 N = 1000
 F32 = jnp.float32
@@ -104,10 +103,6 @@ SURFACES = {
     "triton_call_lowering, outputs between inputs": (library_outputs_between_inputs,
                                                      lambda x, y: (x + y) * 10 + (x - y), 0),
 }
-
-
-def _module_text(fn, *args, platform="cuda"):
-    return lower_for(fn, *args, platform=platform).as_text()
 
 
 @pytest.mark.parametrize("surface", SURFACES)

@@ -16,6 +16,7 @@ from jax_triton_rocm.routes import _choices
 from tests.support import autotune_utils
 from tests.support import partition_kernels as pk
 from tests.support.gpu_utils import gpu_devices
+from tests.support.lowering_utils import compiled_text
 from tests.support.subprocess_utils import ROOT
 
 pytestmark = pytest.mark.gpu
@@ -29,10 +30,6 @@ def _split(x, count, *spec):
     return jax.device_put(x, sharding), sharding
 
 
-def _compiled_text(fn, *args) -> str:
-    return fn.lower(*args).compile().as_text()
-
-
 @pytest.mark.parametrize("count", COUNTS)
 def test_split_rows_run_per_gpu_without_gathering(count):
     x, y = pk.matrix(64, 1000, seed=1), pk.matrix(64, 1000, seed=2)
@@ -41,7 +38,7 @@ def test_split_rows_run_per_gpu_without_gathering(count):
     out = step(xs, ys)
     assert out.sharding.is_equivalent_to(by_rows, out.ndim), out.sharding
     np.testing.assert_allclose(out, 2.0 * x + y + 1.0, rtol=1e-6, atol=1e-6)
-    assert "all-gather" not in _compiled_text(step, xs, ys)
+    assert "all-gather" not in compiled_text(step, xs, ys)
 
 
 @pytest.mark.parametrize("count", COUNTS)
@@ -50,7 +47,7 @@ def test_contracted_dimension_reduced_by_sum_is_not_gathered(count):
     xs, _ = _split(x, count, None, "d")
     step = jax.jit(lambda a: pk.row_sum_reduced(jnp.abs(a)))
     np.testing.assert_allclose(step(xs), jnp.abs(x).sum(axis=1), rtol=1e-5, atol=1e-5)
-    assert "all-gather" not in _compiled_text(step, xs)
+    assert "all-gather" not in compiled_text(step, xs)
 
 
 @pytest.mark.parametrize("count", COUNTS)
@@ -61,7 +58,7 @@ def test_library_primitive_partitioned_by_a_rule_matches_jnp(count):
     out = step(xs)
     assert len(out.sharding.device_set) == count
     np.testing.assert_allclose(out, jnp.max(jnp.abs(x - 1.0), axis=1), rtol=1e-6, atol=1e-6)
-    assert "all-gather" not in _compiled_text(step, xs)
+    assert "all-gather" not in compiled_text(step, xs)
 
 
 @pytest.mark.parametrize("count", COUNTS)
@@ -70,7 +67,7 @@ def test_vmap_of_a_partitioned_function_splits_the_batch(count):
     xs, _ = _split(x, count, "d", None, None)
     step = jax.jit(jax.vmap(lambda a: pk.add(a, a + 1.0)))
     np.testing.assert_allclose(step(xs), 2.0 * x + 1.0, rtol=1e-6, atol=1e-6)
-    assert "all-gather" not in _compiled_text(step, xs)
+    assert "all-gather" not in compiled_text(step, xs)
 
 
 @pytest.mark.parametrize("count", COUNTS)

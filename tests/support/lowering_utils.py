@@ -1,7 +1,10 @@
 """Lowering for a platform without its GPU, and reading back what the lowering produced.
 
 `lower_for` is the one way the tests lower; `captured_lowerings` records the package's own view
-of each call (`LoweredCall`: kernels, features, target). The rest are short cuts over the two.
+of each call (`LoweredCall`: kernels, features, target). The rest are short cuts over the two and
+readers of what they give: `lowered_text` (the module's text), `call_targets` (the custom-call
+target of each Triton call), `compiled_text` (the program XLA compiled, on the devices there are),
+and for XLA's own Triton call `native_calls`, `one_native_call`, `kernel_signature`, `ir_text`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import jax.numpy as jnp
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call
+from jax_triton_rocm.routes.xla import _xla_native
 
 DEFAULT_ARCH = {"cuda": "sm_90", "rocm": "gfx942"}
 
@@ -52,8 +56,28 @@ def lower_for(fn, *args, platform: str, arch=None):
     def fresh(*fresh_args):
         return fn(*fresh_args)
 
-    with jtr.target_arch(**{platform: arch or DEFAULT_ARCH[platform]}):
+    # "cpu": Triton's interpreter, for which no architecture is named.
+    archs = {} if platform == "cpu" else {platform: arch or DEFAULT_ARCH[platform]}
+    with jtr.target_arch(**archs) if archs else contextlib.nullcontext():
         return jax.jit(fresh).trace(*args).lower(lowering_platforms=(platform,))
+
+
+def lowered_text(fn, *args, platform: str, arch=None) -> str:
+    """The text (StableHLO) of the module `lower_for` gives."""
+    return lower_for(fn, *args, platform=platform, arch=arch).as_text()
+
+
+def call_targets(fn, *args, platform: str, arch=None) -> list[str]:
+    """The custom-call target of each Triton call in the module `lower_for` gives, in order."""
+    lowered = lower_for(fn, *args, platform=platform, arch=arch)
+    return [call.target for call in jtr.kernel_calls(lowered)]
+
+
+def compiled_text(fn, *args, **jit_options) -> str:
+    """The text of the program XLA compiles for `fn(*args)` on the devices there are (where the
+    partitioner's gathers show); `fn` is jitted with `jit_options`, unless it was already."""
+    jitted = fn if hasattr(fn, "lower") and not jit_options else jax.jit(fn, **jit_options)
+    return jitted.lower(*args).compile().as_text()
 
 
 # One recording `emit` is installed while any thread captures; it records a call for the
@@ -146,3 +170,58 @@ def run_at_once(fns: Sequence[Callable[[], object]]) -> None:
         thread.join()
     if errors:
         raise errors[0]
+
+
+def native_calls(lowered) -> list[dict]:
+    """Each `__gpu$xla.gpu.triton` call in the module: its backend config as Python values,
+    plus `aliases`, the output_operand_aliases attribute as text."""
+    from jax._src.lib.mlir import ir
+
+    module = lowered.compiler_ir("stablehlo")
+    found = []
+
+    def walk(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    yield inner
+                    yield from walk(inner)
+
+    with module.context:
+        for op in walk(module.operation):
+            if op.name != "stablehlo.custom_call":
+                continue
+            if ir.StringAttr(op.attributes["call_target_name"]).value != "__gpu$xla.gpu.triton":
+                continue
+            config = ir.DictAttr(op.attributes["mhlo.backend_config"])
+            entry = {"name": ir.StringAttr(config["name"]).value,
+                     "ir": ir.StringAttr(config["ir"]).value_bytes,
+                     "debug": ir.BoolAttr(config["debug"]).value}
+            for key in ("num_warps", "num_stages", "grid_x", "grid_y", "grid_z"):
+                entry[key] = ir.IntegerAttr(config[key]).value
+            entry["aliases"] = (str(op.attributes["output_operand_aliases"])
+                                if "output_operand_aliases" in op.attributes else "")
+            entry["operands"] = [str(operand.type) for operand in op.operands]
+            found.append(entry)
+    return found
+
+
+def one_native_call(fn, *args, platform, arch=None) -> dict:
+    """The single XLA Triton call (`native_calls`) in the module `lower_for` gives."""
+    calls = native_calls(lower_for(fn, *args, platform=platform, arch=arch))
+    assert len(calls) == 1, f"expected one XLA Triton call, found {len(calls)}"
+    return calls[0]
+
+
+def kernel_signature(ir_bytes: bytes, name: str) -> list[str]:
+    """The parameter types of `tt.func @name` in the IR, parsed as XLA will."""
+    module = _xla_native.parse_ttir(ir_bytes)
+    for op in module.body.operations:
+        if op.operation.name == "tt.func" and str(op.attributes["sym_name"]) == f'"{name}"':
+            return [str(arg.type) for arg in op.regions[0].blocks[0].arguments]
+    raise AssertionError(f"no tt.func @{name} in the IR")
+
+
+def ir_text(ir_bytes: bytes) -> str:
+    """The Triton IR an XLA Triton call carries (`native_calls(...)[i]["ir"]`), as text."""
+    return str(_xla_native.parse_ttir(ir_bytes))

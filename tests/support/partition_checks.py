@@ -39,10 +39,6 @@ def put(x, *spec, mesh=MESH):
     return jax.device_put(x, NamedSharding(mesh, P(*spec)))
 
 
-def compiled_text(fn, *args, **jit_options) -> str:
-    return jax.jit(fn, **jit_options).lower(*args).compile().as_text()
-
-
 def assert_split(out, *spec, mesh=MESH):
     want = NamedSharding(mesh, P(*spec))
     assert out.sharding.is_equivalent_to(want, out.ndim), f"{out.sharding} is not {want}"
@@ -65,7 +61,7 @@ def unsharded(fn, *args):
 def split_rows_are_not_gathered():
     x, y = pk.matrix(seed=1), pk.matrix(seed=2)
     xs, ys = put(x, "d", None), put(y, "d", None)
-    assert "all-gather" not in compiled_text(pk.add, xs, ys)
+    assert "all-gather" not in lowering_utils.compiled_text(pk.add, xs, ys)
     out, seen = run_seen(pk.add, xs, ys)
     assert_split(out, "d", None)
     np.testing.assert_array_equal(out, unsharded(kernels.add, x, y))
@@ -92,7 +88,7 @@ def each_shard_traces_the_function_at_its_own_shape():
 def split_columns_are_not_gathered():
     x = pk.matrix(seed=3)
     xs = put(x, None, "d")
-    assert "all-gather" not in compiled_text(pk.add, xs, xs)
+    assert "all-gather" not in lowering_utils.compiled_text(pk.add, xs, xs)
     out, seen = run_seen(pk.add, xs, xs)
     assert_split(out, None, "d")
     np.testing.assert_array_equal(out, 2 * x)
@@ -103,7 +99,7 @@ def split_columns_are_not_gathered():
 def two_mesh_axes_split_two_dimensions():
     mesh = Mesh(np.array(jax.devices("cpu")[:4]).reshape(2, 2), ("x", "y"))
     x = put(pk.matrix(seed=4), "x", "y", mesh=mesh)
-    assert "all-gather" not in compiled_text(pk.add, x, x)
+    assert "all-gather" not in lowering_utils.compiled_text(pk.add, x, x)
     out, seen = run_seen(pk.add, x, x)
     assert_split(out, "x", "y", mesh=mesh)
     assert seen == [(4, 4)] * 4, seen
@@ -122,7 +118,7 @@ def operands_split_differently_follow_the_first():
 def whole_operands_follow_the_requested_output_split():
     x = pk.matrix(seed=7)
     split = NamedSharding(MESH, P("d", None))
-    assert "all-gather" not in compiled_text(pk.add, x, x, out_shardings=split)
+    assert "all-gather" not in lowering_utils.compiled_text(pk.add, x, x, out_shardings=split)
     out, seen = run_seen(pk.add, x, x, out_shardings=split)
     np.testing.assert_array_equal(out, 2 * x)
     assert seen == [(2, 8)] * 4, seen
@@ -132,7 +128,7 @@ def whole_operands_follow_the_requested_output_split():
 def broadcast_operand_is_split_like_its_dimension():
     x, bias = pk.matrix(seed=8), jnp.arange(8.0)
     xs = put(x, None, "d")
-    assert "all-gather" not in compiled_text(pk.add_bias, xs, bias)
+    assert "all-gather" not in lowering_utils.compiled_text(pk.add_bias, xs, bias)
     out, _ = run_seen(pk.add_bias, xs, bias)
     assert_split(out, None, "d")
     np.testing.assert_array_equal(out, x + bias)
@@ -142,7 +138,7 @@ def broadcast_operand_is_split_like_its_dimension():
 def contracted_dimension_is_gathered_first():
     x = pk.matrix(seed=9)
     xs = put(x, None, "d")
-    assert "all-gather" in compiled_text(pk.row_sum, xs)
+    assert "all-gather" in lowering_utils.compiled_text(pk.row_sum, xs)
     out, seen = run_seen(pk.row_sum, xs)
     np.testing.assert_allclose(out, unsharded(pk.row_reduce, x), rtol=1e-6)
     assert all(shape[1] == 8 for shape in seen), seen  # whole rows on every device
@@ -152,7 +148,7 @@ def contracted_dimension_is_gathered_first():
 def free_dimension_beside_a_contracted_one_stays_split():
     x = pk.matrix(seed=10)
     xs = put(x, "d", None)
-    assert "all-gather" not in compiled_text(pk.row_sum, xs)
+    assert "all-gather" not in lowering_utils.compiled_text(pk.row_sum, xs)
     out, seen = run_seen(pk.row_sum, xs)
     assert_split(out, "d")
     np.testing.assert_allclose(out, unsharded(pk.row_reduce, x), rtol=1e-6)
@@ -163,7 +159,7 @@ def free_dimension_beside_a_contracted_one_stays_split():
 def contracted_dimension_reduced_by_sum_stays_split():
     x = pk.matrix(seed=11)
     xs = put(x, None, "d")
-    text = compiled_text(pk.row_sum_reduced, xs)
+    text = lowering_utils.compiled_text(pk.row_sum_reduced, xs)
     assert "all-gather" not in text and "all-reduce" in text
     out, seen = run_seen(pk.row_sum_reduced, xs)
     np.testing.assert_allclose(out, unsharded(pk.row_reduce, x), rtol=1e-5, atol=1e-6)
@@ -174,7 +170,7 @@ def contracted_dimension_reduced_by_sum_stays_split():
 def contracted_dimension_reduced_by_max_stays_split():
     x = pk.matrix(seed=12)
     xs = put(x, None, "d")
-    assert "all-gather" not in compiled_text(pk.row_max_reduced, xs)
+    assert "all-gather" not in lowering_utils.compiled_text(pk.row_max_reduced, xs)
     out, seen = run_seen(pk.row_max_reduced, xs)
     np.testing.assert_array_equal(out, np.max(x, axis=1))
     assert seen == [(8, 2)] * 4, seen
@@ -184,7 +180,7 @@ def contracted_dimension_reduced_by_max_stays_split():
 def library_primitive_takes_its_partitioning_from_a_rule():
     x = pk.matrix(16, 33, seed=13)
     xs = put(x, "d", None)
-    assert "all-gather" not in compiled_text(pk.row_amax, xs)
+    assert "all-gather" not in lowering_utils.compiled_text(pk.row_amax, xs)
     out, seen = run_seen(pk.row_amax, xs)
     assert_split(out, "d")
     np.testing.assert_array_equal(out, unsharded(lk.row_amax_sharded, x))
@@ -198,7 +194,7 @@ def library_primitive_takes_its_partitioning_from_a_rule():
 def vmap_adds_a_dimension_that_may_be_split():
     x = jnp.stack([pk.matrix(seed=s) for s in range(4)])
     xs = put(x, "d", None, None)
-    assert "all-gather" not in compiled_text(jax.vmap(pk.add), xs, xs)
+    assert "all-gather" not in lowering_utils.compiled_text(jax.vmap(pk.add), xs, xs)
     out, _ = run_seen(jax.vmap(pk.add), xs, xs)
     assert_split(out, "d", None, None)
     np.testing.assert_array_equal(out, 2 * x)
@@ -228,7 +224,7 @@ def autotuned_kernel_runs_per_shard():
 @check
 def numpy_constant_of_the_function_is_kept():
     x = put(jnp.arange(16.0), "d")
-    assert "all-gather" not in compiled_text(pk.add_two, x)
+    assert "all-gather" not in lowering_utils.compiled_text(pk.add_two, x)
     out, seen = run_seen(pk.add_two, x)
     np.testing.assert_array_equal(out, jnp.arange(16.0) + 2)
     assert seen == [(4,)] * 4, seen
@@ -323,13 +319,13 @@ def gspmd_partitioner_splits_the_same_way():
     try:
         add = jtr.partitioned("b n, b n -> b n")(kernels.add)
         x = put(pk.matrix(seed=17), "d", None)
-        assert "all-gather" not in compiled_text(add, x, x)
+        assert "all-gather" not in lowering_utils.compiled_text(add, x, x)
         out, seen = run_seen(add, x, x)
         assert_split(out, "d", None)
         assert seen == [(2, 8)] * 4, seen
         summed = jtr.partitioned("b n -> b", reductions={"n": "sum"})(pk.row_reduce)
         xs = put(pk.matrix(seed=18), None, "d")
-        assert "all-gather" not in compiled_text(summed, xs)
+        assert "all-gather" not in lowering_utils.compiled_text(summed, xs)
         out, seen = run_seen(summed, xs)
         np.testing.assert_allclose(out, pk.matrix(seed=18).sum(axis=1), rtol=1e-5, atol=1e-6)
         assert seen == [(8, 2)] * 4, seen
