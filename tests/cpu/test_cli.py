@@ -1,8 +1,11 @@
-"""`python -m jax_triton_rocm`: --version, info, and one clear line for a bad argument."""
+"""`python -m jax_triton_rocm`: --version, info, and one clear line for a bad argument.
+
+This file holds the tests that need no GPU and start no Python process; the others are in
+tests/process/test_cli.py.
+"""
 
 import os
 import re
-
 
 from jax_triton_rocm.cli import _info
 from jax_triton_rocm.backends import _vendors

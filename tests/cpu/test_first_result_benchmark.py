@@ -4,7 +4,6 @@ the package's ratio to PyTorch."""
 import os
 import sys
 
-
 from tests.support.subprocess_utils import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # for the script's own functions

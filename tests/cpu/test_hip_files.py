@@ -1,9 +1,12 @@
 """Path-delivered HSACO files: removed by the process that wrote them, however it ends, or, when
-it ended without removing them, by the next process that makes a folder."""
+it ended without removing them, by the next process that makes a folder.
+
+This file holds the tests that need no GPU and start no Python process; the others are in
+tests/process/test_hip_files.py.
+"""
 
 import os
 import threading
-
 
 from jax_triton_rocm.backends.hip import _hip_files
 from tests.process.test_hip_files import _folder

@@ -1,5 +1,9 @@
 """examples/moe_permute.py: each step and the gradients against the jnp reference, on the CPU
-(Triton's interpreter) and on the GPU."""
+(Triton's interpreter) and on the GPU.
+
+This file holds the tests that need no GPU and start no Python process; the others are in
+tests/gpu/test_moe_permute.py.
+"""
 
 
 import jax

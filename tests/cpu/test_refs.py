@@ -1,7 +1,11 @@
 """`Ref` operands (`jax.new_ref`, jax-triton 0.4's in-place buffers) on every route: jaxlib's
 Triton call and XLA's on a GPU (marked `gpu`), Triton's interpreter on the CPU. A Ref is read
 before the call and written back after it, so the routes see plain aliasing; `jax.vmap` and
-`jax.grad` behave as JAX allows."""
+`jax.grad` behave as JAX allows.
+
+This file holds the tests that need no GPU and start no Python process; the others are in
+tests/gpu/test_refs.py.
+"""
 
 import jax
 import jax.numpy as jnp
@@ -9,8 +13,6 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from tests.support.lowering_utils import lower_for, spec
-from tests.support.surface_kernels import inc_kernel, pair_kernel
 from tests.gpu.test_refs import _through_one_ref_twice, increment
 from tests.gpu.test_refs import (  # the tests, collected here with this folder's routes
     test_a_ref_is_updated_in_place,
@@ -20,6 +22,8 @@ from tests.gpu.test_refs import (  # the tests, collected here with this folder'
     test_refs_under_vmap_as_arguments_and_made_inside,
     test_the_same_ref_twice_is_one_buffer_as_in_triton,
 )
+from tests.support.lowering_utils import lower_for, spec
+from tests.support.surface_kernels import inc_kernel, pair_kernel
 
 # Every-route tests, written once in tests/gpu (`tests.support.routes.every_route`).
 __all__ = [

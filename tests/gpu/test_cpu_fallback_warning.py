@@ -4,6 +4,9 @@ Each case is a fresh process (the warning is once per process) running two kerne
 on the CPU. With a jaxlib GPU plugin installed (a stand-in whose start-up fails, as on a machine
 without the GPU) the package's logger warns once, saying why and how to change it; with none
 installed the CPU is the only choice and nothing is logged.
+
+This file holds the tests that need a GPU (mark `gpu`); the others are in
+tests/process/test_cpu_fallback_warning.py.
 """
 
 import pytest

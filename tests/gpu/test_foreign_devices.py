@@ -6,6 +6,9 @@ devices' carries its PTX, which jaxlib's ptxas builds for the devices, or is ref
 where not even the PTX can run there. The devices are those named by `target_arch`, else the
 computation's (stood in here, on the CPU, by patching the context's device lookup), except for
 `jax.export`, whose result runs elsewhere.
+
+This file holds the tests that need a GPU (mark `gpu`); the others are in
+tests/cpu/test_foreign_devices.py.
 """
 
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
+from tests.cpu import test_declared_types as declared
 from tests.support import callee_kernels
 from tests.support import library_kernels as lk
-from tests.cpu import test_declared_types as declared
 from tests.support.gpu_utils import on_gpu
 
 pytestmark = pytest.mark.gpu

@@ -11,10 +11,10 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat
+from tests.cpu.test_xla_route import MULTIPLES_OF_16, SURFACES, TYPED, offset, typed
 from tests.support import autotune_utils as au
 from tests.support.real_data_kernels import poison_memory
 from tests.support.routes import every_route
-from tests.cpu.test_xla_route import MULTIPLES_OF_16, SURFACES, TYPED, offset, typed
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*donated buffers.*:UserWarning")
 

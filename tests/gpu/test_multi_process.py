@@ -1,4 +1,8 @@
-"""examples/multi_process.py: two processes joined by jax.distributed, a Triton kernel per shard."""
+"""examples/multi_process.py: two processes joined by jax.distributed, a Triton kernel per shard.
+
+This file holds the tests that need a GPU (mark `gpu`); the others are in
+tests/process/test_multi_process.py.
+"""
 
 
 import pytest

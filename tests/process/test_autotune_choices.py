@@ -4,6 +4,9 @@ A remembered choice applies only to lowerings for a GPU that is there; these tes
 device kind for the CUDA lowering (`_arch.device_kind`) and lower for sm_90 under
 `target_arch`. The tuner's timing runs need a GPU (test_gpu_autotune_real_data.py); here its loop
 is driven with stand-ins for compiling and timing.
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_autotune_choices.py.
 """
 
 import json
@@ -12,9 +15,9 @@ import pytest
 
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes import _choices
+from tests.cpu.test_autotune_choices import DEVICE, N, _undecided
 from tests.support import autotune_utils as au
 from tests.support.subprocess_utils import run_python
-from tests.cpu.test_autotune_choices import DEVICE, N, _undecided
 
 
 _SECOND_PROCESS = f"""

@@ -1,7 +1,11 @@
 """Issue 21's bad inputs beyond one row of `test_bad_inputs.py`'s table: the same value through
 `triton_call` and `triton_call_lowering` gets the same verdict; inputs only a primitive's lowering
 rule can give; a compile error remembered by the kernel cache; good inputs next to the limits the
-checks enforce."""
+checks enforce.
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_bad_inputs_apis.py.
+"""
 
 
 import pytest

@@ -1,4 +1,8 @@
-"""`tools/battery`, the battery of bad and edge inputs: its classification rule, and one run."""
+"""`tools/battery`, the battery of bad and edge inputs: its classification rule, and one run.
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_battery_tool.py.
+"""
 
 import json
 import subprocess
@@ -6,8 +10,8 @@ import sys
 
 import pytest
 
-from tests.support.subprocess_utils import ROOT
 from tests.cpu.test_battery_tool import BATTERY
+from tests.support.subprocess_utils import ROOT
 
 
 @pytest.mark.process

@@ -1,5 +1,9 @@
 """The benchmark scripts: --help prints usage and exits; each says first, before it imports JAX,
-whether it needs a GPU, and without one a script that needs it says so in one line."""
+whether it needs a GPU, and without one a script that needs it says so in one line.
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_benchmarks.py.
+"""
 
 import json
 import os

@@ -5,6 +5,9 @@ capability), not by the binary. Variants of one kernel share its name (other con
 num_warps, autotune configs); each must still give jaxlib a key of its own, or it runs another
 variant's code. These tests lower such variants for CUDA and for ROCm (both deliveries) and
 compare the keys.
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_binary_identity.py.
 """
 
 import json
@@ -12,8 +15,8 @@ import json
 import pytest
 
 from jax_triton_rocm.backends.hip import _hip
-from tests.support.subprocess_utils import last_line, run_python
 from tests.cpu.test_binary_identity import CASES, CASE_IDS, loader_keys
+from tests.support.subprocess_utils import last_line, run_python
 
 
 @pytest.mark.process

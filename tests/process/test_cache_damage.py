@@ -1,5 +1,9 @@
 """A damaged entry in Triton's on-disk cache: found before its binary is used, compiled again and
-replaced, with one warning naming the damaged file."""
+replaced, with one warning naming the damaged file.
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_cache_damage.py.
+"""
 
 import json
 import os
@@ -9,8 +13,8 @@ import textwrap
 
 import pytest
 
-from tests.support.subprocess_utils import ROOT, child_env, run_python
 from tests.cpu.test_cache_damage import BINARY, MACHINE, _garbage, _truncate, entry_file
+from tests.support.subprocess_utils import ROOT, child_env, run_python
 
 
 # Lowers the add kernel and prints the binary's e_machine and size (0 0: no binary).

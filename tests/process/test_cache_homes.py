@@ -6,6 +6,9 @@ gives one warning naming the variable and the folder, and kernels compile in a p
 Triton reads HOME once, when it is imported, so those cases run in a fresh process. A read-only
 HOME is a read-only bind mount in a private mount namespace (`unshare`): the tests run as root
 here, for whom permission bits do not stop a write.
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_cache_homes.py.
 """
 
 

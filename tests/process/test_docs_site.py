@@ -1,6 +1,9 @@
 """The documentation as a whole: the front page, the site's pages and nav, the API reference (one
 block per public name, each with a docstring), the repository's address, the changelog, and the
 site's strict build (where the `docs` extra is installed, as in CI's full lane).
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_docs_site.py.
 """
 
 import importlib.util
@@ -12,8 +15,8 @@ import sys
 
 import pytest
 
-from tests.support.subprocess_utils import ROOT
 from tests.cpu.test_docs_site import _mkdocs
+from tests.support.subprocess_utils import ROOT
 
 
 def build_site(tmp_path, broken_link: str | None = None) -> subprocess.CompletedProcess:

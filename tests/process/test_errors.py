@@ -1,4 +1,8 @@
-"""Every error a user can cause: a clear message naming the argument, the value and the fix."""
+"""Every error a user can cause: a clear message naming the argument, the value and the fix.
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_errors.py.
+"""
 
 import pytest
 

@@ -1,5 +1,9 @@
 """benchmarks/first_result.py: each side's first result in fresh processes, cold then warm, and
-the package's ratio to PyTorch."""
+the package's ratio to PyTorch.
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_first_result_benchmark.py.
+"""
 
 import json
 import os

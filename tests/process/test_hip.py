@@ -1,4 +1,8 @@
-"""The ROCm path without an AMD GPU: real HSACO, lowering for `rocm`, delivery modes, prewarm."""
+"""The ROCm path without an AMD GPU: real HSACO, lowering for `rocm`, delivery modes, prewarm.
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_hip.py.
+"""
 
 
 import pytest

@@ -1,5 +1,9 @@
 """Lowering for platform `cuda` on a machine without a GPU, read back through jaxlib's parser
-(jaxlib's Triton call: XLA's is `test_xla_native`'s)."""
+(jaxlib's Triton call: XLA's is `test_xla_native`'s).
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_lowering_cuda.py.
+"""
 
 
 import pytest

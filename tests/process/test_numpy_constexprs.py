@@ -1,5 +1,9 @@
 """NumPy scalars as constexprs: they compile on a cold Triton cache, and to the same kernel as the
-Python scalars they equal, through `triton_call` and `triton_call_lowering` alike."""
+Python scalars they equal, through `triton_call` and `triton_call_lowering` alike.
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_numpy_constexprs.py.
+"""
 
 import json
 

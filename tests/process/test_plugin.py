@@ -1,4 +1,8 @@
-"""Activation: JAX's plugin discovery, initialize() and register()."""
+"""Activation: JAX's plugin discovery, initialize() and register().
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_plugin.py.
+"""
 
 
 import pytest

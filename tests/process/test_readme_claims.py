@@ -6,6 +6,9 @@ prints on a machine without a GPU (its lines, labels and sections; versions, pat
 differ between installs are left out of the comparison; `python -m tests.support.docs_files refresh-info`
 writes it anew), the table of how scalars are typed, and the command line's exit statuses. The
 declared versions are checked against `pyproject.toml`.
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_readme_claims.py.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ import re
 
 import pytest
 
+from tests.cpu.test_readme_claims import claim, info_shape
 from tests.support import docs_files
 from tests.support.subprocess_utils import WITHOUT_GPU_PLUGINS, run_cli
-from tests.cpu.test_readme_claims import claim, info_shape
 
 
 @pytest.mark.process

@@ -5,6 +5,9 @@ lowering writes, `info`, and the test session's route counts (JAX_TRITON_ROCM_TE
 Lowered for CUDA (sm_90) and ROCm (gfx942) on the CPU. XLA's call needs this jaxlib's Triton
 dialect (`_xla_native.xla_triton_dialect`), which every CI lane's jaxlib has; a jaxlib without it
 is stood in.
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_route_rule.py.
 """
 
 import json

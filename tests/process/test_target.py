@@ -1,4 +1,8 @@
-"""Which architecture a lowering compiles for: `target_arch`, the environment, the devices."""
+"""Which architecture a lowering compiles for: `target_arch`, the environment, the devices.
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_target.py.
+"""
 
 import pytest
 

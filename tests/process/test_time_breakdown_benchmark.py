@@ -1,5 +1,9 @@
 """benchmarks/time_breakdown.py: one execution's wall time split on the profiler's clock into
-dispatch, host time before the first kernel, GPU time and the final wait."""
+dispatch, host time before the first kernel, GPU time and the final wait.
+
+This file holds the tests that start Python processes of their own (mark `process`); the others are
+in tests/cpu/test_time_breakdown_benchmark.py.
+"""
 
 import json
 import os
