@@ -1,4 +1,5 @@
-"""Test-session setup shared by every test directory.
+"""Test-session setup shared by every test directory: tests/cpu, tests/gpu and tests/process, by
+where the tests run (their helpers in tests/support, the fixtures they share in tests/conftest.py).
 
 GPU tests carry the `gpu` mark and run on whatever GPU JAX sees, NVIDIA (platform `cuda`) or AMD
 (platform `rocm`); they are skipped, with the reason, where there is none. A test that only makes
@@ -19,7 +20,7 @@ by Triton's own launcher from PyTorch (`tests/support/differential.py`).
 A test that starts Python processes of its own (a fresh interpreter to check start-up, import,
 fork or command-line behaviour) carries the `process` mark: `-m "not process"` leaves them out
 of the quick run (the README's test command), and the run fails a test without the mark that
-starts one. Fixtures of a wider scope may share one interpreter among many tests.
+starts one (an autouse fixture of tests/conftest.py). Fixtures of a wider scope may share one interpreter among many tests.
 """
 
 import atexit
