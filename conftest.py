@@ -20,7 +20,8 @@ by Triton's own launcher from PyTorch (`tests/support/differential.py`).
 A test that starts Python processes of its own (a fresh interpreter to check start-up, import,
 fork or command-line behaviour) carries the `process` mark: `-m "not process"` leaves them out
 of the quick run (the README's test command), and the run fails a test without the mark that
-starts one (an autouse fixture of tests/conftest.py). Fixtures of a wider scope may share one interpreter among many tests.
+starts one (an autouse fixture of tests/conftest.py). Fixtures of a wider scope may share one
+interpreter among many tests.
 """
 
 import atexit

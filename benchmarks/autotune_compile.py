@@ -2,8 +2,8 @@
 
     python benchmarks/autotune_compile.py [--arch sm_90] [--repeat 1]
 
-Lowers an autotuned fp16 matmul (`tests.support.autotune_utils.tuned_matmul`: 16 `triton.Config`s, none
-pruned at 1024x1024x1024) for CUDA under `target_arch`, which compiles every config (no GPU is
+Lowers an autotuned fp16 matmul (`tests.support.autotune_utils.tuned_matmul`: 16 `triton.Config`s,
+none pruned at 1024x1024x1024) for CUDA under `target_arch`, which compiles every config (no GPU is
 needed: only the CPU works). Each
 measurement runs in a fresh process with a fresh, empty `TRITON_CACHE_DIR` of its own (set here,
 in that process's environment), so Triton's on-disk cache never serves a config. Modes:

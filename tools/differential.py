@@ -4,12 +4,11 @@
 
 runs the GPU tests (tests/gpu, `-m gpu`) once per route, each in its own pytest process with the
 check on (`--differential`, tests/support/differential.py): JAX_TRITON_ROCM_XLA_NATIVE=0 (jaxlib's
-Triton call) and =1 (XLA's, where a call fits it); then `benchmarks/real_kernels.py --bitwise-only`; and
-prints, last, a summary: per run and route taken, the kernels, the calls compared, bitwise
-equal, unequal (listed with their tests), nondeterministic, not compared (reasons counted).
-`real_kernels.py` runs beside the tests (it times nothing here). DIR keeps each run's JSON lines
-and logs. Exit status 1 where a call on jaxlib's route differs
-(it launches the binary pip Triton built, so it must be bitwise equal), where the benchmark
+Triton call) and =1 (XLA's, where a call fits it); then `benchmarks/real_kernels.py
+--bitwise-only`; and prints, last, a summary: per run and route taken, the kernels, the calls
+compared, bitwise equal, unequal (listed with their tests), nondeterministic, not compared
+(reasons counted). `real_kernels.py` runs beside the tests (it times nothing here). DIR keeps
+each run's JSON lines and logs. Exit status 1 where a call on jaxlib's route differs (it launches the binary pip Triton built, so it must be bitwise equal), where the benchmark
 fails, or where a run did not finish; XLA's route's differences are reported, not failures.
 """
 

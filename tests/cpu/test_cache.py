@@ -28,7 +28,7 @@ def test_second_lowering_of_a_kernel_compiles_nothing_and_emits_the_same_call():
 
 def test_the_same_kernel_in_another_call_is_a_kernel_cache_hit():
     lower_add(kernels.add_kernel, BLOCK=256)
-    _state.PLANS.clear()  # else the first call's plan serves the second (tests/cpu/test_relowering.py)
+    _state.PLANS.clear()  # else the first call's plan serves the second (test_relowering.py)
     lower_one(lambda x, y: jtr.triton_call(x, y, x.size, kernel=kernels.add_kernel, out_shape=x,
                                            grid=(4,), BLOCK=256), X, X, platform="cuda")
     assert _state.KERNELS.stats["compiles"] == 1

@@ -14,7 +14,8 @@ import jax_triton_rocm as jtr
 from tests.support.kernels import add_kernel
 from tests.support.lowering_utils import lower_for
 from tests.support.surface_kernels import (constexpr_first_kernel, inc_kernel, out_first_kernel,
-                                   store_scalar_kernel, tuple_kernel, update_and_double_kernel)
+                                           store_scalar_kernel, tuple_kernel,
+                                           update_and_double_kernel)
 
 CPU = jax.devices("cpu")[0]  # the interpreter runs here, on a GPU machine too
 X = jax.device_put(jnp.arange(8, dtype=jnp.float32), CPU)

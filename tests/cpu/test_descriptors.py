@@ -10,7 +10,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from tests.support.surface_kernels import (desc_block_kernel, device_desc_copy_kernel,
-                                   gluon_tma_copy_kernel, two_desc_kernel)
+                                           gluon_tma_copy_kernel, two_desc_kernel)
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat
 from tests.support.lowering_utils import lower_for

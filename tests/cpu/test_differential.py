@@ -1,6 +1,6 @@
-"""The differential check's logic on the CPU (tests/support/differential_utils.py, tests/support/differential.py):
-a call's planned launches read into what Triton's launcher takes, in the kernel's parameter
-order, and the verdicts on the outputs.
+"""The differential check's logic on the CPU (tests/support/differential_utils.py,
+tests/support/differential.py): a call's planned launches read into what Triton's launcher takes,
+in the kernel's parameter order, and the verdicts on the outputs.
 
 The launcher here runs the kernel in Triton's interpreter on NumPy buffers and records what it
 was given; the package's outputs come from its own CPU route (the interpreter too), so an

@@ -17,7 +17,7 @@ from jax_triton_rocm.routes.jaxlib import _jaxlib_call, _proto
 from tests.support import kernels
 from tests.support.binary_utils import check_hsaco
 from tests.support.lowering_utils import (capture_one, captured_lowerings, lower_for, lower_one,
-                                  run_at_once, spec)
+                                          run_at_once, spec)
 
 X = spec((4096,), jnp.float32)
 FEATURES = _vendors.plugin_features("rocm") or _vendors.assumed_features("rocm")

@@ -3,8 +3,9 @@ code.
 
 Each claim sits after an HTML comment `<!-- readme-check: NAME -->`, on one page: what `info`
 prints on a machine without a GPU (its lines, labels and sections; versions, paths and values that
-differ between installs are left out of the comparison; `python -m tests.support.docs_files refresh-info`
-writes it anew), the table of how scalars are typed, and the command line's exit statuses. The
+differ between installs are left out of the comparison;
+`python -m tests.support.docs_files refresh-info` writes it anew), the table of how scalars are
+typed, and the command line's exit statuses. The
 declared versions are checked against `pyproject.toml`.
 """
 

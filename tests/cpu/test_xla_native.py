@@ -20,7 +20,7 @@ from jax_triton_rocm.routes.xla import _xla_native
 from tests.support import autotune_utils, kernels
 from tests.support import gluon_kernels as gk
 from tests.support.lowering_utils import (ir_text, kernel_signature, lower_for, native_calls,
-                                           one_native_call, spec)
+                                          one_native_call, spec)
 
 PLATFORMS = ["cuda", "rocm"]
 X = spec((1000,), jnp.float32)

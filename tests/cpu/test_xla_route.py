@@ -28,7 +28,7 @@ from tests.support import kernels
 from tests.support import library_kernels as lk
 from tests.support.lowering_utils import ir_text, kernel_signature, lower_for, native_calls, spec
 from tests.support.surface_kernels import (add_inplace_kernel, constexpr_first_kernel, inc_kernel,
-                                   out_first_kernel, update_and_double_kernel)
+                                           out_first_kernel, update_and_double_kernel)
 
 N = 1000
 F32 = jnp.float32

@@ -1,6 +1,6 @@
-"""The differential check on a GPU (tests/support/differential.py): a call on each route is instrumented
-and compared with the same kernel launched by Triton's launcher from PyTorch; jaxlib's route,
-which launches the binary Triton built, is bitwise equal."""
+"""The differential check on a GPU (tests/support/differential.py): a call on each route is
+instrumented and compared with the same kernel launched by Triton's launcher from PyTorch;
+jaxlib's route, which launches the binary Triton built, is bitwise equal."""
 
 import json
 

@@ -13,7 +13,8 @@ from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes import _choices
 from tests.support import idiom_kernels as ik
 from tests.support.lowering_utils import tma_block_shapes
-from tests.support.surface_kernels import desc_block_kernel, device_desc_copy_kernel, gluon_tma_copy_kernel
+from tests.support.surface_kernels import (desc_block_kernel, device_desc_copy_kernel,
+                                           gluon_tma_copy_kernel)
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.cuda_only("TMA is NVIDIA's tensor memory accelerator (sm_90+)")]

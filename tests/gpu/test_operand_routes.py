@@ -10,10 +10,10 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from tests.support.surface_kernels import (add_inplace_kernel, constexpr_first_kernel, desc_block_kernel,
-                                   device_desc_copy_kernel, out_first_kernel, tuple_kernel,
-                                   update_and_double_kernel)
 from tests.support.routes import every_route
+from tests.support.surface_kernels import (add_inplace_kernel, constexpr_first_kernel,
+                                           desc_block_kernel, device_desc_copy_kernel,
+                                           out_first_kernel, tuple_kernel, update_and_double_kernel)
 
 
 @every_route

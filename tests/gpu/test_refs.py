@@ -11,7 +11,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from tests.support.surface_kernels import (accumulate_kernel, inc_kernel, pair_kernel,
-                                   tuned_pair_inc_kernel)
+                                           tuned_pair_inc_kernel)
 from tests.support.routes import every_route
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from jax_triton_rocm.cli import _startup
 from tests.support.subprocess_utils import (TRITON_WITHOUT_NVIDIA, WITHOUT_GPU_PLUGINS,
-                                    advertised_entry_point, failing_import, run_cli,
-                                    standin_plugin)
+                                            advertised_entry_point, failing_import, run_cli,
+                                            standin_plugin)
 
 pytestmark = pytest.mark.process  # each test starts Python processes
 

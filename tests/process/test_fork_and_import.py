@@ -8,7 +8,8 @@ survive.
 
 import pytest
 
-from tests.support.subprocess_utils import TRITON_WITHOUT_NVIDIA, failing_import, last_line, run_python
+from tests.support.subprocess_utils import (TRITON_WITHOUT_NVIDIA, failing_import, last_line,
+                                           run_python)
 
 pytestmark = pytest.mark.process  # each test starts Python processes
 

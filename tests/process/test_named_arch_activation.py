@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from tests.support.subprocess_utils import (WITHOUT_GPU_PLUGINS, advertised_entry_point, last_line,
-                                    run_python)
+                                            run_python)
 
 pytestmark = pytest.mark.process  # each test starts Python processes
 

@@ -11,7 +11,7 @@ from tests.support.subprocess_utils import last_line, run_python
 LOWER_AFTER_JAX_TRITON = """
     import logging, os
     logging.basicConfig(level=logging.WARNING, format="LOG %(levelname)s %(message)s")
-    import tests.support.jax_triton_standin  # what importing jax-triton 0.3.1 does to the environment
+    import tests.support.jax_triton_standin  # what importing jax-triton 0.3.1 does to the env
     import jax, jax.numpy as jnp
     import jax_triton_rocm as jtr
     from tests.support.kernels import add, softmax
