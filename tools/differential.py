@@ -8,8 +8,9 @@ Triton call) and =1 (XLA's, where a call fits it); then `benchmarks/real_kernels
 --bitwise-only`; and prints, last, a summary: per run and route taken, the kernels, the calls
 compared, bitwise equal, unequal (listed with their tests), nondeterministic, not compared
 (reasons counted). `real_kernels.py` runs beside the tests (it times nothing here). DIR keeps
-each run's JSON lines and logs. Exit status 1 where a call on jaxlib's route differs (it launches the binary pip Triton built, so it must be bitwise equal), where the benchmark
-fails, or where a run did not finish; XLA's route's differences are reported, not failures.
+each run's JSON lines and logs. Exit status 1 where a call on jaxlib's route differs (it launches
+the binary pip Triton built, so it must be bitwise equal), where the benchmark fails, or where a
+run did not finish; XLA's route's differences are reported, not failures.
 """
 
 from __future__ import annotations
