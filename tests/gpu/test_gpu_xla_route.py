@@ -2,6 +2,9 @@
 call and XLA's on whichever GPU JAX sees, marked `gpu`; Triton's interpreter on the CPU), and on
 the GPU's default route (jaxlib's call, on NVIDIA and AMD alike), with operands computed in the
 same jit on memory poisoned first.
+
+The tests on every route (`every_route`) are written here; tests/cpu/test_gpu_xla_route.py collects
+them too, where they run on the interpreter, and here on the GPU routes.
 """
 
 import jax

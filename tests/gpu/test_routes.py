@@ -6,6 +6,9 @@ array is placed on the CPU device, so it runs on a GPU machine as well). The `ro
 also takes "default": the GPU route of a call that asks for none, which is jaxlib's. It fails a
 test whose calls did not all take its route, so that a silent fallback (XLA's call to jaxlib's,
 say) cannot pass for the route.
+
+The tests on every route (`every_route`) are written here; tests/cpu/test_routes.py collects them
+too, where they run on the interpreter, and here on the GPU routes.
 """
 
 import numpy as np
