@@ -1,4 +1,5 @@
-"""Test-session setup shared by every test directory.
+"""Test-session setup shared by every test directory: tests/cpu, tests/gpu and tests/process, by
+where the tests run (their helpers in tests/support, the fixtures they share in tests/conftest.py).
 
 GPU tests carry the `gpu` mark and run on whatever GPU JAX sees, NVIDIA (platform `cuda`) or AMD
 (platform `rocm`); they are skipped, with the reason, where there is none. A test that only makes
@@ -14,12 +15,13 @@ start) uses one temporary folder of its own; at the end the run fails if anythin
 own folders is left in it, and otherwise removes it.
 With JAX_TRITON_ROCM_TEST_ROUTE_COUNTS set, the session counts the routes its lowerings took.
 With `--differential=PATH`, every GPU call is also compared bitwise with the same kernel launched
-by Triton's own launcher from PyTorch (`tests/differential.py`).
+by Triton's own launcher from PyTorch (`tests/support/differential.py`).
 
 A test that starts Python processes of its own (a fresh interpreter to check start-up, import,
 fork or command-line behaviour) carries the `process` mark: `-m "not process"` leaves them out
 of the quick run (the README's test command), and the run fails a test without the mark that
-starts one. Fixtures of a wider scope may share one interpreter among many tests.
+starts one (an autouse fixture of tests/conftest.py). Fixtures of a wider scope may share one
+interpreter among many tests.
 """
 
 import atexit
@@ -30,7 +32,6 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -60,8 +61,7 @@ SESSION_TMP = os.environ[_SESSION_TMP_VARIABLE]
 # inherits the folder and must leave it to the run around it.
 OWNS_SESSION_TMP = os.environ.get(_SESSION_OWNER_VARIABLE) == str(os.getpid())
 
-from tests.gpu_utils import gpu_devices, gpu_platform  # noqa: E402  (after the environment)
-from tests.subprocess_utils import is_shared_interpreter  # noqa: E402
+from tests.support.gpu_utils import gpu_devices, gpu_platform  # noqa: E402  (after the environment)
 
 # A file to write, at the end of the session, how many lowerings took each route (xla, jaxlib,
 # jaxlib legacy, interpreter) and how many distinct kernels did, from the package's route log
@@ -104,11 +104,11 @@ def pytest_addoption(parser):
     parser.addoption("--differential", metavar="PATH", default=None,
                      help="compare every GPU call with the same kernel launched by Triton's own "
                           "launcher from PyTorch; one JSON line per call to PATH "
-                          "(tests/differential.py, tools/differential.py)")
+                          "(tests/support/differential.py, tools/differential.py)")
 
 
 def pytest_configure(config):
-    from tests import differential
+    from tests.support import differential
 
     differential.configure(config)
     path = os.environ.get(ENV_ROUTE_COUNTS)
@@ -189,89 +189,6 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=f"{wanted} only ({why}); found {platform}"))
         if item.get_closest_marker("multi_gpu") and count < 2:
             item.add_marker(pytest.mark.skip(reason=f"needs 2+ GPUs; found {count}"))
-
-
-@pytest.fixture
-def fresh_lowerings():
-    """JAX's caches emptied before and after the test, the package's kept: a route, a target or
-    a plugin's features are decided when a call is lowered, and JAX would otherwise serve a
-    lowering made under another test's settings."""
-    import jax
-
-    jax.clear_caches()
-    yield
-    jax.clear_caches()
-
-
-@pytest.fixture
-def default_route(monkeypatch):
-    """The route left to the package's default: a JAX_TRITON_ROCM_XLA_NATIVE that forces one
-    for the whole run (`tools/differential.py` runs the GPU tests once per route) is unset, for
-    the tests that check what the default does."""
-    monkeypatch.delenv("JAX_TRITON_ROCM_XLA_NATIVE", raising=False)
-
-
-@pytest.fixture
-def fresh_caches():
-    """Every cache emptied before and after the test, the package's and JAX's
-    (`jax_triton_rocm.clear_caches`): for tests that count compiles or see what a cold lowering
-    does, or that change what no cache key covers (a choices folder, a device kind, a temporary
-    folder), so that neither they nor the tests after them are served another setting's kernels.
-    Request it after `monkeypatch`: its teardown then runs before the patches are undone."""
-    import jax_triton_rocm as jtr
-
-    jtr.clear_caches()
-    yield
-    jtr.clear_caches()
-
-
-@pytest.fixture
-def temp_root(tmp_path, monkeypatch, fresh_caches):
-    """A private folder for the package's temporary folders (Python's `tempfile.tempdir`), to
-    see what is left in it; every cache empty, so that nothing made in another folder is
-    served."""
-    del fresh_caches
-    root = tmp_path / "tmp"
-    root.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(root))
-    return root
-
-
-_PYTHON_PROGRAM = re.compile(r"python[\d.]*")
-
-
-def _starts_python(command) -> bool:
-    program = command if isinstance(command, (str, bytes, os.PathLike)) else command[0]
-    program = os.fsdecode(program).split()[0] if program else ""
-    return (_PYTHON_PROGRAM.fullmatch(os.path.basename(program)) is not None
-            or os.path.realpath(program) == os.path.realpath(sys.executable))
-
-
-@pytest.fixture(autouse=True)
-def _python_processes_carry_the_process_mark(request, monkeypatch):
-    """Fails a test that starts a Python process (through `subprocess`, or a fork) without the
-    `process` mark, so that the quick run stays quick. A `SharedInterpreter`, one process for
-    the tests of a module, is not counted."""
-    if request.node.get_closest_marker("process") is not None:
-        yield
-        return
-    started = []
-    popen_init, fork = subprocess.Popen.__init__, os.fork
-
-    def checked_init(self, args, *rest, **kwargs):
-        if _starts_python(args) and not is_shared_interpreter(args):
-            started.append(args if isinstance(args, str) else " ".join(map(str, args[:2])))
-        popen_init(self, args, *rest, **kwargs)
-
-    def checked_fork():
-        started.append("os.fork()")
-        return fork()
-
-    monkeypatch.setattr(subprocess.Popen, "__init__", checked_init)
-    monkeypatch.setattr(os, "fork", checked_fork)
-    yield
-    assert not started, (f"{request.node.nodeid} starts Python processes ({started[0][:200]}, "
-                         f"{len(started)} in all): mark it @pytest.mark.process")
 
 
 def pytest_report_header(config):

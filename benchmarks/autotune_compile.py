@@ -2,8 +2,8 @@
 
     python benchmarks/autotune_compile.py [--arch sm_90] [--repeat 1]
 
-Lowers an autotuned fp16 matmul (`tests.autotune_utils.tuned_matmul`: 16 `triton.Config`s, none
-pruned at 1024x1024x1024) for CUDA under `target_arch`, which compiles every config (no GPU is
+Lowers an autotuned fp16 matmul (`tests.support.autotune_utils.tuned_matmul`: 16 `triton.Config`s,
+none pruned at 1024x1024x1024) for CUDA under `target_arch`, which compiles every config (no GPU is
 needed: only the CPU works). Each
 measurement runs in a fresh process with a fresh, empty `TRITON_CACHE_DIR` of its own (set here,
 in that process's environment), so Triton's on-disk cache never serves a config. Modes:
@@ -54,7 +54,7 @@ def measure(mode: str, arch: str) -> dict:
     """Runs in the measuring process: times one lowering of the 16-config matmul."""
     from jax_triton_rocm.base import _state
     from jax_triton_rocm.compile import _parallel
-    from tests import autotune_utils
+    from tests.support import autotune_utils
 
     def matmul(a, b):
         return autotune_utils.tuned_matmul(a, b)

@@ -2,15 +2,15 @@
 
     python tools/differential.py --out DIR
 
-runs the GPU tests (`-m gpu`) once per route, each in its own pytest process with the check on
-(`--differential`, tests/differential.py): JAX_TRITON_ROCM_XLA_NATIVE=0 (jaxlib's Triton call)
-and =1 (XLA's, where a call fits it); then `benchmarks/real_kernels.py --bitwise-only`; and
-prints, last, a summary: per run and route taken, the kernels, the calls compared, bitwise
-equal, unequal (listed with their tests), nondeterministic, not compared (reasons counted).
-`real_kernels.py` runs beside the tests (it times nothing here). DIR keeps each run's JSON lines
-and logs. Exit status 1 where a call on jaxlib's route differs
-(it launches the binary pip Triton built, so it must be bitwise equal), where the benchmark
-fails, or where a run did not finish; XLA's route's differences are reported, not failures.
+runs the GPU tests (tests/gpu, `-m gpu`) once per route, each in its own pytest process with the
+check on (`--differential`, tests/support/differential.py): JAX_TRITON_ROCM_XLA_NATIVE=0 (jaxlib's
+Triton call) and =1 (XLA's, where a call fits it); then `benchmarks/real_kernels.py
+--bitwise-only`; and prints, last, a summary: per run and route taken, the kernels, the calls
+compared, bitwise equal, unequal (listed with their tests), nondeterministic, not compared
+(reasons counted). `real_kernels.py` runs beside the tests (it times nothing here). DIR keeps
+each run's JSON lines and logs. Exit status 1 where a call on jaxlib's route differs (it launches
+the binary pip Triton built, so it must be bitwise equal), where the benchmark fails, or where a
+run did not finish; XLA's route's differences are reported, not failures.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-benchmark", action="store_true",
                         help="leave out benchmarks/real_kernels.py --bitwise-only")
     parser.add_argument("pytest_args", nargs="*",
-                        help="after --: what pytest runs (default: tests)")
+                        help="after --: what pytest runs (default: tests/gpu)")
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     benchmark: dict = {}
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     for flag in args.routes.split(","):
         print(f"differential: XLA_NATIVE={flag}: running the GPU tests", flush=True)
         outcomes[flag] = run_tests(flag, args.out, args.workers, args.timeout,
-                                   args.pytest_args or ["tests"])
+                                   args.pytest_args or ["tests/gpu"])
         runs[flag] = read_lines(os.path.join(args.out, f"xla_native_{flag}.jsonl"))
         print(f"differential: XLA_NATIVE={flag}: {outcomes[flag][1]}; {len(runs[flag])} "
               f"calls and lowerings reported", flush=True)

@@ -13,7 +13,7 @@ import triton
 import jax_triton_rocm as jtr
 from harness import X, accept, add_kernel, either, interpret, lower, ramp, refuse
 from named_kernels import BY_NAME
-from tests import idiom_kernels as ik
+from tests.support import idiom_kernels as ik
 
 G = "idioms"
 A = jax.ShapeDtypeStruct((64, 48), jnp.float16)

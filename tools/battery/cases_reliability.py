@@ -27,9 +27,9 @@ from harness import (N, X, accept, add, copy_kernel, in_fresh_process, interpret
                      primitive, ramp, refuse)
 from jax_triton_rocm.base import _env, _state
 from jax_triton_rocm.routes import _arch, _choices
-from tests import callee_helpers, callee_kernels
-from tests.lowering_utils import LOWER_ADD_LOGGING_WARNINGS, capture_one
-from tests.subprocess_utils import mount_namespaces
+from tests.support import callee_helpers, callee_kernels
+from tests.support.lowering_utils import LOWER_ADD_LOGGING_WARNINGS, capture_one
+from tests.support.subprocess_utils import mount_namespaces
 
 
 @contextlib.contextmanager
@@ -415,7 +415,7 @@ def _errors():
     copy = lambda **call: (lambda x: jtr.triton_call(  # noqa: E731
         x, **{"kernel": copy_kernel, "out_shape": x, "grid": (4,), "BLOCK": 256, **call}))
     interpret_code = ("import os; os.environ['TRITON_INTERPRET'] = '1'\n"
-                      "import jax, jax.numpy as jnp\nfrom tests.kernels import add\n"
+                      "import jax, jax.numpy as jnp\nfrom tests.support.kernels import add\n"
                       "x = jax.device_put(jnp.ones(1024), jax.devices('cpu')[0])\n"
                       "jax.jit(add)(x, x)\n")
     return [

@@ -22,7 +22,7 @@ from jax._src.core import Primitive  # jax.extend.core.Primitive; this keeps Pal
 from jax.interpreters import mlir
 
 import jax_triton_rocm as jtr
-from tests.kernels import add_kernel  # noqa: F401  (the cases import it from here)
+from tests.support.kernels import add_kernel  # noqa: F401  (the cases import it from here)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ARCH = {"cuda": "sm_90", "rocm": "gfx942"}

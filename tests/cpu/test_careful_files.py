@@ -1,0 +1,171 @@
+"""Files in cache and store folders are read only where they are regular files of the folder,
+bounded (`_files.read_entry_file`), and a folder the package reads back from that other users can
+write is named in one warning (`_files.others_can_write`, ssh's rule)."""
+
+import logging
+import os
+import threading
+
+import jax.numpy as jnp
+import pytest
+
+from jax_triton_rocm.base import _env, _files
+from jax_triton_rocm.routes import _choices
+from tests.support import kernels
+from tests.support.lowering_utils import lower_for, spec
+
+NOBODY = 65534  # another user's id, to own folders as root
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="making another user's folder needs "
+                                "root (os.chown)")
+
+
+def test_a_regular_file_is_read_whole(tmp_path):
+    (tmp_path / "f.json").write_bytes(b"[1, 2]")
+    assert _files.read_entry_file(str(tmp_path), "f.json", 6) == b"[1, 2]"
+
+
+def test_a_file_larger_than_its_bound_is_refused(tmp_path):
+    (tmp_path / "f.json").write_bytes(b"x" * 1000)
+    with pytest.raises(_files.RefusedFile, match="larger than 999 bytes"):
+        _files.read_entry_file(str(tmp_path), "f.json", 999)
+
+
+@pytest.mark.parametrize("name", ["../f.json", "a/f.json", "..", ""])
+def test_only_a_name_directly_inside_the_folder_is_read(tmp_path, name):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f.json").write_bytes(b"{}")
+    with pytest.raises(_files.RefusedFile, match="not the name of a file directly inside"):
+        _files.read_entry_file(str(tmp_path / "a"), name, 100)
+
+
+def test_a_link_to_a_device_is_refused_unopened(tmp_path):
+    os.symlink("/dev/zero", tmp_path / "f.ttir")
+    with pytest.raises(_files.RefusedFile, match="a symbolic link, not a regular file"):
+        _files.read_entry_file(str(tmp_path), "f.ttir", 1 << 20)
+
+
+def test_a_fifo_is_refused_without_waiting(tmp_path):
+    os.mkfifo(tmp_path / "f.ttir")
+    outcome = []
+
+    def read():
+        try:
+            _files.read_entry_file(str(tmp_path), "f.ttir", 100)
+        except _files.RefusedFile as err:
+            outcome.append(str(err))
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    thread.join(20)
+    blocked = thread.is_alive()
+    if blocked:  # the read waits on the FIFO: open its other end to free it
+        os.close(os.open(tmp_path / "f.ttir", os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(10)
+    assert not blocked and outcome == ["a FIFO, not a regular file"]
+
+
+def test_a_folder_that_is_a_link_is_not_read_in(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "f.json").write_bytes(b"{}")
+    os.symlink(tmp_path / "real", tmp_path / "entry")
+    with pytest.raises(_files.RefusedFile, match="entry is a symbolic link, not a folder"):
+        _files.read_entry_file(str(tmp_path / "entry"), "f.json", 100)
+
+
+def test_deeply_nested_json_is_a_value_error():
+    with pytest.raises(ValueError, match="nested too deeply"):
+        _files.parse_json(b"[" * 100_000 + b"]" * 100_000)
+
+
+def _folder(tmp_path, mode, parent_mode=0o755):
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    parent.chmod(parent_mode)
+    folder = parent / "cache"
+    folder.mkdir()
+    folder.chmod(mode)
+    return folder
+
+
+@pytest.mark.parametrize("mode", [0o700, 0o755, 0o1755])
+def test_a_folder_only_its_owner_writes_is_safe(tmp_path, mode):
+    assert _files.others_can_write(str(_folder(tmp_path, mode))) is None
+
+
+@pytest.mark.parametrize("mode", [0o775, 0o757, 0o777, 0o1777])
+def test_a_folder_its_group_or_others_write_is_not_safe(tmp_path, mode):
+    folder = _folder(tmp_path, mode)
+    assert _files.others_can_write(str(folder)) == f"{folder} has mode {mode:o}"
+
+
+def test_a_folder_inside_a_sticky_shared_folder_is_safe(tmp_path):
+    assert _files.others_can_write(str(_folder(tmp_path, 0o755, parent_mode=0o1777))) is None
+
+
+def test_a_folder_inside_a_shared_folder_without_the_sticky_bit_is_not_safe(tmp_path):
+    folder = _folder(tmp_path, 0o755, parent_mode=0o777)
+    assert _files.others_can_write(str(folder)) == f"{folder.parent} has mode 777"
+
+
+def test_a_folder_not_made_yet_is_judged_by_the_folders_above_it(tmp_path):
+    shared = _folder(tmp_path, 0o777)
+    assert _files.others_can_write(str(shared / "new" / "cache")) == f"{shared} has mode 777"
+
+
+def test_a_folder_not_made_yet_inside_a_sticky_folder_is_safe(tmp_path):
+    assert _files.others_can_write(str(_folder(tmp_path, 0o1777) / "new")) is None
+
+
+@needs_root
+@pytest.mark.parametrize("which", ["folder", "parent"])
+def test_a_folder_another_user_owns_is_not_safe(tmp_path, which):
+    folder = _folder(tmp_path, 0o755)
+    owned = folder if which == "folder" else folder.parent
+    os.chown(owned, NOBODY, NOBODY)
+    assert _files.others_can_write(str(folder)) == f"{owned} is owned by user id {NOBODY}"
+
+
+def unsafe_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if "can be written by other users" in r.getMessage()]
+
+
+@pytest.fixture
+def no_folder_warned(monkeypatch):
+    monkeypatch.setattr(_files, "_warned_unsafe", set())
+
+
+X = spec((1024,), jnp.float32)
+
+
+def test_a_triton_cache_others_can_write_is_named_in_one_warning(
+        tmp_path, monkeypatch, no_folder_warned, fresh_caches, caplog):
+    cache = _folder(tmp_path, 0o777)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        lower_for(kernels.add, X, X, platform="cuda")
+        lower_for(kernels.add, X, X, platform="rocm")
+    warnings = unsafe_warnings(caplog)
+    assert len(warnings) == 1, warnings
+    assert f"{cache} (TRITON_CACHE_DIR=" in warnings[0] and "chmod go-w" in warnings[0]
+
+
+def test_a_triton_cache_of_ones_own_gets_no_warning(
+        tmp_path, monkeypatch, no_folder_warned, fresh_caches, caplog):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(_folder(tmp_path, 0o755)))
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        lower_for(kernels.add, X, X, platform="cuda")
+    assert unsafe_warnings(caplog) == []
+
+
+def test_an_autotune_store_others_can_write_is_named_in_one_warning(
+        tmp_path, monkeypatch, no_folder_warned, fresh_caches, caplog):
+    store = _folder(tmp_path, 0o777)
+    monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(store))
+    monkeypatch.setattr(_choices, "_swept", set())
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        assert _choices.STORE.get("ab" * 32) is None
+        assert _choices.STORE.get("cd" * 32) is None
+    warnings = unsafe_warnings(caplog)
+    assert len(warnings) == 1, warnings
+    assert f"{store} ({_env.ENV_AUTOTUNE_DIR}=" in warnings[0]

@@ -1,0 +1,35 @@
+"""The package's modules: one topic each, found by a file name no other module has, and a module
+docstring short enough to say what the module is for (the explanations live in docs/). The trace
+of one call read top-down: tests/process/test_module_layout.py."""
+
+from __future__ import annotations
+
+import ast
+import collections
+import pathlib
+
+import jax_triton_rocm
+
+PACKAGE = pathlib.Path(jax_triton_rocm.__file__).parent
+MAX_DOCSTRING_LINES = 20
+
+def _modules() -> list[pathlib.Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+def test_no_two_package_modules_share_a_file_name():
+    by_name = collections.defaultdict(list)
+    for path in _modules():
+        if path.name != "__init__.py":
+            by_name[path.name].append(str(path.relative_to(PACKAGE)))
+    shared = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    assert not shared, f"modules sharing a file name: {shared}"
+
+def test_every_module_docstring_is_at_most_20_lines():
+    long = {}
+    for path in _modules():
+        docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+        lines = len(docstring.splitlines()) if docstring else 0
+        if lines > MAX_DOCSTRING_LINES:
+            long[str(path.relative_to(PACKAGE))] = lines
+    assert not long, (f"module docstrings over {MAX_DOCSTRING_LINES} lines (move the "
+                      f"explanations to docs/): {long}")

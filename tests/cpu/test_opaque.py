@@ -1,0 +1,119 @@
+"""The opaque's zlib stream: each kernel's bytes deflated once while kept, the whole stream read
+back by zlib and by jaxlib's own inflater."""
+
+import random
+import zlib
+
+import jax.numpy as jnp
+import pytest
+
+import jax_triton_rocm as jtr
+from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.routes.jaxlib import _opaque, _proto
+from tests.support import kernels
+from tests.support.lowering_utils import capture_one, spec
+
+cuda_triton = _vendors.plugin_triton_module("cuda")
+
+
+def _data_with_pieces(seed: int, count: int | None = None) -> tuple[bytes, list[bytes]]:
+    """Random bytes holding `count` (else 0-3) random pieces, with gaps of 0 to 600 bytes."""
+    rng = random.Random(seed)
+    count = rng.randint(0, 3) if count is None else count
+    pieces = [rng.randbytes(rng.randint(1, 5000)) for _ in range(count)]
+    gaps = [rng.randbytes(rng.choice([0, 1, 7, 600])) for _ in range(len(pieces) + 1)]
+    return gaps[0] + b"".join(p + g for p, g in zip(pieces, gaps[1:])), pieces
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_decompresses_to_the_data(seed):
+    data, pieces = _data_with_pieces(seed)
+    assert zlib.decompress(_opaque.compress(data, pieces)) == data
+
+
+@pytest.mark.parametrize("asked", ["missing", "reversed", "repeated", "none"])
+def test_pieces_not_found_in_order_are_compressed_with_the_rest(asked):
+    data, pieces = _data_with_pieces(3, count=2)
+    given = {"missing": pieces + [b"not in the data" * 9], "reversed": pieces[::-1],
+             "repeated": pieces + pieces, "none": []}[asked]
+    assert zlib.decompress(_opaque.compress(data, given)) == data
+
+
+@pytest.fixture
+def full_deflates(monkeypatch):
+    """Counts the deflates with zlib's full window (those of kernels' bytes, not of the few
+    bytes between them)."""
+    started = []
+    original = zlib.compressobj
+
+    def counting(*args, **kwargs):
+        if len(args) > 2 and args[2] == -zlib.MAX_WBITS:
+            started.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(zlib, "compressobj", counting)
+    return started
+
+
+def test_the_same_input_gives_the_same_bytes_after_the_cache_is_emptied():
+    data, pieces = _data_with_pieces(5, count=2)
+    first = _opaque.compress(data, pieces)
+    _state.DEFLATED_KERNELS.clear()
+    assert _opaque.compress(data, pieces) == first
+
+
+def test_a_piece_met_again_is_not_deflated_again(full_deflates):
+    piece = bytes(range(256)) * 40
+    _opaque.compress(b"head" + piece + b"tail", [piece])
+    assert len(full_deflates) == 1
+    opaque = _opaque.compress(b"other head" + piece + b"other tail", [piece])
+    assert len(full_deflates) == 1
+    assert zlib.decompress(opaque) == b"other head" + piece + b"other tail"
+
+
+def test_clear_caches_forgets_the_deflated_pieces(full_deflates):
+    piece = bytes(range(256)) * 41
+    _opaque.compress(b"head" + piece, [piece])
+    jtr.clear_caches()
+    _opaque.compress(b"head" + piece, [piece])
+    assert len(full_deflates) == 2
+
+
+def test_a_repetitive_piece_is_still_compressed():
+    piece = b"".join(f"ld.global.f32 %f{i}, [%rd{i}];\n".encode() for i in range(3000))
+    assert len(_opaque.compress(b"x" + piece + b"y", [piece])) < len(piece) / 4
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_adler32_combine_matches_zlib(seed):
+    rng = random.Random(seed)
+    first = rng.randbytes(rng.choice([0, 1, 300]))
+    second = rng.randbytes(rng.choice([0, 5, 65521, 200_000]))
+    assert (_opaque.adler32_combine(zlib.adler32(first), zlib.adler32(second), len(second))
+            == zlib.adler32(first + second))
+
+
+@pytest.mark.skipif(cuda_triton is None, reason="needs jaxlib's CUDA plugin, whose inflater "
+                                                "(zlib's uncompress) reads the opaque")
+def test_jaxlibs_inflater_reads_a_stream_of_pieces():
+    image = _proto.KernelImage("k", 4, 1, 0, "digest", 90, "ttir " * 500,
+                               object_file=random.Random(0).randbytes(20_000))
+    serialized = _proto.encode_call(_proto.KernelCall(image, (3, 1, 1), ()), name="n",
+                                    metadata=b"kept")
+    opaque = _opaque.compress(serialized, [_proto.kernel_bytes(image)])
+    assert cuda_triton.get_serialized_metadata(opaque) == b"kept"
+
+
+def test_lowering_at_a_new_shape_reuses_the_deflated_kernel(full_deflates):
+    def lowered(length):  # a new function each time: JAX's own caches never answer
+        x = spec((length,), jnp.float32)
+        return capture_one(lambda x, y: kernels.add(x, y), x, x, platform="cuda")
+
+    first = lowered(4096)
+    deflated = len(full_deflates)
+    second = lowered(4112)
+    assert second.kernels == first.kernels  # the same binary: n is a runtime scalar
+    assert second.serialized != first.serialized
+    assert len(full_deflates) == deflated
+    assert zlib.decompress(second.opaque) == second.serialized

@@ -1,0 +1,262 @@
+"""Where a call's arrays and outputs land among a kernel's parameters: a call that would make the
+kernel read memory nobody wrote (an input on a parameter it stores to, an output on one it only
+loads from) is refused, naming both parameters and the fix, in jax-triton 0.3's and 0.4's forms;
+the forms docs/porting.md shows instead (the input by name, or an aliased output buffer) compute
+the right numbers; and how the kernel uses each parameter is read through offsets, callees,
+atomics, block pointers and tensor descriptors, unsure uses refusing nothing."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import triton
+import triton.language as tl
+
+import jax_triton_rocm as jtr
+from jax_triton_rocm.spec import _kinds
+
+N = 16
+
+
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    x = tl.load(in_ptr + offsets, mask=offsets < n, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, 0))
+    tl.store(out_ptr + offsets, e / tl.sum(e, 0), mask=offsets < n)
+
+
+def x_values():
+    return jnp.arange(N, dtype=jnp.float32) / 4
+
+
+def softmax(x):
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+OUT = jax.ShapeDtypeStruct((N,), jnp.float32)
+REFUSED = (r"Kernel softmax_kernel would read memory nobody wrote: argument 0 \(float32\[16\]\), "
+           r"an input, fills parameter 'out_ptr', which the kernel stores to "
+           r"\(test_placement.py:\d+: tl.store\(out_ptr \+ offsets.*\), and output 0 lands on "
+           r"parameter 'in_ptr', which it only loads from \(test_placement.py:\d+: "
+           r"tl.load\(in_ptr \+ offsets.*\)\)\..*Pass the input by name, so that the output "
+           r"fills 'out_ptr': triton_call\(\.\.\., in_ptr=x, {convention}=\.\.\.\) \(or "
+           r"operands=\{{'in_ptr': x\}}\); or, .* alias it to the output "
+           r"\(input_output_aliases=\{{0: 0\}}\) and pass the input for 'in_ptr' too\.")
+
+
+@pytest.mark.parametrize("convention", ["out_type", "out_shape"])
+def test_input_on_a_stored_parameter_and_output_on_a_loaded_one_is_refused(convention):
+    with pytest.raises(TypeError, match=REFUSED.format(convention=convention)):
+        jtr.triton_call(x_values(), kernel=softmax_kernel, grid=(1,), n=N, BLOCK=N,
+                        **{convention: OUT})
+
+
+def test_the_refusal_comes_at_trace_time_for_every_platform():
+    with pytest.raises(TypeError, match=r"would read memory nobody wrote"):
+        jax.jit(lambda x: jtr.triton_call(x, kernel=softmax_kernel, out_type=OUT, grid=(1,),
+                                          n=N, BLOCK=N)).trace(OUT)
+
+
+LEGAL = {
+    "0.4, the input by name": lambda x: jtr.triton_call(
+        kernel=softmax_kernel, in_ptr=x, out_type=OUT, grid=(1,), n=N, BLOCK=N),
+    "0.3, the input by name": lambda x: jtr.triton_call(
+        kernel=softmax_kernel, in_ptr=x, out_shape=OUT, grid=(1,), n=N, BLOCK=N),
+    "0.3, operands=": lambda x: jtr.triton_call(
+        kernel=softmax_kernel, operands={"in_ptr": x}, out_shape=OUT, grid=(1,), n=N, BLOCK=N),
+    "0.4, an aliased output buffer": lambda x: jtr.triton_call(
+        jnp.zeros(N, jnp.float32), x, kernel=softmax_kernel, out_type=OUT, grid=(1,), n=N,
+        BLOCK=N, input_output_aliases={0: 0}),
+    "0.3, an aliased output buffer": lambda x: jtr.triton_call(
+        jnp.zeros(N, jnp.float32), x, N, kernel=softmax_kernel, out_shape=OUT, grid=(1,),
+        BLOCK=N, input_output_aliases={0: 0}),
+}
+
+
+@pytest.mark.parametrize("form", list(LEGAL))
+def test_the_documented_forms_compute_the_kernels_result(form):
+    x = x_values()
+    np.testing.assert_allclose(np.asarray(LEGAL[form](x)), softmax(np.asarray(x)), rtol=1e-6)
+
+
+@triton.jit
+def scale_in_place_kernel(x_ptr, scale_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets) * tl.load(scale_ptr + offsets))
+
+
+def test_an_input_on_a_stored_parameter_is_legal_when_the_output_is_written():
+    @triton.jit
+    def scale_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offsets)
+        tl.store(x_ptr + offsets, x * 0)  # a scratch write to the input's copy
+        tl.store(out_ptr + offsets, x * 3)
+
+    x = x_values()
+    out = jtr.triton_call(x, kernel=scale_kernel, out_type=OUT, grid=(1,), BLOCK=N)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(x) * 3)
+
+
+def test_an_output_the_kernel_loads_and_stores_is_not_refused():
+    @triton.jit
+    def accumulate_kernel(x_ptr, total_ptr, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offsets)
+        tl.store(x_ptr + offsets, x * 0)  # a scratch write to the input's copy
+        tl.store(total_ptr + offsets, tl.load(total_ptr + offsets) + x)
+
+    x = x_values()
+    out = jtr.triton_call(x, kernel=accumulate_kernel, out_type=OUT, grid=(1,), BLOCK=N,
+                          zeroed_outputs=(0,))
+    np.testing.assert_allclose(np.asarray(out), np.asarray(x))
+
+
+def test_a_ref_on_a_stored_parameter_is_not_refused():
+    x = x_values()
+
+    @jax.jit
+    def scaled(x):
+        ref = jax.new_ref(x)
+        jtr.triton_call(ref, x, kernel=scale_in_place_kernel, out_type=(), grid=(1,), BLOCK=N)
+        return ref[...]
+
+    np.testing.assert_allclose(np.asarray(scaled(x)), np.asarray(x) ** 2)
+
+
+@triton.jit
+def _stores(ptr, value, BLOCK: tl.constexpr):
+    tl.store(ptr + tl.arange(0, BLOCK), value)
+
+
+@triton.jit
+def through_callee_kernel(out_ptr, in_ptr, BLOCK: tl.constexpr):
+    _stores(out_ptr, tl.load(in_ptr + tl.arange(0, BLOCK)), BLOCK)
+
+
+@triton.jit
+def atomic_kernel(out_ptr, in_ptr, BLOCK: tl.constexpr):
+    tl.atomic_add(out_ptr, tl.sum(tl.load(in_ptr + tl.arange(0, BLOCK)), 0))
+
+
+@triton.jit
+def block_pointer_kernel(out_ptr, in_ptr, BLOCK: tl.constexpr):
+    source = tl.make_block_ptr(base=in_ptr, shape=(BLOCK,), strides=(1,), offsets=(0,),
+                               block_shape=(BLOCK,), order=(0,))
+    target = tl.make_block_ptr(out_ptr, (BLOCK,), (1,), (0,), (BLOCK,), (0,))
+    tl.store(target, tl.load(source))
+
+
+@triton.jit
+def descriptor_kernel(out_ptr, in_ptr, BLOCK: tl.constexpr):
+    source = tl.make_tensor_descriptor(in_ptr, shape=[BLOCK], strides=[1], block_shape=[BLOCK])
+    target = tl.make_tensor_descriptor(out_ptr, shape=[BLOCK], strides=[1], block_shape=[BLOCK])
+    target.store([0], source.load([0]))
+
+
+@pytest.mark.parametrize("kernel", [softmax_kernel, through_callee_kernel, atomic_kernel,
+                                    block_pointer_kernel, descriptor_kernel],
+                         ids=["offsets", "a callee", "an atomic", "block pointers",
+                              "tensor descriptors"])
+def test_stores_and_loads_are_told_apart(kernel):
+    found = _kinds.roles(kernel)
+    assert "out_ptr" in found.stores and found.only_loaded("out_ptr") is None
+    assert found.only_loaded("in_ptr") is not None
+
+
+@triton.jit
+def chosen_pointer_kernel(out_ptr, in_ptr, FLIP: tl.constexpr, BLOCK: tl.constexpr):
+    # Which parameter is written is decided where the reading cannot follow (tl.where).
+    target = tl.where(FLIP, in_ptr, out_ptr)
+    tl.store(target + tl.arange(0, BLOCK), tl.load(in_ptr + tl.arange(0, BLOCK)))
+
+
+@triton.jit
+def _passes_on(ptr):
+    return ptr
+
+
+@triton.jit
+def returned_pointer_kernel(out_ptr, in_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(_passes_on(in_ptr) + offsets, tl.load(in_ptr + offsets) + 1)
+    tl.store(out_ptr + offsets, tl.load(in_ptr + offsets))
+
+
+@pytest.mark.parametrize("kernel", [chosen_pointer_kernel, returned_pointer_kernel],
+                         ids=["an unknown call", "a pointer a callee returns"])
+def test_a_pointer_the_reading_cannot_follow_is_never_only_loaded(kernel):
+    assert _kinds.roles(kernel).only_loaded("in_ptr") is None
+
+
+def test_an_unsure_reading_refuses_nothing():
+    traced = jax.jit(lambda x: jtr.triton_call(x, kernel=chosen_pointer_kernel, out_type=OUT,
+                                               grid=(1,), FLIP=True, BLOCK=N)).trace(OUT)
+    assert traced.out_info.shape == (N,)
+
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+
+def test_output_passed_also_as_an_input_names_the_extra_argument():
+    x, out = x_values(), jnp.zeros(N, jnp.float32)
+    with pytest.raises(TypeError, match=(
+            r"Kernel copy_kernel's parameter 'n' receives output 0, but is also given as a "
+            r"keyword \(n=16\): the call gives 2 positional argument\(s\) and 1 output\(s\), "
+            r"placed after them, which fill the parameters \(x_ptr, out_ptr, n\), 1 more than "
+            r"the 2 before 'n'\. Most likely the output is passed as an input too: argument 1 "
+            r"\(float32\[16\], the shape and dtype of output 0\)\. If so, drop it from the "
+            r"positional arguments .*input_output_aliases=\{1: 0\}")):
+        jtr.triton_call(x, out, kernel=copy_kernel, out_shape=out, grid=(1,), n=N, BLOCK=N)
+
+
+@pytest.mark.parametrize("fixed", [
+    lambda x, out: jtr.triton_call(x, kernel=copy_kernel, out_shape=out, grid=(1,), n=N,
+                                   BLOCK=N),
+    lambda x, out: jtr.triton_call(x, out, kernel=copy_kernel, out_shape=out, grid=(1,), n=N,
+                                   BLOCK=N, input_output_aliases={1: 0}),
+], ids=["the extra argument dropped", "the output aliased"])
+def test_the_fixes_the_collision_names_compute_the_kernels_result(fixed):
+    x = x_values()
+    np.testing.assert_allclose(np.asarray(fixed(x, jnp.zeros(N, jnp.float32))), np.asarray(x))
+
+
+@triton.jit
+def scaled_sum_kernel(a_ptr, b_ptr, c_ptr, out_ptr, stride, scale: tl.constexpr,
+                      BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK) * stride
+    total = tl.load(a_ptr + offsets) + tl.load(b_ptr + offsets) + tl.load(c_ptr + offsets)
+    tl.store(out_ptr + offsets, total * scale)
+
+
+def test_collision_without_an_array_like_the_output_names_the_last_arguments():
+    # A 0.3-style call: every array positionally, the output also in the positional list, and
+    # the values after the pointers by keyword; the output has no input's shape here.
+    a, out = jnp.ones(N, jnp.float32), jax.ShapeDtypeStruct((N,), jnp.int32)
+    with pytest.raises(TypeError, match=(
+            r"parameter 'stride' receives output 0, but is also given as a keyword \(stride=1\): "
+            r".*1 more than the 4 before 'stride'\. Drop the extra value\(s\) \(argument 3\), or "
+            r"pass 'stride' positionally instead of by keyword\.")):
+        jtr.triton_call(a, a, a, a, kernel=scaled_sum_kernel, out_shape=out, grid=(1,),
+                        stride=1, scale=2.0, BLOCK=N)
+
+
+def test_the_lowering_api_refuses_a_result_on_a_parameter_the_kernel_only_loads():
+    from tests.support import library_kernels
+
+    def lowering(ctx, x):
+        return jtr.triton_call_lowering(ctx, softmax_kernel, x, grid=(1,),
+                                        constexprs={"n": N, "BLOCK": N})
+
+    softmax_p = library_kernels.define("test_placement_softmax", lambda x: x, lowering,
+                                       multiple_results=False)
+    with pytest.raises(TypeError, match=(
+            r"triton_call_lowering: kernel softmax_kernel would read memory nobody wrote: "
+            r"operand 0 fills parameter 'out_ptr', which the kernel stores to .*, and result 0 "
+            r"lands on 'in_ptr', which it only loads from")):
+        jax.jit(softmax_p.bind).lower(x_values())

@@ -1,0 +1,50 @@
+"""benchmarks/time_breakdown.py: one execution's wall time split on the profiler's clock into
+dispatch, host time before the first kernel, GPU time and the final wait."""
+
+import os
+import sys
+
+from tests.support.subprocess_utils import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # for the script's own functions
+import time_breakdown as tb  # noqa: E402  (from the scripts' folder)
+
+
+def _trace():
+    """Two marked executions; the GPU runs kernels from 30 to 80 and from 230 to 300."""
+    meta = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/host:CPU"}},
+            {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "/device:GPU:0"}},
+            {"ph": "M", "name": "thread_name", "pid": 2, "tid": 7, "args": {"name": "Stream #7"}}]
+
+    def span(name, pid, ts, dur, tid=1):
+        return {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
+
+    return meta + [
+        span(f"{tb.ANNOTATION}_call_0", 1, 0, 20), span(f"{tb.ANNOTATION}_wait_0", 1, 20, 70),
+        span("Execute", 1, 5, 10), span("cuLaunchKernel", 1, 25, 10),
+        span("k", 2, 30, 20, tid=7), span("k", 2, 60, 20, tid=7),
+        span(f"{tb.ANNOTATION}_call_1", 1, 200, 10), span(f"{tb.ANNOTATION}_wait_1", 1, 210, 95),
+        span("Execute", 1, 202, 6), span("k", 2, 230, 70, tid=7),
+    ]
+
+
+def test_each_execution_is_split_at_its_first_and_last_kernel():
+    first, second = tb.split_executions(_trace(), 2)
+    assert first["dispatch"] == 20 and first["to_first_kernel"] == 30
+    assert first["gpu"] == 50 and first["final_wait"] == 10 and first["total"] == 90
+    assert first["host"] == {"Execute": 10, "cuLaunchKernel": 5}  # cut at the first kernel
+    assert second["to_first_kernel"] == 30 and second["gpu"] == 70
+    assert second["final_wait"] == 5
+
+
+def test_the_median_split_keeps_the_largest_host_events():
+    split = tb.median_split(tb.split_executions(_trace(), 2))
+    assert split["to_first_kernel"] == 30 and split["gpu"] == 60
+    assert list(split["host"]) == ["Execute", "cuLaunchKernel"]
+
+
+def test_an_execution_without_kernels_has_no_gpu_figures():
+    events = [e for e in _trace() if e.get("pid") != 2 or e.get("ph") == "M"]
+    first, _ = tb.split_executions(events, 2)
+    assert first["gpu"] is None and first["to_first_kernel"] is None
+    assert first["total"] == 90

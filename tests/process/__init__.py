@@ -1,0 +1,1 @@
+"""Tests that start Python processes of their own (marked `process`: slow on the CPU)."""
