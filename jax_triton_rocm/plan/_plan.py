@@ -508,8 +508,13 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
         jit_fn=jit_fn,
     ) for config, num_warps in warps]
     # Every config gives each parameter the same kind and dtype: the first launch speaks for all.
-    refused = [] if target.fp8_types is None else [
-        (param, fp8) for param, types in planned[0].bound.signature.items()
+    # All parameters' types at once (`element_types` flattens a tuple); per parameter only to
+    # name the one refused.
+    signature = planned[0].bound.signature
+    refused = [] if target.fp8_types is None or not any(
+        fp8 in _spec.FP8_DTYPES and fp8 not in target.fp8_types
+        for fp8 in _layout.element_types(tuple(signature.values()))) else [
+        (param, fp8) for param, types in signature.items()
         for fp8 in _layout.element_types(types)
         if fp8 in _spec.FP8_DTYPES and fp8 not in target.fp8_types]
     if refused:
