@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.plan._plan import Target
+from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.backends.hip import _hip
 from jax_triton_rocm.routes import _arch
 from tests import kernels
@@ -120,8 +120,8 @@ def test_an_export_keeps_the_binary_for_the_target_it_names(devices):
 def test_a_hsaco_for_another_architecture_is_refused():
     with pytest.raises(ValueError, match="compiled for gfx942 .* runs on gfx950 devices"):
         _hip.BACKEND.code_for_devices(types.SimpleNamespace(name="k"),
-                                      Target("rocm", "gfx942", "test"),
-                                      Target("rocm", "gfx950", "test"))
+                                      GpuArch("rocm", "gfx942", "test"),
+                                      GpuArch("rocm", "gfx950", "test"))
 
 
 @pytest.mark.gpu

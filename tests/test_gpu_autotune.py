@@ -33,7 +33,7 @@ def target(request, monkeypatch):
 
 
 def _check_target(calls, target):
-    assert [c.custom_call_target for c in calls] == [TARGETS[target]] * len(calls)
+    assert [c.custom_call_name for c in calls] == [TARGETS[target]] * len(calls)
 
 
 def test_autotuned_add_matches_jnp(monkeypatch, target):

@@ -26,7 +26,7 @@ from tests.kernels import random_normal
 CPU = jax.devices("cpu")[0]
 GPU_ROUTES = [pytest.param("jaxlib", marks=pytest.mark.gpu),
               pytest.param("xla", marks=pytest.mark.gpu)]
-EXPORT_TARGET = {"jaxlib": "triton_kernel_call_ffi", "xla": _xla_native.CUSTOM_CALL_TARGET}
+EXPORT_TARGET = {"jaxlib": "triton_kernel_call_ffi", "xla": _xla_native.CUSTOM_CALL_NAME}
 
 
 class Route:
@@ -229,7 +229,7 @@ def test_same_kernel_in_many_jits_compiles_once(route):
     x = route.rand(16, (2048,))
     for block in (256, 256, 256):
         jax.jit(lambda x: kernels.add(x, x, block=block))(x).block_until_ready()
-    assert _state.KERNELS.stats["compiles"] == 1
+    assert _state.COMPILED_KERNELS.stats["compiles"] == 1
 
 
 @gpu_route

@@ -4,7 +4,7 @@ The lowering (`routes.jaxlib._jaxlib_call`, `routes.xla._xla_native`) drives; a 
 (`_cuda.BACKEND`, `hip._hip.BACKEND`) only answers:
 which Triton target and compiler backend, which of the call's options it compiles with, how the
 compiled binary reaches its jaxlib plugin, and what a block may use (`plan._plan.LaunchLimits`
-for a `plan._plan.Target`). A backend never calls into the lowering, and the lowering never asks
+for a `plan._plan.GpuArch`). A backend never calls into the lowering, and the lowering never asks
 which vendor it talks to.
 """
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.plan._plan import LaunchLimits, Target
+from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
@@ -34,7 +34,7 @@ class Backend(abc.ABC):
       binary_key, asm_key: Triton's names for the compiled binary and its assembly.
       compile_options: the `triton_call` compile options this vendor passes to Triton.
       every_compile_option: every vendor's (`_vendors.COMPILE_OPTIONS`), which a config or a
-        heuristic may set whatever the target (`plan._plan.LaunchTarget.compile_options`).
+        heuristic may set whatever the target (`plan._plan.LaunchSite.compile_options`).
       arch_field, arch_keyword: the `KernelCallSpec` field through which a call names its own
         compile target, and the `triton_call` keyword that sets it, for messages (CUDA:
         `cuda_arch`, from `compute_capability=`); None where a call cannot name one.
@@ -50,7 +50,7 @@ class Backend(abc.ABC):
     _option_names: frozenset[str] | None = None
 
     @abc.abstractmethod
-    def triton_target(self, target: Target) -> Any:
+    def triton_gpu_target(self, target: GpuArch) -> Any:
         """Triton's `GPUTarget` for `target` (architecture and warp size)."""
 
     @abc.abstractmethod
@@ -58,11 +58,11 @@ class Backend(abc.ABC):
         """Triton's compiler backend class (it parses specialisation attributes)."""
 
     @abc.abstractmethod
-    def capability(self, target: Target) -> int:
+    def capability(self, target: GpuArch) -> int:
         """The kernel's `compute_capability` field for `target`, as jaxlib reads it."""
 
     @abc.abstractmethod
-    def launch_limits(self, target: Target) -> LaunchLimits:
+    def launch_limits(self, target: GpuArch) -> LaunchLimits:
         """What one block may use on `target` (threads, shared memory)."""
 
     @abc.abstractmethod
@@ -87,16 +87,16 @@ class Backend(abc.ABC):
         """The architectures the installed Triton can compile for, for messages."""
 
     @functools.lru_cache(maxsize=None)  # one entry per backend and target compiled for
-    def fp8_types(self, target: Target) -> tuple[str, ...]:
+    def fp8_types(self, target: GpuArch) -> tuple[str, ...]:
         """Triton's fp8 types ("fp8e4nv", ...) its compiler takes for `target`: the
         `supported_fp8_dtypes` Triton's backend fills in."""
         from triton.compiler import make_backend
 
-        return tuple(make_backend(self.triton_target(target))
+        return tuple(make_backend(self.triton_gpu_target(target))
                      .parse_options(dict(_READ_ONLY_OPTIONS)).supported_fp8_dtypes)
 
-    def code_for_devices(self, compiled: CompiledKernel, target: Target,
-                         devices: Target) -> tuple[str, int]:
+    def code_for_devices(self, compiled: CompiledKernel, target: GpuArch,
+                         devices: GpuArch) -> tuple[str, int]:
         """The `ptx` field and compute capability that load `compiled` (built for `target`) on
         devices of another architecture, `devices`.
 
@@ -109,7 +109,7 @@ class Backend(abc.ABC):
             f"the computation runs on {devices.arch} devices (from {devices.source}), where a "
             f"binary for {target.arch} cannot load. Compile for {devices.arch}.")
 
-    def check_launch(self, target: Target, num_ctas: int) -> None:
+    def check_launch(self, target: GpuArch, num_ctas: int) -> None:
         """Raises if the target cannot launch clusters of `num_ctas` CTAs."""
         del target, num_ctas
 
@@ -137,8 +137,8 @@ class Backend(abc.ABC):
         """The fields of this vendor's Triton options class (`CUDAOptions`, `HIPOptions`): what
         `triton_call(backend_options=...)` may set for this vendor."""
         if self._option_names is None:
-            example = Target(self.platform, _vendors.vendor(self.platform).example_arch, "")
-            options = self.triton_backend()(self.triton_target(example)).parse_options(
+            example = GpuArch(self.platform, _vendors.vendor(self.platform).example_arch, "")
+            options = self.triton_backend()(self.triton_gpu_target(example)).parse_options(
                 dict(_READ_ONLY_OPTIONS))
             self._option_names = frozenset(field.name for field in dataclasses.fields(options))
         return self._option_names

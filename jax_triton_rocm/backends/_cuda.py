@@ -21,7 +21,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.plan._plan import LaunchLimits, Target
+from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE
 
 _compat.triton_info()  # a Triton that does not import at all fails here, with its own error
@@ -89,16 +89,16 @@ class CudaBackend(Backend):
     arch_field = "cuda_arch"
     arch_keyword = "compute_capability="
 
-    def triton_target(self, target: Target) -> Any:
+    def triton_gpu_target(self, target: GpuArch) -> Any:
         return GPUTarget("cuda", compute_capability(target.arch), WARP_SIZE)
 
     def triton_backend(self) -> type:
         return _triton_nvidia.CUDABackend
 
-    def capability(self, target: Target) -> int:
+    def capability(self, target: GpuArch) -> int:
         return compute_capability(target.arch)
 
-    def launch_limits(self, target: Target) -> LaunchLimits:
+    def launch_limits(self, target: GpuArch) -> LaunchLimits:
         return LaunchLimits(target.arch, WARP_SIZE,
                             max_shared_bytes=MAX_SHARED_BYTES.get(compute_capability(target.arch)),
                             max_grid=(MAX_GRID_SIZE, 65535, 65535))
@@ -115,8 +115,8 @@ class CudaBackend(Backend):
     def known_archs(self) -> tuple[str, ...]:
         return _ptxas_archs(90)
 
-    def code_for_devices(self, compiled: CompiledKernel, target: Target,
-                         devices: Target) -> tuple[str, int]:
+    def code_for_devices(self, compiled: CompiledKernel, target: GpuArch,
+                         devices: GpuArch) -> tuple[str, int]:
         """The PTX text, which jaxlib's ptxas builds for the devices' compute capability at
         load: PTX runs on its own architecture and newer ones, unless it targets an
         architecture's own features (`sm_90a`)."""
@@ -131,7 +131,7 @@ class CudaBackend(Backend):
                 f"compute_capability={wanted}, or leave it out to compile for the devices.")
         return compiled.asm, wanted
 
-    def check_launch(self, target: Target, num_ctas: int) -> None:
+    def check_launch(self, target: GpuArch, num_ctas: int) -> None:
         if num_ctas == 1:
             return
         if compute_capability(target.arch) < 90:

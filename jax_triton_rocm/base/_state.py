@@ -226,7 +226,7 @@ class KernelCache:
             self.stats.clear()
 
 
-KERNELS = KernelCache(LOCKS)
+COMPILED_KERNELS = KernelCache(LOCKS)
 # Each kernel's IR as the installed jaxlib reads it, or why not (`routes.xla._xla_native`).
 IR_CHECKS = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
 # Lowered calls by everything that decides them (`routes.jaxlib._jaxlib_call.lower_call`), each with
@@ -253,7 +253,8 @@ CALL_LAYOUTS, UNWRAPPED_KERNELS, TRAMPOLINES = (BoundedCache(LOCKS, ENV_CALL_CAC
 # The @triton.jit function made of each kernel that TRITON_INTERPRET=1 made Triton's
 # InterpretedFunction (`spec._spec.unwrap`), beside that kernel, whose id is the key.
 JIT_TWINS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
-CACHES = (KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES, DEFLATED_KERNELS,
+CACHES = (COMPILED_KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES,
+          DEFLATED_KERNELS,
           GLOBAL_REFERENCES, INTERPRETED_TWINS, PARAMETER_ROLES, CALL_LAYOUTS, UNWRAPPED_KERNELS,
           TRAMPOLINES, JIT_TWINS)
 

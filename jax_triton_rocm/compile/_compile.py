@@ -254,7 +254,7 @@ class CompiledKernel:
 
 def kernel_key(
     jit_fn: JITFunction,
-    triton_target: Any,
+    triton_gpu_target: Any,
     bound: BoundKernel,
     options: dict[str, Any],
     *,
@@ -271,7 +271,8 @@ def kernel_key(
         f"sources={graph[0]}",
         f"globals={graph[1]}",
         f"triton={_compat.triton_info().version}",
-        f"target={triton_target.backend}:{triton_target.arch}:{triton_target.warp_size}",
+        f"target={triton_gpu_target.backend}:{triton_gpu_target.arch}:"
+        f"{triton_gpu_target.warp_size}",
         f"language={'gluon' if gluon else 'triton'}",
         f"signature={sorted(bound.signature.items())}",
         f"specialization={bound.specializations}",
@@ -288,9 +289,9 @@ class CompileJob:
 
     Attributes:
       jit_fn: the @triton.jit / @gluon.jit function.
-      triton_target: a `triton.backends.compiler.GPUTarget`.
-      arch: that target as users name it ("sm_90", "gfx942": `plan._plan.Target.arch`), for
-        messages and Gluon's target; the key holds `triton_target`, which says the same.
+      triton_gpu_target: a `triton.backends.compiler.GPUTarget`.
+      arch: that target as users name it ("sm_90", "gfx942": `plan._plan.GpuArch.arch`), for
+        messages and Gluon's target; the key holds `triton_gpu_target`, which says the same.
       bound: the call's signature, constexprs and specialisation.
       options: compile options for the backend's `parse_options`.
       gluon: compile as Gluon (`GluonASTSource`).
@@ -301,7 +302,7 @@ class CompileJob:
     """
 
     jit_fn: JITFunction
-    triton_target: Any
+    triton_gpu_target: Any
     arch: str
     bound: BoundKernel
     options: dict[str, Any]
@@ -312,13 +313,14 @@ class CompileJob:
     graph: tuple = ((), ())
 
 
-def make_job(jit_fn: JITFunction, triton_target: Any, bound: BoundKernel, options: dict[str, Any],
+def make_job(jit_fn: JITFunction, triton_gpu_target: Any, bound: BoundKernel,
+             options: dict[str, Any],
              *, arch: str, gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
-    """A `CompileJob` for `triton_target` (`arch` as users name it), with its kernel key
+    """A `CompileJob` for `triton_gpu_target` (`arch` as users name it), with its kernel key
     computed."""
     graph = graph_key(jit_fn)
-    key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon, graph=graph)
-    return CompileJob(jit_fn, triton_target, arch, bound, dict(options), gluon, binary_key,
+    key = kernel_key(jit_fn, triton_gpu_target, bound, options, gluon=gluon, graph=graph)
+    return CompileJob(jit_fn, triton_gpu_target, arch, bound, dict(options), gluon, binary_key,
                       asm_key, key, graph)
 
 
@@ -385,7 +387,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
 
             source.hash = widened_hash
         compiled = _cache.compile_in_usable_cache(triton, functools.partial(
-            _cache.compile_checked, triton, source, job.triton_target, job.options,
+            _cache.compile_checked, triton, source, job.triton_gpu_target, job.options,
             job.binary_key, job.asm_key))
         metadata = compiled.metadata
         meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
@@ -400,7 +402,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
             shared_mem_bytes=int(meta.get("shared", 0)),
             num_warps=int(meta["num_warps"]),
             num_ctas=int(meta.get("num_ctas", 1)),
-            warp_size=int(meta.get("warp_size", job.triton_target.warp_size)),
+            warp_size=int(meta.get("warp_size", job.triton_gpu_target.warp_size)),
             global_scratch_size=int(meta.get("global_scratch_size", 0) or 0),
             global_scratch_align=int(meta.get("global_scratch_align", 1) or 1),
             profile_scratch_size=int(meta.get("profile_scratch_size", 0) or 0),
@@ -454,5 +456,5 @@ def compile_job(job: CompileJob) -> CompiledKernel:
       Triton's own compile errors, with a note naming the target and the constexprs, and a hint
         where a 0-d array may have been meant as a scalar, or a tuple as separate operands.
     """
-    return _state.KERNELS.get_or_compile(job.key, functools.partial(run_triton, job),
+    return _state.COMPILED_KERNELS.get_or_compile(job.key, functools.partial(run_triton, job),
                                          remember=_errors.is_kernel_error)

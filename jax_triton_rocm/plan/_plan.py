@@ -10,7 +10,7 @@ constexprs and compile options, the number of warps, the grid (a callable one ev
 normalised; batched along `batch_grid_axis` under `jax.vmap`), within the target's limits, the
 outputs to zero, and the arguments laid onto the kernel's parameters (`_layout`).
 
-The target a call compiles for (`Target`), and what one block may use there (`LaunchLimits`,
+The target a call compiles for (`GpuArch`), and what one block may use there (`LaunchLimits`,
 filled in by each vendor's backend), checked at lowering instead of failing at launch: a plain
 call that breaks a limit gets a ValueError naming the setting, the target and the limit; an
 autotuned call drops the configs that break one, and fails only when none is left.
@@ -98,7 +98,7 @@ class LaunchLimits:
 
 
 @dataclasses.dataclass(frozen=True)
-class Target:
+class GpuArch:
     """A compile target: platform ("cuda"/"rocm"), arch ("sm_90", "gfx942") and its source."""
 
     platform: str
@@ -295,7 +295,7 @@ DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
 
 
 @dataclasses.dataclass(frozen=True)
-class LaunchTarget:
+class LaunchSite:
     """What the plan needs to know of where the launches run.
 
     Attributes:
@@ -320,21 +320,22 @@ class LaunchTarget:
     fp8_types: tuple[str, ...] | None = None
 
 
-def gpu_target(backend: Any, target: Target, limits: LaunchLimits | None = None) -> LaunchTarget:
+def gpu_launch_site(backend: Any, target: GpuArch,
+                    limits: LaunchLimits | None = None) -> LaunchSite:
     """What the plan needs of a GPU target, as its backend answers it
     (`backends._backend.Backend`); `limits` where the caller has asked for them already."""
-    return LaunchTarget(backend.triton_backend(), limits or backend.launch_limits(target),
+    return LaunchSite(backend.triton_backend(), limits or backend.launch_limits(target),
                         backend.every_compile_option,
                         functools.partial(backend.check_launch, target), name=target.arch,
                         fp8_types=backend.fp8_types(target))
 
 
-def interpreter_target(compile_options: tuple[str, ...]) -> LaunchTarget:
+def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
     """The host, where Triton's interpreter runs the first configuration, unchecked; a config
-    or a heuristic may set any of `compile_options` (`LaunchTarget.compile_options`)."""
+    or a heuristic may set any of `compile_options` (`LaunchSite.compile_options`)."""
     from triton.backends.compiler import BaseBackend
 
-    return LaunchTarget(BaseBackend, None, compile_options, first_config_only=True)
+    return LaunchSite(BaseBackend, None, compile_options, first_config_only=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -421,7 +422,7 @@ def zeroed_outputs(spec: KernelCallSpec, meta: dict[str, Any], n_outs: int) -> t
 
 
 def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
-             target: LaunchTarget) -> list[Launch]:
+             target: LaunchSite) -> list[Launch]:
     """The launches of `spec` on `target`, in the order jaxlib should try them: the call's launch
     configurations, then, for each one that can launch on the target, its warps, grid, outputs to
     zero and arguments laid onto the kernel's parameters.

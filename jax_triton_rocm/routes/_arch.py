@@ -33,7 +33,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.backends._vendors import normalize_arch
 from jax_triton_rocm.base import _compat, _values
-from jax_triton_rocm.plan._plan import Target
+from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:
@@ -48,23 +48,23 @@ def for_export(ctx: LoweringRuleContext) -> bool:
 
 
 def foreign_devices(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                    target: Target) -> Target | None:
+                    target: GpuArch) -> GpuArch | None:
     """The architecture of the devices a call's kernel will load on, where it differs from the
     one the call compiles for (`target`); None where they agree or are not known.
 
     Only a call that names its own compile target (`compute_capability`) can differ: the
     devices are then those named (`target_arch`), else, outside `jax.export` (whose result
-    runs elsewhere), the computation's (`lowering_target`).
+    runs elsewhere), the computation's (`lowering_arch`).
 
     Raises:
       ValueError: the computation's devices have different architectures.
     """
     if not backend.arch_keyword or target.source != backend.arch_keyword:
-        return None  # the target is not the call's own (`resolve_target`)
+        return None  # the target is not the call's own (`resolve_arch`)
     devices = named_arch(backend.platform)
     if devices is None and not for_export(ctx):
         try:
-            devices = lowering_target(backend.platform, ctx.module_context)
+            devices = lowering_arch(backend.platform, ctx.module_context)
         except RuntimeError:  # no device here: a cross-compile for the call's own target
             return None
     return devices if devices is not None and devices.arch != target.arch else None
@@ -191,7 +191,7 @@ def _env_changed_error(now: str | None) -> RuntimeError:
         f"jax_triton_rocm.target_arch({example}):` around the lowering.")
 
 
-def named_arch(platform: str) -> Target | None:
+def named_arch(platform: str) -> GpuArch | None:
     """The architecture named for `platform` by `target_arch`, else by the environment, if any.
 
     Raises:
@@ -207,7 +207,7 @@ def named_arch(platform: str) -> Target | None:
     if platform not in archs:
         return None
     source = ENV_TARGET_ARCH if isinstance(value, str) else "target_arch()"
-    return Target(platform, archs[platform], source)
+    return GpuArch(platform, archs[platform], source)
 
 
 def _device_arch(platform: str, device: Any) -> str:
@@ -243,8 +243,8 @@ def _context_devices(module_context: ModuleContext) -> list[Any]:
     return []
 
 
-def resolve_target(backend: Backend, ctx: LoweringRuleContext,
-                   spec: KernelCallSpec) -> tuple[Target, _vendors.PluginFeatures]:
+def resolve_arch(backend: Backend, ctx: LoweringRuleContext,
+                   spec: KernelCallSpec) -> tuple[GpuArch, _vendors.PluginFeatures]:
     """The target a call compiles for (a vendor keyword of the call, a named architecture or
     the devices), and what the jaxlib plugin that will load the kernel reads.
 
@@ -254,7 +254,7 @@ def resolve_target(backend: Backend, ctx: LoweringRuleContext,
     platform = backend.platform
     # Named by the call through its vendor's keyword (`Backend.arch_field`: compute_capability=)?
     arch = getattr(spec, backend.arch_field) if backend.arch_field else None
-    own = None if arch is None else Target(platform, arch, backend.arch_keyword)
+    own = None if arch is None else GpuArch(platform, arch, backend.arch_keyword)
     if own is not None:  # then Triton must know it too
         check_arch(platform, own.arch, given=spec.cuda_arch, what=own.source.rstrip("="))
     named = own or named_arch(platform)
@@ -269,10 +269,10 @@ def resolve_target(backend: Backend, ctx: LoweringRuleContext,
             f"jax_triton_rocm.target_arch({platform}='{example}'):` around the lowering, or "
             f"{ENV_TARGET_ARCH}='{platform}={example}'.")
     features = features or _vendors.assumed_features(platform)
-    return named or lowering_target(platform, ctx.module_context), features
+    return named or lowering_arch(platform, ctx.module_context), features
 
 
-def lowering_target(platform: str, module_context: ModuleContext) -> Target:
+def lowering_arch(platform: str, module_context: ModuleContext) -> GpuArch:
     """The target for a lowering of `platform` in `module_context`.
 
     Raises:
@@ -290,7 +290,7 @@ def lowering_target(platform: str, module_context: ModuleContext) -> Target:
         source = f"the local {platform} devices"
     archs = {_device_arch(platform, d) for d in devices}
     if len(archs) == 1:
-        return Target(platform, archs.pop(), source)
+        return GpuArch(platform, archs.pop(), source)
     if len(archs) > 1:
         raise ValueError(
             f"The {platform} devices of this computation have different architectures "

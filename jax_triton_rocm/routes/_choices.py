@@ -262,7 +262,7 @@ def pick(key: str, descriptions: Sequence[str]) -> int | None:
     return choice.index
 
 
-def note_undecided(undecided: Undecided | None) -> None:
+def report_undecided(undecided: Undecided | None) -> None:
     """Tells a tuning session, if one is watching, that a lowering left this call undecided."""
     current = _SESSION.get()
     if current is not None and undecided is not None and undecided.key not in current.forced:

@@ -33,7 +33,7 @@ from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.backends.hip import _hip_files, _hip_prewarm
 from jax_triton_rocm.base import _compat, _values
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.plan._plan import LaunchLimits, Target
+from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
 
 _compat.triton_info()  # a Triton that does not import at all fails here, with its own error
 try:
@@ -107,16 +107,16 @@ class HipBackend(Backend):
     asm_key = "amdgcn"
     compile_options = _vendors.VENDORS["rocm"].compile_options
 
-    def triton_target(self, target: Target) -> Any:
+    def triton_gpu_target(self, target: GpuArch) -> Any:
         return GPUTarget("hip", target.arch, warp_size(target.arch))
 
     def triton_backend(self) -> type:
         return _triton_amd.HIPBackend
 
-    def capability(self, target: Target) -> int:
+    def capability(self, target: GpuArch) -> int:
         return gfx_capability(target.arch)
 
-    def launch_limits(self, target: Target) -> LaunchLimits:
+    def launch_limits(self, target: GpuArch) -> LaunchLimits:
         return LaunchLimits(target.arch, warp_size(target.arch),
                             max_shared_bytes=MAX_SHARED_BYTES.get(target.arch,
                                                                   DEFAULT_MAX_SHARED_BYTES),
@@ -156,7 +156,7 @@ class HipBackend(Backend):
         """The path of this process's HSACO file for the kernel (one per kernel key)."""
         return _hip_files.HSACO_FOLDER.file_for(compiled.key, compiled.binary, compiled.name)
 
-    def check_launch(self, target: Target, num_ctas: int) -> None:
+    def check_launch(self, target: GpuArch, num_ctas: int) -> None:
         if num_ctas != 1:
             raise ValueError(
                 f"num_ctas={num_ctas}: jaxlib launches ROCm kernels without thread-block "

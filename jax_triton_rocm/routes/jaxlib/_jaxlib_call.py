@@ -1,7 +1,7 @@
 """jaxlib's Triton custom call: the route every vendor shares.
 
 Data flow, top to bottom: the compile target and what the plugin loads
-(`_arch.resolve_target`) -> the launches (`plan._plan`: configurations, warps, grids, zeroed
+(`_arch.resolve_arch`) -> the launches (`plan._plan`: configurations, warps, grids, zeroed
 outputs, arguments laid onto the kernel's parameters) -> every launch compiled at once through
 the shared kernel cache (`compile._parallel`, `compile._compile`) -> per kernel, the call as the
 installed jaxlib loads it (`kernel_image`), a plain kernel's kept for other shapes (`_planned`),
@@ -26,7 +26,7 @@ from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.base import _compat, _state, _values
 from jax_triton_rocm.compile import _compile, _parallel
 from jax_triton_rocm.plan import _plan, _trampoline
-from jax_triton_rocm.plan._plan import Target
+from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.routes.jaxlib import _opaque, _params, _proto, _tma
 from jax_triton_rocm.spec import _kinds
@@ -44,9 +44,9 @@ class LoweredCall:
 
     opaque: bytes
     serialized: bytes
-    custom_call_target: str
+    custom_call_name: str
     features: _vendors.PluginFeatures
-    target: Target
+    target: GpuArch
     kernels: tuple[_compile.CompiledKernel, ...]
     calls: tuple[_proto.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()
@@ -64,16 +64,16 @@ def _in_buffer_order(spec: KernelCallSpec, launch: _plan.Launch,
     return _values.replaced(launch, bound=compiled.bound, jit_fn=compiled.jit_fn)
 
 
-def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
+def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: GpuArch,
                        launches: list[_plan.Launch], in_avals: tuple,
                        out_avals: tuple) -> list[tuple]:
     """(launch, launch as jaxlib launches it, compiled kernel) for each launch that compiled
     and fits the target; a kernel that fails to compile is asked whether the call's arguments
     line up with its parameters (`_kinds.check_failed`)."""
-    triton_target = backend.triton_target(target)
+    triton_gpu_target = backend.triton_gpu_target(target)
     ordered = [_in_buffer_order(spec, launch, len(in_avals)) for launch in launches]
     jobs = [_compile.make_job(
-        launch.jit_fn, triton_target, launch.bound, backend.triton_options(launch, spec),
+        launch.jit_fn, triton_gpu_target, launch.bound, backend.triton_options(launch, spec),
         arch=target.arch, gluon=launch.jit_fn.is_gluon(), binary_key=backend.binary_key,
         asm_key=backend.asm_key)
         for launch in ordered]
@@ -92,8 +92,8 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
     return [(as_planned[id(in_order)], in_order, kernel) for in_order, _, kernel in kept]
 
 
-def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Target,
-                 features: _vendors.PluginFeatures, *, devices: Target | None = None,
+def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: GpuArch,
+                 features: _vendors.PluginFeatures, *, devices: GpuArch | None = None,
                  with_ttir: bool = False) -> _proto.KernelImage:
     """The compiled kernel as the installed jaxlib loads it on `devices` (None: on devices of
     `target`'s architecture), with its IR in `ttir` if asked (jaxlib reads it for nothing).
@@ -130,7 +130,7 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Ta
     )
 
 
-def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Target,
+def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: GpuArch,
             compiled: list, calls: list) -> tuple[list, _choices.Undecided | None]:
     """The launches to encode: the one remembered or forced (`_choices.pick`), else all of them.
 
@@ -182,8 +182,8 @@ class _Where:
     this graph's) and the vendor's settings."""
 
     platform: str
-    target: Target
-    devices: Target | None
+    target: GpuArch
+    devices: GpuArch | None
     features: _vendors.PluginFeatures
     globals: tuple
     settings: tuple
@@ -199,7 +199,7 @@ def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec)
     hashed just skips the memo. A plain kernel lowered at new shapes or runtime scalar values
     reuses its compiled plan (`_planned`).
     """
-    target, features = _arch.resolve_target(backend, ctx, spec)
+    target, features = _arch.resolve_arch(backend, ctx, spec)
     exporting = _arch.for_export(ctx)
     if exporting:  # before the memos: a plan kept from another lowering may hold a path
         backend.check_export(features)
@@ -210,7 +210,7 @@ def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec)
         "jaxlib", ctx, spec, (where, exporting,
                               os.environ.get(_compat.ENV_AUTOTUNE_TARGET)),
         lambda: _lower_call(backend, ctx, spec, where), graph=where.globals)
-    _choices.note_undecided(lowered.undecided)
+    _choices.report_undecided(lowered.undecided)
     return lowered
 
 
@@ -234,7 +234,7 @@ def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tu
                                       out_avals, limits)
             return [(launch, _in_buffer_order(spec, launch, n_inputs), kernel, image)
                     for launch, (_, kernel, image) in zip(launches, kept)]
-    target = _plan.gpu_target(backend, where.target)
+    target = _plan.gpu_launch_site(backend, where.target)
     launches = _plan.launches(spec, in_avals, out_avals, target)
     compiled = _compiled_launches(backend, spec, where.target, launches, in_avals, out_avals)
     images = [kernel_image(backend, kernel, where.target, where.features, devices=where.devices,
@@ -258,13 +258,13 @@ def _lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec
              for _, launch, kernel, image in planned]
     chosen, undecided = _choose(backend, ctx, spec, where.target,
                                 [(launch, kernel) for launch, _, kernel, _ in planned], calls)
-    serialized, custom_call_target = _encode(
+    serialized, custom_call_name = _encode(
         [call for _, call in chosen], [launch for (launch, _), _ in chosen], spec, in_avals)
     return LoweredCall(
         opaque=_opaque.compress(serialized, [_proto.kernel_bytes(call.kernel)
                                              for _, call in chosen]),
         serialized=serialized,
-        custom_call_target=custom_call_target,
+        custom_call_name=custom_call_name,
         features=where.features,
         target=where.target,
         kernels=tuple(kernel for (_, kernel), _ in chosen),
@@ -282,8 +282,8 @@ def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
     from jax import ffi
 
     operand_output_aliases = dict(lowered.aliases)
-    if lowered.custom_call_target == _compat.FFI_TARGET:
-        rule = ffi.ffi_lowering(lowered.custom_call_target,
+    if lowered.custom_call_name == _compat.FFI_TARGET:
+        rule = ffi.ffi_lowering(lowered.custom_call_name,
                                 operand_output_aliases=operand_output_aliases,
                                 has_side_effect=lowered.has_side_effect)
         attributes = {} if lowered.cost_estimate is None else {
@@ -291,8 +291,8 @@ def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
         return rule(ctx, *operands, opaque=lowered.opaque, **attributes)
     if lowered.cost_estimate is not None:  # the legacy target has no attributes to carry it
         logger.debug("jax_triton_rocm: cost_estimate dropped: %s carries no attributes",
-                     lowered.custom_call_target)
-    rule = ffi.ffi_lowering(lowered.custom_call_target, api_version=2,
+                     lowered.custom_call_name)
+    rule = ffi.ffi_lowering(lowered.custom_call_name, api_version=2,
                             backend_config=lowered.opaque,
                             operand_output_aliases=operand_output_aliases,
                             has_side_effect=lowered.has_side_effect)

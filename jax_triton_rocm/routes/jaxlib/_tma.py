@@ -84,8 +84,8 @@ def launch_types(sig_type: str, encoded: bool, vendor: Vendor) -> list[str]:
     return head + ["i32"] * rank + ["i64"] * rank
 
 
-def launch_params(desc: TensorDescriptor, types: Sequence[str],
-                  meta: Mapping[str, Any] | None) -> list[_proto.Param]:
+def one_descriptor_params(desc: TensorDescriptor, types: Sequence[str],
+                          meta: Mapping[str, Any] | None) -> list[_proto.Param]:
     """The jaxlib parameters for one descriptor, in kernel order; its base is the operand
     buffer the first of them consumes.
 
@@ -186,7 +186,7 @@ def descriptor_params(compiled: Any, features: _vendors.PluginFeatures,
                       target: Any) -> Callable[[TensorDescriptor, int], list[_proto.Param]]:
     """`params(descriptor, i)`: the jaxlib parameters of the kernel's descriptor number `i`
     (in launch order), as `compiled` (a `compile._compile.CompiledKernel`) takes them on
-    `target` (a `plan._plan.Target`).
+    `target` (a `plan._plan.GpuArch`).
 
     Raises (when called):
       NotImplementedError: the plugin cannot encode the kernel's TMA descriptors
@@ -200,6 +200,6 @@ def descriptor_params(compiled: Any, features: _vendors.PluginFeatures,
         if metas:
             check_launchable(vendor, features, kernel=compiled.name, arch=target.arch)
         types = launch_types(signature_type(desc), bool(metas), vendor)
-        return launch_params(desc, types, metas[i] if metas else None)
+        return one_descriptor_params(desc, types, metas[i] if metas else None)
 
     return params

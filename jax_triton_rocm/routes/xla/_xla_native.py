@@ -8,12 +8,12 @@ launches it as one of its own kernels. So the kernel is compiled in the form XLA
 each runtime scalar is a 0-d operand (a constant in the program) that it loads, and each output
 to zero is a zero-filled operand aliased to it (what jaxlib's call does with a memset).
 
-Which calls take the route is `routes._primitive`'s rule; which calls fit is `fit`. XLA reads
-the IR with the Triton dialect of the installed jaxlib, which may not read what the installed
-Triton wrote: the IR is parsed here first, in that dialect, and a kernel whose IR does not parse
-(with a warning, once per kernel), or whose function does not take one pointer per buffer,
-takes jaxlib's route instead, unless the call itself asked for XLA's (then it raises). What
-XLA's call reads and passes, and what fits it: docs/routes.md.
+Which calls take the route is `routes._primitive`'s rule; which calls fit is
+`unfit_before_compile`. XLA reads the IR with the Triton dialect of the installed jaxlib, which
+may not read what the installed Triton wrote: the IR is parsed here first, in that dialect, and
+a kernel whose IR does not parse (with a warning, once per kernel), or whose function does not
+take one pointer per buffer, takes jaxlib's route instead, unless the call itself asked for
+XLA's (then it raises). What XLA's call reads and passes, and what fits it: docs/routes.md.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def _triton_version() -> str:
 logger = logging.getLogger("jax_triton_rocm")
 
 ENV_XLA_NATIVE = _values.ENV_XLA_NATIVE
-CUSTOM_CALL_TARGET = _compat.XLA_TRITON_TARGET
+CUSTOM_CALL_NAME = _compat.XLA_TRITON_TARGET
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,7 +162,7 @@ class Unfit:
     reason: str
 
 
-def fit(spec: KernelCallSpec) -> Unfit | None:
+def unfit_before_compile(spec: KernelCallSpec) -> Unfit | None:
     """The route's answer before any compile: why the call cannot take it (`Unfit`, as the
     route answers after planning or compiling too), or None if it may."""
     if not xla_triton_dialect():
@@ -193,8 +193,8 @@ def fit(spec: KernelCallSpec) -> Unfit | None:
 
 def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
           spec: KernelCallSpec) -> list | Unfit:
-    """Emits the call through XLA's Triton custom call (a call `fit` lets through); returns
-    its results, or why the planned or compiled kernel does not fit after all (nothing emitted).
+    """Emits the call through XLA's Triton custom call (a call `unfit_before_compile` lets
+    through); returns its results, or why the planned or compiled kernel does not fit after all (nothing emitted).
 
     `backend` is the platform's `_backend.Backend`: it answers the target, Triton's target and
     compile options, and the launch limits, exactly as for jaxlib's route.
@@ -205,7 +205,7 @@ def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
     (the kernel holds none).
     """
     # The same target, and the same error where none can be known, as jaxlib's route.
-    target, _ = _arch.resolve_target(backend, ctx, spec)
+    target, _ = _arch.resolve_arch(backend, ctx, spec)
     graph = _compile.call_graph_key(spec)
     call = _choices.lowered_call(
         "xla", ctx, spec, (backend.platform, target),
@@ -238,7 +238,7 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
     except TypeError:  # an unhashable parameter: no plan kept
         key = None
     if key is not None:
-        key = (CUSTOM_CALL_TARGET, backend.platform, target, graph, key)
+        key = (CUSTOM_CALL_NAME, backend.platform, target, graph, key)
         entry = _state.PLANS.get(key)
         if entry is not None:
             planned, call, limits = entry[1]
@@ -252,7 +252,7 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
     limits = backend.launch_limits(target)
     if spec.unwrapped.autotuner is None:
         [launch] = _plan.launches(spec, in_avals, out_avals,
-                                  _plan.gpu_target(backend, target, limits))
+                                  _plan.gpu_launch_site(backend, target, limits))
     else:
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call
 
@@ -271,7 +271,7 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
     zero_avals = tuple([out_avals[o] for o in launch.zeroed])
     form = _trampoline.for_xla(spec.unwrapped.jit_fn, launch.bound, in_avals + zero_avals,
                                out_avals, backend.triton_backend())
-    job = _compile.make_job(form.jit_fn, backend.triton_target(target), form.bound,
+    job = _compile.make_job(form.jit_fn, backend.triton_gpu_target(target), form.bound,
                             backend.triton_options(launch, spec), arch=target.arch, gluon=False,
                             binary_key=backend.binary_key, asm_key=backend.asm_key)
     try:
@@ -347,7 +347,7 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
     result_types = [ir.RankedTensorType.get(aval.shape, mlir.dtype_to_ir_type(aval.dtype))
                     for aval in ctx.avals_out]
     op = mlir.custom_call(
-        CUSTOM_CALL_TARGET,
+        CUSTOM_CALL_NAME,
         result_types=result_types,
         operands=[*operands, *added],
         backend_config=backend_config,
