@@ -256,7 +256,7 @@ def planned_launches(backend: Any, ctx: Any, spec: Any, route: str) -> list:
     if route == "xla" and spec.unwrapped.autotuner is None:
         target, _ = _arch.resolve_arch(backend, ctx, spec)
         return _plan.launches(spec, tuple(ctx.avals_in), tuple(ctx.avals_out),
-                              _plan.gpu_launch_site(backend, target))
+                              backend.launch_site(target))
     return list(_jaxlib_call.lower_call(backend, ctx, spec).launches)
 
 

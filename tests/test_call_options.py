@@ -68,7 +68,7 @@ def _triton_options(platform: str, spec):
     backend = backends.backend(platform)
     target = backends._backend.GpuArch(platform, {"cuda": "sm_90", "rocm": "gfx942"}[platform],
                                       "test")
-    [launch] = _plan.launches(spec, (X, X), (X,), _plan.gpu_launch_site(backend, target))
+    [launch] = _plan.launches(spec, (X, X), (X,), backend.launch_site(target))
     return backend.triton_options(launch, spec)
 
 

@@ -96,8 +96,8 @@ def call_of(fn, *args):
     in_avals = tuple(v.aval for v in eqn.invars)
     out_avals = tuple(v.aval for v in eqn.outvars)
     backend = backends.backend("cuda")
-    launches = _plan.launches(spec, in_avals, out_avals, _plan.gpu_launch_site(
-        backend, _plan.GpuArch("cuda", "sm_90", "the test")))
+    launches = _plan.launches(spec, in_avals, out_avals,
+                              backend.launch_site(_plan.GpuArch("cuda", "sm_90", "the test")))
     call = du.describe(spec.unwrapped.jit_fn, spec.kernel_name, "jaxlib", "the test", spec,
                        in_avals, out_avals, launches,
                        lambda launch: backend.triton_options(launch, spec))

@@ -74,7 +74,7 @@ def test_an_older_target_than_the_devices_carries_its_ptx_for_their_capability(d
     devices.append("9.0")
     call = _lowered(80)
     image = call.calls[0].kernel
-    assert call.target.arch == "sm_80" and _ptx_target(call) == "sm_80"
+    assert call.arch.arch == "sm_80" and _ptx_target(call) == "sm_80"
     assert image.object_file is None  # no sm_80 CUBIN: it cannot load on sm_90
     assert image.compute_capability == 90  # what jaxlib's ptxas builds it for
 

@@ -18,12 +18,24 @@ from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
+from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits, LaunchSite
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.plan._plan import Launch
+
+
+@dataclasses.dataclass(frozen=True)
+class ArchAnswers:
+    """What the backend answers for one architecture, asked once per compiled plan
+    (`Backend.answers`): Triton's `GPUTarget`, jaxlib's `compute_capability` field and what the
+    plan needs of where the launches run (`plan._plan.LaunchSite`)."""
+
+    arch: GpuArch
+    triton_gpu_target: Any
+    capability: int
+    launch_site: LaunchSite
 
 
 class Backend(abc.ABC):
@@ -48,6 +60,18 @@ class Backend(abc.ABC):
     arch_field: str | None = None
     arch_keyword: str = ""
     _option_names: frozenset[str] | None = None
+
+    @abc.abstractmethod
+    def answers(self, arch: GpuArch) -> ArchAnswers:
+        """Every per-architecture answer at once (each vendor builds it in its own module, from
+        its own methods below), so that the lowering asks the backend once per plan."""
+
+    def launch_site(self, arch: GpuArch) -> LaunchSite:
+        """What the plan needs of `arch`, as this backend answers it."""
+        limits = self.launch_limits(arch)
+        return LaunchSite(self.triton_backend(), limits, self.every_compile_option,
+                          functools.partial(self.check_launch, arch), name=arch.arch,
+                          fp8_types=self.fp8_types(arch))
 
     @abc.abstractmethod
     def triton_gpu_target(self, target: GpuArch) -> Any:

@@ -18,7 +18,7 @@ import subprocess
 from typing import Any
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.backends._backend import Backend
+from jax_triton_rocm.backends._backend import ArchAnswers, Backend
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
@@ -88,6 +88,11 @@ class CudaBackend(Backend):
     compile_options = _vendors.VENDORS["cuda"].compile_options
     arch_field = "cuda_arch"
     arch_keyword = "compute_capability="
+
+    def answers(self, arch: GpuArch) -> ArchAnswers:
+        # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
+        return ArchAnswers(arch, self.triton_gpu_target(arch), self.capability(arch),
+                           self.launch_site(arch))
 
     def triton_gpu_target(self, target: GpuArch) -> Any:
         return GPUTarget("cuda", compute_capability(target.arch), WARP_SIZE)

@@ -320,16 +320,6 @@ class LaunchSite:
     fp8_types: tuple[str, ...] | None = None
 
 
-def gpu_launch_site(backend: Any, target: GpuArch,
-                    limits: LaunchLimits | None = None) -> LaunchSite:
-    """What the plan needs of a GPU target, as its backend answers it
-    (`backends._backend.Backend`); `limits` where the caller has asked for them already."""
-    return LaunchSite(backend.triton_backend(), limits or backend.launch_limits(target),
-                        backend.every_compile_option,
-                        functools.partial(backend.check_launch, target), name=target.arch,
-                        fp8_types=backend.fp8_types(target))
-
-
 def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
     """The host, where Triton's interpreter runs the first configuration, unchecked; a config
     or a heuristic may set any of `compile_options` (`LaunchSite.compile_options`)."""
@@ -490,7 +480,8 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     if target.first_config_only:
         configs = configs[:1]
     for config in configs:
-        target.check_ctas(config.num_ctas)
+        if config.num_ctas != 1:  # one CTA launches everywhere: only a cluster is asked about
+            target.check_ctas(config.num_ctas)
     warps = [(config, config.num_warps or DEFAULT_NUM_WARPS) for config in configs]
     if target.limits is not None:
         warps = _kinds.keep_launchable(

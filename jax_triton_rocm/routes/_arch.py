@@ -21,6 +21,7 @@ compile target.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 from collections.abc import Iterable, Iterator
@@ -33,11 +34,46 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.backends._vendors import normalize_arch
 from jax_triton_rocm.base import _compat, _values
+from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext, ModuleContext
+
+
+@dataclasses.dataclass(frozen=True)
+class Where:
+    """Where a call runs, and what decides its lowering beyond the call and its operands: the
+    platform, the architecture it compiles for, the devices' where they differ (`foreign_devices`),
+    the plugin's features, what the kernel's call graph resolves to (`_compile.call_graph_key`:
+    sources and globals, with the Triton functions given as constexprs; a kept plan is one of
+    this graph's), the vendor's settings, and whether the lowering is for `jax.export` (not
+    compared: the memo that needs it keys on it itself, a kept plan holds nothing of it)."""
+
+    platform: str
+    arch: GpuArch
+    devices: GpuArch | None
+    features: _vendors.PluginFeatures
+    globals: tuple
+    settings: tuple
+    exporting: bool = dataclasses.field(default=False, compare=False)
+
+
+def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec) -> Where:
+    """Where jaxlib's route runs the call (`Where`).
+
+    Raises:
+      ValueError: a `jax.export` lowering would carry what only this process can load
+        (`Backend.check_export`), or the computation's devices disagree on the architecture.
+      RuntimeError: as `resolve_arch`.
+    """
+    arch, features = resolve_arch(backend, ctx, spec)
+    exporting = for_export(ctx)
+    if exporting:  # before the memos: a plan kept from another lowering may hold a path
+        backend.check_export(features)
+    return Where(backend.platform, arch, foreign_devices(backend, ctx, spec, arch), features,
+                 _compile.call_graph_key(spec), backend.lowering_settings(), exporting)
 
 
 def for_export(ctx: LoweringRuleContext) -> bool:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.backends._backend import Backend
+from jax_triton_rocm.backends._backend import ArchAnswers, Backend
 from jax_triton_rocm.backends.hip import _hip_files, _hip_prewarm
 from jax_triton_rocm.base import _compat, _values
 from jax_triton_rocm.compile._compile import CompiledKernel
@@ -106,6 +106,11 @@ class HipBackend(Backend):
     binary_key = "hsaco"
     asm_key = "amdgcn"
     compile_options = _vendors.VENDORS["rocm"].compile_options
+
+    def answers(self, arch: GpuArch) -> ArchAnswers:
+        # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
+        return ArchAnswers(arch, self.triton_gpu_target(arch), self.capability(arch),
+                           self.launch_site(arch))
 
     def triton_gpu_target(self, target: GpuArch) -> Any:
         return GPUTarget("hip", target.arch, warp_size(target.arch))
