@@ -158,6 +158,53 @@ class BoundedCache:
             self._entries.clear()
 
 
+class KernelRecords(BoundedCache):
+    """One record per kernel object (a `@triton.jit` function, or the object a call passed),
+    by its id: what the package derived from it, by what was derived (`derived`).
+
+    The one staleness rule: a record holds while its kernel is the same object (kept in the
+    record, so that its id is not reused) with the same source text (the same object: Triton
+    replaces it on an edit) and the same `noinline` and `debug` settings; else everything
+    derived from the kernel is derived again. What a derived value reads beyond the kernel (the
+    objects its global names resolve to) is checked by its user (`holds`).
+    """
+
+    def find(self, kernel: Any, what: Hashable) -> Any:
+        """What was derived as `what` from `kernel`, or None (none, or the record is stale)."""
+        record = self.get(id(kernel))
+        if record is None or record[0] is not kernel or not _same_stamp(record[1], kernel):
+            return None
+        return record[2].get(what)
+
+    def keep(self, kernel: Any, what: Hashable, value: T) -> T:
+        """Keeps `value` as `what` derived from `kernel` (in a fresh record if the kept one is
+        stale); returns it."""
+        record = self.get(id(kernel))
+        if record is None or record[0] is not kernel or not _same_stamp(record[1], kernel):
+            record = self.put(id(kernel), (kernel, _stamp(kernel), {}))
+        record[2][what] = value
+        return value
+
+    def derived(self, kernel: Any, what: Hashable, make: Callable[[], T],
+                holds: Callable[[T], bool] | None = None) -> T:
+        """`what` derived from `kernel`: the kept value, unless stale or `holds` says it no
+        longer holds, else `make()`'s, kept."""
+        found = self.find(kernel, what)
+        if found is None or (holds is not None and not holds(found)):
+            found = self.keep(kernel, what, make())
+        return found
+
+
+def _stamp(kernel: Any) -> tuple:
+    return (getattr(kernel, "src", None), getattr(kernel, "noinline", None),
+            getattr(kernel, "debug", None))
+
+
+def _same_stamp(stamp: tuple, kernel: Any) -> bool:
+    now = _stamp(kernel)
+    return stamp[0] is now[0] and stamp[1:] == now[1:]
+
+
 class _Failure:
     """A compile that raised, kept in place of the kernel."""
 
@@ -241,22 +288,20 @@ PLANS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 # `routes.jaxlib._opaque`).
 KERNEL_BYTES = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
 DEFLATED_KERNELS = BoundedCache(LOCKS, ENV_KERNEL_CACHE_SIZE)
-# Per kernel function, kept beside it: the globals its source reads (`compile._compile`), its
-# interpreter twin (`routes.cpu._interpret_host`), its parameters' roles (`spec._kinds`).
-GLOBAL_REFERENCES, INTERPRETED_TWINS, PARAMETER_ROLES = (
-    BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE) for _ in range(3))
+# Per kernel object, one record (`KernelRecords`): the globals its source reads
+# ("references", `compile._compile`), its interpreter twin ("interpreted",
+# `routes.cpu._interpret_host`), its parameters' roles ("roles", `spec._kinds`), its trampolines
+# (("trampoline", source), `plan._trampoline`) and the kernel taken apart ("unwrapped",
+# `api._call`).
+KERNEL_RECORDS = KernelRecords(LOCKS, ENV_CALL_CACHE_SIZE)
 # `triton_call`'s layouts by all but shapes and scalar values (`checks._bound`; the kernel in the
-# key), kernels taken apart (`api._call`) and trampolines (`plan._trampoline`), each beside its
-# kernel, whose id is in the key, so ids stay unique.
-CALL_LAYOUTS, UNWRAPPED_KERNELS, TRAMPOLINES = (BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
-                                                for _ in range(3))
+# key, so its id stays unique).
+CALL_LAYOUTS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 # The @triton.jit function made of each kernel that TRITON_INTERPRET=1 made Triton's
 # InterpretedFunction (`spec._spec.unwrap`), beside that kernel, whose id is the key.
 JIT_TWINS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 CACHES = (COMPILED_KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES,
-          DEFLATED_KERNELS,
-          GLOBAL_REFERENCES, INTERPRETED_TWINS, PARAMETER_ROLES, CALL_LAYOUTS, UNWRAPPED_KERNELS,
-          TRAMPOLINES, JIT_TWINS)
+          DEFLATED_KERNELS, KERNEL_RECORDS, CALL_LAYOUTS, JIT_TWINS)
 
 # What a child of `os.fork()` runs, in order, the locks first (`on_fork`): the package's one
 # hook, so that every module's state is reset the same way and in a known order.

@@ -74,11 +74,10 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
 
     Cheap enough for every lowering: each function's references (the names and attribute paths
     it calls through, and the globals it reads) are found once per source, by Triton's own walk
-    of its AST, and kept as an `_Entry` in `_state.GLOBAL_REFERENCES`; here they are only looked
-    up again. A function is parsed again only when its entry no longer holds: it is another
-    function or source, its settings changed, or a callee's path now resolves to another object.
+    of its AST, and kept as an `_Entry` in the function's record (`_state.KERNEL_RECORDS`); here
+    they are only looked up again. A function is parsed again only when its record is stale
+    (another function, source or settings) or a callee's path now resolves to another object.
     """
-    global _references_finder
     functions: list[str] = []
     values: dict[tuple[str, str], str] = {}
     seen: set[int] = set()
@@ -89,33 +88,10 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
         if id(fn) in seen or not is_triton_function(fn):
             continue
         seen.add(id(fn))
-        settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
-        entry = _state.GLOBAL_REFERENCES.get(id(fn))
-        if (entry is None or entry.fn is not fn or entry.src is not fn.src
-                or entry.settings != settings
-                or any([_resolve(fn, path) is not obj for path, obj in entry.paths])):
-            # Parsed anew, with Triton's walk: calls to other Triton functions are collected,
-            # not merged (their recorded values would be the stale ones), and the names they
-            # are called through kept.
-            if _references_finder is None:
-                from triton.runtime.jit import DependenciesFinder
-
-                _references_finder = type("ReferencesFinder",
-                                          (_PathRecorder, DependenciesFinder), {})
-            finder = _references_finder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
-                                        nonlocals=inspect.getclosurevars(fn.fn).nonlocals,
-                                        src=fn.src)
-            callees: list[Any] = []
-            finder._update_hash = callees.append  # where Triton's walk would merge a callee
-            finder.paths = []
-            with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
-                finder.visit(fn.parse())
-            names = [(scope, name) for (name, _), (_, scope) in finder.used_global_vals.items()]
-            text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
-            own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
-            entry = _Entry(fn, fn.src, own, settings, tuple(names), tuple(finder.paths),
-                           tuple(callees))
-            _state.GLOBAL_REFERENCES.put(id(fn), entry)  # the entry holds fn: its id is not reused
+        entry = _state.KERNEL_RECORDS.derived(
+            fn, "references", functools.partial(_references, fn),
+            # What its names resolve to lives outside the function: a rebound callee is read anew.
+            holds=functools.partial(_paths_hold, fn))
         functions.append(entry.own)
         module = getattr(fn, "__module__", "") or ""
         for scope, name in entry.names:
@@ -151,6 +127,38 @@ class _PathRecorder:
 
 
 _references_finder: type | None = None  # `_PathRecorder` on Triton's walk, once made
+
+
+def _paths_hold(fn: Any, entry: _Entry) -> bool:
+    """Whether every name `fn` calls a Triton function through still resolves to that function."""
+    return not any([_resolve(fn, path) is not obj for path, obj in entry.paths])
+
+
+def _references(fn: Any) -> _Entry:
+    """`fn`'s references, parsed anew with Triton's walk: calls to other Triton functions are
+    collected, not merged (their recorded values would be the stale ones), and the names they
+    are called through kept."""
+    global _references_finder
+    settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
+    if _references_finder is None:
+        from triton.runtime.jit import DependenciesFinder
+
+        _references_finder = type("ReferencesFinder",
+                                  (_PathRecorder, DependenciesFinder), {})
+    finder = _references_finder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
+                                nonlocals=inspect.getclosurevars(fn.fn).nonlocals,
+                                src=fn.src)
+    callees: list[Any] = []
+    finder._update_hash = callees.append  # where Triton's walk would merge a callee
+    finder.paths = []
+    with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
+        finder.visit(fn.parse())
+    names = [(scope, name) for (name, _), (_, scope) in finder.used_global_vals.items()]
+    text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
+    own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
+    return _Entry(fn, fn.src, own, settings, tuple(names), tuple(finder.paths),
+                  tuple(callees))
+
 
 
 def call_graph_key(spec: KernelCallSpec) -> tuple:

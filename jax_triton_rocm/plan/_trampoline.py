@@ -224,7 +224,7 @@ def is_trampoline(jit_fn: JITFunction) -> bool:
 
 def _trampoline(jit_fn: JITFunction, params: list[str], constexprs: set[str], body: str) -> Any:
     """The trampoline with parameters `params` and `body`, made once per source and kernel
-    (`_state.TRAMPOLINES`, beside the kernel, whose id is in the key): its function defined from
+    (in the kernel's record, `_state.KERNEL_RECORDS`): its function defined from
     the source and decorated as the kernel is.
 
     The source holds only identifiers: the function is defined as `_TRAMPOLINE` and named like
@@ -242,10 +242,10 @@ def _trampoline(jit_fn: JITFunction, params: list[str], constexprs: set[str], bo
     # The symbol as a docstring (a literal, so inert): Triton keys its cache on the source, and
     # trampolines of two kernels of one source keep their own symbols.
     source = f"def {_TRAMPOLINE}({signature}):\n    {symbol!r}\n{body}"
-    key = (id(jit_fn), source)  # the source names the symbol
-    entry = _state.TRAMPOLINES.get(key)
-    if entry is not None and entry[0] is jit_fn:
-        return entry[1]
+    # Kept by the source, which names the symbol.
+    found = _state.KERNEL_RECORDS.find(jit_fn, ("trampoline", source))
+    if found is not None:
+        return found
     import triton
     import triton.language as tl
 
@@ -272,5 +272,4 @@ def _trampoline(jit_fn: JITFunction, params: list[str], constexprs: set[str], bo
     registry = getattr(triton.runtime.jit, "_triton_jit_function_registry", {})
     for registered in [k for k, v in registry.items() if v is trampoline]:
         del registry[registered]
-    _state.TRAMPOLINES.put(key, (jit_fn, trampoline))
-    return trampoline
+    return _state.KERNEL_RECORDS.keep(jit_fn, ("trampoline", source), trampoline)
