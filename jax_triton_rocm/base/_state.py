@@ -1,23 +1,18 @@
 """All process-wide state of the package, with its thread, fork and memory rules.
 
-Threads: lowering can run on many threads at once (JAX compiles in parallel, users call `jit`
-from thread pools). Every structure here is guarded by the lock of one registry (`LOCKS.guard`),
-held for short critical sections only. Work on one item (compiling a kernel, writing its file,
-prewarming it) holds that item's lock (`LOCKS.item_lock`), which exists only while a thread holds
-or awaits it: threads on one item share one lock, and the locks never outnumber the threads.
+Where it lives: the caches here (`CACHES`, one comment each), and every other piece, in the
+module that keeps it, listed in `ELSEWHERE` (module, name, what it keeps).
+
+Threads: every structure here is guarded by the lock of one registry (`LOCKS.guard`), held for
+short critical sections only; work on one item (compiling a kernel, writing its file,
+prewarming it) holds that item's lock (`LOCKS.item_lock`), which lives only while in use.
 
 Memory: every cache is bounded (by `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE` or
 `JAX_TRITON_ROCM_CALL_CACHE_SIZE`: docs/routes.md, "Memory"); `clear_caches()` empties them all.
 
-Fork: a child of `os.fork()` inherits memory but only the forking thread. A lock that another
-thread of the parent held at the fork stays held forever in the child, and a compile that was in
-flight there never finishes. So, in the child:
-  - every lock is replaced by a fresh one (the registry's and every item's);
-  - finished kernels stay cached (they are plain data and still valid); in-flight compiles are
-    forgotten, and the child compiles what it needs itself; lowered calls and plans are
-    forgotten (they may name the parent's HSACO files);
-  - the imports a lowering needs have their own rule (`_imports`), and state a vendor module
-    keeps has its own fork rule beside it (`hip._hip_files`, `hip._hip_prewarm`).
+Fork: a child of `os.fork()` gets fresh locks, keeps finished kernels, forgets in-flight
+compiles, lowered calls and plans (`on_fork`); a vendor module's state has its own fork rule
+beside it (`hip._hip_files`, `hip._hip_prewarm`). Why: docs/design.md, "Process-wide state".
 """
 
 from __future__ import annotations
@@ -302,6 +297,46 @@ CALL_LAYOUTS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 JIT_TWINS = BoundedCache(LOCKS, ENV_CALL_CACHE_SIZE)
 CACHES = (COMPILED_KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES,
           DEFLATED_KERNELS, KERNEL_RECORDS, CALL_LAYOUTS, JIT_TWINS)
+# Every other piece of process-wide state, where it lives (package module, name, what it
+# keeps); a new one is added here too (tests/test_module_layout.py checks that each exists).
+ELSEWHERE = (
+    ("base._values", "_CHECKED_VALUES", "the variables' values last found valid"),
+    ("base._files", "_warned_unsafe", "folders already warned about as unsafe"),
+    ("base._compat", "triton_info", "the installed Triton's version and features (cached)"),
+    ("base._compat", "_warn_ffi_autotune", "one warning per process (cached)"),
+    ("spec._spec", "_POINTER_TYPES", "Triton pointer type per dtype object"),
+    ("spec._hooks", "_DESCRIPTOR_CLASS", "Triton's TensorDescriptor class, once imported"),
+    ("compile._compile", "_references_finder", "the AST walk's class, made once"),
+    ("compile._cache", "_warned", "cache problems already warned about"),
+    ("compile._cache", "_warned_cache_dir", "one warning about Triton's cache folder"),
+    ("compile._cache", "_warned_unwritable", "unwritable cache folders already warned about"),
+    ("compile._cache", "_in_flight", "compiles running under the folder override"),
+    ("compile._cache", "_saved", "Triton's knobs before the folder override"),
+    ("compile._cache", "_private", "the private cache folder while Triton's is unwritable"),
+    ("compile._cache", "_private_dump", "the private dump folder"),
+    ("compile._gluon", "_checked_source_class", "Gluon's checked source class (cached)"),
+    ("backends", "backend", "one backend object per platform (cached)"),
+    ("backends._backend", "Backend.fp8_types", "fp8 types per backend and arch (cached)"),
+    ("backends._cuda", "_ptxas_archs", "ptxas architectures per capability (cached)"),
+    ("backends._vendors", "plugin_features", "what each jaxlib plugin reads (cached)"),
+    ("backends._vendors", "plugin_triton_module", "each plugin's Triton module (cached)"),
+    ("backends.hip._hip_files", "HSACO_FOLDER", "this process's HSACO files (path delivery)"),
+    ("backends.hip._hip_prewarm", "LOADED_KERNELS", "kernels the prewarm has launched"),
+    ("routes._arch", "_ARCH_STATE", "the named architectures (a JAX config state)"),
+    ("routes._arch", "arch_problem", "why an architecture cannot compile (cached)"),
+    ("routes._choices", "STORE", "remembered autotune choices"),
+    ("routes._choices", "_SESSION", "the tuning session of this context"),
+    ("routes._choices", "_swept", "choice folders swept of dead writers' files"),
+    ("routes._choices", "_warned", "choice files already warned about"),
+    ("routes._primitive", "_registered", "platforms with the lowering rule registered"),
+    ("routes._primitive", "_installed_registered", "whether the installed ones are"),
+    ("routes._primitive", "_routes", "each platform's routes (cached)"),
+    ("routes.cpu._fallback", "_explained", "one CPU fallback warning per process"),
+    ("routes.cpu._interpret_floats", "_formats", "float formats (cached)"),
+    ("routes.cpu._shard_callbacks", "_ROUTE", "the shard callback route of this context"),
+    ("routes.xla._xla_native", "xla_triton_dialect", "whether jaxlib has Triton's dialect"),
+    ("cli._kernels", "kernels", "the CLI's example kernels (cached)"),
+)
 
 # What a child of `os.fork()` runs, in order, the locks first (`on_fork`): the package's one
 # hook, so that every module's state is reset the same way and in a known order.

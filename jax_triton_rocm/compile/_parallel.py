@@ -58,6 +58,12 @@ def compile_jobs(jobs: Sequence[_compile.CompileJob]) -> list[Result]:
         return list(pool.map(_capture, jobs))
 
 
+def compiled_configs(configs: list, jobs: list) -> list[tuple]:
+    """`jobs` compiled at once (`compile_jobs`), one per config: (config, job, compiled kernel)
+    for each config whose kernel compiled, as `kept_configs` keeps them."""
+    return kept_configs(configs, jobs, compile_jobs(jobs))
+
+
 def skippable_config_errors() -> tuple[type[BaseException], ...]:
     """Compile errors for which Triton's autotuner drops a config instead of failing the call.
 

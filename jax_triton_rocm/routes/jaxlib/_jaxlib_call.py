@@ -170,7 +170,7 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, answers: ArchAnsw
         gluon=launch.jit_fn.is_gluon(), binary_key=backend.binary_key, asm_key=backend.asm_key)
         for launch in ordered]
     try:
-        compiled = _parallel.kept_configs(ordered, jobs, _parallel.compile_jobs(jobs))
+        compiled = _parallel.compiled_configs(ordered, jobs)
     except Exception as err:
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
