@@ -42,13 +42,6 @@ def test_another_object_under_a_reused_id_gets_nothing(fresh_caches):
     assert _state.KERNEL_RECORDS.find(other, "a") is None
 
 
-def test_a_value_that_no_longer_holds_is_made_again(fresh_caches):
-    kernel = _fresh_kernel()
-    _state.KERNEL_RECORDS.keep(kernel, "a", 1)
-    assert _state.KERNEL_RECORDS.derived(kernel, "a", lambda: 2, holds=lambda v: v == 2) == 2
-    assert _state.KERNEL_RECORDS.find(kernel, "a") == 2
-
-
 def test_the_five_id_keyed_caches_are_one_record():
     assert not any(hasattr(_state, name) for name in (
         "PARAMETER_ROLES", "GLOBAL_REFERENCES", "INTERPRETED_TWINS", "TRAMPOLINES",

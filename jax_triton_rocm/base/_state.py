@@ -161,7 +161,7 @@ class KernelRecords(BoundedCache):
     record, so that its id is not reused) with the same source text (the same object: Triton
     replaces it on an edit) and the same `noinline` and `debug` settings; else everything
     derived from the kernel is derived again. What a derived value reads beyond the kernel (the
-    objects its global names resolve to) is checked by its user (`holds`).
+    objects its global names resolve to) is checked by its user (`compile._compile.graph_key`).
     """
 
     def find(self, kernel: Any, what: Hashable) -> Any:
@@ -180,14 +180,10 @@ class KernelRecords(BoundedCache):
         record[2][what] = value
         return value
 
-    def derived(self, kernel: Any, what: Hashable, make: Callable[[], T],
-                holds: Callable[[T], bool] | None = None) -> T:
-        """`what` derived from `kernel`: the kept value, unless stale or `holds` says it no
-        longer holds, else `make()`'s, kept."""
+    def derived(self, kernel: Any, what: Hashable, make: Callable[[], T]) -> T:
+        """`what` derived from `kernel`: the kept value, else `make()`'s, kept."""
         found = self.find(kernel, what)
-        if found is None or (holds is not None and not holds(found)):
-            found = self.keep(kernel, what, make())
-        return found
+        return self.keep(kernel, what, make()) if found is None else found
 
 
 def _stamp(kernel: Any) -> tuple:

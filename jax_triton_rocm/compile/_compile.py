@@ -88,10 +88,10 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
         if id(fn) in seen or not is_triton_function(fn):
             continue
         seen.add(id(fn))
-        entry = _state.KERNEL_RECORDS.derived(
-            fn, "references", functools.partial(_references, fn),
-            # What its names resolve to lives outside the function: a rebound callee is read anew.
-            holds=functools.partial(_paths_hold, fn))
+        entry = _state.KERNEL_RECORDS.find(fn, "references")
+        # What its names resolve to lives outside the function: a rebound callee is read anew.
+        if entry is None or not _paths_hold(fn, entry):
+            entry = _state.KERNEL_RECORDS.keep(fn, "references", _references(fn))
         functions.append(entry.own)
         module = getattr(fn, "__module__", "") or ""
         for scope, name in entry.names:
