@@ -74,20 +74,20 @@ class Backend(abc.ABC):
                           fp8_types=self.fp8_types(arch))
 
     @abc.abstractmethod
-    def triton_gpu_target(self, target: GpuArch) -> Any:
-        """Triton's `GPUTarget` for `target` (architecture and warp size)."""
+    def triton_gpu_target(self, arch: GpuArch) -> Any:
+        """Triton's `GPUTarget` for `arch` (architecture and warp size)."""
 
     @abc.abstractmethod
     def triton_backend(self) -> type:
         """Triton's compiler backend class (it parses specialisation attributes)."""
 
     @abc.abstractmethod
-    def capability(self, target: GpuArch) -> int:
-        """The kernel's `compute_capability` field for `target`, as jaxlib reads it."""
+    def capability(self, arch: GpuArch) -> int:
+        """The kernel's `compute_capability` field for `arch`, as jaxlib reads it."""
 
     @abc.abstractmethod
-    def launch_limits(self, target: GpuArch) -> LaunchLimits:
-        """What one block may use on `target` (threads, shared memory)."""
+    def launch_limits(self, arch: GpuArch) -> LaunchLimits:
+        """What one block may use on `arch` (threads, shared memory)."""
 
     @abc.abstractmethod
     def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
@@ -110,18 +110,18 @@ class Backend(abc.ABC):
     def known_archs(self) -> tuple[str, ...]:
         """The architectures the installed Triton can compile for, for messages."""
 
-    @functools.lru_cache(maxsize=None)  # one entry per backend and target compiled for
-    def fp8_types(self, target: GpuArch) -> tuple[str, ...]:
-        """Triton's fp8 types ("fp8e4nv", ...) its compiler takes for `target`: the
+    @functools.lru_cache(maxsize=None)  # one entry per backend and architecture compiled for
+    def fp8_types(self, arch: GpuArch) -> tuple[str, ...]:
+        """Triton's fp8 types ("fp8e4nv", ...) its compiler takes for `arch`: the
         `supported_fp8_dtypes` Triton's backend fills in."""
         from triton.compiler import make_backend
 
-        return tuple(make_backend(self.triton_gpu_target(target))
+        return tuple(make_backend(self.triton_gpu_target(arch))
                      .parse_options(dict(_READ_ONLY_OPTIONS)).supported_fp8_dtypes)
 
-    def code_for_devices(self, compiled: CompiledKernel, target: GpuArch,
+    def code_for_devices(self, compiled: CompiledKernel, arch: GpuArch,
                          devices: GpuArch) -> tuple[str, int]:
-        """The `ptx` field and compute capability that load `compiled` (built for `target`) on
+        """The `ptx` field and compute capability that load `compiled` (built for `arch`) on
         devices of another architecture, `devices`.
 
         Raises:
@@ -129,13 +129,13 @@ class Backend(abc.ABC):
             only), naming both architectures and the fix.
         """
         raise ValueError(
-            f"Kernel {compiled.name} is compiled for {target.arch} (from {target.source}), but "
+            f"Kernel {compiled.name} is compiled for {arch.arch} (from {arch.source}), but "
             f"the computation runs on {devices.arch} devices (from {devices.source}), where a "
-            f"binary for {target.arch} cannot load. Compile for {devices.arch}.")
+            f"binary for {arch.arch} cannot load. Compile for {devices.arch}.")
 
-    def check_launch(self, target: GpuArch, num_ctas: int) -> None:
+    def check_launch(self, arch: GpuArch, num_ctas: int) -> None:
         """Raises if the target cannot launch clusters of `num_ctas` CTAs."""
-        del target, num_ctas
+        del arch, num_ctas
 
     def triton_options(self, launch: Launch, spec: KernelCallSpec) -> dict[str, Any]:
         """Options for `triton.compile`: the common ones and this vendor's own where set.

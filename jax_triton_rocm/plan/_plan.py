@@ -99,7 +99,8 @@ class LaunchLimits:
 
 @dataclasses.dataclass(frozen=True)
 class GpuArch:
-    """A compile target: platform ("cuda"/"rocm"), arch ("sm_90", "gfx942") and its source."""
+    """The architecture a call compiles for: platform ("cuda"/"rocm"), arch ("sm_90", "gfx942")
+    and where it was named (its source, for messages)."""
 
     platform: str
     arch: str
@@ -412,9 +413,9 @@ def zeroed_outputs(spec: KernelCallSpec, meta: dict[str, Any], n_outs: int) -> t
 
 
 def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
-             target: LaunchSite) -> list[Launch]:
-    """The launches of `spec` on `target`, in the order jaxlib should try them: the call's launch
-    configurations, then, for each one that can launch on the target, its warps, grid, outputs to
+             site: LaunchSite) -> list[Launch]:
+    """The launches of `spec` on `site`, in the order jaxlib should try them: the call's launch
+    configurations, then, for each one that can launch there, its warps, grid, outputs to
     zero and arguments laid onto the kernel's parameters.
 
     A config's `triton.Config` pre_hook (`_hooks.run`) runs before the heuristics inside the
@@ -427,7 +428,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     Raises:
       NotImplementedError: an autotuner feature jaxlib cannot honour (names the alternative).
       ValueError: a metaparameter set by both the call and a config, pruning that left no config,
-        no configuration that can launch on the target (each one's reason named), or a grid or
+        no configuration that can launch there (each one's reason named), or a grid or
         zeroed outputs that are not valid (`launch_grid`, `zeroed_outputs`).
       TypeError: a config or heuristic that sets a name that is no parameter and no launch
         setting, or a buffer with an fp8 dtype the target's Triton compiler refuses, naming the
@@ -447,12 +448,12 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
         config_keys = frozenset([key for config in getattr(unwrapped.autotuner, "configs", ())
                                  for key in config.kwargs])
         base = _apply_heuristics(outside, base, named, kernel, param_names,
-                                 target.compile_options, config_keys)
+                                 site.compile_options, config_keys)
     if unwrapped.autotuner is None:
         pairs = [(None, base)]
     else:
         pairs = _autotune_configs(unwrapped.autotuner, base, named, spec.by_keyword, kernel,
-                                  param_names, target.compile_options)
+                                  param_names, site.compile_options)
     configs = []
     for triton_config, config in pairs:
         seen = named
@@ -466,7 +467,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
                 seen = named_args(jit_fn, positional, in_avals, out_avals)
         if inside:
             config = _apply_heuristics(inside, config, seen, kernel, param_names,
-                                       target.compile_options)
+                                       site.compile_options)
         # What a config or a heuristic set, which triton_call never saw (it checked its own).
         source = f"in autotune config ({config.description})" if config.description else ""
         _values.launch_settings(config.num_warps, config.num_stages, config.num_ctas,
@@ -477,24 +478,24 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
         constexprs = {k: _spec.plain_constexpr(v) for k, v in config.constexprs.items()}
         config = dataclasses.replace(config, constexprs=constexprs, options=options)
         configs.append(dataclasses.replace(config, meta={**seen, **config.kwargs_view()}))
-    if target.first_config_only:
+    if site.first_config_only:
         configs = configs[:1]
     for config in configs:
         if config.num_ctas != 1:  # one CTA launches everywhere: only a cluster is asked about
-            target.check_ctas(config.num_ctas)
+            site.check_ctas(config.num_ctas)
     warps = [(config, config.num_warps or DEFAULT_NUM_WARPS) for config in configs]
-    if target.limits is not None:
+    if site.limits is not None:
         warps = _kinds.keep_launchable(
-            warps, [target.limits.problem(num_warps) for _, num_warps in warps],
+            warps, [site.limits.problem(num_warps) for _, num_warps in warps],
             _kinds.config_description, kernel=kernel)
     planned = [Launch(
         config=config,
         num_warps=num_warps,
         grid=launch_grid(spec, config.meta, description=config.description,
-                         limits=target.limits, num_warps=num_warps),
+                         limits=site.limits, num_warps=num_warps),
         zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
         bound=_layout.lay_out_arguments(
-            jit_fn, target.triton_backend,
+            jit_fn, site.triton_backend,
             positional=spec.positional if config.positional is None else config.positional,
             in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs),
         jit_fn=jit_fn,
@@ -503,19 +504,19 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     # All parameters' types at once (`element_types` flattens a tuple); per parameter only to
     # name the one refused.
     signature = planned[0].bound.signature
-    refused = [] if target.fp8_types is None or not any(
-        fp8 in _spec.FP8_DTYPES and fp8 not in target.fp8_types
+    refused = [] if site.fp8_types is None or not any(
+        fp8 in _spec.FP8_DTYPES and fp8 not in site.fp8_types
         for fp8 in _layout.element_types(tuple(signature.values()))) else [
         (param, fp8) for param, types in signature.items()
         for fp8 in _layout.element_types(types)
-        if fp8 in _spec.FP8_DTYPES and fp8 not in target.fp8_types]
+        if fp8 in _spec.FP8_DTYPES and fp8 not in site.fp8_types]
     if refused:
         param, fp8 = refused[0]
-        taken = ", ".join(f"{_spec.FP8_DTYPES[t]} ({t})" for t in sorted(target.fp8_types)
+        taken = ", ".join(f"{_spec.FP8_DTYPES[t]} ({t})" for t in sorted(site.fp8_types)
                           if t in _spec.FP8_DTYPES)
         raise TypeError(
             f"Kernel {kernel}'s parameter {param} is {_spec.FP8_DTYPES[fp8]} (Triton's "
-            f"{fp8}), which Triton does not compile for {target.name}; the fp8 dtypes it "
+            f"{fp8}), which Triton does not compile for {site.name}; the fp8 dtypes it "
             f"takes there are {taken}. Cast the array to one of those (x.astype(...)), or "
             f"compile for a target that has {_spec.FP8_DTYPES[fp8]}.")
     return planned

@@ -84,9 +84,9 @@ def for_export(ctx: LoweringRuleContext) -> bool:
 
 
 def foreign_devices(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                    target: GpuArch) -> GpuArch | None:
+                    arch: GpuArch) -> GpuArch | None:
     """The architecture of the devices a call's kernel will load on, where it differs from the
-    one the call compiles for (`target`); None where they agree or are not known.
+    one the call compiles for (`arch`); None where they agree or are not known.
 
     Only a call that names its own compile target (`compute_capability`) can differ: the
     devices are then those named (`target_arch`), else, outside `jax.export` (whose result
@@ -95,15 +95,15 @@ def foreign_devices(backend: Backend, ctx: LoweringRuleContext, spec: KernelCall
     Raises:
       ValueError: the computation's devices have different architectures.
     """
-    if not backend.arch_keyword or target.source != backend.arch_keyword:
+    if not backend.arch_keyword or arch.source != backend.arch_keyword:
         return None  # the target is not the call's own (`resolve_arch`)
     devices = named_arch(backend.platform)
     if devices is None and not for_export(ctx):
         try:
             devices = lowering_arch(backend.platform, ctx.module_context)
-        except RuntimeError:  # no device here: a cross-compile for the call's own target
+        except RuntimeError:  # no device here: a cross-compile for the call's own arch
             return None
-    return devices if devices is not None and devices.arch != target.arch else None
+    return devices if devices is not None and devices.arch != arch.arch else None
 
 
 def device_kind(platform: str, module_context: ModuleContext) -> str | None:

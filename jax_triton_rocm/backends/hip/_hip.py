@@ -112,18 +112,18 @@ class HipBackend(Backend):
         return ArchAnswers(arch, self.triton_gpu_target(arch), self.capability(arch),
                            self.launch_site(arch))
 
-    def triton_gpu_target(self, target: GpuArch) -> Any:
-        return GPUTarget("hip", target.arch, warp_size(target.arch))
+    def triton_gpu_target(self, arch: GpuArch) -> Any:
+        return GPUTarget("hip", arch.arch, warp_size(arch.arch))
 
     def triton_backend(self) -> type:
         return _triton_amd.HIPBackend
 
-    def capability(self, target: GpuArch) -> int:
-        return gfx_capability(target.arch)
+    def capability(self, arch: GpuArch) -> int:
+        return gfx_capability(arch.arch)
 
-    def launch_limits(self, target: GpuArch) -> LaunchLimits:
-        return LaunchLimits(target.arch, warp_size(target.arch),
-                            max_shared_bytes=MAX_SHARED_BYTES.get(target.arch,
+    def launch_limits(self, arch: GpuArch) -> LaunchLimits:
+        return LaunchLimits(arch.arch, warp_size(arch.arch),
+                            max_shared_bytes=MAX_SHARED_BYTES.get(arch.arch,
                                                                   DEFAULT_MAX_SHARED_BYTES),
                             max_threads_x=MAX_THREADS_X)
 
@@ -161,11 +161,11 @@ class HipBackend(Backend):
         """The path of this process's HSACO file for the kernel (one per kernel key)."""
         return _hip_files.HSACO_FOLDER.file_for(compiled.key, compiled.binary, compiled.name)
 
-    def check_launch(self, target: GpuArch, num_ctas: int) -> None:
+    def check_launch(self, arch: GpuArch, num_ctas: int) -> None:
         if num_ctas != 1:
             raise ValueError(
                 f"num_ctas={num_ctas}: jaxlib launches ROCm kernels without thread-block "
-                f"clusters, so the target {target.arch} (from {target.source}) takes num_ctas=1 "
+                f"clusters, so the target {arch.arch} (from {arch.source}) takes num_ctas=1 "
                 f"only. Use num_ctas=1 (or leave it out).")
 
     def launch_warps(self, compiled: CompiledKernel) -> int:

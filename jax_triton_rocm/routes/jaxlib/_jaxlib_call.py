@@ -223,7 +223,7 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, answers: A
     )
 
 
-def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: GpuArch,
+def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, arch: GpuArch,
             compiled: list, calls: list) -> tuple[list, _choices.Undecided | None]:
     """The launches to encode: the one remembered or forced (`_choices.pick`), else all of them.
 
@@ -237,7 +237,7 @@ def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, ta
     if kind is None:
         return pairs, None
     key = _choices.tune_key(
-        platform=backend.platform, arch=target.arch, device_kind=kind,
+        platform=backend.platform, arch=arch.arch, device_kind=kind,
         versions=(_compat.jaxlib_version(), _compat.triton_info().version),
         avals=tuple(ctx.avals_in) + tuple(ctx.avals_out), aliases=spec.input_output_aliases,
         configs=[(launch.description, kernel.binary, call.grid, call.params)

@@ -183,10 +183,10 @@ def check_launchable(vendor: Vendor, features: _vendors.PluginFeatures, *, kerne
 
 
 def descriptor_params(compiled: Any, features: _vendors.PluginFeatures,
-                      target: Any) -> Callable[[TensorDescriptor, int], list[_proto.Param]]:
+                      arch: Any) -> Callable[[TensorDescriptor, int], list[_proto.Param]]:
     """`params(descriptor, i)`: the jaxlib parameters of the kernel's descriptor number `i`
     (in launch order), as `compiled` (a `compile._compile.CompiledKernel`) takes them on
-    `target` (a `plan._plan.GpuArch`).
+    `arch` (a `plan._plan.GpuArch`).
 
     Raises (when called):
       NotImplementedError: the plugin cannot encode the kernel's TMA descriptors
@@ -194,11 +194,11 @@ def descriptor_params(compiled: Any, features: _vendors.PluginFeatures,
       ValueError: a descriptor TMA cannot encode.
     """
     metas = list(compiled.metadata.get("tensordesc_meta") or ())
-    vendor = _vendors.vendor(target.platform)
+    vendor = _vendors.vendor(arch.platform)
 
     def params(desc: TensorDescriptor, i: int) -> list[_proto.Param]:
         if metas:
-            check_launchable(vendor, features, kernel=compiled.name, arch=target.arch)
+            check_launchable(vendor, features, kernel=compiled.name, arch=arch.arch)
         types = launch_types(signature_type(desc), bool(metas), vendor)
         return one_descriptor_params(desc, types, metas[i] if metas else None)
 
