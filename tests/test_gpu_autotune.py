@@ -22,7 +22,7 @@ from tests.kernels import random_normal
 
 pytestmark = pytest.mark.gpu
 
-TARGETS = {"legacy": _compat.LEGACY_TARGET, "ffi": _compat.FFI_TARGET}
+TARGETS = {"legacy": _compat.LEGACY_CALL_NAME, "ffi": _compat.FFI_CALL_NAME}
 
 
 @pytest.fixture(params=sorted(TARGETS))

@@ -28,7 +28,7 @@ from tests.lowering_utils import lower_for, spec
 from tests.subprocess_utils import ROOT, child_env
 
 X = spec((1000,), jnp.float32)
-XLA, FFI, LEGACY = _compat.XLA_TRITON_TARGET, _compat.FFI_TARGET, _compat.LEGACY_TARGET
+XLA, FFI, LEGACY = _compat.XLA_TRITON_CALL_NAME, _compat.FFI_CALL_NAME, _compat.LEGACY_CALL_NAME
 DEFAULT = ("jaxlib", _primitive.DEFAULT_REASON)
 PLATFORMS = pytest.mark.parametrize("platform", ["cuda", "rocm"])
 

@@ -33,7 +33,7 @@ from tests.test_xla_native import ir_text, kernel_signature, native_calls
 
 N = 1000
 F32 = jnp.float32
-XLA = _compat.XLA_TRITON_TARGET
+XLA = _compat.XLA_TRITON_CALL_NAME
 ZERO_FILL = re.compile(r"stablehlo\.constant dense<(0|0\.000000e\+00)>")
 
 
@@ -378,7 +378,7 @@ def test_a_remembered_autotune_choice_takes_xlas_call(monkeypatch, tmp_path, fre
     x = au.f32(4096)
     lowered = lower_for(au.tuned_add, x, x, platform="cuda")
     [tuned] = jtr.kernel_calls(lowered)
-    assert tuned.target == _compat.LEGACY_TARGET  # nothing remembered: jaxlib times them
+    assert tuned.target == _compat.LEGACY_CALL_NAME  # nothing remembered: jaxlib times them
     with _choices.session() as current:
         lower_for(au.tuned_add, x, x, platform="cuda")
     [undecided] = current.undecided.values()
@@ -426,7 +426,7 @@ def test_jaxlibs_route_takes_an_output_before_an_input_without_a_fill():
             a, y_ptr=b, n=a.size, kernel=out_first_kernel, out_type=a, grid=_grid(a.size),
             BLOCK=256, xla_native=False), x, x, platform=platform)
         [call] = jtr.kernel_calls(lowered)
-        assert call.target == _compat.FFI_TARGET
+        assert call.target == _compat.FFI_CALL_NAME
         text = lowered.as_text()
         assert not ZERO_FILL.search(text) and "output_operand_alias" not in text
         kernel_call = call.message.kernel_call
@@ -446,6 +446,6 @@ def test_a_host_descriptor_keeps_jaxlibs_call_and_says_why():
 
     base = spec((40, 64), F32)  # sm_80: a descriptor of plain parameters, on every jaxlib
     [call] = jtr.kernel_calls(lower_for(copy, base, platform="cuda", arch="sm_80"))
-    assert call.target == _compat.FFI_TARGET
+    assert call.target == _compat.FFI_CALL_NAME
     with pytest.raises(ValueError, match="host-side TensorDescriptor.*pointers only"):
         lower_for(lambda b: copy(b, xla_native=True), base, platform="cuda", arch="sm_80")

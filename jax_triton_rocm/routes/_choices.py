@@ -3,7 +3,7 @@
 A choice is keyed by everything that decides it (`tune_key`). With a choice remembered, the
 lowering emits that config alone, as a plain kernel call; without one it emits the autotuned
 call, which jaxlib times at the first execution, on the real operands
-(`_compat.autotuned_call_target`).
+(`_compat.autotuned_call_name`).
 
 Choices are made by `jax_triton_rocm.autotune` (`api._tuning`) and kept in this process
 (`STORE`) and on disk, one small JSON file per key, in `JAX_TRITON_ROCM_AUTOTUNE_DIR` (the files

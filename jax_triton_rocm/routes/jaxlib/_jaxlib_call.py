@@ -255,7 +255,7 @@ def _encode(calls: list, launches: list, spec: KernelCallSpec,
     name = spec.name
     if len(calls) == 1:
         serialized = _proto.encode_call(calls[0], name=name, metadata=spec.serialized_metadata)
-        return serialized, _compat.FFI_TARGET
+        return serialized, _compat.FFI_CALL_NAME
     # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
     # (operands, then results), so the output's index counts the operands before it.
     aliases = [_proto.Alias(i, len(in_avals) + o, _params.size_bytes(in_avals[i]))
@@ -263,7 +263,7 @@ def _encode(calls: list, launches: list, spec: KernelCallSpec,
     serialized = _proto.encode_autotuned_call(
         [(call, launch.description) for call, launch in zip(calls, launches)], aliases,
         call_name=f"{name} ({spec.kernel_name})", name=name, metadata=spec.serialized_metadata)
-    return serialized, _compat.autotuned_call_target()
+    return serialized, _compat.autotuned_call_name()
 
 
 def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
@@ -271,7 +271,7 @@ def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
     from jax import ffi
 
     operand_output_aliases = dict(lowered.aliases)
-    if lowered.custom_call_name == _compat.FFI_TARGET:
+    if lowered.custom_call_name == _compat.FFI_CALL_NAME:
         rule = ffi.ffi_lowering(lowered.custom_call_name,
                                 operand_output_aliases=operand_output_aliases,
                                 has_side_effect=lowered.has_side_effect)

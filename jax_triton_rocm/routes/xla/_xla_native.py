@@ -136,7 +136,7 @@ def _triton_version() -> str:
 logger = logging.getLogger("jax_triton_rocm")
 
 ENV_XLA_NATIVE = _values.ENV_XLA_NATIVE
-CUSTOM_CALL_NAME = _compat.XLA_TRITON_TARGET
+CUSTOM_CALL_NAME = _compat.XLA_TRITON_CALL_NAME
 
 
 @dataclasses.dataclass(frozen=True)
