@@ -302,10 +302,7 @@ class GpuRoutes:
             reason = DEFAULT_REASON
         elif not asked:
             reason = f"{by}={'False' if by == 'xla_native' else '0'} asks for it"
-        elif (unfit := _xla_native.unfit_before_compile(spec)) is not None:
-            refuse_if_asked(spec, unfit.reason)
-            reason = unfit.reason
-        else:
+        else:  # XLA's route, unless the call does not fit it (before or after the compile)
             results = _xla_native.lower(self.backend, ctx, operands, spec)
             if not isinstance(results, _xla_native.Unfit):
                 log_route(XLA, spec, f"{by}={'True' if by == 'xla_native' else '1'} asks for it")

@@ -194,9 +194,9 @@ def descriptor_params(compiled: Any, features: _vendors.PluginFeatures,
       ValueError: a descriptor TMA cannot encode.
     """
     metas = list(compiled.metadata.get("tensordesc_meta") or ())
-    vendor = _vendors.vendor(arch.platform)
 
     def params(desc: TensorDescriptor, i: int) -> list[_proto.Param]:
+        vendor = _vendors.vendor(arch.platform)  # asked only of a kernel with descriptors
         if metas:
             check_launchable(vendor, features, kernel=compiled.name, arch=arch.arch)
         types = launch_types(signature_type(desc), bool(metas), vendor)

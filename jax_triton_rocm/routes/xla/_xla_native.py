@@ -194,8 +194,8 @@ def unfit_before_compile(spec: KernelCallSpec) -> Unfit | None:
 
 def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
           spec: KernelCallSpec) -> list | Unfit:
-    """The route's entry: emits the call through XLA's Triton custom call (a call
-    `unfit_before_compile` lets through); returns its results, or why the planned or compiled
+    """The route's entry: emits the call through XLA's Triton custom call; returns its results,
+    or why the call does not fit (`unfit_before_compile`), or why the planned or compiled
     kernel does not fit after all (nothing emitted).
 
     Where the call runs (its architecture), then `lower_uncached` (through `kept_call`), kept in
@@ -203,6 +203,8 @@ def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
     platform and the architecture: a lowering of the same call again compiles nothing anew; one
     at new scalar values compiles nothing either (the kernel holds none). Then `emit`.
     """
+    if (unfit := unfit_before_compile(spec)) is not None:
+        return unfit
     # The same architecture, and the same error where none can be known, as jaxlib's route.
     arch, _ = _arch.resolve_arch(backend, ctx, spec)
     graph = _compile.call_graph_key(spec)
