@@ -76,7 +76,7 @@ def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec)
 def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
                    where: _arch.Where) -> LoweredCall:
     """One `triton_kernel_p` equation compiled and encoded, top-down: its launches compiled
-    with their images (`planned`: a plain kernel's plan is kept, and refilled at new shapes),
+    with their images (`kept_plan`: a plain kernel's plan is kept, and refilled at new shapes),
     each launch's parameters, the launches to encode (`_choose`), the encoded call (`_encode`)
     and the opaque that carries it (`_opaque.compress`)."""
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
