@@ -449,3 +449,15 @@ def test_a_host_descriptor_keeps_jaxlibs_call_and_says_why():
     assert call.target == _compat.FFI_CALL_NAME
     with pytest.raises(ValueError, match="host-side TensorDescriptor.*pointers only"):
         lower_for(lambda b: copy(b, xla_native=True), base, platform="cuda", arch="sm_80")
+
+
+def test_a_parameter_with_the_trampolines_prefix_is_refused_naming_the_kernel():
+    kernel = kernels.kernel_from_source(
+        "@triton.jit\ndef k(x_ptr, _jtr_n, out_ptr, BLOCK: tl.constexpr):\n"
+        "    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < _jtr_n))\n")
+    x = jax.ShapeDtypeStruct((1024,), jnp.float32)
+    with pytest.raises(NotImplementedError, match=r"Kernel k has a parameter named '_jtr_n'; "
+                                                  r"names starting with '_jtr_' are reserved"):
+        lower_for(lambda a: jtr.triton_call(a, a.size, kernel=kernel, out_shape=a, grid=(4,),
+                                            BLOCK=256, xla_native=True), x, platform="cuda")

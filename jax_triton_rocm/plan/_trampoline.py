@@ -232,11 +232,11 @@ def _trampoline(jit_fn: JITFunction, params: list[str], constexprs: set[str], bo
     before Triton sees it, so the kernel's own name never becomes code; its parameters are ours
     or the kernel's `arg_names`, from `inspect.signature`, which takes only identifiers that are
     not keywords."""
-    name, symbol = kernel_name(jit_fn), symbol_name(jit_fn)
+    symbol = symbol_name(jit_fn)
     for param in params:
         if param.startswith(_PREFIX) and param in jit_fn.arg_names:
             raise NotImplementedError(
-                f"Kernel {name} has a parameter named {param!r}; names starting with "
+                f"Kernel {kernel_name(jit_fn)} has a parameter named {param!r}; names starting with "
                 f"{_PREFIX!r} are reserved for the code jax_triton_rocm generates. Rename it.")
     signature = ", ".join([f"{p}: tl.constexpr" if p in constexprs else p for p in params])
     # The symbol as a docstring (a literal, so inert): Triton keys its cache on the source, and
