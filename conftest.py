@@ -65,7 +65,7 @@ from tests.support.gpu_utils import gpu_devices, gpu_platform  # noqa: E402  (af
 
 # A file to write, at the end of the session, how many lowerings took each route (xla, jaxlib,
 # jaxlib legacy, interpreter) and how many distinct kernels did, from the package's route log
-# (`routes._primitive.note`); unset: nothing is counted. Under pytest-xdist each worker writes
+# (`routes._primitive.log_route`); unset: nothing is counted. Under pytest-xdist each worker writes
 # FILE.<worker>.json and the controller sums them into FILE. Lowerings in child processes that
 # tests start are not counted.
 ENV_ROUTE_COUNTS = "JAX_TRITON_ROCM_TEST_ROUTE_COUNTS"

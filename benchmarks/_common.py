@@ -102,7 +102,7 @@ class legacy_target:
         self.original = _jaxlib_call.emit
 
         def emit_legacy(ctx, operands, lowered):
-            lowered = dataclasses.replace(lowered, custom_call_target=_compat.LEGACY_TARGET)
+            lowered = dataclasses.replace(lowered, custom_call_name=_compat.LEGACY_CALL_NAME)
             return self.original(ctx, operands, lowered)
 
         _jaxlib_call.emit = emit_legacy

@@ -223,8 +223,8 @@ def expected_target(row: Row) -> str:
     if row.variant == "native":
         return NATIVE_TARGET
     if row.op.startswith("tuned") and row.variant != "ffi":
-        return _compat.autotuned_call_target()
-    return _compat.FFI_TARGET
+        return _compat.autotuned_call_name()
+    return _compat.FFI_CALL_NAME
 
 
 def lowered_chain(row: Row, platform_name: str, length: int):

@@ -46,7 +46,7 @@ def progress(text: str) -> None:
 class RouteLog(logging.Handler):
     """The routes the package's lowerings take while in a `with`: the package logs each at
     DEBUG on the "jax_triton_rocm" logger, with the record attributes `jax_triton_rocm_route`,
-    `jax_triton_rocm_kernel` and `jax_triton_rocm_reason` (`routes._primitive.note`)."""
+    `jax_triton_rocm_kernel` and `jax_triton_rocm_reason` (`routes._primitive.log_route`)."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)

@@ -61,7 +61,7 @@ def measure(mode: str, arch: str) -> dict:
 
     _lower(lambda x: jnp.sin(x), jax.ShapeDtypeStruct((8,), jnp.float32), arch=arch)
     assert len(autotune_utils.MATMUL_CONFIGS) == 16
-    compiles_before = _state.KERNELS.stats["compiles"]
+    compiles_before = _state.COMPILED_KERNELS.stats["compiles"]
     spec = jax.ShapeDtypeStruct((SIZE, SIZE), jnp.float16)
     start = time.perf_counter()
     _lower(matmul, spec, spec, arch=arch)
@@ -69,7 +69,7 @@ def measure(mode: str, arch: str) -> dict:
     return {
         "mode": mode,
         "seconds": seconds,
-        "compiles": _state.KERNELS.stats["compiles"] - compiles_before,
+        "compiles": _state.COMPILED_KERNELS.stats["compiles"] - compiles_before,
         "threads": _parallel.thread_count(len(autotune_utils.MATMUL_CONFIGS)),
         "cpus": _parallel.cpu_count(),
     }

@@ -64,8 +64,8 @@ GOAL = 1.15
 CHAINS = {
     "plain": ("default route: plain add (pointers and constexprs)", plain_add, "default"),
     "native": ("XLA Triton call (xla_native=True): add, runtime n", native_add,
-               _compat.XLA_TRITON_TARGET),
-    "ffi": ("jaxlib FFI target: add, runtime n", triton_add, _compat.FFI_TARGET),
+               _compat.XLA_TRITON_CALL_NAME),
+    "ffi": ("jaxlib FFI target: add, runtime n", triton_add, _compat.FFI_CALL_NAME),
     "unfused": ("XLA add, unfused", xla_add_unfused, None),
     "fused": ("XLA add, fused by XLA", xla_add, None),
 }
@@ -114,7 +114,7 @@ def torch_chain_per_kernel_us(length=CHAIN_LENGTH) -> dict[str, float]:
 
 def emitted_target(text: str) -> str:
     """The Triton custom call a lowered module's text holds ("" for none)."""
-    for target in (_compat.XLA_TRITON_TARGET, _compat.FFI_TARGET, _compat.LEGACY_TARGET):
+    for target in (_compat.XLA_TRITON_CALL_NAME, _compat.FFI_CALL_NAME, _compat.LEGACY_CALL_NAME):
         if f"@{target}(" in text or f'@"{target}"(' in text:
             return target
     return ""
@@ -160,7 +160,7 @@ def full_chain_rows() -> dict[str, float]:
     x = jnp.ones((1024,), jnp.float32)
     with legacy_target():
         taken = emitted_target(jax.jit(chain(triton_add, 2)).lower(x, x).as_text())
-        if taken != _compat.LEGACY_TARGET:
+        if taken != _compat.LEGACY_CALL_NAME:
             raise RuntimeError(f"the forced legacy chain took {taken}")
         rows["jaxlib legacy target (forced): add, runtime n"] = (
             median_seconds(chain(triton_add), x, x) / CHAIN_LENGTH * 1e6)

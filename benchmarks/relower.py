@@ -74,13 +74,13 @@ def interleaved_ms(fns: dict, lengths: list[int]) -> dict[str, tuple[float, floa
     with jtr.target_arch(cuda="sm_90"):
         for fn in fns.values():
             _lower(fn, BASE_LENGTH)
-        compiles = _state.KERNELS.stats["compiles"]
+        compiles = _state.COMPILED_KERNELS.stats["compiles"]
         order = list(fns.items())
         for round_index, length in enumerate(lengths):
             shift = round_index % len(order)
             for name, fn in order[shift:] + order[:shift]:
                 times[name].append(_lower(fn, length))
-        if _state.KERNELS.stats["compiles"] != compiles:
+        if _state.COMPILED_KERNELS.stats["compiles"] != compiles:
             raise RuntimeError("a new length compiled a new kernel; the lengths must keep the "
                                "class of n (its divisibility by 16, and by 128 on XLA's route)")
     return {name: tuple(statistics.median(t[i] for t in values) * 1e3 for i in (0, 1))

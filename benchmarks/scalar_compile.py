@@ -83,7 +83,7 @@ def time_values(xla_native: bool, count: int, lower_only: bool) -> dict:
     lowering for CUDA sm_90; the Triton compiles it took; and a route check per value."""
     seconds, wrong_route = [], []
     warm_up(lower_only)
-    compiles = _state.KERNELS.stats["compiles"]
+    compiles = _state.COMPILED_KERNELS.stats["compiles"]
     for alpha in alphas(count):
         fn = jax.jit(lambda x, y, alpha=alpha: scale_add(x, y, alpha, xla_native))
         start = time.perf_counter()
@@ -100,7 +100,7 @@ def time_values(xla_native: bool, count: int, lower_only: bool) -> dict:
         seconds.append(time.perf_counter() - start)
         if TARGETS[xla_native] not in text:
             wrong_route.append(f"alpha={alpha}: not lowered to {TARGETS[xla_native]}")
-    return {"seconds": seconds, "compiles": _state.KERNELS.stats["compiles"] - compiles,
+    return {"seconds": seconds, "compiles": _state.COMPILED_KERNELS.stats["compiles"] - compiles,
             "problems": wrong_route}
 
 

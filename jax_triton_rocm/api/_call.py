@@ -118,15 +118,14 @@ def triton_call(
 
 def unwrapped_kernel(kernel: Any) -> _spec.Unwrapped:
     """`kernel` taken apart (`spec._spec.unwrap`), once Triton has imported and the lowering rules
-    are registered; kept per kernel (`_state.UNWRAPPED_KERNELS`), for the next trace of a call."""
-    entry = _state.UNWRAPPED_KERNELS.get(id(kernel))
-    if entry is not None and entry[0] is kernel:
-        return entry[1]
+    are registered; kept in its record (`_state.KERNEL_RECORDS`), for the next trace of a call."""
+    found = _state.KERNEL_RECORDS.find(kernel, "unwrapped")
+    if found is not None:
+        return found
     _compat.triton_info()
     _primitive.ensure_registered()
     taken_apart = _spec.unwrap(kernel)
-    _state.UNWRAPPED_KERNELS.put(id(kernel), (kernel, taken_apart))
-    return taken_apart
+    return _state.KERNEL_RECORDS.keep(kernel, "unwrapped", taken_apart)
 
 
 # triton_call's own keyword arguments: a kernel parameter of one of these names cannot be set by

@@ -7,7 +7,7 @@ lowered by this package uses one of three targets:
 
 - `triton_kernel_call_ffi`: jaxlib's typed-FFI Triton call, for every plain call on jaxlib's route;
 - `triton_kernel_call`: jaxlib's legacy Triton call, for autotuned calls where the package picks
-  it (see `base._compat.autotuned_call_target`);
+  it (see `base._compat.autotuned_call_name`);
 - `__gpu$xla.gpu.triton`: XLA's own Triton call, for calls sent there (`xla_native`).
 
 `CUSTOM_CALL_TARGET_NAME` is jax-triton 0.4's name for the first (a `str`, so 0.4 code that
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jax_triton_rocm.base._compat import FFI_TARGET, LEGACY_TARGET, XLA_TRITON_TARGET
+from jax_triton_rocm.base._compat import FFI_CALL_NAME, LEGACY_CALL_NAME, XLA_TRITON_CALL_NAME
 
 
 class CustomCallTargetName(str):
@@ -29,14 +29,14 @@ class CustomCallTargetName(str):
     formatting), and its `targets` are every target the package may emit.
     """
 
-    targets: tuple[str, ...] = (FFI_TARGET, LEGACY_TARGET, XLA_TRITON_TARGET)
+    targets: tuple[str, ...] = (FFI_CALL_NAME, LEGACY_CALL_NAME, XLA_TRITON_CALL_NAME)
 
     def disabled_checks(self) -> list[Any]:
         """`disabled_checks()`: one `DisabledSafetyCheck.custom_call` per target in `targets`."""
         return disabled_checks()
 
 
-CUSTOM_CALL_TARGET_NAME = CustomCallTargetName(FFI_TARGET)
+CUSTOM_CALL_TARGET_NAME = CustomCallTargetName(FFI_CALL_NAME)
 """jax-triton 0.4's name for the custom-call target of plain calls: the string
 "triton_kernel_call_ffi" (jaxlib's typed-FFI Triton call), so that
 `jax.export.DisabledSafetyCheck.custom_call(CUSTOM_CALL_TARGET_NAME)` works unchanged. Its

@@ -135,7 +135,7 @@ def kernel_calls(lowered: Any) -> list[EmittedCall]:
             if op.name != "stablehlo.custom_call":
                 continue
             target = ir.StringAttr(op.attributes["call_target_name"]).value
-            if target == _compat.XLA_TRITON_TARGET:
+            if target == _compat.XLA_TRITON_CALL_NAME:
                 calls.append(EmittedCall(target, True, b"", _native_config(op)))
                 continue
             if not target.startswith("triton_kernel_call"):

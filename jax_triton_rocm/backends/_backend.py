@@ -4,7 +4,7 @@ The lowering (`routes.jaxlib._jaxlib_call`, `routes.xla._xla_native`) drives; a 
 (`_cuda.BACKEND`, `hip._hip.BACKEND`) only answers:
 which Triton target and compiler backend, which of the call's options it compiles with, how the
 compiled binary reaches its jaxlib plugin, and what a block may use (`plan._plan.LaunchLimits`
-for a `plan._plan.Target`). A backend never calls into the lowering, and the lowering never asks
+for a `plan._plan.GpuArch`). A backend never calls into the lowering, and the lowering never asks
 which vendor it talks to.
 """
 
@@ -18,12 +18,24 @@ from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.plan._plan import LaunchLimits, Target
+from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits, LaunchSite
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.plan._plan import Launch
+
+
+@dataclasses.dataclass(frozen=True)
+class ArchAnswers:
+    """What the backend answers for one architecture, asked once per compiled plan
+    (`Backend.answers`): Triton's `GPUTarget`, jaxlib's `compute_capability` field and what the
+    plan needs of where the launches run (`plan._plan.LaunchSite`)."""
+
+    arch: GpuArch
+    triton_gpu_target: Any
+    capability: int
+    launch_site: LaunchSite
 
 
 class Backend(abc.ABC):
@@ -34,7 +46,7 @@ class Backend(abc.ABC):
       binary_key, asm_key: Triton's names for the compiled binary and its assembly.
       compile_options: the `triton_call` compile options this vendor passes to Triton.
       every_compile_option: every vendor's (`_vendors.COMPILE_OPTIONS`), which a config or a
-        heuristic may set whatever the target (`plan._plan.LaunchTarget.compile_options`).
+        heuristic may set whatever the target (`plan._plan.LaunchSite.compile_options`).
       arch_field, arch_keyword: the `KernelCallSpec` field through which a call names its own
         compile target, and the `triton_call` keyword that sets it, for messages (CUDA:
         `cuda_arch`, from `compute_capability=`); None where a call cannot name one.
@@ -50,20 +62,32 @@ class Backend(abc.ABC):
     _option_names: frozenset[str] | None = None
 
     @abc.abstractmethod
-    def triton_target(self, target: Target) -> Any:
-        """Triton's `GPUTarget` for `target` (architecture and warp size)."""
+    def answers(self, arch: GpuArch) -> ArchAnswers:
+        """Every per-architecture answer at once (each vendor builds it in its own module, from
+        its own methods below), so that the lowering asks the backend once per plan."""
+
+    def launch_site(self, arch: GpuArch) -> LaunchSite:
+        """What the plan needs of `arch`, as this backend answers it."""
+        limits = self.launch_limits(arch)
+        return LaunchSite(self.triton_backend(), limits, self.every_compile_option,
+                          functools.partial(self.check_launch, arch), name=arch.arch,
+                          fp8_types=self.fp8_types(arch))
+
+    @abc.abstractmethod
+    def triton_gpu_target(self, arch: GpuArch) -> Any:
+        """Triton's `GPUTarget` for `arch` (architecture and warp size)."""
 
     @abc.abstractmethod
     def triton_backend(self) -> type:
         """Triton's compiler backend class (it parses specialisation attributes)."""
 
     @abc.abstractmethod
-    def capability(self, target: Target) -> int:
-        """The kernel's `compute_capability` field for `target`, as jaxlib reads it."""
+    def capability(self, arch: GpuArch) -> int:
+        """The kernel's `compute_capability` field for `arch`, as jaxlib reads it."""
 
     @abc.abstractmethod
-    def launch_limits(self, target: Target) -> LaunchLimits:
-        """What one block may use on `target` (threads, shared memory)."""
+    def launch_limits(self, arch: GpuArch) -> LaunchLimits:
+        """What one block may use on `arch` (threads, shared memory)."""
 
     @abc.abstractmethod
     def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
@@ -86,18 +110,18 @@ class Backend(abc.ABC):
     def known_archs(self) -> tuple[str, ...]:
         """The architectures the installed Triton can compile for, for messages."""
 
-    @functools.lru_cache(maxsize=None)  # one entry per backend and target compiled for
-    def fp8_types(self, target: Target) -> tuple[str, ...]:
-        """Triton's fp8 types ("fp8e4nv", ...) its compiler takes for `target`: the
+    @functools.lru_cache(maxsize=None)  # one entry per backend and architecture compiled for
+    def fp8_types(self, arch: GpuArch) -> tuple[str, ...]:
+        """Triton's fp8 types ("fp8e4nv", ...) its compiler takes for `arch`: the
         `supported_fp8_dtypes` Triton's backend fills in."""
         from triton.compiler import make_backend
 
-        return tuple(make_backend(self.triton_target(target))
+        return tuple(make_backend(self.triton_gpu_target(arch))
                      .parse_options(dict(_READ_ONLY_OPTIONS)).supported_fp8_dtypes)
 
-    def code_for_devices(self, compiled: CompiledKernel, target: Target,
-                         devices: Target) -> tuple[str, int]:
-        """The `ptx` field and compute capability that load `compiled` (built for `target`) on
+    def code_for_devices(self, compiled: CompiledKernel, arch: GpuArch,
+                         devices: GpuArch) -> tuple[str, int]:
+        """The `ptx` field and compute capability that load `compiled` (built for `arch`) on
         devices of another architecture, `devices`.
 
         Raises:
@@ -105,13 +129,13 @@ class Backend(abc.ABC):
             only), naming both architectures and the fix.
         """
         raise ValueError(
-            f"Kernel {compiled.name} is compiled for {target.arch} (from {target.source}), but "
+            f"Kernel {compiled.name} is compiled for {arch.arch} (from {arch.source}), but "
             f"the computation runs on {devices.arch} devices (from {devices.source}), where a "
-            f"binary for {target.arch} cannot load. Compile for {devices.arch}.")
+            f"binary for {arch.arch} cannot load. Compile for {devices.arch}.")
 
-    def check_launch(self, target: Target, num_ctas: int) -> None:
+    def check_launch(self, arch: GpuArch, num_ctas: int) -> None:
         """Raises if the target cannot launch clusters of `num_ctas` CTAs."""
-        del target, num_ctas
+        del arch, num_ctas
 
     def triton_options(self, launch: Launch, spec: KernelCallSpec) -> dict[str, Any]:
         """Options for `triton.compile`: the common ones and this vendor's own where set.
@@ -137,8 +161,8 @@ class Backend(abc.ABC):
         """The fields of this vendor's Triton options class (`CUDAOptions`, `HIPOptions`): what
         `triton_call(backend_options=...)` may set for this vendor."""
         if self._option_names is None:
-            example = Target(self.platform, _vendors.vendor(self.platform).example_arch, "")
-            options = self.triton_backend()(self.triton_target(example)).parse_options(
+            example = GpuArch(self.platform, _vendors.vendor(self.platform).example_arch, "")
+            options = self.triton_backend()(self.triton_gpu_target(example)).parse_options(
                 dict(_READ_ONLY_OPTIONS))
             self._option_names = frozenset(field.name for field in dataclasses.fields(options))
         return self._option_names

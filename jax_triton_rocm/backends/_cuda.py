@@ -18,10 +18,10 @@ import subprocess
 from typing import Any
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.backends._backend import Backend
+from jax_triton_rocm.backends._backend import ArchAnswers, Backend
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.plan._plan import LaunchLimits, Target
+from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE
 
 _compat.triton_info()  # a Triton that does not import at all fails here, with its own error
@@ -89,18 +89,23 @@ class CudaBackend(Backend):
     arch_field = "cuda_arch"
     arch_keyword = "compute_capability="
 
-    def triton_target(self, target: Target) -> Any:
-        return GPUTarget("cuda", compute_capability(target.arch), WARP_SIZE)
+    def answers(self, arch: GpuArch) -> ArchAnswers:
+        # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
+        return ArchAnswers(arch, self.triton_gpu_target(arch), self.capability(arch),
+                           self.launch_site(arch))
+
+    def triton_gpu_target(self, arch: GpuArch) -> Any:
+        return GPUTarget("cuda", compute_capability(arch.arch), WARP_SIZE)
 
     def triton_backend(self) -> type:
         return _triton_nvidia.CUDABackend
 
-    def capability(self, target: Target) -> int:
-        return compute_capability(target.arch)
+    def capability(self, arch: GpuArch) -> int:
+        return compute_capability(arch.arch)
 
-    def launch_limits(self, target: Target) -> LaunchLimits:
-        return LaunchLimits(target.arch, WARP_SIZE,
-                            max_shared_bytes=MAX_SHARED_BYTES.get(compute_capability(target.arch)),
+    def launch_limits(self, arch: GpuArch) -> LaunchLimits:
+        return LaunchLimits(arch.arch, WARP_SIZE,
+                            max_shared_bytes=MAX_SHARED_BYTES.get(compute_capability(arch.arch)),
                             max_grid=(MAX_GRID_SIZE, 65535, 65535))
 
     def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
@@ -115,32 +120,32 @@ class CudaBackend(Backend):
     def known_archs(self) -> tuple[str, ...]:
         return _ptxas_archs(90)
 
-    def code_for_devices(self, compiled: CompiledKernel, target: Target,
-                         devices: Target) -> tuple[str, int]:
+    def code_for_devices(self, compiled: CompiledKernel, arch: GpuArch,
+                         devices: GpuArch) -> tuple[str, int]:
         """The PTX text, which jaxlib's ptxas builds for the devices' compute capability at
         load: PTX runs on its own architecture and newer ones, unless it targets an
         architecture's own features (`sm_90a`)."""
         ptx_target = re.search(r"^\.target\s+(sm_\w+)", compiled.asm, re.M)
         wanted = compute_capability(devices.arch)
-        name = ptx_target.group(1) if ptx_target else target.arch
-        if compute_capability(target.arch) > wanted or not name[3:].isdigit():
+        name = ptx_target.group(1) if ptx_target else arch.arch
+        if compute_capability(arch.arch) > wanted or not name[3:].isdigit():
             raise ValueError(
-                f"Kernel {compiled.name} is compiled for {target.arch} (from {target.source}), "
+                f"Kernel {compiled.name} is compiled for {arch.arch} (from {arch.source}), "
                 f"but the computation runs on {devices.arch} devices (from {devices.source}): "
                 f"neither its CUBIN nor its PTX (.target {name}) can run there. Give "
                 f"compute_capability={wanted}, or leave it out to compile for the devices.")
         return compiled.asm, wanted
 
-    def check_launch(self, target: Target, num_ctas: int) -> None:
+    def check_launch(self, arch: GpuArch, num_ctas: int) -> None:
         if num_ctas == 1:
             return
-        if compute_capability(target.arch) < 90:
+        if compute_capability(arch.arch) < 90:
             raise ValueError(
                 f"num_ctas={num_ctas} needs thread-block clusters (sm_90 or newer); the target "
-                f"is {target.arch} (from {target.source}). Use num_ctas=1.")
+                f"is {arch.arch} (from {arch.source}). Use num_ctas=1.")
         if num_ctas & (num_ctas - 1) or num_ctas > MAX_CLUSTER_CTAS:
             raise ValueError(
-                f"num_ctas={num_ctas} on {target.arch} (from {target.source}) must be a power of "
+                f"num_ctas={num_ctas} on {arch.arch} (from {arch.source}) must be a power of "
                 f"two up to {MAX_CLUSTER_CTAS} (1, 2, 4 or 8): Triton lays a cluster's CTAs out "
                 f"in powers of two, and jaxlib launches portable clusters only. Use one of "
                 f"those.")

@@ -18,13 +18,13 @@ from jax_triton_rocm.base import _env
 
 logger = logging.getLogger("jax_triton_rocm")
 
-FFI_TARGET = "triton_kernel_call_ffi"
-LEGACY_TARGET = "triton_kernel_call"
-XLA_TRITON_TARGET = "__gpu$xla.gpu.triton"  # XLA's own Triton call (`routes.xla._xla_native`)
+FFI_CALL_NAME = "triton_kernel_call_ffi"
+LEGACY_CALL_NAME = "triton_kernel_call"
+XLA_TRITON_CALL_NAME = "__gpu$xla.gpu.triton"  # XLA's own Triton call (`routes.xla._xla_native`)
 XLA_CALL_NAME_ATTRIBUTE = "jax_triton_rocm.name"  # the call's name on it (a frontend attribute)
 
-# The custom-call target of autotuned calls `_env.ENV_AUTOTUNE_TARGET` forces (unset: legacy).
-AUTOTUNE_TARGETS = dict(zip(_env.AUTOTUNE_TARGET_CHOICES, (FFI_TARGET, LEGACY_TARGET)))
+# Forces the custom-call target of autotuned calls: "ffi" or "legacy" (unset: legacy).
+AUTOTUNE_CALL_NAMES = dict(zip(_env.AUTOTUNE_TARGET_CHOICES, (FFI_CALL_NAME, LEGACY_CALL_NAME)))
 
 # Where jaxlib times an autotuned call's configs (`AutotunedKernelCall::Autotune` via
 # `GetKernelCall`, jaxlib/gpu/triton_kernels.cc; the CUDA and ROCm plugins build the same source):
@@ -38,7 +38,7 @@ AUTOTUNE_TARGETS = dict(zip(_env.AUTOTUNE_TARGET_CHOICES, (FFI_TARGET, LEGACY_TA
 # (`routes._choices`, `jax_triton_rocm.autotune`) is emitted alone, as a plain FFI call.
 
 
-def autotuned_call_target() -> str:
+def autotuned_call_name() -> str:
     """The custom-call target for an autotuned call: legacy, unless the environment forces one.
 
     `JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi|legacy` (read at each lowering) forces one; `ffi`
@@ -48,10 +48,10 @@ def autotuned_call_target() -> str:
     """
     forced = _env.autotune_target()
     if forced is None:
-        return LEGACY_TARGET
+        return LEGACY_CALL_NAME
     if forced == "ffi":
         _warn_ffi_autotune()
-    return AUTOTUNE_TARGETS[forced]
+    return AUTOTUNE_CALL_NAMES[forced]
 
 
 @functools.cache
@@ -64,7 +64,7 @@ def _warn_ffi_autotune() -> None:
         "MoE permute) then reads and writes out of bounds, which can crash the process or "
         "corrupt other buffers. It is safe only when every operand of every autotuned call is "
         "an input of the jitted program. Unset it to use the legacy target, or pick the configs "
-        "once on real data with jax_triton_rocm.autotune.", _env.ENV_AUTOTUNE_TARGET, FFI_TARGET)
+        "once on real data with jax_triton_rocm.autotune.", _env.ENV_AUTOTUNE_TARGET, FFI_CALL_NAME)
 
 
 def jaxlib_version() -> str:

@@ -1,23 +1,18 @@
 """All process-wide state of the package, with its thread, fork and memory rules.
 
-Threads: lowering can run on many threads at once (JAX compiles in parallel, users call `jit`
-from thread pools). Every structure here is guarded by the lock of one registry (`LOCKS.guard`),
-held for short critical sections only. Work on one item (compiling a kernel, writing its file,
-prewarming it) holds that item's lock (`LOCKS.item_lock`), which exists only while a thread holds
-or awaits it: threads on one item share one lock, and the locks never outnumber the threads.
+Where it lives: the caches here (`CACHES`, one comment each), and every other piece, in the
+module that keeps it, listed in `ELSEWHERE` (module, name, what it keeps).
+
+Threads: every structure here is guarded by the lock of one registry (`LOCKS.guard`), held for
+short critical sections only; work on one item (compiling a kernel, writing its file,
+prewarming it) holds that item's lock (`LOCKS.item_lock`), which lives only while in use.
 
 Memory: every cache is bounded (by `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE` or
 `JAX_TRITON_ROCM_CALL_CACHE_SIZE`: docs/routes.md, "Memory"); `clear_caches()` empties them all.
 
-Fork: a child of `os.fork()` inherits memory but only the forking thread. A lock that another
-thread of the parent held at the fork stays held forever in the child, and a compile that was in
-flight there never finishes. So, in the child:
-  - every lock is replaced by a fresh one (the registry's and every item's);
-  - finished kernels stay cached (they are plain data and still valid); in-flight compiles are
-    forgotten, and the child compiles what it needs itself; lowered calls and plans are
-    forgotten (they may name the parent's HSACO files);
-  - the imports a lowering needs have their own rule (`_imports`), and state a vendor module
-    keeps has its own fork rule beside it (`hip._hip_files`, `hip._hip_prewarm`).
+Fork: a child of `os.fork()` gets fresh locks, keeps finished kernels, forgets in-flight
+compiles, lowered calls and plans (`on_fork`); a vendor module's state has its own fork rule
+beside it (`hip._hip_files`, `hip._hip_prewarm`). Why: docs/design.md, "Process-wide state".
 """
 
 from __future__ import annotations
@@ -152,6 +147,49 @@ class BoundedCache:
             self._entries.clear()
 
 
+class KernelRecords(BoundedCache):
+    """One record per kernel object (a `@triton.jit` function, or the object a call passed),
+    by its id: what the package derived from it, by what was derived (`derived`).
+
+    The one staleness rule: a record holds while its kernel is the same object (kept in the
+    record, so that its id is not reused) with the same source text (the same object: Triton
+    replaces it on an edit) and the same `noinline` and `debug` settings; else everything
+    derived from the kernel is derived again. What a derived value reads beyond the kernel (the
+    objects its global names resolve to) is checked by its user (`compile._compile.graph_key`).
+    """
+
+    def find(self, kernel: Any, what: Hashable) -> Any:
+        """What was derived as `what` from `kernel`, or None (none, or the record is stale)."""
+        record = self.get(id(kernel))
+        if record is None or record[0] is not kernel or not _same_stamp(record[1], kernel):
+            return None
+        return record[2].get(what)
+
+    def keep(self, kernel: Any, what: Hashable, value: T) -> T:
+        """Keeps `value` as `what` derived from `kernel` (in a fresh record if the kept one is
+        stale); returns it."""
+        record = self.get(id(kernel))
+        if record is None or record[0] is not kernel or not _same_stamp(record[1], kernel):
+            record = self.put(id(kernel), (kernel, _stamp(kernel), {}))
+        record[2][what] = value
+        return value
+
+    def derived(self, kernel: Any, what: Hashable, make: Callable[[], T]) -> T:
+        """`what` derived from `kernel`: the kept value, else `make()`'s, kept."""
+        found = self.find(kernel, what)
+        return self.keep(kernel, what, make()) if found is None else found
+
+
+def _stamp(kernel: Any) -> tuple:
+    return (getattr(kernel, "src", None), getattr(kernel, "noinline", None),
+            getattr(kernel, "debug", None))
+
+
+def _same_stamp(stamp: tuple, kernel: Any) -> bool:
+    now = _stamp(kernel)
+    return stamp[0] is now[0] and stamp[1:] == now[1:]
+
+
 class _Failure:
     """A compile that raised, kept in place of the kernel."""
 
@@ -220,7 +258,7 @@ class KernelCache:
             self.stats.clear()
 
 
-KERNELS = KernelCache(LOCKS)
+COMPILED_KERNELS = KernelCache(LOCKS)
 # Each kernel's IR as the installed jaxlib reads it, or why not (`routes.xla._xla_native`).
 IR_CHECKS = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 # Lowered calls by everything that decides them (`routes.jaxlib._jaxlib_call.lower_call`), each with
@@ -235,21 +273,61 @@ PLANS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # `routes.jaxlib._opaque`).
 KERNEL_BYTES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 DEFLATED_KERNELS = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
-# Per kernel function, kept beside it: the globals its source reads (`compile._compile`), its
-# interpreter twin (`routes.cpu._interpret_host`), its parameters' roles (`spec._kinds`).
-GLOBAL_REFERENCES, INTERPRETED_TWINS, PARAMETER_ROLES = (
-    BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE) for _ in range(3))
+# Per kernel object, one record (`KernelRecords`): the globals its source reads
+# ("references", `compile._compile`), its interpreter twin ("interpreted",
+# `routes.cpu._interpret_host`), its parameters' roles ("roles", `spec._kinds`), its trampolines
+# (("trampoline", source), `plan._trampoline`) and the kernel taken apart ("unwrapped",
+# `api._call`).
+KERNEL_RECORDS = KernelRecords(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # `triton_call`'s layouts by all but shapes and scalar values (`checks._bound`; the kernel in the
-# key), kernels taken apart (`api._call`) and trampolines (`plan._trampoline`), each beside its
-# kernel, whose id is in the key, so ids stay unique.
-CALL_LAYOUTS, UNWRAPPED_KERNELS, TRAMPOLINES = (BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-                                                for _ in range(3))
+# key, so its id stays unique).
+CALL_LAYOUTS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # The @triton.jit function made of each kernel that TRITON_INTERPRET=1 made Triton's
 # InterpretedFunction (`spec._spec.unwrap`), beside that kernel, whose id is the key.
 JIT_TWINS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-CACHES = (KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES, DEFLATED_KERNELS,
-          GLOBAL_REFERENCES, INTERPRETED_TWINS, PARAMETER_ROLES, CALL_LAYOUTS, UNWRAPPED_KERNELS,
-          TRAMPOLINES, JIT_TWINS)
+CACHES = (COMPILED_KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES,
+          DEFLATED_KERNELS, KERNEL_RECORDS, CALL_LAYOUTS, JIT_TWINS)
+# Every other piece of process-wide state, where it lives (package module, name, what it
+# keeps); a new one is added here too (tests/test_module_layout.py checks that each exists).
+ELSEWHERE = (
+    ("base._env", "_CHECKED_VALUES", "the variables' values last found valid"),
+    ("base._files", "_warned_unsafe", "folders already warned about as unsafe"),
+    ("base._compat", "triton_info", "the installed Triton's version and features (cached)"),
+    ("base._compat", "_warn_ffi_autotune", "one warning per process (cached)"),
+    ("spec._spec", "_POINTER_TYPES", "Triton pointer type per dtype object"),
+    ("spec._hooks", "_DESCRIPTOR_CLASS", "Triton's TensorDescriptor class, once imported"),
+    ("compile._compile", "_references_finder", "the AST walk's class, made once"),
+    ("compile._cache", "_warned", "cache problems already warned about"),
+    ("compile._cache", "_warned_cache_dir", "one warning about Triton's cache folder"),
+    ("compile._cache", "_warned_unwritable", "unwritable cache folders already warned about"),
+    ("compile._cache", "_in_flight", "compiles running under the folder override"),
+    ("compile._cache", "_saved", "Triton's knobs before the folder override"),
+    ("compile._cache", "_private", "the private cache folder while Triton's is unwritable"),
+    ("compile._cache", "_private_dump", "the private dump folder"),
+    ("compile._triton_key", "_tried", "the processes that looked for Triton's remembered key"),
+    ("compile._gluon", "_checked_source_class", "Gluon's checked source class (cached)"),
+    ("backends", "backend", "one backend object per platform (cached)"),
+    ("backends._backend", "Backend.fp8_types", "fp8 types per backend and arch (cached)"),
+    ("backends._cuda", "_ptxas_archs", "ptxas architectures per capability (cached)"),
+    ("backends._vendors", "plugin_features", "what each jaxlib plugin reads (cached)"),
+    ("backends._vendors", "plugin_triton_module", "each plugin's Triton module (cached)"),
+    ("backends.hip._hip_files", "HSACO_FOLDER", "this process's HSACO files (path delivery)"),
+    ("backends.hip._hip_prewarm", "LOADED_KERNELS", "kernels the prewarm has launched"),
+    ("routes._arch", "_ARCH_STATE", "the named architectures (a JAX config state)"),
+    ("routes._arch", "arch_problem", "why an architecture cannot compile (cached)"),
+    ("routes._choices", "STORE", "remembered autotune choices"),
+    ("routes._choices", "_SESSION", "the tuning session of this context"),
+    ("routes._choices", "_swept", "choice folders swept of dead writers' files"),
+    ("routes._choices", "_warned", "choice files already warned about"),
+    ("routes._primitive", "_registered", "platforms with the lowering rule registered"),
+    ("routes._primitive", "_installed_registered", "whether the installed ones are"),
+    ("routes._primitive", "_routes", "each platform's routes (cached)"),
+    ("routes.cpu._fallback", "_explained", "one CPU fallback warning per process"),
+    ("routes.cpu._interpret_floats", "_formats", "float formats (cached)"),
+    ("routes.cpu._shard_callbacks", "_ROUTE", "the shard callback route of this context"),
+    ("routes.xla._xla_native", "xla_triton_dialect", "whether jaxlib has Triton's dialect"),
+    ("cli._kernels", "kernels", "the CLI's example kernels (cached)"),
+)
 
 # What a child of `os.fork()` runs, in order, the locks first (`on_fork`): the package's one
 # hook, so that every module's state is reset the same way and in a known order.

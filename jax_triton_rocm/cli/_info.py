@@ -110,7 +110,7 @@ def platform_report(platform: str) -> dict[str, Any]:
     if assumed:
         features = _vendors.assumed_features(platform)
     try:
-        autotuned = _compat.autotuned_call_target()
+        autotuned = _compat.autotuned_call_name()
     except ValueError as err:
         autotuned = f"unknown ({_first_line(err)})"
     try:
@@ -121,8 +121,8 @@ def platform_report(platform: str) -> dict[str, Any]:
     return {
         "plugin": features.plugin,
         "features_from": features.detected_from,
-        "custom_call_target": _compat.FFI_TARGET,
-        "autotuned_call_target": autotuned,
+        "custom_call_target": _compat.FFI_CALL_NAME,
+        "autotuned_call_name": autotuned,
         "binary_delivery": _delivery(platform, features),
         "module_image_read": features.module_image,
         "global_scratch": features.global_scratch,
@@ -239,7 +239,7 @@ def format_report(report: dict[str, Any]) -> str:
         if entry["install_hint"]:
             lines.append(f"  to run on this GPU: {entry['install_hint']}")
         lines.append(f"  custom-call target: {entry['custom_call_target']}"
-                     f" (autotuned calls: {entry['autotuned_call_target']})")
+                     f" (autotuned calls: {entry['autotuned_call_name']})")
         lines.append(f"  binary delivery: {entry['binary_delivery']}")
         lines.append(f"  module_image read: {'yes' if entry['module_image_read'] else 'no'}")
         lines.append(f"  named architecture: {entry['named_arch'] or 'none'}")

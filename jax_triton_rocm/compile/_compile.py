@@ -74,11 +74,10 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
 
     Cheap enough for every lowering: each function's references (the names and attribute paths
     it calls through, and the globals it reads) are found once per source, by Triton's own walk
-    of its AST, and kept as an `_Entry` in `_state.GLOBAL_REFERENCES`; here they are only looked
-    up again. A function is parsed again only when its entry no longer holds: it is another
-    function or source, its settings changed, or a callee's path now resolves to another object.
+    of its AST, and kept as an `_Entry` in the function's record (`_state.KERNEL_RECORDS`); here
+    they are only looked up again. A function is parsed again only when its record is stale
+    (another function, source or settings) or a callee's path now resolves to another object.
     """
-    global _references_finder
     functions: list[str] = []
     values: dict[tuple[str, str], str] = {}
     seen: set[int] = set()
@@ -89,33 +88,10 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
         if id(fn) in seen or not is_triton_function(fn):
             continue
         seen.add(id(fn))
-        settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
-        entry = _state.GLOBAL_REFERENCES.get(id(fn))
-        if (entry is None or entry.fn is not fn or entry.src is not fn.src
-                or entry.settings != settings
-                or any([_resolve(fn, path) is not obj for path, obj in entry.paths])):
-            # Parsed anew, with Triton's walk: calls to other Triton functions are collected,
-            # not merged (their recorded values would be the stale ones), and the names they
-            # are called through kept.
-            if _references_finder is None:
-                from triton.runtime.jit import DependenciesFinder
-
-                _references_finder = type("ReferencesFinder",
-                                          (_PathRecorder, DependenciesFinder), {})
-            finder = _references_finder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
-                                        nonlocals=inspect.getclosurevars(fn.fn).nonlocals,
-                                        src=fn.src)
-            callees: list[Any] = []
-            finder._update_hash = callees.append  # where Triton's walk would merge a callee
-            finder.paths = []
-            with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
-                finder.visit(fn.parse())
-            names = [(scope, name) for (name, _), (_, scope) in finder.used_global_vals.items()]
-            text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
-            own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
-            entry = _Entry(fn, fn.src, own, settings, tuple(names), tuple(finder.paths),
-                           tuple(callees))
-            _state.GLOBAL_REFERENCES.put(id(fn), entry)  # the entry holds fn: its id is not reused
+        entry = _state.KERNEL_RECORDS.find(fn, "references")
+        # What its names resolve to lives outside the function: a rebound callee is read anew.
+        if entry is None or not _paths_hold(fn, entry):
+            entry = _state.KERNEL_RECORDS.keep(fn, "references", _references(fn))
         functions.append(entry.own)
         module = getattr(fn, "__module__", "") or ""
         for scope, name in entry.names:
@@ -151,6 +127,38 @@ class _PathRecorder:
 
 
 _references_finder: type | None = None  # `_PathRecorder` on Triton's walk, once made
+
+
+def _paths_hold(fn: Any, entry: _Entry) -> bool:
+    """Whether every name `fn` calls a Triton function through still resolves to that function."""
+    return not any([_resolve(fn, path) is not obj for path, obj in entry.paths])
+
+
+def _references(fn: Any) -> _Entry:
+    """`fn`'s references, parsed anew with Triton's walk: calls to other Triton functions are
+    collected, not merged (their recorded values would be the stale ones), and the names they
+    are called through kept."""
+    global _references_finder
+    settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
+    if _references_finder is None:
+        from triton.runtime.jit import DependenciesFinder
+
+        _references_finder = type("ReferencesFinder",
+                                  (_PathRecorder, DependenciesFinder), {})
+    finder = _references_finder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
+                                nonlocals=inspect.getclosurevars(fn.fn).nonlocals,
+                                src=fn.src)
+    callees: list[Any] = []
+    finder._update_hash = callees.append  # where Triton's walk would merge a callee
+    finder.paths = []
+    with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
+        finder.visit(fn.parse())
+    names = [(scope, name) for (name, _), (_, scope) in finder.used_global_vals.items()]
+    text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
+    own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
+    return _Entry(fn, fn.src, own, settings, tuple(names), tuple(finder.paths),
+                  tuple(callees))
+
 
 
 def call_graph_key(spec: KernelCallSpec) -> tuple:
@@ -254,7 +262,7 @@ class CompiledKernel:
 
 def kernel_key(
     jit_fn: JITFunction,
-    triton_target: Any,
+    triton_gpu_target: Any,
     bound: BoundKernel,
     options: dict[str, Any],
     *,
@@ -271,7 +279,8 @@ def kernel_key(
         f"sources={graph[0]}",
         f"globals={graph[1]}",
         f"triton={_compat.triton_info().version}",
-        f"target={triton_target.backend}:{triton_target.arch}:{triton_target.warp_size}",
+        f"target={triton_gpu_target.backend}:{triton_gpu_target.arch}:"
+        f"{triton_gpu_target.warp_size}",
         f"language={'gluon' if gluon else 'triton'}",
         f"signature={sorted(bound.signature.items())}",
         f"specialization={bound.specializations}",
@@ -288,9 +297,9 @@ class CompileJob:
 
     Attributes:
       jit_fn: the @triton.jit / @gluon.jit function.
-      triton_target: a `triton.backends.compiler.GPUTarget`.
-      arch: that target as users name it ("sm_90", "gfx942": `plan._plan.Target.arch`), for
-        messages and Gluon's target; the key holds `triton_target`, which says the same.
+      triton_gpu_target: a `triton.backends.compiler.GPUTarget`.
+      arch: that target as users name it ("sm_90", "gfx942": `plan._plan.GpuArch.arch`), for
+        messages and Gluon's target; the key holds `triton_gpu_target`, which says the same.
       bound: the call's signature, constexprs and specialisation.
       options: compile options for the backend's `parse_options`.
       gluon: compile as Gluon (`GluonASTSource`).
@@ -301,7 +310,7 @@ class CompileJob:
     """
 
     jit_fn: JITFunction
-    triton_target: Any
+    triton_gpu_target: Any
     arch: str
     bound: BoundKernel
     options: dict[str, Any]
@@ -312,13 +321,14 @@ class CompileJob:
     graph: tuple = ((), ())
 
 
-def make_job(jit_fn: JITFunction, triton_target: Any, bound: BoundKernel, options: dict[str, Any],
+def make_job(jit_fn: JITFunction, triton_gpu_target: Any, bound: BoundKernel,
+             options: dict[str, Any],
              *, arch: str, gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
-    """A `CompileJob` for `triton_target` (`arch` as users name it), with its kernel key
+    """A `CompileJob` for `triton_gpu_target` (`arch` as users name it), with its kernel key
     computed."""
     graph = graph_key(jit_fn)
-    key = kernel_key(jit_fn, triton_target, bound, options, gluon=gluon, graph=graph)
-    return CompileJob(jit_fn, triton_target, arch, bound, dict(options), gluon, binary_key,
+    key = kernel_key(jit_fn, triton_gpu_target, bound, options, gluon=gluon, graph=graph)
+    return CompileJob(jit_fn, triton_gpu_target, arch, bound, dict(options), gluon, binary_key,
                       asm_key, key, graph)
 
 
@@ -385,7 +395,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
 
             source.hash = widened_hash
         compiled = _cache.compile_in_usable_cache(triton, functools.partial(
-            _cache.compile_checked, triton, source, job.triton_target, job.options,
+            _cache.compile_checked, triton, source, job.triton_gpu_target, job.options,
             job.binary_key, job.asm_key))
         metadata = compiled.metadata
         meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
@@ -400,7 +410,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
             shared_mem_bytes=int(meta.get("shared", 0)),
             num_warps=int(meta["num_warps"]),
             num_ctas=int(meta.get("num_ctas", 1)),
-            warp_size=int(meta.get("warp_size", job.triton_target.warp_size)),
+            warp_size=int(meta.get("warp_size", job.triton_gpu_target.warp_size)),
             global_scratch_size=int(meta.get("global_scratch_size", 0) or 0),
             global_scratch_align=int(meta.get("global_scratch_align", 1) or 1),
             profile_scratch_size=int(meta.get("profile_scratch_size", 0) or 0),
@@ -454,5 +464,5 @@ def compile_job(job: CompileJob) -> CompiledKernel:
       Triton's own compile errors, with a note naming the target and the constexprs, and a hint
         where a 0-d array may have been meant as a scalar, or a tuple as separate operands.
     """
-    return _state.KERNELS.get_or_compile(job.key, functools.partial(run_triton, job),
+    return _state.COMPILED_KERNELS.get_or_compile(job.key, functools.partial(run_triton, job),
                                          remember=_errors.is_kernel_error)

@@ -3,7 +3,7 @@
 The kernels compile in threads of this process: `triton.compile` releases the GIL in ptxas (a
 subprocess) and in many of its passes (`benchmarks/autotune_compile.py` compares the threaded
 compile with a serial one). Every kernel still goes through the shared kernel-key cache
-(`_state.KERNELS`): a kernel that is cached, or being compiled by another lowering, is not
+(`_state.COMPILED_KERNELS`): a kernel that is cached, or being compiled by another lowering, is not
 compiled again.
 
 Environment (read at each lowering):
@@ -48,12 +48,18 @@ def _capture(job: _compile.CompileJob) -> Result:
 
 def compile_jobs(jobs: Sequence[_compile.CompileJob]) -> list[Result]:
     """Compiles `jobs` at once; returns, in order, each CompiledKernel or the error it raised."""
-    missing = sum(1 for job in jobs if job.key not in _state.KERNELS)
+    missing = sum(1 for job in jobs if job.key not in _state.COMPILED_KERNELS)
     if len(jobs) == 1 or missing == 0:  # every re-lowering of a cached call: no pool
         return [_capture(job) for job in jobs]
     with concurrent.futures.ThreadPoolExecutor(
             max_workers=thread_count(missing), thread_name_prefix="jax_triton_rocm") as pool:
         return list(pool.map(_capture, jobs))
+
+
+def compiled_configs(configs: list, jobs: list) -> list[tuple]:
+    """`jobs` compiled at once (`compile_jobs`), one per config: (config, job, compiled kernel)
+    for each config whose kernel compiled, as `kept_configs` keeps them."""
+    return kept_configs(configs, jobs, compile_jobs(jobs))
 
 
 def skippable_config_errors() -> tuple[type[BaseException], ...]:

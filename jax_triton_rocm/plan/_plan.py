@@ -10,7 +10,7 @@ constexprs and compile options, the number of warps, the grid (a callable one ev
 normalised; batched along `batch_grid_axis` under `jax.vmap`), within the target's limits, the
 outputs to zero, and the arguments laid onto the kernel's parameters (`_layout`).
 
-The target a call compiles for (`Target`), and what one block may use there (`LaunchLimits`,
+The target a call compiles for (`GpuArch`), and what one block may use there (`LaunchLimits`,
 filled in by each vendor's backend), checked at lowering instead of failing at launch: a plain
 call that breaks a limit gets a ValueError naming the setting, the target and the limit; an
 autotuned call drops the configs that break one, and fails only when none is left.
@@ -98,8 +98,9 @@ class LaunchLimits:
 
 
 @dataclasses.dataclass(frozen=True)
-class Target:
-    """A compile target: platform ("cuda"/"rocm"), arch ("sm_90", "gfx942") and its source."""
+class GpuArch:
+    """The architecture a call compiles for: platform ("cuda"/"rocm"), arch ("sm_90", "gfx942")
+    and where it was named (its source, for messages)."""
 
     platform: str
     arch: str
@@ -295,7 +296,7 @@ DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
 
 
 @dataclasses.dataclass(frozen=True)
-class LaunchTarget:
+class LaunchSite:
     """What the plan needs to know of where the launches run.
 
     Attributes:
@@ -320,21 +321,12 @@ class LaunchTarget:
     fp8_types: tuple[str, ...] | None = None
 
 
-def gpu_target(backend: Any, target: Target, limits: LaunchLimits | None = None) -> LaunchTarget:
-    """What the plan needs of a GPU target, as its backend answers it
-    (`backends._backend.Backend`); `limits` where the caller has asked for them already."""
-    return LaunchTarget(backend.triton_backend(), limits or backend.launch_limits(target),
-                        backend.every_compile_option,
-                        functools.partial(backend.check_launch, target), name=target.arch,
-                        fp8_types=backend.fp8_types(target))
-
-
-def interpreter_target(compile_options: tuple[str, ...]) -> LaunchTarget:
+def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
     """The host, where Triton's interpreter runs the first configuration, unchecked; a config
-    or a heuristic may set any of `compile_options` (`LaunchTarget.compile_options`)."""
+    or a heuristic may set any of `compile_options` (`LaunchSite.compile_options`)."""
     from triton.backends.compiler import BaseBackend
 
-    return LaunchTarget(BaseBackend, None, compile_options, first_config_only=True)
+    return LaunchSite(BaseBackend, None, compile_options, first_config_only=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -421,9 +413,9 @@ def zeroed_outputs(spec: KernelCallSpec, meta: dict[str, Any], n_outs: int) -> t
 
 
 def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
-             target: LaunchTarget) -> list[Launch]:
-    """The launches of `spec` on `target`, in the order jaxlib should try them: the call's launch
-    configurations, then, for each one that can launch on the target, its warps, grid, outputs to
+             site: LaunchSite) -> list[Launch]:
+    """The launches of `spec` on `site`, in the order jaxlib should try them: the call's launch
+    configurations, then, for each one that can launch there, its warps, grid, outputs to
     zero and arguments laid onto the kernel's parameters.
 
     A config's `triton.Config` pre_hook (`_hooks.run`) runs before the heuristics inside the
@@ -436,7 +428,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     Raises:
       NotImplementedError: an autotuner feature jaxlib cannot honour (names the alternative).
       ValueError: a metaparameter set by both the call and a config, pruning that left no config,
-        no configuration that can launch on the target (each one's reason named), or a grid or
+        no configuration that can launch there (each one's reason named), or a grid or
         zeroed outputs that are not valid (`launch_grid`, `zeroed_outputs`).
       TypeError: a config or heuristic that sets a name that is no parameter and no launch
         setting, or a buffer with an fp8 dtype the target's Triton compiler refuses, naming the
@@ -456,12 +448,12 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
         config_keys = frozenset([key for config in getattr(unwrapped.autotuner, "configs", ())
                                  for key in config.kwargs])
         base = _apply_heuristics(outside, base, named, kernel, param_names,
-                                 target.compile_options, config_keys)
+                                 site.compile_options, config_keys)
     if unwrapped.autotuner is None:
         pairs = [(None, base)]
     else:
         pairs = _autotune_configs(unwrapped.autotuner, base, named, spec.by_keyword, kernel,
-                                  param_names, target.compile_options)
+                                  param_names, site.compile_options)
     configs = []
     for triton_config, config in pairs:
         seen = named
@@ -475,7 +467,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
                 seen = named_args(jit_fn, positional, in_avals, out_avals)
         if inside:
             config = _apply_heuristics(inside, config, seen, kernel, param_names,
-                                       target.compile_options)
+                                       site.compile_options)
         # What a config or a heuristic set, which triton_call never saw (it checked its own).
         source = f"in autotune config ({config.description})" if config.description else ""
         _values.launch_settings(config.num_warps, config.num_stages, config.num_ctas,
@@ -486,39 +478,45 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
         constexprs = {k: _spec.plain_constexpr(v) for k, v in config.constexprs.items()}
         config = dataclasses.replace(config, constexprs=constexprs, options=options)
         configs.append(dataclasses.replace(config, meta={**seen, **config.kwargs_view()}))
-    if target.first_config_only:
+    if site.first_config_only:
         configs = configs[:1]
     for config in configs:
-        target.check_ctas(config.num_ctas)
+        if config.num_ctas != 1:  # one CTA launches everywhere: only a cluster is asked about
+            site.check_ctas(config.num_ctas)
     warps = [(config, config.num_warps or DEFAULT_NUM_WARPS) for config in configs]
-    if target.limits is not None:
+    if site.limits is not None:
         warps = _kinds.keep_launchable(
-            warps, [target.limits.problem(num_warps) for _, num_warps in warps],
+            warps, [site.limits.problem(num_warps) for _, num_warps in warps],
             _kinds.config_description, kernel=kernel)
     planned = [Launch(
         config=config,
         num_warps=num_warps,
         grid=launch_grid(spec, config.meta, description=config.description,
-                         limits=target.limits, num_warps=num_warps),
+                         limits=site.limits, num_warps=num_warps),
         zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
         bound=_layout.lay_out_arguments(
-            jit_fn, target.triton_backend,
+            jit_fn, site.triton_backend,
             positional=spec.positional if config.positional is None else config.positional,
             in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs),
         jit_fn=jit_fn,
     ) for config, num_warps in warps]
     # Every config gives each parameter the same kind and dtype: the first launch speaks for all.
-    refused = [] if target.fp8_types is None else [
-        (param, fp8) for param, types in planned[0].bound.signature.items()
+    # All parameters' types at once (`element_types` flattens a tuple); per parameter only to
+    # name the one refused.
+    signature = planned[0].bound.signature
+    refused = [] if site.fp8_types is None or not any(
+        fp8 in _spec.FP8_DTYPES and fp8 not in site.fp8_types
+        for fp8 in _layout.element_types(tuple(signature.values()))) else [
+        (param, fp8) for param, types in signature.items()
         for fp8 in _layout.element_types(types)
-        if fp8 in _spec.FP8_DTYPES and fp8 not in target.fp8_types]
+        if fp8 in _spec.FP8_DTYPES and fp8 not in site.fp8_types]
     if refused:
         param, fp8 = refused[0]
-        taken = ", ".join(f"{_spec.FP8_DTYPES[t]} ({t})" for t in sorted(target.fp8_types)
+        taken = ", ".join(f"{_spec.FP8_DTYPES[t]} ({t})" for t in sorted(site.fp8_types)
                           if t in _spec.FP8_DTYPES)
         raise TypeError(
             f"Kernel {kernel}'s parameter {param} is {_spec.FP8_DTYPES[fp8]} (Triton's "
-            f"{fp8}), which Triton does not compile for {target.name}; the fp8 dtypes it "
+            f"{fp8}), which Triton does not compile for {site.name}; the fp8 dtypes it "
             f"takes there are {taken}. Cast the array to one of those (x.astype(...)), or "
             f"compile for a target that has {_spec.FP8_DTYPES[fp8]}.")
     return planned

@@ -224,7 +224,7 @@ def is_trampoline(jit_fn: JITFunction) -> bool:
 
 def _trampoline(jit_fn: JITFunction, params: list[str], constexprs: set[str], body: str) -> Any:
     """The trampoline with parameters `params` and `body`, made once per source and kernel
-    (`_state.TRAMPOLINES`, beside the kernel, whose id is in the key): its function defined from
+    (in the kernel's record, `_state.KERNEL_RECORDS`): its function defined from
     the source and decorated as the kernel is.
 
     The source holds only identifiers: the function is defined as `_TRAMPOLINE` and named like
@@ -232,20 +232,20 @@ def _trampoline(jit_fn: JITFunction, params: list[str], constexprs: set[str], bo
     before Triton sees it, so the kernel's own name never becomes code; its parameters are ours
     or the kernel's `arg_names`, from `inspect.signature`, which takes only identifiers that are
     not keywords."""
-    name, symbol = kernel_name(jit_fn), symbol_name(jit_fn)
+    symbol = symbol_name(jit_fn)
     for param in params:
         if param.startswith(_PREFIX) and param in jit_fn.arg_names:
             raise NotImplementedError(
-                f"Kernel {name} has a parameter named {param!r}; names starting with "
+                f"Kernel {kernel_name(jit_fn)} has a parameter named {param!r}; names starting with "
                 f"{_PREFIX!r} are reserved for the code jax_triton_rocm generates. Rename it.")
     signature = ", ".join([f"{p}: tl.constexpr" if p in constexprs else p for p in params])
     # The symbol as a docstring (a literal, so inert): Triton keys its cache on the source, and
     # trampolines of two kernels of one source keep their own symbols.
     source = f"def {_TRAMPOLINE}({signature}):\n    {symbol!r}\n{body}"
-    key = (id(jit_fn), source)  # the source names the symbol
-    entry = _state.TRAMPOLINES.get(key)
-    if entry is not None and entry[0] is jit_fn:
-        return entry[1]
+    # Kept by the source, which names the symbol.
+    found = _state.KERNEL_RECORDS.find(jit_fn, ("trampoline", source))
+    if found is not None:
+        return found
     import triton
     import triton.language as tl
 
@@ -272,5 +272,4 @@ def _trampoline(jit_fn: JITFunction, params: list[str], constexprs: set[str], bo
     registry = getattr(triton.runtime.jit, "_triton_jit_function_registry", {})
     for registered in [k for k, v in registry.items() if v is trampoline]:
         del registry[registered]
-    _state.TRAMPOLINES.put(key, (jit_fn, trampoline))
-    return trampoline
+    return _state.KERNEL_RECORDS.keep(jit_fn, ("trampoline", source), trampoline)

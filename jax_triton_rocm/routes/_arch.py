@@ -21,6 +21,7 @@ compile target.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -32,11 +33,46 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.backends._vendors import normalize_arch
 from jax_triton_rocm.base import _compat, _env
-from jax_triton_rocm.plan._plan import Target
+from jax_triton_rocm.compile import _compile
+from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext, ModuleContext
+
+
+@dataclasses.dataclass(frozen=True)
+class Where:
+    """Where a call runs, and what decides its lowering beyond the call and its operands: the
+    platform, the architecture it compiles for, the devices' where they differ (`foreign_devices`),
+    the plugin's features, what the kernel's call graph resolves to (`_compile.call_graph_key`:
+    sources and globals, with the Triton functions given as constexprs; a kept plan is one of
+    this graph's), the vendor's settings, and whether the lowering is for `jax.export` (not
+    compared: the memo that needs it keys on it itself, a kept plan holds nothing of it)."""
+
+    platform: str
+    arch: GpuArch
+    devices: GpuArch | None
+    features: _vendors.PluginFeatures
+    globals: tuple
+    settings: tuple
+    exporting: bool = dataclasses.field(default=False, compare=False)
+
+
+def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec) -> Where:
+    """Where jaxlib's route runs the call (`Where`).
+
+    Raises:
+      ValueError: a `jax.export` lowering would carry what only this process can load
+        (`Backend.check_export`), or the computation's devices disagree on the architecture.
+      RuntimeError: as `resolve_arch`.
+    """
+    arch, features = resolve_arch(backend, ctx, spec)
+    exporting = for_export(ctx)
+    if exporting:  # before the memos: a plan kept from another lowering may hold a path
+        backend.check_export(features)
+    return Where(backend.platform, arch, foreign_devices(backend, ctx, spec, arch), features,
+                 _compile.call_graph_key(spec), backend.lowering_settings(), exporting)
 
 
 def for_export(ctx: LoweringRuleContext) -> bool:
@@ -47,26 +83,26 @@ def for_export(ctx: LoweringRuleContext) -> bool:
 
 
 def foreign_devices(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                    target: Target) -> Target | None:
+                    arch: GpuArch) -> GpuArch | None:
     """The architecture of the devices a call's kernel will load on, where it differs from the
-    one the call compiles for (`target`); None where they agree or are not known.
+    one the call compiles for (`arch`); None where they agree or are not known.
 
     Only a call that names its own compile target (`compute_capability`) can differ: the
     devices are then those named (`target_arch`), else, outside `jax.export` (whose result
-    runs elsewhere), the computation's (`lowering_target`).
+    runs elsewhere), the computation's (`lowering_arch`).
 
     Raises:
       ValueError: the computation's devices have different architectures.
     """
-    if not backend.arch_keyword or target.source != backend.arch_keyword:
-        return None  # the target is not the call's own (`resolve_target`)
+    if not backend.arch_keyword or arch.source != backend.arch_keyword:
+        return None  # the target is not the call's own (`resolve_arch`)
     devices = named_arch(backend.platform)
     if devices is None and not for_export(ctx):
         try:
-            devices = lowering_target(backend.platform, ctx.module_context)
-        except RuntimeError:  # no device here: a cross-compile for the call's own target
+            devices = lowering_arch(backend.platform, ctx.module_context)
+        except RuntimeError:  # no device here: a cross-compile for the call's own arch
             return None
-    return devices if devices is not None and devices.arch != target.arch else None
+    return devices if devices is not None and devices.arch != arch.arch else None
 
 
 def device_kind(platform: str, module_context: ModuleContext) -> str | None:
@@ -188,7 +224,7 @@ def _env_changed_error(now: str | None) -> RuntimeError:
         f"jax_triton_rocm.target_arch({example}):` around the lowering.")
 
 
-def named_arch(platform: str) -> Target | None:
+def named_arch(platform: str) -> GpuArch | None:
     """The architecture named for `platform` by `target_arch`, else by the environment, if any.
 
     Raises:
@@ -204,7 +240,7 @@ def named_arch(platform: str) -> Target | None:
     if platform not in archs:
         return None
     source = _env.ENV_TARGET_ARCH if isinstance(value, str) else "target_arch()"
-    return Target(platform, archs[platform], source)
+    return GpuArch(platform, archs[platform], source)
 
 
 def _device_arch(platform: str, device: Any) -> str:
@@ -240,8 +276,8 @@ def _context_devices(module_context: ModuleContext) -> list[Any]:
     return []
 
 
-def resolve_target(backend: Backend, ctx: LoweringRuleContext,
-                   spec: KernelCallSpec) -> tuple[Target, _vendors.PluginFeatures]:
+def resolve_arch(backend: Backend, ctx: LoweringRuleContext,
+                   spec: KernelCallSpec) -> tuple[GpuArch, _vendors.PluginFeatures]:
     """The target a call compiles for (a vendor keyword of the call, a named architecture or
     the devices), and what the jaxlib plugin that will load the kernel reads.
 
@@ -251,7 +287,7 @@ def resolve_target(backend: Backend, ctx: LoweringRuleContext,
     platform = backend.platform
     # Named by the call through its vendor's keyword (`Backend.arch_field`: compute_capability=)?
     arch = getattr(spec, backend.arch_field) if backend.arch_field else None
-    own = None if arch is None else Target(platform, arch, backend.arch_keyword)
+    own = None if arch is None else GpuArch(platform, arch, backend.arch_keyword)
     if own is not None:  # then Triton must know it too
         check_arch(platform, own.arch, given=spec.cuda_arch, what=own.source.rstrip("="))
     named = own or named_arch(platform)
@@ -266,10 +302,10 @@ def resolve_target(backend: Backend, ctx: LoweringRuleContext,
             f"jax_triton_rocm.target_arch({platform}='{example}'):` around the lowering, or "
             f"{_env.ENV_TARGET_ARCH}='{platform}={example}'.")
     features = features or _vendors.assumed_features(platform)
-    return named or lowering_target(platform, ctx.module_context), features
+    return named or lowering_arch(platform, ctx.module_context), features
 
 
-def lowering_target(platform: str, module_context: ModuleContext) -> Target:
+def lowering_arch(platform: str, module_context: ModuleContext) -> GpuArch:
     """The target for a lowering of `platform` in `module_context`.
 
     Raises:
@@ -287,7 +323,7 @@ def lowering_target(platform: str, module_context: ModuleContext) -> Target:
         source = f"the local {platform} devices"
     archs = {_device_arch(platform, d) for d in devices}
     if len(archs) == 1:
-        return Target(platform, archs.pop(), source)
+        return GpuArch(platform, archs.pop(), source)
     if len(archs) > 1:
         raise ValueError(
             f"The {platform} devices of this computation have different architectures "

@@ -3,7 +3,7 @@
 A choice is keyed by everything that decides it (`tune_key`). With a choice remembered, the
 lowering emits that config alone, as a plain kernel call; without one it emits the autotuned
 call, which jaxlib times at the first execution, on the real operands
-(`_compat.autotuned_call_target`).
+(`_compat.autotuned_call_name`).
 
 Choices are made by `jax_triton_rocm.autotune` (`api._tuning`) and kept in this process
 (`STORE`) and on disk, one small JSON file per key, in `JAX_TRITON_ROCM_AUTOTUNE_DIR` (the files
@@ -262,7 +262,7 @@ def pick(key: str, descriptions: Sequence[str]) -> int | None:
     return choice.index
 
 
-def note_undecided(undecided: Undecided | None) -> None:
+def report_undecided(undecided: Undecided | None) -> None:
     """Tells a tuning session, if one is watching, that a lowering left this call undecided."""
     current = _SESSION.get()
     if current is not None and undecided is not None and undecided.key not in current.forced:

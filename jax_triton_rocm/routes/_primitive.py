@@ -11,7 +11,7 @@ The lowering rules are registered per platform by `register`: on a GPU platform 
 where asked, as `GpuRoutes.lower` rules, the platform's backend (`backends.backend`) answering
 the vendor questions on both routes; on the CPU the kernel runs in Triton's interpreter
 (`routes.cpu`). `triton_call_lowering` enters here too, through `lower`. Each lowering logs its
-route and the reason at DEBUG on the "jax_triton_rocm" logger (`note`).
+route and the reason at DEBUG on the "jax_triton_rocm" logger (`log_route`).
 
 The `jax.vmap` rule (`batch_rule`) loops over the batch (`lax.map`), or launches once for the
 whole batch where the call names `batch_grid_axis` (docs/batching.md). Which route a call takes:
@@ -220,7 +220,7 @@ batching.primitive_batchers[triton_kernel_p] = functools.partial(batch_rule, tri
 
 logger = logging.getLogger("jax_triton_rocm")
 
-# The routes as `note` names them (what a lowering emitted).
+# The routes as `log_route` names them (what a lowering emitted).
 XLA, JAXLIB, JAXLIB_LEGACY, INTERPRETER = "xla", "jaxlib", "jaxlib legacy", "interpreter"
 DEFAULT_REASON = "the default: jaxlib's call launches pip Triton's own binary"
 
@@ -247,7 +247,7 @@ def refuse_if_asked(spec: KernelCallSpec, reason: str) -> None:
             f"default.", reason)
 
 
-def note(route: str, spec: KernelCallSpec, reason: str) -> None:
+def log_route(route: str, spec: KernelCallSpec, reason: str) -> None:
     """Logs the route a lowering took, and why, at DEBUG; the route, the kernel's name and the
     reason are also the record's `jax_triton_rocm_route`, `jax_triton_rocm_kernel` and
     `jax_triton_rocm_reason` (for counting and for `info`)."""
@@ -271,7 +271,7 @@ class GpuRoutes:
     def lower(self, ctx: LoweringRuleContext, operands: Sequence[Any],
               spec: KernelCallSpec) -> list:
         """Lowers one equation to a custom call on the route the module docstring's rule picks,
-        jaxlib's Triton call or (asked) XLA's, and logs which and why (`note`); returns its
+        jaxlib's Triton call or (asked) XLA's, and logs which and why (`log_route`); returns its
         results.
 
         Raises:
@@ -291,18 +291,15 @@ class GpuRoutes:
             reason = DEFAULT_REASON
         elif not asked:
             reason = f"{by}={'False' if by == 'xla_native' else '0'} asks for it"
-        elif (unfit := _xla_native.fit(spec)) is not None:
-            refuse_if_asked(spec, unfit.reason)
-            reason = unfit.reason
-        else:
+        else:  # XLA's route, unless the call does not fit it (before or after the compile)
             results = _xla_native.lower(self.backend, ctx, operands, spec)
             if not isinstance(results, _xla_native.Unfit):
-                note(XLA, spec, f"{by}={'True' if by == 'xla_native' else '1'} asks for it")
+                log_route(XLA, spec, f"{by}={'True' if by == 'xla_native' else '1'} asks for it")
                 return results
             refuse_if_asked(spec, results.reason)
             reason = results.reason
         lowered = _jaxlib_call.lower_call(self.backend, ctx, spec)
-        note(JAXLIB_LEGACY if lowered.custom_call_target == _compat.LEGACY_TARGET
+        log_route(JAXLIB_LEGACY if lowered.custom_call_name == _compat.LEGACY_CALL_NAME
                     else JAXLIB, spec, reason)
         self.backend.after_encode(lowered, ctx, _jaxlib_call.emit)
         return _jaxlib_call.emit(ctx, operands, lowered)
@@ -317,7 +314,7 @@ class Interpreter:
         """Lowers one equation to the interpreter's host callback; returns its results."""
         from jax_triton_rocm.routes.cpu import _interpret
 
-        note(INTERPRETER, spec, "lowered for the CPU")
+        log_route(INTERPRETER, spec, "lowered for the CPU")
         return _interpret.lower(ctx, operands, spec)
 
 

@@ -89,15 +89,11 @@ class Roles:
 
 
 def roles(jit_fn: JITFunction, reading: set[int] | None = None) -> Roles:
-    """The roles of `jit_fn`'s parameters, kept per function (`_state.PARAMETER_ROLES`, beside
-    the function and its source, so that an edited kernel is read again); `reading` holds the
-    functions being read, callers of this one (a call back into one of them adds nothing)."""
-    entry = _state.PARAMETER_ROLES.get(id(jit_fn))
-    if entry is not None and entry[0] is jit_fn and entry[1] == jit_fn.src:
-        return entry[2]
-    found = _read(jit_fn, set() if reading is None else reading)
-    _state.PARAMETER_ROLES.put(id(jit_fn), (jit_fn, jit_fn.src, found))
-    return found
+    """The roles of `jit_fn`'s parameters, kept in its record (`_state.KERNEL_RECORDS`: an edited
+    kernel is read again); `reading` holds the functions being read, callers of this one (a call
+    back into one of them adds nothing)."""
+    return _state.KERNEL_RECORDS.derived(
+        jit_fn, "roles", lambda: _read(jit_fn, set() if reading is None else reading))
 
 
 def _read(jit_fn: JITFunction, reading: set[int]) -> Roles:

@@ -110,7 +110,7 @@ def test_autotuned_call_takes_the_legacy_target_whose_trials_see_the_real_operan
     """jaxlib's FFI target times the configs before earlier kernels have run (_compat)."""
     monkeypatch.delenv(_env.ENV_AUTOTUNE_TARGET, raising=False)
     lowered = lower_add(au.tuned_add_kernel, platform=platform, arch=arch)
-    assert lowered.custom_call_target == _compat.LEGACY_TARGET
+    assert lowered.custom_call_name == _compat.LEGACY_CALL_NAME
     text = lowered_text(lambda x, y: au.tuned_add(x, y), au.f32(N), au.f32(N), platform=platform,
                         arch=arch)
     assert "backend_config" in text
@@ -127,12 +127,12 @@ def test_forcing_the_ffi_target_for_autotuned_calls_warns_once(monkeypatch, capl
     assert "out of bounds" in warnings[0] and "jax_triton_rocm.autotune" in warnings[0]
 
 
-@pytest.mark.parametrize("value,target", [("ffi", _compat.FFI_TARGET),
-                                          ("legacy", _compat.LEGACY_TARGET)])
+@pytest.mark.parametrize("value,target", [("ffi", _compat.FFI_CALL_NAME),
+                                          ("legacy", _compat.LEGACY_CALL_NAME)])
 def test_environment_forces_the_autotuned_call_target(monkeypatch, value, target):
     monkeypatch.setenv(_env.ENV_AUTOTUNE_TARGET, value)
     lowered = lower_add(au.tuned_add_kernel)
-    assert lowered.custom_call_target == target
+    assert lowered.custom_call_name == target
 
 
 def test_unknown_autotuned_call_target_names_the_variable(monkeypatch):
@@ -144,7 +144,7 @@ def test_unknown_autotuned_call_target_names_the_variable(monkeypatch):
 def test_forced_target_leaves_plain_calls_alone(monkeypatch):
     monkeypatch.setenv(_env.ENV_AUTOTUNE_TARGET, "legacy")
     lowered = capture_one(kernels.add, au.f32(N), au.f32(N), platform="cuda")
-    assert lowered.custom_call_target == _compat.FFI_TARGET
+    assert lowered.custom_call_name == _compat.FFI_CALL_NAME
 
 
 # AMD options in a config's kwargs.
@@ -319,7 +319,7 @@ def test_pruning_every_config_is_an_error():
 def test_lowering_again_compiles_nothing():
     lower_add(_tuned(kernels.add_kernel))
     lower_add(_tuned(kernels.add_kernel))
-    assert _state.KERNELS.stats["compiles"] == len(au.ADD_CONFIGS)
+    assert _state.COMPILED_KERNELS.stats["compiles"] == len(au.ADD_CONFIGS)
 
 
 def test_negative_thread_count_names_the_variable(monkeypatch):

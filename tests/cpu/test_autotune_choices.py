@@ -50,7 +50,7 @@ def _block(lowered):
 
 def test_an_undecided_call_is_left_to_jaxlib_on_the_legacy_target(choices_dir):
     lowered = _lower()
-    assert lowered.custom_call_target == _compat.LEGACY_TARGET
+    assert lowered.custom_call_name == _compat.LEGACY_CALL_NAME
     assert len(lowered.calls) == len(au.ADD_CONFIGS)
     assert lowered.undecided.descriptions == tuple(str(c) for c in au.ADD_CONFIGS)
 
@@ -59,7 +59,7 @@ def test_a_remembered_choice_lowers_to_that_config_alone_on_the_ffi_target(choic
     undecided = _undecided()
     _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
     lowered = _lower()
-    assert lowered.custom_call_target == _compat.FFI_TARGET
+    assert lowered.custom_call_name == _compat.FFI_CALL_NAME
     assert lowered.undecided is None
     assert _block(lowered) == au.ADD_CONFIGS[1].kwargs["BLOCK"]
 

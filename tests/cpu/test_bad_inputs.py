@@ -78,7 +78,7 @@ def _delivery_mode():
 def _autotune_target():
     from jax_triton_rocm.base import _compat
 
-    return _compat.autotuned_call_target()
+    return _compat.autotuned_call_name()
 
 
 def _thread_count():

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("fresh_caches")
 def test_second_lowering_of_a_kernel_compiles_nothing_and_emits_the_same_call():
     first = lower_add(kernels.add_kernel, BLOCK=256)
     again = lower_add(kernels.add_kernel, BLOCK=256)
-    assert _state.KERNELS.stats["compiles"] == 1
+    assert _state.COMPILED_KERNELS.stats["compiles"] == 1
     assert again.opaque == first.opaque
 
 
@@ -31,21 +31,21 @@ def test_the_same_kernel_in_another_call_is_a_kernel_cache_hit():
     _state.PLANS.clear()  # else the first call's plan serves the second (test_relowering.py)
     lower_one(lambda x, y: jtr.triton_call(x, y, x.size, kernel=kernels.add_kernel, out_shape=x,
                                            grid=(4,), BLOCK=256), X, X, platform="cuda")
-    assert _state.KERNELS.stats["compiles"] == 1
-    assert _state.KERNELS.stats["hits"] == 1
+    assert _state.COMPILED_KERNELS.stats["compiles"] == 1
+    assert _state.COMPILED_KERNELS.stats["hits"] == 1
 
 
 def test_another_constexpr_is_a_miss():
     lower_add(kernels.add_kernel, BLOCK=256)
     lower_add(kernels.add_kernel, BLOCK=512)
-    assert _state.KERNELS.stats["compiles"] == 2
+    assert _state.COMPILED_KERNELS.stats["compiles"] == 2
 
 
 def test_another_arch_is_a_miss():
     lower_add(kernels.add_kernel, platform="cuda", arch="sm_90", BLOCK=256)
     lower_add(kernels.add_kernel, platform="cuda", arch="sm_80", BLOCK=256)
     lower_add(kernels.add_kernel, platform="rocm", arch="gfx942", BLOCK=256)
-    assert _state.KERNELS.stats["compiles"] == 3
+    assert _state.COMPILED_KERNELS.stats["compiles"] == 3
 
 
 def test_an_edited_kernel_never_gets_the_old_binary():
@@ -53,7 +53,7 @@ def test_an_edited_kernel_never_gets_the_old_binary():
         lower_add(kernels.elementwise_kernel("x + y"), BLOCK=256)
         lower_add(kernels.elementwise_kernel("x - y"), BLOCK=256)
     plus, minus = (call.kernels[0] for call in lowered)
-    assert _state.KERNELS.stats["compiles"] == 2
+    assert _state.COMPILED_KERNELS.stats["compiles"] == 2
     assert "add.f32" in plus.asm and "sub.f32" in minus.asm
 
 
@@ -80,7 +80,7 @@ def k(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
 
     lower_add(make("x * 2.0"), BLOCK=256)
     lower_add(make("x * 3.0"), BLOCK=256)
-    assert _state.KERNELS.stats["compiles"] == 2
+    assert _state.COMPILED_KERNELS.stats["compiles"] == 2
 
 
 def test_kernel_key_covers_compile_options():
@@ -98,16 +98,16 @@ def test_kernel_key_covers_compile_options():
 
 def test_eight_threads_lowering_one_kernel_compile_it_once():
     run_at_once([lambda: lower_add(kernels.add_kernel, BLOCK=1024)] * 8)
-    assert _state.KERNELS.stats["compiles"] == 1
+    assert _state.COMPILED_KERNELS.stats["compiles"] == 1
 
 
 def test_clear_caches_empties_the_cache():
     lower_add(kernels.add_kernel, BLOCK=256)
-    assert len(_state.KERNELS) == 1
+    assert len(_state.COMPILED_KERNELS) == 1
     jtr.clear_caches()
-    assert len(_state.KERNELS) == 0
+    assert len(_state.COMPILED_KERNELS) == 0
     lower_add(kernels.add_kernel, BLOCK=256)
-    assert _state.KERNELS.stats["compiles"] == 1
+    assert _state.COMPILED_KERNELS.stats["compiles"] == 1
 
 
 def test_lock_registry_hands_out_one_lock_per_key_and_fresh_ones_after_fork():
@@ -148,7 +148,7 @@ def test_tritons_python_front_end_runs_one_thread_at_a_time(monkeypatch, tmp_pat
 
     # One autotuned call: its configs compile in parallel threads of one lowering.
     lower_one(autotune_utils.tuned_add, X, X, platform="cuda")
-    assert _state.KERNELS.stats["compiles"] == len(autotune_utils.ADD_CONFIGS) > 1
+    assert _state.COMPILED_KERNELS.stats["compiles"] == len(autotune_utils.ADD_CONFIGS) > 1
     assert state["most"] == 1
 
 

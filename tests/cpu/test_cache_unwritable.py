@@ -119,9 +119,9 @@ def test_a_failure_of_the_environment_is_not_remembered(temp_root, monkeypatch):
         capture_one(negate, X, platform="cuda")
     monkeypatch.setattr(triton, "compile", compile_fn)
     jax.clear_caches()  # JAX's lowerings only: the package's kernel cache keeps what it holds
-    _state.KERNELS.stats.clear()
+    _state.COMPILED_KERNELS.stats.clear()
     capture_one(negate, X, platform="cuda")
-    assert _state.KERNELS.stats["compiles"] == 1
+    assert _state.COMPILED_KERNELS.stats["compiles"] == 1
 
 
 def test_a_failure_of_the_kernel_is_still_remembered():

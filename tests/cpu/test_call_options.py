@@ -61,9 +61,9 @@ def test_a_vendor_knob_in_backend_options_is_the_keyword_and_clashes_with_it():
 
 def _triton_options(platform: str, spec):
     backend = backends.backend(platform)
-    target = backends._backend.Target(platform, {"cuda": "sm_90", "rocm": "gfx942"}[platform],
+    target = backends._backend.GpuArch(platform, {"cuda": "sm_90", "rocm": "gfx942"}[platform],
                                       "test")
-    [launch] = _plan.launches(spec, (X, X), (X,), _plan.gpu_target(backend, target))
+    [launch] = _plan.launches(spec, (X, X), (X,), backend.launch_site(target))
     return backend.triton_options(launch, spec)
 
 
@@ -78,7 +78,7 @@ def test_a_triton_option_reaches_only_the_vendor_whose_options_have_it():
 def test_a_triton_option_takes_the_call_off_xlas_route():
     spec = spec_of(lambda x, y: kernels.add(x, y, backend_options={
         "max_num_imprecise_acc_default": 8}), X, X)
-    assert "max_num_imprecise_acc_default" in _xla_native.fit(spec).reason
+    assert "max_num_imprecise_acc_default" in _xla_native.unfit_before_compile(spec).reason
 
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])

@@ -25,7 +25,7 @@ def test_the_readme_names_the_architectures_the_demo_compiles_for_by_default():
 def test_info_lists_exactly_the_variables_the_package_reads():
     named = set()
     package = os.path.join(ROOT, "jax_triton_rocm")
-    for folder, _, files in os.walk(package):  # `info` is in cli/, the readers everywhere
+    for folder, _, files in os.walk(package):  # the readers in base/_env.py, names everywhere
         for name in files:
             if name.endswith(".py"):
                 with open(os.path.join(folder, name)) as source:

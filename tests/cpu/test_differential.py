@@ -96,8 +96,8 @@ def call_of(fn, *args):
     in_avals = tuple(v.aval for v in eqn.invars)
     out_avals = tuple(v.aval for v in eqn.outvars)
     backend = backends.backend("cuda")
-    launches = _plan.launches(spec, in_avals, out_avals, _plan.gpu_target(
-        backend, _plan.Target("cuda", "sm_90", "the test")))
+    launches = _plan.launches(spec, in_avals, out_avals,
+                              backend.launch_site(_plan.GpuArch("cuda", "sm_90", "the test")))
     call = du.describe(spec.unwrapped.jit_fn, spec.kernel_name, "jaxlib", "the test", spec,
                        in_avals, out_avals, launches,
                        lambda launch: backend.triton_options(launch, spec))
@@ -333,7 +333,7 @@ def test_an_instrumented_call_hands_its_inputs_and_outputs_to_the_check(tmp_path
     monkeypatch.setattr(differential, "foreign_target", lambda b, ctx, spec: None)
     monkeypatch.setattr(differential, "planned_launches", lambda b, ctx, spec, route: (
         _plan.launches(spec, tuple(ctx.avals_in), tuple(ctx.avals_out),
-                       _plan.interpreter_target(_vendors.COMPILE_OPTIONS))))
+                       _plan.interpreter_launch_site(_vendors.COMPILE_OPTIONS))))
     lower = _primitive.Interpreter.lower
 
     def instrumented(routes, ctx, operands, spec):

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.plan._plan import Target
+from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.backends.hip import _hip
 from jax_triton_rocm.routes import _arch
 from tests.support import kernels
@@ -74,7 +74,7 @@ def test_an_older_target_than_the_devices_carries_its_ptx_for_their_capability(d
     devices.append("9.0")
     call = _lowered(80)
     image = call.calls[0].kernel
-    assert call.target.arch == "sm_80" and _ptx_target(call) == "sm_80"
+    assert call.arch.arch == "sm_80" and _ptx_target(call) == "sm_80"
     assert image.object_file is None  # no sm_80 CUBIN: it cannot load on sm_90
     assert image.compute_capability == 90  # what jaxlib's ptxas builds it for
 
@@ -120,5 +120,5 @@ def test_an_export_keeps_the_binary_for_the_target_it_names(devices):
 def test_a_hsaco_for_another_architecture_is_refused():
     with pytest.raises(ValueError, match="compiled for gfx942 .* runs on gfx950 devices"):
         _hip.BACKEND.code_for_devices(types.SimpleNamespace(name="k"),
-                                      Target("rocm", "gfx942", "test"),
-                                      Target("rocm", "gfx950", "test"))
+                                      GpuArch("rocm", "gfx942", "test"),
+                                      GpuArch("rocm", "gfx950", "test"))

@@ -294,7 +294,7 @@ def test_prewarm_launch_reuses_the_encoded_call(two_devices):
     assert real.calls[0].kernel.ptx.endswith(".hsaco")
     _, in_avals, out_avals = two_devices.calls[0]
     launched = jtr.kernel_calls(_prewarm_module(real, in_avals, out_avals))
-    assert [(c.target, c.opaque) for c in launched] == [(real.custom_call_target, real.opaque)]
+    assert [(c.target, c.opaque) for c in launched] == [(real.custom_call_name, real.opaque)]
 
 
 def test_prewarm_of_an_in_place_kernel_keeps_its_alias_and_zero_fills_the_inputs(two_devices):
@@ -305,7 +305,7 @@ def test_prewarm_of_an_in_place_kernel_keeps_its_alias_and_zero_fills_the_inputs
     lower_for(inplace, X, X, platform="rocm")
     lowered, in_avals, out_avals = two_devices.calls[0]
     text = _prewarm_module(lowered, in_avals, out_avals).as_text()
-    call_line = next(line for line in text.splitlines() if lowered.custom_call_target in line)
+    call_line = next(line for line in text.splitlines() if lowered.custom_call_name in line)
     # The kernel reads its output, which is input 0's buffer: that must be zeros, not garbage.
     assert "output_operand_aliases" in call_line and "operand_index = 0" in call_line, call_line
     definitions = dict(re.findall(r"^\s*(%\w+) = (.*)$", text, re.M))

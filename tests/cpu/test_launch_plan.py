@@ -79,7 +79,7 @@ def _launches(fn, *args):
     (eqn,) = jax.make_jaxpr(fn)(*args).eqns
     call = eqn.params["spec"]
     return call, _plan.launches(call, (X,) * len(args), (X,),
-                                _plan.LaunchTarget(BaseBackend, None, _vendors.COMPILE_OPTIONS))
+                                _plan.LaunchSite(BaseBackend, None, _vendors.COMPILE_OPTIONS))
 
 
 def test_warps_default_to_tritons_in_the_plan_and_configs_keep_their_own():

@@ -62,10 +62,10 @@ def test_more_shared_memory_than_the_target_allows_names_the_size(platform, arch
 def test_shared_memory_limits_by_target():
     limits = {arch: lowering.launch_limits(target).max_shared_bytes
               for arch, lowering, target in [
-                  ("sm_80", _cuda.BACKEND, _arch.Target("cuda", "sm_80", "test")),
-                  ("sm_90", _cuda.BACKEND, _arch.Target("cuda", "sm_90", "test")),
-                  ("gfx942", _hip.BACKEND, _arch.Target("rocm", "gfx942", "test")),
-                  ("gfx950", _hip.BACKEND, _arch.Target("rocm", "gfx950", "test")),
+                  ("sm_80", _cuda.BACKEND, _arch.GpuArch("cuda", "sm_80", "test")),
+                  ("sm_90", _cuda.BACKEND, _arch.GpuArch("cuda", "sm_90", "test")),
+                  ("gfx942", _hip.BACKEND, _arch.GpuArch("rocm", "gfx942", "test")),
+                  ("gfx950", _hip.BACKEND, _arch.GpuArch("rocm", "gfx950", "test")),
               ]}
     assert limits == {"sm_80": 163 * 1024, "sm_90": 227 * 1024, "gfx942": 64 * 1024,
                       "gfx950": 160 * 1024}

@@ -33,3 +33,20 @@ def test_every_module_docstring_is_at_most_20_lines():
             long[str(path.relative_to(PACKAGE))] = lines
     assert not long, (f"module docstrings over {MAX_DOCSTRING_LINES} lines (move the "
                       f"explanations to docs/): {long}")
+
+
+def test_every_piece_of_state_listed_in_base_state_exists():
+    import functools
+    import importlib
+
+    from jax_triton_rocm.base import _state
+
+    missing = []
+    for module, name, what in _state.ELSEWHERE:
+        assert what, (module, name)
+        found = importlib.import_module(f"jax_triton_rocm.{module}")
+        try:
+            functools.reduce(getattr, name.split("."), found)
+        except AttributeError:
+            missing.append(f"{module}.{name}")
+    assert not missing, f"listed in base/_state.py ELSEWHERE but not found: {missing}"

@@ -52,7 +52,7 @@ def _targets(program, platform):
                          ids=["one call", "two chained calls"])
 @pytest.mark.usefixtures("fresh_lowerings")
 def test_the_programs_compile_for_sm_90_and_gfx942_on_jaxlibs_route(platform, program, calls):
-    assert _targets(program, platform) == [_compat.FFI_TARGET] * calls
+    assert _targets(program, platform) == [_compat.FFI_CALL_NAME] * calls
 
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])
@@ -62,4 +62,4 @@ def test_the_programs_compile_for_sm_90_and_gfx942_on_jaxlibs_route(platform, pr
 def test_the_programs_compile_for_sm_90_and_gfx942_on_xlas_route(monkeypatch, platform, program,
                                                                   calls):
     monkeypatch.setenv(_env.ENV_XLA_NATIVE, "1")  # as the GPU tests' `xla` route does
-    assert _targets(program, platform) == [_compat.XLA_TRITON_TARGET] * calls
+    assert _targets(program, platform) == [_compat.XLA_TRITON_CALL_NAME] * calls

@@ -24,7 +24,7 @@ from tests.support import autotune_utils, idiom_kernels, kernels
 from tests.support.lowering_utils import call_targets, lower_for, spec
 
 X = spec((1000,), jnp.float32)
-XLA, FFI, LEGACY = _compat.XLA_TRITON_TARGET, _compat.FFI_TARGET, _compat.LEGACY_TARGET
+XLA, FFI, LEGACY = _compat.XLA_TRITON_CALL_NAME, _compat.FFI_CALL_NAME, _compat.LEGACY_CALL_NAME
 DEFAULT = ("jaxlib", _primitive.DEFAULT_REASON)
 PLATFORMS = pytest.mark.parametrize("platform", ["cuda", "rocm"])
 

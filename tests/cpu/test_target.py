@@ -33,7 +33,7 @@ def test_arch_comes_from_the_devices_lowered_for():
         class axis_context:
             device_assignment = (FakeDevice(), FakeDevice())
 
-    target = _arch.lowering_target("rocm", Context())
+    target = _arch.lowering_arch("rocm", Context())
     assert (target.arch, target.source) == ("gfx950", "the computation's devices")
 
 
@@ -47,7 +47,7 @@ def test_devices_of_different_archs_are_refused():
             device_assignment = tuple(devices)
 
     with pytest.raises(ValueError, match=r"different architectures \(gfx90a, gfx942\)"):
-        _arch.lowering_target("rocm", Context())
+        _arch.lowering_arch("rocm", Context())
 
 
 def test_lowering_for_cuda_without_a_device_says_how_to_name_an_arch():
@@ -72,7 +72,7 @@ def _arch_of_devices(platform, *capabilities):
         class axis_context:
             device_assignment = tuple(_Device(platform, c) for c in capabilities)
 
-    return _arch.lowering_target(platform, Context()).arch
+    return _arch.lowering_arch(platform, Context()).arch
 
 
 # What XLA's GPU client reports in `compute_capability`: "major.minor" on CUDA; on ROCm the gfx

@@ -66,7 +66,7 @@ def test_the_launch_parameters_are_the_compiled_kernels_own(arch, tmp_path, monk
     assert bool(meta) == (arch == "sm_90"), "only sm_90 takes a TMA descriptor"
     vendor = _vendors.vendor("cuda" if arch.startswith("sm_") else "rocm")
     types = _tma.launch_types(_tensordesc.signature_type(desc), bool(meta), vendor)
-    params = _tma.launch_params(desc, types, meta[0] if meta else None)
+    params = _tma.one_descriptor_params(desc, types, meta[0] if meta else None)
     # Then come the output pointer and the two scratch pointers jaxlib appends itself.
     assert _param_kinds(params) + ["ptr"] * 3 == _binary_params(kernel, arch)
 
@@ -80,7 +80,7 @@ def _plain(round_f32_to_tf32: bool):
 
 def test_plain_parameters_carry_the_shape_strides_and_flags():
     desc, types = _plain(False)
-    values = [p.value for p in _tma.launch_params(desc, types, None)[1:]]
+    values = [p.value for p in _tma.one_descriptor_params(desc, types, None)[1:]]
     flags = [True] + [False] * (types.count("i1") - 1)  # "nan", then (Triton 3.9) round to TF32
     assert values == [40, 48, 64, 1, *flags, 40, 48, 64, 1]
 
@@ -90,9 +90,9 @@ def test_plain_parameters_round_to_tf32_where_triton_passes_the_flag():
     if types.count("i1") < 2:  # Triton 3.6: the kernel cannot be told; refused, not ignored
         with pytest.raises(NotImplementedError,
                            match=r"round_f32_to_tf32=True\) without TMA needs"):
-            _tma.launch_params(desc, types, None)
+            _tma.one_descriptor_params(desc, types, None)
         return
-    values = [p.value for p in _tma.launch_params(desc, types, None)[1:]]
+    values = [p.value for p in _tma.one_descriptor_params(desc, types, None)[1:]]
     assert values == [40, 48, 64, 1, True, True, 40, 48, 64, 1]
 
 

@@ -32,7 +32,7 @@ from tests.support.surface_kernels import (add_inplace_kernel, constexpr_first_k
 
 N = 1000
 F32 = jnp.float32
-XLA = _compat.XLA_TRITON_TARGET
+XLA = _compat.XLA_TRITON_CALL_NAME
 ZERO_FILL = re.compile(r"stablehlo\.constant dense<(0|0\.000000e\+00)>")
 
 
@@ -184,7 +184,7 @@ class _run_as_route:
 
 
 def test_twenty_values_of_a_runtime_scalar_compile_at_most_two_kernels():
-    compiles = _state.KERNELS.stats["compiles"]
+    compiles = _state.COMPILED_KERNELS.stats["compiles"]
     irs = set()
     for n in range(1000, 1020):
         x = spec((n,), F32)
@@ -192,7 +192,7 @@ def test_twenty_values_of_a_runtime_scalar_compile_at_most_two_kernels():
         irs.add(call["ir"])
     # n % 16 == 0 (1008) or not: Triton's two specialisation classes of an int.
     assert len(irs) == 2
-    assert _state.KERNELS.stats["compiles"] - compiles <= 2
+    assert _state.COMPILED_KERNELS.stats["compiles"] - compiles <= 2
 
 
 def _scalar_constants(lowered) -> list[str]:
@@ -373,7 +373,7 @@ def test_a_remembered_autotune_choice_takes_xlas_call(monkeypatch, tmp_path, fre
     x = au.f32(4096)
     lowered = lower_for(au.tuned_add, x, x, platform="cuda")
     [tuned] = jtr.kernel_calls(lowered)
-    assert tuned.target == _compat.LEGACY_TARGET  # nothing remembered: jaxlib times them
+    assert tuned.target == _compat.LEGACY_CALL_NAME  # nothing remembered: jaxlib times them
     with _choices.session() as current:
         lower_for(au.tuned_add, x, x, platform="cuda")
     [undecided] = current.undecided.values()
@@ -421,7 +421,7 @@ def test_jaxlibs_route_takes_an_output_before_an_input_without_a_fill():
             a, y_ptr=b, n=a.size, kernel=out_first_kernel, out_type=a, grid=_grid(a.size),
             BLOCK=256, xla_native=False), x, x, platform=platform)
         [call] = jtr.kernel_calls(lowered)
-        assert call.target == _compat.FFI_TARGET
+        assert call.target == _compat.FFI_CALL_NAME
         text = lowered.as_text()
         assert not ZERO_FILL.search(text) and "output_operand_alias" not in text
         kernel_call = call.message.kernel_call
@@ -441,6 +441,18 @@ def test_a_host_descriptor_keeps_jaxlibs_call_and_says_why():
 
     base = spec((40, 64), F32)  # sm_80: a descriptor of plain parameters, on every jaxlib
     [call] = jtr.kernel_calls(lower_for(copy, base, platform="cuda", arch="sm_80"))
-    assert call.target == _compat.FFI_TARGET
+    assert call.target == _compat.FFI_CALL_NAME
     with pytest.raises(ValueError, match="host-side TensorDescriptor.*pointers only"):
         lower_for(lambda b: copy(b, xla_native=True), base, platform="cuda", arch="sm_80")
+
+
+def test_a_parameter_with_the_trampolines_prefix_is_refused_naming_the_kernel():
+    kernel = kernels.kernel_from_source(
+        "@triton.jit\ndef k(x_ptr, _jtr_n, out_ptr, BLOCK: tl.constexpr):\n"
+        "    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < _jtr_n))\n")
+    x = jax.ShapeDtypeStruct((1024,), jnp.float32)
+    with pytest.raises(NotImplementedError, match=r"Kernel k has a parameter named '_jtr_n'; "
+                                                  r"names starting with '_jtr_' are reserved"):
+        lower_for(lambda a: jtr.triton_call(a, a.size, kernel=kernel, out_shape=a, grid=(4,),
+                                            BLOCK=256, xla_native=True), x, platform="cuda")

@@ -22,7 +22,7 @@ from tests.support.kernels import random_normal
 
 pytestmark = pytest.mark.gpu
 
-TARGETS = {"legacy": _compat.LEGACY_TARGET, "ffi": _compat.FFI_TARGET}
+TARGETS = {"legacy": _compat.LEGACY_CALL_NAME, "ffi": _compat.FFI_CALL_NAME}
 
 
 @pytest.fixture(params=sorted(TARGETS))
@@ -33,7 +33,7 @@ def target(request, monkeypatch):
 
 
 def _check_target(calls, target):
-    assert [c.custom_call_target for c in calls] == [TARGETS[target]] * len(calls)
+    assert [c.custom_call_name for c in calls] == [TARGETS[target]] * len(calls)
 
 
 def test_autotuned_add_matches_jnp(monkeypatch, target):

@@ -68,6 +68,6 @@ def test_a_config_picked_on_real_data_is_reused_by_a_new_process_without_trials(
     assert second == first
     for program in (first, second):
         assert program[0]["undecided"] == []
-        autotuned = [c for c in program[0]["calls"] if c["target"] == _compat.LEGACY_TARGET]
+        autotuned = [c for c in program[0]["calls"] if c["target"] == _compat.LEGACY_CALL_NAME]
         assert autotuned == [], "a tuned call still reaches jaxlib's autotuner"
         assert all(len(c["launches"]) == 1 for c in program[0]["calls"])

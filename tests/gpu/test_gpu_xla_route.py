@@ -53,7 +53,7 @@ def test_the_default_route_runs_every_surface(default_route, surface):
     x0 = jax.random.normal(jax.random.key(2), (65_537,), jnp.float32)
     y0 = jax.random.normal(jax.random.key(3), (65_537,), jnp.float32)
     program = jax.jit(_computed(fn))
-    assert [c.target for c in jtr.kernel_calls(program.lower(x0, y0))] == [_compat.FFI_TARGET]
+    assert [c.target for c in jtr.kernel_calls(program.lower(x0, y0))] == [_compat.FFI_CALL_NAME]
     poison_memory(1)
     np.testing.assert_allclose(program(x0, y0), _reference(reference, x0, y0), rtol=1e-5,
                                atol=1e-5)
@@ -107,7 +107,7 @@ def test_a_call_autotuned_once_runs_its_choice_on_the_default_route(tmp_path, mo
     np.testing.assert_allclose(jtr.autotune(program, x0, x0), _reference(
         lambda x, y: x + y, x0, x0), rtol=1e-6)
     jitted = jax.jit(program)
-    assert [c.target for c in jtr.kernel_calls(jitted.lower(x0, x0))] == [_compat.FFI_TARGET]
+    assert [c.target for c in jtr.kernel_calls(jitted.lower(x0, x0))] == [_compat.FFI_CALL_NAME]
     poison_memory(1)
     np.testing.assert_allclose(jitted(x0, x0), _reference(lambda x, y: x + y, x0, x0),
                                rtol=1e-6)

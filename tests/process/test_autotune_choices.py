@@ -32,7 +32,7 @@ with _choices.session() as current:
                           platform="cuda")
 print(json.dumps({{"calls": len(lowered.calls), "grid": lowered.calls[0].grid[0],
                   "undecided": list(current.undecided),
-                  "target": lowered.custom_call_target}}))
+                  "target": lowered.custom_call_name}}))
 """
 
 
@@ -44,4 +44,4 @@ def test_a_second_process_lowers_the_remembered_config_alone(choices_dir):
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen == {"calls": 1, "grid": N // au.ADD_CONFIGS[1].kwargs["BLOCK"], "undecided": [],
-                    "target": _compat.FFI_TARGET}
+                    "target": _compat.FFI_CALL_NAME}

@@ -47,7 +47,7 @@ def test_info_json_reports_platforms_devices_and_delivery(info_json):
     for platform in ("cuda", "rocm"):
         features = _vendors.plugin_features(platform) or _vendors.assumed_features(platform)
         entry = info_json["platforms"][platform]
-        assert entry["custom_call_target"] == _compat.FFI_TARGET
+        assert entry["custom_call_target"] == _compat.FFI_CALL_NAME
         assert entry["module_image_read"] == features.module_image
     expected = "embedded" if info_json["platforms"]["rocm"]["module_image_read"] else "path"
     assert info_json["platforms"]["rocm"]["binary_delivery"].startswith(expected)

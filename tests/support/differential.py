@@ -52,20 +52,20 @@ class DifferentialPlugin:
 
     def patches(self) -> list[tuple[Any, str, Any]]:
         """(object, attribute, value): the GPU routes' lowering wrapped, and the route log's
-        `note` that tells it the route taken."""
+        `log_route` that tells it the route taken."""
         from jax_triton_rocm.routes import _primitive
 
-        original_lower, original_note = _primitive.GpuRoutes.lower, _primitive.note
+        original_lower, original_log_route = _primitive.GpuRoutes.lower, _primitive.log_route
         plugin = self
 
-        def note(route: str, spec: Any, reason: str) -> None:
+        def log_route(route: str, spec: Any, reason: str) -> None:
             plugin.local.noted = (route, reason)
             if route == _primitive.INTERPRETER:
                 plugin.pending.append({
                     "test": plugin.test, "kernel": spec.kernel_name, "route": route,
                     "reason": reason, "verdict": NOT_INSTRUMENTED,
                     "detail": "Triton's interpreter on the CPU: no GPU launch to compare"})
-            original_note(route, spec, reason)
+            original_log_route(route, spec, reason)
 
         def lower(routes: Any, ctx: Any, operands: Any, spec: Any) -> list:
             plugin.local.noted = None
@@ -73,7 +73,7 @@ class DifferentialPlugin:
             route, reason = plugin.local.noted or ("?", "")
             return plugin.instrument(routes.backend, ctx, operands, results, spec, route, reason)
 
-        return [(_primitive, "note", note), (_primitive.GpuRoutes, "lower", lower)]
+        return [(_primitive, "log_route", log_route), (_primitive.GpuRoutes, "lower", lower)]
 
     def instrument(self, backend: Any, ctx: Any, operands: Any, results: Any, spec: Any,
                    route: str, reason: str) -> Any:
@@ -238,8 +238,8 @@ def foreign_target(backend: Any, ctx: Any, spec: Any) -> str | None:
     compiles for the device; None where they agree."""
     from jax_triton_rocm.routes import _arch
 
-    target, _ = _arch.resolve_target(backend, ctx, spec)
-    devices = _arch.lowering_target(backend.platform, ctx.module_context)
+    target, _ = _arch.resolve_arch(backend, ctx, spec)
+    devices = _arch.lowering_arch(backend.platform, ctx.module_context)
     if target.arch == devices.arch:
         return None
     return (f"compiled for {target.arch} (from {target.source}) on {devices.arch} devices; "
@@ -254,9 +254,9 @@ def planned_launches(backend: Any, ctx: Any, spec: Any, route: str) -> list:
     from jax_triton_rocm.routes.jaxlib import _jaxlib_call
 
     if route == "xla" and spec.unwrapped.autotuner is None:
-        target, _ = _arch.resolve_target(backend, ctx, spec)
+        target, _ = _arch.resolve_arch(backend, ctx, spec)
         return _plan.launches(spec, tuple(ctx.avals_in), tuple(ctx.avals_out),
-                              _plan.gpu_target(backend, target))
+                              backend.launch_site(target))
     return list(_jaxlib_call.lower_call(backend, ctx, spec).launches)
 
 

@@ -22,7 +22,7 @@ from tests.support.kernels import random_normal
 GPU_ROUTE_NAMES = ("jaxlib", "xla")
 CPU_ROUTE_NAMES = ("interpreter",)
 GPU_ROUTES = [pytest.param(name, marks=pytest.mark.gpu) for name in GPU_ROUTE_NAMES]
-EXPORT_TARGET = {"jaxlib": "triton_kernel_call_ffi", "xla": _xla_native.CUSTOM_CALL_TARGET}
+EXPORT_TARGET = {"jaxlib": "triton_kernel_call_ffi", "xla": _xla_native.CUSTOM_CALL_NAME}
 
 # Every route: in tests/gpu the GPU routes, in tests/cpu the interpreter (`routes_of_the_folder`).
 every_route = pytest.mark.routes(*GPU_ROUTE_NAMES, *CPU_ROUTE_NAMES)

@@ -28,11 +28,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.backends._backend import Backend
+from jax_triton_rocm.backends._backend import ArchAnswers, Backend
 from jax_triton_rocm.backends.hip import _hip_files, _hip_prewarm
 from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.plan._plan import LaunchLimits, Target
+from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
 
 _compat.triton_info()  # a Triton that does not import at all fails here, with its own error
 try:
@@ -104,18 +104,23 @@ class HipBackend(Backend):
     asm_key = "amdgcn"
     compile_options = _vendors.VENDORS["rocm"].compile_options
 
-    def triton_target(self, target: Target) -> Any:
-        return GPUTarget("hip", target.arch, warp_size(target.arch))
+    def answers(self, arch: GpuArch) -> ArchAnswers:
+        # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
+        return ArchAnswers(arch, self.triton_gpu_target(arch), self.capability(arch),
+                           self.launch_site(arch))
+
+    def triton_gpu_target(self, arch: GpuArch) -> Any:
+        return GPUTarget("hip", arch.arch, warp_size(arch.arch))
 
     def triton_backend(self) -> type:
         return _triton_amd.HIPBackend
 
-    def capability(self, target: Target) -> int:
-        return gfx_capability(target.arch)
+    def capability(self, arch: GpuArch) -> int:
+        return gfx_capability(arch.arch)
 
-    def launch_limits(self, target: Target) -> LaunchLimits:
-        return LaunchLimits(target.arch, warp_size(target.arch),
-                            max_shared_bytes=MAX_SHARED_BYTES.get(target.arch,
+    def launch_limits(self, arch: GpuArch) -> LaunchLimits:
+        return LaunchLimits(arch.arch, warp_size(arch.arch),
+                            max_shared_bytes=MAX_SHARED_BYTES.get(arch.arch,
                                                                   DEFAULT_MAX_SHARED_BYTES),
                             max_threads_x=MAX_THREADS_X)
 
@@ -153,11 +158,11 @@ class HipBackend(Backend):
         """The path of this process's HSACO file for the kernel (one per kernel key)."""
         return _hip_files.HSACO_FOLDER.file_for(compiled.key, compiled.binary, compiled.name)
 
-    def check_launch(self, target: Target, num_ctas: int) -> None:
+    def check_launch(self, arch: GpuArch, num_ctas: int) -> None:
         if num_ctas != 1:
             raise ValueError(
                 f"num_ctas={num_ctas}: jaxlib launches ROCm kernels without thread-block "
-                f"clusters, so the target {target.arch} (from {target.source}) takes num_ctas=1 "
+                f"clusters, so the target {arch.arch} (from {arch.source}) takes num_ctas=1 "
                 f"only. Use num_ctas=1 (or leave it out).")
 
     def launch_warps(self, compiled: CompiledKernel) -> int:

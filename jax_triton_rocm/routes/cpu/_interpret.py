@@ -83,7 +83,7 @@ def resolve(ctx_avals_in: tuple, spec: KernelCallSpec) -> InterpretedCall:
     out_avals = tuple(jax.ShapeDtypeStruct(s.shape, s.dtype) for s in spec.out_shapes)
     in_avals = tuple(ctx_avals_in)
     [launch] = _plan.launches(spec, in_avals, out_avals,
-                              _plan.interpreter_target(_vendors.COMPILE_OPTIONS))
+                              _plan.interpreter_launch_site(_vendors.COMPILE_OPTIONS))
     # The interpreter compiles nothing at lowering: whether the call's arguments line up with
     # the kernel's parameters is asked here, not where a compile fails (`_kinds.check_failed`).
     _kinds.check(jit_fn, launch.bound, in_avals, out_avals, spec.kernel_name,

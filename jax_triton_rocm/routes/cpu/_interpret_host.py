@@ -73,19 +73,16 @@ class HostTensor:
 
 
 def interpreted(jit_fn: JITFunction) -> Any:
-    """Triton's `InterpretedFunction` for `jit_fn`, made once per function and kept in
-    `_state.INTERPRETED_TWINS`.
+    """Triton's `InterpretedFunction` for `jit_fn`, made once per function and kept in its
+    record (`_state.KERNEL_RECORDS`).
 
     Kept by id: hashing a JITFunction parses its source, which fails while the language is
-    patched. The function is kept beside its twin, so its id cannot be reused.
+    patched. The record holds the function, so its id cannot be reused.
     """
-    entry = _state.INTERPRETED_TWINS.get(id(jit_fn))
-    if entry is None:
-        from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.interpreter import InterpretedFunction
 
-        entry = _state.INTERPRETED_TWINS.put(
-            id(jit_fn), (jit_fn, InterpretedFunction(_named_as_defined(jit_fn.fn))))
-    return entry[1]
+    return _state.KERNEL_RECORDS.derived(
+        jit_fn, "interpreted", lambda: InterpretedFunction(_named_as_defined(jit_fn.fn)))
 
 
 def _named_as_defined(fn: Any) -> Any:

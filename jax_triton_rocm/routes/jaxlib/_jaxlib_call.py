@@ -1,12 +1,12 @@
 """jaxlib's Triton custom call: the route every vendor shares.
 
-Data flow, top to bottom: the compile target and what the plugin loads
-(`_arch.resolve_target`) -> the launches (`plan._plan`: configurations, warps, grids, zeroed
-outputs, arguments laid onto the kernel's parameters) -> every launch compiled at once through
-the shared kernel cache (`compile._parallel`, `compile._compile`) -> per kernel, the call as the
-installed jaxlib loads it (`kernel_image`), a plain kernel's kept for other shapes (`_planned`),
-with its parameters (`_params`; tensor descriptors by `_tma`) -> the call encoded (`_proto`,
-`_opaque`) -> a custom call in the module (`emit`).
+Read `lower_call` (where the call runs, and the memo), then `lower_uncached`, top to bottom:
+the launches (`plan._plan`: configurations, warps, grids, zeroed outputs, arguments laid onto
+the kernel's parameters), every launch compiled at once through the shared kernel cache
+(`compile._parallel`, `compile._compile`), per kernel the call as the installed jaxlib loads it
+(`kernel_image`; a plain kernel's plan kept for other shapes, `kept_plan`), its parameters
+(`_params`; tensor descriptors by `_tma`), the call encoded (`_proto`, `_opaque`); then a
+custom call in the module (`emit`).
 
 The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
 this module never asks which vendor it talks to. `routes._primitive` chooses between this route
@@ -16,16 +16,17 @@ and XLA's own (`_xla_native`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.backends._backend import Backend
+from jax_triton_rocm.backends._backend import ArchAnswers, Backend
 from jax_triton_rocm.base import _compat, _env, _state, _values
 from jax_triton_rocm.compile import _compile, _parallel
 from jax_triton_rocm.plan import _plan, _trampoline
-from jax_triton_rocm.plan._plan import Target
+from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.routes.jaxlib import _opaque, _params, _proto, _tma
 from jax_triton_rocm.spec import _kinds
@@ -43,9 +44,9 @@ class LoweredCall:
 
     opaque: bytes
     serialized: bytes
-    custom_call_target: str
+    custom_call_name: str
     features: _vendors.PluginFeatures
-    target: Target
+    arch: GpuArch
     kernels: tuple[_compile.CompiledKernel, ...]
     calls: tuple[_proto.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()
@@ -53,6 +54,98 @@ class LoweredCall:
     launches: tuple[_plan.Launch, ...] = ()  # as planned (the user's kernel's layout)
     has_side_effect: bool = False
     cost_estimate: tuple[tuple[str, int], ...] | None = None
+
+
+def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec) -> LoweredCall:
+    """The route's entry: where the call runs (`_arch.where_it_runs`), then `lower_uncached`,
+    kept in `_state.LOWERED_CALLS` (bounded: a call it forgot is encoded again) under the key
+    every route uses (`_choices.lowered_call`), with `Where`, whether the lowering is for
+    `jax.export` and the autotune target setting; a parameter that cannot be hashed just skips
+    the memo. Lowering the same call again (a new `jit` of a cached kernel, a retrace) encodes
+    nothing anew. No MLIR is emitted here (`emit`)."""
+    where = _arch.where_it_runs(backend, ctx, spec)
+    lowered = _choices.lowered_call(
+        "jaxlib", ctx, spec,
+        (where, where.exporting, _env.as_set(_env.ENV_AUTOTUNE_TARGET)),
+        functools.partial(lower_uncached, backend, ctx, spec, where), graph=where.globals)
+    _choices.report_undecided(lowered.undecided)
+    return lowered
+
+
+def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+                   where: _arch.Where) -> LoweredCall:
+    """One `triton_kernel_p` equation compiled and encoded, top-down: its launches compiled
+    with their images (`kept_plan`: a plain kernel's plan is kept, and refilled at new shapes),
+    each launch's parameters, the launches to encode (`_choose`), the encoded call (`_encode`)
+    and the opaque that carries it (`_opaque.compress`)."""
+    in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+    planned = kept_plan(backend, spec, where, in_avals, out_avals)
+    if spec.debug:
+        for _, _, kernel, _ in planned:
+            print(f"jax_triton_rocm: {kernel.name} for {where.arch.arch}\n--- TTIR ---\n"
+                  f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
+    # The parameters, as jaxlib passes them (a tensor descriptor's by `_tma`).
+    calls = [_params.kernel_call(image, launch, out_avals, spec.input_output_aliases,
+                                 _tma.descriptor_params(kernel, where.features, where.arch))
+             for _, launch, kernel, image in planned]
+    chosen, undecided = _choose(backend, ctx, spec, where.arch,
+                                [(launch, kernel) for launch, _, kernel, _ in planned], calls)
+    serialized, custom_call_name = _encode(
+        [call for _, call in chosen], [launch for (launch, _), _ in chosen], spec, in_avals)
+    return LoweredCall(
+        opaque=_opaque.compress(serialized, [_proto.kernel_bytes(call.kernel)
+                                             for _, call in chosen]),
+        serialized=serialized,
+        custom_call_name=custom_call_name,
+        features=where.features,
+        arch=where.arch,
+        kernels=tuple(kernel for (_, kernel), _ in chosen),
+        calls=tuple(call for _, call in chosen),
+        aliases=tuple(spec.input_output_aliases),
+        undecided=undecided,
+        launches=tuple(launch for (launch, _), _ in chosen),
+        has_side_effect=spec.has_side_effect,
+        cost_estimate=spec.cost_estimate,
+    )
+
+
+def kept_plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, in_avals: tuple,
+              out_avals: tuple) -> list[tuple]:
+    """`plan_uncached`, a plain kernel's kept in `_state.PLANS` by `_plan.plan_key` with the
+    architecture's launch limits, and refilled for a new call (`_plan.relaunch`): a new shape or
+    runtime scalar value compiles, lays out and encodes no kernel anew, and asks the backend
+    nothing."""
+    try:
+        key = _plan.plan_key(spec, in_avals, out_avals)
+    except TypeError:  # an unhashable parameter: no plan kept
+        key = None
+    entry = None if key is None else _state.PLANS.get((where, key))
+    if entry is not None:
+        limits, kept = entry[1]
+        launches = _plan.relaunch([launch for launch, _, _ in kept], spec, in_avals, out_avals,
+                                  limits)
+        return [(launch, _in_buffer_order(spec, launch, len(in_avals)), kernel, image)
+                for launch, (_, kernel, image) in zip(launches, kept)]
+    planned, limits = plan_uncached(backend, spec, where, in_avals, out_avals)
+    if key is not None:  # the launches kept as the plan laid them out, to be refilled
+        _state.PLANS.put((where, key), (spec.kernel, (limits, [
+            (launch, kernel, image) for launch, _, kernel, image in planned])))
+    return planned
+
+
+def plan_uncached(backend: Backend, spec: KernelCallSpec, where: _arch.Where, in_avals: tuple,
+                  out_avals: tuple) -> tuple[list[tuple], _plan.LaunchLimits]:
+    """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch of
+    the call, and the architecture's launch limits: the backend's answers for the architecture,
+    the launches (`_plan.launches`), compiled (`_compiled_launches`), and each kernel as the
+    installed jaxlib loads it (`kernel_image`)."""
+    answers = backend.answers(where.arch)
+    launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site)
+    compiled = _compiled_launches(backend, spec, answers, launches, in_avals, out_avals)
+    images = [kernel_image(backend, kernel, answers, where.features, devices=where.devices,
+                           with_ttir=spec.debug) for _, _, kernel in compiled]
+    return ([(*launched, image) for launched, image in zip(compiled, images)],
+            answers.launch_site.limits)
 
 
 def _in_buffer_order(spec: KernelCallSpec, launch: _plan.Launch,
@@ -63,26 +156,25 @@ def _in_buffer_order(spec: KernelCallSpec, launch: _plan.Launch,
     return _values.replaced(launch, bound=compiled.bound, jit_fn=compiled.jit_fn)
 
 
-def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
+def _compiled_launches(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers,
                        launches: list[_plan.Launch], in_avals: tuple,
                        out_avals: tuple) -> list[tuple]:
     """(launch, launch as jaxlib launches it, compiled kernel) for each launch that compiled
-    and fits the target; a kernel that fails to compile is asked whether the call's arguments
-    line up with its parameters (`_kinds.check_failed`)."""
-    triton_target = backend.triton_target(target)
+    and fits the architecture; a kernel that fails to compile is asked whether the call's
+    arguments line up with its parameters (`_kinds.check_failed`)."""
     ordered = [_in_buffer_order(spec, launch, len(in_avals)) for launch in launches]
     jobs = [_compile.make_job(
-        launch.jit_fn, triton_target, launch.bound, backend.triton_options(launch, spec),
-        arch=target.arch, gluon=launch.jit_fn.is_gluon(), binary_key=backend.binary_key,
-        asm_key=backend.asm_key)
+        launch.jit_fn, answers.triton_gpu_target, launch.bound,
+        backend.triton_options(launch, spec), arch=answers.arch.arch,
+        gluon=launch.jit_fn.is_gluon(), binary_key=backend.binary_key, asm_key=backend.asm_key)
         for launch in ordered]
     try:
-        compiled = _parallel.kept_configs(ordered, jobs, _parallel.compile_jobs(jobs))
+        compiled = _parallel.compiled_configs(ordered, jobs)
     except Exception as err:
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
-    limits = backend.launch_limits(target)
+    limits = answers.launch_site.limits
     kept = _kinds.keep_launchable(
         compiled, [limits.problem(shared_bytes=kernel.shared_mem_bytes)
                    for _, _, kernel in compiled],
@@ -91,11 +183,12 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, target: Target,
     return [(as_planned[id(in_order)], in_order, kernel) for in_order, _, kernel in kept]
 
 
-def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Target,
-                 features: _vendors.PluginFeatures, *, devices: Target | None = None,
+def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, answers: ArchAnswers,
+                 features: _vendors.PluginFeatures, *, devices: GpuArch | None = None,
                  with_ttir: bool = False) -> _proto.KernelImage:
     """The compiled kernel as the installed jaxlib loads it on `devices` (None: on devices of
-    `target`'s architecture), with its IR in `ttir` if asked (jaxlib reads it for nothing).
+    the architecture it was compiled for, `answers.arch`), with its IR in `ttir` if asked
+    (jaxlib reads it for nothing).
 
     Raises:
       ValueError: no form of the kernel loads on `devices` (`Backend.code_for_devices`).
@@ -108,9 +201,9 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Ta
             f"global scratch memory, which this jaxlib {backend.platform} plugin "
             f"({features.detected_from}) does not allocate. Upgrade jax and its plugin to "
             f"0.11.1 or newer.")
-    capability, object_file = backend.capability(target), None
+    capability, object_file = answers.capability, None
     if devices is not None:
-        ptx, capability = backend.code_for_devices(compiled, target, devices)
+        ptx, capability = backend.code_for_devices(compiled, answers.arch, devices)
     elif backend.embeds_binary(features):
         ptx, object_file = _proto.module_image_ptx(compiled.binary), compiled.binary
     else:
@@ -129,7 +222,7 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, target: Ta
     )
 
 
-def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Target,
+def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, arch: GpuArch,
             compiled: list, calls: list) -> tuple[list, _choices.Undecided | None]:
     """The launches to encode: the one remembered or forced (`_choices.pick`), else all of them.
 
@@ -143,7 +236,7 @@ def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, ta
     if kind is None:
         return pairs, None
     key = _choices.tune_key(
-        platform=backend.platform, arch=target.arch, device_kind=kind,
+        platform=backend.platform, arch=arch.arch, device_kind=kind,
         versions=(_compat.jaxlib_version(), _compat.triton_info().version),
         avals=tuple(ctx.avals_in) + tuple(ctx.avals_out), aliases=spec.input_output_aliases,
         configs=[(launch.description, kernel.binary, call.grid, call.params)
@@ -161,7 +254,7 @@ def _encode(calls: list, launches: list, spec: KernelCallSpec,
     name = spec.name
     if len(calls) == 1:
         serialized = _proto.encode_call(calls[0], name=name, metadata=spec.serialized_metadata)
-        return serialized, _compat.FFI_TARGET
+        return serialized, _compat.FFI_CALL_NAME
     # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
     # (operands, then results), so the output's index counts the operands before it.
     aliases = [_proto.Alias(i, len(in_avals) + o, _params.size_bytes(in_avals[i]))
@@ -169,111 +262,7 @@ def _encode(calls: list, launches: list, spec: KernelCallSpec,
     serialized = _proto.encode_autotuned_call(
         [(call, launch.description) for call, launch in zip(calls, launches)], aliases,
         call_name=f"{name} ({spec.kernel_name})", name=name, metadata=spec.serialized_metadata)
-    return serialized, _compat.autotuned_call_target()
-
-
-@dataclasses.dataclass(frozen=True)
-class _Where:
-    """What a lowering resolved beyond the call and its operands: the platform, the target, the
-    devices' architecture where it differs from the target (`_arch.foreign_devices`), the
-    plugin's features, what the kernel's call graph resolves to (`_compile.call_graph_key`:
-    sources and globals, with the Triton functions given as constexprs; a kept plan is one of
-    this graph's) and the vendor's settings."""
-
-    platform: str
-    target: Target
-    devices: Target | None
-    features: _vendors.PluginFeatures
-    globals: tuple
-    settings: tuple
-
-
-def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec) -> LoweredCall:
-    """Compiles and encodes one `triton_kernel_p` equation (no MLIR is emitted here).
-
-    Lowering the same call again (a new `jit` of a cached kernel, a retrace) encodes nothing
-    anew: the result is kept in `_state.LOWERED_CALLS` (bounded: a call it forgot is encoded
-    again), under the key every route uses (`_choices.lowered_call`), with `_Where`, whether the
-    lowering is for `jax.export` and the autotune target setting; a parameter that cannot be
-    hashed just skips the memo. A plain kernel lowered at new shapes or runtime scalar values
-    reuses its compiled plan (`_planned`).
-    """
-    target, features = _arch.resolve_target(backend, ctx, spec)
-    exporting = _arch.for_export(ctx)
-    if exporting:  # before the memos: a plan kept from another lowering may hold a path
-        backend.check_export(features)
-    where = _Where(backend.platform, target, _arch.foreign_devices(backend, ctx, spec, target),
-                   features, _compile.call_graph_key(spec),
-                   backend.lowering_settings())
-    lowered = _choices.lowered_call(
-        "jaxlib", ctx, spec, (where, exporting,
-                              _env.as_set(_env.ENV_AUTOTUNE_TARGET)),
-        lambda: _lower_call(backend, ctx, spec, where), graph=where.globals)
-    _choices.note_undecided(lowered.undecided)
-    return lowered
-
-
-def _planned(backend: Backend, spec: KernelCallSpec, where: _Where, in_avals: tuple,
-             out_avals: tuple) -> list[tuple]:
-    """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch of
-    the call. A plain kernel's are kept in `_state.PLANS` by `_plan.plan_key`, with the target's
-    launch limits, and refilled for a new call (`_plan.relaunch`): a new shape or runtime scalar
-    value compiles, lays out and encodes no kernel anew, and asks the backend nothing."""
-    try:
-        key = _plan.plan_key(spec, in_avals, out_avals)
-    except TypeError:  # an unhashable parameter: no plan kept
-        key = None
-    n_inputs = len(in_avals)
-    if key is not None:
-        key = (where, key)
-        entry = _state.PLANS.get(key)
-        if entry is not None:
-            limits, kept = entry[1]
-            launches = _plan.relaunch([launch for launch, _, _ in kept], spec, in_avals,
-                                      out_avals, limits)
-            return [(launch, _in_buffer_order(spec, launch, n_inputs), kernel, image)
-                    for launch, (_, kernel, image) in zip(launches, kept)]
-    target = _plan.gpu_target(backend, where.target)
-    launches = _plan.launches(spec, in_avals, out_avals, target)
-    compiled = _compiled_launches(backend, spec, where.target, launches, in_avals, out_avals)
-    images = [kernel_image(backend, kernel, where.target, where.features, devices=where.devices,
-                           with_ttir=spec.debug) for _, _, kernel in compiled]
-    if key is not None:  # the launches kept as the plan laid them out, to be refilled
-        _state.PLANS.put(key, (spec.kernel, (target.limits, [
-            (launch, kernel, image) for (launch, _, kernel), image in zip(compiled, images)])))
-    return [(*launched, image) for launched, image in zip(compiled, images)]
-
-
-def _lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                where: _Where) -> LoweredCall:
-    in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    planned = _planned(backend, spec, where, in_avals, out_avals)
-    if spec.debug:
-        for _, _, kernel, _ in planned:
-            print(f"jax_triton_rocm: {kernel.name} for {where.target.arch}\n--- TTIR ---\n"
-                  f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
-    calls = [_params.kernel_call(image, launch, out_avals, spec.input_output_aliases,
-                                 _tma.descriptor_params(kernel, where.features, where.target))
-             for _, launch, kernel, image in planned]
-    chosen, undecided = _choose(backend, ctx, spec, where.target,
-                                [(launch, kernel) for launch, _, kernel, _ in planned], calls)
-    serialized, custom_call_target = _encode(
-        [call for _, call in chosen], [launch for (launch, _), _ in chosen], spec, in_avals)
-    return LoweredCall(
-        opaque=_opaque.compress(serialized, [_proto.kernel_bytes(call.kernel)
-                                             for _, call in chosen]),
-        serialized=serialized,
-        custom_call_target=custom_call_target,
-        features=where.features,
-        target=where.target,
-        kernels=tuple(kernel for (_, kernel), _ in chosen),
-        calls=tuple(call for _, call in chosen),
-        aliases=tuple(spec.input_output_aliases),
-        undecided=undecided,
-        launches=tuple(launch for (launch, _), _ in chosen),
-        has_side_effect=spec.has_side_effect,
-        cost_estimate=spec.cost_estimate,
-    )
+    return serialized, _compat.autotuned_call_name()
 
 
 def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
@@ -281,8 +270,8 @@ def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
     from jax import ffi
 
     operand_output_aliases = dict(lowered.aliases)
-    if lowered.custom_call_target == _compat.FFI_TARGET:
-        rule = ffi.ffi_lowering(lowered.custom_call_target,
+    if lowered.custom_call_name == _compat.FFI_CALL_NAME:
+        rule = ffi.ffi_lowering(lowered.custom_call_name,
                                 operand_output_aliases=operand_output_aliases,
                                 has_side_effect=lowered.has_side_effect)
         attributes = {} if lowered.cost_estimate is None else {
@@ -290,8 +279,8 @@ def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
         return rule(ctx, *operands, opaque=lowered.opaque, **attributes)
     if lowered.cost_estimate is not None:  # the legacy target has no attributes to carry it
         logger.debug("jax_triton_rocm: cost_estimate dropped: %s carries no attributes",
-                     lowered.custom_call_target)
-    rule = ffi.ffi_lowering(lowered.custom_call_target, api_version=2,
+                     lowered.custom_call_name)
+    rule = ffi.ffi_lowering(lowered.custom_call_name, api_version=2,
                             backend_config=lowered.opaque,
                             operand_output_aliases=operand_output_aliases,
                             has_side_effect=lowered.has_side_effect)

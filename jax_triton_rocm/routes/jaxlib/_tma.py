@@ -84,8 +84,8 @@ def launch_types(sig_type: str, encoded: bool, vendor: Vendor) -> list[str]:
     return head + ["i32"] * rank + ["i64"] * rank
 
 
-def launch_params(desc: TensorDescriptor, types: Sequence[str],
-                  meta: Mapping[str, Any] | None) -> list[_proto.Param]:
+def one_descriptor_params(desc: TensorDescriptor, types: Sequence[str],
+                          meta: Mapping[str, Any] | None) -> list[_proto.Param]:
     """The jaxlib parameters for one descriptor, in kernel order; its base is the operand
     buffer the first of them consumes.
 
@@ -183,10 +183,10 @@ def check_launchable(vendor: Vendor, features: _vendors.PluginFeatures, *, kerne
 
 
 def descriptor_params(compiled: Any, features: _vendors.PluginFeatures,
-                      target: Any) -> Callable[[TensorDescriptor, int], list[_proto.Param]]:
+                      arch: Any) -> Callable[[TensorDescriptor, int], list[_proto.Param]]:
     """`params(descriptor, i)`: the jaxlib parameters of the kernel's descriptor number `i`
     (in launch order), as `compiled` (a `compile._compile.CompiledKernel`) takes them on
-    `target` (a `plan._plan.Target`).
+    `arch` (a `plan._plan.GpuArch`).
 
     Raises (when called):
       NotImplementedError: the plugin cannot encode the kernel's TMA descriptors
@@ -194,12 +194,12 @@ def descriptor_params(compiled: Any, features: _vendors.PluginFeatures,
       ValueError: a descriptor TMA cannot encode.
     """
     metas = list(compiled.metadata.get("tensordesc_meta") or ())
-    vendor = _vendors.vendor(target.platform)
 
     def params(desc: TensorDescriptor, i: int) -> list[_proto.Param]:
+        vendor = _vendors.vendor(arch.platform)  # asked only of a kernel with descriptors
         if metas:
-            check_launchable(vendor, features, kernel=compiled.name, arch=target.arch)
+            check_launchable(vendor, features, kernel=compiled.name, arch=arch.arch)
         types = launch_types(signature_type(desc), bool(metas), vendor)
-        return launch_params(desc, types, metas[i] if metas else None)
+        return one_descriptor_params(desc, types, metas[i] if metas else None)
 
     return params

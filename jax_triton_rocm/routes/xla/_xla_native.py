@@ -8,12 +8,12 @@ launches it as one of its own kernels. So the kernel is compiled in the form XLA
 each runtime scalar is a 0-d operand (a constant in the program) that it loads, and each output
 to zero is a zero-filled operand aliased to it (what jaxlib's call does with a memset).
 
-Which calls take the route is `routes._primitive`'s rule; which calls fit is `fit`. XLA reads
-the IR with the Triton dialect of the installed jaxlib, which may not read what the installed
-Triton wrote: the IR is parsed here first, in that dialect, and a kernel whose IR does not parse
-(with a warning, once per kernel), or whose function does not take one pointer per buffer,
-takes jaxlib's route instead, unless the call itself asked for XLA's (then it raises). What
-XLA's call reads and passes, and what fits it: docs/routes.md.
+Which calls take the route is `routes._primitive`'s rule; which calls fit is
+`unfit_before_compile`. XLA reads the IR with the Triton dialect of the installed jaxlib, which
+may not read what the installed Triton wrote: the IR is parsed here first, in that dialect, and
+a kernel whose IR does not parse (with a warning, once per kernel), or whose function does not
+take one pointer per buffer, takes jaxlib's route instead, unless the call itself asked for
+XLA's (then it raises). What XLA's call reads and passes, and what fits it: docs/routes.md.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _env, _state, _values
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
+from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.spec import _kinds, _layout, _spec
 from jax_triton_rocm.spec._spec import KernelCallSpec
@@ -134,7 +135,7 @@ def _triton_version() -> str:
 
 logger = logging.getLogger("jax_triton_rocm")
 
-CUSTOM_CALL_TARGET = _compat.XLA_TRITON_TARGET
+CUSTOM_CALL_NAME = _compat.XLA_TRITON_CALL_NAME
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,7 +162,7 @@ class Unfit:
     reason: str
 
 
-def fit(spec: KernelCallSpec) -> Unfit | None:
+def unfit_before_compile(spec: KernelCallSpec) -> Unfit | None:
     """The route's answer before any compile: why the call cannot take it (`Unfit`, as the
     route answers after planning or compiling too), or None if it may."""
     if not xla_triton_dialect():
@@ -192,23 +193,23 @@ def fit(spec: KernelCallSpec) -> Unfit | None:
 
 def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
           spec: KernelCallSpec) -> list | Unfit:
-    """Emits the call through XLA's Triton custom call (a call `fit` lets through); returns
-    its results, or why the planned or compiled kernel does not fit after all (nothing emitted).
+    """The route's entry: emits the call through XLA's Triton custom call; returns its results,
+    or why the call does not fit (`unfit_before_compile`), or why the planned or compiled
+    kernel does not fit after all (nothing emitted).
 
-    `backend` is the platform's `_backend.Backend`: it answers the target, Triton's target and
-    compile options, and the launch limits, exactly as for jaxlib's route.
-
-    The call XLA gets, or why it does not fit, is kept in `_state.LOWERED_CALLS` under the key
-    every route uses (`_choices.lowered_call`), with the platform and the target. A lowering of
-    the same call again compiles nothing anew; one at new scalar values compiles nothing either
-    (the kernel holds none).
+    Where the call runs (its architecture), then `lower_uncached` (through `kept_call`), kept in
+    `_state.LOWERED_CALLS` under the key every route uses (`_choices.lowered_call`), with the
+    platform and the architecture: a lowering of the same call again compiles nothing anew; one
+    at new scalar values compiles nothing either (the kernel holds none). Then `emit`.
     """
-    # The same target, and the same error where none can be known, as jaxlib's route.
-    target, _ = _arch.resolve_target(backend, ctx, spec)
+    if (unfit := unfit_before_compile(spec)) is not None:
+        return unfit
+    # The same architecture, and the same error where none can be known, as jaxlib's route.
+    arch, _ = _arch.resolve_arch(backend, ctx, spec)
     graph = _compile.call_graph_key(spec)
     call = _choices.lowered_call(
-        "xla", ctx, spec, (backend.platform, target),
-        functools.partial(_compiled_call, backend, ctx, spec, target, graph, tuple(ctx.avals_in),
+        "xla", ctx, spec, (backend.platform, arch),
+        functools.partial(kept_call, backend, ctx, spec, arch, graph, tuple(ctx.avals_in),
                           tuple(ctx.avals_out)), graph=graph)
     if isinstance(call, Unfit):
         return call
@@ -217,27 +218,18 @@ def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
     return emit(ctx, operands, call, spec.input_output_aliases, spec.has_side_effect, spec.name)
 
 
-def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, target: Any,
-                   graph: tuple, in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
-    """The call in the form XLA launches, or why it does not fit: its one launch compiled as
-    the trampoline XLA calls (`_trampoline.for_xla`) and its IR checked for this jaxlib
-    (`checked_ir`); unfit are an output to zero that shares an input's buffer, more shared
-    memory than the target has, global scratch memory, and IR XLA cannot take.
-
-    A plain kernel's call is kept in `_state.PLANS` by `_plan.plan_key` (with its call graph's
-    key, `graph`, and the target's launch limits), and refilled for a call at new shapes or
-    scalar values (`_plan.relaunch`: the grid, the scalars, the outputs to zero): the kernel
-    holds neither, and the backend is not asked again.
-
-    The call's one launch is a plain kernel's, or the one remembered for an autotuned call
-    (found by jaxlib's route, which keys choices on its compiled configs and runs the autotuner's
-    functions once)."""
+def kept_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, arch: GpuArch,
+              graph: tuple, in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
+    """`lower_uncached`, a plain kernel's call kept in `_state.PLANS` by `_plan.plan_key` (with
+    its call graph's key, `graph`, and the architecture's launch limits), and refilled for a
+    call at new shapes or scalar values (`_plan.relaunch`: the grid, the scalars, the outputs to
+    zero): the kernel holds neither, and the backend is not asked again."""
     try:
         key = _plan.plan_key(spec, in_avals, out_avals)
     except TypeError:  # an unhashable parameter: no plan kept
         key = None
     if key is not None:
-        key = (CUSTOM_CALL_TARGET, backend.platform, target, graph, key)
+        key = (CUSTOM_CALL_NAME, backend.platform, arch, graph, key)
         entry = _state.PLANS.get(key)
         if entry is not None:
             planned, call, limits = entry[1]
@@ -248,10 +240,31 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
                     k == 1 or _trampoline.scale(s.value) == k
                     for s, k in zip(scalars, call.scalar_scales, strict=True)):
                 return _values.replaced(call, grid=launch.grid, scalars=scalars)
-    limits = backend.launch_limits(target)
+    lowered = lower_uncached(backend, ctx, spec, arch, in_avals, out_avals)
+    if isinstance(lowered, Unfit):
+        return lowered
+    call, launch, limits = lowered
+    if key is not None:
+        # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
+        _state.PLANS.put(key, (spec.kernel, (launch, call, limits)))
+    return call
+
+
+def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+                   arch: GpuArch, in_avals: tuple,
+                   out_avals: tuple) -> tuple[NativeCall, _plan.Launch, _plan.LaunchLimits] | Unfit:
+    """The call in the form XLA launches, top-down, or why it does not fit: the backend's
+    answers for the architecture, the call's one launch (a plain kernel's, or the one
+    remembered for an autotuned call: found by jaxlib's route, which keys choices on its
+    compiled configs and runs the autotuner's functions once), compiled as the trampoline XLA
+    calls (`_trampoline.for_xla`), and its IR checked for this jaxlib (`checked_ir`); unfit
+    are an output to zero that shares an input's buffer, more shared memory than the
+    architecture has, global scratch memory, and IR XLA cannot take. Returns the call with
+    its launch as planned and the launch limits (what `kept_call` keeps to refill)."""
+    answers = backend.answers(arch)
+    limits = answers.launch_site.limits
     if spec.unwrapped.autotuner is None:
-        [launch] = _plan.launches(spec, in_avals, out_avals,
-                                  _plan.gpu_target(backend, target, limits))
+        [launch] = _plan.launches(spec, in_avals, out_avals, answers.launch_site)
     else:
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call
 
@@ -269,9 +282,9 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
                      "that buffer; XLA's call has no zeroing)")
     zero_avals = tuple([out_avals[o] for o in launch.zeroed])
     form = _trampoline.for_xla(spec.unwrapped.jit_fn, launch.bound, in_avals + zero_avals,
-                               out_avals, backend.triton_backend())
-    job = _compile.make_job(form.jit_fn, backend.triton_target(target), form.bound,
-                            backend.triton_options(launch, spec), arch=target.arch, gluon=False,
+                               out_avals, answers.launch_site.triton_backend)
+    job = _compile.make_job(form.jit_fn, answers.triton_gpu_target, form.bound,
+                            backend.triton_options(launch, spec), arch=arch.arch, gluon=False,
                             binary_key=backend.binary_key, asm_key=backend.asm_key)
     try:
         compiled = _compile.compile_job(job)
@@ -290,14 +303,10 @@ def _compiled_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
     ir = checked_ir(compiled, n_pointers)
     if isinstance(ir, Unfit):
         return ir
-    call = NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,
+    return NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,
                       num_stages=int(compiled.metadata.get("num_stages") or 1), grid=launch.grid,
                       scalars=form.scalar_operands, zeroed=tuple(launch.zeroed),
-                      scalar_scales=form.scalar_scales)
-    if key is not None:
-        # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
-        _state.PLANS.put(key, (spec.kernel, (launch, call, limits)))
-    return call
+                      scalar_scales=form.scalar_scales), launch, limits
 
 
 def _scalars(launch: _plan.Launch) -> tuple[_spec.Scalar, ...]:
@@ -346,7 +355,7 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
     result_types = [ir.RankedTensorType.get(aval.shape, mlir.dtype_to_ir_type(aval.dtype))
                     for aval in ctx.avals_out]
     op = mlir.custom_call(
-        CUSTOM_CALL_TARGET,
+        CUSTOM_CALL_NAME,
         result_types=result_types,
         operands=[*operands, *added],
         backend_config=backend_config,
