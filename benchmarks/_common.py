@@ -143,6 +143,23 @@ def median_seconds(fn, *args, repeats=30):
     return statistics.median(times)
 
 
+def torch_wall_us(run: Callable, length: int, repeats: int = 30) -> float:
+    """µs per call of PyTorch's `run()` (`length` launches), by `time.perf_counter()` from before
+    the first launch to the return of `torch.cuda.synchronize()` after the last (median of
+    `repeats`, after one warm-up): what a user waits for, as the package's side is timed."""
+    import torch
+
+    run()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) / length * 1e6
+
+
 def chain(op: Callable, length: int = CHAIN_LENGTH) -> Callable:
     """A jitted chain of `length` calls of `op(x, y)`, each on the previous result."""
     @jax.jit

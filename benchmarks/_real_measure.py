@@ -25,7 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from _common import chain, median_seconds, plain_add, platform, triton_add, xla_add_unfused
+from _common import (chain, median_seconds, plain_add, platform, torch_wall_us, triton_add,
+                     xla_add_unfused)
 from _real_cases import Case
 
 ROUTE_LOGGER = "jax_triton_rocm"
@@ -251,23 +252,6 @@ def cuda_event_us(run: Callable, length: int, repeats: int) -> float:
     return statistics.median(times)
 
 
-def wall_clock_us(run: Callable, length: int, repeats: int) -> float:
-    """µs per call of `run()`, `length` calls, by `time.perf_counter()` from before the first
-    launch to the return of `torch.cuda.synchronize()` after the last (median of `repeats`):
-    what a user waits for, measured as the package's side is."""
-    import torch
-
-    run()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) * 1e6 / length)
-    return statistics.median(times)
-
-
 def torch_side(case: Case, sizes: dict, state, consts, reference, length: int,
                repeats: int, device: str) -> dict:
     """PyTorch's result checked once, then µs per call of the same chain launched eagerly, by
@@ -290,7 +274,7 @@ def torch_side(case: Case, sizes: dict, state, consts, reference, length: int,
         return chained(state, consts)
 
     found["us"] = cuda_event_us(run, length, repeats)
-    found["wall_us"] = wall_clock_us(run, length, repeats)
+    found["wall_us"] = torch_wall_us(run, length, repeats)
     found["queued_us"] = cuda_event_us(lambda: [run() for _ in range(QUEUED)], length * QUEUED,
                                        max(3, repeats // 3))
     stream = torch.cuda.Stream()

@@ -56,7 +56,8 @@ from jax_triton_rocm.base import _compat
 import relower
 from _common import (CHAIN_LENGTH, DRY_RUN_ARCH, add_kernel, chain, forced_features,
                      gpu_missing, in_fresh_process, legacy_target, median_seconds, native_add,
-                     plain_add, platform, print_rows, triton_add, xla_add, xla_add_unfused)
+                     plain_add, platform, print_rows, torch_wall_us, triton_add, xla_add,
+                     xla_add_unfused)
 
 GOAL = 1.15
 # key -> (label, function of x and y, the custom call it must emit: None for XLA's own ops,
@@ -91,15 +92,7 @@ def torch_chain_per_kernel_us(length=CHAIN_LENGTH) -> dict[str, float]:
             add_kernel[(1,)](x, x, x.numel(), out, BLOCK=1024)
 
     def timed(run, repeats=30):
-        run()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            run()
-            torch.cuda.synchronize()
-            times.append(time.perf_counter() - start)
-        return statistics.median(times) / length * 1e6
+        return torch_wall_us(run, length, repeats)
 
     eager = timed(run_chain)
     graph = torch.cuda.CUDAGraph()

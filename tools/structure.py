@@ -222,8 +222,10 @@ def static_figures(root: str) -> dict:
     }
 
 
-_TRACE = r"""
-import inspect, json, sys
+# The child processes' common start: the package on `sys.path`, a plain add and its call (on
+# XLA's route where ROUTE is "xla").
+_ADD = r"""
+import inspect, json, os, sys
 sys.path.insert(0, ROOT)
 import jax, jax.numpy as jnp, triton, triton.language as tl
 import jax_triton_rocm as jtr
@@ -235,10 +237,14 @@ def add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask)
              + tl.load(y_ptr + offsets, mask=mask), mask=mask)
 
+OPTIONS = {"xla_native": True} if ROUTE == "xla" else {}
+
 def add(x, y):
     return jtr.triton_call(x, y, x.size, kernel=add_kernel, out_shape=x,
-                           grid=(triton.cdiv(x.size, 256),), BLOCK=256)
+                           grid=(triton.cdiv(x.size, 256),), BLOCK=256, **OPTIONS)
+"""
 
+_TRACE = _ADD + r"""
 x = jax.ShapeDtypeStruct((4096,), jnp.float32)
 
 def traced():
@@ -281,25 +287,7 @@ print(json.dumps({"cold": cold, "warm": warm, "new shape": new_shape}))
 """
 
 
-_PHASES = r"""
-import json, os, sys
-sys.path.insert(0, ROOT)
-import jax, jax.numpy as jnp, triton, triton.language as tl
-import jax_triton_rocm as jtr
-
-@triton.jit
-def add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask)
-             + tl.load(y_ptr + offsets, mask=mask), mask=mask)
-
-OPTIONS = {"xla_native": True} if ROUTE == "xla" else {}
-
-def add(x, y):
-    return jtr.triton_call(x, y, x.size, kernel=add_kernel, out_shape=x,
-                           grid=(triton.cdiv(x.size, 256),), BLOCK=256, **OPTIONS)
-
+_PHASES = _ADD + r"""
 def package_file(frame):
     name = frame.f_globals.get("__name__", "")
     path = frame.f_code.co_filename
@@ -373,7 +361,7 @@ def dynamic_figures(root: str) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         script = os.path.join(folder, "trace_one_call.py")  # Triton reads kernels from files
         with open(script, "w") as file:
-            file.write(_TRACE.replace("ROOT", repr(root)))
+            file.write(_TRACE.replace("ROOT", repr(root)).replace("ROUTE", repr("jaxlib")))
         result = subprocess.run([sys.executable, script], capture_output=True, text=True,
                                 env=env, cwd=root, timeout=600)
     if result.returncode:
