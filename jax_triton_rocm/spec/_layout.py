@@ -57,11 +57,6 @@ class ArgSource:
     path: tuple[int, ...] = ()
     descriptor: Any = None
 
-    @property
-    def key(self) -> int | tuple[int, ...]:
-        """Its key in `BoundKernel.specializations`: the position, or (position, *path)."""
-        return (self.position, *self.path) if self.path else self.position
-
 
 
 @dataclasses.dataclass

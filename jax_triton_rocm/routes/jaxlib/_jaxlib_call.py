@@ -61,15 +61,14 @@ def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec)
     kept in `_state.LOWERED_CALLS` (bounded: a call it forgot is encoded again) under the key
     every route uses (`_choices.lowered_call`), with `Where`, whether the lowering is for
     `jax.export` and the autotune target setting; a parameter that cannot be hashed just skips
-    the memo. Lowering the same call again (a new `jit` of a cached kernel, a retrace) encodes
-    nothing anew. No MLIR is emitted here (`emit`)."""
+    the memo (which tells a tuning session the call it left undecided). Lowering the same call
+    again (a new `jit` of a cached kernel, a retrace) encodes nothing anew. No MLIR is emitted
+    here (`emit`)."""
     where = _arch.where_it_runs(backend, ctx, spec)
-    lowered = _choices.lowered_call(
+    return _choices.lowered_call(
         "jaxlib", ctx, spec,
         (where, where.exporting, _env.as_set(_env.ENV_AUTOTUNE_TARGET)),
         functools.partial(lower_uncached, backend, ctx, spec, where), graph=where.globals)
-    _choices.report_undecided(lowered.undecided)
-    return lowered
 
 
 def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
