@@ -159,8 +159,9 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, answers: ArchAnsw
                        launches: list[_plan.Launch], in_avals: tuple,
                        out_avals: tuple) -> list[tuple]:
     """(launch, launch as jaxlib launches it, compiled kernel) for each launch that compiled
-    and fits the architecture; a kernel that fails to compile is asked whether the call's
-    arguments line up with its parameters (`_kinds.check_failed`)."""
+    and fits the architecture, checked for launch features no route provides
+    (`_kinds.keep_launchable_kernels`); a kernel that fails to compile is asked whether the
+    call's arguments line up with its parameters (`_kinds.check_failed`)."""
     ordered = [_in_buffer_order(spec, launch, len(in_avals)) for launch in launches]
     jobs = [_compile.make_job(
         launch.jit_fn, answers.triton_gpu_target, launch.bound,
@@ -174,10 +175,9 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, answers: ArchAnsw
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
     limits = answers.launch_site.limits
-    kept = _kinds.keep_launchable(
+    kept = _kinds.keep_launchable_kernels(
         compiled, [limits.problem(shared_bytes=kernel.shared_mem_bytes)
-                   for _, _, kernel in compiled],
-        _kinds.config_description, kernel=spec.kernel_name)
+                   for _, _, kernel in compiled], kernel=spec.kernel_name)
     as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
     return [(as_planned[id(in_order)], in_order, kernel) for in_order, _, kernel in kept]
 
@@ -193,7 +193,6 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, answers: A
       ValueError: no form of the kernel loads on `devices` (`Backend.code_for_devices`).
       NotImplementedError: the kernel needs what this plugin or jaxlib cannot do.
     """
-    _kinds.check_launch_features(compiled)
     if compiled.global_scratch_size and not features.global_scratch:
         raise NotImplementedError(
             f"Kernel {compiled.name} needs {compiled.global_scratch_size} bytes of Triton "
