@@ -50,6 +50,8 @@ class Backend(abc.ABC):
       arch_field, arch_keyword: the `KernelCallSpec` field through which a call names its own
         compile target, and the `triton_call` keyword that sets it, for messages (CUDA:
         `cuda_arch`, from `compute_capability=`); None where a call cannot name one.
+      lowering_variables: the environment variables this vendor reads when lowering (their
+        values are part of the lowered-call memo's key: `routes._arch.Where`).
     """
 
     platform: str = ""
@@ -59,6 +61,7 @@ class Backend(abc.ABC):
     every_compile_option: tuple[str, ...] = _vendors.COMPILE_OPTIONS
     arch_field: str | None = None
     arch_keyword: str = ""
+    lowering_variables: tuple[str, ...] = ()
     _option_names: frozenset[str] | None = None
 
     @abc.abstractmethod
@@ -170,10 +173,6 @@ class Backend(abc.ABC):
     def launch_warps(self, compiled: CompiledKernel) -> int:
         """The `num_warps` jaxlib needs to launch the block `compiled` was built for."""
         return compiled.num_warps
-
-    def lowering_settings(self) -> tuple:
-        """What this vendor reads from the environment when lowering (part of the memo's key)."""
-        return ()
 
     def after_encode(self, lowered: Any, ctx: LoweringRuleContext,
                      emit: Callable[..., Any]) -> None:
