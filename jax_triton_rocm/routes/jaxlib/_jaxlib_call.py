@@ -75,8 +75,8 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
                    where: _arch.Where) -> LoweredCall:
     """One `triton_kernel_p` equation compiled and encoded, top-down: its launches compiled
     with their images (`kept_plan`: a plain kernel's plan is kept, and refilled at new shapes),
-    each launch's parameters, the launches to encode (`_choose`), the encoded call (`_encode`)
-    and the opaque that carries it (`_opaque.compress`)."""
+    each launch's parameters, the launches to encode (`_choose`), the encoded call
+    (`_proto.encode`) and the opaque that carries it (`_opaque.compress`)."""
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     planned = kept_plan(backend, spec, where, in_avals, out_avals)
     if spec.debug:
@@ -89,13 +89,18 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
              for _, launch, kernel, image in planned]
     chosen, undecided = _choose(backend, ctx, spec, where.arch,
                                 [(launch, kernel) for launch, _, kernel, _ in planned], calls)
-    serialized, custom_call_name = _encode(
-        [call for _, call in chosen], [launch for (launch, _), _ in chosen], spec, in_avals)
+    # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
+    # (operands, then results), so the output's index counts the operands before it.
+    aliases = [] if len(chosen) == 1 else [
+        _proto.Alias(i, len(in_avals) + o, _params.size_bytes(in_avals[i]))
+        for i, o in spec.input_output_aliases]
+    encoded = _proto.encode([(call, launch.config.description) for (launch, _), call in chosen],
+                            aliases, name=spec.name, kernel_name=spec.kernel_name,
+                            metadata=spec.serialized_metadata)
     return LoweredCall(
-        opaque=_opaque.compress(serialized, [_proto.kernel_bytes(call.kernel)
-                                             for _, call in chosen]),
-        serialized=serialized,
-        custom_call_name=custom_call_name,
+        opaque=_opaque.compress(encoded.serialized, encoded.kernels),
+        serialized=encoded.serialized,
+        custom_call_name=encoded.custom_call_name,
         features=where.features,
         arch=where.arch,
         kernels=tuple(kernel for (_, kernel), _ in chosen),
@@ -244,23 +249,6 @@ def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, ar
     if index is None:
         return pairs, _choices.Undecided(key, descriptions, spec.kernel_name)
     return [pairs[index]], None
-
-
-def _encode(calls: list, launches: list, spec: KernelCallSpec,
-            in_avals: tuple) -> tuple[bytes, str]:
-    """The serialized call and its custom-call target: one kernel call, or an autotuned one."""
-    name = spec.name
-    if len(calls) == 1:
-        serialized = _proto.encode_call(calls[0], name=name, metadata=spec.serialized_metadata)
-        return serialized, _compat.FFI_CALL_NAME
-    # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
-    # (operands, then results), so the output's index counts the operands before it.
-    aliases = [_proto.Alias(i, len(in_avals) + o, _params.size_bytes(in_avals[i]))
-               for i, o in spec.input_output_aliases]
-    serialized = _proto.encode_autotuned_call(
-        [(call, launch.description) for call, launch in zip(calls, launches)], aliases,
-        call_name=f"{name} ({spec.kernel_name})", name=name, metadata=spec.serialized_metadata)
-    return serialized, _compat.autotuned_call_name()
 
 
 def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
