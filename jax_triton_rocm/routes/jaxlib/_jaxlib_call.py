@@ -168,11 +168,10 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, answers: ArchAnsw
     (`_kinds.keep_launchable_kernels`); a kernel that fails to compile is asked whether the
     call's arguments line up with its parameters (`_kinds.check_failed`)."""
     ordered = [_in_buffer_order(spec, launch, len(in_avals)) for launch in launches]
-    jobs = [_compile.make_job(
-        launch.jit_fn, answers.triton_gpu_target, launch.bound,
-        backend.triton_options(launch, spec), arch=answers.arch.arch,
-        gluon=launch.jit_fn.is_gluon(), binary_key=backend.binary_key, asm_key=backend.asm_key)
-        for launch in ordered]
+    jobs = [_compile.launch_job(
+        launch, spec, answers.triton_gpu_target, arch=answers.arch.arch,
+        compile_options=answers.compile_options, option_names=answers.option_names,
+        binary_key=backend.binary_key, asm_key=backend.asm_key) for launch in ordered]
     try:
         compiled = _parallel.compiled_configs(ordered, jobs)
     except Exception as err:
