@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.compile._compile import CompiledKernel
+from jax_triton_rocm.compile._compile import CompiledKernel, triton_options
 from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits, LaunchSite
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
@@ -29,13 +29,18 @@ if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
 @dataclasses.dataclass(frozen=True)
 class ArchAnswers:
     """What the backend answers for one architecture, asked once per compiled plan
-    (`Backend.answers`): Triton's `GPUTarget`, jaxlib's `compute_capability` field and what the
-    plan needs of where the launches run (`plan._plan.LaunchSite`)."""
+    (`Backend.answers`): Triton's `GPUTarget`, jaxlib's `compute_capability` field, what the
+    plan needs of where the launches run (`plan._plan.LaunchSite`), and what the compile reads
+    for its options (`compile._compile.triton_options`): the vendor's own compile options
+    (`Backend.compile_options`) and the fields of its Triton options class
+    (`Backend.triton_option_names`)."""
 
     arch: GpuArch
     triton_gpu_target: Any
     capability: int
     launch_site: LaunchSite
+    compile_options: tuple[str, ...]
+    option_names: frozenset[str]
 
 
 class Backend(abc.ABC):
@@ -50,6 +55,8 @@ class Backend(abc.ABC):
       arch_field, arch_keyword: the `KernelCallSpec` field through which a call names its own
         compile target, and the `triton_call` keyword that sets it, for messages (CUDA:
         `cuda_arch`, from `compute_capability=`); None where a call cannot name one.
+      lowering_variables: the environment variables this vendor reads when lowering (their
+        values are part of the lowered-call memo's key: `routes._arch.Where`).
     """
 
     platform: str = ""
@@ -59,12 +66,18 @@ class Backend(abc.ABC):
     every_compile_option: tuple[str, ...] = _vendors.COMPILE_OPTIONS
     arch_field: str | None = None
     arch_keyword: str = ""
+    lowering_variables: tuple[str, ...] = ()
     _option_names: frozenset[str] | None = None
 
     @abc.abstractmethod
     def answers(self, arch: GpuArch) -> ArchAnswers:
         """Every per-architecture answer at once (each vendor builds it in its own module, from
         its own methods below), so that the lowering asks the backend once per plan."""
+
+    def arch_answers(self, arch: GpuArch, triton_gpu_target: Any, capability: int) -> ArchAnswers:
+        """The `ArchAnswers` of `arch`, given the vendor's target and capability for it."""
+        return ArchAnswers(arch, triton_gpu_target, capability, self.launch_site(arch),
+                           self.compile_options, self.triton_option_names())
 
     def launch_site(self, arch: GpuArch) -> LaunchSite:
         """What the plan needs of `arch`, as this backend answers it."""
@@ -138,30 +151,16 @@ class Backend(abc.ABC):
         del arch, num_ctas
 
     def triton_options(self, launch: Launch, spec: KernelCallSpec) -> dict[str, Any]:
-        """Options for `triton.compile`: the common ones and this vendor's own where set.
-
-        Other vendors' options are left out, as Triton's backends do.
-        """
-        config = launch.config
-        options: dict[str, Any] = {
-            "num_warps": launch.num_warps,
-            "num_ctas": config.num_ctas,
-            "enable_fp_fusion": spec.enable_fp_fusion,
-            "debug": spec.debug,
-        }
-        if config.num_stages is not None:
-            options["num_stages"] = config.num_stages
-        options.update({name: config.options[name] for name in self.compile_options
-                        if config.options.get(name) is not None})
-        names = self.triton_option_names() if spec.backend_options else ()
-        options.update({name: value for name, value in spec.backend_options if name in names})
-        return options
+        """Options for `triton.compile` with this vendor's (`compile._compile.triton_options`);
+        the lowering reads the same from `ArchAnswers`."""
+        return triton_options(launch, spec, self.compile_options,
+                              self.triton_option_names() if spec.backend_options else frozenset())
 
     def triton_option_names(self) -> frozenset[str]:
         """The fields of this vendor's Triton options class (`CUDAOptions`, `HIPOptions`): what
         `triton_call(backend_options=...)` may set for this vendor."""
         if self._option_names is None:
-            example = GpuArch(self.platform, _vendors.vendor(self.platform).example_arch, "")
+            example = GpuArch(self.platform, _vendors.VENDORS[self.platform].example_arch, "")
             options = self.triton_backend()(self.triton_gpu_target(example)).parse_options(
                 dict(_READ_ONLY_OPTIONS))
             self._option_names = frozenset(field.name for field in dataclasses.fields(options))
@@ -170,10 +169,6 @@ class Backend(abc.ABC):
     def launch_warps(self, compiled: CompiledKernel) -> int:
         """The `num_warps` jaxlib needs to launch the block `compiled` was built for."""
         return compiled.num_warps
-
-    def lowering_settings(self) -> tuple:
-        """What this vendor reads from the environment when lowering (part of the memo's key)."""
-        return ()
 
     def after_encode(self, lowered: Any, ctx: LoweringRuleContext,
                      emit: Callable[..., Any]) -> None:

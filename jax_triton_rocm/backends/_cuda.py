@@ -91,8 +91,7 @@ class CudaBackend(Backend):
 
     def answers(self, arch: GpuArch) -> ArchAnswers:
         # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
-        return ArchAnswers(arch, self.triton_gpu_target(arch), self.capability(arch),
-                           self.launch_site(arch))
+        return self.arch_answers(arch, self.triton_gpu_target(arch), self.capability(arch))
 
     def triton_gpu_target(self, arch: GpuArch) -> Any:
         return GPUTarget("cuda", compute_capability(arch.arch), WARP_SIZE)

@@ -38,6 +38,7 @@ from jax_triton_rocm.spec._layout import BoundKernel
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
+    from jax_triton_rocm.plan._plan import Launch
     from jax_triton_rocm.spec._spec import KernelCallSpec
 
 
@@ -330,6 +331,45 @@ def make_job(jit_fn: JITFunction, triton_gpu_target: Any, bound: BoundKernel,
     key = kernel_key(jit_fn, triton_gpu_target, bound, options, gluon=gluon, graph=graph)
     return CompileJob(jit_fn, triton_gpu_target, arch, bound, dict(options), gluon, binary_key,
                       asm_key, key, graph)
+
+
+def triton_options(launch: Launch, spec: KernelCallSpec, compile_options: tuple[str, ...],
+                   option_names: frozenset[str]) -> dict[str, Any]:
+    """Options for `triton.compile` of `launch`: the common ones, the vendor's own among
+    `compile_options` where set, and the call's `backend_options` that name a field of the
+    vendor's Triton options class (`option_names`). Other vendors' options are left out, as
+    Triton's backends do."""
+    config = launch.config
+    options: dict[str, Any] = {
+        "num_warps": launch.num_warps,
+        "num_ctas": config.num_ctas,
+        "enable_fp_fusion": spec.enable_fp_fusion,
+        "debug": spec.debug,
+    }
+    if config.num_stages is not None:
+        options["num_stages"] = config.num_stages
+    options.update({name: config.options[name] for name in compile_options
+                    if config.options.get(name) is not None})
+    names = option_names if spec.backend_options else ()
+    options.update({name: value for name, value in spec.backend_options if name in names})
+    return options
+
+
+def launch_job(launch: Launch, spec: KernelCallSpec, triton_gpu_target: Any, *, arch: str,
+               compile_options: tuple[str, ...], option_names: frozenset[str], binary_key: str,
+               asm_key: str) -> CompileJob:
+    """The `CompileJob` of `launch` (its `jit_fn`, laid out as its `bound`) of `spec`, with the
+    options `triton_options` gives (`compile_options`, `option_names`: the vendor's)."""
+    return make_job(launch.jit_fn, triton_gpu_target, launch.bound,
+                    triton_options(launch, spec, compile_options, option_names), arch=arch,
+                    gluon=launch.jit_fn.is_gluon(), binary_key=binary_key, asm_key=asm_key)
+
+
+def compiled_launch(launch: Launch, spec: KernelCallSpec, triton_gpu_target: Any,
+                    **job: Any) -> CompiledKernel:
+    """`launch` of `spec` compiled in this thread (`compile_job` of its `launch_job`; `job`: the
+    rest of `launch_job`'s arguments)."""
+    return compile_job(launch_job(launch, spec, triton_gpu_target, **job))
 
 
 def run_triton(job: CompileJob) -> CompiledKernel:

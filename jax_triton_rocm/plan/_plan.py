@@ -494,31 +494,14 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
         grid=launch_grid(spec, config.meta, description=config.description,
                          limits=site.limits, num_warps=num_warps),
         zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
+        # Each parameter's dtype checked against the target's fp8 types as it is laid out.
         bound=_layout.lay_out_arguments(
             jit_fn, site.triton_backend,
             positional=spec.positional if config.positional is None else config.positional,
-            in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs),
+            in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs,
+            fp8_types=site.fp8_types, target=site.name),
         jit_fn=jit_fn,
     ) for config, num_warps in warps]
-    # Every config gives each parameter the same kind and dtype: the first launch speaks for all.
-    # All parameters' types at once (`element_types` flattens a tuple); per parameter only to
-    # name the one refused.
-    signature = planned[0].bound.signature
-    refused = [] if site.fp8_types is None or not any(
-        fp8 in _spec.FP8_DTYPES and fp8 not in site.fp8_types
-        for fp8 in _layout.element_types(tuple(signature.values()))) else [
-        (param, fp8) for param, types in signature.items()
-        for fp8 in _layout.element_types(types)
-        if fp8 in _spec.FP8_DTYPES and fp8 not in site.fp8_types]
-    if refused:
-        param, fp8 = refused[0]
-        taken = ", ".join(f"{_spec.FP8_DTYPES[t]} ({t})" for t in sorted(site.fp8_types)
-                          if t in _spec.FP8_DTYPES)
-        raise TypeError(
-            f"Kernel {kernel}'s parameter {param} is {_spec.FP8_DTYPES[fp8]} (Triton's "
-            f"{fp8}), which Triton does not compile for {site.name}; the fp8 dtypes it "
-            f"takes there are {taken}. Cast the array to one of those (x.astype(...)), or "
-            f"compile for a target that has {_spec.FP8_DTYPES[fp8]}.")
     return planned
 
 

@@ -47,8 +47,9 @@ class Where:
     platform, the architecture it compiles for, the devices' where they differ (`foreign_devices`),
     the plugin's features, what the kernel's call graph resolves to (`_compile.call_graph_key`:
     sources and globals, with the Triton functions given as constexprs; a kept plan is one of
-    this graph's), the vendor's settings, and whether the lowering is for `jax.export` (not
-    compared: the memo that needs it keys on it itself, a kept plan holds nothing of it)."""
+    this graph's), the vendor's settings (its `Backend.lowering_variables`' values), and whether
+    the lowering is for `jax.export` (not compared: the memo that needs it keys on it itself, a
+    kept plan holds nothing of it)."""
 
     platform: str
     arch: GpuArch
@@ -72,7 +73,8 @@ def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSp
     if exporting:  # before the memos: a plan kept from another lowering may hold a path
         backend.check_export(features)
     return Where(backend.platform, arch, foreign_devices(backend, ctx, spec, arch), features,
-                 _compile.call_graph_key(spec), backend.lowering_settings(), exporting)
+                 _compile.call_graph_key(spec),
+                 tuple([_env.as_set(name) for name in backend.lowering_variables]), exporting)
 
 
 def for_export(ctx: LoweringRuleContext) -> bool:

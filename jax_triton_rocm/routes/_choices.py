@@ -235,14 +235,18 @@ def lowered_call(route: str, ctx: LoweringRuleContext, spec: KernelCallSpec, dec
     (`_compile.graph_key`: a redefined helper or a changed global is a new key), the remembered
     and forced autotune choices (`STORE`'s generation, the tuning session's forced configs),
     and what else decides the route's result (`decides`: its target, ...). `graph` is the
-    graph's key where the route has it already. A key that cannot be hashed skips the memo."""
+    graph's key where the route has it already. A key that cannot be hashed skips the memo.
+    Each time, found or made, a call the lowering left undecided (a route's result with an
+    `undecided` field) is told to a tuning session (`report_undecided`)."""
     if graph is None:
         graph = _compile.call_graph_key(spec)
     current = _SESSION.get()
     forced = tuple(sorted(current.forced.items())) if current is not None else ()
     key = (route, tuple(ctx.avals_in), tuple(ctx.avals_out), spec, graph,
            (STORE.generation, forced), decides)
-    return _state.LOWERED_CALLS.memo(key, make)
+    lowered = _state.LOWERED_CALLS.memo(key, make)
+    report_undecided(getattr(lowered, "undecided", None))
+    return lowered
 
 
 def pick(key: str, descriptions: Sequence[str]) -> int | None:

@@ -540,6 +540,17 @@ def keep_launchable(items: Sequence[T], problems: Sequence[str | None],
     return kept
 
 
+def keep_launchable_kernels(items: Sequence[T], problems: Sequence[str | None], *,
+                            kernel: str) -> list[T]:
+    """`keep_launchable` for compiled launches (tuples ending with the compiled kernel), then
+    each kernel kept checked for a launch feature no route provides (`check_launch_features`).
+    """
+    kept = keep_launchable(items, problems, config_description, kernel=kernel)
+    for item in kept:
+        check_launch_features(item[-1])
+    return kept
+
+
 def config_description(item: Any) -> str:
     """The autotune description of a config, or of the first element of a (config, ...) tuple."""
     config = item[0] if isinstance(item, tuple) else item

@@ -57,11 +57,6 @@ class ArgSource:
     path: tuple[int, ...] = ()
     descriptor: Any = None
 
-    @property
-    def key(self) -> int | tuple[int, ...]:
-        """Its key in `BoundKernel.specializations`: the position, or (position, *path)."""
-        return (self.position, *self.path) if self.path else self.position
-
 
 
 @dataclasses.dataclass
@@ -235,10 +230,13 @@ def lay_out_arguments(
     in_avals: tuple[Any, ...],
     out_avals: tuple[Any, ...],
     constexprs: dict[str, Any],
+    fp8_types: tuple[str, ...] | None = None,
+    target: str = "",
 ) -> BoundKernel:
     """Lays a call's arguments onto the kernel's parameters, one parameter at a time, and checks
     each as it goes: a pointer's dtype against the parameter's annotation, a scalar's role, a
-    constexpr's value.
+    constexpr's value; then, where `fp8_types` is given, that every fp8 element type is one the
+    compiler for `target` takes (`check_fp8_types`).
 
     Two layouts. In the positional layout (what `triton_call` binds: "array" and "scalar"
     entries), the outputs' pointers follow the positional arguments and the remaining parameters
@@ -264,20 +262,46 @@ def lay_out_arguments(
       in_avals: the abstract values of the array operands.
       out_avals: the abstract values of the outputs.
       constexprs: values by parameter name (metaparams, config kwargs, heuristics).
+      fp8_types: Triton's fp8 types the target's compiler takes ("fp8e4nv", ...); None where
+        any is taken.
+      target: the target as messages name it ("sm_90").
 
     Raises:
       TypeError: too many or too few arguments, an array where a constexpr must be, a missing
         constexpr, a keyword that is no parameter of the kernel, an array its parameter's
-        annotation does not take; each names the kernel, the parameter and what to do.
+        annotation does not take, a buffer of an fp8 dtype the target's compiler refuses; each
+        names the kernel, the parameter and what to do.
       OverflowError: a scalar that does not fit its type (as `_spec.scalar`).
     """
     return _lay_out(jit_fn, backend, positional, in_avals, out_avals, constexprs,
-                    _spec.argument_types(jit_fn, positional, in_avals, out_avals, constexprs))
+                    _spec.argument_types(jit_fn, positional, in_avals, out_avals, constexprs),
+                    fp8_types, target)
+
+
+def check_fp8_types(signature: dict[str, Any], fp8_types: tuple[str, ...], *, kernel: str,
+                    target: str) -> None:
+    """Raises TypeError for the first parameter of `signature` with an fp8 element type that is
+    not among `fp8_types` (the target's), naming the parameter, its dtype, `target` and the fp8
+    dtypes it takes. All parameters' types are looked at once (`element_types` flattens a
+    tuple); per parameter only to name the one refused."""
+    if not any(fp8 in _spec.FP8_DTYPES and fp8 not in fp8_types
+               for fp8 in element_types(tuple(signature.values()))):
+        return
+    param, fp8 = next((param, fp8) for param, types in signature.items()
+                      for fp8 in element_types(types)
+                      if fp8 in _spec.FP8_DTYPES and fp8 not in fp8_types)
+    taken = ", ".join(f"{_spec.FP8_DTYPES[t]} ({t})" for t in sorted(fp8_types)
+                      if t in _spec.FP8_DTYPES)
+    raise TypeError(
+        f"Kernel {kernel}'s parameter {param} is {_spec.FP8_DTYPES[fp8]} (Triton's "
+        f"{fp8}), which Triton does not compile for {target}; the fp8 dtypes it "
+        f"takes there are {taken}. Cast the array to one of those (x.astype(...)), or "
+        f"compile for a target that has {_spec.FP8_DTYPES[fp8]}.")
 
 
 def _lay_out(jit_fn: JITFunction, backend: Any, positional: tuple, in_avals: tuple,
-             out_avals: tuple, constexprs: dict[str, Any],
-             types: _spec.ArgumentTypes) -> BoundKernel:
+             out_avals: tuple, constexprs: dict[str, Any], types: _spec.ArgumentTypes,
+             fp8_types: tuple[str, ...] | None = None, target: str = "") -> BoundKernel:
     """`lay_out_arguments`, with the call's values typed already (`types`)."""
     n_positional = len(positional)
     n_outputs = 0 if places_outputs(positional) else len(out_avals)
@@ -402,6 +426,8 @@ def _lay_out(jit_fn: JITFunction, backend: Any, positional: tuple, in_avals: tup
         sources.append(source)
         if kind == "array" and not tuple(aval.shape):
             zero_d_pointers.append(what)
+    if fp8_types is not None:
+        check_fp8_types(signature, fp8_types, kernel=name, target=target)
     return BoundKernel(signature, constants, attrs, tuple(sources), tuple(specializations),
                        tuple(zero_d_pointers))
 

@@ -103,11 +103,11 @@ class HipBackend(Backend):
     binary_key = "hsaco"
     asm_key = "amdgcn"
     compile_options = _vendors.VENDORS["rocm"].compile_options
+    lowering_variables = (_env.ENV_HSACO_DELIVERY,)
 
     def answers(self, arch: GpuArch) -> ArchAnswers:
         # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
-        return ArchAnswers(arch, self.triton_gpu_target(arch), self.capability(arch),
-                           self.launch_site(arch))
+        return self.arch_answers(arch, self.triton_gpu_target(arch), self.capability(arch))
 
     def triton_gpu_target(self, arch: GpuArch) -> Any:
         return GPUTarget("hip", arch.arch, warp_size(arch.arch))
@@ -132,9 +132,6 @@ class HipBackend(Backend):
 
     def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
         return delivery_mode(features) == "embedded"
-
-    def lowering_settings(self) -> tuple:
-        return (_env.as_set(_env.ENV_HSACO_DELIVERY),)
 
     def check_export(self, features: _vendors.PluginFeatures) -> None:
         """Path delivery names a file of this process, deleted at its exit: an exported program

@@ -61,23 +61,22 @@ def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec)
     kept in `_state.LOWERED_CALLS` (bounded: a call it forgot is encoded again) under the key
     every route uses (`_choices.lowered_call`), with `Where`, whether the lowering is for
     `jax.export` and the autotune target setting; a parameter that cannot be hashed just skips
-    the memo. Lowering the same call again (a new `jit` of a cached kernel, a retrace) encodes
-    nothing anew. No MLIR is emitted here (`emit`)."""
+    the memo (which tells a tuning session the call it left undecided). Lowering the same call
+    again (a new `jit` of a cached kernel, a retrace) encodes nothing anew. No MLIR is emitted
+    here (`emit`)."""
     where = _arch.where_it_runs(backend, ctx, spec)
-    lowered = _choices.lowered_call(
+    return _choices.lowered_call(
         "jaxlib", ctx, spec,
         (where, where.exporting, _env.as_set(_env.ENV_AUTOTUNE_TARGET)),
         functools.partial(lower_uncached, backend, ctx, spec, where), graph=where.globals)
-    _choices.report_undecided(lowered.undecided)
-    return lowered
 
 
 def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
                    where: _arch.Where) -> LoweredCall:
     """One `triton_kernel_p` equation compiled and encoded, top-down: its launches compiled
     with their images (`kept_plan`: a plain kernel's plan is kept, and refilled at new shapes),
-    each launch's parameters, the launches to encode (`_choose`), the encoded call (`_encode`)
-    and the opaque that carries it (`_opaque.compress`)."""
+    each launch's parameters, the launches to encode (`_choose`), the encoded call
+    (`_proto.encode`) and the opaque that carries it (`_opaque.compress`)."""
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     planned = kept_plan(backend, spec, where, in_avals, out_avals)
     if spec.debug:
@@ -90,13 +89,18 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
              for _, launch, kernel, image in planned]
     chosen, undecided = _choose(backend, ctx, spec, where.arch,
                                 [(launch, kernel) for launch, _, kernel, _ in planned], calls)
-    serialized, custom_call_name = _encode(
-        [call for _, call in chosen], [launch for (launch, _), _ in chosen], spec, in_avals)
+    # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
+    # (operands, then results), so the output's index counts the operands before it.
+    aliases = [] if len(chosen) == 1 else [
+        _proto.Alias(i, len(in_avals) + o, _params.size_bytes(in_avals[i]))
+        for i, o in spec.input_output_aliases]
+    encoded = _proto.encode([(call, launch.config.description) for (launch, _), call in chosen],
+                            aliases, name=spec.name, kernel_name=spec.kernel_name,
+                            metadata=spec.serialized_metadata)
     return LoweredCall(
-        opaque=_opaque.compress(serialized, [_proto.kernel_bytes(call.kernel)
-                                             for _, call in chosen]),
-        serialized=serialized,
-        custom_call_name=custom_call_name,
+        opaque=_opaque.compress(encoded.serialized, encoded.kernels),
+        serialized=encoded.serialized,
+        custom_call_name=encoded.custom_call_name,
         features=where.features,
         arch=where.arch,
         kernels=tuple(kernel for (_, kernel), _ in chosen),
@@ -160,14 +164,14 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, answers: ArchAnsw
                        launches: list[_plan.Launch], in_avals: tuple,
                        out_avals: tuple) -> list[tuple]:
     """(launch, launch as jaxlib launches it, compiled kernel) for each launch that compiled
-    and fits the architecture; a kernel that fails to compile is asked whether the call's
-    arguments line up with its parameters (`_kinds.check_failed`)."""
+    and fits the architecture, checked for launch features no route provides
+    (`_kinds.keep_launchable_kernels`); a kernel that fails to compile is asked whether the
+    call's arguments line up with its parameters (`_kinds.check_failed`)."""
     ordered = [_in_buffer_order(spec, launch, len(in_avals)) for launch in launches]
-    jobs = [_compile.make_job(
-        launch.jit_fn, answers.triton_gpu_target, launch.bound,
-        backend.triton_options(launch, spec), arch=answers.arch.arch,
-        gluon=launch.jit_fn.is_gluon(), binary_key=backend.binary_key, asm_key=backend.asm_key)
-        for launch in ordered]
+    jobs = [_compile.launch_job(
+        launch, spec, answers.triton_gpu_target, arch=answers.arch.arch,
+        compile_options=answers.compile_options, option_names=answers.option_names,
+        binary_key=backend.binary_key, asm_key=backend.asm_key) for launch in ordered]
     try:
         compiled = _parallel.compiled_configs(ordered, jobs)
     except Exception as err:
@@ -175,10 +179,9 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, answers: ArchAnsw
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
     limits = answers.launch_site.limits
-    kept = _kinds.keep_launchable(
+    kept = _kinds.keep_launchable_kernels(
         compiled, [limits.problem(shared_bytes=kernel.shared_mem_bytes)
-                   for _, _, kernel in compiled],
-        _kinds.config_description, kernel=spec.kernel_name)
+                   for _, _, kernel in compiled], kernel=spec.kernel_name)
     as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
     return [(as_planned[id(in_order)], in_order, kernel) for in_order, _, kernel in kept]
 
@@ -194,7 +197,6 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, answers: A
       ValueError: no form of the kernel loads on `devices` (`Backend.code_for_devices`).
       NotImplementedError: the kernel needs what this plugin or jaxlib cannot do.
     """
-    _kinds.check_launch_features(compiled)
     if compiled.global_scratch_size and not features.global_scratch:
         raise NotImplementedError(
             f"Kernel {compiled.name} needs {compiled.global_scratch_size} bytes of Triton "
@@ -246,23 +248,6 @@ def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, ar
     if index is None:
         return pairs, _choices.Undecided(key, descriptions, spec.kernel_name)
     return [pairs[index]], None
-
-
-def _encode(calls: list, launches: list, spec: KernelCallSpec,
-            in_avals: tuple) -> tuple[bytes, str]:
-    """The serialized call and its custom-call target: one kernel call, or an autotuned one."""
-    name = spec.name
-    if len(calls) == 1:
-        serialized = _proto.encode_call(calls[0], name=name, metadata=spec.serialized_metadata)
-        return serialized, _compat.FFI_CALL_NAME
-    # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
-    # (operands, then results), so the output's index counts the operands before it.
-    aliases = [_proto.Alias(i, len(in_avals) + o, _params.size_bytes(in_avals[i]))
-               for i, o in spec.input_output_aliases]
-    serialized = _proto.encode_autotuned_call(
-        [(call, launch.description) for call, launch in zip(calls, launches)], aliases,
-        call_name=f"{name} ({spec.kernel_name})", name=name, metadata=spec.serialized_metadata)
-    return serialized, _compat.autotuned_call_name()
 
 
 def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):

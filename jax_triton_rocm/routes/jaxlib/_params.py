@@ -58,7 +58,9 @@ def launch_params(bound: _layout.BoundKernel, out_avals: tuple, zeroed: set[int]
             params.extend(descriptors(source.descriptor, n_descriptors))
             n_descriptors += 1
             continue
-        divisibility = 16 if "D" in specs.get(source.key, "") else 0
+        # Its key in `BoundKernel.specializations`: the position, or (position, *path).
+        key = (source.position, *source.path) if source.path else source.position
+        divisibility = 16 if "D" in specs.get(key, "") else 0
         if source.kind == "output":
             zeroes = source.index if source.index in zeroed else None
         else:

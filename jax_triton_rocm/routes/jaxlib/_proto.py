@@ -8,7 +8,7 @@ import hashlib
 import zlib
 from collections.abc import Sequence
 
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.routes.jaxlib._proto_schema import MESSAGES
 
 MODULE_IMAGE_PTX_PREFIX = "jax_triton_rocm module_image sha256:"
@@ -145,6 +145,32 @@ def kernel_call_bytes(call: KernelCall) -> bytes:
             setattr(entry, param.kind, param.value)
     return (_length_delimited(1, kernel_bytes(call.kernel))
             + message.SerializeToString(deterministic=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class Encoded:
+    """A call encoded: its bytes, the custom call that takes them, and each kernel's bytes
+    (`kernel_bytes`, which the opaque keeps apart: `_opaque.compress`)."""
+
+    serialized: bytes
+    custom_call_name: str
+    kernels: tuple[bytes, ...]
+
+
+def encode(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias], *, name: str,
+           kernel_name: str, metadata: bytes = b"") -> Encoded:
+    """The call encoded: one kernel call (`encode_call`), or an autotuned one for several
+    (`encode_autotuned_call`, named after `name` and `kernel_name`), as (kernel call,
+    description) pairs; `aliases` are read for an autotuned call only."""
+    if len(configs) == 1:
+        serialized = encode_call(configs[0][0], name=name, metadata=metadata)
+        custom_call_name = _compat.FFI_CALL_NAME
+    else:
+        serialized = encode_autotuned_call(configs, aliases, call_name=f"{name} ({kernel_name})",
+                                           name=name, metadata=metadata)
+        custom_call_name = _compat.autotuned_call_name()
+    return Encoded(serialized, custom_call_name,
+                   tuple([kernel_bytes(call.kernel) for call, _ in configs]))
 
 
 def encode_call(call: KernelCall, *, name: str, metadata: bytes = b"") -> bytes:

@@ -283,11 +283,12 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
     zero_avals = tuple([out_avals[o] for o in launch.zeroed])
     form = _trampoline.for_xla(spec.unwrapped.jit_fn, launch.bound, in_avals + zero_avals,
                                out_avals, answers.launch_site.triton_backend)
-    job = _compile.make_job(form.jit_fn, answers.triton_gpu_target, form.bound,
-                            backend.triton_options(launch, spec), arch=arch.arch, gluon=False,
-                            binary_key=backend.binary_key, asm_key=backend.asm_key)
     try:
-        compiled = _compile.compile_job(job)
+        compiled = _compile.compiled_launch(
+            _values.replaced(launch, jit_fn=form.jit_fn, bound=form.bound), spec,
+            answers.triton_gpu_target, arch=arch.arch, compile_options=answers.compile_options,
+            option_names=answers.option_names, binary_key=backend.binary_key,
+            asm_key=backend.asm_key)
     except Exception as err:  # do the call's arguments line up with the kernel's parameters?
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
