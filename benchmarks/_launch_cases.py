@@ -114,7 +114,7 @@ class Row:
     """One measured chain: the kernel call (`OPS`) and what it carries."""
 
     op: str
-    variant: str  # "default", "ttir", "ptx_only", "native", "ffi", "xla"
+    variant: str  # "default", "ttir", "ptx_only", "ptx_text", "native", "ffi", "xla"
     label: str
 
     @property
@@ -139,6 +139,8 @@ ROWS = (
     Row("tuned_small", "ffi", "autotuned small: FFI target (forced)"),
     Row("tuned_big", "default", "autotuned big (2 configs): default target"),
     Row("tuned_big", "ffi", "autotuned big: FFI target (forced)"),
+    Row("small", "ptx_text", "small: FFI, CUBIN with its PTX text kept"),
+    Row("big", "ptx_text", "big: FFI, CUBIN with its PTX text kept"),
 )
 BASELINE_KEY = ROWS[0].key
 
@@ -150,6 +152,8 @@ COMPARISONS = (
     ("ttir empty / filled, 30 params", "wide/default", "wide/ttir"),
     ("PTX only / CUBIN, small", "small/ptx_only", "small/default"),
     ("PTX only / CUBIN, big", "big/ptx_only", "big/default"),
+    ("PTX text left out / kept, small", "small/default", "small/ptx_text"),
+    ("PTX text left out / kept, big", "big/default", "big/ptx_text"),
     ("30 params / 4 params", "wide/default", "small/default"),
     ("autotuned / single, small", "tuned_small/default", "small/default"),
     ("autotuned / single, big", "tuned_big/default", "big/default"),
@@ -209,6 +213,8 @@ def variant_context(variant: str, platform_name: str):
         return forced_features(platform_name, module_image=False)
     if variant == "ffi":
         return environment(_env.ENV_AUTOTUNE_TARGET, "ffi")
+    if variant == "ptx_text":
+        return environment(_env.ENV_KEEP_PTX_TEXT, "1")
     return contextlib.nullcontext()
 
 

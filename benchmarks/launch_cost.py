@@ -8,7 +8,8 @@ setting in a fresh process), and the ratio to XLA's own add kept unfused, for:
   branch (taken only for negative data) whose CUBIN is about 20 times larger;
 - the number of parameters: 4 (the add) against 30 (14 inputs, 15 scalars, 1 output);
 - what the proto carries besides: the CUBIN in `module_image` with `TritonKernel.ttir` empty
-  (the package's default), the same with `ttir` filled, and PTX only (no `module_image`: the
+  and the CUBIN's copy of its PTX text left out (the package's default), the same with that
+  copy kept (`JAX_TRITON_ROCM_KEEP_PTX_TEXT=1`), with `ttir` filled, and PTX only (no `module_image`: the
   `ptx` field holds the PTX text, which jaxlib's handler of 0.11.1+ hashes and copies at each
   launch, as it copies `ttir`);
 - autotuned calls (2 configs) against single ones, on the default (legacy) target and on the
@@ -105,6 +106,7 @@ def carried(lowered) -> dict:
         calls = [message.kernel_call]
     kernel = calls[0].kernel
     return {"opaque": len(first.opaque), "configs": len(calls),
+            "image": kernel.module_image.object_file,
             "binary": len(kernel.module_image.object_file) if kernel.HasField("module_image")
             else 0,
             "ttir": max(len(c.kernel.ttir) for c in calls),
@@ -116,12 +118,16 @@ def carried_problem(row: Row, seen: dict, embeds: bool) -> str | None:
     says whether the plugin loads the binary from `module_image` (jax 0.11.1+)."""
     if row.variant in ("default", "ffi") and seen["ttir"]:
         return "expected ttir empty"
-    if row.variant in ("default", "ffi", "ttir") and bool(seen["binary"]) != embeds:
+    if row.variant in ("default", "ffi", "ttir", "ptx_text") and bool(seen["binary"]) != embeds:
         return f"expected the binary {'in' if embeds else 'not in'} module_image"
     if row.variant == "ttir" and not seen["ttir"]:
         return "expected ttir filled"
     if row.variant == "ptx_only" and (seen["binary"] or seen["ptx"] < 1000):
         return "expected no module_image and the PTX text in ptx"
+    if embeds and row.variant in ("default", "ptx_text") and (
+            (b".entry " in seen["image"]) != (row.variant == "ptx_text")):
+        return ("expected the CUBIN's PTX text " + ("kept" if row.variant == "ptx_text"
+                                                    else "left out"))
     if row.op.startswith("tuned") and seen["configs"] != len(TUNED_CONFIGS):
         return f"expected {len(TUNED_CONFIGS)} configs"
     if row.op == "wide" and seen["params"] != 30:

@@ -106,6 +106,11 @@ class Backend(abc.ABC):
     def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
         """Whether the binary travels in `module_image` (else the `ptx` field carries it)."""
 
+    def launch_binary(self, binary: bytes) -> bytes:
+        """The binary as the call carries it in `module_image`: here as compiled; a vendor may
+        leave out what its driver never reads (`_cuda`: the CUBIN's copy of its PTX text)."""
+        return binary
+
     def check_export(self, features: _vendors.PluginFeatures) -> None:
         """Raises ValueError, naming the setting and the fix, where a lowering for `jax.export`
         would carry what only this process can load (a path into its temporary folder)."""

@@ -17,9 +17,9 @@ import re
 import subprocess
 from typing import Any
 
-from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.backends import _cubin, _vendors
 from jax_triton_rocm.backends._backend import ArchAnswers, Backend
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE
@@ -88,6 +88,7 @@ class CudaBackend(Backend):
     compile_options = _vendors.VENDORS["cuda"].compile_options
     arch_field = "cuda_arch"
     arch_keyword = "compute_capability="
+    lowering_variables = (_env.ENV_KEEP_PTX_TEXT,)
 
     def answers(self, arch: GpuArch) -> ArchAnswers:
         # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
@@ -109,6 +110,9 @@ class CudaBackend(Backend):
 
     def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
         return features.module_image
+
+    def launch_binary(self, binary: bytes) -> bytes:
+        return binary if _env.keep_ptx_text() else _cubin.without_ptx_text(binary)
 
     def ptx_field(self, compiled: CompiledKernel) -> str:
         return compiled.asm

@@ -29,9 +29,10 @@ ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
 ENV_KERNEL_CACHE_SIZE = "JAX_TRITON_ROCM_KERNEL_CACHE_SIZE"
 ENV_CALL_CACHE_SIZE = "JAX_TRITON_ROCM_CALL_CACHE_SIZE"
 ENV_REMEMBER_TRITON_KEY = "JAX_TRITON_ROCM_REMEMBER_TRITON_KEY"
+ENV_KEEP_PTX_TEXT = "JAX_TRITON_ROCM_KEEP_PTX_TEXT"
 PACKAGE_ENV_VARS = (ENV_TARGET_ARCH, ENV_HSACO_DELIVERY, ENV_PREWARM, ENV_AUTOTUNE_TARGET,
                     ENV_AUTOTUNE_DIR, ENV_COMPILE_THREADS, ENV_XLA_NATIVE, ENV_KERNEL_CACHE_SIZE,
-                    ENV_CALL_CACHE_SIZE, ENV_REMEMBER_TRITON_KEY)
+                    ENV_CALL_CACHE_SIZE, ENV_REMEMBER_TRITON_KEY, ENV_KEEP_PTX_TEXT)
 
 # Triton's and the system's variables the package reads: where Triton's folders are, for the
 # package's compiles and its warnings about them.
@@ -164,6 +165,12 @@ def remember_triton_key() -> bool:
     return bool(_flag(ENV_REMEMBER_TRITON_KEY, default=True))
 
 
+def keep_ptx_text() -> bool:
+    """`JAX_TRITON_ROCM_KEEP_PTX_TEXT`: True (1) keeps the copy of the PTX text that ptxas embeds
+    in a CUBIN, for a debugger or profiler to show; False (0, unset) leaves it out of the call."""
+    return bool(_flag(ENV_KEEP_PTX_TEXT, default=False))
+
+
 def cache_size(name: str) -> int:
     """The bound the cache-size variable `name` (`ENV_KERNEL_CACHE_SIZE` or
     `ENV_CALL_CACHE_SIZE`) sets (read at each use; unset: 1024)."""
@@ -234,6 +241,7 @@ VARIABLE_READERS: dict[str, Callable[[], Any]] = {
     ENV_KERNEL_CACHE_SIZE: kernel_cache_size,
     ENV_CALL_CACHE_SIZE: call_cache_size,
     ENV_REMEMBER_TRITON_KEY: remember_triton_key,
+    ENV_KEEP_PTX_TEXT: keep_ptx_text,
 }
 # The variables' values when `check_variables` last found them all valid.
 _CHECKED_VALUES: list[tuple[str | None, ...]] = []

@@ -2,6 +2,8 @@
 
 import struct
 
+from jax_triton_rocm.backends import _cubin
+
 EM_CUDA = 190
 EM_AMDGPU = 224
 # EF_AMDGPU_MACH values (LLVM's ELF.h) for the architectures the tests compile for.
@@ -41,3 +43,26 @@ def check_hsaco(binary: bytes, arch: str) -> None:
 def check_cubin(binary: bytes, capability: int) -> None:
     assert elf_machine(binary) == EM_CUDA
     assert cubin_sm(binary) == capability
+
+
+def elf_sections(binary: bytes) -> dict[str, tuple[int, int, int]]:
+    """Each section of a 64-bit little-endian ELF by name: (its header's offset in the file, its
+    data's offset, its size)."""
+    elf_header(binary)
+    shoff = struct.unpack_from("<Q", binary, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", binary, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", binary, shoff + i * shentsize)
+               for i in range(shnum)]
+    names_at = headers[shstrndx][4]
+    sections = {}
+    for i, header in enumerate(headers):
+        start = names_at + header[0]
+        name = binary[start:binary.index(b"\0", start)].decode()
+        sections[name] = (shoff + i * shentsize, header[4], header[5])
+    return sections
+
+
+def carried_form(binary: bytes, platform: str) -> bytes:
+    """What jaxlib's call carries in `module_image` for Triton's `binary`: on CUDA the CUBIN
+    without its PTX text (`_cubin`, checked in tests/cpu/test_cubin.py), on ROCm the HSACO."""
+    return _cubin.without_ptx_text(binary) if platform == "cuda" else binary

@@ -207,7 +207,8 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, answers: A
     if devices is not None:
         ptx, capability = backend.code_for_devices(compiled, answers.arch, devices)
     elif backend.embeds_binary(features):
-        ptx, object_file = _proto.module_image_ptx(compiled.binary), compiled.binary
+        object_file = backend.launch_binary(compiled.binary)
+        ptx = _proto.module_image_ptx(object_file)
     else:
         ptx = backend.ptx_field(compiled)
     return _proto.KernelImage(

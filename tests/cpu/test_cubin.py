@@ -1,0 +1,106 @@
+"""The CUBIN jaxlib's call carries leaves out the copy of the PTX text that ptxas embeds
+(`backends._cubin`), and nothing else: checked on CUBINs Triton cross-compiles for sm_90."""
+
+import random
+import struct
+import zlib
+
+import jax.numpy as jnp
+import pytest
+
+from jax_triton_rocm.backends import _cubin
+from jax_triton_rocm.routes.jaxlib import _proto
+from tests.support import kernels
+from tests.support.binary_utils import check_cubin, elf_sections
+from tests.support.lowering_utils import capture_one, spec
+
+PTX_TEXT = ".nv_debug_ptx_txt"
+M = spec((64, 128), jnp.float32)
+
+
+def _softmax(monkeypatch, keep: str | None):
+    if keep is None:
+        monkeypatch.delenv("JAX_TRITON_ROCM_KEEP_PTX_TEXT", raising=False)
+    else:
+        monkeypatch.setenv("JAX_TRITON_ROCM_KEEP_PTX_TEXT", keep)
+    lowered = capture_one(kernels.softmax, M, platform="cuda")
+    (compiled,) = lowered.kernels
+    return lowered, compiled, lowered.calls[0].kernel
+
+
+def test_the_carried_cubin_is_tritons_but_for_its_ptx_text(monkeypatch):
+    lowered, compiled, image = _softmax(monkeypatch, None)
+    carried, built = image.object_file, compiled.binary
+    check_cubin(carried, 90)
+    header_at, offset, size = elf_sections(built)[PTX_TEXT]
+    assert size > len(built) // 4  # a third here; 55 to 60% of a real kernel's CUBIN
+    assert b".entry softmax_kernel" in built[offset:offset + size]
+    # Every byte but the section's data and its header's size field is ptxas's.
+    size_field = slice(header_at + 32, header_at + 40)
+    outside = [(0, offset), (offset + size, header_at + 32), (header_at + 40, len(built))]
+    assert len(carried) == len(built)
+    for start, end in outside:
+        assert carried[start:end] == built[start:end]
+    assert carried[offset:offset + size] == bytes(size)
+    assert struct.unpack("<Q", carried[size_field])[0] == 0
+    assert elf_sections(carried)[PTX_TEXT] == (header_at, offset, 0)
+    # The machine code and the line tables are all there.
+    for name, (_, at, length) in elf_sections(built).items():
+        if name != PTX_TEXT:
+            assert elf_sections(carried)[name][2] == length
+            assert carried[at:at + length] == built[at:at + length], name
+    # jaxlib keys its loaded modules by the `ptx` field: the digest of what it loads.
+    assert image.ptx == _proto.module_image_ptx(carried)
+
+
+def test_the_opaque_shrinks_and_the_variable_keeps_the_ptx_text(monkeypatch):
+    stripped, compiled, image = _softmax(monkeypatch, None)
+    kept, _, kept_image = _softmax(monkeypatch, "1")
+    assert kept_image.object_file == compiled.binary
+    assert kept_image.ptx == _proto.module_image_ptx(compiled.binary)
+    assert len(stripped.opaque) < 0.8 * len(kept.opaque)  # 0.71 here; 0.4 for real kernels
+    assert zlib.decompress(stripped.opaque) != zlib.decompress(kept.opaque)
+
+
+def test_a_file_it_does_not_recognise_comes_back_as_it_was(monkeypatch):
+    _, compiled, _ = _softmax(monkeypatch, "1")
+    cubin = compiled.binary
+    header_at, _, _ = elf_sections(cubin)[PTX_TEXT]
+    index = (header_at - struct.unpack_from("<Q", cubin, 0x28)[0]) // 64
+
+    def with_section_field(field_at: int, value: int, fmt: str = "<I") -> bytes:
+        edited = bytearray(cubin)
+        struct.pack_into(fmt, edited, field_at, value)
+        return bytes(edited)
+
+    rela_at = elf_sections(cubin)[".rela.debug_line"][0]
+    not_ours = {
+        "not an ELF": b"PTX text " * 40,
+        "empty": b"",
+        "32-bit": cubin[:4] + b"\x01" + cubin[5:],
+        "big-endian": cubin[:5] + b"\x02" + cubin[6:],
+        "header cut off": cubin[:40],
+        "section table cut off": cubin[:struct.unpack_from("<Q", cubin, 0x28)[0] + 10],
+        "the section loaded (SHF_ALLOC)": with_section_field(header_at + 8, 0x2, "<Q"),
+        "the section not PROGBITS": with_section_field(header_at + 4, 8),
+        "the section out of bounds": with_section_field(header_at + 32, len(cubin), "<Q"),
+        "relocations against it": with_section_field(rela_at + 44, index),
+        "a section linked to it": with_section_field(rela_at + 40, index),
+    }
+    for why, data in not_ours.items():
+        assert _cubin.without_ptx_text(data) == data, why
+    # Cut or garbled anywhere, it never raises.
+    rng = random.Random(0)
+    for _ in range(300):
+        data = bytearray(cubin[:rng.randrange(len(cubin) + 1)])
+        for _ in range(rng.randrange(4)):
+            if data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        _cubin.without_ptx_text(bytes(data))
+
+
+@pytest.mark.parametrize("arch", ["gfx942"])
+def test_an_hsaco_travels_as_compiled(arch):
+    lowered = capture_one(kernels.softmax, M, platform="rocm", arch=arch)
+    (compiled,) = lowered.kernels
+    assert lowered.calls[0].kernel.object_file == compiled.binary
