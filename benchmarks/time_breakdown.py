@@ -17,10 +17,15 @@ trace's one clock, into:
 - final wait: from the last kernel's end until `block_until_ready` returns.
 
 and the host events that lie before the first kernel, by total time (the trace's own names:
-JAX's dispatch, XLA's executable and thunks, the CUDA driver's calls). Beside it, PyTorch's
+JAX's dispatch, XLA's executable and thunks, the CUDA driver's calls). The package's share of an
+execution is its own host time: from the call to its first kernel and from its last kernel to
+the wait's return (its total less its GPU span, both on the one clock of one execution). The two
+chains take turns, `--rounds` times, so that what the machine does meanwhile falls on both; the
+report gives each side's medians over all its executions and the package's share against XLA's,
+the median of the rounds' ratios with their range. Beside it, PyTorch's
 side of the same kernel by wall clock: `time.perf_counter()` around its 50 launches and a
-`torch.cuda.synchronize()`, as a user waits for it, and by CUDA events. The package's share of
-the wall time is its wall time less its GPU time, against the same for XLA's own chain.
+`torch.cuda.synchronize()`, as a user waits for it, and by CUDA events, and the package's wall
+time against PyTorch's wall time.
 
 `--check-on-cpu` needs no GPU: the chains at small sizes, the package's in Triton's
 interpreter, with the same annotations and split (no GPU columns: the CPU has no kernels).
@@ -102,13 +107,21 @@ def split_executions(events: list[dict], executions: int) -> list[dict]:
     return results
 
 
+def host_share(split: dict) -> float | None:
+    """An execution's host time outside its GPU span: its total less its GPU figure (None
+    without kernels)."""
+    return None if split["gpu"] is None else split["total"] - split["gpu"]
+
+
 def median_split(splits: list[dict]) -> dict:
-    """The median of each field over the executions (None where any is None), and the host
-    events' median µs, largest first."""
+    """The median of each field over the executions (None where any is None), the host share's
+    (`host_share`), and the host events' median µs, largest first."""
     out = {}
     for field in ("dispatch", "to_first_kernel", "gpu", "final_wait", "total"):
         values = [s[field] for s in splits]
         out[field] = None if not values or None in values else statistics.median(values)
+    shares = [host_share(s) for s in splits]
+    out["host_share"] = None if not shares or None in shares else statistics.median(shares)
     names = {name for s in splits for name in s["host"]}
     host = {name: statistics.median([s["host"].get(name, 0.0) for s in splits])
             for name in names}
@@ -116,8 +129,8 @@ def median_split(splits: list[dict]) -> dict:
     return out
 
 
-def profile_chain(fn, args, executions: int) -> dict:
-    """`fn(*args)` run `executions` times under JAX's profiler, each marked; its median split."""
+def profile_chain(fn, args, executions: int) -> list[dict]:
+    """`fn(*args)` run `executions` times under JAX's profiler, each marked; each one's split."""
     import jax
 
     jax.block_until_ready(fn(*args))
@@ -138,7 +151,7 @@ def profile_chain(fn, args, executions: int) -> dict:
     if len(splits) != executions:
         raise RuntimeError(f"the trace holds {len(splits)} of the {executions} marked "
                            f"executions")
-    return median_split(splits)
+    return splits
 
 
 def wall_us(fn, args, repeats: int) -> float:
@@ -191,7 +204,7 @@ def torch_side(case, sizes: dict, length: int, repeats: int) -> dict:
     return {"wall": statistics.median(walls), "events": statistics.median(events)}
 
 
-def measure(name: str, where: str, executions: int, repeats: int) -> dict:
+def measure(name: str, where: str, executions: int, repeats: int, rounds: int = 1) -> dict:
     import jax
 
     import _real_cases
@@ -202,11 +215,24 @@ def measure(name: str, where: str, executions: int, repeats: int) -> dict:
     length = CHAIN_LENGTH if where == "gpu" else 2
     state, consts = case.inputs(sizes, jax.random.PRNGKey(0))
     args = (tuple(state), tuple(consts))
-    result = {"kernel": name, "length": length}
-    for side, call in (("package", case.package), ("xla", case.reference)):
-        fn = jax.jit(chain_of(call, sizes, length))
-        result[side] = {"wall": wall_us(fn, args, repeats),
-                        **profile_chain(fn, args, executions)}
+    result = {"kernel": name, "length": length, "rounds": rounds}
+    sides = {"package": case.package, "xla": case.reference}
+    fns = {side: jax.jit(chain_of(call, sizes, length)) for side, call in sides.items()}
+    walls: dict = {side: [] for side in sides}
+    splits: dict = {side: [] for side in sides}
+    ratios = []
+    for _ in range(rounds):  # the sides take turns
+        shares = {}
+        for side, fn in fns.items():
+            walls[side].append(wall_us(fn, args, repeats))
+            found = profile_chain(fn, args, executions)
+            splits[side] += found
+            shares[side] = median_split(found)["host_share"]
+        if shares["package"] is not None and shares["xla"]:
+            ratios.append(shares["package"] / shares["xla"])
+    for side in sides:
+        result[side] = {"wall": statistics.median(walls[side]), **median_split(splits[side])}
+    result["share_ratios"] = ratios
     if where == "gpu":
         result["pytorch"] = torch_side(case, sizes, length, repeats)
     return result
@@ -216,23 +242,37 @@ def _fmt(value) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def _ratio_cell(ratios: list[float]) -> str:
+    """The median of the rounds' ratios, with their range where there are several."""
+    if not ratios:
+        return "-"
+    middle = f"{statistics.median(ratios):.2f}"
+    return middle if len(ratios) == 1 else f"{middle} ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
 def print_report(results: list[dict]) -> None:
     length = results[0]["length"] if results else CHAIN_LENGTH
+    rounds = results[0].get("rounds", 1) if results else 1
     print(f"µs per execution of a jitted chain of {length} calls (median), split on the "
-          f"profiler's clock; PyTorch: the same {length} launches:")
+          f"profiler's clock; host share: each execution's total less its GPU span; the two "
+          f"chains in turn, {rounds} round(s); PyTorch: the same {length} launches:")
     header = ("kernel", "side", "wall", "dispatch", "to 1st kernel", "GPU", "final wait",
-              "host share", "PyTorch wall", "PyTorch events")
+              "host share", "share / XLA's", "PyTorch wall", "PyTorch events",
+              "wall / PyTorch wall")
     rows = [header]
     for r in results:
         torch_wall = r.get("pytorch", {}).get("wall")
         torch_events = r.get("pytorch", {}).get("events")
         for side in ("package", "xla"):
             s = r[side]
-            share = None if s["gpu"] is None else s["wall"] - s["gpu"]
+            package = side == "package"
             rows.append((r["kernel"], side, _fmt(s["wall"]), _fmt(s["dispatch"]),
                          _fmt(s["to_first_kernel"]), _fmt(s["gpu"]), _fmt(s["final_wait"]),
-                         _fmt(share), _fmt(torch_wall) if side == "package" else "",
-                         _fmt(torch_events) if side == "package" else ""))
+                         _fmt(s.get("host_share")),
+                         _ratio_cell(r.get("share_ratios", [])) if package else "",
+                         _fmt(torch_wall) if package else "",
+                         _fmt(torch_events) if package else "",
+                         f"{s['wall'] / torch_wall:.3f}" if package and torch_wall else ""))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
     for row in rows:
         print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
@@ -250,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="profiled executions per chain (default 5)")
     parser.add_argument("--repeats", type=int, default=20,
                         help="timed executions per wall-clock figure (default 20)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="turns the two chains take, each a wall figure and profiled "
+                             "executions (default 3)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     parser.add_argument("--check-on-cpu", action="store_true",
                         help="small sizes, the package's chain in Triton's interpreter")
@@ -258,7 +301,10 @@ def main(argv: list[str] | None = None) -> int:
 
     kernels = _needs.chosen_kernels(parser, args.kernels, KERNELS)
     where = "cpu" if args.check_on_cpu else "gpu"
-    results = [measure(name, where, args.executions, args.repeats) for name in kernels]
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: give 1 or more")
+    results = [measure(name, where, args.executions, args.repeats, args.rounds)
+               for name in kernels]
     print_report(results)
     if args.json:
         with open(args.json, "w") as out:

@@ -48,3 +48,17 @@ def test_an_execution_without_kernels_has_no_gpu_figures():
     first, _ = tb.split_executions(events, 2)
     assert first["gpu"] is None and first["to_first_kernel"] is None
     assert first["total"] == 90
+
+
+def test_the_host_share_is_each_executions_total_less_its_gpu_span():
+    first, second = tb.split_executions(_trace(), 2)
+    assert tb.host_share(first) == 40 and tb.host_share(second) == 35
+    assert tb.median_split([first, second])["host_share"] == 37.5
+    events = [e for e in _trace() if e.get("pid") != 2 or e.get("ph") == "M"]
+    assert tb.median_split(tb.split_executions(events, 2))["host_share"] is None
+
+
+def test_the_share_ratio_cell_gives_the_rounds_median_and_range():
+    assert tb._ratio_cell([]) == "-"
+    assert tb._ratio_cell([1.234]) == "1.23"
+    assert tb._ratio_cell([1.3, 0.9, 1.1]) == "1.10 (0.90-1.30)"
