@@ -103,13 +103,9 @@ class Backend(abc.ABC):
         """What one block may use on `arch` (threads, shared memory)."""
 
     @abc.abstractmethod
-    def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
-        """Whether the binary travels in `module_image` (else the `ptx` field carries it)."""
-
-    def launch_binary(self, binary: bytes) -> bytes:
-        """The binary as the call carries it in `module_image`: here as compiled; a vendor may
-        leave out what its driver never reads (`_cuda`: the CUBIN's copy of its PTX text)."""
-        return binary
+    def carried_binary(self, binary: bytes, features: _vendors.PluginFeatures) -> bytes | None:
+        """The binary as it travels in `module_image`, or None where it does not (the `ptx`
+        field carries it then: `ptx_field`)."""
 
     def check_export(self, features: _vendors.PluginFeatures) -> None:
         """Raises ValueError, naming the setting and the fix, where a lowering for `jax.export`

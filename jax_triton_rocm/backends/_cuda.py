@@ -108,10 +108,11 @@ class CudaBackend(Backend):
                             max_shared_bytes=MAX_SHARED_BYTES.get(compute_capability(arch.arch)),
                             max_grid=(MAX_GRID_SIZE, 65535, 65535))
 
-    def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
-        return features.module_image
-
-    def launch_binary(self, binary: bytes) -> bytes:
+    def carried_binary(self, binary: bytes, features: _vendors.PluginFeatures) -> bytes | None:
+        """The CUBIN without the copy of its PTX text that ptxas embeds, which the driver never
+        reads (`_cubin`; `JAX_TRITON_ROCM_KEEP_PTX_TEXT=1` keeps it)."""
+        if not features.module_image:
+            return None
         return binary if _env.keep_ptx_text() else _cubin.without_ptx_text(binary)
 
     def ptx_field(self, compiled: CompiledKernel) -> str:

@@ -130,8 +130,9 @@ class HipBackend(Backend):
     def known_archs(self) -> tuple[str, ...]:
         return _llvm_amdgpu_processors()
 
-    def embeds_binary(self, features: _vendors.PluginFeatures) -> bool:
-        return delivery_mode(features) == "embedded"
+    def carried_binary(self, binary: bytes, features: _vendors.PluginFeatures) -> bytes | None:
+        """The HSACO as compiled, where it is delivered embedded (`delivery_mode`)."""
+        return binary if delivery_mode(features) == "embedded" else None
 
     def check_export(self, features: _vendors.PluginFeatures) -> None:
         """Path delivery names a file of this process, deleted at its exit: an exported program

@@ -206,8 +206,7 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, answers: A
     capability, object_file = answers.capability, None
     if devices is not None:
         ptx, capability = backend.code_for_devices(compiled, answers.arch, devices)
-    elif backend.embeds_binary(features):
-        object_file = backend.launch_binary(compiled.binary)
+    elif (object_file := backend.carried_binary(compiled.binary, features)) is not None:
         ptx = _proto.module_image_ptx(object_file)
     else:
         ptx = backend.ptx_field(compiled)
