@@ -91,8 +91,11 @@ def _safe_arch(platform: str, device: Any) -> str | None:
 
 def _delivery(platform: str, features: _vendors.PluginFeatures) -> str:
     if platform == "cuda":
-        return ("CUBIN in module_image (a digest of it in the ptx field)" if features.module_image
-                else "PTX, assembled by jaxlib's ptxas at load")
+        if not features.module_image:
+            return "PTX, assembled by jaxlib's ptxas at load"
+        kept = "with" if _env.keep_ptx_text() else "without"
+        return (f"CUBIN in module_image, {kept} its PTX text ({_env.ENV_KEEP_PTX_TEXT}); a "
+                f"digest of it in the ptx field")
     try:
         from jax_triton_rocm.backends.hip import _hip
 
