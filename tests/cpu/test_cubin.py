@@ -1,6 +1,7 @@
 """The CUBIN jaxlib's call carries leaves out the copy of the PTX text that ptxas embeds
 (`backends._cubin`), and nothing else: checked on CUBINs Triton cross-compiles for sm_90."""
 
+import dataclasses
 import random
 import struct
 import zlib
@@ -8,7 +9,7 @@ import zlib
 import jax.numpy as jnp
 import pytest
 
-from jax_triton_rocm.backends import _cubin
+from jax_triton_rocm.backends import _cubin, _vendors
 from jax_triton_rocm.routes.jaxlib import _proto
 from tests.support import kernels
 from tests.support.binary_utils import check_cubin, elf_sections
@@ -16,6 +17,17 @@ from tests.support.lowering_utils import capture_one, spec
 
 PTX_TEXT = ".nv_debug_ptx_txt"
 M = spec((64, 128), jnp.float32)
+
+
+@pytest.fixture(params=["installed plugin", "plugin without module_image"])
+def plugin(request, monkeypatch, fresh_caches):
+    """The installed CUDA plugin's features, or the same as an older plugin's (jaxlib < 0.11.1
+    reads no `module_image`: the PTX text travels in `ptx`)."""
+    if request.param != "installed plugin":
+        features = _vendors.plugin_features("cuda") or _vendors.assumed_features("cuda")
+        old = dataclasses.replace(features, module_image=False)
+        monkeypatch.setattr(_vendors, "plugin_features", lambda platform: old)
+    return request.param
 
 
 def _softmax(monkeypatch, keep: str | None):
@@ -28,9 +40,14 @@ def _softmax(monkeypatch, keep: str | None):
     return lowered, compiled, lowered.calls[0].kernel
 
 
-def test_the_carried_cubin_is_tritons_but_for_its_ptx_text(monkeypatch):
+def test_the_carried_cubin_is_tritons_but_for_its_ptx_text(monkeypatch, plugin):
     lowered, compiled, image = _softmax(monkeypatch, None)
-    carried, built = image.object_file, compiled.binary
+    built = compiled.binary
+    carried = _cubin.without_ptx_text(built)
+    if lowered.features.module_image:  # jaxlib 0.11.1+ loads the CUBIN the call carries
+        assert image.object_file == carried
+    else:  # an older one gets the PTX text in the `ptx` field, and no CUBIN
+        assert image.object_file is None and image.ptx == compiled.asm
     check_cubin(carried, 90)
     header_at, offset, size = elf_sections(built)[PTX_TEXT]
     assert size > len(built) // 4  # a third here; 55 to 60% of a real kernel's CUBIN
@@ -50,12 +67,16 @@ def test_the_carried_cubin_is_tritons_but_for_its_ptx_text(monkeypatch):
             assert elf_sections(carried)[name][2] == length
             assert carried[at:at + length] == built[at:at + length], name
     # jaxlib keys its loaded modules by the `ptx` field: the digest of what it loads.
-    assert image.ptx == _proto.module_image_ptx(carried)
+    if lowered.features.module_image:
+        assert image.ptx == _proto.module_image_ptx(carried)
 
 
-def test_the_opaque_shrinks_and_the_variable_keeps_the_ptx_text(monkeypatch):
+def test_the_opaque_shrinks_and_the_variable_keeps_the_ptx_text(monkeypatch, plugin):
     stripped, compiled, image = _softmax(monkeypatch, None)
     kept, _, kept_image = _softmax(monkeypatch, "1")
+    if not stripped.features.module_image:  # jaxlib < 0.11.1: PTX travels, the same either way
+        assert stripped.opaque == kept.opaque and kept_image.object_file is None
+        return
     assert kept_image.object_file == compiled.binary
     assert kept_image.ptx == _proto.module_image_ptx(compiled.binary)
     assert len(stripped.opaque) < 0.8 * len(kept.opaque)  # 0.71 here; 0.4 for real kernels
