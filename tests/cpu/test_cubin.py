@@ -121,9 +121,14 @@ def test_a_file_it_does_not_recognise_comes_back_as_it_was(monkeypatch):
         _cubin.without_ptx_text(bytes(data))
 
 
-@pytest.mark.parametrize("arch", ["gfx942"])
-def test_an_hsaco_travels_as_compiled(arch):
-    lowered = capture_one(kernels.softmax, M, platform="rocm", arch=arch)
+@pytest.mark.parametrize("module_image", [True, False], ids=["embedded", "path"])
+def test_an_hsaco_travels_as_compiled(monkeypatch, fresh_caches, module_image):
+    if not module_image:  # a ROCm plugin older than 0.11.1 reads the HSACO from a file
+        features = _vendors.plugin_features("rocm") or _vendors.assumed_features("rocm")
+        old = dataclasses.replace(features, plugin="jax_rocm7_plugin", module_image=False,
+                                  detected_from="jax-rocm7-plugin release 0.10.2")
+        monkeypatch.setattr(_vendors, "plugin_features", lambda platform: old)
+    lowered = capture_one(kernels.softmax, M, platform="rocm", arch="gfx942")
     (compiled,) = lowered.kernels
     image = lowered.calls[0].kernel
     if image.object_file is not None:  # embedded (jaxlib 0.11.1+)
