@@ -1,8 +1,8 @@
 """A CUBIN as jaxlib's call carries it: without the copy of its PTX text that ptxas embeds.
 
 Triton runs ptxas with `-lineinfo`, which embeds the kernel's whole PTX text in a section named
-`.nv_debug_ptx_txt` (55 to 60% of a real kernel's CUBIN) for debuggers and profilers to show
-beside the machine code. The driver never reads it; jaxlib's typed-FFI call copies and hashes
+`.nv_debug_ptx_txt` (most of a real kernel's CUBIN) for debuggers and profilers to show beside
+the machine code. The driver never reads it; jaxlib's typed-FFI call copies and hashes
 its compressed opaque, the binary included, at every launch. `without_ptx_text` empties that one
 section (its bytes zeroed, its size 0): every other byte of the file, the machine code, the line
 tables and the section numbering included, stays as ptxas wrote it. A file it does not recognise
