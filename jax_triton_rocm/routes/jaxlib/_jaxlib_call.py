@@ -165,7 +165,7 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, answers: ArchAnsw
                        out_avals: tuple) -> list[tuple]:
     """(launch, launch as jaxlib launches it, compiled kernel) for each launch that compiled
     and fits the architecture, checked for launch features no route provides
-    (`_kinds.keep_launchable_kernels`); a kernel that fails to compile is asked whether the
+    (`_plan.launchable_kernels`); a kernel that fails to compile is asked whether the
     call's arguments line up with its parameters (`_kinds.check_failed`)."""
     ordered = [_in_buffer_order(spec, launch, len(in_avals)) for launch in launches]
     jobs = [_compile.launch_job(
@@ -178,10 +178,7 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, answers: ArchAnsw
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
-    limits = answers.launch_site.limits
-    kept = _kinds.keep_launchable_kernels(
-        compiled, [limits.problem(shared_bytes=kernel.shared_mem_bytes)
-                   for _, _, kernel in compiled], kernel=spec.kernel_name)
+    kept = _plan.launchable_kernels(compiled, answers.launch_site.limits, kernel=spec.kernel_name)
     as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
     return [(as_planned[id(in_order)], in_order, kernel) for in_order, _, kernel in kept]
 

@@ -293,10 +293,9 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
-    problem = limits.problem(shared_bytes=compiled.shared_mem_bytes)
+    problem = _plan.kernel_problem(compiled, limits)  # raises for a launch feature
     if problem:
         return Unfit(problem)  # jaxlib's route raises it, with the kernel's name
-    _kinds.check_launch_features(compiled)
     if compiled.global_scratch_size:
         return Unfit(f"the kernel needs {compiled.global_scratch_size} bytes of Triton global "
                      f"scratch memory, which not every XLA allocates for this call")
