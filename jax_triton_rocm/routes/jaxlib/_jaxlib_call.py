@@ -1,12 +1,12 @@
 """jaxlib's Triton custom call: the route every vendor shares.
 
-Read `lower_call` (where the call runs, and the memo), then `lower_uncached`, top to bottom:
+Read `lower` (the call lowered, the backend told, the call emitted: `emit`), `lower_call`
+(where the call runs, and the memo), then `lower_uncached`, top to bottom:
 the launches (`plan._plan`: configurations, warps, grids, zeroed outputs, arguments laid onto
 the kernel's parameters), every launch compiled at once through the shared kernel cache
 (`compile._parallel`, `compile._compile`), per kernel the call as the installed jaxlib loads it
 (`kernel_image`; a plain kernel's plan kept for other shapes, `kept_plan`), its parameters
-(`_params`; tensor descriptors by `_tma`), the call encoded (`_proto`, `_opaque`); then a
-custom call in the module (`emit`).
+(`_params`; tensor descriptors by `_tma`), the call encoded (`_proto`, `_opaque`).
 
 The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
 this module never asks which vendor it talks to. `routes._primitive` chooses between this route
@@ -56,14 +56,24 @@ class LoweredCall:
     cost_estimate: tuple[tuple[str, int], ...] | None = None
 
 
+def lower(backend: Backend, ctx: LoweringRuleContext, operands: tuple,
+          spec: KernelCallSpec) -> tuple[list, LoweredCall]:
+    """The route's entry, as the route rule takes it (`routes._primitive.GpuRoutes.lower`): the
+    call lowered (`lower_call`), the backend told before it is emitted (`Backend.after_encode`:
+    ROCm's prewarm), and the custom call emitted (`emit`); returns its results and the lowered
+    call."""
+    lowered = lower_call(backend, ctx, spec)
+    backend.after_encode(lowered, ctx, emit)
+    return emit(ctx, operands, lowered), lowered
+
+
 def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec) -> LoweredCall:
-    """The route's entry: where the call runs (`_arch.where_it_runs`), then `lower_uncached`,
+    """The call lowered, without MLIR (`lower` emits it): where the call runs (`_arch.where_it_runs`), then `lower_uncached`,
     kept in `_state.LOWERED_CALLS` (bounded: a call it forgot is encoded again) under the key
     every route uses (`_choices.lowered_call`), with `Where`, whether the lowering is for
     `jax.export` and the autotune target setting; a parameter that cannot be hashed just skips
     the memo (which tells a tuning session the call it left undecided). Lowering the same call
-    again (a new `jit` of a cached kernel, a retrace) encodes nothing anew. No MLIR is emitted
-    here (`emit`)."""
+    again (a new `jit` of a cached kernel, a retrace) encodes nothing anew."""
     where = _arch.where_it_runs(backend, ctx, spec)
     return _choices.lowered_call(
         "jaxlib", ctx, spec,
