@@ -308,6 +308,8 @@ class CompileJob:
         ("cubin"/"ptx" on CUDA, "hsaco"/"amdgcn" on HIP).
       key: the kernel key (`kernel_key`).
       graph: what the kernel's call graph resolves to (`graph_key`).
+      symbol: the kernel's symbol in its binary (`spec._spec.Unwrapped.symbol`), which the
+        cache entry's binary must define (`_cache.compile_checked`).
     """
 
     jit_fn: JITFunction
@@ -320,17 +322,18 @@ class CompileJob:
     asm_key: str
     key: str
     graph: tuple = ((), ())
+    symbol: str = ""
 
 
 def make_job(jit_fn: JITFunction, triton_gpu_target: Any, bound: BoundKernel,
-             options: dict[str, Any],
-             *, arch: str, gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
+             options: dict[str, Any], *, arch: str, gluon: bool, binary_key: str, asm_key: str,
+             symbol: str) -> CompileJob:
     """A `CompileJob` for `triton_gpu_target` (`arch` as users name it), with its kernel key
     computed."""
     graph = graph_key(jit_fn)
     key = kernel_key(jit_fn, triton_gpu_target, bound, options, gluon=gluon, graph=graph)
     return CompileJob(jit_fn, triton_gpu_target, arch, bound, dict(options), gluon, binary_key,
-                      asm_key, key, graph)
+                      asm_key, key, graph, symbol)
 
 
 def triton_options(launch: Launch, spec: KernelCallSpec, compile_options: tuple[str, ...],
@@ -362,7 +365,8 @@ def launch_job(launch: Launch, spec: KernelCallSpec, triton_gpu_target: Any, *, 
     options `triton_options` gives (`compile_options`, `option_names`: the vendor's)."""
     return make_job(launch.jit_fn, triton_gpu_target, launch.bound,
                     triton_options(launch, spec, compile_options, option_names), arch=arch,
-                    gluon=launch.jit_fn.is_gluon(), binary_key=binary_key, asm_key=asm_key)
+                    gluon=launch.jit_fn.is_gluon(), binary_key=binary_key, asm_key=asm_key,
+                    symbol=spec.unwrapped.symbol)
 
 
 def compiled_launch(launch: Launch, spec: KernelCallSpec, triton_gpu_target: Any,
@@ -436,7 +440,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
             source.hash = widened_hash
         compiled = _cache.compile_in_usable_cache(triton, functools.partial(
             _cache.compile_checked, triton, source, job.triton_gpu_target, job.options,
-            job.binary_key, job.asm_key))
+            job.binary_key, job.asm_key, job.symbol))
         metadata = compiled.metadata
         meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
         meta.pop("target", None)

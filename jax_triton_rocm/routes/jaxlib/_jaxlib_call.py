@@ -166,7 +166,7 @@ def _in_buffer_order(spec: KernelCallSpec, launch: _plan.Launch,
                      n_inputs: int) -> _plan.Launch:
     """`launch` as jaxlib launches it: its kernel, or a trampoline that takes the buffers in
     jaxlib's order (`plan._trampoline.for_jaxlib`)."""
-    compiled = _trampoline.for_jaxlib(spec.unwrapped.jit_fn, launch.bound, n_inputs)
+    compiled = _trampoline.for_jaxlib(spec.unwrapped, launch.bound, n_inputs)
     return _values.replaced(launch, bound=compiled.bound, jit_fn=compiled.jit_fn)
 
 

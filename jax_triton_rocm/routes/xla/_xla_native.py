@@ -281,8 +281,8 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
         return Unfit("an output to zero shares its buffer with an input (jaxlib's call zeroes "
                      "that buffer; XLA's call has no zeroing)")
     zero_avals = tuple([out_avals[o] for o in launch.zeroed])
-    form = _trampoline.for_xla(spec.unwrapped.jit_fn, launch.bound, in_avals + zero_avals,
-                               out_avals, answers.launch_site.triton_backend)
+    form = _trampoline.for_xla(spec.unwrapped, launch.bound, in_avals + zero_avals, out_avals,
+                               answers.launch_site.triton_backend)
     try:
         compiled = _compile.compiled_launch(
             _values.replaced(launch, jit_fn=form.jit_fn, bound=form.bound), spec,
