@@ -32,7 +32,7 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _compat, _state
-from jax_triton_rocm.compile import _cache, _errors, _gluon
+from jax_triton_rocm.compile import _cache, _errors, _gluon, _parallel
 from jax_triton_rocm.spec._layout import BoundKernel
 
 if TYPE_CHECKING:
@@ -372,8 +372,18 @@ def launch_job(launch: Launch, spec: KernelCallSpec, triton_gpu_target: Any, *, 
 def compiled_launch(launch: Launch, spec: KernelCallSpec, triton_gpu_target: Any,
                     **job: Any) -> CompiledKernel:
     """`launch` of `spec` compiled in this thread (`compile_job` of its `launch_job`; `job`: the
-    rest of `launch_job`'s arguments)."""
+    rest of `launch_job`'s arguments): XLA's route, which compiles one launch."""
     return compile_job(launch_job(launch, spec, triton_gpu_target, **job))
+
+
+def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target: Any,
+                      **job: Any) -> list[tuple]:
+    """`launches` of `spec` compiled at once (`_parallel.compiled_configs`, each by `compile_job`
+    of its `launch_job`; `job`: the rest of `launch_job`'s arguments): (launch, job, compiled
+    kernel) for each launch whose kernel compiled, as `_parallel.kept_configs` keeps them
+    (jaxlib's route, which compiles every configuration of an autotuned call)."""
+    jobs = [launch_job(launch, spec, triton_gpu_target, **job) for launch in launches]
+    return _parallel.compiled_configs(launches, jobs, compile_job)
 
 
 def run_triton(job: CompileJob) -> CompiledKernel:

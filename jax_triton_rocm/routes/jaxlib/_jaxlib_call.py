@@ -4,7 +4,7 @@ Read `lower` (the call lowered, the backend told, the call emitted: `emit`), `lo
 (where the call runs, and the memo), then `lower_uncached`, top to bottom:
 the launches (`plan._plan`: configurations, warps, grids, zeroed outputs, arguments laid onto
 the kernel's parameters), every launch compiled at once through the shared kernel cache
-(`compile._parallel`, `compile._compile`), per kernel the call as the installed jaxlib loads it
+(`compile._compile.compiled_launches`), per kernel the call as the installed jaxlib loads it
 (`kernel_image`; a plain kernel's plan kept for other shapes, `kept_plan`), its parameters
 (`_params`; tensor descriptors by `_tma`), the call encoded (`_proto`, `_opaque`).
 
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import ArchAnswers, Backend
 from jax_triton_rocm.base import _compat, _env, _state, _values
-from jax_triton_rocm.compile import _compile, _parallel
+from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.routes import _arch, _choices
@@ -178,12 +178,11 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, answers: ArchAnsw
     (`_plan.launchable_kernels`); a kernel that fails to compile is asked whether the
     call's arguments line up with its parameters (`_kinds.check_failed`)."""
     ordered = [_in_buffer_order(spec, launch, len(in_avals)) for launch in launches]
-    jobs = [_compile.launch_job(
-        launch, spec, answers.triton_gpu_target, arch=answers.arch.arch,
-        compile_options=answers.compile_options, option_names=answers.option_names,
-        binary_key=backend.binary_key, asm_key=backend.asm_key) for launch in ordered]
     try:
-        compiled = _parallel.compiled_configs(ordered, jobs)
+        compiled = _compile.compiled_launches(
+            ordered, spec, answers.triton_gpu_target, arch=answers.arch.arch,
+            compile_options=answers.compile_options, option_names=answers.option_names,
+            binary_key=backend.binary_key, asm_key=backend.asm_key)
     except Exception as err:
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
