@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
 
-from jax_triton_rocm.base import _values
+from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.spec import _autotuner, _callbacks, _hooks, _layout, _spec
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE, KernelCallSpec, MetaGrid, normalize_grid
 
@@ -607,6 +607,52 @@ def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> tuple |
            spec.debug)
     hash(key)
     return key
+
+
+@dataclasses.dataclass(frozen=True)
+class Kept:
+    """A route's plan of one call as the plan memo keeps it (`kept`): what the route made of it
+    (`made`: the compiled kernels and their images, or the call), its launches as planned, and
+    the target's launch limits, which `relaunch` refills them within."""
+
+    made: Any
+    launches: tuple[Launch, ...]
+    limits: LaunchLimits | None
+
+
+def kept(place: Any, spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
+         plan: Callable[[], Any], refill: Callable[[Any, list[Launch]], Any]) -> Any:
+    """The plan memo, around a route's plan of the call, `plan()`: what it made of the call, kept
+    for a plain kernel (`Kept`, in `_state.PLANS`) by `place`, where the call runs as the route
+    names it, and `plan_key`. A later call of the same key gets `refill(made, launches)`, the
+    kept plan with its launches relaunched for the call (`relaunch`: the grid, the runtime
+    scalars, the outputs to zero), unless that is None (the route cannot take them: then
+    `plan()` again). So a plain kernel's new shape or scalar value compiles, lays out and
+    encodes nothing anew, and asks the backend nothing.
+
+    `plan()` returns a `Kept`, whose `made` is returned; anything else (a route's reason not to
+    take the call) is returned as it is, and nothing kept. An unhashable parameter keeps no plan.
+    """
+    try:
+        key = plan_key(spec, in_avals, out_avals)
+    except TypeError:  # an unhashable parameter: no plan kept
+        key = None
+    if key is not None:
+        key = (place, key)
+        entry = _state.PLANS.get(key)
+        if entry is not None:
+            found = entry[1]
+            refilled = refill(found.made, relaunch(list(found.launches), spec, in_avals,
+                                                   out_avals, found.limits))
+            if refilled is not None:
+                return refilled
+    made = plan()
+    if not isinstance(made, Kept):
+        return made
+    if key is not None:
+        # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
+        _state.PLANS.put(key, (spec.kernel, made))
+    return made.made
 
 
 def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,

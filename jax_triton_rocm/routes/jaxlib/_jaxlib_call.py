@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import ArchAnswers, Backend
-from jax_triton_rocm.base import _compat, _env, _state, _values
+from jax_triton_rocm.base import _compat, _env, _values
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.plan._plan import GpuArch
@@ -125,41 +125,37 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
 
 def kept_plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, in_avals: tuple,
               out_avals: tuple) -> list[tuple]:
-    """`plan_uncached`, a plain kernel's kept in `_state.PLANS` by `_plan.plan_key` with the
-    architecture's launch limits, and refilled for a new call (`_plan.relaunch`): a new shape or
-    runtime scalar value compiles, lays out and encodes no kernel anew, and asks the backend
-    nothing."""
-    try:
-        key = _plan.plan_key(spec, in_avals, out_avals)
-    except TypeError:  # an unhashable parameter: no plan kept
-        key = None
-    entry = None if key is None else _state.PLANS.get((where, key))
-    if entry is not None:
-        limits, kept = entry[1]
-        launches = _plan.relaunch([launch for launch, _, _ in kept], spec, in_avals, out_avals,
-                                  limits)
-        return [(launch, _in_buffer_order(spec, launch, len(in_avals)), kernel, image)
-                for launch, (_, kernel, image) in zip(launches, kept)]
-    planned, limits = plan_uncached(backend, spec, where, in_avals, out_avals)
-    if key is not None:  # the launches kept as the plan laid them out, to be refilled
-        _state.PLANS.put((where, key), (spec.kernel, (limits, [
-            (launch, kernel, image) for launch, _, kernel, image in planned])))
-    return planned
+    """`plan_uncached` in the plan memo (`_plan.kept`, by where the call runs): a plain kernel's
+    plan is kept, and refilled for a new call (`_refilled`): a new shape or runtime scalar value
+    compiles, lays out and encodes no kernel anew, and asks the backend nothing."""
+    return _plan.kept(where, spec, in_avals, out_avals,
+                      functools.partial(plan_uncached, backend, spec, where, in_avals, out_avals),
+                      functools.partial(_refilled, spec, len(in_avals)))
 
 
 def plan_uncached(backend: Backend, spec: KernelCallSpec, where: _arch.Where, in_avals: tuple,
-                  out_avals: tuple) -> tuple[list[tuple], _plan.LaunchLimits]:
+                  out_avals: tuple) -> _plan.Kept:
     """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch of
-    the call, and the architecture's launch limits: the backend's answers for the architecture,
-    the launches (`_plan.launches`), compiled (`_compiled_launches`), and each kernel as the
-    installed jaxlib loads it (`kernel_image`)."""
+    the call, as the plan memo keeps them (`_plan.Kept`, with the launches as planned and the
+    architecture's launch limits): the backend's answers for the architecture, the launches
+    (`_plan.launches`), compiled (`_compiled_launches`), and each kernel as the installed
+    jaxlib loads it (`kernel_image`)."""
     answers = backend.answers(where.arch)
     launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site)
     compiled = _compiled_launches(backend, spec, answers, launches, in_avals, out_avals)
     images = [kernel_image(backend, kernel, answers, where.features, devices=where.devices,
                            with_ttir=spec.debug) for _, _, kernel in compiled]
-    return ([(*launched, image) for launched, image in zip(compiled, images)],
-            answers.launch_site.limits)
+    planned = [(*launched, image) for launched, image in zip(compiled, images)]
+    return _plan.Kept(planned, tuple([launch for launch, _, _, _ in planned]),
+                      answers.launch_site.limits)
+
+
+def _refilled(spec: KernelCallSpec, n_inputs: int, planned: list[tuple],
+              launches: list[_plan.Launch]) -> list[tuple]:
+    """A kept plan (`plan_uncached`'s) with the launches of a new call (`_plan.relaunch`), each
+    as jaxlib launches it, with the kept kernels and images."""
+    return [(launch, _in_buffer_order(spec, launch, n_inputs), kernel, image)
+            for launch, (_, _, kernel, image) in zip(launches, planned)]
 
 
 def _in_buffer_order(spec: KernelCallSpec, launch: _plan.Launch,
