@@ -36,7 +36,6 @@ from typing import Any, TypeVar
 
 from jax_triton_rocm.base import _env, _files, _state
 from jax_triton_rocm.compile import _triton_key
-from jax_triton_rocm.spec import _spec
 
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -94,9 +93,10 @@ class Request:
 
 
 def compile_request(source: Any, target: Any, options: dict[str, Any], binary_ext: str = "",
-                    asm_ext: str = "") -> Request:
+                    asm_ext: str = "", symbol: str = "") -> Request:
     """The `Request` of `triton.compile(source, target=target, options=options)`, with its
-    options and hash computed as `triton.compile` does, by Triton's own functions."""
+    options and hash computed as `triton.compile` does, by Triton's own functions, for the kernel
+    whose symbol is `symbol` (where the entry is checked)."""
     from triton import knobs
     from triton.compiler import compiler
 
@@ -114,8 +114,6 @@ def compile_request(source: Any, target: Any, options: dict[str, Any], binary_ex
         extensions = frozenset((*stages, "source", source.ext, "json"))
     # Triton files the entry under the function's name, and names the symbol in the binary and
     # IR after the last dotted part of its qualified name (`add` for `pkg.add`).
-    jit_fn = getattr(source, "fn", None)
-    symbol = _spec.symbol_name(jit_fn) if hasattr(jit_fn, "fn") else source.name
     return Request(kernel=symbol, file_name=source.name[:150], target=target,
                    binary_ext=binary_ext, asm_ext=asm_ext, options=_as_json(vars(parsed)),
                    extensions=extensions,
@@ -380,8 +378,9 @@ def warn_damaged(path: str, problem: str, kernel: str) -> None:
 
 
 def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, Any],
-                    binary_ext: str, asm_ext: str) -> Any:
-    """`triton.compile(source, target=target, options=options)` from a checked cache entry.
+                    binary_ext: str, asm_ext: str, symbol: str) -> Any:
+    """`triton.compile(source, target=target, options=options)` from a checked cache entry, for
+    the kernel whose symbol in the binary is `symbol` (`spec._spec.symbol_name`).
 
     Before the compile, the entry it will read is checked (`entry_problem`; only in Triton's
     default file cache: a custom cache manager's layout is its own) and emptied if damaged.
@@ -397,7 +396,7 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
     from triton import knobs
     from triton.runtime.cache import get_cache_manager
 
-    request = compile_request(source, target, options, binary_ext, asm_ext)
+    request = compile_request(source, target, options, binary_ext, asm_ext, symbol)
     if knobs.cache.manager_class is None:
         if knobs.cache.dir:
             _files.warn_if_others_can_write(knobs.cache.dir, _setting("dir", knobs.cache.dir),

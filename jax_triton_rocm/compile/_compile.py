@@ -32,7 +32,7 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _compat, _state
-from jax_triton_rocm.compile import _cache, _errors, _gluon
+from jax_triton_rocm.compile import _cache, _errors, _gluon, _parallel
 from jax_triton_rocm.spec._layout import BoundKernel
 
 if TYPE_CHECKING:
@@ -308,6 +308,8 @@ class CompileJob:
         ("cubin"/"ptx" on CUDA, "hsaco"/"amdgcn" on HIP).
       key: the kernel key (`kernel_key`).
       graph: what the kernel's call graph resolves to (`graph_key`).
+      symbol: the kernel's symbol in its binary (`spec._spec.Unwrapped.symbol`), which the
+        cache entry's binary must define (`_cache.compile_checked`).
     """
 
     jit_fn: JITFunction
@@ -320,17 +322,18 @@ class CompileJob:
     asm_key: str
     key: str
     graph: tuple = ((), ())
+    symbol: str = ""
 
 
 def make_job(jit_fn: JITFunction, triton_gpu_target: Any, bound: BoundKernel,
-             options: dict[str, Any],
-             *, arch: str, gluon: bool, binary_key: str, asm_key: str) -> CompileJob:
+             options: dict[str, Any], *, arch: str, gluon: bool, binary_key: str, asm_key: str,
+             symbol: str) -> CompileJob:
     """A `CompileJob` for `triton_gpu_target` (`arch` as users name it), with its kernel key
     computed."""
     graph = graph_key(jit_fn)
     key = kernel_key(jit_fn, triton_gpu_target, bound, options, gluon=gluon, graph=graph)
     return CompileJob(jit_fn, triton_gpu_target, arch, bound, dict(options), gluon, binary_key,
-                      asm_key, key, graph)
+                      asm_key, key, graph, symbol)
 
 
 def triton_options(launch: Launch, spec: KernelCallSpec, compile_options: tuple[str, ...],
@@ -362,14 +365,25 @@ def launch_job(launch: Launch, spec: KernelCallSpec, triton_gpu_target: Any, *, 
     options `triton_options` gives (`compile_options`, `option_names`: the vendor's)."""
     return make_job(launch.jit_fn, triton_gpu_target, launch.bound,
                     triton_options(launch, spec, compile_options, option_names), arch=arch,
-                    gluon=launch.jit_fn.is_gluon(), binary_key=binary_key, asm_key=asm_key)
+                    gluon=launch.jit_fn.is_gluon(), binary_key=binary_key, asm_key=asm_key,
+                    symbol=spec.unwrapped.symbol)
 
 
 def compiled_launch(launch: Launch, spec: KernelCallSpec, triton_gpu_target: Any,
                     **job: Any) -> CompiledKernel:
     """`launch` of `spec` compiled in this thread (`compile_job` of its `launch_job`; `job`: the
-    rest of `launch_job`'s arguments)."""
+    rest of `launch_job`'s arguments): XLA's route, which compiles one launch."""
     return compile_job(launch_job(launch, spec, triton_gpu_target, **job))
+
+
+def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target: Any,
+                      **job: Any) -> list[tuple]:
+    """`launches` of `spec` compiled at once (`_parallel.compiled_configs`, each by `compile_job`
+    of its `launch_job`; `job`: the rest of `launch_job`'s arguments): (launch, job, compiled
+    kernel) for each launch whose kernel compiled, as `_parallel.kept_configs` keeps them
+    (jaxlib's route, which compiles every configuration of an autotuned call)."""
+    jobs = [launch_job(launch, spec, triton_gpu_target, **job) for launch in launches]
+    return _parallel.compiled_configs(launches, jobs, compile_job)
 
 
 def run_triton(job: CompileJob) -> CompiledKernel:
@@ -436,7 +450,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
             source.hash = widened_hash
         compiled = _cache.compile_in_usable_cache(triton, functools.partial(
             _cache.compile_checked, triton, source, job.triton_gpu_target, job.options,
-            job.binary_key, job.asm_key))
+            job.binary_key, job.asm_key, job.symbol))
         metadata = compiled.metadata
         meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
         meta.pop("target", None)

@@ -14,12 +14,15 @@ Environment (read at each lowering):
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _env, _state, _values
-from jax_triton_rocm.compile import _compile
+
+if TYPE_CHECKING:  # `_compile` compiles through this module, handing it `compile_job`
+    from jax_triton_rocm.compile._compile import CompileJob
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -39,27 +42,30 @@ def thread_count(jobs: int) -> int:
     return max(1, min(jobs, limit or 1))
 
 
-def _capture(job: _compile.CompileJob) -> Result:
+def _capture(compile_job: Callable[[CompileJob], Any], job: CompileJob) -> Result:
     try:
-        return _compile.compile_job(job)
+        return compile_job(job)
     except Exception as err:  # noqa: BLE001  (returned, so the caller sees every config's fate)
         return err
 
 
-def compile_jobs(jobs: Sequence[_compile.CompileJob]) -> list[Result]:
-    """Compiles `jobs` at once; returns, in order, each CompiledKernel or the error it raised."""
+def compile_jobs(jobs: Sequence[CompileJob],
+                 compile_job: Callable[[CompileJob], Any]) -> list[Result]:
+    """Compiles `jobs` at once, each by `compile_job` (`_compile.compile_job`); returns, in
+    order, each CompiledKernel or the error it raised."""
     missing = sum(1 for job in jobs if job.key not in _state.COMPILED_KERNELS)
     if len(jobs) == 1 or missing == 0:  # every re-lowering of a cached call: no pool
-        return [_capture(job) for job in jobs]
+        return [_capture(compile_job, job) for job in jobs]
     with concurrent.futures.ThreadPoolExecutor(
             max_workers=thread_count(missing), thread_name_prefix="jax_triton_rocm") as pool:
-        return list(pool.map(_capture, jobs))
+        return list(pool.map(functools.partial(_capture, compile_job), jobs))
 
 
-def compiled_configs(configs: list, jobs: list) -> list[tuple]:
+def compiled_configs(configs: list, jobs: list,
+                     compile_job: Callable[[CompileJob], Any]) -> list[tuple]:
     """`jobs` compiled at once (`compile_jobs`), one per config: (config, job, compiled kernel)
     for each config whose kernel compiled, as `kept_configs` keeps them."""
-    return kept_configs(configs, jobs, compile_jobs(jobs))
+    return kept_configs(configs, jobs, compile_jobs(jobs, compile_job))
 
 
 def skippable_config_errors() -> tuple[type[BaseException], ...]:

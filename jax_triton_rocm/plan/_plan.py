@@ -11,9 +11,10 @@ normalised; batched along `batch_grid_axis` under `jax.vmap`), within the target
 outputs to zero, and the arguments laid onto the kernel's parameters (`_layout`).
 
 The target a call compiles for (`GpuArch`), and what one block may use there (`LaunchLimits`,
-filled in by each vendor's backend), checked at lowering instead of failing at launch: a plain
-call that breaks a limit gets a ValueError naming the setting, the target and the limit; an
-autotuned call drops the configs that break one, and fails only when none is left.
+filled in by each vendor's backend), checked at lowering instead of failing at launch, and
+again once compiled (`launchable_kernels`, `kernel_problem`): a plain call that breaks a limit
+gets a ValueError naming the setting, the target and the limit; an autotuned call drops the
+configs that break one, and fails only when none is left.
 
 The order in which heuristics, configs and hooks run, and what each sees: docs/design.md,
 "Launch configurations".
@@ -23,18 +24,23 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
 
-from jax_triton_rocm.base import _values
-from jax_triton_rocm.spec import _autotuner, _callbacks, _hooks, _kinds, _layout, _spec
+from jax_triton_rocm.base import _state, _values
+from jax_triton_rocm.spec import _autotuner, _callbacks, _hooks, _layout, _spec
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE, KernelCallSpec, MetaGrid, normalize_grid
 
 if TYPE_CHECKING:
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
+
+logger = logging.getLogger("jax_triton_rocm")
+
+T = TypeVar("T")
 
 
 LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
@@ -485,9 +491,8 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
             site.check_ctas(config.num_ctas)
     warps = [(config, config.num_warps or DEFAULT_NUM_WARPS) for config in configs]
     if site.limits is not None:
-        warps = _kinds.keep_launchable(
-            warps, [site.limits.problem(num_warps) for _, num_warps in warps],
-            _kinds.config_description, kernel=kernel)
+        warps = keep_launchable(warps, [site.limits.problem(num_warps) for _, num_warps in warps],
+                                config_description, kernel=kernel)
     planned = [Launch(
         config=config,
         num_warps=num_warps,
@@ -503,6 +508,80 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
         jit_fn=jit_fn,
     ) for config, num_warps in warps]
     return planned
+
+
+def keep_launchable(items: Sequence[T], problems: Sequence[str | None],
+                    describe: Callable[[T], str], *, kernel: str) -> list[T]:
+    """The items (one per launch config) whose problem (`problems`, one per item: why it cannot
+    launch, or None) is None.
+
+    Raises:
+      ValueError: a single item with a problem, or every item of several; names each problem.
+    """
+    problems = list(zip(items, problems))
+    kept = [item for item, problem in problems if problem is None]
+    if len(items) == 1 and not kept:
+        raise ValueError(f"Kernel {kernel} cannot launch: {problems[0][1]}.")
+    if not kept:
+        listed = "; ".join(f"config ({describe(item)}): {problem}" for item, problem in problems)
+        raise ValueError(f"Kernel {kernel}: no autotune config can launch. {listed}.")
+    for item, problem in problems:
+        if problem is not None:
+            logger.debug("jax_triton_rocm: autotune config (%s) of kernel %s dropped: %s",
+                         describe(item), kernel, problem)
+    return kept
+
+
+def config_description(item: Any) -> str:
+    """The autotune description of a config, or of the first element of a (config, ...) tuple."""
+    config = item[0] if isinstance(item, tuple) else item
+    return config.description
+
+
+def launchable_kernels(compiled: Sequence[T], limits: LaunchLimits, *, kernel: str) -> list[T]:
+    """The compiled launches (tuples ending with the compiled kernel) whose kernel's shared
+    memory fits `limits` (`keep_launchable`), each one kept checked for a launch feature no
+    route provides (`check_launch_features`): jaxlib's route, once its launches compiled.
+
+    Raises:
+      ValueError: as `keep_launchable`.
+      NotImplementedError: as `check_launch_features`.
+    """
+    kept = keep_launchable(
+        compiled, [limits.problem(shared_bytes=item[-1].shared_mem_bytes) for item in compiled],
+        config_description, kernel=kernel)
+    for item in kept:
+        check_launch_features(item[-1])
+    return kept
+
+
+def kernel_problem(compiled: Any, limits: LaunchLimits) -> str | None:
+    """Why a compiled kernel (`compile._compile.CompiledKernel`) cannot launch within `limits`
+    (its shared memory), or None, once checked for a launch feature no route provides
+    (`check_launch_features`): XLA's route, once its launch compiled.
+
+    Raises:
+      NotImplementedError: as `check_launch_features`.
+    """
+    problem = limits.problem(shared_bytes=compiled.shared_mem_bytes)
+    if problem is None:
+        check_launch_features(compiled)
+    return problem
+
+
+def check_launch_features(compiled: Any) -> None:
+    """Raises if a compiled kernel (`compile._compile.CompiledKernel`) needs a launch feature
+    that neither jaxlib's Triton call nor XLA's provides."""
+    if compiled.profile_scratch_size:
+        raise NotImplementedError(
+            f"Kernel {compiled.name} was compiled with Triton's profiling instrumentation "
+            f"(profile scratch of {compiled.profile_scratch_size} bytes), which jaxlib does "
+            f"not allocate. Unset TRITON's instrumentation mode (TRITON_INSTRUMENTATION_MODE).")
+    for flag in ("launch_cooperative_grid", "launch_pdl"):
+        if compiled.metadata.get(flag):
+            raise NotImplementedError(
+                f"Kernel {compiled.name} needs a {flag.removeprefix('launch_')} launch, which "
+                f"jaxlib's Triton launcher does not do. Compile without it.")
 
 
 def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> tuple | None:
@@ -528,6 +607,52 @@ def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> tuple |
            spec.debug)
     hash(key)
     return key
+
+
+@dataclasses.dataclass(frozen=True)
+class Kept:
+    """A route's plan of one call as the plan memo keeps it (`kept`): what the route made of it
+    (`made`: the compiled kernels and their images, or the call), its launches as planned, and
+    the target's launch limits, which `relaunch` refills them within."""
+
+    made: Any
+    launches: tuple[Launch, ...]
+    limits: LaunchLimits | None
+
+
+def kept(place: Any, spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
+         plan: Callable[[], Any], refill: Callable[[Any, list[Launch]], Any]) -> Any:
+    """The plan memo, around a route's plan of the call, `plan()`: what it made of the call, kept
+    for a plain kernel (`Kept`, in `_state.PLANS`) by `place`, where the call runs as the route
+    names it, and `plan_key`. A later call of the same key gets `refill(made, launches)`, the
+    kept plan with its launches relaunched for the call (`relaunch`: the grid, the runtime
+    scalars, the outputs to zero), unless that is None (the route cannot take them: then
+    `plan()` again). So a plain kernel's new shape or scalar value compiles, lays out and
+    encodes nothing anew, and asks the backend nothing.
+
+    `plan()` returns a `Kept`, whose `made` is returned; anything else (a route's reason not to
+    take the call) is returned as it is, and nothing kept. An unhashable parameter keeps no plan.
+    """
+    try:
+        key = plan_key(spec, in_avals, out_avals)
+    except TypeError:  # an unhashable parameter: no plan kept
+        key = None
+    if key is not None:
+        key = (place, key)
+        entry = _state.PLANS.get(key)
+        if entry is not None:
+            found = entry[1]
+            refilled = refill(found.made, relaunch(list(found.launches), spec, in_avals,
+                                                   out_avals, found.limits))
+            if refilled is not None:
+                return refilled
+    made = plan()
+    if not isinstance(made, Kept):
+        return made
+    if key is not None:
+        # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
+        _state.PLANS.put(key, (spec.kernel, made))
+    return made.made
 
 
 def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.spec import _layout, _spec
 from jax_triton_rocm.spec._layout import ArgSource
-from jax_triton_rocm.spec._spec import kernel_name, symbol_name
+from jax_triton_rocm.spec._spec import Unwrapped
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
@@ -76,10 +76,11 @@ def _buffer_index(source: ArgSource, n_inputs: int) -> int | None:
     return None
 
 
-def for_jaxlib(jit_fn: JITFunction, bound: _layout.BoundKernel, n_inputs: int) -> Compiled:
+def for_jaxlib(kernel: Unwrapped, bound: _layout.BoundKernel, n_inputs: int) -> Compiled:
     """The kernel as jaxlib's call launches it: jaxlib hands the array parameters, in kernel order,
     the operands' buffers and then the results'. A kernel whose buffer parameters are in another
     order gets a trampoline with them in that order (its other parameters keep theirs)."""
+    jit_fn = kernel.jit_fn
     first: dict[int, int] = {}
     owner: dict[int, int] = {}  # a parameter given a buffer another already has: that one
     holder: dict[int, int] = {}
@@ -91,7 +92,7 @@ def for_jaxlib(jit_fn: JITFunction, bound: _layout.BoundKernel, n_inputs: int) -
             if source.path or source.kind != "input" or any(
                     s.path for s in bound.sources if s.position == holder[index]):
                 raise NotImplementedError(
-                    f"Kernel {kernel_name(jit_fn)} is given one Ref in two places, one of them "
+                    f"Kernel {kernel.name} is given one Ref in two places, one of them "
                     f"inside a tuple or a TensorDescriptor (parameters "
                     f"{jit_fn.arg_names[holder[index]]!r} and "
                     f"{jit_fn.arg_names[source.position]!r}); jaxlib's call hands each pointer "
@@ -108,7 +109,7 @@ def for_jaxlib(jit_fn: JITFunction, bound: _layout.BoundKernel, n_inputs: int) -
     names = list(jit_fn.arg_names)
     order = ordered + [i for i in range(len(names)) if i not in first and i not in owner]
     body = f"    {_CALLEE}({', '.join([names[owner.get(u, u)] for u in range(len(names))])})\n"
-    trampoline = _trampoline(jit_fn, [names[i] for i in order], {}, body)
+    trampoline = _trampoline(kernel, [names[i] for i in order], {}, body)
     return Compiled(trampoline, _reordered(_without(bound, set(owner)), order, names))
 
 
@@ -145,11 +146,12 @@ def _reordered(bound: _layout.BoundKernel, order: list[int],
         zero_d_pointers=bound.zero_d_pointers)
 
 
-def for_xla(jit_fn: JITFunction, bound: _layout.BoundKernel, in_avals: tuple, out_avals: tuple,
+def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_avals: tuple,
             triton_backend: Any) -> Compiled:
     """The kernel as XLA's call launches it: one pointer per operand, then one per runtime scalar
     (a 0-d operand the route adds), then one per result, and no other runtime parameter. The
     caller has checked that no parameter takes a tuple or a descriptor (`spec._layout`)."""
+    jit_fn = kernel.jit_fn
     names = list(jit_fn.arg_names)
     scalars = [s for s in bound.sources if s.kind == "scalar"]
     n_in, n_buffers = len(in_avals), len(in_avals) + len(scalars) + len(out_avals)
@@ -203,7 +205,7 @@ def for_xla(jit_fn: JITFunction, bound: _layout.BoundKernel, in_avals: tuple, ou
             params.append(name)
             signature[name] = "constexpr"
     body = "".join(lines) + f"    {_CALLEE}({', '.join([argument[u] for u in range(len(names))])})\n"
-    trampoline = _trampoline(jit_fn, params, {n for n in params if signature[n] == "constexpr"},
+    trampoline = _trampoline(kernel, params, {n for n in params if signature[n] == "constexpr"},
                              body)
     return Compiled(trampoline, _layout.BoundKernel(
         signature=signature, constexprs=constexprs, attrs=attrs, sources=tuple(sources),
@@ -222,21 +224,21 @@ def is_trampoline(jit_fn: JITFunction) -> bool:
     return getattr(getattr(jit_fn, "fn", None), "__module__", None) == __name__
 
 
-def _trampoline(jit_fn: JITFunction, params: list[str], constexprs: set[str], body: str) -> Any:
+def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body: str) -> Any:
     """The trampoline with parameters `params` and `body`, made once per source and kernel
     (in the kernel's record, `_state.KERNEL_RECORDS`): its function defined from
     the source and decorated as the kernel is.
 
     The source holds only identifiers: the function is defined as `_TRAMPOLINE` and named like
-    the kernel's symbol (`spec._spec.symbol_name`, an identifier `spec._spec.unwrap` checked)
+    the kernel's symbol (`Unwrapped.symbol`, an identifier `spec._spec.unwrap` checked)
     before Triton sees it, so the kernel's own name never becomes code; its parameters are ours
     or the kernel's `arg_names`, from `inspect.signature`, which takes only identifiers that are
     not keywords."""
-    symbol = symbol_name(jit_fn)
+    jit_fn, symbol = kernel.jit_fn, kernel.symbol
     for param in params:
         if param.startswith(_PREFIX) and param in jit_fn.arg_names:
             raise NotImplementedError(
-                f"Kernel {kernel_name(jit_fn)} has a parameter named {param!r}; names starting with "
+                f"Kernel {kernel.name} has a parameter named {param!r}; names starting with "
                 f"{_PREFIX!r} are reserved for the code jax_triton_rocm generates. Rename it.")
     signature = ", ".join([f"{p}: tl.constexpr" if p in constexprs else p for p in params])
     # The symbol as a docstring (a literal, so inert): Triton keys its cache on the source, and

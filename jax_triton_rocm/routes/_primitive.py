@@ -298,11 +298,10 @@ class GpuRoutes:
                 return results
             refuse_if_asked(spec, results.reason)
             reason = results.reason
-        lowered = _jaxlib_call.lower_call(self.backend, ctx, spec)
+        results, lowered = _jaxlib_call.lower(self.backend, ctx, operands, spec)
         log_route(JAXLIB_LEGACY if lowered.custom_call_name == _compat.LEGACY_CALL_NAME
                     else JAXLIB, spec, reason)
-        self.backend.after_encode(lowered, ctx, _jaxlib_call.emit)
-        return _jaxlib_call.emit(ctx, operands, lowered)
+        return results
 
 
 class Interpreter:

@@ -11,8 +11,7 @@ The reading (`roles`) is a guess from evidence, never a verdict on its own: a su
 refuses nothing; Triton's front end then builds the kernel as laid out, and only if it fails is
 the call refused, naming each suspect (`check_failed`), with the front end's error chained.
 Whether the kernel reads or writes a pointer's memory is read too (`Roles.loads`, `stores`), for
-`checks._arguments`. Configs that cannot launch on a target are dropped here
-(`keep_launchable`). The evidence for each role, and when each route checks: docs/design.md,
+`checks._arguments`. The evidence for each role, and when each route checks: docs/design.md,
 "Parameter kinds".
 """
 
@@ -22,10 +21,9 @@ import ast
 import dataclasses
 import inspect
 import itertools
-import logging
 import types
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.spec._spec import aval_text
@@ -497,61 +495,3 @@ def forgotten(jit_fn: JITFunction, given: list[str | None], slots: list[int]) ->
     joined = " or ".join(shown) if len(fitting) == 2 and extra == 1 else " and ".join(shown)
     return form.format(joined, "it" if len(names) == 1 else "them")
 
-
-logger = logging.getLogger("jax_triton_rocm")
-
-T = TypeVar("T")
-
-
-def check_launch_features(compiled: Any) -> None:
-    """Raises if a compiled kernel (`compile._compile.CompiledKernel`) needs a launch feature
-    that neither jaxlib's Triton call nor XLA's provides."""
-    if compiled.profile_scratch_size:
-        raise NotImplementedError(
-            f"Kernel {compiled.name} was compiled with Triton's profiling instrumentation "
-            f"(profile scratch of {compiled.profile_scratch_size} bytes), which jaxlib does "
-            f"not allocate. Unset TRITON's instrumentation mode (TRITON_INSTRUMENTATION_MODE).")
-    for flag in ("launch_cooperative_grid", "launch_pdl"):
-        if compiled.metadata.get(flag):
-            raise NotImplementedError(
-                f"Kernel {compiled.name} needs a {flag.removeprefix('launch_')} launch, which "
-                f"jaxlib's Triton launcher does not do. Compile without it.")
-
-
-def keep_launchable(items: Sequence[T], problems: Sequence[str | None],
-                    describe: Callable[[T], str], *, kernel: str) -> list[T]:
-    """The items (one per launch config) whose problem (`problems`, one per item: why it cannot
-    launch, or None) is None.
-
-    Raises:
-      ValueError: a single item with a problem, or every item of several; names each problem.
-    """
-    problems = list(zip(items, problems))
-    kept = [item for item, problem in problems if problem is None]
-    if len(items) == 1 and not kept:
-        raise ValueError(f"Kernel {kernel} cannot launch: {problems[0][1]}.")
-    if not kept:
-        listed = "; ".join(f"config ({describe(item)}): {problem}" for item, problem in problems)
-        raise ValueError(f"Kernel {kernel}: no autotune config can launch. {listed}.")
-    for item, problem in problems:
-        if problem is not None:
-            logger.debug("jax_triton_rocm: autotune config (%s) of kernel %s dropped: %s",
-                         describe(item), kernel, problem)
-    return kept
-
-
-def keep_launchable_kernels(items: Sequence[T], problems: Sequence[str | None], *,
-                            kernel: str) -> list[T]:
-    """`keep_launchable` for compiled launches (tuples ending with the compiled kernel), then
-    each kernel kept checked for a launch feature no route provides (`check_launch_features`).
-    """
-    kept = keep_launchable(items, problems, config_description, kernel=kernel)
-    for item in kept:
-        check_launch_features(item[-1])
-    return kept
-
-
-def config_description(item: Any) -> str:
-    """The autotune description of a config, or of the first element of a (config, ...) tuple."""
-    config = item[0] if isinstance(item, tuple) else item
-    return config.description

@@ -394,6 +394,8 @@ class Unwrapped:
         interpreter runs and no GPU route compiles (`check_compilable`).
       name: the kernel's name (`kernel_name`), for messages.
       params: per parameter of `jit_fn`, what the checks read of it.
+      symbol: the kernel's symbol in its binary (`symbol_name`): what a trampoline is named,
+        and what Triton's cache entry must hold.
     """
 
     jit_fn: JITFunction
@@ -403,6 +405,7 @@ class Unwrapped:
     interpreted: bool = False
     name: str = ""
     params: tuple[Parameter, ...] = ()
+    symbol: str = ""
 
 
 def unwrap(kernel: Any) -> Unwrapped:
@@ -440,7 +443,7 @@ def unwrap(kernel: Any) -> Unwrapped:
             params = tuple([Parameter(param.name, param.is_constexpr, declared_type(param))
                             for param in node.params])
             return Unwrapped(node, autotuner, tuple(heuristics), outside, interpreted,
-                             kernel_name(node), params)
+                             kernel_name(node), params, symbol_name(node))
         elif type(node).__name__ == "InterpretedFunction":
             node, interpreted = _jit_twin(node, triton), True
             continue

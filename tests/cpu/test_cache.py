@@ -192,7 +192,7 @@ def test_constexprs_without_a_str_keep_tritons_own_on_disk_key(monkeypatch):
         target = triton.backends.compiler.GPUTarget("cuda", 90, 32)
         bound = BoundKernel(signature, {(2,): block}, {}, (), ())
         job = _compile.make_job(_fill_kernel, target, bound, {}, arch="sm_90", gluon=False,
-                                binary_key="cubin", asm_key="ptx")
+                                binary_key="cubin", asm_key="ptx", symbol="_fill_kernel")
         with pytest.raises(Compiled) as compiled:
             _compile.run_triton(job)
         return compiled.value.args[0]

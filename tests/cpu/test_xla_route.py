@@ -23,6 +23,7 @@ from jax_triton_rocm.routes.cpu import _interpret
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.routes.xla import _xla_native
+from jax_triton_rocm.spec import _spec
 from tests.support import autotune_utils as au
 from tests.support import kernels
 from tests.support import library_kernels as lk
@@ -157,12 +158,12 @@ class _run_as_route:
         in_avals = tuple(jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in inputs)
         aliases, extra = list(call.aliases), []
         if self.form == "jaxlib":
-            form = _trampoline.for_jaxlib(jit_fn, launch.bound, len(inputs))
+            form = _trampoline.for_jaxlib(_spec.unwrap(jit_fn), launch.bound, len(inputs))
             zeroed = launch.zeroed
         else:
             zeroed_avals = tuple(call.out_avals[o] for o in launch.zeroed)
-            form = _trampoline.for_xla(jit_fn, launch.bound, in_avals + zeroed_avals,
-                                       call.out_avals, BaseBackend)
+            form = _trampoline.for_xla(_spec.unwrap(jit_fn), launch.bound,
+                                       in_avals + zeroed_avals, call.out_avals, BaseBackend)
             extra = [np.zeros(a.shape, a.dtype) for a in zeroed_avals]
             aliases += [(len(inputs) + k, o) for k, o in enumerate(launch.zeroed)]
             # The operands as `_xla_native.emit` makes them: an int of the divisible-by-16
@@ -405,8 +406,7 @@ def test_only_a_kernel_out_of_xlas_buffer_order_gets_a_trampoline(monkeypatch, f
     made = []
     original = _trampoline._trampoline
     monkeypatch.setattr(_trampoline, "_trampoline",
-                        lambda jit_fn, *rest: made.append(jit_fn.__name__) or original(jit_fn,
-                                                                                       *rest))
+                        lambda kernel, *rest: made.append(kernel.name) or original(kernel, *rest))
     x = spec((N,), F32)
     native_calls(lower_for(kernels.sized_add, x, x, platform="cuda"))  # x, y, out: as it is
     assert made == []

@@ -91,7 +91,7 @@ def test_childs_normal_exit_leaves_the_parents_hsaco_files():
         out_avals=(X,), constexprs={"BLOCK": 256})
     compiled = _compile.compile_job(_compile.make_job(
         kernels.add_kernel, GPUTarget("hip", "gfx942", 64), bound, {"num_warps": 4},
-        arch="gfx942", gluon=False, binary_key="hsaco", asm_key="amdgcn"))
+        arch="gfx942", gluon=False, binary_key="hsaco", asm_key="amdgcn", symbol="add_kernel"))
     parent_file = _hip.BACKEND.ptx_field(compiled)
     parent_folder = _hip_files.HSACO_FOLDER.path()
     _hip_prewarm.LOADED_KERNELS.add("loaded-in-parent")

@@ -1,12 +1,12 @@
 """jaxlib's Triton custom call: the route every vendor shares.
 
-Read `lower_call` (where the call runs, and the memo), then `lower_uncached`, top to bottom:
+Read `lower` (the call lowered, the backend told, the call emitted: `emit`), `lower_call`
+(where the call runs, and the memo), then `lower_uncached`, top to bottom:
 the launches (`plan._plan`: configurations, warps, grids, zeroed outputs, arguments laid onto
 the kernel's parameters), every launch compiled at once through the shared kernel cache
-(`compile._parallel`, `compile._compile`), per kernel the call as the installed jaxlib loads it
+(`compile._compile.compiled_launches`), per kernel the call as the installed jaxlib loads it
 (`kernel_image`; a plain kernel's plan kept for other shapes, `kept_plan`), its parameters
-(`_params`; tensor descriptors by `_tma`), the call encoded (`_proto`, `_opaque`); then a
-custom call in the module (`emit`).
+(`_params`; tensor descriptors by `_tma`), the call encoded (`_proto`, `_opaque`).
 
 The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
 this module never asks which vendor it talks to. `routes._primitive` chooses between this route
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import ArchAnswers, Backend
-from jax_triton_rocm.base import _compat, _env, _state, _values
-from jax_triton_rocm.compile import _compile, _parallel
+from jax_triton_rocm.base import _compat, _env, _values
+from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.routes import _arch, _choices
@@ -56,14 +56,24 @@ class LoweredCall:
     cost_estimate: tuple[tuple[str, int], ...] | None = None
 
 
+def lower(backend: Backend, ctx: LoweringRuleContext, operands: tuple,
+          spec: KernelCallSpec) -> tuple[list, LoweredCall]:
+    """The route's entry, as the route rule takes it (`routes._primitive.GpuRoutes.lower`): the
+    call lowered (`lower_call`), the backend told before it is emitted (`Backend.after_encode`:
+    ROCm's prewarm), and the custom call emitted (`emit`); returns its results and the lowered
+    call."""
+    lowered = lower_call(backend, ctx, spec)
+    backend.after_encode(lowered, ctx, emit)
+    return emit(ctx, operands, lowered), lowered
+
+
 def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec) -> LoweredCall:
-    """The route's entry: where the call runs (`_arch.where_it_runs`), then `lower_uncached`,
+    """The call lowered, without MLIR (`lower` emits it): where the call runs (`_arch.where_it_runs`), then `lower_uncached`,
     kept in `_state.LOWERED_CALLS` (bounded: a call it forgot is encoded again) under the key
     every route uses (`_choices.lowered_call`), with `Where`, whether the lowering is for
     `jax.export` and the autotune target setting; a parameter that cannot be hashed just skips
     the memo (which tells a tuning session the call it left undecided). Lowering the same call
-    again (a new `jit` of a cached kernel, a retrace) encodes nothing anew. No MLIR is emitted
-    here (`emit`)."""
+    again (a new `jit` of a cached kernel, a retrace) encodes nothing anew."""
     where = _arch.where_it_runs(backend, ctx, spec)
     return _choices.lowered_call(
         "jaxlib", ctx, spec,
@@ -115,48 +125,44 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
 
 def kept_plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, in_avals: tuple,
               out_avals: tuple) -> list[tuple]:
-    """`plan_uncached`, a plain kernel's kept in `_state.PLANS` by `_plan.plan_key` with the
-    architecture's launch limits, and refilled for a new call (`_plan.relaunch`): a new shape or
-    runtime scalar value compiles, lays out and encodes no kernel anew, and asks the backend
-    nothing."""
-    try:
-        key = _plan.plan_key(spec, in_avals, out_avals)
-    except TypeError:  # an unhashable parameter: no plan kept
-        key = None
-    entry = None if key is None else _state.PLANS.get((where, key))
-    if entry is not None:
-        limits, kept = entry[1]
-        launches = _plan.relaunch([launch for launch, _, _ in kept], spec, in_avals, out_avals,
-                                  limits)
-        return [(launch, _in_buffer_order(spec, launch, len(in_avals)), kernel, image)
-                for launch, (_, kernel, image) in zip(launches, kept)]
-    planned, limits = plan_uncached(backend, spec, where, in_avals, out_avals)
-    if key is not None:  # the launches kept as the plan laid them out, to be refilled
-        _state.PLANS.put((where, key), (spec.kernel, (limits, [
-            (launch, kernel, image) for launch, _, kernel, image in planned])))
-    return planned
+    """`plan_uncached` in the plan memo (`_plan.kept`, by where the call runs): a plain kernel's
+    plan is kept, and refilled for a new call (`_refilled`): a new shape or runtime scalar value
+    compiles, lays out and encodes no kernel anew, and asks the backend nothing."""
+    return _plan.kept(where, spec, in_avals, out_avals,
+                      functools.partial(plan_uncached, backend, spec, where, in_avals, out_avals),
+                      functools.partial(_refilled, spec, len(in_avals)))
 
 
 def plan_uncached(backend: Backend, spec: KernelCallSpec, where: _arch.Where, in_avals: tuple,
-                  out_avals: tuple) -> tuple[list[tuple], _plan.LaunchLimits]:
+                  out_avals: tuple) -> _plan.Kept:
     """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch of
-    the call, and the architecture's launch limits: the backend's answers for the architecture,
-    the launches (`_plan.launches`), compiled (`_compiled_launches`), and each kernel as the
-    installed jaxlib loads it (`kernel_image`)."""
+    the call, as the plan memo keeps them (`_plan.Kept`, with the launches as planned and the
+    architecture's launch limits): the backend's answers for the architecture, the launches
+    (`_plan.launches`), compiled (`_compiled_launches`), and each kernel as the installed
+    jaxlib loads it (`kernel_image`)."""
     answers = backend.answers(where.arch)
     launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site)
     compiled = _compiled_launches(backend, spec, answers, launches, in_avals, out_avals)
     images = [kernel_image(backend, kernel, answers, where.features, devices=where.devices,
                            with_ttir=spec.debug) for _, _, kernel in compiled]
-    return ([(*launched, image) for launched, image in zip(compiled, images)],
-            answers.launch_site.limits)
+    planned = [(*launched, image) for launched, image in zip(compiled, images)]
+    return _plan.Kept(planned, tuple([launch for launch, _, _, _ in planned]),
+                      answers.launch_site.limits)
+
+
+def _refilled(spec: KernelCallSpec, n_inputs: int, planned: list[tuple],
+              launches: list[_plan.Launch]) -> list[tuple]:
+    """A kept plan (`plan_uncached`'s) with the launches of a new call (`_plan.relaunch`), each
+    as jaxlib launches it, with the kept kernels and images."""
+    return [(launch, _in_buffer_order(spec, launch, n_inputs), kernel, image)
+            for launch, (_, _, kernel, image) in zip(launches, planned)]
 
 
 def _in_buffer_order(spec: KernelCallSpec, launch: _plan.Launch,
                      n_inputs: int) -> _plan.Launch:
     """`launch` as jaxlib launches it: its kernel, or a trampoline that takes the buffers in
     jaxlib's order (`plan._trampoline.for_jaxlib`)."""
-    compiled = _trampoline.for_jaxlib(spec.unwrapped.jit_fn, launch.bound, n_inputs)
+    compiled = _trampoline.for_jaxlib(spec.unwrapped, launch.bound, n_inputs)
     return _values.replaced(launch, bound=compiled.bound, jit_fn=compiled.jit_fn)
 
 
@@ -165,23 +171,19 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, answers: ArchAnsw
                        out_avals: tuple) -> list[tuple]:
     """(launch, launch as jaxlib launches it, compiled kernel) for each launch that compiled
     and fits the architecture, checked for launch features no route provides
-    (`_kinds.keep_launchable_kernels`); a kernel that fails to compile is asked whether the
+    (`_plan.launchable_kernels`); a kernel that fails to compile is asked whether the
     call's arguments line up with its parameters (`_kinds.check_failed`)."""
     ordered = [_in_buffer_order(spec, launch, len(in_avals)) for launch in launches]
-    jobs = [_compile.launch_job(
-        launch, spec, answers.triton_gpu_target, arch=answers.arch.arch,
-        compile_options=answers.compile_options, option_names=answers.option_names,
-        binary_key=backend.binary_key, asm_key=backend.asm_key) for launch in ordered]
     try:
-        compiled = _parallel.compiled_configs(ordered, jobs)
+        compiled = _compile.compiled_launches(
+            ordered, spec, answers.triton_gpu_target, arch=answers.arch.arch,
+            compile_options=answers.compile_options, option_names=answers.option_names,
+            binary_key=backend.binary_key, asm_key=backend.asm_key)
     except Exception as err:
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
-    limits = answers.launch_site.limits
-    kept = _kinds.keep_launchable_kernels(
-        compiled, [limits.problem(shared_bytes=kernel.shared_mem_bytes)
-                   for _, _, kernel in compiled], kernel=spec.kernel_name)
+    kept = _plan.launchable_kernels(compiled, answers.launch_site.limits, kernel=spec.kernel_name)
     as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
     return [(as_planned[id(in_order)], in_order, kernel) for in_order, _, kernel in kept]
 

@@ -220,47 +220,38 @@ def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
 
 def kept_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, arch: GpuArch,
               graph: tuple, in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
-    """`lower_uncached`, a plain kernel's call kept in `_state.PLANS` by `_plan.plan_key` (with
-    its call graph's key, `graph`, and the architecture's launch limits), and refilled for a
-    call at new shapes or scalar values (`_plan.relaunch`: the grid, the scalars, the outputs to
-    zero): the kernel holds neither, and the backend is not asked again."""
-    try:
-        key = _plan.plan_key(spec, in_avals, out_avals)
-    except TypeError:  # an unhashable parameter: no plan kept
-        key = None
-    if key is not None:
-        key = (CUSTOM_CALL_NAME, backend.platform, arch, graph, key)
-        entry = _state.PLANS.get(key)
-        if entry is not None:
-            planned, call, limits = entry[1]
-            [launch] = _plan.relaunch([planned], spec, in_avals, out_avals, limits)
-            scalars = _scalars(launch)
-            # Else the kernel takes other buffers, or an int of another divisibility class.
-            if tuple(launch.zeroed) == call.zeroed and all(
-                    k == 1 or _trampoline.scale(s.value) == k
-                    for s, k in zip(scalars, call.scalar_scales, strict=True)):
-                return _values.replaced(call, grid=launch.grid, scalars=scalars)
-    lowered = lower_uncached(backend, ctx, spec, arch, in_avals, out_avals)
-    if isinstance(lowered, Unfit):
-        return lowered
-    call, launch, limits = lowered
-    if key is not None:
-        # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
-        _state.PLANS.put(key, (spec.kernel, (launch, call, limits)))
-    return call
+    """`lower_uncached` in the plan memo (`_plan.kept`, by the platform, the architecture and
+    the call graph's key, `graph`): a plain kernel's call is kept, and refilled for a call at
+    new shapes or scalar values (`_refilled`): the kernel holds neither, and the backend is not
+    asked again."""
+    return _plan.kept((CUSTOM_CALL_NAME, backend.platform, arch, graph), spec, in_avals,
+                      out_avals, functools.partial(lower_uncached, backend, ctx, spec, arch,
+                                                   in_avals, out_avals), _refilled)
+
+
+def _refilled(call: NativeCall, launches: list[_plan.Launch]) -> NativeCall | None:
+    """A kept call with the grid and scalars of a new call's launch (`_plan.relaunch`), or None
+    where its kernel cannot take them: it zeroes other buffers, or an int is of another
+    divisibility class."""
+    [launch] = launches
+    scalars = _scalars(launch)
+    if tuple(launch.zeroed) == call.zeroed and all(
+            k == 1 or _trampoline.scale(s.value) == k
+            for s, k in zip(scalars, call.scalar_scales, strict=True)):
+        return _values.replaced(call, grid=launch.grid, scalars=scalars)
+    return None
 
 
 def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                   arch: GpuArch, in_avals: tuple,
-                   out_avals: tuple) -> tuple[NativeCall, _plan.Launch, _plan.LaunchLimits] | Unfit:
+                   arch: GpuArch, in_avals: tuple, out_avals: tuple) -> _plan.Kept | Unfit:
     """The call in the form XLA launches, top-down, or why it does not fit: the backend's
     answers for the architecture, the call's one launch (a plain kernel's, or the one
     remembered for an autotuned call: found by jaxlib's route, which keys choices on its
     compiled configs and runs the autotuner's functions once), compiled as the trampoline XLA
     calls (`_trampoline.for_xla`), and its IR checked for this jaxlib (`checked_ir`); unfit
     are an output to zero that shares an input's buffer, more shared memory than the
-    architecture has, global scratch memory, and IR XLA cannot take. Returns the call with
-    its launch as planned and the launch limits (what `kept_call` keeps to refill)."""
+    architecture has, global scratch memory, and IR XLA cannot take. Returns the call as the
+    plan memo keeps it (`_plan.Kept`: with its launch as planned and the launch limits)."""
     answers = backend.answers(arch)
     limits = answers.launch_site.limits
     if spec.unwrapped.autotuner is None:
@@ -281,8 +272,8 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
         return Unfit("an output to zero shares its buffer with an input (jaxlib's call zeroes "
                      "that buffer; XLA's call has no zeroing)")
     zero_avals = tuple([out_avals[o] for o in launch.zeroed])
-    form = _trampoline.for_xla(spec.unwrapped.jit_fn, launch.bound, in_avals + zero_avals,
-                               out_avals, answers.launch_site.triton_backend)
+    form = _trampoline.for_xla(spec.unwrapped, launch.bound, in_avals + zero_avals, out_avals,
+                               answers.launch_site.triton_backend)
     try:
         compiled = _compile.compiled_launch(
             _values.replaced(launch, jit_fn=form.jit_fn, bound=form.bound), spec,
@@ -293,10 +284,9 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
-    problem = limits.problem(shared_bytes=compiled.shared_mem_bytes)
+    problem = _plan.kernel_problem(compiled, limits)  # raises for a launch feature
     if problem:
         return Unfit(problem)  # jaxlib's route raises it, with the kernel's name
-    _kinds.check_launch_features(compiled)
     if compiled.global_scratch_size:
         return Unfit(f"the kernel needs {compiled.global_scratch_size} bytes of Triton global "
                      f"scratch memory, which not every XLA allocates for this call")
@@ -304,10 +294,11 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
     ir = checked_ir(compiled, n_pointers)
     if isinstance(ir, Unfit):
         return ir
-    return NativeCall(name=compiled.name, ir=ir, num_warps=compiled.num_warps,
-                      num_stages=int(compiled.metadata.get("num_stages") or 1), grid=launch.grid,
-                      scalars=form.scalar_operands, zeroed=tuple(launch.zeroed),
-                      scalar_scales=form.scalar_scales), launch, limits
+    return _plan.Kept(NativeCall(
+        name=compiled.name, ir=ir, num_warps=compiled.num_warps,
+        num_stages=int(compiled.metadata.get("num_stages") or 1), grid=launch.grid,
+        scalars=form.scalar_operands, zeroed=tuple(launch.zeroed),
+        scalar_scales=form.scalar_scales), (launch,), limits)
 
 
 def _scalars(launch: _plan.Launch) -> tuple[_spec.Scalar, ...]:
