@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import struct
 
+from jax_triton_rocm.base import _elf
+
 PTX_TEXT_SECTION = b".nv_debug_ptx_txt"
 
-_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")  # ELF64 header, little-endian
-_SECTION = struct.Struct("<IIQQQQIIQQ")  # name, type, flags, addr, offset, size, link, info, ...
 _SEGMENT = struct.Struct("<IIQQQQQQ")  # type, flags, offset, vaddr, paddr, filesz, memsz, align
 _SECTION_SIZE_AT = 32  # where sh_size sits in a section header
 _PROGBITS, _RELA, _REL = 1, 4, 9
@@ -30,43 +30,33 @@ def without_ptx_text(cubin: bytes) -> bytes:
     found = _ptx_text_section(cubin)
     if found is None:
         return cubin
-    header_at, offset, size = found
     edited = bytearray(cubin)
-    edited[offset:offset + size] = bytes(size)
-    struct.pack_into("<Q", edited, header_at + _SECTION_SIZE_AT, 0)
+    edited[found.offset:found.offset + found.size] = bytes(found.size)
+    struct.pack_into("<Q", edited, found.at + _SECTION_SIZE_AT, 0)
     return bytes(edited)
 
 
-def _ptx_text_section(cubin: bytes) -> tuple[int, int, int] | None:
-    """(where its section header sits, its offset, its size) for the PTX text section, or None
-    where there is none that can be emptied safely."""
-    if len(cubin) < _HEADER.size or cubin[:6] != b"\x7fELF\x02\x01":
+def _ptx_text_section(cubin: bytes) -> _elf.Section | None:
+    """The PTX text section, or None where there is none that can be emptied safely."""
+    sections = _elf.sections(cubin)
+    if sections is None:
         return None
-    (_, _, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum,
-     shstrndx) = _HEADER.unpack_from(cubin)
-    if (shentsize != _SECTION.size or shoff + shnum * shentsize > len(cubin)
-            or shstrndx >= shnum or (phnum and (phentsize != _SEGMENT.size
-                                                or phoff + phnum * phentsize > len(cubin)))):
-        return None
-    sections = [_SECTION.unpack_from(cubin, shoff + i * shentsize) for i in range(shnum)]
-    names_at, names_size = sections[shstrndx][4], sections[shstrndx][5]
-    if names_at + names_size > len(cubin):
-        return None
-    names = cubin[names_at:names_at + names_size]
-    matches = [i for i, section in enumerate(sections)
-               if names[section[0]:section[0] + len(PTX_TEXT_SECTION) + 1]
-               == PTX_TEXT_SECTION + b"\0"]
+    matches = [i for i, section in enumerate(sections) if section.name == PTX_TEXT_SECTION]
     if len(matches) != 1:
         return None
     index = matches[0]
-    _, kind, flags, _, offset, size, _, _, _, _ = sections[index]
-    if kind != _PROGBITS or flags & _ALLOC or offset + size > len(cubin):
+    found = sections[index]
+    if (found.kind != _PROGBITS or found.flags & _ALLOC
+            or found.offset + found.size > len(cubin)):
         return None
-    if any(section[6] == index or (section[1] in (_REL, _RELA) and section[7] == index)
+    if any(section.link == index or (section.kind in (_REL, _RELA) and section.info == index)
            for section in sections):
+        return None
+    phoff, phentsize, phnum = (_elf.HEADER.unpack_from(cubin)[i] for i in (5, 9, 10))
+    if phnum and (phentsize != _SEGMENT.size or phoff + phnum * phentsize > len(cubin)):
         return None
     for i in range(phnum):
         _, _, at, _, _, filesz, _, _ = _SEGMENT.unpack_from(cubin, phoff + i * phentsize)
-        if at < offset + size and offset < at + filesz:
+        if at < found.offset + found.size and found.offset < at + filesz:
             return None
-    return shoff + index * shentsize, offset, size
+    return found

@@ -34,7 +34,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from jax_triton_rocm.base import _env, _files, _state
+from jax_triton_rocm.base import _elf, _env, _files, _state
 from jax_triton_rocm.compile import _triton_key
 
 
@@ -168,15 +168,13 @@ def elf_problem(data: bytes, backend: str) -> str | None:
 def elf_functions(data: bytes) -> set[str]:
     """The names of the functions the ELF file `data` (whole: `elf_problem` found nothing)
     defines in its symbol tables: a kernel's binary defines the kernel."""
-    shoff, = struct.unpack_from("<Q", data, 0x28)
-    shnum, = struct.unpack_from("<H", data, 0x3C)
-    sections = [struct.unpack_from("<4xI16xQQI4x8xQ", data, shoff + i * _SECTION_HEADER_BYTES)
-                for i in range(shnum)]  # (type, offset, size, link, entry size)
+    sections = _elf.sections(data) or []
     names = set()
-    for kind, offset, size, link, _ in sections:
-        if kind not in _SYMBOL_TABLES or link >= shnum:
+    for section in sections:
+        kind, offset, size, link = section.kind, section.offset, section.size, section.link
+        if kind not in _SYMBOL_TABLES or link >= len(sections):
             continue
-        strings_at = sections[link][1]
+        strings_at = sections[link].offset
         for at in range(offset, offset + size - _SYMBOL_BYTES + 1, _SYMBOL_BYTES):
             name_at, info, index = struct.unpack_from("<IB1xH", data, at)
             if info & 0xF == _STT_FUNC and index != 0:
