@@ -25,8 +25,9 @@ def initialize() -> None:
                          sys.platform)
             return
         registered = _primitive.register(explicit=False)
-        logger.debug("jax_triton_rocm: lowering rules registered for %s (jaxlib GPU plugins "
-                     "installed: %s).", ", ".join(registered),
-                     ", ".join(_vendors.installed_gpu_platforms()) or "none")
+        if logger.isEnabledFor(logging.DEBUG):  # the plugins are looked up for this line only
+            logger.debug("jax_triton_rocm: lowering rules registered for %s (jaxlib GPU "
+                         "plugins installed: %s).", ", ".join(registered),
+                         ", ".join(_vendors.installed_gpu_platforms()) or "none")
     except Exception as err:  # JAX's start-up must go on whatever happens here
         logger.warning("jax_triton_rocm: plugin initialization failed: %s", err, exc_info=True)

@@ -29,9 +29,23 @@ def test_initialize_never_raises_into_jax_startup(monkeypatch, caplog):
         raise RuntimeError("simulated failure while looking for plugins")
 
     monkeypatch.setattr(_vendors, "installed_gpu_platforms", broken)
-    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+    # At DEBUG, where `initialize` lists the installed plugins for its log line.
+    with caplog.at_level(logging.DEBUG, logger="jax_triton_rocm"):
         assert _plugin.initialize() is None
     assert "simulated failure" in caplog.text
+    assert "plugin initialization failed" in caplog.text
+
+
+def test_initialize_lists_the_plugins_only_for_its_debug_line(monkeypatch, caplog):
+    looked = []
+    monkeypatch.setattr(_vendors, "installed_gpu_platforms", lambda: looked.append(1) or ("cuda",))
+    with caplog.at_level(logging.INFO, logger="jax_triton_rocm"):
+        assert _plugin.initialize() is None
+    assert looked == []
+    with caplog.at_level(logging.DEBUG, logger="jax_triton_rocm"):
+        assert _plugin.initialize() is None
+    assert looked == [1]
+    assert "jaxlib GPU plugins installed: cuda" in caplog.text
 
 
 def test_register_is_idempotent_and_returns_the_platforms():
