@@ -43,6 +43,24 @@ class ArchAnswers:
     option_names: frozenset[str]
 
 
+@dataclasses.dataclass(frozen=True)
+class LoadedForm:
+    """How the installed jaxlib loads one compiled kernel (`Backend.loaded_form`).
+
+    Attributes:
+      ptx: jaxlib's `ptx` field (PTX text, a file path), or None where the binary travels in
+        `module_image` (`object_file`: the route writes the field then).
+      capability: the compute capability jaxlib loads the kernel for.
+      object_file: the binary as it travels in `module_image` (`carried_binary`), or None.
+      num_warps: the `num_warps` jaxlib launches it with (`launch_warps`).
+    """
+
+    ptx: str | None
+    capability: int
+    object_file: bytes | None
+    num_warps: int
+
+
 class Backend(abc.ABC):
     """One vendor's answers. The abstract methods are the ones each vendor defines.
 
@@ -101,6 +119,19 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def launch_limits(self, arch: GpuArch) -> LaunchLimits:
         """What one block may use on `arch` (threads, shared memory)."""
+
+    @abc.abstractmethod
+    def loaded_form(self, compiled: CompiledKernel, answers: ArchAnswers,
+                    features: _vendors.PluginFeatures,
+                    devices: GpuArch | None = None) -> LoadedForm:
+        """How the installed jaxlib loads `compiled` on `devices` (None: on devices of the
+        architecture it was compiled for, `answers.arch`): `code_for_devices` where they differ,
+        else the binary `carried_binary` gives or the `ptx_field`, with the `launch_warps`
+        (each vendor answers in its own module, from its own methods, in one visit).
+
+        Raises:
+          ValueError: no form of the kernel loads on `devices`, or a block jaxlib cannot launch.
+        """
 
     @abc.abstractmethod
     def carried_binary(self, binary: bytes, features: _vendors.PluginFeatures) -> bytes | None:
@@ -166,10 +197,6 @@ class Backend(abc.ABC):
                 dict(_READ_ONLY_OPTIONS))
             self._option_names = frozenset(field.name for field in dataclasses.fields(options))
         return self._option_names
-
-    def launch_warps(self, compiled: CompiledKernel) -> int:
-        """The `num_warps` jaxlib needs to launch the block `compiled` was built for."""
-        return compiled.num_warps
 
     def after_encode(self, lowered: Any, ctx: LoweringRuleContext,
                      emit: Callable[..., Any]) -> None:

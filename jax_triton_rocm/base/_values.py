@@ -1,4 +1,5 @@
-"""Checks of user-given values: compile options, launch results (environment variables: `_env`).
+"""Checks of user-given values: compile options, launch results (environment variables: `_env`);
+and the value helpers every layer shares: exact memo keys, plain constexprs, frozen copies.
 
 Each check raises where the value is read, with an error that names the argument (or variable),
 shows the value and says what is allowed, so a mistake never reaches Triton or jaxlib, where it
@@ -57,6 +58,23 @@ def exact_key(value: Any) -> Any:
         # across threads on 3.11); keys that outlive it hold its call graph's digest too.
         return kind, id(value)
     return kind, value
+
+
+def plain_constexpr(value: Any) -> Any:
+    """A NumPy bool, integer or float scalar as the Python scalar it equals (np.int64(256) is
+    256); any other value as it is.
+
+    Triton's code generator takes Python scalars as constexprs and fails on NumPy ones ("cannot
+    convert 256 of type numpy.int64 to tensor"), while its on-disk cache key writes both alike:
+    unconverted, a NumPy constexpr would fail on a cold cache and work on a warm one.
+    """
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
 
 
 def replaced(instance: Any, **fields: Any) -> Any:

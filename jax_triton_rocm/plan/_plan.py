@@ -161,7 +161,9 @@ def named_args(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_aval
             named[name] = value
         elif kind in _layout.NESTED_KINDS:
             named[name] = _layout.named_value((kind, value), in_avals)
-    if not _layout.places_outputs(positional):
+    # Unless the layout places the outputs itself (`_layout.places_outputs`, asked of its kinds
+    # here: the layout is visited once per launch, when the arguments are laid out).
+    if not any([kind in _layout.PLACED_KINDS for kind, _ in positional]):
         named.update(zip(names[len(positional):], out_avals))
     return named
 
@@ -428,7 +430,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     autotuner: the descriptors it re-blocks give the config its own layout (`positional`), and
     what it left in the arguments by name is what those heuristics and a grid see. Each config's
     NumPy scalar constexprs become the Python scalars they equal (so that `np.int64(256)`
-    compiles, and compiles as `256` does: `_spec.plain_constexpr`), and `meta` holds what a grid
+    compiles, and compiles as `256` does: `_values.plain_constexpr`), and `meta` holds what a grid
     sees.
 
     Raises:
@@ -481,7 +483,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
                                 else f"set by @triton.heuristics on kernel {kernel}")
         options = (_values.compile_options(config.options, where=source) if config.options
                    else config.options)
-        constexprs = {k: _spec.plain_constexpr(v) for k, v in config.constexprs.items()}
+        constexprs = {k: _values.plain_constexpr(v) for k, v in config.constexprs.items()}
         config = dataclasses.replace(config, constexprs=constexprs, options=options)
         configs.append(dataclasses.replace(config, meta={**seen, **config.kwargs_view()}))
     if site.first_config_only:

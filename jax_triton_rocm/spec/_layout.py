@@ -354,7 +354,7 @@ def _lay_out(jit_fn: JITFunction, backend: Any, positional: tuple, in_avals: tup
                     f"({', '.join(names)}); {n_positional} argument(s) and "
                     f"{n_outputs} output(s) fill the first {n_positional + n_outputs}.")
             signature[param.name] = "constexpr"
-            constants[(i,)] = value  # made plain (`_spec.plain_constexpr`) by `types`
+            constants[(i,)] = value  # made plain (`_values.plain_constexpr`) by `types`
             continue
         if kind == "input":  # a placed operand
             aval, source = in_avals[value], ArgSource("input", i, value)

@@ -241,23 +241,6 @@ def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
     raise TypeError(f"{what} has type {type(value).__name__}; expected an array or a scalar.")
 
 
-def plain_constexpr(value: Any) -> Any:
-    """A NumPy bool, integer or float scalar as the Python scalar it equals (np.int64(256) is
-    256); any other value as it is.
-
-    Triton's code generator takes Python scalars as constexprs and fails on NumPy ones ("cannot
-    convert 256 of type numpy.int64 to tensor"), while its on-disk cache key writes both alike:
-    unconverted, a NumPy constexpr would fail on a cold cache and work on a warm one.
-    """
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    return value
-
-
 def scalar_role(param: Any, value: Any, *, what: str) -> tuple:
     """How a positional scalar reaches the kernel: ("constexpr", value), compiled in (for a
     tl.constexpr parameter, None, or an int equal to 1, as Triton's launcher does), or
@@ -309,7 +292,7 @@ class ArgumentTypes:
     Attributes:
       name: the kernel's name (`kernel_name`).
       roles: per position of a "scalar" entry of `positional`, its `scalar_role`, a
-        constexpr's value made plain (`plain_constexpr`); or None.
+        constexpr's value made plain (`_values.plain_constexpr`); or None.
       view: `compile_view` of `positional`, or None where a role is None.
       pointers: per dtype of the operands and outputs, its `pointer_type`, or None.
       constexprs: the values given by name, made plain.
@@ -343,7 +326,7 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
             roles[i] = view = None
             continue
         if role == "constexpr":
-            roles[i] = (role, plain_constexpr(taken[0]))
+            roles[i] = (role, _values.plain_constexpr(taken[0]))
             if view is not None:
                 view.append((role, _values.exact_key(taken[0])))
         else:
@@ -359,8 +342,8 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
                 pointers[aval.dtype] = None
     return ArgumentTypes(
         kernel_name(jit_fn), roles, None if view is None else tuple(view), pointers,
-        {name: plain_constexpr(value) for name, value in constexprs.items()},
-        {i: plain_constexpr(param.default) for i, param in enumerate(params)
+        {name: _values.plain_constexpr(value) for name, value in constexprs.items()},
+        {i: _values.plain_constexpr(param.default) for i, param in enumerate(params)
          if param.has_default})
 
 

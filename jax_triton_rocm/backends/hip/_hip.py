@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.backends._backend import ArchAnswers, Backend
+from jax_triton_rocm.backends._backend import ArchAnswers, Backend, LoadedForm
 from jax_triton_rocm.backends.hip import _hip_files, _hip_prewarm
 from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
@@ -129,6 +129,17 @@ class HipBackend(Backend):
 
     def known_archs(self) -> tuple[str, ...]:
         return _llvm_amdgpu_processors()
+
+    def loaded_form(self, compiled: CompiledKernel, answers: ArchAnswers,
+                    features: _vendors.PluginFeatures,
+                    devices: GpuArch | None = None) -> LoadedForm:
+        # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
+        if devices is not None:
+            ptx, capability = self.code_for_devices(compiled, answers.arch, devices)
+            return LoadedForm(ptx, capability, None, self.launch_warps(compiled))
+        binary = self.carried_binary(compiled.binary, features)
+        return LoadedForm(self.ptx_field(compiled) if binary is None else None,
+                          answers.capability, binary, self.launch_warps(compiled))
 
     def carried_binary(self, binary: bytes, features: _vendors.PluginFeatures) -> bytes | None:
         """The HSACO as compiled, where it is delivered embedded (`delivery_mode`)."""

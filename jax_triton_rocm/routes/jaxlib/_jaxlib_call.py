@@ -196,7 +196,8 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, answers: A
     (jaxlib reads it for nothing).
 
     Raises:
-      ValueError: no form of the kernel loads on `devices` (`Backend.code_for_devices`).
+      ValueError: no form of the kernel loads on `devices`, or jaxlib cannot launch its block
+        (`Backend.loaded_form`).
       NotImplementedError: the kernel needs what this plugin or jaxlib cannot do.
     """
     if compiled.global_scratch_size and not features.global_scratch:
@@ -205,22 +206,16 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, answers: A
             f"global scratch memory, which this jaxlib {backend.platform} plugin "
             f"({features.detected_from}) does not allocate. Upgrade jax and its plugin to "
             f"0.11.1 or newer.")
-    capability, object_file = answers.capability, None
-    if devices is not None:
-        ptx, capability = backend.code_for_devices(compiled, answers.arch, devices)
-    elif (object_file := backend.carried_binary(compiled.binary, features)) is not None:
-        ptx = _proto.module_image_ptx(object_file)
-    else:
-        ptx = backend.ptx_field(compiled)
+    form = backend.loaded_form(compiled, answers, features, devices)
     return _proto.KernelImage(
         name=compiled.name,
-        num_warps=backend.launch_warps(compiled),
+        num_warps=form.num_warps,
         num_ctas=compiled.num_ctas,
         shared_mem_bytes=compiled.shared_mem_bytes,
-        ptx=ptx,
-        compute_capability=capability,
+        ptx=_proto.module_image_ptx(form.object_file) if form.ptx is None else form.ptx,
+        compute_capability=form.capability,
         ttir=compiled.ttir if with_ttir else "",
-        object_file=object_file,
+        object_file=form.object_file,
         global_scratch_size=compiled.global_scratch_size,
         global_scratch_align=compiled.global_scratch_align,
     )
