@@ -420,8 +420,8 @@ def zeroed_outputs(spec: KernelCallSpec, meta: dict[str, Any], n_outs: int) -> t
     return zeroed
 
 
-def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
-             site: LaunchSite) -> list[Launch]:
+def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: LaunchSite,
+             types: _spec.ArgumentTypes | None = None) -> list[Launch]:
     """The launches of `spec` on `site`, in the order jaxlib should try them: the call's launch
     configurations, then, for each one that can launch there, its warps, grid, outputs to
     zero and arguments laid onto the kernel's parameters.
@@ -431,7 +431,8 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     what it left in the arguments by name is what those heuristics and a grid see. Each config's
     NumPy scalar constexprs become the Python scalars they equal (so that `np.int64(256)`
     compiles, and compiles as `256` does: `_values.plain_constexpr`), and `meta` holds what a grid
-    sees.
+    sees. `types`: the call's values as typed for the plan (`kept`), which a config's layout
+    takes with its own constexprs unless a pre_hook re-laid it out; None types them here.
 
     Raises:
       NotImplementedError: an autotuner feature jaxlib cannot honour (names the alternative).
@@ -506,7 +507,9 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
             jit_fn, site.triton_backend,
             positional=spec.positional if config.positional is None else config.positional,
             in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs,
-            fp8_types=site.fp8_types, target=site.name),
+            fp8_types=site.fp8_types, target=site.name,
+            types=None if types is None or config.positional is not None
+            else _values.replaced(types, constexprs=config.constexprs)),
         jit_fn=jit_fn,
     ) for config, num_warps in warps]
     return planned
@@ -586,7 +589,8 @@ def check_launch_features(compiled: Any) -> None:
                 f"jaxlib's Triton launcher does not do. Compile without it.")
 
 
-def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> tuple | None:
+def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
+             types: _spec.ArgumentTypes | None = None) -> tuple | None:
     """What decides a plain kernel's launches, but for the shapes and the runtime scalars'
     values; None for a kernel with an autotuner or heuristics (they see shapes and values).
 
@@ -594,15 +598,20 @@ def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> tuple |
     its grid, the scalars it receives and what a callable grid or `zeroed_outputs` sees: `relaunch`
     refills those. The key holds the kernel (by identity), the positional entries as they compile
     (`_spec.compile_view`), the dtypes and which arrays are 0-d, the metaparameters (by exact
-    value) and every setting that reaches the compiler.
+    value) and every setting that reaches the compiler. `types`: the call's values as typed for
+    the plan (`kept`), whose `view` is that `compile_view`; None types them here.
 
     Raises:
       TypeError: a value that cannot be hashed (the caller then keeps no plan).
+      TypeError / OverflowError: a scalar that cannot be passed (as `_spec.compile_view`).
     """
     unwrapped = spec.unwrapped
     if unwrapped.autotuner is not None or unwrapped.heuristics:
         return None
-    key = (spec.kernel_id, _spec.compile_view(unwrapped.jit_fn, spec.positional), len(in_avals),
+    view = None if types is None else types.view
+    if view is None:  # not typed yet, or a value whose typing failed: raised here, as always
+        view = _spec.compile_view(unwrapped.jit_fn, spec.positional)
+    key = (spec.kernel_id, view, len(in_avals),
            tuple([(not aval.shape, aval.dtype) for aval in (*in_avals, *out_avals)]),
            spec.exact_values[1], spec.options, spec.backend_options,
            spec.num_warps, spec.num_stages, spec.num_ctas, spec.cuda_arch, spec.enable_fp_fusion,
@@ -623,20 +632,24 @@ class Kept:
 
 
 def kept(place: Any, spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
-         plan: Callable[[], Any], refill: Callable[[Any, list[Launch]], Any]) -> Any:
-    """The plan memo, around a route's plan of the call, `plan()`: what it made of the call, kept
+         plan: Callable[[_spec.ArgumentTypes], Any],
+         refill: Callable[[Any, list[Launch]], Any]) -> Any:
+    """The plan memo, around a route's plan of the call, `plan(types)`: what it made of the call, kept
     for a plain kernel (`Kept`, in `_state.PLANS`) by `place`, where the call runs as the route
     names it, and `plan_key`. A later call of the same key gets `refill(made, launches)`, the
     kept plan with its launches relaunched for the call (`relaunch`: the grid, the runtime
     scalars, the outputs to zero), unless that is None (the route cannot take them: then
-    `plan()` again). So a plain kernel's new shape or scalar value compiles, lays out and
-    encodes nothing anew, and asks the backend nothing.
+    `plan(types)` again). So a plain kernel's new shape or scalar value compiles, lays out and
+    encodes nothing anew, and asks the backend nothing. The call's values are typed once here
+    (`types`, `_spec.argument_types`), for the key and for the plan's layouts (`launches`).
 
-    `plan()` returns a `Kept`, whose `made` is returned; anything else (a route's reason not to
-    take the call) is returned as it is, and nothing kept. An unhashable parameter keeps no plan.
+    `plan(types)` returns a `Kept`, whose `made` is returned; anything else (a route's reason not
+    to take the call) is returned as it is, and nothing kept. An unhashable parameter keeps no
+    plan.
     """
+    types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals, {})
     try:
-        key = plan_key(spec, in_avals, out_avals)
+        key = plan_key(spec, in_avals, out_avals, types)
     except TypeError:  # an unhashable parameter: no plan kept
         key = None
     if key is not None:
@@ -648,7 +661,7 @@ def kept(place: Any, spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
                                                    out_avals, found.limits))
             if refilled is not None:
                 return refilled
-    made = plan()
+    made = plan(types)
     if not isinstance(made, Kept):
         return made
     if key is not None:

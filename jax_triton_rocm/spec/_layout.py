@@ -232,6 +232,7 @@ def lay_out_arguments(
     constexprs: dict[str, Any],
     fp8_types: tuple[str, ...] | None = None,
     target: str = "",
+    types: _spec.ArgumentTypes | None = None,
 ) -> BoundKernel:
     """Lays a call's arguments onto the kernel's parameters, one parameter at a time, and checks
     each as it goes: a pointer's dtype against the parameter's annotation, a scalar's role, a
@@ -265,6 +266,8 @@ def lay_out_arguments(
       fp8_types: Triton's fp8 types the target's compiler takes ("fp8e4nv", ...); None where
         any is taken.
       target: the target as messages name it ("sm_90").
+      types: the call's values as typed already (`_spec.argument_types` of these arguments), or
+        None to type them here.
 
     Raises:
       TypeError: too many or too few arguments, an array where a constexpr must be, a missing
@@ -273,8 +276,9 @@ def lay_out_arguments(
         names the kernel, the parameter and what to do.
       OverflowError: a scalar that does not fit its type (as `_spec.scalar`).
     """
-    return _lay_out(jit_fn, backend, positional, in_avals, out_avals, constexprs,
-                    _spec.argument_types(jit_fn, positional, in_avals, out_avals, constexprs),
+    if types is None:
+        types = _spec.argument_types(jit_fn, positional, in_avals, out_avals, constexprs)
+    return _lay_out(jit_fn, backend, positional, in_avals, out_avals, constexprs, types,
                     fp8_types, target)
 
 

@@ -12,7 +12,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.plan import _plan
 from tests.support import autotune_utils, kernels
 from tests.support import library_kernels as lk
-from tests.support.lowering_utils import lower_for, spec
+from tests.support.lowering_utils import DEFAULT_ARCH, lower_for, spec
 
 X = spec((1000,), jnp.float32)
 CPU = jax.devices("cpu")[0]
@@ -91,3 +91,39 @@ def test_warps_default_to_tritons_in_the_plan_and_configs_keep_their_own():
         c.num_warps for c in autotune_utils.ADD_CONFIGS]
     assert [launch.grid for launch in launches] == [
         (triton.cdiv(1000, c.kwargs["BLOCK"]), 1, 1) for c in autotune_utils.ADD_CONFIGS]
+
+
+
+TYPED_CALLS = {
+    "plain, jaxlib": lambda x: _add(x, x),
+    "plain, xla_native": lambda x: _add(x, x, xla_native=True),
+    "autotuned, jaxlib": lambda x: autotune_utils.tuned_add(x, x),
+}
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+@pytest.mark.parametrize("call", TYPED_CALLS)
+def test_a_lowering_types_the_calls_values_once_for_its_key_and_every_config(
+        platform, call, monkeypatch):
+    # The plan memo types the call's values once (`_spec.argument_types`), for its key (whose
+    # `compile_view` it holds) and the layout of every autotune config; otherwise the key and
+    # each config's layout would type them again.
+    from jax_triton_rocm.spec import _spec
+
+    typed = []
+    for name in ("argument_types", "compile_view"):
+        def counting(*args, _typing=getattr(_spec, name), _name=name, **kwargs):
+            typed.append(_name)
+            return _typing(*args, **kwargs)
+
+        monkeypatch.setattr(_spec, name, counting)
+    x = autotune_utils.f32(4096)
+    with monkeypatch.context() as unpatched:  # the trace's checks type the call too: not counted
+        unpatched.setattr(_spec, "argument_types", _spec.argument_types.__kwdefaults__["_typing"])
+        unpatched.setattr(_spec, "compile_view", _spec.compile_view.__kwdefaults__["_typing"])
+        traced = jax.jit(TYPED_CALLS[call]).trace(x)
+    jtr.clear_caches()  # no lowered call or plan kept by an earlier test
+    with jtr.target_arch(**{platform: DEFAULT_ARCH[platform]}):
+        traced.lower(lowering_platforms=(platform,))
+    assert len(autotune_utils.ADD_CONFIGS) > 1
+    assert typed == ["argument_types"]

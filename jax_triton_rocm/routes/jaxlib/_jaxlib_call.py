@@ -30,7 +30,7 @@ from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.routes.jaxlib import _opaque, _params, _proto, _tma
 from jax_triton_rocm.spec import _kinds
-from jax_triton_rocm.spec._spec import KernelCallSpec
+from jax_triton_rocm.spec._spec import ArgumentTypes, KernelCallSpec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
@@ -134,14 +134,14 @@ def kept_plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, in_ava
 
 
 def plan_uncached(backend: Backend, spec: KernelCallSpec, where: _arch.Where, in_avals: tuple,
-                  out_avals: tuple) -> _plan.Kept:
+                  out_avals: tuple, types: ArgumentTypes) -> _plan.Kept:
     """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch of
     the call, as the plan memo keeps them (`_plan.Kept`, with the launches as planned and the
     architecture's launch limits): the backend's answers for the architecture, the launches
     (`_plan.launches`), compiled (`_compiled_launches`), and each kernel as the installed
-    jaxlib loads it (`kernel_image`)."""
+    jaxlib loads it (`kernel_image`). `types`: the call's values as the plan memo typed them."""
     answers = backend.answers(where.arch)
-    launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site)
+    launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
     compiled = _compiled_launches(backend, spec, answers, launches, in_avals, out_avals)
     images = [kernel_image(backend, kernel, answers, where.features, devices=where.devices,
                            with_ttir=spec.debug) for _, _, kernel in compiled]

@@ -36,7 +36,7 @@ from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.spec import _kinds, _layout, _spec
-from jax_triton_rocm.spec._spec import KernelCallSpec
+from jax_triton_rocm.spec._spec import ArgumentTypes, KernelCallSpec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
@@ -243,7 +243,8 @@ def _refilled(call: NativeCall, launches: list[_plan.Launch]) -> NativeCall | No
 
 
 def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                   arch: GpuArch, in_avals: tuple, out_avals: tuple) -> _plan.Kept | Unfit:
+                   arch: GpuArch, in_avals: tuple, out_avals: tuple,
+                   types: ArgumentTypes) -> _plan.Kept | Unfit:
     """The call in the form XLA launches, top-down, or why it does not fit: the backend's
     answers for the architecture, the call's one launch (a plain kernel's, or the one
     remembered for an autotuned call: found by jaxlib's route, which keys choices on its
@@ -251,11 +252,12 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
     calls (`_trampoline.for_xla`), and its IR checked for this jaxlib (`checked_ir`); unfit
     are an output to zero that shares an input's buffer, more shared memory than the
     architecture has, global scratch memory, and IR XLA cannot take. Returns the call as the
-    plan memo keeps it (`_plan.Kept`: with its launch as planned and the launch limits)."""
+    plan memo keeps it (`_plan.Kept`: with its launch as planned and the launch limits);
+    `types`: the call's values as the plan memo typed them."""
     answers = backend.answers(arch)
     limits = answers.launch_site.limits
     if spec.unwrapped.autotuner is None:
-        [launch] = _plan.launches(spec, in_avals, out_avals, answers.launch_site)
+        [launch] = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
     else:
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call
 
