@@ -273,6 +273,9 @@ PLANS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # `routes.jaxlib._opaque`).
 KERNEL_BYTES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 DEFLATED_KERNELS = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
+# Each compiled CUBIN as jaxlib's call carries it, without its PTX text (`backends._cuda`): one
+# copy per binary, the same bytes object at every lowering of a plan the memo does not keep.
+CARRIED_BINARIES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 # Per kernel object, one record (`KernelRecords`): the globals its source reads
 # ("references", `compile._compile`), its interpreter twin ("interpreted",
 # `routes.cpu._interpret_host`), its parameters' roles ("roles", `spec._kinds`), its trampolines
@@ -286,7 +289,7 @@ CALL_LAYOUTS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # InterpretedFunction (`spec._spec.unwrap`), beside that kernel, whose id is the key.
 JIT_TWINS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 CACHES = (COMPILED_KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES,
-          DEFLATED_KERNELS, KERNEL_RECORDS, CALL_LAYOUTS, JIT_TWINS)
+          DEFLATED_KERNELS, CARRIED_BINARIES, KERNEL_RECORDS, CALL_LAYOUTS, JIT_TWINS)
 # Every other piece of process-wide state, where it lives (package module, name, what it
 # keeps); a new one is added here too (tests/test_module_layout.py checks that each exists).
 ELSEWHERE = (

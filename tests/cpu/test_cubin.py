@@ -135,3 +135,30 @@ def test_an_hsaco_travels_as_compiled(monkeypatch, fresh_caches, module_image):
         assert image.object_file == compiled.binary
     else:  # an older plugin reads the HSACO from the file named in `ptx`
         assert pathlib.Path(image.ptx).read_bytes() == compiled.binary
+
+
+def test_an_autotuned_calls_cubins_lose_their_ptx_text_once(monkeypatch, fresh_caches):
+    # An autotuned call's plan is not kept: each lowering (a new shape here) takes every
+    # config's kernel as the call carries it again, the same bytes, emptied once per binary.
+    from tests.support import autotune_utils
+
+    monkeypatch.delenv("JAX_TRITON_ROCM_KEEP_PTX_TEXT", raising=False)
+    emptied = []
+    without_ptx_text = _cubin.without_ptx_text
+
+    def counting(cubin):
+        emptied.append(cubin)
+        return without_ptx_text(cubin)
+
+    monkeypatch.setattr(_cubin, "without_ptx_text", counting)
+    first, second = (capture_one(autotune_utils.tuned_add, autotune_utils.f32(n),
+                                 autotune_utils.f32(n), platform="cuda") for n in (4096, 8192))
+    configs = len(autotune_utils.ADD_CONFIGS)
+    assert len(first.kernels) == len(second.kernels) == configs
+    if not first.features.module_image:  # a plugin too old to carry the binary: nothing emptied
+        assert emptied == []
+        return
+    assert len(emptied) == configs
+    for a, b in zip(first.calls, second.calls):
+        assert a.kernel.object_file is b.kernel.object_file
+        assert elf_sections(a.kernel.object_file)[PTX_TEXT][2] == 0  # named, and emptied
