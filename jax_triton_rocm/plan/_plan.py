@@ -634,8 +634,8 @@ class Kept:
 def kept(place: Any, spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
          plan: Callable[[_spec.ArgumentTypes], Any],
          refill: Callable[[Any, list[Launch]], Any]) -> Any:
-    """The plan memo, around a route's plan of the call, `plan(types)`: what it made of the call, kept
-    for a plain kernel (`Kept`, in `_state.PLANS`) by `place`, where the call runs as the route
+    """The plan memo, around a route's plan of the call, `plan(types)`: what it made of the call,
+    kept for a plain kernel (`Kept`, in `_state.PLANS`) by `place`, where the call runs as the route
     names it, and `plan_key`. A later call of the same key gets `refill(made, launches)`, the
     kept plan with its launches relaunched for the call (`relaunch`: the grid, the runtime
     scalars, the outputs to zero), unless that is None (the route cannot take them: then

@@ -68,12 +68,13 @@ def lower(backend: Backend, ctx: LoweringRuleContext, operands: tuple,
 
 
 def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec) -> LoweredCall:
-    """The call lowered, without MLIR (`lower` emits it): where the call runs (`_arch.where_it_runs`), then `lower_uncached`,
-    kept in `_state.LOWERED_CALLS` (bounded: a call it forgot is encoded again) under the key
-    every route uses (`_choices.lowered_call`), with `Where`, whether the lowering is for
-    `jax.export` and the autotune target setting; a parameter that cannot be hashed just skips
-    the memo (which tells a tuning session the call it left undecided). Lowering the same call
-    again (a new `jit` of a cached kernel, a retrace) encodes nothing anew."""
+    """The call lowered, without MLIR (`lower` emits it): where the call runs
+    (`_arch.where_it_runs`), then `lower_uncached`, kept in `_state.LOWERED_CALLS` (bounded: a
+    call it forgot is encoded again) under the key every route uses (`_choices.lowered_call`),
+    with `Where`, whether the lowering is for `jax.export` and the autotune target setting; a
+    parameter that cannot be hashed just skips the memo (which tells a tuning session the call
+    it left undecided). Lowering the same call again (a new `jit` of a cached kernel, a retrace)
+    encodes nothing anew."""
     where = _arch.where_it_runs(backend, ctx, spec)
     return _choices.lowered_call(
         "jaxlib", ctx, spec,

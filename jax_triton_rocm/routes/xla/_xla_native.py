@@ -92,9 +92,9 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | Un
         if _state.IR_CHECKS.setdefault(key, unfit) is unfit:  # once per kernel
             warnings.warn(
                 f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
-                f"XLA's: {unfit.reason}. Use a Triton release whose IR this jaxlib reads (docs/routes.md: "
-                f"'Triton constructs that jaxlib does not parse'), or leave {_env.ENV_XLA_NATIVE} "
-                f"unset for jaxlib's call, the default.",
+                f"XLA's: {unfit.reason}. Use a Triton release whose IR this jaxlib reads "
+                f"(docs/routes.md: 'Triton constructs that jaxlib does not parse'), or leave "
+                f"{_env.ENV_XLA_NATIVE} unset for jaxlib's call, the default.",
                 RuntimeWarning, stacklevel=2)
         return unfit
     from jax._src.lib.mlir import ir
