@@ -161,9 +161,7 @@ def named_args(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_aval
             named[name] = value
         elif kind in _layout.NESTED_KINDS:
             named[name] = _layout.named_value((kind, value), in_avals)
-    # Unless the layout places the outputs itself (`_layout.places_outputs`, asked of its kinds
-    # here: the layout is visited once per launch, when the arguments are laid out).
-    if not any([kind in _layout.PLACED_KINDS for kind, _ in positional]):
+    if not _layout.places_outputs(positional):
         named.update(zip(names[len(positional):], out_avals))
     return named
 
