@@ -27,6 +27,9 @@ side of the same kernel by wall clock: `time.perf_counter()` around its 50 launc
 `torch.cuda.synchronize()`, as a user waits for it, and by CUDA events, and the package's wall
 time against PyTorch's wall time.
 
+`--command-buffers off` runs both chains with XLA's command buffers off (an empty
+`--xla_gpu_enable_command_buffer=` in XLA_FLAGS, set before JAX starts its backend).
+
 `--check-on-cpu` needs no GPU: the chains at small sizes, the package's in Triton's
 interpreter, with the same annotations and split (no GPU columns: the CPU has no kernels).
 """
@@ -294,10 +297,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="turns the two chains take, each a wall figure and profiled "
                              "executions (default 3)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument("--command-buffers", choices=("on", "off"), default="on",
+                        help="XLA's command buffers for both chains (default on; off sets "
+                             "--xla_gpu_enable_command_buffer= in XLA_FLAGS)")
     parser.add_argument("--check-on-cpu", action="store_true",
                         help="small sizes, the package's chain in Triton's interpreter")
     args = parser.parse_args(argv)
     import _needs
+    from _common import fresh_environment
+
+    # JAX is imported below this point only: XLA reads its flags when the backend starts.
+    os.environ["XLA_FLAGS"] = fresh_environment(args.command_buffers == "on")["XLA_FLAGS"]
 
     kernels = _needs.chosen_kernels(parser, args.kernels, KERNELS)
     where = "cpu" if args.check_on_cpu else "gpu"
@@ -305,10 +315,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--rounds {args.rounds}: give 1 or more")
     results = [measure(name, where, args.executions, args.repeats, args.rounds)
                for name in kernels]
+    print(f"command buffers {args.command_buffers}")
     print_report(results)
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"where": where, "results": results}, out, indent=1)
+            json.dump({"where": where, "command_buffers": args.command_buffers,
+                       "xla_flags": os.environ["XLA_FLAGS"], "results": results}, out, indent=1)
         print(f"written to {args.json}")
     return 0
 

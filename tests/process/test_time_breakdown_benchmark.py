@@ -18,9 +18,12 @@ def test_check_on_cpu_splits_both_chains(tmp_path):
     report = tmp_path / "breakdown.json"
     result = run_script(os.path.join("benchmarks", "time_breakdown.py"), "--check-on-cpu",
                         "--kernels", "softmax", "--executions", "1", "--repeats", "1",
-                        "--json", str(report), timeout=600)
+                        "--command-buffers", "off", "--json", str(report), timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (softmax,) = json.loads(report.read_text())["results"]
+    written = json.loads(report.read_text())
+    assert written["command_buffers"] == "off" and "command buffers off" in result.stdout
+    assert "--xla_gpu_enable_command_buffer=" in written["xla_flags"].split(), written["xla_flags"]
+    (softmax,) = written["results"]
     for side in ("package", "xla"):
         assert softmax[side]["wall"] > 0 and softmax[side]["dispatch"] > 0, softmax
     assert "host events before the first kernel" in result.stdout
