@@ -253,6 +253,28 @@ def _ratio_cell(ratios: list[float]) -> str:
     return middle if len(ratios) == 1 else f"{middle} ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
+GOAL = 1.05  # issue 46: wall within 1.05 of PyTorch's, or the host share within 1.05 of XLA's
+
+
+def goal_verdict(result: dict) -> str:
+    """Whether one kernel meets the goal: its wall time within GOAL of PyTorch's (both by wall
+    clock), or, where that fails, its host share within GOAL of XLA's own chain's (the median
+    of the rounds' ratios); what each figure was, and "unknown" where neither could be taken."""
+    torch_wall = result.get("pytorch", {}).get("wall")
+    wall = result["package"]["wall"] / torch_wall if torch_wall else None
+    ratios = result.get("share_ratios", [])
+    share = statistics.median(ratios) if ratios else None
+    figures = ", ".join(f"{name} {value:.3f}" for name, value in
+                        (("wall / PyTorch", wall), ("share / XLA's", share)) if value is not None)
+    if wall is not None and wall <= GOAL:
+        return f"met by wall ({figures})"
+    if share is not None and share <= GOAL:
+        return f"met by share ({figures})"
+    if wall is None and share is None:
+        return "unknown (no PyTorch wall and no share ratio)"
+    return f"not met ({figures})"
+
+
 def print_report(results: list[dict]) -> None:
     length = results[0]["length"] if results else CHAIN_LENGTH
     rounds = results[0].get("rounds", 1) if results else 1
@@ -283,6 +305,10 @@ def print_report(results: list[dict]) -> None:
     for r in results:
         events = ", ".join(f"{name} {us:.1f}" for name, us in r["package"]["host"].items())
         print(f"  {r['kernel']}: {events or '-'}")
+    print(f"\ngoal (wall within {GOAL} of PyTorch's, or else the host share within {GOAL} of "
+          f"XLA's own chain's):")
+    for r in results:
+        print(f"  {r['kernel']}: {goal_verdict(r)}")
 
 
 def main(argv: list[str] | None = None) -> int:

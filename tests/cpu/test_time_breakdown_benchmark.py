@@ -62,3 +62,19 @@ def test_the_share_ratio_cell_gives_the_rounds_median_and_range():
     assert tb._ratio_cell([]) == "-"
     assert tb._ratio_cell([1.234]) == "1.23"
     assert tb._ratio_cell([1.3, 0.9, 1.1]) == "1.10 (0.90-1.30)"
+
+
+def test_the_goal_is_met_by_wall_or_else_by_the_host_share():
+    def result(wall, torch_wall, ratios):
+        return {"package": {"wall": wall}, "share_ratios": ratios,
+                **({"pytorch": {"wall": torch_wall}} if torch_wall else {})}
+
+    assert tb.goal_verdict(result(105.0, 100.0, [2.0])) == (
+        "met by wall (wall / PyTorch 1.050, share / XLA's 2.000)")
+    assert tb.goal_verdict(result(120.0, 100.0, [1.2, 0.9, 1.0])) == (
+        "met by share (wall / PyTorch 1.200, share / XLA's 1.000)")
+    assert tb.goal_verdict(result(120.0, 100.0, [1.06])) == (
+        "not met (wall / PyTorch 1.200, share / XLA's 1.060)")
+    assert tb.goal_verdict(result(120.0, None, [])) == (
+        "unknown (no PyTorch wall and no share ratio)")
+    assert tb.goal_verdict(result(120.0, None, [1.1])) == "not met (share / XLA's 1.100)"

@@ -27,3 +27,4 @@ def test_check_on_cpu_splits_both_chains(tmp_path):
     for side in ("package", "xla"):
         assert softmax[side]["wall"] > 0 and softmax[side]["dispatch"] > 0, softmax
     assert "host events before the first kernel" in result.stdout
+    assert "  softmax: " in result.stdout.split("\ngoal (wall within 1.05")[1]
