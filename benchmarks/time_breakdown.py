@@ -253,6 +253,12 @@ def _ratio_cell(ratios: list[float]) -> str:
     return middle if len(ratios) == 1 else f"{middle} ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
+def _wall_ratio(result: dict) -> float | None:
+    """The package's wall time against PyTorch's, both by wall clock; None without PyTorch's."""
+    torch_wall = result.get("pytorch", {}).get("wall")
+    return result["package"]["wall"] / torch_wall if torch_wall else None
+
+
 GOAL = 1.05  # issue 46: wall within 1.05 of PyTorch's, or the host share within 1.05 of XLA's
 
 
@@ -260,8 +266,7 @@ def goal_verdict(result: dict) -> str:
     """Whether one kernel meets the goal: its wall time within GOAL of PyTorch's (both by wall
     clock), or, where that fails, its host share within GOAL of XLA's own chain's (the median
     of the rounds' ratios); what each figure was, and "unknown" where neither could be taken."""
-    torch_wall = result.get("pytorch", {}).get("wall")
-    wall = result["package"]["wall"] / torch_wall if torch_wall else None
+    wall = _wall_ratio(result)
     ratios = result.get("share_ratios", [])
     share = statistics.median(ratios) if ratios else None
     figures = ", ".join(f"{name} {value:.3f}" for name, value in
@@ -297,7 +302,7 @@ def print_report(results: list[dict]) -> None:
                          _ratio_cell(r.get("share_ratios", [])) if package else "",
                          _fmt(torch_wall) if package else "",
                          _fmt(torch_events) if package else "",
-                         f"{s['wall'] / torch_wall:.3f}" if package and torch_wall else ""))
+                         f"{_wall_ratio(r):.3f}" if package and torch_wall else ""))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
     for row in rows:
         print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
