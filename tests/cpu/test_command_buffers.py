@@ -77,8 +77,8 @@ def test_the_target_is_jaxlibs_handler_registered_once_without_the_command_buffe
 
 
 def test_a_plugin_without_the_handler_registers_nothing(monkeypatch, recorded_registrations):
-    class OldPlugin:  # a `_triton` module from before jaxlib's typed-FFI call
-        pass
+    class OldPlugin:
+        """A `_triton` module from before jaxlib's typed-FFI call: no `registrations()`."""
 
     monkeypatch.setattr(_vendors, "plugin_triton_module", lambda platform: OldPlugin())
     assert _unbuffered.register("rocm") is False

@@ -64,6 +64,8 @@ def _jaxlib_handler(platform: str):
 def target(platform: str) -> str:
     """The target to emit a plain call under with command buffers turned off for the package's
     calls: `UNBUFFERED_CALL_NAME`, registered for `platform` where its plugin offers jaxlib's
-    handler (elsewhere, a lowering for a machine where the package registers it)."""
-    register(platform)
+    handler (elsewhere, a lowering for a machine where the package registers it). Every lowering
+    with the setting asks: once registered, no lock is taken."""
+    if platform not in _registered:
+        register(platform)
     return _compat.UNBUFFERED_CALL_NAME
