@@ -230,8 +230,6 @@ def expected_target(row: Row) -> str:
         return NATIVE_TARGET
     if row.op.startswith("tuned") and row.variant != "ffi":
         return _compat.autotuned_call_name()
-    if not _env.command_buffers():  # JAX_TRITON_ROCM_COMMAND_BUFFERS=0: the same handler, unbuffered
-        return _compat.UNBUFFERED_CALL_NAME
     return _compat.FFI_CALL_NAME
 
 

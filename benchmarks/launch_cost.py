@@ -32,7 +32,6 @@ if __name__ == "__main__":  # what this run needs, said before JAX is imported
 
 import argparse
 import json
-import os
 import sys
 
 import jax
@@ -187,8 +186,7 @@ def report(length: int) -> int:
               flush=True)
     on, off = measured[True], measured[False]
     print(f"device: {jax.devices()[0].device_kind}; jax {jax.__version__}; "
-          f"Triton {triton.__version__}; JAX_TRITON_ROCM_COMMAND_BUFFERS "
-          f"{os.environ.get('JAX_TRITON_ROCM_COMMAND_BUFFERS') or 'unset'}")
+          f"Triton {triton.__version__}")
     print(f"\nchain of {length} calls, µs per kernel (ratio to {BASELINE}):")
 
     def ratio(values: dict, name: str) -> float | str:

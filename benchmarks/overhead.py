@@ -51,7 +51,7 @@ import triton
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _compat, _env
+from jax_triton_rocm.base import _compat
 
 import relower
 from _common import (CHAIN_LENGTH, DRY_RUN_ARCH, add_kernel, chain, forced_features,
@@ -107,8 +107,7 @@ def torch_chain_per_kernel_us(length=CHAIN_LENGTH) -> dict[str, float]:
 
 def emitted_target(text: str) -> str:
     """The Triton custom call a lowered module's text holds ("" for none)."""
-    for target in (_compat.XLA_TRITON_CALL_NAME, _compat.FFI_CALL_NAME,
-                   _compat.UNBUFFERED_CALL_NAME, _compat.LEGACY_CALL_NAME):
+    for target in (_compat.XLA_TRITON_CALL_NAME, _compat.FFI_CALL_NAME, _compat.LEGACY_CALL_NAME):
         if f"@{target}(" in text or f'@"{target}"(' in text:
             return target
     return ""
@@ -137,8 +136,6 @@ def chain_figures(names: list[str], measurements: int, dry_run: bool = False) ->
         else:
             text = jax.jit(chain(op, 2)).lower(x, x).as_text()
         routes[name] = emitted_target(text) or "XLA"
-        if wanted == _compat.FFI_CALL_NAME and not _env.command_buffers():
-            wanted = _compat.UNBUFFERED_CALL_NAME  # the same handler, outside command buffers
         if wanted not in (None, "default") and routes[name] != wanted:
             raise RuntimeError(f"{label}: took {routes[name]}, not {wanted}; the "
                                f"'jax_triton_rocm' logger says why at DEBUG level")
@@ -203,8 +200,7 @@ def goal_line(on: dict, off: dict) -> str:
 def gpu_report(platform_name: str) -> None:
     features = _vendors.plugin_features(platform_name)
     print(f"device: {jax.devices()[0].device_kind}; jax {jax.__version__}; "
-          f"Triton {triton.__version__}; plugin: {features}; JAX_TRITON_ROCM_COMMAND_BUFFERS "
-          f"{'1' if _env.command_buffers() else '0'}")
+          f"Triton {triton.__version__}; plugin: {features}")
     # The chains run first, in their own processes, while this one holds no GPU buffers.
     chains = {setting: in_fresh_process("overhead.py", ["chain-worker"], setting)
               for setting in (True, False)}

@@ -97,9 +97,7 @@ def versions() -> dict[str, str]:
             "jax": jax.__version__, "jaxlib": installed("jaxlib") or "?",
             "plugin": ", ".join(plugins) or "none", "triton": triton.__version__,
             "torch": installed("torch") or "not installed",
-            "jax_triton_rocm": jtr.__version__,
-            "JAX_TRITON_ROCM_COMMAND_BUFFERS": os.environ.get("JAX_TRITON_ROCM_COMMAND_BUFFERS")
-            or "unset"}
+            "jax_triton_rocm": jtr.__version__}
 
 
 def measured(names: list[str], args, command_buffers: bool,

@@ -346,15 +346,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--rounds {args.rounds}: give 1 or more")
     results = [measure(name, where, args.executions, args.repeats, args.rounds)
                for name in kernels]
-    # The package's own setting (`JAX_TRITON_ROCM_COMMAND_BUFFERS=0`: its calls outside them).
-    package_setting = os.environ.get("JAX_TRITON_ROCM_COMMAND_BUFFERS") or "unset"
-    print(f"command buffers {args.command_buffers}; JAX_TRITON_ROCM_COMMAND_BUFFERS "
-          f"{package_setting}")
+    print(f"command buffers {args.command_buffers}")
     print_report(results)
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"where": where, "command_buffers": args.command_buffers,
-                       "package_command_buffers": package_setting,
                        "xla_flags": os.environ["XLA_FLAGS"], "results": results}, out, indent=1)
         print(f"written to {args.json}")
     return 0

@@ -3,26 +3,23 @@
 `jax.export` refuses a custom call whose target has no compatibility guarantee unless
 `disabled_checks` names that target, one `DisabledSafetyCheck.custom_call(name)` per target (the
 check takes one name; a tuple would become the text of one name and allow nothing). A call
-lowered by this package uses one of four targets:
+lowered by this package uses one of three targets:
 
 - `triton_kernel_call_ffi`: jaxlib's typed-FFI Triton call, for every plain call on jaxlib's route;
 - `triton_kernel_call`: jaxlib's legacy Triton call, for autotuned calls where the package picks
   it (see `base._compat.autotuned_call_name`);
-- `__gpu$xla.gpu.triton`: XLA's own Triton call, for calls sent there (`xla_native`);
-- `jax_triton_rocm_kernel_call_ffi`: jaxlib's typed-FFI handler, registered again by the package
-  outside XLA's command buffers, for plain calls with `JAX_TRITON_ROCM_COMMAND_BUFFERS=0`.
+- `__gpu$xla.gpu.triton`: XLA's own Triton call, for calls sent there (`xla_native`).
 
 `CUSTOM_CALL_TARGET_NAME` is jax-triton 0.4's name for the first (a `str`, so 0.4 code that
-passes it to `DisabledSafetyCheck.custom_call` means the same here) and knows all four;
-`disabled_checks()` allows all four at once.
+passes it to `DisabledSafetyCheck.custom_call` means the same here) and knows all three;
+`disabled_checks()` allows all three at once.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from jax_triton_rocm.base._compat import (FFI_CALL_NAME, LEGACY_CALL_NAME, UNBUFFERED_CALL_NAME,
-                                          XLA_TRITON_CALL_NAME)
+from jax_triton_rocm.base._compat import FFI_CALL_NAME, LEGACY_CALL_NAME, XLA_TRITON_CALL_NAME
 
 
 class CustomCallTargetName(str):
@@ -32,8 +29,7 @@ class CustomCallTargetName(str):
     formatting), and its `targets` are every target the package may emit.
     """
 
-    targets: tuple[str, ...] = (FFI_CALL_NAME, LEGACY_CALL_NAME, XLA_TRITON_CALL_NAME,
-                                UNBUFFERED_CALL_NAME)
+    targets: tuple[str, ...] = (FFI_CALL_NAME, LEGACY_CALL_NAME, XLA_TRITON_CALL_NAME)
 
     def disabled_checks(self) -> list[Any]:
         """`disabled_checks()`: one `DisabledSafetyCheck.custom_call` per target in `targets`."""

@@ -14,9 +14,7 @@ class EmittedCall:
 
     Attributes:
       target: the custom-call target: jaxlib's ("triton_kernel_call_ffi",
-        "triton_kernel_call"), the package's registration of jaxlib's typed-FFI handler outside
-        command buffers ("jax_triton_rocm_kernel_call_ffi", `JAX_TRITON_ROCM_COMMAND_BUFFERS=0`)
-        or XLA's own ("__gpu$xla.gpu.triton").
+        "triton_kernel_call") or XLA's own ("__gpu$xla.gpu.triton").
       typed_ffi: emitted as a typed-FFI call (its configuration in an attribute) rather than
         legacy.
       opaque: the bytes jaxlib receives (zlib-compressed proto); empty for XLA's call.
@@ -140,7 +138,7 @@ def kernel_calls(lowered: Any) -> list[EmittedCall]:
             if target == _compat.XLA_TRITON_CALL_NAME:
                 calls.append(EmittedCall(target, True, b"", _native_config(op)))
                 continue
-            if target not in _compat.JAXLIB_HANDLER_NAMES:
+            if not target.startswith("triton_kernel_call"):
                 continue
             typed_ffi = "mhlo.backend_config" in op.attributes  # how JAX writes typed-FFI calls
             if typed_ffi:

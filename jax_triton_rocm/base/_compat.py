@@ -20,10 +20,6 @@ logger = logging.getLogger("jax_triton_rocm")
 
 FFI_CALL_NAME = "triton_kernel_call_ffi"
 LEGACY_CALL_NAME = "triton_kernel_call"
-# jaxlib's typed-FFI handler registered again by the package under its own name, without the
-# command-buffer trait, so that XLA launches those calls one by one (`routes.jaxlib._unbuffered`).
-UNBUFFERED_CALL_NAME = "jax_triton_rocm_kernel_call_ffi"
-JAXLIB_HANDLER_NAMES = (FFI_CALL_NAME, LEGACY_CALL_NAME, UNBUFFERED_CALL_NAME)
 XLA_TRITON_CALL_NAME = "__gpu$xla.gpu.triton"  # XLA's own Triton call (`routes.xla._xla_native`)
 XLA_CALL_NAME_ATTRIBUTE = "jax_triton_rocm.name"  # the call's name on it (a frontend attribute)
 

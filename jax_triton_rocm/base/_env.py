@@ -30,11 +30,9 @@ ENV_KERNEL_CACHE_SIZE = "JAX_TRITON_ROCM_KERNEL_CACHE_SIZE"
 ENV_CALL_CACHE_SIZE = "JAX_TRITON_ROCM_CALL_CACHE_SIZE"
 ENV_REMEMBER_TRITON_KEY = "JAX_TRITON_ROCM_REMEMBER_TRITON_KEY"
 ENV_KEEP_PTX_TEXT = "JAX_TRITON_ROCM_KEEP_PTX_TEXT"
-ENV_COMMAND_BUFFERS = "JAX_TRITON_ROCM_COMMAND_BUFFERS"
 PACKAGE_ENV_VARS = (ENV_TARGET_ARCH, ENV_HSACO_DELIVERY, ENV_PREWARM, ENV_AUTOTUNE_TARGET,
                     ENV_AUTOTUNE_DIR, ENV_COMPILE_THREADS, ENV_XLA_NATIVE, ENV_KERNEL_CACHE_SIZE,
-                    ENV_CALL_CACHE_SIZE, ENV_REMEMBER_TRITON_KEY, ENV_KEEP_PTX_TEXT,
-                    ENV_COMMAND_BUFFERS)
+                    ENV_CALL_CACHE_SIZE, ENV_REMEMBER_TRITON_KEY, ENV_KEEP_PTX_TEXT)
 
 # Triton's and the system's variables the package reads: where Triton's folders are, for the
 # package's compiles and its warnings about them.
@@ -173,13 +171,6 @@ def keep_ptx_text() -> bool:
     return bool(_flag(ENV_KEEP_PTX_TEXT, default=False))
 
 
-def command_buffers() -> bool:
-    """`JAX_TRITON_ROCM_COMMAND_BUFFERS`: True (1, unset) emits plain calls as jaxlib's typed-FFI
-    target, which XLA may record into its command buffers; False (0) emits them under the
-    package's own registration of the same handler, which XLA launches one by one."""
-    return bool(_flag(ENV_COMMAND_BUFFERS, default=True))
-
-
 def cache_size(name: str) -> int:
     """The bound the cache-size variable `name` (`ENV_KERNEL_CACHE_SIZE` or
     `ENV_CALL_CACHE_SIZE`) sets (read at each use; unset: 1024)."""
@@ -251,7 +242,6 @@ VARIABLE_READERS: dict[str, Callable[[], Any]] = {
     ENV_CALL_CACHE_SIZE: call_cache_size,
     ENV_REMEMBER_TRITON_KEY: remember_triton_key,
     ENV_KEEP_PTX_TEXT: keep_ptx_text,
-    ENV_COMMAND_BUFFERS: command_buffers,
 }
 # The variables' values when `check_variables` last found them all valid.
 _CHECKED_VALUES: list[tuple[str | None, ...]] = []

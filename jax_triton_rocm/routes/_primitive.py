@@ -399,11 +399,8 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
             installed = set(_vendors.installed_gpu_platforms())
             named = {p for p in _vendors.GPU_PLATFORMS if _arch.named_arch(p) is not None}
             chosen = tuple([p for p in _vendors.GPU_PLATFORMS if p in installed | named])
-        from jax_triton_rocm.routes.jaxlib import _unbuffered
-
         for platform in chosen:
             _routes(platform)
-            _unbuffered.register(platform)  # for programs lowered elsewhere with that target
     return tuple(sorted(_registered))  # `registered_platforms()`
 
 

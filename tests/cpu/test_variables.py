@@ -25,7 +25,6 @@ REFUSED = {
     _env.ENV_CALL_CACHE_SIZE: "0",
     _env.ENV_REMEMBER_TRITON_KEY: "perhaps",
     _env.ENV_KEEP_PTX_TEXT: "some",
-    _env.ENV_COMMAND_BUFFERS: "sometimes",
 }
 
 

@@ -28,7 +28,7 @@ from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.routes import _arch, _choices
-from jax_triton_rocm.routes.jaxlib import _opaque, _params, _proto, _tma, _unbuffered
+from jax_triton_rocm.routes.jaxlib import _opaque, _params, _proto, _tma
 from jax_triton_rocm.spec import _kinds
 from jax_triton_rocm.spec._spec import ArgumentTypes, KernelCallSpec
 
@@ -248,23 +248,13 @@ def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, ar
     return [pairs[index]], None
 
 
-def emitted_target(lowered: LoweredCall) -> str:
-    """The target `emit` writes: the lowered call's, but for a plain call with
-    `JAX_TRITON_ROCM_COMMAND_BUFFERS=0` (read at each lowering), the package's registration of the
-    same handler outside XLA's command buffers (`_unbuffered`)."""
-    if lowered.custom_call_name == _compat.FFI_CALL_NAME and not _env.command_buffers():
-        return _unbuffered.target(lowered.features.platform)
-    return lowered.custom_call_name
-
-
 def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
-    """Emits the custom call: typed FFI with an `opaque` attribute (`emitted_target`), or the
-    legacy target."""
+    """Emits the custom call: typed FFI with an `opaque` attribute, or the legacy target."""
     from jax import ffi
 
     operand_output_aliases = dict(lowered.aliases)
     if lowered.custom_call_name == _compat.FFI_CALL_NAME:
-        rule = ffi.ffi_lowering(emitted_target(lowered),
+        rule = ffi.ffi_lowering(lowered.custom_call_name,
                                 operand_output_aliases=operand_output_aliases,
                                 has_side_effect=lowered.has_side_effect)
         attributes = {} if lowered.cost_estimate is None else {
