@@ -31,6 +31,11 @@ from jax_triton_rocm.routes.jaxlib import _jaxlib_call  # noqa: E402
 
 CHAIN_LENGTH = 200
 COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer="
+# What each command-buffer setting of a fresh process puts after COMMAND_BUFFER_FLAG (None: the
+# flag left out, XLA's default list). "no-custom-calls" takes CUSTOM_CALL off XLA's default list
+# (a "-" entry removes one type from it): every custom call, jaxlib's Triton calls among them, is
+# then launched one by one while XLA's own kernels are still recorded.
+COMMAND_BUFFER_SETTINGS = {"on": None, "off": "", "no-custom-calls": "-CUSTOM_CALL"}
 DRY_RUN_ARCH = "sm_90"
 
 
@@ -177,13 +182,24 @@ def chain_per_kernel_us(op: Callable, length: int = CHAIN_LENGTH, size: int = 10
     return median_seconds(chain(op, length), x, x) / length * 1e6
 
 
-def fresh_environment(command_buffers: bool, env: dict[str, str] | None = None) -> dict:
-    """This process's environment with `env` added and XLA_FLAGS turning command buffers on or
-    off, for a fresh process (XLA reads its flags once per process)."""
+def fresh_environment(command_buffers: bool | str, env: dict[str, str] | None = None) -> dict:
+    """This process's environment with `env` added and XLA_FLAGS setting XLA's command buffers,
+    for a fresh process (XLA reads its flags once per process): True or "on" (XLA's default),
+    False or "off" (none), or "no-custom-calls" (XLA's default less custom calls), the keys of
+    COMMAND_BUFFER_SETTINGS. Any command-buffer flag already in XLA_FLAGS is replaced.
+
+    Raises ValueError for another setting.
+    """
+    if isinstance(command_buffers, bool):
+        command_buffers = "on" if command_buffers else "off"
+    if command_buffers not in COMMAND_BUFFER_SETTINGS:
+        raise ValueError(f"command_buffers={command_buffers!r}: give one of "
+                         f"{', '.join(map(repr, COMMAND_BUFFER_SETTINGS))}, or True or False")
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
              if not f.startswith(COMMAND_BUFFER_FLAG)]
-    if not command_buffers:
-        flags.append(COMMAND_BUFFER_FLAG)  # an empty list of command types: none
+    types = COMMAND_BUFFER_SETTINGS[command_buffers]
+    if types is not None:
+        flags.append(COMMAND_BUFFER_FLAG + types)  # "": an empty list of command types, none
     return dict(os.environ, **(env or {}), XLA_FLAGS=" ".join(flags))
 
 

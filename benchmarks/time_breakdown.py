@@ -28,7 +28,10 @@ side of the same kernel by wall clock: `time.perf_counter()` around its 50 launc
 time against PyTorch's wall time.
 
 `--command-buffers off` runs both chains with XLA's command buffers off (an empty
-`--xla_gpu_enable_command_buffer=` in XLA_FLAGS, set before JAX starts its backend).
+`--xla_gpu_enable_command_buffer=` in XLA_FLAGS, set before JAX starts its backend);
+`--command-buffers no-custom-calls` with XLA's default list less custom calls
+(`--xla_gpu_enable_command_buffer=-CUSTOM_CALL`): the package's calls are launched one by one,
+XLA's own kernels still recorded.
 
 `--check-on-cpu` needs no GPU: the chains at small sizes, the package's in Triton's
 interpreter, with the same annotations and split (no GPU columns: the CPU has no kernels).
@@ -56,6 +59,8 @@ CHAIN_LENGTH = 50
 ANNOTATION = "jtr_breakdown"  # prefix of the trace annotations around each execution
 KERNELS = ("softmax", "layernorm", "layernorm_bwd", "dropout", "matmul", "attention")
 TOP_EVENTS = 6
+# `_common.COMMAND_BUFFER_SETTINGS`' keys, named here so that --help needs no JAX.
+COMMAND_BUFFER_CHOICES = ("on", "off", "no-custom-calls")
 
 
 def load_trace(folder: str) -> list[dict]:
@@ -328,9 +333,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="turns the two chains take, each a wall figure and profiled "
                              "executions (default 3)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
-    parser.add_argument("--command-buffers", choices=("on", "off"), default="on",
+    parser.add_argument("--command-buffers", choices=COMMAND_BUFFER_CHOICES, default="on",
                         help="XLA's command buffers for both chains (default on; off sets "
-                             "--xla_gpu_enable_command_buffer= in XLA_FLAGS)")
+                             "--xla_gpu_enable_command_buffer= in XLA_FLAGS, no-custom-calls "
+                             "--xla_gpu_enable_command_buffer=-CUSTOM_CALL)")
     parser.add_argument("--check-on-cpu", action="store_true",
                         help="small sizes, the package's chain in Triton's interpreter")
     args = parser.parse_args(argv)
@@ -338,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     from _common import fresh_environment
 
     # JAX is imported below this point only: XLA reads its flags when the backend starts.
-    os.environ["XLA_FLAGS"] = fresh_environment(args.command_buffers == "on")["XLA_FLAGS"]
+    os.environ["XLA_FLAGS"] = fresh_environment(args.command_buffers)["XLA_FLAGS"]
 
     kernels = _needs.chosen_kernels(parser, args.kernels, KERNELS)
     where = "cpu" if args.check_on_cpu else "gpu"

@@ -78,3 +78,24 @@ def test_the_goal_is_met_by_wall_or_else_by_the_host_share():
     assert tb.goal_verdict(result(120.0, None, [])) == (
         "unknown (no PyTorch wall and no share ratio)")
     assert tb.goal_verdict(result(120.0, None, [1.1])) == "not met (share / XLA's 1.100)"
+
+
+def test_each_command_buffer_setting_replaces_the_flag_and_keeps_the_others(monkeypatch):
+    import _common
+
+    assert set(tb.COMMAND_BUFFER_CHOICES) == set(_common.COMMAND_BUFFER_SETTINGS)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/d --xla_gpu_enable_command_buffer=FUSION")
+    flags = {setting: _common.fresh_environment(setting)["XLA_FLAGS"].split()
+             for setting in (*tb.COMMAND_BUFFER_CHOICES, True, False)}
+    assert flags["on"] == flags[True] == ["--xla_dump_to=/d"]
+    assert flags["off"] == flags[False] == ["--xla_dump_to=/d", "--xla_gpu_enable_command_buffer="]
+    assert flags["no-custom-calls"] == ["--xla_dump_to=/d",
+                                        "--xla_gpu_enable_command_buffer=-CUSTOM_CALL"]
+
+
+def test_an_unknown_command_buffer_setting_is_named():
+    import _common
+    import pytest
+
+    with pytest.raises(ValueError, match="command_buffers='custom'.*'no-custom-calls'"):
+        _common.fresh_environment("custom")
