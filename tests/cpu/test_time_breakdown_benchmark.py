@@ -4,6 +4,8 @@ dispatch, host time before the first kernel, GPU time and the final wait."""
 import os
 import sys
 
+import pytest
+
 from tests.support.subprocess_utils import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # for the script's own functions
@@ -95,7 +97,6 @@ def test_each_command_buffer_setting_replaces_the_flag_and_keeps_the_others(monk
 
 def test_an_unknown_command_buffer_setting_is_named():
     import _common
-    import pytest
 
     with pytest.raises(ValueError, match="command_buffers='custom'.*'no-custom-calls'"):
         _common.fresh_environment("custom")
