@@ -44,7 +44,6 @@ from jax_triton_rocm.base import _env  # noqa: E402
 
 CHAIN_LENGTH = 200
 FIRST_CALL_SIZE = 1 << 20
-COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer="
 ROUTES = ("legacy target", "FFI target (forced)", "remembered choice", "one config")
 
 
@@ -147,11 +146,9 @@ def worker() -> None:
 
 
 def _in_subprocess(command_buffers: bool, choices: str) -> dict:
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
-             if not f.startswith(COMMAND_BUFFER_FLAG)]
-    if not command_buffers:
-        flags.append(COMMAND_BUFFER_FLAG)
-    env = dict(os.environ, XLA_FLAGS=" ".join(flags), **{_env.ENV_AUTOTUNE_DIR: choices})
+    from _common import fresh_environment
+
+    env = fresh_environment(command_buffers, {_env.ENV_AUTOTUNE_DIR: choices})
     for mode in ("tune-first-calls", "worker"):
         result = subprocess.run([sys.executable, os.path.abspath(__file__), mode], env=env,
                                 capture_output=True, text=True, check=False)
