@@ -26,8 +26,7 @@ import triton.language as tl  # noqa: E402
 
 import jax_triton_rocm as jtr  # noqa: E402
 from jax_triton_rocm.backends import _vendors  # noqa: E402
-from jax_triton_rocm.base import _compat  # noqa: E402
-from jax_triton_rocm.routes.jaxlib import _jaxlib_call  # noqa: E402
+from jax_triton_rocm.base import _env  # noqa: E402
 
 CHAIN_LENGTH = 200
 COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer="
@@ -100,21 +99,23 @@ def gpu_missing(script: str) -> bool:
     return True
 
 
-class legacy_target:
-    """Makes calls with one kernel take the legacy target (for comparison only)."""
+class call_target:
+    """Makes calls with one kernel take the target `setting` ("ffi" or "legacy"), as
+    `JAX_TRITON_ROCM_CALL_TARGET` does, while in force (JAX's caches cleared on both sides)."""
+
+    def __init__(self, setting: str):
+        self.setting = setting
 
     def __enter__(self):
-        self.original = _jaxlib_call.emit
-
-        def emit_legacy(ctx, operands, lowered):
-            lowered = dataclasses.replace(lowered, custom_call_name=_compat.LEGACY_CALL_NAME)
-            return self.original(ctx, operands, lowered)
-
-        _jaxlib_call.emit = emit_legacy
+        self.original = os.environ.get(_env.ENV_CALL_TARGET)
+        os.environ[_env.ENV_CALL_TARGET] = self.setting
         jax.clear_caches()
 
     def __exit__(self, *exc):
-        _jaxlib_call.emit = self.original
+        if self.original is None:
+            os.environ.pop(_env.ENV_CALL_TARGET, None)
+        else:
+            os.environ[_env.ENV_CALL_TARGET] = self.original
         jax.clear_caches()
 
 

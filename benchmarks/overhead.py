@@ -40,6 +40,7 @@ if __name__ == "__main__":  # what this run needs, said before JAX is imported
     _needs.gpu_needed(__file__, unless=("--dry-run", "relower", "chain-worker"))
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -55,7 +56,7 @@ from jax_triton_rocm.base import _compat
 
 import relower
 from _common import (CHAIN_LENGTH, DRY_RUN_ARCH, add_kernel, chain, forced_features,
-                     gpu_missing, in_fresh_process, legacy_target, median_seconds, native_add,
+                     call_target, gpu_missing, in_fresh_process, median_seconds, native_add,
                      plain_add, platform, print_rows, torch_wall_us, triton_add, xla_add,
                      xla_add_unfused)
 
@@ -127,14 +128,18 @@ def chain_figures(names: list[str], measurements: int, dry_run: bool = False) ->
     routes, jitted = {}, {}
     for name in names:
         label, op, wanted = CHAINS[name]
-        jitted[name] = chain(op)
-        if dry_run:
-            arg = jax.ShapeDtypeStruct((1024,), jnp.float32)
-            with jtr.target_arch(cuda=DRY_RUN_ARCH):
-                text = jax.jit(chain(op, 2)).trace(arg, arg).lower(
-                    lowering_platforms=("cuda",)).as_text()
-        else:
-            text = jax.jit(chain(op, 2)).lower(x, x).as_text()
+        # The FFI row forces its target: `auto` takes the legacy one where XLA_FLAGS turns
+        # command buffers off.
+        with call_target("ffi") if wanted == _compat.FFI_CALL_NAME else contextlib.nullcontext():
+            if dry_run:
+                jitted[name] = chain(op)
+                arg = jax.ShapeDtypeStruct((1024,), jnp.float32)
+                with jtr.target_arch(cuda=DRY_RUN_ARCH):
+                    text = jax.jit(chain(op, 2)).trace(arg, arg).lower(
+                        lowering_platforms=("cuda",)).as_text()
+            else:
+                jitted[name] = chain(op).lower(x, x).compile()
+                text = jax.jit(chain(op, 2)).lower(x, x).as_text()
         routes[name] = emitted_target(text) or "XLA"
         if wanted not in (None, "default") and routes[name] != wanted:
             raise RuntimeError(f"{label}: took {routes[name]}, not {wanted}; the "
@@ -151,7 +156,7 @@ def full_chain_rows() -> dict[str, float]:
     found = chain_figures(list(CHAINS), 1)
     rows = {CHAINS[name][0]: values[0] for name, values in found["us"].items()}
     x = jnp.ones((1024,), jnp.float32)
-    with legacy_target():
+    with call_target("legacy"):
         taken = emitted_target(jax.jit(chain(triton_add, 2)).lower(x, x).as_text())
         if taken != _compat.LEGACY_CALL_NAME:
             raise RuntimeError(f"the forced legacy chain took {taken}")

@@ -49,8 +49,11 @@ def route(request, monkeypatch, fresh_lowerings):
     current = Route(request.param)
     if current.name == "default":
         monkeypatch.delenv(_env.ENV_XLA_NATIVE, raising=False)
+        monkeypatch.delenv(_env.ENV_CALL_TARGET, raising=False)
     elif current.on_gpu:
         monkeypatch.setenv(_env.ENV_XLA_NATIVE, "1" if current.name == "xla" else "0")
+        monkeypatch.setenv(_env.ENV_CALL_TARGET,
+                           "legacy" if current.name == "legacy" else "ffi")
     monkeypatch.setattr(_jaxlib_call, "emit", counting(current, "jaxlib", _jaxlib_call.emit))
     monkeypatch.setattr(_xla_native, "emit", counting(current, "xla", _xla_native.emit))
     monkeypatch.setattr(_interpret, "lower", counting(current, "interpreter", _interpret.lower))

@@ -5,9 +5,12 @@
 check takes one name; a tuple would become the text of one name and allow nothing). A call
 lowered by this package uses one of three targets:
 
-- `triton_kernel_call_ffi`: jaxlib's typed-FFI Triton call, for every plain call on jaxlib's route;
+- `triton_kernel_call_ffi`: jaxlib's typed-FFI Triton call, for plain calls on jaxlib's route
+  (always when lowered for `jax.export`, unless `JAX_TRITON_ROCM_CALL_TARGET=legacy` forces the
+  other: `base._compat.plain_call_name`);
 - `triton_kernel_call`: jaxlib's legacy Triton call, for autotuned calls where the package picks
-  it (see `base._compat.autotuned_call_name`);
+  it (see `base._compat.autotuned_call_name`), and for plain calls in a process whose XLA_FLAGS
+  keep custom calls out of command buffers;
 - `__gpu$xla.gpu.triton`: XLA's own Triton call, for calls sent there (`xla_native`).
 
 `CUSTOM_CALL_TARGET_NAME` is jax-triton 0.4's name for the first (a `str`, so 0.4 code that

@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import re
+import shlex
 from typing import Any
 
 from jax_triton_rocm.base import _env
@@ -65,6 +67,70 @@ def _warn_ffi_autotune() -> None:
         "corrupt other buffers. It is safe only when every operand of every autotuned call is "
         "an input of the jitted program. Unset it to use the legacy target, or pick the configs "
         "once on real data with jax_triton_rocm.autotune.", _env.ENV_AUTOTUNE_TARGET, FFI_CALL_NAME)
+
+
+# Plain calls (one kernel) take jaxlib's typed-FFI target unless the user keeps custom calls out
+# of XLA's command buffers (CUDA graphs): jaxlib's FFI handler declares itself command-buffer
+# compatible, so XLA records it into a command buffer where its list allows custom calls, and
+# there a call costs less host time than any launch one by one (docs/BENCHMARKS.md). Where the
+# list leaves custom calls out, XLA launches every custom call one by one, and the legacy target
+# launches with less host time than the FFI one (the same measurements); it is chosen there.
+_DEFAULT_RECORDS_CUSTOM_CALLS = True  # XLA's default list holds CUSTOM_CALL
+_COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer="
+_COMMAND_TYPE = re.compile(r"[A-Z][A-Z0-9_]*")  # a name of XLA's command types, upper-cased
+_GRAPH_LEVEL_FLAG = "--xla_gpu_graph_level="  # XLA's older flag: levels 0-3, none records custom calls
+
+
+@functools.lru_cache(maxsize=16)
+def custom_calls_recorded(xla_flags: str) -> bool:
+    """Whether XLA, started with `xla_flags` (the `XLA_FLAGS` string), records custom calls
+    into command buffers: its flags applied in order, as XLA applies them.
+
+    `--xla_gpu_enable_command_buffer=` empty records nothing; a list of command types records
+    those (custom calls where it names CUSTOM_CALL, in any case); a list of `+TYPE`/`-TYPE` adds
+    to or takes from the list so far. `--xla_gpu_graph_level=N` (the older flag) sets a list
+    without custom calls. A value XLA itself refuses leaves the answer as it was (XLA stops
+    the process at its start anyway).
+    """
+    try:
+        words = shlex.split(xla_flags)
+    except ValueError:  # unbalanced quotes: XLA reads it its own way; look at plain words
+        words = xla_flags.split()
+    recorded = _DEFAULT_RECORDS_CUSTOM_CALLS
+    for word in words:
+        if word.startswith(_GRAPH_LEVEL_FLAG):
+            recorded = False
+        elif word.startswith(_COMMAND_BUFFER_FLAG):
+            items = [item.strip().upper() for item in word[len(_COMMAND_BUFFER_FLAG):].split(",")]
+            if items == [""]:
+                recorded = False
+            elif all(item[:1] in "+-" and _COMMAND_TYPE.fullmatch(item[1:]) for item in items):
+                for item in items:
+                    if item[1:] == "CUSTOM_CALL":
+                        recorded = item[0] == "+"
+            elif all(_COMMAND_TYPE.fullmatch(item) for item in items):
+                recorded = "CUSTOM_CALL" in items
+    return recorded
+
+
+def plain_call_name(*, exporting: bool) -> str:
+    """The custom-call target of a plain call (one kernel), as `JAX_TRITON_ROCM_CALL_TARGET`
+    sets it (read at each lowering): `ffi` jaxlib's typed-FFI target, `legacy` its
+    `triton_kernel_call`, `auto` (or unset) the legacy target where `XLA_FLAGS` keeps custom
+    calls out of command buffers (`custom_calls_recorded`), else the FFI one. Under auto a call
+    lowered for `jax.export` takes the FFI target: the exported program runs where other flags
+    may hold, and the FFI target is the name jax-triton's export checks allow.
+
+    Raises ValueError for an unknown value (`_env.call_target`).
+    """
+    setting = _env.call_target()
+    if setting == "ffi":
+        return FFI_CALL_NAME
+    if setting == "legacy":
+        return LEGACY_CALL_NAME
+    if exporting or custom_calls_recorded(_env.xla_flags()):
+        return FFI_CALL_NAME
+    return LEGACY_CALL_NAME
 
 
 def jaxlib_version() -> str:

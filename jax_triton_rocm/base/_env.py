@@ -30,9 +30,11 @@ ENV_KERNEL_CACHE_SIZE = "JAX_TRITON_ROCM_KERNEL_CACHE_SIZE"
 ENV_CALL_CACHE_SIZE = "JAX_TRITON_ROCM_CALL_CACHE_SIZE"
 ENV_REMEMBER_TRITON_KEY = "JAX_TRITON_ROCM_REMEMBER_TRITON_KEY"
 ENV_KEEP_PTX_TEXT = "JAX_TRITON_ROCM_KEEP_PTX_TEXT"
+ENV_CALL_TARGET = "JAX_TRITON_ROCM_CALL_TARGET"
 PACKAGE_ENV_VARS = (ENV_TARGET_ARCH, ENV_HSACO_DELIVERY, ENV_PREWARM, ENV_AUTOTUNE_TARGET,
                     ENV_AUTOTUNE_DIR, ENV_COMPILE_THREADS, ENV_XLA_NATIVE, ENV_KERNEL_CACHE_SIZE,
-                    ENV_CALL_CACHE_SIZE, ENV_REMEMBER_TRITON_KEY, ENV_KEEP_PTX_TEXT)
+                    ENV_CALL_CACHE_SIZE, ENV_REMEMBER_TRITON_KEY, ENV_KEEP_PTX_TEXT,
+                    ENV_CALL_TARGET)
 
 # Triton's and the system's variables the package reads: where Triton's folders are, for the
 # package's compiles and its warnings about them.
@@ -45,11 +47,15 @@ HOME = "HOME"
 # JAX's, which decide which backends start. `info` lists them.
 TRITON_ENV_VARS = (TRITON_CACHE_DIR, TRITON_HOME, "TRITON_KERNEL_DUMP", TRITON_DUMP_DIR,
                    "TRITON_DEFAULT_FP_FUSION")
-JAX_ENV_VARS = ("JAX_PLATFORMS",)
+# XLA's flags, read for the one flag that decides whether XLA records custom calls into command
+# buffers (the target of plain calls: `base._compat.plain_call_name`).
+XLA_FLAGS = "XLA_FLAGS"
+JAX_ENV_VARS = ("JAX_PLATFORMS", XLA_FLAGS)
 
 # The values of the variables that choose among words (`_choice`).
 HSACO_DELIVERY_MODES = ("embedded", "path")
 AUTOTUNE_TARGET_CHOICES = ("ffi", "legacy")
+CALL_TARGET_CHOICES = ("auto", "ffi", "legacy")
 DEFAULT_CACHE_SIZE = 1024
 
 _TRUE = ("1", "true", "yes", "on")
@@ -139,6 +145,19 @@ def autotune_target() -> str | None:
     """The target `JAX_TRITON_ROCM_AUTOTUNE_TARGET` forces on autotuned calls, or None."""
     return _choice(ENV_AUTOTUNE_TARGET, AUTOTUNE_TARGET_CHOICES,
                    what="a target for autotuned calls", unset="the default, legacy")
+
+
+def call_target() -> str | None:
+    """The target `JAX_TRITON_ROCM_CALL_TARGET` sets for plain calls ("auto", "ffi" or
+    "legacy"), or None (unset: auto)."""
+    return _choice(ENV_CALL_TARGET, CALL_TARGET_CHOICES, what="a target for plain calls",
+                   unset="auto, chosen from XLA_FLAGS")
+
+
+def xla_flags() -> str:
+    """`XLA_FLAGS` as set ("" when unset): XLA parses it; the package only looks in it for
+    the command-buffer flags (`base._compat.custom_calls_recorded`)."""
+    return os.environ.get(XLA_FLAGS, "")
 
 
 def autotune_dir() -> str | None:
@@ -236,6 +255,7 @@ VARIABLE_READERS: dict[str, Callable[[], Any]] = {
     ENV_HSACO_DELIVERY: hsaco_delivery,
     ENV_PREWARM: prewarm,
     ENV_AUTOTUNE_TARGET: autotune_target,
+    ENV_CALL_TARGET: call_target,
     ENV_COMPILE_THREADS: compile_threads,
     ENV_XLA_NATIVE: xla_native,
     ENV_KERNEL_CACHE_SIZE: kernel_cache_size,

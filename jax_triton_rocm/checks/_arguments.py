@@ -34,7 +34,7 @@ from jax._src.state import types as state_types
 from jax.interpreters.mlir import ir
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _values
+from jax_triton_rocm.base import _env, _values
 from jax_triton_rocm.checks import _checker
 from jax_triton_rocm.spec import _kinds, _layout, _spec, _tensordesc
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor
@@ -187,8 +187,10 @@ def check_not_a_function(what: str, value: Any, caller: str) -> None:
 
 
 _RENAMED_KEYWORDS = {
-    "custom_call_target_name": "jax_triton_rocm picks the custom-call target from the "
-                               "installed jaxlib (typed FFI where it exists); drop this argument.",
+    "custom_call_target_name": "jax_triton_rocm picks the custom-call target (jaxlib's typed "
+                               "FFI one, or its legacy one where XLA_FLAGS keeps custom calls out "
+                               f"of command buffers); drop this argument, and set "
+                               f"{_env.ENV_CALL_TARGET}=ffi or legacy to force one.",
 }
 
 # Keyword options of `triton_call_lowering` beyond the vendor knobs (`_vendors.COMPILE_OPTIONS`).

@@ -117,6 +117,10 @@ def platform_report(platform: str) -> dict[str, Any]:
     except ValueError as err:
         autotuned = f"unknown ({_first_line(err)})"
     try:
+        plain = _compat.plain_call_name(exporting=False)
+    except ValueError as err:
+        plain = f"unknown ({_first_line(err)})"
+    try:
         named = _arch.named_arch(platform)
         named_text = f"{named.arch} (from {named.source})" if named else None
     except (ValueError, RuntimeError) as err:
@@ -124,7 +128,7 @@ def platform_report(platform: str) -> dict[str, Any]:
     return {
         "plugin": features.plugin,
         "features_from": features.detected_from,
-        "custom_call_target": _compat.FFI_CALL_NAME,
+        "custom_call_target": plain,
         "autotuned_call_name": autotuned,
         "binary_delivery": _delivery(platform, features),
         "module_image_read": features.module_image,

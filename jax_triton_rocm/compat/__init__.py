@@ -3,9 +3,11 @@
 ([Porting from jax-triton](porting.md#the-one-line-switch)).
 
 The names are jax-triton 0.4.1's `__all__`, with its signatures; `triton_lib` and `version` are
-its submodules. Every plain call lowers as jax-triton 0.4.1 lowers it, to one
-`triton_kernel_call_ffi` custom call that produces the results (so it carries the caller's
-`set_xla_metadata` attributes), whatever route the package would otherwise choose.
+its submodules. Every plain call lowers as jax-triton 0.4.1 lowers it, to one jaxlib custom
+call that produces the results (so it carries the caller's `set_xla_metadata` attributes),
+whatever route the package would otherwise choose: `triton_kernel_call_ffi`, or jaxlib's legacy
+`triton_kernel_call` where XLA_FLAGS keeps custom calls out of command buffers
+(`JAX_TRITON_ROCM_CALL_TARGET`, docs/environment.md).
 `__version__` is the jax-triton version served ("0.4.1"); the package's is
 `jax_triton_rocm.__version__`.
 """

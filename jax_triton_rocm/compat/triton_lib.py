@@ -100,10 +100,12 @@ def triton_call(
     deprecated spelling of `out_type=`, and it, `input_output_aliases` and `zeroed_outputs`
     warn as 0.4.1 warns. Unless given, `num_warps` is 4 and `num_stages` 3, as in jax-triton 0.4.1.
 
-    Every call takes jaxlib's route (`xla_native=False`): a plain kernel lowers to one
-    `triton_kernel_call_ffi` custom call that writes the results, which carries the caller's
-    `jax.experimental.xla_metadata.set_xla_metadata` attributes; an autotuned kernel takes the
-    package's target for autotuned calls ([Autotuning](autotuning.md)).
+    Every call takes jaxlib's route (`xla_native=False`): a plain kernel lowers to one jaxlib
+    custom call that writes the results (`triton_kernel_call_ffi`, or `triton_kernel_call` where
+    XLA_FLAGS keeps custom calls out of command buffers: `JAX_TRITON_ROCM_CALL_TARGET`), which
+    carries the caller's `jax.experimental.xla_metadata.set_xla_metadata` attributes; an
+    autotuned kernel takes the package's target for autotuned calls
+    ([Autotuning](autotuning.md)).
 
     Args:
       *args: the operands, in the kernel's parameter order (arrays, `Ref`s, scalars,

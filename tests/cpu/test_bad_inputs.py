@@ -81,6 +81,12 @@ def _autotune_target():
     return _compat.autotuned_call_name()
 
 
+def _plain_call_target():
+    from jax_triton_rocm.base import _compat
+
+    return _compat.plain_call_name(exporting=False)
+
+
 def _thread_count():
     from jax_triton_rocm.compile import _parallel
 
@@ -223,6 +229,9 @@ CASES = [
     Case("JAX_TRITON_ROCM_AUTOTUNE_TARGET unknown",
          with_env("JAX_TRITON_ROCM_AUTOTUNE_TARGET", "fast", _autotune_target), ValueError,
          r"JAX_TRITON_ROCM_AUTOTUNE_TARGET='fast'.*ffi, legacy"),
+    Case("JAX_TRITON_ROCM_CALL_TARGET unknown",
+         with_env("JAX_TRITON_ROCM_CALL_TARGET", "graph", _plain_call_target), ValueError,
+         r"JAX_TRITON_ROCM_CALL_TARGET='graph'.*auto, ffi, legacy"),
     Case("JAX_TRITON_ROCM_COMPILE_THREADS negative",
          with_env("JAX_TRITON_ROCM_COMPILE_THREADS", "-2", _thread_count), ValueError,
          r"JAX_TRITON_ROCM_COMPILE_THREADS='-2' must be a non-negative integer"),

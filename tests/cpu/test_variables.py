@@ -19,6 +19,7 @@ REFUSED = {
     _env.ENV_HSACO_DELIVERY: "pigeon",
     _env.ENV_PREWARM: "maybe",
     _env.ENV_AUTOTUNE_TARGET: "fastest",
+    _env.ENV_CALL_TARGET: "graphs",
     _env.ENV_COMPILE_THREADS: "-2",
     _env.ENV_XLA_NATIVE: "maybe",
     _env.ENV_KERNEL_CACHE_SIZE: "²",

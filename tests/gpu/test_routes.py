@@ -265,3 +265,37 @@ def test_a_function_given_as_a_constexpr_computes_on_every_route(route, act, exp
                                             grid=(triton.cdiv(x.size, 256),), n=x.size,
                                             ACT=act, BLOCK=256))(x)
     np.testing.assert_allclose(out, expected(np.asarray(x)), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.process
+@pytest.mark.gpu
+@pytest.mark.parametrize("flags,target", [
+    ("--xla_gpu_enable_command_buffer=", "triton_kernel_call"),
+    ("--xla_gpu_enable_command_buffer=-CUSTOM_CALL", "triton_kernel_call"),
+    ("", "triton_kernel_call_ffi"),
+])
+def test_the_default_target_follows_xlas_command_buffer_flags(flags, target):
+    """In a process whose XLA_FLAGS keep custom calls out of command buffers, plain calls take
+    jaxlib's legacy target (`JAX_TRITON_ROCM_CALL_TARGET` unset); the chain's operands are
+    computed in the same program, its output buffer poisoned first by an earlier result."""
+    from tests.support.subprocess_utils import last_line, run_python
+
+    code = """
+        import jax, jax.numpy as jnp, numpy as np
+        from tests.support import kernels
+        poison = jnp.full((65536,), jnp.nan, jnp.float32).block_until_ready()
+        del poison
+        x = jnp.arange(65536, dtype=jnp.float32) / 7
+        def chain(a, b):
+            for _ in range(6):
+                a = kernels.add(a * 0.5, b, block=512)
+            return a
+        f = jax.jit(chain)
+        text = f.lower(x, x).as_text()
+        np.testing.assert_array_equal(np.asarray(f(x, x)), np.asarray(jax.jit(
+            lambda a, b: [a := a * 0.5 + b for _ in range(6)][-1])(x, x)))
+        print("@" + {target!r} + "(" in text, "@triton_kernel_call_ffi(" in text)
+    """.format(target=target)
+    result = run_python(code, env={"XLA_FLAGS": flags}, unset=(_env.ENV_CALL_TARGET,))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert last_line(result) == ("True False" if target == "triton_kernel_call" else "True True")

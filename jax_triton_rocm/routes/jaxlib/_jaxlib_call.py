@@ -69,21 +69,25 @@ def lower(backend: Backend, ctx: LoweringRuleContext, operands: tuple,
 
 def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec) -> LoweredCall:
     """The call lowered, without MLIR (`lower` emits it): where the call runs
-    (`_arch.where_it_runs`), then `lower_uncached`, kept in `_state.LOWERED_CALLS` (bounded: a
-    call it forgot is encoded again) under the key every route uses (`_choices.lowered_call`),
-    with `Where`, whether the lowering is for `jax.export` and the autotune target setting; a
-    parameter that cannot be hashed just skips the memo (which tells a tuning session the call
-    it left undecided). Lowering the same call again (a new `jit` of a cached kernel, a retrace)
+    (`_arch.where_it_runs`) and the target a plain call takes (`_compat.plain_call_name`), then
+    `lower_uncached`, kept in `_state.LOWERED_CALLS` (bounded: a call it forgot is encoded again)
+    under the key every route uses (`_choices.lowered_call`), with `Where`, whether the lowering
+    is for `jax.export`, the plain call's target and the autotune target setting; a parameter
+    that cannot be hashed just skips the memo (which tells a tuning session the call it left
+    undecided). Lowering the same call again (a new `jit` of a cached kernel, a retrace)
     encodes nothing anew."""
     where = _arch.where_it_runs(backend, ctx, spec)
+    plain_call_name = _compat.plain_call_name(exporting=where.exporting)
     return _choices.lowered_call(
         "jaxlib", ctx, spec,
-        (where, where.exporting, _env.as_set(_env.ENV_AUTOTUNE_TARGET)),
-        functools.partial(lower_uncached, backend, ctx, spec, where), graph=where.globals)
+        (where, where.exporting, plain_call_name, _env.as_set(_env.ENV_AUTOTUNE_TARGET)),
+        functools.partial(lower_uncached, backend, ctx, spec, where,
+                          plain_call_name=plain_call_name), graph=where.globals)
 
 
 def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                   where: _arch.Where) -> LoweredCall:
+                   where: _arch.Where, *,
+                   plain_call_name: str = _compat.FFI_CALL_NAME) -> LoweredCall:
     """One `triton_kernel_p` equation compiled and encoded, top-down: its launches compiled
     with their images (`kept_plan`: a plain kernel's plan is kept, and refilled at new shapes),
     each launch's parameters, the launches to encode (`_choose`), the encoded call
@@ -107,7 +111,7 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
         for i, o in spec.input_output_aliases]
     encoded = _proto.encode([(call, launch.config.description) for (launch, _), call in chosen],
                             aliases, name=spec.name, kernel_name=spec.kernel_name,
-                            metadata=spec.serialized_metadata)
+                            metadata=spec.serialized_metadata, plain_call_name=plain_call_name)
     return LoweredCall(
         opaque=_opaque.compress(encoded.serialized, encoded.kernels),
         serialized=encoded.serialized,

@@ -158,13 +158,15 @@ class Encoded:
 
 
 def encode(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias], *, name: str,
-           kernel_name: str, metadata: bytes = b"") -> Encoded:
-    """The call encoded: one kernel call (`encode_call`), or an autotuned one for several
-    (`encode_autotuned_call`, named after `name` and `kernel_name`), as (kernel call,
-    description) pairs; `aliases` are read for an autotuned call only."""
+           kernel_name: str, metadata: bytes = b"",
+           plain_call_name: str = _compat.FFI_CALL_NAME) -> Encoded:
+    """The call encoded: one kernel call (`encode_call`, for the target `plain_call_name`:
+    `_compat.plain_call_name`), or an autotuned one for several (`encode_autotuned_call`, named
+    after `name` and `kernel_name`), as (kernel call, description) pairs; `aliases` are read for
+    an autotuned call only. Both targets take the same bytes."""
     if len(configs) == 1:
         serialized = encode_call(configs[0][0], name=name, metadata=metadata)
-        custom_call_name = _compat.FFI_CALL_NAME
+        custom_call_name = plain_call_name
     else:
         serialized = encode_autotuned_call(configs, aliases, call_name=f"{name} ({kernel_name})",
                                            name=name, metadata=metadata)
