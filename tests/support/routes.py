@@ -26,10 +26,10 @@ from tests.support.kernels import random_normal
 GPU_ROUTE_NAMES = ("jaxlib", "legacy", "xla")
 CPU_ROUTE_NAMES = ("interpreter",)
 GPU_ROUTES = [pytest.param(name, marks=pytest.mark.gpu) for name in GPU_ROUTE_NAMES]
-EXPORT_TARGET = {"jaxlib": "triton_kernel_call_ffi", "legacy": "triton_kernel_call",
-                 "xla": _xla_native.CUSTOM_CALL_NAME}
-# The target each route's plain calls take (None: not jaxlib's custom call).
+# The target each route's plain calls take (None: not jaxlib's custom call), and each route's in
+# an exported program.
 PLAIN_TARGET = {"jaxlib": "triton_kernel_call_ffi", "legacy": "triton_kernel_call"}
+EXPORT_TARGET = {**PLAIN_TARGET, "xla": _xla_native.CUSTOM_CALL_NAME}
 # The route whose emit each route's calls go through.
 EMITTED_BY = {"default": "jaxlib", "legacy": "jaxlib"}
 

@@ -86,8 +86,7 @@ def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec)
 
 
 def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                   where: _arch.Where, *,
-                   plain_call_name: str = _compat.FFI_CALL_NAME) -> LoweredCall:
+                   where: _arch.Where, *, plain_call_name: str) -> LoweredCall:
     """One `triton_kernel_p` equation compiled and encoded, top-down: its launches compiled
     with their images (`kept_plan`: a plain kernel's plan is kept, and refilled at new shapes),
     each launch's parameters, the launches to encode (`_choose`), the encoded call
