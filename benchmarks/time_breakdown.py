@@ -352,12 +352,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--rounds {args.rounds}: give 1 or more")
     results = [measure(name, where, args.executions, args.repeats, args.rounds)
                for name in kernels]
-    print(f"command buffers {args.command_buffers}")
+    from jax_triton_rocm.base import _compat
+    plain_target = _compat.plain_call_name(exporting=False)
+    print(f"command buffers {args.command_buffers}; the package's plain calls: {plain_target}")
     print_report(results)
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"where": where, "command_buffers": args.command_buffers,
-                       "xla_flags": os.environ["XLA_FLAGS"], "results": results}, out, indent=1)
+                       "xla_flags": os.environ["XLA_FLAGS"], "plain_call_target": plain_target,
+                       "results": results}, out, indent=1)
         print(f"written to {args.json}")
     return 0
 
