@@ -124,5 +124,11 @@ def test_an_unknown_setting_names_the_variable_and_the_choices(monkeypatch):
         lowering_utils.call_targets(kernels.add, X, X, platform="cuda")
 
 
-def test_encode_takes_the_target_it_is_given():
-    assert _proto.encode.__kwdefaults__["plain_call_name"] == _compat.FFI_CALL_NAME
+@pytest.mark.parametrize("target", [_compat.FFI_CALL_NAME, _compat.LEGACY_CALL_NAME])
+def test_encode_names_the_target_it_is_given_for_one_kernel(target):
+    image = _proto.KernelImage("k", 4, 1, 0, "PTX", 90, "TTIR")
+    call = _proto.KernelCall(image, (1, 1, 1), (_proto.Param("array", ptr_divisibility=16),))
+    encoded = _proto.encode([(call, "only")], (), name="n", kernel_name="k",
+                            plain_call_name=target)
+    assert encoded.custom_call_name == target
+    assert encoded.serialized == _proto.encode_call(call, name="n")

@@ -158,8 +158,7 @@ class Encoded:
 
 
 def encode(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias], *, name: str,
-           kernel_name: str, metadata: bytes = b"",
-           plain_call_name: str = _compat.FFI_CALL_NAME) -> Encoded:
+           kernel_name: str, plain_call_name: str, metadata: bytes = b"") -> Encoded:
     """The call encoded: one kernel call (`encode_call`, for the target `plain_call_name`:
     `_compat.plain_call_name`), or an autotuned one for several (`encode_autotuned_call`, named
     after `name` and `kernel_name`), as (kernel call, description) pairs; `aliases` are read for
