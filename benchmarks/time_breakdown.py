@@ -33,6 +33,12 @@ time against PyTorch's wall time.
 (`--xla_gpu_enable_command_buffer=-CUSTOM_CALL`): the package's calls are launched one by one,
 XLA's own kernels still recorded.
 
+`--results held` (the default) keeps each execution's result alive until the next call has
+returned, in the wall loop and in the profiled executions alike, as `y = f(x)` in a loop does:
+the next execution's outputs then land in other buffers, and XLA updates its command buffer
+for them. `--results dropped` frees each result first, so that XLA may hand the same buffers
+back (until 2026-12-05 the wall loop dropped and the profiled executions held).
+
 `--check-on-cpu` needs no GPU: the chains at small sizes, the package's in Triton's
 interpreter, with the same annotations and split (no GPU columns: the CPU has no kernels).
 """
@@ -61,6 +67,9 @@ KERNELS = ("softmax", "layernorm", "layernorm_bwd", "dropout", "matmul", "attent
 TOP_EVENTS = 6
 # `_common.COMMAND_BUFFER_SETTINGS`' keys, named here so that --help needs no JAX.
 COMMAND_BUFFER_CHOICES = ("on", "off", "no-custom-calls")
+# What happens to each execution's result before the next call (`--results`): XLA updates a
+# command buffer when an execution's buffers are not those of the one before.
+RESULTS = ("held", "dropped")
 
 
 def load_trace(folder: str) -> list[dict]:
@@ -137,11 +146,16 @@ def median_split(splits: list[dict]) -> dict:
     return out
 
 
-def profile_chain(fn, args, executions: int) -> list[dict]:
-    """`fn(*args)` run `executions` times under JAX's profiler, each marked; each one's split."""
+def profile_chain(fn, args, executions: int, hold: bool = True) -> list[dict]:
+    """`fn(*args)` run `executions` times under JAX's profiler, each marked; each one's split.
+    With `hold` each result lives until the next call has returned (as `y = f(x)` in a loop
+    keeps it), else it is freed before the next call (`RESULTS`)."""
     import jax
 
-    jax.block_until_ready(fn(*args))
+    out = fn(*args)
+    jax.block_until_ready(out)
+    if not hold:
+        del out
     options = {}
     if hasattr(jax.profiler, "ProfileOptions"):
         # Python's own calls are not traced: tracing them would slow the dispatch it measures.
@@ -154,6 +168,8 @@ def profile_chain(fn, args, executions: int) -> list[dict]:
                     out = fn(*args)
                 with jax.profiler.TraceAnnotation(f"{ANNOTATION}_wait_{k}"):
                     jax.block_until_ready(out)
+                if not hold:
+                    del out
                 time.sleep(0.005)
         splits = split_executions(load_trace(folder), executions)
     if len(splits) != executions:
@@ -162,15 +178,20 @@ def profile_chain(fn, args, executions: int) -> list[dict]:
     return splits
 
 
-def wall_us(fn, args, repeats: int) -> float:
-    """Median µs of one execution, from the call to `block_until_ready`, one at a time."""
+def wall_us(fn, args, repeats: int, hold: bool = True) -> float:
+    """Median µs of one execution, from the call to `block_until_ready`, one at a time; with
+    `hold` each result lives until the next call has returned, else it is freed before it."""
     import jax
 
-    jax.block_until_ready(fn(*args))
+    out = fn(*args)
+    jax.block_until_ready(out)
     times = []
     for _ in range(repeats):
+        if not hold:
+            del out
         start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
+        out = fn(*args)
+        jax.block_until_ready(out)
         times.append((time.perf_counter() - start) * 1e6)
     return statistics.median(times)
 
@@ -212,7 +233,8 @@ def torch_side(case, sizes: dict, length: int, repeats: int) -> dict:
     return {"wall": statistics.median(walls), "events": statistics.median(events)}
 
 
-def measure(name: str, where: str, executions: int, repeats: int, rounds: int = 1) -> dict:
+def measure(name: str, where: str, executions: int, repeats: int, rounds: int = 1,
+            hold: bool = True) -> dict:
     import jax
 
     import _real_cases
@@ -232,8 +254,8 @@ def measure(name: str, where: str, executions: int, repeats: int, rounds: int = 
     for _ in range(rounds):  # the sides take turns
         shares = {}
         for side, fn in fns.items():
-            walls[side].append(wall_us(fn, args, repeats))
-            found = profile_chain(fn, args, executions)
+            walls[side].append(wall_us(fn, args, repeats, hold))
+            found = profile_chain(fn, args, executions, hold)
             splits[side] += found
             shares[side] = median_split(found)["host_share"]
         if shares["package"] is not None and shares["xla"]:
@@ -337,6 +359,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="XLA's command buffers for both chains (default on; off sets "
                              "--xla_gpu_enable_command_buffer= in XLA_FLAGS, no-custom-calls "
                              "--xla_gpu_enable_command_buffer=-CUSTOM_CALL)")
+    parser.add_argument("--results", choices=RESULTS, default="held",
+                        help="held (default): each execution's result lives until the next "
+                             "call returns, as in a loop `y = f(x)`, so its buffers move "
+                             "between executions; dropped: freed before the next call, so XLA "
+                             "may hand the same buffers back")
     parser.add_argument("--check-on-cpu", action="store_true",
                         help="small sizes, the package's chain in Triton's interpreter")
     args = parser.parse_args(argv)
@@ -350,15 +377,18 @@ def main(argv: list[str] | None = None) -> int:
     where = "cpu" if args.check_on_cpu else "gpu"
     if args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: give 1 or more")
-    results = [measure(name, where, args.executions, args.repeats, args.rounds)
+    hold = args.results == "held"
+    results = [measure(name, where, args.executions, args.repeats, args.rounds, hold)
                for name in kernels]
     from jax_triton_rocm.base import _compat
     plain_target = _compat.plain_call_name(exporting=False)
-    print(f"command buffers {args.command_buffers}; the package's plain calls: {plain_target}")
+    print(f"command buffers {args.command_buffers}; results {args.results}; the package's plain "
+          f"calls: {plain_target}")
     print_report(results)
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"where": where, "command_buffers": args.command_buffers,
+                       "held_results": args.results == "held",
                        "xla_flags": os.environ["XLA_FLAGS"], "plain_call_target": plain_target,
                        "results": results}, out, indent=1)
         print(f"written to {args.json}")

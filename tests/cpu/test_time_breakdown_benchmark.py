@@ -100,3 +100,31 @@ def test_an_unknown_command_buffer_setting_is_named():
 
     with pytest.raises(ValueError, match="command_buffers='custom'.*'no-custom-calls'"):
         _common.fresh_environment("custom")
+
+
+class _Result:
+    """A stand-in result: `jax.block_until_ready` passes over an object it cannot wait on."""
+
+
+@pytest.mark.parametrize("hold", [True, False])
+@pytest.mark.parametrize("runner", ["wall", "profile"])
+def test_a_held_result_lives_through_the_next_call_and_a_dropped_one_does_not(runner, hold):
+    """XLA updates a command buffer when an execution's buffers moved: `--results held` keeps
+    each result alive through the next call (as `y = f(x)` in a loop does), `dropped` frees it
+    first, in the wall figure and in the profiled executions alike."""
+    import weakref
+
+    live, seen = weakref.WeakSet(), []
+
+    def fn():
+        seen.append(len(live))  # results of earlier calls still alive at this call
+        result = _Result()
+        live.add(result)
+        return result
+
+    if runner == "wall":
+        tb.wall_us(fn, (), 3, hold)
+    else:
+        tb.profile_chain(fn, (), 2, hold)
+    assert seen[0] == 0
+    assert seen[1:] == [1 if hold else 0] * (len(seen) - 1)
