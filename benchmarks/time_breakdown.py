@@ -146,7 +146,7 @@ def median_split(splits: list[dict]) -> dict:
     return out
 
 
-def profile_chain(fn, args, executions: int, hold: bool = True) -> list[dict]:
+def profile_chain(fn, args, executions: int, *, hold: bool) -> list[dict]:
     """`fn(*args)` run `executions` times under JAX's profiler, each marked; each one's split.
     With `hold` each result lives until the next call has returned (as `y = f(x)` in a loop
     keeps it), else it is freed before the next call (`RESULTS`)."""
@@ -178,7 +178,7 @@ def profile_chain(fn, args, executions: int, hold: bool = True) -> list[dict]:
     return splits
 
 
-def wall_us(fn, args, repeats: int, hold: bool = True) -> float:
+def wall_us(fn, args, repeats: int, *, hold: bool) -> float:
     """Median µs of one execution, from the call to `block_until_ready`, one at a time; with
     `hold` each result lives until the next call has returned, else it is freed before it."""
     import jax
@@ -233,8 +233,8 @@ def torch_side(case, sizes: dict, length: int, repeats: int) -> dict:
     return {"wall": statistics.median(walls), "events": statistics.median(events)}
 
 
-def measure(name: str, where: str, executions: int, repeats: int, rounds: int = 1,
-            hold: bool = True) -> dict:
+def measure(name: str, where: str, executions: int, repeats: int, rounds: int, *,
+            hold: bool) -> dict:
     import jax
 
     import _real_cases
@@ -254,8 +254,8 @@ def measure(name: str, where: str, executions: int, repeats: int, rounds: int = 
     for _ in range(rounds):  # the sides take turns
         shares = {}
         for side, fn in fns.items():
-            walls[side].append(wall_us(fn, args, repeats, hold))
-            found = profile_chain(fn, args, executions, hold)
+            walls[side].append(wall_us(fn, args, repeats, hold=hold))
+            found = profile_chain(fn, args, executions, hold=hold)
             splits[side] += found
             shares[side] = median_split(found)["host_share"]
         if shares["package"] is not None and shares["xla"]:
@@ -378,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: give 1 or more")
     hold = args.results == "held"
-    results = [measure(name, where, args.executions, args.repeats, args.rounds, hold)
+    results = [measure(name, where, args.executions, args.repeats, args.rounds, hold=hold)
                for name in kernels]
     from jax_triton_rocm.base import _compat
     plain_target = _compat.plain_call_name(exporting=False)

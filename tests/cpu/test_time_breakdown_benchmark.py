@@ -123,8 +123,8 @@ def test_a_held_result_lives_through_the_next_call_and_a_dropped_one_does_not(ru
         return result
 
     if runner == "wall":
-        tb.wall_us(fn, (), 3, hold)
+        tb.wall_us(fn, (), 3, hold=hold)
     else:
-        tb.profile_chain(fn, (), 2, hold)
+        tb.profile_chain(fn, (), 2, hold=hold)
     assert seen[0] == 0
     assert seen[1:] == [1 if hold else 0] * (len(seen) - 1)
