@@ -383,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     from jax_triton_rocm.base import _compat
     plain_target = _compat.plain_call_name(exporting=False)
     print(f"command buffers {args.command_buffers}; results {args.results}; the package's plain "
-          f"calls: {plain_target}")
+          f"calls: {plain_target}; XLA_FLAGS {os.environ['XLA_FLAGS'] or '(empty)'}")
     print_report(results)
     if args.json:
         with open(args.json, "w") as out:
