@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"where": where, "command_buffers": args.command_buffers,
-                       "held_results": args.results == "held",
+                       "held_results": hold,
                        "xla_flags": os.environ["XLA_FLAGS"], "plain_call_target": plain_target,
                        "results": results}, out, indent=1)
         print(f"written to {args.json}")
