@@ -16,8 +16,10 @@ trace's one clock, into:
   included (what CUDA events around the same launches measure);
 - final wait: from the last kernel's end until `block_until_ready` returns.
 
-and the host events that lie before the first kernel, by total time (the trace's own names:
-JAX's dispatch, XLA's executable and thunks, the CUDA driver's calls). The package's share of an
+and the host events that lie before the first kernel, by total span and by own time (each
+event's span less the events nested in it on its thread), for both chains (the trace's own
+names: JAX's dispatch, XLA's executable and thunks, the CUDA driver's calls; `--host-events N`
+lists N of each, 6 by default). The package's share of an
 execution is its own host time: from the call to its first kernel and from its last kernel to
 the wait's return (its total less its GPU span, both on the one clock of one execution). The two
 chains take turns, `--rounds` times, so that what the machine does meanwhile falls on both; the
@@ -109,10 +111,10 @@ def split_executions(events: list[dict], executions: int) -> list[dict]:
         first = inside[0]["ts"] if inside else None
         last = max(e["ts"] + e.get("dur", 0) for e in inside) if inside else None
         before = first if first is not None else end
+        early = [e for e in host if start <= e["ts"] < before]
         totals: dict[str, float] = collections.defaultdict(float)
-        for e in host:
-            if start <= e["ts"] < before:
-                totals[str(e.get("name"))] += min(e.get("dur", 0), before - e["ts"])
+        for e in early:
+            totals[str(e.get("name"))] += min(e.get("dur", 0), before - e["ts"])
         results.append({
             "dispatch": call_end - start,
             "to_first_kernel": None if first is None else first - start,
@@ -120,8 +122,37 @@ def split_executions(events: list[dict], executions: int) -> list[dict]:
             "final_wait": None if last is None else end - last,
             "total": end - start,
             "host": dict(totals),
+            "host_self": self_times(early, before),
         })
     return results
+
+
+def self_times(events: list[dict], before: float) -> dict[str, float]:
+    """Each name's own time (µs) among host `events`, each cut at `before`: its span less the
+    spans of the events directly inside it on the same thread, so that nested names (JAX's
+    call around XLA's execute around its thunks) are not counted again at each level."""
+    own: dict[str, float] = collections.defaultdict(float)
+    by_thread = collections.defaultdict(list)
+    for e in events:
+        by_thread[(e.get("pid"), e.get("tid"))].append(e)
+    for spans in by_thread.values():
+        spans.sort(key=lambda e: (e["ts"], -e.get("dur", 0)))
+        stack: list[list] = []  # [end, name, own time so far]
+
+        def close(until: float) -> None:
+            while stack and stack[-1][0] <= until:
+                end, name, time_own = stack.pop()
+                own[name] += time_own
+
+        for e in spans:
+            close(e["ts"])
+            end = min(e["ts"] + e.get("dur", 0), before)
+            length = max(end - e["ts"], 0)
+            if stack:
+                stack[-1][2] -= length
+            stack.append([end, str(e.get("name")), length])
+        close(float("inf"))
+    return dict(own)
 
 
 def host_share(split: dict) -> float | None:
@@ -130,19 +161,21 @@ def host_share(split: dict) -> float | None:
     return None if split["gpu"] is None else split["total"] - split["gpu"]
 
 
-def median_split(splits: list[dict]) -> dict:
+def median_split(splits: list[dict], top: int = TOP_EVENTS) -> dict:
     """The median of each field over the executions (None where any is None), the host share's
-    (`host_share`), and the host events' median µs, largest first."""
+    (`host_share`), and the `top` host events' median µs, largest first, by span (`host`) and
+    by own time (`host_self`, `self_times`)."""
     out = {}
     for field in ("dispatch", "to_first_kernel", "gpu", "final_wait", "total"):
         values = [s[field] for s in splits]
         out[field] = None if not values or None in values else statistics.median(values)
     shares = [host_share(s) for s in splits]
     out["host_share"] = None if not shares or None in shares else statistics.median(shares)
-    names = {name for s in splits for name in s["host"]}
-    host = {name: statistics.median([s["host"].get(name, 0.0) for s in splits])
-            for name in names}
-    out["host"] = dict(sorted(host.items(), key=lambda item: -item[1])[:TOP_EVENTS])
+    for key in ("host", "host_self"):
+        names = {name for s in splits for name in s.get(key, {})}
+        medians = {name: statistics.median([s[key].get(name, 0.0) for s in splits])
+                   for name in names}
+        out[key] = dict(sorted(medians.items(), key=lambda item: -item[1])[:top])
     return out
 
 
@@ -234,7 +267,7 @@ def torch_side(case, sizes: dict, length: int, repeats: int) -> dict:
 
 
 def measure(name: str, where: str, executions: int, repeats: int, rounds: int, *,
-            hold: bool) -> dict:
+            hold: bool, top: int = TOP_EVENTS) -> dict:
     import jax
 
     import _real_cases
@@ -261,7 +294,8 @@ def measure(name: str, where: str, executions: int, repeats: int, rounds: int, *
         if shares["package"] is not None and shares["xla"]:
             ratios.append(shares["package"] / shares["xla"])
     for side in sides:
-        result[side] = {"wall": statistics.median(walls[side]), **median_split(splits[side])}
+        result[side] = {"wall": statistics.median(walls[side]),
+                        **median_split(splits[side], top)}
     result["share_ratios"] = ratios
     if where == "gpu":
         result["pytorch"] = torch_side(case, sizes, length, repeats)
@@ -333,10 +367,13 @@ def print_report(results: list[dict]) -> None:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
     for row in rows:
         print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
-    print("\nhost events before the first kernel (µs, median), package's chain:")
-    for r in results:
-        events = ", ".join(f"{name} {us:.1f}" for name, us in r["package"]["host"].items())
-        print(f"  {r['kernel']}: {events or '-'}")
+    for key, what in (("host", "span"), ("host_self", "own time, nested events left out")):
+        print(f"\nhost events before the first kernel (µs, median; {what}):")
+        for r in results:
+            for side in ("package", "xla"):
+                events = ", ".join(f"{name} {us:.1f}" for name, us in
+                                   r[side].get(key, {}).items())
+                print(f"  {r['kernel']}, {side}: {events or '-'}")
     print(f"\ngoal (wall within {GOAL} of PyTorch's, or else the host share within {GOAL} of "
           f"XLA's own chain's):")
     for r in results:
@@ -364,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
                              "call returns, as in a loop `y = f(x)`, so its buffers move "
                              "between executions; dropped: freed before the next call, so XLA "
                              "may hand the same buffers back")
+    parser.add_argument("--host-events", type=int, default=TOP_EVENTS, metavar="N",
+                        help=f"host events listed for each chain, by span and by own time "
+                             f"(default {TOP_EVENTS})")
     parser.add_argument("--check-on-cpu", action="store_true",
                         help="small sizes, the package's chain in Triton's interpreter")
     args = parser.parse_args(argv)
@@ -377,9 +417,11 @@ def main(argv: list[str] | None = None) -> int:
     where = "cpu" if args.check_on_cpu else "gpu"
     if args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: give 1 or more")
+    if args.host_events < 1:
+        parser.error(f"--host-events {args.host_events}: give 1 or more")
     hold = args.results == "held"
-    results = [measure(name, where, args.executions, args.repeats, args.rounds, hold=hold)
-               for name in kernels]
+    results = [measure(name, where, args.executions, args.repeats, args.rounds, hold=hold,
+                       top=args.host_events) for name in kernels]
     from jax_triton_rocm.base import _compat
     plain_target = _compat.plain_call_name(exporting=False)
     print(f"command buffers {args.command_buffers}; results {args.results}; the package's plain "

@@ -43,6 +43,20 @@ def test_the_median_split_keeps_the_largest_host_events():
     split = tb.median_split(tb.split_executions(_trace(), 2))
     assert split["to_first_kernel"] == 30 and split["gpu"] == 60
     assert list(split["host"]) == ["Execute", "cuLaunchKernel"]
+    assert list(tb.median_split(tb.split_executions(_trace(), 2), top=1)["host"]) == ["Execute"]
+
+
+def test_own_time_leaves_out_the_events_nested_on_the_same_thread():
+    def span(name, ts, dur, tid=1):
+        return {"ph": "X", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+
+    events = [span("call", 0, 100), span("execute", 10, 60), span("thunk", 20, 15),
+              span("thunk", 40, 10), span("other thread", 5, 30, tid=2),
+              span("late", 100, 30)]
+    own = tb.self_times(events, before=110)
+    assert own == {"call": 40, "execute": 35, "thunk": 25, "other thread": 30, "late": 10}
+    first, _ = tb.split_executions(_trace(), 2)
+    assert first["host_self"] == {"Execute": 10, "cuLaunchKernel": 5}
 
 
 def test_an_execution_without_kernels_has_no_gpu_figures():
