@@ -136,22 +136,17 @@ def self_times(events: list[dict], before: float) -> dict[str, float]:
     for e in events:
         by_thread[(e.get("pid"), e.get("tid"))].append(e)
     for spans in by_thread.values():
-        spans.sort(key=lambda e: (e["ts"], -e.get("dur", 0)))
-        stack: list[list] = []  # [end, name, own time so far]
-
-        def close(until: float) -> None:
-            while stack and stack[-1][0] <= until:
-                end, name, time_own = stack.pop()
+        open_spans: list[list] = []  # [end, name, own time so far], innermost last
+        for e in sorted(spans, key=lambda e: (e["ts"], -e.get("dur", 0))):
+            while open_spans and open_spans[-1][0] <= e["ts"]:  # those that ended before it
+                _, name, time_own = open_spans.pop()
                 own[name] += time_own
-
-        for e in spans:
-            close(e["ts"])
             end = min(e["ts"] + e.get("dur", 0), before)
-            length = max(end - e["ts"], 0)
-            if stack:
-                stack[-1][2] -= length
-            stack.append([end, str(e.get("name")), length])
-        close(float("inf"))
+            if open_spans:
+                open_spans[-1][2] -= end - e["ts"]
+            open_spans.append([end, str(e.get("name")), end - e["ts"]])
+        for _, name, time_own in open_spans:
+            own[name] += time_own
     return dict(own)
 
 
@@ -172,7 +167,7 @@ def median_split(splits: list[dict], top: int = TOP_EVENTS) -> dict:
     shares = [host_share(s) for s in splits]
     out["host_share"] = None if not shares or None in shares else statistics.median(shares)
     for key in ("host", "host_self"):
-        names = {name for s in splits for name in s.get(key, {})}
+        names = {name for s in splits for name in s[key]}
         medians = {name: statistics.median([s[key].get(name, 0.0) for s in splits])
                    for name in names}
         out[key] = dict(sorted(medians.items(), key=lambda item: -item[1])[:top])
@@ -371,8 +366,7 @@ def print_report(results: list[dict]) -> None:
         print(f"\nhost events before the first kernel (µs, median; {what}):")
         for r in results:
             for side in ("package", "xla"):
-                events = ", ".join(f"{name} {us:.1f}" for name, us in
-                                   r[side].get(key, {}).items())
+                events = ", ".join(f"{name} {us:.1f}" for name, us in r[side][key].items())
                 print(f"  {r['kernel']}, {side}: {events or '-'}")
     print(f"\ngoal (wall within {GOAL} of PyTorch's, or else the host share within {GOAL} of "
           f"XLA's own chain's):")

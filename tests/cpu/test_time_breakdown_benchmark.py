@@ -59,6 +59,18 @@ def test_own_time_leaves_out_the_events_nested_on_the_same_thread():
     assert first["host_self"] == {"Execute": 10, "cuLaunchKernel": 5}
 
 
+def test_the_report_lists_both_chains_host_events_by_span_and_by_own_time(capsys):
+    side = {"wall": 1.0, "dispatch": 1.0, "to_first_kernel": None, "gpu": None,
+            "final_wait": None, "host_share": None}
+    result = {"kernel": "softmax", "length": 2, "rounds": 1, "share_ratios": [],
+              "package": {**side, "host": {"Execute": 9.0}, "host_self": {"thunk": 4.0}},
+              "xla": {**side, "host": {"Execute": 3.0}, "host_self": {"kernel": 1.0}}}
+    tb.print_report([result])
+    spans, own = capsys.readouterr().out.split("host events before the first kernel")[1:]
+    assert "softmax, package: Execute 9.0" in spans and "softmax, xla: Execute 3.0" in spans
+    assert "softmax, package: thunk 4.0" in own and "softmax, xla: kernel 1.0" in own
+
+
 def test_an_execution_without_kernels_has_no_gpu_figures():
     events = [e for e in _trace() if e.get("pid") != 2 or e.get("ph") == "M"]
     first, _ = tb.split_executions(events, 2)
