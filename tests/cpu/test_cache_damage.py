@@ -1,6 +1,7 @@
 """A damaged entry in Triton's on-disk cache: found before its binary is used, compiled again and
 replaced, with one warning naming the damaged file."""
 
+import errno
 import json
 import logging
 import os
@@ -294,6 +295,27 @@ def test_a_link_in_place_of_an_entry_is_replaced_never_written_through(cache_dir
     by = f" owned by user id {owner}" if owner != os.geteuid() else ""
     assert len(warnings) == 1 and (
         f"{entry}: a symbolic link{by} in place of the entry's folder" in warnings[0]), warnings
+
+
+def test_a_link_that_cannot_be_removed_sends_the_compile_to_a_private_folder(
+        cache_dir, tmp_path, monkeypatch, caplog):
+    whole = kernel_reaching_the_call("cuda")
+    entry = os.path.dirname(entry_file(cache_dir, "cuda", "add_kernel.json"))
+    os.rename(entry, tmp_path / "planted")
+    os.symlink(tmp_path / "planted", entry)
+    unlink = os.unlink
+
+    def sticky_folder_unlink(path, *args, **kwargs):  # another user's link under the sticky bit
+        if path == entry:
+            raise PermissionError(errno.EPERM, "Operation not permitted", path)
+        return unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", sticky_folder_unlink)
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        assert kernel_reaching_the_call("cuda").binary == whole.binary
+    assert os.path.islink(entry)
+    assert any("cannot be written" in r.getMessage() and entry in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
 
 
 SECRET = "tt.func public @add_kernel() { SECRET of another user }"
