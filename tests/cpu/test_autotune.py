@@ -293,9 +293,19 @@ def test_config_ir_override_is_refused():
         _trace(kernel)
 
 
-def test_metaparameter_also_set_by_the_configs_is_refused_like_triton():
-    with pytest.raises(ValueError, match="'BLOCK' is set both by the call.*Drop it"):
-        lower_add(au.tuned_add_kernel, BLOCK=128)
+def test_a_metaparameter_the_call_sets_keeps_the_configs_that_agree_like_jax_triton():
+    configs = [triton.Config({"BLOCK": 128}, num_warps=4),
+               triton.Config({"BLOCK": 256}, num_warps=4, num_stages=2),
+               triton.Config({"BLOCK": 256}, num_warps=8)]
+    lowered = lower_add(_tuned(kernels.add_kernel, configs=configs), BLOCK=256)
+    assert [c.description for c in au.decoded_configs(lowered)] == [str(c) for c in configs[1:]]
+
+
+def test_a_metaparameter_no_config_agrees_with_names_the_key_the_value_and_the_configs():
+    with pytest.raises(ValueError, match=r"the call sets BLOCK=64 .*no autotune config agrees: "
+                                         r"BLOCK: 128, .*; BLOCK: 256, .*; BLOCK: 512, .*Give a "
+                                         r"value that one of them sets"):
+        lower_add(au.tuned_add_kernel, BLOCK=64)
 
 
 def test_config_kwarg_that_is_no_parameter_says_which():
