@@ -5,21 +5,13 @@ about jax_triton_rocm: the tests run it through
 
 import jax
 import triton
-import triton.language as tl
 from jax_triton import triton_lib
 
 import jax_triton as jt
+from tests.support.kernels import add_kernel
 
 if jt.__version_info__ < (0, 4):
     raise ImportError(f"this library needs jax-triton 0.4, not {jt.__version__}")
-
-
-@triton.jit
-def add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask)
-             + tl.load(y_ptr + offsets, mask=mask), mask=mask)
 
 
 def add(x, y):

@@ -1,10 +1,11 @@
 """jax-triton's own test suites, vendored unchanged (Apache-2.0, their license headers kept):
-v0.3.1's `tests/triton_call_test.py` in v0_3_1/, v0.4.0's `tests/{triton_call,gluon,cluster}_test.py`
-in v0_4_0/. Each folder's conftest.py resolves `import jax_triton` to the package's drop-in for
-that version (`install_as_jax_triton`) and marks the tests whose failure docs/limitations.md
-explains. One process serves one jax-triton version, so a folder is collected only when named on
-the command line: `python tools/jax_triton_suites.py` runs each in its own process, and
-`python -m pytest tests` leaves them out.
+v0.3.1's `tests/triton_call_test.py` in v0_3_1/, v0.4.0's
+`tests/{triton_call,gluon,cluster}_test.py` in v0_4_0/. Each folder's conftest.py resolves
+`import jax_triton` to the package's drop-in for that version (`install_as_jax_triton`) and
+marks the tests whose failure docs/limitations.md explains. One process serves one jax-triton
+version, so a folder is collected only when named on the command line:
+`python tools/jax_triton_suites.py` runs each in its own process, and `python -m pytest tests`
+leaves them out.
 """
 
 import pathlib
