@@ -6,6 +6,7 @@ Each test starts and ends with no `jax_triton` in `sys.modules` (`no_jax_triton`
 """
 
 import importlib
+import importlib.util
 import sys
 import types
 
@@ -119,3 +120,34 @@ def test_an_unknown_version_is_refused_naming_the_choices():
     with pytest.raises(ValueError, match=r"version='0.5' names no drop-in; give \"0.3\" .*\"0.4\""):
         install_as_jax_triton("0.5")
     assert "jax_triton" not in sys.modules
+
+
+def _suites_tool():
+    from tests.support.subprocess_utils import ROOT
+
+    loaded = importlib.util.spec_from_file_location(
+        "jax_triton_suites_tool", f"{ROOT}/tools/jax_triton_suites.py")
+    module = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(module)
+    return module
+
+
+def test_the_suites_tool_counts_pytests_last_summary_line():
+    tool = _suites_tool()
+    summary = "....x\n1 failed, 76 passed, 77 skipped, 5 xfailed, 2 errors in 458.71s (0:07:38)\n"
+    assert tool.counts(summary) == {"passed": 76, "failed": 1, "skipped": 77, "xfailed": 5,
+                                    "xpassed": 0, "error": 2}
+    assert tool.counts("INTERNALERROR> ...\n") is None
+
+
+def test_a_suite_folder_is_collected_only_when_named():
+    from tests.support.jax_triton_suites import conftest as suites
+
+    def ignored(folder, *args):
+        config = types.SimpleNamespace(args=list(args))
+        return suites.pytest_ignore_collect(suites.HERE / folder, config)
+
+    assert ignored("v0_3_1", "tests") and ignored("v0_4_0", "tests/cpu")
+    assert not ignored("v0_3_1", str(suites.HERE / "v0_3_1"))
+    assert not ignored("v0_4_0", f"{suites.HERE / 'v0_4_0' / 'gluon_test.py'}::GluonTest")
+    assert ignored("v0_4_0", str(suites.HERE / "v0_3_1"))
