@@ -172,7 +172,7 @@ def on_jaxlib_route(surface: Callable, *args: Any, kernel: Any, num_warps: int |
         for key, default in _JAX_TRITON_DEFAULTS.items():
             if settings[key] is None and key not in (backend_options or {}):
                 settings[key] = default
-    own = frozenset(_arguments.keyword_names(surface))
+    own, _ = _keywords(surface)
     kernel_kwargs, by_name = _by_name(
         {k: v for k, v in kwargs.items() if k not in own}, taken_apart, surface)
     own_kwargs = {k: v for k, v in kwargs.items() if k in own}
@@ -182,14 +182,21 @@ def on_jaxlib_route(surface: Callable, *args: Any, kernel: Any, num_warps: int |
                              **by_name, **kernel_kwargs)
 
 
+@functools.cache
+def _keywords(surface: Callable) -> tuple[frozenset[str], frozenset[str]]:
+    """A drop-in `triton_call`'s (`surface`'s) own keywords, and jax_triton_rocm.triton_call's
+    that it lacks (`out_shape` aside)."""
+    own = frozenset(_arguments.keyword_names(surface))
+    return own, frozenset(_arguments.keyword_names(_call.triton_call)) - own - {"out_shape"}
+
+
 def _by_name(kwargs: dict[str, Any], taken_apart: _spec.Unwrapped,
              surface: Callable) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """`kwargs` (kernel parameters by name) split into those passed on as they are, and
     `constexprs=`/`operands=` for parameters named like one of jax_triton_rocm.triton_call's
     keywords that `surface` (a drop-in's `triton_call`) lacks: in jax-triton such a keyword is
     a kernel parameter's value (or a metaparameter that no parameter reads)."""
-    package_only = frozenset(_arguments.keyword_names(_call.triton_call)) - frozenset(
-        _arguments.keyword_names(surface)) - {"out_shape"}
+    _, package_only = _keywords(surface)
     by_name: dict[str, dict[str, Any]] = {}
     params = {param.name: param for param in taken_apart.jit_fn.params}
     for key in package_only & kwargs.keys():
