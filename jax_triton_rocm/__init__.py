@@ -11,7 +11,8 @@ Layers, top down: `cli` (`python -m jax_triton_rocm`) -> `api` (what users call)
 `compile` (the shared kernel cache) -> `plan` (a spec, the operands and a target turned into
 launches) -> `spec` (the call's data model) -> `base` (state, versions).
 Only the names in `__all__` are public, and one module: `compat`, jax-triton 0.4.1's API for
-code written for it (`import jax_triton_rocm.compat as jt`; docs/porting.md).
+code written for it (`import jax_triton_rocm.compat as jt`), with `compat.v0_3`, 0.3.1's, and
+`compat.install_as_jax_triton` (docs/porting.md).
 """
 
 import sys as _sys

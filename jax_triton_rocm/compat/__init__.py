@@ -10,8 +10,13 @@ whatever route the package would otherwise choose: `triton_kernel_call_ffi`, or 
 (`JAX_TRITON_ROCM_CALL_TARGET`, docs/environment.md).
 `__version__` is the jax-triton version served ("0.4.1"); the package's is
 `jax_triton_rocm.__version__`.
+
+`jax_triton_rocm.compat.v0_3` is jax-triton 0.3.1's API, for code written for 0.3;
+`install_as_jax_triton("0.3" or "0.4")` makes `import jax_triton` give one of the two, for a
+library that imports `jax_triton` itself.
 """
 
+from jax_triton_rocm.compat._switch import install_as_jax_triton
 from jax_triton_rocm.compat.triton_lib import (CUSTOM_CALL_TARGET_NAME, TensorDescriptor,
                                                strides_from_shape, triton_call)
 from jax_triton_rocm.compat.version import __version__, __version_info__
@@ -42,5 +47,6 @@ def __getattr__(name: str):
         raise AttributeError(
             f"module 'jax_triton_rocm.compat' has no attribute {name!r}: jax-triton 0.4.1, "
             f"whose API this module offers, removed jax-triton 0.3's `{name}`; use "
-            f"{_REMOVED_IN_0_4[name]}.")
+            f"{_REMOVED_IN_0_4[name]}, or jax_triton_rocm.compat.v0_3, which offers "
+            f"jax-triton 0.3.1's API.")
     raise AttributeError(f"module 'jax_triton_rocm.compat' has no attribute {name!r}")

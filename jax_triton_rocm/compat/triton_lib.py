@@ -135,9 +135,8 @@ def triton_call(
     Raises:
       TypeError / ValueError: a bad argument, named with its value and the fix.
     """
-    taken_apart = _call.unwrapped_kernel(kernel)
     outputs = out_type if out_type is not None else kwargs.get("out_shape", ())
-    _check_fillable(taken_apart, len(args) + len(jax.tree.leaves(outputs)))
+    _check_fillable(_call.unwrapped_kernel(kernel), len(args) + len(jax.tree.leaves(outputs)))
     if "out_shape" in kwargs:
         if out_type is not None:
             raise TypeError("triton_call: give out_type= or the deprecated out_shape=, not "
@@ -154,25 +153,44 @@ def triton_call(
     if zeroed_outputs if callable(zeroed_outputs) else len(zeroed_outputs):
         warnings.warn("zeroed_outputs is deprecated. Zero the buffer explicitly and pass it as a "
                       "Ref argument instead", DeprecationWarning, stacklevel=2)
+    return on_jaxlib_route(
+        triton_call, *args, kernel=kernel, grid=grid, out_type=out_type, name=name,
+        num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
+        compute_capability=compute_capability, backend_options=backend_options,
+        input_output_aliases=input_output_aliases, zeroed_outputs=zeroed_outputs,
+        debug=None if debug is False else debug, serialized_metadata=serialized_metadata,
+        cost_estimate=cost_estimate, has_side_effect=has_side_effect, **kwargs)
+
+
+def on_jaxlib_route(surface: Callable, *args: Any, kernel: Any, num_warps: int | None,
+                    num_stages: int | None, backend_options: Mapping[str, Any] | None = None,
+                    **kwargs: Any) -> Any:
+    """`jax_triton_rocm.triton_call` on jaxlib's route, for a drop-in's `triton_call`
+    (`surface`): jax-triton's default warps and stages for a kernel that is not autotuned, and
+    a keyword that `surface` lacks but the package has (`xla_native`, `operands`, ...) filling
+    the kernel parameter of that name (`_by_name`)."""
+    taken_apart = _call.unwrapped_kernel(kernel)
     settings = {"num_warps": num_warps, "num_stages": num_stages}
     if taken_apart.autotuner is None:  # an autotuned kernel's configs carry their own
         for key, default in _JAX_TRITON_DEFAULTS.items():
             if settings[key] is None and key not in (backend_options or {}):
                 settings[key] = default
-    kernel_kwargs, by_name = _by_name(kwargs, taken_apart)
-    return _call.triton_call(
-        *args, kernel=kernel, grid=grid, out_type=out_type, name=name, **settings,
-        num_ctas=num_ctas, compute_capability=compute_capability,
-        backend_options=backend_options, input_output_aliases=input_output_aliases,
-        zeroed_outputs=zeroed_outputs, debug=None if debug is False else debug,
-        serialized_metadata=serialized_metadata, cost_estimate=cost_estimate,
-        has_side_effect=has_side_effect, xla_native=False, **by_name, **kernel_kwargs)
+    own, _ = _keywords(surface)
+    kernel_kwargs, by_name = _by_name(
+        {k: v for k, v in kwargs.items() if k not in own}, taken_apart, surface)
+    own_kwargs = {k: v for k, v in kwargs.items() if k in own}
+    if backend_options is not None:
+        own_kwargs["backend_options"] = backend_options
+    return _call.triton_call(*args, kernel=kernel, **settings, **own_kwargs, xla_native=False,
+                             **by_name, **kernel_kwargs)
 
 
-# jax_triton_rocm.triton_call's keyword arguments that jax-triton 0.4.1's lacks: in 0.4.1 such
-# a keyword is a kernel parameter's value (or a metaparameter that no parameter reads).
-_OWN_KEYWORDS = frozenset(_arguments.keyword_names(triton_call)) | {"out_shape"}
-_PACKAGE_ONLY_KEYWORDS = frozenset(_arguments.keyword_names(_call.triton_call)) - _OWN_KEYWORDS
+@functools.cache
+def _keywords(surface: Callable) -> tuple[frozenset[str], frozenset[str]]:
+    """A drop-in `triton_call`'s (`surface`'s) own keywords, and jax_triton_rocm.triton_call's
+    that it lacks (`out_shape` aside)."""
+    own = frozenset(_arguments.keyword_names(surface))
+    return own, frozenset(_arguments.keyword_names(_call.triton_call)) - own - {"out_shape"}
 
 
 def _check_fillable(taken_apart: _spec.Unwrapped, start: int) -> None:
@@ -181,7 +199,8 @@ def _check_fillable(taken_apart: _spec.Unwrapped, start: int) -> None:
     `out_shape`, ...): only a keyword could fill it, and here that keyword is jax-triton
     0.4.1's own, as in 0.4.1; the message points to jax_triton_rocm.triton_call, which takes
     it in `constexprs=` or `operands=`."""
-    param = _arguments.own_named_parameter(taken_apart, _OWN_KEYWORDS, start)
+    param = _arguments.own_named_parameter(taken_apart, _keywords(triton_call)[0] | {"out_shape"},
+                                           start)
     if param is None:
         return
     group = "constexprs" if param.is_constexpr else "operands"
@@ -194,22 +213,26 @@ def _check_fillable(taken_apart: _spec.Unwrapped, start: int) -> None:
         f"fills the parameter by name, {group}={{{param.name!r}: ...}}.")
 
 
-def _by_name(kwargs: dict[str, Any],
-             taken_apart: _spec.Unwrapped) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """`kwargs` split into those passed on as they are, and `constexprs=`/`operands=` for kernel
-    parameters named like one of the package's own keywords (`xla_native`, `operands`, ...)."""
+def _by_name(kwargs: dict[str, Any], taken_apart: _spec.Unwrapped,
+             surface: Callable) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """`kwargs` (kernel parameters by name) split into those passed on as they are, and
+    `constexprs=`/`operands=` for parameters named like one of jax_triton_rocm.triton_call's
+    keywords that `surface` (a drop-in's `triton_call`) lacks: in jax-triton such a keyword is
+    a kernel parameter's value (or a metaparameter that no parameter reads)."""
+    _, package_only = _keywords(surface)
     by_name: dict[str, dict[str, Any]] = {}
     params = {param.name: param for param in taken_apart.jit_fn.params}
-    for key in _PACKAGE_ONLY_KEYWORDS & kwargs.keys():
+    for key in package_only & kwargs.keys():
         if key not in params:
             raise TypeError(
                 f"triton_call: {key}={kwargs[key]!r} names no parameter of the kernel "
                 f"(parameters: {', '.join(params)}). `{key}` is an argument of "
-                f"jax_triton_rocm.triton_call, not of jax-triton 0.4.1's, which this module "
-                f"offers; call jax_triton_rocm.triton_call to use it.")
+                f"jax_triton_rocm.triton_call, not of jax-triton's, which "
+                f"{surface.__module__}.triton_call offers; call jax_triton_rocm.triton_call "
+                f"to use it.")
         group = "constexprs" if params[key].is_constexpr else "operands"
         by_name.setdefault(group, {})[key] = kwargs[key]
-    return {k: v for k, v in kwargs.items() if k not in _PACKAGE_ONLY_KEYWORDS}, by_name
+    return {k: v for k, v in kwargs.items() if k not in package_only}, by_name
 
 
 # jax-triton 0.4.1's names for the parts of its own compiler and lowering, which the package
@@ -256,7 +279,7 @@ def __getattr__(name: str) -> Any:
     if name in _NOT_PROVIDED:
         # Not an AttributeError: `from ... import name` would replace its message with its own.
         raise NotImplementedError(
-            f"jax_triton.triton_lib.{name} is part of jax-triton 0.4.1's own compiler and "
+            f"jax_triton.triton_lib.{name} is part of jax-triton's own compiler and "
             f"lowering, which jax_triton_rocm.compat does not reproduce; instead: "
             f"{_NOT_PROVIDED[name]}.")
     raise AttributeError(f"module 'jax_triton_rocm.compat.triton_lib' has no attribute {name!r}")

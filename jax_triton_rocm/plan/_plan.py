@@ -245,18 +245,11 @@ def _from_autotune_config(base: LaunchConfig, config: Any, kernel: str, param_na
 def _autotune_configs(autotuner: Autotuner, base: LaunchConfig, named: dict, by_keyword: tuple,
                       kernel: str, param_names: set[str],
                       compile_options: tuple[str, ...]) -> list[tuple[Any, LaunchConfig]]:
-    """The autotuner's configs over `base`, each with its `triton.Config`, pruned by its
-    `early_config_prune` and its `perf_model`, in the order they leave."""
+    """The autotuner's configs over `base`, each with its `triton.Config`: those that agree
+    with what the call set (`_agreeing`), pruned by its `early_config_prune` and its
+    `perf_model`, in the order they leave."""
     _autotuner.check_autotuner(autotuner, kernel)
-    for config in autotuner.configs:
-        conflicts = sorted(set(base.constexprs) & set(config.kwargs))
-        if conflicts:
-            raise ValueError(
-                f"Kernel {kernel}: {', '.join(map(repr, conflicts))} is set both by the call "
-                f"(or a heuristic around @triton.autotune) and by autotune config ({config}), as "
-                f"Triton forbids too. Drop it from the call to let the autotuner choose, or drop "
-                f"it from the configs.")
-    candidates = list(autotuner.configs)
+    candidates = _agreeing(autotuner.configs, base.constexprs, kernel)
     named_args = {name: value for name, value in named.items() if name not in by_keyword}
     kwargs = {**{name: named[name] for name in by_keyword if name in named},
               **base.kwargs_view()}
@@ -268,6 +261,28 @@ def _autotune_configs(autotuner: Autotuner, base: LaunchConfig, named: dict, by_
                                                   kernel)
     return [(config, _from_autotune_config(base, config, kernel, param_names, compile_options))
             for config in candidates]
+
+
+def _agreeing(configs: Sequence[Any], given: dict[str, Any], kernel: str) -> list:
+    """The `configs` that set no key of `given` (the call's constexprs, with what heuristics
+    around the autotuner set) to another value. jax-triton keeps these and tunes among them,
+    so a call may fix one of the tuned keys (Triton's launcher refuses any overlap).
+
+    Raises:
+      ValueError: no config agrees, naming each key the call and the configs set, its value
+        and the configs.
+    """
+    kept = [config for config in configs
+            if all(config.kwargs[key] == value for key, value in given.items()
+                   if key in config.kwargs)]
+    if kept:
+        return kept
+    overlap = sorted(set(given) & set().union(*[config.kwargs for config in configs]))
+    raise ValueError(
+        f"Kernel {kernel}: the call sets {', '.join(f'{key}={given[key]!r}' for key in overlap)} "
+        f"(or a heuristic around @triton.autotune does), and no autotune config agrees: "
+        f"{'; '.join(map(str, configs))}. Give a value that one of them sets, or drop the key "
+        f"from the call to let the autotuner choose.")
 
 
 def _pruned(prune: Any, configs: list, named_args: dict, kwargs: dict, kernel: str) -> list:
@@ -434,9 +449,9 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
 
     Raises:
       NotImplementedError: an autotuner feature jaxlib cannot honour (names the alternative).
-      ValueError: a metaparameter set by both the call and a config, pruning that left no config,
-        no configuration that can launch there (each one's reason named), or a grid or
-        zeroed outputs that are not valid (`launch_grid`, `zeroed_outputs`).
+      ValueError: a metaparameter the call sets that no config agrees with, pruning that left
+        no config, no configuration that can launch there (each one's reason named), or a grid
+        or zeroed outputs that are not valid (`launch_grid`, `zeroed_outputs`).
       TypeError: a config or heuristic that sets a name that is no parameter and no launch
         setting, or a buffer with an fp8 dtype the target's Triton compiler refuses, naming the
         parameter, its dtype, the target and the fp8 dtypes it takes.

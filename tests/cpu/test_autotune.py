@@ -14,7 +14,7 @@ from jax_triton_rocm.base import _compat, _env, _state
 from jax_triton_rocm.compile import _parallel
 from jax_triton_rocm.routes.jaxlib import _proto
 from tests.support import autotune_utils as au
-from tests.support import kernels
+from tests.support import kernels, two_apis
 from tests.support.lowering_utils import capture_one, lower_add, lowered_text
 
 N = 4096
@@ -293,9 +293,19 @@ def test_config_ir_override_is_refused():
         _trace(kernel)
 
 
-def test_metaparameter_also_set_by_the_configs_is_refused_like_triton():
-    with pytest.raises(ValueError, match="'BLOCK' is set both by the call.*Drop it"):
-        lower_add(au.tuned_add_kernel, BLOCK=128)
+def test_a_metaparameter_the_call_sets_keeps_the_configs_that_agree_like_jax_triton():
+    configs = [triton.Config({"BLOCK": 128}, num_warps=4),
+               triton.Config({"BLOCK": 256}, num_warps=4, num_stages=2),
+               triton.Config({"BLOCK": 256}, num_warps=8)]
+    lowered = lower_add(_tuned(kernels.add_kernel, configs=configs), BLOCK=256)
+    assert [c.description for c in au.decoded_configs(lowered)] == [str(c) for c in configs[1:]]
+
+
+def test_a_metaparameter_no_config_agrees_with_names_the_key_the_value_and_the_configs():
+    with pytest.raises(ValueError, match=r"the call sets BLOCK=64 .*no autotune config agrees: "
+                                         r"BLOCK: 128, .*; BLOCK: 256, .*; BLOCK: 512, .*Give a "
+                                         r"value that one of them sets"):
+        lower_add(au.tuned_add_kernel, BLOCK=64)
 
 
 def test_config_kwarg_that_is_no_parameter_says_which():
@@ -326,3 +336,16 @@ def test_negative_thread_count_names_the_variable(monkeypatch):
     monkeypatch.setenv(_env.ENV_COMPILE_THREADS, "-2")
     with pytest.raises(ValueError, match="JAX_TRITON_ROCM_COMPILE_THREADS='-2'"):
         _parallel.thread_count(4)
+
+
+@pytest.mark.parametrize("api", two_apis.APIS)
+def test_a_key_set_by_the_call_prunes_the_same_on_either_api(api):
+    configs = [triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 256}, num_warps=8),
+               triton.Config({"BLOCK": 256}, num_warps=2)]
+    kernel = _tuned(kernels.add_kernel, configs=configs)
+    lowered = capture_one(two_apis.call_through(api, kernel=kernel, BLOCK=256), two_apis.X,
+                          two_apis.X, platform="cuda")
+    assert [launch.num_warps for launch in lowered.launches] == [8, 2]
+    with pytest.raises(ValueError, match="the call sets BLOCK=64 .*no autotune config agrees"):
+        capture_one(two_apis.call_through(api, kernel=kernel, BLOCK=64), two_apis.X,
+                    two_apis.X, platform="cuda")

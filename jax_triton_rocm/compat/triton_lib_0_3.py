@@ -1,0 +1,126 @@
+"""jax-triton 0.3.1's `jax_triton.triton_lib` on this package (`jax_triton_rocm.compat.v0_3`'s
+`triton_lib`): `triton_call` with 0.3.1's
+signature and rules, on jaxlib's route, and the module's other public names, each either the
+package's equivalent or an error that says what to use instead
+([Porting from jax-triton](porting.md#code-written-for-jax-triton-03)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME
+from jax_triton_rocm.base import _env
+from jax_triton_rocm.compat import triton_lib as _v0_4
+from jax_triton_rocm.compat.triton_lib import (Grid, ShapeDtype, ValueOrFn, normalize_grid,
+                                               triton_kernel_call_p)
+
+__all__ = ["CAN_USE_TRITON", "Grid", "GridOrLambda", "ShapeDtype", "normalize_grid",
+           "triton_call", "triton_kernel_call_p"]
+
+CAN_USE_TRITON = True
+"""True: the package needs Triton, so `triton_call` is always available."""
+
+GridOrLambda = ValueOrFn[Grid]
+
+# jaxlib's two Triton targets: the one 0.3.1 names by default, and the typed-FFI one.
+_JAXLIB_TARGETS = ("triton_kernel_call", CUSTOM_CALL_TARGET_NAME)
+
+
+def triton_call(
+    *args: Any,
+    kernel: Any,
+    out_shape: Any,
+    grid: ValueOrFn[Grid],
+    name: str = "",
+    custom_call_target_name: str = "triton_kernel_call",
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+    num_ctas: int = 1,
+    compute_capability: int | None = None,
+    enable_fp_fusion: bool = True,
+    input_output_aliases: dict[int, int] | None = None,
+    zeroed_outputs: ValueOrFn[Sequence[int]] = (),
+    debug: bool = False,
+    serialized_metadata: bytes = b"",
+    **metaparams: Any,
+) -> Any:
+    """jax-triton 0.3.1's `triton_call`: calls a Triton kernel on JAX arrays.
+
+    The arguments and their rules are jax-triton 0.3.1's (jax_triton_rocm.triton_call's with
+    `out_shape`; [Porting from jax-triton](porting.md)): positional arguments fill the kernel's
+    parameters in order and the outputs' pointers follow them; a keyword is a constexpr (an
+    operand if it holds an array); `input_output_aliases` counts array arguments. Unless given,
+    `num_warps` is 4 and `num_stages` 3, and floating-point fusion is on, as in 0.3.1.
+
+    The call takes jaxlib's route (`xla_native=False`), as 0.3.1's does; a plain kernel lowers
+    to jaxlib's typed-FFI target unless XLA_FLAGS keeps custom calls out of command buffers
+    (`JAX_TRITON_ROCM_CALL_TARGET`), where 0.3.1 always takes `triton_kernel_call`.
+
+    Args:
+      *args: the operands, in the kernel's parameter order (arrays and scalars).
+      kernel: a @triton.jit function, bare or in @triton.autotune/@triton.heuristics.
+      out_shape: the outputs: anything with .shape and .dtype (an array too), or a pytree of them.
+      grid: an int, a tuple of 1-3 ints, or a callable of the metaparameters returning one.
+      name: a name for the call.
+      custom_call_target_name: jaxlib's target, "triton_kernel_call" (the default) or
+        "triton_kernel_call_ffi"; the package picks between the two (see above).
+      num_warps: warps per program (default 4; an autotune config's own for autotuned kernels).
+      num_stages: software-pipelining stages (default 3; likewise).
+      num_ctas: CTAs per cluster.
+      compute_capability: a CUDA compute capability to compile for.
+      enable_fp_fusion: let Triton fuse multiplies and adds.
+      input_output_aliases: {array argument index: output index}.
+      zeroed_outputs: output indices zeroed before the launch, or a callable of the
+        metaparameters returning them.
+      debug: compile with Triton's debug mode.
+      serialized_metadata: bytes carried in the kernel call.
+      **metaparams: the kernel's constexprs (and operands) by name; a key an autotune config
+        also sets keeps the configs that agree with it.
+
+    Returns:
+      The outputs, in the structure of `out_shape`.
+
+    Raises:
+      TypeError / ValueError: a bad argument, named with its value and the fix.
+    """
+    if custom_call_target_name not in _JAXLIB_TARGETS:
+        raise ValueError(
+            f"triton_call: custom_call_target_name={custom_call_target_name!r} is none of "
+            f"jaxlib's Triton targets ({', '.join(_JAXLIB_TARGETS)}), which jax_triton_rocm "
+            f"chooses between; drop the argument, or set {_env.ENV_CALL_TARGET}=ffi or legacy "
+            f"to force one.")
+    return _v0_4.on_jaxlib_route(
+        triton_call, *args, kernel=kernel, out_shape=out_shape, grid=grid, name=name,
+        num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
+        compute_capability=compute_capability, enable_fp_fusion=enable_fp_fusion,
+        input_output_aliases=input_output_aliases, zeroed_outputs=zeroed_outputs,
+        debug=None if debug is False else debug, serialized_metadata=serialized_metadata,
+        **metaparams)
+
+
+# jax-triton 0.3.1's names for the parts of its own compiler and lowering, with what to use
+# instead (0.4.1's table, for the names 0.3.1 has).
+_NOT_PROVIDED: dict[str, str] = {
+    **{name: _v0_4._NOT_PROVIDED[name] for name in (
+        "CompilationResult", "compile_ttir_inplace", "compile_ttir_to_ptx_inplace",
+        "compile_ttir_to_hsaco_inplace", "aval_size_bytes", "triton_kernel_call_lowering",
+        "triton_kernel_call_abstract_eval", "triton_kernel_call_raise_on_jvp",
+        "triton_kernel_call_raise_on_vmap")},
+    "get_or_create_triton_kernel": _v0_4._COMPILE,
+    "get_cuda_backend": _v0_4._COMPILE,
+    "get_hip_backend": _v0_4._COMPILE,
+    "get_triton_type": _v0_4._LOWERING,
+    "avals_to_layouts": _v0_4._LOWERING,
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _NOT_PROVIDED:
+        # Not an AttributeError: `from ... import name` would replace its message with its own.
+        raise NotImplementedError(
+            f"jax_triton.triton_lib.{name} is part of jax-triton's own compiler and lowering, "
+            f"which jax_triton_rocm.compat.v0_3 does not reproduce; instead: "
+            f"{_NOT_PROVIDED[name]}.")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
