@@ -1,7 +1,7 @@
 """One call read top-down, as `tools/structure.py` measures it (in fresh processes): each phase
-comes back to a file it had left at most as often as it does now (a memo checked inside the main
-path, or helpers called one at a time from another file, raise it). Lower a figure here when a
-change brings it down; never raise it to let a change in. The modules' names and docstrings:
+runs no more package functions, crosses no more package files and switches back to a file it
+had visited no more often than it does now. Lower a figure here when a change brings it down;
+never raise it to let a change in. The modules' names and docstrings:
 tests/cpu/test_module_layout.py."""
 
 from __future__ import annotations
@@ -16,9 +16,13 @@ import jax_triton_rocm
 pytestmark = pytest.mark.process  # lowers in a fresh process per route
 
 ROOT = pathlib.Path(jax_triton_rocm.__file__).parent.parent
-# Reached when the trace and the routes were made to read top-down (issue 45, goal 8 each): 44,
-# 48 and 34 before (docs/design.md, "Inside the modules").
-MOST_COMEBACKS = {"trace": 8, "lowering, jaxlib": 8, "lowering, xla": 7}
+# Measured on main 02a98b3 (issue 65 asks for at most 50 functions in the trace, 100 in a
+# lowering and 12 switches per phase). The same with and without jax-cuda13-plugin.
+MOST = {
+    "trace": {"functions": 108, "files": 14, "switches back to a file": 80},
+    "lowering, jaxlib": {"functions": 182, "files": 27, "switches back to a file": 164},
+    "lowering, xla": {"functions": 132, "files": 19, "switches back to a file": 170},
+}
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +33,13 @@ def figures():
     return structure.phase_figures(str(ROOT))
 
 
-@pytest.mark.parametrize("phase", list(MOST_COMEBACKS))
-def test_each_phase_comes_back_to_files_no_more_than_it_does_now(figures, phase):
-    found = figures[f"{phase}: comes back to a file"]
-    assert found <= MOST_COMEBACKS[phase], (
-        f"{phase} came back to files {found} times (at most {MOST_COMEBACKS[phase]}): "
-        f"{figures[f'_{phase} back']}; read a fact once (a field of `spec._spec.Unwrapped.params`, "
-        f"`checks._arguments.CallArguments`), or call the step from where its file is already "
-        f"on the stack")
+@pytest.mark.parametrize("phase", list(MOST))
+def test_each_phase_runs_no_more_of_the_package_than_it_does_now(figures, phase):
+    found = {what: figures[f"{phase}: {what}"] for what in MOST[phase]}
+    worse = {what: f"{found[what]} (at most {most})"
+             for what, most in MOST[phase].items() if found[what] > most}
+    back = figures[f"_{phase} back"]
+    assert not worse, (
+        f"{phase}: {worse}; switched back to {sorted(set(back), key=back.count, reverse=True)} "
+        f"(`python tools/structure.py --details` counts each file); read a fact once, or call "
+        f"the step from the file that already holds what it needs")
