@@ -5,8 +5,8 @@ one call from `triton_call` to its custom call. Runs on a CPU.
     python tools/structure.py --before /work/main  another checkout beside this one
 
 Static figures read the source with `ast` (no import): every `import` of a package module
-counts, at module level or inside a function (a deferred import still closes a cycle), except
-under `if TYPE_CHECKING:`. An import of a subpackage's module also runs the subpackage's
+counts (the package itself, its `__init__`, included), at module level or inside a function (a
+deferred import still closes a cycle), except under `if TYPE_CHECKING:`. An import of a subpackage's module also runs the subpackage's
 `__init__`, which counts only when it defines more than a docstring. Floors: the longest chain
 of imports, a module that imports no package module being floor 1 (modules of one cycle count
 as one floor). Imports up a layer: imports from a subpackage to one above it in `LAYERS` (or to
@@ -123,7 +123,7 @@ def _imports(name: str, path: str, modules: dict[str, str]) -> tuple[set[str], i
                     modules[inner]) == "__init__.py" or _substantial_init(modules[inner])):
                 targets.add(inner)
     targets.discard(name)
-    return {t for t in targets if t != ""}, dynamic
+    return targets, dynamic
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

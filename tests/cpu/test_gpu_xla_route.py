@@ -1,11 +1,11 @@
 """The calls of `test_xla_route` run and compared with jax.numpy on Triton's interpreter, on the
-CPU: the every-route tests of tests/gpu/test_gpu_xla_route.py, collected here with the routes of
-this folder (the `routes` mark).
+CPU: the every-route tests of tests/support/every_route/xla_surfaces.py, collected here with
+the routes of this folder (the `routes` mark).
 """
 
 import pytest
 
-from tests.gpu.test_gpu_xla_route import (  # the tests, collected here with this folder's routes
+from tests.support.every_route.xla_surfaces import (  # run here on this folder's routes
     test_every_surface_matches_jnp,
     test_scalars_of_every_type_reach_the_kernel,
     test_an_int_multiple_of_16_is_the_value_the_kernel_uses,
@@ -14,7 +14,7 @@ from tests.gpu.test_gpu_xla_route import (  # the tests, collected here with thi
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*donated buffers.*:UserWarning")
 
-# Every-route tests, written once in tests/gpu (`tests.support.routes.every_route`).
+# Every-route tests, written once in tests/support/every_route/xla_surfaces.py.
 __all__ = [
     "test_every_surface_matches_jnp",
     "test_scalars_of_every_type_reach_the_kernel",

@@ -1,6 +1,6 @@
 """The package's modules: one topic each, found by a file name no other module has, and a module
 docstring short enough to say what the module is for (the explanations live in docs/). The trace
-of one call read top-down: tests/process/test_module_layout.py."""
+of one call read top-down: tests/process/test_module_layout_processes.py."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """jax-triton 0.4's operands on every route, here Triton's interpreter on the CPU: the tests of
-tests/gpu/test_operand_routes.py, collected here with the routes of this folder (the `routes`
+tests/support/every_route/operands.py, collected here with the routes of this folder (the `routes`
 mark).
 """
 
-from tests.gpu.test_operand_routes import (  # the tests, collected here with this folder's routes
+from tests.support.every_route.operands import (  # run here on this folder's routes
     test_keyword_operands_around_a_constexpr,
     test_an_output_whose_pointer_precedes_an_operands,
     test_nested_tuples_of_mixed_dtypes,
@@ -13,7 +13,7 @@ from tests.gpu.test_operand_routes import (  # the tests, collected here with th
     test_descriptors_built_inside_the_kernel,
 )
 
-# Every-route tests, written once in tests/gpu (`tests.support.routes.every_route`).
+# Every-route tests, written once in tests/support/every_route/operands.py.
 __all__ = [
     "test_keyword_operands_around_a_constexpr",
     "test_an_output_whose_pointer_precedes_an_operands",

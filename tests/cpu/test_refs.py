@@ -4,7 +4,7 @@ before the call and written back after it, so the routes see plain aliasing; `ja
 `jax.grad` behave as JAX allows.
 
 This file holds the tests that need no GPU and start no Python process; the others are in
-tests/gpu/test_refs.py.
+tests/support/every_route/refs.py.
 """
 
 import jax
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from tests.gpu.test_refs import _through_one_ref_twice, increment
-from tests.gpu.test_refs import (  # the tests, collected here with this folder's routes
+from tests.support.every_route.refs import _through_one_ref_twice, increment
+from tests.support.every_route.refs import (  # run here on this folder's routes
     test_a_ref_is_updated_in_place,
     test_a_ref_beside_an_allocated_output,
     test_a_ref_in_a_tuple,
@@ -25,7 +25,7 @@ from tests.gpu.test_refs import (  # the tests, collected here with this folder'
 from tests.support.lowering_utils import lower_for, spec
 from tests.support.surface_kernels import inc_kernel, pair_kernel
 
-# Every-route tests, written once in tests/gpu (`tests.support.routes.every_route`).
+# Every-route tests, written once in tests/support/every_route/refs.py.
 __all__ = [
     "test_a_ref_is_updated_in_place",
     "test_a_ref_beside_an_allocated_output",

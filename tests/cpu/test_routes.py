@@ -1,10 +1,10 @@
 """Kernels run through every route a call can take, compared with jax.numpy references: on
-Triton's interpreter, on the CPU. The tests are tests/gpu/test_routes.py's (which runs them
-on the GPU routes, with the tests only a GPU can run), collected here with the routes of this
-folder (the `routes` mark).
+Triton's interpreter, on the CPU. The tests are tests/support/every_route/calls.py's
+(tests/gpu/test_routes_gpu.py runs them on the GPU routes, with the tests only a GPU can run),
+collected here with the routes of this folder (the `routes` mark).
 """
 
-from tests.gpu.test_routes import (  # the tests, collected here with this folder's routes
+from tests.support.every_route.calls import (  # run here on this folder's routes
     test_vector_add_matches_jnp,
     test_eager_call_outside_jit_matches_jnp,
     test_fused_softmax_matches_jax_nn,
@@ -19,7 +19,7 @@ from tests.gpu.test_routes import (  # the tests, collected here with this folde
     test_a_function_given_as_a_constexpr_computes_on_every_route,
 )
 
-# Every-route tests, written once in tests/gpu (`tests.support.routes.every_route`).
+# Every-route tests, written once in tests/support/every_route/calls.py.
 __all__ = [
     "test_vector_add_matches_jnp",
     "test_eager_call_outside_jit_matches_jnp",

@@ -1,10 +1,5 @@
-"""`Ref` operands (`jax.new_ref`, jax-triton 0.4's in-place buffers) on every route: jaxlib's
-Triton call and XLA's on a GPU (marked `gpu`), Triton's interpreter on the CPU. A Ref is read
-before the call and written back after it, so the routes see plain aliasing; `jax.vmap` and
-`jax.grad` behave as JAX allows.
-
-The tests on every route (`every_route`) are written here; tests/cpu/test_refs.py collects them
-too, where they run on the interpreter, and here on the GPU routes.
+"""`Ref` operands on every route (`every_route`), collected by tests/cpu/test_refs.py (on
+Triton's interpreter) and tests/gpu/test_refs_gpu.py (on the GPU routes).
 """
 
 import jax

@@ -1,10 +1,6 @@
-"""jax-triton 0.4's operands on every route (jaxlib's Triton call and XLA's on a GPU, marked
-`gpu`; Triton's interpreter on the CPU): keyword operands, tuples, an output whose pointer comes
-before an operand's, 0.4's alias layout with zeroed outputs, and `TensorDescriptor`s, host-side
-(a TMA map on sm_90+, plain parameters elsewhere) and built inside the kernel.
-
-The tests on every route (`every_route`) are written here; tests/cpu/test_operand_routes.py
-collects them too, where they run on the interpreter, and here on the GPU routes.
+"""jax-triton 0.4's operands on every route (`every_route`), collected by
+tests/cpu/test_operand_routes.py (on Triton's interpreter) and tests/gpu/test_operand_routes_gpu.py
+(on the GPU routes).
 """
 
 import jax
@@ -92,6 +88,8 @@ def _descriptor_copy(base, padding, round_f32_to_tf32=False):
 
 DTYPES = [jnp.float32, jnp.float16, jnp.bfloat16, jnp.float8_e5m2, jnp.int32, jnp.int8,
           jnp.uint16]
+
+
 # NaN padding needs a float of 16 bits or more (TMA fills no other).
 PADDED = [pytest.param(dtype, padding, id=f"{np.dtype(dtype).name}-{padding}")
           for dtype in DTYPES for padding in ("zero", "nan")
