@@ -8,21 +8,4 @@ tests/cpu/test_refs.py collects them too, where they run on the interpreter, and
 file on the GPU routes.
 """
 
-from tests.support.every_route.refs import (  # run here on this folder's routes
-    test_a_ref_is_updated_in_place,
-    test_a_ref_beside_an_allocated_output,
-    test_a_ref_in_a_tuple,
-    test_refs_of_an_autotuned_kernel_are_updated_once,
-    test_refs_under_vmap_as_arguments_and_made_inside,
-    test_the_same_ref_twice_is_one_buffer_as_in_triton,
-)
-
-# Every-route tests, written once in tests/support/every_route/refs.py.
-__all__ = [
-    "test_a_ref_is_updated_in_place",
-    "test_a_ref_beside_an_allocated_output",
-    "test_a_ref_in_a_tuple",
-    "test_refs_of_an_autotuned_kernel_are_updated_once",
-    "test_refs_under_vmap_as_arguments_and_made_inside",
-    "test_the_same_ref_twice_is_one_buffer_as_in_triton",
-]
+from tests.support.every_route.refs import *  # noqa: F403  (its tests)

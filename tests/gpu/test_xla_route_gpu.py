@@ -19,20 +19,7 @@ from tests.cpu.test_xla_route import SURFACES
 from tests.support import autotune_utils as au
 from tests.support.real_data_kernels import poison_memory
 from tests.support.every_route.xla_surfaces import _computed, _reference
-from tests.support.every_route.xla_surfaces import (  # run here on this folder's routes
-    test_every_surface_matches_jnp,
-    test_scalars_of_every_type_reach_the_kernel,
-    test_an_int_multiple_of_16_is_the_value_the_kernel_uses,
-    test_each_value_of_a_runtime_scalar_is_the_one_the_kernel_uses,
-)
-
-# Every-route tests, written once in tests/support/every_route/xla_surfaces.py.
-__all__ = [
-    "test_every_surface_matches_jnp",
-    "test_scalars_of_every_type_reach_the_kernel",
-    "test_an_int_multiple_of_16_is_the_value_the_kernel_uses",
-    "test_each_value_of_a_runtime_scalar_is_the_one_the_kernel_uses",
-]
+from tests.support.every_route.xla_surfaces import *  # noqa: F403  (its tests)
 
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*donated buffers.*:UserWarning")

@@ -14,6 +14,22 @@ import jax_triton_rocm as jtr
 from tests.support import kernels
 from tests.support.routes import every_route
 
+# The tests, which a file of tests/cpu and one of tests/gpu import (`import *`).
+__all__ = [
+    "test_vector_add_matches_jnp",
+    "test_eager_call_outside_jit_matches_jnp",
+    "test_fused_softmax_matches_jax_nn",
+    "test_matmul_matches_jnp",
+    "test_int_float_bool_scalars_reach_the_kernel",
+    "test_input_output_aliases_with_donation_updates_in_place",
+    "test_zeroed_outputs_are_zeroed_before_each_launch",
+    "test_two_outputs_in_pytree_order",
+    "test_callable_grid_sees_the_metaparameters",
+    "test_inside_lax_scan",
+    "test_copy_round_trips_every_dtype",
+    "test_a_function_given_as_a_constexpr_computes_on_every_route",
+]
+
 
 @every_route
 @pytest.mark.parametrize("size", ["aligned", "ragged", "large"])

@@ -15,6 +15,17 @@ from tests.support.surface_kernels import (add_inplace_kernel, constexpr_first_k
                                            desc_block_kernel, device_desc_copy_kernel,
                                            out_first_kernel, tuple_kernel, update_and_double_kernel)
 
+# The tests, which a file of tests/cpu and one of tests/gpu import (`import *`).
+__all__ = [
+    "test_keyword_operands_around_a_constexpr",
+    "test_an_output_whose_pointer_precedes_an_operands",
+    "test_nested_tuples_of_mixed_dtypes",
+    "test_an_aliased_output_before_one_with_a_pointer",
+    "test_the_0_4_alias_layout_updates_in_place_and_zeroes_through_the_input",
+    "test_a_host_descriptor_reads_its_block_and_pads",
+    "test_descriptors_built_inside_the_kernel",
+]
+
 
 @every_route
 def test_keyword_operands_around_a_constexpr(route):

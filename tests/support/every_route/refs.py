@@ -13,6 +13,16 @@ from tests.support.surface_kernels import (accumulate_kernel, inc_kernel, pair_k
                                            tuned_pair_inc_kernel)
 from tests.support.routes import every_route
 
+# The tests, which a file of tests/cpu and one of tests/gpu import (`import *`).
+__all__ = [
+    "test_a_ref_is_updated_in_place",
+    "test_a_ref_beside_an_allocated_output",
+    "test_a_ref_in_a_tuple",
+    "test_refs_of_an_autotuned_kernel_are_updated_once",
+    "test_refs_under_vmap_as_arguments_and_made_inside",
+    "test_the_same_ref_twice_is_one_buffer_as_in_triton",
+]
+
 
 def increment(ref):
     n = ref.shape[0]

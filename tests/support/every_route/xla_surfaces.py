@@ -12,6 +12,14 @@ from tests.cpu.test_xla_route import MULTIPLES_OF_16, SURFACES, TYPED, offset, t
 from tests.support.real_data_kernels import poison_memory
 from tests.support.routes import every_route
 
+# The tests, which a file of tests/cpu and one of tests/gpu import (`import *`).
+__all__ = [
+    "test_every_surface_matches_jnp",
+    "test_scalars_of_every_type_reach_the_kernel",
+    "test_an_int_multiple_of_16_is_the_value_the_kernel_uses",
+    "test_each_value_of_a_runtime_scalar_is_the_one_the_kernel_uses",
+]
+
 
 def _computed(fn):
     """`fn` on operands computed from the program's inputs, in the same jit."""
