@@ -348,6 +348,7 @@ PHASES = ("trace", "lowering, jaxlib", "lowering, xla")
 def phase_figures(root: str) -> dict:
     """Per phase of one cold call, on each route (a fresh process each): the package functions
     run, the package files they are in, and the switches back to a file already visited."""
+    root = os.path.abspath(root)  # compared with the frames' absolute file names
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     env.pop("JAX_TRITON_ROCM_XLA_NATIVE", None)
     found = {}
@@ -367,6 +368,8 @@ def phase_figures(root: str) -> dict:
             found[f"lowering, {route}"] = data["lower"]
     figures = {}
     for phase, data in found.items():
+        if not data["functions"]:
+            raise RuntimeError(f"{phase} in {root} ran no function of the package's files")
         figures[f"{phase}: functions"] = data["functions"]
         figures[f"{phase}:   of them written with def"] = data["def"]
         figures[f"{phase}: files"] = len(data["files"])
@@ -431,6 +434,7 @@ def main() -> None:
             print(f"[{label}] modules a new-shape call runs in: "
                   f"{', '.join(figures[label]['_new-shape modules'])}")
             for phase in PHASES:
+                print(f"[{label}] {phase} ran in: {', '.join(figures[label][f'_{phase} files'])}")
                 back = figures[label][f"_{phase} back"]
                 counts = ", ".join(f"{f} {back.count(f)}" for f in sorted(set(back)))
                 print(f"[{label}] {phase} switched back to: {counts or '-'}")
