@@ -6,8 +6,8 @@ check takes one name; a tuple would become the text of one name and allow nothin
 lowered by this package uses one of three targets:
 
 - `triton_kernel_call_ffi`: jaxlib's typed-FFI Triton call, for plain calls on jaxlib's route
-  (always when lowered for `jax.export`, unless `JAX_TRITON_ROCM_CALL_TARGET=legacy` forces the
-  other: `base._compat.plain_call_name`);
+  (always when lowered for `jax.export`, whatever `JAX_TRITON_ROCM_CALL_TARGET` says:
+  `base._compat.plain_call_name`);
 - `triton_kernel_call`: jaxlib's legacy Triton call, for autotuned calls where the package picks
   it (see `base._compat.autotuned_call_name`), and for plain calls in a process whose XLA_FLAGS
   keep custom calls out of command buffers;

@@ -23,7 +23,7 @@ import jax
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.checks import _arguments, _checker
 from jax_triton_rocm.routes import _primitive
-from jax_triton_rocm.spec import _kinds, _spec
+from jax_triton_rocm.spec import _kinds, _misplaced, _spec
 from jax_triton_rocm.spec._spec import CallOptions, Grid, aval_text
 
 if TYPE_CHECKING:
@@ -110,10 +110,10 @@ def place_arguments(jit_fn: JITFunction, constexprs: dict[str, Any], in_avals: t
     for position, buffer in zip(pointers, buffers):
         placed[position] = buffer
     aliased_inputs = {i for i, _ in aliases}
-    found = _kinds.unwritten_output(
+    found = _misplaced.unwritten_output(
         jit_fn, {p: i for p, (kind, i) in enumerate(placed)
                  if kind == "input" and i not in aliased_inputs},
-        {p: o for p, (kind, o) in enumerate(placed) if kind == "output"})
+        {p: o for p, (kind, o) in enumerate(placed) if kind == "output"}, constexprs)
     if found is not None:  # the kernel would read a result's buffer nothing wrote
         stored, stored_at, loaded, loaded_at = found
         raise TypeError(

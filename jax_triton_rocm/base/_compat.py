@@ -117,20 +117,18 @@ def plain_call_name(*, exporting: bool) -> str:
     """The custom-call target of a plain call (one kernel), as `JAX_TRITON_ROCM_CALL_TARGET`
     sets it (read at each lowering): `ffi` jaxlib's typed-FFI target, `legacy` its
     `triton_kernel_call`, `auto` (or unset) the legacy target where `XLA_FLAGS` keeps custom
-    calls out of command buffers (`custom_calls_recorded`), else the FFI one. Under auto a call
-    lowered for `jax.export` takes the FFI target: the exported program runs where other flags
-    may hold, and the FFI target is the name jax-triton's export checks allow.
+    calls out of command buffers (`custom_calls_recorded`), else the FFI one. A call lowered
+    for `jax.export` takes the FFI target whatever the setting: the exported program runs where
+    other flags may hold, and the FFI target is the name jax-triton's export checks allow.
 
     Raises ValueError for an unknown value (`_env.call_target`).
     """
     setting = _env.call_target()
-    if setting == "ffi":
+    if exporting or setting == "ffi":
         return FFI_CALL_NAME
-    if setting == "legacy":
+    if setting == "legacy" or not custom_calls_recorded(_env.xla_flags()):
         return LEGACY_CALL_NAME
-    if exporting or custom_calls_recorded(_env.xla_flags()):
-        return FFI_CALL_NAME
-    return LEGACY_CALL_NAME
+    return FFI_CALL_NAME
 
 
 def jaxlib_version() -> str:

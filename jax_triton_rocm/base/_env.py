@@ -6,16 +6,21 @@ value and what is allowed; a module that names a variable in a message uses its 
 A reader reads the variable each time it is called: the module that calls it decides when (the
 target architecture once, at import; every other package variable at each use). The package's
 own variables are documented in docs/environment.md; `check_variables` runs all their readers
-where the package starts, and `info` lists them (`listed`, `unknown_package_variables`).
+where the package starts (and, at the first call, warns of any `JAX_TRITON_ROCM_*` name it does
+not know), and `info` lists them (`listed`, `unknown_package_variables`).
 """
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from jax_triton_rocm.base import _values
+
+logger = logging.getLogger("jax_triton_rocm")
 
 # The package's environment variables, as docs/environment.md's table documents them.
 ENV_PREFIX = "JAX_TRITON_ROCM_"
@@ -60,6 +65,16 @@ DEFAULT_CACHE_SIZE = 1024
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
+# More digits than any count the package takes needs; Python refuses to convert 4301 and more.
+_MAX_DIGITS = 18
+_SHOWN_CHARS = 40
+
+
+def _shown(raw: str) -> str:
+    """`raw` as a message quotes it, a long value cut short with its length."""
+    if len(raw) <= _SHOWN_CHARS:
+        return repr(raw)
+    return f"{raw[:_SHOWN_CHARS]!r}... ({len(raw)} characters)"
 
 
 def _flag(name: str, default: bool | None) -> bool | None:
@@ -77,7 +92,7 @@ def _flag(name: str, default: bool | None) -> bool | None:
     if raw.lower() in _FALSE:
         return False
     shown = "" if default is None else f" ({int(default)})"
-    raise ValueError(f"{name}={raw!r} is not a flag; use 1 (or true/yes/on) or 0 (or "
+    raise ValueError(f"{name}={_shown(raw)} is not a flag; use 1 (or true/yes/on) or 0 (or "
                      f"false/no/off), or unset it for the default{shown}.")
 
 
@@ -95,7 +110,7 @@ def _choice(name: str, choices: tuple[str, ...], *, what: str, unset: str) -> st
     if not raw:
         return None
     if raw not in choices:
-        raise ValueError(f"{name}={raw!r} is not {what}; use one of {', '.join(choices)} (or "
+        raise ValueError(f"{name}={_shown(raw)} is not {what}; use one of {', '.join(choices)} (or "
                          f"unset it for {unset}).")
     return raw
 
@@ -110,17 +125,17 @@ def _count(name: str, default: int, *, minimum: int, meaning: str = "",
       default_text: the default as the message shows it (`default` if None).
 
     Raises:
-      ValueError: anything but ASCII digits ("²" is a digit to `str.isdigit`), or a number
-        below `minimum`; names the variable and its value.
+      ValueError: anything but ASCII digits ("²" is a digit to `str.isdigit`), more than
+        `_MAX_DIGITS` of them, or a number below `minimum`; names the variable and its value.
     """
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    if not (raw.isascii() and raw.isdigit()) or int(raw) < minimum:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > _MAX_DIGITS or int(raw) < minimum:
         kind = "positive" if minimum > 0 else "non-negative"
         shown = default if default_text is None else default_text
-        raise ValueError(f"{name}={raw!r} must be a {kind} integer{meaning}; unset it for the "
-                         f"default ({shown}).")
+        raise ValueError(f"{name}={_shown(raw)} must be a {kind} integer of at most "
+                         f"{_MAX_DIGITS} digits{meaning}; unset it for the default ({shown}).")
     return int(raw)
 
 
@@ -265,6 +280,8 @@ VARIABLE_READERS: dict[str, Callable[[], Any]] = {
 }
 # The variables' values when `check_variables` last found them all valid.
 _CHECKED_VALUES: list[tuple[str | None, ...]] = []
+# Whether `check_variables` has looked for unknown package variables: once per process.
+_UNKNOWN_LOOKED_FOR: list[bool] = []
 
 
 def variable_errors() -> dict[str, str]:
@@ -280,15 +297,32 @@ def variable_errors() -> dict[str, str]:
 
 def check_variables() -> None:
     """Checks every package variable that is set, as its reader will (cheap while they are as
-    last checked).
+    last checked); the first time, logs a warning naming each `JAX_TRITON_ROCM_*` variable set
+    that the package does not know (`unknown_package_variables`).
 
     Raises:
       ValueError: the first refused value's message, naming the variable, its value and what
         is allowed.
     """
+    if not _UNKNOWN_LOOKED_FOR:
+        _UNKNOWN_LOOKED_FOR.append(True)
+        _warn_unknown()
     values = tuple(os.environ.get(name) for name in PACKAGE_ENV_VARS)
     if values in _CHECKED_VALUES:
         return
     for message in variable_errors().values():
         raise ValueError(message)
     _CHECKED_VALUES[:] = [values]
+
+
+def _warn_unknown() -> None:
+    unknown = unknown_package_variables()
+    if not unknown:
+        return
+    known = {name[len(ENV_PREFIX):]: name for name in PACKAGE_ENV_VARS}
+    named = [f"{name} (the closest known name: "
+             f"{known[difflib.get_close_matches(name[len(ENV_PREFIX):], known, 1, 0)[0]]})"
+             for name in unknown]
+    logger.warning("jax_triton_rocm: ignoring %s: the package reads no variable of that name "
+                   "(docs/environment.md lists those it reads). This warning is logged once per "
+                   "process.", ", ".join(named))

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import stat
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -212,3 +213,22 @@ def replace_file(folder_fd: int, name: str, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary, dir_fd=folder_fd)
         raise
+
+
+def remove_stale_temporaries(folder_fd: int, stale_seconds: float = 60) -> None:
+    """Removes from the folder `folder_fd` the temporary files `replace_file` leaves when its
+    writer is killed mid-write: regular files (no links) named `*.tmp`, this user's, unchanged
+    for `stale_seconds` (far longer than any writer of a small file takes).
+
+    Raises:
+      OSError: the folder cannot be listed (a file that vanished meanwhile is no error).
+    """
+    stale = time.time() - stale_seconds
+    for entry in os.scandir(folder_fd):
+        if not entry.name.endswith(".tmp"):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            info = entry.stat(follow_symlinks=False)
+            if (stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
+                    and info.st_mtime < stale):
+                os.unlink(entry.name, dir_fd=folder_fd)

@@ -36,7 +36,7 @@ from jax.interpreters.mlir import ir
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _env, _values
 from jax_triton_rocm.checks import _checker
-from jax_triton_rocm.spec import _kinds, _layout, _spec, _tensordesc
+from jax_triton_rocm.spec import _layout, _misplaced, _spec, _tensordesc
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor
 
 if TYPE_CHECKING:
@@ -521,7 +521,7 @@ def _operand_entry(flat: Flat, value: Any, what: str, typed: bool = False) -> tu
 
 
 def _kind(entry: tuple[str, Any]) -> str | None:
-    """What an entry gives its parameter, for `_kinds.forgotten`: "pointer" (an array),
+    """What an entry gives its parameter, for `_misplaced.forgotten`: "pointer" (an array),
     "scalar" (a value), or None (None, a tuple, a descriptor)."""
     kind, value = entry
     return "pointer" if kind == "input" else "scalar" if kind == "scalar" and value is not None \
@@ -530,7 +530,7 @@ def _kind(entry: tuple[str, Any]) -> str | None:
 
 def forgotten_hint(jit_fn: JITFunction, given: ParameterValues, flat: Flat, n_outs: int,
                    aliased: set[int], own_keywords: tuple[str, ...]) -> str:
-    """The parameter a call most likely forgot (`_kinds.forgotten`): the parameters that
+    """The parameter a call most likely forgot (`_misplaced.forgotten`): the parameters that
     neither a keyword nor a constexpr fills take the positional values, then the outputs' (or,
     failing that, the unaliased outputs') pointers, in order. A parameter left unfilled that is
     named like one of triton_call's own arguments (`own_keywords`) is said to go in
@@ -540,7 +540,7 @@ def forgotten_hint(jit_fn: JITFunction, given: ParameterValues, flat: Flat, n_ou
     values = [_kind(flat.entries[i]) for i in slots if i in flat.entries]
     text = ""
     for n_pointers in dict.fromkeys((n_outs, n_outs - len(aliased))):
-        if text := _kinds.forgotten(jit_fn, values + ["pointer"] * n_pointers, slots):
+        if text := _misplaced.forgotten(jit_fn, values + ["pointer"] * n_pointers, slots):
             break
     clashing = [jit_fn.arg_names[i] for i in slots
                 if i not in flat.entries and jit_fn.arg_names[i] in own_keywords]
@@ -552,38 +552,20 @@ def forgotten_hint(jit_fn: JITFunction, given: ParameterValues, flat: Flat, n_ou
     return text
 
 
-def check_outputs_written(jit_fn: JITFunction, flat: Flat, placed: Placed,
-                          convention: str, n_outs: int) -> None:
-    """Raises TypeError where an input array fills a parameter the kernel stores to while an
-    output lands on one it only loads from (`_kinds.unwritten_output`): the kernel would read
-    an output buffer nothing wrote and overwrite the input's copy, so the call would return
-    garbage. A Ref, or an input aliased to an output, is written on purpose and never counts."""
+def check_outputs_written(jit_fn: JITFunction, flat: Flat, placed: Placed, convention: str,
+                          n_outs: int, constexprs: Mapping[str, Any]) -> None:
+    """`_misplaced.check_written` on the call's plain input arrays (a Ref, or an input aliased
+    to an output, is written on purpose and never counts) and unaliased outputs, by the
+    parameters they fill; the kernel read as compiled with the call's `constexprs`."""
     results = set(placed.aliases.values())
     unaliased = [o for o in range(n_outs) if placed.user_results[o] not in results]
-    outputs = dict(zip(placed.output_params, unaliased))
     leaves = {leaf.operand: leaf for leaf in flat.leaves if leaf.operand is not None}
     inputs = {i: leaves[entry[1]] for i, entry in flat.entries.items()
               if entry[0] == "input" and entry[1] not in placed.aliases
               and not is_ref(leaves[entry[1]].value)}
-    found = _kinds.unwritten_output(jit_fn, inputs, outputs)
-    if found is None:
-        return
-    stored, stored_at, loaded, loaded_at = found
-    names, leaf = list(jit_fn.arg_names), inputs[stored]
-    counted = flat.leaves if convention == "out_type" else [x for x in flat.leaves if x.is_array]
-    alias = next(j for j, x in enumerate(counted) if x is leaf)
-    kernel, output = _spec.kernel_name(jit_fn), outputs[loaded]
-    raise TypeError(
-        f"Kernel {kernel} would read memory nobody wrote: {leaf.what} "
-        f"({_spec.aval_text(leaf.value)}), an input, fills parameter {names[stored]!r}, which "
-        f"the kernel stores to ({stored_at}), and output {output} lands on parameter "
-        f"{names[loaded]!r}, which it only loads from ({loaded_at}). The output would hold "
-        f"whatever its buffer held. Outputs fill the non-constexpr parameters the arguments "
-        f"leave unfilled, in order. Pass the input by name, so that the output fills "
-        f"{names[stored]!r}: triton_call(..., {names[loaded]}=x, {convention}=...) (or "
-        f"operands={{{names[loaded]!r}: x}}); or, if {leaf.what} is meant as the output's "
-        f"buffer, updated in place, alias it to the output (input_output_aliases={{{alias}: "
-        f"{output}}}) and pass the input for {names[loaded]!r} too.")
+    _misplaced.check_written(jit_fn, inputs, dict(zip(placed.output_params, unaliased)),
+                             constexprs, leaves=flat.leaves, convention=convention,
+                             returned=bool(n_outs or placed.refs))
 
 
 _CONVENTIONS = {
@@ -794,6 +776,23 @@ def place_outputs(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict
         positional_constexprs=tuple(constexprs))
 
 
+def own_named_parameter(unwrapped: Any, own_keywords: Iterable[str], start: int) -> Any:
+    """The first of the kernel's parameters from position `start` on (those the arguments and
+    outputs leave) named like one of `own_keywords` and set by nothing else (no default, no
+    autotune config, no heuristic), or None: only a keyword could fill it, and that keyword is
+    the API's own."""
+    own = set(own_keywords) - _set_by_wrappers(unwrapped)
+    return next((param for param in list(unwrapped.jit_fn.params)[start:]
+                 if param.name in own and not param.has_default), None)
+
+
+def _set_by_wrappers(unwrapped: Any) -> set[str]:
+    """The constexprs the kernel's autotune configs and heuristics set."""
+    configs = getattr(unwrapped.autotuner, "configs", ())
+    return ({key for config in configs for key in config.kwargs}
+            | {key for wrapper in unwrapped.heuristics for key in wrapper.values})
+
+
 def bind_arguments(call: CallArguments, *, unwrapped: Any, input_output_aliases: Any,
                    zeroed_outputs: Any, has_side_effect: bool, own_keywords: tuple[str, ...],
                    constexprs: Any = None,
@@ -923,7 +922,11 @@ def bind_arguments(call: CallArguments, *, unwrapped: Any, input_output_aliases:
         trailing=trailing if shaped and convention == "out_shape" else None,
         hint=lambda aliased: forgotten_hint(jit_fn, given, flat, len(out_shapes), aliased,
                                             own_keywords))
-    check_outputs_written(jit_fn, flat, placed, convention, len(out_shapes))
+    # The constexprs Triton compiles the kernel with: a heuristic or an autotune config may
+    # set others, or replace these.
+    wrapped = _set_by_wrappers(unwrapped)
+    compiled_with = {k: v for k, v in placed.metaparams.items() if k not in wrapped}
+    check_outputs_written(jit_fn, flat, placed, convention, len(out_shapes), compiled_with)
     if shaped and placed.output_params == trailing:  # laid out as 0.3 lays it
         positional, n_arrays = [], 0
         for i, arg in enumerate(args):  # read from the entries: `shaped` says what they hold
@@ -941,18 +944,16 @@ def bind_arguments(call: CallArguments, *, unwrapped: Any, input_output_aliases:
         placed = dataclasses.replace(placed, positional=tuple(positional), metaparams=metaparams)
     # A keyword named like one of triton_call's own arguments went to triton_call, so the
     # parameter it may have meant is left unfilled.
-    configs = getattr(unwrapped.autotuner, "configs", ())
-    own = (set(own_keywords) - {key for config in configs for key in config.kwargs}
-           - {key for wrapper in unwrapped.heuristics for key in wrapper.values}
-           - {*named.constexprs, *named.operands})
-    for param in list(jit_fn.params)[len(args) + len(out_shapes):]:
-        if param.name in own and not param.has_default:
-            where = "constexprs" if param.is_constexpr else "operands"
-            raise TypeError(
-                f"Kernel {name}'s parameter {param.name!r} has the name "
-                f"of an argument of triton_call itself ({param.name}=...), so a keyword "
-                f"{param.name}= is triton_call's own and cannot fill it. Pass it by name in "
-                f"{where}={{{param.name!r}: ...}} ("
-                + ("a compile-time constant" if param.is_constexpr else
-                   "filled at launch; constexprs= compiles a value in") + ").")
+    param = own_named_parameter(unwrapped, set(own_keywords) - {*named.constexprs,
+                                                                *named.operands},
+                                len(args) + len(out_shapes))
+    if param is not None:
+        where = "constexprs" if param.is_constexpr else "operands"
+        raise TypeError(
+            f"Kernel {name}'s parameter {param.name!r} has the name "
+            f"of an argument of triton_call itself ({param.name}=...), so a keyword "
+            f"{param.name}= is triton_call's own and cannot fill it. Pass it by name in "
+            f"{where}={{{param.name!r}: ...}} ("
+            + ("a compile-time constant" if param.is_constexpr else
+               "filled at launch; constexprs= compiles a value in") + ").")
     return placed, options, tuple([jit_fn.arg_names[i] for i in sorted(given.by_keyword)])

@@ -93,9 +93,12 @@ def _delivery(platform: str, features: _vendors.PluginFeatures) -> str:
     if platform == "cuda":
         if not features.module_image:
             return "PTX, assembled by jaxlib's ptxas at load"
-        kept = "with" if _env.keep_ptx_text() else "without"
-        return (f"CUBIN in module_image, {kept} its PTX text ({_env.ENV_KEEP_PTX_TEXT}); a "
-                f"digest of it in the ptx field")
+        name = _env.ENV_KEEP_PTX_TEXT
+        try:
+            ptx_text = f"{'with' if _env.keep_ptx_text() else 'without'} its PTX text ({name})"
+        except ValueError:  # marked under "Environment"; the report goes on
+            ptx_text = f"with its PTX text or not ({name} is invalid: see Environment)"
+        return f"CUBIN in module_image, {ptx_text}; a digest of it in the ptx field"
     try:
         from jax_triton_rocm.backends.hip import _hip
 

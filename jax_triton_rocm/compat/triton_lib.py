@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypedDict, TypeVar, Union
 
+import jax
 import numpy as np
 
 from jax_triton_rocm.api import _call
@@ -134,6 +135,9 @@ def triton_call(
     Raises:
       TypeError / ValueError: a bad argument, named with its value and the fix.
     """
+    taken_apart = _call.unwrapped_kernel(kernel)
+    outputs = out_type if out_type is not None else kwargs.get("out_shape", ())
+    _check_fillable(taken_apart, len(args) + len(jax.tree.leaves(outputs)))
     if "out_shape" in kwargs:
         if out_type is not None:
             raise TypeError("triton_call: give out_type= or the deprecated out_shape=, not "
@@ -150,7 +154,6 @@ def triton_call(
     if zeroed_outputs if callable(zeroed_outputs) else len(zeroed_outputs):
         warnings.warn("zeroed_outputs is deprecated. Zero the buffer explicitly and pass it as a "
                       "Ref argument instead", DeprecationWarning, stacklevel=2)
-    taken_apart = _call.unwrapped_kernel(kernel)
     settings = {"num_warps": num_warps, "num_stages": num_stages}
     if taken_apart.autotuner is None:  # an autotuned kernel's configs carry their own
         for key, default in _JAX_TRITON_DEFAULTS.items():
@@ -161,15 +164,34 @@ def triton_call(
         *args, kernel=kernel, grid=grid, out_type=out_type, name=name, **settings,
         num_ctas=num_ctas, compute_capability=compute_capability,
         backend_options=backend_options, input_output_aliases=input_output_aliases,
-        zeroed_outputs=zeroed_outputs, debug=True if debug else None,
+        zeroed_outputs=zeroed_outputs, debug=None if debug is False else debug,
         serialized_metadata=serialized_metadata, cost_estimate=cost_estimate,
         has_side_effect=has_side_effect, xla_native=False, **by_name, **kernel_kwargs)
 
 
 # jax_triton_rocm.triton_call's keyword arguments that jax-triton 0.4.1's lacks: in 0.4.1 such
 # a keyword is a kernel parameter's value (or a metaparameter that no parameter reads).
-_PACKAGE_ONLY_KEYWORDS = frozenset(_arguments.keyword_names(_call.triton_call)) - frozenset(
-    _arguments.keyword_names(triton_call)) - {"out_shape"}
+_OWN_KEYWORDS = frozenset(_arguments.keyword_names(triton_call)) | {"out_shape"}
+_PACKAGE_ONLY_KEYWORDS = frozenset(_arguments.keyword_names(_call.triton_call)) - _OWN_KEYWORDS
+
+
+def _check_fillable(taken_apart: _spec.Unwrapped, start: int) -> None:
+    """Raises TypeError where a kernel parameter that the arguments and outputs leave (from
+    position `start` on) is named like one of this triton_call's own arguments (`name`, `grid`,
+    `out_shape`, ...): only a keyword could fill it, and here that keyword is jax-triton
+    0.4.1's own, as in 0.4.1; the message points to jax_triton_rocm.triton_call, which takes
+    it in `constexprs=` or `operands=`."""
+    param = _arguments.own_named_parameter(taken_apart, _OWN_KEYWORDS, start)
+    if param is None:
+        return
+    group = "constexprs" if param.is_constexpr else "operands"
+    meaning = ", the deprecated spelling of out_type=" if param.name == "out_shape" else ""
+    raise TypeError(
+        f"triton_call: kernel {taken_apart.name}'s parameter {param.name!r} is named like an "
+        f"argument of jax-triton 0.4.1's triton_call ({param.name}=...{meaning}), which "
+        f"jax_triton_rocm.compat keeps as 0.4.1 has it, so nothing in this call can fill the "
+        f"parameter. Call jax_triton_rocm.triton_call instead, with the same arguments: it "
+        f"fills the parameter by name, {group}={{{param.name!r}: ...}}.")
 
 
 def _by_name(kwargs: dict[str, Any],

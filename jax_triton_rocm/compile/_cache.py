@@ -4,7 +4,8 @@ used, and a usable cache folder whatever the environment says.
 Damage: before `triton.compile` runs, the entry it will read is checked, read as
 `_files.read_entry_file` reads (regular files of the entry's own folder, bounded, never a link);
 a damaged entry is emptied with Triton's own atomic `put_group`, so Triton compiles again, and
-one warning names the damaged file. What `triton.compile` returns is checked the same way; a
+one warning names the damaged file. An entry folder that is a link is a foreign entry: the link
+is removed, never written through. What `triton.compile` returns is checked the same way; a
 binary still damaged after one replacement is an error.
 
 A usable folder (`compile_in_usable_cache`): while `TRITON_CACHE_DIR` is empty (jax-triton 0.3.1
@@ -29,6 +30,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import struct
 import tempfile
 from collections.abc import Callable, Iterator
@@ -227,6 +229,19 @@ def request_problem(meta: dict[str, Any], request: Request) -> str | None:
     return None
 
 
+def shared_problem(llir: str, shared: int) -> str | None:
+    """What is wrong with the metadata's `shared` (bytes of shared memory the launch gives a
+    block) for a kernel whose LLVM IR is `llir`. Triton reaches all of a kernel's shared memory
+    through one symbol, `global_smem`, sized only by the launch (neither the IR nor the binary
+    records the size): the IR uses it exactly when `shared` is above 0."""
+    uses = "@global_smem" in llir
+    if uses and not shared:
+        return "metadata says shared=0, but the kernel's LLVM IR uses shared memory"
+    if shared and not uses:
+        return f"metadata says shared={shared}, but the kernel's LLVM IR uses no shared memory"
+    return None
+
+
 def _text_problem(ext: str, text: str, request: Request) -> str | None:
     """What in the IR text `text` (file extension `ext`) disagrees with `request`: the IR the
     package reads (Triton IR, PTX, AMDGCN) names the kernel, and PTX and AMDGCN state the
@@ -262,8 +277,8 @@ def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
     `files` maps each file's extension to its bytes (the binary) or text, `meta` is the
     metadata (a dict). The binary must be a whole ELF for the target that defines the kernel
     (`elf_problem`), the metadata whole (`metadata_problem`, with `entry_hash` where given) and
-    agree with the request (`request_problem`), and each IR text non-empty and about this
-    kernel (`_text_problem`).
+    agree with the request (`request_problem`) and the LLVM IR (`shared_problem`), and each IR
+    text non-empty and about this kernel (`_text_problem`).
     """
     binary = bytes(files.get(request.binary_ext, b""))
     problem = elf_problem(binary, request.target.backend)
@@ -274,6 +289,8 @@ def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
     problem = metadata_problem(meta, request.target, entry_hash)
     if problem is None:
         problem = request_problem(meta, request)
+    if problem is None and files.get("llir"):
+        problem = shared_problem(files["llir"], meta["shared"])
     if problem is not None:
         return "json", problem
     for ext, text in files.items():
@@ -357,12 +374,36 @@ def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
     return None if damage is None else (paths[damage[0]], damage[1])
 
 
+def link_problem(folder: str) -> tuple[str, str] | None:
+    """(folder, what is wrong) where an entry's `folder` is a link: Triton makes folders, so a
+    link is a foreign entry (another user's, where others can write the cache folder), through
+    which Triton would read and write the folder it points to."""
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISLNK(info.st_mode):
+        return None
+    owner = "" if info.st_uid == os.geteuid() else f" owned by user id {info.st_uid}"
+    return folder, f"a symbolic link{owner} in place of the entry's folder"
+
+
 def discard(entry_hash: str, file_name: str) -> None:
     """Empties the entry's group (atomically, through Triton's cache manager): Triton's next
-    compile misses it and replaces every file."""
+    compile misses it and replaces every file. A link in place of the entry's folder
+    (`link_problem`) is removed first, and Triton makes a folder of its own.
+
+    Raises:
+      OSError: the link cannot be removed (another user's, in a folder with the sticky bit).
+    """
     from triton.runtime.cache import get_cache_manager
 
-    get_cache_manager(entry_hash).put_group(f"{file_name}.json", {})
+    manager = get_cache_manager(entry_hash)
+    folder = getattr(manager, "cache_dir", None)
+    if folder and link_problem(folder) is not None:
+        os.unlink(folder)
+        manager = get_cache_manager(entry_hash)
+    manager.put_group(f"{file_name}.json", {})
 
 
 def warn_damaged(path: str, problem: str, kernel: str) -> None:
@@ -399,7 +440,8 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
         if knobs.cache.dir:
             _files.warn_if_others_can_write(knobs.cache.dir, _setting("dir", knobs.cache.dir),
                                             _env.TRITON_CACHE_DIR)
-        damage = entry_problem(get_cache_manager(request.entry_hash), request)
+        manager = get_cache_manager(request.entry_hash)
+        damage = link_problem(manager.cache_dir) or entry_problem(manager, request)
         if damage is not None:
             warn_damaged(damage[0], damage[1], source.name)
             discard(request.entry_hash, request.file_name)

@@ -7,12 +7,14 @@ folder (path, size, inode, modification and change times). Writing a file change
 time, which no user can set back, so any change to the installation gives another name, and
 the key is hashed by Triton again. A remembered key is handed to Triton the way Triton's own
 compile workers are given theirs: as `triton.runtime.cache.triton_key`. The file is read as
-every cache file is (`_files`); a folder other users can write is neither read nor written.
+every cache file is (`_files`); a folder other users can write is neither read nor written. The
+temporary files of writers killed mid-write are removed once stale.
 `JAX_TRITON_ROCM_REMEMBER_TRITON_KEY=0` turns it off (docs/environment.md).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -108,6 +110,8 @@ def _hand_over(cache: Any, original: Any) -> None:
     folder = _folder()
     if _files.others_can_write(folder) is not None:
         return
+    with contextlib.suppress(OSError, ValueError), _files.folder(folder) as folder_fd:
+        _files.remove_stale_temporaries(folder_fd)  # left by writers killed mid-write
     root = os.path.dirname(os.path.dirname(os.path.abspath(cache.__file__)))
     name = f"{installation_stamp(root)}.key"
     key = _read(folder, name, triton.__version__)

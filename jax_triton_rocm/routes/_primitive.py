@@ -49,8 +49,8 @@ triton_kernel_p = Primitive("triton_kernel")
 """The JAX primitive that `triton_call` binds: its one parameter, `spec`, is the frozen
 `KernelCallSpec` of the call (kernel, grid, outputs, aliases, options); its results are the
 call's outputs. Lowering rules are registered for `cuda`, `rocm` (`register`) and `cpu` (Triton's
-interpreter); `jax.vmap` batches it, `jax.grad` raises. Libraries with primitives of their own use
-`triton_call_lowering` instead of binding it."""
+interpreter); `jax.vmap` batches it, `jax.grad` and `jax.linear_transpose` raise. Libraries with
+primitives of their own use `triton_call_lowering` instead of binding it."""
 triton_kernel_p.multiple_results = True
 triton_kernel_p.def_impl(functools.partial(dispatch.apply_primitive, triton_kernel_p))
 
@@ -61,16 +61,23 @@ def _abstract_eval(*avals, spec: KernelCallSpec):
     return [jax.core.ShapedArray(s.shape, s.dtype) for s in spec.out_shapes]
 
 
+def _not_differentiable(what: str, spec: KernelCallSpec) -> NotImplementedError:
+    return NotImplementedError(
+        f"{what} of triton_call (kernel {spec.name}) is not supported: JAX cannot differentiate "
+        f"or transpose a Triton kernel. Wrap the call in a function with jax.custom_vjp (or "
+        f"jax.custom_jvp) and give it a backward pass, which may itself be a triton_call.")
+
+
 def _refuse_kernel_jvp(primals, tangents, *, spec: KernelCallSpec):
-    del primals, tangents
-    raise NotImplementedError(
-        f"jax.grad / jax.jvp of triton_call (kernel {spec.name}) is not supported: "
-        f"JAX cannot differentiate through a Triton kernel. Wrap the call in a function with "
-        f"jax.custom_vjp (or jax.custom_jvp) and give it a backward pass, which may itself be a "
-        f"triton_call.")
+    raise _not_differentiable("jax.grad / jax.jvp", spec)
+
+
+def _refuse_kernel_transpose(cotangents, *operands, spec: KernelCallSpec):
+    raise _not_differentiable("jax.linear_transpose", spec)
 
 
 ad.primitive_jvps[triton_kernel_p] = _refuse_kernel_jvp
+ad.primitive_transposes[triton_kernel_p] = _refuse_kernel_transpose
 
 
 def _keep_call(*arguments: Any) -> tuple[list[bool], Any]:

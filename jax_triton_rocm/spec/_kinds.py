@@ -1,17 +1,14 @@
 """What a kernel uses each of its parameters as, read from its source (a pointer or a scalar), and
-arguments of the wrong kind for them.
-
-Messages need it where a call's arguments do not line up with the kernel's parameters: the
-parameter a call most likely forgot (`forgotten`: a scalar, where the outputs fill pointers), and
-a scalar on a parameter the kernel dereferences, or a pointer on one it counts with (`check`),
-refused at lowering with both named, on every route. Triton itself says only "invalid operands
-of type pointer<fp32> and int32".
+arguments of the wrong kind for them: a scalar on a parameter the kernel dereferences, or a
+pointer on one it counts with (`check`), refused at lowering with both named, on every route.
+Triton itself says only "invalid operands of type pointer<fp32> and int32".
 
 The reading (`roles`) is a guess from evidence, never a verdict on its own: a suspect alone
 refuses nothing; Triton's front end then builds the kernel as laid out, and only if it fails is
 the call refused, naming each suspect (`check_failed`), with the front end's error chained.
 Whether the kernel reads or writes a pointer's memory is read too (`Roles.loads`, `stores`), for
-`checks._arguments`. The evidence for each role, and when each route checks: docs/design.md,
+`_misplaced`; where the call gives the constexprs an `if` tests, only the branch Triton
+compiles is read. The evidence for each role, and when each route checks: docs/design.md,
 "Parameter kinds".
 """
 
@@ -20,7 +17,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
-import itertools
+import operator
 import types
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -49,6 +46,12 @@ _COUNTING = {"cdiv", "range", "static_range", "minimum", "maximum", "min", "max"
 _ARITHMETIC = (ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift, ast.RShift,
                ast.BitAnd, ast.BitOr, ast.BitXor, ast.MatMult)
 _SHOWN_CHARS = 70
+# What a test of an `if` may do to be read with the call's constexprs (`_Reader.static`).
+_COMPARISONS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
+                ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+                ast.Is: operator.is_, ast.IsNot: operator.is_not,
+                ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+_UNKNOWN = object()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +61,8 @@ class Roles:
     `loads` and `stores`: the parameters whose memory the kernel reads or writes (`tl.load`,
     `tl.store`, atomics, through offsets, block pointers, tensor descriptors and callees);
     `escapes`: those it hands somewhere the reading cannot follow (an unknown call, a tuple, a
-    return), whose accesses are unknown.
+    return), whose accesses are unknown. `deciding`: those whose values choose the branch
+    Triton compiles (`if FLAG:`, in the kernel or a callee; `roles` takes them from a call).
     """
 
     pointers: Mapping[str, str]
@@ -66,6 +70,7 @@ class Roles:
     loads: Mapping[str, str] = dataclasses.field(default_factory=dict)
     stores: Mapping[str, str] = dataclasses.field(default_factory=dict)
     escapes: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    deciding: frozenset[str] = frozenset()
 
     def only_loaded(self, name: str) -> str | None:
         """Where the kernel loads from `name`, if it surely never writes its memory (loads
@@ -86,20 +91,33 @@ class Roles:
         return f"the kernel counts with it at {self.scalars[name]}"
 
 
-def roles(jit_fn: JITFunction, reading: set[int] | None = None) -> Roles:
+def roles(jit_fn: JITFunction, reading: set[int] | None = None,
+          constexprs: Mapping[str, Any] | None = None) -> Roles:
     """The roles of `jit_fn`'s parameters, kept in its record (`_state.KERNEL_RECORDS`: an edited
     kernel is read again); `reading` holds the functions being read, callers of this one (a call
-    back into one of them adds nothing)."""
-    return _state.KERNEL_RECORDS.derived(
-        jit_fn, "roles", lambda: _read(jit_fn, set() if reading is None else reading))
+    back into one of them adds nothing). A branch that `constexprs` (by name) rule out is not
+    read, where they decide one (`Roles.deciding`; kept per their values)."""
+    reading = set() if reading is None else reading
+    found = _state.KERNEL_RECORDS.derived(jit_fn, "roles", lambda: _read(jit_fn, reading, {}))
+    known = tuple(sorted((k, v) for k, v in (constexprs or {}).items() if k in found.deciding))
+    if not known:
+        return found
+    try:
+        hash(known)
+    except TypeError:  # a value that cannot key the record: read each time
+        return _read(jit_fn, reading, dict(known))
+    return _state.KERNEL_RECORDS.derived(jit_fn, ("roles", known),
+                                         lambda: _read(jit_fn, reading, dict(known)))
 
 
-def _read(jit_fn: JITFunction, reading: set[int]) -> Roles:
+def _read(jit_fn: JITFunction, reading: set[int], known: dict[str, Any]) -> Roles:
     reading.add(id(jit_fn))
     with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
         tree = jit_fn.parse()
-    names = list(jit_fn.arg_names)
-    reader = _Reader(jit_fn, names, reading)
+    rebound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+               and isinstance(n.ctx, ast.Store)}  # a constexpr the body assigns is not the call's
+    reader = _Reader(jit_fn, list(jit_fn.arg_names), reading,
+                     {k: v for k, v in known.items() if k not in rebound})
     for _ in range(2):  # twice: a loop may assign a pointer that an earlier line dereferences
         reader.visit(tree.body[0])
     reading.discard(id(jit_fn))
@@ -114,15 +132,18 @@ def _read(jit_fn: JITFunction, reading: set[int]) -> Roles:
     return Roles({k: v for k, v in pointers.items() if k not in both},
                  {k: v for k, v in scalars.items() if k not in both},
                  dict(reader.accesses["load"]), dict(reader.accesses["store"]),
-                 dict(reader.accesses["escape"]))
+                 dict(reader.accesses["escape"]), frozenset(reader.deciding))
 
 
 class _Reader(ast.NodeVisitor):
     """One walk of a kernel's body, gathering evidence for each parameter's role."""
 
-    def __init__(self, jit_fn: JITFunction, names: list[str], reading: set[int]) -> None:
+    def __init__(self, jit_fn: JITFunction, names: list[str], reading: set[int],
+                 known: dict[str, Any]) -> None:
         self.jit_fn = jit_fn
         self.params = set(names)
+        self.known = known
+        self.deciding: set[str] = set()
         self.scope = dict(jit_fn.__globals__)
         try:
             self.scope.update(inspect.getclosurevars(jit_fn.fn).nonlocals)
@@ -142,7 +163,9 @@ class _Reader(ast.NodeVisitor):
         text = ast.unparse(node)
         if len(text) > _SHOWN_CHARS:
             text = text[:_SHOWN_CHARS - 3] + "..."
-        return f"{self.file}:{self.first_line + node.lineno - 1}: {text}"
+        settled = "".join(f", {k}={v!r}" for k, v in self.known.items())
+        return f"{self.file}:{self.first_line + node.lineno - 1}: {text}" + (
+            f" (compiled with {settled[2:]})" if settled else "")
 
     def roots(self, node: ast.AST) -> set[str]:
         """The parameters `node` may be a pointer derived from (plus offsets)."""
@@ -155,7 +178,7 @@ class _Reader(ast.NodeVisitor):
         if isinstance(node, ast.Subscript) and _broadcast(node.slice):
             return self.roots(node.value)
         if isinstance(node, ast.IfExp):
-            return self.roots(node.body) | self.roots(node.orelse)
+            return set().union(*[self.roots(branch) for branch in self.branches(node)])
         if isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr == "to":
@@ -168,6 +191,49 @@ class _Reader(ast.NodeVisitor):
                     (k.value for k in node.keywords if k.arg == "base"), None)
                 return self.roots(base) if base is not None else set()
         return set()
+
+    def static(self, node: ast.AST) -> Any:
+        """`node`'s value where it is a constant, a known constexpr or a comparison, `not`,
+        `and` or `or` of them (as Triton decides a constexpr `if`); else `_UNKNOWN`."""
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            return self.known.get(node.id, _UNKNOWN)
+        parts = ([node.operand] if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+                 else node.values if isinstance(node, ast.BoolOp)
+                 else [node.left, *node.comparators] if isinstance(node, ast.Compare)
+                 and all(type(op) in _COMPARISONS for op in node.ops) else None)
+        values = [self.static(part) for part in parts or ()]
+        if parts is None or any(value is _UNKNOWN for value in values):
+            return _UNKNOWN
+        try:
+            if isinstance(node, ast.Compare):
+                return all(_COMPARISONS[type(op)](a, b)
+                           for op, a, b in zip(node.ops, values, values[1:]))
+            return not values[0] if isinstance(node, ast.UnaryOp) else (
+                all if isinstance(node.op, ast.And) else any)(values)
+        except Exception:  # noqa: BLE001  (values that do not compare: read both branches)
+            return _UNKNOWN
+
+    def branches(self, node: ast.If | ast.IfExp) -> list[Any]:
+        """The branches of `node` Triton may compile: the one its test picks where the test is
+        `static`, else both; the parameters the test reads decide it."""
+        self.deciding.update(n.id for n in ast.walk(node.test)
+                             if isinstance(n, ast.Name) and n.id in self.params)
+        taken = self.static(node.test)
+        try:
+            return [node.body if taken else node.orelse] if taken is not _UNKNOWN else [
+                node.body, node.orelse]
+        except Exception:  # noqa: BLE001  (a value without truth: read both branches)
+            return [node.body, node.orelse]
+
+    def visit_If(self, node: ast.If | ast.IfExp) -> None:
+        self.visit(node.test)
+        for branch in self.branches(node):
+            for part in branch if isinstance(branch, list) else [branch]:
+                self.visit(part)
+
+    visit_IfExp = visit_If
 
     def access(self, kind: str, node: ast.AST | None, evidence: ast.AST) -> None:
         """Records that the memory of the parameters `node` derives from is read ("load"),
@@ -312,7 +378,11 @@ class _Reader(ast.NodeVisitor):
             for arg in [*node.args, *keywords.values()]:
                 self.access("escape", arg, node)
             return
-        inner = roles(callee, self.reading)
+        deciding = {name: bound[name] for name in roles(callee, self.reading).deciding
+                    if name in bound}  # the callee's branches, chosen by what the call passes
+        self.deciding.update(arg.id for arg in deciding.values() if self.param(arg))
+        inner = roles(callee, self.reading, {name: value for name, arg in deciding.items()
+                                             if (value := self.static(arg)) is not _UNKNOWN})
         for name, arg in bound.items():
             role = inner.of(name)
             if role == "pointer":
@@ -357,27 +427,6 @@ def suspects(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple)
     if wrong and bound.zero_d_pointers:
         wrong.append(bound.zero_d_hint().rstrip("."))
     return wrong
-
-
-def unwritten_output(jit_fn: JITFunction, inputs: Mapping[int, Any],
-                     outputs: Mapping[int, Any]) -> tuple[int, str, int, str] | None:
-    """An input placed on a parameter the kernel stores to while an output lands on one it only
-    loads from (`Roles.only_loaded`): (the input's parameter, where it is stored, the output's
-    parameter, where it is loaded), the first such pair in parameter order; None where there is
-    none, or the reading is unsure.
-
-    Args:
-      inputs, outputs: the call's input arrays and outputs by the parameter index they fill.
-    """
-    if jit_fn.is_gluon() or not inputs or not outputs:
-        return None
-    found = roles(jit_fn)
-    names = list(jit_fn.arg_names)
-    loaded = [(q, where) for q in sorted(outputs) if (where := found.only_loaded(names[q]))]
-    stored = [(p, found.stores[names[p]]) for p in sorted(inputs) if names[p] in found.stores]
-    if not loaded or not stored:
-        return None
-    return (*stored[0], *loaded[0])
 
 
 def front_end_error(jit_fn: JITFunction, bound: Any,
@@ -451,47 +500,3 @@ def check_failed(err: Exception, jit_fn: JITFunction, bound: Any, in_avals: tupl
 
     if isinstance(err, CompilationError):
         check(jit_fn, bound, in_avals, out_avals, kernel, probes)
-
-
-def forgotten(jit_fn: JITFunction, given: list[str | None], slots: list[int]) -> str:
-    """A sentence naming the parameter(s) a call most likely forgot, or "".
-
-    Args:
-      given: what fills the parameters, in order: "pointer" (an array, an output) or "scalar"
-        per value, None where either could be meant.
-      slots: the parameters those values fill, in order, more of them than values.
-
-    Leaving out each choice of as many parameters as there are too many (one to three), the
-    choices whose remaining parameters all get the kind of value their role asks fit. One
-    fitting choice is named whole; for one missing parameter, two fitting choices are named as
-    "one of"; otherwise the parameters every fitting choice leaves out, if any.
-    """
-    extra = len(slots) - len(given)
-    if not 1 <= extra <= 3 or len(slots) > 24:
-        return ""
-    found = roles(jit_fn)
-    wanted = [found.of(jit_fn.arg_names[i]) for i in slots]
-    fitting = [set(left_out) for left_out in itertools.combinations(range(len(slots)), extra)
-               if all(r is None or g is None or r == g for r, g in zip(
-                   [role for j, role in enumerate(wanted) if j not in left_out], given))]
-    common = set.intersection(*fitting) if fitting else set()
-    if len(fitting) == 1:
-        chosen = fitting[0]
-        form = " Most likely missing: {}. Without {}, what the call gives lines up with the " \
-               "other parameters (arrays and outputs on pointers, scalars on values)."
-    elif extra == 1 and len(fitting) == 2:
-        chosen = set.union(*fitting)
-        form = " Most likely missing: one of {}; without either, what the call gives lines up " \
-               "with the other parameters (arrays and outputs on pointers, scalars on values)."
-    elif common:
-        chosen = common
-        form = " Missing, among others: {}, which every way of lining up what the call gives " \
-               "(arrays and outputs on pointers, scalars on values) leaves without {}."
-    else:
-        return ""
-    names = [jit_fn.arg_names[slots[j]] for j in sorted(chosen)]
-    shown = [f"{name!r} ({found.shown(name)})" if found.of(name) else repr(name)
-             for name in names]
-    joined = " or ".join(shown) if len(fitting) == 2 and extra == 1 else " and ".join(shown)
-    return form.format(joined, "it" if len(names) == 1 else "them")
-

@@ -1,6 +1,7 @@
 """A damaged entry in Triton's on-disk cache: found before its binary is used, compiled again and
 replaced, with one warning naming the damaged file."""
 
+import errno
 import json
 import logging
 import os
@@ -183,6 +184,8 @@ DAMAGES = [
     ("metadata with other num_ctas", "add_kernel.json", _set_field("num_ctas", 2)),
     ("metadata naming another kernel", "add_kernel.json", _set_field("name", "sub_kernel")),
     ("metadata with negative shared memory", "add_kernel.json", _set_field("shared", -1)),
+    ("metadata with shared memory the kernel does not use", "add_kernel.json",
+     _set_field("shared", 1000)),
     ("deeply nested metadata", "add_kernel.json", _deeply_nested),
     ("deeply nested group file", "__grp__add_kernel.json", _deeply_nested),
     ("another kernel's binary", "BINARY", _another_kernels("BINARY")),
@@ -235,6 +238,84 @@ def test_ptx_for_clusters_of_another_size_is_damage(cache_dir, caplog):
         kernel_reaching_the_call("cuda")
     warnings = damage_warnings(caplog)
     assert len(warnings) == 1 and f"{path}: PTX for clusters of 2 blocks, not 1" in warnings[0]
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_metadata_denying_the_shared_memory_a_kernel_uses_is_damage(cache_dir, platform, caplog):
+    rows = spec((8, 1024), jnp.float32)
+
+    def softmax_reaching_the_call():
+        jtr.clear_caches()
+        with captured_lowerings() as captured:
+            lower_for(kernels.softmax, rows, platform=platform)
+        return captured[0].kernels[0]
+
+    whole = softmax_reaching_the_call()
+    assert whole.shared_mem_bytes > 0
+    (path,) = [str(p) for p in cache_dir.glob("*/softmax_kernel.json")]
+    _set_field("shared", 0)(path, platform, cache_dir)
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        assert softmax_reaching_the_call().shared_mem_bytes == whole.shared_mem_bytes
+    warnings = damage_warnings(caplog)
+    assert len(warnings) == 1, warnings
+    assert f"{path}: metadata says shared=0, but the kernel's LLVM IR uses shared memory" in (
+        warnings[0])
+
+
+NOBODY = 65534  # another user's id, to own a planted entry as root
+
+
+def test_a_link_in_place_of_an_entry_is_replaced_never_written_through(cache_dir, tmp_path,
+                                                                          caplog):
+    whole = kernel_reaching_the_call("cuda")
+    entry = os.path.dirname(entry_file(cache_dir, "cuda", "add_kernel.json"))
+    planted = tmp_path / "planted"
+    os.rename(entry, planted)
+    group_path = planted / "__grp__add_kernel.json"
+    children = {child: os.path.join(planted, os.path.basename(path)) for child, path in
+                json.loads(group_path.read_text())["child_paths"].items()}
+    group_path.write_text(json.dumps({"child_paths": children}))
+    with open(planted / "add_kernel.ttir", "a") as f:
+        f.write("// PLANTED\n")
+    os.symlink(planted, entry)
+    owner = os.geteuid()
+    if owner == 0:
+        owner = NOBODY
+        for path in [planted, *planted.iterdir()]:
+            os.chown(path, NOBODY, NOBODY)
+        os.lchown(entry, NOBODY, NOBODY)
+    os.chmod(cache_dir, 0o777)
+    before = {path.name: path.read_bytes() for path in planted.iterdir()}
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        again = kernel_reaching_the_call("cuda")
+    assert "PLANTED" not in again.ttir and again.binary == whole.binary
+    assert {path.name: path.read_bytes() for path in planted.iterdir()} == before
+    assert not os.path.islink(entry) and os.path.isdir(entry)
+    warnings = damage_warnings(caplog)
+    by = f" owned by user id {owner}" if owner != os.geteuid() else ""
+    assert len(warnings) == 1 and (
+        f"{entry}: a symbolic link{by} in place of the entry's folder" in warnings[0]), warnings
+
+
+def test_a_link_that_cannot_be_removed_sends_the_compile_to_a_private_folder(
+        cache_dir, tmp_path, monkeypatch, caplog):
+    whole = kernel_reaching_the_call("cuda")
+    entry = os.path.dirname(entry_file(cache_dir, "cuda", "add_kernel.json"))
+    os.rename(entry, tmp_path / "planted")
+    os.symlink(tmp_path / "planted", entry)
+    unlink = os.unlink
+
+    def sticky_folder_unlink(path, *args, **kwargs):  # another user's link under the sticky bit
+        if path == entry:
+            raise PermissionError(errno.EPERM, "Operation not permitted", path)
+        return unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", sticky_folder_unlink)
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        assert kernel_reaching_the_call("cuda").binary == whole.binary
+    assert os.path.islink(entry)
+    assert any("cannot be written" in r.getMessage() and entry in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
 
 
 SECRET = "tt.func public @add_kernel() { SECRET of another user }"

@@ -7,6 +7,8 @@ import re
 import jax
 import jax.numpy as jnp
 import pytest
+import triton
+import triton.language as tl
 from jax.interpreters import partial_eval as pe
 
 import jax_triton_rocm as jtr
@@ -100,14 +102,21 @@ def test_has_side_effect_keeps_the_interpreters_callback():
     assert re.search(r"custom_call @xla_ffi_python_cpu_callback.*has_side_effect = true", text)
 
 
+@triton.jit
+def print_sum_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    """Prints a sum and writes no memory: only a side effect keeps its call."""
+    offsets = tl.arange(0, BLOCK)
+    tl.device_print("sum", tl.sum(tl.load(x_ptr + offsets, mask=offsets < n, other=0), 0))
+
+
 def test_a_call_with_no_outputs_needs_a_side_effect_or_a_ref():
     def call(side_effect):
         return jax.make_jaxpr(lambda x: jtr.triton_call(
-            x, x, x.size, x, kernel=kernels.add_kernel, out_type=(), grid=4, BLOCK=256,
+            x, x.size, kernel=print_sum_kernel, out_type=(), grid=4, BLOCK=256,
             has_side_effect=side_effect))(X)
 
-    with pytest.raises(ValueError, match=r"out_type=\(\) is empty and kernel add_kernel gets no "
-                                         r"Ref"):
+    with pytest.raises(ValueError, match=r"out_type=\(\) is empty and kernel print_sum_kernel "
+                                         r"gets no Ref"):
         call(False)
     assert [e.primitive for e in call(True).eqns] == [jtr.triton_kernel_p]
 

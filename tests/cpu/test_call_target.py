@@ -109,12 +109,12 @@ def test_auto_exports_on_the_ffi_target_whatever_the_flags(monkeypatch):
     assert "@triton_kernel_call_ffi(" in exported.mlir_module()
 
 
-def test_a_forced_legacy_target_exports_with_the_package_checks(monkeypatch):
+def test_a_forced_legacy_target_still_exports_on_the_ffi_target(monkeypatch):
     monkeypatch.setenv(_env.ENV_CALL_TARGET, "legacy")
-    exported = _export(jtr.disabled_checks())
-    assert "@triton_kernel_call(" in exported.mlir_module()
-    with pytest.raises(ValueError, match="Cannot serialize code with custom calls"):
-        _export([export.DisabledSafetyCheck.custom_call(_compat.FFI_CALL_NAME)])
+    exported = _export([export.DisabledSafetyCheck.custom_call(jtr.CUSTOM_CALL_TARGET_NAME)])
+    assert "@triton_kernel_call_ffi(" in exported.mlir_module()
+    assert lowering_utils.call_targets(kernels.add, X, X, platform="cuda") == [
+        _compat.LEGACY_CALL_NAME]  # outside jax.export the setting holds
 
 
 def test_an_unknown_setting_names_the_variable_and_the_choices(monkeypatch):

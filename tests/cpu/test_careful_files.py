@@ -125,6 +125,26 @@ def test_a_folder_another_user_owns_is_not_safe(tmp_path, which):
     assert _files.others_can_write(str(folder)) == f"{owned} is owned by user id {NOBODY}"
 
 
+def test_only_stale_temporaries_of_this_user_are_removed(tmp_path):
+    old = {name: tmp_path / name for name in ("dead-writer.tmp", "data.key", "folder.tmp",
+                                              "link.tmp")}
+    old["dead-writer.tmp"].write_bytes(b"half a fi")
+    old["data.key"].write_bytes(b"a key")
+    old["folder.tmp"].mkdir()
+    old["link.tmp"].symlink_to(old["data.key"])
+    if os.geteuid() == 0:
+        old["another-users.tmp"] = tmp_path / "another-users.tmp"
+        old["another-users.tmp"].write_bytes(b"theirs")
+        os.chown(old["another-users.tmp"], NOBODY, NOBODY)
+    for path in old.values():
+        os.utime(path, (1, 1), follow_symlinks=False)
+    (tmp_path / "live-writer.tmp").write_bytes(b"being writ")
+    with _files.folder(str(tmp_path)) as folder_fd:
+        _files.remove_stale_temporaries(folder_fd, stale_seconds=60)
+    left = sorted(os.listdir(tmp_path))
+    assert left == sorted(name for name in [*old, "live-writer.tmp"] if name != "dead-writer.tmp")
+
+
 def unsafe_warnings(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records
             if "can be written by other users" in r.getMessage()]

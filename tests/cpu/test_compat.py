@@ -301,3 +301,52 @@ def test_an_output_passed_as_an_argument_after_a_none_names_its_alias_index():
         jax.jit(lambda a, out: jt.triton_call(
             a, None, out, kernel=maybe_offset_kernel, out_type=out, grid=(1,), scale=2.0,
             N=16))(a, out)
+
+
+def test_a_store_into_a_plain_array_with_no_outputs_is_refused_naming_both_fixes():
+    x = jnp.arange(8.0)
+    with pytest.raises(TypeError, match=(
+            r"Kernel inc_kernel stores to parameter 'x_ptr' \(surface_kernels.py:\d+: "
+            r"tl.store\(x_ptr .*\), which argument 1 \(float32\[8\]\), a plain array, fills, and "
+            r"the call has no outputs: .*read-only .*Pass the array as a Ref.*jax.new_ref\(x\), "
+            r"triton_call\(ref, \.\.\., out_type=\(\)\).*out_type=x, "
+            r"input_output_aliases=\{1: 0\}")):
+        jt.triton_call(x.size, x, kernel=sk.inc_kernel, out_type=(), grid=1, BLOCK=8,
+                       has_side_effect=True)
+
+
+def test_a_truthy_debug_that_is_no_bool_is_refused():
+    x = jnp.ones(8)
+    with pytest.raises(TypeError, match=r"debug='no' must be a bool"):
+        jt.triton_call(x, x, 8, kernel=kernels.add_kernel, out_type=x, grid=1, BLOCK=8,
+                       debug="no")
+
+
+@triton.jit
+def named_scale_kernel(x_ptr, out_ptr, name: tl.constexpr, N: tl.constexpr):
+    offsets = tl.arange(0, N)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) * name)
+
+
+@triton.jit
+def shaped_scale_kernel(x_ptr, out_ptr, out_shape: tl.constexpr, N: tl.constexpr):
+    offsets = tl.arange(0, N)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) * out_shape)
+
+
+@pytest.mark.parametrize("kernel,keywords,name", [
+    (named_scale_kernel, {}, "name"),
+    (named_scale_kernel, {"name": 2}, "name"),
+    (shaped_scale_kernel, {"out_shape": 2}, "out_shape"),
+], ids=["name, not given", "name=2, the call's name", "out_shape=2 with out_type="])
+def test_a_parameter_named_like_one_of_0_4_1s_arguments_points_to_the_package(kernel,
+                                                                                keywords, name):
+    x = jnp.arange(8.0)
+    with pytest.raises(TypeError, match=(
+            rf"kernel {kernel.__name__}'s parameter '{name}' is named like an argument of "
+            rf"jax-triton 0.4.1's triton_call \({name}=\.\.\..*nothing in this call can fill "
+            rf"the parameter\. Call jax_triton_rocm\.triton_call instead, .*constexprs="
+            rf"\{{'{name}': \.\.\.\}}\.$")):
+        jt.triton_call(x, kernel=kernel, out_type=x, grid=1, N=8, **keywords)
+    out = jtr.triton_call(x, kernel=kernel, out_type=x, grid=1, N=8, constexprs={name: 2})
+    assert (out == 2 * x).all()

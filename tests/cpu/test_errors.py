@@ -100,6 +100,13 @@ def test_grad_points_at_custom_vjp():
         jax.grad(lambda x: kernels.add(x, x).sum())(X)
 
 
+def test_linear_transpose_points_at_custom_vjp():
+    transpose = jax.linear_transpose(lambda x: kernels.add(x, x), X)
+    with pytest.raises(NotImplementedError, match=r"jax.linear_transpose of triton_call \(kernel "
+                                                  r"add_kernel\).*jax.custom_vjp"):
+        transpose(X)
+
+
 def test_num_warps_must_be_a_power_of_two():
     with pytest.raises(ValueError, match=r"num_warps=3 must be a power of two"):
         _add(X, X, 1024, BLOCK=256, num_warps=3)

@@ -46,6 +46,23 @@ def test_real_hsaco_for_the_arch(arch, monkeypatch):
         check_hsaco(f.read(), arch)
 
 
+def test_a_kernel_of_a_250_character_name_is_delivered_by_path(monkeypatch):
+    monkeypatch.setenv(_env.ENV_HSACO_DELIVERY, "path")
+    name = "copy_" + "x" * 245
+    copy = kernels.kernel_from_source(
+        f"@triton.jit\n"
+        f"def {name}(x_ptr, out_ptr):\n"
+        f"    offsets = tl.program_id(0) * 256 + tl.arange(0, 256)\n"
+        f"    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets))\n", name)
+    kernel = _kernel_of(lower_one(
+        lambda x: jtr.triton_call(x, kernel=copy, out_shape=x, grid=(16,)), X, platform="rocm"))
+    assert kernel.kernel_name == name
+    file_name = os.path.basename(kernel.ptx)
+    assert file_name.startswith(name[:31]) and len(file_name) < 80, file_name
+    with open(kernel.ptx, "rb") as f:
+        check_hsaco(f.read(), "gfx942")
+
+
 @needs_embedded
 @pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
 def test_embedded_delivery_carries_the_hsaco_in_the_opaque(arch):

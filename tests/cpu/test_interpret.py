@@ -7,6 +7,7 @@ too (where `jax.jit` would otherwise run on the GPU).
 """
 
 import functools
+import logging
 
 import numpy as np
 import pytest
@@ -306,3 +307,18 @@ def test_a_none_scalar_the_kernel_cannot_use_names_the_constexprs():
                                         r"constexprs n=None, BLOCK=256\)"):
         jax.block_until_ready(jax.jit(lambda x: jtr.triton_call(
             x, x, None, kernel=kernels.add_kernel, out_shape=x, grid=(1,), BLOCK=256))(x))
+
+
+def test_a_grid_of_billions_of_programs_is_announced_at_lowering_with_its_count(caplog):
+    x = jax.ShapeDtypeStruct((1 << 16,), jnp.float32)
+
+    def huge(x):
+        return jtr.triton_call(x, x, x.size, kernel=kernels.add_kernel, out_shape=x,
+                               grid=(1 << 16, 1 << 16), BLOCK=1)
+
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        lowered_text(huge, x, platform="cpu")
+        lowered_text(lambda x: kernels.add(x, x, block=1), x, platform="cpu")  # 65536: quiet
+    [warning] = [r.getMessage() for r in caplog.records if "programs" in r.getMessage()]
+    assert "kernel add_kernel has a grid of (65536, 65536, 1), 4294967296 programs" in warning
+    assert "roughly 50 days" in warning and "on a GPU" in warning

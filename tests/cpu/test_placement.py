@@ -3,7 +3,9 @@ kernel read memory nobody wrote (an input on a parameter it stores to, an output
 loads from) is refused, naming both parameters and the fix, in jax-triton 0.3's and 0.4's forms;
 the forms docs/porting.md shows instead (the input by name, or an aliased output buffer) compute
 the right numbers; and how the kernel uses each parameter is read through offsets, callees,
-atomics, block pointers and tensor descriptors, unsure uses refusing nothing."""
+atomics, block pointers and tensor descriptors, unsure uses refusing nothing, and as compiled
+with the constexprs the call gives (`if A_IS_OUT:`). A call without outputs whose kernel stores
+into a plain input array is refused too."""
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +15,7 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
+import jax_triton_rocm.compat as jt
 from jax_triton_rocm.spec import _kinds
 
 N = 16
@@ -260,3 +263,80 @@ def test_the_lowering_api_refuses_a_result_on_a_parameter_the_kernel_only_loads(
             r"operand 0 fills parameter 'out_ptr', which the kernel stores to .*, and result 0 "
             r"lands on 'in_ptr', which it only loads from")):
         jax.jit(softmax_p.bind).lower(x_values())
+
+
+@triton.jit
+def chosen_output_kernel(a_ptr, b_ptr, n, A_IS_OUT: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    if A_IS_OUT:
+        tl.store(a_ptr + offsets, tl.load(b_ptr + offsets, mask=offsets < n) * 2,
+                 mask=offsets < n)
+    else:
+        tl.store(b_ptr + offsets, tl.load(a_ptr + offsets, mask=offsets < n) * 2,
+                 mask=offsets < n)
+
+
+@triton.jit
+def _store_chosen(a_ptr, b_ptr, offsets, A_IS_OUT: tl.constexpr):
+    if not A_IS_OUT:
+        tl.store(b_ptr + offsets, tl.load(a_ptr + offsets) * 2)
+    else:
+        tl.store(a_ptr + offsets, tl.load(b_ptr + offsets) * 2)
+
+
+@triton.jit
+def chosen_in_a_callee_kernel(a_ptr, b_ptr, n, A_IS_OUT: tl.constexpr, BLOCK: tl.constexpr):
+    _store_chosen(a_ptr, b_ptr, tl.arange(0, BLOCK), A_IS_OUT)
+
+
+@triton.jit
+def chosen_by_expression_kernel(a_ptr, b_ptr, n, A_IS_OUT: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    target = a_ptr if A_IS_OUT == 1 and BLOCK > 0 else b_ptr
+    source = b_ptr if A_IS_OUT == 1 and BLOCK > 0 else a_ptr
+    tl.store(target + offsets, tl.load(source + offsets) * 2)
+
+
+CHOSEN = [chosen_output_kernel, chosen_in_a_callee_kernel, chosen_by_expression_kernel]
+CHOSEN_IDS = ["an if", "an if in a callee", "a conditional expression"]
+
+
+@pytest.mark.parametrize("kernel", CHOSEN, ids=CHOSEN_IDS)
+@pytest.mark.parametrize("api", [jtr, jt], ids=["triton_call", "compat"])
+def test_a_store_a_constexpr_of_the_call_places_on_an_input_is_refused(kernel, api):
+    with pytest.raises(TypeError, match=(
+            r"Kernel \w+ would read memory nobody wrote: argument 0 \(float32\[16\]\), an "
+            r"input, fills parameter 'a_ptr', which the kernel stores to \(test_placement.py:"
+            r"\d+: .* \(compiled with A_IS_OUT=True(, BLOCK=16)?\)\), and output 0 lands on "
+            r"parameter 'b_ptr', which it only loads from .*triton_call\(\.\.\., b_ptr=x, "
+            r"out_type=")):
+        api.triton_call(x_values(), kernel=kernel, out_type=OUT, grid=(1,), n=N,
+                        A_IS_OUT=True, BLOCK=N)
+
+
+@pytest.mark.parametrize("kernel", CHOSEN, ids=CHOSEN_IDS)
+def test_the_placements_a_constexpr_of_the_call_makes_right_compute_the_result(kernel):
+    x = x_values()
+    as_written = jtr.triton_call(x, kernel=kernel, out_type=OUT, grid=(1,), n=N,
+                                 A_IS_OUT=False, BLOCK=N)
+    by_name = jtr.triton_call(kernel=kernel, b_ptr=x, out_type=OUT, grid=(1,), n=N,
+                              A_IS_OUT=True, BLOCK=N)
+    for out in (as_written, by_name):
+        np.testing.assert_allclose(np.asarray(out), np.asarray(x) * 2)
+
+
+def test_the_reading_with_a_constexpr_is_kept_per_value():
+    plain = _kinds.roles(chosen_output_kernel)
+    assert plain.deciding == {"A_IS_OUT"} and set(plain.stores) == {"a_ptr", "b_ptr"}
+    chosen = _kinds.roles(chosen_output_kernel, constexprs={"A_IS_OUT": True, "BLOCK": N})
+    assert set(chosen.stores) == {"a_ptr"} and chosen.only_loaded("b_ptr")
+    assert _kinds.roles(chosen_output_kernel, constexprs={"A_IS_OUT": True}) is chosen
+    assert _kinds.roles(chosen_output_kernel, constexprs={"BLOCK": N}) is plain
+
+
+def test_a_store_into_a_plain_input_of_a_call_without_outputs_is_refused():
+    with pytest.raises(TypeError, match=(
+            r"Kernel scale_in_place_kernel stores to parameter 'x_ptr' .*which argument 0 "
+            r"\(float32\[16\]\), a plain array, fills, and the call has no outputs")):
+        jtr.triton_call(x_values(), x_values(), kernel=scale_in_place_kernel, out_type=(),
+                        grid=(1,), BLOCK=N, has_side_effect=True)

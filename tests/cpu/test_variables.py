@@ -1,13 +1,16 @@
 """The package's environment variables are checked on every machine: a value a reader refuses
 fails every kernel call, on the CPU too, with the reader's message (`_env.check_variables`),
-and `info` lists it next to the variable."""
+and `info` lists it next to the variable and reports the rest. An unknown variable of the
+package's prefix is warned of once, at the first call."""
+
+import logging
 
 import jax
 import jax.numpy as jnp
 import pytest
 
 from jax_triton_rocm.base import _env
-from jax_triton_rocm.cli import _info
+from jax_triton_rocm.cli import _info, _startup
 from tests.support import kernels, library_kernels
 from tests.support.lowering_utils import lower_for, spec
 
@@ -70,3 +73,32 @@ def test_info_lists_each_refused_value_with_the_message_a_call_raises(monkeypatc
     with pytest.raises(ValueError) as raised:
         _env.check_variables()
     assert invalid[_env.ENV_KERNEL_CACHE_SIZE] == str(raised.value)
+
+
+@pytest.mark.parametrize("name,value", SET_IN_PROCESS.items(), ids=list(SET_IN_PROCESS))
+def test_info_marks_a_refused_value_and_reports_the_rest(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    text = _info.format_report(_info.collect(_startup.Startup(("cpu",), None, (), ())))
+    assert f"\n  {name}={value!r} (invalid: {name}={value!r} " in text
+    assert "\nLowering for cuda:" in text and "\nLowering for rocm:" in text
+
+
+@pytest.mark.parametrize("name", [_env.ENV_KERNEL_CACHE_SIZE, _env.ENV_COMPILE_THREADS])
+def test_a_count_of_thousands_of_digits_is_refused_naming_the_variable(monkeypatch, name):
+    monkeypatch.setenv(name, "1" * 5000)
+    with pytest.raises(ValueError, match=rf"^{name}='1{{40}}'\.\.\. \(5000 characters\) must be "
+                                         rf"a (positive|non-negative) integer of at most 18 "
+                                         rf"digits"):
+        jax.jit(lambda x, y: kernels.add(x, y)).trace(X, X)
+
+
+def test_an_unknown_package_variable_is_warned_of_once_at_the_first_call(monkeypatch, caplog):
+    monkeypatch.setattr(_env, "_UNKNOWN_LOOKED_FOR", [])  # as in a fresh process
+    monkeypatch.setenv("JAX_TRITON_ROCM_CALL_TARGETS", "legacy")
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        for _ in range(2):
+            jax.jit(lambda x, y: kernels.add(x, y)).trace(X, X)
+    assert [r.getMessage() for r in caplog.records if "ignoring" in r.getMessage()] == [
+        "jax_triton_rocm: ignoring JAX_TRITON_ROCM_CALL_TARGETS (the closest known name: "
+        "JAX_TRITON_ROCM_CALL_TARGET): the package reads no variable of that name "
+        "(docs/environment.md lists those it reads). This warning is logged once per process."]

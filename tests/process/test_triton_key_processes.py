@@ -103,3 +103,15 @@ def test_a_folder_others_can_write_is_neither_read_nor_written(cache_dir):
     os.chmod(cache_dir, 0o777)  # a folder not made yet is judged by the folders above it
     assert _run(cache_dir) == {"handed": False, "equal": True}
     assert _memo_files(cache_dir) == []
+
+
+@pytest.mark.process
+def test_the_temporary_file_of_a_killed_writer_is_removed_once_stale(cache_dir):
+    _run(cache_dir)
+    (memo,) = _memo_files(cache_dir)
+    dead, live = (memo.parent / f"{memo.name}.{tag}.tmp" for tag in ("0" * 32, "1" * 32))
+    dead.write_text(memo.read_text()[:20])
+    os.utime(dead, (1, 1))
+    live.write_text(memo.read_text()[:20])
+    assert _run(cache_dir) == {"handed": True, "equal": True}
+    assert _memo_files(cache_dir) == [memo, live]

@@ -23,6 +23,7 @@ if it needs files, which it then removes itself by the same rules.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import logging
 import multiprocessing.util
 import os
@@ -113,6 +114,19 @@ def remove_orphaned_folders(parent: str) -> list[str]:
     return removed
 
 
+# File names hold at most 255 bytes; a kernel's name may be longer (and in UTF-8, up to 4 bytes a
+# character): a long one is cut and told apart by a digest of the whole.
+_STEM_CHARACTERS = 48
+
+
+def file_stem(name: str) -> str:
+    """`name` as the start of a file name: whole when short, else its first characters and a
+    digest of it."""
+    if len(name) <= _STEM_CHARACTERS:
+        return name
+    return f"{name[:_STEM_CHARACTERS - 17]}_{hashlib.sha256(name.encode()).hexdigest()[:16]}"
+
+
 class HsacoFolder:
     """This process's folder of HSACO files, made on first use and removed by its maker."""
 
@@ -139,7 +153,8 @@ class HsacoFolder:
         with self._locks.item_lock(("hsaco-file", key)):
             path = self._files.get(key) if self._owner_pid == os.getpid() else None
             if path is None:
-                fd, path = tempfile.mkstemp(prefix=f"{stem}_", suffix=".hsaco", dir=self.path())
+                fd, path = tempfile.mkstemp(prefix=f"{file_stem(stem)}_", suffix=".hsaco",
+                                            dir=self.path())
                 with os.fdopen(fd, "wb") as out:
                     out.write(data)
                 self._files[key] = path

@@ -20,6 +20,8 @@ first one lowered here says so, once (`_fallback`).
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 import os
 import traceback
 from collections.abc import Sequence
@@ -41,6 +43,14 @@ from jax_triton_rocm.spec._spec import KernelCallSpec
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
     from triton.runtime.jit import JITFunction
+
+logger = logging.getLogger("jax_triton_rocm")
+
+# The interpreter runs a grid's programs one after another, in Python: about a millisecond each
+# for a small kernel. A grid of more programs than this runs for a quarter of an hour or more,
+# which the lowering says (docs/tutorial.md, "Kernels on the CPU").
+SLOW_GRID_PROGRAMS = 1 << 20
+_SECONDS_PER_PROGRAM = 1e-3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,9 +98,27 @@ def resolve(ctx_avals_in: tuple, spec: KernelCallSpec) -> InterpretedCall:
     # the kernel's parameters is asked here, not where a compile fails (`_kinds.check_failed`).
     _kinds.check(jit_fn, launch.bound, in_avals, out_avals, spec.kernel_name,
                  _vendors.FRONT_END_PROBES)
+    _warn_if_slow(spec.name, launch.grid)
     return InterpretedCall(name=spec.name, jit_fn=jit_fn, launch=launch,
                            positional=spec.positional, out_avals=out_avals,
                            aliases=spec.input_output_aliases, debug=spec.debug)
+
+
+def _warn_if_slow(name: str, grid: tuple[int, int, int]) -> None:
+    """Logs, at lowering, that a grid of more than `SLOW_GRID_PROGRAMS` programs will take long."""
+    programs = math.prod(grid)
+    if programs <= SLOW_GRID_PROGRAMS:
+        return
+    seconds = programs * _SECONDS_PER_PROGRAM
+    unit, size = next((unit, size) for unit, size in (("days", 86400), ("hours", 3600),
+                                                       ("minutes", 60), ("seconds", 1))
+                      if seconds >= 2 * size or size == 1)
+    logger.warning(
+        "jax_triton_rocm: kernel %s has a grid of %s, %d programs, which Triton's interpreter "
+        "on the CPU runs one at a time, in Python, at about %g ms each for a small kernel: "
+        "roughly %d %s. Give each program more work (a larger block), run a smaller problem, "
+        "or run it on a GPU.", name, grid, programs, _SECONDS_PER_PROGRAM * 1e3,
+        round(seconds / size), unit)
 
 
 def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[Any]:

@@ -16,7 +16,6 @@ import contextlib
 import json
 import math
 import os
-import time
 from typing import Any
 
 from jax_triton_rocm.base import _files
@@ -26,16 +25,12 @@ def sweep(folder: str, stale_seconds: float) -> None:
     """Removes the writers' temporary files (`*.tmp`) older than `stale_seconds` from the
     group folders of `folder` (never through a link); a folder that vanished or cannot be read
     is left as it is."""
-    stale = time.time() - stale_seconds
     with contextlib.suppress(OSError, ValueError):
         groups = [entry.name for entry in os.scandir(folder)
                   if entry.is_dir(follow_symlinks=False)]
         for group in groups:
             with _files.folder(os.path.join(folder, group)) as group_fd:
-                for entry in os.scandir(group_fd):
-                    if (entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False)
-                            and entry.stat(follow_symlinks=False).st_mtime < stale):
-                        os.unlink(entry.name, dir_fd=group_fd)
+                _files.remove_stale_temporaries(group_fd, stale_seconds)
 
 
 def read_json(folder: str, name: str, max_bytes: int) -> Any:

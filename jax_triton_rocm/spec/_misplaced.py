@@ -1,0 +1,148 @@
+"""Calls whose arrays land where the kernel does not use them as the call means, told from what
+the kernel does with each parameter (`_kinds.roles`), for the argument checks
+(`checks._arguments`, `api._library`): an input on a parameter the kernel stores to
+(`check_written`, `unwritten_output`), and the parameter a call most likely forgot
+(`forgotten`). The reading and its evidence: docs/design.md, "Parameter kinds".
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from jax_triton_rocm.spec import _kinds
+from jax_triton_rocm.spec._spec import aval_text, kernel_name
+
+if TYPE_CHECKING:
+    from triton.runtime.jit import JITFunction
+
+
+def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mapping[int, int],
+                  constexprs: Mapping[str, Any], *, leaves: Sequence[Any], convention: str,
+                  returned: bool) -> None:
+    """Raises TypeError where an input array fills a parameter the kernel stores to while an
+    output lands on one it only loads from (`unwritten_output`): the kernel would read an output
+    buffer nothing wrote and overwrite the input's buffer, so the call would return garbage; or
+    where the call returns nothing (no output, no Ref), so that a store to an input array is all
+    it does, into a buffer XLA holds read-only. Each message names the parameters and the fixes.
+
+    Args:
+      inputs: the plain input arrays (no Ref, none aliased to an output) by the parameter they
+        fill, each a leaf with `what` (how the call names it) and `value`.
+      outputs: the unaliased outputs' indices by the parameter they fill.
+      constexprs: the values Triton compiles the kernel with (a branch they rule out stores
+        nothing).
+      leaves: every operand leaf of the call, in order (aliases' input indices count them).
+      convention: "out_type" (jax-triton 0.4) or "out_shape" (0.3).
+      returned: whether the call has outputs or Refs.
+    """
+    names, kernel = list(jit_fn.arg_names), kernel_name(jit_fn)
+    if not returned and (stored := stored_inputs(jit_fn, inputs, constexprs)):
+        (param, stored_at), leaf = stored[0], inputs[stored[0][0]]
+        alias = next(j for j, x in enumerate(leaves) if x is leaf)
+        raise TypeError(
+            f"Kernel {kernel} stores to parameter {names[param]!r} ({stored_at}), which "
+            f"{leaf.what} ({aval_text(leaf.value)}), a plain array, fills, and the call has no "
+            f"outputs: the store is all it does, into XLA's buffer of an input, which XLA "
+            f"holds read-only (on a GPU the kernel would overwrite memory XLA may share with "
+            f"other values; on the CPU the write is lost). Pass the array as a Ref, updated "
+            f"where it lies: ref = jax.new_ref(x), triton_call(ref, ..., {convention}=()), then "
+            f"read ref[...]; or return the result as an output aliased to the array: "
+            f"out_type=x, input_output_aliases={{{alias}: 0}} (donate x under jax.jit to update "
+            f"it in place).")
+    found = unwritten_output(jit_fn, inputs, outputs, constexprs)
+    if found is None:
+        return
+    stored, stored_at, loaded, loaded_at = found
+    leaf, output = inputs[stored], outputs[loaded]
+    counted = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
+    alias = next(j for j, x in enumerate(counted) if x is leaf)
+    raise TypeError(
+        f"Kernel {kernel} would read memory nobody wrote: {leaf.what} "
+        f"({aval_text(leaf.value)}), an input, fills parameter {names[stored]!r}, which "
+        f"the kernel stores to ({stored_at}), and output {output} lands on parameter "
+        f"{names[loaded]!r}, which it only loads from ({loaded_at}). The output would hold "
+        f"whatever its buffer held. Outputs fill the non-constexpr parameters the arguments "
+        f"leave unfilled, in order. Pass the input by name, so that the output fills "
+        f"{names[stored]!r}: triton_call(..., {names[loaded]}=x, {convention}=...) (or "
+        f"operands={{{names[loaded]!r}: x}}); or, if {leaf.what} is meant as the output's "
+        f"buffer, updated in place, alias it to the output (input_output_aliases={{{alias}: "
+        f"{output}}}) and pass the input for {names[loaded]!r} too.")
+
+
+def unwritten_output(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mapping[int, Any],
+                     constexprs: Mapping[str, Any] | None = None,
+                     ) -> tuple[int, str, int, str] | None:
+    """An input placed on a parameter the kernel stores to while an output lands on one it only
+    loads from (`Roles.only_loaded`): (the input's parameter, where it is stored, the output's
+    parameter, where it is loaded), the first such pair in parameter order; None where there is
+    none, or the reading is unsure.
+
+    Args:
+      inputs, outputs: the call's input arrays and outputs by the parameter index they fill.
+      constexprs: the call's constexpr values by name (`_kinds.roles`).
+    """
+    if jit_fn.is_gluon() or not inputs or not outputs:
+        return None
+    found = _kinds.roles(jit_fn, constexprs=constexprs)
+    names = list(jit_fn.arg_names)
+    loaded = [(q, where) for q in sorted(outputs) if (where := found.only_loaded(names[q]))]
+    stored = stored_inputs(jit_fn, inputs, constexprs)
+    if not loaded or not stored:
+        return None
+    return (*stored[0], *loaded[0])
+
+
+def stored_inputs(jit_fn: JITFunction, inputs: Mapping[int, Any],
+                  constexprs: Mapping[str, Any] | None = None) -> list[tuple[int, str]]:
+    """(parameter, where the kernel stores to it) for each of `inputs` (by parameter index) the
+    kernel stores to, in parameter order, as compiled with `constexprs` (`_kinds.roles`); none for a
+    Gluon kernel, whose source is not read."""
+    if jit_fn.is_gluon():
+        return []
+    found, names = _kinds.roles(jit_fn, constexprs=constexprs), list(jit_fn.arg_names)
+    return [(p, found.stores[names[p]]) for p in sorted(inputs) if names[p] in found.stores]
+
+
+def forgotten(jit_fn: JITFunction, given: list[str | None], slots: list[int]) -> str:
+    """A sentence naming the parameter(s) a call most likely forgot, or "".
+
+    Args:
+      given: what fills the parameters, in order: "pointer" (an array, an output) or "scalar"
+        per value, None where either could be meant.
+      slots: the parameters those values fill, in order, more of them than values.
+
+    Leaving out each choice of as many parameters as there are too many (one to three), the
+    choices whose remaining parameters all get the kind of value their role asks fit. One
+    fitting choice is named whole; for one missing parameter, two fitting choices are named as
+    "one of"; otherwise the parameters every fitting choice leaves out, if any.
+    """
+    extra = len(slots) - len(given)
+    if not 1 <= extra <= 3 or len(slots) > 24:
+        return ""
+    found = _kinds.roles(jit_fn)
+    wanted = [found.of(jit_fn.arg_names[i]) for i in slots]
+    fitting = [set(left_out) for left_out in itertools.combinations(range(len(slots)), extra)
+               if all(r is None or g is None or r == g for r, g in zip(
+                   [role for j, role in enumerate(wanted) if j not in left_out], given))]
+    common = set.intersection(*fitting) if fitting else set()
+    if len(fitting) == 1:
+        chosen = fitting[0]
+        form = " Most likely missing: {}. Without {}, what the call gives lines up with the " \
+               "other parameters (arrays and outputs on pointers, scalars on values)."
+    elif extra == 1 and len(fitting) == 2:
+        chosen = set.union(*fitting)
+        form = " Most likely missing: one of {}; without either, what the call gives lines up " \
+               "with the other parameters (arrays and outputs on pointers, scalars on values)."
+    elif common:
+        chosen = common
+        form = " Missing, among others: {}, which every way of lining up what the call gives " \
+               "(arrays and outputs on pointers, scalars on values) leaves without {}."
+    else:
+        return ""
+    names = [jit_fn.arg_names[slots[j]] for j in sorted(chosen)]
+    shown = [f"{name!r} ({found.shown(name)})" if found.of(name) else repr(name)
+             for name in names]
+    joined = " or ".join(shown) if len(fitting) == 2 and extra == 1 else " and ".join(shown)
+    return form.format(joined, "it" if len(names) == 1 else "them")
