@@ -61,6 +61,8 @@ SESSION_TMP = os.environ[_SESSION_TMP_VARIABLE]
 # inherits the folder and must leave it to the run around it.
 OWNS_SESSION_TMP = os.environ.get(_SESSION_OWNER_VARIABLE) == str(os.getpid())
 
+# Tests written in tests/support (and what they call): asserts explained as in a test file.
+pytest.register_assert_rewrite("tests.support.every_route", "tests.support.moe_checks")
 from tests.support.gpu_utils import gpu_devices, gpu_platform  # noqa: E402  (after the environment)
 
 # A file to write, at the end of the session, how many lowerings took each route (xla, jaxlib,

@@ -4,8 +4,8 @@ session's setup (its environment, its options, the `gpu` mark's skips) is the re
 runs: pytest-xdist's controller loads it too, and runs no test.
 
 `route` and the `routes` mark: a test on every route (`tests.support.routes.every_route`) is
-written once, in tests/gpu, with the GPU routes (marked `gpu`); tests/cpu's file of the same name
-imports it, and runs it there on Triton's interpreter.
+written once, in tests/support/every_route; a file of tests/gpu imports it and runs it on the GPU
+routes (marked `gpu`), a file of tests/cpu imports it and runs it on Triton's interpreter.
 """
 
 import importlib.util
@@ -145,7 +145,7 @@ def _python_processes_carry_the_process_mark(request, monkeypatch):
                          f"{len(started)} in all): mark it @pytest.mark.process")
 
 
-# test_autotune_choices.py (tests/cpu and tests/process)
+# tests/cpu/test_autotune_choices.py and tests/process/test_autotune_choices_processes.py
 @pytest.fixture
 def choices_dir(tmp_path, monkeypatch, fresh_caches):
     """A private folder of choices, a stand-in GPU to lower for, and nothing remembered."""
@@ -158,7 +158,7 @@ def choices_dir(tmp_path, monkeypatch, fresh_caches):
     return tmp_path
 
 
-# test_battery_tool.py (tests/cpu and tests/process)
+# tests/cpu/test_battery_tool.py and tests/process/test_battery_tool_processes.py
 @pytest.fixture(scope="module")
 def battery():
     """tools/battery's `__main__`, loaded as a module."""
@@ -169,7 +169,7 @@ def battery():
     return module
 
 
-# test_binary_identity.py (tests/cpu and tests/process)
+# tests/cpu/test_binary_identity.py and tests/process/test_binary_identity_processes.py
 @pytest.fixture
 def delivery(request, monkeypatch, fresh_caches):
     """(platform, ROCm delivery) of an indirect parameter, the delivery set; skipped where this
@@ -183,7 +183,7 @@ def delivery(request, monkeypatch, fresh_caches):
     return platform, mode
 
 
-# test_cache_damage.py (tests/cpu and tests/process)
+# tests/cpu/test_cache_damage.py and tests/process/test_cache_damage_processes.py
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch, fresh_caches):
     """A private, empty TRITON_CACHE_DIR, and no kernel compiled in this process yet."""
@@ -192,7 +192,7 @@ def cache_dir(tmp_path, monkeypatch, fresh_caches):
     return folder
 
 
-# test_readme.py (tests/cpu, tests/gpu and tests/process)
+# test_readme.py (tests/cpu), test_readme_gpu.py, test_readme_processes.py
 @pytest.fixture(scope="module")
 def interpreter(tmp_path_factory):
     """One `SharedInterpreter` for the documentation blocks of a module."""

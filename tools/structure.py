@@ -5,8 +5,8 @@ one call from `triton_call` to its custom call. Runs on a CPU.
     python tools/structure.py --before /work/main  another checkout beside this one
 
 Static figures read the source with `ast` (no import): every `import` of a package module
-counts, at module level or inside a function (a deferred import still closes a cycle), except
-under `if TYPE_CHECKING:`. An import of a subpackage's module also runs the subpackage's
+counts (the package itself, its `__init__`, included), at module level or inside a function (a
+deferred import still closes a cycle), except under `if TYPE_CHECKING:`. An import of a subpackage's module also runs the subpackage's
 `__init__`, which counts only when it defines more than a docstring. Floors: the longest chain
 of imports, a module that imports no package module being floor 1 (modules of one cycle count
 as one floor). Imports up a layer: imports from a subpackage to one above it in `LAYERS` (or to
@@ -16,18 +16,23 @@ The dynamic figures come from a child process (with the checkout first on `sys.p
 lowers a jitted add for sm_90 on the CPU under `target_arch`, with `sys.setprofile` on: the
 package modules whose functions run, the calls that cross from one package module to
 another, and the distinct package functions that run (comprehensions, lambdas and the
-dataclasses' generated methods included; "of them written with def" leaves those out). "cold" is the first lowering in the process (the
-kernel compiles); "warm" lowers the same function again after `jax.clear_caches()` (the
-package's own caches kept); "new shape" then lowers it for twice the elements (a new grid, the
-same kernel binary).
+dataclasses' generated methods included; "of them written with def" leaves those out).
+"cold" is the first lowering in the process (the kernel compiles); "warm" lowers the same
+function again after `jax.clear_caches()` (the package's own caches kept); "new shape" then
+lowers it for twice the elements (a new grid, the same kernel binary).
 
-"Comes back to a file it had left", per phase of one cold call in a fresh process (the trace:
-`triton_call` to `bind`; the lowering on jaxlib's route; the lowering on XLA's route): a call
-into a package file (`base/` and generated code such as a dataclass's `__init__` left out) that
-ran earlier in the phase and that no frame on the stack belongs to now. A top-down function that
-calls one step in each of eight files scores 0; a step that returns and is called again from
-the same file later scores 1 each time; a memo checked inside the main path, then the main path,
-then the memo again, scores at every turn. `--details` lists the files it came back to.
+Per phase of one cold call in a fresh process (the trace: `jax.jit(add).trace`, `triton_call`
+to `bind`; the lowering on jaxlib's route; the lowering on XLA's route), counting every call
+event into the package (`sys.setprofile`; a generator resumed is a call too): the package
+functions that run (distinct; comprehensions, lambdas and a dataclass's generated methods
+included), the package files they are in (generated code counts as its module's file), and the
+switches back to a file: a call into a package file the phase has already run in, from a frame
+in another file (a package file, JAX, Triton or the standard library), whether or not the file
+still has a frame on the stack. A top-down function that calls one step in each of eight files
+scores 0; each call back into a file the phase has left, or out of it and back (a memo checked
+inside the main path, a callback from `ast` or JAX), scores 1. What the installed jaxlib plugin
+reads is found once before the phases (`backends._vendors`, cached), so the figures are the
+same with or without the plugin. `--details` lists each file's switches.
 """
 
 from __future__ import annotations
@@ -118,7 +123,7 @@ def _imports(name: str, path: str, modules: dict[str, str]) -> tuple[set[str], i
                     modules[inner]) == "__init__.py" or _substantial_init(modules[inner])):
                 targets.add(inner)
     targets.discard(name)
-    return {t for t in targets if t != ""}, dynamic
+    return targets, dynamic
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -229,6 +234,11 @@ import inspect, json, os, sys
 sys.path.insert(0, ROOT)
 import jax, jax.numpy as jnp, triton, triton.language as tl
 import jax_triton_rocm as jtr
+from jax_triton_rocm.backends import _vendors
+
+# What the installed jaxlib plugin reads, found once per process (cached): the path to it
+# depends on what is installed (the plugin, or only jaxlib), not on the package's call path.
+_vendors.plugin_features("cuda"), _vendors.assumed_features("cuda")
 
 @triton.jit
 def add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
@@ -288,49 +298,57 @@ print(json.dumps({"cold": cold, "warm": warm, "new shape": new_shape}))
 
 
 _PHASES = _ADD + r"""
-def package_file(frame):
-    name = frame.f_globals.get("__name__", "")
-    path = frame.f_code.co_filename
-    if (not name.startswith("jax_triton_rocm") or name.startswith("jax_triton_rocm.base")
-            or path.startswith("<")):
-        return None
-    return os.path.relpath(path, os.path.join(ROOT, "jax_triton_rocm"))
+PACKAGE_FOLDER = os.path.join(ROOT, "jax_triton_rocm") + os.sep
 
-def comes_back(run):
-    seen, back = set(), []
+# The package file a frame runs in, or None; generated code (a dataclass's `__init__`) counts
+# as its module's file.
+def package_file(frame):
+    path = frame.f_code.co_filename
+    if path.startswith("<"):
+        path = frame.f_globals.get("__file__") or path
+    return path[len(PACKAGE_FOLDER):] if path.startswith(PACKAGE_FOLDER) else None
+
+def measured(run):
+    functions, named, seen, back = set(), set(), set(), []
     def profile(frame, event, arg):
-        if event != "call" or frame.f_code.co_name == "<module>":
+        code = frame.f_code
+        if event != "call" or code.co_name == "<module>":
             return
         here = package_file(frame)
         if here is None:
             return
-        if here in seen:
-            stack, caller = set(), frame.f_back
-            while caller is not None:
-                stack.add(package_file(caller))
-                caller = caller.f_back
-            if here not in stack:
-                back.append(here)
+        key = (here, code.co_qualname, code.co_firstlineno)
+        functions.add(key)
+        if (not code.co_name.startswith("<") and code.co_flags & inspect.CO_OPTIMIZED
+                and not code.co_filename.startswith("<")):
+            named.add(key)
+        if here in seen and here != package_file(frame.f_back):
+            back.append(here)
         seen.add(here)
     sys.setprofile(profile)
     try:
         result = run()
     finally:
         sys.setprofile(None)
-    return result, {"files": len(seen), "back": back}
+    return result, {"functions": len(functions), "def": len(named), "files": sorted(seen),
+                    "back": back}
 
 x = jax.ShapeDtypeStruct((4096,), jnp.float32)
 with jtr.target_arch(cuda="sm_90"):
-    traced, trace = comes_back(lambda: jax.jit(add).trace(x, x))
-    lowered, lower = comes_back(lambda: traced.lower(lowering_platforms=("cuda",)))
+    traced, trace = measured(lambda: jax.jit(add).trace(x, x))
+    lowered, lower = measured(lambda: traced.lower(lowering_platforms=("cuda",)))
 calls = jtr.kernel_calls(lowered)
 assert len(calls) == 1, calls
 print(json.dumps({"trace": trace, "lower": lower}))
 """
 
+PHASES = ("trace", "lowering, jaxlib", "lowering, xla")
+
 
 def phase_figures(root: str) -> dict:
-    """Files and comebacks per phase of one cold call, on each route (a fresh process each)."""
+    """Per phase of one cold call, on each route (a fresh process each): the package functions
+    run, the package files they are in, and the switches back to a file already visited."""
+    root = os.path.abspath(root)  # compared with the frames' absolute file names
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     env.pop("JAX_TRITON_ROCM_XLA_NATIVE", None)
     found = {}
@@ -350,8 +368,13 @@ def phase_figures(root: str) -> dict:
             found[f"lowering, {route}"] = data["lower"]
     figures = {}
     for phase, data in found.items():
-        figures[f"{phase}: files"] = data["files"]
-        figures[f"{phase}: comes back to a file"] = len(data["back"])
+        if not data["functions"]:
+            raise RuntimeError(f"{phase} in {root} ran no function of the package's files")
+        figures[f"{phase}: functions"] = data["functions"]
+        figures[f"{phase}:   of them written with def"] = data["def"]
+        figures[f"{phase}: files"] = len(data["files"])
+        figures[f"{phase}: switches back to a file"] = len(data["back"])
+        figures[f"_{phase} files"] = data["files"]
         figures[f"_{phase} back"] = data["back"]
     return figures
 
@@ -410,9 +433,11 @@ def main() -> None:
                   f"{', '.join(figures[label]['_warm modules'])}")
             print(f"[{label}] modules a new-shape call runs in: "
                   f"{', '.join(figures[label]['_new-shape modules'])}")
-            for phase in ("trace", "lowering, jaxlib", "lowering, xla"):
-                print(f"[{label}] {phase} came back to: "
-                      f"{', '.join(figures[label].get(f'_{phase} back', [])) or '-'}")
+            for phase in PHASES:
+                print(f"[{label}] {phase} ran in: {', '.join(figures[label][f'_{phase} files'])}")
+                back = figures[label][f"_{phase} back"]
+                counts = ", ".join(f"{f} {back.count(f)}" for f in sorted(set(back)))
+                print(f"[{label}] {phase} switched back to: {counts or '-'}")
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ def triton_call(
     """
     call = _bound.check_triton_call_cached(
         args, kwargs, kernel=kernel, unwrapped=unwrapped_kernel(kernel),
-        own_keywords=_OWN_KEYWORDS, out_shape=out_shape, out_type=out_type,
+        own_keywords=_TRITON_CALL_KEYWORDS, out_shape=out_shape, out_type=out_type,
         backend_options=backend_options, cost_estimate=cost_estimate,
         has_side_effect=has_side_effect,
         input_output_aliases=input_output_aliases, constexprs=constexprs, operands=operands,
@@ -130,4 +130,4 @@ def unwrapped_kernel(kernel: Any) -> _spec.Unwrapped:
 
 # triton_call's own keyword arguments: a kernel parameter of one of these names cannot be set by
 # keyword, and a misspelt keyword is compared with them.
-_OWN_KEYWORDS = _arguments.keyword_names(triton_call)
+_TRITON_CALL_KEYWORDS = _arguments.keyword_names(triton_call)

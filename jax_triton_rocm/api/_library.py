@@ -184,7 +184,7 @@ def triton_call_lowering(
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     unwrapped = _spec.unwrap(kernel)
     jit_fn = unwrapped.jit_fn
-    _arguments.check_operands_and_options(array_args, in_avals, compile_options, _OWN_KEYWORDS,
+    _arguments.check_operands_and_options(array_args, in_avals, compile_options, _LOWERING_KEYWORDS,
                                           jit_fn)
     constexprs = _arguments.checked_constexprs(constexprs, list(jit_fn.arg_names),
                                                _spec.kernel_name(jit_fn))
@@ -206,4 +206,4 @@ def triton_call_lowering(
 
 
 # triton_call_lowering's own keyword arguments, which a misspelt keyword is compared with.
-_OWN_KEYWORDS = _arguments.keyword_names(triton_call_lowering)
+_LOWERING_KEYWORDS = _arguments.keyword_names(triton_call_lowering)

@@ -158,14 +158,14 @@ def _batching_rule(args, dims, *, fun, rule, jaxpr, name):
 batching.primitive_batchers[partitioned_p] = _batching_rule
 
 
-def _no_jvp(primals, tangents, *, name, rule, **params):
+def _refuse_partitioned_jvp(primals, tangents, *, name, rule, **params):
     raise NotImplementedError(
         f"jax.grad / jax.jvp of partitioned function {name} ({rule.text!r}) is not supported. "
         f"Put the partitioned function inside a jax.custom_vjp (or custom_jvp) whose backward "
         f"pass is partitioned too.")
 
 
-ad.primitive_jvps[partitioned_p] = _no_jvp
+ad.primitive_jvps[partitioned_p] = _refuse_partitioned_jvp
 
 
 class _Callbacks:

@@ -307,6 +307,7 @@ def _unimported_triton_binary(distribution: str, package: str) -> str | None:
     return None
 
 
+@functools.cache
 def assumed_features(platform: str) -> PluginFeatures:
     """Features assumed when cross-compiling for a platform with no plugin installed here.
 

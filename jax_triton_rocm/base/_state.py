@@ -314,6 +314,7 @@ ELSEWHERE = (
     ("backends._cuda", "_ptxas_archs", "ptxas architectures per capability (cached)"),
     ("backends._vendors", "plugin_features", "what each jaxlib plugin reads (cached)"),
     ("backends._vendors", "plugin_triton_module", "each plugin's Triton module (cached)"),
+    ("backends._vendors", "assumed_features", "what a plugin of this jaxlib reads (cached)"),
     ("backends.hip._hip_files", "HSACO_FOLDER", "this process's HSACO files (path delivery)"),
     ("backends.hip._hip_prewarm", "LOADED_KERNELS", "kernels the prewarm has launched"),
     ("routes._arch", "_ARCH_STATE", "the named architectures (a JAX config state)"),

@@ -113,18 +113,21 @@ class _PathRecorder:
 
     paths: list[tuple[tuple[str, ...], Any]]
 
-    def visit(self, node: Any) -> Any:
-        value = super().visit(node)
-        if isinstance(node, (ast.Name, ast.Attribute)):
-            # `a.b.c` as the path ("a", "b", "c"); no path through anything but names.
-            parts, inner = [], node
-            while isinstance(inner, ast.Attribute):
-                parts.append(inner.attr)
-                inner = inner.value
-            function = getattr(value, "__func__", value)
-            if isinstance(inner, ast.Name) and is_triton_function(function):
-                self.paths.append(((inner.id, *reversed(parts)), function))
+    # Only a name or an attribute reaches a function: the walk comes here for those nodes alone
+    # (not for every node), and Triton's own visit of the node runs first.
+    def visit_Name(self, node: ast.Name | ast.Attribute) -> Any:
+        value = getattr(super(), f"visit_{type(node).__name__}")(node)
+        # `a.b.c` as the path ("a", "b", "c"); no path through anything but names.
+        parts, inner = [], node
+        while isinstance(inner, ast.Attribute):
+            parts.append(inner.attr)
+            inner = inner.value
+        function = getattr(value, "__func__", value)
+        if isinstance(inner, ast.Name) and is_triton_function(function):
+            self.paths.append(((inner.id, *reversed(parts)), function))
         return value
+
+    visit_Attribute = visit_Name
 
 
 _references_finder: type | None = None  # `_PathRecorder` on Triton's walk, once made

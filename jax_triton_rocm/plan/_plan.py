@@ -12,7 +12,7 @@ outputs to zero, and the arguments laid onto the kernel's parameters (`_layout`)
 
 The target a call compiles for (`GpuArch`), and what one block may use there (`LaunchLimits`,
 filled in by each vendor's backend), checked at lowering instead of failing at launch, and
-again once compiled (`launchable_kernels`, `kernel_problem`): a plain call that breaks a limit
+again once compiled (`launchable_kernels`, `launch_problem`): a plain call that breaks a limit
 gets a ValueError naming the setting, the target and the limit; an autotuned call drops the
 configs that break one, and fails only when none is left.
 
@@ -573,7 +573,7 @@ def launchable_kernels(compiled: Sequence[T], limits: LaunchLimits, *, kernel: s
     return kept
 
 
-def kernel_problem(compiled: Any, limits: LaunchLimits) -> str | None:
+def launch_problem(compiled: Any, limits: LaunchLimits) -> str | None:
     """Why a compiled kernel (`compile._compile.CompiledKernel`) cannot launch within `limits`
     (its shared memory), or None, once checked for a launch feature no route provides
     (`check_launch_features`): XLA's route, once its launch compiled.

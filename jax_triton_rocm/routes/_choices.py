@@ -160,7 +160,7 @@ def _setting() -> str:
     return f"{_env.ENV_AUTOTUNE_DIR} unset: its default in Triton's cache folder"
 
 
-def _warn_once(path: str, problem: str) -> None:
+def _warn_ignored_choice(path: str, problem: str) -> None:
     if path not in _warned:
         _warned.add(path)
         logger.warning("jax_triton_rocm: ignoring the autotune choice %s (%s); the call is "
@@ -176,7 +176,7 @@ def _read(key: str) -> Choice | None:
         record = _choice_files.read_json(group, name, _MAX_BYTES)
         return None if record is None else Choice(*_choice_files.checked(record, _FORMAT))
     except (OSError, ValueError, RecursionError) as err:
-        _warn_once(os.path.join(group, name), str(err) or type(err).__name__)
+        _warn_ignored_choice(os.path.join(group, name), str(err) or type(err).__name__)
         return None
 
 

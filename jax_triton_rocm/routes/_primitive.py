@@ -68,16 +68,16 @@ def _not_differentiable(what: str, spec: KernelCallSpec) -> NotImplementedError:
         f"jax.custom_jvp) and give it a backward pass, which may itself be a triton_call.")
 
 
-def _no_jvp(primals, tangents, *, spec: KernelCallSpec):
+def _refuse_kernel_jvp(primals, tangents, *, spec: KernelCallSpec):
     raise _not_differentiable("jax.grad / jax.jvp", spec)
 
 
-def _no_transpose(cotangents, *operands, spec: KernelCallSpec):
+def _refuse_kernel_transpose(cotangents, *operands, spec: KernelCallSpec):
     raise _not_differentiable("jax.linear_transpose", spec)
 
 
-ad.primitive_jvps[triton_kernel_p] = _no_jvp
-ad.primitive_transposes[triton_kernel_p] = _no_transpose
+ad.primitive_jvps[triton_kernel_p] = _refuse_kernel_jvp
+ad.primitive_transposes[triton_kernel_p] = _refuse_kernel_transpose
 
 
 def _keep_call(*arguments: Any) -> tuple[list[bool], Any]:
@@ -106,7 +106,7 @@ def _loop(primitive: Any, args: list, dims: list, params: dict[str, Any],
     def one_example(slices):
         given = iter(slices)
         operands = [next(given) if m else a for a, m in zip(args, mapped)]
-        return tuple(_bind(primitive, operands, params))
+        return tuple(_bind_as_list(primitive, operands, params))
 
     outs = lax.map(one_example, batched)
     return _results(primitive, list(outs))
@@ -140,7 +140,7 @@ def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any
                     for a, b in zip(args, batched)]
         for o, i in aliased.items():
             operands[i] = lax.dynamic_index_in_dim(outs[o], index, keepdims=False)
-        results = _bind(primitive, operands, params)
+        results = _bind_as_list(primitive, operands, params)
         return tuple(lax.dynamic_update_index_in_dim(whole, result, index, 0)
                      for whole, result in zip(outs, results))
 
@@ -148,7 +148,7 @@ def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any
     return _results(primitive, list(outs))
 
 
-def _bind(primitive: Any, operands: list, params: dict[str, Any]) -> list:
+def _bind_as_list(primitive: Any, operands: list, params: dict[str, Any]) -> list:
     results = primitive.bind(*operands, **params)
     return list(results) if primitive.multiple_results else [results]
 
@@ -191,7 +191,7 @@ def loop_batching_rule(primitive: Any, *, input_output_aliases: Mapping[int, int
             example = [a if d is None else jax.ShapeDtypeStruct(
                 a.shape[:d] + a.shape[d + 1:], a.dtype) for a, d in zip(args, dims)]
             out_shapes = jax.tree_util.tree_leaves(jax.eval_shape(
-                lambda *xs: _bind(primitive, list(xs), params), *example))
+                lambda *xs: _bind_as_list(primitive, list(xs), params), *example))
         return _loop(primitive, args, dims, params, aliases, out_shapes)
 
     return rule

@@ -1,7 +1,7 @@
 """`python -m jax_triton_rocm`: --version, info, and one clear line for a bad argument.
 
 This file holds the tests that need no GPU and start no Python process; the others are in
-tests/process/test_cli.py.
+tests/process/test_cli_processes.py.
 """
 
 import os

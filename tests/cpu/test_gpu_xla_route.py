@@ -1,23 +1,10 @@
 """The calls of `test_xla_route` run and compared with jax.numpy on Triton's interpreter, on the
-CPU: the every-route tests of tests/gpu/test_gpu_xla_route.py, collected here with the routes of
-this folder (the `routes` mark).
+CPU: the every-route tests of tests/support/every_route/xla_surfaces.py, collected here with
+the routes of this folder (the `routes` mark).
 """
 
 import pytest
 
-from tests.gpu.test_gpu_xla_route import (  # the tests, collected here with this folder's routes
-    test_every_surface_matches_jnp,
-    test_scalars_of_every_type_reach_the_kernel,
-    test_an_int_multiple_of_16_is_the_value_the_kernel_uses,
-    test_each_value_of_a_runtime_scalar_is_the_one_the_kernel_uses,
-)
+from tests.support.every_route.xla_surfaces import *  # noqa: F403  (its tests)
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*donated buffers.*:UserWarning")
-
-# Every-route tests, written once in tests/gpu (`tests.support.routes.every_route`).
-__all__ = [
-    "test_every_surface_matches_jnp",
-    "test_scalars_of_every_type_reach_the_kernel",
-    "test_an_int_multiple_of_16_is_the_value_the_kernel_uses",
-    "test_each_value_of_a_runtime_scalar_is_the_one_the_kernel_uses",
-]

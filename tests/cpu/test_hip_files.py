@@ -2,14 +2,14 @@
 it ended without removing them, by the next process that makes a folder.
 
 This file holds the tests that need no GPU and start no Python process; the others are in
-tests/process/test_hip_files.py.
+tests/process/test_hip_files_processes.py.
 """
 
 import os
 import threading
 
 from jax_triton_rocm.backends.hip import _hip_files
-from tests.process.test_hip_files import _folder
+from tests.process.test_hip_files_processes import _folder
 
 
 def _this_process() -> tuple[str, int, str]:

@@ -1,6 +1,7 @@
 """The package's modules: one topic each, found by a file name no other module has, and a module
 docstring short enough to say what the module is for (the explanations live in docs/). The trace
-of one call read top-down: tests/process/test_module_layout.py."""
+of one call read top-down: tests/process/test_module_layout_processes.py. Test files: one name
+each, and none imports another's tests."""
 
 from __future__ import annotations
 
@@ -50,3 +51,42 @@ def test_every_piece_of_state_listed_in_base_state_exists():
         except AttributeError:
             missing.append(f"{module}.{name}")
     assert not missing, f"listed in base/_state.py ELSEWHERE but not found: {missing}"
+
+
+def _test_files() -> list[pathlib.Path]:
+    tests = PACKAGE.parent / "tests"
+    return sorted(path for folder in ("cpu", "gpu", "process")
+                  for path in (tests / folder).glob("test_*.py"))
+
+
+def test_no_two_test_files_share_a_name():
+    by_name = collections.defaultdict(list)
+    for path in _test_files():
+        by_name[path.name].append(path.parent.name)
+    shared = {name: folders for name, folders in by_name.items() if len(folders) > 1}
+    assert not shared, (f"test files sharing a name (name a folder's file for its folder, "
+                        f"test_..._gpu.py, test_..._processes.py): {shared}")
+
+
+def test_no_test_file_imports_another_files_tests():
+    found = []
+    for path in _test_files():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.ImportFrom) and node.module
+                    and node.module.split(".")[-1].startswith("test_")):
+                found += [f"{path.parent.name}/{path.name}: {node.module}.{alias.name}"
+                          for alias in node.names if alias.name.startswith("test")]
+    assert not found, (f"tests imported from another test file (write a test that two folders "
+                       f"run in tests/support, as tests/support/every_route does): {found}")
+
+
+def test_the_package_has_no_import_cycle():
+    import importlib.util
+
+    path = PACKAGE.parent / "tools" / "structure.py"
+    spec = importlib.util.spec_from_file_location("structure", path)
+    structure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(structure)
+    figures = structure.static_figures(str(PACKAGE.parent))
+    assert not figures["_cycles"], (f"import cycles (deferred imports included; '' is the "
+                                    f"package's __init__): {figures['_cycles']}")

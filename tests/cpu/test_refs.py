@@ -4,7 +4,7 @@ before the call and written back after it, so the routes see plain aliasing; `ja
 `jax.grad` behave as JAX allows.
 
 This file holds the tests that need no GPU and start no Python process; the others are in
-tests/gpu/test_refs.py.
+tests/support/every_route/refs.py.
 """
 
 import jax
@@ -13,27 +13,10 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from tests.gpu.test_refs import _through_one_ref_twice, increment
-from tests.gpu.test_refs import (  # the tests, collected here with this folder's routes
-    test_a_ref_is_updated_in_place,
-    test_a_ref_beside_an_allocated_output,
-    test_a_ref_in_a_tuple,
-    test_refs_of_an_autotuned_kernel_are_updated_once,
-    test_refs_under_vmap_as_arguments_and_made_inside,
-    test_the_same_ref_twice_is_one_buffer_as_in_triton,
-)
+from tests.support.every_route.refs import _through_one_ref_twice, increment
+from tests.support.every_route.refs import *  # noqa: F403  (its tests)
 from tests.support.lowering_utils import lower_for, spec
 from tests.support.surface_kernels import inc_kernel, pair_kernel
-
-# Every-route tests, written once in tests/gpu (`tests.support.routes.every_route`).
-__all__ = [
-    "test_a_ref_is_updated_in_place",
-    "test_a_ref_beside_an_allocated_output",
-    "test_a_ref_in_a_tuple",
-    "test_refs_of_an_autotuned_kernel_are_updated_once",
-    "test_refs_under_vmap_as_arguments_and_made_inside",
-    "test_the_same_ref_twice_is_one_buffer_as_in_triton",
-]
 
 
 def test_a_ref_closed_over_by_vmap_gets_jaxs_own_error():

@@ -1,7 +1,7 @@
 """Coexisting with jax-triton, which sets TRITON_CACHE_DIR to the empty string when imported.
 
 This file holds the tests that need no GPU and start no Python process; the others are in
-tests/process/test_triton_cache_dir.py.
+tests/process/test_triton_cache_dir_processes.py.
 """
 
 import os

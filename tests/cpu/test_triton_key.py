@@ -1,5 +1,6 @@
 """The stamp that names a remembered Triton key (`compile/_triton_key.py`) changes with any file
-of the installation. The key handed over in a second process: tests/process/test_triton_key.py."""
+of the installation. The key handed over in a second process:
+tests/process/test_triton_key_processes.py."""
 
 from __future__ import annotations
 

@@ -38,7 +38,8 @@ def test_every_variable_that_takes_only_some_values_has_a_reader_to_check():
 
 
 # The architecture variable is read when the package is imported: set in a test, it is an error
-# for being late (tests/process/test_target.py); the demo's test sets it before the process starts.
+# for being late (tests/process/test_target_processes.py); the demo's test sets it before the
+# process starts.
 SET_IN_PROCESS = {name: value for name, value in REFUSED.items()
                   if name != _env.ENV_TARGET_ARCH}
 

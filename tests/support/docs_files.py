@@ -7,8 +7,8 @@ any of these pages; each claim on one page only.
 
 writes what `python -m jax_triton_rocm info` prints now, on a machine without a GPU and with none
 of the package's, Triton's or JAX's variables set, into the page that shows it (after a change to
-`info`, or to the versions pip installs); tests/process/test_readme_claims.py checks the sample
-against the command.
+`info`, or to the versions pip installs); tests/process/test_readme_claims_processes.py checks
+the sample against the command.
 """
 
 from __future__ import annotations

@@ -169,11 +169,10 @@ def _fp8_refusal(call: InterpretedCall, err: BaseException) -> NotImplementedErr
         return None
     import triton
 
-    import jax_triton_rocm
-
-    # The innermost line outside Triton and this package is the kernel's (or its helper's).
-    inside = tuple(os.path.dirname(module.__file__) + os.sep
-                   for module in (triton, jax_triton_rocm))
+    # The innermost line outside Triton and this package is the kernel's (or its helper's); the
+    # package's folder is found from this file's (routes/cpu/), not by importing the package.
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    inside = (os.path.dirname(triton.__file__) + os.sep, package + os.sep)
     lines = [frame for frame in traceback.extract_tb(cause.__traceback__)
              if not frame.filename.startswith(inside)]
     where = f" at {lines[-1].filename}:{lines[-1].lineno} ({lines[-1].line})" if lines else ""

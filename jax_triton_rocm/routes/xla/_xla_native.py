@@ -286,7 +286,7 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
-    problem = _plan.kernel_problem(compiled, limits)  # raises for a launch feature
+    problem = _plan.launch_problem(compiled, limits)  # raises for a launch feature
     if problem:
         return Unfit(problem)  # jaxlib's route raises it, with the kernel's name
     if compiled.global_scratch_size:

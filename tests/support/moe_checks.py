@@ -1,14 +1,13 @@
-"""examples/moe_permute.py: each step and the gradients against the jnp reference, on the CPU
-(Triton's interpreter) and on the GPU."""
+"""examples/moe_permute.py's checks: each step and the gradients against the jnp reference on a
+device, for tests/cpu/test_moe_permute.py (Triton's interpreter) and
+tests/gpu/test_moe_permute_gpu.py."""
 
 import numpy as np
-import pytest
 
 import jax
 import jax.numpy as jnp
 
 from tests.support import real_data_kernels
-from tests.support.gpu_utils import gpu_devices
 
 
 moe = real_data_kernels.moe_example()
@@ -21,7 +20,7 @@ def _problem(device, tokens, experts, hidden, k, dtype=jnp.float32):
     return [jax.device_put(a, device) for a in (mask, probs, x)]
 
 
-def _check_forward(device, tokens, experts, hidden, k, dtype=jnp.float32, tol=1e-6,
+def check_forward(device, tokens, experts, hidden, k, dtype=jnp.float32, tol=1e-6,
                    block_size=moe.BLOCK_TOKENS):
     mask, probs, x = _problem(device, tokens, experts, hidden, k, dtype)
     num_out = tokens * k  # one more row than routed pairs (token 0 is not routed): stays zero
@@ -37,7 +36,7 @@ def _check_forward(device, tokens, experts, hidden, k, dtype=jnp.float32, tol=1e
                                rtol=tol, atol=tol)
 
 
-def _check_gradients(device, tokens, experts, hidden, k):
+def check_gradients(device, tokens, experts, hidden, k):
     mask, probs, x = _problem(device, tokens, experts, hidden, k)
     weights = jax.device_put(jax.random.normal(jax.random.key(7), x.shape), device)
 
@@ -56,16 +55,3 @@ def _check_gradients(device, tokens, experts, hidden, k):
     expected = jax.jit(jax.grad(loss_reference, argnums=(0, 1)))(x, probs)
     for got, want in zip(grads, expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype,tol", [(jnp.float32, 1e-5), (jnp.bfloat16, 2e-2)])
-def test_every_step_matches_jnp_on_the_gpu(dtype, tol):
-    # 5000 tokens: five blocks of the row-id-map passes.
-    _check_forward(gpu_devices()[0], tokens=5000, experts=64, hidden=1000, k=8, dtype=dtype,
-                   tol=tol)
-
-
-@pytest.mark.gpu
-def test_gradients_match_jnp_on_the_gpu():
-    _check_gradients(gpu_devices()[0], tokens=2048, experts=16, hidden=512, k=4)

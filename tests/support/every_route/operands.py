@@ -1,10 +1,6 @@
-"""jax-triton 0.4's operands on every route (jaxlib's Triton call and XLA's on a GPU, marked
-`gpu`; Triton's interpreter on the CPU): keyword operands, tuples, an output whose pointer comes
-before an operand's, 0.4's alias layout with zeroed outputs, and `TensorDescriptor`s, host-side
-(a TMA map on sm_90+, plain parameters elsewhere) and built inside the kernel.
-
-The tests on every route (`every_route`) are written here; tests/cpu/test_operand_routes.py
-collects them too, where they run on the interpreter, and here on the GPU routes.
+"""jax-triton 0.4's operands on every route (`every_route`), collected by
+tests/cpu/test_operand_routes.py (on Triton's interpreter) and tests/gpu/test_operand_routes_gpu.py
+(on the GPU routes).
 """
 
 import jax
@@ -18,6 +14,17 @@ from tests.support.routes import every_route
 from tests.support.surface_kernels import (add_inplace_kernel, constexpr_first_kernel,
                                            desc_block_kernel, device_desc_copy_kernel,
                                            out_first_kernel, tuple_kernel, update_and_double_kernel)
+
+# The tests, which a file of tests/cpu and one of tests/gpu import (`import *`).
+__all__ = [
+    "test_keyword_operands_around_a_constexpr",
+    "test_an_output_whose_pointer_precedes_an_operands",
+    "test_nested_tuples_of_mixed_dtypes",
+    "test_an_aliased_output_before_one_with_a_pointer",
+    "test_the_0_4_alias_layout_updates_in_place_and_zeroes_through_the_input",
+    "test_a_host_descriptor_reads_its_block_and_pads",
+    "test_descriptors_built_inside_the_kernel",
+]
 
 
 @every_route
@@ -92,6 +99,8 @@ def _descriptor_copy(base, padding, round_f32_to_tf32=False):
 
 DTYPES = [jnp.float32, jnp.float16, jnp.bfloat16, jnp.float8_e5m2, jnp.int32, jnp.int8,
           jnp.uint16]
+
+
 # NaN padding needs a float of 16 bits or more (TMA fills no other).
 PADDED = [pytest.param(dtype, padding, id=f"{np.dtype(dtype).name}-{padding}")
           for dtype in DTYPES for padding in ("zero", "nan")

@@ -1,10 +1,5 @@
-"""`Ref` operands (`jax.new_ref`, jax-triton 0.4's in-place buffers) on every route: jaxlib's
-Triton call and XLA's on a GPU (marked `gpu`), Triton's interpreter on the CPU. A Ref is read
-before the call and written back after it, so the routes see plain aliasing; `jax.vmap` and
-`jax.grad` behave as JAX allows.
-
-The tests on every route (`every_route`) are written here; tests/cpu/test_refs.py collects them
-too, where they run on the interpreter, and here on the GPU routes.
+"""`Ref` operands on every route (`every_route`), collected by tests/cpu/test_refs.py (on
+Triton's interpreter) and tests/gpu/test_refs_gpu.py (on the GPU routes).
 """
 
 import jax
@@ -17,6 +12,16 @@ import jax_triton_rocm as jtr
 from tests.support.surface_kernels import (accumulate_kernel, inc_kernel, pair_kernel,
                                            tuned_pair_inc_kernel)
 from tests.support.routes import every_route
+
+# The tests, which a file of tests/cpu and one of tests/gpu import (`import *`).
+__all__ = [
+    "test_a_ref_is_updated_in_place",
+    "test_a_ref_beside_an_allocated_output",
+    "test_a_ref_in_a_tuple",
+    "test_refs_of_an_autotuned_kernel_are_updated_once",
+    "test_refs_under_vmap_as_arguments_and_made_inside",
+    "test_the_same_ref_twice_is_one_buffer_as_in_triton",
+]
 
 
 def increment(ref):
