@@ -113,6 +113,18 @@ def _set_field(field, value):
     return change
 
 
+def _edit_libraries(new_path):
+    """The metadata's extern libraries, each [name, path] given the path `new_path(path)`."""
+    def edit(path, platform, cache_dir):
+        with open(path) as f:
+            meta = json.load(f)
+        assert meta["extern_libs"], meta
+        meta["extern_libs"] = [[name, new_path(lib)] for name, lib in meta["extern_libs"]]
+        with open(path, "w") as f:
+            json.dump(meta, f)
+    return edit
+
+
 def _deeply_nested(path, platform, cache_dir):
     with open(path, "w") as f:
         f.write("[" * 100_000 + "]" * 100_000)
@@ -183,6 +195,8 @@ DAMAGES = [
     ("metadata with other num_ctas", "add_kernel.json", _set_field("num_ctas", 2)),
     ("metadata naming another kernel", "add_kernel.json", _set_field("name", "sub_kernel")),
     ("metadata with negative shared memory", "add_kernel.json", _set_field("shared", -1)),
+    ("metadata naming other library files", "add_kernel.json",
+     _edit_libraries(lambda lib: lib[:-len(".bc")] + "-other.bc")),
     ("deeply nested metadata", "add_kernel.json", _deeply_nested),
     ("deeply nested group file", "__grp__add_kernel.json", _deeply_nested),
     ("another kernel's binary", "BINARY", _another_kernels("BINARY")),
@@ -235,6 +249,26 @@ def test_ptx_for_clusters_of_another_size_is_damage(cache_dir, caplog):
         kernel_reaching_the_call("cuda")
     warnings = damage_warnings(caplog)
     assert len(warnings) == 1 and f"{path}: PTX for clusters of 2 blocks, not 1" in warnings[0]
+
+
+# Where another virtual environment, sharing the default cache folder, keeps Triton's libraries.
+OTHER_VENV = "/home/user/venv-3.13/lib/python3.13/site-packages/triton/backends/lib"
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_libraries_in_another_virtual_environment_are_the_same_kernel(
+        cache_dir, platform, caplog):
+    whole = binary_reaching_the_call(platform)
+    path = entry_file(cache_dir, platform, "add_kernel.json")
+    _edit_libraries(lambda lib: os.path.join(OTHER_VENV, os.path.basename(lib)))(
+        path, platform, cache_dir)
+    with open(path) as f:
+        written_by_the_other = f.read()
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        assert binary_reaching_the_call(platform) == whole
+    assert not damage_warnings(caplog)
+    with open(path) as f:  # not compiled again: a compile would name this venv's libraries
+        assert f.read() == written_by_the_other
 
 
 SECRET = "tt.func public @add_kernel() { SECRET of another user }"
