@@ -223,6 +223,8 @@ def request_problem(meta: dict[str, Any], request: Request) -> str | None:
         return f"metadata names kernel {meta['name']!r}, not {request.kernel!r}"
     found = _as_json({field: meta.get(field) for field in request.options})
     for field, wanted in request.options.items():
+        if field == "extern_libs" and _library_files(found[field]) == _library_files(wanted):
+            continue
         if found[field] != wanted:
             return (f"metadata says {field}={found[field]!r}, but the kernel compiles with "
                     f"{wanted!r}")
@@ -240,6 +242,17 @@ def shared_problem(llir: str, shared: int) -> str | None:
     if shared and not uses:
         return f"metadata says shared={shared}, but the kernel's LLVM IR uses no shared memory"
     return None
+
+def _library_files(libraries: Any) -> Any:
+    """Triton's `extern_libs` option ([name, path] pairs) as each library's name and file name.
+    Triton's cache key hashes each library's content, so the folder the file sits in (one
+    virtual environment's or another's, sharing one cache) names the same library; anything
+    but pairs of strings is returned as it is, to be compared whole."""
+    if not isinstance(libraries, list) or not all(
+            isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair)
+            for pair in libraries):
+        return libraries
+    return [[name, os.path.basename(path)] for name, path in libraries]
 
 
 def _text_problem(ext: str, text: str, request: Request) -> str | None:

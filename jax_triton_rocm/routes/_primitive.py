@@ -52,7 +52,23 @@ call's outputs. Lowering rules are registered for `cuda`, `rocm` (`register`) an
 interpreter); `jax.vmap` batches it, `jax.grad` and `jax.linear_transpose` raise. Libraries with
 primitives of their own use `triton_call_lowering` instead of binding it."""
 triton_kernel_p.multiple_results = True
-triton_kernel_p.def_impl(functools.partial(dispatch.apply_primitive, triton_kernel_p))
+
+
+@triton_kernel_p.def_impl
+def _run_alone(*operands: Any, spec: KernelCallSpec):
+    """A call outside `jax.jit`, compiled and run alone. Where its kernel fails in Triton's
+    interpreter, the error's message is the package's sentence alone (`_interpret.run_failure`),
+    not jaxlib's text of frames around it."""
+    try:
+        return dispatch.apply_primitive(triton_kernel_p, *operands, spec=spec)
+    except jax.errors.JaxRuntimeError as err:
+        from jax_triton_rocm.routes.cpu import _interpret
+
+        message = _interpret.run_failure(str(err))
+        if message is None:
+            raise
+        # jaxlib's error holds text only: JAX's and the package's frames, then this message.
+        raise jax.errors.JaxRuntimeError(message) from None
 
 
 @triton_kernel_p.def_abstract_eval

@@ -114,6 +114,18 @@ def _set_field(field, value):
     return change
 
 
+def _edit_libraries(new_path):
+    """The metadata's extern libraries, each [name, path] given the path `new_path(path)`."""
+    def edit(path, platform, cache_dir):
+        with open(path) as f:
+            meta = json.load(f)
+        assert meta["extern_libs"], meta
+        meta["extern_libs"] = [[name, new_path(lib)] for name, lib in meta["extern_libs"]]
+        with open(path, "w") as f:
+            json.dump(meta, f)
+    return edit
+
+
 def _deeply_nested(path, platform, cache_dir):
     with open(path, "w") as f:
         f.write("[" * 100_000 + "]" * 100_000)
@@ -186,6 +198,8 @@ DAMAGES = [
     ("metadata with negative shared memory", "add_kernel.json", _set_field("shared", -1)),
     ("metadata with shared memory the kernel does not use", "add_kernel.json",
      _set_field("shared", 1000)),
+    ("metadata naming other library files", "add_kernel.json",
+     _edit_libraries(lambda lib: lib[:-len(".bc")] + "-other.bc")),
     ("deeply nested metadata", "add_kernel.json", _deeply_nested),
     ("deeply nested group file", "__grp__add_kernel.json", _deeply_nested),
     ("another kernel's binary", "BINARY", _another_kernels("BINARY")),
@@ -316,6 +330,26 @@ def test_a_link_that_cannot_be_removed_sends_the_compile_to_a_private_folder(
     assert os.path.islink(entry)
     assert any("cannot be written" in r.getMessage() and entry in r.getMessage()
                for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
+# Where another virtual environment, sharing the default cache folder, keeps Triton's libraries.
+OTHER_VENV = "/home/user/venv-3.13/lib/python3.13/site-packages/triton/backends/lib"
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_libraries_in_another_virtual_environment_are_the_same_kernel(
+        cache_dir, platform, caplog):
+    whole = binary_reaching_the_call(platform)
+    path = entry_file(cache_dir, platform, "add_kernel.json")
+    _edit_libraries(lambda lib: os.path.join(OTHER_VENV, os.path.basename(lib)))(
+        path, platform, cache_dir)
+    with open(path) as f:
+        written_by_the_other = f.read()
+    with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
+        assert binary_reaching_the_call(platform) == whole
+    assert not damage_warnings(caplog)
+    with open(path) as f:  # not compiled again: a compile would name this venv's libraries
+        assert f.read() == written_by_the_other
 
 
 SECRET = "tt.func public @add_kernel() { SECRET of another user }"

@@ -8,6 +8,7 @@ too (where `jax.jit` would otherwise run on the GPU).
 
 import functools
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.routes.cpu import _interpret_host
+from jax_triton_rocm.routes.cpu import _interpret, _interpret_host
 from tests.support import autotune_utils, gluon_kernels, kernels
 from tests.support.kernels import random_normal
 from tests.support.lowering_utils import lowered_text
@@ -294,6 +295,59 @@ def test_a_failing_device_assert_raises_on_the_cpu_under_debug():
     with pytest.raises(Exception, match=r"Kernel _negatives_kernel failed an assertion in "
                                         r"Triton's interpreter .*debug=True.*x must be negative"):
         jax.block_until_ready(jax.jit(functools.partial(_negatives, debug=True))(x))
+
+
+def _line_of(code: str) -> int:
+    with open(__file__) as source:
+        return next(n for n, line in enumerate(source, 1) if line.strip().startswith(code))
+
+
+def test_a_failing_device_assert_names_the_kernels_line():
+    x = jax.device_put(jnp.arange(256, dtype=jnp.float32), CPU)
+    with pytest.raises(Exception, match=rf"x must be negative at {re.escape(__file__)}:"
+                                        rf"{_line_of('tl.device_assert(x < 0')} "):
+        jax.block_until_ready(jax.jit(functools.partial(_negatives, debug=True))(x))
+
+
+@triton.jit
+def _small_blocks_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.static_assert(BLOCK < 4, "BLOCK must be under 4")
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets))
+
+
+def _small_blocks(x):
+    return jtr.triton_call(x, kernel=_small_blocks_kernel, out_shape=x, grid=(1,), BLOCK=8)
+
+
+SMALL_BLOCKS_FAILURE = ("Triton's interpreter could not run kernel _small_blocks_kernel "
+                        "(grid (1, 1, 1), constexprs BLOCK=8) on the CPU: InterpreterError: "
+                        "AssertionError('BLOCK must be under 4') at ")
+
+
+def test_a_kernel_failing_outside_jit_fails_with_the_packages_sentence_alone():
+    x = jax.device_put(jnp.arange(8, dtype=jnp.float32), CPU)
+    with pytest.raises(jax.errors.JaxRuntimeError) as failure:
+        _small_blocks(x)
+    assert str(failure.value).startswith(SMALL_BLOCKS_FAILURE), str(failure.value)
+    assert "Traceback" not in str(failure.value)
+
+
+def test_a_kernel_failing_under_jit_names_the_kernels_line():
+    # jaxlib writes the frames of the callback before the package's sentence (docs/troubleshooting.md).
+    x = jax.device_put(jnp.arange(8, dtype=jnp.float32), CPU)
+    with pytest.raises(jax.errors.JaxRuntimeError) as failure:
+        jax.block_until_ready(jax.jit(_small_blocks)(x))
+    assert (SMALL_BLOCKS_FAILURE + f"{__file__}:{_line_of('tl.static_assert(BLOCK < 4')} "
+            f"(tl.static_assert(BLOCK < 4, \"BLOCK must be under 4\")).") in str(failure.value)
+
+
+def test_only_the_packages_callback_failure_is_taken_from_jaxlibs_text():
+    frames = ('CpuCallback error calling callback: Traceback (most recent call last):\n'
+              '  File "a.py", line 3, in <module>\n  File "b.py", line 9, in {}\n'
+              'RuntimeError: it failed\non two lines')
+    assert _interpret.run_failure(frames.format("run_on_host")) == "it failed\non two lines"
+    assert _interpret.run_failure(frames.format("user_callback")) is None
 
 
 def test_a_device_assert_is_not_checked_on_the_cpu_without_debug():

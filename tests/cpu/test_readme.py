@@ -128,6 +128,13 @@ def test_the_readme_has_blocks_of_both_kinds():
     assert any(b.page == "README.md" and b.prints for b in CPU_BLOCKS)
 
 
+def test_the_readme_calls_triton_call_within_its_first_80_lines():
+    # A reader meets the first example before the page's first screenful of figures ends.
+    first = next(b for b in BLOCKS if b.page == "README.md" and "triton_call(" in b.code)
+    call_line = first.line + first.code[:first.code.index("triton_call(")].count("\n")
+    assert call_line <= 80, f"README.md's first triton_call example calls it at line {call_line}"
+
+
 def test_every_after_names_an_earlier_block():
     seen = set()
     for block in BLOCKS:

@@ -52,7 +52,8 @@ def test_devices_of_different_archs_are_refused():
 
 def test_lowering_for_cuda_without_a_device_says_how_to_name_an_arch():
     if _vendors.plugin_features("cuda") is None:
-        pytest.skip("needs the CUDA plugin installed (without a GPU)")
+        pytest.skip("needs jaxlib's CUDA plugin installed without a GPU (without the plugin the "
+                    "lowering asks for it first: test_errors)")
     if jax.devices()[0].platform == "gpu":
         pytest.skip("a GPU is present")
     with pytest.raises(RuntimeError, match=r"No cuda device.*target_arch\(cuda='sm_90'\)"):

@@ -1,6 +1,6 @@
 """How a `TensorDescriptor` argument is laid onto a compiled kernel (`_tma`), checked against the
 kernels the installed Triton compiles for sm_90 (TMA), sm_80, gfx942 and gfx950 (plain
-parameters), and against jaxlib's own encoding of a TMA parameter."""
+parameters). The TMA parameter's bytes against jaxlib's own: test_proto."""
 
 import re
 import types
@@ -16,7 +16,7 @@ from triton.compiler import ASTSource
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.spec import _tensordesc
-from jax_triton_rocm.routes.jaxlib import _proto, _tma
+from jax_triton_rocm.routes.jaxlib import _tma
 
 TARGETS = {"sm_90": ("cuda", 90, 32), "sm_80": ("cuda", 80, 32), "gfx942": ("hip", "gfx942", 64),
            "gfx950": ("hip", "gfx950", 64)}
@@ -178,28 +178,3 @@ def test_tma_support_is_read_from_the_plugin_binary(tmp_path, monkeypatch):
         return _vendors.plugin_features.__wrapped__("cuda")  # uncached
 
     assert read(with_marker).tma_descriptors and not read(without).tma_descriptors
-
-
-plugin = _vendors.plugin_triton_module("cuda")
-
-
-@pytest.mark.skipif(plugin is None or not hasattr(plugin, "create_tma_descriptor_parameter"),
-                    reason="needs jaxlib's CUDA plugin 0.11.1+, whose TMA parameter is the "
-                           "reference")
-def test_the_tma_parameter_encodes_like_jaxlib():
-    tma = _tma.TmaDescriptor(elem_type=9, swizzle=2, shape=(40, 128), strides=(128, 1),
-                             block_shape=(16, 64), oob_fill=1)
-    kernel = plugin.TritonKernel("k", 4, 1, 0, "PTX", "TTIR", 90)
-    reference = plugin.TritonKernelCall(kernel, 1, 1, 1, [
-        plugin.create_array_parameter(0, 16),
-        plugin.create_tma_descriptor_parameter(elem_type=9, swizzle=2, shape=[40, 128],
-                                               strides=[128, 1], block_shape=[16, 64],
-                                               oob_fill=1),
-        plugin.create_scalar_parameter(True, "i1")]).to_proto("n", b"")
-    image = _proto.KernelImage("k", 4, 1, 0, "PTX", 90, ttir="TTIR", global_scratch_size=None,
-                               global_scratch_align=None)
-    ours = _proto.encode_call(_proto.KernelCall(image, (1, 1, 1), (
-        _proto.Param("array", ptr_divisibility=16),
-        _proto.Param("tensor_descriptor", descriptor=tma), _proto.Param("bool", True))),
-        name="n")
-    assert ours == reference

@@ -3,8 +3,9 @@
 `lower_for` is the one way the tests lower; `captured_lowerings` records the package's own view
 of each call (`LoweredCall`: kernels, features, target). The rest are short cuts over the two and
 readers of what they give: `lowered_text` (the module's text), `call_targets` (the custom-call
-target of each Triton call), `compiled_text` (the program XLA compiled, on the devices there are),
-and for XLA's own Triton call `native_calls`, `one_native_call`, `kernel_signature`, `ir_text`.
+target of each Triton call), `opaque_metadata` (what jaxlib reads from a call's opaque),
+`compiled_text` (the program XLA compiled, on the devices there are), and for XLA's own Triton
+call `native_calls`, `one_native_call`, `kernel_signature`, `ir_text`.
 """
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
 
 import jax_triton_rocm as jtr
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call
+from jax_triton_rocm.routes.jaxlib._proto_schema import MESSAGES
 from jax_triton_rocm.routes.xla import _xla_native
 
 DEFAULT_ARCH = {"cuda": "sm_90", "rocm": "gfx942"}
@@ -130,6 +134,18 @@ def capture_one(fn, *args, platform: str, arch=None) -> _jaxlib_call.LoweredCall
         lower_for(fn, *args, platform=platform, arch=arch)
     assert len(captured) == 1, f"expected one Triton call, lowered {len(captured)}"
     return captured[0]
+
+
+def opaque_metadata(opaque: bytes) -> bytes:
+    """The metadata an opaque carries, read as jaxlib reads it: inflated by zlib (jaxlib's
+    `uncompress` takes a zlib stream and nothing else), then parsed as the call's messages
+    (`_proto_schema`). Where jaxlib's CUDA plugin imports (it does without a GPU), its own parser
+    must read the same metadata."""
+    message = MESSAGES["TritonAnyKernelCall"].FromString(zlib.decompress(opaque))
+    plugin = _vendors.plugin_triton_module("cuda")
+    if plugin is not None:
+        assert plugin.get_serialized_metadata(opaque) == message.metadata
+    return message.metadata
 
 
 def tma_block_shapes(kernel_call) -> list[tuple[int, ...]]:

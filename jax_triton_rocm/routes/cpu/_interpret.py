@@ -23,6 +23,7 @@ import dataclasses
 import logging
 import math
 import os
+import re
 import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -159,6 +160,22 @@ def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[
             for i, param in enumerate(call.jit_fn.params)]
 
 
+def _kernel_line(err: BaseException) -> str:
+    """" at FILE:LINE (SOURCE)": the innermost line of the traceback of `err`, or of the
+    innermost error it was raised from, outside Triton and this package (the kernel's, or its
+    helper's); "" where there is none."""
+    import triton
+
+    while err.__cause__ is not None:
+        err = err.__cause__
+    # The package's folder is found from this file's (routes/cpu/), not by importing the package.
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    inside = (os.path.dirname(triton.__file__) + os.sep, package + os.sep)
+    lines = [frame for frame in traceback.extract_tb(err.__traceback__)
+             if not frame.filename.startswith(inside)]
+    return f" at {lines[-1].filename}:{lines[-1].lineno} ({lines[-1].line})" if lines else ""
+
+
 def _fp8_refusal(call: InterpretedCall, err: BaseException) -> NotImplementedError | None:
     """The error for a kernel that computed on fp8 values, where `err` (a run's error) comes
     from one (`_interpret_floats.Fp8ArithmeticError`), naming the kernel's line; else None."""
@@ -167,15 +184,7 @@ def _fp8_refusal(call: InterpretedCall, err: BaseException) -> NotImplementedErr
         cause = cause.__cause__
     if cause is None:
         return None
-    import triton
-
-    # The innermost line outside Triton and this package is the kernel's (or its helper's); the
-    # package's folder is found from this file's (routes/cpu/), not by importing the package.
-    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    inside = (os.path.dirname(triton.__file__) + os.sep, package + os.sep)
-    lines = [frame for frame in traceback.extract_tb(cause.__traceback__)
-             if not frame.filename.startswith(inside)]
-    where = f" at {lines[-1].filename}:{lines[-1].lineno} ({lines[-1].line})" if lines else ""
+    where = _kernel_line(cause)
     fp8 = sorted(f"{name} ({kind.lstrip('*')})"
                  for name, kind in call.launch.bound.signature.items()
                  if isinstance(kind, str) and kind.lstrip("*") in _spec.FP8_DTYPES)
@@ -189,6 +198,21 @@ def _fp8_refusal(call: InterpretedCall, err: BaseException) -> NotImplementedErr
         f"the store (y.to(out_ptr.dtype.element_ty)).")
 
 
+# jaxlib's text for an exception a host callback raised: "CpuCallback error calling callback: ",
+# then nanobind's rendering of it, "Traceback (most recent call last):", a line per frame from the
+# outermost to the one that raised, and "Type: message".
+_RUN_FAILURE = re.compile(r"CpuCallback error calling callback: Traceback \(most recent call "
+                          r"last\):\n(?:  File [^\n]*\n)*  File [^\n]*, in run_on_host\n"
+                          r"\w+: (?P<message>.*)\Z", re.S)
+
+
+def run_failure(error_text: str) -> str | None:
+    """The message `run_on_host` raised, where `error_text` (a `JaxRuntimeError`'s) reports it;
+    else None."""
+    found = _RUN_FAILURE.search(error_text)
+    return found["message"] if found else None
+
+
 def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
     """Runs `call` in Triton's interpreter on host buffers; returns the outputs.
 
@@ -197,7 +221,9 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
 
     Raises:
       RuntimeError: the interpreter failed, or (with `debug`) a `tl.device_assert` did; the
-        message names the kernel, its constexprs and the interpreter's error, which is chained.
+        message names the kernel, its constexprs, the interpreter's error (which is chained) and
+        the kernel's line that raised it. jaxlib reports it inside its own text, with the frames
+        of the callback; a call outside `jax.jit` gets this message alone (`run_failure`).
     """
     buffers = [np.array(x, copy=True, order="C") for x in inputs]
     alias_of = {o: i for i, o in call.aliases}
@@ -226,14 +252,15 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
             raise RuntimeError(
                 f"Kernel {call.name} failed an assertion in Triton's interpreter on the CPU "
                 f"(grid {grid}, constexprs {constexprs}; debug=True checks tl.device_assert): "
-                f"{failed}. Fix the input the assertion rejects, or the kernel.") from err
+                f"{failed}{_kernel_line(failed)}. Fix the input the assertion rejects, or the "
+                f"kernel.") from err
         hints = "".join(f" {hint}" for hint in _errors.layout_hints(call.launch.bound))
         raise RuntimeError(
             f"Triton's interpreter could not run kernel {call.name} (grid {grid}, constexprs "
-            f"{constexprs}) on the CPU: {type(err).__name__}: {err}. Fix a value the kernel "
-            f"cannot use where the call passes it (a None positional argument is a constexpr, "
-            f"as in Triton), or run it on a GPU if it uses a feature the interpreter lacks."
-            f"{hints}") from err
+            f"{constexprs}) on the CPU: {type(err).__name__}: {err}{_kernel_line(err)}. Fix a "
+            f"value the kernel cannot use where the call passes it (a None positional argument "
+            f"is a constexpr, as in Triton), or run it on a GPU if it uses a feature the "
+            f"interpreter lacks.{hints}") from err
     return tuple(outs)
 
 
