@@ -342,6 +342,15 @@ def test_a_kernel_failing_under_jit_names_the_kernels_line():
             f"(tl.static_assert(BLOCK < 4, \"BLOCK must be under 4\")).") in str(failure.value)
 
 
+def test_a_kernel_failing_under_jit_logs_the_packages_sentence_before_jaxlibs_text(caplog):
+    x = jax.device_put(jnp.arange(8, dtype=jnp.float32), CPU)
+    with caplog.at_level(logging.ERROR, logger="jax_triton_rocm"):
+        with pytest.raises(jax.errors.JaxRuntimeError):
+            jax.block_until_ready(jax.jit(_small_blocks)(x))
+    logged = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(logged) == 1 and logged[0].startswith(SMALL_BLOCKS_FAILURE), logged
+
+
 def test_only_the_packages_callback_failure_is_taken_from_jaxlibs_text():
     frames = ('CpuCallback error calling callback: Traceback (most recent call last):\n'
               '  File "a.py", line 3, in <module>\n  File "b.py", line 9, in {}\n'

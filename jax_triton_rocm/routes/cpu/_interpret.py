@@ -249,18 +249,23 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
         # Triton's interpreter raises what the kernel raised as the cause of an InterpreterError.
         failed = err if isinstance(err, AssertionError) else err.__cause__
         if call.debug and isinstance(failed, AssertionError):
-            raise RuntimeError(
+            failure = RuntimeError(
                 f"Kernel {call.name} failed an assertion in Triton's interpreter on the CPU "
                 f"(grid {grid}, constexprs {constexprs}; debug=True checks tl.device_assert): "
                 f"{failed}{_kernel_line(failed)}. Fix the input the assertion rejects, or the "
-                f"kernel.") from err
-        hints = "".join(f" {hint}" for hint in _errors.layout_hints(call.launch.bound))
-        raise RuntimeError(
-            f"Triton's interpreter could not run kernel {call.name} (grid {grid}, constexprs "
-            f"{constexprs}) on the CPU: {type(err).__name__}: {err}{_kernel_line(err)}. Fix a "
-            f"value the kernel cannot use where the call passes it (a None positional argument "
-            f"is a constexpr, as in Triton), or run it on a GPU if it uses a feature the "
-            f"interpreter lacks.{hints}") from err
+                f"kernel.")
+        else:
+            hints = "".join(f" {hint}" for hint in _errors.layout_hints(call.launch.bound))
+            failure = RuntimeError(
+                f"Triton's interpreter could not run kernel {call.name} (grid {grid}, "
+                f"constexprs {constexprs}) on the CPU: {type(err).__name__}: {err}"
+                f"{_kernel_line(err)}. Fix a value the kernel cannot use where the call passes "
+                f"it (a None positional argument is a constexpr, as in Triton), or run it on a "
+                f"GPU if it uses a feature the interpreter lacks.{hints}")
+        # Under jax.jit jaxlib puts the callback's frames before this sentence; logged, as JAX
+        # logs its own callbacks' failures, it is the first thing the user reads.
+        logger.error("%s", failure)
+        raise failure from err
     return tuple(outs)
 
 
