@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import operator
 import types
@@ -98,8 +99,9 @@ def roles(jit_fn: JITFunction, reading: set[int] | None = None,
     back into one of them adds nothing). A branch that `constexprs` (by name) rule out is not
     read, where they decide one (`Roles.deciding`; kept per their values)."""
     reading = set() if reading is None else reading
-    found = _state.KERNEL_RECORDS.derived(jit_fn, "roles", lambda: _read(jit_fn, reading, {}))
-    known = tuple(sorted((k, v) for k, v in (constexprs or {}).items() if k in found.deciding))
+    found = _state.KERNEL_RECORDS.derived(jit_fn, "roles", functools.partial(_read, jit_fn,
+                                                                              reading, {}))
+    known = tuple(sorted([(k, v) for k, v in (constexprs or {}).items() if k in found.deciding]))
     if not known:
         return found
     try:
@@ -135,7 +137,7 @@ def _read(jit_fn: JITFunction, reading: set[int], known: dict[str, Any]) -> Role
                  dict(reader.accesses["escape"]), frozenset(reader.deciding))
 
 
-class _Reader(ast.NodeVisitor):
+class _Reader:
     """One walk of a kernel's body, gathering evidence for each parameter's role."""
 
     def __init__(self, jit_fn: JITFunction, names: list[str], reading: set[int],
@@ -163,9 +165,9 @@ class _Reader(ast.NodeVisitor):
         text = ast.unparse(node)
         if len(text) > _SHOWN_CHARS:
             text = text[:_SHOWN_CHARS - 3] + "..."
-        settled = "".join(f", {k}={v!r}" for k, v in self.known.items())
+        settled = ", ".join([f"{k}={v!r}" for k, v in self.known.items()])
         return f"{self.file}:{self.first_line + node.lineno - 1}: {text}" + (
-            f" (compiled with {settled[2:]})" if settled else "")
+            f" (compiled with {settled})" if settled else "")
 
     def roots(self, node: ast.AST) -> set[str]:
         """The parameters `node` may be a pointer derived from (plus offsets)."""
@@ -227,6 +229,17 @@ class _Reader(ast.NodeVisitor):
         except Exception:  # noqa: BLE001  (a value without truth: read both branches)
             return [node.body, node.orelse]
 
+    def visit(self, node: ast.AST) -> None:
+        """Reads `node` (its `visit_` method), then each node under it, in `ast.NodeVisitor`'s
+        order; an `if`'s branches are those `visit_If` picks. The walk dispatches here, not in
+        `ast`, so that it does not leave this file for every node."""
+        handler = getattr(self, f"visit_{type(node).__name__}", None)
+        if handler is not None:
+            handler(node)
+        if not isinstance(node, (ast.If, ast.IfExp)):
+            for child in ast.iter_child_nodes(node):
+                self.visit(child)
+
     def visit_If(self, node: ast.If | ast.IfExp) -> None:
         self.visit(node.test)
         for branch in self.branches(node):
@@ -281,39 +294,33 @@ class _Reader(ast.NodeVisitor):
         for target in node.targets:
             if isinstance(target, ast.Name) and roots:
                 self.env.setdefault(target.id, set()).update(roots)
-        self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         if isinstance(node.target, ast.Name) and isinstance(node.op, ast.Add):
             self.env.setdefault(node.target.id, set()).update(self.roots(node.value))
         if isinstance(node.op, _ARITHMETIC):
             self.scalar(node.value, node)
-        self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
         operands = [node.left, *node.comparators]
-        if not any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops) \
-                and not any(isinstance(x, ast.Constant) and x.value is None for x in operands):
+        if not any([isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops]) \
+                and not any([isinstance(x, ast.Constant) and x.value is None for x in operands]):
             for operand in operands:
                 self.scalar(operand, node)
-        self.generic_visit(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
         if isinstance(node.op, _ARITHMETIC):
             self.scalar(node.left, node)
             self.scalar(node.right, node)
-        self.generic_visit(node)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
         if isinstance(node.op, (ast.USub, ast.Invert)):
             self.scalar(node.operand, node)
-        self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr == "element_ty" and isinstance(node.value, ast.Attribute) \
                 and node.value.attr == "dtype":
             self.pointer(node.value.value, node)
-        self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
         function = self.function(node.func)
@@ -334,7 +341,6 @@ class _Reader(ast.NodeVisitor):
             self.scalar(node.args[1] if len(node.args) > 1 else keywords.get("value"), node)
         elif function is not None and not isinstance(function, str):
             self.callee(function, node, keywords)
-        self.generic_visit(node)
 
     def accesses_of(self, node: ast.Call, function: Any, keywords: dict[str, ast.AST]) -> None:
         """The memory accesses of one call: `tl.load`/`tl.store`/atomics on their pointer,
@@ -362,12 +368,10 @@ class _Reader(ast.NodeVisitor):
 
     def visit_Return(self, node: ast.Return) -> None:
         self.access("escape", node.value, node)
-        self.generic_visit(node)
 
     def visit_Tuple(self, node: ast.Tuple) -> None:
         for element in node.elts:
             self.access("escape", element, node)
-        self.generic_visit(node)
 
     def callee(self, callee: Any, node: ast.Call, keywords: dict[str, ast.AST]) -> None:
         """Evidence from a `@triton.jit` function the kernel calls, by its parameters' roles
