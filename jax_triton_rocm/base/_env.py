@@ -288,6 +288,8 @@ def variable_errors() -> dict[str, str]:
     """For each package variable whose value its reader refuses, the message it raises."""
     errors = {}
     for name, read in VARIABLE_READERS.items():
+        if not os.environ.get(name, "").strip():
+            continue  # unset or blank: each reader gives its default, never an error
         try:
             read()
         except ValueError as err:
