@@ -256,9 +256,9 @@ def listed(names: Iterable[str]) -> dict[str, str | None]:
 def unknown_package_variables() -> dict[str, str]:
     """The `JAX_TRITON_ROCM_*` variables set that the package does not know (most likely typos),
     with their values; those whose name goes on with TEST_ are the package's tests' own."""
-    unknown = sorted(name for name in os.environ
-                     if name.startswith(ENV_PREFIX) and name not in PACKAGE_ENV_VARS
-                     and not name[len(ENV_PREFIX):].startswith("TEST_"))
+    unknown = sorted([name for name in os.environ
+                      if name.startswith(ENV_PREFIX) and name not in PACKAGE_ENV_VARS
+                      and not name[len(ENV_PREFIX):].startswith("TEST_")])
     return {name: os.environ[name] for name in unknown}
 
 
@@ -309,7 +309,7 @@ def check_variables() -> None:
     if not _UNKNOWN_LOOKED_FOR:
         _UNKNOWN_LOOKED_FOR.append(True)
         _warn_unknown()
-    values = tuple(os.environ.get(name) for name in PACKAGE_ENV_VARS)
+    values = tuple([os.environ.get(name) for name in PACKAGE_ENV_VARS])
     if values in _CHECKED_VALUES:
         return
     for message in variable_errors().values():

@@ -157,7 +157,7 @@ class _Reader:
         self.scalars: dict[str, str] = {}
         self.accesses: dict[str, dict[str, str]] = {"load": {}, "store": {}, "escape": {}}
         raw = getattr(jit_fn, "raw_src", None) or [""]
-        offset = next((i for i, line in enumerate(raw) if line.strip().startswith("def ")), 0)
+        offset = ([i for i, line in enumerate(raw) if line.strip().startswith("def ")] or [0])[0]
         self.first_line = getattr(jit_fn, "starting_line_number", 1) + offset
         self.file = jit_fn.fn.__code__.co_filename.rsplit("/", 1)[-1]
 
@@ -277,17 +277,13 @@ class _Reader:
         module = getattr(value, "__module__", "") or ""
         return func.id if module.startswith("triton") else None
 
-    def param(self, node: ast.AST | None) -> str | None:
-        return node.id if isinstance(node, ast.Name) and node.id in self.params else None
-
     def pointer(self, node: ast.AST, evidence: ast.AST) -> None:
         for name in self.roots(node):
             self.pointers.setdefault(name, self.where(evidence))
 
     def scalar(self, node: ast.AST | None, evidence: ast.AST) -> None:
-        name = self.param(node)
-        if name is not None:
-            self.scalars.setdefault(name, self.where(evidence))
+        if isinstance(node, ast.Name) and node.id in self.params:
+            self.scalars.setdefault(node.id, self.where(evidence))
 
     def visit_Assign(self, node: ast.Assign) -> None:
         roots = self.roots(node.value)
@@ -384,7 +380,8 @@ class _Reader:
             return
         deciding = {name: bound[name] for name in roles(callee, self.reading).deciding
                     if name in bound}  # the callee's branches, chosen by what the call passes
-        self.deciding.update(arg.id for arg in deciding.values() if self.param(arg))
+        self.deciding.update(self.params & {arg.id for arg in deciding.values()
+                                            if isinstance(arg, ast.Name)})
         inner = roles(callee, self.reading, {name: value for name, arg in deciding.items()
                                              if (value := self.static(arg)) is not _UNKNOWN})
         for name, arg in bound.items():
