@@ -308,23 +308,17 @@ def check_variables() -> None:
     """
     if not _UNKNOWN_LOOKED_FOR:
         _UNKNOWN_LOOKED_FOR.append(True)
-        _warn_unknown()
+        if unknown := unknown_package_variables():
+            known = {name[len(ENV_PREFIX):]: name for name in PACKAGE_ENV_VARS}
+            named = [f"{name} (the closest known name: "
+                     f"{known[difflib.get_close_matches(name[len(ENV_PREFIX):], known, 1, 0)[0]]})"
+                     for name in unknown]
+            logger.warning("jax_triton_rocm: ignoring %s: the package reads no variable of that "
+                           "name (docs/environment.md lists those it reads). This warning is "
+                           "logged once per process.", ", ".join(named))
     values = tuple([os.environ.get(name) for name in PACKAGE_ENV_VARS])
     if values in _CHECKED_VALUES:
         return
     for message in variable_errors().values():
         raise ValueError(message)
     _CHECKED_VALUES[:] = [values]
-
-
-def _warn_unknown() -> None:
-    unknown = unknown_package_variables()
-    if not unknown:
-        return
-    known = {name[len(ENV_PREFIX):]: name for name in PACKAGE_ENV_VARS}
-    named = [f"{name} (the closest known name: "
-             f"{known[difflib.get_close_matches(name[len(ENV_PREFIX):], known, 1, 0)[0]]})"
-             for name in unknown]
-    logger.warning("jax_triton_rocm: ignoring %s: the package reads no variable of that name "
-                   "(docs/environment.md lists those it reads). This warning is logged once per "
-                   "process.", ", ".join(named))

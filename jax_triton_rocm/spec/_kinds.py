@@ -123,7 +123,7 @@ def _read(jit_fn: JITFunction, reading: set[int], known: dict[str, Any]) -> Role
     for _ in range(2):  # twice: a loop may assign a pointer that an earlier line dereferences
         reader.visit(tree.body[0])
     reading.discard(id(jit_fn))
-    pointers, scalars = dict(reader.pointers), dict(reader.scalars)
+    pointers, scalars = dict(reader.accesses["pointer"]), dict(reader.scalars)
     for param in jit_fn.params:  # an annotation says the role too: `x: "*fp32"`, `n: tl.int32`
         annotation = getattr(param, "annotation_type", "") or ""
         if isinstance(annotation, str) and annotation:
@@ -153,9 +153,9 @@ class _Reader:
             pass
         self.reading = reading
         self.env: dict[str, set[str]] = {name: {name} for name in names}
-        self.pointers: dict[str, str] = {}
         self.scalars: dict[str, str] = {}
-        self.accesses: dict[str, dict[str, str]] = {"load": {}, "store": {}, "escape": {}}
+        self.accesses: dict[str, dict[str, str]] = {"pointer": {}, "load": {}, "store": {},
+                                                    "escape": {}}
         raw = getattr(jit_fn, "raw_src", None) or [""]
         offset = ([i for i, line in enumerate(raw) if line.strip().startswith("def ")] or [0])[0]
         self.first_line = getattr(jit_fn, "starting_line_number", 1) + offset
@@ -249,8 +249,9 @@ class _Reader:
     visit_IfExp = visit_If
 
     def access(self, kind: str, node: ast.AST | None, evidence: ast.AST) -> None:
-        """Records that the memory of the parameters `node` derives from is read ("load"),
-        written ("store") or handed where the reading cannot follow ("escape")."""
+        """Records that the parameters `node` derives from are dereferenced ("pointer"), their
+        memory read ("load"), written ("store") or handed where the reading cannot follow
+        ("escape")."""
         if node is None:
             return
         for name in self.roots(node):
@@ -276,10 +277,6 @@ class _Reader:
             return value
         module = getattr(value, "__module__", "") or ""
         return func.id if module.startswith("triton") else None
-
-    def pointer(self, node: ast.AST, evidence: ast.AST) -> None:
-        for name in self.roots(node):
-            self.pointers.setdefault(name, self.where(evidence))
 
     def scalar(self, node: ast.AST | None, evidence: ast.AST) -> None:
         if isinstance(node, ast.Name) and node.id in self.params:
@@ -316,7 +313,7 @@ class _Reader:
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr == "element_ty" and isinstance(node.value, ast.Attribute) \
                 and node.value.attr == "dtype":
-            self.pointer(node.value.value, node)
+            self.access("pointer", node.value.value, node)
 
     def visit_Call(self, node: ast.Call) -> None:
         function = self.function(node.func)
@@ -325,7 +322,7 @@ class _Reader:
         if isinstance(function, str) and function in _DEREFERENCE:
             target = node.args[0] if node.args else keywords.get(_DEREFERENCE[function])
             if target is not None:
-                self.pointer(target, node)
+                self.access("pointer", target, node)
             for name in ("mask", "other"):
                 self.scalar(keywords.get(name), node)
             if function == "store":
@@ -387,7 +384,7 @@ class _Reader:
         for name, arg in bound.items():
             role = inner.of(name)
             if role == "pointer":
-                self.pointer(arg, node)
+                self.access("pointer", arg, node)
             elif role == "scalar":
                 self.scalar(arg, node)
             for kind, found in (("load", inner.loads), ("store", inner.stores),
