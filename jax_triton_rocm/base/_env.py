@@ -256,9 +256,9 @@ def listed(names: Iterable[str]) -> dict[str, str | None]:
 def unknown_package_variables() -> dict[str, str]:
     """The `JAX_TRITON_ROCM_*` variables set that the package does not know (most likely typos),
     with their values; those whose name goes on with TEST_ are the package's tests' own."""
-    unknown = sorted(name for name in os.environ
-                     if name.startswith(ENV_PREFIX) and name not in PACKAGE_ENV_VARS
-                     and not name[len(ENV_PREFIX):].startswith("TEST_"))
+    unknown = sorted([name for name in os.environ
+                      if name.startswith(ENV_PREFIX) and name not in PACKAGE_ENV_VARS
+                      and not name[len(ENV_PREFIX):].startswith("TEST_")])
     return {name: os.environ[name] for name in unknown}
 
 
@@ -288,6 +288,8 @@ def variable_errors() -> dict[str, str]:
     """For each package variable whose value its reader refuses, the message it raises."""
     errors = {}
     for name, read in VARIABLE_READERS.items():
+        if not os.environ.get(name, "").strip():
+            continue  # unset or blank: each reader gives its default, never an error
         try:
             read()
         except ValueError as err:
@@ -306,23 +308,17 @@ def check_variables() -> None:
     """
     if not _UNKNOWN_LOOKED_FOR:
         _UNKNOWN_LOOKED_FOR.append(True)
-        _warn_unknown()
-    values = tuple(os.environ.get(name) for name in PACKAGE_ENV_VARS)
+        if unknown := unknown_package_variables():
+            known = {name[len(ENV_PREFIX):]: name for name in PACKAGE_ENV_VARS}
+            named = [f"{name} (the closest known name: "
+                     f"{known[difflib.get_close_matches(name[len(ENV_PREFIX):], known, 1, 0)[0]]})"
+                     for name in unknown]
+            logger.warning("jax_triton_rocm: ignoring %s: the package reads no variable of that "
+                           "name (docs/environment.md lists those it reads). This warning is "
+                           "logged once per process.", ", ".join(named))
+    values = tuple([os.environ.get(name) for name in PACKAGE_ENV_VARS])
     if values in _CHECKED_VALUES:
         return
     for message in variable_errors().values():
         raise ValueError(message)
     _CHECKED_VALUES[:] = [values]
-
-
-def _warn_unknown() -> None:
-    unknown = unknown_package_variables()
-    if not unknown:
-        return
-    known = {name[len(ENV_PREFIX):]: name for name in PACKAGE_ENV_VARS}
-    named = [f"{name} (the closest known name: "
-             f"{known[difflib.get_close_matches(name[len(ENV_PREFIX):], known, 1, 0)[0]]})"
-             for name in unknown]
-    logger.warning("jax_triton_rocm: ignoring %s: the package reads no variable of that name "
-                   "(docs/environment.md lists those it reads). This warning is logged once per "
-                   "process.", ", ".join(named))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import operator
 import types
@@ -98,8 +99,9 @@ def roles(jit_fn: JITFunction, reading: set[int] | None = None,
     back into one of them adds nothing). A branch that `constexprs` (by name) rule out is not
     read, where they decide one (`Roles.deciding`; kept per their values)."""
     reading = set() if reading is None else reading
-    found = _state.KERNEL_RECORDS.derived(jit_fn, "roles", lambda: _read(jit_fn, reading, {}))
-    known = tuple(sorted((k, v) for k, v in (constexprs or {}).items() if k in found.deciding))
+    found = _state.KERNEL_RECORDS.derived(jit_fn, "roles", functools.partial(_read, jit_fn,
+                                                                              reading, {}))
+    known = tuple(sorted([(k, v) for k, v in (constexprs or {}).items() if k in found.deciding]))
     if not known:
         return found
     try:
@@ -121,7 +123,7 @@ def _read(jit_fn: JITFunction, reading: set[int], known: dict[str, Any]) -> Role
     for _ in range(2):  # twice: a loop may assign a pointer that an earlier line dereferences
         reader.visit(tree.body[0])
     reading.discard(id(jit_fn))
-    pointers, scalars = dict(reader.pointers), dict(reader.scalars)
+    pointers, scalars = dict(reader.accesses["pointer"]), dict(reader.scalars)
     for param in jit_fn.params:  # an annotation says the role too: `x: "*fp32"`, `n: tl.int32`
         annotation = getattr(param, "annotation_type", "") or ""
         if isinstance(annotation, str) and annotation:
@@ -135,7 +137,7 @@ def _read(jit_fn: JITFunction, reading: set[int], known: dict[str, Any]) -> Role
                  dict(reader.accesses["escape"]), frozenset(reader.deciding))
 
 
-class _Reader(ast.NodeVisitor):
+class _Reader:
     """One walk of a kernel's body, gathering evidence for each parameter's role."""
 
     def __init__(self, jit_fn: JITFunction, names: list[str], reading: set[int],
@@ -151,11 +153,11 @@ class _Reader(ast.NodeVisitor):
             pass
         self.reading = reading
         self.env: dict[str, set[str]] = {name: {name} for name in names}
-        self.pointers: dict[str, str] = {}
         self.scalars: dict[str, str] = {}
-        self.accesses: dict[str, dict[str, str]] = {"load": {}, "store": {}, "escape": {}}
+        self.accesses: dict[str, dict[str, str]] = {"pointer": {}, "load": {}, "store": {},
+                                                    "escape": {}}
         raw = getattr(jit_fn, "raw_src", None) or [""]
-        offset = next((i for i, line in enumerate(raw) if line.strip().startswith("def ")), 0)
+        offset = ([i for i, line in enumerate(raw) if line.strip().startswith("def ")] or [0])[0]
         self.first_line = getattr(jit_fn, "starting_line_number", 1) + offset
         self.file = jit_fn.fn.__code__.co_filename.rsplit("/", 1)[-1]
 
@@ -163,9 +165,9 @@ class _Reader(ast.NodeVisitor):
         text = ast.unparse(node)
         if len(text) > _SHOWN_CHARS:
             text = text[:_SHOWN_CHARS - 3] + "..."
-        settled = "".join(f", {k}={v!r}" for k, v in self.known.items())
+        settled = ", ".join([f"{k}={v!r}" for k, v in self.known.items()])
         return f"{self.file}:{self.first_line + node.lineno - 1}: {text}" + (
-            f" (compiled with {settled[2:]})" if settled else "")
+            f" (compiled with {settled})" if settled else "")
 
     def roots(self, node: ast.AST) -> set[str]:
         """The parameters `node` may be a pointer derived from (plus offsets)."""
@@ -227,6 +229,17 @@ class _Reader(ast.NodeVisitor):
         except Exception:  # noqa: BLE001  (a value without truth: read both branches)
             return [node.body, node.orelse]
 
+    def visit(self, node: ast.AST) -> None:
+        """Reads `node` (its `visit_` method), then each node under it, in `ast.NodeVisitor`'s
+        order; an `if`'s branches are those `visit_If` picks. The walk dispatches here, not in
+        `ast`, so that it does not leave this file for every node."""
+        handler = getattr(self, f"visit_{type(node).__name__}", None)
+        if handler is not None:
+            handler(node)
+        if not isinstance(node, (ast.If, ast.IfExp)):
+            for child in ast.iter_child_nodes(node):
+                self.visit(child)
+
     def visit_If(self, node: ast.If | ast.IfExp) -> None:
         self.visit(node.test)
         for branch in self.branches(node):
@@ -236,8 +249,9 @@ class _Reader(ast.NodeVisitor):
     visit_IfExp = visit_If
 
     def access(self, kind: str, node: ast.AST | None, evidence: ast.AST) -> None:
-        """Records that the memory of the parameters `node` derives from is read ("load"),
-        written ("store") or handed where the reading cannot follow ("escape")."""
+        """Records that the parameters `node` derives from are dereferenced ("pointer"), their
+        memory read ("load"), written ("store") or handed where the reading cannot follow
+        ("escape")."""
         if node is None:
             return
         for name in self.roots(node):
@@ -264,56 +278,42 @@ class _Reader(ast.NodeVisitor):
         module = getattr(value, "__module__", "") or ""
         return func.id if module.startswith("triton") else None
 
-    def param(self, node: ast.AST | None) -> str | None:
-        return node.id if isinstance(node, ast.Name) and node.id in self.params else None
-
-    def pointer(self, node: ast.AST, evidence: ast.AST) -> None:
-        for name in self.roots(node):
-            self.pointers.setdefault(name, self.where(evidence))
-
     def scalar(self, node: ast.AST | None, evidence: ast.AST) -> None:
-        name = self.param(node)
-        if name is not None:
-            self.scalars.setdefault(name, self.where(evidence))
+        if isinstance(node, ast.Name) and node.id in self.params:
+            self.scalars.setdefault(node.id, self.where(evidence))
 
     def visit_Assign(self, node: ast.Assign) -> None:
         roots = self.roots(node.value)
         for target in node.targets:
             if isinstance(target, ast.Name) and roots:
                 self.env.setdefault(target.id, set()).update(roots)
-        self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         if isinstance(node.target, ast.Name) and isinstance(node.op, ast.Add):
             self.env.setdefault(node.target.id, set()).update(self.roots(node.value))
         if isinstance(node.op, _ARITHMETIC):
             self.scalar(node.value, node)
-        self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
         operands = [node.left, *node.comparators]
-        if not any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops) \
-                and not any(isinstance(x, ast.Constant) and x.value is None for x in operands):
+        if not any([isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops]) \
+                and not any([isinstance(x, ast.Constant) and x.value is None for x in operands]):
             for operand in operands:
                 self.scalar(operand, node)
-        self.generic_visit(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
         if isinstance(node.op, _ARITHMETIC):
             self.scalar(node.left, node)
             self.scalar(node.right, node)
-        self.generic_visit(node)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
         if isinstance(node.op, (ast.USub, ast.Invert)):
             self.scalar(node.operand, node)
-        self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr == "element_ty" and isinstance(node.value, ast.Attribute) \
                 and node.value.attr == "dtype":
-            self.pointer(node.value.value, node)
-        self.generic_visit(node)
+            self.access("pointer", node.value.value, node)
 
     def visit_Call(self, node: ast.Call) -> None:
         function = self.function(node.func)
@@ -322,7 +322,7 @@ class _Reader(ast.NodeVisitor):
         if isinstance(function, str) and function in _DEREFERENCE:
             target = node.args[0] if node.args else keywords.get(_DEREFERENCE[function])
             if target is not None:
-                self.pointer(target, node)
+                self.access("pointer", target, node)
             for name in ("mask", "other"):
                 self.scalar(keywords.get(name), node)
             if function == "store":
@@ -334,7 +334,6 @@ class _Reader(ast.NodeVisitor):
             self.scalar(node.args[1] if len(node.args) > 1 else keywords.get("value"), node)
         elif function is not None and not isinstance(function, str):
             self.callee(function, node, keywords)
-        self.generic_visit(node)
 
     def accesses_of(self, node: ast.Call, function: Any, keywords: dict[str, ast.AST]) -> None:
         """The memory accesses of one call: `tl.load`/`tl.store`/atomics on their pointer,
@@ -362,12 +361,10 @@ class _Reader(ast.NodeVisitor):
 
     def visit_Return(self, node: ast.Return) -> None:
         self.access("escape", node.value, node)
-        self.generic_visit(node)
 
     def visit_Tuple(self, node: ast.Tuple) -> None:
         for element in node.elts:
             self.access("escape", element, node)
-        self.generic_visit(node)
 
     def callee(self, callee: Any, node: ast.Call, keywords: dict[str, ast.AST]) -> None:
         """Evidence from a `@triton.jit` function the kernel calls, by its parameters' roles
@@ -380,13 +377,14 @@ class _Reader(ast.NodeVisitor):
             return
         deciding = {name: bound[name] for name in roles(callee, self.reading).deciding
                     if name in bound}  # the callee's branches, chosen by what the call passes
-        self.deciding.update(arg.id for arg in deciding.values() if self.param(arg))
+        self.deciding.update(self.params & {arg.id for arg in deciding.values()
+                                            if isinstance(arg, ast.Name)})
         inner = roles(callee, self.reading, {name: value for name, arg in deciding.items()
                                              if (value := self.static(arg)) is not _UNKNOWN})
         for name, arg in bound.items():
             role = inner.of(name)
             if role == "pointer":
-                self.pointer(arg, node)
+                self.access("pointer", arg, node)
             elif role == "scalar":
                 self.scalar(arg, node)
             for kind, found in (("load", inner.loads), ("store", inner.stores),

@@ -37,14 +37,15 @@ def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mappi
       convention: "out_type" (jax-triton 0.4) or "out_shape" (0.3).
       returned: whether the call has outputs or Refs.
     """
-    names, kernel = list(jit_fn.arg_names), kernel_name(jit_fn)
-    if not returned and (stored := stored_inputs(jit_fn, inputs, constexprs)):
+    names = list(jit_fn.arg_names)
+    if not returned and not jit_fn.is_gluon() and (stored := stored_inputs(
+            _kinds.roles(jit_fn, constexprs=constexprs), names, inputs)):
         (param, stored_at), leaf = stored[0], inputs[stored[0][0]]
         alias = next(j for j, x in enumerate(leaves) if x is leaf)
         raise TypeError(
-            f"Kernel {kernel} stores to parameter {names[param]!r} ({stored_at}), which "
-            f"{leaf.what} ({aval_text(leaf.value)}), a plain array, fills, and the call has no "
-            f"outputs: the store is all it does, into XLA's buffer of an input, which XLA "
+            f"Kernel {kernel_name(jit_fn)} stores to parameter {names[param]!r} ({stored_at}), "
+            f"which {leaf.what} ({aval_text(leaf.value)}), a plain array, fills, and the call "
+            f"has no outputs: the store is all it does, into XLA's buffer of an input, which XLA "
             f"holds read-only (on a GPU the kernel would overwrite memory XLA may share with "
             f"other values; on the CPU the write is lost). Pass the array as a Ref, updated "
             f"where it lies: ref = jax.new_ref(x), triton_call(ref, ..., {convention}=()), then "
@@ -59,7 +60,7 @@ def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mappi
     counted = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
     alias = next(j for j, x in enumerate(counted) if x is leaf)
     raise TypeError(
-        f"Kernel {kernel} would read memory nobody wrote: {leaf.what} "
+        f"Kernel {kernel_name(jit_fn)} would read memory nobody wrote: {leaf.what} "
         f"({aval_text(leaf.value)}), an input, fills parameter {names[stored]!r}, which "
         f"the kernel stores to ({stored_at}), and output {output} lands on parameter "
         f"{names[loaded]!r}, which it only loads from ({loaded_at}). The output would hold "
@@ -88,20 +89,17 @@ def unwritten_output(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Ma
     found = _kinds.roles(jit_fn, constexprs=constexprs)
     names = list(jit_fn.arg_names)
     loaded = [(q, where) for q in sorted(outputs) if (where := found.only_loaded(names[q]))]
-    stored = stored_inputs(jit_fn, inputs, constexprs)
+    stored = stored_inputs(found, names, inputs)
     if not loaded or not stored:
         return None
     return (*stored[0], *loaded[0])
 
 
-def stored_inputs(jit_fn: JITFunction, inputs: Mapping[int, Any],
-                  constexprs: Mapping[str, Any] | None = None) -> list[tuple[int, str]]:
+def stored_inputs(found: _kinds.Roles, names: list[str], inputs: Mapping[int, Any],
+                  ) -> list[tuple[int, str]]:
     """(parameter, where the kernel stores to it) for each of `inputs` (by parameter index) the
-    kernel stores to, in parameter order, as compiled with `constexprs` (`_kinds.roles`); none for a
-    Gluon kernel, whose source is not read."""
-    if jit_fn.is_gluon():
-        return []
-    found, names = _kinds.roles(jit_fn, constexprs=constexprs), list(jit_fn.arg_names)
+    kernel stores to, in parameter order, by its parameters' roles `found` (`_kinds.roles`; a
+    Gluon kernel's source is not read) and `names`."""
     return [(p, found.stores[names[p]]) for p in sorted(inputs) if names[p] in found.stores]
 
 
