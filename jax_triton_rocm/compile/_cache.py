@@ -1,23 +1,7 @@
 """Triton's on-disk cache for the package's compiles: each entry checked before its binary is
-used, and a usable cache folder whatever the environment says.
-
-Damage: before `triton.compile` runs, the entry it will read is checked, read as
-`_files.read_entry_file` reads (regular files of the entry's own folder, bounded, never a link);
-a damaged entry is emptied with Triton's own atomic `put_group`, so Triton compiles again, and
-one warning names the damaged file. An entry folder that is a link is a foreign entry: the link
-is removed, never written through. What `triton.compile` returns is checked the same way; a
-binary still damaged after one replacement is an error.
-
-A usable folder (`compile_in_usable_cache`): while `TRITON_CACHE_DIR` is empty (jax-triton 0.3.1
-empties it) the compiles use Triton's default location, set in the knob object's own `__dict__`
-so that the user's environment does not change; where the cache folder cannot be written, the
-compile runs once more in a private temporary folder, with one warning.
-
-Threads and fork: a count of compiles in flight, under one lock from `_state.LOCKS`, makes the
-first one set the knob and the last one restore it; a forked child restores it itself
-(`_restore_after_fork`). What counts as damage, processes sharing the cache, the dump folder:
-docs/design.md, "Triton's cache".
-"""
+used (`compile_checked`), and a cache folder Triton can use whatever the environment says
+(`compile_in_usable_cache`). What counts as damage, the empty and the unwritable folder, threads
+and fork: docs/design.md, "Triton's cache"."""
 
 from __future__ import annotations
 
@@ -44,8 +28,6 @@ logger = logging.getLogger("jax_triton_rocm")
 
 # ELF e_machine of each Triton backend's binary.
 ELF_MACHINES = {"cuda": (190, "EM_CUDA, a CUBIN"), "hip": (224, "EM_AMDGPU, an HSACO")}
-_ELF_HEADER_BYTES = 64  # ELF64
-_SECTION_HEADER_BYTES = 64  # ELF64
 _SYMBOL_BYTES = 24  # ELF64
 _SHT_NOBITS = 8  # a section that takes no bytes in the file (.bss)
 _SYMBOL_TABLES = (2, 11)  # SHT_SYMTAB, SHT_DYNSYM
@@ -70,19 +52,11 @@ class DamagedEntry(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Request:
-    """What one `triton.compile` is asked for, which the entry it reads must match.
-
-    Attributes:
-      kernel: the kernel's name (Triton's metadata, its IR and the binary's symbol carry it).
-      file_name: Triton's name for the entry's files (the kernel's, cut to 150 characters).
-      target: Triton's `GPUTarget`.
-      binary_ext, asm_ext: the files the package reads ("cubin" and "ptx", "hsaco" and
-        "amdgcn").
-      options: Triton's parsed options, as its metadata stores them (JSON values).
-      extensions: the files a compile writes ("source", its stages, "json"); None where an
-        inspection hook may add stages.
-      entry_hash: the key Triton files the result under.
-    """
+    """What one `triton.compile` is asked for, which the entry it reads must match: the kernel's
+    symbol, Triton's name for the entry's files (the kernel's, cut to 150 characters), the
+    `GPUTarget`, the extensions of the binary and the assembly the package reads, the parsed options
+    (as Triton's metadata stores them), the files a compile writes (None where an inspection hook
+    may add stages) and the key Triton files the result under."""
 
     kernel: str
     file_name: str
@@ -96,9 +70,8 @@ class Request:
 
 def compile_request(source: Any, target: Any, options: dict[str, Any], binary_ext: str = "",
                     asm_ext: str = "", symbol: str = "") -> Request:
-    """The `Request` of `triton.compile(source, target=target, options=options)`, with its
-    options and hash computed as `triton.compile` does, by Triton's own functions, for the kernel
-    whose symbol is `symbol` (where the entry is checked)."""
+    """The `Request` of `triton.compile(source, target=target, options=options)` for the kernel
+    whose symbol is `symbol`, its options and hash computed by Triton's own functions."""
     from triton import knobs
     from triton.compiler import compiler
 
@@ -134,13 +107,11 @@ def _as_json(value: Any) -> Any:
 
 
 def elf_problem(data: bytes, backend: str) -> str | None:
-    """What is wrong with `data` as the binary of Triton backend `backend` ("cuda", "hip").
-
-    Returns None for a 64-bit little-endian ELF of the backend's machine whose program headers,
-    section headers and sections all lie within the data; else a sentence saying what is wrong.
-    """
+    """What is wrong with `data` as the binary of Triton backend `backend` ("cuda", "hip"): None
+    for a 64-bit little-endian ELF of the backend's machine that holds all of its headers and
+    sections, else a sentence."""
     machine, what = ELF_MACHINES[backend]
-    if len(data) < _ELF_HEADER_BYTES:
+    if len(data) < _elf.HEADER.size:
         return f"{len(data)} bytes, too short for an ELF file ({what} was expected)"
     if data[:4] != b"\x7fELF":
         return f"not an ELF file: it starts with {data[:8]!r} ({what} was expected)"
@@ -153,7 +124,7 @@ def elf_problem(data: bytes, backend: str) -> str | None:
                 f"not {machine} ({what})")
     phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
     phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 0x36)
-    if shnum == 0 or shentsize != _SECTION_HEADER_BYTES:
+    if shnum == 0 or shentsize != _elf.SECTION.size:
         return f"a malformed ELF file ({shnum} sections of {shentsize} bytes)"
     end = max(phoff + phnum * phentsize, shoff + shnum * shentsize)
     if end <= len(data):
@@ -168,8 +139,7 @@ def elf_problem(data: bytes, backend: str) -> str | None:
 
 
 def elf_functions(data: bytes) -> set[str]:
-    """The names of the functions the ELF file `data` (whole: `elf_problem` found nothing)
-    defines in its symbol tables: a kernel's binary defines the kernel."""
+    """The names of the functions the whole ELF file `data` defines in its symbol tables."""
     sections = _elf.sections(data) or []
     names = set()
     for section in sections:
@@ -186,11 +156,8 @@ def elf_functions(data: bytes) -> set[str]:
 
 
 def metadata_problem(meta: Any, target: Any, entry_hash: str | None = None) -> str | None:
-    """What is wrong with Triton's metadata `meta` (a dict) for a compile for `target`.
-
-    `meta["target"]` may be the JSON dict or Triton's `GPUTarget`. With `entry_hash`, the
-    metadata must also name that entry (a file copied from another entry does not).
-    """
+    """What is wrong with Triton's metadata `meta` (a dict; its `target` a JSON dict or a
+    `GPUTarget`) for a compile for `target`, and for the entry `entry_hash` where given."""
     if not isinstance(meta, dict):
         return f"metadata is a {type(meta).__name__}, not a JSON object"
     for field, kind in _REQUIRED_FIELDS.items():
@@ -216,9 +183,8 @@ def metadata_problem(meta: Any, target: Any, entry_hash: str | None = None) -> s
 
 
 def request_problem(meta: dict[str, Any], request: Request) -> str | None:
-    """What in Triton's metadata `meta` (checked by `metadata_problem`) disagrees with what
-    `request` compiled: the kernel's name, or an option (`num_warps`, `num_ctas`, ...), which
-    the compile stores as it was given."""
+    """What in the checked metadata `meta` disagrees with what `request` compiled: the kernel's
+    name or an option, which the compile stores as it was given."""
     if meta["name"] != request.kernel:
         return f"metadata names kernel {meta['name']!r}, not {request.kernel!r}"
     found = _as_json({field: meta.get(field) for field in request.options})
@@ -232,10 +198,8 @@ def request_problem(meta: dict[str, Any], request: Request) -> str | None:
 
 
 def shared_problem(llir: str, shared: int) -> str | None:
-    """What is wrong with the metadata's `shared` (bytes of shared memory the launch gives a
-    block) for a kernel whose LLVM IR is `llir`. Triton reaches all of a kernel's shared memory
-    through one symbol, `global_smem`, sized only by the launch (neither the IR nor the binary
-    records the size): the IR uses it exactly when `shared` is above 0."""
+    """What is wrong with the metadata's `shared` for a kernel whose LLVM IR is `llir`: the IR
+    uses `global_smem` exactly when `shared` is above 0."""
     uses = "@global_smem" in llir
     if uses and not shared:
         return "metadata says shared=0, but the kernel's LLVM IR uses shared memory"
@@ -244,10 +208,8 @@ def shared_problem(llir: str, shared: int) -> str | None:
     return None
 
 def _library_files(libraries: Any) -> Any:
-    """Triton's `extern_libs` option ([name, path] pairs) as each library's name and file name.
-    Triton's cache key hashes each library's content, so the folder the file sits in (one
-    virtual environment's or another's, sharing one cache) names the same library; anything
-    but pairs of strings is returned as it is, to be compared whole."""
+    """Triton's `extern_libs` ([name, path] pairs) as each library's name and file name (Triton's
+    key hashes their content, not their folder); anything else as it is, compared whole."""
     if not isinstance(libraries, list) or not all(
             isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair)
             for pair in libraries):
@@ -256,10 +218,8 @@ def _library_files(libraries: Any) -> Any:
 
 
 def _text_problem(ext: str, text: str, request: Request) -> str | None:
-    """What in the IR text `text` (file extension `ext`) disagrees with `request`: the IR the
-    package reads (Triton IR, PTX, AMDGCN) names the kernel, and PTX and AMDGCN state the
-    threads per block that the launch uses (num_warps times the warp size), PTX the blocks per
-    cluster (num_ctas)."""
+    """What in the IR text `text` (file extension `ext`) disagrees with `request`: the kernel's
+    name, and in PTX and AMDGCN the threads per block (PTX also the blocks per cluster)."""
     name = re.escape(request.kernel)
     threads = int(request.options.get("num_warps", 0)) * request.target.warp_size
     if ext in ("ttir", "ttgir") and not re.search(rf'@(?:{name}|"{name}")\(', text):
@@ -285,14 +245,8 @@ def _text_problem(ext: str, text: str, request: Request) -> str | None:
 
 def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
                    entry_hash: str | None = None) -> tuple[str, str] | None:
-    """(file extension, what is wrong) with a compile's result for `request`, or None.
-
-    `files` maps each file's extension to its bytes (the binary) or text, `meta` is the
-    metadata (a dict). The binary must be a whole ELF for the target that defines the kernel
-    (`elf_problem`), the metadata whole (`metadata_problem`, with `entry_hash` where given) and
-    agree with the request (`request_problem`) and the LLVM IR (`shared_problem`), and each IR
-    text non-empty and about this kernel (`_text_problem`).
-    """
+    """(file extension, what is wrong) with a compile's result for `request`, or None: `files` maps
+    each file's extension to its bytes (the binary) or text; `meta` is the metadata (a dict)."""
     binary = bytes(files.get(request.binary_ext, b""))
     problem = elf_problem(binary, request.target.backend)
     if problem is None and request.kernel not in elf_functions(binary):
@@ -337,13 +291,7 @@ def _listing_problem(folder: str, child: Any, path: Any, request: Request) -> st
 
 def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
     """(damaged file, what is wrong) for the entry `manager` (a FileCacheManager) keeps for
-    `request`, or None where it is whole or absent (Triton then compiles).
-
-    Read as `_files.read_entry_file` reads: only regular files directly inside the entry's
-    folder, bounded, no links, FIFOs or devices. The group file must be JSON whose
-    "child_paths" maps each of the entry's files to its path inside the folder, and list the
-    metadata, the binary and the assembly; then `kernel_problem` judges what they hold.
-    """
+    `request`, or None where it is whole or absent; read as `_files.read_entry_file` reads."""
     folder = manager.cache_dir
     group_name = f"__grp__{request.file_name}.json"
     group_path = os.path.join(folder, group_name)
@@ -388,9 +336,8 @@ def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
 
 
 def link_problem(folder: str) -> tuple[str, str] | None:
-    """(folder, what is wrong) where an entry's `folder` is a link: Triton makes folders, so a
-    link is a foreign entry (another user's, where others can write the cache folder), through
-    which Triton would read and write the folder it points to."""
+    """(folder, what is wrong) where an entry's `folder` is a link: a foreign entry, which Triton
+    would read and write through."""
     try:
         info = os.lstat(folder)
     except OSError:
@@ -402,13 +349,11 @@ def link_problem(folder: str) -> tuple[str, str] | None:
 
 
 def discard(entry_hash: str, file_name: str) -> None:
-    """Empties the entry's group (atomically, through Triton's cache manager): Triton's next
-    compile misses it and replaces every file. A link in place of the entry's folder
-    (`link_problem`) is removed first, and Triton makes a folder of its own.
+    """Empties the entry's group with Triton's atomic `put_group`, so that its next compile misses
+    and replaces every file; a link in place of the entry's folder is removed first.
 
     Raises:
-      OSError: the link cannot be removed (another user's, in a folder with the sticky bit).
-    """
+      OSError: the link cannot be removed (another user's, in a folder with the sticky bit)."""
     from triton.runtime.cache import get_cache_manager
 
     manager = get_cache_manager(entry_hash)
@@ -432,18 +377,14 @@ def warn_damaged(path: str, problem: str, kernel: str) -> None:
 def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, Any],
                     binary_ext: str, asm_ext: str, symbol: str) -> Any:
     """`triton.compile(source, target=target, options=options)` from a checked cache entry, for
-    the kernel whose symbol in the binary is `symbol` (`spec._spec.symbol_name`).
-
-    Before the compile, the entry it will read is checked (`entry_problem`; only in Triton's
-    default file cache: a custom cache manager's layout is its own) and emptied if damaged.
-    What the compile returns is checked too (`kernel_problem`); where it is damaged, the entry
-    is emptied and compiled once more.
+    the kernel whose symbol in the binary is `symbol`: the entry is checked before the compile (in
+    Triton's default file cache only) and what the compile returns after it; a damaged entry is
+    emptied and compiled once more.
 
     Raises:
       DamagedEntry: the binary was damaged again after the entry was replaced (names the file).
       OSError: the cache folder cannot be read or written (the caller falls back).
-      Triton's own compile errors.
-    """
+      Triton's own compile errors."""
     _triton_key.remember()
     from triton import knobs
     from triton.runtime.cache import get_cache_manager
@@ -498,10 +439,7 @@ _FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 
 
 def needs_default_dir(cache_knobs: Any) -> bool:
-    """Whether Triton's file cache has no directory to use (e.g. `TRITON_CACHE_DIR=""`).
-
-    A custom `TRITON_CACHE_MANAGER` may need no directory, so it is left alone.
-    """
+    """Whether Triton's file cache has no folder to use (a custom cache manager may need none)."""
     return cache_knobs.manager_class is None and not cache_knobs.dir
 
 
@@ -525,15 +463,9 @@ def _warn_once(directory: str) -> None:
 
 @contextlib.contextmanager
 def usable_cache_dir(triton: Any, *, private: tuple[str, ...] = ()) -> Iterator[None]:
-    """Runs the body with a cache directory Triton can use, for `triton.compile`.
-
-    Triton's own folders are used as they are where they name one (the usual case). Where its
-    cache has none (`needs_default_dir`), the knobs point at Triton's default location while the
-    body runs; `private` names the knobs ("dir", "dump_dir") that point at private folders for
-    the body instead (the cache's is removed when the last compile ends, the dump's is kept).
-    Every compile counts as in flight while it runs, overridden or not, so the knobs go back as
-    they were only when the last one ends: no compile sees another's override undone under it.
-    """
+    """Runs the body with the folders Triton uses as they are, or Triton's default cache folder
+    where it has none (`needs_default_dir`), or private folders for the knobs `private` names
+    ("dir", "dump_dir"); the knobs go back as they were when the last compile in flight ends."""
     global _in_flight, _saved, _private, _private_dump
     cache_knobs = triton.knobs.cache
     lock = _state.LOCKS.lock_for("triton-cache-dir")
@@ -578,9 +510,8 @@ def _restore(cache_knobs: Any) -> None:
 
 
 def unwritable_reason(err: OSError, directory: str) -> str | None:
-    """Why `err`, raised by a compile, means the folder `directory` cannot be made or written
-    (the error names a path in it, the folder itself, or a folder above it that is a file, read
-    only or too long); None where it is about something else."""
+    """Why `err`, raised by a compile, means the folder `directory` cannot be made or written;
+    None where it is about something else."""
     if err.filename is None and err.errno in _FULL_DISK:
         return str(err)
     folder = os.path.abspath(directory)
@@ -589,13 +520,8 @@ def unwritable_reason(err: OSError, directory: str) -> str | None:
             path = os.path.abspath(os.fsdecode(path))
             if (path == folder or path.startswith(folder + os.sep)
                     or folder.startswith(path.rstrip(os.sep) + os.sep)):
-                return _shortened(str(err), path)
+                return str(err).replace(path, shown_path(path))
     return None
-
-
-def _shortened(text: str, path: str) -> str:
-    """`text` with `path` in it shortened to its ends where it is too long to read."""
-    return text.replace(path, shown_path(path)) if len(path) > 200 else text
 
 
 def shown_path(path: str) -> str:
@@ -608,20 +534,16 @@ def shown_path(path: str) -> str:
 def _failing_folder(err: OSError, cache_knobs: Any) -> tuple[str, str] | None:
     """(knob name, reason) of the folder of Triton's that `err` says cannot be written; None
     where `err` is about no such folder (a full disk counts as the cache's)."""
+    import triton
+
     folders = {"dir": cache_knobs.dir}
-    if _compilation_dumps():
+    if getattr(getattr(triton.knobs, "compilation", None), "dump_ir", False):
         folders["dump_dir"] = cache_knobs.dump_dir
     for name, directory in folders.items():
         reason = unwritable_reason(err, directory) if directory else None
         if reason is not None:
             return name, reason
     return None
-
-
-def _compilation_dumps() -> bool:
-    import triton
-
-    return bool(getattr(getattr(triton.knobs, "compilation", None), "dump_ir", False))
 
 
 def _setting(name: str, directory: str) -> str:
@@ -658,14 +580,10 @@ def _warn_unwritable(name: str, directory: str, err: OSError, reason: str) -> No
 
 def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
     """Runs `compile_fn` (which calls `triton.compile`) with cache and dump folders Triton can
-    use.
-
-    Where one cannot be made or written, runs it again with that folder private (see the
-    module's docstring), after one warning; the cache and the dump folder may both need it.
+    use; where one cannot be made or written, again with that folder private, after one warning.
 
     Raises:
-      whatever `compile_fn` raises, other than the unwritable folders' OSError.
-    """
+      whatever `compile_fn` raises, other than the unwritable folders' OSError."""
     private: tuple[str, ...] = ()
     failure: OSError | None = None
     warning: tuple | None = None
@@ -688,8 +606,8 @@ def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
 
 
 def _restore_after_fork() -> None:
-    """In a child forked mid-compile: no compile runs here, so the knob goes back as it was; a
-    private folder is the parent's to remove."""
+    """In a child forked mid-compile: the knob goes back as it was; a private folder is the
+    parent's to remove."""
     global _in_flight, _private
     if _in_flight:
         import triton

@@ -1,23 +1,11 @@
 """Compiling a bound kernel with `triton.compile`, through the one shared kernel-key cache.
 
-The kernel key covers everything that can change the binary: what the kernel's call graph
-resolves to now (`graph_key`), the Triton version, the target (backend, arch, warp size), Triton
-or Gluon, the signature and specialisation, the constexprs and every compile option. An edited
-kernel, a rebound helper or a rebound global `tl.constexpr` never gets the old binary; two
-kernels with the same name never collide. `triton.compile` keeps using Triton's own on-disk
-cache, with its key widened to the same call graph (`run_triton`); the entry it holds is checked
-before its binary is used, and a folder that cannot be written is worked around (`_cache`).
-
-`graph_key` walks a `@triton.jit` function and the Triton functions it calls, as their names
-resolve at this moment (a helper rebound in its module, `mod.helper = new_helper`, or a closure
-variable rebound, is followed), and gives each function's own source and decorator settings and
-the current values of the globals they read. Triton's `JITFunction.cache_key` cannot serve: it
-is computed once per function, with the callees and global values of that moment, and never
-again, so a caller keeps its first callee's key after the callee was rebound.
-
-`stable_text` writes a constexpr or option value so that two texts are equal exactly when the
-values compile alike.
-"""
+The kernel key (`kernel_key`) covers everything that can change the binary, the kernel's call
+graph as its names resolve now (`graph_key`) included: an edited kernel, a rebound helper or a
+rebound global `tl.constexpr` never gets the old binary. Triton's `JITFunction.cache_key` cannot
+serve: it keeps the callees and global values of the first time it was computed. Triton's
+on-disk cache key is widened to the same call graph (`run_triton`); its entries are checked, and
+an unwritable folder worked around, by `_cache`. docs/design.md, "Triton's cache"."""
 
 from __future__ import annotations
 
@@ -68,17 +56,12 @@ def is_triton_function(value: Any) -> bool:
 def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """What decides the code of `jit_fn` and every Triton function it calls, resolved now.
 
-    Returns (functions, globals): per function reached, `jit_fn` first and then its callees
-    depth first as their names resolve now, a digest of its own source, first line and
-    decorator settings (`noinline`, `debug`); and the globals they read, ((module:name, value
-    text), ...) sorted. Equal in every process for the same sources and values.
-
-    Cheap enough for every lowering: each function's references (the names and attribute paths
-    it calls through, and the globals it reads) are found once per source, by Triton's own walk
-    of its AST, and kept as an `_Entry` in the function's record (`_state.KERNEL_RECORDS`); here
-    they are only looked up again. A function is parsed again only when its record is stale
-    (another function, source or settings) or a callee's path now resolves to another object.
-    """
+    Returns (functions, globals): per function reached, `jit_fn` first and then its callees depth
+    first, a digest of its own source, first line and decorator settings; and the globals they
+    read, ((module:name, value text), ...) sorted. Equal in every process for the same sources and
+    values. Each function's references are parsed once per source and kept in its record
+    (`_state.KERNEL_RECORDS`); a function is parsed again only when its record is stale or a
+    callee's path now resolves to another object."""
     functions: list[str] = []
     values: dict[tuple[str, str], str] = {}
     seen: set[int] = set()
@@ -190,19 +173,12 @@ def graph_digest(jit_fn: JITFunction) -> str:
 
 @dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class _Entry:
-    """What one function's source references, found by parsing it once (`graph_key`).
-
-    Attributes:
-      fn, src: the function and the source it was parsed from (the entry is valid while both
-        are the same objects, `settings` are unchanged and every path in `paths` still resolves
-        to its recorded object).
-      own: the digest of its own source, first line and decorator settings.
-      settings: the decorator settings `own` covers, as read then: those that change its code
-        but not its source (`noinline`, `debug`).
-      names: ((globals or nonlocals dict, name), ...) of the plain values it reads.
-      paths: ((name, attribute, ...), object) per Triton function it calls through a name.
-      callees: the Triton functions it calls, in the order found.
-    """
+    """What one function's source references, found by parsing it once (`graph_key`): the
+    function and source parsed (valid while both are the same objects, `settings` are unchanged and
+    every path still resolves to its object), the digest `own` of its source, first line and the
+    decorator `settings` that change its code (`noinline`, `debug`), the plain values it reads
+    (`names`: (globals or nonlocals dict, name) pairs), `paths`: ((name, attribute, ...), object)
+    per Triton function it calls through a name, and its callees in the order found."""
 
     fn: Any
     src: str
@@ -214,12 +190,8 @@ class _Entry:
 
 
 def _resolve(fn: Any, path: tuple[str, ...]) -> Any:
-    """What the name and attributes `path` resolve to in `fn`'s scope now (None if nothing; a
-    bound constexpr function as its function).
-
-    The name is looked up as Python resolves a function's free names: its closure's cells (an
-    empty cell is skipped), then its module's globals.
-    """
+    """What the name and attributes `path` resolve to in `fn`'s scope now, as Python resolves a
+    free name (closure cells, an empty one skipped, then module globals); None if nothing."""
     code_fn = getattr(fn, "fn", None)
     closure = getattr(code_fn, "__closure__", None) or ()
     value = fn.__globals__.get(path[0])
@@ -236,18 +208,9 @@ def _resolve(fn: Any, path: tuple[str, ...]) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class CompiledKernel:
-    """What `triton.compile` produced, reduced to what a kernel call needs.
-
-    Attributes:
-      key: the kernel key it is cached under.
-      name: the kernel's symbol.
-      binary: the CUBIN or HSACO.
-      asm: the PTX or AMDGCN text.
-      ttir: the IR the kernel was written at: Triton IR, or Gluon's IR for a Gluon kernel.
-      shared_mem_bytes, num_warps, num_ctas, warp_size: launch needs.
-      global_scratch_size, global_scratch_align, profile_scratch_size: Triton's scratch needs.
-      metadata: Triton's full metadata, as a dict (for debugging and tests).
-    """
+    """What `triton.compile` produced, reduced to what a kernel call needs: the kernel key, the
+    kernel's symbol, the CUBIN or HSACO, the PTX or AMDGCN text, the kernel's own IR (Triton's, or
+    Gluon's), the launch's and Triton's scratch needs, and Triton's full metadata (a dict)."""
 
     key: str
     name: str
@@ -300,20 +263,10 @@ class CompileJob:
     """One kernel to compile: what `triton.compile` takes, and the kernel key it is cached under.
 
     Attributes:
-      jit_fn: the @triton.jit / @gluon.jit function.
-      triton_gpu_target: a `triton.backends.compiler.GPUTarget`.
-      arch: that target as users name it ("sm_90", "gfx942": `plan._plan.GpuArch.arch`), for
-        messages and Gluon's target; the key holds `triton_gpu_target`, which says the same.
-      bound: the call's signature, constexprs and specialisation.
-      options: compile options for the backend's `parse_options`.
-      gluon: compile as Gluon (`GluonASTSource`).
-      binary_key, asm_key: which of Triton's outputs are the binary and the assembly
-        ("cubin"/"ptx" on CUDA, "hsaco"/"amdgcn" on HIP).
-      key: the kernel key (`kernel_key`).
+      arch: the target as users name it ("sm_90", "gfx942"), for messages and Gluon's target.
+      binary_key, asm_key: which of Triton's outputs are the binary and the assembly.
       graph: what the kernel's call graph resolves to (`graph_key`).
-      symbol: the kernel's symbol in its binary (`spec._spec.Unwrapped.symbol`), which the
-        cache entry's binary must define (`_cache.compile_checked`).
-    """
+      symbol: the kernel's symbol, which the cache entry's binary must define."""
 
     jit_fn: JITFunction
     triton_gpu_target: Any
@@ -381,10 +334,8 @@ def compiled_launch(launch: Launch, spec: KernelCallSpec, triton_gpu_target: Any
 
 def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target: Any,
                       **job: Any) -> list[tuple]:
-    """`launches` of `spec` compiled at once (`_parallel.compiled_configs`, each by `compile_job`
-    of its `launch_job`; `job`: the rest of `launch_job`'s arguments): (launch, job, compiled
-    kernel) for each launch whose kernel compiled, as `_parallel.kept_configs` keeps them
-    (jaxlib's route, which compiles every configuration of an autotuned call)."""
+    """`launches` of `spec` compiled at once (`_parallel.compiled_configs`): (launch, job, compiled
+    kernel) for each launch whose kernel compiled (jaxlib's route, autotuned calls)."""
     jobs = [launch_job(launch, spec, triton_gpu_target, **job) for launch in launches]
     return _parallel.compiled_configs(launches, jobs, compile_job)
 
@@ -392,24 +343,11 @@ def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_t
 def run_triton(job: CompileJob) -> CompiledKernel:
     """Runs `triton.compile` for `job` in this process (no cache lookup).
 
-    The source it compiles runs Triton's front end one thread at a time, and its `hash()`,
-    Triton's on-disk cache key, is widened to what Triton's own hash misses, each folded in as a
-    SHA-256 over the key before it, the graph first:
-
-    - The call graph as it resolves now: Triton's own hash takes the kernel's `cache_key`, which
-      holds the callees and global values of the first time it was computed (`graph_key`), and
-      Triton functions given as constexprs by theirs: without this, a rebound helper or global
-      would be served the old binary from disk. A kernel that calls no Triton function, reads
-      no global and is given none keeps Triton's own key for this.
-    - The constexprs' types where one is a str: Triton's hash writes constexprs with `str()`, so
-      `BLOCK="256"` would be served the binary of `BLOCK=256` from its on-disk cache (and
-      compile nothing that could fail). Only a str can spell another type's value, so
-      constexprs without a str keep Triton's own key for this.
-
-    The compile goes through `_cache`'s checks and usable folders. An error is raised explained
-    for the call (`_errors.explained`), with a note per hint of `_errors.layout_hints`;
-    `compile_job` lists what may be raised.
-    """
+    Triton's front end runs one thread at a time, and Triton's on-disk key is widened to what its
+    own hash misses: the call graph as it resolves now (`graph_key`; Triton's `cache_key` keeps the
+    first one) and, where a constexpr is a str, the constexprs' types (Triton writes them with
+    `str()`, so `BLOCK="256"` would get `BLOCK=256`'s binary). Errors are explained for the call
+    (`_errors.explained`, notes from `_errors.layout_hints`); `compile_job` lists them."""
     try:
         triton = _compat.triton_info().module
         from triton.compiler import ASTSource
@@ -508,18 +446,12 @@ def _remove_ptxas_files(err: BaseException) -> None:
 
 
 def compile_job(job: CompileJob) -> CompiledKernel:
-    """`job`'s kernel from the shared cache, compiled on a miss (once per key).
-
-    A kernel that fails to compile for a reason of its own (`_errors.is_kernel_error`) is
-    remembered too (`_state.KernelCache`): every later or concurrent lowering of it raises the
-    same error at once, until `clear_caches()`. A failure of the environment is not: the next
-    lowering tries again.
+    """`job`'s kernel from the shared cache, compiled on a miss (once per key); a kernel's own
+    compile error (`_errors.is_kernel_error`) is remembered until `clear_caches()`.
 
     Raises:
       ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
       KernelPassFailure: Triton's compiler passes rejected the kernel (`_errors.explained`).
-      Triton's own compile errors, with a note naming the target and the constexprs, and a hint
-        where a 0-d array may have been meant as a scalar, or a tuple as separate operands.
-    """
+      Triton's own compile errors, with notes naming the target, the constexprs and hints."""
     return _state.COMPILED_KERNELS.get_or_compile(job.key, functools.partial(run_triton, job),
                                          remember=_errors.is_kernel_error)

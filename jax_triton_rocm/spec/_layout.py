@@ -1,24 +1,11 @@
 """How one call's arguments fill a kernel's parameters: the layout, checked, as a `BoundKernel`.
 
-`triton_call(*args, out_shape=..., **metaparams)` fills the kernel's parameters in order: the
-positional arguments first, then one pointer per output, then the remaining parameters by name
-from the metaparams, falling back to the kernel's own defaults. A parameter given by keyword is a
-compile-time constant even when not annotated `tl.constexpr` (as in jax-triton).
-
-A call may instead place every parameter itself, with one positional entry per parameter
-(`triton_call_lowering`, whose outputs need not follow its inputs and may have no parameter of
-their own; `lay_out_arguments`).
-
-Where each launch parameter comes from (`ArgSource`), and a kernel parameter filled by a tuple
-(a Triton tuple, maybe nested) or a `TensorDescriptor`: its type in the signature, and its
-constexprs, specialisations and launch parameters by path.
-
-Triton types a tuple parameter as a tuple of its elements' types (nested as the value is) and
-keys constexprs and attributes by path, `(parameter, element, ...)`; its launcher passes the
-runtime leaves in order, depth first, and specialises them as it does top-level arguments (an
-int equal to 1 and None become constexprs; `do_not_specialize` applies to every leaf of the
-parameter). A descriptor is typed `tensordesc<...>`; its launch parameters: `routes.jaxlib._tma`.
-"""
+`triton_call` fills the parameters in order: the positional arguments, one pointer per output,
+then the rest by name from the metaparams or the kernel's defaults (a parameter given by keyword
+is a constexpr, as in jax-triton). `triton_call_lowering` places every parameter itself. A tuple
+parameter (maybe nested) or a `TensorDescriptor` is typed, and its constexprs, specialisations
+and launch parameters keyed by path, as Triton's launcher does (`NestedParam`; a descriptor's
+launch parameters: `routes.jaxlib._tma`)."""
 
 from __future__ import annotations
 
@@ -38,17 +25,10 @@ NESTED_KINDS = ("tuple", "descriptor")
 
 @dataclasses.dataclass(frozen=True)
 class ArgSource:
-    """Where one runtime kernel parameter comes from.
-
-    Attributes:
-      kind: "input" (an array operand), "output" (an output buffer), "scalar" or "descriptor"
-        (a `TensorDescriptor` over an operand, several launch parameters: `routes.jaxlib._tma`).
-      position: the kernel parameter it fills.
-      index: operand index for "input" and "descriptor", output index for "output".
-      scalar: the typed value for "scalar".
-      path: the element of a tuple parameter it fills, () for the parameter itself.
-      descriptor: the descriptor (over an abstract base) for "descriptor".
-    """
+    """Where one runtime kernel parameter comes from: `kind` "input" (an array operand, `index`),
+    "output" (an output buffer, `index`), "scalar" (`scalar`, typed) or "descriptor" (a
+    `TensorDescriptor` over operand `index`); `position` is the parameter it fills, `path` the
+    element of a tuple parameter, () for the parameter itself."""
 
     kind: str
     position: int
@@ -61,15 +41,9 @@ class ArgSource:
 
 @dataclasses.dataclass
 class NestedParam:
-    """One parameter's part of a `_layout.BoundKernel`, keyed by path.
-
-    Attributes:
-      signature: the parameter's type: a string, or a tuple of them (nested).
-      constexprs: compile-time leaves (None, an int equal to 1) by path.
-      specializations: (path, "D" or "") for each pointer and int leaf.
-      sources: the runtime leaves, in launch order.
-      zero_d_pointers: the leaves that receive a 0-d array, for a compile-error hint.
-    """
+    """One parameter's part of a `_layout.BoundKernel`, keyed by path: its type (a string or a
+    nested tuple of them), constexpr leaves (None, an int equal to 1), (path, "D" or "") per pointer
+    and int leaf, the runtime leaves in launch order and those that receive a 0-d array."""
 
     signature: Any = None
     constexprs: dict[tuple[int, ...], Any] = dataclasses.field(default_factory=dict)
@@ -149,19 +123,12 @@ def element_types(signature_type: Any) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class BoundKernel:
-    """One call's arguments laid onto a kernel's parameters, ready to compile and launch.
-
-    Attributes:
-      signature: Triton signature, every parameter by name ("*fp32", "i32", "constexpr"; a
-        tuple of them for a tuple parameter).
-      constexprs: constexpr values by parameter position, as `{(i,): value}` (`{(i, j): value}`
-        for element j of a tuple parameter).
-      attrs: specialisation attributes by position, as Triton's backends parse them.
-      sources: the runtime parameters in kernel order (what jaxlib passes at launch).
-      specializations: the specialisation strings ("D", "") by position, for the kernel key.
-      zero_d_pointers: the parameters that receive a 0-d array (as a pointer), named for a hint
-        when the compile fails: a scalar was most likely meant.
-    """
+    """One call's arguments laid onto a kernel's parameters, ready to compile and launch: the
+    Triton signature by name ("*fp32", "i32", "constexpr"; a tuple for a tuple parameter),
+    constexprs and Triton's specialisation attributes by position path (`{(i,): value}`, `(i, j)`
+    for an element of a tuple), the runtime parameters in kernel order, the specialisation strings
+    for the kernel key, and the parameters that receive a 0-d array (for a hint when the compile
+    fails: a scalar was most likely meant)."""
 
     signature: dict[str, str]
     constexprs: dict[tuple[int], Any]
@@ -188,15 +155,12 @@ class BoundKernel:
 
 def check_operands(jit_fn: JITFunction, n_positional: int, n_outputs: int,
                    constexprs: dict[str, Any]) -> None:
-    """Checks what a call gives a kernel against its parameters, before any is laid out.
-
-    Used for every kernel: `lay_out_arguments` runs it first, and `triton_call` runs it alone
-    for autotuned kernels, whose constexprs are known only at lowering.
+    """Checks what a call gives a kernel against its parameters, before any is laid out (for
+    every kernel; alone for autotuned kernels, whose constexprs are known only at lowering).
 
     Raises:
       TypeError: more positional arguments and outputs than parameters, or a keyword that is no
-        parameter of the kernel; each names the kernel and lists its parameters.
-    """
+        parameter of the kernel; each names the kernel and lists its parameters."""
     names = list(jit_fn.arg_names)
     n_given = n_positional + n_outputs
     if n_given > len(names):
@@ -234,48 +198,34 @@ def lay_out_arguments(
     target: str = "",
     types: _spec.ArgumentTypes | None = None,
 ) -> BoundKernel:
-    """Lays a call's arguments onto the kernel's parameters, one parameter at a time, and checks
-    each as it goes: a pointer's dtype against the parameter's annotation, a scalar's role, a
-    constexpr's value; then, where `fp8_types` is given, that every fp8 element type is one the
-    compiler for `target` takes (`check_fp8_types`).
+    """Lays a call's arguments onto the kernel's parameters, one at a time, checking each: a
+    pointer's dtype against the parameter's annotation, a scalar's role, a constexpr's value, and
+    where `fp8_types` is given the fp8 element types (`check_fp8_types`).
 
-    Two layouts. In the positional layout (what `triton_call` binds: "array" and "scalar"
-    entries), the outputs' pointers follow the positional arguments and the remaining parameters
-    are filled by name. In the placed layout (what `triton_call_lowering` binds: one "input",
-    "output" or "keyword" entry per parameter), the entries place everything, outputs included,
-    and an output no entry names has no parameter: an in-place kernel writes it through the
-    pointer of the input it is aliased to. jaxlib hands array parameters the operands' and then
-    the outputs' buffers in order, so only trailing outputs may go without a parameter; the
-    caller checks that.
-
-    An array's pointer is specialised on alignment ("D") unless the parameter opts out; a
-    parameter annotated with a scalar type, or a pointer to another element type, refuses it
-    (Triton's launcher would pass its address as a number, or reinterpret the buffer). A
-    parameter after the outputs is a constexpr, filled by a keyword or the kernel's default.
+    The positional layout (`triton_call`'s "array" and "scalar" entries) puts the outputs' pointers
+    after the positional arguments and fills the rest by name. The placed layout
+    (`triton_call_lowering`'s "input", "output" and "keyword" entries, one per parameter) places
+    everything; an output no entry names has no parameter (an in-place kernel writes it through its
+    aliased input), which only trailing outputs may do (the caller checks that). An array's pointer
+    is specialised on alignment ("D") unless the parameter opts out.
 
     Args:
       jit_fn: the @triton.jit function.
       backend: Triton's compiler backend class for the target (for `parse_attr`).
-      positional: the positional layout: one entry per positional argument,
-        ("array", operand index) or ("scalar", value); or the placed layout: one entry per
-        parameter, ("input", operand index), ("output", output index) or ("keyword", None) (a
-        parameter filled by name, as those after the outputs are).
-      in_avals: the abstract values of the array operands.
-      out_avals: the abstract values of the outputs.
+      positional: the positional layout, ("array", operand index) or ("scalar", value) per
+        positional argument; or the placed layout, ("input", operand index), ("output", output
+        index) or ("keyword", None) per parameter.
+      in_avals, out_avals: the abstract values of the array operands and of the outputs.
       constexprs: values by parameter name (metaparams, config kwargs, heuristics).
-      fp8_types: Triton's fp8 types the target's compiler takes ("fp8e4nv", ...); None where
-        any is taken.
+      fp8_types: the fp8 types the target's compiler takes ("fp8e4nv", ...); None where any is.
       target: the target as messages name it ("sm_90").
-      types: the call's values as typed already (`_spec.argument_types` of these arguments), or
-        None to type them here.
+      types: the call's values as typed already (`_spec.argument_types`), or None.
 
     Raises:
       TypeError: too many or too few arguments, an array where a constexpr must be, a missing
-        constexpr, a keyword that is no parameter of the kernel, an array its parameter's
-        annotation does not take, a buffer of an fp8 dtype the target's compiler refuses; each
-        names the kernel, the parameter and what to do.
-      OverflowError: a scalar that does not fit its type (as `_spec.scalar`).
-    """
+        constexpr, a keyword that is no parameter, an array its parameter's annotation does not
+        take, an fp8 dtype the target refuses; each names the kernel, the parameter and the fix.
+      OverflowError: a scalar that does not fit its type (as `_spec.scalar`)."""
     if types is None:
         types = _spec.argument_types(jit_fn, positional, in_avals, out_avals, constexprs)
     return _lay_out(jit_fn, backend, positional, in_avals, out_avals, constexprs, types,
@@ -284,10 +234,9 @@ def lay_out_arguments(
 
 def check_fp8_types(signature: dict[str, Any], fp8_types: tuple[str, ...], *, kernel: str,
                     target: str) -> None:
-    """Raises TypeError for the first parameter of `signature` with an fp8 element type that is
-    not among `fp8_types` (the target's), naming the parameter, its dtype, `target` and the fp8
-    dtypes it takes. All parameters' types are looked at once (`element_types` flattens a
-    tuple); per parameter only to name the one refused."""
+    """Raises TypeError for the first parameter of `signature` with an fp8 element type not among
+    `fp8_types` (the target's), naming the parameter, its dtype, `target` and the fp8 dtypes it
+    takes."""
     if not any(fp8 in _spec.FP8_DTYPES and fp8 not in fp8_types
                for fp8 in element_types(tuple(signature.values()))):
         return
@@ -482,13 +431,11 @@ def _collision(jit_fn: JITFunction, position: int, output: int, positional: tupl
 
 def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_shapes: list,
                      constexprs: dict[str, Any], types: _spec.ArgumentTypes | None = None) -> None:
-    """Lays a plain kernel's call out as the lowering will, to fail at the call; once per
-    layout (shapes and runtime scalar values aside: they change no outcome but the 0-d hint).
+    """Lays a plain kernel's call out as the lowering will, to fail at the call; once per layout.
     `types`: the call's `_spec.argument_types`, where the caller has them.
 
     Raises:
-      TypeError: as `lay_out_arguments`.
-    """
+      TypeError: as `lay_out_arguments`."""
     if types is None:
         types = _spec.argument_types(jit_fn, positional, tuple(arrays), tuple(out_shapes),
                                      constexprs)
@@ -515,15 +462,10 @@ def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_s
 def check_kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_avals: tuple,
                            out_shapes: tuple, metaparams: dict[str, Any],
                            types: _spec.ArgumentTypes | None = None) -> None:
-    """Checks the call against the kernel's parameters, so that a mistake fails at the call and
-    not later at lowering (`checks._checker.check_call`, and a reused layout of an autotuned
-    kernel, whose configs and heuristics may have changed: `checks._bound.relaid_call`).
-    `types`: the call's `_spec.argument_types`, where the caller has them.
-
-    A plain kernel's arguments are laid out as the lowering will lay them. An autotuned kernel's
-    constexprs come from its configs and heuristics at lowering, so for it the operands and
-    keywords are checked (the same check, `check_operands`) and the autotuner's features.
-    """
+    """Checks the call against the kernel's parameters, so that a mistake fails at the call, not
+    at lowering: a plain kernel's arguments laid out as the lowering will; an autotuned kernel's
+    operands and keywords (`check_operands`) and its autotuner's features. `types`: the call's
+    `_spec.argument_types`, where the caller has them."""
     jit_fn = unwrapped.jit_fn
     if unwrapped.autotuner is None and not unwrapped.heuristics:
         check_plain_call(jit_fn, positional, list(in_avals), list(out_shapes), metaparams,

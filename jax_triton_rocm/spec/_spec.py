@@ -1,21 +1,9 @@
-"""`KernelCallSpec`: what one Triton kernel call is, as one frozen value.
-
-`checks._checker.check_call` builds it from the arguments of `triton_call` or
-`triton_call_lowering` (every value checked, defaults applied); `triton_kernel_p` carries it as
-its one static parameter; `plan._plan` turns it, with the operands' types and a target, into
-the launches that each route (jaxlib's call, XLA's call, the interpreter) emits.
-
-JAX dtypes and Python scalars as Triton sees them, and as jaxlib's kernel call carries them.
-
-A Triton kernel taken apart: the @jit function, its autotune and heuristics wrappers, its name.
-
-How one call's arguments then fill the function's parameters is `_layout`.
-
-Launch grids: a call's grid, given as an int or a tuple of 1-3 sizes, checked and padded to 3.
-
-Per-target limits (CUDA's 65535 on y and z) are checked at lowering, where the target is known
-(`plan._plan.LaunchLimits.problem`); this module checks what holds on every GPU.
-"""
+"""`KernelCallSpec`: what one Triton kernel call is, as one frozen value, which
+`checks._checker.check_call` builds, `triton_kernel_p` carries as its one static parameter and
+`plan._plan` turns into launches. Also: JAX dtypes and Python scalars as Triton and jaxlib's
+kernel call see them, a Triton kernel taken apart (`unwrap`), and launch grids checked and
+padded to 3 (per-target limits: `plan._plan.LaunchLimits.problem`). How a call's arguments fill
+the parameters: `_layout`."""
 
 from __future__ import annotations
 
@@ -36,25 +24,10 @@ if TYPE_CHECKING:
 
 # Array dtypes Triton takes, by the pointer type in a Triton signature ("*" + this).
 _ARRAY_TYPES: dict[str, str] = {
-    "bool": "i1",
-    "int8": "i8",
-    "int16": "i16",
-    "int32": "i32",
-    "int64": "i64",
-    "uint8": "u8",
-    "uint16": "u16",
-    "uint32": "u32",
-    "uint64": "u64",
-    "float16": "fp16",
-    "bfloat16": "bf16",
-    "float32": "fp32",
-    "float64": "fp64",
-    "float8_e4m3fn": "fp8e4nv",
-    "float8_e5m2": "fp8e5",
-    "float8_e4m3fnuz": "fp8e4b8",
-    "float8_e5m2fnuz": "fp8e5b16",
-    "float8_e4m3b11fnuz": "fp8e4b15",
-}
+    "bool": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
+    "uint16": "u16", "uint32": "u32", "uint64": "u64", "float16": "fp16", "bfloat16": "bf16",
+    "float32": "fp32", "float64": "fp64", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
+    "float8_e4m3fnuz": "fp8e4b8", "float8_e5m2fnuz": "fp8e5b16", "float8_e4m3b11fnuz": "fp8e4b15"}
 
 SUPPORTED_ARRAY_DTYPES = tuple(_ARRAY_TYPES)
 # Triton's fp8 type names, with the JAX dtype of each.
@@ -78,15 +51,8 @@ _POINTER_TYPES: dict[Any, str] = {}
 
 
 def pointer_type(dtype: Any, *, what: str) -> str:
-    """The Triton pointer type ("*fp32") for arrays of `dtype`.
-
-    Args:
-      dtype: a NumPy/JAX dtype.
-      what: how the caller names the array in errors ("argument 2", "output 0").
-
-    Raises:
-      TypeError: naming `what`, the dtype and the dtypes Triton takes.
-    """
+    """The Triton pointer type ("*fp32") for arrays of `dtype`; TypeError naming `what` (the
+    array, "argument 2"), the dtype and the dtypes Triton takes where it takes none."""
     try:
         return _POINTER_TYPES[dtype]
     except (KeyError, TypeError):
@@ -104,15 +70,9 @@ def pointer_type(dtype: Any, *, what: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Scalar:
-    """A Python or NumPy scalar argument, typed the way Triton's own launcher types it.
-
-    Attributes:
-      value: the plain Python value (bool, int or float).
-      triton_type: the type in the Triton signature ("i32", "i64", "u64", "u1", "fp32", "fp64").
-      proto_kind: the jaxlib parameter it travels as ("bool", "i32", "u32", "i64", "u64", "f32",
-        "f64").
-      declared: whether the type is the one the kernel parameter's annotation declares.
-    """
+    """A Python or NumPy scalar argument, typed the way Triton's own launcher types it: its plain
+    `value`, its `triton_type` ("i32", "u64", "fp32", ...), the jaxlib parameter it travels as
+    (`proto_kind`), and whether the type is the one its parameter's annotation `declared`."""
 
     value: bool | int | float
     triton_type: str
@@ -121,18 +81,11 @@ class Scalar:
 
 
 _NUMPY_SCALARS: dict[str, tuple[str, str, tuple[int, int] | None]] = {
-    "bool": ("u1", "bool", None),
-    "int8": ("i32", "i32", _I32),
-    "int16": ("i32", "i32", _I32),
-    "int32": ("i32", "i32", _I32),
-    "int64": ("i64", "i64", _I64),
-    "uint8": ("u32", "u32", (0, 2**32)),
-    "uint16": ("u32", "u32", (0, 2**32)),
-    "uint32": ("u32", "u32", (0, 2**32)),
-    "uint64": ("u64", "u64", _U64),
-    "float32": ("fp32", "f32", None),
-    "float64": ("fp64", "f64", None),
-}
+    "bool": ("u1", "bool", None), "int8": ("i32", "i32", _I32), "int16": ("i32", "i32", _I32),
+    "int32": ("i32", "i32", _I32), "int64": ("i64", "i64", _I64),
+    "uint8": ("u32", "u32", (0, 2**32)), "uint16": ("u32", "u32", (0, 2**32)),
+    "uint32": ("u32", "u32", (0, 2**32)), "uint64": ("u64", "u64", _U64),
+    "float32": ("fp32", "f32", None), "float64": ("fp64", "f64", None)}
 
 
 # The types a kernel takes by value (a static scalar), not as an array: `is_scalar`, and the
@@ -195,20 +148,16 @@ def retyped(typed: Scalar, value: Any, *, what: str) -> Scalar:
 
 
 def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
-    """Types a scalar argument as Triton's launcher does: by the parameter's annotation where
-    it declares one (`declared`, from `declared_type`), else by the value.
-
-    Python bool is "u1"; Python int is "i32" when it fits, else "i64", else "u64"; Python float is
-    "fp32" where float32 holds it (zero, inf, nan, or a normal float32 magnitude), else "fp64"
-    (jax-triton 0.4's rule; Triton's launcher would round 1e300 to inf, 1e-40 to a subnormal).
-    NumPy scalars keep their width (np.float64 is "fp64").
+    """Types a scalar argument as Triton's launcher does: by the parameter's annotation where it
+    declares one (`declared`), else by the value: bool "u1"; int "i32" when it fits, else "i64",
+    else "u64"; float "fp32" where float32 holds it, else "fp64" (jax-triton 0.4's rule); NumPy
+    scalars keep their width.
 
     Raises:
       OverflowError: an int outside [-2**63, 2**64), or a value that does not fit the declared
         type, naming `what`, the value and the type.
-      TypeError: a NumPy scalar of a type jaxlib cannot pass (float16, complex, ...), or a value
-        of another kind than the declared type (a float for tl.int32).
-    """
+      TypeError: a NumPy scalar jaxlib cannot pass (float16, complex, ...), or a value of another
+        kind than the declared type."""
     if declared is not None:
         return _declared_scalar(value, declared, what)
     if isinstance(value, (bool, np.bool_)):
@@ -243,13 +192,10 @@ def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
 
 def scalar_role(param: Any, value: Any, *, what: str) -> tuple:
     """How a positional scalar reaches the kernel: ("constexpr", value), compiled in (for a
-    tl.constexpr parameter, None, or an int equal to 1, as Triton's launcher does), or
-    ("runtime", typed scalar, specialisation or None), passed at launch. A parameter whose
-    annotation declares a type gets that type, is specialised as Triton does (divisibility by
-    16 for integers, nothing for floats and bools) and never becomes a constexpr.
-
-    The specialisation is Triton's string for an integer: "D" when divisible by 16, else "".
-    """
+    tl.constexpr parameter, None, or an int equal to 1, as Triton's launcher does), or ("runtime",
+    typed scalar, specialisation), passed at launch; the specialisation is "D" for an integer
+    divisible by 16, "" for another, None for a float, a bool or an unspecialised parameter. A
+    declared type never becomes a constexpr."""
     if param.is_constexpr or value is None:
         return "constexpr", value
     declared = declared_type(param)
@@ -263,13 +209,9 @@ def scalar_role(param: Any, value: Any, *, what: str) -> tuple:
 
 
 def compile_view(jit_fn: JITFunction, positional: tuple) -> tuple:
-    """The positional entries as far as they decide the compiled kernel, as exact keys
-    (`_values.exact_key`): a constexpr by its type and value, a runtime scalar by its Triton type
-    and specialisation but not its value (a new length or scale is the same kernel).
-
-    Raises:
-      TypeError / OverflowError: a scalar that cannot be passed (as `scalar`).
-    """
+    """The positional entries as far as they decide the compiled kernel, as exact keys: a
+    constexpr by its type and value, a runtime scalar by its Triton type and specialisation.
+    Raises as `scalar` does."""
     view = []
     for i, (kind, value) in enumerate(positional):
         if kind != "scalar" or i >= len(jit_fn.params):  # a tuple's scalars count by value
@@ -284,20 +226,10 @@ def compile_view(jit_fn: JITFunction, positional: tuple) -> tuple:
 
 @dataclasses.dataclass(frozen=True)
 class ArgumentTypes:
-    """What Triton makes of one call's arguments, typed once per call for the layout
-    (`spec._layout`), as fields; None where typing a value fails: the layout then calls the
-    function that says why (`scalar_role`, `pointer_type`) when it reaches that value, so that
-    errors come in the order they always did.
-
-    Attributes:
-      name: the kernel's name (`kernel_name`).
-      roles: per position of a "scalar" entry of `positional`, its `scalar_role`, a
-        constexpr's value made plain (`_values.plain_constexpr`); or None.
-      view: `compile_view` of `positional`, or None where a role is None.
-      pointers: per dtype of the operands and outputs, its `pointer_type`, or None.
-      constexprs: the values given by name, made plain.
-      defaults: per position of a parameter with a default, the default made plain.
-    """
+    """What Triton makes of one call's arguments, typed once per call for the layout: the kernel's
+    name, per "scalar" entry its `scalar_role` (a constexpr made plain), the `compile_view`, per
+    dtype its `pointer_type`, and the constexprs and defaults made plain; None where typing a value
+    fails, so that the layout raises why when it reaches that value, in the usual order."""
 
     name: str
     roles: dict[int, tuple | None]
@@ -349,13 +281,8 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
 
 @dataclasses.dataclass(frozen=True)
 class Parameter:
-    """What the checks read of one kernel parameter, as fields: made once per kernel, by `unwrap`.
-
-    Attributes:
-      name: its name.
-      constexpr: it is a `tl.constexpr`.
-      declared: the scalar Triton type its annotation declares (`declared_type`), or None.
-    """
+    """What the checks read of one kernel parameter, made once per kernel by `unwrap`: its name,
+    whether it is a `tl.constexpr`, and the scalar type its annotation declares (or None)."""
 
     name: str
     constexpr: bool
@@ -367,19 +294,12 @@ class Unwrapped:
     """A kernel taken apart: the @jit function inside and the wrappers around it, outermost first.
 
     Attributes:
-      jit_fn: the @triton.jit / @gluon.jit function.
-      autotuner: the @triton.autotune wrapper, or None.
-      heuristics: the @triton.heuristics wrappers, outermost first.
       heuristics_outside: how many of `heuristics` (the first ones) wrap the autotuner; they run
         once per call, the others once per autotune config.
-      interpreted: the kernel was Triton's InterpretedFunction (TRITON_INTERPRET=1 when it was
-        decorated); `jit_fn` is a @triton.jit function made of its function, which the CPU's
-        interpreter runs and no GPU route compiles (`check_compilable`).
-      name: the kernel's name (`kernel_name`), for messages.
-      params: per parameter of `jit_fn`, what the checks read of it.
-      symbol: the kernel's symbol in its binary (`symbol_name`): what a trampoline is named,
-        and what Triton's cache entry must hold.
-    """
+      interpreted: the kernel was Triton's InterpretedFunction (TRITON_INTERPRET=1); `jit_fn` is
+        made of its function, for the CPU's interpreter only (`check_compilable`).
+      name: the kernel's name, for messages; params: what the checks read of each parameter.
+      symbol: the kernel's symbol in its binary (`symbol_name`)."""
 
     jit_fn: JITFunction
     autotuner: Autotuner | None
@@ -392,16 +312,13 @@ class Unwrapped:
 
 
 def unwrap(kernel: Any) -> Unwrapped:
-    """Splits `kernel` into its @triton.jit (or @gluon.jit) function and its wrappers.
-
-    Accepts @triton.autotune and @triton.heuristics nested in either order.
+    """Splits `kernel` into its @triton.jit (or @gluon.jit) function and its wrappers
+    (@triton.autotune and @triton.heuristics nested in either order).
 
     Raises:
       TypeError: `kernel` is not a Triton function, naming its type, or an autotune config is
-        not a `triton.Config`. (A kernel TRITON_INTERPRET=1 made Triton's InterpretedFunction
-        is taken, `Unwrapped.interpreted`, for the CPU's interpreter only.)
-      ValueError: Triton cannot compile the kernel under its function's names (`check_names`).
-    """
+        not a `triton.Config`.
+      ValueError: Triton cannot compile the kernel under its function's names (`check_names`)."""
     from jax_triton_rocm.base import _compat
 
     triton = _compat.triton_info().module
@@ -494,10 +411,8 @@ def symbol_name(jit_fn: JITFunction) -> str:
 
 
 def check_names(jit_fn: JITFunction) -> None:
-    """Raises ValueError, naming the kernel and what to do, unless Triton can compile it under its
-    names: its symbol (`symbol_name`) is an identifier, and its `__name__`, which Triton names
-    the kernel's cache files after, holds no path separator. Every route refuses such a kernel
-    alike, before any code is generated or compiled."""
+    """Raises ValueError, naming the kernel and what to do, unless its symbol (`symbol_name`) is
+    an identifier and its `__name__`, which names its cache files, holds no path separator."""
     fn, name, symbol = jit_fn.fn, kernel_name(jit_fn), symbol_name(jit_fn)
     if not _SYMBOL.fullmatch(symbol):
         suggestion = re.sub(r"\W", "_", symbol, flags=re.ASCII)
@@ -525,13 +440,9 @@ MAX_GRID_SIZE = 2**31 - 1
 def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
     """A grid as three positive ints, each at most `MAX_GRID_SIZE`.
 
-    Per-target limits (CUDA's 65535 on y and z) are checked at lowering, where the target is
-    known (`plan._plan.LaunchLimits.problem`).
-
     Raises:
       ValueError / TypeError: naming `what` and the value: empty, more than 3 dimensions, a
-        non-integer, a non-positive or too large size.
-    """
+        non-integer, a non-positive or too large size."""
     if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
         dims = (int(grid),)
     elif isinstance(grid, Sequence) and not isinstance(grid, str):
@@ -635,49 +546,26 @@ class Surface:
 @dataclasses.dataclass(frozen=True)
 class KernelCallSpec:
     """One kernel call, checked. Hashable (JAX and the lowered-call memo key their caches on it);
-    compared by value, the kernel and callables by identity, the positional arguments and
-    metaparameters by exact value (`exact_values`: 2 and 2.0, True and 1, 0.0 and -0.0 differ).
+    compared by value, the kernel and callables by identity (hashing a Triton kernel parses its
+    source), the positional arguments and metaparameters by exact value (`exact_values`: 2 and 2.0,
+    True and 1, 0.0 and -0.0 differ).
 
     Attributes:
-      kernel: the kernel as given (@triton.jit or @gluon.jit, maybe autotuned); compared by
-        identity (`kernel_id`): hashing a Triton kernel parses its source, which is slow and,
-        on CPython 3.11, not safe across threads.
-      kernel_id: `id(kernel)`, which the spec keeps alive (derived: not an argument).
-      kernel_name: the name of the @jit function, for messages (derived: not an argument).
-      unwrapped: `kernel` taken apart (derived from it: not compared).
-      positional: ("array", operand index) or ("scalar", value) per positional argument
-        (`triton_call`); or one entry per kernel parameter, placed: ("input", i), ("output", j),
-        ("keyword", None), ("scalar", value), ("tuple", entries) (a Triton tuple, nested) or
-        ("descriptor", (i, static descriptor)) (`triton_call_lowering`, and `triton_call` where
-        operands come by keyword or in tuples, or outputs do not follow them);
+      positional: ("array", operand index) or ("scalar", value) per positional argument; or one
+        entry per kernel parameter, placed: ("input", i), ("output", j), ("keyword", None),
+        ("scalar", value), ("tuple", entries) or ("descriptor", (i, static descriptor));
         `spec._layout.lay_out_arguments` reads both.
-      out_shapes: the outputs' shapes and dtypes.
-      grid: three program counts, or a `MetaGrid`: a function of the metaparameters returning
-        1-3 of them.
-      name: the call's name for jaxlib and profilers (the kernel's name if none was given).
+      grid: three program counts, or a `MetaGrid`.
       num_warps, num_stages: None takes the target's default (`plan._plan` applies it).
-      num_ctas: CTAs per cluster.
       cuda_arch: a CUDA architecture named by `compute_capability` ("sm_90"), or None.
-      enable_fp_fusion, debug: compile flags.
-      input_output_aliases: sorted (input index, output index) pairs sharing a buffer.
       zeroed_outputs: sorted output indices zeroed before the launch, or a callable of the
         metaparameters returning them.
-      serialized_metadata: bytes carried in the kernel call for the caller.
-      batch_grid_axis: the grid axis a kernel batches itself along under `jax.vmap`, or None.
       xla_native: take XLA's Triton call (True), jaxlib's (False), or the environment's choice.
-      metaparams: constexpr values by parameter name, sorted.
-      options: vendor compile options by name, sorted.
       batch: set by the `jax.vmap` rule on a call batched along `batch_grid_axis`.
-      has_side_effect: the custom call is kept even when its results go unused.
-      cost_estimate: ("flops", n), ("bytes_accessed", n)... for profilers, or None.
-      backend_options: Triton compile options beyond the launch settings and vendor knobs
-        (fields of a vendor's Triton options class), sorted; each backend takes its own.
-      by_keyword: the operand parameters the call gave by keyword (`operands=` included),
-        which Triton's launcher hands `early_config_prune` and `perf_model` in their
-        `**kwargs`, not in `named_args` (`plan._plan`).
-      exact_values: `positional` and `metaparams` with each value as `_values.exact_key` writes
-        it (derived: what the spec compares in their place).
-    """
+      backend_options: fields of a vendor's Triton options class, sorted; each backend takes its
+        own.
+      by_keyword: the operand parameters given by keyword, which Triton's launcher hands
+        `early_config_prune` and `perf_model` in their `**kwargs` (`plan._plan`)."""
 
     kernel: Any = dataclasses.field(compare=False)
     unwrapped: Unwrapped = dataclasses.field(compare=False, repr=False)

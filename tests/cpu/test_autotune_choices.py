@@ -25,21 +25,8 @@ from tests.support import kernels
 from tests.support.gpu_utils import gpu_platform
 from tests.support.lowering_utils import capture_one
 
-N = 4096
+N = au.TUNED_N
 DEVICE = au.STAND_IN_DEVICE  # the device kind `choices_dir` stands in
-
-
-def _lower(n=N, **kwargs):
-    return capture_one(lambda x, y: au.tuned_add(x, y, **kwargs), au.f32(n), au.f32(n),
-                       platform="cuda")
-
-
-def _undecided(n=N):
-    with _choices.session() as current:
-        lowered = _lower(n)
-    assert lowered.undecided is not None
-    assert list(current.undecided) == [lowered.undecided.key]
-    return lowered.undecided
 
 
 def _block(lowered):
@@ -49,40 +36,40 @@ def _block(lowered):
 
 
 def test_an_undecided_call_is_left_to_jaxlib_on_the_legacy_target(choices_dir):
-    lowered = _lower()
+    lowered = au.lower_tuned_add()
     assert lowered.custom_call_name == _compat.LEGACY_CALL_NAME
     assert len(lowered.calls) == len(au.ADD_CONFIGS)
     assert lowered.undecided.descriptions == tuple(str(c) for c in au.ADD_CONFIGS)
 
 
 def test_a_remembered_choice_lowers_to_that_config_alone_on_the_ffi_target(choices_dir):
-    undecided = _undecided()
+    undecided = au.undecided_choice()
     _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
-    lowered = _lower()
+    lowered = au.lower_tuned_add()
     assert lowered.custom_call_name == _compat.FFI_CALL_NAME
     assert lowered.undecided is None
     assert _block(lowered) == au.ADD_CONFIGS[1].kwargs["BLOCK"]
 
 
 def test_a_forced_config_lowers_alone_and_is_not_reported_undecided(choices_dir):
-    key = _undecided().key
+    key = au.undecided_choice().key
     with _choices.session({key: 2}) as current:
-        lowered = _lower()
+        lowered = au.lower_tuned_add()
     assert _block(lowered) == au.ADD_CONFIGS[2].kwargs["BLOCK"]
     assert current.undecided == {}
 
 
 def test_a_choice_made_for_one_shape_does_not_apply_to_another(choices_dir):
-    undecided = _undecided()
+    undecided = au.undecided_choice()
     _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
-    assert _lower(N * 2).undecided is not None
+    assert au.lower_tuned_add(N * 2).undecided is not None
 
 
 def test_the_key_covers_the_device_kind(choices_dir, monkeypatch):
-    key = _undecided().key
+    key = au.undecided_choice().key
     monkeypatch.setattr(_arch, "device_kind", lambda platform, context: "Another GPU")
     jtr.clear_caches()
-    assert _undecided().key != key
+    assert au.undecided_choice().key != key
 
 
 def test_a_lowering_without_a_device_is_never_decided(monkeypatch, tmp_path):
@@ -97,37 +84,37 @@ def test_a_lowering_without_a_device_is_never_decided(monkeypatch, tmp_path):
 
 
 def test_a_choice_no_longer_matching_the_configs_is_ignored(choices_dir):
-    undecided = _undecided()
+    undecided = au.undecided_choice()
     _choices.STORE.put(undecided.key, _choices.Choice(1, "BLOCK: 999, num_warps: 1"))
-    assert _lower().undecided is not None
+    assert au.lower_tuned_add().undecided is not None
 
 
 def test_a_choice_is_written_to_the_folder_and_read_back_after_clear_caches(choices_dir):
-    undecided = _undecided()
+    undecided = au.undecided_choice()
     _choices.STORE.put(undecided.key, _choices.Choice(2, undecided.descriptions[2], (1.0, 2.0)))
     path = choices_dir / undecided.key[:2] / f"{undecided.key}.json"
     assert json.loads(path.read_text())["index"] == 2
     jtr.clear_caches()
-    assert _block(_lower()) == au.ADD_CONFIGS[2].kwargs["BLOCK"]
+    assert _block(au.lower_tuned_add()) == au.ADD_CONFIGS[2].kwargs["BLOCK"]
 
 
 def test_a_damaged_choice_file_is_ignored_with_a_warning_naming_it(choices_dir, caplog):
-    undecided = _undecided()
+    undecided = au.undecided_choice()
     _choices.STORE.put(undecided.key, _choices.Choice(2, undecided.descriptions[2]))
     path = choices_dir / undecided.key[:2] / f"{undecided.key}.json"
     path.write_text("{not json")
     jtr.clear_caches()
     with caplog.at_level("WARNING", logger="jax_triton_rocm"):
-        assert _lower().undecided is not None
+        assert au.lower_tuned_add().undecided is not None
     assert str(path) in caplog.text
 
 
 def test_an_empty_folder_setting_keeps_choices_in_the_process(choices_dir, monkeypatch):
     monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, "")
-    undecided = _undecided()
+    undecided = au.undecided_choice()
     _choices.STORE.put(undecided.key, _choices.Choice(0, undecided.descriptions[0]))
     assert list(choices_dir.iterdir()) == []
-    assert _lower().undecided is None
+    assert au.lower_tuned_add().undecided is None
 
 
 def test_an_unwritable_folder_keeps_the_choice_in_the_process_with_a_warning(
@@ -135,11 +122,11 @@ def test_an_unwritable_folder_keeps_the_choice_in_the_process_with_a_warning(
     blocker = choices_dir / "a-file"
     blocker.write_text("")
     monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(blocker / "choices"))
-    undecided = _undecided()
+    undecided = au.undecided_choice()
     with caplog.at_level("WARNING", logger="jax_triton_rocm"):
         _choices.STORE.put(undecided.key, _choices.Choice(0, undecided.descriptions[0]))
     assert _env.ENV_AUTOTUNE_DIR in caplog.text
-    assert _lower().undecided is None
+    assert au.lower_tuned_add().undecided is None
 
 
 def test_the_default_folder_is_inside_tritons_cache(monkeypatch, tmp_path):
@@ -235,7 +222,7 @@ def test_a_library_primitive_with_its_own_gpu_lowering_is_a_candidate():
 
 def _stored_choice(choices_dir, index=1):
     """The path of a choice file for the tuned add, and its record, the file written."""
-    undecided = _undecided()
+    undecided = au.undecided_choice()
     _choices.STORE.put(undecided.key, _choices.Choice(index, undecided.descriptions[index]))
     path = choices_dir / undecided.key[:2] / f"{undecided.key}.json"
     return path, json.loads(path.read_text())
@@ -258,10 +245,10 @@ def test_a_choice_of_another_format_or_with_wrong_fields_is_ignored_with_one_war
     path.write_text(json.dumps({**record, **change}))
     jtr.clear_caches()
     with caplog.at_level("WARNING", logger="jax_triton_rocm"):
-        assert _lower().undecided is not None
+        assert au.lower_tuned_add().undecided is not None
         jax.clear_caches()
         jtr.clear_caches()
-        assert _lower().undecided is not None
+        assert au.lower_tuned_add().undecided is not None
     warnings = [r.getMessage() for r in caplog.records if str(path) in r.getMessage()]
     assert len(warnings) == 1 and problem in warnings[0], warnings
 
@@ -271,7 +258,7 @@ def test_a_deeply_nested_choice_file_is_ignored_with_a_warning(choices_dir, capl
     path.write_text("[" * 100_000 + "]" * 100_000)
     jtr.clear_caches()
     with caplog.at_level("WARNING", logger="jax_triton_rocm"):
-        assert _lower().undecided is not None
+        assert au.lower_tuned_add().undecided is not None
     assert f"{path} (JSON nested too deeply to parse)" in caplog.text
 
 
@@ -308,7 +295,7 @@ def test_a_store_another_user_could_have_planted_is_not_written(choices_dir, mon
                                                                 caplog, how):
     store = choices_dir / "store"
     monkeypatch.setenv(_env.ENV_AUTOTUNE_DIR, str(store))
-    undecided = _undecided()
+    undecided = au.undecided_choice()
     untouched = _plant(store, undecided.key, how)
     with caplog.at_level("WARNING", logger="jax_triton_rocm"):
         _choices.STORE.put(undecided.key, _choices.Choice(2, undecided.descriptions[2]))
@@ -317,7 +304,7 @@ def test_a_store_another_user_could_have_planted_is_not_written(choices_dir, mon
     warnings = [r.getMessage() for r in caplog.records if "could not save" in r.getMessage()]
     assert len(warnings) == 1 and "kept in this process" in warnings[0], warnings
     assert ("a symbolic link" if "link" in how else f"owned by user id {NOBODY}") in warnings[0]
-    assert _block(_lower()) == au.ADD_CONFIGS[2].kwargs["BLOCK"]  # the choice is kept
+    assert _block(au.lower_tuned_add()) == au.ADD_CONFIGS[2].kwargs["BLOCK"]  # the choice is kept
 
 
 def test_a_choice_behind_a_group_folder_that_is_a_link_is_not_read(choices_dir, caplog):
@@ -327,7 +314,7 @@ def test_a_choice_behind_a_group_folder_that_is_a_link_is_not_read(choices_dir, 
     path.parent.symlink_to(moved)
     jtr.clear_caches()
     with caplog.at_level("WARNING", logger="jax_triton_rocm"):
-        assert _lower().undecided is not None
+        assert au.lower_tuned_add().undecided is not None
     assert "is a symbolic link, not a folder" in caplog.text
 
 
@@ -336,7 +323,7 @@ def _lower_in_a_thread():
     import threading
 
     outcome = []
-    thread = threading.Thread(target=lambda: outcome.append(_lower()), daemon=True)
+    thread = threading.Thread(target=lambda: outcome.append(au.lower_tuned_add()), daemon=True)
     thread.start()
     thread.join(20)
     return thread, outcome
@@ -373,7 +360,7 @@ def test_a_dead_writers_temporary_files_are_swept_once_a_minute_old(choices_dir,
     os.utime(old, (os.path.getmtime(old) - 61,) * 2)
     monkeypatch.setattr(_choices, "_swept", set())  # as in a new process
     jtr.clear_caches()
-    _lower()
+    au.lower_tuned_add()
     assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, young.name])
 
 

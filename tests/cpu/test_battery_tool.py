@@ -1,13 +1,8 @@
 """`tools/battery`, the battery of bad and edge inputs: its classification rule, and one run."""
 
-import os
 import types
 
 import pytest
-
-from tests.support.subprocess_utils import ROOT
-
-BATTERY = os.path.join(ROOT, "tools", "battery")
 
 
 def case(expect="refuse", mentions=(), check=None):

@@ -13,16 +13,13 @@ import pytest
 
 import jax_triton_rocm as jtr
 from tests.support import kernels
-from tests.support.subprocess_utils import ROOT, SharedInterpreter
+from tests.support.subprocess_utils import CPU_IS_ENOUGH, GPU_ONLY, ROOT, SharedInterpreter
 
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # for the scripts' own functions
 
 # The scripts; modules named with a leading underscore are their shared parts.
 BENCHMARKS = sorted(name for name in os.listdir(os.path.join(ROOT, "benchmarks"))
                     if name.endswith(".py") and not name.startswith("_"))
-GPU_ONLY = ["overhead.py", "moe_permute.py", "autotune_launch.py", "launch_cost.py",
-            "scalar_compile.py", "real_kernels.py", "first_result.py", "time_breakdown.py"]
-CPU_IS_ENOUGH = ["autotune_compile.py", "memory.py", "relower.py"]
 
 
 @pytest.fixture(scope="module")

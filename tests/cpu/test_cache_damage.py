@@ -18,14 +18,13 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm.compile import _cache, _errors
 from tests.support import kernels
 from tests.support.binary_utils import carried_form
+from tests.support.cache_entries import BINARY, MACHINE, entry_file, garbage, truncate
 from tests.support.lowering_utils import captured_lowerings, lower_for, spec
 
 X = spec((4096,), jnp.float32)
-BINARY = {"cuda": "cubin", "rocm": "hsaco"}
 ASM = {"cuda": "ptx", "rocm": "amdgcn"}
 TARGETS = {"cuda": GPUTarget("cuda", 90, 32), "rocm": GPUTarget("hip", "gfx942", 64)}
 BACKEND = {"cuda": "cuda", "rocm": "hip"}
-MACHINE = {"cuda": 190, "rocm": 224}  # EM_CUDA, EM_AMDGPU
 OTHER = {"cuda": "rocm", "rocm": "cuda"}
 
 
@@ -40,34 +39,8 @@ def binary_reaching_the_call(platform: str) -> bytes:
     return binary
 
 
-def entry_file(cache_dir, platform: str, which: str) -> str:
-    """The file of the add kernel's entry for `platform` named `which`, or ending with it (an
-    extension such as ".cubin")."""
-    matches = [os.path.join(entry, name) for entry in map(str, cache_dir.iterdir())
-               for name in os.listdir(entry)
-               if (name == which or which.startswith(".") and name.endswith(which))
-               and _entry_platform(entry) == platform]
-    assert len(matches) == 1, matches
-    return matches[0]
-
-
-def _entry_platform(entry: str) -> str:
-    with open(os.path.join(entry, "add_kernel.json")) as meta:
-        return {"cuda": "cuda", "hip": "rocm"}[json.load(meta)["target"]["backend"]]
-
-
-def _truncate(path, platform, cache_dir):
-    with open(path, "r+b") as f:
-        f.truncate(os.path.getsize(path) // 2)
-
-
 def _empty(path, platform, cache_dir):
     open(path, "wb").close()
-
-
-def _garbage(path, platform, cache_dir):
-    with open(path, "wb") as f:
-        f.write(os.urandom(os.path.getsize(path)))
 
 
 def _other_vendors_binary(path, platform, cache_dir):
@@ -181,9 +154,9 @@ def _asm_listed_under_another_name(path, platform, cache_dir):
 # (name, file of the entry it damages, damage). Entries for both vendors are in the cache, so the
 # other vendor's binary and metadata are at hand.
 DAMAGES = [
-    ("truncated binary", "BINARY", _truncate),
+    ("truncated binary", "BINARY", truncate),
     ("empty binary", "BINARY", _empty),
-    ("garbage binary", "BINARY", _garbage),
+    ("garbage binary", "BINARY", garbage),
     ("the other vendor's binary", "BINARY", _other_vendors_binary),
     ("deleted binary", "BINARY", lambda path, *_: os.remove(path)),
     ("garbled metadata", "add_kernel.json", _garbled_json),
@@ -417,7 +390,7 @@ def test_a_binary_damaged_after_the_check_is_caught_before_it_is_used(
     path = entry_file(cache_dir, platform, "." + BINARY[platform])
 
     def damage_instead_of_checking(*args):  # another process truncates it meanwhile
-        _truncate(path, platform, cache_dir)
+        truncate(path, platform, cache_dir)
         return None  # the entry passed its check
 
     monkeypatch.setattr(_cache, "entry_problem", damage_instead_of_checking)

@@ -13,7 +13,6 @@ import jax.numpy as jnp
 import pytest
 import triton
 import triton.language as tl
-from jax.experimental.xla_metadata import set_xla_metadata
 
 import jax_triton_rocm as jtr
 import jax_triton_rocm.compat as jt
@@ -23,6 +22,7 @@ from jax_triton_rocm.compat import triton_lib as jttl
 from jax_triton_rocm.compat import version as jt_version
 from tests.support import autotune_utils, kernels
 from tests.support import surface_kernels as sk
+from tests.support.surface_kernels import two_calls
 from tests.support.lowering_utils import capture_one, lower_for, spec
 
 PLATFORMS = ["cuda", "rocm"]
@@ -63,17 +63,6 @@ def add_to_operands_kernel(x_ptr, operands, n, out_ptr, BLOCK: tl.constexpr):
     mask = offsets < n
     tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask)
              + tl.load(operands + offsets, mask=mask), mask=mask)
-
-
-def two_calls(x, y):
-    """Two plain kernel calls, each under its own xla_metadata, written for jax-triton 0.4."""
-    grid = (triton.cdiv(x.size, 256),)
-    with set_xla_metadata(kernel_tag="first"):
-        total = jt.triton_call(x, y, x.size, kernel=kernels.add_kernel, out_type=jax.typeof(x),
-                               grid=grid, BLOCK=256)
-    with set_xla_metadata(kernel_tag="second"):  # its output's pointer precedes y's
-        return jt.triton_call(total, y_ptr=y, n=x.size, kernel=sk.out_first_kernel,
-                              out_type=jax.typeof(x), grid=grid, BLOCK=256)
 
 
 def custom_calls(lowered) -> list[dict]:

@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
+from tests.support.kernels import add_unsigned_kernel, add_wide_kernel, scale_declared_kernel
 from tests.support.lowering_utils import capture_one, spec
 
 N = 256
@@ -23,24 +24,6 @@ CPU = jax.devices("cpu")[0]
 def add_declared_kernel(x_ptr, v: tl.int32, out_ptr, BLOCK: tl.constexpr):
     offsets = tl.arange(0, BLOCK)
     tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + v)
-
-
-@triton.jit
-def add_unsigned_kernel(x_ptr, v: tl.uint32, out_ptr, BLOCK: tl.constexpr):
-    offsets = tl.arange(0, BLOCK)
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + v)
-
-
-@triton.jit
-def add_wide_kernel(x_ptr, v: tl.int64, out_ptr, BLOCK: tl.constexpr):
-    offsets = tl.arange(0, BLOCK)
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + (v >> 20).to(tl.int32))
-
-
-@triton.jit
-def scale_declared_kernel(x_ptr, alpha: tl.float32, out_ptr, BLOCK: tl.constexpr):
-    offsets = tl.arange(0, BLOCK)
-    tl.store(out_ptr + offsets, alpha * tl.load(x_ptr + offsets))
 
 
 @triton.jit

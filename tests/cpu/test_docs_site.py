@@ -24,16 +24,12 @@ def _pyproject() -> dict:
         return tomllib.load(file)
 
 
-def _mkdocs() -> str:
-    return docs_files.read("mkdocs.yml")
-
-
 def test_the_readme_is_a_front_page_of_at_most_400_lines():
     assert docs_files.read("README.md").count("\n") <= 400
 
 
 def test_the_nav_lists_every_page_of_the_site_once():
-    nav = re.findall(r"^\s+- [^:]+: (\S+\.md)$", _mkdocs(), re.M)
+    nav = re.findall(r"^\s+- [^:]+: (\S+\.md)$", docs_files.read("mkdocs.yml"), re.M)
     pages = [path.removeprefix("docs/") for path in docs_files.doc_files()[1:]]
     assert sorted(nav) == sorted(pages)
 
@@ -100,7 +96,7 @@ def test_the_repository_url_is_the_same_everywhere():
     assert url == "https://github.com/jax-triton-rocm/jax_triton_rocm"
     clones = re.findall(r"^git clone (\S+)$", docs_files.all_text(), re.M)
     assert clones and set(clones) == {url}
-    assert re.search(r"^repo_url: (\S+)$", _mkdocs(), re.M).group(1) == url
+    assert re.search(r"^repo_url: (\S+)$", docs_files.read("mkdocs.yml"), re.M).group(1) == url
 
 
 def test_the_docs_extra_pins_mkdocs_and_its_plugins():

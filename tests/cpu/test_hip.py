@@ -17,15 +17,14 @@ from jax_triton_rocm.base import _env
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call, _proto
 from tests.support import kernels
 from tests.support.binary_utils import check_hsaco
-from tests.support.lowering_utils import (capture_one, captured_lowerings, lower_for, lower_one,
-                                          run_at_once, spec)
+from tests.support.lowering_utils import (ROCM_FEATURES, capture_one, captured_lowerings,
+                                          lower_for, lower_one, run_at_once, spec)
 
 X = spec((4096,), jnp.float32)
-FEATURES = _vendors.plugin_features("rocm") or _vendors.assumed_features("rocm")
 # The prewarm's real launch, kept before the `two_devices` fixture stands in for it.
 needs_embedded = pytest.mark.skipif(
-    not FEATURES.module_image,
-    reason=f"the jaxlib here ({FEATURES.detected_from}) predates module_image (0.11.1)")
+    not ROCM_FEATURES.module_image,
+    reason=f"the jaxlib here ({ROCM_FEATURES.detected_from}) predates module_image (0.11.1)")
 
 
 @pytest.fixture(autouse=True)
@@ -98,7 +97,7 @@ def test_decodes_to_the_intended_kernel_grid_and_parameters():
 
 def test_default_delivery_is_the_best_the_plugin_supports():
     kernel = _kernel_of(lower_one(kernels.add, X, X, platform="rocm"))
-    assert kernel.HasField("module_image") == FEATURES.module_image
+    assert kernel.HasField("module_image") == ROCM_FEATURES.module_image
 
 
 def test_path_delivery_writes_one_file_per_kernel_in_the_process_folder(monkeypatch):
@@ -123,7 +122,7 @@ def test_unknown_delivery_mode_is_refused(monkeypatch):
 def test_embedded_forced_on_a_plugin_without_module_image_is_refused(monkeypatch):
     import dataclasses
 
-    old = dataclasses.replace(FEATURES, plugin="jax_rocm7_plugin", module_image=False,
+    old = dataclasses.replace(ROCM_FEATURES, plugin="jax_rocm7_plugin", module_image=False,
                               detected_from="jax-rocm7-plugin release 0.10.2")
     monkeypatch.setattr(_vendors, "plugin_features", lambda platform: old)
     monkeypatch.setenv(_env.ENV_HSACO_DELIVERY, "embedded")
@@ -172,7 +171,7 @@ def test_an_export_carries_the_hsaco_itself():
 def test_an_export_for_a_plugin_without_module_image_is_refused(monkeypatch):
     import dataclasses
 
-    old = dataclasses.replace(FEATURES, plugin="jax_rocm7_plugin", module_image=False,
+    old = dataclasses.replace(ROCM_FEATURES, plugin="jax_rocm7_plugin", module_image=False,
                               detected_from="jax-rocm7-plugin release 0.10.2")
     monkeypatch.setattr(_vendors, "plugin_features", lambda platform: old)
     with pytest.raises(ValueError, match=r"jax.export of a ROCm kernel call: the ROCm plugin "

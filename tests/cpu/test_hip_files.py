@@ -9,7 +9,7 @@ import os
 import threading
 
 from jax_triton_rocm.backends.hip import _hip_files
-from tests.process.test_hip_files_processes import _folder
+from tests.support.binary_utils import hip_folder
 
 
 def _this_process() -> tuple[str, int, str]:
@@ -18,15 +18,15 @@ def _this_process() -> tuple[str, int, str]:
 
 def test_a_folder_of_a_live_process_is_kept_and_a_reused_pid_is_told_by_its_start_time(tmp_path):
     namespace, pid, start = _this_process()
-    mine = _folder(tmp_path, namespace, pid, start)
-    reused = _folder(tmp_path, namespace, pid, int(start) - 1)  # an earlier process, same PID
+    mine = hip_folder(tmp_path, namespace, pid, start)
+    reused = hip_folder(tmp_path, namespace, pid, int(start) - 1)  # an earlier process, same PID
     assert _hip_files.remove_orphaned_folders(str(tmp_path)) == [reused]
     assert os.path.isdir(mine)
 
 
 def test_folders_whose_owner_cannot_be_seen_are_kept(tmp_path):
     namespace, pid, start = _this_process()
-    other_namespace = _folder(tmp_path, int(namespace) + 1, 2**22 + 7, start)
+    other_namespace = hip_folder(tmp_path, int(namespace) + 1, 2**22 + 7, start)
     unnamed = os.path.join(str(tmp_path), _hip_files.FOLDER_PREFIX + "k2j4n1")  # no owner
     os.makedirs(unnamed)
     assert _hip_files.remove_orphaned_folders(str(tmp_path)) == []
@@ -35,7 +35,7 @@ def test_folders_whose_owner_cannot_be_seen_are_kept(tmp_path):
 
 def test_two_cleaners_at_once_remove_every_dead_folder_without_an_error(tmp_path):
     namespace, _, _ = _this_process()
-    dead = [_folder(tmp_path, namespace, 2**22 + i, 1) for i in range(40)]
+    dead = [hip_folder(tmp_path, namespace, 2**22 + i, 1) for i in range(40)]
     errors = []
 
     def clean():

@@ -1,13 +1,14 @@
 """The package's modules: one topic each, found by a file name no other module has, and a module
 docstring short enough to say what the module is for (the explanations live in docs/). The trace
 of one call read top-down: tests/process/test_module_layout_processes.py. Test files: one name
-each, and none imports another's tests."""
+each, and none imports from another."""
 
 from __future__ import annotations
 
 import ast
 import collections
 import pathlib
+import re
 
 import jax_triton_rocm
 
@@ -68,16 +69,19 @@ def test_no_two_test_files_share_a_name():
                         f"test_..._gpu.py, test_..._processes.py): {shared}")
 
 
-def test_no_test_file_imports_another_files_tests():
+# An import statement, wherever it stands: in code, or in a child process's script.
+IMPORT_FROM_A_TEST_FILE = re.compile(r"^\s*(?:from|import)\s+(tests\.(?:cpu|gpu|process)\S*)", re.M)
+
+
+def test_no_module_of_the_tests_imports_from_a_test_file():
+    # A helper two test files share lives in tests/support, so that each test file stands alone.
+    tests = PACKAGE.parent / "tests"
     found = []
-    for path in _test_files():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.ImportFrom) and node.module
-                    and node.module.split(".")[-1].startswith("test_")):
-                found += [f"{path.parent.name}/{path.name}: {node.module}.{alias.name}"
-                          for alias in node.names if alias.name.startswith("test")]
-    assert not found, (f"tests imported from another test file (write a test that two folders "
-                       f"run in tests/support, as tests/support/every_route does): {found}")
+    for path in _test_files() + sorted((tests / "support").rglob("*.py")):
+        found += [f"{path.relative_to(tests)}: {name}"
+                  for name in IMPORT_FROM_A_TEST_FILE.findall(path.read_text(encoding="utf-8"))]
+    assert not found, (f"imported from a test file (move what two files share to tests/support; "
+                       f"a test that two folders run, as tests/support/every_route does): {found}")
 
 
 def test_the_package_has_no_import_cycle():

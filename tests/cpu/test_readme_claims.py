@@ -22,34 +22,14 @@ import jax_triton_rocm.__main__ as cli
 from jax_triton_rocm.cli import _startup
 from jax_triton_rocm.spec import _spec
 from tests.support import docs_files
-from tests.support.docs_files import without_startup_notes
+from tests.support.docs_files import claim, info_shape, without_startup_notes
 from tests.support.subprocess_utils import ROOT
-
-
-def claim(name: str) -> str:
-    """The fenced block or table that follows `<!-- readme-check: NAME -->` on its page."""
-    _, match = docs_files.claim_location(name)
-    return re.sub(r"^```\w*\n|^```$", "", match.group(1), flags=re.M)
 
 
 def table_rows(text: str) -> list[list[str]]:
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
             for line in text.strip().splitlines()]
     return rows[2:]  # past the header and its rule
-
-
-def info_shape(text: str) -> list[str]:
-    """Each line of `info`'s text as its label: versions, quoted values, variable values and
-    everything after a line's first ': ' dropped, except that a yes/no answer must stay one
-    (which of the two depends on the installed jaxlib)."""
-    shape = []
-    for line in text.strip("\n").splitlines():
-        line = re.sub(r"\d+(\.\d+)+", "V", line)
-        line = re.sub(r"'[^']*'", "'…'", line)
-        line = re.sub(r"^(\s+[A-Z][A-Z0-9_]+)(=.*| unset)$", r"\1", line)
-        label, sep, value = line.partition(": ")
-        shape.append(label + (": yes/no" if value in ("yes", "no") else sep))
-    return shape
 
 
 def test_only_the_start_up_section_is_set_aside():

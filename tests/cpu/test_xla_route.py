@@ -26,10 +26,10 @@ from jax_triton_rocm.routes.xla import _xla_native
 from jax_triton_rocm.spec import _spec
 from tests.support import autotune_utils as au
 from tests.support import kernels
-from tests.support import library_kernels as lk
 from tests.support.lowering_utils import ir_text, kernel_signature, lower_for, native_calls, spec
-from tests.support.surface_kernels import (add_inplace_kernel, constexpr_first_kernel, inc_kernel,
-                                           out_first_kernel, update_and_double_kernel)
+from tests.support.every_route.xla_surfaces import (MULTIPLES_OF_16, SURFACES, block_grid, offset,
+                                                    output_first, typed)
+from tests.support.surface_kernels import out_first_kernel
 
 N = 1000
 F32 = jnp.float32
@@ -42,68 +42,6 @@ def xla_route_asked(monkeypatch, fresh_lowerings):
     """XLA's route for every call that does not say, wherever it fits; no lowering served from
     another test's."""
     monkeypatch.setenv(_env.ENV_XLA_NATIVE, "1")
-
-
-def _grid(n, block=256):
-    return (triton.cdiv(n, block),)
-
-
-def positional_add(x, y):
-    return kernels.add(x, y)
-
-
-def positional_alias(x, y):
-    return jtr.triton_call(x * 2, y, x.size, kernel=kernels.add_inplace_kernel, out_shape=x,
-                           grid=_grid(x.size), BLOCK=256, input_output_aliases={0: 0})
-
-
-def output_first(x, y):
-    return jtr.triton_call(x, y_ptr=y, n=x.size, kernel=out_first_kernel, out_type=x,
-                           grid=_grid(x.size), BLOCK=256)
-
-
-def keywords_around_a_constexpr(x, y):
-    return jtr.triton_call(x, n=x.size, y_ptr=y, kernel=constexpr_first_kernel, out_type=x,
-                           grid=_grid(x.size), BLOCK=256)
-
-
-def aliased_output_before_a_pointer(x, y):
-    updated, doubled = jtr.triton_call(x * 1, y, x.size, kernel=update_and_double_kernel,
-                                       out_type=(x, y), grid=_grid(x.size), BLOCK=256,
-                                       input_output_aliases={0: 0})
-    return updated + doubled
-
-
-def zero_four_alias(x, y):
-    return jtr.triton_call(x, y * 3, x.size, kernel=add_inplace_kernel, out_type=y,
-                           grid=_grid(x.size), BLOCK=256, input_output_aliases={1: 0})
-
-
-def a_ref(x, y):
-    ref = jax.new_ref(x + y)
-    jtr.triton_call(x.size, ref, kernel=inc_kernel, out_type=(), grid=_grid(x.size), BLOCK=256)
-    return ref[...]
-
-
-def library_outputs_between_inputs(x, y):
-    total, diff = lk.sum_diff(x, y)
-    return total * 10 + diff
-
-
-# name -> (the call, its jax.numpy reference, the aliases its custom call may carry)
-SURFACES = {
-    "0.3 positional, runtime length": (positional_add, lambda x, y: x + y, 0),
-    "0.3 input_output_aliases": (positional_alias, lambda x, y: 2 * x + y, 1),
-    "0.4 output pointer first": (output_first, lambda x, y: x + 2 * y, 0),
-    "0.4 keyword operands around a constexpr": (keywords_around_a_constexpr,
-                                                 lambda x, y: x + y, 0),
-    "0.4 aliased output before one with a pointer": (aliased_output_before_a_pointer,
-                                                      lambda x, y: x + y + 2 * y, 1),
-    "0.4 alias layout": (zero_four_alias, lambda x, y: x + 3 * y, 1),
-    "a Ref": (a_ref, lambda x, y: x + y + 1, 1),
-    "triton_call_lowering, outputs between inputs": (library_outputs_between_inputs,
-                                                     lambda x, y: (x + y) * 10 + (x - y), 0),
-}
 
 
 @pytest.mark.parametrize("surface", SURFACES)
@@ -257,40 +195,6 @@ def test_a_value_gets_its_own_class_whatever_was_lowered_before(fresh_caches):
     assert irs[1024] == {fresh["ir"]}
 
 
-@triton.jit
-def typed_scalars_kernel(x_ptr, a, b, c, d, e, f, out_ptr, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offsets)
-    value = x * a + b + c.to(tl.float32) + d.to(tl.float32) + e.to(tl.float32)
-    tl.store(out_ptr + offsets, tl.where(f, value, -value))
-
-
-TYPED = (2.5, np.float64(1e-300), 2**40, 2**63 + 5, np.uint32(7), True)
-
-
-def typed(x, values=TYPED):
-    return jtr.triton_call(x, *values, kernel=typed_scalars_kernel, out_shape=x, grid=(4,),
-                           BLOCK=256)
-
-
-@triton.jit
-def offset_kernel(x_ptr, k, out_ptr, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + k.to(tl.float32))
-
-
-# Ints of Triton's divisible-by-16 class, of each integer type it specialises and of several
-# scales: i32 (negative, scale 64), i64 (128), u64 as NumPy's (16) and as a Python int whose
-# product by its scale would wrap in 64 bits (128).
-MULTIPLES_OF_16 = {"i32": -4160, "i64": 2**36, "u64": np.uint64(2**40 + 16),
-                   "u64 above 2**63": 2**63 + 2**62}
-
-
-def offset(x, k):
-    return jtr.triton_call(x, k, kernel=offset_kernel, out_shape=x, grid=(x.size // 256,),
-                           BLOCK=256)
-
-
 @pytest.mark.parametrize("k", MULTIPLES_OF_16.values(), ids=MULTIPLES_OF_16)
 def test_an_int_multiple_of_16_reaches_the_kernel_of_xlas_form(k):
     """The trampoline XLA compiles, run in Triton's interpreter with the operand the route
@@ -345,7 +249,7 @@ def many_pointers_kernel(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, n, ou
 
 def many_pointers(*xs):
     return jtr.triton_call(*xs, xs[0].size, kernel=many_pointers_kernel, out_shape=xs[0],
-                           grid=_grid(xs[0].size), BLOCK=256)
+                           grid=block_grid(xs[0].size), BLOCK=256)
 
 
 def test_many_parameters_and_a_large_binary_take_xlas_call():
@@ -387,7 +291,7 @@ def test_a_remembered_autotune_choice_takes_xlas_call(monkeypatch, tmp_path, fre
 def test_rocm_lowers_xlas_route_with_the_trampoline_when_asked(arch):
     x = spec((N,), F32)
     [call] = native_calls(lower_for(lambda a, b: jtr.triton_call(
-        a, y_ptr=b, n=a.size, kernel=out_first_kernel, out_type=a, grid=_grid(a.size),
+        a, y_ptr=b, n=a.size, kernel=out_first_kernel, out_type=a, grid=block_grid(a.size),
         BLOCK=256, xla_native=True), x, x, platform="rocm", arch=arch))
     assert kernel_signature(call["ir"], "out_first_kernel") == [
         "!tt.ptr<f32>", "!tt.ptr<f32>", "!tt.ptr<i32>", "!tt.ptr<f32>"]
@@ -418,7 +322,7 @@ def test_jaxlibs_route_takes_an_output_before_an_input_without_a_fill():
     x = spec((N,), F32)
     for platform in ("cuda", "rocm"):
         lowered = lower_for(lambda a, b: jtr.triton_call(
-            a, y_ptr=b, n=a.size, kernel=out_first_kernel, out_type=a, grid=_grid(a.size),
+            a, y_ptr=b, n=a.size, kernel=out_first_kernel, out_type=a, grid=block_grid(a.size),
             BLOCK=256, xla_native=False), x, x, platform=platform)
         [call] = jtr.kernel_calls(lowered)
         assert call.target == _compat.FFI_CALL_NAME

@@ -11,13 +11,13 @@ tests/process/test_cpu_fallback_warning.py.
 
 import pytest
 
-from tests.process.test_cpu_fallback_warning import WARNING, _run
+from tests.support.subprocess_utils import INTERPRETER_WARNING, run_two_kernels_twice
 
 pytestmark = pytest.mark.process  # each test starts Python processes
 
 
 @pytest.mark.gpu
 def test_a_computation_placed_on_the_cpu_beside_a_gpu_says_so_once():
-    stderr = _run("")
-    assert stderr.count(WARNING) == 1, stderr[-3000:]
+    stderr = run_two_kernels_twice("")
+    assert stderr.count(INTERPRETER_WARNING) == 1, stderr[-3000:]
     assert "A GPU is present, but this computation is placed on the CPU" in stderr, stderr[-3000:]

@@ -10,9 +10,9 @@ import pytest
 import triton
 
 import jax_triton_rocm.compat as jt
-from tests.cpu.test_compat import two_calls
 from tests.support import autotune_utils, kernels
 from tests.support.gpu_utils import on_gpu
+from tests.support.surface_kernels import two_calls
 
 pytestmark = pytest.mark.gpu
 

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from tests.cpu import test_declared_types as declared
-from tests.support import callee_kernels
+from tests.support import callee_kernels, kernels
 from tests.support import library_kernels as lk
 from tests.support.gpu_utils import on_gpu
 
@@ -50,12 +49,12 @@ def test_declared_types_reach_the_kernel_on_the_gpu(route, monkeypatch):
     monkeypatch.setenv("JAX_TRITON_ROCM_XLA_NATIVE", "1" if route else "0")
     jtr.clear_caches()
     zeros = jnp.zeros(N, jnp.uint32)
-    assert (_declared(declared.add_unsigned_kernel, 2**32 - 1, zeros) == 2**32 - 1).all()
-    assert (_declared(declared.add_wide_kernel, 2**40, jnp.zeros(N, jnp.int32)) == 2**20).all()
+    assert (_declared(kernels.add_unsigned_kernel, 2**32 - 1, zeros) == 2**32 - 1).all()
+    assert (_declared(kernels.add_wide_kernel, 2**40, jnp.zeros(N, jnp.int32)) == 2**20).all()
     ramp = jnp.arange(N, dtype=jnp.float32)
-    np.testing.assert_allclose(_declared(declared.scale_declared_kernel, 3, ramp), 3 * ramp)
+    np.testing.assert_allclose(_declared(kernels.scale_declared_kernel, 3, ramp), 3 * ramp)
     np.testing.assert_allclose(
-        _declared(declared.scale_declared_kernel, jnp.float32(2.5), ramp), 2.5 * ramp)
+        _declared(kernels.scale_declared_kernel, jnp.float32(2.5), ramp), 2.5 * ramp)
 
 
 def test_two_calls_in_one_rule_run_on_the_gpu():

@@ -4,14 +4,13 @@ This file holds the tests that need a GPU (mark `gpu`); the others are in
 tests/process/test_multi_process.py.
 """
 
-
 import pytest
 
-from tests.process.test_multi_process import _check_both_processes_matched, _launch
+from tests.support.subprocess_utils import check_both_processes_matched, run_multi_process_example
 
 
 @pytest.mark.process
 @pytest.mark.gpu
 @pytest.mark.multi_gpu
 def test_two_gpu_processes_run_the_kernel_on_their_shards():
-    _check_both_processes_matched(_launch("--platform", "cuda"), "gpu")
+    check_both_processes_matched(run_multi_process_example("--platform", "cuda"), "gpu")

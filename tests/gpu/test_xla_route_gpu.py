@@ -15,10 +15,9 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat
-from tests.cpu.test_xla_route import SURFACES
 from tests.support import autotune_utils as au
+from tests.support.every_route.xla_surfaces import SURFACES, _computed, _reference
 from tests.support.real_data_kernels import poison_memory
-from tests.support.every_route.xla_surfaces import _computed, _reference
 from tests.support.every_route.xla_surfaces import *  # noqa: F403  (its tests)
 
 

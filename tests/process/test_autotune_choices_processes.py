@@ -15,10 +15,11 @@ import pytest
 
 from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.routes import _choices
-from tests.cpu.test_autotune_choices import DEVICE, N, _undecided
 from tests.support import autotune_utils as au
 from tests.support.subprocess_utils import run_python
 
+N = au.TUNED_N
+DEVICE = au.STAND_IN_DEVICE
 
 _SECOND_PROCESS = f"""
 import json, sys
@@ -38,7 +39,7 @@ print(json.dumps({{"calls": len(lowered.calls), "grid": lowered.calls[0].grid[0]
 
 @pytest.mark.process
 def test_a_second_process_lowers_the_remembered_config_alone(choices_dir):
-    undecided = _undecided()
+    undecided = au.undecided_choice()
     _choices.STORE.put(undecided.key, _choices.Choice(1, undecided.descriptions[1]))
     result = run_python(_SECOND_PROCESS, env={_env.ENV_AUTOTUNE_DIR: str(choices_dir)})
     assert result.returncode == 0, result.stderr[-3000:]

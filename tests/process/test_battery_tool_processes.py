@@ -10,8 +10,7 @@ import sys
 
 import pytest
 
-from tests.cpu.test_battery_tool import BATTERY
-from tests.support.subprocess_utils import ROOT
+from tests.support.subprocess_utils import BATTERY, ROOT
 
 
 @pytest.mark.process

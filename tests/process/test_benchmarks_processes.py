@@ -13,8 +13,7 @@ import sys
 
 import pytest
 
-from tests.cpu.test_benchmarks import CPU_IS_ENOUGH, GPU_ONLY
-from tests.support.subprocess_utils import ROOT, run_script
+from tests.support.subprocess_utils import CPU_IS_ENOUGH, GPU_ONLY, ROOT, run_script
 
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # for the scripts' own functions
 import _needs  # noqa: E402  (from the scripts' folder)

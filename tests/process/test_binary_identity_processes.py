@@ -15,7 +15,7 @@ import json
 import pytest
 
 from jax_triton_rocm.base import _env
-from tests.cpu.test_binary_identity import CASES, CASE_IDS, loader_keys
+from tests.support.binary_utils import CASE_IDS, CASES, loader_keys
 from tests.support.subprocess_utils import last_line, run_python
 
 
@@ -26,7 +26,7 @@ def test_module_keys_are_the_same_in_another_process(delivery):
     here = loader_keys(platform)
     result = run_python(f"""
         import json
-        from tests.cpu.test_binary_identity import loader_keys
+        from tests.support.binary_utils import loader_keys
         print(json.dumps(loader_keys({platform!r})))
     """, env={_env.ENV_HSACO_DELIVERY: mode})
     assert json.loads(last_line(result)) == here, result.stderr[-3000:]

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from tests.cpu.test_cache_damage import BINARY, MACHINE, _garbage, _truncate, entry_file
+from tests.support.cache_entries import BINARY, MACHINE, entry_file, garbage, truncate
 from tests.support.subprocess_utils import ROOT, child_env, run_python
 
 
@@ -37,7 +37,7 @@ def test_every_later_process_gets_a_whole_binary_and_only_the_first_warns(tmp_pa
     first = run_python(code, LOWER_IN_A_NEW_PROCESS, env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     path = entry_file(tmp_path, platform, "." + BINARY[platform])
-    _truncate(path, platform, tmp_path)
+    truncate(path, platform, tmp_path)
     second = run_python(code, LOWER_IN_A_NEW_PROCESS, env=env)
     third = run_python(code, LOWER_IN_A_NEW_PROCESS, env=env)
     assert second.stdout.split() == third.stdout.split() == first.stdout.split()
@@ -51,7 +51,7 @@ def test_eight_processes_sharing_a_damaged_cache_all_get_a_whole_binary(tmp_path
     env = {"TRITON_CACHE_DIR": str(tmp_path), "JAX_PLATFORMS": "cpu"}
     code = "import sys; sys.argv[1:] = ['cuda']\n" + textwrap.dedent(LOWER_IN_A_NEW_PROCESS)
     whole = run_python(code, env=env)
-    _garbage(entry_file(tmp_path, "cuda", ".cubin"), "cuda", tmp_path)
+    garbage(entry_file(tmp_path, "cuda", ".cubin"), "cuda", tmp_path)
     processes = [subprocess.Popen([sys.executable, "-c", code], env=child_env(env), cwd=ROOT,
                                   text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                  for _ in range(8)]

@@ -14,26 +14,26 @@ in tests/cpu/test_cache_homes.py.
 
 import pytest
 
-from tests.cpu.test_cache_homes import _lower_in_fresh_process, _the_warning
+from tests.support.lowering_utils import lower_add_in_fresh_process, the_folder_warning
 
 
 @pytest.mark.process
 def test_a_home_under_a_file(tmp_path):
     (tmp_path / "a-file").write_text("")
     home = str(tmp_path / "a-file" / "home")
-    warnings = _lower_in_fresh_process(tmp_path, {"HOME": home})
-    _the_warning(warnings, "HOME", f"{home}/.triton/cache", "Not a directory")
+    warnings = lower_add_in_fresh_process(tmp_path, {"HOME": home})
+    the_folder_warning(warnings, "HOME", f"{home}/.triton/cache", "Not a directory")
 
 
 @pytest.mark.process
 def test_a_home_that_cannot_be_made(tmp_path):
-    warnings = _lower_in_fresh_process(tmp_path, {"HOME": "/proc/no-such-home"})
-    _the_warning(warnings, "HOME", "/proc/no-such-home/.triton/cache", "No such file")
+    warnings = lower_add_in_fresh_process(tmp_path, {"HOME": "/proc/no-such-home"})
+    the_folder_warning(warnings, "HOME", "/proc/no-such-home/.triton/cache", "No such file")
 
 
 @pytest.mark.process
 def test_a_triton_home_that_is_a_file(tmp_path):
     (tmp_path / "a-file").write_text("")
     home = str(tmp_path / "a-file")
-    warnings = _lower_in_fresh_process(tmp_path, {"TRITON_HOME": home})
-    _the_warning(warnings, "TRITON_HOME", f"{home}/.triton/cache", "Not a directory")
+    warnings = lower_add_in_fresh_process(tmp_path, {"TRITON_HOME": home})
+    the_folder_warning(warnings, "TRITON_HOME", f"{home}/.triton/cache", "Not a directory")

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.cpu.test_docs_site import _mkdocs
+from tests.support import docs_files
 from tests.support.subprocess_utils import ROOT
 
 
@@ -30,7 +30,8 @@ def build_site(tmp_path, broken_link: str | None = None) -> subprocess.Completed
         with open(tmp_path / "docs" / "cli.md", "a", encoding="utf-8") as page:
             page.write(f"\nSee [elsewhere]({broken_link}).\n")
         config = tmp_path / "mkdocs.yml"
-        config.write_text(_mkdocs().replace("docs_dir: docs", f"docs_dir: {tmp_path / 'docs'}")
+        config.write_text(docs_files.read("mkdocs.yml")
+                          .replace("docs_dir: docs", f"docs_dir: {tmp_path / 'docs'}")
                           .replace("paths: [.]", f"paths: [{ROOT}]")
                           .replace("!relative $config_dir/", f"{ROOT}/"))
     return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f",

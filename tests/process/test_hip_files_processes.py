@@ -10,6 +10,7 @@ import time
 import pytest
 
 from jax_triton_rocm.backends.hip import _hip_files
+from tests.support.binary_utils import hip_folder
 from tests.support.subprocess_utils import ROOT, child_env, last_line, run_python
 
 WRITE_ONE = """
@@ -128,14 +129,6 @@ def test_a_new_folder_removes_those_of_processes_killed_or_ended_by_os_exit(tmp_
     assert os.listdir(tmp_path) == []  # the live ones removed theirs at exit
 
 
-def _folder(parent, namespace, pid, start) -> str:
-    path = os.path.join(str(parent), f"{_hip_files.FOLDER_PREFIX}{namespace}_{pid}_{start}_x1")
-    os.makedirs(path)
-    with open(os.path.join(path, "kernel.hsaco"), "wb") as f:
-        f.write(b"\x7fELF")
-    return path
-
-
 @pytest.mark.process
 def test_a_folder_of_a_zombie_process_is_removed(tmp_path):
     child = subprocess.Popen(["true"])
@@ -145,7 +138,7 @@ def test_a_folder_of_a_zombie_process_is_removed(tmp_path):
             time.sleep(0.01)
         state, start = _hip_files._process_state(child.pid)
         assert state == "Z"
-        folder = _folder(tmp_path, _hip_files._pid_namespace(), child.pid, start)
+        folder = hip_folder(tmp_path, _hip_files._pid_namespace(), child.pid, start)
         assert _hip_files.remove_orphaned_folders(str(tmp_path)) == [folder]
     finally:
         child.wait()

@@ -7,12 +7,12 @@ in tests/cpu/test_hip.py.
 
 import pytest
 
-from tests.cpu.test_hip import FEATURES
+from tests.support.lowering_utils import ROCM_FEATURES
 
 
 @pytest.mark.process
 def test_embedded_opaque_is_the_same_in_two_processes():
-    if not FEATURES.module_image:
+    if not ROCM_FEATURES.module_image:
         pytest.skip("embedded delivery needs jaxlib 0.11.1+")
     from tests.support.subprocess_utils import last_line, run_python
 

@@ -1,30 +1,13 @@
 """examples/multi_process.py: two processes joined by jax.distributed, a Triton kernel per shard."""
 
-import os
-import subprocess
-
 import pytest
 
-from tests.support.subprocess_utils import ROOT, run_script
-
-SCRIPT = os.path.join(ROOT, "examples", "multi_process.py")
-
-
-def _launch(*args: str) -> subprocess.CompletedProcess:
-    return run_script(SCRIPT, *args, timeout=280)
-
-
-def _check_both_processes_matched(result: subprocess.CompletedProcess, platform: str) -> None:
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    for process_id in (0, 1):
-        assert (f"process {process_id}/2: 2 devices ({platform}), 1 local shard(s) match, "
-                f"global sum") in result.stdout, result.stdout[-3000:]
-    assert "exit codes [0, 0]" in result.stdout
+from tests.support.subprocess_utils import check_both_processes_matched, run_multi_process_example
 
 
 @pytest.mark.process
 def test_two_cpu_processes_run_the_kernel_on_their_shards():
-    _check_both_processes_matched(_launch("--platform", "cpu"), "cpu")
+    check_both_processes_matched(run_multi_process_example("--platform", "cpu"), "cpu")
 
 
 def _port_nothing_listens_on() -> int:
@@ -43,8 +26,9 @@ def _port_nothing_listens_on() -> int:
 def test_a_worker_left_alone_says_what_it_waits_for_and_gives_up_after_the_join_timeout(
         process_id, waits_for):
     coordinator = f"127.0.0.1:{_port_nothing_listens_on()}"
-    result = _launch("worker", "--coordinator", coordinator, "--process-id", str(process_id),
-                     "--platform", "cpu", "--join-timeout", "2")
+    result = run_multi_process_example("worker", "--coordinator", coordinator,
+                                       "--process-id", str(process_id), "--platform", "cpu",
+                                       "--join-timeout", "2")
     waits_for = waits_for.format(coordinator=coordinator)
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     assert (f"process {process_id}/2: waiting up to 2 s for {waits_for} (--join-timeout)"
@@ -56,6 +40,7 @@ def test_a_worker_left_alone_says_what_it_waits_for_and_gives_up_after_the_join_
 
 @pytest.mark.process
 def test_a_join_timeout_that_is_not_positive_is_refused():
-    result = _launch("worker", "--coordinator", "127.0.0.1:1", "--join-timeout", "0")
+    result = run_multi_process_example("worker", "--coordinator", "127.0.0.1:1",
+                                       "--join-timeout", "0")
     assert result.returncode == 2
     assert "--join-timeout must be a positive number of seconds, not 0" in result.stderr

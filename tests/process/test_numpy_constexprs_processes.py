@@ -18,8 +18,8 @@ COLD_CACHE = """
     import json
     import jax.numpy as jnp
     from tests.support.lowering_utils import capture_one, spec
-    from tests.cpu.test_numpy_constexprs import (NUMPY_VALUES, PYTHON_VALUES, affine_call,
-                                             affine_primitive, positional_call, N)
+    from tests.support.numpy_constexpr_calls import (NUMPY_VALUES, PYTHON_VALUES, affine_call,
+                                                     affine_primitive, positional_call, N)
 
     X = spec((N,), jnp.float32)
     same = {}

@@ -18,8 +18,8 @@ import re
 
 import pytest
 
-from tests.cpu.test_readme_claims import claim, info_shape
 from tests.support import docs_files
+from tests.support.docs_files import claim, info_shape
 from tests.support.subprocess_utils import WITHOUT_GPU_PLUGINS, run_cli
 
 

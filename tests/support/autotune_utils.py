@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
+from jax_triton_rocm.routes import _choices
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call, _proto
 from tests.support.kernels import add_inplace_kernel, add_kernel, matmul_kernel
+from tests.support.lowering_utils import capture_one
 
-# The device kind the tests of remembered choices stand in for a GPU (the `choices_dir` fixture).
-STAND_IN_DEVICE = "Stand-in GPU"
+STAND_IN_DEVICE = "Stand-in GPU"  # what the tests of remembered choices stand in for a GPU
 
 ADD_CONFIGS = [
     triton.Config({"BLOCK": 128}, num_warps=4),
@@ -111,3 +111,21 @@ def decoded_configs(lowered: _jaxlib_call.LoweredCall) -> list:
 
 def f32(*shape: int) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(shape, jnp.float32)
+
+
+TUNED_N = 4096  # the length of the operands `lower_tuned_add` lowers for
+
+
+def lower_tuned_add(n=TUNED_N, **kwargs):
+    """`tuned_add` on two float32 vectors of length `n`, lowered for CUDA."""
+    return capture_one(lambda x, y: tuned_add(x, y, **kwargs), f32(n), f32(n),
+                       platform="cuda")
+
+
+def undecided_choice(n=TUNED_N):
+    """The choice a lowering of `tuned_add` leaves undecided (the only one of its session)."""
+    with _choices.session() as current:
+        lowered = lower_tuned_add(n)
+    assert lowered.undecided is not None
+    assert list(current.undecided) == [lowered.undecided.key]
+    return lowered.undecided

@@ -1,8 +1,17 @@
-"""Reading just enough of an ELF header to check a GPU binary's machine and architecture."""
+"""Reading just enough of an ELF header to check a GPU binary's machine and architecture; the
+module keys jaxlib gives the binaries of one kernel's variants; a stand-in for a process's folder
+of HIP binaries."""
 
+import os
 import struct
 
+import jax.numpy as jnp
+
+import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _cubin
+from jax_triton_rocm.backends.hip import _hip_files
+from tests.support import autotune_utils, kernels
+from tests.support.lowering_utils import lower_for, spec
 
 EM_CUDA = 190
 EM_AMDGPU = 224
@@ -66,3 +75,48 @@ def carried_form(binary: bytes, platform: str) -> bytes:
     """What jaxlib's call carries in `module_image` for Triton's `binary`: on CUDA the CUBIN
     without its PTX text (`_cubin`, checked in tests/cpu/test_cubin.py), on ROCm the HSACO."""
     return _cubin.without_ptx_text(binary) if platform == "cuda" else binary
+
+
+X32 = spec((4096,), jnp.float32)
+X16 = spec((4096,), jnp.float16)
+
+# One kernel (add_kernel), four ways: the same name, four binaries.
+VARIANTS = {
+    "block 256": (lambda x, y: kernels.add(x, y, block=256), X32),
+    "block 512": (lambda x, y: kernels.add(x, y, block=512), X32),
+    "float16": (lambda x, y: kernels.add(x, y, block=256), X16),
+    "8 warps": (lambda x, y: kernels.add(x, y, block=256, num_warps=8), X32),
+}
+
+CASES = [("cuda", "embedded"), ("rocm", "embedded"), ("rocm", "path")]
+CASE_IDS = ["cuda", "rocm-embedded", "rocm-path"]
+
+
+def loader_keys(platform: str) -> dict[str, list]:
+    """jaxlib's module key for every kernel that the variants and an autotuned call lower to."""
+    keys = {}
+    lowerings = {name: lower_for(fn, x, x, platform=platform)
+                 for name, (fn, x) in VARIANTS.items()}
+    lowerings["autotuned"] = lower_for(autotune_utils.tuned_add, X32, X32, platform=platform)
+    for name, lowered in lowerings.items():
+        for call in jtr.kernel_calls(lowered):
+            message = call.message
+            if message.HasField("autotuned_kernel_call"):
+                launches = [(f"{name}: {c.description}", c.kernel_call)
+                            for c in message.autotuned_kernel_call.configs]
+            else:
+                launches = [(name, message.kernel_call)]
+            for label, launch in launches:
+                kernel = launch.kernel
+                keys[label] = [kernel.kernel_name, kernel.shared_mem_bytes, kernel.ptx,
+                               kernel.compute_capability]
+    return keys
+
+
+def hip_folder(parent, namespace, pid, start) -> str:
+    """A folder of HIP binaries, as the process `pid` started at `start` makes it."""
+    path = os.path.join(str(parent), f"{_hip_files.FOLDER_PREFIX}{namespace}_{pid}_{start}_x1")
+    os.makedirs(path)
+    with open(os.path.join(path, "kernel.hsaco"), "wb") as f:
+        f.write(b"\x7fELF")
+    return path

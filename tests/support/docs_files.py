@@ -53,6 +53,26 @@ def claim_location(name: str) -> tuple[str, re.Match[str]]:
     return found[0]
 
 
+def claim(name: str) -> str:
+    """The fenced block or table that follows `<!-- readme-check: NAME -->` on its page."""
+    _, match = claim_location(name)
+    return re.sub(r"^```\w*\n|^```$", "", match.group(1), flags=re.M)
+
+
+def info_shape(text: str) -> list[str]:
+    """Each line of `info`'s text as its label: versions, quoted values, variable values and
+    everything after a line's first ': ' dropped, except that a yes/no answer must stay one
+    (which of the two depends on the installed jaxlib)."""
+    shape = []
+    for line in text.strip("\n").splitlines():
+        line = re.sub(r"\d+(\.\d+)+", "V", line)
+        line = re.sub(r"'[^']*'", "'…'", line)
+        line = re.sub(r"^(\s+[A-Z][A-Z0-9_]+)(=.*| unset)$", r"\1", line)
+        label, sep, value = line.partition(": ")
+        shape.append(label + (": yes/no" if value in ("yes", "no") else sep))
+    return shape
+
+
 # What the documentation shows is what a new user's machine prints: none of these set.
 _USER_UNSET = re.compile(r"(JAX_TRITON_ROCM_|TRITON_|JAX_PLATFORMS$|XLA_FLAGS$)")
 

@@ -257,3 +257,22 @@ def activation_kernel(x_ptr, out_ptr, n, ACT: tl.constexpr, BLOCK: tl.constexpr)
 @triton.jit
 def doubled(x):
     return x * 2
+
+
+# Scalar parameters that declare a type (tests/cpu/test_declared_types.py, and on the GPU).
+@triton.jit
+def add_unsigned_kernel(x_ptr, v: tl.uint32, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + v)
+
+
+@triton.jit
+def add_wide_kernel(x_ptr, v: tl.int64, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + (v >> 20).to(tl.int32))
+
+
+@triton.jit
+def scale_declared_kernel(x_ptr, alpha: tl.float32, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, alpha * tl.load(x_ptr + offsets))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -24,8 +25,11 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call
 from jax_triton_rocm.routes.jaxlib._proto_schema import MESSAGES
 from jax_triton_rocm.routes.xla import _xla_native
+from tests.support.subprocess_utils import run_python
 
 DEFAULT_ARCH = {"cuda": "sm_90", "rocm": "gfx942"}
+# What the ROCm plugin here offers, or what a lowering without one assumes.
+ROCM_FEATURES = _vendors.plugin_features("rocm") or _vendors.assumed_features("rocm")
 
 
 # Code for a fresh process: lowers an add for sm_90 with the package's warnings logged as
@@ -42,6 +46,27 @@ with jtr.target_arch(cuda="sm_90"):
     lowered = jax.jit(add).trace(x, x).lower(lowering_platforms=("cuda",))
 print("lowered", len(jtr.kernel_calls(lowered)))
 """
+TRITON_FOLDERS = ("TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_DUMP_DIR", "TRITON_KERNEL_DUMP")
+
+
+def lower_add_in_fresh_process(tmp_path, env, prefix=()):
+    """Lowers an add for sm_90 in a new process with `env` and no Triton folder variable but
+    those `env` sets; returns the warnings it logged. Its temporary folder must end empty."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    result = run_python(LOWER_ADD_LOGGING_WARNINGS, prefix=prefix,
+                        env={**env, "TMPDIR": str(temporary), "JAX_PLATFORMS": "cpu"},
+                        unset=tuple(name for name in TRITON_FOLDERS if name not in env))
+    assert result.returncode == 0 and "lowered 1" in result.stdout, result.stderr[-3000:]
+    assert os.listdir(temporary) == []
+    return [line for line in result.stderr.splitlines() if line.startswith("LOG jax_triton_rocm")]
+
+
+def the_folder_warning(warnings, variable, folder, reason):
+    [warning] = warnings
+    assert "cannot be written" in warning and reason in warning, warning
+    assert f"{variable}=" in warning and folder in warning, warning
+    return warning
 
 
 def spec(shape, dtype) -> jax.ShapeDtypeStruct:

@@ -11,6 +11,11 @@ import textwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DISTRIBUTION = "jax_triton_rocm"
+BATTERY = os.path.join(ROOT, "tools", "battery")
+# The benchmark scripts (benchmarks/) that need a GPU, and those for which the CPU is enough.
+GPU_ONLY = ["overhead.py", "moe_permute.py", "autotune_launch.py", "launch_cost.py",
+            "scalar_compile.py", "real_kernels.py", "first_result.py", "time_breakdown.py"]
+CPU_IS_ENOUGH = ["autotune_compile.py", "memory.py", "relower.py"]
 
 
 def child_env(env: dict[str, str] | None = None,
@@ -332,3 +337,40 @@ class SharedInterpreter:
                 self._process.stdin.close()
             self._results.close()
             self._process = None
+
+
+# The CPU fallback warning (tests/process and tests/gpu).
+TWO_KERNELS_TWICE = """
+    import jax, jax.numpy as jnp
+    from tests.support import kernels
+    cpu = jax.devices("cpu")[0]
+    x = jax.device_put(jnp.arange(512, dtype=jnp.float32), cpu)
+    for _ in range(2):
+        assert jnp.allclose(jax.jit(kernels.add)(x, x), 2 * x)
+        assert jnp.allclose(jax.jit(kernels.copy)(x), x)
+    print("ran")
+"""
+INTERPRETER_WARNING = "runs in Triton's interpreter on the CPU"
+
+
+def run_two_kernels_twice(prelude, env=None):
+    """Runs two kernels twice each on the CPU in a fresh process after `prelude`; its stderr."""
+    result = run_python(prelude, TWO_KERNELS_TWICE, env=env)
+    assert result.returncode == 0 and "ran" in result.stdout, result.stderr[-3000:]
+    return result.stderr
+
+
+# examples/multi_process.py (tests/process and tests/gpu).
+MULTI_PROCESS_EXAMPLE = os.path.join(ROOT, "examples", "multi_process.py")
+
+
+def run_multi_process_example(*args: str) -> subprocess.CompletedProcess:
+    return run_script(MULTI_PROCESS_EXAMPLE, *args, timeout=280)
+
+
+def check_both_processes_matched(result: subprocess.CompletedProcess, platform: str) -> None:
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for process_id in (0, 1):
+        assert (f"process {process_id}/2: 2 devices ({platform}), 1 local shard(s) match, "
+                f"global sum") in result.stdout, result.stdout[-3000:]
+    assert "exit codes [0, 0]" in result.stdout

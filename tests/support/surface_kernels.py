@@ -1,11 +1,17 @@
 """Kernels for the tests of jax-triton 0.4's call surface (keyword and tuple operands, outputs
-whose pointer precedes an operand's, in-place updates, Refs, tensor descriptors)."""
+whose pointer precedes an operand's, in-place updates, Refs, tensor descriptors), and two calls
+of 0.4's API under `xla_metadata`."""
 
+import jax
 import triton
 import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia import hopper
+from jax.experimental.xla_metadata import set_xla_metadata
+
+import jax_triton_rocm.compat as jt
+from tests.support.kernels import add_kernel
 
 
 @triton.jit
@@ -142,3 +148,14 @@ def gluon_tma_copy_kernel(in_desc, out_ptr, M: gl.constexpr, N: gl.constexpr):
                                                  block_shape=[M, N], layout=in_desc.layout)
     _tma_store(out_desc, [0, 0], smem)
     hopper.tma.store_wait(0)
+
+
+def two_calls(x, y):
+    """Two plain kernel calls, each under its own xla_metadata, written for jax-triton 0.4."""
+    grid = (triton.cdiv(x.size, 256),)
+    with set_xla_metadata(kernel_tag="first"):
+        total = jt.triton_call(x, y, x.size, kernel=add_kernel, out_type=jax.typeof(x),
+                               grid=grid, BLOCK=256)
+    with set_xla_metadata(kernel_tag="second"):  # its output's pointer precedes y's
+        return jt.triton_call(total, y_ptr=y, n=x.size, kernel=out_first_kernel,
+                              out_type=jax.typeof(x), grid=grid, BLOCK=256)
