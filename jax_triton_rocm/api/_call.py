@@ -1,16 +1,20 @@
-"""`triton_call`: a Triton kernel called on JAX arrays; its arguments, in jax-triton 0.3's form or
-0.4's, are checked into one `KernelCallSpec` (`checks`), which `triton_kernel_p` carries to the
-lowering rules."""
+"""`triton_call`: a Triton kernel called on JAX arrays. Its arguments, in jax-triton 0.3's form or
+0.4's, are taken into one `checks._binder.CallArguments` (`call_arguments`: the values as given,
+refused where JAX cannot take them, and the outputs' leaves) and checked into one
+`KernelCallSpec` (`checks._bound`), which `triton_kernel_p` carries to the lowering rules."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 
-from jax_triton_rocm.base import _compat, _state
-from jax_triton_rocm.checks import _arguments, _bound
+from jax_triton_rocm.base import _compat, _env, _state
+from jax_triton_rocm.checks import _binder, _bound
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.spec import _spec
@@ -98,11 +102,11 @@ def triton_call(
       ImportError: Triton is not installed or does not import.
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
+    unwrapped = unwrapped_kernel(kernel)
     call = _bound.check_triton_call_cached(
-        args, kwargs, kernel=kernel, unwrapped=unwrapped_kernel(kernel),
-        own_keywords=_TRITON_CALL_KEYWORDS, out_shape=out_shape, out_type=out_type,
-        backend_options=backend_options, cost_estimate=cost_estimate,
-        has_side_effect=has_side_effect,
+        call_arguments(args, kwargs, unwrapped, out_shape, out_type), kernel=kernel,
+        unwrapped=unwrapped, own_keywords=_TRITON_CALL_KEYWORDS, backend_options=backend_options,
+        cost_estimate=cost_estimate, has_side_effect=has_side_effect,
         input_output_aliases=input_output_aliases, constexprs=constexprs, operands=operands,
         given=CallOptions(
             grid, name, num_warps, num_stages, num_ctas, compute_capability, enable_fp_fusion,
@@ -128,6 +132,159 @@ def unwrapped_kernel(kernel: Any) -> _spec.Unwrapped:
     return _state.KERNEL_RECORDS.keep(kernel, "unwrapped", taken_apart)
 
 
+@dataclasses.dataclass(frozen=True)
+class CallArguments:
+    """A `triton_call`'s arguments meant for the kernel and its outputs, as `call_arguments` takes
+    them, before they are bound to the kernel's parameters (`checks._binder.bind_arguments`).
+
+    Attributes:
+      args, keywords: the positional and keyword arguments, as `call_arguments` takes them.
+      convention: "out_shape" (jax-triton 0.3) or "out_type" (0.4), whichever was given.
+      outputs: the outputs as given; `out_shapes` their leaves, `out_tree` their tree.
+      runtime: {keyword: parameter index} for the keywords that are runtime scalar operands:
+        with `out_type` (0.4), a scalar keyword naming a parameter that is no `tl.constexpr`.
+      buffers: the keywords that hold something only an operand can be (`holds_buffer`).
+      roles: each scalar or None given positionally (by index) or as a runtime keyword (by
+        name), as `_spec.scalar_role` types it, or None where that fails (the full check says
+        why); a constexpr parameter's value included.
+    """
+
+    args: tuple
+    keywords: dict[str, Any]
+    convention: str
+    outputs: Any
+    out_shapes: list
+    out_tree: Any
+    runtime: dict[str, int]
+    buffers: frozenset[str]
+    roles: dict[int | str, tuple | None]
+
+
+
+def call_arguments(args: tuple, keywords: dict[str, Any], unwrapped: _spec.Unwrapped,
+                   out_shape: Any, out_type: Any) -> CallArguments:
+    """`triton_call`'s arguments and outputs taken, as every trace of a call takes them, its
+    layout kept or not: the variables checked, the outputs' convention (`out_shape=`, jax-triton
+    0.3, or `out_type=`, 0.4) and leaves (`out_shapes`), the values given, the keywords that are
+    runtime scalar operands, and the scalars typed (`CallArguments.roles`).
+
+    Raises:
+      TypeError / ValueError: both `out_shape` and `out_type` given, or neither; a NumPy array in
+        the other byte order, naming it and the fix; and as `out_shapes` says.
+    """
+    _env.check_variables()  # each variable as its reader takes it, on every platform
+    if out_shape is not _bound.NOT_GIVEN and out_type is not _bound.NOT_GIVEN:
+        raise TypeError("triton_call got both out_type= (jax-triton 0.4) and out_shape= (0.3); "
+                        "give one: they mean the same outputs, but pick the convention for "
+                        "keyword operands and input_output_aliases (docs/porting.md).")
+    if out_shape is _bound.NOT_GIVEN and out_type is _bound.NOT_GIVEN:
+        raise TypeError("triton_call needs the outputs' shapes and dtypes: out_type= (jax-triton "
+                        "0.4) or out_shape= (0.3), e.g. out_type=jax.ShapeDtypeStruct(x.shape, "
+                        "x.dtype), or out_type=() for a kernel that only updates Refs.")
+    convention, outputs = (("out_shape", out_shape) if out_type is _bound.NOT_GIVEN
+                           else ("out_type", out_type))
+    shapes, tree = out_shapes(outputs, convention)
+    # Each NumPy array in the other byte order refused; each concrete 0-d array given to a
+    # parameter whose annotation declares a scalar type (`x: tl.float32`,
+    # `_spec.Parameter.declared`) replaced by the scalar it holds (`np.float32(2)` for
+    # `jnp.float32(2)`), typed later by the annotation. Other arrays stay arrays (pointers, as in
+    # Triton; a traced one on such a parameter is refused, naming it, at the layout).
+    pending = [*[(f"argument {i}", arg) for i, arg in enumerate(args)],
+               *[(f"keyword argument {name!r}", value) for name, value in keywords.items()]]
+    pending.reverse()  # a stack, walked depth first in the order given
+    while pending:
+        what, value = pending.pop()
+        if isinstance(value, tuple):
+            pending += reversed([(f"{what}[{j}]", element) for j, element in enumerate(value)])
+        elif isinstance(value, np.ndarray) and not value.dtype.isnative:
+            raise TypeError(
+                f"{what} is a NumPy array of dtype {value.dtype.str!r}, in the other byte order "
+                f"than this machine's, which JAX cannot take. Pass it in this machine's byte "
+                f"order: x.astype(x.dtype.newbyteorder('=')).")
+    params, facts = unwrapped.jit_fn.params, unwrapped.params
+    declared = {i for i, param in enumerate(facts) if param.declared}
+    if declared:
+        def held(value: Any) -> Any:
+            if (isinstance(value, (np.ndarray, jax.Array))
+                    and not isinstance(value, jax.core.Tracer) and value.ndim == 0):
+                return np.asarray(value)[()]
+            return value
+
+        args = tuple([held(arg) if i in declared else arg for i, arg in enumerate(args)])
+        names = {facts[i].name for i in declared}
+        keywords = {name: held(value) if name in names else value
+                    for name, value in keywords.items()}
+    runtime = {}
+    if convention == "out_type" and keywords:
+        index = {param.name: i for i, param in enumerate(unwrapped.params) if not param.constexpr}
+        runtime = {name: index[name] for name, value in keywords.items()
+                   if name in index and isinstance(value, _spec.SCALAR_TYPES)}
+    buffers = frozenset([name for name, value in keywords.items() if _binder.holds_buffer(value)])
+    scalars = [(i, params[i], value, f"argument {i}") for i, value in enumerate(args)
+               if i < len(params) and not isinstance(value, jax.Array) and (
+                   facts[i].constexpr or value is None or isinstance(value, _spec.SCALAR_TYPES))]
+    scalars += [(name, params[i], keywords[name], f"keyword argument {name!r}")
+                for name, i in runtime.items()]
+    roles: dict[int | str, tuple | None] = {}
+    for where, param, value, what in scalars:
+        try:
+            roles[where] = _spec.scalar_role(param, value, what=what)
+        except (TypeError, ValueError, OverflowError):  # the full check says why
+            roles[where] = None
+    return CallArguments(args, keywords, convention, outputs, shapes, tree, runtime, buffers,
+                         roles)
+
+
+def keyword_names(fn: Any) -> tuple[str, ...]:
+    """The keyword-only parameters of `fn` (an API function's own keyword arguments)."""
+    return tuple(name for name, param in inspect.signature(fn).parameters.items()
+                 if param.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+
+_ONE_LEAF = jax.tree_util.tree_structure(0)
+
+
+def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeDtypeStruct], Any]:
+    """`triton_call`'s `out_shape` (or `out_type`, `what`): its leaves as `ShapeDtypeStruct`s,
+    and its tree; it may be empty (`checks._binder` says when a call may have no outputs).
+
+    Only the shape and dtype of a leaf are read (an array's own sharding, as `out_shape=x`
+    gives it, is not; `jax.typeof(x)` is a leaf too); a `ShapeDtypeStruct` that asks for a
+    sharding is refused.
+
+    Raises:
+      ValueError: an output with a sharding or a negative dimension. TypeError: a leaf without
+        a shape and a dtype.
+    """
+    if hasattr(out_shape, "shape") and hasattr(out_shape, "dtype"):  # one output, the most
+        leaves, tree = [out_shape], _ONE_LEAF                       # common: flattened as one leaf
+    else:
+        leaves, tree = jax.tree_util.tree_flatten(
+            out_shape, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))
+    shapes = []
+    for i, leaf in enumerate(leaves):
+        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+            raise TypeError(f"{what} leaf {i} is {leaf!r}; each output needs a .shape and a "
+                            f".dtype, e.g. jax.ShapeDtypeStruct((n,), jnp.float32).")
+        if isinstance(leaf, jax.ShapeDtypeStruct) and leaf.sharding is not None:
+            raise ValueError(
+                f"{what} leaf {i} asks for sharding={leaf.sharding}, which triton_call cannot "
+                f"honour: the kernel writes each output as one buffer, and JAX places it. Drop "
+                f"the sharding (jax.ShapeDtypeStruct({tuple(leaf.shape)}, {leaf.dtype})) and "
+                f"constrain the result instead (jax.lax.with_sharding_constraint), or call the "
+                f"kernel per shard inside jax.shard_map.")
+        shape = tuple(leaf.shape)
+        if any([isinstance(size, (int, np.integer)) and size < 0 for size in shape]):
+            raise ValueError(f"{what} leaf {i} has shape {shape}, with a negative dimension; "
+                             f"each dimension is a size >= 0: give the output's real shape.")
+        _binder.check_canonical_dtype(leaf.dtype, f"{what} leaf {i}",
+                                      f"jax.ShapeDtypeStruct({shape}, jnp.{{}})",
+                                      output=True)
+        shapes.append(jax.ShapeDtypeStruct(shape, np.dtype(leaf.dtype)))
+    return shapes, tree
+
+
 # triton_call's own keyword arguments: a kernel parameter of one of these names cannot be set by
 # keyword, and a misspelt keyword is compared with them.
-_TRITON_CALL_KEYWORDS = _arguments.keyword_names(triton_call)
+_TRITON_CALL_KEYWORDS = keyword_names(triton_call)

@@ -15,13 +15,16 @@ Trailing results aliased to an operand may have no pointer (in-place kernels).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jax
+from jax.interpreters.mlir import ir
 
+from jax_triton_rocm.api import _call
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.checks import _arguments, _checker
+from jax_triton_rocm.base import _env
+from jax_triton_rocm.checks import _binder, _checker
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.spec import _kinds, _misplaced, _spec
 from jax_triton_rocm.spec._spec import CallOptions, Grid, aval_text
@@ -31,6 +34,97 @@ if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
 _PLATFORMS = ("cuda", "rocm", "cpu")
+
+
+# Keyword options of `triton_call_lowering` beyond the vendor knobs (`_vendors.COMPILE_OPTIONS`).
+GENERAL_OPTIONS = ("enable_fp_fusion", "debug")
+
+
+def _is_operand(value: Any) -> bool:
+    """An MLIR value, as a lowering rule receives each operand of an array type."""
+    return isinstance(value, ir.Value)
+
+
+def check_operands_and_options(array_args: tuple, in_avals: tuple,
+                               compile_options: dict[str, Any],
+                               own_keywords: Iterable[str] = (),
+                               jit_fn: JITFunction | None = None) -> None:
+    """One operand (an `ir.Value`) per `ctx.avals_in`, and no keyword beyond the known compile
+    options: a kernel parameter (of `jit_fn`) belongs in `constexprs`, and for anything else the
+    close match among the options and `own_keywords` is suggested."""
+    if len(array_args) != len(in_avals):
+        raise TypeError(f"triton_call_lowering got {len(array_args)} array_args, but the "
+                        f"primitive has {len(in_avals)} operands (ctx.avals_in); pass every "
+                        f"operand the rule received, in order.")
+    for i, value in enumerate(array_args):
+        if isinstance(value, (tuple, list)):
+            raise TypeError(
+                f"triton_call_lowering: array_args[{i}] is a {type(value).__name__} of "
+                f"{len(value)} value(s), not one operand. Pass the operands one by one, "
+                f"unpacked: triton_call_lowering(ctx, kernel, *operands, ...).")
+        if not _is_operand(value):
+            raise TypeError(
+                f"triton_call_lowering: array_args[{i}] is {value!r} ({type(value).__name__}), "
+                f"not an operand. Pass the operands the lowering rule received after ctx (MLIR "
+                f"values), not ctx.avals_in (their abstract values) or arrays.")
+    known = GENERAL_OPTIONS + _vendors.COMPILE_OPTIONS
+    unknown = sorted(set(compile_options) - set(known))
+    params = [name for name in unknown if jit_fn is not None and name in jit_fn.arg_names]
+    if params:
+        raise TypeError(
+            f"triton_call_lowering got {', '.join(f'{p}=' for p in params)}, a parameter of "
+            f"kernel {_spec.kernel_name(jit_fn)}: kernel parameters go in constexprs, e.g. "
+            f"constexprs={{{params[0]!r}: {compile_options[params[0]]!r}}}.")
+    if unknown:
+        raise TypeError(
+            f"triton_call_lowering got unknown keyword(s) {', '.join(map(repr, unknown))}"
+            f"{_checker.close_names(unknown, [*own_keywords, *known])}. Fix the spelling: kernel "
+            f"parameters go in constexprs={{...}}, and the compile options are "
+            f"{', '.join(known)}.")
+
+
+def checked_constexprs(constexprs: Mapping[str, Any] | None, names: list[str],
+                       kernel: str) -> dict[str, Any]:
+    if constexprs is None:
+        return {}
+    if not isinstance(constexprs, Mapping):
+        raise TypeError(f"triton_call_lowering: constexprs={constexprs!r} must be a mapping of "
+                        f"kernel parameter names to Python values, e.g. {{'n': x.size}}.")
+    checked = dict(constexprs)
+    unknown = sorted(str(k) for k in checked if k not in names)
+    if unknown:
+        raise TypeError(
+            f"triton_call_lowering: constexprs names {', '.join(map(repr, unknown))}, which "
+            f"kernel {kernel} has no parameter for; its parameters are ({', '.join(names)}).")
+    for name, value in checked.items():
+        _binder.check_not_a_function(f"constexprs[{name!r}]", value, "triton_call_lowering: ")
+        if isinstance(value, (jax.Array, ir.Value)):
+            raise TypeError(
+                f"triton_call_lowering: constexprs[{name!r}] is a JAX value ({value!r}); "
+                f"constexprs are compile-time Python values (sizes and strides from the avals, "
+                f"e.g. ctx.avals_in[0].shape[0]). Pass data as an operand instead.")
+        try:
+            hash(value)
+        except TypeError:
+            raise TypeError(
+                f"triton_call_lowering: constexprs[{name!r}]={value!r} must be hashable: pass a "
+                f"tuple instead of a list, or a plain value.") from None
+    return checked
+
+
+def check_constexprs_given(unwrapped: _spec.Unwrapped, constexprs: dict[str, Any]) -> None:
+    """A plain kernel's `tl.constexpr` without default must be in `constexprs` (nothing else can
+    set it); autotuned and heuristics kernels are checked per config by the core."""
+    if unwrapped.autotuner is not None or unwrapped.heuristics:
+        return
+    missing = [p.name for p in unwrapped.jit_fn.params
+               if p.is_constexpr and not p.has_default and p.name not in constexprs]
+    if missing:
+        raise TypeError(
+            f"triton_call_lowering: kernel {_spec.kernel_name(unwrapped.jit_fn)} needs "
+            f"tl.constexpr {', '.join(map(repr, missing))}: add "
+            f"{', '.join(f'{m!r}: ...' for m in missing)} to constexprs.")
+
 
 
 def _platform(ctx: LoweringRuleContext) -> str:
@@ -184,14 +278,13 @@ def triton_call_lowering(
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     unwrapped = _spec.unwrap(kernel)
     jit_fn = unwrapped.jit_fn
-    _arguments.check_operands_and_options(array_args, in_avals, compile_options, _LOWERING_KEYWORDS,
-                                          jit_fn)
-    constexprs = _arguments.checked_constexprs(constexprs, list(jit_fn.arg_names),
-                                               _spec.kernel_name(jit_fn))
-    _arguments.check_constexprs_given(unwrapped, constexprs)
+    check_operands_and_options(array_args, in_avals, compile_options, _LOWERING_KEYWORDS, jit_fn)
+    constexprs = checked_constexprs(constexprs, list(jit_fn.arg_names), _spec.kernel_name(jit_fn))
+    check_constexprs_given(unwrapped, constexprs)
     out_shapes = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals)
     aliases = _checker.alias_pairs("triton_call_lowering", input_output_aliases, in_avals,
                                    out_shapes)
+    _env.check_variables()  # each variable as its reader takes it, on every platform
     spec = _checker.check_call(
         "triton_call_lowering", kernel=kernel, unwrapped=unwrapped,
         positional=place_arguments(jit_fn, constexprs, in_avals, out_avals, aliases),
@@ -199,11 +292,11 @@ def triton_call_lowering(
         given=CallOptions(
             grid, name=name, num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
             zeroed_outputs=zeroed_outputs,
-            **{k: v for k, v in compile_options.items() if k in _arguments.GENERAL_OPTIONS}),
+            **{k: v for k, v in compile_options.items() if k in GENERAL_OPTIONS}),
         metaparams=constexprs,
         options={k: v for k, v in compile_options.items() if k in _vendors.COMPILE_OPTIONS})
     return _primitive.lower(platform, ctx, array_args, spec)
 
 
 # triton_call_lowering's own keyword arguments, which a misspelt keyword is compared with.
-_LOWERING_KEYWORDS = _arguments.keyword_names(triton_call_lowering)
+_LOWERING_KEYWORDS = _call.keyword_names(triton_call_lowering)

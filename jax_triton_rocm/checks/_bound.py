@@ -5,9 +5,8 @@ The primitive never sees a `Ref`: each is read before the call, passed as an ope
 an extra result, and written back after it, so every route (jaxlib's call, XLA's, the
 interpreter, the `jax.vmap` rule) sees plain aliasing.
 
-`triton_call`'s options as jax-triton 0.3 and 0.4 write them, turned into one form: which
-convention the call follows (`out_shape=` or `out_type=`), `backend_options` merged with the
-explicit launch settings, and `cost_estimate`. Each rule is in docs/porting.md; a value given
+`triton_call`'s options as jax-triton 0.3 and 0.4 write them, turned into one form:
+`backend_options` merged with the explicit launch settings, and `cost_estimate`. Each rule is in docs/porting.md; a value given
 both ways is an error that names both.
 
 `check_triton_call` is the full check, top down: it binds a call's arguments to the kernel's
@@ -21,16 +20,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
 from jax_triton_rocm import backends
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _env, _state, _values
-from jax_triton_rocm.checks import _arguments, _checker
+from jax_triton_rocm.base import _state, _values
+from jax_triton_rocm.checks import _binder, _checker
 from jax_triton_rocm.spec import _layout, _spec
 from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, MetaGrid, Surface
+
+if TYPE_CHECKING:
+    from jax_triton_rocm.api._call import CallArguments
 
 
 # The explicit arguments `backend_options` may give instead, with their defaults.
@@ -104,7 +106,7 @@ class Layout:
       out_order: per primitive result, the output (leaf of `out_shape` / `out_type`) it is.
     """
 
-    placed: _arguments.Placed
+    placed: _checker.Placed
     spec: KernelCallSpec
     operand_args: tuple[int, ...]
     scalars: tuple[tuple[int, int | str], ...]
@@ -123,14 +125,14 @@ class BoundCall:
     it (`placed.refs`) and the outputs are `placed.user_results` in the tree `out_tree`."""
 
     spec: KernelCallSpec
-    placed: _arguments.Placed
+    placed: _checker.Placed
     out_tree: Any
     operands: tuple  # the primitive's operands: arrays as given, each Ref read
 
 
-def check_triton_call_cached(args: tuple, keywords: dict[str, Any], *, kernel: Any,
-                             unwrapped: Any, own_keywords: tuple[str, ...], out_shape: Any,
-                             out_type: Any, backend_options: Any, cost_estimate: Any,
+def check_triton_call_cached(call: CallArguments, *, kernel: Any,
+                             unwrapped: Any, own_keywords: tuple[str, ...],
+                             backend_options: Any, cost_estimate: Any,
                              has_side_effect: Any, input_output_aliases: Any,
                              given: CallOptions, constexprs: Any = None,
                              operands: Any = None) -> BoundCall:
@@ -140,8 +142,6 @@ def check_triton_call_cached(args: tuple, keywords: dict[str, Any], *, kernel: A
     layout under its key (`layout_key`, `keep_layout`) where the layout serves later calls (the
     module docstring says which). One with `operands=` is checked in full every time. The
     arguments, the result and the errors are `check_triton_call`'s."""
-    call = call_arguments(args, keywords, unwrapped=unwrapped, out_shape=out_shape,
-                          out_type=out_type)
     key = None if operands else layout_key(
         call, kernel=kernel, grid=given.grid, options=(
             backend_options, cost_estimate, has_side_effect, input_output_aliases, constexprs,
@@ -159,43 +159,21 @@ def check_triton_call_cached(args: tuple, keywords: dict[str, Any], *, kernel: A
     return bound
 
 
-def call_arguments(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, out_shape: Any,
-                   out_type: Any) -> _arguments.CallArguments:
-    """The checks every trace of a call makes first, kept or not: the variables, the outputs'
-    convention and shapes, and the values given (`_arguments.call_arguments`).
-
-    Raises:
-      TypeError: both `out_shape` and `out_type` given, or neither; and as
-        `_arguments.call_arguments` says.
-    """
-    _env.check_variables()  # each variable as its reader takes it, on every platform
-    if out_shape is not NOT_GIVEN and out_type is not NOT_GIVEN:
-        raise TypeError("triton_call got both out_type= (jax-triton 0.4) and out_shape= (0.3); "
-                        "give one: they mean the same outputs, but pick the convention for "
-                        "keyword operands and input_output_aliases (docs/porting.md).")
-    if out_shape is NOT_GIVEN and out_type is NOT_GIVEN:
-        raise TypeError("triton_call needs the outputs' shapes and dtypes: out_type= (jax-triton "
-                        "0.4) or out_shape= (0.3), e.g. out_type=jax.ShapeDtypeStruct(x.shape, "
-                        "x.dtype), or out_type=() for a kernel that only updates Refs.")
-    if out_type is NOT_GIVEN:
-        return _arguments.call_arguments(args, keywords, unwrapped, "out_shape", out_shape)
-    return _arguments.call_arguments(args, keywords, unwrapped, "out_type", out_type)
-
-
-def check_triton_call(call: _arguments.CallArguments, *, kernel: Any, unwrapped: Any,
+def check_triton_call(call: CallArguments, *, kernel: Any, unwrapped: Any,
                       own_keywords: tuple[str, ...], backend_options: Any, cost_estimate: Any,
                       has_side_effect: Any, input_output_aliases: Any, given: CallOptions,
                       constexprs: Any = None, operands: Any = None) -> BoundCall:
-    """Checks a `triton_call` in full, from its given form (`call_arguments`); returns it bound.
+    """Checks a `triton_call` in full, from its arguments as taken; returns it bound.
 
     Args:
-      call: the arguments meant for the kernel and the outputs, as `call_arguments` took them.
+      call: the arguments meant for the kernel and the outputs, as `api._call.call_arguments`
+        took them.
       own_keywords: triton_call's own keyword arguments (compared with a misspelt keyword).
       given: the options `triton_call` shares with `triton_call_lowering`, as given (None for a
         launch setting, `debug` or `enable_fp_fusion`: not given; `backend_options` may give
         them).
       constexprs, operands: parameters by name, compile-time constants and launch operands
-        (`_arguments.named_parameters`).
+        (`_binder.named_parameters`).
       The others: as `triton_call` takes them.
 
     The outputs follow jax-triton 0.3's convention (`out_shape=`) or 0.4's (`out_type=`),
@@ -207,14 +185,14 @@ def check_triton_call(call: _arguments.CallArguments, *, kernel: Any, unwrapped:
       TypeError / ValueError / NotImplementedError: naming the argument, its value and the fix:
         `backend_options` not a mapping of str, or with an unhashable value, an option given
         both ways (naming both) or one no vendor knows; `cost_estimate` not a mapping of the
-        known keys to non-negative ints; and as `_arguments.bind_arguments` and
+        known keys to non-negative ints; and as `_binder.bind_arguments` and
         `_checker.check_call` say.
     """
     # A kernel that takes nothing at launch (no parameters, or constexprs only) can only be
     # called for what it does besides outputs (a print, an assert): kept, as Triton launches it.
     side_effect = (_values.flag(has_side_effect, "has_side_effect")
                    or all([param.constexpr for param in unwrapped.params]))
-    placed, keyword_options, by_keyword = _arguments.bind_arguments(
+    placed, keyword_options, by_keyword = _binder.bind_arguments(
         call, unwrapped=unwrapped, input_output_aliases=input_output_aliases,
         zeroed_outputs=given.zeroed_outputs, has_side_effect=side_effect,
         own_keywords=own_keywords, constexprs=constexprs, operands=operands)
@@ -275,7 +253,7 @@ def _has_descriptor(entries: Sequence[tuple[str, Any]]) -> bool:
                for kind, value in entries)
 
 
-def layout_key(call: _arguments.CallArguments, *, kernel: Any, grid: Any,
+def layout_key(call: CallArguments, *, kernel: Any, grid: Any,
                options: tuple) -> tuple | None:
     """The key a call's layout is kept under: None where no layout is kept (see the module
     docstring), or where the full check must say what is wrong (an unhashable value, a bad
@@ -346,7 +324,7 @@ def layout_key(call: _arguments.CallArguments, *, kernel: Any, grid: Any,
     return key
 
 
-def relaid_call(layout: Layout, call: _arguments.CallArguments, grid: Any) -> BoundCall | None:
+def relaid_call(layout: Layout, call: CallArguments, grid: Any) -> BoundCall | None:
     """The call checked into the kept `layout`, with its own arrays, scalars, shapes and grid,
     after the checks that depend on those; None where one fails (the full check then says why).
     """
@@ -381,7 +359,7 @@ def relaid_call(layout: Layout, call: _arguments.CallArguments, grid: Any) -> Bo
     return BoundCall(spec, placed, call.out_tree, operands)
 
 
-def keep_layout(key: tuple, call: _arguments.CallArguments, bound: BoundCall) -> None:
+def keep_layout(key: tuple, call: CallArguments, bound: BoundCall) -> None:
     """Keeps `bound`'s layout under `key`, where it serves later calls: every operand an array
     given positionally, no Ref, no operand made in place of an output."""
     placed, spec = bound.placed, bound.spec

@@ -16,7 +16,7 @@ import numpy as np
 
 from jax_triton_rocm.api import _call
 from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME
-from jax_triton_rocm.checks import _arguments
+from jax_triton_rocm.checks import _binder
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.spec import _spec
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor, strides_from_shape
@@ -189,8 +189,8 @@ def on_jaxlib_route(surface: Callable, *args: Any, kernel: Any, num_warps: int |
 def _keywords(surface: Callable) -> tuple[frozenset[str], frozenset[str]]:
     """A drop-in `triton_call`'s (`surface`'s) own keywords, and jax_triton_rocm.triton_call's
     that it lacks (`out_shape` aside)."""
-    own = frozenset(_arguments.keyword_names(surface))
-    return own, frozenset(_arguments.keyword_names(_call.triton_call)) - own - {"out_shape"}
+    own = frozenset(_call.keyword_names(surface))
+    return own, frozenset(_call._TRITON_CALL_KEYWORDS) - own - {"out_shape"}
 
 
 def _check_fillable(taken_apart: _spec.Unwrapped, start: int) -> None:
@@ -199,7 +199,7 @@ def _check_fillable(taken_apart: _spec.Unwrapped, start: int) -> None:
     `out_shape`, ...): only a keyword could fill it, and here that keyword is jax-triton
     0.4.1's own, as in 0.4.1; the message points to jax_triton_rocm.triton_call, which takes
     it in `constexprs=` or `operands=`."""
-    param = _arguments.own_named_parameter(taken_apart, _keywords(triton_call)[0] | {"out_shape"},
+    param = _binder.own_named_parameter(taken_apart, _keywords(triton_call)[0] | {"out_shape"},
                                            start)
     if param is None:
         return
