@@ -15,7 +15,7 @@ Trailing results aliased to an operand may have no pointer (in-place kernels).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -40,18 +40,21 @@ _PLATFORMS = ("cuda", "rocm", "cpu")
 GENERAL_OPTIONS = ("enable_fp_fusion", "debug")
 
 
-def _is_operand(value: Any) -> bool:
-    """An MLIR value, as a lowering rule receives each operand of an array type."""
-    return isinstance(value, ir.Value)
+def lowering_arguments(array_args: tuple, in_avals: tuple, compile_options: dict[str, Any],
+                       constexprs: Any, unwrapped: _spec.Unwrapped) -> dict[str, Any]:
+    """`triton_call_lowering`'s own arguments checked before the call is mapped onto the
+    kernel's parameters (`place_arguments`), so that a mistake in a library's lowering rule is
+    reported against the rule's own arguments; returns the constexprs.
 
-
-def check_operands_and_options(array_args: tuple, in_avals: tuple,
-                               compile_options: dict[str, Any],
-                               own_keywords: Iterable[str] = (),
-                               jit_fn: JITFunction | None = None) -> None:
-    """One operand (an `ir.Value`) per `ctx.avals_in`, and no keyword beyond the known compile
-    options: a kernel parameter (of `jit_fn`) belongs in `constexprs`, and for anything else the
-    close match among the options and `own_keywords` is suggested."""
+    One operand (an `ir.Value`) per `ctx.avals_in`; no keyword beyond the known compile options
+    (a kernel parameter belongs in `constexprs`, and for anything else the close match among
+    the options and the rule's own keywords is suggested); `constexprs` a mapping of the
+    kernel's parameter names to hashable Python values, holding each `tl.constexpr` without a
+    default of a plain kernel (nothing else can set it; autotuned and heuristics kernels are
+    checked per config by the core).
+    """
+    jit_fn = unwrapped.jit_fn
+    names, kernel = list(jit_fn.arg_names), _spec.kernel_name(jit_fn)
     if len(array_args) != len(in_avals):
         raise TypeError(f"triton_call_lowering got {len(array_args)} array_args, but the "
                         f"primitive has {len(in_avals)} operands (ctx.avals_in); pass every "
@@ -62,35 +65,29 @@ def check_operands_and_options(array_args: tuple, in_avals: tuple,
                 f"triton_call_lowering: array_args[{i}] is a {type(value).__name__} of "
                 f"{len(value)} value(s), not one operand. Pass the operands one by one, "
                 f"unpacked: triton_call_lowering(ctx, kernel, *operands, ...).")
-        if not _is_operand(value):
+        if not isinstance(value, ir.Value):  # as a lowering rule receives an array operand
             raise TypeError(
                 f"triton_call_lowering: array_args[{i}] is {value!r} ({type(value).__name__}), "
                 f"not an operand. Pass the operands the lowering rule received after ctx (MLIR "
                 f"values), not ctx.avals_in (their abstract values) or arrays.")
     known = GENERAL_OPTIONS + _vendors.COMPILE_OPTIONS
     unknown = sorted(set(compile_options) - set(known))
-    params = [name for name in unknown if jit_fn is not None and name in jit_fn.arg_names]
+    params = [name for name in unknown if name in names]
     if params:
         raise TypeError(
             f"triton_call_lowering got {', '.join(f'{p}=' for p in params)}, a parameter of "
-            f"kernel {_spec.kernel_name(jit_fn)}: kernel parameters go in constexprs, e.g. "
+            f"kernel {kernel}: kernel parameters go in constexprs, e.g. "
             f"constexprs={{{params[0]!r}: {compile_options[params[0]]!r}}}.")
     if unknown:
         raise TypeError(
             f"triton_call_lowering got unknown keyword(s) {', '.join(map(repr, unknown))}"
-            f"{_checker.close_names(unknown, [*own_keywords, *known])}. Fix the spelling: kernel "
-            f"parameters go in constexprs={{...}}, and the compile options are "
+            f"{_checker.close_names(unknown, [*_LOWERING_KEYWORDS, *known])}. Fix the spelling: "
+            f"kernel parameters go in constexprs={{...}}, and the compile options are "
             f"{', '.join(known)}.")
-
-
-def checked_constexprs(constexprs: Mapping[str, Any] | None, names: list[str],
-                       kernel: str) -> dict[str, Any]:
-    if constexprs is None:
-        return {}
-    if not isinstance(constexprs, Mapping):
+    if constexprs is not None and not isinstance(constexprs, Mapping):
         raise TypeError(f"triton_call_lowering: constexprs={constexprs!r} must be a mapping of "
                         f"kernel parameter names to Python values, e.g. {{'n': x.size}}.")
-    checked = dict(constexprs)
+    checked = dict(constexprs or {})
     unknown = sorted(str(k) for k in checked if k not in names)
     if unknown:
         raise TypeError(
@@ -109,22 +106,15 @@ def checked_constexprs(constexprs: Mapping[str, Any] | None, names: list[str],
             raise TypeError(
                 f"triton_call_lowering: constexprs[{name!r}]={value!r} must be hashable: pass a "
                 f"tuple instead of a list, or a plain value.") from None
-    return checked
-
-
-def check_constexprs_given(unwrapped: _spec.Unwrapped, constexprs: dict[str, Any]) -> None:
-    """A plain kernel's `tl.constexpr` without default must be in `constexprs` (nothing else can
-    set it); autotuned and heuristics kernels are checked per config by the core."""
-    if unwrapped.autotuner is not None or unwrapped.heuristics:
-        return
-    missing = [p.name for p in unwrapped.jit_fn.params
-               if p.is_constexpr and not p.has_default and p.name not in constexprs]
+    missing = [] if unwrapped.autotuner is not None or unwrapped.heuristics else [
+        p.name for p in jit_fn.params
+        if p.is_constexpr and not p.has_default and p.name not in checked]
     if missing:
         raise TypeError(
-            f"triton_call_lowering: kernel {_spec.kernel_name(unwrapped.jit_fn)} needs "
-            f"tl.constexpr {', '.join(map(repr, missing))}: add "
+            f"triton_call_lowering: kernel {kernel} needs tl.constexpr "
+            f"{', '.join(map(repr, missing))}: add "
             f"{', '.join(f'{m!r}: ...' for m in missing)} to constexprs.")
-
+    return checked
 
 
 def _platform(ctx: LoweringRuleContext) -> str:
@@ -277,17 +267,14 @@ def triton_call_lowering(
     platform = _platform(ctx)
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     unwrapped = _spec.unwrap(kernel)
-    jit_fn = unwrapped.jit_fn
-    check_operands_and_options(array_args, in_avals, compile_options, _LOWERING_KEYWORDS, jit_fn)
-    constexprs = checked_constexprs(constexprs, list(jit_fn.arg_names), _spec.kernel_name(jit_fn))
-    check_constexprs_given(unwrapped, constexprs)
+    constexprs = lowering_arguments(array_args, in_avals, compile_options, constexprs, unwrapped)
     out_shapes = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals)
     aliases = _checker.alias_pairs("triton_call_lowering", input_output_aliases, in_avals,
                                    out_shapes)
+    positional = place_arguments(unwrapped.jit_fn, constexprs, in_avals, out_avals, aliases)
     _env.check_variables()  # each variable as its reader takes it, on every platform
     spec = _checker.check_call(
-        "triton_call_lowering", kernel=kernel, unwrapped=unwrapped,
-        positional=place_arguments(jit_fn, constexprs, in_avals, out_avals, aliases),
+        "triton_call_lowering", kernel=kernel, unwrapped=unwrapped, positional=positional,
         in_avals=in_avals, out_shapes=out_shapes, aliases=aliases,
         given=CallOptions(
             grid, name=name, num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,

@@ -32,8 +32,6 @@ from jax_triton_rocm.spec import _layout, _misplaced, _spec, _tensordesc
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor
 
 if TYPE_CHECKING:
-    from triton.runtime.jit import JITFunction
-
     from jax_triton_rocm.api._call import CallArguments
     from jax_triton_rocm.checks._checker import Placed
 
@@ -265,24 +263,6 @@ def _operand_entry(flat: Flat, value: Any, what: str, typed: bool = False) -> tu
                     f"of them.")
 
 
-
-def check_outputs_written(jit_fn: JITFunction, flat: Flat, placed: Placed, convention: str,
-                          n_outs: int, constexprs: Mapping[str, Any]) -> None:
-    """`_misplaced.check_written` on the call's plain input arrays (a Ref, or an input aliased
-    to an output, is written on purpose and never counts) and unaliased outputs, by the
-    parameters they fill; the kernel read as compiled with the call's `constexprs`."""
-    results = set(placed.aliases.values())
-    unaliased = [o for o in range(n_outs) if placed.user_results[o] not in results]
-    leaves = {leaf.operand: leaf for leaf in flat.leaves if leaf.operand is not None}
-    inputs = {i: leaves[entry[1]] for i, entry in flat.entries.items()
-              if entry[0] == "input" and entry[1] not in placed.aliases
-              and not is_ref(leaves[entry[1]].value)}
-    _misplaced.check_written(jit_fn, inputs, dict(zip(placed.output_params, unaliased)),
-                             constexprs, leaves=flat.leaves, convention=convention,
-                             returned=bool(n_outs or placed.refs))
-
-
-
 def own_named_parameter(unwrapped: Any, own_keywords: Iterable[str], start: int) -> Any:
     """The first of the kernel's parameters from position `start` on (those the arguments and
     outputs leave) named like one of `own_keywords` and set by nothing else (no default, no
@@ -432,11 +412,21 @@ def bind_arguments(call: CallArguments, *, unwrapped: Any, input_output_aliases:
         trailing=trailing if shaped and convention == "out_shape" else None,
         hint=lambda aliased: _checker.forgotten_hint(jit_fn, given, flat, len(out_shapes),
                                                      aliased, own_keywords))
-    # The constexprs Triton compiles the kernel with: a heuristic or an autotune config may
-    # set others, or replace these.
+    # `_misplaced.check_written` on the plain input arrays (a Ref, or an input aliased to an
+    # output, is written on purpose and never counts) and the unaliased outputs, by the
+    # parameters they fill; the kernel read with the constexprs Triton compiles it with (a
+    # heuristic or an autotune config may set others, or replace these).
     wrapped = _set_by_wrappers(unwrapped)
-    compiled_with = {k: v for k, v in placed.metaparams.items() if k not in wrapped}
-    check_outputs_written(jit_fn, flat, placed, convention, len(out_shapes), compiled_with)
+    results = set(placed.aliases.values())
+    unaliased = [o for o in range(len(out_shapes)) if placed.user_results[o] not in results]
+    leaves = {leaf.operand: leaf for leaf in flat.leaves if leaf.operand is not None}
+    inputs = {i: leaves[entry[1]] for i, entry in flat.entries.items()
+              if entry[0] == "input" and entry[1] not in placed.aliases
+              and not is_ref(leaves[entry[1]].value)}
+    _misplaced.check_written(
+        jit_fn, inputs, dict(zip(placed.output_params, unaliased)),
+        {k: v for k, v in placed.metaparams.items() if k not in wrapped}, leaves=flat.leaves,
+        convention=convention, returned=bool(out_shapes or placed.refs))
     if shaped and placed.output_params == trailing:  # laid out as 0.3 lays it
         positional, n_arrays = [], 0
         for i, arg in enumerate(args):  # read from the entries: `shaped` says what they hold
