@@ -1,5 +1,5 @@
 """`triton_call`: a Triton kernel called on JAX arrays. Its arguments, in jax-triton 0.3's form or
-0.4's, are taken into one `checks._binder.CallArguments` (`call_arguments`: the values as given,
+0.4's, are taken into one `CallArguments` (`call_arguments`: the values as given,
 refused where JAX cannot take them, and the outputs' leaves) and checked into one
 `KernelCallSpec` (`checks._bound`), which `triton_kernel_p` carries to the lowering rules."""
 
@@ -102,15 +102,14 @@ def triton_call(
       ImportError: Triton is not installed or does not import.
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
-    unwrapped = unwrapped_kernel(kernel)
-    call = _bound.check_triton_call_cached(
-        call_arguments(args, kwargs, unwrapped, out_shape, out_type), kernel=kernel,
-        unwrapped=unwrapped, own_keywords=_TRITON_CALL_KEYWORDS, backend_options=backend_options,
-        cost_estimate=cost_estimate, has_side_effect=has_side_effect,
-        input_output_aliases=input_output_aliases, constexprs=constexprs, operands=operands,
+    call = _bound.check_triton_call_cached(call_arguments(
+        args, kwargs, kernel, unwrapped_kernel(kernel), out_shape=out_shape, out_type=out_type,
         given=CallOptions(
             grid, name, num_warps, num_stages, num_ctas, compute_capability, enable_fp_fusion,
-            debug, serialized_metadata, batch_grid_axis, xla_native, zeroed_outputs))
+            debug, serialized_metadata, batch_grid_axis, xla_native, zeroed_outputs),
+        backend_options=backend_options, cost_estimate=cost_estimate,
+        has_side_effect=has_side_effect, input_output_aliases=input_output_aliases,
+        constexprs=constexprs, operands=operands), _TRITON_CALL_KEYWORDS)
     results = triton_kernel_p.bind(*call.operands, spec=call.spec)
     # The primitive never sees a Ref: each was read into `call.operands`, and its extra result,
     # aliased to it, is written back here.
@@ -134,10 +133,12 @@ def unwrapped_kernel(kernel: Any) -> _spec.Unwrapped:
 
 @dataclasses.dataclass(frozen=True)
 class CallArguments:
-    """A `triton_call`'s arguments meant for the kernel and its outputs, as `call_arguments` takes
-    them, before they are bound to the kernel's parameters (`checks._binder.bind_arguments`).
+    """A `triton_call`'s arguments, as `call_arguments` takes them, before they are bound to the
+    kernel's parameters (`checks._binder.bind_arguments`): the one value every form of the call
+    (jax-triton 0.3's, 0.4's, `compat`'s) is checked from.
 
     Attributes:
+      kernel, unwrapped: the kernel as given, and taken apart (`unwrapped_kernel`).
       args, keywords: the positional and keyword arguments, as `call_arguments` takes them.
       convention: "out_shape" (jax-triton 0.3) or "out_type" (0.4), whichever was given.
       outputs: the outputs as given; `out_shapes` their leaves, `out_tree` their tree.
@@ -147,8 +148,16 @@ class CallArguments:
       roles: each scalar or None given positionally (by index) or as a runtime keyword (by
         name), as `_spec.scalar_role` types it, or None where that fails (the full check says
         why); a constexpr parameter's value included.
+      given: the options `triton_call` shares with `triton_call_lowering`, as given (None for a
+        launch setting, `debug` or `enable_fp_fusion`: not given; `backend_options` may give
+        them).
+      constexprs, operands: parameters by name, compile-time constants and launch operands, as
+        given (`checks._binder.named_parameters` checks them).
+      The others: as `triton_call` takes them.
     """
 
+    kernel: Any
+    unwrapped: _spec.Unwrapped
     args: tuple
     keywords: dict[str, Any]
     convention: str
@@ -158,11 +167,17 @@ class CallArguments:
     runtime: dict[str, int]
     buffers: frozenset[str]
     roles: dict[int | str, tuple | None]
+    given: CallOptions
+    backend_options: Any
+    cost_estimate: Any
+    has_side_effect: Any
+    input_output_aliases: Any
+    constexprs: Any
+    operands: Any
 
 
-
-def call_arguments(args: tuple, keywords: dict[str, Any], unwrapped: _spec.Unwrapped,
-                   out_shape: Any, out_type: Any) -> CallArguments:
+def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped: _spec.Unwrapped,
+                   *, out_shape: Any, out_type: Any, **options: Any) -> CallArguments:
     """`triton_call`'s arguments and outputs taken, as every trace of a call takes them, its
     layout kept or not: the variables checked, the outputs' convention (`out_shape=`, jax-triton
     0.3, or `out_type=`, 0.4) and leaves (`out_shapes`), the values given, the keywords that are
@@ -231,8 +246,8 @@ def call_arguments(args: tuple, keywords: dict[str, Any], unwrapped: _spec.Unwra
             roles[where] = _spec.scalar_role(param, value, what=what)
         except (TypeError, ValueError, OverflowError):  # the full check says why
             roles[where] = None
-    return CallArguments(args, keywords, convention, outputs, shapes, tree, runtime, buffers,
-                         roles)
+    return CallArguments(kernel, unwrapped, args, keywords, convention, outputs, shapes, tree,
+                         runtime, buffers, roles, **options)
 
 
 def keyword_names(fn: Any) -> tuple[str, ...]:

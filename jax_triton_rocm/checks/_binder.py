@@ -282,10 +282,8 @@ def _set_by_wrappers(unwrapped: Any) -> set[str]:
             | {key for wrapper in unwrapped.heuristics for key in wrapper.values})
 
 
-def bind_arguments(call: CallArguments, *, unwrapped: Any, input_output_aliases: Any,
-                   zeroed_outputs: Any, has_side_effect: bool, own_keywords: tuple[str, ...],
-                   constexprs: Any = None,
-                   operands: Any = None) -> tuple[Placed, dict[str, Any], tuple]:
+def bind_arguments(call: CallArguments, *, has_side_effect: bool,
+                   own_keywords: tuple[str, ...]) -> tuple[Placed, dict[str, Any], tuple]:
     """Binds a `triton_call` (its positional arguments, keywords and named parameters,
     `constexprs=` and `operands=`, checked by `named_parameters`, to the kernel's parameters),
     flattens its operands and places its outputs; returns them, the vendor compile options among
@@ -317,9 +315,10 @@ def bind_arguments(call: CallArguments, *, unwrapped: Any, input_output_aliases:
         says.
     """
     args, keywords, convention = call.args, call.keywords, call.convention
-    outputs, out_shapes = call.outputs, call.out_shapes
-    named = (NamedParameters() if constexprs is None and operands is None  # none, the most common
-             else named_parameters(unwrapped, constexprs, operands, keywords))
+    outputs, out_shapes, unwrapped = call.outputs, call.out_shapes, call.unwrapped
+    named = NamedParameters()  # nothing named, as in most calls
+    if call.constexprs is not None or call.operands is not None:
+        named = named_parameters(unwrapped, call.constexprs, call.operands, keywords)
     jit_fn = unwrapped.jit_fn
     params, name = jit_fn.params, unwrapped.name
     index = {param.name: i for i, param in enumerate(params)}
@@ -407,8 +406,8 @@ def bind_arguments(call: CallArguments, *, unwrapped: Any, input_output_aliases:
     trailing = list(range(len(args), len(args) + len(out_shapes)))
     placed = _checker.place_outputs(
         jit_fn, given.metaparams, flat.entries, flat.operands, flat.leaves, refs,
-        convention=convention, out_shapes=out_shapes, input_output_aliases=input_output_aliases,
-        zeroed=zeroed_outputs,
+        convention=convention, out_shapes=out_shapes,
+        input_output_aliases=call.input_output_aliases, zeroed=call.given.zeroed_outputs,
         trailing=trailing if shaped and convention == "out_shape" else None,
         hint=lambda aliased: _checker.forgotten_hint(jit_fn, given, flat, len(out_shapes),
                                                      aliased, own_keywords))
