@@ -131,6 +131,9 @@ def unwrapped_kernel(kernel: Any) -> _spec.Unwrapped:
     return _state.KERNEL_RECORDS.keep(kernel, "unwrapped", taken_apart)
 
 
+_ONE_LEAF = jax.tree_util.tree_structure(0)
+
+
 @dataclasses.dataclass(frozen=True)
 class CallArguments:
     """A `triton_call`'s arguments, as `call_arguments` takes them, before they are bound to the
@@ -180,12 +183,14 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
                    *, out_shape: Any, out_type: Any, **options: Any) -> CallArguments:
     """`triton_call`'s arguments and outputs taken, as every trace of a call takes them, its
     layout kept or not: the variables checked, the outputs' convention (`out_shape=`, jax-triton
-    0.3, or `out_type=`, 0.4) and leaves (`out_shapes`), the values given, the keywords that are
-    runtime scalar operands, and the scalars typed (`CallArguments.roles`).
+    0.3, or `out_type=`, 0.4) and leaves, the values given, the keywords that are runtime scalar
+    operands, and the scalars typed (`CallArguments.roles`).
 
     Raises:
-      TypeError / ValueError: both `out_shape` and `out_type` given, or neither; a NumPy array in
-        the other byte order, naming it and the fix; and as `out_shapes` says.
+      TypeError / ValueError: both `out_shape` and `out_type` given, or neither; an output
+        without a shape and a dtype, with a sharding, a negative dimension or a dtype JAX holds
+        as another (`checks._binder.check_canonical_dtype`); a NumPy array in the other byte
+        order, naming it and the fix.
     """
     _env.check_variables()  # each variable as its reader takes it, on every platform
     if out_shape is not _bound.NOT_GIVEN and out_type is not _bound.NOT_GIVEN:
@@ -198,7 +203,35 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
                         "x.dtype), or out_type=() for a kernel that only updates Refs.")
     convention, outputs = (("out_shape", out_shape) if out_type is _bound.NOT_GIVEN
                            else ("out_type", out_type))
-    shapes, tree = out_shapes(outputs, convention)
+    # The outputs' leaves as `ShapeDtypeStruct`s, and their tree; it may be empty
+    # (`checks._binder` says when a call may have no outputs). Only the shape and dtype of a
+    # leaf are read (an array's own sharding, as `out_shape=x` gives it, is not; `jax.typeof(x)`
+    # is a leaf too); a `ShapeDtypeStruct` that asks for a sharding is refused.
+    if hasattr(outputs, "shape") and hasattr(outputs, "dtype"):  # one output, the most common
+        leaves, tree = [outputs], _ONE_LEAF
+    else:
+        leaves, tree = jax.tree_util.tree_flatten(
+            outputs, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))
+    shapes = []
+    for i, leaf in enumerate(leaves):
+        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+            raise TypeError(f"{convention} leaf {i} is {leaf!r}; each output needs a .shape and "
+                            f"a .dtype, e.g. jax.ShapeDtypeStruct((n,), jnp.float32).")
+        if isinstance(leaf, jax.ShapeDtypeStruct) and leaf.sharding is not None:
+            raise ValueError(
+                f"{convention} leaf {i} asks for sharding={leaf.sharding}, which triton_call "
+                f"cannot honour: the kernel writes each output as one buffer, and JAX places it. "
+                f"Drop the sharding (jax.ShapeDtypeStruct({tuple(leaf.shape)}, {leaf.dtype})) "
+                f"and constrain the result instead (jax.lax.with_sharding_constraint), or call "
+                f"the kernel per shard inside jax.shard_map.")
+        shape = tuple(leaf.shape)
+        if any([isinstance(size, (int, np.integer)) and size < 0 for size in shape]):
+            raise ValueError(f"{convention} leaf {i} has shape {shape}, with a negative "
+                             f"dimension; each dimension is a size >= 0: give the output's real "
+                             f"shape.")
+        _binder.check_canonical_dtype(leaf.dtype, f"{convention} leaf {i}",
+                                      f"jax.ShapeDtypeStruct({shape}, jnp.{{}})", output=True)
+        shapes.append(jax.ShapeDtypeStruct(shape, np.dtype(leaf.dtype)))
     # Each NumPy array in the other byte order refused; each concrete 0-d array given to a
     # parameter whose annotation declares a scalar type (`x: tl.float32`,
     # `_spec.Parameter.declared`) replaced by the scalar it holds (`np.float32(2)` for
@@ -255,49 +288,6 @@ def keyword_names(fn: Any) -> tuple[str, ...]:
     return tuple(name for name, param in inspect.signature(fn).parameters.items()
                  if param.kind is inspect.Parameter.KEYWORD_ONLY)
 
-
-
-_ONE_LEAF = jax.tree_util.tree_structure(0)
-
-
-def out_shapes(out_shape: Any, what: str = "out_shape") -> tuple[list[jax.ShapeDtypeStruct], Any]:
-    """`triton_call`'s `out_shape` (or `out_type`, `what`): its leaves as `ShapeDtypeStruct`s,
-    and its tree; it may be empty (`checks._binder` says when a call may have no outputs).
-
-    Only the shape and dtype of a leaf are read (an array's own sharding, as `out_shape=x`
-    gives it, is not; `jax.typeof(x)` is a leaf too); a `ShapeDtypeStruct` that asks for a
-    sharding is refused.
-
-    Raises:
-      ValueError: an output with a sharding or a negative dimension. TypeError: a leaf without
-        a shape and a dtype.
-    """
-    if hasattr(out_shape, "shape") and hasattr(out_shape, "dtype"):  # one output, the most
-        leaves, tree = [out_shape], _ONE_LEAF                       # common: flattened as one leaf
-    else:
-        leaves, tree = jax.tree_util.tree_flatten(
-            out_shape, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))
-    shapes = []
-    for i, leaf in enumerate(leaves):
-        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
-            raise TypeError(f"{what} leaf {i} is {leaf!r}; each output needs a .shape and a "
-                            f".dtype, e.g. jax.ShapeDtypeStruct((n,), jnp.float32).")
-        if isinstance(leaf, jax.ShapeDtypeStruct) and leaf.sharding is not None:
-            raise ValueError(
-                f"{what} leaf {i} asks for sharding={leaf.sharding}, which triton_call cannot "
-                f"honour: the kernel writes each output as one buffer, and JAX places it. Drop "
-                f"the sharding (jax.ShapeDtypeStruct({tuple(leaf.shape)}, {leaf.dtype})) and "
-                f"constrain the result instead (jax.lax.with_sharding_constraint), or call the "
-                f"kernel per shard inside jax.shard_map.")
-        shape = tuple(leaf.shape)
-        if any([isinstance(size, (int, np.integer)) and size < 0 for size in shape]):
-            raise ValueError(f"{what} leaf {i} has shape {shape}, with a negative dimension; "
-                             f"each dimension is a size >= 0: give the output's real shape.")
-        _binder.check_canonical_dtype(leaf.dtype, f"{what} leaf {i}",
-                                      f"jax.ShapeDtypeStruct({shape}, jnp.{{}})",
-                                      output=True)
-        shapes.append(jax.ShapeDtypeStruct(shape, np.dtype(leaf.dtype)))
-    return shapes, tree
 
 
 # triton_call's own keyword arguments: a kernel parameter of one of these names cannot be set by
