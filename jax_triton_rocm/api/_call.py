@@ -264,7 +264,7 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
                     for name, value in keywords.items()}
     runtime = {}
     if convention == "out_type" and keywords:
-        index = {param.name: i for i, param in enumerate(unwrapped.params) if not param.constexpr}
+        index = {param.name: i for i, param in enumerate(facts) if not param.constexpr}
         runtime = {name: index[name] for name, value in keywords.items()
                    if name in index and isinstance(value, _spec.SCALAR_TYPES)}
     buffers = frozenset([name for name, value in keywords.items() if _binder.holds_buffer(value)])
@@ -287,7 +287,6 @@ def keyword_names(fn: Any) -> tuple[str, ...]:
     """The keyword-only parameters of `fn` (an API function's own keyword arguments)."""
     return tuple(name for name, param in inspect.signature(fn).parameters.items()
                  if param.kind is inspect.Parameter.KEYWORD_ONLY)
-
 
 
 # triton_call's own keyword arguments: a kernel parameter of one of these names cannot be set by
