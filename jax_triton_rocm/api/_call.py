@@ -109,7 +109,7 @@ def triton_call(
             debug, serialized_metadata, batch_grid_axis, xla_native, zeroed_outputs),
         backend_options=backend_options, cost_estimate=cost_estimate,
         has_side_effect=has_side_effect, input_output_aliases=input_output_aliases,
-        constexprs=constexprs, operands=operands), _TRITON_CALL_KEYWORDS)
+        constexprs=constexprs, operands=operands), TRITON_CALL_KEYWORDS)
     results = triton_kernel_p.bind(*call.operands, spec=call.spec)
     # The primitive never sees a Ref: each was read into `call.operands`, and its extra result,
     # aliased to it, is written back here.
@@ -291,4 +291,4 @@ def keyword_names(fn: Any) -> tuple[str, ...]:
 
 # triton_call's own keyword arguments: a kernel parameter of one of these names cannot be set by
 # keyword, and a misspelt keyword is compared with them.
-_TRITON_CALL_KEYWORDS = keyword_names(triton_call)
+TRITON_CALL_KEYWORDS = keyword_names(triton_call)
