@@ -6,7 +6,6 @@ refused where JAX cannot take them, and the outputs' leaves) and checked into on
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -267,7 +266,9 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
         index = {param.name: i for i, param in enumerate(facts) if not param.constexpr}
         runtime = {name: index[name] for name, value in keywords.items()
                    if name in index and isinstance(value, _spec.SCALAR_TYPES)}
-    buffers = frozenset([name for name, value in keywords.items() if _binder.holds_buffer(value)])
+    buffers = frozenset([name for name, value in keywords.items()  # a scalar holds none
+                         if not isinstance(value, _spec.SCALAR_TYPES)
+                         and _binder.holds_buffer(value)])
     scalars = [(i, params[i], value, f"argument {i}") for i, value in enumerate(args)
                if i < len(params) and not isinstance(value, jax.Array) and (
                    facts[i].constexpr or value is None or isinstance(value, _spec.SCALAR_TYPES))]
@@ -283,12 +284,6 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
                          runtime, buffers, roles, **options)
 
 
-def keyword_names(fn: Any) -> tuple[str, ...]:
-    """The keyword-only parameters of `fn` (an API function's own keyword arguments)."""
-    return tuple(name for name, param in inspect.signature(fn).parameters.items()
-                 if param.kind is inspect.Parameter.KEYWORD_ONLY)
-
-
 # triton_call's own keyword arguments: a kernel parameter of one of these names cannot be set by
 # keyword, and a misspelt keyword is compared with them.
-TRITON_CALL_KEYWORDS = keyword_names(triton_call)
+TRITON_CALL_KEYWORDS = _binder.keyword_names(triton_call)

@@ -21,9 +21,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 from jax.interpreters.mlir import ir
 
-from jax_triton_rocm.api import _call
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _env
 from jax_triton_rocm.checks import _binder, _checker
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.spec import _kinds, _misplaced, _spec
@@ -271,10 +269,9 @@ def triton_call_lowering(
     out_shapes = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals)
     aliases = _checker.alias_pairs("triton_call_lowering", input_output_aliases, in_avals,
                                    out_shapes)
-    positional = place_arguments(unwrapped.jit_fn, constexprs, in_avals, out_avals, aliases)
-    _env.check_variables()  # each variable as its reader takes it, on every platform
     spec = _checker.check_call(
-        "triton_call_lowering", kernel=kernel, unwrapped=unwrapped, positional=positional,
+        "triton_call_lowering", kernel=kernel, unwrapped=unwrapped,
+        positional=place_arguments(unwrapped.jit_fn, constexprs, in_avals, out_avals, aliases),
         in_avals=in_avals, out_shapes=out_shapes, aliases=aliases,
         given=CallOptions(
             grid, name=name, num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
@@ -286,4 +283,4 @@ def triton_call_lowering(
 
 
 # triton_call_lowering's own keyword arguments, which a misspelt keyword is compared with.
-_LOWERING_KEYWORDS = _call.keyword_names(triton_call_lowering)
+_LOWERING_KEYWORDS = _binder.keyword_names(triton_call_lowering)

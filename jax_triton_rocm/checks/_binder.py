@@ -36,6 +36,12 @@ if TYPE_CHECKING:
     from jax_triton_rocm.checks._checker import Placed
 
 
+def keyword_names(fn: Any) -> tuple[str, ...]:
+    """The keyword-only parameters of `fn` (an API function's own keyword arguments)."""
+    return tuple(name for name, param in inspect.signature(fn).parameters.items()
+                 if param.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
 def check_not_a_function(what: str, value: Any, caller: str) -> None:
     """Raises TypeError for a constexpr that is a function Triton cannot compile as one: an
     extern (`triton.language.extra.libdevice.tanh`), or a Python function (a lambda, a method).

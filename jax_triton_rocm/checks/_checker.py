@@ -159,6 +159,8 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         take is a TypeError, a symbolic dimension (`jax.export`) a ValueError).
     """
     api = APIS[api_name]
+    if api.name == "triton_call_lowering":  # triton_call checks them as it takes its arguments
+        _env.check_variables()  # each variable as its reader takes it, on every platform
     metaparams, options = dict(metaparams or {}), dict(options or {})
     g = given
     name, num_warps, num_stages, num_ctas = g.name, g.num_warps, g.num_stages, g.num_ctas

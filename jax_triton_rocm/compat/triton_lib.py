@@ -17,6 +17,7 @@ import numpy as np
 from jax_triton_rocm.api import _call
 from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME
 from jax_triton_rocm.checks import _binder
+from jax_triton_rocm.checks._binder import keyword_names as _keyword_names
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.spec import _spec
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor, strides_from_shape
@@ -185,7 +186,7 @@ def on_jaxlib_route(surface: Callable, own: frozenset[str], *args: Any, kernel: 
 
 
 # This triton_call's own keyword arguments (jax-triton 0.4.1's).
-_OWN_KEYWORDS = frozenset(_call.keyword_names(triton_call))
+_OWN_KEYWORDS = frozenset(_keyword_names(triton_call))
 
 
 def _check_fillable(taken_apart: _spec.Unwrapped, start: int) -> None:
