@@ -1,16 +1,19 @@
-"""`triton_call`: a Triton kernel called on JAX arrays; its arguments, in jax-triton 0.3's form or
-0.4's, are checked into one `KernelCallSpec` (`checks`), which `triton_kernel_p` carries to the
-lowering rules."""
+"""`triton_call`: a Triton kernel called on JAX arrays. Its arguments, in jax-triton 0.3's form or
+0.4's, are taken into one `CallArguments` (`call_arguments`: the values as given,
+refused where JAX cannot take them, and the outputs' leaves) and checked into one
+`KernelCallSpec` (`checks._bound`), which `triton_kernel_p` carries to the lowering rules."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 
-from jax_triton_rocm.base import _compat, _state
-from jax_triton_rocm.checks import _arguments, _bound
+from jax_triton_rocm.base import _compat, _env, _state
+from jax_triton_rocm.checks import _binder, _bound
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.spec import _spec
@@ -98,15 +101,14 @@ def triton_call(
       ImportError: Triton is not installed or does not import.
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
-    call = _bound.check_triton_call_cached(
-        args, kwargs, kernel=kernel, unwrapped=unwrapped_kernel(kernel),
-        own_keywords=_TRITON_CALL_KEYWORDS, out_shape=out_shape, out_type=out_type,
-        backend_options=backend_options, cost_estimate=cost_estimate,
-        has_side_effect=has_side_effect,
-        input_output_aliases=input_output_aliases, constexprs=constexprs, operands=operands,
+    call = _bound.check_triton_call_cached(call_arguments(
+        args, kwargs, kernel, unwrapped_kernel(kernel), out_shape=out_shape, out_type=out_type,
         given=CallOptions(
             grid, name, num_warps, num_stages, num_ctas, compute_capability, enable_fp_fusion,
-            debug, serialized_metadata, batch_grid_axis, xla_native, zeroed_outputs))
+            debug, serialized_metadata, batch_grid_axis, xla_native, zeroed_outputs),
+        backend_options=backend_options, cost_estimate=cost_estimate,
+        has_side_effect=has_side_effect, input_output_aliases=input_output_aliases,
+        constexprs=constexprs, operands=operands), TRITON_CALL_KEYWORDS)
     results = triton_kernel_p.bind(*call.operands, spec=call.spec)
     # The primitive never sees a Ref: each was read into `call.operands`, and its extra result,
     # aliased to it, is written back here.
@@ -128,6 +130,160 @@ def unwrapped_kernel(kernel: Any) -> _spec.Unwrapped:
     return _state.KERNEL_RECORDS.keep(kernel, "unwrapped", taken_apart)
 
 
+_ONE_LEAF = jax.tree_util.tree_structure(0)
+
+
+@dataclasses.dataclass(frozen=True)
+class CallArguments:
+    """A `triton_call`'s arguments, as `call_arguments` takes them, before they are bound to the
+    kernel's parameters (`checks._binder.bind_arguments`): the one value every form of the call
+    (jax-triton 0.3's, 0.4's, `compat`'s) is checked from.
+
+    Attributes:
+      kernel, unwrapped: the kernel as given, and taken apart (`unwrapped_kernel`).
+      args, keywords: the positional and keyword arguments, as `call_arguments` takes them.
+      convention: "out_shape" (jax-triton 0.3) or "out_type" (0.4), whichever was given.
+      outputs: the outputs as given; `out_shapes` their leaves, `out_tree` their tree.
+      runtime: {keyword: parameter index} for the keywords that are runtime scalar operands:
+        with `out_type` (0.4), a scalar keyword naming a parameter that is no `tl.constexpr`.
+      buffers: the keywords that hold something only an operand can be (`holds_buffer`).
+      roles: each scalar or None given positionally (by index) or as a runtime keyword (by
+        name), as `_spec.scalar_role` types it, or None where that fails (the full check says
+        why); a constexpr parameter's value included.
+      given: the options `triton_call` shares with `triton_call_lowering`, as given (None for a
+        launch setting, `debug` or `enable_fp_fusion`: not given; `backend_options` may give
+        them).
+      constexprs, operands: parameters by name, compile-time constants and launch operands, as
+        given (`checks._binder.named_parameters` checks them).
+      The others: as `triton_call` takes them.
+    """
+
+    kernel: Any
+    unwrapped: _spec.Unwrapped
+    args: tuple
+    keywords: dict[str, Any]
+    convention: str
+    outputs: Any
+    out_shapes: list
+    out_tree: Any
+    runtime: dict[str, int]
+    buffers: frozenset[str]
+    roles: dict[int | str, tuple | None]
+    given: CallOptions
+    backend_options: Any
+    cost_estimate: Any
+    has_side_effect: Any
+    input_output_aliases: Any
+    constexprs: Any
+    operands: Any
+
+
+def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped: _spec.Unwrapped,
+                   *, out_shape: Any, out_type: Any, **options: Any) -> CallArguments:
+    """`triton_call`'s arguments and outputs taken, as every trace of a call takes them, its
+    layout kept or not: the variables checked, the outputs' convention (`out_shape=`, jax-triton
+    0.3, or `out_type=`, 0.4) and leaves, the values given, the keywords that are runtime scalar
+    operands, and the scalars typed (`CallArguments.roles`).
+
+    Raises:
+      TypeError / ValueError: both `out_shape` and `out_type` given, or neither; an output
+        without a shape and a dtype, with a sharding, a negative dimension or a dtype JAX holds
+        as another (`checks._binder.check_canonical_dtype`); a NumPy array in the other byte
+        order, naming it and the fix.
+    """
+    _env.check_variables()  # each variable as its reader takes it, on every platform
+    if out_shape is not _bound.NOT_GIVEN and out_type is not _bound.NOT_GIVEN:
+        raise TypeError("triton_call got both out_type= (jax-triton 0.4) and out_shape= (0.3); "
+                        "give one: they mean the same outputs, but pick the convention for "
+                        "keyword operands and input_output_aliases (docs/porting.md).")
+    if out_shape is _bound.NOT_GIVEN and out_type is _bound.NOT_GIVEN:
+        raise TypeError("triton_call needs the outputs' shapes and dtypes: out_type= (jax-triton "
+                        "0.4) or out_shape= (0.3), e.g. out_type=jax.ShapeDtypeStruct(x.shape, "
+                        "x.dtype), or out_type=() for a kernel that only updates Refs.")
+    convention, outputs = (("out_shape", out_shape) if out_type is _bound.NOT_GIVEN
+                           else ("out_type", out_type))
+    # The outputs' leaves as `ShapeDtypeStruct`s, and their tree; it may be empty
+    # (`checks._binder` says when a call may have no outputs). Only the shape and dtype of a
+    # leaf are read (an array's own sharding, as `out_shape=x` gives it, is not; `jax.typeof(x)`
+    # is a leaf too); a `ShapeDtypeStruct` that asks for a sharding is refused.
+    if hasattr(outputs, "shape") and hasattr(outputs, "dtype"):  # one output, the most common
+        leaves, tree = [outputs], _ONE_LEAF
+    else:
+        leaves, tree = jax.tree_util.tree_flatten(
+            outputs, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))
+    shapes = []
+    for i, leaf in enumerate(leaves):
+        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+            raise TypeError(f"{convention} leaf {i} is {leaf!r}; each output needs a .shape and "
+                            f"a .dtype, e.g. jax.ShapeDtypeStruct((n,), jnp.float32).")
+        if isinstance(leaf, jax.ShapeDtypeStruct) and leaf.sharding is not None:
+            raise ValueError(
+                f"{convention} leaf {i} asks for sharding={leaf.sharding}, which triton_call "
+                f"cannot honour: the kernel writes each output as one buffer, and JAX places it. "
+                f"Drop the sharding (jax.ShapeDtypeStruct({tuple(leaf.shape)}, {leaf.dtype})) "
+                f"and constrain the result instead (jax.lax.with_sharding_constraint), or call "
+                f"the kernel per shard inside jax.shard_map.")
+        shape = tuple(leaf.shape)
+        if any([isinstance(size, (int, np.integer)) and size < 0 for size in shape]):
+            raise ValueError(f"{convention} leaf {i} has shape {shape}, with a negative "
+                             f"dimension; each dimension is a size >= 0: give the output's real "
+                             f"shape.")
+        _binder.check_canonical_dtype(leaf.dtype, f"{convention} leaf {i}",
+                                      f"jax.ShapeDtypeStruct({shape}, jnp.{{}})", output=True)
+        shapes.append(jax.ShapeDtypeStruct(shape, np.dtype(leaf.dtype)))
+    # Each NumPy array in the other byte order refused; each concrete 0-d array given to a
+    # parameter whose annotation declares a scalar type (`x: tl.float32`,
+    # `_spec.Parameter.declared`) replaced by the scalar it holds (`np.float32(2)` for
+    # `jnp.float32(2)`), typed later by the annotation. Other arrays stay arrays (pointers, as in
+    # Triton; a traced one on such a parameter is refused, naming it, at the layout).
+    pending = [*[(f"argument {i}", arg) for i, arg in enumerate(args)],
+               *[(f"keyword argument {name!r}", value) for name, value in keywords.items()]]
+    pending.reverse()  # a stack, walked depth first in the order given
+    while pending:
+        what, value = pending.pop()
+        if isinstance(value, tuple):
+            pending += reversed([(f"{what}[{j}]", element) for j, element in enumerate(value)])
+        elif isinstance(value, np.ndarray) and not value.dtype.isnative:
+            raise TypeError(
+                f"{what} is a NumPy array of dtype {value.dtype.str!r}, in the other byte order "
+                f"than this machine's, which JAX cannot take. Pass it in this machine's byte "
+                f"order: x.astype(x.dtype.newbyteorder('=')).")
+    params, facts = unwrapped.jit_fn.params, unwrapped.params
+    declared = {i for i, param in enumerate(facts) if param.declared}
+    if declared:
+        def held(value: Any) -> Any:
+            if (isinstance(value, (np.ndarray, jax.Array))
+                    and not isinstance(value, jax.core.Tracer) and value.ndim == 0):
+                return np.asarray(value)[()]
+            return value
+
+        args = tuple([held(arg) if i in declared else arg for i, arg in enumerate(args)])
+        names = {facts[i].name for i in declared}
+        keywords = {name: held(value) if name in names else value
+                    for name, value in keywords.items()}
+    runtime = {}
+    if convention == "out_type" and keywords:
+        index = {param.name: i for i, param in enumerate(facts) if not param.constexpr}
+        runtime = {name: index[name] for name, value in keywords.items()
+                   if name in index and isinstance(value, _spec.SCALAR_TYPES)}
+    buffers = frozenset([name for name, value in keywords.items()  # a scalar holds none
+                         if not isinstance(value, _spec.SCALAR_TYPES)
+                         and _binder.holds_buffer(value)])
+    scalars = [(i, params[i], value, f"argument {i}") for i, value in enumerate(args)
+               if i < len(params) and not isinstance(value, jax.Array) and (
+                   facts[i].constexpr or value is None or isinstance(value, _spec.SCALAR_TYPES))]
+    scalars += [(name, params[i], keywords[name], f"keyword argument {name!r}")
+                for name, i in runtime.items()]
+    roles: dict[int | str, tuple | None] = {}
+    for where, param, value, what in scalars:
+        try:
+            roles[where] = _spec.scalar_role(param, value, what=what)
+        except (TypeError, ValueError, OverflowError):  # the full check says why
+            roles[where] = None
+    return CallArguments(kernel, unwrapped, args, keywords, convention, outputs, shapes, tree,
+                         runtime, buffers, roles, **options)
+
+
 # triton_call's own keyword arguments: a kernel parameter of one of these names cannot be set by
 # keyword, and a misspelt keyword is compared with them.
-_TRITON_CALL_KEYWORDS = _arguments.keyword_names(triton_call)
+TRITON_CALL_KEYWORDS = _binder.keyword_names(triton_call)

@@ -19,9 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jax
+from jax.interpreters.mlir import ir
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.checks import _arguments, _checker
+from jax_triton_rocm.checks import _binder, _checker
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.spec import _kinds, _misplaced, _spec
 from jax_triton_rocm.spec._spec import CallOptions, Grid, aval_text
@@ -31,6 +32,87 @@ if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
 _PLATFORMS = ("cuda", "rocm", "cpu")
+
+
+# Keyword options of `triton_call_lowering` beyond the vendor knobs (`_vendors.COMPILE_OPTIONS`).
+GENERAL_OPTIONS = ("enable_fp_fusion", "debug")
+
+
+def lowering_arguments(array_args: tuple, in_avals: tuple, compile_options: dict[str, Any],
+                       constexprs: Any, unwrapped: _spec.Unwrapped) -> dict[str, Any]:
+    """`triton_call_lowering`'s own arguments checked before the call is mapped onto the
+    kernel's parameters (`place_arguments`), so that a mistake in a library's lowering rule is
+    reported against the rule's own arguments; returns the constexprs.
+
+    One operand (an `ir.Value`) per `ctx.avals_in`; no keyword beyond the known compile options
+    (a kernel parameter belongs in `constexprs`, and for anything else the close match among
+    the options and the rule's own keywords is suggested); `constexprs` a mapping of the
+    kernel's parameter names to hashable Python values, holding each `tl.constexpr` without a
+    default of a plain kernel (nothing else can set it; autotuned and heuristics kernels are
+    checked per config by the core).
+    """
+    jit_fn = unwrapped.jit_fn
+    names, kernel = list(jit_fn.arg_names), _spec.kernel_name(jit_fn)
+    if len(array_args) != len(in_avals):
+        raise TypeError(f"triton_call_lowering got {len(array_args)} array_args, but the "
+                        f"primitive has {len(in_avals)} operands (ctx.avals_in); pass every "
+                        f"operand the rule received, in order.")
+    for i, value in enumerate(array_args):
+        if isinstance(value, (tuple, list)):
+            raise TypeError(
+                f"triton_call_lowering: array_args[{i}] is a {type(value).__name__} of "
+                f"{len(value)} value(s), not one operand. Pass the operands one by one, "
+                f"unpacked: triton_call_lowering(ctx, kernel, *operands, ...).")
+        if not isinstance(value, ir.Value):  # as a lowering rule receives an array operand
+            raise TypeError(
+                f"triton_call_lowering: array_args[{i}] is {value!r} ({type(value).__name__}), "
+                f"not an operand. Pass the operands the lowering rule received after ctx (MLIR "
+                f"values), not ctx.avals_in (their abstract values) or arrays.")
+    known = GENERAL_OPTIONS + _vendors.COMPILE_OPTIONS
+    unknown = sorted(set(compile_options) - set(known))
+    params = [name for name in unknown if name in names]
+    if params:
+        raise TypeError(
+            f"triton_call_lowering got {', '.join(f'{p}=' for p in params)}, a parameter of "
+            f"kernel {kernel}: kernel parameters go in constexprs, e.g. "
+            f"constexprs={{{params[0]!r}: {compile_options[params[0]]!r}}}.")
+    if unknown:
+        raise TypeError(
+            f"triton_call_lowering got unknown keyword(s) {', '.join(map(repr, unknown))}"
+            f"{_checker.close_names(unknown, [*_LOWERING_KEYWORDS, *known])}. Fix the spelling: "
+            f"kernel parameters go in constexprs={{...}}, and the compile options are "
+            f"{', '.join(known)}.")
+    if constexprs is not None and not isinstance(constexprs, Mapping):
+        raise TypeError(f"triton_call_lowering: constexprs={constexprs!r} must be a mapping of "
+                        f"kernel parameter names to Python values, e.g. {{'n': x.size}}.")
+    checked = dict(constexprs or {})
+    unknown = sorted(str(k) for k in checked if k not in names)
+    if unknown:
+        raise TypeError(
+            f"triton_call_lowering: constexprs names {', '.join(map(repr, unknown))}, which "
+            f"kernel {kernel} has no parameter for; its parameters are ({', '.join(names)}).")
+    for name, value in checked.items():
+        _binder.check_not_a_function(f"constexprs[{name!r}]", value, "triton_call_lowering: ")
+        if isinstance(value, (jax.Array, ir.Value)):
+            raise TypeError(
+                f"triton_call_lowering: constexprs[{name!r}] is a JAX value ({value!r}); "
+                f"constexprs are compile-time Python values (sizes and strides from the avals, "
+                f"e.g. ctx.avals_in[0].shape[0]). Pass data as an operand instead.")
+        try:
+            hash(value)
+        except TypeError:
+            raise TypeError(
+                f"triton_call_lowering: constexprs[{name!r}]={value!r} must be hashable: pass a "
+                f"tuple instead of a list, or a plain value.") from None
+    missing = [] if unwrapped.autotuner is not None or unwrapped.heuristics else [
+        p.name for p in jit_fn.params
+        if p.is_constexpr and not p.has_default and p.name not in checked]
+    if missing:
+        raise TypeError(
+            f"triton_call_lowering: kernel {kernel} needs tl.constexpr "
+            f"{', '.join(map(repr, missing))}: add "
+            f"{', '.join(f'{m!r}: ...' for m in missing)} to constexprs.")
+    return checked
 
 
 def _platform(ctx: LoweringRuleContext) -> str:
@@ -183,27 +265,22 @@ def triton_call_lowering(
     platform = _platform(ctx)
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     unwrapped = _spec.unwrap(kernel)
-    jit_fn = unwrapped.jit_fn
-    _arguments.check_operands_and_options(array_args, in_avals, compile_options, _LOWERING_KEYWORDS,
-                                          jit_fn)
-    constexprs = _arguments.checked_constexprs(constexprs, list(jit_fn.arg_names),
-                                               _spec.kernel_name(jit_fn))
-    _arguments.check_constexprs_given(unwrapped, constexprs)
+    constexprs = lowering_arguments(array_args, in_avals, compile_options, constexprs, unwrapped)
     out_shapes = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals)
     aliases = _checker.alias_pairs("triton_call_lowering", input_output_aliases, in_avals,
                                    out_shapes)
     spec = _checker.check_call(
         "triton_call_lowering", kernel=kernel, unwrapped=unwrapped,
-        positional=place_arguments(jit_fn, constexprs, in_avals, out_avals, aliases),
+        positional=place_arguments(unwrapped.jit_fn, constexprs, in_avals, out_avals, aliases),
         in_avals=in_avals, out_shapes=out_shapes, aliases=aliases,
         given=CallOptions(
             grid, name=name, num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
             zeroed_outputs=zeroed_outputs,
-            **{k: v for k, v in compile_options.items() if k in _arguments.GENERAL_OPTIONS}),
+            **{k: v for k, v in compile_options.items() if k in GENERAL_OPTIONS}),
         metaparams=constexprs,
         options={k: v for k, v in compile_options.items() if k in _vendors.COMPILE_OPTIONS})
     return _primitive.lower(platform, ctx, array_args, spec)
 
 
 # triton_call_lowering's own keyword arguments, which a misspelt keyword is compared with.
-_LOWERING_KEYWORDS = _arguments.keyword_names(triton_call_lowering)
+_LOWERING_KEYWORDS = _binder.keyword_names(triton_call_lowering)

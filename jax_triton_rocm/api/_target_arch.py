@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from jax_triton_rocm.backends._vendors import GPU_PLATFORMS, normalize_arch
-from jax_triton_rocm.checks import _arguments
+from jax_triton_rocm.checks import _checker
 from jax_triton_rocm.routes import _arch, _primitive
 
 
@@ -42,7 +42,7 @@ def target_arch(*, cuda: Any = None, rocm: Any = None,
         raise TypeError(
             f"target_arch() got {', '.join(f'{k}={v!r}' for k, v in others.items())}: "
             f"{', '.join(map(repr, others))} is no GPU platform this package lowers for"
-            f"{_arguments.close_names(others, GPU_PLATFORMS)}. Name architectures for "
+            f"{_checker.close_names(others, GPU_PLATFORMS)}. Name architectures for "
             f"{' and '.join(f'{p}=' for p in GPU_PLATFORMS)} only, e.g. "
             f"target_arch(cuda='sm_90').")
     named = {}

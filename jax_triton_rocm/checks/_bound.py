@@ -5,10 +5,9 @@ The primitive never sees a `Ref`: each is read before the call, passed as an ope
 an extra result, and written back after it, so every route (jaxlib's call, XLA's, the
 interpreter, the `jax.vmap` rule) sees plain aliasing.
 
-`triton_call`'s options as jax-triton 0.3 and 0.4 write them, turned into one form: which
-convention the call follows (`out_shape=` or `out_type=`), `backend_options` merged with the
-explicit launch settings, and `cost_estimate`. Each rule is in docs/porting.md; a value given
-both ways is an error that names both.
+`triton_call`'s options as jax-triton 0.3 and 0.4 write them, turned into one form:
+`backend_options` merged with the explicit launch settings, and `cost_estimate`. Each rule is
+in docs/porting.md; a value given both ways is an error that names both.
 
 `check_triton_call` is the full check, top down: it binds a call's arguments to the kernel's
 parameters, places its outputs and checks every argument. `check_triton_call_cached` wraps it:
@@ -21,16 +20,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
 from jax_triton_rocm import backends
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _env, _state, _values
-from jax_triton_rocm.checks import _arguments, _checker
+from jax_triton_rocm.base import _state, _values
+from jax_triton_rocm.checks import _binder, _checker
 from jax_triton_rocm.spec import _layout, _spec
 from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, MetaGrid, Surface
+
+if TYPE_CHECKING:
+    from jax_triton_rocm.api._call import CallArguments
 
 
 # The explicit arguments `backend_options` may give instead, with their defaults.
@@ -104,7 +106,7 @@ class Layout:
       out_order: per primitive result, the output (leaf of `out_shape` / `out_type`) it is.
     """
 
-    placed: _arguments.Placed
+    placed: _checker.Placed
     spec: KernelCallSpec
     operand_args: tuple[int, ...]
     scalars: tuple[tuple[int, int | str], ...]
@@ -123,80 +125,32 @@ class BoundCall:
     it (`placed.refs`) and the outputs are `placed.user_results` in the tree `out_tree`."""
 
     spec: KernelCallSpec
-    placed: _arguments.Placed
+    placed: _checker.Placed
     out_tree: Any
     operands: tuple  # the primitive's operands: arrays as given, each Ref read
 
 
-def check_triton_call_cached(args: tuple, keywords: dict[str, Any], *, kernel: Any,
-                             unwrapped: Any, own_keywords: tuple[str, ...], out_shape: Any,
-                             out_type: Any, backend_options: Any, cost_estimate: Any,
-                             has_side_effect: Any, input_output_aliases: Any,
-                             given: CallOptions, constexprs: Any = None,
-                             operands: Any = None) -> BoundCall:
+def check_triton_call_cached(call: CallArguments, own_keywords: tuple[str, ...]) -> BoundCall:
     """`check_triton_call`, with the layout of a call checked in full kept and reused: a call
     laid out like an earlier one (new shapes, new runtime scalar values) gets that layout with
     its own arrays, scalars, shapes and grid (`relaid_call`), and one checked in full keeps its
     layout under its key (`layout_key`, `keep_layout`) where the layout serves later calls (the
     module docstring says which). One with `operands=` is checked in full every time. The
     arguments, the result and the errors are `check_triton_call`'s."""
-    call = call_arguments(args, keywords, unwrapped=unwrapped, out_shape=out_shape,
-                          out_type=out_type)
-    key = None if operands else layout_key(
-        call, kernel=kernel, grid=given.grid, options=(
-            backend_options, cost_estimate, has_side_effect, input_output_aliases, constexprs,
-            *[getattr(given, name) for name in _KEYED_OPTIONS]))
+    key = None if call.operands else layout_key(call)
     layout = None if key is None else _state.CALL_LAYOUTS.get(key)
-    if layout is not None and (bound := relaid_call(layout, call, given.grid)) is not None:
+    if layout is not None and (bound := relaid_call(layout, call)) is not None:
         return bound
-    bound = check_triton_call(
-        call, kernel=kernel, unwrapped=unwrapped, own_keywords=own_keywords,
-        backend_options=backend_options, cost_estimate=cost_estimate,
-        has_side_effect=has_side_effect, input_output_aliases=input_output_aliases,
-        given=given, constexprs=constexprs, operands=operands)
+    bound = check_triton_call(call, own_keywords)
     if key is not None:
         keep_layout(key, call, bound)
     return bound
 
 
-def call_arguments(args: tuple, keywords: dict[str, Any], *, unwrapped: Any, out_shape: Any,
-                   out_type: Any) -> _arguments.CallArguments:
-    """The checks every trace of a call makes first, kept or not: the variables, the outputs'
-    convention and shapes, and the values given (`_arguments.call_arguments`).
-
-    Raises:
-      TypeError: both `out_shape` and `out_type` given, or neither; and as
-        `_arguments.call_arguments` says.
-    """
-    _env.check_variables()  # each variable as its reader takes it, on every platform
-    if out_shape is not NOT_GIVEN and out_type is not NOT_GIVEN:
-        raise TypeError("triton_call got both out_type= (jax-triton 0.4) and out_shape= (0.3); "
-                        "give one: they mean the same outputs, but pick the convention for "
-                        "keyword operands and input_output_aliases (docs/porting.md).")
-    if out_shape is NOT_GIVEN and out_type is NOT_GIVEN:
-        raise TypeError("triton_call needs the outputs' shapes and dtypes: out_type= (jax-triton "
-                        "0.4) or out_shape= (0.3), e.g. out_type=jax.ShapeDtypeStruct(x.shape, "
-                        "x.dtype), or out_type=() for a kernel that only updates Refs.")
-    if out_type is NOT_GIVEN:
-        return _arguments.call_arguments(args, keywords, unwrapped, "out_shape", out_shape)
-    return _arguments.call_arguments(args, keywords, unwrapped, "out_type", out_type)
-
-
-def check_triton_call(call: _arguments.CallArguments, *, kernel: Any, unwrapped: Any,
-                      own_keywords: tuple[str, ...], backend_options: Any, cost_estimate: Any,
-                      has_side_effect: Any, input_output_aliases: Any, given: CallOptions,
-                      constexprs: Any = None, operands: Any = None) -> BoundCall:
-    """Checks a `triton_call` in full, from its given form (`call_arguments`); returns it bound.
-
-    Args:
-      call: the arguments meant for the kernel and the outputs, as `call_arguments` took them.
-      own_keywords: triton_call's own keyword arguments (compared with a misspelt keyword).
-      given: the options `triton_call` shares with `triton_call_lowering`, as given (None for a
-        launch setting, `debug` or `enable_fp_fusion`: not given; `backend_options` may give
-        them).
-      constexprs, operands: parameters by name, compile-time constants and launch operands
-        (`_arguments.named_parameters`).
-      The others: as `triton_call` takes them.
+def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> BoundCall:
+    """Checks a `triton_call` in full, from its arguments as taken (`api._call.call_arguments`);
+    returns it bound. `own_keywords`: triton_call's own keyword arguments (compared with a
+    misspelt keyword).
 
     The outputs follow jax-triton 0.3's convention (`out_shape=`) or 0.4's (`out_type=`),
     whichever is given. `backend_options` is merged with the launch settings `given` holds and
@@ -207,17 +161,16 @@ def check_triton_call(call: _arguments.CallArguments, *, kernel: Any, unwrapped:
       TypeError / ValueError / NotImplementedError: naming the argument, its value and the fix:
         `backend_options` not a mapping of str, or with an unhashable value, an option given
         both ways (naming both) or one no vendor knows; `cost_estimate` not a mapping of the
-        known keys to non-negative ints; and as `_arguments.bind_arguments` and
+        known keys to non-negative ints; and as `_binder.bind_arguments` and
         `_checker.check_call` say.
     """
     # A kernel that takes nothing at launch (no parameters, or constexprs only) can only be
     # called for what it does besides outputs (a print, an assert): kept, as Triton launches it.
-    side_effect = (_values.flag(has_side_effect, "has_side_effect")
+    given, backend_options, unwrapped = call.given, call.backend_options, call.unwrapped
+    side_effect = (_values.flag(call.has_side_effect, "has_side_effect")
                    or all([param.constexpr for param in unwrapped.params]))
-    placed, keyword_options, by_keyword = _arguments.bind_arguments(
-        call, unwrapped=unwrapped, input_output_aliases=input_output_aliases,
-        zeroed_outputs=given.zeroed_outputs, has_side_effect=side_effect,
-        own_keywords=own_keywords, constexprs=constexprs, operands=operands)
+    placed, keyword_options, by_keyword = _binder.bind_arguments(
+        call, has_side_effect=side_effect, own_keywords=own_keywords)
     # `backend_options` merged with the launch settings and the vendor knobs.
     options = {} if backend_options is None else backend_options
     if not isinstance(options, Mapping) or not all([isinstance(k, str) for k in options]):
@@ -248,7 +201,7 @@ def check_triton_call(call: _arguments.CallArguments, *, kernel: Any, unwrapped:
             "batch_grid_axis with a TensorDescriptor operand: a descriptor describes one "
             "example. Leave batch_grid_axis=None (jax.vmap then calls the kernel once per "
             "example), or pass the base array and build the descriptor inside the kernel.")
-    cost = cost_estimate
+    cost = call.cost_estimate
     if cost is not None:
         if not isinstance(cost, Mapping):
             raise TypeError(f"cost_estimate={cost!r} must be a dict such as "
@@ -259,7 +212,7 @@ def check_triton_call(call: _arguments.CallArguments, *, kernel: Any, unwrapped:
                                  f"of {', '.join(COST_KEYS)} with a non-negative int.")
         cost = tuple(sorted([(key, int(count)) for key, count in cost.items()]))
     spec = _checker.check_call(
-        "triton_call", kernel=kernel, unwrapped=unwrapped, positional=placed.positional,
+        "triton_call", kernel=call.kernel, unwrapped=unwrapped, positional=placed.positional,
         in_avals=placed.in_avals, out_shapes=placed.out_shapes,
         aliases=tuple(sorted(placed.aliases.items())),
         given=dataclasses.replace(given, **settings, zeroed_outputs=placed.zeroed),
@@ -275,8 +228,7 @@ def _has_descriptor(entries: Sequence[tuple[str, Any]]) -> bool:
                for kind, value in entries)
 
 
-def layout_key(call: _arguments.CallArguments, *, kernel: Any, grid: Any,
-               options: tuple) -> tuple | None:
+def layout_key(call: CallArguments) -> tuple | None:
     """The key a call's layout is kept under: None where no layout is kept (see the module
     docstring), or where the full check must say what is wrong (an unhashable value, a bad
     scalar). The key is built in one pass, as it is at every trace of a call seen before: it
@@ -288,11 +240,11 @@ def layout_key(call: _arguments.CallArguments, *, kernel: Any, grid: Any,
       (`call.roles`, as the layout check and the compile see it): compiled in, by its exact
       value (`_values.exact_key`); passed at launch, by its type, its Triton type and its
       specialisation, its value left out;
-    - the other keywords' values, and `options` (the rest of `check_triton_call`'s arguments
-      but the grid and triton_call's own keywords, a constant; always in the same order, as
-      `check_triton_call_cached` is the only caller): plain values (None, bools, ints, str,
-      bytes, empty tuples) with their types, in one pass; otherwise each by its exact key, a
-      mapping's (`backend_options`, `input_output_aliases`) item by item;
+    - the other keywords' values, and the call's options (`backend_options`, `cost_estimate`,
+      `has_side_effect`, `input_output_aliases`, `constexprs` and those of `given` but the
+      grid), always in the same order: plain values (None, bools, ints, str, bytes, empty
+      tuples) with their types, in one pass; otherwise each by its exact key, a mapping's
+      (`backend_options`, `input_output_aliases`) item by item;
     - a grid of ints: nothing (it is the reused call's own, checked by `relaid_call`); a
       function: its code and how many defaults it has, which decide whether it takes the
       metaparameters (a `lambda meta: ...` made at each trace is the same grid); another
@@ -308,7 +260,9 @@ def layout_key(call: _arguments.CallArguments, *, kernel: Any, grid: Any,
                 roles.append((index, value))
             else:
                 return None  # no layout kept, or the full check must say what is wrong
-        names, values = [], list(options)
+        names, values = [], [call.backend_options, call.cost_estimate, call.has_side_effect,
+                              call.input_output_aliases, call.constexprs,
+                              *[getattr(call.given, name) for name in _KEYED_OPTIONS]]
         for name, value in call.keywords.items():
             if name in call.buffers:
                 return None
@@ -330,28 +284,28 @@ def layout_key(call: _arguments.CallArguments, *, kernel: Any, grid: Any,
                 (type(value), tuple([(_values.exact_key(k), _values.exact_key(v))
                                      for k, v in value.items()]))
                 if isinstance(value, Mapping) else _values.exact_key(value) for value in values]
-        grid_key = None
+        grid, grid_key = call.given.grid, None
         if callable(grid):  # a function of the metaparameters (`_spec.grid_value`)
             fn = grid.fn if isinstance(grid, MetaGrid) else grid
             grid_key = (
                 ("function", fn.__code__, len(fn.__defaults__ or ()), bool(fn.__kwdefaults__))
                 if getattr(fn, "__code__", None) is not None and hasattr(fn, "__defaults__")
                 else _values.exact_key(fn))
-        key = (kernel, call.convention, tuple(parts), tuple(names), tuple(roles), call.out_tree,
-               tuple([(s.dtype, len(s.shape) == 0) for s in call.out_shapes]), grid_key, types,
-               tuple(values))
+        key = (call.kernel, call.convention, tuple(parts), tuple(names), tuple(roles),
+               call.out_tree, tuple([(s.dtype, len(s.shape) == 0) for s in call.out_shapes]),
+               grid_key, types, tuple(values))
         hash(key)
     except (TypeError, ValueError, OverflowError):  # unhashable, or a bad scalar: full check
         return None
     return key
 
 
-def relaid_call(layout: Layout, call: _arguments.CallArguments, grid: Any) -> BoundCall | None:
+def relaid_call(layout: Layout, call: CallArguments) -> BoundCall | None:
     """The call checked into the kept `layout`, with its own arrays, scalars, shapes and grid,
     after the checks that depend on those; None where one fails (the full check then says why).
     """
     try:
-        grid = _spec.grid_value(grid)
+        grid = _spec.grid_value(call.given.grid)
     except (TypeError, ValueError):
         return None
     args = call.args
@@ -381,7 +335,7 @@ def relaid_call(layout: Layout, call: _arguments.CallArguments, grid: Any) -> Bo
     return BoundCall(spec, placed, call.out_tree, operands)
 
 
-def keep_layout(key: tuple, call: _arguments.CallArguments, bound: BoundCall) -> None:
+def keep_layout(key: tuple, call: CallArguments, bound: BoundCall) -> None:
     """Keeps `bound`'s layout under `key`, where it serves later calls: every operand an array
     given positionally, no Ref, no operand made in place of an output."""
     placed, spec = bound.placed, bound.spec

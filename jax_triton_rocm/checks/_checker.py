@@ -1,26 +1,33 @@
 """The one checker of a kernel call: every argument of `triton_call` and `triton_call_lowering`,
 checked once, into a `KernelCallSpec`.
 
-Each API first turns its own form into the common one (`triton_call` splits its arguments and
-`out_shape`; `triton_call_lowering` places the primitive's operands and results on the
-kernel's parameters: `checks._arguments`); `check_call` then checks what both share, with
-messages worded for the API the user called (`Api`): the same value gets the same verdict
-from both. Where a `triton_call`'s outputs go is `checks._arguments.place_outputs`.
+Each API first turns its own form into the common one (`triton_call` binds its arguments to the
+kernel's parameters, `checks._binder`, and places its outputs, `place_outputs`;
+`triton_call_lowering` places the primitive's operands and results on them,
+`api._library.place_arguments`); `check_call` then checks what both share, with messages
+worded for the API the user called (`Api`): the same value gets the same verdict from both.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
+import jax
 import numpy as np
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _env, _values
-from jax_triton_rocm.spec import _layout, _spec
+from jax_triton_rocm.spec import _layout, _misplaced, _spec
 from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, Surface
+
+if TYPE_CHECKING:
+    from triton.runtime.jit import JITFunction
+
+    from jax_triton_rocm.checks._binder import Flat, ParameterValues
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +64,20 @@ APIS = {
         "the primitive's {n} operands", "the primitive's {n} results", "a result",
         alias_fix="; fix the primitive's abstract eval"),
 }
+
+
+def close_names(unknown: Iterable[str], known: Iterable[str]) -> str:
+    """" (did you mean ...?)" naming the close match among `known` of each of `unknown` that
+    has one (difflib's), or ""."""
+    unknown, known = list(unknown), list(known)
+    guesses = [(name, match[0]) for name in unknown
+               if (match := difflib.get_close_matches(name, known, n=1))]
+    if not guesses:
+        return ""
+    if len(unknown) == 1:
+        return f" (did you mean {guesses[0][1]}?)"
+    return f" (did you mean {', '.join(f'{m} for {n!r}' for n, m in guesses)}?)"
+
 
 
 def check_takes_meta(fn: Callable, what: str) -> None:
@@ -137,8 +158,9 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
       TypeError / ValueError: naming the argument, its value and the fix (a dtype Triton cannot
         take is a TypeError, a symbolic dimension (`jax.export`) a ValueError).
     """
-    _env.check_variables()  # each variable as its reader takes it, on every platform
     api = APIS[api_name]
+    if api.name == "triton_call_lowering":  # triton_call checks them as it takes its arguments
+        _env.check_variables()  # each variable as its reader takes it, on every platform
     metaparams, options = dict(metaparams or {}), dict(options or {})
     g = given
     name, num_warps, num_stages, num_ctas = g.name, g.num_warps, g.num_stages, g.num_ctas
@@ -185,7 +207,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
     zeroed = g.zeroed_outputs
     if callable(zeroed):
         check_takes_meta(zeroed, f"{api.prefix}zeroed_outputs")
-    else:
+    elif api.name != "triton_call":  # triton_call's are checked as its outputs are placed
         zeroed = _values.output_indices(zeroed, len(out_shapes), what=f"{api.prefix}zeroed_outputs",
                                         an_output=api.an_output)
     spec = KernelCallSpec(
@@ -210,3 +232,245 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         _layout.check_kernel_arguments(unwrapped, spec.positional, in_avals, spec.out_shapes,
                                        metaparams, types)
     return spec
+
+
+def _kind(entry: tuple[str, Any]) -> str | None:
+    """What an entry gives its parameter, for `_misplaced.forgotten`: "pointer" (an array),
+    "scalar" (a value), or None (None, a tuple, a descriptor)."""
+    kind, value = entry
+    return "pointer" if kind == "input" else "scalar" if kind == "scalar" and value is not None \
+        else None
+
+
+def forgotten_hint(jit_fn: JITFunction, given: ParameterValues, flat: Flat, n_outs: int,
+                   aliased: set[int], own_keywords: tuple[str, ...]) -> str:
+    """The parameter a call most likely forgot (`_misplaced.forgotten`): the parameters that
+    neither a keyword nor a constexpr fills take the positional values, then the outputs' (or,
+    failing that, the unaliased outputs') pointers, in order. A parameter left unfilled that is
+    named like one of triton_call's own arguments (`own_keywords`) is said to go in
+    `operands=`."""
+    slots = [i for i, p in enumerate(jit_fn.params) if not p.is_constexpr
+             and p.name not in given.metaparams and i not in given.by_keyword]
+    values = [_kind(flat.entries[i]) for i in slots if i in flat.entries]
+    text = ""
+    for n_pointers in dict.fromkeys((n_outs, n_outs - len(aliased))):
+        if text := _misplaced.forgotten(jit_fn, values + ["pointer"] * n_pointers, slots):
+            break
+    clashing = [jit_fn.arg_names[i] for i in slots
+                if i not in flat.entries and jit_fn.arg_names[i] in own_keywords]
+    if clashing:
+        text += (f" Parameter {clashing[0]!r} has the name of an argument of triton_call itself, "
+                 f"so a keyword {clashing[0]}= is triton_call's own: fill it with "
+                 f"operands={{{clashing[0]!r}: ...}} (filled at launch; constexprs= compiles a "
+                 f"value in).")
+    return text
+
+
+
+_CONVENTIONS = {
+    "out_type": "with out_type= (jax-triton 0.4), indices count every operand leaf in "
+                "kernel-parameter order, scalars included",
+    "out_shape": "indices count arrays only, not scalars, with out_shape= (jax-triton 0.3)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Placed:
+    """A call's operands and outputs as the primitive takes them.
+
+    Attributes:
+      positional: the spec's layout (`KernelCallSpec.positional`).
+      metaparams: constexprs by name.
+      operands: per primitive operand: an array, or a Ref (read at the call).
+      in_avals, out_shapes: the primitive's operand and result shapes and dtypes.
+      aliases: {operand: result} for the primitive.
+      zeroed: result indices zeroed before the launch, or a callable returning output indices.
+      user_results: per output of the call's tree, its result index.
+      refs: (operand, result) for each Ref, written back after the call.
+      output_params: the parameter each output with a pointer fills, in output order.
+      positional_constexprs: constexprs given positionally (the 0.3 form keeps them positional).
+    """
+
+    positional: tuple
+    metaparams: dict[str, Any]
+    operands: tuple
+    in_avals: tuple
+    out_shapes: tuple
+    aliases: dict[int, int]
+    zeroed: Any
+    user_results: tuple[int, ...]
+    refs: tuple[tuple[int, int], ...]
+    output_params: list[int]
+    positional_constexprs: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class MappedZeroed:
+    """A callable `zeroed_outputs` whose output indices are mapped to the primitive's results;
+    compared by value, so that JAX's caches keyed on the spec still hit."""
+
+    fn: Callable[[dict[str, Any]], Any]
+    results: tuple[int, ...]
+
+    def __call__(self, meta: dict[str, Any]) -> tuple[int, ...]:
+        return tuple(self.results[o] if 0 <= o < len(self.results) else o for o in self.fn(meta))
+
+
+def _output_given_as_input(leaves: list, convention: str, out_shapes: list,
+                           unaliased: list[int], extra: int) -> str:
+    """For a call with `extra` outputs more than parameters left for them: the last array
+    arguments with an output's shape and dtype (most likely that output passed as an input too,
+    as 0.3's calls did), and the two fixes; "" where none matches."""
+    candidates = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
+    matching = [(index, leaf, o) for index, leaf in enumerate(candidates) if leaf.is_array
+                for o in unaliased
+                if (tuple(leaf.value.shape), np.dtype(leaf.value.dtype)) == (
+                    tuple(out_shapes[o].shape), np.dtype(out_shapes[o].dtype))][-extra:]
+    if not matching:
+        return ""
+    # The aliases' input index counts operand leaves (0.4) or array arguments (0.3), which a
+    # None or scalar argument before it shifts from its position: both are named.
+    shown = ", ".join(f"{leaf.what} (the shape and dtype of output {o}"
+                      + ("" if leaf.what == f"argument {index}" else
+                         f"; input index {index} in input_output_aliases") + ")"
+                      for index, leaf, o in matching)
+    aliases = ", ".join(f"{index}: {o}" for index, _, o in matching)
+    return " " + _layout.passed_as_input_advice(
+        shown, aliases, "the arguments (each output fills a parameter the arguments leave "
+                        "unfilled)")
+
+
+def place_outputs(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, Any],
+                  operands: list, leaves: list, refs: list, *, convention: str, out_shapes: list,
+                  input_output_aliases: Any, zeroed: Any, trailing: list[int] | None = None,
+                  hint: Callable[[set[int]], str] = lambda aliased: "") -> Placed:
+    """Places a call's outputs among its operands.
+
+    Outputs fill the non-constexpr parameters the call left unfilled, in order: every output
+    (jax-triton 0.3's layout), or, with `input_output_aliases`, only the outputs not aliased to
+    an input (0.4's: an aliased output is written through its input's pointer). The primitive's
+    operands follow the kernel's parameters and its results with a pointer come first, in
+    parameter order; an output may sit in any parameter position, before an operand's too: the
+    routes launch such a kernel through a trampoline that takes the buffers in their order
+    (`plan._trampoline`), so no buffer is filled or copied for it. Each `Ref` operand gets one
+    more result, aliased to it.
+
+    `input_output_aliases` is read first, as (operand leaf, output index) pairs in the call's
+    convention; then the outputs that get a pointer are given their parameters. Where neither
+    layout fits, a call that 0.3 could have made (`trailing`) keeps 0.3's placement, so that the
+    layout reports what is wrong as 0.3 did, unless `hint` names the parameter the call most
+    likely forgot.
+
+    Args:
+      entries: each given parameter's entry, with the primitive's operand index where an
+        operand goes (`Flat`); ("constexpr", value) for a value given positionally
+        to a `tl.constexpr`.
+      operands: the primitive's operands, in that order.
+      leaves: every operand leaf in kernel-parameter order, each with its operand index (None
+        for a scalar); `refs` those that are Refs.
+      convention: "out_type" (jax-triton 0.4) or "out_shape" (0.3).
+      zeroed: `zeroed_outputs`, put in the primitive's result indices here (a callable's
+        through `MappedZeroed`, unless the results keep the outputs' order).
+      trailing: for a call 0.3 could make, the parameters after its arguments.
+      hint: the parameter the call most likely forgot, given the aliased outputs, for a call
+        whose outputs fit no layout (`forgotten_hint`).
+
+    Raises:
+      TypeError / ValueError: `input_output_aliases` not a dict of ints, an index that is not
+        an array operand's in this convention (the message states both conventions), shapes
+        that differ, or aliases given with Ref operands; the parameters left unfilled fit
+        neither layout (the message lists them and the counts, and says what `hint` says); and
+        as `_values.output_indices` says (for `zeroed`).
+    """
+    given, pairs = input_output_aliases, []
+    if given and refs:
+        raise ValueError(
+            f"input_output_aliases={dict(given)!r} cannot be combined with Ref operands: a Ref "
+            f"is updated in place by itself. Pass every buffer the kernel updates as a Ref, or "
+            f"none (as jax-triton 0.4).")
+    if given:
+        candidates = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
+        among = ("array arguments" if convention == "out_shape" else "operand leaves")
+        other = _CONVENTIONS["out_shape" if convention == "out_type" else "out_type"]
+        for in_idx in given if isinstance(given, Mapping) else ():
+            if not (_values.is_int(in_idx) and 0 <= in_idx < len(candidates)):
+                raise ValueError(
+                    f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is not one of "
+                    f"the {len(candidates)} {among} (0..{len(candidates) - 1}) "
+                    f"({_CONVENTIONS[convention]}; {other}).")
+            if not candidates[in_idx].is_array:
+                raise ValueError(
+                    f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is "
+                    f"{candidates[in_idx].what}, a scalar ({_CONVENTIONS[convention]}; {other}).")
+        avals = [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) if x.is_array
+                 else jax.ShapeDtypeStruct((), "int32")
+                 for x in candidates]
+        pairs = [(candidates[i], o)
+                 for i, o in alias_pairs("triton_call", given, tuple(avals),
+                                      tuple(out_shapes))]
+    aliased = {o for _, o in pairs}
+    missing = [i for i, p in enumerate(jit_fn.params)  # the non-constexpr parameters unfilled
+               if not p.is_constexpr and i not in entries and p.name not in metaparams]
+    n_outs = len(out_shapes)
+    unaliased = [o for o in range(n_outs) if o not in aliased]
+    # A parameter defaulting to None (the last ones, as Python orders defaults) that no output
+    # is left to fill keeps its default, a None constexpr, as in Triton.
+    while (len(missing) > max(n_outs, len(unaliased)) and jit_fn.params[missing[-1]].has_default
+           and jit_fn.params[missing[-1]].default is None):
+        missing.pop()
+    if len(missing) == n_outs:
+        owners = dict(zip(range(n_outs), missing))
+    elif aliased and len(missing) == len(unaliased):
+        owners = dict(zip(unaliased, missing))
+    else:
+        forgotten = hint(aliased) if len(missing) > len(unaliased) else ""
+        if len(missing) < len(unaliased) and trailing is None:  # 0.3 says it at layout
+            forgotten = _output_given_as_input(leaves, convention, out_shapes, unaliased,
+                                               len(unaliased) - len(missing))
+        if trailing is None or forgotten:
+            names = list(jit_fn.arg_names)
+            raise TypeError(
+                f"Kernel {_spec.kernel_name(jit_fn)}: {len(missing)} non-constexpr parameter(s) "
+                f"get no argument ({', '.join(names[i] for i in missing) or 'none'}), for "
+                f"{n_outs} output(s), {len(unaliased)} of them not aliased to an input. Outputs "
+                f"fill the parameters left unfilled, in order: one per output (jax-triton 0.3's "
+                f"layout), or, with input_output_aliases, one per output that is not aliased "
+                f"(0.4's: an aliased output is written through its input's pointer). The "
+                f"kernel's parameters are ({', '.join(names)}); pass the missing arguments, or "
+                f"fix the outputs.{forgotten}")
+        owners = dict(zip(range(n_outs), trailing))
+    owner_of = {p: o for o, p in owners.items()}
+    positional, metaparams, constexprs = [], dict(metaparams), []
+    for i, param in enumerate(jit_fn.params):
+        if i in entries and entries[i][0] == "constexpr":
+            metaparams[param.name] = entries[i][1]
+            constexprs.append(param.name)
+            positional.append(("keyword", None))
+        elif i in entries:
+            positional.append(entries[i])
+        else:
+            positional.append(("output", owner_of[i]) if i in owner_of else ("keyword", None))
+    order = sorted(owners, key=owners.get)
+    order += [o for o in range(len(out_shapes)) if o not in order]
+    user_results = tuple([order.index(o) for o in range(len(out_shapes))])
+    ref_results = tuple([(leaf.operand, len(order) + n) for n, leaf in enumerate(refs)])
+    prim_aliases = {leaf.operand: user_results[o] for leaf, o in pairs}
+    prim_aliases.update(dict(ref_results))
+    if callable(zeroed):
+        if user_results != tuple(range(len(user_results))):
+            zeroed = MappedZeroed(zeroed, user_results)
+    else:
+        indices = _values.output_indices(zeroed, len(user_results), what="zeroed_outputs")
+        zeroed = tuple(sorted([user_results[o] for o in indices]))
+    return Placed(
+        positional=tuple([(kind, user_results[v]) if kind == "output" else (kind, v)
+                          for kind, v in positional]),
+        metaparams=metaparams, operands=tuple(operands),
+        in_avals=tuple([jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands]),
+        out_shapes=tuple([out_shapes[o] for o in order]
+                         + [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) for x in refs]),
+        aliases=prim_aliases, zeroed=zeroed,
+        user_results=user_results,
+        refs=ref_results, output_params=[owners[o] for o in sorted(owners)],
+        positional_constexprs=tuple(constexprs))
+

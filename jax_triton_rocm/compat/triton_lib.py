@@ -16,7 +16,8 @@ import numpy as np
 
 from jax_triton_rocm.api import _call
 from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME
-from jax_triton_rocm.checks import _arguments
+from jax_triton_rocm.checks import _binder
+from jax_triton_rocm.checks._binder import keyword_names as _keyword_names
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.spec import _spec
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor, strides_from_shape
@@ -154,7 +155,7 @@ def triton_call(
         warnings.warn("zeroed_outputs is deprecated. Zero the buffer explicitly and pass it as a "
                       "Ref argument instead", DeprecationWarning, stacklevel=2)
     return on_jaxlib_route(
-        triton_call, *args, kernel=kernel, grid=grid, out_type=out_type, name=name,
+        triton_call, _OWN_KEYWORDS, *args, kernel=kernel, grid=grid, out_type=out_type, name=name,
         num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
         compute_capability=compute_capability, backend_options=backend_options,
         input_output_aliases=input_output_aliases, zeroed_outputs=zeroed_outputs,
@@ -162,22 +163,21 @@ def triton_call(
         cost_estimate=cost_estimate, has_side_effect=has_side_effect, **kwargs)
 
 
-def on_jaxlib_route(surface: Callable, *args: Any, kernel: Any, num_warps: int | None,
-                    num_stages: int | None, backend_options: Mapping[str, Any] | None = None,
-                    **kwargs: Any) -> Any:
+def on_jaxlib_route(surface: Callable, own: frozenset[str], *args: Any, kernel: Any,
+                    num_warps: int | None, num_stages: int | None,
+                    backend_options: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
     """`jax_triton_rocm.triton_call` on jaxlib's route, for a drop-in's `triton_call`
-    (`surface`): jax-triton's default warps and stages for a kernel that is not autotuned, and
-    a keyword that `surface` lacks but the package has (`xla_native`, `operands`, ...) filling
-    the kernel parameter of that name (`_by_name`)."""
+    (`surface`, whose own keywords are `own`): jax-triton's default warps and stages for a
+    kernel that is not autotuned, and a keyword that `surface` lacks but the package has
+    (`xla_native`, `operands`, ...) filling the kernel parameter of that name (`_by_name`)."""
     taken_apart = _call.unwrapped_kernel(kernel)
     settings = {"num_warps": num_warps, "num_stages": num_stages}
     if taken_apart.autotuner is None:  # an autotuned kernel's configs carry their own
         for key, default in _JAX_TRITON_DEFAULTS.items():
             if settings[key] is None and key not in (backend_options or {}):
                 settings[key] = default
-    own, _ = _keywords(surface)
     kernel_kwargs, by_name = _by_name(
-        {k: v for k, v in kwargs.items() if k not in own}, taken_apart, surface)
+        {k: v for k, v in kwargs.items() if k not in own}, taken_apart, surface, own)
     own_kwargs = {k: v for k, v in kwargs.items() if k in own}
     if backend_options is not None:
         own_kwargs["backend_options"] = backend_options
@@ -185,12 +185,8 @@ def on_jaxlib_route(surface: Callable, *args: Any, kernel: Any, num_warps: int |
                              **by_name, **kernel_kwargs)
 
 
-@functools.cache
-def _keywords(surface: Callable) -> tuple[frozenset[str], frozenset[str]]:
-    """A drop-in `triton_call`'s (`surface`'s) own keywords, and jax_triton_rocm.triton_call's
-    that it lacks (`out_shape` aside)."""
-    own = frozenset(_arguments.keyword_names(surface))
-    return own, frozenset(_arguments.keyword_names(_call.triton_call)) - own - {"out_shape"}
+# This triton_call's own keyword arguments (jax-triton 0.4.1's).
+_OWN_KEYWORDS = frozenset(_keyword_names(triton_call))
 
 
 def _check_fillable(taken_apart: _spec.Unwrapped, start: int) -> None:
@@ -199,8 +195,7 @@ def _check_fillable(taken_apart: _spec.Unwrapped, start: int) -> None:
     `out_shape`, ...): only a keyword could fill it, and here that keyword is jax-triton
     0.4.1's own, as in 0.4.1; the message points to jax_triton_rocm.triton_call, which takes
     it in `constexprs=` or `operands=`."""
-    param = _arguments.own_named_parameter(taken_apart, _keywords(triton_call)[0] | {"out_shape"},
-                                           start)
+    param = _binder.own_named_parameter(taken_apart, _OWN_KEYWORDS | {"out_shape"}, start)
     if param is None:
         return
     group = "constexprs" if param.is_constexpr else "operands"
@@ -213,13 +208,14 @@ def _check_fillable(taken_apart: _spec.Unwrapped, start: int) -> None:
         f"fills the parameter by name, {group}={{{param.name!r}: ...}}.")
 
 
-def _by_name(kwargs: dict[str, Any], taken_apart: _spec.Unwrapped,
-             surface: Callable) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+def _by_name(kwargs: dict[str, Any], taken_apart: _spec.Unwrapped, surface: Callable,
+             own: frozenset[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """`kwargs` (kernel parameters by name) split into those passed on as they are, and
     `constexprs=`/`operands=` for parameters named like one of jax_triton_rocm.triton_call's
-    keywords that `surface` (a drop-in's `triton_call`) lacks: in jax-triton such a keyword is
-    a kernel parameter's value (or a metaparameter that no parameter reads)."""
-    _, package_only = _keywords(surface)
+    keywords that `surface` (a drop-in's `triton_call`, whose own keywords are `own`) lacks: in
+    jax-triton such a keyword is a kernel parameter's value (or a metaparameter that no
+    parameter reads)."""
+    package_only = frozenset(_call.TRITON_CALL_KEYWORDS) - own - {"out_shape"}
     by_name: dict[str, dict[str, Any]] = {}
     params = {param.name: param for param in taken_apart.jit_fn.params}
     for key in package_only & kwargs.keys():

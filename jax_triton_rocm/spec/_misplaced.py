@@ -1,6 +1,6 @@
 """Calls whose arrays land where the kernel does not use them as the call means, told from what
 the kernel does with each parameter (`_kinds.roles`), for the argument checks
-(`checks._arguments`, `api._library`): an input on a parameter the kernel stores to
+(`checks._binder`, `api._library`): an input on a parameter the kernel stores to
 (`check_written`, `unwritten_output`), and the parameter a call most likely forgot
 (`forgotten`). The reading and its evidence: docs/design.md, "Parameter kinds".
 """

@@ -12,7 +12,7 @@ import triton
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _env, _state
-from jax_triton_rocm.checks import _bound, _arguments
+from jax_triton_rocm.checks import _binder, _bound
 from tests.support import autotune_utils, kernels, surface_kernels
 
 PLACED_FIELDS = ("positional", "metaparams", "aliases", "zeroed", "user_results", "refs",
@@ -26,7 +26,7 @@ def traced(monkeypatch):
     monkeypatch.setattr(_state, "CALL_LAYOUTS",
                         _state.BoundedCache(_state.LOCKS, _env.ENV_CALL_CACHE_SIZE))
     seen = []
-    check, full = _bound.check_triton_call_cached, _arguments.bind_arguments
+    check, full = _bound.check_triton_call_cached, _binder.bind_arguments
 
     def capturing(args, *rest, **kwargs):
         call = check(args, *rest, **kwargs)
@@ -38,7 +38,7 @@ def traced(monkeypatch):
         return full(*args, **kwargs)
 
     monkeypatch.setattr(_bound, "check_triton_call_cached", capturing)
-    monkeypatch.setattr(_arguments, "bind_arguments", counting)
+    monkeypatch.setattr(_binder, "bind_arguments", counting)
 
     def trace(fn, *shapes):
         seen.clear()
