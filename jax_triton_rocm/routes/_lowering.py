@@ -30,24 +30,18 @@ if TYPE_CHECKING:
 
 def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
                  spec: KernelCallSpec) -> Any:
-    """The call lowered for `route`, without MLIR: jaxlib's (`_jaxlib_call.LoweredCall`, which
-    its `emit` writes), or XLA's (`_xla_native.NativeCall`, or why the call does not fit it:
-    `_xla_native.Unfit`, before or after the compile).
+    """The call lowered for `route`, without MLIR: jaxlib's (`_jaxlib_call.LoweredCall`) or
+    XLA's (`_xla_native.NativeCall`, or why the call does not fit it: `_xla_native.Unfit`).
 
-    Where the call runs: for jaxlib's, `_arch.where_it_runs` and the target a plain call takes
-    (`_compat.plain_call_name`); for XLA's, the architecture (as jaxlib's finds it, with the same
-    error where none can be known). Then the plan (`_planned`, in the plan memo by where the call
-    runs) and, on jaxlib's route, its encoding (`_jaxlib_call.encode`), kept in
-    `_state.LOWERED_CALLS` under the one key every route uses: the route, the avals, the spec
-    (the kernel by identity, kept alive by the spec in the key, so that its id is not reused
-    while the entry lives; scalars and metaparameters by exact value), what the kernel's call
-    graph resolves to now (`_compile.call_graph_key`: a redefined helper or a changed global is
-    a new key), an autotuned kernel's remembered and forced choices (`_choices.decided`), and
-    where the call runs (on jaxlib's route also whether the lowering is for `jax.export`, the
-    plain call's target and the autotune target setting). A key that cannot be hashed skips the
-    memo. Lowering the same call again (a new `jit` of a cached kernel, a retrace) compiles and
-    encodes nothing anew. Each time, found or made, a call the lowering left undecided is told
-    to a tuning session (`_choices.report_undecided`).
+    Where the call runs (jaxlib's: `_arch.where_it_runs` and the plain call's target; XLA's: the
+    architecture), then the plan (`_planned`, in the plan memo by where the call runs) and on
+    jaxlib's route its encoding, kept in `_state.LOWERED_CALLS` under one key for both routes:
+    the route, the avals, the spec (the kernel by identity, kept alive by the key; scalars and
+    metaparameters by exact value), the call graph (`_compile.call_graph_key`), an autotuned
+    kernel's remembered and forced choices (`_choices.decided`) and where the call runs (on
+    jaxlib's route with `jax.export`, the plain call's target and the autotune target setting).
+    A key that cannot be hashed skips the memo. A call left undecided, found or made, is told to
+    a tuning session (`_choices.report_undecided`).
     """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     if route == "jaxlib":

@@ -46,7 +46,7 @@ class LoweredCall:
     features: _vendors.PluginFeatures
     arch: GpuArch
     kernels: tuple[_compile.CompiledKernel, ...]
-    calls: tuple[_proto.KernelCall, ...]
+    calls: tuple[_params.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()
     undecided: _choices.Undecided | None = None
     launches: tuple[_plan.Launch, ...] = ()  # as planned (the user's kernel's layout)
