@@ -38,8 +38,8 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
     jaxlib's route its encoding, kept in `_state.LOWERED_CALLS` under one key for both routes:
     the route, the avals, the spec (the kernel by identity, kept alive by the key; scalars and
     metaparameters by exact value), the call graph (`_compile.call_graph_key`), an autotuned
-    kernel's remembered and forced choices (`_choices.decided`) and where the call runs (on
-    jaxlib's route with `jax.export`, the plain call's target and the autotune target setting).
+    kernel's remembered and forced choices (`_choices.decided`) and the autotune target setting,
+    and where the call runs (on jaxlib's route with `jax.export` and the plain call's target).
     A key that cannot be hashed skips the memo. A call left undecided, found or made, is told to
     a tuning session (`_choices.report_undecided`).
     """
@@ -51,7 +51,7 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
         place = (where.platform, dataclasses.astuple(where.arch),
                  None if where.devices is None else dataclasses.astuple(where.devices),
                  dataclasses.astuple(where.features), where.globals, where.settings)
-        decides = (place, where.exporting, plain_call_name, _env.as_set(_env.ENV_AUTOTUNE_TARGET))
+        decides = (place, where.exporting, plain_call_name)
         graph = where.globals
         make = functools.partial(_jaxlib_uncached, backend, ctx, spec, where, place,
                                  plain_call_name)
@@ -65,8 +65,10 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
             _plan.kept, (_xla_native.CUSTOM_CALL_NAME, *decides, graph), spec, in_avals,
             out_avals, functools.partial(_planned, route, backend, ctx, spec, arch, in_avals,
                                          out_avals), _xla_native.refilled)
-    # A plain kernel has one launch: no autotune choice decides it.
-    decided = () if spec.unwrapped.autotuner is None else _choices.decided()
+    # A plain kernel has one launch: no autotune choice, nor the autotuned call's target,
+    # decides it.
+    decided = () if spec.unwrapped.autotuner is None else (
+        _choices.decided(), _env.as_set(_env.ENV_AUTOTUNE_TARGET))
     lowered = _state.LOWERED_CALLS.memo((route, in_avals, out_avals, spec, graph, decided,
                                          decides), make)
     if getattr(lowered, "undecided", None) is not None:
