@@ -223,10 +223,11 @@ def session(forced: dict[str, int] | None = None) -> Iterator[Session]:
 
 def decided() -> tuple:
     """What decides a lowering's autotuned calls now, for the lowered-call memo's key
-    (`routes._lowering`): `STORE`'s generation and the tuning session's forced configs."""
+    (`routes._lowering`): `STORE`'s generation, the tuning session's forced configs, and the
+    target an autotuned call takes (`JAX_TRITON_ROCM_AUTOTUNE_TARGET`)."""
     current = _SESSION.get()
     forced = tuple(sorted(current.forced.items())) if current is not None else ()
-    return STORE.generation, forced
+    return (STORE.generation, forced), _env.as_set(_env.ENV_AUTOTUNE_TARGET)
 
 
 def pick(key: str, descriptions: Sequence[str]) -> int | None:

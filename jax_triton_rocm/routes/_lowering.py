@@ -14,18 +14,18 @@ import dataclasses
 import functools
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.base import _compat, _env, _state
+from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call
 from jax_triton_rocm.routes.xla import _xla_native
-from jax_triton_rocm.spec._spec import ArgumentTypes, KernelCallSpec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.backends._backend import Backend
     from jax_triton_rocm.plan._plan import GpuArch
+    from jax_triton_rocm.spec._spec import ArgumentTypes, KernelCallSpec
 
 
 def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
@@ -38,7 +38,7 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
     jaxlib's route its encoding, kept in `_state.LOWERED_CALLS` under one key for both routes:
     the route, the avals, the spec (the kernel by identity, kept alive by the key; scalars and
     metaparameters by exact value), the call graph (`_compile.call_graph_key`), an autotuned
-    kernel's remembered and forced choices (`_choices.decided`) and the autotune target setting,
+    kernel's remembered and forced choices and autotune target setting (`_choices.decided`),
     and where the call runs (on jaxlib's route with `jax.export` and the plain call's target).
     A key that cannot be hashed skips the memo. A call left undecided, found or made, is told to
     a tuning session (`_choices.report_undecided`).
@@ -67,8 +67,7 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
                                          out_avals), _xla_native.refilled)
     # A plain kernel has one launch: no autotune choice, nor the autotuned call's target,
     # decides it.
-    decided = () if spec.unwrapped.autotuner is None else (
-        _choices.decided(), _env.as_set(_env.ENV_AUTOTUNE_TARGET))
+    decided = () if spec.unwrapped.autotuner is None else _choices.decided()
     lowered = _state.LOWERED_CALLS.memo((route, in_avals, out_avals, spec, graph, decided,
                                          decides), make)
     if getattr(lowered, "undecided", None) is not None:

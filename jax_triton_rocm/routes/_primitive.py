@@ -35,7 +35,6 @@ from jax.interpreters import ad, batching, mlir, partial_eval as pe
 
 from jax_triton_rocm import backends
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.base import _compat, _env, _imports, _state, _values
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _arch
@@ -43,6 +42,7 @@ from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec, MetaGrid, 
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
+    from jax_triton_rocm.backends._backend import Backend
 
 
 triton_kernel_p = Primitive("triton_kernel")

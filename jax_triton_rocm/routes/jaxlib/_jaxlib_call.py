@@ -20,7 +20,6 @@ import logging
 from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.backends._backend import ArchAnswers, Backend
 from jax_triton_rocm.base import _compat, _values
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
@@ -32,6 +31,7 @@ from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
+    from jax_triton_rocm.backends._backend import ArchAnswers, Backend
 
 logger = logging.getLogger("jax_triton_rocm")
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jax_triton_rocm.plan import _plan
-from jax_triton_rocm.routes.jaxlib import _proto
-from jax_triton_rocm.spec import _layout
+if TYPE_CHECKING:
+    from jax_triton_rocm.plan import _plan
+    from jax_triton_rocm.routes.jaxlib import _proto
+    from jax_triton_rocm.spec import _layout
 
 
 @dataclasses.dataclass(frozen=True)
