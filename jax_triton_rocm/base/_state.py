@@ -261,7 +261,7 @@ class KernelCache:
 COMPILED_KERNELS = KernelCache(LOCKS)
 # Each kernel's IR as the installed jaxlib reads it, or why not (`routes.xla._xla_native`).
 IR_CHECKS = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
-# Lowered calls by everything that decides them (`routes.jaxlib._jaxlib_call.lower_call`), each with
+# Lowered calls by everything that decides them (`routes._lowering`), each with
 # the kernel object its key names (kept alive, so its id is not reused).
 LOWERED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # Calls whose arguments were laid out without error (`spec._layout.check_plain_call`).

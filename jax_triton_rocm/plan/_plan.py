@@ -557,39 +557,28 @@ def config_description(item: Any) -> str:
 
 
 def launchable_kernels(compiled: Sequence[T], limits: LaunchLimits, *, kernel: str) -> list[T]:
-    """The compiled launches (tuples ending with the compiled kernel) whose kernel's shared
-    memory fits `limits` (`keep_launchable`), each one kept checked for a launch feature no
-    route provides (`check_launch_features`): jaxlib's route, once its launches compiled.
+    """The compiled launches (tuples ending with the compiled kernel) that can launch
+    (`launch_problem`, `keep_launchable`): jaxlib's route, once its launches compiled.
 
     Raises:
       ValueError: as `keep_launchable`.
-      NotImplementedError: as `check_launch_features`.
+      NotImplementedError: as `launch_problem`.
     """
-    kept = keep_launchable(
-        compiled, [limits.problem(shared_bytes=item[-1].shared_mem_bytes) for item in compiled],
-        config_description, kernel=kernel)
-    for item in kept:
-        check_launch_features(item[-1])
-    return kept
+    return keep_launchable(compiled, [launch_problem(item[-1], limits) for item in compiled],
+                           config_description, kernel=kernel)
 
 
 def launch_problem(compiled: Any, limits: LaunchLimits) -> str | None:
     """Why a compiled kernel (`compile._compile.CompiledKernel`) cannot launch within `limits`
-    (its shared memory), or None, once checked for a launch feature no route provides
-    (`check_launch_features`): XLA's route, once its launch compiled.
+    (its shared memory), or None: XLA's route, once its launch compiled, and jaxlib's, per launch.
 
     Raises:
-      NotImplementedError: as `check_launch_features`.
+      NotImplementedError: a kernel that fits needs a launch feature that neither jaxlib's
+        Triton call nor XLA's provides.
     """
     problem = limits.problem(shared_bytes=compiled.shared_mem_bytes)
-    if problem is None:
-        check_launch_features(compiled)
-    return problem
-
-
-def check_launch_features(compiled: Any) -> None:
-    """Raises if a compiled kernel (`compile._compile.CompiledKernel`) needs a launch feature
-    that neither jaxlib's Triton call nor XLA's provides."""
+    if problem is not None:
+        return problem
     if compiled.profile_scratch_size:
         raise NotImplementedError(
             f"Kernel {compiled.name} was compiled with Triton's profiling instrumentation "
@@ -600,6 +589,7 @@ def check_launch_features(compiled: Any) -> None:
             raise NotImplementedError(
                 f"Kernel {compiled.name} needs a {flag.removeprefix('launch_')} launch, which "
                 f"jaxlib's Triton launcher does not do. Compile without it.")
+    return None
 
 
 def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,

@@ -8,8 +8,8 @@ call, which jaxlib times at the first execution, on the real operands
 Choices are made by `jax_triton_rocm.autotune` (`api._tuning`) and kept in this process
 (`STORE`) and on disk, one small JSON file per key, in `JAX_TRITON_ROCM_AUTOTUNE_DIR` (the files
 by `jaxlib._choice_files`). A tuning session (`session`) lets `_tuning` force a config for a key
-while it times them, and observe which autotuned calls a lowering left undecided. Lowered calls
-are memoised under one key for every route (`lowered_call`), the choices included.
+while it times them, and observe which autotuned calls a lowering left undecided. The memo of
+lowered calls (`routes._lowering`) keys on what decides them now (`decided`).
 
 Threads and forks: the in-process table is behind the registry's lock; a forked child keeps it
 (choices stay valid across a fork). What a choice is keyed by: docs/autotuning.md; how its file
@@ -25,16 +25,11 @@ import dataclasses
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from jax_triton_rocm.base import _env, _files, _state
-from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.routes.jaxlib import _choice_files
-from jax_triton_rocm.spec._spec import KernelCallSpec
-
-if TYPE_CHECKING:
-    from jax._src.interpreters.mlir import LoweringRuleContext
 
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -226,27 +221,13 @@ def session(forced: dict[str, int] | None = None) -> Iterator[Session]:
         _SESSION.reset(token)
 
 
-def lowered_call(route: str, ctx: LoweringRuleContext, spec: KernelCallSpec, decides: tuple,
-                 make: Callable[[], Any], graph: tuple | None = None) -> Any:
-    """`make()`, the call `route` lowers `spec` to, kept in `_state.LOWERED_CALLS` under the one
-    key every route uses: the route, the avals, the spec (the kernel by identity, kept alive by
-    the spec in the key, so that its id is not reused while the entry lives; scalars and
-    metaparameters by exact value), what the kernel's call graph resolves to now
-    (`_compile.graph_key`: a redefined helper or a changed global is a new key), the remembered
-    and forced autotune choices (`STORE`'s generation, the tuning session's forced configs),
-    and what else decides the route's result (`decides`: its target, ...). `graph` is the
-    graph's key where the route has it already. A key that cannot be hashed skips the memo.
-    Each time, found or made, a call the lowering left undecided (a route's result with an
-    `undecided` field) is told to a tuning session (`report_undecided`)."""
-    if graph is None:
-        graph = _compile.call_graph_key(spec)
+def decided() -> tuple:
+    """What decides a lowering's autotuned calls now, for the lowered-call memo's key
+    (`routes._lowering`): `STORE`'s generation, the tuning session's forced configs, and the
+    target an autotuned call takes (`JAX_TRITON_ROCM_AUTOTUNE_TARGET`)."""
     current = _SESSION.get()
     forced = tuple(sorted(current.forced.items())) if current is not None else ()
-    key = (route, tuple(ctx.avals_in), tuple(ctx.avals_out), spec, graph,
-           (STORE.generation, forced), decides)
-    lowered = _state.LOWERED_CALLS.memo(key, make)
-    report_undecided(getattr(lowered, "undecided", None))
-    return lowered
+    return (STORE.generation, forced), _env.as_set(_env.ENV_AUTOTUNE_TARGET)
 
 
 def pick(key: str, descriptions: Sequence[str]) -> int | None:

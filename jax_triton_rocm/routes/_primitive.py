@@ -8,9 +8,9 @@ one static parameter, `spec`, a `KernelCallSpec`. JAX never drops an equation of
 
 The lowering rules are registered per platform by `register`: on a GPU platform ("cuda",
 "rocm") a call takes jaxlib's Triton custom call (`_jaxlib_call`), or XLA's own (`_xla_native`)
-where asked, as `GpuRoutes.lower` rules, the platform's backend (`backends.backend`) answering
-the vendor questions on both routes; on the CPU the kernel runs in Triton's interpreter
-(`routes.cpu`). `triton_call_lowering` enters here too, through `lower`. Each lowering logs its
+where asked, as `GpuRoutes.lower` rules, through the lowering shell (`_lowering`), the
+platform's backend (`backends.backend`) answering the vendor questions on both routes; on the
+CPU the kernel runs in Triton's interpreter (`routes.cpu`). `triton_call_lowering` enters here too, through `lower`. Each lowering logs its
 route and the reason at DEBUG on the "jax_triton_rocm" logger (`log_route`).
 
 The `jax.vmap` rule (`batch_rule`) loops over the batch (`lax.map`), or launches once for the
@@ -35,7 +35,6 @@ from jax.interpreters import ad, batching, mlir, partial_eval as pe
 
 from jax_triton_rocm import backends
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.backends._backend import Backend
 from jax_triton_rocm.base import _compat, _env, _imports, _state, _values
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _arch
@@ -43,6 +42,7 @@ from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec, MetaGrid, 
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
+    from jax_triton_rocm.backends._backend import Backend
 
 
 triton_kernel_p = Primitive("triton_kernel")
@@ -302,8 +302,9 @@ class GpuRoutes:
             call (`xla_native=True`) and does not fit it.
           TypeError: the kernel runs only in Triton's interpreter (TRITON_INTERPRET=1).
         """
+        from jax_triton_rocm.routes import _lowering  # see `_routes`
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call
-        from jax_triton_rocm.routes.xla import _xla_native  # see `_routes`
+        from jax_triton_rocm.routes.xla import _xla_native
 
         check_compilable(spec.unwrapped, self.backend.platform)
         asked = spec.xla_native
@@ -315,13 +316,21 @@ class GpuRoutes:
         elif not asked:
             reason = f"{by}={'False' if by == 'xla_native' else '0'} asks for it"
         else:  # XLA's route, unless the call does not fit it (before or after the compile)
-            results = _xla_native.lower(self.backend, ctx, operands, spec)
-            if not isinstance(results, _xla_native.Unfit):
+            call = _lowering.lowered_call("xla", self.backend, ctx, spec)
+            if not isinstance(call, _xla_native.Unfit):
+                if spec.cost_estimate is not None:
+                    logger.debug("jax_triton_rocm: cost_estimate dropped: XLA's Triton call "
+                                 "carries none")
+                results = _xla_native.emit(ctx, operands, call, spec.input_output_aliases,
+                                           spec.has_side_effect, spec.name)
                 log_route(XLA, spec, f"{by}={'True' if by == 'xla_native' else '1'} asks for it")
                 return results
-            refuse_if_asked(spec, results.reason)
-            reason = results.reason
-        results, lowered = _jaxlib_call.lower(self.backend, ctx, operands, spec)
+            refuse_if_asked(spec, call.reason)
+            reason = call.reason
+        lowered = _lowering.lowered_call("jaxlib", self.backend, ctx, spec)
+        # The backend told before the call is emitted (ROCm's prewarm).
+        self.backend.after_encode(lowered, ctx, _jaxlib_call.emit)
+        results = _jaxlib_call.emit(ctx, operands, lowered)
         log_route(JAXLIB_LEGACY if lowered.custom_call_name == _compat.LEGACY_CALL_NAME
                     else JAXLIB, spec, reason)
         return results
@@ -350,8 +359,7 @@ def _routes(platform: str) -> GpuRoutes | Interpreter:
             from jax_triton_rocm.routes.cpu import _interpret  # noqa: F401
 
             return Interpreter()
-        from jax_triton_rocm.routes.jaxlib import _jaxlib_call  # noqa: F401
-        from jax_triton_rocm.routes.xla import _xla_native  # noqa: F401
+        from jax_triton_rocm.routes import _lowering  # noqa: F401
 
         return GpuRoutes(backends.backend(platform))
 

@@ -94,3 +94,23 @@ def test_the_package_has_no_import_cycle():
     figures = structure.static_figures(str(PACKAGE.parent))
     assert not figures["_cycles"], (f"import cycles (deferred imports included; '' is the "
                                     f"package's __init__): {figures['_cycles']}")
+
+
+def test_one_module_owns_the_lowering_memos_and_no_route_imports_the_other():
+    """The lowering shell (`routes/_lowering.py`) alone keys and fills the lowered-call memo and
+    the plan memo; jaxlib's route and XLA's never import each other's modules."""
+    memos, crossing = [], []
+    for path in _modules():
+        where = str(path.relative_to(PACKAGE))
+        source = path.read_text()
+        if where != "routes/_lowering.py" and ("LOWERED_CALLS.memo" in source
+                                               or "_plan.kept(" in source):
+            memos.append(where)
+        other = {"routes/jaxlib": "jax_triton_rocm.routes.xla",
+                 "routes/xla": "jax_triton_rocm.routes.jaxlib"}.get(str(path.parent.relative_to(
+                     PACKAGE)))
+        for node in ast.walk(ast.parse(source)):
+            if other and isinstance(node, ast.ImportFrom) and (node.module or "").startswith(other):
+                crossing.append(where)
+    assert not memos, f"lowering memos used outside routes/_lowering.py: {memos}"
+    assert not crossing, f"a route importing the other route's modules: {crossing}"

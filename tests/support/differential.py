@@ -250,14 +250,13 @@ def planned_launches(backend: Any, ctx: Any, spec: Any, route: str) -> list:
     """The launches the lowering planned, in the user's kernel's layout: jaxlib's chosen ones
     (the lowered call is kept, so asking again returns it), or XLA's one."""
     from jax_triton_rocm.plan import _plan
-    from jax_triton_rocm.routes import _arch
-    from jax_triton_rocm.routes.jaxlib import _jaxlib_call
+    from jax_triton_rocm.routes import _arch, _lowering
 
     if route == "xla" and spec.unwrapped.autotuner is None:
         target, _ = _arch.resolve_arch(backend, ctx, spec)
         return _plan.launches(spec, tuple(ctx.avals_in), tuple(ctx.avals_out),
                               backend.launch_site(target))
-    return list(_jaxlib_call.lower_call(backend, ctx, spec).launches)
+    return list(_lowering.lowered_call("jaxlib", backend, ctx, spec).launches)
 
 
 def configure(config) -> None:

@@ -1,12 +1,11 @@
 """jaxlib's Triton custom call: the route every vendor shares.
 
-Read `lower` (the call lowered, the backend told, the call emitted: `emit`), `lower_call`
-(where the call runs, and the memo), then `lower_uncached`, top to bottom:
-the launches (`plan._plan`: configurations, warps, grids, zeroed outputs, arguments laid onto
-the kernel's parameters), every launch compiled at once through the shared kernel cache
-(`compile._compile.compiled_launches`), per kernel the call as the installed jaxlib loads it
-(`kernel_image`; a plain kernel's plan kept for other shapes, `kept_plan`), its parameters
-(`_params`; tensor descriptors by `_tma`), the call encoded (`_proto`, `_opaque`).
+Its two steps, which the lowering shell (`routes._lowering`: where the call runs, the memos,
+the launches planned) calls: `plan`, every launch compiled at once through the shared kernel
+cache (`compile._compile.compiled_launches`) and per kernel the call as the installed jaxlib
+loads it (`kernel_image`; `refilled` for a plain kernel's plan kept for other shapes); then
+`encode`, its parameters (`_params`; tensor descriptors by `_tma`), the call encoded (`_proto`,
+`_opaque`); `emit` writes it.
 
 The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
 this module never asks which vendor it talks to. `routes._primitive` chooses between this route
@@ -16,24 +15,23 @@ and XLA's own (`_xla_native`).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.backends._backend import ArchAnswers, Backend
-from jax_triton_rocm.base import _compat, _env, _values
+from jax_triton_rocm.base import _compat, _values
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.routes.jaxlib import _opaque, _params, _proto, _tma
 from jax_triton_rocm.spec import _kinds
-from jax_triton_rocm.spec._spec import ArgumentTypes, KernelCallSpec
+from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
+    from jax_triton_rocm.backends._backend import ArchAnswers, Backend
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -48,7 +46,7 @@ class LoweredCall:
     features: _vendors.PluginFeatures
     arch: GpuArch
     kernels: tuple[_compile.CompiledKernel, ...]
-    calls: tuple[_proto.KernelCall, ...]
+    calls: tuple[_params.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()
     undecided: _choices.Undecided | None = None
     launches: tuple[_plan.Launch, ...] = ()  # as planned (the user's kernel's layout)
@@ -56,43 +54,35 @@ class LoweredCall:
     cost_estimate: tuple[tuple[str, int], ...] | None = None
 
 
-def lower(backend: Backend, ctx: LoweringRuleContext, operands: tuple,
-          spec: KernelCallSpec) -> tuple[list, LoweredCall]:
-    """The route's entry, as the route rule takes it (`routes._primitive.GpuRoutes.lower`): the
-    call lowered (`lower_call`), the backend told before it is emitted (`Backend.after_encode`:
-    ROCm's prewarm), and the custom call emitted (`emit`); returns its results and the lowered
-    call."""
-    lowered = lower_call(backend, ctx, spec)
-    backend.after_encode(lowered, ctx, emit)
-    return emit(ctx, operands, lowered), lowered
+def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: ArchAnswers,
+         launches: list[_plan.Launch], in_avals: tuple, out_avals: tuple) -> _plan.Kept:
+    """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch of
+    the call, as the plan memo keeps them (`_plan.Kept`, with the launches as planned and the
+    architecture's launch limits): the launches compiled (`_compiled_launches`), and each kernel
+    as the installed jaxlib loads it (`kernel_image`)."""
+    compiled = _compiled_launches(backend, spec, answers, launches, in_avals, out_avals)
+    images = [kernel_image(backend, kernel, answers, where.features, devices=where.devices,
+                           with_ttir=spec.debug) for _, _, kernel in compiled]
+    planned = [(*launched, image) for launched, image in zip(compiled, images)]
+    return _plan.Kept(planned, tuple([launch for launch, _, _, _ in planned]),
+                      answers.launch_site.limits)
 
 
-def lower_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec) -> LoweredCall:
-    """The call lowered, without MLIR (`lower` emits it): where the call runs
-    (`_arch.where_it_runs`) and the target a plain call takes (`_compat.plain_call_name`), then
-    `lower_uncached`, kept in `_state.LOWERED_CALLS` (bounded: a call it forgot is encoded again)
-    under the key every route uses (`_choices.lowered_call`), with `Where`, whether the lowering
-    is for `jax.export`, the plain call's target and the autotune target setting; a parameter
-    that cannot be hashed just skips the memo (which tells a tuning session the call it left
-    undecided). Lowering the same call again (a new `jit` of a cached kernel, a retrace)
-    encodes nothing anew."""
-    where = _arch.where_it_runs(backend, ctx, spec)
-    plain_call_name = _compat.plain_call_name(exporting=where.exporting)
-    return _choices.lowered_call(
-        "jaxlib", ctx, spec,
-        (where, where.exporting, plain_call_name, _env.as_set(_env.ENV_AUTOTUNE_TARGET)),
-        functools.partial(lower_uncached, backend, ctx, spec, where,
-                          plain_call_name=plain_call_name), graph=where.globals)
+def refilled(spec: KernelCallSpec, n_inputs: int, planned: list[tuple],
+             launches: list[_plan.Launch]) -> list[tuple]:
+    """A kept plan (`plan`'s) with the launches of a new call (`_plan.relaunch`), each as jaxlib
+    launches it, with the kept kernels and images: a new shape or runtime scalar value compiles,
+    lays out and encodes no kernel anew, and asks the backend nothing."""
+    return [(launch, _in_buffer_order(spec, launch, n_inputs), kernel, image)
+            for launch, (_, _, kernel, image) in zip(launches, planned)]
 
 
-def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                   where: _arch.Where, *, plain_call_name: str) -> LoweredCall:
-    """One `triton_kernel_p` equation compiled and encoded, top-down: its launches compiled
-    with their images (`kept_plan`: a plain kernel's plan is kept, and refilled at new shapes),
-    each launch's parameters, the launches to encode (`_choose`), the encoded call
-    (`_proto.encode`) and the opaque that carries it (`_opaque.compress`)."""
+def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+           where: _arch.Where, planned: list[tuple], *, plain_call_name: str) -> LoweredCall:
+    """The planned launches encoded, top-down: each launch's parameters, the launches to encode
+    (`_choose`), the encoded call (`_proto.encode`) and the opaque that carries it
+    (`_opaque.compress`)."""
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    planned = kept_plan(backend, spec, where, in_avals, out_avals)
     if spec.debug:
         for _, _, kernel, _ in planned:
             print(f"jax_triton_rocm: {kernel.name} for {where.arch.arch}\n--- TTIR ---\n"
@@ -117,49 +107,14 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
         custom_call_name=encoded.custom_call_name,
         features=where.features,
         arch=where.arch,
-        kernels=tuple(kernel for (_, kernel), _ in chosen),
-        calls=tuple(call for _, call in chosen),
+        kernels=tuple([kernel for (_, kernel), _ in chosen]),
+        calls=tuple([call for _, call in chosen]),
         aliases=tuple(spec.input_output_aliases),
         undecided=undecided,
-        launches=tuple(launch for (launch, _), _ in chosen),
+        launches=tuple([launch for (launch, _), _ in chosen]),
         has_side_effect=spec.has_side_effect,
         cost_estimate=spec.cost_estimate,
     )
-
-
-def kept_plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, in_avals: tuple,
-              out_avals: tuple) -> list[tuple]:
-    """`plan_uncached` in the plan memo (`_plan.kept`, by where the call runs): a plain kernel's
-    plan is kept, and refilled for a new call (`_refilled`): a new shape or runtime scalar value
-    compiles, lays out and encodes no kernel anew, and asks the backend nothing."""
-    return _plan.kept(where, spec, in_avals, out_avals,
-                      functools.partial(plan_uncached, backend, spec, where, in_avals, out_avals),
-                      functools.partial(_refilled, spec, len(in_avals)))
-
-
-def plan_uncached(backend: Backend, spec: KernelCallSpec, where: _arch.Where, in_avals: tuple,
-                  out_avals: tuple, types: ArgumentTypes) -> _plan.Kept:
-    """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch of
-    the call, as the plan memo keeps them (`_plan.Kept`, with the launches as planned and the
-    architecture's launch limits): the backend's answers for the architecture, the launches
-    (`_plan.launches`), compiled (`_compiled_launches`), and each kernel as the installed
-    jaxlib loads it (`kernel_image`). `types`: the call's values as the plan memo typed them."""
-    answers = backend.answers(where.arch)
-    launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
-    compiled = _compiled_launches(backend, spec, answers, launches, in_avals, out_avals)
-    images = [kernel_image(backend, kernel, answers, where.features, devices=where.devices,
-                           with_ttir=spec.debug) for _, _, kernel in compiled]
-    planned = [(*launched, image) for launched, image in zip(compiled, images)]
-    return _plan.Kept(planned, tuple([launch for launch, _, _, _ in planned]),
-                      answers.launch_site.limits)
-
-
-def _refilled(spec: KernelCallSpec, n_inputs: int, planned: list[tuple],
-              launches: list[_plan.Launch]) -> list[tuple]:
-    """A kept plan (`plan_uncached`'s) with the launches of a new call (`_plan.relaunch`), each
-    as jaxlib launches it, with the kept kernels and images."""
-    return [(launch, _in_buffer_order(spec, launch, n_inputs), kernel, image)
-            for launch, (_, _, kernel, image) in zip(launches, planned)]
 
 
 def _in_buffer_order(spec: KernelCallSpec, launch: _plan.Launch,

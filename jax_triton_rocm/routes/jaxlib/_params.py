@@ -7,23 +7,45 @@ parameters the operands' buffers and then the results', in order; the call's lay
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jax_triton_rocm.plan import _plan
-from jax_triton_rocm.routes.jaxlib import _proto
-from jax_triton_rocm.spec import _layout
+if TYPE_CHECKING:
+    from jax_triton_rocm.plan import _plan
+    from jax_triton_rocm.routes.jaxlib import _proto
+    from jax_triton_rocm.spec import _layout
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One kernel parameter: `kind` is "array", a scalar ("i32", ...) or "tensor_descriptor"."""
+
+    kind: str
+    value: bool | int | float = 0
+    bytes_to_zero: int = 0
+    ptr_divisibility: int = 0
+    descriptor: object = None  # a `_tma.TmaDescriptor`, which jaxlib's CUDA plugin encodes
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelCall:
+    """One launch: a kernel, its grid and its parameters in kernel order."""
+
+    kernel: _proto.KernelImage
+    grid: tuple[int, int, int]
+    params: tuple[Param, ...]
 
 
 def kernel_call(image: _proto.KernelImage, launch: _plan.Launch, out_avals: tuple,
                 aliases: tuple[tuple[int, int], ...] = (),
-                descriptors: Callable[..., list] | None = None) -> _proto.KernelCall:
+                descriptors: Callable[..., list] | None = None) -> KernelCall:
     """One launch of `image`, as jaxlib's kernel call carries it; `descriptors` gives the
     parameters of the kernel's tensor descriptors (`_tma.descriptor_params`)."""
-    return _proto.KernelCall(kernel=image, grid=launch.grid, params=launch_params(
+    return KernelCall(kernel=image, grid=launch.grid, params=launch_params(
         launch.bound, out_avals, set(launch.zeroed), aliases, descriptors))
 
 
@@ -34,7 +56,7 @@ def size_bytes(aval: Any) -> int:
 
 def launch_params(bound: _layout.BoundKernel, out_avals: tuple, zeroed: set[int],
                    aliases: tuple[tuple[int, int], ...] = (),
-                   descriptors: Callable[..., list] | None = None) -> tuple[_proto.Param, ...]:
+                   descriptors: Callable[..., list] | None = None) -> tuple[Param, ...]:
     """The kernel call's parameters, in kernel order. An output to zero that has no pointer of
     its own is zeroed through the input it is aliased to (the same buffer).
 
@@ -48,7 +70,7 @@ def launch_params(bound: _layout.BoundKernel, out_avals: tuple, zeroed: set[int]
     n_descriptors = 0
     for source in bound.sources:
         if source.kind == "scalar":
-            params.append(_proto.Param(source.scalar.proto_kind, source.scalar.value))
+            params.append(Param(source.scalar.proto_kind, source.scalar.value))
             continue
         if source.kind == "descriptor":
             if source.index in zero_inputs:
@@ -66,5 +88,5 @@ def launch_params(bound: _layout.BoundKernel, out_avals: tuple, zeroed: set[int]
         else:
             zeroes = zero_inputs.get(source.index)
         zero = 0 if zeroes is None else size_bytes(out_avals[zeroes])
-        params.append(_proto.Param("array", bytes_to_zero=zero, ptr_divisibility=divisibility))
+        params.append(Param("array", bytes_to_zero=zero, ptr_divisibility=divisibility))
     return tuple(params)

@@ -7,9 +7,13 @@ import dataclasses
 import hashlib
 import zlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.routes.jaxlib._proto_schema import MESSAGES
+
+if TYPE_CHECKING:
+    from jax_triton_rocm.routes.jaxlib._params import KernelCall
 
 MODULE_IMAGE_PTX_PREFIX = "jax_triton_rocm module_image sha256:"
 
@@ -60,26 +64,6 @@ class KernelImage:
 
 
 @dataclasses.dataclass(frozen=True)
-class Param:
-    """One kernel parameter: `kind` is "array", a scalar ("i32", ...) or "tensor_descriptor"."""
-
-    kind: str
-    value: bool | int | float = 0
-    bytes_to_zero: int = 0
-    ptr_divisibility: int = 0
-    descriptor: object = None  # a `_tma.TmaDescriptor`, which jaxlib's CUDA plugin encodes
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelCall:
-    """One launch: a kernel, its grid and its parameters in kernel order."""
-
-    kernel: KernelImage
-    grid: tuple[int, int, int]
-    params: tuple[Param, ...]
-
-
-@dataclasses.dataclass(frozen=True)
 class Alias:
     input_index: int
     output_index: int
@@ -90,9 +74,10 @@ def kernel_bytes(image: KernelImage) -> bytes:
     """`image` serialized as a `TritonKernel`, once per image while it stays in
     `_state.KERNEL_BYTES` (it carries the binary); every call of the kernel embeds these very
     bytes (a message serializes alike as a field)."""
-    serialized = _state.KERNEL_BYTES.get(image)
+    key = dataclasses.astuple(image)  # hashed without a call into the dataclass's own hash
+    serialized = _state.KERNEL_BYTES.get(key)
     if serialized is None:
-        serialized = _state.KERNEL_BYTES.put(image, _serialized_kernel(image))
+        serialized = _state.KERNEL_BYTES.put(key, _serialized_kernel(image))
     return serialized
 
 

@@ -33,14 +33,12 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _env, _state, _values
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
-from jax_triton_rocm.plan._plan import GpuArch
-from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.spec import _kinds, _layout, _spec
-from jax_triton_rocm.spec._spec import ArgumentTypes, KernelCallSpec
+from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
-    from jax_triton_rocm.backends._backend import Backend
+    from jax_triton_rocm.backends._backend import ArchAnswers, Backend
 
 
 @functools.cache
@@ -191,45 +189,7 @@ def unfit_before_compile(spec: KernelCallSpec) -> Unfit | None:
     return None
 
 
-def lower(backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
-          spec: KernelCallSpec) -> list | Unfit:
-    """The route's entry: emits the call through XLA's Triton custom call; returns its results,
-    or why the call does not fit (`unfit_before_compile`), or why the planned or compiled
-    kernel does not fit after all (nothing emitted).
-
-    Where the call runs (its architecture), then `lower_uncached` (through `kept_call`), kept in
-    `_state.LOWERED_CALLS` under the key every route uses (`_choices.lowered_call`), with the
-    platform and the architecture: a lowering of the same call again compiles nothing anew; one
-    at new scalar values compiles nothing either (the kernel holds none). Then `emit`.
-    """
-    if (unfit := unfit_before_compile(spec)) is not None:
-        return unfit
-    # The same architecture, and the same error where none can be known, as jaxlib's route.
-    arch, _ = _arch.resolve_arch(backend, ctx, spec)
-    graph = _compile.call_graph_key(spec)
-    call = _choices.lowered_call(
-        "xla", ctx, spec, (backend.platform, arch),
-        functools.partial(kept_call, backend, ctx, spec, arch, graph, tuple(ctx.avals_in),
-                          tuple(ctx.avals_out)), graph=graph)
-    if isinstance(call, Unfit):
-        return call
-    if spec.cost_estimate is not None:
-        logger.debug("jax_triton_rocm: cost_estimate dropped: XLA's Triton call carries none")
-    return emit(ctx, operands, call, spec.input_output_aliases, spec.has_side_effect, spec.name)
-
-
-def kept_call(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, arch: GpuArch,
-              graph: tuple, in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
-    """`lower_uncached` in the plan memo (`_plan.kept`, by the platform, the architecture and
-    the call graph's key, `graph`): a plain kernel's call is kept, and refilled for a call at
-    new shapes or scalar values (`_refilled`): the kernel holds neither, and the backend is not
-    asked again."""
-    return _plan.kept((CUSTOM_CALL_NAME, backend.platform, arch, graph), spec, in_avals,
-                      out_avals, functools.partial(lower_uncached, backend, ctx, spec, arch,
-                                                   in_avals, out_avals), _refilled)
-
-
-def _refilled(call: NativeCall, launches: list[_plan.Launch]) -> NativeCall | None:
+def refilled(call: NativeCall, launches: list[_plan.Launch]) -> NativeCall | None:
     """A kept call with the grid and scalars of a new call's launch (`_plan.relaunch`), or None
     where its kernel cannot take them: it zeroes other buffers, or an int is of another
     divisibility class."""
@@ -242,32 +202,15 @@ def _refilled(call: NativeCall, launches: list[_plan.Launch]) -> NativeCall | No
     return None
 
 
-def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                   arch: GpuArch, in_avals: tuple, out_avals: tuple,
-                   types: ArgumentTypes) -> _plan.Kept | Unfit:
-    """The call in the form XLA launches, top-down, or why it does not fit: the backend's
-    answers for the architecture, the call's one launch (a plain kernel's, or the one
-    remembered for an autotuned call: found by jaxlib's route, which keys choices on its
-    compiled configs and runs the autotuner's functions once), compiled as the trampoline XLA
-    calls (`_trampoline.for_xla`), and its IR checked for this jaxlib (`checked_ir`); unfit
-    are an output to zero that shares an input's buffer, more shared memory than the
-    architecture has, global scratch memory, and IR XLA cannot take. Returns the call as the
-    plan memo keeps it (`_plan.Kept`: with its launch as planned and the launch limits);
-    `types`: the call's values as the plan memo typed them."""
-    answers = backend.answers(arch)
+def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _plan.Launch,
+         in_avals: tuple, out_avals: tuple) -> _plan.Kept | Unfit:
+    """The call's one launch (planned by the lowering shell, `routes._lowering`) in the form XLA
+    launches, top-down, or why it does not fit: compiled as the trampoline XLA calls
+    (`_trampoline.for_xla`), and its IR checked for this jaxlib (`checked_ir`); unfit are an
+    output to zero that shares an input's buffer, more shared memory than the architecture has,
+    global scratch memory, and IR XLA cannot take. Returns the call as the plan memo keeps it
+    (`_plan.Kept`: with its launch as planned and the launch limits)."""
     limits = answers.launch_site.limits
-    if spec.unwrapped.autotuner is None:
-        [launch] = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
-    else:
-        from jax_triton_rocm.routes.jaxlib import _jaxlib_call
-
-        lowered = _jaxlib_call.lower_call(backend, ctx, spec)
-        if lowered.undecided is not None or len(lowered.launches) != 1:
-            return Unfit("the kernel is autotuned and no configuration is remembered for "
-                         "this call (jaxlib's call times them at its first run; "
-                         "jax_triton_rocm.autotune picks one once, on real data, and the call "
-                         "can then take XLA's)")
-        [launch] = lowered.launches
     # The launch compiled in the form XLA launches.
     aliased = {o for _, o in spec.input_output_aliases}
     if aliased & set(launch.zeroed):
@@ -279,9 +222,9 @@ def lower_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallS
     try:
         compiled = _compile.compiled_launch(
             _values.replaced(launch, jit_fn=form.jit_fn, bound=form.bound), spec,
-            answers.triton_gpu_target, arch=arch.arch, compile_options=answers.compile_options,
-            option_names=answers.option_names, binary_key=backend.binary_key,
-            asm_key=backend.asm_key)
+            answers.triton_gpu_target, arch=answers.arch.arch,
+            compile_options=answers.compile_options, option_names=answers.option_names,
+            binary_key=backend.binary_key, asm_key=backend.asm_key)
     except Exception as err:  # do the call's arguments line up with the kernel's parameters?
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)

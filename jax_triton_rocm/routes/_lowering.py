@@ -1,0 +1,114 @@
+"""The lowering shell of both GPU routes, jaxlib's Triton call (`jaxlib._jaxlib_call`) and XLA's
+(`xla._xla_native`): where the call runs, the lowered-call memo and its key (`lowered_call`),
+the plan memo (`_plan.kept`) and the launches planned (`_planned`); each route gives two plain
+functions: `plan` (the launches compiled in the form it launches them) and its encoding
+(jaxlib's `encode`; XLA's keeps the call that its `emit` writes). The autotune choices are
+`_choices`, which both routes ask; XLA's route takes an autotuned kernel's remembered config
+from jaxlib's lowered call, asked here, never from jaxlib's module. Which route a call takes,
+and the emit, is `_primitive.GpuRoutes.lower`'s; one call top-down: docs/design.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import TYPE_CHECKING, Any
+
+from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.compile import _compile
+from jax_triton_rocm.plan import _plan
+from jax_triton_rocm.routes import _arch, _choices
+from jax_triton_rocm.routes.jaxlib import _jaxlib_call
+from jax_triton_rocm.routes.xla import _xla_native
+
+if TYPE_CHECKING:
+    from jax._src.interpreters.mlir import LoweringRuleContext
+    from jax_triton_rocm.backends._backend import Backend
+    from jax_triton_rocm.plan._plan import GpuArch
+    from jax_triton_rocm.spec._spec import ArgumentTypes, KernelCallSpec
+
+
+def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
+                 spec: KernelCallSpec) -> Any:
+    """The call lowered for `route`, without MLIR: jaxlib's (`_jaxlib_call.LoweredCall`) or
+    XLA's (`_xla_native.NativeCall`, or why the call does not fit it: `_xla_native.Unfit`).
+
+    Where the call runs (jaxlib's: `_arch.where_it_runs` and the plain call's target; XLA's: the
+    architecture), then the plan (`_planned`, in the plan memo by where the call runs) and on
+    jaxlib's route its encoding, kept in `_state.LOWERED_CALLS` under one key for both routes:
+    the route, the avals, the spec (the kernel by identity, kept alive by the key; scalars and
+    metaparameters by exact value), the call graph (`_compile.call_graph_key`), an autotuned
+    kernel's remembered and forced choices and autotune target setting (`_choices.decided`),
+    and where the call runs (on jaxlib's route with `jax.export` and the plain call's target).
+    A key that cannot be hashed skips the memo. A call left undecided, found or made, is told to
+    a tuning session (`_choices.report_undecided`).
+    """
+    in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+    if route == "jaxlib":
+        where = _arch.where_it_runs(backend, ctx, spec)
+        plain_call_name = _compat.plain_call_name(exporting=where.exporting)
+        # `Where` as plain values (its fields but `exporting`): hashed without a call per field.
+        place = (where.platform, dataclasses.astuple(where.arch),
+                 None if where.devices is None else dataclasses.astuple(where.devices),
+                 dataclasses.astuple(where.features), where.globals, where.settings)
+        decides = (place, where.exporting, plain_call_name)
+        graph = where.globals
+        make = functools.partial(_jaxlib_uncached, backend, ctx, spec, where, place,
+                                 plain_call_name)
+    else:
+        if (unfit := _xla_native.unfit_before_compile(spec)) is not None:
+            return unfit
+        arch, _ = _arch.resolve_arch(backend, ctx, spec)
+        graph = _compile.call_graph_key(spec)
+        decides = (backend.platform, dataclasses.astuple(arch))
+        make = functools.partial(
+            _plan.kept, (_xla_native.CUSTOM_CALL_NAME, *decides, graph), spec, in_avals,
+            out_avals, functools.partial(_planned, route, backend, ctx, spec, arch, in_avals,
+                                         out_avals), _xla_native.refilled)
+    # A plain kernel has one launch: no autotune choice, nor the autotuned call's target,
+    # decides it.
+    decided = () if spec.unwrapped.autotuner is None else _choices.decided()
+    lowered = _state.LOWERED_CALLS.memo((route, in_avals, out_avals, spec, graph, decided,
+                                         decides), make)
+    if getattr(lowered, "undecided", None) is not None:
+        _choices.report_undecided(lowered.undecided)
+    return lowered
+
+
+def _jaxlib_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+                     where: _arch.Where, place: tuple,
+                     plain_call_name: str) -> _jaxlib_call.LoweredCall:
+    in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+    planned = _plan.kept(
+        place, spec, in_avals, out_avals,
+        functools.partial(_planned, "jaxlib", backend, ctx, spec, where, in_avals, out_avals),
+        functools.partial(_jaxlib_call.refilled, spec, len(in_avals)))
+    return _jaxlib_call.encode(backend, ctx, spec, where, planned,
+                               plain_call_name=plain_call_name)
+
+
+def _planned(route: str, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+             where: _arch.Where | GpuArch, in_avals: tuple, out_avals: tuple,
+             types: ArgumentTypes) -> _plan.Kept | _xla_native.Unfit:
+    """The call planned for `route` ("jaxlib" or "xla"), as the plan memo keeps it: the
+    backend's answers for the architecture, the launches (`_plan.launches`; on XLA's route an
+    autotuned kernel's one launch is the config remembered for jaxlib's call, which keys choices
+    on its compiled configs and runs the autotuner's functions once), then the route's `plan`.
+    `where`: jaxlib's `Where`, or XLA's architecture; `types`: the call's values as the plan
+    memo typed them."""
+    arch = where.arch if isinstance(where, _arch.Where) else where
+    answers = backend.answers(arch)
+    if route == "xla" and spec.unwrapped.autotuner is not None:
+        lowered = lowered_call("jaxlib", backend, ctx, spec)
+        if lowered.undecided is not None or len(lowered.launches) != 1:
+            return _xla_native.Unfit(
+                "the kernel is autotuned and no configuration is remembered for this call "
+                "(jaxlib's call times them at its first run; jax_triton_rocm.autotune picks one "
+                "once, on real data, and the call can then take XLA's)")
+        launches = list(lowered.launches)
+    else:
+        launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
+    if route == "xla":
+        [launch] = launches
+        return _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals)
+    return _jaxlib_call.plan(backend, spec, where, answers, launches, in_avals, out_avals)
