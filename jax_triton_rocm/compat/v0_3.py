@@ -16,6 +16,7 @@ from jax_triton_rocm.compat import version_0_3 as version
 from jax_triton_rocm.compat.triton_lib_0_3 import triton_call
 from jax_triton_rocm.compat.utils_0_3 import cdiv, next_power_of_2, strides_from_shape
 from jax_triton_rocm.compat.version_0_3 import __version__, __version_info__
+from jax_triton_rocm.routes.jaxlib import _proto
 
 __all__ = [
     "utils",
@@ -55,16 +56,10 @@ def get_compute_capability(device: int) -> int:
 
 def get_serialized_metadata(opaque: bytes) -> bytes:
     """The `serialized_metadata` a kernel call's opaque (its backend config, as compressed)
-    carries, read by jaxlib's parser (no GPU needed), as jax-triton 0.3.1's.
-
-    Raises:
-      RuntimeError: no jaxlib GPU plugin is installed.
-    """
+    carries, as jax-triton 0.3.1's: read by jaxlib's parser where a jaxlib GPU plugin is
+    installed (no GPU needed), else by the package's own decoder of the same messages."""
     for platform in _vendors.installed_gpu_platforms():
         module = _vendors.plugin_triton_module(platform)
         if module is not None:
             return module.get_serialized_metadata(opaque)
-    raise RuntimeError(
-        "jax_triton.get_serialized_metadata uses jaxlib's parser, which a jaxlib GPU plugin "
-        f"carries, and none is installed: {_vendors.PLUGIN_INSTALL_HINT['cuda']}, or "
-        f"{_vendors.PLUGIN_INSTALL_HINT['rocm']}.")
+    return _proto.decode(opaque).metadata

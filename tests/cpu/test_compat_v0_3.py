@@ -14,6 +14,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 import jax_triton_rocm.compat.v0_3 as jt
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _env
 from jax_triton_rocm.compat import triton_lib_0_3 as jttl
 from tests.support import kernels
@@ -137,6 +138,14 @@ def test_serialized_metadata_is_read_back_by_get_serialized_metadata():
     lowered = capture_one(lambda x, y: jt.triton_call(
         x, y, x.size, kernel=kernels.add_kernel, out_shape=x, grid=4, BLOCK=256,
         serialized_metadata=b"from 0.3"), X, X, platform="cuda")
+    assert jt.get_serialized_metadata(lowered.opaque) == b"from 0.3"
+
+
+def test_serialized_metadata_is_read_back_without_a_jaxlib_gpu_plugin(monkeypatch):
+    lowered = capture_one(lambda x, y: jt.triton_call(
+        x, y, x.size, kernel=kernels.add_kernel, out_shape=x, grid=4, BLOCK=256,
+        serialized_metadata=b"from 0.3"), X, X, platform="cuda")
+    monkeypatch.setattr(_vendors, "plugin_triton_module", lambda platform: None)
     assert jt.get_serialized_metadata(lowered.opaque) == b"from 0.3"
 
 
