@@ -158,26 +158,28 @@ class KernelRecords(BoundedCache):
     objects its global names resolve to) is checked by its user (`compile._compile.graph_key`).
     """
 
-    def find(self, kernel: Any, what: Hashable) -> Any:
-        """What was derived as `what` from `kernel`, or None (none, or the record is stale)."""
-        record = self.get(id(kernel))
-        if record is None or record[0] is not kernel or not _same_stamp(record[1], kernel):
-            return None
-        return record[2].get(what)
-
-    def keep(self, kernel: Any, what: Hashable, value: T) -> T:
-        """Keeps `value` as `what` derived from `kernel` (in a fresh record if the kept one is
-        stale); returns it."""
+    def _record(self, kernel: Any) -> dict:
+        """What was derived from `kernel`, by what: the kept record, else a fresh one, kept."""
         record = self.get(id(kernel))
         if record is None or record[0] is not kernel or not _same_stamp(record[1], kernel):
             record = self.put(id(kernel), (kernel, _stamp(kernel), {}))
-        record[2][what] = value
+        return record[2]
+
+    def find(self, kernel: Any, what: Hashable) -> Any:
+        """What was derived as `what` from `kernel`, or None (none, or the record is stale)."""
+        return self._record(kernel).get(what)
+
+    def keep(self, kernel: Any, what: Hashable, value: T) -> T:
+        """Keeps `value` as `what` derived from `kernel`; returns it."""
+        self._record(kernel)[what] = value
         return value
 
     def derived(self, kernel: Any, what: Hashable, make: Callable[[], T]) -> T:
         """`what` derived from `kernel`: the kept value, else `make()`'s, kept."""
-        found = self.find(kernel, what)
-        return self.keep(kernel, what, make()) if found is None else found
+        record = self._record(kernel)
+        if (found := record.get(what)) is None:
+            found = record[what] = make()
+        return found
 
 
 def _stamp(kernel: Any) -> tuple:

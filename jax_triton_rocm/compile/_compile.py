@@ -72,9 +72,9 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
         if id(fn) in seen or not is_triton_function(fn):
             continue
         seen.add(id(fn))
-        entry = _state.KERNEL_RECORDS.find(fn, "references")
+        entry = _state.KERNEL_RECORDS.derived(fn, "references", functools.partial(_references, fn))
         # What its names resolve to lives outside the function: a rebound callee is read anew.
-        if entry is None or not _paths_hold(fn, entry):
+        if any([_resolve(fn, path) is not obj for path, obj in entry.paths]):
             entry = _state.KERNEL_RECORDS.keep(fn, "references", _references(fn))
         functions.append(entry.own)
         module = getattr(fn, "__module__", "") or ""
@@ -84,11 +84,6 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
         pending.extend(reversed(entry.callees))
     return tuple(functions), tuple(sorted([(f"{module}:{name}", text)
                                            for (module, name), text in values.items()]))
-
-
-def _paths_hold(fn: Any, entry: _Entry) -> bool:
-    """Whether every name `fn` calls a Triton function through still resolves to that function."""
-    return not any([_resolve(fn, path) is not obj for path, obj in entry.paths])
 
 
 def _references(fn: Any) -> _Entry:
