@@ -160,10 +160,13 @@ class KernelRecords(BoundedCache):
 
     def _record(self, kernel: Any) -> dict:
         """What was derived from `kernel`, by what: the kept record, else a fresh one, kept."""
+        src = getattr(kernel, "src", None)
+        settings = getattr(kernel, "noinline", None), getattr(kernel, "debug", None)
         record = self.get(id(kernel))
-        if record is None or record[0] is not kernel or not _same_stamp(record[1], kernel):
-            record = self.put(id(kernel), (kernel, _stamp(kernel), {}))
-        return record[2]
+        if (record is None or record[0] is not kernel or record[1] is not src
+                or record[2] != settings):
+            record = self.put(id(kernel), (kernel, src, settings, {}))
+        return record[3]
 
     def find(self, kernel: Any, what: Hashable) -> Any:
         """What was derived as `what` from `kernel`, or None (none, or the record is stale)."""
@@ -180,16 +183,6 @@ class KernelRecords(BoundedCache):
         if (found := record.get(what)) is None:
             found = record[what] = make()
         return found
-
-
-def _stamp(kernel: Any) -> tuple:
-    return (getattr(kernel, "src", None), getattr(kernel, "noinline", None),
-            getattr(kernel, "debug", None))
-
-
-def _same_stamp(stamp: tuple, kernel: Any) -> bool:
-    now = _stamp(kernel)
-    return stamp[0] is now[0] and stamp[1:] == now[1:]
 
 
 class _Failure:
