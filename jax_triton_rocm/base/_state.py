@@ -34,10 +34,13 @@ class LockRegistry:
     Attributes:
       guard: the registry's own lock, for short critical sections on shared containers; a
         fresh one after a fork, so read it at each use instead of keeping it.
+      triton_language: the lock `triton_language_lock` returns, as fresh after a fork; an
+        attribute, so that a compile takes it without calling back here.
     """
 
     def __init__(self) -> None:
         self.guard = threading.Lock()
+        self.triton_language = threading.Lock()
         self._locks: dict[Hashable, threading.Lock] = {}
         self._items: dict[Hashable, list] = {}  # key -> [lock, threads holding or waiting]
 
@@ -75,6 +78,7 @@ class LockRegistry:
 
     def reset_after_fork(self) -> None:
         self.guard = threading.Lock()
+        self.triton_language = threading.Lock()
         self._locks = {}
         self._items = {}
 
@@ -358,7 +362,7 @@ def triton_language_lock() -> threading.Lock:
     runs: a front end running meanwhile would build IR from the patched language. Compiles still
     overlap in the backend passes and ptxas, where their time goes.
     """
-    return LOCKS.lock_for("triton-language")
+    return LOCKS.triton_language
 
 
 # Caches kept by modules loaded on demand (the HIP prewarm's), emptied by `clear_caches`.

@@ -98,7 +98,7 @@ def _references(fn: Any) -> _Entry:
                                 nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
     callees: list[Any] = []
     finder._update_hash = callees.append  # where Triton's walk would merge a callee
-    with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
+    with _state.LOCKS.triton_language:  # `ast.parse` is not safe across threads on 3.11
         finder.visit(tree := fn.parse())
     reached, paths = {id(callee) for callee in callees}, []
     for node in ast.walk(tree):
@@ -333,7 +333,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
         make_ir = source.make_ir
 
         def make_ir_alone(*args: Any, **kwargs: Any) -> Any:
-            with _state.triton_language_lock():
+            with _state.LOCKS.triton_language:
                 return make_ir(*args, **kwargs)
 
         source.make_ir = make_ir_alone
