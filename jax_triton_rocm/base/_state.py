@@ -18,10 +18,10 @@ beside it (`hip._hip_files`, `hip._hip_prewarm`). Why: docs/design.md, "Process-
 from __future__ import annotations
 
 import collections
-import contextlib
 import os
 import threading
-from collections.abc import Callable, Hashable, Iterator
+import weakref
+from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from jax_triton_rocm.base import _env
@@ -42,7 +42,7 @@ class LockRegistry:
         self.guard = threading.Lock()
         self.triton_language = threading.Lock()
         self._locks: dict[Hashable, threading.Lock] = {}
-        self._items: dict[Hashable, list] = {}  # key -> [lock, threads holding or waiting]
+        self._items: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     def lock_for(self, name: Hashable) -> threading.Lock:
         """The lock named `name` ("register", ...): one object per name until the next fork.
@@ -55,32 +55,23 @@ class LockRegistry:
                 lock = self._locks[name] = threading.Lock()
             return lock
 
-    @contextlib.contextmanager
-    def item_lock(self, key: Hashable) -> Iterator[None]:
-        """Holds the lock of one item (a kernel, a file, a prewarm) for the body.
+    def item_lock(self, key: Hashable) -> threading.Lock:
+        """The lock of one item (a kernel, a file, a prewarm), to hold with `with`.
 
-        Threads asking for the same key at the same time share one lock; the last one to leave
-        removes it, so a key no thread is working on costs nothing.
+        Threads asking for the same key while one holds or awaits it share one lock, which lives
+        only while a thread refers to it: a key no thread is working on costs nothing.
         """
         with self.guard:
-            entry = self._items.get(key)
-            if entry is None:
-                entry = self._items[key] = [threading.Lock(), 0]
-            entry[1] += 1
-        try:
-            with entry[0]:
-                yield
-        finally:
-            with self.guard:
-                entry[1] -= 1
-                if entry[1] == 0 and self._items.get(key) is entry:
-                    del self._items[key]
+            lock = self._items.get(key)
+            if lock is None:
+                lock = self._items[key] = threading.Lock()
+            return lock
 
     def reset_after_fork(self) -> None:
         self.guard = threading.Lock()
         self.triton_language = threading.Lock()
         self._locks = {}
-        self._items = {}
+        self._items = weakref.WeakValueDictionary()
 
     def __len__(self) -> int:
         """How many locks exist: the named ones and the items' in use."""
