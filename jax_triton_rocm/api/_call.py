@@ -6,6 +6,7 @@ refused where JAX cannot take them, and the outputs' leaves) and checked into on
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -121,13 +122,14 @@ def triton_call(
 def unwrapped_kernel(kernel: Any) -> _spec.Unwrapped:
     """`kernel` taken apart (`spec._spec.unwrap`), once Triton has imported and the lowering rules
     are registered; kept in its record (`_state.KERNEL_RECORDS`), for the next trace of a call."""
-    found = _state.KERNEL_RECORDS.find(kernel, "unwrapped")
-    if found is not None:
-        return found
+    return _state.KERNEL_RECORDS.derived(kernel, "unwrapped",
+                                         functools.partial(_unwrapped, kernel))
+
+
+def _unwrapped(kernel: Any) -> _spec.Unwrapped:
     _compat.triton_info()
     _primitive.ensure_registered()
-    taken_apart = _spec.unwrap(kernel)
-    return _state.KERNEL_RECORDS.keep(kernel, "unwrapped", taken_apart)
+    return _spec.unwrap(kernel)
 
 
 _ONE_LEAF = jax.tree_util.tree_structure(0)

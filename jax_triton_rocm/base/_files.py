@@ -90,12 +90,15 @@ def read_entry_file(directory: str, name: str, limit: int) -> bytes:
     """
     if not name or name in (".", "..") or "/" in name or "\0" in name:
         raise RefusedFile(f"{name!r} is not the name of a file directly inside {directory}")
-    with folder(directory) as folder_fd:
+    folder_fd = _open_folder(directory)  # not `folder`: its generator would call back here
+    try:
         before = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
         if not stat.S_ISREG(before.st_mode):
             raise RefusedFile(f"{_kind(before.st_mode)}, not a regular file")
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                      dir_fd=folder_fd)
+    finally:
+        os.close(folder_fd)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):

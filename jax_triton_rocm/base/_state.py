@@ -18,10 +18,10 @@ beside it (`hip._hip_files`, `hip._hip_prewarm`). Why: docs/design.md, "Process-
 from __future__ import annotations
 
 import collections
-import contextlib
 import os
 import threading
-from collections.abc import Callable, Hashable, Iterator
+import weakref
+from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from jax_triton_rocm.base import _env
@@ -34,12 +34,15 @@ class LockRegistry:
     Attributes:
       guard: the registry's own lock, for short critical sections on shared containers; a
         fresh one after a fork, so read it at each use instead of keeping it.
+      triton_language: the lock `triton_language_lock` returns, as fresh after a fork; an
+        attribute, so that a compile takes it without calling back here.
     """
 
     def __init__(self) -> None:
         self.guard = threading.Lock()
+        self.triton_language = threading.Lock()
         self._locks: dict[Hashable, threading.Lock] = {}
-        self._items: dict[Hashable, list] = {}  # key -> [lock, threads holding or waiting]
+        self._items: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     def lock_for(self, name: Hashable) -> threading.Lock:
         """The lock named `name` ("register", ...): one object per name until the next fork.
@@ -52,31 +55,23 @@ class LockRegistry:
                 lock = self._locks[name] = threading.Lock()
             return lock
 
-    @contextlib.contextmanager
-    def item_lock(self, key: Hashable) -> Iterator[None]:
-        """Holds the lock of one item (a kernel, a file, a prewarm) for the body.
+    def item_lock(self, key: Hashable) -> threading.Lock:
+        """The lock of one item (a kernel, a file, a prewarm), to hold with `with`.
 
-        Threads asking for the same key at the same time share one lock; the last one to leave
-        removes it, so a key no thread is working on costs nothing.
+        Threads asking for the same key while one holds or awaits it share one lock, which lives
+        only while a thread refers to it: a key no thread is working on costs nothing.
         """
         with self.guard:
-            entry = self._items.get(key)
-            if entry is None:
-                entry = self._items[key] = [threading.Lock(), 0]
-            entry[1] += 1
-        try:
-            with entry[0]:
-                yield
-        finally:
-            with self.guard:
-                entry[1] -= 1
-                if entry[1] == 0 and self._items.get(key) is entry:
-                    del self._items[key]
+            lock = self._items.get(key)
+            if lock is None:
+                lock = self._items[key] = threading.Lock()
+            return lock
 
     def reset_after_fork(self) -> None:
         self.guard = threading.Lock()
+        self.triton_language = threading.Lock()
         self._locks = {}
-        self._items = {}
+        self._items = weakref.WeakValueDictionary()
 
     def __len__(self) -> int:
         """How many locks exist: the named ones and the items' in use."""
@@ -158,36 +153,31 @@ class KernelRecords(BoundedCache):
     objects its global names resolve to) is checked by its user (`compile._compile.graph_key`).
     """
 
+    def _record(self, kernel: Any) -> dict:
+        """What was derived from `kernel`, by what: the kept record, else a fresh one, kept."""
+        src = getattr(kernel, "src", None)
+        settings = getattr(kernel, "noinline", None), getattr(kernel, "debug", None)
+        record = self.get(id(kernel))
+        if (record is None or record[0] is not kernel or record[1] is not src
+                or record[2] != settings):
+            record = self.put(id(kernel), (kernel, src, settings, {}))
+        return record[3]
+
     def find(self, kernel: Any, what: Hashable) -> Any:
         """What was derived as `what` from `kernel`, or None (none, or the record is stale)."""
-        record = self.get(id(kernel))
-        if record is None or record[0] is not kernel or not _same_stamp(record[1], kernel):
-            return None
-        return record[2].get(what)
+        return self._record(kernel).get(what)
 
     def keep(self, kernel: Any, what: Hashable, value: T) -> T:
-        """Keeps `value` as `what` derived from `kernel` (in a fresh record if the kept one is
-        stale); returns it."""
-        record = self.get(id(kernel))
-        if record is None or record[0] is not kernel or not _same_stamp(record[1], kernel):
-            record = self.put(id(kernel), (kernel, _stamp(kernel), {}))
-        record[2][what] = value
+        """Keeps `value` as `what` derived from `kernel`; returns it."""
+        self._record(kernel)[what] = value
         return value
 
     def derived(self, kernel: Any, what: Hashable, make: Callable[[], T]) -> T:
         """`what` derived from `kernel`: the kept value, else `make()`'s, kept."""
-        found = self.find(kernel, what)
-        return self.keep(kernel, what, make()) if found is None else found
-
-
-def _stamp(kernel: Any) -> tuple:
-    return (getattr(kernel, "src", None), getattr(kernel, "noinline", None),
-            getattr(kernel, "debug", None))
-
-
-def _same_stamp(stamp: tuple, kernel: Any) -> bool:
-    now = _stamp(kernel)
-    return stamp[0] is now[0] and stamp[1:] == now[1:]
+        record = self._record(kernel)
+        if (found := record.get(what)) is None:
+            found = record[what] = make()
+        return found
 
 
 class _Failure:
@@ -299,7 +289,6 @@ ELSEWHERE = (
     ("base._compat", "_warn_ffi_autotune", "one warning per process (cached)"),
     ("spec._spec", "_POINTER_TYPES", "Triton pointer type per dtype object"),
     ("spec._hooks", "_DESCRIPTOR_CLASS", "Triton's TensorDescriptor class, once imported"),
-    ("compile._compile", "_references_finder", "the AST walk's class, made once"),
     ("compile._cache", "_warned", "cache problems already warned about"),
     ("compile._cache", "_warned_cache_dir", "one warning about Triton's cache folder"),
     ("compile._cache", "_warned_unwritable", "unwritable cache folders already warned about"),
@@ -364,7 +353,7 @@ def triton_language_lock() -> threading.Lock:
     runs: a front end running meanwhile would build IR from the patched language. Compiles still
     overlap in the backend passes and ptxas, where their time goes.
     """
-    return LOCKS.lock_for("triton-language")
+    return LOCKS.triton_language
 
 
 # Caches kept by modules loaded on demand (the HIP prewarm's), emptied by `clear_caches`.

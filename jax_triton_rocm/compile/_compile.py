@@ -72,9 +72,9 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
         if id(fn) in seen or not is_triton_function(fn):
             continue
         seen.add(id(fn))
-        entry = _state.KERNEL_RECORDS.find(fn, "references")
+        entry = _state.KERNEL_RECORDS.derived(fn, "references", functools.partial(_references, fn))
         # What its names resolve to lives outside the function: a rebound callee is read anew.
-        if entry is None or not _paths_hold(fn, entry):
+        if any([_resolve(fn, path) is not obj for path, obj in entry.paths]):
             entry = _state.KERNEL_RECORDS.keep(fn, "references", _references(fn))
         functions.append(entry.own)
         module = getattr(fn, "__module__", "") or ""
@@ -86,66 +86,34 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
                                            for (module, name), text in values.items()]))
 
 
-class _PathRecorder:
-    """What `graph_key` adds to Triton's walk of a function (`DependenciesFinder`): each Triton
-    function it reaches through a name, with that name's path, kept in the instance's `paths`.
+def _references(fn: Any) -> _Entry:
+    """`fn`'s references, parsed anew with Triton's walk (`DependenciesFinder`): calls to other
+    Triton functions are collected, not merged (their recorded values would be the stale ones);
+    then each name or attribute (`a.b.c`, a path through names only) that resolves to one of them
+    is kept with its path, found here rather than in the walk so that it never calls back."""
+    from triton.runtime.jit import DependenciesFinder
 
-    Triton is imported only when a kernel is compiled, so the walk's subclass, this class on
-    `DependenciesFinder`, is made on the first parse (`_references_finder`) and kept.
-    """
-
-    paths: list[tuple[tuple[str, ...], Any]]
-
-    # Only a name or an attribute reaches a function: the walk comes here for those nodes alone
-    # (not for every node), and Triton's own visit of the node runs first.
-    def visit_Name(self, node: ast.Name | ast.Attribute) -> Any:
-        value = getattr(super(), f"visit_{type(node).__name__}")(node)
-        # `a.b.c` as the path ("a", "b", "c"); no path through anything but names.
+    settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
+    finder = DependenciesFinder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
+                                nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
+    callees: list[Any] = []
+    finder._update_hash = callees.append  # where Triton's walk would merge a callee
+    with _state.LOCKS.triton_language:  # `ast.parse` is not safe across threads on 3.11
+        finder.visit(tree := fn.parse())
+    reached, paths = {id(callee) for callee in callees}, []
+    for node in ast.walk(tree):
         parts, inner = [], node
         while isinstance(inner, ast.Attribute):
             parts.append(inner.attr)
             inner = inner.value
-        function = getattr(value, "__func__", value)
-        if isinstance(inner, ast.Name) and is_triton_function(function):
-            self.paths.append(((inner.id, *reversed(parts)), function))
-        return value
-
-    visit_Attribute = visit_Name
-
-
-_references_finder: type | None = None  # `_PathRecorder` on Triton's walk, once made
-
-
-def _paths_hold(fn: Any, entry: _Entry) -> bool:
-    """Whether every name `fn` calls a Triton function through still resolves to that function."""
-    return not any([_resolve(fn, path) is not obj for path, obj in entry.paths])
-
-
-def _references(fn: Any) -> _Entry:
-    """`fn`'s references, parsed anew with Triton's walk: calls to other Triton functions are
-    collected, not merged (their recorded values would be the stale ones), and the names they
-    are called through kept."""
-    global _references_finder
-    settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
-    if _references_finder is None:
-        from triton.runtime.jit import DependenciesFinder
-
-        _references_finder = type("ReferencesFinder",
-                                  (_PathRecorder, DependenciesFinder), {})
-    finder = _references_finder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
-                                nonlocals=inspect.getclosurevars(fn.fn).nonlocals,
-                                src=fn.src)
-    callees: list[Any] = []
-    finder._update_hash = callees.append  # where Triton's walk would merge a callee
-    finder.paths = []
-    with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
-        finder.visit(fn.parse())
+        if isinstance(inner, ast.Name) and isinstance(node, (ast.Name, ast.Attribute)):
+            path = (inner.id, *reversed(parts))
+            if id(function := _resolve(fn, path)) in reached:
+                paths.append((path, function))
     names = [(scope, name) for (name, _), (_, scope) in finder.used_global_vals.items()]
     text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
     own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
-    return _Entry(fn, fn.src, own, settings, tuple(names), tuple(finder.paths),
-                  tuple(callees))
-
+    return _Entry(fn, fn.src, own, settings, tuple(names), tuple(paths), tuple(callees))
 
 
 def call_graph_key(spec: KernelCallSpec) -> tuple:
@@ -365,7 +333,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
         make_ir = source.make_ir
 
         def make_ir_alone(*args: Any, **kwargs: Any) -> Any:
-            with _state.triton_language_lock():
+            with _state.LOCKS.triton_language:
                 return make_ir(*args, **kwargs)
 
         source.make_ir = make_ir_alone

@@ -22,6 +22,7 @@ one buffer fills one parameter, so that the IR reads like the kernel.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import linecache
 from typing import TYPE_CHECKING, Any
@@ -245,9 +246,12 @@ def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body
     # trampolines of two kernels of one source keep their own symbols.
     source = f"def {_TRAMPOLINE}({signature}):\n    {symbol!r}\n{body}"
     # Kept by the source, which names the symbol.
-    found = _state.KERNEL_RECORDS.find(jit_fn, ("trampoline", source))
-    if found is not None:
-        return found
+    return _state.KERNEL_RECORDS.derived(jit_fn, ("trampoline", source),
+                                         functools.partial(_defined, jit_fn, symbol, source))
+
+
+def _defined(jit_fn: JITFunction, symbol: str, source: str) -> Any:
+    """The trampoline of `source`, defined and decorated as `jit_fn` is (`_trampoline`)."""
     import triton
     import triton.language as tl
 
@@ -274,4 +278,4 @@ def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body
     registry = getattr(triton.runtime.jit, "_triton_jit_function_registry", {})
     for registered in [k for k, v in registry.items() if v is trampoline]:
         del registry[registered]
-    return _state.KERNEL_RECORDS.keep(jit_fn, ("trampoline", source), trampoline)
+    return trampoline

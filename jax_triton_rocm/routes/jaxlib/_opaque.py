@@ -13,6 +13,7 @@ the input, the same in every process (JAX's persistent cache and `jax.export` re
 
 from __future__ import annotations
 
+import functools
 import struct
 import zlib
 from collections.abc import Sequence
@@ -50,7 +51,8 @@ def compress(data: bytes, pieces: Sequence[bytes] = ()) -> bytes:
             gap = data[start:at]
             parts.append(_between(gap, last=False))
             checksum = zlib.adler32(gap, checksum)
-        deflated, piece_checksum = _deflate_piece(piece)
+        deflated, piece_checksum = _state.DEFLATED_KERNELS.memo(
+            piece, functools.partial(_deflate_piece, piece))
         parts.append(deflated)
         checksum = adler32_combine(checksum, piece_checksum, len(piece))
         start = at + len(piece)
@@ -81,14 +83,10 @@ def adler32_combine(first: int, second: int, second_length: int) -> int:
 
 def _deflate_piece(piece: bytes) -> tuple[bytes, int]:
     """Raw deflate of `piece` at the default level, ending on a full flush, and its Adler-32;
-    once per piece while it stays in `_state.DEFLATED_KERNELS`."""
-    found = _state.DEFLATED_KERNELS.get(piece)
-    if found is None:
-        compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -zlib.MAX_WBITS)
-        found = _state.DEFLATED_KERNELS.put(piece, (
-            compressor.compress(piece) + compressor.flush(zlib.Z_FULL_FLUSH),
-            zlib.adler32(piece)))
-    return found
+    `compress` keeps it in `_state.DEFLATED_KERNELS`, once per piece."""
+    compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return (compressor.compress(piece) + compressor.flush(zlib.Z_FULL_FLUSH),
+            zlib.adler32(piece))
 
 
 def _between(data: bytes, *, last: bool) -> bytes:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import zlib
 from collections.abc import Sequence
@@ -74,11 +75,9 @@ def kernel_bytes(image: KernelImage) -> bytes:
     """`image` serialized as a `TritonKernel`, once per image while it stays in
     `_state.KERNEL_BYTES` (it carries the binary); every call of the kernel embeds these very
     bytes (a message serializes alike as a field)."""
-    key = dataclasses.astuple(image)  # hashed without a call into the dataclass's own hash
-    serialized = _state.KERNEL_BYTES.get(key)
-    if serialized is None:
-        serialized = _state.KERNEL_BYTES.put(key, _serialized_kernel(image))
-    return serialized
+    # Keyed by its fields: hashed without a call into the dataclass's own hash.
+    return _state.KERNEL_BYTES.memo(dataclasses.astuple(image),
+                                    functools.partial(_serialized_kernel, image))
 
 
 def _serialized_kernel(image: KernelImage) -> bytes:
