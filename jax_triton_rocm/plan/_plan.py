@@ -482,9 +482,11 @@ def _with_scalars(bound: _layout.BoundKernel, positional: tuple) -> _layout.Boun
     `compile_view` is the one `bound` was laid out for (so only the values differ)."""
     if not any(source.kind == "scalar" for source in bound.sources):
         return bound
-    # A scalar inside a tuple is part of `compile_view` by value: only top-level ones change.
+    # Only top-level scalars change (a tuple's are part of `compile_view` by value), each typed
+    # by the same annotation where it was declared.
     sources = tuple(
-        _layout.ArgSource("scalar", source.position, scalar=_spec.retyped(
-            source.scalar, positional[source.position][1], what=f"argument {source.position}"))
+        _layout.ArgSource("scalar", source.position, scalar=_spec.scalar(
+            positional[source.position][1], what=f"argument {source.position}",
+            declared=source.scalar.triton_type if source.scalar.declared else None))
         if source.kind == "scalar" and not source.path else source for source in bound.sources)
     return _values.replaced(bound, sources=sources)

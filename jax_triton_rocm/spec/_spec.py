@@ -88,14 +88,9 @@ _NUMPY_SCALARS: dict[str, tuple[str, str, tuple[int, int] | None]] = {
     "float32": ("fp32", "f32", None), "float64": ("fp64", "f64", None)}
 
 
-# The types a kernel takes by value (a static scalar), not as an array: `is_scalar`, and the
-# checks' own `isinstance` tests. (No NumPy array is an `np.generic`.)
+# The types a kernel takes by value (a static scalar), not as an array, for `isinstance` tests.
+# (No NumPy array is an `np.generic`.)
 SCALAR_TYPES = (bool, int, float, np.generic)
-
-
-def is_scalar(value: Any) -> bool:
-    """Whether `value` is passed to the kernel by value (a static scalar), not as an array."""
-    return isinstance(value, SCALAR_TYPES)
 
 
 # Declarable scalar types jaxlib can pass: Triton type -> (jaxlib's, Triton's name, range);
@@ -140,11 +135,6 @@ def _declared_scalar(value: Any, declared: str, what: str) -> Scalar:
         f"{what} is annotated {name}, which holds integers in [{holds[0]}, {holds[1]}), and "
         f"{value!r} ({type(value).__name__}) does not fit it. Pass a value in that range, or "
         f"annotate the parameter with a wider type (tl.int64, tl.uint64, tl.float32).")
-
-
-def retyped(typed: Scalar, value: Any, *, what: str) -> Scalar:
-    """`value` typed as `typed` was: by the same annotation where it was declared."""
-    return scalar(value, what=what, declared=typed.triton_type if typed.declared else None)
 
 
 def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
