@@ -200,18 +200,14 @@ def scalar_role(param: Any, value: Any, *, what: str) -> tuple:
 
 def compile_view(jit_fn: JITFunction, positional: tuple) -> tuple:
     """The positional entries as far as they decide the compiled kernel, as exact keys: a
-    constexpr by its type and value, a runtime scalar by its Triton type and specialisation.
-    Raises as `scalar` does."""
-    view = []
-    for i, (kind, value) in enumerate(positional):
-        if kind != "scalar" or i >= len(jit_fn.params):  # a tuple's scalars count by value
-            view.append((kind, _values.exact_key(value) if kind == "tuple" else value))
-            continue
-        param = jit_fn.params[i]
-        role, *taken = scalar_role(param, value, what=f"argument {i} ({param.name})")
-        view.append((role, _values.exact_key(taken[0])) if role == "constexpr"
-                    else (role, taken[0].triton_type, taken[1]))
-    return tuple(view)
+    constexpr by its type and value, a runtime scalar by its Triton type and specialisation
+    (`ArgumentTypes.view`). Raises as `scalar` does."""
+    types = argument_types(jit_fn, positional, (), (), {})
+    for i, role in types.roles.items():
+        if role is None:  # a scalar that could not be typed: typed again, to raise why
+            param = jit_fn.params[i]
+            scalar_role(param, positional[i][1], what=f"argument {i} ({param.name})")
+    return types.view
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,7 +233,7 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
     roles: dict[int, tuple | None] = {}
     view: list | None = []
     for i, (kind, value) in enumerate(positional):
-        if kind != "scalar" or i >= len(params):  # as `compile_view`
+        if kind != "scalar" or i >= len(params):  # a tuple's scalars count by value
             if view is not None:
                 view.append((kind, _values.exact_key(value) if kind == "tuple" else value))
             continue
