@@ -218,7 +218,7 @@ def _checked_targets(archs: list[str] | None) -> list[tuple[str, str]]:
 
 def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
     """The demo on the GPU JAX started, else on the CPU and cross-compiled; returns the status."""
-    from jax_triton_rocm.cli import _cpu_demo
+    from jax_triton_rocm.cli import _kernels
     from jax_triton_rocm import backends
     from jax_triton_rocm.backends import _no_gpu, _vendors
     from jax_triton_rocm.base import _compat, _env
@@ -254,7 +254,7 @@ def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
               + ": the kernels in Triton's interpreter, then cross-compiled for GPUs.")
         print(f"  {_no_gpu.no_gpu_reason(startup.problems)}")
         _fallback.mark_explained()  # the line above says why: no warning as well
-        _cpu_demo.run_on_cpu(*_functions())
+        _kernels.run_on_cpu(*_functions())
     return show_cross_compiled(targets)
 
 

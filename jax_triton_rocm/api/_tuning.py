@@ -63,7 +63,7 @@ def autotune(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
       What `fn(*args, **kwargs)` returns, computed with the chosen configs.
     """
     leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
-    scalars = {i: leaf for i, leaf in enumerate(leaves) if _spec.is_scalar(leaf)}
+    scalars = {i: leaf for i, leaf in enumerate(leaves) if isinstance(leaf, _spec.SCALAR_TYPES)}
     arrays = [leaf for i, leaf in enumerate(leaves) if i not in scalars]
 
     def with_scalars(*traced: Any) -> Any:

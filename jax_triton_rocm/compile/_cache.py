@@ -448,25 +448,12 @@ def default_dir(cache_knobs: Any) -> str:
     return cache_knobs.get_triton_dir("cache")
 
 
-def _warn_once(directory: str) -> None:
-    global _warned_cache_dir
-    if _warned_cache_dir:
-        return
-    _warned_cache_dir = True
-    logger.warning(
-        "jax_triton_rocm: %s is set to %r (jax-triton 0.3 sets it to '' when imported), which "
-        "leaves Triton no cache directory. The package's Triton compiles use Triton's default "
-        "location %s instead; the environment is not changed. Set %s to a writable folder to "
-        "choose another.", _env.TRITON_CACHE_DIR, _env.triton_cache_dir(), directory,
-        _env.TRITON_CACHE_DIR)
-
-
 @contextlib.contextmanager
 def usable_cache_dir(triton: Any, *, private: tuple[str, ...] = ()) -> Iterator[None]:
     """Runs the body with the folders Triton uses as they are, or Triton's default cache folder
     where it has none (`needs_default_dir`), or private folders for the knobs `private` names
     ("dir", "dump_dir"); the knobs go back as they were when the last compile in flight ends."""
-    global _in_flight, _saved, _private, _private_dump
+    global _in_flight, _saved, _private, _private_dump, _warned_cache_dir
     cache_knobs = triton.knobs.cache
     lock = _state.LOCKS.lock_for("triton-cache-dir")
     with lock:
@@ -476,7 +463,15 @@ def usable_cache_dir(triton: Any, *, private: tuple[str, ...] = ()) -> Iterator[
         if default:
             directory = default_dir(cache_knobs)
             vars(cache_knobs)["dir"] = directory  # bypasses Triton's write to os.environ
-            _warn_once(directory)
+            if not _warned_cache_dir:
+                _warned_cache_dir = True
+                logger.warning(
+                    "jax_triton_rocm: %s is set to %r (jax-triton 0.3 sets it to '' when "
+                    "imported), which leaves Triton no cache directory. The package's Triton "
+                    "compiles use Triton's default location %s instead; the environment is not "
+                    "changed. Set %s to a writable folder to choose another.",
+                    _env.TRITON_CACHE_DIR, _env.triton_cache_dir(), directory,
+                    _env.TRITON_CACHE_DIR)
         if "dir" in private:
             if _private is None:
                 _private = tempfile.mkdtemp(prefix="jax_triton_rocm_triton_cache_")

@@ -23,27 +23,23 @@ The order in which heuristics, configs and hooks run, and what each sees: docs/d
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
 
-from jax_triton_rocm.base import _state, _values
+from jax_triton_rocm.base import _values
 from jax_triton_rocm.spec import _autotuner, _callbacks, _hooks, _layout, _spec
+from jax_triton_rocm.spec._autotuner import LAUNCH_SETTINGS
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE, KernelCallSpec, MetaGrid, normalize_grid
 
 if TYPE_CHECKING:
-    from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
 
 logger = logging.getLogger("jax_triton_rocm")
 
 T = TypeVar("T")
-
-
-LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
 
 
 MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU Triton targets
@@ -165,152 +161,6 @@ def named_args(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_aval
         named.update(zip(names[len(positional):], out_avals))
     return named
 
-
-def _apply_heuristics(heuristics: tuple, config: LaunchConfig, named: dict, kernel: str,
-                      param_names: set[str], compile_options: tuple[str, ...],
-                      config_keys: frozenset[str] = frozenset()) -> LaunchConfig:
-    """Runs `heuristics` (outermost first) on `config`; each sees the values set before it.
-    A rule may set a parameter, a launch setting or one of `compile_options`. `config_keys`:
-    for heuristics around an autotuner, what its configs set, which they run before.
-
-    Raises:
-      ValueError: a rule raised (`_callbacks.call` names the rule, what it read and was given;
-        a key among `config_keys`, why it is not there yet and where to put the heuristic).
-      TypeError: a rule sets a name that is no parameter and no launch setting.
-    """
-    for wrapper in heuristics:
-        for key, rule in wrapper.values.items():
-            args = {**named, **config.kwargs_view()}
-            what = f"The heuristic for {key!r} (@triton.heuristics) of kernel {kernel}"
-            try:
-                value = _callbacks.call(
-                    rule, args, what=what, given=args,
-                    fix="Fix the rule: it receives the kernel's arguments by name (arrays as "
-                        "their shape and dtype) and the values set before it.")
-            except ValueError as err:
-                read = err.__cause__.args[0] if isinstance(err.__cause__, KeyError) else None
-                if read not in config_keys or read in args:
-                    raise
-                raise ValueError(
-                    f"{what} ({_callbacks.describe(rule)}) read {read!r}, which the kernel's "
-                    f"@triton.autotune configs set; this @triton.heuristics wraps "
-                    f"@triton.autotune, so it runs once per call, before a config is chosen, "
-                    f"as in Triton (whose launcher raises KeyError: {read!r} there too). Put "
-                    f"@triton.heuristics below @triton.autotune (between it and @triton.jit) "
-                    f"to run it on each config's values.") from err.__cause__
-            if key in param_names:
-                config = dataclasses.replace(config, constexprs={**config.constexprs, key: value})
-            elif key in LAUNCH_SETTINGS:
-                config = dataclasses.replace(config, **{key: value})
-            elif key in compile_options:
-                config = dataclasses.replace(config, options={**config.options, key: value})
-            else:
-                raise TypeError(
-                    f"@triton.heuristics on kernel {kernel} sets {key!r}, which is neither a "
-                    f"parameter of the kernel ({', '.join(sorted(param_names))}) nor a launch "
-                    f"setting ({', '.join(LAUNCH_SETTINGS + compile_options)}). Rename "
-                    f"it to one of those.")
-    return config
-
-
-def _from_autotune_config(base: LaunchConfig, config: Any, kernel: str, param_names: set[str],
-                          compile_options: tuple[str, ...]) -> LaunchConfig:
-    """`base` with a `triton.Config`'s kwargs, settings and vendor options (`compile_options`)
-    laid over it."""
-    constexprs = dict(base.constexprs)
-    options = dict(base.options)
-    if getattr(config, "maxnreg", None) is not None:
-        options["maxnreg"] = config.maxnreg
-    for key, value in config.kwargs.items():
-        if key in param_names:
-            constexprs[key] = value
-        elif key in compile_options:
-            options[key] = value
-        else:
-            raise TypeError(
-                f"triton.Config({config}) on kernel {kernel} sets {key!r}, which is neither a "
-                f"parameter of the kernel ({', '.join(sorted(param_names))}) nor a compile "
-                f"option ({', '.join(compile_options)}). Fix the config's kwargs.")
-    return LaunchConfig(
-        constexprs=constexprs,
-        num_warps=config.num_warps if config.num_warps is not None else base.num_warps,
-        num_stages=config.num_stages if config.num_stages is not None else base.num_stages,
-        num_ctas=config.num_ctas if getattr(config, "num_ctas", None) is not None
-        else base.num_ctas,
-        options=options,
-        description=str(config),
-    )
-
-
-def _autotune_configs(autotuner: Autotuner, base: LaunchConfig, named: dict, by_keyword: tuple,
-                      kernel: str, param_names: set[str],
-                      compile_options: tuple[str, ...]) -> list[tuple[Any, LaunchConfig]]:
-    """The autotuner's configs over `base`, each with its `triton.Config`: those that agree
-    with what the call set (`_agreeing`), pruned by its `early_config_prune` and its
-    `perf_model`, in the order they leave."""
-    _autotuner.check_autotuner(autotuner, kernel)
-    candidates = _agreeing(autotuner.configs, base.constexprs, kernel)
-    named_args = {name: value for name, value in named.items() if name not in by_keyword}
-    kwargs = {**{name: named[name] for name in by_keyword if name in named},
-              **base.kwargs_view()}
-    prune = getattr(autotuner, "early_config_prune", None)
-    if prune is not None:
-        candidates = _pruned(prune, candidates, named_args, kwargs, kernel)
-    if getattr(autotuner, "perf_model", None) is not None:
-        candidates = _autotuner.fastest_estimated(autotuner, candidates, named_args, kwargs,
-                                                  kernel)
-    return [(config, _from_autotune_config(base, config, kernel, param_names, compile_options))
-            for config in candidates]
-
-
-def _agreeing(configs: Sequence[Any], given: dict[str, Any], kernel: str) -> list:
-    """The `configs` that set no key of `given` (the call's constexprs, with what heuristics
-    around the autotuner set) to another value. jax-triton keeps these and tunes among them,
-    so a call may fix one of the tuned keys (Triton's launcher refuses any overlap).
-
-    Raises:
-      ValueError: no config agrees, naming each key the call and the configs set, its value
-        and the configs.
-    """
-    kept = [config for config in configs
-            if all(config.kwargs[key] == value for key, value in given.items()
-                   if key in config.kwargs)]
-    if kept:
-        return kept
-    overlap = sorted(set(given) & set().union(*[config.kwargs for config in configs]))
-    raise ValueError(
-        f"Kernel {kernel}: the call sets {', '.join(f'{key}={given[key]!r}' for key in overlap)} "
-        f"(or a heuristic around @triton.autotune does), and no autotune config agrees: "
-        f"{'; '.join(map(str, configs))}. Give a value that one of them sets, or drop the key "
-        f"from the call to let the autotuner choose.")
-
-
-def _pruned(prune: Any, configs: list, named_args: dict, kwargs: dict, kernel: str) -> list:
-    """The configs `prune` (an `early_config_prune`) keeps, checked to be some of `configs`'
-    kind (`triton.Config`s), at least one.
-
-    Raises:
-      ValueError: `prune` raised, returned no config, or returned something else.
-    """
-    what = f"early_config_prune of kernel {kernel}"
-    fix = (f"It must return the triton.Config objects it keeps (at least one of the "
-           f"{len(configs)}: {'; '.join(str(c) for c in configs)}).")
-    given = _callbacks.Arguments(named_args=named_args, kwargs=kwargs)
-    kept = _callbacks.call(functools.partial(prune, list(configs), dict(named_args), **kwargs),
-                           what=what, given=given, fix=f"Fix it. {fix}")
-    try:
-        kept = list(kept)
-    except TypeError:
-        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {kept!r}, not a list "
-                         f"of configs. {fix}") from None
-    config_type = type(configs[0]) if configs else object
-    wrong = [item for item in kept if not isinstance(item, config_type)]
-    if wrong:
-        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {wrong[0]!r}, a "
-                         f"{type(wrong[0]).__name__}, among its configs. {fix}")
-    if not kept:
-        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned no config. {fix}")
-    return kept
 
 
 DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
@@ -440,12 +290,12 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
     zero and arguments laid onto the kernel's parameters.
 
     A config's `triton.Config` pre_hook (`_hooks.run`) runs before the heuristics inside the
-    autotuner: the descriptors it re-blocks give the config its own layout (`positional`), and
-    what it left in the arguments by name is what those heuristics and a grid see. Each config's
-    NumPy scalar constexprs become the Python scalars they equal (so that `np.int64(256)`
-    compiles, and compiles as `256` does: `_values.plain_constexpr`), and `meta` holds what a grid
-    sees. `types`: the call's values as typed for the plan (`kept`), which a config's layout
-    takes with its own constexprs unless a pre_hook re-laid it out; None types them here.
+    autotuner: the descriptors it re-blocks give the config its own layout (`positional`), and what
+    it left in the arguments by name is what those heuristics and a grid see. Each config's NumPy
+    scalar constexprs become the Python scalars they equal (so that `np.int64(256)` compiles, and
+    compiles as `256` does: `_values.plain_constexpr`), and `meta` holds what a grid sees. `types`:
+    the call's values as typed for the plan (`_lowering.kept`), which a config's layout takes with
+    its own constexprs unless a pre_hook re-laid it out; None types them here.
 
     Raises:
       NotImplementedError: an autotuner feature jaxlib cannot honour (names the alternative).
@@ -469,13 +319,13 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
     if outside:  # most kernels have no heuristics
         config_keys = frozenset([key for config in getattr(unwrapped.autotuner, "configs", ())
                                  for key in config.kwargs])
-        base = _apply_heuristics(outside, base, named, kernel, param_names,
+        base = _autotuner.apply_heuristics(outside, base, named, kernel, param_names,
                                  site.compile_options, config_keys)
     if unwrapped.autotuner is None:
         pairs = [(None, base)]
     else:
-        pairs = _autotune_configs(unwrapped.autotuner, base, named, spec.by_keyword, kernel,
-                                  param_names, site.compile_options)
+        pairs = _autotuner.autotune_configs(unwrapped.autotuner, base, named, spec.by_keyword,
+                                            kernel, param_names, site.compile_options)
     configs = []
     for triton_config, config in pairs:
         seen = named
@@ -488,7 +338,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
                 config = dataclasses.replace(config, positional=positional)
                 seen = named_args(jit_fn, positional, in_avals, out_avals)
         if inside:
-            config = _apply_heuristics(inside, config, seen, kernel, param_names,
+            config = _autotuner.apply_heuristics(inside, config, seen, kernel, param_names,
                                        site.compile_options)
         # What a config or a heuristic set, which triton_call never saw (it checked its own).
         source = f"in autotune config ({config.description})" if config.description else ""
@@ -592,41 +442,10 @@ def launch_problem(compiled: Any, limits: LaunchLimits) -> str | None:
     return None
 
 
-def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
-             types: _spec.ArgumentTypes | None = None) -> tuple | None:
-    """What decides a plain kernel's launches, but for the shapes and the runtime scalars'
-    values; None for a kernel with an autotuner or heuristics (they see shapes and values).
-
-    A new length or batch size changes no configuration, layout or binary of a plain kernel, only
-    its grid, the scalars it receives and what a callable grid or `zeroed_outputs` sees: `relaunch`
-    refills those. The key holds the kernel (by identity), the positional entries as they compile
-    (`_spec.compile_view`), the dtypes and which arrays are 0-d, the metaparameters (by exact
-    value) and every setting that reaches the compiler. `types`: the call's values as typed for
-    the plan (`kept`), whose `view` is that `compile_view`; None types them here.
-
-    Raises:
-      TypeError: a value that cannot be hashed (the caller then keeps no plan).
-      TypeError / OverflowError: a scalar that cannot be passed (as `_spec.compile_view`).
-    """
-    unwrapped = spec.unwrapped
-    if unwrapped.autotuner is not None or unwrapped.heuristics:
-        return None
-    view = None if types is None else types.view
-    if view is None:  # not typed yet, or a value whose typing failed: raised here, as always
-        view = _spec.compile_view(unwrapped.jit_fn, spec.positional)
-    key = (spec.kernel_id, view, len(in_avals),
-           tuple([(not aval.shape, aval.dtype) for aval in (*in_avals, *out_avals)]),
-           spec.exact_values[1], spec.options, spec.backend_options,
-           spec.num_warps, spec.num_stages, spec.num_ctas, spec.cuda_arch, spec.enable_fp_fusion,
-           spec.debug)
-    hash(key)
-    return key
-
-
 @dataclasses.dataclass(frozen=True)
 class Kept:
-    """A route's plan of one call as the plan memo keeps it (`kept`): what the route made of it
-    (`made`: the compiled kernels and their images, or the call), its launches as planned, and
+    """A route's plan of one call as the plan memo keeps it (`_lowering.kept`): what the route made
+    of it (`made`: the compiled kernels and their images, or the call), its launches as planned, and
     the target's launch limits, which `relaunch` refills them within."""
 
     made: Any
@@ -634,49 +453,10 @@ class Kept:
     limits: LaunchLimits | None
 
 
-def kept(place: Any, spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
-         plan: Callable[[_spec.ArgumentTypes], Any],
-         refill: Callable[[Any, list[Launch]], Any]) -> Any:
-    """The plan memo, around a route's plan of the call, `plan(types)`: what it made of the call,
-    kept for a plain kernel (`Kept`, in `_state.PLANS`) by `place`, where the call runs as the route
-    names it, and `plan_key`. A later call of the same key gets `refill(made, launches)`, the
-    kept plan with its launches relaunched for the call (`relaunch`: the grid, the runtime
-    scalars, the outputs to zero), unless that is None (the route cannot take them: then
-    `plan(types)` again). So a plain kernel's new shape or scalar value compiles, lays out and
-    encodes nothing anew, and asks the backend nothing. The call's values are typed once here
-    (`types`, `_spec.argument_types`), for the key and for the plan's layouts (`launches`).
-
-    `plan(types)` returns a `Kept`, whose `made` is returned; anything else (a route's reason not
-    to take the call) is returned as it is, and nothing kept. An unhashable parameter keeps no
-    plan.
-    """
-    types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals, {})
-    try:
-        key = plan_key(spec, in_avals, out_avals, types)
-    except TypeError:  # an unhashable parameter: no plan kept
-        key = None
-    if key is not None:
-        key = (place, key)
-        entry = _state.PLANS.get(key)
-        if entry is not None:
-            found = entry[1]
-            refilled = refill(found.made, relaunch(list(found.launches), spec, in_avals,
-                                                   out_avals, found.limits))
-            if refilled is not None:
-                return refilled
-    made = plan(types)
-    if not isinstance(made, Kept):
-        return made
-    if key is not None:
-        # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
-        _state.PLANS.put(key, (spec.kernel, made))
-    return made.made
-
-
 def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
              limits: LaunchLimits | None) -> list[Launch]:
-    """`planned` (the launches of an earlier call with the same `plan_key`) for this call: the
-    grid (within `limits`, the target's), the outputs to zero, the runtime scalars and what a
+    """`planned` (the launches of an earlier call with the same `_lowering.plan_key`) for this call:
+    the grid (within `limits`, the target's), the outputs to zero, the runtime scalars and what a
     callable grid sees, as `launches` would give them.
 
     Raises:
@@ -702,9 +482,11 @@ def _with_scalars(bound: _layout.BoundKernel, positional: tuple) -> _layout.Boun
     `compile_view` is the one `bound` was laid out for (so only the values differ)."""
     if not any(source.kind == "scalar" for source in bound.sources):
         return bound
-    # A scalar inside a tuple is part of `compile_view` by value: only top-level ones change.
+    # Only top-level scalars change (a tuple's are part of `compile_view` by value), each typed
+    # by the same annotation where it was declared.
     sources = tuple(
-        _layout.ArgSource("scalar", source.position, scalar=_spec.retyped(
-            source.scalar, positional[source.position][1], what=f"argument {source.position}"))
+        _layout.ArgSource("scalar", source.position, scalar=_spec.scalar(
+            positional[source.position][1], what=f"argument {source.position}",
+            declared=source.scalar.triton_type if source.scalar.declared else None))
         if source.kind == "scalar" and not source.path else source for source in bound.sources)
     return _values.replaced(bound, sources=sources)

@@ -1,6 +1,6 @@
 """The lowering shell of both GPU routes, jaxlib's Triton call (`jaxlib._jaxlib_call`) and XLA's
 (`xla._xla_native`): where the call runs, the lowered-call memo and its key (`lowered_call`),
-the plan memo (`_plan.kept`) and the launches planned (`_planned`); each route gives two plain
+the plan memo (`kept`, `plan_key`) and the launches planned (`_planned`); each route gives two plain
 functions: `plan` (the launches compiled in the form it launches them) and its encoding
 (jaxlib's `encode`; XLA's keeps the call that its `emit` writes). The autotune choices are
 `_choices`, which both routes ask; XLA's route takes an autotuned kernel's remembered config
@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _arch, _choices
+from jax_triton_rocm.spec import _spec
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call
 from jax_triton_rocm.routes.xla import _xla_native
 
@@ -62,7 +64,7 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
         graph = _compile.call_graph_key(spec)
         decides = (backend.platform, dataclasses.astuple(arch))
         make = functools.partial(
-            _plan.kept, (_xla_native.CUSTOM_CALL_NAME, *decides, graph), spec, in_avals,
+            kept, (_xla_native.CUSTOM_CALL_NAME, *decides, graph), spec, in_avals,
             out_avals, functools.partial(_planned, route, backend, ctx, spec, arch, in_avals,
                                          out_avals), _xla_native.refilled)
     # A plain kernel has one launch: no autotune choice, nor the autotuned call's target,
@@ -79,7 +81,7 @@ def _jaxlib_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCal
                      where: _arch.Where, place: tuple,
                      plain_call_name: str) -> _jaxlib_call.LoweredCall:
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    planned = _plan.kept(
+    planned = kept(
         place, spec, in_avals, out_avals,
         functools.partial(_planned, "jaxlib", backend, ctx, spec, where, in_avals, out_avals),
         functools.partial(_jaxlib_call.refilled, spec, len(in_avals)))
@@ -112,3 +114,73 @@ def _planned(route: str, backend: Backend, ctx: LoweringRuleContext, spec: Kerne
         [launch] = launches
         return _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals)
     return _jaxlib_call.plan(backend, spec, where, answers, launches, in_avals, out_avals)
+
+
+def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
+             types: ArgumentTypes | None = None) -> tuple | None:
+    """What decides a plain kernel's launches, but for the shapes and the runtime scalars'
+    values; None for a kernel with an autotuner or heuristics (they see shapes and values).
+
+    A new length or batch size changes no configuration, layout or binary of a plain kernel, only
+    its grid, the scalars it receives and what a callable grid or `zeroed_outputs` sees: `relaunch`
+    refills those. The key holds the kernel (by identity), the positional entries as they compile
+    (`_spec.compile_view`), the dtypes and which arrays are 0-d, the metaparameters (by exact
+    value) and every setting that reaches the compiler. `types`: the call's values as typed for
+    the plan (`kept`), whose `view` is that `compile_view`; None types them here.
+
+    Raises:
+      TypeError: a value that cannot be hashed (the caller then keeps no plan).
+      TypeError / OverflowError: a scalar that cannot be passed (as `_spec.compile_view`).
+    """
+    unwrapped = spec.unwrapped
+    if unwrapped.autotuner is not None or unwrapped.heuristics:
+        return None
+    view = None if types is None else types.view
+    if view is None:  # not typed yet, or a value whose typing failed: raised here, as always
+        view = _spec.compile_view(unwrapped.jit_fn, spec.positional)
+    key = (spec.kernel_id, view, len(in_avals),
+           tuple([(not aval.shape, aval.dtype) for aval in (*in_avals, *out_avals)]),
+           spec.exact_values[1], spec.options, spec.backend_options,
+           spec.num_warps, spec.num_stages, spec.num_ctas, spec.cuda_arch, spec.enable_fp_fusion,
+           spec.debug)
+    hash(key)
+    return key
+
+
+def kept(place: Any, spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
+         plan: Callable[[ArgumentTypes], Any],
+         refill: Callable[[Any, list[_plan.Launch]], Any]) -> Any:
+    """The plan memo, around a route's plan of the call, `plan(types)`: what it made of the call,
+    kept for a plain kernel (`_plan.Kept`, in `_state.PLANS`) by `place`, where the call runs as the
+    route names it, and `plan_key`. A later call of the same key gets `refill(made, launches)`, the
+    kept plan with its launches relaunched for the call (`_plan.relaunch`: the grid, the runtime
+    scalars, the outputs to zero), unless that is None (the route cannot take them: then
+    `plan(types)` again). So a plain kernel's new shape or scalar value compiles, lays out and
+    encodes nothing anew, and asks the backend nothing. The call's values are typed once here
+    (`types`, `_spec.argument_types`), for the key and for the plan's layouts (`_plan.launches`).
+
+    `plan(types)` returns a `_plan.Kept`, whose `made` is returned; anything else (a route's reason
+    not to take the call) is returned as it is, and nothing kept. An unhashable parameter keeps no
+    plan.
+    """
+    types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals, {})
+    try:
+        key = plan_key(spec, in_avals, out_avals, types)
+    except TypeError:  # an unhashable parameter: no plan kept
+        key = None
+    if key is not None:
+        key = (place, key)
+        entry = _state.PLANS.get(key)
+        if entry is not None:
+            found = entry[1]
+            refilled = refill(found.made, _plan.relaunch(list(found.launches), spec, in_avals,
+                                                         out_avals, found.limits))
+            if refilled is not None:
+                return refilled
+    made = plan(types)
+    if not isinstance(made, _plan.Kept):
+        return made
+    if key is not None:
+        # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
+        _state.PLANS.put(key, (spec.kernel, made))
+    return made.made

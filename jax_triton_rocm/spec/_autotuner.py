@@ -1,19 +1,23 @@
-"""Triton's autotuner at lowering: what of it jaxlib's autotuner cannot honour, each refused with
+"""Triton's autotuner and heuristics at lowering: the configs a call is tuned among
+(`autotune_configs`), what of the autotuner jaxlib's autotuner cannot honour, each refused with
 its alternative (jaxlib times the configs itself, on the device, at the first run, without host
-code around the trials), and `perf_model` with `top_k`, which Triton runs on the host before any
-trial and so runs here, at lowering."""
+code around the trials), `perf_model` with `top_k`, which Triton runs on the host before any
+trial and so runs here, and `@triton.heuristics` (`apply_heuristics`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.spec import _callbacks
 
 if TYPE_CHECKING:
     from triton.runtime.autotuner import Autotuner
+
+LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
 
 # What a pre_hook (the autotuner's, or a config's that touches data) can do instead.
 PRE_HOOK_ALTERNATIVE = ("restore inputs through input_output_aliases (jaxlib restores aliased "
@@ -131,3 +135,145 @@ def fastest_estimated(autotuner: Autotuner, configs: list, named_args: Mapping[s
         estimates.append(estimate)
     order = sorted(range(len(configs)), key=estimates.__getitem__)
     return [configs[i] for i in order[:top_k]]
+
+
+def apply_heuristics(heuristics: tuple, config: Any, named: dict, kernel: str,
+                      param_names: set[str], compile_options: tuple[str, ...],
+                      config_keys: frozenset[str] = frozenset()) -> Any:
+    """Runs `heuristics` (outermost first) on `config`; each sees the values set before it.
+    A rule may set a parameter, a launch setting or one of `compile_options`. `config_keys`:
+    for heuristics around an autotuner, what its configs set, which they run before.
+
+    Raises:
+      ValueError: a rule raised (`_callbacks.call` names the rule, what it read and was given;
+        a key among `config_keys`, why it is not there yet and where to put the heuristic).
+      TypeError: a rule sets a name that is no parameter and no launch setting.
+    """
+    for wrapper in heuristics:
+        for key, rule in wrapper.values.items():
+            args = {**named, **config.kwargs_view()}
+            what = f"The heuristic for {key!r} (@triton.heuristics) of kernel {kernel}"
+            try:
+                value = _callbacks.call(
+                    rule, args, what=what, given=args,
+                    fix="Fix the rule: it receives the kernel's arguments by name (arrays as "
+                        "their shape and dtype) and the values set before it.")
+            except ValueError as err:
+                read = err.__cause__.args[0] if isinstance(err.__cause__, KeyError) else None
+                if read not in config_keys or read in args:
+                    raise
+                raise ValueError(
+                    f"{what} ({_callbacks.describe(rule)}) read {read!r}, which the kernel's "
+                    f"@triton.autotune configs set; this @triton.heuristics wraps "
+                    f"@triton.autotune, so it runs once per call, before a config is chosen, "
+                    f"as in Triton (whose launcher raises KeyError: {read!r} there too). Put "
+                    f"@triton.heuristics below @triton.autotune (between it and @triton.jit) "
+                    f"to run it on each config's values.") from err.__cause__
+            if key in param_names:
+                config = dataclasses.replace(config, constexprs={**config.constexprs, key: value})
+            elif key in LAUNCH_SETTINGS:
+                config = dataclasses.replace(config, **{key: value})
+            elif key in compile_options:
+                config = dataclasses.replace(config, options={**config.options, key: value})
+            else:
+                raise TypeError(
+                    f"@triton.heuristics on kernel {kernel} sets {key!r}, which is neither a "
+                    f"parameter of the kernel ({', '.join(sorted(param_names))}) nor a launch "
+                    f"setting ({', '.join(LAUNCH_SETTINGS + compile_options)}). Rename "
+                    f"it to one of those.")
+    return config
+
+
+def _from_autotune_config(base: Any, config: Any, kernel: str, param_names: set[str],
+                          compile_options: tuple[str, ...]) -> Any:
+    """`base` with a `triton.Config`'s kwargs, settings and vendor options (`compile_options`)
+    laid over it."""
+    constexprs = dict(base.constexprs)
+    options = dict(base.options)
+    if getattr(config, "maxnreg", None) is not None:
+        options["maxnreg"] = config.maxnreg
+    for key, value in config.kwargs.items():
+        if key in param_names:
+            constexprs[key] = value
+        elif key in compile_options:
+            options[key] = value
+        else:
+            raise TypeError(
+                f"triton.Config({config}) on kernel {kernel} sets {key!r}, which is neither a "
+                f"parameter of the kernel ({', '.join(sorted(param_names))}) nor a compile "
+                f"option ({', '.join(compile_options)}). Fix the config's kwargs.")
+    settings = {key: getattr(config, key) for key in LAUNCH_SETTINGS
+                if getattr(config, key, None) is not None}
+    return dataclasses.replace(base, constexprs=constexprs, options=options,
+                               description=str(config), **settings)
+
+
+def autotune_configs(autotuner: Autotuner, base: Any, named: dict, by_keyword: tuple,
+                      kernel: str, param_names: set[str],
+                      compile_options: tuple[str, ...]) -> list[tuple[Any, Any]]:
+    """The autotuner's configs over `base`, each with its `triton.Config`: those that agree
+    with what the call set (`_agreeing`), pruned by its `early_config_prune` and its
+    `perf_model`, in the order they leave."""
+    check_autotuner(autotuner, kernel)
+    candidates = _agreeing(autotuner.configs, base.constexprs, kernel)
+    named_args = {name: value for name, value in named.items() if name not in by_keyword}
+    kwargs = {**{name: named[name] for name in by_keyword if name in named},
+              **base.kwargs_view()}
+    prune = getattr(autotuner, "early_config_prune", None)
+    if prune is not None:
+        candidates = _pruned(prune, candidates, named_args, kwargs, kernel)
+    if getattr(autotuner, "perf_model", None) is not None:
+        candidates = fastest_estimated(autotuner, candidates, named_args, kwargs,
+                                                  kernel)
+    return [(config, _from_autotune_config(base, config, kernel, param_names, compile_options))
+            for config in candidates]
+
+
+def _agreeing(configs: Sequence[Any], given: dict[str, Any], kernel: str) -> list:
+    """The `configs` that set no key of `given` (the call's constexprs, with what heuristics
+    around the autotuner set) to another value. jax-triton keeps these and tunes among them,
+    so a call may fix one of the tuned keys (Triton's launcher refuses any overlap).
+
+    Raises:
+      ValueError: no config agrees, naming each key the call and the configs set, its value
+        and the configs.
+    """
+    kept = [config for config in configs
+            if all(config.kwargs[key] == value for key, value in given.items()
+                   if key in config.kwargs)]
+    if kept:
+        return kept
+    overlap = sorted(set(given) & set().union(*[config.kwargs for config in configs]))
+    raise ValueError(
+        f"Kernel {kernel}: the call sets {', '.join(f'{key}={given[key]!r}' for key in overlap)} "
+        f"(or a heuristic around @triton.autotune does), and no autotune config agrees: "
+        f"{'; '.join(map(str, configs))}. Give a value that one of them sets, or drop the key "
+        f"from the call to let the autotuner choose.")
+
+
+def _pruned(prune: Any, configs: list, named_args: dict, kwargs: dict, kernel: str) -> list:
+    """The configs `prune` (an `early_config_prune`) keeps, checked to be some of `configs`'
+    kind (`triton.Config`s), at least one.
+
+    Raises:
+      ValueError: `prune` raised, returned no config, or returned something else.
+    """
+    what = f"early_config_prune of kernel {kernel}"
+    fix = (f"It must return the triton.Config objects it keeps (at least one of the "
+           f"{len(configs)}: {'; '.join(str(c) for c in configs)}).")
+    given = _callbacks.Arguments(named_args=named_args, kwargs=kwargs)
+    kept = _callbacks.call(functools.partial(prune, list(configs), dict(named_args), **kwargs),
+                           what=what, given=given, fix=f"Fix it. {fix}")
+    try:
+        kept = list(kept)
+    except TypeError:
+        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {kept!r}, not a list "
+                         f"of configs. {fix}") from None
+    config_type = type(configs[0]) if configs else object
+    wrong = [item for item in kept if not isinstance(item, config_type)]
+    if wrong:
+        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {wrong[0]!r}, a "
+                         f"{type(wrong[0]).__name__}, among its configs. {fix}")
+    if not kept:
+        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned no config. {fix}")
+    return kept

@@ -88,14 +88,9 @@ _NUMPY_SCALARS: dict[str, tuple[str, str, tuple[int, int] | None]] = {
     "float32": ("fp32", "f32", None), "float64": ("fp64", "f64", None)}
 
 
-# The types a kernel takes by value (a static scalar), not as an array: `is_scalar`, and the
-# checks' own `isinstance` tests. (No NumPy array is an `np.generic`.)
+# The types a kernel takes by value (a static scalar), not as an array, for `isinstance` tests.
+# (No NumPy array is an `np.generic`.)
 SCALAR_TYPES = (bool, int, float, np.generic)
-
-
-def is_scalar(value: Any) -> bool:
-    """Whether `value` is passed to the kernel by value (a static scalar), not as an array."""
-    return isinstance(value, SCALAR_TYPES)
 
 
 # Declarable scalar types jaxlib can pass: Triton type -> (jaxlib's, Triton's name, range);
@@ -140,11 +135,6 @@ def _declared_scalar(value: Any, declared: str, what: str) -> Scalar:
         f"{what} is annotated {name}, which holds integers in [{holds[0]}, {holds[1]}), and "
         f"{value!r} ({type(value).__name__}) does not fit it. Pass a value in that range, or "
         f"annotate the parameter with a wider type (tl.int64, tl.uint64, tl.float32).")
-
-
-def retyped(typed: Scalar, value: Any, *, what: str) -> Scalar:
-    """`value` typed as `typed` was: by the same annotation where it was declared."""
-    return scalar(value, what=what, declared=typed.triton_type if typed.declared else None)
 
 
 def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
@@ -210,18 +200,14 @@ def scalar_role(param: Any, value: Any, *, what: str) -> tuple:
 
 def compile_view(jit_fn: JITFunction, positional: tuple) -> tuple:
     """The positional entries as far as they decide the compiled kernel, as exact keys: a
-    constexpr by its type and value, a runtime scalar by its Triton type and specialisation.
-    Raises as `scalar` does."""
-    view = []
-    for i, (kind, value) in enumerate(positional):
-        if kind != "scalar" or i >= len(jit_fn.params):  # a tuple's scalars count by value
-            view.append((kind, _values.exact_key(value) if kind == "tuple" else value))
-            continue
-        param = jit_fn.params[i]
-        role, *taken = scalar_role(param, value, what=f"argument {i} ({param.name})")
-        view.append((role, _values.exact_key(taken[0])) if role == "constexpr"
-                    else (role, taken[0].triton_type, taken[1]))
-    return tuple(view)
+    constexpr by its type and value, a runtime scalar by its Triton type and specialisation
+    (`ArgumentTypes.view`). Raises as `scalar` does."""
+    types = argument_types(jit_fn, positional, (), (), {})
+    for i, role in types.roles.items():
+        if role is None:  # a scalar that could not be typed: typed again, to raise why
+            param = jit_fn.params[i]
+            scalar_role(param, positional[i][1], what=f"argument {i} ({param.name})")
+    return types.view
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,7 +233,7 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
     roles: dict[int, tuple | None] = {}
     view: list | None = []
     for i, (kind, value) in enumerate(positional):
-        if kind != "scalar" or i >= len(params):  # as `compile_view`
+        if kind != "scalar" or i >= len(params):  # a tuple's scalars count by value
             if view is not None:
                 view.append((kind, _values.exact_key(value) if kind == "tuple" else value))
             continue

@@ -233,17 +233,17 @@ def _tuple_call(scale):
 
 
 def test_a_tuples_scalars_count_by_type_and_value_in_the_spec_and_plan():
-    from jax_triton_rocm.plan import _plan
+    from jax_triton_rocm.routes import _lowering
 
     xh = X.astype(jnp.float16)
     specs = [call_eqn(_tuple_call(scale), xh, Y).params["spec"] for scale in (2, 2.0)]
     assert specs[0] != specs[1]
-    keys = [_plan.plan_key(spec, (xh, Y), (Y,)) for spec in specs]
+    keys = [_lowering.plan_key(spec, (xh, Y), (Y,)) for spec in specs]
     assert keys[0] != keys[1]
     with_options = call_eqn(lambda x, y: jtr.triton_call(
         3.0, ((x, 2), y), y.size, None, kernel=tuple_kernel, out_type=y, grid=1, BLOCK=8,
         backend_options={"max_num_imprecise_acc_default": 8}), xh, Y).params["spec"]
-    assert _plan.plan_key(with_options, (xh, Y), (Y,)) != keys[0]
+    assert _lowering.plan_key(with_options, (xh, Y), (Y,)) != keys[0]
 
 
 def test_a_plan_with_tuple_scalars_serves_another_shape():

@@ -104,7 +104,7 @@ def test_one_module_owns_the_lowering_memos_and_no_route_imports_the_other():
         where = str(path.relative_to(PACKAGE))
         source = path.read_text()
         if where != "routes/_lowering.py" and ("LOWERED_CALLS.memo" in source
-                                               or "_plan.kept(" in source):
+                                               or "_state.PLANS." in source):
             memos.append(where)
         other = {"routes/jaxlib": "jax_triton_rocm.routes.xla",
                  "routes/xla": "jax_triton_rocm.routes.jaxlib"}.get(str(path.parent.relative_to(
