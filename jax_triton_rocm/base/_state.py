@@ -34,15 +34,13 @@ class LockRegistry:
     Attributes:
       guard: the registry's own lock, for short critical sections on shared containers; a
         fresh one after a fork, so read it at each use instead of keeping it.
-      triton_language: the lock `triton_language_lock` returns, as fresh after a fork; an
-        attribute, so that a compile takes it without calling back here.
+      triton_language: the lock `triton_language_lock` returns, as fresh after a fork;
+      triton_cache_dir, triton_key: the locks of Triton's cache folder knobs and of its
+        remembered key. Attributes, so that a compile takes them without calling back here.
     """
 
     def __init__(self) -> None:
-        self.guard = threading.Lock()
-        self.triton_language = threading.Lock()
-        self._locks: dict[Hashable, threading.Lock] = {}
-        self._items: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self.reset_after_fork()
 
     def lock_for(self, name: Hashable) -> threading.Lock:
         """The lock named `name` ("register", ...): one object per name until the next fork.
@@ -70,8 +68,10 @@ class LockRegistry:
     def reset_after_fork(self) -> None:
         self.guard = threading.Lock()
         self.triton_language = threading.Lock()
-        self._locks = {}
-        self._items = weakref.WeakValueDictionary()
+        self.triton_cache_dir = threading.Lock()
+        self.triton_key = threading.Lock()
+        self._locks: dict[Hashable, threading.Lock] = {}
+        self._items: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     def __len__(self) -> int:
         """How many locks exist: the named ones and the items' in use."""

@@ -86,7 +86,7 @@ def remember() -> None:
     """Before a process's first compile: hands Triton its key from the file remembered for this
     installation, or lets Triton hash it and remembers it. Once per process; any failure leaves
     Triton to hash its key itself."""
-    with _state.LOCKS.lock_for("triton key"):
+    with _state.LOCKS.triton_key:
         if os.getpid() in _tried:
             return
         _tried.append(os.getpid())
