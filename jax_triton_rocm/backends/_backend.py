@@ -195,7 +195,7 @@ class Backend(abc.ABC):
             example = GpuArch(self.platform, _vendors.VENDORS[self.platform].example_arch, "")
             options = self.triton_backend()(self.triton_gpu_target(example)).parse_options(
                 dict(_READ_ONLY_OPTIONS))
-            self._option_names = frozenset(field.name for field in dataclasses.fields(options))
+            self._option_names = frozenset([field.name for field in dataclasses.fields(options)])
         return self._option_names
 
     def after_encode(self, lowered: Any, ctx: LoweringRuleContext,

@@ -210,9 +210,9 @@ def shared_problem(llir: str, shared: int) -> str | None:
 def _library_files(libraries: Any) -> Any:
     """Triton's `extern_libs` ([name, path] pairs) as each library's name and file name (Triton's
     key hashes their content, not their folder); anything else as it is, compared whole."""
-    if not isinstance(libraries, list) or not all(
-            isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair)
-            for pair in libraries):
+    if not isinstance(libraries, list) or not all([
+            isinstance(pair, list) and len(pair) == 2 and all([isinstance(s, str) for s in pair])
+            for pair in libraries]):
         return libraries
     return [[name, os.path.basename(path)] for name, path in libraries]
 

@@ -38,7 +38,7 @@ def installation_stamp(root: str) -> str:
     does not hash), in a fixed order."""
     digest = hashlib.sha256(f"{sysconfig.get_config_var('EXT_SUFFIX')}\n".encode())
     for folder, folders, files in os.walk(root):
-        folders[:] = sorted(name for name in folders if name != "__pycache__")
+        folders[:] = sorted([name for name in folders if name != "__pycache__"])
         for name in sorted(files):
             path = os.path.join(folder, name)
             try:
