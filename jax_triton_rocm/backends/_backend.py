@@ -94,8 +94,7 @@ class Backend(abc.ABC):
 
     def arch_answers(self, arch: GpuArch, triton_gpu_target: Any, capability: int,
                      limits: LaunchLimits, triton_backend: type) -> ArchAnswers:
-        """The `ArchAnswers` of `arch`, given the vendor's answers for it (its target, capability,
-        launch limits and Triton backend class), so that nothing here calls back the vendor."""
+        """The `ArchAnswers` of `arch` from the vendor's answers for it (none asked back here)."""
         site = LaunchSite(triton_backend, limits, self.every_compile_option,
                           functools.partial(self.check_launch, arch), name=arch.arch,
                           fp8_types=self.fp8_types(triton_gpu_target))

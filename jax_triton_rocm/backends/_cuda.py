@@ -130,7 +130,8 @@ class CudaBackend(Backend):
             return binary
         # Once per binary (`_state.CARRIED_BINARIES`): an autotuned call's plan is not kept, and
         # each of its lowerings would copy and read every config's CUBIN again.
-        return _state.CARRIED_BINARIES.memo(binary, lambda: _cubin.without_ptx_text(binary))
+        return _state.CARRIED_BINARIES.memo(binary,
+                                            functools.partial(_cubin.without_ptx_text, binary))
 
     def ptx_field(self, compiled: CompiledKernel) -> str:
         return compiled.asm

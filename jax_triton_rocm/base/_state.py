@@ -34,9 +34,9 @@ class LockRegistry:
     Attributes:
       guard: the registry's own lock, for short critical sections on shared containers; a
         fresh one after a fork, so read it at each use instead of keeping it.
-      triton_language: the lock `triton_language_lock` returns, as fresh after a fork;
-      triton_cache_dir, triton_key: the locks of Triton's cache folder knobs and of its
-        remembered key. Attributes, so that a compile takes them without calling back here.
+      triton_language, triton_cache_dir, triton_key: the locks of Triton's front end (what
+        `triton_language_lock` returns), cache folder knobs and remembered key, fresh after a
+        fork; attributes, so that a compile takes them without calling back here.
     """
 
     def __init__(self) -> None:
@@ -48,10 +48,7 @@ class LockRegistry:
         For the package's few fixed names; work on one of many items takes `item_lock`.
         """
         with self.guard:
-            lock = self._locks.get(name)
-            if lock is None:
-                lock = self._locks[name] = threading.Lock()
-            return lock
+            return self._locks.setdefault(name, threading.Lock())
 
     def item_lock(self, key: Hashable) -> threading.Lock:
         """The lock of one item (a kernel, a file, a prewarm), to hold with `with`.

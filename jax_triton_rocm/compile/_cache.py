@@ -455,8 +455,7 @@ def usable_cache_dir(triton: Any, *, private: tuple[str, ...] = ()) -> Iterator[
     ("dir", "dump_dir"); the knobs go back as they were when the last compile in flight ends."""
     global _in_flight, _saved, _private, _private_dump, _warned_cache_dir
     cache_knobs = triton.knobs.cache
-    lock = _state.LOCKS.triton_cache_dir
-    with lock:
+    with (lock := _state.LOCKS.triton_cache_dir):
         default = needs_default_dir(cache_knobs)
         if (default or private) and not _saved:
             _saved = {name: vars(cache_knobs).get(name, _MISSING) for name in FOLDER_VARIABLES}
