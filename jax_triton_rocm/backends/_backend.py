@@ -99,7 +99,7 @@ class Backend(abc.ABC):
                           functools.partial(self.check_launch, arch), name=arch.arch,
                           fp8_types=self.fp8_types(triton_gpu_target))
         return ArchAnswers(arch, triton_gpu_target, capability, site, self.compile_options,
-                           self.triton_option_names())
+                           self.triton_option_names(triton_backend, triton_gpu_target))
 
     def launch_site(self, arch: GpuArch) -> LaunchSite:
         """What the plan needs of `arch`, as this backend answers it."""
@@ -189,13 +189,16 @@ class Backend(abc.ABC):
         return triton_options(launch, spec, self.compile_options,
                               self.triton_option_names() if spec.backend_options else frozenset())
 
-    def triton_option_names(self) -> frozenset[str]:
-        """The fields of this vendor's Triton options class (`CUDAOptions`, `HIPOptions`): what
-        `triton_call(backend_options=...)` may set for this vendor."""
+    def triton_option_names(self, triton_backend: type | None = None,
+                            triton_gpu_target: Any = None) -> frozenset[str]:
+        """The fields of this vendor's Triton options class (`CUDAOptions`, `HIPOptions`), parsed
+        for the target given or its example architecture: what `backend_options=` may set."""
         if self._option_names is None:
-            example = GpuArch(self.platform, _vendors.VENDORS[self.platform].example_arch, "")
-            options = self.triton_backend()(self.triton_gpu_target(example)).parse_options(
-                dict(_READ_ONLY_OPTIONS))
+            if triton_gpu_target is None:
+                example = GpuArch(self.platform, _vendors.VENDORS[self.platform].example_arch, "")
+                triton_backend, triton_gpu_target = (self.triton_backend(),
+                                                     self.triton_gpu_target(example))
+            options = triton_backend(triton_gpu_target).parse_options(dict(_READ_ONLY_OPTIONS))
             self._option_names = frozenset([field.name for field in dataclasses.fields(options)])
         return self._option_names
 

@@ -57,10 +57,7 @@ class LockRegistry:
         only while a thread refers to it: a key no thread is working on costs nothing.
         """
         with self.guard:
-            lock = self._items.get(key)
-            if lock is None:
-                lock = self._items[key] = threading.Lock()
-            return lock
+            return self._items.setdefault(key, threading.Lock())
 
     def reset_after_fork(self) -> None:
         self.guard = threading.Lock()
