@@ -293,7 +293,7 @@ ELSEWHERE = (
     ("compile._triton_key", "_tried", "the processes that looked for Triton's remembered key"),
     ("compile._gluon", "_checked_source_class", "Gluon's checked source class (cached)"),
     ("backends", "backend", "one backend object per platform (cached)"),
-    ("backends._backend", "Backend.fp8_types", "fp8 types per backend and arch (cached)"),
+    ("backends._backend", "Backend.fp8_types", "fp8 types per backend and target (cached)"),
     ("backends._cuda", "_ptxas_archs", "ptxas architectures per capability (cached)"),
     ("backends._vendors", "plugin_features", "what each jaxlib plugin reads (cached)"),
     ("backends._vendors", "plugin_triton_module", "each plugin's Triton module (cached)"),
