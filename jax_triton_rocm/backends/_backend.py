@@ -92,17 +92,18 @@ class Backend(abc.ABC):
         """Every per-architecture answer at once (each vendor builds it in its own module, from
         its own methods below), so that the lowering asks the backend once per plan."""
 
-    def arch_answers(self, arch: GpuArch, triton_gpu_target: Any, capability: int) -> ArchAnswers:
-        """The `ArchAnswers` of `arch`, given the vendor's target and capability for it."""
-        return ArchAnswers(arch, triton_gpu_target, capability, self.launch_site(arch),
-                           self.compile_options, self.triton_option_names())
+    def arch_answers(self, arch: GpuArch, triton_gpu_target: Any, capability: int,
+                     limits: LaunchLimits, triton_backend: type) -> ArchAnswers:
+        """The `ArchAnswers` of `arch` from the vendor's answers for it (none asked back here)."""
+        site = LaunchSite(triton_backend, limits, self.every_compile_option,
+                          functools.partial(self.check_launch, arch), name=arch.arch,
+                          fp8_types=self.fp8_types(triton_gpu_target))
+        return ArchAnswers(arch, triton_gpu_target, capability, site, self.compile_options,
+                           self.triton_option_names(triton_backend, triton_gpu_target))
 
     def launch_site(self, arch: GpuArch) -> LaunchSite:
         """What the plan needs of `arch`, as this backend answers it."""
-        limits = self.launch_limits(arch)
-        return LaunchSite(self.triton_backend(), limits, self.every_compile_option,
-                          functools.partial(self.check_launch, arch), name=arch.arch,
-                          fp8_types=self.fp8_types(arch))
+        return self.answers(arch).launch_site
 
     @abc.abstractmethod
     def triton_gpu_target(self, arch: GpuArch) -> Any:
@@ -155,13 +156,13 @@ class Backend(abc.ABC):
     def known_archs(self) -> tuple[str, ...]:
         """The architectures the installed Triton can compile for, for messages."""
 
-    @functools.lru_cache(maxsize=None)  # one entry per backend and architecture compiled for
-    def fp8_types(self, arch: GpuArch) -> tuple[str, ...]:
-        """Triton's fp8 types ("fp8e4nv", ...) its compiler takes for `arch`: the
-        `supported_fp8_dtypes` Triton's backend fills in."""
+    @functools.lru_cache(maxsize=None)  # one entry per backend and target compiled for
+    def fp8_types(self, triton_gpu_target: Any) -> tuple[str, ...]:
+        """Triton's fp8 types ("fp8e4nv", ...) its compiler takes for `triton_gpu_target` (its
+        `GPUTarget`): the `supported_fp8_dtypes` Triton's backend fills in."""
         from triton.compiler import make_backend
 
-        return tuple(make_backend(self.triton_gpu_target(arch))
+        return tuple(make_backend(triton_gpu_target)
                      .parse_options(dict(_READ_ONLY_OPTIONS)).supported_fp8_dtypes)
 
     def code_for_devices(self, compiled: CompiledKernel, arch: GpuArch,
@@ -188,14 +189,17 @@ class Backend(abc.ABC):
         return triton_options(launch, spec, self.compile_options,
                               self.triton_option_names() if spec.backend_options else frozenset())
 
-    def triton_option_names(self) -> frozenset[str]:
-        """The fields of this vendor's Triton options class (`CUDAOptions`, `HIPOptions`): what
-        `triton_call(backend_options=...)` may set for this vendor."""
+    def triton_option_names(self, triton_backend: type | None = None,
+                            triton_gpu_target: Any = None) -> frozenset[str]:
+        """The fields of this vendor's Triton options class (`CUDAOptions`, `HIPOptions`), parsed
+        for the target given or its example architecture: what `backend_options=` may set."""
         if self._option_names is None:
-            example = GpuArch(self.platform, _vendors.VENDORS[self.platform].example_arch, "")
-            options = self.triton_backend()(self.triton_gpu_target(example)).parse_options(
-                dict(_READ_ONLY_OPTIONS))
-            self._option_names = frozenset(field.name for field in dataclasses.fields(options))
+            if triton_gpu_target is None:
+                example = GpuArch(self.platform, _vendors.VENDORS[self.platform].example_arch, "")
+                triton_backend, triton_gpu_target = (self.triton_backend(),
+                                                     self.triton_gpu_target(example))
+            options = triton_backend(triton_gpu_target).parse_options(dict(_READ_ONLY_OPTIONS))
+            self._option_names = frozenset([field.name for field in dataclasses.fields(options)])
         return self._option_names
 
     def after_encode(self, lowered: Any, ctx: LoweringRuleContext,

@@ -49,10 +49,10 @@ def _ptx_text_section(cubin: bytes) -> _elf.Section | None:
     if (found.kind != _PROGBITS or found.flags & _ALLOC
             or found.offset + found.size > len(cubin)):
         return None
-    if any(section.link == index or (section.kind in (_REL, _RELA) and section.info == index)
-           for section in sections):
+    if any([section.link == index or (section.kind in (_REL, _RELA) and section.info == index)
+            for section in sections]):
         return None
-    phoff, phentsize, phnum = (_elf.HEADER.unpack_from(cubin)[i] for i in (5, 9, 10))
+    phoff, phentsize, phnum = [_elf.HEADER.unpack_from(cubin)[i] for i in (5, 9, 10)]
     if phnum and (phentsize != _SEGMENT.size or phoff + phnum * phentsize > len(cubin)):
         return None
     for i in range(phnum):

@@ -92,7 +92,8 @@ class CudaBackend(Backend):
 
     def answers(self, arch: GpuArch) -> ArchAnswers:
         # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
-        return self.arch_answers(arch, self.triton_gpu_target(arch), self.capability(arch))
+        return self.arch_answers(arch, self.triton_gpu_target(arch), self.capability(arch),
+                                 self.launch_limits(arch), self.triton_backend())
 
     def triton_gpu_target(self, arch: GpuArch) -> Any:
         return GPUTarget("cuda", compute_capability(arch.arch), WARP_SIZE)
@@ -129,7 +130,8 @@ class CudaBackend(Backend):
             return binary
         # Once per binary (`_state.CARRIED_BINARIES`): an autotuned call's plan is not kept, and
         # each of its lowerings would copy and read every config's CUBIN again.
-        return _state.CARRIED_BINARIES.memo(binary, lambda: _cubin.without_ptx_text(binary))
+        return _state.CARRIED_BINARIES.memo(binary,
+                                            functools.partial(_cubin.without_ptx_text, binary))
 
     def ptx_field(self, compiled: CompiledKernel) -> str:
         return compiled.asm

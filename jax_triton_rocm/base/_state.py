@@ -34,15 +34,13 @@ class LockRegistry:
     Attributes:
       guard: the registry's own lock, for short critical sections on shared containers; a
         fresh one after a fork, so read it at each use instead of keeping it.
-      triton_language: the lock `triton_language_lock` returns, as fresh after a fork; an
-        attribute, so that a compile takes it without calling back here.
+      triton_language, triton_cache_dir, triton_key: the locks of Triton's front end (what
+        `triton_language_lock` returns), cache folder knobs and remembered key, fresh after a
+        fork; attributes, so that a compile takes them without calling back here.
     """
 
     def __init__(self) -> None:
-        self.guard = threading.Lock()
-        self.triton_language = threading.Lock()
-        self._locks: dict[Hashable, threading.Lock] = {}
-        self._items: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self.reset_after_fork()
 
     def lock_for(self, name: Hashable) -> threading.Lock:
         """The lock named `name` ("register", ...): one object per name until the next fork.
@@ -50,10 +48,7 @@ class LockRegistry:
         For the package's few fixed names; work on one of many items takes `item_lock`.
         """
         with self.guard:
-            lock = self._locks.get(name)
-            if lock is None:
-                lock = self._locks[name] = threading.Lock()
-            return lock
+            return self._locks.setdefault(name, threading.Lock())
 
     def item_lock(self, key: Hashable) -> threading.Lock:
         """The lock of one item (a kernel, a file, a prewarm), to hold with `with`.
@@ -62,16 +57,15 @@ class LockRegistry:
         only while a thread refers to it: a key no thread is working on costs nothing.
         """
         with self.guard:
-            lock = self._items.get(key)
-            if lock is None:
-                lock = self._items[key] = threading.Lock()
-            return lock
+            return self._items.setdefault(key, threading.Lock())
 
     def reset_after_fork(self) -> None:
         self.guard = threading.Lock()
         self.triton_language = threading.Lock()
-        self._locks = {}
-        self._items = weakref.WeakValueDictionary()
+        self.triton_cache_dir = threading.Lock()
+        self.triton_key = threading.Lock()
+        self._locks: dict[Hashable, threading.Lock] = {}
+        self._items: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     def __len__(self) -> int:
         """How many locks exist: the named ones and the items' in use."""
@@ -299,7 +293,7 @@ ELSEWHERE = (
     ("compile._triton_key", "_tried", "the processes that looked for Triton's remembered key"),
     ("compile._gluon", "_checked_source_class", "Gluon's checked source class (cached)"),
     ("backends", "backend", "one backend object per platform (cached)"),
-    ("backends._backend", "Backend.fp8_types", "fp8 types per backend and arch (cached)"),
+    ("backends._backend", "Backend.fp8_types", "fp8 types per backend and target (cached)"),
     ("backends._cuda", "_ptxas_archs", "ptxas architectures per capability (cached)"),
     ("backends._vendors", "plugin_features", "what each jaxlib plugin reads (cached)"),
     ("backends._vendors", "plugin_triton_module", "each plugin's Triton module (cached)"),

@@ -210,9 +210,9 @@ def shared_problem(llir: str, shared: int) -> str | None:
 def _library_files(libraries: Any) -> Any:
     """Triton's `extern_libs` ([name, path] pairs) as each library's name and file name (Triton's
     key hashes their content, not their folder); anything else as it is, compared whole."""
-    if not isinstance(libraries, list) or not all(
-            isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair)
-            for pair in libraries):
+    if not isinstance(libraries, list) or not all([
+            isinstance(pair, list) and len(pair) == 2 and all([isinstance(s, str) for s in pair])
+            for pair in libraries]):
         return libraries
     return [[name, os.path.basename(path)] for name, path in libraries]
 
@@ -455,8 +455,7 @@ def usable_cache_dir(triton: Any, *, private: tuple[str, ...] = ()) -> Iterator[
     ("dir", "dump_dir"); the knobs go back as they were when the last compile in flight ends."""
     global _in_flight, _saved, _private, _private_dump, _warned_cache_dir
     cache_knobs = triton.knobs.cache
-    lock = _state.LOCKS.lock_for("triton-cache-dir")
-    with lock:
+    with (lock := _state.LOCKS.triton_cache_dir):
         default = needs_default_dir(cache_knobs)
         if (default or private) and not _saved:
             _saved = {name: vars(cache_knobs).get(name, _MISSING) for name in FOLDER_VARIABLES}

@@ -53,7 +53,7 @@ def compile_jobs(jobs: Sequence[CompileJob],
                  compile_job: Callable[[CompileJob], Any]) -> list[Result]:
     """Compiles `jobs` at once, each by `compile_job` (`_compile.compile_job`); returns, in
     order, each CompiledKernel or the error it raised."""
-    missing = sum(1 for job in jobs if job.key not in _state.COMPILED_KERNELS)
+    missing = len([job for job in jobs if job.key not in _state.COMPILED_KERNELS])
     if len(jobs) == 1 or missing == 0:  # every re-lowering of a cached call: no pool
         return [_capture(compile_job, job) for job in jobs]
     with concurrent.futures.ThreadPoolExecutor(

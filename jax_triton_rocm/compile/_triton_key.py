@@ -38,7 +38,7 @@ def installation_stamp(root: str) -> str:
     does not hash), in a fixed order."""
     digest = hashlib.sha256(f"{sysconfig.get_config_var('EXT_SUFFIX')}\n".encode())
     for folder, folders, files in os.walk(root):
-        folders[:] = sorted(name for name in folders if name != "__pycache__")
+        folders[:] = sorted([name for name in folders if name != "__pycache__"])
         for name in sorted(files):
             path = os.path.join(folder, name)
             try:
@@ -86,7 +86,7 @@ def remember() -> None:
     """Before a process's first compile: hands Triton its key from the file remembered for this
     installation, or lets Triton hash it and remembers it. Once per process; any failure leaves
     Triton to hash its key itself."""
-    with _state.LOCKS.lock_for("triton key"):
+    with _state.LOCKS.triton_key:
         if os.getpid() in _tried:
             return
         _tried.append(os.getpid())

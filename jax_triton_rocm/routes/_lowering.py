@@ -170,8 +170,7 @@ def kept(place: Any, spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
         key = None
     if key is not None:
         key = (place, key)
-        entry = _state.PLANS.get(key)
-        if entry is not None:
+        if (entry := _state.PLANS.get(key)) is not None:
             found = entry[1]
             refilled = refill(found.made, _plan.relaunch(list(found.launches), spec, in_avals,
                                                          out_avals, found.limits))

@@ -107,7 +107,8 @@ class HipBackend(Backend):
 
     def answers(self, arch: GpuArch) -> ArchAnswers:
         # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
-        return self.arch_answers(arch, self.triton_gpu_target(arch), self.capability(arch))
+        return self.arch_answers(arch, self.triton_gpu_target(arch), self.capability(arch),
+                                 self.launch_limits(arch), self.triton_backend())
 
     def triton_gpu_target(self, arch: GpuArch) -> Any:
         return GPUTarget("hip", arch.arch, warp_size(arch.arch))

@@ -79,8 +79,7 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | Un
     Warns, once per kernel, when this jaxlib cannot parse the IR that the installed Triton wrote.
     """
     key = (compiled.key, n_pointers)
-    cached = _state.IR_CHECKS.get(key)  # content-keyed: never stale
-    if cached is not None:
+    if (cached := _state.IR_CHECKS.get(key)) is not None:  # content-keyed: never stale
         return cached
     try:
         module = parse_ttir(compiled.ttir)
