@@ -249,21 +249,21 @@ class _Reader:
             if isinstance(node.target, ast.Name) and isinstance(node.op, ast.Add):
                 self.env.setdefault(node.target.id, set()).update(self.roots(node.value))
             if isinstance(node.op, _ARITHMETIC):
-                self.scalar(node.value, node)
+                self.access("scalar", node.value, node)
         elif isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
             if not any([isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn))
                         for op in node.ops]) and not any(
                     [isinstance(x, ast.Constant) and x.value is None for x in operands]):
                 for operand in operands:
-                    self.scalar(operand, node)
+                    self.access("scalar", operand, node)
         elif isinstance(node, ast.BinOp):
             if isinstance(node.op, _ARITHMETIC):
-                self.scalar(node.left, node)
-                self.scalar(node.right, node)
+                self.access("scalar", node.left, node)
+                self.access("scalar", node.right, node)
         elif isinstance(node, ast.UnaryOp):
             if isinstance(node.op, (ast.USub, ast.Invert)):
-                self.scalar(node.operand, node)
+                self.access("scalar", node.operand, node)
         elif isinstance(node, ast.Attribute):
             if node.attr == "element_ty" and isinstance(node.value, ast.Attribute) \
                     and node.value.attr == "dtype":
@@ -281,7 +281,11 @@ class _Reader:
     def access(self, kind: str, node: ast.AST | None, evidence: ast.AST) -> None:
         """Records that the parameters `node` derives from are dereferenced ("pointer"), their
         memory read ("load"), written ("store") or handed where the reading cannot follow
-        ("escape")."""
+        ("escape"); or ("scalar") that `node`, a parameter itself, is counted with."""
+        if kind == "scalar":
+            if isinstance(node, ast.Name) and node.id in self.params:
+                self.scalars.setdefault(node.id, self.where(evidence))
+            return
         if node is None:
             return
         for name in self.roots(node):
@@ -307,10 +311,6 @@ class _Reader:
             return value
         module = getattr(value, "__module__", "") or ""
         return func.id if module.startswith("triton") else None
-
-    def scalar(self, node: ast.AST | None, evidence: ast.AST) -> None:
-        if isinstance(node, ast.Name) and node.id in self.params:
-            self.scalars.setdefault(node.id, self.where(evidence))
 
     def call(self, node: ast.Call) -> None:
         """The evidence of one call. Its memory accesses: `tl.load`/`tl.store`/atomics on their
@@ -341,14 +341,16 @@ class _Reader:
             if target is not None:
                 self.access("pointer", target, node)
             for name in ("mask", "other"):
-                self.scalar(keywords.get(name), node)
+                self.access("scalar", keywords.get(name), node)
             if function == "store":
-                self.scalar(node.args[1] if len(node.args) > 1 else keywords.get("value"), node)
+                self.access("scalar", node.args[1] if len(node.args) > 1
+                            else keywords.get("value"), node)
         elif isinstance(function, str) and function in _COUNTING:
             for arg in [*node.args, *keywords.values()]:
-                self.scalar(arg, node)
+                self.access("scalar", arg, node)
         elif function == "full":
-            self.scalar(node.args[1] if len(node.args) > 1 else keywords.get("value"), node)
+            self.access("scalar", node.args[1] if len(node.args) > 1 else keywords.get("value"),
+                        node)
         elif function is not None and not isinstance(function, str):
             self.callee(function, node, keywords)
 
@@ -372,7 +374,7 @@ class _Reader:
             if role == "pointer":
                 self.access("pointer", arg, node)
             elif role == "scalar":
-                self.scalar(arg, node)
+                self.access("scalar", arg, node)
             for kind, found in (("load", inner.loads), ("store", inner.stores),
                                 ("escape", inner.escapes)):
                 if name in found:
