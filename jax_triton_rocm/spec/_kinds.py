@@ -230,28 +230,62 @@ class _Reader:
             return [node.body, node.orelse]
 
     def visit(self, node: ast.AST) -> None:
-        """Reads `node` (its `visit_` method), then each node under it, in `ast.NodeVisitor`'s
-        order; an `if`'s branches are those `visit_If` picks. The walk dispatches here, not in
-        `ast`, so that it does not leave this file for every node."""
-        handler = getattr(self, f"visit_{type(node).__name__}", None)
-        if handler is not None:
-            handler(node)
-        if not isinstance(node, (ast.If, ast.IfExp)):
-            for child in ast.iter_child_nodes(node):
-                self.visit(child)
-
-    def visit_If(self, node: ast.If | ast.IfExp) -> None:
-        self.visit(node.test)
-        for branch in self.branches(node):
-            for part in branch if isinstance(branch, list) else [branch]:
-                self.visit(part)
-
-    visit_IfExp = visit_If
+        """Reads `node`, then each node under it, in `ast.NodeVisitor`'s order; an `if`'s
+        branches are those `branches` picks. One function reads every kind of node, so that the
+        walk neither leaves this file for every node (`ast`'s dispatch) nor runs a method per
+        kind of node."""
+        if isinstance(node, (ast.If, ast.IfExp)):
+            self.visit(node.test)
+            for branch in self.branches(node):
+                for part in branch if isinstance(branch, list) else [branch]:
+                    self.visit(part)
+            return
+        if isinstance(node, ast.Assign):
+            roots = self.roots(node.value)
+            for target in node.targets:
+                if isinstance(target, ast.Name) and roots:
+                    self.env.setdefault(target.id, set()).update(roots)
+        elif isinstance(node, ast.AugAssign):
+            if isinstance(node.target, ast.Name) and isinstance(node.op, ast.Add):
+                self.env.setdefault(node.target.id, set()).update(self.roots(node.value))
+            if isinstance(node.op, _ARITHMETIC):
+                self.access("scalar", node.value, node)
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if not any([isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn))
+                        for op in node.ops]) and not any(
+                    [isinstance(x, ast.Constant) and x.value is None for x in operands]):
+                for operand in operands:
+                    self.access("scalar", operand, node)
+        elif isinstance(node, ast.BinOp):
+            if isinstance(node.op, _ARITHMETIC):
+                self.access("scalar", node.left, node)
+                self.access("scalar", node.right, node)
+        elif isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, (ast.USub, ast.Invert)):
+                self.access("scalar", node.operand, node)
+        elif isinstance(node, ast.Attribute):
+            if node.attr == "element_ty" and isinstance(node.value, ast.Attribute) \
+                    and node.value.attr == "dtype":
+                self.access("pointer", node.value.value, node)
+        elif isinstance(node, ast.Call):
+            self.call(node)
+        elif isinstance(node, ast.Return):
+            self.access("escape", node.value, node)
+        elif isinstance(node, ast.Tuple):
+            for element in node.elts:
+                self.access("escape", element, node)
+        for child in ast.iter_child_nodes(node):
+            self.visit(child)
 
     def access(self, kind: str, node: ast.AST | None, evidence: ast.AST) -> None:
         """Records that the parameters `node` derives from are dereferenced ("pointer"), their
         memory read ("load"), written ("store") or handed where the reading cannot follow
-        ("escape")."""
+        ("escape"); or ("scalar") that `node`, a parameter itself, is counted with."""
+        if kind == "scalar":
+            if isinstance(node, ast.Name) and node.id in self.params:
+                self.scalars.setdefault(node.id, self.where(evidence))
+            return
         if node is None:
             return
         for name in self.roots(node):
@@ -278,67 +312,13 @@ class _Reader:
         module = getattr(value, "__module__", "") or ""
         return func.id if module.startswith("triton") else None
 
-    def scalar(self, node: ast.AST | None, evidence: ast.AST) -> None:
-        if isinstance(node, ast.Name) and node.id in self.params:
-            self.scalars.setdefault(node.id, self.where(evidence))
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        roots = self.roots(node.value)
-        for target in node.targets:
-            if isinstance(target, ast.Name) and roots:
-                self.env.setdefault(target.id, set()).update(roots)
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        if isinstance(node.target, ast.Name) and isinstance(node.op, ast.Add):
-            self.env.setdefault(node.target.id, set()).update(self.roots(node.value))
-        if isinstance(node.op, _ARITHMETIC):
-            self.scalar(node.value, node)
-
-    def visit_Compare(self, node: ast.Compare) -> None:
-        operands = [node.left, *node.comparators]
-        if not any([isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops]) \
-                and not any([isinstance(x, ast.Constant) and x.value is None for x in operands]):
-            for operand in operands:
-                self.scalar(operand, node)
-
-    def visit_BinOp(self, node: ast.BinOp) -> None:
-        if isinstance(node.op, _ARITHMETIC):
-            self.scalar(node.left, node)
-            self.scalar(node.right, node)
-
-    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
-        if isinstance(node.op, (ast.USub, ast.Invert)):
-            self.scalar(node.operand, node)
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr == "element_ty" and isinstance(node.value, ast.Attribute) \
-                and node.value.attr == "dtype":
-            self.access("pointer", node.value.value, node)
-
-    def visit_Call(self, node: ast.Call) -> None:
+    def call(self, node: ast.Call) -> None:
+        """The evidence of one call. Its memory accesses: `tl.load`/`tl.store`/atomics on their
+        pointer, `desc.load`/`desc.store` on a descriptor or block pointer; a pointer handed to
+        any other call but those that pass it on (`roots`), or to a callee, escapes. Then the
+        pointers it dereferences, the scalars it counts with, a callee's roles (`callee`)."""
         function = self.function(node.func)
         keywords = {k.arg: k.value for k in node.keywords if k.arg}
-        self.accesses_of(node, function, keywords)
-        if isinstance(function, str) and function in _DEREFERENCE:
-            target = node.args[0] if node.args else keywords.get(_DEREFERENCE[function])
-            if target is not None:
-                self.access("pointer", target, node)
-            for name in ("mask", "other"):
-                self.scalar(keywords.get(name), node)
-            if function == "store":
-                self.scalar(node.args[1] if len(node.args) > 1 else keywords.get("value"), node)
-        elif isinstance(function, str) and function in _COUNTING:
-            for arg in [*node.args, *keywords.values()]:
-                self.scalar(arg, node)
-        elif function == "full":
-            self.scalar(node.args[1] if len(node.args) > 1 else keywords.get("value"), node)
-        elif function is not None and not isinstance(function, str):
-            self.callee(function, node, keywords)
-
-    def accesses_of(self, node: ast.Call, function: Any, keywords: dict[str, ast.AST]) -> None:
-        """The memory accesses of one call: `tl.load`/`tl.store`/atomics on their pointer,
-        `desc.load`/`desc.store` on a descriptor or block pointer; a pointer handed to any other
-        call but those that pass it on (`roots`), or to a callee, escapes."""
         func = node.func
         args = [*node.args, *[k.value for k in node.keywords]]
         method = func.attr if isinstance(func, ast.Attribute) and self.roots(func.value) else None
@@ -352,19 +332,27 @@ class _Reader:
             for kind in _ACCESS[function]:
                 self.access(kind, target, node)
             args = [arg for arg in args if arg is not target]
-        elif isinstance(function, str) and function in _POINTER_PASSING:
-            return
+        # A call that passes a pointer on, or a callee (its own accesses: `callee`), escapes none.
+        if function is None or (isinstance(function, str) and function not in _POINTER_PASSING):
+            for arg in args:
+                self.access("escape", arg, node)
+        if isinstance(function, str) and function in _DEREFERENCE:
+            target = node.args[0] if node.args else keywords.get(_DEREFERENCE[function])
+            if target is not None:
+                self.access("pointer", target, node)
+            for name in ("mask", "other"):
+                self.access("scalar", keywords.get(name), node)
+            if function == "store":
+                self.access("scalar", node.args[1] if len(node.args) > 1
+                            else keywords.get("value"), node)
+        elif isinstance(function, str) and function in _COUNTING:
+            for arg in [*node.args, *keywords.values()]:
+                self.access("scalar", arg, node)
+        elif function == "full":
+            self.access("scalar", node.args[1] if len(node.args) > 1 else keywords.get("value"),
+                        node)
         elif function is not None and not isinstance(function, str):
-            return  # a callee's own accesses (`callee`)
-        for arg in args:
-            self.access("escape", arg, node)
-
-    def visit_Return(self, node: ast.Return) -> None:
-        self.access("escape", node.value, node)
-
-    def visit_Tuple(self, node: ast.Tuple) -> None:
-        for element in node.elts:
-            self.access("escape", element, node)
+            self.callee(function, node, keywords)
 
     def callee(self, callee: Any, node: ast.Call, keywords: dict[str, ast.AST]) -> None:
         """Evidence from a `@triton.jit` function the kernel calls, by its parameters' roles
@@ -386,7 +374,7 @@ class _Reader:
             if role == "pointer":
                 self.access("pointer", arg, node)
             elif role == "scalar":
-                self.scalar(arg, node)
+                self.access("scalar", arg, node)
             for kind, found in (("load", inner.loads), ("store", inner.stores),
                                 ("escape", inner.escapes)):
                 if name in found:

@@ -410,7 +410,7 @@ def check_names(jit_fn: JITFunction) -> None:
             f"starting with a digit). Name the function with one before @triton.jit decorates "
             f"it, e.g. fn.__name__ = fn.__qualname__ = {suggestion!r}; a dotted name such as "
             f"'pkg.add' is fine, its symbol being 'add'.")
-    if any(c in name for c in ("/", "\\", "\0")):
+    if any([c in name for c in ("/", "\\", "\0")]):
         raise ValueError(
             f"kernel {name!r} cannot be compiled: Triton names a kernel's cache files after its "
             f"function's __name__, and {name!r} holds a path separator or NUL, which would put "
