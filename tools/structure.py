@@ -32,7 +32,8 @@ still has a frame on the stack. A top-down function that calls one step in each 
 scores 0; each call back into a file the phase has left, or out of it and back (a memo checked
 inside the main path, a callback from `ast` or JAX), scores 1. What the installed jaxlib plugin
 reads is found once before the phases (`backends._vendors`, cached), so the figures are the
-same with or without the plugin. `--details` lists each file's switches.
+same with or without the plugin. `--details` lists each file's switches; `--functions` lists each
+phase's functions in the order they first run, with each switch back.
 """
 
 from __future__ import annotations
@@ -309,7 +310,7 @@ def package_file(frame):
     return path[len(PACKAGE_FOLDER):] if path.startswith(PACKAGE_FOLDER) else None
 
 def measured(run):
-    functions, named, seen, back = set(), set(), set(), []
+    functions, named, seen, back, order = set(), set(), set(), [], []
     def profile(frame, event, arg):
         code = frame.f_code
         if event != "call" or code.co_name == "<module>":
@@ -318,12 +319,15 @@ def measured(run):
         if here is None:
             return
         key = (here, code.co_qualname, code.co_firstlineno)
+        if key not in functions:
+            order.append(f"{here}:{code.co_firstlineno} {code.co_qualname}")
         functions.add(key)
         if (not code.co_name.startswith("<") and code.co_flags & inspect.CO_OPTIMIZED
                 and not code.co_filename.startswith("<")):
             named.add(key)
         if here in seen and here != package_file(frame.f_back):
             back.append(here)
+            order.append(f"  <- back to {here} ({code.co_qualname})")
         seen.add(here)
     sys.setprofile(profile)
     try:
@@ -331,7 +335,7 @@ def measured(run):
     finally:
         sys.setprofile(None)
     return result, {"functions": len(functions), "def": len(named), "files": sorted(seen),
-                    "back": back}
+                    "back": back, "order": order}
 
 x = jax.ShapeDtypeStruct((4096,), jnp.float32)
 with jtr.target_arch(cuda="sm_90"):
@@ -376,6 +380,7 @@ def phase_figures(root: str) -> dict:
         figures[f"{phase}: switches back to a file"] = len(data["back"])
         figures[f"_{phase} files"] = data["files"]
         figures[f"_{phase} back"] = data["back"]
+        figures[f"_{phase} order"] = data["order"]
     return figures
 
 
@@ -412,6 +417,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", help="another checkout to measure beside this one")
     parser.add_argument("--details", action="store_true", help="cycles, chain, modules run")
+    parser.add_argument("--functions", action="store_true",
+                        help="each phase's functions in the order first run, and each switch back")
     args = parser.parse_args()
     roots = [("before", args.before)] if args.before else []
     roots.append(("this checkout", ROOT))
@@ -438,6 +445,11 @@ def main() -> None:
                 back = figures[label][f"_{phase} back"]
                 counts = ", ".join(f"{f} {back.count(f)}" for f in sorted(set(back)))
                 print(f"[{label}] {phase} switched back to: {counts or '-'}")
+    if args.functions:
+        for label, _ in roots:
+            for phase in PHASES:
+                print(f"\n[{label}] {phase}, in the order first run:")
+                print("\n".join(figures[label][f"_{phase} order"]))
 
 
 if __name__ == "__main__":
