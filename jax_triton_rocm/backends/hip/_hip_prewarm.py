@@ -3,16 +3,11 @@
 jaxlib's ROCm plugin reads and deletes an HSACO file outside the lock of its module cache, so two
 devices loading a new kernel at once race, and the loser fails for good. On a host with more
 than one device, the lowering that produced a path-delivered call launches it once, on one
-device, with zero-filled operands, before it returns: the image then sits in jaxlib's cache
-before any multi-device run. `JAX_TRITON_ROCM_PREWARM=0` turns it off.
+device, with zero-filled operands, before it returns (docs/rocm.md).
 
-The launch emits the very call the lowering encoded, through `encoded_call_p`, whose lowering
-emits an encoded call as is, with the `emit` the lowering hands over (a backend never imports
-the lowering). Nothing here is AMD-specific, which is how the machinery is tested on NVIDIA
-GPUs too.
-
-Fork: the set of launched calls starts empty in a child (jaxlib's module cache does not cross a
-fork).
+The launch emits the very call the lowering encoded, through `encoded_call_p`, with the `emit`
+the lowering hands over (a backend never imports the lowering). Nothing here is AMD-specific,
+which is how the machinery is tested on NVIDIA GPUs too.
 """
 
 from __future__ import annotations
@@ -33,62 +28,29 @@ from jax_triton_rocm.base import _env, _state
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
 
-
-class LoadedKernels:
-    """Digests of kernel calls already launched once in this process: one short string per
-    path-delivered call, as jaxlib's own module cache keeps each of them for the life of the
-    process; `clear_caches()` empties it (a call lowered again is then prewarmed again)."""
-
-    def __init__(self, locks: _state.LockRegistry) -> None:
-        self._locks = locks
-        self._keys: set[str] = set()
-
-    def __contains__(self, key: str) -> bool:
-        with self._locks.guard:
-            return key in self._keys
-
-    def add(self, key: str) -> None:
-        with self._locks.guard:
-            self._keys.add(key)
-
-    def clear(self) -> None:
-        with self._locks.guard:
-            self._keys.clear()
-
-
-LOADED_KERNELS = LoadedKernels(_state.LOCKS)
+# Digests of the calls launched once in this process, as jaxlib's module cache keeps them for
+# the life of the process; empty again after a fork (that cache does not cross one) and after
+# `clear_caches()` (a call lowered again is then prewarmed again).
+LOADED_KERNELS: set[str] = set()
 _state.on_fork(LOADED_KERNELS.clear)
 _state.on_clear(LOADED_KERNELS.clear)
 
-
-class EncodedCall:
-    """A lowered call (`routes.jaxlib._jaxlib_call.LoweredCall`) and the function that emits
-    it, as a hashable primitive parameter (by identity), for `encoded_call_p`."""
-
-    def __init__(self, lowered: Any, emit: Callable[..., Any]) -> None:
-        self.lowered = lowered
-        self.emit = emit
-
-
-# A call already encoded by a lowering, emitted as is, aliases included.
+# A call already encoded by a lowering, emitted as is, aliases included: its `emit` parameter
+# (hashed by identity) emits it.
 encoded_call_p = Primitive("triton_encoded_call")
 encoded_call_p.multiple_results = True
 encoded_call_p.def_impl(functools.partial(dispatch.apply_primitive, encoded_call_p))
-encoded_call_p.def_abstract_eval(lambda *avals, lowered, out_avals: list(out_avals))
+encoded_call_p.def_abstract_eval(lambda *avals, emit, out_avals: list(out_avals))
 
 
-def _encoded_call_lowering(ctx: LoweringRuleContext, *operands: Any, lowered: EncodedCall,
+def _encoded_call_lowering(ctx: LoweringRuleContext, *operands: Any, emit: Callable[..., Any],
                            out_avals: tuple):
     del out_avals
-    return lowered.emit(ctx, operands, lowered.lowered)
+    return emit(ctx, operands)
 
 
 for _platform in _vendors.GPU_PLATFORMS:
     mlir.register_lowering(encoded_call_p, _encoded_call_lowering, platform=_platform)
-
-
-def prewarm_enabled() -> bool:
-    return _env.prewarm()
 
 
 def local_device_count() -> int:
@@ -101,10 +63,6 @@ def local_device_count() -> int:
         return 0
 
 
-def prewarm_key(lowered: Any) -> str:
-    return hashlib.sha256(lowered.serialized).hexdigest()
-
-
 def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable[..., Any],
                  platform: str = "rocm") -> bool:
     """Launches a newly lowered path-delivered call once on one device; True if it launched.
@@ -114,9 +72,9 @@ def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable
     each other. The key is recorded in a `finally`: a launch that fails warns once, not at every
     lowering.
     """
-    if not prewarm_enabled() or local_device_count() < 2:
+    if not _env.prewarm() or local_device_count() < 2:
         return False
-    key = prewarm_key(lowered)
+    key = hashlib.sha256(lowered.serialized).hexdigest()
     if key in LOADED_KERNELS:
         return False
     with _state.LOCKS.item_lock(("prewarm", key)):
@@ -150,8 +108,8 @@ def prewarm_program(lowered: Any, in_avals: tuple, out_avals: tuple,
 
     def launch_on_zeros():
         operands = [jnp.zeros(a.shape, a.dtype) for a in in_avals]
-        return encoded_call_p.bind(*operands, lowered=EncodedCall(lowered, emit),
-                                   out_avals=tuple(out_avals))
+        return encoded_call_p.bind(*operands, out_avals=tuple(out_avals),
+                                   emit=lambda ctx, operands: emit(ctx, operands, lowered))
 
     return launch_on_zeros
 
