@@ -1,15 +1,10 @@
-"""The GPU vendors the package lowers for: their facts, and which of their jaxlib plugins is
-installed here and what it can load (nothing here imports Triton or JAX at import).
+"""The GPU vendors the package lowers for (`VENDORS`, one entry per JAX platform), which of
+their jaxlib plugins is installed here and what it can load (nothing here imports Triton or JAX
+at import). Adding a vendor means one entry here and one backend module (`backends.backend`).
 
-One entry per JAX platform (`VENDORS`): which jaxlib plugins carry its Triton custom calls, which
-Triton compiler backend builds for it, its compile options, and how its architectures are named.
-Everything else asks this table or the platform's backend (`backends.backend`); adding a vendor
-means one entry here and one backend module (imported by `backends.backend`).
-
-Plugin discovery (`installed_plugin`, `plugin_features`, ...) reads the table: which plugin is
-installed, and what its `_triton` can load, by feature wherever the installed packages allow it;
-the one fallback on version numbers (a plugin that cannot be imported on this machine, such as
-the ROCm plugin without a ROCm runtime) is written here and nowhere else.
+What a plugin loads is detected by feature wherever the installed packages allow it; the one
+fallback on version numbers (a plugin that cannot be imported here, such as the ROCm plugin
+without a ROCm runtime) is written here and nowhere else.
 """
 
 from __future__ import annotations
@@ -57,14 +52,9 @@ class Vendor:
     """One GPU vendor as the package knows it.
 
     Attributes:
-      platform: JAX's platform name.
-      arch_noun: what its architecture names are called in messages.
       plugin_packages: the jaxlib plugins carrying a `_triton` module, newest first.
-      install_hint: how to install JAX for these GPUs.
       triton_backend: Triton's compiler backend (`triton.backends.<name>`).
-      compile_options: `triton_call` keywords that are this vendor's compile options.
-      example_arch: an architecture name for examples in messages.
-      arch_help: the accepted forms of an architecture name, for messages.
+      arch_noun, example_arch, arch_help: how its architecture names read in messages.
       parse_arch: the canonical architecture for a lower-cased name, or None.
       encoded_descriptor: Triton's launcher type for a tensor descriptor that the compiled
         kernel takes encoded (a TMA descriptor on NVIDIA sm_90+, a TDM one on AMD gfx1250).
@@ -129,9 +119,8 @@ GPU_PLATFORMS = tuple(VENDORS)
 # kernel has a parameter of that name). Each backend passes on only its own.
 COMPILE_OPTIONS = tuple(option for vendor in VENDORS.values() for option in vendor.compile_options)
 
-# What Triton's front end runs alone on, to ask whether a call's arguments line up with a
-# kernel's parameters (`spec._kinds.front_end_error`): the first vendor's probe target whose
-# compiler backend is installed.
+# What Triton's front end runs alone on (`spec._kinds.front_end_error`): the first vendor's
+# probe target whose compiler backend is installed.
 FRONT_END_PROBES = tuple((v.triton_backend, v.probe_target) for v in VENDORS.values())
 
 
@@ -182,8 +171,7 @@ PLUGIN_FEATURES: dict[str, tuple[tuple[int, ...], bytes]] = {
 
 
 def installed_plugin(platform: str) -> str | None:
-    """The import name of the jaxlib plugin installed for `platform`, or None (cheap: no import,
-    no device)."""
+    """The import name of the jaxlib plugin installed for `platform`, or None (no import)."""
     for package in PLUGIN_PACKAGES[platform]:
         if importlib.util.find_spec(package) is not None:
             return package
@@ -223,11 +211,9 @@ def plugin_triton_module(platform: str) -> types.ModuleType | None:
 
 @dataclasses.dataclass(frozen=True)
 class PluginFeatures:
-    """What the jaxlib plugin that will run a kernel can load.
+    """What the jaxlib plugin that will run a kernel can load (`plugin` None: none installed).
 
     Attributes:
-      platform: "cuda" or "rocm".
-      plugin: the plugin's import name, or None when no plugin is installed.
       module_image: the plugin reads `TritonKernel.module_image` (a CUBIN or HSACO inside).
       global_scratch: the plugin allocates the global scratch memory a kernel asks for (what
         descriptors built in a kernel, `tl.make_tensor_descriptor`, use on sm_90+).
@@ -244,18 +230,13 @@ class PluginFeatures:
     tma_descriptors: bool = False
 
 
-def _version_tuple(version: str) -> tuple[int, ...]:
-    parts = []
+def _features_from_version(platform: str, plugin: str | None, version: str, source: str):
+    release: tuple[int, ...] = ()
     for piece in version.split("."):
         digits = "".join(ch for ch in piece if ch.isdigit())
         if not digits:
             break
-        parts.append(int(digits))
-    return tuple(parts)
-
-
-def _features_from_version(platform: str, plugin: str | None, version: str, source: str):
-    release = _version_tuple(version)
+        release += (int(digits),)
     return PluginFeatures(platform=platform, plugin=plugin, detected_from=f"{source} {version}",
                           **{name: release >= since
                              for name, (since, _) in PLUGIN_FEATURES.items()})
@@ -278,12 +259,14 @@ def plugin_features(platform: str) -> PluginFeatures | None:
         if plugin is None:
             return None
         distribution = plugin.replace("_", "-")
-        path = _unimported_triton_binary(distribution, plugin)
-        if path is None:
-            try:
-                version = importlib.metadata.version(distribution)
-            except importlib.metadata.PackageNotFoundError:
-                version = _compat.jaxlib_version()
+        try:  # the extension file, as the distribution lists it
+            files = importlib.metadata.files(distribution) or ()
+            version = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            files, version = (), _compat.jaxlib_version()
+        path = next((str(file.locate()) for file in files if file.parent.name == plugin
+                     and file.name.startswith("_triton.") and file.suffix == ".so"), None)
+        if path is None or not os.path.isfile(path):
             return _features_from_version(platform, plugin, version, f"{distribution} release")
         source = f"{path} (read; it does not import here)"
     with open(path, "rb") as binary:
@@ -291,20 +274,6 @@ def plugin_features(platform: str) -> PluginFeatures | None:
     return PluginFeatures(platform=platform, plugin=plugin, detected_from=source,
                           **{name: marker in content
                              for name, (_, marker) in PLUGIN_FEATURES.items()})
-
-
-def _unimported_triton_binary(distribution: str, package: str) -> str | None:
-    """The path of `package._triton`'s extension file, from the distribution's file list."""
-    try:
-        files = importlib.metadata.files(distribution) or ()
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    for file in files:
-        if (file.parent.name == package and file.name.startswith("_triton.")
-                and file.suffix == ".so"):
-            path = str(file.locate())
-            return path if os.path.isfile(path) else None
-    return None
 
 
 @functools.cache
@@ -319,9 +288,8 @@ def assumed_features(platform: str) -> PluginFeatures:
 
 
 def triton_backend_error(platform: str, err: BaseException) -> ImportError:
-    """The error for Triton's compiler backend of `platform` ("cuda" -> nvidia, "rocm" -> amd)
-    failing to import with `err` (the caller raises it, chained): it names the platform, the
-    backend and what to install."""
+    """The error, naming what to install, for Triton's compiler backend of `platform` failing
+    to import with `err` (the caller raises it, chained)."""
     info = _compat.triton_info()
     name = vendor(platform).triton_backend
     if isinstance(err, ModuleNotFoundError):
