@@ -125,11 +125,7 @@ FRONT_END_PROBES = tuple((v.triton_backend, v.probe_target) for v in VENDORS.val
 
 
 def vendor(platform: str) -> Vendor:
-    """The vendor of a GPU platform.
-
-    Raises:
-      ValueError: `platform` is not one the package lowers for, naming those it does.
-    """
+    """The vendor of a GPU platform; ValueError, naming those there are, for another."""
     try:
         return VENDORS[platform]
     except KeyError:
@@ -143,11 +139,8 @@ def arch_platform(arch: Any) -> str:
 
 
 def normalize_arch(platform: str, arch: Any, *, what: str = "arch") -> str:
-    """The canonical architecture name ("sm_90", "gfx942") for `arch` on `platform`.
-
-    Raises:
-      ValueError: naming `what`, the value and the accepted forms.
-    """
+    """The canonical architecture name ("sm_90", "gfx942") for `arch` on `platform`; else
+    ValueError, naming `what`, the value and the accepted forms."""
     known = vendor(platform)
     canonical = None if isinstance(arch, bool) else known.parse_arch(str(arch).strip().lower())
     if canonical is None:
@@ -278,11 +271,9 @@ def plugin_features(platform: str) -> PluginFeatures | None:
 
 @functools.cache
 def assumed_features(platform: str) -> PluginFeatures:
-    """Features assumed when cross-compiling for a platform with no plugin installed here.
-
-    The plugins ship in lockstep with jaxlib, so the jaxlib installed here stands for the one
-    that will load the kernel.
-    """
+    """Features assumed when cross-compiling for a platform with no plugin installed here: the
+    plugins ship in lockstep with jaxlib, so the jaxlib here stands for the one that will load
+    the kernel."""
     return _features_from_version(platform, None, _compat.jaxlib_version(),
                                   "no plugin here; assumed jaxlib")
 

@@ -47,10 +47,8 @@ class LoweringImports:
             yield
             if not self._triton_done:
                 for name in LOWERING_IMPORTS:  # by name: which of them exist depends on Triton
-                    try:
+                    with contextlib.suppress(ImportError):
                         importlib.import_module(name)
-                    except ImportError:
-                        pass
                 self._triton_done = True
 
     def before_fork(self) -> None:

@@ -67,9 +67,7 @@ def _llvm_amdgpu_processors(arch: str | None = None) -> tuple[str, ...] | bool:
 
 def delivery_mode(features: _vendors.PluginFeatures) -> str:
     """The HSACO delivery for this lowering: the environment's choice, else the best supported.
-
-    Raises:
-      ValueError: an unknown mode, or "embedded" forced for a plugin known not to read it.
+    Raises ValueError for an unknown mode, or "embedded" forced for a plugin known not to read it.
     """
     forced = _env.hsaco_delivery()
     if forced is None:

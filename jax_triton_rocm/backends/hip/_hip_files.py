@@ -1,15 +1,9 @@
-"""HSACO files handed to jaxlib's ROCm plugin by path, and when they are removed (docs/rocm.md).
+"""HSACO files handed to jaxlib's ROCm plugin by path, and their removal (docs/rocm.md).
 
-One temporary folder per process, made at the first path-delivered kernel, with one file per
-kernel key: lowering the same kernel call again gives the same path, so the same opaque, which
-jaxlib has already loaded (its module cache is keyed by the path).
-
-The process that made the folder removes it at exit (`atexit`), at the end of a
-`multiprocessing` child (which leaves through `os._exit`, past `atexit`), and on SIGTERM. A
-process that ends otherwise (SIGKILL, `os._exit`, a crash) leaves its folder to the next process
-that makes one. A folder's name records its owner (PID namespace, PID and start time, so a
-reused PID is told apart); it is removed only when that owner, in this PID namespace, surely no
-longer runs. A forked child detaches from the parent's folder and makes its own.
+One folder per process, one file per kernel key: the same kernel call lowered again gives the
+same path, so the same opaque, which jaxlib has already loaded (its module cache is keyed by the
+path). The folder's maker removes it; a folder whose owner (PID namespace, PID and start time, in
+its name) surely no longer runs is removed by the next process that makes one.
 """
 
 from __future__ import annotations
@@ -38,11 +32,7 @@ _STEM_CHARACTERS = 48
 
 def _process_state(pid: int | str) -> tuple[str, str] | None:
     """(state, start time in clock ticks since boot) of process `pid`, from /proc/<pid>/stat;
-    None where there is no such process.
-
-    Raises:
-      OSError: /proc cannot be read here (not Linux, or hidden by its mount options).
-    """
+    None where there is no such process; OSError where /proc cannot be read."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
             text = stat.read()
@@ -59,18 +49,6 @@ def _pid_namespace() -> str:
     return re.sub(r"\D", "", os.readlink("/proc/self/ns/pid"))
 
 
-def _owner_gone(namespace: str, pid: str, start: str) -> bool:
-    """Whether the owner a folder's name records surely no longer runs (no such process, another
-    start time, or a zombie); False where that cannot be read or seen from here."""
-    try:
-        if namespace != _pid_namespace():
-            return False  # another PID namespace: its processes cannot be seen from here
-        state = _process_state(pid)
-    except (OSError, ValueError, IndexError):
-        return False
-    return state is None or state[1] != start or state[0] in ("Z", "X")
-
-
 def remove_orphaned_folders(parent: str) -> list[str]:
     """Removes the HSACO folders under `parent` whose owning process no longer runs.
 
@@ -84,8 +62,14 @@ def remove_orphaned_folders(parent: str) -> list[str]:
     removed = []
     for name in names:
         owner = _OWNED_FOLDER.match(name)
-        if owner is None or not _owner_gone(*owner.groups()):
+        try:  # another PID namespace's processes cannot be seen from here: its folders stay
+            if owner is None or owner.group(1) != _pid_namespace():
+                continue
+            state = _process_state(owner.group(2))
+        except (OSError, ValueError, IndexError):
             continue
+        if state is not None and state[1] == owner.group(3) and state[0] not in ("Z", "X"):
+            continue  # its owner still runs (the same start time, not a zombie)
         path = os.path.join(parent, name)
         shutil.rmtree(path, ignore_errors=True)
         if not os.path.exists(path):
@@ -100,7 +84,8 @@ class HsacoFolder:
     """This process's folder of HSACO files, made on first use and removed by its maker."""
 
     def __init__(self) -> None:
-        self.detach_after_fork()
+        self._path: str | None = None
+        self._files: dict[str, str] = {}
 
     def path(self) -> str:
         """The folder, made (and its removal arranged) the first time in this process."""
@@ -136,15 +121,10 @@ class HsacoFolder:
             shutil.rmtree(self._path, ignore_errors=True)
         self.detach_after_fork()
 
-    def forget_files(self) -> None:
-        """Forgets which kernels have files (jaxlib deletes the files as it reads them): the next
-        lowering of each writes a new one."""
-        self._files = {}
-
     def detach_after_fork(self) -> None:
         """Forgets the folder (in a forked child: the parent's, for the parent to remove)."""
         self._path: str | None = None
-        self._files: dict[str, str] = {}
+        self._files.clear()
 
     def _arrange_removal(self) -> None:
         atexit.register(self.remove)
@@ -170,4 +150,6 @@ class HsacoFolder:
 
 HSACO_FOLDER = HsacoFolder()
 _state.on_fork(HSACO_FOLDER.detach_after_fork)
-_state.on_clear(HSACO_FOLDER.forget_files)
+# jaxlib deletes each file as it reads it: after `clear_caches()`, a kernel lowered again gets a
+# new one.
+_state.on_clear(HSACO_FOLDER._files.clear)

@@ -1,13 +1,9 @@
 """The ROCm prewarm: a new path-delivered kernel call is launched once before any real run.
 
 jaxlib's ROCm plugin reads and deletes an HSACO file outside the lock of its module cache, so two
-devices loading a new kernel at once race, and the loser fails for good. On a host with more
-than one device, the lowering that produced a path-delivered call launches it once, on one
-device, with zero-filled operands, before it returns (docs/rocm.md).
-
-The launch emits the very call the lowering encoded, through `encoded_call_p`, with the `emit`
-the lowering hands over (a backend never imports the lowering). Nothing here is AMD-specific,
-which is how the machinery is tested on NVIDIA GPUs too.
+devices loading a new kernel at once race, and the loser fails for good (docs/rocm.md). The
+launch emits the very call the lowering encoded, with the `emit` it hands over (a backend never
+imports the lowering). Nothing here is AMD-specific: the machinery is tested on NVIDIA GPUs too.
 """
 
 from __future__ import annotations
