@@ -57,9 +57,9 @@ def without_plugin(platform: str) -> str:
     """How to stop a broken plugin of `platform` from starting, on a machine without its GPU."""
     plugin = _vendors.installed_plugin(platform)
     uninstall = (f"pip uninstall -y {plugin.replace('_', '-')} "
-                 f"{plugin.replace('_plugin', '_pjrt').replace('_', '-')}" if plugin else "")
+                 f"{plugin.replace('_plugin', '_pjrt').replace('_', '-')}, or " if plugin else "")
     return ("Without that GPU nothing needs the plugin (cross-compiling does not): "
-            + (f"{uninstall}, or " if uninstall else "") + "set JAX_PLATFORMS=cpu to skip it.")
+            f"{uninstall}set JAX_PLATFORMS=cpu to skip it.")
 
 
 def why_not_started(platform: str, problems: tuple[Problem, ...] | list[Problem] = ()

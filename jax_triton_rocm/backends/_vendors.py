@@ -26,16 +26,11 @@ from jax_triton_rocm.base import _compat
 logger = logging.getLogger("jax_triton_rocm")
 
 
-# Above any CUDA compute capability's major version: "90.0" is no "major.minor" (sm_900).
-_MAX_CUDA_MAJOR = 19
-
-
 def _cuda_arch(text: str) -> str | None:
     """"sm_90" from 90, "90", "9.0", "sm_90", "sm90", "sm_90a"; None for anything else."""
-    dotted = re.fullmatch(r"(\d{1,2})\.(\d)", text)
+    # A major version above 19 is none of CUDA's: "90.0" is no "major.minor" (sm_900).
+    dotted = re.fullmatch(r"([01]?\d)\.(\d)", text)
     if dotted:
-        if int(dotted.group(1)) > _MAX_CUDA_MAJOR:
-            return None
         return f"sm_{int(dotted.group(1)) * 10 + int(dotted.group(2))}"
     match = re.fullmatch(r"(?:sm_?)?(\d{2,3})a?", text)
     return f"sm_{match.group(1)}" if match else None

@@ -136,12 +136,9 @@ TRITON_INSTALL_HINT = "pip install 'triton>=3.6,<3.10'"
 
 @functools.cache
 def triton_info() -> TritonInfo:
-    """Imports Triton once; raises ImportError saying what is wrong, with the cause chained.
-
-    A Triton whose import fails with ImportError, RuntimeError or ValueError (a build for
-    another Python, a backend that does not load, a mismatched LLVM) gets the same treatment as
-    a missing one: an ImportError that names the problem and the install command.
-    """
+    """Imports Triton once. A missing or broken one (a build for another Python, a backend that
+    does not load, a mismatched LLVM) raises ImportError naming the problem and the install
+    command, with the cause chained."""
     try:
         import triton
         import triton.backends

@@ -12,7 +12,7 @@ import functools
 import hashlib
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jax._src import dispatch
 from jax._src.core import Primitive
@@ -20,9 +20,6 @@ from jax.interpreters import mlir
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _env, _state
-
-if TYPE_CHECKING:
-    from jax._src.interpreters.mlir import LoweringRuleContext
 
 # Digests of the calls launched once in this process, as jaxlib's module cache keeps them for
 # the life of the process; empty again after a fork (that cache does not cross one) and after
@@ -37,16 +34,9 @@ encoded_call_p = Primitive("triton_encoded_call")
 encoded_call_p.multiple_results = True
 encoded_call_p.def_impl(functools.partial(dispatch.apply_primitive, encoded_call_p))
 encoded_call_p.def_abstract_eval(lambda *avals, emit, out_avals: list(out_avals))
-
-
-def _encoded_call_lowering(ctx: LoweringRuleContext, *operands: Any, emit: Callable[..., Any],
-                           out_avals: tuple):
-    del out_avals
-    return emit(ctx, operands)
-
-
 for _platform in _vendors.GPU_PLATFORMS:
-    mlir.register_lowering(encoded_call_p, _encoded_call_lowering, platform=_platform)
+    mlir.register_lowering(encoded_call_p, lambda ctx, *operands, emit, out_avals:
+                           emit(ctx, operands), platform=_platform)
 
 
 def local_device_count() -> int:
