@@ -185,11 +185,9 @@ def plugin_triton_module(platform: str) -> types.ModuleType | None:
         gpu_triton = None
     attr = {"cuda": "_cuda_triton", "rocm": "_hip_triton"}[platform]
     module = getattr(gpu_triton, attr, None)
-    if module is not None:
-        return module
     package = installed_plugin(platform)
-    if package is None:
-        return None
+    if module is not None or package is None:
+        return module
     try:
         return importlib.import_module(f"{package}._triton")
     except Exception as err:

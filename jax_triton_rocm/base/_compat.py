@@ -74,14 +74,10 @@ _GRAPH_LEVEL_FLAG = "--xla_gpu_graph_level="  # XLA's older flag: levels 0-3, no
 @functools.lru_cache(maxsize=16)
 def custom_calls_recorded(xla_flags: str) -> bool:
     """Whether XLA, started with `xla_flags` (the `XLA_FLAGS` string), records custom calls
-    into command buffers: its flags applied in order, as XLA applies them.
-
-    `--xla_gpu_enable_command_buffer=` empty records nothing; a list of command types records
-    those (custom calls where it names CUSTOM_CALL, in any case); a list of `+TYPE`/`-TYPE` adds
-    to or takes from the list so far. `--xla_gpu_graph_level=N` (the older flag) sets a list
-    without custom calls. A value XLA itself refuses leaves the answer as it was (XLA stops
-    the process at its start anyway).
-    """
+    into command buffers: its flags applied in order, as XLA applies them
+    (`--xla_gpu_enable_command_buffer=` empty, a list of command types in any case, or
+    `+TYPE`/`-TYPE` changes to the list so far). A value XLA itself refuses leaves the answer as
+    it was (XLA stops the process at its start anyway)."""
     try:
         words = shlex.split(xla_flags)
     except ValueError:  # unbalanced quotes: XLA reads it its own way; look at plain words

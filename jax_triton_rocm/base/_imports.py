@@ -1,12 +1,10 @@
 """The imports a lowering needs, taken under one lock, so that no fork splits them.
 
-A child of `os.fork()` inherits memory but only the forking thread, and Python's per-module
-import locks are held forever in the child if another thread of the parent was importing at
-the fork: the child would wait forever for that module. So the modules a lowering imports (the
-package's routes, the vendor module with Triton's compiler backend, and the Triton modules
-Triton imports lazily at its first compile) are imported in the body of `IMPORTS.lowering()`,
-under one re-entrant lock, and a fork waits for that lock (up to `FORK_IMPORT_WAIT_S`): the
-child has every module whole, or, if the fork came first, none (it imports them itself).
+A child of `os.fork()` inherits only the forking thread, so a per-module import lock another
+thread held at the fork is held forever there. So the modules a lowering imports (the package's
+routes, the vendor module with Triton's compiler backend, the Triton modules Triton imports
+lazily at its first compile) are imported under one re-entrant lock (`IMPORTS.lowering()`) that a
+fork waits for: the child has every module whole, or none (it then imports them itself).
 """
 
 from __future__ import annotations

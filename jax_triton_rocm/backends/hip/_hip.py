@@ -1,14 +1,11 @@
 """AMD: Triton to HSACO, delivered as the installed jaxlib ROCm plugin loads it (docs/rocm.md).
 
-Delivery (`JAX_TRITON_ROCM_HSACO_DELIVERY`, read at each lowering; unset: the best the plugin
-supports): "embedded" carries the HSACO in `TritonKernel.module_image` (plugins 0.11.1+), with a
-digest of it in `ptx`, which is what keeps two same-named kernels apart in jaxlib's module cache
-(`_proto.module_image_ptx`); "path" writes it to a file of this process (`_hip_files`) whose path
-goes in `ptx`, launched once before any multi-device run (`_hip_prewarm`), and cannot be exported.
-
-wave32 (RDNA, gfx10-12): jaxlib launches `num_warps * 64` threads on HIP, so `num_warps` is
-scaled to give the block `num_warps * 32` threads; an odd count cannot be expressed and is refused.
-Importing this module imports Triton's AMD backend, so a broken one fails here.
+`JAX_TRITON_ROCM_HSACO_DELIVERY` (read at each lowering; unset: the best the plugin supports)
+picks "embedded", the HSACO in `TritonKernel.module_image` (plugins 0.11.1+) and a digest of it in
+`ptx` (`_proto.module_image_ptx`), or "path", a file of this process (`_hip_files`, launched once
+by `_hip_prewarm`) named in `ptx`. wave32 (RDNA): jaxlib launches `num_warps * 64` threads, so
+`num_warps` is scaled, and an odd count refused (`launch_warps`). Importing this module imports
+Triton's AMD backend, so a broken one fails here.
 """
 
 from __future__ import annotations

@@ -50,11 +50,9 @@ def _pid_namespace() -> str:
 
 
 def remove_orphaned_folders(parent: str) -> list[str]:
-    """Removes the HSACO folders under `parent` whose owning process no longer runs.
-
-    Returns the folders removed. Never raises: a folder that cannot be listed, read or removed
-    (another user's, another cleaner's) is left.
-    """
+    """Removes the HSACO folders under `parent` whose owning process no longer runs; returns
+    them. Never raises: a folder that cannot be listed, read or removed (another user's, another
+    cleaner's) is left."""
     try:
         names = os.listdir(parent)
     except OSError:
@@ -123,7 +121,7 @@ class HsacoFolder:
 
     def detach_after_fork(self) -> None:
         """Forgets the folder (in a forked child: the parent's, for the parent to remove)."""
-        self._path: str | None = None
+        self._path = None
         self._files.clear()
 
     def _arrange_removal(self) -> None:

@@ -53,16 +53,13 @@ def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable
                  platform: str = "rocm") -> bool:
     """Launches a newly lowered path-delivered call once on one device; True if it launched.
 
-    Keyed on a digest of the serialized call. A per-key lock is held across the launch, so a
-    second lowering of the same call waits instead of racing; different calls do not wait for
-    each other. The key is recorded in a `finally`: a launch that fails warns once, not at every
-    lowering.
+    Keyed on a digest of the serialized call, whose lock is held across the launch: a second
+    lowering of the same call waits instead of racing; different calls do not wait for each
+    other. A launch that fails warns once, not at every lowering (the key is kept all the same).
     """
     if not _env.prewarm() or local_device_count() < 2:
         return False
     key = hashlib.sha256(lowered.serialized).hexdigest()
-    if key in LOADED_KERNELS:
-        return False
     with _state.LOCKS.item_lock(("prewarm", key)):
         if key in LOADED_KERNELS:
             return False
@@ -82,14 +79,11 @@ def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable
 
 def prewarm_program(lowered: Any, in_avals: tuple, out_avals: tuple,
                     emit: Callable[..., Any]):
-    """A function of no arguments that launches `lowered` on zero-filled operands.
-
-    The operands are made inside the program, so `jax.jit` of it needs no host data. The same
-    encoded call (the same bytes, so the same file path) is emitted through the same `emit` as the
-    real lowering, with the same aliases: an output aliased to an input starts as that input's
-    zeros, so an in-place kernel that reads its output (a counter, an index map) sees zeros, not
-    whatever the allocator left there.
-    """
+    """A function of no arguments that launches `lowered` on zero-filled operands, made inside
+    it (`jax.jit` of it needs no host data), through the real lowering's `emit`: the same bytes,
+    so the same file path, and the same aliases. An output aliased to an input starts as that
+    input's zeros, so an in-place kernel that reads its output (a counter, an index map) sees
+    zeros, not whatever the allocator left there."""
     import jax.numpy as jnp
 
     def launch_on_zeros():
