@@ -68,7 +68,7 @@ def _warn_ffi_autotune() -> None:
 # launches with less host time than the FFI one (the same measurements); it is chosen there.
 _COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer="
 _COMMAND_TYPE = re.compile(r"[A-Z][A-Z0-9_]*")  # a name of XLA's command types, upper-cased
-_GRAPH_LEVEL_FLAG = "--xla_gpu_graph_level="  # XLA's older flag: levels 0-3, none records custom calls
+_GRAPH_LEVEL_FLAG = "--xla_gpu_graph_level="  # the older flag: no level 0-3 records custom calls
 
 
 @functools.lru_cache(maxsize=16)
