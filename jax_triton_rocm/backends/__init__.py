@@ -1,7 +1,5 @@
-"""The vendors: their facts and plugins (`_vendors`, the table and which plugin is installed;
-`_no_gpu`, why JAX has no GPU here), what the lowering asks a vendor (the `Backend` interface,
-`_backend`; one module per vendor, `_cuda`, `hip/`), and `backend(platform)`, which imports a
-vendor's module at first use."""
+"""The vendors: their table and plugins (`_vendors`), why JAX has no GPU here (`_no_gpu`), what
+the lowering asks a vendor (`_backend`), one module per vendor (`_cuda`, `hip/`), and `backend`."""
 
 from __future__ import annotations
 
@@ -17,14 +15,10 @@ if TYPE_CHECKING:
 
 @functools.cache
 def backend(platform: str) -> Backend:
-    """The backend of a GPU platform. Its module imports Triton's compiler backend for that
-    vendor, so it is imported here, at first use, under the lock that keeps a fork from
-    splitting the imports a lowering needs (`_imports.IMPORTS`).
-
-    Raises:
-      ValueError: not a GPU platform the package lowers for.
-      ImportError: Triton, or its backend for the platform, is missing or broken.
-    """
+    """The backend of a GPU platform. Its module imports Triton's compiler backend, so it is
+    imported at first use, under the lock that keeps a fork from splitting the imports a lowering
+    needs (`_imports.IMPORTS`). Raises ValueError for another platform, ImportError where Triton
+    or its backend for the platform is missing or broken."""
     _vendors.vendor(platform)
     with _imports.IMPORTS.lowering():
         if platform == "cuda":

@@ -1,10 +1,6 @@
-"""Why JAX has no GPU device here, and what to install or change: for the command line (`info`,
-the demo), the interpreter's CPU-fallback warning and the benchmarks.
-
-A `Problem` is one thing that failed: what, the likely cause and the fix. `no_gpu_reason()` names,
-per installed jaxlib GPU plugin, why JAX started no device of its platform (`JAX_PLATFORMS`
-leaves it out, no GPU or driver visible, the plugin's own start-up failure). JAX is imported only
-inside the functions: the command line reads `JAX_PLATFORMS` and the plugins before it starts JAX.
+"""Why JAX has no GPU device here, and what to install or change (for the command line, the
+interpreter's CPU-fallback warning and the benchmarks). JAX is imported only inside the
+functions: the command line reads `JAX_PLATFORMS` and the plugins before it starts JAX.
 """
 
 from __future__ import annotations
@@ -25,10 +21,9 @@ class Problem:
     fix: str
     platform: str | None = None
 
-    def text(self, indent: str = "") -> str:
-        """The problem in three lines: what, likely cause, fix (each after `indent`)."""
-        return (f"{indent}{self.what}\n{indent}  likely cause: {self.cause}\n"
-                f"{indent}  fix: {self.fix}")
+    def text(self) -> str:
+        """The problem in three lines: what, likely cause, fix."""
+        return f"{self.what}\n  likely cause: {self.cause}\n  fix: {self.fix}"
 
 
 def jax_platforms() -> str:
@@ -62,9 +57,9 @@ def without_plugin(platform: str) -> str:
     """How to stop a broken plugin of `platform` from starting, on a machine without its GPU."""
     plugin = _vendors.installed_plugin(platform)
     uninstall = (f"pip uninstall -y {plugin.replace('_', '-')} "
-                 f"{plugin.replace('_plugin', '_pjrt').replace('_', '-')}" if plugin else "")
+                 f"{plugin.replace('_plugin', '_pjrt').replace('_', '-')}, or " if plugin else "")
     return ("Without that GPU nothing needs the plugin (cross-compiling does not): "
-            + (f"{uninstall}, or " if uninstall else "") + "set JAX_PLATFORMS=cpu to skip it.")
+            f"{uninstall}set JAX_PLATFORMS=cpu to skip it.")
 
 
 def why_not_started(platform: str, problems: tuple[Problem, ...] | list[Problem] = ()
@@ -94,19 +89,16 @@ def why_not_started(platform: str, problems: tuple[Problem, ...] | list[Problem]
 
 
 def no_gpu_reason(problems: tuple[Problem, ...] = ()) -> str:
-    """Why JAX has no CUDA or ROCm device here, and what to install or change.
-
-    Args:
-      problems: what JAX's start-up reported (`_startup.start()`), to name a plugin's failure.
-    """
+    """Why JAX has no CUDA or ROCm device here, and what to install or change; `problems`
+    (what JAX's start-up reported, `_startup.start()`) name a plugin's failure."""
     from jax._src import xla_bridge
 
     installed = {p: _vendors.installed_plugin(p) for p in _vendors.GPU_PLATFORMS}
     if not any(installed.values()):
-        hints = {p: v.install_hint for p, v in _vendors.VENDORS.items()}
         return ("No jaxlib GPU plugin is installed (none is needed without a GPU), so JAX runs "
                 f"on the CPU. On a machine with a GPU, install JAX with its plugin: "
-                f"{hints['cuda']} on NVIDIA, {hints['rocm']} on AMD.")
+                f"{_vendors.PLUGIN_INSTALL_HINT['cuda']} on NVIDIA, "
+                f"{_vendors.PLUGIN_INSTALL_HINT['rocm']} on AMD.")
     try:
         started = set(xla_bridge.backends())
     except Exception:  # noqa: BLE001  (start-up failed: the command line explains it)

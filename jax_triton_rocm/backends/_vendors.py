@@ -1,15 +1,10 @@
-"""The GPU vendors the package lowers for: their facts, and which of their jaxlib plugins is
-installed here and what it can load (nothing here imports Triton or JAX at import).
+"""The GPU vendors the package lowers for (`VENDORS`, one entry per JAX platform), which of
+their jaxlib plugins is installed here and what it can load (nothing here imports Triton or JAX
+at import). Adding a vendor means one entry here and one backend module (`backends.backend`).
 
-One entry per JAX platform (`VENDORS`): which jaxlib plugins carry its Triton custom calls, which
-Triton compiler backend builds for it, its compile options, and how its architectures are named.
-Everything else asks this table or the platform's backend (`backends.backend`); adding a vendor
-means one entry here and one backend module (imported by `backends.backend`).
-
-Plugin discovery (`installed_plugin`, `plugin_features`, ...) reads the table: which plugin is
-installed, and what its `_triton` can load, by feature wherever the installed packages allow it;
-the one fallback on version numbers (a plugin that cannot be imported on this machine, such as
-the ROCm plugin without a ROCm runtime) is written here and nowhere else.
+What a plugin loads is detected by feature wherever the installed packages allow it; the one
+fallback on version numbers (a plugin that cannot be imported here, such as the ROCm plugin
+without a ROCm runtime) is written here and nowhere else.
 """
 
 from __future__ import annotations
@@ -31,16 +26,11 @@ from jax_triton_rocm.base import _compat
 logger = logging.getLogger("jax_triton_rocm")
 
 
-# Above any CUDA compute capability's major version: "90.0" is no "major.minor" (sm_900).
-_MAX_CUDA_MAJOR = 19
-
-
 def _cuda_arch(text: str) -> str | None:
     """"sm_90" from 90, "90", "9.0", "sm_90", "sm90", "sm_90a"; None for anything else."""
-    dotted = re.fullmatch(r"(\d{1,2})\.(\d)", text)
+    # A major version above 19 is none of CUDA's: "90.0" is no "major.minor" (sm_900).
+    dotted = re.fullmatch(r"([01]?\d)\.(\d)", text)
     if dotted:
-        if int(dotted.group(1)) > _MAX_CUDA_MAJOR:
-            return None
         return f"sm_{int(dotted.group(1)) * 10 + int(dotted.group(2))}"
     match = re.fullmatch(r"(?:sm_?)?(\d{2,3})a?", text)
     return f"sm_{match.group(1)}" if match else None
@@ -57,14 +47,9 @@ class Vendor:
     """One GPU vendor as the package knows it.
 
     Attributes:
-      platform: JAX's platform name.
-      arch_noun: what its architecture names are called in messages.
       plugin_packages: the jaxlib plugins carrying a `_triton` module, newest first.
-      install_hint: how to install JAX for these GPUs.
       triton_backend: Triton's compiler backend (`triton.backends.<name>`).
-      compile_options: `triton_call` keywords that are this vendor's compile options.
-      example_arch: an architecture name for examples in messages.
-      arch_help: the accepted forms of an architecture name, for messages.
+      arch_noun, example_arch, arch_help: how its architecture names read in messages.
       parse_arch: the canonical architecture for a lower-cased name, or None.
       encoded_descriptor: Triton's launcher type for a tensor descriptor that the compiled
         kernel takes encoded (a TMA descriptor on NVIDIA sm_90+, a TDM one on AMD gfx1250).
@@ -129,18 +114,13 @@ GPU_PLATFORMS = tuple(VENDORS)
 # kernel has a parameter of that name). Each backend passes on only its own.
 COMPILE_OPTIONS = tuple(option for vendor in VENDORS.values() for option in vendor.compile_options)
 
-# What Triton's front end runs alone on, to ask whether a call's arguments line up with a
-# kernel's parameters (`spec._kinds.front_end_error`): the first vendor's probe target whose
-# compiler backend is installed.
+# What Triton's front end runs alone on (`spec._kinds.front_end_error`): the first vendor's
+# probe target whose compiler backend is installed.
 FRONT_END_PROBES = tuple((v.triton_backend, v.probe_target) for v in VENDORS.values())
 
 
 def vendor(platform: str) -> Vendor:
-    """The vendor of a GPU platform.
-
-    Raises:
-      ValueError: `platform` is not one the package lowers for, naming those it does.
-    """
+    """The vendor of a GPU platform; ValueError, naming those there are, for another."""
     try:
         return VENDORS[platform]
     except KeyError:
@@ -154,11 +134,8 @@ def arch_platform(arch: Any) -> str:
 
 
 def normalize_arch(platform: str, arch: Any, *, what: str = "arch") -> str:
-    """The canonical architecture name ("sm_90", "gfx942") for `arch` on `platform`.
-
-    Raises:
-      ValueError: naming `what`, the value and the accepted forms.
-    """
+    """The canonical architecture name ("sm_90", "gfx942") for `arch` on `platform`; else
+    ValueError, naming `what`, the value and the accepted forms."""
     known = vendor(platform)
     canonical = None if isinstance(arch, bool) else known.parse_arch(str(arch).strip().lower())
     if canonical is None:
@@ -182,8 +159,7 @@ PLUGIN_FEATURES: dict[str, tuple[tuple[int, ...], bytes]] = {
 
 
 def installed_plugin(platform: str) -> str | None:
-    """The import name of the jaxlib plugin installed for `platform`, or None (cheap: no import,
-    no device)."""
+    """The import name of the jaxlib plugin installed for `platform`, or None (no import)."""
     for package in PLUGIN_PACKAGES[platform]:
         if importlib.util.find_spec(package) is not None:
             return package
@@ -209,11 +185,9 @@ def plugin_triton_module(platform: str) -> types.ModuleType | None:
         gpu_triton = None
     attr = {"cuda": "_cuda_triton", "rocm": "_hip_triton"}[platform]
     module = getattr(gpu_triton, attr, None)
-    if module is not None:
-        return module
     package = installed_plugin(platform)
-    if package is None:
-        return None
+    if module is not None or package is None:
+        return module
     try:
         return importlib.import_module(f"{package}._triton")
     except Exception as err:
@@ -223,11 +197,9 @@ def plugin_triton_module(platform: str) -> types.ModuleType | None:
 
 @dataclasses.dataclass(frozen=True)
 class PluginFeatures:
-    """What the jaxlib plugin that will run a kernel can load.
+    """What the jaxlib plugin that will run a kernel can load (`plugin` None: none installed).
 
     Attributes:
-      platform: "cuda" or "rocm".
-      plugin: the plugin's import name, or None when no plugin is installed.
       module_image: the plugin reads `TritonKernel.module_image` (a CUBIN or HSACO inside).
       global_scratch: the plugin allocates the global scratch memory a kernel asks for (what
         descriptors built in a kernel, `tl.make_tensor_descriptor`, use on sm_90+).
@@ -244,18 +216,13 @@ class PluginFeatures:
     tma_descriptors: bool = False
 
 
-def _version_tuple(version: str) -> tuple[int, ...]:
-    parts = []
+def _features_from_version(platform: str, plugin: str | None, version: str, source: str):
+    release: tuple[int, ...] = ()
     for piece in version.split("."):
         digits = "".join(ch for ch in piece if ch.isdigit())
         if not digits:
             break
-        parts.append(int(digits))
-    return tuple(parts)
-
-
-def _features_from_version(platform: str, plugin: str | None, version: str, source: str):
-    release = _version_tuple(version)
+        release += (int(digits),)
     return PluginFeatures(platform=platform, plugin=plugin, detected_from=f"{source} {version}",
                           **{name: release >= since
                              for name, (since, _) in PLUGIN_FEATURES.items()})
@@ -278,12 +245,14 @@ def plugin_features(platform: str) -> PluginFeatures | None:
         if plugin is None:
             return None
         distribution = plugin.replace("_", "-")
-        path = _unimported_triton_binary(distribution, plugin)
-        if path is None:
-            try:
-                version = importlib.metadata.version(distribution)
-            except importlib.metadata.PackageNotFoundError:
-                version = _compat.jaxlib_version()
+        try:  # the extension file, as the distribution lists it
+            files = importlib.metadata.files(distribution) or ()
+            version = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            files, version = (), _compat.jaxlib_version()
+        path = next((str(file.locate()) for file in files if file.parent.name == plugin
+                     and file.name.startswith("_triton.") and file.suffix == ".so"), None)
+        if path is None or not os.path.isfile(path):
             return _features_from_version(platform, plugin, version, f"{distribution} release")
         source = f"{path} (read; it does not import here)"
     with open(path, "rb") as binary:
@@ -293,35 +262,18 @@ def plugin_features(platform: str) -> PluginFeatures | None:
                              for name, (_, marker) in PLUGIN_FEATURES.items()})
 
 
-def _unimported_triton_binary(distribution: str, package: str) -> str | None:
-    """The path of `package._triton`'s extension file, from the distribution's file list."""
-    try:
-        files = importlib.metadata.files(distribution) or ()
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    for file in files:
-        if (file.parent.name == package and file.name.startswith("_triton.")
-                and file.suffix == ".so"):
-            path = str(file.locate())
-            return path if os.path.isfile(path) else None
-    return None
-
-
 @functools.cache
 def assumed_features(platform: str) -> PluginFeatures:
-    """Features assumed when cross-compiling for a platform with no plugin installed here.
-
-    The plugins ship in lockstep with jaxlib, so the jaxlib installed here stands for the one
-    that will load the kernel.
-    """
+    """Features assumed when cross-compiling for a platform with no plugin installed here: the
+    plugins ship in lockstep with jaxlib, so the jaxlib here stands for the one that will load
+    the kernel."""
     return _features_from_version(platform, None, _compat.jaxlib_version(),
                                   "no plugin here; assumed jaxlib")
 
 
 def triton_backend_error(platform: str, err: BaseException) -> ImportError:
-    """The error for Triton's compiler backend of `platform` ("cuda" -> nvidia, "rocm" -> amd)
-    failing to import with `err` (the caller raises it, chained): it names the platform, the
-    backend and what to install."""
+    """The error, naming what to install, for Triton's compiler backend of `platform` failing
+    to import with `err` (the caller raises it, chained)."""
     info = _compat.triton_info()
     name = vendor(platform).triton_backend
     if isinstance(err, ModuleNotFoundError):

@@ -1,10 +1,9 @@
-"""What differs between jaxlib and Triton releases, detected in one place.
+"""What differs between jaxlib and Triton releases (which is installed, which custom-call
+target a call takes), detected in one place instead of version comparisons everywhere.
 
-Every other module asks this one ("which jaxlib is installed?", "which Triton backends are
-installed?", which custom-call target an autotuned call takes) instead of comparing versions
-itself. Whether this jaxlib carries the Triton dialect is asked of XLA's route, the one reader
-of it (`routes.xla._xla_native.xla_triton_dialect`). What a vendor's jaxlib plugin can load is detected beside the vendor
-table, in the backends layer (`backends`).
+Two things are detected beside their one reader: whether this jaxlib carries the Triton dialect
+(`routes.xla._xla_native.xla_triton_dialect`), and what a vendor's jaxlib plugin can load
+(`backends._vendors`).
 """
 
 from __future__ import annotations
@@ -25,9 +24,6 @@ LEGACY_CALL_NAME = "triton_kernel_call"
 XLA_TRITON_CALL_NAME = "__gpu$xla.gpu.triton"  # XLA's own Triton call (`routes.xla._xla_native`)
 XLA_CALL_NAME_ATTRIBUTE = "jax_triton_rocm.name"  # the call's name on it (a frontend attribute)
 
-# Forces the custom-call target of autotuned calls: "ffi" or "legacy" (unset: legacy).
-AUTOTUNE_CALL_NAMES = dict(zip(_env.AUTOTUNE_TARGET_CHOICES, (FFI_CALL_NAME, LEGACY_CALL_NAME)))
-
 # Where jaxlib times an autotuned call's configs (`AutotunedKernelCall::Autotune` via
 # `GetKernelCall`, jaxlib/gpu/triton_kernels.cc; the CUDA and ROCm plugins build the same source):
 #  - `triton_kernel_call_ffi`, jaxlib 0.10.2-0.11.x: in the *initialize* stage, which XLA runs for
@@ -41,19 +37,14 @@ AUTOTUNE_CALL_NAMES = dict(zip(_env.AUTOTUNE_TARGET_CHOICES, (FFI_CALL_NAME, LEG
 
 
 def autotuned_call_name() -> str:
-    """The custom-call target for an autotuned call: legacy, unless the environment forces one.
-
-    `JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi|legacy` (read at each lowering) forces one; `ffi`
-    logs one warning per process (jaxlib then times configs on operands not yet computed).
-
-    Raises ValueError for an unknown value.
+    """The custom-call target for an autotuned call: legacy, unless
+    `JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi` (read at each lowering) forces the FFI one, with one
+    warning per process. Raises ValueError for an unknown value.
     """
-    forced = _env.autotune_target()
-    if forced is None:
-        return LEGACY_CALL_NAME
-    if forced == "ffi":
+    if _env.autotune_target() == "ffi":
         _warn_ffi_autotune()
-    return AUTOTUNE_CALL_NAMES[forced]
+        return FFI_CALL_NAME
+    return LEGACY_CALL_NAME
 
 
 @functools.cache
@@ -75,28 +66,23 @@ def _warn_ffi_autotune() -> None:
 # there a call costs less host time than any launch one by one (docs/BENCHMARKS.md). Where the
 # list leaves custom calls out, XLA launches every custom call one by one, and the legacy target
 # launches with less host time than the FFI one (the same measurements); it is chosen there.
-_DEFAULT_RECORDS_CUSTOM_CALLS = True  # XLA's default list holds CUSTOM_CALL
 _COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer="
 _COMMAND_TYPE = re.compile(r"[A-Z][A-Z0-9_]*")  # a name of XLA's command types, upper-cased
-_GRAPH_LEVEL_FLAG = "--xla_gpu_graph_level="  # XLA's older flag: levels 0-3, none records custom calls
+_GRAPH_LEVEL_FLAG = "--xla_gpu_graph_level="  # the older flag: no level 0-3 records custom calls
 
 
 @functools.lru_cache(maxsize=16)
 def custom_calls_recorded(xla_flags: str) -> bool:
     """Whether XLA, started with `xla_flags` (the `XLA_FLAGS` string), records custom calls
-    into command buffers: its flags applied in order, as XLA applies them.
-
-    `--xla_gpu_enable_command_buffer=` empty records nothing; a list of command types records
-    those (custom calls where it names CUSTOM_CALL, in any case); a list of `+TYPE`/`-TYPE` adds
-    to or takes from the list so far. `--xla_gpu_graph_level=N` (the older flag) sets a list
-    without custom calls. A value XLA itself refuses leaves the answer as it was (XLA stops
-    the process at its start anyway).
-    """
+    into command buffers: its flags applied in order, as XLA applies them
+    (`--xla_gpu_enable_command_buffer=` empty, a list of command types in any case, or
+    `+TYPE`/`-TYPE` changes to the list so far). A value XLA itself refuses leaves the answer as
+    it was (XLA stops the process at its start anyway)."""
     try:
         words = shlex.split(xla_flags)
     except ValueError:  # unbalanced quotes: XLA reads it its own way; look at plain words
         words = xla_flags.split()
-    recorded = _DEFAULT_RECORDS_CUSTOM_CALLS
+    recorded = True  # XLA's default list holds CUSTOM_CALL
     for word in words:
         if word.startswith(_GRAPH_LEVEL_FLAG):
             recorded = False
@@ -115,14 +101,10 @@ def custom_calls_recorded(xla_flags: str) -> bool:
 
 def plain_call_name(*, exporting: bool) -> str:
     """The custom-call target of a plain call (one kernel), as `JAX_TRITON_ROCM_CALL_TARGET`
-    sets it (read at each lowering): `ffi` jaxlib's typed-FFI target, `legacy` its
-    `triton_kernel_call`, `auto` (or unset) the legacy target where `XLA_FLAGS` keeps custom
-    calls out of command buffers (`custom_calls_recorded`), else the FFI one. A call lowered
+    sets it (read at each lowering; `auto` or unset: by `custom_calls_recorded`). A call lowered
     for `jax.export` takes the FFI target whatever the setting: the exported program runs where
     other flags may hold, and the FFI target is the name jax-triton's export checks allow.
-
-    Raises ValueError for an unknown value (`_env.call_target`).
-    """
+    Raises ValueError for an unknown value."""
     setting = _env.call_target()
     if exporting or setting == "ffi":
         return FFI_CALL_NAME
@@ -150,12 +132,9 @@ TRITON_INSTALL_HINT = "pip install 'triton>=3.6,<3.10'"
 
 @functools.cache
 def triton_info() -> TritonInfo:
-    """Imports Triton once; raises ImportError saying what is wrong, with the cause chained.
-
-    A Triton whose import fails with ImportError, RuntimeError or ValueError (a build for
-    another Python, a backend that does not load, a mismatched LLVM) gets the same treatment as
-    a missing one: an ImportError that names the problem and the install command.
-    """
+    """Imports Triton once. A missing or broken one (a build for another Python, a backend that
+    does not load, a mismatched LLVM) raises ImportError naming the problem and the install
+    command, with the cause chained."""
     try:
         import triton
         import triton.backends

@@ -1,12 +1,10 @@
 """The imports a lowering needs, taken under one lock, so that no fork splits them.
 
-A child of `os.fork()` inherits memory but only the forking thread, and Python's per-module
-import locks are held forever in the child if another thread of the parent was importing at
-the fork: the child would wait forever for that module. So the modules a lowering imports (the
-package's routes, the vendor module with Triton's compiler backend, and the Triton modules
-Triton imports lazily at its first compile) are imported together, under one lock (`IMPORTS`),
-and a fork waits for that lock (up to `FORK_IMPORT_WAIT_S`): the child never sees them
-half-imported.
+A child of `os.fork()` inherits only the forking thread, so a per-module import lock another
+thread held at the fork is held forever there. So the modules a lowering imports (the package's
+routes, the vendor module with Triton's compiler backend, the Triton modules Triton imports
+lazily at its first compile) are imported under one re-entrant lock (`IMPORTS.lowering()`) that a
+fork waits for: the child has every module whole, or none (it then imports them itself).
 """
 
 from __future__ import annotations
@@ -35,15 +33,6 @@ FORK_IMPORT_WAIT_S = 60.0
 
 
 class LoweringImports:
-    """Imports the modules a lowering needs, all at once, so that no fork splits them.
-
-    `lowering()` holds one re-entrant lock while its body imports the package's own lowering
-    modules and a vendor module (plain `import` statements), and then imports
-    `LOWERING_IMPORTS`; the `before` fork hook takes that lock, so a fork from any thread waits
-    until no thread is inside them, and the child has every module whole (or, if the fork came
-    first, none: it imports them itself).
-    """
-
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._held_for_fork = False
@@ -56,10 +45,8 @@ class LoweringImports:
             yield
             if not self._triton_done:
                 for name in LOWERING_IMPORTS:  # by name: which of them exist depends on Triton
-                    try:
+                    with contextlib.suppress(ImportError):
                         importlib.import_module(name)
-                    except ImportError:
-                        pass
                 self._triton_done = True
 
     def before_fork(self) -> None:

@@ -63,9 +63,9 @@ def with_env(name: str, value: str, action: Callable[[], Any]):
 
 
 def _prewarm_enabled():
-    from jax_triton_rocm.backends.hip import _hip_prewarm
+    from jax_triton_rocm.base import _env
 
-    return _hip_prewarm.prewarm_enabled()
+    return _env.prewarm()
 
 
 def _delivery_mode():

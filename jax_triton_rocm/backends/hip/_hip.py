@@ -1,23 +1,11 @@
-"""AMD: Triton to HSACO, delivered the way the installed jaxlib ROCm plugin loads it.
+"""AMD: Triton to HSACO, delivered as the installed jaxlib ROCm plugin loads it (docs/rocm.md).
 
-Delivery (`JAX_TRITON_ROCM_HSACO_DELIVERY`, read at each lowering; unset means the best the
-plugin supports):
-  - "embedded": the HSACO travels inside the opaque, in `TritonKernel.module_image` (plugins
-    0.11.1+; why: docs/design.md). `ptx` then holds a digest of the HSACO: jaxlib keys loaded
-    modules by name and `ptx`, not by the binary, so the digest is what keeps two same-named
-    kernels apart (`_proto.module_image_ptx`).
-  - "path": the HSACO is written to a file in this process's temporary folder and `ptx` holds the
-    path; the plugin reads the file, then deletes it. One file per kernel call per process:
-    lowering the same kernel again gives the same opaque, which jaxlib has already loaded. A
-    lowering for `jax.export` is refused with path delivery (`check_export`). Its files live in
-    `_hip_files`; its prewarm, which launches a new path-delivered call once before any
-    multi-device run, in `_hip_prewarm`.
-
-wave32 (RDNA, gfx10-12): jaxlib launches `num_warps * 64` threads on HIP. The kernel call's
-`num_warps` is scaled so that the block has `num_warps * 32` threads; an odd count cannot be
-expressed and is refused.
-
-Importing this module imports Triton's AMD backend, so a broken one fails here.
+`JAX_TRITON_ROCM_HSACO_DELIVERY` (read at each lowering; unset: the best the plugin supports)
+picks "embedded", the HSACO in `TritonKernel.module_image` (plugins 0.11.1+) and a digest of it in
+`ptx` (`_proto.module_image_ptx`), or "path", a file of this process (`_hip_files`, launched once
+by `_hip_prewarm`) named in `ptx`. wave32 (RDNA): jaxlib launches `num_warps * 64` threads, so
+`num_warps` is scaled, and an odd count refused (`launch_warps`). Importing this module imports
+Triton's AMD backend, so a broken one fails here.
 """
 
 from __future__ import annotations
@@ -58,14 +46,7 @@ MAX_THREADS_X = 2**32 - 1
 
 def warp_size(arch: str) -> int:
     """64 for CDNA/GCN (gfx9xx and older), 32 for RDNA (gfx10 and newer)."""
-    major = int(arch[3:-2])
-    return 64 if major < 10 else 32
-
-
-def gfx_capability(arch: str) -> int:
-    """What jaxlib's HIP `get_compute_capability` reports: major*10+minor (94 for gfx942)."""
-    digits = arch[3:]
-    return int(digits[:-2]) * 10 + int(digits[-2], 16)
+    return 64 if int(arch[3:-2]) < 10 else 32
 
 
 def _llvm_amdgpu_processors(arch: str | None = None) -> tuple[str, ...] | bool:
@@ -83,9 +64,7 @@ def _llvm_amdgpu_processors(arch: str | None = None) -> tuple[str, ...] | bool:
 
 def delivery_mode(features: _vendors.PluginFeatures) -> str:
     """The HSACO delivery for this lowering: the environment's choice, else the best supported.
-
-    Raises:
-      ValueError: an unknown mode, or "embedded" forced for a plugin known not to read it.
+    Raises ValueError for an unknown mode, or "embedded" forced for a plugin known not to read it.
     """
     forced = _env.hsaco_delivery()
     if forced is None:
@@ -117,7 +96,8 @@ class HipBackend(Backend):
         return _triton_amd.HIPBackend
 
     def capability(self, arch: GpuArch) -> int:
-        return gfx_capability(arch.arch)
+        """What jaxlib's HIP `get_compute_capability` reports: major*10+minor (94 for gfx942)."""
+        return int(arch.arch[3:-2]) * 10 + int(arch.arch[-2], 16)
 
     def launch_limits(self, arch: GpuArch) -> LaunchLimits:
         return LaunchLimits(arch.arch, warp_size(arch.arch),

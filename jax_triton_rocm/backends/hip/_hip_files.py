@@ -1,23 +1,9 @@
-"""HSACO files handed to jaxlib's ROCm plugin by path, and when they are removed.
+"""HSACO files handed to jaxlib's ROCm plugin by path, and their removal (docs/rocm.md).
 
-One temporary folder per process, made at the first path-delivered kernel. One file per kernel
-(by kernel key): lowering the same kernel call again gives the same path, so the same opaque,
-which jaxlib has already loaded (its module cache is keyed by the path).
-
-Removal: the process that made the folder removes it at exit (`atexit`), at the end of a
-`multiprocessing` child (which leaves through `os._exit`, past `atexit`), and on SIGTERM, whose
-handler then hands the signal on to the one it replaced (or to the default action).
-
-A process that ends without running any of those (SIGKILL, `os._exit`, a crash) leaves its
-folder behind; the next process that makes a folder of its own removes those. A folder's name
-records its owner (`jax_triton_rocm_hsaco_<pid namespace>_<pid>_<start time>_...`, the start
-time read from `/proc/<pid>/stat`, so a reused PID is told apart). A folder is removed only when
-its owner, in this PID namespace, no longer runs (no such process, another start time, or a
-zombie); where that cannot be read, it is kept. Two processes cleaning at once only each fail to
-remove what the other already removed.
-
-Fork: a child detaches from the parent's folder (it is the parent's to remove) and makes its own
-if it needs files, which it then removes itself by the same rules.
+One folder per process, one file per kernel key: the same kernel call lowered again gives the
+same path, so the same opaque, which jaxlib has already loaded (its module cache is keyed by the
+path). The folder's maker removes it; a folder whose owner (PID namespace, PID and start time, in
+its name) surely no longer runs is removed by the next process that makes one.
 """
 
 from __future__ import annotations
@@ -39,15 +25,14 @@ logger = logging.getLogger("jax_triton_rocm")
 
 FOLDER_PREFIX = "jax_triton_rocm_hsaco_"
 _OWNED_FOLDER = re.compile(re.escape(FOLDER_PREFIX) + r"(\d+)_(\d+)_(\d+)_")
+# File names hold at most 255 bytes; a kernel's name may be longer (and in UTF-8, up to 4 bytes a
+# character): a long one is cut and told apart by a digest of the whole.
+_STEM_CHARACTERS = 48
 
 
 def _process_state(pid: int | str) -> tuple[str, str] | None:
     """(state, start time in clock ticks since boot) of process `pid`, from /proc/<pid>/stat;
-    None where there is no such process.
-
-    Raises:
-      OSError: /proc cannot be read here (not Linux, or hidden by its mount options).
-    """
+    None where there is no such process; OSError where /proc cannot be read."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
             text = stat.read()
@@ -59,42 +44,15 @@ def _process_state(pid: int | str) -> tuple[str, str] | None:
 
 
 def _pid_namespace() -> str:
-    """This process's PID namespace, as the inode number /proc/self/ns/pid names.
-
-    Raises:
-      OSError: not readable here.
-    """
+    """This process's PID namespace, as the inode number /proc/self/ns/pid names (OSError where
+    it cannot be read)."""
     return re.sub(r"\D", "", os.readlink("/proc/self/ns/pid"))
 
 
-def owned_folder_prefix() -> str:
-    """The name prefix of a folder this process owns: its PID namespace, PID and start time
-    (plain `FOLDER_PREFIX` where /proc cannot tell them; such a folder is never removed by
-    another process)."""
-    try:
-        state = _process_state("self")
-        return f"{FOLDER_PREFIX}{_pid_namespace()}_{os.getpid()}_{state[1]}_"
-    except (OSError, TypeError, ValueError, IndexError):
-        return FOLDER_PREFIX
-
-
-def _owner_gone(namespace: str, pid: str, start: str) -> bool:
-    """Whether the owner a folder's name records surely no longer runs."""
-    try:
-        if namespace != _pid_namespace():
-            return False  # another PID namespace: its processes cannot be seen from here
-        state = _process_state(pid)
-    except (OSError, ValueError, IndexError):
-        return False
-    return state is None or state[1] != start or state[0] in ("Z", "X")
-
-
 def remove_orphaned_folders(parent: str) -> list[str]:
-    """Removes the HSACO folders under `parent` whose owning process no longer runs.
-
-    Returns the folders removed. Never raises: a folder that cannot be listed, read or removed
-    (another user's, another cleaner's) is left.
-    """
+    """Removes the HSACO folders under `parent` whose owning process no longer runs; returns
+    them. Never raises: a folder that cannot be listed, read or removed (another user's, another
+    cleaner's) is left."""
     try:
         names = os.listdir(parent)
     except OSError:
@@ -102,8 +60,14 @@ def remove_orphaned_folders(parent: str) -> list[str]:
     removed = []
     for name in names:
         owner = _OWNED_FOLDER.match(name)
-        if owner is None or not _owner_gone(*owner.groups()):
+        try:  # another PID namespace's processes cannot be seen from here: its folders stay
+            if owner is None or owner.group(1) != _pid_namespace():
+                continue
+            state = _process_state(owner.group(2))
+        except (OSError, ValueError, IndexError):
             continue
+        if state is not None and state[1] == owner.group(3) and state[0] not in ("Z", "X"):
+            continue  # its owner still runs (the same start time, not a zombie)
         path = os.path.join(parent, name)
         shutil.rmtree(path, ignore_errors=True)
         if not os.path.exists(path):
@@ -114,98 +78,76 @@ def remove_orphaned_folders(parent: str) -> list[str]:
     return removed
 
 
-# File names hold at most 255 bytes; a kernel's name may be longer (and in UTF-8, up to 4 bytes a
-# character): a long one is cut and told apart by a digest of the whole.
-_STEM_CHARACTERS = 48
-
-
-def file_stem(name: str) -> str:
-    """`name` as the start of a file name: whole when short, else its first characters and a
-    digest of it."""
-    if len(name) <= _STEM_CHARACTERS:
-        return name
-    return f"{name[:_STEM_CHARACTERS - 17]}_{hashlib.sha256(name.encode()).hexdigest()[:16]}"
-
-
 class HsacoFolder:
     """This process's folder of HSACO files, made on first use and removed by its maker."""
 
-    def __init__(self, locks: _state.LockRegistry) -> None:
-        self._locks = locks
+    def __init__(self) -> None:
         self._path: str | None = None
-        self._owner_pid: int | None = None
         self._files: dict[str, str] = {}
 
     def path(self) -> str:
         """The folder, made (and its removal arranged) the first time in this process."""
-        if self._path is None or self._owner_pid != os.getpid():
-            with self._locks.lock_for("hsaco-folder"):
-                if self._path is None or self._owner_pid != os.getpid():
-                    remove_orphaned_folders(tempfile.gettempdir())
-                    self._path = tempfile.mkdtemp(prefix=owned_folder_prefix())
-                    self._owner_pid = os.getpid()
-                    self._files = {}
-                    _arrange_removal(self)
+        with _state.LOCKS.lock_for("hsaco-folder"):
+            if self._path is None:
+                remove_orphaned_folders(tempfile.gettempdir())
+                try:  # a plain prefix where /proc cannot tell the owner: never removed by others
+                    prefix = (f"{FOLDER_PREFIX}{_pid_namespace()}_{os.getpid()}_"
+                              f"{_process_state('self')[1]}_")
+                except (OSError, TypeError, ValueError, IndexError):
+                    prefix = FOLDER_PREFIX
+                self._path = tempfile.mkdtemp(prefix=prefix)
+                self._arrange_removal()
         return self._path
 
-    def file_for(self, key: str, data: bytes, stem: str) -> str:
+    def file_for(self, key: str, data: bytes, name: str) -> str:
         """The path of this process's file for kernel `key`, written with `data` the first time."""
-        with self._locks.item_lock(("hsaco-file", key)):
-            path = self._files.get(key) if self._owner_pid == os.getpid() else None
+        with _state.LOCKS.item_lock(("hsaco-file", key)):
+            path = self._files.get(key)
             if path is None:
-                fd, path = tempfile.mkstemp(prefix=f"{file_stem(stem)}_", suffix=".hsaco",
-                                            dir=self.path())
+                if len(name) > _STEM_CHARACTERS:
+                    name = (f"{name[:_STEM_CHARACTERS - 17]}_"
+                            f"{hashlib.sha256(name.encode()).hexdigest()[:16]}")
+                fd, path = tempfile.mkstemp(prefix=f"{name}_", suffix=".hsaco", dir=self.path())
                 with os.fdopen(fd, "wb") as out:
                     out.write(data)
                 self._files[key] = path
             return path
 
     def remove(self) -> None:
-        """Deletes the folder if this process made it, and forgets its files."""
-        if self._path is not None and self._owner_pid == os.getpid():
+        """Deletes the folder, and forgets its files."""
+        if self._path is not None:
             shutil.rmtree(self._path, ignore_errors=True)
-        if self._owner_pid == os.getpid():
-            self._path = None
-            self._files = {}
-
-    def forget_files(self) -> None:
-        """Forgets which kernels have files (one path per path-delivered kernel; jaxlib deletes
-        the files as it reads them): the next lowering of each writes a new one."""
-        with self._locks.guard:
-            self._files = {}
+        self.detach_after_fork()
 
     def detach_after_fork(self) -> None:
+        """Forgets the folder (in a forked child: the parent's, for the parent to remove)."""
         self._path = None
-        self._owner_pid = None
-        self._files = {}
+        self._files.clear()
+
+    def _arrange_removal(self) -> None:
+        atexit.register(self.remove)
+        # Children of multiprocessing skip atexit; they run its finalizers before `os._exit`.
+        multiprocessing.util.Finalize(self, self.remove, exitpriority=0)
+        if threading.current_thread() is not threading.main_thread():
+            logger.debug("jax_triton_rocm: HSACO folder made off the main thread; it is removed "
+                         "at exit, but not on SIGTERM (signal handlers belong to the main "
+                         "thread).")
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def remove_then_continue(signum, frame):  # then what the replaced handler would do
+            self.remove()
+            if callable(previous):
+                previous(signum, frame)
+            elif previous != signal.SIG_IGN:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+
+        signal.signal(signal.SIGTERM, remove_then_continue)
 
 
-def _arrange_removal(folder: HsacoFolder) -> None:
-    atexit.register(folder.remove)
-    # Children of multiprocessing skip atexit; they run its finalizers before `os._exit`.
-    multiprocessing.util.Finalize(folder, folder.remove, exitpriority=0)
-    _chain_sigterm(folder)
-
-
-def _chain_sigterm(folder: HsacoFolder) -> None:
-    """Removes the folder on SIGTERM, then does what the replaced handler would have done."""
-    if threading.current_thread() is not threading.main_thread():
-        logger.debug("jax_triton_rocm: HSACO folder made off the main thread; it is removed at "
-                     "exit, but not on SIGTERM (signal handlers belong to the main thread).")
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def remove_then_continue(signum, frame):
-        folder.remove()
-        if callable(previous):
-            previous(signum, frame)
-        elif previous != signal.SIG_IGN:
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-
-    signal.signal(signal.SIGTERM, remove_then_continue)
-
-
-HSACO_FOLDER = HsacoFolder(_state.LOCKS)
+HSACO_FOLDER = HsacoFolder()
 _state.on_fork(HSACO_FOLDER.detach_after_fork)
-_state.on_clear(HSACO_FOLDER.forget_files)
+# jaxlib deletes each file as it reads it: after `clear_caches()`, a kernel lowered again gets a
+# new one.
+_state.on_clear(HSACO_FOLDER._files.clear)

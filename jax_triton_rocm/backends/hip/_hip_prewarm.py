@@ -1,18 +1,9 @@
 """The ROCm prewarm: a new path-delivered kernel call is launched once before any real run.
 
 jaxlib's ROCm plugin reads and deletes an HSACO file outside the lock of its module cache, so two
-devices loading a new kernel at once race, and the loser fails for good. On a host with more
-than one device, the lowering that produced a path-delivered call launches it once, on one
-device, with zero-filled operands, before it returns: the image then sits in jaxlib's cache
-before any multi-device run. `JAX_TRITON_ROCM_PREWARM=0` turns it off.
-
-The launch emits the very call the lowering encoded, through `encoded_call_p`, whose lowering
-emits an encoded call as is, with the `emit` the lowering hands over (a backend never imports
-the lowering). Nothing here is AMD-specific, which is how the machinery is tested on NVIDIA
-GPUs too.
-
-Fork: the set of launched calls starts empty in a child (jaxlib's module cache does not cross a
-fork).
+devices loading a new kernel at once race, and the loser fails for good (docs/rocm.md). The
+launch emits the very call the lowering encoded, with the `emit` it hands over (a backend never
+imports the lowering). Nothing here is AMD-specific: the machinery is tested on NVIDIA GPUs too.
 """
 
 from __future__ import annotations
@@ -21,7 +12,7 @@ import functools
 import hashlib
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jax._src import dispatch
 from jax._src.core import Primitive
@@ -30,65 +21,22 @@ from jax.interpreters import mlir
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _env, _state
 
-if TYPE_CHECKING:
-    from jax._src.interpreters.mlir import LoweringRuleContext
-
-
-class LoadedKernels:
-    """Digests of kernel calls already launched once in this process: one short string per
-    path-delivered call, as jaxlib's own module cache keeps each of them for the life of the
-    process; `clear_caches()` empties it (a call lowered again is then prewarmed again)."""
-
-    def __init__(self, locks: _state.LockRegistry) -> None:
-        self._locks = locks
-        self._keys: set[str] = set()
-
-    def __contains__(self, key: str) -> bool:
-        with self._locks.guard:
-            return key in self._keys
-
-    def add(self, key: str) -> None:
-        with self._locks.guard:
-            self._keys.add(key)
-
-    def clear(self) -> None:
-        with self._locks.guard:
-            self._keys.clear()
-
-
-LOADED_KERNELS = LoadedKernels(_state.LOCKS)
+# Digests of the calls launched once in this process, as jaxlib's module cache keeps them for
+# the life of the process; empty again after a fork (that cache does not cross one) and after
+# `clear_caches()` (a call lowered again is then prewarmed again).
+LOADED_KERNELS: set[str] = set()
 _state.on_fork(LOADED_KERNELS.clear)
 _state.on_clear(LOADED_KERNELS.clear)
 
-
-class EncodedCall:
-    """A lowered call (`routes.jaxlib._jaxlib_call.LoweredCall`) and the function that emits
-    it, as a hashable primitive parameter (by identity), for `encoded_call_p`."""
-
-    def __init__(self, lowered: Any, emit: Callable[..., Any]) -> None:
-        self.lowered = lowered
-        self.emit = emit
-
-
-# A call already encoded by a lowering, emitted as is, aliases included.
+# A call already encoded by a lowering, emitted as is, aliases included: its `emit` parameter
+# (hashed by identity) emits it.
 encoded_call_p = Primitive("triton_encoded_call")
 encoded_call_p.multiple_results = True
 encoded_call_p.def_impl(functools.partial(dispatch.apply_primitive, encoded_call_p))
-encoded_call_p.def_abstract_eval(lambda *avals, lowered, out_avals: list(out_avals))
-
-
-def _encoded_call_lowering(ctx: LoweringRuleContext, *operands: Any, lowered: EncodedCall,
-                           out_avals: tuple):
-    del out_avals
-    return lowered.emit(ctx, operands, lowered.lowered)
-
-
+encoded_call_p.def_abstract_eval(lambda *avals, emit, out_avals: list(out_avals))
 for _platform in _vendors.GPU_PLATFORMS:
-    mlir.register_lowering(encoded_call_p, _encoded_call_lowering, platform=_platform)
-
-
-def prewarm_enabled() -> bool:
-    return _env.prewarm()
+    mlir.register_lowering(encoded_call_p, lambda ctx, *operands, emit, out_avals:
+                           emit(ctx, operands), platform=_platform)
 
 
 def local_device_count() -> int:
@@ -101,24 +49,17 @@ def local_device_count() -> int:
         return 0
 
 
-def prewarm_key(lowered: Any) -> str:
-    return hashlib.sha256(lowered.serialized).hexdigest()
-
-
 def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable[..., Any],
                  platform: str = "rocm") -> bool:
     """Launches a newly lowered path-delivered call once on one device; True if it launched.
 
-    Keyed on a digest of the serialized call. A per-key lock is held across the launch, so a
-    second lowering of the same call waits instead of racing; different calls do not wait for
-    each other. The key is recorded in a `finally`: a launch that fails warns once, not at every
-    lowering.
+    Keyed on a digest of the serialized call, whose lock is held across the launch: a second
+    lowering of the same call waits instead of racing; different calls do not wait for each
+    other. A launch that fails warns once, not at every lowering (the key is kept all the same).
     """
-    if not prewarm_enabled() or local_device_count() < 2:
+    if not _env.prewarm() or local_device_count() < 2:
         return False
-    key = prewarm_key(lowered)
-    if key in LOADED_KERNELS:
-        return False
+    key = hashlib.sha256(lowered.serialized).hexdigest()
     with _state.LOCKS.item_lock(("prewarm", key)):
         if key in LOADED_KERNELS:
             return False
@@ -138,20 +79,17 @@ def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable
 
 def prewarm_program(lowered: Any, in_avals: tuple, out_avals: tuple,
                     emit: Callable[..., Any]):
-    """A function of no arguments that launches `lowered` on zero-filled operands.
-
-    The operands are made inside the program, so `jax.jit` of it needs no host data. The same
-    encoded call (the same bytes, so the same file path) is emitted through the same `emit` as the
-    real lowering, with the same aliases: an output aliased to an input starts as that input's
-    zeros, so an in-place kernel that reads its output (a counter, an index map) sees zeros, not
-    whatever the allocator left there.
-    """
+    """A function of no arguments that launches `lowered` on zero-filled operands, made inside
+    it (`jax.jit` of it needs no host data), through the real lowering's `emit`: the same bytes,
+    so the same file path, and the same aliases. An output aliased to an input starts as that
+    input's zeros, so an in-place kernel that reads its output (a counter, an index map) sees
+    zeros, not whatever the allocator left there."""
     import jax.numpy as jnp
 
     def launch_on_zeros():
         operands = [jnp.zeros(a.shape, a.dtype) for a in in_avals]
-        return encoded_call_p.bind(*operands, lowered=EncodedCall(lowered, emit),
-                                   out_avals=tuple(out_avals))
+        return encoded_call_p.bind(*operands, out_avals=tuple(out_avals),
+                                   emit=lambda ctx, operands: emit(ctx, operands, lowered))
 
     return launch_on_zeros
 
