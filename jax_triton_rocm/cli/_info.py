@@ -3,7 +3,7 @@
 Every probe here catches its own failure and reports it as text, so one broken piece (a Triton
 that does not import, a plugin without its CUDA libraries, a JAX that cannot start) never hides
 the rest of the report. JAX's start-up comes from `_startup.start()`, which the command line runs
-first. Also: canonical architecture names from the command line (`canonical_arch`), for the demo.
+first.
 """
 
 from __future__ import annotations
@@ -21,11 +21,6 @@ from jax_triton_rocm.cli import _info_routes, _startup
 from jax_triton_rocm.routes import _arch
 
 _PLUGIN_DISTRIBUTION = re.compile(r"jax[-_](cuda|rocm)\d+[-_](plugin|pjrt)")
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}"
 
 
 def plugin_distributions() -> dict[str, str]:
@@ -73,7 +68,7 @@ def devices_report(startup: _startup.Startup) -> dict[str, Any]:
         try:
             devices = jax.devices(platform)
         except RuntimeError as err:
-            report[platform] = {"devices": [], "error": _first_line(err)}
+            report[platform] = {"devices": [], "error": _startup.first_line(err)}
             continue
         report[platform] = {"devices": [
             {"id": d.id, "kind": d.device_kind,
@@ -104,7 +99,7 @@ def _delivery(platform: str, features: _vendors.PluginFeatures) -> str:
 
         mode = _hip.delivery_mode(features)
     except (ImportError, ValueError) as err:
-        return f"unknown ({_first_line(err)})"
+        return f"unknown ({_startup.first_line(err)})"
     return {"embedded": "embedded: HSACO in module_image",
             "path": "path: HSACO file, its path in the ptx field"}[mode]
 
@@ -118,16 +113,16 @@ def platform_report(platform: str) -> dict[str, Any]:
     try:
         autotuned = _compat.autotuned_call_name()
     except ValueError as err:
-        autotuned = f"unknown ({_first_line(err)})"
+        autotuned = f"unknown ({_startup.first_line(err)})"
     try:
         plain = _compat.plain_call_name(exporting=False)
     except ValueError as err:
-        plain = f"unknown ({_first_line(err)})"
+        plain = f"unknown ({_startup.first_line(err)})"
     try:
         named = _arch.named_arch(platform)
         named_text = f"{named.arch} (from {named.source})" if named else None
     except (ValueError, RuntimeError) as err:
-        named_text = f"invalid ({_first_line(err)})"
+        named_text = f"invalid ({_startup.first_line(err)})"
     return {
         "plugin": features.plugin,
         "features_from": features.detected_from,
@@ -172,13 +167,6 @@ def collect(startup: _startup.Startup) -> dict[str, Any]:
     }
 
 
-def exit_status(report: dict[str, Any]) -> int:
-    """`info`'s exit status: JAX could not start (3), else Triton does not import (4), else 0."""
-    if report["jax_startup"]["failure"]:
-        return _startup.EXIT_JAX_DID_NOT_START
-    return _startup.EXIT_NO_TRITON if "error" in report["triton"] else _startup.EXIT_OK
-
-
 def environment_report() -> dict[str, dict[str, str | None]]:
     """The package's, Triton's and JAX's variables with their values (None: unset).
 
@@ -189,7 +177,7 @@ def environment_report() -> dict[str, dict[str, str | None]]:
     try:
         invalid = _env.variable_errors()
     except Exception as err:  # noqa: BLE001  (a broken reader must not hide the report)
-        invalid = {"(checking the variables)": _first_line(err)}
+        invalid = {"(checking the variables)": _startup.first_line(err)}
     return {
         "package": _env.listed(_env.PACKAGE_ENV_VARS),
         "unknown_package_variables": _env.unknown_package_variables(),
@@ -264,20 +252,3 @@ def format_report(report: dict[str, Any]) -> str:
     for name, value in environment["unknown_package_variables"].items():
         lines.append(f"  {name}={value!r} (not a variable of this package: a typo?)")
     return "\n".join(lines)
-
-
-def canonical_arch(arch: str) -> tuple[str, str]:
-    """(platform, canonical name) for a name given on the command line ("9.0" -> sm_90).
-
-    Raises:
-      ValueError: neither a CUDA nor an AMD architecture; says which forms are accepted.
-    """
-    platform = _vendors.arch_platform(arch)
-    try:
-        return platform, _vendors.normalize_arch(platform, arch, what="--arch")
-    except ValueError as err:
-        if platform == "rocm":
-            raise
-        raise ValueError(
-            f"--arch {arch!r} is neither a CUDA architecture (sm_90, 9.0, 90) nor an AMD one "
-            f"(gfx90a, gfx942, gfx950, gfx1100).") from err

@@ -15,6 +15,7 @@ import threading
 from typing import Any
 
 from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.cli import _kernels, _startup
 
 KERNELS = ("add, constexpr length", "add, runtime length")
 ROUTE_NAMES = {"xla": "XLA's Triton call", "jaxlib": "jaxlib's Triton call (typed FFI)",
@@ -33,21 +34,6 @@ class _RouteRecords(logging.Handler):
         route = getattr(record, "jax_triton_rocm_route", None)
         if route is not None and record.thread == self.thread:
             self.found.append((route, getattr(record, "jax_triton_rocm_reason", "")))
-
-
-def _functions(**options: Any) -> dict[str, Any]:
-    """The typical kernels' calls, with `triton_call` keywords `options`."""
-    import triton
-
-    import jax_triton_rocm as jtr
-    from jax_triton_rocm.cli._kernels import kernels
-
-    def call(kernel):
-        return lambda x, y: jtr.triton_call(x, y, x.size, kernel=kernel, out_shape=x,
-                                            grid=(triton.cdiv(x.size, 1024),), BLOCK=1024,
-                                            **options)
-
-    return dict(zip(KERNELS, (call(kernels()["sized_add"]), call(kernels()["add"]))))
 
 
 def _arch(platform: str, devices: list[dict]) -> tuple[str, str]:
@@ -105,15 +91,15 @@ def report(devices: dict[str, Any]) -> dict[str, Any]:
 
             arch, source = _arch(platform, devices.get(platform, {}).get("devices", []))
             entry["arch"] = f"{arch} ({source})"
-            functions, asking = _functions(), _functions(xla_native=True)
+            calls = {name: (_kernels.add(kernel), _kernels.add(kernel, xla_native=True))
+                     for name, kernel in zip(KERNELS, ("sized_add", "add"))}
             with jtr.target_arch(**{platform: arch}):
                 entry["kernels"] = {
-                    name: {**dict(zip(("route", "reason"), _route_of(fn, platform))),
-                           "xla_native": _on_request(asking[name], platform)}
-                    for name, fn in functions.items()}
+                    name: {**dict(zip(("route", "reason"), _route_of(plain, platform))),
+                           "xla_native": _on_request(asking, platform)}
+                    for name, (plain, asking) in calls.items()}
         except Exception as err:  # noqa: BLE001  (one broken piece never hides the report)
-            text = str(err).strip().splitlines()
-            entry["error"] = f"{type(err).__name__}: {text[0] if text else ''}"
+            entry["error"] = _startup.first_line(err)
         routes[platform] = entry
     return routes
 

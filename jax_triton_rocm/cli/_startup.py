@@ -61,31 +61,30 @@ class Startup:
     error: BaseException | None = None
 
 
-class _Caught(logging.Filter):
-    """Keeps the WARNING-and-above records of the loggers it is attached to instead of printing."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[logging.LogRecord] = []
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING:
-            return True
-        self.records.append(record)
-        return False
-
-
 @contextlib.contextmanager
 def _caught_messages() -> Iterator[list[logging.LogRecord]]:
-    caught = _Caught()
+    """Keeps the start-up loggers' WARNING-and-above records in the list it yields, unprinted."""
+    records: list[logging.LogRecord] = []
+
+    def keep(record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            records.append(record)
+        return record.levelno < logging.WARNING
+
     loggers = [logging.getLogger(name) for name in _STARTUP_LOGGERS]
     for logger in loggers:
-        logger.addFilter(caught)
+        logger.addFilter(keep)
     try:
-        yield caught.records
+        yield records
     finally:
         for logger in loggers:
-            logger.removeFilter(caught)
+            logger.removeFilter(keep)
+
+
+def first_line(err: BaseException) -> str:
+    """"Type: first line" of `err`."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"
 
 
 def error_summary(err: BaseException) -> str:
@@ -169,9 +168,10 @@ def _problem_from(record: logging.LogRecord) -> Problem | None:
     return None
 
 
-def _one_line(record: logging.LogRecord) -> str:
+def one_line(record: logging.LogRecord) -> str:
+    """`record`'s message's first line, and the summary of the error it carries."""
     err = record.exc_info[1] if record.exc_info else None
-    text = record.getMessage().strip().splitlines()[0] if record.getMessage().strip() else ""
+    text = (record.getMessage().strip().splitlines() or [""])[0]
     return text + (f" ({error_summary(err)})" if err is not None else "")
 
 
@@ -189,7 +189,7 @@ def start() -> Startup:
     for record in records:
         problem = _problem_from(record)
         if problem is None:
-            notes.append(_one_line(record))
+            notes.append(one_line(record))
         elif problem not in problems:
             problems.append(problem)
     failure = None if error is None else _failure(error, problems)
