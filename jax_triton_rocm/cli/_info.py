@@ -12,6 +12,7 @@ import dataclasses
 import importlib.metadata
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from jax_triton_rocm._version import __version__
@@ -34,26 +35,19 @@ def plugin_distributions() -> dict[str, str]:
 
 
 def triton_report() -> dict[str, Any]:
-    """Triton's version, backends, Gluon, and where its compiles are cached."""
+    """Triton's version, backends, and where its compiles are cached."""
     try:
         info = _compat.triton_info()
     except ImportError as err:
         return {"error": str(err)}
     from jax_triton_rocm.compile import _cache
 
-    cache_knobs = info.module.knobs.cache
-    cache_dir = cache_knobs.dir
-    if _cache.needs_default_dir(cache_knobs):
-        cache_note = (f"{_env.TRITON_CACHE_DIR}={_env.triton_cache_dir()!r} leaves Triton "
-                      f"none; the package's compiles use {_cache.default_dir(cache_knobs)}")
-    else:
-        cache_note = ""
-    return {
-        "version": info.version,
-        "backends": list(info.backends),
-        "cache_dir": cache_dir,
-        "cache_note": cache_note,
-    }
+    knobs = info.module.knobs.cache
+    note = (f"{_env.TRITON_CACHE_DIR}={_env.triton_cache_dir()!r} leaves Triton none; the "
+            f"package's compiles use {_cache.default_dir(knobs)}"
+            if _cache.needs_default_dir(knobs) else "")
+    return {"version": info.version, "backends": list(info.backends), "cache_dir": knobs.dir,
+            "cache_note": note}
 
 
 def devices_report(startup: _startup.Startup) -> dict[str, Any]:
@@ -72,16 +66,19 @@ def devices_report(startup: _startup.Startup) -> dict[str, Any]:
             continue
         report[platform] = {"devices": [
             {"id": d.id, "kind": d.device_kind,
-             "arch": (_safe_arch(platform, d) if platform != "cpu" else None)}
+             "arch": _or_told(lambda: _vendors.normalize_arch(platform, d.compute_capability),
+                              (AttributeError, ValueError), None) if platform != "cpu" else None}
             for d in devices]}
     return report
 
 
-def _safe_arch(platform: str, device: Any) -> str | None:
+def _or_told(read: Callable[[], Any], errors: tuple[type[Exception], ...],
+             told: str | None = "unknown") -> Any:
+    """`read()`; where it raises one of `errors`: "`told` (the error)", or None for no `told`."""
     try:
-        return _vendors.normalize_arch(platform, device.compute_capability)
-    except (AttributeError, ValueError):
-        return None
+        return read()
+    except errors as err:
+        return told and f"{told} ({_startup.first_line(err)})"
 
 
 def _delivery(platform: str, features: _vendors.PluginFeatures) -> str:
@@ -94,44 +91,36 @@ def _delivery(platform: str, features: _vendors.PluginFeatures) -> str:
         except ValueError:  # marked under "Environment"; the report goes on
             ptx_text = f"with its PTX text or not ({name} is invalid: see Environment)"
         return f"CUBIN in module_image, {ptx_text}; a digest of it in the ptx field"
-    try:
+
+    def rocm_delivery() -> str:
         from jax_triton_rocm.backends.hip import _hip
 
-        mode = _hip.delivery_mode(features)
-    except (ImportError, ValueError) as err:
-        return f"unknown ({_startup.first_line(err)})"
-    return {"embedded": "embedded: HSACO in module_image",
-            "path": "path: HSACO file, its path in the ptx field"}[mode]
+        return {"embedded": "embedded: HSACO in module_image",
+                "path": "path: HSACO file, its path in the ptx field"}[_hip.delivery_mode(features)]
+
+    return _or_told(rocm_delivery, (ImportError, ValueError))
 
 
 def platform_report(platform: str) -> dict[str, Any]:
     """What a lowering for `platform` emits here: target, delivery, module_image, named arch."""
     features = _vendors.plugin_features(platform)
     assumed = features is None
-    if assumed:
-        features = _vendors.assumed_features(platform)
-    try:
-        autotuned = _compat.autotuned_call_name()
-    except ValueError as err:
-        autotuned = f"unknown ({_startup.first_line(err)})"
-    try:
-        plain = _compat.plain_call_name(exporting=False)
-    except ValueError as err:
-        plain = f"unknown ({_startup.first_line(err)})"
-    try:
+    features = features or _vendors.assumed_features(platform)
+
+    def named_arch() -> str | None:
         named = _arch.named_arch(platform)
-        named_text = f"{named.arch} (from {named.source})" if named else None
-    except (ValueError, RuntimeError) as err:
-        named_text = f"invalid ({_startup.first_line(err)})"
+        return f"{named.arch} (from {named.source})" if named else None
+
     return {
         "plugin": features.plugin,
         "features_from": features.detected_from,
-        "custom_call_target": plain,
-        "autotuned_call_name": autotuned,
+        "custom_call_target": _or_told(lambda: _compat.plain_call_name(exporting=False),
+                                       (ValueError,)),
+        "autotuned_call_name": _or_told(_compat.autotuned_call_name, (ValueError,)),
         "binary_delivery": _delivery(platform, features),
         "module_image_read": features.module_image,
         "global_scratch": features.global_scratch,
-        "named_arch": named_text,
+        "named_arch": _or_told(named_arch, (ValueError, RuntimeError), "invalid"),
         "install_hint": _vendors.PLUGIN_INSTALL_HINT[platform] if assumed else None,
     }
 
@@ -187,63 +176,50 @@ def environment_report() -> dict[str, dict[str, str | None]]:
     }
 
 
-def _startup_lines(startup: dict[str, Any]) -> list[str]:
-    """The JAX start-up section: why it failed, each plugin that failed, other messages."""
-    if not (startup["failure"] or startup["problems"] or startup["notes"]):
-        return []
-    lines = ["JAX start-up:"]
-    for label, problems in (("failed", [startup["failure"]] if startup["failure"] else []),
-                            ("problem", startup["problems"])):
-        for problem in problems:
-            lines += [f"  {label}: {problem['what']}", f"    likely cause: {problem['cause']}",
-                      f"    fix: {problem['fix']}"]
-    lines += [f"  note: {note}" for note in startup["notes"]]
-    return lines
-
-
 def format_report(report: dict[str, Any]) -> str:
     """`collect()`'s report as text for a terminal."""
+    triton, startup, environment = report["triton"], report["jax_startup"], report["environment"]
     lines = [f"jax_triton_rocm {report['jax_triton_rocm']}",
              f"Python {report['python']} on {report['os']}",
-             f"jax {report['jax']}, jaxlib {report['jaxlib']}"]
-    plugins = report["jaxlib_gpu_plugins"]
-    lines.append("jaxlib GPU plugins: " + (
-        ", ".join(f"{name} {version}" for name, version in plugins.items()) or "none installed"))
-    triton = report["triton"]
+             f"jax {report['jax']}, jaxlib {report['jaxlib']}",
+             "jaxlib GPU plugins: " + (", ".join(f"{name} {version}" for name, version
+                                                 in report["jaxlib_gpu_plugins"].items())
+                                       or "none installed")]
     if "error" in triton:
         lines.append(f"Triton: {triton['error']}")
     else:
-        lines.append(f"Triton {triton['version']}, backends: {', '.join(triton['backends'])}")
-        lines.append(f"Triton cache dir: {triton['cache_dir']!r}"
-                     + (f" ({triton['cache_note']})" if triton["cache_note"] else ""))
+        lines += [f"Triton {triton['version']}, backends: {', '.join(triton['backends'])}",
+                  f"Triton cache dir: {triton['cache_dir']!r}"
+                  + (f" ({triton['cache_note']})" if triton["cache_note"] else "")]
     lines.append("Lowering rules registered for: "
                  + (", ".join(report["registered_platforms"]) or "none"))
-    lines += _startup_lines(report["jax_startup"])
+    if startup["failure"] or startup["problems"] or startup["notes"]:
+        lines.append("JAX start-up:")
+        for label, problems in (("failed", [startup["failure"]] if startup["failure"] else []),
+                                ("problem", startup["problems"])):
+            lines += [f"  {label}: {_no_gpu.Problem(**p).text('  ').removeprefix('  ')}"
+                      for p in problems]
+        lines += [f"  note: {note}" for note in startup["notes"]]
     lines.append("Devices:")
     for platform, entry in report["devices"].items():
-        if entry["devices"]:
-            described = ", ".join(f"{d['id']}: {d['kind']}" + (f" ({d['arch']})" if d["arch"]
-                                                              else "")
-                                  for d in entry["devices"])
-            lines.append(f"  {platform}: {described}")
-        else:
-            lines.append(f"  {platform}: none ({entry['error']})")
+        described = ", ".join(f"{d['id']}: {d['kind']}" + (f" ({d['arch']})" if d["arch"] else "")
+                              for d in entry["devices"])
+        lines.append(f"  {platform}: " + (described or f"none ({entry['error']})"))
     if report["no_gpu_reason"]:
         lines.append(f"  no GPU: {report['no_gpu_reason']}")
     for platform, entry in report["platforms"].items():
-        lines.append(f"Lowering for {platform}:")
-        lines.append(f"  jaxlib plugin: {entry['plugin'] or 'not installed'}"
-                     f" (features: {entry['features_from']})")
-        if entry["install_hint"]:
-            lines.append(f"  to run on this GPU: {entry['install_hint']}")
-        lines.append(f"  custom-call target: {entry['custom_call_target']}"
-                     f" (autotuned calls: {entry['autotuned_call_name']})")
-        lines.append(f"  binary delivery: {entry['binary_delivery']}")
-        lines.append(f"  module_image read: {'yes' if entry['module_image_read'] else 'no'}")
-        lines.append(f"  named architecture: {entry['named_arch'] or 'none'}")
-    lines.extend(_info_routes.format_lines(report["routes"]))
+        lines += [f"Lowering for {platform}:",
+                  f"  jaxlib plugin: {entry['plugin'] or 'not installed'}"
+                  f" (features: {entry['features_from']})",
+                  *([f"  to run on this GPU: {entry['install_hint']}"] if entry["install_hint"]
+                    else []),
+                  f"  custom-call target: {entry['custom_call_target']}"
+                  f" (autotuned calls: {entry['autotuned_call_name']})",
+                  f"  binary delivery: {entry['binary_delivery']}",
+                  f"  module_image read: {'yes' if entry['module_image_read'] else 'no'}",
+                  f"  named architecture: {entry['named_arch'] or 'none'}"]
+    lines += _info_routes.format_lines(report["routes"])
     lines.append("Environment:")
-    environment = report["environment"]
     for group in ("package", "triton", "jax"):
         for name, value in environment[group].items():
             problem = environment["invalid"].get(name)

@@ -22,20 +22,6 @@ ROUTE_NAMES = {"xla": "XLA's Triton call", "jaxlib": "jaxlib's Triton call (type
                "jaxlib legacy": "jaxlib's legacy Triton call"}
 
 
-class _RouteRecords(logging.Handler):
-    """Keeps the route records logged by this thread."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.thread = threading.get_ident()
-        self.found: list[tuple[str, str]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        route = getattr(record, "jax_triton_rocm_route", None)
-        if route is not None and record.thread == self.thread:
-            self.found.append((route, getattr(record, "jax_triton_rocm_reason", "")))
-
-
 def _arch(platform: str, devices: list[dict]) -> tuple[str, str]:
     """The architecture to lower for, and where it comes from."""
     from jax_triton_rocm.routes import _arch
@@ -50,20 +36,29 @@ def _arch(platform: str, devices: list[dict]) -> tuple[str, str]:
 
 
 def _route_of(fn: Any, platform: str) -> tuple[str, str]:
+    """The route `fn(x, y)`'s lowering for `platform` logs (`routes._primitive.log_route`), and
+    why."""
     import jax
     import jax.numpy as jnp
 
-    logger = logging.getLogger("jax_triton_rocm")
-    records, level = _RouteRecords(), logger.level
-    logger.addHandler(records)
+    logger, thread = logging.getLogger("jax_triton_rocm"), threading.get_ident()
+    found, level = [], logger.level
+
+    def keep(record: logging.LogRecord) -> bool:
+        route = getattr(record, "jax_triton_rocm_route", None)
+        if route is not None and record.thread == thread:
+            found.append((route, getattr(record, "jax_triton_rocm_reason", "")))
+        return True
+
+    logger.addFilter(keep)
     logger.setLevel(logging.DEBUG)
     try:
         x = jax.ShapeDtypeStruct((4096,), jnp.float32)
         jax.jit(fn).trace(x, x).lower(lowering_platforms=(platform,))
     finally:
-        logger.removeHandler(records)
+        logger.removeFilter(keep)
         logger.setLevel(level)
-    return records.found[-1] if records.found else ("unknown", "no route was logged")
+    return found[-1] if found else ("unknown", "no route was logged")
 
 
 def _on_request(fn: Any, platform: str) -> str:

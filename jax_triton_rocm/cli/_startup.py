@@ -34,12 +34,6 @@ EXIT_USAGE = 2
 EXIT_JAX_DID_NOT_START = 3
 EXIT_NO_TRITON = 4
 
-# The loggers whose start-up messages are read here instead of printed: JAX's plugin discovery
-# and backend start-up, and this package's own plugin hook.
-_STARTUP_LOGGERS = ("jax._src.xla_bridge", "jax_triton_rocm")
-_PLUGIN_FAILURE = re.compile(r"Jax plugin configuration error")
-_BACKEND_FAILURE = re.compile(r"Unable to initialize backend '(\w+)'")
-
 
 @dataclasses.dataclass(frozen=True)
 class Startup:
@@ -71,7 +65,8 @@ def _caught_messages() -> Iterator[list[logging.LogRecord]]:
             records.append(record)
         return record.levelno < logging.WARNING
 
-    loggers = [logging.getLogger(name) for name in _STARTUP_LOGGERS]
+    # JAX's plugin discovery and backend start-up, and this package's own plugin hook
+    loggers = [logging.getLogger(name) for name in ("jax._src.xla_bridge", "jax_triton_rocm")]
     for logger in loggers:
         logger.addFilter(keep)
     try:
@@ -100,15 +95,6 @@ def error_summary(err: BaseException) -> str:
     return summary if root is err or cause in summary else f"{summary} (from {line(root)})"
 
 
-def _platform_in(text: str) -> str | None:
-    """The GPU platform whose stack `text` names (`Vendor.error_words`), ROCm's words first, or
-    None."""
-    for platform in sorted(_vendors.GPU_PLATFORMS, key=lambda p: p != "rocm"):
-        if re.search(_vendors.VENDORS[platform].error_words, text, re.I):
-            return platform
-    return None
-
-
 def _plugin_problem(module: str, err: BaseException | None, imported: bool) -> Problem:
     """A jaxlib plugin (or this package's hook) that failed to import or to initialize."""
     summary = error_summary(err) if err is not None else "no error given"
@@ -117,7 +103,9 @@ def _plugin_problem(module: str, err: BaseException | None, imported: bool) -> P
                        "a broken or partial install of jax_triton_rocm or of jax",
                        "reinstall it with a supported jax (pip install --force-reinstall "
                        "jax_triton_rocm); `python -m jax_triton_rocm info` shows the versions.")
-    platform = _platform_in(f"{module} {summary}")
+    platform = next((p for p in sorted(_vendors.GPU_PLATFORMS, key=lambda p: p != "rocm")
+                     if re.search(_vendors.VENDORS[p].error_words, f"{module} {summary}", re.I)),
+                    None)  # the platform whose stack the message names, ROCm's words first
     hint = _vendors.PLUGIN_INSTALL_HINT.get(platform or "cuda")
     what = (f"JAX's plugin {module} failed to start: {summary}" if imported else
             f"JAX's plugin {module} could not be imported: {summary}")
@@ -155,7 +143,7 @@ def _problem_from(record: logging.LogRecord) -> Problem | None:
     message = record.getMessage()
     if record.name.startswith("jax_triton_rocm"):
         return _plugin_problem("jax_triton_rocm._plugin", err, imported=True)
-    if _PLUGIN_FAILURE.search(message):
+    if "Jax plugin configuration error" in message:
         module = str(record.args[0]) if record.args else _plugin_module_of(err)
         return _plugin_problem(module, err, imported="initialize()" in message)
     if "CUDA-enabled jaxlib is not installed" in message:
@@ -199,7 +187,7 @@ def start() -> Startup:
 def _failure(err: BaseException, problems: list[Problem]) -> Problem:
     """Why JAX could not start any backend."""
     setting = _no_gpu.jax_platforms()
-    match = _BACKEND_FAILURE.search(str(err))
+    match = re.search(r"Unable to initialize backend '(\w+)'", str(err))
     if match:
         platform = match.group(1)
     elif isinstance(err, AssertionError):
@@ -219,20 +207,6 @@ def _failure(err: BaseException, problems: list[Problem]) -> Problem:
         fix += (" Or set JAX_PLATFORMS=cpu (or unset it) to run on the CPU and cross-compile here."
                 if setting else " " + _no_gpu.without_plugin(platform))
     return Problem(what, cause, fix, platform)
-
-
-def _starting_the_command_line() -> bool:
-    """Whether Python is starting `python -m jax_triton_rocm`: while it imports the package to
-    find `__main__`, Python sets `sys.argv[0]` to "-m" (the original command is in
-    `sys.orig_argv`)."""
-    if sys.argv[:1] != ["-m"]:
-        return False
-    argv = getattr(sys, "orig_argv", [])
-    for index, arg in enumerate(argv[1:], 1):
-        if arg.startswith("-m"):
-            module = arg[2:] or (argv[index + 1] if index + 1 < len(argv) else "")
-            return module.split(".")[0] == __name__.split(".")[0]
-    return False
 
 
 def _jax_import_problem(err: BaseException) -> Problem:
@@ -257,8 +231,17 @@ def _jax_import_problem(err: BaseException) -> Problem:
 def exit_unless_jax_imports() -> None:
     """Where Python is starting `python -m jax_triton_rocm` and JAX does not import: prints what
     failed, the likely cause and the fix, and exits with status 3. With --traceback, or when
-    anything else imports the package, the error is left to the import that follows."""
-    if not _starting_the_command_line() or "--traceback" in sys.argv[1:]:
+    anything else imports the package, the error is left to the import that follows.
+
+    The package's `__init__` calls it while `sys.argv[0]` is "-m", as Python sets it while it
+    imports a package to find its `__main__`; `sys.orig_argv` tells which package that is.
+    """
+    argv, module = sys.orig_argv, ""
+    for index, arg in enumerate(argv[1:], 1):
+        if arg.startswith("-m"):
+            module = arg[2:] or (argv[index + 1] if index + 1 < len(argv) else "")
+            break
+    if module.split(".")[0] != __name__.split(".")[0] or "--traceback" in sys.argv[1:]:
         return
     try:
         import jax  # noqa: F401
