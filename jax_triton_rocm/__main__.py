@@ -206,20 +206,6 @@ def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
     return show_cross_compiled(targets)
 
 
-def _run(args: argparse.Namespace) -> int:
-    from jax_triton_rocm.cli import _info
-
-    startup = _startup.start()
-    _show_traceback(args, startup.error)
-    if args.command != "info":
-        return _demo(args, startup)
-    report = _info.collect(startup)
-    print(json.dumps(report, indent=2) if args.json else _info.format_report(report))
-    if startup.failure:
-        return _startup.EXIT_JAX_DID_NOT_START
-    return _startup.EXIT_NO_TRITON if "error" in report["triton"] else _startup.EXIT_OK
-
-
 def main(argv: list[str] | None = None) -> int:
     """Runs the command line; returns its exit status (docs/cli.md's table lists them)."""
     args = _parser().parse_args(argv)
@@ -227,7 +213,17 @@ def main(argv: list[str] | None = None) -> int:
     if not root.handlers:  # the program owns logging: warnings as one line each
         root.addHandler(_OneLineHandler(logging.WARNING))
     try:
-        return _run(args)
+        from jax_triton_rocm.cli import _info
+
+        startup = _startup.start()
+        _show_traceback(args, startup.error)
+        if args.command != "info":
+            return _demo(args, startup)
+        report = _info.collect(startup)
+        print(json.dumps(report, indent=2) if args.json else _info.format_report(report))
+        if startup.failure:
+            return _startup.EXIT_JAX_DID_NOT_START
+        return _startup.EXIT_NO_TRITON if "error" in report["triton"] else _startup.EXIT_OK
     except Exception as err:  # noqa: BLE001  (the last guard: a message, not a traceback)
         if args.traceback:
             raise

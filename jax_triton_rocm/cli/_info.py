@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import logging
 import re
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from jax_triton_rocm._version import __version__
 from jax_triton_rocm.backends import _no_gpu, _vendors
 from jax_triton_rocm.base import _compat, _env
-from jax_triton_rocm.cli import _info_routes, _startup
+from jax_triton_rocm.cli import _kernels, _startup
 from jax_triton_rocm.routes import _arch
 
 _PLUGIN_DISTRIBUTION = re.compile(r"jax[-_](cuda|rocm)\d+[-_](plugin|pjrt)")
+KERNELS = ("add, constexpr length", "add, runtime length")
+ROUTE_NAMES = {"xla": "XLA's Triton call", "jaxlib": "jaxlib's Triton call (typed FFI)",
+               "jaxlib legacy": "jaxlib's legacy Triton call"}
 
 
 def plugin_distributions() -> dict[str, str]:
@@ -151,7 +156,7 @@ def collect(startup: _startup.Startup) -> dict[str, Any]:
         "devices": devices,
         "no_gpu_reason": None if no_gpu else _no_gpu.no_gpu_reason(startup.problems),
         "platforms": {p: platform_report(p) for p in _vendors.GPU_PLATFORMS},
-        "routes": _info_routes.report(devices),
+        "routes": routes_report(devices),
         "environment": environment_report(),
     }
 
@@ -174,6 +179,101 @@ def environment_report() -> dict[str, dict[str, str | None]]:
         "jax": _env.listed(_env.JAX_ENV_VARS),
         "invalid": invalid,
     }
+
+
+def _lowered_arch(platform: str, devices: list[dict]) -> tuple[str, str]:
+    """The architecture to lower for, and where it comes from."""
+    named = _arch.named_arch(platform)
+    if named is not None:
+        return named.arch, f"named, from {named.source}"
+    for device in devices:
+        if device.get("arch"):
+            return device["arch"], "the device's"
+    return _vendors.vendor(platform).example_arch, "assumed: no device here"
+
+
+def _route_of(fn: Any, platform: str) -> tuple[str, str]:
+    """The route `fn(x, y)`'s lowering for `platform` logs (`routes._primitive.log_route`), and
+    why."""
+    import jax
+    import jax.numpy as jnp
+
+    logger, thread = logging.getLogger("jax_triton_rocm"), threading.get_ident()
+    found, level = [], logger.level
+
+    def keep(record: logging.LogRecord) -> bool:
+        route = getattr(record, "jax_triton_rocm_route", None)
+        if route is not None and record.thread == thread:
+            found.append((route, getattr(record, "jax_triton_rocm_reason", "")))
+        return True
+
+    logger.addFilter(keep)
+    logger.setLevel(logging.DEBUG)
+    try:
+        x = jax.ShapeDtypeStruct((4096,), jnp.float32)
+        jax.jit(fn).trace(x, x).lower(lowering_platforms=(platform,))
+    finally:
+        logger.removeFilter(keep)
+        logger.setLevel(level)
+    return found[-1] if found else ("unknown", "no route was logged")
+
+
+def _on_request(fn: Any, platform: str) -> str:
+    """What `xla_native=True` gives `fn`: XLA's call, or why it is refused."""
+    from jax_triton_rocm.routes import _primitive
+
+    try:
+        route, _ = _route_of(fn, platform)
+    except _primitive.XlaNativeRefused as err:
+        return f"refused: {err.reason}"
+    return ROUTE_NAMES.get(route, route)
+
+
+def routes_report(devices: dict[str, Any]) -> dict[str, Any]:
+    """Per GPU platform: which route two typical kernels take here and why
+    (`routes._primitive`), and whether XLA's Triton call takes them on request (`xla_native=True`),
+    found by lowering them; a lowering that fails is reported, not raised.
+
+    The kernels are vector adds: one with pointer and constexpr parameters only (its length
+    compiled in), one whose length is a runtime scalar. Each is lowered for the architecture named
+    for the platform, else that of its first device in `devices` (`devices_report()`), else an
+    assumed one (the vendor's example), so the answer needs no GPU. The route reflects this
+    process's JAX_TRITON_ROCM_XLA_NATIVE.
+    """
+    routes: dict[str, Any] = {}
+    for platform in _vendors.GPU_PLATFORMS:
+        entry: dict[str, Any] = {}
+        try:
+            import jax_triton_rocm as jtr
+
+            arch, source = _lowered_arch(platform, devices.get(platform, {}).get("devices", []))
+            entry["arch"] = f"{arch} ({source})"
+            calls = {name: (_kernels.add(kernel), _kernels.add(kernel, xla_native=True))
+                     for name, kernel in zip(KERNELS, ("sized_add", "add"))}
+            with jtr.target_arch(**{platform: arch}):
+                entry["kernels"] = {
+                    name: {**dict(zip(("route", "reason"), _route_of(plain, platform))),
+                           "xla_native": _on_request(asking, platform)}
+                    for name, (plain, asking) in calls.items()}
+        except Exception as err:  # noqa: BLE001  (one broken piece never hides the report)
+            entry["error"] = _startup.first_line(err)
+        routes[platform] = entry
+    return routes
+
+
+def routes_lines(routes: dict[str, Any]) -> list[str]:
+    """`routes_report()` as lines for the terminal."""
+    lines = ["Routes of typical kernels (docs/routes.md: 'Which route a call takes'):"]
+    for platform, entry in routes.items():
+        if "error" in entry:
+            lines.append(f"  {platform}: unknown ({entry['error']})")
+            continue
+        lines.append(f"  {platform}, lowered for {entry['arch']}:")
+        for name, found in entry["kernels"].items():
+            route = ROUTE_NAMES.get(found["route"], found["route"])
+            lines.append(f"    {name}: {route}, as {found['reason']}; with xla_native=True: "
+                         f"{found['xla_native']}")
+    return lines
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -218,7 +318,7 @@ def format_report(report: dict[str, Any]) -> str:
                   f"  binary delivery: {entry['binary_delivery']}",
                   f"  module_image read: {'yes' if entry['module_image_read'] else 'no'}",
                   f"  named architecture: {entry['named_arch'] or 'none'}"]
-    lines += _info_routes.format_lines(report["routes"])
+    lines += routes_lines(report["routes"])
     lines.append("Environment:")
     for group in ("package", "triton", "jax"):
         for name, value in environment[group].items():

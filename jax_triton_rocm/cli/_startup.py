@@ -15,12 +15,10 @@ nothing heavy at module level for that reason.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import re
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 from jax_triton_rocm.backends import _no_gpu, _vendors
@@ -53,27 +51,6 @@ class Startup:
     problems: tuple[Problem, ...]
     notes: tuple[str, ...]
     error: BaseException | None = None
-
-
-@contextlib.contextmanager
-def _caught_messages() -> Iterator[list[logging.LogRecord]]:
-    """Keeps the start-up loggers' WARNING-and-above records in the list it yields, unprinted."""
-    records: list[logging.LogRecord] = []
-
-    def keep(record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.WARNING:
-            records.append(record)
-        return record.levelno < logging.WARNING
-
-    # JAX's plugin discovery and backend start-up, and this package's own plugin hook
-    loggers = [logging.getLogger(name) for name in ("jax._src.xla_bridge", "jax_triton_rocm")]
-    for logger in loggers:
-        logger.addFilter(keep)
-    try:
-        yield records
-    finally:
-        for logger in loggers:
-            logger.removeFilter(keep)
 
 
 def first_line(err: BaseException) -> str:
@@ -167,12 +144,25 @@ def start() -> Startup:
     """Starts JAX's backends (once per process), catching its messages; never raises."""
     from jax._src import xla_bridge
 
-    with _caught_messages() as records:
-        try:
-            started: Any = xla_bridge.backends()
-            error = None
-        except Exception as err:  # noqa: BLE001  (AssertionError too: reported, not raised)
-            started, error = {}, err
+    records: list[logging.LogRecord] = []
+
+    def keep(record: logging.LogRecord) -> bool:  # WARNING and above: kept, not printed
+        if record.levelno >= logging.WARNING:
+            records.append(record)
+        return record.levelno < logging.WARNING
+
+    # JAX's plugin discovery and backend start-up, and this package's own plugin hook
+    loggers = [logging.getLogger(name) for name in ("jax._src.xla_bridge", "jax_triton_rocm")]
+    for logger in loggers:
+        logger.addFilter(keep)
+    try:
+        started: Any = xla_bridge.backends()
+        error = None
+    except Exception as err:  # noqa: BLE001  (AssertionError too: reported, not raised)
+        started, error = {}, err
+    finally:
+        for logger in loggers:
+            logger.removeFilter(keep)
     problems, notes = [], []
     for record in records:
         problem = _problem_from(record)
