@@ -244,13 +244,13 @@ def routes_report(devices: dict[str, Any]) -> dict[str, Any]:
     for platform in _vendors.GPU_PLATFORMS:
         entry: dict[str, Any] = {}
         try:
-            import jax_triton_rocm as jtr
+            from jax_triton_rocm.api._target_arch import target_arch
 
             arch, source = _lowered_arch(platform, devices.get(platform, {}).get("devices", []))
             entry["arch"] = f"{arch} ({source})"
             calls = {name: (_kernels.add(kernel), _kernels.add(kernel, xla_native=True))
                      for name, kernel in zip(KERNELS, ("sized_add", "add"))}
-            with jtr.target_arch(**{platform: arch}):
+            with target_arch(**{platform: arch}):
                 entry["kernels"] = {
                     name: {**dict(zip(("route", "reason"), _route_of(plain, platform))),
                            "xla_native": _on_request(asking, platform)}

@@ -53,11 +53,11 @@ def add(name: str = "add", **options: Any) -> Callable:
     keywords `options`."""
     import triton
 
-    import jax_triton_rocm as jtr
+    from jax_triton_rocm.api._call import triton_call
 
     kernel = kernels()[name]
-    return lambda x, y: jtr.triton_call(x, y, x.size, kernel=kernel, out_shape=x,
-                                        grid=(triton.cdiv(x.size, 1024),), BLOCK=1024, **options)
+    return lambda x, y: triton_call(x, y, x.size, kernel=kernel, out_shape=x,
+                                    grid=(triton.cdiv(x.size, 1024),), BLOCK=1024, **options)
 
 
 def softmax(x: Any) -> Any:
@@ -65,12 +65,12 @@ def softmax(x: Any) -> Any:
     import jax
     import triton
 
-    import jax_triton_rocm as jtr
+    from jax_triton_rocm.api._call import triton_call
 
     rows, cols = x.shape
-    return jtr.triton_call(x, kernel=kernels()["softmax"],
-                           out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(rows,),
-                           n_cols=cols, BLOCK=triton.next_power_of_2(cols))
+    return triton_call(x, kernel=kernels()["softmax"],
+                       out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(rows,), n_cols=cols,
+                       BLOCK=triton.next_power_of_2(cols))
 
 
 def run_checked(platform: str) -> int:
