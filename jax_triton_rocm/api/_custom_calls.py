@@ -2,16 +2,10 @@
 
 `jax.export` refuses a custom call whose target has no compatibility guarantee unless
 `disabled_checks` names that target, one `DisabledSafetyCheck.custom_call(name)` per target (the
-check takes one name; a tuple would become the text of one name and allow nothing). A call
-lowered by this package uses one of three targets:
-
-- `triton_kernel_call_ffi`: jaxlib's typed-FFI Triton call, for plain calls on jaxlib's route
-  (always when lowered for `jax.export`, whatever `JAX_TRITON_ROCM_CALL_TARGET` says:
-  `base._compat.plain_call_name`);
-- `triton_kernel_call`: jaxlib's legacy Triton call, for autotuned calls where the package picks
-  it (see `base._compat.autotuned_call_name`), and for plain calls in a process whose XLA_FLAGS
-  keep custom calls out of command buffers;
-- `__gpu$xla.gpu.triton`: XLA's own Triton call, for calls sent there (`xla_native`).
+check takes one name; a tuple would become the text of one name and allow nothing). Which call
+takes which target: jaxlib's typed-FFI `triton_kernel_call_ffi` or legacy `triton_kernel_call`
+as `base._compat.plain_call_name` and `autotuned_call_name` say, XLA's `__gpu$xla.gpu.triton`
+for calls sent there (`xla_native`).
 """
 
 from __future__ import annotations

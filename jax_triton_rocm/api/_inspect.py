@@ -49,11 +49,8 @@ class EmittedCall:
                         "embedded_binary_bytes": 0, "ptx_field": "",
                         "ir_bytes": len(native["ir"])}]}
         message = self.message
-        if message.HasField("autotuned_kernel_call"):
-            configs = [(c.kernel_call, c.description)
-                       for c in message.autotuned_kernel_call.configs]
-        else:
-            configs = [(message.kernel_call, "")]
+        configs = ([(c.kernel_call, c.description) for c in message.autotuned_kernel_call.configs]
+                   if message.HasField("autotuned_kernel_call") else [(message.kernel_call, "")])
         launches = []
         for call, description in configs:
             kernel = call.kernel
