@@ -7,10 +7,8 @@ a bare AssertionError when `JAX_PLATFORMS=cuda` and JAX sees no NVIDIA GPU. `sta
 start-up with JAX's messages caught instead of printed, and turns each failure into a `Problem`
 (`backends._no_gpu`): what failed, the likely cause and the fix.
 
-Before all that, the package's own import imports JAX: `exit_unless_jax_imports()`, which the
-package's `__init__` runs first when Python is starting the command line, turns a JAX that does
-not import into the same kind of message and exit status 3, instead of a traceback. It imports
-nothing heavy at module level for that reason.
+Before all that, `exit_unless_jax_imports()` tells a JAX that does not import the same way (the
+package's `__init__` runs it first), so nothing heavy is imported here at module level.
 """
 
 from __future__ import annotations
