@@ -35,65 +35,21 @@ if TYPE_CHECKING:
 DEFAULT_ARCHS = ("sm_90", "gfx942", "gfx950")
 
 
-def _functions():
-    import jax
-    import triton
-
-    import jax_triton_rocm as jtr
-
-    from jax_triton_rocm.cli._kernels import kernels
-
-    add_kernel, softmax_kernel = kernels()["add"], kernels()["softmax"]
-
-    def add(x, y):
-        return jtr.triton_call(x, y, x.size, kernel=add_kernel, out_shape=x,
-                               grid=(triton.cdiv(x.size, 1024),), BLOCK=1024)
-
-    def softmax(x):
-        rows, cols = x.shape
-        return jtr.triton_call(x, kernel=softmax_kernel,
-                               out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(rows,),
-                               n_cols=cols, BLOCK=triton.next_power_of_2(cols))
-
-    return add, softmax
-
-
-def run_on_gpu(platform: str) -> int:
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    add, softmax = _functions()
-    device = jax.devices(platform)[0]
-    print(f"Running on {device.device_kind} ({platform}, {device.compute_capability}).")
-    x = jax.random.normal(jax.random.key(0), (1 << 20,), jnp.float32)
-    y = jax.random.normal(jax.random.key(1), (1 << 20,), jnp.float32)
-    start = time.perf_counter()
-    out = jax.jit(add)(x, y).block_until_ready()
-    first = time.perf_counter() - start
-    np.testing.assert_allclose(out, x + y, rtol=1e-6)
-    print(f"  vector add of 2^20 floats: matches jnp (first call, with compile: {first:.3f} s)")
-    m = jax.random.normal(jax.random.key(2), (512, 1000), jnp.float32)
-    np.testing.assert_allclose(jax.jit(softmax)(m), jax.nn.softmax(m, axis=-1), rtol=1e-5,
-                               atol=1e-6)
-    print("  fused softmax 512x1000: matches jax.nn.softmax")
-    return 0
-
-
 def show_cross_compiled(targets: list[tuple[str, str]]) -> int:
     """Lowers the demo kernels for each (platform, canonical arch) and prints the launches."""
     import jax
     import jax.numpy as jnp
 
     import jax_triton_rocm as jtr
+    from jax_triton_rocm.cli import _kernels
 
-    add, softmax = _functions()
     x = jax.ShapeDtypeStruct((1 << 20,), jnp.float32)
     m = jax.ShapeDtypeStruct((512, 1000), jnp.float32)
     print("Cross-compiling and showing what would be launched, and by whom.")
     for platform, arch in targets:
         with jtr.target_arch(**{platform: arch}):
-            for name, fn, args in (("vector add", add, (x, x)), ("softmax", softmax, (m,))):
+            for name, fn, args in (("vector add", _kernels.add(), (x, x)),
+                                   ("softmax", _kernels.softmax, (m,))):
                 start = time.perf_counter()
                 lowered = jax.jit(fn).trace(*args).lower(lowering_platforms=(platform,))
                 seconds = time.perf_counter() - start
@@ -147,38 +103,27 @@ class _OneLineHandler(logging.Handler):
     """Prints each warning logged during a command as one line on stderr, with no traceback."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        err = record.exc_info[1] if record.exc_info else None
-        message = (record.getMessage().strip().splitlines() or [""])[0]
-        print(f"{PROG}: warning: {message}"
-              + (f" ({_startup.error_summary(err)})" if err is not None else ""), file=sys.stderr)
-
-
-def _traceback_option(parser: argparse.ArgumentParser, default: object) -> None:
-    parser.add_argument("--traceback", action="store_true", default=default,
-                        help="show the Python traceback of a failure (for bug reports)")
-
-
-def _demo_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--arch", action="append",
-                        help="architecture to cross-compile for (sm_90, 9.0, gfx942, ...); "
-                             "repeatable; default: " + ", ".join(DEFAULT_ARCHS))
-    parser.add_argument("--cross", action="store_true",
-                        help="cross-compile even when a GPU is present")
+        print(f"{PROG}: warning: {_startup.one_line(record)}", file=sys.stderr)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"jax_triton_rocm {__version__}")
-    _demo_options(parser)
-    _traceback_option(parser, False)
     commands = parser.add_subparsers(dest="command", metavar="{demo,info}")
     demo = commands.add_parser("demo", help="run (or cross-compile) two kernels; the default")
-    _demo_options(demo)
     info = commands.add_parser("info", help="versions, plugins, devices, delivery, caches")
     info.add_argument("--json", action="store_true", help="print the report as JSON")
-    for command in (demo, info):  # SUPPRESS: a subcommand does not reset a flag given before it
-        _traceback_option(command, argparse.SUPPRESS)
+    for command in (parser, demo):
+        command.add_argument("--arch", action="append",
+                             help="architecture to cross-compile for (sm_90, 9.0, gfx942, ...); "
+                                  "repeatable; default: " + ", ".join(DEFAULT_ARCHS))
+        command.add_argument("--cross", action="store_true",
+                             help="cross-compile even when a GPU is present")
+    # SUPPRESS: a subcommand does not reset a flag given before it
+    for command, default in ((parser, False), (demo, argparse.SUPPRESS), (info, argparse.SUPPRESS)):
+        command.add_argument("--traceback", action="store_true", default=default,
+                             help="show the Python traceback of a failure (for bug reports)")
     return parser
 
 
@@ -189,16 +134,19 @@ def _checked_targets(archs: list[str] | None) -> list[tuple[str, str]]:
     Triton cannot compile for. Of the defaults, those whose Triton backend is missing are left
     out with a warning (status 4 if none is left).
     """
-    from jax_triton_rocm.cli import _info
     from jax_triton_rocm import backends
+    from jax_triton_rocm.backends import _vendors
     from jax_triton_rocm.routes import _arch
 
     targets = []
     for arch in archs or DEFAULT_ARCHS:
+        platform = _vendors.arch_platform(arch)
         try:
-            platform, canonical = _info.canonical_arch(arch)
+            canonical = _vendors.normalize_arch(platform, arch, what="--arch")
         except ValueError as err:
-            _fail(str(err))
+            _fail(str(err) if platform == "rocm" else
+                  f"--arch {arch!r} is neither a CUDA architecture (sm_90, 9.0, 90) nor an AMD "
+                  f"one (gfx90a, gfx942, gfx950, gfx1100).")
         try:
             backends.backend(platform)
         except ImportError as err:
@@ -245,7 +193,7 @@ def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
             backends.backend(gpu)
         except ImportError as err:
             _fail(str(err), _startup.EXIT_NO_TRITON)
-        return run_on_gpu(gpu)
+        return _kernels.run_checked(gpu)
     if gpu is None:
         # Without a GPU plugin this is the expected path, and the first line says so.
         print("Running on the CPU, " + ("as on any machine without a GPU"
@@ -254,20 +202,8 @@ def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
               + ": the kernels in Triton's interpreter, then cross-compiled for GPUs.")
         print(f"  {_no_gpu.no_gpu_reason(startup.problems)}")
         _fallback.mark_explained()  # the line above says why: no warning as well
-        _kernels.run_on_cpu(*_functions())
+        _kernels.run_checked("cpu")
     return show_cross_compiled(targets)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from jax_triton_rocm.cli import _info
-
-    startup = _startup.start()
-    _show_traceback(args, startup.error)
-    if args.command != "info":
-        return _demo(args, startup)
-    report = _info.collect(startup)
-    print(json.dumps(report, indent=2) if args.json else _info.format_report(report))
-    return _info.exit_status(report)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,7 +213,17 @@ def main(argv: list[str] | None = None) -> int:
     if not root.handlers:  # the program owns logging: warnings as one line each
         root.addHandler(_OneLineHandler(logging.WARNING))
     try:
-        return _run(args)
+        from jax_triton_rocm.cli import _info
+
+        startup = _startup.start()
+        _show_traceback(args, startup.error)
+        if args.command != "info":
+            return _demo(args, startup)
+        report = _info.collect(startup)
+        print(json.dumps(report, indent=2) if args.json else _info.format_report(report))
+        if startup.failure:
+            return _startup.EXIT_JAX_DID_NOT_START
+        return _startup.EXIT_NO_TRITON if "error" in report["triton"] else _startup.EXIT_OK
     except Exception as err:  # noqa: BLE001  (the last guard: a message, not a traceback)
         if args.traceback:
             raise

@@ -2,20 +2,10 @@
 
 `jax.export` refuses a custom call whose target has no compatibility guarantee unless
 `disabled_checks` names that target, one `DisabledSafetyCheck.custom_call(name)` per target (the
-check takes one name; a tuple would become the text of one name and allow nothing). A call
-lowered by this package uses one of three targets:
-
-- `triton_kernel_call_ffi`: jaxlib's typed-FFI Triton call, for plain calls on jaxlib's route
-  (always when lowered for `jax.export`, whatever `JAX_TRITON_ROCM_CALL_TARGET` says:
-  `base._compat.plain_call_name`);
-- `triton_kernel_call`: jaxlib's legacy Triton call, for autotuned calls where the package picks
-  it (see `base._compat.autotuned_call_name`), and for plain calls in a process whose XLA_FLAGS
-  keep custom calls out of command buffers;
-- `__gpu$xla.gpu.triton`: XLA's own Triton call, for calls sent there (`xla_native`).
-
-`CUSTOM_CALL_TARGET_NAME` is jax-triton 0.4's name for the first (a `str`, so 0.4 code that
-passes it to `DisabledSafetyCheck.custom_call` means the same here) and knows all three;
-`disabled_checks()` allows all three at once.
+check takes one name; a tuple would become the text of one name and allow nothing). Which call
+takes which target: jaxlib's typed-FFI `triton_kernel_call_ffi` or legacy `triton_kernel_call`
+as `base._compat.plain_call_name` and `autotuned_call_name` say, XLA's `__gpu$xla.gpu.triton`
+for calls sent there (`xla_native`).
 """
 
 from __future__ import annotations
@@ -23,28 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from jax_triton_rocm.base._compat import FFI_CALL_NAME, LEGACY_CALL_NAME, XLA_TRITON_CALL_NAME
-
-
-class CustomCallTargetName(str):
-    """The typed-FFI target's name, as jax-triton 0.4's `CUSTOM_CALL_TARGET_NAME`.
-
-    It is the string "triton_kernel_call_ffi" in every use a string has (comparison, hashing,
-    formatting), and its `targets` are every target the package may emit.
-    """
-
-    targets: tuple[str, ...] = (FFI_CALL_NAME, LEGACY_CALL_NAME, XLA_TRITON_CALL_NAME)
-
-    def disabled_checks(self) -> list[Any]:
-        """`disabled_checks()`: one `DisabledSafetyCheck.custom_call` per target in `targets`."""
-        return disabled_checks()
-
-
-CUSTOM_CALL_TARGET_NAME = CustomCallTargetName(FFI_CALL_NAME)
-"""jax-triton 0.4's name for the custom-call target of plain calls: the string
-"triton_kernel_call_ffi" (jaxlib's typed-FFI Triton call), so that
-`jax.export.DisabledSafetyCheck.custom_call(CUSTOM_CALL_TARGET_NAME)` works unchanged. Its
-`targets` are every target the package may emit (the legacy `triton_kernel_call` of autotuned
-calls and XLA's `__gpu$xla.gpu.triton` too); `disabled_checks()` allows them all."""
 
 
 def disabled_checks() -> list[Any]:
@@ -59,3 +27,18 @@ def disabled_checks() -> list[Any]:
 
     return [export.DisabledSafetyCheck.custom_call(target)
             for target in CustomCallTargetName.targets]
+
+
+class CustomCallTargetName(str):
+    """The typed-FFI target's name as a `str`, with every target the package may emit."""
+
+    targets: tuple[str, ...] = (FFI_CALL_NAME, LEGACY_CALL_NAME, XLA_TRITON_CALL_NAME)
+    disabled_checks = staticmethod(disabled_checks)
+
+
+CUSTOM_CALL_TARGET_NAME = CustomCallTargetName(FFI_CALL_NAME)
+"""jax-triton 0.4's name for the custom-call target of plain calls: the string
+"triton_kernel_call_ffi" (jaxlib's typed-FFI Triton call), so that
+`jax.export.DisabledSafetyCheck.custom_call(CUSTOM_CALL_TARGET_NAME)` works unchanged. Its
+`targets` are every target the package may emit (the legacy `triton_kernel_call` of autotuned
+calls and XLA's `__gpu$xla.gpu.triton` too); `disabled_checks()` allows them all."""

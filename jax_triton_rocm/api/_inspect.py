@@ -39,14 +39,18 @@ class EmittedCall:
 
     def summary(self) -> dict[str, Any]:
         """The launch in plain Python values: kernels, grids, warps, parameters, binaries."""
-        if self.native is not None:
-            return _native_summary(self.target, self.native)
+        native = self.native
+        if native is not None:  # XLA builds the binary: no memory, capability or binary known yet
+            return {"target": self.target, "name": native.get("call_name") or native["name"],
+                    "launches": [{
+                        "kernel": native["name"], "config": "", "grid": native["grid"],
+                        "num_warps": native["num_warps"], "shared_mem_bytes": None,
+                        "compute_capability": None, "parameters": ["array"] * native["pointers"],
+                        "embedded_binary_bytes": 0, "ptx_field": "",
+                        "ir_bytes": len(native["ir"])}]}
         message = self.message
-        if message.HasField("autotuned_kernel_call"):
-            configs = [(c.kernel_call, c.description)
-                       for c in message.autotuned_kernel_call.configs]
-        else:
-            configs = [(message.kernel_call, "")]
+        configs = ([(c.kernel_call, c.description) for c in message.autotuned_kernel_call.configs]
+                   if message.HasField("autotuned_kernel_call") else [(message.kernel_call, "")])
         launches = []
         for call, description in configs:
             kernel = call.kernel
@@ -65,16 +69,6 @@ class EmittedCall:
         return {"target": self.target, "name": message.name, "launches": launches}
 
 
-def _native_summary(target: str, native: dict[str, Any]) -> dict[str, Any]:
-    """`summary()` of XLA's call: what XLA compiles and launches (it builds the binary itself:
-    no shared memory, capability or binary is known at lowering)."""
-    return {"target": target, "name": native.get("call_name") or native["name"], "launches": [{
-        "kernel": native["name"], "config": "", "grid": native["grid"],
-        "num_warps": native["num_warps"], "shared_mem_bytes": None, "compute_capability": None,
-        "parameters": ["array"] * native["pointers"], "embedded_binary_bytes": 0,
-        "ptx_field": "", "ir_bytes": len(native["ir"])}]}
-
-
 def _walk(operation: Any):
     for region in operation.regions:
         for block in region.blocks:
@@ -89,23 +83,16 @@ def _native_config(op: Any) -> dict[str, Any]:
     config = ir.DictAttr(op.attributes["mhlo.backend_config"])
     number = {key: ir.IntegerAttr(config[key]).value
               for key in ("num_warps", "num_stages", "grid_x", "grid_y", "grid_z")}
-    return {"name": ir.StringAttr(config["name"]).value, "call_name": _call_name(op),
+    # The call's name, which `_xla_native.emit` writes as a frontend attribute.
+    names = (ir.DictAttr(op.attributes["mhlo.frontend_attributes"])
+             if "mhlo.frontend_attributes" in op.attributes else {})
+    name_key = _compat.XLA_CALL_NAME_ATTRIBUTE
+    return {"name": ir.StringAttr(config["name"]).value,
+            "call_name": ir.StringAttr(names[name_key]).value if name_key in names else "",
             "ir": ir.StringAttr(config["ir"]).value_bytes,
             "num_warps": number["num_warps"], "num_stages": number["num_stages"],
             "grid": (number["grid_x"], number["grid_y"], number["grid_z"]),
             "pointers": len(op.operands) + len(op.results)}
-
-
-def _call_name(op: Any) -> str:
-    """The call's name, which `_xla_native.emit` writes as a frontend attribute."""
-    from jax._src.lib.mlir import ir
-
-    if "mhlo.frontend_attributes" not in op.attributes:
-        return ""
-    attributes = ir.DictAttr(op.attributes["mhlo.frontend_attributes"])
-    if _compat.XLA_CALL_NAME_ATTRIBUTE not in attributes:
-        return ""
-    return ir.StringAttr(attributes[_compat.XLA_CALL_NAME_ATTRIBUTE]).value
 
 
 def kernel_calls(lowered: Any) -> list[EmittedCall]:
@@ -137,14 +124,9 @@ def kernel_calls(lowered: Any) -> list[EmittedCall]:
             target = ir.StringAttr(op.attributes["call_target_name"]).value
             if target == _compat.XLA_TRITON_CALL_NAME:
                 calls.append(EmittedCall(target, True, b"", _native_config(op)))
-                continue
-            if not target.startswith("triton_kernel_call"):
-                continue
-            typed_ffi = "mhlo.backend_config" in op.attributes  # how JAX writes typed-FFI calls
-            if typed_ffi:
-                config = ir.DictAttr(op.attributes["mhlo.backend_config"])
-                opaque = ir.StringAttr(config["opaque"]).value_bytes
-            else:
-                opaque = ir.StringAttr(op.attributes["backend_config"]).value_bytes
-            calls.append(EmittedCall(target, typed_ffi, opaque))
+            elif target.startswith("triton_kernel_call"):
+                typed_ffi = "mhlo.backend_config" in op.attributes  # how JAX writes typed FFI
+                opaque = (ir.DictAttr(op.attributes["mhlo.backend_config"])["opaque"] if typed_ffi
+                          else op.attributes["backend_config"])
+                calls.append(EmittedCall(target, typed_ffi, ir.StringAttr(opaque).value_bytes))
     return calls

@@ -45,12 +45,9 @@ def target_arch(*, cuda: Any = None, rocm: Any = None,
             f"{_checker.close_names(others, GPU_PLATFORMS)}. Name architectures for "
             f"{' and '.join(f'{p}=' for p in GPU_PLATFORMS)} only, e.g. "
             f"target_arch(cuda='sm_90').")
-    named = {}
-    for platform, given in (("cuda", cuda), ("rocm", rocm)):
-        if given is not None:
-            named[platform] = _arch.check_arch(
-                platform, normalize_arch(platform, given, what=platform), given=given,
-                what=platform)
+    named = {platform: _arch.check_arch(platform, normalize_arch(platform, given, what=platform),
+                                        given=given, what=platform)
+             for platform, given in (("cuda", cuda), ("rocm", rocm)) if given is not None}
     if not named:
         raise ValueError("target_arch() needs cuda=... and/or rocm=..., e.g. "
                          "target_arch(cuda='sm_90') or target_arch(rocm='gfx942').")

@@ -3,29 +3,30 @@
 Every probe here catches its own failure and reports it as text, so one broken piece (a Triton
 that does not import, a plugin without its CUDA libraries, a JAX that cannot start) never hides
 the rest of the report. JAX's start-up comes from `_startup.start()`, which the command line runs
-first. Also: canonical architecture names from the command line (`canonical_arch`), for the demo.
+first.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import logging
 import re
 import sys
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from jax_triton_rocm._version import __version__
 from jax_triton_rocm.backends import _no_gpu, _vendors
 from jax_triton_rocm.base import _compat, _env
-from jax_triton_rocm.cli import _info_routes, _startup
+from jax_triton_rocm.cli import _kernels, _startup
 from jax_triton_rocm.routes import _arch
 
 _PLUGIN_DISTRIBUTION = re.compile(r"jax[-_](cuda|rocm)\d+[-_](plugin|pjrt)")
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}"
+KERNELS = ("add, constexpr length", "add, runtime length")
+ROUTE_NAMES = {"xla": "XLA's Triton call", "jaxlib": "jaxlib's Triton call (typed FFI)",
+               "jaxlib legacy": "jaxlib's legacy Triton call"}
 
 
 def plugin_distributions() -> dict[str, str]:
@@ -39,26 +40,19 @@ def plugin_distributions() -> dict[str, str]:
 
 
 def triton_report() -> dict[str, Any]:
-    """Triton's version, backends, Gluon, and where its compiles are cached."""
+    """Triton's version, backends, and where its compiles are cached."""
     try:
         info = _compat.triton_info()
     except ImportError as err:
         return {"error": str(err)}
     from jax_triton_rocm.compile import _cache
 
-    cache_knobs = info.module.knobs.cache
-    cache_dir = cache_knobs.dir
-    if _cache.needs_default_dir(cache_knobs):
-        cache_note = (f"{_env.TRITON_CACHE_DIR}={_env.triton_cache_dir()!r} leaves Triton "
-                      f"none; the package's compiles use {_cache.default_dir(cache_knobs)}")
-    else:
-        cache_note = ""
-    return {
-        "version": info.version,
-        "backends": list(info.backends),
-        "cache_dir": cache_dir,
-        "cache_note": cache_note,
-    }
+    knobs = info.module.knobs.cache
+    note = (f"{_env.TRITON_CACHE_DIR}={_env.triton_cache_dir()!r} leaves Triton none; the "
+            f"package's compiles use {_cache.default_dir(knobs)}"
+            if _cache.needs_default_dir(knobs) else "")
+    return {"version": info.version, "backends": list(info.backends), "cache_dir": knobs.dir,
+            "cache_note": note}
 
 
 def devices_report(startup: _startup.Startup) -> dict[str, Any]:
@@ -73,20 +67,23 @@ def devices_report(startup: _startup.Startup) -> dict[str, Any]:
         try:
             devices = jax.devices(platform)
         except RuntimeError as err:
-            report[platform] = {"devices": [], "error": _first_line(err)}
+            report[platform] = {"devices": [], "error": _startup.first_line(err)}
             continue
         report[platform] = {"devices": [
             {"id": d.id, "kind": d.device_kind,
-             "arch": (_safe_arch(platform, d) if platform != "cpu" else None)}
+             "arch": _or_told(lambda: _vendors.normalize_arch(platform, d.compute_capability),
+                              (AttributeError, ValueError), None) if platform != "cpu" else None}
             for d in devices]}
     return report
 
 
-def _safe_arch(platform: str, device: Any) -> str | None:
+def _or_told(read: Callable[[], Any], errors: tuple[type[Exception], ...],
+             told: str | None = "unknown") -> Any:
+    """`read()`; where it raises one of `errors`: "`told` (the error)", or None for no `told`."""
     try:
-        return _vendors.normalize_arch(platform, device.compute_capability)
-    except (AttributeError, ValueError):
-        return None
+        return read()
+    except errors as err:
+        return told and f"{told} ({_startup.first_line(err)})"
 
 
 def _delivery(platform: str, features: _vendors.PluginFeatures) -> str:
@@ -99,44 +96,36 @@ def _delivery(platform: str, features: _vendors.PluginFeatures) -> str:
         except ValueError:  # marked under "Environment"; the report goes on
             ptx_text = f"with its PTX text or not ({name} is invalid: see Environment)"
         return f"CUBIN in module_image, {ptx_text}; a digest of it in the ptx field"
-    try:
+
+    def rocm_delivery() -> str:
         from jax_triton_rocm.backends.hip import _hip
 
-        mode = _hip.delivery_mode(features)
-    except (ImportError, ValueError) as err:
-        return f"unknown ({_first_line(err)})"
-    return {"embedded": "embedded: HSACO in module_image",
-            "path": "path: HSACO file, its path in the ptx field"}[mode]
+        return {"embedded": "embedded: HSACO in module_image",
+                "path": "path: HSACO file, its path in the ptx field"}[_hip.delivery_mode(features)]
+
+    return _or_told(rocm_delivery, (ImportError, ValueError))
 
 
 def platform_report(platform: str) -> dict[str, Any]:
     """What a lowering for `platform` emits here: target, delivery, module_image, named arch."""
     features = _vendors.plugin_features(platform)
     assumed = features is None
-    if assumed:
-        features = _vendors.assumed_features(platform)
-    try:
-        autotuned = _compat.autotuned_call_name()
-    except ValueError as err:
-        autotuned = f"unknown ({_first_line(err)})"
-    try:
-        plain = _compat.plain_call_name(exporting=False)
-    except ValueError as err:
-        plain = f"unknown ({_first_line(err)})"
-    try:
+    features = features or _vendors.assumed_features(platform)
+
+    def named_arch() -> str | None:
         named = _arch.named_arch(platform)
-        named_text = f"{named.arch} (from {named.source})" if named else None
-    except (ValueError, RuntimeError) as err:
-        named_text = f"invalid ({_first_line(err)})"
+        return f"{named.arch} (from {named.source})" if named else None
+
     return {
         "plugin": features.plugin,
         "features_from": features.detected_from,
-        "custom_call_target": plain,
-        "autotuned_call_name": autotuned,
+        "custom_call_target": _or_told(lambda: _compat.plain_call_name(exporting=False),
+                                       (ValueError,)),
+        "autotuned_call_name": _or_told(_compat.autotuned_call_name, (ValueError,)),
         "binary_delivery": _delivery(platform, features),
         "module_image_read": features.module_image,
         "global_scratch": features.global_scratch,
-        "named_arch": named_text,
+        "named_arch": _or_told(named_arch, (ValueError, RuntimeError), "invalid"),
         "install_hint": _vendors.PLUGIN_INSTALL_HINT[platform] if assumed else None,
     }
 
@@ -167,16 +156,9 @@ def collect(startup: _startup.Startup) -> dict[str, Any]:
         "devices": devices,
         "no_gpu_reason": None if no_gpu else _no_gpu.no_gpu_reason(startup.problems),
         "platforms": {p: platform_report(p) for p in _vendors.GPU_PLATFORMS},
-        "routes": _info_routes.report(devices),
+        "routes": routes_report(devices),
         "environment": environment_report(),
     }
-
-
-def exit_status(report: dict[str, Any]) -> int:
-    """`info`'s exit status: JAX could not start (3), else Triton does not import (4), else 0."""
-    if report["jax_startup"]["failure"]:
-        return _startup.EXIT_JAX_DID_NOT_START
-    return _startup.EXIT_NO_TRITON if "error" in report["triton"] else _startup.EXIT_OK
 
 
 def environment_report() -> dict[str, dict[str, str | None]]:
@@ -189,7 +171,7 @@ def environment_report() -> dict[str, dict[str, str | None]]:
     try:
         invalid = _env.variable_errors()
     except Exception as err:  # noqa: BLE001  (a broken reader must not hide the report)
-        invalid = {"(checking the variables)": _first_line(err)}
+        invalid = {"(checking the variables)": _startup.first_line(err)}
     return {
         "package": _env.listed(_env.PACKAGE_ENV_VARS),
         "unknown_package_variables": _env.unknown_package_variables(),
@@ -199,63 +181,145 @@ def environment_report() -> dict[str, dict[str, str | None]]:
     }
 
 
-def _startup_lines(startup: dict[str, Any]) -> list[str]:
-    """The JAX start-up section: why it failed, each plugin that failed, other messages."""
-    if not (startup["failure"] or startup["problems"] or startup["notes"]):
-        return []
-    lines = ["JAX start-up:"]
-    for label, problems in (("failed", [startup["failure"]] if startup["failure"] else []),
-                            ("problem", startup["problems"])):
-        for problem in problems:
-            lines += [f"  {label}: {problem['what']}", f"    likely cause: {problem['cause']}",
-                      f"    fix: {problem['fix']}"]
-    lines += [f"  note: {note}" for note in startup["notes"]]
+def _lowered_arch(platform: str, devices: list[dict]) -> tuple[str, str]:
+    """The architecture to lower for, and where it comes from."""
+    named = _arch.named_arch(platform)
+    if named is not None:
+        return named.arch, f"named, from {named.source}"
+    for device in devices:
+        if device.get("arch"):
+            return device["arch"], "the device's"
+    return _vendors.vendor(platform).example_arch, "assumed: no device here"
+
+
+def _route_of(fn: Any, platform: str) -> tuple[str, str]:
+    """The route `fn(x, y)`'s lowering for `platform` logs (`routes._primitive.log_route`), and
+    why."""
+    import jax
+    import jax.numpy as jnp
+
+    logger, thread = logging.getLogger("jax_triton_rocm"), threading.get_ident()
+    found, level = [], logger.level
+
+    def keep(record: logging.LogRecord) -> bool:
+        route = getattr(record, "jax_triton_rocm_route", None)
+        if route is not None and record.thread == thread:
+            found.append((route, getattr(record, "jax_triton_rocm_reason", "")))
+        return True
+
+    logger.addFilter(keep)
+    logger.setLevel(logging.DEBUG)
+    try:
+        x = jax.ShapeDtypeStruct((4096,), jnp.float32)
+        jax.jit(fn).trace(x, x).lower(lowering_platforms=(platform,))
+    finally:
+        logger.removeFilter(keep)
+        logger.setLevel(level)
+    return found[-1] if found else ("unknown", "no route was logged")
+
+
+def _on_request(fn: Any, platform: str) -> str:
+    """What `xla_native=True` gives `fn`: XLA's call, or why it is refused."""
+    from jax_triton_rocm.routes import _primitive
+
+    try:
+        route, _ = _route_of(fn, platform)
+    except _primitive.XlaNativeRefused as err:
+        return f"refused: {err.reason}"
+    return ROUTE_NAMES.get(route, route)
+
+
+def routes_report(devices: dict[str, Any]) -> dict[str, Any]:
+    """Per GPU platform: which route two typical kernels take here and why
+    (`routes._primitive`), and whether XLA's Triton call takes them on request (`xla_native=True`),
+    found by lowering them; a lowering that fails is reported, not raised.
+
+    The kernels are vector adds: one with pointer and constexpr parameters only (its length
+    compiled in), one whose length is a runtime scalar. Each is lowered for the architecture named
+    for the platform, else that of its first device in `devices` (`devices_report()`), else an
+    assumed one (the vendor's example), so the answer needs no GPU. The route reflects this
+    process's JAX_TRITON_ROCM_XLA_NATIVE.
+    """
+    routes: dict[str, Any] = {}
+    for platform in _vendors.GPU_PLATFORMS:
+        entry: dict[str, Any] = {}
+        try:
+            from jax_triton_rocm.api._target_arch import target_arch
+
+            arch, source = _lowered_arch(platform, devices.get(platform, {}).get("devices", []))
+            entry["arch"] = f"{arch} ({source})"
+            calls = {name: (_kernels.add(kernel), _kernels.add(kernel, xla_native=True))
+                     for name, kernel in zip(KERNELS, ("sized_add", "add"))}
+            with target_arch(**{platform: arch}):
+                entry["kernels"] = {
+                    name: {**dict(zip(("route", "reason"), _route_of(plain, platform))),
+                           "xla_native": _on_request(asking, platform)}
+                    for name, (plain, asking) in calls.items()}
+        except Exception as err:  # noqa: BLE001  (one broken piece never hides the report)
+            entry["error"] = _startup.first_line(err)
+        routes[platform] = entry
+    return routes
+
+
+def routes_lines(routes: dict[str, Any]) -> list[str]:
+    """`routes_report()` as lines for the terminal."""
+    lines = ["Routes of typical kernels (docs/routes.md: 'Which route a call takes'):"]
+    for platform, entry in routes.items():
+        if "error" in entry:
+            lines.append(f"  {platform}: unknown ({entry['error']})")
+            continue
+        lines.append(f"  {platform}, lowered for {entry['arch']}:")
+        for name, found in entry["kernels"].items():
+            route = ROUTE_NAMES.get(found["route"], found["route"])
+            lines.append(f"    {name}: {route}, as {found['reason']}; with xla_native=True: "
+                         f"{found['xla_native']}")
     return lines
 
 
 def format_report(report: dict[str, Any]) -> str:
     """`collect()`'s report as text for a terminal."""
+    triton, startup, environment = report["triton"], report["jax_startup"], report["environment"]
     lines = [f"jax_triton_rocm {report['jax_triton_rocm']}",
              f"Python {report['python']} on {report['os']}",
-             f"jax {report['jax']}, jaxlib {report['jaxlib']}"]
-    plugins = report["jaxlib_gpu_plugins"]
-    lines.append("jaxlib GPU plugins: " + (
-        ", ".join(f"{name} {version}" for name, version in plugins.items()) or "none installed"))
-    triton = report["triton"]
+             f"jax {report['jax']}, jaxlib {report['jaxlib']}",
+             "jaxlib GPU plugins: " + (", ".join(f"{name} {version}" for name, version
+                                                 in report["jaxlib_gpu_plugins"].items())
+                                       or "none installed")]
     if "error" in triton:
         lines.append(f"Triton: {triton['error']}")
     else:
-        lines.append(f"Triton {triton['version']}, backends: {', '.join(triton['backends'])}")
-        lines.append(f"Triton cache dir: {triton['cache_dir']!r}"
-                     + (f" ({triton['cache_note']})" if triton["cache_note"] else ""))
+        lines += [f"Triton {triton['version']}, backends: {', '.join(triton['backends'])}",
+                  f"Triton cache dir: {triton['cache_dir']!r}"
+                  + (f" ({triton['cache_note']})" if triton["cache_note"] else "")]
     lines.append("Lowering rules registered for: "
                  + (", ".join(report["registered_platforms"]) or "none"))
-    lines += _startup_lines(report["jax_startup"])
+    if startup["failure"] or startup["problems"] or startup["notes"]:
+        lines.append("JAX start-up:")
+        for label, problems in (("failed", [startup["failure"]] if startup["failure"] else []),
+                                ("problem", startup["problems"])):
+            lines += [f"  {label}: {_no_gpu.Problem(**p).text('  ').removeprefix('  ')}"
+                      for p in problems]
+        lines += [f"  note: {note}" for note in startup["notes"]]
     lines.append("Devices:")
     for platform, entry in report["devices"].items():
-        if entry["devices"]:
-            described = ", ".join(f"{d['id']}: {d['kind']}" + (f" ({d['arch']})" if d["arch"]
-                                                              else "")
-                                  for d in entry["devices"])
-            lines.append(f"  {platform}: {described}")
-        else:
-            lines.append(f"  {platform}: none ({entry['error']})")
+        described = ", ".join(f"{d['id']}: {d['kind']}" + (f" ({d['arch']})" if d["arch"] else "")
+                              for d in entry["devices"])
+        lines.append(f"  {platform}: " + (described or f"none ({entry['error']})"))
     if report["no_gpu_reason"]:
         lines.append(f"  no GPU: {report['no_gpu_reason']}")
     for platform, entry in report["platforms"].items():
-        lines.append(f"Lowering for {platform}:")
-        lines.append(f"  jaxlib plugin: {entry['plugin'] or 'not installed'}"
-                     f" (features: {entry['features_from']})")
-        if entry["install_hint"]:
-            lines.append(f"  to run on this GPU: {entry['install_hint']}")
-        lines.append(f"  custom-call target: {entry['custom_call_target']}"
-                     f" (autotuned calls: {entry['autotuned_call_name']})")
-        lines.append(f"  binary delivery: {entry['binary_delivery']}")
-        lines.append(f"  module_image read: {'yes' if entry['module_image_read'] else 'no'}")
-        lines.append(f"  named architecture: {entry['named_arch'] or 'none'}")
-    lines.extend(_info_routes.format_lines(report["routes"]))
+        lines += [f"Lowering for {platform}:",
+                  f"  jaxlib plugin: {entry['plugin'] or 'not installed'}"
+                  f" (features: {entry['features_from']})",
+                  *([f"  to run on this GPU: {entry['install_hint']}"] if entry["install_hint"]
+                    else []),
+                  f"  custom-call target: {entry['custom_call_target']}"
+                  f" (autotuned calls: {entry['autotuned_call_name']})",
+                  f"  binary delivery: {entry['binary_delivery']}",
+                  f"  module_image read: {'yes' if entry['module_image_read'] else 'no'}",
+                  f"  named architecture: {entry['named_arch'] or 'none'}"]
+    lines += routes_lines(report["routes"])
     lines.append("Environment:")
-    environment = report["environment"]
     for group in ("package", "triton", "jax"):
         for name, value in environment[group].items():
             problem = environment["invalid"].get(name)
@@ -264,20 +328,3 @@ def format_report(report: dict[str, Any]) -> str:
     for name, value in environment["unknown_package_variables"].items():
         lines.append(f"  {name}={value!r} (not a variable of this package: a typo?)")
     return "\n".join(lines)
-
-
-def canonical_arch(arch: str) -> tuple[str, str]:
-    """(platform, canonical name) for a name given on the command line ("9.0" -> sm_90).
-
-    Raises:
-      ValueError: neither a CUDA nor an AMD architecture; says which forms are accepted.
-    """
-    platform = _vendors.arch_platform(arch)
-    try:
-        return platform, _vendors.normalize_arch(platform, arch, what="--arch")
-    except ValueError as err:
-        if platform == "rocm":
-            raise
-        raise ValueError(
-            f"--arch {arch!r} is neither a CUDA architecture (sm_90, 9.0, 90) nor an AMD one "
-            f"(gfx90a, gfx942, gfx950, gfx1100).") from err

@@ -1,6 +1,6 @@
 """The demo's kernels, written once: `python -m jax_triton_rocm` runs the add and the softmax
-(on a machine without a GPU, in Triton's interpreter on the CPU: `run_on_cpu`), `info` lowers the
-add on each route (with its length a constexpr, and passed at launch).
+(`run_checked`; on the CPU in Triton's interpreter), `info` lowers the add on each route (with its
+length a constexpr, and passed at launch).
 
 Made at first use, not at import: the command line imports this module before it knows whether
 Triton imports (`info` reports a Triton that does not).
@@ -48,27 +48,61 @@ def kernels() -> dict[str, Any]:
     return {"add": add_kernel, "sized_add": sized_add_kernel, "softmax": softmax_kernel}
 
 
-def run_on_cpu(add: Callable, softmax: Callable) -> int:
-    """Runs `add(x, y)` and `softmax(m)` under `jax.jit` on the CPU device and checks them.
+def add(name: str = "add", **options: Any) -> Callable:
+    """`add(x, y)`: the kernel `name` of `kernels()` called on two vectors, with `triton_call`
+    keywords `options`."""
+    import triton
 
-    The kernels run in Triton's interpreter (the lowering for platform `cpu`), so the sizes are
-    smaller than on the GPU. Returns 0 when both match jax.numpy; raises AssertionError if not.
+    from jax_triton_rocm.api._call import triton_call
+
+    kernel = kernels()[name]
+    return lambda x, y: triton_call(x, y, x.size, kernel=kernel, out_shape=x,
+                                    grid=(triton.cdiv(x.size, 1024),), BLOCK=1024, **options)
+
+
+def softmax(x: Any) -> Any:
+    """The row-wise softmax of the matrix `x`, by the softmax kernel."""
+    import jax
+    import triton
+
+    from jax_triton_rocm.api._call import triton_call
+
+    rows, cols = x.shape
+    return triton_call(x, kernel=kernels()["softmax"],
+                       out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(rows,), n_cols=cols,
+                       BLOCK=triton.next_power_of_2(cols))
+
+
+def run_checked(platform: str) -> int:
+    """Runs `add()` and `softmax` under `jax.jit` on `platform`'s first device and checks them.
+
+    On the CPU the kernels run in Triton's interpreter (the lowering for platform `cpu`), so the
+    sizes are smaller than on a GPU. Returns 0 when both match jax.numpy; raises AssertionError
+    if not.
     """
     import jax
     import jax.numpy as jnp
     import numpy as np
 
-    cpu = jax.devices("cpu")[0]
-    print("Triton's interpreter runs the kernels on the CPU:")
-    x = jax.device_put(jax.random.normal(jax.random.key(0), (1 << 16,), jnp.float32), cpu)
-    y = jax.device_put(jax.random.normal(jax.random.key(1), (1 << 16,), jnp.float32), cpu)
+    device = jax.devices(platform)[0]
+    on_cpu = platform == "cpu"
+    print("Triton's interpreter runs the kernels on the CPU:" if on_cpu else
+          f"Running on {device.device_kind} ({platform}, {device.compute_capability}).")
+    power, rows = (16, 64) if on_cpu else (20, 512)
+
+    def normal(seed, shape):
+        return jax.device_put(jax.random.normal(jax.random.key(seed), shape, jnp.float32), device)
+
+    x, y = normal(0, (1 << power,)), normal(1, (1 << power,))
     start = time.perf_counter()
-    out = jax.jit(add)(x, y).block_until_ready()
+    out = jax.jit(add())(x, y).block_until_ready()
     seconds = time.perf_counter() - start
     np.testing.assert_allclose(out, x + y, rtol=1e-6)
-    print(f"  vector add of 2^16 floats: matches jnp ({seconds:.3f} s in the interpreter)")
-    m = jax.device_put(jax.random.normal(jax.random.key(2), (64, 1000), jnp.float32), cpu)
+    print(f"  vector add of 2^{power} floats: matches jnp ("
+          + (f"{seconds:.3f} s in the interpreter)" if on_cpu else
+             f"first call, with compile: {seconds:.3f} s)"))
+    m = normal(2, (rows, 1000))
     np.testing.assert_allclose(jax.jit(softmax)(m), jax.nn.softmax(m, axis=-1), rtol=1e-5,
                                atol=1e-6)
-    print("  fused softmax 64x1000: matches jax.nn.softmax")
+    print(f"  fused softmax {rows}x1000: matches jax.nn.softmax")
     return 0

@@ -7,20 +7,16 @@ a bare AssertionError when `JAX_PLATFORMS=cuda` and JAX sees no NVIDIA GPU. `sta
 start-up with JAX's messages caught instead of printed, and turns each failure into a `Problem`
 (`backends._no_gpu`): what failed, the likely cause and the fix.
 
-Before all that, the package's own import imports JAX: `exit_unless_jax_imports()`, which the
-package's `__init__` runs first when Python is starting the command line, turns a JAX that does
-not import into the same kind of message and exit status 3, instead of a traceback. It imports
-nothing heavy at module level for that reason.
+Before all that, `exit_unless_jax_imports()` tells a JAX that does not import the same way (the
+package's `__init__` runs it first), so nothing heavy is imported here at module level.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import re
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 from jax_triton_rocm.backends import _no_gpu, _vendors
@@ -33,12 +29,6 @@ EXIT_DEMO_FAILED = 1
 EXIT_USAGE = 2
 EXIT_JAX_DID_NOT_START = 3
 EXIT_NO_TRITON = 4
-
-# The loggers whose start-up messages are read here instead of printed: JAX's plugin discovery
-# and backend start-up, and this package's own plugin hook.
-_STARTUP_LOGGERS = ("jax._src.xla_bridge", "jax_triton_rocm")
-_PLUGIN_FAILURE = re.compile(r"Jax plugin configuration error")
-_BACKEND_FAILURE = re.compile(r"Unable to initialize backend '(\w+)'")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,31 +51,10 @@ class Startup:
     error: BaseException | None = None
 
 
-class _Caught(logging.Filter):
-    """Keeps the WARNING-and-above records of the loggers it is attached to instead of printing."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[logging.LogRecord] = []
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING:
-            return True
-        self.records.append(record)
-        return False
-
-
-@contextlib.contextmanager
-def _caught_messages() -> Iterator[list[logging.LogRecord]]:
-    caught = _Caught()
-    loggers = [logging.getLogger(name) for name in _STARTUP_LOGGERS]
-    for logger in loggers:
-        logger.addFilter(caught)
-    try:
-        yield caught.records
-    finally:
-        for logger in loggers:
-            logger.removeFilter(caught)
+def first_line(err: BaseException) -> str:
+    """"Type: first line" of `err`."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"
 
 
 def error_summary(err: BaseException) -> str:
@@ -101,15 +70,6 @@ def error_summary(err: BaseException) -> str:
     return summary if root is err or cause in summary else f"{summary} (from {line(root)})"
 
 
-def _platform_in(text: str) -> str | None:
-    """The GPU platform whose stack `text` names (`Vendor.error_words`), ROCm's words first, or
-    None."""
-    for platform in sorted(_vendors.GPU_PLATFORMS, key=lambda p: p != "rocm"):
-        if re.search(_vendors.VENDORS[platform].error_words, text, re.I):
-            return platform
-    return None
-
-
 def _plugin_problem(module: str, err: BaseException | None, imported: bool) -> Problem:
     """A jaxlib plugin (or this package's hook) that failed to import or to initialize."""
     summary = error_summary(err) if err is not None else "no error given"
@@ -118,7 +78,9 @@ def _plugin_problem(module: str, err: BaseException | None, imported: bool) -> P
                        "a broken or partial install of jax_triton_rocm or of jax",
                        "reinstall it with a supported jax (pip install --force-reinstall "
                        "jax_triton_rocm); `python -m jax_triton_rocm info` shows the versions.")
-    platform = _platform_in(f"{module} {summary}")
+    platform = next((p for p in sorted(_vendors.GPU_PLATFORMS, key=lambda p: p != "rocm")
+                     if re.search(_vendors.VENDORS[p].error_words, f"{module} {summary}", re.I)),
+                    None)  # the platform whose stack the message names, ROCm's words first
     hint = _vendors.PLUGIN_INSTALL_HINT.get(platform or "cuda")
     what = (f"JAX's plugin {module} failed to start: {summary}" if imported else
             f"JAX's plugin {module} could not be imported: {summary}")
@@ -156,7 +118,7 @@ def _problem_from(record: logging.LogRecord) -> Problem | None:
     message = record.getMessage()
     if record.name.startswith("jax_triton_rocm"):
         return _plugin_problem("jax_triton_rocm._plugin", err, imported=True)
-    if _PLUGIN_FAILURE.search(message):
+    if "Jax plugin configuration error" in message:
         module = str(record.args[0]) if record.args else _plugin_module_of(err)
         return _plugin_problem(module, err, imported="initialize()" in message)
     if "CUDA-enabled jaxlib is not installed" in message:
@@ -169,9 +131,10 @@ def _problem_from(record: logging.LogRecord) -> Problem | None:
     return None
 
 
-def _one_line(record: logging.LogRecord) -> str:
+def one_line(record: logging.LogRecord) -> str:
+    """`record`'s message's first line, and the summary of the error it carries."""
     err = record.exc_info[1] if record.exc_info else None
-    text = record.getMessage().strip().splitlines()[0] if record.getMessage().strip() else ""
+    text = (record.getMessage().strip().splitlines() or [""])[0]
     return text + (f" ({error_summary(err)})" if err is not None else "")
 
 
@@ -179,17 +142,30 @@ def start() -> Startup:
     """Starts JAX's backends (once per process), catching its messages; never raises."""
     from jax._src import xla_bridge
 
-    with _caught_messages() as records:
-        try:
-            started: Any = xla_bridge.backends()
-            error = None
-        except Exception as err:  # noqa: BLE001  (AssertionError too: reported, not raised)
-            started, error = {}, err
+    records: list[logging.LogRecord] = []
+
+    def keep(record: logging.LogRecord) -> bool:  # WARNING and above: kept, not printed
+        if record.levelno >= logging.WARNING:
+            records.append(record)
+        return record.levelno < logging.WARNING
+
+    # JAX's plugin discovery and backend start-up, and this package's own plugin hook
+    loggers = [logging.getLogger(name) for name in ("jax._src.xla_bridge", "jax_triton_rocm")]
+    for logger in loggers:
+        logger.addFilter(keep)
+    try:
+        started: Any = xla_bridge.backends()
+        error = None
+    except Exception as err:  # noqa: BLE001  (AssertionError too: reported, not raised)
+        started, error = {}, err
+    finally:
+        for logger in loggers:
+            logger.removeFilter(keep)
     problems, notes = [], []
     for record in records:
         problem = _problem_from(record)
         if problem is None:
-            notes.append(_one_line(record))
+            notes.append(one_line(record))
         elif problem not in problems:
             problems.append(problem)
     failure = None if error is None else _failure(error, problems)
@@ -199,7 +175,7 @@ def start() -> Startup:
 def _failure(err: BaseException, problems: list[Problem]) -> Problem:
     """Why JAX could not start any backend."""
     setting = _no_gpu.jax_platforms()
-    match = _BACKEND_FAILURE.search(str(err))
+    match = re.search(r"Unable to initialize backend '(\w+)'", str(err))
     if match:
         platform = match.group(1)
     elif isinstance(err, AssertionError):
@@ -219,20 +195,6 @@ def _failure(err: BaseException, problems: list[Problem]) -> Problem:
         fix += (" Or set JAX_PLATFORMS=cpu (or unset it) to run on the CPU and cross-compile here."
                 if setting else " " + _no_gpu.without_plugin(platform))
     return Problem(what, cause, fix, platform)
-
-
-def _starting_the_command_line() -> bool:
-    """Whether Python is starting `python -m jax_triton_rocm`: while it imports the package to
-    find `__main__`, Python sets `sys.argv[0]` to "-m" (the original command is in
-    `sys.orig_argv`)."""
-    if sys.argv[:1] != ["-m"]:
-        return False
-    argv = getattr(sys, "orig_argv", [])
-    for index, arg in enumerate(argv[1:], 1):
-        if arg.startswith("-m"):
-            module = arg[2:] or (argv[index + 1] if index + 1 < len(argv) else "")
-            return module.split(".")[0] == __name__.split(".")[0]
-    return False
 
 
 def _jax_import_problem(err: BaseException) -> Problem:
@@ -257,8 +219,17 @@ def _jax_import_problem(err: BaseException) -> Problem:
 def exit_unless_jax_imports() -> None:
     """Where Python is starting `python -m jax_triton_rocm` and JAX does not import: prints what
     failed, the likely cause and the fix, and exits with status 3. With --traceback, or when
-    anything else imports the package, the error is left to the import that follows."""
-    if not _starting_the_command_line() or "--traceback" in sys.argv[1:]:
+    anything else imports the package, the error is left to the import that follows.
+
+    The package's `__init__` calls it while `sys.argv[0]` is "-m", as Python sets it while it
+    imports a package to find its `__main__`; `sys.orig_argv` tells which package that is.
+    """
+    argv, module = sys.orig_argv, ""
+    for index, arg in enumerate(argv[1:], 1):
+        if arg.startswith("-m"):
+            module = arg[2:] or (argv[index + 1] if index + 1 < len(argv) else "")
+            break
+    if module.split(".")[0] != __name__.split(".")[0] or "--traceback" in sys.argv[1:]:
         return
     try:
         import jax  # noqa: F401

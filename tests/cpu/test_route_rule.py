@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.cli import _info_routes
+from jax_triton_rocm.cli import _info
 from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.routes.xla import _xla_native
@@ -168,14 +168,14 @@ def test_a_malformed_environment_value_is_named(monkeypatch):
 
 
 def test_info_names_each_platforms_route_and_why():
-    routes = _info_routes.report({"cuda": {"devices": []}, "rocm": {"devices": []}})
+    routes = _info.routes_report({"cuda": {"devices": []}, "rocm": {"devices": []}})
     assert routes["cuda"]["arch"] == "sm_90 (assumed: no device here)"
     for platform in ("cuda", "rocm"):
-        for name in _info_routes.KERNELS:
+        for name in _info.KERNELS:
             assert routes[platform]["kernels"][name] == {
                 "route": "jaxlib", "reason": _primitive.DEFAULT_REASON,
                 "xla_native": "XLA's Triton call"}
-    lines = _info_routes.format_lines(routes)
+    lines = _info.routes_lines(routes)
     assert "  cuda, lowered for sm_90 (assumed: no device here):" in lines
     assert ("    add, constexpr length: jaxlib's Triton call (typed FFI), as the default: "
             "jaxlib's call launches pip Triton's own binary; with xla_native=True: XLA's Triton "
@@ -184,7 +184,7 @@ def test_info_names_each_platforms_route_and_why():
 
 def test_info_names_the_reason_xla_native_is_refused(monkeypatch):
     monkeypatch.setattr(_xla_native, "xla_triton_dialect", lambda: False)
-    routes = _info_routes.report({"cuda": {"devices": []}, "rocm": {"devices": []}})
+    routes = _info.routes_report({"cuda": {"devices": []}, "rocm": {"devices": []}})
     assert routes["rocm"]["kernels"]["add, runtime length"]["xla_native"] == (
         "refused: this jaxlib has no Triton dialect (jaxlib.triton) to read the kernel's IR "
         "with, as XLA's call must")
@@ -192,5 +192,5 @@ def test_info_names_the_reason_xla_native_is_refused(monkeypatch):
 
 def test_info_lowers_for_the_named_architecture(monkeypatch):
     with jtr.target_arch(rocm="gfx950"):
-        routes = _info_routes.report({"cuda": {"devices": []}, "rocm": {"devices": []}})
+        routes = _info.routes_report({"cuda": {"devices": []}, "rocm": {"devices": []}})
     assert routes["rocm"]["arch"] == "gfx950 (named, from target_arch())"
