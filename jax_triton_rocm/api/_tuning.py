@@ -1,18 +1,11 @@
 """`autotune`: pick each autotuned call's config on the real data of a real run, once.
 
 jaxlib's own autotuner cannot tell us what it picked, and on its typed-FFI target it times the
-configs before the program's earlier kernels have run (`_compat`). So the package picks
-configs itself, the way eager Triton does: `autotune(fn, *args)` runs `fn` one equation at a time
-on the given arrays. An equation whose lowering leaves an autotuned call undecided (a
-`triton_call`, a library primitive using `triton_call_lowering`, or a loop, `vmap` or
-`shard_map` around one) is compiled once per config of that call, each compiled program is
-timed on the equation's real operands, and the fastest config is remembered (`routes._choices`, in
-this process and on disk). Calls, `jit`s and `custom_jvp`/`custom_vjp` functions are entered, so
-the operands are those the program itself computes. Several undecided calls in one equation are
-tuned one after the other, each with the ones before fixed at their winners.
-
-After that, every lowering of those calls (this process or a later one on the same kind of GPU,
-jaxlib and Triton) emits the chosen config alone: a plain kernel call.
+configs before the program's earlier kernels have run (`_compat`). So `autotune(fn, *args)` runs
+`fn` one equation at a time, entering calls, `jit`s and custom_jvp/vjp functions; an equation
+whose lowering leaves an autotuned call undecided is compiled and timed once per config of that
+call, on its real operands, and the fastest config is remembered (`routes._choices`). Several
+undecided calls in one equation are tuned one after the other.
 """
 
 from __future__ import annotations
@@ -83,18 +76,13 @@ def autotune(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any],
               settled: set | None = None) -> list[Any]:
     """Runs `jaxpr` on real values, one equation at a time, tuning where a call is undecided.
-
-    `settled` holds equations already tuned in this run (by primitive, parameters and operand
-    types): a repeat of one runs as it is, with the choices just made.
-    """
+    `settled`: the equations already tuned in this run (`_signature`), which run as they are."""
     settled = set() if settled is None else settled
-    env: dict[Any, Any] = {}
+    env = dict(zip([*jaxpr.constvars, *jaxpr.invars], [*consts, *args]))
 
     def read(var: Any) -> Any:
         return var.val if isinstance(var, core.Literal) else env[var]
 
-    for var, value in zip(list(jaxpr.constvars) + list(jaxpr.invars), list(consts) + list(args)):
-        env[var] = value
     for eqn in jaxpr.eqns:
         invals = [read(v) for v in eqn.invars]
         body = _call_body(eqn)
@@ -107,8 +95,7 @@ def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any],
                 settled.add(signature)
         else:
             outs = _bind(eqn, invals)
-        for var, value in zip(eqn.outvars, outs):
-            env[var] = value
+        env.update(zip(eqn.outvars, outs))
     return [read(v) for v in jaxpr.outvars]
 
 
@@ -178,16 +165,11 @@ def _bind(eqn: Any, invals: Sequence[Any]) -> list[Any]:
 
 def _compiled(eqn: Any, invals: Sequence[Any],
               forced: dict[str, int]) -> tuple[Any, dict[str, _choices.Undecided]]:
-    """`eqn` alone, compiled for `invals` with the `forced` configs; and what it left undecided.
-
-    A new function each time, so that neither JAX's caches nor the lowered-call memo (whose key
-    holds the session's forced configs) serve a lowering made with other choices.
-    """
-    def run_equation(*operands):
-        return _bind(eqn, operands)
-
+    """`eqn` alone, compiled for `invals` with the `forced` configs; and what it left undecided."""
+    # A new function each time, so that neither JAX's caches nor the lowered-call memo (whose key
+    # holds the session's forced configs) serve a lowering made with other choices.
     with _choices.session(forced) as current:
-        compiled = jax.jit(run_equation).trace(*invals).lower().compile()
+        compiled = jax.jit(lambda *operands: _bind(eqn, operands)).trace(*invals).lower().compile()
     return compiled, current.undecided
 
 
@@ -208,11 +190,8 @@ def _tune_and_run(eqn: Any, invals: Sequence[Any]) -> list[Any]:
 
 
 def _time(compiled: Any, invals: Sequence[Any]) -> float:
-    """Seconds per run of `compiled` on `invals`: the best of a few rounds of back-to-back runs.
-
-    The first run loads the kernels (and lets jaxlib autotune any call still undecided) and is
-    not counted.
-    """
+    """Seconds per run of `compiled` on `invals`: the best of a few rounds of back-to-back runs,
+    after one uncounted run that loads the kernels (and lets jaxlib tune any call undecided)."""
     jax.block_until_ready(compiled(*invals))
     start = time.perf_counter()
     jax.block_until_ready(compiled(*invals))

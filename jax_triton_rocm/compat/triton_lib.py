@@ -169,52 +169,17 @@ def on_jaxlib_route(surface: Callable, own: frozenset[str], *args: Any, kernel: 
     """`jax_triton_rocm.triton_call` on jaxlib's route, for a drop-in's `triton_call`
     (`surface`, whose own keywords are `own`): jax-triton's default warps and stages for a
     kernel that is not autotuned, and a keyword that `surface` lacks but the package has
-    (`xla_native`, `operands`, ...) filling the kernel parameter of that name (`_by_name`)."""
+    (`xla_native`, `operands`, ...) filling the kernel parameter of that name."""
     taken_apart = _call.unwrapped_kernel(kernel)
     settings = {"num_warps": num_warps, "num_stages": num_stages}
     if taken_apart.autotuner is None:  # an autotuned kernel's configs carry their own
         for key, default in _JAX_TRITON_DEFAULTS.items():
             if settings[key] is None and key not in (backend_options or {}):
                 settings[key] = default
-    kernel_kwargs, by_name = _by_name(
-        {k: v for k, v in kwargs.items() if k not in own}, taken_apart, surface, own)
-    own_kwargs = {k: v for k, v in kwargs.items() if k in own}
     if backend_options is not None:
-        own_kwargs["backend_options"] = backend_options
-    return _call.triton_call(*args, kernel=kernel, **settings, **own_kwargs, xla_native=False,
-                             **by_name, **kernel_kwargs)
-
-
-# This triton_call's own keyword arguments (jax-triton 0.4.1's).
-_OWN_KEYWORDS = frozenset(_keyword_names(triton_call))
-
-
-def _check_fillable(taken_apart: _spec.Unwrapped, start: int) -> None:
-    """Raises TypeError where a kernel parameter that the arguments and outputs leave (from
-    position `start` on) is named like one of this triton_call's own arguments (`name`, `grid`,
-    `out_shape`, ...): only a keyword could fill it, and here that keyword is jax-triton
-    0.4.1's own, as in 0.4.1; the message points to jax_triton_rocm.triton_call, which takes
-    it in `constexprs=` or `operands=`."""
-    param = _binder.own_named_parameter(taken_apart, _OWN_KEYWORDS | {"out_shape"}, start)
-    if param is None:
-        return
-    group = "constexprs" if param.is_constexpr else "operands"
-    meaning = ", the deprecated spelling of out_type=" if param.name == "out_shape" else ""
-    raise TypeError(
-        f"triton_call: kernel {taken_apart.name}'s parameter {param.name!r} is named like an "
-        f"argument of jax-triton 0.4.1's triton_call ({param.name}=...{meaning}), which "
-        f"jax_triton_rocm.compat keeps as 0.4.1 has it, so nothing in this call can fill the "
-        f"parameter. Call jax_triton_rocm.triton_call instead, with the same arguments: it "
-        f"fills the parameter by name, {group}={{{param.name!r}: ...}}.")
-
-
-def _by_name(kwargs: dict[str, Any], taken_apart: _spec.Unwrapped, surface: Callable,
-             own: frozenset[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """`kwargs` (kernel parameters by name) split into those passed on as they are, and
-    `constexprs=`/`operands=` for parameters named like one of jax_triton_rocm.triton_call's
-    keywords that `surface` (a drop-in's `triton_call`, whose own keywords are `own`) lacks: in
-    jax-triton such a keyword is a kernel parameter's value (or a metaparameter that no
-    parameter reads)."""
+        settings["backend_options"] = backend_options
+    # A keyword that only jax_triton_rocm.triton_call has is, in jax-triton, a kernel
+    # parameter's value (or a metaparameter that no parameter reads).
     package_only = frozenset(_call.TRITON_CALL_KEYWORDS) - own - {"out_shape"}
     by_name: dict[str, dict[str, Any]] = {}
     params = {param.name: param for param in taken_apart.jit_fn.params}
@@ -227,8 +192,30 @@ def _by_name(kwargs: dict[str, Any], taken_apart: _spec.Unwrapped, surface: Call
                 f"{surface.__module__}.triton_call offers; call jax_triton_rocm.triton_call "
                 f"to use it.")
         group = "constexprs" if params[key].is_constexpr else "operands"
-        by_name.setdefault(group, {})[key] = kwargs[key]
-    return {k: v for k, v in kwargs.items() if k not in package_only}, by_name
+        by_name.setdefault(group, {})[key] = kwargs.pop(key)
+    return _call.triton_call(*args, kernel=kernel, **settings, xla_native=False, **by_name,
+                             **kwargs)
+
+
+# This triton_call's own keyword arguments (jax-triton 0.4.1's).
+_OWN_KEYWORDS = frozenset(_keyword_names(triton_call))
+
+
+def _check_fillable(taken_apart: _spec.Unwrapped, start: int) -> None:
+    """Raises TypeError where a kernel parameter that the arguments and outputs leave (from
+    position `start` on) is named like one of this triton_call's own arguments (`name`, `grid`,
+    `out_shape`, ...), which only a keyword could fill, as in jax-triton 0.4.1."""
+    param = _binder.own_named_parameter(taken_apart, _OWN_KEYWORDS | {"out_shape"}, start)
+    if param is None:
+        return
+    group = "constexprs" if param.is_constexpr else "operands"
+    meaning = ", the deprecated spelling of out_type=" if param.name == "out_shape" else ""
+    raise TypeError(
+        f"triton_call: kernel {taken_apart.name}'s parameter {param.name!r} is named like an "
+        f"argument of jax-triton 0.4.1's triton_call ({param.name}=...{meaning}), which "
+        f"jax_triton_rocm.compat keeps as 0.4.1 has it, so nothing in this call can fill the "
+        f"parameter. Call jax_triton_rocm.triton_call instead, with the same arguments: it "
+        f"fills the parameter by name, {group}={{{param.name!r}: ...}}.")
 
 
 # jax-triton 0.4.1's names for the parts of its own compiler and lowering, which the package
@@ -272,10 +259,15 @@ def __getattr__(name: str) -> Any:
         from triton.experimental.gluon._runtime import GluonJITFunction
 
         return triton.JITFunction | GluonJITFunction
-    if name in _NOT_PROVIDED:
+    return not_provided(__name__, name, _NOT_PROVIDED, "jax_triton_rocm.compat")
+
+
+def not_provided(module: str, name: str, table: Mapping[str, str], drop_in: str) -> Any:
+    """Raises for `name`, missing from a drop-in's `module`: NotImplementedError, saying what to
+    use instead, for a name of jax-triton's own compiler and lowering in `table`."""
+    if name in table:
         # Not an AttributeError: `from ... import name` would replace its message with its own.
         raise NotImplementedError(
             f"jax_triton.triton_lib.{name} is part of jax-triton's own compiler and "
-            f"lowering, which jax_triton_rocm.compat does not reproduce; instead: "
-            f"{_NOT_PROVIDED[name]}.")
-    raise AttributeError(f"module 'jax_triton_rocm.compat.triton_lib' has no attribute {name!r}")
+            f"lowering, which {drop_in} does not reproduce; instead: {table[name]}.")
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")

@@ -1,7 +1,6 @@
 """jax-triton 0.3.1's `jax_triton.triton_lib` on this package (`jax_triton_rocm.compat.v0_3`'s
-`triton_lib`): `triton_call` with 0.3.1's
-signature and rules, on jaxlib's route, and the module's other public names, each either the
-package's equivalent or an error that says what to use instead
+`triton_lib`): `triton_call` with 0.3.1's signature and rules, on jaxlib's route, and the module's
+other public names, each the package's equivalent or an error that says what to use instead
 ([Porting from jax-triton](porting.md#code-written-for-jax-triton-03)).
 """
 
@@ -120,10 +119,4 @@ _NOT_PROVIDED: dict[str, str] = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _NOT_PROVIDED:
-        # Not an AttributeError: `from ... import name` would replace its message with its own.
-        raise NotImplementedError(
-            f"jax_triton.triton_lib.{name} is part of jax-triton's own compiler and lowering, "
-            f"which jax_triton_rocm.compat.v0_3 does not reproduce; instead: "
-            f"{_NOT_PROVIDED[name]}.")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _v0_4.not_provided(__name__, name, _NOT_PROVIDED, "jax_triton_rocm.compat.v0_3")
