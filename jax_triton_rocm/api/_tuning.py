@@ -76,7 +76,7 @@ def autotune(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any],
               settled: set | None = None) -> list[Any]:
     """Runs `jaxpr` on real values, one equation at a time, tuning where a call is undecided.
-    `settled`: the equations already tuned in this run (`_signature`), which run as they are."""
+    `settled`: the equations already tuned in this run, which run as they are."""
     settled = set() if settled is None else settled
     env = dict(zip([*jaxpr.constvars, *jaxpr.invars], [*consts, *args]))
 
@@ -86,7 +86,13 @@ def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any],
     for eqn in jaxpr.eqns:
         invals = [read(v) for v in eqn.invars]
         body = _call_body(eqn)
-        signature = _signature(eqn)
+        # What decides how `eqn` lowers, or None where that is not hashable.
+        signature = (eqn.primitive, tuple(sorted(eqn.params.items())),
+                     tuple(getattr(v, "aval", None) for v in eqn.invars))
+        try:
+            hash(signature)
+        except TypeError:
+            signature = None
         if body is not None:
             outs = _evaluate(body[0], body[1], invals, settled)
         elif _may_call_triton(eqn) and (signature is None or signature not in settled):
@@ -97,17 +103,6 @@ def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any],
             outs = _bind(eqn, invals)
         env.update(zip(eqn.outvars, outs))
     return [read(v) for v in jaxpr.outvars]
-
-
-def _signature(eqn: Any) -> tuple | None:
-    """A hashable stand-in for what decides how `eqn` lowers, or None where there is none."""
-    signature = (eqn.primitive, tuple(sorted(eqn.params.items())),
-                 tuple(getattr(v, "aval", None) for v in eqn.invars))
-    try:
-        hash(signature)
-    except TypeError:
-        return None
-    return signature
 
 
 def _split(value: Any) -> tuple[Any, Sequence[Any]] | None:
@@ -128,33 +123,23 @@ def _call_body(eqn: Any) -> tuple[Any, Sequence[Any]] | None:
     return body
 
 
-def _sub_jaxprs(params: dict[str, Any]):
-    for value in params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            body = _split(item)
-            if body is not None:
-                yield body[0]
-
-
 def _may_call_triton(eqn: Any) -> bool:
     """Whether lowering `eqn` may emit a Triton call: a `triton_call`, a primitive whose GPU
     lowering comes from outside JAX (a library's, maybe through `triton_call_lowering`), or an
     equation with such a one in its body."""
-    if eqn.primitive is triton_kernel_p or _has_foreign_gpu_rule(eqn.primitive):
+    if eqn.primitive is triton_kernel_p:
         return True
-    return any(_may_call_triton(inner) for body in _sub_jaxprs(eqn.params)
-               for inner in body.eqns)
-
-
-def _has_foreign_gpu_rule(primitive: Any) -> bool:
     rules = getattr(mlir, "_platform_specific_lowerings", {})
     for platform in ("cuda", "rocm", "gpu"):
-        entry = rules.get(platform, {}).get(primitive)
+        entry = rules.get(platform, {}).get(eqn.primitive)
         rule = getattr(entry, "rule", entry)  # JAX keeps the rule in a LoweringRuleEntry
         module = getattr(rule, "__module__", None) or ""
         if rule is not None and not module.startswith(("jax.", "jaxlib.")):
             return True
-    return False
+    bodies = [_split(item) for value in eqn.params.values()
+              for item in (value if isinstance(value, (tuple, list)) else (value,))]
+    return any(_may_call_triton(inner) for body in bodies if body is not None
+               for inner in body[0].eqns)
 
 
 def _bind(eqn: Any, invals: Sequence[Any]) -> list[Any]:

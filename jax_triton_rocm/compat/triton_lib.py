@@ -17,7 +17,6 @@ import numpy as np
 from jax_triton_rocm.api import _call
 from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME
 from jax_triton_rocm.checks import _binder
-from jax_triton_rocm.checks._binder import keyword_names as _keyword_names
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.spec import _spec
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor, strides_from_shape
@@ -96,11 +95,13 @@ def triton_call(
 ) -> Any:
     """jax-triton 0.4.1's `triton_call`: calls a Triton (or Gluon) kernel on JAX arrays.
 
-    The arguments and their rules are jax-triton 0.4.1's (jax_triton_rocm.triton_call's with
+    The arguments are `jax_triton_rocm.triton_call`'s, with jax-triton 0.4.1's rules (those of
     `out_type`; [Porting from jax-triton](porting.md)): positional and keyword operands fill
     the kernel's non-constexpr parameters, outputs the ones left unfilled; `out_shape=` is a
     deprecated spelling of `out_type=`, and it, `input_output_aliases` and `zeroed_outputs`
-    warn as 0.4.1 warns. Unless given, `num_warps` is 4 and `num_stages` 3, as in jax-triton 0.4.1.
+    warn as 0.4.1 warns. Unless given (by argument or in `backend_options`, not both),
+    `num_warps` is 4 and `num_stages` 3, as in jax-triton 0.4.1; an autotuned kernel's configs
+    carry their own.
 
     Every call takes jaxlib's route (`xla_native=False`): a plain kernel lowers to one jaxlib
     custom call that writes the results (`triton_kernel_call_ffi`, or `triton_kernel_call` where
@@ -109,35 +110,27 @@ def triton_call(
     autotuned kernel takes the package's target for autotuned calls
     ([Autotuning](autotuning.md)).
 
-    Args:
-      *args: the operands, in the kernel's parameter order (arrays, `Ref`s, scalars,
-        `TensorDescriptor`s, tuples of them).
-      kernel: a @triton.jit or @gluon.jit function, bare or in @triton.autotune/@triton.heuristics.
-      out_type: the outputs: anything with .shape and .dtype, or a pytree of them; `()` for none.
-      grid: an int, a tuple of 1-3 ints, or a callable of the metaparameters returning one.
-      name: a name for the call.
-      num_warps: warps per program (default 4; an autotune config's own for autotuned kernels).
-      num_stages: software-pipelining stages (default 3; likewise).
-      num_ctas: CTAs per cluster (default 1).
-      compute_capability: a CUDA compute capability to compile for.
-      backend_options: Triton compile options; one also given as an argument is an error.
-      input_output_aliases: deprecated: {operand leaf index: output index}.
-      zeroed_outputs: deprecated: output indices zeroed before the launch, or a callable of the
-        metaparameters returning them.
-      debug: compile with Triton's debug mode.
-      serialized_metadata: bytes carried in the kernel call.
-      cost_estimate: {"flops": n, "bytes_accessed": n} for profilers.
-      has_side_effect: keep the call even when nothing uses its results.
-      **kwargs: kernel parameters by name (and the deprecated `out_shape`).
-
     Returns:
       The outputs, in the structure of `out_type`.
 
     Raises:
       TypeError / ValueError: a bad argument, named with its value and the fix.
     """
+    # A kernel parameter that the arguments and outputs leave, named like one of this
+    # triton_call's own arguments, only a keyword could fill, as in jax-triton 0.4.1.
     outputs = out_type if out_type is not None else kwargs.get("out_shape", ())
-    _check_fillable(_call.unwrapped_kernel(kernel), len(args) + len(jax.tree.leaves(outputs)))
+    taken_apart = _call.unwrapped_kernel(kernel)
+    param = _binder.own_named_parameter(taken_apart, _OWN_KEYWORDS | {"out_shape"},
+                                        len(args) + len(jax.tree.leaves(outputs)))
+    if param is not None:
+        group = "constexprs" if param.is_constexpr else "operands"
+        meaning = ", the deprecated spelling of out_type=" if param.name == "out_shape" else ""
+        raise TypeError(
+            f"triton_call: kernel {taken_apart.name}'s parameter {param.name!r} is named like an "
+            f"argument of jax-triton 0.4.1's triton_call ({param.name}=...{meaning}), which "
+            f"jax_triton_rocm.compat keeps as 0.4.1 has it, so nothing in this call can fill the "
+            f"parameter. Call jax_triton_rocm.triton_call instead, with the same arguments: it "
+            f"fills the parameter by name, {group}={{{param.name!r}: ...}}.")
     if "out_shape" in kwargs:
         if out_type is not None:
             raise TypeError("triton_call: give out_type= or the deprecated out_shape=, not "
@@ -198,24 +191,7 @@ def on_jaxlib_route(surface: Callable, own: frozenset[str], *args: Any, kernel: 
 
 
 # This triton_call's own keyword arguments (jax-triton 0.4.1's).
-_OWN_KEYWORDS = frozenset(_keyword_names(triton_call))
-
-
-def _check_fillable(taken_apart: _spec.Unwrapped, start: int) -> None:
-    """Raises TypeError where a kernel parameter that the arguments and outputs leave (from
-    position `start` on) is named like one of this triton_call's own arguments (`name`, `grid`,
-    `out_shape`, ...), which only a keyword could fill, as in jax-triton 0.4.1."""
-    param = _binder.own_named_parameter(taken_apart, _OWN_KEYWORDS | {"out_shape"}, start)
-    if param is None:
-        return
-    group = "constexprs" if param.is_constexpr else "operands"
-    meaning = ", the deprecated spelling of out_type=" if param.name == "out_shape" else ""
-    raise TypeError(
-        f"triton_call: kernel {taken_apart.name}'s parameter {param.name!r} is named like an "
-        f"argument of jax-triton 0.4.1's triton_call ({param.name}=...{meaning}), which "
-        f"jax_triton_rocm.compat keeps as 0.4.1 has it, so nothing in this call can fill the "
-        f"parameter. Call jax_triton_rocm.triton_call instead, with the same arguments: it "
-        f"fills the parameter by name, {group}={{{param.name!r}: ...}}.")
+_OWN_KEYWORDS = frozenset(_binder.keyword_names(triton_call))
 
 
 # jax-triton 0.4.1's names for the parts of its own compiler and lowering, which the package

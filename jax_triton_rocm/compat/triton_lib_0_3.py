@@ -11,6 +11,7 @@ from typing import Any
 
 from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME
 from jax_triton_rocm.base import _env
+from jax_triton_rocm.checks import _binder
 from jax_triton_rocm.compat import triton_lib as _v0_4
 from jax_triton_rocm.compat.triton_lib import (Grid, ShapeDtype, ValueOrFn, normalize_grid,
                                                triton_kernel_call_p)
@@ -47,36 +48,19 @@ def triton_call(
 ) -> Any:
     """jax-triton 0.3.1's `triton_call`: calls a Triton kernel on JAX arrays.
 
-    The arguments and their rules are jax-triton 0.3.1's (jax_triton_rocm.triton_call's with
+    The arguments are `jax_triton_rocm.triton_call`'s, with jax-triton 0.3.1's rules (those of
     `out_shape`; [Porting from jax-triton](porting.md)): positional arguments fill the kernel's
-    parameters in order and the outputs' pointers follow them; a keyword is a constexpr (an
-    operand if it holds an array); `input_output_aliases` counts array arguments. Unless given,
-    `num_warps` is 4 and `num_stages` 3, and floating-point fusion is on, as in 0.3.1.
+    parameters in order and the outputs' pointers follow them; a keyword (`**metaparams`) is a
+    constexpr (an operand if it holds an array), and one an autotune config also sets keeps the
+    configs that agree with it; `input_output_aliases` counts array arguments. Unless given,
+    `num_warps` is 4 and `num_stages` 3 (an autotuned kernel's configs carry their own), and
+    floating-point fusion is on, as in 0.3.1.
 
     The call takes jaxlib's route (`xla_native=False`), as 0.3.1's does; a plain kernel lowers
     to jaxlib's typed-FFI target unless XLA_FLAGS keeps custom calls out of command buffers
-    (`JAX_TRITON_ROCM_CALL_TARGET`), where 0.3.1 always takes `triton_kernel_call`.
-
-    Args:
-      *args: the operands, in the kernel's parameter order (arrays and scalars).
-      kernel: a @triton.jit function, bare or in @triton.autotune/@triton.heuristics.
-      out_shape: the outputs: anything with .shape and .dtype (an array too), or a pytree of them.
-      grid: an int, a tuple of 1-3 ints, or a callable of the metaparameters returning one.
-      name: a name for the call.
-      custom_call_target_name: jaxlib's target, "triton_kernel_call" (the default) or
-        "triton_kernel_call_ffi"; the package picks between the two (see above).
-      num_warps: warps per program (default 4; an autotune config's own for autotuned kernels).
-      num_stages: software-pipelining stages (default 3; likewise).
-      num_ctas: CTAs per cluster.
-      compute_capability: a CUDA compute capability to compile for.
-      enable_fp_fusion: let Triton fuse multiplies and adds.
-      input_output_aliases: {array argument index: output index}.
-      zeroed_outputs: output indices zeroed before the launch, or a callable of the
-        metaparameters returning them.
-      debug: compile with Triton's debug mode.
-      serialized_metadata: bytes carried in the kernel call.
-      **metaparams: the kernel's constexprs (and operands) by name; a key an autotune config
-        also sets keeps the configs that agree with it.
+    (`JAX_TRITON_ROCM_CALL_TARGET`), where 0.3.1 always takes `triton_kernel_call`:
+    `custom_call_target_name` may name either of jaxlib's two targets, "triton_kernel_call"
+    (the default) or "triton_kernel_call_ffi", and the package picks between them.
 
     Returns:
       The outputs, in the structure of `out_shape`.
@@ -100,7 +84,7 @@ def triton_call(
 
 
 # This triton_call's own keyword arguments (jax-triton 0.3.1's).
-_OWN_KEYWORDS = frozenset(_v0_4._keyword_names(triton_call))
+_OWN_KEYWORDS = frozenset(_binder.keyword_names(triton_call))
 
 # jax-triton 0.3.1's names for the parts of its own compiler and lowering, with what to use
 # instead (0.4.1's table, for the names 0.3.1 has).

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.spec import _callbacks
@@ -190,10 +190,24 @@ def autotune_configs(autotuner: Autotuner, base: Any, named: dict, by_keyword: t
                       kernel: str, param_names: set[str],
                       compile_options: tuple[str, ...]) -> list[tuple[Any, Any]]:
     """The autotuner's configs over `base`, each with its `triton.Config`: those that agree
-    with what the call set (`_agreeing`), pruned by its `early_config_prune` and its
-    `perf_model`, in the order they leave."""
+    with what the call set, pruned by its `early_config_prune` and its `perf_model`, in the
+    order they leave."""
     check_autotuner(autotuner, kernel)
-    candidates = _agreeing(autotuner.configs, base.constexprs, kernel)
+    # The configs that set no key of the call's constexprs (with what heuristics around the
+    # autotuner set) to another value: jax-triton tunes among these, so a call may fix one of
+    # the tuned keys (Triton's launcher refuses any overlap).
+    configs, given = autotuner.configs, base.constexprs
+    candidates = [config for config in configs
+                  if all(config.kwargs[key] == value for key, value in given.items()
+                         if key in config.kwargs)]
+    if not candidates:
+        overlap = sorted(set(given) & set().union(*[config.kwargs for config in configs]))
+        raise ValueError(
+            f"Kernel {kernel}: the call sets "
+            f"{', '.join(f'{key}={given[key]!r}' for key in overlap)} (or a heuristic around "
+            f"@triton.autotune does), and no autotune config agrees: "
+            f"{'; '.join(map(str, configs))}. Give a value that one of them sets, or drop the "
+            f"key from the call to let the autotuner choose.")
     named_args = {name: value for name, value in named.items() if name not in by_keyword}
     kwargs = {**{name: named[name] for name in by_keyword if name in named},
               **base.kwargs_view()}
@@ -204,23 +218,6 @@ def autotune_configs(autotuner: Autotuner, base: Any, named: dict, by_keyword: t
         candidates = fastest_estimated(autotuner, candidates, named_args, kwargs, kernel)
     return [(config, _from_autotune_config(base, config, kernel, param_names, compile_options))
             for config in candidates]
-
-
-def _agreeing(configs: Sequence[Any], given: dict[str, Any], kernel: str) -> list:
-    """The `configs` that set no key of `given` (the call's constexprs, with what heuristics
-    around the autotuner set) to another value: jax-triton tunes among these, so a call may fix
-    one of the tuned keys (Triton's launcher refuses any overlap). Raises ValueError for none."""
-    kept = [config for config in configs
-            if all(config.kwargs[key] == value for key, value in given.items()
-                   if key in config.kwargs)]
-    if kept:
-        return kept
-    overlap = sorted(set(given) & set().union(*[config.kwargs for config in configs]))
-    raise ValueError(
-        f"Kernel {kernel}: the call sets {', '.join(f'{key}={given[key]!r}' for key in overlap)} "
-        f"(or a heuristic around @triton.autotune does), and no autotune config agrees: "
-        f"{'; '.join(map(str, configs))}. Give a value that one of them sets, or drop the key "
-        f"from the call to let the autotuner choose.")
 
 
 def _pruned(prune: Any, configs: list, named_args: dict, kwargs: dict, kernel: str) -> list:
