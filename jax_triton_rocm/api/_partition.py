@@ -90,7 +90,8 @@ class _Partitioned:
         return f"partitioned({self.rule.text!r})({self.name})"
 
     def __call__(self, *args: Any, **static: Any) -> Any:
-        arrays = [self._operand(i, a) for i, a in enumerate(args)]
+        arrays = [a if isinstance(a, (jax.Array, np.ndarray, core.Tracer)) else self._scalar(i, a)
+                  for i, a in enumerate(args)]
         key = tuple(sorted(static.items()))
         try:
             hash(key)
@@ -102,9 +103,7 @@ class _Partitioned:
             return self._call(key, *arrays)
         return self._eager(key, *arrays)
 
-    def _operand(self, position: int, value: Any) -> Any:
-        if isinstance(value, (jax.Array, np.ndarray, core.Tracer)):
-            return value
+    def _scalar(self, position: int, value: Any) -> Any:
         if isinstance(value, (bool, int, float, complex, np.generic)):
             return jax.numpy.asarray(value)
         raise TypeError(f"partitioned function {self.name}: argument {position} is "

@@ -41,12 +41,9 @@ class Rule:
         new = next(f"vmap{i}" for i in range(len(taken) + 1) if f"vmap{i}" not in taken)
         operands = tuple((new, *names) if m else names for names, m in zip(self.operands, mapped))
         results = tuple((new, *names) for names in self.results)
-        text = f"{_side(operands)} -> {_side(results)}"
+        text = " -> ".join(", ".join(" ".join(names) for names in specs)
+                           for specs in (operands, results))
         return dataclasses.replace(self, text=text, operands=operands, results=results)
-
-
-def _side(specs: Sequence[tuple[str, ...]]) -> str:
-    return ", ".join(" ".join(names) for names in specs)
 
 
 def _refuse(text: str, problem: str) -> ValueError:

@@ -40,16 +40,14 @@ def autotune(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     Every autotuned call `fn` makes that has no remembered config is timed with each config, on
     the operands this run computes for it, and the fastest is remembered: from then on (in this
     process, and in later ones through `JAX_TRITON_ROCM_AUTOTUNE_DIR`) the call lowers to that
-    config alone, a plain kernel call with no trial runs. Run it once with representative arrays,
-    before jitting `fn`; JAX's caches are cleared when something new was picked, so a function
-    jitted before picks the choices up at its next call.
+    config alone. Run it once with representative arrays, before jitting `fn`; a function
+    jitted before picks the choices up at its next call (JAX's caches are cleared).
 
     Args:
-      fn: the function, as you would pass it to `jax.jit` (other static arguments bound
-        beforehand, e.g. with `functools.partial`).
+      fn: the function, as you would pass it to `jax.jit` (static arguments bound beforehand).
       *args: arrays on the GPU (and pytrees of them) to run it on. Python and NumPy scalars
-        among them are bound as they are, as `functools.partial` would (a kernel receives them
-        as scalars); arrays, 0-d ones too, are traced, as under `jax.jit`.
+        among them are bound as they are (a kernel receives them as scalars); arrays, 0-d ones
+        too, are traced, as under `jax.jit`.
       **kwargs: keyword arguments of `fn`, as `*args`.
 
     Returns:

@@ -66,11 +66,8 @@ class ShapeDtype(Protocol):
 
 
 def normalize_grid(grid: ValueOrFn[Grid], metaparams: Mapping[str, Any]) -> tuple[int, int, int]:
-    """`grid` (called with `metaparams` if callable) as three ints, padded with 1s.
-
-    Raises:
-      TypeError / ValueError: the grid is not 1-3 positive ints, naming its value.
-    """
+    """`grid` (called with `metaparams` if callable) as three ints, padded with 1s; TypeError
+    or ValueError, naming its value, where it is not 1-3 positive ints."""
     return _spec.normalize_grid(grid(metaparams) if callable(grid) else grid)
 
 
@@ -206,22 +203,14 @@ _RULES = ("the rules of the package's primitive (triton_kernel_call_p here, "
           "jax_triton_rocm.triton_kernel_p): jax.vmap works, jax.grad raises naming "
           "jax.custom_vjp")
 _NOT_PROVIDED = {
-    "TritonFunction": _COMPILE,
-    "KernelSpecialization": _COMPILE,
-    "CompilationResult": _COMPILE,
-    "compile_ttir_inplace": _COMPILE,
-    "compile_ttir_to_ptx_inplace": _COMPILE,
-    "compile_ttir_to_hsaco_inplace": _COMPILE,
-    "make_cuda_target": _COMPILE,
-    "make_hip_target": _COMPILE,
-    "get_type_id": _LOWERING,
-    "to_python_type": _LOWERING,
-    "aval_size_bytes": _LOWERING,
-    "TensorDescMeta": _LOWERING,
-    "triton_kernel_call_lowering": _LOWERING,
-    "triton_kernel_call_abstract_eval": _RULES,
-    "triton_kernel_call_raise_on_jvp": _RULES,
-    "triton_kernel_call_raise_on_vmap": _RULES,
+    **dict.fromkeys(("TritonFunction", "KernelSpecialization", "CompilationResult",
+                     "compile_ttir_inplace", "compile_ttir_to_ptx_inplace",
+                     "compile_ttir_to_hsaco_inplace", "make_cuda_target", "make_hip_target"),
+                    _COMPILE),
+    **dict.fromkeys(("get_type_id", "to_python_type", "aval_size_bytes", "TensorDescMeta",
+                     "triton_kernel_call_lowering"), _LOWERING),
+    **dict.fromkeys(("triton_kernel_call_abstract_eval", "triton_kernel_call_raise_on_jvp",
+                     "triton_kernel_call_raise_on_vmap"), _RULES),
 }
 
 

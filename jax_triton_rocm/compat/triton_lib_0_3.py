@@ -94,11 +94,9 @@ _NOT_PROVIDED: dict[str, str] = {
         "compile_ttir_to_hsaco_inplace", "aval_size_bytes", "triton_kernel_call_lowering",
         "triton_kernel_call_abstract_eval", "triton_kernel_call_raise_on_jvp",
         "triton_kernel_call_raise_on_vmap")},
-    "get_or_create_triton_kernel": _v0_4._COMPILE,
-    "get_cuda_backend": _v0_4._COMPILE,
-    "get_hip_backend": _v0_4._COMPILE,
-    "get_triton_type": _v0_4._LOWERING,
-    "avals_to_layouts": _v0_4._LOWERING,
+    **dict.fromkeys(("get_or_create_triton_kernel", "get_cuda_backend", "get_hip_backend"),
+                    _v0_4._COMPILE),
+    **dict.fromkeys(("get_triton_type", "avals_to_layouts"), _v0_4._LOWERING),
 }
 
 
