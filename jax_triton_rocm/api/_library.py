@@ -1,11 +1,7 @@
-"""`triton_call_lowering`: a Triton kernel called from a library's own primitive's lowering rule
-(TransformerEngine's), mapped onto the spec `triton_call` binds and lowered as it lowers.
-
-The mapping is TransformerEngine's: every parameter named in `constexprs` is a compile-time
-constant (runtime scalars such as sizes and strides included); the other parameters, apart from
-`tl.constexpr` ones the autotune configs, heuristics or defaults fill, are pointers, filled in
-order by the primitive's operands (`ctx.avals_in`) and then its results (`ctx.avals_out`).
-Trailing results aliased to an operand may have no pointer (in-place kernels).
+"""`triton_call_lowering`: a Triton kernel called from a library's own primitive's lowering rule,
+mapped as TransformerEngine maps it (constexprs by name, pointers filled in order by the operands,
+then the results) onto the spec `triton_call` binds, and lowered as it lowers
+([Library authors](library-authors.md)).
 """
 
 from __future__ import annotations

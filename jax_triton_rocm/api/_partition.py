@@ -1,11 +1,6 @@
 """`partitioned`: a function made of Triton calls, split across devices by an einsum-like rule.
-
-A call binds `partitioned_p` (the function's jaxpr at the full shapes rides along for abstract
-evaluation and one-device lowerings); its lowering wraps the function in JAX's
-custom_partitioning, whose `sharding_rule` (for Shardy) and GSPMD callbacks read the rule, and
-whose `partition` callback returns the per-shard function: the user's, traced at the shards'
-shapes, plus the reductions of contracted dimensions kept split. `jax.vmap` binds the function
-again, vmapped, under the rule with a new leading dimension.
+A call binds `partitioned_p`, whose lowering wraps the function in JAX's custom_partitioning, with
+callbacks that read the rule ([Sharding and many processes](multi-device.md)).
 """
 
 from __future__ import annotations

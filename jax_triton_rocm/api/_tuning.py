@@ -1,11 +1,7 @@
-"""`autotune`: pick each autotuned call's config on the real data of a real run, once.
-
-jaxlib's own autotuner cannot tell us what it picked, and on its typed-FFI target it times the
-configs before the program's earlier kernels have run (`_compat`). So `autotune(fn, *args)` runs
-`fn` one equation at a time, entering calls, `jit`s and custom_jvp/vjp functions; an equation
-whose lowering leaves an autotuned call undecided is compiled and timed once per config of that
-call, on its real operands, and the fastest config is remembered (`routes._choices`). Several
-undecided calls in one equation are tuned one after the other.
+"""`autotune`: pick each autotuned call's config on the real data of a real run, once (jaxlib's
+autotuner cannot tell what it picked, and on its typed-FFI target it times the configs before the
+program's earlier kernels have run): run the function one equation at a time, and compile and
+time each undecided call's configs on its real operands ([Autotuning](autotuning.md)).
 """
 
 from __future__ import annotations

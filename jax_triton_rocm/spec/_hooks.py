@@ -1,11 +1,8 @@
 """`triton.Config(pre_hook=...)`: each config's hook, run once at lowering on stand-ins.
 
-Kernels that take host-side tensor descriptors use a config's pre_hook to give each config its own
-block shapes (`nargs["desc_q"].block_shape = [BLOCK_M, HEAD_DIM]`, as Triton's tutorials do).
 jaxlib launches the configs itself, with no host code around them, so the hook runs here instead,
 on stand-ins: each `TensorDescriptor` a `HookDescriptor`, which records the `block_shape` the hook
-sets, each array a `HookArray`, with its shape and dtype and no data. Anything else the hook reads
-or writes raises `DataAccess`, which `run` turns into the refusal naming the alternatives.
+sets (as Triton's tutorials do), each array a `HookArray`, with its shape and dtype and no data.
 """
 
 from __future__ import annotations
