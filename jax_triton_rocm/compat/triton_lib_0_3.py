@@ -11,7 +11,6 @@ from typing import Any
 
 from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME
 from jax_triton_rocm.base import _env
-from jax_triton_rocm.checks import _binder
 from jax_triton_rocm.compat import triton_lib as _v0_4
 from jax_triton_rocm.compat.triton_lib import (Grid, ShapeDtype, ValueOrFn, normalize_grid,
                                                triton_kernel_call_p)
@@ -84,7 +83,7 @@ def triton_call(
 
 
 # This triton_call's own keyword arguments (jax-triton 0.3.1's).
-_OWN_KEYWORDS = frozenset(_binder.keyword_names(triton_call))
+_OWN_KEYWORDS = frozenset(_v0_4._binder.keyword_names(triton_call))
 
 # jax-triton 0.3.1's names for the parts of its own compiler and lowering, with what to use
 # instead (0.4.1's table, for the names 0.3.1 has).
