@@ -158,18 +158,6 @@ def _sizes(text: str, specs, shapes, what: str, sizes: dict[str, int]) -> dict[s
     return sizes
 
 
-def _axes(entry: Any) -> tuple[str, ...]:
-    """The mesh axes of one PartitionSpec entry."""
-    if entry is None:
-        return ()
-    if isinstance(entry, str):
-        return (entry,)
-    try:
-        return tuple(a for a in entry if isinstance(a, str))
-    except TypeError:  # PartitionSpec.UNCONSTRAINED and the like: no axes of its own
-        return ()
-
-
 def assign_axes(rule: Rule, sources: Sequence[tuple[Sequence[tuple[str, ...]], Sequence[Any]]],
                 sizes: Mapping[str, int], mesh_shape: Mapping[str, int]) -> dict[str, tuple]:
     """Which mesh axes split each name: taken from the first spec of `sources` (pairs: the
@@ -181,7 +169,10 @@ def assign_axes(rule: Rule, sources: Sequence[tuple[Sequence[tuple[str, ...]], S
         for names, partition in zip(specs, partitions):
             entries = tuple(partition or ()) + (None,) * len(names)
             for name, entry in zip(names, entries):
-                axes = _axes(entry)
+                # The entry's mesh axes: None and PartitionSpec.UNCONSTRAINED have none.
+                entry = (entry,) if isinstance(entry, str) else entry
+                entry = entry if isinstance(entry, (tuple, list)) else ()
+                axes = tuple(a for a in entry if isinstance(a, str))
                 if (name in axes_of or not axes or not rule.may_split(name)
                         or used.intersection(axes)
                         or sizes[name] % math.prod(mesh_shape[a] for a in axes)):
