@@ -199,8 +199,12 @@ def triton_call_lowering(
         no pointer parameter (the kernel writes through the operand's pointer).
       constexprs: kernel parameters by name, each a compile-time constant (sizes and strides
         included: one compile per distinct value).
-      num_warps, num_stages, num_ctas, name, zeroed_outputs: as `triton_call`'s (result
-        indices for `zeroed_outputs`); an autotune config's own launch settings win.
+      num_warps: warps per program; None takes the target backend's default (4). An
+        autotune config's own value wins (as for the next two).
+      num_stages: software-pipelining stages; None takes the target backend's own count.
+      num_ctas: CTAs per cluster; None takes 1.
+      name: the call's name, shown by jaxlib and profilers (default: the kernel's).
+      zeroed_outputs: result indices zeroed before each launch, or a callable of `meta`.
       **compile_options: `enable_fp_fusion` (default True), `debug`, and the vendor knobs
         `waves_per_eu`, `matrix_instr_nonkdim`, `kpack` (AMD), `maxnreg` (NVIDIA).
 
