@@ -1,16 +1,7 @@
-"""`triton_call_lowering`: a Triton kernel called from a library's own primitive's lowering rule.
-
-Libraries (TransformerEngine first) define their own JAX primitives, with abstract evaluation,
-sharding and batching rules, and launch a kernel from the primitive's lowering rule. This module
-maps such a call onto the static parameters `triton_call` binds on `triton_kernel_p` and hands it
-to the same lowering: the vendor's (`cuda`, `rocm`) or Triton's interpreter (`cpu`). One cache,
-one encoding, every feature of `triton_call`.
-
-The mapping is TransformerEngine's: every parameter named in `constexprs` is a compile-time
-constant (runtime scalars such as sizes and strides included); the other parameters, apart from
-`tl.constexpr` ones the autotune configs, heuristics or defaults fill, are pointers, filled in
-order by the primitive's operands (`ctx.avals_in`) and then its results (`ctx.avals_out`).
-Trailing results aliased to an operand may have no pointer (in-place kernels).
+"""`triton_call_lowering`: a Triton kernel called from a library's own primitive's lowering rule,
+mapped as TransformerEngine maps it (constexprs by name, pointers filled in order by the operands,
+then the results) onto the spec `triton_call` binds, and lowered as it lowers
+([Library authors](library-authors.md)).
 """
 
 from __future__ import annotations
@@ -41,18 +32,11 @@ GENERAL_OPTIONS = ("enable_fp_fusion", "debug")
 def lowering_arguments(array_args: tuple, in_avals: tuple, compile_options: dict[str, Any],
                        constexprs: Any, unwrapped: _spec.Unwrapped) -> dict[str, Any]:
     """`triton_call_lowering`'s own arguments checked before the call is mapped onto the
-    kernel's parameters (`place_arguments`), so that a mistake in a library's lowering rule is
-    reported against the rule's own arguments; returns the constexprs.
-
-    One operand (an `ir.Value`) per `ctx.avals_in`; no keyword beyond the known compile options
-    (a kernel parameter belongs in `constexprs`, and for anything else the close match among
-    the options and the rule's own keywords is suggested); `constexprs` a mapping of the
-    kernel's parameter names to hashable Python values, holding each `tl.constexpr` without a
-    default of a plain kernel (nothing else can set it; autotuned and heuristics kernels are
-    checked per config by the core).
-    """
+    kernel's parameters, so that a mistake is reported against the rule's own arguments;
+    returns the constexprs. A `tl.constexpr` without a default must be in `constexprs` for a
+    plain kernel only: autotuned and heuristics kernels are checked per config by the core."""
     jit_fn = unwrapped.jit_fn
-    names, kernel = list(jit_fn.arg_names), _spec.kernel_name(jit_fn)
+    names, kernel = list(jit_fn.arg_names), unwrapped.name
     if len(array_args) != len(in_avals):
         raise TypeError(f"triton_call_lowering got {len(array_args)} array_args, but the "
                         f"primitive has {len(in_avals)} operands (ctx.avals_in); pass every "
@@ -115,49 +99,18 @@ def lowering_arguments(array_args: tuple, in_avals: tuple, compile_options: dict
     return checked
 
 
-def _platform(ctx: LoweringRuleContext) -> str:
-    """The one platform this lowering is for.
-
-    In a multi-platform lowering JAX calls each platform's rule with `ctx.platforms` narrowed
-    to that platform; a rule registered for all platforms at once sees them all.
-    """
-    platforms = tuple(getattr(ctx, "platforms", None) or ctx.module_context.platforms)
-    if len(platforms) != 1 or platforms[0] not in _PLATFORMS:
-        raise ValueError(
-            f"triton_call_lowering lowers for one platform at a time, one of "
-            f"{', '.join(_PLATFORMS)}; this lowering is for {platforms!r}. Register the rule "
-            f"per platform: mlir.register_lowering(prim, rule, platform='cuda') (and 'rocm', "
-            f"'cpu'), not once for every platform.")
-    return platforms[0]
-
-
-def _operands_text(in_avals: Sequence[Any], out_avals: Sequence[Any]) -> str:
-    ins = ", ".join(f"in{i}={aval_text(a)}" for i, a in enumerate(in_avals)) or "none"
-    outs = ", ".join(f"out{i}={aval_text(a)}" for i, a in enumerate(out_avals)) or "none"
-    return f"operands ({ins}), results ({outs})"
-
-
 def place_arguments(jit_fn: JITFunction, constexprs: dict[str, Any], in_avals: tuple,
                     out_avals: tuple,
                     aliases: tuple[tuple[int, int], ...]) -> tuple[tuple[str, Any], ...]:
-    """One positional entry per kernel parameter, as TransformerEngine's helper maps them.
-
-    Parameters named in `constexprs`, and `tl.constexpr` parameters (set by name: `constexprs`,
-    autotune configs, heuristics or the default), are ("keyword", None); the others are
-    pointers, filled in order by the operands ("input", i) and then the results ("output", j).
-
-    Raises:
-      TypeError: the pointers and the operands and results do not fit: more pointers than
-        buffers, an operand without a pointer, or a result without one that is not aliased to an
-        operand. The message lists the parameters, the constexprs and the operands.
-    """
-    names = list(jit_fn.arg_names)
-    kernel = _spec.kernel_name(jit_fn)
+    """One positional entry per kernel parameter, as TransformerEngine's helper maps them:
+    ("keyword", None) for a parameter set by name, else the pointer's buffer, ("input", i) or
+    ("output", j). Raises TypeError where the pointers and the buffers do not fit."""
+    names, kernel = list(jit_fn.arg_names), _spec.kernel_name(jit_fn)
     pointers = [i for i, p in enumerate(jit_fn.params)
                 if p.name not in constexprs and not p.is_constexpr]
     n_in, n_out = len(in_avals), len(out_avals)
     aliased_outputs = {o for _, o in aliases}
-    unplaced = list(range(max(len(pointers) - n_in, 0), n_out))
+    unwritten = [o for o in range(max(len(pointers) - n_in, 0), n_out) if o not in aliased_outputs]
     problem = None
     if len(pointers) > n_in + n_out:
         found = _kinds.roles(jit_fn)
@@ -169,13 +122,13 @@ def place_arguments(jit_fn: JITFunction, constexprs: dict[str, Any], in_avals: t
     elif len(pointers) < n_in:
         problem = (f"operand {len(pointers)} and later get no parameter ({len(pointers)} "
                    f"pointer parameters for {n_in} operands)")
-    elif any(o not in aliased_outputs for o in unplaced):
-        missing = [o for o in unplaced if o not in aliased_outputs]
-        problem = (f"result(s) {missing} get no parameter and are not aliased to an operand, so "
+    elif unwritten:
+        problem = (f"result(s) {unwritten} get no parameter and are not aliased to an operand, so "
                    f"the kernel would never write them; only results aliased by "
                    f"input_output_aliases (in-place kernels) may go without a pointer")
     if problem is not None:
-        pointer_names = [names[i] for i in pointers]
+        ins = ", ".join(f"in{i}={aval_text(a)}" for i, a in enumerate(in_avals)) or "none"
+        outs = ", ".join(f"out{i}={aval_text(a)}" for i, a in enumerate(out_avals)) or "none"
         runtime = [p.name for p in jit_fn.params if p.name in constexprs and not p.is_constexpr]
         if runtime and len(pointers) < n_in + n_out:
             problem += (f". constexprs names {', '.join(runtime)}, not tl.constexpr in the "
@@ -185,8 +138,8 @@ def place_arguments(jit_fn: JITFunction, constexprs: dict[str, Any], in_avals: t
             f"triton_call_lowering: kernel {kernel} does not fit the primitive: {problem}. "
             f"Kernel parameters: ({', '.join(names)}); constexprs: "
             f"{sorted(constexprs) or 'none'}; pointer parameters left: "
-            f"({', '.join(pointer_names)}), filled in order by the "
-            f"{_operands_text(in_avals, out_avals)}; input_output_aliases: {dict(aliases)}.")
+            f"({', '.join(names[i] for i in pointers)}), filled in order by the operands "
+            f"({ins}), results ({outs}); input_output_aliases: {dict(aliases)}.")
     buffers = [("input", i) for i in range(n_in)] + [("output", o) for o in range(n_out)]
     placed: list[tuple[str, Any]] = [("keyword", None)] * len(names)
     for position, buffer in zip(pointers, buffers):
@@ -262,7 +215,15 @@ def triton_call_lowering(
       TypeError / ValueError: a bad argument, or a kernel whose parameters do not fit the
         primitive; the message names the argument, its value and the fix.
     """
-    platform = _platform(ctx)
+    # JAX calls each platform's rule with `ctx.platforms` narrowed to it; a rule registered for
+    # all platforms at once sees them all.
+    platforms = tuple(getattr(ctx, "platforms", None) or ctx.module_context.platforms)
+    if len(platforms) != 1 or platforms[0] not in _PLATFORMS:
+        raise ValueError(
+            f"triton_call_lowering lowers for one platform at a time, one of "
+            f"{', '.join(_PLATFORMS)}; this lowering is for {platforms!r}. Register the rule "
+            f"per platform: mlir.register_lowering(prim, rule, platform='cuda') (and 'rocm', "
+            f"'cpu'), not once for every platform.")
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     unwrapped = _spec.unwrap(kernel)
     constexprs = lowering_arguments(array_args, in_avals, compile_options, constexprs, unwrapped)
@@ -279,7 +240,7 @@ def triton_call_lowering(
             **{k: v for k, v in compile_options.items() if k in GENERAL_OPTIONS}),
         metaparams=constexprs,
         options={k: v for k, v in compile_options.items() if k in _vendors.COMPILE_OPTIONS})
-    return _primitive.lower(platform, ctx, array_args, spec)
+    return _primitive.lower(platforms[0], ctx, array_args, spec)
 
 
 # triton_call_lowering's own keyword arguments, which a misspelt keyword is compared with.

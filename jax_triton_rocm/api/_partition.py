@@ -1,20 +1,6 @@
 """`partitioned`: a function made of Triton calls, split across devices by an einsum-like rule.
-
-    add = jtr.partitioned("b n, b n -> b n")(lambda x, y: jtr.triton_call(x, y, ...))
-
-Under `jax.jit` with operands split along the rule's free dimensions, every device runs the
-function on its own shards, traced at the shards' shapes (grids and sizes computed from shapes
-are right per shard), and the outputs stay split the same way: nothing is gathered.
-
-Built on JAX's `jax.experimental.custom_partitioning`, not on a partitioner of our own. A call
-binds `partitioned_p` (the function's jaxpr at the full shapes rides along for abstract
-evaluation and one-device lowerings); its lowering wraps the function in a custom_partitioning
-whose `sharding_rule` is the rule (Shardy propagates shardings through it), whose GSPMD
-callbacks (`infer_sharding_from_operands`, `propagate_user_sharding`) read the same rule, and
-whose `partition` callback picks the mesh axes of every dimension (`_rule.assign_axes`) and
-returns the per-shard function: the user's, plus the reductions of contracted dimensions kept
-split. On the CPU the per-shard kernels' host callbacks go through `routes.cpu._shard_callbacks`.
-`jax.vmap` binds the function again, vmapped, under the rule with a new leading dimension.
+A call binds `partitioned_p`, whose lowering wraps the function in JAX's custom_partitioning, with
+callbacks that read the rule ([Sharding and many processes](multi-device.md)).
 """
 
 from __future__ import annotations
@@ -99,7 +85,8 @@ class _Partitioned:
         return f"partitioned({self.rule.text!r})({self.name})"
 
     def __call__(self, *args: Any, **static: Any) -> Any:
-        arrays = [self._operand(i, a) for i, a in enumerate(args)]
+        arrays = [a if isinstance(a, (jax.Array, np.ndarray, core.Tracer)) else self._scalar(i, a)
+                  for i, a in enumerate(args)]
         key = tuple(sorted(static.items()))
         try:
             hash(key)
@@ -111,9 +98,7 @@ class _Partitioned:
             return self._call(key, *arrays)
         return self._eager(key, *arrays)
 
-    def _operand(self, position: int, value: Any) -> Any:
-        if isinstance(value, (jax.Array, np.ndarray, core.Tracer)):
-            return value
+    def _scalar(self, position: int, value: Any) -> Any:
         if isinstance(value, (bool, int, float, complex, np.generic)):
             return jax.numpy.asarray(value)
         raise TypeError(f"partitioned function {self.name}: argument {position} is "
@@ -177,15 +162,14 @@ class _Callbacks:
         self.sizes = _rule.check_operands(rule, [a.shape for a in jaxpr.in_avals])
 
     def sharding_rule(self) -> SdyShardingRule:
-        """The rule for Shardy: contracted dimensions are reduction factors where reduced, else
-        factors that need replication."""
+        # Contracted dimensions are reduction factors where reduced, else need replication.
         reduced = tuple(name for name, _ in self.rule.reductions)
         gathered = tuple(sorted(self.rule.contracted.difference(reduced)))
         return SdyShardingRule(self.rule.operands, self.rule.results,
                                reduction_factors=reduced, need_replication_factors=gathered)
 
     def _axes(self, mesh: Any, operands: Sequence[Any] = (), results: Sequence[Any] = ()):
-        """The mesh and the axes of every name, from the shardings of operands and results."""
+        """The mesh axes of every name, from the shardings of operands and results."""
         shardings = [getattr(s, "sharding", None) for s in (*operands, *results)]
         if getattr(mesh, "empty", False):
             raise ValueError(
@@ -195,14 +179,14 @@ class _Callbacks:
         specs = [s.spec if isinstance(s, NamedSharding) else None for s in shardings]
         sources = [(self.rule.operands, specs[:len(operands)]),
                    (self.rule.results if results else (), specs[len(operands):])]
-        return mesh, _rule.assign_axes(self.rule, sources, self.sizes, dict(mesh.shape))
+        return _rule.assign_axes(self.rule, sources, self.sizes, dict(mesh.shape))
 
     def _shardings(self, mesh: Any, axes_of: dict, specs) -> list:
         return [NamedSharding(mesh, PartitionSpec(*_rule.partition_spec(names, axes_of)))
                 for names in specs]
 
     def partition(self, mesh, arg_shapes, result_shape):
-        mesh, axes_of = self._axes(mesh, arg_shapes, result_shape)
+        axes_of = self._axes(mesh, arg_shapes, result_shape)
         arg_shardings = tuple(self._shardings(mesh, axes_of, self.rule.operands))
         combined = [(axes_of[n], _COMBINE[kind]) for n, kind in self.rule.reductions
                     if n in axes_of]
@@ -216,13 +200,10 @@ class _Callbacks:
         return mesh, per_shard, self._shardings(mesh, axes_of, self.rule.results), arg_shardings
 
     def infer(self, mesh, arg_shapes, result_shape):
-        del result_shape
-        mesh, axes_of = self._axes(mesh, arg_shapes)
-        return self._shardings(mesh, axes_of, self.rule.results)
+        return self._shardings(mesh, self._axes(mesh, arg_shapes), self.rule.results)
 
     def propagate(self, mesh, user_shape):
-        mesh, axes_of = self._axes(mesh, results=user_shape)
-        return self._shardings(mesh, axes_of, self.rule.results)
+        return self._shardings(mesh, self._axes(mesh, results=user_shape), self.rule.results)
 
 
 def _lowering(ctx, *operands, fun, rule, jaxpr, name):

@@ -1,14 +1,7 @@
-"""The sharding rule of a `partitioned` function: parsed, checked against arrays, and turned
-into shardings.
-
-A rule is einsum-like, one name per dimension, names separated by spaces, operands by commas:
-`"b n, b n -> b n"`, `"b n -> b"`, `"b n, -> b n"` (a scalar second operand). A name found in an
-operand and an output is free: it may be split across devices, each shard's call seeing its own
-slice. A name found only in operands is contracted: gathered before the call, or, where the rule
-gives it a reduction ("sum", "max", "min"), kept split and the outputs combined across its shards.
-
-Everything here is plain data and arithmetic: `_partition` hands it to JAX's custom_partitioning.
-"""
+"""The sharding rule of a `partitioned` function (einsum-like: `"b n, b n -> b n"`): parsed,
+checked against arrays, and turned into mesh axes per dimension. A name found in an operand and an
+output is free (it may be split); one found only in operands is contracted (gathered, or kept
+split where the rule gives it a reduction). Plain data: `_partition` hands it to JAX."""
 
 from __future__ import annotations
 
@@ -24,14 +17,8 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    """A parsed rule.
-
-    Attributes:
-      text: the rule as written (or as `batched` extended it), for messages.
-      operands: one tuple of dimension names per operand.
-      results: one tuple of dimension names per output.
-      reductions: (name, "sum" | "max" | "min") for contracted names kept split.
-    """
+    """A parsed rule: its text (for messages), one tuple of dimension names per operand and per
+    output, and (name, "sum" | "max" | "min") for each contracted name kept split."""
 
     text: str
     operands: tuple[tuple[str, ...], ...]
@@ -40,7 +27,6 @@ class Rule:
 
     @property
     def contracted(self) -> frozenset[str]:
-        """Names found in operands only."""
         outputs = {name for names in self.results for name in names}
         return frozenset(n for names in self.operands for n in names if n not in outputs)
 
@@ -55,12 +41,9 @@ class Rule:
         new = next(f"vmap{i}" for i in range(len(taken) + 1) if f"vmap{i}" not in taken)
         operands = tuple((new, *names) if m else names for names, m in zip(self.operands, mapped))
         results = tuple((new, *names) for names in self.results)
-        text = f"{_side(operands)} -> {_side(results)}"
+        text = " -> ".join(", ".join(" ".join(names) for names in specs)
+                           for specs in (operands, results))
         return dataclasses.replace(self, text=text, operands=operands, results=results)
-
-
-def _side(specs: Sequence[tuple[str, ...]]) -> str:
-    return ", ".join(" ".join(names) for names in specs)
 
 
 def _refuse(text: str, problem: str) -> ValueError:
@@ -99,10 +82,8 @@ def parse_rule(text: Any, reductions: Mapping[str, str] | None = None) -> Rule:
 
     Raises:
       TypeError: `text` is not a string, or `reductions` not a mapping.
-      ValueError: a malformed rule (no or several '->', a character that is no name, a name
-        used twice in one operand, no output), an output name found in no operand, or a
-        reduction for a name that is not contracted or of an unknown kind; the message quotes
-        the rule.
+      ValueError: a malformed rule, or a reduction of a name that is not contracted or of an
+        unknown kind; the message quotes the rule.
     """
     if not isinstance(text, str):
         raise TypeError(f"partitioned: the rule must be a string such as \"b n, b n -> b n\", "
@@ -137,12 +118,8 @@ def parse_rule(text: Any, reductions: Mapping[str, str] | None = None) -> Rule:
 
 
 def check_operands(rule: Rule, shapes: Sequence[tuple[int, ...]]) -> dict[str, int]:
-    """The size of every name, from the operands' shapes; raises where they disagree with `rule`.
-
-    Raises:
-      TypeError: not one operand per operand spec.
-      ValueError: an operand's rank differs from its spec, or a name has two sizes.
-    """
+    """The size of every name, from the operands' shapes; TypeError where their number, and
+    ValueError where a rank or a size, disagrees with `rule`."""
     if len(shapes) != len(rule.operands):
         raise TypeError(
             f"partitioned: rule {rule.text!r} has {len(rule.operands)} operand(s) but the "
@@ -181,33 +158,21 @@ def _sizes(text: str, specs, shapes, what: str, sizes: dict[str, int]) -> dict[s
     return sizes
 
 
-def _axes(entry: Any) -> tuple[str, ...]:
-    """The mesh axes of one PartitionSpec entry."""
-    if entry is None:
-        return ()
-    if isinstance(entry, str):
-        return (entry,)
-    try:
-        return tuple(a for a in entry if isinstance(a, str))
-    except TypeError:  # PartitionSpec.UNCONSTRAINED and the like: no axes of its own
-        return ()
-
-
 def assign_axes(rule: Rule, sources: Sequence[tuple[Sequence[tuple[str, ...]], Sequence[Any]]],
                 sizes: Mapping[str, int], mesh_shape: Mapping[str, int]) -> dict[str, tuple]:
-    """Which mesh axes split each name: taken from the first spec (operands first, then outputs)
-    that splits it, where the rule lets it be split, its size divides evenly and no other name
-    already took those axes. Names left out are whole on every device.
-
-    `sources` holds pairs (the rule's specs, one PartitionSpec or None per array).
-    """
+    """Which mesh axes split each name: taken from the first spec of `sources` (pairs: the
+    rule's specs, one PartitionSpec or None per array) that splits it, where the rule lets it
+    be split, its size divides evenly and no other name took those axes."""
     axes_of: dict[str, tuple] = {}
     used: set[str] = set()
     for specs, partitions in sources:
         for names, partition in zip(specs, partitions):
             entries = tuple(partition or ()) + (None,) * len(names)
             for name, entry in zip(names, entries):
-                axes = _axes(entry)
+                # The entry's mesh axes: None and PartitionSpec.UNCONSTRAINED have none.
+                entry = (entry,) if isinstance(entry, str) else entry
+                entry = entry if isinstance(entry, (tuple, list)) else ()
+                axes = tuple(a for a in entry if isinstance(a, str))
                 if (name in axes_of or not axes or not rule.may_split(name)
                         or used.intersection(axes)
                         or sizes[name] % math.prod(mesh_shape[a] for a in axes)):
@@ -219,8 +184,5 @@ def assign_axes(rule: Rule, sources: Sequence[tuple[Sequence[tuple[str, ...]], S
 
 def partition_spec(names: Sequence[str], axes_of: Mapping[str, tuple]) -> tuple:
     """The PartitionSpec entries of an array with dimensions `names`."""
-    entries = []
-    for name in names:
-        axes = axes_of.get(name, ())
-        entries.append(None if not axes else axes[0] if len(axes) == 1 else axes)
-    return tuple(entries)
+    axes = [axes_of.get(name, ()) for name in names]
+    return tuple(None if not a else a[0] if len(a) == 1 else a for a in axes)

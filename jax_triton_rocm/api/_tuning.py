@@ -1,18 +1,7 @@
-"""`autotune`: pick each autotuned call's config on the real data of a real run, once.
-
-jaxlib's own autotuner cannot tell us what it picked, and on its typed-FFI target it times the
-configs before the program's earlier kernels have run (`_compat`). So the package picks
-configs itself, the way eager Triton does: `autotune(fn, *args)` runs `fn` one equation at a time
-on the given arrays. An equation whose lowering leaves an autotuned call undecided (a
-`triton_call`, a library primitive using `triton_call_lowering`, or a loop, `vmap` or
-`shard_map` around one) is compiled once per config of that call, each compiled program is
-timed on the equation's real operands, and the fastest config is remembered (`routes._choices`, in
-this process and on disk). Calls, `jit`s and `custom_jvp`/`custom_vjp` functions are entered, so
-the operands are those the program itself computes. Several undecided calls in one equation are
-tuned one after the other, each with the ones before fixed at their winners.
-
-After that, every lowering of those calls (this process or a later one on the same kind of GPU,
-jaxlib and Triton) emits the chosen config alone: a plain kernel call.
+"""`autotune`: pick each autotuned call's config on the real data of a real run, once (jaxlib's
+autotuner cannot tell what it picked, and on its typed-FFI target it times the configs before the
+program's earlier kernels have run): run the function one equation at a time, and compile and
+time each undecided call's configs on its real operands ([Autotuning](autotuning.md)).
 """
 
 from __future__ import annotations
@@ -47,16 +36,14 @@ def autotune(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     Every autotuned call `fn` makes that has no remembered config is timed with each config, on
     the operands this run computes for it, and the fastest is remembered: from then on (in this
     process, and in later ones through `JAX_TRITON_ROCM_AUTOTUNE_DIR`) the call lowers to that
-    config alone, a plain kernel call with no trial runs. Run it once with representative arrays,
-    before jitting `fn`; JAX's caches are cleared when something new was picked, so a function
-    jitted before picks the choices up at its next call.
+    config alone. Run it once with representative arrays, before jitting `fn`; a function
+    jitted before picks the choices up at its next call (JAX's caches are cleared).
 
     Args:
-      fn: the function, as you would pass it to `jax.jit` (other static arguments bound
-        beforehand, e.g. with `functools.partial`).
+      fn: the function, as you would pass it to `jax.jit` (static arguments bound beforehand).
       *args: arrays on the GPU (and pytrees of them) to run it on. Python and NumPy scalars
-        among them are bound as they are, as `functools.partial` would (a kernel receives them
-        as scalars); arrays, 0-d ones too, are traced, as under `jax.jit`.
+        among them are bound as they are (a kernel receives them as scalars); arrays, 0-d ones
+        too, are traced, as under `jax.jit`.
       **kwargs: keyword arguments of `fn`, as `*args`.
 
     Returns:
@@ -83,22 +70,23 @@ def autotune(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any],
               settled: set | None = None) -> list[Any]:
     """Runs `jaxpr` on real values, one equation at a time, tuning where a call is undecided.
-
-    `settled` holds equations already tuned in this run (by primitive, parameters and operand
-    types): a repeat of one runs as it is, with the choices just made.
-    """
+    `settled`: the equations already tuned in this run, which run as they are."""
     settled = set() if settled is None else settled
-    env: dict[Any, Any] = {}
+    env = dict(zip([*jaxpr.constvars, *jaxpr.invars], [*consts, *args]))
 
     def read(var: Any) -> Any:
         return var.val if isinstance(var, core.Literal) else env[var]
 
-    for var, value in zip(list(jaxpr.constvars) + list(jaxpr.invars), list(consts) + list(args)):
-        env[var] = value
     for eqn in jaxpr.eqns:
         invals = [read(v) for v in eqn.invars]
         body = _call_body(eqn)
-        signature = _signature(eqn)
+        # What decides how `eqn` lowers, or None where that is not hashable.
+        signature = (eqn.primitive, tuple(sorted(eqn.params.items())),
+                     tuple(getattr(v, "aval", None) for v in eqn.invars))
+        try:
+            hash(signature)
+        except TypeError:
+            signature = None
         if body is not None:
             outs = _evaluate(body[0], body[1], invals, settled)
         elif _may_call_triton(eqn) and (signature is None or signature not in settled):
@@ -107,20 +95,8 @@ def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any],
                 settled.add(signature)
         else:
             outs = _bind(eqn, invals)
-        for var, value in zip(eqn.outvars, outs):
-            env[var] = value
+        env.update(zip(eqn.outvars, outs))
     return [read(v) for v in jaxpr.outvars]
-
-
-def _signature(eqn: Any) -> tuple | None:
-    """A hashable stand-in for what decides how `eqn` lowers, or None where there is none."""
-    signature = (eqn.primitive, tuple(sorted(eqn.params.items())),
-                 tuple(getattr(v, "aval", None) for v in eqn.invars))
-    try:
-        hash(signature)
-    except TypeError:
-        return None
-    return signature
 
 
 def _split(value: Any) -> tuple[Any, Sequence[Any]] | None:
@@ -141,33 +117,23 @@ def _call_body(eqn: Any) -> tuple[Any, Sequence[Any]] | None:
     return body
 
 
-def _sub_jaxprs(params: dict[str, Any]):
-    for value in params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            body = _split(item)
-            if body is not None:
-                yield body[0]
-
-
 def _may_call_triton(eqn: Any) -> bool:
     """Whether lowering `eqn` may emit a Triton call: a `triton_call`, a primitive whose GPU
     lowering comes from outside JAX (a library's, maybe through `triton_call_lowering`), or an
     equation with such a one in its body."""
-    if eqn.primitive is triton_kernel_p or _has_foreign_gpu_rule(eqn.primitive):
+    if eqn.primitive is triton_kernel_p:
         return True
-    return any(_may_call_triton(inner) for body in _sub_jaxprs(eqn.params)
-               for inner in body.eqns)
-
-
-def _has_foreign_gpu_rule(primitive: Any) -> bool:
     rules = getattr(mlir, "_platform_specific_lowerings", {})
     for platform in ("cuda", "rocm", "gpu"):
-        entry = rules.get(platform, {}).get(primitive)
+        entry = rules.get(platform, {}).get(eqn.primitive)
         rule = getattr(entry, "rule", entry)  # JAX keeps the rule in a LoweringRuleEntry
         module = getattr(rule, "__module__", None) or ""
         if rule is not None and not module.startswith(("jax.", "jaxlib.")):
             return True
-    return False
+    bodies = [_split(item) for value in eqn.params.values()
+              for item in (value if isinstance(value, (tuple, list)) else (value,))]
+    return any(_may_call_triton(inner) for body in bodies if body is not None
+               for inner in body[0].eqns)
 
 
 def _bind(eqn: Any, invals: Sequence[Any]) -> list[Any]:
@@ -178,16 +144,11 @@ def _bind(eqn: Any, invals: Sequence[Any]) -> list[Any]:
 
 def _compiled(eqn: Any, invals: Sequence[Any],
               forced: dict[str, int]) -> tuple[Any, dict[str, _choices.Undecided]]:
-    """`eqn` alone, compiled for `invals` with the `forced` configs; and what it left undecided.
-
-    A new function each time, so that neither JAX's caches nor the lowered-call memo (whose key
-    holds the session's forced configs) serve a lowering made with other choices.
-    """
-    def run_equation(*operands):
-        return _bind(eqn, operands)
-
+    """`eqn` alone, compiled for `invals` with the `forced` configs; and what it left undecided."""
+    # A new function each time, so that neither JAX's caches nor the lowered-call memo (whose key
+    # holds the session's forced configs) serve a lowering made with other choices.
     with _choices.session(forced) as current:
-        compiled = jax.jit(run_equation).trace(*invals).lower().compile()
+        compiled = jax.jit(lambda *operands: _bind(eqn, operands)).trace(*invals).lower().compile()
     return compiled, current.undecided
 
 
@@ -208,11 +169,8 @@ def _tune_and_run(eqn: Any, invals: Sequence[Any]) -> list[Any]:
 
 
 def _time(compiled: Any, invals: Sequence[Any]) -> float:
-    """Seconds per run of `compiled` on `invals`: the best of a few rounds of back-to-back runs.
-
-    The first run loads the kernels (and lets jaxlib autotune any call still undecided) and is
-    not counted.
-    """
+    """Seconds per run of `compiled` on `invals`: the best of a few rounds of back-to-back runs,
+    after one uncounted run that loads the kernels (and lets jaxlib tune any call undecided)."""
     jax.block_until_ready(compiled(*invals))
     start = time.perf_counter()
     jax.block_until_ready(compiled(*invals))

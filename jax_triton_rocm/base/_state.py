@@ -282,7 +282,7 @@ ELSEWHERE = (
     ("base._compat", "triton_info", "the installed Triton's version and features (cached)"),
     ("base._compat", "_warn_ffi_autotune", "one warning per process (cached)"),
     ("spec._spec", "_POINTER_TYPES", "Triton pointer type per dtype object"),
-    ("spec._hooks", "_DESCRIPTOR_CLASS", "Triton's TensorDescriptor class, once imported"),
+    ("spec._hooks", "_descriptor_class", "the hook descriptor class over Triton's (cached)"),
     ("compile._cache", "_warned", "cache problems already warned about"),
     ("compile._cache", "_warned_cache_dir", "one warning about Triton's cache folder"),
     ("compile._cache", "_warned_unwritable", "unwritable cache folders already warned about"),

@@ -4,12 +4,8 @@
 
 The names are jax-triton 0.4.1's `__all__`, with its signatures; `triton_lib` and `version` are
 its submodules. Every plain call lowers as jax-triton 0.4.1 lowers it, to one jaxlib custom
-call that produces the results (so it carries the caller's `set_xla_metadata` attributes),
-whatever route the package would otherwise choose: `triton_kernel_call_ffi`, or jaxlib's legacy
-`triton_kernel_call` where XLA_FLAGS keeps custom calls out of command buffers
-(`JAX_TRITON_ROCM_CALL_TARGET`, docs/environment.md).
-`__version__` is the jax-triton version served ("0.4.1"); the package's is
-`jax_triton_rocm.__version__`.
+call that produces the results (`triton_call`). `__version__` is the jax-triton version served
+("0.4.1"); the package's is `jax_triton_rocm.__version__`.
 
 `jax_triton_rocm.compat.v0_3` is jax-triton 0.3.1's API, for code written for 0.3;
 `install_as_jax_triton("0.3" or "0.4")` makes `import jax_triton` give one of the two, for a

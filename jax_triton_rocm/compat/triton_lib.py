@@ -17,7 +17,6 @@ import numpy as np
 from jax_triton_rocm.api import _call
 from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME
 from jax_triton_rocm.checks import _binder
-from jax_triton_rocm.checks._binder import keyword_names as _keyword_names
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.spec import _spec
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor, strides_from_shape
@@ -67,11 +66,8 @@ class ShapeDtype(Protocol):
 
 
 def normalize_grid(grid: ValueOrFn[Grid], metaparams: Mapping[str, Any]) -> tuple[int, int, int]:
-    """`grid` (called with `metaparams` if callable) as three ints, padded with 1s.
-
-    Raises:
-      TypeError / ValueError: the grid is not 1-3 positive ints, naming its value.
-    """
+    """`grid` (called with `metaparams` if callable) as three ints, padded with 1s; TypeError
+    or ValueError, naming its value, where it is not 1-3 positive ints."""
     return _spec.normalize_grid(grid(metaparams) if callable(grid) else grid)
 
 
@@ -96,11 +92,13 @@ def triton_call(
 ) -> Any:
     """jax-triton 0.4.1's `triton_call`: calls a Triton (or Gluon) kernel on JAX arrays.
 
-    The arguments and their rules are jax-triton 0.4.1's (jax_triton_rocm.triton_call's with
+    The arguments are `jax_triton_rocm.triton_call`'s, with jax-triton 0.4.1's rules (those of
     `out_type`; [Porting from jax-triton](porting.md)): positional and keyword operands fill
     the kernel's non-constexpr parameters, outputs the ones left unfilled; `out_shape=` is a
     deprecated spelling of `out_type=`, and it, `input_output_aliases` and `zeroed_outputs`
-    warn as 0.4.1 warns. Unless given, `num_warps` is 4 and `num_stages` 3, as in jax-triton 0.4.1.
+    warn as 0.4.1 warns. Unless given (by argument or in `backend_options`, not both),
+    `num_warps` is 4 and `num_stages` 3, as in jax-triton 0.4.1; an autotuned kernel's configs
+    carry their own.
 
     Every call takes jaxlib's route (`xla_native=False`): a plain kernel lowers to one jaxlib
     custom call that writes the results (`triton_kernel_call_ffi`, or `triton_kernel_call` where
@@ -109,35 +107,27 @@ def triton_call(
     autotuned kernel takes the package's target for autotuned calls
     ([Autotuning](autotuning.md)).
 
-    Args:
-      *args: the operands, in the kernel's parameter order (arrays, `Ref`s, scalars,
-        `TensorDescriptor`s, tuples of them).
-      kernel: a @triton.jit or @gluon.jit function, bare or in @triton.autotune/@triton.heuristics.
-      out_type: the outputs: anything with .shape and .dtype, or a pytree of them; `()` for none.
-      grid: an int, a tuple of 1-3 ints, or a callable of the metaparameters returning one.
-      name: a name for the call.
-      num_warps: warps per program (default 4; an autotune config's own for autotuned kernels).
-      num_stages: software-pipelining stages (default 3; likewise).
-      num_ctas: CTAs per cluster (default 1).
-      compute_capability: a CUDA compute capability to compile for.
-      backend_options: Triton compile options; one also given as an argument is an error.
-      input_output_aliases: deprecated: {operand leaf index: output index}.
-      zeroed_outputs: deprecated: output indices zeroed before the launch, or a callable of the
-        metaparameters returning them.
-      debug: compile with Triton's debug mode.
-      serialized_metadata: bytes carried in the kernel call.
-      cost_estimate: {"flops": n, "bytes_accessed": n} for profilers.
-      has_side_effect: keep the call even when nothing uses its results.
-      **kwargs: kernel parameters by name (and the deprecated `out_shape`).
-
     Returns:
       The outputs, in the structure of `out_type`.
 
     Raises:
       TypeError / ValueError: a bad argument, named with its value and the fix.
     """
+    # A kernel parameter that the arguments and outputs leave, named like one of this
+    # triton_call's own arguments, only a keyword could fill, as in jax-triton 0.4.1.
     outputs = out_type if out_type is not None else kwargs.get("out_shape", ())
-    _check_fillable(_call.unwrapped_kernel(kernel), len(args) + len(jax.tree.leaves(outputs)))
+    taken_apart = _call.unwrapped_kernel(kernel)
+    param = _binder.own_named_parameter(taken_apart, _OWN_KEYWORDS | {"out_shape"},
+                                        len(args) + len(jax.tree.leaves(outputs)))
+    if param is not None:
+        group = "constexprs" if param.is_constexpr else "operands"
+        meaning = ", the deprecated spelling of out_type=" if param.name == "out_shape" else ""
+        raise TypeError(
+            f"triton_call: kernel {taken_apart.name}'s parameter {param.name!r} is named like an "
+            f"argument of jax-triton 0.4.1's triton_call ({param.name}=...{meaning}), which "
+            f"jax_triton_rocm.compat keeps as 0.4.1 has it, so nothing in this call can fill the "
+            f"parameter. Call jax_triton_rocm.triton_call instead, with the same arguments: it "
+            f"fills the parameter by name, {group}={{{param.name!r}: ...}}.")
     if "out_shape" in kwargs:
         if out_type is not None:
             raise TypeError("triton_call: give out_type= or the deprecated out_shape=, not "
@@ -169,52 +159,17 @@ def on_jaxlib_route(surface: Callable, own: frozenset[str], *args: Any, kernel: 
     """`jax_triton_rocm.triton_call` on jaxlib's route, for a drop-in's `triton_call`
     (`surface`, whose own keywords are `own`): jax-triton's default warps and stages for a
     kernel that is not autotuned, and a keyword that `surface` lacks but the package has
-    (`xla_native`, `operands`, ...) filling the kernel parameter of that name (`_by_name`)."""
+    (`xla_native`, `operands`, ...) filling the kernel parameter of that name."""
     taken_apart = _call.unwrapped_kernel(kernel)
     settings = {"num_warps": num_warps, "num_stages": num_stages}
     if taken_apart.autotuner is None:  # an autotuned kernel's configs carry their own
         for key, default in _JAX_TRITON_DEFAULTS.items():
             if settings[key] is None and key not in (backend_options or {}):
                 settings[key] = default
-    kernel_kwargs, by_name = _by_name(
-        {k: v for k, v in kwargs.items() if k not in own}, taken_apart, surface, own)
-    own_kwargs = {k: v for k, v in kwargs.items() if k in own}
     if backend_options is not None:
-        own_kwargs["backend_options"] = backend_options
-    return _call.triton_call(*args, kernel=kernel, **settings, **own_kwargs, xla_native=False,
-                             **by_name, **kernel_kwargs)
-
-
-# This triton_call's own keyword arguments (jax-triton 0.4.1's).
-_OWN_KEYWORDS = frozenset(_keyword_names(triton_call))
-
-
-def _check_fillable(taken_apart: _spec.Unwrapped, start: int) -> None:
-    """Raises TypeError where a kernel parameter that the arguments and outputs leave (from
-    position `start` on) is named like one of this triton_call's own arguments (`name`, `grid`,
-    `out_shape`, ...): only a keyword could fill it, and here that keyword is jax-triton
-    0.4.1's own, as in 0.4.1; the message points to jax_triton_rocm.triton_call, which takes
-    it in `constexprs=` or `operands=`."""
-    param = _binder.own_named_parameter(taken_apart, _OWN_KEYWORDS | {"out_shape"}, start)
-    if param is None:
-        return
-    group = "constexprs" if param.is_constexpr else "operands"
-    meaning = ", the deprecated spelling of out_type=" if param.name == "out_shape" else ""
-    raise TypeError(
-        f"triton_call: kernel {taken_apart.name}'s parameter {param.name!r} is named like an "
-        f"argument of jax-triton 0.4.1's triton_call ({param.name}=...{meaning}), which "
-        f"jax_triton_rocm.compat keeps as 0.4.1 has it, so nothing in this call can fill the "
-        f"parameter. Call jax_triton_rocm.triton_call instead, with the same arguments: it "
-        f"fills the parameter by name, {group}={{{param.name!r}: ...}}.")
-
-
-def _by_name(kwargs: dict[str, Any], taken_apart: _spec.Unwrapped, surface: Callable,
-             own: frozenset[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """`kwargs` (kernel parameters by name) split into those passed on as they are, and
-    `constexprs=`/`operands=` for parameters named like one of jax_triton_rocm.triton_call's
-    keywords that `surface` (a drop-in's `triton_call`, whose own keywords are `own`) lacks: in
-    jax-triton such a keyword is a kernel parameter's value (or a metaparameter that no
-    parameter reads)."""
+        settings["backend_options"] = backend_options
+    # A keyword that only jax_triton_rocm.triton_call has is, in jax-triton, a kernel
+    # parameter's value (or a metaparameter that no parameter reads).
     package_only = frozenset(_call.TRITON_CALL_KEYWORDS) - own - {"out_shape"}
     by_name: dict[str, dict[str, Any]] = {}
     params = {param.name: param for param in taken_apart.jit_fn.params}
@@ -227,8 +182,13 @@ def _by_name(kwargs: dict[str, Any], taken_apart: _spec.Unwrapped, surface: Call
                 f"{surface.__module__}.triton_call offers; call jax_triton_rocm.triton_call "
                 f"to use it.")
         group = "constexprs" if params[key].is_constexpr else "operands"
-        by_name.setdefault(group, {})[key] = kwargs[key]
-    return {k: v for k, v in kwargs.items() if k not in package_only}, by_name
+        by_name.setdefault(group, {})[key] = kwargs.pop(key)
+    return _call.triton_call(*args, kernel=kernel, **settings, xla_native=False, **by_name,
+                             **kwargs)
+
+
+# This triton_call's own keyword arguments (jax-triton 0.4.1's).
+_OWN_KEYWORDS = frozenset(_binder.keyword_names(triton_call))
 
 
 # jax-triton 0.4.1's names for the parts of its own compiler and lowering, which the package
@@ -243,22 +203,14 @@ _RULES = ("the rules of the package's primitive (triton_kernel_call_p here, "
           "jax_triton_rocm.triton_kernel_p): jax.vmap works, jax.grad raises naming "
           "jax.custom_vjp")
 _NOT_PROVIDED = {
-    "TritonFunction": _COMPILE,
-    "KernelSpecialization": _COMPILE,
-    "CompilationResult": _COMPILE,
-    "compile_ttir_inplace": _COMPILE,
-    "compile_ttir_to_ptx_inplace": _COMPILE,
-    "compile_ttir_to_hsaco_inplace": _COMPILE,
-    "make_cuda_target": _COMPILE,
-    "make_hip_target": _COMPILE,
-    "get_type_id": _LOWERING,
-    "to_python_type": _LOWERING,
-    "aval_size_bytes": _LOWERING,
-    "TensorDescMeta": _LOWERING,
-    "triton_kernel_call_lowering": _LOWERING,
-    "triton_kernel_call_abstract_eval": _RULES,
-    "triton_kernel_call_raise_on_jvp": _RULES,
-    "triton_kernel_call_raise_on_vmap": _RULES,
+    **dict.fromkeys(("TritonFunction", "KernelSpecialization", "CompilationResult",
+                     "compile_ttir_inplace", "compile_ttir_to_ptx_inplace",
+                     "compile_ttir_to_hsaco_inplace", "make_cuda_target", "make_hip_target"),
+                    _COMPILE),
+    **dict.fromkeys(("get_type_id", "to_python_type", "aval_size_bytes", "TensorDescMeta",
+                     "triton_kernel_call_lowering"), _LOWERING),
+    **dict.fromkeys(("triton_kernel_call_abstract_eval", "triton_kernel_call_raise_on_jvp",
+                     "triton_kernel_call_raise_on_vmap"), _RULES),
 }
 
 
@@ -272,10 +224,15 @@ def __getattr__(name: str) -> Any:
         from triton.experimental.gluon._runtime import GluonJITFunction
 
         return triton.JITFunction | GluonJITFunction
-    if name in _NOT_PROVIDED:
+    return not_provided(__name__, name, _NOT_PROVIDED, "jax_triton_rocm.compat")
+
+
+def not_provided(module: str, name: str, table: Mapping[str, str], drop_in: str) -> Any:
+    """Raises for `name`, missing from a drop-in's `module`: NotImplementedError, saying what to
+    use instead, for a name of jax-triton's own compiler and lowering in `table`."""
+    if name in table:
         # Not an AttributeError: `from ... import name` would replace its message with its own.
         raise NotImplementedError(
             f"jax_triton.triton_lib.{name} is part of jax-triton's own compiler and "
-            f"lowering, which jax_triton_rocm.compat does not reproduce; instead: "
-            f"{_NOT_PROVIDED[name]}.")
-    raise AttributeError(f"module 'jax_triton_rocm.compat.triton_lib' has no attribute {name!r}")
+            f"lowering, which {drop_in} does not reproduce; instead: {table[name]}.")
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")

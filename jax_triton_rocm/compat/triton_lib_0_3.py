@@ -1,7 +1,6 @@
 """jax-triton 0.3.1's `jax_triton.triton_lib` on this package (`jax_triton_rocm.compat.v0_3`'s
-`triton_lib`): `triton_call` with 0.3.1's
-signature and rules, on jaxlib's route, and the module's other public names, each either the
-package's equivalent or an error that says what to use instead
+`triton_lib`): `triton_call` with 0.3.1's signature and rules, on jaxlib's route, and the module's
+other public names, each the package's equivalent or an error that says what to use instead
 ([Porting from jax-triton](porting.md#code-written-for-jax-triton-03)).
 """
 
@@ -48,36 +47,19 @@ def triton_call(
 ) -> Any:
     """jax-triton 0.3.1's `triton_call`: calls a Triton kernel on JAX arrays.
 
-    The arguments and their rules are jax-triton 0.3.1's (jax_triton_rocm.triton_call's with
+    The arguments are `jax_triton_rocm.triton_call`'s, with jax-triton 0.3.1's rules (those of
     `out_shape`; [Porting from jax-triton](porting.md)): positional arguments fill the kernel's
-    parameters in order and the outputs' pointers follow them; a keyword is a constexpr (an
-    operand if it holds an array); `input_output_aliases` counts array arguments. Unless given,
-    `num_warps` is 4 and `num_stages` 3, and floating-point fusion is on, as in 0.3.1.
+    parameters in order and the outputs' pointers follow them; a keyword (`**metaparams`) is a
+    constexpr (an operand if it holds an array), and one an autotune config also sets keeps the
+    configs that agree with it; `input_output_aliases` counts array arguments. Unless given,
+    `num_warps` is 4 and `num_stages` 3 (an autotuned kernel's configs carry their own), and
+    floating-point fusion is on, as in 0.3.1.
 
     The call takes jaxlib's route (`xla_native=False`), as 0.3.1's does; a plain kernel lowers
     to jaxlib's typed-FFI target unless XLA_FLAGS keeps custom calls out of command buffers
-    (`JAX_TRITON_ROCM_CALL_TARGET`), where 0.3.1 always takes `triton_kernel_call`.
-
-    Args:
-      *args: the operands, in the kernel's parameter order (arrays and scalars).
-      kernel: a @triton.jit function, bare or in @triton.autotune/@triton.heuristics.
-      out_shape: the outputs: anything with .shape and .dtype (an array too), or a pytree of them.
-      grid: an int, a tuple of 1-3 ints, or a callable of the metaparameters returning one.
-      name: a name for the call.
-      custom_call_target_name: jaxlib's target, "triton_kernel_call" (the default) or
-        "triton_kernel_call_ffi"; the package picks between the two (see above).
-      num_warps: warps per program (default 4; an autotune config's own for autotuned kernels).
-      num_stages: software-pipelining stages (default 3; likewise).
-      num_ctas: CTAs per cluster.
-      compute_capability: a CUDA compute capability to compile for.
-      enable_fp_fusion: let Triton fuse multiplies and adds.
-      input_output_aliases: {array argument index: output index}.
-      zeroed_outputs: output indices zeroed before the launch, or a callable of the
-        metaparameters returning them.
-      debug: compile with Triton's debug mode.
-      serialized_metadata: bytes carried in the kernel call.
-      **metaparams: the kernel's constexprs (and operands) by name; a key an autotune config
-        also sets keeps the configs that agree with it.
+    (`JAX_TRITON_ROCM_CALL_TARGET`), where 0.3.1 always takes `triton_kernel_call`:
+    `custom_call_target_name` may name either of jaxlib's two targets, "triton_kernel_call"
+    (the default) or "triton_kernel_call_ffi", and the package picks between them.
 
     Returns:
       The outputs, in the structure of `out_shape`.
@@ -101,7 +83,7 @@ def triton_call(
 
 
 # This triton_call's own keyword arguments (jax-triton 0.3.1's).
-_OWN_KEYWORDS = frozenset(_v0_4._keyword_names(triton_call))
+_OWN_KEYWORDS = frozenset(_v0_4._binder.keyword_names(triton_call))
 
 # jax-triton 0.3.1's names for the parts of its own compiler and lowering, with what to use
 # instead (0.4.1's table, for the names 0.3.1 has).
@@ -111,19 +93,11 @@ _NOT_PROVIDED: dict[str, str] = {
         "compile_ttir_to_hsaco_inplace", "aval_size_bytes", "triton_kernel_call_lowering",
         "triton_kernel_call_abstract_eval", "triton_kernel_call_raise_on_jvp",
         "triton_kernel_call_raise_on_vmap")},
-    "get_or_create_triton_kernel": _v0_4._COMPILE,
-    "get_cuda_backend": _v0_4._COMPILE,
-    "get_hip_backend": _v0_4._COMPILE,
-    "get_triton_type": _v0_4._LOWERING,
-    "avals_to_layouts": _v0_4._LOWERING,
+    **dict.fromkeys(("get_or_create_triton_kernel", "get_cuda_backend", "get_hip_backend"),
+                    _v0_4._COMPILE),
+    **dict.fromkeys(("get_triton_type", "avals_to_layouts"), _v0_4._LOWERING),
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name in _NOT_PROVIDED:
-        # Not an AttributeError: `from ... import name` would replace its message with its own.
-        raise NotImplementedError(
-            f"jax_triton.triton_lib.{name} is part of jax-triton's own compiler and lowering, "
-            f"which jax_triton_rocm.compat.v0_3 does not reproduce; instead: "
-            f"{_NOT_PROVIDED[name]}.")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _v0_4.not_provided(__name__, name, _NOT_PROVIDED, "jax_triton_rocm.compat.v0_3")

@@ -1,15 +1,14 @@
 """Triton's autotuner and heuristics at lowering: the configs a call is tuned among
-(`autotune_configs`), what of the autotuner jaxlib's autotuner cannot honour, each refused with
-its alternative (jaxlib times the configs itself, on the device, at the first run, without host
-code around the trials), `perf_model` with `top_k`, which Triton runs on the host before any
-trial and so runs here, and `@triton.heuristics` (`apply_heuristics`)."""
+(`autotune_configs`, with `perf_model` and `top_k`, which Triton runs on the host before any
+trial), the autotuner features jaxlib's autotuner cannot honour, each refused with its
+alternative, and `@triton.heuristics` (`apply_heuristics`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.spec import _callbacks
@@ -22,9 +21,9 @@ LAUNCH_SETTINGS = ("num_warps", "num_stages", "num_ctas")
 # What a pre_hook (the autotuner's, or a config's that touches data) can do instead.
 PRE_HOOK_ALTERNATIVE = ("restore inputs through input_output_aliases (jaxlib restores aliased "
                         "buffers between trials) or zero outputs with zeroed_outputs")
+_JAXLIB_TIMES = "drop it: jaxlib times every config itself, on the device, at the first run"
 # Triton autotuner features that need the host around each trial, or that time the trials
-# differently. jaxlib's autotuner runs the trials itself, on the device, so none of them can run;
-# each gets an error naming what to use instead.
+# differently: jaxlib's autotuner runs the trials itself, on the device.
 _UNSUPPORTED_AUTOTUNE = {
     "pre_hook": PRE_HOOK_ALTERNATIVE,
     "post_hook": "do the work after the call, in JAX",
@@ -32,26 +31,20 @@ _UNSUPPORTED_AUTOTUNE = {
                      "between trials",
     "reset_to_zero": "list those outputs in triton_call's zeroed_outputs, which are zeroed "
                      "before every launch",
-    "do_bench": "drop it: jaxlib times every config itself, on the device, at the first run",
-    "warmup": "drop it: jaxlib times every config itself, on the device, at the first run",
-    "rep": "drop it: jaxlib times every config itself, on the device, at the first run",
-    "use_cuda_graph": "drop it: jaxlib times every config itself, on the device, at the first run",
+    "do_bench": _JAXLIB_TIMES,
+    "warmup": _JAXLIB_TIMES,
+    "rep": _JAXLIB_TIMES,
+    "use_cuda_graph": _JAXLIB_TIMES,
     "cache_results": "drop it: jaxlib times the configs once per process, at the first run, and "
                      "keeps the fastest for the life of the process",
 }
 
 
-def _user_cache_results(autotuner: Autotuner) -> bool:
-    """Whether `cache_results=True` was asked of this autotuner (not Triton's global knob)."""
-    if not getattr(autotuner, "cache_results", False):
-        return False
+def check_autotuner(autotuner: Autotuner, kernel: str) -> None:
+    """Raises NotImplementedError, naming the alternative, for an autotuner feature jaxlib
+    cannot honour."""
     from triton import knobs
 
-    return not knobs.autotuning.cache
-
-
-def _used_features(autotuner: Autotuner) -> list[str]:
-    """The unsupported autotuner features this autotuner uses, by argument name."""
     used = {
         "pre_hook": getattr(autotuner, "user_defined_pre_hook", False),
         "post_hook": getattr(autotuner, "user_defined_post_hook", False),
@@ -60,24 +53,18 @@ def _used_features(autotuner: Autotuner) -> list[str]:
         "warmup": getattr(autotuner, "num_warmups", None) is not None,
         "rep": getattr(autotuner, "num_reps", None) is not None,
         "use_cuda_graph": bool(getattr(autotuner, "use_cuda_graph", False)),
-        "cache_results": _user_cache_results(autotuner),
+        # Asked of this autotuner, not set by Triton's global knob.
+        "cache_results": (bool(getattr(autotuner, "cache_results", False))
+                          and not knobs.autotuning.cache),
     }
     # warmup, rep and use_cuda_graph install a `_do_bench` of their own; report those by name.
     used["do_bench"] = (getattr(autotuner, "_do_bench", None) is not None
                         and not (used["warmup"] or used["rep"] or used["use_cuda_graph"]))
-    return [name for name in _UNSUPPORTED_AUTOTUNE if used[name]]
-
-
-def check_autotuner(autotuner: Autotuner, kernel: str) -> None:
-    """Raises NotImplementedError for an autotuner feature jaxlib cannot honour.
-
-    The message names the feature, the kernel and the alternative; nothing is silently ignored.
-    """
-    used = _used_features(autotuner)
-    if used:
-        advice = "; ".join(f"for {name}: {_UNSUPPORTED_AUTOTUNE[name]}" for name in used)
+    names = [name for name in _UNSUPPORTED_AUTOTUNE if used[name]]
+    if names:
+        advice = "; ".join(f"for {name}: {_UNSUPPORTED_AUTOTUNE[name]}" for name in names)
         raise NotImplementedError(
-            f"@triton.autotune({', '.join(f'{name}=...' for name in used)}) on kernel {kernel} "
+            f"@triton.autotune({', '.join(f'{name}=...' for name in names)}) on kernel {kernel} "
             f"is not supported by jax_triton_rocm: jaxlib times the configs on the device, at the "
             f"first run, without host code around the trials. Instead, {advice}.")
     for config in autotuner.configs:  # a config's pre_hook runs at lowering (`_hooks`)
@@ -88,9 +75,16 @@ def check_autotuner(autotuner: Autotuner, kernel: str) -> None:
                 f"source. Drop ir_override, or change the kernel's source.")
 
 
-def _top_k(autotuner: Autotuner, kernel: str) -> int:
-    """How many configs `perf_model` keeps: `top_k` as Triton reads it (an int, or a float up to
-    1.0, the share of all configs)."""
+def fastest_estimated(autotuner: Autotuner, configs: list, named_args: Mapping[str, Any],
+                      kwargs: Mapping[str, Any], kernel: str) -> list:
+    """The `top_k` of `configs` that the autotuner's `perf_model` estimates fastest, fastest
+    first, as Triton's autotuner keeps them (the model gets the arguments, the keywords and
+    each config's `all_kwargs()` by name); `configs` as they are where no more are left.
+
+    Raises:
+      TypeError / ValueError: a bad `top_k`, or a model that raised or returned no number.
+    """
+    # `top_k` as Triton reads it: an int, or a float up to 1.0, the share of all configs.
     top_k = getattr(autotuner, "configs_top_k", 1.0)
     if isinstance(top_k, float) and top_k <= 1.0:
         top_k = int(len(autotuner.configs) * top_k)
@@ -101,20 +95,6 @@ def _top_k(autotuner: Autotuner, kernel: str) -> int:
         raise ValueError(f"prune_configs_by={{'top_k': {autotuner.configs_top_k!r}}} on kernel "
                          f"{kernel} keeps no config of {len(autotuner.configs)}; keep at least "
                          f"one.")
-    return top_k
-
-
-def fastest_estimated(autotuner: Autotuner, configs: list, named_args: Mapping[str, Any],
-                      kwargs: Mapping[str, Any], kernel: str) -> list:
-    """The `top_k` of `configs` that the autotuner's `perf_model` estimates fastest, fastest
-    first, as Triton's autotuner keeps them: the model is called with the arguments given by
-    position, the keywords and each config's `all_kwargs()` (its kwargs and settings) by name,
-    arrays as abstract values; `configs` as they are where no more than `top_k` are left.
-
-    Raises:
-      TypeError / ValueError: a bad `top_k`, or a model that raised or returned no number.
-    """
-    top_k = _top_k(autotuner, kernel)
     if len(configs) <= top_k:
         return configs
     model, estimates = autotuner.perf_model, []
@@ -140,13 +120,12 @@ def fastest_estimated(autotuner: Autotuner, configs: list, named_args: Mapping[s
 def apply_heuristics(heuristics: tuple, config: Any, named: dict, kernel: str,
                       param_names: set[str], compile_options: tuple[str, ...],
                       config_keys: frozenset[str] = frozenset()) -> Any:
-    """Runs `heuristics` (outermost first) on `config`; each sees the values set before it.
-    A rule may set a parameter, a launch setting or one of `compile_options`. `config_keys`:
-    for heuristics around an autotuner, what its configs set, which they run before.
+    """Runs `heuristics` (outermost first) on `config`; each sees the values set before it
+    and may set a parameter, a launch setting or one of `compile_options`. `config_keys`: for
+    heuristics around an autotuner, what its configs set, which they run before.
 
     Raises:
-      ValueError: a rule raised (`_callbacks.call` names the rule, what it read and was given;
-        a key among `config_keys`, why it is not there yet and where to put the heuristic).
+      ValueError: a rule raised (read from `config_keys`: where to put the heuristic instead).
       TypeError: a rule sets a name that is no parameter and no launch setting.
     """
     for wrapper in heuristics:
@@ -186,8 +165,7 @@ def apply_heuristics(heuristics: tuple, config: Any, named: dict, kernel: str,
 
 def _from_autotune_config(base: Any, config: Any, kernel: str, param_names: set[str],
                           compile_options: tuple[str, ...]) -> Any:
-    """`base` with a `triton.Config`'s kwargs, settings and vendor options (`compile_options`)
-    laid over it."""
+    """`base` with a `triton.Config`'s kwargs, settings and vendor options laid over it."""
     constexprs = dict(base.constexprs)
     options = dict(base.options)
     if getattr(config, "maxnreg", None) is not None:
@@ -212,10 +190,24 @@ def autotune_configs(autotuner: Autotuner, base: Any, named: dict, by_keyword: t
                       kernel: str, param_names: set[str],
                       compile_options: tuple[str, ...]) -> list[tuple[Any, Any]]:
     """The autotuner's configs over `base`, each with its `triton.Config`: those that agree
-    with what the call set (`_agreeing`), pruned by its `early_config_prune` and its
-    `perf_model`, in the order they leave."""
+    with what the call set, pruned by its `early_config_prune` and its `perf_model`, in the
+    order they leave."""
     check_autotuner(autotuner, kernel)
-    candidates = _agreeing(autotuner.configs, base.constexprs, kernel)
+    # The configs that set no key of the call's constexprs (with what heuristics around the
+    # autotuner set) to another value: jax-triton tunes among these, so a call may fix one of
+    # the tuned keys (Triton's launcher refuses any overlap).
+    configs, given = autotuner.configs, base.constexprs
+    candidates = [config for config in configs
+                  if all(config.kwargs[key] == value for key, value in given.items()
+                         if key in config.kwargs)]
+    if not candidates:
+        overlap = sorted(set(given) & set().union(*[config.kwargs for config in configs]))
+        raise ValueError(
+            f"Kernel {kernel}: the call sets "
+            f"{', '.join(f'{key}={given[key]!r}' for key in overlap)} (or a heuristic around "
+            f"@triton.autotune does), and no autotune config agrees: "
+            f"{'; '.join(map(str, configs))}. Give a value that one of them sets, or drop the "
+            f"key from the call to let the autotuner choose.")
     named_args = {name: value for name, value in named.items() if name not in by_keyword}
     kwargs = {**{name: named[name] for name in by_keyword if name in named},
               **base.kwargs_view()}
@@ -223,41 +215,14 @@ def autotune_configs(autotuner: Autotuner, base: Any, named: dict, by_keyword: t
     if prune is not None:
         candidates = _pruned(prune, candidates, named_args, kwargs, kernel)
     if getattr(autotuner, "perf_model", None) is not None:
-        candidates = fastest_estimated(autotuner, candidates, named_args, kwargs,
-                                                  kernel)
+        candidates = fastest_estimated(autotuner, candidates, named_args, kwargs, kernel)
     return [(config, _from_autotune_config(base, config, kernel, param_names, compile_options))
             for config in candidates]
 
 
-def _agreeing(configs: Sequence[Any], given: dict[str, Any], kernel: str) -> list:
-    """The `configs` that set no key of `given` (the call's constexprs, with what heuristics
-    around the autotuner set) to another value. jax-triton keeps these and tunes among them,
-    so a call may fix one of the tuned keys (Triton's launcher refuses any overlap).
-
-    Raises:
-      ValueError: no config agrees, naming each key the call and the configs set, its value
-        and the configs.
-    """
-    kept = [config for config in configs
-            if all(config.kwargs[key] == value for key, value in given.items()
-                   if key in config.kwargs)]
-    if kept:
-        return kept
-    overlap = sorted(set(given) & set().union(*[config.kwargs for config in configs]))
-    raise ValueError(
-        f"Kernel {kernel}: the call sets {', '.join(f'{key}={given[key]!r}' for key in overlap)} "
-        f"(or a heuristic around @triton.autotune does), and no autotune config agrees: "
-        f"{'; '.join(map(str, configs))}. Give a value that one of them sets, or drop the key "
-        f"from the call to let the autotuner choose.")
-
-
 def _pruned(prune: Any, configs: list, named_args: dict, kwargs: dict, kernel: str) -> list:
-    """The configs `prune` (an `early_config_prune`) keeps, checked to be some of `configs`'
-    kind (`triton.Config`s), at least one.
-
-    Raises:
-      ValueError: `prune` raised, returned no config, or returned something else.
-    """
+    """The configs `prune` (an `early_config_prune`) keeps, checked to be `triton.Config`s, at
+    least one; ValueError where it raised or returned no config or something else."""
     what = f"early_config_prune of kernel {kernel}"
     fix = (f"It must return the triton.Config objects it keeps (at least one of the "
            f"{len(configs)}: {'; '.join(str(c) for c in configs)}).")

@@ -1,27 +1,22 @@
 """`triton.Config(pre_hook=...)`: each config's hook, run once at lowering on stand-ins.
 
-Triton's launcher calls a config's `pre_hook(nargs)` before it launches that config, with the
-arguments by name, the keywords and the config's kwargs and settings. Kernels that take host-side
-tensor descriptors use it to give each config its own block shapes
-(`nargs["desc_q"].block_shape = [BLOCK_M, HEAD_DIM]`, as Triton's attention and persistent
-matmul tutorials do). jaxlib launches the configs itself, with no host code around them, so the
-hook runs here instead, once per config while the call is lowered, on stand-ins: each
-`TensorDescriptor` a `HookDescriptor`, which records the `block_shape` the hook sets (and passes
-`isinstance` for the package's descriptor and for Triton's, which hooks written for Triton check),
-each array a `HookArray`, with its shape and dtype and no data. Whatever else the hook reads or
-writes of an array, or of a descriptor, raises `DataAccess`, which `run` turns into the refusal
-naming the alternatives: jaxlib's trials cannot run host code that zeroes or copies buffers.
+jaxlib launches the configs itself, with no host code around them, so the hook runs here instead,
+on stand-ins: each `TensorDescriptor` a `HookDescriptor`, which records the `block_shape` the hook
+sets (as Triton's tutorials do), each array a `HookArray`, with its shape and dtype and no data.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from jax_triton_rocm.spec import _autotuner, _callbacks
 from jax_triton_rocm.spec._spec import aval_text
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor
+
 
 class DataAccess(Exception):
     """A pre_hook read or wrote what a stand-in does not have (array data, a descriptor field
@@ -39,7 +34,7 @@ class HookArray:
     shape = property(lambda self: tuple(self._aval.shape))
     dtype = property(lambda self: self._aval.dtype)
     ndim = property(lambda self: len(self._aval.shape))
-    size = property(lambda self: int(_product(self._aval.shape)))
+    size = property(lambda self: math.prod(int(dim) for dim in self._aval.shape))
     nbytes = property(lambda self: self.size * self.dtype.itemsize)
 
     def __getattr__(self, name: str) -> Any:
@@ -75,24 +70,10 @@ for _method, _text in {
     setattr(HookArray, _method, _refused(_text))
 
 
-def _product(shape: Any) -> int:
-    size = 1
-    for dim in shape:
-        size *= int(dim)
-    return size
-
-
-def _triton_descriptor() -> type:
-    from triton.tools.tensor_descriptor import TensorDescriptor as TritonDescriptor
-
-    return TritonDescriptor
-
-
 class HookDescriptor(TensorDescriptor):
     """A descriptor as a pre_hook sees it: its fields as lists (as Triton's descriptor has
-    them), `base` a `HookArray`; it records the `block_shape` the hook sets (assigned, or
-    changed in place) and refuses any other assignment. Made by `stand_in`, which adds Triton's
-    descriptor class to its bases."""
+    them), `base` a `HookArray`; only its `block_shape` may be set (assigned, or changed in
+    place). `stand_in` adds Triton's descriptor class to its bases, which hooks check."""
 
     def __init__(self, desc: TensorDescriptor, label: str, path: tuple[int, ...]) -> None:
         for field in dataclasses.fields(TensorDescriptor):
@@ -116,15 +97,12 @@ class HookDescriptor(TensorDescriptor):
     __hash__ = object.__hash__
 
 
-_DESCRIPTOR_CLASS: list[type] = []
-
-
+@functools.cache
 def _descriptor_class() -> type:
-    """`HookDescriptor` with Triton's own descriptor among its bases (made once)."""
-    if not _DESCRIPTOR_CLASS:
-        _DESCRIPTOR_CLASS.append(type("HookDescriptor", (HookDescriptor, _triton_descriptor()),
-                                      {"__module__": __name__}))
-    return _DESCRIPTOR_CLASS[0]
+    """`HookDescriptor` with Triton's own descriptor among its bases."""
+    from triton.tools.tensor_descriptor import TensorDescriptor as TritonDescriptor
+
+    return type("HookDescriptor", (HookDescriptor, TritonDescriptor), {"__module__": __name__})
 
 
 def stand_in(value: Any, label: str, path: tuple[int, ...], made: list) -> Any:
@@ -144,13 +122,12 @@ def stand_in(value: Any, label: str, path: tuple[int, ...], made: list) -> Any:
 
 def run(hook: Any, config: Any, nargs: Mapping[str, Any], names: list[str],
         kernel: str) -> tuple[tuple[tuple[int, ...], TensorDescriptor], ...]:
-    """Runs `config`'s pre_hook on stand-ins of `nargs` (the arguments by name, the keywords,
-    the config's kwargs and settings); returns the descriptors whose block shape it set, as
-    (parameter path, descriptor over an abstract base with the new block shape).
+    """Runs `config`'s pre_hook on stand-ins of `nargs`; returns the descriptors whose block
+    shape it set, as (parameter path, descriptor over an abstract base with the new block shape).
 
     Raises:
       NotImplementedError: the hook touched array data, or a descriptor field other than
-        `block_shape` (naming what, and the alternatives).
+        `block_shape`.
       ValueError: the hook raised, or set a block shape a descriptor cannot have.
     """
     made: list[HookDescriptor] = []

@@ -203,6 +203,13 @@ def test_a_dimension_that_does_not_divide_evenly_stays_whole():
     assert _assign("b n -> b n", [("d", None)], {"b": 8, "n": 8}) == {"b": ("d",)}
 
 
+def test_an_unconstrained_or_multi_axis_entry_is_read_as_its_mesh_axes():
+    unconstrained = jax.sharding.PartitionSpec.UNCONSTRAINED
+    axes = _assign("b n -> b n", [(unconstrained, ("d", "e"))], {"b": 8, "n": 8},
+                   mesh=(("d", 2), ("e", 2)))
+    assert axes == {"n": ("d", "e")}
+
+
 def test_a_mesh_axis_splits_one_dimension_only():
     axes = _assign("b n, n b -> b n", [("d", None), ("d", None)], {"b": 8, "n": 8})
     assert axes == {"b": ("d",)}
