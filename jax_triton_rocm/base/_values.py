@@ -92,18 +92,6 @@ def is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-def flag(value: Any, what: str) -> bool:
-    """`value` as a bool, for an argument that must be one (`debug`, `enable_fp_fusion`).
-
-    Raises:
-      TypeError: anything but a Python or NumPy bool (a string such as "no" is truthy).
-    """
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise TypeError(f"{what}={value!r} must be a bool (True or False), got "
-                    f"{type(value).__name__}.")
-
-
 # Compile options of the vendor backends, with what Triton's backends accept
 # (`triton/backends/amd/compiler.py` HIPOptions, `triton/backends/nvidia/compiler.py`
 # CUDAOptions): (allowed values, or an inclusive int range, and what they mean).

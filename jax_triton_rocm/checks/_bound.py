@@ -167,7 +167,7 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     # A kernel that takes nothing at launch (no parameters, or constexprs only) can only be
     # called for what it does besides outputs (a print, an assert): kept, as Triton launches it.
     given, backend_options, unwrapped = call.given, call.backend_options, call.unwrapped
-    side_effect = (_values.flag(call.has_side_effect, "has_side_effect")
+    side_effect = (_checker.flag(call.has_side_effect, "has_side_effect")
                    or all([param.constexpr for param in unwrapped.params]))
     placed, keyword_options, by_keyword = _binder.bind_arguments(
         call, has_side_effect=side_effect, own_keywords=own_keywords)

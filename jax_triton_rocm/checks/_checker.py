@@ -80,6 +80,18 @@ def close_names(unknown: Iterable[str], known: Iterable[str]) -> str:
 
 
 
+def flag(value: Any, what: str) -> bool:
+    """`value` as a bool, for an argument that must be one (`debug`, `enable_fp_fusion`).
+
+    Raises:
+      TypeError: anything but a Python or NumPy bool (a string such as "no" is truthy).
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{what}={value!r} must be a bool (True or False), got "
+                    f"{type(value).__name__}.")
+
+
 def check_takes_meta(fn: Callable, what: str) -> None:
     """Raises unless `fn` can be called with one positional argument (the metaparameters)."""
     try:
@@ -203,7 +215,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         raise ValueError(
             f"{api.prefix}batch_grid_axis={axis!r} must be None (jax.vmap loops over the batch) "
             f"or the grid axis 0, 1 or 2 whose program id is the example index under jax.vmap.")
-    enable_fp_fusion = _values.flag(g.enable_fp_fusion, f"{api.prefix}enable_fp_fusion")
+    enable_fp_fusion = flag(g.enable_fp_fusion, f"{api.prefix}enable_fp_fusion")
     zeroed = g.zeroed_outputs
     if callable(zeroed):
         check_takes_meta(zeroed, f"{api.prefix}zeroed_outputs")
@@ -220,12 +232,13 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         cuda_arch=cuda_arch,
         enable_fp_fusion=enable_fp_fusion, input_output_aliases=tuple(aliases),
         zeroed_outputs=zeroed,
-        debug=_values.flag(g.debug, f"{api.prefix}debug"),
+        debug=flag(g.debug, f"{api.prefix}debug"),
         serialized_metadata=serialized_metadata,
         batch_grid_axis=None if axis is None else int(axis),
         xla_native=None if xla_native is None else bool(xla_native),
         metaparams=tuple(sorted(metaparams.items())),
-        options=tuple(sorted(_values.compile_options(options, caller=api.prefix).items())),
+        options=tuple(sorted(_values.compile_options(options, caller=api.prefix).items()))
+        if options else (),
         has_side_effect=surface.has_side_effect, cost_estimate=surface.cost_estimate,
         backend_options=surface.backend_options, by_keyword=surface.by_keyword)
     if api.name == "triton_call":  # triton_call_lowering's call is being lowered already

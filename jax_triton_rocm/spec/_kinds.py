@@ -73,13 +73,6 @@ class Roles:
     escapes: Mapping[str, str] = dataclasses.field(default_factory=dict)
     deciding: frozenset[str] = frozenset()
 
-    def only_loaded(self, name: str) -> str | None:
-        """Where the kernel loads from `name`, if it surely never writes its memory (loads
-        seen, no store, nothing the reading cannot follow); else None."""
-        if name in self.stores or name in self.escapes:
-            return None
-        return self.loads.get(name)
-
     def of(self, name: str) -> str | None:
         """"pointer", "scalar", or None where the kernel shows neither (or both)."""
         return "pointer" if name in self.pointers else "scalar" if name in self.scalars else None
@@ -160,14 +153,6 @@ class _Reader:
         offset = ([i for i, line in enumerate(raw) if line.strip().startswith("def ")] or [0])[0]
         self.first_line = getattr(jit_fn, "starting_line_number", 1) + offset
         self.file = jit_fn.fn.__code__.co_filename.rsplit("/", 1)[-1]
-
-    def where(self, node: ast.AST) -> str:
-        text = ast.unparse(node)
-        if len(text) > _SHOWN_CHARS:
-            text = text[:_SHOWN_CHARS - 3] + "..."
-        settled = ", ".join([f"{k}={v!r}" for k, v in self.known.items()])
-        return f"{self.file}:{self.first_line + node.lineno - 1}: {text}" + (
-            f" (compiled with {settled})" if settled else "")
 
     def roots(self, node: ast.AST) -> set[str]:
         """The parameters `node` may be a pointer derived from (plus offsets)."""
@@ -281,15 +266,25 @@ class _Reader:
     def access(self, kind: str, node: ast.AST | None, evidence: ast.AST) -> None:
         """Records that the parameters `node` derives from are dereferenced ("pointer"), their
         memory read ("load"), written ("store") or handed where the reading cannot follow
-        ("escape"); or ("scalar") that `node`, a parameter itself, is counted with."""
+        ("escape"); or ("scalar") that `node`, a parameter itself, is counted with; each with
+        where `evidence` shows it ("file.py:12: tl.load(...)")."""
         if kind == "scalar":
-            if isinstance(node, ast.Name) and node.id in self.params:
-                self.scalars.setdefault(node.id, self.where(evidence))
+            recorded = self.scalars
+            names = [node.id] if isinstance(node, ast.Name) and node.id in self.params else []
+        else:
+            recorded = self.accesses[kind]
+            names = [] if node is None else self.roots(node)
+        found = [name for name in names if name not in recorded]
+        if not found:
             return
-        if node is None:
-            return
-        for name in self.roots(node):
-            self.accesses[kind].setdefault(name, self.where(evidence))
+        text = ast.unparse(evidence)
+        if len(text) > _SHOWN_CHARS:
+            text = text[:_SHOWN_CHARS - 3] + "..."
+        settled = ", ".join([f"{k}={v!r}" for k, v in self.known.items()])
+        where = f"{self.file}:{self.first_line + evidence.lineno - 1}: {text}" + (
+            f" (compiled with {settled})" if settled else "")
+        for name in found:
+            recorded[name] = where
 
     def function(self, func: ast.AST) -> Any:
         """A Triton language function's name, a builtin's name, a `@triton.jit` function, or

@@ -285,7 +285,7 @@ class Unwrapped:
       interpreted: the kernel was Triton's InterpretedFunction (TRITON_INTERPRET=1); `jit_fn` is
         made of its function, for the CPU's interpreter only (`check_compilable`).
       name: the kernel's name, for messages; params: what the checks read of each parameter.
-      symbol: the kernel's symbol in its binary (`symbol_name`)."""
+      symbol: the kernel's symbol in its binary (an identifier: `unwrap` checks it)."""
 
     jit_fn: JITFunction
     autotuner: Autotuner | None
@@ -304,32 +304,23 @@ def unwrap(kernel: Any) -> Unwrapped:
     Raises:
       TypeError: `kernel` is not a Triton function, naming its type, or an autotune config is
         not a `triton.Config`.
-      ValueError: Triton cannot compile the kernel under its function's names (`check_names`)."""
+      ValueError: Triton cannot compile the kernel under its function's names: its symbol is no
+        identifier, or its `__name__` holds a path separator."""
     from jax_triton_rocm.base import _compat
 
     triton = _compat.triton_info().module
     from triton.runtime.autotuner import Autotuner, Heuristics
 
-    autotuner = None
-    heuristics = []
+    autotuner, heuristics, outside = None, [], 0
     node, interpreted = kernel, False
-    while True:
+    while not isinstance(node, triton.JITFunction):
         if isinstance(node, Autotuner):
             if autotuner is not None:
                 raise TypeError("kernel is wrapped in @triton.autotune twice; keep one.")
             _check_configs(node, triton)
-            autotuner = node
-            heuristics_outside = len(heuristics)
+            autotuner, outside = node, len(heuristics)
         elif isinstance(node, Heuristics):
             heuristics.append(node)
-        elif isinstance(node, triton.JITFunction):
-            check_names(node)
-            outside = len(heuristics) if autotuner is None else heuristics_outside
-            # The facts the checks read of each parameter, computed here once per kernel.
-            params = tuple([Parameter(param.name, param.is_constexpr, declared_type(param))
-                            for param in node.params])
-            return Unwrapped(node, autotuner, tuple(heuristics), outside, interpreted,
-                             kernel_name(node), params, symbol_name(node))
         elif type(node).__name__ == "InterpretedFunction":
             node, interpreted = _jit_twin(node, triton), True
             continue
@@ -340,6 +331,33 @@ def unwrap(kernel: Any) -> Unwrapped:
                 f"@gluon.jit, optionally wrapped in @triton.autotune / @triton.heuristics); got "
                 f"{type(node).__module__}.{type(node).__qualname__}: {node!r}.")
         node = node.fn
+    # Triton names the kernel's binary symbol after the last dotted part of its function's
+    # module and qualified name (`add` for `pkg.add`, `outer.<locals>.add`), and its cache files
+    # after its `__name__`.
+    fn, name = node.fn, kernel_name(node)
+    symbol = f"{fn.__module__}.{fn.__qualname__}".rsplit(".", 1)[-1]
+    if not _SYMBOL.fullmatch(symbol):
+        suggestion = re.sub(r"\W", "_", symbol, flags=re.ASCII)
+        suggestion = f"_{suggestion}" if not suggestion or suggestion[0].isdigit() else suggestion
+        raise ValueError(
+            f"kernel {name!r} cannot be compiled: Triton names a kernel's binary symbol after the "
+            f"last dotted part of its function's __qualname__ ({fn.__qualname__!r}), and "
+            f"{symbol!r} is not an identifier (ASCII letters, digits and underscores, not "
+            f"starting with a digit). Name the function with one before @triton.jit decorates "
+            f"it, e.g. fn.__name__ = fn.__qualname__ = {suggestion!r}; a dotted name such as "
+            f"'pkg.add' is fine, its symbol being 'add'.")
+    if any([c in name for c in ("/", "\\", "\0")]):
+        raise ValueError(
+            f"kernel {name!r} cannot be compiled: Triton names a kernel's cache files after its "
+            f"function's __name__, and {name!r} holds a path separator or NUL, which would put "
+            f"them outside Triton's cache folder. Name the function without '/', '\\' or NUL "
+            f"before @triton.jit decorates it, e.g. fn.__name__ = {symbol!r}.")
+    # The facts the checks read of each parameter, computed here once per kernel.
+    params = tuple([Parameter(param.name, param.is_constexpr, declared_type(param))
+                    for param in node.params])
+    return Unwrapped(node, autotuner, tuple(heuristics),
+                     len(heuristics) if autotuner is None else outside, interpreted, name,
+                     params, symbol)
 
 
 def _jit_twin(interpreted: Any, triton: Any) -> JITFunction:
@@ -386,36 +404,6 @@ def kernel_name(jit_fn: JITFunction) -> str:
 
 # What Triton's compiler takes for a kernel's symbol (`check_identifier_legality`).
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def symbol_name(jit_fn: JITFunction) -> str:
-    """The name of the kernel's symbol in its binary, as Triton gives it: the last dotted part of
-    its function's module and qualified name (`add` for `pkg.add`, or for `outer.<locals>.add`).
-    An identifier once `unwrap` has accepted the kernel (`check_names`)."""
-    fn = jit_fn.fn
-    return f"{fn.__module__}.{fn.__qualname__}".rsplit(".", 1)[-1]
-
-
-def check_names(jit_fn: JITFunction) -> None:
-    """Raises ValueError, naming the kernel and what to do, unless its symbol (`symbol_name`) is
-    an identifier and its `__name__`, which names its cache files, holds no path separator."""
-    fn, name, symbol = jit_fn.fn, kernel_name(jit_fn), symbol_name(jit_fn)
-    if not _SYMBOL.fullmatch(symbol):
-        suggestion = re.sub(r"\W", "_", symbol, flags=re.ASCII)
-        suggestion = f"_{suggestion}" if not suggestion or suggestion[0].isdigit() else suggestion
-        raise ValueError(
-            f"kernel {name!r} cannot be compiled: Triton names a kernel's binary symbol after the "
-            f"last dotted part of its function's __qualname__ ({fn.__qualname__!r}), and "
-            f"{symbol!r} is not an identifier (ASCII letters, digits and underscores, not "
-            f"starting with a digit). Name the function with one before @triton.jit decorates "
-            f"it, e.g. fn.__name__ = fn.__qualname__ = {suggestion!r}; a dotted name such as "
-            f"'pkg.add' is fine, its symbol being 'add'.")
-    if any([c in name for c in ("/", "\\", "\0")]):
-        raise ValueError(
-            f"kernel {name!r} cannot be compiled: Triton names a kernel's cache files after its "
-            f"function's __name__, and {name!r} holds a path separator or NUL, which would put "
-            f"them outside Triton's cache folder. Name the function without '/', '\\' or NUL "
-            f"before @triton.jit decorates it, e.g. fn.__name__ = {symbol!r}.")
 
 
 # No GPU launches more programs than this along one grid axis (CUDA's x limit; HIP's on every
