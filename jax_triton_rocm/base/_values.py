@@ -44,7 +44,7 @@ def exact_key(value: Any) -> Any:
     if kind in (int, str, bytes, type(None)):  # the common cases, at the cost of a tuple
         return kind, value
     if isinstance(value, (tuple, list)):
-        return kind, tuple(exact_key(item) for item in value)
+        return kind, tuple([exact_key(item) for item in value])
     if kind.__name__ == "constexpr":  # Triton's wrapper compares by its value
         return kind, exact_key(getattr(value, "value", None))
     if isinstance(value, float):  # its bits: the sign of zero and a NaN's payload count

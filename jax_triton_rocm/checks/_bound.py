@@ -29,7 +29,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.checks import _binder, _checker
 from jax_triton_rocm.spec import _layout, _spec
-from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, MetaGrid, Surface
+from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, MetaGrid
 
 if TYPE_CHECKING:
     from jax_triton_rocm.api._call import CallArguments
@@ -217,7 +217,8 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
         aliases=tuple(sorted(placed.aliases.items())),
         given=dataclasses.replace(given, **settings, zeroed_outputs=placed.zeroed),
         metaparams=placed.metaparams, options=compile_options,
-        surface=Surface(side_effect, cost, tuple(sorted(others.items())), by_keyword))
+        has_side_effect=side_effect, cost_estimate=cost,
+        backend_options=tuple(sorted(others.items())), by_keyword=by_keyword)
     refs = {operand for operand, _ in placed.refs}  # each Ref is read: the primitive takes values
     return BoundCall(spec, placed, call.out_tree, tuple(
         [value[...] if i in refs else value for i, value in enumerate(placed.operands)]))

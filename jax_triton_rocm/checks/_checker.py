@@ -22,7 +22,7 @@ import numpy as np
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _env, _values
 from jax_triton_rocm.spec import _layout, _misplaced, _spec
-from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, Surface
+from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
@@ -147,7 +147,8 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
                in_avals: tuple, out_shapes: tuple, aliases: tuple[tuple[int, int], ...],
                given: CallOptions, metaparams: Mapping[str, Any] | None = None,
                options: Mapping[str, Any] | None = None,
-               surface: Surface = Surface()) -> KernelCallSpec:
+               has_side_effect: bool = False, cost_estimate: tuple | None = None,
+               backend_options: tuple = (), by_keyword: tuple[str, ...] = ()) -> KernelCallSpec:
     """Checks a call in the common form; returns its spec.
 
     Args:
@@ -159,7 +160,8 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         call: each API checks them in its own indices, before it places its results).
       given: the call's options, checked here.
       metaparams, options: constexprs and vendor compile options by name.
-      surface: `triton_call`'s own options, checked by `checks._bound`.
+      has_side_effect, cost_estimate, backend_options, by_keyword: what only `triton_call`
+        takes, checked already (`checks._bound`): the spec's fields of these names.
 
     Every operand's and output's dtype must have a Triton pointer type, and a fixed shape;
     each is named as its API numbers it (`triton_call` counts positional arguments, scalars
@@ -239,8 +241,8 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         metaparams=tuple(sorted(metaparams.items())),
         options=tuple(sorted(_values.compile_options(options, caller=api.prefix).items()))
         if options else (),
-        has_side_effect=surface.has_side_effect, cost_estimate=surface.cost_estimate,
-        backend_options=surface.backend_options, by_keyword=surface.by_keyword)
+        has_side_effect=has_side_effect, cost_estimate=cost_estimate,
+        backend_options=backend_options, by_keyword=by_keyword)
     if api.name == "triton_call":  # triton_call_lowering's call is being lowered already
         _layout.check_kernel_arguments(unwrapped, spec.positional, in_avals, spec.out_shapes,
                                        metaparams, types)

@@ -507,17 +507,6 @@ class CallOptions:
 
 
 @dataclasses.dataclass(frozen=True)
-class Surface:
-    """What only `triton_call` takes, checked already (`checks._bound`): the spec's fields of
-    these names."""
-
-    has_side_effect: bool = False
-    cost_estimate: tuple[tuple[str, int], ...] | None = None
-    backend_options: tuple[tuple[str, Any], ...] = ()
-    by_keyword: tuple[str, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
 class KernelCallSpec:
     """One kernel call, checked. Hashable (JAX and the lowered-call memo key their caches on it);
     compared by value, the kernel and callables by identity (hashing a Triton kernel parses its
@@ -572,15 +561,13 @@ class KernelCallSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "kernel_id", id(self.kernel))
         object.__setattr__(self, "kernel_name", kernel_name(self.unwrapped.jit_fn))
-        object.__setattr__(self, "exact_values", (
-            tuple([(kind, _values.exact_key(value)) if kind in ("scalar", "tuple")
-                   else (kind, value) for kind, value in self.positional]),
-            tuple([(name, _values.exact_key(value)) for name, value in self.metaparams])))
+        # The layout's and the metaparameters' exact keys, in one call.
+        object.__setattr__(self, "exact_values",
+                           _values.exact_key((self.positional, self.metaparams))[1])
 
     def relaid(self, positional: tuple, out_shapes: tuple, grid: Any) -> KernelCallSpec:
         """This spec with another layout, outputs and grid: what `dataclasses.replace` makes,
         in a tenth of its time (`checks._bound` makes one per trace of a call seen before)."""
-        exact = tuple([(kind, _values.exact_key(value)) if kind in ("scalar", "tuple")
-                       else (kind, value) for kind, value in positional])  # as __post_init__'s
         return _values.replaced(self, positional=positional, out_shapes=out_shapes, grid=grid,
-                                exact_values=(exact, self.exact_values[1]))
+                                exact_values=(_values.exact_key(positional),
+                                              self.exact_values[1]))
