@@ -107,35 +107,29 @@ _OPTION_VALUES: dict[str, tuple[tuple[int, ...] | range, str]] = {
 }
 
 
-def compile_option(name: str, value: Any, *, where: str = "", caller: str = "") -> Any:
-    """Checks one vendor compile option (`waves_per_eu`, `matrix_instr_nonkdim`, `kpack`,
-    `maxnreg`) against what Triton's backend accepts; returns it as a plain int (or None).
+def compile_options(options: Mapping[str, Any], *, where: str = "",
+                    caller: str = "") -> dict[str, Any]:
+    """Checks each vendor compile option (`waves_per_eu`, `matrix_instr_nonkdim`, `kpack`,
+    `maxnreg`) against what Triton's backend accepts; returns them as plain ints (or None).
 
     Args:
-      where: where the value came from, for the message (e.g. "in autotune config (...)").
+      where: where the values came from, for the message (e.g. "in autotune config (...)").
       caller: what the message starts with (e.g. "triton_call_lowering: ").
 
     Raises:
       TypeError: not an int. ValueError: out of range. Both name the option and its value.
     """
-    allowed, text = _OPTION_VALUES[name]
-    at = f" {where}" if where else ""
-    if value is None:
-        return None
-    if not is_int(value):
-        raise TypeError(f"{caller}{name}={value!r}{at} must be {text}; got "
-                        f"{type(value).__name__}.")
-    if int(value) not in allowed:
-        raise ValueError(f"{caller}{name}={value!r}{at} must be {text}, as Triton's backend "
-                         f"accepts.")
-    return int(value)
-
-
-def compile_options(options: Mapping[str, Any], *, where: str = "",
-                    caller: str = "") -> dict[str, Any]:
-    """`compile_option` for each of `options`; returns them checked."""
-    return {name: compile_option(name, value, where=where, caller=caller)
-            for name, value in options.items()}
+    at, checked = f" {where}" if where else "", {}
+    for name, value in options.items():
+        allowed, text = _OPTION_VALUES[name]
+        if value is not None and not is_int(value):
+            raise TypeError(f"{caller}{name}={value!r}{at} must be {text}; got "
+                            f"{type(value).__name__}.")
+        if value is not None and int(value) not in allowed:
+            raise ValueError(f"{caller}{name}={value!r}{at} must be {text}, as Triton's backend "
+                             f"accepts.")
+        checked[name] = None if value is None else int(value)
+    return checked
 
 
 def output_indices(indices: Any, n_outs: int, *, what: str,

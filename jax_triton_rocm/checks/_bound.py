@@ -62,37 +62,6 @@ class _NotGiven:
 NOT_GIVEN = _NotGiven()
 
 
-def _check_hashable(key: str, value: Any) -> None:
-    try:
-        hash(value)
-    except TypeError:
-        raise TypeError(f"backend_options[{key!r}] must be hashable, got {value!r} (JAX caches "
-                        f"compiled calls by their options): pass a tuple instead of a list, or "
-                        f"a tuple of (key, value) pairs instead of a dict.") from None
-
-
-def _triton_option_names() -> dict[str, frozenset[str]]:
-    """Each installed vendor's Triton option fields, by platform."""
-    names = {}
-    for platform in _vendors.GPU_PLATFORMS:
-        try:
-            names[platform] = backends.backend(platform).triton_option_names()
-        except ImportError:  # a Triton built without that vendor's backend
-            continue
-    return names
-
-
-def _check_other_option(key: str, known: dict[str, frozenset[str]]) -> None:
-    """Raises unless `key` is a Triton option of some vendor that the package passes on."""
-    if key in _REFUSED:
-        raise ValueError(f"backend_options[{key!r}] cannot be set here: {_REFUSED[key]}.")
-    if not any(key in names for names in known.values()):
-        every = sorted(set().union(*known.values()) - set(_REFUSED)) if known else []
-        raise ValueError(
-            f"backend_options[{key!r}] is no Triton compile option of any installed vendor "
-            f"backend ({', '.join(known) or 'none'}); options are: {', '.join(every)}.")
-
-
 @dataclasses.dataclass(frozen=True)
 class Layout:
     """A checked call's structure, without its arrays.
@@ -180,7 +149,13 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     compile_options = dict(keyword_options)
     others, known = {}, None
     for key, value in options.items():
-        _check_hashable(key, value)
+        try:
+            hash(value)
+        except TypeError:
+            raise TypeError(
+                f"backend_options[{key!r}] must be hashable, got {value!r} (JAX caches compiled "
+                f"calls by their options): pass a tuple instead of a list, or a tuple of (key, "
+                f"value) pairs instead of a dict.") from None
         if key in settings or key in compile_options:
             raise ValueError(
                 f"{key} is given both as an argument of triton_call ({key}="
@@ -190,9 +165,22 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
             settings[key] = value
         elif key in _vendors.COMPILE_OPTIONS:
             compile_options[key] = value
+        elif key in _REFUSED:
+            raise ValueError(f"backend_options[{key!r}] cannot be set here: {_REFUSED[key]}.")
         else:
-            known = _triton_option_names() if known is None else known
-            _check_other_option(key, known)
+            if known is None:  # each installed vendor's Triton option fields, by platform
+                known = {}
+                for platform in _vendors.GPU_PLATFORMS:
+                    try:
+                        known[platform] = backends.backend(platform).triton_option_names()
+                    except ImportError:  # a Triton built without that vendor's backend
+                        continue
+            if not any(key in names for names in known.values()):
+                every = sorted(set().union(*known.values()) - set(_REFUSED)) if known else []
+                raise ValueError(
+                    f"backend_options[{key!r}] is no Triton compile option of any installed "
+                    f"vendor backend ({', '.join(known) or 'none'}); options are: "
+                    f"{', '.join(every)}.")
             others[key] = value
     for key, default in SETTINGS.items():
         settings.setdefault(key, default)

@@ -249,14 +249,6 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
     return spec
 
 
-def _kind(entry: tuple[str, Any]) -> str | None:
-    """What an entry gives its parameter, for `_misplaced.forgotten`: "pointer" (an array),
-    "scalar" (a value), or None (None, a tuple, a descriptor)."""
-    kind, value = entry
-    return "pointer" if kind == "input" else "scalar" if kind == "scalar" and value is not None \
-        else None
-
-
 def forgotten_hint(jit_fn: JITFunction, given: ParameterValues, flat: Flat, n_outs: int,
                    aliased: set[int], own_keywords: tuple[str, ...]) -> str:
     """The parameter a call most likely forgot (`_misplaced.forgotten`): the parameters that
@@ -266,7 +258,9 @@ def forgotten_hint(jit_fn: JITFunction, given: ParameterValues, flat: Flat, n_ou
     `operands=`."""
     slots = [i for i, p in enumerate(jit_fn.params) if not p.is_constexpr
              and p.name not in given.metaparams and i not in given.by_keyword]
-    values = [_kind(flat.entries[i]) for i in slots if i in flat.entries]
+    # What fills each: "pointer" (an array), "scalar" (a value), None (None, a tuple, a descriptor).
+    values = ["pointer" if kind == "input" else "scalar" if kind == "scalar" and value is not None
+              else None for kind, value in [flat.entries[i] for i in slots if i in flat.entries]]
     text = ""
     for n_pointers in dict.fromkeys((n_outs, n_outs - len(aliased))):
         if text := _misplaced.forgotten(jit_fn, values + ["pointer"] * n_pointers, slots):

@@ -171,8 +171,13 @@ class _Reader:
             return self.roots(node.left) or self.roots(node.right)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
             return self.roots(node.left)
-        if isinstance(node, ast.Subscript) and _broadcast(node.slice):
-            return self.roots(node.value)
+        if isinstance(node, ast.Subscript):
+            # Only axes added or slices (`ptrs[:, None]`), as pointer blocks are indexed; an
+            # integer index picks a tuple's element instead.
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if all(isinstance(p, ast.Slice) or (isinstance(p, ast.Constant) and p.value is None)
+                   for p in parts):
+                return self.roots(node.value)
         if isinstance(node, ast.IfExp):
             return set().union(*[self.roots(branch) for branch in self.branches(node)])
         if isinstance(node, ast.Call):
@@ -384,14 +389,6 @@ class _Reader:
                     self.access(kind, arg, node)
         for arg in node.args[len(callee.arg_names):]:  # more than it takes
             self.access("escape", arg, node)
-
-
-def _broadcast(index: ast.AST) -> bool:
-    """Whether a subscript only adds axes or slices (`ptrs[:, None]`), as pointer blocks are
-    indexed; an integer index picks a tuple's element instead."""
-    parts = index.elts if isinstance(index, ast.Tuple) else [index]
-    return all(isinstance(p, ast.Slice) or (isinstance(p, ast.Constant) and p.value is None)
-               for p in parts)
 
 
 def suspects(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple) -> list[str]:

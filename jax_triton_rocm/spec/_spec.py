@@ -28,8 +28,6 @@ _ARRAY_TYPES: dict[str, str] = {
     "uint16": "u16", "uint32": "u32", "uint64": "u64", "float16": "fp16", "bfloat16": "bf16",
     "float32": "fp32", "float64": "fp64", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
     "float8_e4m3fnuz": "fp8e4b8", "float8_e5m2fnuz": "fp8e5b16", "float8_e4m3b11fnuz": "fp8e4b15"}
-
-SUPPORTED_ARRAY_DTYPES = tuple(_ARRAY_TYPES)
 # Triton's fp8 type names, with the JAX dtype of each.
 FP8_DTYPES = {triton_type: dtype for dtype, triton_type in _ARRAY_TYPES.items()
               if triton_type.startswith("fp8")}
@@ -64,7 +62,7 @@ def pointer_type(dtype: Any, *, what: str) -> str:
     except KeyError:
         raise TypeError(
             f"{what} has dtype {name}, which Triton kernels cannot take. Supported dtypes: "
-            f"{', '.join(SUPPORTED_ARRAY_DTYPES)}. Cast it first (x.astype(...)) or pass its "
+            f"{', '.join(_ARRAY_TYPES)}. Cast it first (x.astype(...)) or pass its "
             f"bits through a same-width integer view (jax.lax.bitcast_convert_type).") from None
 
 
@@ -447,22 +445,16 @@ def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
 Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True)
 class MetaGrid:
     """A grid's second form: a function of the metaparameters, evaluated per launch
-    configuration at lowering (`plan._plan.launch_grid`); the first is three ints. Equal and
-    hashed as its function; calling it calls the function."""
+    configuration at lowering (`plan._plan.launch_grid`); the first is three ints. Equal as its
+    function; calling it calls the function."""
 
     fn: Callable[[dict[str, Any]], Any]
 
     def __call__(self, meta: dict[str, Any]) -> Any:
         return self.fn(meta)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, MetaGrid) and self.fn == other.fn
-
-    def __hash__(self) -> int:
-        return hash(self.fn)
 
 
 def grid_value(grid: Any) -> tuple[int, int, int] | MetaGrid:
