@@ -9,11 +9,11 @@ interpreter, the `jax.vmap` rule) sees plain aliasing.
 `backend_options` merged with the explicit launch settings, and `cost_estimate`. Each rule is
 in docs/porting.md; a value given both ways is an error that names both.
 
-`check_triton_call` is the full check, top down: it binds a call's arguments to the kernel's
-parameters, places its outputs and checks every argument. `check_triton_call_cached` wraps it:
-a `triton_call` made again with new shapes or new runtime-scalar values gets the layout the
-first such call was checked into (`relaid_call`), after the checks that depend on those. Which
-calls are kept, and under what key: docs/design.md, "Re-used layouts".
+`check_triton_call` is the check, top down: it binds a call's arguments to the kernel's
+parameters, places its outputs and checks every argument; a `triton_call` made again with new
+shapes or new runtime-scalar values gets the layout the first such call was checked into
+(`relaid_call`), after the checks that depend on those. Which calls are kept, and under what
+key: docs/design.md, "Re-used layouts".
 """
 
 from __future__ import annotations
@@ -99,27 +99,16 @@ class BoundCall:
     operands: tuple  # the primitive's operands: arrays as given, each Ref read
 
 
-def check_triton_call_cached(call: CallArguments, own_keywords: tuple[str, ...]) -> BoundCall:
-    """`check_triton_call`, with the layout of a call checked in full kept and reused: a call
-    laid out like an earlier one (new shapes, new runtime scalar values) gets that layout with
-    its own arrays, scalars, shapes and grid (`relaid_call`), and one checked in full keeps its
-    layout under its key (`layout_key`, `keep_layout`) where the layout serves later calls (the
-    module docstring says which). One with `operands=` is checked in full every time. The
-    arguments, the result and the errors are `check_triton_call`'s."""
-    key = None if call.operands else layout_key(call)
-    layout = None if key is None else _state.CALL_LAYOUTS.get(key)
-    if layout is not None and (bound := relaid_call(layout, call)) is not None:
-        return bound
-    bound = check_triton_call(call, own_keywords)
-    if key is not None:
-        keep_layout(key, call, bound)
-    return bound
-
-
 def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> BoundCall:
     """Checks a `triton_call` in full, from its arguments as taken (`api._call.call_arguments`);
     returns it bound. `own_keywords`: triton_call's own keyword arguments (compared with a
     misspelt keyword).
+
+    A call laid out like an earlier one (new shapes, new runtime scalar values) gets that
+    layout with its own arrays, scalars, shapes and grid (`relaid_call`), and one checked in
+    full keeps its layout under its key (`layout_key`, `keep_layout`) where the layout serves
+    later calls (the module docstring says which); one with `operands=` is checked in full every
+    time, with the same result and errors.
 
     The outputs follow jax-triton 0.3's convention (`out_shape=`) or 0.4's (`out_type=`),
     whichever is given. `backend_options` is merged with the launch settings `given` holds and
@@ -133,6 +122,10 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
         known keys to non-negative ints; and as `_binder.bind_arguments` and
         `_checker.check_call` say.
     """
+    kept_as = None if call.operands else layout_key(call)
+    layout = None if kept_as is None else _state.CALL_LAYOUTS.get(kept_as)
+    if layout is not None and (bound := relaid_call(layout, call)) is not None:
+        return bound
     # A kernel that takes nothing at launch (no parameters, or constexprs only) can only be
     # called for what it does besides outputs (a print, an assert): kept, as Triton launches it.
     given, backend_options, unwrapped = call.given, call.backend_options, call.unwrapped
@@ -208,8 +201,11 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
         has_side_effect=side_effect, cost_estimate=cost,
         backend_options=tuple(sorted(others.items())), by_keyword=by_keyword)
     refs = {operand for operand, _ in placed.refs}  # each Ref is read: the primitive takes values
-    return BoundCall(spec, placed, call.out_tree, tuple(
+    bound = BoundCall(spec, placed, call.out_tree, tuple(
         [value[...] if i in refs else value for i, value in enumerate(placed.operands)]))
+    if kept_as is not None:
+        keep_layout(kept_as, call, bound)
+    return bound
 
 
 def _has_descriptor(entries: Sequence[tuple[str, Any]]) -> bool:

@@ -109,32 +109,6 @@ def declared_type(param: Any) -> str | None:
     return declared
 
 
-def _declared_scalar(value: Any, declared: str, what: str) -> Scalar:
-    """`value` as the annotation `declared` types it, as Triton's launcher packs it (an int for
-    a float type is converted), refused where it does not fit."""
-    if declared not in DECLARABLE:
-        raise TypeError(
-            f"{what} is annotated {declared}, a type jaxlib's kernel call cannot pass by value "
-            f"(it passes bools and 32- and 64-bit integers and floats). Annotate it tl.int32, "
-            f"tl.float32 or another of those (and cast in the kernel), or make it a "
-            f"tl.constexpr.")
-    proto_kind, name, holds = DECLARABLE[declared]
-    plain = value.item() if isinstance(value, np.generic) else value
-    if holds is float:
-        number = isinstance(plain, float) or (isinstance(plain, int) and abs(plain) < 2**1023)
-        if number and (declared == "fp64" or abs(plain) <= _F32_MAX or not np.isfinite(plain)):
-            return Scalar(float(plain), declared, proto_kind, True)
-        raise (OverflowError if isinstance(plain, (int, float)) else TypeError)(
-            f"{what} is annotated {name}, and {value!r} ({type(value).__name__}) does not fit "
-            f"it. Pass a {name.removeprefix('tl.')} value, or change the annotation.")
-    if isinstance(plain, int) and holds[0] <= plain < holds[1]:
-        return Scalar(bool(plain) if declared == "u1" else int(plain), declared, proto_kind, True)
-    raise (OverflowError if isinstance(plain, int) else TypeError)(
-        f"{what} is annotated {name}, which holds integers in [{holds[0]}, {holds[1]}), and "
-        f"{value!r} ({type(value).__name__}) does not fit it. Pass a value in that range, or "
-        f"annotate the parameter with a wider type (tl.int64, tl.uint64, tl.float32).")
-
-
 def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
     """Types a scalar argument as Triton's launcher does: by the parameter's annotation where it
     declares one (`declared`), else by the value: bool "u1"; int "i32" when it fits, else "i64",
@@ -146,8 +120,29 @@ def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
         type, naming `what`, the value and the type.
       TypeError: a NumPy scalar jaxlib cannot pass (float16, complex, ...), or a value of another
         kind than the declared type."""
-    if declared is not None:
-        return _declared_scalar(value, declared, what)
+    if declared is not None:  # as Triton's launcher packs it: an int for a float is converted
+        if declared not in DECLARABLE:
+            raise TypeError(
+                f"{what} is annotated {declared}, a type jaxlib's kernel call cannot pass by value "
+                f"(it passes bools and 32- and 64-bit integers and floats). Annotate it tl.int32, "
+                f"tl.float32 or another of those (and cast in the kernel), or make it a "
+                f"tl.constexpr.")
+        proto_kind, name, holds = DECLARABLE[declared]
+        plain = value.item() if isinstance(value, np.generic) else value
+        if holds is float:
+            number = isinstance(plain, float) or (isinstance(plain, int) and abs(plain) < 2**1023)
+            if number and (declared == "fp64" or abs(plain) <= _F32_MAX or not np.isfinite(plain)):
+                return Scalar(float(plain), declared, proto_kind, True)
+            raise (OverflowError if isinstance(plain, (int, float)) else TypeError)(
+                f"{what} is annotated {name}, and {value!r} ({type(value).__name__}) does not fit "
+                f"it. Pass a {name.removeprefix('tl.')} value, or change the annotation.")
+        if isinstance(plain, int) and holds[0] <= plain < holds[1]:
+            return Scalar(bool(plain) if declared == "u1" else int(plain), declared, proto_kind,
+                          True)
+        raise (OverflowError if isinstance(plain, int) else TypeError)(
+            f"{what} is annotated {name}, which holds integers in [{holds[0]}, {holds[1]}), and "
+            f"{value!r} ({type(value).__name__}) does not fit it. Pass a value in that range, or "
+            f"annotate the parameter with a wider type (tl.int64, tl.uint64, tl.float32).")
     if isinstance(value, (bool, np.bool_)):
         return Scalar(bool(value), "u1", "bool")
     if isinstance(value, np.generic):

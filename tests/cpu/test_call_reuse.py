@@ -26,7 +26,7 @@ def traced(monkeypatch):
     monkeypatch.setattr(_state, "CALL_LAYOUTS",
                         _state.BoundedCache(_state.LOCKS, _env.ENV_CALL_CACHE_SIZE))
     seen = []
-    check, full = _bound.check_triton_call_cached, _binder.bind_arguments
+    check, full = _bound.check_triton_call, _binder.bind_arguments
 
     def capturing(args, *rest, **kwargs):
         call = check(args, *rest, **kwargs)
@@ -37,7 +37,7 @@ def traced(monkeypatch):
         seen.append("full")
         return full(*args, **kwargs)
 
-    monkeypatch.setattr(_bound, "check_triton_call_cached", capturing)
+    monkeypatch.setattr(_bound, "check_triton_call", capturing)
     monkeypatch.setattr(_binder, "bind_arguments", counting)
 
     def trace(fn, *shapes):
