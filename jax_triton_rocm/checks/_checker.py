@@ -468,7 +468,7 @@ def place_outputs(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict
     if callable(zeroed):
         if user_results != tuple(range(len(user_results))):
             zeroed = MappedZeroed(zeroed, user_results)
-    else:
+    elif not isinstance(zeroed, tuple) or zeroed:  # the default, `()`, zeroes nothing
         indices = _values.output_indices(zeroed, len(user_results), what="zeroed_outputs")
         zeroed = tuple(sorted([user_results[o] for o in indices]))
     return Placed(

@@ -347,12 +347,11 @@ def check_fp8_types(signature: dict[str, Any], fp8_types: tuple[str, ...], *, ke
     """Raises TypeError for the first parameter of `signature` with an fp8 element type not among
     `fp8_types` (the target's), naming the parameter, its dtype, `target` and the fp8 dtypes it
     takes."""
-    if not any(fp8 in _spec.FP8_DTYPES and fp8 not in fp8_types
-               for fp8 in element_types(tuple(signature.values()))):
+    refused = [(param, fp8) for param, types in signature.items()
+               for fp8 in element_types(types) if fp8 in _spec.FP8_DTYPES and fp8 not in fp8_types]
+    if not refused:
         return
-    param, fp8 = next((param, fp8) for param, types in signature.items()
-                      for fp8 in element_types(types)
-                      if fp8 in _spec.FP8_DTYPES and fp8 not in fp8_types)
+    param, fp8 = refused[0]
     taken = ", ".join(f"{_spec.FP8_DTYPES[t]} ({t})" for t in sorted(fp8_types)
                       if t in _spec.FP8_DTYPES)
     raise TypeError(
