@@ -405,49 +405,42 @@ def _collision(jit_fn: JITFunction, position: int, output: int, positional: tupl
             f"positionally instead of by keyword.")
 
 
-def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_shapes: list,
-                     constexprs: dict[str, Any], types: _spec.ArgumentTypes | None = None) -> None:
-    """Lays a plain kernel's call out as the lowering will, to fail at the call; once per layout.
-    `types`: the call's `_spec.argument_types`, where the caller has them.
+def check_kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_avals: tuple,
+                           out_shapes: tuple, metaparams: dict[str, Any],
+                           types: _spec.ArgumentTypes | None = None) -> None:
+    """Checks the call against the kernel's parameters, so that a mistake fails at the call, not
+    at lowering: a plain kernel's arguments laid out as the lowering will (once per layout,
+    `_state.CHECKED_CALLS`); an autotuned kernel's operands and keywords (`check_operands`) and
+    its autotuner's features. `types`: the call's `_spec.argument_types`, where the caller has
+    them.
 
     Raises:
-      TypeError: as `lay_out_arguments`."""
+      TypeError / NotImplementedError: as `lay_out_arguments` and `check_operands` say, or an
+        autotuner feature jaxlib cannot honour."""
+    jit_fn = unwrapped.jit_fn
+    if unwrapped.autotuner is not None or unwrapped.heuristics:
+        if unwrapped.autotuner is not None:
+            _autotuner.check_autotuner(unwrapped.autotuner, unwrapped.name)
+        n_trailing = 0 if places_outputs(positional) else len(out_shapes)
+        check_operands(jit_fn, len(positional), n_trailing, metaparams)
+        return
     if types is None:
-        types = _spec.argument_types(jit_fn, positional, tuple(arrays), tuple(out_shapes),
-                                     constexprs)
+        types = _spec.argument_types(jit_fn, positional, in_avals, out_shapes, metaparams)
     view = types.view
     try:
         if view is None:  # a scalar that cannot be typed: `compile_view` raises why, or no key
             view = _spec.compile_view(jit_fn, positional)
         key = (id(jit_fn), view,
-               tuple([(not a.shape, a.dtype) for a in (*arrays, *out_shapes)]),
+               tuple([(not a.shape, a.dtype) for a in (*in_avals, *out_shapes)]),
                tuple([(name, _values.exact_key(value)) for name, value in
-                      sorted(constexprs.items())]))
+                      sorted(metaparams.items())]))
         if _state.CHECKED_CALLS.get(key) is not None:  # laid out before without error
             return
     except TypeError:  # an unhashable value: check every time
         key = None
     from triton.backends.compiler import BaseBackend
 
-    lay_out_arguments(jit_fn, BaseBackend, positional=positional, in_avals=tuple(arrays),
-                      out_avals=tuple(out_shapes), constexprs=constexprs, types=types)
+    lay_out_arguments(jit_fn, BaseBackend, positional=positional, in_avals=tuple(in_avals),
+                      out_avals=tuple(out_shapes), constexprs=metaparams, types=types)
     if key is not None:
         _state.CHECKED_CALLS.put(key, jit_fn)  # kept, so that its id is not reused
-
-
-def check_kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_avals: tuple,
-                           out_shapes: tuple, metaparams: dict[str, Any],
-                           types: _spec.ArgumentTypes | None = None) -> None:
-    """Checks the call against the kernel's parameters, so that a mistake fails at the call, not
-    at lowering: a plain kernel's arguments laid out as the lowering will; an autotuned kernel's
-    operands and keywords (`check_operands`) and its autotuner's features. `types`: the call's
-    `_spec.argument_types`, where the caller has them."""
-    jit_fn = unwrapped.jit_fn
-    if unwrapped.autotuner is None and not unwrapped.heuristics:
-        check_plain_call(jit_fn, positional, list(in_avals), list(out_shapes), metaparams,
-                         types)
-        return
-    if unwrapped.autotuner is not None:
-        _autotuner.check_autotuner(unwrapped.autotuner, unwrapped.name)
-    n_trailing = 0 if places_outputs(positional) else len(out_shapes)
-    check_operands(jit_fn, len(positional), n_trailing, metaparams)

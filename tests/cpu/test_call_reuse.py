@@ -238,15 +238,15 @@ def test_a_kernel_is_taken_apart_once_per_process_until_caches_are_cleared(monke
 def test_a_reused_layout_runs_the_layout_check_and_keeps_its_refusal(traced, monkeypatch):
     from jax_triton_rocm.spec import _layout
 
-    checked, real = [], _layout.check_plain_call
+    checked, real = [], _layout.check_kernel_arguments
 
-    def refusing_a_new_length(jit_fn, positional, arrays, out_shapes, constexprs, *types):
-        checked.append(arrays[0].shape)
-        if arrays[0].shape == (4096,):
+    def refusing_a_new_length(unwrapped, positional, in_avals, out_shapes, metaparams, *types):
+        checked.append(in_avals[0].shape)
+        if in_avals[0].shape == (4096,):
             raise TypeError("refused at this length")
-        return real(jit_fn, positional, arrays, out_shapes, constexprs, *types)
+        return real(unwrapped, positional, in_avals, out_shapes, metaparams, *types)
 
-    monkeypatch.setattr(_layout, "check_plain_call", refusing_a_new_length)
+    monkeypatch.setattr(_layout, "check_kernel_arguments", refusing_a_new_length)
     assert traced(kernels.add, (1024,), (1024,))[2]  # the full check
     assert not traced(kernels.add, (2048,), (2048,))[2]  # reused, and checked again
     assert checked == [(1024,), (2048,)]
