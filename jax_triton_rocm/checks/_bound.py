@@ -29,7 +29,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.checks import _binder, _checker
 from jax_triton_rocm.spec import _layout, _spec
-from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, MetaGrid
+from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec
 
 if TYPE_CHECKING:
     from jax_triton_rocm.api._call import CallArguments
@@ -270,8 +270,8 @@ def layout_key(call: CallArguments) -> tuple | None:
                                      for k, v in value.items()]))
                 if isinstance(value, Mapping) else _values.exact_key(value) for value in values]
         grid, grid_key = call.given.grid, None
-        if callable(grid):  # a function of the metaparameters (`_spec.grid_value`)
-            fn = grid.fn if isinstance(grid, MetaGrid) else grid
+        if callable(grid):  # a function of the metaparameters (`_values.grid_value`)
+            fn = grid.fn if isinstance(grid, _values.MetaGrid) else grid
             grid_key = (
                 ("function", fn.__code__, len(fn.__defaults__ or ()), bool(fn.__kwdefaults__))
                 if getattr(fn, "__code__", None) is not None and hasattr(fn, "__defaults__")
@@ -290,7 +290,7 @@ def relaid_call(layout: Layout, call: CallArguments) -> BoundCall | None:
     after the checks that depend on those; None where one fails (the full check then says why).
     """
     try:
-        grid = _spec.grid_value(call.given.grid)
+        grid = _values.grid_value(call.given.grid)
     except (TypeError, ValueError):
         return None
     args = call.args

@@ -209,8 +209,8 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
                 f"when the call is lowered, and jaxlib's Triton call has no grid that follows a "
                 f"size known only at run time. Export for concrete shapes instead (one export "
                 f"per shape).")
-    grid = _spec.grid_value(g.grid)  # a MetaGrid's results are checked per config (plan._plan)
-    if isinstance(grid, _spec.MetaGrid):
+    grid = _values.grid_value(g.grid)  # a MetaGrid's results are checked per config (plan._plan)
+    if isinstance(grid, _values.MetaGrid):
         check_takes_meta(grid.fn, f"{api.prefix}grid")
     axis = g.batch_grid_axis
     if axis is not None and (isinstance(axis, (bool, np.bool_)) or axis not in (0, 1, 2)):

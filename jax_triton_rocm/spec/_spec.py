@@ -1,21 +1,23 @@
 """`KernelCallSpec`: what one Triton kernel call is, as one frozen value, which
 `checks._checker.check_call` builds, `triton_kernel_p` carries as its one static parameter and
 `plan._plan` turns into launches. Also: JAX dtypes and Python scalars as Triton and jaxlib's
-kernel call see them, a Triton kernel taken apart (`unwrap`), and launch grids checked and
-padded to 3 (per-target limits: `plan._plan.LaunchLimits.problem`). How a call's arguments fill
-the parameters: `_layout`."""
+kernel call see them, and a Triton kernel taken apart (`unwrap`). Launch grids are checked and
+padded to 3 in `base._values` (per-target limits: `plan._plan.LaunchLimits.problem`). How a
+call's arguments fill the parameters: `_layout`."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 
 from jax_triton_rocm.base import _values
+from jax_triton_rocm.base._values import (  # noqa: F401  (their home; named here for importers)
+    MAX_GRID_SIZE, Grid, MetaGrid, grid_value, normalize_grid)
 
 if TYPE_CHECKING:
     from triton.runtime.autotuner import Autotuner
@@ -397,69 +399,6 @@ def kernel_name(jit_fn: JITFunction) -> str:
 
 # What Triton's compiler takes for a kernel's symbol (`check_identifier_legality`).
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-# No GPU launches more programs than this along one grid axis (CUDA's x limit; HIP's on every
-# axis); jaxlib's kernel call would take up to 2**32 - 1 and launch nothing sensible.
-MAX_GRID_SIZE = 2**31 - 1
-
-
-def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
-    """A grid as three positive ints, each at most `MAX_GRID_SIZE`.
-
-    Raises:
-      ValueError / TypeError: naming `what` and the value: empty, more than 3 dimensions, a
-        non-integer, a non-positive or too large size."""
-    if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
-        dims = (int(grid),)
-    elif isinstance(grid, Sequence) and not isinstance(grid, str):
-        dims = tuple(grid)
-    else:
-        raise TypeError(f"{what}={grid!r} must be an int, a tuple of 1-3 ints, or a callable "
-                        f"taking the metaparameters and returning one of those.")
-    if not dims:
-        raise ValueError(f"{what}={grid!r} is empty; give 1-3 sizes, e.g. grid=(n_blocks,).")
-    if len(dims) > 3:
-        raise ValueError(f"{what}={grid!r} has {len(dims)} dimensions; GPUs launch at most 3.")
-    for d in dims:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-            raise TypeError(f"{what}={grid!r}: every size must be a Python int, got "
-                            f"{type(d).__name__} {d!r}. Compute the grid from static shapes "
-                            f"(x.shape), not from traced values.")
-        if d <= 0:
-            raise ValueError(f"{what}={grid!r}: every size must be positive (got {d}). "
-                             f"An empty launch has nothing to do; skip the call instead.")
-        if d > MAX_GRID_SIZE:
-            raise ValueError(f"{what}={grid!r}: {d} programs along one axis is more than any GPU "
-                             f"launches ({MAX_GRID_SIZE}); give each program more work (a "
-                             f"larger block), or spread the grid over more axes.")
-    return tuple(map(int, dims)) + (1,) * (3 - len(dims))
-
-
-# A grid as users give it: an int, a tuple of 1-3 ints, or a callable of the metaparameters.
-Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
-
-
-@dataclasses.dataclass(frozen=True)
-class MetaGrid:
-    """A grid's second form: a function of the metaparameters, evaluated per launch
-    configuration at lowering (`plan._plan.launch_grid`); the first is three ints. Equal as its
-    function; calling it calls the function."""
-
-    fn: Callable[[dict[str, Any]], Any]
-
-    def __call__(self, meta: dict[str, Any]) -> Any:
-        return self.fn(meta)
-
-
-def grid_value(grid: Any) -> tuple[int, int, int] | MetaGrid:
-    """A grid as given, in its typed form: a callable as a `MetaGrid`, anything else as three
-    ints (`normalize_grid`, whose errors it raises)."""
-    if isinstance(grid, MetaGrid):
-        return grid
-    if callable(grid):
-        return MetaGrid(grid)
-    return normalize_grid(grid)
 
 
 @dataclasses.dataclass(frozen=True)
