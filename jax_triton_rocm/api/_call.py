@@ -102,7 +102,7 @@ def triton_call(
       ImportError: Triton is not installed or does not import.
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
-    call = _bound.check_triton_call_cached(call_arguments(
+    call = _bound.check_triton_call(call_arguments(
         args, kwargs, kernel, unwrapped_kernel(kernel), out_shape=out_shape, out_type=out_type,
         given=CallOptions(
             grid, name, num_warps, num_stages, num_ctas, compute_capability, enable_fp_fusion,

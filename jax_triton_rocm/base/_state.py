@@ -248,7 +248,7 @@ IR_CHECKS = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 # Lowered calls by everything that decides them (`routes._lowering`), each with
 # the kernel object its key names (kept alive, so its id is not reused).
 LOWERED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-# Calls whose arguments were laid out without error (`spec._layout.check_plain_call`).
+# Calls whose arguments were laid out without error (`spec._layout.check_kernel_arguments`).
 CHECKED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # Plain kernels' launches, compiled kernels and images (or XLA's call) by all but the shapes and
 # runtime scalar values (`routes._lowering.kept`), each with its kernel object (its id is in the key).

@@ -1,5 +1,6 @@
-"""Checks of user-given values: compile options, launch results (environment variables: `_env`);
-and the value helpers every layer shares: exact memo keys, plain constexprs, frozen copies.
+"""Checks of user-given values: compile options, launch grids, launch results (environment
+variables: `_env`); and the value helpers every layer shares: exact memo keys, plain constexprs,
+frozen copies, a grid's typed form (`grid_value`).
 
 Each check raises where the value is read, with an error that names the argument (or variable),
 shows the value and says what is allowed, so a mistake never reaches Triton or jaxlib, where it
@@ -8,9 +9,10 @@ would fail far from its cause or pass silently.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,7 +46,7 @@ def exact_key(value: Any) -> Any:
     if kind in (int, str, bytes, type(None)):  # the common cases, at the cost of a tuple
         return kind, value
     if isinstance(value, (tuple, list)):
-        return kind, tuple(exact_key(item) for item in value)
+        return kind, tuple([exact_key(item) for item in value])
     if kind.__name__ == "constexpr":  # Triton's wrapper compares by its value
         return kind, exact_key(getattr(value, "value", None))
     if isinstance(value, float):  # its bits: the sign of zero and a NaN's payload count
@@ -92,18 +94,6 @@ def is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-def flag(value: Any, what: str) -> bool:
-    """`value` as a bool, for an argument that must be one (`debug`, `enable_fp_fusion`).
-
-    Raises:
-      TypeError: anything but a Python or NumPy bool (a string such as "no" is truthy).
-    """
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise TypeError(f"{what}={value!r} must be a bool (True or False), got "
-                    f"{type(value).__name__}.")
-
-
 # Compile options of the vendor backends, with what Triton's backends accept
 # (`triton/backends/amd/compiler.py` HIPOptions, `triton/backends/nvidia/compiler.py`
 # CUDAOptions): (allowed values, or an inclusive int range, and what they mean).
@@ -119,35 +109,29 @@ _OPTION_VALUES: dict[str, tuple[tuple[int, ...] | range, str]] = {
 }
 
 
-def compile_option(name: str, value: Any, *, where: str = "", caller: str = "") -> Any:
-    """Checks one vendor compile option (`waves_per_eu`, `matrix_instr_nonkdim`, `kpack`,
-    `maxnreg`) against what Triton's backend accepts; returns it as a plain int (or None).
+def compile_options(options: Mapping[str, Any], *, where: str = "",
+                    caller: str = "") -> dict[str, Any]:
+    """Checks each vendor compile option (`waves_per_eu`, `matrix_instr_nonkdim`, `kpack`,
+    `maxnreg`) against what Triton's backend accepts; returns them as plain ints (or None).
 
     Args:
-      where: where the value came from, for the message (e.g. "in autotune config (...)").
+      where: where the values came from, for the message (e.g. "in autotune config (...)").
       caller: what the message starts with (e.g. "triton_call_lowering: ").
 
     Raises:
       TypeError: not an int. ValueError: out of range. Both name the option and its value.
     """
-    allowed, text = _OPTION_VALUES[name]
-    at = f" {where}" if where else ""
-    if value is None:
-        return None
-    if not is_int(value):
-        raise TypeError(f"{caller}{name}={value!r}{at} must be {text}; got "
-                        f"{type(value).__name__}.")
-    if int(value) not in allowed:
-        raise ValueError(f"{caller}{name}={value!r}{at} must be {text}, as Triton's backend "
-                         f"accepts.")
-    return int(value)
-
-
-def compile_options(options: Mapping[str, Any], *, where: str = "",
-                    caller: str = "") -> dict[str, Any]:
-    """`compile_option` for each of `options`; returns them checked."""
-    return {name: compile_option(name, value, where=where, caller=caller)
-            for name, value in options.items()}
+    at, checked = f" {where}" if where else "", {}
+    for name, value in options.items():
+        allowed, text = _OPTION_VALUES[name]
+        if value is not None and not is_int(value):
+            raise TypeError(f"{caller}{name}={value!r}{at} must be {text}; got "
+                            f"{type(value).__name__}.")
+        if value is not None and int(value) not in allowed:
+            raise ValueError(f"{caller}{name}={value!r}{at} must be {text}, as Triton's backend "
+                             f"accepts.")
+        checked[name] = None if value is None else int(value)
+    return checked
 
 
 def output_indices(indices: Any, n_outs: int, *, what: str,
@@ -177,3 +161,66 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+# No GPU launches more programs than this along one grid axis (CUDA's x limit; HIP's on every
+# axis); jaxlib's kernel call would take up to 2**32 - 1 and launch nothing sensible.
+MAX_GRID_SIZE = 2**31 - 1
+
+
+def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
+    """A grid as three positive ints, each at most `MAX_GRID_SIZE`.
+
+    Raises:
+      ValueError / TypeError: naming `what` and the value: empty, more than 3 dimensions, a
+        non-integer, a non-positive or too large size."""
+    if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
+        dims = (int(grid),)
+    elif isinstance(grid, Sequence) and not isinstance(grid, str):
+        dims = tuple(grid)
+    else:
+        raise TypeError(f"{what}={grid!r} must be an int, a tuple of 1-3 ints, or a callable "
+                        f"taking the metaparameters and returning one of those.")
+    if not dims:
+        raise ValueError(f"{what}={grid!r} is empty; give 1-3 sizes, e.g. grid=(n_blocks,).")
+    if len(dims) > 3:
+        raise ValueError(f"{what}={grid!r} has {len(dims)} dimensions; GPUs launch at most 3.")
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"{what}={grid!r}: every size must be a Python int, got "
+                            f"{type(d).__name__} {d!r}. Compute the grid from static shapes "
+                            f"(x.shape), not from traced values.")
+        if d <= 0:
+            raise ValueError(f"{what}={grid!r}: every size must be positive (got {d}). "
+                             f"An empty launch has nothing to do; skip the call instead.")
+        if d > MAX_GRID_SIZE:
+            raise ValueError(f"{what}={grid!r}: {d} programs along one axis is more than any GPU "
+                             f"launches ({MAX_GRID_SIZE}); give each program more work (a "
+                             f"larger block), or spread the grid over more axes.")
+    return tuple(map(int, dims)) + (1,) * (3 - len(dims))
+
+
+# A grid as users give it: an int, a tuple of 1-3 ints, or a callable of the metaparameters.
+Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class MetaGrid:
+    """A grid's second form: a function of the metaparameters, evaluated per launch
+    configuration at lowering (`plan._plan.launch_grid`); the first is three ints. Equal as its
+    function; calling it calls the function."""
+
+    fn: Callable[[dict[str, Any]], Any]
+
+    def __call__(self, meta: dict[str, Any]) -> Any:
+        return self.fn(meta)
+
+
+def grid_value(grid: Any) -> tuple[int, int, int] | MetaGrid:
+    """A grid as given, in its typed form: a callable as a `MetaGrid`, anything else as three
+    ints (`normalize_grid`, whose errors it raises)."""
+    if isinstance(grid, MetaGrid):
+        return grid
+    if callable(grid):
+        return MetaGrid(grid)
+    return normalize_grid(grid)

@@ -145,19 +145,11 @@ class ParameterValues:
     metaparams: dict[str, Any]
 
 
-@dataclasses.dataclass(frozen=True)
-class NamedParameters:
-    """`triton_call`'s `constexprs=` and `operands=`: parameters by name, checked."""
-
-    constexprs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    operands: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-
 def named_parameters(unwrapped: _spec.Unwrapped, constexprs: Any, operands: Any,
-                     keywords: dict[str, Any]) -> NamedParameters:
-    """`constexprs=` and `operands=` checked: mappings of the kernel's parameter names, each
-    parameter named once among them and the keywords; a `tl.constexpr` only in `constexprs`,
-    an array only in `operands`.
+                     keywords: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`constexprs=` and `operands=` checked, as two dicts: mappings of the kernel's parameter
+    names, each parameter named once among them and the keywords; a `tl.constexpr` only in
+    `constexprs`, an array only in `operands`.
 
     Raises:
       TypeError: naming the argument, the parameter, the value and the fix.
@@ -193,7 +185,7 @@ def named_parameters(unwrapped: _spec.Unwrapped, constexprs: Any, operands: Any,
             raise TypeError(f"triton_call: operands[{key!r}] fills kernel {name}'s parameter "
                             f"{key!r}, a tl.constexpr, which takes a compile-time value: pass "
                             f"it in constexprs={{{key!r}: {value!r}}} instead.")
-    return NamedParameters(checked["constexprs"], checked["operands"])
+    return checked["constexprs"], checked["operands"]
 
 
 @dataclasses.dataclass
@@ -322,13 +314,14 @@ def bind_arguments(call: CallArguments, *, has_side_effect: bool,
     """
     args, keywords, convention = call.args, call.keywords, call.convention
     outputs, out_shapes, unwrapped = call.outputs, call.out_shapes, call.unwrapped
-    named = NamedParameters()  # nothing named, as in most calls
+    named_constexprs, named_operands = {}, {}  # nothing named, as in most calls
     if call.constexprs is not None or call.operands is not None:
-        named = named_parameters(unwrapped, call.constexprs, call.operands, keywords)
+        named_constexprs, named_operands = named_parameters(unwrapped, call.constexprs,
+                                                            call.operands, keywords)
     jit_fn = unwrapped.jit_fn
     params, name = jit_fn.params, unwrapped.name
     index = {param.name: i for i, param in enumerate(params)}
-    twice = [k for k in [*keywords, *named.constexprs, *named.operands]
+    twice = [k for k in [*keywords, *named_constexprs, *named_operands]
              if index.get(k, len(args)) < len(args)]
     n_placed = len(args) + (len(out_shapes) if convention == "out_shape" else 0)
     if len(args) > len(params) or (twice and n_placed > len(params)):
@@ -350,8 +343,8 @@ def bind_arguments(call: CallArguments, *, has_side_effect: bool,
         else:
             given.operands[i] = value
             given.by_keyword.add(i)
-    given.metaparams.update(named.constexprs)
-    for keyword, value in named.operands.items():
+    given.metaparams.update(named_constexprs)
+    for keyword, value in named_operands.items():
         given.operands[index[keyword]] = value
         given.by_keyword.add(index[keyword])
     metaparams = given.metaparams
@@ -449,8 +442,8 @@ def bind_arguments(call: CallArguments, *, has_side_effect: bool,
         placed = dataclasses.replace(placed, positional=tuple(positional), metaparams=metaparams)
     # A keyword named like one of triton_call's own arguments went to triton_call, so the
     # parameter it may have meant is left unfilled.
-    param = own_named_parameter(unwrapped, set(own_keywords) - {*named.constexprs,
-                                                                *named.operands},
+    param = own_named_parameter(unwrapped, set(own_keywords) - {*named_constexprs,
+                                                                *named_operands},
                                 len(args) + len(out_shapes))
     if param is not None:
         where = "constexprs" if param.is_constexpr else "operands"

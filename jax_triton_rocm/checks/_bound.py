@@ -9,11 +9,11 @@ interpreter, the `jax.vmap` rule) sees plain aliasing.
 `backend_options` merged with the explicit launch settings, and `cost_estimate`. Each rule is
 in docs/porting.md; a value given both ways is an error that names both.
 
-`check_triton_call` is the full check, top down: it binds a call's arguments to the kernel's
-parameters, places its outputs and checks every argument. `check_triton_call_cached` wraps it:
-a `triton_call` made again with new shapes or new runtime-scalar values gets the layout the
-first such call was checked into (`relaid_call`), after the checks that depend on those. Which
-calls are kept, and under what key: docs/design.md, "Re-used layouts".
+`check_triton_call` is the check, top down: it binds a call's arguments to the kernel's
+parameters, places its outputs and checks every argument; a `triton_call` made again with new
+shapes or new runtime-scalar values gets the layout the first such call was checked into
+(`relaid_call`), after the checks that depend on those. Which calls are kept, and under what
+key: docs/design.md, "Re-used layouts".
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.checks import _binder, _checker
 from jax_triton_rocm.spec import _layout, _spec
-from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, MetaGrid, Surface
+from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec
 
 if TYPE_CHECKING:
     from jax_triton_rocm.api._call import CallArguments
@@ -60,37 +60,6 @@ class _NotGiven:
 
 
 NOT_GIVEN = _NotGiven()
-
-
-def _check_hashable(key: str, value: Any) -> None:
-    try:
-        hash(value)
-    except TypeError:
-        raise TypeError(f"backend_options[{key!r}] must be hashable, got {value!r} (JAX caches "
-                        f"compiled calls by their options): pass a tuple instead of a list, or "
-                        f"a tuple of (key, value) pairs instead of a dict.") from None
-
-
-def _triton_option_names() -> dict[str, frozenset[str]]:
-    """Each installed vendor's Triton option fields, by platform."""
-    names = {}
-    for platform in _vendors.GPU_PLATFORMS:
-        try:
-            names[platform] = backends.backend(platform).triton_option_names()
-        except ImportError:  # a Triton built without that vendor's backend
-            continue
-    return names
-
-
-def _check_other_option(key: str, known: dict[str, frozenset[str]]) -> None:
-    """Raises unless `key` is a Triton option of some vendor that the package passes on."""
-    if key in _REFUSED:
-        raise ValueError(f"backend_options[{key!r}] cannot be set here: {_REFUSED[key]}.")
-    if not any(key in names for names in known.values()):
-        every = sorted(set().union(*known.values()) - set(_REFUSED)) if known else []
-        raise ValueError(
-            f"backend_options[{key!r}] is no Triton compile option of any installed vendor "
-            f"backend ({', '.join(known) or 'none'}); options are: {', '.join(every)}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,27 +99,16 @@ class BoundCall:
     operands: tuple  # the primitive's operands: arrays as given, each Ref read
 
 
-def check_triton_call_cached(call: CallArguments, own_keywords: tuple[str, ...]) -> BoundCall:
-    """`check_triton_call`, with the layout of a call checked in full kept and reused: a call
-    laid out like an earlier one (new shapes, new runtime scalar values) gets that layout with
-    its own arrays, scalars, shapes and grid (`relaid_call`), and one checked in full keeps its
-    layout under its key (`layout_key`, `keep_layout`) where the layout serves later calls (the
-    module docstring says which). One with `operands=` is checked in full every time. The
-    arguments, the result and the errors are `check_triton_call`'s."""
-    key = None if call.operands else layout_key(call)
-    layout = None if key is None else _state.CALL_LAYOUTS.get(key)
-    if layout is not None and (bound := relaid_call(layout, call)) is not None:
-        return bound
-    bound = check_triton_call(call, own_keywords)
-    if key is not None:
-        keep_layout(key, call, bound)
-    return bound
-
-
 def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> BoundCall:
     """Checks a `triton_call` in full, from its arguments as taken (`api._call.call_arguments`);
     returns it bound. `own_keywords`: triton_call's own keyword arguments (compared with a
     misspelt keyword).
+
+    A call laid out like an earlier one (new shapes, new runtime scalar values) gets that
+    layout with its own arrays, scalars, shapes and grid (`relaid_call`), and one checked in
+    full keeps its layout under its key (`layout_key`, `keep_layout`) where the layout serves
+    later calls (the module docstring says which); one with `operands=` is checked in full every
+    time, with the same result and errors.
 
     The outputs follow jax-triton 0.3's convention (`out_shape=`) or 0.4's (`out_type=`),
     whichever is given. `backend_options` is merged with the launch settings `given` holds and
@@ -164,10 +122,14 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
         known keys to non-negative ints; and as `_binder.bind_arguments` and
         `_checker.check_call` say.
     """
+    kept_as = None if call.operands else layout_key(call)
+    layout = None if kept_as is None else _state.CALL_LAYOUTS.get(kept_as)
+    if layout is not None and (bound := relaid_call(layout, call)) is not None:
+        return bound
     # A kernel that takes nothing at launch (no parameters, or constexprs only) can only be
     # called for what it does besides outputs (a print, an assert): kept, as Triton launches it.
     given, backend_options, unwrapped = call.given, call.backend_options, call.unwrapped
-    side_effect = (_values.flag(call.has_side_effect, "has_side_effect")
+    side_effect = (_checker.flag(call.has_side_effect, "has_side_effect")
                    or all([param.constexpr for param in unwrapped.params]))
     placed, keyword_options, by_keyword = _binder.bind_arguments(
         call, has_side_effect=side_effect, own_keywords=own_keywords)
@@ -180,7 +142,13 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     compile_options = dict(keyword_options)
     others, known = {}, None
     for key, value in options.items():
-        _check_hashable(key, value)
+        try:
+            hash(value)
+        except TypeError:
+            raise TypeError(
+                f"backend_options[{key!r}] must be hashable, got {value!r} (JAX caches compiled "
+                f"calls by their options): pass a tuple instead of a list, or a tuple of (key, "
+                f"value) pairs instead of a dict.") from None
         if key in settings or key in compile_options:
             raise ValueError(
                 f"{key} is given both as an argument of triton_call ({key}="
@@ -190,9 +158,22 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
             settings[key] = value
         elif key in _vendors.COMPILE_OPTIONS:
             compile_options[key] = value
+        elif key in _REFUSED:
+            raise ValueError(f"backend_options[{key!r}] cannot be set here: {_REFUSED[key]}.")
         else:
-            known = _triton_option_names() if known is None else known
-            _check_other_option(key, known)
+            if known is None:  # each installed vendor's Triton option fields, by platform
+                known = {}
+                for platform in _vendors.GPU_PLATFORMS:
+                    try:
+                        known[platform] = backends.backend(platform).triton_option_names()
+                    except ImportError:  # a Triton built without that vendor's backend
+                        continue
+            if not any(key in names for names in known.values()):
+                every = sorted(set().union(*known.values()) - set(_REFUSED)) if known else []
+                raise ValueError(
+                    f"backend_options[{key!r}] is no Triton compile option of any installed "
+                    f"vendor backend ({', '.join(known) or 'none'}); options are: "
+                    f"{', '.join(every)}.")
             others[key] = value
     for key, default in SETTINGS.items():
         settings.setdefault(key, default)
@@ -217,10 +198,14 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
         aliases=tuple(sorted(placed.aliases.items())),
         given=dataclasses.replace(given, **settings, zeroed_outputs=placed.zeroed),
         metaparams=placed.metaparams, options=compile_options,
-        surface=Surface(side_effect, cost, tuple(sorted(others.items())), by_keyword))
+        has_side_effect=side_effect, cost_estimate=cost,
+        backend_options=tuple(sorted(others.items())), by_keyword=by_keyword)
     refs = {operand for operand, _ in placed.refs}  # each Ref is read: the primitive takes values
-    return BoundCall(spec, placed, call.out_tree, tuple(
+    bound = BoundCall(spec, placed, call.out_tree, tuple(
         [value[...] if i in refs else value for i, value in enumerate(placed.operands)]))
+    if kept_as is not None:
+        keep_layout(kept_as, call, bound)
+    return bound
 
 
 def _has_descriptor(entries: Sequence[tuple[str, Any]]) -> bool:
@@ -285,8 +270,8 @@ def layout_key(call: CallArguments) -> tuple | None:
                                      for k, v in value.items()]))
                 if isinstance(value, Mapping) else _values.exact_key(value) for value in values]
         grid, grid_key = call.given.grid, None
-        if callable(grid):  # a function of the metaparameters (`_spec.grid_value`)
-            fn = grid.fn if isinstance(grid, MetaGrid) else grid
+        if callable(grid):  # a function of the metaparameters (`_values.grid_value`)
+            fn = grid.fn if isinstance(grid, _values.MetaGrid) else grid
             grid_key = (
                 ("function", fn.__code__, len(fn.__defaults__ or ()), bool(fn.__kwdefaults__))
                 if getattr(fn, "__code__", None) is not None and hasattr(fn, "__defaults__")
@@ -305,7 +290,7 @@ def relaid_call(layout: Layout, call: CallArguments) -> BoundCall | None:
     after the checks that depend on those; None where one fails (the full check then says why).
     """
     try:
-        grid = _spec.grid_value(call.given.grid)
+        grid = _values.grid_value(call.given.grid)
     except (TypeError, ValueError):
         return None
     args = call.args

@@ -22,7 +22,7 @@ import numpy as np
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _env, _values
 from jax_triton_rocm.spec import _layout, _misplaced, _spec
-from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec, Surface
+from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
@@ -80,6 +80,18 @@ def close_names(unknown: Iterable[str], known: Iterable[str]) -> str:
 
 
 
+def flag(value: Any, what: str) -> bool:
+    """`value` as a bool, for an argument that must be one (`debug`, `enable_fp_fusion`).
+
+    Raises:
+      TypeError: anything but a Python or NumPy bool (a string such as "no" is truthy).
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{what}={value!r} must be a bool (True or False), got "
+                    f"{type(value).__name__}.")
+
+
 def check_takes_meta(fn: Callable, what: str) -> None:
     """Raises unless `fn` can be called with one positional argument (the metaparameters)."""
     try:
@@ -135,7 +147,8 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
                in_avals: tuple, out_shapes: tuple, aliases: tuple[tuple[int, int], ...],
                given: CallOptions, metaparams: Mapping[str, Any] | None = None,
                options: Mapping[str, Any] | None = None,
-               surface: Surface = Surface()) -> KernelCallSpec:
+               has_side_effect: bool = False, cost_estimate: tuple | None = None,
+               backend_options: tuple = (), by_keyword: tuple[str, ...] = ()) -> KernelCallSpec:
     """Checks a call in the common form; returns its spec.
 
     Args:
@@ -147,7 +160,8 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         call: each API checks them in its own indices, before it places its results).
       given: the call's options, checked here.
       metaparams, options: constexprs and vendor compile options by name.
-      surface: `triton_call`'s own options, checked by `checks._bound`.
+      has_side_effect, cost_estimate, backend_options, by_keyword: what only `triton_call`
+        takes, checked already (`checks._bound`): the spec's fields of these names.
 
     Every operand's and output's dtype must have a Triton pointer type, and a fixed shape;
     each is named as its API numbers it (`triton_call` counts positional arguments, scalars
@@ -195,15 +209,15 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
                 f"when the call is lowered, and jaxlib's Triton call has no grid that follows a "
                 f"size known only at run time. Export for concrete shapes instead (one export "
                 f"per shape).")
-    grid = _spec.grid_value(g.grid)  # a MetaGrid's results are checked per config (plan._plan)
-    if isinstance(grid, _spec.MetaGrid):
+    grid = _values.grid_value(g.grid)  # a MetaGrid's results are checked per config (plan._plan)
+    if isinstance(grid, _values.MetaGrid):
         check_takes_meta(grid.fn, f"{api.prefix}grid")
     axis = g.batch_grid_axis
     if axis is not None and (isinstance(axis, (bool, np.bool_)) or axis not in (0, 1, 2)):
         raise ValueError(
             f"{api.prefix}batch_grid_axis={axis!r} must be None (jax.vmap loops over the batch) "
             f"or the grid axis 0, 1 or 2 whose program id is the example index under jax.vmap.")
-    enable_fp_fusion = _values.flag(g.enable_fp_fusion, f"{api.prefix}enable_fp_fusion")
+    enable_fp_fusion = flag(g.enable_fp_fusion, f"{api.prefix}enable_fp_fusion")
     zeroed = g.zeroed_outputs
     if callable(zeroed):
         check_takes_meta(zeroed, f"{api.prefix}zeroed_outputs")
@@ -220,26 +234,19 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         cuda_arch=cuda_arch,
         enable_fp_fusion=enable_fp_fusion, input_output_aliases=tuple(aliases),
         zeroed_outputs=zeroed,
-        debug=_values.flag(g.debug, f"{api.prefix}debug"),
+        debug=flag(g.debug, f"{api.prefix}debug"),
         serialized_metadata=serialized_metadata,
         batch_grid_axis=None if axis is None else int(axis),
         xla_native=None if xla_native is None else bool(xla_native),
         metaparams=tuple(sorted(metaparams.items())),
-        options=tuple(sorted(_values.compile_options(options, caller=api.prefix).items())),
-        has_side_effect=surface.has_side_effect, cost_estimate=surface.cost_estimate,
-        backend_options=surface.backend_options, by_keyword=surface.by_keyword)
+        options=tuple(sorted(_values.compile_options(options, caller=api.prefix).items()))
+        if options else (),
+        has_side_effect=has_side_effect, cost_estimate=cost_estimate,
+        backend_options=backend_options, by_keyword=by_keyword)
     if api.name == "triton_call":  # triton_call_lowering's call is being lowered already
         _layout.check_kernel_arguments(unwrapped, spec.positional, in_avals, spec.out_shapes,
                                        metaparams, types)
     return spec
-
-
-def _kind(entry: tuple[str, Any]) -> str | None:
-    """What an entry gives its parameter, for `_misplaced.forgotten`: "pointer" (an array),
-    "scalar" (a value), or None (None, a tuple, a descriptor)."""
-    kind, value = entry
-    return "pointer" if kind == "input" else "scalar" if kind == "scalar" and value is not None \
-        else None
 
 
 def forgotten_hint(jit_fn: JITFunction, given: ParameterValues, flat: Flat, n_outs: int,
@@ -251,7 +258,9 @@ def forgotten_hint(jit_fn: JITFunction, given: ParameterValues, flat: Flat, n_ou
     `operands=`."""
     slots = [i for i, p in enumerate(jit_fn.params) if not p.is_constexpr
              and p.name not in given.metaparams and i not in given.by_keyword]
-    values = [_kind(flat.entries[i]) for i in slots if i in flat.entries]
+    # What fills each: "pointer" (an array), "scalar" (a value), None (None, a tuple, a descriptor).
+    values = ["pointer" if kind == "input" else "scalar" if kind == "scalar" and value is not None
+              else None for kind, value in [flat.entries[i] for i in slots if i in flat.entries]]
     text = ""
     for n_pointers in dict.fromkeys((n_outs, n_outs - len(aliased))):
         if text := _misplaced.forgotten(jit_fn, values + ["pointer"] * n_pointers, slots):
@@ -459,7 +468,7 @@ def place_outputs(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict
     if callable(zeroed):
         if user_results != tuple(range(len(user_results))):
             zeroed = MappedZeroed(zeroed, user_results)
-    else:
+    elif not isinstance(zeroed, tuple) or zeroed:  # the default, `()`, zeroes nothing
         indices = _values.output_indices(zeroed, len(user_results), what="zeroed_outputs")
         zeroed = tuple(sorted([user_results[o] for o in indices]))
     return Placed(

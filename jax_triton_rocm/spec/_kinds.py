@@ -73,13 +73,6 @@ class Roles:
     escapes: Mapping[str, str] = dataclasses.field(default_factory=dict)
     deciding: frozenset[str] = frozenset()
 
-    def only_loaded(self, name: str) -> str | None:
-        """Where the kernel loads from `name`, if it surely never writes its memory (loads
-        seen, no store, nothing the reading cannot follow); else None."""
-        if name in self.stores or name in self.escapes:
-            return None
-        return self.loads.get(name)
-
     def of(self, name: str) -> str | None:
         """"pointer", "scalar", or None where the kernel shows neither (or both)."""
         return "pointer" if name in self.pointers else "scalar" if name in self.scalars else None
@@ -114,12 +107,23 @@ def roles(jit_fn: JITFunction, reading: set[int] | None = None,
 
 def _read(jit_fn: JITFunction, reading: set[int], known: dict[str, Any]) -> Roles:
     reading.add(id(jit_fn))
-    with _state.triton_language_lock():  # `ast.parse` is not safe across threads on 3.11
+    with _state.LOCKS.triton_language:  # `ast.parse` is not safe across threads on 3.11
         tree = jit_fn.parse()
     rebound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
                and isinstance(n.ctx, ast.Store)}  # a constexpr the body assigns is not the call's
-    reader = _Reader(jit_fn, list(jit_fn.arg_names), reading,
-                     {k: v for k, v in known.items() if k not in rebound})
+    scope = dict(jit_fn.__globals__)  # the names the body resolves
+    try:
+        scope.update(inspect.getclosurevars(jit_fn.fn).nonlocals)
+    except (TypeError, ValueError):
+        pass
+    raw = getattr(jit_fn, "raw_src", None) or [""]
+    offset = ([i for i, line in enumerate(raw) if line.strip().startswith("def ")] or [0])[0]
+    names = list(jit_fn.arg_names)
+    reader = _Reader(set(names), {k: v for k, v in known.items() if k not in rebound}, scope,
+                     reading, jit_fn.fn.__code__.co_filename.rsplit("/", 1)[-1],
+                     getattr(jit_fn, "starting_line_number", 1) + offset,
+                     {name: {name} for name in names}, set(), {},
+                     {"pointer": {}, "load": {}, "store": {}, "escape": {}})
     for _ in range(2):  # twice: a loop may assign a pointer that an earlier line dereferences
         reader.visit(tree.body[0])
     reading.discard(id(jit_fn))
@@ -137,37 +141,27 @@ def _read(jit_fn: JITFunction, reading: set[int], known: dict[str, Any]) -> Role
                  dict(reader.accesses["escape"]), frozenset(reader.deciding))
 
 
+@dataclasses.dataclass
 class _Reader:
-    """One walk of a kernel's body, gathering evidence for each parameter's role."""
+    """One walk of a kernel's body, gathering evidence for each parameter's role.
 
-    def __init__(self, jit_fn: JITFunction, names: list[str], reading: set[int],
-                 known: dict[str, Any]) -> None:
-        self.jit_fn = jit_fn
-        self.params = set(names)
-        self.known = known
-        self.deciding: set[str] = set()
-        self.scope = dict(jit_fn.__globals__)
-        try:
-            self.scope.update(inspect.getclosurevars(jit_fn.fn).nonlocals)
-        except (TypeError, ValueError):
-            pass
-        self.reading = reading
-        self.env: dict[str, set[str]] = {name: {name} for name in names}
-        self.scalars: dict[str, str] = {}
-        self.accesses: dict[str, dict[str, str]] = {"pointer": {}, "load": {}, "store": {},
-                                                    "escape": {}}
-        raw = getattr(jit_fn, "raw_src", None) or [""]
-        offset = ([i for i, line in enumerate(raw) if line.strip().startswith("def ")] or [0])[0]
-        self.first_line = getattr(jit_fn, "starting_line_number", 1) + offset
-        self.file = jit_fn.fn.__code__.co_filename.rsplit("/", 1)[-1]
+    Attributes:
+      params: the kernel's parameter names; known: the constexprs that pick the branches read;
+      scope: the names its body resolves; reading: the functions being read (`roles`);
+      file, first_line: where its `def` is; env: the parameters each local may derive from;
+      deciding, scalars, accesses: the evidence gathered (`Roles`).
+    """
 
-    def where(self, node: ast.AST) -> str:
-        text = ast.unparse(node)
-        if len(text) > _SHOWN_CHARS:
-            text = text[:_SHOWN_CHARS - 3] + "..."
-        settled = ", ".join([f"{k}={v!r}" for k, v in self.known.items()])
-        return f"{self.file}:{self.first_line + node.lineno - 1}: {text}" + (
-            f" (compiled with {settled})" if settled else "")
+    params: set[str]
+    known: dict[str, Any]
+    scope: dict[str, Any]
+    reading: set[int]
+    file: str
+    first_line: int
+    env: dict[str, set[str]]
+    deciding: set[str]
+    scalars: dict[str, str]
+    accesses: dict[str, dict[str, str]]
 
     def roots(self, node: ast.AST) -> set[str]:
         """The parameters `node` may be a pointer derived from (plus offsets)."""
@@ -177,8 +171,13 @@ class _Reader:
             return self.roots(node.left) or self.roots(node.right)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
             return self.roots(node.left)
-        if isinstance(node, ast.Subscript) and _broadcast(node.slice):
-            return self.roots(node.value)
+        if isinstance(node, ast.Subscript):
+            # Only axes added or slices (`ptrs[:, None]`), as pointer blocks are indexed; an
+            # integer index picks a tuple's element instead.
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if all(isinstance(p, ast.Slice) or (isinstance(p, ast.Constant) and p.value is None)
+                   for p in parts):
+                return self.roots(node.value)
         if isinstance(node, ast.IfExp):
             return set().union(*[self.roots(branch) for branch in self.branches(node)])
         if isinstance(node, ast.Call):
@@ -269,7 +268,48 @@ class _Reader:
                     and node.value.attr == "dtype":
                 self.access("pointer", node.value.value, node)
         elif isinstance(node, ast.Call):
-            self.call(node)
+            # Memory accesses: `tl.load`/`tl.store`/atomics on their pointer, `desc.load`/
+            # `desc.store` on a descriptor or block pointer; a pointer handed to any other call
+            # but those that pass it on (`roots`), or to a callee, escapes. Then the pointers it
+            # dereferences, the scalars it counts with, a callee's roles (`callee`).
+            func, function = node.func, self.function(node.func)
+            keywords = {k.arg: k.value for k in node.keywords if k.arg}
+            args = [*node.args, *[k.value for k in node.keywords]]
+            method = (func.attr if isinstance(func, ast.Attribute) and self.roots(func.value)
+                      else None)
+            if method in _ACCESS:  # `desc.load(...)`, `block.store(...)`
+                for kind in _ACCESS[method]:
+                    self.access(kind, func.value, node)
+            elif method is not None and method not in _POINTER_PASSING:
+                self.access("escape", func.value, node)
+            if isinstance(function, str) and function in _ACCESS:
+                target = node.args[0] if node.args else keywords.get("pointer")
+                for kind in _ACCESS[function]:
+                    self.access(kind, target, node)
+                args = [arg for arg in args if arg is not target]
+            # A call that passes a pointer on, or a callee (its own accesses: `callee`),
+            # escapes none.
+            if function is None or (isinstance(function, str)
+                                    and function not in _POINTER_PASSING):
+                for arg in args:
+                    self.access("escape", arg, node)
+            if isinstance(function, str) and function in _DEREFERENCE:
+                target = node.args[0] if node.args else keywords.get(_DEREFERENCE[function])
+                if target is not None:
+                    self.access("pointer", target, node)
+                for name in ("mask", "other"):
+                    self.access("scalar", keywords.get(name), node)
+                if function == "store":
+                    self.access("scalar", node.args[1] if len(node.args) > 1
+                                else keywords.get("value"), node)
+            elif isinstance(function, str) and function in _COUNTING:
+                for arg in [*node.args, *keywords.values()]:
+                    self.access("scalar", arg, node)
+            elif function == "full":
+                self.access("scalar", node.args[1] if len(node.args) > 1
+                            else keywords.get("value"), node)
+            elif function is not None and not isinstance(function, str):
+                self.callee(function, node, keywords)
         elif isinstance(node, ast.Return):
             self.access("escape", node.value, node)
         elif isinstance(node, ast.Tuple):
@@ -281,15 +321,25 @@ class _Reader:
     def access(self, kind: str, node: ast.AST | None, evidence: ast.AST) -> None:
         """Records that the parameters `node` derives from are dereferenced ("pointer"), their
         memory read ("load"), written ("store") or handed where the reading cannot follow
-        ("escape"); or ("scalar") that `node`, a parameter itself, is counted with."""
+        ("escape"); or ("scalar") that `node`, a parameter itself, is counted with; each with
+        where `evidence` shows it ("file.py:12: tl.load(...)")."""
         if kind == "scalar":
-            if isinstance(node, ast.Name) and node.id in self.params:
-                self.scalars.setdefault(node.id, self.where(evidence))
+            recorded = self.scalars
+            names = [node.id] if isinstance(node, ast.Name) and node.id in self.params else []
+        else:
+            recorded = self.accesses[kind]
+            names = [] if node is None else self.roots(node)
+        found = [name for name in names if name not in recorded]
+        if not found:
             return
-        if node is None:
-            return
-        for name in self.roots(node):
-            self.accesses[kind].setdefault(name, self.where(evidence))
+        text = ast.unparse(evidence)
+        if len(text) > _SHOWN_CHARS:
+            text = text[:_SHOWN_CHARS - 3] + "..."
+        settled = ", ".join([f"{k}={v!r}" for k, v in self.known.items()])
+        where = f"{self.file}:{self.first_line + evidence.lineno - 1}: {text}" + (
+            f" (compiled with {settled})" if settled else "")
+        for name in found:
+            recorded[name] = where
 
     def function(self, func: ast.AST) -> Any:
         """A Triton language function's name, a builtin's name, a `@triton.jit` function, or
@@ -311,48 +361,6 @@ class _Reader:
             return value
         module = getattr(value, "__module__", "") or ""
         return func.id if module.startswith("triton") else None
-
-    def call(self, node: ast.Call) -> None:
-        """The evidence of one call. Its memory accesses: `tl.load`/`tl.store`/atomics on their
-        pointer, `desc.load`/`desc.store` on a descriptor or block pointer; a pointer handed to
-        any other call but those that pass it on (`roots`), or to a callee, escapes. Then the
-        pointers it dereferences, the scalars it counts with, a callee's roles (`callee`)."""
-        function = self.function(node.func)
-        keywords = {k.arg: k.value for k in node.keywords if k.arg}
-        func = node.func
-        args = [*node.args, *[k.value for k in node.keywords]]
-        method = func.attr if isinstance(func, ast.Attribute) and self.roots(func.value) else None
-        if method in _ACCESS:  # `desc.load(...)`, `block.store(...)`
-            for kind in _ACCESS[method]:
-                self.access(kind, func.value, node)
-        elif method is not None and method not in _POINTER_PASSING:
-            self.access("escape", func.value, node)
-        if isinstance(function, str) and function in _ACCESS:
-            target = node.args[0] if node.args else keywords.get("pointer")
-            for kind in _ACCESS[function]:
-                self.access(kind, target, node)
-            args = [arg for arg in args if arg is not target]
-        # A call that passes a pointer on, or a callee (its own accesses: `callee`), escapes none.
-        if function is None or (isinstance(function, str) and function not in _POINTER_PASSING):
-            for arg in args:
-                self.access("escape", arg, node)
-        if isinstance(function, str) and function in _DEREFERENCE:
-            target = node.args[0] if node.args else keywords.get(_DEREFERENCE[function])
-            if target is not None:
-                self.access("pointer", target, node)
-            for name in ("mask", "other"):
-                self.access("scalar", keywords.get(name), node)
-            if function == "store":
-                self.access("scalar", node.args[1] if len(node.args) > 1
-                            else keywords.get("value"), node)
-        elif isinstance(function, str) and function in _COUNTING:
-            for arg in [*node.args, *keywords.values()]:
-                self.access("scalar", arg, node)
-        elif function == "full":
-            self.access("scalar", node.args[1] if len(node.args) > 1 else keywords.get("value"),
-                        node)
-        elif function is not None and not isinstance(function, str):
-            self.callee(function, node, keywords)
 
     def callee(self, callee: Any, node: ast.Call, keywords: dict[str, ast.AST]) -> None:
         """Evidence from a `@triton.jit` function the kernel calls, by its parameters' roles
@@ -381,14 +389,6 @@ class _Reader:
                     self.access(kind, arg, node)
         for arg in node.args[len(callee.arg_names):]:  # more than it takes
             self.access("escape", arg, node)
-
-
-def _broadcast(index: ast.AST) -> bool:
-    """Whether a subscript only adds axes or slices (`ptrs[:, None]`), as pointer blocks are
-    indexed; an integer index picks a tuple's element instead."""
-    parts = index.elts if isinstance(index, ast.Tuple) else [index]
-    return all(isinstance(p, ast.Slice) or (isinstance(p, ast.Constant) and p.value is None)
-               for p in parts)
 
 
 def suspects(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple) -> list[str]:
@@ -437,7 +437,7 @@ def front_end_error(jit_fn: JITFunction, bound: Any,
     # Saying whether to fuse: Triton 3.9 warns (TRITON_DEFAULT_FP_FUSION) when not told.
     options = backend.parse_options({"enable_fp_fusion": True})
     source = ASTSource(jit_fn, bound.signature, constexprs=bound.constexprs, attrs=bound.attrs)
-    with _state.triton_language_lock():  # the front end is not safe across threads
+    with _state.LOCKS.triton_language:  # the front end is not safe across threads
         context = ir.context()
         ir.load_dialects(context)
         backend.load_dialects(context)

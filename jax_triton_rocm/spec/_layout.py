@@ -52,26 +52,10 @@ class NestedParam:
     zero_d_pointers: list[str] = dataclasses.field(default_factory=list)
 
 
-def lay_out(i: int, param: Any, entry: tuple[str, Any], in_avals: tuple) -> NestedParam:
-    """Lays `entry` ("tuple" or "descriptor") onto parameter `i` (`param`).
-
-    Raises:
-      TypeError / OverflowError: a leaf Triton cannot take, named by its path.
-    """
-    nested = NestedParam()
-    nested.signature = _leaf(nested, (i,), param, entry, in_avals)
-    return nested
-
-
-def path_text(name: str, path: tuple[int, ...]) -> str:
-    """A leaf as messages name it: "parameter 'xy'[1][0]"."""
-    return f"parameter {name!r}" + "".join(f"[{j}]" for j in path[1:])
-
-
 def _leaf(nested: NestedParam, path: tuple[int, ...], param: Any, entry: tuple[str, Any],
           in_avals: tuple) -> Any:
     kind, value = entry
-    what = path_text(param.name, path)
+    what = f"parameter {param.name!r}" + "".join(f"[{j}]" for j in path[1:])  # "'xy'[1][0]"
     if kind == "tuple":
         return tuple(_leaf(nested, path + (j,), param, element, in_avals)
                      for j, element in enumerate(value))
@@ -228,34 +212,6 @@ def lay_out_arguments(
       OverflowError: a scalar that does not fit its type (as `_spec.scalar`)."""
     if types is None:
         types = _spec.argument_types(jit_fn, positional, in_avals, out_avals, constexprs)
-    return _lay_out(jit_fn, backend, positional, in_avals, out_avals, constexprs, types,
-                    fp8_types, target)
-
-
-def check_fp8_types(signature: dict[str, Any], fp8_types: tuple[str, ...], *, kernel: str,
-                    target: str) -> None:
-    """Raises TypeError for the first parameter of `signature` with an fp8 element type not among
-    `fp8_types` (the target's), naming the parameter, its dtype, `target` and the fp8 dtypes it
-    takes."""
-    if not any(fp8 in _spec.FP8_DTYPES and fp8 not in fp8_types
-               for fp8 in element_types(tuple(signature.values()))):
-        return
-    param, fp8 = next((param, fp8) for param, types in signature.items()
-                      for fp8 in element_types(types)
-                      if fp8 in _spec.FP8_DTYPES and fp8 not in fp8_types)
-    taken = ", ".join(f"{_spec.FP8_DTYPES[t]} ({t})" for t in sorted(fp8_types)
-                      if t in _spec.FP8_DTYPES)
-    raise TypeError(
-        f"Kernel {kernel}'s parameter {param} is {_spec.FP8_DTYPES[fp8]} (Triton's "
-        f"{fp8}), which Triton does not compile for {target}; the fp8 dtypes it "
-        f"takes there are {taken}. Cast the array to one of those (x.astype(...)), or "
-        f"compile for a target that has {_spec.FP8_DTYPES[fp8]}.")
-
-
-def _lay_out(jit_fn: JITFunction, backend: Any, positional: tuple, in_avals: tuple,
-             out_avals: tuple, constexprs: dict[str, Any], types: _spec.ArgumentTypes,
-             fp8_types: tuple[str, ...] | None = None, target: str = "") -> BoundKernel:
-    """`lay_out_arguments`, with the call's values typed already (`types`)."""
     n_positional = len(positional)
     n_outputs = 0 if places_outputs(positional) else len(out_avals)
     check_operands(jit_fn, n_positional, n_outputs, constexprs)
@@ -274,7 +230,8 @@ def _lay_out(jit_fn: JITFunction, backend: Any, positional: tuple, in_avals: tup
         else:
             kind, value = "keyword", None
         if kind in NESTED_KINDS:  # a tuple or descriptor (`ArgSource`): its parts, by path
-            nested = lay_out(i, param, (kind, value), in_avals)
+            nested = NestedParam()
+            nested.signature = _leaf(nested, (i,), param, (kind, value), in_avals)
             signature[param.name] = nested.signature
             constants.update(nested.constexprs)
             for path, spec in nested.specializations:
@@ -385,6 +342,25 @@ def _lay_out(jit_fn: JITFunction, backend: Any, positional: tuple, in_avals: tup
                        tuple(zero_d_pointers))
 
 
+def check_fp8_types(signature: dict[str, Any], fp8_types: tuple[str, ...], *, kernel: str,
+                    target: str) -> None:
+    """Raises TypeError for the first parameter of `signature` with an fp8 element type not among
+    `fp8_types` (the target's), naming the parameter, its dtype, `target` and the fp8 dtypes it
+    takes."""
+    refused = [(param, fp8) for param, types in signature.items()
+               for fp8 in element_types(types) if fp8 in _spec.FP8_DTYPES and fp8 not in fp8_types]
+    if not refused:
+        return
+    param, fp8 = refused[0]
+    taken = ", ".join(f"{_spec.FP8_DTYPES[t]} ({t})" for t in sorted(fp8_types)
+                      if t in _spec.FP8_DTYPES)
+    raise TypeError(
+        f"Kernel {kernel}'s parameter {param} is {_spec.FP8_DTYPES[fp8]} (Triton's "
+        f"{fp8}), which Triton does not compile for {target}; the fp8 dtypes it "
+        f"takes there are {taken}. Cast the array to one of those (x.astype(...)), or "
+        f"compile for a target that has {_spec.FP8_DTYPES[fp8]}.")
+
+
 def passed_as_input_advice(shown: str, aliases: str, where: str) -> str:
     """The advice for a call with an output too many, where arrays with an output's shape and
     dtype (`shown`, as "argument 1 (...)") are most likely that output passed as an input too:
@@ -429,49 +405,42 @@ def _collision(jit_fn: JITFunction, position: int, output: int, positional: tupl
             f"positionally instead of by keyword.")
 
 
-def check_plain_call(jit_fn: JITFunction, positional: tuple, arrays: list, out_shapes: list,
-                     constexprs: dict[str, Any], types: _spec.ArgumentTypes | None = None) -> None:
-    """Lays a plain kernel's call out as the lowering will, to fail at the call; once per layout.
-    `types`: the call's `_spec.argument_types`, where the caller has them.
+def check_kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_avals: tuple,
+                           out_shapes: tuple, metaparams: dict[str, Any],
+                           types: _spec.ArgumentTypes | None = None) -> None:
+    """Checks the call against the kernel's parameters, so that a mistake fails at the call, not
+    at lowering: a plain kernel's arguments laid out as the lowering will (once per layout,
+    `_state.CHECKED_CALLS`); an autotuned kernel's operands and keywords (`check_operands`) and
+    its autotuner's features. `types`: the call's `_spec.argument_types`, where the caller has
+    them.
 
     Raises:
-      TypeError: as `lay_out_arguments`."""
+      TypeError / NotImplementedError: as `lay_out_arguments` and `check_operands` say, or an
+        autotuner feature jaxlib cannot honour."""
+    jit_fn = unwrapped.jit_fn
+    if unwrapped.autotuner is not None or unwrapped.heuristics:
+        if unwrapped.autotuner is not None:
+            _autotuner.check_autotuner(unwrapped.autotuner, unwrapped.name)
+        n_trailing = 0 if places_outputs(positional) else len(out_shapes)
+        check_operands(jit_fn, len(positional), n_trailing, metaparams)
+        return
     if types is None:
-        types = _spec.argument_types(jit_fn, positional, tuple(arrays), tuple(out_shapes),
-                                     constexprs)
+        types = _spec.argument_types(jit_fn, positional, in_avals, out_shapes, metaparams)
     view = types.view
     try:
         if view is None:  # a scalar that cannot be typed: `compile_view` raises why, or no key
             view = _spec.compile_view(jit_fn, positional)
         key = (id(jit_fn), view,
-               tuple([(not a.shape, a.dtype) for a in (*arrays, *out_shapes)]),
+               tuple([(not a.shape, a.dtype) for a in (*in_avals, *out_shapes)]),
                tuple([(name, _values.exact_key(value)) for name, value in
-                      sorted(constexprs.items())]))
+                      sorted(metaparams.items())]))
         if _state.CHECKED_CALLS.get(key) is not None:  # laid out before without error
             return
     except TypeError:  # an unhashable value: check every time
         key = None
     from triton.backends.compiler import BaseBackend
 
-    _lay_out(jit_fn, BaseBackend, positional, tuple(arrays), tuple(out_shapes), constexprs,
-             types)
+    lay_out_arguments(jit_fn, BaseBackend, positional=positional, in_avals=tuple(in_avals),
+                      out_avals=tuple(out_shapes), constexprs=metaparams, types=types)
     if key is not None:
         _state.CHECKED_CALLS.put(key, jit_fn)  # kept, so that its id is not reused
-
-
-def check_kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_avals: tuple,
-                           out_shapes: tuple, metaparams: dict[str, Any],
-                           types: _spec.ArgumentTypes | None = None) -> None:
-    """Checks the call against the kernel's parameters, so that a mistake fails at the call, not
-    at lowering: a plain kernel's arguments laid out as the lowering will; an autotuned kernel's
-    operands and keywords (`check_operands`) and its autotuner's features. `types`: the call's
-    `_spec.argument_types`, where the caller has them."""
-    jit_fn = unwrapped.jit_fn
-    if unwrapped.autotuner is None and not unwrapped.heuristics:
-        check_plain_call(jit_fn, positional, list(in_avals), list(out_shapes), metaparams,
-                         types)
-        return
-    if unwrapped.autotuner is not None:
-        _autotuner.check_autotuner(unwrapped.autotuner, unwrapped.name)
-    n_trailing = 0 if places_outputs(positional) else len(out_shapes)
-    check_operands(jit_fn, len(positional), n_trailing, metaparams)

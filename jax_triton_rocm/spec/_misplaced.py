@@ -38,9 +38,11 @@ def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mappi
       returned: whether the call has outputs or Refs.
     """
     names = list(jit_fn.arg_names)
-    if not returned and not jit_fn.is_gluon() and (stored := stored_inputs(
-            _kinds.roles(jit_fn, constexprs=constexprs), names, inputs)):
-        (param, stored_at), leaf = stored[0], inputs[stored[0][0]]
+    stores = ({} if returned or jit_fn.is_gluon()
+              else _kinds.roles(jit_fn, constexprs=constexprs).stores)
+    if stored := [p for p in sorted(inputs) if names[p] in stores]:
+        param, leaf = stored[0], inputs[stored[0]]
+        stored_at = stores[names[param]]
         alias = next(j for j, x in enumerate(leaves) if x is leaf)
         raise TypeError(
             f"Kernel {kernel_name(jit_fn)} stores to parameter {names[param]!r} ({stored_at}), "
@@ -76,9 +78,9 @@ def unwritten_output(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Ma
                      constexprs: Mapping[str, Any] | None = None,
                      ) -> tuple[int, str, int, str] | None:
     """An input placed on a parameter the kernel stores to while an output lands on one it only
-    loads from (`Roles.only_loaded`): (the input's parameter, where it is stored, the output's
-    parameter, where it is loaded), the first such pair in parameter order; None where there is
-    none, or the reading is unsure.
+    loads from (loads seen, no store, nothing the reading cannot follow): (the input's
+    parameter, where it is stored, the output's parameter, where it is loaded), the first such
+    pair in parameter order; None where there is none, or the reading is unsure.
 
     Args:
       inputs, outputs: the call's input arrays and outputs by the parameter index they fill.
@@ -88,19 +90,12 @@ def unwritten_output(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Ma
         return None
     found = _kinds.roles(jit_fn, constexprs=constexprs)
     names = list(jit_fn.arg_names)
-    loaded = [(q, where) for q in sorted(outputs) if (where := found.only_loaded(names[q]))]
-    stored = stored_inputs(found, names, inputs)
+    loaded = [(q, where) for q in sorted(outputs) if names[q] not in found.stores
+              and names[q] not in found.escapes and (where := found.loads.get(names[q]))]
+    stored = [(p, found.stores[names[p]]) for p in sorted(inputs) if names[p] in found.stores]
     if not loaded or not stored:
         return None
     return (*stored[0], *loaded[0])
-
-
-def stored_inputs(found: _kinds.Roles, names: list[str], inputs: Mapping[int, Any],
-                  ) -> list[tuple[int, str]]:
-    """(parameter, where the kernel stores to it) for each of `inputs` (by parameter index) the
-    kernel stores to, in parameter order, by its parameters' roles `found` (`_kinds.roles`; a
-    Gluon kernel's source is not read) and `names`."""
-    return [(p, found.stores[names[p]]) for p in sorted(inputs) if names[p] in found.stores]
 
 
 def forgotten(jit_fn: JITFunction, given: list[str | None], slots: list[int]) -> str:

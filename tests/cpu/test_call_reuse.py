@@ -26,7 +26,7 @@ def traced(monkeypatch):
     monkeypatch.setattr(_state, "CALL_LAYOUTS",
                         _state.BoundedCache(_state.LOCKS, _env.ENV_CALL_CACHE_SIZE))
     seen = []
-    check, full = _bound.check_triton_call_cached, _binder.bind_arguments
+    check, full = _bound.check_triton_call, _binder.bind_arguments
 
     def capturing(args, *rest, **kwargs):
         call = check(args, *rest, **kwargs)
@@ -37,7 +37,7 @@ def traced(monkeypatch):
         seen.append("full")
         return full(*args, **kwargs)
 
-    monkeypatch.setattr(_bound, "check_triton_call_cached", capturing)
+    monkeypatch.setattr(_bound, "check_triton_call", capturing)
     monkeypatch.setattr(_binder, "bind_arguments", counting)
 
     def trace(fn, *shapes):
@@ -238,15 +238,15 @@ def test_a_kernel_is_taken_apart_once_per_process_until_caches_are_cleared(monke
 def test_a_reused_layout_runs_the_layout_check_and_keeps_its_refusal(traced, monkeypatch):
     from jax_triton_rocm.spec import _layout
 
-    checked, real = [], _layout.check_plain_call
+    checked, real = [], _layout.check_kernel_arguments
 
-    def refusing_a_new_length(jit_fn, positional, arrays, out_shapes, constexprs, *types):
-        checked.append(arrays[0].shape)
-        if arrays[0].shape == (4096,):
+    def refusing_a_new_length(unwrapped, positional, in_avals, out_shapes, metaparams, *types):
+        checked.append(in_avals[0].shape)
+        if in_avals[0].shape == (4096,):
             raise TypeError("refused at this length")
-        return real(jit_fn, positional, arrays, out_shapes, constexprs, *types)
+        return real(unwrapped, positional, in_avals, out_shapes, metaparams, *types)
 
-    monkeypatch.setattr(_layout, "check_plain_call", refusing_a_new_length)
+    monkeypatch.setattr(_layout, "check_kernel_arguments", refusing_a_new_length)
     assert traced(kernels.add, (1024,), (1024,))[2]  # the full check
     assert not traced(kernels.add, (2048,), (2048,))[2]  # reused, and checked again
     assert checked == [(1024,), (2048,)]

@@ -22,13 +22,13 @@ def layouts(monkeypatch):
     """Counts the argument layouts `triton_call` runs to check a call, none checked or kept
     before."""
     laid_out = []
-    original = _layout._lay_out  # what `lay_out_arguments` and the call's check both run
+    original = _layout.lay_out_arguments  # what the lowering and the call's check both run
 
-    def counting(jit_fn, backend, positional, *args):
-        laid_out.append(positional)
-        return original(jit_fn, backend, positional, *args)
+    def counting(jit_fn, backend, **kwargs):
+        laid_out.append(kwargs["positional"])
+        return original(jit_fn, backend, **kwargs)
 
-    monkeypatch.setattr(_layout, "_lay_out", counting)
+    monkeypatch.setattr(_layout, "lay_out_arguments", counting)
     for cache in ("CHECKED_CALLS", "CALL_LAYOUTS"):
         monkeypatch.setattr(_state, cache,
                             _state.BoundedCache(_state.LOCKS, _env.ENV_CALL_CACHE_SIZE))
