@@ -125,9 +125,9 @@ def _handle_as_float32(handle: Any) -> Any:
     return TensorHandle(decode(handle.data, triton_type), tl.float32)
 
 
-def installed() -> list[tuple[Any, str, Any]]:
-    """Installs the builder's operations that decode bits (see the module's docstring);
-    returns what was replaced, as (owner, name, value) to put back."""
+def replacements() -> dict[tuple[Any, str], Any]:
+    """The builder's operations that decode bits (see the module's docstring), by (owner,
+    name)."""
     import triton.language as tl
     from triton._C.libtriton import interpreter as host
     from triton._C.libtriton import ir
@@ -140,41 +140,26 @@ def installed() -> list[tuple[Any, str, Any]]:
     def original(owner: Any, name: str) -> Any:
         return originals[(owner, name)]
 
-    def binary_op(self, lhs, rhs, op):
-        triton_type = _handle_format(lhs) or _handle_format(rhs)
-        if triton_type is None:
-            return original(builder, "binary_op")(self, lhs, rhs, op)
-        _refuse_fp8(op, triton_type)
-        out = op(decode(lhs.data, triton_type), decode(rhs.data, triton_type))
-        if out.dtype == np.bool_:
-            return TensorHandle(out, tl.int1)
-        return TensorHandle(encode(out, triton_type), lhs.dtype.scalar)
-
-    def unary_op(self, arg, op):
-        triton_type = _handle_format(arg)
-        if triton_type is None:
-            return original(builder, "unary_op")(self, arg, op)
-        _refuse_fp8(op, triton_type)
-        return TensorHandle(encode(op(decode(arg.data, triton_type)), triton_type),
-                            arg.dtype.scalar)
-
-    def ternary_op(self, lhs, rhs, other, op):
-        triton_type = _handle_format(other)
-        if triton_type is None or op is np.where:  # a select moves bits, as on the GPU
-            return original(builder, "ternary_op")(self, lhs, rhs, other, op)
-        _refuse_fp8(op, triton_type)
-        out = op(*(decode(h.data, triton_type) for h in (lhs, rhs, other)))
-        return TensorHandle(encode(out, triton_type), other.dtype.scalar)
-
-    def create_fma(self, x, y, z):
-        triton_type = _handle_format(z)
-        if triton_type is None:
-            return original(builder, "create_fma")(self, x, y, z)
-        _refuse_fp8("fma", triton_type)
+    def fma(a, b, c):
         # In float64 the product is exact, and so is the sum of values of like magnitude: the
         # result rounds once, as the GPU's fused multiply-add does.
-        a, b, c = (decode(h.data, triton_type).astype(np.float64) for h in (x, y, z))
-        return TensorHandle(encode(a * b + c, triton_type), z.dtype.scalar)
+        return a.astype(np.float64) * b + c
+
+    def elementwise(name, op=None):
+        """The builder's `name`, whose arguments are handles and then a NumPy op (or, for
+        `create_fma`, handles only: `op`), computed on values where a handle holds bits."""
+        def patched(self, *args):
+            handles, operation = (args, op) if op else (args[:-1], args[-1])
+            bits = [h for h in handles if _handle_format(h)]
+            if not bits or operation is np.where:  # a select moves bits, as on the GPU
+                return original(builder, name)(self, *args)
+            triton_type = _handle_format(bits[0])
+            _refuse_fp8(operation, triton_type)
+            out = operation(*(decode(h.data, triton_type) for h in handles))
+            if out.dtype == np.bool_:
+                return TensorHandle(out, tl.int1)
+            return TensorHandle(encode(out, triton_type), bits[0].dtype.scalar)
+        return patched
 
     def converted(src, dst_type, toward_zero=False):
         source, target = _handle_format(src), bits_format(dst_type)
@@ -227,40 +212,28 @@ def installed() -> list[tuple[Any, str, Any]]:
             values = [_handle_as_float32(value) for value in values]
         return original(builder, "create_print")(self, prefix, hex, values, *rest)
 
-    def reduce_sum(self, input):
-        triton_type = bits_format(input.dtype)
-        if triton_type is None:
-            return original(reduce_ops, "sum")(self, input)
-        _refuse_fp8("sum", triton_type)
-        # Accumulated in float32 and rounded once; the GPU adds in bfloat16, in a tree.
-        out = original(reduce_ops, "sum")(self, _as_float32(input, triton_type))
-        return _retyped(out, encode(out.handle.data, triton_type), input.dtype)
+    def in_float32(owner, name):
+        """The reduction or scan `name` of `owner`, run on float32 values where its input holds
+        bits, its values rounded back; sums and scans of fp8 are refused. Sums and scans
+        accumulate in float32 and round once; the GPU adds in bfloat16, in a tree."""
+        def rebits(out, triton_type, dtype):
+            if isinstance(out, (list, tuple)):
+                return type(out)(rebits(element, triton_type, dtype) for element in out)
+            if out.dtype != tl.float32:  # min_max's index
+                return out
+            return _retyped(out, encode(out.handle.data, triton_type), dtype)
 
-    def min_max(self, input, val_reduce_op, idx_reduce_op=None):
-        input = input[0] if isinstance(input, tuple) else input
-        triton_type = bits_format(input.dtype)
-        if triton_type is None:
-            return original(reduce_ops, "min_max")(self, input, val_reduce_op, idx_reduce_op)
-        out = original(reduce_ops, "min_max")(self, _as_float32(input, triton_type),
-                                              val_reduce_op, idx_reduce_op)
-        if val_reduce_op is None:
-            return out
-        value = out[0] if idx_reduce_op else out
-        value = _retyped(value, encode(value.handle.data, triton_type), input.dtype)
-        return (value, out[1]) if idx_reduce_op else value
-
-    def scanned(name):
-        def scan(self, input):
+        def patched(self, input, *args, **kwargs):
+            input = input[0] if isinstance(input, tuple) else input  # min_max's (value, index)
             triton_type = bits_format(input.dtype)
             if triton_type is None:
-                return original(scan_ops, name)(self, input)
-            _refuse_fp8(name, triton_type)
-            [out] = original(scan_ops, name)(self, _as_float32(input, triton_type))
-            return [_retyped(out, encode(out.handle.data, triton_type), input.dtype)]
-        return scan
-
-    def _as_float32(tensor, triton_type):
-        return _retyped(tensor, decode(tensor.handle.data, triton_type), tl.float32)
+                return original(owner, name)(self, input, *args, **kwargs)
+            if name != "min_max":
+                _refuse_fp8(name, triton_type)
+            values = _retyped(input, decode(input.handle.data, triton_type), tl.float32)
+            return rebits(original(owner, name)(self, values, *args, **kwargs), triton_type,
+                          input.dtype)
+        return patched
 
     def patch_lang_core(lang, scope):
         # Triton 3.6's interpreter names no IR type for two fp8 types its builder has.
@@ -274,18 +247,17 @@ def installed() -> list[tuple[Any, str, Any]]:
 
         scope.set_attr(lang.dtype, "to_ir", to_ir_of_every_fp8)
 
-    replacements = {(interpreter, "_patch_lang_core"): patch_lang_core,
-                    (builder, "binary_op"): binary_op, (builder, "unary_op"): unary_op,
-                    (builder, "ternary_op"): ternary_op, (builder, "create_fma"): create_fma,
-                    (builder, "cast_impl"): cast_impl,
-                    (builder, "create_fp_to_fp"): create_fp_to_fp,
-                    (builder, "create_dot"): create_dot,
-                    (builder, "create_atomic_rmw"): create_atomic_rmw,
-                    (builder, "create_print"): create_print,
-                    (reduce_ops, "sum"): reduce_sum, (reduce_ops, "min_max"): min_max,
-                    (scan_ops, "cumsum"): scanned("cumsum"),
-                    (scan_ops, "cumprod"): scanned("cumprod")}
-    originals = {(owner, name): getattr(owner, name) for owner, name in replacements}
-    for (owner, name), value in replacements.items():
-        setattr(owner, name, value)
-    return [(owner, name, value) for (owner, name), value in originals.items()]
+    replaced = {(interpreter, "_patch_lang_core"): patch_lang_core,
+                (builder, "binary_op"): elementwise("binary_op"),
+                (builder, "unary_op"): elementwise("unary_op"),
+                (builder, "ternary_op"): elementwise("ternary_op"),
+                (builder, "create_fma"): elementwise("create_fma", fma),
+                (builder, "cast_impl"): cast_impl, (builder, "create_fp_to_fp"): create_fp_to_fp,
+                (builder, "create_dot"): create_dot,
+                (builder, "create_atomic_rmw"): create_atomic_rmw,
+                (builder, "create_print"): create_print,
+                **{(owner, name): in_float32(owner, name)
+                   for owner, name in ((reduce_ops, "sum"), (reduce_ops, "min_max"),
+                                       (scan_ops, "cumsum"), (scan_ops, "cumprod"))}}
+    originals = {(owner, name): getattr(owner, name) for owner, name in replaced}
+    return replaced

@@ -43,19 +43,10 @@ class HostTensor:
     def data_ptr(self) -> int:
         return self.array.ctypes.data
 
-    def untyped_storage(self) -> HostTensor:
+    def _itself(self, *args: Any, **kwargs: Any) -> HostTensor:
         return self
 
-    def cpu(self) -> HostTensor:
-        return self
-
-    def new_empty(self, *size: Any, device: Any = None) -> HostTensor:
-        del size, device
-        return self
-
-    def set_(self, storage: Any, offset: int, size: Any, stride: Any) -> HostTensor:
-        del storage, offset, size, stride
-        return self
+    untyped_storage = cpu = new_empty = set_ = _itself
 
     def storage_offset(self) -> int:
         return 0
@@ -115,10 +106,6 @@ def _forget_rewritten_functions() -> None:
 _state.on_clear(_forget_rewritten_functions)
 
 
-def _index_of_one_element(tensor: Any) -> int:
-    return int(tensor.handle.data.item())
-
-
 @contextlib.contextmanager
 def interpreter_adapted(debug: bool = False) -> Iterator[None]:
     """While in force, Triton's interpreter runs an ordinary @triton.jit kernel correctly, with
@@ -156,22 +143,21 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
 
     def patch_tensor_with_index(tensor, scope):
         patch_tensor(tensor, scope)
-        scope.set_attr(tensor, "__index__", _index_of_one_element)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
 
     builder = interpreter.interpreter_builder
-    saved = [(JITFunction, "__call__", JITFunction.__call__),
-             (interpreter, "_patch_lang_tensor", patch_tensor),
-             (builder, "options", builder.options)]
-    builder.options = dataclasses.replace(builder.options, debug=debug)
-    saved += _tensor_results_for_constexpr_operators()
-    saved += _bfloat16_nan_padding()
-    saved += _interpret_floats.installed()
-    JITFunction.__call__ = call_interpreted
-    interpreter._patch_lang_tensor = patch_tensor_with_index
+    replacements = {(JITFunction, "__call__"): call_interpreted,
+                    (interpreter, "_patch_lang_tensor"): patch_tensor_with_index,
+                    (builder, "options"): dataclasses.replace(builder.options, debug=debug),
+                    **_tensor_results_for_constexpr_operators(), **_bfloat16_nan_padding(),
+                    **_interpret_floats.replacements()}
+    saved = {(owner, name): getattr(owner, name) for owner, name in replacements}
+    for (owner, name), value in replacements.items():
+        setattr(owner, name, value)
     try:
         yield
     finally:
-        for owner, name, value in saved:
+        for (owner, name), value in saved.items():
             setattr(owner, name, value)
 
 
@@ -183,12 +169,12 @@ _REFLECTED = {"__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__
               "__lt__": "__gt__", "__le__": "__ge__", "__gt__": "__lt__", "__ge__": "__le__"}
 
 
-def _tensor_results_for_constexpr_operators() -> list[tuple[Any, str, Any]]:
-    """Installs, on `tl.constexpr`, operators that defer to a tensor operand's reflected one;
-    returns what was replaced, as (owner, name, value) to put back."""
+def _tensor_results_for_constexpr_operators() -> dict[tuple[Any, str], Any]:
+    """Operators for `tl.constexpr` that defer to a tensor operand's reflected one, by (owner,
+    name)."""
     import triton.language as tl
 
-    replaced = []
+    replacements = {}
     for name, reflected in _REFLECTED.items():
         original = getattr(tl.constexpr, name, None)
         if original is None or not hasattr(tl.tensor, reflected):
@@ -199,9 +185,8 @@ def _tensor_results_for_constexpr_operators() -> list[tuple[Any, str, Any]]:
                 return getattr(other, reflected)(self.value)
             return original(self, other)
 
-        replaced.append((tl.constexpr, name, original))
-        setattr(tl.constexpr, name, operator)
-    return replaced
+        replacements[(tl.constexpr, name)] = operator
+    return replacements
 
 
 def host_constexpr(value: Any) -> Any:
@@ -226,14 +211,12 @@ def typed_scalar(value: Any, what: str) -> Any:
     """A scalar argument (a value, or a `_spec.Scalar` typed already) as a Triton tensor of
     the type the GPU launch gives it."""
     import triton.language as tl
-    from triton.runtime.interpreter import TensorHandle
+    from triton.runtime import interpreter
 
     typed = value if isinstance(value, _spec.Scalar) else _spec.scalar(value, what=what)
     triton_type = tl.str_to_ty(typed.triton_type, None)
-    numpy_type = {"u1": np.bool_, "i32": np.int32, "u32": np.uint32, "i64": np.int64,
-                  "u64": np.uint64, "fp32": np.float32, "fp64": np.float64}[typed.triton_type]
-    return tl.tensor(TensorHandle(np.array([typed.value], dtype=numpy_type), triton_type),
-                     triton_type)
+    data = np.array([typed.value], dtype=interpreter._get_np_dtype(triton_type))
+    return tl.tensor(interpreter.TensorHandle(data, triton_type), triton_type)
 
 
 def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
@@ -250,11 +233,11 @@ def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
 
         is_floating_point = element.is_floating()
 
-    base = HostTensor(array, TorchLikeDtype(element.name))
-    fields = {"base": base, "shape": list(descriptor.shape), "strides": list(descriptor.strides),
+    fields = {"base": HostTensor(array, TorchLikeDtype(element.name)),
+              "shape": list(descriptor.shape), "strides": list(descriptor.strides),
               "block_shape": list(descriptor.block_shape), "padding": descriptor.padding,
               "round_f32_to_tf32": descriptor.round_f32_to_tf32}
-    names = {field.name for field in dataclasses.fields(TensorDescriptor)}
+    names = [field.name for field in dataclasses.fields(TensorDescriptor)]
     if descriptor.round_f32_to_tf32 and "round_f32_to_tf32" not in names:
         import triton
 
@@ -263,17 +246,16 @@ def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
             f"interpreter rounds to TF32 (3.9 does; this one is {triton.__version__}). Run it on "
             f"a GPU, or round the base yourself (jax.lax.reduce_precision(x, 8, 10)).")
     host = object.__new__(TensorDescriptor)
-    for field in dataclasses.fields(TensorDescriptor):
-        setattr(host, field.name, fields[field.name])
+    host.__dict__.update({name: fields[name] for name in names})
     return host
 
 
 _BF16_NAN_BITS = 0x7FC0
 
 
-def _bfloat16_nan_padding() -> list[tuple[Any, str, Any]]:
-    """Installs a descriptor load that pads bfloat16 with NaN's bits (see `interpreter_adapted`);
-    returns what was replaced, as (owner, name, value) to put back."""
+def _bfloat16_nan_padding() -> dict[tuple[Any, str], Any]:
+    """A descriptor load that pads bfloat16 with NaN's bits (see `interpreter_adapted`), by
+    (owner, name)."""
     import triton.language as tl
     from triton._C.libtriton import ir
     from triton.runtime import interpreter
@@ -281,7 +263,7 @@ def _bfloat16_nan_padding() -> list[tuple[Any, str, Any]]:
     builder = interpreter.InterpreterBuilder
     load = getattr(builder, "create_descriptor_load", None)
     if load is None:
-        return []
+        return {}
 
     def load_padded(self, desc, indices, *args, **kwargs):
         if desc.padding != ir.PADDING_OPTION.PAD_NAN:
@@ -293,5 +275,4 @@ def _bfloat16_nan_padding() -> list[tuple[Any, str, Any]]:
                                          tl.bfloat16)
         return self.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
 
-    builder.create_descriptor_load = load_padded
-    return [(builder, "create_descriptor_load", load)]
+    return {(builder, "create_descriptor_load"): load_padded}
