@@ -78,19 +78,18 @@ class InterpretedCall:
     debug: bool = False
 
 
-def check_interpretable(jit_fn: JITFunction, name: str) -> None:
-    """Raises NotImplementedError, naming the kernel and why, if the interpreter cannot run it."""
+def resolve(ctx_avals_in: tuple, spec: KernelCallSpec) -> InterpretedCall:
+    """The interpreted call of one equation: its first launch.
+
+    Raises:
+      NotImplementedError: a Gluon kernel, which the interpreter cannot run.
+    """
+    jit_fn = spec.unwrapped.jit_fn
     if jit_fn.is_gluon():
         raise NotImplementedError(
-            f"Kernel {name} is a Gluon kernel, and this computation is lowered for the CPU, where "
-            f"kernels run in Triton's interpreter, which runs only @triton.jit kernels. Run it on "
-            f"a GPU (platforms 'cuda', 'rocm'), or write a @triton.jit version for the CPU.")
-
-
-def resolve(ctx_avals_in: tuple, spec: KernelCallSpec) -> InterpretedCall:
-    """The interpreted call of one equation: its first launch."""
-    jit_fn = spec.unwrapped.jit_fn
-    check_interpretable(jit_fn, spec.name)
+            f"Kernel {spec.name} is a Gluon kernel, and this computation is lowered for the CPU, "
+            f"where kernels run in Triton's interpreter, which runs only @triton.jit kernels. Run "
+            f"it on a GPU (platforms 'cuda', 'rocm'), or write a @triton.jit version for the CPU.")
     out_avals = tuple(jax.ShapeDtypeStruct(s.shape, s.dtype) for s in spec.out_shapes)
     in_avals = tuple(ctx_avals_in)
     [launch] = _plan.launches(spec, in_avals, out_avals,
@@ -99,27 +98,21 @@ def resolve(ctx_avals_in: tuple, spec: KernelCallSpec) -> InterpretedCall:
     # the kernel's parameters is asked here, not where a compile fails (`_kinds.check_failed`).
     _kinds.check(jit_fn, launch.bound, in_avals, out_avals, spec.kernel_name,
                  _vendors.FRONT_END_PROBES)
-    _warn_if_slow(spec.name, launch.grid)
+    programs = math.prod(launch.grid)
+    if programs > SLOW_GRID_PROGRAMS:
+        seconds = programs * _SECONDS_PER_PROGRAM
+        unit, size = next((unit, size) for unit, size in (("days", 86400), ("hours", 3600),
+                                                           ("minutes", 60), ("seconds", 1))
+                          if seconds >= 2 * size or size == 1)
+        logger.warning(
+            "jax_triton_rocm: kernel %s has a grid of %s, %d programs, which Triton's "
+            "interpreter on the CPU runs one at a time, in Python, at about %g ms each for a "
+            "small kernel: roughly %d %s. Give each program more work (a larger block), run a "
+            "smaller problem, or run it on a GPU.", spec.name, launch.grid, programs,
+            _SECONDS_PER_PROGRAM * 1e3, round(seconds / size), unit)
     return InterpretedCall(name=spec.name, jit_fn=jit_fn, launch=launch,
                            positional=spec.positional, out_avals=out_avals,
                            aliases=spec.input_output_aliases, debug=spec.debug)
-
-
-def _warn_if_slow(name: str, grid: tuple[int, int, int]) -> None:
-    """Logs, at lowering, that a grid of more than `SLOW_GRID_PROGRAMS` programs will take long."""
-    programs = math.prod(grid)
-    if programs <= SLOW_GRID_PROGRAMS:
-        return
-    seconds = programs * _SECONDS_PER_PROGRAM
-    unit, size = next((unit, size) for unit, size in (("days", 86400), ("hours", 3600),
-                                                       ("minutes", 60), ("seconds", 1))
-                      if seconds >= 2 * size or size == 1)
-    logger.warning(
-        "jax_triton_rocm: kernel %s has a grid of %s, %d programs, which Triton's interpreter "
-        "on the CPU runs one at a time, in Python, at about %g ms each for a small kernel: "
-        "roughly %d %s. Give each program more work (a larger block), run a smaller problem, "
-        "or run it on a GPU.", name, grid, programs, _SECONDS_PER_PROGRAM * 1e3,
-        round(seconds / size), unit)
 
 
 def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[Any]:
@@ -227,16 +220,11 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
     """
     buffers = [np.array(x, copy=True, order="C") for x in inputs]
     alias_of = {o: i for i, o in call.aliases}
-    grid, zeroed = call.launch.grid, set(call.launch.zeroed)
-    outs = []
-    for o, aval in enumerate(call.out_avals):
-        if o in alias_of:
-            out = buffers[alias_of[o]]
-            if o in zeroed:
-                out[...] = 0
-        else:
-            out = np.zeros(aval.shape, aval.dtype)
-        outs.append(out)
+    grid = call.launch.grid
+    outs = [buffers[alias_of[o]] if o in alias_of else np.zeros(aval.shape, aval.dtype)
+            for o, aval in enumerate(call.out_avals)]
+    for o in call.launch.zeroed:
+        outs[o][...] = 0
     args = _kernel_arguments(call, buffers, outs)
     try:
         with _state.triton_language_lock(), _interpret_host.interpreter_adapted(call.debug):
@@ -273,11 +261,5 @@ def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpe
     """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback."""
     call = resolve(tuple(ctx.avals_in), spec)
     _fallback.explain_once(call.name)
-    route = _shard_callbacks.current_route()
-    if route is not None:  # one shard's call inside a `partitioned` function
-        return _shard_callbacks.lower_routed(ctx, operands, route,
-                                             lambda *xs: run_on_host(call, *xs),
-                                             call.out_avals, spec.has_side_effect)
-
-    return _shard_callbacks.host_callback(ctx, operands, ctx.avals_in, call.out_avals,
-                         lambda *xs: run_on_host(call, *xs), spec.has_side_effect)
+    return _shard_callbacks.emit(ctx, operands, call.out_avals,
+                                 lambda *xs: run_on_host(call, *xs), spec.has_side_effect)
