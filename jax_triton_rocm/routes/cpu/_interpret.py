@@ -13,8 +13,10 @@ serialised, and no Triton front end compiles in another thread meanwhile.
 
 What runs where the GPU would differ (autotuned kernels, outputs that start zeroed, Gluon,
 bfloat16 and fp8): docs/tutorial.md, "Kernels on the CPU"; why runs hold the lock:
-docs/design.md, "Triton's interpreter on the CPU". Where a GPU could run the kernel instead, the
-first one lowered here says so, once (`_fallback`).
+docs/design.md, "Triton's interpreter on the CPU". Where a GPU plugin is installed, the first
+kernel lowered here logs why the computation is on the CPU and how to put it on the GPU, once per
+process (`lower`): a GPU user with `JAX_PLATFORMS=cpu` set somewhere, or operands left on the CPU
+device, would otherwise see only slow runs. Without a GPU plugin nothing is logged.
 """
 
 from __future__ import annotations
@@ -32,12 +34,11 @@ import numpy as np
 
 import jax
 
-from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.backends import _no_gpu, _vendors
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _errors
 from jax_triton_rocm.plan import _plan
-from jax_triton_rocm.routes.cpu import (_fallback, _interpret_floats, _interpret_host,
-                                        _shard_callbacks)
+from jax_triton_rocm.routes.cpu import _interpret_floats, _interpret_host, _shard_callbacks
 from jax_triton_rocm.spec import _kinds, _spec
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
@@ -52,6 +53,7 @@ logger = logging.getLogger("jax_triton_rocm")
 # which the lowering says (docs/tutorial.md, "Kernels on the CPU").
 SLOW_GRID_PROGRAMS = 1 << 20
 _SECONDS_PER_PROGRAM = 1e-3
+_explained = False  # one warning of the fall-back per process (a forked child inherits the flag)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,9 +259,29 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
     return tuple(outs)
 
 
+def mark_explained() -> None:
+    """Marks the CPU fall-back as explained (the demo prints why itself): no warning follows."""
+    global _explained
+    _explained = True
+
+
 def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpec):
     """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback."""
+    global _explained
     call = resolve(tuple(ctx.avals_in), spec)
-    _fallback.explain_once(call.name)
+    with _state.LOCKS.lock_for("cpu-fallback-warning"):
+        first, _explained = not _explained, True
+    if first and _vendors.installed_gpu_platforms():
+        from jax._src import xla_bridge
+
+        if any(p in xla_bridge.backends() for p in _vendors.GPU_PLATFORMS):
+            why = ("A GPU is present, but this computation is placed on the CPU (operands on a "
+                   "CPU device, or jit(..., backend='cpu')): put its operands on the GPU "
+                   "(jax.device_put(x, jax.devices('gpu')[0])) to run the kernel there.")
+        else:
+            why = "JAX has no GPU device: " + _no_gpu.no_gpu_reason()
+        logger.warning("jax_triton_rocm: kernel %s runs in Triton's interpreter on the CPU (slow: "
+                       "NumPy, one program at a time). %s This warning is logged once per "
+                       "process.", call.name, why)
     return _shard_callbacks.emit(ctx, operands, call.out_avals,
                                  lambda *xs: run_on_host(call, *xs), spec.has_side_effect)
