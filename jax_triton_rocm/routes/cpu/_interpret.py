@@ -3,20 +3,11 @@
 Data flow: the call's spec -> its first launch (`plan._plan`: configuration, grid, zeroed
 outputs, arguments laid onto the kernel's parameters) -> an `InterpretedCall` -> a
 host callback emitted in the module -> at run time, `run_on_host` hands NumPy buffers to
-Triton's interpreter and returns the outputs.
+Triton's interpreter (`_interpret_host`) and returns the outputs.
 
-The kernel is an ordinary `@triton.jit` function and the buffers are NumPy arrays
-(`_interpret_host.HostTensor`); its calls to other `@triton.jit` functions go to interpreted
-twins of them, and two interpreter faults are mended for the run
-(`_interpret_host.interpreter_adapted`). A run holds `_state.triton_language_lock()`: runs are
-serialised, and no Triton front end compiles in another thread meanwhile.
-
-What runs where the GPU would differ (autotuned kernels, outputs that start zeroed, Gluon,
-bfloat16 and fp8): docs/tutorial.md, "Kernels on the CPU"; why runs hold the lock:
-docs/design.md, "Triton's interpreter on the CPU". Where a GPU plugin is installed, the first
-kernel lowered here logs why the computation is on the CPU and how to put it on the GPU, once per
-process (`lower`): a GPU user with `JAX_PLATFORMS=cpu` set somewhere, or operands left on the CPU
-device, would otherwise see only slow runs. Without a GPU plugin nothing is logged.
+Why runs hold `_state.triton_language_lock()`, and the one warning where a GPU could run the
+kernel: docs/design.md, "Triton's interpreter on the CPU"; what runs where the GPU would differ:
+docs/tutorial.md, "Kernels on the CPU".
 """
 
 from __future__ import annotations
@@ -179,14 +170,14 @@ def _fp8_refusal(call: InterpretedCall, err: BaseException) -> NotImplementedErr
         cause = cause.__cause__
     if cause is None:
         return None
-    where = _kernel_line(cause)
+    operation, triton_type = cause.args
     fp8 = sorted(f"{name} ({kind.lstrip('*')})"
                  for name, kind in call.launch.bound.signature.items()
                  if isinstance(kind, str) and kind.lstrip("*") in _spec.FP8_DTYPES)
     params = f" Its fp8 parameters: {', '.join(fp8)}." if fp8 else ""
     return NotImplementedError(
-        f"Kernel {call.name} computes {cause.operation} on "
-        f"{_spec.FP8_DTYPES[cause.triton_type]} values (Triton's {cause.triton_type}){where}. "
+        f"Kernel {call.name} computes {operation} on {_spec.FP8_DTYPES[triton_type]} values "
+        f"(Triton's {triton_type}){_kernel_line(cause)}. "
         f"Triton does no arithmetic or comparison on fp8 values: its compiler refuses this "
         f"kernel for every GPU, and Triton's interpreter on the CPU refuses it as well.{params} "
         f"Convert fp8 values first (x.to(tl.float32)), compute in float32, and convert back for "

@@ -1,20 +1,11 @@
 """bfloat16 and fp8 values in Triton's interpreter, computed as the GPU computes them.
 
-Triton's interpreter keeps bfloat16 and fp8 values as their raw bits (uint16, uint8) and gives
-those bits to NumPy as they are: an add adds the bit patterns, a maximum compares them as
-integers, a sum adds integers, and its float conversions truncate (fp8's rounding also loses
-its carry into the exponent). While `_interpret_host.interpreter_adapted` is in force, the
-builder's arithmetic, comparisons, reductions, scans, casts, `tl.dot`, `tl.atomic_add` and
-`tl.device_print` decode such values to float32 (exactly), compute, and encode the result as
-the GPU does: rounded to nearest even (toward zero where the kernel asks), fp8 saturating to
-its largest finite value. Values stay bits between operations, so loads, stores, `tl.where`
-and bitcasts are unchanged.
-
-Arithmetic and comparisons on fp8 values are refused (`Fp8ArithmeticError`), as Triton's
-compiler refuses them for every GPU: a kernel converts fp8 values first (`x.to(tl.float32)`).
-Sums and scans of bfloat16 add in float32 and round once, where the GPU adds in bfloat16 in a
-tree. Triton 3.6's interpreter also lacks the IR types of the fnuz fp8 dtypes; they are added.
-See docs/tutorial.md ("Kernels on the CPU").
+The interpreter keeps them as raw bits, which NumPy would compute on as integers; while
+`_interpret_host.interpreter_adapted` is in force, the builder's operations decode them to
+float32, compute, and encode the result rounded as on the GPU. Arithmetic on fp8 is refused
+(`Fp8ArithmeticError`), as Triton's compiler refuses it for every GPU. docs/design.md ("Triton's
+interpreter on the CPU") tells which operations and why; docs/tutorial.md ("Kernels on the CPU")
+what differs from the GPU.
 """
 
 from __future__ import annotations
@@ -28,12 +19,8 @@ from jax_triton_rocm.spec import _spec
 
 
 class Fp8ArithmeticError(NotImplementedError):
-    """A kernel computed on fp8 values, which Triton compiles for no GPU."""
-
-    def __init__(self, operation: str, triton_type: str) -> None:
-        super().__init__(operation, triton_type)
-        self.operation = operation
-        self.triton_type = triton_type
+    """A kernel computed on fp8 values, which Triton compiles for no GPU; its args are the
+    operation's name and the Triton type."""
 
 
 @functools.cache

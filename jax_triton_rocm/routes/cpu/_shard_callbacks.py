@@ -1,23 +1,8 @@
 """The interpreter's host callbacks (`emit`, `host_callback`), and the routing of the calls
-run per shard in a `partitioned` function.
-
-A compiled program finds each host callback by its index in the list of callbacks it was
-compiled with. JAX's custom_partitioning lowers a function's per-shard body while XLA compiles
-(its `partition` callback), into a module of its own whose callbacks it then drops (jax#34349):
-the list was handed to the compiler already. An interpreted kernel there would call whatever
-sits at its index, or crash. So:
-  - the outer lowering of a partitioned call reserves one `Route` in its own list (`reserve`),
-    before compilation;
-  - the per-shard body is bound as `shard_body_p`, whose lowering makes that reservation the
-    route of the interpreter's calls inside it;
-  - each such call is emitted at the route's index with its number as first operand (`emit`);
-    at run time the route hands the run to that call's own callback.
-Any other host callback in a per-shard body (`jax.pure_callback`, `jax.debug.print`) would be
-lost the same way: `shard_body_p` refuses it with an error, on every platform.
-
-Threads: a route's table is filled while one compilation runs and read by the devices' threads
-afterwards; entries are never removed while the program lives (the outer module keeps the route
-alive, and the program keeps it in its list).
+run per shard in a `partitioned` function: JAX drops the host callbacks of a per-shard body
+(jax#34349), so each such call goes through one callback reserved in the outer program
+(`reserve`, `Route`); a per-shard body that makes a callback of its own is refused. Why and how:
+docs/design.md, "Triton's interpreter on the CPU".
 """
 
 from __future__ import annotations
