@@ -71,43 +71,6 @@ class InterpretedCall:
     debug: bool = False
 
 
-def resolve(ctx_avals_in: tuple, spec: KernelCallSpec) -> InterpretedCall:
-    """The interpreted call of one equation: its first launch.
-
-    Raises:
-      NotImplementedError: a Gluon kernel, which the interpreter cannot run.
-    """
-    jit_fn = spec.unwrapped.jit_fn
-    if jit_fn.is_gluon():
-        raise NotImplementedError(
-            f"Kernel {spec.name} is a Gluon kernel, and this computation is lowered for the CPU, "
-            f"where kernels run in Triton's interpreter, which runs only @triton.jit kernels. Run "
-            f"it on a GPU (platforms 'cuda', 'rocm'), or write a @triton.jit version for the CPU.")
-    out_avals = tuple(jax.ShapeDtypeStruct(s.shape, s.dtype) for s in spec.out_shapes)
-    in_avals = tuple(ctx_avals_in)
-    [launch] = _plan.launches(spec, in_avals, out_avals,
-                              _plan.interpreter_launch_site(_vendors.COMPILE_OPTIONS))
-    # The interpreter compiles nothing at lowering: whether the call's arguments line up with
-    # the kernel's parameters is asked here, not where a compile fails (`_kinds.check_failed`).
-    _kinds.check(jit_fn, launch.bound, in_avals, out_avals, spec.kernel_name,
-                 _vendors.FRONT_END_PROBES)
-    programs = math.prod(launch.grid)
-    if programs > SLOW_GRID_PROGRAMS:
-        seconds = programs * _SECONDS_PER_PROGRAM
-        unit, size = next((unit, size) for unit, size in (("days", 86400), ("hours", 3600),
-                                                           ("minutes", 60), ("seconds", 1))
-                          if seconds >= 2 * size or size == 1)
-        logger.warning(
-            "jax_triton_rocm: kernel %s has a grid of %s, %d programs, which Triton's "
-            "interpreter on the CPU runs one at a time, in Python, at about %g ms each for a "
-            "small kernel: roughly %d %s. Give each program more work (a larger block), run a "
-            "smaller problem, or run it on a GPU.", spec.name, launch.grid, programs,
-            _SECONDS_PER_PROGRAM * 1e3, round(seconds / size), unit)
-    return InterpretedCall(name=spec.name, jit_fn=jit_fn, launch=launch,
-                           positional=spec.positional, out_avals=out_avals,
-                           aliases=spec.input_output_aliases, debug=spec.debug)
-
-
 def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[Any]:
     """One argument per kernel parameter, as the launch's `bound` lays them.
 
@@ -162,26 +125,42 @@ def _kernel_line(err: BaseException) -> str:
     return f" at {lines[-1].filename}:{lines[-1].lineno} ({lines[-1].line})" if lines else ""
 
 
-def _fp8_refusal(call: InterpretedCall, err: BaseException) -> NotImplementedError | None:
-    """The error for a kernel that computed on fp8 values, where `err` (a run's error) comes
-    from one (`_interpret_floats.Fp8ArithmeticError`), naming the kernel's line; else None."""
+def _run_error(call: InterpretedCall, err: BaseException) -> Exception:
+    """The error to raise for `err`, raised by a run of `call`: a NotImplementedError where it
+    comes from computing on fp8 values (`_interpret_floats.Fp8ArithmeticError`), else a
+    RuntimeError; each names the kernel's line."""
     cause: BaseException | None = err
     while cause is not None and not isinstance(cause, _interpret_floats.Fp8ArithmeticError):
         cause = cause.__cause__
-    if cause is None:
-        return None
-    operation, triton_type = cause.args
-    fp8 = sorted(f"{name} ({kind.lstrip('*')})"
-                 for name, kind in call.launch.bound.signature.items()
-                 if isinstance(kind, str) and kind.lstrip("*") in _spec.FP8_DTYPES)
-    params = f" Its fp8 parameters: {', '.join(fp8)}." if fp8 else ""
-    return NotImplementedError(
-        f"Kernel {call.name} computes {operation} on {_spec.FP8_DTYPES[triton_type]} values "
-        f"(Triton's {triton_type}){_kernel_line(cause)}. "
-        f"Triton does no arithmetic or comparison on fp8 values: its compiler refuses this "
-        f"kernel for every GPU, and Triton's interpreter on the CPU refuses it as well.{params} "
-        f"Convert fp8 values first (x.to(tl.float32)), compute in float32, and convert back for "
-        f"the store (y.to(out_ptr.dtype.element_ty)).")
+    grid, bound = call.launch.grid, call.launch.bound
+    if cause is not None:
+        operation, triton_type = cause.args
+        fp8 = sorted(f"{name} ({kind.lstrip('*')})" for name, kind in bound.signature.items()
+                     if isinstance(kind, str) and kind.lstrip("*") in _spec.FP8_DTYPES)
+        params = f" Its fp8 parameters: {', '.join(fp8)}." if fp8 else ""
+        return NotImplementedError(
+            f"Kernel {call.name} computes {operation} on {_spec.FP8_DTYPES[triton_type]} values "
+            f"(Triton's {triton_type}){_kernel_line(cause)}. Triton does no arithmetic or "
+            f"comparison on fp8 values: its compiler refuses this kernel for every GPU, and "
+            f"Triton's interpreter on the CPU refuses it as well.{params} Convert fp8 values "
+            f"first (x.to(tl.float32)), compute in float32, and convert back for the store "
+            f"(y.to(out_ptr.dtype.element_ty)).")
+    constexprs = bound.constexprs_text(list(call.jit_fn.arg_names)) or "none"
+    # Triton's interpreter raises what the kernel raised as the cause of an InterpreterError.
+    failed = err if isinstance(err, AssertionError) else err.__cause__
+    if call.debug and isinstance(failed, AssertionError):
+        return RuntimeError(
+            f"Kernel {call.name} failed an assertion in Triton's interpreter on the CPU "
+            f"(grid {grid}, constexprs {constexprs}; debug=True checks tl.device_assert): "
+            f"{failed}{_kernel_line(failed)}. Fix the input the assertion rejects, or the "
+            f"kernel.")
+    hints = "".join(f" {hint}" for hint in _errors.layout_hints(bound))
+    return RuntimeError(
+        f"Triton's interpreter could not run kernel {call.name} (grid {grid}, "
+        f"constexprs {constexprs}) on the CPU: {type(err).__name__}: {err}"
+        f"{_kernel_line(err)}. Fix a value the kernel cannot use where the call passes "
+        f"it (a None positional argument is a constexpr, as in Triton), or run it on a "
+        f"GPU if it uses a feature the interpreter lacks.{hints}")
 
 
 # jaxlib's text for an exception a host callback raised: "CpuCallback error calling callback: ",
@@ -213,7 +192,6 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
     """
     buffers = [np.array(x, copy=True, order="C") for x in inputs]
     alias_of = {o: i for i, o in call.aliases}
-    grid = call.launch.grid
     outs = [buffers[alias_of[o]] if o in alias_of else np.zeros(aval.shape, aval.dtype)
             for o, aval in enumerate(call.out_avals)]
     for o in call.launch.zeroed:
@@ -221,31 +199,13 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
     args = _kernel_arguments(call, buffers, outs)
     try:
         with _state.triton_language_lock(), _interpret_host.interpreter_adapted(call.debug):
-            _interpret_host.interpreted(call.jit_fn)[grid](*args)
+            _interpret_host.interpreted(call.jit_fn)[call.launch.grid](*args)
     except Exception as err:
-        refusal = _fp8_refusal(call, err)
-        if refusal is not None:
-            raise refusal from err
-        constexprs = call.launch.bound.constexprs_text(list(call.jit_fn.arg_names)) or "none"
-        # Triton's interpreter raises what the kernel raised as the cause of an InterpreterError.
-        failed = err if isinstance(err, AssertionError) else err.__cause__
-        if call.debug and isinstance(failed, AssertionError):
-            failure = RuntimeError(
-                f"Kernel {call.name} failed an assertion in Triton's interpreter on the CPU "
-                f"(grid {grid}, constexprs {constexprs}; debug=True checks tl.device_assert): "
-                f"{failed}{_kernel_line(failed)}. Fix the input the assertion rejects, or the "
-                f"kernel.")
-        else:
-            hints = "".join(f" {hint}" for hint in _errors.layout_hints(call.launch.bound))
-            failure = RuntimeError(
-                f"Triton's interpreter could not run kernel {call.name} (grid {grid}, "
-                f"constexprs {constexprs}) on the CPU: {type(err).__name__}: {err}"
-                f"{_kernel_line(err)}. Fix a value the kernel cannot use where the call passes "
-                f"it (a None positional argument is a constexpr, as in Triton), or run it on a "
-                f"GPU if it uses a feature the interpreter lacks.{hints}")
-        # Under jax.jit jaxlib puts the callback's frames before this sentence; logged, as JAX
-        # logs its own callbacks' failures, it is the first thing the user reads.
-        logger.error("%s", failure)
+        failure = _run_error(call, err)
+        if isinstance(failure, RuntimeError):
+            # Under jax.jit jaxlib puts the callback's frames before this sentence; logged, as
+            # JAX logs its own callbacks' failures, it is the first thing the user reads.
+            logger.error("%s", failure)
         raise failure from err
     return tuple(outs)
 
@@ -257,9 +217,42 @@ def mark_explained() -> None:
 
 
 def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpec):
-    """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback."""
+    """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback that runs
+    the call's first launch.
+
+    Raises:
+      NotImplementedError: a Gluon kernel, which the interpreter cannot run.
+    """
     global _explained
-    call = resolve(tuple(ctx.avals_in), spec)
+    jit_fn = spec.unwrapped.jit_fn
+    if jit_fn.is_gluon():
+        raise NotImplementedError(
+            f"Kernel {spec.name} is a Gluon kernel, and this computation is lowered for the CPU, "
+            f"where kernels run in Triton's interpreter, which runs only @triton.jit kernels. Run "
+            f"it on a GPU (platforms 'cuda', 'rocm'), or write a @triton.jit version for the CPU.")
+    out_avals = tuple(jax.ShapeDtypeStruct(s.shape, s.dtype) for s in spec.out_shapes)
+    in_avals = tuple(ctx.avals_in)
+    [launch] = _plan.launches(spec, in_avals, out_avals,
+                              _plan.interpreter_launch_site(_vendors.COMPILE_OPTIONS))
+    # The interpreter compiles nothing at lowering: whether the call's arguments line up with
+    # the kernel's parameters is asked here, not where a compile fails (`_kinds.check_failed`).
+    _kinds.check(jit_fn, launch.bound, in_avals, out_avals, spec.kernel_name,
+                 _vendors.FRONT_END_PROBES)
+    programs = math.prod(launch.grid)
+    if programs > SLOW_GRID_PROGRAMS:
+        seconds = programs * _SECONDS_PER_PROGRAM
+        unit, size = next((unit, size) for unit, size in (("days", 86400), ("hours", 3600),
+                                                           ("minutes", 60), ("seconds", 1))
+                          if seconds >= 2 * size or size == 1)
+        logger.warning(
+            "jax_triton_rocm: kernel %s has a grid of %s, %d programs, which Triton's "
+            "interpreter on the CPU runs one at a time, in Python, at about %g ms each for a "
+            "small kernel: roughly %d %s. Give each program more work (a larger block), run a "
+            "smaller problem, or run it on a GPU.", spec.name, launch.grid, programs,
+            _SECONDS_PER_PROGRAM * 1e3, round(seconds / size), unit)
+    call = InterpretedCall(name=spec.name, jit_fn=jit_fn, launch=launch,
+                           positional=spec.positional, out_avals=out_avals,
+                           aliases=spec.input_output_aliases, debug=spec.debug)
     with _state.LOCKS.lock_for("cpu-fallback-warning"):
         first, _explained = not _explained, True
     if first and _vendors.installed_gpu_platforms():
@@ -273,6 +266,6 @@ def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpe
             why = "JAX has no GPU device: " + _no_gpu.no_gpu_reason()
         logger.warning("jax_triton_rocm: kernel %s runs in Triton's interpreter on the CPU (slow: "
                        "NumPy, one program at a time). %s This warning is logged once per "
-                       "process.", call.name, why)
+                       "process.", spec.name, why)
     return _shard_callbacks.emit(ctx, operands, call.out_avals,
                                  lambda *xs: run_on_host(call, *xs), spec.has_side_effect)

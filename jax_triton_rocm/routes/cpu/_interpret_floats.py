@@ -124,9 +124,6 @@ def replacements() -> dict[tuple[Any, str], Any]:
     builder, reduce_ops, scan_ops = (interpreter.InterpreterBuilder, interpreter.ReduceOps,
                                      interpreter.ScanOps)
 
-    def original(owner: Any, name: str) -> Any:
-        return originals[(owner, name)]
-
     def fma(a, b, c):
         # In float64 the product is exact, and so is the sum of values of like magnitude: the
         # result rounds once, as the GPU's fused multiply-add does.
@@ -139,7 +136,7 @@ def replacements() -> dict[tuple[Any, str], Any]:
             handles, operation = (args, op) if op else (args[:-1], args[-1])
             bits = [h for h in handles if _handle_format(h)]
             if not bits or operation is np.where:  # a select moves bits, as on the GPU
-                return original(builder, name)(self, *args)
+                return originals[builder, name](self, *args)
             triton_type = _handle_format(bits[0])
             _refuse_fp8(operation, triton_type)
             out = operation(*(decode(h.data, triton_type) for h in handles))
@@ -148,28 +145,24 @@ def replacements() -> dict[tuple[Any, str], Any]:
             return TensorHandle(encode(out, triton_type), bits[0].dtype.scalar)
         return patched
 
-    def converted(src, dst_type, toward_zero=False):
-        source, target = _handle_format(src), bits_format(dst_type)
-        values = decode(src.data, source) if source else src.data
-        if target:
-            data = encode(values, target, toward_zero)
-        else:
-            data = values.astype(interpreter._get_np_dtype(dst_type))
-        return TensorHandle(data, dst_type.scalar)
-
-    def cast_impl(self, src, dst_type):
-        if _handle_format(src) is None and bits_format(dst_type) is None:
-            return original(builder, "cast_impl")(self, src, dst_type)
-        return converted(src, dst_type)
-
-    def create_fp_to_fp(self, src, dst_type, rounding_mode):
-        if _handle_format(src) is None and bits_format(dst_type) is None:
-            return original(builder, "create_fp_to_fp")(self, src, dst_type, rounding_mode)
-        return converted(src, dst_type, toward_zero=rounding_mode == ir.ROUNDING_MODE.RTZ)
+    def converted(name):
+        """The builder's cast `name` (a source handle, a destination type and, for
+        `create_fp_to_fp`, a rounding mode), decoding and encoding bits."""
+        def patched(self, src, dst_type, *rounding):
+            source, target = _handle_format(src), bits_format(dst_type)
+            if source is None and target is None:
+                return originals[builder, name](self, src, dst_type, *rounding)
+            values = decode(src.data, source) if source else src.data
+            if target:
+                data = encode(values, target, toward_zero=rounding == (ir.ROUNDING_MODE.RTZ,))
+            else:
+                data = values.astype(interpreter._get_np_dtype(dst_type))
+            return TensorHandle(data, dst_type.scalar)
+        return patched
 
     def create_dot(self, a, b, d, *rest, **kwargs):
         triton_type = _handle_format(d)
-        out = original(builder, "create_dot")(self, *map(_handle_as_float32, (a, b, d)),
+        out = originals[builder, "create_dot"](self, *map(_handle_as_float32, (a, b, d)),
                                               *rest, **kwargs)
         if triton_type is None:
             return out
@@ -178,7 +171,7 @@ def replacements() -> dict[tuple[Any, str], Any]:
     def create_atomic_rmw(self, rmw_op, ptr, val, mask, sem, scope):
         triton_type = _handle_format(val)
         if triton_type is None or rmw_op != ir.ATOMIC_OP.FADD:
-            return original(builder, "create_atomic_rmw")(self, rmw_op, ptr, val, mask, sem,
+            return originals[builder, "create_atomic_rmw"](self, rmw_op, ptr, val, mask, sem,
                                                           scope)
         _refuse_fp8("atomic_add", triton_type)
         # One element at a time, in order: programs run one after another here, so this is
@@ -197,7 +190,7 @@ def replacements() -> dict[tuple[Any, str], Any]:
     def create_print(self, prefix, hex, values, *rest):
         if not hex:  # values, as the GPU prints them; in hex, their bits
             values = [_handle_as_float32(value) for value in values]
-        return original(builder, "create_print")(self, prefix, hex, values, *rest)
+        return originals[builder, "create_print"](self, prefix, hex, values, *rest)
 
     def in_float32(owner, name):
         """The reduction or scan `name` of `owner`, run on float32 values where its input holds
@@ -214,17 +207,17 @@ def replacements() -> dict[tuple[Any, str], Any]:
             input = input[0] if isinstance(input, tuple) else input  # min_max's (value, index)
             triton_type = bits_format(input.dtype)
             if triton_type is None:
-                return original(owner, name)(self, input, *args, **kwargs)
+                return originals[owner, name](self, input, *args, **kwargs)
             if name != "min_max":
                 _refuse_fp8(name, triton_type)
             values = _retyped(input, decode(input.handle.data, triton_type), tl.float32)
-            return rebits(original(owner, name)(self, values, *args, **kwargs), triton_type,
+            return rebits(originals[owner, name](self, values, *args, **kwargs), triton_type,
                           input.dtype)
         return patched
 
     def patch_lang_core(lang, scope):
         # Triton 3.6's interpreter names no IR type for two fp8 types its builder has.
-        original(interpreter, "_patch_lang_core")(lang, scope)
+        originals[interpreter, "_patch_lang_core"](lang, scope)
         to_ir = lang.dtype.to_ir
 
         def to_ir_of_every_fp8(self, builder):
@@ -239,7 +232,8 @@ def replacements() -> dict[tuple[Any, str], Any]:
                 (builder, "unary_op"): elementwise("unary_op"),
                 (builder, "ternary_op"): elementwise("ternary_op"),
                 (builder, "create_fma"): elementwise("create_fma", fma),
-                (builder, "cast_impl"): cast_impl, (builder, "create_fp_to_fp"): create_fp_to_fp,
+                (builder, "cast_impl"): converted("cast_impl"),
+                (builder, "create_fp_to_fp"): converted("create_fp_to_fp"),
                 (builder, "create_dot"): create_dot,
                 (builder, "create_atomic_rmw"): create_atomic_rmw,
                 (builder, "create_print"): create_print,
