@@ -18,6 +18,9 @@ import numpy as np
 from jax_triton_rocm.spec import _spec
 
 
+_BF16_NAN_BITS = 0x7FC0
+
+
 class Fp8ArithmeticError(NotImplementedError):
     """A kernel computed on fp8 values, which Triton compiles for no GPU; its args are the
     operation's name and the Triton type."""
@@ -215,6 +218,18 @@ def replacements() -> dict[tuple[Any, str], Any]:
                           input.dtype)
         return patched
 
+    def create_descriptor_load(self, desc, indices, *args, **kwargs):
+        # Padded with NaN, bfloat16 gets NaN's bits, not the zero bits the interpreter would
+        # cast NaN to.
+        load = originals[builder, "create_descriptor_load"]
+        if desc.padding != ir.PADDING_OPTION.PAD_NAN:
+            return load(self, desc, indices, *args, **kwargs)
+        ptrs, mask = desc.materialize_pointers(indices)
+        if ptrs.get_element_ty() != tl.bfloat16:
+            return load(self, desc, indices, *args, **kwargs)
+        other = TensorHandle(np.full_like(ptrs.data, _BF16_NAN_BITS, np.uint16), tl.bfloat16)
+        return self.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
+
     def patch_lang_core(lang, scope):
         # Triton 3.6's interpreter names no IR type for two fp8 types its builder has.
         originals[interpreter, "_patch_lang_core"](lang, scope)
@@ -240,5 +255,7 @@ def replacements() -> dict[tuple[Any, str], Any]:
                 **{(owner, name): in_float32(owner, name)
                    for owner, name in ((reduce_ops, "sum"), (reduce_ops, "min_max"),
                                        (scan_ops, "cumsum"), (scan_ops, "cumprod"))}}
+    if hasattr(builder, "create_descriptor_load"):
+        replaced[builder, "create_descriptor_load"] = create_descriptor_load
     originals = {(owner, name): getattr(owner, name) for owner, name in replaced}
     return replaced

@@ -117,15 +117,14 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
     - A scalar tensor converts to an int (`range(0, n)` with a runtime `n`): the interpreter keeps
       scalars as 1-element arrays and calls `int()` on them, which NumPy >= 2.5 refuses.
     - bfloat16 and fp8 values, which the interpreter keeps as raw bits, are computed on as
-      values and rounded as on the GPU; arithmetic on fp8 is refused, as the GPU's compiler
-      refuses it (`_interpret_floats`).
+      values and rounded as on the GPU (and padded with NaN's bits); arithmetic on fp8 is
+      refused, as the GPU's compiler refuses it (`_interpret_floats`).
     - A constexpr on the left of an operator with a tensor (`alpha * x`, a parameter given by
       keyword) gives a tensor, as in a compiled kernel: Triton 3.9's `constexpr` wraps the
       result in a constexpr, which the interpreter cannot store.
-    - A descriptor load padded with NaN gives bfloat16 NaN, not the zero bits the interpreter
-      would cast NaN to (it stores bfloat16 as raw 16-bit integers).
     Everything is put back on exit.
     """
+    import triton.language as tl
     from triton.runtime import interpreter
     from triton.runtime.jit import JITFunction
 
@@ -145,11 +144,20 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
         patch_tensor(tensor, scope)
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
 
+    def deferring(original, reflected):
+        def operator(self, other):
+            if isinstance(other, tl.tensor):
+                return getattr(other, reflected)(self.value)
+            return original(self, other)
+        return operator
+
     builder = interpreter.interpreter_builder
     replacements = {(JITFunction, "__call__"): call_interpreted,
                     (interpreter, "_patch_lang_tensor"): patch_tensor_with_index,
                     (builder, "options"): dataclasses.replace(builder.options, debug=debug),
-                    **_tensor_results_for_constexpr_operators(), **_bfloat16_nan_padding(),
+                    **{(tl.constexpr, name): deferring(getattr(tl.constexpr, name), reflected)
+                       for name, reflected in _REFLECTED.items()
+                       if hasattr(tl.constexpr, name) and hasattr(tl.tensor, reflected)},
                     **_interpret_floats.replacements()}
     saved = {(owner, name): getattr(owner, name) for owner, name in replacements}
     for (owner, name), value in replacements.items():
@@ -167,26 +175,6 @@ _REFLECTED = {"__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__
               "__mod__": "__rmod__", "__and__": "__rand__", "__or__": "__ror__",
               "__xor__": "__rxor__", "__lshift__": "__rlshift__", "__rshift__": "__rrshift__",
               "__lt__": "__gt__", "__le__": "__ge__", "__gt__": "__lt__", "__ge__": "__le__"}
-
-
-def _tensor_results_for_constexpr_operators() -> dict[tuple[Any, str], Any]:
-    """Operators for `tl.constexpr` that defer to a tensor operand's reflected one, by (owner,
-    name)."""
-    import triton.language as tl
-
-    replacements = {}
-    for name, reflected in _REFLECTED.items():
-        original = getattr(tl.constexpr, name, None)
-        if original is None or not hasattr(tl.tensor, reflected):
-            continue
-
-        def operator(self, other, original=original, reflected=reflected):
-            if isinstance(other, tl.tensor):
-                return getattr(other, reflected)(self.value)
-            return original(self, other)
-
-        replacements[(tl.constexpr, name)] = operator
-    return replacements
 
 
 def host_constexpr(value: Any) -> Any:
@@ -233,10 +221,6 @@ def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
 
         is_floating_point = element.is_floating()
 
-    fields = {"base": HostTensor(array, TorchLikeDtype(element.name)),
-              "shape": list(descriptor.shape), "strides": list(descriptor.strides),
-              "block_shape": list(descriptor.block_shape), "padding": descriptor.padding,
-              "round_f32_to_tf32": descriptor.round_f32_to_tf32}
     names = [field.name for field in dataclasses.fields(TensorDescriptor)]
     if descriptor.round_f32_to_tf32 and "round_f32_to_tf32" not in names:
         import triton
@@ -246,33 +230,8 @@ def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
             f"interpreter rounds to TF32 (3.9 does; this one is {triton.__version__}). Run it on "
             f"a GPU, or round the base yourself (jax.lax.reduce_precision(x, 8, 10)).")
     host = object.__new__(TensorDescriptor)
-    host.__dict__.update({name: fields[name] for name in names})
+    for name in names:  # the interpreter's descriptor holds lists
+        value = getattr(descriptor, name)
+        setattr(host, name, list(value) if isinstance(value, tuple) else value)
+    host.base = HostTensor(array, TorchLikeDtype(element.name))
     return host
-
-
-_BF16_NAN_BITS = 0x7FC0
-
-
-def _bfloat16_nan_padding() -> dict[tuple[Any, str], Any]:
-    """A descriptor load that pads bfloat16 with NaN's bits (see `interpreter_adapted`), by
-    (owner, name)."""
-    import triton.language as tl
-    from triton._C.libtriton import ir
-    from triton.runtime import interpreter
-
-    builder = interpreter.InterpreterBuilder
-    load = getattr(builder, "create_descriptor_load", None)
-    if load is None:
-        return {}
-
-    def load_padded(self, desc, indices, *args, **kwargs):
-        if desc.padding != ir.PADDING_OPTION.PAD_NAN:
-            return load(self, desc, indices, *args, **kwargs)
-        ptrs, mask = desc.materialize_pointers(indices)
-        if ptrs.get_element_ty() != tl.bfloat16:
-            return load(self, desc, indices, *args, **kwargs)
-        other = interpreter.TensorHandle(np.full_like(ptrs.data, _BF16_NAN_BITS, np.uint16),
-                                         tl.bfloat16)
-        return self.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
-
-    return {(builder, "create_descriptor_load"): load_padded}
