@@ -67,8 +67,7 @@ def call(fn: Callable[..., Any], *args: Any, what: str, given: Mapping[str, Any]
       fix: the sentence that says what the function must do.
 
     Raises:
-      ValueError: whatever `fn` raised, with `what`, `fn`, the key it read that `given` lacks
-        (or the error's type and text) and the values given; chained to the original.
+      ValueError: whatever `fn` raised, named (see the module's docstring).
     """
     try:
         return fn(*args, **kwargs)

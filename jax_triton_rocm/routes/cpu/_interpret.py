@@ -49,18 +49,10 @@ _explained = False  # one warning of the fall-back per process (a forked child i
 
 @dataclasses.dataclass(frozen=True)
 class InterpretedCall:
-    """One `triton_kernel_p` equation, resolved for the interpreter at lowering time.
-
-    Attributes:
-      name: the kernel's name as errors show it.
-      jit_fn: the @triton.jit function.
-      launch: the call's first launch (grid, zeroed outputs, arguments laid out).
-      positional: the spec's layout of the arguments, which tells a runtime scalar the layout
-        turned into a constexpr (None, or an int equal to 1) from one given by keyword.
-      out_avals: the outputs' shapes and dtypes.
-      aliases: (input index, output index) pairs that share a buffer.
-      debug: check the kernel's `tl.device_assert`s (the call's `debug=True`), as on the GPU.
-    """
+    """One `triton_kernel_p` equation, resolved for the interpreter at lowering time: its first
+    launch, and what a run needs of its spec. `positional` (the spec's layout of the arguments)
+    tells a runtime scalar the layout turned into a constexpr (None, or an int equal to 1) from
+    one given by keyword; `debug` checks the kernel's `tl.device_assert`s, as on the GPU."""
 
     name: str
     jit_fn: JITFunction
@@ -128,7 +120,8 @@ def _kernel_line(err: BaseException) -> str:
 def _run_error(call: InterpretedCall, err: BaseException) -> Exception:
     """The error to raise for `err`, raised by a run of `call`: a NotImplementedError where it
     comes from computing on fp8 values (`_interpret_floats.Fp8ArithmeticError`), else a
-    RuntimeError; each names the kernel's line."""
+    RuntimeError (the interpreter failed, or with `debug` a `tl.device_assert` did). Each names
+    the kernel and its line; the RuntimeError its grid and constexprs."""
     cause: BaseException | None = err
     while cause is not None and not isinstance(cause, _interpret_floats.Fp8ArithmeticError):
         cause = cause.__cause__
@@ -182,13 +175,9 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
     """Runs `call` in Triton's interpreter on host buffers; returns the outputs.
 
     Inputs are copied first: the kernel writes through raw addresses, and the arrays JAX hands
-    a callback may be its own, read-only buffers.
-
-    Raises:
-      RuntimeError: the interpreter failed, or (with `debug`) a `tl.device_assert` did; the
-        message names the kernel, its constexprs, the interpreter's error (which is chained) and
-        the kernel's line that raised it. jaxlib reports it inside its own text, with the frames
-        of the callback; a call outside `jax.jit` gets this message alone (`run_failure`).
+    a callback may be its own, read-only buffers. A failed run raises `_run_error`'s error,
+    which jaxlib reports inside its own text (a call outside `jax.jit` shows it alone:
+    `run_failure`).
     """
     buffers = [np.array(x, copy=True, order="C") for x in inputs]
     alias_of = {o: i for i, o in call.aliases}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import types
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -108,21 +109,11 @@ _state.on_clear(_forget_rewritten_functions)
 
 @contextlib.contextmanager
 def interpreter_adapted(debug: bool = False) -> Iterator[None]:
-    """While in force, Triton's interpreter runs an ordinary @triton.jit kernel correctly, with
-    `tl.device_assert` checked where `debug` (the interpreter's own options leave it off).
-
-    - A call from the kernel to another @triton.jit function runs that function's interpreted
-      twin (outside `TRITON_INTERPRET=1` it is a `JITFunction`, which refuses to be called), and
-      leaves the language as it found it.
-    - A scalar tensor converts to an int (`range(0, n)` with a runtime `n`): the interpreter keeps
-      scalars as 1-element arrays and calls `int()` on them, which NumPy >= 2.5 refuses.
-    - bfloat16 and fp8 values, which the interpreter keeps as raw bits, are computed on as
-      values and rounded as on the GPU (and padded with NaN's bits); arithmetic on fp8 is
-      refused, as the GPU's compiler refuses it (`_interpret_floats`).
-    - A constexpr on the left of an operator with a tensor (`alpha * x`, a parameter given by
-      keyword) gives a tensor, as in a compiled kernel: Triton 3.9's `constexpr` wraps the
-      result in a constexpr, which the interpreter cannot store.
-    Everything is put back on exit.
+    """While in force, Triton's interpreter runs an ordinary @triton.jit kernel as the GPU would:
+    with `tl.device_assert` checked where `debug` (the interpreter's own options leave it off),
+    calls to other @triton.jit functions run (outside `TRITON_INTERPRET=1` each is a
+    `JITFunction`, which refuses to be called), bfloat16 and fp8 computed on as values
+    (`_interpret_floats`), and two faults mended, below. Everything is put back on exit.
     """
     import triton.language as tl
     from triton.runtime import interpreter
@@ -141,10 +132,15 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
             scope.restore()
 
     def patch_tensor_with_index(tensor, scope):
+        # `range(0, n)` with a runtime `n`: the interpreter keeps scalars as 1-element arrays
+        # and calls `int()` on them, which NumPy >= 2.5 refuses.
         patch_tensor(tensor, scope)
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
 
     def deferring(original, reflected):
+        # `alpha * x` with a constexpr `alpha` (a parameter given by keyword) gives a tensor, as
+        # in a compiled kernel: Triton 3.9's constexpr wraps it in a constexpr, which the
+        # interpreter cannot store.
         def operator(self, other):
             if isinstance(other, tl.tensor):
                 return getattr(other, reflected)(self.value)
@@ -188,11 +184,7 @@ def host_constexpr(value: Any) -> Any:
         return value
     from triton.runtime.interpreter import interpreter_semantic
 
-    def builtin(*args: Any, **kwargs: Any) -> Any:
-        kwargs.pop("_semantic", None)
-        return value(*args, **kwargs, _semantic=interpreter_semantic)
-
-    return builtin
+    return functools.partial(value, _semantic=interpreter_semantic)
 
 
 def typed_scalar(value: Any, what: str) -> Any:
