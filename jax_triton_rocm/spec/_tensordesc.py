@@ -1,13 +1,9 @@
 """`TensorDescriptor`, jax-triton 0.4's host-side tensor descriptor, and `strides_from_shape`.
 
-A `TensorDescriptor` describes a block-tiled view of an array for a kernel parameter that Triton
-types as a tensor descriptor (`in_desc.load([i, j])` in the kernel). It is a pytree whose only
-leaf is `base`, so it passes through `jax.jit` and `jax.vmap` like the array it wraps; the rest
-is static. The checks here are Triton's own (`triton.tools.tensor_descriptor.TensorDescriptor`)
-and one more, that the described region lies inside the base (a kernel would read past it),
-raised as errors that name the field. What a call needs beyond them depends on the target (TMA on
-sm_90+, plain parameters elsewhere) and is checked where the call is launched
-(`routes.jaxlib._tma`).
+A descriptor is a pytree whose only leaf is `base`, so it passes through `jax.jit` and `jax.vmap`
+like the array it wraps. Its checks are Triton's own (`triton.tools.tensor_descriptor`) and one
+more, that the described region lies inside the base (a kernel would read past it); what a call
+needs beyond them depends on the target and is checked where it is launched (`routes.jaxlib._tma`).
 """
 
 from __future__ import annotations

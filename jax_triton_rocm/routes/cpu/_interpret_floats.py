@@ -95,26 +95,6 @@ def _refuse_fp8(operation: Any, triton_type: str) -> None:
         raise Fp8ArithmeticError(getattr(operation, "__name__", str(operation)), triton_type)
 
 
-def _retyped(tensor: Any, data: np.ndarray, dtype: Any) -> Any:
-    """`tensor` (a `tl.tensor`) with `data` as values of `dtype`, in the same shape."""
-    import triton.language as tl
-    from triton.runtime.interpreter import TensorHandle
-
-    block = tensor.type.is_block()
-    return tl.core.tensor(TensorHandle(data, dtype),
-                          tl.block_type(dtype, list(tensor.type.shape)) if block else dtype)
-
-
-def _handle_as_float32(handle: Any) -> Any:
-    import triton.language as tl
-    from triton.runtime.interpreter import TensorHandle
-
-    triton_type = _handle_format(handle)
-    if triton_type is None:
-        return handle
-    return TensorHandle(decode(handle.data, triton_type), tl.float32)
-
-
 def replacements() -> dict[tuple[Any, str], Any]:
     """The builder's operations that decode bits (see the module's docstring), by (owner,
     name)."""
@@ -126,6 +106,18 @@ def replacements() -> dict[tuple[Any, str], Any]:
 
     builder, reduce_ops, scan_ops = (interpreter.InterpreterBuilder, interpreter.ReduceOps,
                                      interpreter.ScanOps)
+
+    def retyped(tensor, data, dtype):
+        """`tensor` (a `tl.tensor`) with `data` as values of `dtype`, in the same shape."""
+        block = tensor.type.is_block()
+        return tl.core.tensor(TensorHandle(data, dtype),
+                              tl.block_type(dtype, list(tensor.type.shape)) if block else dtype)
+
+    def as_float32(handle):
+        triton_type = _handle_format(handle)
+        if triton_type is None:
+            return handle
+        return TensorHandle(decode(handle.data, triton_type), tl.float32)
 
     def fma(a, b, c):
         # In float64 the product is exact, and so is the sum of values of like magnitude: the
@@ -165,7 +157,7 @@ def replacements() -> dict[tuple[Any, str], Any]:
 
     def create_dot(self, a, b, d, *rest, **kwargs):
         triton_type = _handle_format(d)
-        out = originals[builder, "create_dot"](self, *map(_handle_as_float32, (a, b, d)),
+        out = originals[builder, "create_dot"](self, *map(as_float32, (a, b, d)),
                                               *rest, **kwargs)
         if triton_type is None:
             return out
@@ -192,7 +184,7 @@ def replacements() -> dict[tuple[Any, str], Any]:
 
     def create_print(self, prefix, hex, values, *rest):
         if not hex:  # values, as the GPU prints them; in hex, their bits
-            values = [_handle_as_float32(value) for value in values]
+            values = [as_float32(value) for value in values]
         return originals[builder, "create_print"](self, prefix, hex, values, *rest)
 
     def in_float32(owner, name):
@@ -204,7 +196,7 @@ def replacements() -> dict[tuple[Any, str], Any]:
                 return type(out)(rebits(element, triton_type, dtype) for element in out)
             if out.dtype != tl.float32:  # min_max's index
                 return out
-            return _retyped(out, encode(out.handle.data, triton_type), dtype)
+            return retyped(out, encode(out.handle.data, triton_type), dtype)
 
         def patched(self, input, *args, **kwargs):
             input = input[0] if isinstance(input, tuple) else input  # min_max's (value, index)
@@ -213,7 +205,7 @@ def replacements() -> dict[tuple[Any, str], Any]:
                 return originals[owner, name](self, input, *args, **kwargs)
             if name != "min_max":
                 _refuse_fp8(name, triton_type)
-            values = _retyped(input, decode(input.handle.data, triton_type), tl.float32)
+            values = retyped(input, decode(input.handle.data, triton_type), tl.float32)
             return rebits(originals[owner, name](self, values, *args, **kwargs), triton_type,
                           input.dtype)
         return patched
