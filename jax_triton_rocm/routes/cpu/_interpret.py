@@ -31,7 +31,6 @@ from jax_triton_rocm.compile import _errors
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes.cpu import _interpret_floats, _interpret_host, _shard_callbacks
 from jax_triton_rocm.spec import _kinds, _spec
-from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
@@ -205,7 +204,7 @@ def mark_explained() -> None:
     _explained = True
 
 
-def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpec):
+def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelCallSpec):
     """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback that runs
     the call's first launch.
 

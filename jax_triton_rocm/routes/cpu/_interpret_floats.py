@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from jax_triton_rocm.spec import _spec
@@ -29,8 +30,6 @@ class Fp8ArithmeticError(NotImplementedError):
 @functools.cache
 def _formats() -> dict[str, np.dtype]:
     """The NumPy (ml_dtypes) dtype of each Triton type the interpreter keeps as bits."""
-    import ml_dtypes
-
     names = {**_spec.FP8_DTYPES, "bf16": "bfloat16"}
     return {triton_type: np.dtype(getattr(ml_dtypes, name)) for triton_type, name in names.items()}
 
@@ -66,8 +65,6 @@ def encode(values: np.ndarray, triton_type: str, toward_zero: bool = False) -> n
         values = values.astype(np.float64)
     target = _formats()[triton_type]
     rounded = values.astype(target)
-    import ml_dtypes
-
     # ml_dtypes' finfo: NumPy's knows these types only with some NumPy and ml_dtypes versions.
     largest = np.asarray(ml_dtypes.finfo(target).max, target)
     if toward_zero:
@@ -171,9 +168,8 @@ def replacements() -> dict[tuple[Any, str], Any]:
         _refuse_fp8("atomic_add", triton_type)
         # One element at a time, in order: programs run one after another here, so this is
         # each element's read-modify-write, with repeated addresses adding up.
-        bits = _formats()[triton_type]
         ptrs, values, masks = np.broadcast_arrays(ptr.data, val.data, mask.data)
-        old = np.zeros(ptrs.shape, _unsigned(bits))
+        old = np.zeros(ptrs.shape, val.data.dtype)  # bits, as `_handle_format` found them
         one = np.ones(1, np.bool_)
         for index in zip(*np.nonzero(masks)):
             address = ptrs[index].reshape(1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import sys
 import types
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -27,13 +28,10 @@ if TYPE_CHECKING:
 
 
 class HostTensor:
-    """A NumPy buffer seen through the part of torch's tensor interface Triton's interpreter uses.
-
-    The interpreter reads `data_ptr()` and `dtype` (a Triton dtype here, which Triton's argument
-    typing accepts as torch's), and copies each argument's storage to the host and back
-    (`untyped_storage`, `cpu`, `new_empty`, `set_`, `copy_`). The buffer is on the host already,
-    so every copy is the buffer itself and the kernel writes it in place.
-    """
+    """A NumPy buffer seen through the part of torch's tensor interface Triton's interpreter uses:
+    `data_ptr()`, `dtype` (a Triton dtype here, which Triton's argument typing accepts as torch's)
+    and the copies of each argument's storage to the host and back (`untyped_storage`, `cpu`,
+    `new_empty`, `set_`, `copy_`), each the buffer itself, which the kernel writes in place."""
 
     def __init__(self, array: np.ndarray, dtype: Any) -> None:
         if not array.flags.c_contiguous or not array.flags.writeable:
@@ -66,11 +64,8 @@ class HostTensor:
 
 def interpreted(jit_fn: JITFunction) -> Any:
     """Triton's `InterpretedFunction` for `jit_fn`, made once per function and kept in its
-    record (`_state.KERNEL_RECORDS`).
-
-    Kept by id: hashing a JITFunction parses its source, which fails while the language is
-    patched. The record holds the function, so its id cannot be reused.
-    """
+    record (`_state.KERNEL_RECORDS`), by id: hashing a JITFunction parses its source, which fails
+    while the language is patched. The record holds the function, so its id cannot be reused."""
     from triton.runtime.interpreter import InterpretedFunction
 
     return _state.KERNEL_RECORDS.derived(
@@ -96,8 +91,6 @@ def _forget_rewritten_functions() -> None:
     """Empties the interpreter's own cache of rewritten kernel functions (one per function it
     ever ran, kept by the class for the life of the process), so that `clear_caches()` lets the
     kernels go; a later run rewrites its function again."""
-    import sys
-
     interpreter = sys.modules.get("triton.runtime.interpreter")
     rewritten = getattr(getattr(interpreter, "InterpretedFunction", None), "rewritten_fn", None)
     if isinstance(rewritten, dict):
