@@ -310,7 +310,6 @@ ELSEWHERE = (
     ("routes._primitive", "_installed_registered", "whether the installed ones are"),
     ("routes._primitive", "_routes", "each platform's routes (cached)"),
     ("routes.cpu._interpret", "_explained", "one CPU fallback warning per process"),
-    ("routes.cpu._interpret_floats", "_formats", "float formats (cached)"),
     ("routes.cpu._shard_callbacks", "_ROUTE", "the shard callback route of this context"),
     ("routes.xla._xla_native", "xla_triton_dialect", "whether jaxlib has Triton's dialect"),
     ("cli._kernels", "kernels", "the CLI's example kernels (cached)"),

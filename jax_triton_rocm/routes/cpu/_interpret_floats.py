@@ -10,7 +10,6 @@ what differs from the GPU.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import ml_dtypes
@@ -27,32 +26,30 @@ class Fp8ArithmeticError(NotImplementedError):
     operation's name and the Triton type."""
 
 
-@functools.cache
-def _formats() -> dict[str, np.dtype]:
-    """The NumPy (ml_dtypes) dtype of each Triton type the interpreter keeps as bits."""
-    names = {**_spec.FP8_DTYPES, "bf16": "bfloat16"}
-    return {triton_type: np.dtype(getattr(ml_dtypes, name)) for triton_type, name in names.items()}
+# The NumPy (ml_dtypes) dtype of each Triton type the interpreter keeps as bits.
+_FORMATS = {triton_type: np.dtype(getattr(ml_dtypes, name))
+            for triton_type, name in {**_spec.FP8_DTYPES, "bf16": "bfloat16"}.items()}
 
 
 def bits_format(dtype: Any) -> str | None:
     """The Triton type name of `dtype` ("bf16", "fp8e4nv", ...) where the interpreter keeps its
     values as bits, else None."""
     name = getattr(getattr(dtype, "scalar", dtype), "name", None)
-    return name if name in _formats() else None
+    return name if name in _FORMATS else None
 
 
 def _handle_format(handle: Any) -> str | None:
     """`bits_format` of a `TensorHandle`, where its data are such bits (the interpreter labels
     a comparison's booleans with the operands' type)."""
     triton_type = bits_format(handle.dtype)
-    if triton_type is None or handle.data.dtype != _unsigned(_formats()[triton_type]):
+    if triton_type is None or handle.data.dtype != _unsigned(_FORMATS[triton_type]):
         return None
     return triton_type
 
 
 def decode(bits: np.ndarray, triton_type: str) -> np.ndarray:
     """The float32 values of `bits` (exact: each value of these formats is a float32)."""
-    return np.asarray(bits).view(_formats()[triton_type]).astype(np.float32)
+    return np.asarray(bits).view(_FORMATS[triton_type]).astype(np.float32)
 
 
 def encode(values: np.ndarray, triton_type: str, toward_zero: bool = False) -> np.ndarray:
@@ -63,7 +60,7 @@ def encode(values: np.ndarray, triton_type: str, toward_zero: bool = False) -> n
     values = np.asarray(values)
     if values.dtype.kind in "biu":
         values = values.astype(np.float64)
-    target = _formats()[triton_type]
+    target = _FORMATS[triton_type]
     rounded = values.astype(target)
     # ml_dtypes' finfo: NumPy's knows these types only with some NumPy and ml_dtypes versions.
     largest = np.asarray(ml_dtypes.finfo(target).max, target)
@@ -71,10 +68,9 @@ def encode(values: np.ndarray, triton_type: str, toward_zero: bool = False) -> n
         # One step toward zero where rounding went away from it; a finite value past the
         # largest one stops there.
         back = rounded.astype(values.dtype)
-        away = np.isfinite(back) & (np.abs(back) > np.abs(values))
-        step = np.where(away & (back != 0), rounded.view(_unsigned(target)) - 1,
-                        rounded.view(_unsigned(target))).astype(_unsigned(target))
-        rounded = step.view(target)
+        away = np.isfinite(back) & (np.abs(back) > np.abs(values))  # so `back` is not zero
+        bits = rounded.view(_unsigned(target))
+        rounded = np.where(away, bits - 1, bits).astype(_unsigned(target)).view(target)
         beyond = np.isfinite(values) & ~np.isfinite(back)
         rounded = np.where(beyond, np.copysign(largest, values).astype(target), rounded)
     if triton_type != "bf16":
