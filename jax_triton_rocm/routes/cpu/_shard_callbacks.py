@@ -1,7 +1,7 @@
 """The interpreter's host callbacks (`emit`, `host_callback`), and the routing of the calls
 run per shard in a `partitioned` function: JAX drops the host callbacks of a per-shard body
 (jax#34349), so each such call goes through one callback reserved in the outer program
-(`reserve`, `Route`); a per-shard body that makes a callback of its own is refused. Why and how:
+(`Route`); a per-shard body that makes a callback of its own is refused. Why and how:
 docs/design.md, "Triton's interpreter on the CPU".
 """
 
@@ -24,11 +24,14 @@ if TYPE_CHECKING:
 
 class Route:
     """Where a per-shard body's interpreted calls go: one host callback of the outer program, at
-    `index` in its list, that runs each call routed to it by its number (the first operand)."""
+    `index` in its list, that runs each call routed to it by its number (the first operand).
+    Made while the outer module is lowered, it puts itself in that module's host callbacks."""
 
-    def __init__(self, index: int) -> None:
-        self.index = index
+    def __init__(self, module_context: ModuleContext) -> None:
+        self.index = len(module_context.host_callbacks)
         self.calls: dict[int, Callable[..., Any]] = {}
+        module_context.add_host_callback(self)
+        module_context.add_keepalive(self)
 
     def __call__(self, number: Any, *arrays: Any) -> Any:
         return self.calls[int(number)](number, *arrays)
@@ -36,14 +39,6 @@ class Route:
 
 _ROUTE: contextvars.ContextVar[Route | None] = contextvars.ContextVar(
     "jax_triton_rocm_shard_route", default=None)
-
-
-def reserve(module_context: ModuleContext) -> Route:
-    """Puts a new route in the host callbacks of the module being lowered."""
-    route = Route(len(module_context.host_callbacks))
-    module_context.add_host_callback(route)
-    module_context.add_keepalive(route)
-    return route
 
 
 def emit(ctx: LoweringRuleContext, operands: Sequence[Any], out_avals: Sequence[Any],
