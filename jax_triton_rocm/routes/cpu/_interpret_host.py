@@ -1,9 +1,6 @@
-"""Triton's interpreter run on NumPy buffers, for an ordinary `@triton.jit` kernel.
-
-Triton's interpreter (`triton.runtime.interpreter`) is meant for kernels defined under
-`TRITON_INTERPRET=1` and for torch tensors. `HostTensor` gives a NumPy buffer the part of torch's
-tensor interface the interpreter reads; `interpreter_adapted` routes calls to other `@triton.jit`
-functions to interpreted twins and mends two interpreter faults, for the length of a run. Callers
+"""Triton's interpreter run on NumPy buffers, for an ordinary `@triton.jit` kernel: `HostTensor`
+gives a NumPy buffer the part of torch's tensor interface the interpreter reads (it is meant for
+torch tensors), and `interpreter_adapted` adapts the interpreter for the length of a run. Callers
 hold `_state.triton_language_lock()` around a run (`_interpret.run_on_host`).
 """
 
@@ -159,10 +156,9 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
 
 
 # `constexpr OP tensor` is computed as `tensor ROP constexpr.value`.
-_REFLECTED = {"__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__",
-              "__truediv__": "__rtruediv__", "__floordiv__": "__rfloordiv__",
-              "__mod__": "__rmod__", "__and__": "__rand__", "__or__": "__ror__",
-              "__xor__": "__rxor__", "__lshift__": "__rlshift__", "__rshift__": "__rrshift__",
+_REFLECTED = {**{f"__{op}__": f"__r{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv",
+                                                       "mod", "and", "or", "xor", "lshift",
+                                                       "rshift")},
               "__lt__": "__gt__", "__le__": "__ge__", "__gt__": "__lt__", "__ge__": "__le__"}
 
 

@@ -92,14 +92,13 @@ shard_body_p.def_abstract_eval(lambda *avals, jaxpr, route, name: jaxpr.out_aval
 
 def _shard_body_lowering(ctx: LoweringRuleContext, *operands: Any, jaxpr: Any, route: Route | None,
                          name: str):
-    callbacks = ctx.module_context.host_callbacks
-    before = len(callbacks)
+    before = len(ctx.module_context.host_callbacks)
     token = _ROUTE.set(route)
     try:
         results = mlir.lower_fun(core.jaxpr_as_fun(jaxpr), multiple_results=True)(ctx, *operands)
     finally:
         _ROUTE.reset(token)
-    if len(callbacks) != before:
+    if len(ctx.module_context.host_callbacks) != before:
         raise NotImplementedError(
             f"partitioned function {name} makes a host callback of its own (jax.pure_callback, "
             f"io_callback, jax.debug.print or a callback-based library call) in its per-shard "
