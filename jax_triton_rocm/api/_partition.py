@@ -215,7 +215,7 @@ def _lowering(ctx, *operands, fun, rule, jaxpr, name):
             f"custom_partitioning), which an exported program cannot carry. Export it for one "
             f"device, or split it yourself with jax.shard_map inside the exported function "
             f"(each shard's call is then exported as it is).")
-    route = (_shard_callbacks.reserve(ctx.module_context)
+    route = (_shard_callbacks.Route(ctx.module_context)
              if "cpu" in ctx.module_context.platforms else None)
     callbacks = _Callbacks(fun, rule, jaxpr, route, name)
     # custom_partitioning takes no function with constants of its own; inside a jit they are

@@ -37,25 +37,14 @@ class Arguments(dict):
     "kwargs": ...}), so that a message says which of them held what."""
 
 
-def shown_given(given: Mapping[str, Any]) -> str:
-    """`given` as messages show it: one mapping as `shown`, `Arguments` part by part."""
+def _shown(given: Mapping[str, Any]) -> str:
+    """`given` as messages show it: "name=value, ..." in name order, arrays as their dtype and
+    shape; `Arguments` part by part."""
     if isinstance(given, Arguments):
-        return " and ".join(f"{part} ({shown(values)})" for part, values in given.items())
-    return shown(given)
-
-
-def _holders(given: Mapping[str, Any], key: str) -> list[str] | None:
-    """The parts of `Arguments` that hold `key` (None for a single mapping)."""
-    if not isinstance(given, Arguments):
-        return None
-    return [part for part, values in given.items() if key in values]
-
-
-def shown(values: Mapping[str, Any]) -> str:
-    """`values` as "name=value, ..." in name order; arrays as their dtype and shape."""
+        return " and ".join(f"{part} ({_shown(values)})" for part, values in given.items())
     parts = []
-    for name in sorted(values, key=str):
-        value = values[name]
+    for name in sorted(given, key=str):
+        value = given[name]
         if hasattr(value, "shape") and hasattr(value, "dtype"):
             text = aval_text(value)
         else:
@@ -78,29 +67,23 @@ def call(fn: Callable[..., Any], *args: Any, what: str, given: Mapping[str, Any]
       fix: the sentence that says what the function must do.
 
     Raises:
-      ValueError: whatever `fn` raised, with `what`, `fn`, the key it read that `given` lacks
-        (or the error's type and text) and the values given; chained to the original.
+      ValueError: whatever `fn` raised, named (see the module's docstring).
     """
     try:
         return fn(*args, **kwargs)
-    except KeyError as err:
-        key = err.args[0] if len(err.args) == 1 else None
-        holders = _holders(given, key) if isinstance(key, str) else None
-        if isinstance(key, str) and (not holders if holders is not None else key not in given):
-            raise ValueError(
-                f"{what} ({describe(fn)}) read {key!r}, which is not among the values it is "
-                f"given: {shown_given(given)}. {fix}") from err
-        if holders is not None and len(holders) < len(given):
-            raise ValueError(
-                f"{what} ({describe(fn)}) raised KeyError: {key!r}; it was given "
-                f"{shown_given(given)}: {key!r} is in {' and '.join(holders)} only. {fix}"
-            ) from err
-        raise _raised(fn, err, what, given, fix) from err
     except Exception as err:  # noqa: BLE001  (the user's code: anything it raises is named)
-        raise _raised(fn, err, what, given, fix) from err
-
-
-def _raised(fn: Any, err: Exception, what: str, given: Mapping[str, Any],
-            fix: str) -> ValueError:
-    return ValueError(f"{what} ({describe(fn)}) raised {type(err).__name__}: {err}; it was given "
-                      f"{shown_given(given)}. {fix}")
+        key = err.args[0] if isinstance(err, KeyError) and len(err.args) == 1 else None
+        if isinstance(key, str):
+            parts = isinstance(given, Arguments)
+            holders = [part for part, values in given.items() if key in values] if parts else []
+            if not holders if parts else key not in given:
+                raise ValueError(
+                    f"{what} ({describe(fn)}) read {key!r}, which is not among the values it is "
+                    f"given: {_shown(given)}. {fix}") from err
+            if parts and len(holders) < len(given):
+                raise ValueError(
+                    f"{what} ({describe(fn)}) raised KeyError: {key!r}; it was given "
+                    f"{_shown(given)}: {key!r} is in {' and '.join(holders)} only. {fix}"
+                ) from err
+        raise ValueError(f"{what} ({describe(fn)}) raised {type(err).__name__}: {err}; it was "
+                         f"given {_shown(given)}. {fix}") from err

@@ -1,13 +1,9 @@
 """`TensorDescriptor`, jax-triton 0.4's host-side tensor descriptor, and `strides_from_shape`.
 
-A `TensorDescriptor` describes a block-tiled view of an array for a kernel parameter that Triton
-types as a tensor descriptor (`in_desc.load([i, j])` in the kernel). It is a pytree whose only
-leaf is `base`, so it passes through `jax.jit` and `jax.vmap` like the array it wraps; the rest
-is static. The checks here are Triton's own (`triton.tools.tensor_descriptor.TensorDescriptor`)
-and one more, that the described region lies inside the base (a kernel would read past it),
-raised as errors that name the field. What a call needs beyond them depends on the target (TMA on
-sm_90+, plain parameters elsewhere) and is checked where the call is launched
-(`routes.jaxlib._tma`).
+A descriptor is a pytree whose only leaf is `base`, so it passes through `jax.jit` and `jax.vmap`
+like the array it wraps. Its checks are Triton's own (`triton.tools.tensor_descriptor`) and one
+more, that the described region lies inside the base (a kernel would read past it); what a call
+needs beyond them depends on the target and is checked where it is launched (`routes.jaxlib._tma`).
 """
 
 from __future__ import annotations
@@ -89,10 +85,59 @@ class TensorDescriptor:
         for name in ("shape", "strides", "block_shape"):
             object.__setattr__(self, name, _int_tuple(getattr(self, name),
                                                       f"TensorDescriptor {name}"))
-        _check_static(self)
+        rank = len(self.shape)
+        if not 1 <= rank <= MAX_RANK:
+            raise ValueError(f"TensorDescriptor shape={self.shape} has rank {rank}; tensor "
+                             f"descriptors take rank 1 to {MAX_RANK}.")
+        if len(self.strides) != rank or len(self.block_shape) != rank:
+            raise ValueError(f"TensorDescriptor shape={self.shape}, strides={self.strides} and "
+                             f"block_shape={self.block_shape} must have the same length.")
+        if not all(0 < dim < _I32_LIMIT for dim in self.shape):
+            raise ValueError(f"TensorDescriptor shape={self.shape}: each dimension must lie in "
+                             f"[1, 2**31) (the kernel receives it as an i32).")
+        if self.strides[-1] != 1 or any(stride < 1 for stride in self.strides):
+            raise ValueError(f"TensorDescriptor strides={self.strides}: the last stride must be 1 "
+                             f"(the last dimension contiguous) and every stride positive.")
+        for i, dim in enumerate(self.block_shape):
+            if dim < 1 or dim & (dim - 1):
+                raise ValueError(f"TensorDescriptor block_shape={self.block_shape}: element {i} "
+                                 f"({dim}) must be a power of two, as Triton requires.")
+        if self.padding not in PADDINGS:
+            raise ValueError(f"TensorDescriptor padding={self.padding!r} must be one of "
+                             f"{', '.join(map(repr, PADDINGS))}.")
+        if not isinstance(self.round_f32_to_tf32, (bool, np.bool_)):
+            raise TypeError(f"TensorDescriptor round_f32_to_tf32={self.round_f32_to_tf32!r} must "
+                            f"be a bool.")
+        try:
+            hash(self.layout)
+        except TypeError:
+            raise TypeError(f"TensorDescriptor layout={self.layout!r} must be hashable (a Gluon "
+                            f"layout object such as gl.NVMMASharedLayout(...)).") from None
         # JAX rebuilds the pytree around tracers and placeholders too: check a real base only.
-        if hasattr(self.base, "shape") and hasattr(self.base, "dtype"):
-            _check_base(self)
+        if not (hasattr(self.base, "shape") and hasattr(self.base, "dtype")):
+            return
+        dtype = np.dtype(self.base.dtype)
+        _spec.pointer_type(dtype, what="TensorDescriptor base")
+        misaligned = [s for s in self.strides[:-1] if (s * dtype.itemsize) % 16]
+        if misaligned:
+            raise ValueError(
+                f"TensorDescriptor strides={self.strides} of a {dtype.name} base: each stride but "
+                f"the last must span a multiple of 16 bytes ({misaligned[0]} x {dtype.itemsize} "
+                f"bytes does not). Pad the row length (e.g. to a multiple of "
+                f"{16 // math.gcd(16, dtype.itemsize)} elements).")
+        if self.padding == "nan" and not jnp.issubdtype(dtype, jnp.floating):
+            raise ValueError(f"TensorDescriptor padding='nan' needs a floating-point base; this "
+                             f"one is {dtype.name}. Use padding='zero'.")
+        if self.round_f32_to_tf32 and dtype != np.float32:
+            raise ValueError(f"TensorDescriptor round_f32_to_tf32=True needs a float32 base; this "
+                             f"one is {dtype.name}.")
+        last = sum((dim - 1) * stride for dim, stride in zip(self.shape, self.strides))
+        size = math.prod(tuple(self.base.shape))
+        if last >= size:
+            raise ValueError(
+                f"TensorDescriptor shape={self.shape} with strides={self.strides} reaches element "
+                f"{last} of its base, which has {size} elements (shape "
+                f"{tuple(self.base.shape)}). Describe a region inside the base.")
 
     @classmethod
     def from_array(cls, array: Any, block_shape: Sequence[int], layout: Any = None,
@@ -108,62 +153,6 @@ class TensorDescriptor:
     @property
     def rank(self) -> int:
         return len(self.shape)
-
-
-def _check_static(desc: TensorDescriptor) -> None:
-    rank = len(desc.shape)
-    if not 1 <= rank <= MAX_RANK:
-        raise ValueError(f"TensorDescriptor shape={desc.shape} has rank {rank}; tensor "
-                         f"descriptors take rank 1 to {MAX_RANK}.")
-    if len(desc.strides) != rank or len(desc.block_shape) != rank:
-        raise ValueError(f"TensorDescriptor shape={desc.shape}, strides={desc.strides} and "
-                         f"block_shape={desc.block_shape} must have the same length.")
-    if not all(0 < dim < _I32_LIMIT for dim in desc.shape):
-        raise ValueError(f"TensorDescriptor shape={desc.shape}: each dimension must lie in "
-                         f"[1, 2**31) (the kernel receives it as an i32).")
-    if desc.strides[-1] != 1 or any(stride < 1 for stride in desc.strides):
-        raise ValueError(f"TensorDescriptor strides={desc.strides}: the last stride must be 1 "
-                         f"(the last dimension contiguous) and every stride positive.")
-    for i, dim in enumerate(desc.block_shape):
-        if dim < 1 or dim & (dim - 1):
-            raise ValueError(f"TensorDescriptor block_shape={desc.block_shape}: element {i} "
-                             f"({dim}) must be a power of two, as Triton requires.")
-    if desc.padding not in PADDINGS:
-        raise ValueError(f"TensorDescriptor padding={desc.padding!r} must be one of "
-                         f"{', '.join(map(repr, PADDINGS))}.")
-    if not isinstance(desc.round_f32_to_tf32, (bool, np.bool_)):
-        raise TypeError(f"TensorDescriptor round_f32_to_tf32={desc.round_f32_to_tf32!r} must "
-                        f"be a bool.")
-    try:
-        hash(desc.layout)
-    except TypeError:
-        raise TypeError(f"TensorDescriptor layout={desc.layout!r} must be hashable (a Gluon "
-                        f"layout object such as gl.NVMMASharedLayout(...)).") from None
-
-
-def _check_base(desc: TensorDescriptor) -> None:
-    dtype = np.dtype(desc.base.dtype)
-    _spec.pointer_type(dtype, what="TensorDescriptor base")
-    misaligned = [s for s in desc.strides[:-1] if (s * dtype.itemsize) % 16]
-    if misaligned:
-        raise ValueError(
-            f"TensorDescriptor strides={desc.strides} of a {dtype.name} base: each stride but "
-            f"the last must span a multiple of 16 bytes ({misaligned[0]} x {dtype.itemsize} "
-            f"bytes does not). Pad the row length (e.g. to a multiple of "
-            f"{16 // math.gcd(16, dtype.itemsize)} elements).")
-    if desc.padding == "nan" and not jnp.issubdtype(dtype, jnp.floating):
-        raise ValueError(f"TensorDescriptor padding='nan' needs a floating-point base; this "
-                         f"one is {dtype.name}. Use padding='zero'.")
-    if desc.round_f32_to_tf32 and dtype != np.float32:
-        raise ValueError(f"TensorDescriptor round_f32_to_tf32=True needs a float32 base; this "
-                         f"one is {dtype.name}.")
-    last = sum((dim - 1) * stride for dim, stride in zip(desc.shape, desc.strides))
-    size = math.prod(tuple(desc.base.shape))
-    if last >= size:
-        raise ValueError(
-            f"TensorDescriptor shape={desc.shape} with strides={desc.strides} reaches element "
-            f"{last} of its base, which has {size} elements (shape "
-            f"{tuple(desc.base.shape)}). Describe a region inside the base.")
 
 
 def signature_type(desc: TensorDescriptor) -> str:

@@ -3,18 +3,11 @@
 Data flow: the call's spec -> its first launch (`plan._plan`: configuration, grid, zeroed
 outputs, arguments laid onto the kernel's parameters) -> an `InterpretedCall` -> a
 host callback emitted in the module -> at run time, `run_on_host` hands NumPy buffers to
-Triton's interpreter and returns the outputs.
+Triton's interpreter (`_interpret_host`) and returns the outputs.
 
-The kernel is an ordinary `@triton.jit` function and the buffers are NumPy arrays
-(`_interpret_host.HostTensor`); its calls to other `@triton.jit` functions go to interpreted
-twins of them, and two interpreter faults are mended for the run
-(`_interpret_host.interpreter_adapted`). A run holds `_state.triton_language_lock()`: runs are
-serialised, and no Triton front end compiles in another thread meanwhile.
-
-What runs where the GPU would differ (autotuned kernels, outputs that start zeroed, Gluon,
-bfloat16 and fp8): docs/tutorial.md, "Kernels on the CPU"; why runs hold the lock:
-docs/design.md, "Triton's interpreter on the CPU". Where a GPU could run the kernel instead, the
-first one lowered here says so, once (`_fallback`).
+Why runs hold `_state.triton_language_lock()`, and the one warning where a GPU could run the
+kernel: docs/design.md, "Triton's interpreter on the CPU"; what runs where the GPU would differ:
+docs/tutorial.md, "Kernels on the CPU".
 """
 
 from __future__ import annotations
@@ -32,14 +25,12 @@ import numpy as np
 
 import jax
 
-from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.backends import _no_gpu, _vendors
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _errors
 from jax_triton_rocm.plan import _plan
-from jax_triton_rocm.routes.cpu import (_fallback, _interpret_floats, _interpret_host,
-                                        _shard_callbacks)
+from jax_triton_rocm.routes.cpu import _interpret_floats, _interpret_host, _shard_callbacks
 from jax_triton_rocm.spec import _kinds, _spec
-from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
@@ -52,22 +43,15 @@ logger = logging.getLogger("jax_triton_rocm")
 # which the lowering says (docs/tutorial.md, "Kernels on the CPU").
 SLOW_GRID_PROGRAMS = 1 << 20
 _SECONDS_PER_PROGRAM = 1e-3
+_explained = False  # one warning of the fall-back per process (a forked child inherits the flag)
 
 
 @dataclasses.dataclass(frozen=True)
 class InterpretedCall:
-    """One `triton_kernel_p` equation, resolved for the interpreter at lowering time.
-
-    Attributes:
-      name: the kernel's name as errors show it.
-      jit_fn: the @triton.jit function.
-      launch: the call's first launch (grid, zeroed outputs, arguments laid out).
-      positional: the spec's layout of the arguments, which tells a runtime scalar the layout
-        turned into a constexpr (None, or an int equal to 1) from one given by keyword.
-      out_avals: the outputs' shapes and dtypes.
-      aliases: (input index, output index) pairs that share a buffer.
-      debug: check the kernel's `tl.device_assert`s (the call's `debug=True`), as on the GPU.
-    """
+    """One `triton_kernel_p` equation, resolved for the interpreter at lowering time: its first
+    launch, and what a run needs of its spec. `positional` (the spec's layout of the arguments)
+    tells a runtime scalar the layout turned into a constexpr (None, or an int equal to 1) from
+    one given by keyword; `debug` checks the kernel's `tl.device_assert`s, as on the GPU."""
 
     name: str
     jit_fn: JITFunction
@@ -76,50 +60,6 @@ class InterpretedCall:
     out_avals: tuple[Any, ...]
     aliases: tuple[tuple[int, int], ...]
     debug: bool = False
-
-
-def check_interpretable(jit_fn: JITFunction, name: str) -> None:
-    """Raises NotImplementedError, naming the kernel and why, if the interpreter cannot run it."""
-    if jit_fn.is_gluon():
-        raise NotImplementedError(
-            f"Kernel {name} is a Gluon kernel, and this computation is lowered for the CPU, where "
-            f"kernels run in Triton's interpreter, which runs only @triton.jit kernels. Run it on "
-            f"a GPU (platforms 'cuda', 'rocm'), or write a @triton.jit version for the CPU.")
-
-
-def resolve(ctx_avals_in: tuple, spec: KernelCallSpec) -> InterpretedCall:
-    """The interpreted call of one equation: its first launch."""
-    jit_fn = spec.unwrapped.jit_fn
-    check_interpretable(jit_fn, spec.name)
-    out_avals = tuple(jax.ShapeDtypeStruct(s.shape, s.dtype) for s in spec.out_shapes)
-    in_avals = tuple(ctx_avals_in)
-    [launch] = _plan.launches(spec, in_avals, out_avals,
-                              _plan.interpreter_launch_site(_vendors.COMPILE_OPTIONS))
-    # The interpreter compiles nothing at lowering: whether the call's arguments line up with
-    # the kernel's parameters is asked here, not where a compile fails (`_kinds.check_failed`).
-    _kinds.check(jit_fn, launch.bound, in_avals, out_avals, spec.kernel_name,
-                 _vendors.FRONT_END_PROBES)
-    _warn_if_slow(spec.name, launch.grid)
-    return InterpretedCall(name=spec.name, jit_fn=jit_fn, launch=launch,
-                           positional=spec.positional, out_avals=out_avals,
-                           aliases=spec.input_output_aliases, debug=spec.debug)
-
-
-def _warn_if_slow(name: str, grid: tuple[int, int, int]) -> None:
-    """Logs, at lowering, that a grid of more than `SLOW_GRID_PROGRAMS` programs will take long."""
-    programs = math.prod(grid)
-    if programs <= SLOW_GRID_PROGRAMS:
-        return
-    seconds = programs * _SECONDS_PER_PROGRAM
-    unit, size = next((unit, size) for unit, size in (("days", 86400), ("hours", 3600),
-                                                       ("minutes", 60), ("seconds", 1))
-                      if seconds >= 2 * size or size == 1)
-    logger.warning(
-        "jax_triton_rocm: kernel %s has a grid of %s, %d programs, which Triton's interpreter "
-        "on the CPU runs one at a time, in Python, at about %g ms each for a small kernel: "
-        "roughly %d %s. Give each program more work (a larger block), run a smaller problem, "
-        "or run it on a GPU.", name, grid, programs, _SECONDS_PER_PROGRAM * 1e3,
-        round(seconds / size), unit)
 
 
 def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[Any]:
@@ -176,26 +116,43 @@ def _kernel_line(err: BaseException) -> str:
     return f" at {lines[-1].filename}:{lines[-1].lineno} ({lines[-1].line})" if lines else ""
 
 
-def _fp8_refusal(call: InterpretedCall, err: BaseException) -> NotImplementedError | None:
-    """The error for a kernel that computed on fp8 values, where `err` (a run's error) comes
-    from one (`_interpret_floats.Fp8ArithmeticError`), naming the kernel's line; else None."""
+def _run_error(call: InterpretedCall, err: BaseException) -> Exception:
+    """The error to raise for `err`, raised by a run of `call`: a NotImplementedError where it
+    comes from computing on fp8 values (`_interpret_floats.Fp8ArithmeticError`), else a
+    RuntimeError (the interpreter failed, or with `debug` a `tl.device_assert` did). Each names
+    the kernel and its line; the RuntimeError its grid and constexprs."""
     cause: BaseException | None = err
     while cause is not None and not isinstance(cause, _interpret_floats.Fp8ArithmeticError):
         cause = cause.__cause__
-    if cause is None:
-        return None
-    where = _kernel_line(cause)
-    fp8 = sorted(f"{name} ({kind.lstrip('*')})"
-                 for name, kind in call.launch.bound.signature.items()
-                 if isinstance(kind, str) and kind.lstrip("*") in _spec.FP8_DTYPES)
-    params = f" Its fp8 parameters: {', '.join(fp8)}." if fp8 else ""
-    return NotImplementedError(
-        f"Kernel {call.name} computes {cause.operation} on "
-        f"{_spec.FP8_DTYPES[cause.triton_type]} values (Triton's {cause.triton_type}){where}. "
-        f"Triton does no arithmetic or comparison on fp8 values: its compiler refuses this "
-        f"kernel for every GPU, and Triton's interpreter on the CPU refuses it as well.{params} "
-        f"Convert fp8 values first (x.to(tl.float32)), compute in float32, and convert back for "
-        f"the store (y.to(out_ptr.dtype.element_ty)).")
+    grid, bound = call.launch.grid, call.launch.bound
+    if cause is not None:
+        operation, triton_type = cause.args
+        fp8 = sorted(f"{name} ({kind.lstrip('*')})" for name, kind in bound.signature.items()
+                     if isinstance(kind, str) and kind.lstrip("*") in _spec.FP8_DTYPES)
+        params = f" Its fp8 parameters: {', '.join(fp8)}." if fp8 else ""
+        return NotImplementedError(
+            f"Kernel {call.name} computes {operation} on {_spec.FP8_DTYPES[triton_type]} values "
+            f"(Triton's {triton_type}){_kernel_line(cause)}. Triton does no arithmetic or "
+            f"comparison on fp8 values: its compiler refuses this kernel for every GPU, and "
+            f"Triton's interpreter on the CPU refuses it as well.{params} Convert fp8 values "
+            f"first (x.to(tl.float32)), compute in float32, and convert back for the store "
+            f"(y.to(out_ptr.dtype.element_ty)).")
+    constexprs = bound.constexprs_text(list(call.jit_fn.arg_names)) or "none"
+    # Triton's interpreter raises what the kernel raised as the cause of an InterpreterError.
+    failed = err if isinstance(err, AssertionError) else err.__cause__
+    if call.debug and isinstance(failed, AssertionError):
+        return RuntimeError(
+            f"Kernel {call.name} failed an assertion in Triton's interpreter on the CPU "
+            f"(grid {grid}, constexprs {constexprs}; debug=True checks tl.device_assert): "
+            f"{failed}{_kernel_line(failed)}. Fix the input the assertion rejects, or the "
+            f"kernel.")
+    hints = "".join(f" {hint}" for hint in _errors.layout_hints(bound))
+    return RuntimeError(
+        f"Triton's interpreter could not run kernel {call.name} (grid {grid}, "
+        f"constexprs {constexprs}) on the CPU: {type(err).__name__}: {err}"
+        f"{_kernel_line(err)}. Fix a value the kernel cannot use where the call passes "
+        f"it (a None positional argument is a constexpr, as in Triton), or run it on a "
+        f"GPU if it uses a feature the interpreter lacks.{hints}")
 
 
 # jaxlib's text for an exception a host callback raised: "CpuCallback error calling callback: ",
@@ -217,67 +174,86 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
     """Runs `call` in Triton's interpreter on host buffers; returns the outputs.
 
     Inputs are copied first: the kernel writes through raw addresses, and the arrays JAX hands
-    a callback may be its own, read-only buffers.
-
-    Raises:
-      RuntimeError: the interpreter failed, or (with `debug`) a `tl.device_assert` did; the
-        message names the kernel, its constexprs, the interpreter's error (which is chained) and
-        the kernel's line that raised it. jaxlib reports it inside its own text, with the frames
-        of the callback; a call outside `jax.jit` gets this message alone (`run_failure`).
+    a callback may be its own, read-only buffers. A failed run raises `_run_error`'s error,
+    which jaxlib reports inside its own text (a call outside `jax.jit` shows it alone:
+    `run_failure`).
     """
     buffers = [np.array(x, copy=True, order="C") for x in inputs]
     alias_of = {o: i for i, o in call.aliases}
-    grid, zeroed = call.launch.grid, set(call.launch.zeroed)
-    outs = []
-    for o, aval in enumerate(call.out_avals):
-        if o in alias_of:
-            out = buffers[alias_of[o]]
-            if o in zeroed:
-                out[...] = 0
-        else:
-            out = np.zeros(aval.shape, aval.dtype)
-        outs.append(out)
+    outs = [buffers[alias_of[o]] if o in alias_of else np.zeros(aval.shape, aval.dtype)
+            for o, aval in enumerate(call.out_avals)]
+    for o in call.launch.zeroed:
+        outs[o][...] = 0
     args = _kernel_arguments(call, buffers, outs)
     try:
         with _state.triton_language_lock(), _interpret_host.interpreter_adapted(call.debug):
-            _interpret_host.interpreted(call.jit_fn)[grid](*args)
+            _interpret_host.interpreted(call.jit_fn)[call.launch.grid](*args)
     except Exception as err:
-        refusal = _fp8_refusal(call, err)
-        if refusal is not None:
-            raise refusal from err
-        constexprs = call.launch.bound.constexprs_text(list(call.jit_fn.arg_names)) or "none"
-        # Triton's interpreter raises what the kernel raised as the cause of an InterpreterError.
-        failed = err if isinstance(err, AssertionError) else err.__cause__
-        if call.debug and isinstance(failed, AssertionError):
-            failure = RuntimeError(
-                f"Kernel {call.name} failed an assertion in Triton's interpreter on the CPU "
-                f"(grid {grid}, constexprs {constexprs}; debug=True checks tl.device_assert): "
-                f"{failed}{_kernel_line(failed)}. Fix the input the assertion rejects, or the "
-                f"kernel.")
-        else:
-            hints = "".join(f" {hint}" for hint in _errors.layout_hints(call.launch.bound))
-            failure = RuntimeError(
-                f"Triton's interpreter could not run kernel {call.name} (grid {grid}, "
-                f"constexprs {constexprs}) on the CPU: {type(err).__name__}: {err}"
-                f"{_kernel_line(err)}. Fix a value the kernel cannot use where the call passes "
-                f"it (a None positional argument is a constexpr, as in Triton), or run it on a "
-                f"GPU if it uses a feature the interpreter lacks.{hints}")
-        # Under jax.jit jaxlib puts the callback's frames before this sentence; logged, as JAX
-        # logs its own callbacks' failures, it is the first thing the user reads.
-        logger.error("%s", failure)
+        failure = _run_error(call, err)
+        if isinstance(failure, RuntimeError):
+            # Under jax.jit jaxlib puts the callback's frames before this sentence; logged, as
+            # JAX logs its own callbacks' failures, it is the first thing the user reads.
+            logger.error("%s", failure)
         raise failure from err
     return tuple(outs)
 
 
-def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpec):
-    """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback."""
-    call = resolve(tuple(ctx.avals_in), spec)
-    _fallback.explain_once(call.name)
-    route = _shard_callbacks.current_route()
-    if route is not None:  # one shard's call inside a `partitioned` function
-        return _shard_callbacks.lower_routed(ctx, operands, route,
-                                             lambda *xs: run_on_host(call, *xs),
-                                             call.out_avals, spec.has_side_effect)
+def mark_explained() -> None:
+    """Marks the CPU fall-back as explained (the demo prints why itself): no warning follows."""
+    global _explained
+    _explained = True
 
-    return _shard_callbacks.host_callback(ctx, operands, ctx.avals_in, call.out_avals,
-                         lambda *xs: run_on_host(call, *xs), spec.has_side_effect)
+
+def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelCallSpec):
+    """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback that runs
+    the call's first launch.
+
+    Raises:
+      NotImplementedError: a Gluon kernel, which the interpreter cannot run.
+    """
+    global _explained
+    jit_fn = spec.unwrapped.jit_fn
+    if jit_fn.is_gluon():
+        raise NotImplementedError(
+            f"Kernel {spec.name} is a Gluon kernel, and this computation is lowered for the CPU, "
+            f"where kernels run in Triton's interpreter, which runs only @triton.jit kernels. Run "
+            f"it on a GPU (platforms 'cuda', 'rocm'), or write a @triton.jit version for the CPU.")
+    out_avals = tuple(jax.ShapeDtypeStruct(s.shape, s.dtype) for s in spec.out_shapes)
+    in_avals = tuple(ctx.avals_in)
+    [launch] = _plan.launches(spec, in_avals, out_avals,
+                              _plan.interpreter_launch_site(_vendors.COMPILE_OPTIONS))
+    # The interpreter compiles nothing at lowering: whether the call's arguments line up with
+    # the kernel's parameters is asked here, not where a compile fails (`_kinds.check_failed`).
+    _kinds.check(jit_fn, launch.bound, in_avals, out_avals, spec.kernel_name,
+                 _vendors.FRONT_END_PROBES)
+    programs = math.prod(launch.grid)
+    if programs > SLOW_GRID_PROGRAMS:
+        seconds = programs * _SECONDS_PER_PROGRAM
+        unit, size = next((unit, size) for unit, size in (("days", 86400), ("hours", 3600),
+                                                           ("minutes", 60), ("seconds", 1))
+                          if seconds >= 2 * size or size == 1)
+        logger.warning(
+            "jax_triton_rocm: kernel %s has a grid of %s, %d programs, which Triton's "
+            "interpreter on the CPU runs one at a time, in Python, at about %g ms each for a "
+            "small kernel: roughly %d %s. Give each program more work (a larger block), run a "
+            "smaller problem, or run it on a GPU.", spec.name, launch.grid, programs,
+            _SECONDS_PER_PROGRAM * 1e3, round(seconds / size), unit)
+    call = InterpretedCall(name=spec.name, jit_fn=jit_fn, launch=launch,
+                           positional=spec.positional, out_avals=out_avals,
+                           aliases=spec.input_output_aliases, debug=spec.debug)
+    with _state.LOCKS.lock_for("cpu-fallback-warning"):
+        first, _explained = not _explained, True
+    if first and _vendors.installed_gpu_platforms():
+        from jax._src import xla_bridge
+
+        if any(p in xla_bridge.backends() for p in _vendors.GPU_PLATFORMS):
+            why = ("A GPU is present, but this computation is placed on the CPU (operands on a "
+                   "CPU device, or jit(..., backend='cpu')): put its operands on the GPU "
+                   "(jax.device_put(x, jax.devices('gpu')[0])) to run the kernel there.")
+        else:
+            why = "JAX has no GPU device: " + _no_gpu.no_gpu_reason()
+        logger.warning("jax_triton_rocm: kernel %s runs in Triton's interpreter on the CPU (slow: "
+                       "NumPy, one program at a time). %s This warning is logged once per "
+                       "process.", spec.name, why)
+    return _shard_callbacks.emit(ctx, operands, call.out_avals,
+                                 lambda *xs: run_on_host(call, *xs), spec.has_side_effect)

@@ -1,69 +1,55 @@
 """bfloat16 and fp8 values in Triton's interpreter, computed as the GPU computes them.
 
-Triton's interpreter keeps bfloat16 and fp8 values as their raw bits (uint16, uint8) and gives
-those bits to NumPy as they are: an add adds the bit patterns, a maximum compares them as
-integers, a sum adds integers, and its float conversions truncate (fp8's rounding also loses
-its carry into the exponent). While `_interpret_host.interpreter_adapted` is in force, the
-builder's arithmetic, comparisons, reductions, scans, casts, `tl.dot`, `tl.atomic_add` and
-`tl.device_print` decode such values to float32 (exactly), compute, and encode the result as
-the GPU does: rounded to nearest even (toward zero where the kernel asks), fp8 saturating to
-its largest finite value. Values stay bits between operations, so loads, stores, `tl.where`
-and bitcasts are unchanged.
-
-Arithmetic and comparisons on fp8 values are refused (`Fp8ArithmeticError`), as Triton's
-compiler refuses them for every GPU: a kernel converts fp8 values first (`x.to(tl.float32)`).
-Sums and scans of bfloat16 add in float32 and round once, where the GPU adds in bfloat16 in a
-tree. Triton 3.6's interpreter also lacks the IR types of the fnuz fp8 dtypes; they are added.
-See docs/tutorial.md ("Kernels on the CPU").
+The interpreter keeps them as raw bits, which NumPy would compute on as integers; while
+`_interpret_host.interpreter_adapted` is in force, the builder's operations decode them to
+float32, compute, and encode the result rounded as on the GPU. Arithmetic on fp8 is refused
+(`Fp8ArithmeticError`), as Triton's compiler refuses it for every GPU. docs/design.md ("Triton's
+interpreter on the CPU") tells which operations and why; docs/tutorial.md ("Kernels on the CPU")
+what differs from the GPU.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from jax_triton_rocm.spec import _spec
 
 
+_BF16_NAN_BITS = 0x7FC0
+
+
 class Fp8ArithmeticError(NotImplementedError):
-    """A kernel computed on fp8 values, which Triton compiles for no GPU."""
-
-    def __init__(self, operation: str, triton_type: str) -> None:
-        super().__init__(operation, triton_type)
-        self.operation = operation
-        self.triton_type = triton_type
+    """A kernel computed on fp8 values, which Triton compiles for no GPU; its args are the
+    operation's name and the Triton type."""
 
 
-@functools.cache
-def _formats() -> dict[str, np.dtype]:
-    """The NumPy (ml_dtypes) dtype of each Triton type the interpreter keeps as bits."""
-    import ml_dtypes
-
-    names = {**_spec.FP8_DTYPES, "bf16": "bfloat16"}
-    return {triton_type: np.dtype(getattr(ml_dtypes, name)) for triton_type, name in names.items()}
+# The NumPy (ml_dtypes) dtype of each Triton type the interpreter keeps as bits.
+_FORMATS = {triton_type: np.dtype(getattr(ml_dtypes, name))
+            for triton_type, name in {**_spec.FP8_DTYPES, "bf16": "bfloat16"}.items()}
 
 
 def bits_format(dtype: Any) -> str | None:
     """The Triton type name of `dtype` ("bf16", "fp8e4nv", ...) where the interpreter keeps its
     values as bits, else None."""
     name = getattr(getattr(dtype, "scalar", dtype), "name", None)
-    return name if name in _formats() else None
+    return name if name in _FORMATS else None
 
 
 def _handle_format(handle: Any) -> str | None:
     """`bits_format` of a `TensorHandle`, where its data are such bits (the interpreter labels
     a comparison's booleans with the operands' type)."""
     triton_type = bits_format(handle.dtype)
-    if triton_type is None or handle.data.dtype != _unsigned(_formats()[triton_type]):
+    if triton_type is None or handle.data.dtype != _unsigned(_FORMATS[triton_type]):
         return None
     return triton_type
 
 
 def decode(bits: np.ndarray, triton_type: str) -> np.ndarray:
     """The float32 values of `bits` (exact: each value of these formats is a float32)."""
-    return np.asarray(bits).view(_formats()[triton_type]).astype(np.float32)
+    return np.asarray(bits).view(_FORMATS[triton_type]).astype(np.float32)
 
 
 def encode(values: np.ndarray, triton_type: str, toward_zero: bool = False) -> np.ndarray:
@@ -74,20 +60,17 @@ def encode(values: np.ndarray, triton_type: str, toward_zero: bool = False) -> n
     values = np.asarray(values)
     if values.dtype.kind in "biu":
         values = values.astype(np.float64)
-    target = _formats()[triton_type]
+    target = _FORMATS[triton_type]
     rounded = values.astype(target)
-    import ml_dtypes
-
     # ml_dtypes' finfo: NumPy's knows these types only with some NumPy and ml_dtypes versions.
     largest = np.asarray(ml_dtypes.finfo(target).max, target)
     if toward_zero:
         # One step toward zero where rounding went away from it; a finite value past the
         # largest one stops there.
         back = rounded.astype(values.dtype)
-        away = np.isfinite(back) & (np.abs(back) > np.abs(values))
-        step = np.where(away & (back != 0), rounded.view(_unsigned(target)) - 1,
-                        rounded.view(_unsigned(target))).astype(_unsigned(target))
-        rounded = step.view(target)
+        away = np.isfinite(back) & (np.abs(back) > np.abs(values))  # so `back` is not zero
+        bits = rounded.view(_unsigned(target))
+        rounded = np.where(away, bits - 1, bits).astype(_unsigned(target)).view(target)
         beyond = np.isfinite(values) & ~np.isfinite(back)
         rounded = np.where(beyond, np.copysign(largest, values).astype(target), rounded)
     if triton_type != "bf16":
@@ -105,29 +88,9 @@ def _refuse_fp8(operation: Any, triton_type: str) -> None:
         raise Fp8ArithmeticError(getattr(operation, "__name__", str(operation)), triton_type)
 
 
-def _retyped(tensor: Any, data: np.ndarray, dtype: Any) -> Any:
-    """`tensor` (a `tl.tensor`) with `data` as values of `dtype`, in the same shape."""
-    import triton.language as tl
-    from triton.runtime.interpreter import TensorHandle
-
-    block = tensor.type.is_block()
-    return tl.core.tensor(TensorHandle(data, dtype),
-                          tl.block_type(dtype, list(tensor.type.shape)) if block else dtype)
-
-
-def _handle_as_float32(handle: Any) -> Any:
-    import triton.language as tl
-    from triton.runtime.interpreter import TensorHandle
-
-    triton_type = _handle_format(handle)
-    if triton_type is None:
-        return handle
-    return TensorHandle(decode(handle.data, triton_type), tl.float32)
-
-
-def installed() -> list[tuple[Any, str, Any]]:
-    """Installs the builder's operations that decode bits (see the module's docstring);
-    returns what was replaced, as (owner, name, value) to put back."""
+def replacements() -> dict[tuple[Any, str], Any]:
+    """The builder's operations that decode bits (see the module's docstring), by (owner,
+    name)."""
     import triton.language as tl
     from triton._C.libtriton import interpreter as host
     from triton._C.libtriton import ir
@@ -137,67 +100,57 @@ def installed() -> list[tuple[Any, str, Any]]:
     builder, reduce_ops, scan_ops = (interpreter.InterpreterBuilder, interpreter.ReduceOps,
                                      interpreter.ScanOps)
 
-    def original(owner: Any, name: str) -> Any:
-        return originals[(owner, name)]
+    def retyped(tensor, data, dtype):
+        """`tensor` (a `tl.tensor`) with `data` as values of `dtype`, in the same shape."""
+        block = tensor.type.is_block()
+        return tl.core.tensor(TensorHandle(data, dtype),
+                              tl.block_type(dtype, list(tensor.type.shape)) if block else dtype)
 
-    def binary_op(self, lhs, rhs, op):
-        triton_type = _handle_format(lhs) or _handle_format(rhs)
+    def as_float32(handle):
+        triton_type = _handle_format(handle)
         if triton_type is None:
-            return original(builder, "binary_op")(self, lhs, rhs, op)
-        _refuse_fp8(op, triton_type)
-        out = op(decode(lhs.data, triton_type), decode(rhs.data, triton_type))
-        if out.dtype == np.bool_:
-            return TensorHandle(out, tl.int1)
-        return TensorHandle(encode(out, triton_type), lhs.dtype.scalar)
+            return handle
+        return TensorHandle(decode(handle.data, triton_type), tl.float32)
 
-    def unary_op(self, arg, op):
-        triton_type = _handle_format(arg)
-        if triton_type is None:
-            return original(builder, "unary_op")(self, arg, op)
-        _refuse_fp8(op, triton_type)
-        return TensorHandle(encode(op(decode(arg.data, triton_type)), triton_type),
-                            arg.dtype.scalar)
-
-    def ternary_op(self, lhs, rhs, other, op):
-        triton_type = _handle_format(other)
-        if triton_type is None or op is np.where:  # a select moves bits, as on the GPU
-            return original(builder, "ternary_op")(self, lhs, rhs, other, op)
-        _refuse_fp8(op, triton_type)
-        out = op(*(decode(h.data, triton_type) for h in (lhs, rhs, other)))
-        return TensorHandle(encode(out, triton_type), other.dtype.scalar)
-
-    def create_fma(self, x, y, z):
-        triton_type = _handle_format(z)
-        if triton_type is None:
-            return original(builder, "create_fma")(self, x, y, z)
-        _refuse_fp8("fma", triton_type)
+    def fma(a, b, c):
         # In float64 the product is exact, and so is the sum of values of like magnitude: the
         # result rounds once, as the GPU's fused multiply-add does.
-        a, b, c = (decode(h.data, triton_type).astype(np.float64) for h in (x, y, z))
-        return TensorHandle(encode(a * b + c, triton_type), z.dtype.scalar)
+        return a.astype(np.float64) * b + c
 
-    def converted(src, dst_type, toward_zero=False):
-        source, target = _handle_format(src), bits_format(dst_type)
-        values = decode(src.data, source) if source else src.data
-        if target:
-            data = encode(values, target, toward_zero)
-        else:
-            data = values.astype(interpreter._get_np_dtype(dst_type))
-        return TensorHandle(data, dst_type.scalar)
+    def elementwise(name, op=None):
+        """The builder's `name`, whose arguments are handles and then a NumPy op (or, for
+        `create_fma`, handles only: `op`), computed on values where a handle holds bits."""
+        def patched(self, *args):
+            handles, operation = (args, op) if op else (args[:-1], args[-1])
+            bits = [h for h in handles if _handle_format(h)]
+            if not bits or operation is np.where:  # a select moves bits, as on the GPU
+                return originals[builder, name](self, *args)
+            triton_type = _handle_format(bits[0])
+            _refuse_fp8(operation, triton_type)
+            out = operation(*(decode(h.data, triton_type) for h in handles))
+            if out.dtype == np.bool_:
+                return TensorHandle(out, tl.int1)
+            return TensorHandle(encode(out, triton_type), bits[0].dtype.scalar)
+        return patched
 
-    def cast_impl(self, src, dst_type):
-        if _handle_format(src) is None and bits_format(dst_type) is None:
-            return original(builder, "cast_impl")(self, src, dst_type)
-        return converted(src, dst_type)
-
-    def create_fp_to_fp(self, src, dst_type, rounding_mode):
-        if _handle_format(src) is None and bits_format(dst_type) is None:
-            return original(builder, "create_fp_to_fp")(self, src, dst_type, rounding_mode)
-        return converted(src, dst_type, toward_zero=rounding_mode == ir.ROUNDING_MODE.RTZ)
+    def converted(name):
+        """The builder's cast `name` (a source handle, a destination type and, for
+        `create_fp_to_fp`, a rounding mode), decoding and encoding bits."""
+        def patched(self, src, dst_type, *rounding):
+            source, target = _handle_format(src), bits_format(dst_type)
+            if source is None and target is None:
+                return originals[builder, name](self, src, dst_type, *rounding)
+            values = decode(src.data, source) if source else src.data
+            if target:
+                data = encode(values, target, toward_zero=rounding == (ir.ROUNDING_MODE.RTZ,))
+            else:
+                data = values.astype(interpreter._get_np_dtype(dst_type))
+            return TensorHandle(data, dst_type.scalar)
+        return patched
 
     def create_dot(self, a, b, d, *rest, **kwargs):
         triton_type = _handle_format(d)
-        out = original(builder, "create_dot")(self, *map(_handle_as_float32, (a, b, d)),
+        out = originals[builder, "create_dot"](self, *map(as_float32, (a, b, d)),
                                               *rest, **kwargs)
         if triton_type is None:
             return out
@@ -206,14 +159,13 @@ def installed() -> list[tuple[Any, str, Any]]:
     def create_atomic_rmw(self, rmw_op, ptr, val, mask, sem, scope):
         triton_type = _handle_format(val)
         if triton_type is None or rmw_op != ir.ATOMIC_OP.FADD:
-            return original(builder, "create_atomic_rmw")(self, rmw_op, ptr, val, mask, sem,
+            return originals[builder, "create_atomic_rmw"](self, rmw_op, ptr, val, mask, sem,
                                                           scope)
         _refuse_fp8("atomic_add", triton_type)
         # One element at a time, in order: programs run one after another here, so this is
         # each element's read-modify-write, with repeated addresses adding up.
-        bits = _formats()[triton_type]
         ptrs, values, masks = np.broadcast_arrays(ptr.data, val.data, mask.data)
-        old = np.zeros(ptrs.shape, _unsigned(bits))
+        old = np.zeros(ptrs.shape, val.data.dtype)  # bits, as `_handle_format` found them
         one = np.ones(1, np.bool_)
         for index in zip(*np.nonzero(masks)):
             address = ptrs[index].reshape(1)
@@ -224,47 +176,47 @@ def installed() -> list[tuple[Any, str, Any]]:
 
     def create_print(self, prefix, hex, values, *rest):
         if not hex:  # values, as the GPU prints them; in hex, their bits
-            values = [_handle_as_float32(value) for value in values]
-        return original(builder, "create_print")(self, prefix, hex, values, *rest)
+            values = [as_float32(value) for value in values]
+        return originals[builder, "create_print"](self, prefix, hex, values, *rest)
 
-    def reduce_sum(self, input):
-        triton_type = bits_format(input.dtype)
-        if triton_type is None:
-            return original(reduce_ops, "sum")(self, input)
-        _refuse_fp8("sum", triton_type)
-        # Accumulated in float32 and rounded once; the GPU adds in bfloat16, in a tree.
-        out = original(reduce_ops, "sum")(self, _as_float32(input, triton_type))
-        return _retyped(out, encode(out.handle.data, triton_type), input.dtype)
+    def in_float32(owner, name):
+        """The reduction or scan `name` of `owner`, run on float32 values where its input holds
+        bits, its values rounded back; sums and scans of fp8 are refused. Sums and scans
+        accumulate in float32 and round once; the GPU adds in bfloat16, in a tree."""
+        def rebits(out, triton_type, dtype):
+            if isinstance(out, (list, tuple)):
+                return type(out)(rebits(element, triton_type, dtype) for element in out)
+            if out.dtype != tl.float32:  # min_max's index
+                return out
+            return retyped(out, encode(out.handle.data, triton_type), dtype)
 
-    def min_max(self, input, val_reduce_op, idx_reduce_op=None):
-        input = input[0] if isinstance(input, tuple) else input
-        triton_type = bits_format(input.dtype)
-        if triton_type is None:
-            return original(reduce_ops, "min_max")(self, input, val_reduce_op, idx_reduce_op)
-        out = original(reduce_ops, "min_max")(self, _as_float32(input, triton_type),
-                                              val_reduce_op, idx_reduce_op)
-        if val_reduce_op is None:
-            return out
-        value = out[0] if idx_reduce_op else out
-        value = _retyped(value, encode(value.handle.data, triton_type), input.dtype)
-        return (value, out[1]) if idx_reduce_op else value
-
-    def scanned(name):
-        def scan(self, input):
+        def patched(self, input, *args, **kwargs):
+            input = input[0] if isinstance(input, tuple) else input  # min_max's (value, index)
             triton_type = bits_format(input.dtype)
             if triton_type is None:
-                return original(scan_ops, name)(self, input)
-            _refuse_fp8(name, triton_type)
-            [out] = original(scan_ops, name)(self, _as_float32(input, triton_type))
-            return [_retyped(out, encode(out.handle.data, triton_type), input.dtype)]
-        return scan
+                return originals[owner, name](self, input, *args, **kwargs)
+            if name != "min_max":
+                _refuse_fp8(name, triton_type)
+            values = retyped(input, decode(input.handle.data, triton_type), tl.float32)
+            return rebits(originals[owner, name](self, values, *args, **kwargs), triton_type,
+                          input.dtype)
+        return patched
 
-    def _as_float32(tensor, triton_type):
-        return _retyped(tensor, decode(tensor.handle.data, triton_type), tl.float32)
+    def create_descriptor_load(self, desc, indices, *args, **kwargs):
+        # Padded with NaN, bfloat16 gets NaN's bits, not the zero bits the interpreter would
+        # cast NaN to.
+        load = originals[builder, "create_descriptor_load"]
+        if desc.padding != ir.PADDING_OPTION.PAD_NAN:
+            return load(self, desc, indices, *args, **kwargs)
+        ptrs, mask = desc.materialize_pointers(indices)
+        if ptrs.get_element_ty() != tl.bfloat16:
+            return load(self, desc, indices, *args, **kwargs)
+        other = TensorHandle(np.full_like(ptrs.data, _BF16_NAN_BITS, np.uint16), tl.bfloat16)
+        return self.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
 
     def patch_lang_core(lang, scope):
         # Triton 3.6's interpreter names no IR type for two fp8 types its builder has.
-        original(interpreter, "_patch_lang_core")(lang, scope)
+        originals[interpreter, "_patch_lang_core"](lang, scope)
         to_ir = lang.dtype.to_ir
 
         def to_ir_of_every_fp8(self, builder):
@@ -274,18 +226,20 @@ def installed() -> list[tuple[Any, str, Any]]:
 
         scope.set_attr(lang.dtype, "to_ir", to_ir_of_every_fp8)
 
-    replacements = {(interpreter, "_patch_lang_core"): patch_lang_core,
-                    (builder, "binary_op"): binary_op, (builder, "unary_op"): unary_op,
-                    (builder, "ternary_op"): ternary_op, (builder, "create_fma"): create_fma,
-                    (builder, "cast_impl"): cast_impl,
-                    (builder, "create_fp_to_fp"): create_fp_to_fp,
-                    (builder, "create_dot"): create_dot,
-                    (builder, "create_atomic_rmw"): create_atomic_rmw,
-                    (builder, "create_print"): create_print,
-                    (reduce_ops, "sum"): reduce_sum, (reduce_ops, "min_max"): min_max,
-                    (scan_ops, "cumsum"): scanned("cumsum"),
-                    (scan_ops, "cumprod"): scanned("cumprod")}
-    originals = {(owner, name): getattr(owner, name) for owner, name in replacements}
-    for (owner, name), value in replacements.items():
-        setattr(owner, name, value)
-    return [(owner, name, value) for (owner, name), value in originals.items()]
+    replaced = {(interpreter, "_patch_lang_core"): patch_lang_core,
+                (builder, "binary_op"): elementwise("binary_op"),
+                (builder, "unary_op"): elementwise("unary_op"),
+                (builder, "ternary_op"): elementwise("ternary_op"),
+                (builder, "create_fma"): elementwise("create_fma", fma),
+                (builder, "cast_impl"): converted("cast_impl"),
+                (builder, "create_fp_to_fp"): converted("create_fp_to_fp"),
+                (builder, "create_dot"): create_dot,
+                (builder, "create_atomic_rmw"): create_atomic_rmw,
+                (builder, "create_print"): create_print,
+                **{(owner, name): in_float32(owner, name)
+                   for owner, name in ((reduce_ops, "sum"), (reduce_ops, "min_max"),
+                                       (scan_ops, "cumsum"), (scan_ops, "cumprod"))}}
+    if hasattr(builder, "create_descriptor_load"):
+        replaced[builder, "create_descriptor_load"] = create_descriptor_load
+    originals = {(owner, name): getattr(owner, name) for owner, name in replaced}
+    return replaced

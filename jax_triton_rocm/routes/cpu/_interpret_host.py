@@ -1,9 +1,6 @@
-"""Triton's interpreter run on NumPy buffers, for an ordinary `@triton.jit` kernel.
-
-Triton's interpreter (`triton.runtime.interpreter`) is meant for kernels defined under
-`TRITON_INTERPRET=1` and for torch tensors. `HostTensor` gives a NumPy buffer the part of torch's
-tensor interface the interpreter reads; `interpreter_adapted` routes calls to other `@triton.jit`
-functions to interpreted twins and mends two interpreter faults, for the length of a run. Callers
+"""Triton's interpreter run on NumPy buffers, for an ordinary `@triton.jit` kernel: `HostTensor`
+gives a NumPy buffer the part of torch's tensor interface the interpreter reads (it is meant for
+torch tensors), and `interpreter_adapted` adapts the interpreter for the length of a run. Callers
 hold `_state.triton_language_lock()` around a run (`_interpret.run_on_host`).
 """
 
@@ -11,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import sys
 import types
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -26,13 +25,10 @@ if TYPE_CHECKING:
 
 
 class HostTensor:
-    """A NumPy buffer seen through the part of torch's tensor interface Triton's interpreter uses.
-
-    The interpreter reads `data_ptr()` and `dtype` (a Triton dtype here, which Triton's argument
-    typing accepts as torch's), and copies each argument's storage to the host and back
-    (`untyped_storage`, `cpu`, `new_empty`, `set_`, `copy_`). The buffer is on the host already,
-    so every copy is the buffer itself and the kernel writes it in place.
-    """
+    """A NumPy buffer seen through the part of torch's tensor interface Triton's interpreter uses:
+    `data_ptr()`, `dtype` (a Triton dtype here, which Triton's argument typing accepts as torch's)
+    and the copies of each argument's storage to the host and back (`untyped_storage`, `cpu`,
+    `new_empty`, `set_`, `copy_`), each the buffer itself, which the kernel writes in place."""
 
     def __init__(self, array: np.ndarray, dtype: Any) -> None:
         if not array.flags.c_contiguous or not array.flags.writeable:
@@ -43,19 +39,10 @@ class HostTensor:
     def data_ptr(self) -> int:
         return self.array.ctypes.data
 
-    def untyped_storage(self) -> HostTensor:
+    def _itself(self, *args: Any, **kwargs: Any) -> HostTensor:
         return self
 
-    def cpu(self) -> HostTensor:
-        return self
-
-    def new_empty(self, *size: Any, device: Any = None) -> HostTensor:
-        del size, device
-        return self
-
-    def set_(self, storage: Any, offset: int, size: Any, stride: Any) -> HostTensor:
-        del storage, offset, size, stride
-        return self
+    untyped_storage = cpu = new_empty = set_ = _itself
 
     def storage_offset(self) -> int:
         return 0
@@ -74,11 +61,8 @@ class HostTensor:
 
 def interpreted(jit_fn: JITFunction) -> Any:
     """Triton's `InterpretedFunction` for `jit_fn`, made once per function and kept in its
-    record (`_state.KERNEL_RECORDS`).
-
-    Kept by id: hashing a JITFunction parses its source, which fails while the language is
-    patched. The record holds the function, so its id cannot be reused.
-    """
+    record (`_state.KERNEL_RECORDS`), by id: hashing a JITFunction parses its source, which fails
+    while the language is patched. The record holds the function, so its id cannot be reused."""
     from triton.runtime.interpreter import InterpretedFunction
 
     return _state.KERNEL_RECORDS.derived(
@@ -104,8 +88,6 @@ def _forget_rewritten_functions() -> None:
     """Empties the interpreter's own cache of rewritten kernel functions (one per function it
     ever ran, kept by the class for the life of the process), so that `clear_caches()` lets the
     kernels go; a later run rewrites its function again."""
-    import sys
-
     interpreter = sys.modules.get("triton.runtime.interpreter")
     rewritten = getattr(getattr(interpreter, "InterpretedFunction", None), "rewritten_fn", None)
     if isinstance(rewritten, dict):
@@ -115,30 +97,15 @@ def _forget_rewritten_functions() -> None:
 _state.on_clear(_forget_rewritten_functions)
 
 
-def _index_of_one_element(tensor: Any) -> int:
-    return int(tensor.handle.data.item())
-
-
 @contextlib.contextmanager
 def interpreter_adapted(debug: bool = False) -> Iterator[None]:
-    """While in force, Triton's interpreter runs an ordinary @triton.jit kernel correctly, with
-    `tl.device_assert` checked where `debug` (the interpreter's own options leave it off).
-
-    - A call from the kernel to another @triton.jit function runs that function's interpreted
-      twin (outside `TRITON_INTERPRET=1` it is a `JITFunction`, which refuses to be called), and
-      leaves the language as it found it.
-    - A scalar tensor converts to an int (`range(0, n)` with a runtime `n`): the interpreter keeps
-      scalars as 1-element arrays and calls `int()` on them, which NumPy >= 2.5 refuses.
-    - bfloat16 and fp8 values, which the interpreter keeps as raw bits, are computed on as
-      values and rounded as on the GPU; arithmetic on fp8 is refused, as the GPU's compiler
-      refuses it (`_interpret_floats`).
-    - A constexpr on the left of an operator with a tensor (`alpha * x`, a parameter given by
-      keyword) gives a tensor, as in a compiled kernel: Triton 3.9's `constexpr` wraps the
-      result in a constexpr, which the interpreter cannot store.
-    - A descriptor load padded with NaN gives bfloat16 NaN, not the zero bits the interpreter
-      would cast NaN to (it stores bfloat16 as raw 16-bit integers).
-    Everything is put back on exit.
+    """While in force, Triton's interpreter runs an ordinary @triton.jit kernel as the GPU would:
+    with `tl.device_assert` checked where `debug` (the interpreter's own options leave it off),
+    calls to other @triton.jit functions run (outside `TRITON_INTERPRET=1` each is a
+    `JITFunction`, which refuses to be called), bfloat16 and fp8 computed on as values
+    (`_interpret_floats`), and two faults mended, below. Everything is put back on exit.
     """
+    import triton.language as tl
     from triton.runtime import interpreter
     from triton.runtime.jit import JITFunction
 
@@ -155,53 +122,44 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
             scope.restore()
 
     def patch_tensor_with_index(tensor, scope):
+        # `range(0, n)` with a runtime `n`: the interpreter keeps scalars as 1-element arrays
+        # and calls `int()` on them, which NumPy >= 2.5 refuses.
         patch_tensor(tensor, scope)
-        scope.set_attr(tensor, "__index__", _index_of_one_element)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
+
+    def deferring(original, reflected):
+        # `alpha * x` with a constexpr `alpha` (a parameter given by keyword) gives a tensor, as
+        # in a compiled kernel: Triton 3.9's constexpr wraps it in a constexpr, which the
+        # interpreter cannot store.
+        def operator(self, other):
+            if isinstance(other, tl.tensor):
+                return getattr(other, reflected)(self.value)
+            return original(self, other)
+        return operator
 
     builder = interpreter.interpreter_builder
-    saved = [(JITFunction, "__call__", JITFunction.__call__),
-             (interpreter, "_patch_lang_tensor", patch_tensor),
-             (builder, "options", builder.options)]
-    builder.options = dataclasses.replace(builder.options, debug=debug)
-    saved += _tensor_results_for_constexpr_operators()
-    saved += _bfloat16_nan_padding()
-    saved += _interpret_floats.installed()
-    JITFunction.__call__ = call_interpreted
-    interpreter._patch_lang_tensor = patch_tensor_with_index
+    replacements = {(JITFunction, "__call__"): call_interpreted,
+                    (interpreter, "_patch_lang_tensor"): patch_tensor_with_index,
+                    (builder, "options"): dataclasses.replace(builder.options, debug=debug),
+                    **{(tl.constexpr, name): deferring(getattr(tl.constexpr, name), reflected)
+                       for name, reflected in _REFLECTED.items()
+                       if hasattr(tl.constexpr, name) and hasattr(tl.tensor, reflected)},
+                    **_interpret_floats.replacements()}
+    saved = {(owner, name): getattr(owner, name) for owner, name in replacements}
+    for (owner, name), value in replacements.items():
+        setattr(owner, name, value)
     try:
         yield
     finally:
-        for owner, name, value in saved:
+        for (owner, name), value in saved.items():
             setattr(owner, name, value)
 
 
 # `constexpr OP tensor` is computed as `tensor ROP constexpr.value`.
-_REFLECTED = {"__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__",
-              "__truediv__": "__rtruediv__", "__floordiv__": "__rfloordiv__",
-              "__mod__": "__rmod__", "__and__": "__rand__", "__or__": "__ror__",
-              "__xor__": "__rxor__", "__lshift__": "__rlshift__", "__rshift__": "__rrshift__",
+_REFLECTED = {**{f"__{op}__": f"__r{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv",
+                                                       "mod", "and", "or", "xor", "lshift",
+                                                       "rshift")},
               "__lt__": "__gt__", "__le__": "__ge__", "__gt__": "__lt__", "__ge__": "__le__"}
-
-
-def _tensor_results_for_constexpr_operators() -> list[tuple[Any, str, Any]]:
-    """Installs, on `tl.constexpr`, operators that defer to a tensor operand's reflected one;
-    returns what was replaced, as (owner, name, value) to put back."""
-    import triton.language as tl
-
-    replaced = []
-    for name, reflected in _REFLECTED.items():
-        original = getattr(tl.constexpr, name, None)
-        if original is None or not hasattr(tl.tensor, reflected):
-            continue
-
-        def operator(self, other, original=original, reflected=reflected):
-            if isinstance(other, tl.tensor):
-                return getattr(other, reflected)(self.value)
-            return original(self, other)
-
-        replaced.append((tl.constexpr, name, original))
-        setattr(tl.constexpr, name, operator)
-    return replaced
 
 
 def host_constexpr(value: Any) -> Any:
@@ -215,25 +173,19 @@ def host_constexpr(value: Any) -> Any:
         return value
     from triton.runtime.interpreter import interpreter_semantic
 
-    def builtin(*args: Any, **kwargs: Any) -> Any:
-        kwargs.pop("_semantic", None)
-        return value(*args, **kwargs, _semantic=interpreter_semantic)
-
-    return builtin
+    return functools.partial(value, _semantic=interpreter_semantic)
 
 
 def typed_scalar(value: Any, what: str) -> Any:
     """A scalar argument (a value, or a `_spec.Scalar` typed already) as a Triton tensor of
     the type the GPU launch gives it."""
     import triton.language as tl
-    from triton.runtime.interpreter import TensorHandle
+    from triton.runtime import interpreter
 
     typed = value if isinstance(value, _spec.Scalar) else _spec.scalar(value, what=what)
     triton_type = tl.str_to_ty(typed.triton_type, None)
-    numpy_type = {"u1": np.bool_, "i32": np.int32, "u32": np.uint32, "i64": np.int64,
-                  "u64": np.uint64, "fp32": np.float32, "fp64": np.float64}[typed.triton_type]
-    return tl.tensor(TensorHandle(np.array([typed.value], dtype=numpy_type), triton_type),
-                     triton_type)
+    data = np.array([typed.value], dtype=interpreter._get_np_dtype(triton_type))
+    return tl.tensor(interpreter.TensorHandle(data, triton_type), triton_type)
 
 
 def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
@@ -250,11 +202,7 @@ def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
 
         is_floating_point = element.is_floating()
 
-    base = HostTensor(array, TorchLikeDtype(element.name))
-    fields = {"base": base, "shape": list(descriptor.shape), "strides": list(descriptor.strides),
-              "block_shape": list(descriptor.block_shape), "padding": descriptor.padding,
-              "round_f32_to_tf32": descriptor.round_f32_to_tf32}
-    names = {field.name for field in dataclasses.fields(TensorDescriptor)}
+    names = [field.name for field in dataclasses.fields(TensorDescriptor)]
     if descriptor.round_f32_to_tf32 and "round_f32_to_tf32" not in names:
         import triton
 
@@ -263,35 +211,8 @@ def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
             f"interpreter rounds to TF32 (3.9 does; this one is {triton.__version__}). Run it on "
             f"a GPU, or round the base yourself (jax.lax.reduce_precision(x, 8, 10)).")
     host = object.__new__(TensorDescriptor)
-    for field in dataclasses.fields(TensorDescriptor):
-        setattr(host, field.name, fields[field.name])
+    for name in names:  # the interpreter's descriptor holds lists
+        value = getattr(descriptor, name)
+        setattr(host, name, list(value) if isinstance(value, tuple) else value)
+    host.base = HostTensor(array, TorchLikeDtype(element.name))
     return host
-
-
-_BF16_NAN_BITS = 0x7FC0
-
-
-def _bfloat16_nan_padding() -> list[tuple[Any, str, Any]]:
-    """Installs a descriptor load that pads bfloat16 with NaN's bits (see `interpreter_adapted`);
-    returns what was replaced, as (owner, name, value) to put back."""
-    import triton.language as tl
-    from triton._C.libtriton import ir
-    from triton.runtime import interpreter
-
-    builder = interpreter.InterpreterBuilder
-    load = getattr(builder, "create_descriptor_load", None)
-    if load is None:
-        return []
-
-    def load_padded(self, desc, indices, *args, **kwargs):
-        if desc.padding != ir.PADDING_OPTION.PAD_NAN:
-            return load(self, desc, indices, *args, **kwargs)
-        ptrs, mask = desc.materialize_pointers(indices)
-        if ptrs.get_element_ty() != tl.bfloat16:
-            return load(self, desc, indices, *args, **kwargs)
-        other = interpreter.TensorHandle(np.full_like(ptrs.data, _BF16_NAN_BITS, np.uint16),
-                                         tl.bfloat16)
-        return self.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
-
-    builder.create_descriptor_load = load_padded
-    return [(builder, "create_descriptor_load", load)]

@@ -1,30 +1,13 @@
-"""The interpreter's host callbacks: the one emitter every interpreted call uses
-(`host_callback`), and the routing of the calls run per shard in a `partitioned` function.
-
-A compiled program finds each host callback by its index in the list of callbacks it was
-compiled with. JAX's custom_partitioning lowers a function's per-shard body while XLA compiles
-(its `partition` callback), into a module of its own whose callbacks it then drops (jax#34349):
-the list was handed to the compiler already. An interpreted kernel there would call whatever
-sits at its index, or crash. So:
-  - the outer lowering of a partitioned call reserves one `Dispatcher` in its own list
-    (`reserve`), before compilation;
-  - the per-shard body is bound as `shard_body_p`, whose lowering makes that reservation the
-    route of the interpreter's calls inside it (`current_route`);
-  - each such call is emitted at the dispatcher's index with its number as first operand
-    (`lower_routed`); at run time the dispatcher hands the run to that call's own callback.
-Any other host callback in a per-shard body (`jax.pure_callback`, `jax.debug.print`) would be
-lost the same way: `shard_body_p` refuses it with an error, on every platform.
-
-Threads: a dispatcher's table is filled while one compilation runs and read by the devices'
-threads afterwards; entries are never removed while the program lives (the outer module keeps
-the dispatcher alive, and the program keeps it in its list).
+"""The interpreter's host callbacks (`emit`, `host_callback`), and the routing of the calls
+run per shard in a `partitioned` function: JAX drops the host callbacks of a per-shard body
+(jax#34349), so each such call goes through one callback reserved in the outer program
+(`Route`); a per-shard body that makes a callback of its own is refused. Why and how:
+docs/design.md, "Triton's interpreter on the CPU".
 """
 
 from __future__ import annotations
 
 import contextvars
-import dataclasses
-import itertools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,56 +22,33 @@ if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext, ModuleContext
 
 
+class Route:
+    """Where a per-shard body's interpreted calls go: one host callback of the outer program, at
+    `index` in its list, that runs each call routed to it by its number (the first operand).
+    Made while the outer module is lowered, it puts itself in that module's host callbacks."""
 
-class Dispatcher:
-    """One host callback of the outer program that runs the per-shard calls routed to it."""
-
-    def __init__(self) -> None:
-        self._calls: dict[int, Callable[..., Any]] = {}
-        self._numbers = itertools.count()
-
-    def add(self, host_callback: Callable[..., Any], number: int) -> None:
-        self._calls[number] = host_callback
-
-    def next_number(self) -> int:
-        return next(self._numbers)
+    def __init__(self, module_context: ModuleContext) -> None:
+        self.index = len(module_context.host_callbacks)
+        self.calls: dict[int, Callable[..., Any]] = {}
+        module_context.add_host_callback(self)
+        module_context.add_keepalive(self)
 
     def __call__(self, number: Any, *arrays: Any) -> Any:
-        return self._calls[int(number)](number, *arrays)
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Route:
-    """Where a per-shard body's interpreted calls go: the dispatcher and its index."""
-
-    dispatcher: Dispatcher
-    index: int
+        return self.calls[int(number)](number, *arrays)
 
 
 _ROUTE: contextvars.ContextVar[Route | None] = contextvars.ContextVar(
     "jax_triton_rocm_shard_route", default=None)
 
 
-def reserve(module_context: ModuleContext) -> Route:
-    """Puts a new dispatcher in the host callbacks of the module being lowered."""
-    callbacks = module_context.host_callbacks
-    dispatcher = Dispatcher()
-    module_context.add_host_callback(dispatcher)
-    module_context.add_keepalive(dispatcher)
-    return Route(dispatcher, len(callbacks) - 1)
-
-
-def current_route() -> Route | None:
-    """The route of interpreted calls being lowered inside a per-shard body, or None."""
-    return _ROUTE.get()
-
-
-def lower_routed(ctx: LoweringRuleContext, operands: Sequence[Any], route: Route,
-                 run: Callable[..., Sequence[np.ndarray]], out_avals: Sequence[Any],
-                 side_effect: bool) -> Sequence[Any]:
-    """Emits a host callback running `run(*arrays)` through `route`'s dispatcher."""
-    number = route.dispatcher.next_number()
-
+def emit(ctx: LoweringRuleContext, operands: Sequence[Any], out_avals: Sequence[Any],
+         run: Callable[..., Sequence[np.ndarray]], side_effect: bool) -> Sequence[Any]:
+    """Emits an interpreted call's host callback running `run(*arrays)`; inside a per-shard
+    body, at its route's index, with the call's number as first operand."""
+    route = _ROUTE.get()
+    if route is None:
+        return host_callback(ctx, operands, ctx.avals_in, out_avals, run, side_effect)
+    number = len(route.calls)
     callbacks = ctx.module_context.host_callbacks
     kept = list(callbacks)
     callbacks[:] = [None] * route.index  # JAX appends the call's callback at route.index
@@ -99,7 +59,7 @@ def lower_routed(ctx: LoweringRuleContext, operands: Sequence[Any], route: Route
         if len(callbacks) != route.index + 1:
             raise AssertionError(f"a routed call added {len(callbacks) - route.index} host "
                                  f"callbacks instead of one")
-        route.dispatcher.add(callbacks[route.index], number)
+        route.calls[number] = callbacks[route.index]
     finally:
         callbacks[:] = kept
     return results
@@ -132,14 +92,13 @@ shard_body_p.def_abstract_eval(lambda *avals, jaxpr, route, name: jaxpr.out_aval
 
 def _shard_body_lowering(ctx: LoweringRuleContext, *operands: Any, jaxpr: Any, route: Route | None,
                          name: str):
-    callbacks = ctx.module_context.host_callbacks
-    before = len(callbacks)
+    before = len(ctx.module_context.host_callbacks)
     token = _ROUTE.set(route)
     try:
         results = mlir.lower_fun(core.jaxpr_as_fun(jaxpr), multiple_results=True)(ctx, *operands)
     finally:
         _ROUTE.reset(token)
-    if len(callbacks) != before:
+    if len(ctx.module_context.host_callbacks) != before:
         raise NotImplementedError(
             f"partitioned function {name} makes a host callback of its own (jax.pure_callback, "
             f"io_callback, jax.debug.print or a callback-based library call) in its per-shard "
