@@ -297,8 +297,8 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append("JAX start-up:")
         for label, problems in (("failed", [startup["failure"]] if startup["failure"] else []),
                                 ("problem", startup["problems"])):
-            lines += [f"  {label}: {_no_gpu.Problem(**p).text('  ').removeprefix('  ')}"
-                      for p in problems]
+            texts = (_no_gpu.Problem(**p).text().replace("\n", "\n  ") for p in problems)
+            lines += [f"  {label}: {text}" for text in texts]
         lines += [f"  note: {note}" for note in startup["notes"]]
     lines.append("Devices:")
     for platform, entry in report["devices"].items():
