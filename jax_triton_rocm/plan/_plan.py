@@ -12,7 +12,7 @@ outputs to zero, and the arguments laid onto the kernel's parameters (`_layout`)
 
 The target a call compiles for (`GpuArch`), and what one block may use there (`LaunchLimits`,
 filled in by each vendor's backend), checked at lowering instead of failing at launch, and
-again once compiled (`launchable_kernels`, `launch_problem`): a plain call that breaks a limit
+again once compiled (`launch_problem`): a plain call that breaks a limit
 gets a ValueError naming the setting, the target and the limit; an autotuned call drops the
 configs that break one, and fails only when none is left.
 
@@ -294,7 +294,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
     it left in the arguments by name is what those heuristics and a grid see. Each config's NumPy
     scalar constexprs become the Python scalars they equal (so that `np.int64(256)` compiles, and
     compiles as `256` does: `_values.plain_constexpr`), and `meta` holds what a grid sees. `types`:
-    the call's values as typed for the plan (`_lowering.kept`), which a config's layout takes with
+    the call's values as typed for the plan (`_lowering._lower_uncached`), which a config's layout takes with
     its own constexprs unless a pre_hook re-laid it out; None types them here.
 
     Raises:
@@ -406,18 +406,6 @@ def config_description(item: Any) -> str:
     return config.description
 
 
-def launchable_kernels(compiled: Sequence[T], limits: LaunchLimits, *, kernel: str) -> list[T]:
-    """The compiled launches (tuples ending with the compiled kernel) that can launch
-    (`launch_problem`, `keep_launchable`): jaxlib's route, once its launches compiled.
-
-    Raises:
-      ValueError: as `keep_launchable`.
-      NotImplementedError: as `launch_problem`.
-    """
-    return keep_launchable(compiled, [launch_problem(item[-1], limits) for item in compiled],
-                           config_description, kernel=kernel)
-
-
 def launch_problem(compiled: Any, limits: LaunchLimits) -> str | None:
     """Why a compiled kernel (`compile._compile.CompiledKernel`) cannot launch within `limits`
     (its shared memory), or None: XLA's route, once its launch compiled, and jaxlib's, per launch.
@@ -444,7 +432,7 @@ def launch_problem(compiled: Any, limits: LaunchLimits) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class Kept:
-    """A route's plan of one call as the plan memo keeps it (`_lowering.kept`): what the route made
+    """A route's plan of one call as the plan memo keeps it (`_lowering._lower_uncached`): what the route made
     of it (`made`: the compiled kernels and their images, or the call), its launches as planned, and
     the target's launch limits, which `relaunch` refills them within."""
 

@@ -68,15 +68,6 @@ class Compiled:
     scalar_scales: tuple[int, ...] = ()
 
 
-def _buffer_index(source: ArgSource, n_inputs: int) -> int | None:
-    """The source's place among the buffers a route passes (operands, then results)."""
-    if source.kind in ("input", "descriptor"):
-        return source.index
-    if source.kind == "output":
-        return n_inputs + source.index
-    return None
-
-
 def for_jaxlib(kernel: Unwrapped, bound: _layout.BoundKernel, n_inputs: int) -> Compiled:
     """The kernel as jaxlib's call launches it: jaxlib hands the array parameters, in kernel order,
     the operands' buffers and then the results'. A kernel whose buffer parameters are in another
@@ -86,9 +77,10 @@ def for_jaxlib(kernel: Unwrapped, bound: _layout.BoundKernel, n_inputs: int) -> 
     owner: dict[int, int] = {}  # a parameter given a buffer another already has: that one
     holder: dict[int, int] = {}
     for source in bound.sources:
-        index = _buffer_index(source, n_inputs)
-        if index is None:
+        if source.kind not in ("input", "descriptor", "output"):
             continue
+        # Its place among the buffers jaxlib passes: the operands, then the results.
+        index = source.index + (n_inputs if source.kind == "output" else 0)
         if index in holder and holder[index] != source.position:
             if source.path or source.kind != "input" or any(
                     s.path for s in bound.sources if s.position == holder[index]):

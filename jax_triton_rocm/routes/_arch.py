@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 @dataclasses.dataclass(frozen=True)
 class Where:
     """Where a call runs, and what decides its lowering beyond the call and its operands: the
-    platform, the architecture it compiles for, the devices' where they differ (`foreign_devices`),
-    the plugin's features, what the kernel's call graph resolves to (`_compile.call_graph_key`:
+    platform, the architecture it compiles for, the devices' where they differ, the
+    plugin's features, what the kernel's call graph resolves to (`_compile.call_graph_key`:
     sources and globals, with the Triton functions given as constexprs; a kept plan is one of
     this graph's), the vendor's settings (its `Backend.lowering_variables`' values), and whether
     the lowering is for `jax.export` (not compared: the memo that needs it keys on it itself, a
@@ -61,7 +61,10 @@ class Where:
 
 
 def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec) -> Where:
-    """Where jaxlib's route runs the call (`Where`).
+    """Where jaxlib's route runs the call (`Where`). The devices a kernel loads on can differ
+    from its compile target only where the call names its own (`compute_capability`): they are
+    then those named (`target_arch`), else, outside `jax.export` (whose result runs elsewhere),
+    the computation's (`lowering_arch`).
 
     Raises:
       ValueError: a `jax.export` lowering would carry what only this process can load
@@ -72,8 +75,17 @@ def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSp
     exporting = for_export(ctx)
     if exporting:  # before the memos: a plan kept from another lowering may hold a path
         backend.check_export(features)
-    return Where(backend.platform, arch, foreign_devices(backend, ctx, spec, arch), features,
-                 _compile.call_graph_key(spec),
+    devices = None
+    if backend.arch_keyword and arch.source == backend.arch_keyword:  # the call's own target
+        devices = named_arch(backend.platform)
+        if devices is None and not exporting:
+            try:
+                devices = lowering_arch(backend.platform, ctx.module_context)
+            except RuntimeError:  # no device here: a cross-compile for the call's own arch
+                devices = None
+        if devices is not None and devices.arch == arch.arch:
+            devices = None
+    return Where(backend.platform, arch, devices, features, _compile.call_graph_key(spec),
                  tuple([_env.as_set(name) for name in backend.lowering_variables]), exporting)
 
 
@@ -82,29 +94,6 @@ def for_export(ctx: LoweringRuleContext) -> bool:
     other jaxlibs); JAX says so in the lowering parameters (jax 0.10.2-0.12)."""
     parameters = getattr(ctx.module_context, "lowering_parameters", None)
     return bool(getattr(parameters, "for_export", False))
-
-
-def foreign_devices(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                    arch: GpuArch) -> GpuArch | None:
-    """The architecture of the devices a call's kernel will load on, where it differs from the
-    one the call compiles for (`arch`); None where they agree or are not known.
-
-    Only a call that names its own compile target (`compute_capability`) can differ: the
-    devices are then those named (`target_arch`), else, outside `jax.export` (whose result
-    runs elsewhere), the computation's (`lowering_arch`).
-
-    Raises:
-      ValueError: the computation's devices have different architectures.
-    """
-    if not backend.arch_keyword or arch.source != backend.arch_keyword:
-        return None  # the target is not the call's own (`resolve_arch`)
-    devices = named_arch(backend.platform)
-    if devices is None and not for_export(ctx):
-        try:
-            devices = lowering_arch(backend.platform, ctx.module_context)
-        except RuntimeError:  # no device here: a cross-compile for the call's own arch
-            return None
-    return devices if devices is not None and devices.arch != arch.arch else None
 
 
 def device_kind(platform: str, module_context: ModuleContext) -> str | None:

@@ -1,18 +1,17 @@
 """The lowering shell of both GPU routes, jaxlib's Triton call (`jaxlib._jaxlib_call`) and XLA's
 (`xla._xla_native`): where the call runs, the lowered-call memo and its key (`lowered_call`),
-the plan memo (`kept`, `plan_key`) and the launches planned (`_planned`); each route gives two plain
-functions: `plan` (the launches compiled in the form it launches them) and its encoding
-(jaxlib's `encode`; XLA's keeps the call that its `emit` writes). The autotune choices are
-`_choices`, which both routes ask; XLA's route takes an autotuned kernel's remembered config
-from jaxlib's lowered call, asked here, never from jaxlib's module. Which route a call takes,
-and the emit, is `_primitive.GpuRoutes.lower`'s; one call top-down: docs/design.md.
+the plan memo (`_lower_uncached`, `plan_key`) and the launches planned (`_planned`); each
+route gives two plain functions: `plan` (the launches compiled in the form it launches them)
+and its encoding (jaxlib's `encode`; XLA's keeps the call that its `emit` writes). XLA's route
+takes an autotuned kernel's remembered config from jaxlib's lowered call, asked here. Which
+route a call takes, and the emit, is `_primitive.GpuRoutes.lower`'s; one call top-down:
+docs/design.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _compat, _state
@@ -55,36 +54,63 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
                  dataclasses.astuple(where.features), where.globals, where.settings)
         decides = (place, where.exporting, plain_call_name)
         graph = where.globals
-        make = functools.partial(_jaxlib_uncached, backend, ctx, spec, where, place,
-                                 plain_call_name)
     else:
         if (unfit := _xla_native.unfit_before_compile(spec)) is not None:
             return unfit
-        arch, _ = _arch.resolve_arch(backend, ctx, spec)
+        where, _ = _arch.resolve_arch(backend, ctx, spec)
         graph = _compile.call_graph_key(spec)
-        decides = (backend.platform, dataclasses.astuple(arch))
-        make = functools.partial(
-            kept, (_xla_native.CUSTOM_CALL_NAME, *decides, graph), spec, in_avals,
-            out_avals, functools.partial(_planned, route, backend, ctx, spec, arch, in_avals,
-                                         out_avals), _xla_native.refilled)
+        decides = (backend.platform, dataclasses.astuple(where))
+        place, plain_call_name = (_xla_native.CUSTOM_CALL_NAME, *decides, graph), ""
     # A plain kernel has one launch: no autotune choice, nor the autotuned call's target,
     # decides it.
     decided = () if spec.unwrapped.autotuner is None else _choices.decided()
-    lowered = _state.LOWERED_CALLS.memo((route, in_avals, out_avals, spec, graph, decided,
-                                         decides), make)
+    lowered = _state.LOWERED_CALLS.memo(
+        (route, in_avals, out_avals, spec, graph, decided, decides),
+        functools.partial(_lower_uncached, route, backend, ctx, spec, where, place,
+                          plain_call_name))
     if getattr(lowered, "undecided", None) is not None:
         _choices.report_undecided(lowered.undecided)
     return lowered
 
 
-def _jaxlib_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                     where: _arch.Where, place: tuple,
-                     plain_call_name: str) -> _jaxlib_call.LoweredCall:
+def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
+                    spec: KernelCallSpec, where: _arch.Where | GpuArch, place: tuple,
+                    plain_call_name: str) -> Any:
+    """The call lowered for `route`: planned, then on jaxlib's route encoded.
+
+    The plan memo, around the route's plan of the call (`_planned`): what it made of the call,
+    kept for a plain kernel (`_plan.Kept`, in `_state.PLANS`) by `place`, where the call runs as
+    the route names it, and `plan_key`. A later call of the same key gets the kept plan with its
+    launches relaunched for the call (`_plan.relaunch`: the grid, the runtime scalars, the
+    outputs to zero) by the route's `refilled`, unless that is None (the route cannot take
+    them: then planned again). So a plain kernel's new shape or scalar value compiles, lays out
+    and encodes nothing anew, and asks the backend nothing. The call's values are typed once
+    here (`types`, `_spec.argument_types`), for the key and for the plan's layouts
+    (`_plan.launches`). A route's reason not to take the call (`_xla_native.Unfit`) is returned
+    as it is, and nothing kept. An unhashable parameter keeps no plan.
+    """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    planned = kept(
-        place, spec, in_avals, out_avals,
-        functools.partial(_planned, "jaxlib", backend, ctx, spec, where, in_avals, out_avals),
-        functools.partial(_jaxlib_call.refilled, spec, len(in_avals)))
+    types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals, {})
+    try:
+        key = plan_key(spec, in_avals, out_avals, types)
+    except TypeError:  # an unhashable parameter: no plan kept
+        key = None
+    planned = None
+    if key is not None and (entry := _state.PLANS.get((place, key))) is not None:
+        found = entry[1]
+        launches = _plan.relaunch(list(found.launches), spec, in_avals, out_avals, found.limits)
+        planned = (_xla_native.refilled(found.made, launches) if route == "xla"
+                   else _jaxlib_call.refilled(spec, len(in_avals), found.made, launches))
+    if planned is None:
+        made = _planned(route, backend, ctx, spec, where, in_avals, out_avals, types)
+        if not isinstance(made, _plan.Kept):
+            return made
+        if key is not None:
+            # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
+            _state.PLANS.put((place, key), (spec.kernel, made))
+        planned = made.made
+    if route == "xla":
+        return planned
     return _jaxlib_call.encode(backend, ctx, spec, where, planned,
                                plain_call_name=plain_call_name)
 
@@ -126,7 +152,7 @@ def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     refills those. The key holds the kernel (by identity), the positional entries as they compile
     (`_spec.compile_view`), the dtypes and which arrays are 0-d, the metaparameters (by exact
     value) and every setting that reaches the compiler. `types`: the call's values as typed for
-    the plan (`kept`), whose `view` is that `compile_view`; None types them here.
+    the plan (`_lower_uncached`), whose `view` is that `compile_view`; None types them here.
 
     Raises:
       TypeError: a value that cannot be hashed (the caller then keeps no plan).
@@ -145,41 +171,3 @@ def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
            spec.debug)
     hash(key)
     return key
-
-
-def kept(place: Any, spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
-         plan: Callable[[ArgumentTypes], Any],
-         refill: Callable[[Any, list[_plan.Launch]], Any]) -> Any:
-    """The plan memo, around a route's plan of the call, `plan(types)`: what it made of the call,
-    kept for a plain kernel (`_plan.Kept`, in `_state.PLANS`) by `place`, where the call runs as the
-    route names it, and `plan_key`. A later call of the same key gets `refill(made, launches)`, the
-    kept plan with its launches relaunched for the call (`_plan.relaunch`: the grid, the runtime
-    scalars, the outputs to zero), unless that is None (the route cannot take them: then
-    `plan(types)` again). So a plain kernel's new shape or scalar value compiles, lays out and
-    encodes nothing anew, and asks the backend nothing. The call's values are typed once here
-    (`types`, `_spec.argument_types`), for the key and for the plan's layouts (`_plan.launches`).
-
-    `plan(types)` returns a `_plan.Kept`, whose `made` is returned; anything else (a route's reason
-    not to take the call) is returned as it is, and nothing kept. An unhashable parameter keeps no
-    plan.
-    """
-    types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals, {})
-    try:
-        key = plan_key(spec, in_avals, out_avals, types)
-    except TypeError:  # an unhashable parameter: no plan kept
-        key = None
-    if key is not None:
-        key = (place, key)
-        if (entry := _state.PLANS.get(key)) is not None:
-            found = entry[1]
-            refilled = refill(found.made, _plan.relaunch(list(found.launches), spec, in_avals,
-                                                         out_avals, found.limits))
-            if refilled is not None:
-                return refilled
-    made = plan(types)
-    if not isinstance(made, _plan.Kept):
-        return made
-    if key is not None:
-        # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
-        _state.PLANS.put(key, (spec.kernel, made))
-    return made.made

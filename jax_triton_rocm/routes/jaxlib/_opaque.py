@@ -44,7 +44,11 @@ def compress(data: bytes, pieces: Sequence[bytes] = ()) -> bytes:
     checksum = zlib.adler32(b"")
     start = 0
     for piece in dict.fromkeys(pieces):
-        at = _find(data, piece, start)
+        # Probed by its first bytes, the rest compared in place: a long piece's own search
+        # table costs more.
+        at = data.find(piece[:_PROBE_BYTES], start)
+        while at >= 0 and not data.startswith(piece, at):
+            at = data.find(piece[:_PROBE_BYTES], at + 1)
         if at < 0:
             continue
         if at > start:
@@ -60,16 +64,6 @@ def compress(data: bytes, pieces: Sequence[bytes] = ()) -> bytes:
     parts.append(_between(tail, last=True))
     parts.append(zlib.adler32(tail, checksum).to_bytes(4, "big"))
     return b"".join(parts)
-
-
-def _find(data: bytes, piece: bytes, start: int) -> int:
-    """Where `piece` starts in `data` at or after `start`, or -1 (a long piece's own search
-    table costs more than probing with its first bytes and comparing the rest in place)."""
-    probe = piece[:_PROBE_BYTES]
-    at = data.find(probe, start)
-    while at >= 0 and not data.startswith(piece, at):
-        at = data.find(probe, at + 1)
-    return at
 
 
 def adler32_combine(first: int, second: int, second_length: int) -> int:
