@@ -12,7 +12,7 @@ outputs to zero, and the arguments laid onto the kernel's parameters (`_layout`)
 
 The target a call compiles for (`GpuArch`), and what one block may use there (`LaunchLimits`,
 filled in by each vendor's backend), checked at lowering instead of failing at launch, and
-again once compiled (`launch_problem`): a plain call that breaks a limit
+again once compiled (`launchable_kernels`, `launch_problem`): a plain call that breaks a limit
 gets a ValueError naming the setting, the target and the limit; an autotuned call drops the
 configs that break one, and fails only when none is left.
 
@@ -404,6 +404,18 @@ def config_description(item: Any) -> str:
     """The autotune description of a config, or of the first element of a (config, ...) tuple."""
     config = item[0] if isinstance(item, tuple) else item
     return config.description
+
+
+def launchable_kernels(compiled: Sequence[T], limits: LaunchLimits, *, kernel: str) -> list[T]:
+    """The compiled launches (tuples ending with the compiled kernel) that can launch
+    (`launch_problem`, `keep_launchable`): jaxlib's route, once its launches compiled.
+
+    Raises:
+      ValueError: as `keep_launchable`.
+      NotImplementedError: as `launch_problem`.
+    """
+    return keep_launchable(compiled, [launch_problem(item[-1], limits) for item in compiled],
+                           config_description, kernel=kernel)
 
 
 def launch_problem(compiled: Any, limits: LaunchLimits) -> str | None:

@@ -71,9 +71,7 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
     limits = answers.launch_site.limits
-    fit = _plan.keep_launchable(compiled, [_plan.launch_problem(kernel, limits)
-                                           for _, _, kernel in compiled],
-                                _plan.config_description, kernel=spec.kernel_name)
+    fit = _plan.launchable_kernels(compiled, limits, kernel=spec.kernel_name)
     as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
     planned = [(as_planned[id(in_order)], in_order, kernel,
                 kernel_image(backend, kernel, answers, where.features, devices=where.devices,
