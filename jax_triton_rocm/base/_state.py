@@ -251,10 +251,10 @@ LOWERED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # Calls whose arguments were laid out without error (`spec._layout.check_plain_call`).
 CHECKED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # Plain kernels' launches, compiled kernels and images (or XLA's call) by all but the shapes and
-# runtime scalar values (`routes._lowering._lower_uncached`), each with its kernel object (its id is in the key).
+# runtime scalar values (`routes._lowering._lower_uncached`), each with its kernel object (its
+# id is in the key).
 PLANS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-# Each kernel image's encoding and its deflated bytes (`routes.jaxlib._proto`,
-# `routes.jaxlib._opaque`).
+# Each kernel image's encoding and its deflated bytes (`routes.jaxlib._proto`).
 KERNEL_BYTES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 DEFLATED_KERNELS = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 # Each compiled CUBIN as jaxlib's call carries it, without its PTX text (`backends._cuda`): one

@@ -1,23 +1,14 @@
-"""The launches of one call: a spec, the operands' types and a target turned into what a route
-launches. Every route asks this module, and nothing else decides these things: jaxlib's Triton
-call (`routes.jaxlib._jaxlib_call`) compiles each launch and encodes them all; XLA's
-(`routes.xla._xla_native`) compiles its one launch; Triton's interpreter
-(`routes.cpu._interpret`) runs the first; the `jax.vmap` rule (`routes._primitive.batch_rule`)
-checks a batched call's grid with `launch_grid`.
+"""The launches of one call, which every route asks and nothing else decides: per launch
+configuration (`launches`: one for a plain kernel, several for an autotuned one) the constexprs
+and compile options, the warps, the grid, the outputs to zero and the arguments laid onto the
+kernel's parameters (`_layout`).
 
-Per launch configuration (`launches`: one for a plain kernel, several for an autotuned one): the
-constexprs and compile options, the number of warps, the grid (a callable one evaluated and
-normalised; batched along `batch_grid_axis` under `jax.vmap`), within the target's limits, the
-outputs to zero, and the arguments laid onto the kernel's parameters (`_layout`).
-
-The target a call compiles for (`GpuArch`), and what one block may use there (`LaunchLimits`,
-filled in by each vendor's backend), checked at lowering instead of failing at launch, and
-again once compiled (`launchable_kernels`, `launch_problem`): a plain call that breaks a limit
-gets a ValueError naming the setting, the target and the limit; an autotuned call drops the
-configs that break one, and fails only when none is left.
-
-The order in which heuristics, configs and hooks run, and what each sees: docs/design.md,
-"Launch configurations".
+What one block may use on the target (`LaunchLimits`, filled in by each vendor's backend) is
+checked at lowering instead of failing at launch, and again once compiled
+(`launchable_kernels`, `launch_problem`): a plain call that breaks a limit gets a ValueError
+naming the setting, the target and the limit; an autotuned call drops the configs that break
+one, and fails only when none is left. The order in which heuristics, configs and hooks run:
+docs/design.md, "Launch configurations".
 """
 
 from __future__ import annotations
@@ -193,8 +184,7 @@ class LaunchSite:
 
 
 def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
-    """The host, where Triton's interpreter runs the first configuration, unchecked; a config
-    or a heuristic may set any of `compile_options` (`LaunchSite.compile_options`)."""
+    """The host, where Triton's interpreter runs the first configuration, unchecked."""
     from triton.backends.compiler import BaseBackend
 
     return LaunchSite(BaseBackend, None, compile_options, first_config_only=True)
@@ -202,17 +192,9 @@ def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
-    """One launch of the kernel.
-
-    Attributes:
-      config: the launch configuration (constexprs, settings, what a callable grid saw).
-      num_warps: warps per program (the configuration's, else Triton's default).
-      grid: three program counts, within the target's limits.
-      zeroed: output indices zeroed before the launch.
-      bound: the arguments laid onto the parameters of `jit_fn`.
-      jit_fn: the function to compile: the call's kernel, or a route's trampoline around it
-        (`_trampoline`).
-    """
+    """One launch of the kernel: its configuration, warps per program, grid (within the
+    target's limits), the outputs zeroed before it, and the arguments (`bound`) laid onto
+    `jit_fn`'s parameters (the call's kernel, or a route's trampoline around it)."""
 
     config: LaunchConfig
     num_warps: int
@@ -289,13 +271,12 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
     configurations, then, for each one that can launch there, its warps, grid, outputs to
     zero and arguments laid onto the kernel's parameters.
 
-    A config's `triton.Config` pre_hook (`_hooks.run`) runs before the heuristics inside the
-    autotuner: the descriptors it re-blocks give the config its own layout (`positional`), and what
-    it left in the arguments by name is what those heuristics and a grid see. Each config's NumPy
-    scalar constexprs become the Python scalars they equal (so that `np.int64(256)` compiles, and
-    compiles as `256` does: `_values.plain_constexpr`), and `meta` holds what a grid sees. `types`:
-    the call's values as typed for the plan (`_lowering._lower_uncached`), which a config's layout takes with
-    its own constexprs unless a pre_hook re-laid it out; None types them here.
+    A config's pre_hook (`_hooks.run`) runs before the heuristics inside the autotuner: the
+    descriptors it re-blocks give the config its own layout (`positional`), and what it left in
+    the arguments by name is what those heuristics and a grid see. NumPy scalar constexprs become
+    the Python scalars they equal (`_values.plain_constexpr`), so `np.int64(256)` compiles as
+    `256` does. `types`: the call's values as typed for the plan memo, which a config's layout
+    takes with its own constexprs unless a pre_hook re-laid it out; None types them here.
 
     Raises:
       NotImplementedError: an autotuner feature jaxlib cannot honour (names the alternative).

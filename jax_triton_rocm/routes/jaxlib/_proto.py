@@ -1,20 +1,34 @@
-"""jaxlib's Triton kernel call, encoded with the messages of `_proto_schema` (jaxlib's
-`jaxlib/gpu/triton.proto`); the bytes are the same on CUDA and ROCm."""
+"""jaxlib's Triton kernel call as it carries it: the parameters of one kernel call (`Param`,
+`KernelCall`), the call encoded with the messages of `_proto_schema` (jaxlib's
+`jaxlib/gpu/triton.proto`; the bytes are the same on CUDA and ROCm), and the opaque jaxlib
+reads, one zlib stream (`compress`).
+
+jaxlib inflates the opaque with zlib's `uncompress` (`ZlibUncompress`, `jaxlib/gpu/
+triton_utils.cc`), which takes any valid zlib stream. Most of a call's bytes are its kernels'
+(`kernel_bytes`: the binary, the IR), the same every time the kernel is lowered again, for a
+new shape, grid or scalar. So each kernel's bytes are deflated once while they stay in
+`_state.DEFLATED_KERNELS`, as blocks that end on a full flush (byte-aligned, referring to nothing
+before them), and a call's stream is those blocks with the bytes between them written afresh (a
+few dozen bytes: stored as they are, which costs less than setting up a deflater), behind zlib's
+header and ahead of the Adler-32 of the whole. The bytes depend only on the input, the same in
+every process (JAX's persistent cache and `jax.export` rely on that).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import hashlib
+import math
+import struct
 import zlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
+
+import numpy as np
 
 from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.routes.jaxlib._proto_schema import MESSAGES
-
-if TYPE_CHECKING:
-    from jax_triton_rocm.routes.jaxlib._params import KernelCall
 
 MODULE_IMAGE_PTX_PREFIX = "jax_triton_rocm module_image sha256:"
 
@@ -69,6 +83,31 @@ class Alias:
     input_index: int
     output_index: int
     size_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One kernel parameter: `kind` is "array", a scalar ("i32", ...) or "tensor_descriptor"."""
+
+    kind: str
+    value: bool | int | float = 0
+    bytes_to_zero: int = 0
+    ptr_divisibility: int = 0
+    descriptor: object = None  # a `_tma.TmaDescriptor`, which jaxlib's CUDA plugin encodes
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelCall:
+    """One launch: a kernel, its grid and its parameters in kernel order."""
+
+    kernel: KernelImage
+    grid: tuple[int, int, int]
+    params: tuple[Param, ...]
+
+
+def size_bytes(aval: Any) -> int:
+    """The bytes of an array of `aval`'s shape and dtype."""
+    return int(math.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
 
 
 def kernel_bytes(image: KernelImage) -> bytes:
@@ -133,12 +172,12 @@ def kernel_call_bytes(call: KernelCall) -> bytes:
 
 @dataclasses.dataclass(frozen=True)
 class Encoded:
-    """A call encoded: its bytes, the custom call that takes them, and each kernel's bytes
-    (`kernel_bytes`, which the opaque keeps apart: `_opaque.compress`)."""
+    """A call encoded: its bytes, the custom call that takes them, and the opaque that carries
+    them (`compress`, each kernel's bytes deflated apart)."""
 
     serialized: bytes
     custom_call_name: str
-    kernels: tuple[bytes, ...]
+    opaque: bytes
 
 
 def encode(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias], *, name: str,
@@ -146,7 +185,7 @@ def encode(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias], 
     """The call encoded: one kernel call (`encode_call`, for the target `plain_call_name`:
     `_compat.plain_call_name`), or an autotuned one for several (`encode_autotuned_call`, named
     after `name` and `kernel_name`), as (kernel call, description) pairs; `aliases` are read for
-    an autotuned call only. Both targets take the same bytes."""
+    an autotuned call only. Both targets take the same bytes; the opaque, `compress`'s."""
     if len(configs) == 1:
         serialized = encode_call(configs[0][0], name=name, metadata=metadata)
         custom_call_name = plain_call_name
@@ -154,8 +193,8 @@ def encode(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias], 
         serialized = encode_autotuned_call(configs, aliases, call_name=f"{name} ({kernel_name})",
                                            name=name, metadata=metadata)
         custom_call_name = _compat.autotuned_call_name()
-    return Encoded(serialized, custom_call_name,
-                   tuple([kernel_bytes(call.kernel) for call, _ in configs]))
+    return Encoded(serialized, custom_call_name, compress(
+        serialized, [kernel_bytes(call.kernel) for call, _ in configs]))
 
 
 def encode_call(call: KernelCall, *, name: str, metadata: bytes = b"") -> bytes:
@@ -201,3 +240,83 @@ def decode(opaque: bytes):
     message = MESSAGES["TritonAnyKernelCall"]()
     message.ParseFromString(serialized)
     return message
+
+
+# What `zlib.compress` writes first: deflate with a 32 KiB window, default level.
+_ZLIB_HEADER = b"\x78\x9c"
+_ADLER_BASE = 65521
+# The bytes of a piece searched for first; the whole piece is then compared in place.
+_PROBE_BYTES = 64
+# Bytes between pieces up to this many are stored, not deflated.
+_STORED_MAX = 256
+
+
+def compress(data: bytes, pieces: Sequence[bytes] = ()) -> bytes:
+    """`data` as a zlib stream; each of `pieces` found in it, in order, deflated once (while kept).
+
+    Args:
+      data: the bytes to compress (an encoded call).
+      pieces: byte strings that `data` embeds, in the order they appear (the kernels' bytes);
+        one not found after the previous is compressed with the bytes around it.
+
+    Returns:
+      A zlib stream that `zlib.decompress` (and jaxlib's `uncompress`) turns back into `data`.
+    """
+    parts = [_ZLIB_HEADER]
+    checksum = zlib.adler32(b"")
+    start = 0
+    for piece in dict.fromkeys(pieces):
+        # Probed by its first bytes, the rest compared in place: a long piece's own search
+        # table costs more.
+        at = data.find(piece[:_PROBE_BYTES], start)
+        while at >= 0 and not data.startswith(piece, at):
+            at = data.find(piece[:_PROBE_BYTES], at + 1)
+        if at < 0:
+            continue
+        if at > start:
+            gap = data[start:at]
+            parts.append(_between(gap, last=False))
+            checksum = zlib.adler32(gap, checksum)
+        deflated, piece_checksum = _state.DEFLATED_KERNELS.memo(
+            piece, functools.partial(_deflate_piece, piece))
+        parts.append(deflated)
+        checksum = adler32_combine(checksum, piece_checksum, len(piece))
+        start = at + len(piece)
+    tail = data[start:]
+    parts.append(_between(tail, last=True))
+    parts.append(zlib.adler32(tail, checksum).to_bytes(4, "big"))
+    return b"".join(parts)
+
+
+def adler32_combine(first: int, second: int, second_length: int) -> int:
+    """The Adler-32 of two byte strings one after the other, from the checksum of each (as
+    zlib's `adler32_combine`)."""
+    remainder = second_length % _ADLER_BASE
+    low = (first & 0xFFFF) + (second & 0xFFFF) - 1
+    high = (first >> 16) + (second >> 16) + remainder * (first & 0xFFFF) - remainder
+    return (high % _ADLER_BASE) << 16 | low % _ADLER_BASE
+
+
+def _deflate_piece(piece: bytes) -> tuple[bytes, int]:
+    """Raw deflate of `piece` at the default level, ending on a full flush, and its Adler-32;
+    `compress` keeps it in `_state.DEFLATED_KERNELS`, once per piece."""
+    compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return (compressor.compress(piece) + compressor.flush(zlib.Z_FULL_FLUSH),
+            zlib.adler32(piece))
+
+
+def _between(data: bytes, *, last: bool) -> bytes:
+    """The bytes between pieces (or after the last) as deflate blocks: a stored block when
+    short (its header byte, its length and the length's complement, then the bytes as they are;
+    the stream is byte-aligned there), else deflated; the last ends the stream."""
+    if len(data) > _STORED_MAX:
+        return _deflate_small(data, last=last)
+    return bytes((1 if last else 0,)) + struct.pack("<HH", len(data), len(data) ^ 0xFFFF) + data
+
+
+def _deflate_small(data: bytes, *, last: bool) -> bytes:
+    """Raw deflate of the few bytes between pieces, with a window small enough to set up in a
+    microsecond (a full one takes tens); the last ends the stream."""
+    compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -9, 1)
+    return compressor.compress(data) + compressor.flush(zlib.Z_FINISH if last
+                                                        else zlib.Z_FULL_FLUSH)
