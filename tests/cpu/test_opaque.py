@@ -9,7 +9,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.routes.jaxlib import _proto
+from jax_triton_rocm.routes.jaxlib import _params, _proto
 from tests.support import kernels
 from tests.support.lowering_utils import capture_one, opaque_metadata, spec
 
@@ -94,7 +94,7 @@ def test_adler32_combine_matches_zlib(seed):
 def test_jaxlibs_inflater_reads_a_stream_of_pieces():
     image = _proto.KernelImage("k", 4, 1, 0, "digest", 90, "ttir " * 500,
                                object_file=random.Random(0).randbytes(20_000))
-    serialized = _proto.encode_call(_proto.KernelCall(image, (3, 1, 1), ()), name="n",
+    serialized = _proto.encode_call(_params.KernelCall(image, (3, 1, 1), ()), name="n",
                                     metadata=b"kept")
     opaque = _proto.compress(serialized, [_proto.kernel_bytes(image)])
     assert opaque_metadata(opaque) == b"kept"

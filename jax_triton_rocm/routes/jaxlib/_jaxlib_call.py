@@ -4,8 +4,8 @@ Its two steps, which the lowering shell (`routes._lowering`: where the call runs
 the launches planned) calls: `plan`, every launch compiled at once through the shared kernel
 cache (`compile._compile.compiled_launches`) and per kernel the call as the installed jaxlib
 loads it (`kernel_image`; `refilled` for a plain kernel's plan kept for other shapes); then
-`encode`, its parameters (tensor descriptors by `_tma`), the call encoded and its opaque
-(`_proto`); `emit` writes it.
+`encode`, its parameters (`_params`; tensor descriptors by `_tma`), the call encoded and its
+opaque (`_proto`); `emit` writes it.
 
 The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
 this module never asks which vendor it talks to. `routes._primitive` chooses between this route
@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends import _vendors
@@ -26,7 +25,7 @@ from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.routes import _arch, _choices
-from jax_triton_rocm.routes.jaxlib import _proto, _tma
+from jax_triton_rocm.routes.jaxlib import _params, _proto, _tma
 from jax_triton_rocm.spec import _kinds
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
@@ -47,7 +46,7 @@ class LoweredCall:
     features: _vendors.PluginFeatures
     arch: GpuArch
     kernels: tuple[_compile.CompiledKernel, ...]
-    calls: tuple[_proto.KernelCall, ...]
+    calls: tuple[_params.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()
     undecided: _choices.Undecided | None = None
     launches: tuple[_plan.Launch, ...] = ()  # as planned (the user's kernel's layout)
@@ -102,7 +101,7 @@ def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
                   f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
     # (launch, kernel, call) per launch, the call's parameters as jaxlib passes them (a tensor
     # descriptor's by `_tma`).
-    chosen = [(launch, kernel, _kernel_call(
+    chosen = [(launch, kernel, _params.kernel_call(
         image, launch, out_avals, spec.input_output_aliases,
         _tma.descriptor_params(kernel, where.features, where.arch)))
         for _, launch, kernel, image in planned]
@@ -124,7 +123,7 @@ def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
     # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
     # (operands, then results), so the output's index counts the operands before it.
     aliases = [] if len(chosen) == 1 else [
-        _proto.Alias(i, len(in_avals) + o, _proto.size_bytes(in_avals[i]))
+        _proto.Alias(i, len(in_avals) + o, _params.size_bytes(in_avals[i]))
         for i, o in spec.input_output_aliases]
     encoded = _proto.encode([(call, launch.config.description) for launch, _, call in chosen],
                             aliases, name=spec.name, kernel_name=spec.kernel_name,
@@ -143,47 +142,6 @@ def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
         has_side_effect=spec.has_side_effect,
         cost_estimate=spec.cost_estimate,
     )
-
-
-def _kernel_call(image: _proto.KernelImage, launch: _plan.Launch, out_avals: tuple,
-                 aliases: tuple[tuple[int, int], ...],
-                 descriptors: Callable[..., list]) -> _proto.KernelCall:
-    """One launch of `image`, as jaxlib's kernel call carries it, its parameters in kernel
-    order; `descriptors` gives those of the kernel's tensor descriptors
-    (`_tma.descriptor_params`). An output to zero that has no pointer of its own is zeroed
-    through the input it is aliased to (the same buffer).
-
-    Raises:
-      NotImplementedError: a zeroed output aliased to a TensorDescriptor's base.
-    """
-    bound, zeroed = launch.bound, set(launch.zeroed)
-    params = []
-    specs = dict(bound.specializations)
-    own = {source.index for source in bound.sources if source.kind == "output"}
-    zero_inputs = {i: o for i, o in aliases if o in zeroed and o not in own}
-    n_descriptors = 0
-    for source in bound.sources:
-        if source.kind == "scalar":
-            params.append(_proto.Param(source.scalar.proto_kind, source.scalar.value))
-            continue
-        if source.kind == "descriptor":
-            if source.index in zero_inputs:
-                raise NotImplementedError(
-                    f"zeroed_outputs names output {zero_inputs[source.index]}, which is written "
-                    f"through a TensorDescriptor; zero its base before the call instead.")
-            params.extend(descriptors(source.descriptor, n_descriptors))
-            n_descriptors += 1
-            continue
-        # Its key in `BoundKernel.specializations`: the position, or (position, *path).
-        key = (source.position, *source.path) if source.path else source.position
-        divisibility = 16 if "D" in specs.get(key, "") else 0
-        if source.kind == "output":
-            zeroes = source.index if source.index in zeroed else None
-        else:
-            zeroes = zero_inputs.get(source.index)
-        zero = 0 if zeroes is None else _proto.size_bytes(out_avals[zeroes])
-        params.append(_proto.Param("array", bytes_to_zero=zero, ptr_divisibility=divisibility))
-    return _proto.KernelCall(kernel=image, grid=launch.grid, params=tuple(params))
 
 
 def _in_buffer_order(spec: KernelCallSpec, launch: _plan.Launch,

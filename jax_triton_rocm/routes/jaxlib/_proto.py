@@ -1,5 +1,4 @@
-"""jaxlib's Triton kernel call as it carries it: the parameters of one kernel call (`Param`,
-`KernelCall`), the call encoded with the messages of `_proto_schema` (jaxlib's
+"""jaxlib's Triton kernel call encoded with the messages of `_proto_schema` (jaxlib's
 `jaxlib/gpu/triton.proto`; the bytes are the same on CUDA and ROCm), and the opaque jaxlib
 reads, one zlib stream (`compress`).
 
@@ -19,16 +18,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import math
 import struct
 import zlib
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.routes.jaxlib._proto_schema import MESSAGES
+
+if TYPE_CHECKING:
+    from jax_triton_rocm.routes.jaxlib._params import KernelCall
 
 MODULE_IMAGE_PTX_PREFIX = "jax_triton_rocm module_image sha256:"
 
@@ -83,31 +82,6 @@ class Alias:
     input_index: int
     output_index: int
     size_bytes: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Param:
-    """One kernel parameter: `kind` is "array", a scalar ("i32", ...) or "tensor_descriptor"."""
-
-    kind: str
-    value: bool | int | float = 0
-    bytes_to_zero: int = 0
-    ptr_divisibility: int = 0
-    descriptor: object = None  # a `_tma.TmaDescriptor`, which jaxlib's CUDA plugin encodes
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelCall:
-    """One launch: a kernel, its grid and its parameters in kernel order."""
-
-    kernel: KernelImage
-    grid: tuple[int, int, int]
-    params: tuple[Param, ...]
-
-
-def size_bytes(aval: Any) -> int:
-    """The bytes of an array of `aval`'s shape and dtype."""
-    return int(math.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
 
 
 def kernel_bytes(image: KernelImage) -> bytes:

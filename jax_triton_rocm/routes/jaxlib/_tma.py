@@ -25,7 +25,7 @@ import numpy as np
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._vendors import Vendor
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.routes.jaxlib import _proto
+from jax_triton_rocm.routes.jaxlib import _params
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor, signature_type
 
 # Triton numbers TMA element types one way in a kernel's metadata and CUDA's tensor-map API
@@ -85,7 +85,7 @@ def launch_types(sig_type: str, encoded: bool, vendor: Vendor) -> list[str]:
 
 
 def one_descriptor_params(desc: TensorDescriptor, types: Sequence[str],
-                          meta: Mapping[str, Any] | None) -> list[_proto.Param]:
+                          meta: Mapping[str, Any] | None) -> list[_params.Param]:
     """The jaxlib parameters for one descriptor, in kernel order; its base is the operand
     buffer the first of them consumes.
 
@@ -117,14 +117,14 @@ def one_descriptor_params(desc: TensorDescriptor, types: Sequence[str],
     return [_param(kind, value) for kind, value in zip(types, values)]
 
 
-def _param(kind: str, value: Any) -> _proto.Param:
+def _param(kind: str, value: Any) -> _params.Param:
     if isinstance(value, TmaDescriptor):
-        return _proto.Param("tensor_descriptor", descriptor=value)
+        return _params.Param("tensor_descriptor", descriptor=value)
     if kind.startswith("*"):
-        return _proto.Param("array")
+        return _params.Param("array")
     if kind == "i1":
-        return _proto.Param("bool", bool(value))
-    return _proto.Param(kind, int(value))
+        return _params.Param("bool", bool(value))
+    return _params.Param(kind, int(value))
 
 
 def tma_descriptor(desc: TensorDescriptor, meta: Mapping[str, Any]) -> TmaDescriptor:
@@ -183,7 +183,7 @@ def check_launchable(vendor: Vendor, features: _vendors.PluginFeatures, *, kerne
 
 
 def descriptor_params(compiled: Any, features: _vendors.PluginFeatures,
-                      arch: Any) -> Callable[[TensorDescriptor, int], list[_proto.Param]]:
+                      arch: Any) -> Callable[[TensorDescriptor, int], list[_params.Param]]:
     """`params(descriptor, i)`: the jaxlib parameters of the kernel's descriptor number `i`
     (in launch order), as `compiled` (a `compile._compile.CompiledKernel`) takes them on
     `arch` (a `plan._plan.GpuArch`).
@@ -195,7 +195,7 @@ def descriptor_params(compiled: Any, features: _vendors.PluginFeatures,
     """
     metas = list(compiled.metadata.get("tensordesc_meta") or ())
 
-    def params(desc: TensorDescriptor, i: int) -> list[_proto.Param]:
+    def params(desc: TensorDescriptor, i: int) -> list[_params.Param]:
         vendor = _vendors.vendor(arch.platform)  # asked only of a kernel with descriptors
         if metas:
             check_launchable(vendor, features, kernel=compiled.name, arch=arch.arch)
