@@ -328,8 +328,10 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
                                 else f"set by @triton.heuristics on kernel {kernel}")
         options = (_values.compile_options(config.options, where=source) if config.options
                    else config.options)
-        constexprs = {k: _values.plain_constexpr(v) for k, v in config.constexprs.items()}
-        config = dataclasses.replace(config, constexprs=constexprs, options=options)
+        config = LaunchConfig(
+            {k: _values.plain_constexpr(v) for k, v in config.constexprs.items()},
+            config.num_warps, config.num_stages, config.num_ctas, options, config.description,
+            positional=config.positional)
         configs.append(dataclasses.replace(config, meta={**seen, **config.kwargs_view()}))
     if site.first_config_only:
         configs = configs[:1]

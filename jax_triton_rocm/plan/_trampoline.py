@@ -4,19 +4,14 @@ generated trampoline that calls it.
 jaxlib's Triton call hands the kernel's pointer parameters the call's operands and then its
 results, in order; XLA's hands it one pointer per operand and per result and nothing else. A
 kernel whose output pointer comes before an input's (`softmax(out, x, ...)`), or that takes
-runtime scalars, does not fit that order as written. Rather than copying or zero-filling
-buffers to make it fit, the lowering compiles a trampoline: a `@triton.jit` (or `@gluon.jit`)
-function, generated here, whose parameters are in the route's order and whose body is one call
-of the user's kernel in the kernel's own order. Triton inlines the call, so the binary runs the
-user's code; the trampoline is named like the kernel's symbol, so profilers and jaxlib show its
-name.
+runtime scalars, does not fit that order as written. Rather than copying buffers, the lowering
+compiles a trampoline: a generated `@triton.jit` (or `@gluon.jit`) function whose parameters are
+in the route's order and whose body calls the user's kernel in its own order. Triton inlines
+the call; the trampoline is named like the kernel's symbol, so profilers and jaxlib show it.
 
 For XLA's call, each runtime scalar becomes a 0-d operand that the trampoline loads, and an int
 of Triton's divisible-by-16 class travels divided by its scale (`scale`), which the trampoline
 multiplies back, so that the divisibility is in the arithmetic (docs/routes.md says why).
-Configs, heuristics and `do_not_specialize` were applied to the user's kernel before the
-trampoline is made: its parameters need not be named like the kernel's, though they are where
-one buffer fills one parameter, so that the IR reads like the kernel.
 """
 
 from __future__ import annotations
@@ -49,18 +44,10 @@ LARGEST_SCALE = 128
 
 @dataclasses.dataclass(frozen=True)
 class Compiled:
-    """What a route compiles for one launch: the function and the arguments laid onto it.
-
-    Attributes:
-      jit_fn: the user's kernel, or a trampoline that calls it.
-      bound: the launch's arguments laid onto `jit_fn`'s parameters; its sources are in the
-        order the route passes them.
-      scalar_operands: for XLA's call, the runtime scalars the route passes as 0-d operands,
-        after the call's own operands, in this order.
-      scalar_scales: for each of `scalar_operands`, the factor the trampoline multiplies the
-        loaded value by (`scale` of an int in Triton's divisible-by-16 class, else 1): its
-        operand holds the value divided by it.
-    """
+    """What a route compiles for one launch: the user's kernel or a trampoline (`jit_fn`), the
+    arguments laid onto its parameters in the order the route passes them (`bound`), and for
+    XLA's call the runtime scalars passed as 0-d operands after the call's own, each with the
+    factor the trampoline multiplies it back by (`scale`, else 1)."""
 
     jit_fn: JITFunction
     bound: _layout.BoundKernel

@@ -1,18 +1,12 @@
-"""Remembered autotune choices: which config of an autotuned call won on real data.
-
-A choice is keyed by everything that decides it (`tune_key`). With a choice remembered, the
-lowering emits that config alone, as a plain kernel call; without one it emits the autotuned
-call, which jaxlib times at the first execution, on the real operands
-(`_compat.autotuned_call_name`).
+"""Remembered autotune choices: which config of an autotuned call won on real data, keyed by
+everything that decides it (`tune_key`; docs/autotuning.md). With a choice remembered, the
+lowering emits that config alone; without one, the autotuned call that jaxlib times at its
+first execution.
 
 Choices are made by `jax_triton_rocm.autotune` (`api._tuning`) and kept in this process
-(`STORE`) and on disk, one small JSON file per key, in `JAX_TRITON_ROCM_AUTOTUNE_DIR`. A tuning
-session (`session`) lets `_tuning` force a config for a key
-while it times them, and observe which autotuned calls a lowering left undecided. The memo of
-lowered calls (`routes._lowering`) keys on what decides them now (`decided`).
-
-Threads and forks: the in-process table is behind the registry's lock; a forked child keeps it
-(choices stay valid across a fork). What a choice is keyed by: docs/autotuning.md.
+(`STORE`, behind the registry's lock; a forked child keeps it) and on disk, one small JSON file
+per key, in `JAX_TRITON_ROCM_AUTOTUNE_DIR`. A tuning session (`session`) lets `_tuning` force a
+config for a key while it times them, and observe which calls a lowering left undecided.
 
 A choice's file is read as a careful system reads it: only a regular file directly inside its
 group folder, never through a link, never waiting on what it opens (a FIFO is refused), a
@@ -35,7 +29,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from jax_triton_rocm.base import _env, _files, _state
+from jax_triton_rocm.base import _env, _files, _state, _values
 
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -51,13 +45,8 @@ _warned: set[str] = set()
 
 @dataclasses.dataclass(frozen=True)
 class Choice:
-    """The winning config of one autotuned call.
-
-    Attributes:
-      index: its position among the call's configs.
-      description: Triton's text for the config (checked against the call at use).
-      times_ms: each config's measured time, in config order (for `info` and debugging).
-    """
+    """The winning config of one autotuned call: its index among the call's configs, Triton's
+    text for it (checked against the call at use), and each config's time (for `info`)."""
 
     index: int
     description: str
@@ -76,11 +65,8 @@ class Undecided:
 def tune_key(*, platform: str, arch: str, device_kind: str, versions: Sequence[str],
              avals: Sequence[Any], aliases: Sequence[tuple[int, int]],
              configs: Sequence[tuple[str, bytes, tuple, tuple]]) -> str:
-    """A SHA-256 over what decides which config is fastest.
-
-    `configs` holds, per config: its description, its binary, its grid and its launch
-    parameters (scalar values, zeroed bytes).
-    """
+    """A SHA-256 over what decides which config is fastest; per config its description,
+    binary, grid and launch parameters (scalar values, zeroed bytes)."""
     parts = [f"format={_FORMAT}", f"platform={platform}", f"arch={arch}",
              f"device={device_kind}", f"versions={list(versions)}",
              "avals=" + ";".join(f"{tuple(a.shape)}:{a.dtype}" for a in avals),
@@ -104,12 +90,9 @@ def choices_dir() -> str | None:
 
 
 class ChoiceStore:
-    """Choices by key: in this process, and on disk (`choices_dir`).
-
-    `generation` changes whenever a choice is added or the table cleared, so memos of lowered
-    calls can tell that a lowering may now come out differently. Bounded by the number of
-    distinct autotuned calls the process tunes.
-    """
+    """Choices by key: in this process, and on disk (`choices_dir`). `generation` changes
+    whenever a choice is added or the table cleared, so memos of lowered calls can tell that a
+    lowering may now come out differently."""
 
     def __init__(self, locks: _state.LockRegistry) -> None:
         self._locks = locks
@@ -205,15 +188,12 @@ def _checked(record: Any) -> tuple[int, str, tuple[float, ...]]:
       ValueError: no record of this format, an index that is no int >= 0, no description, or a
         time that is no finite number.
     """
-    def is_int(value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool)
-
-    if not isinstance(record, dict) or not is_int(record.get("format")):
+    if not isinstance(record, dict) or not _values.is_int(record.get("format")):
         raise ValueError("no format number")
     if record["format"] != _FORMAT:
         raise ValueError(f"format {record['format']}, not {_FORMAT}")
     index, times = record.get("index"), record.get("times_ms", [])
-    if not is_int(index) or index < 0:
+    if not _values.is_int(index) or index < 0:
         raise ValueError(f"index {index!r} is not an int >= 0")
     if not isinstance(record.get("description"), str):
         raise ValueError("no description")
@@ -228,12 +208,12 @@ STORE = ChoiceStore(_state.LOCKS)
 _state.on_clear(STORE.clear)
 
 
+@dataclasses.dataclass
 class Session:
     """What `_tuning` asks of the lowerings it runs: configs to force, calls left undecided."""
 
-    def __init__(self) -> None:
-        self.forced: dict[str, int] = {}
-        self.undecided: dict[str, Undecided] = {}
+    forced: dict[str, int] = dataclasses.field(default_factory=dict)
+    undecided: dict[str, Undecided] = dataclasses.field(default_factory=dict)
 
 
 _SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
@@ -243,8 +223,7 @@ _SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
 @contextlib.contextmanager
 def session(forced: dict[str, int] | None = None) -> Iterator[Session]:
     """Lowerings in the body use `forced` configs and report the calls they left undecided."""
-    current = Session()
-    current.forced = dict(forced or {})
+    current = Session(dict(forced or {}))
     token = _SESSION.set(current)
     try:
         yield current

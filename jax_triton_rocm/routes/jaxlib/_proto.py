@@ -51,18 +51,14 @@ class KernelImage:
     """A compiled kernel as jaxlib loads it.
 
     Attributes:
-      name: the kernel's symbol in the binary.
       num_warps: what jaxlib multiplies by the warp size it assumes (32 on CUDA, 64 on HIP) to get
         the block size.
-      num_ctas: CTAs per cluster.
-      shared_mem_bytes: dynamic shared memory for the launch.
       ptx: `module_image_ptx(object_file)` when the binary is embedded; otherwise the PTX text
         (CUDA) or the path of an HSACO file (ROCm).
       ttir: the kernel's IR; empty unless asked for (jaxlib 0.10.2 to 0.12 read it for nothing,
         and 0.11.1+ copy it at every launch: a launch costs more the longer it is).
       compute_capability: e.g. 90 for sm_90; on ROCm the gfx major*10+minor (94 for gfx942).
       object_file: the CUBIN or HSACO to carry in `module_image`, or None.
-      global_scratch_size, global_scratch_align: Triton's global scratch needs.
     """
 
     name: str
@@ -181,15 +177,9 @@ def encode_call(call: KernelCall, *, name: str, metadata: bytes = b"") -> bytes:
 
 def encode_autotuned_call(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias],
                           *, call_name: str, name: str, metadata: bytes = b"") -> bytes:
-    """Serializes an autotuned call: jaxlib times each config at first run and keeps the best.
-
-    Args:
-      configs: (kernel call, description) pairs, in the order jaxlib should try them.
-      aliases: input/output buffers that alias; jaxlib restores them between trials.
-      call_name: the autotuned call's own name (shown in jaxlib's autotuning logs).
-      name: the name of the whole call, as for `encode_call`.
-      metadata: opaque bytes for the caller.
-    """
+    """Serializes an autotuned call of (kernel call, description) `configs`, which jaxlib
+    times at first run, restoring the aliased buffers between trials, and keeps the best;
+    `call_name` shows in jaxlib's autotuning logs."""
     autotuned = MESSAGES["TritonAutotunedKernelCall"](name=call_name)
     for call, description in configs:
         config = autotuned.configs.add(description=description)
@@ -226,16 +216,9 @@ _STORED_MAX = 256
 
 
 def compress(data: bytes, pieces: Sequence[bytes] = ()) -> bytes:
-    """`data` as a zlib stream; each of `pieces` found in it, in order, deflated once (while kept).
-
-    Args:
-      data: the bytes to compress (an encoded call).
-      pieces: byte strings that `data` embeds, in the order they appear (the kernels' bytes);
-        one not found after the previous is compressed with the bytes around it.
-
-    Returns:
-      A zlib stream that `zlib.decompress` (and jaxlib's `uncompress`) turns back into `data`.
-    """
+    """`data` as a zlib stream, each of `pieces` (the kernels' bytes, in the order `data` embeds
+    them) deflated once while kept; one not found after the previous is compressed with the
+    bytes around it."""
     parts = [_ZLIB_HEADER]
     checksum = zlib.adler32(b"")
     start = 0

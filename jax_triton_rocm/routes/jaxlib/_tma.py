@@ -1,17 +1,14 @@
-"""How a `TensorDescriptor` argument reaches a compiled kernel: its type in the Triton signature,
-the launch parameters it becomes, and what the jaxlib plugin must be able to do for them.
-
-Triton types a descriptor parameter `tensordesc<fp32[64,64]>` (for a Gluon kernel, the layout's
-repr follows a comma) and compiles it one of two ways; the kernel's `tensordesc_meta` tells which:
+"""The launch parameters a `TensorDescriptor` argument becomes, and what the jaxlib plugin must
+do for them. Triton compiles a descriptor parameter (`tensordesc<fp32[64,64]>`) one of two ways,
+as the kernel's `tensordesc_meta` tells:
 
 - encoded (one metadata entry per descriptor): NVIDIA sm_90+ takes a 128-byte CUDA tensor map
   (TMA), then the shape as i32 and the strides as i64. jaxlib's CUDA plugin encodes the map at
-  launch over the next operand buffer (`Parameter.tensor_descriptor`, from jax 0.11.1). AMD
-  gfx1250 takes a TDM descriptor instead, which no jaxlib encodes.
-- decomposed (no metadata): every other target (sm_80, gfx942, gfx950, ...) takes the base
-  pointer, the shape and strides as i64, the padding flag as i1 (Triton 3.9 adds a
-  round-to-TF32 i1), then the shape as i32 and the strides as i64 again: plain parameters that
-  every jaxlib launches.
+  launch over the next operand buffer (from jax 0.11.1). AMD gfx1250 takes a TDM descriptor,
+  which no jaxlib encodes.
+- decomposed (no metadata): every other target takes the base pointer, the shape and strides as
+  i64, the padding flag as i1 (Triton 3.9 adds a round-to-TF32 i1), then the shape as i32 and
+  the strides as i64 again: plain parameters that every jaxlib launches.
 """
 
 from __future__ import annotations
@@ -37,16 +34,10 @@ _MAX_TMA_BOX = 256  # elements per box dimension (cuTensorMapEncodeTiled)
 
 @dataclasses.dataclass(frozen=True)
 class TmaDescriptor:
-    """What jaxlib needs to encode a CUDA tensor map (`cuTensorMapEncodeTiled`) at launch.
-
-    Attributes:
-      elem_type: CUDA's `CUtensorMapDataType` (host numbering, not Triton's device one).
-      swizzle: CUDA's `CUtensorMapSwizzle` (0 none, 1: 32 B, 2: 64 B, 3: 128 B).
-      shape, strides: the described tensor, in elements.
-      block_shape: the box one TMA copy moves, in elements (Triton's, which may be narrower
-        than the descriptor's block: the kernel then issues several copies).
-      oob_fill: 0 fills out-of-bounds reads with zeros, 1 with NaN.
-    """
+    """What jaxlib needs to encode a CUDA tensor map (`cuTensorMapEncodeTiled`) at launch:
+    `elem_type` in CUDA's host numbering, not Triton's device one; `swizzle` CUDA's
+    `CUtensorMapSwizzle`; `block_shape` the box one TMA copy moves (Triton's, maybe narrower than
+    the descriptor's block); sizes in elements; `oob_fill` 1 fills with NaN, 0 with zeros."""
 
     elem_type: int
     swizzle: int
@@ -67,14 +58,8 @@ def _triton_expansion() -> Callable[..., list] | None:
 
 
 def launch_types(sig_type: str, encoded: bool, vendor: Vendor) -> list[str]:
-    """The types of the launch parameters one descriptor parameter becomes.
-
-    Args:
-      sig_type: its signature type (`spec._tensordesc.signature_type`).
-      encoded: whether the compiled kernel has `tensordesc_meta` (then every descriptor of the
-        kernel is encoded).
-      vendor: the target's vendor (its launcher's name for an encoded descriptor).
-    """
+    """The types of the launch parameters one descriptor parameter of signature type
+    `sig_type` becomes, `encoded` where the kernel has `tensordesc_meta`."""
     expansion = _triton_expansion()
     if expansion is not None:
         return list(expansion([sig_type], [{}] if encoded else None, vendor.encoded_descriptor))
@@ -86,13 +71,9 @@ def launch_types(sig_type: str, encoded: bool, vendor: Vendor) -> list[str]:
 
 def one_descriptor_params(desc: TensorDescriptor, types: Sequence[str],
                           meta: Mapping[str, Any] | None) -> list[_params.Param]:
-    """The jaxlib parameters for one descriptor, in kernel order; its base is the operand
-    buffer the first of them consumes.
-
-    Args:
-      desc: the descriptor.
-      types: its launch types (`launch_types`).
-      meta: its `tensordesc_meta` entry when the kernel takes it encoded, else None.
+    """The jaxlib parameters for `desc` of launch `types`, in kernel order; `meta`: its
+    `tensordesc_meta` entry where the kernel takes it encoded. Its base is the operand buffer the
+    first of them consumes.
 
     Raises:
       NotImplementedError: a launch layout this package does not know (a newer Triton).
@@ -158,14 +139,8 @@ def tma_descriptor(desc: TensorDescriptor, meta: Mapping[str, Any]) -> TmaDescri
 
 def check_launchable(vendor: Vendor, features: _vendors.PluginFeatures, *, kernel: str,
                      arch: str) -> None:
-    """Raises unless the plugin that will launch `kernel` encodes its tensor descriptors.
-
-    Called only for a kernel compiled with `tensordesc_meta` (encoded descriptors).
-
-    Raises:
-      NotImplementedError: naming the kernel, the architecture, the jax release needed (or that
-        none has it) and what to do instead.
-    """
+    """Raises NotImplementedError unless the plugin that will launch `kernel` encodes its
+    tensor descriptors (a kernel compiled with `tensordesc_meta`)."""
     if not vendor.jaxlib_encodes_descriptors:
         raise NotImplementedError(
             f"Kernel {kernel} takes a TensorDescriptor that Triton compiled for {arch} as an "
