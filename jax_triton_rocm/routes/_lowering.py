@@ -1,11 +1,10 @@
 """The lowering shell of both GPU routes, jaxlib's Triton call (`jaxlib._jaxlib_call`) and XLA's
 (`xla._xla_native`): where the call runs, the lowered-call memo and its key (`lowered_call`),
-the plan memo (`_lower_uncached`, `plan_key`) and the launches planned (`_planned`); each
-route gives two plain functions: `plan` (the launches compiled in the form it launches them)
-and its encoding (jaxlib's `encode`; XLA's keeps the call that its `emit` writes). XLA's route
-takes an autotuned kernel's remembered config from jaxlib's lowered call, asked here. Which
-route a call takes, and the emit, is `_primitive.GpuRoutes.lower`'s; one call top-down:
-docs/design.md.
+the plan memo and the launches planned (`_lower_uncached`, `plan_key`); each route gives two
+plain functions: `plan` (the launches compiled in the form it launches them) and its encoding
+(jaxlib's `encode`; XLA's keeps the call that its `emit` writes). XLA's route takes an
+autotuned kernel's remembered config from jaxlib's lowered call, asked here. Which route a call
+takes, and the emit, is `_primitive.GpuRoutes.lower`'s; one call top-down: docs/design.md.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
     XLA's (`_xla_native.NativeCall`, or why the call does not fit it: `_xla_native.Unfit`).
 
     Where the call runs (jaxlib's: `_arch.where_it_runs` and the plain call's target; XLA's: the
-    architecture), then the plan (`_planned`, in the plan memo by where the call runs) and on
+    architecture), then the plan (`_lower_uncached`, in the plan memo by where it runs) and on
     jaxlib's route its encoding, kept in `_state.LOWERED_CALLS` under one key for both routes:
     the route, the avals, the spec (the kernel by identity, kept alive by the key; scalars and
     metaparameters by exact value), the call graph (`_compile.call_graph_key`), an autotuned
@@ -78,7 +77,7 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
                     plain_call_name: str) -> Any:
     """The call lowered for `route`: planned, then on jaxlib's route encoded.
 
-    The plan memo, around the route's plan of the call (`_planned`): what it made of the call,
+    The plan memo, around the route's plan of the call: what it made of the call,
     kept for a plain kernel (`_plan.Kept`, in `_state.PLANS`) by `place`, where the call runs as
     the route names it, and `plan_key`. A later call of the same key gets the kept plan with its
     launches relaunched for the call (`_plan.relaunch`: the grid, the runtime scalars, the
@@ -102,9 +101,29 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
         planned = (_xla_native.refilled(found.made, launches) if route == "xla"
                    else _jaxlib_call.refilled(spec, len(in_avals), found.made, launches))
     if planned is None:
-        made = _planned(route, backend, ctx, spec, where, in_avals, out_avals, types)
-        if not isinstance(made, _plan.Kept):
-            return made
+        # The route's plan of the call: the backend's answers for the architecture, the
+        # launches, then the route's `plan`. On XLA's route an autotuned kernel's one launch is
+        # the config remembered for jaxlib's call, which keys choices on its compiled configs
+        # and runs the autotuner's functions once.
+        answers = backend.answers(where.arch if route == "jaxlib" else where)
+        if route == "xla" and spec.unwrapped.autotuner is not None:
+            lowered = lowered_call("jaxlib", backend, ctx, spec)
+            if lowered.undecided is not None or len(lowered.launches) != 1:
+                return _xla_native.Unfit(
+                    "the kernel is autotuned and no configuration is remembered for this call "
+                    "(jaxlib's call times them at its first run; jax_triton_rocm.autotune picks "
+                    "one once, on real data, and the call can then take XLA's)")
+            launches = list(lowered.launches)
+        else:
+            launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
+        if route == "xla":
+            [launch] = launches
+            made = _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals)
+            if not isinstance(made, _plan.Kept):
+                return made
+        else:
+            made = _jaxlib_call.plan(backend, spec, where, answers, launches, in_avals,
+                                     out_avals)
         if key is not None:
             # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
             _state.PLANS.put((place, key), (spec.kernel, made))
@@ -113,33 +132,6 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
         return planned
     return _jaxlib_call.encode(backend, ctx, spec, where, planned,
                                plain_call_name=plain_call_name)
-
-
-def _planned(route: str, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-             where: _arch.Where | GpuArch, in_avals: tuple, out_avals: tuple,
-             types: ArgumentTypes) -> _plan.Kept | _xla_native.Unfit:
-    """The call planned for `route` ("jaxlib" or "xla"), as the plan memo keeps it: the
-    backend's answers for the architecture, the launches (`_plan.launches`; on XLA's route an
-    autotuned kernel's one launch is the config remembered for jaxlib's call, which keys choices
-    on its compiled configs and runs the autotuner's functions once), then the route's `plan`.
-    `where`: jaxlib's `Where`, or XLA's architecture; `types`: the call's values as the plan
-    memo typed them."""
-    arch = where.arch if isinstance(where, _arch.Where) else where
-    answers = backend.answers(arch)
-    if route == "xla" and spec.unwrapped.autotuner is not None:
-        lowered = lowered_call("jaxlib", backend, ctx, spec)
-        if lowered.undecided is not None or len(lowered.launches) != 1:
-            return _xla_native.Unfit(
-                "the kernel is autotuned and no configuration is remembered for this call "
-                "(jaxlib's call times them at its first run; jax_triton_rocm.autotune picks one "
-                "once, on real data, and the call can then take XLA's)")
-        launches = list(lowered.launches)
-    else:
-        launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
-    if route == "xla":
-        [launch] = launches
-        return _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals)
-    return _jaxlib_call.plan(backend, spec, where, answers, launches, in_avals, out_avals)
 
 
 def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,

@@ -60,23 +60,15 @@ def _abstract_eval(*avals, spec: KernelCallSpec):
     return [jax.core.ShapedArray(s.shape, s.dtype) for s in spec.out_shapes]
 
 
-def _not_differentiable(what: str, spec: KernelCallSpec) -> NotImplementedError:
-    return NotImplementedError(
+def _refuse(what: str, *arguments: Any, spec: KernelCallSpec):
+    raise NotImplementedError(
         f"{what} of triton_call (kernel {spec.name}) is not supported: JAX cannot differentiate "
         f"or transpose a Triton kernel. Wrap the call in a function with jax.custom_vjp (or "
         f"jax.custom_jvp) and give it a backward pass, which may itself be a triton_call.")
 
 
-def _refuse_kernel_jvp(primals, tangents, *, spec: KernelCallSpec):
-    raise _not_differentiable("jax.grad / jax.jvp", spec)
-
-
-def _refuse_kernel_transpose(cotangents, *operands, spec: KernelCallSpec):
-    raise _not_differentiable("jax.linear_transpose", spec)
-
-
-ad.primitive_jvps[triton_kernel_p] = _refuse_kernel_jvp
-ad.primitive_transposes[triton_kernel_p] = _refuse_kernel_transpose
+ad.primitive_jvps[triton_kernel_p] = functools.partial(_refuse, "jax.grad / jax.jvp")
+ad.primitive_transposes[triton_kernel_p] = functools.partial(_refuse, "jax.linear_transpose")
 
 
 def _keep_call(*arguments: Any) -> tuple[list[bool], Any]:
@@ -232,16 +224,6 @@ class XlaNativeRefused(ValueError):
         self.reason = reason
 
 
-def refuse_if_asked(spec: KernelCallSpec, reason: str) -> None:
-    """Raises `XlaNativeRefused` where the call itself asked for XLA's Triton call, which
-    cannot take it for `reason`."""
-    if spec.xla_native:
-        raise XlaNativeRefused(
-            f"triton_call(xla_native=True) cannot be honoured for kernel {spec.kernel_name}: "
-            f"{reason}. Leave xla_native unset (or pass False) for jaxlib's Triton call, the "
-            f"default.", reason)
-
-
 def log_route(route: str, spec: KernelCallSpec, reason: str) -> None:
     """Logs the route a lowering took, and why, at DEBUG, also as the record's
     `jax_triton_rocm_route`, `_kernel` and `_reason` attributes (for counting and for `info`)."""
@@ -294,7 +276,11 @@ class GpuRoutes:
                                            spec.has_side_effect, spec.name)
                 log_route(XLA, spec, f"{by}={'True' if by == 'xla_native' else '1'} asks for it")
                 return results
-            refuse_if_asked(spec, call.reason)
+            if spec.xla_native:
+                raise XlaNativeRefused(
+                    f"triton_call(xla_native=True) cannot be honoured for kernel "
+                    f"{spec.kernel_name}: {call.reason}. Leave xla_native unset (or pass False) "
+                    f"for jaxlib's Triton call, the default.", call.reason)
             reason = call.reason
         lowered = _lowering.lowered_call("jaxlib", self.backend, ctx, spec)
         # The backend told before the call is emitted (ROCm's prewarm).
