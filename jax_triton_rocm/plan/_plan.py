@@ -209,13 +209,6 @@ class Launch:
         return self.config.description
 
 
-def _unbatched_meta(meta: dict[str, Any], depth: int) -> dict[str, Any]:
-    """`meta` with the `depth` leading batch dimensions taken off every array's shape."""
-    return {name: jax.ShapeDtypeStruct(tuple(value.shape)[depth:], value.dtype)
-            if hasattr(value, "shape") and hasattr(value, "dtype") else value
-            for name, value in meta.items()}
-
-
 _META_FIX = ("It receives the kernel's arguments by name (arrays as their shape and dtype), the "
              "constexprs and the launch settings set by the call or the config.")
 
@@ -235,8 +228,10 @@ def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, num_warps: int,
     grid, what = spec.grid, "grid"
     if isinstance(grid, MetaGrid):
         what = f"grid(meta) for config ({description})" if description else "grid(meta)"
-        if spec.batch is not None:
-            meta = _unbatched_meta(meta, spec.batch.depth)
+        if spec.batch is not None:  # the grid sees the unbatched shapes
+            meta = {name: jax.ShapeDtypeStruct(tuple(value.shape)[spec.batch.depth:], value.dtype)
+                    if hasattr(value, "shape") and hasattr(value, "dtype") else value
+                    for name, value in meta.items()}
         grid = normalize_grid(_callbacks.call(grid.fn, meta, what=what, given=meta,
                                               fix=f"Fix the grid function. {_META_FIX}"),
                               what=what)

@@ -34,14 +34,11 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
     XLA's (`_xla_native.NativeCall`, or why the call does not fit it: `_xla_native.Unfit`).
 
     Where the call runs (jaxlib's: `_arch.where_it_runs` and the plain call's target; XLA's: the
-    architecture), then the plan (`_lower_uncached`, in the plan memo by where it runs) and on
-    jaxlib's route its encoding, kept in `_state.LOWERED_CALLS` under one key for both routes:
-    the route, the avals, the spec (the kernel by identity, kept alive by the key; scalars and
-    metaparameters by exact value), the call graph (`_compile.call_graph_key`), an autotuned
-    kernel's remembered and forced choices and autotune target setting (`_choices.decided`),
-    and where the call runs (on jaxlib's route with `jax.export` and the plain call's target).
-    A key that cannot be hashed skips the memo. A call left undecided, found or made, is told to
-    a tuning session (`_choices.report_undecided`).
+    architecture), then the call lowered (`_lower_uncached`), kept in `_state.LOWERED_CALLS` by
+    one key for both routes: the route, the avals, the spec (the kernel by identity, kept alive
+    by the key; scalars and metaparameters by exact value), the call graph, an autotuned
+    kernel's choices (`_choices.decided`) and where the call runs. A call left undecided, found
+    or made, is told to a tuning session (`_choices.report_undecided`).
     """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     if route == "jaxlib":
@@ -77,16 +74,14 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
                     plain_call_name: str) -> Any:
     """The call lowered for `route`: planned, then on jaxlib's route encoded.
 
-    The plan memo, around the route's plan of the call: what it made of the call,
-    kept for a plain kernel (`_plan.Kept`, in `_state.PLANS`) by `place`, where the call runs as
-    the route names it, and `plan_key`. A later call of the same key gets the kept plan with its
-    launches relaunched for the call (`_plan.relaunch`: the grid, the runtime scalars, the
-    outputs to zero) by the route's `refilled`, unless that is None (the route cannot take
-    them: then planned again). So a plain kernel's new shape or scalar value compiles, lays out
-    and encodes nothing anew, and asks the backend nothing. The call's values are typed once
-    here (`types`, `_spec.argument_types`), for the key and for the plan's layouts
-    (`_plan.launches`). A route's reason not to take the call (`_xla_native.Unfit`) is returned
-    as it is, and nothing kept. An unhashable parameter keeps no plan.
+    The plan memo, around the route's plan of the call: what the route made of a plain kernel's
+    call (`_plan.Kept`, in `_state.PLANS`) by `place`, where the call runs as the route names
+    it, and `plan_key`. A later call of the same key gets the kept plan with its launches
+    relaunched (`_plan.relaunch`: the grid, the runtime scalars, the outputs to zero) by the
+    route's `refilled`, unless that is None (then planned again): a plain kernel's new shape or
+    scalar value compiles, lays out and encodes nothing anew. The call's values are typed once
+    (`_spec.argument_types`), for the key and for the layouts. A route's reason not to take the
+    call (`_xla_native.Unfit`) is returned as it is, and nothing kept.
     """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals, {})

@@ -384,12 +384,7 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
     return tuple(sorted(_registered))  # `registered_platforms()`
 
 
-_installed_registered = False
-
-
-def ensure_registered() -> None:
+@functools.cache
+def ensure_registered() -> tuple[str, ...]:
     """`register()` for the platforms in use, once per process (`triton_call` calls this)."""
-    global _installed_registered
-    if not _installed_registered:
-        register()
-        _installed_registered = True
+    return register()
