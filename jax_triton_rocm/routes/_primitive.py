@@ -180,8 +180,13 @@ def loop_batching_rule(primitive: Any, *, input_output_aliases: Mapping[int, int
     return rule
 
 
-def _one_launch(primitive: Any, size: int, args: list, dims: list, spec: KernelCallSpec):
-    """One launch for the whole batch, the kernel following the `batch_grid_axis` protocol."""
+def batch_rule(primitive: Any, args: list, dims: list, *, spec: KernelCallSpec):
+    """The batching rule of `triton_kernel_p` (`primitive`): a loop, or one launch for the whole
+    batch where the kernel follows the `batch_grid_axis` protocol."""
+    if spec.batch_grid_axis is None:
+        return _loop(primitive, args, dims, {"spec": spec}, spec.input_output_aliases,
+                     spec.out_shapes)
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     operands = [jax.numpy.broadcast_to(a, (size, *a.shape)) if d is None
                 else jax.numpy.moveaxis(a, d, 0) for a, d in zip(args, dims)]
     batch = spec.batch or BatchedLaunch(spec.batch_grid_axis, 1, 0)
@@ -194,15 +199,6 @@ def _one_launch(primitive: Any, size: int, args: list, dims: list, spec: KernelC
         _plan.launch_grid(batched, {}, num_warps=spec.num_warps or _plan.DEFAULT_NUM_WARPS)
     outs = primitive.bind(*operands, spec=batched)
     return list(outs), [0] * len(outs)
-
-
-def batch_rule(primitive: Any, args: list, dims: list, *, spec: KernelCallSpec):
-    """The batching rule of `triton_kernel_p` (`primitive`): a loop, or one batched launch."""
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    if spec.batch_grid_axis is None:
-        return _loop(primitive, args, dims, {"spec": spec}, spec.input_output_aliases,
-                     spec.out_shapes)
-    return _one_launch(primitive, size, args, dims, spec)
 
 
 batching.primitive_batchers[triton_kernel_p] = functools.partial(batch_rule, triton_kernel_p)
