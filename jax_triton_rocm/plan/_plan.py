@@ -38,19 +38,10 @@ MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU T
 
 @dataclasses.dataclass(frozen=True)
 class LaunchLimits:
-    """What one block may use on a target.
-
-    Attributes:
-      arch: the target ("sm_90", "gfx942"), for messages.
-      warp_size: threads per warp (wavefront) the kernel is compiled for.
-      max_threads: threads per block.
-      max_shared_bytes: dynamic shared memory (LDS) per block, or None where the target is not
-        in the vendor's table (then only the launch checks it).
-      max_grid: programs along each grid axis (x, y, z).
-      max_threads_x: threads along the grid's x axis (programs times the block's threads), or
-        None where only `max_grid` bounds it. HIP counts them in 32 bits and refuses more at
-        launch.
-    """
+    """What one block may use on a target (`arch`, for messages), with `warp_size` threads per
+    warp. `max_shared_bytes`: None where the target is not in the vendor's table (then only the
+    launch checks it). `max_threads_x`: threads along the grid's x axis (programs times the
+    block's threads), where more than `max_grid` bounds them (HIP counts them in 32 bits)."""
 
     arch: str
     warp_size: int
@@ -102,18 +93,11 @@ class GpuArch:
 
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
-    """One way to launch the kernel.
-
-    Attributes:
-      constexprs: constexpr values by parameter name.
-      num_warps, num_stages: compile settings (None: the backend's default).
-      num_ctas: CTAs per cluster.
-      options: vendor compile options (waves_per_eu, matrix_instr_nonkdim, kpack, maxnreg).
-      description: shown by jaxlib's autotuner (Triton's text for the config).
-      meta: what a callable `grid` or `zeroed_outputs` receives: the arguments by name, the
-        constexprs and the launch settings, as Triton's launcher gives them to a grid.
-      positional: the call's layout with the tensor descriptors whose block shape the config's
-        `pre_hook` set (`_hooks`); None where it is the spec's own.
+    """One way to launch the kernel: constexprs by name, the settings (None: the backend's
+    default), vendor compile `options` and Triton's `description` of the config. `meta` is what
+    a callable `grid` or `zeroed_outputs` receives (the arguments by name, the constexprs and the
+    launch settings, as Triton's launcher gives them); `positional` the call's layout with the
+    descriptors the config's `pre_hook` re-blocked (`_hooks`), None where it is the spec's own.
     """
 
     constexprs: dict[str, Any]
@@ -159,20 +143,12 @@ DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
 
 @dataclasses.dataclass(frozen=True)
 class LaunchSite:
-    """What the plan needs to know of where the launches run.
-
-    Attributes:
-      triton_backend: Triton's compiler backend class (it parses specialisation attributes).
-      limits: what a block and a grid may use there; None where nothing is checked.
-      compile_options: every vendor's compile options (the vendor table's `COMPILE_OPTIONS`):
-        what a config or a heuristic may set beside the kernel's parameters and the launch
-        settings (each backend passes on only its own).
-      check_ctas: raises if clusters of that many CTAs cannot launch there.
-      first_config_only: launch the first configuration only (no timing happens there).
-      name: the target as messages name it ("sm_90").
-      fp8_types: Triton's fp8 types the target's compiler takes ("fp8e4nv", ...); None where
-        any is taken.
-    """
+    """What the plan needs to know of where the launches run: Triton's compiler backend class
+    (it parses specialisation attributes), the `limits` (None: nothing checked), every vendor's
+    compile options (what a config or heuristic may set beside the parameters and settings),
+    `check_ctas` (raises for clusters that cannot launch there), whether only the first config
+    launches (no timing there), the target's name, and the fp8 types its compiler takes (None:
+    any)."""
 
     triton_backend: Any
     limits: LaunchLimits | None

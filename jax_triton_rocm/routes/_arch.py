@@ -174,23 +174,6 @@ def named_in_force(archs: dict[str, str]) -> Iterator[dict[str, str]]:
         yield merged
 
 
-def _env_changed_error(now: str | None) -> RuntimeError:
-    """The error for `JAX_TRITON_ROCM_TARGET_ARCH` set, changed or unset after it was read."""
-    then = "unset" if _ENV_AS_READ is None else f"{_ENV_AS_READ!r}"
-    done = "unset" if now is None else f"set to {now!r}"
-    try:
-        example = ", ".join(f"{p}={a!r}" for p, a in _parse_env(now or "").items())
-    except ValueError:
-        example = ""
-    example = example or f"cuda={_vendors.vendor('cuda').example_arch!r}"
-    return RuntimeError(
-        f"{_env.ENV_TARGET_ARCH} was {done} too late: jax_triton_rocm read it when it was imported "
-        f"({then} then), and a change after that has no effect in this process. Set it before "
-        f"Python starts (in the shell) or before `import jax_triton_rocm` (and before JAX starts "
-        f"its backends, which imports it), or name the architecture in code: `with "
-        f"jax_triton_rocm.target_arch({example}):` around the lowering.")
-
-
 def named_arch(platform: str) -> GpuArch | None:
     """The architecture named for `platform` by `target_arch`, else by the environment, if any.
 
@@ -201,8 +184,21 @@ def named_arch(platform: str) -> GpuArch | None:
     value = _ARCH_STATE.value
     if not isinstance(value, tuple):  # no target_arch() in force
         now = _env.target_arch()
-        if now != _ENV_AS_READ:
-            raise _env_changed_error(now)
+        if now != _ENV_AS_READ:  # set, changed or unset after it was read
+            then = "unset" if _ENV_AS_READ is None else f"{_ENV_AS_READ!r}"
+            done = "unset" if now is None else f"set to {now!r}"
+            try:
+                example = ", ".join(f"{p}={a!r}" for p, a in _parse_env(now or "").items())
+            except ValueError:
+                example = ""
+            example = example or f"cuda={_vendors.vendor('cuda').example_arch!r}"
+            raise RuntimeError(
+                f"{_env.ENV_TARGET_ARCH} was {done} too late: jax_triton_rocm read it when it was "
+                f"imported ({then} then), and a change after that has no effect in this process. "
+                f"Set it before Python starts (in the shell) or before `import jax_triton_rocm` "
+                f"(and before JAX starts its backends, which imports it), or name the "
+                f"architecture in code: `with jax_triton_rocm.target_arch({example}):` around "
+                f"the lowering.")
     archs = _parse_env(value) if isinstance(value, str) else dict(value or ())
     if platform not in archs:
         return None
