@@ -135,11 +135,9 @@ def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     values; None for a kernel with an autotuner or heuristics (they see shapes and values).
 
     A new length or batch size changes no configuration, layout or binary of a plain kernel, only
-    its grid, the scalars it receives and what a callable grid or `zeroed_outputs` sees: `relaunch`
-    refills those. The key holds the kernel (by identity), the positional entries as they compile
-    (`_spec.compile_view`), the dtypes and which arrays are 0-d, the metaparameters (by exact
-    value) and every setting that reaches the compiler. `types`: the call's values as typed for
-    the plan (`_lower_uncached`), whose `view` is that `compile_view`; None types them here.
+    what `_plan.relaunch` refills. The key holds the kernel (by identity), the positional entries
+    as they compile (`_spec.compile_view`, the `view` of `types` where given), the dtypes and
+    which arrays are 0-d, the metaparameters (by exact value) and every compiler setting.
 
     Raises:
       TypeError: a value that cannot be hashed (the caller then keeps no plan).

@@ -265,15 +265,10 @@ def _deflate_piece(piece: bytes) -> tuple[bytes, int]:
 def _between(data: bytes, *, last: bool) -> bytes:
     """The bytes between pieces (or after the last) as deflate blocks: a stored block when
     short (its header byte, its length and the length's complement, then the bytes as they are;
-    the stream is byte-aligned there), else deflated; the last ends the stream."""
-    if len(data) > _STORED_MAX:
-        return _deflate_small(data, last=last)
-    return bytes((1 if last else 0,)) + struct.pack("<HH", len(data), len(data) ^ 0xFFFF) + data
-
-
-def _deflate_small(data: bytes, *, last: bool) -> bytes:
-    """Raw deflate of the few bytes between pieces, with a window small enough to set up in a
+    the stream is byte-aligned there), else deflated with a window small enough to set up in a
     microsecond (a full one takes tens); the last ends the stream."""
-    compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -9, 1)
-    return compressor.compress(data) + compressor.flush(zlib.Z_FINISH if last
-                                                        else zlib.Z_FULL_FLUSH)
+    if len(data) > _STORED_MAX:
+        compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -9, 1)
+        return compressor.compress(data) + compressor.flush(zlib.Z_FINISH if last
+                                                            else zlib.Z_FULL_FLUSH)
+    return bytes((1 if last else 0,)) + struct.pack("<HH", len(data), len(data) ^ 0xFFFF) + data

@@ -47,22 +47,16 @@ class TmaDescriptor:
     oob_fill: int
 
 
-def _triton_expansion() -> Callable[..., list] | None:
-    """Triton's own expansion of descriptor types into launch types (`expand_signature`, which
-    newer Triton shares between its launchers), or None where each launcher keeps it (3.6)."""
-    try:
-        from triton.backends.driver import expand_signature
-    except ImportError:
-        return None
-    return expand_signature
-
-
 def launch_types(sig_type: str, encoded: bool, vendor: Vendor) -> list[str]:
     """The types of the launch parameters one descriptor parameter of signature type
     `sig_type` becomes, `encoded` where the kernel has `tensordesc_meta`."""
-    expansion = _triton_expansion()
-    if expansion is not None:
-        return list(expansion([sig_type], [{}] if encoded else None, vendor.encoded_descriptor))
+    try:  # Triton's own expansion, which newer Triton shares between its launchers
+        from triton.backends.driver import expand_signature
+    except ImportError:  # each launcher keeps its own (3.6)
+        pass
+    else:
+        return list(expand_signature([sig_type], [{}] if encoded else None,
+                                     vendor.encoded_descriptor))
     rank = sig_type.split("[", 1)[1].split("]", 1)[0].count(",") + 1
     element = sig_type.split("<", 1)[1].split("[", 1)[0]
     head = [vendor.encoded_descriptor] if encoded else ["*" + element] + ["i64"] * 2 * rank + ["i1"]
