@@ -398,9 +398,9 @@ def launch_problem(compiled: Any, limits: LaunchLimits) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class Kept:
-    """A route's plan of one call as the plan memo keeps it (`_lowering._lower_uncached`): what the route made
-    of it (`made`: the compiled kernels and their images, or the call), its launches as planned, and
-    the target's launch limits, which `relaunch` refills them within."""
+    """A route's plan of one call as the plan memo (`_lowering._lower_uncached`) keeps it: what
+    the route made of it (`made`: the compiled kernels and their images, or the call), its
+    launches as planned, and the target's launch limits, which `relaunch` refills them within."""
 
     made: Any
     launches: tuple[Launch, ...]

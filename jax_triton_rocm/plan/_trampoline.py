@@ -22,13 +22,14 @@ import hashlib
 import linecache
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.spec import _layout, _spec
 from jax_triton_rocm.spec._layout import ArgSource
 from jax_triton_rocm.spec._spec import Unwrapped
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
+    from jax_triton_rocm.plan._plan import Launch
 
 # The generated code's own names start with this, so they never shadow a kernel parameter.
 _PREFIX = "_jtr_"
@@ -44,9 +45,9 @@ LARGEST_SCALE = 128
 
 @dataclasses.dataclass(frozen=True)
 class Compiled:
-    """What a route compiles for one launch: the user's kernel or a trampoline (`jit_fn`), the
-    arguments laid onto its parameters in the order the route passes them (`bound`), and for
-    XLA's call the runtime scalars passed as 0-d operands after the call's own, each with the
+    """What XLA's route compiles for one launch: the user's kernel or a trampoline (`jit_fn`), the
+    arguments laid onto its parameters in the order the route passes them (`bound`), and the
+    runtime scalars passed as 0-d operands after the call's own, each with the
     factor the trampoline multiplies it back by (`scale`, else 1)."""
 
     jit_fn: JITFunction
@@ -55,11 +56,11 @@ class Compiled:
     scalar_scales: tuple[int, ...] = ()
 
 
-def for_jaxlib(kernel: Unwrapped, bound: _layout.BoundKernel, n_inputs: int) -> Compiled:
-    """The kernel as jaxlib's call launches it: jaxlib hands the array parameters, in kernel order,
+def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int) -> Launch:
+    """`launch` as jaxlib's call launches it: jaxlib hands the array parameters, in kernel order,
     the operands' buffers and then the results'. A kernel whose buffer parameters are in another
     order gets a trampoline with them in that order (its other parameters keep theirs)."""
-    jit_fn = kernel.jit_fn
+    jit_fn, bound = kernel.jit_fn, launch.bound
     first: dict[int, int] = {}
     owner: dict[int, int] = {}  # a parameter given a buffer another already has: that one
     holder: dict[int, int] = {}
@@ -85,12 +86,13 @@ def for_jaxlib(kernel: Unwrapped, bound: _layout.BoundKernel, n_inputs: int) -> 
     buffers = list(first)
     ordered = sorted(buffers, key=first.get)
     if ordered == buffers and not owner:
-        return Compiled(jit_fn, bound)
+        return _values.replaced(launch, jit_fn=jit_fn)
     names = list(jit_fn.arg_names)
     order = ordered + [i for i in range(len(names)) if i not in first and i not in owner]
     body = f"    {_CALLEE}({', '.join([names[owner.get(u, u)] for u in range(len(names))])})\n"
     trampoline = _trampoline(kernel, [names[i] for i in order], {}, body)
-    return Compiled(trampoline, _reordered(_without(bound, set(owner)), order, names))
+    return _values.replaced(launch, bound=_reordered(_without(bound, set(owner)), order, names),
+                            jit_fn=trampoline)
 
 
 def _without(bound: _layout.BoundKernel, positions: set[int]) -> _layout.BoundKernel:

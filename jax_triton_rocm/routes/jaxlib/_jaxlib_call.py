@@ -20,7 +20,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _compat, _values
+from jax_triton_rocm.base import _compat
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.plan._plan import GpuArch
@@ -60,7 +60,8 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
     compiled and fits the architecture, as the plan memo keeps them (`_plan.Kept`, with the
     launches as planned and the architecture's launch limits). A kernel that fails to compile is
     asked whether the call's arguments line up with its parameters (`_kinds.check_failed`)."""
-    ordered = [_in_buffer_order(spec, launch, len(in_avals)) for launch in launches]
+    ordered = [_trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals))
+               for launch in launches]
     try:
         compiled = _compile.compiled_launches(
             ordered, spec, answers.triton_gpu_target, arch=answers.arch.arch,
@@ -84,7 +85,7 @@ def refilled(spec: KernelCallSpec, n_inputs: int, planned: list[tuple],
     """A kept plan (`plan`'s) with the launches of a new call (`_plan.relaunch`), each as jaxlib
     launches it, with the kept kernels and images: a new shape or runtime scalar value compiles,
     lays out and encodes no kernel anew, and asks the backend nothing."""
-    return [(launch, _in_buffer_order(spec, launch, n_inputs), kernel, image)
+    return [(launch, _trampoline.for_jaxlib(spec.unwrapped, launch, n_inputs), kernel, image)
             for launch, (_, _, kernel, image) in zip(launches, planned)]
 
 
@@ -142,14 +143,6 @@ def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
         has_side_effect=spec.has_side_effect,
         cost_estimate=spec.cost_estimate,
     )
-
-
-def _in_buffer_order(spec: KernelCallSpec, launch: _plan.Launch,
-                     n_inputs: int) -> _plan.Launch:
-    """`launch` as jaxlib launches it: its kernel, or a trampoline that takes the buffers in
-    jaxlib's order (`plan._trampoline.for_jaxlib`)."""
-    compiled = _trampoline.for_jaxlib(spec.unwrapped, launch.bound, n_inputs)
-    return _values.replaced(launch, bound=compiled.bound, jit_fn=compiled.jit_fn)
 
 
 def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, answers: ArchAnswers,
