@@ -15,6 +15,7 @@ and XLA's own (`_xla_native`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 from typing import TYPE_CHECKING
@@ -104,7 +105,7 @@ def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
     # descriptor's by `_tma`).
     chosen = [(launch, kernel, _params.kernel_call(
         image, launch, out_avals, spec.input_output_aliases,
-        _tma.descriptor_params(kernel, where.features, where.arch)))
+        functools.partial(_tma.descriptor_params, kernel, where.features, where.arch)))
         for _, launch, kernel, image in planned]
     undecided = None
     kind = None if len(chosen) == 1 else _arch.device_kind(backend.platform, ctx.module_context)

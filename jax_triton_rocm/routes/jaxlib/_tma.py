@@ -14,7 +14,7 @@ as the kernel's `tensordesc_meta` tells:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -151,24 +151,19 @@ def check_launchable(vendor: Vendor, features: _vendors.PluginFeatures, *, kerne
             f"(tl.make_tensor_descriptor, which needs jax {since} as well).")
 
 
-def descriptor_params(compiled: Any, features: _vendors.PluginFeatures,
-                      arch: Any) -> Callable[[TensorDescriptor, int], list[_params.Param]]:
-    """`params(descriptor, i)`: the jaxlib parameters of the kernel's descriptor number `i`
-    (in launch order), as `compiled` (a `compile._compile.CompiledKernel`) takes them on
-    `arch` (a `plan._plan.GpuArch`).
+def descriptor_params(compiled: Any, features: _vendors.PluginFeatures, arch: Any,
+                      desc: TensorDescriptor, i: int) -> list[_params.Param]:
+    """The jaxlib parameters of `desc`, the kernel's descriptor number `i` (in launch order), as
+    `compiled` (a `compile._compile.CompiledKernel`) takes them on `arch` (a `GpuArch`).
 
-    Raises (when called):
+    Raises:
       NotImplementedError: the plugin cannot encode the kernel's TMA descriptors
         (`check_launchable`), or a layout this package does not fill.
       ValueError: a descriptor TMA cannot encode.
     """
     metas = list(compiled.metadata.get("tensordesc_meta") or ())
-
-    def params(desc: TensorDescriptor, i: int) -> list[_params.Param]:
-        vendor = _vendors.vendor(arch.platform)  # asked only of a kernel with descriptors
-        if metas:
-            check_launchable(vendor, features, kernel=compiled.name, arch=arch.arch)
-        types = launch_types(signature_type(desc), bool(metas), vendor)
-        return one_descriptor_params(desc, types, metas[i] if metas else None)
-
-    return params
+    vendor = _vendors.vendor(arch.platform)
+    if metas:
+        check_launchable(vendor, features, kernel=compiled.name, arch=arch.arch)
+    types = launch_types(signature_type(desc), bool(metas), vendor)
+    return one_descriptor_params(desc, types, metas[i] if metas else None)
