@@ -307,7 +307,7 @@ ELSEWHERE = (
     ("routes._choices", "_swept", "choice folders swept of dead writers' files"),
     ("routes._choices", "_warned", "choice files already warned about"),
     ("routes._primitive", "_registered", "platforms with the lowering rule registered"),
-    ("routes._primitive", "_installed_registered", "whether the installed ones are"),
+    ("routes._primitive", "ensure_registered", "whether the installed ones are (cached)"),
     ("routes._primitive", "_routes", "each platform's routes (cached)"),
     ("routes.cpu._fallback", "_explained", "one CPU fallback warning per process"),
     ("routes.cpu._interpret_floats", "_formats", "float formats (cached)"),
