@@ -251,10 +251,10 @@ LOWERED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # Calls whose arguments were laid out without error (`spec._layout.check_kernel_arguments`).
 CHECKED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # Plain kernels' launches, compiled kernels and images (or XLA's call) by all but the shapes and
-# runtime scalar values (`routes._lowering.kept`), each with its kernel object (its id is in the key).
+# runtime scalar values (`routes._lowering._lower_uncached`), each with its kernel object (its
+# id is in the key).
 PLANS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-# Each kernel image's encoding and its deflated bytes (`routes.jaxlib._proto`,
-# `routes.jaxlib._opaque`).
+# Each kernel image's encoding and its deflated bytes (`routes.jaxlib._proto`).
 KERNEL_BYTES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 DEFLATED_KERNELS = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 # Each compiled CUBIN as jaxlib's call carries it, without its PTX text (`backends._cuda`): one
@@ -307,7 +307,7 @@ ELSEWHERE = (
     ("routes._choices", "_swept", "choice folders swept of dead writers' files"),
     ("routes._choices", "_warned", "choice files already warned about"),
     ("routes._primitive", "_registered", "platforms with the lowering rule registered"),
-    ("routes._primitive", "_installed_registered", "whether the installed ones are"),
+    ("routes._primitive", "ensure_registered", "whether the installed ones are (cached)"),
     ("routes._primitive", "_routes", "each platform's routes (cached)"),
     ("routes.cpu._interpret", "_explained", "one CPU fallback warning per process"),
     ("routes.cpu._shard_callbacks", "_ROUTE", "the shard callback route of this context"),

@@ -1,23 +1,14 @@
-"""The launches of one call: a spec, the operands' types and a target turned into what a route
-launches. Every route asks this module, and nothing else decides these things: jaxlib's Triton
-call (`routes.jaxlib._jaxlib_call`) compiles each launch and encodes them all; XLA's
-(`routes.xla._xla_native`) compiles its one launch; Triton's interpreter
-(`routes.cpu._interpret`) runs the first; the `jax.vmap` rule (`routes._primitive.batch_rule`)
-checks a batched call's grid with `launch_grid`.
+"""The launches of one call, which every route asks and nothing else decides: per launch
+configuration (`launches`: one for a plain kernel, several for an autotuned one) the constexprs
+and compile options, the warps, the grid, the outputs to zero and the arguments laid onto the
+kernel's parameters (`_layout`).
 
-Per launch configuration (`launches`: one for a plain kernel, several for an autotuned one): the
-constexprs and compile options, the number of warps, the grid (a callable one evaluated and
-normalised; batched along `batch_grid_axis` under `jax.vmap`), within the target's limits, the
-outputs to zero, and the arguments laid onto the kernel's parameters (`_layout`).
-
-The target a call compiles for (`GpuArch`), and what one block may use there (`LaunchLimits`,
-filled in by each vendor's backend), checked at lowering instead of failing at launch, and
-again once compiled (`launchable_kernels`, `launch_problem`): a plain call that breaks a limit
-gets a ValueError naming the setting, the target and the limit; an autotuned call drops the
-configs that break one, and fails only when none is left.
-
-The order in which heuristics, configs and hooks run, and what each sees: docs/design.md,
-"Launch configurations".
+What one block may use on the target (`LaunchLimits`, filled in by each vendor's backend) is
+checked at lowering instead of failing at launch, and again once compiled
+(`launchable_kernels`, `launch_problem`): a plain call that breaks a limit gets a ValueError
+naming the setting, the target and the limit; an autotuned call drops the configs that break
+one, and fails only when none is left. The order in which heuristics, configs and hooks run:
+docs/design.md, "Launch configurations".
 """
 
 from __future__ import annotations
@@ -47,19 +38,10 @@ MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU T
 
 @dataclasses.dataclass(frozen=True)
 class LaunchLimits:
-    """What one block may use on a target.
-
-    Attributes:
-      arch: the target ("sm_90", "gfx942"), for messages.
-      warp_size: threads per warp (wavefront) the kernel is compiled for.
-      max_threads: threads per block.
-      max_shared_bytes: dynamic shared memory (LDS) per block, or None where the target is not
-        in the vendor's table (then only the launch checks it).
-      max_grid: programs along each grid axis (x, y, z).
-      max_threads_x: threads along the grid's x axis (programs times the block's threads), or
-        None where only `max_grid` bounds it. HIP counts them in 32 bits and refuses more at
-        launch.
-    """
+    """What one block may use on a target (`arch`, for messages), with `warp_size` threads per
+    warp. `max_shared_bytes`: None where the target is not in the vendor's table (then only the
+    launch checks it). `max_threads_x`: threads along the grid's x axis (programs times the
+    block's threads), where more than `max_grid` bounds them (HIP counts them in 32 bits)."""
 
     arch: str
     warp_size: int
@@ -111,18 +93,11 @@ class GpuArch:
 
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
-    """One way to launch the kernel.
-
-    Attributes:
-      constexprs: constexpr values by parameter name.
-      num_warps, num_stages: compile settings (None: the backend's default).
-      num_ctas: CTAs per cluster.
-      options: vendor compile options (waves_per_eu, matrix_instr_nonkdim, kpack, maxnreg).
-      description: shown by jaxlib's autotuner (Triton's text for the config).
-      meta: what a callable `grid` or `zeroed_outputs` receives: the arguments by name, the
-        constexprs and the launch settings, as Triton's launcher gives them to a grid.
-      positional: the call's layout with the tensor descriptors whose block shape the config's
-        `pre_hook` set (`_hooks`); None where it is the spec's own.
+    """One way to launch the kernel: constexprs by name, the settings (None: the backend's
+    default), vendor compile `options` and Triton's `description` of the config. `meta` is what
+    a callable `grid` or `zeroed_outputs` receives (the arguments by name, the constexprs and the
+    launch settings, as Triton's launcher gives them); `positional` the call's layout with the
+    descriptors the config's `pre_hook` re-blocked (`_hooks`), None where it is the spec's own.
     """
 
     constexprs: dict[str, Any]
@@ -168,20 +143,12 @@ DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
 
 @dataclasses.dataclass(frozen=True)
 class LaunchSite:
-    """What the plan needs to know of where the launches run.
-
-    Attributes:
-      triton_backend: Triton's compiler backend class (it parses specialisation attributes).
-      limits: what a block and a grid may use there; None where nothing is checked.
-      compile_options: every vendor's compile options (the vendor table's `COMPILE_OPTIONS`):
-        what a config or a heuristic may set beside the kernel's parameters and the launch
-        settings (each backend passes on only its own).
-      check_ctas: raises if clusters of that many CTAs cannot launch there.
-      first_config_only: launch the first configuration only (no timing happens there).
-      name: the target as messages name it ("sm_90").
-      fp8_types: Triton's fp8 types the target's compiler takes ("fp8e4nv", ...); None where
-        any is taken.
-    """
+    """What the plan needs to know of where the launches run: Triton's compiler backend class
+    (it parses specialisation attributes), the `limits` (None: nothing checked), every vendor's
+    compile options (what a config or heuristic may set beside the parameters and settings),
+    `check_ctas` (raises for clusters that cannot launch there), whether only the first config
+    launches (no timing there), the target's name, and the fp8 types its compiler takes (None:
+    any)."""
 
     triton_backend: Any
     limits: LaunchLimits | None
@@ -193,8 +160,7 @@ class LaunchSite:
 
 
 def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
-    """The host, where Triton's interpreter runs the first configuration, unchecked; a config
-    or a heuristic may set any of `compile_options` (`LaunchSite.compile_options`)."""
+    """The host, where Triton's interpreter runs the first configuration, unchecked."""
     from triton.backends.compiler import BaseBackend
 
     return LaunchSite(BaseBackend, None, compile_options, first_config_only=True)
@@ -202,17 +168,9 @@ def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
-    """One launch of the kernel.
-
-    Attributes:
-      config: the launch configuration (constexprs, settings, what a callable grid saw).
-      num_warps: warps per program (the configuration's, else Triton's default).
-      grid: three program counts, within the target's limits.
-      zeroed: output indices zeroed before the launch.
-      bound: the arguments laid onto the parameters of `jit_fn`.
-      jit_fn: the function to compile: the call's kernel, or a route's trampoline around it
-        (`_trampoline`).
-    """
+    """One launch of the kernel: its configuration, warps per program, grid (within the
+    target's limits), the outputs zeroed before it, and the arguments (`bound`) laid onto
+    `jit_fn`'s parameters (the call's kernel, or a route's trampoline around it)."""
 
     config: LaunchConfig
     num_warps: int
@@ -225,13 +183,6 @@ class Launch:
     def description(self) -> str:
         """The configuration as jaxlib's autotuner shows it ("" for a plain call)."""
         return self.config.description
-
-
-def _unbatched_meta(meta: dict[str, Any], depth: int) -> dict[str, Any]:
-    """`meta` with the `depth` leading batch dimensions taken off every array's shape."""
-    return {name: jax.ShapeDtypeStruct(tuple(value.shape)[depth:], value.dtype)
-            if hasattr(value, "shape") and hasattr(value, "dtype") else value
-            for name, value in meta.items()}
 
 
 _META_FIX = ("It receives the kernel's arguments by name (arrays as their shape and dtype), the "
@@ -253,8 +204,10 @@ def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, num_warps: int,
     grid, what = spec.grid, "grid"
     if isinstance(grid, MetaGrid):
         what = f"grid(meta) for config ({description})" if description else "grid(meta)"
-        if spec.batch is not None:
-            meta = _unbatched_meta(meta, spec.batch.depth)
+        if spec.batch is not None:  # the grid sees the unbatched shapes
+            meta = {name: jax.ShapeDtypeStruct(tuple(value.shape)[spec.batch.depth:], value.dtype)
+                    if hasattr(value, "shape") and hasattr(value, "dtype") else value
+                    for name, value in meta.items()}
         grid = normalize_grid(_callbacks.call(grid.fn, meta, what=what, given=meta,
                                               fix=f"Fix the grid function. {_META_FIX}"),
                               what=what)
@@ -289,13 +242,12 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
     configurations, then, for each one that can launch there, its warps, grid, outputs to
     zero and arguments laid onto the kernel's parameters.
 
-    A config's `triton.Config` pre_hook (`_hooks.run`) runs before the heuristics inside the
-    autotuner: the descriptors it re-blocks give the config its own layout (`positional`), and what
-    it left in the arguments by name is what those heuristics and a grid see. Each config's NumPy
-    scalar constexprs become the Python scalars they equal (so that `np.int64(256)` compiles, and
-    compiles as `256` does: `_values.plain_constexpr`), and `meta` holds what a grid sees. `types`:
-    the call's values as typed for the plan (`_lowering.kept`), which a config's layout takes with
-    its own constexprs unless a pre_hook re-laid it out; None types them here.
+    A config's pre_hook (`_hooks.run`) runs before the heuristics inside the autotuner: the
+    descriptors it re-blocks give the config its own layout (`positional`), and what it left in
+    the arguments by name is what those heuristics and a grid see. NumPy scalar constexprs become
+    the Python scalars they equal (`_values.plain_constexpr`), so `np.int64(256)` compiles as
+    `256` does. `types`: the call's values as typed for the plan memo, which a config's layout
+    takes with its own constexprs unless a pre_hook re-laid it out; None types them here.
 
     Raises:
       NotImplementedError: an autotuner feature jaxlib cannot honour (names the alternative).
@@ -347,8 +299,10 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
                                 else f"set by @triton.heuristics on kernel {kernel}")
         options = (_values.compile_options(config.options, where=source) if config.options
                    else config.options)
-        constexprs = {k: _values.plain_constexpr(v) for k, v in config.constexprs.items()}
-        config = dataclasses.replace(config, constexprs=constexprs, options=options)
+        config = LaunchConfig(
+            {k: _values.plain_constexpr(v) for k, v in config.constexprs.items()},
+            config.num_warps, config.num_stages, config.num_ctas, options, config.description,
+            positional=config.positional)
         configs.append(dataclasses.replace(config, meta={**seen, **config.kwargs_view()}))
     if site.first_config_only:
         configs = configs[:1]
@@ -444,9 +398,9 @@ def launch_problem(compiled: Any, limits: LaunchLimits) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class Kept:
-    """A route's plan of one call as the plan memo keeps it (`_lowering.kept`): what the route made
-    of it (`made`: the compiled kernels and their images, or the call), its launches as planned, and
-    the target's launch limits, which `relaunch` refills them within."""
+    """A route's plan of one call as the plan memo (`_lowering._lower_uncached`) keeps it: what
+    the route made of it (`made`: the compiled kernels and their images, or the call), its
+    launches as planned, and the target's launch limits, which `relaunch` refills them within."""
 
     made: Any
     launches: tuple[Launch, ...]

@@ -4,19 +4,14 @@ generated trampoline that calls it.
 jaxlib's Triton call hands the kernel's pointer parameters the call's operands and then its
 results, in order; XLA's hands it one pointer per operand and per result and nothing else. A
 kernel whose output pointer comes before an input's (`softmax(out, x, ...)`), or that takes
-runtime scalars, does not fit that order as written. Rather than copying or zero-filling
-buffers to make it fit, the lowering compiles a trampoline: a `@triton.jit` (or `@gluon.jit`)
-function, generated here, whose parameters are in the route's order and whose body is one call
-of the user's kernel in the kernel's own order. Triton inlines the call, so the binary runs the
-user's code; the trampoline is named like the kernel's symbol, so profilers and jaxlib show its
-name.
+runtime scalars, does not fit that order as written. Rather than copying buffers, the lowering
+compiles a trampoline: a generated `@triton.jit` (or `@gluon.jit`) function whose parameters are
+in the route's order and whose body calls the user's kernel in its own order. Triton inlines
+the call; the trampoline is named like the kernel's symbol, so profilers and jaxlib show it.
 
 For XLA's call, each runtime scalar becomes a 0-d operand that the trampoline loads, and an int
 of Triton's divisible-by-16 class travels divided by its scale (`scale`), which the trampoline
 multiplies back, so that the divisibility is in the arithmetic (docs/routes.md says why).
-Configs, heuristics and `do_not_specialize` were applied to the user's kernel before the
-trampoline is made: its parameters need not be named like the kernel's, though they are where
-one buffer fills one parameter, so that the IR reads like the kernel.
 """
 
 from __future__ import annotations
@@ -27,13 +22,14 @@ import hashlib
 import linecache
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.spec import _layout, _spec
 from jax_triton_rocm.spec._layout import ArgSource
 from jax_triton_rocm.spec._spec import Unwrapped
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
+    from jax_triton_rocm.plan._plan import Launch
 
 # The generated code's own names start with this, so they never shadow a kernel parameter.
 _PREFIX = "_jtr_"
@@ -49,18 +45,10 @@ LARGEST_SCALE = 128
 
 @dataclasses.dataclass(frozen=True)
 class Compiled:
-    """What a route compiles for one launch: the function and the arguments laid onto it.
-
-    Attributes:
-      jit_fn: the user's kernel, or a trampoline that calls it.
-      bound: the launch's arguments laid onto `jit_fn`'s parameters; its sources are in the
-        order the route passes them.
-      scalar_operands: for XLA's call, the runtime scalars the route passes as 0-d operands,
-        after the call's own operands, in this order.
-      scalar_scales: for each of `scalar_operands`, the factor the trampoline multiplies the
-        loaded value by (`scale` of an int in Triton's divisible-by-16 class, else 1): its
-        operand holds the value divided by it.
-    """
+    """What XLA's route compiles for one launch: the user's kernel or a trampoline (`jit_fn`), the
+    arguments laid onto its parameters in the order the route passes them (`bound`), and the
+    runtime scalars passed as 0-d operands after the call's own, each with the
+    factor the trampoline multiplies it back by (`scale`, else 1)."""
 
     jit_fn: JITFunction
     bound: _layout.BoundKernel
@@ -68,27 +56,19 @@ class Compiled:
     scalar_scales: tuple[int, ...] = ()
 
 
-def _buffer_index(source: ArgSource, n_inputs: int) -> int | None:
-    """The source's place among the buffers a route passes (operands, then results)."""
-    if source.kind in ("input", "descriptor"):
-        return source.index
-    if source.kind == "output":
-        return n_inputs + source.index
-    return None
-
-
-def for_jaxlib(kernel: Unwrapped, bound: _layout.BoundKernel, n_inputs: int) -> Compiled:
-    """The kernel as jaxlib's call launches it: jaxlib hands the array parameters, in kernel order,
+def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int) -> Launch:
+    """`launch` as jaxlib's call launches it: jaxlib hands the array parameters, in kernel order,
     the operands' buffers and then the results'. A kernel whose buffer parameters are in another
     order gets a trampoline with them in that order (its other parameters keep theirs)."""
-    jit_fn = kernel.jit_fn
+    jit_fn, bound = kernel.jit_fn, launch.bound
     first: dict[int, int] = {}
     owner: dict[int, int] = {}  # a parameter given a buffer another already has: that one
     holder: dict[int, int] = {}
     for source in bound.sources:
-        index = _buffer_index(source, n_inputs)
-        if index is None:
+        if source.kind not in ("input", "descriptor", "output"):
             continue
+        # Its place among the buffers jaxlib passes: the operands, then the results.
+        index = source.index + (n_inputs if source.kind == "output" else 0)
         if index in holder and holder[index] != source.position:
             if source.path or source.kind != "input" or any(
                     s.path for s in bound.sources if s.position == holder[index]):
@@ -106,12 +86,13 @@ def for_jaxlib(kernel: Unwrapped, bound: _layout.BoundKernel, n_inputs: int) -> 
     buffers = list(first)
     ordered = sorted(buffers, key=first.get)
     if ordered == buffers and not owner:
-        return Compiled(jit_fn, bound)
+        return _values.replaced(launch, jit_fn=jit_fn)
     names = list(jit_fn.arg_names)
     order = ordered + [i for i in range(len(names)) if i not in first and i not in owner]
     body = f"    {_CALLEE}({', '.join([names[owner.get(u, u)] for u in range(len(names))])})\n"
     trampoline = _trampoline(kernel, [names[i] for i in order], {}, body)
-    return Compiled(trampoline, _reordered(_without(bound, set(owner)), order, names))
+    return _values.replaced(launch, bound=_reordered(_without(bound, set(owner)), order, names),
+                            jit_fn=trampoline)
 
 
 def _without(bound: _layout.BoundKernel, positions: set[int]) -> _layout.BoundKernel:

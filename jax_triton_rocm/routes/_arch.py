@@ -1,21 +1,12 @@
 """Which GPU architecture a lowering compiles for, and where its kernels will run.
 
-In order: `target_arch(...)` in force on the thread (`api._target_arch`); the environment
-variable `JAX_TRITON_ROCM_TARGET_ARCH` (read when JAX starts); the devices the computation is
-lowered for (every one of them, not device 0: they must agree); the local devices of the
-platform's backend. With none of these (a machine without that GPU), lowering raises an error
-that says how to name one.
-
-The named architectures live in a JAX config state that JAX includes in its trace and jit cache
+In order: `target_arch(...)` in force on the thread; `JAX_TRITON_ROCM_TARGET_ARCH` (read once,
+when this module is imported: a later change raises an error saying so); the devices the
+computation is lowered for (all of them: they must agree); the platform's local devices. The
+named architectures live in a JAX config state that JAX includes in its trace and jit cache
 keys, so a function traced under one `target_arch` is never served a lowering made for another.
-JAX reads the variable into that state once, when this module is imported (by `import
-jax_triton_rocm`, or by JAX's plugin discovery when its backends start); a later change to it
-would be ignored, so reading the architecture then raises an error saying so.
-
-Where a lowering's kernels will run, beside what they compile for (above): whether the
-lowering is for `jax.export`, the kind of GPU it runs on (remembered autotune choices,
-`routes._choices`, are per kind), and devices whose architecture differs from a call's own
-compile target.
+Where the kernels run: whether the lowering is for `jax.export`, the kind of GPU (autotune
+choices are per kind), and devices whose architecture differs from a call's own target.
 """
 
 from __future__ import annotations
@@ -23,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from jax._src import config
@@ -44,12 +35,10 @@ if TYPE_CHECKING:
 @dataclasses.dataclass(frozen=True)
 class Where:
     """Where a call runs, and what decides its lowering beyond the call and its operands: the
-    platform, the architecture it compiles for, the devices' where they differ (`foreign_devices`),
-    the plugin's features, what the kernel's call graph resolves to (`_compile.call_graph_key`:
-    sources and globals, with the Triton functions given as constexprs; a kept plan is one of
-    this graph's), the vendor's settings (its `Backend.lowering_variables`' values), and whether
-    the lowering is for `jax.export` (not compared: the memo that needs it keys on it itself, a
-    kept plan holds nothing of it)."""
+    architecture it compiles for, the devices' where they differ, the plugin's features, the
+    kernel's call graph (`_compile.call_graph_key`), the vendor's settings
+    (`Backend.lowering_variables`), and whether the lowering is for `jax.export` (not compared:
+    the memo that needs it keys on it itself, a kept plan holds nothing of it)."""
 
     platform: str
     arch: GpuArch
@@ -61,7 +50,10 @@ class Where:
 
 
 def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec) -> Where:
-    """Where jaxlib's route runs the call (`Where`).
+    """Where jaxlib's route runs the call (`Where`). The devices a kernel loads on can differ
+    from its compile target only where the call names its own (`compute_capability`): they are
+    then those named (`target_arch`), else, outside `jax.export` (whose result runs elsewhere),
+    the computation's (`lowering_arch`).
 
     Raises:
       ValueError: a `jax.export` lowering would carry what only this process can load
@@ -72,8 +64,17 @@ def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSp
     exporting = for_export(ctx)
     if exporting:  # before the memos: a plan kept from another lowering may hold a path
         backend.check_export(features)
-    return Where(backend.platform, arch, foreign_devices(backend, ctx, spec, arch), features,
-                 _compile.call_graph_key(spec),
+    devices = None
+    if backend.arch_keyword and arch.source == backend.arch_keyword:  # the call's own target
+        devices = named_arch(backend.platform)
+        if devices is None and not exporting:
+            try:
+                devices = lowering_arch(backend.platform, ctx.module_context)
+            except RuntimeError:  # no device here: a cross-compile for the call's own arch
+                devices = None
+        if devices is not None and devices.arch == arch.arch:
+            devices = None
+    return Where(backend.platform, arch, devices, features, _compile.call_graph_key(spec),
                  tuple([_env.as_set(name) for name in backend.lowering_variables]), exporting)
 
 
@@ -84,47 +85,15 @@ def for_export(ctx: LoweringRuleContext) -> bool:
     return bool(getattr(parameters, "for_export", False))
 
 
-def foreign_devices(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                    arch: GpuArch) -> GpuArch | None:
-    """The architecture of the devices a call's kernel will load on, where it differs from the
-    one the call compiles for (`arch`); None where they agree or are not known.
-
-    Only a call that names its own compile target (`compute_capability`) can differ: the
-    devices are then those named (`target_arch`), else, outside `jax.export` (whose result
-    runs elsewhere), the computation's (`lowering_arch`).
-
-    Raises:
-      ValueError: the computation's devices have different architectures.
-    """
-    if not backend.arch_keyword or arch.source != backend.arch_keyword:
-        return None  # the target is not the call's own (`resolve_arch`)
-    devices = named_arch(backend.platform)
-    if devices is None and not for_export(ctx):
-        try:
-            devices = lowering_arch(backend.platform, ctx.module_context)
-        except RuntimeError:  # no device here: a cross-compile for the call's own arch
-            return None
-    return devices if devices is not None and devices.arch != arch.arch else None
-
-
 def device_kind(platform: str, module_context: ModuleContext) -> str | None:
-    """The kind of GPU this lowering runs on (e.g. "NVIDIA H200"), or None.
-
-    None when the computation's devices are of more than one kind, or when there is no device of
-    `platform` to run on (cross-compiling for a named architecture).
-    """
-    devices = [d for d in _context_devices(module_context)
-               if getattr(d, "platform", platform) == platform]
-    if not devices:
-        devices = list(_local_devices(platform, module_context))
-    kinds = {getattr(d, "device_kind", None) for d in devices}
+    """The kind of GPU this lowering runs on (e.g. "NVIDIA H200"), or None where the devices
+    are of several kinds or there is none (cross-compiling)."""
+    kinds = {getattr(d, "device_kind", None) for d in _devices(platform, module_context)[0]}
     return kinds.pop() if len(kinds) == 1 else None
 
 
-# Holds a tuple of (platform, arch) pairs under `target_arch`, else the environment's string.
-# JAX includes it in its trace and jit cache keys, so a computation traced under one
-# `target_arch` never reuses a lowering made under another; JAX reads its default from the
-# environment variable of the same name.
+# Holds a tuple of (platform, arch) pairs under `target_arch`, else the environment's string
+# (JAX reads its default from the variable of the same name).
 _ARCH_STATE = config.string_or_object_state(
     _env.ENV_TARGET_ARCH.lower(), None,
     "GPU architectures jax_triton_rocm compiles Triton kernels for, e.g. 'cuda=sm_90,rocm=gfx942'"
@@ -136,13 +105,9 @@ _ENV_AS_READ = _env.target_arch()
 
 @functools.lru_cache(maxsize=None)  # one entry per architecture named in the process
 def arch_problem(platform: str, arch: str) -> str | None:
-    """Why the installed Triton cannot compile for canonical `arch`, or None.
-
-    Triton keeps no list of its targets; the lists that bound them are used instead: for AMD the
-    processor names LLVM's AMDGPU backend (linked into Triton) knows, for NVIDIA the `--gpu-name`
-    values of the ptxas Triton runs. Where Triton, its backend or the list cannot be read, the
-    check is skipped and Triton's own compile decides.
-    """
+    """Why the installed Triton cannot compile for canonical `arch`, or None. Triton keeps no
+    list of its targets: the backend's list bounds them (LLVM's AMDGPU processors, ptxas's
+    `--gpu-name`s); where none can be read, Triton's own compile decides."""
     try:
         backend = backends.backend(platform)
         if backend.knows_arch(arch):
@@ -209,23 +174,6 @@ def named_in_force(archs: dict[str, str]) -> Iterator[dict[str, str]]:
         yield merged
 
 
-def _env_changed_error(now: str | None) -> RuntimeError:
-    """The error for `JAX_TRITON_ROCM_TARGET_ARCH` set, changed or unset after it was read."""
-    then = "unset" if _ENV_AS_READ is None else f"{_ENV_AS_READ!r}"
-    done = "unset" if now is None else f"set to {now!r}"
-    try:
-        example = ", ".join(f"{p}={a!r}" for p, a in _parse_env(now or "").items())
-    except ValueError:
-        example = ""
-    example = example or f"cuda={_vendors.vendor('cuda').example_arch!r}"
-    return RuntimeError(
-        f"{_env.ENV_TARGET_ARCH} was {done} too late: jax_triton_rocm read it when it was imported "
-        f"({then} then), and a change after that has no effect in this process. Set it before "
-        f"Python starts (in the shell) or before `import jax_triton_rocm` (and before JAX starts "
-        f"its backends, which imports it), or name the architecture in code: `with "
-        f"jax_triton_rocm.target_arch({example}):` around the lowering.")
-
-
 def named_arch(platform: str) -> GpuArch | None:
     """The architecture named for `platform` by `target_arch`, else by the environment, if any.
 
@@ -236,8 +184,21 @@ def named_arch(platform: str) -> GpuArch | None:
     value = _ARCH_STATE.value
     if not isinstance(value, tuple):  # no target_arch() in force
         now = _env.target_arch()
-        if now != _ENV_AS_READ:
-            raise _env_changed_error(now)
+        if now != _ENV_AS_READ:  # set, changed or unset after it was read
+            then = "unset" if _ENV_AS_READ is None else f"{_ENV_AS_READ!r}"
+            done = "unset" if now is None else f"set to {now!r}"
+            try:
+                example = ", ".join(f"{p}={a!r}" for p, a in _parse_env(now or "").items())
+            except ValueError:
+                example = ""
+            example = example or f"cuda={_vendors.vendor('cuda').example_arch!r}"
+            raise RuntimeError(
+                f"{_env.ENV_TARGET_ARCH} was {done} too late: jax_triton_rocm read it when it was "
+                f"imported ({then} then), and a change after that has no effect in this process. "
+                f"Set it before Python starts (in the shell) or before `import jax_triton_rocm` "
+                f"(and before JAX starts its backends, which imports it), or name the "
+                f"architecture in code: `with jax_triton_rocm.target_arch({example}):` around "
+                f"the lowering.")
     archs = _parse_env(value) if isinstance(value, str) else dict(value or ())
     if platform not in archs:
         return None
@@ -246,12 +207,8 @@ def named_arch(platform: str) -> GpuArch | None:
 
 
 def _device_arch(platform: str, device: Any) -> str:
-    """The architecture a device reports in `compute_capability`.
-
-    XLA's GPU client sets it to "major.minor" on CUDA ("9.0") and to the gfx name without target
-    features on ROCm ("gfx942"; feature suffixes such as ":sramecc+:xnack-" are accepted too).
-    Devices described without a live GPU report a placeholder ("<unknown compute-capability>").
-    """
+    """The architecture a device reports in `compute_capability`: "9.0" on CUDA, "gfx942" on
+    ROCm (feature suffixes accepted); a device without a live GPU reports a placeholder."""
     capability = getattr(device, "compute_capability", None)
     example = "cuda='sm_90'" if platform == "cuda" else "rocm='gfx942'"
     try:
@@ -266,28 +223,43 @@ def _device_arch(platform: str, device: Any) -> str:
             f"{_env.ENV_TARGET_ARCH}='{example.replace(chr(39), '')}'.") from err
 
 
-def _context_devices(module_context: ModuleContext) -> list[Any]:
-    """The devices a lowering's module is built for, as far as the context tells."""
+def _devices(platform: str, module_context: ModuleContext) -> tuple[list[Any], str]:
+    """The devices of `platform` a lowering's module is built for, as far as the context
+    tells, else the platform's local devices; and which of the two, for messages."""
     axis_context = getattr(module_context, "axis_context", None)
-    devices = getattr(axis_context, "device_assignment", None)
-    if devices:
-        return list(devices)
+    devices = list(getattr(axis_context, "device_assignment", None) or ())
     mesh = getattr(axis_context, "mesh", None)
-    if mesh is not None and hasattr(mesh, "devices"):
-        return list(mesh.devices.flat)
-    return []
+    if not devices and mesh is not None and hasattr(mesh, "devices"):
+        devices = list(mesh.devices.flat)
+    devices = [d for d in devices if getattr(d, "platform", platform) == platform]
+    if devices:
+        return devices, "the computation's devices"
+    backend = None
+    get_backend = getattr(module_context, "get_backend", None)
+    if get_backend is not None:
+        try:
+            backend = get_backend(optional=True)
+        except Exception:  # no such backend on this machine
+            backend = None
+    if backend is not None:
+        return list(backend.local_devices()), f"the local {platform} devices"
+    import jax
+
+    try:
+        return list(jax.local_devices(backend=platform)), f"the local {platform} devices"
+    except RuntimeError:
+        return [], f"the local {platform} devices"
 
 
 def resolve_arch(backend: Backend, ctx: LoweringRuleContext,
                    spec: KernelCallSpec) -> tuple[GpuArch, _vendors.PluginFeatures]:
-    """The target a call compiles for (a vendor keyword of the call, a named architecture or
-    the devices), and what the jaxlib plugin that will load the kernel reads.
+    """The target a call compiles for (the call's vendor keyword, a named architecture or the
+    devices), and the features of the jaxlib plugin that will load the kernel.
 
     Raises:
       RuntimeError: no plugin for the platform and no architecture named (says how to name one).
     """
     platform = backend.platform
-    # Named by the call through its vendor's keyword (`Backend.arch_field`: compute_capability=)?
     arch = getattr(spec, backend.arch_field) if backend.arch_field else None
     own = None if arch is None else GpuArch(platform, arch, backend.arch_keyword)
     if own is not None:  # then Triton must know it too
@@ -317,12 +289,7 @@ def lowering_arch(platform: str, module_context: ModuleContext) -> GpuArch:
     named = named_arch(platform)
     if named is not None:
         return named
-    devices = [d for d in _context_devices(module_context)
-               if getattr(d, "platform", platform) == platform]
-    source = "the computation's devices"
-    if not devices:
-        devices = _local_devices(platform, module_context)
-        source = f"the local {platform} devices"
+    devices, source = _devices(platform, module_context)
     archs = {_device_arch(platform, d) for d in devices}
     if len(archs) == 1:
         return GpuArch(platform, archs.pop(), source)
@@ -337,20 +304,3 @@ def lowering_arch(platform: str, module_context: ModuleContext) -> GpuArch:
         f"without one, name the architecture: `with jax_triton_rocm.target_arch({example}):` "
         f"around the lowering, or set {_env.ENV_TARGET_ARCH}='{example.replace(chr(39), '')}'.")
 
-
-def _local_devices(platform: str, module_context: ModuleContext) -> Iterable[Any]:
-    backend = None
-    get_backend = getattr(module_context, "get_backend", None)
-    if get_backend is not None:
-        try:
-            backend = get_backend(optional=True)
-        except Exception:  # no such backend on this machine
-            backend = None
-    if backend is None:
-        import jax
-
-        try:
-            return jax.local_devices(backend=platform)
-        except RuntimeError:
-            return []
-    return backend.local_devices()

@@ -1,20 +1,19 @@
-"""Remembered autotune choices: which config of an autotuned call won on real data.
-
-A choice is keyed by everything that decides it (`tune_key`). With a choice remembered, the
-lowering emits that config alone, as a plain kernel call; without one it emits the autotuned
-call, which jaxlib times at the first execution, on the real operands
-(`_compat.autotuned_call_name`).
+"""Remembered autotune choices: which config of an autotuned call won on real data, keyed by
+everything that decides it (`tune_key`; docs/autotuning.md). With a choice remembered, the
+lowering emits that config alone; without one, the autotuned call that jaxlib times at its
+first execution.
 
 Choices are made by `jax_triton_rocm.autotune` (`api._tuning`) and kept in this process
-(`STORE`) and on disk, one small JSON file per key, in `JAX_TRITON_ROCM_AUTOTUNE_DIR` (the files
-by `jaxlib._choice_files`). A tuning session (`session`) lets `_tuning` force a config for a key
-while it times them, and observe which autotuned calls a lowering left undecided. The memo of
-lowered calls (`routes._lowering`) keys on what decides them now (`decided`).
+(`STORE`, behind the registry's lock; a forked child keeps it) and on disk, one small JSON file
+per key, in `JAX_TRITON_ROCM_AUTOTUNE_DIR`. A tuning session (`session`) lets `_tuning` force a
+config for a key while it times them, and observe which calls a lowering left undecided.
 
-Threads and forks: the in-process table is behind the registry's lock; a forked child keeps it
-(choices stay valid across a fork). What a choice is keyed by: docs/autotuning.md; how its file
-is read and written: `jaxlib._choice_files` and the `JAX_TRITON_ROCM_AUTOTUNE_DIR` row of
-docs/environment.md.
+A choice's file is read as a careful system reads it: only a regular file directly inside its
+group folder, never through a link, never waiting on what it opens (a FIFO is refused), a
+bounded size (`_files.read_entry_file`), checked field by field before use. A writer writes
+only into folders that are the user's own and no link, a temporary file renamed over the
+choice, so a reader never sees half a file; the temporary files of writers killed mid-write are
+removed once they are old enough to belong to no live writer.
 """
 
 from __future__ import annotations
@@ -23,13 +22,14 @@ import contextlib
 import contextvars
 import dataclasses
 import hashlib
+import json
 import logging
+import math
 import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from jax_triton_rocm.base import _env, _files, _state
-from jax_triton_rocm.routes.jaxlib import _choice_files
+from jax_triton_rocm.base import _env, _files, _state, _values
 
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -45,13 +45,8 @@ _warned: set[str] = set()
 
 @dataclasses.dataclass(frozen=True)
 class Choice:
-    """The winning config of one autotuned call.
-
-    Attributes:
-      index: its position among the call's configs.
-      description: Triton's text for the config (checked against the call at use).
-      times_ms: each config's measured time, in config order (for `info` and debugging).
-    """
+    """The winning config of one autotuned call: its index among the call's configs, Triton's
+    text for it (checked against the call at use), and each config's time (for `info`)."""
 
     index: int
     description: str
@@ -70,11 +65,8 @@ class Undecided:
 def tune_key(*, platform: str, arch: str, device_kind: str, versions: Sequence[str],
              avals: Sequence[Any], aliases: Sequence[tuple[int, int]],
              configs: Sequence[tuple[str, bytes, tuple, tuple]]) -> str:
-    """A SHA-256 over what decides which config is fastest.
-
-    `configs` holds, per config: its description, its binary, its grid and its launch
-    parameters (scalar values, zeroed bytes).
-    """
+    """A SHA-256 over what decides which config is fastest; per config its description,
+    binary, grid and launch parameters (scalar values, zeroed bytes)."""
     parts = [f"format={_FORMAT}", f"platform={platform}", f"arch={arch}",
              f"device={device_kind}", f"versions={list(versions)}",
              "avals=" + ";".join(f"{tuple(a.shape)}:{a.dtype}" for a in avals),
@@ -98,12 +90,9 @@ def choices_dir() -> str | None:
 
 
 class ChoiceStore:
-    """Choices by key: in this process, and on disk (`choices_dir`).
-
-    `generation` changes whenever a choice is added or the table cleared, so memos of lowered
-    calls can tell that a lowering may now come out differently. Bounded by the number of
-    distinct autotuned calls the process tunes.
-    """
+    """Choices by key: in this process, and on disk (`choices_dir`). `generation` changes
+    whenever a choice is added or the table cleared, so memos of lowered calls can tell that a
+    lowering may now come out differently."""
 
     def __init__(self, locks: _state.LockRegistry) -> None:
         self._locks = locks
@@ -114,19 +103,50 @@ class ChoiceStore:
         """The choice for `key`, from this process or from disk; None if there is none."""
         with self._locks.guard:
             choice = self._choices.get(key)
-        if choice is None:
-            choice = _read(key)
-            if choice is not None:
-                with self._locks.guard:
-                    self._choices[key] = choice
+        if choice is not None or (location := _location(key)) is None:
+            return choice
+        _, group, name = location
+        try:
+            record = _files.parse_json(_files.read_entry_file(group, name, _MAX_BYTES))
+            if record is None:
+                return None
+            choice = Choice(*_checked(record))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, RecursionError) as err:
+            path = os.path.join(group, name)
+            if path not in _warned:
+                _warned.add(path)
+                logger.warning("jax_triton_rocm: ignoring the autotune choice %s (%s); the call "
+                               "is autotuned again.", path, str(err) or type(err).__name__)
+            return None
+        with self._locks.guard:
+            self._choices[key] = choice
         return choice
 
     def put(self, key: str, choice: Choice) -> None:
-        """Remembers `choice` for `key` in this process and, where a folder is set, on disk."""
+        """Remembers `choice` for `key` in this process and, where a folder is set, on disk
+        (atomically: a temporary file beside it, then a rename; each folder made if missing)."""
         with self._locks.guard:
             self._choices[key] = choice
             self.generation += 1
-        _write(key, choice)
+        if (location := _location(key)) is None:
+            return
+        store, group, name = location
+        data = json.dumps({"format": _FORMAT, "index": choice.index,
+                           "description": choice.description,
+                           "times_ms": list(choice.times_ms)}).encode("utf-8")
+        try:
+            with _files.own_folder(store) as store_fd, _files.own_folder(
+                    os.path.basename(group), store_fd) as group_fd:
+                _files.replace_file(group_fd, name, data)
+        except (OSError, ValueError) as err:
+            if store in _warned:
+                return
+            _warned.add(store)
+            logger.warning("jax_triton_rocm: could not save autotune choices in %s (%s): %s; "
+                           "they are kept in this process only. Set %s to a folder of your own "
+                           "that you can write.", store, _setting(), err, _env.ENV_AUTOTUNE_DIR)
 
     def clear(self) -> None:
         """Forgets the choices held in this process (the files stay)."""
@@ -143,7 +163,13 @@ def _location(key: str) -> tuple[str, str, str] | None:
     if folder not in _swept:
         _swept.add(folder)
         _files.warn_if_others_can_write(folder, _setting(), _env.ENV_AUTOTUNE_DIR)
-        _choice_files.sweep(folder, _STALE_SECONDS)
+        # The writers' temporary files gone stale, from each group folder (never through a
+        # link); a folder that vanished or cannot be read is left as it is.
+        with contextlib.suppress(OSError, ValueError):
+            for entry in os.scandir(folder):
+                if entry.is_dir(follow_symlinks=False):
+                    with _files.folder(os.path.join(folder, entry.name)) as group_fd:
+                        _files.remove_stale_temporaries(group_fd, _STALE_SECONDS)
     return folder, os.path.join(folder, key[:2]), f"{key}.json"
 
 
@@ -155,54 +181,39 @@ def _setting() -> str:
     return f"{_env.ENV_AUTOTUNE_DIR} unset: its default in Triton's cache folder"
 
 
-def _warn_ignored_choice(path: str, problem: str) -> None:
-    if path not in _warned:
-        _warned.add(path)
-        logger.warning("jax_triton_rocm: ignoring the autotune choice %s (%s); the call is "
-                       "autotuned again.", path, problem)
+def _checked(record: Any) -> tuple[int, str, tuple[float, ...]]:
+    """(index, description, times in ms) of a choice's `record`.
 
-
-def _read(key: str) -> Choice | None:
-    location = _location(key)
-    if location is None:
-        return None
-    _, group, name = location
-    try:
-        record = _choice_files.read_json(group, name, _MAX_BYTES)
-        return None if record is None else Choice(*_choice_files.checked(record, _FORMAT))
-    except (OSError, ValueError, RecursionError) as err:
-        _warn_ignored_choice(os.path.join(group, name), str(err) or type(err).__name__)
-        return None
-
-
-def _write(key: str, choice: Choice) -> None:
-    location = _location(key)
-    if location is None:
-        return
-    store, group, name = location
-    record = {"format": _FORMAT, "index": choice.index, "description": choice.description,
-              "times_ms": list(choice.times_ms)}
-    try:
-        _choice_files.write_json(store, os.path.basename(group), name, record)
-    except (OSError, ValueError) as err:
-        if store in _warned:
-            return
-        _warned.add(store)
-        logger.warning("jax_triton_rocm: could not save autotune choices in %s (%s): %s; they "
-                       "are kept in this process only. Set %s to a folder of your own that "
-                       "you can write.", store, _setting(), err, _env.ENV_AUTOTUNE_DIR)
+    Raises:
+      ValueError: no record of this format, an index that is no int >= 0, no description, or a
+        time that is no finite number.
+    """
+    if not isinstance(record, dict) or not _values.is_int(record.get("format")):
+        raise ValueError("no format number")
+    if record["format"] != _FORMAT:
+        raise ValueError(f"format {record['format']}, not {_FORMAT}")
+    index, times = record.get("index"), record.get("times_ms", [])
+    if not _values.is_int(index) or index < 0:
+        raise ValueError(f"index {index!r} is not an int >= 0")
+    if not isinstance(record.get("description"), str):
+        raise ValueError("no description")
+    if not isinstance(times, list) or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
+            for t in times):
+        raise ValueError(f"times_ms {times!r} are not all finite numbers")
+    return index, record["description"], tuple(float(t) for t in times)
 
 
 STORE = ChoiceStore(_state.LOCKS)
 _state.on_clear(STORE.clear)
 
 
+@dataclasses.dataclass
 class Session:
     """What `_tuning` asks of the lowerings it runs: configs to force, calls left undecided."""
 
-    def __init__(self) -> None:
-        self.forced: dict[str, int] = {}
-        self.undecided: dict[str, Undecided] = {}
+    forced: dict[str, int] = dataclasses.field(default_factory=dict)
+    undecided: dict[str, Undecided] = dataclasses.field(default_factory=dict)
 
 
 _SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
@@ -212,8 +223,7 @@ _SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
 @contextlib.contextmanager
 def session(forced: dict[str, int] | None = None) -> Iterator[Session]:
     """Lowerings in the body use `forced` configs and report the calls they left undecided."""
-    current = Session()
-    current.forced = dict(forced or {})
+    current = Session(dict(forced or {}))
     token = _SESSION.set(current)
     try:
         yield current

@@ -1,18 +1,16 @@
 """The lowering shell of both GPU routes, jaxlib's Triton call (`jaxlib._jaxlib_call`) and XLA's
 (`xla._xla_native`): where the call runs, the lowered-call memo and its key (`lowered_call`),
-the plan memo (`kept`, `plan_key`) and the launches planned (`_planned`); each route gives two plain
-functions: `plan` (the launches compiled in the form it launches them) and its encoding
-(jaxlib's `encode`; XLA's keeps the call that its `emit` writes). The autotune choices are
-`_choices`, which both routes ask; XLA's route takes an autotuned kernel's remembered config
-from jaxlib's lowered call, asked here, never from jaxlib's module. Which route a call takes,
-and the emit, is `_primitive.GpuRoutes.lower`'s; one call top-down: docs/design.md.
+the plan memo and the launches planned (`_lower_uncached`, `plan_key`); each route gives two
+plain functions: `plan` (the launches compiled in the form it launches them) and its encoding
+(jaxlib's `encode`; XLA's keeps the call that its `emit` writes). XLA's route takes an
+autotuned kernel's remembered config from jaxlib's lowered call, asked here. Which route a call
+takes, and the emit, is `_primitive.GpuRoutes.lower`'s; one call top-down: docs/design.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _compat, _state
@@ -36,14 +34,11 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
     XLA's (`_xla_native.NativeCall`, or why the call does not fit it: `_xla_native.Unfit`).
 
     Where the call runs (jaxlib's: `_arch.where_it_runs` and the plain call's target; XLA's: the
-    architecture), then the plan (`_planned`, in the plan memo by where the call runs) and on
-    jaxlib's route its encoding, kept in `_state.LOWERED_CALLS` under one key for both routes:
-    the route, the avals, the spec (the kernel by identity, kept alive by the key; scalars and
-    metaparameters by exact value), the call graph (`_compile.call_graph_key`), an autotuned
-    kernel's remembered and forced choices and autotune target setting (`_choices.decided`),
-    and where the call runs (on jaxlib's route with `jax.export` and the plain call's target).
-    A key that cannot be hashed skips the memo. A call left undecided, found or made, is told to
-    a tuning session (`_choices.report_undecided`).
+    architecture), then the call lowered (`_lower_uncached`), kept in `_state.LOWERED_CALLS` by
+    one key for both routes: the route, the avals, the spec (the kernel by identity, kept alive
+    by the key; scalars and metaparameters by exact value), the call graph, an autotuned
+    kernel's choices (`_choices.decided`) and where the call runs. A call left undecided, found
+    or made, is told to a tuning session (`_choices.report_undecided`).
     """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     if route == "jaxlib":
@@ -55,65 +50,83 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
                  dataclasses.astuple(where.features), where.globals, where.settings)
         decides = (place, where.exporting, plain_call_name)
         graph = where.globals
-        make = functools.partial(_jaxlib_uncached, backend, ctx, spec, where, place,
-                                 plain_call_name)
     else:
         if (unfit := _xla_native.unfit_before_compile(spec)) is not None:
             return unfit
-        arch, _ = _arch.resolve_arch(backend, ctx, spec)
+        where, _ = _arch.resolve_arch(backend, ctx, spec)
         graph = _compile.call_graph_key(spec)
-        decides = (backend.platform, dataclasses.astuple(arch))
-        make = functools.partial(
-            kept, (_xla_native.CUSTOM_CALL_NAME, *decides, graph), spec, in_avals,
-            out_avals, functools.partial(_planned, route, backend, ctx, spec, arch, in_avals,
-                                         out_avals), _xla_native.refilled)
+        decides = (backend.platform, dataclasses.astuple(where))
+        place, plain_call_name = (_xla_native.CUSTOM_CALL_NAME, *decides, graph), ""
     # A plain kernel has one launch: no autotune choice, nor the autotuned call's target,
     # decides it.
     decided = () if spec.unwrapped.autotuner is None else _choices.decided()
-    lowered = _state.LOWERED_CALLS.memo((route, in_avals, out_avals, spec, graph, decided,
-                                         decides), make)
+    lowered = _state.LOWERED_CALLS.memo(
+        (route, in_avals, out_avals, spec, graph, decided, decides),
+        functools.partial(_lower_uncached, route, backend, ctx, spec, where, place,
+                          plain_call_name))
     if getattr(lowered, "undecided", None) is not None:
         _choices.report_undecided(lowered.undecided)
     return lowered
 
 
-def _jaxlib_uncached(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                     where: _arch.Where, place: tuple,
-                     plain_call_name: str) -> _jaxlib_call.LoweredCall:
+def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
+                    spec: KernelCallSpec, where: _arch.Where | GpuArch, place: tuple,
+                    plain_call_name: str) -> Any:
+    """The call lowered for `route`: planned, then on jaxlib's route encoded.
+
+    The plan memo, around the route's plan of the call: what the route made of a plain kernel's
+    call (`_plan.Kept`, in `_state.PLANS`) by `place`, where the call runs as the route names
+    it, and `plan_key`. A later call of the same key gets the kept plan with its launches
+    relaunched (`_plan.relaunch`: the grid, the runtime scalars, the outputs to zero) by the
+    route's `refilled`, unless that is None (then planned again): a plain kernel's new shape or
+    scalar value compiles, lays out and encodes nothing anew. The call's values are typed once
+    (`_spec.argument_types`), for the key and for the layouts. A route's reason not to take the
+    call (`_xla_native.Unfit`) is returned as it is, and nothing kept.
+    """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    planned = kept(
-        place, spec, in_avals, out_avals,
-        functools.partial(_planned, "jaxlib", backend, ctx, spec, where, in_avals, out_avals),
-        functools.partial(_jaxlib_call.refilled, spec, len(in_avals)))
+    types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals, {})
+    try:
+        key = plan_key(spec, in_avals, out_avals, types)
+    except TypeError:  # an unhashable parameter: no plan kept
+        key = None
+    planned = None
+    if key is not None and (entry := _state.PLANS.get((place, key))) is not None:
+        found = entry[1]
+        launches = _plan.relaunch(list(found.launches), spec, in_avals, out_avals, found.limits)
+        planned = (_xla_native.refilled(found.made, launches) if route == "xla"
+                   else _jaxlib_call.refilled(spec, len(in_avals), found.made, launches))
+    if planned is None:
+        # The route's plan of the call: the backend's answers for the architecture, the
+        # launches, then the route's `plan`. On XLA's route an autotuned kernel's one launch is
+        # the config remembered for jaxlib's call, which keys choices on its compiled configs
+        # and runs the autotuner's functions once.
+        answers = backend.answers(where.arch if route == "jaxlib" else where)
+        if route == "xla" and spec.unwrapped.autotuner is not None:
+            lowered = lowered_call("jaxlib", backend, ctx, spec)
+            if lowered.undecided is not None or len(lowered.launches) != 1:
+                return _xla_native.Unfit(
+                    "the kernel is autotuned and no configuration is remembered for this call "
+                    "(jaxlib's call times them at its first run; jax_triton_rocm.autotune picks "
+                    "one once, on real data, and the call can then take XLA's)")
+            launches = list(lowered.launches)
+        else:
+            launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
+        if route == "xla":
+            [launch] = launches
+            made = _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals)
+            if not isinstance(made, _plan.Kept):
+                return made
+        else:
+            made = _jaxlib_call.plan(backend, spec, where, answers, launches, in_avals,
+                                     out_avals)
+        if key is not None:
+            # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
+            _state.PLANS.put((place, key), (spec.kernel, made))
+        planned = made.made
+    if route == "xla":
+        return planned
     return _jaxlib_call.encode(backend, ctx, spec, where, planned,
                                plain_call_name=plain_call_name)
-
-
-def _planned(route: str, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-             where: _arch.Where | GpuArch, in_avals: tuple, out_avals: tuple,
-             types: ArgumentTypes) -> _plan.Kept | _xla_native.Unfit:
-    """The call planned for `route` ("jaxlib" or "xla"), as the plan memo keeps it: the
-    backend's answers for the architecture, the launches (`_plan.launches`; on XLA's route an
-    autotuned kernel's one launch is the config remembered for jaxlib's call, which keys choices
-    on its compiled configs and runs the autotuner's functions once), then the route's `plan`.
-    `where`: jaxlib's `Where`, or XLA's architecture; `types`: the call's values as the plan
-    memo typed them."""
-    arch = where.arch if isinstance(where, _arch.Where) else where
-    answers = backend.answers(arch)
-    if route == "xla" and spec.unwrapped.autotuner is not None:
-        lowered = lowered_call("jaxlib", backend, ctx, spec)
-        if lowered.undecided is not None or len(lowered.launches) != 1:
-            return _xla_native.Unfit(
-                "the kernel is autotuned and no configuration is remembered for this call "
-                "(jaxlib's call times them at its first run; jax_triton_rocm.autotune picks one "
-                "once, on real data, and the call can then take XLA's)")
-        launches = list(lowered.launches)
-    else:
-        launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
-    if route == "xla":
-        [launch] = launches
-        return _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals)
-    return _jaxlib_call.plan(backend, spec, where, answers, launches, in_avals, out_avals)
 
 
 def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
@@ -122,11 +135,9 @@ def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     values; None for a kernel with an autotuner or heuristics (they see shapes and values).
 
     A new length or batch size changes no configuration, layout or binary of a plain kernel, only
-    its grid, the scalars it receives and what a callable grid or `zeroed_outputs` sees: `relaunch`
-    refills those. The key holds the kernel (by identity), the positional entries as they compile
-    (`_spec.compile_view`), the dtypes and which arrays are 0-d, the metaparameters (by exact
-    value) and every setting that reaches the compiler. `types`: the call's values as typed for
-    the plan (`kept`), whose `view` is that `compile_view`; None types them here.
+    what `_plan.relaunch` refills. The key holds the kernel (by identity), the positional entries
+    as they compile (`_spec.compile_view`, the `view` of `types` where given), the dtypes and
+    which arrays are 0-d, the metaparameters (by exact value) and every compiler setting.
 
     Raises:
       TypeError: a value that cannot be hashed (the caller then keeps no plan).
@@ -145,41 +156,3 @@ def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
            spec.debug)
     hash(key)
     return key
-
-
-def kept(place: Any, spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
-         plan: Callable[[ArgumentTypes], Any],
-         refill: Callable[[Any, list[_plan.Launch]], Any]) -> Any:
-    """The plan memo, around a route's plan of the call, `plan(types)`: what it made of the call,
-    kept for a plain kernel (`_plan.Kept`, in `_state.PLANS`) by `place`, where the call runs as the
-    route names it, and `plan_key`. A later call of the same key gets `refill(made, launches)`, the
-    kept plan with its launches relaunched for the call (`_plan.relaunch`: the grid, the runtime
-    scalars, the outputs to zero), unless that is None (the route cannot take them: then
-    `plan(types)` again). So a plain kernel's new shape or scalar value compiles, lays out and
-    encodes nothing anew, and asks the backend nothing. The call's values are typed once here
-    (`types`, `_spec.argument_types`), for the key and for the plan's layouts (`_plan.launches`).
-
-    `plan(types)` returns a `_plan.Kept`, whose `made` is returned; anything else (a route's reason
-    not to take the call) is returned as it is, and nothing kept. An unhashable parameter keeps no
-    plan.
-    """
-    types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals, {})
-    try:
-        key = plan_key(spec, in_avals, out_avals, types)
-    except TypeError:  # an unhashable parameter: no plan kept
-        key = None
-    if key is not None:
-        key = (place, key)
-        if (entry := _state.PLANS.get(key)) is not None:
-            found = entry[1]
-            refilled = refill(found.made, _plan.relaunch(list(found.launches), spec, in_avals,
-                                                         out_avals, found.limits))
-            if refilled is not None:
-                return refilled
-    made = plan(types)
-    if not isinstance(made, _plan.Kept):
-        return made
-    if key is not None:
-        # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
-        _state.PLANS.put(key, (spec.kernel, made))
-    return made.made

@@ -1,22 +1,9 @@
 """`triton_kernel_p`, the primitive a `triton_call` binds, and all its rules, as `jax/_src/ffi.py`
-has them: abstract eval, the lowering per platform, the `jax.vmap` rule, jvp (refused) and DCE
-(kept); and the rule that picks a GPU call's route.
-
-Its operands are the call's arrays; everything else (the kernel, scalars, grid, options) is its
-one static parameter, `spec`, a `KernelCallSpec`. JAX never drops an equation of it
-(`_keep_call`).
-
-The lowering rules are registered per platform by `register`: on a GPU platform ("cuda",
-"rocm") a call takes jaxlib's Triton custom call (`_jaxlib_call`), or XLA's own (`_xla_native`)
-where asked, as `GpuRoutes.lower` rules, through the lowering shell (`_lowering`), the
-platform's backend (`backends.backend`) answering the vendor questions on both routes; on the
-CPU the kernel runs in Triton's interpreter (`routes.cpu`). `triton_call_lowering` enters here too, through `lower`. Each lowering logs its
-route and the reason at DEBUG on the "jax_triton_rocm" logger (`log_route`).
-
-The `jax.vmap` rule (`batch_rule`) loops over the batch (`lax.map`), or launches once for the
-whole batch where the call names `batch_grid_axis` (docs/batching.md). Which route a call takes:
-docs/routes.md; registration, and the rules of platforms without a plugin: docs/design.md,
-"The primitive's rules".
+has them: abstract eval, the lowering per platform (`register`; on a GPU the route picked by
+`GpuRoutes.lower`, through the lowering shell `_lowering`; on the CPU Triton's interpreter),
+the `jax.vmap` rule (docs/batching.md), jvp (refused) and DCE (kept). Its one static parameter,
+`spec`, is the call's `KernelCallSpec`. Which route a call takes: docs/routes.md; registration:
+docs/design.md, "The primitive's rules".
 """
 
 from __future__ import annotations
@@ -46,19 +33,15 @@ if TYPE_CHECKING:
 
 
 triton_kernel_p = Primitive("triton_kernel")
-"""The JAX primitive that `triton_call` binds: its one parameter, `spec`, is the frozen
-`KernelCallSpec` of the call (kernel, grid, outputs, aliases, options); its results are the
-call's outputs. Lowering rules are registered for `cuda`, `rocm` (`register`) and `cpu` (Triton's
-interpreter); `jax.vmap` batches it, `jax.grad` and `jax.linear_transpose` raise. Libraries with
-primitives of their own use `triton_call_lowering` instead of binding it."""
+"""The JAX primitive that `triton_call` binds; its one parameter, `spec`, is the call's frozen
+`KernelCallSpec`. Libraries with primitives of their own use `triton_call_lowering` instead."""
 triton_kernel_p.multiple_results = True
 
 
 @triton_kernel_p.def_impl
 def _run_alone(*operands: Any, spec: KernelCallSpec):
-    """A call outside `jax.jit`, compiled and run alone. Where its kernel fails in Triton's
-    interpreter, the error's message is the package's sentence alone (`_interpret.run_failure`),
-    not jaxlib's text of frames around it."""
+    """A call outside `jax.jit`. A kernel failing in Triton's interpreter raises the package's
+    sentence alone (`_interpret.run_failure`), not jaxlib's text of frames around it."""
     try:
         return dispatch.apply_primitive(triton_kernel_p, *operands, spec=spec)
     except jax.errors.JaxRuntimeError as err:
@@ -77,33 +60,21 @@ def _abstract_eval(*avals, spec: KernelCallSpec):
     return [jax.core.ShapedArray(s.shape, s.dtype) for s in spec.out_shapes]
 
 
-def _not_differentiable(what: str, spec: KernelCallSpec) -> NotImplementedError:
-    return NotImplementedError(
+def _refuse(what: str, *arguments: Any, spec: KernelCallSpec):
+    raise NotImplementedError(
         f"{what} of triton_call (kernel {spec.name}) is not supported: JAX cannot differentiate "
         f"or transpose a Triton kernel. Wrap the call in a function with jax.custom_vjp (or "
         f"jax.custom_jvp) and give it a backward pass, which may itself be a triton_call.")
 
 
-def _refuse_kernel_jvp(primals, tangents, *, spec: KernelCallSpec):
-    raise _not_differentiable("jax.grad / jax.jvp", spec)
-
-
-def _refuse_kernel_transpose(cotangents, *operands, spec: KernelCallSpec):
-    raise _not_differentiable("jax.linear_transpose", spec)
-
-
-ad.primitive_jvps[triton_kernel_p] = _refuse_kernel_jvp
-ad.primitive_transposes[triton_kernel_p] = _refuse_kernel_transpose
+ad.primitive_jvps[triton_kernel_p] = functools.partial(_refuse, "jax.grad / jax.jvp")
+ad.primitive_transposes[triton_kernel_p] = functools.partial(_refuse, "jax.linear_transpose")
 
 
 def _keep_call(*arguments: Any) -> tuple[list[bool], Any]:
-    """JAX's dead-code elimination keeps every call and its operands, even with no result used:
-    a kernel may write memory JAX does not see (as jax-triton 0.4). XLA still drops a call
-    whose results go unused unless it has `has_side_effect`.
-
-    JAX passes (used outputs, equation), or from 0.12 (used outputs, live inputs, equation):
-    the equation comes last in both.
-    """
+    """JAX's dead-code elimination keeps every call and its operands: a kernel may write memory
+    JAX does not see (as jax-triton 0.4); XLA still drops one whose results go unused unless it
+    has `has_side_effect`. JAX passes the equation last (from 0.12 after the live inputs)."""
     eqn = arguments[-1]
     return [True] * len(eqn.invars), eqn
 
@@ -130,13 +101,11 @@ def _loop(primitive: Any, args: list, dims: list, params: dict[str, Any],
 
 def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any],
                    aliases: tuple[tuple[int, int], ...], out_shapes: Sequence[Any]):
-    """The loop for a call with aliased outputs: each example is updated where it lies.
-
-    An aliased output's whole batch is carried through the loop, starting as its input's batch;
-    each example is sliced from it, handed to the kernel, and written back at the same place. XLA
-    may pass a slice to a custom call as an address inside the whole array (its dynamic-slice
-    fusion), and then an output aliased to a slice of one array but written into a slice of
-    another would not hold the input the kernel reads: here both slices are one.
+    """The loop for a call with aliased outputs: an aliased output's whole batch, starting as its
+    input's, is carried through the loop, each example sliced from it and written back in place.
+    XLA may pass a slice to a custom call as an address inside the whole array (dynamic-slice
+    fusion): an output aliased to a slice of one array but written into another's would not
+    hold the input the kernel reads; here both slices are one.
     """
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     batched = [jax.numpy.moveaxis(a, d, 0) if d is not None else None for a, d in zip(args, dims)]
@@ -176,11 +145,9 @@ def _results(primitive: Any, outs: list):
 
 
 def loop_batching_rule(primitive: Any, *, input_output_aliases: Mapping[int, int] | None = None):
-    """A `jax.vmap` rule for a primitive of your own whose lowering calls `triton_call_lowering`.
-
-    Register it with `jax.interpreters.batching.primitive_batchers[primitive] = rule`. Under
-    `jax.vmap` the primitive is bound once per example inside the computation (a loop), on that
-    example's slices, with unbatched operands passed whole: correct for any kernel.
+    """A `jax.vmap` rule for a primitive of your own whose lowering calls `triton_call_lowering`
+    (register it as `jax.interpreters.batching.primitive_batchers[primitive] = rule`): the
+    primitive is bound once per example in a loop, on that example's slices.
 
     Args:
       primitive: the primitive (single or multiple results).
@@ -213,8 +180,13 @@ def loop_batching_rule(primitive: Any, *, input_output_aliases: Mapping[int, int
     return rule
 
 
-def _one_launch(primitive: Any, size: int, args: list, dims: list, spec: KernelCallSpec):
-    """One launch for the whole batch, the kernel following the `batch_grid_axis` protocol."""
+def batch_rule(primitive: Any, args: list, dims: list, *, spec: KernelCallSpec):
+    """The batching rule of `triton_kernel_p` (`primitive`): a loop, or one launch for the whole
+    batch where the kernel follows the `batch_grid_axis` protocol."""
+    if spec.batch_grid_axis is None:
+        return _loop(primitive, args, dims, {"spec": spec}, spec.input_output_aliases,
+                     spec.out_shapes)
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     operands = [jax.numpy.broadcast_to(a, (size, *a.shape)) if d is None
                 else jax.numpy.moveaxis(a, d, 0) for a, d in zip(args, dims)]
     batch = spec.batch or BatchedLaunch(spec.batch_grid_axis, 1, 0)
@@ -229,15 +201,6 @@ def _one_launch(primitive: Any, size: int, args: list, dims: list, spec: KernelC
     return list(outs), [0] * len(outs)
 
 
-def batch_rule(primitive: Any, args: list, dims: list, *, spec: KernelCallSpec):
-    """The batching rule of `triton_kernel_p` (`primitive`): a loop, or one batched launch."""
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    if spec.batch_grid_axis is None:
-        return _loop(primitive, args, dims, {"spec": spec}, spec.input_output_aliases,
-                     spec.out_shapes)
-    return _one_launch(primitive, size, args, dims, spec)
-
-
 batching.primitive_batchers[triton_kernel_p] = functools.partial(batch_rule, triton_kernel_p)
 
 
@@ -250,30 +213,16 @@ DEFAULT_REASON = "the default: jaxlib's call launches pip Triton's own binary"
 
 class XlaNativeRefused(ValueError):
     """A call asked for XLA's Triton call (`xla_native=True`) and cannot take it; `reason` says
-    why (`info` shows it)."""
+    why."""
 
     def __init__(self, message: str, reason: str):
         super().__init__(message)
         self.reason = reason
 
 
-def refuse_if_asked(spec: KernelCallSpec, reason: str) -> None:
-    """Raises where the call itself asked for XLA's Triton call, which cannot take it.
-
-    Raises:
-      XlaNativeRefused: a ValueError naming `xla_native`, the kernel and `reason`.
-    """
-    if spec.xla_native:
-        raise XlaNativeRefused(
-            f"triton_call(xla_native=True) cannot be honoured for kernel {spec.kernel_name}: "
-            f"{reason}. Leave xla_native unset (or pass False) for jaxlib's Triton call, the "
-            f"default.", reason)
-
-
 def log_route(route: str, spec: KernelCallSpec, reason: str) -> None:
-    """Logs the route a lowering took, and why, at DEBUG; the route, the kernel's name and the
-    reason are also the record's `jax_triton_rocm_route`, `jax_triton_rocm_kernel` and
-    `jax_triton_rocm_reason` (for counting and for `info`)."""
+    """Logs the route a lowering took, and why, at DEBUG, also as the record's
+    `jax_triton_rocm_route`, `_kernel` and `_reason` attributes (for counting and for `info`)."""
     if logger.isEnabledFor(logging.DEBUG):
         logger.debug("jax_triton_rocm: kernel %s takes the %s route: %s", spec.kernel_name,
                      route, reason, extra={"jax_triton_rocm_route": route,
@@ -286,16 +235,14 @@ _registered: set[str] = set()
 
 @dataclasses.dataclass(frozen=True)
 class GpuRoutes:
-    """A GPU platform's routes, jaxlib's Triton call and XLA's, with the platform's backend: each
-    call takes the one the rule picks (`lower`)."""
+    """A GPU platform's routes, jaxlib's Triton call and XLA's, with the platform's backend."""
 
     backend: Backend
 
     def lower(self, ctx: LoweringRuleContext, operands: Sequence[Any],
               spec: KernelCallSpec) -> list:
-        """Lowers one equation to a custom call on the route the module docstring's rule picks,
-        jaxlib's Triton call or (asked) XLA's, and logs which and why (`log_route`); returns its
-        results.
+        """Lowers one equation to a custom call on jaxlib's Triton call or (asked) XLA's, and
+        logs which and why (`log_route`); returns its results.
 
         Raises:
           ValueError: `JAX_TRITON_ROCM_XLA_NATIVE` is malformed, or the call asked for XLA's
@@ -325,7 +272,11 @@ class GpuRoutes:
                                            spec.has_side_effect, spec.name)
                 log_route(XLA, spec, f"{by}={'True' if by == 'xla_native' else '1'} asks for it")
                 return results
-            refuse_if_asked(spec, call.reason)
+            if spec.xla_native:
+                raise XlaNativeRefused(
+                    f"triton_call(xla_native=True) cannot be honoured for kernel "
+                    f"{spec.kernel_name}: {call.reason}. Leave xla_native unset (or pass False) "
+                    f"for jaxlib's Triton call, the default.", call.reason)
             reason = call.reason
         lowered = _lowering.lowered_call("jaxlib", self.backend, ctx, spec)
         # The backend told before the call is emitted (ROCm's prewarm).
@@ -337,12 +288,10 @@ class GpuRoutes:
 
 
 class Interpreter:
-    """The CPU's route: Triton's interpreter runs the kernel on host buffers (`routes.cpu`). It
-    takes every call, so there is nothing to choose."""
+    """The CPU's one route: Triton's interpreter runs the kernel on host buffers."""
 
     def lower(self, ctx: LoweringRuleContext, operands: Sequence[Any],
               spec: KernelCallSpec) -> list:
-        """Lowers one equation to the interpreter's host callback; returns its results."""
         from jax_triton_rocm.routes.cpu import _interpret
 
         log_route(INTERPRETER, spec, "lowered for the CPU")
@@ -351,9 +300,8 @@ class Interpreter:
 
 @functools.cache
 def _routes(platform: str) -> GpuRoutes | Interpreter:
-    """The routes of `platform` ("cpu" or a GPU platform); imports them and, for a GPU, the
-    vendor module on first use, under the lock that keeps a fork from splitting those imports
-    (`_imports.IMPORTS`)."""
+    """The routes of `platform`, imported on first use under the lock that keeps a fork from
+    splitting those imports (`_imports.IMPORTS`)."""
     with _imports.IMPORTS.lowering():
         if platform == "cpu":
             from jax_triton_rocm.routes.cpu import _interpret  # noqa: F401
@@ -366,8 +314,7 @@ def _routes(platform: str) -> GpuRoutes | Interpreter:
 
 def lower(platform: str, ctx: LoweringRuleContext, operands: Sequence[Any],
           spec: KernelCallSpec) -> list:
-    """Lowers `spec` for `platform` ("cuda", "rocm" or "cpu") on its routes; returns the
-    results."""
+    """Lowers `spec` for `platform` ("cuda", "rocm" or "cpu"); returns the results."""
     return _routes(platform).lower(ctx, operands, spec)
 
 
@@ -391,10 +338,8 @@ def registered_platforms() -> tuple[str, ...]:
 def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -> tuple[str, ...]:
     """Registers the lowering rules of `triton_kernel_p`; safe to call any number of times.
 
-    Rules are registered for both GPU platforms ("cuda", "rocm") whatever `platforms` says: a
-    rule is harmless for a platform that nothing lowers for, and with it a lowering for a
-    platform without a plugin or device gets the package's own error (or, with an architecture
-    named, cross-compiles).
+    Rules are registered for both GPU platforms whatever `platforms` says: with one, a lowering
+    for a platform without a plugin or device gets the package's own error (or cross-compiles).
 
     Args:
       platforms: the platforms whose Triton backend `explicit` imports: "cuda" and/or "rocm";
@@ -435,12 +380,7 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
     return tuple(sorted(_registered))  # `registered_platforms()`
 
 
-_installed_registered = False
-
-
-def ensure_registered() -> None:
+@functools.cache
+def ensure_registered() -> tuple[str, ...]:
     """`register()` for the platforms in use, once per process (`triton_call` calls this)."""
-    global _installed_registered
-    if not _installed_registered:
-        register()
-        _installed_registered = True
+    return register()

@@ -32,12 +32,12 @@ def devices(monkeypatch, fresh_caches):
     and no other (a GPU machine's own included)."""
     found = []
 
-    def context_devices(module_context):
-        del module_context
-        return [types.SimpleNamespace(platform="cuda", compute_capability=c) for c in found]
+    def context_devices(platform, module_context):
+        del platform, module_context
+        return ([types.SimpleNamespace(platform="cuda", compute_capability=c) for c in found],
+                "the computation's devices")
 
-    monkeypatch.setattr(_arch, "_context_devices", context_devices)
-    monkeypatch.setattr(_arch, "_local_devices", lambda platform, module_context: [])
+    monkeypatch.setattr(_arch, "_devices", context_devices)
     return found
 
 

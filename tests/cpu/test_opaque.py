@@ -9,7 +9,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.routes.jaxlib import _opaque, _params, _proto
+from jax_triton_rocm.routes.jaxlib import _params, _proto
 from tests.support import kernels
 from tests.support.lowering_utils import capture_one, opaque_metadata, spec
 
@@ -26,7 +26,7 @@ def _data_with_pieces(seed: int, count: int | None = None) -> tuple[bytes, list[
 @pytest.mark.parametrize("seed", range(12))
 def test_decompresses_to_the_data(seed):
     data, pieces = _data_with_pieces(seed)
-    assert zlib.decompress(_opaque.compress(data, pieces)) == data
+    assert zlib.decompress(_proto.compress(data, pieces)) == data
 
 
 @pytest.mark.parametrize("asked", ["missing", "reversed", "repeated", "none"])
@@ -34,7 +34,7 @@ def test_pieces_not_found_in_order_are_compressed_with_the_rest(asked):
     data, pieces = _data_with_pieces(3, count=2)
     given = {"missing": pieces + [b"not in the data" * 9], "reversed": pieces[::-1],
              "repeated": pieces + pieces, "none": []}[asked]
-    assert zlib.decompress(_opaque.compress(data, given)) == data
+    assert zlib.decompress(_proto.compress(data, given)) == data
 
 
 @pytest.fixture
@@ -55,31 +55,31 @@ def full_deflates(monkeypatch):
 
 def test_the_same_input_gives_the_same_bytes_after_the_cache_is_emptied():
     data, pieces = _data_with_pieces(5, count=2)
-    first = _opaque.compress(data, pieces)
+    first = _proto.compress(data, pieces)
     _state.DEFLATED_KERNELS.clear()
-    assert _opaque.compress(data, pieces) == first
+    assert _proto.compress(data, pieces) == first
 
 
 def test_a_piece_met_again_is_not_deflated_again(full_deflates):
     piece = bytes(range(256)) * 40
-    _opaque.compress(b"head" + piece + b"tail", [piece])
+    _proto.compress(b"head" + piece + b"tail", [piece])
     assert len(full_deflates) == 1
-    opaque = _opaque.compress(b"other head" + piece + b"other tail", [piece])
+    opaque = _proto.compress(b"other head" + piece + b"other tail", [piece])
     assert len(full_deflates) == 1
     assert zlib.decompress(opaque) == b"other head" + piece + b"other tail"
 
 
 def test_clear_caches_forgets_the_deflated_pieces(full_deflates):
     piece = bytes(range(256)) * 41
-    _opaque.compress(b"head" + piece, [piece])
+    _proto.compress(b"head" + piece, [piece])
     jtr.clear_caches()
-    _opaque.compress(b"head" + piece, [piece])
+    _proto.compress(b"head" + piece, [piece])
     assert len(full_deflates) == 2
 
 
 def test_a_repetitive_piece_is_still_compressed():
     piece = b"".join(f"ld.global.f32 %f{i}, [%rd{i}];\n".encode() for i in range(3000))
-    assert len(_opaque.compress(b"x" + piece + b"y", [piece])) < len(piece) / 4
+    assert len(_proto.compress(b"x" + piece + b"y", [piece])) < len(piece) / 4
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -87,7 +87,7 @@ def test_adler32_combine_matches_zlib(seed):
     rng = random.Random(seed)
     first = rng.randbytes(rng.choice([0, 1, 300]))
     second = rng.randbytes(rng.choice([0, 5, 65521, 200_000]))
-    assert (_opaque.adler32_combine(zlib.adler32(first), zlib.adler32(second), len(second))
+    assert (_proto.adler32_combine(zlib.adler32(first), zlib.adler32(second), len(second))
             == zlib.adler32(first + second))
 
 
@@ -96,7 +96,7 @@ def test_jaxlibs_inflater_reads_a_stream_of_pieces():
                                object_file=random.Random(0).randbytes(20_000))
     serialized = _proto.encode_call(_params.KernelCall(image, (3, 1, 1), ()), name="n",
                                     metadata=b"kept")
-    opaque = _opaque.compress(serialized, [_proto.kernel_bytes(image)])
+    opaque = _proto.compress(serialized, [_proto.kernel_bytes(image)])
     assert opaque_metadata(opaque) == b"kept"
 
 

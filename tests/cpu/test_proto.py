@@ -5,7 +5,7 @@ GPU), and always with bytes jaxlib wrote (`JAXLIB_WROTE`)."""
 import pytest
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.routes.jaxlib import _opaque, _params, _proto, _tma
+from jax_triton_rocm.routes.jaxlib import _params, _proto, _tma
 from tests.support.lowering_utils import opaque_metadata
 
 plugin = _vendors.plugin_triton_module("cuda")
@@ -163,7 +163,7 @@ def test_jaxlib_here_writes_the_recorded_bytes():
 
 def test_module_image_is_carried_and_read_back():
     image = _proto.KernelImage("k", 4, 1, 0, "PTX", 90, object_file=b"\x7fELF-binary")
-    decoded = _proto.decode(_opaque.compress(_proto.encode_call(
+    decoded = _proto.decode(_proto.compress(_proto.encode_call(
         _params.KernelCall(image, (1, 1, 1), ()), name="n"))).kernel_call.kernel
     assert decoded.module_image.object_file == b"\x7fELF-binary"
     assert decoded.module_image.kernel_name == "k"
@@ -172,6 +172,6 @@ def test_module_image_is_carried_and_read_back():
 
 def test_an_opaque_carrying_module_image_parses_as_jaxlib_reads_it():
     image = _proto.KernelImage("k", 4, 1, 0, "PTX", 90, object_file=b"\x00" * 100)
-    opaque = _opaque.compress(_proto.encode_call(_params.KernelCall(image, (1, 1, 1), ()),
+    opaque = _proto.compress(_proto.encode_call(_params.KernelCall(image, (1, 1, 1), ()),
                                                 name="n", metadata=b"kept"))
     assert opaque_metadata(opaque) == b"kept"

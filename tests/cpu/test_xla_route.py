@@ -96,7 +96,7 @@ class _run_as_route:
         in_avals = tuple(jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in inputs)
         aliases, extra = list(call.aliases), []
         if self.form == "jaxlib":
-            form = _trampoline.for_jaxlib(_spec.unwrap(jit_fn), launch.bound, len(inputs))
+            form = _trampoline.for_jaxlib(_spec.unwrap(jit_fn), launch, len(inputs))
             zeroed = launch.zeroed
         else:
             zeroed_avals = tuple(call.out_avals[o] for o in launch.zeroed)

@@ -4,8 +4,8 @@ Its two steps, which the lowering shell (`routes._lowering`: where the call runs
 the launches planned) calls: `plan`, every launch compiled at once through the shared kernel
 cache (`compile._compile.compiled_launches`) and per kernel the call as the installed jaxlib
 loads it (`kernel_image`; `refilled` for a plain kernel's plan kept for other shapes); then
-`encode`, its parameters (`_params`; tensor descriptors by `_tma`), the call encoded (`_proto`,
-`_opaque`); `emit` writes it.
+`encode`, its parameters (`_params`; tensor descriptors by `_tma`), the call encoded and its
+opaque (`_proto`); `emit` writes it.
 
 The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
 this module never asks which vendor it talks to. `routes._primitive` chooses between this route
@@ -15,17 +15,18 @@ and XLA's own (`_xla_native`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _compat, _values
+from jax_triton_rocm.base import _compat
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.routes import _arch, _choices
-from jax_triton_rocm.routes.jaxlib import _opaque, _params, _proto, _tma
+from jax_triton_rocm.routes.jaxlib import _params, _proto, _tma
 from jax_triton_rocm.spec import _kinds
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
@@ -56,83 +57,12 @@ class LoweredCall:
 
 def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: ArchAnswers,
          launches: list[_plan.Launch], in_avals: tuple, out_avals: tuple) -> _plan.Kept:
-    """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch of
-    the call, as the plan memo keeps them (`_plan.Kept`, with the launches as planned and the
-    architecture's launch limits): the launches compiled (`_compiled_launches`), and each kernel
-    as the installed jaxlib loads it (`kernel_image`)."""
-    compiled = _compiled_launches(backend, spec, answers, launches, in_avals, out_avals)
-    images = [kernel_image(backend, kernel, answers, where.features, devices=where.devices,
-                           with_ttir=spec.debug) for _, _, kernel in compiled]
-    planned = [(*launched, image) for launched, image in zip(compiled, images)]
-    return _plan.Kept(planned, tuple([launch for launch, _, _, _ in planned]),
-                      answers.launch_site.limits)
-
-
-def refilled(spec: KernelCallSpec, n_inputs: int, planned: list[tuple],
-             launches: list[_plan.Launch]) -> list[tuple]:
-    """A kept plan (`plan`'s) with the launches of a new call (`_plan.relaunch`), each as jaxlib
-    launches it, with the kept kernels and images: a new shape or runtime scalar value compiles,
-    lays out and encodes no kernel anew, and asks the backend nothing."""
-    return [(launch, _in_buffer_order(spec, launch, n_inputs), kernel, image)
-            for launch, (_, _, kernel, image) in zip(launches, planned)]
-
-
-def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-           where: _arch.Where, planned: list[tuple], *, plain_call_name: str) -> LoweredCall:
-    """The planned launches encoded, top-down: each launch's parameters, the launches to encode
-    (`_choose`), the encoded call (`_proto.encode`) and the opaque that carries it
-    (`_opaque.compress`)."""
-    in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    if spec.debug:
-        for _, _, kernel, _ in planned:
-            print(f"jax_triton_rocm: {kernel.name} for {where.arch.arch}\n--- TTIR ---\n"
-                  f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
-    # The parameters, as jaxlib passes them (a tensor descriptor's by `_tma`).
-    calls = [_params.kernel_call(image, launch, out_avals, spec.input_output_aliases,
-                                 _tma.descriptor_params(kernel, where.features, where.arch))
-             for _, launch, kernel, image in planned]
-    chosen, undecided = _choose(backend, ctx, spec, where.arch,
-                                [(launch, kernel) for launch, _, kernel, _ in planned], calls)
-    # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
-    # (operands, then results), so the output's index counts the operands before it.
-    aliases = [] if len(chosen) == 1 else [
-        _proto.Alias(i, len(in_avals) + o, _params.size_bytes(in_avals[i]))
-        for i, o in spec.input_output_aliases]
-    encoded = _proto.encode([(call, launch.config.description) for (launch, _), call in chosen],
-                            aliases, name=spec.name, kernel_name=spec.kernel_name,
-                            metadata=spec.serialized_metadata, plain_call_name=plain_call_name)
-    return LoweredCall(
-        opaque=_opaque.compress(encoded.serialized, encoded.kernels),
-        serialized=encoded.serialized,
-        custom_call_name=encoded.custom_call_name,
-        features=where.features,
-        arch=where.arch,
-        kernels=tuple([kernel for (_, kernel), _ in chosen]),
-        calls=tuple([call for _, call in chosen]),
-        aliases=tuple(spec.input_output_aliases),
-        undecided=undecided,
-        launches=tuple([launch for (launch, _), _ in chosen]),
-        has_side_effect=spec.has_side_effect,
-        cost_estimate=spec.cost_estimate,
-    )
-
-
-def _in_buffer_order(spec: KernelCallSpec, launch: _plan.Launch,
-                     n_inputs: int) -> _plan.Launch:
-    """`launch` as jaxlib launches it: its kernel, or a trampoline that takes the buffers in
-    jaxlib's order (`plan._trampoline.for_jaxlib`)."""
-    compiled = _trampoline.for_jaxlib(spec.unwrapped, launch.bound, n_inputs)
-    return _values.replaced(launch, bound=compiled.bound, jit_fn=compiled.jit_fn)
-
-
-def _compiled_launches(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers,
-                       launches: list[_plan.Launch], in_avals: tuple,
-                       out_avals: tuple) -> list[tuple]:
-    """(launch, launch as jaxlib launches it, compiled kernel) for each launch that compiled
-    and fits the architecture, checked for launch features no route provides
-    (`_plan.launchable_kernels`); a kernel that fails to compile is asked whether the
-    call's arguments line up with its parameters (`_kinds.check_failed`)."""
-    ordered = [_in_buffer_order(spec, launch, len(in_avals)) for launch in launches]
+    """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch that
+    compiled and fits the architecture, as the plan memo keeps them (`_plan.Kept`, with the
+    launches as planned and the architecture's launch limits). A kernel that fails to compile is
+    asked whether the call's arguments line up with its parameters (`_kinds.check_failed`)."""
+    ordered = [_trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals))
+               for launch in launches]
     try:
         compiled = _compile.compiled_launches(
             ordered, spec, answers.triton_gpu_target, arch=answers.arch.arch,
@@ -142,9 +72,78 @@ def _compiled_launches(backend: Backend, spec: KernelCallSpec, answers: ArchAnsw
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
-    kept = _plan.launchable_kernels(compiled, answers.launch_site.limits, kernel=spec.kernel_name)
+    limits = answers.launch_site.limits
+    fit = _plan.launchable_kernels(compiled, limits, kernel=spec.kernel_name)
     as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
-    return [(as_planned[id(in_order)], in_order, kernel) for in_order, _, kernel in kept]
+    planned = [(as_planned[id(in_order)], in_order, kernel,
+                kernel_image(backend, kernel, answers, where.features, devices=where.devices,
+                             with_ttir=spec.debug)) for in_order, _, kernel in fit]
+    return _plan.Kept(planned, tuple([launch for launch, _, _, _ in planned]), limits)
+
+
+def refilled(spec: KernelCallSpec, n_inputs: int, planned: list[tuple],
+             launches: list[_plan.Launch]) -> list[tuple]:
+    """A kept plan (`plan`'s) with the launches of a new call (`_plan.relaunch`), each as jaxlib
+    launches it, with the kept kernels and images: a new shape or runtime scalar value compiles,
+    lays out and encodes no kernel anew, and asks the backend nothing."""
+    return [(launch, _trampoline.for_jaxlib(spec.unwrapped, launch, n_inputs), kernel, image)
+            for launch, (_, _, kernel, image) in zip(launches, planned)]
+
+
+def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+           where: _arch.Where, planned: list[tuple], *, plain_call_name: str) -> LoweredCall:
+    """The planned launches encoded, top-down: each launch's parameters, the launches to encode
+    (one remembered or forced, `_choices.pick`, else all of them), the encoded call
+    and the opaque that carries it (`_proto.encode`). A call lowered for no
+    device here (cross-compiling) cannot have been tuned, and is left to jaxlib's autotuner."""
+    in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+    if spec.debug:
+        for _, _, kernel, _ in planned:
+            print(f"jax_triton_rocm: {kernel.name} for {where.arch.arch}\n--- TTIR ---\n"
+                  f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
+    # (launch, kernel, call) per launch, the call's parameters as jaxlib passes them (a tensor
+    # descriptor's by `_tma`).
+    chosen = [(launch, kernel, _params.kernel_call(
+        image, launch, out_avals, spec.input_output_aliases,
+        functools.partial(_tma.descriptor_params, kernel, where.features, where.arch)))
+        for _, launch, kernel, image in planned]
+    undecided = None
+    kind = None if len(chosen) == 1 else _arch.device_kind(backend.platform, ctx.module_context)
+    if kind is not None:
+        key = _choices.tune_key(
+            platform=backend.platform, arch=where.arch.arch, device_kind=kind,
+            versions=(_compat.jaxlib_version(), _compat.triton_info().version),
+            avals=in_avals + out_avals, aliases=spec.input_output_aliases,
+            configs=[(launch.description, kernel.binary, call.grid, call.params)
+                     for launch, kernel, call in chosen])
+        descriptions = tuple(launch.description for launch, _, _ in chosen)
+        index = _choices.pick(key, descriptions)
+        if index is None:
+            undecided = _choices.Undecided(key, descriptions, spec.kernel_name)
+        else:
+            chosen = [chosen[index]]
+    # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
+    # (operands, then results), so the output's index counts the operands before it.
+    aliases = [] if len(chosen) == 1 else [
+        _proto.Alias(i, len(in_avals) + o, _params.size_bytes(in_avals[i]))
+        for i, o in spec.input_output_aliases]
+    encoded = _proto.encode([(call, launch.config.description) for launch, _, call in chosen],
+                            aliases, name=spec.name, kernel_name=spec.kernel_name,
+                            metadata=spec.serialized_metadata, plain_call_name=plain_call_name)
+    return LoweredCall(
+        opaque=encoded.opaque,
+        serialized=encoded.serialized,
+        custom_call_name=encoded.custom_call_name,
+        features=where.features,
+        arch=where.arch,
+        kernels=tuple([kernel for _, kernel, _ in chosen]),
+        calls=tuple([call for _, _, call in chosen]),
+        aliases=tuple(spec.input_output_aliases),
+        undecided=undecided,
+        launches=tuple([launch for launch, _, _ in chosen]),
+        has_side_effect=spec.has_side_effect,
+        cost_estimate=spec.cost_estimate,
+    )
 
 
 def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, answers: ArchAnswers,
@@ -178,32 +177,6 @@ def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, answers: A
         global_scratch_size=compiled.global_scratch_size,
         global_scratch_align=compiled.global_scratch_align,
     )
-
-
-def _choose(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec, arch: GpuArch,
-            compiled: list, calls: list) -> tuple[list, _choices.Undecided | None]:
-    """The launches to encode: the one remembered or forced (`_choices.pick`), else all of them.
-
-    Returns ((launch, kernel), call) pairs, and the call left undecided or None. A call lowered
-    for no device here (cross-compiling) cannot have been tuned, and is left to jaxlib.
-    """
-    pairs = list(zip(compiled, calls))
-    if len(compiled) == 1:
-        return pairs, None
-    kind = _arch.device_kind(backend.platform, ctx.module_context)
-    if kind is None:
-        return pairs, None
-    key = _choices.tune_key(
-        platform=backend.platform, arch=arch.arch, device_kind=kind,
-        versions=(_compat.jaxlib_version(), _compat.triton_info().version),
-        avals=tuple(ctx.avals_in) + tuple(ctx.avals_out), aliases=spec.input_output_aliases,
-        configs=[(launch.description, kernel.binary, call.grid, call.params)
-                 for (launch, kernel), call in pairs])
-    descriptions = tuple(launch.description for launch, _ in compiled)
-    index = _choices.pick(key, descriptions)
-    if index is None:
-        return pairs, _choices.Undecided(key, descriptions, spec.kernel_name)
-    return [pairs[index]], None
 
 
 def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):

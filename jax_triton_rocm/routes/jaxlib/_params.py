@@ -40,29 +40,23 @@ class KernelCall:
     params: tuple[Param, ...]
 
 
-def kernel_call(image: _proto.KernelImage, launch: _plan.Launch, out_avals: tuple,
-                aliases: tuple[tuple[int, int], ...] = (),
-                descriptors: Callable[..., list] | None = None) -> KernelCall:
-    """One launch of `image`, as jaxlib's kernel call carries it; `descriptors` gives the
-    parameters of the kernel's tensor descriptors (`_tma.descriptor_params`)."""
-    return KernelCall(kernel=image, grid=launch.grid, params=launch_params(
-        launch.bound, out_avals, set(launch.zeroed), aliases, descriptors))
-
-
 def size_bytes(aval: Any) -> int:
     """The bytes of an array of `aval`'s shape and dtype."""
     return int(math.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
 
 
-def launch_params(bound: _layout.BoundKernel, out_avals: tuple, zeroed: set[int],
-                   aliases: tuple[tuple[int, int], ...] = (),
-                   descriptors: Callable[..., list] | None = None) -> tuple[Param, ...]:
-    """The kernel call's parameters, in kernel order. An output to zero that has no pointer of
-    its own is zeroed through the input it is aliased to (the same buffer).
+def kernel_call(image: _proto.KernelImage, launch: _plan.Launch, out_avals: tuple,
+                aliases: tuple[tuple[int, int], ...] = (),
+                descriptors: Callable[..., list] | None = None) -> KernelCall:
+    """One launch of `image`, as jaxlib's kernel call carries it, its parameters in kernel
+    order; `descriptors` gives those of the kernel's tensor descriptors
+    (`_tma.descriptor_params`). An output to zero that has no pointer of its own is zeroed
+    through the input it is aliased to (the same buffer).
 
     Raises:
       NotImplementedError: a zeroed output aliased to a TensorDescriptor's base.
     """
+    bound, zeroed = launch.bound, set(launch.zeroed)
     params = []
     specs = dict(bound.specializations)
     own = {source.index for source in bound.sources if source.kind == "output"}
@@ -89,4 +83,4 @@ def launch_params(bound: _layout.BoundKernel, out_avals: tuple, zeroed: set[int]
             zeroes = zero_inputs.get(source.index)
         zero = 0 if zeroes is None else size_bytes(out_avals[zeroes])
         params.append(Param("array", bytes_to_zero=zero, ptr_divisibility=divisibility))
-    return tuple(params)
+    return KernelCall(kernel=image, grid=launch.grid, params=tuple(params))

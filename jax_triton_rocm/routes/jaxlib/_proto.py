@@ -1,11 +1,24 @@
-"""jaxlib's Triton kernel call, encoded with the messages of `_proto_schema` (jaxlib's
-`jaxlib/gpu/triton.proto`); the bytes are the same on CUDA and ROCm."""
+"""jaxlib's Triton kernel call encoded with the messages of `_proto_schema` (jaxlib's
+`jaxlib/gpu/triton.proto`; the bytes are the same on CUDA and ROCm), and the opaque jaxlib
+reads, one zlib stream (`compress`).
+
+jaxlib inflates the opaque with zlib's `uncompress` (`ZlibUncompress`, `jaxlib/gpu/
+triton_utils.cc`), which takes any valid zlib stream. Most of a call's bytes are its kernels'
+(`kernel_bytes`: the binary, the IR), the same every time the kernel is lowered again, for a
+new shape, grid or scalar. So each kernel's bytes are deflated once while they stay in
+`_state.DEFLATED_KERNELS`, as blocks that end on a full flush (byte-aligned, referring to nothing
+before them), and a call's stream is those blocks with the bytes between them written afresh (a
+few dozen bytes: stored as they are, which costs less than setting up a deflater), behind zlib's
+header and ahead of the Adler-32 of the whole. The bytes depend only on the input, the same in
+every process (JAX's persistent cache and `jax.export` rely on that).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import hashlib
+import struct
 import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -38,18 +51,14 @@ class KernelImage:
     """A compiled kernel as jaxlib loads it.
 
     Attributes:
-      name: the kernel's symbol in the binary.
       num_warps: what jaxlib multiplies by the warp size it assumes (32 on CUDA, 64 on HIP) to get
         the block size.
-      num_ctas: CTAs per cluster.
-      shared_mem_bytes: dynamic shared memory for the launch.
       ptx: `module_image_ptx(object_file)` when the binary is embedded; otherwise the PTX text
         (CUDA) or the path of an HSACO file (ROCm).
       ttir: the kernel's IR; empty unless asked for (jaxlib 0.10.2 to 0.12 read it for nothing,
         and 0.11.1+ copy it at every launch: a launch costs more the longer it is).
       compute_capability: e.g. 90 for sm_90; on ROCm the gfx major*10+minor (94 for gfx942).
       object_file: the CUBIN or HSACO to carry in `module_image`, or None.
-      global_scratch_size, global_scratch_align: Triton's global scratch needs.
     """
 
     name: str
@@ -133,12 +142,12 @@ def kernel_call_bytes(call: KernelCall) -> bytes:
 
 @dataclasses.dataclass(frozen=True)
 class Encoded:
-    """A call encoded: its bytes, the custom call that takes them, and each kernel's bytes
-    (`kernel_bytes`, which the opaque keeps apart: `_opaque.compress`)."""
+    """A call encoded: its bytes, the custom call that takes them, and the opaque that carries
+    them (`compress`, each kernel's bytes deflated apart)."""
 
     serialized: bytes
     custom_call_name: str
-    kernels: tuple[bytes, ...]
+    opaque: bytes
 
 
 def encode(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias], *, name: str,
@@ -146,7 +155,7 @@ def encode(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias], 
     """The call encoded: one kernel call (`encode_call`, for the target `plain_call_name`:
     `_compat.plain_call_name`), or an autotuned one for several (`encode_autotuned_call`, named
     after `name` and `kernel_name`), as (kernel call, description) pairs; `aliases` are read for
-    an autotuned call only. Both targets take the same bytes."""
+    an autotuned call only. Both targets take the same bytes; the opaque, `compress`'s."""
     if len(configs) == 1:
         serialized = encode_call(configs[0][0], name=name, metadata=metadata)
         custom_call_name = plain_call_name
@@ -154,8 +163,8 @@ def encode(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias], 
         serialized = encode_autotuned_call(configs, aliases, call_name=f"{name} ({kernel_name})",
                                            name=name, metadata=metadata)
         custom_call_name = _compat.autotuned_call_name()
-    return Encoded(serialized, custom_call_name,
-                   tuple([kernel_bytes(call.kernel) for call, _ in configs]))
+    return Encoded(serialized, custom_call_name, compress(
+        serialized, [kernel_bytes(call.kernel) for call, _ in configs]))
 
 
 def encode_call(call: KernelCall, *, name: str, metadata: bytes = b"") -> bytes:
@@ -168,15 +177,9 @@ def encode_call(call: KernelCall, *, name: str, metadata: bytes = b"") -> bytes:
 
 def encode_autotuned_call(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias],
                           *, call_name: str, name: str, metadata: bytes = b"") -> bytes:
-    """Serializes an autotuned call: jaxlib times each config at first run and keeps the best.
-
-    Args:
-      configs: (kernel call, description) pairs, in the order jaxlib should try them.
-      aliases: input/output buffers that alias; jaxlib restores them between trials.
-      call_name: the autotuned call's own name (shown in jaxlib's autotuning logs).
-      name: the name of the whole call, as for `encode_call`.
-      metadata: opaque bytes for the caller.
-    """
+    """Serializes an autotuned call of (kernel call, description) `configs`, which jaxlib
+    times at first run, restoring the aliased buffers between trials, and keeps the best;
+    `call_name` shows in jaxlib's autotuning logs."""
     autotuned = MESSAGES["TritonAutotunedKernelCall"](name=call_name)
     for call, description in configs:
         config = autotuned.configs.add(description=description)
@@ -201,3 +204,71 @@ def decode(opaque: bytes):
     message = MESSAGES["TritonAnyKernelCall"]()
     message.ParseFromString(serialized)
     return message
+
+
+# What `zlib.compress` writes first: deflate with a 32 KiB window, default level.
+_ZLIB_HEADER = b"\x78\x9c"
+_ADLER_BASE = 65521
+# The bytes of a piece searched for first; the whole piece is then compared in place.
+_PROBE_BYTES = 64
+# Bytes between pieces up to this many are stored, not deflated.
+_STORED_MAX = 256
+
+
+def compress(data: bytes, pieces: Sequence[bytes] = ()) -> bytes:
+    """`data` as a zlib stream, each of `pieces` (the kernels' bytes, in the order `data` embeds
+    them) deflated once while kept; one not found after the previous is compressed with the
+    bytes around it."""
+    parts = [_ZLIB_HEADER]
+    checksum = zlib.adler32(b"")
+    start = 0
+    for piece in dict.fromkeys(pieces):
+        # Probed by its first bytes, the rest compared in place: a long piece's own search
+        # table costs more.
+        at = data.find(piece[:_PROBE_BYTES], start)
+        while at >= 0 and not data.startswith(piece, at):
+            at = data.find(piece[:_PROBE_BYTES], at + 1)
+        if at < 0:
+            continue
+        if at > start:
+            gap = data[start:at]
+            parts.append(_between(gap, last=False))
+            checksum = zlib.adler32(gap, checksum)
+        deflated, piece_checksum = _state.DEFLATED_KERNELS.memo(
+            piece, functools.partial(_deflate_piece, piece))
+        parts.append(deflated)
+        checksum = adler32_combine(checksum, piece_checksum, len(piece))
+        start = at + len(piece)
+    tail = data[start:]
+    parts.append(_between(tail, last=True))
+    parts.append(zlib.adler32(tail, checksum).to_bytes(4, "big"))
+    return b"".join(parts)
+
+
+def adler32_combine(first: int, second: int, second_length: int) -> int:
+    """The Adler-32 of two byte strings one after the other, from the checksum of each (as
+    zlib's `adler32_combine`)."""
+    remainder = second_length % _ADLER_BASE
+    low = (first & 0xFFFF) + (second & 0xFFFF) - 1
+    high = (first >> 16) + (second >> 16) + remainder * (first & 0xFFFF) - remainder
+    return (high % _ADLER_BASE) << 16 | low % _ADLER_BASE
+
+
+def _deflate_piece(piece: bytes) -> tuple[bytes, int]:
+    """Raw deflate of `piece` at the default level, ending on a full flush, and its Adler-32;
+    `compress` keeps it in `_state.DEFLATED_KERNELS`, once per piece."""
+    compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return (compressor.compress(piece) + compressor.flush(zlib.Z_FULL_FLUSH),
+            zlib.adler32(piece))
+
+
+def _between(data: bytes, *, last: bool) -> bytes:
+    """The bytes between pieces (or after the last) as deflate blocks: a stored block when
+    short (its header byte, its length and the length's complement, then the bytes as they are;
+    the stream is byte-aligned there), else deflated with a window small enough to set up in a
+    microsecond (a full one takes tens); the last ends the stream."""
+    if len(data) > _STORED_MAX:
+        compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -9, 1)
+        return compressor.compress(data) + compressor.flush(zlib.Z_FINISH if last
+                                                            else zlib.Z_FULL_FLUSH)
+    return bytes((1 if last else 0,)) + struct.pack("<HH", len(data), len(data) ^ 0xFFFF) + data

@@ -1,23 +1,20 @@
-"""How a `TensorDescriptor` argument reaches a compiled kernel: its type in the Triton signature,
-the launch parameters it becomes, and what the jaxlib plugin must be able to do for them.
-
-Triton types a descriptor parameter `tensordesc<fp32[64,64]>` (for a Gluon kernel, the layout's
-repr follows a comma) and compiles it one of two ways; the kernel's `tensordesc_meta` tells which:
+"""The launch parameters a `TensorDescriptor` argument becomes, and what the jaxlib plugin must
+do for them. Triton compiles a descriptor parameter (`tensordesc<fp32[64,64]>`) one of two ways,
+as the kernel's `tensordesc_meta` tells:
 
 - encoded (one metadata entry per descriptor): NVIDIA sm_90+ takes a 128-byte CUDA tensor map
   (TMA), then the shape as i32 and the strides as i64. jaxlib's CUDA plugin encodes the map at
-  launch over the next operand buffer (`Parameter.tensor_descriptor`, from jax 0.11.1). AMD
-  gfx1250 takes a TDM descriptor instead, which no jaxlib encodes.
-- decomposed (no metadata): every other target (sm_80, gfx942, gfx950, ...) takes the base
-  pointer, the shape and strides as i64, the padding flag as i1 (Triton 3.9 adds a
-  round-to-TF32 i1), then the shape as i32 and the strides as i64 again: plain parameters that
-  every jaxlib launches.
+  launch over the next operand buffer (from jax 0.11.1). AMD gfx1250 takes a TDM descriptor,
+  which no jaxlib encodes.
+- decomposed (no metadata): every other target takes the base pointer, the shape and strides as
+  i64, the padding flag as i1 (Triton 3.9 adds a round-to-TF32 i1), then the shape as i32 and
+  the strides as i64 again: plain parameters that every jaxlib launches.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,16 +34,10 @@ _MAX_TMA_BOX = 256  # elements per box dimension (cuTensorMapEncodeTiled)
 
 @dataclasses.dataclass(frozen=True)
 class TmaDescriptor:
-    """What jaxlib needs to encode a CUDA tensor map (`cuTensorMapEncodeTiled`) at launch.
-
-    Attributes:
-      elem_type: CUDA's `CUtensorMapDataType` (host numbering, not Triton's device one).
-      swizzle: CUDA's `CUtensorMapSwizzle` (0 none, 1: 32 B, 2: 64 B, 3: 128 B).
-      shape, strides: the described tensor, in elements.
-      block_shape: the box one TMA copy moves, in elements (Triton's, which may be narrower
-        than the descriptor's block: the kernel then issues several copies).
-      oob_fill: 0 fills out-of-bounds reads with zeros, 1 with NaN.
-    """
+    """What jaxlib needs to encode a CUDA tensor map (`cuTensorMapEncodeTiled`) at launch:
+    `elem_type` in CUDA's host numbering, not Triton's device one; `swizzle` CUDA's
+    `CUtensorMapSwizzle`; `block_shape` the box one TMA copy moves (Triton's, maybe narrower than
+    the descriptor's block); sizes in elements; `oob_fill` 1 fills with NaN, 0 with zeros."""
 
     elem_type: int
     swizzle: int
@@ -56,28 +47,16 @@ class TmaDescriptor:
     oob_fill: int
 
 
-def _triton_expansion() -> Callable[..., list] | None:
-    """Triton's own expansion of descriptor types into launch types (`expand_signature`, which
-    newer Triton shares between its launchers), or None where each launcher keeps it (3.6)."""
-    try:
-        from triton.backends.driver import expand_signature
-    except ImportError:
-        return None
-    return expand_signature
-
-
 def launch_types(sig_type: str, encoded: bool, vendor: Vendor) -> list[str]:
-    """The types of the launch parameters one descriptor parameter becomes.
-
-    Args:
-      sig_type: its signature type (`spec._tensordesc.signature_type`).
-      encoded: whether the compiled kernel has `tensordesc_meta` (then every descriptor of the
-        kernel is encoded).
-      vendor: the target's vendor (its launcher's name for an encoded descriptor).
-    """
-    expansion = _triton_expansion()
-    if expansion is not None:
-        return list(expansion([sig_type], [{}] if encoded else None, vendor.encoded_descriptor))
+    """The types of the launch parameters one descriptor parameter of signature type
+    `sig_type` becomes, `encoded` where the kernel has `tensordesc_meta`."""
+    try:  # Triton's own expansion, which newer Triton shares between its launchers
+        from triton.backends.driver import expand_signature
+    except ImportError:  # each launcher keeps its own (3.6)
+        pass
+    else:
+        return list(expand_signature([sig_type], [{}] if encoded else None,
+                                     vendor.encoded_descriptor))
     rank = sig_type.split("[", 1)[1].split("]", 1)[0].count(",") + 1
     element = sig_type.split("<", 1)[1].split("[", 1)[0]
     head = [vendor.encoded_descriptor] if encoded else ["*" + element] + ["i64"] * 2 * rank + ["i1"]
@@ -86,13 +65,9 @@ def launch_types(sig_type: str, encoded: bool, vendor: Vendor) -> list[str]:
 
 def one_descriptor_params(desc: TensorDescriptor, types: Sequence[str],
                           meta: Mapping[str, Any] | None) -> list[_params.Param]:
-    """The jaxlib parameters for one descriptor, in kernel order; its base is the operand
-    buffer the first of them consumes.
-
-    Args:
-      desc: the descriptor.
-      types: its launch types (`launch_types`).
-      meta: its `tensordesc_meta` entry when the kernel takes it encoded, else None.
+    """The jaxlib parameters for `desc` of launch `types`, in kernel order; `meta`: its
+    `tensordesc_meta` entry where the kernel takes it encoded. Its base is the operand buffer the
+    first of them consumes.
 
     Raises:
       NotImplementedError: a launch layout this package does not know (a newer Triton).
@@ -158,14 +133,8 @@ def tma_descriptor(desc: TensorDescriptor, meta: Mapping[str, Any]) -> TmaDescri
 
 def check_launchable(vendor: Vendor, features: _vendors.PluginFeatures, *, kernel: str,
                      arch: str) -> None:
-    """Raises unless the plugin that will launch `kernel` encodes its tensor descriptors.
-
-    Called only for a kernel compiled with `tensordesc_meta` (encoded descriptors).
-
-    Raises:
-      NotImplementedError: naming the kernel, the architecture, the jax release needed (or that
-        none has it) and what to do instead.
-    """
+    """Raises NotImplementedError unless the plugin that will launch `kernel` encodes its
+    tensor descriptors (a kernel compiled with `tensordesc_meta`)."""
     if not vendor.jaxlib_encodes_descriptors:
         raise NotImplementedError(
             f"Kernel {kernel} takes a TensorDescriptor that Triton compiled for {arch} as an "
@@ -182,24 +151,19 @@ def check_launchable(vendor: Vendor, features: _vendors.PluginFeatures, *, kerne
             f"(tl.make_tensor_descriptor, which needs jax {since} as well).")
 
 
-def descriptor_params(compiled: Any, features: _vendors.PluginFeatures,
-                      arch: Any) -> Callable[[TensorDescriptor, int], list[_params.Param]]:
-    """`params(descriptor, i)`: the jaxlib parameters of the kernel's descriptor number `i`
-    (in launch order), as `compiled` (a `compile._compile.CompiledKernel`) takes them on
-    `arch` (a `plan._plan.GpuArch`).
+def descriptor_params(compiled: Any, features: _vendors.PluginFeatures, arch: Any,
+                      desc: TensorDescriptor, i: int) -> list[_params.Param]:
+    """The jaxlib parameters of `desc`, the kernel's descriptor number `i` (in launch order), as
+    `compiled` (a `compile._compile.CompiledKernel`) takes them on `arch` (a `GpuArch`).
 
-    Raises (when called):
+    Raises:
       NotImplementedError: the plugin cannot encode the kernel's TMA descriptors
         (`check_launchable`), or a layout this package does not fill.
       ValueError: a descriptor TMA cannot encode.
     """
     metas = list(compiled.metadata.get("tensordesc_meta") or ())
-
-    def params(desc: TensorDescriptor, i: int) -> list[_params.Param]:
-        vendor = _vendors.vendor(arch.platform)  # asked only of a kernel with descriptors
-        if metas:
-            check_launchable(vendor, features, kernel=compiled.name, arch=arch.arch)
-        types = launch_types(signature_type(desc), bool(metas), vendor)
-        return one_descriptor_params(desc, types, metas[i] if metas else None)
-
-    return params
+    vendor = _vendors.vendor(arch.platform)
+    if metas:
+        check_launchable(vendor, features, kernel=compiled.name, arch=arch.arch)
+    types = launch_types(signature_type(desc), bool(metas), vendor)
+    return one_descriptor_params(desc, types, metas[i] if metas else None)
