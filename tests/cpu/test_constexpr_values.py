@@ -235,3 +235,26 @@ def test_a_function_given_positionally_is_a_constexpr(act, expected):
 def test_an_extern_given_positionally_is_refused_by_its_parameter():
     with pytest.raises(TypeError, match=r"ACT=<function tanh .*> is the Triton extern"):
         positional(x_values(), libdevice.tanh)
+
+
+@triton.jit
+def constexpr_left_kernel(x_ptr, out_ptr, n, ALPHA, BETA, LIMIT, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = ALPHA * x + (BETA - x) / (ALPHA + x * x)
+    tl.store(out_ptr + offsets, tl.where(LIMIT < x, y, -y), mask=mask)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_a_constexpr_on_the_left_of_a_tensor_operator_gives_the_tensor_result(jit):
+    # `ALPHA * x` with `ALPHA` given by keyword (a constexpr, not annotated as one): Triton's
+    # interpreter alone wraps the result in a constexpr it cannot store; the package makes it
+    # the tensor a compiled kernel computes.
+    x = x_values()
+    constexprs = dict(ALPHA=2.0, BETA=0.5, LIMIT=0.25)
+    got = np.asarray((jax.jit(lambda x: call(constexpr_left_kernel, x, **constexprs)) if jit
+                      else lambda x: call(constexpr_left_kernel, x, **constexprs))(x))
+    xs = np.asarray(x)
+    y = 2.0 * xs + (0.5 - xs) / (2.0 + xs * xs)
+    np.testing.assert_allclose(got, np.where(0.25 < xs, y, -y), rtol=1e-6)
