@@ -44,13 +44,13 @@ def triton_report() -> dict[str, Any]:
         info = _compat.triton_info()
     except ImportError as err:
         return {"error": str(err)}
-    from jax_triton_rocm.compile import _cache
+    from jax_triton_rocm.base import _files
 
     cache_knobs = info.module.knobs.cache
     cache_dir = cache_knobs.dir
-    if _cache.needs_default_dir(cache_knobs):
+    if _files.needs_default_dir(cache_knobs):
         cache_note = (f"{_env.TRITON_CACHE_DIR}={_env.triton_cache_dir()!r} leaves Triton "
-                      f"none; the package's compiles use {_cache.default_dir(cache_knobs)}")
+                      f"none; the package's compiles use {cache_knobs.get_triton_dir("cache")}")
     else:
         cache_note = ""
     return {

@@ -19,7 +19,7 @@ import re
 import tempfile
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.base import _compat, _files, _state
 from jax_triton_rocm.compile import _cache, _errors, _gluon, _parallel
 from jax_triton_rocm.spec._layout import BoundKernel
 
@@ -357,7 +357,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
                 return key
 
             source.hash = widened_hash
-        compiled = _cache.compile_in_usable_cache(triton, functools.partial(
+        compiled = _files.compile_in_usable_cache(triton, functools.partial(
             _cache.compile_checked, triton, source, job.triton_gpu_target, job.options,
             job.binary_key, job.asm_key, job.symbol))
         metadata = compiled.metadata

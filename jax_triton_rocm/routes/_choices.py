@@ -142,7 +142,7 @@ def _location(key: str) -> tuple[str, str, str] | None:
         return None
     if folder not in _swept:
         _swept.add(folder)
-        _files.warn_if_others_can_write(folder, _setting(), _env.ENV_AUTOTUNE_DIR)
+        _files.warn_if_others_can_write(folder, _setting, _env.ENV_AUTOTUNE_DIR)
         _choice_files.sweep(folder, _STALE_SECONDS)
     return folder, os.path.join(folder, key[:2]), f"{key}.json"
 
