@@ -243,8 +243,6 @@ class KernelCache:
 
 
 COMPILED_KERNELS = KernelCache(LOCKS)
-# Each kernel's IR as the installed jaxlib reads it, or why not (`routes.xla._xla_native`).
-IR_CHECKS = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 # Lowered calls by everything that decides them (`routes._lowering`), each with
 # the kernel object its key names (kept alive, so its id is not reused).
 LOWERED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
@@ -262,18 +260,17 @@ DEFLATED_KERNELS = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 CARRIED_BINARIES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 # Per kernel object, one record (`KernelRecords`): the globals its source reads
 # ("references", `compile._compile`), its interpreter twin ("interpreted",
-# `routes.cpu._interpret_host`), its parameters' roles ("roles", `spec._kinds`), its trampolines
-# (("trampoline", source), `plan._trampoline`) and the kernel taken apart ("unwrapped",
-# `api._call`).
+# `routes.cpu._interpret_host`), the @triton.jit function of Triton's InterpretedFunction ("jit
+# twin", `spec._spec.unwrap`), its parameters' roles ("roles", `spec._kinds`), its trampolines
+# (("trampoline", source), `plan._trampoline`), a trampoline's IR as the installed jaxlib reads
+# it, or why not (("checked IR", ...), `routes.xla._xla_native`) and the kernel taken apart
+# ("unwrapped", `api._call`).
 KERNEL_RECORDS = KernelRecords(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # `triton_call`'s layouts by all but shapes and scalar values (`checks._bound`; the kernel in the
 # key, so its id stays unique).
 CALL_LAYOUTS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-# The @triton.jit function made of each kernel that TRITON_INTERPRET=1 made Triton's
-# InterpretedFunction (`spec._spec.unwrap`), beside that kernel, whose id is the key.
-JIT_TWINS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-CACHES = (COMPILED_KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES,
-          DEFLATED_KERNELS, CARRIED_BINARIES, KERNEL_RECORDS, CALL_LAYOUTS, JIT_TWINS)
+CACHES = (COMPILED_KERNELS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES, DEFLATED_KERNELS,
+          CARRIED_BINARIES, KERNEL_RECORDS, CALL_LAYOUTS)
 # Every other piece of process-wide state, where it lives (package module, name, what it
 # keeps); a new one is added here too (tests/test_module_layout.py checks that each exists).
 ELSEWHERE = (

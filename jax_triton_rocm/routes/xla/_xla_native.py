@@ -76,23 +76,20 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | Un
     """The kernel's Triton IR as MLIR bytecode for XLA, or why XLA cannot take it (`Unfit`): IR
     that does not parse, or whose kernel function does not take exactly `n_pointers` pointers.
 
-    Warns, once per kernel, when this jaxlib cannot parse the IR that the installed Triton wrote.
+    Warns when this jaxlib cannot parse the IR that the installed Triton wrote (once per kernel:
+    `plan` keeps the answer in the kernel's record).
     """
-    key = (compiled.key, n_pointers)
-    if (cached := _state.IR_CHECKS.get(key)) is not None:  # content-keyed: never stale
-        return cached
     try:
         module = parse_ttir(compiled.ttir)
     except Exception as err:  # MLIRError has no public base class to name across jaxlibs
         unfit = Unfit(f"this jaxlib's Triton dialect cannot parse the IR that Triton "
                       f"{_triton_version()} wrote ({_parse_error(err)})")
-        if _state.IR_CHECKS.setdefault(key, unfit) is unfit:  # once per kernel
-            warnings.warn(
-                f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
-                f"XLA's: {unfit.reason}. Use a Triton release whose IR this jaxlib reads "
-                f"(docs/routes.md: 'Triton constructs that jaxlib does not parse'), or leave "
-                f"{_env.ENV_XLA_NATIVE} unset for jaxlib's call, the default.",
-                RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
+            f"XLA's: {unfit.reason}. Use a Triton release whose IR this jaxlib reads "
+            f"(docs/routes.md: 'Triton constructs that jaxlib does not parse'), or leave "
+            f"{_env.ENV_XLA_NATIVE} unset for jaxlib's call, the default.",
+            RuntimeWarning, stacklevel=2)
         return unfit
     from jax._src.lib.mlir import ir
 
@@ -109,7 +106,7 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | Un
                 value = Unfit(f"its Triton IR takes ({', '.join(types)}), and XLA passes "
                               f"{n_pointers} pointer(s), one per operand and result")
             break
-    return _state.IR_CHECKS.setdefault(key, value)
+    return value
 
 
 def _parse_error(err: Exception) -> str:
@@ -235,7 +232,8 @@ def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _
         return Unfit(f"the kernel needs {compiled.global_scratch_size} bytes of Triton global "
                      f"scratch memory, which not every XLA allocates for this call")
     n_pointers = len(in_avals) + len(zero_avals) + len(form.scalar_operands) + len(out_avals)
-    ir = checked_ir(compiled, n_pointers)
+    ir = _state.KERNEL_RECORDS.derived(form.jit_fn, ("checked IR", compiled.key, n_pointers),
+                                       functools.partial(checked_ir, compiled, n_pointers))
     if isinstance(ir, Unfit):
         return ir
     return _plan.Kept(NativeCall(
