@@ -13,6 +13,7 @@ not know), and `info` lists them (`listed`, `unknown_package_variables`).
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -212,16 +213,6 @@ def cache_size(name: str) -> int:
                   meaning=" (how many entries the cache keeps)")
 
 
-def kernel_cache_size() -> int:
-    """How many compiled kernels a cache keeps (`JAX_TRITON_ROCM_KERNEL_CACHE_SIZE`)."""
-    return cache_size(ENV_KERNEL_CACHE_SIZE)
-
-
-def call_cache_size() -> int:
-    """How many lowered calls a cache keeps (`JAX_TRITON_ROCM_CALL_CACHE_SIZE`)."""
-    return cache_size(ENV_CALL_CACHE_SIZE)
-
-
 def triton_cache_dir() -> str | None:
     """`TRITON_CACHE_DIR` as set (None: unset)."""
     return os.environ.get(TRITON_CACHE_DIR)
@@ -273,8 +264,8 @@ VARIABLE_READERS: dict[str, Callable[[], Any]] = {
     ENV_CALL_TARGET: call_target,
     ENV_COMPILE_THREADS: compile_threads,
     ENV_XLA_NATIVE: xla_native,
-    ENV_KERNEL_CACHE_SIZE: kernel_cache_size,
-    ENV_CALL_CACHE_SIZE: call_cache_size,
+    ENV_KERNEL_CACHE_SIZE: functools.partial(cache_size, ENV_KERNEL_CACHE_SIZE),
+    ENV_CALL_CACHE_SIZE: functools.partial(cache_size, ENV_CALL_CACHE_SIZE),
     ENV_REMEMBER_TRITON_KEY: remember_triton_key,
     ENV_KEEP_PTX_TEXT: keep_ptx_text,
 }

@@ -68,21 +68,6 @@ def _open_folder(path: str, dir_fd: int | None = None) -> int:
         raise
 
 
-@contextlib.contextmanager
-def folder(path: str) -> Iterator[int]:
-    """A descriptor of the folder `path`, its last part no link, for reading in.
-
-    Raises:
-      RefusedFile: `path` is a link or no folder.
-      OSError: it cannot be opened (FileNotFoundError: it is not there).
-    """
-    fd = _open_folder(path)
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
 def read_entry_file(directory: str, name: str, limit: int) -> bytes:
     """The bytes of the regular file `name` directly inside the folder `directory`.
 
@@ -98,7 +83,7 @@ def read_entry_file(directory: str, name: str, limit: int) -> bytes:
     """
     if not name or name in (".", "..") or "/" in name or "\0" in name:
         raise RefusedFile(f"{name!r} is not the name of a file directly inside {directory}")
-    folder_fd = _open_folder(directory)  # not `folder`: its generator would call back here
+    folder_fd = _open_folder(directory)
     try:
         before = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
         if not stat.S_ISREG(before.st_mode):
@@ -226,23 +211,28 @@ def replace_file(folder_fd: int, name: str, data: bytes) -> None:
         raise
 
 
-def remove_stale_temporaries(folder_fd: int, stale_seconds: float = 60) -> None:
-    """Removes from the folder `folder_fd` the temporary files `replace_file` leaves when its
-    writer is killed mid-write: regular files (no links) named `*.tmp`, this user's, unchanged
-    for `stale_seconds` (far longer than any writer of a small file takes).
+def remove_stale_temporaries(folder: str, stale_seconds: float = 60) -> None:
+    """Removes from `folder` (its last part no link) the temporary files `replace_file` leaves
+    when its writer is killed mid-write: regular files (no links) named `*.tmp`, this user's,
+    unchanged for `stale_seconds` (far longer than any writer of a small file takes).
 
     Raises:
-      OSError: the folder cannot be listed (a file that vanished meanwhile is no error).
+      RefusedFile: `folder` is a link or no folder.
+      OSError: it cannot be listed (a file that vanished meanwhile is no error).
     """
     stale = time.time() - stale_seconds
-    for entry in os.scandir(folder_fd):
-        if not entry.name.endswith(".tmp"):
-            continue
-        with contextlib.suppress(FileNotFoundError):
-            info = entry.stat(follow_symlinks=False)
-            if (stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
-                    and info.st_mtime < stale):
-                os.unlink(entry.name, dir_fd=folder_fd)
+    folder_fd = _open_folder(folder)
+    try:
+        for entry in os.scandir(folder_fd):
+            if not entry.name.endswith(".tmp"):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                info = entry.stat(follow_symlinks=False)
+                if (stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
+                        and info.st_mtime < stale):
+                    os.unlink(entry.name, dir_fd=folder_fd)
+    finally:
+        os.close(folder_fd)
 
 
 # The folders of Triton's that a compile writes: knob name -> the variable that sets it, and its

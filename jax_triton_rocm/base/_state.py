@@ -110,11 +110,6 @@ class BoundedCache:
                 self._entries.popitem(last=False)
         return value
 
-    def setdefault(self, key: Hashable, value: Any) -> Any:
-        """The entry for `key`, stored as `value` if there was none (`put`)."""
-        stored = self.get(key, _MISSING)
-        return self.put(key, value) if stored is _MISSING else stored
-
     def memo(self, key: Hashable, make: Callable[[], Any]) -> Any:
         """The value kept for `key`, else `make()`'s, kept. A key that does not hash (a value in
         it, such as a constexpr, that hashes badly) keeps nothing: `make()` every time, never
@@ -183,7 +178,7 @@ class _Failure:
         self.error = error
 
 
-class KernelCache:
+class KernelCache(BoundedCache):
     """Compiled kernels by kernel key; each key compiled once, however many threads ask, and the
     least recently used forgotten beyond `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE` (compiled again,
     from Triton's on-disk cache, when next lowered).
@@ -199,18 +194,17 @@ class KernelCache:
     """
 
     def __init__(self, locks: LockRegistry) -> None:
-        self._locks = locks
-        self._entries = BoundedCache(locks, _env.ENV_KERNEL_CACHE_SIZE)
+        super().__init__(locks, _env.ENV_KERNEL_CACHE_SIZE)
         self.stats: collections.Counter[str] = collections.Counter()
 
     def get_or_compile(self, key: str, compile_fn: Callable[[], T],
                        remember: Callable[[Exception], bool] = lambda err: True) -> T:
         """The entry for `key`, made by `compile_fn` on a miss; an error `remember` accepts is
         kept in its place (and raised again on each later request)."""
-        entry = self._entries.get(key)
+        entry = self.get(key)
         if entry is None:
             with self._locks.item_lock(("kernel", key)):
-                entry = self._entries.get(key)  # another thread may have compiled it meanwhile
+                entry = self.get(key)  # another thread may have compiled it meanwhile
                 if entry is None:
                     try:
                         entry = compile_fn()
@@ -218,9 +212,9 @@ class KernelCache:
                         with self._locks.guard:
                             self.stats["failures"] += 1
                         if remember(err):
-                            self._entries.put(key, _Failure(err))
+                            self.put(key, _Failure(err))
                         raise
-                    self._entries.put(key, entry)
+                    self.put(key, entry)
                     with self._locks.guard:
                         self.stats["compiles"] += 1
                     return entry
@@ -230,14 +224,8 @@ class KernelCache:
             raise entry.error
         return entry
 
-    def __contains__(self, key: str) -> bool:
-        return key in self._entries
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
     def clear(self) -> None:
-        self._entries.clear()
+        super().clear()
         with self._locks.guard:
             self.stats.clear()
 

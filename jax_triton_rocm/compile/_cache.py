@@ -82,12 +82,6 @@ def compile_request(source: Any, target: Any, options: dict[str, Any], binary_ex
                    entry_hash=hashlib.sha256(key.encode("utf-8")).hexdigest())
 
 
-def triton_cache_hash(source: Any, target: Any, options: dict[str, Any]) -> str:
-    """The hash `triton.compile(source, target=target, options=options)` files its result under
-    (tests compare it with the `hash` of what `triton.compile` returns)."""
-    return compile_request(source, target, options).entry_hash
-
-
 def _as_json(value: Any) -> Any:
     """`value` as Triton's metadata file holds it (tuples as lists, objects as their fields)."""
     return json.loads(json.dumps(value, default=vars))

@@ -110,8 +110,8 @@ def _hand_over(cache: Any, original: Any) -> None:
     folder = _folder()
     if _files.others_can_write(folder) is not None:
         return
-    with contextlib.suppress(OSError, ValueError), _files.folder(folder) as folder_fd:
-        _files.remove_stale_temporaries(folder_fd)  # left by writers killed mid-write
+    with contextlib.suppress(OSError, ValueError):
+        _files.remove_stale_temporaries(folder)  # left by writers killed mid-write
     root = os.path.dirname(os.path.dirname(os.path.abspath(cache.__file__)))
     name = f"{installation_stamp(root)}.key"
     key = _read(folder, name, triton.__version__)

@@ -419,7 +419,7 @@ def test_the_entry_checked_is_the_one_triton_compile_reads(cache_dir, platform, 
 
     def recording_compile(source, target=None, options=None):
         compiled = compile_fn(source, target=target, options=options)
-        pairs.append((_cache.triton_cache_hash(source, target, options), compiled.hash))
+        pairs.append((_cache.compile_request(source, target, options).entry_hash, compiled.hash))
         return compiled
 
     monkeypatch.setattr(triton, "compile", recording_compile)

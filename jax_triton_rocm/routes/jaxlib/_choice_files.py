@@ -29,8 +29,7 @@ def sweep(folder: str, stale_seconds: float) -> None:
         groups = [entry.name for entry in os.scandir(folder)
                   if entry.is_dir(follow_symlinks=False)]
         for group in groups:
-            with _files.folder(os.path.join(folder, group)) as group_fd:
-                _files.remove_stale_temporaries(group_fd, stale_seconds)
+            _files.remove_stale_temporaries(os.path.join(folder, group), stale_seconds)
 
 
 def read_json(folder: str, name: str, max_bytes: int) -> Any:
