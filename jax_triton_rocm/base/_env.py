@@ -213,29 +213,10 @@ def cache_size(name: str) -> int:
                   meaning=" (how many entries the cache keeps)")
 
 
-def triton_cache_dir() -> str | None:
-    """`TRITON_CACHE_DIR` as set (None: unset)."""
-    return os.environ.get(TRITON_CACHE_DIR)
-
-
-def triton_dump_dir() -> str | None:
-    """`TRITON_DUMP_DIR` as set (None: unset)."""
-    return os.environ.get(TRITON_DUMP_DIR)
-
-
-def triton_home() -> str | None:
-    """`TRITON_HOME` as set (None: unset)."""
-    return os.environ.get(TRITON_HOME)
-
-
-def home() -> str | None:
-    """`HOME` as set (None: unset)."""
-    return os.environ.get(HOME)
-
-
 def as_set(name: str) -> str | None:
-    """Variable `name` as set, unparsed (None: unset): for a memo key that must change with it,
-    never to decide anything (its reader does)."""
+    """Variable `name` as set, unparsed (None: unset): a folder of Triton's as a message names
+    it (`TRITON_CACHE_DIR`, `TRITON_DUMP_DIR`, `TRITON_HOME`, `HOME`), or a memo key that must
+    change with the variable, never to decide anything (its reader does)."""
     return os.environ.get(name)
 
 

@@ -235,10 +235,8 @@ def remove_stale_temporaries(folder: str, stale_seconds: float = 60) -> None:
         os.close(folder_fd)
 
 
-# The folders of Triton's that a compile writes: knob name -> the variable that sets it, and its
-# reader.
+# The folders of Triton's that a compile writes: knob name -> the variable that sets it.
 FOLDER_VARIABLES = {"dir": _env.TRITON_CACHE_DIR, "dump_dir": _env.TRITON_DUMP_DIR}
-_FOLDER_READERS = {"dir": _env.triton_cache_dir, "dump_dir": _env.triton_dump_dir}
 _MISSING = object()
 
 T = TypeVar("T")
@@ -280,7 +278,7 @@ def usable_cache_dir(triton: Any, *, private: tuple[str, ...] = ()) -> Iterator[
                     "imported), which leaves Triton no cache directory. The package's Triton "
                     "compiles use Triton's default location %s instead; the environment is not "
                     "changed. Set %s to a writable folder to choose another.",
-                    _env.TRITON_CACHE_DIR, _env.triton_cache_dir(), directory,
+                    _env.TRITON_CACHE_DIR, _env.as_set(_env.TRITON_CACHE_DIR), directory,
                     _env.TRITON_CACHE_DIR)
         if "dir" in private:
             _private = _private or tempfile.mkdtemp(prefix="jax_triton_rocm_triton_cache_")
@@ -352,11 +350,11 @@ def _failing_folder(err: OSError, cache_knobs: Any) -> tuple[str, str] | None:
 def setting(name: str) -> str:
     """Which variable chose Triton's folder `name` ("dir", "dump_dir"), as a warning names it."""
     variable = FOLDER_VARIABLES[name]
-    value = _FOLDER_READERS[name]()
+    value = _env.as_set(variable)
     if value is not None:
         return f"{variable}={shown_path(value)!r}"
-    for home, read_home in ((_env.TRITON_HOME, _env.triton_home), (_env.HOME, _env.home)):
-        value = read_home()
+    for home in (_env.TRITON_HOME, _env.HOME):
+        value = _env.as_set(home)
         if value is not None:
             return (f"{variable} unset: Triton's default under {home}="
                     f"{shown_path(value)!r}")

@@ -87,9 +87,14 @@ def _as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=vars))
 
 
-def metadata_problem(meta: Any, target: Any, entry_hash: str | None = None) -> str | None:
+def metadata_problem(meta: Any, request: Request, entry_hash: str | None,
+                     llir: str | None) -> str | None:
     """What is wrong with Triton's metadata `meta` (a dict; its `target` a JSON dict or a
-    `GPUTarget`) for a compile for `target`, and for the entry `entry_hash` where given."""
+    `GPUTarget`) for `request`, and for the entry `entry_hash` where given: a field missing or of
+    another type, or disagreeing with what `request` compiled (the kernel's name, an option,
+    which the compile stores as it was given), or `shared` with the kernel's LLVM IR `llir`
+    (which uses `global_smem` exactly when `shared` is above 0)."""
+    target = request.target
     if not isinstance(meta, dict):
         return f"metadata is a {type(meta).__name__}, not a JSON object"
     for field, kind in _REQUIRED_FIELDS.items():
@@ -111,12 +116,6 @@ def metadata_problem(meta: Any, target: Any, entry_hash: str | None = None) -> s
         return f"metadata field 'shared' is {meta['shared']}, below 0"
     if entry_hash is not None and meta["hash"] != entry_hash:
         return f"metadata belongs to another entry (hash {meta['hash']})"
-    return None
-
-
-def request_problem(meta: dict[str, Any], request: Request) -> str | None:
-    """What in the checked metadata `meta` disagrees with what `request` compiled: the kernel's
-    name or an option, which the compile stores as it was given."""
     if meta["name"] != request.kernel:
         return f"metadata names kernel {meta['name']!r}, not {request.kernel!r}"
     found = _as_json({field: meta.get(field) for field in request.options})
@@ -126,18 +125,13 @@ def request_problem(meta: dict[str, Any], request: Request) -> str | None:
         if found[field] != wanted:
             return (f"metadata says {field}={found[field]!r}, but the kernel compiles with "
                     f"{wanted!r}")
-    return None
-
-
-def shared_problem(llir: str, shared: int) -> str | None:
-    """What is wrong with the metadata's `shared` for a kernel whose LLVM IR is `llir`: the IR
-    uses `global_smem` exactly when `shared` is above 0."""
-    uses = "@global_smem" in llir
+    shared, uses = meta["shared"], "@global_smem" in (llir or "")
     if uses and not shared:
         return "metadata says shared=0, but the kernel's LLVM IR uses shared memory"
-    if shared and not uses:
+    if llir and shared and not uses:
         return f"metadata says shared={shared}, but the kernel's LLVM IR uses no shared memory"
     return None
+
 
 def _library_files(libraries: Any) -> Any:
     """Triton's `extern_libs` ([name, path] pairs) as each library's name and file name (Triton's
@@ -183,11 +177,7 @@ def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
     problem = _elf.problem(binary, request.target.backend, request.kernel)
     if problem is not None:
         return request.binary_ext, problem
-    problem = metadata_problem(meta, request.target, entry_hash)
-    if problem is None:
-        problem = request_problem(meta, request)
-    if problem is None and files.get("llir"):
-        problem = shared_problem(files["llir"], meta["shared"])
+    problem = metadata_problem(meta, request, entry_hash, files.get("llir"))
     if problem is not None:
         return "json", problem
     for ext, text in files.items():
