@@ -44,14 +44,9 @@ def sections(data: bytes) -> list[Section] | None:
     if names_at + names_size > len(data):
         return None
     names = data[names_at:names_at + names_size]
-    return [Section(at, _name(names, name), kind, flags, offset, size, link, info)
+    # Each name NUL-terminated in the name table (to its end if unterminated).
+    return [Section(at, names[name:].partition(b"\0")[0], kind, flags, offset, size, link, info)
             for at, (name, kind, flags, _, offset, size, link, info, _, _) in headers]
-
-
-def _name(names: bytes, start: int) -> bytes:
-    """The NUL-terminated name at `start` of the name table (to its end if unterminated)."""
-    end = names.find(b"\0", start)
-    return names[start:end if end >= 0 else len(names)]
 
 
 def problem(data: bytes, backend: str, function: str | None = None) -> str | None:
