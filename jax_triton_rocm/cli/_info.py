@@ -49,8 +49,9 @@ def triton_report() -> dict[str, Any]:
     cache_knobs = info.module.knobs.cache
     cache_dir = cache_knobs.dir
     if _files.needs_default_dir(cache_knobs):
-        cache_note = (f"{_env.TRITON_CACHE_DIR}={_env.as_set(_env.TRITON_CACHE_DIR)!r} leaves Triton "
-                      f"none; the package's compiles use {cache_knobs.get_triton_dir("cache")}")
+        cache_note = (f"{_env.TRITON_CACHE_DIR}={_env.as_set(_env.TRITON_CACHE_DIR)!r} leaves "
+                      f"Triton none; the package's compiles use "
+                      f"{cache_knobs.get_triton_dir('cache')}")
     else:
         cache_note = ""
     return {

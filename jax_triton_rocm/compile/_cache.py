@@ -312,8 +312,8 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
     request = compile_request(source, target, options, binary_ext, asm_ext, symbol)
     if knobs.cache.manager_class is None:
         if knobs.cache.dir:
-            _files.warn_if_others_can_write(knobs.cache.dir, functools.partial(_files.setting, "dir"),
-                                            _env.TRITON_CACHE_DIR)
+            _files.warn_if_others_can_write(
+                knobs.cache.dir, functools.partial(_files.setting, "dir"), _env.TRITON_CACHE_DIR)
         manager = get_cache_manager(request.entry_hash)
         damage = link_problem(manager.cache_dir) or entry_problem(manager, request)
         if damage is not None:
