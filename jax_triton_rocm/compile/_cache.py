@@ -295,11 +295,11 @@ def warn_damaged(path: str, problem: str, kernel: str) -> None:
 
 
 def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, Any],
-                    binary_ext: str, asm_ext: str, symbol: str) -> Any:
-    """`triton.compile(source, target=target, options=options)` from a checked cache entry, for
-    the kernel whose symbol in the binary is `symbol`: the entry is checked before the compile (in
-    Triton's default file cache only) and what the compile returns after it; a damaged entry is
-    emptied and compiled once more.
+                    binary_ext: str, asm_ext: str, symbol: str) -> tuple[Any, dict[str, Any]]:
+    """`triton.compile(source, target=target, options=options)` from a checked cache entry, and
+    its metadata as a dict, for the kernel whose symbol in the binary is `symbol`: the entry is
+    checked before the compile (in Triton's default file cache only) and what the compile returns
+    after it; a damaged entry is emptied and compiled once more.
 
     Raises:
       DamagedEntry: the binary was damaged again after the entry was replaced (names the file).
@@ -326,7 +326,7 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
         files = {ext: text for ext, text in compiled.asm.items() if ext != "json"}
         damage = kernel_problem(files, meta, request)
         if damage is None:
-            return compiled
+            return compiled, meta
         # The file it names, from what the compile returned.
         group = getattr(compiled, "metadata_group", {}) or {}
         path = group.get(f"{request.file_name}.{damage[0]}",

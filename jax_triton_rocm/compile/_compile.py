@@ -354,11 +354,9 @@ def run_triton(job: CompileJob) -> CompiledKernel:
                 return key
 
             source.hash = widened_hash
-        compiled = _files.compile_in_usable_cache(triton, functools.partial(
+        compiled, meta = _files.compile_in_usable_cache(triton, functools.partial(
             _cache.compile_checked, triton, source, job.triton_gpu_target, job.options,
             job.binary_key, job.asm_key, job.symbol))
-        metadata = compiled.metadata
-        meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
         meta.pop("target", None)
         return CompiledKernel(
             key=job.key,
