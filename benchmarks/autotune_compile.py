@@ -53,6 +53,7 @@ def _lower(fn, *avals, arch: str) -> None:
 def measure(mode: str, arch: str) -> dict:
     """Runs in the measuring process: times one lowering of the 16-config matmul."""
     from jax_triton_rocm.base import _state
+    from jax_triton_rocm.base import _values
     from jax_triton_rocm.compile import _parallel
     from tests.support import autotune_utils
 
@@ -71,7 +72,7 @@ def measure(mode: str, arch: str) -> dict:
         "seconds": seconds,
         "compiles": _state.COMPILED_KERNELS.stats["compiles"] - compiles_before,
         "threads": _parallel.thread_count(len(autotune_utils.MATMUL_CONFIGS)),
-        "cpus": _parallel.cpu_count(),
+        "cpus": _values.cpu_count(),
     }
 
 

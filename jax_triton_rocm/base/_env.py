@@ -13,6 +13,7 @@ not know), and `info` lists them (`listed`, `unknown_package_variables`).
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -212,39 +213,10 @@ def cache_size(name: str) -> int:
                   meaning=" (how many entries the cache keeps)")
 
 
-def kernel_cache_size() -> int:
-    """How many compiled kernels a cache keeps (`JAX_TRITON_ROCM_KERNEL_CACHE_SIZE`)."""
-    return cache_size(ENV_KERNEL_CACHE_SIZE)
-
-
-def call_cache_size() -> int:
-    """How many lowered calls a cache keeps (`JAX_TRITON_ROCM_CALL_CACHE_SIZE`)."""
-    return cache_size(ENV_CALL_CACHE_SIZE)
-
-
-def triton_cache_dir() -> str | None:
-    """`TRITON_CACHE_DIR` as set (None: unset)."""
-    return os.environ.get(TRITON_CACHE_DIR)
-
-
-def triton_dump_dir() -> str | None:
-    """`TRITON_DUMP_DIR` as set (None: unset)."""
-    return os.environ.get(TRITON_DUMP_DIR)
-
-
-def triton_home() -> str | None:
-    """`TRITON_HOME` as set (None: unset)."""
-    return os.environ.get(TRITON_HOME)
-
-
-def home() -> str | None:
-    """`HOME` as set (None: unset)."""
-    return os.environ.get(HOME)
-
-
 def as_set(name: str) -> str | None:
-    """Variable `name` as set, unparsed (None: unset): for a memo key that must change with it,
-    never to decide anything (its reader does)."""
+    """Variable `name` as set, unparsed (None: unset): a folder of Triton's as a message names
+    it (`TRITON_CACHE_DIR`, `TRITON_DUMP_DIR`, `TRITON_HOME`, `HOME`), or a memo key that must
+    change with the variable, never to decide anything (its reader does)."""
     return os.environ.get(name)
 
 
@@ -273,8 +245,8 @@ VARIABLE_READERS: dict[str, Callable[[], Any]] = {
     ENV_CALL_TARGET: call_target,
     ENV_COMPILE_THREADS: compile_threads,
     ENV_XLA_NATIVE: xla_native,
-    ENV_KERNEL_CACHE_SIZE: kernel_cache_size,
-    ENV_CALL_CACHE_SIZE: call_cache_size,
+    ENV_KERNEL_CACHE_SIZE: functools.partial(cache_size, ENV_KERNEL_CACHE_SIZE),
+    ENV_CALL_CACHE_SIZE: functools.partial(cache_size, ENV_CALL_CACHE_SIZE),
     ENV_REMEMBER_TRITON_KEY: remember_triton_key,
     ENV_KEEP_PTX_TEXT: keep_ptx_text,
 }

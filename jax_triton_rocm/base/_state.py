@@ -110,11 +110,6 @@ class BoundedCache:
                 self._entries.popitem(last=False)
         return value
 
-    def setdefault(self, key: Hashable, value: Any) -> Any:
-        """The entry for `key`, stored as `value` if there was none (`put`)."""
-        stored = self.get(key, _MISSING)
-        return self.put(key, value) if stored is _MISSING else stored
-
     def memo(self, key: Hashable, make: Callable[[], Any]) -> Any:
         """The value kept for `key`, else `make()`'s, kept. A key that does not hash (a value in
         it, such as a constexpr, that hashes badly) keeps nothing: `make()` every time, never
@@ -183,7 +178,7 @@ class _Failure:
         self.error = error
 
 
-class KernelCache:
+class KernelCache(BoundedCache):
     """Compiled kernels by kernel key; each key compiled once, however many threads ask, and the
     least recently used forgotten beyond `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE` (compiled again,
     from Triton's on-disk cache, when next lowered).
@@ -199,18 +194,17 @@ class KernelCache:
     """
 
     def __init__(self, locks: LockRegistry) -> None:
-        self._locks = locks
-        self._entries = BoundedCache(locks, _env.ENV_KERNEL_CACHE_SIZE)
+        super().__init__(locks, _env.ENV_KERNEL_CACHE_SIZE)
         self.stats: collections.Counter[str] = collections.Counter()
 
     def get_or_compile(self, key: str, compile_fn: Callable[[], T],
                        remember: Callable[[Exception], bool] = lambda err: True) -> T:
         """The entry for `key`, made by `compile_fn` on a miss; an error `remember` accepts is
         kept in its place (and raised again on each later request)."""
-        entry = self._entries.get(key)
+        entry = self.get(key)
         if entry is None:
             with self._locks.item_lock(("kernel", key)):
-                entry = self._entries.get(key)  # another thread may have compiled it meanwhile
+                entry = self.get(key)  # another thread may have compiled it meanwhile
                 if entry is None:
                     try:
                         entry = compile_fn()
@@ -218,9 +212,9 @@ class KernelCache:
                         with self._locks.guard:
                             self.stats["failures"] += 1
                         if remember(err):
-                            self._entries.put(key, _Failure(err))
+                            self.put(key, _Failure(err))
                         raise
-                    self._entries.put(key, entry)
+                    self.put(key, entry)
                     with self._locks.guard:
                         self.stats["compiles"] += 1
                     return entry
@@ -230,21 +224,13 @@ class KernelCache:
             raise entry.error
         return entry
 
-    def __contains__(self, key: str) -> bool:
-        return key in self._entries
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
     def clear(self) -> None:
-        self._entries.clear()
+        super().clear()
         with self._locks.guard:
             self.stats.clear()
 
 
 COMPILED_KERNELS = KernelCache(LOCKS)
-# Each kernel's IR as the installed jaxlib reads it, or why not (`routes.xla._xla_native`).
-IR_CHECKS = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 # Lowered calls by everything that decides them (`routes._lowering`), each with
 # the kernel object its key names (kept alive, so its id is not reused).
 LOWERED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
@@ -262,18 +248,17 @@ DEFLATED_KERNELS = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 CARRIED_BINARIES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 # Per kernel object, one record (`KernelRecords`): the globals its source reads
 # ("references", `compile._compile`), its interpreter twin ("interpreted",
-# `routes.cpu._interpret_host`), its parameters' roles ("roles", `spec._kinds`), its trampolines
-# (("trampoline", source), `plan._trampoline`) and the kernel taken apart ("unwrapped",
-# `api._call`).
+# `routes.cpu._interpret_host`), the @triton.jit function of Triton's InterpretedFunction ("jit
+# twin", `spec._spec.unwrap`), its parameters' roles ("roles", `spec._kinds`), its trampolines
+# (("trampoline", source), `plan._trampoline`), a trampoline's IR as the installed jaxlib reads
+# it, or why not (("checked IR", ...), `routes.xla._xla_native`) and the kernel taken apart
+# ("unwrapped", `api._call`).
 KERNEL_RECORDS = KernelRecords(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # `triton_call`'s layouts by all but shapes and scalar values (`checks._bound`; the kernel in the
 # key, so its id stays unique).
 CALL_LAYOUTS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-# The @triton.jit function made of each kernel that TRITON_INTERPRET=1 made Triton's
-# InterpretedFunction (`spec._spec.unwrap`), beside that kernel, whose id is the key.
-JIT_TWINS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-CACHES = (COMPILED_KERNELS, IR_CHECKS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES,
-          DEFLATED_KERNELS, CARRIED_BINARIES, KERNEL_RECORDS, CALL_LAYOUTS, JIT_TWINS)
+CACHES = (COMPILED_KERNELS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES, DEFLATED_KERNELS,
+          CARRIED_BINARIES, KERNEL_RECORDS, CALL_LAYOUTS)
 # Every other piece of process-wide state, where it lives (package module, name, what it
 # keeps); a new one is added here too (tests/test_module_layout.py checks that each exists).
 ELSEWHERE = (
@@ -284,12 +269,12 @@ ELSEWHERE = (
     ("spec._spec", "_POINTER_TYPES", "Triton pointer type per dtype object"),
     ("spec._hooks", "_descriptor_class", "the hook descriptor class over Triton's (cached)"),
     ("compile._cache", "_warned", "cache problems already warned about"),
-    ("compile._cache", "_warned_cache_dir", "one warning about Triton's cache folder"),
-    ("compile._cache", "_warned_unwritable", "unwritable cache folders already warned about"),
-    ("compile._cache", "_in_flight", "compiles running under the folder override"),
-    ("compile._cache", "_saved", "Triton's knobs before the folder override"),
-    ("compile._cache", "_private", "the private cache folder while Triton's is unwritable"),
-    ("compile._cache", "_private_dump", "the private dump folder"),
+    ("base._files", "_warned_cache_dir", "one warning about Triton's cache folder"),
+    ("base._files", "_warned_unwritable", "unwritable cache folders already warned about"),
+    ("base._files", "_in_flight", "compiles running under the folder override"),
+    ("base._files", "_saved", "Triton's knobs before the folder override"),
+    ("base._files", "_private", "the private cache folder while Triton's is unwritable"),
+    ("base._files", "_private_dump", "the private dump folder"),
     ("compile._triton_key", "_tried", "the processes that looked for Triton's remembered key"),
     ("compile._gluon", "_checked_source_class", "Gluon's checked source class (cached)"),
     ("backends", "backend", "one backend object per platform (cached)"),

@@ -1,37 +1,24 @@
 """Triton's on-disk cache for the package's compiles: each entry checked before its binary is
-used (`compile_checked`), and a cache folder Triton can use whatever the environment says
-(`compile_in_usable_cache`). What counts as damage, the empty and the unwritable folder, threads
-and fork: docs/design.md, "Triton's cache"."""
+used (`compile_checked`; a cache folder Triton can use is `_files.compile_in_usable_cache`'s).
+What counts as damage, threads and fork: docs/design.md, "Triton's cache"."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import errno
+import functools
 import hashlib
 import json
 import logging
 import os
 import re
-import shutil
 import stat
-import struct
-import tempfile
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 from jax_triton_rocm.base import _elf, _env, _files, _state
 from jax_triton_rocm.compile import _triton_key
 
 
 logger = logging.getLogger("jax_triton_rocm")
-
-# ELF e_machine of each Triton backend's binary.
-ELF_MACHINES = {"cuda": (190, "EM_CUDA, a CUBIN"), "hip": (224, "EM_AMDGPU, an HSACO")}
-_SYMBOL_BYTES = 24  # ELF64
-_SHT_NOBITS = 8  # a section that takes no bytes in the file (.bss)
-_SYMBOL_TABLES = (2, 11)  # SHT_SYMTAB, SHT_DYNSYM
-_STT_FUNC = 2
 
 # Bounds on an entry's files, far above any real kernel's: binaries and IR run to megabytes,
 # metadata and the group file to kilobytes.
@@ -95,69 +82,19 @@ def compile_request(source: Any, target: Any, options: dict[str, Any], binary_ex
                    entry_hash=hashlib.sha256(key.encode("utf-8")).hexdigest())
 
 
-def triton_cache_hash(source: Any, target: Any, options: dict[str, Any]) -> str:
-    """The hash `triton.compile(source, target=target, options=options)` files its result under
-    (tests compare it with the `hash` of what `triton.compile` returns)."""
-    return compile_request(source, target, options).entry_hash
-
-
 def _as_json(value: Any) -> Any:
     """`value` as Triton's metadata file holds it (tuples as lists, objects as their fields)."""
     return json.loads(json.dumps(value, default=vars))
 
 
-def elf_problem(data: bytes, backend: str) -> str | None:
-    """What is wrong with `data` as the binary of Triton backend `backend` ("cuda", "hip"): None
-    for a 64-bit little-endian ELF of the backend's machine that holds all of its headers and
-    sections, else a sentence."""
-    machine, what = ELF_MACHINES[backend]
-    if len(data) < _elf.HEADER.size:
-        return f"{len(data)} bytes, too short for an ELF file ({what} was expected)"
-    if data[:4] != b"\x7fELF":
-        return f"not an ELF file: it starts with {data[:8]!r} ({what} was expected)"
-    if data[4] != 2 or data[5] != 1:
-        return "not a 64-bit little-endian ELF file"
-    found = struct.unpack_from("<H", data, 18)[0]
-    if found != machine:
-        others = {m: w for m, w in ELF_MACHINES.values()}
-        return (f"an ELF file for machine {found} ({others.get(found, 'another format')}), "
-                f"not {machine} ({what})")
-    phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
-    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 0x36)
-    if shnum == 0 or shentsize != _elf.SECTION.size:
-        return f"a malformed ELF file ({shnum} sections of {shentsize} bytes)"
-    end = max(phoff + phnum * phentsize, shoff + shnum * shentsize)
-    if end <= len(data):
-        for i in range(shnum):
-            kind, = struct.unpack_from("<I", data, shoff + i * shentsize + 4)
-            offset, size = struct.unpack_from("<QQ", data, shoff + i * shentsize + 24)
-            if kind != _SHT_NOBITS:
-                end = max(end, offset + size)
-    if end > len(data):
-        return f"truncated: {len(data)} bytes, but its headers and sections reach byte {end}"
-    return None
-
-
-def elf_functions(data: bytes) -> set[str]:
-    """The names of the functions the whole ELF file `data` defines in its symbol tables."""
-    sections = _elf.sections(data) or []
-    names = set()
-    for section in sections:
-        kind, offset, size, link = section.kind, section.offset, section.size, section.link
-        if kind not in _SYMBOL_TABLES or link >= len(sections):
-            continue
-        strings_at = sections[link].offset
-        for at in range(offset, offset + size - _SYMBOL_BYTES + 1, _SYMBOL_BYTES):
-            name_at, info, index = struct.unpack_from("<IB1xH", data, at)
-            if info & 0xF == _STT_FUNC and index != 0:
-                start = strings_at + name_at
-                names.add(data[start:data.find(b"\0", start)].decode("utf-8", "replace"))
-    return names
-
-
-def metadata_problem(meta: Any, target: Any, entry_hash: str | None = None) -> str | None:
+def metadata_problem(meta: Any, request: Request, entry_hash: str | None,
+                     llir: str | None) -> str | None:
     """What is wrong with Triton's metadata `meta` (a dict; its `target` a JSON dict or a
-    `GPUTarget`) for a compile for `target`, and for the entry `entry_hash` where given."""
+    `GPUTarget`) for `request`, and for the entry `entry_hash` where given: a field missing or of
+    another type, or disagreeing with what `request` compiled (the kernel's name, an option,
+    which the compile stores as it was given), or `shared` with the kernel's LLVM IR `llir`
+    (which uses `global_smem` exactly when `shared` is above 0)."""
+    target = request.target
     if not isinstance(meta, dict):
         return f"metadata is a {type(meta).__name__}, not a JSON object"
     for field, kind in _REQUIRED_FIELDS.items():
@@ -179,12 +116,6 @@ def metadata_problem(meta: Any, target: Any, entry_hash: str | None = None) -> s
         return f"metadata field 'shared' is {meta['shared']}, below 0"
     if entry_hash is not None and meta["hash"] != entry_hash:
         return f"metadata belongs to another entry (hash {meta['hash']})"
-    return None
-
-
-def request_problem(meta: dict[str, Any], request: Request) -> str | None:
-    """What in the checked metadata `meta` disagrees with what `request` compiled: the kernel's
-    name or an option, which the compile stores as it was given."""
     if meta["name"] != request.kernel:
         return f"metadata names kernel {meta['name']!r}, not {request.kernel!r}"
     found = _as_json({field: meta.get(field) for field in request.options})
@@ -194,18 +125,13 @@ def request_problem(meta: dict[str, Any], request: Request) -> str | None:
         if found[field] != wanted:
             return (f"metadata says {field}={found[field]!r}, but the kernel compiles with "
                     f"{wanted!r}")
-    return None
-
-
-def shared_problem(llir: str, shared: int) -> str | None:
-    """What is wrong with the metadata's `shared` for a kernel whose LLVM IR is `llir`: the IR
-    uses `global_smem` exactly when `shared` is above 0."""
-    uses = "@global_smem" in llir
+    shared, uses = meta["shared"], "@global_smem" in (llir or "")
     if uses and not shared:
         return "metadata says shared=0, but the kernel's LLVM IR uses shared memory"
-    if shared and not uses:
+    if llir and shared and not uses:
         return f"metadata says shared={shared}, but the kernel's LLVM IR uses no shared memory"
     return None
+
 
 def _library_files(libraries: Any) -> Any:
     """Triton's `extern_libs` ([name, path] pairs) as each library's name and file name (Triton's
@@ -248,16 +174,10 @@ def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
     """(file extension, what is wrong) with a compile's result for `request`, or None: `files` maps
     each file's extension to its bytes (the binary) or text; `meta` is the metadata (a dict)."""
     binary = bytes(files.get(request.binary_ext, b""))
-    problem = elf_problem(binary, request.target.backend)
-    if problem is None and request.kernel not in elf_functions(binary):
-        problem = f"a binary of another kernel: it defines no function {request.kernel}"
+    problem = _elf.problem(binary, request.target.backend, request.kernel)
     if problem is not None:
         return request.binary_ext, problem
-    problem = metadata_problem(meta, request.target, entry_hash)
-    if problem is None:
-        problem = request_problem(meta, request)
-    if problem is None and files.get("llir"):
-        problem = shared_problem(files["llir"], meta["shared"])
+    problem = metadata_problem(meta, request, entry_hash, files.get("llir"))
     if problem is not None:
         return "json", problem
     for ext, text in files.items():
@@ -375,11 +295,11 @@ def warn_damaged(path: str, problem: str, kernel: str) -> None:
 
 
 def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, Any],
-                    binary_ext: str, asm_ext: str, symbol: str) -> Any:
-    """`triton.compile(source, target=target, options=options)` from a checked cache entry, for
-    the kernel whose symbol in the binary is `symbol`: the entry is checked before the compile (in
-    Triton's default file cache only) and what the compile returns after it; a damaged entry is
-    emptied and compiled once more.
+                    binary_ext: str, asm_ext: str, symbol: str) -> tuple[Any, dict[str, Any]]:
+    """`triton.compile(source, target=target, options=options)` from a checked cache entry, and
+    its metadata as a dict, for the kernel whose symbol in the binary is `symbol`: the entry is
+    checked before the compile (in Triton's default file cache only) and what the compile returns
+    after it; a damaged entry is emptied and compiled once more.
 
     Raises:
       DamagedEntry: the binary was damaged again after the entry was replaced (names the file).
@@ -392,8 +312,8 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
     request = compile_request(source, target, options, binary_ext, asm_ext, symbol)
     if knobs.cache.manager_class is None:
         if knobs.cache.dir:
-            _files.warn_if_others_can_write(knobs.cache.dir, _setting("dir", knobs.cache.dir),
-                                            _env.TRITON_CACHE_DIR)
+            _files.warn_if_others_can_write(
+                knobs.cache.dir, functools.partial(_files.setting, "dir"), _env.TRITON_CACHE_DIR)
         manager = get_cache_manager(request.entry_hash)
         damage = link_problem(manager.cache_dir) or entry_problem(manager, request)
         if damage is not None:
@@ -406,7 +326,7 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
         files = {ext: text for ext, text in compiled.asm.items() if ext != "json"}
         damage = kernel_problem(files, meta, request)
         if damage is None:
-            return compiled
+            return compiled, meta
         # The file it names, from what the compile returned.
         group = getattr(compiled, "metadata_group", {}) or {}
         path = group.get(f"{request.file_name}.{damage[0]}",
@@ -418,197 +338,3 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
         f"Triton's cache gave a damaged binary for kernel {source.name} again after its entry "
         f"was replaced: {path}: {damage[1]}. Delete that folder, or set TRITON_CACHE_DIR "
         f"to another folder, and lower again.")
-
-
-# The folders of Triton's that a compile writes: knob name -> the variable that sets it, and its
-# reader.
-FOLDER_VARIABLES = {"dir": _env.TRITON_CACHE_DIR, "dump_dir": _env.TRITON_DUMP_DIR}
-_FOLDER_READERS = {"dir": _env.triton_cache_dir, "dump_dir": _env.triton_dump_dir}
-_MISSING = object()
-
-T = TypeVar("T")
-
-_in_flight = 0
-_saved: dict[str, Any] = {}  # the knobs' own `__dict__` entries before the override
-_private: str | None = None  # the private folder compiles use while the cache is unwritable
-_private_dump: str | None = None  # the private dump folder, kept for the life of the process
-_warned_cache_dir = False
-_warned_unwritable: set[tuple[str, int | None]] = set()
-# Errors that name no path but come from writing the cache's files.
-_FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
-
-
-def needs_default_dir(cache_knobs: Any) -> bool:
-    """Whether Triton's file cache has no folder to use (a custom cache manager may need none)."""
-    return cache_knobs.manager_class is None and not cache_knobs.dir
-
-
-def default_dir(cache_knobs: Any) -> str:
-    """Triton's default cache location: `$TRITON_HOME/.triton/cache`, else `~/.triton/cache`."""
-    return cache_knobs.get_triton_dir("cache")
-
-
-@contextlib.contextmanager
-def usable_cache_dir(triton: Any, *, private: tuple[str, ...] = ()) -> Iterator[None]:
-    """Runs the body with the folders Triton uses as they are, or Triton's default cache folder
-    where it has none (`needs_default_dir`), or private folders for the knobs `private` names
-    ("dir", "dump_dir"); the knobs go back as they were when the last compile in flight ends."""
-    global _in_flight, _saved, _private, _private_dump, _warned_cache_dir
-    cache_knobs = triton.knobs.cache
-    with (lock := _state.LOCKS.triton_cache_dir):
-        default = needs_default_dir(cache_knobs)
-        if (default or private) and not _saved:
-            _saved = {name: vars(cache_knobs).get(name, _MISSING) for name in FOLDER_VARIABLES}
-        if default:
-            directory = default_dir(cache_knobs)
-            vars(cache_knobs)["dir"] = directory  # bypasses Triton's write to os.environ
-            if not _warned_cache_dir:
-                _warned_cache_dir = True
-                logger.warning(
-                    "jax_triton_rocm: %s is set to %r (jax-triton 0.3 sets it to '' when "
-                    "imported), which leaves Triton no cache directory. The package's Triton "
-                    "compiles use Triton's default location %s instead; the environment is not "
-                    "changed. Set %s to a writable folder to choose another.",
-                    _env.TRITON_CACHE_DIR, _env.triton_cache_dir(), directory,
-                    _env.TRITON_CACHE_DIR)
-        if "dir" in private:
-            if _private is None:
-                _private = tempfile.mkdtemp(prefix="jax_triton_rocm_triton_cache_")
-            vars(cache_knobs)["dir"] = _private
-        if "dump_dir" in private:
-            if _private_dump is None:
-                _private_dump = tempfile.mkdtemp(prefix="jax_triton_rocm_triton_dump_")
-            vars(cache_knobs)["dump_dir"] = _private_dump
-        _in_flight += 1
-    try:
-        yield
-    finally:
-        with lock:
-            _in_flight -= 1
-            if _in_flight == 0:
-                if _saved:  # something was overridden
-                    _restore(cache_knobs)
-                if _private is not None:
-                    shutil.rmtree(_private, ignore_errors=True)
-                    _private = None
-
-
-def _restore(cache_knobs: Any) -> None:
-    global _saved
-    for name, saved in _saved.items():
-        if saved is _MISSING:
-            vars(cache_knobs).pop(name, None)
-        else:
-            vars(cache_knobs)[name] = saved
-    _saved = {}
-
-
-def unwritable_reason(err: OSError, directory: str) -> str | None:
-    """Why `err`, raised by a compile, means the folder `directory` cannot be made or written;
-    None where it is about something else."""
-    if err.filename is None and err.errno in _FULL_DISK:
-        return str(err)
-    folder = os.path.abspath(directory)
-    for path in (err.filename, err.filename2):
-        if isinstance(path, (str, bytes, os.PathLike)):
-            path = os.path.abspath(os.fsdecode(path))
-            if (path == folder or path.startswith(folder + os.sep)
-                    or folder.startswith(path.rstrip(os.sep) + os.sep)):
-                return str(err).replace(path, shown_path(path))
-    return None
-
-
-def shown_path(path: str) -> str:
-    """`path` as a message shows it: whole, or its ends and its length where it is long."""
-    if len(path) <= 200:
-        return path
-    return f"{path[:80]}...{path[-60:]} ({len(path)} characters)"
-
-
-def _failing_folder(err: OSError, cache_knobs: Any) -> tuple[str, str] | None:
-    """(knob name, reason) of the folder of Triton's that `err` says cannot be written; None
-    where `err` is about no such folder (a full disk counts as the cache's)."""
-    import triton
-
-    folders = {"dir": cache_knobs.dir}
-    if getattr(getattr(triton.knobs, "compilation", None), "dump_ir", False):
-        folders["dump_dir"] = cache_knobs.dump_dir
-    for name, directory in folders.items():
-        reason = unwritable_reason(err, directory) if directory else None
-        if reason is not None:
-            return name, reason
-    return None
-
-
-def _setting(name: str, directory: str) -> str:
-    """Which variable chose Triton's folder `name`, as the warning names it."""
-    variable = FOLDER_VARIABLES[name]
-    value = _FOLDER_READERS[name]()
-    if value is not None:
-        return f"{variable}={shown_path(value)!r}"
-    for home, read_home in ((_env.TRITON_HOME, _env.triton_home), (_env.HOME, _env.home)):
-        value = read_home()
-        if value is not None:
-            return (f"{variable} unset: Triton's default under {home}="
-                    f"{shown_path(value)!r}")
-    return f"{variable} unset: Triton's default"
-
-
-def _warn_unwritable(name: str, directory: str, err: OSError, reason: str) -> None:
-    """Logs once per folder and kind of failure that compiles go on without the folder."""
-    with _state.LOCKS.guard:
-        if (directory, err.errno) in _warned_unwritable:
-            return
-        _warned_unwritable.add((directory, err.errno))
-    variable = FOLDER_VARIABLES[name]
-    if name == "dir":
-        instead = ("Kernels compile without it (in a private temporary folder, removed "
-                   "afterwards), so nothing is cached on disk")
-    else:
-        instead = f"Triton's dumps go to {_private_dump} instead"
-    logger.warning(
-        "jax_triton_rocm: Triton's %s folder %s (%s) cannot be written: %s. %s; set %s to a "
-        "writable folder.", "cache" if name == "dir" else "dump", shown_path(directory),
-        _setting(name, directory), reason, instead, variable)
-
-
-def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
-    """Runs `compile_fn` (which calls `triton.compile`) with cache and dump folders Triton can
-    use; where one cannot be made or written, again with that folder private, after one warning.
-
-    Raises:
-      whatever `compile_fn` raises, other than the unwritable folders' OSError."""
-    private: tuple[str, ...] = ()
-    failure: OSError | None = None
-    warning: tuple | None = None
-    while True:
-        with usable_cache_dir(triton, private=private):
-            cache_knobs = triton.knobs.cache
-            if warning is not None:  # here, where the private folder it names exists
-                _warn_unwritable(*warning)
-            try:
-                return compile_fn()
-            except OSError as err:
-                failing = _failing_folder(err, cache_knobs)
-                if failing is None or failing[0] in private:
-                    if failure is not None:
-                        raise err from failure
-                    raise
-                name, reason = failing
-                warning = (name, getattr(cache_knobs, name), err, reason)
-                private, failure = (*private, name), err
-
-
-def _restore_after_fork() -> None:
-    """In a child forked mid-compile: the knob goes back as it was; a private folder is the
-    parent's to remove."""
-    global _in_flight, _private
-    if _in_flight:
-        import triton
-
-        _restore(triton.knobs.cache)
-        _in_flight = 0
-    _private = None
-
-
-_state.on_fork(_restore_after_fork)

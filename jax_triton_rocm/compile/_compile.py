@@ -19,14 +19,14 @@ import re
 import tempfile
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.base import _compat, _files, _state
 from jax_triton_rocm.compile import _cache, _errors, _gluon, _parallel
-from jax_triton_rocm.spec._layout import BoundKernel
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
     from jax_triton_rocm.plan._plan import Launch
+    from jax_triton_rocm.spec._layout import BoundKernel
     from jax_triton_rocm.spec._spec import KernelCallSpec
 
 
@@ -113,7 +113,7 @@ def _references(fn: Any) -> _Entry:
     names = [(scope, name) for (name, _), (_, scope) in finder.used_global_vals.items()]
     text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
     own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
-    return _Entry(fn, fn.src, own, settings, tuple(names), tuple(paths), tuple(callees))
+    return _Entry(own, tuple(names), tuple(paths), tuple(callees))
 
 
 def call_graph_key(spec: KernelCallSpec) -> tuple:
@@ -141,17 +141,14 @@ def graph_digest(jit_fn: JITFunction) -> str:
 
 @dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class _Entry:
-    """What one function's source references, found by parsing it once (`graph_key`): the
-    function and source parsed (valid while both are the same objects, `settings` are unchanged and
-    every path still resolves to its object), the digest `own` of its source, first line and the
-    decorator `settings` that change its code (`noinline`, `debug`), the plain values it reads
-    (`names`: (globals or nonlocals dict, name) pairs), `paths`: ((name, attribute, ...), object)
-    per Triton function it calls through a name, and its callees in the order found."""
+    """What one function's source references, found by parsing it once (`graph_key`; valid while
+    its record is and every path still resolves to its object): the digest `own` of its source,
+    first line and the decorator settings that change its code (`noinline`, `debug`), the plain
+    values it reads (`names`: (globals or nonlocals dict, name) pairs), `paths`: ((name,
+    attribute, ...), object) per Triton function it calls through a name, and its callees in the
+    order found."""
 
-    fn: Any
-    src: str
     own: str
-    settings: tuple
     names: tuple
     paths: tuple
     callees: tuple
@@ -357,11 +354,9 @@ def run_triton(job: CompileJob) -> CompiledKernel:
                 return key
 
             source.hash = widened_hash
-        compiled = _cache.compile_in_usable_cache(triton, functools.partial(
+        compiled, meta = _files.compile_in_usable_cache(triton, functools.partial(
             _cache.compile_checked, triton, source, job.triton_gpu_target, job.options,
             job.binary_key, job.asm_key, job.symbol))
-        metadata = compiled.metadata
-        meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
         meta.pop("target", None)
         return CompiledKernel(
             key=job.key,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jax_triton_rocm.compile import _cache
 from jax_triton_rocm.plan import _trampoline
 from jax_triton_rocm.spec import _spec
 from jax_triton_rocm.spec._spec import kernel_name
@@ -82,11 +81,12 @@ def is_kernel_error(err: Exception) -> bool:
     same way: Triton's compile errors (CompilationError, static asserts, PTXASError), MLIR pass
     failures, and the ValueError/TypeError/NotImplementedError/AssertionError that Triton and
     the package raise about the kernel and its options. Not: an OSError (the cache, the disk),
-    an unreadable cache file, running out of memory, or anything else.
+    an unreadable cache file (a ValueError here; `_cache.DamagedEntry`, a RuntimeError of no
+    pass), running out of memory, or anything else.
     """
     from triton.errors import TritonError
 
-    if isinstance(err, (UnicodeError, json.JSONDecodeError, _cache.DamagedEntry)):
+    if isinstance(err, (UnicodeError, json.JSONDecodeError)):
         return False
     if isinstance(err, (TritonError, KernelPassFailure, ValueError, TypeError,
                         NotImplementedError, AssertionError)):

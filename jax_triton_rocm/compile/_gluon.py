@@ -54,11 +54,12 @@ def layouts_in(module_text: str) -> list[LayoutCounts]:
     return found
 
 
-def layout_problems(layouts: list[LayoutCounts], *, warp_size: int, num_warps: int,
-                    target: str) -> list[str]:
-    """What is wrong with `layouts` for a launch of `num_warps` warps of `warp_size` threads."""
+def layout_error(jit_fn: JITFunction, module_text: str | None, *, warp_size: int, num_warps: int,
+                 target: str) -> ValueError:
+    """The error for a Gluon module that Triton's verifier rejected (to raise from its error):
+    what is wrong with its layouts for a launch of `num_warps` warps of `warp_size` threads."""
     problems = []
-    for layout in layouts:
+    for layout in layouts_in(module_text or ""):
         if layout.threads_per_warp is not None and layout.threads_per_warp != warp_size:
             problems.append(
                 f"layout {layout.text} has {layout.threads_per_warp} threads per warp, but the "
@@ -71,15 +72,7 @@ def layout_problems(layouts: list[LayoutCounts], *, warp_size: int, num_warps: i
                 f"launches num_warps={num_warps} on target {target}: make warps_per_cta multiply "
                 f"to num_warps (pass the same number as num_warps= to triton_call or to the "
                 f"autotune config, and to the kernel as a constexpr)")
-    return problems
-
-
-def layout_error(jit_fn: JITFunction, module_text: str | None, *, warp_size: int, num_warps: int,
-                 target: str) -> ValueError:
-    """The error for a Gluon module that Triton's verifier rejected (to raise from its error)."""
     name = kernel_name(jit_fn)
-    problems = layout_problems(layouts_in(module_text or ""), warp_size=warp_size,
-                               num_warps=num_warps, target=target)
     if problems:
         return ValueError(f"Gluon kernel {name} does not fit its launch on {target}: "
                           + "; ".join(problems) + ".")

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.base import _env, _state, _values
+from jax_triton_rocm.base import _env, _state
 
 if TYPE_CHECKING:  # `_compile` compiles through this module, handing it `compile_job`
     from jax_triton_rocm.compile._compile import CompileJob
@@ -27,9 +27,6 @@ if TYPE_CHECKING:  # `_compile` compiles through this module, handing it `compil
 logger = logging.getLogger("jax_triton_rocm")
 
 Result = Any  # a CompiledKernel, or the exception its compile raised
-
-
-cpu_count = _values.cpu_count
 
 
 def thread_count(jobs: int) -> int:
@@ -68,26 +65,18 @@ def compiled_configs(configs: list, jobs: list,
     return kept_configs(configs, jobs, compile_jobs(jobs, compile_job))
 
 
-def skippable_config_errors() -> tuple[type[BaseException], ...]:
-    """Compile errors for which Triton's autotuner drops a config instead of failing the call.
+def kept_configs(configs: list, jobs: list, results: list) -> list[tuple]:
+    """(config, job, compiled kernel) for each config whose kernel compiled, in order.
 
-    A `tl.static_assert` that a config breaks (CompileTimeAssertionFailure) and a ptxas failure
-    (PTXASError, NVIDIA only); OutOfResources is a launch error, which jaxlib's autotuner handles.
+    As Triton's autotuner does, a config whose compile fails a `tl.static_assert`
+    (CompileTimeAssertionFailure) or ptxas (PTXASError, NVIDIA only) is dropped when others
+    remain; OutOfResources is a launch error, which jaxlib's autotuner handles. Any other error,
+    or every config failing, raises the first config's error.
     """
     from triton.compiler.errors import CompileTimeAssertionFailure
     from triton.runtime.errors import PTXASError
 
-    return (CompileTimeAssertionFailure, PTXASError)
-
-
-def kept_configs(configs: list, jobs: list, results: list) -> list[tuple]:
-    """(config, job, compiled kernel) for each config whose kernel compiled, in order.
-
-    As Triton's autotuner does, a config whose compile fails a `tl.static_assert` or ptxas is
-    dropped when others remain. Any other error, or every config failing, raises the first
-    config's error.
-    """
-    skippable = skippable_config_errors() if len(configs) > 1 else ()
+    skippable = (CompileTimeAssertionFailure, PTXASError) if len(configs) > 1 else ()
     errors = [(c, r) for c, r in zip(configs, results) if isinstance(r, BaseException)]
     fatal = [(c, r) for c, r in errors if not isinstance(r, skippable)]
     if fatal or (errors and len(errors) == len(configs)):

@@ -50,30 +50,6 @@ def installation_stamp(root: str) -> str:
     return digest.hexdigest()
 
 
-def _folder() -> str:
-    import triton
-
-    cache = triton.knobs.cache
-    return os.path.join(cache.dir or cache.get_triton_dir("cache"), FOLDER_NAME)
-
-
-def _read(folder: str, name: str, version: str) -> str | None:
-    """The key remembered in `folder`/`name`, or None where there is none usable."""
-    try:
-        text = _files.read_entry_file(folder, name, _MAX_BYTES).decode("ascii")
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as err:
-        logger.debug("jax_triton_rocm: not using the remembered Triton key %s: %s",
-                     os.path.join(folder, name), err)
-        return None
-    if not (text.startswith(version) and _HASHES.fullmatch(text[len(version):])):
-        logger.debug("jax_triton_rocm: not using the remembered Triton key %s: not a key of "
-                     "Triton %s", os.path.join(folder, name), version)
-        return None
-    return text
-
-
 def _write(folder: str, name: str, key: str) -> None:
     try:
         with _files.own_folder(folder) as folder_fd:
@@ -105,16 +81,30 @@ def remember() -> None:
 
 
 def _hand_over(cache: Any, original: Any) -> None:
+    """Hands Triton the key remembered in the folder beside its cache, or remembers Triton's."""
     import triton
 
-    folder = _folder()
+    folder = os.path.join(triton.knobs.cache.dir or triton.knobs.cache.get_triton_dir("cache"),
+                          FOLDER_NAME)
     if _files.others_can_write(folder) is not None:
         return
-    with contextlib.suppress(OSError, ValueError), _files.folder(folder) as folder_fd:
-        _files.remove_stale_temporaries(folder_fd)  # left by writers killed mid-write
+    with contextlib.suppress(OSError, ValueError):
+        _files.remove_stale_temporaries(folder)  # left by writers killed mid-write
     root = os.path.dirname(os.path.dirname(os.path.abspath(cache.__file__)))
-    name = f"{installation_stamp(root)}.key"
-    key = _read(folder, name, triton.__version__)
+    name, version = f"{installation_stamp(root)}.key", triton.__version__
+    path = os.path.join(folder, name)
+    try:
+        key = _files.read_entry_file(folder, name, _MAX_BYTES).decode("ascii")
+    except FileNotFoundError:
+        key = None
+    except (OSError, ValueError) as err:
+        logger.debug("jax_triton_rocm: not using the remembered Triton key %s: %s", path, err)
+        key = None
+    if key is not None and not (key.startswith(version)
+                                and _HASHES.fullmatch(key[len(version):])):
+        logger.debug("jax_triton_rocm: not using the remembered Triton key %s: not a key of "
+                     "Triton %s", path, version)
+        key = None
     if key is None:
         _write(folder, name, original())
         return

@@ -162,14 +162,14 @@ def _location(key: str) -> tuple[str, str, str] | None:
         return None
     if folder not in _swept:
         _swept.add(folder)
-        _files.warn_if_others_can_write(folder, _setting(), _env.ENV_AUTOTUNE_DIR)
+        _files.warn_if_others_can_write(folder, _setting, _env.ENV_AUTOTUNE_DIR)
         # The writers' temporary files gone stale, from each group folder (never through a
         # link); a folder that vanished or cannot be read is left as it is.
         with contextlib.suppress(OSError, ValueError):
             for entry in os.scandir(folder):
                 if entry.is_dir(follow_symlinks=False):
-                    with _files.folder(os.path.join(folder, entry.name)) as group_fd:
-                        _files.remove_stale_temporaries(group_fd, _STALE_SECONDS)
+                    _files.remove_stale_temporaries(os.path.join(folder, entry.name),
+                                                    _STALE_SECONDS)
     return folder, os.path.join(folder, key[:2]), f"{key}.json"
 
 

@@ -357,14 +357,11 @@ def unwrap(kernel: Any) -> Unwrapped:
 
 def _jit_twin(interpreted: Any, triton: Any) -> JITFunction:
     """The @triton.jit function of an InterpretedFunction's function and decorator settings,
-    made once per kernel (`_state.JIT_TWINS`)."""
+    made once per kernel (in its record, `_state.KERNEL_RECORDS`)."""
     from jax_triton_rocm.base import _state
 
-    entry = _state.JIT_TWINS.get(id(interpreted))
-    if entry is None or entry[0] is not interpreted:
-        twin = triton.JITFunction(interpreted.fn, **interpreted.kwargs)
-        entry = _state.JIT_TWINS.put(id(interpreted), (interpreted, twin))
-    return entry[1]
+    return _state.KERNEL_RECORDS.derived(
+        interpreted, "jit twin", lambda: triton.JITFunction(interpreted.fn, **interpreted.kwargs))
 
 
 def check_compilable(unwrapped: Unwrapped, platform: str) -> None:

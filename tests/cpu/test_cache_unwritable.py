@@ -18,8 +18,8 @@ import triton.language as tl
 from triton.runtime import cache as triton_cache
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _state
-from jax_triton_rocm.compile import _cache, _errors
+from jax_triton_rocm.base import _elf, _files, _state
+from jax_triton_rocm.compile import _errors
 from tests.support import kernels
 from tests.support.lowering_utils import capture_one, spec
 
@@ -41,7 +41,7 @@ def negate(x):
 def lowered_binary(fn, platform="cuda") -> bytes:
     jtr.clear_caches()
     binary = capture_one(fn, X, platform=platform).kernels[0].binary
-    assert _cache.elf_problem(binary, {"cuda": "cuda", "rocm": "hip"}[platform]) is None
+    assert _elf.problem(binary, {"cuda": "cuda", "rocm": "hip"}[platform]) is None
     return binary
 
 
@@ -164,7 +164,7 @@ def test_a_triton_compile_error_is_the_kernels():
 
 def test_a_private_folder_lives_until_the_last_compile_using_it_ends(temp_root, monkeypatch):
     monkeypatch.setenv("TRITON_CACHE_DIR", "/the/users/folder")
-    first, second = (_cache.usable_cache_dir(triton, private=("dir",)) for _ in range(2))
+    first, second = (_files.usable_cache_dir(triton, private=("dir",)) for _ in range(2))
     first.__enter__()
     private = triton.knobs.cache.dir
     assert os.path.dirname(private) == str(temp_root) and os.path.isdir(private)
@@ -182,8 +182,8 @@ def test_a_private_folder_outlives_a_compile_that_began_without_one(temp_root, m
     # A compile that needed no override is still in flight when another's private folder would
     # be undone: the knobs stay on it, and the folder stays, until the first compile ends too.
     monkeypatch.setenv("TRITON_CACHE_DIR", "/the/users/folder")
-    plain = _cache.usable_cache_dir(triton)
-    fallback = _cache.usable_cache_dir(triton, private=("dir",))
+    plain = _files.usable_cache_dir(triton)
+    fallback = _files.usable_cache_dir(triton, private=("dir",))
     plain.__enter__()
     assert triton.knobs.cache.dir == "/the/users/folder"  # nothing overridden for it
     fallback.__enter__()
@@ -207,4 +207,4 @@ def test_a_private_folder_outlives_a_compile_that_began_without_one(temp_root, m
 ], ids=["the folder", "a folder above it", "a file in it", "full disk", "elsewhere",
         "a sibling folder"])
 def test_only_errors_about_the_cache_folder_fall_back(error, reason):
-    assert (_cache.unwritable_reason(error, "/c/cache") is not None) is reason
+    assert (_files.unwritable_reason(error, "/c/cache") is not None) is reason

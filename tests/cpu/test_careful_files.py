@@ -139,8 +139,7 @@ def test_only_stale_temporaries_of_this_user_are_removed(tmp_path):
     for path in old.values():
         os.utime(path, (1, 1), follow_symlinks=False)
     (tmp_path / "live-writer.tmp").write_bytes(b"being writ")
-    with _files.folder(str(tmp_path)) as folder_fd:
-        _files.remove_stale_temporaries(folder_fd, stale_seconds=60)
+    _files.remove_stale_temporaries(str(tmp_path), stale_seconds=60)
     left = sorted(os.listdir(tmp_path))
     assert left == sorted(name for name in [*old, "live-writer.tmp"] if name != "dead-writer.tmp")
 

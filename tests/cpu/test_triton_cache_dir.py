@@ -12,12 +12,12 @@ import os
 def test_the_default_stays_until_the_last_overlapping_compile_ends(monkeypatch, tmp_path):
     import triton
 
-    from jax_triton_rocm.compile import _cache
+    from jax_triton_rocm.base import _files
 
     monkeypatch.setenv("TRITON_CACHE_DIR", "")
     monkeypatch.setenv("TRITON_HOME", str(tmp_path))
     default = str(tmp_path / ".triton" / "cache")
-    first, second = (_cache.usable_cache_dir(triton) for _ in range(2))
+    first, second = (_files.usable_cache_dir(triton) for _ in range(2))
     first.__enter__()
     second.__enter__()
     first.__exit__(None, None, None)

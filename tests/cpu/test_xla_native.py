@@ -16,7 +16,7 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _env
+from jax_triton_rocm.base import _env, _state
 from jax_triton_rocm.routes.xla import _xla_native
 from tests.support import autotune_utils, kernels
 from tests.support import gluon_kernels as gk
@@ -219,6 +219,27 @@ def test_unparseable_ir_falls_back_with_one_warning_per_kernel(monkeypatch, capl
         warnings.simplefilter("error")  # the same kernel again: no second warning
         jax.clear_caches()
         _lowers_through_jaxlib(mul, X, X, reason="cannot parse", caplog=caplog)
+
+
+def test_a_kernels_ir_is_checked_once_however_often_its_call_is_planned(monkeypatch, caplog):
+    def refuse(text):
+        raise ValueError("unknown attribute 'tt.future_thing'")
+
+    monkeypatch.setattr(_xla_native, "parse_ttir", refuse)
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, "1")
+    kernel = kernels.elementwise_kernel("x + 2 * y")
+
+    def call(a, b):
+        return jtr.triton_call(a, b, a.size, kernel=kernel, out_shape=a, grid=(4,), BLOCK=256)
+
+    with pytest.warns(RuntimeWarning, match="tt.future_thing"):
+        _lowers_through_jaxlib(call, X, X, reason="cannot parse", caplog=caplog)
+    _state.PLANS.clear()  # planned again: the compiled kernel's IR check is kept in its record
+    _state.LOWERED_CALLS.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jax.clear_caches()
+        _lowers_through_jaxlib(call, X, X, reason="cannot parse", caplog=caplog)
 
 
 def test_unparseable_ir_refuses_xla_native_naming_the_parser(monkeypatch):

@@ -76,23 +76,20 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | Un
     """The kernel's Triton IR as MLIR bytecode for XLA, or why XLA cannot take it (`Unfit`): IR
     that does not parse, or whose kernel function does not take exactly `n_pointers` pointers.
 
-    Warns, once per kernel, when this jaxlib cannot parse the IR that the installed Triton wrote.
+    Warns when this jaxlib cannot parse the IR that the installed Triton wrote (once per kernel:
+    `plan` keeps the answer in the kernel's record).
     """
-    key = (compiled.key, n_pointers)
-    if (cached := _state.IR_CHECKS.get(key)) is not None:  # content-keyed: never stale
-        return cached
     try:
         module = parse_ttir(compiled.ttir)
     except Exception as err:  # MLIRError has no public base class to name across jaxlibs
         unfit = Unfit(f"this jaxlib's Triton dialect cannot parse the IR that Triton "
-                      f"{_triton_version()} wrote ({_parse_error(err)})")
-        if _state.IR_CHECKS.setdefault(key, unfit) is unfit:  # once per kernel
-            warnings.warn(
-                f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
-                f"XLA's: {unfit.reason}. Use a Triton release whose IR this jaxlib reads "
-                f"(docs/routes.md: 'Triton constructs that jaxlib does not parse'), or leave "
-                f"{_env.ENV_XLA_NATIVE} unset for jaxlib's call, the default.",
-                RuntimeWarning, stacklevel=2)
+                      f"{_compat.triton_info().version} wrote ({_parse_error(err)})")
+        warnings.warn(
+            f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
+            f"XLA's: {unfit.reason}. Use a Triton release whose IR this jaxlib reads "
+            f"(docs/routes.md: 'Triton constructs that jaxlib does not parse'), or leave "
+            f"{_env.ENV_XLA_NATIVE} unset for jaxlib's call, the default.",
+            RuntimeWarning, stacklevel=2)
         return unfit
     from jax._src.lib.mlir import ir
 
@@ -109,7 +106,7 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | Un
                 value = Unfit(f"its Triton IR takes ({', '.join(types)}), and XLA passes "
                               f"{n_pointers} pointer(s), one per operand and result")
             break
-    return _state.IR_CHECKS.setdefault(key, value)
+    return value
 
 
 def _parse_error(err: Exception) -> str:
@@ -118,16 +115,6 @@ def _parse_error(err: Exception) -> str:
     lines = [line.strip() for line in str(err).strip().splitlines()]
     wanted = [line for line in lines if line and not line.startswith("note:")][:2]
     return " ".join(wanted)[:300] or type(err).__name__
-
-
-def _triton_version() -> str:
-    from jax_triton_rocm.base import _compat
-
-    return _compat.triton_info().version
-
-
-# `custom_call` with a dictionary backend config is not public; Pallas uses the same helper, and
-# it has the same signature in every supported jax (0.10.2-0.12).
 
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -193,7 +180,8 @@ def refilled(call: NativeCall, launches: list[_plan.Launch]) -> NativeCall | Non
     where its kernel cannot take them: it zeroes other buffers, or an int is of another
     divisibility class."""
     [launch] = launches
-    scalars = _scalars(launch)
+    # The launch's runtime scalars, in kernel order: what the trampoline loads, in its order.
+    scalars = tuple(source.scalar for source in launch.bound.sources if source.kind == "scalar")
     if tuple(launch.zeroed) == call.zeroed and all(
             k == 1 or _trampoline.scale(s.value) == k
             for s, k in zip(scalars, call.scalar_scales, strict=True)):
@@ -235,7 +223,8 @@ def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _
         return Unfit(f"the kernel needs {compiled.global_scratch_size} bytes of Triton global "
                      f"scratch memory, which not every XLA allocates for this call")
     n_pointers = len(in_avals) + len(zero_avals) + len(form.scalar_operands) + len(out_avals)
-    ir = checked_ir(compiled, n_pointers)
+    ir = _state.KERNEL_RECORDS.derived(form.jit_fn, ("checked IR", compiled.key, n_pointers),
+                                       functools.partial(checked_ir, compiled, n_pointers))
     if isinstance(ir, Unfit):
         return ir
     return _plan.Kept(NativeCall(
@@ -245,19 +234,16 @@ def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _
         scalar_scales=form.scalar_scales), (launch,), limits)
 
 
-def _scalars(launch: _plan.Launch) -> tuple[_spec.Scalar, ...]:
-    """The launch's runtime scalars, in kernel order: what the trampoline loads, in its order."""
-    return tuple(source.scalar for source in launch.bound.sources if source.kind == "scalar")
-
-
 _SCALAR_DTYPES = {"u1": np.bool_, "i1": np.bool_, "i32": np.int32, "u32": np.uint32,
                   "i64": np.int64, "u64": np.uint64, "fp32": np.float32, "fp64": np.float64}
 
 
 def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
          aliases: Sequence[tuple[int, int]], has_side_effect: bool = False, name: str = ""):
-    """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`), with the
-    operands the call adds (zero-filled ones aliased to the outputs to zero, then the scalars).
+    """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`: its
+    `mlir.custom_call` with a dictionary backend config is not public, but the same in every
+    supported jax), with the operands the call adds (zero-filled ones aliased to the outputs to
+    zero, then the scalars).
 
     XLA's backend config has no field for the call's `name` (its `name` is the `tt.func` to
     launch), so the call's name is a frontend attribute of the op, which HLO dumps show and
