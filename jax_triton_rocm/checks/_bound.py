@@ -311,8 +311,7 @@ def relaid_call(layout: Layout, call: CallArguments) -> BoundCall | None:
     positional = tuple(positional)
     spec = layout.spec.relaid(positional, outs, grid)
     try:  # the full check's own: kept per what it reads, so a plain kernel's is a lookup
-        _layout.check_kernel_arguments(spec.unwrapped, positional, in_avals, outs,
-                                       dict(layout.placed.metaparams))
+        _layout.check_kernel_arguments(spec, in_avals)
     except (TypeError, ValueError):
         return None
     placed = _values.replaced(layout.placed, positional=positional, operands=operands,
