@@ -18,7 +18,7 @@ from jax_triton_rocm.checks import _binder, _bound
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.spec import _spec
-from jax_triton_rocm.spec._spec import CallOptions, Grid
+from jax_triton_rocm.spec._spec import Grid
 
 
 def triton_call(
@@ -104,9 +104,11 @@ def triton_call(
     """
     call = _bound.check_triton_call(call_arguments(
         args, kwargs, kernel, unwrapped_kernel(kernel), out_shape=out_shape, out_type=out_type,
-        given=CallOptions(
-            grid, name, num_warps, num_stages, num_ctas, compute_capability, enable_fp_fusion,
-            debug, serialized_metadata, batch_grid_axis, xla_native, zeroed_outputs),
+        given=dict(grid=grid, name=name, num_warps=num_warps, num_stages=num_stages,
+                   num_ctas=num_ctas, compute_capability=compute_capability,
+                   enable_fp_fusion=enable_fp_fusion, debug=debug,
+                   serialized_metadata=serialized_metadata, batch_grid_axis=batch_grid_axis,
+                   xla_native=xla_native, zeroed_outputs=zeroed_outputs),
         backend_options=backend_options, cost_estimate=cost_estimate,
         has_side_effect=has_side_effect, input_output_aliases=input_output_aliases,
         constexprs=constexprs, operands=operands), TRITON_CALL_KEYWORDS)
@@ -122,14 +124,11 @@ def triton_call(
 def unwrapped_kernel(kernel: Any) -> _spec.Unwrapped:
     """`kernel` taken apart (`spec._spec.unwrap`), once Triton has imported and the lowering rules
     are registered; kept in its record (`_state.KERNEL_RECORDS`), for the next trace of a call."""
+    if not _primitive._installed_registered:  # once per process, no call after (a warm trace)
+        _compat.triton_info()
+        _primitive.ensure_registered()
     return _state.KERNEL_RECORDS.derived(kernel, "unwrapped",
-                                         functools.partial(_unwrapped, kernel))
-
-
-def _unwrapped(kernel: Any) -> _spec.Unwrapped:
-    _compat.triton_info()
-    _primitive.ensure_registered()
-    return _spec.unwrap(kernel)
+                                         functools.partial(_spec.unwrap, kernel))
 
 
 _ONE_LEAF = jax.tree_util.tree_structure(0)
@@ -152,9 +151,9 @@ class CallArguments:
       roles: each scalar or None given positionally (by index) or as a runtime keyword (by
         name), as `_spec.scalar_role` types it, or None where that fails (the full check says
         why); a constexpr parameter's value included.
-      given: the options `triton_call` shares with `triton_call_lowering`, as given (None for a
-        launch setting, `debug` or `enable_fp_fusion`: not given; `backend_options` may give
-        them).
+      given: the options `triton_call` shares with `triton_call_lowering` (`_spec.CallOptions`'
+        fields), as given (None for a launch setting, `debug` or `enable_fp_fusion`: not given;
+        `backend_options` may give them).
       constexprs, operands: parameters by name, compile-time constants and launch operands, as
         given (`checks._binder.named_parameters` checks them).
       The others: as `triton_call` takes them.
@@ -171,7 +170,7 @@ class CallArguments:
     runtime: dict[str, int]
     buffers: frozenset[str]
     roles: dict[int | str, tuple | None]
-    given: CallOptions
+    given: dict[str, Any]
     backend_options: Any
     cost_estimate: Any
     has_side_effect: Any

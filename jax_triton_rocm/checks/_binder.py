@@ -406,7 +406,7 @@ def bind_arguments(call: CallArguments, *, has_side_effect: bool,
     placed = _checker.place_outputs(
         jit_fn, given.metaparams, flat.entries, flat.operands, flat.leaves, refs,
         convention=convention, out_shapes=out_shapes,
-        input_output_aliases=call.input_output_aliases, zeroed=call.given.zeroed_outputs,
+        input_output_aliases=call.input_output_aliases, zeroed=call.given["zeroed_outputs"],
         trailing=trailing if shaped and convention == "out_shape" else None,
         hint=lambda aliased: _checker.forgotten_hint(jit_fn, given, flat, len(out_shapes),
                                                      aliased, own_keywords))

@@ -138,7 +138,7 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     if not isinstance(options, Mapping) or not all([isinstance(k, str) for k in options]):
         raise TypeError(f"backend_options={backend_options!r} must be a dict of Triton option "
                         f"names to values, e.g. {{'num_warps': 8}}.")
-    settings = {k: getattr(given, k) for k in SETTINGS if getattr(given, k) is not None}
+    settings = {k: given[k] for k in SETTINGS if given[k] is not None}
     compile_options = dict(keyword_options)
     others, known = {}, None
     for key, value in options.items():
@@ -177,7 +177,7 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
             others[key] = value
     for key, default in SETTINGS.items():
         settings.setdefault(key, default)
-    if given.batch_grid_axis is not None and _has_descriptor(placed.positional):
+    if given["batch_grid_axis"] is not None and _has_descriptor(placed.positional):
         raise NotImplementedError(
             "batch_grid_axis with a TensorDescriptor operand: a descriptor describes one "
             "example. Leave batch_grid_axis=None (jax.vmap then calls the kernel once per "
@@ -196,7 +196,7 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
         "triton_call", kernel=call.kernel, unwrapped=unwrapped, positional=placed.positional,
         in_avals=placed.in_avals, out_shapes=placed.out_shapes,
         aliases=tuple(sorted(placed.aliases.items())),
-        given=dataclasses.replace(given, **settings, zeroed_outputs=placed.zeroed),
+        given=CallOptions(**{**given, **settings, "zeroed_outputs": placed.zeroed}),
         metaparams=placed.metaparams, options=compile_options,
         has_side_effect=side_effect, cost_estimate=cost,
         backend_options=tuple(sorted(others.items())), by_keyword=by_keyword)
@@ -247,7 +247,7 @@ def layout_key(call: CallArguments) -> tuple | None:
                 return None  # no layout kept, or the full check must say what is wrong
         names, values = [], [call.backend_options, call.cost_estimate, call.has_side_effect,
                               call.input_output_aliases, call.constexprs,
-                              *[getattr(call.given, name) for name in _KEYED_OPTIONS]]
+                              *[call.given[name] for name in _KEYED_OPTIONS]]
         for name, value in call.keywords.items():
             if name in call.buffers:
                 return None
@@ -269,7 +269,7 @@ def layout_key(call: CallArguments) -> tuple | None:
                 (type(value), tuple([(_values.exact_key(k), _values.exact_key(v))
                                      for k, v in value.items()]))
                 if isinstance(value, Mapping) else _values.exact_key(value) for value in values]
-        grid, grid_key = call.given.grid, None
+        grid, grid_key = call.given["grid"], None
         if callable(grid):  # a function of the metaparameters (`_values.grid_value`)
             fn = grid.fn if isinstance(grid, _values.MetaGrid) else grid
             grid_key = (
@@ -290,7 +290,7 @@ def relaid_call(layout: Layout, call: CallArguments) -> BoundCall | None:
     after the checks that depend on those; None where one fails (the full check then says why).
     """
     try:
-        grid = _values.grid_value(call.given.grid)
+        grid = _values.grid_value(call.given["grid"])
     except (TypeError, ValueError):
         return None
     args = call.args
@@ -311,8 +311,7 @@ def relaid_call(layout: Layout, call: CallArguments) -> BoundCall | None:
     positional = tuple(positional)
     spec = layout.spec.relaid(positional, outs, grid)
     try:  # the full check's own: kept per what it reads, so a plain kernel's is a lookup
-        _layout.check_kernel_arguments(spec.unwrapped, positional, in_avals, outs,
-                                       dict(layout.placed.metaparams))
+        _layout.check_kernel_arguments(spec, in_avals)
     except (TypeError, ValueError):
         return None
     placed = _values.replaced(layout.placed, positional=positional, operands=operands,

@@ -244,8 +244,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         has_side_effect=has_side_effect, cost_estimate=cost_estimate,
         backend_options=backend_options, by_keyword=by_keyword)
     if api.name == "triton_call":  # triton_call_lowering's call is being lowered already
-        _layout.check_kernel_arguments(unwrapped, spec.positional, in_avals, spec.out_shapes,
-                                       metaparams, types)
+        _layout.check_kernel_arguments(spec, in_avals, types)
     return spec
 
 

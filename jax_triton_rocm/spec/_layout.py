@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.base import _state, _values
+from jax_triton_rocm.base import _state
 from jax_triton_rocm.spec import _autotuner, _spec, _tensordesc
 from jax_triton_rocm.spec._spec import kernel_name
 
@@ -405,18 +405,19 @@ def _collision(jit_fn: JITFunction, position: int, output: int, positional: tupl
             f"positionally instead of by keyword.")
 
 
-def check_kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_avals: tuple,
-                           out_shapes: tuple, metaparams: dict[str, Any],
+def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple,
                            types: _spec.ArgumentTypes | None = None) -> None:
-    """Checks the call against the kernel's parameters, so that a mistake fails at the call, not
-    at lowering: a plain kernel's arguments laid out as the lowering will (once per layout,
-    `_state.CHECKED_CALLS`); an autotuned kernel's operands and keywords (`check_operands`) and
-    its autotuner's features. `types`: the call's `_spec.argument_types`, where the caller has
-    them.
+    """Checks the call `spec` (with its operands' `in_avals`) against the kernel's parameters,
+    so that a mistake fails at the call, not at lowering: a plain kernel's arguments laid out as
+    the lowering will (once per layout, `_state.CHECKED_CALLS`); an autotuned kernel's operands
+    and keywords (`check_operands`) and its autotuner's features. `types`: the call's
+    `_spec.argument_types`, where the caller has them.
 
     Raises:
       TypeError / NotImplementedError: as `lay_out_arguments` and `check_operands` say, or an
         autotuner feature jaxlib cannot honour."""
+    unwrapped, positional, out_shapes = spec.unwrapped, spec.positional, spec.out_shapes
+    metaparams = dict(spec.metaparams)
     jit_fn = unwrapped.jit_fn
     if unwrapped.autotuner is not None or unwrapped.heuristics:
         if unwrapped.autotuner is not None:
@@ -432,8 +433,7 @@ def check_kernel_arguments(unwrapped: _spec.Unwrapped, positional: tuple, in_ava
             view = _spec.compile_view(jit_fn, positional)
         key = (id(jit_fn), view,
                tuple([(not a.shape, a.dtype) for a in (*in_avals, *out_shapes)]),
-               tuple([(name, _values.exact_key(value)) for name, value in
-                      sorted(metaparams.items())]))
+               spec.exact_values[1])  # the metaparameters' exact keys
         if _state.CHECKED_CALLS.get(key) is not None:  # laid out before without error
             return
     except TypeError:  # an unhashable value: check every time

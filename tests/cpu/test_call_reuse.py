@@ -240,11 +240,11 @@ def test_a_reused_layout_runs_the_layout_check_and_keeps_its_refusal(traced, mon
 
     checked, real = [], _layout.check_kernel_arguments
 
-    def refusing_a_new_length(unwrapped, positional, in_avals, out_shapes, metaparams, *types):
+    def refusing_a_new_length(spec, in_avals, *types):
         checked.append(in_avals[0].shape)
         if in_avals[0].shape == (4096,):
             raise TypeError("refused at this length")
-        return real(unwrapped, positional, in_avals, out_shapes, metaparams, *types)
+        return real(spec, in_avals, *types)
 
     monkeypatch.setattr(_layout, "check_kernel_arguments", refusing_a_new_length)
     assert traced(kernels.add, (1024,), (1024,))[2]  # the full check
