@@ -124,9 +124,8 @@ def triton_call(
 def unwrapped_kernel(kernel: Any) -> _spec.Unwrapped:
     """`kernel` taken apart (`spec._spec.unwrap`), once Triton has imported and the lowering rules
     are registered; kept in its record (`_state.KERNEL_RECORDS`), for the next trace of a call."""
-    if not _primitive._installed_registered:  # once per process, no call after (a warm trace)
-        _compat.triton_info()
-        _primitive.ensure_registered()
+    _compat.triton_info()  # both cached: once per process
+    _primitive.ensure_registered()
     return _state.KERNEL_RECORDS.derived(kernel, "unwrapped",
                                          functools.partial(_spec.unwrap, kernel))
 
