@@ -117,8 +117,10 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
             if not isinstance(made, _plan.Kept):
                 return made
         else:
-            made = _jaxlib_call.plan(backend, spec, where, answers, launches, in_avals,
-                                     out_avals)
+            planned = _jaxlib_call.plan(backend, spec, where, answers, launches, in_avals,
+                                        out_avals)
+            made = _plan.Kept(planned, tuple([launch for launch, *_ in planned]),
+                              answers.launch_site.limits)
         if key is not None:
             # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
             _state.PLANS.put((place, key), (spec.kernel, made))
