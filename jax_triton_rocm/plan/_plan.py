@@ -344,7 +344,8 @@ def keep_launchable(items: Sequence[T], problems: Sequence[str | None], *, kerne
     if len(items) == 1 and not kept:
         raise ValueError(f"Kernel {kernel} cannot launch: {problems[0][1]}.")
     if not kept:
-        listed = "; ".join(f"config ({item[0].description}): {problem}" for item, problem in problems)
+        listed = "; ".join(f"config ({item[0].description}): {problem}"
+                           for item, problem in problems)
         raise ValueError(f"Kernel {kernel}: no autotune config can launch. {listed}.")
     for item, problem in problems:
         if problem is not None:

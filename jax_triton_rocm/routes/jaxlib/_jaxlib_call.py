@@ -3,9 +3,8 @@
 Its two steps, which the lowering shell (`routes._lowering`: where the call runs, the memos,
 the launches planned) calls: `plan`, every launch compiled at once through the shared kernel
 cache (`compile._compile.compiled_launches`) and per kernel the call as the installed jaxlib
-loads it (`_proto.kernel_image`; `refilled` for a plain kernel's plan kept for other shapes); then
-`encode`, its parameters (`_params`; tensor descriptors by `_tma`), the call encoded and its
-opaque (`_proto`); `emit` writes it.
+loads it (`_proto.kernel_image`); then `encode`, its parameters (`_params`; tensor descriptors
+by `_tma`), the call encoded and its opaque (`_proto`); `emit` writes it.
 
 The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
 this module never asks which vendor it talks to. `routes._primitive` chooses between this route
@@ -79,15 +78,6 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
     return [(as_planned[id(in_order)], in_order, kernel,
              _proto.kernel_image(backend, kernel, answers, where.features, devices=where.devices,
                                  with_ttir=spec.debug)) for in_order, _, kernel in fit]
-
-
-def refilled(spec: KernelCallSpec, n_inputs: int, planned: list[tuple],
-             launches: list[_plan.Launch]) -> list[tuple]:
-    """A kept plan (`plan`'s) with the launches of a new call (`_plan.relaunch`), each as jaxlib
-    launches it, with the kept kernels and images: a new shape or runtime scalar value compiles,
-    lays out and encodes no kernel anew, and asks the backend nothing."""
-    return [(launch, _trampoline.for_jaxlib(spec.unwrapped, launch, n_inputs), kernel, image)
-            for launch, (_, _, kernel, image) in zip(launches, planned)]
 
 
 def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
