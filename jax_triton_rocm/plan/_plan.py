@@ -402,27 +402,23 @@ def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_a
     relaunched = []
     for launch in planned:
         config = _values.replaced(launch.config, meta={**named, **launch.config.kwargs_view()})
+        bound = launch.bound
+        if any(source.kind == "scalar" for source in bound.sources):
+            # Each runtime scalar's value from this call, whose `compile_view` is the one `bound`
+            # was laid out for. Only top-level scalars change (a tuple's are part of
+            # `compile_view` by value), each typed by the same annotation where it was declared.
+            bound = _values.replaced(bound, sources=tuple(
+                _layout.ArgSource("scalar", source.position, scalar=_spec.scalar(
+                    spec.positional[source.position][1], what=f"argument {source.position}",
+                    declared=source.scalar.triton_type if source.scalar.declared else None))
+                if source.kind == "scalar" and not source.path else source
+                for source in bound.sources))
         relaunched.append(Launch(
             config=config,
             num_warps=launch.num_warps,
             grid=launch_grid(spec, config.meta, description=config.description, limits=limits,
                              num_warps=launch.num_warps),
             zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
-            bound=_with_scalars(launch.bound, spec.positional),
+            bound=bound,
             jit_fn=launch.jit_fn))
     return relaunched
-
-
-def _with_scalars(bound: _layout.BoundKernel, positional: tuple) -> _layout.BoundKernel:
-    """`bound` with each runtime scalar's value taken from `positional`, a call whose
-    `compile_view` is the one `bound` was laid out for (so only the values differ)."""
-    if not any(source.kind == "scalar" for source in bound.sources):
-        return bound
-    # Only top-level scalars change (a tuple's are part of `compile_view` by value), each typed
-    # by the same annotation where it was declared.
-    sources = tuple(
-        _layout.ArgSource("scalar", source.position, scalar=_spec.scalar(
-            positional[source.position][1], what=f"argument {source.position}",
-            declared=source.scalar.triton_type if source.scalar.declared else None))
-        if source.kind == "scalar" and not source.path else source for source in bound.sources)
-    return _values.replaced(bound, sources=sources)
