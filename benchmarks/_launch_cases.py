@@ -23,7 +23,7 @@ import triton.language as tl
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _env, _state
-from jax_triton_rocm.routes.jaxlib import _jaxlib_call
+from jax_triton_rocm.routes.jaxlib import _proto
 
 from _common import add_kernel, chain, forced_features, xla_add_unfused
 
@@ -169,17 +169,17 @@ COMPARISONS = (
 def with_ttir():
     """Lowerings fill `TritonKernel.ttir` (the package's default leaves it empty: jaxlib reads
     it for nothing)."""
-    original = _jaxlib_call.kernel_image
+    original = _proto.kernel_image
 
     def image_with_ttir(*args, **kwargs):
         return original(*args, **{**kwargs, "with_ttir": True})
 
-    _jaxlib_call.kernel_image = image_with_ttir
+    _proto.kernel_image = image_with_ttir
     forget_lowerings()  # their keys do not see the patch
     try:
         yield
     finally:
-        _jaxlib_call.kernel_image = original
+        _proto.kernel_image = original
         forget_lowerings()
 
 

@@ -5,7 +5,7 @@ kernel's parameters (`_layout`).
 
 What one block may use on the target (`LaunchLimits`, filled in by each vendor's backend) is
 checked at lowering instead of failing at launch, and again once compiled
-(`launchable_kernels`, `launch_problem`): a plain call that breaks a limit gets a ValueError
+(`keep_launchable`, `launch_problem`): a plain call that breaks a limit gets a ValueError
 naming the setting, the target and the limit; an autotuned call drops the configs that break
 one, and fails only when none is left. The order in which heuristics, configs and hooks run:
 docs/design.md, "Launch configurations".
@@ -312,8 +312,8 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
     warps = [(config, config.num_warps or DEFAULT_NUM_WARPS) for config in configs]
     if site.limits is not None:
         warps = keep_launchable(warps, [site.limits.problem(num_warps) for _, num_warps in warps],
-                                config_description, kernel=kernel)
-    planned = [Launch(
+                                kernel=kernel)
+    return [Launch(
         config=config,
         num_warps=num_warps,
         grid=launch_grid(spec, config.meta, description=config.description,
@@ -329,13 +329,12 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
             else _values.replaced(types, constexprs=config.constexprs)),
         jit_fn=jit_fn,
     ) for config, num_warps in warps]
-    return planned
 
 
-def keep_launchable(items: Sequence[T], problems: Sequence[str | None],
-                    describe: Callable[[T], str], *, kernel: str) -> list[T]:
-    """The items (one per launch config) whose problem (`problems`, one per item: why it cannot
-    launch, or None) is None.
+def keep_launchable(items: Sequence[T], problems: Sequence[str | None], *, kernel: str) -> list[T]:
+    """The items (one per launch config: tuples whose first element has the config's
+    `description`) whose problem (`problems`, one per item: why it cannot launch, or None) is
+    None: jaxlib's route checks its launches once compiled, with `launch_problem`.
 
     Raises:
       ValueError: a single item with a problem, or every item of several; names each problem.
@@ -345,31 +344,14 @@ def keep_launchable(items: Sequence[T], problems: Sequence[str | None],
     if len(items) == 1 and not kept:
         raise ValueError(f"Kernel {kernel} cannot launch: {problems[0][1]}.")
     if not kept:
-        listed = "; ".join(f"config ({describe(item)}): {problem}" for item, problem in problems)
+        listed = "; ".join(f"config ({item[0].description}): {problem}"
+                           for item, problem in problems)
         raise ValueError(f"Kernel {kernel}: no autotune config can launch. {listed}.")
     for item, problem in problems:
         if problem is not None:
             logger.debug("jax_triton_rocm: autotune config (%s) of kernel %s dropped: %s",
-                         describe(item), kernel, problem)
+                         item[0].description, kernel, problem)
     return kept
-
-
-def config_description(item: Any) -> str:
-    """The autotune description of a config, or of the first element of a (config, ...) tuple."""
-    config = item[0] if isinstance(item, tuple) else item
-    return config.description
-
-
-def launchable_kernels(compiled: Sequence[T], limits: LaunchLimits, *, kernel: str) -> list[T]:
-    """The compiled launches (tuples ending with the compiled kernel) that can launch
-    (`launch_problem`, `keep_launchable`): jaxlib's route, once its launches compiled.
-
-    Raises:
-      ValueError: as `keep_launchable`.
-      NotImplementedError: as `launch_problem`.
-    """
-    return keep_launchable(compiled, [launch_problem(item[-1], limits) for item in compiled],
-                           config_description, kernel=kernel)
 
 
 def launch_problem(compiled: Any, limits: LaunchLimits) -> str | None:
@@ -420,27 +402,23 @@ def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_a
     relaunched = []
     for launch in planned:
         config = _values.replaced(launch.config, meta={**named, **launch.config.kwargs_view()})
+        bound = launch.bound
+        if any(source.kind == "scalar" for source in bound.sources):
+            # Each runtime scalar's value from this call, whose `compile_view` is the one `bound`
+            # was laid out for. Only top-level scalars change (a tuple's are part of
+            # `compile_view` by value), each typed by the same annotation where it was declared.
+            bound = _values.replaced(bound, sources=tuple(
+                _layout.ArgSource("scalar", source.position, scalar=_spec.scalar(
+                    spec.positional[source.position][1], what=f"argument {source.position}",
+                    declared=source.scalar.triton_type if source.scalar.declared else None))
+                if source.kind == "scalar" and not source.path else source
+                for source in bound.sources))
         relaunched.append(Launch(
             config=config,
             num_warps=launch.num_warps,
             grid=launch_grid(spec, config.meta, description=config.description, limits=limits,
                              num_warps=launch.num_warps),
             zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
-            bound=_with_scalars(launch.bound, spec.positional),
+            bound=bound,
             jit_fn=launch.jit_fn))
     return relaunched
-
-
-def _with_scalars(bound: _layout.BoundKernel, positional: tuple) -> _layout.BoundKernel:
-    """`bound` with each runtime scalar's value taken from `positional`, a call whose
-    `compile_view` is the one `bound` was laid out for (so only the values differ)."""
-    if not any(source.kind == "scalar" for source in bound.sources):
-        return bound
-    # Only top-level scalars change (a tuple's are part of `compile_view` by value), each typed
-    # by the same annotation where it was declared.
-    sources = tuple(
-        _layout.ArgSource("scalar", source.position, scalar=_spec.scalar(
-            positional[source.position][1], what=f"argument {source.position}",
-            declared=source.scalar.triton_type if source.scalar.declared else None))
-        if source.kind == "scalar" and not source.path else source for source in bound.sources)
-    return _values.replaced(bound, sources=sources)

@@ -91,40 +91,28 @@ def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int) -> Launch:
     order = ordered + [i for i in range(len(names)) if i not in first and i not in owner]
     body = f"    {_CALLEE}({', '.join([names[owner.get(u, u)] for u in range(len(names))])})\n"
     trampoline = _trampoline(kernel, [names[i] for i in order], {}, body)
-    return _values.replaced(launch, bound=_reordered(_without(bound, set(owner)), order, names),
-                            jit_fn=trampoline)
-
-
-def _without(bound: _layout.BoundKernel, positions: set[int]) -> _layout.BoundKernel:
-    """`bound` without the parameters at `positions` (pointers that share another's buffer)."""
-    if not positions:
-        return bound
-
-    def kept(key: Any) -> bool:
-        return (key[0] if isinstance(key, tuple) else key) not in positions
-
-    return dataclasses.replace(
-        bound, attrs={k: v for k, v in bound.attrs.items() if kept(k)},
-        sources=tuple([s for s in bound.sources if s.position not in positions]),
-        specializations=tuple([(k, s) for k, s in bound.specializations if kept(k)]))
+    return _values.replaced(launch, bound=_reordered(bound, order, names), jit_fn=trampoline)
 
 
 def _reordered(bound: _layout.BoundKernel, order: list[int],
                names: list[str]) -> _layout.BoundKernel:
-    """`bound` with the parameter at `order[t]` moved to position `t`."""
+    """`bound` with the parameter at `order[t]` moved to position `t`; those not in `order`
+    (pointers that share another's buffer) dropped."""
     at = {u: t for t, u in enumerate(order)}
 
-    def moved(key: Any) -> Any:
-        return (at[key[0]], *key[1:]) if isinstance(key, tuple) else at[key]
+    def moved(items: Any) -> Any:
+        return {(at[k[0]], *k[1:]) if isinstance(k, tuple) else at[k]: v for k, v in items
+                if (k[0] if isinstance(k, tuple) else k) in at}
 
-    sources = sorted((dataclasses.replace(s, position=at[s.position]) for s in bound.sources),
+    sources = sorted((dataclasses.replace(s, position=at[s.position]) for s in bound.sources
+                      if s.position in at),
                      key=lambda s: s.position)  # stable: a tuple's leaves keep their order
     return _layout.BoundKernel(
         signature={names[u]: bound.signature[names[u]] for u in order},
-        constexprs={moved(k): v for k, v in bound.constexprs.items()},
-        attrs={moved(k): v for k, v in bound.attrs.items()},
+        constexprs=moved(bound.constexprs.items()),
+        attrs=moved(bound.attrs.items()),
         sources=tuple(sources),
-        specializations=tuple((moved(k), s) for k, s in bound.specializations),
+        specializations=tuple(moved(bound.specializations).items()),
         zero_d_pointers=bound.zero_d_pointers)
 
 

@@ -153,14 +153,8 @@ def _parse_env(raw: str) -> dict[str, str]:
     return archs
 
 
-def _env_archs() -> dict[str, str]:
-    """The architectures `JAX_TRITON_ROCM_TARGET_ARCH` names now (its reader for
-    `_env.check_variables`)."""
-    raw = _env.target_arch() or ""
-    return _parse_env(raw) if raw.strip() else {}
-
-
-_env.VARIABLE_READERS[_env.ENV_TARGET_ARCH] = _env_archs
+# The variable's reader for `_env.check_variables`: the architectures it names now.
+_env.VARIABLE_READERS[_env.ENV_TARGET_ARCH] = lambda: _parse_env(_env.target_arch() or "")
 
 
 @contextlib.contextmanager

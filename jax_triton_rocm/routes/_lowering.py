@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _compile
-from jax_triton_rocm.plan import _plan
+from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.spec import _spec
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call
@@ -77,11 +77,11 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
     The plan memo, around the route's plan of the call: what the route made of a plain kernel's
     call (`_plan.Kept`, in `_state.PLANS`) by `place`, where the call runs as the route names
     it, and `plan_key`. A later call of the same key gets the kept plan with its launches
-    relaunched (`_plan.relaunch`: the grid, the runtime scalars, the outputs to zero) by the
-    route's `refilled`, unless that is None (then planned again): a plain kernel's new shape or
-    scalar value compiles, lays out and encodes nothing anew. The call's values are typed once
-    (`_spec.argument_types`), for the key and for the layouts. A route's reason not to take the
-    call (`_xla_native.Unfit`) is returned as it is, and nothing kept.
+    relaunched (`_plan.relaunch`: the grid, the runtime scalars, the outputs to zero), each as
+    the route launches it (XLA's `refilled`, unless that is None: then planned again): a plain
+    kernel's new shape or scalar value compiles, lays out and encodes nothing anew. The call's
+    values are typed once (`_spec.argument_types`), for the key and for the layouts. A route's
+    reason not to take the call (`_xla_native.Unfit`) is returned as it is, and nothing kept.
     """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals, {})
@@ -93,8 +93,12 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
     if key is not None and (entry := _state.PLANS.get((place, key))) is not None:
         found = entry[1]
         launches = _plan.relaunch(list(found.launches), spec, in_avals, out_avals, found.limits)
-        planned = (_xla_native.refilled(found.made, launches) if route == "xla"
-                   else _jaxlib_call.refilled(spec, len(in_avals), found.made, launches))
+        if route == "xla":
+            planned = _xla_native.refilled(found.made, launches)
+        else:  # each launch as jaxlib launches it, with the kept kernel and image
+            planned = [(launch, _trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals)),
+                        kernel, image)
+                       for launch, (_, _, kernel, image) in zip(launches, found.made)]
     if planned is None:
         # The route's plan of the call: the backend's answers for the architecture, the
         # launches, then the route's `plan`. On XLA's route an autotuned kernel's one launch is
@@ -117,8 +121,10 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
             if not isinstance(made, _plan.Kept):
                 return made
         else:
-            made = _jaxlib_call.plan(backend, spec, where, answers, launches, in_avals,
-                                     out_avals)
+            planned = _jaxlib_call.plan(backend, spec, where, answers, launches, in_avals,
+                                        out_avals)
+            made = _plan.Kept(planned, tuple([launch for launch, *_ in planned]),
+                              answers.launch_site.limits)
         if key is not None:
             # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
             _state.PLANS.put((place, key), (spec.kernel, made))

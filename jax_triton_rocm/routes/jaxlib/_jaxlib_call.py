@@ -3,9 +3,8 @@
 Its two steps, which the lowering shell (`routes._lowering`: where the call runs, the memos,
 the launches planned) calls: `plan`, every launch compiled at once through the shared kernel
 cache (`compile._compile.compiled_launches`) and per kernel the call as the installed jaxlib
-loads it (`kernel_image`; `refilled` for a plain kernel's plan kept for other shapes); then
-`encode`, its parameters (`_params`; tensor descriptors by `_tma`), the call encoded and its
-opaque (`_proto`); `emit` writes it.
+loads it (`_proto.kernel_image`); then `encode`, its parameters (`_params`; tensor descriptors
+by `_tma`), the call encoded and its opaque (`_proto`); `emit` writes it.
 
 The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
 this module never asks which vendor it talks to. `routes._primitive` chooses between this route
@@ -56,11 +55,11 @@ class LoweredCall:
 
 
 def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: ArchAnswers,
-         launches: list[_plan.Launch], in_avals: tuple, out_avals: tuple) -> _plan.Kept:
+         launches: list[_plan.Launch], in_avals: tuple, out_avals: tuple) -> list[tuple]:
     """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch that
-    compiled and fits the architecture, as the plan memo keeps them (`_plan.Kept`, with the
-    launches as planned and the architecture's launch limits). A kernel that fails to compile is
-    asked whether the call's arguments line up with its parameters (`_kinds.check_failed`)."""
+    compiled and fits the architecture, as the plan memo keeps them. A kernel that fails to
+    compile is asked whether the call's arguments line up with its parameters
+    (`_kinds.check_failed`)."""
     ordered = [_trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals))
                for launch in launches]
     try:
@@ -73,21 +72,12 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
     limits = answers.launch_site.limits
-    fit = _plan.launchable_kernels(compiled, limits, kernel=spec.kernel_name)
+    fit = _plan.keep_launchable(compiled, [_plan.launch_problem(kernel, limits)
+                                           for _, _, kernel in compiled], kernel=spec.kernel_name)
     as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
-    planned = [(as_planned[id(in_order)], in_order, kernel,
-                kernel_image(backend, kernel, answers, where.features, devices=where.devices,
-                             with_ttir=spec.debug)) for in_order, _, kernel in fit]
-    return _plan.Kept(planned, tuple([launch for launch, _, _, _ in planned]), limits)
-
-
-def refilled(spec: KernelCallSpec, n_inputs: int, planned: list[tuple],
-             launches: list[_plan.Launch]) -> list[tuple]:
-    """A kept plan (`plan`'s) with the launches of a new call (`_plan.relaunch`), each as jaxlib
-    launches it, with the kept kernels and images: a new shape or runtime scalar value compiles,
-    lays out and encodes no kernel anew, and asks the backend nothing."""
-    return [(launch, _trampoline.for_jaxlib(spec.unwrapped, launch, n_inputs), kernel, image)
-            for launch, (_, _, kernel, image) in zip(launches, planned)]
+    return [(as_planned[id(in_order)], in_order, kernel,
+             _proto.kernel_image(backend, kernel, answers, where.features, devices=where.devices,
+                                 with_ttir=spec.debug)) for in_order, _, kernel in fit]
 
 
 def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
@@ -143,39 +133,6 @@ def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
         launches=tuple([launch for launch, _, _ in chosen]),
         has_side_effect=spec.has_side_effect,
         cost_estimate=spec.cost_estimate,
-    )
-
-
-def kernel_image(backend: Backend, compiled: _compile.CompiledKernel, answers: ArchAnswers,
-                 features: _vendors.PluginFeatures, *, devices: GpuArch | None = None,
-                 with_ttir: bool = False) -> _proto.KernelImage:
-    """The compiled kernel as the installed jaxlib loads it on `devices` (None: on devices of
-    the architecture it was compiled for, `answers.arch`), with its IR in `ttir` if asked
-    (jaxlib reads it for nothing).
-
-    Raises:
-      ValueError: no form of the kernel loads on `devices`, or jaxlib cannot launch its block
-        (`Backend.loaded_form`).
-      NotImplementedError: the kernel needs what this plugin or jaxlib cannot do.
-    """
-    if compiled.global_scratch_size and not features.global_scratch:
-        raise NotImplementedError(
-            f"Kernel {compiled.name} needs {compiled.global_scratch_size} bytes of Triton "
-            f"global scratch memory, which this jaxlib {backend.platform} plugin "
-            f"({features.detected_from}) does not allocate. Upgrade jax and its plugin to "
-            f"0.11.1 or newer.")
-    form = backend.loaded_form(compiled, answers, features, devices)
-    return _proto.KernelImage(
-        name=compiled.name,
-        num_warps=form.num_warps,
-        num_ctas=compiled.num_ctas,
-        shared_mem_bytes=compiled.shared_mem_bytes,
-        ptx=_proto.module_image_ptx(form.object_file) if form.ptx is None else form.ptx,
-        compute_capability=form.capability,
-        ttir=compiled.ttir if with_ttir else "",
-        object_file=form.object_file,
-        global_scratch_size=compiled.global_scratch_size,
-        global_scratch_align=compiled.global_scratch_align,
     )
 
 

@@ -1,6 +1,6 @@
-"""jaxlib's Triton kernel call encoded with the messages of `_proto_schema` (jaxlib's
-`jaxlib/gpu/triton.proto`; the bytes are the same on CUDA and ROCm), and the opaque jaxlib
-reads, one zlib stream (`compress`).
+"""A compiled kernel as jaxlib loads it (`kernel_image`), jaxlib's Triton kernel call encoded with
+the messages of `_proto_schema` (jaxlib's `jaxlib/gpu/triton.proto`; the bytes are the same on
+CUDA and ROCm), and the opaque jaxlib reads, one zlib stream (`compress`).
 
 jaxlib inflates the opaque with zlib's `uncompress` (`ZlibUncompress`, `jaxlib/gpu/
 triton_utils.cc`), which takes any valid zlib stream. Most of a call's bytes are its kernels'
@@ -27,6 +27,10 @@ from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.routes.jaxlib._proto_schema import MESSAGES
 
 if TYPE_CHECKING:
+    from jax_triton_rocm.backends._backend import ArchAnswers, Backend
+    from jax_triton_rocm.backends._vendors import PluginFeatures
+    from jax_triton_rocm.compile._compile import CompiledKernel
+    from jax_triton_rocm.plan._plan import GpuArch
     from jax_triton_rocm.routes.jaxlib._params import KernelCall
 
 MODULE_IMAGE_PTX_PREFIX = "jax_triton_rocm module_image sha256:"
@@ -71,6 +75,39 @@ class KernelImage:
     object_file: bytes | None = None
     global_scratch_size: int = 0
     global_scratch_align: int = 1
+
+
+def kernel_image(backend: Backend, compiled: CompiledKernel, answers: ArchAnswers,
+                 features: PluginFeatures, *, devices: GpuArch | None = None,
+                 with_ttir: bool = False) -> KernelImage:
+    """The compiled kernel as the installed jaxlib loads it on `devices` (None: on devices of
+    the architecture it was compiled for, `answers.arch`), with its IR in `ttir` if asked
+    (jaxlib reads it for nothing).
+
+    Raises:
+      ValueError: no form of the kernel loads on `devices`, or jaxlib cannot launch its block
+        (`Backend.loaded_form`).
+      NotImplementedError: the kernel needs what this plugin or jaxlib cannot do.
+    """
+    if compiled.global_scratch_size and not features.global_scratch:
+        raise NotImplementedError(
+            f"Kernel {compiled.name} needs {compiled.global_scratch_size} bytes of Triton "
+            f"global scratch memory, which this jaxlib {backend.platform} plugin "
+            f"({features.detected_from}) does not allocate. Upgrade jax and its plugin to "
+            f"0.11.1 or newer.")
+    form = backend.loaded_form(compiled, answers, features, devices)
+    return KernelImage(
+        name=compiled.name,
+        num_warps=form.num_warps,
+        num_ctas=compiled.num_ctas,
+        shared_mem_bytes=compiled.shared_mem_bytes,
+        ptx=module_image_ptx(form.object_file) if form.ptx is None else form.ptx,
+        compute_capability=form.capability,
+        ttir=compiled.ttir if with_ttir else "",
+        object_file=form.object_file,
+        global_scratch_size=compiled.global_scratch_size,
+        global_scratch_align=compiled.global_scratch_align,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
