@@ -97,8 +97,8 @@ def no_gpu_reason(problems: tuple[Problem, ...] = ()) -> str:
     if not any(installed.values()):
         return ("No jaxlib GPU plugin is installed (none is needed without a GPU), so JAX runs "
                 f"on the CPU. On a machine with a GPU, install JAX with its plugin: "
-                f"{_vendors.PLUGIN_INSTALL_HINT['cuda']} on NVIDIA, "
-                f"{_vendors.PLUGIN_INSTALL_HINT['rocm']} on AMD.")
+                f"{_vendors.VENDORS['cuda'].install_hint} on NVIDIA, "
+                f"{_vendors.VENDORS['rocm'].install_hint} on AMD.")
     try:
         started = set(xla_bridge.backends())
     except Exception:  # noqa: BLE001  (start-up failed: the command line explains it)

@@ -145,7 +145,6 @@ def normalize_arch(platform: str, arch: Any, *, what: str = "arch") -> str:
 
 # The jaxlib plugins that carry a `_triton` module, newest first (as jaxlib's plugin_support).
 PLUGIN_PACKAGES = {platform: v.plugin_packages for platform, v in VENDORS.items()}
-PLUGIN_INSTALL_HINT = {platform: v.install_hint for platform, v in VENDORS.items()}
 
 # What a plugin's `_triton` can do, by feature: the release that added it (only for a plugin
 # whose `_triton` cannot be imported here, as ROCm's without libamdhip64, or for no plugin, where

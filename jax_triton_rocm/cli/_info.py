@@ -126,14 +126,13 @@ def platform_report(platform: str) -> dict[str, Any]:
         "module_image_read": features.module_image,
         "global_scratch": features.global_scratch,
         "named_arch": _or_told(named_arch, (ValueError, RuntimeError), "invalid"),
-        "install_hint": _vendors.PLUGIN_INSTALL_HINT[platform] if assumed else None,
+        "install_hint": _vendors.VENDORS[platform].install_hint if assumed else None,
     }
 
 
 def collect(startup: _startup.Startup) -> dict[str, Any]:
     """The whole report, as plain JSON-able values, for JAX's start-up `startup`."""
     import jax
-    import jaxlib
 
     from jax_triton_rocm.routes import _primitive
 
@@ -144,7 +143,7 @@ def collect(startup: _startup.Startup) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "os": sys.platform,
         "jax": jax.__version__,
-        "jaxlib": jaxlib.__version__,
+        "jaxlib": _compat.jaxlib_version(),
         "jaxlib_gpu_plugins": plugin_distributions(),
         "triton": triton_report(),
         "registered_platforms": list(_primitive.registered_platforms()),
@@ -248,8 +247,8 @@ def routes_report(devices: dict[str, Any]) -> dict[str, Any]:
 
             arch, source = _lowered_arch(platform, devices.get(platform, {}).get("devices", []))
             entry["arch"] = f"{arch} ({source})"
-            calls = {name: (_kernels.add(kernel), _kernels.add(kernel, xla_native=True))
-                     for name, kernel in zip(KERNELS, ("sized_add", "add"))}
+            calls = {name: (_kernels.add(sized), _kernels.add(sized, xla_native=True))
+                     for name, sized in zip(KERNELS, (True, False))}
             with target_arch(**{platform: arch}):
                 entry["kernels"] = {
                     name: {**dict(zip(("route", "reason"), _route_of(plain, platform))),

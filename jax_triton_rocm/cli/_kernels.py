@@ -16,20 +16,12 @@ from typing import Any
 
 @functools.cache
 def kernels() -> dict[str, Any]:
-    """{"add", "sized_add", "softmax"}: `@triton.jit` kernels, made once per process."""
+    """{"add", "softmax"}: `@triton.jit` kernels, made once per process."""
     import triton
     import triton.language as tl
 
     @triton.jit
     def add_kernel(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        x = tl.load(x_ptr + offsets, mask=mask)
-        y = tl.load(y_ptr + offsets, mask=mask)
-        tl.store(out_ptr + offsets, x + y, mask=mask)
-
-    @triton.jit
-    def sized_add_kernel(x_ptr, y_ptr, n: tl.constexpr, out_ptr, BLOCK: tl.constexpr):
         offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offsets < n
         x = tl.load(x_ptr + offsets, mask=mask)
@@ -45,19 +37,20 @@ def kernels() -> dict[str, Any]:
         num = tl.exp(x - tl.max(x, axis=0))
         tl.store(out_ptr + row * n_cols + cols, num / tl.sum(num, axis=0), mask=mask)
 
-    return {"add": add_kernel, "sized_add": sized_add_kernel, "softmax": softmax_kernel}
+    return {"add": add_kernel, "softmax": softmax_kernel}
 
 
-def add(name: str = "add", **options: Any) -> Callable:
-    """`add(x, y)`: the kernel `name` of `kernels()` called on two vectors, with `triton_call`
-    keywords `options`."""
+def add(sized: bool = False, **options: Any) -> Callable:
+    """`add(x, y)`: the add kernel called on two vectors, with `triton_call` keywords
+    `options`; its length `n` a constexpr where `sized`, else passed at launch."""
     import triton
 
     from jax_triton_rocm.api._call import triton_call
 
-    kernel = kernels()[name]
-    return lambda x, y: triton_call(x, y, x.size, kernel=kernel, out_shape=x,
-                                    grid=(triton.cdiv(x.size, 1024),), BLOCK=1024, **options)
+    length = "constexprs" if sized else "operands"
+    return lambda x, y: triton_call(x, y, kernel=kernels()["add"], out_shape=x,
+                                    grid=(triton.cdiv(x.size, 1024),), BLOCK=1024,
+                                    **{length: {"n": x.size}}, **options)
 
 
 def softmax(x: Any) -> Any:

@@ -60,8 +60,7 @@ def first_line(err: BaseException) -> str:
 def error_summary(err: BaseException) -> str:
     """"Type: first line" of `err`, and of its root cause where that is another exception."""
     def line(e: BaseException) -> str:
-        text = str(e).strip().splitlines()
-        return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+        return first_line(e) if str(e).strip() else type(e).__name__
 
     root = err
     while (root.__cause__ or root.__context__) is not None:
@@ -81,7 +80,6 @@ def _plugin_problem(module: str, err: BaseException | None, imported: bool) -> P
     platform = next((p for p in sorted(_vendors.GPU_PLATFORMS, key=lambda p: p != "rocm")
                      if re.search(_vendors.VENDORS[p].error_words, f"{module} {summary}", re.I)),
                     None)  # the platform whose stack the message names, ROCm's words first
-    hint = _vendors.PLUGIN_INSTALL_HINT.get(platform or "cuda")
     what = (f"JAX's plugin {module} failed to start: {summary}" if imported else
             f"JAX's plugin {module} could not be imported: {summary}")
     if not imported:
@@ -97,7 +95,8 @@ def _plugin_problem(module: str, err: BaseException | None, imported: bool) -> P
     else:
         cause = "a plugin that does not match this jaxlib, or a broken install"
     fix = (f"On a machine with the GPU, install JAX with its plugin in one command so that the "
-           f"versions match: {hint}. " + _no_gpu.without_plugin(platform or "cuda"))
+           f"versions match: {_vendors.VENDORS[platform or 'cuda'].install_hint}. "
+           + _no_gpu.without_plugin(platform or "cuda"))
     return Problem(what, cause, fix, platform)
 
 
@@ -124,7 +123,7 @@ def _problem_from(record: logging.LogRecord) -> Problem | None:
     if "CUDA-enabled jaxlib is not installed" in message:
         return Problem("JAX sees an NVIDIA GPU but has no CUDA plugin, so it runs on the CPU",
                        "JAX was installed without its CUDA plugin (`pip install jax`)",
-                       f"{_vendors.PLUGIN_INSTALL_HINT['cuda']}", "cuda")
+                       _vendors.VENDORS["cuda"].install_hint, "cuda")
     if "backend failed to initialize" in message:
         return Problem(message.split(".(")[0], "the GPU, its driver or its memory is not usable",
                        "check the GPU and its driver (nvidia-smi).", "cuda")
