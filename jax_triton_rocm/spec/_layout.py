@@ -175,8 +175,7 @@ def lay_out_arguments(
     name, names = types.name, list(jit_fn.arg_names)
     signature: dict[str, Any] = {}
     constants: dict[tuple[int, ...], Any] = {}
-    attrs: dict[tuple[int, ...], list] = {}
-    specializations: list[tuple[Any, str]] = []
+    specializations: list[tuple[tuple[int, ...], str]] = []  # by path
     sources: list[ArgSource] = []
     zero_d_pointers: list[str] = []
     for i, param in enumerate(jit_fn.params):
@@ -187,13 +186,8 @@ def lay_out_arguments(
         else:
             kind, value = "keyword", None
         if kind in NESTED_KINDS:  # a tuple or descriptor (`ArgSource`): its parts, by path
-            nested: list[tuple[tuple[int, ...], str]] = []
             signature[param.name] = _leaf((i,), param, (kind, value), in_avals, constants,
-                                          nested, sources, zero_d_pointers)
-            for path, spec in nested:
-                specializations.append((path if len(path) > 1 else i, spec))
-                if parsed := backend.parse_attr(spec):
-                    attrs[path] = parsed
+                                          specializations, sources, zero_d_pointers)
             continue
         if kind == "keyword":  # a keyword or the kernel's default fills it, as a constexpr
             if param.name in constexprs:
@@ -250,9 +244,7 @@ def lay_out_arguments(
                     continue
                 typed, specialization = taken
                 if specialization is not None:
-                    specializations.append((i, specialization))
-                    if parsed := backend.parse_attr(specialization):
-                        attrs[(i,)] = parsed
+                    specializations.append(((i,), specialization))
                 signature[param.name] = typed.triton_type
                 sources.append(ArgSource("scalar", i, scalar=typed))
                 continue
@@ -284,16 +276,17 @@ def lay_out_arguments(
                     f"(jax.lax.bitcast_convert_type), or fix the annotation.")
         signature[param.name] = pointer
         spec = "" if param.do_not_specialize_on_alignment or param.do_not_specialize else "D"
-        specializations.append((i, spec))
-        if parsed := backend.parse_attr(spec):
-            attrs[(i,)] = parsed
+        specializations.append(((i,), spec))
         sources.append(source)
         if kind == "array" and not tuple(aval.shape):
             zero_d_pointers.append(what)
     if fp8_types is not None:
         check_fp8_types(signature, fp8_types, kernel=name, target=target)
-    return BoundKernel(signature, constants, attrs, tuple(sources), tuple(specializations),
-                       tuple(zero_d_pointers))
+    attrs = {path: parsed for path, spec in specializations if (parsed := backend.parse_attr(spec))}
+    return BoundKernel(signature, constants, attrs, tuple(sources),
+                       tuple([(path if len(path) > 1 else path[0], spec)
+                              for path, spec in specializations]), tuple(zero_d_pointers))
+
 
 
 def check_fp8_types(signature: dict[str, Any], fp8_types: tuple[str, ...], *, kernel: str,

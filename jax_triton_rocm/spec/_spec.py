@@ -193,10 +193,8 @@ def compile_view(jit_fn: JITFunction, positional: tuple) -> tuple:
 
 @dataclasses.dataclass(frozen=True)
 class ArgumentTypes:
-    """What Triton makes of one call's arguments, typed once per call for the layout: the kernel's
-    name, per "scalar" entry its `scalar_role` (a constexpr made plain), the `compile_view`, per
-    dtype its `pointer_type`, and the constexprs and defaults made plain; None where typing a value
-    fails, so that the layout raises why when it reaches that value, in the usual order."""
+    """What Triton makes of one call's arguments, typed once per call for the layout; None where
+    typing a value fails, so that the layout raises why when it reaches it, in the usual order."""
 
     name: str
     roles: dict[int, tuple | None]
@@ -261,9 +259,7 @@ class Unwrapped:
       heuristics_outside: how many of `heuristics` (the first ones) wrap the autotuner; they run
         once per call, the others once per autotune config.
       interpreted: the kernel was Triton's InterpretedFunction (TRITON_INTERPRET=1); `jit_fn` is
-        made of its function, for the CPU's interpreter only (`check_compilable`).
-      name: the kernel's name, for messages; params: what the checks read of each parameter.
-      symbol: the kernel's symbol in its binary (an identifier: `unwrap` checks it)."""
+        made of its function, for the CPU's interpreter only (`check_compilable`)."""
 
     jit_fn: JITFunction
     autotuner: Autotuner | None
@@ -405,17 +401,9 @@ class KernelCallSpec:
     Attributes:
       positional: ("array", operand index) or ("scalar", value) per positional argument; or one
         entry per kernel parameter, placed: ("input", i), ("output", j), ("keyword", None),
-        ("scalar", value), ("tuple", entries) or ("descriptor", (i, static descriptor));
-        `spec._layout.lay_out_arguments` reads both.
-      grid: three program counts, or a `MetaGrid`.
+        ("scalar", value), ("tuple", entries) or ("descriptor", (i, static descriptor)).
       num_warps, num_stages: None takes the target's default (`plan._plan` applies it).
-      cuda_arch: a CUDA architecture named by `compute_capability` ("sm_90"), or None.
-      zeroed_outputs: sorted output indices zeroed before the launch, or a callable of the
-        metaparameters returning them.
-      xla_native: take XLA's Triton call (True), jaxlib's (False), or the environment's choice.
       batch: set by the `jax.vmap` rule on a call batched along `batch_grid_axis`.
-      backend_options: fields of a vendor's Triton options class, sorted; each backend takes its
-        own.
       by_keyword: the operand parameters given by keyword, which Triton's launcher hands
         `early_config_prune` and `perf_model` in their `**kwargs` (`plan._plan`)."""
 
@@ -455,8 +443,9 @@ class KernelCallSpec:
                            _values.exact_key((self.positional, self.metaparams))[1])
 
     def relaid(self, positional: tuple, out_shapes: tuple, grid: Any) -> KernelCallSpec:
-        """This spec with another layout, outputs and grid: what `dataclasses.replace` makes,
-        in a tenth of its time (`checks._bound` makes one per trace of a call seen before)."""
+        """This spec with another layout, outputs and grid, in a tenth of `dataclasses.replace`'s
+        time (`checks._bound` makes one per trace of a call seen before)."""
+
         return _values.replaced(self, positional=positional, out_shapes=out_shapes, grid=grid,
                                 exact_values=(_values.exact_key(positional),
                                               self.exact_values[1]))
