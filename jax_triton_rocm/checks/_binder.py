@@ -73,14 +73,6 @@ def check_not_a_function(what: str, value: Any, caller: str) -> None:
         f"arguments to @triton.heuristics.")
 
 
-_RENAMED_KEYWORDS = {
-    "custom_call_target_name": "jax_triton_rocm picks the custom-call target (jaxlib's typed "
-                               "FFI one, or its legacy one where XLA_FLAGS keeps custom calls out "
-                               f"of command buffers); drop this argument, and set "
-                               f"{_env.ENV_CALL_TARGET}=ffi or legacy to force one.",
-}
-
-
 def check_canonical_dtype(dtype: Any, what: str, fix: str, *, output: bool = False) -> None:
     """Raises TypeError for an array's or output's dtype that JAX holds as another one (64-bit
     types off): a float input would reach the kernel converted, and an output declared float64
@@ -99,7 +91,6 @@ def check_canonical_dtype(dtype: Any, what: str, fix: str, *, output: bool = Fal
         f"off (jax_enable_x64=False, the default): {effect}. Make it {held.name} "
         f"({fix.format(held.name)}), or enable 64-bit types "
         f"(jax.config.update('jax_enable_x64', True)) to keep {given.name}.")
-
 
 
 def is_ref(value: Any) -> bool:
@@ -290,9 +281,12 @@ def bind_arguments(call: CallArguments, *, has_side_effect: bool,
     for keyword, value in named_operands.items():
         operands[index[keyword]] = value
         by_keyword.add(index[keyword])
-    for keyword, advice in _RENAMED_KEYWORDS.items():
-        if keyword in metaparams:
-            raise TypeError(f"triton_call got {keyword}={metaparams[keyword]!r}: {advice}")
+    if "custom_call_target_name" in metaparams:  # jax-triton's, which this package replaces
+        raise TypeError(
+            f"triton_call got custom_call_target_name={metaparams['custom_call_target_name']!r}: "
+            f"jax_triton_rocm picks the custom-call target (jaxlib's typed FFI one, or its legacy "
+            f"one where XLA_FLAGS keeps custom calls out of command buffers); drop this "
+            f"argument, and set {_env.ENV_CALL_TARGET}=ffi or legacy to force one.")
     names = list(jit_fn.arg_names)
     unknown = sorted([k for k in metaparams
                       if k not in names and k not in _vendors.COMPILE_OPTIONS])

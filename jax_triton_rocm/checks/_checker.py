@@ -64,7 +64,6 @@ def close_names(unknown: Iterable[str], known: Iterable[str]) -> str:
     return f" (did you mean {', '.join(f'{m} for {n!r}' for n, m in guesses)}?)"
 
 
-
 def flag(value: Any, what: str) -> bool:
     """`value`, a Python or NumPy bool, as a bool (a string such as "no" would be truthy)."""
     if isinstance(value, (bool, np.bool_)):
@@ -229,7 +228,6 @@ def forgotten_hint(jit_fn: JITFunction, metaparams: Mapping[str, Any], by_keywor
                  f"operands={{{clashing[0]!r}: ...}} (filled at launch; constexprs= compiles a "
                  f"value in).")
     return text
-
 
 
 _CONVENTIONS = {

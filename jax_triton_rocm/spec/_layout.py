@@ -288,7 +288,6 @@ def lay_out_arguments(
                               for path, spec in specializations]), tuple(zero_d_pointers))
 
 
-
 def check_fp8_types(signature: dict[str, Any], fp8_types: tuple[str, ...], *, kernel: str,
                     target: str) -> None:
     """Raises TypeError for the first parameter with an fp8 type `target` does not take."""

@@ -208,26 +208,23 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
                    constexprs: dict[str, Any]) -> ArgumentTypes:
     params = jit_fn.params
     roles: dict[int, tuple | None] = {}
-    view: list | None = []
+    view = []
     for i, (kind, value) in enumerate(positional):
         if kind != "scalar" or i >= len(params):  # a tuple's scalars count by value
-            if view is not None:
-                view.append((kind, _values.exact_key(value) if kind == "tuple" else value))
+            view.append((kind, _values.exact_key(value) if kind == "tuple" else value))
             continue
         param = params[i]
         try:
             role, *taken = scalar_role(param, value, what=f"argument {i} ({param.name})")
         except (TypeError, OverflowError):  # raised again where the layout reaches it
-            roles[i] = view = None
+            roles[i] = None
             continue
         if role == "constexpr":
             roles[i] = (role, _values.plain_constexpr(taken[0]))
-            if view is not None:
-                view.append((role, _values.exact_key(taken[0])))
+            view.append((role, _values.exact_key(taken[0])))
         else:
             roles[i] = (role, *taken)
-            if view is not None:
-                view.append((role, taken[0].triton_type, taken[1]))
+            view.append((role, taken[0].triton_type, taken[1]))
     pointers: dict[Any, str | None] = {}
     for aval in (*in_avals, *out_avals):
         if aval.dtype not in pointers:
@@ -236,7 +233,8 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
             except TypeError:  # raised again, naming the array, where the layout reaches it
                 pointers[aval.dtype] = None
     return ArgumentTypes(
-        kernel_name(jit_fn), roles, None if view is None else tuple(view), pointers,
+        kernel_name(jit_fn), roles, None if None in roles.values() else tuple(view), pointers,
+
         {name: _values.plain_constexpr(value) for name, value in constexprs.items()},
         {i: _values.plain_constexpr(param.default) for i, param in enumerate(params)
          if param.has_default})
