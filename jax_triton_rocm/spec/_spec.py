@@ -146,13 +146,11 @@ def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
             raise OverflowError(f"{what} = {plain} does not fit in {name}.")
         return Scalar(plain, triton_type, proto_kind)
     if isinstance(value, int):
-        if _I32[0] <= value < _I32[1]:
-            return Scalar(value, "i32", "i32")
-        if _I64[0] <= value < _I64[1]:
-            return Scalar(value, "i64", "i64")
-        if _U64[0] <= value < _U64[1]:
-            return Scalar(value, "u64", "u64")
+        for name, (low, high) in (("i32", _I32), ("i64", _I64), ("u64", _U64)):
+            if low <= value < high:
+                return Scalar(value, name, name)
         raise OverflowError(
+
             f"{what} = {value} is out of range for a Triton integer argument, which must lie in "
             f"[-2**63, 2**64). Pass it as an array, or split it into two 64-bit halves.")
     if isinstance(value, float):
