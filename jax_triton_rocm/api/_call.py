@@ -1,7 +1,6 @@
 """`triton_call`: a Triton kernel called on JAX arrays. Its arguments, in jax-triton 0.3's form or
-0.4's, are taken into one `CallArguments` (`call_arguments`: the values as given,
-refused where JAX cannot take them, and the outputs' leaves) and checked into one
-`KernelCallSpec` (`checks._bound`), which `triton_kernel_p` carries to the lowering rules."""
+0.4's, are taken into one `CallArguments` and checked into one `KernelCallSpec`
+(`checks._bound`), which `triton_kernel_p` carries to the lowering rules."""
 
 from __future__ import annotations
 
@@ -122,8 +121,8 @@ def triton_call(
 
 
 def unwrapped_kernel(kernel: Any) -> _spec.Unwrapped:
-    """`kernel` taken apart (`spec._spec.unwrap`), once Triton has imported and the lowering rules
-    are registered; kept in its record (`_state.KERNEL_RECORDS`), for the next trace of a call."""
+    """`kernel` taken apart, once Triton has imported and the lowering rules are registered;
+    kept in its record, for the next trace of a call."""
     _compat.triton_info()  # both cached: once per process
     _primitive.ensure_registered()
     return _state.KERNEL_RECORDS.derived(kernel, "unwrapped",
@@ -135,26 +134,18 @@ _ONE_LEAF = jax.tree_util.tree_structure(0)
 
 @dataclasses.dataclass(frozen=True)
 class CallArguments:
-    """A `triton_call`'s arguments, as `call_arguments` takes them, before they are bound to the
-    kernel's parameters (`checks._binder.bind_arguments`): the one value every form of the call
-    (jax-triton 0.3's, 0.4's, `compat`'s) is checked from.
+    """A `triton_call`'s arguments, before they are bound to the kernel's parameters: the one
+    value every form of the call (jax-triton 0.3's, 0.4's, `compat`'s) is checked from.
 
     Attributes:
-      kernel, unwrapped: the kernel as given, and taken apart (`unwrapped_kernel`).
-      args, keywords: the positional and keyword arguments, as `call_arguments` takes them.
       convention: "out_shape" (jax-triton 0.3) or "out_type" (0.4), whichever was given.
-      outputs: the outputs as given; `out_shapes` their leaves, `out_tree` their tree.
-      runtime: {keyword: parameter index} for the keywords that are runtime scalar operands:
-        with `out_type` (0.4), a scalar keyword naming a parameter that is no `tl.constexpr`.
+      runtime: {keyword: parameter index} for the keywords that are runtime scalar operands
+        (with `out_type`, a scalar keyword naming a parameter that is no `tl.constexpr`).
       buffers: the keywords that hold something only an operand can be (`holds_buffer`).
       roles: each scalar or None given positionally (by index) or as a runtime keyword (by
-        name), as `_spec.scalar_role` types it, or None where that fails (the full check says
-        why); a constexpr parameter's value included.
-      given: the options `triton_call` shares with `triton_call_lowering` (`_spec.CallOptions`'
-        fields), as given (None for a launch setting, `debug` or `enable_fp_fusion`: not given;
-        `backend_options` may give them).
-      constexprs, operands: parameters by name, compile-time constants and launch operands, as
-        given (`checks._binder.named_parameters` checks them).
+        name), as `_spec.scalar_role` types it, or None where that fails.
+      given: `_spec.CallOptions`' fields, as given (None: not given; `backend_options` may
+        give them).
       The others: as `triton_call` takes them.
     """
 
@@ -181,16 +172,9 @@ class CallArguments:
 def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped: _spec.Unwrapped,
                    *, out_shape: Any, out_type: Any, **options: Any) -> CallArguments:
     """`triton_call`'s arguments and outputs taken, as every trace of a call takes them, its
-    layout kept or not: the variables checked, the outputs' convention (`out_shape=`, jax-triton
-    0.3, or `out_type=`, 0.4) and leaves, the values given, the keywords that are runtime scalar
-    operands, and the scalars typed (`CallArguments.roles`).
+    layout kept or not: the outputs' convention and leaves checked, the keywords that are
+    runtime scalar operands found, and the scalars typed (`CallArguments.roles`)."""
 
-    Raises:
-      TypeError / ValueError: both `out_shape` and `out_type` given, or neither; an output
-        without a shape and a dtype, with a sharding, a negative dimension or a dtype JAX holds
-        as another (`checks._binder.check_canonical_dtype`); a NumPy array in the other byte
-        order, naming it and the fix.
-    """
     _env.check_variables()  # each variable as its reader takes it, on every platform
     if out_shape is not _bound.NOT_GIVEN and out_type is not _bound.NOT_GIVEN:
         raise TypeError("triton_call got both out_type= (jax-triton 0.4) and out_shape= (0.3); "

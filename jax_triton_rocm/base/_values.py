@@ -1,10 +1,7 @@
-"""Checks of user-given values: compile options, launch grids, launch results (environment
-variables: `_env`); and the value helpers every layer shares: exact memo keys, plain constexprs,
-frozen copies, a grid's typed form (`grid_value`).
-
-Each check raises where the value is read, with an error that names the argument (or variable),
-shows the value and says what is allowed, so a mistake never reaches Triton or jaxlib, where it
-would fail far from its cause or pass silently.
+"""Checks of user-given values (compile options, launch settings, grids, output indices), each
+raised where the value is read, so a mistake never reaches Triton or jaxlib, where it would fail
+far from its cause or pass silently; and the value helpers every layer shares (exact memo keys,
+plain constexprs, frozen copies).
 """
 
 from __future__ import annotations
@@ -20,10 +17,8 @@ import numpy as np
 
 def launch_settings(num_warps: Any, num_stages: Any, num_ctas: Any, *, caller: str = "",
                     where: str = "") -> None:
-    """Raises ValueError unless each launch setting a call, an autotune config or a heuristic
-    may give is None (the target's Triton default) or a positive int, `num_warps` a power of
-    two; the message starts with `caller` (e.g. "triton_call_lowering: ") and says `where` the
-    value came from (e.g. "in autotune config (...)")."""
+    """Raises ValueError unless each launch setting is None or a positive int, `num_warps` a
+    power of two; `caller` starts the message, `where` says where the value came from."""
     at = f" {where}" if where else ""
     for what, value in (("num_warps", num_warps), ("num_stages", num_stages),
                         ("num_ctas", num_ctas)):
@@ -63,8 +58,7 @@ def exact_key(value: Any) -> Any:
 
 
 def plain_constexpr(value: Any) -> Any:
-    """A NumPy bool, integer or float scalar as the Python scalar it equals (np.int64(256) is
-    256); any other value as it is.
+    """A NumPy scalar as the Python scalar it equals; any other value as it is.
 
     Triton's code generator takes Python scalars as constexprs and fails on NumPy ones ("cannot
     convert 256 of type numpy.int64 to tensor"), while its on-disk cache key writes both alike:
@@ -90,7 +84,6 @@ def replaced(instance: Any, **fields: Any) -> Any:
 
 
 def is_int(value: Any) -> bool:
-    """A Python or NumPy integer, not a bool."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
@@ -111,16 +104,8 @@ _OPTION_VALUES: dict[str, tuple[tuple[int, ...] | range, str]] = {
 
 def compile_options(options: Mapping[str, Any], *, where: str = "",
                     caller: str = "") -> dict[str, Any]:
-    """Checks each vendor compile option (`waves_per_eu`, `matrix_instr_nonkdim`, `kpack`,
-    `maxnreg`) against what Triton's backend accepts; returns them as plain ints (or None).
-
-    Args:
-      where: where the values came from, for the message (e.g. "in autotune config (...)").
-      caller: what the message starts with (e.g. "triton_call_lowering: ").
-
-    Raises:
-      TypeError: not an int. ValueError: out of range. Both name the option and its value.
-    """
+    """Checks each vendor compile option against what Triton's backend accepts; returns them as
+    plain ints (or None). `where` and `caller` as `launch_settings` takes them."""
     at, checked = f" {where}" if where else "", {}
     for name, value in options.items():
         allowed, text = _OPTION_VALUES[name]
@@ -136,15 +121,8 @@ def compile_options(options: Mapping[str, Any], *, where: str = "",
 
 def output_indices(indices: Any, n_outs: int, *, what: str,
                    an_output: str = "an output") -> tuple[int, ...]:
-    """Output indices (`zeroed_outputs`, or what a callable `zeroed_outputs` returned), sorted.
-
-    Args:
-      what: the argument as the message names it ("zeroed_outputs").
-      an_output: what an output is called where the user is ("a result" of a primitive).
-
-    Raises:
-      TypeError: not a sequence of ints. ValueError: an index that is not an output's.
-    """
+    """Output indices (`zeroed_outputs`, or what a callable one returned), checked and sorted;
+    `an_output`: what an output is called where the user is ("a result" of a primitive)."""
     if isinstance(indices, (str, bytes)) or not isinstance(indices, (Sequence, set, frozenset)):
         raise TypeError(f"{what}={indices!r} must be a sequence of {an_output.split()[-1]} "
                         f"indices (e.g. (0,)), or a callable of the metaparameters returning one.")
@@ -156,7 +134,6 @@ def output_indices(indices: Any, n_outs: int, *, what: str,
 
 
 def cpu_count() -> int:
-    """CPUs this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -169,11 +146,7 @@ MAX_GRID_SIZE = 2**31 - 1
 
 
 def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
-    """A grid as three positive ints, each at most `MAX_GRID_SIZE`.
-
-    Raises:
-      ValueError / TypeError: naming `what` and the value: empty, more than 3 dimensions, a
-        non-integer, a non-positive or too large size."""
+    """A grid as three positive ints, each at most `MAX_GRID_SIZE`."""
     if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
         dims = (int(grid),)
     elif isinstance(grid, Sequence) and not isinstance(grid, str):
@@ -206,9 +179,8 @@ Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
 
 @dataclasses.dataclass(frozen=True)
 class MetaGrid:
-    """A grid's second form: a function of the metaparameters, evaluated per launch
-    configuration at lowering (`plan._plan.launch_grid`); the first is three ints. Equal as its
-    function; calling it calls the function."""
+    """A grid that is a function of the metaparameters, evaluated per launch configuration at
+    lowering (`plan._plan.launch_grid`); equal as its function."""
 
     fn: Callable[[dict[str, Any]], Any]
 
@@ -217,8 +189,8 @@ class MetaGrid:
 
 
 def grid_value(grid: Any) -> tuple[int, int, int] | MetaGrid:
-    """A grid as given, in its typed form: a callable as a `MetaGrid`, anything else as three
-    ints (`normalize_grid`, whose errors it raises)."""
+    """A grid as given: a callable as a `MetaGrid`, anything else as three ints."""
+
     if isinstance(grid, MetaGrid):
         return grid
     if callable(grid):

@@ -1,16 +1,8 @@
-"""The binder: a `triton_call`'s arguments, taken by its surface (`api._call.call_arguments`, for
-jax-triton 0.3's form and 0.4's; the rules, with 0.3 and 0.4 code side by side, are
-docs/porting.md's "Porting from jax-triton") into one `CallArguments`, bound to the kernel's
-parameters: the keywords split into constexprs and compile options, `constexprs=` and
-`operands=` checked, the operands flattened, the outputs placed (`checks._checker.place_outputs`).
-
-Values as a call gives them to a kernel's parameters, refused before the layout where Triton
-cannot take them: a Python function is no constexpr, a float64 array is no float64 while 64-bit
-types are off.
-
-What the primitive sees is plain: arrays in kernel-parameter order (a `Ref` read before the call
-and written back after it, as an operand aliased to an extra result), and results in the order
-of their parameters; an output's parameter may come before an operand's (`place_outputs`).
+"""The binder: a `triton_call`'s arguments (`api._call.CallArguments`, 0.3's form or 0.4's: the
+rules are docs/porting.md's "Porting from jax-triton") bound to the kernel's parameters: the
+keywords split into constexprs and compile options, the operands flattened, the outputs placed
+(`checks._checker.place_outputs`). Values Triton cannot take are refused here, before the layout
+(a Python function is no constexpr, a float64 array is no float64 while 64-bit types are off).
 """
 
 from __future__ import annotations
@@ -37,17 +29,14 @@ if TYPE_CHECKING:
 
 
 def keyword_names(fn: Any) -> tuple[str, ...]:
-    """The keyword-only parameters of `fn` (an API function's own keyword arguments)."""
     return tuple(name for name, param in inspect.signature(fn).parameters.items()
                  if param.kind is inspect.Parameter.KEYWORD_ONLY)
 
 
 def check_not_a_function(what: str, value: Any, caller: str) -> None:
-    """Raises TypeError for a constexpr that is a function Triton cannot compile as one: an
-    extern (`triton.language.extra.libdevice.tanh`), or a Python function (a lambda, a method).
-    Triton takes values, its builtins (`tl.exp`, `tl.maximum`: they carry `__triton_builtin__`)
-    and Triton functions (`@triton.jit`, `tl.sigmoid`) as constexprs, and fails deep in its
-    compiler on other callables."""
+    """Raises TypeError for a constexpr that is a function Triton cannot compile as one (an
+    extern, a lambda): Triton takes its builtins (they carry `__triton_builtin__`) and
+    `@triton.jit` functions, and fails deep in its compiler on other callables."""
     if isinstance(value, tuple):
         for j, element in enumerate(value):
             check_not_a_function(f"{what}[{j}]", element, caller)
@@ -84,21 +73,11 @@ def check_not_a_function(what: str, value: Any, caller: str) -> None:
         f"arguments to @triton.heuristics.")
 
 
-_RENAMED_KEYWORDS = {
-    "custom_call_target_name": "jax_triton_rocm picks the custom-call target (jaxlib's typed "
-                               "FFI one, or its legacy one where XLA_FLAGS keeps custom calls out "
-                               f"of command buffers); drop this argument, and set "
-                               f"{_env.ENV_CALL_TARGET}=ffi or legacy to force one.",
-}
-
-
 def check_canonical_dtype(dtype: Any, what: str, fix: str, *, output: bool = False) -> None:
-    """Raises TypeError for an array's or output's dtype that JAX holds as another one: with
-    64-bit types off (`jax_enable_x64`, the default), float64, int64, uint64 and complex128
-    become their 32-bit kind (`jax.dtypes.canonicalize_dtype`). A float input would reach the
-    kernel converted (callers pass floats only: integers convert as `jnp.asarray` converts
-    them), and an output declared float64 is a float32 buffer the kernel would overrun.
-    `fix` is the code that makes it the dtype JAX holds, with {} for its name."""
+    """Raises TypeError for an array's or output's dtype that JAX holds as another one (64-bit
+    types off): a float input would reach the kernel converted, and an output declared float64
+    is a float32 buffer the kernel would overrun. `fix`: the code that makes it the dtype JAX
+    holds, with {} for its name."""
     given = np.dtype(dtype)
     held = np.dtype(jax.dtypes.canonicalize_dtype(given))
     if held == given:
@@ -114,9 +93,8 @@ def check_canonical_dtype(dtype: Any, what: str, fix: str, *, output: bool = Fal
         f"(jax.config.update('jax_enable_x64', True)) to keep {given.name}.")
 
 
-
 def is_ref(value: Any) -> bool:
-    """Whether `value` is a mutable array (`jax.new_ref`), or a view of one (`ref.at[...]`)."""
+    """Whether `value` is a `jax.new_ref`, or a view of one (`ref.at[...]`)."""
     if isinstance(value, state_types.TransformedRef):
         return True
     if isinstance(value, (jax.Array, int, float, bool)) or not hasattr(value, "shape"):
@@ -136,24 +114,10 @@ def holds_buffer(value: Any) -> bool:
         and not isinstance(value, _spec.SCALAR_TYPES))
 
 
-@dataclasses.dataclass
-class ParameterValues:
-    """What the call gives each parameter: operands and constexprs by parameter index."""
-
-    operands: dict[int, Any]
-    by_keyword: set[int]
-    metaparams: dict[str, Any]
-
-
 def named_parameters(unwrapped: _spec.Unwrapped, constexprs: Any, operands: Any,
                      keywords: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`constexprs=` and `operands=` checked, as two dicts: mappings of the kernel's parameter
-    names, each parameter named once among them and the keywords; a `tl.constexpr` only in
-    `constexprs`, an array only in `operands`.
-
-    Raises:
-      TypeError: naming the argument, the parameter, the value and the fix.
-    """
+    """`constexprs=` and `operands=` checked, as two dicts: each parameter named once among them
+    and the keywords; a `tl.constexpr` only in `constexprs`, an array only in `operands`."""
     name, params = unwrapped.name, {p.name: p for p in unwrapped.params}
     checked = {}
     for what, given in (("constexprs", constexprs), ("operands", operands)):
@@ -190,15 +154,8 @@ def named_parameters(unwrapped: _spec.Unwrapped, constexprs: Any, operands: Any,
 
 @dataclasses.dataclass
 class Flat:
-    """The operands flattened in kernel-parameter order (depth first), each numbered as it is
-    met: the primitive takes them in that order.
-
-    Attributes:
-      entries: each operand parameter's entry, with the primitive's operand index where an
-        operand goes.
-      leaves: every operand leaf (arrays, Refs, descriptor bases, scalars but None), in order.
-      operands: the primitive's operands (the arrays, Refs and descriptor bases), in order.
-    """
+    """The operands flattened in kernel-parameter order (depth first), as the primitive takes
+    them: each parameter's entry, every leaf (but None), and the primitive's operands."""
 
     entries: dict[int, Any] = dataclasses.field(default_factory=dict)
     leaves: list[Leaf] = dataclasses.field(default_factory=list)
@@ -207,9 +164,8 @@ class Flat:
 
 @dataclasses.dataclass(eq=False)
 class Leaf:
-    """One operand leaf: `value` (an array, a Ref or a scalar), where it is (`what`), the
-    primitive's operand index (None for a scalar), and whether it is an array (or a Ref), not a
-    scalar."""
+    """One operand leaf: `value`, how the call names it (`what`), its operand index (None for a
+    scalar), and whether it is an array (or a Ref)."""
 
     value: Any
     what: str
@@ -219,7 +175,7 @@ class Leaf:
 
 def _operand_entry(flat: Flat, value: Any, what: str, typed: bool = False) -> tuple[str, Any]:
     """`value`, given to one operand parameter, flattened into `flat`: its entry. A scalar is
-    typed (`_spec.scalar`) to be refused here where it cannot be passed, unless `typed`."""
+    typed, to be refused here where it cannot be passed, unless `typed` already."""
     if value is None:
         return ("scalar", None)
     if isinstance(value, list):
@@ -262,10 +218,9 @@ def _operand_entry(flat: Flat, value: Any, what: str, typed: bool = False) -> tu
 
 
 def own_named_parameter(unwrapped: Any, own_keywords: Iterable[str], start: int) -> Any:
-    """The first of the kernel's parameters from position `start` on (those the arguments and
-    outputs leave) named like one of `own_keywords` and set by nothing else (no default, no
-    autotune config, no heuristic), or None: only a keyword could fill it, and that keyword is
-    the API's own."""
+    """The first parameter from position `start` on named like one of `own_keywords` and set
+    by nothing else (no default, autotune config or heuristic): only the API's own keyword
+    could fill it. None where there is none."""
     own = set(own_keywords) - _set_by_wrappers(unwrapped)
     for param in list(unwrapped.jit_fn.params)[start:]:
         if param.name in own and not param.has_default:
@@ -282,36 +237,15 @@ def _set_by_wrappers(unwrapped: Any) -> set[str]:
 
 def bind_arguments(call: CallArguments, *, has_side_effect: bool,
                    own_keywords: tuple[str, ...]) -> tuple[Placed, dict[str, Any], tuple]:
-    """Binds a `triton_call` (its positional arguments, keywords and named parameters,
-    `constexprs=` and `operands=`, checked by `named_parameters`, to the kernel's parameters),
-    flattens its operands and places its outputs; returns them, the vendor compile options among
-    the keywords, and the names of the operand parameters given by keyword
-    (`KernelCallSpec.by_keyword`).
+    """Binds a `triton_call` to the kernel's parameters, flattens its operands and places its
+    outputs; returns them, the vendor compile options among the keywords (a keyword named like
+    one is one unless the kernel has a parameter of that name), and the operand parameters
+    given by keyword (`KernelCallSpec.by_keyword`).
 
-    A keyword named like a compile option (`waves_per_eu`, `maxnreg`, ...) is one unless the
-    kernel has a parameter of that name. The operands are flattened in kernel-parameter order;
-    a positional value on a `tl.constexpr` parameter is left to the layout, which makes it a
-    constexpr. A call that 0.3 could have made (flat positional arrays and scalars only) whose
-    outputs fill the parameters after its arguments keeps 0.3's positional form, each positional
-    argument as ("array", operand index) or ("scalar", value).
-
-    Last, a parameter of the kernel that `triton_call` would have to fill by a keyword it takes
-    for itself (`own_keywords`: `grid`, `name`, `debug`, ...) is refused: one after the
-    parameters the arguments and outputs fill, without a default, not filled by `constexprs=`
-    or `operands=`, and set by no autotune config or heuristic. A keyword of that name always
-    goes to `triton_call`; the message says how to set the parameter instead.
-
-    Raises:
-      TypeError: more arguments than parameters (with `out_shape`, counting the outputs, as
-        0.3 places them after the arguments), a parameter given twice (Python's wording), a
-        jax-triton keyword this package replaces, a keyword that is neither a parameter of the
-        kernel nor a compile option (the close match among those and `own_keywords`
-        suggested), an unhashable constexpr, an array given to a `tl.constexpr` parameter, an
-        argument Triton cannot take (each names the argument), or a parameter only one of
-        `own_keywords` could fill; and as `place_outputs` says.
-      ValueError: the same Ref given twice, a call nothing would use; and as `place_outputs`
-        says.
-    """
+    A call that 0.3 could have made (flat positional arrays and scalars only) whose outputs fill
+    the parameters after its arguments keeps 0.3's positional form, ("array", operand index) or
+    ("scalar", value) per positional argument. A parameter only one of `own_keywords` (`grid`,
+    `name`, ...) could fill is refused, saying how to set it instead."""
     args, keywords, convention = call.args, call.keywords, call.convention
     outputs, out_shapes, unwrapped = call.outputs, call.out_shapes, call.unwrapped
     named_constexprs, named_operands = {}, {}  # nothing named, as in most calls
@@ -330,7 +264,7 @@ def bind_arguments(call: CallArguments, *, has_side_effect: bool,
         raise TypeError(f"triton_call() got multiple values for argument {twice[0]!r}: "
                         f"positional argument {index[twice[0]]} fills it (kernel {name}); "
                         f"pass it once.")
-    given = ParameterValues(dict(enumerate(args)), set(), {})
+    operands, by_keyword, metaparams = dict(enumerate(args)), set(), {}
     for keyword, value in keywords.items():
         i = index.get(keyword)
         if i is not None and params[i].is_constexpr and keyword in call.buffers:
@@ -339,18 +273,20 @@ def bind_arguments(call: CallArguments, *, has_side_effect: bool,
                             f"there.")
         if i is None or params[i].is_constexpr or not (
                 convention == "out_type" or keyword in call.buffers):
-            given.metaparams[keyword] = value
+            metaparams[keyword] = value
         else:
-            given.operands[i] = value
-            given.by_keyword.add(i)
-    given.metaparams.update(named_constexprs)
+            operands[i] = value
+            by_keyword.add(i)
+    metaparams.update(named_constexprs)
     for keyword, value in named_operands.items():
-        given.operands[index[keyword]] = value
-        given.by_keyword.add(index[keyword])
-    metaparams = given.metaparams
-    for keyword, advice in _RENAMED_KEYWORDS.items():
-        if keyword in metaparams:
-            raise TypeError(f"triton_call got {keyword}={metaparams[keyword]!r}: {advice}")
+        operands[index[keyword]] = value
+        by_keyword.add(index[keyword])
+    if "custom_call_target_name" in metaparams:  # jax-triton's, which this package replaces
+        raise TypeError(
+            f"triton_call got custom_call_target_name={metaparams['custom_call_target_name']!r}: "
+            f"jax_triton_rocm picks the custom-call target (jaxlib's typed FFI one, or its legacy "
+            f"one where XLA_FLAGS keeps custom calls out of command buffers); drop this "
+            f"argument, and set {_env.ENV_CALL_TARGET}=ffi or legacy to force one.")
     names = list(jit_fn.arg_names)
     unknown = sorted([k for k in metaparams
                       if k not in names and k not in _vendors.COMPILE_OPTIONS])
@@ -373,21 +309,21 @@ def bind_arguments(call: CallArguments, *, has_side_effect: bool,
                if k in _vendors.COMPILE_OPTIONS and k not in names}
     flat = Flat()
     for i, param in enumerate(jit_fn.params):
-        if i not in given.operands:
+        if i not in operands:
             continue
-        what = f"argument {i}" if i not in given.by_keyword else f"keyword argument {param.name!r}"
+        what = f"argument {i}" if i not in by_keyword else f"keyword argument {param.name!r}"
         if not param.is_constexpr:
             # A positional scalar typed by its value when the call was taken is not typed again.
             typed = (i < len(args) and call.roles.get(i) is not None
                      and not unwrapped.params[i].declared)
-            flat.entries[i] = _operand_entry(flat, given.operands[i], what, typed)
-        elif holds_buffer(given.operands[i]):
+            flat.entries[i] = _operand_entry(flat, operands[i], what, typed)
+        elif holds_buffer(operands[i]):
             raise TypeError(
                 f"Kernel {name}'s parameter {param.name!r} is a "
                 f"tl.constexpr, but {what} holds an array. Pass a Python value there.")
         else:
-            check_not_a_function(param.name, given.operands[i], "")
-            flat.entries[i] = ("constexpr", given.operands[i])
+            check_not_a_function(param.name, operands[i], "")
+            flat.entries[i] = ("constexpr", operands[i])
     refs = list({leaf.operand: leaf for leaf in reversed(flat.leaves)
                  if is_ref(leaf.value)}.values())[::-1]  # each Ref once, where first given
     if not out_shapes and not has_side_effect and not refs:
@@ -398,18 +334,18 @@ def bind_arguments(call: CallArguments, *, has_side_effect: bool,
             f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
     # 0.3's positional form holds arrays and scalars; a positional constexpr of another kind
     # (a function, a dtype, a str, a tuple) goes by name, as the placed form takes it.
-    shaped = not given.by_keyword and not refs and all(
+    shaped = not by_keyword and not refs and all(
         [kind in ("input", "scalar") or (kind == "constexpr" and (
             value is None or isinstance(value, _spec.SCALAR_TYPES)))
          for kind, value in flat.entries.values()])
     trailing = list(range(len(args), len(args) + len(out_shapes)))
     placed = _checker.place_outputs(
-        jit_fn, given.metaparams, flat.entries, flat.operands, flat.leaves, refs,
+        jit_fn, metaparams, flat.entries, flat.operands, flat.leaves, refs,
         convention=convention, out_shapes=out_shapes,
         input_output_aliases=call.input_output_aliases, zeroed=call.given["zeroed_outputs"],
         trailing=trailing if shaped and convention == "out_shape" else None,
-        hint=lambda aliased: _checker.forgotten_hint(jit_fn, given, flat, len(out_shapes),
-                                                     aliased, own_keywords))
+        hint=lambda aliased: _checker.forgotten_hint(jit_fn, metaparams, by_keyword, flat,
+                                                     len(out_shapes), aliased, own_keywords))
     # `_misplaced.check_written` on the plain input arrays (a Ref, or an input aliased to an
     # output, is written on purpose and never counts) and the unaliased outputs, by the
     # parameters they fill; the kernel read with the constexprs Triton compiles it with (a
@@ -454,4 +390,5 @@ def bind_arguments(call: CallArguments, *, has_side_effect: bool,
             f"{where}={{{param.name!r}: ...}} ("
             + ("a compile-time constant" if param.is_constexpr else
                "filled at launch; constexprs= compiles a value in") + ").")
-    return placed, options, tuple([jit_fn.arg_names[i] for i in sorted(given.by_keyword)])
+    return placed, options, tuple([jit_fn.arg_names[i] for i in sorted(by_keyword)])
+

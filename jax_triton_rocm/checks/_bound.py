@@ -2,18 +2,11 @@
 call's spec (`checks._checker.check_call`), and the primitive's operands and results around it.
 
 The primitive never sees a `Ref`: each is read before the call, passed as an operand aliased to
-an extra result, and written back after it, so every route (jaxlib's call, XLA's, the
-interpreter, the `jax.vmap` rule) sees plain aliasing.
+an extra result, and written back after it, so every route sees plain aliasing.
 
-`triton_call`'s options as jax-triton 0.3 and 0.4 write them, turned into one form:
-`backend_options` merged with the explicit launch settings, and `cost_estimate`. Each rule is
-in docs/porting.md; a value given both ways is an error that names both.
-
-`check_triton_call` is the check, top down: it binds a call's arguments to the kernel's
-parameters, places its outputs and checks every argument; a `triton_call` made again with new
-shapes or new runtime-scalar values gets the layout the first such call was checked into
-(`relaid_call`), after the checks that depend on those. Which calls are kept, and under what
-key: docs/design.md, "Re-used layouts".
+A `triton_call` made again with new shapes or new runtime-scalar values gets the layout the
+first such call was checked into (`relaid_call`), after the checks that depend on those. Which
+calls are kept, and under what key: docs/design.md, "Re-used layouts".
 """
 
 from __future__ import annotations
@@ -64,16 +57,9 @@ NOT_GIVEN = _NotGiven()
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
-    """A checked call's structure, without its arrays.
-
-    Attributes:
-      placed: its `Placed`, operands and avals left out.
-      spec: its spec (its positional scalars and grid are replaced by `relaid_call`).
-      operand_args: per primitive operand, the positional argument that gives it.
-      scalars: (place in the spec's layout, positional argument index or keyword) per runtime
-        scalar, whose value goes to that place.
-      out_order: per primitive result, the output (leaf of `out_shape` / `out_type`) it is.
-    """
+    """A checked call's structure, without its arrays: `operand_args`, per primitive operand
+    the positional argument that gives it; `scalars`, (place in the spec's layout, positional
+    index or keyword) per runtime scalar; `out_order`, per primitive result its output."""
 
     placed: _checker.Placed
     spec: KernelCallSpec
@@ -90,8 +76,7 @@ _KEYED_OPTIONS = tuple(f.name for f in dataclasses.fields(CallOptions) if f.name
 
 @dataclasses.dataclass(frozen=True)
 class BoundCall:
-    """A checked `triton_call`: bind `operands` with `spec`; each Ref's result is written back to
-    it (`placed.refs`) and the outputs are `placed.user_results` in the tree `out_tree`."""
+    """A checked `triton_call`: bind `operands` (each Ref read) with `spec`."""
 
     spec: KernelCallSpec
     placed: _checker.Placed
@@ -100,27 +85,10 @@ class BoundCall:
 
 
 def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> BoundCall:
-    """Checks a `triton_call` in full, from its arguments as taken (`api._call.call_arguments`);
-    returns it bound. `own_keywords`: triton_call's own keyword arguments (compared with a
-    misspelt keyword).
-
-    A call laid out like an earlier one (new shapes, new runtime scalar values) gets that
-    layout with its own arrays, scalars, shapes and grid (`relaid_call`), and one checked in
-    full keeps its layout under its key (`layout_key`, `keep_layout`) where the layout serves
-    later calls (the module docstring says which); one with `operands=` is checked in full every
-    time, with the same result and errors.
-
-    The outputs follow jax-triton 0.3's convention (`out_shape=`) or 0.4's (`out_type=`),
-    whichever is given. `backend_options` is merged with the launch settings `given` holds and
-    the vendor knobs given as keywords (`waves_per_eu=2`), the defaults applied where neither
-    gives a value; `cost_estimate` is kept as sorted (key, int) pairs.
-
-    Raises:
-      TypeError / ValueError / NotImplementedError: naming the argument, its value and the fix:
-        `backend_options` not a mapping of str, or with an unhashable value, an option given
-        both ways (naming both) or one no vendor knows; `cost_estimate` not a mapping of the
-        known keys to non-negative ints; and as `_binder.bind_arguments` and
-        `_checker.check_call` say.
+    """Checks a `triton_call` in full, or relays it into the layout of an earlier one
+    (`relaid_call`); returns it bound. `own_keywords`: triton_call's own keyword arguments.
+    `backend_options` is merged with the launch settings and the vendor knobs given as keywords
+    (`waves_per_eu=2`); a value given both ways is an error that names both (docs/porting.md).
     """
     kept_as = None if call.operands else layout_key(call)
     layout = None if kept_as is None else _state.CALL_LAYOUTS.get(kept_as)
@@ -214,27 +182,10 @@ def _has_descriptor(entries: Sequence[tuple[str, Any]]) -> bool:
 
 
 def layout_key(call: CallArguments) -> tuple | None:
-    """The key a call's layout is kept under: None where no layout is kept (see the module
-    docstring), or where the full check must say what is wrong (an unhashable value, a bad
-    scalar). The key is built in one pass, as it is at every trace of a call seen before: it
-    holds everything of the call but its arrays' shapes, its runtime scalars' values and a grid
-    of ints, each part as far as it decides the layout and the checks:
-
-    - a positional array: its dtype and whether it is 0-d;
-    - a scalar operand or a constexpr, positional or a keyword of `call.runtime`, by its role
-      (`call.roles`, as the layout check and the compile see it): compiled in, by its exact
-      value (`_values.exact_key`); passed at launch, by its type, its Triton type and its
-      specialisation, its value left out;
-    - the other keywords' values, and the call's options (`backend_options`, `cost_estimate`,
-      `has_side_effect`, `input_output_aliases`, `constexprs` and those of `given` but the
-      grid), always in the same order: plain values (None, bools, ints, str, bytes, empty
-      tuples) with their types, in one pass; otherwise each by its exact key, a mapping's
-      (`backend_options`, `input_output_aliases`) item by item;
-    - a grid of ints: nothing (it is the reused call's own, checked by `relaid_call`); a
-      function: its code and how many defaults it has, which decide whether it takes the
-      metaparameters (a `lambda meta: ...` made at each trace is the same grid); another
-      callable: itself.
-    """
+    """The key a call's layout is kept under, or None where no layout is kept or the full check
+    must say what is wrong. It holds everything of the call but its arrays' shapes, its runtime
+    scalars' values and a grid of ints (docs/design.md, "Re-used layouts"); a grid function by
+    its code and defaults, so that a `lambda meta: ...` made at each trace is the same grid."""
     try:
         parts, roles = [], []
         for index, value in enumerate(call.args):
@@ -286,9 +237,9 @@ def layout_key(call: CallArguments) -> tuple | None:
 
 
 def relaid_call(layout: Layout, call: CallArguments) -> BoundCall | None:
-    """The call checked into the kept `layout`, with its own arrays, scalars, shapes and grid,
-    after the checks that depend on those; None where one fails (the full check then says why).
-    """
+    """The call checked into the kept `layout`, with its own arrays, scalars, shapes and grid;
+    None where a check fails (the full check then says why)."""
+
     try:
         grid = _values.grid_value(call.given["grid"])
     except (TypeError, ValueError):

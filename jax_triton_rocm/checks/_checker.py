@@ -1,11 +1,7 @@
-"""The one checker of a kernel call: every argument of `triton_call` and `triton_call_lowering`,
-checked once, into a `KernelCallSpec`.
-
-Each API first turns its own form into the common one (`triton_call` binds its arguments to the
-kernel's parameters, `checks._binder`, and places its outputs, `place_outputs`;
-`triton_call_lowering` places the primitive's operands and results on them,
-`api._library.place_arguments`); `check_call` then checks what both share, with messages
-worded for the API the user called (`Api`): the same value gets the same verdict from both.
+"""The one checker of a kernel call: `check_call` checks what `triton_call` (bound by
+`checks._binder`, its outputs placed by `place_outputs`) and `triton_call_lowering` share, into a
+`KernelCallSpec`, with messages worded for the API called (`Api`): the same value gets the same
+verdict from both.
 """
 
 from __future__ import annotations
@@ -27,22 +23,12 @@ from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
-    from jax_triton_rocm.checks._binder import Flat, ParameterValues
+    from jax_triton_rocm.checks._binder import Flat
 
 
 @dataclasses.dataclass(frozen=True)
 class Api:
-    """How messages name things for the API the user called.
-
-    Attributes:
-      name: the function ("triton_call").
-      prefix: what each message starts with ("" or "triton_call_lowering: ").
-      input, output: what one operand and one output are called ("input", "operand").
-      an_output: one output, with its article ("an output", "a result").
-      inputs, outputs: "the N ..." for N of them, with `{n}` in place of N.
-      index_hint: said after an input index that is out of range.
-      alias_fix: said after aliased buffers that differ.
-    """
+    """How messages name things for the API the user called (`APIS` shows each field)."""
 
     name: str
     prefix: str
@@ -67,8 +53,7 @@ APIS = {
 
 
 def close_names(unknown: Iterable[str], known: Iterable[str]) -> str:
-    """" (did you mean ...?)" naming the close match among `known` of each of `unknown` that
-    has one (difflib's), or ""."""
+    """" (did you mean ...?)" naming the close matches among `known`, or ""."""
     unknown, known = list(unknown), list(known)
     guesses = [(name, match[0]) for name in unknown
                if (match := difflib.get_close_matches(name, known, n=1))]
@@ -79,13 +64,8 @@ def close_names(unknown: Iterable[str], known: Iterable[str]) -> str:
     return f" (did you mean {', '.join(f'{m} for {n!r}' for n, m in guesses)}?)"
 
 
-
 def flag(value: Any, what: str) -> bool:
-    """`value` as a bool, for an argument that must be one (`debug`, `enable_fp_fusion`).
-
-    Raises:
-      TypeError: anything but a Python or NumPy bool (a string such as "no" is truthy).
-    """
+    """`value`, a Python or NumPy bool, as a bool (a string such as "no" would be truthy)."""
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     raise TypeError(f"{what}={value!r} must be a bool (True or False), got "
@@ -108,11 +88,7 @@ def check_takes_meta(fn: Callable, what: str) -> None:
 
 
 def alias_pairs(api_name: str, given: Any, in_avals: tuple, out_avals: tuple) -> tuple:
-    """`{input index: output index}` as sorted pairs of ints, each pair of one shape and dtype.
-
-    Each API checks them once, before it places its results, and hands `check_call` the
-    primitive's pairs.
-    """
+    """`{input index: output index}` as sorted pairs of ints, each pair of one shape and dtype."""
     api = APIS[api_name]
     if given is None:
         return ()
@@ -149,29 +125,10 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
                options: Mapping[str, Any] | None = None,
                has_side_effect: bool = False, cost_estimate: tuple | None = None,
                backend_options: tuple = (), by_keyword: tuple[str, ...] = ()) -> KernelCallSpec:
-    """Checks a call in the common form; returns its spec.
-
-    Args:
-      api_name: "triton_call" or "triton_call_lowering": how messages name things.
-      kernel, unwrapped: the kernel as given, and taken apart (`_spec.unwrap`).
-      positional: the arguments' layout (`KernelCallSpec.positional`).
-      in_avals, out_shapes: the operands' and outputs' shapes and dtypes.
-      aliases: the primitive's (operand, result) pairs, checked already (`alias_pairs`, once per
-        call: each API checks them in its own indices, before it places its results).
-      given: the call's options, checked here.
-      metaparams, options: constexprs and vendor compile options by name.
-      has_side_effect, cost_estimate, backend_options, by_keyword: what only `triton_call`
-        takes, checked already (`checks._bound`): the spec's fields of these names.
-
-    Every operand's and output's dtype must have a Triton pointer type, and a fixed shape;
-    each is named as its API numbers it (`triton_call` counts positional arguments, scalars
-    included). A callable `zeroed_outputs` is checked here for its arity, and per config (by
-    `plan._plan`) for what it returns; otherwise the output indices to zero are sorted.
-
-    Raises:
-      TypeError / ValueError: naming the argument, its value and the fix (a dtype Triton cannot
-        take is a TypeError, a symbolic dimension (`jax.export`) a ValueError).
-    """
+    """Checks a call in the common form (`given`, the options); returns its spec. `aliases`
+    (checked by `alias_pairs`, in each API's own indices) and the arguments only `triton_call`
+    takes come checked already. A callable `zeroed_outputs` is checked here for its arity, and
+    per config (by `plan._plan`) for what it returns."""
     api = APIS[api_name]
     if api.name == "triton_call_lowering":  # triton_call checks them as it takes its arguments
         _env.check_variables()  # each variable as its reader takes it, on every platform
@@ -248,15 +205,14 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
     return spec
 
 
-def forgotten_hint(jit_fn: JITFunction, given: ParameterValues, flat: Flat, n_outs: int,
-                   aliased: set[int], own_keywords: tuple[str, ...]) -> str:
-    """The parameter a call most likely forgot (`_misplaced.forgotten`): the parameters that
-    neither a keyword nor a constexpr fills take the positional values, then the outputs' (or,
-    failing that, the unaliased outputs') pointers, in order. A parameter left unfilled that is
-    named like one of triton_call's own arguments (`own_keywords`) is said to go in
-    `operands=`."""
+def forgotten_hint(jit_fn: JITFunction, metaparams: Mapping[str, Any], by_keyword: set[int],
+                   flat: Flat, n_outs: int, aliased: set[int], own_keywords: tuple[str, ...]
+                   ) -> str:
+    """The parameter a call most likely forgot (`_misplaced.forgotten`), for the outputs' or,
+    failing that, the unaliased outputs' pointers; one named like an argument of triton_call
+    itself (`own_keywords`) is said to go in `operands=`."""
     slots = [i for i, p in enumerate(jit_fn.params) if not p.is_constexpr
-             and p.name not in given.metaparams and i not in given.by_keyword]
+             and p.name not in metaparams and i not in by_keyword]
     # What fills each: "pointer" (an array), "scalar" (a value), None (None, a tuple, a descriptor).
     values = ["pointer" if kind == "input" else "scalar" if kind == "scalar" and value is not None
               else None for kind, value in [flat.entries[i] for i in slots if i in flat.entries]]
@@ -274,7 +230,6 @@ def forgotten_hint(jit_fn: JITFunction, given: ParameterValues, flat: Flat, n_ou
     return text
 
 
-
 _CONVENTIONS = {
     "out_type": "with out_type= (jax-triton 0.4), indices count every operand leaf in "
                 "kernel-parameter order, scalars included",
@@ -284,19 +239,10 @@ _CONVENTIONS = {
 
 @dataclasses.dataclass(frozen=True)
 class Placed:
-    """A call's operands and outputs as the primitive takes them.
-
-    Attributes:
-      positional: the spec's layout (`KernelCallSpec.positional`).
-      metaparams: constexprs by name.
-      operands: per primitive operand: an array, or a Ref (read at the call).
-      in_avals, out_shapes: the primitive's operand and result shapes and dtypes.
-      aliases: {operand: result} for the primitive.
-      zeroed: result indices zeroed before the launch, or a callable returning output indices.
-      user_results: per output of the call's tree, its result index.
-      refs: (operand, result) for each Ref, written back after the call.
-      output_params: the parameter each output with a pointer fills, in output order.
-      positional_constexprs: constexprs given positionally (the 0.3 form keeps them positional).
+    """A call's operands and outputs as the primitive takes them (an operand may be a Ref, read
+    at the call). `user_results`: per output of the call's tree, its result index; `refs`:
+    (operand, result) per Ref, written back after the call; `output_params`: the parameter each
+    output with a pointer fills; `positional_constexprs`: those the 0.3 form keeps positional.
     """
 
     positional: tuple
@@ -326,9 +272,8 @@ class MappedZeroed:
 
 def _output_given_as_input(leaves: list, convention: str, out_shapes: list,
                            unaliased: list[int], extra: int) -> str:
-    """For a call with `extra` outputs more than parameters left for them: the last array
-    arguments with an output's shape and dtype (most likely that output passed as an input too,
-    as 0.3's calls did), and the two fixes; "" where none matches."""
+    """For a call with `extra` outputs more than parameters left: the last arrays with an
+    output's shape and dtype (most likely it passed as an input too), and the fixes; or ""."""
     candidates = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
     matching = [(index, leaf, o) for index, leaf in enumerate(candidates) if leaf.is_array
                 for o in unaliased
@@ -357,39 +302,16 @@ def place_outputs(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict
     Outputs fill the non-constexpr parameters the call left unfilled, in order: every output
     (jax-triton 0.3's layout), or, with `input_output_aliases`, only the outputs not aliased to
     an input (0.4's: an aliased output is written through its input's pointer). The primitive's
-    operands follow the kernel's parameters and its results with a pointer come first, in
-    parameter order; an output may sit in any parameter position, before an operand's too: the
-    routes launch such a kernel through a trampoline that takes the buffers in their order
-    (`plan._trampoline`), so no buffer is filled or copied for it. Each `Ref` operand gets one
-    more result, aliased to it.
+    results with a pointer come first, in parameter order; an output may sit before an operand:
+    the routes launch such a kernel through a trampoline (`plan._trampoline`), so no buffer is
+    filled or copied for it. Each `Ref` operand gets one more result, aliased to it.
 
-    `input_output_aliases` is read first, as (operand leaf, output index) pairs in the call's
-    convention; then the outputs that get a pointer are given their parameters. Where neither
-    layout fits, a call that 0.3 could have made (`trailing`) keeps 0.3's placement, so that the
-    layout reports what is wrong as 0.3 did, unless `hint` names the parameter the call most
-    likely forgot.
-
-    Args:
-      entries: each given parameter's entry, with the primitive's operand index where an
-        operand goes (`Flat`); ("constexpr", value) for a value given positionally
-        to a `tl.constexpr`.
-      operands: the primitive's operands, in that order.
-      leaves: every operand leaf in kernel-parameter order, each with its operand index (None
-        for a scalar); `refs` those that are Refs.
-      convention: "out_type" (jax-triton 0.4) or "out_shape" (0.3).
-      zeroed: `zeroed_outputs`, put in the primitive's result indices here (a callable's
-        through `MappedZeroed`, unless the results keep the outputs' order).
-      trailing: for a call 0.3 could make, the parameters after its arguments.
-      hint: the parameter the call most likely forgot, given the aliased outputs, for a call
-        whose outputs fit no layout (`forgotten_hint`).
-
-    Raises:
-      TypeError / ValueError: `input_output_aliases` not a dict of ints, an index that is not
-        an array operand's in this convention (the message states both conventions), shapes
-        that differ, or aliases given with Ref operands; the parameters left unfilled fit
-        neither layout (the message lists them and the counts, and says what `hint` says); and
-        as `_values.output_indices` says (for `zeroed`).
+    Where neither layout fits, a call that 0.3 could have made (`trailing`: the parameters after
+    its arguments) keeps 0.3's placement, so that the layout reports what is wrong as 0.3 did,
+    unless `hint` names the parameter the call most likely forgot. `entries`, `operands`,
+    `leaves`: as `checks._binder.Flat` holds them; `zeroed` is mapped to the result indices.
     """
+
     given, pairs = input_output_aliases, []
     if given and refs:
         raise ValueError(

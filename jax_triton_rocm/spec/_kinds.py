@@ -1,15 +1,9 @@
-"""What a kernel uses each of its parameters as, read from its source (a pointer or a scalar), and
-arguments of the wrong kind for them: a scalar on a parameter the kernel dereferences, or a
-pointer on one it counts with (`check`), refused at lowering with both named, on every route.
-Triton itself says only "invalid operands of type pointer<fp32> and int32".
-
-The reading (`roles`) is a guess from evidence, never a verdict on its own: a suspect alone
-refuses nothing; Triton's front end then builds the kernel as laid out, and only if it fails is
-the call refused, naming each suspect (`check_failed`), with the front end's error chained.
-Whether the kernel reads or writes a pointer's memory is read too (`Roles.loads`, `stores`), for
-`_misplaced`; where the call gives the constexprs an `if` tests, only the branch Triton
-compiles is read. The evidence for each role, and when each route checks: docs/design.md,
-"Parameter kinds".
+"""What a kernel uses each of its parameters as, read from its source (a pointer or a scalar),
+and arguments of the wrong kind for them (`check`): Triton itself says only "invalid operands of
+type pointer<fp32> and int32". The reading (`roles`) is a guess from evidence, never a verdict
+on its own: a call is refused only where Triton's front end then fails on it too. The memory
+read and written is read too (`Roles.loads`, `stores`), for `_misplaced`. Details:
+docs/design.md, "Parameter kinds".
 """
 
 from __future__ import annotations
@@ -58,13 +52,8 @@ _UNKNOWN = object()
 @dataclasses.dataclass(frozen=True)
 class Roles:
     """Parameters by role, each with where the kernel shows it ("file.py:12: tl.load(...)").
-
-    `loads` and `stores`: the parameters whose memory the kernel reads or writes (`tl.load`,
-    `tl.store`, atomics, through offsets, block pointers, tensor descriptors and callees);
-    `escapes`: those it hands somewhere the reading cannot follow (an unknown call, a tuple, a
-    return), whose accesses are unknown. `deciding`: those whose values choose the branch
-    Triton compiles (`if FLAG:`, in the kernel or a callee; `roles` takes them from a call).
-    """
+    `escapes`: handed where the reading cannot follow (their accesses are unknown); `deciding`:
+    those whose values choose the branch Triton compiles (`if FLAG:`)."""
 
     pointers: Mapping[str, str]
     scalars: Mapping[str, str]
@@ -78,8 +67,6 @@ class Roles:
         return "pointer" if name in self.pointers else "scalar" if name in self.scalars else None
 
     def shown(self, name: str) -> str:
-        """Why `name` has its role: "the kernel dereferences it at file.py:12: ..." (or "counts
-        with it")."""
         if name in self.pointers:
             return f"the kernel dereferences it at {self.pointers[name]}"
         return f"the kernel counts with it at {self.scalars[name]}"
@@ -87,10 +74,9 @@ class Roles:
 
 def roles(jit_fn: JITFunction, reading: set[int] | None = None,
           constexprs: Mapping[str, Any] | None = None) -> Roles:
-    """The roles of `jit_fn`'s parameters, kept in its record (`_state.KERNEL_RECORDS`: an edited
-    kernel is read again); `reading` holds the functions being read, callers of this one (a call
-    back into one of them adds nothing). A branch that `constexprs` (by name) rule out is not
-    read, where they decide one (`Roles.deciding`; kept per their values)."""
+    """The roles of `jit_fn`'s parameters, kept in its record (an edited kernel is read again);
+    `reading`: the functions being read, its callers. A branch that `constexprs` rule out is not
+    read."""
     reading = set() if reading is None else reading
     found = _state.KERNEL_RECORDS.derived(jit_fn, "roles", functools.partial(_read, jit_fn,
                                                                               reading, {}))
@@ -143,14 +129,8 @@ def _read(jit_fn: JITFunction, reading: set[int], known: dict[str, Any]) -> Role
 
 @dataclasses.dataclass
 class _Reader:
-    """One walk of a kernel's body, gathering evidence for each parameter's role.
-
-    Attributes:
-      params: the kernel's parameter names; known: the constexprs that pick the branches read;
-      scope: the names its body resolves; reading: the functions being read (`roles`);
-      file, first_line: where its `def` is; env: the parameters each local may derive from;
-      deciding, scalars, accesses: the evidence gathered (`Roles`).
-    """
+    """One walk of a kernel's body, gathering evidence for each parameter's role; `known`: the
+    constexprs that pick the branches read; `env`: the parameters each local may derive from."""
 
     params: set[str]
     known: dict[str, Any]
@@ -194,8 +174,7 @@ class _Reader:
         return set()
 
     def static(self, node: ast.AST) -> Any:
-        """`node`'s value where it is a constant, a known constexpr or a comparison, `not`,
-        `and` or `or` of them (as Triton decides a constexpr `if`); else `_UNKNOWN`."""
+        """`node`'s value as Triton decides a constexpr `if`, or `_UNKNOWN`."""
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
@@ -217,8 +196,7 @@ class _Reader:
             return _UNKNOWN
 
     def branches(self, node: ast.If | ast.IfExp) -> list[Any]:
-        """The branches of `node` Triton may compile: the one its test picks where the test is
-        `static`, else both; the parameters the test reads decide it."""
+        """The branches of `node` Triton may compile."""
         self.deciding.update(n.id for n in ast.walk(node.test)
                              if isinstance(n, ast.Name) and n.id in self.params)
         taken = self.static(node.test)
@@ -229,10 +207,8 @@ class _Reader:
             return [node.body, node.orelse]
 
     def visit(self, node: ast.AST) -> None:
-        """Reads `node`, then each node under it, in `ast.NodeVisitor`'s order; an `if`'s
-        branches are those `branches` picks. One function reads every kind of node, so that the
-        walk neither leaves this file for every node (`ast`'s dispatch) nor runs a method per
-        kind of node."""
+        """Reads `node`, then each node under it. One function reads every kind of node, so
+        that the walk does not leave this file for every node (`ast`'s dispatch)."""
         if isinstance(node, (ast.If, ast.IfExp)):
             self.visit(node.test)
             for branch in self.branches(node):
@@ -319,10 +295,8 @@ class _Reader:
             self.visit(child)
 
     def access(self, kind: str, node: ast.AST | None, evidence: ast.AST) -> None:
-        """Records that the parameters `node` derives from are dereferenced ("pointer"), their
-        memory read ("load"), written ("store") or handed where the reading cannot follow
-        ("escape"); or ("scalar") that `node`, a parameter itself, is counted with; each with
-        where `evidence` shows it ("file.py:12: tl.load(...)")."""
+        """Records the parameters `node` derives from under `kind` ("scalar": `node` itself),
+        with where `evidence` shows it."""
         if kind == "scalar":
             recorded = self.scalars
             names = [node.id] if isinstance(node, ast.Name) and node.id in self.params else []
@@ -342,8 +316,7 @@ class _Reader:
             recorded[name] = where
 
     def function(self, func: ast.AST) -> Any:
-        """A Triton language function's name, a builtin's name, a `@triton.jit` function, or
-        None, for the callee `func`."""
+        """A Triton function's or builtin's name, a `@triton.jit` function, or None."""
         if isinstance(func, ast.Attribute):
             root = func.value
             while isinstance(root, ast.Attribute):
@@ -363,8 +336,8 @@ class _Reader:
         return func.id if module.startswith("triton") else None
 
     def callee(self, callee: Any, node: ast.Call, keywords: dict[str, ast.AST]) -> None:
-        """Evidence from a `@triton.jit` function the kernel calls, by its parameters' roles
-        and accesses; a pointer handed to a callee being read (a recursion) escapes."""
+        """Evidence from a `@triton.jit` function the kernel calls; a pointer handed to a callee
+        being read (a recursion) escapes."""
         bound = dict(zip(callee.arg_names, node.args))
         bound.update((k, v) for k, v in keywords.items() if k in callee.arg_names)
         if id(callee) in self.reading:
@@ -392,8 +365,7 @@ class _Reader:
 
 
 def suspects(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple) -> list[str]:
-    """Each top-level parameter that gets a scalar where the kernel dereferences it, or an array
-    where it counts with it, as a sentence naming both."""
+    """Each top-level parameter that gets a value of the wrong kind, as a sentence."""
     found = roles(jit_fn)
     names = list(jit_fn.arg_names)
     wrong = []
@@ -418,10 +390,7 @@ def suspects(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple)
 def front_end_error(jit_fn: JITFunction, bound: Any,
                     probes: Sequence[tuple[str, tuple]]) -> Exception | None:
     """The `CompilationError` Triton's front end raises building `jit_fn` as `bound` lays it
-    out, or None (it builds, or no backend is installed to build it with).
-
-    `probes`: (Triton compiler backend, `GPUTarget` arguments) pairs, the first whose backend is
-    installed taken (the vendor table's `FRONT_END_PROBES`)."""
+    out, or None; on the first of `probes` (backend, `GPUTarget` arguments) installed."""
     from triton.backends import backends
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
@@ -451,13 +420,8 @@ def front_end_error(jit_fn: JITFunction, bound: Any,
 
 def check(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple, kernel: str,
           probes: Sequence[tuple[str, tuple]]) -> None:
-    """Raises TypeError where `bound` puts a scalar on a parameter the kernel dereferences or a
-    pointer on one it counts with, and Triton's front end fails on it as laid out.
-
-    The message names each such parameter, what it gets and why the kernel wants the other
-    kind, and says how a call fills the parameters; the front end's error is its cause. The
-    front end runs on one of `probes` (`front_end_error`).
-    """
+    """Raises TypeError where `bound` puts a value of the wrong kind on a parameter and Triton's
+    front end fails on it as laid out (its error chained)."""
     if jit_fn.is_gluon():
         return
     wrong = suspects(jit_fn, bound, in_avals, out_avals)
@@ -478,10 +442,9 @@ def check(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple, ke
 
 def check_failed(err: Exception, jit_fn: JITFunction, bound: Any, in_avals: tuple,
                  out_avals: tuple, kernel: str, probes: Sequence[tuple[str, tuple]]) -> None:
-    """`check`, where a GPU route's compile of the call failed with `err`. The GPU routes
-    compile every launch at lowering, so they ask only then: a kernel that builds has nothing
-    `check` would refuse (it refuses only where Triton's front end fails), and a lowering that
-    compiles reads no kernel's source for roles."""
+    """`check`, where a GPU route's compile of the call failed with `err`: a kernel that builds
+    has nothing `check` would refuse, so a lowering that compiles reads no kernel's source."""
+
     from triton.compiler.errors import CompilationError
 
     if isinstance(err, CompilationError):

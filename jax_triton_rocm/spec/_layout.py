@@ -4,7 +4,7 @@
 then the rest by name from the metaparams or the kernel's defaults (a parameter given by keyword
 is a constexpr, as in jax-triton). `triton_call_lowering` places every parameter itself. A tuple
 parameter (maybe nested) or a `TensorDescriptor` is typed, and its constexprs, specialisations
-and launch parameters keyed by path, as Triton's launcher does (`NestedParam`; a descriptor's
+and launch parameters keyed by path, as Triton's launcher does (`_leaf`; a descriptor's
 launch parameters: `routes.jaxlib._tma`)."""
 
 from __future__ import annotations
@@ -25,10 +25,8 @@ NESTED_KINDS = ("tuple", "descriptor")
 
 @dataclasses.dataclass(frozen=True)
 class ArgSource:
-    """Where one runtime kernel parameter comes from: `kind` "input" (an array operand, `index`),
-    "output" (an output buffer, `index`), "scalar" (`scalar`, typed) or "descriptor" (a
-    `TensorDescriptor` over operand `index`); `position` is the parameter it fills, `path` the
-    element of a tuple parameter, () for the parameter itself."""
+    """Where one runtime kernel parameter comes from: `kind` "input", "output", "scalar" or
+    "descriptor" (over operand `index`); `path`: the element of a tuple parameter, or ()."""
 
     kind: str
     position: int
@@ -38,49 +36,37 @@ class ArgSource:
     descriptor: Any = None
 
 
-
-@dataclasses.dataclass
-class NestedParam:
-    """One parameter's part of a `_layout.BoundKernel`, keyed by path: its type (a string or a
-    nested tuple of them), constexpr leaves (None, an int equal to 1), (path, "D" or "") per pointer
-    and int leaf, the runtime leaves in launch order and those that receive a 0-d array."""
-
-    signature: Any = None
-    constexprs: dict[tuple[int, ...], Any] = dataclasses.field(default_factory=dict)
-    specializations: list[tuple[tuple[int, ...], str]] = dataclasses.field(default_factory=list)
-    sources: list[ArgSource] = dataclasses.field(default_factory=list)
-    zero_d_pointers: list[str] = dataclasses.field(default_factory=list)
-
-
-def _leaf(nested: NestedParam, path: tuple[int, ...], param: Any, entry: tuple[str, Any],
-          in_avals: tuple) -> Any:
+def _leaf(path: tuple[int, ...], param: Any, entry: tuple[str, Any], in_avals: tuple,
+          constants: dict, specializations: list, sources: list, zero_d_pointers: list) -> Any:
+    """One tuple or descriptor parameter (or an element of one) laid out: its type, and its
+    constexprs, (path, "D" or "") specialisations, sources and 0-d arrays added, keyed by path."""
     kind, value = entry
     what = f"parameter {param.name!r}" + "".join(f"[{j}]" for j in path[1:])  # "'xy'[1][0]"
     if kind == "tuple":
-        return tuple(_leaf(nested, path + (j,), param, element, in_avals)
-                     for j, element in enumerate(value))
+        return tuple(_leaf(path + (j,), param, element, in_avals, constants, specializations,
+                           sources, zero_d_pointers) for j, element in enumerate(value))
     if kind == "descriptor":
-        nested.sources.append(ArgSource("descriptor", path[0], index=value[0], path=path[1:],
-                                        descriptor=value[1]))
+        sources.append(ArgSource("descriptor", path[0], index=value[0], path=path[1:],
+                                 descriptor=value[1]))
         return _tensordesc.signature_type(value[1])
     if kind == "input":
         aval = in_avals[value]
         aligned = not (param.do_not_specialize_on_alignment or param.do_not_specialize)
-        nested.specializations.append((path, "D" if aligned else ""))
-        nested.sources.append(ArgSource("input", path[0], index=value, path=path[1:]))
+        specializations.append((path, "D" if aligned else ""))
+        sources.append(ArgSource("input", path[0], index=value, path=path[1:]))
         if not tuple(aval.shape):
-            nested.zero_d_pointers.append(what)
+            zero_d_pointers.append(what)
         return _spec.pointer_type(aval.dtype, what=what)
     if value is None:
-        nested.constexprs[path] = None
+        constants[path] = None
         return "constexpr"
     typed = _spec.scalar(value, what=what)
     if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
         if typed.value == 1:  # as Triton's launcher does, inside tuples too
-            nested.constexprs[path] = 1
+            constants[path] = 1
             return "constexpr"
-        nested.specializations.append((path, "D" if typed.value % 16 == 0 else ""))
-    nested.sources.append(ArgSource("scalar", path[0], scalar=typed, path=path[1:]))
+        specializations.append((path, "D" if typed.value % 16 == 0 else ""))
+    sources.append(ArgSource("scalar", path[0], scalar=typed, path=path[1:]))
     return typed.triton_type
 
 
@@ -96,8 +82,8 @@ def named_value(entry: tuple[str, Any], in_avals: tuple) -> Any:
 
 
 def element_types(signature_type: Any) -> list[str]:
-    """The element types in one parameter's signature type: "fp32" for "*fp32" and for
-    "tensordesc<fp32[16,64]>", each element's for a tuple, the type itself for a scalar."""
+    """The element types in one parameter's signature type ("fp32" for "*fp32" and for
+    "tensordesc<fp32[16,64]>")."""
     if isinstance(signature_type, tuple):
         return [t for element in signature_type for t in element_types(element)]
     if signature_type.startswith("tensordesc<"):
@@ -107,12 +93,9 @@ def element_types(signature_type: Any) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class BoundKernel:
-    """One call's arguments laid onto a kernel's parameters, ready to compile and launch: the
-    Triton signature by name ("*fp32", "i32", "constexpr"; a tuple for a tuple parameter),
-    constexprs and Triton's specialisation attributes by position path (`{(i,): value}`, `(i, j)`
-    for an element of a tuple), the runtime parameters in kernel order, the specialisation strings
-    for the kernel key, and the parameters that receive a 0-d array (for a hint when the compile
-    fails: a scalar was most likely meant)."""
+    """One call's arguments laid onto a kernel's parameters, ready to compile and launch:
+    constexprs and attributes by position path (`(i, j)` for an element of a tuple), and the
+    parameters that receive a 0-d array (for a hint when the compile fails)."""
 
     signature: dict[str, str]
     constexprs: dict[tuple[int], Any]
@@ -122,7 +105,6 @@ class BoundKernel:
     zero_d_pointers: tuple[str, ...] = ()
 
     def zero_d_hint(self) -> str:
-        """What to do about the 0-d arrays given where the kernel may want scalars."""
         return (f"{', '.join(self.zero_d_pointers)} is given a 0-d array, which the kernel "
                 f"receives as a pointer (as in Triton). If the kernel wants a scalar there, pass "
                 f"a Python or NumPy scalar (e.g. float(x), np.float32(x)); for a traced value "
@@ -132,19 +114,14 @@ class BoundKernel:
                 f"holds.")
 
     def constexprs_text(self, names: list[str]) -> str:
-        """The constexprs as "name=value, ..." (`names`: the kernel's parameter names)."""
         return ", ".join(f"{names[i]}={value!r}" for (i,), value in sorted(
             self.constexprs.items()))
 
 
 def check_operands(jit_fn: JITFunction, n_positional: int, n_outputs: int,
                    constexprs: dict[str, Any]) -> None:
-    """Checks what a call gives a kernel against its parameters, before any is laid out (for
-    every kernel; alone for autotuned kernels, whose constexprs are known only at lowering).
-
-    Raises:
-      TypeError: more positional arguments and outputs than parameters, or a keyword that is no
-        parameter of the kernel; each names the kernel and lists its parameters."""
+    """Raises TypeError where a call gives more values than the kernel has parameters, or a
+    keyword that is none (alone for autotuned kernels, whose constexprs come at lowering)."""
     names = list(jit_fn.arg_names)
     n_given = n_positional + n_outputs
     if n_given > len(names):
@@ -164,8 +141,7 @@ PLACED_KINDS = ("input", "output", "keyword", *NESTED_KINDS)
 
 
 def places_outputs(positional: tuple) -> bool:
-    """Whether `positional` is a placed layout (one entry per kernel parameter: "input",
-    "output", "keyword", "tuple", "descriptor" and "scalar"), which places the outputs itself."""
+    """Whether `positional` is a placed layout (one entry per parameter), placing the outputs."""
     # A list: for the few entries it costs less than a generator.
     return any([kind in PLACED_KINDS for kind, _ in positional])
 
@@ -182,34 +158,15 @@ def lay_out_arguments(
     target: str = "",
     types: _spec.ArgumentTypes | None = None,
 ) -> BoundKernel:
-    """Lays a call's arguments onto the kernel's parameters, one at a time, checking each: a
-    pointer's dtype against the parameter's annotation, a scalar's role, a constexpr's value, and
-    where `fp8_types` is given the fp8 element types (`check_fp8_types`).
+    """Lays a call's arguments onto the kernel's parameters, checking each against it.
 
     The positional layout (`triton_call`'s "array" and "scalar" entries) puts the outputs' pointers
     after the positional arguments and fills the rest by name. The placed layout
-    (`triton_call_lowering`'s "input", "output" and "keyword" entries, one per parameter) places
-    everything; an output no entry names has no parameter (an in-place kernel writes it through its
-    aliased input), which only trailing outputs may do (the caller checks that). An array's pointer
-    is specialised on alignment ("D") unless the parameter opts out.
-
-    Args:
-      jit_fn: the @triton.jit function.
-      backend: Triton's compiler backend class for the target (for `parse_attr`).
-      positional: the positional layout, ("array", operand index) or ("scalar", value) per
-        positional argument; or the placed layout, ("input", operand index), ("output", output
-        index) or ("keyword", None) per parameter.
-      in_avals, out_avals: the abstract values of the array operands and of the outputs.
-      constexprs: values by parameter name (metaparams, config kwargs, heuristics).
-      fp8_types: the fp8 types the target's compiler takes ("fp8e4nv", ...); None where any is.
-      target: the target as messages name it ("sm_90").
-      types: the call's values as typed already (`_spec.argument_types`), or None.
-
-    Raises:
-      TypeError: too many or too few arguments, an array where a constexpr must be, a missing
-        constexpr, a keyword that is no parameter, an array its parameter's annotation does not
-        take, an fp8 dtype the target refuses; each names the kernel, the parameter and the fix.
-      OverflowError: a scalar that does not fit its type (as `_spec.scalar`)."""
+    (`triton_call_lowering`'s, one entry per parameter) places everything; an output no entry
+    names has no parameter (an in-place kernel writes it through its aliased input), which only
+    trailing outputs may do (the caller checks that). `backend`: Triton's compiler backend class
+    (for `parse_attr`); `fp8_types`: the fp8 types the target takes, None where any is; `types`:
+    the call's `_spec.argument_types`, where the caller has them."""
     if types is None:
         types = _spec.argument_types(jit_fn, positional, in_avals, out_avals, constexprs)
     n_positional = len(positional)
@@ -218,8 +175,7 @@ def lay_out_arguments(
     name, names = types.name, list(jit_fn.arg_names)
     signature: dict[str, Any] = {}
     constants: dict[tuple[int, ...], Any] = {}
-    attrs: dict[tuple[int, ...], list] = {}
-    specializations: list[tuple[Any, str]] = []
+    specializations: list[tuple[tuple[int, ...], str]] = []  # by path
     sources: list[ArgSource] = []
     zero_d_pointers: list[str] = []
     for i, param in enumerate(jit_fn.params):
@@ -230,16 +186,8 @@ def lay_out_arguments(
         else:
             kind, value = "keyword", None
         if kind in NESTED_KINDS:  # a tuple or descriptor (`ArgSource`): its parts, by path
-            nested = NestedParam()
-            nested.signature = _leaf(nested, (i,), param, (kind, value), in_avals)
-            signature[param.name] = nested.signature
-            constants.update(nested.constexprs)
-            for path, spec in nested.specializations:
-                specializations.append((path if len(path) > 1 else i, spec))
-                if parsed := backend.parse_attr(spec):
-                    attrs[path] = parsed
-            sources.extend(nested.sources)
-            zero_d_pointers.extend(nested.zero_d_pointers)
+            signature[param.name] = _leaf((i,), param, (kind, value), in_avals, constants,
+                                          specializations, sources, zero_d_pointers)
             continue
         if kind == "keyword":  # a keyword or the kernel's default fills it, as a constexpr
             if param.name in constexprs:
@@ -296,9 +244,7 @@ def lay_out_arguments(
                     continue
                 typed, specialization = taken
                 if specialization is not None:
-                    specializations.append((i, specialization))
-                    if parsed := backend.parse_attr(specialization):
-                        attrs[(i,)] = parsed
+                    specializations.append(((i,), specialization))
                 signature[param.name] = typed.triton_type
                 sources.append(ArgSource("scalar", i, scalar=typed))
                 continue
@@ -330,23 +276,21 @@ def lay_out_arguments(
                     f"(jax.lax.bitcast_convert_type), or fix the annotation.")
         signature[param.name] = pointer
         spec = "" if param.do_not_specialize_on_alignment or param.do_not_specialize else "D"
-        specializations.append((i, spec))
-        if parsed := backend.parse_attr(spec):
-            attrs[(i,)] = parsed
+        specializations.append(((i,), spec))
         sources.append(source)
         if kind == "array" and not tuple(aval.shape):
             zero_d_pointers.append(what)
     if fp8_types is not None:
         check_fp8_types(signature, fp8_types, kernel=name, target=target)
-    return BoundKernel(signature, constants, attrs, tuple(sources), tuple(specializations),
-                       tuple(zero_d_pointers))
+    attrs = {path: parsed for path, spec in specializations if (parsed := backend.parse_attr(spec))}
+    return BoundKernel(signature, constants, attrs, tuple(sources),
+                       tuple([(path if len(path) > 1 else path[0], spec)
+                              for path, spec in specializations]), tuple(zero_d_pointers))
 
 
 def check_fp8_types(signature: dict[str, Any], fp8_types: tuple[str, ...], *, kernel: str,
                     target: str) -> None:
-    """Raises TypeError for the first parameter of `signature` with an fp8 element type not among
-    `fp8_types` (the target's), naming the parameter, its dtype, `target` and the fp8 dtypes it
-    takes."""
+    """Raises TypeError for the first parameter with an fp8 type `target` does not take."""
     refused = [(param, fp8) for param, types in signature.items()
                for fp8 in element_types(types) if fp8 in _spec.FP8_DTYPES and fp8 not in fp8_types]
     if not refused:
@@ -362,9 +306,8 @@ def check_fp8_types(signature: dict[str, Any], fp8_types: tuple[str, ...], *, ke
 
 
 def passed_as_input_advice(shown: str, aliases: str, where: str) -> str:
-    """The advice for a call with an output too many, where arrays with an output's shape and
-    dtype (`shown`, as "argument 1 (...)") are most likely that output passed as an input too:
-    drop it from `where`, or alias it (`aliases`, as "1: 0")."""
+    """The advice where arrays with an output's shape and dtype (`shown`) are most likely that
+    output passed as an input too: drop it from `where`, or alias it (`aliases`, as "1: 0")."""
     return (f"Most likely the output is passed as an input too: {shown}. If so, drop it from "
             f"{where}; or, if the kernel reads it as well, keep it and alias it to the output "
             f"(input_output_aliases={{{aliases}}}), which gives the output no parameter of its "
@@ -375,9 +318,7 @@ def _collision(jit_fn: JITFunction, position: int, output: int, positional: tupl
                in_avals: tuple, out_avals: tuple, n_outputs: int,
                constexprs: dict[str, Any]) -> str:
     """The message for output `output` landing on the parameter at `position`, which a keyword
-    fills too: the call gives more values than the parameters before the keyword. Names the
-    positional arrays that have an output's shape and dtype (most likely the output passed as
-    an input as well), else the last positional arguments, and the fixes."""
+    fills too: the call gives more values than the parameters before the keyword."""
     name, names = kernel_name(jit_fn), list(jit_fn.arg_names)
     param = names[position]
     head = (f"Kernel {name}'s parameter {param!r} receives output {output}, but is also given "
@@ -407,15 +348,10 @@ def _collision(jit_fn: JITFunction, position: int, output: int, positional: tupl
 
 def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple,
                            types: _spec.ArgumentTypes | None = None) -> None:
-    """Checks the call `spec` (with its operands' `in_avals`) against the kernel's parameters,
-    so that a mistake fails at the call, not at lowering: a plain kernel's arguments laid out as
-    the lowering will (once per layout, `_state.CHECKED_CALLS`); an autotuned kernel's operands
-    and keywords (`check_operands`) and its autotuner's features. `types`: the call's
-    `_spec.argument_types`, where the caller has them.
+    """Checks the call `spec` against the kernel's parameters, so that a mistake fails at the
+    call, not at lowering: a plain kernel's arguments laid out as the lowering will (once per
+    layout), an autotuned kernel's operands and keywords and its autotuner's features."""
 
-    Raises:
-      TypeError / NotImplementedError: as `lay_out_arguments` and `check_operands` say, or an
-        autotuner feature jaxlib cannot honour."""
     unwrapped, positional, out_shapes = spec.unwrapped, spec.positional, spec.out_shapes
     metaparams = dict(spec.metaparams)
     jit_fn = unwrapped.jit_fn

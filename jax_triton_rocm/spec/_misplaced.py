@@ -22,21 +22,10 @@ def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mappi
                   constexprs: Mapping[str, Any], *, leaves: Sequence[Any], convention: str,
                   returned: bool) -> None:
     """Raises TypeError where an input array fills a parameter the kernel stores to while an
-    output lands on one it only loads from (`unwritten_output`): the kernel would read an output
-    buffer nothing wrote and overwrite the input's buffer, so the call would return garbage; or
-    where the call returns nothing (no output, no Ref), so that a store to an input array is all
-    it does, into a buffer XLA holds read-only. Each message names the parameters and the fixes.
-
-    Args:
-      inputs: the plain input arrays (no Ref, none aliased to an output) by the parameter they
-        fill, each a leaf with `what` (how the call names it) and `value`.
-      outputs: the unaliased outputs' indices by the parameter they fill.
-      constexprs: the values Triton compiles the kernel with (a branch they rule out stores
-        nothing).
-      leaves: every operand leaf of the call, in order (aliases' input indices count them).
-      convention: "out_type" (jax-triton 0.4) or "out_shape" (0.3).
-      returned: whether the call has outputs or Refs.
-    """
+    output lands on one it only loads from (`unwritten_output`): the call would return garbage;
+    or where the call returns nothing (`returned` false), so that a store to an input array is
+    all it does, into a buffer XLA holds read-only. `inputs`: the plain input arrays (no Ref,
+    none aliased) by parameter, as leaves; `outputs`: the unaliased outputs by parameter."""
     names = list(jit_fn.arg_names)
     stores = ({} if returned or jit_fn.is_gluon()
               else _kinds.roles(jit_fn, constexprs=constexprs).stores)
@@ -77,15 +66,9 @@ def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mappi
 def unwritten_output(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mapping[int, Any],
                      constexprs: Mapping[str, Any] | None = None,
                      ) -> tuple[int, str, int, str] | None:
-    """An input placed on a parameter the kernel stores to while an output lands on one it only
-    loads from (loads seen, no store, nothing the reading cannot follow): (the input's
-    parameter, where it is stored, the output's parameter, where it is loaded), the first such
-    pair in parameter order; None where there is none, or the reading is unsure.
-
-    Args:
-      inputs, outputs: the call's input arrays and outputs by the parameter index they fill.
-      constexprs: the call's constexpr values by name (`_kinds.roles`).
-    """
+    """(the input's parameter, where it is stored, the output's parameter, where it is loaded)
+    for the first input on a parameter the kernel stores to while an output lands on one it
+    only loads from; None where there is none, or the reading is unsure."""
     if jit_fn.is_gluon() or not inputs or not outputs:
         return None
     found = _kinds.roles(jit_fn, constexprs=constexprs)
@@ -99,14 +82,11 @@ def unwritten_output(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Ma
 
 
 def forgotten(jit_fn: JITFunction, given: list[str | None], slots: list[int]) -> str:
-    """A sentence naming the parameter(s) a call most likely forgot, or "".
-
-    Args:
-      given: what fills the parameters, in order: "pointer" (an array, an output) or "scalar"
-        per value, None where either could be meant.
-      slots: the parameters those values fill, in order, more of them than values.
+    """A sentence naming the parameter(s) a call most likely forgot, or "". `given`: "pointer",
+    "scalar" or None (either) per value, filling the parameters `slots` (more of them).
 
     Leaving out each choice of as many parameters as there are too many (one to three), the
+
     choices whose remaining parameters all get the kind of value their role asks fit. One
     fitting choice is named whole; for one missing parameter, two fitting choices are named as
     "one of"; otherwise the parameters every fitting choice leaves out, if any.

@@ -1,9 +1,6 @@
-"""`KernelCallSpec`: what one Triton kernel call is, as one frozen value, which
-`checks._checker.check_call` builds, `triton_kernel_p` carries as its one static parameter and
-`plan._plan` turns into launches. Also: JAX dtypes and Python scalars as Triton and jaxlib's
-kernel call see them, and a Triton kernel taken apart (`unwrap`). Launch grids are checked and
-padded to 3 in `base._values` (per-target limits: `plan._plan.LaunchLimits.problem`). How a
-call's arguments fill the parameters: `_layout`."""
+"""`KernelCallSpec`: one Triton kernel call as one frozen value, which `checks._checker.check_call`
+builds, `triton_kernel_p` carries and `plan._plan` turns into launches. Also: dtypes and scalars
+as Triton and jaxlib see them, and a kernel taken apart (`unwrap`)."""
 
 from __future__ import annotations
 
@@ -51,8 +48,7 @@ _POINTER_TYPES: dict[Any, str] = {}
 
 
 def pointer_type(dtype: Any, *, what: str) -> str:
-    """The Triton pointer type ("*fp32") for arrays of `dtype`; TypeError naming `what` (the
-    array, "argument 2"), the dtype and the dtypes Triton takes where it takes none."""
+    """The Triton pointer type ("*fp32") for arrays of `dtype`; TypeError naming `what`."""
     try:
         return _POINTER_TYPES[dtype]
     except (KeyError, TypeError):
@@ -70,9 +66,7 @@ def pointer_type(dtype: Any, *, what: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Scalar:
-    """A Python or NumPy scalar argument, typed the way Triton's own launcher types it: its plain
-    `value`, its `triton_type` ("i32", "u64", "fp32", ...), the jaxlib parameter it travels as
-    (`proto_kind`), and whether the type is the one its parameter's annotation `declared`."""
+    """A scalar argument, typed as Triton's launcher types it; `proto_kind`: jaxlib's type."""
 
     value: bool | int | float
     triton_type: str
@@ -103,8 +97,7 @@ DECLARABLE: dict[str, tuple[str, str, Any]] = {
 
 
 def declared_type(param: Any) -> str | None:
-    """The scalar Triton type `param`'s annotation declares ("i32" for `n: tl.int32` or `n: int`,
-    read as Triton's `KernelParam.annotation_type`); None: none, a pointer's or a constexpr."""
+    """The scalar Triton type `param`'s annotation declares ("i32" for `n: tl.int32`), or None."""
     declared = getattr(param, "annotation_type", "") or ""
     if not declared or declared.startswith("*") or param.is_constexpr:
         return None
@@ -113,15 +106,9 @@ def declared_type(param: Any) -> str | None:
 
 def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
     """Types a scalar argument as Triton's launcher does: by the parameter's annotation where it
-    declares one (`declared`), else by the value: bool "u1"; int "i32" when it fits, else "i64",
-    else "u64"; float "fp32" where float32 holds it, else "fp64" (jax-triton 0.4's rule); NumPy
-    scalars keep their width.
-
-    Raises:
-      OverflowError: an int outside [-2**63, 2**64), or a value that does not fit the declared
-        type, naming `what`, the value and the type.
-      TypeError: a NumPy scalar jaxlib cannot pass (float16, complex, ...), or a value of another
-        kind than the declared type."""
+    declares one (`declared`), else by the value: an int in the narrowest of i32/i64/u64, a float
+    "fp32" where float32 holds it, else "fp64" (jax-triton 0.4's rule); NumPy scalars keep their
+    width. OverflowError or TypeError naming `what` where it cannot be passed."""
     if declared is not None:  # as Triton's launcher packs it: an int for a float is converted
         if declared not in DECLARABLE:
             raise TypeError(
@@ -159,13 +146,11 @@ def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
             raise OverflowError(f"{what} = {plain} does not fit in {name}.")
         return Scalar(plain, triton_type, proto_kind)
     if isinstance(value, int):
-        if _I32[0] <= value < _I32[1]:
-            return Scalar(value, "i32", "i32")
-        if _I64[0] <= value < _I64[1]:
-            return Scalar(value, "i64", "i64")
-        if _U64[0] <= value < _U64[1]:
-            return Scalar(value, "u64", "u64")
+        for name, (low, high) in (("i32", _I32), ("i64", _I64), ("u64", _U64)):
+            if low <= value < high:
+                return Scalar(value, name, name)
         raise OverflowError(
+
             f"{what} = {value} is out of range for a Triton integer argument, which must lie in "
             f"[-2**63, 2**64). Pass it as an array, or split it into two 64-bit halves.")
     if isinstance(value, float):
@@ -194,9 +179,8 @@ def scalar_role(param: Any, value: Any, *, what: str) -> tuple:
 
 
 def compile_view(jit_fn: JITFunction, positional: tuple) -> tuple:
-    """The positional entries as far as they decide the compiled kernel, as exact keys: a
-    constexpr by its type and value, a runtime scalar by its Triton type and specialisation
-    (`ArgumentTypes.view`). Raises as `scalar` does."""
+    """The positional entries as far as they decide the compiled kernel (`ArgumentTypes.view`);
+    raises as `scalar` does."""
     types = argument_types(jit_fn, positional, (), (), {})
     for i, role in types.roles.items():
         if role is None:  # a scalar that could not be typed: typed again, to raise why
@@ -207,10 +191,8 @@ def compile_view(jit_fn: JITFunction, positional: tuple) -> tuple:
 
 @dataclasses.dataclass(frozen=True)
 class ArgumentTypes:
-    """What Triton makes of one call's arguments, typed once per call for the layout: the kernel's
-    name, per "scalar" entry its `scalar_role` (a constexpr made plain), the `compile_view`, per
-    dtype its `pointer_type`, and the constexprs and defaults made plain; None where typing a value
-    fails, so that the layout raises why when it reaches that value, in the usual order."""
+    """What Triton makes of one call's arguments, typed once per call for the layout; None where
+    typing a value fails, so that the layout raises why when it reaches it, in the usual order."""
 
     name: str
     roles: dict[int, tuple | None]
@@ -222,30 +204,25 @@ class ArgumentTypes:
 
 def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_avals: tuple,
                    constexprs: dict[str, Any]) -> ArgumentTypes:
-    """The `ArgumentTypes` of a call laid out as `positional` (`KernelCallSpec.positional`),
-    with operands `in_avals`, outputs `out_avals` and the values given by name `constexprs`."""
     params = jit_fn.params
     roles: dict[int, tuple | None] = {}
-    view: list | None = []
+    view = []
     for i, (kind, value) in enumerate(positional):
         if kind != "scalar" or i >= len(params):  # a tuple's scalars count by value
-            if view is not None:
-                view.append((kind, _values.exact_key(value) if kind == "tuple" else value))
+            view.append((kind, _values.exact_key(value) if kind == "tuple" else value))
             continue
         param = params[i]
         try:
             role, *taken = scalar_role(param, value, what=f"argument {i} ({param.name})")
         except (TypeError, OverflowError):  # raised again where the layout reaches it
-            roles[i] = view = None
+            roles[i] = None
             continue
         if role == "constexpr":
             roles[i] = (role, _values.plain_constexpr(taken[0]))
-            if view is not None:
-                view.append((role, _values.exact_key(taken[0])))
+            view.append((role, _values.exact_key(taken[0])))
         else:
             roles[i] = (role, *taken)
-            if view is not None:
-                view.append((role, taken[0].triton_type, taken[1]))
+            view.append((role, taken[0].triton_type, taken[1]))
     pointers: dict[Any, str | None] = {}
     for aval in (*in_avals, *out_avals):
         if aval.dtype not in pointers:
@@ -254,7 +231,8 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
             except TypeError:  # raised again, naming the array, where the layout reaches it
                 pointers[aval.dtype] = None
     return ArgumentTypes(
-        kernel_name(jit_fn), roles, None if view is None else tuple(view), pointers,
+        kernel_name(jit_fn), roles, None if None in roles.values() else tuple(view), pointers,
+
         {name: _values.plain_constexpr(value) for name, value in constexprs.items()},
         {i: _values.plain_constexpr(param.default) for i, param in enumerate(params)
          if param.has_default})
@@ -262,8 +240,7 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
 
 @dataclasses.dataclass(frozen=True)
 class Parameter:
-    """What the checks read of one kernel parameter, made once per kernel by `unwrap`: its name,
-    whether it is a `tl.constexpr`, and the scalar type its annotation declares (or None)."""
+    """What the checks read of one kernel parameter, made once per kernel by `unwrap`."""
 
     name: str
     constexpr: bool
@@ -278,9 +255,7 @@ class Unwrapped:
       heuristics_outside: how many of `heuristics` (the first ones) wrap the autotuner; they run
         once per call, the others once per autotune config.
       interpreted: the kernel was Triton's InterpretedFunction (TRITON_INTERPRET=1); `jit_fn` is
-        made of its function, for the CPU's interpreter only (`check_compilable`).
-      name: the kernel's name, for messages; params: what the checks read of each parameter.
-      symbol: the kernel's symbol in its binary (an identifier: `unwrap` checks it)."""
+        made of its function, for the CPU's interpreter only (`check_compilable`)."""
 
     jit_fn: JITFunction
     autotuner: Autotuner | None
@@ -294,14 +269,9 @@ class Unwrapped:
 
 def unwrap(kernel: Any) -> Unwrapped:
     """Splits `kernel` into its @triton.jit (or @gluon.jit) function and its wrappers
-    (@triton.autotune and @triton.heuristics nested in either order).
-
-    Raises:
-      TypeError: `kernel` is not a Triton function, naming its type, or an autotune config is
-        not a `triton.Config`.
-      ValueError: Triton cannot compile the kernel under its function's names: its symbol is no
-        identifier, or its `__name__` holds a path separator."""
-    from jax_triton_rocm.base import _compat
+    (@triton.autotune and @triton.heuristics nested in either order); TypeError or ValueError
+    where it is no Triton kernel, or one Triton cannot compile under its function's names."""
+    from jax_triton_rocm.base import _compat, _state
 
     triton = _compat.triton_info().module
     from triton.runtime.autotuner import Autotuner, Heuristics
@@ -312,12 +282,23 @@ def unwrap(kernel: Any) -> Unwrapped:
         if isinstance(node, Autotuner):
             if autotuner is not None:
                 raise TypeError("kernel is wrapped in @triton.autotune twice; keep one.")
-            _check_configs(node, triton)
+            for i, config in enumerate(getattr(node, "configs", ())):
+                if not isinstance(config, triton.Config):
+                    example = (f"triton.Config({config!r}, num_warps=4)"
+                               if isinstance(config, dict)
+                               else "triton.Config({'BLOCK': 256}, num_warps=4)")
+                    raise TypeError(
+                        f"@triton.autotune's configs[{i}] is a {type(config).__name__} "
+                        f"({config!r}), not a triton.Config. Give each config as one, e.g. "
+                        f"{example}.")
             autotuner, outside = node, len(heuristics)
         elif isinstance(node, Heuristics):
             heuristics.append(node)
         elif type(node).__name__ == "InterpretedFunction":
-            node, interpreted = _jit_twin(node, triton), True
+            # Its function and decorator settings made a @triton.jit function, once per kernel.
+            twin, interpreted = node, True
+            node = _state.KERNEL_RECORDS.derived(
+                twin, "jit twin", lambda: triton.JITFunction(twin.fn, **twin.kwargs))
             continue
         else:
             what = "kernel" if node is kernel else f"the function inside kernel {kernel!r}"
@@ -347,7 +328,6 @@ def unwrap(kernel: Any) -> Unwrapped:
             f"function's __name__, and {name!r} holds a path separator or NUL, which would put "
             f"them outside Triton's cache folder. Name the function without '/', '\\' or NUL "
             f"before @triton.jit decorates it, e.g. fn.__name__ = {symbol!r}.")
-    # The facts the checks read of each parameter, computed here once per kernel.
     params = tuple([Parameter(param.name, param.is_constexpr, declared_type(param))
                     for param in node.params])
     return Unwrapped(node, autotuner, tuple(heuristics),
@@ -355,19 +335,9 @@ def unwrap(kernel: Any) -> Unwrapped:
                      params, symbol)
 
 
-def _jit_twin(interpreted: Any, triton: Any) -> JITFunction:
-    """The @triton.jit function of an InterpretedFunction's function and decorator settings,
-    made once per kernel (in its record, `_state.KERNEL_RECORDS`)."""
-    from jax_triton_rocm.base import _state
-
-    return _state.KERNEL_RECORDS.derived(
-        interpreted, "jit twin", lambda: triton.JITFunction(interpreted.fn, **interpreted.kwargs))
-
-
 def check_compilable(unwrapped: Unwrapped, platform: str) -> None:
-    """Raises TypeError, naming TRITON_INTERPRET and the fix, where the kernel runs only in
-    Triton's interpreter (`Unwrapped.interpreted`) and a lowering for `platform` would compile
-    it."""
+    """Raises TypeError where the kernel runs only in Triton's interpreter and a lowering for
+    `platform` would compile it."""
     if unwrapped.interpreted:
         raise TypeError(
             f"kernel {kernel_name(unwrapped.jit_fn)!r} is Triton's InterpretedFunction, not a "
@@ -377,17 +347,6 @@ def check_compilable(unwrapped: Unwrapped, platform: str) -> None:
             f"cannot compile it for {platform}. Unset TRITON_INTERPRET before Triton is "
             f"imported: the package runs kernels in Triton's interpreter on the CPU by itself, "
             f"and compiles them for a GPU.")
-
-
-def _check_configs(autotuner: Autotuner, triton: Any) -> None:
-    """Raises TypeError, naming the config, unless every autotune config is a `triton.Config`."""
-    for i, config in enumerate(getattr(autotuner, "configs", ())):
-        if not isinstance(config, triton.Config):
-            example = (f"triton.Config({config!r}, num_warps=4)" if isinstance(config, dict)
-                       else "triton.Config({'BLOCK': 256}, num_warps=4)")
-            raise TypeError(
-                f"@triton.autotune's configs[{i}] is a {type(config).__name__} ({config!r}), "
-                f"not a triton.Config. Give each config as one, e.g. {example}.")
 
 
 def kernel_name(jit_fn: JITFunction) -> str:
@@ -411,9 +370,8 @@ class BatchedLaunch:
 
 @dataclasses.dataclass(frozen=True)
 class CallOptions:
-    """A call's options as its caller was given them, for `checks._checker.check_call` to check:
-    the grid, the launch settings and the rest that `triton_call` and `triton_call_lowering`
-    share. None for `num_ctas` means 1."""
+    """The options `triton_call` and `triton_call_lowering` share, as given, unchecked."""
+
 
     grid: Any
     name: Any = ""
@@ -439,17 +397,9 @@ class KernelCallSpec:
     Attributes:
       positional: ("array", operand index) or ("scalar", value) per positional argument; or one
         entry per kernel parameter, placed: ("input", i), ("output", j), ("keyword", None),
-        ("scalar", value), ("tuple", entries) or ("descriptor", (i, static descriptor));
-        `spec._layout.lay_out_arguments` reads both.
-      grid: three program counts, or a `MetaGrid`.
+        ("scalar", value), ("tuple", entries) or ("descriptor", (i, static descriptor)).
       num_warps, num_stages: None takes the target's default (`plan._plan` applies it).
-      cuda_arch: a CUDA architecture named by `compute_capability` ("sm_90"), or None.
-      zeroed_outputs: sorted output indices zeroed before the launch, or a callable of the
-        metaparameters returning them.
-      xla_native: take XLA's Triton call (True), jaxlib's (False), or the environment's choice.
       batch: set by the `jax.vmap` rule on a call batched along `batch_grid_axis`.
-      backend_options: fields of a vendor's Triton options class, sorted; each backend takes its
-        own.
       by_keyword: the operand parameters given by keyword, which Triton's launcher hands
         `early_config_prune` and `perf_model` in their `**kwargs` (`plan._plan`)."""
 
@@ -489,8 +439,9 @@ class KernelCallSpec:
                            _values.exact_key((self.positional, self.metaparams))[1])
 
     def relaid(self, positional: tuple, out_shapes: tuple, grid: Any) -> KernelCallSpec:
-        """This spec with another layout, outputs and grid: what `dataclasses.replace` makes,
-        in a tenth of its time (`checks._bound` makes one per trace of a call seen before)."""
+        """This spec with another layout, outputs and grid, in a tenth of `dataclasses.replace`'s
+        time (`checks._bound` makes one per trace of a call seen before)."""
+
         return _values.replaced(self, positional=positional, out_shapes=out_shapes, grid=grid,
                                 exact_values=(_values.exact_key(positional),
                                               self.exact_values[1]))
