@@ -29,7 +29,10 @@ GPU_ROUTES = [pytest.param(name, marks=pytest.mark.gpu) for name in GPU_ROUTE_NA
 # The target each route's plain calls take (None: not jaxlib's custom call), and each route's in
 # an exported program.
 PLAIN_TARGET = {"jaxlib": "triton_kernel_call_ffi", "legacy": "triton_kernel_call"}
-EXPORT_TARGET = {**PLAIN_TARGET, "xla": _xla_native.CUSTOM_CALL_NAME}
+# What `jax.export` emits per route: jaxlib's FFI target even where JAX_TRITON_ROCM_CALL_TARGET
+# is legacy (the legacy target has no compatibility guarantee).
+EXPORT_TARGET = {**PLAIN_TARGET, "legacy": PLAIN_TARGET["jaxlib"],
+                 "xla": _xla_native.CUSTOM_CALL_NAME}
 # The route whose emit each route's calls go through.
 EMITTED_BY = {"default": "jaxlib", "legacy": "jaxlib"}
 
