@@ -201,16 +201,21 @@ def test_a_launch_setting_xla_cannot_pass_refuses_xla_native(setting, reason, ca
                             reason=reason, caplog=caplog, monkeypatch=monkeypatch)
 
 
-def test_unparseable_ir_falls_back_with_one_warning_per_kernel(monkeypatch, caplog):
+def _unparseable_ir_call(monkeypatch, expression):
+    """A call on XLA's route of a new kernel computing `expression`, whose IR the patched parser
+    refuses with 'tt.future_thing'."""
     def refuse(text):
         raise ValueError("unknown attribute 'tt.future_thing'")
 
     monkeypatch.setattr(_xla_native, "parse_ttir", refuse)
     monkeypatch.setenv(_env.ENV_XLA_NATIVE, "1")
-    kernel = kernels.elementwise_kernel("x * y")
+    kernel = kernels.elementwise_kernel(expression)
+    return lambda a, b: jtr.triton_call(a, b, a.size, kernel=kernel, out_shape=a, grid=(4,),
+                                        BLOCK=256)
 
-    def mul(a, b):
-        return jtr.triton_call(a, b, a.size, kernel=kernel, out_shape=a, grid=(4,), BLOCK=256)
+
+def test_unparseable_ir_falls_back_with_one_warning_per_kernel(monkeypatch, caplog):
+    mul = _unparseable_ir_call(monkeypatch, "x * y")
 
     with pytest.warns(RuntimeWarning, match="tt.future_thing") as first:
         _lowers_through_jaxlib(mul, X, X, reason="cannot parse", caplog=caplog)
@@ -222,15 +227,7 @@ def test_unparseable_ir_falls_back_with_one_warning_per_kernel(monkeypatch, capl
 
 
 def test_a_kernels_ir_is_checked_once_however_often_its_call_is_planned(monkeypatch, caplog):
-    def refuse(text):
-        raise ValueError("unknown attribute 'tt.future_thing'")
-
-    monkeypatch.setattr(_xla_native, "parse_ttir", refuse)
-    monkeypatch.setenv(_env.ENV_XLA_NATIVE, "1")
-    kernel = kernels.elementwise_kernel("x + 2 * y")
-
-    def call(a, b):
-        return jtr.triton_call(a, b, a.size, kernel=kernel, out_shape=a, grid=(4,), BLOCK=256)
+    call = _unparseable_ir_call(monkeypatch, "x + 2 * y")
 
     with pytest.warns(RuntimeWarning, match="tt.future_thing"):
         _lowers_through_jaxlib(call, X, X, reason="cannot parse", caplog=caplog)
