@@ -27,8 +27,8 @@ if _sys.argv[:1] == ["-m"]:  # Python may be starting `python -m jax_triton_rocm
 from jax_triton_rocm._plugin import initialize
 from jax_triton_rocm._version import __version__
 from jax_triton_rocm.api._call import triton_call
-from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME, disabled_checks
-from jax_triton_rocm.api._inspect import EmittedCall, kernel_calls
+from jax_triton_rocm.api._inspect import (CUSTOM_CALL_TARGET_NAME, EmittedCall, disabled_checks,
+                                          kernel_calls)
 from jax_triton_rocm.api._library import triton_call_lowering
 from jax_triton_rocm.api._partition import partitioned
 from jax_triton_rocm.api._target_arch import target_arch

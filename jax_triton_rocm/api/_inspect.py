@@ -1,4 +1,13 @@
-"""Reading back the Triton kernel calls a lowered computation carries (no GPU needed)."""
+"""The custom calls the package emits: their targets, what `jax.export` needs to accept them,
+and reading back the Triton kernel calls a lowered computation carries (no GPU needed).
+
+`jax.export` refuses a custom call whose target has no compatibility guarantee unless
+`disabled_checks` names that target, one `DisabledSafetyCheck.custom_call(name)` per target (the
+check takes one name; a tuple would become the text of one name and allow nothing). Which call
+takes which target: jaxlib's typed-FFI `triton_kernel_call_ffi` or legacy `triton_kernel_call`
+as `base._compat.plain_call_name` and `autotuned_call_name` say, XLA's `__gpu$xla.gpu.triton`
+for calls sent there (`xla_native`).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +15,36 @@ import dataclasses
 from typing import Any
 
 from jax_triton_rocm.base import _compat
+from jax_triton_rocm.base._compat import FFI_CALL_NAME, LEGACY_CALL_NAME, XLA_TRITON_CALL_NAME
+
+
+def disabled_checks() -> list[Any]:
+    """The `jax.export.DisabledSafetyCheck`s that let `jax.export` serialise any call the
+    package emits: `export.export(f, disabled_checks=jtr.disabled_checks())`.
+
+    Returns:
+      One `DisabledSafetyCheck.custom_call(target)` per target in
+      `CUSTOM_CALL_TARGET_NAME.targets`; add your own checks to the list as needed.
+    """
+    from jax import export
+
+    return [export.DisabledSafetyCheck.custom_call(target)
+            for target in CustomCallTargetName.targets]
+
+
+class CustomCallTargetName(str):
+    """The typed-FFI target's name as a `str`, with every target the package may emit."""
+
+    targets: tuple[str, ...] = (FFI_CALL_NAME, LEGACY_CALL_NAME, XLA_TRITON_CALL_NAME)
+    disabled_checks = staticmethod(disabled_checks)
+
+
+CUSTOM_CALL_TARGET_NAME = CustomCallTargetName(FFI_CALL_NAME)
+"""jax-triton 0.4's name for the custom-call target of plain calls: the string
+"triton_kernel_call_ffi" (jaxlib's typed-FFI Triton call), so that
+`jax.export.DisabledSafetyCheck.custom_call(CUSTOM_CALL_TARGET_NAME)` works unchanged. Its
+`targets` are every target the package may emit (the legacy `triton_kernel_call` of autotuned
+calls and XLA's `__gpu$xla.gpu.triton` too); `disabled_checks()` allows them all."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +161,7 @@ def kernel_calls(lowered: Any) -> list[EmittedCall]:
             if op.name != "stablehlo.custom_call":
                 continue
             target = ir.StringAttr(op.attributes["call_target_name"]).value
-            if target == _compat.XLA_TRITON_CALL_NAME:
+            if target == XLA_TRITON_CALL_NAME:
                 calls.append(EmittedCall(target, True, b"", _native_config(op)))
             elif target.startswith("triton_kernel_call"):
                 typed_ffi = "mhlo.backend_config" in op.attributes  # how JAX writes typed FFI

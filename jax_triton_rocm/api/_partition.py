@@ -1,11 +1,19 @@
 """`partitioned`: a function made of Triton calls, split across devices by an einsum-like rule.
 A call binds `partitioned_p`, whose lowering wraps the function in JAX's custom_partitioning, with
 callbacks that read the rule ([Sharding and many processes](multi-device.md)).
+
+The rule (`"b n, b n -> b n"`) is parsed, checked against arrays, and turned into mesh axes per
+dimension, as plain data (`Rule`). A name found in an operand and an output is free (it may be
+split); one found only in operands is contracted (gathered, or kept split where the rule gives it
+a reduction).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -18,11 +26,185 @@ from jax.experimental.custom_partitioning import SdyShardingRule, custom_partiti
 from jax.interpreters import ad, batching, mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
-from jax_triton_rocm.api import _rule
 from jax_triton_rocm.routes import _arch
 from jax_triton_rocm.routes.cpu import _shard_callbacks
 
 _COMBINE = {"sum": lax.psum, "max": lax.pmax, "min": lax.pmin}
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """A parsed rule: its text (for messages), one tuple of dimension names per operand and per
+    output, and (name, "sum" | "max" | "min") for each contracted name kept split."""
+
+    text: str
+    operands: tuple[tuple[str, ...], ...]
+    results: tuple[tuple[str, ...], ...]
+    reductions: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def contracted(self) -> frozenset[str]:
+        outputs = {name for names in self.results for name in names}
+        return frozenset(n for names in self.operands for n in names if n not in outputs)
+
+    def may_split(self, name: str) -> bool:
+        """Whether a dimension named `name` may stay split across devices for the call."""
+        return name not in self.contracted or name in dict(self.reductions)
+
+    def batched(self, mapped: Sequence[bool]) -> Rule:
+        """The rule of the function under `jax.vmap`: a new leading name on every mapped operand
+        and on every output."""
+        taken = {n for names in self.operands + self.results for n in names}
+        new = next(f"vmap{i}" for i in range(len(taken) + 1) if f"vmap{i}" not in taken)
+        operands = tuple((new, *names) if m else names for names, m in zip(self.operands, mapped))
+        results = tuple((new, *names) for names in self.results)
+        text = " -> ".join(", ".join(" ".join(names) for names in specs)
+                           for specs in (operands, results))
+        return dataclasses.replace(self, text=text, operands=operands, results=results)
+
+
+def _refuse(text: str, problem: str) -> ValueError:
+    return ValueError(
+        f"partitioned: rule {text!r}: {problem}. A rule names each dimension, names separated "
+        f"by spaces, operands by commas, one '->' before the outputs: \"b n, b n -> b n\".")
+
+
+def _specs(text: str, side: str, what: str) -> tuple[tuple[str, ...], ...]:
+    if not side.strip():
+        return ()
+    specs = []
+    for position, spec in enumerate(side.split(",")):
+        names = spec.split()
+        for name in names:
+            if _NAME.match(name):
+                continue
+            if "..." in name:
+                problem = "'...' is not supported: name every dimension"
+            elif "(" in name or ")" in name:
+                problem = "compound dimensions '(...)' are not supported: one name per dimension"
+            else:
+                problem = (f"{what} {position} has {name!r}, which is not a name (letters, "
+                           f"digits, _)")
+            raise _refuse(text, problem)
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise _refuse(text, f"{what} {position} names two of its dimensions "
+                                f"{', '.join(repeated)}; each dimension needs its own name")
+        specs.append(tuple(names))
+    return tuple(specs)
+
+
+def parse_rule(text: Any, reductions: Mapping[str, str] | None = None) -> Rule:
+    """Parses `text`; `reductions` maps contracted names to "sum", "max" or "min".
+
+    Raises:
+      TypeError: `text` is not a string, or `reductions` not a mapping.
+      ValueError: a malformed rule, or a reduction of a name that is not contracted or of an
+        unknown kind; the message quotes the rule.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"partitioned: the rule must be a string such as \"b n, b n -> b n\", "
+                        f"not {type(text).__name__} {text!r}.")
+    if reductions is not None and not isinstance(reductions, Mapping):
+        raise TypeError(f"partitioned: reductions must map contracted names to one of "
+                        f"{', '.join(_COMBINE)}, e.g. {{'k': 'sum'}}, not {reductions!r}.")
+    if text.count("->") != 1:
+        raise _refuse(text, f"it has {text.count('->')} '->' instead of one")
+    left, right = text.split("->")
+    operands, results = _specs(text, left, "operand"), _specs(text, right, "output")
+    if not results:
+        raise _refuse(text, "it names no output; a partitioned function returns at least one")
+    inputs = {n for names in operands for n in names}
+    unknown = [n for names in results for n in names if n not in inputs]
+    if unknown:
+        raise _refuse(text, f"output dimension(s) {', '.join(dict.fromkeys(unknown))} appear in "
+                            f"no operand, so no operand says how to split them")
+    rule = Rule(text=text, operands=operands, results=results)
+    pairs = []
+    for name, kind in (reductions or {}).items():
+        if kind not in _COMBINE:
+            raise _refuse(text, f"reductions[{name!r}] = {kind!r} is none of "
+                                f"{', '.join(_COMBINE)}")
+        if name not in rule.contracted:
+            where = "is an output dimension (free)" if name in inputs else "is in no operand"
+            contracted = ", ".join(sorted(rule.contracted)) or "none here"
+            raise _refuse(text, f"reductions names {name!r}, which {where}; only dimensions "
+                                f"found in operands alone ({contracted}) are reduced")
+        pairs.append((name, kind))
+    return dataclasses.replace(rule, reductions=tuple(pairs))
+
+
+def check_operands(rule: Rule, shapes: Sequence[tuple[int, ...]]) -> dict[str, int]:
+    """The size of every name, from the operands' shapes; TypeError where their number, and
+    ValueError where a rank or a size, disagrees with `rule`."""
+    if len(shapes) != len(rule.operands):
+        raise TypeError(
+            f"partitioned: rule {rule.text!r} has {len(rule.operands)} operand(s) but the "
+            f"function was called with {len(shapes)} array(s); give one array per operand of "
+            f"the rule (static values by keyword).")
+    return _sizes(rule.text, rule.operands, shapes, "operand", {})
+
+
+def check_results(rule: Rule, shapes: Sequence[tuple[int, ...]], sizes: dict[str, int]) -> None:
+    """Raises ValueError where the function's outputs (their leaves, in order) disagree with
+    `rule`: their number, a rank, or a size unlike the operands'."""
+    if len(shapes) != len(rule.results):
+        raise ValueError(
+            f"partitioned: rule {rule.text!r} names {len(rule.results)} output(s) but the "
+            f"function returned {len(shapes)} array(s) (shapes {list(shapes)}); give one output "
+            f"spec per array it returns, in the order jax.tree.leaves lists them.")
+    _sizes(rule.text, rule.results, shapes, "output", dict(sizes))
+
+
+def _sizes(text: str, specs, shapes, what: str, sizes: dict[str, int]) -> dict[str, int]:
+    seen = {name: "the operands" for name in sizes}
+    for position, (names, shape) in enumerate(zip(specs, shapes)):
+        if len(names) != len(shape):
+            raise ValueError(
+                f"partitioned: rule {text!r}: {what} {position} has shape {tuple(shape)} (rank "
+                f"{len(shape)}) but its spec {' '.join(names)!r} names {len(names)} "
+                f"dimension(s); write one name per dimension.")
+        for axis, (name, size) in enumerate(zip(names, shape)):
+            if name in sizes and sizes[name] != size:
+                raise ValueError(
+                    f"partitioned: rule {text!r}: dimension {name!r} has size {sizes[name]} in "
+                    f"{seen[name]} but {size} in {what} {position} (axis {axis}, shape "
+                    f"{tuple(shape)}); one name stands for one size.")
+            sizes.setdefault(name, size)
+            seen.setdefault(name, f"{what} {position}")
+    return sizes
+
+
+def assign_axes(rule: Rule, sources: Sequence[tuple[Sequence[tuple[str, ...]], Sequence[Any]]],
+                sizes: Mapping[str, int], mesh_shape: Mapping[str, int]) -> dict[str, tuple]:
+    """Which mesh axes split each name: taken from the first spec of `sources` (pairs: the
+    rule's specs, one PartitionSpec or None per array) that splits it, where the rule lets it
+    be split, its size divides evenly and no other name took those axes."""
+    axes_of: dict[str, tuple] = {}
+    used: set[str] = set()
+    for specs, partitions in sources:
+        for names, partition in zip(specs, partitions):
+            entries = tuple(partition or ()) + (None,) * len(names)
+            for name, entry in zip(names, entries):
+                # The entry's mesh axes: None and PartitionSpec.UNCONSTRAINED have none.
+                entry = (entry,) if isinstance(entry, str) else entry
+                entry = entry if isinstance(entry, (tuple, list)) else ()
+                axes = tuple(a for a in entry if isinstance(a, str))
+                if (name in axes_of or not axes or not rule.may_split(name)
+                        or used.intersection(axes)
+                        or sizes[name] % math.prod(mesh_shape[a] for a in axes)):
+                    continue
+                axes_of[name] = axes
+                used.update(axes)
+    return axes_of
+
+
+def partition_spec(names: Sequence[str], axes_of: Mapping[str, tuple]) -> tuple:
+    """The PartitionSpec entries of an array with dimensions `names`."""
+    axes = [axes_of.get(name, ()) for name in names]
+    return tuple(None if not a else a[0] if len(a) == 1 else a for a in axes)
+
 
 partitioned_p = core.Primitive("triton_partitioned")
 partitioned_p.multiple_results = True
@@ -61,7 +243,7 @@ def partitioned(rule: str, *, reductions: Mapping[str, str] | None = None,
         reduction that names no contracted dimension. At the call, before the function is
         traced: arrays whose number or ranks differ from the rule's, or a name with two sizes.
     """
-    parsed = _rule.parse_rule(rule, reductions)
+    parsed = parse_rule(rule, reductions)
 
     def decorate(fun: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(fun):
@@ -75,7 +257,7 @@ def partitioned(rule: str, *, reductions: Mapping[str, str] | None = None,
 class _Partitioned:
     """What `partitioned` returns: calls the function through `partitioned_p`."""
 
-    def __init__(self, fun: Callable[..., Any], rule: _rule.Rule, name: str) -> None:
+    def __init__(self, fun: Callable[..., Any], rule: Rule, name: str) -> None:
         functools.update_wrapper(self, fun)
         self.fun, self.rule, self.name = fun, rule, name
         # Called on arrays rather than tracers, it runs jitted (one compile per shape).
@@ -110,14 +292,14 @@ class _Partitioned:
         return bind(fun, self.rule, arrays, self.name)
 
 
-def bind(fun: Callable[..., Any], rule: _rule.Rule, arrays: Sequence[Any], name: str) -> Any:
+def bind(fun: Callable[..., Any], rule: Rule, arrays: Sequence[Any], name: str) -> Any:
     """`fun(*arrays)` as one `partitioned_p` equation; checks the arrays against `rule` before
     tracing `fun`, then its outputs."""
-    sizes = _rule.check_operands(rule, [tuple(np.shape(a)) for a in arrays])
+    sizes = check_operands(rule, [tuple(np.shape(a)) for a in arrays])
     specs = [jax.ShapeDtypeStruct(np.shape(a), a.dtype) for a in arrays]
     closed, out_shape = jax.make_jaxpr(fun, return_shape=True)(*specs)
     leaves, tree = jax.tree.flatten(out_shape)
-    _rule.check_results(rule, [tuple(leaf.shape) for leaf in leaves], sizes)
+    check_results(rule, [tuple(leaf.shape) for leaf in leaves], sizes)
     if any(isinstance(c, core.Tracer) for c in closed.consts):
         raise ValueError(
             f"partitioned function {name} uses a traced value it does not take as an argument "
@@ -156,10 +338,10 @@ ad.primitive_jvps[partitioned_p] = _refuse_partitioned_jvp
 class _Callbacks:
     """custom_partitioning's callbacks for one lowering of a partitioned call."""
 
-    def __init__(self, fun: Callable[..., Any], rule: _rule.Rule, jaxpr: Any,
+    def __init__(self, fun: Callable[..., Any], rule: Rule, jaxpr: Any,
                  route: _shard_callbacks.Route | None, name: str) -> None:
         self.fun, self.rule, self.route, self.name = fun, rule, route, name
-        self.sizes = _rule.check_operands(rule, [a.shape for a in jaxpr.in_avals])
+        self.sizes = check_operands(rule, [a.shape for a in jaxpr.in_avals])
 
     def sharding_rule(self) -> SdyShardingRule:
         # Contracted dimensions are reduction factors where reduced, else need replication.
@@ -179,10 +361,10 @@ class _Callbacks:
         specs = [s.spec if isinstance(s, NamedSharding) else None for s in shardings]
         sources = [(self.rule.operands, specs[:len(operands)]),
                    (self.rule.results if results else (), specs[len(operands):])]
-        return _rule.assign_axes(self.rule, sources, self.sizes, dict(mesh.shape))
+        return assign_axes(self.rule, sources, self.sizes, dict(mesh.shape))
 
     def _shardings(self, mesh: Any, axes_of: dict, specs) -> list:
-        return [NamedSharding(mesh, PartitionSpec(*_rule.partition_spec(names, axes_of)))
+        return [NamedSharding(mesh, PartitionSpec(*partition_spec(names, axes_of)))
                 for names in specs]
 
     def partition(self, mesh, arg_shapes, result_shape):

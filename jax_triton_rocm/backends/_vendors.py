@@ -129,7 +129,6 @@ def vendor(platform: str) -> Vendor:
 
 
 def arch_platform(arch: Any) -> str:
-    """The platform an architecture name belongs to: "rocm" for gfx names, else "cuda"."""
     return "rocm" if str(arch).strip().lower().startswith("gfx") else "cuda"
 
 
@@ -166,7 +165,6 @@ def installed_plugin(platform: str) -> str | None:
 
 
 def installed_gpu_platforms() -> tuple[str, ...]:
-    """The GPU platforms ("cuda", "rocm") whose jaxlib plugin is installed."""
     return tuple([p for p in GPU_PLATFORMS if installed_plugin(p) is not None])
 
 

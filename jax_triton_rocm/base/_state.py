@@ -12,7 +12,7 @@ Memory: every cache is bounded (by `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE` or
 
 Fork: a child of `os.fork()` gets fresh locks, keeps finished kernels, forgets in-flight
 compiles, lowered calls and plans (`on_fork`); a vendor module's state has its own fork rule
-beside it (`hip._hip_files`, `hip._hip_prewarm`). Why: docs/design.md, "Process-wide state".
+beside it (`hip._hip_files`). Why: docs/design.md, "Process-wide state".
 """
 
 from __future__ import annotations
@@ -284,7 +284,7 @@ ELSEWHERE = (
     ("backends._vendors", "plugin_triton_module", "each plugin's Triton module (cached)"),
     ("backends._vendors", "assumed_features", "what a plugin of this jaxlib reads (cached)"),
     ("backends.hip._hip_files", "HSACO_FOLDER", "this process's HSACO files (path delivery)"),
-    ("backends.hip._hip_prewarm", "LOADED_KERNELS", "kernels the prewarm has launched"),
+    ("backends.hip._hip_files", "LOADED_KERNELS", "kernels the prewarm has launched"),
     ("routes._arch", "_ARCH_STATE", "the named architectures (a JAX config state)"),
     ("routes._arch", "arch_problem", "why an architecture cannot compile (cached)"),
     ("routes._choices", "STORE", "remembered autotune choices"),

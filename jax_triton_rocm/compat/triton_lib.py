@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from jax_triton_rocm.api import _call
-from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME
+from jax_triton_rocm.api._inspect import CUSTOM_CALL_TARGET_NAME
 from jax_triton_rocm.checks import _binder
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.spec import _spec

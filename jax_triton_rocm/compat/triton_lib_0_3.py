@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from jax_triton_rocm.api._custom_calls import CUSTOM_CALL_TARGET_NAME
+from jax_triton_rocm.api._inspect import CUSTOM_CALL_TARGET_NAME
 from jax_triton_rocm.base import _env
 from jax_triton_rocm.compat import triton_lib as _v0_4
 from jax_triton_rocm.compat.triton_lib import (Grid, ShapeDtype, ValueOrFn, normalize_grid,

@@ -12,7 +12,7 @@ import pytest
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.backends.hip import _hip_files, _hip_prewarm
+from jax_triton_rocm.backends.hip import _hip_files
 from jax_triton_rocm.base import _env
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call, _proto
 from tests.support import kernels
@@ -235,9 +235,9 @@ class RecordingLaunch:
 @pytest.fixture
 def two_devices(monkeypatch):
     monkeypatch.setenv(_env.ENV_HSACO_DELIVERY, "path")
-    monkeypatch.setattr(_hip_prewarm, "local_device_count", lambda: 2)
+    monkeypatch.setattr(_hip_files, "local_device_count", lambda: 2)
     launch = RecordingLaunch(delay=0.3)
-    monkeypatch.setattr(_hip_prewarm, "launch_for_prewarm", launch)
+    monkeypatch.setattr(_hip_files, "launch_for_prewarm", launch)
     return launch
 
 
@@ -283,7 +283,7 @@ def test_prewarm_can_be_turned_off(two_devices, monkeypatch):
 
 
 def test_no_prewarm_with_one_device(two_devices, monkeypatch):
-    monkeypatch.setattr(_hip_prewarm, "local_device_count", lambda: 1)
+    monkeypatch.setattr(_hip_files, "local_device_count", lambda: 1)
     lower_for(kernels.add, X, X, platform="rocm")
     assert two_devices.calls == []
 
@@ -298,7 +298,7 @@ def test_no_prewarm_for_embedded_delivery(two_devices, monkeypatch):
 def _prewarm_module(lowered, in_avals, out_avals):
     """The prewarm's own program for `lowered`, lowered for rocm on the CPU."""
     with jtr.target_arch(rocm="gfx942"):
-        program = _hip_prewarm.prewarm_program(lowered, in_avals, out_avals, _jaxlib_call.emit)
+        program = _hip_files.prewarm_program(lowered, in_avals, out_avals, _jaxlib_call.emit)
         return jax.jit(program).trace().lower(lowering_platforms=("rocm",))
 
 

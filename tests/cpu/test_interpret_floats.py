@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import triton
 import triton.language as tl
 
-from jax_triton_rocm.routes.cpu import _interpret_floats
+from jax_triton_rocm.routes.cpu import _interpret_host
 from tests.support import low_precision_kernels as lp
 from tests.support.low_precision_kernels import bits
 
@@ -212,7 +212,7 @@ def test_integers_converted_to_bf16_round_to_nearest_even():
 
 def test_encode_rounds_ties_to_even_and_saturates_fp8():
     x = np.float32([1.0625, 1.1875, 1000.0, -np.inf, np.nan])
-    e4m3 = _interpret_floats.encode(x, "fp8e4nv")
+    e4m3 = _interpret_host.encode(x, "fp8e4nv")
     assert e4m3[:4].view(jnp.float8_e4m3fn).astype(np.float32).tolist() == [1.0, 1.25, 448.0,
                                                                              -448.0]
     assert np.isnan(e4m3[4:].view(jnp.float8_e4m3fn).astype(np.float32)).all()

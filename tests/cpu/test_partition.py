@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.api import _rule, _tuning
+from jax_triton_rocm.api import _partition, _tuning
 from jax_triton_rocm.backends import _vendors
 from tests.support import kernels, lowering_utils
 from tests.support import partition_kernels as pk
@@ -155,7 +155,7 @@ def test_vmap_on_one_device_maps_mapped_operands_only():
 
 
 def test_vmap_prepends_a_free_dimension_to_the_rule():
-    rule = _rule.parse_rule("b n, n -> b", {"n": "sum"})
+    rule = _partition.parse_rule("b n, n -> b", {"n": "sum"})
     batched = rule.batched([True, False])
     assert batched.text == "vmap0 b n, n -> vmap0 b"
     assert batched.reductions == (("n", "sum"),) and batched.may_split("vmap0")
@@ -190,12 +190,12 @@ def test_the_tuner_tunes_a_partitioned_call():
     assert eqn.primitive.name == "triton_partitioned" and _tuning._may_call_triton(eqn)
 
 
-# Which mesh axes split each dimension (`_rule.assign_axes`).
+# Which mesh axes split each dimension (`_partition.assign_axes`).
 
 def _assign(rule, specs, sizes, mesh=(("d", 4),), results=()):
-    parsed = _rule.parse_rule(*rule) if isinstance(rule, tuple) else _rule.parse_rule(rule)
+    parsed = _partition.parse_rule(*rule if isinstance(rule, tuple) else (rule,))
     sources = [(parsed.operands, specs), (parsed.results, results)]
-    return _rule.assign_axes(parsed, sources, sizes, dict(mesh))
+    return _partition.assign_axes(parsed, sources, sizes, dict(mesh))
 
 
 def test_a_dimension_that_does_not_divide_evenly_stays_whole():
@@ -226,7 +226,7 @@ def test_several_mesh_axes_may_split_one_dimension_and_outputs_fill_gaps():
     sizes = {"b": 8, "n": 8}
     assert _assign("b n -> b n", [(("x", "y"), None)], sizes, mesh) == {"b": ("x", "y")}
     assert _assign("b n -> b n", [None], sizes, mesh, results=[(None, "y")]) == {"n": ("y",)}
-    assert _rule.partition_spec(("b", "n"), {"b": ("x", "y")}) == (("x", "y"), None)
+    assert _partition.partition_spec(("b", "n"), {"b": ("x", "y")}) == (("x", "y"), None)
 
 
 def test_partitioned_is_public():

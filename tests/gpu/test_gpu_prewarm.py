@@ -18,7 +18,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _cuda
-from jax_triton_rocm.backends.hip import _hip_prewarm
+from jax_triton_rocm.backends.hip import _hip_files
 from jax_triton_rocm.base import _env
 from tests.support import kernels
 from tests.support.gpu_utils import gpu_platform
@@ -31,19 +31,19 @@ def prewarm(monkeypatch, default_route, fresh_caches):  # the prewarm is jaxlib'
     """Makes every new kernel call prewarm on the present GPU; yields the launches' outputs."""
     platform = gpu_platform()
     outputs = []
-    launch = _hip_prewarm.launch_for_prewarm
+    launch = _hip_files.launch_for_prewarm
 
     def recording_launch(*args, **kwargs):
         outputs.append(launch(*args, **kwargs))
         return outputs[-1]
 
-    monkeypatch.setattr(_hip_prewarm, "local_device_count", lambda: 2)
-    monkeypatch.setattr(_hip_prewarm, "launch_for_prewarm", recording_launch)
+    monkeypatch.setattr(_hip_files, "local_device_count", lambda: 2)
+    monkeypatch.setattr(_hip_files, "launch_for_prewarm", recording_launch)
     if platform == "rocm":
         monkeypatch.setenv(_env.ENV_HSACO_DELIVERY, "path")
     else:
         def after_encode(self, lowered, ctx, emit):
-            _hip_prewarm.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out), emit,
+            _hip_files.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out), emit,
                                       platform=platform)
 
         monkeypatch.setattr(_cuda.CudaBackend, "after_encode", after_encode)

@@ -82,7 +82,7 @@ def test_childs_normal_exit_leaves_the_parents_hsaco_files():
     # child of a process with a live XLA client hangs in XLA's own teardown at a normal exit.
     result = run_python(PRELUDE + """
     from triton.backends.compiler import GPUTarget
-    from jax_triton_rocm.backends.hip import _hip, _hip_files, _hip_prewarm
+    from jax_triton_rocm.backends.hip import _hip, _hip_files
     from jax_triton_rocm.compile import _compile
     from jax_triton_rocm.spec import _layout
     bound = _layout.lay_out_arguments(
@@ -94,7 +94,7 @@ def test_childs_normal_exit_leaves_the_parents_hsaco_files():
         arch="gfx942", gluon=False, binary_key="hsaco", asm_key="amdgcn", symbol="add_kernel"))
     parent_file = _hip.BACKEND.ptx_field(compiled)
     parent_folder = _hip_files.HSACO_FOLDER.path()
-    _hip_prewarm.LOADED_KERNELS.add("loaded-in-parent")
+    _hip_files.LOADED_KERNELS.add("loaded-in-parent")
     os.environ["JAX_TRITON_ROCM_HSACO_DELIVERY"] = "path"
     read, write = os.pipe()
     pid = os.fork()
@@ -103,7 +103,7 @@ def test_childs_normal_exit_leaves_the_parents_hsaco_files():
         child_file = lower_one(lambda x, y: kernels.add(x, y, block=128), X, X,
                                platform="rocm").message.kernel_call.kernel.ptx
         facts = [os.path.dirname(child_file) != parent_folder,
-                 "loaded-in-parent" not in _hip_prewarm.LOADED_KERNELS]
+                 "loaded-in-parent" not in _hip_files.LOADED_KERNELS]
         os.write(write, (child_file + "|" + ",".join(map(str, facts))).encode())
         sys.exit(0)  # a normal exit: atexit handlers run
     os.close(write)

@@ -3,7 +3,7 @@
 `JAX_TRITON_ROCM_HSACO_DELIVERY` (read at each lowering; unset: the best the plugin supports)
 picks "embedded", the HSACO in `TritonKernel.module_image` (plugins 0.11.1+) and a digest of it in
 `ptx` (`_proto.module_image_ptx`), or "path", a file of this process (`_hip_files`, launched once
-by `_hip_prewarm`) named in `ptx`. wave32 (RDNA): jaxlib launches `num_warps * 64` threads, so
+by its prewarm) named in `ptx`. wave32 (RDNA): jaxlib launches `num_warps * 64` threads, so
 `num_warps` is scaled, and an odd count refused (`launch_warps`). Importing this module imports
 Triton's AMD backend, so a broken one fails here.
 """
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import ArchAnswers, Backend, LoadedForm
-from jax_triton_rocm.backends.hip import _hip_files, _hip_prewarm
+from jax_triton_rocm.backends.hip import _hip_files
 from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
@@ -169,7 +169,7 @@ class HipBackend(Backend):
     def after_encode(self, lowered: Any, ctx: LoweringRuleContext,
                      emit: Callable[..., Any]) -> None:
         if any(call.kernel.object_file is None for call in lowered.calls):
-            _hip_prewarm.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out), emit)
+            _hip_files.prewarm_once(lowered, tuple(ctx.avals_in), tuple(ctx.avals_out), emit)
 
 
 BACKEND = HipBackend()

@@ -29,7 +29,7 @@ from jax_triton_rocm.backends import _no_gpu, _vendors
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _errors
 from jax_triton_rocm.plan import _plan
-from jax_triton_rocm.routes.cpu import _interpret_floats, _interpret_host, _shard_callbacks
+from jax_triton_rocm.routes.cpu import _interpret_host, _shard_callbacks
 from jax_triton_rocm.spec import _kinds, _spec
 
 if TYPE_CHECKING:
@@ -118,11 +118,11 @@ def _kernel_line(err: BaseException) -> str:
 
 def _run_error(call: InterpretedCall, err: BaseException) -> Exception:
     """The error to raise for `err`, raised by a run of `call`: a NotImplementedError where it
-    comes from computing on fp8 values (`_interpret_floats.Fp8ArithmeticError`), else a
+    comes from computing on fp8 values (`_interpret_host.Fp8ArithmeticError`), else a
     RuntimeError (the interpreter failed, or with `debug` a `tl.device_assert` did). Each names
     the kernel and its line; the RuntimeError its grid and constexprs."""
     cause: BaseException | None = err
-    while cause is not None and not isinstance(cause, _interpret_floats.Fp8ArithmeticError):
+    while cause is not None and not isinstance(cause, _interpret_host.Fp8ArithmeticError):
         cause = cause.__cause__
     grid, bound = call.launch.grid, call.launch.bound
     if cause is not None:

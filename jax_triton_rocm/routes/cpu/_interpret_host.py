@@ -2,6 +2,13 @@
 gives a NumPy buffer the part of torch's tensor interface the interpreter reads (it is meant for
 torch tensors), and `interpreter_adapted` adapts the interpreter for the length of a run. Callers
 hold `_state.triton_language_lock()` around a run (`_interpret.run_on_host`).
+
+bfloat16 and fp8 values are computed on as the GPU computes them. The interpreter keeps them as
+raw bits, which NumPy would compute on as integers; while `interpreter_adapted` is in force, the
+builder's operations decode them to float32, compute, and encode the result rounded as on the
+GPU. Arithmetic on fp8 is refused (`Fp8ArithmeticError`), as Triton's compiler refuses it for every
+GPU. docs/design.md ("Triton's interpreter on the CPU") tells which operations and why;
+docs/tutorial.md ("Kernels on the CPU") what differs from the GPU.
 """
 
 from __future__ import annotations
@@ -14,14 +21,240 @@ import types
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import ml_dtypes
 import numpy as np
 
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.routes.cpu import _interpret_floats
 from jax_triton_rocm.spec import _spec
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
+
+
+_BF16_NAN_BITS = 0x7FC0
+
+
+class Fp8ArithmeticError(NotImplementedError):
+    """A kernel computed on fp8 values, which Triton compiles for no GPU; its args are the
+    operation's name and the Triton type."""
+
+
+# The NumPy (ml_dtypes) dtype of each Triton type the interpreter keeps as bits.
+_FORMATS = {triton_type: np.dtype(getattr(ml_dtypes, name))
+            for triton_type, name in {**_spec.FP8_DTYPES, "bf16": "bfloat16"}.items()}
+
+
+def bits_format(dtype: Any) -> str | None:
+    """The Triton type name of `dtype` ("bf16", "fp8e4nv", ...) where the interpreter keeps its
+    values as bits, else None."""
+    name = getattr(getattr(dtype, "scalar", dtype), "name", None)
+    return name if name in _FORMATS else None
+
+
+def _handle_format(handle: Any) -> str | None:
+    """`bits_format` of a `TensorHandle`, where its data are such bits (the interpreter labels
+    a comparison's booleans with the operands' type)."""
+    triton_type = bits_format(handle.dtype)
+    if triton_type is None or handle.data.dtype != _unsigned(_FORMATS[triton_type]):
+        return None
+    return triton_type
+
+
+def decode(bits: np.ndarray, triton_type: str) -> np.ndarray:
+    """The float32 values of `bits` (exact: each value of these formats is a float32)."""
+    return np.asarray(bits).view(_FORMATS[triton_type]).astype(np.float32)
+
+
+def encode(values: np.ndarray, triton_type: str, toward_zero: bool = False) -> np.ndarray:
+    """The bits of `values` in `triton_type`: rounded to nearest even (or toward zero), as the
+    GPU rounds; an fp8 value beyond the format's range saturates to its largest finite value
+    (`cvt.rn.satfinite` on NVIDIA GPUs; AMD's conversions for OCP fp8 do the same), NaN stays
+    NaN."""
+    values = np.asarray(values)
+    if values.dtype.kind in "biu":
+        values = values.astype(np.float64)
+    target = _FORMATS[triton_type]
+    rounded = values.astype(target)
+    # ml_dtypes' finfo: NumPy's knows these types only with some NumPy and ml_dtypes versions.
+    largest = np.asarray(ml_dtypes.finfo(target).max, target)
+    if toward_zero:
+        # One step toward zero where rounding went away from it; a finite value past the
+        # largest one stops there.
+        back = rounded.astype(values.dtype)
+        away = np.isfinite(back) & (np.abs(back) > np.abs(values))  # so `back` is not zero
+        bits = rounded.view(_unsigned(target))
+        rounded = np.where(away, bits - 1, bits).astype(_unsigned(target)).view(target)
+        beyond = np.isfinite(values) & ~np.isfinite(back)
+        rounded = np.where(beyond, np.copysign(largest, values).astype(target), rounded)
+    if triton_type != "bf16":
+        beyond = ~np.isnan(values) & (np.abs(values) > largest.astype(values.dtype))
+        rounded = np.where(beyond, np.copysign(largest, values).astype(target), rounded)
+    return np.asarray(rounded, target).view(_unsigned(target))
+
+
+def _unsigned(dtype: np.dtype) -> np.dtype:
+    return np.dtype(f"uint{dtype.itemsize * 8}")
+
+
+def _refuse_fp8(operation: Any, triton_type: str) -> None:
+    if triton_type != "bf16":
+        raise Fp8ArithmeticError(getattr(operation, "__name__", str(operation)), triton_type)
+
+
+def bits_replacements() -> dict[tuple[Any, str], Any]:
+    """The builder's operations that decode bits (see the module's docstring), by owner, name."""
+    import triton.language as tl
+    from triton._C.libtriton import interpreter as host
+    from triton._C.libtriton import ir
+    from triton.runtime import interpreter
+    from triton.runtime.interpreter import TensorHandle
+
+    builder, reduce_ops, scan_ops = (interpreter.InterpreterBuilder, interpreter.ReduceOps,
+                                     interpreter.ScanOps)
+
+    def retyped(tensor, data, dtype):
+        """`tensor` (a `tl.tensor`) with `data` as values of `dtype`, in the same shape."""
+        block = tensor.type.is_block()
+        return tl.core.tensor(TensorHandle(data, dtype),
+                              tl.block_type(dtype, list(tensor.type.shape)) if block else dtype)
+
+    def as_float32(handle):
+        triton_type = _handle_format(handle)
+        if triton_type is None:
+            return handle
+        return TensorHandle(decode(handle.data, triton_type), tl.float32)
+
+    def fma(a, b, c):
+        # In float64 the product is exact, and so is the sum of values of like magnitude: the
+        # result rounds once, as the GPU's fused multiply-add does.
+        return a.astype(np.float64) * b + c
+
+    def elementwise(name, op=None):
+        """The builder's `name`, whose arguments are handles and then a NumPy op (or, for
+        `create_fma`, handles only: `op`), computed on values where a handle holds bits."""
+        def patched(self, *args):
+            handles, operation = (args, op) if op else (args[:-1], args[-1])
+            bits = [h for h in handles if _handle_format(h)]
+            if not bits or operation is np.where:  # a select moves bits, as on the GPU
+                return originals[builder, name](self, *args)
+            triton_type = _handle_format(bits[0])
+            _refuse_fp8(operation, triton_type)
+            out = operation(*(decode(h.data, triton_type) for h in handles))
+            if out.dtype == np.bool_:
+                return TensorHandle(out, tl.int1)
+            return TensorHandle(encode(out, triton_type), bits[0].dtype.scalar)
+        return patched
+
+    def converted(name):
+        """The builder's cast `name` (a source handle, a destination type and, for
+        `create_fp_to_fp`, a rounding mode), decoding and encoding bits."""
+        def patched(self, src, dst_type, *rounding):
+            source, target = _handle_format(src), bits_format(dst_type)
+            if source is None and target is None:
+                return originals[builder, name](self, src, dst_type, *rounding)
+            values = decode(src.data, source) if source else src.data
+            if target:
+                data = encode(values, target, toward_zero=rounding == (ir.ROUNDING_MODE.RTZ,))
+            else:
+                data = values.astype(interpreter._get_np_dtype(dst_type))
+            return TensorHandle(data, dst_type.scalar)
+        return patched
+
+    def create_dot(self, a, b, d, *rest, **kwargs):
+        triton_type = _handle_format(d)
+        out = originals[builder, "create_dot"](self, *map(as_float32, (a, b, d)),
+                                              *rest, **kwargs)
+        if triton_type is None:
+            return out
+        return TensorHandle(encode(out.data, triton_type), d.dtype.scalar)
+
+    def create_atomic_rmw(self, rmw_op, ptr, val, mask, sem, scope):
+        triton_type = _handle_format(val)
+        if triton_type is None or rmw_op != ir.ATOMIC_OP.FADD:
+            return originals[builder, "create_atomic_rmw"](self, rmw_op, ptr, val, mask, sem,
+                                                          scope)
+        _refuse_fp8("atomic_add", triton_type)
+        # One element at a time, in order: programs run one after another here, so this is
+        # each element's read-modify-write, with repeated addresses adding up.
+        ptrs, values, masks = np.broadcast_arrays(ptr.data, val.data, mask.data)
+        old = np.zeros(ptrs.shape, val.data.dtype)  # bits, as `_handle_format` found them
+        one = np.ones(1, np.bool_)
+        for index in zip(*np.nonzero(masks)):
+            address = ptrs[index].reshape(1)
+            old[index] = host.load(address, one, old[index].reshape(1), old.dtype)[0]
+            total = decode(old[index], triton_type) + decode(values[index], triton_type)
+            host.store(address, encode(total, triton_type).reshape(1), one)
+        return TensorHandle(old, val.dtype.scalar)
+
+    def create_print(self, prefix, hex, values, *rest):
+        if not hex:  # values, as the GPU prints them; in hex, their bits
+            values = [as_float32(value) for value in values]
+        return originals[builder, "create_print"](self, prefix, hex, values, *rest)
+
+    def in_float32(owner, name):
+        """The reduction or scan `name` of `owner`, run on float32 values where its input holds
+        bits, its values rounded back; sums and scans of fp8 are refused. Sums and scans
+        accumulate in float32 and round once; the GPU adds in bfloat16, in a tree."""
+        def rebits(out, triton_type, dtype):
+            if isinstance(out, (list, tuple)):
+                return type(out)(rebits(element, triton_type, dtype) for element in out)
+            if out.dtype != tl.float32:  # min_max's index
+                return out
+            return retyped(out, encode(out.handle.data, triton_type), dtype)
+
+        def patched(self, input, *args, **kwargs):
+            input = input[0] if isinstance(input, tuple) else input  # min_max's (value, index)
+            triton_type = bits_format(input.dtype)
+            if triton_type is None:
+                return originals[owner, name](self, input, *args, **kwargs)
+            if name != "min_max":
+                _refuse_fp8(name, triton_type)
+            values = retyped(input, decode(input.handle.data, triton_type), tl.float32)
+            return rebits(originals[owner, name](self, values, *args, **kwargs), triton_type,
+                          input.dtype)
+        return patched
+
+    def create_descriptor_load(self, desc, indices, *args, **kwargs):
+        # Padded with NaN, bfloat16 gets NaN's bits, not the zero bits the interpreter would
+        # cast NaN to.
+        load = originals[builder, "create_descriptor_load"]
+        if desc.padding != ir.PADDING_OPTION.PAD_NAN:
+            return load(self, desc, indices, *args, **kwargs)
+        ptrs, mask = desc.materialize_pointers(indices)
+        if ptrs.get_element_ty() != tl.bfloat16:
+            return load(self, desc, indices, *args, **kwargs)
+        other = TensorHandle(np.full_like(ptrs.data, _BF16_NAN_BITS, np.uint16), tl.bfloat16)
+        return self.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
+
+    def patch_lang_core(lang, scope):
+        # Triton 3.6's interpreter names no IR type for two fp8 types its builder has.
+        originals[interpreter, "_patch_lang_core"](lang, scope)
+        to_ir = lang.dtype.to_ir
+
+        def to_ir_of_every_fp8(self, builder):
+            if self.name in ("fp8e4b8", "fp8e5b16"):
+                return getattr(builder, f"get_{self.name}_ty")()
+            return to_ir(self, builder)
+
+        scope.set_attr(lang.dtype, "to_ir", to_ir_of_every_fp8)
+
+    replaced = {(interpreter, "_patch_lang_core"): patch_lang_core,
+                (builder, "binary_op"): elementwise("binary_op"),
+                (builder, "unary_op"): elementwise("unary_op"),
+                (builder, "ternary_op"): elementwise("ternary_op"),
+                (builder, "create_fma"): elementwise("create_fma", fma),
+                (builder, "cast_impl"): converted("cast_impl"),
+                (builder, "create_fp_to_fp"): converted("create_fp_to_fp"),
+                (builder, "create_dot"): create_dot,
+                (builder, "create_atomic_rmw"): create_atomic_rmw,
+                (builder, "create_print"): create_print,
+                **{(owner, name): in_float32(owner, name)
+                   for owner, name in ((reduce_ops, "sum"), (reduce_ops, "min_max"),
+                                       (scan_ops, "cumsum"), (scan_ops, "cumprod"))}}
+    if hasattr(builder, "create_descriptor_load"):
+        replaced[builder, "create_descriptor_load"] = create_descriptor_load
+    originals = {(owner, name): getattr(owner, name) for owner, name in replaced}
+    return replaced
 
 
 class HostTensor:
@@ -103,7 +336,7 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
     with `tl.device_assert` checked where `debug` (the interpreter's own options leave it off),
     calls to other @triton.jit functions run (outside `TRITON_INTERPRET=1` each is a
     `JITFunction`, which refuses to be called), bfloat16 and fp8 computed on as values
-    (`_interpret_floats`), and two faults mended, below. Everything is put back on exit.
+    (`bits_replacements`), and two faults mended, below. Everything is put back on exit.
     """
     import triton.language as tl
     from triton.runtime import interpreter
@@ -144,7 +377,7 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
                     **{(tl.constexpr, name): deferring(getattr(tl.constexpr, name), reflected)
                        for name, reflected in _REFLECTED.items()
                        if hasattr(tl.constexpr, name) and hasattr(tl.tensor, reflected)},
-                    **_interpret_floats.replacements()}
+                    **bits_replacements()}
     saved = {(owner, name): getattr(owner, name) for owner, name in replacements}
     for (owner, name), value in replacements.items():
         setattr(owner, name, value)
