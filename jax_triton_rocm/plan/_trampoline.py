@@ -196,8 +196,8 @@ def is_trampoline(jit_fn: JITFunction) -> bool:
 
 def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body: str) -> Any:
     """The trampoline with parameters `params` and `body`, made once per source and kernel
-    (in the kernel's record, `_state.KERNEL_RECORDS`): its function defined from the source and
-    decorated as the kernel is.
+    (in the kernel's record, `_state.KERNEL_RECORDS`): its function defined from
+    the source and decorated as the kernel is.
 
     The source holds only identifiers: the function is defined as `_TRAMPOLINE` and named like
     the kernel's symbol (`Unwrapped.symbol`, an identifier `spec._spec.unwrap` checked)
