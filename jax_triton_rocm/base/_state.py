@@ -71,7 +71,7 @@ LOCKS = LockRegistry()
 
 
 _MISSING = object()
-_BOUNDS: dict[str, tuple[Any, int]] = {}  # per bound's variable: its value last read, its bound
+_BOUNDS: dict[str, tuple[str | None, int]] = {}  # per variable: its value last read, its bound
 
 
 class BoundedCache:
@@ -98,7 +98,7 @@ class BoundedCache:
 
     def put(self, key: Hashable, value: T, kernel: Any = None) -> T:
         """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it."""
-        seen, limit = _BOUNDS.get(self.env, (_MISSING, 0))
+        seen, limit = _BOUNDS.get(self.env, (None, _env.DEFAULT_CACHE_SIZE))  # unset: default
         if (raw := self._raw()) != seen:
             limit = _env.cache_size(self.env)
             _BOUNDS[self.env] = raw, limit
