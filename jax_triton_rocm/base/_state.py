@@ -3,9 +3,8 @@
 Where it lives: the caches here (`CACHES`), and every other piece in the module that keeps it,
 listed in `ELSEWHERE` (module, name, what it keeps).
 
-Threads: every structure here is guarded by the lock of one registry (`LOCKS.guard`), held for
-short critical sections only; work on one item (compiling a kernel, writing its file,
-prewarming it) holds that item's lock (`LOCKS.item_lock`), which lives only while in use.
+Threads: one registry's lock (`LOCKS.guard`) guards every structure here, for short sections;
+work on one item (a compile, a file, a prewarm) holds that item's lock (`LOCKS.item_lock`).
 
 Memory: every cache is bounded (by `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE` or
 `JAX_TRITON_ROCM_CALL_CACHE_SIZE`: docs/routes.md, "Memory"); what is derived from a kernel
@@ -193,6 +192,9 @@ class KernelRecords:
         with self._locks.guard:
             return [record.values for record in self._live]
 
+    def __len__(self) -> int:  # the records of live kernels
+        return len(self.live())
+
     def clear(self) -> None:
         for values in self.live():
             values.clear()
@@ -212,8 +214,7 @@ class KernelCache(BoundedCache):
 
     def get_or_compile(self, key: str, compile_fn: Callable[[], T],
                        remember: Callable[[Exception], bool] = lambda err: True) -> T:
-        """The entry for `key`, made by `compile_fn` on a miss; an error `remember` accepts is
-        kept in its place (and raised again on each later request)."""
+        """The entry for `key`, made by `compile_fn` on a miss (an error `remember` takes: kept)."""
         entry = self.get(key)
         if entry is None:
             with self._locks.item_lock(("kernel", key)):
@@ -252,10 +253,9 @@ COMPILED_KERNELS = KernelCache(LOCKS)
 # it, or why not (("checked IR", ...), `routes.xla._xla_native`), the kernel taken apart
 # ("unwrapped", `api._call`) and the entries of each store below.
 KERNEL_RECORDS = KernelRecords(LOCKS)
-# Kept per kernel (`kernel=`): lowered calls by everything that decides them (`routes._lowering`),
-# calls laid out without error (`spec._layout`), plain kernels' launches, compiled kernels and
-# images (or XLA's call) and `triton_call`'s layouts, by all but shapes and runtime scalar values
-# (`routes._lowering._lower_uncached`, `checks._bound`).
+# Kept per kernel (`kernel=`): lowered calls (`routes._lowering`); by all but shapes and runtime
+# scalar values, calls laid out without error (`spec._layout`), plain kernels' plans (compiled
+# kernels and images, or XLA's call: `routes._lowering`) and `triton_call`'s layouts (`checks`).
 LOWERED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 CHECKED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 PLANS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
