@@ -105,10 +105,10 @@ def plain_call_name(*, exporting: bool) -> str:
     for `jax.export` takes the FFI target whatever the setting: the exported program runs where
     other flags may hold, and the FFI target is the name jax-triton's export checks allow.
     Raises ValueError for an unknown value."""
-    setting = _env.call_target()
+    setting, xla_flags = _env.call_target()
     if exporting or setting == "ffi":
         return FFI_CALL_NAME
-    if setting == "legacy" or not custom_calls_recorded(_env.xla_flags()):
+    if setting == "legacy" or not custom_calls_recorded(xla_flags):
         return LEGACY_CALL_NAME
     return FFI_CALL_NAME
 

@@ -1,13 +1,11 @@
 """The one reader of the environment: every variable the package reads, each with its reader.
 
-No other module of the package reads `os.environ`: a module that needs a variable's value calls
-the variable's reader here, which parses it and raises a ValueError naming the variable, its
-value and what is allowed; a module that names a variable in a message uses its constant here.
-A reader reads the variable each time it is called: the module that calls it decides when (the
-target architecture once, at import; every other package variable at each use). The package's
-own variables are documented in docs/environment.md; `check_variables` runs all their readers
-where the package starts (and, at the first call, warns of any `JAX_TRITON_ROCM_*` name it does
-not know), and `info` lists them (`listed`, `unknown_package_variables`).
+No other module reads `os.environ`, nor spells a variable's name: each calls a variable's reader
+here (which raises a ValueError naming the variable, its value and what is allowed), and names
+it by its constant. A reader reads at each call; its caller decides when (the target
+architecture once, at import; the rest at each use). docs/environment.md documents them;
+`check_variables` runs every reader where the package starts (and warns once of unknown
+`JAX_TRITON_ROCM_*` names); `info` lists them (`listed`, `unknown_package_variables`).
 """
 
 from __future__ import annotations
@@ -163,17 +161,12 @@ def autotune_target() -> str | None:
                    what="a target for autotuned calls", unset="the default, legacy")
 
 
-def call_target() -> str | None:
+def call_target() -> tuple[str | None, str]:
     """The target `JAX_TRITON_ROCM_CALL_TARGET` sets for plain calls ("auto", "ffi" or
-    "legacy"), or None (unset: auto)."""
-    return _choice(ENV_CALL_TARGET, CALL_TARGET_CHOICES, what="a target for plain calls",
-                   unset="auto, chosen from XLA_FLAGS")
-
-
-def xla_flags() -> str:
-    """`XLA_FLAGS` as set ("" when unset): XLA parses it; the package only looks in it for
-    the command-buffer flags (`base._compat.custom_calls_recorded`)."""
-    return os.environ.get(XLA_FLAGS, "")
+    "legacy"; None: unset, auto), and `XLA_FLAGS` as set ("" when unset), where auto looks for
+    the command-buffer flags (`base._compat.custom_calls_recorded`; XLA parses the rest)."""
+    return (_choice(ENV_CALL_TARGET, CALL_TARGET_CHOICES, what="a target for plain calls",
+                    unset="auto, chosen from XLA_FLAGS"), os.environ.get(XLA_FLAGS, ""))
 
 
 def autotune_dir() -> str | None:
@@ -218,6 +211,11 @@ def as_set(name: str) -> str | None:
     it (`TRITON_CACHE_DIR`, `TRITON_DUMP_DIR`, `TRITON_HOME`, `HOME`), or a memo key that must
     change with the variable, never to decide anything (its reader does)."""
     return os.environ.get(name)
+
+
+def raw_reader(name: str) -> Callable[[], str | None]:
+    """Variable `name`'s reader, unparsed (None: unset): for a value parsed when it changed."""
+    return functools.partial(os.environ.get, name)
 
 
 def listed(names: Iterable[str]) -> dict[str, str | None]:

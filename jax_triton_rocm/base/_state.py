@@ -1,14 +1,14 @@
 """All process-wide state of the package, with its thread, fork and memory rules.
 
-Where it lives: the caches here (`CACHES`, one comment each), and every other piece, in the
-module that keeps it, listed in `ELSEWHERE` (module, name, what it keeps).
+Where it lives: the caches here (`CACHES`), and every other piece in the module that keeps it,
+listed in `ELSEWHERE` (module, name, what it keeps).
 
-Threads: every structure here is guarded by the lock of one registry (`LOCKS.guard`), held for
-short critical sections only; work on one item (compiling a kernel, writing its file,
-prewarming it) holds that item's lock (`LOCKS.item_lock`), which lives only while in use.
+Threads: one registry's lock (`LOCKS.guard`) guards every structure here, for short sections;
+work on one item (a compile, a file, a prewarm) holds that item's lock (`LOCKS.item_lock`).
 
 Memory: every cache is bounded (by `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE` or
-`JAX_TRITON_ROCM_CALL_CACHE_SIZE`: docs/routes.md, "Memory"); `clear_caches()` empties them all.
+`JAX_TRITON_ROCM_CALL_CACHE_SIZE`: docs/routes.md, "Memory"); what is derived from a kernel
+object lives on the object (`KernelRecords`); `clear_caches()` empties them all.
 
 Fork: a child of `os.fork()` gets fresh locks, keeps finished kernels, forgets in-flight
 compiles, lowered calls and plans (`on_fork`); a vendor module's state has its own fork rule
@@ -32,30 +32,25 @@ class LockRegistry:
     """Named locks, and per-item locks that live while in use; fresh after `os.fork()`.
 
     Attributes:
-      guard: the registry's own lock, for short critical sections on shared containers; a
-        fresh one after a fork, so read it at each use instead of keeping it.
-      triton_language, triton_cache_dir, triton_key: the locks of Triton's front end (what
-        `triton_language_lock` returns), cache folder knobs and remembered key, fresh after a
-        fork; attributes, so that a compile takes them without calling back here.
+      guard: the registry's own lock, for short critical sections (read it at each use: a fork
+        replaces it).
+      triton_language, triton_cache_dir, triton_key: the locks of Triton's front end
+        (`triton_language_lock`), cache folder knobs and remembered key; attributes, so that a
+        compile takes them without calling back here.
     """
 
     def __init__(self) -> None:
         self.reset_after_fork()
 
     def lock_for(self, name: Hashable) -> threading.Lock:
-        """The lock named `name` ("register", ...): one object per name until the next fork.
-
-        For the package's few fixed names; work on one of many items takes `item_lock`.
-        """
+        """The lock named `name` ("register", ...), one per name until the next fork: for the
+        package's few fixed names (work on one of many items takes `item_lock`)."""
         with self.guard:
             return self._locks.setdefault(name, threading.Lock())
 
     def item_lock(self, key: Hashable) -> threading.Lock:
-        """The lock of one item (a kernel, a file, a prewarm), to hold with `with`.
-
-        Threads asking for the same key while one holds or awaits it share one lock, which lives
-        only while a thread refers to it: a key no thread is working on costs nothing.
-        """
+        """The lock of one item (a kernel, a file, a prewarm), to hold with `with`: threads asking
+        for the key while one holds or awaits it share one lock, which lives only while in use."""
         with self.guard:
             return self._items.setdefault(key, threading.Lock())
 
@@ -67,8 +62,7 @@ class LockRegistry:
         self._locks: dict[Hashable, threading.Lock] = {}
         self._items: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
-    def __len__(self) -> int:
-        """How many locks exist: the named ones and the items' in use."""
+    def __len__(self) -> int:  # the named locks and the items' in use
         return len(self._locks) + len(self._items)
 
 
@@ -76,122 +70,143 @@ LOCKS = LockRegistry()
 
 
 _MISSING = object()
+_BOUNDS: dict[str, tuple[str | None, int]] = {}  # per variable: its value last read, its bound
 
 
 class BoundedCache:
     """A dict behind the registry's lock that forgets its least recently used entries beyond the
-    bound set by an environment variable (`_env.cache_size`).
-
-    Attributes:
-      env: the variable that bounds it.
-    """
+    bound its variable `env` sets (`_env.cache_size`: read at each put, parsed when it changed).
+    Given `kernel=`, it uses the kernel's own dict, in its record (`KernelRecords`)."""
 
     def __init__(self, locks: LockRegistry, env: str) -> None:
         self._locks = locks
         self.env = env
+        self._raw = _env.raw_reader(env)
         self._entries: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
 
-    def get(self, key: Hashable, default: Any = None) -> Any:
+    def get(self, key: Hashable, default: Any = None, kernel: Any = None) -> Any:
         """The entry for `key` (now the most recently used), or `default`."""
+        entries = (self._entries if kernel is None
+                   else KERNEL_RECORDS.record(kernel).setdefault(self, collections.OrderedDict()))
         with self._locks.guard:
-            value = self._entries.get(key, _MISSING)
+            value = entries.get(key, _MISSING)
             if value is _MISSING:
                 return default
-            self._entries.move_to_end(key)
+            entries.move_to_end(key)
             return value
 
-    def put(self, key: Hashable, value: Any) -> Any:
+    def put(self, key: Hashable, value: T, kernel: Any = None) -> T:
         """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it."""
-        limit = _env.cache_size(self.env)
+        seen, limit = _BOUNDS.get(self.env, (None, _env.DEFAULT_CACHE_SIZE))  # unset: default
+        if (raw := self._raw()) != seen:
+            limit = _env.cache_size(self.env)
+            _BOUNDS[self.env] = raw, limit
+        entries = (self._entries if kernel is None
+                   else KERNEL_RECORDS.record(kernel).setdefault(self, collections.OrderedDict()))
         with self._locks.guard:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > limit:
-                self._entries.popitem(last=False)
+            entries[key] = value
+            entries.move_to_end(key)
+            while len(entries) > limit:
+                entries.popitem(last=False)
         return value
 
-    def memo(self, key: Hashable, make: Callable[[], Any]) -> Any:
-        """The value kept for `key`, else `make()`'s, kept. A key that does not hash (a value in
-        it, such as a constexpr, that hashes badly) keeps nothing: `make()` every time, never
-        an error: the one rule for a memo whose key may not hash."""
+    def memo(self, key: Hashable, make: Callable[[], Any], kernel: Any = None) -> Any:
+        """The value kept for `key`, else `make()`'s, kept. A key that does not hash (a constexpr
+        in it that hashes badly) keeps nothing: `make()` every time, never an error."""
         try:
-            found = self.get(key)
+            found = self.get(key, None, kernel)
         except TypeError:
             return make()
-        return self.put(key, make()) if found is None else found
+        return self.put(key, make(), kernel) if found is None else found
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._entries
 
     def __len__(self) -> int:
-        return len(self._entries)
+        """The entries kept, its own and in every live kernel's record."""
+        return len(self._entries) + sum([len(values.get(self, ()))
+                                         for values in KERNEL_RECORDS.live()])
 
     def clear(self) -> None:
+        for values in KERNEL_RECORDS.live():
+            values.pop(self, None)
         with self._locks.guard:
             self._entries.clear()
 
 
-class KernelRecords(BoundedCache):
-    """One record per kernel object (a `@triton.jit` function, or the object a call passed),
-    by its id: what the package derived from it, by what was derived (`derived`).
+RECORD_ATTRIBUTE = "_jax_triton_rocm_record"  # where a kernel object holds its record
 
-    The one staleness rule: a record holds while its kernel is the same object (kept in the
-    record, so that its id is not reused) with the same source text (the same object: Triton
-    replaces it on an edit) and the same `noinline` and `debug` settings; else everything
-    derived from the kernel is derived again. What a derived value reads beyond the kernel (the
-    objects its global names resolve to) is checked by its user (`compile._compile.graph_key`).
-    """
 
-    def _record(self, kernel: Any) -> dict:
-        """What was derived from `kernel`, by what: the kept record, else a fresh one, kept."""
-        src = getattr(kernel, "src", None)
-        settings = getattr(kernel, "noinline", None), getattr(kernel, "debug", None)
-        record = self.get(id(kernel))
-        if (record is None or record[0] is not kernel or record[1] is not src
-                or record[2] != settings):
-            record = self.put(id(kernel), (kernel, src, settings, {}))
-        return record[3]
+class _Record:
+    """What was derived from one kernel object (`values`, by what), and from what (`kept_for`):
+    its id (a copy carries the attribute, not the record), source object, noinline and debug."""
 
-    def find(self, kernel: Any, what: Hashable) -> Any:
-        """What was derived as `what` from `kernel`, or None (none, or the record is stale)."""
-        return self._record(kernel).get(what)
+    __slots__ = ("kept_for", "values", "__weakref__")
 
-    def keep(self, kernel: Any, what: Hashable, value: T) -> T:
-        """Keeps `value` as `what` derived from `kernel`; returns it."""
-        self._record(kernel)[what] = value
-        return value
+    def __reduce__(self) -> tuple:  # a deep copy or a pickle of the kernel carries no record
+        return dict, ()
+
+
+class KernelRecords:
+    """One record per kernel object (a `@triton.jit` function, or the object a call passed), kept
+    on the object (`RECORD_ATTRIBUTE`) as Triton keeps its compiled kernels on the function: what
+    was derived from it, by what (`derived`), and each `BoundedCache`'s entries for it. Nothing
+    here holds a kernel alive; `clear` empties every live record (of a weak set of them).
+
+    The one staleness rule: a record holds while its kernel has the same source text (the same
+    object: Triton replaces it on an edit) and `noinline` and `debug` settings; else all is
+    derived again. What a value reads beyond the kernel (what its global names resolve to) is
+    checked by its user (`compile._compile.graph_key`). An object that takes no attribute keeps
+    nothing: each value is derived at each use, never an error."""
+
+    def __init__(self, locks: LockRegistry) -> None:
+        self._locks = locks
+        self._live: weakref.WeakSet[_Record] = weakref.WeakSet()
+
+    def record(self, kernel: Any) -> dict:
+        """What was derived from `kernel`, by what: its kept record's, else a fresh one's, kept."""
+        kept_for = (id(kernel), getattr(kernel, "src", None),
+                    getattr(kernel, "noinline", None), getattr(kernel, "debug", None))
+        record = getattr(kernel, RECORD_ATTRIBUTE, None)
+        if (type(record) is _Record and record.kept_for[0] == kept_for[0]
+                and record.kept_for[1] is kept_for[1] and record.kept_for[2:] == kept_for[2:]):
+            return record.values
+        record = _Record()
+        record.kept_for, record.values = kept_for, {}
+        try:
+            setattr(kernel, RECORD_ATTRIBUTE, record)
+        except (AttributeError, TypeError):  # no attributes (slots, a builtin): nothing kept
+            return record.values
+        with self._locks.guard:
+            self._live.add(record)
+        return record.values
 
     def derived(self, kernel: Any, what: Hashable, make: Callable[[], T]) -> T:
         """`what` derived from `kernel`: the kept value, else `make()`'s, kept."""
-        record = self._record(kernel)
+        record = self.record(kernel)
         if (found := record.get(what)) is None:
             found = record[what] = make()
         return found
 
+    def live(self) -> list[dict]:
+        with self._locks.guard:
+            return [record.values for record in self._live]
 
-class _Failure:
-    """A compile that raised, kept in place of the kernel."""
+    def __len__(self) -> int:  # the records of live kernels
+        return len(self.live())
 
-    __slots__ = ("error",)
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
+    def clear(self) -> None:
+        for values in self.live():
+            values.clear()
 
 
 class KernelCache(BoundedCache):
-    """Compiled kernels by kernel key; each key compiled once, however many threads ask, and the
-    least recently used forgotten beyond `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE` (compiled again,
-    from Triton's on-disk cache, when next lowered).
-
-    A miss takes the key's item lock, checks again and compiles under it, so concurrent
-    lowerings of one kernel compile it once, while different keys compile in parallel. A compile
-    that raises an error of the kernel's own (`remember` says which) is remembered as well, while
-    its entry is kept (or until `clear`): the kernel key covers every input of the compile, so a
-    second try would fail the same way, only later; the threads that waited on the lock and every
-    later lowering get the same error at once. Other errors (the environment's: a cache folder
-    that cannot be written, ...) are not remembered: the next lowering compiles again. Counters
-    (`stats`) let tests and benchmarks see hits, compiles and failures.
-    """
+    """Compiled kernels by kernel key, each compiled once however many threads ask (a miss
+    compiles under the key's item lock; different keys compile in parallel); beyond the bound,
+    compiled again from Triton's on-disk cache when next lowered. An error of the kernel's own
+    (`remember` says which) is kept in its place while its entry is (the key covers every input
+    of the compile: a second try would fail the same way, later); the environment's (a cache
+    folder that cannot be written) are not. `stats` counts hits, compiles and failures."""
 
     def __init__(self, locks: LockRegistry) -> None:
         super().__init__(locks, _env.ENV_KERNEL_CACHE_SIZE)
@@ -199,8 +214,7 @@ class KernelCache(BoundedCache):
 
     def get_or_compile(self, key: str, compile_fn: Callable[[], T],
                        remember: Callable[[Exception], bool] = lambda err: True) -> T:
-        """The entry for `key`, made by `compile_fn` on a miss; an error `remember` accepts is
-        kept in its place (and raised again on each later request)."""
+        """The entry for `key`, made by `compile_fn` on a miss (an error `remember` takes: kept)."""
         entry = self.get(key)
         if entry is None:
             with self._locks.item_lock(("kernel", key)):
@@ -211,8 +225,8 @@ class KernelCache(BoundedCache):
                     except Exception as err:
                         with self._locks.guard:
                             self.stats["failures"] += 1
-                        if remember(err):
-                            self.put(key, _Failure(err))
+                        if remember(err):  # kept in place of the kernel
+                            self.put(key, err)
                         raise
                     self.put(key, entry)
                     with self._locks.guard:
@@ -220,8 +234,8 @@ class KernelCache(BoundedCache):
                     return entry
         with self._locks.guard:
             self.stats["hits"] += 1
-        if isinstance(entry, _Failure):
-            raise entry.error
+        if isinstance(entry, Exception):
+            raise entry
         return entry
 
     def clear(self) -> None:
@@ -231,32 +245,27 @@ class KernelCache(BoundedCache):
 
 
 COMPILED_KERNELS = KernelCache(LOCKS)
-# Lowered calls by everything that decides them (`routes._lowering`), each with
-# the kernel object its key names (kept alive, so its id is not reused).
+# Per kernel object, one record (`KernelRecords`): the globals its source reads
+# ("references", `compile._compile`), its interpreter twin ("interpreted",
+# `routes.cpu._interpret_host`), the @triton.jit function of Triton's InterpretedFunction ("jit
+# twin", `spec._spec.unwrap`), its parameters' roles ("roles", `spec._kinds`), its trampolines
+# (("trampoline", source), `plan._trampoline`), a trampoline's IR as the installed jaxlib reads
+# it, or why not (("checked IR", ...), `routes.xla._xla_native`), the kernel taken apart
+# ("unwrapped", `api._call`) and the entries of each store below.
+KERNEL_RECORDS = KernelRecords(LOCKS)
+# Kept per kernel (`kernel=`): lowered calls (`routes._lowering`); by all but shapes and runtime
+# scalar values, calls laid out without error (`spec._layout`), plain kernels' plans (compiled
+# kernels and images, or XLA's call: `routes._lowering`) and `triton_call`'s layouts (`checks`).
 LOWERED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-# Calls whose arguments were laid out without error (`spec._layout.check_kernel_arguments`).
 CHECKED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-# Plain kernels' launches, compiled kernels and images (or XLA's call) by all but the shapes and
-# runtime scalar values (`routes._lowering._lower_uncached`), each with its kernel object (its
-# id is in the key).
 PLANS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
+CALL_LAYOUTS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # Each kernel image's encoding and its deflated bytes (`routes.jaxlib._proto`).
 KERNEL_BYTES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 DEFLATED_KERNELS = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 # Each compiled CUBIN as jaxlib's call carries it, without its PTX text (`backends._cuda`): one
 # copy per binary, the same bytes object at every lowering of a plan the memo does not keep.
 CARRIED_BINARIES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
-# Per kernel object, one record (`KernelRecords`): the globals its source reads
-# ("references", `compile._compile`), its interpreter twin ("interpreted",
-# `routes.cpu._interpret_host`), the @triton.jit function of Triton's InterpretedFunction ("jit
-# twin", `spec._spec.unwrap`), its parameters' roles ("roles", `spec._kinds`), its trampolines
-# (("trampoline", source), `plan._trampoline`), a trampoline's IR as the installed jaxlib reads
-# it, or why not (("checked IR", ...), `routes.xla._xla_native`) and the kernel taken apart
-# ("unwrapped", `api._call`).
-KERNEL_RECORDS = KernelRecords(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-# `triton_call`'s layouts by all but shapes and scalar values (`checks._bound`; the kernel in the
-# key, so its id stays unique).
-CALL_LAYOUTS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 CACHES = (COMPILED_KERNELS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES, DEFLATED_KERNELS,
           CARRIED_BINARIES, KERNEL_RECORDS, CALL_LAYOUTS)
 # Every other piece of process-wide state, where it lives (package module, name, what it
@@ -300,8 +309,7 @@ ELSEWHERE = (
     ("cli._kernels", "kernels", "the CLI's example kernels (cached)"),
 )
 
-# What a child of `os.fork()` runs, in order, the locks first (`on_fork`): the package's one
-# hook, so that every module's state is reset the same way and in a known order.
+# What a child of `os.fork()` runs, the locks first (`on_fork`): one hook, one known order.
 _FORK_HOOKS: list[Callable[[], None]] = [LOCKS.reset_after_fork]
 
 
@@ -324,13 +332,10 @@ on_fork(PLANS.clear)
 
 
 def triton_language_lock() -> threading.Lock:
-    """The lock held while Triton's Python front end, or its interpreter, runs in this process.
-
-    The front end (Python AST to Triton IR) is not safe across threads (CPython 3.11's `ast.parse`
-    is not), and the interpreter patches `triton.language` for the whole process while a kernel
-    runs: a front end running meanwhile would build IR from the patched language. Compiles still
-    overlap in the backend passes and ptxas, where their time goes.
-    """
+    """The lock held while Triton's Python front end, or its interpreter, runs in this process:
+    the front end is not safe across threads (nor is CPython 3.11's `ast.parse`), and the
+    interpreter patches `triton.language` for the whole process while a kernel runs. Compiles
+    still overlap in the backend passes and ptxas, where their time goes."""
     return LOCKS.triton_language
 
 
@@ -344,12 +349,11 @@ def on_clear(hook: Callable[[], None]) -> None:
 
 
 def clear_caches() -> None:
-    """Empties every cache of the package (compiled kernels, remembered compile failures,
-    lowered calls) and what its GPU backends keep, and clears JAX's caches, whose lowered
-    computations embed compiled kernels: what they held can then be freed, and the next call
-    really lowers and compiles again (after editing a kernel's dependencies in place, or
-    changing JAX_TRITON_ROCM_HSACO_DELIVERY).
-    """
+    """Empties every cache of the package (compiled kernels, remembered compile failures, every
+    kernel's record) and what its GPU backends keep, and JAX's caches, whose lowered
+    computations embed compiled kernels: what they held can be freed, and the next call lowers
+    and compiles again (after editing a kernel's dependencies in place, or changing
+    JAX_TRITON_ROCM_HSACO_DELIVERY)."""
     import jax
 
     for cache in CACHES:

@@ -91,7 +91,7 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     (`waves_per_eu=2`); a value given both ways is an error that names both (docs/porting.md).
     """
     kept_as = None if call.operands else layout_key(call)
-    layout = None if kept_as is None else _state.CALL_LAYOUTS.get(kept_as)
+    layout = None if kept_as is None else _state.CALL_LAYOUTS.get(kept_as, kernel=call.kernel)
     if layout is not None and (bound := relaid_call(layout, call)) is not None:
         return bound
     # A kernel that takes nothing at launch (no parameters, or constexprs only) can only be
@@ -295,4 +295,4 @@ def keep_layout(key: tuple, call: CallArguments, bound: BoundCall) -> None:
     structure = dataclasses.replace(placed, operands=(), in_avals=())
     out_order = tuple([placed.user_results.index(r) for r in range(len(placed.user_results))])
     _state.CALL_LAYOUTS.put(key, Layout(structure, spec, tuple(operand_args), tuple(scalars),
-                                        out_order))
+                                        out_order), kernel=call.kernel)

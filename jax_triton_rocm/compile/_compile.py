@@ -75,7 +75,7 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
         entry = _state.KERNEL_RECORDS.derived(fn, "references", functools.partial(_references, fn))
         # What its names resolve to lives outside the function: a rebound callee is read anew.
         if any([_resolve(fn, path) is not obj for path, obj in entry.paths]):
-            entry = _state.KERNEL_RECORDS.keep(fn, "references", _references(fn))
+            entry = _state.KERNEL_RECORDS.record(fn)["references"] = _references(fn)
         functions.append(entry.own)
         module = getattr(fn, "__module__", "") or ""
         for scope, name in entry.names:

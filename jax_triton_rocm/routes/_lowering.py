@@ -34,9 +34,9 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
     XLA's (`_xla_native.NativeCall`, or why the call does not fit it: `_xla_native.Unfit`).
 
     Where the call runs (jaxlib's: `_arch.where_it_runs` and the plain call's target; XLA's: the
-    architecture), then the call lowered (`_lower_uncached`), kept in `_state.LOWERED_CALLS` by
-    one key for both routes: the route, the avals, the spec (the kernel by identity, kept alive
-    by the key; scalars and metaparameters by exact value), the call graph, an autotuned
+    architecture), then the call lowered (`_lower_uncached`), kept in `_state.LOWERED_CALLS` (in
+    the kernel's record) by one key for both routes: the route, the avals, the spec (the kernel
+    by identity; scalars and metaparameters by exact value), the call graph, an autotuned
     kernel's choices (`_choices.decided`) and where the call runs. A call left undecided, found
     or made, is told to a tuning session (`_choices.report_undecided`).
     """
@@ -63,7 +63,7 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
     lowered = _state.LOWERED_CALLS.memo(
         (route, in_avals, out_avals, spec, graph, decided, decides),
         functools.partial(_lower_uncached, route, backend, ctx, spec, where, place,
-                          plain_call_name))
+                          plain_call_name), kernel=spec.kernel)
     if getattr(lowered, "undecided", None) is not None:
         _choices.report_undecided(lowered.undecided)
     return lowered
@@ -90,8 +90,8 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
     except TypeError:  # an unhashable parameter: no plan kept
         key = None
     planned = None
-    if key is not None and (entry := _state.PLANS.get((place, key))) is not None:
-        found = entry[1]
+    found = None if key is None else _state.PLANS.get((place, key), kernel=spec.kernel)
+    if found is not None:
         launches = _plan.relaunch(list(found.launches), spec, in_avals, out_avals, found.limits)
         if route == "xla":
             planned = _xla_native.refilled(found.made, launches)
@@ -126,8 +126,7 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
             made = _plan.Kept(planned, tuple([launch for launch, *_ in planned]),
                               answers.launch_site.limits)
         if key is not None:
-            # The kernel's id is in the key; the entry holds the kernel, so the id is not reused.
-            _state.PLANS.put((place, key), (spec.kernel, made))
+            _state.PLANS.put((place, key), made, kernel=spec.kernel)
         planned = made.made
     if route == "xla":
         return planned

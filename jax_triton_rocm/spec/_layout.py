@@ -367,10 +367,9 @@ def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple,
     try:
         if view is None:  # a scalar that cannot be typed: `compile_view` raises why, or no key
             view = _spec.compile_view(jit_fn, positional)
-        key = (id(jit_fn), view,
-               tuple([(not a.shape, a.dtype) for a in (*in_avals, *out_shapes)]),
+        key = (view, tuple([(not a.shape, a.dtype) for a in (*in_avals, *out_shapes)]),
                spec.exact_values[1])  # the metaparameters' exact keys
-        if _state.CHECKED_CALLS.get(key) is not None:  # laid out before without error
+        if _state.CHECKED_CALLS.get(key, kernel=jit_fn):  # laid out before without error
             return
     except TypeError:  # an unhashable value: check every time
         key = None
@@ -379,4 +378,4 @@ def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple,
     lay_out_arguments(jit_fn, BaseBackend, positional=positional, in_avals=tuple(in_avals),
                       out_avals=tuple(out_shapes), constexprs=metaparams, types=types)
     if key is not None:
-        _state.CHECKED_CALLS.put(key, jit_fn)  # kept, so that its id is not reused
+        _state.CHECKED_CALLS.put(key, True, kernel=jit_fn)

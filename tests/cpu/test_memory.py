@@ -104,3 +104,24 @@ def test_a_cache_size_that_is_not_a_positive_integer_names_the_variable(monkeypa
     with pytest.raises(ValueError, match=rf"JAX_TRITON_ROCM_KERNEL_CACHE_SIZE='{value}' must be "
                                          r"a positive integer"):
         lower_for(lambda x, y: kernels.add(x, y, block=64), X, X, platform="cuda")
+
+
+def test_a_changed_bound_takes_effect_at_the_next_put(monkeypatch):
+    cache = _state.BoundedCache(_state.LOCKS, _env.ENV_CALL_CACHE_SIZE)
+    monkeypatch.setenv(_env.ENV_CALL_CACHE_SIZE, "3")
+    for key in range(3):
+        cache.put(key, key)
+    monkeypatch.setenv(_env.ENV_CALL_CACHE_SIZE, "1")
+    cache.put(3, 3)
+    assert len(cache) == 1 and cache.get(3) == 3
+    monkeypatch.setenv(_env.ENV_CALL_CACHE_SIZE, "2")
+    cache.put(4, 4)
+    assert len(cache) == 2
+    monkeypatch.setenv(_env.ENV_CALL_CACHE_SIZE, "two")
+    with pytest.raises(ValueError) as expected:
+        _env.cache_size(_env.ENV_CALL_CACHE_SIZE)
+    for key in (5, 6):  # at each put while the value is bad, as the reader says it
+        with pytest.raises(ValueError) as raised:
+            cache.put(key, key)
+        assert str(raised.value) == str(expected.value)
+    assert len(cache) == 2

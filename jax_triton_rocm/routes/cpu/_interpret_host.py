@@ -294,8 +294,8 @@ class HostTensor:
 
 def interpreted(jit_fn: JITFunction) -> Any:
     """Triton's `InterpretedFunction` for `jit_fn`, made once per function and kept in its
-    record (`_state.KERNEL_RECORDS`), by id: hashing a JITFunction parses its source, which fails
-    while the language is patched. The record holds the function, so its id cannot be reused."""
+    record (`_state.KERNEL_RECORDS`), on the function: hashing a JITFunction parses its source,
+    which fails while the language is patched."""
     from triton.runtime.interpreter import InterpretedFunction
 
     return _state.KERNEL_RECORDS.derived(
