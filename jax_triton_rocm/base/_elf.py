@@ -1,5 +1,5 @@
 """A 64-bit little-endian ELF file (a CUBIN, an HSACO), read within bounds: the compile cache's
-binary check (`problem`, `functions`) and the section table the CUBIN the call carries
+binary check (`problem`) and the section table the CUBIN the call carries
 (`backends._cubin`) is edited in."""
 
 from __future__ import annotations
@@ -76,15 +76,10 @@ def problem(data: bytes, backend: str, function: str | None = None) -> str | Non
                 end = max(end, offset + size)
     if end > len(data):
         return f"truncated: {len(data)} bytes, but its headers and sections reach byte {end}"
-    if function is not None and function not in functions(data):
-        return f"a binary of another kernel: it defines no function {function}"
-    return None
-
-
-def functions(data: bytes) -> set[str]:
-    """The names of the functions the whole ELF file `data` defines in its symbol tables."""
+    if function is None:
+        return None
+    # The functions the symbol tables define, until `function` is found.
     found = sections(data) or []
-    names = set()
     for section in found:
         if section.kind not in _SYMBOL_TABLES or section.link >= len(found):
             continue
@@ -94,5 +89,6 @@ def functions(data: bytes) -> set[str]:
             name_at, info, index = struct.unpack_from("<IB1xH", data, at)
             if info & 0xF == _STT_FUNC and index != 0:
                 start = strings_at + name_at
-                names.add(data[start:data.find(b"\0", start)].decode("utf-8", "replace"))
-    return names
+                if data[start:data.find(b"\0", start)].decode("utf-8", "replace") == function:
+                    return None
+    return f"a binary of another kernel: it defines no function {function}"

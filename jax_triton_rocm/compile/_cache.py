@@ -1,11 +1,10 @@
 """Triton's on-disk cache for the package's compiles: each entry checked before its binary is
-used (`compile_checked`; a cache folder Triton can use is `_files.compile_in_usable_cache`'s).
+used (`compile_checked`; a cache folder Triton can use is `_folders.compile_in_usable_cache`'s).
 What counts as damage, threads and fork: docs/design.md, "Triton's cache"."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import logging
@@ -14,8 +13,7 @@ import re
 import stat
 from typing import Any
 
-from jax_triton_rocm.base import _elf, _env, _files, _state
-from jax_triton_rocm.compile import _triton_key
+from jax_triton_rocm.base import _elf, _files, _state
 
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -143,36 +141,12 @@ def _library_files(libraries: Any) -> Any:
     return [[name, os.path.basename(path)] for name, path in libraries]
 
 
-def _text_problem(ext: str, text: str, request: Request) -> str | None:
-    """What in the IR text `text` (file extension `ext`) disagrees with `request`: the kernel's
-    name, and in PTX and AMDGCN the threads per block (PTX also the blocks per cluster)."""
-    name = re.escape(request.kernel)
-    threads = int(request.options.get("num_warps", 0)) * request.target.warp_size
-    if ext in ("ttir", "ttgir") and not re.search(rf'@(?:{name}|"{name}")\(', text):
-        return f"Triton IR of another kernel: it defines no function @{request.kernel}"
-    if ext == "ptx":
-        if not re.search(rf"\.entry\s+{name}\s*\(", text):
-            return f"PTX of another kernel: it has no .entry {request.kernel}"
-        found = re.search(r"\.(?:reqntid|maxntid)\s+(\d+)", text)
-        if found and int(found[1]) != threads:
-            return f"PTX for {found[1]} threads per block, not {threads}"
-        found = re.search(r"\.reqnctapercluster\s+(\d+)", text)
-        ctas = int(request.options.get("num_ctas") or 1)
-        if int(found[1] if found else 1) != ctas:
-            return f"PTX for clusters of {found[1] if found else 1} blocks, not {ctas}"
-    if ext == "amdgcn":
-        if not re.search(rf"^\s*\.name:\s+{name}\s*$", text, re.M):
-            return f"AMDGCN of another kernel: it names no kernel {request.kernel}"
-        found = re.search(r"\.max_flat_workgroup_size:\s+(\d+)", text)
-        if found and int(found[1]) != threads:
-            return f"AMDGCN for {found[1]} threads per block, not {threads}"
-    return None
-
-
 def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
                    entry_hash: str | None = None) -> tuple[str, str] | None:
     """(file extension, what is wrong) with a compile's result for `request`, or None: `files` maps
-    each file's extension to its bytes (the binary) or text; `meta` is the metadata (a dict)."""
+    each file's extension to its bytes (the binary) or text; `meta` is the metadata (a dict).
+    Each IR text must name the kernel, and PTX and AMDGCN must be for its threads per block (PTX
+    also for its blocks per cluster)."""
     binary = bytes(files.get(request.binary_ext, b""))
     problem = _elf.problem(binary, request.target.backend, request.kernel)
     if problem is not None:
@@ -180,12 +154,31 @@ def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
     problem = metadata_problem(meta, request, entry_hash, files.get("llir"))
     if problem is not None:
         return "json", problem
+    name = re.escape(request.kernel)
+    threads = int(request.options.get("num_warps", 0)) * request.target.warp_size
     for ext, text in files.items():
         if ext in (request.binary_ext, "json"):
             continue
-        problem = "empty" if not text else _text_problem(ext, text, request)
-        if problem is not None:
-            return ext, problem
+        if not text:
+            return ext, "empty"
+        if ext in ("ttir", "ttgir") and not re.search(rf'@(?:{name}|"{name}")\(', text):
+            return ext, f"Triton IR of another kernel: it defines no function @{request.kernel}"
+        if ext == "ptx":
+            if not re.search(rf"\.entry\s+{name}\s*\(", text):
+                return ext, f"PTX of another kernel: it has no .entry {request.kernel}"
+            found = re.search(r"\.(?:reqntid|maxntid)\s+(\d+)", text)
+            if found and int(found[1]) != threads:
+                return ext, f"PTX for {found[1]} threads per block, not {threads}"
+            found = re.search(r"\.reqnctapercluster\s+(\d+)", text)
+            ctas = int(request.options.get("num_ctas") or 1)
+            if int(found[1] if found else 1) != ctas:
+                return ext, f"PTX for clusters of {found[1] if found else 1} blocks, not {ctas}"
+        if ext == "amdgcn":
+            if not re.search(rf"^\s*\.name:\s+{name}\s*$", text, re.M):
+                return ext, f"AMDGCN of another kernel: it names no kernel {request.kernel}"
+            found = re.search(r"\.max_flat_workgroup_size:\s+(\d+)", text)
+            if found and int(found[1]) != threads:
+                return ext, f"AMDGCN for {found[1]} threads per block, not {threads}"
     return None
 
 
@@ -305,15 +298,11 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
       DamagedEntry: the binary was damaged again after the entry was replaced (names the file).
       OSError: the cache folder cannot be read or written (the caller falls back).
       Triton's own compile errors."""
-    _triton_key.remember()
     from triton import knobs
     from triton.runtime.cache import get_cache_manager
 
     request = compile_request(source, target, options, binary_ext, asm_ext, symbol)
     if knobs.cache.manager_class is None:
-        if knobs.cache.dir:
-            _files.warn_if_others_can_write(
-                knobs.cache.dir, functools.partial(_files.setting, "dir"), _env.TRITON_CACHE_DIR)
         manager = get_cache_manager(request.entry_hash)
         damage = link_problem(manager.cache_dir) or entry_problem(manager, request)
         if damage is not None:
