@@ -85,52 +85,6 @@ def _as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=vars))
 
 
-def metadata_problem(meta: Any, request: Request, entry_hash: str | None,
-                     llir: str | None) -> str | None:
-    """What is wrong with Triton's metadata `meta` (a dict; its `target` a JSON dict or a
-    `GPUTarget`) for `request`, and for the entry `entry_hash` where given: a field missing or of
-    another type, or disagreeing with what `request` compiled (the kernel's name, an option,
-    which the compile stores as it was given), or `shared` with the kernel's LLVM IR `llir`
-    (which uses `global_smem` exactly when `shared` is above 0)."""
-    target = request.target
-    if not isinstance(meta, dict):
-        return f"metadata is a {type(meta).__name__}, not a JSON object"
-    for field, kind in _REQUIRED_FIELDS.items():
-        value = meta.get(field)
-        if field == "target" and value is not None and not isinstance(value, dict):
-            value = {k: getattr(value, k, None) for k in ("backend", "arch", "warp_size")}
-        if not isinstance(value, kind) or isinstance(value, bool):
-            return f"metadata field {field!r} is {value!r}, not a {kind.__name__}"
-        if field == "target":
-            found = (value.get("backend"), value.get("arch"), value.get("warp_size"))
-            wanted = (target.backend, target.arch, target.warp_size)
-            if found != wanted:
-                return f"metadata is for target {found}, not {wanted}"
-    for field in _OPTIONAL_INT_FIELDS:
-        value = meta.get(field)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            return f"metadata field {field!r} is {value!r}, not an integer"
-    if meta["shared"] < 0:
-        return f"metadata field 'shared' is {meta['shared']}, below 0"
-    if entry_hash is not None and meta["hash"] != entry_hash:
-        return f"metadata belongs to another entry (hash {meta['hash']})"
-    if meta["name"] != request.kernel:
-        return f"metadata names kernel {meta['name']!r}, not {request.kernel!r}"
-    found = _as_json({field: meta.get(field) for field in request.options})
-    for field, wanted in request.options.items():
-        if field == "extern_libs" and _library_files(found[field]) == _library_files(wanted):
-            continue
-        if found[field] != wanted:
-            return (f"metadata says {field}={found[field]!r}, but the kernel compiles with "
-                    f"{wanted!r}")
-    shared, uses = meta["shared"], "@global_smem" in (llir or "")
-    if uses and not shared:
-        return "metadata says shared=0, but the kernel's LLVM IR uses shared memory"
-    if llir and shared and not uses:
-        return f"metadata says shared={shared}, but the kernel's LLVM IR uses no shared memory"
-    return None
-
-
 def _library_files(libraries: Any) -> Any:
     """Triton's `extern_libs` ([name, path] pairs) as each library's name and file name (Triton's
     key hashes their content, not their folder); anything else as it is, compared whole."""
@@ -144,16 +98,56 @@ def _library_files(libraries: Any) -> Any:
 def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
                    entry_hash: str | None = None) -> tuple[str, str] | None:
     """(file extension, what is wrong) with a compile's result for `request`, or None: `files` maps
-    each file's extension to its bytes (the binary) or text; `meta` is the metadata (a dict).
-    Each IR text must name the kernel, and PTX and AMDGCN must be for its threads per block (PTX
-    also for its blocks per cluster)."""
+    each file's extension to its bytes (the binary) or text; `meta` is Triton's metadata (a dict;
+    its `target` a JSON dict or a `GPUTarget`), for the entry `entry_hash` where given.
+
+    The binary must be an ELF for the target that defines the kernel (`_elf.problem`). The
+    metadata must have each field of its type, agree with what `request` compiled (the kernel's
+    name, each option, which the compile stores as it was given) and give `shared` above 0
+    exactly when the kernel's LLVM IR uses `global_smem`. Each IR text must name the kernel, and
+    PTX and AMDGCN must be for its threads per block (PTX also for its blocks per cluster)."""
     binary = bytes(files.get(request.binary_ext, b""))
     problem = _elf.problem(binary, request.target.backend, request.kernel)
     if problem is not None:
         return request.binary_ext, problem
-    problem = metadata_problem(meta, request, entry_hash, files.get("llir"))
-    if problem is not None:
-        return "json", problem
+    target = request.target
+    if not isinstance(meta, dict):
+        return "json", f"metadata is a {type(meta).__name__}, not a JSON object"
+    for field, kind in _REQUIRED_FIELDS.items():
+        value = meta.get(field)
+        if field == "target" and value is not None and not isinstance(value, dict):
+            value = {k: getattr(value, k, None) for k in ("backend", "arch", "warp_size")}
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return "json", f"metadata field {field!r} is {value!r}, not a {kind.__name__}"
+        if field == "target":
+            found = (value.get("backend"), value.get("arch"), value.get("warp_size"))
+            wanted = (target.backend, target.arch, target.warp_size)
+            if found != wanted:
+                return "json", f"metadata is for target {found}, not {wanted}"
+    for field in _OPTIONAL_INT_FIELDS:
+        value = meta.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            return "json", f"metadata field {field!r} is {value!r}, not an integer"
+    if meta["shared"] < 0:
+        return "json", f"metadata field 'shared' is {meta['shared']}, below 0"
+    if entry_hash is not None and meta["hash"] != entry_hash:
+        return "json", f"metadata belongs to another entry (hash {meta['hash']})"
+    if meta["name"] != request.kernel:
+        return "json", f"metadata names kernel {meta['name']!r}, not {request.kernel!r}"
+    stored = _as_json({field: meta.get(field) for field in request.options})
+    for field, wanted in request.options.items():
+        if field == "extern_libs" and _library_files(stored[field]) == _library_files(wanted):
+            continue
+        if stored[field] != wanted:
+            return "json", (f"metadata says {field}={stored[field]!r}, but the kernel compiles "
+                            f"with {wanted!r}")
+    llir = files.get("llir")
+    shared, uses = meta["shared"], "@global_smem" in (llir or "")
+    if uses and not shared:
+        return "json", "metadata says shared=0, but the kernel's LLVM IR uses shared memory"
+    if llir and shared and not uses:
+        return "json", (f"metadata says shared={shared}, but the kernel's LLVM IR uses no "
+                        f"shared memory")
     name = re.escape(request.kernel)
     threads = int(request.options.get("num_warps", 0)) * request.target.warp_size
     for ext, text in files.items():
@@ -182,26 +176,6 @@ def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
     return None
 
 
-def _listing_problem(folder: str, child: Any, path: Any, request: Request) -> str | None:
-    """What is wrong with the group file's listing of `child` at `path`: Triton lists only
-    files it wrote into the entry's own `folder`, each under its own name."""
-    if not isinstance(child, str) or not isinstance(path, str):
-        return f"the group file lists {child!r} at {path!r}"
-    ext = child[len(request.file_name) + 1:]
-    if not child.startswith(request.file_name + ".") or (
-            request.extensions is not None and ext not in request.extensions):
-        return (f"an unexpected file in the entry (a compile writes "
-                f"{', '.join(sorted(request.extensions or ()))})")
-    try:
-        inside = (os.path.basename(path) == child
-                  and os.path.samestat(os.stat(os.path.dirname(path) or "."), os.stat(folder)))
-    except OSError:
-        inside = False
-    if not inside:
-        return f"listed as {child}, which is not this file in the entry's folder {folder}"
-    return None
-
-
 def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
     """(damaged file, what is wrong) for the entry `manager` (a FileCacheManager) keeps for
     `request`, or None where it is whole or absent; read as `_files.read_entry_file` reads."""
@@ -226,10 +200,21 @@ def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
             return group_path, f"the group file lists no {request.file_name}.{ext}"
     files, paths = {}, {}
     for child, path in children.items():
-        problem = _listing_problem(folder, child, path, request)
-        if problem is not None:
-            return str(path), problem
+        # Triton lists only files it wrote into the entry's own folder, each under its own name.
+        if not isinstance(child, str) or not isinstance(path, str):
+            return str(path), f"the group file lists {child!r} at {path!r}"
         ext = child[len(request.file_name) + 1:]
+        if not child.startswith(request.file_name + ".") or (
+                request.extensions is not None and ext not in request.extensions):
+            return path, (f"an unexpected file in the entry (a compile writes "
+                          f"{', '.join(sorted(request.extensions or ()))})")
+        try:
+            inside = (os.path.basename(path) == child and os.path.samestat(
+                os.stat(os.path.dirname(path) or "."), os.stat(folder)))
+        except OSError:
+            inside = False
+        if not inside:
+            return path, f"listed as {child}, which is not this file in the entry's folder {folder}"
         paths[ext] = path
         try:
             data = _files.read_entry_file(folder, child, _FILE_LIMIT)
