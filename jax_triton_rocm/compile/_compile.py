@@ -7,13 +7,10 @@ serve: it keeps the callees and global values of the first time it was computed.
 on-disk cache key is widened to the same call graph (`run_triton`); its entries are checked, and
 an unwritable folder worked around, by `_cache` and `_folders`. docs/design.md, "Triton's cache".
 
-The kernels of one call (the configs of an autotuned call) compile at the same time, in threads
-of this process (`compiled_launches`): `triton.compile` releases the GIL in ptxas (a subprocess)
-and in many of its passes (`benchmarks/autotune_compile.py` compares the threaded compile with a
-serial one). Every kernel still goes through the shared kernel-key cache
-(`_state.COMPILED_KERNELS`): one cached, or being compiled by another lowering, is not compiled
-again. `JAX_TRITON_ROCM_COMPILE_THREADS`: threads for the kernels of one call (default: one per
-kernel, at most the CPU count), read at each lowering."""
+A call's kernels (an autotuned call's configs) compile at once, in threads (`compiled_launches`;
+`triton.compile` releases the GIL in ptxas and many passes), each through the shared kernel-key
+cache (`_state.COMPILED_KERNELS`), so one cached or compiling in another lowering is not compiled
+again."""
 
 from __future__ import annotations
 

@@ -1,19 +1,11 @@
 """Triton's folders for the package's compiles, and Triton's key remembered beside its cache.
 
 `compile_in_usable_cache` runs a compile with cache and dump folders Triton can use: Triton's
-default where the environment leaves it none, a private one where it cannot be written. Threads
-and fork: docs/design.md, "Triton's cache".
-
-Triton's key: `triton.runtime.cache.triton_key()` hashes Triton's own files (its `libtriton` is
-about 500 MB) at a process's first compile: 0.2 to 0.3 s of every fresh process's first result.
-The key is remembered in a file beside Triton's cache, named after the `stat` of every file in
-Triton's folder (path, size, inode, modification and change times). Writing a file changes its
-change time, which no user can set back, so any change to the installation gives another name,
-and the key is hashed by Triton again. A remembered key is handed to Triton the way Triton's own
-compile workers are given theirs: as `triton.runtime.cache.triton_key`. The file is read as
-every cache file is (`_files`); a folder other users can write is neither read nor written. The
-temporary files of writers killed mid-write are removed once stale.
-`JAX_TRITON_ROCM_REMEMBER_TRITON_KEY=0` turns it off (docs/environment.md).
+default where the environment leaves it none, a private one where it cannot be written. Before a
+process's first compile, `remember_triton_key` hands Triton its key (a hash of Triton's own
+files, 0.2 to 0.3 s at each fresh process) from the file remembered for this installation, read
+as every cache file is (`_files`); `JAX_TRITON_ROCM_REMEMBER_TRITON_KEY=0` turns it off
+(docs/environment.md). Why, threads and fork: docs/design.md, "Triton's cache".
 """
 
 from __future__ import annotations
