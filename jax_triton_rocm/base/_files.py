@@ -102,6 +102,18 @@ def read_entry_file(directory: str, name: str, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def read_entry_files(directory: str, names: list[str], limit: int) -> list[bytes | Exception]:
+    """Each of `names` read as `read_entry_file` reads it, or the OSError or ValueError (a
+    `RefusedFile` among them) that it raised."""
+    found: list[bytes | Exception] = []
+    for name in names:
+        try:
+            found.append(read_entry_file(directory, name, limit))
+        except (OSError, ValueError) as err:
+            found.append(err)
+    return found
+
+
 def parse_json(data: bytes) -> Any:
     """The JSON value `data` holds.
 

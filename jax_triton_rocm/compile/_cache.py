@@ -176,9 +176,30 @@ def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
     return None
 
 
+def _listing_problem(folder: str, child: Any, path: Any, request: Request) -> tuple | None:
+    """(path, what is wrong) with the group file's listing of `child` at `path`: Triton lists
+    only files it wrote into the entry's own `folder`, each under its own name."""
+    if not isinstance(child, str) or not isinstance(path, str):
+        return str(path), f"the group file lists {child!r} at {path!r}"
+    ext = child[len(request.file_name) + 1:]
+    if not child.startswith(request.file_name + ".") or (
+            request.extensions is not None and ext not in request.extensions):
+        return path, (f"an unexpected file in the entry (a compile writes "
+                      f"{', '.join(sorted(request.extensions or ()))})")
+    try:
+        inside = (os.path.basename(path) == child
+                  and os.path.samestat(os.stat(os.path.dirname(path) or "."), os.stat(folder)))
+    except OSError:
+        inside = False
+    if not inside:
+        return path, f"listed as {child}, which is not this file in the entry's folder {folder}"
+    return None
+
+
 def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
     """(damaged file, what is wrong) for the entry `manager` (a FileCacheManager) keeps for
-    `request`, or None where it is whole or absent; read as `_files.read_entry_file` reads."""
+    `request`, or None where it is whole or absent; read as `_files.read_entry_file` reads, the
+    listed files in one pass (`_files.read_entry_files`)."""
     folder = manager.cache_dir
     group_name = f"__grp__{request.file_name}.json"
     group_path = os.path.join(folder, group_name)
@@ -198,33 +219,27 @@ def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
     for ext in ("json", request.binary_ext, request.asm_ext):
         if f"{request.file_name}.{ext}" not in children:
             return group_path, f"the group file lists no {request.file_name}.{ext}"
-    files, paths = {}, {}
+    listed, problem = [], None
     for child, path in children.items():
-        # Triton lists only files it wrote into the entry's own folder, each under its own name.
-        if not isinstance(child, str) or not isinstance(path, str):
-            return str(path), f"the group file lists {child!r} at {path!r}"
+        problem = _listing_problem(folder, child, path, request)
+        if problem is not None:
+            break  # reported after the files listed before it, as they are read in order
+        listed.append((child, path))
+    files, paths = {}, {}
+    read = _files.read_entry_files(folder, [child for child, _ in listed], _FILE_LIMIT)
+    for (child, path), data in zip(listed, read):
         ext = child[len(request.file_name) + 1:]
-        if not child.startswith(request.file_name + ".") or (
-                request.extensions is not None and ext not in request.extensions):
-            return path, (f"an unexpected file in the entry (a compile writes "
-                          f"{', '.join(sorted(request.extensions or ()))})")
-        try:
-            inside = (os.path.basename(path) == child and os.path.samestat(
-                os.stat(os.path.dirname(path) or "."), os.stat(folder)))
-        except OSError:
-            inside = False
-        if not inside:
-            return path, f"listed as {child}, which is not this file in the entry's folder {folder}"
         paths[ext] = path
+        if isinstance(data, _files.RefusedFile):
+            return path, str(data)
+        if isinstance(data, Exception):
+            return path, f"unreadable ({type(data).__name__}: {data})"
         try:
-            data = _files.read_entry_file(folder, child, _FILE_LIMIT)
             files[ext] = data if ext == request.binary_ext else data.decode("utf-8")
         except UnicodeDecodeError as err:
             return path, f"not text ({err})"
-        except _files.RefusedFile as err:
-            return path, str(err)
-        except (OSError, ValueError) as err:
-            return path, f"unreadable ({type(err).__name__}: {err})"
+    if problem is not None:
+        return problem
     try:
         meta = _files.parse_json(files["json"].encode("utf-8"))
     except ValueError as err:
