@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import stat
+import struct
 from typing import Any
 
 from jax_triton_rocm.base import _elf, _files, _state
@@ -27,6 +28,12 @@ _JSON_LIMIT = 16 << 20
 _REQUIRED_FIELDS = {"name": str, "num_warps": int, "shared": int, "target": dict, "hash": str}
 _OPTIONAL_INT_FIELDS = ("num_ctas", "warp_size", "global_scratch_size", "global_scratch_align",
                         "profile_scratch_size")
+# ELF e_machine of each Triton backend's binary.
+_MACHINES = {"cuda": (190, "EM_CUDA, a CUBIN"), "hip": (224, "EM_AMDGPU, an HSACO")}
+_SYMBOL_BYTES = 24  # ELF64
+_SHT_NOBITS = 8  # a section that takes no bytes in the file (.bss)
+_SYMBOL_TABLES = (2, 11)  # SHT_SYMTAB, SHT_DYNSYM
+_STT_FUNC = 2
 
 _warned: set[str] = set()
 
@@ -85,6 +92,53 @@ def _as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=vars))
 
 
+def binary_problem(data: bytes, backend: str, function: str | None = None) -> str | None:
+    """What is wrong with `data` as the binary of Triton backend `backend` ("cuda", "hip"): None
+    for a 64-bit little-endian ELF of the backend's machine that holds all of its headers and
+    sections (and whose symbol tables define the function `function`, where given), else a
+    sentence. Read within bounds (`_elf`'s layout)."""
+    machine, what = _MACHINES[backend]
+    if len(data) < _elf.HEADER.size:
+        return f"{len(data)} bytes, too short for an ELF file ({what} was expected)"
+    if data[:4] != b"\x7fELF":
+        return f"not an ELF file: it starts with {data[:8]!r} ({what} was expected)"
+    if data[4] != 2 or data[5] != 1:
+        return "not a 64-bit little-endian ELF file"
+    (_, _, found, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum,
+     shstrndx) = _elf.HEADER.unpack_from(data)
+    if found != machine:
+        others = dict(_MACHINES.values())
+        return (f"an ELF file for machine {found} ({others.get(found, 'another format')}), "
+                f"not {machine} ({what})")
+    if shnum == 0 or shentsize != _elf.SECTION.size:
+        return f"a malformed ELF file ({shnum} sections of {shentsize} bytes)"
+    end, headers = max(phoff + phnum * phentsize, shoff + shnum * shentsize), []
+    if end <= len(data):
+        # Each section's (kind, offset, size, link).
+        headers = [_elf.SECTION.unpack_from(data, shoff + i * shentsize)[1:7]
+                   for i in range(shnum)]
+        for kind, _, _, offset, size, _ in headers:
+            if kind != _SHT_NOBITS:
+                end = max(end, offset + size)
+    if end > len(data):
+        return f"truncated: {len(data)} bytes, but its headers and sections reach byte {end}"
+    if function is None:
+        return None
+    # A function symbol named `function`, where the section-name table lies inside the file.
+    if shstrndx < shnum and sum(headers[shstrndx][3:5]) <= len(data):
+        for kind, _, _, offset, size, link in headers:
+            if kind not in _SYMBOL_TABLES or link >= shnum:
+                continue
+            strings_at = headers[link][3]
+            for at in range(offset, offset + size - _SYMBOL_BYTES + 1, _SYMBOL_BYTES):
+                name_at, info, index = struct.unpack_from("<IB1xH", data, at)
+                if info & 0xF == _STT_FUNC and index != 0:
+                    start = strings_at + name_at
+                    if data[start:data.find(b"\0", start)].decode("utf-8", "replace") == function:
+                        return None
+    return f"a binary of another kernel: it defines no function {function}"
+
+
 def _library_files(libraries: Any) -> Any:
     """Triton's `extern_libs` ([name, path] pairs) as each library's name and file name (Triton's
     key hashes their content, not their folder); anything else as it is, compared whole."""
@@ -101,13 +155,13 @@ def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
     each file's extension to its bytes (the binary) or text; `meta` is Triton's metadata (a dict;
     its `target` a JSON dict or a `GPUTarget`), for the entry `entry_hash` where given.
 
-    The binary must be an ELF for the target that defines the kernel (`_elf.problem`). The
+    The binary must be an ELF for the target that defines the kernel (`binary_problem`). The
     metadata must have each field of its type, agree with what `request` compiled (the kernel's
     name, each option, which the compile stores as it was given) and give `shared` above 0
     exactly when the kernel's LLVM IR uses `global_smem`. Each IR text must name the kernel, and
     PTX and AMDGCN must be for its threads per block (PTX also for its blocks per cluster)."""
     binary = bytes(files.get(request.binary_ext, b""))
-    problem = _elf.problem(binary, request.target.backend, request.kernel)
+    problem = binary_problem(binary, request.target.backend, request.kernel)
     if problem is not None:
         return request.binary_ext, problem
     target = request.target

@@ -18,8 +18,8 @@ import triton.language as tl
 from triton.runtime import cache as triton_cache
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _elf, _state
-from jax_triton_rocm.compile import _errors, _folders
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.compile import _cache, _errors, _folders
 from tests.support import kernels
 from tests.support.lowering_utils import capture_one, spec
 
@@ -41,7 +41,7 @@ def negate(x):
 def lowered_binary(fn, platform="cuda") -> bytes:
     jtr.clear_caches()
     binary = capture_one(fn, X, platform=platform).kernels[0].binary
-    assert _elf.problem(binary, {"cuda": "cuda", "rocm": "hip"}[platform]) is None
+    assert _cache.binary_problem(binary, {"cuda": "cuda", "rocm": "hip"}[platform]) is None
     return binary
 
 
