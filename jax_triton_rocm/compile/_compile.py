@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("jax_triton_rocm")
 
+
 def stable_text(value: Any) -> str:
     """A text for a constexpr value that is equal exactly when the values compile alike; a
     Triton function by what its call graph resolves to now (`graph_digest`), a Triton builtin
@@ -316,12 +317,12 @@ def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_t
 
     jobs = [launch_job(launch, spec, triton_gpu_target, **job) for launch in launches]
     # One kernel, or every re-lowering of a cached call: no pool.
-    missing = [1 for j in jobs if j.key not in _state.COMPILED_KERNELS] if len(jobs) > 1 else []
-    if not missing:
+    missing = 0 if len(jobs) == 1 else sum(job.key not in _state.COMPILED_KERNELS for job in jobs)
+    if missing == 0:
         results = [_capture(job) for job in jobs]
     else:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=thread_count(len(missing)),
-                                                   thread_name_prefix="jax_triton_rocm") as pool:
+        with concurrent.futures.ThreadPoolExecutor(
+                max_workers=thread_count(missing), thread_name_prefix="jax_triton_rocm") as pool:
             results = list(pool.map(_capture, jobs))
     skippable = (CompileTimeAssertionFailure, PTXASError) if len(launches) > 1 else ()
     errors = [(c, r) for c, r in zip(launches, results) if isinstance(r, BaseException)]
