@@ -54,7 +54,7 @@ def measure(mode: str, arch: str) -> dict:
     """Runs in the measuring process: times one lowering of the 16-config matmul."""
     from jax_triton_rocm.base import _state
     from jax_triton_rocm.base import _values
-    from jax_triton_rocm.compile import _parallel
+    from jax_triton_rocm.compile import _compile
     from tests.support import autotune_utils
 
     def matmul(a, b):
@@ -71,7 +71,7 @@ def measure(mode: str, arch: str) -> dict:
         "mode": mode,
         "seconds": seconds,
         "compiles": _state.COMPILED_KERNELS.stats["compiles"] - compiles_before,
-        "threads": _parallel.thread_count(len(autotune_utils.MATMUL_CONFIGS)),
+        "threads": _compile.thread_count(len(autotune_utils.MATMUL_CONFIGS)),
         "cpus": _values.cpu_count(),
     }
 

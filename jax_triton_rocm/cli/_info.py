@@ -45,12 +45,12 @@ def triton_report() -> dict[str, Any]:
         info = _compat.triton_info()
     except ImportError as err:
         return {"error": str(err)}
-    from jax_triton_rocm.base import _files
+    from jax_triton_rocm.compile import _folders
 
     knobs = info.module.knobs.cache
     note = (f"{_env.TRITON_CACHE_DIR}={_env.as_set(_env.TRITON_CACHE_DIR)!r} leaves Triton none; "
             f"the package's compiles use {knobs.get_triton_dir('cache')}"
-            if _files.needs_default_dir(knobs) else "")
+            if _folders.needs_default_dir(knobs) else "")
     return {"version": info.version, "backends": list(info.backends), "cache_dir": knobs.dir,
             "cache_note": note}
 

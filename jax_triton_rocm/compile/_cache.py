@@ -1,21 +1,20 @@
 """Triton's on-disk cache for the package's compiles: each entry checked before its binary is
-used (`compile_checked`; a cache folder Triton can use is `_files.compile_in_usable_cache`'s).
+used (`compile_checked`; a cache folder Triton can use is `_folders.compile_in_usable_cache`'s).
 What counts as damage, threads and fork: docs/design.md, "Triton's cache"."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import logging
 import os
 import re
 import stat
+import struct
 from typing import Any
 
-from jax_triton_rocm.base import _elf, _env, _files, _state
-from jax_triton_rocm.compile import _triton_key
+from jax_triton_rocm.base import _elf, _files, _state
 
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -29,6 +28,12 @@ _JSON_LIMIT = 16 << 20
 _REQUIRED_FIELDS = {"name": str, "num_warps": int, "shared": int, "target": dict, "hash": str}
 _OPTIONAL_INT_FIELDS = ("num_ctas", "warp_size", "global_scratch_size", "global_scratch_align",
                         "profile_scratch_size")
+# ELF e_machine of each Triton backend's binary.
+_MACHINES = {"cuda": (190, "EM_CUDA, a CUBIN"), "hip": (224, "EM_AMDGPU, an HSACO")}
+_SYMBOL_BYTES = 24  # ELF64
+_SHT_NOBITS = 8  # a section that takes no bytes in the file (.bss)
+_SYMBOL_TABLES = (2, 11)  # SHT_SYMTAB, SHT_DYNSYM
+_STT_FUNC = 2
 
 _warned: set[str] = set()
 
@@ -87,50 +92,51 @@ def _as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=vars))
 
 
-def metadata_problem(meta: Any, request: Request, entry_hash: str | None,
-                     llir: str | None) -> str | None:
-    """What is wrong with Triton's metadata `meta` (a dict; its `target` a JSON dict or a
-    `GPUTarget`) for `request`, and for the entry `entry_hash` where given: a field missing or of
-    another type, or disagreeing with what `request` compiled (the kernel's name, an option,
-    which the compile stores as it was given), or `shared` with the kernel's LLVM IR `llir`
-    (which uses `global_smem` exactly when `shared` is above 0)."""
-    target = request.target
-    if not isinstance(meta, dict):
-        return f"metadata is a {type(meta).__name__}, not a JSON object"
-    for field, kind in _REQUIRED_FIELDS.items():
-        value = meta.get(field)
-        if field == "target" and value is not None and not isinstance(value, dict):
-            value = {k: getattr(value, k, None) for k in ("backend", "arch", "warp_size")}
-        if not isinstance(value, kind) or isinstance(value, bool):
-            return f"metadata field {field!r} is {value!r}, not a {kind.__name__}"
-        if field == "target":
-            found = (value.get("backend"), value.get("arch"), value.get("warp_size"))
-            wanted = (target.backend, target.arch, target.warp_size)
-            if found != wanted:
-                return f"metadata is for target {found}, not {wanted}"
-    for field in _OPTIONAL_INT_FIELDS:
-        value = meta.get(field)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            return f"metadata field {field!r} is {value!r}, not an integer"
-    if meta["shared"] < 0:
-        return f"metadata field 'shared' is {meta['shared']}, below 0"
-    if entry_hash is not None and meta["hash"] != entry_hash:
-        return f"metadata belongs to another entry (hash {meta['hash']})"
-    if meta["name"] != request.kernel:
-        return f"metadata names kernel {meta['name']!r}, not {request.kernel!r}"
-    found = _as_json({field: meta.get(field) for field in request.options})
-    for field, wanted in request.options.items():
-        if field == "extern_libs" and _library_files(found[field]) == _library_files(wanted):
-            continue
-        if found[field] != wanted:
-            return (f"metadata says {field}={found[field]!r}, but the kernel compiles with "
-                    f"{wanted!r}")
-    shared, uses = meta["shared"], "@global_smem" in (llir or "")
-    if uses and not shared:
-        return "metadata says shared=0, but the kernel's LLVM IR uses shared memory"
-    if llir and shared and not uses:
-        return f"metadata says shared={shared}, but the kernel's LLVM IR uses no shared memory"
-    return None
+def binary_problem(data: bytes, backend: str, function: str | None = None) -> str | None:
+    """What is wrong with `data` as the binary of Triton backend `backend` ("cuda", "hip"): None
+    for a 64-bit little-endian ELF of the backend's machine that holds all of its headers and
+    sections (and whose symbol tables define the function `function`, where given), else a
+    sentence. Read within bounds (`_elf`'s layout)."""
+    machine, what = _MACHINES[backend]
+    if len(data) < _elf.HEADER.size:
+        return f"{len(data)} bytes, too short for an ELF file ({what} was expected)"
+    if data[:4] != b"\x7fELF":
+        return f"not an ELF file: it starts with {data[:8]!r} ({what} was expected)"
+    if data[4] != 2 or data[5] != 1:
+        return "not a 64-bit little-endian ELF file"
+    (_, _, found, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum,
+     shstrndx) = _elf.HEADER.unpack_from(data)
+    if found != machine:
+        others = dict(_MACHINES.values())
+        return (f"an ELF file for machine {found} ({others.get(found, 'another format')}), "
+                f"not {machine} ({what})")
+    if shnum == 0 or shentsize != _elf.SECTION.size:
+        return f"a malformed ELF file ({shnum} sections of {shentsize} bytes)"
+    end, headers = max(phoff + phnum * phentsize, shoff + shnum * shentsize), []
+    if end <= len(data):
+        # Each section's (kind, offset, size, link).
+        headers = [_elf.SECTION.unpack_from(data, shoff + i * shentsize)[1:7]
+                   for i in range(shnum)]
+        for kind, _, _, offset, size, _ in headers:
+            if kind != _SHT_NOBITS:
+                end = max(end, offset + size)
+    if end > len(data):
+        return f"truncated: {len(data)} bytes, but its headers and sections reach byte {end}"
+    if function is None:
+        return None
+    # A function symbol named `function`, where the section-name table lies inside the file.
+    if shstrndx < shnum and sum(headers[shstrndx][3:5]) <= len(data):
+        for kind, _, _, offset, size, link in headers:
+            if kind not in _SYMBOL_TABLES or link >= shnum:
+                continue
+            strings_at = headers[link][3]
+            for at in range(offset, offset + size - _SYMBOL_BYTES + 1, _SYMBOL_BYTES):
+                name_at, info, index = struct.unpack_from("<IB1xH", data, at)
+                if info & 0xF == _STT_FUNC and index != 0:
+                    start = strings_at + name_at
+                    if data[start:data.find(b"\0", start)].decode("utf-8", "replace") == function:
+                        return None
+    return f"a binary of another kernel: it defines no function {function}"
 
 
 def _library_files(libraries: Any) -> Any:
@@ -143,75 +149,111 @@ def _library_files(libraries: Any) -> Any:
     return [[name, os.path.basename(path)] for name, path in libraries]
 
 
-def _text_problem(ext: str, text: str, request: Request) -> str | None:
-    """What in the IR text `text` (file extension `ext`) disagrees with `request`: the kernel's
-    name, and in PTX and AMDGCN the threads per block (PTX also the blocks per cluster)."""
-    name = re.escape(request.kernel)
-    threads = int(request.options.get("num_warps", 0)) * request.target.warp_size
-    if ext in ("ttir", "ttgir") and not re.search(rf'@(?:{name}|"{name}")\(', text):
-        return f"Triton IR of another kernel: it defines no function @{request.kernel}"
-    if ext == "ptx":
-        if not re.search(rf"\.entry\s+{name}\s*\(", text):
-            return f"PTX of another kernel: it has no .entry {request.kernel}"
-        found = re.search(r"\.(?:reqntid|maxntid)\s+(\d+)", text)
-        if found and int(found[1]) != threads:
-            return f"PTX for {found[1]} threads per block, not {threads}"
-        found = re.search(r"\.reqnctapercluster\s+(\d+)", text)
-        ctas = int(request.options.get("num_ctas") or 1)
-        if int(found[1] if found else 1) != ctas:
-            return f"PTX for clusters of {found[1] if found else 1} blocks, not {ctas}"
-    if ext == "amdgcn":
-        if not re.search(rf"^\s*\.name:\s+{name}\s*$", text, re.M):
-            return f"AMDGCN of another kernel: it names no kernel {request.kernel}"
-        found = re.search(r"\.max_flat_workgroup_size:\s+(\d+)", text)
-        if found and int(found[1]) != threads:
-            return f"AMDGCN for {found[1]} threads per block, not {threads}"
-    return None
-
-
 def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
                    entry_hash: str | None = None) -> tuple[str, str] | None:
     """(file extension, what is wrong) with a compile's result for `request`, or None: `files` maps
-    each file's extension to its bytes (the binary) or text; `meta` is the metadata (a dict)."""
+    each file's extension to its bytes (the binary) or text; `meta` is Triton's metadata (a dict;
+    its `target` a JSON dict or a `GPUTarget`), for the entry `entry_hash` where given.
+
+    The binary must be an ELF for the target that defines the kernel (`binary_problem`). The
+    metadata must have each field of its type, agree with what `request` compiled (the kernel's
+    name, each option, which the compile stores as it was given) and give `shared` above 0
+    exactly when the kernel's LLVM IR uses `global_smem`. Each IR text must name the kernel, and
+    PTX and AMDGCN must be for its threads per block (PTX also for its blocks per cluster)."""
     binary = bytes(files.get(request.binary_ext, b""))
-    problem = _elf.problem(binary, request.target.backend, request.kernel)
+    problem = binary_problem(binary, request.target.backend, request.kernel)
     if problem is not None:
         return request.binary_ext, problem
-    problem = metadata_problem(meta, request, entry_hash, files.get("llir"))
-    if problem is not None:
-        return "json", problem
+    target = request.target
+    if not isinstance(meta, dict):
+        return "json", f"metadata is a {type(meta).__name__}, not a JSON object"
+    for field, kind in _REQUIRED_FIELDS.items():
+        value = meta.get(field)
+        if field == "target" and value is not None and not isinstance(value, dict):
+            value = {k: getattr(value, k, None) for k in ("backend", "arch", "warp_size")}
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return "json", f"metadata field {field!r} is {value!r}, not a {kind.__name__}"
+        if field == "target":
+            found = (value.get("backend"), value.get("arch"), value.get("warp_size"))
+            wanted = (target.backend, target.arch, target.warp_size)
+            if found != wanted:
+                return "json", f"metadata is for target {found}, not {wanted}"
+    for field in _OPTIONAL_INT_FIELDS:
+        value = meta.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            return "json", f"metadata field {field!r} is {value!r}, not an integer"
+    if meta["shared"] < 0:
+        return "json", f"metadata field 'shared' is {meta['shared']}, below 0"
+    if entry_hash is not None and meta["hash"] != entry_hash:
+        return "json", f"metadata belongs to another entry (hash {meta['hash']})"
+    if meta["name"] != request.kernel:
+        return "json", f"metadata names kernel {meta['name']!r}, not {request.kernel!r}"
+    stored = _as_json({field: meta.get(field) for field in request.options})
+    for field, wanted in request.options.items():
+        if field == "extern_libs" and _library_files(stored[field]) == _library_files(wanted):
+            continue
+        if stored[field] != wanted:
+            return "json", (f"metadata says {field}={stored[field]!r}, but the kernel compiles "
+                            f"with {wanted!r}")
+    llir = files.get("llir")
+    shared, uses = meta["shared"], "@global_smem" in (llir or "")
+    if uses and not shared:
+        return "json", "metadata says shared=0, but the kernel's LLVM IR uses shared memory"
+    if llir and shared and not uses:
+        return "json", (f"metadata says shared={shared}, but the kernel's LLVM IR uses no "
+                        f"shared memory")
+    name = re.escape(request.kernel)
+    threads = int(request.options.get("num_warps", 0)) * request.target.warp_size
     for ext, text in files.items():
         if ext in (request.binary_ext, "json"):
             continue
-        problem = "empty" if not text else _text_problem(ext, text, request)
-        if problem is not None:
-            return ext, problem
+        if not text:
+            return ext, "empty"
+        if ext in ("ttir", "ttgir") and not re.search(rf'@(?:{name}|"{name}")\(', text):
+            return ext, f"Triton IR of another kernel: it defines no function @{request.kernel}"
+        if ext == "ptx":
+            if not re.search(rf"\.entry\s+{name}\s*\(", text):
+                return ext, f"PTX of another kernel: it has no .entry {request.kernel}"
+            found = re.search(r"\.(?:reqntid|maxntid)\s+(\d+)", text)
+            if found and int(found[1]) != threads:
+                return ext, f"PTX for {found[1]} threads per block, not {threads}"
+            found = re.search(r"\.reqnctapercluster\s+(\d+)", text)
+            ctas = int(request.options.get("num_ctas") or 1)
+            if int(found[1] if found else 1) != ctas:
+                return ext, f"PTX for clusters of {found[1] if found else 1} blocks, not {ctas}"
+        if ext == "amdgcn":
+            if not re.search(rf"^\s*\.name:\s+{name}\s*$", text, re.M):
+                return ext, f"AMDGCN of another kernel: it names no kernel {request.kernel}"
+            found = re.search(r"\.max_flat_workgroup_size:\s+(\d+)", text)
+            if found and int(found[1]) != threads:
+                return ext, f"AMDGCN for {found[1]} threads per block, not {threads}"
     return None
 
 
-def _listing_problem(folder: str, child: Any, path: Any, request: Request) -> str | None:
-    """What is wrong with the group file's listing of `child` at `path`: Triton lists only
-    files it wrote into the entry's own `folder`, each under its own name."""
+def _listing_problem(folder: str, child: Any, path: Any, request: Request) -> tuple | None:
+    """(path, what is wrong) with the group file's listing of `child` at `path`: Triton lists
+    only files it wrote into the entry's own `folder`, each under its own name."""
     if not isinstance(child, str) or not isinstance(path, str):
-        return f"the group file lists {child!r} at {path!r}"
+        return str(path), f"the group file lists {child!r} at {path!r}"
     ext = child[len(request.file_name) + 1:]
     if not child.startswith(request.file_name + ".") or (
             request.extensions is not None and ext not in request.extensions):
-        return (f"an unexpected file in the entry (a compile writes "
-                f"{', '.join(sorted(request.extensions or ()))})")
+        return path, (f"an unexpected file in the entry (a compile writes "
+                      f"{', '.join(sorted(request.extensions or ()))})")
     try:
         inside = (os.path.basename(path) == child
                   and os.path.samestat(os.stat(os.path.dirname(path) or "."), os.stat(folder)))
     except OSError:
         inside = False
     if not inside:
-        return f"listed as {child}, which is not this file in the entry's folder {folder}"
+        return path, f"listed as {child}, which is not this file in the entry's folder {folder}"
     return None
 
 
 def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
     """(damaged file, what is wrong) for the entry `manager` (a FileCacheManager) keeps for
-    `request`, or None where it is whole or absent; read as `_files.read_entry_file` reads."""
+    `request`, or None where it is whole or absent; read as `_files.read_entry_file` reads, the
+    listed files in one pass (`_files.read_entry_files`)."""
     folder = manager.cache_dir
     group_name = f"__grp__{request.file_name}.json"
     group_path = os.path.join(folder, group_name)
@@ -231,22 +273,27 @@ def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
     for ext in ("json", request.binary_ext, request.asm_ext):
         if f"{request.file_name}.{ext}" not in children:
             return group_path, f"the group file lists no {request.file_name}.{ext}"
-    files, paths = {}, {}
+    listed, problem = [], None
     for child, path in children.items():
         problem = _listing_problem(folder, child, path, request)
         if problem is not None:
-            return str(path), problem
+            break  # reported after the files listed before it, as they are read in order
+        listed.append((child, path))
+    files, paths = {}, {}
+    read = _files.read_entry_files(folder, [child for child, _ in listed], _FILE_LIMIT)
+    for (child, path), data in zip(listed, read):
         ext = child[len(request.file_name) + 1:]
         paths[ext] = path
+        if isinstance(data, _files.RefusedFile):
+            return path, str(data)
+        if isinstance(data, Exception):
+            return path, f"unreadable ({type(data).__name__}: {data})"
         try:
-            data = _files.read_entry_file(folder, child, _FILE_LIMIT)
             files[ext] = data if ext == request.binary_ext else data.decode("utf-8")
         except UnicodeDecodeError as err:
             return path, f"not text ({err})"
-        except _files.RefusedFile as err:
-            return path, str(err)
-        except (OSError, ValueError) as err:
-            return path, f"unreadable ({type(err).__name__}: {err})"
+    if problem is not None:
+        return problem
     try:
         meta = _files.parse_json(files["json"].encode("utf-8"))
     except ValueError as err:
@@ -305,15 +352,11 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
       DamagedEntry: the binary was damaged again after the entry was replaced (names the file).
       OSError: the cache folder cannot be read or written (the caller falls back).
       Triton's own compile errors."""
-    _triton_key.remember()
     from triton import knobs
     from triton.runtime.cache import get_cache_manager
 
     request = compile_request(source, target, options, binary_ext, asm_ext, symbol)
     if knobs.cache.manager_class is None:
-        if knobs.cache.dir:
-            _files.warn_if_others_can_write(
-                knobs.cache.dir, functools.partial(_files.setting, "dir"), _env.TRITON_CACHE_DIR)
         manager = get_cache_manager(request.entry_hash)
         damage = link_problem(manager.cache_dir) or entry_problem(manager, request)
         if damage is not None:

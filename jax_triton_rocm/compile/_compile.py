@@ -5,22 +5,26 @@ graph as its names resolve now (`graph_key`) included: an edited kernel, a rebou
 rebound global `tl.constexpr` never gets the old binary. Triton's `JITFunction.cache_key` cannot
 serve: it keeps the callees and global values of the first time it was computed. Triton's
 on-disk cache key is widened to the same call graph (`run_triton`); its entries are checked, and
-an unwritable folder worked around, by `_cache`. docs/design.md, "Triton's cache"."""
+an unwritable folder worked around, by `_cache` and `_folders`. docs/design.md, "Triton's cache".
+
+A call's kernels (an autotuned call's configs) compile at once, in threads (`compiled_launches`;
+`triton.compile` releases the GIL in ptxas and many passes), each through the shared kernel-key
+cache (`_state.COMPILED_KERNELS`), so one cached or compiling in another lowering is not compiled
+again."""
 
 from __future__ import annotations
 
 import ast
+import concurrent.futures
 import dataclasses
 import functools
 import hashlib
 import inspect
-import os
-import re
-import tempfile
+import logging
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.base import _compat, _files, _state
-from jax_triton_rocm.compile import _cache, _errors, _gluon, _parallel
+from jax_triton_rocm.base import _compat, _env, _state
+from jax_triton_rocm.compile import _cache, _errors, _folders, _gluon
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
@@ -28,6 +32,8 @@ if TYPE_CHECKING:
     from jax_triton_rocm.plan._plan import Launch
     from jax_triton_rocm.spec._layout import BoundKernel
     from jax_triton_rocm.spec._spec import KernelCallSpec
+
+logger = logging.getLogger("jax_triton_rocm")
 
 
 def stable_text(value: Any) -> str:
@@ -299,10 +305,58 @@ def compiled_launch(launch: Launch, spec: KernelCallSpec, triton_gpu_target: Any
 
 def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target: Any,
                       **job: Any) -> list[tuple]:
-    """`launches` of `spec` compiled at once (`_parallel.compiled_configs`): (launch, job, compiled
-    kernel) for each launch whose kernel compiled (jaxlib's route, autotuned calls)."""
+    """`launches` of `spec` compiled at once (jaxlib's route, autotuned calls): (launch, job,
+    compiled kernel) for each launch whose kernel compiled, in order.
+
+    As Triton's autotuner does, a config whose compile fails a `tl.static_assert`
+    (CompileTimeAssertionFailure) or ptxas (PTXASError, NVIDIA only) is dropped when others
+    remain; OutOfResources is a launch error, which jaxlib's autotuner handles. Any other error,
+    or every config failing, raises the first config's error."""
+    from triton.compiler.errors import CompileTimeAssertionFailure
+    from triton.runtime.errors import PTXASError
+
     jobs = [launch_job(launch, spec, triton_gpu_target, **job) for launch in launches]
-    return _parallel.compiled_configs(launches, jobs, compile_job)
+    # One kernel, or every re-lowering of a cached call: no pool.
+    missing = 0 if len(jobs) == 1 else sum(job.key not in _state.COMPILED_KERNELS for job in jobs)
+    if missing == 0:
+        results = [_capture(job) for job in jobs]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(
+                max_workers=thread_count(missing), thread_name_prefix="jax_triton_rocm") as pool:
+            results = list(pool.map(_capture, jobs))
+    skippable = (CompileTimeAssertionFailure, PTXASError) if len(launches) > 1 else ()
+    errors = [(c, r) for c, r in zip(launches, results) if isinstance(r, BaseException)]
+    fatal = [(c, r) for c, r in errors if not isinstance(r, skippable)]
+    if fatal or (errors and len(errors) == len(launches)):
+        config, error = (fatal or errors)[0]
+        note = f"jax_triton_rocm: in autotune config ({config.description})"
+        # The kernel cache raises a remembered error again at each lowering: one note each.
+        if len(launches) > 1 and note not in getattr(error, "__notes__", ()):
+            error.add_note(note)
+        raise error
+    for config, error in errors:
+        logger.info("jax_triton_rocm: autotune config (%s) dropped: %s: %s",
+                    config.description, type(error).__name__, error)
+    return [(config, job, result) for config, job, result in zip(launches, jobs, results)
+            if not isinstance(result, BaseException)]
+
+
+def thread_count(jobs: int) -> int:
+    """Threads for compiling `jobs` kernels (`JAX_TRITON_ROCM_COMPILE_THREADS`).
+
+    Raises:
+      ValueError: the variable is set to something other than a non-negative integer.
+    """
+    limit = _env.compile_threads()
+    return max(1, min(jobs, limit or 1))
+
+
+def _capture(job: CompileJob) -> Any:
+    """`compile_job(job)`, or the exception it raised (so the caller sees every config's fate)."""
+    try:
+        return compile_job(job)
+    except Exception as err:  # noqa: BLE001
+        return err
 
 
 def run_triton(job: CompileJob) -> CompiledKernel:
@@ -312,7 +366,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
     own hash misses: the call graph as it resolves now (`graph_key`; Triton's `cache_key` keeps the
     first one) and, where a constexpr is a str, the constexprs' types (Triton writes them with
     `str()`, so `BLOCK="256"` would get `BLOCK=256`'s binary). Errors are explained for the call
-    (`_errors.explained`, notes from `_errors.layout_hints`); `compile_job` lists them."""
+    (`_errors.explained`); `compile_job` lists them."""
     try:
         triton = _compat.triton_info().module
         from triton.compiler import ASTSource
@@ -354,7 +408,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
                 return key
 
             source.hash = widened_hash
-        compiled, meta = _files.compile_in_usable_cache(triton, functools.partial(
+        compiled, meta = _folders.compile_in_usable_cache(triton, functools.partial(
             _cache.compile_checked, triton, source, job.triton_gpu_target, job.options,
             job.binary_key, job.asm_key, job.symbol))
         meta.pop("target", None)
@@ -375,37 +429,10 @@ def run_triton(job: CompileJob) -> CompiledKernel:
             metadata=meta,
         )
     except Exception as err:
-        _remove_ptxas_files(err)
         explained = _errors.explained(err, job)
-        for hint in _errors.layout_hints(job.bound):
-            explained.add_note(hint)
         if explained is err:
             raise
-        if explained is err.__cause__:  # the kernel's own error, a trampoline's discarded
-            err.__cause__ = err.__context__ = None  # no cycle back through it
-            explained.__suppress_context__ = True
-            raise explained
-        raise explained from err
-
-
-# Triton's NVIDIA backend names its ptxas input in the PTXASError's repro command and leaves the
-# file (and its .o) in the temporary folder when ptxas fails.
-_PTXAS_FILE = re.compile(r"(\S+\.ptx)(?:\.o)?\b")
-
-
-def _remove_ptxas_files(err: BaseException) -> None:
-    """Deletes the `.ptx` / `.ptx.o` files a failed ptxas run left in the temporary folder."""
-    if type(err).__name__ != "PTXASError":
-        return
-    folder = os.path.realpath(tempfile.gettempdir())
-    for path in set(_PTXAS_FILE.findall(str(err))):
-        if os.path.dirname(os.path.realpath(path)) != folder:
-            continue  # only Triton's own temporary files, never a user's file
-        for leftover in (path, path + ".o"):
-            try:
-                os.remove(leftover)
-            except OSError:
-                pass
+        raise explained  # its cause set by `_errors.explained`
 
 
 def compile_job(job: CompileJob) -> CompiledKernel:

@@ -7,7 +7,11 @@ value reaches the user with its name; and only errors of the kernel's own are re
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import tempfile
 from typing import Any
 
 from jax_triton_rocm.plan import _trampoline
@@ -27,35 +31,55 @@ _FIX = ("fix the value where the call passes it (a keyword of triton_call, const
 
 
 def explained(err: Exception, job: Any) -> Exception:
-    """`err`, raised compiling `job` (a `_compile.CompileJob`), with what the call gave the
-    kernel: a Triton compile error (the kernel's own, where a trampoline called it) gets a note
-    naming the target and the constexprs; an MLIR
-    pass failure becomes a `KernelPassFailure` naming the kernel, the target, the options, the
-    constexprs and, for fp8 buffers, the likely cause. Any other error is returned as it is."""
+    """What to raise for `err`, raised compiling `job` (a `_compile.CompileJob`), telling what the
+    call gave the kernel: a Triton compile error (the kernel's own, where a trampoline called it;
+    then without the trampoline's error) gets a note naming the target and the constexprs; an
+    MLIR pass failure becomes a `KernelPassFailure` (caused by `err`) naming the kernel, the
+    target, the options, the constexprs and, for fp8 buffers, the likely cause. Any other error
+    is `err` itself. Each gets `layout_hints` as notes. The files a failed ptxas run left in the
+    temporary folder are deleted."""
     from triton.compiler.errors import CompilationError
 
+    if type(err).__name__ == "PTXASError":
+        folder = os.path.realpath(tempfile.gettempdir())
+        for path in set(_PTXAS_FILE.findall(str(err))):
+            if os.path.dirname(os.path.realpath(path)) != folder:
+                continue  # only Triton's own temporary files, never a user's file
+            for leftover in (path, path + ".o"):
+                with contextlib.suppress(OSError):
+                    os.remove(leftover)
     kernel, target = kernel_name(job.jit_fn), job.arch
     constexprs = job.bound.constexprs_text(list(job.jit_fn.arg_names))
     values = f"the constexprs {constexprs}" if constexprs else "no constexprs"
+    raised = err
     if _trampoline.is_trampoline(job.jit_fn) and isinstance(err.__cause__, CompilationError):
-        err = err.__cause__  # the kernel's own error, not the trampoline's call of the kernel
-    if isinstance(err, CompilationError):
-        err.add_note(f"jax_triton_rocm: kernel {kernel} was compiled for {target} with {values}. "
-                     f"Where the kernel cannot use one of them, {_FIX}.")
-        return err
-    if not (isinstance(err, RuntimeError) and "PassManager::run failed" in str(err)):
-        return err
-    fp8 = sorted(f"{name} ({kind.lstrip('*')})" for name, kind in job.bound.signature.items()
-                 if kind.lstrip("*") in _spec.FP8_DTYPES)
-    cause = (f" Its fp8 parameters {', '.join(fp8)} are a likely cause: Triton does no "
-             f"arithmetic on fp8 values ({', '.join(sorted(_spec.FP8_DTYPES.values()))}); "
-             f"convert them first (x.to(tl.float32)) and back for the store." if fp8 else "")
-    options = ", ".join(f"{k}={v!r}" for k, v in sorted(job.options.items()))
-    return KernelPassFailure(
-        f"Triton's compiler passes rejected kernel {kernel} for {target} (options {options}; "
-        f"{values}); the diagnostics Triton printed on stderr name the operation and its line "
-        f"in the kernel, and the IR dump there is Triton's reproducer.{cause} Otherwise, "
-        f"{_FIX}.")
+        raised = err.__cause__  # the kernel's own error, not the trampoline's call of the kernel
+        err.__cause__ = err.__context__ = None  # no cycle back through it
+        raised.__suppress_context__ = True
+    if isinstance(raised, CompilationError):
+        raised.add_note(f"jax_triton_rocm: kernel {kernel} was compiled for {target} with "
+                        f"{values}. Where the kernel cannot use one of them, {_FIX}.")
+    elif isinstance(err, RuntimeError) and "PassManager::run failed" in str(err):
+        fp8 = sorted(f"{name} ({kind.lstrip('*')})" for name, kind in job.bound.signature.items()
+                     if kind.lstrip("*") in _spec.FP8_DTYPES)
+        cause = (f" Its fp8 parameters {', '.join(fp8)} are a likely cause: Triton does no "
+                 f"arithmetic on fp8 values ({', '.join(sorted(_spec.FP8_DTYPES.values()))}); "
+                 f"convert them first (x.to(tl.float32)) and back for the store." if fp8 else "")
+        options = ", ".join(f"{k}={v!r}" for k, v in sorted(job.options.items()))
+        raised = KernelPassFailure(
+            f"Triton's compiler passes rejected kernel {kernel} for {target} (options "
+            f"{options}; {values}); the diagnostics Triton printed on stderr name the operation "
+            f"and its line in the kernel, and the IR dump there is Triton's reproducer.{cause} "
+            f"Otherwise, {_FIX}.")
+        raised.__cause__ = err
+    for hint in layout_hints(job.bound):
+        raised.add_note(hint)
+    return raised
+
+
+# Triton's NVIDIA backend names its ptxas input in the PTXASError's repro command and leaves the
+# file (and its .o) in the temporary folder when ptxas fails.
+_PTXAS_FILE = re.compile(r"(\S+\.ptx)(?:\.o)?\b")
 
 
 def layout_hints(bound: Any) -> list[str]:

@@ -137,9 +137,7 @@ class ChoiceStore:
                            "description": choice.description,
                            "times_ms": list(choice.times_ms)}).encode("utf-8")
         try:
-            with _files.own_folder(store) as store_fd, _files.own_folder(
-                    os.path.basename(group), store_fd) as group_fd:
-                _files.replace_file(group_fd, name, data)
+            _files.write_file((store, os.path.basename(group)), name, data)
         except (OSError, ValueError) as err:
             if store in _warned:
                 return

@@ -10,7 +10,7 @@ import triton
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat, _env, _state
-from jax_triton_rocm.compile import _parallel
+from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.routes.jaxlib import _proto
 from tests.support import autotune_utils as au
 from tests.support import kernels, two_apis
@@ -331,7 +331,7 @@ def test_lowering_again_compiles_nothing():
 def test_negative_thread_count_names_the_variable(monkeypatch):
     monkeypatch.setenv(_env.ENV_COMPILE_THREADS, "-2")
     with pytest.raises(ValueError, match="JAX_TRITON_ROCM_COMPILE_THREADS='-2'"):
-        _parallel.thread_count(4)
+        _compile.thread_count(4)
 
 
 @pytest.mark.parametrize("api", two_apis.APIS)

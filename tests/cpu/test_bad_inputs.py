@@ -88,9 +88,9 @@ def _plain_call_target():
 
 
 def _thread_count():
-    from jax_triton_rocm.compile import _parallel
+    from jax_triton_rocm.compile import _compile
 
-    return _parallel.thread_count(4)
+    return _compile.thread_count(4)
 
 
 def _cache_size(name):

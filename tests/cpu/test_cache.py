@@ -175,7 +175,7 @@ def test_a_str_constexpr_is_not_served_the_binary_of_the_value_it_spells(tmp_pat
 def test_constexprs_without_a_str_keep_tritons_own_on_disk_key(monkeypatch):
     from triton.compiler import ASTSource
 
-    from jax_triton_rocm.base import _files
+    from jax_triton_rocm.compile import _folders
     from jax_triton_rocm.spec._layout import BoundKernel
 
     signature = {"value": "fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"}
@@ -188,7 +188,7 @@ def test_constexprs_without_a_str_keep_tritons_own_on_disk_key(monkeypatch):
         def compile_in_usable_cache(triton, compile_fn):
             raise Compiled(compile_fn.args[1].hash())  # (triton, source, ...)
 
-        monkeypatch.setattr(_files, "compile_in_usable_cache", compile_in_usable_cache)
+        monkeypatch.setattr(_folders, "compile_in_usable_cache", compile_in_usable_cache)
         target = triton.backends.compiler.GPUTarget("cuda", 90, 32)
         bound = BoundKernel(signature, {(2,): block}, {}, (), ())
         job = _compile.make_job(_fill_kernel, target, bound, {}, arch="sm_90", gluon=False,

@@ -15,7 +15,6 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _elf
 from jax_triton_rocm.compile import _cache, _errors
 from tests.support import kernels
 from tests.support.binary_utils import carried_form
@@ -198,7 +197,7 @@ def test_a_damaged_entry_is_compiled_again_with_one_warning_naming_the_file(
     with caplog.at_level(logging.WARNING, logger="jax_triton_rocm"):
         again = binary_reaching_the_call(platform)
         assert binary_reaching_the_call(platform) == again  # the entry was replaced: no warning
-    assert _elf.problem(again, BACKEND[platform]) is None
+    assert _cache.binary_problem(again, BACKEND[platform]) is None
     assert int.from_bytes(again[18:20], "little") == MACHINE[platform]
     assert again == whole
     warnings = [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
@@ -404,7 +403,7 @@ def test_a_binary_still_damaged_after_replacing_is_an_error_that_is_not_remember
         cache_dir, monkeypatch):
     # Every binary Triton returns reads as damaged (the cache starts empty: nothing is checked
     # before the first compile).
-    monkeypatch.setattr(_elf, "problem", lambda *args: "truncated: 12 bytes")
+    monkeypatch.setattr(_cache, "binary_problem", lambda *args: "truncated: 12 bytes")
     with pytest.raises(_cache.DamagedEntry, match="add_kernel.cubin: truncated.*Delete"):
         binary_reaching_the_call("cuda")
     monkeypatch.undo()

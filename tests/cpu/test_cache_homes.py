@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import pytest
 import triton
 
-from jax_triton_rocm.base import _files
+from jax_triton_rocm.compile import _folders
 from tests.support import kernels
 from tests.support.lowering_utils import (capture_one, lower_add_in_fresh_process, spec,
                                           the_folder_warning)
@@ -41,7 +41,7 @@ def test_a_read_only_home(tmp_path):
 def temp_root(temp_root, monkeypatch):
     """conftest's private folder for the package's temporary folders, before this process has
     made its private dump folder."""
-    monkeypatch.setattr(_files, "_private_dump", None)
+    monkeypatch.setattr(_folders, "_private_dump", None)
     return temp_root
 
 

@@ -18,8 +18,8 @@ import triton.language as tl
 from triton.runtime import cache as triton_cache
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _elf, _files, _state
-from jax_triton_rocm.compile import _errors
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.compile import _cache, _errors, _folders
 from tests.support import kernels
 from tests.support.lowering_utils import capture_one, spec
 
@@ -41,7 +41,7 @@ def negate(x):
 def lowered_binary(fn, platform="cuda") -> bytes:
     jtr.clear_caches()
     binary = capture_one(fn, X, platform=platform).kernels[0].binary
-    assert _elf.problem(binary, {"cuda": "cuda", "rocm": "hip"}[platform]) is None
+    assert _cache.binary_problem(binary, {"cuda": "cuda", "rocm": "hip"}[platform]) is None
     return binary
 
 
@@ -164,15 +164,14 @@ def test_a_triton_compile_error_is_the_kernels():
 
 def test_a_private_folder_lives_until_the_last_compile_using_it_ends(temp_root, monkeypatch):
     monkeypatch.setenv("TRITON_CACHE_DIR", "/the/users/folder")
-    first, second = (_files.usable_cache_dir(triton, private=("dir",)) for _ in range(2))
-    first.__enter__()
+    knobs = _folders._override(triton, ("dir",))
     private = triton.knobs.cache.dir
     assert os.path.dirname(private) == str(temp_root) and os.path.isdir(private)
-    second.__enter__()
+    _folders._override(triton, ("dir",))
     assert triton.knobs.cache.dir == private  # one private folder for both
-    first.__exit__(None, None, None)
+    _folders._release(knobs)
     assert os.path.isdir(private) and triton.knobs.cache.dir == private
-    second.__exit__(None, None, None)
+    _folders._release(knobs)
     assert not os.path.exists(private)
     assert triton.knobs.cache.dir == "/the/users/folder"
     assert "dir" not in vars(triton.knobs.cache)
@@ -182,16 +181,14 @@ def test_a_private_folder_outlives_a_compile_that_began_without_one(temp_root, m
     # A compile that needed no override is still in flight when another's private folder would
     # be undone: the knobs stay on it, and the folder stays, until the first compile ends too.
     monkeypatch.setenv("TRITON_CACHE_DIR", "/the/users/folder")
-    plain = _files.usable_cache_dir(triton)
-    fallback = _files.usable_cache_dir(triton, private=("dir",))
-    plain.__enter__()
+    knobs = _folders._override(triton, ())
     assert triton.knobs.cache.dir == "/the/users/folder"  # nothing overridden for it
-    fallback.__enter__()
+    _folders._override(triton, ("dir",))
     private = triton.knobs.cache.dir
     assert os.path.dirname(private) == str(temp_root) and os.path.isdir(private)
-    fallback.__exit__(None, None, None)
+    _folders._release(knobs)
     assert triton.knobs.cache.dir == private and os.path.isdir(private)
-    plain.__exit__(None, None, None)
+    _folders._release(knobs)
     assert not os.path.exists(private)
     assert triton.knobs.cache.dir == "/the/users/folder"
     assert "dir" not in vars(triton.knobs.cache)
@@ -207,4 +204,4 @@ def test_a_private_folder_outlives_a_compile_that_began_without_one(temp_root, m
 ], ids=["the folder", "a folder above it", "a file in it", "full disk", "elsewhere",
         "a sibling folder"])
 def test_only_errors_about_the_cache_folder_fall_back(error, reason):
-    assert (_files.unwritable_reason(error, "/c/cache") is not None) is reason
+    assert (_folders.unwritable_reason(error, "/c/cache") is not None) is reason

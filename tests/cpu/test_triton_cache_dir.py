@@ -12,16 +12,15 @@ import os
 def test_the_default_stays_until_the_last_overlapping_compile_ends(monkeypatch, tmp_path):
     import triton
 
-    from jax_triton_rocm.base import _files
+    from jax_triton_rocm.compile import _folders
 
     monkeypatch.setenv("TRITON_CACHE_DIR", "")
     monkeypatch.setenv("TRITON_HOME", str(tmp_path))
     default = str(tmp_path / ".triton" / "cache")
-    first, second = (_files.usable_cache_dir(triton) for _ in range(2))
-    first.__enter__()
-    second.__enter__()
-    first.__exit__(None, None, None)
+    knobs = _folders._override(triton, ())
+    _folders._override(triton, ())
+    _folders._release(knobs)
     assert triton.knobs.cache.dir == default  # the second compile still runs
-    second.__exit__(None, None, None)
+    _folders._release(knobs)
     assert triton.knobs.cache.dir == ""
     assert "dir" not in vars(triton.knobs.cache) and os.environ["TRITON_CACHE_DIR"] == ""

@@ -1,4 +1,4 @@
-"""Triton's installation key remembered across processes (`compile/_triton_key.py`): the key
+"""Triton's installation key remembered across processes (`compile/_folders.py`): the key
 handed to Triton is the one Triton hashes, any change to a file misses the memo, and a memo file
 that is damaged, planted as a link, too large, or in a folder others can write is not used. Each
 in processes of its own; the stamp itself: tests/cpu/test_triton_key.py."""
@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from jax_triton_rocm.compile import _triton_key
+from jax_triton_rocm.compile import _folders
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -22,9 +22,9 @@ _PROBE = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, ROOT)
     from triton.runtime import cache
-    from jax_triton_rocm.compile import _triton_key
+    from jax_triton_rocm.compile import _folders
     original = cache.triton_key
-    _triton_key.remember()
+    _folders.remember_triton_key()
     print(json.dumps({"handed": cache.triton_key is not original,
                       "equal": cache.triton_key() == original.__wrapped__()}))
 """).replace("ROOT", repr(ROOT))
@@ -39,7 +39,7 @@ def _run(cache_dir, **env):
 
 
 def _memo_files(cache_dir):
-    folder = cache_dir / _triton_key.FOLDER_NAME
+    folder = cache_dir / _folders.FOLDER_NAME
     return sorted(folder.iterdir()) if folder.exists() else []
 
 
@@ -95,11 +95,11 @@ def test_a_damaged_or_planted_memo_is_not_used(cache_dir, tmp_path, damage):
 @pytest.mark.process
 def test_a_folder_others_can_write_is_neither_read_nor_written(cache_dir):
     _run(cache_dir)
-    os.chmod(cache_dir / _triton_key.FOLDER_NAME, 0o777)
+    os.chmod(cache_dir / _folders.FOLDER_NAME, 0o777)
     assert _run(cache_dir) == {"handed": False, "equal": True}
     for memo in _memo_files(cache_dir):
         memo.unlink()
-    (cache_dir / _triton_key.FOLDER_NAME).rmdir()
+    (cache_dir / _folders.FOLDER_NAME).rmdir()
     os.chmod(cache_dir, 0o777)  # a folder not made yet is judged by the folders above it
     assert _run(cache_dir) == {"handed": False, "equal": True}
     assert _memo_files(cache_dir) == []

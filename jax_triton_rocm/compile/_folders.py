@@ -1,0 +1,304 @@
+"""Triton's folders for the package's compiles, and Triton's key remembered beside its cache.
+
+`compile_in_usable_cache` runs a compile with cache and dump folders Triton can use: Triton's
+default where the environment leaves it none, a private one where it cannot be written. Before a
+process's first compile, `remember_triton_key` hands Triton its key (a hash of Triton's own
+files, 0.2 to 0.3 s at each fresh process) from the file remembered for this installation, read
+as every cache file is (`_files`); `JAX_TRITON_ROCM_REMEMBER_TRITON_KEY=0` turns it off
+(docs/environment.md). Why, threads and fork: docs/design.md, "Triton's cache".
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import hashlib
+import logging
+import os
+import re
+import shutil
+import sysconfig
+import tempfile
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from jax_triton_rocm.base import _env, _files, _state
+
+logger = logging.getLogger("jax_triton_rocm")
+
+# The folders of Triton's that a compile writes: knob name -> the variable that sets it.
+FOLDER_VARIABLES = {"dir": _env.TRITON_CACHE_DIR, "dump_dir": _env.TRITON_DUMP_DIR}
+_MISSING = object()
+
+T = TypeVar("T")
+
+_in_flight = 0
+_saved: dict[str, Any] = {}  # the knobs' own `__dict__` entries before the override
+_private: str | None = None  # the private folder compiles use while the cache is unwritable
+_private_dump: str | None = None  # the private dump folder, kept for the life of the process
+_warned_cache_dir = False
+_warned_unwritable: set[tuple[str, int | None]] = set()
+# Errors that name no path but come from writing the cache's files.
+_FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+
+FOLDER_NAME = "jax_triton_rocm_triton_key"
+_MAX_BYTES = 1 << 16
+# Triton's key: its version, then one sha256 per file it hashed, joined by "-".
+_HASHES = re.compile(r"[0-9a-f]{64}(?:-[0-9a-f]{64})*")
+_tried: list[int] = []  # the process ids that have looked for the key (a forked child looks again)
+
+
+def needs_default_dir(cache_knobs: Any) -> bool:
+    """Whether Triton's file cache has no folder to use (a custom cache manager may need none)."""
+    return cache_knobs.manager_class is None and not cache_knobs.dir
+
+
+def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
+    """Runs `compile_fn` (which calls `triton.compile`) with cache and dump folders Triton can
+    use (`_override`), Triton's key remembered (`remember_triton_key`) and a cache folder others
+    can write named in a warning; where a folder cannot be made or written, again with that
+    folder private, after one warning.
+
+    Raises:
+      whatever `compile_fn` raises, other than the unwritable folders' OSError."""
+    private: tuple[str, ...] = ()
+    failure: OSError | None = None
+    warning: tuple | None = None
+    while True:
+        cache_knobs = _override(triton, private)
+        try:
+            if warning is not None:  # here, where the private folder it names exists
+                _warn_unwritable(*warning)
+            remember_triton_key()
+            if cache_knobs.manager_class is None and cache_knobs.dir:
+                _files.warn_if_others_can_write(cache_knobs.dir, functools.partial(
+                    setting, "dir"), _env.TRITON_CACHE_DIR)
+            return compile_fn()
+        except OSError as err:
+            failing = _failing_folder(err, cache_knobs)
+            if failing is None or failing[0] in private:
+                if failure is not None:
+                    raise err from failure
+                raise
+            name, reason = failing
+            warning = (name, getattr(cache_knobs, name), err, reason)
+            private, failure = (*private, name), err
+        finally:
+            _release(cache_knobs)
+
+
+def _override(triton: Any, private: tuple[str, ...]) -> Any:
+    """Triton's cache knobs, counting one more compile in flight: with the folders Triton uses
+    as they are, or Triton's default cache folder (`$TRITON_HOME/.triton/cache`, else
+    `~/.triton/cache`) where it has none (`needs_default_dir`), or private folders for the knobs
+    `private` names ("dir", "dump_dir"); they go back as they were when the last compile in
+    flight ends (`_release`)."""
+    global _in_flight, _saved, _private, _private_dump, _warned_cache_dir
+    cache_knobs = triton.knobs.cache
+    with _state.LOCKS.triton_cache_dir:
+        default = needs_default_dir(cache_knobs)
+        if (default or private) and not _saved:
+            _saved = {name: vars(cache_knobs).get(name, _MISSING) for name in FOLDER_VARIABLES}
+        if default:
+            directory = cache_knobs.get_triton_dir("cache")
+            vars(cache_knobs)["dir"] = directory  # bypasses Triton's write to os.environ
+            if not _warned_cache_dir:
+                _warned_cache_dir = True
+                logger.warning(
+                    "jax_triton_rocm: %s is set to %r (jax-triton 0.3 sets it to '' when "
+                    "imported), which leaves Triton no cache directory. The package's Triton "
+                    "compiles use Triton's default location %s instead; the environment is not "
+                    "changed. Set %s to a writable folder to choose another.",
+                    _env.TRITON_CACHE_DIR, _env.as_set(_env.TRITON_CACHE_DIR), directory,
+                    _env.TRITON_CACHE_DIR)
+        if "dir" in private:
+            _private = _private or tempfile.mkdtemp(prefix="jax_triton_rocm_triton_cache_")
+            vars(cache_knobs)["dir"] = _private
+        if "dump_dir" in private:
+            _private_dump = _private_dump or tempfile.mkdtemp(prefix="jax_triton_rocm_triton_dump_")
+            vars(cache_knobs)["dump_dir"] = _private_dump
+        _in_flight += 1
+    return cache_knobs
+
+
+def _release(cache_knobs: Any) -> None:
+    """One compile `_override` counted ends; the last in flight gives the knobs back and removes
+    the private cache folder."""
+    global _in_flight, _private
+    with _state.LOCKS.triton_cache_dir:
+        _in_flight -= 1
+        if _in_flight == 0:
+            if _saved:  # something was overridden
+                _restore(cache_knobs)
+            if _private is not None:
+                shutil.rmtree(_private, ignore_errors=True)
+                _private = None
+
+
+def _restore(cache_knobs: Any) -> None:
+    global _saved
+    for name, saved in _saved.items():
+        if saved is _MISSING:
+            vars(cache_knobs).pop(name, None)
+        else:
+            vars(cache_knobs)[name] = saved
+    _saved = {}
+
+
+def unwritable_reason(err: OSError, directory: str) -> str | None:
+    """Why `err`, raised by a compile, means the folder `directory` cannot be made or written;
+    None where it is about something else."""
+    if err.filename is None and err.errno in _FULL_DISK:
+        return str(err)
+    folder = os.path.abspath(directory)
+    for path in (err.filename, err.filename2):
+        if isinstance(path, (str, bytes, os.PathLike)):
+            path = os.path.abspath(os.fsdecode(path))
+            if (path == folder or path.startswith(folder + os.sep)
+                    or folder.startswith(path.rstrip(os.sep) + os.sep)):
+                return str(err).replace(path, shown_path(path))
+    return None
+
+
+def shown_path(path: str) -> str:
+    """`path` as a message shows it: whole, or its ends and its length where it is long."""
+    if len(path) <= 200:
+        return path
+    return f"{path[:80]}...{path[-60:]} ({len(path)} characters)"
+
+
+def _failing_folder(err: OSError, cache_knobs: Any) -> tuple[str, str] | None:
+    """(knob name, reason) of the folder of Triton's that `err` says cannot be written; None
+    where `err` is about no such folder (a full disk counts as the cache's)."""
+    import triton
+
+    folders = {"dir": cache_knobs.dir}
+    if getattr(getattr(triton.knobs, "compilation", None), "dump_ir", False):
+        folders["dump_dir"] = cache_knobs.dump_dir
+    for name, directory in folders.items():
+        reason = unwritable_reason(err, directory) if directory else None
+        if reason is not None:
+            return name, reason
+    return None
+
+
+def setting(name: str) -> str:
+    """Which variable chose Triton's folder `name` ("dir", "dump_dir"), as a warning names it."""
+    variable = FOLDER_VARIABLES[name]
+    value = _env.as_set(variable)
+    if value is not None:
+        return f"{variable}={shown_path(value)!r}"
+    for home in (_env.TRITON_HOME, _env.HOME):
+        value = _env.as_set(home)
+        if value is not None:
+            return (f"{variable} unset: Triton's default under {home}="
+                    f"{shown_path(value)!r}")
+    return f"{variable} unset: Triton's default"
+
+
+def _warn_unwritable(name: str, directory: str, err: OSError, reason: str) -> None:
+    """Logs once per folder and kind of failure that compiles go on without the folder."""
+    with _state.LOCKS.guard:
+        if (directory, err.errno) in _warned_unwritable:
+            return
+        _warned_unwritable.add((directory, err.errno))
+    if name == "dir":
+        instead = ("Kernels compile without it (in a private temporary folder, removed "
+                   "afterwards), so nothing is cached on disk")
+    else:
+        instead = f"Triton's dumps go to {_private_dump} instead"
+    logger.warning(
+        "jax_triton_rocm: Triton's %s folder %s (%s) cannot be written: %s. %s; set %s to a "
+        "writable folder.", "cache" if name == "dir" else "dump", shown_path(directory),
+        setting(name), reason, instead, FOLDER_VARIABLES[name])
+
+
+def installation_stamp(root: str) -> str:
+    """A hash of the `stat` of every file under `root` (byte-code caches left out, which Triton
+    does not hash), in a fixed order."""
+    digest = hashlib.sha256(f"{sysconfig.get_config_var('EXT_SUFFIX')}\n".encode())
+    for folder, folders, files in os.walk(root):
+        folders[:] = sorted([name for name in folders if name != "__pycache__"])
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            digest.update(f"{os.path.relpath(path, root)}\0{info.st_size}\0{info.st_ino}\0"
+                          f"{info.st_dev}\0{info.st_mtime_ns}\0{info.st_ctime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def remember_triton_key() -> None:
+    """Before a process's first compile: hands Triton its key from the file remembered for this
+    installation in the folder beside Triton's cache, or lets Triton hash it and remembers it.
+    Once per process; any failure leaves Triton to hash its key itself."""
+    with _state.LOCKS.triton_key:
+        if os.getpid() in _tried:
+            return
+        _tried.append(os.getpid())
+        if not _env.remember_triton_key():
+            return
+        import triton
+        from triton.runtime import cache
+
+        original = cache.triton_key
+        info = getattr(original, "cache_info", None)
+        if info is None or info().currsize:
+            return  # already computed in this process, or replaced by someone else
+        try:
+            knobs = triton.knobs.cache
+            folder = os.path.join(knobs.dir or knobs.get_triton_dir("cache"), FOLDER_NAME)
+            root = os.path.dirname(os.path.dirname(os.path.abspath(cache.__file__)))
+            name, version = f"{installation_stamp(root)}.key", triton.__version__
+            path = os.path.join(folder, name)
+            try:
+                data = _files.private_file(folder, name, _MAX_BYTES)
+                if data is None:
+                    return  # other users can write the folder: neither read nor written
+                key = data.decode("ascii")
+            except FileNotFoundError:
+                key = None
+            except (OSError, ValueError) as err:
+                logger.debug("jax_triton_rocm: not using the remembered Triton key %s: %s",
+                             path, err)
+                key = None
+            if key is not None and not (key.startswith(version)
+                                        and _HASHES.fullmatch(key[len(version):])):
+                logger.debug("jax_triton_rocm: not using the remembered Triton key %s: not a "
+                             "key of Triton %s", path, version)
+                key = None
+            if key is None:
+                computed = original()
+                try:
+                    _files.write_file((folder,), name, computed.encode("ascii"))
+                except (OSError, ValueError) as err:
+                    logger.debug("jax_triton_rocm: could not remember the Triton key in %s: %s",
+                                 folder, err)
+                return
+        except Exception as err:  # noqa: BLE001 - Triton hashes its key itself, as without this
+            logger.debug("jax_triton_rocm: remembering the Triton key failed: %s", err)
+            return
+
+        def triton_key() -> str:
+            return key
+
+        triton_key.cache_clear = original.cache_clear  # type: ignore[attr-defined]
+        triton_key.__wrapped__ = original  # type: ignore[attr-defined]
+        cache.triton_key = triton_key
+
+
+def _restore_after_fork() -> None:
+    """In a child forked mid-compile: the knob goes back as it was; a private folder is the
+    parent's to remove."""
+    global _in_flight, _private
+    if _in_flight:
+        import triton
+
+        _restore(triton.knobs.cache)
+        _in_flight = 0
+    _private = None
+
+
+_state.on_fork(_restore_after_fork)
