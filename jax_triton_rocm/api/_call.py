@@ -144,8 +144,8 @@ class CallArguments:
       buffers: the keywords that hold something only an operand can be (`holds_buffer`).
       roles: each scalar or None given positionally (by index) or as a runtime keyword (by
         name), as `_spec.scalar_role` types it, or None where that fails.
-      given: `_spec.CallOptions`' fields, as given (None: not given; `backend_options` may
-        give them).
+      given: the options `_checker.check_call` takes, as given (None: not given;
+        `backend_options` may give them).
       The others: as `triton_call` takes them.
     """
 
@@ -163,7 +163,7 @@ class CallArguments:
     given: dict[str, Any]
     backend_options: Any
     cost_estimate: Any
-    has_side_effect: Any
+    has_side_effect: bool
     input_output_aliases: Any
     constexprs: Any
     operands: Any
@@ -264,8 +264,12 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
             roles[where] = _spec.scalar_role(param, value, what=what)
         except (TypeError, ValueError, OverflowError):  # the full check says why
             roles[where] = None
+    side_effect = options.pop("has_side_effect")
+    if not isinstance(side_effect, (bool, np.bool_)):  # a string such as "no" would be truthy
+        raise TypeError(f"has_side_effect={side_effect!r} must be a bool (True or False), got "
+                        f"{type(side_effect).__name__}.")
     return CallArguments(kernel, unwrapped, args, keywords, convention, outputs, shapes, tree,
-                         runtime, buffers, roles, **options)
+                         runtime, buffers, roles, has_side_effect=bool(side_effect), **options)
 
 
 # triton_call's own keyword arguments: a kernel parameter of one of these names cannot be set by
