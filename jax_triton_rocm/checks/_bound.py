@@ -157,11 +157,30 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
         options=binding.options, has_side_effect=side_effect, cost_estimate=call.cost_estimate,
         backend_options=call.backend_options,
         by_keyword=tuple([jit_fn.arg_names[i] for i in sorted(binding.by_keyword)]))
-    refs = {operand for operand, _ in placed.refs}  # each Ref is read: the primitive takes values
-    bound = BoundCall(spec, placed, call.out_tree, tuple(
+    bound = BoundCall(spec, placed, call.out_tree, tuple(  # each Ref read: the primitive takes
         [value[...] if i in refs else value for i, value in enumerate(placed.operands)]))
-    if kept_as is not None:
-        keep_layout(kept_as, call, bound)
+    # The layout kept, where it serves later calls: every operand an array given positionally,
+    # no Ref, no operand made in place of an output.
+    kept = kept_as is not None and not refs and len(placed.out_shapes) == len(out_shapes)
+    operand_args: list[int | None] = [None] * len(placed.operands)
+    scalars: list[tuple[int, int | str]] = []
+    for index, value in enumerate(call.args if kept else ()):
+        kind, where = spec.positional[index]
+        if isinstance(value, jax.Array):
+            if kind not in ("array", "input") or placed.operands[where] is not value:
+                kept = False
+                break
+            operand_args[where] = index
+        elif kind == "scalar" and where is value:
+            scalars.append((index, index))
+    scalars += [(index, name) for name, index in call.runtime.items()]
+    if kept and None not in operand_args and all(  # else an operand no argument gives
+            [spec.positional[index] == ("scalar", call.keywords[name])
+             for name, index in call.runtime.items()]):
+        out_order = tuple([placed.user_results.index(r) for r in range(len(out_shapes))])
+        _state.CALL_LAYOUTS.put(kept_as, Layout(
+            Placed(**{**vars(placed), "operands": (), "in_avals": ()}), spec,
+            tuple(operand_args), tuple(scalars), out_order), kernel=call.kernel)
     return bound
 
 
@@ -408,31 +427,3 @@ def relaid_call(layout: Layout, call: CallArguments) -> BoundCall | None:
     placed = Placed(**{**vars(layout.placed), "positional": positional, "operands": operands,
                        "in_avals": in_avals, "out_shapes": outs})
     return BoundCall(spec, placed, call.out_tree, operands)
-
-
-def keep_layout(key: tuple, call: CallArguments, bound: BoundCall) -> None:
-    """Keeps `bound`'s layout under `key`, where it serves later calls: every operand an array
-    given positionally, no Ref, no operand made in place of an output."""
-    placed, spec = bound.placed, bound.spec
-    if placed.refs or len(placed.out_shapes) != len(placed.user_results):
-        return
-    operand_args: list[int | None] = [None] * len(placed.operands)
-    scalars = []
-    for index, value in enumerate(call.args):
-        kind, where = spec.positional[index]
-        if isinstance(value, jax.Array):
-            if kind not in ("array", "input") or placed.operands[where] is not value:
-                return
-            operand_args[where] = index
-        elif kind == "scalar" and where is value:
-            scalars.append((index, index))
-    for name, index in call.runtime.items():
-        if spec.positional[index] != ("scalar", call.keywords[name]):
-            return
-        scalars.append((index, name))
-    if None in operand_args:  # an operand no positional argument gives
-        return
-    structure = Placed(**{**vars(placed), "operands": (), "in_avals": ()})
-    out_order = tuple([placed.user_results.index(r) for r in range(len(placed.user_results))])
-    _state.CALL_LAYOUTS.put(key, Layout(structure, spec, tuple(operand_args), tuple(scalars),
-                                        out_order), kernel=call.kernel)

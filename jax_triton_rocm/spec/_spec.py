@@ -461,7 +461,7 @@ class KernelCallSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kernel_id", id(self.kernel))
-        object.__setattr__(self, "kernel_name", kernel_name(self.unwrapped.jit_fn))
+        object.__setattr__(self, "kernel_name", self.unwrapped.name)
         # The layout's and the metaparameters' exact keys, in one call.
         object.__setattr__(self, "exact_values",
                            exact_key((self.positional, self.metaparams))[1])
