@@ -170,10 +170,12 @@ class CallArguments:
 
 
 def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped: _spec.Unwrapped,
-                   *, out_shape: Any, out_type: Any, **options: Any) -> CallArguments:
+                   *, out_shape: Any, out_type: Any, has_side_effect: Any,
+                   **options: Any) -> CallArguments:
     """`triton_call`'s arguments and outputs taken, as every trace of a call takes them, its
     layout kept or not: the outputs' convention and leaves checked, the keywords that are
-    runtime scalar operands found, and the scalars typed (`CallArguments.roles`)."""
+    runtime scalar operands found, the scalars typed (`CallArguments.roles`), and
+    `has_side_effect` made a bool."""
 
     _env.check_variables()  # each variable as its reader takes it, on every platform
     if out_shape is not _bound.NOT_GIVEN and out_type is not _bound.NOT_GIVEN:
@@ -264,12 +266,12 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
             roles[where] = _spec.scalar_role(param, value, what=what)
         except (TypeError, ValueError, OverflowError):  # the full check says why
             roles[where] = None
-    side_effect = options.pop("has_side_effect")
-    if not isinstance(side_effect, (bool, np.bool_)):  # a string such as "no" would be truthy
-        raise TypeError(f"has_side_effect={side_effect!r} must be a bool (True or False), got "
-                        f"{type(side_effect).__name__}.")
+    if not isinstance(has_side_effect, (bool, np.bool_)):  # a string such as "no" is truthy
+        raise TypeError(f"has_side_effect={has_side_effect!r} must be a bool (True or False), "
+                        f"got {type(has_side_effect).__name__}.")
     return CallArguments(kernel, unwrapped, args, keywords, convention, outputs, shapes, tree,
-                         runtime, buffers, roles, has_side_effect=bool(side_effect), **options)
+                         runtime, buffers, roles, has_side_effect=bool(has_side_effect),
+                         **options)
 
 
 # triton_call's own keyword arguments: a kernel parameter of one of these names cannot be set by
