@@ -157,7 +157,8 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
         options=binding.options, has_side_effect=side_effect, cost_estimate=call.cost_estimate,
         backend_options=call.backend_options,
         by_keyword=tuple([jit_fn.arg_names[i] for i in sorted(binding.by_keyword)]))
-    bound = BoundCall(spec, placed, call.out_tree, tuple(  # each Ref read: the primitive takes
+    # Each Ref is read: the primitive takes values.
+    bound = BoundCall(spec, placed, call.out_tree, tuple(
         [value[...] if i in refs else value for i, value in enumerate(placed.operands)]))
     # The layout kept, where it serves later calls: every operand an array given positionally,
     # no Ref, no operand made in place of an output.

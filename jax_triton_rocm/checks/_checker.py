@@ -1,6 +1,7 @@
 """The one checker of a kernel call: `check_call` checks what `triton_call` (bound by
-`checks._binder`) and `triton_call_lowering` share, into a `KernelCallSpec`, with messages worded
-for the API called (`Api`): the same value gets the same verdict from both.
+`checks._binder`, its outputs placed by `checks._bound`) and `triton_call_lowering` share, and
+`triton_call`'s `backend_options` and `cost_estimate`, into a `KernelCallSpec`, with messages
+worded for the API called (`Api`): the same value gets the same verdict from both.
 """
 
 from __future__ import annotations
