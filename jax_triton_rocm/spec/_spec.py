@@ -1,6 +1,7 @@
 """`KernelCallSpec`: one Triton kernel call as one frozen value, which `checks._checker.check_call`
-builds, `triton_kernel_p` carries and `plan._plan` turns into launches. Also: dtypes and scalars
-as Triton and jaxlib see them, and a kernel taken apart (`unwrap`)."""
+builds, `triton_kernel_p` carries and `plan._plan` turns into launches. Also: dtypes, scalars
+and constexprs as Triton and jaxlib see them, exact memo keys of values (`exact_key`), and a
+kernel taken apart (`unwrap`)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ FP8_DTYPES = {triton_type: dtype for dtype, triton_type in _ARRAY_TYPES.items()
 def aval_text(aval: Any) -> str:
     """An array's dtype and shape as messages show it: "float32[1024]"."""
     return f"{np.dtype(aval.dtype).name}{list(aval.shape)}"
+
 
 def exact_key(value: Any) -> Any:
     """`value` as a memo key equal only to the key of the same value of the same type, written
@@ -76,7 +78,6 @@ def plain_constexpr(value: Any) -> Any:
     if isinstance(value, np.floating):
         return float(value)
     return value
-
 
 
 _I32 = (-(2**31), 2**31)
