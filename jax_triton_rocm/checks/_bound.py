@@ -71,8 +71,7 @@ class Placed:
     """A call's operands and outputs as the primitive takes them (an operand may be a Ref, read
     at the call). `user_results`: per output of the call's tree, its result index; `refs`:
     (operand, result) per Ref, written back after the call; `output_params`: the parameter each
-    output with a pointer fills; `positional_constexprs`: those the 0.3 form keeps positional.
-    """
+    output with a pointer fills."""
 
     positional: tuple
     metaparams: dict[str, Any]
@@ -84,7 +83,6 @@ class Placed:
     user_results: tuple[int, ...]
     refs: tuple[tuple[int, int], ...]
     output_params: list[int]
-    positional_constexprs: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -327,7 +325,7 @@ def place_outputs(call: CallArguments, binding: _binder.Binding,
         out_shapes=tuple([out_shapes[o] for o in order]
                          + [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) for x in refs]),
         aliases=prim_aliases, zeroed=zeroed, user_results=user_results, refs=ref_results,
-        output_params=output_params, positional_constexprs=tuple(constexprs))
+        output_params=output_params)
 
 
 def own_named_parameter(unwrapped: Any, own_keywords: Iterable[str], start: int) -> Any:
