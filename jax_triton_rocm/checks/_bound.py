@@ -133,7 +133,8 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     _misplaced.check_written(
         jit_fn, inputs, dict(zip(placed.output_params, unaliased)),
         {k: v for k, v in constexprs.items() if k not in unwrapped.set_by_wrappers},
-        leaves=binding.leaves, convention=convention, returned=bool(out_shapes or refs))
+        leaves=binding.leaves, convention=convention, returned=bool(out_shapes or refs),
+        record=call.record if call.kernel is jit_fn else None)  # the kernel's, fetched already
     # A keyword named like one of triton_call's own arguments went to triton_call, so the
     # parameter it may have meant is left unfilled.
     param = own_named_parameter(unwrapped, set(own_keywords) - binding.named,

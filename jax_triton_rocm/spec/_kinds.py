@@ -72,12 +72,13 @@ class Roles:
 
 
 def roles(jit_fn: JITFunction, reading: set[int] | None = None,
-          constexprs: Mapping[str, Any] | None = None) -> Roles:
-    """The roles of `jit_fn`'s parameters, kept in its record (an edited kernel is read again);
-    `reading`: the functions being read, its callers. A branch that `constexprs` rule out is not
-    read."""
+          constexprs: Mapping[str, Any] | None = None, record: dict | None = None) -> Roles:
+    """The roles of `jit_fn`'s parameters, kept in its record (`record`, where the caller has
+    it; an edited kernel is read again); `reading`: the functions being read, its callers. A
+    branch that `constexprs` rule out is not read."""
     reading = set() if reading is None else reading
-    record = _state.KERNEL_RECORDS.record(jit_fn)  # one visit, for both readings
+    if record is None:  # fetched once, for both readings
+        record = _state.KERNEL_RECORDS.record(jit_fn)
     if (found := record.get("roles")) is None:
         found = record["roles"] = _read(jit_fn, reading, {})
     known = tuple(sorted([(k, v) for k, v in (constexprs or {}).items() if k in found.deciding]))

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mapping[int, int],
                   constexprs: Mapping[str, Any], *, leaves: Sequence[Any], convention: str,
-                  returned: bool) -> None:
+                  returned: bool, record: dict | None = None) -> None:
     """Raises TypeError where an input array fills a parameter the kernel stores to while an
     output lands on one it only loads from (`unwritten_output`): the call would return garbage;
     or where the call returns nothing (`returned` false), so that a store to an input array is
@@ -32,7 +32,7 @@ def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mappi
     none aliased) by parameter, as leaves; `outputs`: the unaliased outputs by parameter."""
     names = list(jit_fn.arg_names)
     stores = ({} if returned or jit_fn.is_gluon()
-              else _kinds.roles(jit_fn, constexprs=constexprs).stores)
+              else _kinds.roles(jit_fn, constexprs=constexprs, record=record).stores)
     if stored := [p for p in sorted(inputs) if names[p] in stores]:
         param, leaf = stored[0], inputs[stored[0]]
         stored_at = stores[names[param]]
@@ -47,7 +47,7 @@ def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mappi
             f"read ref[...]; or return the result as an output aliased to the array: "
             f"out_type=x, input_output_aliases={{{alias}: 0}} (donate x under jax.jit to update "
             f"it in place).")
-    found = unwritten_output(jit_fn, inputs, outputs, constexprs)
+    found = unwritten_output(jit_fn, inputs, outputs, constexprs, record)
     if found is None:
         return
     stored, stored_at, loaded, loaded_at = found
@@ -68,14 +68,14 @@ def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mappi
 
 
 def unwritten_output(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mapping[int, Any],
-                     constexprs: Mapping[str, Any] | None = None,
+                     constexprs: Mapping[str, Any] | None = None, record: dict | None = None,
                      ) -> tuple[int, str, int, str] | None:
     """(the input's parameter, where it is stored, the output's parameter, where it is loaded)
     for the first input on a parameter the kernel stores to while an output lands on one it
     only loads from; None where there is none, or the reading is unsure."""
     if jit_fn.is_gluon() or not inputs or not outputs:
         return None
-    found = _kinds.roles(jit_fn, constexprs=constexprs)
+    found = _kinds.roles(jit_fn, constexprs=constexprs, record=record)
     names = list(jit_fn.arg_names)
     loaded = [(q, where) for q in sorted(outputs) if names[q] not in found.stores
               and names[q] not in found.escapes and (where := found.loads.get(names[q]))]
