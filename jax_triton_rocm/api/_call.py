@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -101,8 +100,10 @@ def triton_call(
       ImportError: Triton is not installed or does not import.
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
+    record = _state.KERNEL_RECORDS.record(kernel)  # what the call derives from its kernel
     call = _bound.check_triton_call(call_arguments(
-        args, kwargs, kernel, unwrapped_kernel(kernel), out_shape=out_shape, out_type=out_type,
+        args, kwargs, kernel, unwrapped_kernel(kernel, record), record=record,
+        out_shape=out_shape, out_type=out_type,
         given=dict(grid=grid, name=name, num_warps=num_warps, num_stages=num_stages,
                    num_ctas=num_ctas, compute_capability=compute_capability,
                    enable_fp_fusion=enable_fp_fusion, debug=debug,
@@ -120,13 +121,15 @@ def triton_call(
         call.out_tree, [results[r] for r in call.placed.user_results])
 
 
-def unwrapped_kernel(kernel: Any) -> _spec.Unwrapped:
+def unwrapped_kernel(kernel: Any, record: dict | None = None) -> _spec.Unwrapped:
     """`kernel` taken apart, once Triton has imported and the lowering rules are registered;
-    kept in its record, for the next trace of a call."""
+    kept in its record (`record`, where the caller has it), for the next trace of a call."""
     _compat.triton_info()  # both cached: once per process
     _primitive.ensure_registered()
-    return _state.KERNEL_RECORDS.derived(kernel, "unwrapped",
-                                         functools.partial(_spec.unwrap, kernel))
+    record = _state.KERNEL_RECORDS.record(kernel) if record is None else record
+    if (unwrapped := record.get("unwrapped")) is None:
+        unwrapped = record["unwrapped"] = _spec.unwrap(kernel)
+    return unwrapped
 
 
 _ONE_LEAF = jax.tree_util.tree_structure(0)
@@ -138,19 +141,21 @@ class CallArguments:
     value every form of the call (jax-triton 0.3's, 0.4's, `compat`'s) is checked from.
 
     Attributes:
+      record: the kernel's record (`base._state.KernelRecords`), fetched once per call.
       convention: "out_shape" (jax-triton 0.3) or "out_type" (0.4), whichever was given.
       runtime: {keyword: parameter index} for the keywords that are runtime scalar operands
         (with `out_type`, a scalar keyword naming a parameter that is no `tl.constexpr`).
       buffers: the keywords that hold something only an operand can be (`holds_buffer`).
       roles: each scalar or None given positionally (by index) or as a runtime keyword (by
         name), as `_spec.scalar_role` types it, or None where that fails.
-      given: `_spec.CallOptions`' fields, as given (None: not given; `backend_options` may
-        give them).
+      given: the options `_checker.check_call` takes, as given (None: not given;
+        `backend_options` may give them).
       The others: as `triton_call` takes them.
     """
 
     kernel: Any
     unwrapped: _spec.Unwrapped
+    record: dict
     args: tuple
     keywords: dict[str, Any]
     convention: str
@@ -163,17 +168,19 @@ class CallArguments:
     given: dict[str, Any]
     backend_options: Any
     cost_estimate: Any
-    has_side_effect: Any
+    has_side_effect: bool
     input_output_aliases: Any
     constexprs: Any
     operands: Any
 
 
 def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped: _spec.Unwrapped,
-                   *, out_shape: Any, out_type: Any, **options: Any) -> CallArguments:
+                   *, record: dict, out_shape: Any, out_type: Any, has_side_effect: Any,
+                   **options: Any) -> CallArguments:
     """`triton_call`'s arguments and outputs taken, as every trace of a call takes them, its
     layout kept or not: the outputs' convention and leaves checked, the keywords that are
-    runtime scalar operands found, and the scalars typed (`CallArguments.roles`)."""
+    runtime scalar operands found, the scalars typed (`CallArguments.roles`), and
+    `has_side_effect` made a bool."""
 
     _env.check_variables()  # each variable as its reader takes it, on every platform
     if out_shape is not _bound.NOT_GIVEN and out_type is not _bound.NOT_GIVEN:
@@ -264,8 +271,12 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
             roles[where] = _spec.scalar_role(param, value, what=what)
         except (TypeError, ValueError, OverflowError):  # the full check says why
             roles[where] = None
-    return CallArguments(kernel, unwrapped, args, keywords, convention, outputs, shapes, tree,
-                         runtime, buffers, roles, **options)
+    if not isinstance(has_side_effect, (bool, np.bool_)):  # a string such as "no" is truthy
+        raise TypeError(f"has_side_effect={has_side_effect!r} must be a bool (True or False), "
+                        f"got {type(has_side_effect).__name__}.")
+    return CallArguments(kernel, unwrapped, record, args, keywords, convention, outputs, shapes,
+                         tree, runtime, buffers, roles, has_side_effect=bool(has_side_effect),
+                         **options)
 
 
 # triton_call's own keyword arguments: a kernel parameter of one of these names cannot be set by

@@ -16,7 +16,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.checks import _binder, _checker
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.spec import _kinds, _misplaced, _spec
-from jax_triton_rocm.spec._spec import CallOptions, Grid, aval_text
+from jax_triton_rocm.spec._spec import Grid, aval_text
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
@@ -233,11 +233,10 @@ def triton_call_lowering(
     spec = _checker.check_call(
         "triton_call_lowering", kernel=kernel, unwrapped=unwrapped,
         positional=place_arguments(unwrapped.jit_fn, constexprs, in_avals, out_avals, aliases),
-        in_avals=in_avals, out_shapes=out_shapes, aliases=aliases,
-        given=CallOptions(
-            grid, name=name, num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
-            zeroed_outputs=zeroed_outputs,
-            **{k: v for k, v in compile_options.items() if k in GENERAL_OPTIONS}),
+        in_avals=in_avals, out_shapes=out_shapes, aliases=aliases, grid=grid, name=name,
+        num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
+        zeroed_outputs=zeroed_outputs,
+        **{k: v for k, v in compile_options.items() if k in GENERAL_OPTIONS},
         metaparams=constexprs,
         options={k: v for k, v in compile_options.items() if k in _vendors.COMPILE_OPTIONS})
     return _primitive.lower(platforms[0], ctx, array_args, spec)

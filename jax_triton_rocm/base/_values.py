@@ -1,14 +1,12 @@
 """Checks of user-given values (compile options, launch settings, grids, output indices), each
 raised where the value is read, so a mistake never reaches Triton or jaxlib, where it would fail
-far from its cause or pass silently; and the value helpers every layer shares (exact memo keys,
-plain constexprs, frozen copies).
+far from its cause or pass silently; and frozen copies (`replaced`), which every layer makes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -30,47 +28,6 @@ def launch_settings(num_warps: Any, num_stages: Any, num_ctas: Any, *, caller: s
         if what == "num_warps" and value & (value - 1):
             raise ValueError(f"{caller}{what}={value!r}{at} must be a power of two (1, 2, 4, 8, "
                              f"...), as Triton requires.")
-
-
-def exact_key(value: Any) -> Any:
-    """`value` as a memo key equal only to the key of the same value of the same type, written
-    alike: 2, 2.0, True and np.int32(2) differ, as do 0.0 and -0.0 (Python's `==` makes each
-    group one key, and each compiles or passes differently). Sequences go item by item.
-    """
-    kind = type(value)
-    if kind in (int, str, bytes, type(None)):  # the common cases, at the cost of a tuple
-        return kind, value
-    if isinstance(value, (tuple, list)):
-        return kind, tuple([exact_key(item) for item in value])
-    if kind.__name__ == "constexpr":  # Triton's wrapper compares by its value
-        return kind, exact_key(getattr(value, "value", None))
-    if isinstance(value, float):  # its bits: the sign of zero and a NaN's payload count
-        return kind, struct.pack("<d", value)
-    if isinstance(value, (np.floating, np.complexfloating)):
-        return kind, value.tobytes()
-    if isinstance(value, complex):
-        return kind, struct.pack("<dd", value.real, value.imag)
-    if hasattr(value, "cache_key") and hasattr(value, "src"):
-        # A Triton function by identity: its own hash parses its source (slow, and not safe
-        # across threads on 3.11); keys that outlive it hold its call graph's digest too.
-        return kind, id(value)
-    return kind, value
-
-
-def plain_constexpr(value: Any) -> Any:
-    """A NumPy scalar as the Python scalar it equals; any other value as it is.
-
-    Triton's code generator takes Python scalars as constexprs and fails on NumPy ones ("cannot
-    convert 256 of type numpy.int64 to tensor"), while its on-disk cache key writes both alike:
-    unconverted, a NumPy constexpr would fail on a cold cache and work on a warm one.
-    """
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    return value
 
 
 def replaced(instance: Any, **fields: Any) -> Any:

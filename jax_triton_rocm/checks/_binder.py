@@ -1,15 +1,15 @@
 """The binder: a `triton_call`'s arguments (`api._call.CallArguments`, 0.3's form or 0.4's: the
-rules are docs/porting.md's "Porting from jax-triton") bound to the kernel's parameters: the
-keywords split into constexprs and compile options, the operands flattened, the outputs placed
-(`checks._checker.place_outputs`). Values Triton cannot take are refused here, before the layout
-(a Python function is no constexpr, a float64 array is no float64 while 64-bit types are off).
+rules are docs/porting.md's "Porting from jax-triton") bound to the kernel's parameters, into
+one `Binding`: the keywords split into constexprs and compile options, the operands flattened.
+Values Triton cannot take are refused here, before the layout (a Python function is no
+constexpr, a float64 array is no float64 while 64-bit types are off).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -20,12 +20,11 @@ from jax._src.state import types as state_types
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _env
 from jax_triton_rocm.checks import _checker
-from jax_triton_rocm.spec import _layout, _misplaced, _spec, _tensordesc
+from jax_triton_rocm.spec import _layout, _spec, _tensordesc
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor
 
 if TYPE_CHECKING:
     from jax_triton_rocm.api._call import CallArguments
-    from jax_triton_rocm.checks._checker import Placed
 
 
 def keyword_names(fn: Any) -> tuple[str, ...]:
@@ -153,13 +152,21 @@ def named_parameters(unwrapped: _spec.Unwrapped, constexprs: Any, operands: Any,
 
 
 @dataclasses.dataclass
-class Flat:
-    """The operands flattened in kernel-parameter order (depth first), as the primitive takes
-    them: each parameter's entry, every leaf (but None), and the primitive's operands."""
+class Binding:
+    """A call's arguments laid onto the kernel's parameters (`bind_arguments`): each operand
+    parameter's entry, flattened in parameter order (depth first) as the primitive takes them,
+    with every leaf (but None), the primitive's operands and each Ref leaf once; the constexprs
+    and vendor compile options given by keyword; the operand parameters given by keyword; and
+    the parameters named in `constexprs=` or `operands=`."""
 
     entries: dict[int, Any] = dataclasses.field(default_factory=dict)
     leaves: list[Leaf] = dataclasses.field(default_factory=list)
     operands: list[Any] = dataclasses.field(default_factory=list)
+    refs: list[Leaf] = dataclasses.field(default_factory=list)
+    metaparams: dict[str, Any] = dataclasses.field(default_factory=dict)
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    by_keyword: set[int] = dataclasses.field(default_factory=set)
+    named: set[str] = dataclasses.field(default_factory=set)
 
 
 @dataclasses.dataclass(eq=False)
@@ -173,7 +180,7 @@ class Leaf:
     is_array: bool = True
 
 
-def _operand_entry(flat: Flat, value: Any, what: str, typed: bool = False) -> tuple[str, Any]:
+def _operand_entry(flat: Binding, value: Any, what: str, typed: bool = False) -> tuple[str, Any]:
     """`value`, given to one operand parameter, flattened into `flat`: its entry. A scalar is
     typed, to be refused here where it cannot be passed, unless `typed` already."""
     if value is None:
@@ -217,37 +224,13 @@ def _operand_entry(flat: Flat, value: Any, what: str, typed: bool = False) -> tu
                     f"of them.")
 
 
-def own_named_parameter(unwrapped: Any, own_keywords: Iterable[str], start: int) -> Any:
-    """The first parameter from position `start` on named like one of `own_keywords` and set
-    by nothing else (no default, autotune config or heuristic): only the API's own keyword
-    could fill it. None where there is none."""
-    own = set(own_keywords) - _set_by_wrappers(unwrapped)
-    for param in list(unwrapped.jit_fn.params)[start:]:
-        if param.name in own and not param.has_default:
-            return param
-    return None
-
-
-def _set_by_wrappers(unwrapped: Any) -> set[str]:
-    """The constexprs the kernel's autotune configs and heuristics set."""
-    configs = getattr(unwrapped.autotuner, "configs", ())
-    return ({key for config in configs for key in config.kwargs}
-            | {key for wrapper in unwrapped.heuristics for key in wrapper.values})
-
-
-def bind_arguments(call: CallArguments, *, has_side_effect: bool,
-                   own_keywords: tuple[str, ...]) -> tuple[Placed, dict[str, Any], tuple]:
-    """Binds a `triton_call` to the kernel's parameters, flattens its operands and places its
-    outputs; returns them, the vendor compile options among the keywords (a keyword named like
-    one is one unless the kernel has a parameter of that name), and the operand parameters
-    given by keyword (`KernelCallSpec.by_keyword`).
-
-    A call that 0.3 could have made (flat positional arrays and scalars only) whose outputs fill
-    the parameters after its arguments keeps 0.3's positional form, ("array", operand index) or
-    ("scalar", value) per positional argument. A parameter only one of `own_keywords` (`grid`,
-    `name`, ...) could fill is refused, saying how to set it instead."""
+def bind_arguments(call: CallArguments, own_keywords: tuple[str, ...]) -> Binding:
+    """Binds a `triton_call` to the kernel's parameters: the keywords split into constexprs,
+    operands and the vendor compile options (a keyword named like one is one unless the kernel
+    has a parameter of that name), and the operands flattened; `own_keywords`, triton_call's
+    own, are named where a keyword is misspelt."""
     args, keywords, convention = call.args, call.keywords, call.convention
-    outputs, out_shapes, unwrapped = call.outputs, call.out_shapes, call.unwrapped
+    out_shapes, unwrapped = call.out_shapes, call.unwrapped
     named_constexprs, named_operands = {}, {}  # nothing named, as in most calls
     if call.constexprs is not None or call.operands is not None:
         named_constexprs, named_operands = named_parameters(unwrapped, call.constexprs,
@@ -307,7 +290,8 @@ def bind_arguments(call: CallArguments, *, has_side_effect: bool,
                 f"static arguments): pass a tuple instead of a list, or a plain value.") from None
     options = {k: metaparams.pop(k) for k in list(metaparams)
                if k in _vendors.COMPILE_OPTIONS and k not in names}
-    flat = Flat()
+    flat = Binding(metaparams=metaparams, options=options, by_keyword=by_keyword,
+                   named={*named_constexprs, *named_operands})
     for i, param in enumerate(jit_fn.params):
         if i not in operands:
             continue
@@ -324,71 +308,7 @@ def bind_arguments(call: CallArguments, *, has_side_effect: bool,
         else:
             check_not_a_function(param.name, operands[i], "")
             flat.entries[i] = ("constexpr", operands[i])
-    refs = list({leaf.operand: leaf for leaf in reversed(flat.leaves)
-                 if is_ref(leaf.value)}.values())[::-1]  # each Ref once, where first given
-    if not out_shapes and not has_side_effect and not refs:
-        raise ValueError(
-            f"{convention}={outputs!r} is empty and kernel {name} gets no "
-            f"Ref operand, so nothing would use the call and JAX would drop it. Give it outputs, "
-            f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
-            f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
-    # 0.3's positional form holds arrays and scalars; a positional constexpr of another kind
-    # (a function, a dtype, a str, a tuple) goes by name, as the placed form takes it.
-    shaped = not by_keyword and not refs and all(
-        [kind in ("input", "scalar") or (kind == "constexpr" and (
-            value is None or isinstance(value, _spec.SCALAR_TYPES)))
-         for kind, value in flat.entries.values()])
-    trailing = list(range(len(args), len(args) + len(out_shapes)))
-    placed = _checker.place_outputs(
-        jit_fn, metaparams, flat.entries, flat.operands, flat.leaves, refs,
-        convention=convention, out_shapes=out_shapes,
-        input_output_aliases=call.input_output_aliases, zeroed=call.given["zeroed_outputs"],
-        trailing=trailing if shaped and convention == "out_shape" else None,
-        hint=lambda aliased: _checker.forgotten_hint(jit_fn, metaparams, by_keyword, flat,
-                                                     len(out_shapes), aliased, own_keywords))
-    # `_misplaced.check_written` on the plain input arrays (a Ref, or an input aliased to an
-    # output, is written on purpose and never counts) and the unaliased outputs, by the
-    # parameters they fill; the kernel read with the constexprs Triton compiles it with (a
-    # heuristic or an autotune config may set others, or replace these).
-    wrapped = _set_by_wrappers(unwrapped)
-    results = set(placed.aliases.values())
-    unaliased = [o for o in range(len(out_shapes)) if placed.user_results[o] not in results]
-    leaves = {leaf.operand: leaf for leaf in flat.leaves if leaf.operand is not None}
-    inputs = {i: leaves[entry[1]] for i, entry in flat.entries.items()
-              if entry[0] == "input" and entry[1] not in placed.aliases
-              and not is_ref(leaves[entry[1]].value)}
-    _misplaced.check_written(
-        jit_fn, inputs, dict(zip(placed.output_params, unaliased)),
-        {k: v for k, v in placed.metaparams.items() if k not in wrapped}, leaves=flat.leaves,
-        convention=convention, returned=bool(out_shapes or placed.refs))
-    if shaped and placed.output_params == trailing:  # laid out as 0.3 lays it
-        positional, n_arrays = [], 0
-        for i, arg in enumerate(args):  # read from the entries: `shaped` says what they hold
-            kind = flat.entries[i][0]
-            if kind == "input":
-                positional.append(("array", n_arrays))
-                n_arrays += 1
-                continue
-            if kind == "constexpr" and arg is not None:  # `_operand_entry` typed the "scalar" ones
-                _spec.scalar(arg, what=f"argument {i}")
-            positional.append(("scalar", arg))
-        # 0.3's form keeps the constexprs given positionally in `positional` only.
-        metaparams = {k: v for k, v in placed.metaparams.items()
-                      if k not in placed.positional_constexprs}
-        placed = dataclasses.replace(placed, positional=tuple(positional), metaparams=metaparams)
-    # A keyword named like one of triton_call's own arguments went to triton_call, so the
-    # parameter it may have meant is left unfilled.
-    param = own_named_parameter(unwrapped, set(own_keywords) - {*named_constexprs,
-                                                                *named_operands},
-                                len(args) + len(out_shapes))
-    if param is not None:
-        where = "constexprs" if param.is_constexpr else "operands"
-        raise TypeError(
-            f"Kernel {name}'s parameter {param.name!r} has the name "
-            f"of an argument of triton_call itself ({param.name}=...), so a keyword "
-            f"{param.name}= is triton_call's own and cannot fill it. Pass it by name in "
-            f"{where}={{{param.name!r}: ...}} ("
-            + ("a compile-time constant" if param.is_constexpr else
-               "filled at launch; constexprs= compiles a value in") + ").")
-    return placed, options, tuple([jit_fn.arg_names[i] for i in sorted(by_keyword)])
-
+    # Each Ref once, where first given.
+    flat.refs = list({leaf.operand: leaf for leaf in reversed(flat.leaves)
+                      if is_ref(leaf.value)}.values())[::-1]
+    return flat

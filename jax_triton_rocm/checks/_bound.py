@@ -1,5 +1,7 @@
 """`triton_call`'s arguments, in jax-triton 0.3's or 0.4's form, checked into a `BoundCall`: the
-call's spec (`checks._checker.check_call`), and the primitive's operands and results around it.
+arguments bound to the kernel's parameters (`checks._binder`), the outputs placed among them
+(`place_outputs`: the primitive's operands and results, a `Placed`), and the call's spec
+(`checks._checker.check_call`).
 
 The primitive never sees a `Ref`: each is read before the call, passed as an operand aliased to
 an extra result, and written back after it, so every route sees plain aliasing.
@@ -12,36 +14,18 @@ calls are kept, and under what key: docs/design.md, "Re-used layouts".
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import jax
 
-from jax_triton_rocm import backends
-from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.checks import _binder, _checker
-from jax_triton_rocm.spec import _layout, _spec
-from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec
+from jax_triton_rocm.spec import _layout, _misplaced, _spec
+from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:
     from jax_triton_rocm.api._call import CallArguments
-
-
-# The explicit arguments `backend_options` may give instead, with their defaults.
-SETTINGS = {"num_warps": None, "num_stages": None, "num_ctas": 1, "debug": False,
-            "enable_fp_fusion": True}
-# Triton options the package sets itself per target, or that jaxlib cannot launch with.
-_REFUSED = {
-    "arch": "the target's architecture comes from the device or target_arch",
-    "backend_name": "the backend comes from the platform lowered for",
-    "warp_size": "the warp size comes from the target",
-    "ir_override": "kernels are compiled from their source",
-    "launch_cooperative_grid": "jaxlib launches no cooperative grids",
-    "launch_pdl": "jaxlib launches no programmatic dependent launches",
-    "instrumentation_mode": "jaxlib allocates no profiling buffer",
-}
-COST_KEYS = ("flops", "transcendentals", "bytes_accessed")
 
 
 class _NotGiven:
@@ -61,7 +45,7 @@ class Layout:
     the positional argument that gives it; `scalars`, (place in the spec's layout, positional
     index or keyword) per runtime scalar; `out_order`, per primitive result its output."""
 
-    placed: _checker.Placed
+    placed: Placed
     spec: KernelCallSpec
     operand_args: tuple[int, ...]
     scalars: tuple[tuple[int, int | str], ...]
@@ -70,8 +54,6 @@ class Layout:
 
 _PLAIN_TYPES = frozenset((type(None), bool, int, str, bytes))
 _PLAIN_OR_TUPLE = _PLAIN_TYPES | {tuple}
-# The options a call's layout is kept by, besides the grid (`layout_key`).
-_KEYED_OPTIONS = tuple(f.name for f in dataclasses.fields(CallOptions) if f.name != "grid")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,106 +61,283 @@ class BoundCall:
     """A checked `triton_call`: bind `operands` (each Ref read) with `spec`."""
 
     spec: KernelCallSpec
-    placed: _checker.Placed
+    placed: Placed
     out_tree: Any
     operands: tuple  # the primitive's operands: arrays as given, each Ref read
 
 
+@dataclasses.dataclass(frozen=True)
+class Placed:
+    """A call's operands and outputs as the primitive takes them (an operand may be a Ref, read
+    at the call). `user_results`: per output of the call's tree, its result index; `refs`:
+    (operand, result) per Ref, written back after the call; `output_params`: the parameter each
+    output with a pointer fills."""
+
+    positional: tuple
+    metaparams: dict[str, Any]
+    operands: tuple
+    in_avals: tuple
+    out_shapes: tuple
+    aliases: dict[int, int]
+    zeroed: Any
+    user_results: tuple[int, ...]
+    refs: tuple[tuple[int, int], ...]
+    output_params: list[int]
+
+
+@dataclasses.dataclass(frozen=True)
+class MappedZeroed:
+    """A callable `zeroed_outputs` whose output indices are mapped to the primitive's results;
+    compared by value, so that JAX's caches keyed on the spec still hit."""
+
+    fn: Callable[[dict[str, Any]], Any]
+    results: tuple[int, ...]
+
+    def __call__(self, meta: dict[str, Any]) -> tuple[int, ...]:
+        return tuple(self.results[o] if 0 <= o < len(self.results) else o for o in self.fn(meta))
+
+
 def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> BoundCall:
     """Checks a `triton_call` in full, or relays it into the layout of an earlier one
-    (`relaid_call`); returns it bound. `own_keywords`: triton_call's own keyword arguments.
-    `backend_options` is merged with the launch settings and the vendor knobs given as keywords
-    (`waves_per_eu=2`); a value given both ways is an error that names both (docs/porting.md).
-    """
+    (`relaid_call`); returns it bound. `own_keywords`: triton_call's own keyword arguments."""
     kept_as = None if call.operands else layout_key(call)
     layout = None if kept_as is None else _state.CALL_LAYOUTS.get(kept_as, kernel=call.kernel)
     if layout is not None and (bound := relaid_call(layout, call)) is not None:
         return bound
+    unwrapped, out_shapes, convention = call.unwrapped, call.out_shapes, call.convention
+    jit_fn, name = unwrapped.jit_fn, unwrapped.name
+    binding = _binder.bind_arguments(call, own_keywords)
     # A kernel that takes nothing at launch (no parameters, or constexprs only) can only be
     # called for what it does besides outputs (a print, an assert): kept, as Triton launches it.
-    given, backend_options, unwrapped = call.given, call.backend_options, call.unwrapped
-    side_effect = (_checker.flag(call.has_side_effect, "has_side_effect")
-                   or all([param.constexpr for param in unwrapped.params]))
-    placed, keyword_options, by_keyword = _binder.bind_arguments(
-        call, has_side_effect=side_effect, own_keywords=own_keywords)
-    # `backend_options` merged with the launch settings and the vendor knobs.
-    options = {} if backend_options is None else backend_options
-    if not isinstance(options, Mapping) or not all([isinstance(k, str) for k in options]):
-        raise TypeError(f"backend_options={backend_options!r} must be a dict of Triton option "
-                        f"names to values, e.g. {{'num_warps': 8}}.")
-    settings = {k: given[k] for k in SETTINGS if given[k] is not None}
-    compile_options = dict(keyword_options)
-    others, known = {}, None
-    for key, value in options.items():
-        try:
-            hash(value)
-        except TypeError:
-            raise TypeError(
-                f"backend_options[{key!r}] must be hashable, got {value!r} (JAX caches compiled "
-                f"calls by their options): pass a tuple instead of a list, or a tuple of (key, "
-                f"value) pairs instead of a dict.") from None
-        if key in settings or key in compile_options:
-            raise ValueError(
-                f"{key} is given both as an argument of triton_call ({key}="
-                f"{settings.get(key, compile_options.get(key))!r}) and in backend_options "
-                f"({value!r}); give it once.")
-        if key in SETTINGS:
-            settings[key] = value
-        elif key in _vendors.COMPILE_OPTIONS:
-            compile_options[key] = value
-        elif key in _REFUSED:
-            raise ValueError(f"backend_options[{key!r}] cannot be set here: {_REFUSED[key]}.")
-        else:
-            if known is None:  # each installed vendor's Triton option fields, by platform
-                known = {}
-                for platform in _vendors.GPU_PLATFORMS:
-                    try:
-                        known[platform] = backends.backend(platform).triton_option_names()
-                    except ImportError:  # a Triton built without that vendor's backend
-                        continue
-            if not any(key in names for names in known.values()):
-                every = sorted(set().union(*known.values()) - set(_REFUSED)) if known else []
-                raise ValueError(
-                    f"backend_options[{key!r}] is no Triton compile option of any installed "
-                    f"vendor backend ({', '.join(known) or 'none'}); options are: "
-                    f"{', '.join(every)}.")
-            others[key] = value
-    for key, default in SETTINGS.items():
-        settings.setdefault(key, default)
-    if given["batch_grid_axis"] is not None and _has_descriptor(placed.positional):
-        raise NotImplementedError(
-            "batch_grid_axis with a TensorDescriptor operand: a descriptor describes one "
-            "example. Leave batch_grid_axis=None (jax.vmap then calls the kernel once per "
-            "example), or pass the base array and build the descriptor inside the kernel.")
-    cost = call.cost_estimate
-    if cost is not None:
-        if not isinstance(cost, Mapping):
-            raise TypeError(f"cost_estimate={cost!r} must be a dict such as "
-                            f"{{'flops': 2 * n, 'bytes_accessed': 12 * n}}.")
-        for key, count in cost.items():
-            if key not in COST_KEYS or not _values.is_int(count) or count < 0:
-                raise ValueError(f"cost_estimate={dict(cost)!r}: {key!r}: {count!r} is not one "
-                                 f"of {', '.join(COST_KEYS)} with a non-negative int.")
-        cost = tuple(sorted([(key, int(count)) for key, count in cost.items()]))
+    side_effect = call.has_side_effect or all([param.constexpr for param in unwrapped.params])
+    if not out_shapes and not side_effect and not binding.refs:
+        raise ValueError(
+            f"{convention}={call.outputs!r} is empty and kernel {name} gets no "
+            f"Ref operand, so nothing would use the call and JAX would drop it. Give it outputs, "
+            f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
+            f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
+    placed = place_outputs(call, binding, own_keywords)
+    # `_misplaced.check_written` on the plain input arrays (a Ref, or an input aliased to an
+    # output, is written on purpose and never counts) and the unaliased outputs, by the
+    # parameters they fill; the kernel read with the constexprs Triton compiles it with (a
+    # heuristic or an autotune config may set others, or replace these).
+    params, entries = jit_fn.params, binding.entries
+    constexprs = {**binding.metaparams, **{params[i].name: value for i, (kind, value)
+                                           in entries.items() if kind == "constexpr"}}
+    results = set(placed.aliases.values())
+    unaliased = [o for o in range(len(out_shapes)) if placed.user_results[o] not in results]
+    leaves = {leaf.operand: leaf for leaf in binding.leaves if leaf.operand is not None}
+    refs = {leaf.operand for leaf in binding.refs}
+    inputs = {i: leaves[entry[1]] for i, entry in entries.items()
+              if entry[0] == "input" and entry[1] not in placed.aliases and entry[1] not in refs}
+    _misplaced.check_written(
+        jit_fn, inputs, dict(zip(placed.output_params, unaliased)),
+        {k: v for k, v in constexprs.items() if k not in unwrapped.set_by_wrappers},
+        leaves=binding.leaves, convention=convention, returned=bool(out_shapes or refs),
+        record=call.record if call.kernel is jit_fn else None)  # the kernel's, fetched already
+    # A keyword named like one of triton_call's own arguments went to triton_call, so the
+    # parameter it may have meant is left unfilled.
+    param = own_named_parameter(unwrapped, set(own_keywords) - binding.named,
+                                len(call.args) + len(out_shapes))
+    if param is not None:
+        where = "constexprs" if param.is_constexpr else "operands"
+        raise TypeError(
+            f"Kernel {name}'s parameter {param.name!r} has the name "
+            f"of an argument of triton_call itself ({param.name}=...), so a keyword "
+            f"{param.name}= is triton_call's own and cannot fill it. Pass it by name in "
+            f"{where}={{{param.name!r}: ...}} ("
+            + ("a compile-time constant" if param.is_constexpr else
+               "filled at launch; constexprs= compiles a value in") + ").")
     spec = _checker.check_call(
         "triton_call", kernel=call.kernel, unwrapped=unwrapped, positional=placed.positional,
         in_avals=placed.in_avals, out_shapes=placed.out_shapes,
         aliases=tuple(sorted(placed.aliases.items())),
-        given=CallOptions(**{**given, **settings, "zeroed_outputs": placed.zeroed}),
-        metaparams=placed.metaparams, options=compile_options,
-        has_side_effect=side_effect, cost_estimate=cost,
-        backend_options=tuple(sorted(others.items())), by_keyword=by_keyword)
-    refs = {operand for operand, _ in placed.refs}  # each Ref is read: the primitive takes values
+        **{**call.given, "zeroed_outputs": placed.zeroed}, metaparams=placed.metaparams,
+        options=binding.options, has_side_effect=side_effect, cost_estimate=call.cost_estimate,
+        backend_options=call.backend_options,
+        by_keyword=tuple([jit_fn.arg_names[i] for i in sorted(binding.by_keyword)]))
+    # Each Ref is read: the primitive takes values.
     bound = BoundCall(spec, placed, call.out_tree, tuple(
         [value[...] if i in refs else value for i, value in enumerate(placed.operands)]))
-    if kept_as is not None:
-        keep_layout(kept_as, call, bound)
+    # The layout kept, where it serves later calls: every operand an array given positionally,
+    # no Ref, no operand made in place of an output.
+    kept = kept_as is not None and not refs and len(placed.out_shapes) == len(out_shapes)
+    operand_args: list[int | None] = [None] * len(placed.operands)
+    scalars: list[tuple[int, int | str]] = []
+    for index, value in enumerate(call.args if kept else ()):
+        kind, where = spec.positional[index]
+        if isinstance(value, jax.Array):
+            if kind not in ("array", "input") or placed.operands[where] is not value:
+                kept = False
+                break
+            operand_args[where] = index
+        elif kind == "scalar" and where is value:
+            scalars.append((index, index))
+    scalars += [(index, name) for name, index in call.runtime.items()]
+    if kept and None not in operand_args and all(  # else an operand no argument gives
+            [spec.positional[index] == ("scalar", call.keywords[name])
+             for name, index in call.runtime.items()]):
+        out_order = tuple([placed.user_results.index(r) for r in range(len(out_shapes))])
+        _state.CALL_LAYOUTS.put(kept_as, Layout(
+            Placed(**{**vars(placed), "operands": (), "in_avals": ()}), spec,
+            tuple(operand_args), tuple(scalars), out_order), kernel=call.kernel)
     return bound
 
 
-def _has_descriptor(entries: Sequence[tuple[str, Any]]) -> bool:
-    return any(kind == "descriptor" or (kind == "tuple" and _has_descriptor(value))
-               for kind, value in entries)
+_CONVENTIONS = {
+    "out_type": "with out_type= (jax-triton 0.4), indices count every operand leaf in "
+                "kernel-parameter order, scalars included",
+    "out_shape": "indices count arrays only, not scalars, with out_shape= (jax-triton 0.3)",
+}
+
+
+def place_outputs(call: CallArguments, binding: _binder.Binding,
+                  own_keywords: tuple[str, ...]) -> Placed:
+    """Places a call's outputs among its operands, as `binding` lays them out.
+
+    Outputs fill the non-constexpr parameters the call left unfilled, in order: every output
+    (jax-triton 0.3's layout), or, with `input_output_aliases`, only the outputs not aliased to
+    an input (0.4's: an aliased output is written through its input's pointer). The primitive's
+    results with a pointer come first, in parameter order; an output may sit before an operand:
+    the routes launch such a kernel through a trampoline (`plan._trampoline`), so no buffer is
+    filled or copied for it. Each `Ref` operand gets one more result, aliased to it.
+
+    A call that 0.3 could have made (flat positional arrays and scalars only) whose outputs fill
+    the parameters after its arguments keeps 0.3's positional form, ("array", operand index) or
+    ("scalar", value) per positional argument. Where neither layout fits, such a call with
+    `out_shape` keeps 0.3's placement, so that the layout reports what is wrong as 0.3 did,
+    unless `_misplaced.forgotten` names the parameter the call most likely forgot.
+    `zeroed_outputs` is mapped to the result indices.
+    """
+
+    jit_fn, convention, out_shapes = call.unwrapped.jit_fn, call.convention, call.out_shapes
+    entries, leaves, refs, n_args = binding.entries, binding.leaves, binding.refs, len(call.args)
+    metaparams, by_keyword = binding.metaparams, binding.by_keyword
+    # 0.3's positional form holds arrays and scalars; a positional constexpr of another kind
+    # (a function, a dtype, a str, a tuple) goes by name, as the placed form takes it.
+    shaped = not by_keyword and not refs and all(
+        [kind in ("input", "scalar") or (kind == "constexpr" and (
+            value is None or isinstance(value, _spec.SCALAR_TYPES)))
+         for kind, value in entries.values()])
+    trailing = list(range(n_args, n_args + len(out_shapes)))
+    given, pairs = call.input_output_aliases, []
+    if given and refs:
+        raise ValueError(
+            f"input_output_aliases={dict(given)!r} cannot be combined with Ref operands: a Ref "
+            f"is updated in place by itself. Pass every buffer the kernel updates as a Ref, or "
+            f"none (as jax-triton 0.4).")
+    if given:
+        candidates = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
+        among = ("array arguments" if convention == "out_shape" else "operand leaves")
+        other = _CONVENTIONS["out_shape" if convention == "out_type" else "out_type"]
+        for in_idx in given if isinstance(given, Mapping) else ():
+            if not (_values.is_int(in_idx) and 0 <= in_idx < len(candidates)):
+                raise ValueError(
+                    f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is not one of "
+                    f"the {len(candidates)} {among} (0..{len(candidates) - 1}) "
+                    f"({_CONVENTIONS[convention]}; {other}).")
+            if not candidates[in_idx].is_array:
+                raise ValueError(
+                    f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is "
+                    f"{candidates[in_idx].what}, a scalar ({_CONVENTIONS[convention]}; {other}).")
+        avals = [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) if x.is_array
+                 else jax.ShapeDtypeStruct((), "int32")
+                 for x in candidates]
+        pairs = [(candidates[i], o)
+                 for i, o in _checker.alias_pairs("triton_call", given, tuple(avals),
+                                                  tuple(out_shapes))]
+    aliased = {o for _, o in pairs}
+    missing = [i for i, p in enumerate(jit_fn.params)  # the non-constexpr parameters unfilled
+               if not p.is_constexpr and i not in entries and p.name not in metaparams]
+    n_outs = len(out_shapes)
+    unaliased = [o for o in range(n_outs) if o not in aliased]
+    # A parameter defaulting to None (the last ones, as Python orders defaults) that no output
+    # is left to fill keeps its default, a None constexpr, as in Triton.
+    while (len(missing) > max(n_outs, len(unaliased)) and jit_fn.params[missing[-1]].has_default
+           and jit_fn.params[missing[-1]].default is None):
+        missing.pop()
+    if len(missing) == n_outs:
+        owners = dict(zip(range(n_outs), missing))
+    elif aliased and len(missing) == len(unaliased):
+        owners = dict(zip(unaliased, missing))
+    else:
+        fallback = shaped and convention == "out_shape"
+        forgotten = ""
+        if len(missing) > len(unaliased):
+            forgotten = _misplaced.forgotten(jit_fn, entries, metaparams, by_keyword, n_outs,
+                                             aliased, own_keywords)
+        elif len(missing) < len(unaliased) and not fallback:  # 0.3 says it at layout
+            forgotten = _misplaced.output_given_as_input(leaves, convention, out_shapes,
+                                                         unaliased, len(unaliased) - len(missing))
+        if not fallback or forgotten:
+            names = list(jit_fn.arg_names)
+            raise TypeError(
+                f"Kernel {_spec.kernel_name(jit_fn)}: {len(missing)} non-constexpr parameter(s) "
+                f"get no argument ({', '.join(names[i] for i in missing) or 'none'}), for "
+                f"{n_outs} output(s), {len(unaliased)} of them not aliased to an input. Outputs "
+                f"fill the parameters left unfilled, in order: one per output (jax-triton 0.3's "
+                f"layout), or, with input_output_aliases, one per output that is not aliased "
+                f"(0.4's: an aliased output is written through its input's pointer). The "
+                f"kernel's parameters are ({', '.join(names)}); pass the missing arguments, or "
+                f"fix the outputs.{forgotten}")
+        owners = dict(zip(range(n_outs), trailing))
+    owner_of = {p: o for o, p in owners.items()}
+    order = sorted(owners, key=owners.get)
+    order += [o for o in range(len(out_shapes)) if o not in order]
+    user_results = tuple([order.index(o) for o in range(len(out_shapes))])
+    output_params = [owners[o] for o in sorted(owners)]
+    positional, metaparams, constexprs = [], dict(metaparams), []
+    for i, param in enumerate(jit_fn.params):
+        if i in entries and entries[i][0] == "constexpr":
+            metaparams[param.name] = entries[i][1]
+            constexprs.append(param.name)
+            positional.append(("keyword", None))
+        elif i in entries:
+            positional.append(entries[i])
+        else:
+            positional.append(("output", user_results[owner_of[i]]) if i in owner_of
+                              else ("keyword", None))
+    if shaped and output_params == trailing:  # laid out as 0.3 lays it
+        positional, n_arrays = [], 0
+        for i in range(n_args):  # `shaped` says what the entries hold
+            kind, value = entries[i]
+            if kind == "input":
+                positional.append(("array", n_arrays))
+                n_arrays += 1
+                continue
+            if kind == "constexpr" and value is not None:  # `_operand_entry` typed the others
+                _spec.scalar(value, what=f"argument {i}")
+            positional.append(("scalar", value))
+        # 0.3's form keeps the constexprs given positionally in `positional` only.
+        metaparams = {k: v for k, v in metaparams.items() if k not in constexprs}
+    ref_results = tuple([(leaf.operand, len(order) + n) for n, leaf in enumerate(refs)])
+    prim_aliases = {leaf.operand: user_results[o] for leaf, o in pairs}
+    prim_aliases.update(dict(ref_results))
+    zeroed = call.given["zeroed_outputs"]
+    if callable(zeroed):
+        if user_results != tuple(range(len(user_results))):
+            zeroed = MappedZeroed(zeroed, user_results)
+    elif not isinstance(zeroed, tuple) or zeroed:  # the default, `()`, zeroes nothing
+        indices = _values.output_indices(zeroed, len(user_results), what="zeroed_outputs")
+        zeroed = tuple(sorted([user_results[o] for o in indices]))
+    return Placed(
+        positional=tuple(positional), metaparams=metaparams, operands=tuple(binding.operands),
+        in_avals=tuple([jax.ShapeDtypeStruct(x.shape, x.dtype) for x in binding.operands]),
+        out_shapes=tuple([out_shapes[o] for o in order]
+                         + [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) for x in refs]),
+        aliases=prim_aliases, zeroed=zeroed, user_results=user_results, refs=ref_results,
+        output_params=output_params)
+
+
+def own_named_parameter(unwrapped: Any, own_keywords: Iterable[str], start: int) -> Any:
+    """The first parameter from position `start` on named like one of `own_keywords` and set
+    by nothing else (no default, autotune config or heuristic): only the API's own keyword
+    could fill it. None where there is none."""
+    own = set(own_keywords) - unwrapped.set_by_wrappers
+    for param in list(unwrapped.jit_fn.params)[start:]:
+        if param.name in own and not param.has_default:
+            return param
+    return None
 
 
 def layout_key(call: CallArguments) -> tuple | None:
@@ -198,7 +357,7 @@ def layout_key(call: CallArguments) -> tuple | None:
                 return None  # no layout kept, or the full check must say what is wrong
         names, values = [], [call.backend_options, call.cost_estimate, call.has_side_effect,
                               call.input_output_aliases, call.constexprs,
-                              *[call.given[name] for name in _KEYED_OPTIONS]]
+                              *[value for name, value in call.given.items() if name != "grid"]]
         for name, value in call.keywords.items():
             if name in call.buffers:
                 return None
@@ -211,22 +370,22 @@ def layout_key(call: CallArguments) -> tuple | None:
             role = call.roles[where]
             if role is None:  # a bad scalar: the full check says why
                 return None
-            roles[n] = (("constexpr", _values.exact_key(value)) if role[0] == "constexpr"
+            roles[n] = (("constexpr", _spec.exact_key(value)) if role[0] == "constexpr"
                         else ("runtime", type(value), role[1].triton_type, role[2]))
         types = tuple(map(type, values))
         if not (_PLAIN_TYPES.issuperset(types) or (  # empty tuples too (`zeroed_outputs=()`)
                 _PLAIN_OR_TUPLE.issuperset(types) and values.count(()) == types.count(tuple))):
             types, values = None, [
-                (type(value), tuple([(_values.exact_key(k), _values.exact_key(v))
+                (type(value), tuple([(_spec.exact_key(k), _spec.exact_key(v))
                                      for k, v in value.items()]))
-                if isinstance(value, Mapping) else _values.exact_key(value) for value in values]
+                if isinstance(value, Mapping) else _spec.exact_key(value) for value in values]
         grid, grid_key = call.given["grid"], None
         if callable(grid):  # a function of the metaparameters (`_values.grid_value`)
             fn = grid.fn if isinstance(grid, _values.MetaGrid) else grid
             grid_key = (
                 ("function", fn.__code__, len(fn.__defaults__ or ()), bool(fn.__kwdefaults__))
                 if getattr(fn, "__code__", None) is not None and hasattr(fn, "__defaults__")
-                else _values.exact_key(fn))
+                else _spec.exact_key(fn))
         key = (call.kernel, call.convention, tuple(parts), tuple(names), tuple(roles),
                call.out_tree, tuple([(s.dtype, len(s.shape) == 0) for s in call.out_shapes]),
                grid_key, types, tuple(values))
@@ -265,34 +424,6 @@ def relaid_call(layout: Layout, call: CallArguments) -> BoundCall | None:
         _layout.check_kernel_arguments(spec, in_avals)
     except (TypeError, ValueError):
         return None
-    placed = _values.replaced(layout.placed, positional=positional, operands=operands,
-                              in_avals=in_avals, out_shapes=outs)
+    placed = Placed(**{**vars(layout.placed), "positional": positional, "operands": operands,
+                       "in_avals": in_avals, "out_shapes": outs})
     return BoundCall(spec, placed, call.out_tree, operands)
-
-
-def keep_layout(key: tuple, call: CallArguments, bound: BoundCall) -> None:
-    """Keeps `bound`'s layout under `key`, where it serves later calls: every operand an array
-    given positionally, no Ref, no operand made in place of an output."""
-    placed, spec = bound.placed, bound.spec
-    if placed.refs or len(placed.out_shapes) != len(placed.user_results):
-        return
-    operand_args: list[int | None] = [None] * len(placed.operands)
-    scalars = []
-    for index, value in enumerate(call.args):
-        kind, where = spec.positional[index]
-        if isinstance(value, jax.Array):
-            if kind not in ("array", "input") or placed.operands[where] is not value:
-                return
-            operand_args[where] = index
-        elif kind == "scalar" and where is value:
-            scalars.append((index, index))
-    for name, index in call.runtime.items():
-        if spec.positional[index] != ("scalar", call.keywords[name]):
-            return
-        scalars.append((index, name))
-    if None in operand_args:  # an operand no positional argument gives
-        return
-    structure = dataclasses.replace(placed, operands=(), in_avals=())
-    out_order = tuple([placed.user_results.index(r) for r in range(len(placed.user_results))])
-    _state.CALL_LAYOUTS.put(key, Layout(structure, spec, tuple(operand_args), tuple(scalars),
-                                        out_order), kernel=call.kernel)

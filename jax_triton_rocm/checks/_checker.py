@@ -1,7 +1,7 @@
 """The one checker of a kernel call: `check_call` checks what `triton_call` (bound by
-`checks._binder`, its outputs placed by `place_outputs`) and `triton_call_lowering` share, into a
-`KernelCallSpec`, with messages worded for the API called (`Api`): the same value gets the same
-verdict from both.
+`checks._binder`, its outputs placed by `checks._bound`) and `triton_call_lowering` share, and
+`triton_call`'s `backend_options` and `cost_estimate`, into a `KernelCallSpec`, with messages
+worded for the API called (`Api`): the same value gets the same verdict from both.
 """
 
 from __future__ import annotations
@@ -9,21 +9,32 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-import jax
 import numpy as np
 
+from jax_triton_rocm import backends
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _env, _values
-from jax_triton_rocm.spec import _layout, _misplaced, _spec
-from jax_triton_rocm.spec._spec import CallOptions, KernelCallSpec
+from jax_triton_rocm.spec import _layout, _spec
+from jax_triton_rocm.spec._spec import KernelCallSpec
 
-if TYPE_CHECKING:
-    from triton.runtime.jit import JITFunction
 
-    from jax_triton_rocm.checks._binder import Flat
+# The explicit arguments `backend_options` may give instead, with their defaults.
+SETTINGS = {"num_warps": None, "num_stages": None, "num_ctas": 1, "debug": False,
+            "enable_fp_fusion": True}
+# Triton options the package sets itself per target, or that jaxlib cannot launch with.
+_REFUSED = {
+    "arch": "the target's architecture comes from the device or target_arch",
+    "backend_name": "the backend comes from the platform lowered for",
+    "warp_size": "the warp size comes from the target",
+    "ir_override": "kernels are compiled from their source",
+    "launch_cooperative_grid": "jaxlib launches no cooperative grids",
+    "launch_pdl": "jaxlib launches no programmatic dependent launches",
+    "instrumentation_mode": "jaxlib allocates no profiling buffer",
+}
+COST_KEYS = ("flops", "transcendentals", "bytes_accessed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,23 +130,91 @@ def alias_pairs(api_name: str, given: Any, in_avals: tuple, out_avals: tuple) ->
     return tuple(sorted(pairs))
 
 
+def _has_descriptor(entries: Sequence[tuple[str, Any]]) -> bool:
+    return any(kind == "descriptor" or (kind == "tuple" and _has_descriptor(value))
+               for kind, value in entries)
+
+
 def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positional: tuple,
                in_avals: tuple, out_shapes: tuple, aliases: tuple[tuple[int, int], ...],
-               given: CallOptions, metaparams: Mapping[str, Any] | None = None,
+               grid: Any, name: Any = "", num_warps: Any = None, num_stages: Any = None,
+               num_ctas: Any = None, compute_capability: Any = None, enable_fp_fusion: Any = True,
+               debug: Any = False, serialized_metadata: Any = b"", batch_grid_axis: Any = None,
+               xla_native: Any = None, zeroed_outputs: Any = (),
+               metaparams: Mapping[str, Any] | None = None,
                options: Mapping[str, Any] | None = None,
-               has_side_effect: bool = False, cost_estimate: tuple | None = None,
-               backend_options: tuple = (), by_keyword: tuple[str, ...] = ()) -> KernelCallSpec:
-    """Checks a call in the common form (`given`, the options); returns its spec. `aliases`
-    (checked by `alias_pairs`, in each API's own indices) and the arguments only `triton_call`
-    takes come checked already. A callable `zeroed_outputs` is checked here for its arity, and
-    per config (by `plan._plan`) for what it returns."""
+               has_side_effect: bool = False, cost_estimate: Any = None,
+               backend_options: Any = None, by_keyword: tuple[str, ...] = ()) -> KernelCallSpec:
+    """Checks a call in the common form (the options both APIs take, from `grid` to
+    `zeroed_outputs`, as given); returns its spec. `aliases` (checked by `alias_pairs`, in each
+    API's own indices) come checked already. `triton_call`'s `backend_options` is merged with
+    the launch settings and the vendor knobs given as keywords (`options`: `waves_per_eu=2`); a
+    value given both ways is an error that names both (docs/porting.md). A callable
+    `zeroed_outputs` is checked here for its arity, and per config (by `plan._plan`) for what
+    it returns."""
     api = APIS[api_name]
+    metaparams, options, others = dict(metaparams or {}), dict(options or {}), {}
     if api.name == "triton_call_lowering":  # triton_call checks them as it takes its arguments
         _env.check_variables()  # each variable as its reader takes it, on every platform
-    metaparams, options = dict(metaparams or {}), dict(options or {})
-    g = given
-    name, num_warps, num_stages, num_ctas = g.name, g.num_warps, g.num_stages, g.num_ctas
-    serialized_metadata, xla_native = g.serialized_metadata, g.xla_native
+    else:
+        given = {} if backend_options is None else backend_options
+        if not isinstance(given, Mapping) or not all([isinstance(k, str) for k in given]):
+            raise TypeError(f"backend_options={backend_options!r} must be a dict of Triton "
+                            f"option names to values, e.g. {{'num_warps': 8}}.")
+        settings = {key: value for key, value in zip(SETTINGS, (
+            num_warps, num_stages, num_ctas, debug, enable_fp_fusion)) if value is not None}
+        known = None
+        for key, value in given.items():
+            try:
+                hash(value)
+            except TypeError:
+                raise TypeError(
+                    f"backend_options[{key!r}] must be hashable, got {value!r} (JAX caches "
+                    f"compiled calls by their options): pass a tuple instead of a list, or a "
+                    f"tuple of (key, value) pairs instead of a dict.") from None
+            if key in settings or key in options:
+                raise ValueError(
+                    f"{key} is given both as an argument of triton_call ({key}="
+                    f"{settings.get(key, options.get(key))!r}) and in backend_options "
+                    f"({value!r}); give it once.")
+            if key in SETTINGS:
+                settings[key] = value
+            elif key in _vendors.COMPILE_OPTIONS:
+                options[key] = value
+            elif key in _REFUSED:
+                raise ValueError(f"backend_options[{key!r}] cannot be set here: {_REFUSED[key]}.")
+            else:
+                if known is None:  # each installed vendor's Triton option fields, by platform
+                    known = {}
+                    for platform in _vendors.GPU_PLATFORMS:
+                        try:
+                            known[platform] = backends.backend(platform).triton_option_names()
+                        except ImportError:  # a Triton built without that vendor's backend
+                            continue
+                if not any(key in names for names in known.values()):
+                    every = sorted(set().union(*known.values()) - set(_REFUSED)) if known else []
+                    raise ValueError(
+                        f"backend_options[{key!r}] is no Triton compile option of any installed "
+                        f"vendor backend ({', '.join(known) or 'none'}); options are: "
+                        f"{', '.join(every)}.")
+                others[key] = value
+        num_warps, num_stages, num_ctas, debug, enable_fp_fusion = [
+            settings.get(key, default) for key, default in SETTINGS.items()]
+        if batch_grid_axis is not None and _has_descriptor(positional):
+            raise NotImplementedError(
+                "batch_grid_axis with a TensorDescriptor operand: a descriptor describes one "
+                "example. Leave batch_grid_axis=None (jax.vmap then calls the kernel once per "
+                "example), or pass the base array and build the descriptor inside the kernel.")
+        if cost_estimate is not None:
+            cost = cost_estimate
+            if not isinstance(cost, Mapping):
+                raise TypeError(f"cost_estimate={cost!r} must be a dict such as "
+                                f"{{'flops': 2 * n, 'bytes_accessed': 12 * n}}.")
+            for key, count in cost.items():
+                if key not in COST_KEYS or not _values.is_int(count) or count < 0:
+                    raise ValueError(f"cost_estimate={dict(cost)!r}: {key!r}: {count!r} is not "
+                                     f"one of {', '.join(COST_KEYS)} with a non-negative int.")
+            cost_estimate = tuple(sorted([(key, int(count)) for key, count in cost.items()]))
     if not isinstance(name, str):
         raise TypeError(f"{api.prefix}name={name!r} must be a str (the call's name for jaxlib "
                         f"and profilers), got {type(name).__name__}.")
@@ -146,8 +225,8 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         raise TypeError(f"{api.prefix}xla_native={xla_native!r} must be True, False or None "
                         f"(None follows {_env.ENV_XLA_NATIVE}).")
     _values.launch_settings(num_warps, num_stages, num_ctas, caller=api.prefix)
-    cuda_arch = None if g.compute_capability is None else _vendors.normalize_arch(
-        "cuda", g.compute_capability, what=f"{api.prefix}compute_capability")
+    cuda_arch = None if compute_capability is None else _vendors.normalize_arch(
+        "cuda", compute_capability, what=f"{api.prefix}compute_capability")
     names = {value: f"argument {i}" for i, (kind, value) in enumerate(positional)
              if kind == "array"}
     buffers = [(api.prefix + names.get(i, f"{api.input} {i}"), aval)
@@ -166,16 +245,16 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
                 f"when the call is lowered, and jaxlib's Triton call has no grid that follows a "
                 f"size known only at run time. Export for concrete shapes instead (one export "
                 f"per shape).")
-    grid = _values.grid_value(g.grid)  # a MetaGrid's results are checked per config (plan._plan)
+    grid = _values.grid_value(grid)  # a MetaGrid's results are checked per config (plan._plan)
     if isinstance(grid, _values.MetaGrid):
         check_takes_meta(grid.fn, f"{api.prefix}grid")
-    axis = g.batch_grid_axis
+    axis = batch_grid_axis
     if axis is not None and (isinstance(axis, (bool, np.bool_)) or axis not in (0, 1, 2)):
         raise ValueError(
             f"{api.prefix}batch_grid_axis={axis!r} must be None (jax.vmap loops over the batch) "
             f"or the grid axis 0, 1 or 2 whose program id is the example index under jax.vmap.")
-    enable_fp_fusion = flag(g.enable_fp_fusion, f"{api.prefix}enable_fp_fusion")
-    zeroed = g.zeroed_outputs
+    enable_fp_fusion = flag(enable_fp_fusion, f"{api.prefix}enable_fp_fusion")
+    zeroed = zeroed_outputs
     if callable(zeroed):
         check_takes_meta(zeroed, f"{api.prefix}zeroed_outputs")
     elif api.name != "triton_call":  # triton_call's are checked as its outputs are placed
@@ -191,7 +270,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         cuda_arch=cuda_arch,
         enable_fp_fusion=enable_fp_fusion, input_output_aliases=tuple(aliases),
         zeroed_outputs=zeroed,
-        debug=flag(g.debug, f"{api.prefix}debug"),
+        debug=flag(debug, f"{api.prefix}debug"),
         serialized_metadata=serialized_metadata,
         batch_grid_axis=None if axis is None else int(axis),
         xla_native=None if xla_native is None else bool(xla_native),
@@ -199,208 +278,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         options=tuple(sorted(_values.compile_options(options, caller=api.prefix).items()))
         if options else (),
         has_side_effect=has_side_effect, cost_estimate=cost_estimate,
-        backend_options=backend_options, by_keyword=by_keyword)
+        backend_options=tuple(sorted(others.items())), by_keyword=by_keyword)
     if api.name == "triton_call":  # triton_call_lowering's call is being lowered already
         _layout.check_kernel_arguments(spec, in_avals, types)
     return spec
-
-
-def forgotten_hint(jit_fn: JITFunction, metaparams: Mapping[str, Any], by_keyword: set[int],
-                   flat: Flat, n_outs: int, aliased: set[int], own_keywords: tuple[str, ...]
-                   ) -> str:
-    """The parameter a call most likely forgot (`_misplaced.forgotten`), for the outputs' or,
-    failing that, the unaliased outputs' pointers; one named like an argument of triton_call
-    itself (`own_keywords`) is said to go in `operands=`."""
-    slots = [i for i, p in enumerate(jit_fn.params) if not p.is_constexpr
-             and p.name not in metaparams and i not in by_keyword]
-    # What fills each: "pointer" (an array), "scalar" (a value), None (None, a tuple, a descriptor).
-    values = ["pointer" if kind == "input" else "scalar" if kind == "scalar" and value is not None
-              else None for kind, value in [flat.entries[i] for i in slots if i in flat.entries]]
-    text = ""
-    for n_pointers in dict.fromkeys((n_outs, n_outs - len(aliased))):
-        if text := _misplaced.forgotten(jit_fn, values + ["pointer"] * n_pointers, slots):
-            break
-    clashing = [jit_fn.arg_names[i] for i in slots
-                if i not in flat.entries and jit_fn.arg_names[i] in own_keywords]
-    if clashing:
-        text += (f" Parameter {clashing[0]!r} has the name of an argument of triton_call itself, "
-                 f"so a keyword {clashing[0]}= is triton_call's own: fill it with "
-                 f"operands={{{clashing[0]!r}: ...}} (filled at launch; constexprs= compiles a "
-                 f"value in).")
-    return text
-
-
-_CONVENTIONS = {
-    "out_type": "with out_type= (jax-triton 0.4), indices count every operand leaf in "
-                "kernel-parameter order, scalars included",
-    "out_shape": "indices count arrays only, not scalars, with out_shape= (jax-triton 0.3)",
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class Placed:
-    """A call's operands and outputs as the primitive takes them (an operand may be a Ref, read
-    at the call). `user_results`: per output of the call's tree, its result index; `refs`:
-    (operand, result) per Ref, written back after the call; `output_params`: the parameter each
-    output with a pointer fills; `positional_constexprs`: those the 0.3 form keeps positional.
-    """
-
-    positional: tuple
-    metaparams: dict[str, Any]
-    operands: tuple
-    in_avals: tuple
-    out_shapes: tuple
-    aliases: dict[int, int]
-    zeroed: Any
-    user_results: tuple[int, ...]
-    refs: tuple[tuple[int, int], ...]
-    output_params: list[int]
-    positional_constexprs: tuple[str, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class MappedZeroed:
-    """A callable `zeroed_outputs` whose output indices are mapped to the primitive's results;
-    compared by value, so that JAX's caches keyed on the spec still hit."""
-
-    fn: Callable[[dict[str, Any]], Any]
-    results: tuple[int, ...]
-
-    def __call__(self, meta: dict[str, Any]) -> tuple[int, ...]:
-        return tuple(self.results[o] if 0 <= o < len(self.results) else o for o in self.fn(meta))
-
-
-def _output_given_as_input(leaves: list, convention: str, out_shapes: list,
-                           unaliased: list[int], extra: int) -> str:
-    """For a call with `extra` outputs more than parameters left: the last arrays with an
-    output's shape and dtype (most likely it passed as an input too), and the fixes; or ""."""
-    candidates = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
-    matching = [(index, leaf, o) for index, leaf in enumerate(candidates) if leaf.is_array
-                for o in unaliased
-                if (tuple(leaf.value.shape), np.dtype(leaf.value.dtype)) == (
-                    tuple(out_shapes[o].shape), np.dtype(out_shapes[o].dtype))][-extra:]
-    if not matching:
-        return ""
-    # The aliases' input index counts operand leaves (0.4) or array arguments (0.3), which a
-    # None or scalar argument before it shifts from its position: both are named.
-    shown = ", ".join(f"{leaf.what} (the shape and dtype of output {o}"
-                      + ("" if leaf.what == f"argument {index}" else
-                         f"; input index {index} in input_output_aliases") + ")"
-                      for index, leaf, o in matching)
-    aliases = ", ".join(f"{index}: {o}" for index, _, o in matching)
-    return " " + _layout.passed_as_input_advice(
-        shown, aliases, "the arguments (each output fills a parameter the arguments leave "
-                        "unfilled)")
-
-
-def place_outputs(jit_fn: JITFunction, metaparams: dict[str, Any], entries: dict[int, Any],
-                  operands: list, leaves: list, refs: list, *, convention: str, out_shapes: list,
-                  input_output_aliases: Any, zeroed: Any, trailing: list[int] | None = None,
-                  hint: Callable[[set[int]], str] = lambda aliased: "") -> Placed:
-    """Places a call's outputs among its operands.
-
-    Outputs fill the non-constexpr parameters the call left unfilled, in order: every output
-    (jax-triton 0.3's layout), or, with `input_output_aliases`, only the outputs not aliased to
-    an input (0.4's: an aliased output is written through its input's pointer). The primitive's
-    results with a pointer come first, in parameter order; an output may sit before an operand:
-    the routes launch such a kernel through a trampoline (`plan._trampoline`), so no buffer is
-    filled or copied for it. Each `Ref` operand gets one more result, aliased to it.
-
-    Where neither layout fits, a call that 0.3 could have made (`trailing`: the parameters after
-    its arguments) keeps 0.3's placement, so that the layout reports what is wrong as 0.3 did,
-    unless `hint` names the parameter the call most likely forgot. `entries`, `operands`,
-    `leaves`: as `checks._binder.Flat` holds them; `zeroed` is mapped to the result indices.
-    """
-
-    given, pairs = input_output_aliases, []
-    if given and refs:
-        raise ValueError(
-            f"input_output_aliases={dict(given)!r} cannot be combined with Ref operands: a Ref "
-            f"is updated in place by itself. Pass every buffer the kernel updates as a Ref, or "
-            f"none (as jax-triton 0.4).")
-    if given:
-        candidates = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
-        among = ("array arguments" if convention == "out_shape" else "operand leaves")
-        other = _CONVENTIONS["out_shape" if convention == "out_type" else "out_type"]
-        for in_idx in given if isinstance(given, Mapping) else ():
-            if not (_values.is_int(in_idx) and 0 <= in_idx < len(candidates)):
-                raise ValueError(
-                    f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is not one of "
-                    f"the {len(candidates)} {among} (0..{len(candidates) - 1}) "
-                    f"({_CONVENTIONS[convention]}; {other}).")
-            if not candidates[in_idx].is_array:
-                raise ValueError(
-                    f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is "
-                    f"{candidates[in_idx].what}, a scalar ({_CONVENTIONS[convention]}; {other}).")
-        avals = [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) if x.is_array
-                 else jax.ShapeDtypeStruct((), "int32")
-                 for x in candidates]
-        pairs = [(candidates[i], o)
-                 for i, o in alias_pairs("triton_call", given, tuple(avals),
-                                      tuple(out_shapes))]
-    aliased = {o for _, o in pairs}
-    missing = [i for i, p in enumerate(jit_fn.params)  # the non-constexpr parameters unfilled
-               if not p.is_constexpr and i not in entries and p.name not in metaparams]
-    n_outs = len(out_shapes)
-    unaliased = [o for o in range(n_outs) if o not in aliased]
-    # A parameter defaulting to None (the last ones, as Python orders defaults) that no output
-    # is left to fill keeps its default, a None constexpr, as in Triton.
-    while (len(missing) > max(n_outs, len(unaliased)) and jit_fn.params[missing[-1]].has_default
-           and jit_fn.params[missing[-1]].default is None):
-        missing.pop()
-    if len(missing) == n_outs:
-        owners = dict(zip(range(n_outs), missing))
-    elif aliased and len(missing) == len(unaliased):
-        owners = dict(zip(unaliased, missing))
-    else:
-        forgotten = hint(aliased) if len(missing) > len(unaliased) else ""
-        if len(missing) < len(unaliased) and trailing is None:  # 0.3 says it at layout
-            forgotten = _output_given_as_input(leaves, convention, out_shapes, unaliased,
-                                               len(unaliased) - len(missing))
-        if trailing is None or forgotten:
-            names = list(jit_fn.arg_names)
-            raise TypeError(
-                f"Kernel {_spec.kernel_name(jit_fn)}: {len(missing)} non-constexpr parameter(s) "
-                f"get no argument ({', '.join(names[i] for i in missing) or 'none'}), for "
-                f"{n_outs} output(s), {len(unaliased)} of them not aliased to an input. Outputs "
-                f"fill the parameters left unfilled, in order: one per output (jax-triton 0.3's "
-                f"layout), or, with input_output_aliases, one per output that is not aliased "
-                f"(0.4's: an aliased output is written through its input's pointer). The "
-                f"kernel's parameters are ({', '.join(names)}); pass the missing arguments, or "
-                f"fix the outputs.{forgotten}")
-        owners = dict(zip(range(n_outs), trailing))
-    owner_of = {p: o for o, p in owners.items()}
-    positional, metaparams, constexprs = [], dict(metaparams), []
-    for i, param in enumerate(jit_fn.params):
-        if i in entries and entries[i][0] == "constexpr":
-            metaparams[param.name] = entries[i][1]
-            constexprs.append(param.name)
-            positional.append(("keyword", None))
-        elif i in entries:
-            positional.append(entries[i])
-        else:
-            positional.append(("output", owner_of[i]) if i in owner_of else ("keyword", None))
-    order = sorted(owners, key=owners.get)
-    order += [o for o in range(len(out_shapes)) if o not in order]
-    user_results = tuple([order.index(o) for o in range(len(out_shapes))])
-    ref_results = tuple([(leaf.operand, len(order) + n) for n, leaf in enumerate(refs)])
-    prim_aliases = {leaf.operand: user_results[o] for leaf, o in pairs}
-    prim_aliases.update(dict(ref_results))
-    if callable(zeroed):
-        if user_results != tuple(range(len(user_results))):
-            zeroed = MappedZeroed(zeroed, user_results)
-    elif not isinstance(zeroed, tuple) or zeroed:  # the default, `()`, zeroes nothing
-        indices = _values.output_indices(zeroed, len(user_results), what="zeroed_outputs")
-        zeroed = tuple(sorted([user_results[o] for o in indices]))
-    return Placed(
-        positional=tuple([(kind, user_results[v]) if kind == "output" else (kind, v)
-                          for kind, v in positional]),
-        metaparams=metaparams, operands=tuple(operands),
-        in_avals=tuple([jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands]),
-        out_shapes=tuple([out_shapes[o] for o in order]
-                         + [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) for x in refs]),
-        aliases=prim_aliases, zeroed=zeroed,
-        user_results=user_results,
-        refs=ref_results, output_params=[owners[o] for o in sorted(owners)],
-        positional_constexprs=tuple(constexprs))
-

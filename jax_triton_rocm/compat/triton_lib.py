@@ -16,7 +16,7 @@ import numpy as np
 
 from jax_triton_rocm.api import _call
 from jax_triton_rocm.api._inspect import CUSTOM_CALL_TARGET_NAME
-from jax_triton_rocm.checks import _binder
+from jax_triton_rocm.checks import _binder, _bound
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.spec import _spec
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor, strides_from_shape
@@ -117,7 +117,7 @@ def triton_call(
     # triton_call's own arguments, only a keyword could fill, as in jax-triton 0.4.1.
     outputs = out_type if out_type is not None else kwargs.get("out_shape", ())
     taken_apart = _call.unwrapped_kernel(kernel)
-    param = _binder.own_named_parameter(taken_apart, _OWN_KEYWORDS | {"out_shape"},
+    param = _bound.own_named_parameter(taken_apart, _OWN_KEYWORDS | {"out_shape"},
                                         len(args) + len(jax.tree.leaves(outputs)))
     if param is not None:
         group = "constexprs" if param.is_constexpr else "operands"

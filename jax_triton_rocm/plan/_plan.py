@@ -245,7 +245,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
     A config's pre_hook (`_hooks.run`) runs before the heuristics inside the autotuner: the
     descriptors it re-blocks give the config its own layout (`positional`), and what it left in
     the arguments by name is what those heuristics and a grid see. NumPy scalar constexprs become
-    the Python scalars they equal (`_values.plain_constexpr`), so `np.int64(256)` compiles as
+    the Python scalars they equal (`_spec.plain_constexpr`), so `np.int64(256)` compiles as
     `256` does. `types`: the call's values as typed for the plan memo, which a config's layout
     takes with its own constexprs unless a pre_hook re-laid it out; None types them here.
 
@@ -300,7 +300,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
         options = (_values.compile_options(config.options, where=source) if config.options
                    else config.options)
         config = LaunchConfig(
-            {k: _values.plain_constexpr(v) for k, v in config.constexprs.items()},
+            {k: _spec.plain_constexpr(v) for k, v in config.constexprs.items()},
             config.num_warps, config.num_stages, config.num_ctas, options, config.description,
             positional=config.positional)
         configs.append(dataclasses.replace(config, meta={**seen, **config.kwargs_view()}))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import functools
 import inspect
 import operator
 import types
@@ -73,13 +72,15 @@ class Roles:
 
 
 def roles(jit_fn: JITFunction, reading: set[int] | None = None,
-          constexprs: Mapping[str, Any] | None = None) -> Roles:
-    """The roles of `jit_fn`'s parameters, kept in its record (an edited kernel is read again);
-    `reading`: the functions being read, its callers. A branch that `constexprs` rule out is not
-    read."""
+          constexprs: Mapping[str, Any] | None = None, record: dict | None = None) -> Roles:
+    """The roles of `jit_fn`'s parameters, kept in its record (`record`, where the caller has
+    it; an edited kernel is read again); `reading`: the functions being read, its callers. A
+    branch that `constexprs` rule out is not read."""
     reading = set() if reading is None else reading
-    found = _state.KERNEL_RECORDS.derived(jit_fn, "roles", functools.partial(_read, jit_fn,
-                                                                              reading, {}))
+    if record is None:  # fetched once, for both readings
+        record = _state.KERNEL_RECORDS.record(jit_fn)
+    if (found := record.get("roles")) is None:
+        found = record["roles"] = _read(jit_fn, reading, {})
     known = tuple(sorted([(k, v) for k, v in (constexprs or {}).items() if k in found.deciding]))
     if not known:
         return found
@@ -87,8 +88,9 @@ def roles(jit_fn: JITFunction, reading: set[int] | None = None,
         hash(known)
     except TypeError:  # a value that cannot key the record: read each time
         return _read(jit_fn, reading, dict(known))
-    return _state.KERNEL_RECORDS.derived(jit_fn, ("roles", known),
-                                         lambda: _read(jit_fn, reading, dict(known)))
+    if (chosen := record.get(("roles", known))) is None:
+        chosen = record[("roles", known)] = _read(jit_fn, reading, dict(known))
+    return chosen
 
 
 def _read(jit_fn: JITFunction, reading: set[int], known: dict[str, Any]) -> Roles:

@@ -212,7 +212,7 @@ def lay_out_arguments(
                     f"({', '.join(names)}); {n_positional} argument(s) and "
                     f"{n_outputs} output(s) fill the first {n_positional + n_outputs}.")
             signature[param.name] = "constexpr"
-            constants[(i,)] = value  # made plain (`_values.plain_constexpr`) by `types`
+            constants[(i,)] = value  # made plain (`_spec.plain_constexpr`) by `types`
             continue
         if kind == "input":  # a placed operand
             aval, source = in_avals[value], ArgSource("input", i, value)
@@ -349,8 +349,10 @@ def _collision(jit_fn: JITFunction, position: int, output: int, positional: tupl
 def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple,
                            types: _spec.ArgumentTypes | None = None) -> None:
     """Checks the call `spec` against the kernel's parameters, so that a mistake fails at the
-    call, not at lowering: a plain kernel's arguments laid out as the lowering will (once per
-    layout), an autotuned kernel's operands and keywords and its autotuner's features."""
+    call, not at lowering: a plain kernel's arguments laid out as the lowering will, an autotuned
+    kernel's operands and keywords and its autotuner's features. The full check gives `types`
+    (its own typing of the call) and lays the call out; a call relaid into a kept layout
+    (`types` None) is laid out once per what the layout reads (`CHECKED_CALLS`)."""
 
     unwrapped, positional, out_shapes = spec.unwrapped, spec.positional, spec.out_shapes
     metaparams = dict(spec.metaparams)
@@ -361,7 +363,8 @@ def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple,
         n_trailing = 0 if places_outputs(positional) else len(out_shapes)
         check_operands(jit_fn, len(positional), n_trailing, metaparams)
         return
-    if types is None:
+    relaid = types is None
+    if relaid:
         types = _spec.argument_types(jit_fn, positional, in_avals, out_shapes, metaparams)
     view = types.view
     try:
@@ -369,10 +372,11 @@ def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple,
             view = _spec.compile_view(jit_fn, positional)
         key = (view, tuple([(not a.shape, a.dtype) for a in (*in_avals, *out_shapes)]),
                spec.exact_values[1])  # the metaparameters' exact keys
-        if _state.CHECKED_CALLS.get(key, kernel=jit_fn):  # laid out before without error
-            return
+        hash(key)
     except TypeError:  # an unhashable value: check every time
         key = None
+    if relaid and key is not None and _state.CHECKED_CALLS.get(key, kernel=jit_fn):
+        return  # laid out before without error
     from triton.backends.compiler import BaseBackend
 
     lay_out_arguments(jit_fn, BaseBackend, positional=positional, in_avals=tuple(in_avals),

@@ -1,8 +1,9 @@
 """Calls whose arrays land where the kernel does not use them as the call means, told from what
 the kernel does with each parameter (`_kinds.roles`), for the argument checks
 (`checks._binder`, `api._library`): an input on a parameter the kernel stores to
-(`check_written`, `unwritten_output`), and the parameter a call most likely forgot
-(`forgotten`). The reading and its evidence: docs/design.md, "Parameter kinds".
+(`check_written`, `unwritten_output`), the parameter a call most likely forgot (`forgotten`), and
+an output most likely passed as an input too (`output_given_as_input`). The reading and its
+evidence: docs/design.md, "Parameter kinds".
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from jax_triton_rocm.spec import _kinds
+from jax_triton_rocm.spec._layout import passed_as_input_advice
 from jax_triton_rocm.spec._spec import aval_text, kernel_name
 
 if TYPE_CHECKING:
@@ -20,7 +24,7 @@ if TYPE_CHECKING:
 
 def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mapping[int, int],
                   constexprs: Mapping[str, Any], *, leaves: Sequence[Any], convention: str,
-                  returned: bool) -> None:
+                  returned: bool, record: dict | None = None) -> None:
     """Raises TypeError where an input array fills a parameter the kernel stores to while an
     output lands on one it only loads from (`unwritten_output`): the call would return garbage;
     or where the call returns nothing (`returned` false), so that a store to an input array is
@@ -28,7 +32,7 @@ def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mappi
     none aliased) by parameter, as leaves; `outputs`: the unaliased outputs by parameter."""
     names = list(jit_fn.arg_names)
     stores = ({} if returned or jit_fn.is_gluon()
-              else _kinds.roles(jit_fn, constexprs=constexprs).stores)
+              else _kinds.roles(jit_fn, constexprs=constexprs, record=record).stores)
     if stored := [p for p in sorted(inputs) if names[p] in stores]:
         param, leaf = stored[0], inputs[stored[0]]
         stored_at = stores[names[param]]
@@ -43,7 +47,7 @@ def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mappi
             f"read ref[...]; or return the result as an output aliased to the array: "
             f"out_type=x, input_output_aliases={{{alias}: 0}} (donate x under jax.jit to update "
             f"it in place).")
-    found = unwritten_output(jit_fn, inputs, outputs, constexprs)
+    found = unwritten_output(jit_fn, inputs, outputs, constexprs, record)
     if found is None:
         return
     stored, stored_at, loaded, loaded_at = found
@@ -64,14 +68,14 @@ def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mappi
 
 
 def unwritten_output(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mapping[int, Any],
-                     constexprs: Mapping[str, Any] | None = None,
+                     constexprs: Mapping[str, Any] | None = None, record: dict | None = None,
                      ) -> tuple[int, str, int, str] | None:
     """(the input's parameter, where it is stored, the output's parameter, where it is loaded)
     for the first input on a parameter the kernel stores to while an output lands on one it
     only loads from; None where there is none, or the reading is unsure."""
     if jit_fn.is_gluon() or not inputs or not outputs:
         return None
-    found = _kinds.roles(jit_fn, constexprs=constexprs)
+    found = _kinds.roles(jit_fn, constexprs=constexprs, record=record)
     names = list(jit_fn.arg_names)
     loaded = [(q, where) for q in sorted(outputs) if names[q] not in found.stores
               and names[q] not in found.escapes and (where := found.loads.get(names[q]))]
@@ -81,16 +85,41 @@ def unwritten_output(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Ma
     return (*stored[0], *loaded[0])
 
 
-def forgotten(jit_fn: JITFunction, given: list[str | None], slots: list[int]) -> str:
-    """A sentence naming the parameter(s) a call most likely forgot, or "". `given`: "pointer",
-    "scalar" or None (either) per value, filling the parameters `slots` (more of them).
+def forgotten(jit_fn: JITFunction, entries: Mapping[int, tuple[str, Any]],
+              metaparams: Mapping[str, Any], by_keyword: set[int], n_outs: int,
+              aliased: set[int], own_keywords: Sequence[str]) -> str:
+    """A sentence naming the parameter(s) a call most likely forgot, or "": a call whose
+    operands (`entries`, by parameter) and `n_outs` outputs leave more parameters unfilled than
+    there are outputs to fill them (the unaliased ones, where no choice fits all outputs); one
+    named like an argument of triton_call itself (`own_keywords`) is said to go in `operands=`.
 
     Leaving out each choice of as many parameters as there are too many (one to three), the
-
     choices whose remaining parameters all get the kind of value their role asks fit. One
     fitting choice is named whole; for one missing parameter, two fitting choices are named as
     "one of"; otherwise the parameters every fitting choice leaves out, if any.
     """
+    slots = [i for i, p in enumerate(jit_fn.params) if not p.is_constexpr
+             and p.name not in metaparams and i not in by_keyword]
+    # What fills each: "pointer" (an array), "scalar" (a value), None (None, a tuple, a descriptor).
+    values = ["pointer" if kind == "input" else "scalar" if kind == "scalar" and value is not None
+              else None for kind, value in [entries[i] for i in slots if i in entries]]
+    text = ""
+    for n_pointers in dict.fromkeys((n_outs, n_outs - len(aliased))):
+        if text := _lined_up(jit_fn, values + ["pointer"] * n_pointers, slots):
+            break
+    clashing = [jit_fn.arg_names[i] for i in slots
+                if i not in entries and jit_fn.arg_names[i] in own_keywords]
+    if clashing:
+        text += (f" Parameter {clashing[0]!r} has the name of an argument of triton_call itself, "
+                 f"so a keyword {clashing[0]}= is triton_call's own: fill it with "
+                 f"operands={{{clashing[0]!r}: ...}} (filled at launch; constexprs= compiles a "
+                 f"value in).")
+    return text
+
+
+def _lined_up(jit_fn: JITFunction, given: list[str | None], slots: list[int]) -> str:
+    """`forgotten`'s sentence for `given`: "pointer", "scalar" or None (either) per value,
+    filling the parameters `slots` (more of them)."""
     extra = len(slots) - len(given)
     if not 1 <= extra <= 3 or len(slots) > 24:
         return ""
@@ -119,3 +148,26 @@ def forgotten(jit_fn: JITFunction, given: list[str | None], slots: list[int]) ->
              for name in names]
     joined = " or ".join(shown) if len(fitting) == 2 and extra == 1 else " and ".join(shown)
     return form.format(joined, "it" if len(names) == 1 else "them")
+
+
+def output_given_as_input(leaves: list, convention: str, out_shapes: list,
+                           unaliased: list[int], extra: int) -> str:
+    """For a call with `extra` outputs more than parameters left: the last arrays with an
+    output's shape and dtype (most likely it passed as an input too), and the fixes; or ""."""
+    candidates = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
+    matching = [(index, leaf, o) for index, leaf in enumerate(candidates) if leaf.is_array
+                for o in unaliased
+                if (tuple(leaf.value.shape), np.dtype(leaf.value.dtype)) == (
+                    tuple(out_shapes[o].shape), np.dtype(out_shapes[o].dtype))][-extra:]
+    if not matching:
+        return ""
+    # The aliases' input index counts operand leaves (0.4) or array arguments (0.3), which a
+    # None or scalar argument before it shifts from its position: both are named.
+    shown = ", ".join(f"{leaf.what} (the shape and dtype of output {o}"
+                      + ("" if leaf.what == f"argument {index}" else
+                         f"; input index {index} in input_output_aliases") + ")"
+                      for index, leaf, o in matching)
+    aliases = ", ".join(f"{index}: {o}" for index, _, o in matching)
+    return " " + passed_as_input_advice(
+        shown, aliases, "the arguments (each output fills a parameter the arguments leave "
+                        "unfilled)")

@@ -1,11 +1,13 @@
 """`KernelCallSpec`: one Triton kernel call as one frozen value, which `checks._checker.check_call`
-builds, `triton_kernel_p` carries and `plan._plan` turns into launches. Also: dtypes and scalars
-as Triton and jaxlib see them, and a kernel taken apart (`unwrap`)."""
+builds, `triton_kernel_p` carries and `plan._plan` turns into launches. Also: dtypes, scalars
+and constexprs as Triton and jaxlib see them, exact memo keys of values (`exact_key`), and a
+kernel taken apart (`unwrap`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +37,48 @@ FP8_DTYPES = {triton_type: dtype for dtype, triton_type in _ARRAY_TYPES.items()
 def aval_text(aval: Any) -> str:
     """An array's dtype and shape as messages show it: "float32[1024]"."""
     return f"{np.dtype(aval.dtype).name}{list(aval.shape)}"
+
+
+def exact_key(value: Any) -> Any:
+    """`value` as a memo key equal only to the key of the same value of the same type, written
+    alike: 2, 2.0, True and np.int32(2) differ, as do 0.0 and -0.0 (Python's `==` makes each
+    group one key, and each compiles or passes differently). Sequences go item by item.
+    """
+    kind = type(value)
+    if kind in (int, str, bytes, type(None)):  # the common cases, at the cost of a tuple
+        return kind, value
+    if isinstance(value, (tuple, list)):
+        return kind, tuple([exact_key(item) for item in value])
+    if kind.__name__ == "constexpr":  # Triton's wrapper compares by its value
+        return kind, exact_key(getattr(value, "value", None))
+    if isinstance(value, float):  # its bits: the sign of zero and a NaN's payload count
+        return kind, struct.pack("<d", value)
+    if isinstance(value, (np.floating, np.complexfloating)):
+        return kind, value.tobytes()
+    if isinstance(value, complex):
+        return kind, struct.pack("<dd", value.real, value.imag)
+    if hasattr(value, "cache_key") and hasattr(value, "src"):
+        # A Triton function by identity: its own hash parses its source (slow, and not safe
+        # across threads on 3.11); keys that outlive it hold its call graph's digest too.
+        return kind, id(value)
+    return kind, value
+
+
+def plain_constexpr(value: Any) -> Any:
+    """A NumPy scalar as the Python scalar it equals; any other value as it is.
+
+    Triton's code generator takes Python scalars as constexprs and fails on NumPy ones ("cannot
+    convert 256 of type numpy.int64 to tensor"), while its on-disk cache key writes both alike:
+    unconverted, a NumPy constexpr would fail on a cold cache and work on a warm one.
+    """
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
 
 _I32 = (-(2**31), 2**31)
 _I64 = (-(2**63), 2**63)
@@ -209,7 +253,7 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
     view = []
     for i, (kind, value) in enumerate(positional):
         if kind != "scalar" or i >= len(params):  # a tuple's scalars count by value
-            view.append((kind, _values.exact_key(value) if kind == "tuple" else value))
+            view.append((kind, exact_key(value) if kind == "tuple" else value))
             continue
         param = params[i]
         try:
@@ -218,8 +262,8 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
             roles[i] = None
             continue
         if role == "constexpr":
-            roles[i] = (role, _values.plain_constexpr(taken[0]))
-            view.append((role, _values.exact_key(taken[0])))
+            roles[i] = (role, plain_constexpr(taken[0]))
+            view.append((role, exact_key(taken[0])))
         else:
             roles[i] = (role, *taken)
             view.append((role, taken[0].triton_type, taken[1]))
@@ -233,8 +277,8 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
     return ArgumentTypes(
         kernel_name(jit_fn), roles, None if None in roles.values() else tuple(view), pointers,
 
-        {name: _values.plain_constexpr(value) for name, value in constexprs.items()},
-        {i: _values.plain_constexpr(param.default) for i, param in enumerate(params)
+        {name: plain_constexpr(value) for name, value in constexprs.items()},
+        {i: plain_constexpr(param.default) for i, param in enumerate(params)
          if param.has_default})
 
 
@@ -265,6 +309,7 @@ class Unwrapped:
     name: str = ""
     params: tuple[Parameter, ...] = ()
     symbol: str = ""
+    set_by_wrappers: frozenset[str] = frozenset()  # the constexprs its configs and heuristics set
 
 
 def unwrap(kernel: Any) -> Unwrapped:
@@ -330,9 +375,12 @@ def unwrap(kernel: Any) -> Unwrapped:
             f"before @triton.jit decorates it, e.g. fn.__name__ = {symbol!r}.")
     params = tuple([Parameter(param.name, param.is_constexpr, declared_type(param))
                     for param in node.params])
+    configs = getattr(autotuner, "configs", ())
+    wrapped = frozenset({key for config in configs for key in config.kwargs}
+                        | {key for wrapper in heuristics for key in wrapper.values})
     return Unwrapped(node, autotuner, tuple(heuristics),
                      len(heuristics) if autotuner is None else outside, interpreted, name,
-                     params, symbol)
+                     params, symbol, wrapped)
 
 
 def check_compilable(unwrapped: Unwrapped, platform: str) -> None:
@@ -366,25 +414,6 @@ class BatchedLaunch:
     axis: int
     size: int
     depth: int
-
-
-@dataclasses.dataclass(frozen=True)
-class CallOptions:
-    """The options `triton_call` and `triton_call_lowering` share, as given, unchecked."""
-
-
-    grid: Any
-    name: Any = ""
-    num_warps: Any = None
-    num_stages: Any = None
-    num_ctas: Any = None
-    compute_capability: Any = None
-    enable_fp_fusion: Any = True
-    debug: Any = False
-    serialized_metadata: Any = b""
-    batch_grid_axis: Any = None
-    xla_native: Any = None
-    zeroed_outputs: Any = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -433,15 +462,15 @@ class KernelCallSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kernel_id", id(self.kernel))
-        object.__setattr__(self, "kernel_name", kernel_name(self.unwrapped.jit_fn))
+        object.__setattr__(self, "kernel_name", self.unwrapped.name)
         # The layout's and the metaparameters' exact keys, in one call.
         object.__setattr__(self, "exact_values",
-                           _values.exact_key((self.positional, self.metaparams))[1])
+                           exact_key((self.positional, self.metaparams))[1])
 
     def relaid(self, positional: tuple, out_shapes: tuple, grid: Any) -> KernelCallSpec:
         """This spec with another layout, outputs and grid, in a tenth of `dataclasses.replace`'s
         time (`checks._bound` makes one per trace of a call seen before)."""
 
         return _values.replaced(self, positional=positional, out_shapes=out_shapes, grid=grid,
-                                exact_values=(_values.exact_key(positional),
+                                exact_values=(exact_key(positional),
                                               self.exact_values[1]))

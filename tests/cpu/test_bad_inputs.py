@@ -181,6 +181,8 @@ CASES = [
     Case("enable_fp_fusion not a bool", lowered(enable_fp_fusion="no"), TypeError,
          r"enable_fp_fusion='no' must be a bool"),
     Case("debug not a bool", lowered(debug="yes"), TypeError, r"debug='yes' must be a bool"),
+    Case("has_side_effect not a bool", lowered(has_side_effect="no"), TypeError,
+         r"^has_side_effect='no' must be a bool \(True or False\), got str\."),
     Case("maxnreg not an int", lowered(maxnreg="many"), TypeError,
          r"maxnreg='many' must be .*int"),
     Case("maxnreg negative", lowered(maxnreg=-5), ValueError, r"maxnreg=-5 must be .*255"),

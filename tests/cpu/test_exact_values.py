@@ -13,7 +13,8 @@ import triton
 import triton.language as tl
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _state, _values
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.spec import _spec
 from tests.support.lowering_utils import capture_one, spec
 
 X = spec((1024,), jnp.float32)
@@ -105,7 +106,7 @@ def test_the_spec_tells_them_apart(first, second):
 
 def test_exact_keys_keep_nan_payloads_and_sequences_item_by_item():
     nan, other_nan = struct.unpack("<d", b"\x00" * 6 + b"\xf8\x7f")[0], -math.nan
-    assert _values.exact_key(nan) == _values.exact_key(nan)
-    assert _values.exact_key(nan) != _values.exact_key(other_nan)
-    assert _values.exact_key((1, 2.0)) != _values.exact_key((1, 2))
-    assert _values.exact_key([1]) != _values.exact_key((1,))
+    assert _spec.exact_key(nan) == _spec.exact_key(nan)
+    assert _spec.exact_key(nan) != _spec.exact_key(other_nan)
+    assert _spec.exact_key((1, 2.0)) != _spec.exact_key((1, 2))
+    assert _spec.exact_key([1]) != _spec.exact_key((1,))

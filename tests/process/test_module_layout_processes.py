@@ -29,7 +29,7 @@ ROOT = pathlib.Path(jax_triton_rocm.__file__).parent.parent
 # checks a compile's result in one pass (`_cache.kernel_problem`, its binary read there).
 # The same with and without jax-cuda13-plugin.
 MOST = {
-    "trace": {"functions": 63, "files": 15, "switches back to a file": 22},
+    "trace": {"functions": 59, "files": 15, "switches back to a file": 12},
     "lowering, jaxlib": {"functions": 132, "files": 23, "switches back to a file": 47},
     "lowering, xla": {"functions": 108, "files": 18, "switches back to a file": 46},
 }
