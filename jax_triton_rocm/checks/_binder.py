@@ -8,6 +8,7 @@ constexpr, a float64 array is no float64 while 64-bit types are off).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from jax_triton_rocm.api._call import CallArguments
 
 
+@functools.cache
 def keyword_names(fn: Any) -> tuple[str, ...]:
     return tuple(name for name, param in inspect.signature(fn).parameters.items()
                  if param.kind is inspect.Parameter.KEYWORD_ONLY)

@@ -117,7 +117,8 @@ def triton_call(
     # triton_call's own arguments, only a keyword could fill, as in jax-triton 0.4.1.
     outputs = out_type if out_type is not None else kwargs.get("out_shape", ())
     taken_apart = _call.unwrapped_kernel(kernel)
-    param = _bound.own_named_parameter(taken_apart, _OWN_KEYWORDS | {"out_shape"},
+    own = {*_binder.keyword_names(triton_call), "out_shape"}
+    param = _bound.own_named_parameter(taken_apart, own,
                                         len(args) + len(jax.tree.leaves(outputs)))
     if param is not None:
         group = "constexprs" if param.is_constexpr else "operands"
@@ -145,7 +146,7 @@ def triton_call(
         warnings.warn("zeroed_outputs is deprecated. Zero the buffer explicitly and pass it as a "
                       "Ref argument instead", DeprecationWarning, stacklevel=2)
     return on_jaxlib_route(
-        triton_call, _OWN_KEYWORDS, *args, kernel=kernel, grid=grid, out_type=out_type, name=name,
+        triton_call, *args, kernel=kernel, grid=grid, out_type=out_type, name=name,
         num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
         compute_capability=compute_capability, backend_options=backend_options,
         input_output_aliases=input_output_aliases, zeroed_outputs=zeroed_outputs,
@@ -153,11 +154,11 @@ def triton_call(
         cost_estimate=cost_estimate, has_side_effect=has_side_effect, **kwargs)
 
 
-def on_jaxlib_route(surface: Callable, own: frozenset[str], *args: Any, kernel: Any,
+def on_jaxlib_route(surface: Callable, *args: Any, kernel: Any,
                     num_warps: int | None, num_stages: int | None,
                     backend_options: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
     """`jax_triton_rocm.triton_call` on jaxlib's route, for a drop-in's `triton_call`
-    (`surface`, whose own keywords are `own`): jax-triton's default warps and stages for a
+    (`surface`): jax-triton's default warps and stages for a
     kernel that is not autotuned, and a keyword that `surface` lacks but the package has
     (`xla_native`, `operands`, ...) filling the kernel parameter of that name."""
     taken_apart = _call.unwrapped_kernel(kernel)
@@ -170,7 +171,8 @@ def on_jaxlib_route(surface: Callable, own: frozenset[str], *args: Any, kernel: 
         settings["backend_options"] = backend_options
     # A keyword that only jax_triton_rocm.triton_call has is, in jax-triton, a kernel
     # parameter's value (or a metaparameter that no parameter reads).
-    package_only = frozenset(_call.TRITON_CALL_KEYWORDS) - own - {"out_shape"}
+    package_only = (frozenset(_call.TRITON_CALL_KEYWORDS) - {*_binder.keyword_names(surface)}
+                    - {"out_shape"})
     by_name: dict[str, dict[str, Any]] = {}
     params = {param.name: param for param in taken_apart.jit_fn.params}
     for key in package_only & kwargs.keys():
@@ -185,10 +187,6 @@ def on_jaxlib_route(surface: Callable, own: frozenset[str], *args: Any, kernel: 
         by_name.setdefault(group, {})[key] = kwargs.pop(key)
     return _call.triton_call(*args, kernel=kernel, **settings, xla_native=False, **by_name,
                              **kwargs)
-
-
-# This triton_call's own keyword arguments (jax-triton 0.4.1's).
-_OWN_KEYWORDS = frozenset(_binder.keyword_names(triton_call))
 
 
 # jax-triton 0.4.1's names for the parts of its own compiler and lowering, which the package

@@ -74,16 +74,13 @@ def triton_call(
             f"chooses between; drop the argument, or set {_env.ENV_CALL_TARGET}=ffi or legacy "
             f"to force one.")
     return _v0_4.on_jaxlib_route(
-        triton_call, _OWN_KEYWORDS, *args, kernel=kernel, out_shape=out_shape, grid=grid, name=name,
+        triton_call, *args, kernel=kernel, out_shape=out_shape, grid=grid, name=name,
         num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
         compute_capability=compute_capability, enable_fp_fusion=enable_fp_fusion,
         input_output_aliases=input_output_aliases, zeroed_outputs=zeroed_outputs,
         debug=None if debug is False else debug, serialized_metadata=serialized_metadata,
         **metaparams)
 
-
-# This triton_call's own keyword arguments (jax-triton 0.3.1's).
-_OWN_KEYWORDS = frozenset(_v0_4._binder.keyword_names(triton_call))
 
 # jax-triton 0.3.1's names for the parts of its own compiler and lowering, with what to use
 # instead (0.4.1's table, for the names 0.3.1 has).
