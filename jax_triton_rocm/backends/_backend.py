@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel, triton_options
-from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits, LaunchSite
+from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
@@ -27,10 +27,35 @@ if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
 
 
 @dataclasses.dataclass(frozen=True)
+class LaunchSite:
+    """What the plan needs to know of where the launches run: Triton's compiler backend class
+    (it parses specialisation attributes), the `limits` (None: nothing checked), every vendor's
+    compile options (what a config or heuristic may set beside the parameters and settings),
+    `check_ctas` (raises for clusters that cannot launch there), whether only the first config
+    launches (no timing there), the target's name, and the fp8 types its compiler takes (None:
+    any)."""
+
+    triton_backend: Any
+    limits: LaunchLimits | None
+    compile_options: tuple[str, ...]
+    check_ctas: Callable[[int], None] = lambda num_ctas: None
+    first_config_only: bool = False
+    name: str = "the host"
+    fp8_types: tuple[str, ...] | None = None
+
+
+def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
+    """The host, where Triton's interpreter runs the first configuration, unchecked."""
+    from triton.backends.compiler import BaseBackend
+
+    return LaunchSite(BaseBackend, None, compile_options, first_config_only=True)
+
+
+@dataclasses.dataclass(frozen=True)
 class ArchAnswers:
     """What the backend answers for one architecture, asked once per compiled plan
     (`Backend.answers`): Triton's `GPUTarget`, jaxlib's `compute_capability` field, what the
-    plan needs of where the launches run (`plan._plan.LaunchSite`), and what the compile reads
+    plan needs of where the launches run (`LaunchSite`), and what the compile reads
     for its options (`compile._compile.triton_options`): the vendor's own compile options
     (`Backend.compile_options`) and the fields of its Triton options class
     (`Backend.triton_option_names`)."""
@@ -69,7 +94,7 @@ class Backend(abc.ABC):
       binary_key, asm_key: Triton's names for the compiled binary and its assembly.
       compile_options: the `triton_call` compile options this vendor passes to Triton.
       every_compile_option: every vendor's (`_vendors.COMPILE_OPTIONS`), which a config or a
-        heuristic may set whatever the target (`plan._plan.LaunchSite.compile_options`).
+        heuristic may set whatever the target (`LaunchSite.compile_options`).
       arch_field, arch_keyword: the `KernelCallSpec` field through which a call names its own
         compile target, and the `triton_call` keyword that sets it, for messages (CUDA:
         `cuda_arch`, from `compute_capability=`); None where a call cannot name one.
@@ -112,10 +137,6 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def triton_backend(self) -> type:
         """Triton's compiler backend class (it parses specialisation attributes)."""
-
-    @abc.abstractmethod
-    def capability(self, arch: GpuArch) -> int:
-        """The kernel's `compute_capability` field for `arch`, as jaxlib reads it."""
 
     @abc.abstractmethod
     def launch_limits(self, arch: GpuArch) -> LaunchLimits:

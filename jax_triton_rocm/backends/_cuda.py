@@ -92,7 +92,7 @@ class CudaBackend(Backend):
 
     def answers(self, arch: GpuArch) -> ArchAnswers:
         # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
-        return self.arch_answers(arch, self.triton_gpu_target(arch), self.capability(arch),
+        return self.arch_answers(arch, self.triton_gpu_target(arch), compute_capability(arch.arch),
                                  self.launch_limits(arch), self.triton_backend())
 
     def triton_gpu_target(self, arch: GpuArch) -> Any:
@@ -100,9 +100,6 @@ class CudaBackend(Backend):
 
     def triton_backend(self) -> type:
         return _triton_nvidia.CUDABackend
-
-    def capability(self, arch: GpuArch) -> int:
-        return compute_capability(arch.arch)
 
     def launch_limits(self, arch: GpuArch) -> LaunchLimits:
         return LaunchLimits(arch.arch, WARP_SIZE,

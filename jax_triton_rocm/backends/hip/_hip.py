@@ -86,7 +86,9 @@ class HipBackend(Backend):
 
     def answers(self, arch: GpuArch) -> ArchAnswers:
         # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
-        return self.arch_answers(arch, self.triton_gpu_target(arch), self.capability(arch),
+        # jaxlib's HIP `get_compute_capability`: major*10+minor (94 for gfx942).
+        capability = int(arch.arch[3:-2]) * 10 + int(arch.arch[-2], 16)
+        return self.arch_answers(arch, self.triton_gpu_target(arch), capability,
                                  self.launch_limits(arch), self.triton_backend())
 
     def triton_gpu_target(self, arch: GpuArch) -> Any:
@@ -94,10 +96,6 @@ class HipBackend(Backend):
 
     def triton_backend(self) -> type:
         return _triton_amd.HIPBackend
-
-    def capability(self, arch: GpuArch) -> int:
-        """What jaxlib's HIP `get_compute_capability` reports: major*10+minor (94 for gfx942)."""
-        return int(arch.arch[3:-2]) * 10 + int(arch.arch[-2], 16)
 
     def launch_limits(self, arch: GpuArch) -> LaunchLimits:
         return LaunchLimits(arch.arch, warp_size(arch.arch),

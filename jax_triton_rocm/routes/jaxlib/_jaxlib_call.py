@@ -71,9 +71,7 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
-    limits = answers.launch_site.limits
-    fit = _plan.keep_launchable(compiled, [_plan.launch_problem(kernel, limits)
-                                           for _, _, kernel in compiled], kernel=spec.kernel_name)
+    fit = _plan.fitting(compiled, answers.launch_site.limits, kernel=spec.kernel_name)
     as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
     return [(as_planned[id(in_order)], in_order, kernel,
              _proto.kernel_image(backend, kernel, answers, where.features, devices=where.devices,
