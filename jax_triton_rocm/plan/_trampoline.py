@@ -86,7 +86,7 @@ def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int) -> Launch:
     buffers = list(first)
     ordered = sorted(buffers, key=first.get)
     if ordered == buffers and not owner:
-        return _values.replaced(launch, jit_fn=jit_fn)
+        return launch
     names = list(jit_fn.arg_names)
     order = ordered + [i for i in range(len(names)) if i not in first and i not in owner]
     body = f"    {_CALLEE}({', '.join([names[owner.get(u, u)] for u in range(len(names))])})\n"

@@ -25,11 +25,12 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _env, _imports, _state, _values
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _arch
-from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec, MetaGrid, check_compilable
+from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec, MetaGrid, kernel_name
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.backends._backend import Backend
+    from jax_triton_rocm.spec._spec import Unwrapped
 
 
 triton_kernel_p = Primitive("triton_kernel")
@@ -231,6 +232,20 @@ def log_route(route: str, spec: KernelCallSpec, reason: str) -> None:
 
 
 _registered: set[str] = set()
+
+
+def check_compilable(unwrapped: Unwrapped, platform: str) -> None:
+    """Raises TypeError where the kernel runs only in Triton's interpreter and a lowering for
+    `platform` would compile it."""
+    if unwrapped.interpreted:
+        raise TypeError(
+            f"kernel {kernel_name(unwrapped.jit_fn)!r} is Triton's InterpretedFunction, not a "
+            f"@triton.jit function: TRITON_INTERPRET=1 was set when it was decorated, and then "
+            f"@triton.jit makes every kernel (Triton's own helpers too) one that runs only in "
+            f"Triton's interpreter. jax_triton_rocm runs it on the CPU, in that interpreter, but "
+            f"cannot compile it for {platform}. Unset TRITON_INTERPRET before Triton is "
+            f"imported: the package runs kernels in Triton's interpreter on the CPU by itself, "
+            f"and compiles them for a GPU.")
 
 
 @dataclasses.dataclass(frozen=True)
