@@ -30,7 +30,6 @@ from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec, MetaGrid, 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.backends._backend import Backend
-    from jax_triton_rocm.spec._spec import Unwrapped
 
 
 triton_kernel_p = Primitive("triton_kernel")
@@ -234,20 +233,6 @@ def log_route(route: str, spec: KernelCallSpec, reason: str) -> None:
 _registered: set[str] = set()
 
 
-def check_compilable(unwrapped: Unwrapped, platform: str) -> None:
-    """Raises TypeError where the kernel runs only in Triton's interpreter and a lowering for
-    `platform` would compile it."""
-    if unwrapped.interpreted:
-        raise TypeError(
-            f"kernel {kernel_name(unwrapped.jit_fn)!r} is Triton's InterpretedFunction, not a "
-            f"@triton.jit function: TRITON_INTERPRET=1 was set when it was decorated, and then "
-            f"@triton.jit makes every kernel (Triton's own helpers too) one that runs only in "
-            f"Triton's interpreter. jax_triton_rocm runs it on the CPU, in that interpreter, but "
-            f"cannot compile it for {platform}. Unset TRITON_INTERPRET before Triton is "
-            f"imported: the package runs kernels in Triton's interpreter on the CPU by itself, "
-            f"and compiles them for a GPU.")
-
-
 @dataclasses.dataclass(frozen=True)
 class GpuRoutes:
     """A GPU platform's routes, jaxlib's Triton call and XLA's, with the platform's backend."""
@@ -268,7 +253,15 @@ class GpuRoutes:
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call
         from jax_triton_rocm.routes.xla import _xla_native
 
-        check_compilable(spec.unwrapped, self.backend.platform)
+        if spec.unwrapped.interpreted:  # it runs only in Triton's interpreter
+            raise TypeError(
+                f"kernel {kernel_name(spec.unwrapped.jit_fn)!r} is Triton's InterpretedFunction, "
+                f"not a @triton.jit function: TRITON_INTERPRET=1 was set when it was decorated, "
+                f"and then @triton.jit makes every kernel (Triton's own helpers too) one that "
+                f"runs only in Triton's interpreter. jax_triton_rocm runs it on the CPU, in that "
+                f"interpreter, but cannot compile it for {self.backend.platform}. Unset "
+                f"TRITON_INTERPRET before Triton is imported: the package runs kernels in "
+                f"Triton's interpreter on the CPU by itself, and compiles them for a GPU.")
         asked = spec.xla_native
         by = "xla_native" if asked is not None else _env.ENV_XLA_NATIVE
         if asked is None:

@@ -255,7 +255,7 @@ class Unwrapped:
       heuristics_outside: how many of `heuristics` (the first ones) wrap the autotuner; they run
         once per call, the others once per autotune config.
       interpreted: the kernel was Triton's InterpretedFunction (TRITON_INTERPRET=1); `jit_fn` is
-        made of its function, for the CPU's interpreter only (`_primitive.check_compilable`)."""
+        made of its function, for the CPU's interpreter only (`_primitive.GpuRoutes.lower`)."""
 
     jit_fn: JITFunction
     autotuner: Autotuner | None
