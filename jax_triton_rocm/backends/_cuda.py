@@ -19,7 +19,7 @@ from typing import Any
 
 from jax_triton_rocm.backends import _cubin, _vendors
 from jax_triton_rocm.backends._backend import ArchAnswers, Backend, LoadedForm
-from jax_triton_rocm.base import _compat, _env, _state
+from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE
@@ -123,12 +123,8 @@ class CudaBackend(Backend):
         reads (`_cubin`; `JAX_TRITON_ROCM_KEEP_PTX_TEXT=1` keeps it)."""
         if not features.module_image:
             return None
-        if _env.keep_ptx_text():
-            return binary
-        # Once per binary (`_state.CARRIED_BINARIES`): an autotuned call's plan is not kept, and
-        # each of its lowerings would copy and read every config's CUBIN again.
-        return _state.CARRIED_BINARIES.memo(binary,
-                                            functools.partial(_cubin.without_ptx_text, binary))
+        # Once per binary: the lowering keeps the image it makes of it.
+        return binary if _env.keep_ptx_text() else _cubin.without_ptx_text(binary)
 
     def ptx_field(self, compiled: CompiledKernel) -> str:
         return compiled.asm

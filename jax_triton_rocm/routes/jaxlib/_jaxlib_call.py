@@ -20,7 +20,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.plan._plan import GpuArch
@@ -59,7 +59,8 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
     """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch that
     compiled and fits the architecture, as the plan memo keeps them. A kernel that fails to
     compile is asked whether the call's arguments line up with its parameters
-    (`_kinds.check_failed`)."""
+    (`_kinds.check_failed`). Each image is kept in the kernel's record by the binary and what
+    loads it: an autotuned call's plan is not kept, and its lowerings meet the same binaries."""
     ordered = [_trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals))
                for launch in launches]
     try:
@@ -73,9 +74,12 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
         raise
     fit = _plan.fitting(compiled, answers.launch_site.limits, kernel=spec.kernel_name)
     as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
-    return [(as_planned[id(in_order)], in_order, kernel,
-             _proto.kernel_image(backend, kernel, answers, where.features, devices=where.devices,
-                                 with_ttir=spec.debug)) for in_order, _, kernel in fit]
+    loads = (dataclasses.astuple(where.features), where.devices and where.devices.arch,
+             where.settings, spec.debug)
+    return [(as_planned[id(in_order)], in_order, kernel, _state.KERNEL_RECORDS.derived(
+        spec.unwrapped.jit_fn, ("image", kernel.key, loads), functools.partial(
+            _proto.kernel_image, backend, kernel, answers, where.features,
+            devices=where.devices, with_ttir=spec.debug))) for in_order, _, kernel in fit]
 
 
 def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
