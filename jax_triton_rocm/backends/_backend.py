@@ -76,7 +76,7 @@ class LoadedForm:
       ptx: jaxlib's `ptx` field (PTX text, a file path), or None where the binary travels in
         `module_image` (`object_file`: the route writes the field then).
       capability: the compute capability jaxlib loads the kernel for.
-      object_file: the binary as it travels in `module_image` (`carried_binary`), or None.
+      object_file: the binary as it travels in `module_image`, or None.
       num_warps: the `num_warps` jaxlib launches it with (`launch_warps`).
     """
 
@@ -148,17 +148,13 @@ class Backend(abc.ABC):
                     devices: GpuArch | None = None) -> LoadedForm:
         """How the installed jaxlib loads `compiled` on `devices` (None: on devices of the
         architecture it was compiled for, `answers.arch`): `code_for_devices` where they differ,
-        else the binary `carried_binary` gives or the `ptx_field`, with the `launch_warps`
-        (each vendor answers in its own module, from its own methods, in one visit).
+        else the binary as it travels in `module_image` or the `ptx_field`, with the warps
+        jaxlib launches (each vendor answers in its own module, from its own methods, in one
+        visit).
 
         Raises:
           ValueError: no form of the kernel loads on `devices`, or a block jaxlib cannot launch.
         """
-
-    @abc.abstractmethod
-    def carried_binary(self, binary: bytes, features: _vendors.PluginFeatures) -> bytes | None:
-        """The binary as it travels in `module_image`, or None where it does not (the `ptx`
-        field carries it then: `ptx_field`)."""
 
     def check_export(self, features: _vendors.PluginFeatures) -> None:
         """Raises ValueError, naming the setting and the fix, where a lowering for `jax.export`

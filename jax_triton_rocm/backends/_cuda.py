@@ -114,17 +114,15 @@ class CudaBackend(Backend):
         if devices is not None:
             ptx, capability = self.code_for_devices(compiled, answers.arch, devices)
             return LoadedForm(ptx, capability, None, compiled.num_warps)
-        binary = self.carried_binary(compiled.binary, features)
-        return LoadedForm(self.ptx_field(compiled) if binary is None else None,
-                          answers.capability, binary, compiled.num_warps)
-
-    def carried_binary(self, binary: bytes, features: _vendors.PluginFeatures) -> bytes | None:
-        """The CUBIN without the copy of its PTX text that ptxas embeds, which the driver never
-        reads (`_cubin`; `JAX_TRITON_ROCM_KEEP_PTX_TEXT=1` keeps it)."""
         if not features.module_image:
-            return None
-        # Once per binary: the lowering keeps the image it makes of it.
-        return binary if _env.keep_ptx_text() else _cubin.without_ptx_text(binary)
+            return LoadedForm(self.ptx_field(compiled), answers.capability, None,
+                              compiled.num_warps)
+        # The CUBIN without the copy of its PTX text that ptxas embeds, which the driver never
+        # reads (`_cubin`; `JAX_TRITON_ROCM_KEEP_PTX_TEXT=1` keeps it); once per binary: the
+        # lowering keeps the image it makes of it.
+        binary = (compiled.binary if _env.keep_ptx_text()
+                  else _cubin.without_ptx_text(compiled.binary))
+        return LoadedForm(None, answers.capability, binary, compiled.num_warps)
 
     def ptx_field(self, compiled: CompiledKernel) -> str:
         return compiled.asm

@@ -116,13 +116,10 @@ class HipBackend(Backend):
         if devices is not None:
             ptx, capability = self.code_for_devices(compiled, answers.arch, devices)
             return LoadedForm(ptx, capability, None, self.launch_warps(compiled))
-        binary = self.carried_binary(compiled.binary, features)
-        return LoadedForm(self.ptx_field(compiled) if binary is None else None,
-                          answers.capability, binary, self.launch_warps(compiled))
-
-    def carried_binary(self, binary: bytes, features: _vendors.PluginFeatures) -> bytes | None:
-        """The HSACO as compiled, where it is delivered embedded (`delivery_mode`)."""
-        return binary if delivery_mode(features) == "embedded" else None
+        # The HSACO as compiled, where it is delivered embedded (`delivery_mode`).
+        embedded = delivery_mode(features) == "embedded"
+        return LoadedForm(None if embedded else self.ptx_field(compiled), answers.capability,
+                          compiled.binary if embedded else None, self.launch_warps(compiled))
 
     def check_export(self, features: _vendors.PluginFeatures) -> None:
         """Path delivery names a file of this process, deleted at its exit: an exported program

@@ -80,7 +80,22 @@ class KernelImage:
     piece: tuple[bytes, bytes, int] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "piece", deflated(_serialized_kernel(self)))
+        kernel = MESSAGES["TritonKernel"](
+            kernel_name=self.name,
+            num_warps=self.num_warps,
+            shared_mem_bytes=self.shared_mem_bytes,
+            ptx=self.ptx,
+            ttir=self.ttir,
+            compute_capability=self.compute_capability,
+            num_ctas=self.num_ctas,
+            global_scratch_size=self.global_scratch_size,
+            global_scratch_align=self.global_scratch_align,
+        )
+        if self.object_file is not None:
+            kernel.module_image.object_file = self.object_file
+            kernel.module_image.kernel_name = self.name
+            kernel.module_image.shared_mem_bytes = self.shared_mem_bytes
+        object.__setattr__(self, "piece", deflated(kernel.SerializeToString(deterministic=True)))
 
 
 def kernel_image(backend: Backend, compiled: CompiledKernel, answers: ArchAnswers,
@@ -121,25 +136,6 @@ class Alias:
     input_index: int
     output_index: int
     size_bytes: int
-
-
-def _serialized_kernel(image: KernelImage) -> bytes:
-    kernel = MESSAGES["TritonKernel"](
-        kernel_name=image.name,
-        num_warps=image.num_warps,
-        shared_mem_bytes=image.shared_mem_bytes,
-        ptx=image.ptx,
-        ttir=image.ttir,
-        compute_capability=image.compute_capability,
-        num_ctas=image.num_ctas,
-        global_scratch_size=image.global_scratch_size,
-        global_scratch_align=image.global_scratch_align,
-    )
-    if image.object_file is not None:
-        kernel.module_image.object_file = image.object_file
-        kernel.module_image.kernel_name = image.name
-        kernel.module_image.shared_mem_bytes = image.shared_mem_bytes
-    return kernel.SerializeToString(deterministic=True)
 
 
 def _length_delimited(number: int, payload: bytes) -> bytes:
