@@ -4,7 +4,7 @@ The lowering (`routes.jaxlib._jaxlib_call`, `routes.xla._xla_native`) drives; a 
 (`_cuda.BACKEND`, `hip._hip.BACKEND`) only answers:
 which Triton target and compiler backend, which of the call's options it compiles with, how the
 compiled binary reaches its jaxlib plugin, and what a block may use (`plan._plan.LaunchLimits`
-for a `plan._plan.GpuArch`). A backend never calls into the lowering, and the lowering never asks
+for a `routes._arch.GpuArch`). A backend never calls into the lowering, and the lowering never asks
 which vendor it talks to.
 """
 
@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel, triton_options
-from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
+from jax_triton_rocm.plan._plan import LaunchLimits
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.plan._plan import Launch
+    from jax_triton_rocm.routes._arch import GpuArch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,8 +132,8 @@ class Backend(abc.ABC):
         return self.answers(arch).launch_site
 
     @abc.abstractmethod
-    def triton_gpu_target(self, arch: GpuArch) -> Any:
-        """Triton's `GPUTarget` for `arch` (architecture and warp size)."""
+    def triton_gpu_target(self, arch: str) -> Any:
+        """Triton's `GPUTarget` for the architecture named `arch` (with its warp size)."""
 
     @abc.abstractmethod
     def triton_backend(self) -> type:
@@ -212,7 +213,7 @@ class Backend(abc.ABC):
         for the target given or its example architecture: what `backend_options=` may set."""
         if self._option_names is None:
             if triton_gpu_target is None:
-                example = GpuArch(self.platform, _vendors.VENDORS[self.platform].example_arch, "")
+                example = _vendors.VENDORS[self.platform].example_arch
                 triton_backend, triton_gpu_target = (self.triton_backend(),
                                                      self.triton_gpu_target(example))
             options = triton_backend(triton_gpu_target).parse_options(dict(_READ_ONLY_OPTIONS))

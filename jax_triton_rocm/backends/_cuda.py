@@ -15,14 +15,17 @@ import functools
 import logging
 import re
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _cubin, _vendors
 from jax_triton_rocm.backends._backend import ArchAnswers, Backend, LoadedForm
 from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
+from jax_triton_rocm.plan._plan import LaunchLimits
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE
+
+if TYPE_CHECKING:
+    from jax_triton_rocm.routes._arch import GpuArch
 
 _compat.triton_info()  # a Triton that does not import at all fails here, with its own error
 try:
@@ -92,11 +95,12 @@ class CudaBackend(Backend):
 
     def answers(self, arch: GpuArch) -> ArchAnswers:
         # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
-        return self.arch_answers(arch, self.triton_gpu_target(arch), compute_capability(arch.arch),
+        return self.arch_answers(arch, self.triton_gpu_target(arch.arch),
+                                 compute_capability(arch.arch),
                                  self.launch_limits(arch), self.triton_backend())
 
-    def triton_gpu_target(self, arch: GpuArch) -> Any:
-        return GPUTarget("cuda", compute_capability(arch.arch), WARP_SIZE)
+    def triton_gpu_target(self, arch: str) -> Any:
+        return GPUTarget("cuda", compute_capability(arch), WARP_SIZE)
 
     def triton_backend(self) -> type:
         return _triton_nvidia.CUDABackend

@@ -83,16 +83,6 @@ class LaunchLimits:
 
 
 @dataclasses.dataclass(frozen=True)
-class GpuArch:
-    """The architecture a call compiles for: platform ("cuda"/"rocm"), arch ("sm_90", "gfx942")
-    and where it was named (its source, for messages)."""
-
-    platform: str
-    arch: str
-    source: str
-
-
-@dataclasses.dataclass(frozen=True)
 class LaunchConfig:
     """One way to launch the kernel: constexprs by name, the settings (None: the backend's
     default), vendor compile `options` and Triton's `description` of the config. `meta` is what

@@ -20,6 +20,7 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm import backends
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.plan import _plan
+from jax_triton_rocm.routes import _arch
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.routes.cpu import _interpret_host
 from jax_triton_rocm.spec import _spec
@@ -97,7 +98,7 @@ def call_of(fn, *args):
     out_avals = tuple(v.aval for v in eqn.outvars)
     backend = backends.backend("cuda")
     launches = _plan.launches(spec, in_avals, out_avals,
-                              backend.launch_site(_plan.GpuArch("cuda", "sm_90", "the test")))
+                              backend.launch_site(_arch.GpuArch("cuda", "sm_90", "the test")))
     call = du.describe(spec.unwrapped.jit_fn, spec.kernel_name, "jaxlib", "the test", spec,
                        in_avals, out_avals, launches,
                        lambda launch: backend.triton_options(launch, spec))

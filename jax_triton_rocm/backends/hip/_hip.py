@@ -20,7 +20,7 @@ from jax_triton_rocm.backends._backend import ArchAnswers, Backend, LoadedForm
 from jax_triton_rocm.backends.hip import _hip_files, _hip_prewarm
 from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
+from jax_triton_rocm.plan._plan import LaunchLimits
 
 _compat.triton_info()  # a Triton that does not import at all fails here, with its own error
 try:
@@ -32,6 +32,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
+    from jax_triton_rocm.routes._arch import GpuArch
 
 JAXLIB_WARP = 64
 
@@ -88,11 +89,11 @@ class HipBackend(Backend):
         # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
         # jaxlib's HIP `get_compute_capability`: major*10+minor (94 for gfx942).
         capability = int(arch.arch[3:-2]) * 10 + int(arch.arch[-2], 16)
-        return self.arch_answers(arch, self.triton_gpu_target(arch), capability,
+        return self.arch_answers(arch, self.triton_gpu_target(arch.arch), capability,
                                  self.launch_limits(arch), self.triton_backend())
 
-    def triton_gpu_target(self, arch: GpuArch) -> Any:
-        return GPUTarget("hip", arch.arch, warp_size(arch.arch))
+    def triton_gpu_target(self, arch: str) -> Any:
+        return GPUTarget("hip", arch, warp_size(arch))
 
     def triton_backend(self) -> type:
         return _triton_amd.HIPBackend

@@ -23,7 +23,6 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
-from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.routes.jaxlib import _params, _proto, _tma
 from jax_triton_rocm.spec import _kinds
@@ -44,7 +43,7 @@ class LoweredCall:
     serialized: bytes
     custom_call_name: str
     features: _vendors.PluginFeatures
-    arch: GpuArch
+    arch: _arch.GpuArch
     kernels: tuple[_compile.CompiledKernel, ...]
     calls: tuple[_params.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from jax_triton_rocm.backends._backend import ArchAnswers, Backend
     from jax_triton_rocm.backends._vendors import PluginFeatures
     from jax_triton_rocm.compile._compile import CompiledKernel
-    from jax_triton_rocm.plan._plan import GpuArch
+    from jax_triton_rocm.routes._arch import GpuArch
     from jax_triton_rocm.routes.jaxlib._params import KernelCall
 
 MODULE_IMAGE_PTX_PREFIX = "jax_triton_rocm module_image sha256:"
