@@ -101,6 +101,9 @@ class Backend(abc.ABC):
         `cuda_arch`, from `compute_capability=`); None where a call cannot name one.
       lowering_variables: the environment variables this vendor reads when lowering (their
         values are part of the lowered-call memo's key: `routes._arch.Where`).
+      after_encode: where a vendor has one (ROCm's prewarm), `after_encode(lowered, ctx, emit)`
+        runs once a call is encoded, before it is emitted; `emit(ctx, operands, lowered)` emits
+        an encoded call, so a backend never imports the lowering.
     """
 
     platform: str = ""
@@ -111,6 +114,7 @@ class Backend(abc.ABC):
     arch_field: str | None = None
     arch_keyword: str = ""
     lowering_variables: tuple[str, ...] = ()
+    after_encode: Callable[[Any, LoweringRuleContext, Callable[..., Any]], None] | None = None
     _option_names: frozenset[str] | None = None
 
     @abc.abstractmethod
@@ -219,12 +223,6 @@ class Backend(abc.ABC):
             options = triton_backend(triton_gpu_target).parse_options(dict(_READ_ONLY_OPTIONS))
             self._option_names = frozenset([field.name for field in dataclasses.fields(options)])
         return self._option_names
-
-    def after_encode(self, lowered: Any, ctx: LoweringRuleContext,
-                     emit: Callable[..., Any]) -> None:
-        """Runs once a call is encoded, before it is emitted (ROCm's prewarm); `emit(ctx,
-        operands, lowered)` emits an encoded call, so a backend never imports the lowering."""
-        del lowered, ctx, emit
 
 
 # Options for a `parse_options` call that only reads what the backend fills in: Triton 3.9 warns

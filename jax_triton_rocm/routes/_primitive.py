@@ -287,8 +287,8 @@ class GpuRoutes:
                     f"for jaxlib's Triton call, the default.", call.reason)
             reason = call.reason
         lowered = _lowering.lowered_call("jaxlib", self.backend, ctx, spec)
-        # The backend told before the call is emitted (ROCm's prewarm).
-        self.backend.after_encode(lowered, ctx, _jaxlib_call.emit)
+        if self.backend.after_encode is not None:  # told before the call is emitted
+            self.backend.after_encode(lowered, ctx, _jaxlib_call.emit)
         results = _jaxlib_call.emit(ctx, operands, lowered)
         log_route(JAXLIB_LEGACY if lowered.custom_call_name == _compat.LEGACY_CALL_NAME
                     else JAXLIB, spec, reason)
