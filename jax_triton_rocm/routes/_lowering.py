@@ -126,7 +126,8 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
         else:
             launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
         if route == "xla":
-            planned = _xla_native.plan(backend, spec, answers, *launches, in_avals, out_avals)
+            [launch] = launches  # XLA's call launches one configuration
+            planned = _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals)
             if isinstance(planned, _xla_native.Unfit):
                 return planned
         else:

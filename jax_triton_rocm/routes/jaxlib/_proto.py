@@ -6,7 +6,7 @@ jaxlib inflates the opaque with zlib's `uncompress` (`ZlibUncompress`, `jaxlib/g
 triton_utils.cc`), which takes any valid zlib stream. Most of a call's bytes are its kernels'
 (the binary, the IR), the same every time the kernel is lowered again, for a new shape, grid or
 scalar. So each kernel's bytes are serialized and deflated once, when its image is made (kept
-with it in the plan memo: `KernelImage.piece`), as blocks that end on a full flush
+in the kernel's record: `KernelImage.piece`), as blocks that end on a full flush
 (byte-aligned, referring to nothing before them), and a call's stream is those blocks with the
 bytes between them written afresh (a few dozen bytes: stored as they are, which costs less than
 setting up a deflater), behind zlib's header and ahead of the Adler-32 of the whole. The bytes
