@@ -211,8 +211,9 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
     descriptors it re-blocks give the config its own layout (`positional`), and what it left in
     the arguments by name is what those heuristics and a grid see. NumPy scalar constexprs become
     the Python scalars they equal (`_values.plain_constexpr`), so `np.int64(256)` compiles as
-    `256` does. `types`: the call's values as typed for the plan memo, which a config's layout
-    takes with its own constexprs unless a pre_hook re-laid it out; None types them here.
+    `256` does. `types`: the call's values and metaparameters as typed for the plan memo, which
+    a config's layout takes with its own constexprs unless a pre_hook re-laid it out (a kernel
+    with neither autotuner nor heuristics launches with those); None types them here.
 
     Raises:
       NotImplementedError: an autotuner feature jaxlib cannot honour (names the alternative).
@@ -227,6 +228,8 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
     unwrapped = spec.unwrapped
     jit_fn = unwrapped.jit_fn
     kernel = spec.kernel_name
+    # The call's own settings (triton_call checked them) and constexprs, and nothing else.
+    own = unwrapped.autotuner is None and not unwrapped.heuristics
     named = named_args(jit_fn, spec.positional, in_avals, out_avals)
     param_names = set(jit_fn.arg_names)
     outside = unwrapped.heuristics[:unwrapped.heuristics_outside]
@@ -257,15 +260,15 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
             config = _autotuner.apply_heuristics(inside, config, seen, kernel, param_names,
                                        site.compile_options)
         options = config.options
-        if unwrapped.autotuner is not None or unwrapped.heuristics:
-            # What a config or a heuristic set, which triton_call never saw (it checked its own).
+        if not own:  # what a config or a heuristic set, which triton_call never saw
             source = f"in autotune config ({config.description})" if config.description else ""
             _values.launch_settings(config.num_warps, config.num_stages, config.num_ctas,
                                     where=f"{source} of kernel {kernel}" if source
                                     else f"set by @triton.heuristics on kernel {kernel}")
             options = _values.compile_options(options, where=source)
         config = LaunchConfig(
-            {k: _values.plain_constexpr(v) for k, v in config.constexprs.items()},
+            types.constexprs if own and types is not None
+            else {k: _values.plain_constexpr(v) for k, v in config.constexprs.items()},
             config.num_warps, config.num_stages, config.num_ctas, options, config.description,
             positional=positional)
         # What a callable grid or zeroed_outputs receives, once the config is whole.
@@ -293,7 +296,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
             in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs,
             fp8_types=site.fp8_types, target=site.name,
             types=None if types is None or config.positional is not None
-            else _values.replaced(types, constexprs=config.constexprs)),
+            else types if own else _values.replaced(types, constexprs=config.constexprs)),
         jit_fn=jit_fn,
     ) for config, num_warps in warps]
 

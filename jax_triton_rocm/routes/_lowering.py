@@ -90,11 +90,13 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
     relaunched (`_plan.relaunch`: the grid, the runtime scalars, the outputs to zero), each as
     the route launches it (XLA's `refilled`, unless that is None: then planned again): a plain
     kernel's new shape or scalar value compiles, lays out and encodes nothing anew. The call's
-    values are typed once (`_spec.argument_types`), for the key and for the layouts. A route's
+    values and metaparameters are typed once (`_spec.argument_types`), for the key and for the
+    layouts. A route's
     reason not to take the call (`_xla_native.Unfit`) is returned as it is, and nothing kept.
     """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals, {})
+    types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals,
+                                 dict(spec.metaparams))
     try:
         key = plan_key(spec, in_avals, out_avals, types)
     except TypeError:  # an unhashable parameter: no plan kept
