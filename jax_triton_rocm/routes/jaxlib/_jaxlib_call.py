@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import json
 import logging
+import os
 from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends import _vendors
@@ -73,8 +74,9 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
         raise
     fit = _plan.fitting(compiled, answers.launch_site.limits, kernel=spec.kernel_name)
     as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
-    loads = (dataclasses.astuple(where.features), where.devices and where.devices.arch,
-             where.settings, spec.debug)
+    # Per process too: a path-delivered image names a file of this process (ROCm's).
+    loads = (os.getpid(), dataclasses.astuple(where.features),
+             where.devices and where.devices.arch, where.settings, spec.debug)
     return [(as_planned[id(in_order)], in_order, kernel, _state.KERNEL_RECORDS.derived(
         spec.unwrapped.jit_fn, ("image", kernel.key, loads), functools.partial(
             _proto.kernel_image, backend, kernel, answers, where.features,
