@@ -184,9 +184,11 @@ def with_ttir():
 
 
 def forget_lowerings() -> None:
-    """Empties the package's memos of lowered calls and plans, and JAX's caches."""
+    """Empties the package's memos of lowered calls and plans, the kernels' records (which keep
+    the kernel images), and JAX's caches."""
     _state.LOWERED_CALLS.clear()
     _state.PLANS.clear()
+    _state.KERNEL_RECORDS.clear()
     jax.clear_caches()
 
 

@@ -4,7 +4,7 @@ The lowering (`routes.jaxlib._jaxlib_call`, `routes.xla._xla_native`) drives; a 
 (`_cuda.BACKEND`, `hip._hip.BACKEND`) only answers:
 which Triton target and compiler backend, which of the call's options it compiles with, how the
 compiled binary reaches its jaxlib plugin, and what a block may use (`plan._plan.LaunchLimits`
-for a `plan._plan.GpuArch`). A backend never calls into the lowering, and the lowering never asks
+for a `routes._arch.GpuArch`). A backend never calls into the lowering, and the lowering never asks
 which vendor it talks to.
 """
 
@@ -18,19 +18,45 @@ from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel, triton_options
-from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits, LaunchSite
+from jax_triton_rocm.plan._plan import LaunchLimits
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.plan._plan import Launch
+    from jax_triton_rocm.routes._arch import GpuArch
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchSite:
+    """What the plan needs to know of where the launches run: Triton's compiler backend class
+    (it parses specialisation attributes), the `limits` (None: nothing checked), every vendor's
+    compile options (what a config or heuristic may set beside the parameters and settings),
+    `check_ctas` (raises for clusters that cannot launch there), whether only the first config
+    launches (no timing there), the target's name, and the fp8 types its compiler takes (None:
+    any)."""
+
+    triton_backend: Any
+    limits: LaunchLimits | None
+    compile_options: tuple[str, ...]
+    check_ctas: Callable[[int], None] = lambda num_ctas: None
+    first_config_only: bool = False
+    name: str = "the host"
+    fp8_types: tuple[str, ...] | None = None
+
+
+def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
+    """The host, where Triton's interpreter runs the first configuration, unchecked."""
+    from triton.backends.compiler import BaseBackend
+
+    return LaunchSite(BaseBackend, None, compile_options, first_config_only=True)
 
 
 @dataclasses.dataclass(frozen=True)
 class ArchAnswers:
     """What the backend answers for one architecture, asked once per compiled plan
     (`Backend.answers`): Triton's `GPUTarget`, jaxlib's `compute_capability` field, what the
-    plan needs of where the launches run (`plan._plan.LaunchSite`), and what the compile reads
+    plan needs of where the launches run (`LaunchSite`), and what the compile reads
     for its options (`compile._compile.triton_options`): the vendor's own compile options
     (`Backend.compile_options`) and the fields of its Triton options class
     (`Backend.triton_option_names`)."""
@@ -51,7 +77,7 @@ class LoadedForm:
       ptx: jaxlib's `ptx` field (PTX text, a file path), or None where the binary travels in
         `module_image` (`object_file`: the route writes the field then).
       capability: the compute capability jaxlib loads the kernel for.
-      object_file: the binary as it travels in `module_image` (`carried_binary`), or None.
+      object_file: the binary as it travels in `module_image`, or None.
       num_warps: the `num_warps` jaxlib launches it with (`launch_warps`).
     """
 
@@ -69,12 +95,15 @@ class Backend(abc.ABC):
       binary_key, asm_key: Triton's names for the compiled binary and its assembly.
       compile_options: the `triton_call` compile options this vendor passes to Triton.
       every_compile_option: every vendor's (`_vendors.COMPILE_OPTIONS`), which a config or a
-        heuristic may set whatever the target (`plan._plan.LaunchSite.compile_options`).
+        heuristic may set whatever the target (`LaunchSite.compile_options`).
       arch_field, arch_keyword: the `KernelCallSpec` field through which a call names its own
         compile target, and the `triton_call` keyword that sets it, for messages (CUDA:
         `cuda_arch`, from `compute_capability=`); None where a call cannot name one.
       lowering_variables: the environment variables this vendor reads when lowering (their
         values are part of the lowered-call memo's key: `routes._arch.Where`).
+      after_encode: where a vendor has one (ROCm's prewarm), `after_encode(lowered, ctx, emit)`
+        runs once a call is encoded, before it is emitted; `emit(ctx, operands, lowered)` emits
+        an encoded call, so a backend never imports the lowering.
     """
 
     platform: str = ""
@@ -85,6 +114,7 @@ class Backend(abc.ABC):
     arch_field: str | None = None
     arch_keyword: str = ""
     lowering_variables: tuple[str, ...] = ()
+    after_encode: Callable[[Any, LoweringRuleContext, Callable[..., Any]], None] | None = None
     _option_names: frozenset[str] | None = None
 
     @abc.abstractmethod
@@ -106,16 +136,12 @@ class Backend(abc.ABC):
         return self.answers(arch).launch_site
 
     @abc.abstractmethod
-    def triton_gpu_target(self, arch: GpuArch) -> Any:
-        """Triton's `GPUTarget` for `arch` (architecture and warp size)."""
+    def triton_gpu_target(self, arch: str) -> Any:
+        """Triton's `GPUTarget` for the architecture named `arch` (with its warp size)."""
 
     @abc.abstractmethod
     def triton_backend(self) -> type:
         """Triton's compiler backend class (it parses specialisation attributes)."""
-
-    @abc.abstractmethod
-    def capability(self, arch: GpuArch) -> int:
-        """The kernel's `compute_capability` field for `arch`, as jaxlib reads it."""
 
     @abc.abstractmethod
     def launch_limits(self, arch: GpuArch) -> LaunchLimits:
@@ -127,17 +153,13 @@ class Backend(abc.ABC):
                     devices: GpuArch | None = None) -> LoadedForm:
         """How the installed jaxlib loads `compiled` on `devices` (None: on devices of the
         architecture it was compiled for, `answers.arch`): `code_for_devices` where they differ,
-        else the binary `carried_binary` gives or the `ptx_field`, with the `launch_warps`
-        (each vendor answers in its own module, from its own methods, in one visit).
+        else the binary as it travels in `module_image` or the `ptx_field`, with the warps
+        jaxlib launches (each vendor answers in its own module, from its own methods, in one
+        visit).
 
         Raises:
           ValueError: no form of the kernel loads on `devices`, or a block jaxlib cannot launch.
         """
-
-    @abc.abstractmethod
-    def carried_binary(self, binary: bytes, features: _vendors.PluginFeatures) -> bytes | None:
-        """The binary as it travels in `module_image`, or None where it does not (the `ptx`
-        field carries it then: `ptx_field`)."""
 
     def check_export(self, features: _vendors.PluginFeatures) -> None:
         """Raises ValueError, naming the setting and the fix, where a lowering for `jax.export`
@@ -195,18 +217,12 @@ class Backend(abc.ABC):
         for the target given or its example architecture: what `backend_options=` may set."""
         if self._option_names is None:
             if triton_gpu_target is None:
-                example = GpuArch(self.platform, _vendors.VENDORS[self.platform].example_arch, "")
+                example = _vendors.VENDORS[self.platform].example_arch
                 triton_backend, triton_gpu_target = (self.triton_backend(),
                                                      self.triton_gpu_target(example))
             options = triton_backend(triton_gpu_target).parse_options(dict(_READ_ONLY_OPTIONS))
             self._option_names = frozenset([field.name for field in dataclasses.fields(options)])
         return self._option_names
-
-    def after_encode(self, lowered: Any, ctx: LoweringRuleContext,
-                     emit: Callable[..., Any]) -> None:
-        """Runs once a call is encoded, before it is emitted (ROCm's prewarm); `emit(ctx,
-        operands, lowered)` emits an encoded call, so a backend never imports the lowering."""
-        del lowered, ctx, emit
 
 
 # Options for a `parse_options` call that only reads what the backend fills in: Triton 3.9 warns

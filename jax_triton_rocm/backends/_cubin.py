@@ -27,36 +27,28 @@ def without_ptx_text(cubin: bytes) -> bytes:
     """`cubin` with its `.nv_debug_ptx_txt` section emptied; `cubin` itself where it has none,
     or where anything in it is not what a CUBIN of ptxas holds (not a little-endian ELF64, a
     header or section out of bounds, the section loaded, relocated or linked to)."""
-    found = _ptx_text_section(cubin)
-    if found is None:
-        return cubin
-    edited = bytearray(cubin)
-    edited[found.offset:found.offset + found.size] = bytes(found.size)
-    struct.pack_into("<Q", edited, found.at + _SECTION_SIZE_AT, 0)
-    return bytes(edited)
-
-
-def _ptx_text_section(cubin: bytes) -> _elf.Section | None:
-    """The PTX text section, or None where there is none that can be emptied safely."""
     sections = _elf.sections(cubin)
     if sections is None:
-        return None
+        return cubin
     matches = [i for i, section in enumerate(sections) if section.name == PTX_TEXT_SECTION]
     if len(matches) != 1:
-        return None
+        return cubin
     index = matches[0]
     found = sections[index]
     if (found.kind != _PROGBITS or found.flags & _ALLOC
             or found.offset + found.size > len(cubin)):
-        return None
+        return cubin
     if any([section.link == index or (section.kind in (_REL, _RELA) and section.info == index)
             for section in sections]):
-        return None
+        return cubin
     phoff, phentsize, phnum = [_elf.HEADER.unpack_from(cubin)[i] for i in (5, 9, 10)]
     if phnum and (phentsize != _SEGMENT.size or phoff + phnum * phentsize > len(cubin)):
-        return None
+        return cubin
     for i in range(phnum):
         _, _, at, _, _, filesz, _, _ = _SEGMENT.unpack_from(cubin, phoff + i * phentsize)
         if at < found.offset + found.size and found.offset < at + filesz:
-            return None
-    return found
+            return cubin
+    edited = bytearray(cubin)
+    edited[found.offset:found.offset + found.size] = bytes(found.size)
+    struct.pack_into("<Q", edited, found.at + _SECTION_SIZE_AT, 0)
+    return bytes(edited)

@@ -15,14 +15,17 @@ import functools
 import logging
 import re
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _cubin, _vendors
 from jax_triton_rocm.backends._backend import ArchAnswers, Backend, LoadedForm
-from jax_triton_rocm.base import _compat, _env, _state
+from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
+from jax_triton_rocm.plan._plan import LaunchLimits
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE
+
+if TYPE_CHECKING:
+    from jax_triton_rocm.routes._arch import GpuArch
 
 _compat.triton_info()  # a Triton that does not import at all fails here, with its own error
 try:
@@ -92,17 +95,15 @@ class CudaBackend(Backend):
 
     def answers(self, arch: GpuArch) -> ArchAnswers:
         # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
-        return self.arch_answers(arch, self.triton_gpu_target(arch), self.capability(arch),
+        return self.arch_answers(arch, self.triton_gpu_target(arch.arch),
+                                 compute_capability(arch.arch),
                                  self.launch_limits(arch), self.triton_backend())
 
-    def triton_gpu_target(self, arch: GpuArch) -> Any:
-        return GPUTarget("cuda", compute_capability(arch.arch), WARP_SIZE)
+    def triton_gpu_target(self, arch: str) -> Any:
+        return GPUTarget("cuda", compute_capability(arch), WARP_SIZE)
 
     def triton_backend(self) -> type:
         return _triton_nvidia.CUDABackend
-
-    def capability(self, arch: GpuArch) -> int:
-        return compute_capability(arch.arch)
 
     def launch_limits(self, arch: GpuArch) -> LaunchLimits:
         return LaunchLimits(arch.arch, WARP_SIZE,
@@ -117,21 +118,15 @@ class CudaBackend(Backend):
         if devices is not None:
             ptx, capability = self.code_for_devices(compiled, answers.arch, devices)
             return LoadedForm(ptx, capability, None, compiled.num_warps)
-        binary = self.carried_binary(compiled.binary, features)
-        return LoadedForm(self.ptx_field(compiled) if binary is None else None,
-                          answers.capability, binary, compiled.num_warps)
-
-    def carried_binary(self, binary: bytes, features: _vendors.PluginFeatures) -> bytes | None:
-        """The CUBIN without the copy of its PTX text that ptxas embeds, which the driver never
-        reads (`_cubin`; `JAX_TRITON_ROCM_KEEP_PTX_TEXT=1` keeps it)."""
         if not features.module_image:
-            return None
-        if _env.keep_ptx_text():
-            return binary
-        # Once per binary (`_state.CARRIED_BINARIES`): an autotuned call's plan is not kept, and
-        # each of its lowerings would copy and read every config's CUBIN again.
-        return _state.CARRIED_BINARIES.memo(binary,
-                                            functools.partial(_cubin.without_ptx_text, binary))
+            return LoadedForm(self.ptx_field(compiled), answers.capability, None,
+                              compiled.num_warps)
+        # The CUBIN without the copy of its PTX text that ptxas embeds, which the driver never
+        # reads (`_cubin`; `JAX_TRITON_ROCM_KEEP_PTX_TEXT=1` keeps it); once per binary: the
+        # lowering keeps the image it makes of it.
+        binary = (compiled.binary if _env.keep_ptx_text()
+                  else _cubin.without_ptx_text(compiled.binary))
+        return LoadedForm(None, answers.capability, binary, compiled.num_warps)
 
     def ptx_field(self, compiled: CompiledKernel) -> str:
         return compiled.asm

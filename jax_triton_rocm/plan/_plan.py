@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
@@ -27,6 +27,7 @@ from jax_triton_rocm.spec._spec import MAX_GRID_SIZE, KernelCallSpec, MetaGrid, 
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
+    from jax_triton_rocm.backends._backend import LaunchSite
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -82,16 +83,6 @@ class LaunchLimits:
 
 
 @dataclasses.dataclass(frozen=True)
-class GpuArch:
-    """The architecture a call compiles for: platform ("cuda"/"rocm"), arch ("sm_90", "gfx942")
-    and where it was named (its source, for messages)."""
-
-    platform: str
-    arch: str
-    source: str
-
-
-@dataclasses.dataclass(frozen=True)
 class LaunchConfig:
     """One way to launch the kernel: constexprs by name, the settings (None: the backend's
     default), vendor compile `options` and Triton's `description` of the config. `meta` is what
@@ -137,33 +128,7 @@ def named_args(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_aval
     return named
 
 
-
 DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
-
-
-@dataclasses.dataclass(frozen=True)
-class LaunchSite:
-    """What the plan needs to know of where the launches run: Triton's compiler backend class
-    (it parses specialisation attributes), the `limits` (None: nothing checked), every vendor's
-    compile options (what a config or heuristic may set beside the parameters and settings),
-    `check_ctas` (raises for clusters that cannot launch there), whether only the first config
-    launches (no timing there), the target's name, and the fp8 types its compiler takes (None:
-    any)."""
-
-    triton_backend: Any
-    limits: LaunchLimits | None
-    compile_options: tuple[str, ...]
-    check_ctas: Callable[[int], None] = lambda num_ctas: None
-    first_config_only: bool = False
-    name: str = "the host"
-    fp8_types: tuple[str, ...] | None = None
-
-
-def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
-    """The host, where Triton's interpreter runs the first configuration, unchecked."""
-    from triton.backends.compiler import BaseBackend
-
-    return LaunchSite(BaseBackend, None, compile_options, first_config_only=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,8 +211,9 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
     descriptors it re-blocks give the config its own layout (`positional`), and what it left in
     the arguments by name is what those heuristics and a grid see. NumPy scalar constexprs become
     the Python scalars they equal (`_spec.plain_constexpr`), so `np.int64(256)` compiles as
-    `256` does. `types`: the call's values as typed for the plan memo, which a config's layout
-    takes with its own constexprs unless a pre_hook re-laid it out; None types them here.
+    `256` does. `types`: the call's values and metaparameters as typed for the plan memo, which
+    a config's layout takes with its own constexprs unless a pre_hook re-laid it out (a kernel
+    with neither autotuner nor heuristics launches with those); None types them here.
 
     Raises:
       NotImplementedError: an autotuner feature jaxlib cannot honour (names the alternative).
@@ -262,6 +228,8 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
     unwrapped = spec.unwrapped
     jit_fn = unwrapped.jit_fn
     kernel = spec.kernel_name
+    # The call's own settings (triton_call checked them) and constexprs, and nothing else.
+    own = unwrapped.autotuner is None and not unwrapped.heuristics
     named = named_args(jit_fn, spec.positional, in_avals, out_avals)
     param_names = set(jit_fn.arg_names)
     outside = unwrapped.heuristics[:unwrapped.heuristics_outside]
@@ -280,30 +248,32 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
                                             kernel, param_names, site.compile_options)
     configs = []
     for triton_config, config in pairs:
-        seen = named
+        seen, positional = named, None
         hook = getattr(triton_config, "pre_hook", None)
         if hook is not None:
             descriptors = _hooks.run(hook, triton_config, {**named, **config.kwargs_view()},
                                      list(jit_fn.arg_names), kernel)
             if descriptors:
                 positional = _hooks.reblocked(spec.positional, descriptors)
-                config = dataclasses.replace(config, positional=positional)
                 seen = named_args(jit_fn, positional, in_avals, out_avals)
         if inside:
             config = _autotuner.apply_heuristics(inside, config, seen, kernel, param_names,
                                        site.compile_options)
-        # What a config or a heuristic set, which triton_call never saw (it checked its own).
-        source = f"in autotune config ({config.description})" if config.description else ""
-        _values.launch_settings(config.num_warps, config.num_stages, config.num_ctas,
-                                where=f"{source} of kernel {kernel}" if source
-                                else f"set by @triton.heuristics on kernel {kernel}")
-        options = (_values.compile_options(config.options, where=source) if config.options
-                   else config.options)
+        options = config.options
+        if not own:  # what a config or a heuristic set, which triton_call never saw
+            source = f"in autotune config ({config.description})" if config.description else ""
+            _values.launch_settings(config.num_warps, config.num_stages, config.num_ctas,
+                                    where=f"{source} of kernel {kernel}" if source
+                                    else f"set by @triton.heuristics on kernel {kernel}")
+            options = _values.compile_options(options, where=source)
         config = LaunchConfig(
-            {k: _spec.plain_constexpr(v) for k, v in config.constexprs.items()},
+            types.constexprs if own and types is not None
+            else {k: _spec.plain_constexpr(v) for k, v in config.constexprs.items()},
             config.num_warps, config.num_stages, config.num_ctas, options, config.description,
-            positional=config.positional)
-        configs.append(dataclasses.replace(config, meta={**seen, **config.kwargs_view()}))
+            positional=positional)
+        # What a callable grid or zeroed_outputs receives, once the config is whole.
+        config.meta.update({**seen, **config.kwargs_view()})
+        configs.append(config)
     if site.first_config_only:
         configs = configs[:1]
     for config in configs:
@@ -326,7 +296,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
             in_avals=in_avals, out_avals=out_avals, constexprs=config.constexprs,
             fp8_types=site.fp8_types, target=site.name,
             types=None if types is None or config.positional is not None
-            else _values.replaced(types, constexprs=config.constexprs)),
+            else types if own else _values.replaced(types, constexprs=config.constexprs)),
         jit_fn=jit_fn,
     ) for config, num_warps in warps]
 
@@ -334,7 +304,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
 def keep_launchable(items: Sequence[T], problems: Sequence[str | None], *, kernel: str) -> list[T]:
     """The items (one per launch config: tuples whose first element has the config's
     `description`) whose problem (`problems`, one per item: why it cannot launch, or None) is
-    None: jaxlib's route checks its launches once compiled, with `launch_problem`.
+    None: jaxlib's route checks its launches once compiled, with `fitting`.
 
     Raises:
       ValueError: a single item with a problem, or every item of several; names each problem.
@@ -352,6 +322,12 @@ def keep_launchable(items: Sequence[T], problems: Sequence[str | None], *, kerne
             logger.debug("jax_triton_rocm: autotune config (%s) of kernel %s dropped: %s",
                          item[0].description, kernel, problem)
     return kept
+
+
+def fitting(compiled: Sequence[T], limits: LaunchLimits, *, kernel: str) -> list[T]:
+    """The (..., compiled kernel) items that fit `limits`, as `keep_launchable` keeps them."""
+    return keep_launchable(compiled, [launch_problem(item[-1], limits) for item in compiled],
+                           kernel=kernel)
 
 
 def launch_problem(compiled: Any, limits: LaunchLimits) -> str | None:
@@ -376,17 +352,6 @@ def launch_problem(compiled: Any, limits: LaunchLimits) -> str | None:
                 f"Kernel {compiled.name} needs a {flag.removeprefix('launch_')} launch, which "
                 f"jaxlib's Triton launcher does not do. Compile without it.")
     return None
-
-
-@dataclasses.dataclass(frozen=True)
-class Kept:
-    """A route's plan of one call as the plan memo (`_lowering._lower_uncached`) keeps it: what
-    the route made of it (`made`: the compiled kernels and their images, or the call), its
-    launches as planned, and the target's launch limits, which `relaunch` refills them within."""
-
-    made: Any
-    launches: tuple[Launch, ...]
-    limits: LaunchLimits | None
 
 
 def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,

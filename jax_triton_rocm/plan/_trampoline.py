@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.spec import _layout, _spec
-from jax_triton_rocm.spec._layout import ArgSource
 from jax_triton_rocm.spec._spec import Unwrapped
 
 if TYPE_CHECKING:
@@ -86,7 +85,7 @@ def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int) -> Launch:
     buffers = list(first)
     ordered = sorted(buffers, key=first.get)
     if ordered == buffers and not owner:
-        return _values.replaced(launch, jit_fn=jit_fn)
+        return launch
     names = list(jit_fn.arg_names)
     order = ordered + [i for i in range(len(names)) if i not in first and i not in owner]
     body = f"    {_CALLEE}({', '.join([names[owner.get(u, u)] for u in range(len(names))])})\n"
@@ -155,7 +154,7 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
             product = f" * {scales[-1]}" if scales[-1] > 1 else ""
             lines.append(f"    {value} = tl.load({name}){product}\n")
             argument[positions[0]] = value
-            sources.append(ArgSource("input", t, index=b))
+            sources.append(("input", t, b))
             continue
         aligned = bool(positions) and "D" in specs.get(positions[0], "")
         signature[name] = (bound.signature[names[positions[0]]] if positions
@@ -166,8 +165,7 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
         for u in positions:
             argument[u] = name
         kind = "output" if b >= n_in + len(scalars) else "input"
-        sources.append(ArgSource(kind, t, index=b - (n_in + len(scalars)) if kind == "output"
-                                 else b))
+        sources.append((kind, t, b - (n_in + len(scalars)) if kind == "output" else b))
     constexprs = {}
     for u, name in enumerate(names):
         if bound.signature[name] == "constexpr":
@@ -177,8 +175,8 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
     body = "".join(lines) + f"    {_CALLEE}({', '.join([argument[u] for u in range(len(names))])})\n"
     trampoline = _trampoline(kernel, params, {n for n in params if signature[n] == "constexpr"},
                              body)
-    return Compiled(trampoline, _layout.BoundKernel(
-        signature=signature, constexprs=constexprs, attrs=attrs, sources=tuple(sources),
+    return Compiled(trampoline, _layout.BoundKernel.of_buffers(
+        sources, signature=signature, constexprs=constexprs, attrs=attrs,
         specializations=tuple(specializations), zero_d_pointers=bound.zero_d_pointers),
         scalar_operands=tuple([s.scalar for s in scalars]), scalar_scales=tuple(scales))
 

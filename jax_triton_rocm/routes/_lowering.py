@@ -1,10 +1,9 @@
 """The lowering shell of both GPU routes, jaxlib's Triton call (`jaxlib._jaxlib_call`) and XLA's
 (`xla._xla_native`): where the call runs, the lowered-call memo and its key (`lowered_call`),
-the plan memo and the launches planned (`_lower_uncached`, `plan_key`); each route gives two
-plain functions: `plan` (the launches compiled in the form it launches them) and its encoding
-(jaxlib's `encode`; XLA's keeps the call that its `emit` writes). XLA's route takes an
-autotuned kernel's remembered config from jaxlib's lowered call, asked here. Which route a call
-takes, and the emit, is `_primitive.GpuRoutes.lower`'s; one call top-down: docs/design.md.
+the plan memo (`Kept`, `plan_key`) and the launches planned (`_lower_uncached`); each route's
+`plan` compiles them in the form it launches them, and jaxlib's `encode` encodes them (XLA's
+keeps the call its `emit` writes). Which route a call takes, and the emit, is
+`_primitive.GpuRoutes.lower`'s; one call top-down: docs/design.md.
 """
 
 from __future__ import annotations
@@ -24,8 +23,19 @@ from jax_triton_rocm.routes.xla import _xla_native
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.backends._backend import Backend
-    from jax_triton_rocm.plan._plan import GpuArch
+    from jax_triton_rocm.plan._plan import LaunchLimits
+    from jax_triton_rocm.routes._arch import GpuArch
     from jax_triton_rocm.spec._spec import ArgumentTypes, KernelCallSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Kept:
+    """A route's plan of one call as the plan memo keeps it: what the route made (`made`: the
+    kernels and images, or XLA's call), the launches and the limits `_plan.relaunch` keeps."""
+
+    made: Any
+    launches: tuple[_plan.Launch, ...]
+    limits: LaunchLimits | None
 
 
 def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
@@ -75,16 +85,18 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
     """The call lowered for `route`: planned, then on jaxlib's route encoded.
 
     The plan memo, around the route's plan of the call: what the route made of a plain kernel's
-    call (`_plan.Kept`, in `_state.PLANS`) by `place`, where the call runs as the route names
+    call (`Kept`, in `_state.PLANS`) by `place`, where the call runs as the route names
     it, and `plan_key`. A later call of the same key gets the kept plan with its launches
     relaunched (`_plan.relaunch`: the grid, the runtime scalars, the outputs to zero), each as
     the route launches it (XLA's `refilled`, unless that is None: then planned again): a plain
     kernel's new shape or scalar value compiles, lays out and encodes nothing anew. The call's
-    values are typed once (`_spec.argument_types`), for the key and for the layouts. A route's
+    values and metaparameters are typed once (`_spec.argument_types`), for the key and for the
+    layouts. A route's
     reason not to take the call (`_xla_native.Unfit`) is returned as it is, and nothing kept.
     """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals, {})
+    types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals,
+                                 dict(spec.metaparams))
     try:
         key = plan_key(spec, in_avals, out_avals, types)
     except TypeError:  # an unhashable parameter: no plan kept
@@ -94,7 +106,7 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
     if found is not None:
         launches = _plan.relaunch(list(found.launches), spec, in_avals, out_avals, found.limits)
         if route == "xla":
-            planned = _xla_native.refilled(found.made, launches)
+            planned = _xla_native.refilled(found.made, *launches)
         else:  # each launch as jaxlib launches it, with the kept kernel and image
             planned = [(launch, _trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals)),
                         kernel, image)
@@ -116,18 +128,17 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
         else:
             launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
         if route == "xla":
-            [launch] = launches
-            made = _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals)
-            if not isinstance(made, _plan.Kept):
-                return made
+            [launch] = launches  # XLA's call launches one configuration
+            planned = _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals)
+            if isinstance(planned, _xla_native.Unfit):
+                return planned
         else:
             planned = _jaxlib_call.plan(backend, spec, where, answers, launches, in_avals,
                                         out_avals)
-            made = _plan.Kept(planned, tuple([launch for launch, *_ in planned]),
-                              answers.launch_site.limits)
+            launches = [launch for launch, *_ in planned]  # those that compiled and fit
         if key is not None:
-            _state.PLANS.put((place, key), made, kernel=spec.kernel)
-        planned = made.made
+            _state.PLANS.put((place, key), Kept(planned, tuple(launches),
+                                                answers.launch_site.limits), kernel=spec.kernel)
     if route == "xla":
         return planned
     return _jaxlib_call.encode(backend, ctx, spec, where, planned,

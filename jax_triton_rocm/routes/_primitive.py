@@ -25,7 +25,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _env, _imports, _state, _values
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _arch
-from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec, MetaGrid, check_compilable
+from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec, MetaGrid, kernel_name
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
@@ -253,7 +253,15 @@ class GpuRoutes:
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call
         from jax_triton_rocm.routes.xla import _xla_native
 
-        check_compilable(spec.unwrapped, self.backend.platform)
+        if spec.unwrapped.interpreted:  # it runs only in Triton's interpreter
+            raise TypeError(
+                f"kernel {kernel_name(spec.unwrapped.jit_fn)!r} is Triton's InterpretedFunction, "
+                f"not a @triton.jit function: TRITON_INTERPRET=1 was set when it was decorated, "
+                f"and then @triton.jit makes every kernel (Triton's own helpers too) one that "
+                f"runs only in Triton's interpreter. jax_triton_rocm runs it on the CPU, in that "
+                f"interpreter, but cannot compile it for {self.backend.platform}. Unset "
+                f"TRITON_INTERPRET before Triton is imported: the package runs kernels in "
+                f"Triton's interpreter on the CPU by itself, and compiles them for a GPU.")
         asked = spec.xla_native
         by = "xla_native" if asked is not None else _env.ENV_XLA_NATIVE
         if asked is None:
@@ -279,8 +287,8 @@ class GpuRoutes:
                     f"for jaxlib's Triton call, the default.", call.reason)
             reason = call.reason
         lowered = _lowering.lowered_call("jaxlib", self.backend, ctx, spec)
-        # The backend told before the call is emitted (ROCm's prewarm).
-        self.backend.after_encode(lowered, ctx, _jaxlib_call.emit)
+        if self.backend.after_encode is not None:  # told before the call is emitted
+            self.backend.after_encode(lowered, ctx, _jaxlib_call.emit)
         results = _jaxlib_call.emit(ctx, operands, lowered)
         log_route(JAXLIB_LEGACY if lowered.custom_call_name == _compat.LEGACY_CALL_NAME
                     else JAXLIB, spec, reason)

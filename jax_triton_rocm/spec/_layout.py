@@ -104,6 +104,12 @@ class BoundKernel:
     specializations: tuple[tuple[int, str], ...]
     zero_d_pointers: tuple[str, ...] = ()
 
+    @classmethod
+    def of_buffers(cls, buffers: list[tuple[str, int, int]], **fields: Any) -> BoundKernel:
+        """A layout whose runtime parameters are buffers only, each (kind, position, operand
+        index): a route's trampoline (`plan._trampoline.for_xla`), made with its sources here."""
+        return cls(sources=tuple([ArgSource(*buffer) for buffer in buffers]), **fields)
+
     def zero_d_hint(self) -> str:
         return (f"{', '.join(self.zero_d_pointers)} is given a 0-d array, which the kernel "
                 f"receives as a pointer (as in Triton). If the kernel wants a scalar there, pass "

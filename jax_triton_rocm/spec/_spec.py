@@ -299,7 +299,7 @@ class Unwrapped:
       heuristics_outside: how many of `heuristics` (the first ones) wrap the autotuner; they run
         once per call, the others once per autotune config.
       interpreted: the kernel was Triton's InterpretedFunction (TRITON_INTERPRET=1); `jit_fn` is
-        made of its function, for the CPU's interpreter only (`check_compilable`)."""
+        made of its function, for the CPU's interpreter only (`_primitive.GpuRoutes.lower`)."""
 
     jit_fn: JITFunction
     autotuner: Autotuner | None
@@ -381,20 +381,6 @@ def unwrap(kernel: Any) -> Unwrapped:
     return Unwrapped(node, autotuner, tuple(heuristics),
                      len(heuristics) if autotuner is None else outside, interpreted, name,
                      params, symbol, wrapped)
-
-
-def check_compilable(unwrapped: Unwrapped, platform: str) -> None:
-    """Raises TypeError where the kernel runs only in Triton's interpreter and a lowering for
-    `platform` would compile it."""
-    if unwrapped.interpreted:
-        raise TypeError(
-            f"kernel {kernel_name(unwrapped.jit_fn)!r} is Triton's InterpretedFunction, not a "
-            f"@triton.jit function: TRITON_INTERPRET=1 was set when it was decorated, and then "
-            f"@triton.jit makes every kernel (Triton's own helpers too) one that runs only in "
-            f"Triton's interpreter. jax_triton_rocm runs it on the CPU, in that interpreter, but "
-            f"cannot compile it for {platform}. Unset TRITON_INTERPRET before Triton is "
-            f"imported: the package runs kernels in Triton's interpreter on the CPU by itself, "
-            f"and compiles them for a GPU.")
 
 
 def kernel_name(jit_fn: JITFunction) -> str:

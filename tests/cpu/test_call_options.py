@@ -14,6 +14,7 @@ from jax.interpreters import partial_eval as pe
 import jax_triton_rocm as jtr
 from jax_triton_rocm import backends
 from jax_triton_rocm.plan import _plan
+from jax_triton_rocm.routes import _arch
 from jax_triton_rocm.routes.xla import _xla_native
 from tests.support import autotune_utils, kernels
 from tests.support.lowering_utils import lowered_text
@@ -63,7 +64,7 @@ def test_a_vendor_knob_in_backend_options_is_the_keyword_and_clashes_with_it():
 
 def _triton_options(platform: str, spec):
     backend = backends.backend(platform)
-    target = backends._backend.GpuArch(platform, {"cuda": "sm_90", "rocm": "gfx942"}[platform],
+    target = _arch.GpuArch(platform, {"cuda": "sm_90", "rocm": "gfx942"}[platform],
                                       "test")
     [launch] = _plan.launches(spec, (X, X), (X,), backend.launch_site(target))
     return backend.triton_options(launch, spec)

@@ -20,6 +20,7 @@ import jax_triton_rocm as jtr
 from jax_triton_rocm import backends
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.plan import _plan
+from jax_triton_rocm.routes import _arch
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.routes.cpu import _interpret_host
 from jax_triton_rocm.spec import _spec
@@ -97,7 +98,7 @@ def call_of(fn, *args):
     out_avals = tuple(v.aval for v in eqn.outvars)
     backend = backends.backend("cuda")
     launches = _plan.launches(spec, in_avals, out_avals,
-                              backend.launch_site(_plan.GpuArch("cuda", "sm_90", "the test")))
+                              backend.launch_site(_arch.GpuArch("cuda", "sm_90", "the test")))
     call = du.describe(spec.unwrapped.jit_fn, spec.kernel_name, "jaxlib", "the test", spec,
                        in_avals, out_avals, launches,
                        lambda launch: backend.triton_options(launch, spec))
@@ -333,7 +334,7 @@ def test_an_instrumented_call_hands_its_inputs_and_outputs_to_the_check(tmp_path
     monkeypatch.setattr(differential, "foreign_target", lambda b, ctx, spec: None)
     monkeypatch.setattr(differential, "planned_launches", lambda b, ctx, spec, route: (
         _plan.launches(spec, tuple(ctx.avals_in), tuple(ctx.avals_out),
-                       _plan.interpreter_launch_site(_vendors.COMPILE_OPTIONS))))
+                       backends._backend.interpreter_launch_site(_vendors.COMPILE_OPTIONS))))
     lower = _primitive.Interpreter.lower
 
     def instrumented(routes, ctx, operands, spec):

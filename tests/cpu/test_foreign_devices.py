@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.plan._plan import GpuArch
+from jax_triton_rocm.routes._arch import GpuArch
 from jax_triton_rocm.backends.hip import _hip
 from jax_triton_rocm.routes import _arch
 from tests.support import kernels

@@ -1,5 +1,5 @@
-"""The opaque's zlib stream: each kernel's bytes deflated once while kept, the whole stream read
-back by zlib and by jaxlib's own inflater."""
+"""The opaque's zlib stream: each kernel's bytes deflated once, with its image, the whole stream
+read back by zlib and by jaxlib's own inflater."""
 
 import random
 import zlib
@@ -8,19 +8,20 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.base import _state
 from jax_triton_rocm.routes.jaxlib import _params, _proto
 from tests.support import kernels
 from tests.support.lowering_utils import capture_one, opaque_metadata, spec
 
 
-def _data_with_pieces(seed: int, count: int | None = None) -> tuple[bytes, list[bytes]]:
-    """Random bytes holding `count` (else 0-3) random pieces, with gaps of 0 to 600 bytes."""
+def _data_with_pieces(seed: int, count: int | None = None) -> tuple[bytes, list[tuple]]:
+    """Random bytes holding `count` (else 0-3) random pieces, with gaps of 0 to 600 bytes; the
+    pieces as `compress` takes them (`_proto.deflated`)."""
     rng = random.Random(seed)
     count = rng.randint(0, 3) if count is None else count
     pieces = [rng.randbytes(rng.randint(1, 5000)) for _ in range(count)]
     gaps = [rng.randbytes(rng.choice([0, 1, 7, 600])) for _ in range(len(pieces) + 1)]
-    return gaps[0] + b"".join(p + g for p, g in zip(pieces, gaps[1:])), pieces
+    return (gaps[0] + b"".join(p + g for p, g in zip(pieces, gaps[1:])),
+            [_proto.deflated(p) for p in pieces])
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -32,7 +33,8 @@ def test_decompresses_to_the_data(seed):
 @pytest.mark.parametrize("asked", ["missing", "reversed", "repeated", "none"])
 def test_pieces_not_found_in_order_are_compressed_with_the_rest(asked):
     data, pieces = _data_with_pieces(3, count=2)
-    given = {"missing": pieces + [b"not in the data" * 9], "reversed": pieces[::-1],
+    given = {"missing": pieces + [_proto.deflated(b"not in the data" * 9)],
+             "reversed": pieces[::-1],
              "repeated": pieces + pieces, "none": []}[asked]
     assert zlib.decompress(_proto.compress(data, given)) == data
 
@@ -53,33 +55,33 @@ def full_deflates(monkeypatch):
     return started
 
 
-def test_the_same_input_gives_the_same_bytes_after_the_cache_is_emptied():
+def test_the_same_input_gives_the_same_bytes_when_deflated_afresh():
     data, pieces = _data_with_pieces(5, count=2)
     first = _proto.compress(data, pieces)
-    _state.DEFLATED_KERNELS.clear()
-    assert _proto.compress(data, pieces) == first
+    assert _proto.compress(data, [_proto.deflated(piece) for piece, _, _ in pieces]) == first
 
 
 def test_a_piece_met_again_is_not_deflated_again(full_deflates):
-    piece = bytes(range(256)) * 40
-    _proto.compress(b"head" + piece + b"tail", [piece])
+    piece = _proto.deflated(bytes(range(256)) * 40)
+    _proto.compress(b"head" + piece[0] + b"tail", [piece])
     assert len(full_deflates) == 1
-    opaque = _proto.compress(b"other head" + piece + b"other tail", [piece])
+    opaque = _proto.compress(b"other head" + piece[0] + b"other tail", [piece])
     assert len(full_deflates) == 1
-    assert zlib.decompress(opaque) == b"other head" + piece + b"other tail"
+    assert zlib.decompress(opaque) == b"other head" + piece[0] + b"other tail"
 
 
-def test_clear_caches_forgets_the_deflated_pieces(full_deflates):
-    piece = bytes(range(256)) * 41
-    _proto.compress(b"head" + piece, [piece])
+def test_clear_caches_forgets_the_deflated_kernels(full_deflates):
+    x = spec((4096,), jnp.float32)
+    capture_one(lambda x, y: kernels.add(x, y), x, x, platform="cuda")
+    deflated = len(full_deflates)
     jtr.clear_caches()
-    _proto.compress(b"head" + piece, [piece])
-    assert len(full_deflates) == 2
+    capture_one(lambda x, y: kernels.add(x, y), x, x, platform="cuda")
+    assert len(full_deflates) == 2 * deflated > 0
 
 
 def test_a_repetitive_piece_is_still_compressed():
     piece = b"".join(f"ld.global.f32 %f{i}, [%rd{i}];\n".encode() for i in range(3000))
-    assert len(_proto.compress(b"x" + piece + b"y", [piece])) < len(piece) / 4
+    assert len(_proto.compress(b"x" + piece + b"y", [_proto.deflated(piece)])) < len(piece) / 4
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -96,7 +98,7 @@ def test_jaxlibs_inflater_reads_a_stream_of_pieces():
                                object_file=random.Random(0).randbytes(20_000))
     serialized = _proto.encode_call(_params.KernelCall(image, (3, 1, 1), ()), name="n",
                                     metadata=b"kept")
-    opaque = _proto.compress(serialized, [_proto.kernel_bytes(image)])
+    opaque = _proto.compress(serialized, [image.piece])
     assert opaque_metadata(opaque) == b"kept"
 
 

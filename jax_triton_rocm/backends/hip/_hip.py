@@ -20,7 +20,7 @@ from jax_triton_rocm.backends._backend import ArchAnswers, Backend, LoadedForm
 from jax_triton_rocm.backends.hip import _hip_files
 from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.plan._plan import GpuArch, LaunchLimits
+from jax_triton_rocm.plan._plan import LaunchLimits
 
 _compat.triton_info()  # a Triton that does not import at all fails here, with its own error
 try:
@@ -32,6 +32,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
+    from jax_triton_rocm.routes._arch import GpuArch
 
 JAXLIB_WARP = 64
 
@@ -86,18 +87,16 @@ class HipBackend(Backend):
 
     def answers(self, arch: GpuArch) -> ArchAnswers:
         # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
-        return self.arch_answers(arch, self.triton_gpu_target(arch), self.capability(arch),
+        # jaxlib's HIP `get_compute_capability`: major*10+minor (94 for gfx942).
+        capability = int(arch.arch[3:-2]) * 10 + int(arch.arch[-2], 16)
+        return self.arch_answers(arch, self.triton_gpu_target(arch.arch), capability,
                                  self.launch_limits(arch), self.triton_backend())
 
-    def triton_gpu_target(self, arch: GpuArch) -> Any:
-        return GPUTarget("hip", arch.arch, warp_size(arch.arch))
+    def triton_gpu_target(self, arch: str) -> Any:
+        return GPUTarget("hip", arch, warp_size(arch))
 
     def triton_backend(self) -> type:
         return _triton_amd.HIPBackend
-
-    def capability(self, arch: GpuArch) -> int:
-        """What jaxlib's HIP `get_compute_capability` reports: major*10+minor (94 for gfx942)."""
-        return int(arch.arch[3:-2]) * 10 + int(arch.arch[-2], 16)
 
     def launch_limits(self, arch: GpuArch) -> LaunchLimits:
         return LaunchLimits(arch.arch, warp_size(arch.arch),
@@ -118,13 +117,10 @@ class HipBackend(Backend):
         if devices is not None:
             ptx, capability = self.code_for_devices(compiled, answers.arch, devices)
             return LoadedForm(ptx, capability, None, self.launch_warps(compiled))
-        binary = self.carried_binary(compiled.binary, features)
-        return LoadedForm(self.ptx_field(compiled) if binary is None else None,
-                          answers.capability, binary, self.launch_warps(compiled))
-
-    def carried_binary(self, binary: bytes, features: _vendors.PluginFeatures) -> bytes | None:
-        """The HSACO as compiled, where it is delivered embedded (`delivery_mode`)."""
-        return binary if delivery_mode(features) == "embedded" else None
+        # The HSACO as compiled, where it is delivered embedded (`delivery_mode`).
+        embedded = delivery_mode(features) == "embedded"
+        return LoadedForm(None if embedded else self.ptx_field(compiled), answers.capability,
+                          compiled.binary if embedded else None, self.launch_warps(compiled))
 
     def check_export(self, features: _vendors.PluginFeatures) -> None:
         """Path delivery names a file of this process, deleted at its exit: an exported program

@@ -17,13 +17,13 @@ import dataclasses
 import functools
 import json
 import logging
+import os
 from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _compat
+from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
-from jax_triton_rocm.plan._plan import GpuArch
 from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.routes.jaxlib import _params, _proto, _tma
 from jax_triton_rocm.spec import _kinds
@@ -44,7 +44,7 @@ class LoweredCall:
     serialized: bytes
     custom_call_name: str
     features: _vendors.PluginFeatures
-    arch: GpuArch
+    arch: _arch.GpuArch
     kernels: tuple[_compile.CompiledKernel, ...]
     calls: tuple[_params.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()
@@ -59,7 +59,8 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
     """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch that
     compiled and fits the architecture, as the plan memo keeps them. A kernel that fails to
     compile is asked whether the call's arguments line up with its parameters
-    (`_kinds.check_failed`)."""
+    (`_kinds.check_failed`). Each image is kept in the kernel's record by the binary and what
+    loads it: an autotuned call's plan is not kept, and its lowerings meet the same binaries."""
     ordered = [_trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals))
                for launch in launches]
     try:
@@ -71,13 +72,15 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
-    limits = answers.launch_site.limits
-    fit = _plan.keep_launchable(compiled, [_plan.launch_problem(kernel, limits)
-                                           for _, _, kernel in compiled], kernel=spec.kernel_name)
+    fit = _plan.fitting(compiled, answers.launch_site.limits, kernel=spec.kernel_name)
     as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
-    return [(as_planned[id(in_order)], in_order, kernel,
-             _proto.kernel_image(backend, kernel, answers, where.features, devices=where.devices,
-                                 with_ttir=spec.debug)) for in_order, _, kernel in fit]
+    # Per process too: a path-delivered image names a file of this process (ROCm's).
+    loads = (os.getpid(), dataclasses.astuple(where.features),
+             where.devices and where.devices.arch, where.settings, spec.debug)
+    return [(as_planned[id(in_order)], in_order, kernel, _state.KERNEL_RECORDS.derived(
+        spec.unwrapped.jit_fn, ("image", kernel.key, loads), functools.partial(
+            _proto.kernel_image, backend, kernel, answers, where.features,
+            devices=where.devices, with_ttir=spec.debug))) for in_order, _, kernel in fit]
 
 
 def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,

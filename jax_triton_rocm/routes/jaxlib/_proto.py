@@ -4,33 +4,33 @@ CUDA and ROCm), and the opaque jaxlib reads, one zlib stream (`compress`).
 
 jaxlib inflates the opaque with zlib's `uncompress` (`ZlibUncompress`, `jaxlib/gpu/
 triton_utils.cc`), which takes any valid zlib stream. Most of a call's bytes are its kernels'
-(`kernel_bytes`: the binary, the IR), the same every time the kernel is lowered again, for a
-new shape, grid or scalar. So each kernel's bytes are deflated once while they stay in
-`_state.DEFLATED_KERNELS`, as blocks that end on a full flush (byte-aligned, referring to nothing
-before them), and a call's stream is those blocks with the bytes between them written afresh (a
-few dozen bytes: stored as they are, which costs less than setting up a deflater), behind zlib's
-header and ahead of the Adler-32 of the whole. The bytes depend only on the input, the same in
-every process (JAX's persistent cache and `jax.export` rely on that).
+(the binary, the IR), the same every time the kernel is lowered again, for a new shape, grid or
+scalar. So each kernel's bytes are serialized and deflated once, when its image is made (kept
+in the kernel's record: `KernelImage.piece`), as blocks that end on a full flush
+(byte-aligned, referring to nothing before them), and a call's stream is those blocks with the
+bytes between them written afresh (a few dozen bytes: stored as they are, which costs less than
+setting up a deflater), behind zlib's header and ahead of the Adler-32 of the whole. The bytes
+depend only on the input, the same in every process (JAX's persistent cache and `jax.export`
+rely on that).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import struct
 import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes.jaxlib._proto_schema import MESSAGES
 
 if TYPE_CHECKING:
     from jax_triton_rocm.backends._backend import ArchAnswers, Backend
     from jax_triton_rocm.backends._vendors import PluginFeatures
     from jax_triton_rocm.compile._compile import CompiledKernel
-    from jax_triton_rocm.plan._plan import GpuArch
+    from jax_triton_rocm.routes._arch import GpuArch
     from jax_triton_rocm.routes.jaxlib._params import KernelCall
 
 MODULE_IMAGE_PTX_PREFIX = "jax_triton_rocm module_image sha256:"
@@ -63,6 +63,8 @@ class KernelImage:
         and 0.11.1+ copy it at every launch: a launch costs more the longer it is).
       compute_capability: e.g. 90 for sm_90; on ROCm the gfx major*10+minor (94 for gfx942).
       object_file: the CUBIN or HSACO to carry in `module_image`, or None.
+      piece: made with the image, its bytes as a `TritonKernel` (every call of the kernel embeds
+        these very bytes: a message serializes alike as a field), deflated (`deflated`).
     """
 
     name: str
@@ -75,6 +77,25 @@ class KernelImage:
     object_file: bytes | None = None
     global_scratch_size: int = 0
     global_scratch_align: int = 1
+    piece: tuple[bytes, bytes, int] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        kernel = MESSAGES["TritonKernel"](
+            kernel_name=self.name,
+            num_warps=self.num_warps,
+            shared_mem_bytes=self.shared_mem_bytes,
+            ptx=self.ptx,
+            ttir=self.ttir,
+            compute_capability=self.compute_capability,
+            num_ctas=self.num_ctas,
+            global_scratch_size=self.global_scratch_size,
+            global_scratch_align=self.global_scratch_align,
+        )
+        if self.object_file is not None:
+            kernel.module_image.object_file = self.object_file
+            kernel.module_image.kernel_name = self.name
+            kernel.module_image.shared_mem_bytes = self.shared_mem_bytes
+        object.__setattr__(self, "piece", deflated(kernel.SerializeToString(deterministic=True)))
 
 
 def kernel_image(backend: Backend, compiled: CompiledKernel, answers: ArchAnswers,
@@ -117,34 +138,6 @@ class Alias:
     size_bytes: int
 
 
-def kernel_bytes(image: KernelImage) -> bytes:
-    """`image` serialized as a `TritonKernel`, once per image while it stays in
-    `_state.KERNEL_BYTES` (it carries the binary); every call of the kernel embeds these very
-    bytes (a message serializes alike as a field)."""
-    # Keyed by its fields: hashed without a call into the dataclass's own hash.
-    return _state.KERNEL_BYTES.memo(dataclasses.astuple(image),
-                                    functools.partial(_serialized_kernel, image))
-
-
-def _serialized_kernel(image: KernelImage) -> bytes:
-    kernel = MESSAGES["TritonKernel"](
-        kernel_name=image.name,
-        num_warps=image.num_warps,
-        shared_mem_bytes=image.shared_mem_bytes,
-        ptx=image.ptx,
-        ttir=image.ttir,
-        compute_capability=image.compute_capability,
-        num_ctas=image.num_ctas,
-        global_scratch_size=image.global_scratch_size,
-        global_scratch_align=image.global_scratch_align,
-    )
-    if image.object_file is not None:
-        kernel.module_image.object_file = image.object_file
-        kernel.module_image.kernel_name = image.name
-        kernel.module_image.shared_mem_bytes = image.shared_mem_bytes
-    return kernel.SerializeToString(deterministic=True)
-
-
 def _length_delimited(number: int, payload: bytes) -> bytes:
     """Field `number` holding `payload` (a message's bytes) as protobuf writes it: the tag and
     the length as varints, then the payload."""
@@ -158,8 +151,8 @@ def _length_delimited(number: int, payload: bytes) -> bytes:
 
 
 def kernel_call_bytes(call: KernelCall) -> bytes:
-    """`call` serialized as a `TritonKernelCall`: the kernel's bytes (`kernel_bytes`) as they
-    are, first (protobuf writes fields by number, and the kernel is field 1)."""
+    """`call` serialized as a `TritonKernelCall`: the kernel's bytes (`KernelImage.piece`) as
+    they are, first (protobuf writes fields by number, and the kernel is field 1)."""
     message = MESSAGES["TritonKernelCall"](
         grid_0=call.grid[0], grid_1=call.grid[1], grid_2=call.grid[2])
     for param in call.params:
@@ -173,7 +166,7 @@ def kernel_call_bytes(call: KernelCall) -> bytes:
                 **dataclasses.asdict(param.descriptor)))
         else:
             setattr(entry, param.kind, param.value)
-    return (_length_delimited(1, kernel_bytes(call.kernel))
+    return (_length_delimited(1, call.kernel.piece[0])
             + message.SerializeToString(deterministic=True))
 
 
@@ -201,7 +194,7 @@ def encode(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias], 
                                            name=name, metadata=metadata)
         custom_call_name = _compat.autotuned_call_name()
     return Encoded(serialized, custom_call_name, compress(
-        serialized, [kernel_bytes(call.kernel) for call, _ in configs]))
+        serialized, [call.kernel.piece for call, _ in configs]))
 
 
 def encode_call(call: KernelCall, *, name: str, metadata: bytes = b"") -> bytes:
@@ -252,14 +245,14 @@ _PROBE_BYTES = 64
 _STORED_MAX = 256
 
 
-def compress(data: bytes, pieces: Sequence[bytes] = ()) -> bytes:
-    """`data` as a zlib stream, each of `pieces` (the kernels' bytes, in the order `data` embeds
-    them) deflated once while kept; one not found after the previous is compressed with the
-    bytes around it."""
+def compress(data: bytes, pieces: Sequence[tuple[bytes, bytes, int]] = ()) -> bytes:
+    """`data` as a zlib stream, with `pieces` (the kernels' bytes, in the order `data` embeds
+    them, each as `deflated` gives it) as they were deflated; one not found after the previous
+    is compressed with the bytes around it."""
     parts = [_ZLIB_HEADER]
     checksum = zlib.adler32(b"")
     start = 0
-    for piece in dict.fromkeys(pieces):
+    for piece, deflate, piece_checksum in dict.fromkeys(pieces):
         # Probed by its first bytes, the rest compared in place: a long piece's own search
         # table costs more.
         at = data.find(piece[:_PROBE_BYTES], start)
@@ -271,9 +264,7 @@ def compress(data: bytes, pieces: Sequence[bytes] = ()) -> bytes:
             gap = data[start:at]
             parts.append(_between(gap, last=False))
             checksum = zlib.adler32(gap, checksum)
-        deflated, piece_checksum = _state.DEFLATED_KERNELS.memo(
-            piece, functools.partial(_deflate_piece, piece))
-        parts.append(deflated)
+        parts.append(deflate)
         checksum = adler32_combine(checksum, piece_checksum, len(piece))
         start = at + len(piece)
     tail = data[start:]
@@ -291,11 +282,11 @@ def adler32_combine(first: int, second: int, second_length: int) -> int:
     return (high % _ADLER_BASE) << 16 | low % _ADLER_BASE
 
 
-def _deflate_piece(piece: bytes) -> tuple[bytes, int]:
-    """Raw deflate of `piece` at the default level, ending on a full flush, and its Adler-32;
-    `compress` keeps it in `_state.DEFLATED_KERNELS`, once per piece."""
+def deflated(piece: bytes) -> tuple[bytes, bytes, int]:
+    """`piece`, its raw deflate at the default level, ending on a full flush, and its Adler-32:
+    as `compress` takes it."""
     compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -zlib.MAX_WBITS)
-    return (compressor.compress(piece) + compressor.flush(zlib.Z_FULL_FLUSH),
+    return (piece, compressor.compress(piece) + compressor.flush(zlib.Z_FULL_FLUSH),
             zlib.adler32(piece))
 
 

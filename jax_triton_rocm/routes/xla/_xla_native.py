@@ -175,11 +175,10 @@ def unfit_before_compile(spec: KernelCallSpec) -> Unfit | None:
     return None
 
 
-def refilled(call: NativeCall, launches: list[_plan.Launch]) -> NativeCall | None:
-    """A kept call with the grid and scalars of a new call's launch (`_plan.relaunch`), or None
-    where its kernel cannot take them: it zeroes other buffers, or an int is of another
+def refilled(call: NativeCall, launch: _plan.Launch) -> NativeCall | None:
+    """A kept call with the grid and scalars of a new call's one launch (`_plan.relaunch`), or
+    None where its kernel cannot take them: it zeroes other buffers, or an int is of another
     divisibility class."""
-    [launch] = launches
     # The launch's runtime scalars, in kernel order: what the trampoline loads, in its order.
     scalars = tuple(source.scalar for source in launch.bound.sources if source.kind == "scalar")
     if tuple(launch.zeroed) == call.zeroed and all(
@@ -190,14 +189,12 @@ def refilled(call: NativeCall, launches: list[_plan.Launch]) -> NativeCall | Non
 
 
 def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _plan.Launch,
-         in_avals: tuple, out_avals: tuple) -> _plan.Kept | Unfit:
+         in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
     """The call's one launch (planned by the lowering shell, `routes._lowering`) in the form XLA
     launches, top-down, or why it does not fit: compiled as the trampoline XLA calls
     (`_trampoline.for_xla`), and its IR checked for this jaxlib (`checked_ir`); unfit are an
     output to zero that shares an input's buffer, more shared memory than the architecture has,
-    global scratch memory, and IR XLA cannot take. Returns the call as the plan memo keeps it
-    (`_plan.Kept`: with its launch as planned and the launch limits)."""
-    limits = answers.launch_site.limits
+    global scratch memory, and IR XLA cannot take."""
     # The launch compiled in the form XLA launches.
     aliased = {o for _, o in spec.input_output_aliases}
     if aliased & set(launch.zeroed):
@@ -216,7 +213,8 @@ def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
-    problem = _plan.launch_problem(compiled, limits)  # raises for a launch feature
+    # Raises for a launch feature.
+    problem = _plan.launch_problem(compiled, answers.launch_site.limits)
     if problem:
         return Unfit(problem)  # jaxlib's route raises it, with the kernel's name
     if compiled.global_scratch_size:
@@ -227,11 +225,11 @@ def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _
                                        functools.partial(checked_ir, compiled, n_pointers))
     if isinstance(ir, Unfit):
         return ir
-    return _plan.Kept(NativeCall(
+    return NativeCall(
         name=compiled.name, ir=ir, num_warps=compiled.num_warps,
         num_stages=int(compiled.metadata.get("num_stages") or 1), grid=launch.grid,
         scalars=form.scalar_operands, zeroed=tuple(launch.zeroed),
-        scalar_scales=form.scalar_scales), (launch,), limits)
+        scalar_scales=form.scalar_scales)
 
 
 _SCALAR_DTYPES = {"u1": np.bool_, "i1": np.bool_, "i32": np.int32, "u32": np.uint32,
