@@ -184,11 +184,10 @@ def with_ttir():
 
 
 def forget_lowerings() -> None:
-    """Empties the package's memos of lowered calls and plans, the kernels' records (which keep
-    the kernel images), and JAX's caches."""
+    """Empties the package's memos of lowered calls, plans and kernel images, and JAX's caches."""
     _state.LOWERED_CALLS.clear()
     _state.PLANS.clear()
-    _state.KERNEL_RECORDS.clear()
+    _state.KERNEL_IMAGES.clear()
     jax.clear_caches()
 
 

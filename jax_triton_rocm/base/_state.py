@@ -260,14 +260,12 @@ LOWERED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 CHECKED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 PLANS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 CALL_LAYOUTS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-# Each kernel image's encoding and its deflated bytes (`routes.jaxlib._proto`).
-KERNEL_BYTES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
-DEFLATED_KERNELS = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
-# Each compiled CUBIN as jaxlib's call carries it, without its PTX text (`backends._cuda`): one
-# copy per binary, the same bytes object at every lowering of a plan the memo does not keep.
-CARRIED_BINARIES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
-CACHES = (COMPILED_KERNELS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_BYTES, DEFLATED_KERNELS,
-          CARRIED_BINARIES, KERNEL_RECORDS, CALL_LAYOUTS)
+# Kept per kernel (`kernel=`), by its binary and what loads it: each compiled kernel's image as
+# jaxlib's call carries it, serialized and deflated (`routes.jaxlib._jaxlib_call.plan`), so an
+# autotuned call's lowerings, whose plans are not kept, meet the same bytes objects.
+KERNEL_IMAGES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
+CACHES = (COMPILED_KERNELS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_IMAGES, KERNEL_RECORDS,
+          CALL_LAYOUTS)
 # Every other piece of process-wide state, where it lives (package module, name, what it
 # keeps); a new one is added here too (tests/test_module_layout.py checks that each exists).
 ELSEWHERE = (

@@ -71,6 +71,7 @@ def test_the_kernel_cache_keeps_its_bound_and_compiles_a_forgotten_kernel_again(
     for block in (256, 512, 1024):
         _lower_block(block)
     assert len(_state.COMPILED_KERNELS) == 2 and _state.COMPILED_KERNELS.stats["compiles"] == 4
+    assert len(_state.KERNEL_IMAGES) == 2  # the images kept for the kernel: the same bound
     jax.clear_caches()
     again = _lower_block(128).message.kernel_call.kernel.module_image.object_file
     assert _state.COMPILED_KERNELS.stats["compiles"] == 5

@@ -59,8 +59,9 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
     """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch that
     compiled and fits the architecture, as the plan memo keeps them. A kernel that fails to
     compile is asked whether the call's arguments line up with its parameters
-    (`_kinds.check_failed`). Each image is kept in the kernel's record by the binary and what
-    loads it: an autotuned call's plan is not kept, and its lowerings meet the same binaries."""
+    (`_kinds.check_failed`). Each image is kept per kernel (`_state.KERNEL_IMAGES`) by the
+    binary and what loads it: an autotuned call's plan is not kept, and its lowerings meet the
+    same binaries."""
     ordered = [_trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals))
                for launch in launches]
     try:
@@ -77,10 +78,11 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
     # Per process too: a path-delivered image names a file of this process (ROCm's).
     loads = (os.getpid(), dataclasses.astuple(where.features),
              where.devices and where.devices.arch, where.settings, spec.debug)
-    return [(as_planned[id(in_order)], in_order, kernel, _state.KERNEL_RECORDS.derived(
-        spec.unwrapped.jit_fn, ("image", kernel.key, loads), functools.partial(
+    return [(as_planned[id(in_order)], in_order, kernel, _state.KERNEL_IMAGES.memo(
+        (kernel.key, loads), functools.partial(
             _proto.kernel_image, backend, kernel, answers, where.features,
-            devices=where.devices, with_ttir=spec.debug))) for in_order, _, kernel in fit]
+            devices=where.devices, with_ttir=spec.debug), kernel=spec.unwrapped.jit_fn))
+            for in_order, _, kernel in fit]
 
 
 def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
