@@ -192,8 +192,8 @@ class KernelRecords:
         with self._locks.guard:
             return [record.values for record in self._live]
 
-    def __len__(self) -> int:  # the records of live kernels
-        return len(self.live())
+    def __len__(self) -> int:  # the live kernels' records that hold something
+        return sum([bool(values) for values in self.live()])
 
     def clear(self) -> None:
         for values in self.live():
