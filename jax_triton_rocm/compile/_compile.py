@@ -67,7 +67,14 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
     read, ((module:name, value text), ...) sorted. Equal in every process for the same sources and
     values. Each function's references are parsed once per source and kept in its record
     (`_state.KERNEL_RECORDS`); a function is parsed again only when its record is stale or a
-    callee's path now resolves to another object."""
+    callee's path now resolves to another object.
+
+    The parse is Triton's walk (`DependenciesFinder`): calls to other Triton functions are
+    collected, not merged (their recorded values would be the stale ones); then each name or
+    attribute (`a.b.c`, a path through names only) that resolves to one of them is kept with its
+    path, found here rather than in the walk so that it never calls back."""
+    from triton.runtime.jit import DependenciesFinder
+
     functions: list[str] = []
     values: dict[tuple[str, str], str] = {}
     seen: set[int] = set()
@@ -78,10 +85,32 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
         if id(fn) in seen or not is_triton_function(fn):
             continue
         seen.add(id(fn))
-        entry = _state.KERNEL_RECORDS.derived(fn, "references", functools.partial(_references, fn))
+        record = _state.KERNEL_RECORDS.record(fn)
+        entry = record.get("references")
         # What its names resolve to lives outside the function: a rebound callee is read anew.
-        if any([_resolve(fn, path) is not obj for path, obj in entry.paths]):
-            entry = _state.KERNEL_RECORDS.record(fn)["references"] = _references(fn)
+        if entry is None or any([_resolve(fn, path) is not obj for path, obj in entry.paths]):
+            finder = DependenciesFinder(
+                name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
+                nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
+            callees: list[Any] = []
+            finder._update_hash = callees.append  # where Triton's walk would merge a callee
+            with _state.LOCKS.triton_language:  # `ast.parse` is not safe across threads on 3.11
+                finder.visit(tree := fn.parse())
+            reached, paths = {id(callee) for callee in callees}, []
+            for node in ast.walk(tree):
+                parts, inner = [], node
+                while isinstance(inner, ast.Attribute):
+                    parts.append(inner.attr)
+                    inner = inner.value
+                if isinstance(inner, ast.Name) and isinstance(node, (ast.Name, ast.Attribute)):
+                    path = (inner.id, *reversed(parts))
+                    if id(function := _resolve(fn, path)) in reached:
+                        paths.append((path, function))
+            names = [(scope, name) for (name, _), (_, scope) in finder.used_global_vals.items()]
+            settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
+            text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
+            own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
+            entry = record["references"] = _Entry(own, tuple(names), tuple(paths), tuple(callees))
         functions.append(entry.own)
         module = getattr(fn, "__module__", "") or ""
         for scope, name in entry.names:
@@ -90,36 +119,6 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
         pending.extend(reversed(entry.callees))
     return tuple(functions), tuple(sorted([(f"{module}:{name}", text)
                                            for (module, name), text in values.items()]))
-
-
-def _references(fn: Any) -> _Entry:
-    """`fn`'s references, parsed anew with Triton's walk (`DependenciesFinder`): calls to other
-    Triton functions are collected, not merged (their recorded values would be the stale ones);
-    then each name or attribute (`a.b.c`, a path through names only) that resolves to one of them
-    is kept with its path, found here rather than in the walk so that it never calls back."""
-    from triton.runtime.jit import DependenciesFinder
-
-    settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
-    finder = DependenciesFinder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
-                                nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
-    callees: list[Any] = []
-    finder._update_hash = callees.append  # where Triton's walk would merge a callee
-    with _state.LOCKS.triton_language:  # `ast.parse` is not safe across threads on 3.11
-        finder.visit(tree := fn.parse())
-    reached, paths = {id(callee) for callee in callees}, []
-    for node in ast.walk(tree):
-        parts, inner = [], node
-        while isinstance(inner, ast.Attribute):
-            parts.append(inner.attr)
-            inner = inner.value
-        if isinstance(inner, ast.Name) and isinstance(node, (ast.Name, ast.Attribute)):
-            path = (inner.id, *reversed(parts))
-            if id(function := _resolve(fn, path)) in reached:
-                paths.append((path, function))
-    names = [(scope, name) for (name, _), (_, scope) in finder.used_global_vals.items()]
-    text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
-    own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
-    return _Entry(own, tuple(names), tuple(paths), tuple(callees))
 
 
 def call_graph_key(spec: KernelCallSpec) -> tuple:
@@ -316,22 +315,24 @@ def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_t
     from triton.runtime.errors import PTXASError
 
     jobs = [launch_job(launch, spec, triton_gpu_target, **job) for launch in launches]
-    # One kernel, or every re-lowering of a cached call: no pool.
-    missing = 0 if len(jobs) == 1 else sum(job.key not in _state.COMPILED_KERNELS for job in jobs)
+    if len(jobs) == 1:  # one kernel: its error is the call's, as it is
+        return [(launches[0], jobs[0], compile_job(jobs[0]))]
+    # Every re-lowering of a cached call: no pool.
+    missing = sum(job.key not in _state.COMPILED_KERNELS for job in jobs)
     if missing == 0:
         results = [_capture(job) for job in jobs]
     else:
         with concurrent.futures.ThreadPoolExecutor(
                 max_workers=thread_count(missing), thread_name_prefix="jax_triton_rocm") as pool:
             results = list(pool.map(_capture, jobs))
-    skippable = (CompileTimeAssertionFailure, PTXASError) if len(launches) > 1 else ()
+    skippable = (CompileTimeAssertionFailure, PTXASError)
     errors = [(c, r) for c, r in zip(launches, results) if isinstance(r, BaseException)]
     fatal = [(c, r) for c, r in errors if not isinstance(r, skippable)]
     if fatal or (errors and len(errors) == len(launches)):
         config, error = (fatal or errors)[0]
         note = f"jax_triton_rocm: in autotune config ({config.description})"
         # The kernel cache raises a remembered error again at each lowering: one note each.
-        if len(launches) > 1 and note not in getattr(error, "__notes__", ()):
+        if note not in getattr(error, "__notes__", ()):
             error.add_note(note)
         raise error
     for config, error in errors:
@@ -443,5 +444,17 @@ def compile_job(job: CompileJob) -> CompiledKernel:
       ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
       KernelPassFailure: Triton's compiler passes rejected the kernel (`_errors.explained`).
       Triton's own compile errors, with notes naming the target, the constexprs and hints."""
-    return _state.COMPILED_KERNELS.get_or_compile(job.key, functools.partial(run_triton, job),
-                                         remember=_errors.is_kernel_error)
+    kernels = _state.COMPILED_KERNELS
+    kernel, held = kernels.claim(job.key)
+    if held is None:
+        return kernel
+    try:
+        kernel = run_triton(job)
+    except Exception as err:
+        kernels.finish(job.key, err, keep=_errors.is_kernel_error(err))
+        raise
+    else:
+        return kernels.finish(job.key, kernel)
+    finally:
+        held.release()
+        del held  # a remembered error's traceback keeps this frame: the lock must not live on
