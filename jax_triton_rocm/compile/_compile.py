@@ -1,6 +1,6 @@
 """Compiling a bound kernel with `triton.compile`, through the one shared kernel-key cache.
 
-The kernel key (`kernel_key`) covers everything that can change the binary, the kernel's call
+The kernel key (`make_job`) covers everything that can change the binary, the kernel's call
 graph as its names resolve now (`graph_key`) included: an edited kernel, a rebound helper or a
 rebound global `tl.constexpr` never gets the old binary. Triton's `JITFunction.cache_key` cannot
 serve: it keeps the callees and global values of the first time it was computed. Triton's
@@ -197,37 +197,6 @@ class CompiledKernel:
     metadata: dict[str, Any]
 
 
-def kernel_key(
-    jit_fn: JITFunction,
-    triton_gpu_target: Any,
-    bound: BoundKernel,
-    options: dict[str, Any],
-    *,
-    gluon: bool,
-    graph: tuple | None = None,
-) -> str:
-    """The kernel key: a SHA-256 over every input that can change the compiled binary.
-
-    `graph` is `graph_key(jit_fn)` where the caller has it already.
-    """
-    if graph is None:
-        graph = graph_key(jit_fn)
-    parts = [
-        f"sources={graph[0]}",
-        f"globals={graph[1]}",
-        f"triton={_compat.triton_info().version}",
-        f"target={triton_gpu_target.backend}:{triton_gpu_target.arch}:"
-        f"{triton_gpu_target.warp_size}",
-        f"language={'gluon' if gluon else 'triton'}",
-        f"signature={sorted(bound.signature.items())}",
-        f"specialization={bound.specializations}",
-        "constexprs=" + ";".join([f"{k}={stable_text(v)}"
-                                  for k, v in sorted(bound.constexprs.items())]),
-        "options=" + ";".join([f"{k}={stable_text(v)}" for k, v in sorted(options.items())]),
-    ]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
 @dataclasses.dataclass(frozen=True)
 class CompileJob:
     """One kernel to compile: what `triton.compile` takes, and the kernel key it is cached under.
@@ -254,10 +223,23 @@ class CompileJob:
 def make_job(jit_fn: JITFunction, triton_gpu_target: Any, bound: BoundKernel,
              options: dict[str, Any], *, arch: str, gluon: bool, binary_key: str, asm_key: str,
              symbol: str) -> CompileJob:
-    """A `CompileJob` for `triton_gpu_target` (`arch` as users name it), with its kernel key
-    computed."""
+    """A `CompileJob` for `triton_gpu_target` (`arch` as users name it), with its kernel key: a
+    SHA-256 over every input that can change the compiled binary."""
     graph = graph_key(jit_fn)
-    key = kernel_key(jit_fn, triton_gpu_target, bound, options, gluon=gluon, graph=graph)
+    parts = [
+        f"sources={graph[0]}",
+        f"globals={graph[1]}",
+        f"triton={_compat.triton_info().version}",
+        f"target={triton_gpu_target.backend}:{triton_gpu_target.arch}:"
+        f"{triton_gpu_target.warp_size}",
+        f"language={'gluon' if gluon else 'triton'}",
+        f"signature={sorted(bound.signature.items())}",
+        f"specialization={bound.specializations}",
+        "constexprs=" + ";".join([f"{k}={stable_text(v)}"
+                                  for k, v in sorted(bound.constexprs.items())]),
+        "options=" + ";".join([f"{k}={stable_text(v)}" for k, v in sorted(options.items())]),
+    ]
+    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()
     return CompileJob(jit_fn, triton_gpu_target, arch, bound, dict(options), gluon, binary_key,
                       asm_key, key, graph, symbol)
 

@@ -89,10 +89,11 @@ def test_kernel_key_covers_compile_options():
     bound = BoundKernel({"x": "*fp32"}, {}, {}, (), ())
     target = triton.backends.compiler.GPUTarget("cuda", 90, 32)
     base = {"num_warps": 4, "num_stages": 3}
-    keys = {_compile.kernel_key(kernels.add_kernel, target, bound, options, gluon=False)
+    job = {"arch": "sm_90", "binary_key": "cubin", "asm_key": "ptx", "symbol": "add_kernel"}
+    keys = {_compile.make_job(kernels.add_kernel, target, bound, options, gluon=False, **job).key
             for options in (base, {**base, "num_warps": 8}, {**base, "num_stages": 2},
                             {**base, "enable_fp_fusion": False})}
-    keys.add(_compile.kernel_key(kernels.add_kernel, target, bound, base, gluon=True))
+    keys.add(_compile.make_job(kernels.add_kernel, target, bound, base, gluon=True, **job).key)
     assert len(keys) == 5
 
 
