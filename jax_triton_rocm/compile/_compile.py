@@ -266,28 +266,20 @@ def triton_options(launch: Launch, spec: KernelCallSpec, compile_options: tuple[
     return options
 
 
-def launch_job(launch: Launch, spec: KernelCallSpec, triton_gpu_target: Any, *, arch: str,
-               compile_options: tuple[str, ...], option_names: frozenset[str], binary_key: str,
-               asm_key: str) -> CompileJob:
-    """The `CompileJob` of `launch` (its `jit_fn`, laid out as its `bound`) of `spec`, with the
-    options `triton_options` gives (`compile_options`, `option_names`: the vendor's)."""
-    return make_job(launch.jit_fn, triton_gpu_target, launch.bound,
-                    triton_options(launch, spec, compile_options, option_names), arch=arch,
-                    gluon=launch.jit_fn.is_gluon(), binary_key=binary_key, asm_key=asm_key,
-                    symbol=spec.unwrapped.symbol)
-
-
 def compiled_launch(launch: Launch, spec: KernelCallSpec, triton_gpu_target: Any,
                     **job: Any) -> CompiledKernel:
-    """`launch` of `spec` compiled in this thread (`compile_job` of its `launch_job`; `job`: the
-    rest of `launch_job`'s arguments): XLA's route, which compiles one launch."""
-    return compile_job(launch_job(launch, spec, triton_gpu_target, **job))
+    """`launch` of `spec` compiled in this thread (`compiled_launches` of it alone; `job`: the
+    rest of its arguments): XLA's route, which compiles one launch."""
+    return compiled_launches([launch], spec, triton_gpu_target, **job)[0][2]
 
 
-def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target: Any,
-                      **job: Any) -> list[tuple]:
-    """`launches` of `spec` compiled at once (jaxlib's route, autotuned calls): (launch, job,
-    compiled kernel) for each launch whose kernel compiled, in order.
+def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target: Any, *,
+                      arch: str, compile_options: tuple[str, ...], option_names: frozenset[str],
+                      binary_key: str, asm_key: str) -> list[tuple]:
+    """`launches` of `spec` compiled at once (jaxlib's route, autotuned calls), each its `jit_fn`
+    laid out as its `bound`, with the options `triton_options` gives (`compile_options`,
+    `option_names`: the vendor's; the rest as `make_job` takes them): (launch, job, compiled
+    kernel) for each launch whose kernel compiled, in order.
 
     As Triton's autotuner does, a config whose compile fails a `tl.static_assert`
     (CompileTimeAssertionFailure) or ptxas (PTXASError, NVIDIA only) is dropped when others
@@ -296,7 +288,10 @@ def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_t
     from triton.compiler.errors import CompileTimeAssertionFailure
     from triton.runtime.errors import PTXASError
 
-    jobs = [launch_job(launch, spec, triton_gpu_target, **job) for launch in launches]
+    jobs = [make_job(launch.jit_fn, triton_gpu_target, launch.bound,
+                     triton_options(launch, spec, compile_options, option_names), arch=arch,
+                     gluon=launch.jit_fn.is_gluon(), binary_key=binary_key, asm_key=asm_key,
+                     symbol=spec.unwrapped.symbol) for launch in launches]
     if len(jobs) == 1:  # one kernel: its error is the call's, as it is
         return [(launches[0], jobs[0], compile_job(jobs[0]))]
     # Every re-lowering of a cached call: no pool.
