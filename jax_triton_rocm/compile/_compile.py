@@ -4,7 +4,7 @@ The kernel key (`make_job`) covers everything that can change the binary, the ke
 graph as its names resolve now (`graph_key`) included: an edited kernel, a rebound helper or a
 rebound global `tl.constexpr` never gets the old binary. Triton's `JITFunction.cache_key` cannot
 serve: it keeps the callees and global values of the first time it was computed. Triton's
-on-disk cache key is widened to the same call graph (`run_triton`); its entries are checked, and
+on-disk cache key is widened to the same call graph (`compile_job`); its entries are checked, and
 an unwritable folder worked around, by `_cache` and `_folders`. docs/design.md, "Triton's cache".
 
 A call's kernels (an autotuned call's configs) compile at once, in threads (`compiled_launches`;
@@ -337,14 +337,25 @@ def _capture(job: CompileJob) -> Any:
         return err
 
 
-def run_triton(job: CompileJob) -> CompiledKernel:
-    """Runs `triton.compile` for `job` in this process (no cache lookup).
+def compile_job(job: CompileJob) -> CompiledKernel:
+    """`job`'s kernel from the shared cache, compiled on a miss (once per key: `claim`) with
+    `triton.compile`; a kernel's own compile error (`_errors.is_kernel_error`) is remembered
+    until `clear_caches()`.
 
     Triton's front end runs one thread at a time, and Triton's on-disk key is widened to what its
     own hash misses: the call graph as it resolves now (`graph_key`; Triton's `cache_key` keeps the
     first one) and, where a constexpr is a str, the constexprs' types (Triton writes them with
     `str()`, so `BLOCK="256"` would get `BLOCK=256`'s binary). Errors are explained for the call
-    (`_errors.explained`); `compile_job` lists them."""
+    (`_errors.explained`).
+
+    Raises:
+      ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
+      KernelPassFailure: Triton's compiler passes rejected the kernel (`_errors.explained`).
+      Triton's own compile errors, with notes naming the target, the constexprs and hints."""
+    kernels = _state.COMPILED_KERNELS
+    kernel, held = kernels.claim(job.key)
+    if held is None:
+        return kernel
     try:
         triton = _compat.triton_info().module
         from triton.compiler import ASTSource
@@ -390,7 +401,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
             _cache.compile_checked, triton, source, job.triton_gpu_target, job.options,
             job.binary_key, job.asm_key, job.symbol))
         meta.pop("target", None)
-        return CompiledKernel(
+        kernel = CompiledKernel(
             key=job.key,
             name=meta["name"],
             binary=bytes(compiled.asm[job.binary_key]),
@@ -408,28 +419,10 @@ def run_triton(job: CompileJob) -> CompiledKernel:
         )
     except Exception as err:
         explained = _errors.explained(err, job)
+        kernels.finish(job.key, explained, keep=_errors.is_kernel_error(explained))
         if explained is err:
             raise
         raise explained  # its cause set by `_errors.explained`
-
-
-def compile_job(job: CompileJob) -> CompiledKernel:
-    """`job`'s kernel from the shared cache, compiled on a miss (once per key); a kernel's own
-    compile error (`_errors.is_kernel_error`) is remembered until `clear_caches()`.
-
-    Raises:
-      ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
-      KernelPassFailure: Triton's compiler passes rejected the kernel (`_errors.explained`).
-      Triton's own compile errors, with notes naming the target, the constexprs and hints."""
-    kernels = _state.COMPILED_KERNELS
-    kernel, held = kernels.claim(job.key)
-    if held is None:
-        return kernel
-    try:
-        kernel = run_triton(job)
-    except Exception as err:
-        kernels.finish(job.key, err, keep=_errors.is_kernel_error(err))
-        raise
     else:
         return kernels.finish(job.key, kernel)
     finally:
