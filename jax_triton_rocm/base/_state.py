@@ -201,42 +201,38 @@ class KernelRecords:
 
 
 class KernelCache(BoundedCache):
-    """Compiled kernels by kernel key, each compiled once however many threads ask (a miss
-    compiles under the key's item lock; different keys compile in parallel); beyond the bound,
-    compiled again from Triton's on-disk cache when next lowered. An error of the kernel's own
-    (`remember` says which) is kept in its place while its entry is (the key covers every input
-    of the compile: a second try would fail the same way, later); the environment's (a cache
-    folder that cannot be written) are not. `stats` counts hits, compiles and failures."""
+    """Compiled kernels by kernel key, each compiled once however many threads ask (`claim`
+    hands a miss to one thread, holding the key's item lock; different keys compile in
+    parallel); beyond the bound, compiled again from Triton's on-disk cache when next lowered.
+    An error of the kernel's own is kept in its place while its entry is (the key covers every
+    input of the compile: a second try would fail the same way, later); the environment's (a
+    cache folder that cannot be written) are not. `stats` counts hits, compiles and failures."""
 
     def __init__(self, locks: LockRegistry) -> None:
         super().__init__(locks, _env.ENV_KERNEL_CACHE_SIZE)
         self.stats: collections.Counter[str] = collections.Counter()
 
-    def get_or_compile(self, key: str, compile_fn: Callable[[], T],
-                       remember: Callable[[Exception], bool] = lambda err: True) -> T:
-        """The entry for `key`, made by `compile_fn` on a miss (an error `remember` takes: kept)."""
+    def claim(self, key: str) -> tuple[Any, threading.Lock | None]:
+        """(the entry for `key`, None); on a miss (None, the key's item lock, held): the caller
+        compiles the entry, calls `finish` and releases the lock. A kept error is raised."""
+        lock = self._locks.item_lock(("kernel", key))
+        lock.acquire()  # while another thread compiles it: until it is kept
         entry = self.get(key)
         if entry is None:
-            with self._locks.item_lock(("kernel", key)):
-                entry = self.get(key)  # another thread may have compiled it meanwhile
-                if entry is None:
-                    try:
-                        entry = compile_fn()
-                    except Exception as err:
-                        with self._locks.guard:
-                            self.stats["failures"] += 1
-                        if remember(err):  # kept in place of the kernel
-                            self.put(key, err)
-                        raise
-                    self.put(key, entry)
-                    with self._locks.guard:
-                        self.stats["compiles"] += 1
-                    return entry
+            return None, lock
+        lock.release()
         with self._locks.guard:
             self.stats["hits"] += 1
         if isinstance(entry, Exception):
             raise entry
-        return entry
+        return entry, None
+
+    def finish(self, key: str, entry: T, keep: bool = True) -> T:
+        """Counts `entry`, the compile's result or its error, and keeps it for `key` where
+        `keep` says; returns it."""
+        with self._locks.guard:
+            self.stats["failures" if isinstance(entry, Exception) else "compiles"] += 1
+        return self.put(key, entry) if keep else entry
 
     def clear(self) -> None:
         super().clear()

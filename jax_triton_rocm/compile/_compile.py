@@ -1,10 +1,10 @@
 """Compiling a bound kernel with `triton.compile`, through the one shared kernel-key cache.
 
-The kernel key (`kernel_key`) covers everything that can change the binary, the kernel's call
+The kernel key (`make_job`) covers everything that can change the binary, the kernel's call
 graph as its names resolve now (`graph_key`) included: an edited kernel, a rebound helper or a
 rebound global `tl.constexpr` never gets the old binary. Triton's `JITFunction.cache_key` cannot
 serve: it keeps the callees and global values of the first time it was computed. Triton's
-on-disk cache key is widened to the same call graph (`run_triton`); its entries are checked, and
+on-disk cache key is widened to the same call graph (`compile_job`); its entries are checked, and
 an unwritable folder worked around, by `_cache` and `_folders`. docs/design.md, "Triton's cache".
 
 A call's kernels (an autotuned call's configs) compile at once, in threads (`compiled_launches`;
@@ -67,7 +67,14 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
     read, ((module:name, value text), ...) sorted. Equal in every process for the same sources and
     values. Each function's references are parsed once per source and kept in its record
     (`_state.KERNEL_RECORDS`); a function is parsed again only when its record is stale or a
-    callee's path now resolves to another object."""
+    callee's path now resolves to another object.
+
+    The parse is Triton's walk (`DependenciesFinder`): calls to other Triton functions are
+    collected, not merged (their recorded values would be the stale ones); then each name or
+    attribute (`a.b.c`, a path through names only) that resolves to one of them is kept with its
+    path, found here rather than in the walk so that it never calls back."""
+    from triton.runtime.jit import DependenciesFinder
+
     functions: list[str] = []
     values: dict[tuple[str, str], str] = {}
     seen: set[int] = set()
@@ -78,10 +85,32 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
         if id(fn) in seen or not is_triton_function(fn):
             continue
         seen.add(id(fn))
-        entry = _state.KERNEL_RECORDS.derived(fn, "references", functools.partial(_references, fn))
+        record = _state.KERNEL_RECORDS.record(fn)
+        entry = record.get("references")
         # What its names resolve to lives outside the function: a rebound callee is read anew.
-        if any([_resolve(fn, path) is not obj for path, obj in entry.paths]):
-            entry = _state.KERNEL_RECORDS.record(fn)["references"] = _references(fn)
+        if entry is None or any([_resolve(fn, path) is not obj for path, obj in entry.paths]):
+            finder = DependenciesFinder(
+                name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
+                nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
+            callees: list[Any] = []
+            finder._update_hash = callees.append  # where Triton's walk would merge a callee
+            with _state.LOCKS.triton_language:  # `ast.parse` is not safe across threads on 3.11
+                finder.visit(tree := fn.parse())
+            reached, paths = {id(callee) for callee in callees}, []
+            for node in ast.walk(tree):
+                parts, inner = [], node
+                while isinstance(inner, ast.Attribute):
+                    parts.append(inner.attr)
+                    inner = inner.value
+                if isinstance(inner, ast.Name) and isinstance(node, (ast.Name, ast.Attribute)):
+                    path = (inner.id, *reversed(parts))
+                    if id(function := _resolve(fn, path)) in reached:
+                        paths.append((path, function))
+            names = [(scope, name) for (name, _), (_, scope) in finder.used_global_vals.items()]
+            settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
+            text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
+            own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
+            entry = record["references"] = _Entry(own, tuple(names), tuple(paths), tuple(callees))
         functions.append(entry.own)
         module = getattr(fn, "__module__", "") or ""
         for scope, name in entry.names:
@@ -90,36 +119,6 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
         pending.extend(reversed(entry.callees))
     return tuple(functions), tuple(sorted([(f"{module}:{name}", text)
                                            for (module, name), text in values.items()]))
-
-
-def _references(fn: Any) -> _Entry:
-    """`fn`'s references, parsed anew with Triton's walk (`DependenciesFinder`): calls to other
-    Triton functions are collected, not merged (their recorded values would be the stale ones);
-    then each name or attribute (`a.b.c`, a path through names only) that resolves to one of them
-    is kept with its path, found here rather than in the walk so that it never calls back."""
-    from triton.runtime.jit import DependenciesFinder
-
-    settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
-    finder = DependenciesFinder(name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
-                                nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
-    callees: list[Any] = []
-    finder._update_hash = callees.append  # where Triton's walk would merge a callee
-    with _state.LOCKS.triton_language:  # `ast.parse` is not safe across threads on 3.11
-        finder.visit(tree := fn.parse())
-    reached, paths = {id(callee) for callee in callees}, []
-    for node in ast.walk(tree):
-        parts, inner = [], node
-        while isinstance(inner, ast.Attribute):
-            parts.append(inner.attr)
-            inner = inner.value
-        if isinstance(inner, ast.Name) and isinstance(node, (ast.Name, ast.Attribute)):
-            path = (inner.id, *reversed(parts))
-            if id(function := _resolve(fn, path)) in reached:
-                paths.append((path, function))
-    names = [(scope, name) for (name, _), (_, scope) in finder.used_global_vals.items()]
-    text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
-    own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
-    return _Entry(own, tuple(names), tuple(paths), tuple(callees))
 
 
 def call_graph_key(spec: KernelCallSpec) -> tuple:
@@ -198,37 +197,6 @@ class CompiledKernel:
     metadata: dict[str, Any]
 
 
-def kernel_key(
-    jit_fn: JITFunction,
-    triton_gpu_target: Any,
-    bound: BoundKernel,
-    options: dict[str, Any],
-    *,
-    gluon: bool,
-    graph: tuple | None = None,
-) -> str:
-    """The kernel key: a SHA-256 over every input that can change the compiled binary.
-
-    `graph` is `graph_key(jit_fn)` where the caller has it already.
-    """
-    if graph is None:
-        graph = graph_key(jit_fn)
-    parts = [
-        f"sources={graph[0]}",
-        f"globals={graph[1]}",
-        f"triton={_compat.triton_info().version}",
-        f"target={triton_gpu_target.backend}:{triton_gpu_target.arch}:"
-        f"{triton_gpu_target.warp_size}",
-        f"language={'gluon' if gluon else 'triton'}",
-        f"signature={sorted(bound.signature.items())}",
-        f"specialization={bound.specializations}",
-        "constexprs=" + ";".join([f"{k}={stable_text(v)}"
-                                  for k, v in sorted(bound.constexprs.items())]),
-        "options=" + ";".join([f"{k}={stable_text(v)}" for k, v in sorted(options.items())]),
-    ]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
 @dataclasses.dataclass(frozen=True)
 class CompileJob:
     """One kernel to compile: what `triton.compile` takes, and the kernel key it is cached under.
@@ -255,10 +223,23 @@ class CompileJob:
 def make_job(jit_fn: JITFunction, triton_gpu_target: Any, bound: BoundKernel,
              options: dict[str, Any], *, arch: str, gluon: bool, binary_key: str, asm_key: str,
              symbol: str) -> CompileJob:
-    """A `CompileJob` for `triton_gpu_target` (`arch` as users name it), with its kernel key
-    computed."""
+    """A `CompileJob` for `triton_gpu_target` (`arch` as users name it), with its kernel key: a
+    SHA-256 over every input that can change the compiled binary."""
     graph = graph_key(jit_fn)
-    key = kernel_key(jit_fn, triton_gpu_target, bound, options, gluon=gluon, graph=graph)
+    parts = [
+        f"sources={graph[0]}",
+        f"globals={graph[1]}",
+        f"triton={_compat.triton_info().version}",
+        f"target={triton_gpu_target.backend}:{triton_gpu_target.arch}:"
+        f"{triton_gpu_target.warp_size}",
+        f"language={'gluon' if gluon else 'triton'}",
+        f"signature={sorted(bound.signature.items())}",
+        f"specialization={bound.specializations}",
+        "constexprs=" + ";".join([f"{k}={stable_text(v)}"
+                                  for k, v in sorted(bound.constexprs.items())]),
+        "options=" + ";".join([f"{k}={stable_text(v)}" for k, v in sorted(options.items())]),
+    ]
+    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()
     return CompileJob(jit_fn, triton_gpu_target, arch, bound, dict(options), gluon, binary_key,
                       asm_key, key, graph, symbol)
 
@@ -285,28 +266,20 @@ def triton_options(launch: Launch, spec: KernelCallSpec, compile_options: tuple[
     return options
 
 
-def launch_job(launch: Launch, spec: KernelCallSpec, triton_gpu_target: Any, *, arch: str,
-               compile_options: tuple[str, ...], option_names: frozenset[str], binary_key: str,
-               asm_key: str) -> CompileJob:
-    """The `CompileJob` of `launch` (its `jit_fn`, laid out as its `bound`) of `spec`, with the
-    options `triton_options` gives (`compile_options`, `option_names`: the vendor's)."""
-    return make_job(launch.jit_fn, triton_gpu_target, launch.bound,
-                    triton_options(launch, spec, compile_options, option_names), arch=arch,
-                    gluon=launch.jit_fn.is_gluon(), binary_key=binary_key, asm_key=asm_key,
-                    symbol=spec.unwrapped.symbol)
-
-
 def compiled_launch(launch: Launch, spec: KernelCallSpec, triton_gpu_target: Any,
                     **job: Any) -> CompiledKernel:
-    """`launch` of `spec` compiled in this thread (`compile_job` of its `launch_job`; `job`: the
-    rest of `launch_job`'s arguments): XLA's route, which compiles one launch."""
-    return compile_job(launch_job(launch, spec, triton_gpu_target, **job))
+    """`launch` of `spec` compiled in this thread (`compiled_launches` of it alone; `job`: the
+    rest of its arguments): XLA's route, which compiles one launch."""
+    return compiled_launches([launch], spec, triton_gpu_target, **job)[0][2]
 
 
-def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target: Any,
-                      **job: Any) -> list[tuple]:
-    """`launches` of `spec` compiled at once (jaxlib's route, autotuned calls): (launch, job,
-    compiled kernel) for each launch whose kernel compiled, in order.
+def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target: Any, *,
+                      arch: str, compile_options: tuple[str, ...], option_names: frozenset[str],
+                      binary_key: str, asm_key: str) -> list[tuple]:
+    """`launches` of `spec` compiled at once (jaxlib's route, autotuned calls), each its `jit_fn`
+    laid out as its `bound`, with the options `triton_options` gives (`compile_options`,
+    `option_names`: the vendor's; the rest as `make_job` takes them): (launch, job, compiled
+    kernel) for each launch whose kernel compiled, in order.
 
     As Triton's autotuner does, a config whose compile fails a `tl.static_assert`
     (CompileTimeAssertionFailure) or ptxas (PTXASError, NVIDIA only) is dropped when others
@@ -315,23 +288,28 @@ def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_t
     from triton.compiler.errors import CompileTimeAssertionFailure
     from triton.runtime.errors import PTXASError
 
-    jobs = [launch_job(launch, spec, triton_gpu_target, **job) for launch in launches]
-    # One kernel, or every re-lowering of a cached call: no pool.
-    missing = 0 if len(jobs) == 1 else sum(job.key not in _state.COMPILED_KERNELS for job in jobs)
+    jobs = [make_job(launch.jit_fn, triton_gpu_target, launch.bound,
+                     triton_options(launch, spec, compile_options, option_names), arch=arch,
+                     gluon=launch.jit_fn.is_gluon(), binary_key=binary_key, asm_key=asm_key,
+                     symbol=spec.unwrapped.symbol) for launch in launches]
+    if len(jobs) == 1:  # one kernel: its error is the call's, as it is
+        return [(launches[0], jobs[0], compile_job(jobs[0]))]
+    # Every re-lowering of a cached call: no pool.
+    missing = sum(job.key not in _state.COMPILED_KERNELS for job in jobs)
     if missing == 0:
         results = [_capture(job) for job in jobs]
     else:
         with concurrent.futures.ThreadPoolExecutor(
                 max_workers=thread_count(missing), thread_name_prefix="jax_triton_rocm") as pool:
             results = list(pool.map(_capture, jobs))
-    skippable = (CompileTimeAssertionFailure, PTXASError) if len(launches) > 1 else ()
+    skippable = (CompileTimeAssertionFailure, PTXASError)
     errors = [(c, r) for c, r in zip(launches, results) if isinstance(r, BaseException)]
     fatal = [(c, r) for c, r in errors if not isinstance(r, skippable)]
     if fatal or (errors and len(errors) == len(launches)):
         config, error = (fatal or errors)[0]
         note = f"jax_triton_rocm: in autotune config ({config.description})"
         # The kernel cache raises a remembered error again at each lowering: one note each.
-        if len(launches) > 1 and note not in getattr(error, "__notes__", ()):
+        if note not in getattr(error, "__notes__", ()):
             error.add_note(note)
         raise error
     for config, error in errors:
@@ -359,14 +337,25 @@ def _capture(job: CompileJob) -> Any:
         return err
 
 
-def run_triton(job: CompileJob) -> CompiledKernel:
-    """Runs `triton.compile` for `job` in this process (no cache lookup).
+def compile_job(job: CompileJob) -> CompiledKernel:
+    """`job`'s kernel from the shared cache, compiled on a miss (once per key: `claim`) with
+    `triton.compile`; a kernel's own compile error (`_errors.is_kernel_error`) is remembered
+    until `clear_caches()`.
 
     Triton's front end runs one thread at a time, and Triton's on-disk key is widened to what its
     own hash misses: the call graph as it resolves now (`graph_key`; Triton's `cache_key` keeps the
     first one) and, where a constexpr is a str, the constexprs' types (Triton writes them with
     `str()`, so `BLOCK="256"` would get `BLOCK=256`'s binary). Errors are explained for the call
-    (`_errors.explained`); `compile_job` lists them."""
+    (`_errors.explained`).
+
+    Raises:
+      ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
+      KernelPassFailure: Triton's compiler passes rejected the kernel (`_errors.explained`).
+      Triton's own compile errors, with notes naming the target, the constexprs and hints."""
+    kernels = _state.COMPILED_KERNELS
+    kernel, held = kernels.claim(job.key)
+    if held is None:
+        return kernel
     try:
         triton = _compat.triton_info().module
         from triton.compiler import ASTSource
@@ -412,7 +401,7 @@ def run_triton(job: CompileJob) -> CompiledKernel:
             _cache.compile_checked, triton, source, job.triton_gpu_target, job.options,
             job.binary_key, job.asm_key, job.symbol))
         meta.pop("target", None)
-        return CompiledKernel(
+        kernel = CompiledKernel(
             key=job.key,
             name=meta["name"],
             binary=bytes(compiled.asm[job.binary_key]),
@@ -430,18 +419,12 @@ def run_triton(job: CompileJob) -> CompiledKernel:
         )
     except Exception as err:
         explained = _errors.explained(err, job)
+        kernels.finish(job.key, explained, keep=_errors.is_kernel_error(explained))
         if explained is err:
             raise
         raise explained  # its cause set by `_errors.explained`
-
-
-def compile_job(job: CompileJob) -> CompiledKernel:
-    """`job`'s kernel from the shared cache, compiled on a miss (once per key); a kernel's own
-    compile error (`_errors.is_kernel_error`) is remembered until `clear_caches()`.
-
-    Raises:
-      ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
-      KernelPassFailure: Triton's compiler passes rejected the kernel (`_errors.explained`).
-      Triton's own compile errors, with notes naming the target, the constexprs and hints."""
-    return _state.COMPILED_KERNELS.get_or_compile(job.key, functools.partial(run_triton, job),
-                                         remember=_errors.is_kernel_error)
+    else:
+        return kernels.finish(job.key, kernel)
+    finally:
+        held.release()
+        del held  # a remembered error's traceback keeps this frame: the lock must not live on

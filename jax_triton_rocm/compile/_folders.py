@@ -75,7 +75,13 @@ def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
                     setting, "dir"), _env.TRITON_CACHE_DIR)
             return compile_fn()
         except OSError as err:
-            failing = _failing_folder(err, cache_knobs)
+            # The folder of Triton's that `err` says cannot be written (a full disk counts as
+            # the cache's), with why.
+            folders = {"dir": cache_knobs.dir}
+            if getattr(getattr(triton.knobs, "compilation", None), "dump_ir", False):
+                folders["dump_dir"] = cache_knobs.dump_dir
+            failing = next(((name, reason) for name, directory in folders.items() if directory
+                            and (reason := unwritable_reason(err, directory)) is not None), None)
             if failing is None or failing[0] in private:
                 if failure is not None:
                     raise err from failure
@@ -165,21 +171,6 @@ def shown_path(path: str) -> str:
     if len(path) <= 200:
         return path
     return f"{path[:80]}...{path[-60:]} ({len(path)} characters)"
-
-
-def _failing_folder(err: OSError, cache_knobs: Any) -> tuple[str, str] | None:
-    """(knob name, reason) of the folder of Triton's that `err` says cannot be written; None
-    where `err` is about no such folder (a full disk counts as the cache's)."""
-    import triton
-
-    folders = {"dir": cache_knobs.dir}
-    if getattr(getattr(triton.knobs, "compilation", None), "dump_ir", False):
-        folders["dump_dir"] = cache_knobs.dump_dir
-    for name, directory in folders.items():
-        reason = unwritable_reason(err, directory) if directory else None
-        if reason is not None:
-            return name, reason
-    return None
 
 
 def setting(name: str) -> str:

@@ -89,10 +89,11 @@ def test_kernel_key_covers_compile_options():
     bound = BoundKernel({"x": "*fp32"}, {}, {}, (), ())
     target = triton.backends.compiler.GPUTarget("cuda", 90, 32)
     base = {"num_warps": 4, "num_stages": 3}
-    keys = {_compile.kernel_key(kernels.add_kernel, target, bound, options, gluon=False)
+    job = {"arch": "sm_90", "binary_key": "cubin", "asm_key": "ptx", "symbol": "add_kernel"}
+    keys = {_compile.make_job(kernels.add_kernel, target, bound, options, gluon=False, **job).key
             for options in (base, {**base, "num_warps": 8}, {**base, "num_stages": 2},
                             {**base, "enable_fp_fusion": False})}
-    keys.add(_compile.kernel_key(kernels.add_kernel, target, bound, base, gluon=True))
+    keys.add(_compile.make_job(kernels.add_kernel, target, bound, base, gluon=True, **job).key)
     assert len(keys) == 5
 
 
@@ -184,7 +185,7 @@ def test_constexprs_without_a_str_keep_tritons_own_on_disk_key(monkeypatch):
     class Compiled(Exception):
         pass
 
-    def on_disk_key(block):  # the key `run_triton` has Triton file the compile under
+    def on_disk_key(block):  # the key `compile_job` has Triton file the compile under
         def compile_in_usable_cache(triton, compile_fn):
             raise Compiled(compile_fn.args[1].hash())  # (triton, source, ...)
 
@@ -194,7 +195,7 @@ def test_constexprs_without_a_str_keep_tritons_own_on_disk_key(monkeypatch):
         job = _compile.make_job(_fill_kernel, target, bound, {}, arch="sm_90", gluon=False,
                                 binary_key="cubin", asm_key="ptx", symbol="_fill_kernel")
         with pytest.raises(Compiled) as compiled:
-            _compile.run_triton(job)
+            _compile.compile_job(job)
         return compiled.value.args[0]
 
     # A kernel of no callees and no globals: only the constexprs' types can widen the key.

@@ -114,7 +114,8 @@ def test_gluon_and_triton_compiles_of_one_kernel_have_different_keys():
 
     bound = _layout.BoundKernel({"x_ptr": "*fp32"}, {}, {}, (), ())
     target = GPUTarget("hip", "gfx942", 64)
-    keys = {_compile.kernel_key(gk.copy_kernel, target, bound, {}, gluon=gluon)
+    keys = {_compile.make_job(gk.copy_kernel, target, bound, {}, gluon=gluon, arch="gfx942",
+                             binary_key="hsaco", asm_key="amdgcn", symbol="copy_kernel").key
             for gluon in (True, False)}
     assert len(keys) == 2
 
