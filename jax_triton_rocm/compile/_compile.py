@@ -266,17 +266,10 @@ def triton_options(launch: Launch, spec: KernelCallSpec, compile_options: tuple[
     return options
 
 
-def compiled_launch(launch: Launch, spec: KernelCallSpec, triton_gpu_target: Any,
-                    **job: Any) -> CompiledKernel:
-    """`launch` of `spec` compiled in this thread (`compiled_launches` of it alone; `job`: the
-    rest of its arguments): XLA's route, which compiles one launch."""
-    return compiled_launches([launch], spec, triton_gpu_target, **job)[0][2]
-
-
 def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target: Any, *,
                       arch: str, compile_options: tuple[str, ...], option_names: frozenset[str],
                       binary_key: str, asm_key: str) -> list[tuple]:
-    """`launches` of `spec` compiled at once (jaxlib's route, autotuned calls), each its `jit_fn`
+    """`launches` of `spec` compiled at once (one, XLA's route's, in this thread), each its `jit_fn`
     laid out as its `bound`, with the options `triton_options` gives (`compile_options`,
     `option_names`: the vendor's; the rest as `make_job` takes them): (launch, job, compiled
     kernel) for each launch whose kernel compiled, in order.

@@ -204,8 +204,8 @@ def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _
     form = _trampoline.for_xla(spec.unwrapped, launch.bound, in_avals + zero_avals, out_avals,
                                answers.launch_site.triton_backend)
     try:
-        compiled = _compile.compiled_launch(
-            _values.replaced(launch, jit_fn=form.jit_fn, bound=form.bound), spec,
+        [(_, _, compiled)] = _compile.compiled_launches(
+            [_values.replaced(launch, jit_fn=form.jit_fn, bound=form.bound)], spec,
             answers.triton_gpu_target, arch=answers.arch.arch,
             compile_options=answers.compile_options, option_names=answers.option_names,
             binary_key=backend.binary_key, asm_key=backend.asm_key)
