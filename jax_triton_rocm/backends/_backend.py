@@ -127,9 +127,9 @@ class Backend(abc.ABC):
         its own methods below), so that the lowering asks the backend once per plan."""
 
     def arch_answers(self, arch: GpuArch, triton_gpu_target: Any, capability: int,
-                     limits: LaunchLimits, triton_backend: type) -> ArchAnswers:
+                     limits: LaunchLimits) -> ArchAnswers:
         """The `ArchAnswers` of `arch` from the vendor's answers for it (none asked back here)."""
-        site = LaunchSite(triton_backend, limits, self.every_compile_option,
+        site = LaunchSite(self.triton_backend, limits, self.every_compile_option,
                           functools.partial(self.check_launch, arch), name=arch.arch,
                           fp8_types=self.fp8_types(triton_gpu_target))
         return ArchAnswers(arch, triton_gpu_target, capability, site, self.compile_options,

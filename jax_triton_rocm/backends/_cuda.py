@@ -101,7 +101,7 @@ class CudaBackend(Backend):
         # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
         capability = compute_capability(arch.arch)
         return self.arch_answers(arch, GPUTarget("cuda", capability, WARP_SIZE), capability,
-                                 self.launch_limits(arch), self.triton_backend)
+                                 self.launch_limits(arch))
 
     def launch_limits(self, arch: GpuArch) -> LaunchLimits:
         return LaunchLimits(arch.arch, WARP_SIZE,

@@ -94,7 +94,7 @@ class HipBackend(Backend):
         # jaxlib's HIP `get_compute_capability`: major*10+minor (94 for gfx942).
         capability = int(arch.arch[3:-2]) * 10 + int(arch.arch[-2], 16)
         return self.arch_answers(arch, GPUTarget("hip", arch.arch, warp_size(arch.arch)),
-                                 capability, self.launch_limits(arch), self.triton_backend)
+                                 capability, self.launch_limits(arch))
 
     def launch_limits(self, arch: GpuArch) -> LaunchLimits:
         return LaunchLimits(arch.arch, warp_size(arch.arch),
