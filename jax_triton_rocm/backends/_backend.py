@@ -59,7 +59,7 @@ class ArchAnswers:
     plan needs of where the launches run (`LaunchSite`), and what the compile reads
     for its options (`compile._compile.triton_options`): the vendor's own compile options
     (`Backend.compile_options`) and the fields of its Triton options class
-    (`Backend.triton_option_names`)."""
+    (`Backend.option_names`)."""
 
     arch: GpuArch
     triton_gpu_target: Any
@@ -94,6 +94,9 @@ class Backend(abc.ABC):
       platform: JAX's platform name ("cuda", "rocm").
       binary_key, asm_key: Triton's names for the compiled binary and its assembly.
       compile_options: the `triton_call` compile options this vendor passes to Triton.
+      triton_backend: Triton's compiler backend class (it parses specialisation attributes).
+      option_names: the fields of the vendor's Triton options class (`CUDAOptions`,
+        `HIPOptions`): what `backend_options=` may set.
       every_compile_option: every vendor's (`_vendors.COMPILE_OPTIONS`), which a config or a
         heuristic may set whatever the target (`LaunchSite.compile_options`).
       arch_field, arch_keyword: the `KernelCallSpec` field through which a call names its own
@@ -110,12 +113,13 @@ class Backend(abc.ABC):
     binary_key: str = ""
     asm_key: str = ""
     compile_options: tuple[str, ...] = ()
+    triton_backend: type | None = None
+    option_names: frozenset[str] = frozenset()
     every_compile_option: tuple[str, ...] = _vendors.COMPILE_OPTIONS
     arch_field: str | None = None
     arch_keyword: str = ""
     lowering_variables: tuple[str, ...] = ()
     after_encode: Callable[[Any, LoweringRuleContext, Callable[..., Any]], None] | None = None
-    _option_names: frozenset[str] | None = None
 
     @abc.abstractmethod
     def answers(self, arch: GpuArch) -> ArchAnswers:
@@ -123,25 +127,17 @@ class Backend(abc.ABC):
         its own methods below), so that the lowering asks the backend once per plan."""
 
     def arch_answers(self, arch: GpuArch, triton_gpu_target: Any, capability: int,
-                     limits: LaunchLimits, triton_backend: type) -> ArchAnswers:
+                     limits: LaunchLimits) -> ArchAnswers:
         """The `ArchAnswers` of `arch` from the vendor's answers for it (none asked back here)."""
-        site = LaunchSite(triton_backend, limits, self.every_compile_option,
+        site = LaunchSite(self.triton_backend, limits, self.every_compile_option,
                           functools.partial(self.check_launch, arch), name=arch.arch,
                           fp8_types=self.fp8_types(triton_gpu_target))
         return ArchAnswers(arch, triton_gpu_target, capability, site, self.compile_options,
-                           self.triton_option_names(triton_backend, triton_gpu_target))
+                           self.option_names)
 
     def launch_site(self, arch: GpuArch) -> LaunchSite:
         """What the plan needs of `arch`, as this backend answers it."""
         return self.answers(arch).launch_site
-
-    @abc.abstractmethod
-    def triton_gpu_target(self, arch: str) -> Any:
-        """Triton's `GPUTarget` for the architecture named `arch` (with its warp size)."""
-
-    @abc.abstractmethod
-    def triton_backend(self) -> type:
-        """Triton's compiler backend class (it parses specialisation attributes)."""
 
     @abc.abstractmethod
     def launch_limits(self, arch: GpuArch) -> LaunchLimits:
@@ -209,20 +205,11 @@ class Backend(abc.ABC):
         """Options for `triton.compile` with this vendor's (`compile._compile.triton_options`);
         the lowering reads the same from `ArchAnswers`."""
         return triton_options(launch, spec, self.compile_options,
-                              self.triton_option_names() if spec.backend_options else frozenset())
+                              self.option_names if spec.backend_options else frozenset())
 
-    def triton_option_names(self, triton_backend: type | None = None,
-                            triton_gpu_target: Any = None) -> frozenset[str]:
-        """The fields of this vendor's Triton options class (`CUDAOptions`, `HIPOptions`), parsed
-        for the target given or its example architecture: what `backend_options=` may set."""
-        if self._option_names is None:
-            if triton_gpu_target is None:
-                example = _vendors.VENDORS[self.platform].example_arch
-                triton_backend, triton_gpu_target = (self.triton_backend(),
-                                                     self.triton_gpu_target(example))
-            options = triton_backend(triton_gpu_target).parse_options(dict(_READ_ONLY_OPTIONS))
-            self._option_names = frozenset([field.name for field in dataclasses.fields(options)])
-        return self._option_names
+    def triton_option_names(self) -> frozenset[str]:
+        """`option_names`, for the call's checks."""
+        return self.option_names
 
 
 # Options for a `parse_options` call that only reads what the backend fills in: Triton 3.9 warns

@@ -11,6 +11,7 @@ package is set up for CUDA, and not at the first lowering.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import re
@@ -92,18 +93,15 @@ class CudaBackend(Backend):
     arch_field = "cuda_arch"
     arch_keyword = "compute_capability="
     lowering_variables = (_env.ENV_KEEP_PTX_TEXT,)
+    triton_backend = _triton_nvidia.CUDABackend
+    option_names = frozenset([field.name
+                              for field in dataclasses.fields(_triton_nvidia.CUDAOptions)])
 
     def answers(self, arch: GpuArch) -> ArchAnswers:
         # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
-        return self.arch_answers(arch, self.triton_gpu_target(arch.arch),
-                                 compute_capability(arch.arch),
-                                 self.launch_limits(arch), self.triton_backend())
-
-    def triton_gpu_target(self, arch: str) -> Any:
-        return GPUTarget("cuda", compute_capability(arch), WARP_SIZE)
-
-    def triton_backend(self) -> type:
-        return _triton_nvidia.CUDABackend
+        capability = compute_capability(arch.arch)
+        return self.arch_answers(arch, GPUTarget("cuda", capability, WARP_SIZE), capability,
+                                 self.launch_limits(arch))
 
     def launch_limits(self, arch: GpuArch) -> LaunchLimits:
         return LaunchLimits(arch.arch, WARP_SIZE,

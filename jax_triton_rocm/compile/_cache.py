@@ -80,16 +80,13 @@ def compile_request(source: Any, target: Any, options: dict[str, Any], binary_ex
         backend.add_stages(stages, parsed, source.language)
         extensions = frozenset((*stages, "source", source.ext, "json"))
     # Triton files the entry under the function's name, and names the symbol in the binary and
-    # IR after the last dotted part of its qualified name (`add` for `pkg.add`).
+    # IR after the last dotted part of its qualified name (`add` for `pkg.add`). The options as
+    # Triton's metadata file holds them (tuples as lists, objects as their fields).
     return Request(kernel=symbol, file_name=source.name[:150], target=target,
-                   binary_ext=binary_ext, asm_ext=asm_ext, options=_as_json(vars(parsed)),
+                   binary_ext=binary_ext, asm_ext=asm_ext,
+                   options=json.loads(json.dumps(vars(parsed), default=vars)),
                    extensions=extensions,
                    entry_hash=hashlib.sha256(key.encode("utf-8")).hexdigest())
-
-
-def _as_json(value: Any) -> Any:
-    """`value` as Triton's metadata file holds it (tuples as lists, objects as their fields)."""
-    return json.loads(json.dumps(value, default=vars))
 
 
 def binary_problem(data: bytes, backend: str, function: str | None = None) -> str | None:
@@ -188,7 +185,9 @@ def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
         return "json", f"metadata belongs to another entry (hash {meta['hash']})"
     if meta["name"] != request.kernel:
         return "json", f"metadata names kernel {meta['name']!r}, not {request.kernel!r}"
-    stored = _as_json({field: meta.get(field) for field in request.options})
+    # As the metadata file holds them, as `request.options` are.
+    stored = json.loads(json.dumps({field: meta.get(field) for field in request.options},
+                                   default=vars))
     for field, wanted in request.options.items():
         if field == "extern_libs" and _library_files(stored[field]) == _library_files(wanted):
             continue

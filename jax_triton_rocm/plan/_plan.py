@@ -5,7 +5,7 @@ kernel's parameters (`_layout`).
 
 What one block may use on the target (`LaunchLimits`, filled in by each vendor's backend) is
 checked at lowering instead of failing at launch, and again once compiled
-(`keep_launchable`, `launch_problem`): a plain call that breaks a limit gets a ValueError
+(`keep_launchable`, `LaunchLimits.problem`): a plain call that breaks a limit gets a ValueError
 naming the setting, the target and the limit; an autotuned call drops the configs that break
 one, and fails only when none is left. The order in which heuristics, configs and hooks run:
 docs/design.md, "Launch configurations".
@@ -52,10 +52,16 @@ class LaunchLimits:
     max_threads_x: int | None = None
 
     def problem(self, num_warps: int | None = None, grid: tuple[int, int, int] | None = None,
-                shared_bytes: int | None = None) -> str | None:
+                compiled: Any = None) -> str | None:
         """Why a launch cannot run here, or None: its block of `num_warps` warps, its `grid` of
-        such blocks, and a block's `shared_bytes` of shared memory, checked in that order, each
-        where given (a configuration's grid is evaluated, and its shared memory known, later).
+        such blocks, and the shared memory of its `compiled` kernel
+        (`compile._compile.CompiledKernel`), checked in that order, each where given (a
+        configuration's grid is evaluated, and its kernel compiled, later): XLA's route, once
+        its launch compiled, and jaxlib's, per launch (`fitting`).
+
+        Raises:
+          NotImplementedError: a compiled kernel that fits needs a launch feature that neither
+            jaxlib's Triton call nor XLA's provides.
         """
         threads = (num_warps or 0) * self.warp_size
         if threads > self.max_threads:
@@ -74,11 +80,23 @@ class LaunchLimits:
                     f"launches at most {self.max_threads_x} threads along it; give each program "
                     f"more work (at most {self.max_threads_x // threads} programs of this size), "
                     f"or move programs to dimension 1 (up to {self.max_grid[1]})")
-        if (shared_bytes is not None and self.max_shared_bytes is not None
-                and shared_bytes > self.max_shared_bytes):
+        if compiled is None:
+            return None
+        shared_bytes = compiled.shared_mem_bytes
+        if self.max_shared_bytes is not None and shared_bytes > self.max_shared_bytes:
             return (f"the kernel needs {shared_bytes} bytes of shared memory per block, and "
                     f"{self.arch} allows {self.max_shared_bytes}; use smaller blocks or fewer "
                     f"num_stages")
+        if compiled.profile_scratch_size:
+            raise NotImplementedError(
+                f"Kernel {compiled.name} was compiled with Triton's profiling instrumentation "
+                f"(profile scratch of {compiled.profile_scratch_size} bytes), which jaxlib does "
+                f"not allocate. Unset TRITON's instrumentation mode (TRITON_INSTRUMENTATION_MODE).")
+        for flag in ("launch_cooperative_grid", "launch_pdl"):
+            if compiled.metadata.get(flag):
+                raise NotImplementedError(
+                    f"Kernel {compiled.name} needs a {flag.removeprefix('launch_')} launch, "
+                    f"which jaxlib's Triton launcher does not do. Compile without it.")
         return None
 
 
@@ -326,32 +344,8 @@ def keep_launchable(items: Sequence[T], problems: Sequence[str | None], *, kerne
 
 def fitting(compiled: Sequence[T], limits: LaunchLimits, *, kernel: str) -> list[T]:
     """The (..., compiled kernel) items that fit `limits`, as `keep_launchable` keeps them."""
-    return keep_launchable(compiled, [launch_problem(item[-1], limits) for item in compiled],
+    return keep_launchable(compiled, [limits.problem(compiled=item[-1]) for item in compiled],
                            kernel=kernel)
-
-
-def launch_problem(compiled: Any, limits: LaunchLimits) -> str | None:
-    """Why a compiled kernel (`compile._compile.CompiledKernel`) cannot launch within `limits`
-    (its shared memory), or None: XLA's route, once its launch compiled, and jaxlib's, per launch.
-
-    Raises:
-      NotImplementedError: a kernel that fits needs a launch feature that neither jaxlib's
-        Triton call nor XLA's provides.
-    """
-    problem = limits.problem(shared_bytes=compiled.shared_mem_bytes)
-    if problem is not None:
-        return problem
-    if compiled.profile_scratch_size:
-        raise NotImplementedError(
-            f"Kernel {compiled.name} was compiled with Triton's profiling instrumentation "
-            f"(profile scratch of {compiled.profile_scratch_size} bytes), which jaxlib does "
-            f"not allocate. Unset TRITON's instrumentation mode (TRITON_INSTRUMENTATION_MODE).")
-    for flag in ("launch_cooperative_grid", "launch_pdl"):
-        if compiled.metadata.get(flag):
-            raise NotImplementedError(
-                f"Kernel {compiled.name} needs a {flag.removeprefix('launch_')} launch, which "
-                f"jaxlib's Triton launcher does not do. Compile without it.")
-    return None
 
 
 def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,

@@ -86,7 +86,7 @@ def test_childs_normal_exit_leaves_the_parents_hsaco_files():
     from jax_triton_rocm.compile import _compile
     from jax_triton_rocm.spec import _layout
     bound = _layout.lay_out_arguments(
-        kernels.add_kernel, _hip.BACKEND.triton_backend(),
+        kernels.add_kernel, _hip.BACKEND.triton_backend,
         positional=(("array", 0), ("array", 1), ("scalar", 4096)), in_avals=(X, X),
         out_avals=(X,), constexprs={"BLOCK": 256})
     compiled = _compile.compile_job(_compile.make_job(

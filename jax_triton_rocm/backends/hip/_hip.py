@@ -10,6 +10,7 @@ Triton's AMD backend, so a broken one fails here.
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 import re
 from collections.abc import Callable
@@ -84,19 +85,16 @@ class HipBackend(Backend):
     asm_key = "amdgcn"
     compile_options = _vendors.VENDORS["rocm"].compile_options
     lowering_variables = (_env.ENV_HSACO_DELIVERY,)
+    triton_backend = _triton_amd.HIPBackend
+    option_names = frozenset([field.name
+                              for field in dataclasses.fields(_triton_amd.HIPOptions)])
 
     def answers(self, arch: GpuArch) -> ArchAnswers:
         # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
         # jaxlib's HIP `get_compute_capability`: major*10+minor (94 for gfx942).
         capability = int(arch.arch[3:-2]) * 10 + int(arch.arch[-2], 16)
-        return self.arch_answers(arch, self.triton_gpu_target(arch.arch), capability,
-                                 self.launch_limits(arch), self.triton_backend())
-
-    def triton_gpu_target(self, arch: str) -> Any:
-        return GPUTarget("hip", arch, warp_size(arch))
-
-    def triton_backend(self) -> type:
-        return _triton_amd.HIPBackend
+        return self.arch_answers(arch, GPUTarget("hip", arch.arch, warp_size(arch.arch)),
+                                 capability, self.launch_limits(arch))
 
     def launch_limits(self, arch: GpuArch) -> LaunchLimits:
         return LaunchLimits(arch.arch, warp_size(arch.arch),

@@ -214,7 +214,7 @@ def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
     # Raises for a launch feature.
-    problem = _plan.launch_problem(compiled, answers.launch_site.limits)
+    problem = answers.launch_site.limits.problem(compiled=compiled)
     if problem:
         return Unfit(problem)  # jaxlib's route raises it, with the kernel's name
     if compiled.global_scratch_size:
