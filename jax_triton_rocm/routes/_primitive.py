@@ -390,5 +390,7 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
 
 @functools.cache
 def ensure_registered() -> tuple[str, ...]:
-    """`register()` for the platforms in use, once per process (`triton_call` calls this)."""
-    return register()
+    """The lowering rules registered, once per process (`triton_call` calls this); as after
+    JAX's `initialize()`, the vendor modules are imported at the first lowering, which needs
+    them, not by a trace, which does not."""
+    return register(explicit=False)
