@@ -94,18 +94,6 @@ def check_canonical_dtype(dtype: Any, what: str, fix: str, *, output: bool = Fal
         f"(jax.config.update('jax_enable_x64', True)) to keep {given.name}.")
 
 
-def is_ref(value: Any) -> bool:
-    """Whether `value` is a `jax.new_ref`, or a view of one (`ref.at[...]`)."""
-    if isinstance(value, state_types.TransformedRef):
-        return True
-    if isinstance(value, (jax.Array, int, float, bool)) or not hasattr(value, "shape"):
-        return False
-    try:
-        return isinstance(jax.typeof(value), state_types.AbstractRef)
-    except TypeError:
-        return False
-
-
 def holds_buffer(value: Any) -> bool:
     """Whether `value` is or contains something only an operand can be (not a constexpr)."""
     if isinstance(value, (tuple, list)):
@@ -174,12 +162,14 @@ class Binding:
 @dataclasses.dataclass(eq=False)
 class Leaf:
     """One operand leaf: `value`, how the call names it (`what`), its operand index (None for a
-    scalar), and whether it is an array (or a Ref)."""
+    scalar), whether it is an array (or a Ref), and whether a Ref (`jax.new_ref`, or a view of
+    one, `ref.at[...]`)."""
 
     value: Any
     what: str
     operand: int | None = None
     is_array: bool = True
+    is_ref: bool = False
 
 
 def _operand_entry(flat: Binding, value: Any, what: str, typed: bool = False) -> tuple[str, Any]:
@@ -200,24 +190,32 @@ def _operand_entry(flat: Binding, value: Any, what: str, typed: bool = False) ->
             _spec.scalar(value, what=what)
         flat.leaves.append(Leaf(value, what, None, is_array=False))
         return ("scalar", value)
+    # Whether the value (a descriptor's base) is a Ref, asked once.
+    base = value.base if isinstance(value, TensorDescriptor) else value
+    ref = isinstance(base, state_types.TransformedRef)
+    if not ref and hasattr(base, "shape") and not isinstance(base, jax.Array):
+        try:
+            ref = isinstance(jax.typeof(base), state_types.AbstractRef)
+        except TypeError:
+            pass
     if isinstance(value, TensorDescriptor):
-        leaf = Leaf(value.base, f"{what} (a TensorDescriptor's base)", len(flat.operands))
+        leaf = Leaf(base, f"{what} (a TensorDescriptor's base)", len(flat.operands), is_ref=ref)
         flat.leaves.append(leaf)
         flat.operands.append(leaf.value)
         return ("descriptor", (leaf.operand, _tensordesc.abstract(value, value.base)))
-    if is_ref(value) and (seen := [leaf for leaf in flat.leaves if leaf.value is value]):
+    if ref and (seen := [leaf for leaf in flat.leaves if leaf.value is value]):
         # A Ref given again: the same operand, so both parameters point at its one buffer.
-        flat.leaves.append(Leaf(value, what, seen[0].operand))
+        flat.leaves.append(Leaf(value, what, seen[0].operand, is_ref=True))
         return ("input", seen[0].operand)
-    if is_ref(value) or (hasattr(value, "shape") and hasattr(value, "dtype")):
-        if (not is_ref(value) and not isinstance(value, jax.Array) and np.ndim(value)
+    if ref or (hasattr(value, "shape") and hasattr(value, "dtype")):
+        if (not ref and not isinstance(value, jax.Array) and np.ndim(value)
                 and np.issubdtype(value.dtype, np.inexact)):
             # A 0-d one is most likely meant as a scalar: the layout's hint says so instead.
             # Integers convert as jnp.asarray converts them (np.arange's int64 to int32), and
             # the kernel reads the values given; a float would lose precision unseen.
             check_canonical_dtype(value.dtype, what, "jnp.asarray(x, jnp.{})")
-        leaf = Leaf(value if is_ref(value) or isinstance(value, jax.Array)
-                    else jnp.asarray(value), what, len(flat.operands))
+        leaf = Leaf(value if ref or isinstance(value, jax.Array)
+                    else jnp.asarray(value), what, len(flat.operands), is_ref=ref)
         flat.leaves.append(leaf)
         flat.operands.append(leaf.value)
         return ("input", leaf.operand)
@@ -312,5 +310,5 @@ def bind_arguments(call: CallArguments, own_keywords: tuple[str, ...]) -> Bindin
             flat.entries[i] = ("constexpr", operands[i])
     # Each Ref once, where first given.
     flat.refs = list({leaf.operand: leaf for leaf in reversed(flat.leaves)
-                      if is_ref(leaf.value)}.values())[::-1]
+                      if leaf.is_ref}.values())[::-1]
     return flat

@@ -75,14 +75,6 @@ def close_names(unknown: Iterable[str], known: Iterable[str]) -> str:
     return f" (did you mean {', '.join(f'{m} for {n!r}' for n, m in guesses)}?)"
 
 
-def flag(value: Any, what: str) -> bool:
-    """`value`, a Python or NumPy bool, as a bool (a string such as "no" would be truthy)."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise TypeError(f"{what}={value!r} must be a bool (True or False), got "
-                    f"{type(value).__name__}.")
-
-
 def check_takes_meta(fn: Callable, what: str) -> None:
     """Raises unless `fn` can be called with one positional argument (the metaparameters)."""
     try:
@@ -253,7 +245,10 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         raise ValueError(
             f"{api.prefix}batch_grid_axis={axis!r} must be None (jax.vmap loops over the batch) "
             f"or the grid axis 0, 1 or 2 whose program id is the example index under jax.vmap.")
-    enable_fp_fusion = flag(enable_fp_fusion, f"{api.prefix}enable_fp_fusion")
+    for what, value in (("enable_fp_fusion", enable_fp_fusion), ("debug", debug)):
+        if not isinstance(value, (bool, np.bool_)):  # a string such as "no" would be truthy
+            raise TypeError(f"{api.prefix}{what}={value!r} must be a bool (True or False), got "
+                            f"{type(value).__name__}.")
     zeroed = zeroed_outputs
     if callable(zeroed):
         check_takes_meta(zeroed, f"{api.prefix}zeroed_outputs")
@@ -268,9 +263,9 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         num_stages=None if num_stages is None else int(num_stages),
         num_ctas=1 if num_ctas is None else int(num_ctas),
         cuda_arch=cuda_arch,
-        enable_fp_fusion=enable_fp_fusion, input_output_aliases=tuple(aliases),
+        enable_fp_fusion=bool(enable_fp_fusion), input_output_aliases=tuple(aliases),
         zeroed_outputs=zeroed,
-        debug=flag(debug, f"{api.prefix}debug"),
+        debug=bool(debug),
         serialized_metadata=serialized_metadata,
         batch_grid_axis=None if axis is None else int(axis),
         xla_native=None if xla_native is None else bool(xla_native),

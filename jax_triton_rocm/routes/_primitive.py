@@ -373,11 +373,7 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
         if platform not in _vendors.VENDORS:
             raise ValueError(f"platforms={chosen!r}: {platform!r} is not a GPU platform "
                              f"this package lowers for; use 'cuda' and/or 'rocm'.")
-    with _state.LOCKS.lock_for("register"):
-        for platform in _vendors.GPU_PLATFORMS:
-            if platform not in _registered:
-                mlir.register_lowering(triton_kernel_p, _rule_for(platform), platform=platform)
-                _registered.add(platform)
+    registered = ensure_registered()
     if explicit:
         if chosen is None:  # the platforms in use
             installed = set(_vendors.installed_gpu_platforms())
@@ -385,10 +381,17 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
             chosen = tuple([p for p in _vendors.GPU_PLATFORMS if p in installed | named])
         for platform in chosen:
             _routes(platform)
-    return tuple(sorted(_registered))  # `registered_platforms()`
+    return registered
 
 
 @functools.cache
 def ensure_registered() -> tuple[str, ...]:
-    """`register()` for the platforms in use, once per process (`triton_call` calls this)."""
-    return register()
+    """Registers the rules of both GPU platforms, once per process (`register` and `triton_call`
+    call this); as after JAX's `initialize()`, the vendor modules are imported at the first
+    lowering, which needs them, not by a trace, which does not."""
+    with _state.LOCKS.lock_for("register"):
+        for platform in _vendors.GPU_PLATFORMS:
+            if platform not in _registered:
+                mlir.register_lowering(triton_kernel_p, _rule_for(platform), platform=platform)
+                _registered.add(platform)
+    return tuple(sorted(_registered))  # `registered_platforms()`
