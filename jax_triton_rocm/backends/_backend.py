@@ -207,10 +207,6 @@ class Backend(abc.ABC):
         return triton_options(launch, spec, self.compile_options,
                               self.option_names if spec.backend_options else frozenset())
 
-    def triton_option_names(self) -> frozenset[str]:
-        """`option_names`, for the call's checks."""
-        return self.option_names
-
 
 # Options for a `parse_options` call that only reads what the backend fills in: Triton 3.9 warns
 # (TRITON_DEFAULT_FP_FUSION) when not told whether to fuse, and every compile says so itself.

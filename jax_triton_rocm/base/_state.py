@@ -295,7 +295,7 @@ ELSEWHERE = (
     ("routes._choices", "_swept", "choice folders swept of dead writers' files"),
     ("routes._choices", "_warned", "choice files already warned about"),
     ("routes._primitive", "_registered", "platforms with the lowering rule registered"),
-    ("routes._primitive", "ensure_registered", "whether the installed ones are (cached)"),
+    ("routes._primitive", "ensure_registered", "the rules registered, once per process (cached)"),
     ("routes._primitive", "_routes", "each platform's routes (cached)"),
     ("routes.cpu._interpret", "_explained", "one CPU fallback warning per process"),
     ("routes.cpu._shard_callbacks", "_ROUTE", "the shard callback route of this context"),

@@ -180,7 +180,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
                     known = {}
                     for platform in _vendors.GPU_PLATFORMS:
                         try:
-                            known[platform] = backends.backend(platform).triton_option_names()
+                            known[platform] = backends.backend(platform).option_names
                         except ImportError:  # a Triton built without that vendor's backend
                             continue
                 if not any(key in names for names in known.values()):
