@@ -215,12 +215,14 @@ class KernelCache(BoundedCache):
     def claim(self, key: str) -> tuple[Any, threading.Lock | None]:
         """(the entry for `key`, None); on a miss (None, the key's item lock, held): the caller
         compiles the entry, calls `finish` and releases the lock. A kept error is raised."""
-        lock = self._locks.item_lock(("kernel", key))
-        lock.acquire()  # while another thread compiles it: until it is kept
         entry = self.get(key)
-        if entry is None:
-            return None, lock
-        lock.release()
+        if entry is None:  # a hit takes no lock; a miss waits for a thread compiling it
+            lock = self._locks.item_lock(("kernel", key))
+            lock.acquire()
+            entry = self.get(key)
+            if entry is None:
+                return None, lock
+            lock.release()
         with self._locks.guard:
             self.stats["hits"] += 1
         if isinstance(entry, Exception):
