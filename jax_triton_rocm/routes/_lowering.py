@@ -90,13 +90,15 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
     relaunched (`_plan.relaunch`: the grid, the runtime scalars, the outputs to zero), each as
     the route launches it (XLA's `refilled`, unless that is None: then planned again): a plain
     kernel's new shape or scalar value compiles, lays out and encodes nothing anew. The call's
-    values and metaparameters are typed once (`_spec.argument_types`), for the key and for the
-    layouts. A route's
+    values and metaparameters are typed once, by the call's check (`KernelCallSpec.types`), for
+    the key and for the layouts. A route's
     reason not to take the call (`_xla_native.Unfit`) is returned as it is, and nothing kept.
     """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals,
-                                 dict(spec.metaparams))
+    types = spec.types  # as the check typed them; again where it typed other dtypes
+    if types is None or not all([a.dtype in types.pointers for a in (*in_avals, *out_avals)]):
+        types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals,
+                                     out_avals, dict(spec.metaparams))
     try:
         key = plan_key(spec, in_avals, out_avals, types)
     except TypeError:  # an unhashable parameter: no plan kept

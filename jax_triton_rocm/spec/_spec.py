@@ -277,7 +277,7 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
     return ArgumentTypes(
         kernel_name(jit_fn), roles, None if None in roles.values() else tuple(view), pointers,
 
-        {name: plain_constexpr(value) for name, value in constexprs.items()},
+        {name: plain_constexpr(constexprs[name]) for name in sorted(constexprs)},
         {i: plain_constexpr(param.default) for i, param in enumerate(params)
          if param.has_default})
 
@@ -416,7 +416,9 @@ class KernelCallSpec:
       num_warps, num_stages: None takes the target's default (`plan._plan` applies it).
       batch: set by the `jax.vmap` rule on a call batched along `batch_grid_axis`.
       by_keyword: the operand parameters given by keyword, which Triton's launcher hands
-        `early_config_prune` and `perf_model` in their `**kwargs` (`plan._plan`)."""
+        `early_config_prune` and `perf_model` in their `**kwargs` (`plan._plan`).
+      types: the call's values typed by the check (`argument_types`), so that the lowering does
+        not type them again; None where the layout was relaid (typed at lowering)."""
 
     kernel: Any = dataclasses.field(compare=False)
     unwrapped: Unwrapped = dataclasses.field(compare=False, repr=False)
@@ -442,6 +444,7 @@ class KernelCallSpec:
     cost_estimate: tuple[tuple[str, int], ...] | None = None
     backend_options: tuple[tuple[str, Any], ...] = ()
     by_keyword: tuple[str, ...] = ()
+    types: ArgumentTypes | None = dataclasses.field(default=None, compare=False, repr=False)
     kernel_id: int = dataclasses.field(init=False, repr=False)
     kernel_name: str = dataclasses.field(init=False, repr=False, compare=False)
     exact_values: tuple = dataclasses.field(init=False, repr=False)
@@ -458,5 +461,5 @@ class KernelCallSpec:
         time (`checks._bound` makes one per trace of a call seen before)."""
 
         return _values.replaced(self, positional=positional, out_shapes=out_shapes, grid=grid,
-                                exact_values=(exact_key(positional),
+                                types=None, exact_values=(exact_key(positional),
                                               self.exact_values[1]))
