@@ -121,17 +121,20 @@ class Backend(abc.ABC):
     lowering_variables: tuple[str, ...] = ()
     after_encode: Callable[[Any, LoweringRuleContext, Callable[..., Any]], None] | None = None
 
-    @abc.abstractmethod
     def answers(self, arch: GpuArch) -> ArchAnswers:
-        """Every per-architecture answer at once (each vendor builds it in its own module, from
-        its own methods below), so that the lowering asks the backend once per plan."""
+        """Every per-architecture answer at once, the vendor's (`target`) with what the plan
+        needs of where the launches run, so that the lowering asks the backend once per plan."""
+        triton_gpu_target, capability, limits = self.target(arch)
+        fp8_types = _FP8_TYPES.get(triton_gpu_target)
+        if fp8_types is None:  # what Triton's backend fills in, once per target
+            from triton.compiler import make_backend
 
-    def arch_answers(self, arch: GpuArch, triton_gpu_target: Any, capability: int,
-                     limits: LaunchLimits) -> ArchAnswers:
-        """The `ArchAnswers` of `arch` from the vendor's answers for it (none asked back here)."""
+            fp8_types = _FP8_TYPES[triton_gpu_target] = tuple(
+                make_backend(triton_gpu_target).parse_options(dict(_READ_ONLY_OPTIONS))
+                .supported_fp8_dtypes)
         site = LaunchSite(self.triton_backend, limits, self.every_compile_option,
                           functools.partial(self.check_launch, arch), name=arch.arch,
-                          fp8_types=self.fp8_types(triton_gpu_target))
+                          fp8_types=fp8_types)
         return ArchAnswers(arch, triton_gpu_target, capability, site, self.compile_options,
                            self.option_names)
 
@@ -140,8 +143,9 @@ class Backend(abc.ABC):
         return self.answers(arch).launch_site
 
     @abc.abstractmethod
-    def launch_limits(self, arch: GpuArch) -> LaunchLimits:
-        """What one block may use on `arch` (threads, shared memory)."""
+    def target(self, arch: GpuArch) -> tuple[Any, int, LaunchLimits]:
+        """Triton's `GPUTarget` for `arch`, jaxlib's `compute_capability` field, and what one
+        block may use there (threads, shared memory)."""
 
     @abc.abstractmethod
     def loaded_form(self, compiled: CompiledKernel, answers: ArchAnswers,
@@ -174,15 +178,6 @@ class Backend(abc.ABC):
     def known_archs(self) -> tuple[str, ...]:
         """The architectures the installed Triton can compile for, for messages."""
 
-    @functools.lru_cache(maxsize=None)  # one entry per backend and target compiled for
-    def fp8_types(self, triton_gpu_target: Any) -> tuple[str, ...]:
-        """Triton's fp8 types ("fp8e4nv", ...) its compiler takes for `triton_gpu_target` (its
-        `GPUTarget`): the `supported_fp8_dtypes` Triton's backend fills in."""
-        from triton.compiler import make_backend
-
-        return tuple(make_backend(triton_gpu_target)
-                     .parse_options(dict(_READ_ONLY_OPTIONS)).supported_fp8_dtypes)
-
     def code_for_devices(self, compiled: CompiledKernel, arch: GpuArch,
                          devices: GpuArch) -> tuple[str, int]:
         """The `ptx` field and compute capability that load `compiled` (built for `arch`) on
@@ -208,6 +203,8 @@ class Backend(abc.ABC):
                               self.option_names if spec.backend_options else frozenset())
 
 
+# Triton's fp8 types ("fp8e4nv", ...) its compiler takes, by `GPUTarget` (`Backend.answers`).
+_FP8_TYPES: dict[Any, tuple[str, ...]] = {}
 # Options for a `parse_options` call that only reads what the backend fills in: Triton 3.9 warns
 # (TRITON_DEFAULT_FP_FUSION) when not told whether to fuse, and every compile says so itself.
 _READ_ONLY_OPTIONS = (("enable_fp_fusion", True),)

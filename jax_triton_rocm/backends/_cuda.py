@@ -97,16 +97,11 @@ class CudaBackend(Backend):
     option_names = frozenset([field.name
                               for field in dataclasses.fields(_triton_nvidia.CUDAOptions)])
 
-    def answers(self, arch: GpuArch) -> ArchAnswers:
-        # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
-        capability = compute_capability(arch.arch)
-        return self.arch_answers(arch, GPUTarget("cuda", capability, WARP_SIZE), capability,
-                                 self.launch_limits(arch))
-
-    def launch_limits(self, arch: GpuArch) -> LaunchLimits:
-        return LaunchLimits(arch.arch, WARP_SIZE,
-                            max_shared_bytes=MAX_SHARED_BYTES.get(compute_capability(arch.arch)),
-                            max_grid=(MAX_GRID_SIZE, 65535, 65535))
+    def target(self, arch: GpuArch) -> tuple[GPUTarget, int, LaunchLimits]:
+        capability = int(arch.arch[3:])  # "sm_90" (canonical): 90, as `compute_capability`
+        return GPUTarget("cuda", capability, WARP_SIZE), capability, LaunchLimits(
+            arch.arch, WARP_SIZE, max_shared_bytes=MAX_SHARED_BYTES.get(capability),
+            max_grid=(MAX_GRID_SIZE, 65535, 65535))
 
     def loaded_form(self, compiled: CompiledKernel, answers: ArchAnswers,
                     features: _vendors.PluginFeatures,

@@ -283,7 +283,7 @@ ELSEWHERE = (
     ("compile._folders", "_tried", "the processes that looked for Triton's remembered key"),
     ("compile._gluon", "_checked_source_class", "Gluon's checked source class (cached)"),
     ("backends", "backend", "one backend object per platform (cached)"),
-    ("backends._backend", "Backend.fp8_types", "fp8 types per backend and target (cached)"),
+    ("backends._backend", "_FP8_TYPES", "fp8 types per target"),
     ("backends._cuda", "_ptxas_archs", "ptxas architectures per capability (cached)"),
     ("backends._vendors", "plugin_features", "what each jaxlib plugin reads (cached)"),
     ("backends._vendors", "plugin_triton_module", "each plugin's Triton module (cached)"),

@@ -60,7 +60,7 @@ def test_more_shared_memory_than_the_target_allows_names_the_size(platform, arch
 
 
 def test_shared_memory_limits_by_target():
-    limits = {arch: lowering.launch_limits(target).max_shared_bytes
+    limits = {arch: lowering.answers(target).launch_site.limits.max_shared_bytes
               for arch, lowering, target in [
                   ("sm_80", _cuda.BACKEND, _arch.GpuArch("cuda", "sm_80", "test")),
                   ("sm_90", _cuda.BACKEND, _arch.GpuArch("cuda", "sm_90", "test")),

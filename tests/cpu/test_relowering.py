@@ -194,8 +194,8 @@ def test_a_new_length_asks_the_backend_nothing_and_keeps_its_launch_limits(monke
 
     lowered(8192)
     asked = []
-    original = _cuda.CudaBackend.launch_limits
-    monkeypatch.setattr(_cuda.CudaBackend, "launch_limits",
+    original = _cuda.CudaBackend.target
+    monkeypatch.setattr(_cuda.CudaBackend, "target",
                         lambda self, target: asked.append(target.arch) or original(self, target))
     lowered(8448)
     with pytest.raises(ValueError, match="dimension 1 has 65536 programs and sm_90 launches at "

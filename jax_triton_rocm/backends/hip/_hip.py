@@ -89,18 +89,13 @@ class HipBackend(Backend):
     option_names = frozenset([field.name
                               for field in dataclasses.fields(_triton_amd.HIPOptions)])
 
-    def answers(self, arch: GpuArch) -> ArchAnswers:
-        # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
+    def target(self, arch: GpuArch) -> tuple[GPUTarget, int, LaunchLimits]:
+        name, warp = arch.arch, warp_size(arch.arch)
         # jaxlib's HIP `get_compute_capability`: major*10+minor (94 for gfx942).
-        capability = int(arch.arch[3:-2]) * 10 + int(arch.arch[-2], 16)
-        return self.arch_answers(arch, GPUTarget("hip", arch.arch, warp_size(arch.arch)),
-                                 capability, self.launch_limits(arch))
-
-    def launch_limits(self, arch: GpuArch) -> LaunchLimits:
-        return LaunchLimits(arch.arch, warp_size(arch.arch),
-                            max_shared_bytes=MAX_SHARED_BYTES.get(arch.arch,
-                                                                  DEFAULT_MAX_SHARED_BYTES),
-                            max_threads_x=MAX_THREADS_X)
+        capability = int(name[3:-2]) * 10 + int(name[-2], 16)
+        return GPUTarget("hip", name, warp), capability, LaunchLimits(
+            name, warp, max_shared_bytes=MAX_SHARED_BYTES.get(name, DEFAULT_MAX_SHARED_BYTES),
+            max_threads_x=MAX_THREADS_X)
 
     def knows_arch(self, arch: str) -> bool:
         return _llvm_amdgpu_processors(arch)
