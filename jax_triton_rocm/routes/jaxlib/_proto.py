@@ -248,38 +248,46 @@ _STORED_MAX = 256
 def compress(data: bytes, pieces: Sequence[tuple[bytes, bytes, int]] = ()) -> bytes:
     """`data` as a zlib stream, with `pieces` (the kernels' bytes, in the order `data` embeds
     them, each as `deflated` gives it) as they were deflated; one not found after the previous
-    is compressed with the bytes around it."""
+    is compressed with the bytes around it.
+
+    The bytes before each piece, and after the last, are a stored block when short (its header
+    byte, its length and the length's complement, then the bytes as they are; the stream is
+    byte-aligned there), else deflated with a window small enough to set up in a microsecond (a
+    full one takes tens); the last block ends the stream."""
     parts = [_ZLIB_HEADER]
     checksum = zlib.adler32(b"")
     start = 0
-    for piece, deflate, piece_checksum in dict.fromkeys(pieces):
-        # Probed by its first bytes, the rest compared in place: a long piece's own search
-        # table costs more.
-        at = data.find(piece[:_PROBE_BYTES], start)
-        while at >= 0 and not data.startswith(piece, at):
-            at = data.find(piece[:_PROBE_BYTES], at + 1)
-        if at < 0:
-            continue
-        if at > start:
+    for piece, deflate, piece_checksum in (*dict.fromkeys(pieces), (None, b"", 0)):
+        last = piece is None
+        if last:
+            at = len(data)
+        else:  # probed by its first bytes, the rest compared in place: a long piece's own
+            # search table costs more
+            at = data.find(piece[:_PROBE_BYTES], start)
+            while at >= 0 and not data.startswith(piece, at):
+                at = data.find(piece[:_PROBE_BYTES], at + 1)
+            if at < 0:
+                continue
+        if at > start or last:
             gap = data[start:at]
-            parts.append(_between(gap, last=False))
+            if len(gap) > _STORED_MAX:
+                compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -9, 1)
+                parts.append(compressor.compress(gap) + compressor.flush(
+                    zlib.Z_FINISH if last else zlib.Z_FULL_FLUSH))
+            else:
+                parts.append(bytes((last,)) + struct.pack("<HH", len(gap), len(gap) ^ 0xFFFF)
+                             + gap)
             checksum = zlib.adler32(gap, checksum)
+        if last:
+            return b"".join([*parts, checksum.to_bytes(4, "big")])
         parts.append(deflate)
-        checksum = adler32_combine(checksum, piece_checksum, len(piece))
+        # The checksum of the bytes so far and the piece's, combined (zlib's adler32_combine).
+        remainder = len(piece) % _ADLER_BASE
+        low = (checksum & 0xFFFF) + (piece_checksum & 0xFFFF) - 1
+        high = ((checksum >> 16) + (piece_checksum >> 16) + remainder * (checksum & 0xFFFF)
+                - remainder)
+        checksum = (high % _ADLER_BASE) << 16 | low % _ADLER_BASE
         start = at + len(piece)
-    tail = data[start:]
-    parts.append(_between(tail, last=True))
-    parts.append(zlib.adler32(tail, checksum).to_bytes(4, "big"))
-    return b"".join(parts)
-
-
-def adler32_combine(first: int, second: int, second_length: int) -> int:
-    """The Adler-32 of two byte strings one after the other, from the checksum of each (as
-    zlib's `adler32_combine`)."""
-    remainder = second_length % _ADLER_BASE
-    low = (first & 0xFFFF) + (second & 0xFFFF) - 1
-    high = (first >> 16) + (second >> 16) + remainder * (first & 0xFFFF) - remainder
-    return (high % _ADLER_BASE) << 16 | low % _ADLER_BASE
 
 
 def deflated(piece: bytes) -> tuple[bytes, bytes, int]:
@@ -288,15 +296,3 @@ def deflated(piece: bytes) -> tuple[bytes, bytes, int]:
     compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -zlib.MAX_WBITS)
     return (piece, compressor.compress(piece) + compressor.flush(zlib.Z_FULL_FLUSH),
             zlib.adler32(piece))
-
-
-def _between(data: bytes, *, last: bool) -> bytes:
-    """The bytes between pieces (or after the last) as deflate blocks: a stored block when
-    short (its header byte, its length and the length's complement, then the bytes as they are;
-    the stream is byte-aligned there), else deflated with a window small enough to set up in a
-    microsecond (a full one takes tens); the last ends the stream."""
-    if len(data) > _STORED_MAX:
-        compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -9, 1)
-        return compressor.compress(data) + compressor.flush(zlib.Z_FINISH if last
-                                                            else zlib.Z_FULL_FLUSH)
-    return bytes((1 if last else 0,)) + struct.pack("<HH", len(data), len(data) ^ 0xFFFF) + data
