@@ -286,7 +286,10 @@ def lay_out_arguments(
         sources.append(source)
         if kind == "array" and not tuple(aval.shape):
             zero_d_pointers.append(what)
-    if fp8_types is not None:
+    # Only an array of an fp8 dtype the target refuses can give a parameter such a type.
+    if fp8_types is not None and any([pointer and pointer[1:] in _spec.FP8_DTYPES
+                                      and pointer[1:] not in fp8_types
+                                      for pointer in types.pointers.values()]):
         check_fp8_types(signature, fp8_types, kernel=name, target=target)
     attrs = {path: parsed for path, spec in specializations if (parsed := backend.parse_attr(spec))}
     return BoundKernel(signature, constants, attrs, tuple(sources),
