@@ -97,8 +97,6 @@ class Backend(abc.ABC):
       triton_backend: Triton's compiler backend class (it parses specialisation attributes).
       option_names: the fields of the vendor's Triton options class (`CUDAOptions`,
         `HIPOptions`): what `backend_options=` may set.
-      every_compile_option: every vendor's (`_vendors.COMPILE_OPTIONS`), which a config or a
-        heuristic may set whatever the target (`LaunchSite.compile_options`).
       arch_field, arch_keyword: the `KernelCallSpec` field through which a call names its own
         compile target, and the `triton_call` keyword that sets it, for messages (CUDA:
         `cuda_arch`, from `compute_capability=`); None where a call cannot name one.
@@ -115,7 +113,6 @@ class Backend(abc.ABC):
     compile_options: tuple[str, ...] = ()
     triton_backend: type | None = None
     option_names: frozenset[str] = frozenset()
-    every_compile_option: tuple[str, ...] = _vendors.COMPILE_OPTIONS
     arch_field: str | None = None
     arch_keyword: str = ""
     lowering_variables: tuple[str, ...] = ()
@@ -132,15 +129,11 @@ class Backend(abc.ABC):
             fp8_types = _FP8_TYPES[triton_gpu_target] = tuple(
                 make_backend(triton_gpu_target).parse_options(dict(_READ_ONLY_OPTIONS))
                 .supported_fp8_dtypes)
-        site = LaunchSite(self.triton_backend, limits, self.every_compile_option,
+        site = LaunchSite(self.triton_backend, limits, _vendors.COMPILE_OPTIONS,
                           functools.partial(self.check_launch, arch), name=arch.arch,
                           fp8_types=fp8_types)
         return ArchAnswers(arch, triton_gpu_target, capability, site, self.compile_options,
                            self.option_names)
-
-    def launch_site(self, arch: GpuArch) -> LaunchSite:
-        """What the plan needs of `arch`, as this backend answers it."""
-        return self.answers(arch).launch_site
 
     @abc.abstractmethod
     def target(self, arch: GpuArch) -> tuple[Any, int, LaunchLimits]:

@@ -66,7 +66,7 @@ def _triton_options(platform: str, spec):
     backend = backends.backend(platform)
     target = _arch.GpuArch(platform, {"cuda": "sm_90", "rocm": "gfx942"}[platform],
                                       "test")
-    [launch] = _plan.launches(spec, (X, X), (X,), backend.launch_site(target))
+    [launch] = _plan.launches(spec, (X, X), (X,), backend.answers(target).launch_site)
     return backend.triton_options(launch, spec)
 
 

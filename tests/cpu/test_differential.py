@@ -97,8 +97,8 @@ def call_of(fn, *args):
     in_avals = tuple(v.aval for v in eqn.invars)
     out_avals = tuple(v.aval for v in eqn.outvars)
     backend = backends.backend("cuda")
-    launches = _plan.launches(spec, in_avals, out_avals,
-                              backend.launch_site(_arch.GpuArch("cuda", "sm_90", "the test")))
+    site = backend.answers(_arch.GpuArch("cuda", "sm_90", "the test")).launch_site
+    launches = _plan.launches(spec, in_avals, out_avals, site)
     call = du.describe(spec.unwrapped.jit_fn, spec.kernel_name, "jaxlib", "the test", spec,
                        in_avals, out_avals, launches,
                        lambda launch: backend.triton_options(launch, spec))

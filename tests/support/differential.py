@@ -255,7 +255,7 @@ def planned_launches(backend: Any, ctx: Any, spec: Any, route: str) -> list:
     if route == "xla" and spec.unwrapped.autotuner is None:
         target, _ = _arch.resolve_arch(backend, ctx, spec)
         return _plan.launches(spec, tuple(ctx.avals_in), tuple(ctx.avals_out),
-                              backend.launch_site(target))
+                              backend.answers(target).launch_site)
     return list(_lowering.lowered_call("jaxlib", backend, ctx, spec).launches)
 
 

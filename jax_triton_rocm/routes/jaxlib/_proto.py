@@ -33,9 +33,6 @@ if TYPE_CHECKING:
     from jax_triton_rocm.routes._arch import GpuArch
     from jax_triton_rocm.routes.jaxlib._params import KernelCall
 
-MODULE_IMAGE_PTX_PREFIX = "jax_triton_rocm module_image sha256:"
-
-
 def module_image_ptx(binary: bytes) -> str:
     """The `ptx` field of a kernel whose binary travels in `module_image`.
 
@@ -46,8 +43,8 @@ def module_image_ptx(binary: bytes) -> str:
     `jax.export` rely on identical bytes). A plugin too old to read `module_image` shows this
     text in its load error.
     """
-    return (f"{MODULE_IMAGE_PTX_PREFIX}{hashlib.sha256(binary).hexdigest()} (the binary is in "
-            f"TritonKernel.module_image, which jaxlib reads from 0.11.1 on)")
+    return (f"jax_triton_rocm module_image sha256:{hashlib.sha256(binary).hexdigest()} (the "
+            f"binary is in TritonKernel.module_image, which jaxlib reads from 0.11.1 on)")
 
 
 @dataclasses.dataclass(frozen=True)
