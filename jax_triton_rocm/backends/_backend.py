@@ -55,18 +55,13 @@ def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
 @dataclasses.dataclass(frozen=True)
 class ArchAnswers:
     """What the backend answers for one architecture, asked once per compiled plan
-    (`Backend.answers`): Triton's `GPUTarget`, jaxlib's `compute_capability` field, what the
-    plan needs of where the launches run (`LaunchSite`), and what the compile reads
-    for its options (`compile._compile.triton_options`): the vendor's own compile options
-    (`Backend.compile_options`) and the fields of its Triton options class
-    (`Backend.option_names`)."""
+    (`Backend.answers`): Triton's `GPUTarget`, jaxlib's `compute_capability` field and what the
+    plan needs of where the launches run (`LaunchSite`)."""
 
     arch: GpuArch
     triton_gpu_target: Any
     capability: int
     launch_site: LaunchSite
-    compile_options: tuple[str, ...]
-    option_names: frozenset[str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,8 +127,7 @@ class Backend(abc.ABC):
         site = LaunchSite(self.triton_backend, limits, _vendors.COMPILE_OPTIONS,
                           functools.partial(self.check_launch, arch), name=arch.arch,
                           fp8_types=fp8_types)
-        return ArchAnswers(arch, triton_gpu_target, capability, site, self.compile_options,
-                           self.option_names)
+        return ArchAnswers(arch, triton_gpu_target, capability, site)
 
     @abc.abstractmethod
     def target(self, arch: GpuArch) -> tuple[Any, int, LaunchLimits]:
@@ -190,8 +184,8 @@ class Backend(abc.ABC):
         del arch, num_ctas
 
     def triton_options(self, launch: Launch, spec: KernelCallSpec) -> dict[str, Any]:
-        """Options for `triton.compile` with this vendor's (`compile._compile.triton_options`);
-        the lowering reads the same from `ArchAnswers`."""
+        """Options for `triton.compile` with this vendor's (`compile._compile.triton_options`),
+        as the lowering's compile takes them."""
         return triton_options(launch, spec, self.compile_options,
                               self.option_names if spec.backend_options else frozenset())
 

@@ -67,7 +67,7 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
     try:
         compiled = _compile.compiled_launches(
             ordered, spec, answers.triton_gpu_target, arch=answers.arch.arch,
-            compile_options=answers.compile_options, option_names=answers.option_names,
+            compile_options=backend.compile_options, option_names=backend.option_names,
             binary_key=backend.binary_key, asm_key=backend.asm_key)
     except Exception as err:
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,

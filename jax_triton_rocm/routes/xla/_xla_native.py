@@ -207,7 +207,7 @@ def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _
         [(_, _, compiled)] = _compile.compiled_launches(
             [_values.replaced(launch, jit_fn=form.jit_fn, bound=form.bound)], spec,
             answers.triton_gpu_target, arch=answers.arch.arch,
-            compile_options=answers.compile_options, option_names=answers.option_names,
+            compile_options=backend.compile_options, option_names=backend.option_names,
             binary_key=backend.binary_key, asm_key=backend.asm_key)
     except Exception as err:  # do the call's arguments line up with the kernel's parameters?
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
