@@ -275,5 +275,5 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         has_side_effect=has_side_effect, cost_estimate=cost_estimate,
         backend_options=tuple(sorted(others.items())), by_keyword=by_keyword, types=types)
     if api.name == "triton_call":  # triton_call_lowering's call is being lowered already
-        _layout.check_kernel_arguments(spec, in_avals, types)
+        _layout.check_kernel_arguments(spec, in_avals)
     return spec

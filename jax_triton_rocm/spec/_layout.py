@@ -355,12 +355,11 @@ def _collision(jit_fn: JITFunction, position: int, output: int, positional: tupl
             f"positionally instead of by keyword.")
 
 
-def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple,
-                           types: _spec.ArgumentTypes | None = None) -> None:
+def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple) -> None:
     """Checks the call `spec` against the kernel's parameters, so that a mistake fails at the
     call, not at lowering: a plain kernel's arguments laid out as the lowering will, an autotuned
-    kernel's operands and keywords and its autotuner's features. The full check gives `types`
-    (its own typing of the call) and lays the call out; a call relaid into a kept layout
+    kernel's operands and keywords and its autotuner's features. The full check's spec holds its
+    typing of the call (`types`), and the call is laid out; a call relaid into a kept layout
     (`types` None) is laid out once per what the layout reads (`CHECKED_CALLS`)."""
 
     unwrapped, positional, out_shapes = spec.unwrapped, spec.positional, spec.out_shapes
@@ -372,6 +371,7 @@ def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple,
         n_trailing = 0 if places_outputs(positional) else len(out_shapes)
         check_operands(jit_fn, len(positional), n_trailing, metaparams)
         return
+    types = spec.types
     relaid = types is None
     if relaid:
         types = _spec.argument_types(jit_fn, positional, in_avals, out_shapes, metaparams)

@@ -118,11 +118,12 @@ def test_a_lowering_types_the_calls_values_once_for_its_key_and_every_config(
 
         monkeypatch.setattr(_spec, name, counting)
     x = autotune_utils.f32(4096)
+    # No layout, lowered call or plan kept by an earlier test: the trace runs the full check.
+    jtr.clear_caches()
     with monkeypatch.context() as unpatched:  # the trace's checks type the call too: not counted
         unpatched.setattr(_spec, "argument_types", _spec.argument_types.__kwdefaults__["_typing"])
         unpatched.setattr(_spec, "compile_view", _spec.compile_view.__kwdefaults__["_typing"])
         traced = jax.jit(TYPED_CALLS[call]).trace(x)
-    jtr.clear_caches()  # no lowered call or plan kept by an earlier test
     with jtr.target_arch(**{platform: DEFAULT_ARCH[platform]}):
         traced.lower(lowering_platforms=(platform,))
     assert len(autotune_utils.ADD_CONFIGS) > 1
