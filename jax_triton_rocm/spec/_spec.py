@@ -194,7 +194,6 @@ def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
             if low <= value < high:
                 return Scalar(value, name, name)
         raise OverflowError(
-
             f"{what} = {value} is out of range for a Triton integer argument, which must lie in "
             f"[-2**63, 2**64). Pass it as an array, or split it into two 64-bit halves.")
     if isinstance(value, float):
@@ -276,7 +275,6 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
                 pointers[aval.dtype] = None
     return ArgumentTypes(
         kernel_name(jit_fn), roles, None if None in roles.values() else tuple(view), pointers,
-
         {name: plain_constexpr(constexprs[name]) for name in sorted(constexprs)},
         {i: plain_constexpr(param.default) for i, param in enumerate(params)
          if param.has_default})
@@ -417,8 +415,7 @@ class KernelCallSpec:
       batch: set by the `jax.vmap` rule on a call batched along `batch_grid_axis`.
       by_keyword: the operand parameters given by keyword, which Triton's launcher hands
         `early_config_prune` and `perf_model` in their `**kwargs` (`plan._plan`).
-      types: the call's values typed by the check (`argument_types`), so that the lowering does
-        not type them again; None where the layout was relaid (typed at lowering)."""
+      types: the check's typing of the call (`argument_types`), which the lowering reuses."""
 
     kernel: Any = dataclasses.field(compare=False)
     unwrapped: Unwrapped = dataclasses.field(compare=False, repr=False)
@@ -459,7 +456,6 @@ class KernelCallSpec:
     def relaid(self, positional: tuple, out_shapes: tuple, grid: Any) -> KernelCallSpec:
         """This spec with another layout, outputs and grid, in a tenth of `dataclasses.replace`'s
         time (`checks._bound` makes one per trace of a call seen before)."""
-
         return _values.replaced(self, positional=positional, out_shapes=out_shapes, grid=grid,
                                 types=None, exact_values=(exact_key(positional),
                                               self.exact_values[1]))
