@@ -1,7 +1,5 @@
-"""The one checker of a kernel call: `check_call` checks what `triton_call` (bound by
-`checks._binder`, its outputs placed by `checks._bound`) and `triton_call_lowering` share, and
-`triton_call`'s `backend_options` and `cost_estimate`, into a `KernelCallSpec`, with messages
-worded for the API called (`Api`): the same value gets the same verdict from both.
+"""`check_call`: what `triton_call` and `triton_call_lowering` share, checked into a
+`KernelCallSpec` with messages worded for the API called, so that both give one verdict.
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ COST_KEYS = ("flops", "transcendentals", "bytes_accessed")
 
 @dataclasses.dataclass(frozen=True)
 class Api:
-    """How messages name things for the API the user called (`APIS` shows each field)."""
+    """How messages name things for the API the user called."""
 
     name: str
     prefix: str
@@ -137,13 +135,9 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
                options: Mapping[str, Any] | None = None,
                has_side_effect: bool = False, cost_estimate: Any = None,
                backend_options: Any = None, by_keyword: tuple[str, ...] = ()) -> KernelCallSpec:
-    """Checks a call in the common form (the options both APIs take, from `grid` to
-    `zeroed_outputs`, as given); returns its spec. `aliases` (checked by `alias_pairs`, in each
-    API's own indices) come checked already. `triton_call`'s `backend_options` is merged with
-    the launch settings and the vendor knobs given as keywords (`options`: `waves_per_eu=2`); a
-    value given both ways is an error that names both (docs/porting.md). A callable
-    `zeroed_outputs` is checked here for its arity, and per config (by `plan._plan`) for what
-    it returns."""
+    """Checks a call in the common form; returns its spec. `aliases` come checked
+    (`alias_pairs`). `triton_call`'s `backend_options` is merged with the launch settings and
+    the vendor knobs given as keywords (`options`); a value given both ways is refused."""
     api = APIS[api_name]
     metaparams, options, others = dict(metaparams or {}), dict(options or {}), {}
     if api.name == "triton_call_lowering":  # triton_call checks them as it takes its arguments
