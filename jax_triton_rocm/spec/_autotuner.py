@@ -1,7 +1,5 @@
-"""Triton's autotuner and heuristics at lowering: the configs a call is tuned among
-(`autotune_configs`, with `perf_model` and `top_k`, which Triton runs on the host before any
-trial), the autotuner features jaxlib's autotuner cannot honour, each refused with its
-alternative, and `@triton.heuristics` (`apply_heuristics`)."""
+"""Triton's autotuner and heuristics at lowering: the configs a call is tuned among, the
+autotuner features jaxlib cannot honour (each refused with its alternative), the heuristics."""
 
 from __future__ import annotations
 
@@ -41,8 +39,7 @@ _UNSUPPORTED_AUTOTUNE = {
 
 
 def check_autotuner(autotuner: Autotuner, kernel: str) -> None:
-    """Raises NotImplementedError, naming the alternative, for an autotuner feature jaxlib
-    cannot honour."""
+    """Raises NotImplementedError for an autotuner feature jaxlib cannot honour."""
     from triton import knobs
 
     used = {
@@ -77,13 +74,8 @@ def check_autotuner(autotuner: Autotuner, kernel: str) -> None:
 
 def fastest_estimated(autotuner: Autotuner, configs: list, named_args: Mapping[str, Any],
                       kwargs: Mapping[str, Any], kernel: str) -> list:
-    """The `top_k` of `configs` that the autotuner's `perf_model` estimates fastest, fastest
-    first, as Triton's autotuner keeps them (the model gets the arguments, the keywords and
-    each config's `all_kwargs()` by name); `configs` as they are where no more are left.
-
-    Raises:
-      TypeError / ValueError: a bad `top_k`, or a model that raised or returned no number.
-    """
+    """The `top_k` of `configs` that `perf_model` estimates fastest, fastest first, as Triton
+    keeps them."""
     # `top_k` as Triton reads it: an int, or a float up to 1.0, the share of all configs.
     top_k = getattr(autotuner, "configs_top_k", 1.0)
     if isinstance(top_k, float) and top_k <= 1.0:
@@ -120,14 +112,8 @@ def fastest_estimated(autotuner: Autotuner, configs: list, named_args: Mapping[s
 def apply_heuristics(heuristics: tuple, config: Any, named: dict, kernel: str,
                       param_names: set[str], compile_options: tuple[str, ...],
                       config_keys: frozenset[str] = frozenset()) -> Any:
-    """Runs `heuristics` (outermost first) on `config`; each sees the values set before it
-    and may set a parameter, a launch setting or one of `compile_options`. `config_keys`: for
-    heuristics around an autotuner, what its configs set, which they run before.
-
-    Raises:
-      ValueError: a rule raised (read from `config_keys`: where to put the heuristic instead).
-      TypeError: a rule sets a name that is no parameter and no launch setting.
-    """
+    """Runs `heuristics` (outermost first) on `config`; each sees the values set before it.
+    `config_keys`: for heuristics around an autotuner, what its configs set."""
     for wrapper in heuristics:
         for key, rule in wrapper.values.items():
             args = {**named, **config.kwargs_view()}
@@ -189,13 +175,10 @@ def _from_autotune_config(base: Any, config: Any, kernel: str, param_names: set[
 def autotune_configs(autotuner: Autotuner, base: Any, named: dict, by_keyword: tuple,
                       kernel: str, param_names: set[str],
                       compile_options: tuple[str, ...]) -> list[tuple[Any, Any]]:
-    """The autotuner's configs over `base`, each with its `triton.Config`: those that agree
-    with what the call set, pruned by its `early_config_prune` and its `perf_model`, in the
-    order they leave."""
+    """The autotuner's configs that agree with the call, pruned as Triton prunes them, each as
+    (its `triton.Config`, `base` with it laid over)."""
     check_autotuner(autotuner, kernel)
-    # The configs that set no key of the call's constexprs (with what heuristics around the
-    # autotuner set) to another value: jax-triton tunes among these, so a call may fix one of
-    # the tuned keys (Triton's launcher refuses any overlap).
+    # A call may fix one of the tuned keys, as in jax-triton (Triton's launcher refuses that).
     configs, given = autotuner.configs, base.constexprs
     candidates = [config for config in configs
                   if all(config.kwargs[key] == value for key, value in given.items()
@@ -221,8 +204,7 @@ def autotune_configs(autotuner: Autotuner, base: Any, named: dict, by_keyword: t
 
 
 def _pruned(prune: Any, configs: list, named_args: dict, kwargs: dict, kernel: str) -> list:
-    """The configs `prune` (an `early_config_prune`) keeps, checked to be `triton.Config`s, at
-    least one; ValueError where it raised or returned no config or something else."""
+    """The configs an `early_config_prune` keeps, checked."""
     what = f"early_config_prune of kernel {kernel}"
     fix = (f"It must return the triton.Config objects it keeps (at least one of the "
            f"{len(configs)}: {'; '.join(str(c) for c in configs)}).")
