@@ -46,14 +46,13 @@ class Api:
     inputs: str
     outputs: str
     an_output: str
-    index_hint: str = ""
     alias_fix: str = ""
 
 
 APIS = {
+    # triton_call's input indices are checked as its outputs are placed (`_bound`).
     "triton_call": Api("triton_call", "", "input", "output", "the {n} array arguments",
-                       "the {n} outputs", "an output",
-                       index_hint=" (indices count arrays only, not scalars)"),
+                       "the {n} outputs", "an output"),
     "triton_call_lowering": Api(
         "triton_call_lowering", "triton_call_lowering: ", "operand", "result",
         "the primitive's {n} operands", "the primitive's {n} results", "a result",
@@ -99,13 +98,12 @@ def alias_pairs(api_name: str, given: Any, in_avals: tuple, out_avals: tuple) ->
     shown = dict(given)
     pairs = []
     for in_idx, out_idx in shown.items():
-        for index, avals, which, among, hint in (
-                (in_idx, in_avals, "input", api.inputs, api.index_hint),
-                (out_idx, out_avals, "output", api.outputs, "")):
+        for index, avals, which, among in ((in_idx, in_avals, "input", api.inputs),
+                                           (out_idx, out_avals, "output", api.outputs)):
             if not (_values.is_int(index) and 0 <= index < len(avals)):
                 raise ValueError(
                     f"{api.prefix}input_output_aliases={shown!r}: {which} index {index!r} is not "
-                    f"one of {among.format(n=len(avals))} (0..{len(avals) - 1}){hint}.")
+                    f"one of {among.format(n=len(avals))} (0..{len(avals) - 1}).")
         src, dst = in_avals[in_idx], out_avals[out_idx]
         if tuple(src.shape) != tuple(dst.shape) or np.dtype(src.dtype) != np.dtype(dst.dtype):
             raise ValueError(

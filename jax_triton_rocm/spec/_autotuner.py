@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.spec import _callbacks
@@ -70,43 +69,6 @@ def check_autotuner(autotuner: Autotuner, kernel: str) -> None:
                 f"triton.Config(ir_override={config.ir_override!r}) on kernel {kernel} is not "
                 f"supported by jax_triton_rocm, which compiles every config from the kernel's "
                 f"source. Drop ir_override, or change the kernel's source.")
-
-
-def fastest_estimated(autotuner: Autotuner, configs: list, named_args: Mapping[str, Any],
-                      kwargs: Mapping[str, Any], kernel: str) -> list:
-    """The `top_k` of `configs` that `perf_model` estimates fastest, fastest first, as Triton
-    keeps them."""
-    # `top_k` as Triton reads it: an int, or a float up to 1.0, the share of all configs.
-    top_k = getattr(autotuner, "configs_top_k", 1.0)
-    if isinstance(top_k, float) and top_k <= 1.0:
-        top_k = int(len(autotuner.configs) * top_k)
-    elif not isinstance(top_k, int) or isinstance(top_k, bool):
-        raise TypeError(f"prune_configs_by={{'top_k': {top_k!r}}} on kernel {kernel} must be an "
-                        f"int or a float up to 1.0 (a share of the configs), as in Triton.")
-    if top_k < 1:
-        raise ValueError(f"prune_configs_by={{'top_k': {autotuner.configs_top_k!r}}} on kernel "
-                         f"{kernel} keeps no config of {len(autotuner.configs)}; keep at least "
-                         f"one.")
-    if len(configs) <= top_k:
-        return configs
-    model, estimates = autotuner.perf_model, []
-    for config in configs:
-        values = {**named_args, **kwargs, **config.all_kwargs()}
-        what = f"perf_model of kernel {kernel}, for config ({config}),"
-        returned = _callbacks.call(
-            functools.partial(model, **values), what=what, given=values,
-            fix="It receives the kernel's arguments, the keywords and the config's kwargs and "
-                "settings by name (arrays as their shape and dtype) and returns an estimated time.")
-        try:
-            estimate = float(returned)
-        except (TypeError, ValueError):
-            estimate = math.nan
-        if math.isnan(estimate):
-            raise ValueError(f"{what} ({_callbacks.describe(model)}) returned {returned!r}, not a "
-                             f"number; it must return the config's estimated time.")
-        estimates.append(estimate)
-    order = sorted(range(len(configs)), key=estimates.__getitem__)
-    return [configs[i] for i in order[:top_k]]
 
 
 def apply_heuristics(heuristics: tuple, config: Any, named: dict, kernel: str,
@@ -194,33 +156,58 @@ def autotune_configs(autotuner: Autotuner, base: Any, named: dict, by_keyword: t
     named_args = {name: value for name, value in named.items() if name not in by_keyword}
     kwargs = {**{name: named[name] for name in by_keyword if name in named},
               **base.kwargs_view()}
-    prune = getattr(autotuner, "early_config_prune", None)
-    if prune is not None:
-        candidates = _pruned(prune, candidates, named_args, kwargs, kernel)
-    if getattr(autotuner, "perf_model", None) is not None:
-        candidates = fastest_estimated(autotuner, candidates, named_args, kwargs, kernel)
+    if (prune := getattr(autotuner, "early_config_prune", None)) is not None:
+        what = f"early_config_prune of kernel {kernel}"
+        fix = (f"It must return the triton.Config objects it keeps (at least one of the "
+               f"{len(candidates)}: {'; '.join(str(c) for c in candidates)}).")
+        given = _callbacks.Arguments(named_args=named_args, kwargs=kwargs)
+        kept = _callbacks.call(
+            functools.partial(prune, list(candidates), dict(named_args), **kwargs),
+            what=what, given=given, fix=f"Fix it. {fix}")
+        try:
+            kept = list(kept)
+        except TypeError:
+            raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {kept!r}, not a "
+                             f"list of configs. {fix}") from None
+        wrong = [item for item in kept if not isinstance(item, type(candidates[0]))]
+        if wrong:
+            raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {wrong[0]!r}, a "
+                             f"{type(wrong[0]).__name__}, among its configs. {fix}")
+        if not kept:
+            raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned no config. {fix}")
+        candidates = kept
+    if (model := getattr(autotuner, "perf_model", None)) is not None:
+        # The `top_k` estimated fastest, as Triton reads `top_k`: an int, or a share of all.
+        top_k = getattr(autotuner, "configs_top_k", 1.0)
+        if isinstance(top_k, float) and top_k <= 1.0:
+            top_k = int(len(configs) * top_k)
+        elif not isinstance(top_k, int) or isinstance(top_k, bool):
+            raise TypeError(f"prune_configs_by={{'top_k': {top_k!r}}} on kernel {kernel} must be "
+                            f"an int or a float up to 1.0 (a share of the configs), as in Triton.")
+        if top_k < 1:
+            raise ValueError(f"prune_configs_by={{'top_k': {autotuner.configs_top_k!r}}} on "
+                             f"kernel {kernel} keeps no config of {len(configs)}; keep at "
+                             f"least one.")
+        if len(candidates) > top_k:
+            estimates = []
+            for config in candidates:
+                values = {**named_args, **kwargs, **config.all_kwargs()}
+                what = f"perf_model of kernel {kernel}, for config ({config}),"
+                returned = _callbacks.call(
+                    functools.partial(model, **values), what=what, given=values,
+                    fix="It receives the kernel's arguments, the keywords and the config's "
+                        "kwargs and settings by name (arrays as their shape and dtype) and "
+                        "returns an estimated time.")
+                try:
+                    estimate = float(returned)
+                except (TypeError, ValueError):
+                    estimate = math.nan
+                if math.isnan(estimate):
+                    raise ValueError(f"{what} ({_callbacks.describe(model)}) returned "
+                                     f"{returned!r}, not a number; it must return the config's "
+                                     f"estimated time.")
+                estimates.append(estimate)
+            order = sorted(range(len(candidates)), key=estimates.__getitem__)
+            candidates = [candidates[i] for i in order[:top_k]]
     return [(config, _from_autotune_config(base, config, kernel, param_names, compile_options))
             for config in candidates]
-
-
-def _pruned(prune: Any, configs: list, named_args: dict, kwargs: dict, kernel: str) -> list:
-    """The configs an `early_config_prune` keeps, checked."""
-    what = f"early_config_prune of kernel {kernel}"
-    fix = (f"It must return the triton.Config objects it keeps (at least one of the "
-           f"{len(configs)}: {'; '.join(str(c) for c in configs)}).")
-    given = _callbacks.Arguments(named_args=named_args, kwargs=kwargs)
-    kept = _callbacks.call(functools.partial(prune, list(configs), dict(named_args), **kwargs),
-                           what=what, given=given, fix=f"Fix it. {fix}")
-    try:
-        kept = list(kept)
-    except TypeError:
-        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {kept!r}, not a list "
-                         f"of configs. {fix}") from None
-    config_type = type(configs[0]) if configs else object
-    wrong = [item for item in kept if not isinstance(item, config_type)]
-    if wrong:
-        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {wrong[0]!r}, a "
-                         f"{type(wrong[0]).__name__}, among its configs. {fix}")
-    if not kept:
-        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned no config. {fix}")
-    return kept
