@@ -288,8 +288,7 @@ def place_outputs(call: CallArguments, binding: _binder.Binding,
         # 0.3's form keeps the constexprs given positionally in `positional` only.
         metaparams = {k: v for k, v in metaparams.items() if k not in constexprs}
     ref_results = tuple([(leaf.operand, len(order) + n) for n, leaf in enumerate(refs)])
-    prim_aliases = {leaf.operand: user_results[o] for leaf, o in pairs}
-    prim_aliases.update(dict(ref_results))
+    prim_aliases = {**{leaf.operand: user_results[o] for leaf, o in pairs}, **dict(ref_results)}
     zeroed = call.given["zeroed_outputs"]
     if callable(zeroed):
         if user_results != tuple(range(len(user_results))):

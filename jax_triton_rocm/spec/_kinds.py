@@ -226,17 +226,14 @@ class _Reader:
                     [isinstance(x, ast.Constant) and x.value is None for x in operands]):
                 for operand in operands:
                     self.access("scalar", operand, node)
-        elif isinstance(node, ast.BinOp):
-            if isinstance(node.op, _ARITHMETIC):
-                self.access("scalar", node.left, node)
-                self.access("scalar", node.right, node)
-        elif isinstance(node, ast.UnaryOp):
-            if isinstance(node.op, (ast.USub, ast.Invert)):
-                self.access("scalar", node.operand, node)
-        elif isinstance(node, ast.Attribute):
-            if node.attr == "element_ty" and isinstance(node.value, ast.Attribute) \
-                    and node.value.attr == "dtype":
-                self.access("pointer", node.value.value, node)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, _ARITHMETIC):
+            self.access("scalar", node.left, node)
+            self.access("scalar", node.right, node)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Invert)):
+            self.access("scalar", node.operand, node)
+        elif (isinstance(node, ast.Attribute) and node.attr == "element_ty"
+              and isinstance(node.value, ast.Attribute) and node.value.attr == "dtype"):
+            self.access("pointer", node.value.value, node)
         elif isinstance(node, ast.Call):
             # A pointer handed to a call that neither accesses memory through it nor passes
             # it on (`roots`) escapes; a callee's own accesses are read (`callee`).
