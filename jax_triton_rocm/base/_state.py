@@ -95,14 +95,17 @@ class BoundedCache:
             entries.move_to_end(key)
             return value
 
-    def put(self, key: Hashable, value: T, kernel: Any = None) -> T:
-        """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it."""
+    def put(self, key: Hashable, value: T, kernel: Any = None, record: dict | None = None) -> T:
+        """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it.
+        `record`: the kernel's record, where the caller holds it (not fetched again)."""
         seen, limit = _BOUNDS.get(self.env, (None, _env.DEFAULT_CACHE_SIZE))  # unset: default
         if (raw := self._raw()) != seen:
             limit = _env.cache_size(self.env)
             _BOUNDS[self.env] = raw, limit
-        entries = (self._entries if kernel is None
-                   else KERNEL_RECORDS.record(kernel).setdefault(self, collections.OrderedDict()))
+        if record is None and kernel is not None:
+            record = KERNEL_RECORDS.record(kernel)
+        entries = (self._entries if record is None
+                   else record.setdefault(self, collections.OrderedDict()))
         with self._locks.guard:
             entries[key] = value
             entries.move_to_end(key)

@@ -17,7 +17,6 @@ multiplies back, so that the divisibility is in the arithmetic (docs/routes.md s
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import linecache
 from typing import TYPE_CHECKING, Any
@@ -213,8 +212,10 @@ def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body
     # trampolines of two kernels of one source keep their own symbols.
     source = f"def {_TRAMPOLINE}({signature}):\n    {symbol!r}\n{body}"
     # Kept by the source, which names the symbol.
-    return _state.KERNEL_RECORDS.derived(jit_fn, ("trampoline", source),
-                                         functools.partial(_defined, jit_fn, symbol, source))
+    record = _state.KERNEL_RECORDS.record(jit_fn)
+    if (trampoline := record.get(("trampoline", source))) is None:
+        trampoline = record["trampoline", source] = _defined(jit_fn, symbol, source)
+    return trampoline
 
 
 def _defined(jit_fn: JITFunction, symbol: str, source: str) -> Any:

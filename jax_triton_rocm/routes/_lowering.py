@@ -9,7 +9,7 @@ keeps the call its `emit` writes). Which route a call takes, and the emit, is
 from __future__ import annotations
 
 import dataclasses
-import functools
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _compat, _state
@@ -45,14 +45,16 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
 
     Where the call runs (jaxlib's: `_arch.where_it_runs` and the plain call's target; XLA's: the
     architecture), then the call lowered (`_lower_uncached`), kept in `_state.LOWERED_CALLS` (in
-    the kernel's record) by one key for both routes: the route, the avals, the spec (the kernel
-    by identity; scalars and metaparameters by exact value), the call graph, an autotuned
-    kernel's choices (`_choices.decided`) and where the call runs. A call left undecided, found
-    or made, is told to a tuning session (`_choices.report_undecided`).
+    the kernel's record, fetched once here and passed down) by one key for both routes: the
+    route, the avals, the spec (the kernel by identity; scalars and metaparameters by exact
+    value), the call graph, an autotuned kernel's choices (`_choices.decided`) and where the call
+    runs; a key that does not hash keeps nothing. A call left undecided, found or made, is told to
+    a tuning session (`_choices.report_undecided`).
     """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+    record = _state.KERNEL_RECORDS.record(spec.kernel)
     if route == "jaxlib":
-        where = _arch.where_it_runs(backend, ctx, spec)
+        where = _arch.where_it_runs(backend, ctx, spec, record)
         plain_call_name = _compat.plain_call_name(exporting=where.exporting)
         # `Where` as plain values (its fields but `exporting`): hashed without a call per field.
         place = (where.platform, dataclasses.astuple(where.arch),
@@ -64,16 +66,22 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
         if (unfit := _xla_native.unfit_before_compile(spec)) is not None:
             return unfit
         where, _ = _arch.resolve_arch(backend, ctx, spec)
-        graph = _compile.call_graph_key(spec)
+        graph = _compile.call_graph_key(spec, record)
         decides = (backend.platform, dataclasses.astuple(where))
         place, plain_call_name = (_xla_native.CUSTOM_CALL_NAME, *decides, graph), ""
     # A plain kernel has one launch: no autotune choice, nor the autotuned call's target,
     # decides it.
     decided = () if spec.unwrapped.autotuner is None else _choices.decided()
-    lowered = _state.LOWERED_CALLS.memo(
-        (route, in_avals, out_avals, spec, graph, decided, decides),
-        functools.partial(_lower_uncached, route, backend, ctx, spec, where, place,
-                          plain_call_name), kernel=spec.kernel)
+    key = (route, in_avals, out_avals, spec, graph, decided, decides)
+    try:
+        lowered = _kept(record, _state.LOWERED_CALLS, key)
+    except TypeError:  # a constexpr in the key that hashes badly
+        lowered, key = None, None
+    if lowered is None:
+        lowered = _lower_uncached(route, backend, ctx, spec, where, place, plain_call_name,
+                                  record)
+        if key is not None:
+            _state.LOWERED_CALLS.put(key, lowered, record=record)
     if getattr(lowered, "undecided", None) is not None:
         _choices.report_undecided(lowered.undecided)
     return lowered
@@ -81,7 +89,7 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
 
 def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
                     spec: KernelCallSpec, where: _arch.Where | GpuArch, place: tuple,
-                    plain_call_name: str) -> Any:
+                    plain_call_name: str, record: dict) -> Any:
     """The call lowered for `route`: planned, then on jaxlib's route encoded.
 
     The plan memo, around the route's plan of the call: what the route made of a plain kernel's
@@ -102,7 +110,7 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
     except TypeError:  # an unhashable parameter: no plan kept
         key = None
     planned = None
-    found = None if key is None else _state.PLANS.get((place, key), kernel=spec.kernel)
+    found = None if key is None else _kept(record, _state.PLANS, (place, key))
     if found is not None:
         launches = _plan.relaunch(list(found.launches), spec, in_avals, out_avals, found.limits)
         if route == "xla":
@@ -129,20 +137,31 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
             launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
         if route == "xla":
             [launch] = launches  # XLA's call launches one configuration
-            planned = _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals)
+            planned = _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals,
+                                       record)
             if isinstance(planned, _xla_native.Unfit):
                 return planned
         else:
             planned = _jaxlib_call.plan(backend, spec, where, answers, launches, in_avals,
-                                        out_avals)
+                                        out_avals, record)
             launches = [launch for launch, *_ in planned]  # those that compiled and fit
         if key is not None:
             _state.PLANS.put((place, key), Kept(planned, tuple(launches),
-                                                answers.launch_site.limits), kernel=spec.kernel)
+                                                answers.launch_site.limits), record=record)
     if route == "xla":
         return planned
     return _jaxlib_call.encode(backend, ctx, spec, where, planned,
                                plain_call_name=plain_call_name)
+
+
+def _kept(record: dict, store: _state.BoundedCache, key: Hashable) -> Any:
+    """`store`'s entry for `key` in the kernel's `record` (now its most recently used), or None:
+    read as plain dicts, as Triton reads a kernel's `device_caches`."""
+    entries = record.get(store, {})
+    with _state.LOCKS.guard:
+        if (found := entries.get(key)) is not None:
+            entries.move_to_end(key)
+    return found
 
 
 def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
