@@ -76,7 +76,8 @@ _BOUNDS: dict[str, tuple[str | None, int]] = {}  # per variable: its value last 
 class BoundedCache:
     """A dict behind the registry's lock that forgets its least recently used entries beyond the
     bound its variable `env` sets (`_env.cache_size`: read at each put, parsed when it changed).
-    Given `kernel=`, it uses the kernel's own dict, in its record (`KernelRecords`)."""
+    Given `kernel=` (or its `record=`), it uses the kernel's own dict, in its record; a caller
+    holding the record may read that dict itself (`routes._lowering`)."""
 
     def __init__(self, locks: LockRegistry, env: str) -> None:
         self._locks = locks
@@ -96,8 +97,7 @@ class BoundedCache:
             return value
 
     def put(self, key: Hashable, value: T, kernel: Any = None, record: dict | None = None) -> T:
-        """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it.
-        `record`: the kernel's record, where the caller holds it (not fetched again)."""
+        """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it."""
         seen, limit = _BOUNDS.get(self.env, (None, _env.DEFAULT_CACHE_SIZE))  # unset: default
         if (raw := self._raw()) != seen:
             limit = _env.cache_size(self.env)
@@ -141,8 +141,8 @@ RECORD_ATTRIBUTE = "_jax_triton_rocm_record"  # where a kernel object holds its 
 
 
 class _Record:
-    """What was derived from one kernel object (`values`, by what), and from what (`kept_for`):
-    its id (a copy carries the attribute, not the record), source object, noinline and debug."""
+    """What was derived from one kernel object (`values`), and from what (`kept_for`: its id, as
+    a copy carries the attribute, source object, noinline and debug)."""
 
     __slots__ = ("kept_for", "values", "__weakref__")
 
@@ -153,8 +153,8 @@ class _Record:
 class KernelRecords:
     """One record per kernel object (a `@triton.jit` function, or the object a call passed), kept
     on the object (`RECORD_ATTRIBUTE`) as Triton keeps its compiled kernels on the function: what
-    was derived from it, by what (`derived`), and each `BoundedCache`'s entries for it. Nothing
-    here holds a kernel alive; `clear` empties every live record (of a weak set of them).
+    was derived from it, and each `BoundedCache`'s entries for it. Nothing here holds a kernel
+    alive; `clear` empties every live record (of a weak set of them).
 
     The one staleness rule: a record holds while its kernel has the same source text (the same
     object: Triton replaces it on an edit) and `noinline` and `debug` settings; else all is
@@ -167,7 +167,7 @@ class KernelRecords:
         self._live: weakref.WeakSet[_Record] = weakref.WeakSet()
 
     def record(self, kernel: Any) -> dict:
-        """What was derived from `kernel`, by what: its kept record's, else a fresh one's, kept."""
+        """What was derived from `kernel`: its kept record's, else a fresh one's, kept."""
         kept_for = (id(kernel), getattr(kernel, "src", None),
                     getattr(kernel, "noinline", None), getattr(kernel, "debug", None))
         record = getattr(kernel, RECORD_ATTRIBUTE, None)
@@ -250,8 +250,8 @@ COMPILED_KERNELS = KernelCache(LOCKS)
 # ("references", `compile._compile`), its interpreter twin ("interpreted",
 # `routes.cpu._interpret_host`), the @triton.jit function of Triton's InterpretedFunction ("jit
 # twin", `spec._spec.unwrap`), its parameters' roles ("roles", `spec._kinds`), its trampolines
-# (("trampoline", source), `plan._trampoline`), a trampoline's IR as the installed jaxlib reads
-# it, or why not (("checked IR", ...), `routes.xla._xla_native`), the kernel taken apart
+# (("trampoline", source), `plan._trampoline`), its calls' IR as the installed jaxlib reads it,
+# or why not (("checked IR", ...), `routes.xla._xla_native`), the kernel taken apart
 # ("unwrapped", `api._call`) and the entries of each store below.
 KERNEL_RECORDS = KernelRecords(LOCKS)
 # Kept per kernel (`kernel=`): lowered calls (`routes._lowering`); by all but shapes and runtime

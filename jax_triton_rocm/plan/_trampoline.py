@@ -54,10 +54,12 @@ class Compiled:
     scalar_scales: tuple[int, ...] = ()
 
 
-def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int) -> Launch:
+def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int,
+               record: dict | None = None) -> Launch:
     """`launch` as jaxlib's call launches it: jaxlib hands the array parameters, in kernel order,
     the operands' buffers and then the results'. A kernel whose buffer parameters are in another
-    order gets a trampoline with them in that order (its other parameters keep theirs)."""
+    order gets a trampoline with them in that order (its other parameters keep theirs; `record`:
+    as `_trampoline` takes it)."""
     jit_fn, bound = kernel.jit_fn, launch.bound
     first: dict[int, int] = {}
     owner: dict[int, int] = {}  # a parameter given a buffer another already has: that one
@@ -88,7 +90,7 @@ def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int) -> Launch:
     names = list(jit_fn.arg_names)
     order = ordered + [i for i in range(len(names)) if i not in first and i not in owner]
     body = f"    {_CALLEE}({', '.join([names[owner.get(u, u)] for u in range(len(names))])})\n"
-    trampoline = _trampoline(kernel, [names[i] for i in order], {}, body)
+    trampoline = _trampoline(kernel, [names[i] for i in order], {}, body, record)
     return _values.replaced(launch, bound=_reordered(bound, order, names), jit_fn=trampoline)
 
 
@@ -115,10 +117,11 @@ def _reordered(bound: _layout.BoundKernel, order: list[int],
 
 
 def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_avals: tuple,
-            triton_backend: Any) -> Compiled:
+            triton_backend: Any, record: dict | None = None) -> Compiled:
     """The kernel as XLA's call launches it: one pointer per operand, then one per runtime scalar
     (a 0-d operand the route adds), then one per result, and no other runtime parameter. The
-    caller has checked that no parameter takes a tuple or a descriptor (`spec._layout`)."""
+    caller has checked that no parameter takes a tuple or a descriptor (`spec._layout`);
+    `record`: as `_trampoline` takes it."""
     jit_fn = kernel.jit_fn
     names = list(jit_fn.arg_names)
     scalars = [s for s in bound.sources if s.kind == "scalar"]
@@ -173,7 +176,7 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
             signature[name] = "constexpr"
     body = "".join(lines) + f"    {_CALLEE}({', '.join([argument[u] for u in range(len(names))])})\n"
     trampoline = _trampoline(kernel, params, {n for n in params if signature[n] == "constexpr"},
-                             body)
+                             body, record)
     return Compiled(trampoline, _layout.BoundKernel.of_buffers(
         sources, signature=signature, constexprs=constexprs, attrs=attrs,
         specializations=tuple(specializations), zero_d_pointers=bound.zero_d_pointers),
@@ -191,10 +194,11 @@ def is_trampoline(jit_fn: JITFunction) -> bool:
     return getattr(getattr(jit_fn, "fn", None), "__module__", None) == __name__
 
 
-def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body: str) -> Any:
+def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body: str,
+                record: dict | None) -> Any:
     """The trampoline with parameters `params` and `body`, made once per source and kernel
-    (in the kernel's record, `_state.KERNEL_RECORDS`): its function defined from
-    the source and decorated as the kernel is.
+    (in the kernel's record: `record`, where the caller holds it, else its function's): its
+    function defined from the source and decorated as the kernel is.
 
     The source holds only identifiers: the function is defined as `_TRAMPOLINE` and named like
     the kernel's symbol (`Unwrapped.symbol`, an identifier `spec._spec.unwrap` checked)
@@ -212,7 +216,7 @@ def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body
     # trampolines of two kernels of one source keep their own symbols.
     source = f"def {_TRAMPOLINE}({signature}):\n    {symbol!r}\n{body}"
     # Kept by the source, which names the symbol.
-    record = _state.KERNEL_RECORDS.record(jit_fn)
+    record = _state.KERNEL_RECORDS.record(jit_fn) if record is None else record
     if (trampoline := record.get(("trampoline", source))) is None:
         trampoline = record["trampoline", source] = _defined(jit_fn, symbol, source)
     return trampoline

@@ -9,7 +9,6 @@ keeps the call its `emit` writes). Which route a call takes, and the emit, is
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _compat, _state
@@ -43,13 +42,11 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
     """The call lowered for `route`, without MLIR: jaxlib's (`_jaxlib_call.LoweredCall`) or
     XLA's (`_xla_native.NativeCall`, or why the call does not fit it: `_xla_native.Unfit`).
 
-    Where the call runs (jaxlib's: `_arch.where_it_runs` and the plain call's target; XLA's: the
-    architecture), then the call lowered (`_lower_uncached`), kept in `_state.LOWERED_CALLS` (in
-    the kernel's record, fetched once here and passed down) by one key for both routes: the
-    route, the avals, the spec (the kernel by identity; scalars and metaparameters by exact
-    value), the call graph, an autotuned kernel's choices (`_choices.decided`) and where the call
-    runs; a key that does not hash keeps nothing. A call left undecided, found or made, is told to
-    a tuning session (`_choices.report_undecided`).
+    Kept in `_state.LOWERED_CALLS`, in the kernel's record (fetched once here, passed down), by
+    one key for both routes: the route, the avals, the spec (the kernel by identity; scalars and
+    metaparameters by exact value), the call graph, an autotuned kernel's choices
+    (`_choices.decided`) and where the call runs. A call left undecided, found or made, is told
+    to a tuning session.
     """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     record = _state.KERNEL_RECORDS.record(spec.kernel)
@@ -73,8 +70,11 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
     # decides it.
     decided = () if spec.unwrapped.autotuner is None else _choices.decided()
     key = (route, in_avals, out_avals, spec, graph, decided, decides)
+    kept = record.get(_state.LOWERED_CALLS, {})
     try:
-        lowered = _kept(record, _state.LOWERED_CALLS, key)
+        with _state.LOCKS.guard:  # a call found is now the most recently used
+            if (lowered := kept.get(key)) is not None:
+                kept.move_to_end(key)
     except TypeError:  # a constexpr in the key that hashes badly
         lowered, key = None, None
     if lowered is None:
@@ -92,15 +92,11 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
                     plain_call_name: str, record: dict) -> Any:
     """The call lowered for `route`: planned, then on jaxlib's route encoded.
 
-    The plan memo, around the route's plan of the call: what the route made of a plain kernel's
-    call (`Kept`, in `_state.PLANS`) by `place`, where the call runs as the route names
-    it, and `plan_key`. A later call of the same key gets the kept plan with its launches
-    relaunched (`_plan.relaunch`: the grid, the runtime scalars, the outputs to zero), each as
-    the route launches it (XLA's `refilled`, unless that is None: then planned again): a plain
-    kernel's new shape or scalar value compiles, lays out and encodes nothing anew. The call's
-    values and metaparameters are typed once (`_spec.argument_types`), for the key and for the
-    layouts. A route's
-    reason not to take the call (`_xla_native.Unfit`) is returned as it is, and nothing kept.
+    The plan memo: what the route made of a plain kernel's call (`Kept`, in `_state.PLANS`) by
+    `place` (where the call runs) and `plan_key`. A later call of the same key gets the kept plan
+    relaunched (`_plan.relaunch`; XLA's `refilled`, unless None: then planned again), so a new
+    shape or scalar value compiles, lays out and encodes nothing anew. A route's reason not to
+    take the call (`_xla_native.Unfit`) is returned, and nothing kept.
     """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals,
@@ -109,21 +105,23 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
         key = plan_key(spec, in_avals, out_avals, types)
     except TypeError:  # an unhashable parameter: no plan kept
         key = None
-    planned = None
-    found = None if key is None else _kept(record, _state.PLANS, (place, key))
+    planned = found = None
+    kept = record.get(_state.PLANS, {})
+    with _state.LOCKS.guard:  # a plan found is now the most recently used
+        if key is not None and (found := kept.get((place, key))) is not None:
+            kept.move_to_end((place, key))
     if found is not None:
         launches = _plan.relaunch(list(found.launches), spec, in_avals, out_avals, found.limits)
         if route == "xla":
             planned = _xla_native.refilled(found.made, *launches)
         else:  # each launch as jaxlib launches it, with the kept kernel and image
-            planned = [(launch, _trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals)),
-                        kernel, image)
+            planned = [(launch, _trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals),
+                                                       record), kernel, image)
                        for launch, (_, _, kernel, image) in zip(launches, found.made)]
     if planned is None:
-        # The route's plan of the call: the backend's answers for the architecture, the
-        # launches, then the route's `plan`. On XLA's route an autotuned kernel's one launch is
-        # the config remembered for jaxlib's call, which keys choices on its compiled configs
-        # and runs the autotuner's functions once.
+        # On XLA's route an autotuned kernel's one launch is the config remembered for jaxlib's
+        # call, which keys choices on its compiled configs and runs the autotuner's functions
+        # once.
         answers = backend.answers(where.arch if route == "jaxlib" else where)
         if route == "xla" and spec.unwrapped.autotuner is not None:
             lowered = lowered_call("jaxlib", backend, ctx, spec)
@@ -154,25 +152,14 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
                                plain_call_name=plain_call_name)
 
 
-def _kept(record: dict, store: _state.BoundedCache, key: Hashable) -> Any:
-    """`store`'s entry for `key` in the kernel's `record` (now its most recently used), or None:
-    read as plain dicts, as Triton reads a kernel's `device_caches`."""
-    entries = record.get(store, {})
-    with _state.LOCKS.guard:
-        if (found := entries.get(key)) is not None:
-            entries.move_to_end(key)
-    return found
-
-
 def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
              types: ArgumentTypes | None = None) -> tuple | None:
     """What decides a plain kernel's launches, but for the shapes and the runtime scalars'
     values; None for a kernel with an autotuner or heuristics (they see shapes and values).
 
     A new length or batch size changes no configuration, layout or binary of a plain kernel, only
-    what `_plan.relaunch` refills. The key holds the kernel (by identity), the positional entries
-    as they compile (`_spec.compile_view`, the `view` of `types` where given), the dtypes and
-    which arrays are 0-d, the metaparameters (by exact value) and every compiler setting.
+    what `_plan.relaunch` refills. The positional entries are as they compile (the `view` of
+    `types` where given, else `_spec.compile_view`).
 
     Raises:
       TypeError: a value that cannot be hashed (the caller then keeps no plan).

@@ -203,7 +203,7 @@ def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _
                      "that buffer; XLA's call has no zeroing)")
     zero_avals = tuple([out_avals[o] for o in launch.zeroed])
     form = _trampoline.for_xla(spec.unwrapped, launch.bound, in_avals + zero_avals, out_avals,
-                               answers.launch_site.triton_backend)
+                               answers.launch_site.triton_backend, record)
     try:
         [(_, _, compiled)] = _compile.compiled_launches(
             [_values.replaced(launch, jit_fn=form.jit_fn, bound=form.bound)], spec,
