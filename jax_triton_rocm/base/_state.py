@@ -1,7 +1,6 @@
 """All process-wide state of the package, with its thread, fork and memory rules.
 
-Where it lives: the caches here (`CACHES`), and every other piece in the module that keeps it,
-listed in `ELSEWHERE` (module, name, what it keeps).
+Where it lives: the caches here (`CACHES`); every other piece is listed in `ELSEWHERE`.
 
 Threads: one registry's lock (`LOCKS.guard`) guards every structure here, for short sections;
 work on one item (a compile, a file, a prewarm) holds that item's lock (`LOCKS.item_lock`).
@@ -69,7 +68,6 @@ class LockRegistry:
 LOCKS = LockRegistry()
 
 
-_MISSING = object()
 _BOUNDS: dict[str, tuple[str | None, int]] = {}  # per variable: its value last read, its bound
 
 
@@ -85,15 +83,13 @@ class BoundedCache:
         self._raw = _env.raw_reader(env)
         self._entries: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
 
-    def get(self, key: Hashable, default: Any = None, kernel: Any = None) -> Any:
-        """The entry for `key` (now the most recently used), or `default`."""
+    def get(self, key: Hashable, kernel: Any = None) -> Any:
+        """The entry for `key` (now the most recently used), or None."""
         entries = (self._entries if kernel is None
                    else KERNEL_RECORDS.record(kernel).setdefault(self, collections.OrderedDict()))
         with self._locks.guard:
-            value = entries.get(key, _MISSING)
-            if value is _MISSING:
-                return default
-            entries.move_to_end(key)
+            if (value := entries.get(key)) is not None:
+                entries.move_to_end(key)
             return value
 
     def put(self, key: Hashable, value: T, kernel: Any = None, record: dict | None = None) -> T:
@@ -117,7 +113,7 @@ class BoundedCache:
         """The value kept for `key`, else `make()`'s, kept. A key that does not hash (a constexpr
         in it that hashes badly) keeps nothing: `make()` every time, never an error."""
         try:
-            found = self.get(key, None, kernel)
+            found = self.get(key, kernel)
         except TypeError:
             return make()
         return self.put(key, make(), kernel) if found is None else found
@@ -157,10 +153,9 @@ class KernelRecords:
     alive; `clear` empties every live record (of a weak set of them).
 
     The one staleness rule: a record holds while its kernel has the same source text (the same
-    object: Triton replaces it on an edit) and `noinline` and `debug` settings; else all is
-    derived again. What a value reads beyond the kernel (what its global names resolve to) is
-    checked by its user (`compile._compile.graph_key`). An object that takes no attribute keeps
-    nothing: each value is derived at each use, never an error."""
+    object: Triton replaces it on an edit) and `noinline` and `debug` settings; what a value
+    reads beyond the kernel is checked by its user (`compile._compile.graph_key`). An object that
+    takes no attribute keeps nothing: each value is derived at each use, never an error."""
 
     def __init__(self, locks: LockRegistry) -> None:
         self._locks = locks

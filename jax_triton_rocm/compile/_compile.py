@@ -122,7 +122,7 @@ def graph_key(jit_fn: JITFunction, kernel: Any = None,
                                            for (module, name), text in values.items()]))
 
 
-def call_graph_key(spec: KernelCallSpec, record: dict | None = None) -> tuple:
+def call_graph_key(spec: KernelCallSpec, record: dict) -> tuple:
     """`graph_key` of the call's kernel (`record`: `spec.kernel`'s, where the caller holds it),
     with the digest of each Triton function given as a constexpr (`ACT=my_activation`, also inside
     a tuple) added to its functions: what a memo of the call's lowering or plan is keyed by, so
@@ -225,8 +225,7 @@ def make_job(jit_fn: JITFunction, triton_gpu_target: Any, bound: BoundKernel,
              options: dict[str, Any], *, arch: str, gluon: bool, binary_key: str, asm_key: str,
              symbol: str, kernel: Any = None, record: dict | None = None) -> CompileJob:
     """A `CompileJob` for `triton_gpu_target` (`arch` as users name it), with its kernel key: a
-    SHA-256 over every input that can change the compiled binary (`kernel`, `record`: as
-    `graph_key` takes them)."""
+    SHA-256 over every input that can change the compiled binary."""
     graph = graph_key(jit_fn, kernel, record)
     parts = [
         f"sources={graph[0]}",
@@ -273,8 +272,8 @@ def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_t
                       binary_key: str, asm_key: str, record: dict | None = None) -> list[tuple]:
     """`launches` of `spec` compiled at once (one, XLA's route's, in this thread), each its `jit_fn`
     laid out as its `bound`, with the options `triton_options` gives (`compile_options`,
-    `option_names`: the vendor's; the rest, `record` `spec.kernel`'s, as `make_job` takes them):
-    (launch, job, compiled kernel) for each launch whose kernel compiled, in order.
+    `option_names`: the vendor's; the rest as `make_job` takes them): (launch, job, compiled
+    kernel) for each launch whose kernel compiled, in order.
 
     As Triton's autotuner does, a config whose compile fails a `tl.static_assert`
     (CompileTimeAssertionFailure) or ptxas (PTXASError, NVIDIA only) is dropped when others

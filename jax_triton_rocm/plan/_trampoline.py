@@ -58,8 +58,7 @@ def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int,
                record: dict | None = None) -> Launch:
     """`launch` as jaxlib's call launches it: jaxlib hands the array parameters, in kernel order,
     the operands' buffers and then the results'. A kernel whose buffer parameters are in another
-    order gets a trampoline with them in that order (its other parameters keep theirs; `record`:
-    as `_trampoline` takes it)."""
+    order gets a trampoline with them in that order (its other parameters keep theirs)."""
     jit_fn, bound = kernel.jit_fn, launch.bound
     first: dict[int, int] = {}
     owner: dict[int, int] = {}  # a parameter given a buffer another already has: that one
@@ -120,8 +119,7 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
             triton_backend: Any, record: dict | None = None) -> Compiled:
     """The kernel as XLA's call launches it: one pointer per operand, then one per runtime scalar
     (a 0-d operand the route adds), then one per result, and no other runtime parameter. The
-    caller has checked that no parameter takes a tuple or a descriptor (`spec._layout`);
-    `record`: as `_trampoline` takes it."""
+    caller has checked that no parameter takes a tuple or a descriptor (`spec._layout`)."""
     jit_fn = kernel.jit_fn
     names = list(jit_fn.arg_names)
     scalars = [s for s in bound.sources if s.kind == "scalar"]
@@ -196,9 +194,8 @@ def is_trampoline(jit_fn: JITFunction) -> bool:
 
 def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body: str,
                 record: dict | None) -> Any:
-    """The trampoline with parameters `params` and `body`, made once per source and kernel
-    (in the kernel's record: `record`, where the caller holds it, else its function's): its
-    function defined from the source and decorated as the kernel is.
+    """The trampoline with parameters `params` and `body`, kept by its source in the kernel's
+    `record` (else its function's), defined from the source and decorated as the kernel is.
 
     The source holds only identifiers: the function is defined as `_TRAMPOLINE` and named like
     the kernel's symbol (`Unwrapped.symbol`, an identifier `spec._spec.unwrap` checked)

@@ -60,10 +60,10 @@ class Where:
 
 def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
                   record: dict) -> Where:
-    """Where jaxlib's route runs the call (`Where`; `record`: the kernel's). The devices a kernel loads on can differ
-    from its compile target only where the call names its own (`compute_capability`): they are
-    then those named (`target_arch`), else, outside `jax.export` (whose result runs elsewhere),
-    the computation's (`lowering_arch`).
+    """Where jaxlib's route runs the call (`Where`; `record`: the kernel's). The devices a kernel
+    loads on can differ from its compile target only where the call names its own
+    (`compute_capability`): they are then those named (`target_arch`), else, outside
+    `jax.export` (whose result runs elsewhere), the computation's (`lowering_arch`).
 
     Raises:
       ValueError: a `jax.export` lowering would carry what only this process can load

@@ -1,9 +1,7 @@
 """The lowering shell of both GPU routes, jaxlib's Triton call (`jaxlib._jaxlib_call`) and XLA's
-(`xla._xla_native`): where the call runs, the lowered-call memo and its key (`lowered_call`),
-the plan memo (`Kept`, `plan_key`) and the launches planned (`_lower_uncached`); each route's
-`plan` compiles them in the form it launches them, and jaxlib's `encode` encodes them (XLA's
-keeps the call its `emit` writes). Which route a call takes, and the emit, is
-`_primitive.GpuRoutes.lower`'s; one call top-down: docs/design.md.
+(`xla._xla_native`): the lowered-call memo (`lowered_call`) around the plan memo and the
+launches planned (`_lower_uncached`), then each route's `plan` (and jaxlib's `encode`). Which
+route a call takes, and the emit, is `_primitive.GpuRoutes.lower`'s; docs/design.md.
 """
 
 from __future__ import annotations
@@ -29,8 +27,7 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class Kept:
-    """A route's plan of one call as the plan memo keeps it: what the route made (`made`: the
-    kernels and images, or XLA's call), the launches and the limits `_plan.relaunch` keeps."""
+    """A call's plan as the plan memo keeps it (`made`: the kernels and images, or XLA's call)."""
 
     made: Any
     launches: tuple[_plan.Launch, ...]
@@ -43,10 +40,8 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
     XLA's (`_xla_native.NativeCall`, or why the call does not fit it: `_xla_native.Unfit`).
 
     Kept in `_state.LOWERED_CALLS`, in the kernel's record (fetched once here, passed down), by
-    one key for both routes: the route, the avals, the spec (the kernel by identity; scalars and
-    metaparameters by exact value), the call graph, an autotuned kernel's choices
-    (`_choices.decided`) and where the call runs. A call left undecided, found or made, is told
-    to a tuning session.
+    one key for both routes: the route, the avals, the spec, the call graph, an autotuned
+    kernel's choices and where the call runs. A call left undecided is told to a tuning session.
     """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     record = _state.KERNEL_RECORDS.record(spec.kernel)
@@ -78,8 +73,7 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
     except TypeError:  # a constexpr in the key that hashes badly
         lowered, key = None, None
     if lowered is None:
-        lowered = _lower_uncached(route, backend, ctx, spec, where, place, plain_call_name,
-                                  record)
+        lowered = _lower_uncached(route, backend, ctx, spec, where, place, plain_call_name, record)
         if key is not None:
             _state.LOWERED_CALLS.put(key, lowered, record=record)
     if getattr(lowered, "undecided", None) is not None:

@@ -58,12 +58,11 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
          launches: list[_plan.Launch], in_avals: tuple, out_avals: tuple,
          record: dict) -> list[tuple]:
     """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch that
-    compiled and fits the architecture, as the plan memo keeps them (`record`: the kernel's,
-    for its trampolines and call graph). A kernel that fails to
-    compile is asked whether the call's arguments line up with its parameters
-    (`_kinds.check_failed`). Each image is kept per kernel (`_state.KERNEL_IMAGES`) by the
-    binary and what loads it: an autotuned call's plan is not kept, and its lowerings meet the
-    same binaries."""
+    compiled and fits the architecture, as the plan memo keeps them (`record`: the kernel's). A
+    kernel that fails to compile is asked whether the call's arguments line up with its
+    parameters (`_kinds.check_failed`). Each image is kept per kernel (`_state.KERNEL_IMAGES`)
+    by the binary and what loads it: an autotuned call's plan is not kept, and its lowerings
+    meet the same binaries."""
     ordered = [_trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals), record)
                for launch in launches]
     try:

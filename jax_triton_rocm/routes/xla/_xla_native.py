@@ -193,9 +193,8 @@ def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _
     """The call's one launch (planned by the lowering shell, `routes._lowering`) in the form XLA
     launches, top-down, or why it does not fit: compiled as the trampoline XLA calls
     (`_trampoline.for_xla`), and its IR checked for this jaxlib (`checked_ir`, kept in the
-    kernel's `record`); unfit are an
-    output to zero that shares an input's buffer, more shared memory than the architecture has,
-    global scratch memory, and IR XLA cannot take."""
+    kernel's `record`); unfit are an output to zero that shares an input's buffer, more shared
+    memory than the architecture has, global scratch memory, and IR XLA cannot take."""
     # The launch compiled in the form XLA launches.
     aliased = {o for _, o in spec.input_output_aliases}
     if aliased & set(launch.zeroed):
