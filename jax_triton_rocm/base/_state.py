@@ -74,8 +74,8 @@ _BOUNDS: dict[str, tuple[str | None, int]] = {}  # per variable: its value last 
 class BoundedCache:
     """A dict behind the registry's lock that forgets its least recently used entries beyond the
     bound its variable `env` sets (`_env.cache_size`: read at each put, parsed when it changed).
-    Given `kernel=` (or its `record=`), it uses the kernel's own dict, in its record; a caller
-    holding the record may read that dict itself (`routes._lowering`)."""
+    Given `kernel=` (`put`: or the kernel's `record=`), it uses the kernel's own dict, in its
+    record, which a caller holding the record reads itself (`routes._lowering`)."""
 
     def __init__(self, locks: LockRegistry, env: str) -> None:
         self._locks = locks
