@@ -1,6 +1,5 @@
-"""`triton_call`: a Triton kernel called on JAX arrays. Its arguments, in jax-triton 0.3's form or
-0.4's, are taken into one `CallArguments` and checked into one `KernelCallSpec`
-(`checks._bound`), which `triton_kernel_p` carries to the lowering rules."""
+"""`triton_call`: a Triton kernel called on JAX arrays; its arguments checked into one
+`KernelCallSpec` (`checks._bound`), which `triton_kernel_p` carries to the lowering rules."""
 
 from __future__ import annotations
 
@@ -113,8 +112,7 @@ def triton_call(
         has_side_effect=has_side_effect, input_output_aliases=input_output_aliases,
         constexprs=constexprs, operands=operands), TRITON_CALL_KEYWORDS)
     results = triton_kernel_p.bind(*call.operands, spec=call.spec)
-    # The primitive never sees a Ref: each was read into `call.operands`, and its extra result,
-    # aliased to it, is written back here.
+    # Each Ref was read into an operand; its extra result is written back.
     for operand, result in call.placed.refs:
         call.placed.operands[operand][...] = results[result]
     return jax.tree_util.tree_unflatten(
@@ -122,8 +120,8 @@ def triton_call(
 
 
 def unwrapped_kernel(kernel: Any, record: dict | None = None) -> _spec.Unwrapped:
-    """`kernel` taken apart, once Triton has imported and the lowering rules are registered;
-    kept in its record (`record`, where the caller has it), for the next trace of a call."""
+    """`kernel` taken apart (Triton imported, the lowering rules registered), kept in its
+    record."""
     _compat.triton_info()  # both cached: once per process
     _primitive.ensure_registered()
     record = _state.KERNEL_RECORDS.record(kernel) if record is None else record
@@ -137,21 +135,10 @@ _ONE_LEAF = jax.tree_util.tree_structure(0)
 
 @dataclasses.dataclass(frozen=True)
 class CallArguments:
-    """A `triton_call`'s arguments, before they are bound to the kernel's parameters: the one
-    value every form of the call (jax-triton 0.3's, 0.4's, `compat`'s) is checked from.
-
-    Attributes:
-      record: the kernel's record (`base._state.KernelRecords`), fetched once per call.
-      convention: "out_shape" (jax-triton 0.3) or "out_type" (0.4), whichever was given.
-      runtime: {keyword: parameter index} for the keywords that are runtime scalar operands
-        (with `out_type`, a scalar keyword naming a parameter that is no `tl.constexpr`).
-      buffers: the keywords that hold something only an operand can be (`holds_buffer`).
-      roles: each scalar or None given positionally (by index) or as a runtime keyword (by
-        name), as `_spec.scalar_role` types it, or None where that fails.
-      given: the options `_checker.check_call` takes, as given (None: not given;
-        `backend_options` may give them).
-      The others: as `triton_call` takes them.
-    """
+    """A `triton_call`'s arguments, in any form (0.3's, 0.4's, `compat`'s), before binding.
+    `runtime`: {keyword: parameter index} of the runtime scalar keywords; `buffers`: the
+    keywords holding an array; `roles`: each positional scalar (by index) or runtime keyword's
+    `_spec.scalar_role`, None where that fails; `given`: `check_call`'s options as given."""
 
     kernel: Any
     unwrapped: _spec.Unwrapped
@@ -177,11 +164,8 @@ class CallArguments:
 def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped: _spec.Unwrapped,
                    *, record: dict, out_shape: Any, out_type: Any, has_side_effect: Any,
                    **options: Any) -> CallArguments:
-    """`triton_call`'s arguments and outputs taken, as every trace of a call takes them, its
-    layout kept or not: the outputs' convention and leaves checked, the keywords that are
-    runtime scalar operands found, the scalars typed (`CallArguments.roles`), and
-    `has_side_effect` made a bool."""
-
+    """`triton_call`'s arguments taken, as every trace takes them: the outputs checked, the
+    runtime scalar keywords found, the scalars typed."""
     _env.check_variables()  # each variable as its reader takes it, on every platform
     if out_shape is not _bound.NOT_GIVEN and out_type is not _bound.NOT_GIVEN:
         raise TypeError("triton_call got both out_type= (jax-triton 0.4) and out_shape= (0.3); "
@@ -193,10 +177,8 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
                         "x.dtype), or out_type=() for a kernel that only updates Refs.")
     convention, outputs = (("out_shape", out_shape) if out_type is _bound.NOT_GIVEN
                            else ("out_type", out_type))
-    # The outputs' leaves as `ShapeDtypeStruct`s, and their tree; it may be empty
-    # (`checks._binder` says when a call may have no outputs). Only the shape and dtype of a
-    # leaf are read (an array's own sharding, as `out_shape=x` gives it, is not; `jax.typeof(x)`
-    # is a leaf too); a `ShapeDtypeStruct` that asks for a sharding is refused.
+    # Only a leaf's shape and dtype are read (not an array's own sharding, as `out_shape=x`
+    # gives it); a `ShapeDtypeStruct` that asks for a sharding is refused.
     if hasattr(outputs, "shape") and hasattr(outputs, "dtype"):  # one output, the most common
         leaves, tree = [outputs], _ONE_LEAF
     else:
@@ -222,11 +204,8 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
         _binder.check_canonical_dtype(leaf.dtype, f"{convention} leaf {i}",
                                       f"jax.ShapeDtypeStruct({shape}, jnp.{{}})", output=True)
         shapes.append(jax.ShapeDtypeStruct(shape, np.dtype(leaf.dtype)))
-    # Each NumPy array in the other byte order refused; each concrete 0-d array given to a
-    # parameter whose annotation declares a scalar type (`x: tl.float32`,
-    # `_spec.Parameter.declared`) replaced by the scalar it holds (`np.float32(2)` for
-    # `jnp.float32(2)`), typed later by the annotation. Other arrays stay arrays (pointers, as in
-    # Triton; a traced one on such a parameter is refused, naming it, at the layout).
+    # A concrete 0-d array on a parameter annotated with a scalar type (`x: tl.float32`) is
+    # the scalar it holds; other arrays stay pointers, as in Triton.
     pending = [*[(f"argument {i}", arg) for i, arg in enumerate(args)],
                *[(f"keyword argument {name!r}", value) for name, value in keywords.items()]]
     pending.reverse()  # a stack, walked depth first in the order given
@@ -279,6 +258,5 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
                          **options)
 
 
-# triton_call's own keyword arguments: a kernel parameter of one of these names cannot be set by
-# keyword, and a misspelt keyword is compared with them.
+# A kernel parameter named like one of these cannot be set by keyword.
 TRITON_CALL_KEYWORDS = _binder.keyword_names(triton_call)

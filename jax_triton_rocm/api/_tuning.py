@@ -69,8 +69,8 @@ def autotune(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any],
               settled: set | None = None) -> list[Any]:
-    """Runs `jaxpr` on real values, one equation at a time, tuning where a call is undecided.
-    `settled`: the equations already tuned in this run, which run as they are."""
+    """Runs `jaxpr` on real values, one equation at a time, tuning where a call is undecided;
+    `settled`: the equations tuned already in this run."""
     settled = set() if settled is None else settled
     env = dict(zip([*jaxpr.constvars, *jaxpr.invars], [*consts, *args]))
 
@@ -118,9 +118,8 @@ def _call_body(eqn: Any) -> tuple[Any, Sequence[Any]] | None:
 
 
 def _may_call_triton(eqn: Any) -> bool:
-    """Whether lowering `eqn` may emit a Triton call: a `triton_call`, a primitive whose GPU
-    lowering comes from outside JAX (a library's, maybe through `triton_call_lowering`), or an
-    equation with such a one in its body."""
+    """Whether lowering `eqn` may emit a Triton call: a `triton_call`, a primitive lowered on
+    GPUs by a rule from outside JAX, or one with such an equation in its body."""
     if eqn.primitive is triton_kernel_p:
         return True
     rules = getattr(mlir, "_platform_specific_lowerings", {})

@@ -1,7 +1,6 @@
 """All process-wide state of the package, with its thread, fork and memory rules.
 
-Where it lives: the caches here (`CACHES`), and every other piece in the module that keeps it,
-listed in `ELSEWHERE` (module, name, what it keeps).
+Where it lives: the caches here (`CACHES`); every other piece is listed in `ELSEWHERE`.
 
 Threads: one registry's lock (`LOCKS.guard`) guards every structure here, for short sections;
 work on one item (a compile, a file, a prewarm) holds that item's lock (`LOCKS.item_lock`).
@@ -69,14 +68,14 @@ class LockRegistry:
 LOCKS = LockRegistry()
 
 
-_MISSING = object()
 _BOUNDS: dict[str, tuple[str | None, int]] = {}  # per variable: its value last read, its bound
 
 
 class BoundedCache:
     """A dict behind the registry's lock that forgets its least recently used entries beyond the
     bound its variable `env` sets (`_env.cache_size`: read at each put, parsed when it changed).
-    Given `kernel=`, it uses the kernel's own dict, in its record (`KernelRecords`)."""
+    Given `kernel=` (`put`: or the kernel's `record=`), it uses the kernel's own dict, in its
+    record, which a caller holding the record reads itself (`routes._lowering`)."""
 
     def __init__(self, locks: LockRegistry, env: str) -> None:
         self._locks = locks
@@ -84,25 +83,25 @@ class BoundedCache:
         self._raw = _env.raw_reader(env)
         self._entries: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
 
-    def get(self, key: Hashable, default: Any = None, kernel: Any = None) -> Any:
-        """The entry for `key` (now the most recently used), or `default`."""
+    def get(self, key: Hashable, kernel: Any = None) -> Any:
+        """The entry for `key` (now the most recently used), or None."""
         entries = (self._entries if kernel is None
                    else KERNEL_RECORDS.record(kernel).setdefault(self, collections.OrderedDict()))
         with self._locks.guard:
-            value = entries.get(key, _MISSING)
-            if value is _MISSING:
-                return default
-            entries.move_to_end(key)
+            if (value := entries.get(key)) is not None:
+                entries.move_to_end(key)
             return value
 
-    def put(self, key: Hashable, value: T, kernel: Any = None) -> T:
+    def put(self, key: Hashable, value: T, kernel: Any = None, record: dict | None = None) -> T:
         """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it."""
         seen, limit = _BOUNDS.get(self.env, (None, _env.DEFAULT_CACHE_SIZE))  # unset: default
         if (raw := self._raw()) != seen:
             limit = _env.cache_size(self.env)
             _BOUNDS[self.env] = raw, limit
-        entries = (self._entries if kernel is None
-                   else KERNEL_RECORDS.record(kernel).setdefault(self, collections.OrderedDict()))
+        if record is None and kernel is not None:
+            record = KERNEL_RECORDS.record(kernel)
+        entries = (self._entries if record is None
+                   else record.setdefault(self, collections.OrderedDict()))
         with self._locks.guard:
             entries[key] = value
             entries.move_to_end(key)
@@ -114,7 +113,7 @@ class BoundedCache:
         """The value kept for `key`, else `make()`'s, kept. A key that does not hash (a constexpr
         in it that hashes badly) keeps nothing: `make()` every time, never an error."""
         try:
-            found = self.get(key, None, kernel)
+            found = self.get(key, kernel)
         except TypeError:
             return make()
         return self.put(key, make(), kernel) if found is None else found
@@ -138,8 +137,8 @@ RECORD_ATTRIBUTE = "_jax_triton_rocm_record"  # where a kernel object holds its 
 
 
 class _Record:
-    """What was derived from one kernel object (`values`, by what), and from what (`kept_for`):
-    its id (a copy carries the attribute, not the record), source object, noinline and debug."""
+    """What was derived from one kernel object (`values`), and from what (`kept_for`: its id, as
+    a copy carries the attribute, source object, noinline and debug)."""
 
     __slots__ = ("kept_for", "values", "__weakref__")
 
@@ -150,21 +149,20 @@ class _Record:
 class KernelRecords:
     """One record per kernel object (a `@triton.jit` function, or the object a call passed), kept
     on the object (`RECORD_ATTRIBUTE`) as Triton keeps its compiled kernels on the function: what
-    was derived from it, by what (`derived`), and each `BoundedCache`'s entries for it. Nothing
-    here holds a kernel alive; `clear` empties every live record (of a weak set of them).
+    was derived from it, and each `BoundedCache`'s entries for it. Nothing here holds a kernel
+    alive; `clear` empties every live record (of a weak set of them).
 
     The one staleness rule: a record holds while its kernel has the same source text (the same
-    object: Triton replaces it on an edit) and `noinline` and `debug` settings; else all is
-    derived again. What a value reads beyond the kernel (what its global names resolve to) is
-    checked by its user (`compile._compile.graph_key`). An object that takes no attribute keeps
-    nothing: each value is derived at each use, never an error."""
+    object: Triton replaces it on an edit) and `noinline` and `debug` settings; what a value
+    reads beyond the kernel is checked by its user (`compile._compile.graph_key`). An object that
+    takes no attribute keeps nothing: each value is derived at each use, never an error."""
 
     def __init__(self, locks: LockRegistry) -> None:
         self._locks = locks
         self._live: weakref.WeakSet[_Record] = weakref.WeakSet()
 
     def record(self, kernel: Any) -> dict:
-        """What was derived from `kernel`, by what: its kept record's, else a fresh one's, kept."""
+        """What was derived from `kernel`: its kept record's, else a fresh one's, kept."""
         kept_for = (id(kernel), getattr(kernel, "src", None),
                     getattr(kernel, "noinline", None), getattr(kernel, "debug", None))
         record = getattr(kernel, RECORD_ATTRIBUTE, None)
@@ -247,8 +245,8 @@ COMPILED_KERNELS = KernelCache(LOCKS)
 # ("references", `compile._compile`), its interpreter twin ("interpreted",
 # `routes.cpu._interpret_host`), the @triton.jit function of Triton's InterpretedFunction ("jit
 # twin", `spec._spec.unwrap`), its parameters' roles ("roles", `spec._kinds`), its trampolines
-# (("trampoline", source), `plan._trampoline`), a trampoline's IR as the installed jaxlib reads
-# it, or why not (("checked IR", ...), `routes.xla._xla_native`), the kernel taken apart
+# (("trampoline", source), `plan._trampoline`), its calls' IR as the installed jaxlib reads it,
+# or why not (("checked IR", ...), `routes.xla._xla_native`), the kernel taken apart
 # ("unwrapped", `api._call`) and the entries of each store below.
 KERNEL_RECORDS = KernelRecords(LOCKS)
 # Kept per kernel (`kernel=`): lowered calls (`routes._lowering`); by all but shapes and runtime

@@ -1,8 +1,6 @@
-"""The binder: a `triton_call`'s arguments (`api._call.CallArguments`, 0.3's form or 0.4's: the
-rules are docs/porting.md's "Porting from jax-triton") bound to the kernel's parameters, into
-one `Binding`: the keywords split into constexprs and compile options, the operands flattened.
-Values Triton cannot take are refused here, before the layout (a Python function is no
-constexpr, a float64 array is no float64 while 64-bit types are off).
+"""A `triton_call`'s arguments bound to the kernel's parameters (docs/porting.md's rules): the
+keywords split into constexprs and compile options, the operands flattened, and values Triton
+cannot take refused before the layout.
 """
 
 from __future__ import annotations
@@ -35,9 +33,8 @@ def keyword_names(fn: Any) -> tuple[str, ...]:
 
 
 def check_not_a_function(what: str, value: Any, caller: str) -> None:
-    """Raises TypeError for a constexpr that is a function Triton cannot compile as one (an
-    extern, a lambda): Triton takes its builtins (they carry `__triton_builtin__`) and
-    `@triton.jit` functions, and fails deep in its compiler on other callables."""
+    """Raises TypeError for a constexpr that is a function other than a Triton builtin or a
+    `@triton.jit` function, on which Triton fails deep in its compiler."""
     if isinstance(value, tuple):
         for j, element in enumerate(value):
             check_not_a_function(f"{what}[{j}]", element, caller)
@@ -75,10 +72,8 @@ def check_not_a_function(what: str, value: Any, caller: str) -> None:
 
 
 def check_canonical_dtype(dtype: Any, what: str, fix: str, *, output: bool = False) -> None:
-    """Raises TypeError for an array's or output's dtype that JAX holds as another one (64-bit
-    types off): a float input would reach the kernel converted, and an output declared float64
-    is a float32 buffer the kernel would overrun. `fix`: the code that makes it the dtype JAX
-    holds, with {} for its name."""
+    """Raises TypeError for a dtype that JAX holds as another (64-bit types off); `fix`: the
+    code that makes it the dtype JAX holds, with {} for its name."""
     given = np.dtype(dtype)
     held = np.dtype(jax.dtypes.canonicalize_dtype(given))
     if held == given:
@@ -105,8 +100,7 @@ def holds_buffer(value: Any) -> bool:
 
 def named_parameters(unwrapped: _spec.Unwrapped, constexprs: Any, operands: Any,
                      keywords: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`constexprs=` and `operands=` checked, as two dicts: each parameter named once among them
-    and the keywords; a `tl.constexpr` only in `constexprs`, an array only in `operands`."""
+    """`constexprs=` and `operands=` checked, as two dicts."""
     name, params = unwrapped.name, {p.name: p for p in unwrapped.params}
     checked = {}
     for what, given in (("constexprs", constexprs), ("operands", operands)):
@@ -143,11 +137,9 @@ def named_parameters(unwrapped: _spec.Unwrapped, constexprs: Any, operands: Any,
 
 @dataclasses.dataclass
 class Binding:
-    """A call's arguments laid onto the kernel's parameters (`bind_arguments`): each operand
-    parameter's entry, flattened in parameter order (depth first) as the primitive takes them,
-    with every leaf (but None), the primitive's operands and each Ref leaf once; the constexprs
-    and vendor compile options given by keyword; the operand parameters given by keyword; and
-    the parameters named in `constexprs=` or `operands=`."""
+    """A call's arguments laid onto the kernel's parameters: an entry per parameter given, the
+    leaves (but None) depth first, the primitive's operands, each Ref leaf once, the keywords'
+    constexprs and compile options, and which parameters were given by name."""
 
     entries: dict[int, Any] = dataclasses.field(default_factory=dict)
     leaves: list[Leaf] = dataclasses.field(default_factory=list)
@@ -161,9 +153,7 @@ class Binding:
 
 @dataclasses.dataclass(eq=False)
 class Leaf:
-    """One operand leaf: `value`, how the call names it (`what`), its operand index (None for a
-    scalar), whether it is an array (or a Ref), and whether a Ref (`jax.new_ref`, or a view of
-    one, `ref.at[...]`)."""
+    """One operand leaf: its value, how the call names it, its operand index (None: a scalar)."""
 
     value: Any
     what: str
@@ -173,8 +163,7 @@ class Leaf:
 
 
 def _operand_entry(flat: Binding, value: Any, what: str, typed: bool = False) -> tuple[str, Any]:
-    """`value`, given to one operand parameter, flattened into `flat`: its entry. A scalar is
-    typed, to be refused here where it cannot be passed, unless `typed` already."""
+    """`value`, given to one operand parameter, flattened into `flat`: its entry."""
     if value is None:
         return ("scalar", None)
     if isinstance(value, list):
@@ -190,7 +179,6 @@ def _operand_entry(flat: Binding, value: Any, what: str, typed: bool = False) ->
             _spec.scalar(value, what=what)
         flat.leaves.append(Leaf(value, what, None, is_array=False))
         return ("scalar", value)
-    # Whether the value (a descriptor's base) is a Ref, asked once.
     base = value.base if isinstance(value, TensorDescriptor) else value
     ref = isinstance(base, state_types.TransformedRef)
     if not ref and hasattr(base, "shape") and not isinstance(base, jax.Array):
@@ -225,10 +213,8 @@ def _operand_entry(flat: Binding, value: Any, what: str, typed: bool = False) ->
 
 
 def bind_arguments(call: CallArguments, own_keywords: tuple[str, ...]) -> Binding:
-    """Binds a `triton_call` to the kernel's parameters: the keywords split into constexprs,
-    operands and the vendor compile options (a keyword named like one is one unless the kernel
-    has a parameter of that name), and the operands flattened; `own_keywords`, triton_call's
-    own, are named where a keyword is misspelt."""
+    """Binds a `triton_call` to the kernel's parameters; a keyword named like a compile option
+    is one unless the kernel has a parameter of that name."""
     args, keywords, convention = call.args, call.keywords, call.convention
     out_shapes, unwrapped = call.out_shapes, call.unwrapped
     named_constexprs, named_operands = {}, {}  # nothing named, as in most calls

@@ -1,14 +1,9 @@
-"""`triton_call`'s arguments, in jax-triton 0.3's or 0.4's form, checked into a `BoundCall`: the
-arguments bound to the kernel's parameters (`checks._binder`), the outputs placed among them
-(`place_outputs`: the primitive's operands and results, a `Placed`), and the call's spec
-(`checks._checker.check_call`).
-
-The primitive never sees a `Ref`: each is read before the call, passed as an operand aliased to
-an extra result, and written back after it, so every route sees plain aliasing.
-
-A `triton_call` made again with new shapes or new runtime-scalar values gets the layout the
-first such call was checked into (`relaid_call`), after the checks that depend on those. Which
-calls are kept, and under what key: docs/design.md, "Re-used layouts".
+"""`triton_call`'s arguments checked into a `BoundCall`: bound to the kernel's parameters
+(`checks._binder`), the outputs placed among them (`place_outputs`), the spec checked
+(`checks._checker`). Each `Ref` is read before the call into an operand aliased to an extra
+result, and written back after it, so every route sees plain aliasing. A call made again with
+new shapes or scalar values re-uses the first one's layout (`relaid_call`; docs/design.md,
+"Re-used layouts").
 """
 
 from __future__ import annotations
@@ -29,8 +24,7 @@ if TYPE_CHECKING:
 
 
 class _NotGiven:
-    """The default of `triton_call`'s `out_type` and `out_shape`: not given (None is a value,
-    and gives no output)."""
+    """`out_type`'s and `out_shape`'s default (None is a value: no output)."""
 
     def __repr__(self) -> str:
         return "<not given>"
@@ -41,9 +35,9 @@ NOT_GIVEN = _NotGiven()
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
-    """A checked call's structure, without its arrays: `operand_args`, per primitive operand
-    the positional argument that gives it; `scalars`, (place in the spec's layout, positional
-    index or keyword) per runtime scalar; `out_order`, per primitive result its output."""
+    """A checked call without its arrays: `operand_args`, per primitive operand its positional
+    argument; `scalars`, (place in the layout, index or keyword) per runtime scalar;
+    `out_order`, per primitive result its output."""
 
     placed: Placed
     spec: KernelCallSpec
@@ -68,10 +62,9 @@ class BoundCall:
 
 @dataclasses.dataclass(frozen=True)
 class Placed:
-    """A call's operands and outputs as the primitive takes them (an operand may be a Ref, read
-    at the call). `user_results`: per output of the call's tree, its result index; `refs`:
-    (operand, result) per Ref, written back after the call; `output_params`: the parameter each
-    output with a pointer fills."""
+    """A call's operands and outputs as the primitive takes them (a Ref operand is read at the
+    call). `user_results`: per output, its result; `refs`: (operand, result) per Ref;
+    `output_params`: the parameter each output fills."""
 
     positional: tuple
     metaparams: dict[str, Any]
@@ -87,8 +80,8 @@ class Placed:
 
 @dataclasses.dataclass(frozen=True)
 class MappedZeroed:
-    """A callable `zeroed_outputs` whose output indices are mapped to the primitive's results;
-    compared by value, so that JAX's caches keyed on the spec still hit."""
+    """A callable `zeroed_outputs` mapped to the primitive's results; compared by value, so
+    that JAX's caches keyed on the spec still hit."""
 
     fn: Callable[[dict[str, Any]], Any]
     results: tuple[int, ...]
@@ -98,8 +91,7 @@ class MappedZeroed:
 
 
 def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> BoundCall:
-    """Checks a `triton_call` in full, or relays it into the layout of an earlier one
-    (`relaid_call`); returns it bound. `own_keywords`: triton_call's own keyword arguments."""
+    """Checks a `triton_call` in full, or relays it into an earlier one's layout."""
     kept_as = None if call.operands else layout_key(call)
     layout = None if kept_as is None else _state.CALL_LAYOUTS.get(kept_as, kernel=call.kernel)
     if layout is not None and (bound := relaid_call(layout, call)) is not None:
@@ -117,10 +109,8 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
             f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
             f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
     placed = place_outputs(call, binding, own_keywords)
-    # `_misplaced.check_written` on the plain input arrays (a Ref, or an input aliased to an
-    # output, is written on purpose and never counts) and the unaliased outputs, by the
-    # parameters they fill; the kernel read with the constexprs Triton compiles it with (a
-    # heuristic or an autotune config may set others, or replace these).
+    # A Ref, or an input aliased to an output, is written on purpose; the kernel is read with
+    # the constexprs the call gives (a heuristic or an autotune config may replace them).
     params, entries = jit_fn.params, binding.entries
     constexprs = {**binding.metaparams, **{params[i].name: value for i, (kind, value)
                                            in entries.items() if kind == "constexpr"}}
@@ -135,8 +125,7 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
         {k: v for k, v in constexprs.items() if k not in unwrapped.set_by_wrappers},
         leaves=binding.leaves, convention=convention, returned=bool(out_shapes or refs),
         record=call.record if call.kernel is jit_fn else None)  # the kernel's, fetched already
-    # A keyword named like one of triton_call's own arguments went to triton_call, so the
-    # parameter it may have meant is left unfilled.
+    # A keyword named like one of triton_call's own went to triton_call, leaving this unfilled.
     param = own_named_parameter(unwrapped, set(own_keywords) - binding.named,
                                 len(call.args) + len(out_shapes))
     if param is not None:
@@ -159,8 +148,7 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     # Each Ref is read: the primitive takes values.
     bound = BoundCall(spec, placed, call.out_tree, tuple(
         [value[...] if i in refs else value for i, value in enumerate(placed.operands)]))
-    # The layout kept, where it serves later calls: every operand an array given positionally,
-    # no Ref, no operand made in place of an output.
+    # Kept where every operand is an array given positionally, no Ref, none made for an output.
     kept = kept_as is not None and not refs and len(placed.out_shapes) == len(out_shapes)
     operand_args: list[int | None] = [None] * len(placed.operands)
     scalars: list[tuple[int, int | str]] = []
@@ -193,23 +181,12 @@ _CONVENTIONS = {
 
 def place_outputs(call: CallArguments, binding: _binder.Binding,
                   own_keywords: tuple[str, ...]) -> Placed:
-    """Places a call's outputs among its operands, as `binding` lays them out.
-
-    Outputs fill the non-constexpr parameters the call left unfilled, in order: every output
-    (jax-triton 0.3's layout), or, with `input_output_aliases`, only the outputs not aliased to
-    an input (0.4's: an aliased output is written through its input's pointer). The primitive's
-    results with a pointer come first, in parameter order; an output may sit before an operand:
-    the routes launch such a kernel through a trampoline (`plan._trampoline`), so no buffer is
-    filled or copied for it. Each `Ref` operand gets one more result, aliased to it.
-
-    A call that 0.3 could have made (flat positional arrays and scalars only) whose outputs fill
-    the parameters after its arguments keeps 0.3's positional form, ("array", operand index) or
-    ("scalar", value) per positional argument. Where neither layout fits, such a call with
-    `out_shape` keeps 0.3's placement, so that the layout reports what is wrong as 0.3 did,
-    unless `_misplaced.forgotten` names the parameter the call most likely forgot.
-    `zeroed_outputs` is mapped to the result indices.
-    """
-
+    """Places a call's outputs on the non-constexpr parameters it left unfilled, in order:
+    every output (jax-triton 0.3), or only those not aliased to an input (0.4). The results come
+    in parameter order; an output before an operand is launched through a trampoline
+    (`plan._trampoline`). Each `Ref` gets one more result, aliased to it. A call 0.3 could have
+    made keeps 0.3's positional form, and where neither layout fits, with `out_shape`, 0.3's
+    placement, so that the layout reports what is wrong as 0.3 did."""
     jit_fn, convention, out_shapes = call.unwrapped.jit_fn, call.convention, call.out_shapes
     entries, leaves, refs, n_args = binding.entries, binding.leaves, binding.refs, len(call.args)
     metaparams, by_keyword = binding.metaparams, binding.by_keyword
@@ -311,8 +288,7 @@ def place_outputs(call: CallArguments, binding: _binder.Binding,
         # 0.3's form keeps the constexprs given positionally in `positional` only.
         metaparams = {k: v for k, v in metaparams.items() if k not in constexprs}
     ref_results = tuple([(leaf.operand, len(order) + n) for n, leaf in enumerate(refs)])
-    prim_aliases = {leaf.operand: user_results[o] for leaf, o in pairs}
-    prim_aliases.update(dict(ref_results))
+    prim_aliases = {**{leaf.operand: user_results[o] for leaf, o in pairs}, **dict(ref_results)}
     zeroed = call.given["zeroed_outputs"]
     if callable(zeroed):
         if user_results != tuple(range(len(user_results))):
@@ -330,9 +306,8 @@ def place_outputs(call: CallArguments, binding: _binder.Binding,
 
 
 def own_named_parameter(unwrapped: Any, own_keywords: Iterable[str], start: int) -> Any:
-    """The first parameter from position `start` on named like one of `own_keywords` and set
-    by nothing else (no default, autotune config or heuristic): only the API's own keyword
-    could fill it. None where there is none."""
+    """The first parameter from `start` on named like one of `own_keywords` and set by nothing
+    else (no default, autotune config or heuristic), or None."""
     own = set(own_keywords) - unwrapped.set_by_wrappers
     for param in list(unwrapped.jit_fn.params)[start:]:
         if param.name in own and not param.has_default:
@@ -341,10 +316,9 @@ def own_named_parameter(unwrapped: Any, own_keywords: Iterable[str], start: int)
 
 
 def layout_key(call: CallArguments) -> tuple | None:
-    """The key a call's layout is kept under, or None where no layout is kept or the full check
-    must say what is wrong. It holds everything of the call but its arrays' shapes, its runtime
-    scalars' values and a grid of ints (docs/design.md, "Re-used layouts"); a grid function by
-    its code and defaults, so that a `lambda meta: ...` made at each trace is the same grid."""
+    """The key a call's layout is kept under (all of the call but its shapes, runtime scalars
+    and int grid; a grid function by its code, so that a lambda made per trace is one grid),
+    or None where the full check must run."""
     try:
         parts, roles = [], []
         for index, value in enumerate(call.args):
@@ -396,9 +370,7 @@ def layout_key(call: CallArguments) -> tuple | None:
 
 
 def relaid_call(layout: Layout, call: CallArguments) -> BoundCall | None:
-    """The call checked into the kept `layout`, with its own arrays, scalars, shapes and grid;
-    None where a check fails (the full check then says why)."""
-
+    """The call checked into the kept `layout`, or None where a check fails."""
     try:
         grid = _values.grid_value(call.given["grid"])
     except (TypeError, ValueError):
@@ -407,13 +379,9 @@ def relaid_call(layout: Layout, call: CallArguments) -> BoundCall | None:
     operands = tuple([args[index] for index in layout.operand_args])
     in_avals = tuple([x.aval for x in operands])
     outs = tuple([call.out_shapes[o] for o in layout.out_order])
-    for aval in (*in_avals, *outs):
-        for d in aval.shape:
-            if type(d) is not int:  # a symbolic dimension
-                return None
-    for i, r in layout.placed.aliases.items():
-        if in_avals[i].shape != tuple(outs[r].shape):
-            return None
+    if any([type(d) is not int for aval in (*in_avals, *outs) for d in aval.shape]) or any(
+            [in_avals[i].shape != tuple(outs[r].shape) for i, r in layout.placed.aliases.items()]):
+        return None  # a symbolic dimension, or an alias of two shapes
     positional = list(layout.spec.positional)
     for index, source in layout.scalars:
         positional[index] = ("scalar", args[source] if isinstance(source, int)

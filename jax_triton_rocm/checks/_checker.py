@@ -1,7 +1,5 @@
-"""The one checker of a kernel call: `check_call` checks what `triton_call` (bound by
-`checks._binder`, its outputs placed by `checks._bound`) and `triton_call_lowering` share, and
-`triton_call`'s `backend_options` and `cost_estimate`, into a `KernelCallSpec`, with messages
-worded for the API called (`Api`): the same value gets the same verdict from both.
+"""`check_call`: what `triton_call` and `triton_call_lowering` share, checked into a
+`KernelCallSpec` with messages worded for the API called, so that both give one verdict.
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ COST_KEYS = ("flops", "transcendentals", "bytes_accessed")
 
 @dataclasses.dataclass(frozen=True)
 class Api:
-    """How messages name things for the API the user called (`APIS` shows each field)."""
+    """How messages name things for the API the user called."""
 
     name: str
     prefix: str
@@ -48,14 +46,13 @@ class Api:
     inputs: str
     outputs: str
     an_output: str
-    index_hint: str = ""
     alias_fix: str = ""
 
 
 APIS = {
+    # triton_call's input indices are checked as its outputs are placed (`_bound`).
     "triton_call": Api("triton_call", "", "input", "output", "the {n} array arguments",
-                       "the {n} outputs", "an output",
-                       index_hint=" (indices count arrays only, not scalars)"),
+                       "the {n} outputs", "an output"),
     "triton_call_lowering": Api(
         "triton_call_lowering", "triton_call_lowering: ", "operand", "result",
         "the primitive's {n} operands", "the primitive's {n} results", "a result",
@@ -101,13 +98,12 @@ def alias_pairs(api_name: str, given: Any, in_avals: tuple, out_avals: tuple) ->
     shown = dict(given)
     pairs = []
     for in_idx, out_idx in shown.items():
-        for index, avals, which, among, hint in (
-                (in_idx, in_avals, "input", api.inputs, api.index_hint),
-                (out_idx, out_avals, "output", api.outputs, "")):
+        for index, avals, which, among in ((in_idx, in_avals, "input", api.inputs),
+                                           (out_idx, out_avals, "output", api.outputs)):
             if not (_values.is_int(index) and 0 <= index < len(avals)):
                 raise ValueError(
                     f"{api.prefix}input_output_aliases={shown!r}: {which} index {index!r} is not "
-                    f"one of {among.format(n=len(avals))} (0..{len(avals) - 1}){hint}.")
+                    f"one of {among.format(n=len(avals))} (0..{len(avals) - 1}).")
         src, dst = in_avals[in_idx], out_avals[out_idx]
         if tuple(src.shape) != tuple(dst.shape) or np.dtype(src.dtype) != np.dtype(dst.dtype):
             raise ValueError(
@@ -137,13 +133,9 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
                options: Mapping[str, Any] | None = None,
                has_side_effect: bool = False, cost_estimate: Any = None,
                backend_options: Any = None, by_keyword: tuple[str, ...] = ()) -> KernelCallSpec:
-    """Checks a call in the common form (the options both APIs take, from `grid` to
-    `zeroed_outputs`, as given); returns its spec. `aliases` (checked by `alias_pairs`, in each
-    API's own indices) come checked already. `triton_call`'s `backend_options` is merged with
-    the launch settings and the vendor knobs given as keywords (`options`: `waves_per_eu=2`); a
-    value given both ways is an error that names both (docs/porting.md). A callable
-    `zeroed_outputs` is checked here for its arity, and per config (by `plan._plan`) for what
-    it returns."""
+    """Checks a call in the common form; returns its spec. `aliases` come checked
+    (`alias_pairs`). `triton_call`'s `backend_options` is merged with the launch settings and
+    the vendor knobs given as keywords (`options`); a value given both ways is refused."""
     api = APIS[api_name]
     metaparams, options, others = dict(metaparams or {}), dict(options or {}), {}
     if api.name == "triton_call_lowering":  # triton_call checks them as it takes its arguments
@@ -257,16 +249,12 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
                                         an_output=api.an_output)
     spec = KernelCallSpec(
         kernel=kernel, unwrapped=unwrapped, positional=tuple(positional),
-        out_shapes=tuple(out_shapes), grid=grid,
-        name=name or unwrapped.name,
+        out_shapes=tuple(out_shapes), grid=grid, name=name or unwrapped.name,
         num_warps=None if num_warps is None else int(num_warps),
         num_stages=None if num_stages is None else int(num_stages),
-        num_ctas=1 if num_ctas is None else int(num_ctas),
-        cuda_arch=cuda_arch,
+        num_ctas=1 if num_ctas is None else int(num_ctas), cuda_arch=cuda_arch,
         enable_fp_fusion=bool(enable_fp_fusion), input_output_aliases=tuple(aliases),
-        zeroed_outputs=zeroed,
-        debug=bool(debug),
-        serialized_metadata=serialized_metadata,
+        zeroed_outputs=zeroed, debug=bool(debug), serialized_metadata=serialized_metadata,
         batch_grid_axis=None if axis is None else int(axis),
         xla_native=None if xla_native is None else bool(xla_native),
         metaparams=tuple(sorted(metaparams.items())),

@@ -59,15 +59,16 @@ def is_triton_function(value: Any) -> bool:
     return isinstance(value, JITCallable) and hasattr(value, "src")
 
 
-def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+def graph_key(jit_fn: JITFunction, kernel: Any = None,
+              record: dict | None = None) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """What decides the code of `jit_fn` and every Triton function it calls, resolved now.
 
     Returns (functions, globals): per function reached, `jit_fn` first and then its callees depth
     first, a digest of its own source, first line and decorator settings; and the globals they
     read, ((module:name, value text), ...) sorted. Equal in every process for the same sources and
     values. Each function's references are parsed once per source and kept in its record
-    (`_state.KERNEL_RECORDS`); a function is parsed again only when its record is stale or a
-    callee's path now resolves to another object.
+    (`_state.KERNEL_RECORDS`; `record` is `kernel`'s, where the caller holds it); a function is
+    parsed again only when its record is stale or a callee's path now resolves to another object.
 
     The parse is Triton's walk (`DependenciesFinder`): calls to other Triton functions are
     collected, not merged (their recorded values would be the stale ones); then each name or
@@ -85,8 +86,8 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
         if id(fn) in seen or not is_triton_function(fn):
             continue
         seen.add(id(fn))
-        record = _state.KERNEL_RECORDS.record(fn)
-        entry = record.get("references")
+        held = record if fn is kernel and record is not None else _state.KERNEL_RECORDS.record(fn)
+        entry = held.get("references")
         # What its names resolve to lives outside the function: a rebound callee is read anew.
         if entry is None or any([_resolve(fn, path) is not obj for path, obj in entry.paths]):
             finder = DependenciesFinder(
@@ -110,7 +111,7 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
             settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
             text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
             own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
-            entry = record["references"] = _Entry(own, tuple(names), tuple(paths), tuple(callees))
+            entry = held["references"] = _Entry(own, tuple(names), tuple(paths), tuple(callees))
         functions.append(entry.own)
         module = getattr(fn, "__module__", "") or ""
         for scope, name in entry.names:
@@ -121,12 +122,12 @@ def graph_key(jit_fn: JITFunction) -> tuple[tuple[str, ...], tuple[tuple[str, st
                                            for (module, name), text in values.items()]))
 
 
-def call_graph_key(spec: KernelCallSpec) -> tuple:
-    """`graph_key` of the call's kernel, with the digest of each Triton function given as a
-    constexpr (`ACT=my_activation`, also inside a tuple) added to its functions: what a memo of
-    the call's lowering or plan is keyed by, so that a helper rebound under a constexpr
-    function is a new key too."""
-    graph = graph_key(spec.unwrapped.jit_fn)
+def call_graph_key(spec: KernelCallSpec, record: dict) -> tuple:
+    """`graph_key` of the call's kernel (`record`: `spec.kernel`'s, where the caller holds it),
+    with the digest of each Triton function given as a constexpr (`ACT=my_activation`, also inside
+    a tuple) added to its functions: what a memo of the call's lowering or plan is keyed by, so
+    that a helper rebound under a constexpr function is a new key too."""
+    graph = graph_key(spec.unwrapped.jit_fn, spec.kernel, record)
     pending = [value for _, value in spec.metaparams]
     pending += [value for kind, value in spec.positional if kind == "scalar"]
     given = []
@@ -222,10 +223,10 @@ class CompileJob:
 
 def make_job(jit_fn: JITFunction, triton_gpu_target: Any, bound: BoundKernel,
              options: dict[str, Any], *, arch: str, gluon: bool, binary_key: str, asm_key: str,
-             symbol: str) -> CompileJob:
+             symbol: str, kernel: Any = None, record: dict | None = None) -> CompileJob:
     """A `CompileJob` for `triton_gpu_target` (`arch` as users name it), with its kernel key: a
     SHA-256 over every input that can change the compiled binary."""
-    graph = graph_key(jit_fn)
+    graph = graph_key(jit_fn, kernel, record)
     parts = [
         f"sources={graph[0]}",
         f"globals={graph[1]}",
@@ -268,7 +269,7 @@ def triton_options(launch: Launch, spec: KernelCallSpec, compile_options: tuple[
 
 def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target: Any, *,
                       arch: str, compile_options: tuple[str, ...], option_names: frozenset[str],
-                      binary_key: str, asm_key: str) -> list[tuple]:
+                      binary_key: str, asm_key: str, record: dict | None = None) -> list[tuple]:
     """`launches` of `spec` compiled at once (one, XLA's route's, in this thread), each its `jit_fn`
     laid out as its `bound`, with the options `triton_options` gives (`compile_options`,
     `option_names`: the vendor's; the rest as `make_job` takes them): (launch, job, compiled
@@ -284,7 +285,8 @@ def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_t
     jobs = [make_job(launch.jit_fn, triton_gpu_target, launch.bound,
                      triton_options(launch, spec, compile_options, option_names), arch=arch,
                      gluon=launch.jit_fn.is_gluon(), binary_key=binary_key, asm_key=asm_key,
-                     symbol=spec.unwrapped.symbol) for launch in launches]
+                     symbol=spec.unwrapped.symbol, kernel=spec.kernel, record=record)
+            for launch in launches]
     if len(jobs) == 1:  # one kernel: its error is the call's, as it is
         return [(launches[0], jobs[0], compile_job(jobs[0]))]
     # Every re-lowering of a cached call: no pool.

@@ -17,7 +17,6 @@ multiplies back, so that the divisibility is in the arithmetic (docs/routes.md s
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import linecache
 from typing import TYPE_CHECKING, Any
@@ -55,7 +54,8 @@ class Compiled:
     scalar_scales: tuple[int, ...] = ()
 
 
-def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int) -> Launch:
+def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int,
+               record: dict | None = None) -> Launch:
     """`launch` as jaxlib's call launches it: jaxlib hands the array parameters, in kernel order,
     the operands' buffers and then the results'. A kernel whose buffer parameters are in another
     order gets a trampoline with them in that order (its other parameters keep theirs)."""
@@ -89,7 +89,7 @@ def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int) -> Launch:
     names = list(jit_fn.arg_names)
     order = ordered + [i for i in range(len(names)) if i not in first and i not in owner]
     body = f"    {_CALLEE}({', '.join([names[owner.get(u, u)] for u in range(len(names))])})\n"
-    trampoline = _trampoline(kernel, [names[i] for i in order], {}, body)
+    trampoline = _trampoline(kernel, [names[i] for i in order], {}, body, record)
     return _values.replaced(launch, bound=_reordered(bound, order, names), jit_fn=trampoline)
 
 
@@ -116,7 +116,7 @@ def _reordered(bound: _layout.BoundKernel, order: list[int],
 
 
 def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_avals: tuple,
-            triton_backend: Any) -> Compiled:
+            triton_backend: Any, record: dict | None = None) -> Compiled:
     """The kernel as XLA's call launches it: one pointer per operand, then one per runtime scalar
     (a 0-d operand the route adds), then one per result, and no other runtime parameter. The
     caller has checked that no parameter takes a tuple or a descriptor (`spec._layout`)."""
@@ -174,7 +174,7 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
             signature[name] = "constexpr"
     body = "".join(lines) + f"    {_CALLEE}({', '.join([argument[u] for u in range(len(names))])})\n"
     trampoline = _trampoline(kernel, params, {n for n in params if signature[n] == "constexpr"},
-                             body)
+                             body, record)
     return Compiled(trampoline, _layout.BoundKernel.of_buffers(
         sources, signature=signature, constexprs=constexprs, attrs=attrs,
         specializations=tuple(specializations), zero_d_pointers=bound.zero_d_pointers),
@@ -192,10 +192,10 @@ def is_trampoline(jit_fn: JITFunction) -> bool:
     return getattr(getattr(jit_fn, "fn", None), "__module__", None) == __name__
 
 
-def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body: str) -> Any:
-    """The trampoline with parameters `params` and `body`, made once per source and kernel
-    (in the kernel's record, `_state.KERNEL_RECORDS`): its function defined from
-    the source and decorated as the kernel is.
+def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body: str,
+                record: dict | None) -> Any:
+    """The trampoline with parameters `params` and `body`, kept by its source in the kernel's
+    `record` (else its function's), defined from the source and decorated as the kernel is.
 
     The source holds only identifiers: the function is defined as `_TRAMPOLINE` and named like
     the kernel's symbol (`Unwrapped.symbol`, an identifier `spec._spec.unwrap` checked)
@@ -213,8 +213,10 @@ def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body
     # trampolines of two kernels of one source keep their own symbols.
     source = f"def {_TRAMPOLINE}({signature}):\n    {symbol!r}\n{body}"
     # Kept by the source, which names the symbol.
-    return _state.KERNEL_RECORDS.derived(jit_fn, ("trampoline", source),
-                                         functools.partial(_defined, jit_fn, symbol, source))
+    record = _state.KERNEL_RECORDS.record(jit_fn) if record is None else record
+    if (trampoline := record.get(("trampoline", source))) is None:
+        trampoline = record["trampoline", source] = _defined(jit_fn, symbol, source)
+    return trampoline
 
 
 def _defined(jit_fn: JITFunction, symbol: str, source: str) -> Any:

@@ -58,11 +58,12 @@ class Where:
     exporting: bool = dataclasses.field(default=False, compare=False)
 
 
-def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec) -> Where:
-    """Where jaxlib's route runs the call (`Where`). The devices a kernel loads on can differ
-    from its compile target only where the call names its own (`compute_capability`): they are
-    then those named (`target_arch`), else, outside `jax.export` (whose result runs elsewhere),
-    the computation's (`lowering_arch`).
+def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+                  record: dict) -> Where:
+    """Where jaxlib's route runs the call (`Where`; `record`: the kernel's). The devices a kernel
+    loads on can differ from its compile target only where the call names its own
+    (`compute_capability`): they are then those named (`target_arch`), else, outside
+    `jax.export` (whose result runs elsewhere), the computation's (`lowering_arch`).
 
     Raises:
       ValueError: a `jax.export` lowering would carry what only this process can load
@@ -83,7 +84,7 @@ def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSp
                 devices = None
         if devices is not None and devices.arch == arch.arch:
             devices = None
-    return Where(backend.platform, arch, devices, features, _compile.call_graph_key(spec),
+    return Where(backend.platform, arch, devices, features, _compile.call_graph_key(spec, record),
                  tuple([_env.as_set(name) for name in backend.lowering_variables]), exporting)
 
 

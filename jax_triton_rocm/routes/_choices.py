@@ -8,12 +8,9 @@ Choices are made by `jax_triton_rocm.autotune` (`api._tuning`) and kept in this 
 per key, in `JAX_TRITON_ROCM_AUTOTUNE_DIR`. A tuning session (`session`) lets `_tuning` force a
 config for a key while it times them, and observe which calls a lowering left undecided.
 
-A choice's file is read as a careful system reads it: only a regular file directly inside its
-group folder, never through a link, never waiting on what it opens (a FIFO is refused), a
-bounded size (`_files.read_entry_file`), checked field by field before use. A writer writes
-only into folders that are the user's own and no link, a temporary file renamed over the
-choice, so a reader never sees half a file; the temporary files of writers killed mid-write are
-removed once they are old enough to belong to no live writer.
+A choice's file is untrusted: read as `_files.read_entry_file` reads an entry (a regular file,
+no link, bounded) and checked field by field; written as `_files.write_file` writes one (a
+temporary file renamed over it); a killed writer's temporary files are swept once stale.
 """
 
 from __future__ import annotations
@@ -230,9 +227,8 @@ def session(forced: dict[str, int] | None = None) -> Iterator[Session]:
 
 
 def decided() -> tuple:
-    """What decides a lowering's autotuned calls now, for the lowered-call memo's key
-    (`routes._lowering`): `STORE`'s generation, the tuning session's forced configs, and the
-    target an autotuned call takes (`JAX_TRITON_ROCM_AUTOTUNE_TARGET`)."""
+    """What decides a lowering's autotuned calls now, for the lowered-call memo's key: the
+    choices known, the tuning session's forced configs and the autotuned calls' target."""
     current = _SESSION.get()
     forced = tuple(sorted(current.forced.items())) if current is not None else ()
     return (STORE.generation, forced), _env.as_set(_env.ENV_AUTOTUNE_TARGET)

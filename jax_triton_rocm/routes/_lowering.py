@@ -1,15 +1,12 @@
 """The lowering shell of both GPU routes, jaxlib's Triton call (`jaxlib._jaxlib_call`) and XLA's
-(`xla._xla_native`): where the call runs, the lowered-call memo and its key (`lowered_call`),
-the plan memo (`Kept`, `plan_key`) and the launches planned (`_lower_uncached`); each route's
-`plan` compiles them in the form it launches them, and jaxlib's `encode` encodes them (XLA's
-keeps the call its `emit` writes). Which route a call takes, and the emit, is
-`_primitive.GpuRoutes.lower`'s; one call top-down: docs/design.md.
+(`xla._xla_native`): the lowered-call memo (`lowered_call`) around the plan memo and the
+launches planned (`_lower_uncached`), then each route's `plan` (and jaxlib's `encode`). Which
+route a call takes, and the emit, is `_primitive.GpuRoutes.lower`'s; docs/design.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _compat, _state
@@ -30,8 +27,7 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class Kept:
-    """A route's plan of one call as the plan memo keeps it: what the route made (`made`: the
-    kernels and images, or XLA's call), the launches and the limits `_plan.relaunch` keeps."""
+    """A call's plan as the plan memo keeps it (`made`: the kernels and images, or XLA's call)."""
 
     made: Any
     launches: tuple[_plan.Launch, ...]
@@ -43,16 +39,14 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
     """The call lowered for `route`, without MLIR: jaxlib's (`_jaxlib_call.LoweredCall`) or
     XLA's (`_xla_native.NativeCall`, or why the call does not fit it: `_xla_native.Unfit`).
 
-    Where the call runs (jaxlib's: `_arch.where_it_runs` and the plain call's target; XLA's: the
-    architecture), then the call lowered (`_lower_uncached`), kept in `_state.LOWERED_CALLS` (in
-    the kernel's record) by one key for both routes: the route, the avals, the spec (the kernel
-    by identity; scalars and metaparameters by exact value), the call graph, an autotuned
-    kernel's choices (`_choices.decided`) and where the call runs. A call left undecided, found
-    or made, is told to a tuning session (`_choices.report_undecided`).
+    Kept in `_state.LOWERED_CALLS`, in the kernel's record (fetched once here, passed down), by
+    one key for both routes: the route, the avals, the spec, the call graph, an autotuned
+    kernel's choices and where the call runs. A call left undecided is told to a tuning session.
     """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+    record = _state.KERNEL_RECORDS.record(spec.kernel)
     if route == "jaxlib":
-        where = _arch.where_it_runs(backend, ctx, spec)
+        where = _arch.where_it_runs(backend, ctx, spec, record)
         plain_call_name = _compat.plain_call_name(exporting=where.exporting)
         # `Where` as plain values (its fields but `exporting`): hashed without a call per field.
         place = (where.platform, dataclasses.astuple(where.arch),
@@ -64,16 +58,24 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
         if (unfit := _xla_native.unfit_before_compile(spec)) is not None:
             return unfit
         where, _ = _arch.resolve_arch(backend, ctx, spec)
-        graph = _compile.call_graph_key(spec)
+        graph = _compile.call_graph_key(spec, record)
         decides = (backend.platform, dataclasses.astuple(where))
         place, plain_call_name = (_xla_native.CUSTOM_CALL_NAME, *decides, graph), ""
     # A plain kernel has one launch: no autotune choice, nor the autotuned call's target,
     # decides it.
     decided = () if spec.unwrapped.autotuner is None else _choices.decided()
-    lowered = _state.LOWERED_CALLS.memo(
-        (route, in_avals, out_avals, spec, graph, decided, decides),
-        functools.partial(_lower_uncached, route, backend, ctx, spec, where, place,
-                          plain_call_name), kernel=spec.kernel)
+    key = (route, in_avals, out_avals, spec, graph, decided, decides)
+    kept = record.get(_state.LOWERED_CALLS, {})
+    try:
+        with _state.LOCKS.guard:  # a call found is now the most recently used
+            if (lowered := kept.get(key)) is not None:
+                kept.move_to_end(key)
+    except TypeError:  # a constexpr in the key that hashes badly
+        lowered, key = None, None
+    if lowered is None:
+        lowered = _lower_uncached(route, backend, ctx, spec, where, place, plain_call_name, record)
+        if key is not None:
+            _state.LOWERED_CALLS.put(key, lowered, record=record)
     if getattr(lowered, "undecided", None) is not None:
         _choices.report_undecided(lowered.undecided)
     return lowered
@@ -81,18 +83,14 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
 
 def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
                     spec: KernelCallSpec, where: _arch.Where | GpuArch, place: tuple,
-                    plain_call_name: str) -> Any:
+                    plain_call_name: str, record: dict) -> Any:
     """The call lowered for `route`: planned, then on jaxlib's route encoded.
 
-    The plan memo, around the route's plan of the call: what the route made of a plain kernel's
-    call (`Kept`, in `_state.PLANS`) by `place`, where the call runs as the route names
-    it, and `plan_key`. A later call of the same key gets the kept plan with its launches
-    relaunched (`_plan.relaunch`: the grid, the runtime scalars, the outputs to zero), each as
-    the route launches it (XLA's `refilled`, unless that is None: then planned again): a plain
-    kernel's new shape or scalar value compiles, lays out and encodes nothing anew. The call's
-    values and metaparameters are typed once, by the call's check (`KernelCallSpec.types`), for
-    the key and for the layouts. A route's
-    reason not to take the call (`_xla_native.Unfit`) is returned as it is, and nothing kept.
+    The plan memo: what the route made of a plain kernel's call (`Kept`, in `_state.PLANS`) by
+    `place` (where the call runs) and `plan_key`. A later call of the same key gets the kept plan
+    relaunched (`_plan.relaunch`; XLA's `refilled`, unless None: then planned again), so a new
+    shape or scalar value compiles, lays out and encodes nothing anew. A route's reason not to
+    take the call (`_xla_native.Unfit`) is returned, and nothing kept.
     """
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     types = spec.types  # as the check typed them; again where it typed other dtypes
@@ -103,21 +101,23 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
         key = plan_key(spec, in_avals, out_avals, types)
     except TypeError:  # an unhashable parameter: no plan kept
         key = None
-    planned = None
-    found = None if key is None else _state.PLANS.get((place, key), kernel=spec.kernel)
+    planned = found = None
+    kept = record.get(_state.PLANS, {})
+    with _state.LOCKS.guard:  # a plan found is now the most recently used
+        if key is not None and (found := kept.get((place, key))) is not None:
+            kept.move_to_end((place, key))
     if found is not None:
         launches = _plan.relaunch(list(found.launches), spec, in_avals, out_avals, found.limits)
         if route == "xla":
             planned = _xla_native.refilled(found.made, *launches)
         else:  # each launch as jaxlib launches it, with the kept kernel and image
-            planned = [(launch, _trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals)),
-                        kernel, image)
+            planned = [(launch, _trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals),
+                                                       record), kernel, image)
                        for launch, (_, _, kernel, image) in zip(launches, found.made)]
     if planned is None:
-        # The route's plan of the call: the backend's answers for the architecture, the
-        # launches, then the route's `plan`. On XLA's route an autotuned kernel's one launch is
-        # the config remembered for jaxlib's call, which keys choices on its compiled configs
-        # and runs the autotuner's functions once.
+        # On XLA's route an autotuned kernel's one launch is the config remembered for jaxlib's
+        # call, which keys choices on its compiled configs and runs the autotuner's functions
+        # once.
         answers = backend.answers(where.arch if route == "jaxlib" else where)
         if route == "xla" and spec.unwrapped.autotuner is not None:
             lowered = lowered_call("jaxlib", backend, ctx, spec)
@@ -131,16 +131,17 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
             launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
         if route == "xla":
             [launch] = launches  # XLA's call launches one configuration
-            planned = _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals)
+            planned = _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals,
+                                       record)
             if isinstance(planned, _xla_native.Unfit):
                 return planned
         else:
             planned = _jaxlib_call.plan(backend, spec, where, answers, launches, in_avals,
-                                        out_avals)
+                                        out_avals, record)
             launches = [launch for launch, *_ in planned]  # those that compiled and fit
         if key is not None:
             _state.PLANS.put((place, key), Kept(planned, tuple(launches),
-                                                answers.launch_site.limits), kernel=spec.kernel)
+                                                answers.launch_site.limits), record=record)
     if route == "xla":
         return planned
     return _jaxlib_call.encode(backend, ctx, spec, where, planned,
@@ -153,9 +154,8 @@ def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
     values; None for a kernel with an autotuner or heuristics (they see shapes and values).
 
     A new length or batch size changes no configuration, layout or binary of a plain kernel, only
-    what `_plan.relaunch` refills. The key holds the kernel (by identity), the positional entries
-    as they compile (`_spec.compile_view`, the `view` of `types` where given), the dtypes and
-    which arrays are 0-d, the metaparameters (by exact value) and every compiler setting.
+    what `_plan.relaunch` refills. The positional entries are as they compile (the `view` of
+    `types` where given, else `_spec.compile_view`).
 
     Raises:
       TypeError: a value that cannot be hashed (the caller then keeps no plan).

@@ -1,14 +1,11 @@
-"""Triton's autotuner and heuristics at lowering: the configs a call is tuned among
-(`autotune_configs`, with `perf_model` and `top_k`, which Triton runs on the host before any
-trial), the autotuner features jaxlib's autotuner cannot honour, each refused with its
-alternative, and `@triton.heuristics` (`apply_heuristics`)."""
+"""Triton's autotuner and heuristics at lowering: the configs a call is tuned among, the
+autotuner features jaxlib cannot honour (each refused with its alternative), the heuristics."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.spec import _callbacks
@@ -41,8 +38,7 @@ _UNSUPPORTED_AUTOTUNE = {
 
 
 def check_autotuner(autotuner: Autotuner, kernel: str) -> None:
-    """Raises NotImplementedError, naming the alternative, for an autotuner feature jaxlib
-    cannot honour."""
+    """Raises NotImplementedError for an autotuner feature jaxlib cannot honour."""
     from triton import knobs
 
     used = {
@@ -75,59 +71,11 @@ def check_autotuner(autotuner: Autotuner, kernel: str) -> None:
                 f"source. Drop ir_override, or change the kernel's source.")
 
 
-def fastest_estimated(autotuner: Autotuner, configs: list, named_args: Mapping[str, Any],
-                      kwargs: Mapping[str, Any], kernel: str) -> list:
-    """The `top_k` of `configs` that the autotuner's `perf_model` estimates fastest, fastest
-    first, as Triton's autotuner keeps them (the model gets the arguments, the keywords and
-    each config's `all_kwargs()` by name); `configs` as they are where no more are left.
-
-    Raises:
-      TypeError / ValueError: a bad `top_k`, or a model that raised or returned no number.
-    """
-    # `top_k` as Triton reads it: an int, or a float up to 1.0, the share of all configs.
-    top_k = getattr(autotuner, "configs_top_k", 1.0)
-    if isinstance(top_k, float) and top_k <= 1.0:
-        top_k = int(len(autotuner.configs) * top_k)
-    elif not isinstance(top_k, int) or isinstance(top_k, bool):
-        raise TypeError(f"prune_configs_by={{'top_k': {top_k!r}}} on kernel {kernel} must be an "
-                        f"int or a float up to 1.0 (a share of the configs), as in Triton.")
-    if top_k < 1:
-        raise ValueError(f"prune_configs_by={{'top_k': {autotuner.configs_top_k!r}}} on kernel "
-                         f"{kernel} keeps no config of {len(autotuner.configs)}; keep at least "
-                         f"one.")
-    if len(configs) <= top_k:
-        return configs
-    model, estimates = autotuner.perf_model, []
-    for config in configs:
-        values = {**named_args, **kwargs, **config.all_kwargs()}
-        what = f"perf_model of kernel {kernel}, for config ({config}),"
-        returned = _callbacks.call(
-            functools.partial(model, **values), what=what, given=values,
-            fix="It receives the kernel's arguments, the keywords and the config's kwargs and "
-                "settings by name (arrays as their shape and dtype) and returns an estimated time.")
-        try:
-            estimate = float(returned)
-        except (TypeError, ValueError):
-            estimate = math.nan
-        if math.isnan(estimate):
-            raise ValueError(f"{what} ({_callbacks.describe(model)}) returned {returned!r}, not a "
-                             f"number; it must return the config's estimated time.")
-        estimates.append(estimate)
-    order = sorted(range(len(configs)), key=estimates.__getitem__)
-    return [configs[i] for i in order[:top_k]]
-
-
 def apply_heuristics(heuristics: tuple, config: Any, named: dict, kernel: str,
                       param_names: set[str], compile_options: tuple[str, ...],
                       config_keys: frozenset[str] = frozenset()) -> Any:
-    """Runs `heuristics` (outermost first) on `config`; each sees the values set before it
-    and may set a parameter, a launch setting or one of `compile_options`. `config_keys`: for
-    heuristics around an autotuner, what its configs set, which they run before.
-
-    Raises:
-      ValueError: a rule raised (read from `config_keys`: where to put the heuristic instead).
-      TypeError: a rule sets a name that is no parameter and no launch setting.
-    """
+    """Runs `heuristics` (outermost first) on `config`; each sees the values set before it.
+    `config_keys`: for heuristics around an autotuner, what its configs set."""
     for wrapper in heuristics:
         for key, rule in wrapper.values.items():
             args = {**named, **config.kwargs_view()}
@@ -189,13 +137,10 @@ def _from_autotune_config(base: Any, config: Any, kernel: str, param_names: set[
 def autotune_configs(autotuner: Autotuner, base: Any, named: dict, by_keyword: tuple,
                       kernel: str, param_names: set[str],
                       compile_options: tuple[str, ...]) -> list[tuple[Any, Any]]:
-    """The autotuner's configs over `base`, each with its `triton.Config`: those that agree
-    with what the call set, pruned by its `early_config_prune` and its `perf_model`, in the
-    order they leave."""
+    """The autotuner's configs that agree with the call, pruned as Triton prunes them, each as
+    (its `triton.Config`, `base` with it laid over)."""
     check_autotuner(autotuner, kernel)
-    # The configs that set no key of the call's constexprs (with what heuristics around the
-    # autotuner set) to another value: jax-triton tunes among these, so a call may fix one of
-    # the tuned keys (Triton's launcher refuses any overlap).
+    # A call may fix one of the tuned keys, as in jax-triton (Triton's launcher refuses that).
     configs, given = autotuner.configs, base.constexprs
     candidates = [config for config in configs
                   if all(config.kwargs[key] == value for key, value in given.items()
@@ -211,34 +156,58 @@ def autotune_configs(autotuner: Autotuner, base: Any, named: dict, by_keyword: t
     named_args = {name: value for name, value in named.items() if name not in by_keyword}
     kwargs = {**{name: named[name] for name in by_keyword if name in named},
               **base.kwargs_view()}
-    prune = getattr(autotuner, "early_config_prune", None)
-    if prune is not None:
-        candidates = _pruned(prune, candidates, named_args, kwargs, kernel)
-    if getattr(autotuner, "perf_model", None) is not None:
-        candidates = fastest_estimated(autotuner, candidates, named_args, kwargs, kernel)
+    if (prune := getattr(autotuner, "early_config_prune", None)) is not None:
+        what = f"early_config_prune of kernel {kernel}"
+        fix = (f"It must return the triton.Config objects it keeps (at least one of the "
+               f"{len(candidates)}: {'; '.join(str(c) for c in candidates)}).")
+        given = _callbacks.Arguments(named_args=named_args, kwargs=kwargs)
+        kept = _callbacks.call(
+            functools.partial(prune, list(candidates), dict(named_args), **kwargs),
+            what=what, given=given, fix=f"Fix it. {fix}")
+        try:
+            kept = list(kept)
+        except TypeError:
+            raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {kept!r}, not a "
+                             f"list of configs. {fix}") from None
+        wrong = [item for item in kept if not isinstance(item, type(candidates[0]))]
+        if wrong:
+            raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {wrong[0]!r}, a "
+                             f"{type(wrong[0]).__name__}, among its configs. {fix}")
+        if not kept:
+            raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned no config. {fix}")
+        candidates = kept
+    if (model := getattr(autotuner, "perf_model", None)) is not None:
+        # The `top_k` estimated fastest, as Triton reads `top_k`: an int, or a share of all.
+        top_k = getattr(autotuner, "configs_top_k", 1.0)
+        if isinstance(top_k, float) and top_k <= 1.0:
+            top_k = int(len(configs) * top_k)
+        elif not isinstance(top_k, int) or isinstance(top_k, bool):
+            raise TypeError(f"prune_configs_by={{'top_k': {top_k!r}}} on kernel {kernel} must be "
+                            f"an int or a float up to 1.0 (a share of the configs), as in Triton.")
+        if top_k < 1:
+            raise ValueError(f"prune_configs_by={{'top_k': {autotuner.configs_top_k!r}}} on "
+                             f"kernel {kernel} keeps no config of {len(configs)}; keep at "
+                             f"least one.")
+        if len(candidates) > top_k:
+            estimates = []
+            for config in candidates:
+                values = {**named_args, **kwargs, **config.all_kwargs()}
+                what = f"perf_model of kernel {kernel}, for config ({config}),"
+                returned = _callbacks.call(
+                    functools.partial(model, **values), what=what, given=values,
+                    fix="It receives the kernel's arguments, the keywords and the config's "
+                        "kwargs and settings by name (arrays as their shape and dtype) and "
+                        "returns an estimated time.")
+                try:
+                    estimate = float(returned)
+                except (TypeError, ValueError):
+                    estimate = math.nan
+                if math.isnan(estimate):
+                    raise ValueError(f"{what} ({_callbacks.describe(model)}) returned "
+                                     f"{returned!r}, not a number; it must return the config's "
+                                     f"estimated time.")
+                estimates.append(estimate)
+            order = sorted(range(len(candidates)), key=estimates.__getitem__)
+            candidates = [candidates[i] for i in order[:top_k]]
     return [(config, _from_autotune_config(base, config, kernel, param_names, compile_options))
             for config in candidates]
-
-
-def _pruned(prune: Any, configs: list, named_args: dict, kwargs: dict, kernel: str) -> list:
-    """The configs `prune` (an `early_config_prune`) keeps, checked to be `triton.Config`s, at
-    least one; ValueError where it raised or returned no config or something else."""
-    what = f"early_config_prune of kernel {kernel}"
-    fix = (f"It must return the triton.Config objects it keeps (at least one of the "
-           f"{len(configs)}: {'; '.join(str(c) for c in configs)}).")
-    given = _callbacks.Arguments(named_args=named_args, kwargs=kwargs)
-    kept = _callbacks.call(functools.partial(prune, list(configs), dict(named_args), **kwargs),
-                           what=what, given=given, fix=f"Fix it. {fix}")
-    try:
-        kept = list(kept)
-    except TypeError:
-        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {kept!r}, not a list "
-                         f"of configs. {fix}") from None
-    config_type = type(configs[0]) if configs else object
-    wrong = [item for item in kept if not isinstance(item, config_type)]
-    if wrong:
-        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {wrong[0]!r}, a "
-                         f"{type(wrong[0]).__name__}, among its configs. {fix}")
-    if not kept:
-        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned no config. {fix}")
-    return kept

@@ -1,11 +1,6 @@
-"""The user's own functions, called while a call's launches are planned: a callable grid or
-`zeroed_outputs`, a `@triton.heuristics` rule, an `early_config_prune`, a `perf_model`, a
-config's `pre_hook`.
-
-An error one of them raises would otherwise surface bare (a `KeyError: 'BLOCKSIZE'` with no word
-of which function read it, or what it could have read). `call` raises it again as a ValueError
-that names the function and where it is defined, what it read or raised, the values it was given
-and the fix; the original is chained as its cause.
+"""The user's own functions (a grid, a heuristic, a perf_model...) called while launches are
+planned: `call` raises an error of theirs again as a ValueError naming the function, what it
+read, the values it was given and the fix, where it would surface bare (`KeyError: 'BLOCK'`).
 """
 
 from __future__ import annotations
@@ -21,8 +16,7 @@ _SHOWN_CHARS = 60  # of one value's text in a message
 
 
 def describe(fn: Any) -> str:
-    """`fn` as messages show it: its name, and where a Python function is defined (a
-    `functools.partial`'s function)."""
+    """`fn`'s name, and where a Python function is defined."""
     fn = fn.func if isinstance(fn, functools.partial) else fn
     name = getattr(fn, "__qualname__", None) or repr(fn)
     code = getattr(fn, "__code__", None)
@@ -32,14 +26,11 @@ def describe(fn: Any) -> str:
 
 
 class Arguments(dict):
-    """What a function given more than one mapping receives, each under the name its signature
-    gives it (`early_config_prune(configs, named_args, **kwargs)`: {"named_args": ...,
-    "kwargs": ...}), so that a message says which of them held what."""
+    """The mappings a function receives, by their names in its signature."""
 
 
 def _shown(given: Mapping[str, Any]) -> str:
-    """`given` as messages show it: "name=value, ..." in name order, arrays as their dtype and
-    shape; `Arguments` part by part."""
+    """`given` as messages show it: "name=value, ..." in name order."""
     if isinstance(given, Arguments):
         return " and ".join(f"{part} ({_shown(values)})" for part, values in given.items())
     parts = []
@@ -57,18 +48,8 @@ def _shown(given: Mapping[str, Any]) -> str:
 
 def call(fn: Callable[..., Any], *args: Any, what: str, given: Mapping[str, Any], fix: str,
          **kwargs: Any) -> Any:
-    """`fn(*args, **kwargs)`, with an error it raises named.
-
-    Args:
-      what: the function's role, for the message ("grid(meta)", "early_config_prune of kernel
-        k").
-      given: the values by name the function can read (for a `KeyError`, and to show them), or
-        `Arguments` where it receives several mappings.
-      fix: the sentence that says what the function must do.
-
-    Raises:
-      ValueError: whatever `fn` raised, named (see the module's docstring).
-    """
+    """`fn(*args, **kwargs)`, with an error it raises named; `what`: its role ("grid(meta)"),
+    `given`: the values it can read, `fix`: what it must do."""
     try:
         return fn(*args, **kwargs)
     except Exception as err:  # noqa: BLE001  (the user's code: anything it raises is named)

@@ -1,8 +1,6 @@
-"""`triton.Config(pre_hook=...)`: each config's hook, run once at lowering on stand-ins.
-
-jaxlib launches the configs itself, with no host code around them, so the hook runs here instead,
-on stand-ins: each `TensorDescriptor` a `HookDescriptor`, which records the `block_shape` the hook
-sets (as Triton's tutorials do), each array a `HookArray`, with its shape and dtype and no data.
+"""`triton.Config(pre_hook=...)`, run once at lowering (jaxlib launches the configs with no host
+code around them), on stand-ins: a `HookDescriptor` records the `block_shape` the hook sets, as
+Triton's tutorials do; a `HookArray` has a shape and dtype and no data.
 """
 
 from __future__ import annotations
@@ -19,13 +17,11 @@ from jax_triton_rocm.spec._tensordesc import TensorDescriptor
 
 
 class DataAccess(Exception):
-    """A pre_hook read or wrote what a stand-in does not have (array data, a descriptor field
-    other than `block_shape`); the message names the access."""
+    """A pre_hook used what a stand-in does not have; the message names the access."""
 
 
 class HookArray:
-    """An array as a pre_hook sees it: `shape`, `dtype`, `ndim`, `size`, `nbytes`; nothing of
-    its data (every other attribute, indexing, arithmetic and conversion raise `DataAccess`)."""
+    """An array as a pre_hook sees it: its shape and dtype, nothing of its data."""
 
     def __init__(self, aval: Any, label: str) -> None:
         object.__setattr__(self, "_aval", aval)
@@ -71,9 +67,8 @@ for _method, _text in {
 
 
 class HookDescriptor(TensorDescriptor):
-    """A descriptor as a pre_hook sees it: its fields as lists (as Triton's descriptor has
-    them), `base` a `HookArray`; only its `block_shape` may be set (assigned, or changed in
-    place). `stand_in` adds Triton's descriptor class to its bases, which hooks check."""
+    """A descriptor as a pre_hook sees it (fields as lists, as Triton's); only its
+    `block_shape` may be set. `stand_in` adds Triton's class to its bases, which hooks check."""
 
     def __init__(self, desc: TensorDescriptor, label: str, path: tuple[int, ...]) -> None:
         for field in dataclasses.fields(TensorDescriptor):
@@ -99,15 +94,13 @@ class HookDescriptor(TensorDescriptor):
 
 @functools.cache
 def _descriptor_class() -> type:
-    """`HookDescriptor` with Triton's own descriptor among its bases."""
     from triton.tools.tensor_descriptor import TensorDescriptor as TritonDescriptor
 
     return type("HookDescriptor", (HookDescriptor, TritonDescriptor), {"__module__": __name__})
 
 
 def stand_in(value: Any, label: str, path: tuple[int, ...], made: list) -> Any:
-    """What a pre_hook sees for one argument (an abstract value as `_plan.named_args` gives
-    it); each `HookDescriptor` made is appended to `made`."""
+    """What a pre_hook sees for one argument; each `HookDescriptor` made goes to `made`."""
     if isinstance(value, TensorDescriptor):
         desc = _descriptor_class()(value, label, path)
         made.append(desc)
@@ -122,14 +115,8 @@ def stand_in(value: Any, label: str, path: tuple[int, ...], made: list) -> Any:
 
 def run(hook: Any, config: Any, nargs: Mapping[str, Any], names: list[str],
         kernel: str) -> tuple[tuple[tuple[int, ...], TensorDescriptor], ...]:
-    """Runs `config`'s pre_hook on stand-ins of `nargs`; returns the descriptors whose block
-    shape it set, as (parameter path, descriptor over an abstract base with the new block shape).
-
-    Raises:
-      NotImplementedError: the hook touched array data, or a descriptor field other than
-        `block_shape`.
-      ValueError: the hook raised, or set a block shape a descriptor cannot have.
-    """
+    """Runs `config`'s pre_hook on stand-ins of `nargs`; returns (parameter path, descriptor
+    with the new block shape) per descriptor whose block shape it set."""
     made: list[HookDescriptor] = []
     seen = {name: stand_in(value, f"nargs[{name!r}]", (names.index(name),), made)
             if name in names else value for name, value in nargs.items()}
@@ -164,8 +151,7 @@ def run(hook: Any, config: Any, nargs: Mapping[str, Any], names: list[str],
 
 
 def reblocked(positional: tuple, descriptors: tuple) -> tuple:
-    """The layout `positional` (placed: one entry per parameter) with each descriptor at a path
-    of `descriptors` (as `run` returns them) in place of the call's own."""
+    """`positional` with each of `descriptors` (as `run` returns them) in place."""
     def replaced(entry: tuple[str, Any], path: tuple[int, ...], desc: Any) -> tuple[str, Any]:
         kind, value = entry
         if not path:

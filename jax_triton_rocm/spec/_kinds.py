@@ -1,9 +1,7 @@
-"""What a kernel uses each of its parameters as, read from its source (a pointer or a scalar),
-and arguments of the wrong kind for them (`check`): Triton itself says only "invalid operands of
-type pointer<fp32> and int32". The reading (`roles`) is a guess from evidence, never a verdict
-on its own: a call is refused only where Triton's front end then fails on it too. The memory
-read and written is read too (`Roles.loads`, `stores`), for `_misplaced`. Details:
-docs/design.md, "Parameter kinds".
+"""What a kernel uses each parameter as (a pointer or a scalar), read from its source, and
+arguments of the wrong kind for them (`check`), where Triton says only "invalid operands of type
+pointer<fp32> and int32". The reading is evidence, not a verdict: a call is refused only where
+Triton's front end fails on it too. docs/design.md, "Parameter kinds".
 """
 
 from __future__ import annotations
@@ -24,10 +22,8 @@ if TYPE_CHECKING:
 
 
 _DEREFERENCE = {"load": "pointer", "store": "pointer", "make_block_ptr": "base",
-                "make_tensor_descriptor": "base", "atomic_add": "pointer",
-                "atomic_and": "pointer", "atomic_cas": "pointer", "atomic_max": "pointer",
-                "atomic_min": "pointer", "atomic_or": "pointer", "atomic_xchg": "pointer",
-                "atomic_xor": "pointer"}
+                "make_tensor_descriptor": "base", **{f"atomic_{op}": "pointer" for op in (
+                    "add", "and", "cas", "max", "min", "or", "xchg", "xor")}}
 # Calls that read or write memory through their pointer, or both (atomics).
 _ACCESS = {"load": ("load",), "store": ("store",),
            **{name: ("load", "store") for name in _DEREFERENCE if name.startswith("atomic_")}}
@@ -62,7 +58,6 @@ class Roles:
     deciding: frozenset[str] = frozenset()
 
     def of(self, name: str) -> str | None:
-        """"pointer", "scalar", or None where the kernel shows neither (or both)."""
         return "pointer" if name in self.pointers else "scalar" if name in self.scalars else None
 
     def shown(self, name: str) -> str:
@@ -73,9 +68,8 @@ class Roles:
 
 def roles(jit_fn: JITFunction, reading: set[int] | None = None,
           constexprs: Mapping[str, Any] | None = None, record: dict | None = None) -> Roles:
-    """The roles of `jit_fn`'s parameters, kept in its record (`record`, where the caller has
-    it; an edited kernel is read again); `reading`: the functions being read, its callers. A
-    branch that `constexprs` rule out is not read."""
+    """The roles of `jit_fn`'s parameters, kept in its record; `reading`: the functions being
+    read (its callers). A branch that `constexprs` rule out is not read."""
     reading = set() if reading is None else reading
     if record is None:  # fetched once, for both readings
         record = _state.KERNEL_RECORDS.record(jit_fn)
@@ -146,7 +140,7 @@ class _Reader:
     accesses: dict[str, dict[str, str]]
 
     def roots(self, node: ast.AST) -> set[str]:
-        """The parameters `node` may be a pointer derived from (plus offsets)."""
+        """The parameters `node` may be a pointer derived from."""
         if isinstance(node, ast.Name):
             return self.env.get(node.id, set())
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
@@ -198,7 +192,6 @@ class _Reader:
             return _UNKNOWN
 
     def branches(self, node: ast.If | ast.IfExp) -> list[Any]:
-        """The branches of `node` Triton may compile."""
         self.deciding.update(n.id for n in ast.walk(node.test)
                              if isinstance(n, ast.Name) and n.id in self.params)
         taken = self.static(node.test)
@@ -209,8 +202,7 @@ class _Reader:
             return [node.body, node.orelse]
 
     def visit(self, node: ast.AST) -> None:
-        """Reads `node`, then each node under it. One function reads every kind of node, so
-        that the walk does not leave this file for every node (`ast`'s dispatch)."""
+        """Reads `node`, then each node under it: one function, not `ast`'s dispatch per kind."""
         if isinstance(node, (ast.If, ast.IfExp)):
             self.visit(node.test)
             for branch in self.branches(node):
@@ -234,22 +226,17 @@ class _Reader:
                     [isinstance(x, ast.Constant) and x.value is None for x in operands]):
                 for operand in operands:
                     self.access("scalar", operand, node)
-        elif isinstance(node, ast.BinOp):
-            if isinstance(node.op, _ARITHMETIC):
-                self.access("scalar", node.left, node)
-                self.access("scalar", node.right, node)
-        elif isinstance(node, ast.UnaryOp):
-            if isinstance(node.op, (ast.USub, ast.Invert)):
-                self.access("scalar", node.operand, node)
-        elif isinstance(node, ast.Attribute):
-            if node.attr == "element_ty" and isinstance(node.value, ast.Attribute) \
-                    and node.value.attr == "dtype":
-                self.access("pointer", node.value.value, node)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, _ARITHMETIC):
+            self.access("scalar", node.left, node)
+            self.access("scalar", node.right, node)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Invert)):
+            self.access("scalar", node.operand, node)
+        elif (isinstance(node, ast.Attribute) and node.attr == "element_ty"
+              and isinstance(node.value, ast.Attribute) and node.value.attr == "dtype"):
+            self.access("pointer", node.value.value, node)
         elif isinstance(node, ast.Call):
-            # Memory accesses: `tl.load`/`tl.store`/atomics on their pointer, `desc.load`/
-            # `desc.store` on a descriptor or block pointer; a pointer handed to any other call
-            # but those that pass it on (`roots`), or to a callee, escapes. Then the pointers it
-            # dereferences, the scalars it counts with, a callee's roles (`callee`).
+            # A pointer handed to a call that neither accesses memory through it nor passes
+            # it on (`roots`) escapes; a callee's own accesses are read (`callee`).
             func, function = node.func, self.function(node.func)
             keywords = {k.arg: k.value for k in node.keywords if k.arg}
             args = [*node.args, *[k.value for k in node.keywords]]
@@ -265,8 +252,6 @@ class _Reader:
                 for kind in _ACCESS[function]:
                     self.access(kind, target, node)
                 args = [arg for arg in args if arg is not target]
-            # A call that passes a pointer on, or a callee (its own accesses: `callee`),
-            # escapes none.
             if function is None or (isinstance(function, str)
                                     and function not in _POINTER_PASSING):
                 for arg in args:
@@ -297,8 +282,7 @@ class _Reader:
             self.visit(child)
 
     def access(self, kind: str, node: ast.AST | None, evidence: ast.AST) -> None:
-        """Records the parameters `node` derives from under `kind` ("scalar": `node` itself),
-        with where `evidence` shows it."""
+        """Records the parameters `node` derives from under `kind` ("scalar": `node` itself)."""
         if kind == "scalar":
             recorded = self.scalars
             names = [node.id] if isinstance(node, ast.Name) and node.id in self.params else []
@@ -338,8 +322,7 @@ class _Reader:
         return func.id if module.startswith("triton") else None
 
     def callee(self, callee: Any, node: ast.Call, keywords: dict[str, ast.AST]) -> None:
-        """Evidence from a `@triton.jit` function the kernel calls; a pointer handed to a callee
-        being read (a recursion) escapes."""
+        """Evidence from a `@triton.jit` function the kernel calls; a recursion escapes."""
         bound = dict(zip(callee.arg_names, node.args))
         bound.update((k, v) for k, v in keywords.items() if k in callee.arg_names)
         if id(callee) in self.reading:
@@ -353,40 +336,14 @@ class _Reader:
         inner = roles(callee, self.reading, {name: value for name, arg in deciding.items()
                                              if (value := self.static(arg)) is not _UNKNOWN})
         for name, arg in bound.items():
-            role = inner.of(name)
-            if role == "pointer":
-                self.access("pointer", arg, node)
-            elif role == "scalar":
-                self.access("scalar", arg, node)
+            if (role := inner.of(name)) is not None:
+                self.access(role, arg, node)
             for kind, found in (("load", inner.loads), ("store", inner.stores),
                                 ("escape", inner.escapes)):
                 if name in found:
                     self.access(kind, arg, node)
         for arg in node.args[len(callee.arg_names):]:  # more than it takes
             self.access("escape", arg, node)
-
-
-def suspects(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple) -> list[str]:
-    """Each top-level parameter that gets a value of the wrong kind, as a sentence."""
-    found = roles(jit_fn)
-    names = list(jit_fn.arg_names)
-    wrong = []
-    for source in bound.sources:
-        name = names[source.position]
-        role = found.of(name)
-        if source.path or role is None:
-            continue
-        if source.kind == "scalar" and role == "pointer":
-            wrong.append(f"parameter {name!r} gets the scalar {source.scalar.value!r} "
-                         f"({source.scalar.triton_type}), but {found.shown(name)}")
-        elif source.kind in ("input", "output") and role == "scalar":
-            aval = (in_avals if source.kind == "input" else out_avals)[source.index]
-            what = "operand" if source.kind == "input" else "output"
-            wrong.append(f"parameter {name!r} gets {what} {source.index} ({aval_text(aval)}), "
-                         f"a pointer, but {found.shown(name)}")
-    if wrong and bound.zero_d_pointers:
-        wrong.append(bound.zero_d_hint().rstrip("."))
-    return wrong
 
 
 def front_end_error(jit_fn: JITFunction, bound: Any,
@@ -422,15 +379,27 @@ def front_end_error(jit_fn: JITFunction, bound: Any,
 
 def check(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple, kernel: str,
           probes: Sequence[tuple[str, tuple]]) -> None:
-    """Raises TypeError where `bound` puts a value of the wrong kind on a parameter and Triton's
-    front end fails on it as laid out (its error chained)."""
+    """Raises TypeError where `bound` puts a value of the wrong kind on a top-level parameter
+    and Triton's front end fails on it as laid out (its error chained)."""
     if jit_fn.is_gluon():
         return
-    wrong = suspects(jit_fn, bound, in_avals, out_avals)
-    if not wrong:
-        return
-    err = front_end_error(jit_fn, bound, probes)
-    if err is None:
+    found, names, wrong = roles(jit_fn), list(jit_fn.arg_names), []
+    for source in bound.sources:
+        name = names[source.position]
+        role = found.of(name)
+        if source.path or role is None:
+            continue
+        if source.kind == "scalar" and role == "pointer":
+            wrong.append(f"parameter {name!r} gets the scalar {source.scalar.value!r} "
+                         f"({source.scalar.triton_type}), but {found.shown(name)}")
+        elif source.kind in ("input", "output") and role == "scalar":
+            aval = (in_avals if source.kind == "input" else out_avals)[source.index]
+            what = "operand" if source.kind == "input" else "output"
+            wrong.append(f"parameter {name!r} gets {what} {source.index} ({aval_text(aval)}), "
+                         f"a pointer, but {found.shown(name)}")
+    if wrong and bound.zero_d_pointers:
+        wrong.append(bound.zero_d_hint().rstrip("."))
+    if not wrong or (err := front_end_error(jit_fn, bound, probes)) is None:
         return
     raise TypeError(
         f"Kernel {kernel}: the call's arguments do not line up with its parameters: "
@@ -446,7 +415,6 @@ def check_failed(err: Exception, jit_fn: JITFunction, bound: Any, in_avals: tupl
                  out_avals: tuple, kernel: str, probes: Sequence[tuple[str, tuple]]) -> None:
     """`check`, where a GPU route's compile of the call failed with `err`: a kernel that builds
     has nothing `check` would refuse, so a lowering that compiles reads no kernel's source."""
-
     from triton.compiler.errors import CompilationError
 
     if isinstance(err, CompilationError):

@@ -1,9 +1,5 @@
 """Calls whose arrays land where the kernel does not use them as the call means, told from what
-the kernel does with each parameter (`_kinds.roles`), for the argument checks
-(`checks._binder`, `api._library`): an input on a parameter the kernel stores to
-(`check_written`, `unwritten_output`), the parameter a call most likely forgot (`forgotten`), and
-an output most likely passed as an input too (`output_given_as_input`). The reading and its
-evidence: docs/design.md, "Parameter kinds".
+the kernel does with each parameter (`_kinds.roles`; docs/design.md, "Parameter kinds").
 """
 
 from __future__ import annotations
@@ -26,10 +22,9 @@ def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mappi
                   constexprs: Mapping[str, Any], *, leaves: Sequence[Any], convention: str,
                   returned: bool, record: dict | None = None) -> None:
     """Raises TypeError where an input array fills a parameter the kernel stores to while an
-    output lands on one it only loads from (`unwritten_output`): the call would return garbage;
-    or where the call returns nothing (`returned` false), so that a store to an input array is
-    all it does, into a buffer XLA holds read-only. `inputs`: the plain input arrays (no Ref,
-    none aliased) by parameter, as leaves; `outputs`: the unaliased outputs by parameter."""
+    output lands on one it only loads from, or while the call returns nothing (`returned`).
+    `inputs`: the plain input leaves (no Ref, none aliased), `outputs`: the unaliased outputs,
+    each by parameter."""
     names = list(jit_fn.arg_names)
     stores = ({} if returned or jit_fn.is_gluon()
               else _kinds.roles(jit_fn, constexprs=constexprs, record=record).stores)
@@ -70,9 +65,8 @@ def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mappi
 def unwritten_output(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mapping[int, Any],
                      constexprs: Mapping[str, Any] | None = None, record: dict | None = None,
                      ) -> tuple[int, str, int, str] | None:
-    """(the input's parameter, where it is stored, the output's parameter, where it is loaded)
-    for the first input on a parameter the kernel stores to while an output lands on one it
-    only loads from; None where there is none, or the reading is unsure."""
+    """(input's parameter, where stored, output's parameter, where loaded) for the first input
+    on a parameter the kernel stores to while an output lands on one it only loads from."""
     if jit_fn.is_gluon() or not inputs or not outputs:
         return None
     found = _kinds.roles(jit_fn, constexprs=constexprs, record=record)
@@ -88,16 +82,8 @@ def unwritten_output(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Ma
 def forgotten(jit_fn: JITFunction, entries: Mapping[int, tuple[str, Any]],
               metaparams: Mapping[str, Any], by_keyword: set[int], n_outs: int,
               aliased: set[int], own_keywords: Sequence[str]) -> str:
-    """A sentence naming the parameter(s) a call most likely forgot, or "": a call whose
-    operands (`entries`, by parameter) and `n_outs` outputs leave more parameters unfilled than
-    there are outputs to fill them (the unaliased ones, where no choice fits all outputs); one
-    named like an argument of triton_call itself (`own_keywords`) is said to go in `operands=`.
-
-    Leaving out each choice of as many parameters as there are too many (one to three), the
-    choices whose remaining parameters all get the kind of value their role asks fit. One
-    fitting choice is named whole; for one missing parameter, two fitting choices are named as
-    "one of"; otherwise the parameters every fitting choice leaves out, if any.
-    """
+    """A sentence naming the parameter(s) a call most likely forgot, or "", for a call that
+    leaves more parameters unfilled than it has outputs (or unaliased outputs) to fill them."""
     slots = [i for i, p in enumerate(jit_fn.params) if not p.is_constexpr
              and p.name not in metaparams and i not in by_keyword]
     # What fills each: "pointer" (an array), "scalar" (a value), None (None, a tuple, a descriptor).
@@ -118,8 +104,8 @@ def forgotten(jit_fn: JITFunction, entries: Mapping[int, tuple[str, Any]],
 
 
 def _lined_up(jit_fn: JITFunction, given: list[str | None], slots: list[int]) -> str:
-    """`forgotten`'s sentence for `given`: "pointer", "scalar" or None (either) per value,
-    filling the parameters `slots` (more of them)."""
+    """`forgotten`'s sentence for `given` ("pointer", "scalar" or None, either) on `slots`: the
+    ways of leaving out one to three parameters after which every value fits its role."""
     extra = len(slots) - len(given)
     if not 1 <= extra <= 3 or len(slots) > 24:
         return ""
@@ -152,8 +138,8 @@ def _lined_up(jit_fn: JITFunction, given: list[str | None], slots: list[int]) ->
 
 def output_given_as_input(leaves: list, convention: str, out_shapes: list,
                            unaliased: list[int], extra: int) -> str:
-    """For a call with `extra` outputs more than parameters left: the last arrays with an
-    output's shape and dtype (most likely it passed as an input too), and the fixes; or ""."""
+    """For a call with `extra` outputs more than parameters left: the arrays most likely passed
+    as an input too (an output's shape and dtype), and the fixes; or ""."""
     candidates = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
     matching = [(index, leaf, o) for index, leaf in enumerate(candidates) if leaf.is_array
                 for o in unaliased

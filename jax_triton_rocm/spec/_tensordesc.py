@@ -1,9 +1,6 @@
-"""`TensorDescriptor`, jax-triton 0.4's host-side tensor descriptor, and `strides_from_shape`.
-
-A descriptor is a pytree whose only leaf is `base`, so it passes through `jax.jit` and `jax.vmap`
-like the array it wraps. Its checks are Triton's own (`triton.tools.tensor_descriptor`) and one
-more, that the described region lies inside the base (a kernel would read past it); what a call
-needs beyond them depends on the target and is checked where it is launched (`routes.jaxlib._tma`).
+"""`TensorDescriptor`, jax-triton 0.4's host-side tensor descriptor: a pytree whose one leaf is
+`base`, checked as Triton checks it, and to lie inside its base; what a target needs beyond that
+is checked at launch (`routes.jaxlib._tma`).
 """
 
 from __future__ import annotations
@@ -156,8 +153,7 @@ class TensorDescriptor:
 
 
 def signature_type(desc: TensorDescriptor) -> str:
-    """The descriptor's type in a Triton signature, e.g. "tensordesc<fp32[64,64]>" (a Gluon
-    kernel's descriptor carries its shared-memory layout after a comma)."""
+    """The descriptor's type in a Triton signature, e.g. "tensordesc<fp32[64,64]>"."""
     element = _spec.pointer_type(desc.base.dtype, what="TensorDescriptor base")[1:]
     block = ",".join(str(dim) for dim in desc.block_shape)
     layout = "" if desc.layout is None else f",{desc.layout!r}"

@@ -55,20 +55,21 @@ class LoweredCall:
 
 
 def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: ArchAnswers,
-         launches: list[_plan.Launch], in_avals: tuple, out_avals: tuple) -> list[tuple]:
+         launches: list[_plan.Launch], in_avals: tuple, out_avals: tuple,
+         record: dict) -> list[tuple]:
     """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch that
-    compiled and fits the architecture, as the plan memo keeps them. A kernel that fails to
-    compile is asked whether the call's arguments line up with its parameters
-    (`_kinds.check_failed`). Each image is kept per kernel (`_state.KERNEL_IMAGES`) by the
-    binary and what loads it: an autotuned call's plan is not kept, and its lowerings meet the
-    same binaries."""
-    ordered = [_trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals))
+    compiled and fits the architecture, as the plan memo keeps them (`record`: the kernel's). A
+    kernel that fails to compile is asked whether the call's arguments line up with its
+    parameters (`_kinds.check_failed`). Each image is kept per kernel (`_state.KERNEL_IMAGES`)
+    by the binary and what loads it: an autotuned call's plan is not kept, and its lowerings
+    meet the same binaries."""
+    ordered = [_trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals), record)
                for launch in launches]
     try:
         compiled = _compile.compiled_launches(
             ordered, spec, answers.triton_gpu_target, arch=answers.arch.arch,
             compile_options=backend.compile_options, option_names=backend.option_names,
-            binary_key=backend.binary_key, asm_key=backend.asm_key)
+            binary_key=backend.binary_key, asm_key=backend.asm_key, record=record)
     except Exception as err:
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)

@@ -30,7 +30,7 @@ import numpy as np
 from jax._src.interpreters import mlir
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _compat, _env, _state, _values
+from jax_triton_rocm.base import _compat, _env, _values
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.spec import _kinds, _layout, _spec
@@ -189,12 +189,12 @@ def refilled(call: NativeCall, launch: _plan.Launch) -> NativeCall | None:
 
 
 def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _plan.Launch,
-         in_avals: tuple, out_avals: tuple) -> NativeCall | Unfit:
+         in_avals: tuple, out_avals: tuple, record: dict) -> NativeCall | Unfit:
     """The call's one launch (planned by the lowering shell, `routes._lowering`) in the form XLA
     launches, top-down, or why it does not fit: compiled as the trampoline XLA calls
-    (`_trampoline.for_xla`), and its IR checked for this jaxlib (`checked_ir`); unfit are an
-    output to zero that shares an input's buffer, more shared memory than the architecture has,
-    global scratch memory, and IR XLA cannot take."""
+    (`_trampoline.for_xla`), and its IR checked for this jaxlib (`checked_ir`, kept in the
+    kernel's `record`); unfit are an output to zero that shares an input's buffer, more shared
+    memory than the architecture has, global scratch memory, and IR XLA cannot take."""
     # The launch compiled in the form XLA launches.
     aliased = {o for _, o in spec.input_output_aliases}
     if aliased & set(launch.zeroed):
@@ -202,13 +202,13 @@ def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _
                      "that buffer; XLA's call has no zeroing)")
     zero_avals = tuple([out_avals[o] for o in launch.zeroed])
     form = _trampoline.for_xla(spec.unwrapped, launch.bound, in_avals + zero_avals, out_avals,
-                               answers.launch_site.triton_backend)
+                               answers.launch_site.triton_backend, record)
     try:
         [(_, _, compiled)] = _compile.compiled_launches(
             [_values.replaced(launch, jit_fn=form.jit_fn, bound=form.bound)], spec,
             answers.triton_gpu_target, arch=answers.arch.arch,
             compile_options=backend.compile_options, option_names=backend.option_names,
-            binary_key=backend.binary_key, asm_key=backend.asm_key)
+            binary_key=backend.binary_key, asm_key=backend.asm_key, record=record)
     except Exception as err:  # do the call's arguments line up with the kernel's parameters?
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
@@ -221,8 +221,8 @@ def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _
         return Unfit(f"the kernel needs {compiled.global_scratch_size} bytes of Triton global "
                      f"scratch memory, which not every XLA allocates for this call")
     n_pointers = len(in_avals) + len(zero_avals) + len(form.scalar_operands) + len(out_avals)
-    ir = _state.KERNEL_RECORDS.derived(form.jit_fn, ("checked IR", compiled.key, n_pointers),
-                                       functools.partial(checked_ir, compiled, n_pointers))
+    if (ir := record.get(("checked IR", compiled.key, n_pointers))) is None:
+        ir = record["checked IR", compiled.key, n_pointers] = checked_ir(compiled, n_pointers)
     if isinstance(ir, Unfit):
         return ir
     return NativeCall(
