@@ -161,12 +161,8 @@ def collect(startup: _startup.Startup) -> dict[str, Any]:
 
 
 def environment_report() -> dict[str, dict[str, str | None]]:
-    """The package's, Triton's and JAX's variables with their values (None: unset).
-
-    A `JAX_TRITON_ROCM_*` variable the package does not know is listed too: it is most likely
-    a typo. Under "invalid", each package variable whose value the package refuses, with the
-    message a kernel call (or the demo) raises for it.
-    """
+    """The package's, Triton's and JAX's variables with their values (None: unset), unknown
+    `JAX_TRITON_ROCM_*` ones (typos), and the message each invalid one raises."""
     try:
         invalid = _env.variable_errors()
     except Exception as err:  # noqa: BLE001  (a broken reader must not hide the report)
@@ -229,16 +225,9 @@ def _on_request(fn: Any, platform: str) -> str:
 
 
 def routes_report(devices: dict[str, Any]) -> dict[str, Any]:
-    """Per GPU platform: which route two typical kernels take here and why
-    (`routes._primitive`), and whether XLA's Triton call takes them on request (`xla_native=True`),
-    found by lowering them; a lowering that fails is reported, not raised.
-
-    The kernels are vector adds: one with pointer and constexpr parameters only (its length
-    compiled in), one whose length is a runtime scalar. Each is lowered for the architecture named
-    for the platform, else that of its first device in `devices` (`devices_report()`), else an
-    assumed one (the vendor's example), so the answer needs no GPU. The route reflects this
-    process's JAX_TRITON_ROCM_XLA_NATIVE.
-    """
+    """Per GPU platform: the route two vector adds (length constexpr, length runtime) take
+    here and why, and with `xla_native=True`, found by lowering them (no GPU needed) for the
+    named arch, else the first device's, else an assumed one."""
     routes: dict[str, Any] = {}
     for platform in _vendors.GPU_PLATFORMS:
         entry: dict[str, Any] = {}
