@@ -1,10 +1,6 @@
-"""The GPU vendors the package lowers for (`VENDORS`, one entry per JAX platform), which of
-their jaxlib plugins is installed here and what it can load (nothing here imports Triton or JAX
-at import). Adding a vendor means one entry here and one backend module (`backends.backend`).
-
-What a plugin loads is detected by feature wherever the installed packages allow it; the one
-fallback on version numbers (a plugin that cannot be imported here, such as the ROCm plugin
-without a ROCm runtime) is written here and nowhere else.
+"""The GPU vendors the package lowers for (`VENDORS`, one per JAX platform; a new vendor is an
+entry here and a backend module), which jaxlib plugin is installed and what it loads: by
+feature, or by version number only where the plugin does not import here.
 """
 
 from __future__ import annotations
@@ -14,6 +10,7 @@ import functools
 import importlib
 import importlib.metadata
 import importlib.util
+import itertools
 import logging
 import os
 import re
@@ -44,21 +41,10 @@ def _rocm_arch(text: str) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class Vendor:
-    """One GPU vendor as the package knows it.
-
-    Attributes:
-      plugin_packages: the jaxlib plugins carrying a `_triton` module, newest first.
-      triton_backend: Triton's compiler backend (`triton.backends.<name>`).
-      arch_noun, example_arch, arch_help: how its architecture names read in messages.
-      parse_arch: the canonical architecture for a lower-cased name, or None.
-      encoded_descriptor: Triton's launcher type for a tensor descriptor that the compiled
-        kernel takes encoded (a TMA descriptor on NVIDIA sm_90+, a TDM one on AMD gfx1250).
-      jaxlib_encodes_descriptors: whether jaxlib's plugin can encode those at launch.
-      probe_target: a Triton `GPUTarget` (backend, arch, warp size) of this vendor's, for running
-        Triton's front end alone (its type errors do not depend on the target).
-      error_words: a regular expression for the words that tie an error message (JAX's, a
-        plugin's) to this vendor's stack.
-    """
+    """One GPU vendor. `plugin_packages`: jaxlib plugins with a `_triton` module, newest first;
+    `encoded_descriptor`: Triton's launcher type for a descriptor the kernel takes encoded (TMA
+    on sm_90+, TDM on gfx1250); `probe_target`: a `GPUTarget` to run Triton's front end alone on;
+    `error_words`: a regex of the words that tie an error message to this vendor."""
 
     platform: str
     arch_noun: str
@@ -170,11 +156,8 @@ def installed_gpu_platforms() -> tuple[str, ...]:
 
 @functools.cache
 def plugin_triton_module(platform: str) -> types.ModuleType | None:
-    """The plugin's `_triton` extension for `platform`, or None where it cannot be imported.
-
-    Uses the plugin's own module, never `jax._src.lib.gpu_triton`'s top-level names: those are
-    overwritten by ROCm's when both plugins are installed.
-    """
+    """The plugin's own `_triton` extension for `platform` (None where it does not import), not
+    `jax._src.lib.gpu_triton`'s top-level names, which ROCm's overwrite when both are installed."""
     try:
         from jax._src.lib import gpu_triton  # registers the custom-call targets with XLA
     except Exception as err:  # a broken plugin must not break lowering for the other vendor
@@ -194,16 +177,9 @@ def plugin_triton_module(platform: str) -> types.ModuleType | None:
 
 @dataclasses.dataclass(frozen=True)
 class PluginFeatures:
-    """What the jaxlib plugin that will run a kernel can load (`plugin` None: none installed).
-
-    Attributes:
-      module_image: the plugin reads `TritonKernel.module_image` (a CUBIN or HSACO inside).
-      global_scratch: the plugin allocates the global scratch memory a kernel asks for (what
-        descriptors built in a kernel, `tl.make_tensor_descriptor`, use on sm_90+).
-      detected_from: how this was found out, for error messages and notes.
-      tma_descriptors: the plugin encodes host-side TMA descriptors (a `TensorDescriptor`
-        operand on sm_90+) at launch.
-    """
+    """What the jaxlib plugin that will run a kernel loads (`plugin` None: none installed): a
+    binary in `module_image`, the global scratch a kernel asks for (`tl.make_tensor_descriptor`
+    on sm_90+), host-side TMA descriptors encoded at launch; `detected_from` says how we know."""
 
     platform: str
     plugin: str | None
@@ -214,12 +190,8 @@ class PluginFeatures:
 
 
 def _features_from_version(platform: str, plugin: str | None, version: str, source: str):
-    release: tuple[int, ...] = ()
-    for piece in version.split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        release += (int(digits),)
+    digits = [re.sub(r"\D", "", piece) for piece in version.split(".")]
+    release = tuple(int(number) for number in itertools.takewhile(bool, digits))
     return PluginFeatures(platform=platform, plugin=plugin, detected_from=f"{source} {version}",
                           **{name: release >= since
                              for name, (since, _) in PLUGIN_FEATURES.items()})
@@ -227,12 +199,9 @@ def _features_from_version(platform: str, plugin: str | None, version: str, sour
 
 @functools.cache
 def plugin_features(platform: str) -> PluginFeatures | None:
-    """Detects what the installed plugin for `platform` loads; None when no plugin is installed.
-
-    From the names the plugin's `_triton` binary carries (its proto and its launcher): the
-    imported module's file, or, where it cannot be imported (the ROCm plugin needs libamdhip64),
-    the file as the plugin's distribution lists it; from the plugin's release when neither exists.
-    """
+    """What the installed plugin for `platform` loads (None: none installed), from the names its
+    `_triton` binary carries, found by import or, where that fails (ROCm's without libamdhip64),
+    in its distribution's files; else from its release."""
     module = plugin_triton_module(platform)
     if module is not None:
         plugin, path = module.__name__.split(".")[0], module.__file__
