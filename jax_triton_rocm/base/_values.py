@@ -15,14 +15,14 @@ import numpy as np
 
 def launch_settings(num_warps: Any, num_stages: Any, num_ctas: Any, *, caller: str = "",
                     where: str = "") -> None:
-    """Raises ValueError unless each launch setting is None or a positive int, `num_warps` a
-    power of two; `caller` starts the message, `where` says where the value came from."""
+    """ValueError unless each launch setting is None or a positive int, `num_warps` a power of
+    two; `caller` starts the message, `where` tells where the value came from."""
     at = f" {where}" if where else ""
     for what, value in (("num_warps", num_warps), ("num_stages", num_stages),
                         ("num_ctas", num_ctas)):
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        if not is_int(value) or value < 1:
             raise ValueError(f"{caller}{what}={value!r}{at} must be a positive int or None (the "
                              f"target's Triton default).")
         if what == "num_warps" and value & (value - 1):
@@ -104,7 +104,7 @@ MAX_GRID_SIZE = 2**31 - 1
 
 def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
     """A grid as three positive ints, each at most `MAX_GRID_SIZE`."""
-    if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
+    if is_int(grid):
         dims = (int(grid),)
     elif isinstance(grid, Sequence) and not isinstance(grid, str):
         dims = tuple(grid)
@@ -116,7 +116,7 @@ def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
     if len(dims) > 3:
         raise ValueError(f"{what}={grid!r} has {len(dims)} dimensions; GPUs launch at most 3.")
     for d in dims:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+        if not is_int(d):
             raise TypeError(f"{what}={grid!r}: every size must be a Python int, got "
                             f"{type(d).__name__} {d!r}. Compute the grid from static shapes "
                             f"(x.shape), not from traced values.")
@@ -147,7 +147,6 @@ class MetaGrid:
 
 def grid_value(grid: Any) -> tuple[int, int, int] | MetaGrid:
     """A grid as given: a callable as a `MetaGrid`, anything else as three ints."""
-
     if isinstance(grid, MetaGrid):
         return grid
     if callable(grid):

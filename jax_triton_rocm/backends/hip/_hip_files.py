@@ -1,16 +1,13 @@
 """HSACO files handed to jaxlib's ROCm plugin by path, their removal, and the prewarm
 (docs/rocm.md).
 
-One folder per process, one file per kernel key: the same kernel call lowered again gives the
-same path, so the same opaque, which jaxlib has already loaded (its module cache is keyed by the
-path). The folder's maker removes it; a folder whose owner (PID namespace, PID and start time, in
-its name) surely no longer runs is removed by the next process that makes one.
+One folder per process, one file per kernel key: a call lowered again gets the same path, which
+jaxlib's module cache has loaded already. The folder's maker removes it; one whose owner (PID
+namespace, PID and start time, in its name) no longer runs is removed by the next process.
 
-The prewarm launches a new path-delivered kernel call once before any real run: jaxlib's ROCm
-plugin reads and deletes an HSACO file outside the lock of its module cache, so two devices
-loading a new kernel at once race, and the loser fails for good. The launch emits the very call
-the lowering encoded, with the `emit` it hands over (a backend never imports the lowering).
-Nothing in the prewarm is AMD-specific: it is tested on NVIDIA GPUs too.
+The prewarm launches a new path-delivered call once before any real run: the plugin reads and
+deletes the file outside its module cache's lock, so two devices loading it at once race. It
+emits the very call the lowering encoded, with the lowering's `emit` (tested on NVIDIA too).
 """
 
 from __future__ import annotations
@@ -47,8 +44,7 @@ _STEM_CHARACTERS = 48
 
 
 def _process_state(pid: int | str) -> tuple[str, str] | None:
-    """(state, start time in clock ticks since boot) of process `pid`, from /proc/<pid>/stat;
-    None where there is no such process; OSError where /proc cannot be read."""
+    """(state, start time) of process `pid` from /proc/<pid>/stat; None where there is none."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
             text = stat.read()
@@ -60,15 +56,13 @@ def _process_state(pid: int | str) -> tuple[str, str] | None:
 
 
 def _pid_namespace() -> str:
-    """This process's PID namespace, as the inode number /proc/self/ns/pid names (OSError where
-    it cannot be read)."""
+    """This process's PID namespace (the inode number /proc/self/ns/pid names)."""
     return re.sub(r"\D", "", os.readlink("/proc/self/ns/pid"))
 
 
 def remove_orphaned_folders(parent: str) -> list[str]:
-    """Removes the HSACO folders under `parent` whose owning process no longer runs; returns
-    them. Never raises: a folder that cannot be listed, read or removed (another user's, another
-    cleaner's) is left."""
+    """Removes (and returns) the HSACO folders under `parent` whose owner no longer runs. Never
+    raises: one that cannot be listed, read or removed (another user's) is left."""
     try:
         names = os.listdir(parent)
     except OSError:
@@ -227,11 +221,9 @@ def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable
 
 def prewarm_program(lowered: Any, in_avals: tuple, out_avals: tuple,
                     emit: Callable[..., Any]):
-    """A function of no arguments that launches `lowered` on zero-filled operands, made inside
-    it (`jax.jit` of it needs no host data), through the real lowering's `emit`: the same bytes,
-    so the same file path, and the same aliases. An output aliased to an input starts as that
-    input's zeros, so an in-place kernel that reads its output (a counter, an index map) sees
-    zeros, not whatever the allocator left there."""
+    """A function of no arguments that launches `lowered` through the real lowering's `emit`
+    (the same bytes, path and aliases) on zeros made inside it: an in-place kernel that reads
+    its output (a counter) sees zeros, and `jax.jit` of it needs no host data."""
     import jax.numpy as jnp
 
     def launch_on_zeros():
