@@ -91,13 +91,7 @@ def _specs(text: str, side: str, what: str) -> tuple[tuple[str, ...], ...]:
 
 
 def parse_rule(text: Any, reductions: Mapping[str, str] | None = None) -> Rule:
-    """Parses `text`; `reductions` maps contracted names to "sum", "max" or "min".
-
-    Raises:
-      TypeError: `text` is not a string, or `reductions` not a mapping.
-      ValueError: a malformed rule, or a reduction of a name that is not contracted or of an
-        unknown kind; the message quotes the rule.
-    """
+    """Parses `text`; `reductions` maps contracted names to "sum", "max" or "min"."""
     if not isinstance(text, str):
         raise TypeError(f"partitioned: the rule must be a string such as \"b n, b n -> b n\", "
                         f"not {type(text).__name__} {text!r}.")

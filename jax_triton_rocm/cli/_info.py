@@ -1,9 +1,5 @@
 """What `python -m jax_triton_rocm info` reports: versions, plugins, devices, delivery, caches.
-
-Every probe here catches its own failure and reports it as text, so one broken piece (a Triton
-that does not import, a plugin without its CUDA libraries, a JAX that cannot start) never hides
-the rest of the report. JAX's start-up comes from `_startup.start()`, which the command line runs
-first.
+Every probe reports its own failure as text, so one broken piece never hides the rest.
 """
 
 from __future__ import annotations

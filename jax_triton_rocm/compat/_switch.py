@@ -1,10 +1,5 @@
-"""`install_as_jax_triton`: makes `import jax_triton` and its submodules give one of the
-package's drop-ins, for a library that imports `jax_triton` itself
-([Porting from jax-triton](porting.md#one-switch-for-a-library-that-imports-jax_triton)).
-
-The drop-ins go into `sys.modules` under jax-triton's names, which Python's import reads before
-it searches for a package; so the switch must come before anything imports `jax_triton`, and
-one process serves one version.
+"""`install_as_jax_triton`: puts a drop-in into `sys.modules` as `jax_triton`, which Python's
+import reads before it searches: before anything imports `jax_triton`, one version a process.
 """
 
 import importlib

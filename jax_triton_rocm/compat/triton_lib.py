@@ -1,7 +1,5 @@
-"""jax-triton 0.4.1's `jax_triton.triton_lib` on this package: `triton_call` with 0.4.1's
-signature and rules, always on jaxlib's route, and the module's other public names, each either
-the package's equivalent or an error that says what to use instead
-([Porting from jax-triton](porting.md#the-one-line-switch)).
+"""jax-triton 0.4.1's `jax_triton.triton_lib`: its `triton_call`, on jaxlib's route, and its
+other names, each the package's equivalent or an error saying what to use instead.
 """
 
 from __future__ import annotations
@@ -157,10 +155,8 @@ def triton_call(
 def on_jaxlib_route(surface: Callable, *args: Any, kernel: Any,
                     num_warps: int | None, num_stages: int | None,
                     backend_options: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
-    """`jax_triton_rocm.triton_call` on jaxlib's route, for a drop-in's `triton_call`
-    (`surface`): jax-triton's default warps and stages for a
-    kernel that is not autotuned, and a keyword that `surface` lacks but the package has
-    (`xla_native`, `operands`, ...) filling the kernel parameter of that name."""
+    """`jax_triton_rocm.triton_call` on jaxlib's route, for a drop-in's `surface`: jax-triton's
+    default warps and stages, and a package keyword `surface` lacks filling that parameter."""
     taken_apart = _call.unwrapped_kernel(kernel)
     settings = {"num_warps": num_warps, "num_stages": num_stages}
     if taken_apart.autotuner is None:  # an autotuned kernel's configs carry their own

@@ -1,7 +1,5 @@
-"""jax-triton 0.3.1's `jax_triton.triton_lib` on this package (`jax_triton_rocm.compat.v0_3`'s
-`triton_lib`): `triton_call` with 0.3.1's signature and rules, on jaxlib's route, and the module's
-other public names, each the package's equivalent or an error that says what to use instead
-([Porting from jax-triton](porting.md#code-written-for-jax-triton-03)).
+"""jax-triton 0.3.1's `jax_triton.triton_lib` (`compat.v0_3.triton_lib`): its `triton_call`, on
+jaxlib's route, and its other names, each the package's equivalent or an error.
 """
 
 from __future__ import annotations

@@ -194,11 +194,8 @@ def local_device_count() -> int:
 def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable[..., Any],
                  platform: str = "rocm") -> bool:
     """Launches a newly lowered path-delivered call once on one device; True if it launched.
-
-    Keyed on a digest of the serialized call, whose lock is held across the launch: a second
-    lowering of the same call waits instead of racing; different calls do not wait for each
-    other. A launch that fails warns once, not at every lowering (the key is kept all the same).
-    """
+    The call's lock is held across the launch, so a second lowering of it waits; a failed launch
+    warns once."""
     if not _env.prewarm() or local_device_count() < 2:
         return False
     key = hashlib.sha256(lowered.serialized).hexdigest()
