@@ -128,13 +128,10 @@ def normalize_arch(platform: str, arch: Any, *, what: str = "arch") -> str:
     return canonical
 
 
-# The jaxlib plugins that carry a `_triton` module, newest first (as jaxlib's plugin_support).
 PLUGIN_PACKAGES = {platform: v.plugin_packages for platform, v in VENDORS.items()}
 
-# What a plugin's `_triton` can do, by feature: the release that added it (only for a plugin
-# whose `_triton` cannot be imported here, as ROCm's without libamdhip64, or for no plugin, where
-# jaxlib's release is assumed), and a string only a binary with it carries (protobuf keeps the
-# full names of message types for UTF-8 checks; a Python binding keeps its name).
+# What a plugin's `_triton` can do: the release that added it (where no binary can be read), and
+# a string only a binary with it carries (a proto message's full name, or a binding's name).
 PLUGIN_FEATURES: dict[str, tuple[tuple[int, ...], bytes]] = {
     "module_image": ((0, 11, 1), b"jax_triton.ModuleImageProto"),
     "global_scratch": ((0, 11, 1), b"global_scratch_size"),

@@ -44,9 +44,8 @@ def is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-# Compile options of the vendor backends, with what Triton's backends accept
-# (`triton/backends/amd/compiler.py` HIPOptions, `triton/backends/nvidia/compiler.py`
-# CUDAOptions): (allowed values, or an inclusive int range, and what they mean).
+# Each vendor compile option's values, as Triton's backends accept them (HIPOptions,
+# CUDAOptions): (allowed values or an int range, what they mean).
 _OPTION_VALUES: dict[str, tuple[tuple[int, ...] | range, str]] = {
     # amdgpu-waves-per-eu: 0 gives no hint; otherwise waves per SIMD, at most 20 on any AMD GPU.
     "waves_per_eu": (range(0, 21), "an int from 0 (no hint) to 20"),

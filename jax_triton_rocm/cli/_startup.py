@@ -134,7 +134,6 @@ def start() -> Startup:
             records.append(record)
         return record.levelno < logging.WARNING
 
-    # JAX's plugin discovery and backend start-up, and this package's own plugin hook
     loggers = [logging.getLogger(name) for name in ("jax._src.xla_bridge", "jax_triton_rocm")]
     for logger in loggers:
         logger.addFilter(keep)
@@ -146,18 +145,14 @@ def start() -> Startup:
     finally:
         for logger in loggers:
             logger.removeFilter(keep)
-    problems, notes = [], []
-    for record in records:
-        problem = _problem_from(record)
-        if problem is None:
-            notes.append(one_line(record))
-        elif problem not in problems:
-            problems.append(problem)
+    found = [(_problem_from(record), record) for record in records]
+    problems = tuple(dict.fromkeys(problem for problem, _ in found if problem is not None))
+    notes = tuple(one_line(record) for problem, record in found if problem is None)
     failure = None if error is None else _failure(error, problems)
-    return Startup(tuple(sorted(started)), failure, tuple(problems), tuple(notes), error)
+    return Startup(tuple(sorted(started)), failure, problems, notes, error)
 
 
-def _failure(err: BaseException, problems: list[Problem]) -> Problem:
+def _failure(err: BaseException, problems: tuple[Problem, ...]) -> Problem:
     """Why JAX could not start any backend."""
     setting = _no_gpu.jax_platforms()
     match = re.search(r"Unable to initialize backend '(\w+)'", str(err))

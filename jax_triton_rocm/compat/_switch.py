@@ -6,7 +6,6 @@ import importlib
 import sys
 import types
 
-# The drop-in for each jax-triton version, and its submodules that jax-triton's users import.
 DROP_INS = {"0.3": "jax_triton_rocm.compat.v0_3", "0.4": "jax_triton_rocm.compat"}
 SUBMODULES = {"0.3": ("triton_lib", "utils", "version"), "0.4": ("triton_lib", "version")}
 

@@ -163,9 +163,8 @@ _state.on_fork(HSACO_FOLDER.detach_after_fork)
 _state.on_clear(HSACO_FOLDER._files.clear)
 
 
-# Digests of the calls launched once in this process, as jaxlib's module cache keeps them for
-# the life of the process; empty again after a fork (that cache does not cross one) and after
-# `clear_caches()` (a call lowered again is then prewarmed again).
+# Digests of the calls launched once in this process, as jaxlib's module cache keeps them (it
+# does not cross a fork; after `clear_caches()` a call lowered again is prewarmed again).
 LOADED_KERNELS: set[str] = set()
 _state.on_fork(LOADED_KERNELS.clear)
 _state.on_clear(LOADED_KERNELS.clear)

@@ -31,9 +31,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("jax_triton_rocm")
 
-# The interpreter runs a grid's programs one after another, in Python: about a millisecond each
-# for a small kernel. A grid of more programs than this runs for a quarter of an hour or more,
-# which the lowering says (docs/tutorial.md, "Kernels on the CPU").
+# The interpreter runs a grid's programs one at a time, about a millisecond each: a grid of more
+# programs than this runs for a quarter of an hour or more, which the lowering warns of.
 SLOW_GRID_PROGRAMS = 1 << 20
 _SECONDS_PER_PROGRAM = 1e-3
 _explained = False  # one warning of the fall-back per process (a forked child inherits the flag)
@@ -140,9 +139,8 @@ def _run_error(call: InterpretedCall, err: BaseException) -> Exception:
         f"GPU if it uses a feature the interpreter lacks.{hints}")
 
 
-# jaxlib's text for an exception a host callback raised: "CpuCallback error calling callback: ",
-# then nanobind's rendering of it, "Traceback (most recent call last):", a line per frame from the
-# outermost to the one that raised, and "Type: message".
+# jaxlib's text for an exception a host callback raised: its prefix, then nanobind's rendering of
+# the traceback, a line per frame, and "Type: message".
 _RUN_FAILURE = re.compile(r"CpuCallback error calling callback: Traceback \(most recent call "
                           r"last\):\n(?:  File [^\n]*\n)*  File [^\n]*, in run_on_host\n"
                           r"\w+: (?P<message>.*)\Z", re.S)

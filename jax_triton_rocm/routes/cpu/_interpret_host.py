@@ -34,7 +34,6 @@ class Fp8ArithmeticError(NotImplementedError):
     operation's name and the Triton type."""
 
 
-# The NumPy (ml_dtypes) dtype of each Triton type the interpreter keeps as bits.
 _FORMATS = {triton_type: np.dtype(getattr(ml_dtypes, name))
             for triton_type, name in {**_spec.FP8_DTYPES, "bf16": "bfloat16"}.items()}
 
