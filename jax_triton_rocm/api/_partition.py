@@ -48,8 +48,7 @@ class Rule:
         return name not in self.contracted or name in dict(self.reductions)
 
     def batched(self, mapped: Sequence[bool]) -> Rule:
-        """The rule of the function under `jax.vmap`: a new leading name on every mapped operand
-        and on every output."""
+        """The rule under `jax.vmap`: a new leading name on mapped operands and outputs."""
         taken = {n for names in self.operands + self.results for n in names}
         new = next(f"vmap{i}" for i in range(len(taken) + 1) if f"vmap{i}" not in taken)
         operands = tuple((new, *names) if m else names for names, m in zip(self.operands, mapped))
@@ -127,8 +126,7 @@ def parse_rule(text: Any, reductions: Mapping[str, str] | None = None) -> Rule:
 def check_shapes(rule: Rule, shapes: Sequence[tuple[int, ...]],
                  sizes: dict[str, int] | None = None) -> dict[str, int]:
     """The size of every name, from the operands' `shapes`, or with the operands' `sizes`, of
-    the outputs' (their leaves, in order). TypeError where the number of operands, ValueError
-    where that of outputs, a rank or a size disagrees with `rule`."""
+    the outputs' leaves; TypeError or ValueError where they disagree with `rule`."""
     specs, what = (rule.operands, "operand") if sizes is None else (rule.results, "output")
     if sizes is None and len(shapes) != len(specs):
         raise TypeError(
@@ -276,8 +274,7 @@ class _Partitioned:
 
 
 def bind(fun: Callable[..., Any], rule: Rule, arrays: Sequence[Any], name: str) -> Any:
-    """`fun(*arrays)` as one `partitioned_p` equation; checks the arrays against `rule` before
-    tracing `fun`, then its outputs."""
+    """`fun(*arrays)` as one `partitioned_p` equation, its arrays and outputs checked."""
     sizes = check_shapes(rule, [tuple(np.shape(a)) for a in arrays])
     specs = [jax.ShapeDtypeStruct(np.shape(a), a.dtype) for a in arrays]
     closed, out_shape = jax.make_jaxpr(fun, return_shape=True)(*specs)

@@ -196,9 +196,8 @@ def _features_from_version(platform: str, plugin: str | None, version: str, sour
 
 @functools.cache
 def plugin_features(platform: str) -> PluginFeatures | None:
-    """What the installed plugin for `platform` loads (None: none installed), from the names its
-    `_triton` binary carries, found by import or, where that fails (ROCm's without libamdhip64),
-    in its distribution's files; else from its release."""
+    """What the installed plugin for `platform` loads (None: none installed), from its `_triton`
+    binary (imported, or found in its distribution's files), else from its release."""
     module = plugin_triton_module(platform)
     if module is not None:
         plugin, path = module.__name__.split(".")[0], module.__file__
@@ -227,16 +226,14 @@ def plugin_features(platform: str) -> PluginFeatures | None:
 
 @functools.cache
 def assumed_features(platform: str) -> PluginFeatures:
-    """Features assumed when cross-compiling for a platform with no plugin installed here: the
-    plugins ship in lockstep with jaxlib, so the jaxlib here stands for the one that will load
-    the kernel."""
+    """Features assumed for a platform with no plugin here: those of this jaxlib's release, as the
+    plugins ship in lockstep with jaxlib."""
     return _features_from_version(platform, None, _compat.jaxlib_version(),
                                   "no plugin here; assumed jaxlib")
 
 
 def triton_backend_error(platform: str, err: BaseException) -> ImportError:
-    """The error, naming what to install, for Triton's compiler backend of `platform` failing
-    to import with `err` (the caller raises it, chained)."""
+    """The ImportError, naming what to install, for Triton's `platform` backend raising `err`."""
     info = _compat.triton_info()
     name = vendor(platform).triton_backend
     if isinstance(err, ModuleNotFoundError):

@@ -60,9 +60,8 @@ _GRAPH_LEVEL_FLAG = "--xla_gpu_graph_level="  # the older flag: no level 0-3 rec
 
 @functools.lru_cache(maxsize=16)
 def custom_calls_recorded(xla_flags: str) -> bool:
-    """Whether XLA, started with `xla_flags` (`XLA_FLAGS`), records custom calls into command
-    buffers: its flags applied in order, as XLA applies them. A value XLA refuses changes
-    nothing (XLA stops the process at its start anyway)."""
+    """Whether XLA, started with `xla_flags`, records custom calls into command buffers, its flags
+    applied in order as XLA does; a value XLA refuses (it stops the process) changes nothing."""
     try:
         words = shlex.split(xla_flags)
     except ValueError:  # unbalanced quotes: XLA reads it its own way; look at plain words

@@ -31,9 +31,8 @@ def launch_settings(num_warps: Any, num_stages: Any, num_ctas: Any, *, caller: s
 
 
 def replaced(instance: Any, **fields: Any) -> Any:
-    """A copy of the frozen dataclass `instance` with `fields` replaced: `dataclasses.replace`
-    without running `__init__` or `__post_init__` (a caller that has one recomputes what it
-    derives), in a fifth of the time, for copies made at every trace."""
+    """`dataclasses.replace` without `__init__`/`__post_init__` (a caller recomputes what those
+    derive), in a fifth of the time, for copies made at every trace."""
     copy = object.__new__(type(instance))
     copy.__dict__.update(instance.__dict__)
     copy.__dict__.update(fields)
@@ -60,8 +59,7 @@ _OPTION_VALUES: dict[str, tuple[tuple[int, ...] | range, str]] = {
 
 def compile_options(options: Mapping[str, Any], *, where: str = "",
                     caller: str = "") -> dict[str, Any]:
-    """Checks each vendor compile option against what Triton's backend accepts; returns them as
-    plain ints (or None). `where` and `caller` as `launch_settings` takes them."""
+    """Vendor compile options checked against what Triton's backend accepts, as ints or None."""
     at, checked = f" {where}" if where else "", {}
     for name, value in options.items():
         allowed, text = _OPTION_VALUES[name]
@@ -135,8 +133,7 @@ Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
 
 @dataclasses.dataclass(frozen=True)
 class MetaGrid:
-    """A grid that is a function of the metaparameters, evaluated per launch configuration at
-    lowering (`plan._plan.launch_grid`); equal as its function."""
+    """A grid function of the metaparameters, called per launch config; equal as its function."""
 
     fn: Callable[[dict[str, Any]], Any]
 

@@ -184,8 +184,7 @@ def _lowered_arch(platform: str, devices: list[dict]) -> tuple[str, str]:
 
 
 def _route_of(fn: Any, platform: str) -> tuple[str, str]:
-    """The route `fn(x, y)`'s lowering for `platform` logs (`routes._primitive.log_route`), and
-    why."""
+    """The route, and why, that `fn(x, y)`'s lowering for `platform` logs."""
     import jax
     import jax.numpy as jnp
 
@@ -221,9 +220,8 @@ def _on_request(fn: Any, platform: str) -> str:
 
 
 def routes_report(devices: dict[str, Any]) -> dict[str, Any]:
-    """Per GPU platform: the route two vector adds (length constexpr, length runtime) take
-    here and why, and with `xla_native=True`, found by lowering them (no GPU needed) for the
-    named arch, else the first device's, else an assumed one."""
+    """Per GPU platform: the routes two vector adds take here, also with `xla_native=True`, found
+    by lowering them (no GPU needed) for the named arch, the first device's or an assumed one."""
     routes: dict[str, Any] = {}
     for platform in _vendors.GPU_PLATFORMS:
         entry: dict[str, Any] = {}

@@ -197,9 +197,8 @@ def _jax_import_problem(err: BaseException) -> Problem:
 
 
 def exit_unless_jax_imports() -> None:
-    """Where Python is starting `python -m jax_triton_rocm` (without --traceback) and JAX does
-    not import: prints what failed, the likely cause and the fix, and exits with status 3.
-    `sys.orig_argv` tells which package `-m` runs."""
+    """Under `python -m jax_triton_rocm` (without --traceback), where JAX does not import:
+    prints what failed, the likely cause and the fix, and exits with status 3."""
     argv, module = sys.orig_argv, ""
     for index, arg in enumerate(argv[1:], 1):
         if arg.startswith("-m"):

@@ -222,8 +222,8 @@ def __getattr__(name: str) -> Any:
 
 
 def not_provided(module: str, name: str, table: Mapping[str, str], drop_in: str) -> Any:
-    """Raises for `name`, missing from a drop-in's `module`: NotImplementedError, saying what to
-    use instead, for a name of jax-triton's own compiler and lowering in `table`."""
+    """Raises for `name`, missing from a drop-in: NotImplementedError saying what to use instead
+    where `table` has it, else AttributeError."""
     if name in table:
         # Not an AttributeError: `from ... import name` would replace its message with its own.
         raise NotImplementedError(

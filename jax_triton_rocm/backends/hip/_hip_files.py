@@ -192,9 +192,8 @@ def local_device_count() -> int:
 
 def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable[..., Any],
                  platform: str = "rocm") -> bool:
-    """Launches a newly lowered path-delivered call once on one device; True if it launched.
-    The call's lock is held across the launch, so a second lowering of it waits; a failed launch
-    warns once."""
+    """Launches a newly lowered path-delivered call once on one device; True if it launched. A
+    second lowering of it waits on its lock; a failed launch warns once."""
     if not _env.prewarm() or local_device_count() < 2:
         return False
     key = hashlib.sha256(lowered.serialized).hexdigest()

@@ -53,9 +53,8 @@ class InterpretedCall:
 
 
 def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[Any]:
-    """One argument per kernel parameter, as the launch's `bound` lays them. A constexpr of a
-    parameter not annotated `tl.constexpr` goes as `tl.constexpr`, as the compiler treats a
-    parameter given by keyword; a runtime scalar the layout made a constexpr goes as a scalar."""
+    """One argument per kernel parameter, as the launch's `bound` lays them; a constexpr of a
+    parameter not annotated `tl.constexpr` goes as `tl.constexpr`, as the compiler takes it."""
     import triton.language as tl
 
     bound = call.launch.bound
@@ -103,8 +102,7 @@ def _kernel_line(err: BaseException) -> str:
 
 def _run_error(call: InterpretedCall, err: BaseException) -> Exception:
     """The error to raise for `err`, raised by a run of `call`: NotImplementedError for fp8
-    arithmetic, else RuntimeError (the interpreter or, with `debug`, a `tl.device_assert`
-    failed)."""
+    arithmetic, else RuntimeError (the interpreter, or with `debug` an assertion, failed)."""
     cause: BaseException | None = err
     while cause is not None and not isinstance(cause, _interpret_host.Fp8ArithmeticError):
         cause = cause.__cause__
@@ -182,8 +180,7 @@ def mark_explained() -> None:
 
 
 def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelCallSpec):
-    """`triton_kernel_p`'s lowering rule for platform `cpu`: a host callback that runs the
-    call's first launch; NotImplementedError for a Gluon kernel."""
+    """`triton_kernel_p`'s lowering for `cpu`: a host callback that runs the first launch."""
     global _explained
     jit_fn = spec.unwrapped.jit_fn
     if jit_fn.is_gluon():

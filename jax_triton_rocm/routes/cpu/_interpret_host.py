@@ -30,8 +30,7 @@ _BF16_NAN_BITS = 0x7FC0
 
 
 class Fp8ArithmeticError(NotImplementedError):
-    """A kernel computed on fp8 values, which Triton compiles for no GPU; its args are the
-    operation's name and the Triton type."""
+    """fp8 arithmetic, which Triton compiles for no GPU; args: the operation, the Triton type."""
 
 
 _FORMATS = {triton_type: np.dtype(getattr(ml_dtypes, name))
@@ -39,8 +38,7 @@ _FORMATS = {triton_type: np.dtype(getattr(ml_dtypes, name))
 
 
 def bits_format(dtype: Any) -> str | None:
-    """The Triton type name of `dtype` ("bf16", "fp8e4nv", ...) where the interpreter keeps its
-    values as bits, else None."""
+    """The Triton type of `dtype` ("bf16", "fp8e4nv", ...) if the interpreter keeps it as bits."""
     name = getattr(getattr(dtype, "scalar", dtype), "name", None)
     return name if name in _FORMATS else None
 
@@ -299,8 +297,7 @@ def _named_as_defined(fn: Any) -> Any:
 
 
 def _forget_rewritten_functions() -> None:
-    """Empties the interpreter's class-wide cache of rewritten kernels, so that `clear_caches()`
-    lets them go."""
+    """Empties the interpreter's class-wide cache of rewritten kernels on `clear_caches()`."""
     interpreter = sys.modules.get("triton.runtime.interpreter")
     rewritten = getattr(getattr(interpreter, "InterpretedFunction", None), "rewritten_fn", None)
     if isinstance(rewritten, dict):
@@ -374,9 +371,8 @@ _REFLECTED = {**{f"__{op}__": f"__r{op}__" for op in ("add", "sub", "mul", "true
 
 
 def host_constexpr(value: Any) -> Any:
-    """A constexpr value, a Triton builtin (`tl.exp`) bound to the interpreter's semantics: the
-    interpreter patches only the builtins the kernel names, and an unpatched one refuses a call
-    without `_semantic`."""
+    """A constexpr, a Triton builtin (`tl.exp`) bound to the interpreter's semantics: only those
+    the kernel names are patched, and an unpatched one refuses a call without `_semantic`."""
     if isinstance(value, tuple):
         return tuple(host_constexpr(element) for element in value)
     if not getattr(value, "__triton_builtin__", False):

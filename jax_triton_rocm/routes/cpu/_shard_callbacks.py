@@ -21,9 +21,8 @@ if TYPE_CHECKING:
 
 
 class Route:
-    """Where a per-shard body's interpreted calls go: one host callback of the outer program, at
-    `index` in its list, that runs each call routed to it by its number (the first operand).
-    Made while the outer module is lowered, it puts itself in that module's host callbacks."""
+    """The host callback, at `index` in the outer module's list, that runs a per-shard body's
+    interpreted calls, each by its number (the first operand)."""
 
     def __init__(self, module_context: ModuleContext) -> None:
         self.index = len(module_context.host_callbacks)
