@@ -1,7 +1,6 @@
-"""`triton_call_lowering`: a Triton kernel called from a library's own primitive's lowering rule,
-mapped as TransformerEngine maps it (constexprs by name, pointers filled in order by the operands,
-then the results) onto the spec `triton_call` binds, and lowered as it lowers
-([Library authors](library-authors.md)).
+"""`triton_call_lowering`: a kernel called from a library's own lowering rule, its parameters
+filled as TransformerEngine fills them (constexprs by name, then pointers in order), lowered as
+`triton_call` lowers ([Library authors](library-authors.md)).
 """
 
 from __future__ import annotations

@@ -27,12 +27,10 @@ ROUTE_NAMES = {"xla": "XLA's Triton call", "jaxlib": "jaxlib's Triton call (type
 
 def plugin_distributions() -> dict[str, str]:
     """The installed jaxlib GPU plugin distributions (plugin and PJRT), name -> version."""
-    found = {}
-    for dist in importlib.metadata.distributions():
-        name = dist.metadata["Name"] or ""
-        if _PLUGIN_DISTRIBUTION.fullmatch(name.lower()):
-            found[name.lower().replace("_", "-")] = dist.version
-    return dict(sorted(found.items()))
+    found = {(dist.metadata["Name"] or "").lower(): dist.version
+             for dist in importlib.metadata.distributions()}
+    return dict(sorted((name.replace("_", "-"), version) for name, version in found.items()
+                       if _PLUGIN_DISTRIBUTION.fullmatch(name)))
 
 
 def triton_report() -> dict[str, Any]:

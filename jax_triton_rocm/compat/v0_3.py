@@ -58,8 +58,6 @@ def get_serialized_metadata(opaque: bytes) -> bytes:
     """The `serialized_metadata` a kernel call's opaque (its backend config, as compressed)
     carries, as jax-triton 0.3.1's: read by jaxlib's parser where a jaxlib GPU plugin is
     installed (no GPU needed), else by the package's own decoder of the same messages."""
-    for platform in _vendors.installed_gpu_platforms():
-        module = _vendors.plugin_triton_module(platform)
-        if module is not None:
-            return module.get_serialized_metadata(opaque)
-    return _proto.decode(opaque).metadata
+    modules = map(_vendors.plugin_triton_module, _vendors.installed_gpu_platforms())
+    module = next(filter(None, modules), None)
+    return module.get_serialized_metadata(opaque) if module else _proto.decode(opaque).metadata

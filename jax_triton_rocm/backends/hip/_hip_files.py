@@ -1,13 +1,10 @@
 """HSACO files handed to jaxlib's ROCm plugin by path, their removal, and the prewarm
 (docs/rocm.md).
 
-One folder per process, one file per kernel key: a call lowered again gets the same path, which
-jaxlib's module cache has loaded already. The folder's maker removes it; one whose owner (PID
-namespace, PID and start time, in its name) no longer runs is removed by the next process.
-
-The prewarm launches a new path-delivered call once before any real run: the plugin reads and
-deletes the file outside its module cache's lock, so two devices loading it at once race. It
-emits the very call the lowering encoded, with the lowering's `emit` (tested on NVIDIA too).
+One folder per process, one file per kernel key (so the path jaxlib's module cache keys). A
+folder whose owner (PID namespace, PID, start time: its name) no longer runs is removed by the
+next process. The prewarm launches a new call once before any real run: the plugin reads and
+deletes the file outside its cache's lock, so two devices loading it at once race.
 """
 
 from __future__ import annotations
