@@ -214,8 +214,7 @@ def triton_call_lowering(
       TypeError / ValueError: a bad argument, or a kernel whose parameters do not fit the
         primitive; the message names the argument, its value and the fix.
     """
-    # JAX calls each platform's rule with `ctx.platforms` narrowed to it; a rule registered for
-    # all platforms at once sees them all.
+    # JAX narrows `ctx.platforms` for a per-platform rule; one registered for all sees them all.
     platforms = tuple(getattr(ctx, "platforms", None) or ctx.module_context.platforms)
     if len(platforms) != 1 or platforms[0] not in _PLATFORMS:
         raise ValueError(

@@ -380,8 +380,7 @@ def _lowering(ctx, *operands, fun, rule, jaxpr, name):
     route = (_shard_callbacks.Route(ctx.module_context)
              if "cpu" in ctx.module_context.platforms else None)
     callbacks = _Callbacks(fun, rule, jaxpr, route, name)
-    # custom_partitioning takes no function with constants of its own; inside a jit they are
-    # the jit's.
+    # custom_partitioning takes no function with constants; inside a jit they are the jit's.
     split = custom_partitioning(jax.jit(core.jaxpr_as_fun(jaxpr)))
     split.def_partition(
         partition=callbacks.partition, infer_sharding_from_operands=callbacks.infer,

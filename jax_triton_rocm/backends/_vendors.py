@@ -100,8 +100,7 @@ GPU_PLATFORMS = tuple(VENDORS)
 # kernel has a parameter of that name). Each backend passes on only its own.
 COMPILE_OPTIONS = tuple(option for vendor in VENDORS.values() for option in vendor.compile_options)
 
-# What Triton's front end runs alone on (`spec._kinds.front_end_error`): the first vendor's
-# probe target whose compiler backend is installed.
+# Where Triton's front end runs alone (`spec._kinds`): the first whose backend is installed.
 FRONT_END_PROBES = tuple((v.triton_backend, v.probe_target) for v in VENDORS.values())
 
 

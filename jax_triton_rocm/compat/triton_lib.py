@@ -25,8 +25,7 @@ __all__ = ["CUSTOM_CALL_TARGET_NAME", "CostEstimate", "Grid", "ShapeDtype", "Sta
            "TensorDescriptor", "ValueOrFn", "normalize_grid", "strict_zip", "strides_from_shape",
            "triton_call", "triton_kernel_call_p"]
 
-# jax-triton 0.4.1 writes these as `type` statements (Python 3.12); the same aliases here also
-# import on Python 3.11, which the package supports.
+# jax-triton 0.4.1's `type` statements, written to import on Python 3.11 too.
 _T = TypeVar("_T")
 StaticScalar = Union[bool, int, float, np.float32]
 Grid = Union[int, tuple[int], tuple[int, int], tuple[int, int, int]]
@@ -185,8 +184,7 @@ def on_jaxlib_route(surface: Callable, *args: Any, kernel: Any,
                              **kwargs)
 
 
-# jax-triton 0.4.1's names for the parts of its own compiler and lowering, which the package
-# does differently, with what to use instead.
+# jax-triton 0.4.1's names of its own compiler and lowering, with what to use instead.
 _COMPILE = ("the package compiles through its own kernel cache: jax_triton_rocm.target_arch "
             "picks the architecture, jax_triton_rocm.kernel_calls(lowered) shows each compiled "
             "kernel, jax_triton_rocm.clear_caches() drops them")

@@ -80,8 +80,7 @@ def triton_call(
         **metaparams)
 
 
-# jax-triton 0.3.1's names for the parts of its own compiler and lowering, with what to use
-# instead (0.4.1's table, for the names 0.3.1 has).
+# jax-triton 0.3.1's names of its own compiler and lowering, with what to use instead.
 _NOT_PROVIDED: dict[str, str] = {
     **{name: _v0_4._NOT_PROVIDED[name] for name in (
         "CompilationResult", "compile_ttir_inplace", "compile_ttir_to_ptx_inplace",

@@ -155,8 +155,7 @@ class HsacoFolder:
 
 HSACO_FOLDER = HsacoFolder()
 _state.on_fork(HSACO_FOLDER.detach_after_fork)
-# jaxlib deletes each file as it reads it: after `clear_caches()`, a kernel lowered again gets a
-# new one.
+# jaxlib deletes each file as it reads it: after `clear_caches()`, a call gets a new one.
 _state.on_clear(HSACO_FOLDER._files.clear)
 
 
@@ -166,8 +165,7 @@ LOADED_KERNELS: set[str] = set()
 _state.on_fork(LOADED_KERNELS.clear)
 _state.on_clear(LOADED_KERNELS.clear)
 
-# A call already encoded by a lowering, emitted as is, aliases included: its `emit` parameter
-# (hashed by identity) emits it.
+# A call a lowering encoded, emitted as is by its `emit` parameter (hashed by identity).
 encoded_call_p = Primitive("triton_encoded_call")
 encoded_call_p.multiple_results = True
 encoded_call_p.def_impl(functools.partial(dispatch.apply_primitive, encoded_call_p))

@@ -192,8 +192,7 @@ def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelC
     in_avals = tuple(ctx.avals_in)
     [launch] = _plan.launches(spec, in_avals, out_avals,
                               _backend.interpreter_launch_site(_vendors.COMPILE_OPTIONS))
-    # The interpreter compiles nothing at lowering: whether the call's arguments line up with
-    # the kernel's parameters is asked here, not where a compile fails (`_kinds.check_failed`).
+    # Nothing compiles here, so the arguments are checked against the parameters now.
     _kinds.check(jit_fn, launch.bound, in_avals, out_avals, spec.kernel_name,
                  _vendors.FRONT_END_PROBES)
     programs = math.prod(launch.grid)
