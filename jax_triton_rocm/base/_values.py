@@ -22,7 +22,7 @@ def launch_settings(num_warps: Any, num_stages: Any, num_ctas: Any, *, caller: s
                         ("num_ctas", num_ctas)):
         if value is None:
             continue
-        if not is_int(value) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{caller}{what}={value!r}{at} must be a positive int or None (the "
                              f"target's Triton default).")
         if what == "num_warps" and value & (value - 1):
@@ -101,7 +101,7 @@ MAX_GRID_SIZE = 2**31 - 1
 
 def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
     """A grid as three positive ints, each at most `MAX_GRID_SIZE`."""
-    if is_int(grid):
+    if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
         dims = (int(grid),)
     elif isinstance(grid, Sequence) and not isinstance(grid, str):
         dims = tuple(grid)
@@ -113,7 +113,7 @@ def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
     if len(dims) > 3:
         raise ValueError(f"{what}={grid!r} has {len(dims)} dimensions; GPUs launch at most 3.")
     for d in dims:
-        if not is_int(d):
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
             raise TypeError(f"{what}={grid!r}: every size must be a Python int, got "
                             f"{type(d).__name__} {d!r}. Compute the grid from static shapes "
                             f"(x.shape), not from traced values.")
