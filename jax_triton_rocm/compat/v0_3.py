@@ -18,15 +18,8 @@ from jax_triton_rocm.compat.utils_0_3 import cdiv, next_power_of_2, strides_from
 from jax_triton_rocm.compat.version_0_3 import __version__, __version_info__
 from jax_triton_rocm.routes.jaxlib import _proto
 
-__all__ = [
-    "utils",
-    "triton_call",
-    "cdiv",
-    "next_power_of_2",
-    "strides_from_shape",
-    "__version__",
-    "__version_info__",
-]
+__all__ = ["utils", "triton_call", "cdiv", "next_power_of_2", "strides_from_shape", "__version__",
+           "__version_info__"]
 
 
 def get_compute_capability(device: int) -> int:
