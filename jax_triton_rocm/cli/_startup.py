@@ -1,8 +1,6 @@
 """JAX's start-up, as the command line explains it: `start()` starts JAX's backends with JAX's
 logged failures caught, each turned into a `Problem` (what failed, the likely cause, the fix).
-JAX raises where `JAX_PLATFORMS` names a platform that fails (a bare AssertionError for
-`cuda` without an NVIDIA GPU). The package's `__init__` runs `exit_unless_jax_imports()` first,
-so nothing heavy is imported here at module level.
+The package's `__init__` runs `exit_unless_jax_imports()` first: nothing heavy is imported here.
 """
 
 from __future__ import annotations

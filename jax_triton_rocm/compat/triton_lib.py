@@ -32,10 +32,8 @@ Grid = Union[int, tuple[int], tuple[int, int], tuple[int, int, int]]
 ValueOrFn = Union[_T, Callable[[Mapping[str, Any]], _T]]
 
 triton_kernel_call_p = triton_kernel_p
-"""The primitive every `triton_call` binds (the package's `triton_kernel_p`), so that
-`eqn.primitive == triton_kernel_call_p` finds the calls in a jaxpr. Its one parameter is the
-package's `spec`, not jax-triton's `metaparams`, `grid`, ...: read them from
-`eqn.params["spec"]`."""
+"""The primitive every `triton_call` binds (the package's `triton_kernel_p`); its one parameter
+is the package's `spec`, not jax-triton's `metaparams`, `grid`, ...: read `eqn.params["spec"]`."""
 
 strict_zip = functools.partial(zip, strict=True)
 
