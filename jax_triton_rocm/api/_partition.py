@@ -331,7 +331,6 @@ class _Callbacks:
                                reduction_factors=reduced, need_replication_factors=gathered)
 
     def _axes(self, mesh: Any, operands: Sequence[Any] = (), results: Sequence[Any] = ()):
-        """The mesh axes of every name, from the shardings of operands and results."""
         shardings = [getattr(s, "sharding", None) for s in (*operands, *results)]
         if getattr(mesh, "empty", False):
             raise ValueError(

@@ -121,7 +121,6 @@ class HsacoFolder:
             return path
 
     def remove(self) -> None:
-        """Deletes the folder, and forgets its files."""
         if self._path is not None:
             shutil.rmtree(self._path, ignore_errors=True)
         self.detach_after_fork()

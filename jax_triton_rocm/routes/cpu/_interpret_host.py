@@ -26,9 +26,6 @@ if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
 
-_BF16_NAN_BITS = 0x7FC0
-
-
 class Fp8ArithmeticError(NotImplementedError):
     """fp8 arithmetic, which Triton compiles for no GPU; args: the operation, the Triton type."""
 
@@ -208,7 +205,7 @@ def bits_replacements() -> dict[tuple[Any, str], Any]:
         ptrs, mask = desc.materialize_pointers(indices)
         if ptrs.get_element_ty() != tl.bfloat16:
             return load(self, desc, indices, *args, **kwargs)
-        other = TensorHandle(np.full_like(ptrs.data, _BF16_NAN_BITS, np.uint16), tl.bfloat16)
+        other = TensorHandle(np.full_like(ptrs.data, 0x7FC0, np.uint16), tl.bfloat16)
         return self.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
 
     def patch_lang_core(lang, scope):
