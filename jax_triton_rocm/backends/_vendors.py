@@ -140,10 +140,8 @@ PLUGIN_FEATURES: dict[str, tuple[tuple[int, ...], bytes]] = {
 
 def installed_plugin(platform: str) -> str | None:
     """The import name of the jaxlib plugin installed for `platform`, or None (no import)."""
-    for package in PLUGIN_PACKAGES[platform]:
-        if importlib.util.find_spec(package) is not None:
-            return package
-    return None
+    return next((package for package in PLUGIN_PACKAGES[platform]
+                 if importlib.util.find_spec(package) is not None), None)
 
 
 def installed_gpu_platforms() -> tuple[str, ...]:
