@@ -101,9 +101,8 @@ def lowering_arguments(array_args: tuple, in_avals: tuple, compile_options: dict
 def place_arguments(jit_fn: JITFunction, constexprs: dict[str, Any], in_avals: tuple,
                     out_avals: tuple,
                     aliases: tuple[tuple[int, int], ...]) -> tuple[tuple[str, Any], ...]:
-    """One positional entry per kernel parameter, as TransformerEngine's helper maps them:
-    ("keyword", None) for a parameter set by name, else the pointer's buffer, ("input", i) or
-    ("output", j). Raises TypeError where the pointers and the buffers do not fit."""
+    """Per kernel parameter, as TransformerEngine maps them: ("keyword", None) where set by name,
+    else its buffer, ("input", i) or ("output", j); TypeError where they do not fit."""
     names, kernel = list(jit_fn.arg_names), _spec.kernel_name(jit_fn)
     pointers = [i for i, p in enumerate(jit_fn.params)
                 if p.name not in constexprs and not p.is_constexpr]

@@ -159,9 +159,8 @@ def check_shapes(rule: Rule, shapes: Sequence[tuple[int, ...]],
 
 def assign_axes(rule: Rule, sources: Sequence[tuple[Sequence[tuple[str, ...]], Sequence[Any]]],
                 sizes: Mapping[str, int], mesh_shape: Mapping[str, int]) -> dict[str, tuple]:
-    """Which mesh axes split each name: taken from the first spec of `sources` (pairs: the
-    rule's specs, one PartitionSpec or None per array) that splits it, where the rule lets it
-    be split, its size divides evenly and no other name took those axes."""
+    """Which mesh axes split each name: the first of `sources` (the rule's specs, a PartitionSpec
+    or None per array) that may split it, evenly, on axes no other name took."""
     axes_of: dict[str, tuple] = {}
     used: set[str] = set()
     for specs, partitions in sources:

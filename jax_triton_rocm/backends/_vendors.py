@@ -41,9 +41,8 @@ def _rocm_arch(text: str) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class Vendor:
-    """One GPU vendor. `plugin_packages`: jaxlib plugins with a `_triton` module, newest first;
-    `encoded_descriptor`: Triton's launcher type for a descriptor the kernel takes encoded (TMA
-    on sm_90+, TDM on gfx1250); `probe_target`: a `GPUTarget` to run Triton's front end alone on;
+    """One GPU vendor. `plugin_packages`: jaxlib plugins with a `_triton`, newest first;
+    `encoded_descriptor`: Triton's launcher type of a descriptor passed encoded (TMA, TDM);
     `error_words`: a regex of the words that tie an error message to this vendor."""
 
     platform: str

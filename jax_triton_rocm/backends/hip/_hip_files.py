@@ -210,9 +210,8 @@ def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable
 
 def prewarm_program(lowered: Any, in_avals: tuple, out_avals: tuple,
                     emit: Callable[..., Any]):
-    """A function of no arguments that launches `lowered` through the real lowering's `emit`
-    (the same bytes, path and aliases) on zeros made inside it: an in-place kernel that reads
-    its output (a counter) sees zeros, and `jax.jit` of it needs no host data."""
+    """A function launching `lowered` through the lowering's `emit` (same bytes, path, aliases)
+    on zeros made inside it: an in-place kernel reads zeros, and its jit needs no host data."""
     import jax.numpy as jnp
 
     def launch_on_zeros():
