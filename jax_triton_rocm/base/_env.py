@@ -150,9 +150,8 @@ def hsaco_delivery() -> str | None:
                    unset="the best supported")
 
 
-def prewarm() -> bool:
-    """Whether ROCm kernels are prewarmed (`JAX_TRITON_ROCM_PREWARM`; unset: yes)."""
-    return bool(_flag(ENV_PREWARM, default=True))
+# Whether ROCm kernels are prewarmed (`JAX_TRITON_ROCM_PREWARM`; unset: yes).
+prewarm = functools.partial(_flag, ENV_PREWARM, True)
 
 
 def autotune_target() -> str | None:
@@ -182,21 +181,14 @@ def compile_threads() -> int:
                   default_text=f"one thread per kernel, at most {_values.cpu_count()}")
 
 
-def xla_native() -> bool | None:
-    """`JAX_TRITON_ROCM_XLA_NATIVE`: True (1), False (0), or None (unset: the default route)."""
-    return _flag(ENV_XLA_NATIVE, default=None)
-
-
-def remember_triton_key() -> bool:
-    """`JAX_TRITON_ROCM_REMEMBER_TRITON_KEY`: False (0) lets Triton hash its files in every
-    process; True (1, unset) remembers its key beside Triton's cache."""
-    return bool(_flag(ENV_REMEMBER_TRITON_KEY, default=True))
-
-
-def keep_ptx_text() -> bool:
-    """`JAX_TRITON_ROCM_KEEP_PTX_TEXT`: True (1) keeps the copy of the PTX text that ptxas embeds
-    in a CUBIN, for a debugger or profiler to show; False (0, unset) leaves it out of the call."""
-    return bool(_flag(ENV_KEEP_PTX_TEXT, default=False))
+# `JAX_TRITON_ROCM_XLA_NATIVE`: True (1), False (0), or None (unset: the default route).
+xla_native = functools.partial(_flag, ENV_XLA_NATIVE, None)
+# `JAX_TRITON_ROCM_REMEMBER_TRITON_KEY`: False (0) lets Triton hash its files in every process;
+# True (1, unset) remembers its key beside Triton's cache.
+remember_triton_key = functools.partial(_flag, ENV_REMEMBER_TRITON_KEY, True)
+# `JAX_TRITON_ROCM_KEEP_PTX_TEXT`: True (1) keeps the copy of the PTX text that ptxas embeds in a
+# CUBIN, for a debugger or profiler to show; False (0, unset) leaves it out of the call.
+keep_ptx_text = functools.partial(_flag, ENV_KEEP_PTX_TEXT, False)
 
 
 def cache_size(name: str) -> int:

@@ -4,6 +4,7 @@ What counts as damage, threads and fork: docs/design.md, "Triton's cache"."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -250,10 +251,16 @@ def _listing_problem(folder: str, child: Any, path: Any, request: Request) -> tu
 
 
 def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
-    """(damaged file, what is wrong) for the entry `manager` (a FileCacheManager) keeps for
-    `request`, or None where it is whole or absent; read as `_files.read_entry_file` reads, the
-    listed files in one pass (`_files.read_entry_files`)."""
+    """(damaged file or folder, what is wrong) for the entry `manager` (a FileCacheManager) keeps
+    for `request`, or None where it is whole or absent; read as `_files.read_entry_file` reads,
+    the listed files in one pass (`_files.read_entry_files`). A link in place of the entry's
+    folder is a foreign entry, which Triton would read and write through."""
     folder = manager.cache_dir
+    with contextlib.suppress(OSError):
+        info = os.lstat(folder)
+        if stat.S_ISLNK(info.st_mode):
+            owner = "" if info.st_uid == os.geteuid() else f" owned by user id {info.st_uid}"
+            return folder, f"a symbolic link{owner} in place of the entry's folder"
     group_name = f"__grp__{request.file_name}.json"
     group_path = os.path.join(folder, group_name)
     try:
@@ -301,19 +308,6 @@ def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
     return None if damage is None else (paths[damage[0]], damage[1])
 
 
-def link_problem(folder: str) -> tuple[str, str] | None:
-    """(folder, what is wrong) where an entry's `folder` is a link: a foreign entry, which Triton
-    would read and write through."""
-    try:
-        info = os.lstat(folder)
-    except OSError:
-        return None
-    if not stat.S_ISLNK(info.st_mode):
-        return None
-    owner = "" if info.st_uid == os.geteuid() else f" owned by user id {info.st_uid}"
-    return folder, f"a symbolic link{owner} in place of the entry's folder"
-
-
 def discard(entry_hash: str, file_name: str) -> None:
     """Empties the entry's group with Triton's atomic `put_group`, so that its next compile misses
     and replaces every file; a link in place of the entry's folder is removed first.
@@ -324,7 +318,7 @@ def discard(entry_hash: str, file_name: str) -> None:
 
     manager = get_cache_manager(entry_hash)
     folder = getattr(manager, "cache_dir", None)
-    if folder and link_problem(folder) is not None:
+    if folder and os.path.islink(folder):
         os.unlink(folder)
         manager = get_cache_manager(entry_hash)
     manager.put_group(f"{file_name}.json", {})
@@ -357,7 +351,7 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
     request = compile_request(source, target, options, binary_ext, asm_ext, symbol)
     if knobs.cache.manager_class is None:
         manager = get_cache_manager(request.entry_hash)
-        damage = link_problem(manager.cache_dir) or entry_problem(manager, request)
+        damage = entry_problem(manager, request)
         if damage is not None:
             warn_damaged(damage[0], damage[1], source.name)
             discard(request.entry_hash, request.file_name)
