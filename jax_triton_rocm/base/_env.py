@@ -77,12 +77,8 @@ def _shown(raw: str) -> str:
 
 
 def _flag(name: str, default: bool | None) -> bool | None:
-    """The boolean environment variable `name` (unset or empty: `default`; None leaves the
-    choice to the caller, as "unset").
-
-    Raises:
-      ValueError: a value that is not one of 1/true/yes/on or 0/false/no/off (any case).
-    """
+    """The boolean variable `name` (unset or empty: `default`; None leaves the choice to the
+    caller); a ValueError for a value not among 1/true/yes/on and 0/false/no/off (any case)."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -96,15 +92,9 @@ def _flag(name: str, default: bool | None) -> bool | None:
 
 
 def _choice(name: str, choices: tuple[str, ...], *, what: str, unset: str) -> str | None:
-    """The variable `name`, lower-cased, one of `choices`; None when unset or empty.
-
-    Args:
-      what: what a value is, for the message ("a delivery mode").
-      unset: what leaving it unset gives, for the message ("the best supported").
-
-    Raises:
-      ValueError: any other value, naming the variable, the value and the choices.
-    """
+    """The variable `name`, lower-cased, one of `choices`; None when unset or empty. Any other
+    value is a ValueError that says `what` a value is ("a delivery mode") and what leaving it
+    `unset` gives ("the best supported")."""
     raw = os.environ.get(name, "").strip().lower()
     if not raw:
         return None
@@ -116,17 +106,9 @@ def _choice(name: str, choices: tuple[str, ...], *, what: str, unset: str) -> st
 
 def _count(name: str, default: int, *, minimum: int, meaning: str = "",
            default_text: str | None = None) -> int:
-    """The integer variable `name` (unset or empty: `default`).
-
-    Args:
-      minimum: 1 for a positive integer, 0 for a non-negative one.
-      meaning: what the number counts, for the message (" (how many entries the cache keeps)").
-      default_text: the default as the message shows it (`default` if None).
-
-    Raises:
-      ValueError: anything but ASCII digits ("²" is a digit to `str.isdigit`), more than
-        `_MAX_DIGITS` of them, or a number below `minimum`; names the variable and its value.
-    """
+    """The integer variable `name` (unset or empty: `default`), at least `minimum`; a ValueError,
+    which says what it counts (`meaning`) and the default (`default_text`, else `default`), for
+    anything but ASCII digits ("²" is a digit to `str.isdigit`) or more than `_MAX_DIGITS`."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -261,13 +243,8 @@ def variable_errors() -> dict[str, str]:
 
 def check_variables() -> None:
     """Checks every package variable that is set, as its reader will (cheap while they are as
-    last checked); the first time, logs a warning naming each `JAX_TRITON_ROCM_*` variable set
-    that the package does not know (`unknown_package_variables`).
-
-    Raises:
-      ValueError: the first refused value's message, naming the variable, its value and what
-        is allowed.
-    """
+    last checked), raising the first refused value's ValueError; the first time, logs a warning
+    naming each `JAX_TRITON_ROCM_*` variable set that the package does not know."""
     if not _UNKNOWN_LOOKED_FOR:
         _UNKNOWN_LOOKED_FOR.append(True)
         if unknown := unknown_package_variables():

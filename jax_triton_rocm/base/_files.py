@@ -61,18 +61,10 @@ def _open_folder(path: str, dir_fd: int | None = None) -> int:
 
 
 def read_entry_file(directory: str, name: str, limit: int) -> bytes:
-    """The bytes of the regular file `name` directly inside the folder `directory`.
-
-    Neither `directory`'s last part nor `name` may be a link; anything but a regular file is
-    refused before it is opened, and the file is opened without waiting (a FIFO swapped in
-    after the check is refused, not read).
-
-    Raises:
-      FileNotFoundError: nothing is there.
-      RefusedFile: `name` is no plain file name, or the path is not a regular file, or the file
-        holds more than `limit` bytes.
-      OSError: the file cannot be read.
-    """
+    """The bytes of the regular file `name` directly inside the folder `directory`, at most
+    `limit` (more is a `RefusedFile`, as is a link or anything but a regular file, refused before
+    it is opened; it is opened without waiting, so a FIFO swapped in after the check is refused,
+    not read). FileNotFoundError where nothing is there, OSError where it cannot be read."""
     if not name or name in (".", "..") or "/" in name or "\0" in name:
         raise RefusedFile(f"{name!r} is not the name of a file directly inside {directory}")
     folder_fd = _open_folder(directory)
@@ -115,11 +107,8 @@ def read_entry_files(directory: str, names: list[str], limit: int) -> list[bytes
 
 
 def parse_json(data: bytes) -> Any:
-    """The JSON value `data` holds.
-
-    Raises:
-      ValueError: no UTF-8 JSON, or nested too deeply for the parser (its RecursionError).
-    """
+    """The JSON value `data` holds; a ValueError for no UTF-8 JSON or JSON nested too deeply for
+    the parser (its RecursionError)."""
     try:
         return json.loads(data)  # UnicodeDecodeError and JSONDecodeError are ValueErrors
     except RecursionError as err:
@@ -185,12 +174,7 @@ def warn_if_others_can_write(folder: str, setting: Callable[[], str], variable: 
 def write_file(folders: tuple[str, ...], name: str, data: bytes) -> None:
     """Writes `data` as `name` in the last of `folders` (each after the first a folder inside
     the one before), atomically: a temporary file there (`*.tmp`), then a rename over `name`.
-    Each folder is made if missing and must be this user's.
-
-    Raises:
-      RefusedFile: a folder is a link, no folder, or owned by another user.
-      OSError: a folder cannot be made, opened or written.
-    """
+    Each folder is made if missing and must be this user's and no link (else `RefusedFile`)."""
     fds: list[int] = []
     try:
         for path in folders:
@@ -221,14 +205,9 @@ def write_file(folders: tuple[str, ...], name: str, data: bytes) -> None:
 
 
 def remove_stale_temporaries(folder: str, stale_seconds: float = 60) -> None:
-    """Removes from `folder` (its last part no link) the temporary files `write_file` leaves
-    when its writer is killed mid-write: regular files (no links) named `*.tmp`, this user's,
-    unchanged for `stale_seconds` (far longer than any writer of a small file takes).
-
-    Raises:
-      RefusedFile: `folder` is a link or no folder.
-      OSError: it cannot be listed (a file that vanished meanwhile is no error).
-    """
+    """Removes from `folder` (a link or no folder is a `RefusedFile`) the temporary files
+    `write_file` leaves when its writer is killed mid-write: regular files (no links) named
+    `*.tmp`, this user's, unchanged for `stale_seconds` (far longer than any writer takes)."""
     stale = time.time() - stale_seconds
     folder_fd = _open_folder(folder)
     try:

@@ -45,11 +45,9 @@ class DamagedEntry(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Request:
-    """What one `triton.compile` is asked for, which the entry it reads must match: the kernel's
-    symbol, Triton's name for the entry's files (the kernel's, cut to 150 characters), the
-    `GPUTarget`, the extensions of the binary and the assembly the package reads, the parsed options
-    (as Triton's metadata stores them), the files a compile writes (None where an inspection hook
-    may add stages) and the key Triton files the result under."""
+    """What one `triton.compile` is asked for, which the entry it reads must match: `kernel` the
+    symbol, `options` as Triton's metadata stores them, `extensions` the files a compile writes
+    (None where an inspection hook may add stages), `entry_hash` the key Triton files it under."""
 
     kernel: str
     file_name: str
@@ -63,8 +61,8 @@ class Request:
 
 def compile_request(source: Any, target: Any, options: dict[str, Any], binary_ext: str = "",
                     asm_ext: str = "", symbol: str = "") -> Request:
-    """The `Request` of `triton.compile(source, target=target, options=options)` for the kernel
-    whose symbol is `symbol`, its options and hash computed by Triton's own functions."""
+    """The `Request` of `triton.compile(source, target=target, options=options)`, its options and
+    hash computed by Triton's own functions."""
     from triton import knobs
     from triton.compiler import compiler
 
@@ -91,10 +89,9 @@ def compile_request(source: Any, target: Any, options: dict[str, Any], binary_ex
 
 
 def binary_problem(data: bytes, backend: str, function: str | None = None) -> str | None:
-    """What is wrong with `data` as the binary of Triton backend `backend` ("cuda", "hip"): None
-    for a 64-bit little-endian ELF of the backend's machine that holds all of its headers and
-    sections (and whose symbol tables define the function `function`, where given), else a
-    sentence. Read within bounds (`_elf`'s layout)."""
+    """What is wrong with `data` as the binary of Triton backend `backend` ("cuda", "hip"), read
+    within bounds: None for a 64-bit little-endian ELF of the backend's machine that holds all
+    its headers and sections (and defines the function `function`, where given)."""
     machine, what = _MACHINES[backend]
     if len(data) < _elf.HEADER.size:
         return f"{len(data)} bytes, too short for an ELF file ({what} was expected)"
@@ -150,14 +147,10 @@ def _library_files(libraries: Any) -> Any:
 def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
                    entry_hash: str | None = None) -> tuple[str, str] | None:
     """(file extension, what is wrong) with a compile's result for `request`, or None: `files` maps
-    each file's extension to its bytes (the binary) or text; `meta` is Triton's metadata (a dict;
-    its `target` a JSON dict or a `GPUTarget`), for the entry `entry_hash` where given.
-
-    The binary must be an ELF for the target that defines the kernel (`binary_problem`). The
-    metadata must have each field of its type, agree with what `request` compiled (the kernel's
-    name, each option, which the compile stores as it was given) and give `shared` above 0
-    exactly when the kernel's LLVM IR uses `global_smem`. Each IR text must name the kernel, and
-    PTX and AMDGCN must be for its threads per block (PTX also for its blocks per cluster)."""
+    each extension to its bytes (the binary) or text; `meta` is Triton's metadata (its `target`
+    a JSON dict or a `GPUTarget`), of the entry `entry_hash` where given. The metadata must agree
+    with what `request` compiled and with the LLVM IR's use of shared memory; each IR must name
+    the kernel, PTX and AMDGCN be for its threads per block (PTX for its blocks per cluster)."""
     binary = bytes(files.get(request.binary_ext, b""))
     problem = binary_problem(binary, request.target.backend, request.kernel)
     if problem is not None:
@@ -310,10 +303,8 @@ def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
 
 def discard(entry_hash: str, file_name: str) -> None:
     """Empties the entry's group with Triton's atomic `put_group`, so that its next compile misses
-    and replaces every file; a link in place of the entry's folder is removed first.
-
-    Raises:
-      OSError: the link cannot be removed (another user's, in a folder with the sticky bit)."""
+    and replaces every file; a link in place of the entry's folder is removed first (an OSError
+    where it cannot be: another user's, in a folder with the sticky bit)."""
     from triton.runtime.cache import get_cache_manager
 
     manager = get_cache_manager(entry_hash)
@@ -336,10 +327,9 @@ def warn_damaged(path: str, problem: str, kernel: str) -> None:
 
 def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, Any],
                     binary_ext: str, asm_ext: str, symbol: str) -> tuple[Any, dict[str, Any]]:
-    """`triton.compile(source, target=target, options=options)` from a checked cache entry, and
-    its metadata as a dict, for the kernel whose symbol in the binary is `symbol`: the entry is
-    checked before the compile (in Triton's default file cache only) and what the compile returns
-    after it; a damaged entry is emptied and compiled once more.
+    """`triton.compile(source, target=target, options=options)` and its metadata (a dict): the
+    entry is checked before the compile (in Triton's default file cache only) and what the
+    compile returns after it; a damaged entry is emptied and compiled once more.
 
     Raises:
       DamagedEntry: the binary was damaged again after the entry was replaced (names the file).
