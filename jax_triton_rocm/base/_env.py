@@ -126,20 +126,15 @@ def target_arch() -> str | None:
     return os.environ.get(ENV_TARGET_ARCH)
 
 
-def hsaco_delivery() -> str | None:
-    """The HSACO delivery `JAX_TRITON_ROCM_HSACO_DELIVERY` forces, or None."""
-    return _choice(ENV_HSACO_DELIVERY, HSACO_DELIVERY_MODES, what="a delivery mode",
-                   unset="the best supported")
-
-
+# The HSACO delivery `JAX_TRITON_ROCM_HSACO_DELIVERY` forces, or None.
+hsaco_delivery = functools.partial(_choice, ENV_HSACO_DELIVERY, HSACO_DELIVERY_MODES,
+                                   what="a delivery mode", unset="the best supported")
 # Whether ROCm kernels are prewarmed (`JAX_TRITON_ROCM_PREWARM`; unset: yes).
 prewarm = functools.partial(_flag, ENV_PREWARM, True)
-
-
-def autotune_target() -> str | None:
-    """The target `JAX_TRITON_ROCM_AUTOTUNE_TARGET` forces on autotuned calls, or None."""
-    return _choice(ENV_AUTOTUNE_TARGET, AUTOTUNE_TARGET_CHOICES,
-                   what="a target for autotuned calls", unset="the default, legacy")
+# The target `JAX_TRITON_ROCM_AUTOTUNE_TARGET` forces on autotuned calls, or None.
+autotune_target = functools.partial(_choice, ENV_AUTOTUNE_TARGET, AUTOTUNE_TARGET_CHOICES,
+                                    what="a target for autotuned calls",
+                                    unset="the default, legacy")
 
 
 def call_target() -> tuple[str | None, str]:

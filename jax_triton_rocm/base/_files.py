@@ -134,22 +134,18 @@ def others_can_write(folder: str) -> str | None:
     bit keeps others from renaming what they do not own (as /tmp's does). A folder not made
     yet is judged by the folders above it.
     """
-    me = os.geteuid()
-    path = os.path.abspath(folder)
-    last = True
+    path, last = os.path.abspath(folder), True
     while True:
         try:
             info = os.stat(path)
-        except OSError:
+        except OSError:  # not made yet
             info = None
-        if info is not None:
-            if info.st_uid not in (me, 0):
-                return f"{path} is owned by user id {info.st_uid}"
-            writable = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-            if writable and (last or not info.st_mode & stat.S_ISVTX):
-                return f"{path} has mode {stat.S_IMODE(info.st_mode):o}"
-        last = False
-        parent = os.path.dirname(path)
+        if info is not None and info.st_uid not in (os.geteuid(), 0):
+            return f"{path} is owned by user id {info.st_uid}"
+        if info is not None and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and (
+                last or not info.st_mode & stat.S_ISVTX):
+            return f"{path} has mode {stat.S_IMODE(info.st_mode):o}"
+        last, parent = False, os.path.dirname(path)
         if parent == path:
             return None
         path = parent

@@ -185,11 +185,9 @@ def _warn_unwritable(name: str, directory: str, err: OSError, reason: str) -> No
         if (directory, err.errno) in _warned_unwritable:
             return
         _warned_unwritable.add((directory, err.errno))
-    if name == "dir":
-        instead = ("Kernels compile without it (in a private temporary folder, removed "
-                   "afterwards), so nothing is cached on disk")
-    else:
-        instead = f"Triton's dumps go to {_private_dump} instead"
+    instead = ("Kernels compile without it (in a private temporary folder, removed afterwards), "
+               "so nothing is cached on disk" if name == "dir"
+               else f"Triton's dumps go to {_private_dump} instead")
     logger.warning(
         "jax_triton_rocm: Triton's %s folder %s (%s) cannot be written: %s. %s; set %s to a "
         "writable folder.", "cache" if name == "dir" else "dump", shown_path(directory),
