@@ -183,9 +183,8 @@ def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
     stored = json.loads(json.dumps({field: meta.get(field) for field in request.options},
                                    default=vars))
     for field, wanted in request.options.items():
-        if field == "extern_libs" and _library_files(stored[field]) == _library_files(wanted):
-            continue
-        if stored[field] != wanted:
+        if stored[field] != wanted and not (
+                field == "extern_libs" and _library_files(stored[field]) == _library_files(wanted)):
             return "json", (f"metadata says {field}={stored[field]!r}, but the kernel compiles "
                             f"with {wanted!r}")
     llir = files.get("llir")
