@@ -1,12 +1,11 @@
 """A CUBIN as jaxlib's call carries it: without the copy of its PTX text that ptxas embeds.
 
-Triton runs ptxas with `-lineinfo`, which embeds the kernel's whole PTX text in a section named
-`.nv_debug_ptx_txt` (most of a real kernel's CUBIN) for debuggers and profilers to show beside
-the machine code. The driver never reads it; jaxlib's typed-FFI call copies and hashes
-its compressed opaque, the binary included, at every launch. `without_ptx_text` empties that one
-section (its bytes zeroed, its size 0): every other byte of the file, the machine code, the line
-tables and the section numbering included, stays as ptxas wrote it. A file it does not recognise
-in every detail comes back unchanged. docs/BENCHMARKS.md has the launch cost it saves.
+Triton runs ptxas with `-lineinfo`, which embeds the kernel's whole PTX text (most of a real
+kernel's CUBIN) in a section `.nv_debug_ptx_txt`, for debuggers and profilers. The driver never
+reads it; jaxlib's typed-FFI call copies and hashes its compressed opaque, the binary included,
+at every launch. Only that section is emptied (its bytes zeroed, its size 0): every other byte,
+the section numbering included, stays as ptxas wrote it. docs/BENCHMARKS.md has the launch cost
+it saves.
 """
 
 from __future__ import annotations
