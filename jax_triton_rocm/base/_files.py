@@ -154,10 +154,7 @@ def others_can_write(folder: str) -> str | None:
 def warn_if_others_can_write(folder: str, setting: Callable[[], str], variable: str) -> None:
     """Logs once per folder where others can write `folder`, which the setting `setting()` names
     chose (e.g. "TRITON_CACHE_DIR='/x'"; asked only to warn) and `variable` can move."""
-    if folder in _warned_unsafe:
-        return
-    problem = others_can_write(folder)
-    if problem is None:
+    if folder in _warned_unsafe or (problem := others_can_write(folder)) is None:
         return
     _warned_unsafe.add(folder)
     logger.warning(

@@ -151,11 +151,9 @@ def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
     a JSON dict or a `GPUTarget`), of the entry `entry_hash` where given. The metadata must agree
     with what `request` compiled and with the LLVM IR's use of shared memory; each IR must name
     the kernel, PTX and AMDGCN be for its threads per block (PTX for its blocks per cluster)."""
-    binary = bytes(files.get(request.binary_ext, b""))
-    problem = binary_problem(binary, request.target.backend, request.kernel)
-    if problem is not None:
+    target, binary = request.target, bytes(files.get(request.binary_ext, b""))
+    if (problem := binary_problem(binary, target.backend, request.kernel)) is not None:
         return request.binary_ext, problem
-    target = request.target
     if not isinstance(meta, dict):
         return "json", f"metadata is a {type(meta).__name__}, not a JSON object"
     for field, kind in _REQUIRED_FIELDS.items():

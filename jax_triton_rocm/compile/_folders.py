@@ -168,14 +168,11 @@ def shown_path(path: str) -> str:
 def setting(name: str) -> str:
     """Which variable chose Triton's folder `name` ("dir", "dump_dir"), as a warning names it."""
     variable = FOLDER_VARIABLES[name]
-    value = _env.as_set(variable)
-    if value is not None:
+    if (value := _env.as_set(variable)) is not None:
         return f"{variable}={shown_path(value)!r}"
     for home in (_env.TRITON_HOME, _env.HOME):
-        value = _env.as_set(home)
-        if value is not None:
-            return (f"{variable} unset: Triton's default under {home}="
-                    f"{shown_path(value)!r}")
+        if (value := _env.as_set(home)) is not None:
+            return f"{variable} unset: Triton's default under {home}={shown_path(value)!r}"
     return f"{variable} unset: Triton's default"
 
 
