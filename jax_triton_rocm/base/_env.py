@@ -120,12 +120,9 @@ def _count(name: str, default: int, *, minimum: int, meaning: str = "",
     return int(raw)
 
 
-def target_arch() -> str | None:
-    """`JAX_TRITON_ROCM_TARGET_ARCH` as set (None: unset). Its items are parsed and checked
-    against the installed Triton by `routes._arch`, which reads it once, at import."""
-    return os.environ.get(ENV_TARGET_ARCH)
-
-
+# `JAX_TRITON_ROCM_TARGET_ARCH` as set (None: unset). Its items are parsed and checked against
+# the installed Triton by `routes._arch`, which reads it once, at import.
+target_arch = functools.partial(os.environ.get, ENV_TARGET_ARCH)
 # The HSACO delivery `JAX_TRITON_ROCM_HSACO_DELIVERY` forces, or None.
 hsaco_delivery = functools.partial(_choice, ENV_HSACO_DELIVERY, HSACO_DELIVERY_MODES,
                                    what="a delivery mode", unset="the best supported")
@@ -145,10 +142,9 @@ def call_target() -> tuple[str | None, str]:
                     unset="auto, chosen from XLA_FLAGS"), os.environ.get(XLA_FLAGS, ""))
 
 
-def autotune_dir() -> str | None:
-    """`JAX_TRITON_ROCM_AUTOTUNE_DIR` as set: the folder of remembered autotune choices ("":
-    none, in this process only; None: unset, the default under Triton's cache folder)."""
-    return os.environ.get(ENV_AUTOTUNE_DIR)
+# `JAX_TRITON_ROCM_AUTOTUNE_DIR` as set: the folder of remembered autotune choices ("": none, in
+# this process only; None: unset, the default under Triton's cache folder).
+autotune_dir = functools.partial(os.environ.get, ENV_AUTOTUNE_DIR)
 
 
 def compile_threads() -> int:
