@@ -82,9 +82,8 @@ def compile_request(source: Any, target: Any, options: dict[str, Any], binary_ex
     # IR after the last dotted part of its qualified name (`add` for `pkg.add`). The options as
     # Triton's metadata file holds them (tuples as lists, objects as their fields).
     return Request(kernel=symbol, file_name=source.name[:150], target=target,
-                   binary_ext=binary_ext, asm_ext=asm_ext,
+                   binary_ext=binary_ext, asm_ext=asm_ext, extensions=extensions,
                    options=json.loads(json.dumps(vars(parsed), default=vars)),
-                   extensions=extensions,
                    entry_hash=hashlib.sha256(key.encode("utf-8")).hexdigest())
 
 
@@ -337,9 +336,7 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
 
     request = compile_request(source, target, options, binary_ext, asm_ext, symbol)
     if knobs.cache.manager_class is None:
-        manager = get_cache_manager(request.entry_hash)
-        damage = entry_problem(manager, request)
-        if damage is not None:
+        if (damage := entry_problem(get_cache_manager(request.entry_hash), request)) is not None:
             warn_damaged(damage[0], damage[1], source.name)
             discard(request.entry_hash, request.file_name)
     for attempt in range(2):
