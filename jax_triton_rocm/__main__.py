@@ -66,9 +66,7 @@ def show_cross_compiled(targets: list[tuple[str, str]]) -> int:
 
 
 def _carried(platform: str, call: EmittedCall, launch: dict) -> str:
-    """What the call carries to the GPU, in words: an embedded binary (jaxlib 0.11.1+), Triton
-    IR for XLA, or, on older jaxlibs, PTX that jaxlib's ptxas builds (CUDA) or the path of an
-    HSACO file that this process wrote and the plugin deletes once read (ROCm)."""
+    """What the call carries to the GPU, in words."""
     if launch["embedded_binary_bytes"]:
         binary = "CUBIN" if platform == "cuda" else "HSACO"
         return f"{binary} of {launch['embedded_binary_bytes']} bytes embedded"
@@ -93,8 +91,6 @@ def _fail(message: str, status: int = _startup.EXIT_USAGE) -> NoReturn:
 
 
 def _show_traceback(args: argparse.Namespace, err: BaseException | None) -> None:
-    """Prints `err`'s traceback on stderr where the command was given --traceback (before the
-    message that tells the failure)."""
     if args.traceback and err is not None:
         traceback.print_exception(err, file=sys.stderr)
 
@@ -128,12 +124,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _checked_targets(archs: list[str] | None) -> list[tuple[str, str]]:
-    """(platform, canonical arch) for each --arch, each one checked against the installed Triton.
-
-    Exits with one line on stderr (status 2) for a name that is not an architecture, or one
-    Triton cannot compile for. Of the defaults, those whose Triton backend is missing are left
-    out with a warning (status 4 if none is left).
-    """
+    """(platform, canonical arch) for each --arch that the installed Triton compiles for; a
+    default whose Triton backend is missing is left out with a warning."""
     from jax_triton_rocm import backends
     from jax_triton_rocm.backends import _vendors
     from jax_triton_rocm.routes import _arch

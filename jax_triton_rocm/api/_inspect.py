@@ -1,12 +1,6 @@
-"""The custom calls the package emits: their targets, what `jax.export` needs to accept them,
-and reading back the Triton kernel calls a lowered computation carries (no GPU needed).
-
-`jax.export` refuses a custom call whose target has no compatibility guarantee unless
-`disabled_checks` names that target, one `DisabledSafetyCheck.custom_call(name)` per target (the
-check takes one name; a tuple would become the text of one name and allow nothing). Which call
-takes which target: jaxlib's typed-FFI `triton_kernel_call_ffi` or legacy `triton_kernel_call`
-as `base._compat.plain_call_name` and `autotuned_call_name` say, XLA's `__gpu$xla.gpu.triton`
-for calls sent there (`xla_native`).
+"""The custom calls the package emits: their targets, the checks `jax.export` must skip to take
+them (one `DisabledSafetyCheck.custom_call(name)` per target: a tuple would be one name), and the
+Triton kernel calls read back from a lowered computation (no GPU needed).
 """
 
 from __future__ import annotations

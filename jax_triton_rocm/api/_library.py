@@ -1,7 +1,6 @@
-"""`triton_call_lowering`: a Triton kernel called from a library's own primitive's lowering rule,
-mapped as TransformerEngine maps it (constexprs by name, pointers filled in order by the operands,
-then the results) onto the spec `triton_call` binds, and lowered as it lowers
-([Library authors](library-authors.md)).
+"""`triton_call_lowering`: a kernel called from a library's own lowering rule, its parameters
+filled as TransformerEngine fills them (constexprs by name, then pointers in order), lowered as
+`triton_call` lowers ([Library authors](library-authors.md)).
 """
 
 from __future__ import annotations
@@ -102,9 +101,8 @@ def lowering_arguments(array_args: tuple, in_avals: tuple, compile_options: dict
 def place_arguments(jit_fn: JITFunction, constexprs: dict[str, Any], in_avals: tuple,
                     out_avals: tuple,
                     aliases: tuple[tuple[int, int], ...]) -> tuple[tuple[str, Any], ...]:
-    """One positional entry per kernel parameter, as TransformerEngine's helper maps them:
-    ("keyword", None) for a parameter set by name, else the pointer's buffer, ("input", i) or
-    ("output", j). Raises TypeError where the pointers and the buffers do not fit."""
+    """Per kernel parameter, as TransformerEngine maps them: ("keyword", None) where set by name,
+    else its buffer, ("input", i) or ("output", j); TypeError where they do not fit."""
     names, kernel = list(jit_fn.arg_names), _spec.kernel_name(jit_fn)
     pointers = [i for i, p in enumerate(jit_fn.params)
                 if p.name not in constexprs and not p.is_constexpr]
@@ -215,8 +213,7 @@ def triton_call_lowering(
       TypeError / ValueError: a bad argument, or a kernel whose parameters do not fit the
         primitive; the message names the argument, its value and the fix.
     """
-    # JAX calls each platform's rule with `ctx.platforms` narrowed to it; a rule registered for
-    # all platforms at once sees them all.
+    # JAX narrows `ctx.platforms` for a per-platform rule; one registered for all sees them all.
     platforms = tuple(getattr(ctx, "platforms", None) or ctx.module_context.platforms)
     if len(platforms) != 1 or platforms[0] not in _PLATFORMS:
         raise ValueError(

@@ -1,11 +1,6 @@
-"""`partitioned`: a function made of Triton calls, split across devices by an einsum-like rule.
-A call binds `partitioned_p`, whose lowering wraps the function in JAX's custom_partitioning, with
-callbacks that read the rule ([Sharding and many processes](multi-device.md)).
-
-The rule (`"b n, b n -> b n"`) is parsed, checked against arrays, and turned into mesh axes per
-dimension, as plain data (`Rule`). A name found in an operand and an output is free (it may be
-split); one found only in operands is contracted (gathered, or kept split where the rule gives it
-a reduction).
+"""`partitioned`: a function made of Triton calls, split across devices by an einsum-like rule
+(`Rule`). A call binds `partitioned_p`, whose lowering wraps the function in JAX's
+custom_partitioning ([Sharding and many processes](multi-device.md)).
 """
 
 from __future__ import annotations
@@ -53,8 +48,7 @@ class Rule:
         return name not in self.contracted or name in dict(self.reductions)
 
     def batched(self, mapped: Sequence[bool]) -> Rule:
-        """The rule of the function under `jax.vmap`: a new leading name on every mapped operand
-        and on every output."""
+        """The rule under `jax.vmap`: a new leading name on mapped operands and outputs."""
         taken = {n for names in self.operands + self.results for n in names}
         new = next(f"vmap{i}" for i in range(len(taken) + 1) if f"vmap{i}" not in taken)
         operands = tuple((new, *names) if m else names for names, m in zip(self.operands, mapped))
@@ -96,13 +90,7 @@ def _specs(text: str, side: str, what: str) -> tuple[tuple[str, ...], ...]:
 
 
 def parse_rule(text: Any, reductions: Mapping[str, str] | None = None) -> Rule:
-    """Parses `text`; `reductions` maps contracted names to "sum", "max" or "min".
-
-    Raises:
-      TypeError: `text` is not a string, or `reductions` not a mapping.
-      ValueError: a malformed rule, or a reduction of a name that is not contracted or of an
-        unknown kind; the message quotes the rule.
-    """
+    """Parses `text`; `reductions` maps contracted names to "sum", "max" or "min"."""
     if not isinstance(text, str):
         raise TypeError(f"partitioned: the rule must be a string such as \"b n, b n -> b n\", "
                         f"not {type(text).__name__} {text!r}.")
@@ -135,42 +123,35 @@ def parse_rule(text: Any, reductions: Mapping[str, str] | None = None) -> Rule:
     return dataclasses.replace(rule, reductions=tuple(pairs))
 
 
-def check_operands(rule: Rule, shapes: Sequence[tuple[int, ...]]) -> dict[str, int]:
-    """The size of every name, from the operands' shapes; TypeError where their number, and
-    ValueError where a rank or a size, disagrees with `rule`."""
-    if len(shapes) != len(rule.operands):
+def check_shapes(rule: Rule, shapes: Sequence[tuple[int, ...]],
+                 sizes: dict[str, int] | None = None) -> dict[str, int]:
+    """The size of every name, from the operands' `shapes`, or with the operands' `sizes`, of
+    the outputs' leaves; TypeError or ValueError where they disagree with `rule`."""
+    specs, what = (rule.operands, "operand") if sizes is None else (rule.results, "output")
+    if sizes is None and len(shapes) != len(specs):
         raise TypeError(
             f"partitioned: rule {rule.text!r} has {len(rule.operands)} operand(s) but the "
             f"function was called with {len(shapes)} array(s); give one array per operand of "
             f"the rule (static values by keyword).")
-    return _sizes(rule.text, rule.operands, shapes, "operand", {})
-
-
-def check_results(rule: Rule, shapes: Sequence[tuple[int, ...]], sizes: dict[str, int]) -> None:
-    """Raises ValueError where the function's outputs (their leaves, in order) disagree with
-    `rule`: their number, a rank, or a size unlike the operands'."""
-    if len(shapes) != len(rule.results):
+    if len(shapes) != len(specs):
         raise ValueError(
             f"partitioned: rule {rule.text!r} names {len(rule.results)} output(s) but the "
             f"function returned {len(shapes)} array(s) (shapes {list(shapes)}); give one output "
             f"spec per array it returns, in the order jax.tree.leaves lists them.")
-    _sizes(rule.text, rule.results, shapes, "output", dict(sizes))
-
-
-def _sizes(text: str, specs, shapes, what: str, sizes: dict[str, int]) -> dict[str, int]:
+    sizes = dict(sizes or {})
     seen = {name: "the operands" for name in sizes}
     for position, (names, shape) in enumerate(zip(specs, shapes)):
         if len(names) != len(shape):
             raise ValueError(
-                f"partitioned: rule {text!r}: {what} {position} has shape {tuple(shape)} (rank "
-                f"{len(shape)}) but its spec {' '.join(names)!r} names {len(names)} "
+                f"partitioned: rule {rule.text!r}: {what} {position} has shape {tuple(shape)} "
+                f"(rank {len(shape)}) but its spec {' '.join(names)!r} names {len(names)} "
                 f"dimension(s); write one name per dimension.")
         for axis, (name, size) in enumerate(zip(names, shape)):
             if name in sizes and sizes[name] != size:
                 raise ValueError(
-                    f"partitioned: rule {text!r}: dimension {name!r} has size {sizes[name]} in "
-                    f"{seen[name]} but {size} in {what} {position} (axis {axis}, shape "
-                    f"{tuple(shape)}); one name stands for one size.")
+                    f"partitioned: rule {rule.text!r}: dimension {name!r} has size "
+                    f"{sizes[name]} in {seen[name]} but {size} in {what} {position} (axis "
+                    f"{axis}, shape {tuple(shape)}); one name stands for one size.")
             sizes.setdefault(name, size)
             seen.setdefault(name, f"{what} {position}")
     return sizes
@@ -178,9 +159,8 @@ def _sizes(text: str, specs, shapes, what: str, sizes: dict[str, int]) -> dict[s
 
 def assign_axes(rule: Rule, sources: Sequence[tuple[Sequence[tuple[str, ...]], Sequence[Any]]],
                 sizes: Mapping[str, int], mesh_shape: Mapping[str, int]) -> dict[str, tuple]:
-    """Which mesh axes split each name: taken from the first spec of `sources` (pairs: the
-    rule's specs, one PartitionSpec or None per array) that splits it, where the rule lets it
-    be split, its size divides evenly and no other name took those axes."""
+    """Which mesh axes split each name: the first of `sources` (the rule's specs, a PartitionSpec
+    or None per array) that may split it, evenly, on axes no other name took."""
     axes_of: dict[str, tuple] = {}
     used: set[str] = set()
     for specs, partitions in sources:
@@ -293,13 +273,12 @@ class _Partitioned:
 
 
 def bind(fun: Callable[..., Any], rule: Rule, arrays: Sequence[Any], name: str) -> Any:
-    """`fun(*arrays)` as one `partitioned_p` equation; checks the arrays against `rule` before
-    tracing `fun`, then its outputs."""
-    sizes = check_operands(rule, [tuple(np.shape(a)) for a in arrays])
+    """`fun(*arrays)` as one `partitioned_p` equation, its arrays and outputs checked."""
+    sizes = check_shapes(rule, [tuple(np.shape(a)) for a in arrays])
     specs = [jax.ShapeDtypeStruct(np.shape(a), a.dtype) for a in arrays]
     closed, out_shape = jax.make_jaxpr(fun, return_shape=True)(*specs)
     leaves, tree = jax.tree.flatten(out_shape)
-    check_results(rule, [tuple(leaf.shape) for leaf in leaves], sizes)
+    check_shapes(rule, [tuple(leaf.shape) for leaf in leaves], sizes)
     if any(isinstance(c, core.Tracer) for c in closed.consts):
         raise ValueError(
             f"partitioned function {name} uses a traced value it does not take as an argument "
@@ -341,7 +320,7 @@ class _Callbacks:
     def __init__(self, fun: Callable[..., Any], rule: Rule, jaxpr: Any,
                  route: _shard_callbacks.Route | None, name: str) -> None:
         self.fun, self.rule, self.route, self.name = fun, rule, route, name
-        self.sizes = check_operands(rule, [a.shape for a in jaxpr.in_avals])
+        self.sizes = check_shapes(rule, [a.shape for a in jaxpr.in_avals])
 
     def sharding_rule(self) -> SdyShardingRule:
         # Contracted dimensions are reduction factors where reduced, else need replication.
@@ -351,7 +330,6 @@ class _Callbacks:
                                reduction_factors=reduced, need_replication_factors=gathered)
 
     def _axes(self, mesh: Any, operands: Sequence[Any] = (), results: Sequence[Any] = ()):
-        """The mesh axes of every name, from the shardings of operands and results."""
         shardings = [getattr(s, "sharding", None) for s in (*operands, *results)]
         if getattr(mesh, "empty", False):
             raise ValueError(
@@ -400,8 +378,7 @@ def _lowering(ctx, *operands, fun, rule, jaxpr, name):
     route = (_shard_callbacks.Route(ctx.module_context)
              if "cpu" in ctx.module_context.platforms else None)
     callbacks = _Callbacks(fun, rule, jaxpr, route, name)
-    # custom_partitioning takes no function with constants of its own; inside a jit they are
-    # the jit's.
+    # custom_partitioning takes no function with constants; inside a jit they are the jit's.
     split = custom_partitioning(jax.jit(core.jaxpr_as_fun(jaxpr)))
     split.def_partition(
         partition=callbacks.partition, infer_sharding_from_operands=callbacks.infer,

@@ -1,10 +1,6 @@
-"""The GPU vendors the package lowers for (`VENDORS`, one entry per JAX platform), which of
-their jaxlib plugins is installed here and what it can load (nothing here imports Triton or JAX
-at import). Adding a vendor means one entry here and one backend module (`backends.backend`).
-
-What a plugin loads is detected by feature wherever the installed packages allow it; the one
-fallback on version numbers (a plugin that cannot be imported here, such as the ROCm plugin
-without a ROCm runtime) is written here and nowhere else.
+"""The GPU vendors the package lowers for (`VENDORS`, one per JAX platform; a new vendor is an
+entry here and a backend module), which jaxlib plugin is installed and what it loads: by
+feature, or by version number only where the plugin does not import here.
 """
 
 from __future__ import annotations
@@ -14,6 +10,7 @@ import functools
 import importlib
 import importlib.metadata
 import importlib.util
+import itertools
 import logging
 import os
 import re
@@ -44,21 +41,9 @@ def _rocm_arch(text: str) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class Vendor:
-    """One GPU vendor as the package knows it.
-
-    Attributes:
-      plugin_packages: the jaxlib plugins carrying a `_triton` module, newest first.
-      triton_backend: Triton's compiler backend (`triton.backends.<name>`).
-      arch_noun, example_arch, arch_help: how its architecture names read in messages.
-      parse_arch: the canonical architecture for a lower-cased name, or None.
-      encoded_descriptor: Triton's launcher type for a tensor descriptor that the compiled
-        kernel takes encoded (a TMA descriptor on NVIDIA sm_90+, a TDM one on AMD gfx1250).
-      jaxlib_encodes_descriptors: whether jaxlib's plugin can encode those at launch.
-      probe_target: a Triton `GPUTarget` (backend, arch, warp size) of this vendor's, for running
-        Triton's front end alone (its type errors do not depend on the target).
-      error_words: a regular expression for the words that tie an error message (JAX's, a
-        plugin's) to this vendor's stack.
-    """
+    """One GPU vendor. `plugin_packages`: jaxlib plugins with a `_triton`, newest first;
+    `encoded_descriptor`: Triton's launcher type of a descriptor passed encoded (TMA, TDM);
+    `error_words`: a regex of the words that tie an error message to this vendor."""
 
     platform: str
     arch_noun: str
@@ -114,8 +99,7 @@ GPU_PLATFORMS = tuple(VENDORS)
 # kernel has a parameter of that name). Each backend passes on only its own.
 COMPILE_OPTIONS = tuple(option for vendor in VENDORS.values() for option in vendor.compile_options)
 
-# What Triton's front end runs alone on (`spec._kinds.front_end_error`): the first vendor's
-# probe target whose compiler backend is installed.
+# Where Triton's front end runs alone (`spec._kinds`): the first whose backend is installed.
 FRONT_END_PROBES = tuple((v.triton_backend, v.probe_target) for v in VENDORS.values())
 
 
@@ -142,13 +126,10 @@ def normalize_arch(platform: str, arch: Any, *, what: str = "arch") -> str:
     return canonical
 
 
-# The jaxlib plugins that carry a `_triton` module, newest first (as jaxlib's plugin_support).
 PLUGIN_PACKAGES = {platform: v.plugin_packages for platform, v in VENDORS.items()}
 
-# What a plugin's `_triton` can do, by feature: the release that added it (only for a plugin
-# whose `_triton` cannot be imported here, as ROCm's without libamdhip64, or for no plugin, where
-# jaxlib's release is assumed), and a string only a binary with it carries (protobuf keeps the
-# full names of message types for UTF-8 checks; a Python binding keeps its name).
+# What a plugin's `_triton` can do: the release that added it (where no binary can be read), and
+# a string only a binary with it carries (a proto message's full name, or a binding's name).
 PLUGIN_FEATURES: dict[str, tuple[tuple[int, ...], bytes]] = {
     "module_image": ((0, 11, 1), b"jax_triton.ModuleImageProto"),
     "global_scratch": ((0, 11, 1), b"global_scratch_size"),
@@ -158,10 +139,8 @@ PLUGIN_FEATURES: dict[str, tuple[tuple[int, ...], bytes]] = {
 
 def installed_plugin(platform: str) -> str | None:
     """The import name of the jaxlib plugin installed for `platform`, or None (no import)."""
-    for package in PLUGIN_PACKAGES[platform]:
-        if importlib.util.find_spec(package) is not None:
-            return package
-    return None
+    return next((package for package in PLUGIN_PACKAGES[platform]
+                 if importlib.util.find_spec(package) is not None), None)
 
 
 def installed_gpu_platforms() -> tuple[str, ...]:
@@ -170,11 +149,8 @@ def installed_gpu_platforms() -> tuple[str, ...]:
 
 @functools.cache
 def plugin_triton_module(platform: str) -> types.ModuleType | None:
-    """The plugin's `_triton` extension for `platform`, or None where it cannot be imported.
-
-    Uses the plugin's own module, never `jax._src.lib.gpu_triton`'s top-level names: those are
-    overwritten by ROCm's when both plugins are installed.
-    """
+    """The plugin's own `_triton` extension for `platform` (None where it does not import), not
+    `jax._src.lib.gpu_triton`'s top-level names, which ROCm's overwrite when both are installed."""
     try:
         from jax._src.lib import gpu_triton  # registers the custom-call targets with XLA
     except Exception as err:  # a broken plugin must not break lowering for the other vendor
@@ -194,16 +170,9 @@ def plugin_triton_module(platform: str) -> types.ModuleType | None:
 
 @dataclasses.dataclass(frozen=True)
 class PluginFeatures:
-    """What the jaxlib plugin that will run a kernel can load (`plugin` None: none installed).
-
-    Attributes:
-      module_image: the plugin reads `TritonKernel.module_image` (a CUBIN or HSACO inside).
-      global_scratch: the plugin allocates the global scratch memory a kernel asks for (what
-        descriptors built in a kernel, `tl.make_tensor_descriptor`, use on sm_90+).
-      detected_from: how this was found out, for error messages and notes.
-      tma_descriptors: the plugin encodes host-side TMA descriptors (a `TensorDescriptor`
-        operand on sm_90+) at launch.
-    """
+    """What the jaxlib plugin that will run a kernel loads (`plugin` None: none installed): a
+    binary in `module_image`, the global scratch a kernel asks for (`tl.make_tensor_descriptor`
+    on sm_90+), host-side TMA descriptors encoded at launch; `detected_from` says how we know."""
 
     platform: str
     plugin: str | None
@@ -214,12 +183,8 @@ class PluginFeatures:
 
 
 def _features_from_version(platform: str, plugin: str | None, version: str, source: str):
-    release: tuple[int, ...] = ()
-    for piece in version.split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        release += (int(digits),)
+    digits = [re.sub(r"\D", "", piece) for piece in version.split(".")]
+    release = tuple(int(number) for number in itertools.takewhile(bool, digits))
     return PluginFeatures(platform=platform, plugin=plugin, detected_from=f"{source} {version}",
                           **{name: release >= since
                              for name, (since, _) in PLUGIN_FEATURES.items()})
@@ -227,12 +192,8 @@ def _features_from_version(platform: str, plugin: str | None, version: str, sour
 
 @functools.cache
 def plugin_features(platform: str) -> PluginFeatures | None:
-    """Detects what the installed plugin for `platform` loads; None when no plugin is installed.
-
-    From the names the plugin's `_triton` binary carries (its proto and its launcher): the
-    imported module's file, or, where it cannot be imported (the ROCm plugin needs libamdhip64),
-    the file as the plugin's distribution lists it; from the plugin's release when neither exists.
-    """
+    """What the installed plugin for `platform` loads (None: none installed), from its `_triton`
+    binary (imported, or found in its distribution's files), else from its release."""
     module = plugin_triton_module(platform)
     if module is not None:
         plugin, path = module.__name__.split(".")[0], module.__file__
@@ -261,16 +222,14 @@ def plugin_features(platform: str) -> PluginFeatures | None:
 
 @functools.cache
 def assumed_features(platform: str) -> PluginFeatures:
-    """Features assumed when cross-compiling for a platform with no plugin installed here: the
-    plugins ship in lockstep with jaxlib, so the jaxlib here stands for the one that will load
-    the kernel."""
+    """Features assumed for a platform with no plugin here: those of this jaxlib's release, as the
+    plugins ship in lockstep with jaxlib."""
     return _features_from_version(platform, None, _compat.jaxlib_version(),
                                   "no plugin here; assumed jaxlib")
 
 
 def triton_backend_error(platform: str, err: BaseException) -> ImportError:
-    """The error, naming what to install, for Triton's compiler backend of `platform` failing
-    to import with `err` (the caller raises it, chained)."""
+    """The ImportError, naming what to install, for Triton's `platform` backend raising `err`."""
     info = _compat.triton_info()
     name = vendor(platform).triton_backend
     if isinstance(err, ModuleNotFoundError):

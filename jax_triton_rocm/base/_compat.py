@@ -1,9 +1,6 @@
 """What differs between jaxlib and Triton releases (which is installed, which custom-call
-target a call takes), detected in one place instead of version comparisons everywhere.
-
-Two things are detected beside their one reader: whether this jaxlib carries the Triton dialect
-(`routes.xla._xla_native.xla_triton_dialect`), and what a vendor's jaxlib plugin can load
-(`backends._vendors`).
+target a call takes), detected in one place. Detected beside their one reader: the Triton dialect
+(`routes.xla._xla_native`), what a plugin loads (`backends._vendors`).
 """
 
 from __future__ import annotations
@@ -24,23 +21,16 @@ LEGACY_CALL_NAME = "triton_kernel_call"
 XLA_TRITON_CALL_NAME = "__gpu$xla.gpu.triton"  # XLA's own Triton call (`routes.xla._xla_native`)
 XLA_CALL_NAME_ATTRIBUTE = "jax_triton_rocm.name"  # the call's name on it (a frontend attribute)
 
-# Where jaxlib times an autotuned call's configs (`AutotunedKernelCall::Autotune` via
-# `GetKernelCall`, jaxlib/gpu/triton_kernels.cc; the CUDA and ROCm plugins build the same source):
-#  - `triton_kernel_call_ffi`, jaxlib 0.10.2-0.11.x: in the *initialize* stage, which XLA runs for
-#    every thunk before any executes: operands computed earlier in the program are not computed
-#    yet, so a kernel that turns data into addresses (gather, MoE permute) goes out of bounds.
-#  - `triton_kernel_call_ffi`, jaxlib 0.12: no initialize stage (`registrations()`); at the first
-#    execute, which XLA may be capturing into a command buffer, on arbitrary data too.
-#  - `triton_kernel_call` (legacy): at execute only, never in a command buffer: on real data.
-# So autotuned calls take the legacy target; a config picked once on real data
-# (`routes._choices`, `jax_triton_rocm.autotune`) is emitted alone, as a plain FFI call.
+# jaxlib times an autotuned call's configs (jaxlib/gpu/triton_kernels.cc): on the FFI target, in
+# the initialize stage (0.10.2-0.11), before earlier kernels ran, or at a first execute XLA may be
+# capturing into a command buffer (0.12): on data not computed yet, so a kernel that turns data
+# into addresses (gather, MoE permute) goes out of bounds. The legacy target times at execute
+# only, on real data: autotuned calls take it (a config picked by `autotune` is a plain call).
 
 
 def autotuned_call_name() -> str:
     """The custom-call target for an autotuned call: legacy, unless
-    `JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi` (read at each lowering) forces the FFI one, with one
-    warning per process. Raises ValueError for an unknown value.
-    """
+    `JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi` forces the FFI one, with one warning per process."""
     if _env.autotune_target() == "ffi":
         _warn_ffi_autotune()
         return FFI_CALL_NAME
@@ -60,12 +50,9 @@ def _warn_ffi_autotune() -> None:
         "once on real data with jax_triton_rocm.autotune.", _env.ENV_AUTOTUNE_TARGET, FFI_CALL_NAME)
 
 
-# Plain calls (one kernel) take jaxlib's typed-FFI target unless the user keeps custom calls out
-# of XLA's command buffers (CUDA graphs): jaxlib's FFI handler declares itself command-buffer
-# compatible, so XLA records it into a command buffer where its list allows custom calls, and
-# there a call costs less host time than any launch one by one (docs/BENCHMARKS.md). Where the
-# list leaves custom calls out, XLA launches every custom call one by one, and the legacy target
-# launches with less host time than the FFI one (the same measurements); it is chosen there.
+# Plain calls take the typed-FFI target, which XLA records into command buffers (CUDA graphs),
+# the cheapest in host time; where XLA_FLAGS keep custom calls out of them, every call launches
+# one by one, and the legacy target does that with less host time (docs/BENCHMARKS.md).
 _COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer="
 _COMMAND_TYPE = re.compile(r"[A-Z][A-Z0-9_]*")  # a name of XLA's command types, upper-cased
 _GRAPH_LEVEL_FLAG = "--xla_gpu_graph_level="  # the older flag: no level 0-3 records custom calls
@@ -73,11 +60,8 @@ _GRAPH_LEVEL_FLAG = "--xla_gpu_graph_level="  # the older flag: no level 0-3 rec
 
 @functools.lru_cache(maxsize=16)
 def custom_calls_recorded(xla_flags: str) -> bool:
-    """Whether XLA, started with `xla_flags` (the `XLA_FLAGS` string), records custom calls
-    into command buffers: its flags applied in order, as XLA applies them
-    (`--xla_gpu_enable_command_buffer=` empty, a list of command types in any case, or
-    `+TYPE`/`-TYPE` changes to the list so far). A value XLA itself refuses leaves the answer as
-    it was (XLA stops the process at its start anyway)."""
+    """Whether XLA, started with `xla_flags`, records custom calls into command buffers, its flags
+    applied in order as XLA does; a value XLA refuses (it stops the process) changes nothing."""
     try:
         words = shlex.split(xla_flags)
     except ValueError:  # unbalanced quotes: XLA reads it its own way; look at plain words
@@ -100,11 +84,9 @@ def custom_calls_recorded(xla_flags: str) -> bool:
 
 
 def plain_call_name(*, exporting: bool) -> str:
-    """The custom-call target of a plain call (one kernel), as `JAX_TRITON_ROCM_CALL_TARGET`
-    sets it (read at each lowering; `auto` or unset: by `custom_calls_recorded`). A call lowered
-    for `jax.export` takes the FFI target whatever the setting: the exported program runs where
-    other flags may hold, and the FFI target is the name jax-triton's export checks allow.
-    Raises ValueError for an unknown value."""
+    """The custom-call target of a plain call, as `JAX_TRITON_ROCM_CALL_TARGET` sets it (auto:
+    by `custom_calls_recorded`). An exported call takes the FFI target: the program runs under
+    other flags, and that is the name jax-triton's export checks allow."""
     setting, xla_flags = _env.call_target()
     if exporting or setting == "ffi":
         return FFI_CALL_NAME
@@ -132,9 +114,7 @@ TRITON_INSTALL_HINT = "pip install 'triton>=3.6,<3.10'"
 
 @functools.cache
 def triton_info() -> TritonInfo:
-    """Imports Triton once. A missing or broken one (a build for another Python, a backend that
-    does not load, a mismatched LLVM) raises ImportError naming the problem and the install
-    command, with the cause chained."""
+    """Imports Triton once; ImportError, naming the install command, for a missing or broken one."""
     try:
         import triton
         import triton.backends

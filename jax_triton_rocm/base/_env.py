@@ -77,12 +77,8 @@ def _shown(raw: str) -> str:
 
 
 def _flag(name: str, default: bool | None) -> bool | None:
-    """The boolean environment variable `name` (unset or empty: `default`; None leaves the
-    choice to the caller, as "unset").
-
-    Raises:
-      ValueError: a value that is not one of 1/true/yes/on or 0/false/no/off (any case).
-    """
+    """The boolean variable `name` (unset or empty: `default`; None leaves the choice to the
+    caller); a ValueError for a value not among 1/true/yes/on and 0/false/no/off (any case)."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -96,15 +92,9 @@ def _flag(name: str, default: bool | None) -> bool | None:
 
 
 def _choice(name: str, choices: tuple[str, ...], *, what: str, unset: str) -> str | None:
-    """The variable `name`, lower-cased, one of `choices`; None when unset or empty.
-
-    Args:
-      what: what a value is, for the message ("a delivery mode").
-      unset: what leaving it unset gives, for the message ("the best supported").
-
-    Raises:
-      ValueError: any other value, naming the variable, the value and the choices.
-    """
+    """The variable `name`, lower-cased, one of `choices`; None when unset or empty. Any other
+    value is a ValueError that says `what` a value is ("a delivery mode") and what leaving it
+    `unset` gives ("the best supported")."""
     raw = os.environ.get(name, "").strip().lower()
     if not raw:
         return None
@@ -116,17 +106,9 @@ def _choice(name: str, choices: tuple[str, ...], *, what: str, unset: str) -> st
 
 def _count(name: str, default: int, *, minimum: int, meaning: str = "",
            default_text: str | None = None) -> int:
-    """The integer variable `name` (unset or empty: `default`).
-
-    Args:
-      minimum: 1 for a positive integer, 0 for a non-negative one.
-      meaning: what the number counts, for the message (" (how many entries the cache keeps)").
-      default_text: the default as the message shows it (`default` if None).
-
-    Raises:
-      ValueError: anything but ASCII digits ("²" is a digit to `str.isdigit`), more than
-        `_MAX_DIGITS` of them, or a number below `minimum`; names the variable and its value.
-    """
+    """The integer variable `name` (unset or empty: `default`), at least `minimum`; a ValueError,
+    which says what it counts (`meaning`) and the default (`default_text`, else `default`), for
+    anything but ASCII digits ("²" is a digit to `str.isdigit`) or more than `_MAX_DIGITS`."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -138,27 +120,18 @@ def _count(name: str, default: int, *, minimum: int, meaning: str = "",
     return int(raw)
 
 
-def target_arch() -> str | None:
-    """`JAX_TRITON_ROCM_TARGET_ARCH` as set (None: unset). Its items are parsed and checked
-    against the installed Triton by `routes._arch`, which reads it once, at import."""
-    return os.environ.get(ENV_TARGET_ARCH)
-
-
-def hsaco_delivery() -> str | None:
-    """The HSACO delivery `JAX_TRITON_ROCM_HSACO_DELIVERY` forces, or None."""
-    return _choice(ENV_HSACO_DELIVERY, HSACO_DELIVERY_MODES, what="a delivery mode",
-                   unset="the best supported")
-
-
-def prewarm() -> bool:
-    """Whether ROCm kernels are prewarmed (`JAX_TRITON_ROCM_PREWARM`; unset: yes)."""
-    return bool(_flag(ENV_PREWARM, default=True))
-
-
-def autotune_target() -> str | None:
-    """The target `JAX_TRITON_ROCM_AUTOTUNE_TARGET` forces on autotuned calls, or None."""
-    return _choice(ENV_AUTOTUNE_TARGET, AUTOTUNE_TARGET_CHOICES,
-                   what="a target for autotuned calls", unset="the default, legacy")
+# `JAX_TRITON_ROCM_TARGET_ARCH` as set (None: unset). Its items are parsed and checked against
+# the installed Triton by `routes._arch`, which reads it once, at import.
+target_arch = functools.partial(os.environ.get, ENV_TARGET_ARCH)
+# The HSACO delivery `JAX_TRITON_ROCM_HSACO_DELIVERY` forces, or None.
+hsaco_delivery = functools.partial(_choice, ENV_HSACO_DELIVERY, HSACO_DELIVERY_MODES,
+                                   what="a delivery mode", unset="the best supported")
+# Whether ROCm kernels are prewarmed (`JAX_TRITON_ROCM_PREWARM`; unset: yes).
+prewarm = functools.partial(_flag, ENV_PREWARM, True)
+# The target `JAX_TRITON_ROCM_AUTOTUNE_TARGET` forces on autotuned calls, or None.
+autotune_target = functools.partial(_choice, ENV_AUTOTUNE_TARGET, AUTOTUNE_TARGET_CHOICES,
+                                    what="a target for autotuned calls",
+                                    unset="the default, legacy")
 
 
 def call_target() -> tuple[str | None, str]:
@@ -169,10 +142,9 @@ def call_target() -> tuple[str | None, str]:
                     unset="auto, chosen from XLA_FLAGS"), os.environ.get(XLA_FLAGS, ""))
 
 
-def autotune_dir() -> str | None:
-    """`JAX_TRITON_ROCM_AUTOTUNE_DIR` as set: the folder of remembered autotune choices ("":
-    none, in this process only; None: unset, the default under Triton's cache folder)."""
-    return os.environ.get(ENV_AUTOTUNE_DIR)
+# `JAX_TRITON_ROCM_AUTOTUNE_DIR` as set: the folder of remembered autotune choices ("": none, in
+# this process only; None: unset, the default under Triton's cache folder).
+autotune_dir = functools.partial(os.environ.get, ENV_AUTOTUNE_DIR)
 
 
 def compile_threads() -> int:
@@ -182,21 +154,14 @@ def compile_threads() -> int:
                   default_text=f"one thread per kernel, at most {_values.cpu_count()}")
 
 
-def xla_native() -> bool | None:
-    """`JAX_TRITON_ROCM_XLA_NATIVE`: True (1), False (0), or None (unset: the default route)."""
-    return _flag(ENV_XLA_NATIVE, default=None)
-
-
-def remember_triton_key() -> bool:
-    """`JAX_TRITON_ROCM_REMEMBER_TRITON_KEY`: False (0) lets Triton hash its files in every
-    process; True (1, unset) remembers its key beside Triton's cache."""
-    return bool(_flag(ENV_REMEMBER_TRITON_KEY, default=True))
-
-
-def keep_ptx_text() -> bool:
-    """`JAX_TRITON_ROCM_KEEP_PTX_TEXT`: True (1) keeps the copy of the PTX text that ptxas embeds
-    in a CUBIN, for a debugger or profiler to show; False (0, unset) leaves it out of the call."""
-    return bool(_flag(ENV_KEEP_PTX_TEXT, default=False))
+# `JAX_TRITON_ROCM_XLA_NATIVE`: True (1), False (0), or None (unset: the default route).
+xla_native = functools.partial(_flag, ENV_XLA_NATIVE, None)
+# `JAX_TRITON_ROCM_REMEMBER_TRITON_KEY`: False (0) lets Triton hash its files in every process;
+# True (1, unset) remembers its key beside Triton's cache.
+remember_triton_key = functools.partial(_flag, ENV_REMEMBER_TRITON_KEY, True)
+# `JAX_TRITON_ROCM_KEEP_PTX_TEXT`: True (1) keeps the copy of the PTX text that ptxas embeds in a
+# CUBIN, for a debugger or profiler to show; False (0, unset) leaves it out of the call.
+keep_ptx_text = functools.partial(_flag, ENV_KEEP_PTX_TEXT, False)
 
 
 def cache_size(name: str) -> int:
@@ -269,13 +234,8 @@ def variable_errors() -> dict[str, str]:
 
 def check_variables() -> None:
     """Checks every package variable that is set, as its reader will (cheap while they are as
-    last checked); the first time, logs a warning naming each `JAX_TRITON_ROCM_*` variable set
-    that the package does not know (`unknown_package_variables`).
-
-    Raises:
-      ValueError: the first refused value's message, naming the variable, its value and what
-        is allowed.
-    """
+    last checked), raising the first refused value's ValueError; the first time, logs a warning
+    naming each `JAX_TRITON_ROCM_*` variable set that the package does not know."""
     if not _UNKNOWN_LOOKED_FOR:
         _UNKNOWN_LOOKED_FOR.append(True)
         if unknown := unknown_package_variables():

@@ -61,18 +61,10 @@ def _open_folder(path: str, dir_fd: int | None = None) -> int:
 
 
 def read_entry_file(directory: str, name: str, limit: int) -> bytes:
-    """The bytes of the regular file `name` directly inside the folder `directory`.
-
-    Neither `directory`'s last part nor `name` may be a link; anything but a regular file is
-    refused before it is opened, and the file is opened without waiting (a FIFO swapped in
-    after the check is refused, not read).
-
-    Raises:
-      FileNotFoundError: nothing is there.
-      RefusedFile: `name` is no plain file name, or the path is not a regular file, or the file
-        holds more than `limit` bytes.
-      OSError: the file cannot be read.
-    """
+    """The bytes of the regular file `name` directly inside the folder `directory`, at most
+    `limit` (more is a `RefusedFile`, as is a link or anything but a regular file, refused before
+    it is opened; it is opened without waiting, so a FIFO swapped in after the check is refused,
+    not read). FileNotFoundError where nothing is there, OSError where it cannot be read."""
     if not name or name in (".", "..") or "/" in name or "\0" in name:
         raise RefusedFile(f"{name!r} is not the name of a file directly inside {directory}")
     folder_fd = _open_folder(directory)
@@ -115,11 +107,8 @@ def read_entry_files(directory: str, names: list[str], limit: int) -> list[bytes
 
 
 def parse_json(data: bytes) -> Any:
-    """The JSON value `data` holds.
-
-    Raises:
-      ValueError: no UTF-8 JSON, or nested too deeply for the parser (its RecursionError).
-    """
+    """The JSON value `data` holds; a ValueError for no UTF-8 JSON or JSON nested too deeply for
+    the parser (its RecursionError)."""
     try:
         return json.loads(data)  # UnicodeDecodeError and JSONDecodeError are ValueErrors
     except RecursionError as err:
@@ -145,22 +134,18 @@ def others_can_write(folder: str) -> str | None:
     bit keeps others from renaming what they do not own (as /tmp's does). A folder not made
     yet is judged by the folders above it.
     """
-    me = os.geteuid()
-    path = os.path.abspath(folder)
-    last = True
+    path, last = os.path.abspath(folder), True
     while True:
         try:
             info = os.stat(path)
-        except OSError:
+        except OSError:  # not made yet
             info = None
-        if info is not None:
-            if info.st_uid not in (me, 0):
-                return f"{path} is owned by user id {info.st_uid}"
-            writable = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-            if writable and (last or not info.st_mode & stat.S_ISVTX):
-                return f"{path} has mode {stat.S_IMODE(info.st_mode):o}"
-        last = False
-        parent = os.path.dirname(path)
+        if info is not None and info.st_uid not in (os.geteuid(), 0):
+            return f"{path} is owned by user id {info.st_uid}"
+        if info is not None and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and (
+                last or not info.st_mode & stat.S_ISVTX):
+            return f"{path} has mode {stat.S_IMODE(info.st_mode):o}"
+        last, parent = False, os.path.dirname(path)
         if parent == path:
             return None
         path = parent
@@ -169,10 +154,7 @@ def others_can_write(folder: str) -> str | None:
 def warn_if_others_can_write(folder: str, setting: Callable[[], str], variable: str) -> None:
     """Logs once per folder where others can write `folder`, which the setting `setting()` names
     chose (e.g. "TRITON_CACHE_DIR='/x'"; asked only to warn) and `variable` can move."""
-    if folder in _warned_unsafe:
-        return
-    problem = others_can_write(folder)
-    if problem is None:
+    if folder in _warned_unsafe or (problem := others_can_write(folder)) is None:
         return
     _warned_unsafe.add(folder)
     logger.warning(
@@ -185,12 +167,7 @@ def warn_if_others_can_write(folder: str, setting: Callable[[], str], variable: 
 def write_file(folders: tuple[str, ...], name: str, data: bytes) -> None:
     """Writes `data` as `name` in the last of `folders` (each after the first a folder inside
     the one before), atomically: a temporary file there (`*.tmp`), then a rename over `name`.
-    Each folder is made if missing and must be this user's.
-
-    Raises:
-      RefusedFile: a folder is a link, no folder, or owned by another user.
-      OSError: a folder cannot be made, opened or written.
-    """
+    Each folder is made if missing and must be this user's and no link (else `RefusedFile`)."""
     fds: list[int] = []
     try:
         for path in folders:
@@ -221,14 +198,9 @@ def write_file(folders: tuple[str, ...], name: str, data: bytes) -> None:
 
 
 def remove_stale_temporaries(folder: str, stale_seconds: float = 60) -> None:
-    """Removes from `folder` (its last part no link) the temporary files `write_file` leaves
-    when its writer is killed mid-write: regular files (no links) named `*.tmp`, this user's,
-    unchanged for `stale_seconds` (far longer than any writer of a small file takes).
-
-    Raises:
-      RefusedFile: `folder` is a link or no folder.
-      OSError: it cannot be listed (a file that vanished meanwhile is no error).
-    """
+    """Removes from `folder` (a link or no folder is a `RefusedFile`) the temporary files
+    `write_file` leaves when its writer is killed mid-write: regular files (no links) named
+    `*.tmp`, this user's, unchanged for `stale_seconds` (far longer than any writer takes)."""
     stale = time.time() - stale_seconds
     folder_fd = _open_folder(folder)
     try:

@@ -15,8 +15,8 @@ import numpy as np
 
 def launch_settings(num_warps: Any, num_stages: Any, num_ctas: Any, *, caller: str = "",
                     where: str = "") -> None:
-    """Raises ValueError unless each launch setting is None or a positive int, `num_warps` a
-    power of two; `caller` starts the message, `where` says where the value came from."""
+    """ValueError unless each launch setting is None or a positive int, `num_warps` a power of
+    two; `caller` starts the message, `where` tells where the value came from."""
     at = f" {where}" if where else ""
     for what, value in (("num_warps", num_warps), ("num_stages", num_stages),
                         ("num_ctas", num_ctas)):
@@ -31,9 +31,8 @@ def launch_settings(num_warps: Any, num_stages: Any, num_ctas: Any, *, caller: s
 
 
 def replaced(instance: Any, **fields: Any) -> Any:
-    """A copy of the frozen dataclass `instance` with `fields` replaced: `dataclasses.replace`
-    without running `__init__` or `__post_init__` (a caller that has one recomputes what it
-    derives), in a fifth of the time, for copies made at every trace."""
+    """`dataclasses.replace` without `__init__`/`__post_init__` (a caller recomputes what those
+    derive), in a fifth of the time, for copies made at every trace."""
     copy = object.__new__(type(instance))
     copy.__dict__.update(instance.__dict__)
     copy.__dict__.update(fields)
@@ -44,9 +43,8 @@ def is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-# Compile options of the vendor backends, with what Triton's backends accept
-# (`triton/backends/amd/compiler.py` HIPOptions, `triton/backends/nvidia/compiler.py`
-# CUDAOptions): (allowed values, or an inclusive int range, and what they mean).
+# Each vendor compile option's values, as Triton's backends accept them (HIPOptions,
+# CUDAOptions): (allowed values or an int range, what they mean).
 _OPTION_VALUES: dict[str, tuple[tuple[int, ...] | range, str]] = {
     # amdgpu-waves-per-eu: 0 gives no hint; otherwise waves per SIMD, at most 20 on any AMD GPU.
     "waves_per_eu": (range(0, 21), "an int from 0 (no hint) to 20"),
@@ -61,8 +59,7 @@ _OPTION_VALUES: dict[str, tuple[tuple[int, ...] | range, str]] = {
 
 def compile_options(options: Mapping[str, Any], *, where: str = "",
                     caller: str = "") -> dict[str, Any]:
-    """Checks each vendor compile option against what Triton's backend accepts; returns them as
-    plain ints (or None). `where` and `caller` as `launch_settings` takes them."""
+    """Vendor compile options checked against what Triton's backend accepts, as ints or None."""
     at, checked = f" {where}" if where else "", {}
     for name, value in options.items():
         allowed, text = _OPTION_VALUES[name]
@@ -136,8 +133,7 @@ Grid = int | tuple[int, ...] | Callable[[dict[str, Any]], Any]
 
 @dataclasses.dataclass(frozen=True)
 class MetaGrid:
-    """A grid that is a function of the metaparameters, evaluated per launch configuration at
-    lowering (`plan._plan.launch_grid`); equal as its function."""
+    """A grid function of the metaparameters, called per launch config; equal as its function."""
 
     fn: Callable[[dict[str, Any]], Any]
 
@@ -147,7 +143,6 @@ class MetaGrid:
 
 def grid_value(grid: Any) -> tuple[int, int, int] | MetaGrid:
     """A grid as given: a callable as a `MetaGrid`, anything else as three ints."""
-
     if isinstance(grid, MetaGrid):
         return grid
     if callable(grid):

@@ -1,9 +1,5 @@
 """What `python -m jax_triton_rocm info` reports: versions, plugins, devices, delivery, caches.
-
-Every probe here catches its own failure and reports it as text, so one broken piece (a Triton
-that does not import, a plugin without its CUDA libraries, a JAX that cannot start) never hides
-the rest of the report. JAX's start-up comes from `_startup.start()`, which the command line runs
-first.
+Every probe reports its own failure as text, so one broken piece never hides the rest.
 """
 
 from __future__ import annotations
@@ -31,12 +27,10 @@ ROUTE_NAMES = {"xla": "XLA's Triton call", "jaxlib": "jaxlib's Triton call (type
 
 def plugin_distributions() -> dict[str, str]:
     """The installed jaxlib GPU plugin distributions (plugin and PJRT), name -> version."""
-    found = {}
-    for dist in importlib.metadata.distributions():
-        name = dist.metadata["Name"] or ""
-        if _PLUGIN_DISTRIBUTION.fullmatch(name.lower()):
-            found[name.lower().replace("_", "-")] = dist.version
-    return dict(sorted(found.items()))
+    found = {(dist.metadata["Name"] or "").lower(): dist.version
+             for dist in importlib.metadata.distributions()}
+    return dict(sorted((name.replace("_", "-"), version) for name, version in found.items()
+                       if _PLUGIN_DISTRIBUTION.fullmatch(name)))
 
 
 def triton_report() -> dict[str, Any]:
@@ -161,12 +155,8 @@ def collect(startup: _startup.Startup) -> dict[str, Any]:
 
 
 def environment_report() -> dict[str, dict[str, str | None]]:
-    """The package's, Triton's and JAX's variables with their values (None: unset).
-
-    A `JAX_TRITON_ROCM_*` variable the package does not know is listed too: it is most likely
-    a typo. Under "invalid", each package variable whose value the package refuses, with the
-    message a kernel call (or the demo) raises for it.
-    """
+    """The package's, Triton's and JAX's variables with their values (None: unset), unknown
+    `JAX_TRITON_ROCM_*` ones (typos), and the message each invalid one raises."""
     try:
         invalid = _env.variable_errors()
     except Exception as err:  # noqa: BLE001  (a broken reader must not hide the report)
@@ -192,8 +182,7 @@ def _lowered_arch(platform: str, devices: list[dict]) -> tuple[str, str]:
 
 
 def _route_of(fn: Any, platform: str) -> tuple[str, str]:
-    """The route `fn(x, y)`'s lowering for `platform` logs (`routes._primitive.log_route`), and
-    why."""
+    """The route, and why, that `fn(x, y)`'s lowering for `platform` logs."""
     import jax
     import jax.numpy as jnp
 
@@ -229,16 +218,8 @@ def _on_request(fn: Any, platform: str) -> str:
 
 
 def routes_report(devices: dict[str, Any]) -> dict[str, Any]:
-    """Per GPU platform: which route two typical kernels take here and why
-    (`routes._primitive`), and whether XLA's Triton call takes them on request (`xla_native=True`),
-    found by lowering them; a lowering that fails is reported, not raised.
-
-    The kernels are vector adds: one with pointer and constexpr parameters only (its length
-    compiled in), one whose length is a runtime scalar. Each is lowered for the architecture named
-    for the platform, else that of its first device in `devices` (`devices_report()`), else an
-    assumed one (the vendor's example), so the answer needs no GPU. The route reflects this
-    process's JAX_TRITON_ROCM_XLA_NATIVE.
-    """
+    """Per GPU platform: the routes two vector adds take here, also with `xla_native=True`, found
+    by lowering them (no GPU needed) for the named arch, the first device's or an assumed one."""
     routes: dict[str, Any] = {}
     for platform in _vendors.GPU_PLATFORMS:
         entry: dict[str, Any] = {}

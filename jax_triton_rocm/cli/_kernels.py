@@ -1,9 +1,5 @@
-"""The demo's kernels, written once: `python -m jax_triton_rocm` runs the add and the softmax
-(`run_checked`; on the CPU in Triton's interpreter), `info` lowers the add on each route (with its
-length a constexpr, and passed at launch).
-
-Made at first use, not at import: the command line imports this module before it knows whether
-Triton imports (`info` reports a Triton that does not).
+"""The demo's kernels, run by `python -m jax_triton_rocm` and lowered by its `info`; made at first
+use: the command line imports this module before it knows whether Triton imports.
 """
 
 from __future__ import annotations
@@ -67,12 +63,8 @@ def softmax(x: Any) -> Any:
 
 
 def run_checked(platform: str) -> int:
-    """Runs `add()` and `softmax` under `jax.jit` on `platform`'s first device and checks them.
-
-    On the CPU the kernels run in Triton's interpreter (the lowering for platform `cpu`), so the
-    sizes are smaller than on a GPU. Returns 0 when both match jax.numpy; raises AssertionError
-    if not.
-    """
+    """Runs `add()` and `softmax` under `jax.jit` on `platform`'s first device (smaller on the
+    CPU's interpreter); returns 0 when both match jax.numpy, else raises AssertionError."""
     import jax
     import jax.numpy as jnp
     import numpy as np

@@ -1,14 +1,6 @@
-"""JAX's start-up, as the command line (`python -m jax_triton_rocm`) explains it to a user.
-
-JAX starts its backends at the first `jax.devices()` or computation: it imports every plugin,
-calls its `initialize()` and logs each failure with a traceback, then goes on without that
-platform (falling back to the CPU) or, where `JAX_PLATFORMS` names it, raises: a RuntimeError, or
-a bare AssertionError when `JAX_PLATFORMS=cuda` and JAX sees no NVIDIA GPU. `start()` runs that
-start-up with JAX's messages caught instead of printed, and turns each failure into a `Problem`
-(`backends._no_gpu`): what failed, the likely cause and the fix.
-
-Before all that, `exit_unless_jax_imports()` tells a JAX that does not import the same way (the
-package's `__init__` runs it first), so nothing heavy is imported here at module level.
+"""JAX's start-up, as the command line explains it: `start()` starts JAX's backends with JAX's
+logged failures caught, each turned into a `Problem` (what failed, the likely cause, the fix).
+The package's `__init__` runs `exit_unless_jax_imports()` first: nothing heavy is imported here.
 """
 
 from __future__ import annotations
@@ -33,16 +25,8 @@ EXIT_NO_TRITON = 4
 
 @dataclasses.dataclass(frozen=True)
 class Startup:
-    """How JAX's start-up went.
-
-    Attributes:
-      platforms: the backends JAX started ("cpu", "cuda", ...); empty when it could not start.
-      failure: why JAX could not start at all, or None.
-      problems: plugins that failed (JAX went on without them, unless `failure` is set).
-      notes: other warnings JAX logged while starting, one line each.
-      error: the exception JAX raised when it could not start, or None (its traceback is what
-        `--traceback` shows).
-    """
+    """How JAX's start-up went: the backends started, why none could start (`failure`, and the
+    exception, `error`), the plugins that failed, and JAX's other warnings, one line each."""
 
     platforms: tuple[str, ...]
     failure: Problem | None
@@ -148,7 +132,6 @@ def start() -> Startup:
             records.append(record)
         return record.levelno < logging.WARNING
 
-    # JAX's plugin discovery and backend start-up, and this package's own plugin hook
     loggers = [logging.getLogger(name) for name in ("jax._src.xla_bridge", "jax_triton_rocm")]
     for logger in loggers:
         logger.addFilter(keep)
@@ -160,18 +143,14 @@ def start() -> Startup:
     finally:
         for logger in loggers:
             logger.removeFilter(keep)
-    problems, notes = [], []
-    for record in records:
-        problem = _problem_from(record)
-        if problem is None:
-            notes.append(one_line(record))
-        elif problem not in problems:
-            problems.append(problem)
+    found = [(_problem_from(record), record) for record in records]
+    problems = tuple(dict.fromkeys(problem for problem, _ in found if problem is not None))
+    notes = tuple(one_line(record) for problem, record in found if problem is None)
     failure = None if error is None else _failure(error, problems)
-    return Startup(tuple(sorted(started)), failure, tuple(problems), tuple(notes), error)
+    return Startup(tuple(sorted(started)), failure, problems, notes, error)
 
 
-def _failure(err: BaseException, problems: list[Problem]) -> Problem:
+def _failure(err: BaseException, problems: tuple[Problem, ...]) -> Problem:
     """Why JAX could not start any backend."""
     setting = _no_gpu.jax_platforms()
     match = re.search(r"Unable to initialize backend '(\w+)'", str(err))
@@ -216,13 +195,8 @@ def _jax_import_problem(err: BaseException) -> Problem:
 
 
 def exit_unless_jax_imports() -> None:
-    """Where Python is starting `python -m jax_triton_rocm` and JAX does not import: prints what
-    failed, the likely cause and the fix, and exits with status 3. With --traceback, or when
-    anything else imports the package, the error is left to the import that follows.
-
-    The package's `__init__` calls it while `sys.argv[0]` is "-m", as Python sets it while it
-    imports a package to find its `__main__`; `sys.orig_argv` tells which package that is.
-    """
+    """Under `python -m jax_triton_rocm` (without --traceback), where JAX does not import:
+    prints what failed, the likely cause and the fix, and exits with status 3."""
     argv, module = sys.orig_argv, ""
     for index, arg in enumerate(argv[1:], 1):
         if arg.startswith("-m"):

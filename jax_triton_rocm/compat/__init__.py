@@ -17,14 +17,8 @@ from jax_triton_rocm.compat.triton_lib import (CUSTOM_CALL_TARGET_NAME, TensorDe
                                                strides_from_shape, triton_call)
 from jax_triton_rocm.compat.version import __version__, __version_info__
 
-__all__ = [
-    "triton_call",
-    "strides_from_shape",
-    "CUSTOM_CALL_TARGET_NAME",
-    "TensorDescriptor",
-    "__version__",
-    "__version_info__",
-]
+__all__ = ["triton_call", "strides_from_shape", "CUSTOM_CALL_TARGET_NAME", "TensorDescriptor",
+           "__version__", "__version_info__"]
 
 # jax-triton 0.3's top-level names that 0.4 removed, with what replaces each.
 _REMOVED_IN_0_4 = {

@@ -1,17 +1,11 @@
-"""`install_as_jax_triton`: makes `import jax_triton` and its submodules give one of the
-package's drop-ins, for a library that imports `jax_triton` itself
-([Porting from jax-triton](porting.md#one-switch-for-a-library-that-imports-jax_triton)).
-
-The drop-ins go into `sys.modules` under jax-triton's names, which Python's import reads before
-it searches for a package; so the switch must come before anything imports `jax_triton`, and
-one process serves one version.
+"""`install_as_jax_triton`: puts a drop-in into `sys.modules` as `jax_triton`, which Python's
+import reads before it searches: before anything imports `jax_triton`, one version a process.
 """
 
 import importlib
 import sys
 import types
 
-# The drop-in for each jax-triton version, and its submodules that jax-triton's users import.
 DROP_INS = {"0.3": "jax_triton_rocm.compat.v0_3", "0.4": "jax_triton_rocm.compat"}
 SUBMODULES = {"0.3": ("triton_lib", "utils", "version"), "0.4": ("triton_lib", "version")}
 

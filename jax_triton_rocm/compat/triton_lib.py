@@ -1,7 +1,5 @@
-"""jax-triton 0.4.1's `jax_triton.triton_lib` on this package: `triton_call` with 0.4.1's
-signature and rules, always on jaxlib's route, and the module's other public names, each either
-the package's equivalent or an error that says what to use instead
-([Porting from jax-triton](porting.md#the-one-line-switch)).
+"""jax-triton 0.4.1's `jax_triton.triton_lib`: its `triton_call`, on jaxlib's route, and its
+other names, each the package's equivalent or an error saying what to use instead.
 """
 
 from __future__ import annotations
@@ -27,18 +25,15 @@ __all__ = ["CUSTOM_CALL_TARGET_NAME", "CostEstimate", "Grid", "ShapeDtype", "Sta
            "TensorDescriptor", "ValueOrFn", "normalize_grid", "strict_zip", "strides_from_shape",
            "triton_call", "triton_kernel_call_p"]
 
-# jax-triton 0.4.1 writes these as `type` statements (Python 3.12); the same aliases here also
-# import on Python 3.11, which the package supports.
+# jax-triton 0.4.1's `type` statements, written to import on Python 3.11 too.
 _T = TypeVar("_T")
 StaticScalar = Union[bool, int, float, np.float32]
 Grid = Union[int, tuple[int], tuple[int, int], tuple[int, int, int]]
 ValueOrFn = Union[_T, Callable[[Mapping[str, Any]], _T]]
 
 triton_kernel_call_p = triton_kernel_p
-"""The primitive every `triton_call` binds (the package's `triton_kernel_p`), so that
-`eqn.primitive == triton_kernel_call_p` finds the calls in a jaxpr. Its one parameter is the
-package's `spec`, not jax-triton's `metaparams`, `grid`, ...: read them from
-`eqn.params["spec"]`."""
+"""The primitive every `triton_call` binds (the package's `triton_kernel_p`); its one parameter
+is the package's `spec`, not jax-triton's `metaparams`, `grid`, ...: read `eqn.params["spec"]`."""
 
 strict_zip = functools.partial(zip, strict=True)
 
@@ -157,10 +152,8 @@ def triton_call(
 def on_jaxlib_route(surface: Callable, *args: Any, kernel: Any,
                     num_warps: int | None, num_stages: int | None,
                     backend_options: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
-    """`jax_triton_rocm.triton_call` on jaxlib's route, for a drop-in's `triton_call`
-    (`surface`): jax-triton's default warps and stages for a
-    kernel that is not autotuned, and a keyword that `surface` lacks but the package has
-    (`xla_native`, `operands`, ...) filling the kernel parameter of that name."""
+    """`jax_triton_rocm.triton_call` on jaxlib's route, for a drop-in's `surface`: jax-triton's
+    default warps and stages, and a package keyword `surface` lacks filling that parameter."""
     taken_apart = _call.unwrapped_kernel(kernel)
     settings = {"num_warps": num_warps, "num_stages": num_stages}
     if taken_apart.autotuner is None:  # an autotuned kernel's configs carry their own
@@ -189,8 +182,7 @@ def on_jaxlib_route(surface: Callable, *args: Any, kernel: Any,
                              **kwargs)
 
 
-# jax-triton 0.4.1's names for the parts of its own compiler and lowering, which the package
-# does differently, with what to use instead.
+# jax-triton 0.4.1's names of its own compiler and lowering, with what to use instead.
 _COMPILE = ("the package compiles through its own kernel cache: jax_triton_rocm.target_arch "
             "picks the architecture, jax_triton_rocm.kernel_calls(lowered) shows each compiled "
             "kernel, jax_triton_rocm.clear_caches() drops them")
@@ -226,8 +218,8 @@ def __getattr__(name: str) -> Any:
 
 
 def not_provided(module: str, name: str, table: Mapping[str, str], drop_in: str) -> Any:
-    """Raises for `name`, missing from a drop-in's `module`: NotImplementedError, saying what to
-    use instead, for a name of jax-triton's own compiler and lowering in `table`."""
+    """Raises for `name`, missing from a drop-in: NotImplementedError saying what to use instead
+    where `table` has it, else AttributeError."""
     if name in table:
         # Not an AttributeError: `from ... import name` would replace its message with its own.
         raise NotImplementedError(

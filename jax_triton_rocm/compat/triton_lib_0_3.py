@@ -1,7 +1,5 @@
-"""jax-triton 0.3.1's `jax_triton.triton_lib` on this package (`jax_triton_rocm.compat.v0_3`'s
-`triton_lib`): `triton_call` with 0.3.1's signature and rules, on jaxlib's route, and the module's
-other public names, each the package's equivalent or an error that says what to use instead
-([Porting from jax-triton](porting.md#code-written-for-jax-triton-03)).
+"""jax-triton 0.3.1's `jax_triton.triton_lib` (`compat.v0_3.triton_lib`): its `triton_call`, on
+jaxlib's route, and its other names, each the package's equivalent or an error.
 """
 
 from __future__ import annotations
@@ -82,8 +80,7 @@ def triton_call(
         **metaparams)
 
 
-# jax-triton 0.3.1's names for the parts of its own compiler and lowering, with what to use
-# instead (0.4.1's table, for the names 0.3.1 has).
+# jax-triton 0.3.1's names of its own compiler and lowering, with what to use instead.
 _NOT_PROVIDED: dict[str, str] = {
     **{name: _v0_4._NOT_PROVIDED[name] for name in (
         "CompilationResult", "compile_ttir_inplace", "compile_ttir_to_ptx_inplace",

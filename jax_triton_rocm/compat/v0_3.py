@@ -18,15 +18,8 @@ from jax_triton_rocm.compat.utils_0_3 import cdiv, next_power_of_2, strides_from
 from jax_triton_rocm.compat.version_0_3 import __version__, __version_info__
 from jax_triton_rocm.routes.jaxlib import _proto
 
-__all__ = [
-    "utils",
-    "triton_call",
-    "cdiv",
-    "next_power_of_2",
-    "strides_from_shape",
-    "__version__",
-    "__version_info__",
-]
+__all__ = ["utils", "triton_call", "cdiv", "next_power_of_2", "strides_from_shape", "__version__",
+           "__version_info__"]
 
 
 def get_compute_capability(device: int) -> int:
@@ -58,8 +51,6 @@ def get_serialized_metadata(opaque: bytes) -> bytes:
     """The `serialized_metadata` a kernel call's opaque (its backend config, as compressed)
     carries, as jax-triton 0.3.1's: read by jaxlib's parser where a jaxlib GPU plugin is
     installed (no GPU needed), else by the package's own decoder of the same messages."""
-    for platform in _vendors.installed_gpu_platforms():
-        module = _vendors.plugin_triton_module(platform)
-        if module is not None:
-            return module.get_serialized_metadata(opaque)
-    return _proto.decode(opaque).metadata
+    modules = map(_vendors.plugin_triton_module, _vendors.installed_gpu_platforms())
+    module = next(filter(None, modules), None)
+    return module.get_serialized_metadata(opaque) if module else _proto.decode(opaque).metadata

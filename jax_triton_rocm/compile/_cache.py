@@ -4,6 +4,7 @@ What counts as damage, threads and fork: docs/design.md, "Triton's cache"."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -44,11 +45,9 @@ class DamagedEntry(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Request:
-    """What one `triton.compile` is asked for, which the entry it reads must match: the kernel's
-    symbol, Triton's name for the entry's files (the kernel's, cut to 150 characters), the
-    `GPUTarget`, the extensions of the binary and the assembly the package reads, the parsed options
-    (as Triton's metadata stores them), the files a compile writes (None where an inspection hook
-    may add stages) and the key Triton files the result under."""
+    """What one `triton.compile` is asked for, which the entry it reads must match: `kernel` the
+    symbol, `options` as Triton's metadata stores them, `extensions` the files a compile writes
+    (None where an inspection hook may add stages), `entry_hash` the key Triton files it under."""
 
     kernel: str
     file_name: str
@@ -62,8 +61,8 @@ class Request:
 
 def compile_request(source: Any, target: Any, options: dict[str, Any], binary_ext: str = "",
                     asm_ext: str = "", symbol: str = "") -> Request:
-    """The `Request` of `triton.compile(source, target=target, options=options)` for the kernel
-    whose symbol is `symbol`, its options and hash computed by Triton's own functions."""
+    """The `Request` of `triton.compile(source, target=target, options=options)`, its options and
+    hash computed by Triton's own functions."""
     from triton import knobs
     from triton.compiler import compiler
 
@@ -83,17 +82,15 @@ def compile_request(source: Any, target: Any, options: dict[str, Any], binary_ex
     # IR after the last dotted part of its qualified name (`add` for `pkg.add`). The options as
     # Triton's metadata file holds them (tuples as lists, objects as their fields).
     return Request(kernel=symbol, file_name=source.name[:150], target=target,
-                   binary_ext=binary_ext, asm_ext=asm_ext,
+                   binary_ext=binary_ext, asm_ext=asm_ext, extensions=extensions,
                    options=json.loads(json.dumps(vars(parsed), default=vars)),
-                   extensions=extensions,
                    entry_hash=hashlib.sha256(key.encode("utf-8")).hexdigest())
 
 
 def binary_problem(data: bytes, backend: str, function: str | None = None) -> str | None:
-    """What is wrong with `data` as the binary of Triton backend `backend` ("cuda", "hip"): None
-    for a 64-bit little-endian ELF of the backend's machine that holds all of its headers and
-    sections (and whose symbol tables define the function `function`, where given), else a
-    sentence. Read within bounds (`_elf`'s layout)."""
+    """What is wrong with `data` as the binary of Triton backend `backend` ("cuda", "hip"), read
+    within bounds: None for a 64-bit little-endian ELF of the backend's machine that holds all
+    its headers and sections (and defines the function `function`, where given)."""
     machine, what = _MACHINES[backend]
     if len(data) < _elf.HEADER.size:
         return f"{len(data)} bytes, too short for an ELF file ({what} was expected)"
@@ -149,19 +146,13 @@ def _library_files(libraries: Any) -> Any:
 def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
                    entry_hash: str | None = None) -> tuple[str, str] | None:
     """(file extension, what is wrong) with a compile's result for `request`, or None: `files` maps
-    each file's extension to its bytes (the binary) or text; `meta` is Triton's metadata (a dict;
-    its `target` a JSON dict or a `GPUTarget`), for the entry `entry_hash` where given.
-
-    The binary must be an ELF for the target that defines the kernel (`binary_problem`). The
-    metadata must have each field of its type, agree with what `request` compiled (the kernel's
-    name, each option, which the compile stores as it was given) and give `shared` above 0
-    exactly when the kernel's LLVM IR uses `global_smem`. Each IR text must name the kernel, and
-    PTX and AMDGCN must be for its threads per block (PTX also for its blocks per cluster)."""
-    binary = bytes(files.get(request.binary_ext, b""))
-    problem = binary_problem(binary, request.target.backend, request.kernel)
-    if problem is not None:
+    each extension to its bytes (the binary) or text; `meta` is Triton's metadata (its `target`
+    a JSON dict or a `GPUTarget`), of the entry `entry_hash` where given. The metadata must agree
+    with what `request` compiled and with the LLVM IR's use of shared memory; each IR must name
+    the kernel, PTX and AMDGCN be for its threads per block (PTX for its blocks per cluster)."""
+    target, binary = request.target, bytes(files.get(request.binary_ext, b""))
+    if (problem := binary_problem(binary, target.backend, request.kernel)) is not None:
         return request.binary_ext, problem
-    target = request.target
     if not isinstance(meta, dict):
         return "json", f"metadata is a {type(meta).__name__}, not a JSON object"
     for field, kind in _REQUIRED_FIELDS.items():
@@ -189,9 +180,8 @@ def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
     stored = json.loads(json.dumps({field: meta.get(field) for field in request.options},
                                    default=vars))
     for field, wanted in request.options.items():
-        if field == "extern_libs" and _library_files(stored[field]) == _library_files(wanted):
-            continue
-        if stored[field] != wanted:
+        if stored[field] != wanted and not (
+                field == "extern_libs" and _library_files(stored[field]) == _library_files(wanted)):
             return "json", (f"metadata says {field}={stored[field]!r}, but the kernel compiles "
                             f"with {wanted!r}")
     llir = files.get("llir")
@@ -250,10 +240,16 @@ def _listing_problem(folder: str, child: Any, path: Any, request: Request) -> tu
 
 
 def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
-    """(damaged file, what is wrong) for the entry `manager` (a FileCacheManager) keeps for
-    `request`, or None where it is whole or absent; read as `_files.read_entry_file` reads, the
-    listed files in one pass (`_files.read_entry_files`)."""
+    """(damaged file or folder, what is wrong) for the entry `manager` (a FileCacheManager) keeps
+    for `request`, or None where it is whole or absent; read as `_files.read_entry_file` reads,
+    the listed files in one pass (`_files.read_entry_files`). A link in place of the entry's
+    folder is a foreign entry, which Triton would read and write through."""
     folder = manager.cache_dir
+    with contextlib.suppress(OSError):
+        info = os.lstat(folder)
+        if stat.S_ISLNK(info.st_mode):
+            owner = "" if info.st_uid == os.geteuid() else f" owned by user id {info.st_uid}"
+            return folder, f"a symbolic link{owner} in place of the entry's folder"
     group_name = f"__grp__{request.file_name}.json"
     group_path = os.path.join(folder, group_name)
     try:
@@ -301,30 +297,15 @@ def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
     return None if damage is None else (paths[damage[0]], damage[1])
 
 
-def link_problem(folder: str) -> tuple[str, str] | None:
-    """(folder, what is wrong) where an entry's `folder` is a link: a foreign entry, which Triton
-    would read and write through."""
-    try:
-        info = os.lstat(folder)
-    except OSError:
-        return None
-    if not stat.S_ISLNK(info.st_mode):
-        return None
-    owner = "" if info.st_uid == os.geteuid() else f" owned by user id {info.st_uid}"
-    return folder, f"a symbolic link{owner} in place of the entry's folder"
-
-
 def discard(entry_hash: str, file_name: str) -> None:
     """Empties the entry's group with Triton's atomic `put_group`, so that its next compile misses
-    and replaces every file; a link in place of the entry's folder is removed first.
-
-    Raises:
-      OSError: the link cannot be removed (another user's, in a folder with the sticky bit)."""
+    and replaces every file; a link in place of the entry's folder is removed first (an OSError
+    where it cannot be: another user's, in a folder with the sticky bit)."""
     from triton.runtime.cache import get_cache_manager
 
     manager = get_cache_manager(entry_hash)
     folder = getattr(manager, "cache_dir", None)
-    if folder and link_problem(folder) is not None:
+    if folder and os.path.islink(folder):
         os.unlink(folder)
         manager = get_cache_manager(entry_hash)
     manager.put_group(f"{file_name}.json", {})
@@ -342,10 +323,9 @@ def warn_damaged(path: str, problem: str, kernel: str) -> None:
 
 def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, Any],
                     binary_ext: str, asm_ext: str, symbol: str) -> tuple[Any, dict[str, Any]]:
-    """`triton.compile(source, target=target, options=options)` from a checked cache entry, and
-    its metadata as a dict, for the kernel whose symbol in the binary is `symbol`: the entry is
-    checked before the compile (in Triton's default file cache only) and what the compile returns
-    after it; a damaged entry is emptied and compiled once more.
+    """`triton.compile(source, target=target, options=options)` and its metadata (a dict): the
+    entry is checked before the compile (in Triton's default file cache only) and what the
+    compile returns after it; a damaged entry is emptied and compiled once more.
 
     Raises:
       DamagedEntry: the binary was damaged again after the entry was replaced (names the file).
@@ -356,9 +336,7 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
 
     request = compile_request(source, target, options, binary_ext, asm_ext, symbol)
     if knobs.cache.manager_class is None:
-        manager = get_cache_manager(request.entry_hash)
-        damage = link_problem(manager.cache_dir) or entry_problem(manager, request)
-        if damage is not None:
+        if (damage := entry_problem(get_cache_manager(request.entry_hash), request)) is not None:
             warn_damaged(damage[0], damage[1], source.name)
             discard(request.entry_hash, request.file_name)
     for attempt in range(2):

@@ -2,15 +2,11 @@
 
 The kernel key (`make_job`) covers everything that can change the binary, the kernel's call
 graph as its names resolve now (`graph_key`) included: an edited kernel, a rebound helper or a
-rebound global `tl.constexpr` never gets the old binary. Triton's `JITFunction.cache_key` cannot
-serve: it keeps the callees and global values of the first time it was computed. Triton's
-on-disk cache key is widened to the same call graph (`compile_job`); its entries are checked, and
-an unwritable folder worked around, by `_cache` and `_folders`. docs/design.md, "Triton's cache".
-
-A call's kernels (an autotuned call's configs) compile at once, in threads (`compiled_launches`;
-`triton.compile` releases the GIL in ptxas and many passes), each through the shared kernel-key
-cache (`_state.COMPILED_KERNELS`), so one cached or compiling in another lowering is not compiled
-again."""
+rebound global `tl.constexpr` never gets the old binary (Triton's `JITFunction.cache_key` keeps
+the callees and globals of its first computation). Triton's on-disk key is widened the same way
+(`compile_job`); its entries are checked by `_cache`, its folders made usable by `_folders`
+(docs/design.md, "Triton's cache"). An autotuned call's configs compile at once, in threads
+(`triton.compile` releases the GIL in ptxas and many passes)."""
 
 from __future__ import annotations
 
@@ -179,9 +175,8 @@ def _resolve(fn: Any, path: tuple[str, ...]) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class CompiledKernel:
-    """What `triton.compile` produced, reduced to what a kernel call needs: the kernel key, the
-    kernel's symbol, the CUBIN or HSACO, the PTX or AMDGCN text, the kernel's own IR (Triton's, or
-    Gluon's), the launch's and Triton's scratch needs, and Triton's full metadata (a dict)."""
+    """What `triton.compile` produced, reduced to what a kernel call needs (`ttir`: the kernel's
+    own IR, Triton's or Gluon's; `metadata`: Triton's, whole)."""
 
     key: str
     name: str
@@ -200,13 +195,10 @@ class CompiledKernel:
 
 @dataclasses.dataclass(frozen=True)
 class CompileJob:
-    """One kernel to compile: what `triton.compile` takes, and the kernel key it is cached under.
-
-    Attributes:
-      arch: the target as users name it ("sm_90", "gfx942"), for messages and Gluon's target.
-      binary_key, asm_key: which of Triton's outputs are the binary and the assembly.
-      graph: what the kernel's call graph resolves to (`graph_key`).
-      symbol: the kernel's symbol, which the cache entry's binary must define."""
+    """One kernel to compile: what `triton.compile` takes, and the kernel key it is cached under;
+    `arch` as users name it ("sm_90"), `symbol` what the cache entry's binary must define,
+    `binary_key` and `asm_key` which of Triton's outputs to read, `widening` what is hashed into
+    Triton's on-disk key after its own hash, in turn."""
 
     jit_fn: JITFunction
     triton_gpu_target: Any
@@ -217,16 +209,17 @@ class CompileJob:
     binary_key: str
     asm_key: str
     key: str
-    graph: tuple = ((), ())
-    symbol: str = ""
+    symbol: str
+    widening: tuple[str, ...]
 
 
 def make_job(jit_fn: JITFunction, triton_gpu_target: Any, bound: BoundKernel,
              options: dict[str, Any], *, arch: str, gluon: bool, binary_key: str, asm_key: str,
              symbol: str, kernel: Any = None, record: dict | None = None) -> CompileJob:
-    """A `CompileJob` for `triton_gpu_target` (`arch` as users name it), with its kernel key: a
-    SHA-256 over every input that can change the compiled binary."""
+    """A `CompileJob`, its kernel key a SHA-256 over every input that can change the binary."""
     graph = graph_key(jit_fn, kernel, record)
+    constexprs = sorted(bound.constexprs.items())
+    texts = [f"{k}={stable_text(v)}" for k, v in constexprs]
     parts = [
         f"sources={graph[0]}",
         f"globals={graph[1]}",
@@ -236,21 +229,27 @@ def make_job(jit_fn: JITFunction, triton_gpu_target: Any, bound: BoundKernel,
         f"language={'gluon' if gluon else 'triton'}",
         f"signature={sorted(bound.signature.items())}",
         f"specialization={bound.specializations}",
-        "constexprs=" + ";".join([f"{k}={stable_text(v)}"
-                                  for k, v in sorted(bound.constexprs.items())]),
+        "constexprs=" + ";".join(texts),
         "options=" + ";".join([f"{k}={stable_text(v)}" for k, v in sorted(options.items())]),
     ]
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    # What Triton's on-disk key misses: the call graph as it resolves now (its `cache_key` keeps
+    # the first), and the constexprs' types where one is a str (Triton writes them with `str()`,
+    # so `BLOCK="256"` would get `BLOCK=256`'s binary).
+    functions = [text for text, (_, v) in zip(texts, constexprs) if is_triton_function(v)]
+    widening = [f"-{graph}-{functions}"] if len(graph[0]) > 1 or graph[1] or functions else []
+    if any([isinstance(v, str) for _, v in constexprs]):
+        types = [(k, type(v).__qualname__) for k, v in constexprs]
+        widening.append(f"-constexpr-types={types}")
     return CompileJob(jit_fn, triton_gpu_target, arch, bound, dict(options), gluon, binary_key,
-                      asm_key, key, graph, symbol)
+                      asm_key, key, symbol, tuple(widening))
 
 
 def triton_options(launch: Launch, spec: KernelCallSpec, compile_options: tuple[str, ...],
                    option_names: frozenset[str]) -> dict[str, Any]:
-    """Options for `triton.compile` of `launch`: the common ones, the vendor's own among
+    """Options for `triton.compile` of `launch`: the common ones, the vendor's own
     `compile_options` where set, and the call's `backend_options` that name a field of the
-    vendor's Triton options class (`option_names`). Other vendors' options are left out, as
-    Triton's backends do."""
+    vendor's Triton options (`option_names`); other vendors' are left out, as Triton's are."""
     config = launch.config
     options: dict[str, Any] = {
         "num_warps": launch.num_warps,
@@ -270,10 +269,8 @@ def triton_options(launch: Launch, spec: KernelCallSpec, compile_options: tuple[
 def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target: Any, *,
                       arch: str, compile_options: tuple[str, ...], option_names: frozenset[str],
                       binary_key: str, asm_key: str, record: dict | None = None) -> list[tuple]:
-    """`launches` of `spec` compiled at once (one, XLA's route's, in this thread), each its `jit_fn`
-    laid out as its `bound`, with the options `triton_options` gives (`compile_options`,
-    `option_names`: the vendor's; the rest as `make_job` takes them): (launch, job, compiled
-    kernel) for each launch whose kernel compiled, in order.
+    """(launch, job, compiled kernel) for each of `launches` whose kernel compiled, in order,
+    compiled at once (a single one in this thread).
 
     As Triton's autotuner does, a config whose compile fails a `tl.static_assert`
     (CompileTimeAssertionFailure) or ptxas (PTXASError, NVIDIA only) is dropped when others
@@ -290,7 +287,7 @@ def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_t
     if len(jobs) == 1:  # one kernel: its error is the call's, as it is
         return [(launches[0], jobs[0], compile_job(jobs[0]))]
     # Every re-lowering of a cached call: no pool.
-    missing = sum(job.key not in _state.COMPILED_KERNELS for job in jobs)
+    missing = sum([job.key not in _state.COMPILED_KERNELS for job in jobs])
     if missing == 0:
         results = [_capture(job) for job in jobs]
     else:
@@ -315,17 +312,13 @@ def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_t
 
 
 def thread_count(jobs: int) -> int:
-    """Threads for compiling `jobs` kernels (`JAX_TRITON_ROCM_COMPILE_THREADS`).
-
-    Raises:
-      ValueError: the variable is set to something other than a non-negative integer.
-    """
-    limit = _env.compile_threads()
-    return max(1, min(jobs, limit or 1))
+    """Threads for compiling `jobs` kernels (`JAX_TRITON_ROCM_COMPILE_THREADS`; a ValueError
+    where it is no non-negative integer)."""
+    return max(1, min(jobs, _env.compile_threads() or 1))
 
 
 def _capture(job: CompileJob) -> Any:
-    """`compile_job(job)`, or the exception it raised (so the caller sees every config's fate)."""
+    """`compile_job(job)`, or what it raised: the caller weighs every config's fate."""
     try:
         return compile_job(job)
     except Exception as err:  # noqa: BLE001
@@ -333,20 +326,14 @@ def _capture(job: CompileJob) -> Any:
 
 
 def compile_job(job: CompileJob) -> CompiledKernel:
-    """`job`'s kernel from the shared cache, compiled on a miss (once per key: `claim`) with
-    `triton.compile`; a kernel's own compile error (`_errors.is_kernel_error`) is remembered
-    until `clear_caches()`.
-
-    Triton's front end runs one thread at a time, and Triton's on-disk key is widened to what its
-    own hash misses: the call graph as it resolves now (`graph_key`; Triton's `cache_key` keeps the
-    first one) and, where a constexpr is a str, the constexprs' types (Triton writes them with
-    `str()`, so `BLOCK="256"` would get `BLOCK=256`'s binary). Errors are explained for the call
-    (`_errors.explained`).
+    """`job`'s kernel from the shared cache, compiled on a miss (once per key: `claim`); a
+    kernel's own compile error (`_errors.is_kernel_error`) is remembered until `clear_caches()`.
 
     Raises:
       ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
-      KernelPassFailure: Triton's compiler passes rejected the kernel (`_errors.explained`).
-      Triton's own compile errors, with notes naming the target, the constexprs and hints."""
+      KernelPassFailure: Triton's compiler passes rejected the kernel.
+      Triton's own compile errors, with notes naming the target, the constexprs and hints
+      (`_errors.explained`)."""
     kernels = _state.COMPILED_KERNELS
     kernel, held = kernels.claim(job.key)
     if held is None:
@@ -361,10 +348,9 @@ def compile_job(job: CompileJob) -> CompiledKernel:
         else:
             source = ASTSource(job.jit_fn, bound.signature, constexprs=bound.constexprs,
                                attrs=bound.attrs)
-        # The front end (Python AST to Triton IR) one thread at a time: CPython 3.11's
-        # `ast.parse` is not safe across threads ("SystemError: AST constructor recursion depth
-        # mismatch" when autotune configs compile in threads). It holds the GIL anyway; the
-        # backend passes and ptxas, where the time goes, still run in parallel.
+        # The front end one thread at a time: CPython 3.11's `ast.parse` is not safe across
+        # threads ("SystemError: AST constructor recursion depth mismatch"). It holds the GIL
+        # anyway; the backend passes and ptxas, where the time goes, still run in parallel.
         make_ir = source.make_ir
 
         def make_ir_alone(*args: Any, **kwargs: Any) -> Any:
@@ -372,23 +358,13 @@ def compile_job(job: CompileJob) -> CompiledKernel:
                 return make_ir(*args, **kwargs)
 
         source.make_ir = make_ir_alone
-        graph, constexprs = job.graph, bound.constexprs
-        functions = [f"{position}={stable_text(value)}" for position, value in
-                     sorted(constexprs.items()) if is_triton_function(value)]
-        with_graph = len(graph[0]) > 1 or bool(graph[1]) or bool(functions)
-        types = None
-        if any([isinstance(value, str) for value in constexprs.values()]):
-            types = sorted([(position, type(value).__qualname__)
-                            for position, value in constexprs.items()])
-        if with_graph or types is not None:
+        if job.widening:
             triton_hash = source.hash
 
             def widened_hash() -> str:
                 key = triton_hash()
-                if with_graph:
-                    key = hashlib.sha256(f"{key}-{graph}-{functions}".encode()).hexdigest()
-                if types is not None:
-                    key = hashlib.sha256(f"{key}-constexpr-types={types}".encode()).hexdigest()
+                for suffix in job.widening:
+                    key = hashlib.sha256(f"{key}{suffix}".encode()).hexdigest()
                 return key
 
             source.hash = widened_hash
@@ -397,21 +373,15 @@ def compile_job(job: CompileJob) -> CompiledKernel:
             job.binary_key, job.asm_key, job.symbol))
         meta.pop("target", None)
         kernel = CompiledKernel(
-            key=job.key,
-            name=meta["name"],
-            binary=bytes(compiled.asm[job.binary_key]),
+            key=job.key, name=meta["name"], binary=bytes(compiled.asm[job.binary_key]),
             asm=compiled.asm[job.asm_key],
             # The kernel's own IR, for jaxlib's messages: Triton's "ttir", Gluon's "glir"/"ttgir".
-            ttir=compiled.asm.get(source.ext, ""),
-            shared_mem_bytes=int(meta.get("shared", 0)),
-            num_warps=int(meta["num_warps"]),
-            num_ctas=int(meta.get("num_ctas", 1)),
+            ttir=compiled.asm.get(source.ext, ""), shared_mem_bytes=int(meta.get("shared", 0)),
+            num_warps=int(meta["num_warps"]), num_ctas=int(meta.get("num_ctas", 1)),
             warp_size=int(meta.get("warp_size", job.triton_gpu_target.warp_size)),
             global_scratch_size=int(meta.get("global_scratch_size", 0) or 0),
             global_scratch_align=int(meta.get("global_scratch_align", 1) or 1),
-            profile_scratch_size=int(meta.get("profile_scratch_size", 0) or 0),
-            metadata=meta,
-        )
+            profile_scratch_size=int(meta.get("profile_scratch_size", 0) or 0), metadata=meta)
     except Exception as err:
         explained = _errors.explained(err, job)
         kernels.finish(job.key, explained, keep=_errors.is_kernel_error(explained))

@@ -1,12 +1,9 @@
 """Triton's folders for the package's compiles, and Triton's key remembered beside its cache.
 
-`compile_in_usable_cache` runs a compile with cache and dump folders Triton can use: Triton's
-default where the environment leaves it none, a private one where it cannot be written. Before a
-process's first compile, `remember_triton_key` hands Triton its key (a hash of Triton's own
-files, 0.2 to 0.3 s at each fresh process) from the file remembered for this installation, read
-as every cache file is (`_files`); `JAX_TRITON_ROCM_REMEMBER_TRITON_KEY=0` turns it off
-(docs/environment.md). Why, threads and fork: docs/design.md, "Triton's cache".
-"""
+A compile gets cache and dump folders Triton can use: Triton's default where the environment
+leaves it none, a private one where it cannot be written. Triton's key (a hash of Triton's own
+files, 0.2 to 0.3 s at each fresh process) is remembered per installation, read as every cache
+file is (`_files`). Why, threads and fork: docs/design.md, "Triton's cache"."""
 
 from __future__ import annotations
 
@@ -34,8 +31,8 @@ T = TypeVar("T")
 
 _in_flight = 0
 _saved: dict[str, Any] = {}  # the knobs' own `__dict__` entries before the override
-_private: str | None = None  # the private folder compiles use while the cache is unwritable
-_private_dump: str | None = None  # the private dump folder, kept for the life of the process
+_private: str | None = None  # the cache folder compiles use while the user's is unwritable
+_private_dump: str | None = None  # kept for the life of the process
 _warned_cache_dir = False
 _warned_unwritable: set[tuple[str, int | None]] = set()
 # Errors that name no path but come from writing the cache's files.
@@ -54,13 +51,10 @@ def needs_default_dir(cache_knobs: Any) -> bool:
 
 
 def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
-    """Runs `compile_fn` (which calls `triton.compile`) with cache and dump folders Triton can
-    use (`_override`), Triton's key remembered (`remember_triton_key`) and a cache folder others
-    can write named in a warning; where a folder cannot be made or written, again with that
-    folder private, after one warning.
-
-    Raises:
-      whatever `compile_fn` raises, other than the unwritable folders' OSError."""
+    """`compile_fn()` (a `triton.compile`) with cache and dump folders Triton can use, Triton's key
+    remembered and a cache folder others can write named in a warning; where a folder cannot be
+    made or written, again with that folder private, after one warning. Raises what
+    `compile_fn` raises, other than the unwritable folders' OSError."""
     private: tuple[str, ...] = ()
     failure: OSError | None = None
     warning: tuple | None = None
@@ -94,11 +88,9 @@ def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
 
 
 def _override(triton: Any, private: tuple[str, ...]) -> Any:
-    """Triton's cache knobs, counting one more compile in flight: with the folders Triton uses
-    as they are, or Triton's default cache folder (`$TRITON_HOME/.triton/cache`, else
-    `~/.triton/cache`) where it has none (`needs_default_dir`), or private folders for the knobs
-    `private` names ("dir", "dump_dir"); they go back as they were when the last compile in
-    flight ends (`_release`)."""
+    """Triton's cache knobs, counting one more compile in flight: the folders as they are, or
+    Triton's default cache folder where it has none, or private folders for the knobs `private`
+    names ("dir", "dump_dir"); they go back when the last compile in flight ends (`_release`)."""
     global _in_flight, _saved, _private, _private_dump, _warned_cache_dir
     cache_knobs = triton.knobs.cache
     with _state.LOCKS.triton_cache_dir:
@@ -128,8 +120,8 @@ def _override(triton: Any, private: tuple[str, ...]) -> Any:
 
 
 def _release(cache_knobs: Any) -> None:
-    """One compile `_override` counted ends; the last in flight gives the knobs back and removes
-    the private cache folder."""
+    """One compile `_override` counted ends; the last gives the knobs back and removes the
+    private cache folder."""
     global _in_flight, _private
     with _state.LOCKS.triton_cache_dir:
         _in_flight -= 1
@@ -152,8 +144,8 @@ def _restore(cache_knobs: Any) -> None:
 
 
 def unwritable_reason(err: OSError, directory: str) -> str | None:
-    """Why `err`, raised by a compile, means the folder `directory` cannot be made or written;
-    None where it is about something else."""
+    """Why `err`, raised by a compile, means `directory` cannot be made or written; None where it
+    is about something else."""
     if err.filename is None and err.errno in _FULL_DISK:
         return str(err)
     folder = os.path.abspath(directory)
@@ -176,14 +168,11 @@ def shown_path(path: str) -> str:
 def setting(name: str) -> str:
     """Which variable chose Triton's folder `name` ("dir", "dump_dir"), as a warning names it."""
     variable = FOLDER_VARIABLES[name]
-    value = _env.as_set(variable)
-    if value is not None:
+    if (value := _env.as_set(variable)) is not None:
         return f"{variable}={shown_path(value)!r}"
     for home in (_env.TRITON_HOME, _env.HOME):
-        value = _env.as_set(home)
-        if value is not None:
-            return (f"{variable} unset: Triton's default under {home}="
-                    f"{shown_path(value)!r}")
+        if (value := _env.as_set(home)) is not None:
+            return f"{variable} unset: Triton's default under {home}={shown_path(value)!r}"
     return f"{variable} unset: Triton's default"
 
 
@@ -193,11 +182,9 @@ def _warn_unwritable(name: str, directory: str, err: OSError, reason: str) -> No
         if (directory, err.errno) in _warned_unwritable:
             return
         _warned_unwritable.add((directory, err.errno))
-    if name == "dir":
-        instead = ("Kernels compile without it (in a private temporary folder, removed "
-                   "afterwards), so nothing is cached on disk")
-    else:
-        instead = f"Triton's dumps go to {_private_dump} instead"
+    instead = ("Kernels compile without it (in a private temporary folder, removed afterwards), "
+               "so nothing is cached on disk" if name == "dir"
+               else f"Triton's dumps go to {_private_dump} instead")
     logger.warning(
         "jax_triton_rocm: Triton's %s folder %s (%s) cannot be written: %s. %s; set %s to a "
         "writable folder.", "cache" if name == "dir" else "dump", shown_path(directory),
@@ -223,8 +210,8 @@ def installation_stamp(root: str) -> str:
 
 def remember_triton_key() -> None:
     """Before a process's first compile: hands Triton its key from the file remembered for this
-    installation in the folder beside Triton's cache, or lets Triton hash it and remembers it.
-    Once per process; any failure leaves Triton to hash its key itself."""
+    installation beside Triton's cache, or lets Triton hash it and remembers it. Any failure
+    leaves Triton to hash its key itself."""
     with _state.LOCKS.triton_key:
         if os.getpid() in _tried:
             return
@@ -243,22 +230,19 @@ def remember_triton_key() -> None:
             folder = os.path.join(knobs.dir or knobs.get_triton_dir("cache"), FOLDER_NAME)
             root = os.path.dirname(os.path.dirname(os.path.abspath(cache.__file__)))
             name, version = f"{installation_stamp(root)}.key", triton.__version__
-            path = os.path.join(folder, name)
+            key = None
             try:
                 data = _files.private_file(folder, name, _MAX_BYTES)
                 if data is None:
                     return  # other users can write the folder: neither read nor written
                 key = data.decode("ascii")
+                if not (key.startswith(version) and _HASHES.fullmatch(key[len(version):])):
+                    raise ValueError(f"not a key of Triton {version}")
             except FileNotFoundError:
-                key = None
+                pass
             except (OSError, ValueError) as err:
                 logger.debug("jax_triton_rocm: not using the remembered Triton key %s: %s",
-                             path, err)
-                key = None
-            if key is not None and not (key.startswith(version)
-                                        and _HASHES.fullmatch(key[len(version):])):
-                logger.debug("jax_triton_rocm: not using the remembered Triton key %s: not a "
-                             "key of Triton %s", path, version)
+                             os.path.join(folder, name), err)
                 key = None
             if key is None:
                 computed = original()

@@ -1,16 +1,10 @@
 """HSACO files handed to jaxlib's ROCm plugin by path, their removal, and the prewarm
 (docs/rocm.md).
 
-One folder per process, one file per kernel key: the same kernel call lowered again gives the
-same path, so the same opaque, which jaxlib has already loaded (its module cache is keyed by the
-path). The folder's maker removes it; a folder whose owner (PID namespace, PID and start time, in
-its name) surely no longer runs is removed by the next process that makes one.
-
-The prewarm launches a new path-delivered kernel call once before any real run: jaxlib's ROCm
-plugin reads and deletes an HSACO file outside the lock of its module cache, so two devices
-loading a new kernel at once race, and the loser fails for good. The launch emits the very call
-the lowering encoded, with the `emit` it hands over (a backend never imports the lowering).
-Nothing in the prewarm is AMD-specific: it is tested on NVIDIA GPUs too.
+One folder per process, one file per kernel key (so the path jaxlib's module cache keys). A
+folder whose owner (PID namespace, PID, start time: its name) no longer runs is removed by the
+next process. The prewarm launches a new call once before any real run: the plugin reads and
+deletes the file outside its cache's lock, so two devices loading it at once race.
 """
 
 from __future__ import annotations
@@ -47,8 +41,7 @@ _STEM_CHARACTERS = 48
 
 
 def _process_state(pid: int | str) -> tuple[str, str] | None:
-    """(state, start time in clock ticks since boot) of process `pid`, from /proc/<pid>/stat;
-    None where there is no such process; OSError where /proc cannot be read."""
+    """(state, start time) of process `pid` from /proc/<pid>/stat; None where there is none."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
             text = stat.read()
@@ -60,15 +53,13 @@ def _process_state(pid: int | str) -> tuple[str, str] | None:
 
 
 def _pid_namespace() -> str:
-    """This process's PID namespace, as the inode number /proc/self/ns/pid names (OSError where
-    it cannot be read)."""
+    """This process's PID namespace (the inode number /proc/self/ns/pid names)."""
     return re.sub(r"\D", "", os.readlink("/proc/self/ns/pid"))
 
 
 def remove_orphaned_folders(parent: str) -> list[str]:
-    """Removes the HSACO folders under `parent` whose owning process no longer runs; returns
-    them. Never raises: a folder that cannot be listed, read or removed (another user's, another
-    cleaner's) is left."""
+    """Removes (and returns) the HSACO folders under `parent` whose owner no longer runs. Never
+    raises: one that cannot be listed, read or removed (another user's) is left."""
     try:
         names = os.listdir(parent)
     except OSError:
@@ -130,7 +121,6 @@ class HsacoFolder:
             return path
 
     def remove(self) -> None:
-        """Deletes the folder, and forgets its files."""
         if self._path is not None:
             shutil.rmtree(self._path, ignore_errors=True)
         self.detach_after_fork()
@@ -164,20 +154,17 @@ class HsacoFolder:
 
 HSACO_FOLDER = HsacoFolder()
 _state.on_fork(HSACO_FOLDER.detach_after_fork)
-# jaxlib deletes each file as it reads it: after `clear_caches()`, a kernel lowered again gets a
-# new one.
+# jaxlib deletes each file as it reads it: after `clear_caches()`, a call gets a new one.
 _state.on_clear(HSACO_FOLDER._files.clear)
 
 
-# Digests of the calls launched once in this process, as jaxlib's module cache keeps them for
-# the life of the process; empty again after a fork (that cache does not cross one) and after
-# `clear_caches()` (a call lowered again is then prewarmed again).
+# Digests of the calls launched once in this process, as jaxlib's module cache keeps them (it
+# does not cross a fork; after `clear_caches()` a call lowered again is prewarmed again).
 LOADED_KERNELS: set[str] = set()
 _state.on_fork(LOADED_KERNELS.clear)
 _state.on_clear(LOADED_KERNELS.clear)
 
-# A call already encoded by a lowering, emitted as is, aliases included: its `emit` parameter
-# (hashed by identity) emits it.
+# A call a lowering encoded, emitted as is by its `emit` parameter (hashed by identity).
 encoded_call_p = Primitive("triton_encoded_call")
 encoded_call_p.multiple_results = True
 encoded_call_p.def_impl(functools.partial(dispatch.apply_primitive, encoded_call_p))
@@ -199,12 +186,8 @@ def local_device_count() -> int:
 
 def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable[..., Any],
                  platform: str = "rocm") -> bool:
-    """Launches a newly lowered path-delivered call once on one device; True if it launched.
-
-    Keyed on a digest of the serialized call, whose lock is held across the launch: a second
-    lowering of the same call waits instead of racing; different calls do not wait for each
-    other. A launch that fails warns once, not at every lowering (the key is kept all the same).
-    """
+    """Launches a newly lowered path-delivered call once on one device; True if it launched. A
+    second lowering of it waits on its lock; a failed launch warns once."""
     if not _env.prewarm() or local_device_count() < 2:
         return False
     key = hashlib.sha256(lowered.serialized).hexdigest()
@@ -227,11 +210,8 @@ def prewarm_once(lowered: Any, in_avals: tuple, out_avals: tuple, emit: Callable
 
 def prewarm_program(lowered: Any, in_avals: tuple, out_avals: tuple,
                     emit: Callable[..., Any]):
-    """A function of no arguments that launches `lowered` on zero-filled operands, made inside
-    it (`jax.jit` of it needs no host data), through the real lowering's `emit`: the same bytes,
-    so the same file path, and the same aliases. An output aliased to an input starts as that
-    input's zeros, so an in-place kernel that reads its output (a counter, an index map) sees
-    zeros, not whatever the allocator left there."""
+    """A function launching `lowered` through the lowering's `emit` (same bytes, path, aliases)
+    on zeros made inside it: an in-place kernel reads zeros, and its jit needs no host data."""
     import jax.numpy as jnp
 
     def launch_on_zeros():

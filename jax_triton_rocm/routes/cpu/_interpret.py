@@ -1,13 +1,6 @@
-"""The CPU lowering of `triton_kernel_p`: the kernel runs in Triton's interpreter, on the host.
-
-Data flow: the call's spec -> its first launch (`plan._plan`: configuration, grid, zeroed
-outputs, arguments laid onto the kernel's parameters) -> an `InterpretedCall` -> a
-host callback emitted in the module -> at run time, `run_on_host` hands NumPy buffers to
-Triton's interpreter (`_interpret_host`) and returns the outputs.
-
-Why runs hold `_state.triton_language_lock()`, and the one warning where a GPU could run the
-kernel: docs/design.md, "Triton's interpreter on the CPU"; what runs where the GPU would differ:
-docs/tutorial.md, "Kernels on the CPU".
+"""The CPU lowering of `triton_kernel_p`: the call's first launch (`plan._plan`) becomes a host
+callback, in which `run_on_host` runs the kernel in Triton's interpreter on NumPy buffers.
+docs/design.md, "Triton's interpreter on the CPU"; docs/tutorial.md, "Kernels on the CPU".
 """
 
 from __future__ import annotations
@@ -38,9 +31,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("jax_triton_rocm")
 
-# The interpreter runs a grid's programs one after another, in Python: about a millisecond each
-# for a small kernel. A grid of more programs than this runs for a quarter of an hour or more,
-# which the lowering says (docs/tutorial.md, "Kernels on the CPU").
+# The interpreter runs a grid's programs one at a time, about a millisecond each: a grid of more
+# programs than this runs for a quarter of an hour or more, which the lowering warns of.
 SLOW_GRID_PROGRAMS = 1 << 20
 _SECONDS_PER_PROGRAM = 1e-3
 _explained = False  # one warning of the fall-back per process (a forked child inherits the flag)
@@ -48,10 +40,8 @@ _explained = False  # one warning of the fall-back per process (a forked child i
 
 @dataclasses.dataclass(frozen=True)
 class InterpretedCall:
-    """One `triton_kernel_p` equation, resolved for the interpreter at lowering time: its first
-    launch, and what a run needs of its spec. `positional` (the spec's layout of the arguments)
-    tells a runtime scalar the layout turned into a constexpr (None, or an int equal to 1) from
-    one given by keyword; `debug` checks the kernel's `tl.device_assert`s, as on the GPU."""
+    """One `triton_kernel_p` equation resolved at lowering for the interpreter. `positional`
+    tells a runtime scalar the layout made a constexpr (None, 1) from one given by keyword."""
 
     name: str
     jit_fn: JITFunction
@@ -63,13 +53,8 @@ class InterpretedCall:
 
 
 def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[Any]:
-    """One argument per kernel parameter, as the launch's `bound` lays them.
-
-    Constexprs go as plain values where the parameter is annotated `tl.constexpr`, else as
-    `tl.constexpr` (as the compiler treats a parameter given by keyword); a runtime scalar the
-    layout made a constexpr (None, 1) goes as it would at run time. A tuple parameter goes as a
-    tuple of its elements, a descriptor as Triton's own `TensorDescriptor` over its buffer.
-    """
+    """One argument per kernel parameter, as the launch's `bound` lays them; a constexpr of a
+    parameter not annotated `tl.constexpr` goes as `tl.constexpr`, as the compiler takes it."""
     import triton.language as tl
 
     bound = call.launch.bound
@@ -101,9 +86,8 @@ def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[
 
 
 def _kernel_line(err: BaseException) -> str:
-    """" at FILE:LINE (SOURCE)": the innermost line of the traceback of `err`, or of the
-    innermost error it was raised from, outside Triton and this package (the kernel's, or its
-    helper's); "" where there is none."""
+    """" at FILE:LINE (SOURCE)": the innermost line of `err`'s root cause's traceback outside
+    Triton and this package (the kernel's); "" where there is none."""
     import triton
 
     while err.__cause__ is not None:
@@ -117,10 +101,8 @@ def _kernel_line(err: BaseException) -> str:
 
 
 def _run_error(call: InterpretedCall, err: BaseException) -> Exception:
-    """The error to raise for `err`, raised by a run of `call`: a NotImplementedError where it
-    comes from computing on fp8 values (`_interpret_host.Fp8ArithmeticError`), else a
-    RuntimeError (the interpreter failed, or with `debug` a `tl.device_assert` did). Each names
-    the kernel and its line; the RuntimeError its grid and constexprs."""
+    """The error to raise for `err`, raised by a run of `call`: NotImplementedError for fp8
+    arithmetic, else RuntimeError (the interpreter, or with `debug` an assertion, failed)."""
     cause: BaseException | None = err
     while cause is not None and not isinstance(cause, _interpret_host.Fp8ArithmeticError):
         cause = cause.__cause__
@@ -155,29 +137,22 @@ def _run_error(call: InterpretedCall, err: BaseException) -> Exception:
         f"GPU if it uses a feature the interpreter lacks.{hints}")
 
 
-# jaxlib's text for an exception a host callback raised: "CpuCallback error calling callback: ",
-# then nanobind's rendering of it, "Traceback (most recent call last):", a line per frame from the
-# outermost to the one that raised, and "Type: message".
+# jaxlib's text for an exception a host callback raised: its prefix, then nanobind's rendering of
+# the traceback, a line per frame, and "Type: message".
 _RUN_FAILURE = re.compile(r"CpuCallback error calling callback: Traceback \(most recent call "
                           r"last\):\n(?:  File [^\n]*\n)*  File [^\n]*, in run_on_host\n"
                           r"\w+: (?P<message>.*)\Z", re.S)
 
 
 def run_failure(error_text: str) -> str | None:
-    """The message `run_on_host` raised, where `error_text` (a `JaxRuntimeError`'s) reports it;
-    else None."""
+    """The message `run_on_host` raised, where `error_text` (a `JaxRuntimeError`'s) holds it."""
     found = _RUN_FAILURE.search(error_text)
     return found["message"] if found else None
 
 
 def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Runs `call` in Triton's interpreter on host buffers; returns the outputs.
-
-    Inputs are copied first: the kernel writes through raw addresses, and the arrays JAX hands
-    a callback may be its own, read-only buffers. A failed run raises `_run_error`'s error,
-    which jaxlib reports inside its own text (a call outside `jax.jit` shows it alone:
-    `run_failure`).
-    """
+    """Runs `call` in Triton's interpreter on host buffers; returns the outputs. Inputs are
+    copied: the kernel writes through raw addresses, and JAX's buffers may be read-only."""
     buffers = [np.array(x, copy=True, order="C") for x in inputs]
     alias_of = {o: i for i, o in call.aliases}
     outs = [buffers[alias_of[o]] if o in alias_of else np.zeros(aval.shape, aval.dtype)
@@ -205,12 +180,7 @@ def mark_explained() -> None:
 
 
 def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelCallSpec):
-    """The MLIR lowering rule of `triton_kernel_p` for platform `cpu`: a host callback that runs
-    the call's first launch.
-
-    Raises:
-      NotImplementedError: a Gluon kernel, which the interpreter cannot run.
-    """
+    """`triton_kernel_p`'s lowering for `cpu`: a host callback that runs the first launch."""
     global _explained
     jit_fn = spec.unwrapped.jit_fn
     if jit_fn.is_gluon():
@@ -222,8 +192,7 @@ def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelC
     in_avals = tuple(ctx.avals_in)
     [launch] = _plan.launches(spec, in_avals, out_avals,
                               _backend.interpreter_launch_site(_vendors.COMPILE_OPTIONS))
-    # The interpreter compiles nothing at lowering: whether the call's arguments line up with
-    # the kernel's parameters is asked here, not where a compile fails (`_kinds.check_failed`).
+    # Nothing compiles here, so the arguments are checked against the parameters now.
     _kinds.check(jit_fn, launch.bound, in_avals, out_avals, spec.kernel_name,
                  _vendors.FRONT_END_PROBES)
     programs = math.prod(launch.grid)

@@ -1,14 +1,9 @@
-"""Triton's interpreter run on NumPy buffers, for an ordinary `@triton.jit` kernel: `HostTensor`
-gives a NumPy buffer the part of torch's tensor interface the interpreter reads (it is meant for
-torch tensors), and `interpreter_adapted` adapts the interpreter for the length of a run. Callers
-hold `_state.triton_language_lock()` around a run (`_interpret.run_on_host`).
+"""Triton's interpreter run on NumPy buffers (`HostTensor`), adapted for a run by
+`interpreter_adapted`; callers hold `_state.triton_language_lock()`.
 
-bfloat16 and fp8 values are computed on as the GPU computes them. The interpreter keeps them as
-raw bits, which NumPy would compute on as integers; while `interpreter_adapted` is in force, the
-builder's operations decode them to float32, compute, and encode the result rounded as on the
-GPU. Arithmetic on fp8 is refused (`Fp8ArithmeticError`), as Triton's compiler refuses it for every
-GPU. docs/design.md ("Triton's interpreter on the CPU") tells which operations and why;
-docs/tutorial.md ("Kernels on the CPU") what differs from the GPU.
+The interpreter keeps bfloat16 and fp8 as raw bits, which NumPy would compute on as integers: the
+adapted builder decodes them to float32 and rounds results as the GPU does; fp8 arithmetic is
+refused, as Triton's compiler refuses it. docs/design.md, "Triton's interpreter on the CPU".
 """
 
 from __future__ import annotations
@@ -31,33 +26,26 @@ if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
 
-_BF16_NAN_BITS = 0x7FC0
-
-
 class Fp8ArithmeticError(NotImplementedError):
-    """A kernel computed on fp8 values, which Triton compiles for no GPU; its args are the
-    operation's name and the Triton type."""
+    """fp8 arithmetic, which Triton compiles for no GPU; args: the operation, the Triton type."""
 
 
-# The NumPy (ml_dtypes) dtype of each Triton type the interpreter keeps as bits.
 _FORMATS = {triton_type: np.dtype(getattr(ml_dtypes, name))
             for triton_type, name in {**_spec.FP8_DTYPES, "bf16": "bfloat16"}.items()}
 
 
 def bits_format(dtype: Any) -> str | None:
-    """The Triton type name of `dtype` ("bf16", "fp8e4nv", ...) where the interpreter keeps its
-    values as bits, else None."""
+    """The Triton type of `dtype` ("bf16", "fp8e4nv", ...) if the interpreter keeps it as bits."""
     name = getattr(getattr(dtype, "scalar", dtype), "name", None)
     return name if name in _FORMATS else None
 
 
 def _handle_format(handle: Any) -> str | None:
-    """`bits_format` of a `TensorHandle`, where its data are such bits (the interpreter labels
-    a comparison's booleans with the operands' type)."""
+    """`bits_format` of a `TensorHandle` whose data are bits (a comparison's booleans carry the
+    operands' type)."""
     triton_type = bits_format(handle.dtype)
-    if triton_type is None or handle.data.dtype != _unsigned(_FORMATS[triton_type]):
-        return None
-    return triton_type
+    bits = triton_type and handle.data.dtype == _unsigned(_FORMATS[triton_type])
+    return triton_type if bits else None
 
 
 def decode(bits: np.ndarray, triton_type: str) -> np.ndarray:
@@ -113,7 +101,6 @@ def bits_replacements() -> dict[tuple[Any, str], Any]:
                                      interpreter.ScanOps)
 
     def retyped(tensor, data, dtype):
-        """`tensor` (a `tl.tensor`) with `data` as values of `dtype`, in the same shape."""
         block = tensor.type.is_block()
         return tl.core.tensor(TensorHandle(data, dtype),
                               tl.block_type(dtype, list(tensor.type.shape)) if block else dtype)
@@ -130,8 +117,7 @@ def bits_replacements() -> dict[tuple[Any, str], Any]:
         return a.astype(np.float64) * b + c
 
     def elementwise(name, op=None):
-        """The builder's `name`, whose arguments are handles and then a NumPy op (or, for
-        `create_fma`, handles only: `op`), computed on values where a handle holds bits."""
+        # Handles, then a NumPy op (`create_fma`'s handles only: `op`).
         def patched(self, *args):
             handles, operation = (args, op) if op else (args[:-1], args[-1])
             bits = [h for h in handles if _handle_format(h)]
@@ -146,8 +132,6 @@ def bits_replacements() -> dict[tuple[Any, str], Any]:
         return patched
 
     def converted(name):
-        """The builder's cast `name` (a source handle, a destination type and, for
-        `create_fp_to_fp`, a rounding mode), decoding and encoding bits."""
         def patched(self, src, dst_type, *rounding):
             source, target = _handle_format(src), bits_format(dst_type)
             if source is None and target is None:
@@ -192,9 +176,7 @@ def bits_replacements() -> dict[tuple[Any, str], Any]:
         return originals[builder, "create_print"](self, prefix, hex, values, *rest)
 
     def in_float32(owner, name):
-        """The reduction or scan `name` of `owner`, run on float32 values where its input holds
-        bits, its values rounded back; sums and scans of fp8 are refused. Sums and scans
-        accumulate in float32 and round once; the GPU adds in bfloat16, in a tree."""
+        # Sums and scans accumulate in float32 and round once; the GPU adds in bfloat16.
         def rebits(out, triton_type, dtype):
             if isinstance(out, (list, tuple)):
                 return type(out)(rebits(element, triton_type, dtype) for element in out)
@@ -223,7 +205,7 @@ def bits_replacements() -> dict[tuple[Any, str], Any]:
         ptrs, mask = desc.materialize_pointers(indices)
         if ptrs.get_element_ty() != tl.bfloat16:
             return load(self, desc, indices, *args, **kwargs)
-        other = TensorHandle(np.full_like(ptrs.data, _BF16_NAN_BITS, np.uint16), tl.bfloat16)
+        other = TensorHandle(np.full_like(ptrs.data, 0x7FC0, np.uint16), tl.bfloat16)
         return self.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
 
     def patch_lang_core(lang, scope):
@@ -239,12 +221,10 @@ def bits_replacements() -> dict[tuple[Any, str], Any]:
         scope.set_attr(lang.dtype, "to_ir", to_ir_of_every_fp8)
 
     replaced = {(interpreter, "_patch_lang_core"): patch_lang_core,
-                (builder, "binary_op"): elementwise("binary_op"),
-                (builder, "unary_op"): elementwise("unary_op"),
-                (builder, "ternary_op"): elementwise("ternary_op"),
+                **{(builder, name): elementwise(name)
+                   for name in ("binary_op", "unary_op", "ternary_op")},
                 (builder, "create_fma"): elementwise("create_fma", fma),
-                (builder, "cast_impl"): converted("cast_impl"),
-                (builder, "create_fp_to_fp"): converted("create_fp_to_fp"),
+                **{(builder, name): converted(name) for name in ("cast_impl", "create_fp_to_fp")},
                 (builder, "create_dot"): create_dot,
                 (builder, "create_atomic_rmw"): create_atomic_rmw,
                 (builder, "create_print"): create_print,
@@ -258,10 +238,8 @@ def bits_replacements() -> dict[tuple[Any, str], Any]:
 
 
 class HostTensor:
-    """A NumPy buffer seen through the part of torch's tensor interface Triton's interpreter uses:
-    `data_ptr()`, `dtype` (a Triton dtype here, which Triton's argument typing accepts as torch's)
-    and the copies of each argument's storage to the host and back (`untyped_storage`, `cpu`,
-    `new_empty`, `set_`, `copy_`), each the buffer itself, which the kernel writes in place."""
+    """A NumPy buffer as the torch tensor Triton's interpreter expects: `dtype` is a Triton
+    dtype, and each host copy of its storage is the buffer itself, written in place."""
 
     def __init__(self, array: np.ndarray, dtype: Any) -> None:
         if not array.flags.c_contiguous or not array.flags.writeable:
@@ -293,9 +271,8 @@ class HostTensor:
 
 
 def interpreted(jit_fn: JITFunction) -> Any:
-    """Triton's `InterpretedFunction` for `jit_fn`, made once per function and kept in its
-    record (`_state.KERNEL_RECORDS`), on the function: hashing a JITFunction parses its source,
-    which fails while the language is patched."""
+    """Triton's `InterpretedFunction` for `jit_fn`, kept in its record, not keyed by hash:
+    hashing a JITFunction parses its source, which fails while the language is patched."""
     from triton.runtime.interpreter import InterpretedFunction
 
     return _state.KERNEL_RECORDS.derived(
@@ -303,9 +280,8 @@ def interpreted(jit_fn: JITFunction) -> Any:
 
 
 def _named_as_defined(fn: Any) -> Any:
-    """`fn`, or where its `__name__` is not the name its `def` gives it (a generated kernel's
-    `pkg.add`, or a trampoline's), a copy of it under that name: Triton's interpreter runs the
-    source it reads and takes the result by `__name__` (a KeyError otherwise)."""
+    """`fn`, renamed as its `def` names it (a generated kernel's `pkg.add`): Triton's interpreter
+    runs the source it reads and takes the result by `__name__`."""
     defined = fn.__code__.co_name
     if fn.__name__ == defined:
         return fn
@@ -318,9 +294,7 @@ def _named_as_defined(fn: Any) -> Any:
 
 
 def _forget_rewritten_functions() -> None:
-    """Empties the interpreter's own cache of rewritten kernel functions (one per function it
-    ever ran, kept by the class for the life of the process), so that `clear_caches()` lets the
-    kernels go; a later run rewrites its function again."""
+    """Empties the interpreter's class-wide cache of rewritten kernels on `clear_caches()`."""
     interpreter = sys.modules.get("triton.runtime.interpreter")
     rewritten = getattr(getattr(interpreter, "InterpretedFunction", None), "rewritten_fn", None)
     if isinstance(rewritten, dict):
@@ -332,12 +306,10 @@ _state.on_clear(_forget_rewritten_functions)
 
 @contextlib.contextmanager
 def interpreter_adapted(debug: bool = False) -> Iterator[None]:
-    """While in force, Triton's interpreter runs an ordinary @triton.jit kernel as the GPU would:
-    with `tl.device_assert` checked where `debug` (the interpreter's own options leave it off),
-    calls to other @triton.jit functions run (outside `TRITON_INTERPRET=1` each is a
-    `JITFunction`, which refuses to be called), bfloat16 and fp8 computed on as values
-    (`bits_replacements`), and two faults mended, below. Everything is put back on exit.
-    """
+    """While in force, Triton's interpreter runs a @triton.jit kernel as the GPU would: asserts
+    checked where `debug`, calls to other @triton.jit functions run (outside
+    `TRITON_INTERPRET=1` a `JITFunction` refuses a call), bits computed on as values, and two
+    faults mended. Everything is put back on exit."""
     import triton.language as tl
     from triton.runtime import interpreter
     from triton.runtime.jit import JITFunction
@@ -396,10 +368,8 @@ _REFLECTED = {**{f"__{op}__": f"__r{op}__" for op in ("add", "sub", "mul", "true
 
 
 def host_constexpr(value: Any) -> Any:
-    """A constexpr value as the interpreter can call it: a Triton builtin (`tl.exp`, with
-    `__triton_builtin__`), also inside a tuple, called with the interpreter's semantics. The
-    interpreter patches the builtins of `triton.language` only where the kernel names them; one
-    given as a constexpr is the unpatched builtin, which refuses a call without `_semantic`."""
+    """A constexpr, a Triton builtin (`tl.exp`) bound to the interpreter's semantics: only those
+    the kernel names are patched, and an unpatched one refuses a call without `_semantic`."""
     if isinstance(value, tuple):
         return tuple(host_constexpr(element) for element in value)
     if not getattr(value, "__triton_builtin__", False):
@@ -410,8 +380,7 @@ def host_constexpr(value: Any) -> Any:
 
 
 def typed_scalar(value: Any, what: str) -> Any:
-    """A scalar argument (a value, or a `_spec.Scalar` typed already) as a Triton tensor of
-    the type the GPU launch gives it."""
+    """A scalar argument (or a typed `_spec.Scalar`) as a tensor of the GPU launch's type."""
     import triton.language as tl
     from triton.runtime import interpreter
 
@@ -422,19 +391,16 @@ def typed_scalar(value: Any, what: str) -> Any:
 
 
 def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
-    """Triton's `TensorDescriptor` over `array`, as the interpreter takes one; `descriptor` is
-    the call's (`spec._tensordesc.TensorDescriptor`, its checks already passed: Triton's own
-    constructor reads torch's dtype attributes, which a `HostTensor` lacks)."""
+    """Triton's `TensorDescriptor` over `array`, with the fields of the call's (checked already)
+    `descriptor`: Triton's own constructor reads torch dtype attributes a `HostTensor` lacks."""
     import triton.language as tl
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     element = tl.str_to_ty(_spec.pointer_type(array.dtype, what="base")[1:], None)
 
-    class TorchLikeDtype(type(element)):
-        """The element type, with the torch attribute the interpreter's descriptor reads."""
-
-        is_floating_point = element.is_floating()
-
+    # The torch attribute the interpreter's descriptor reads.
+    torch_like = type("TorchLikeDtype", (type(element),),
+                      {"is_floating_point": element.is_floating()})
     names = [field.name for field in dataclasses.fields(TensorDescriptor)]
     if descriptor.round_f32_to_tf32 and "round_f32_to_tf32" not in names:
         import triton
@@ -447,5 +413,5 @@ def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
     for name in names:  # the interpreter's descriptor holds lists
         value = getattr(descriptor, name)
         setattr(host, name, list(value) if isinstance(value, tuple) else value)
-    host.base = HostTensor(array, TorchLikeDtype(element.name))
+    host.base = HostTensor(array, torch_like(element.name))
     return host

@@ -1,7 +1,5 @@
-"""The interpreter's host callbacks (`emit`, `host_callback`), and the routing of the calls
-run per shard in a `partitioned` function: JAX drops the host callbacks of a per-shard body
-(jax#34349), so each such call goes through one callback reserved in the outer program
-(`Route`); a per-shard body that makes a callback of its own is refused. Why and how:
+"""The interpreter's host callbacks. JAX drops those of a `partitioned` function's per-shard body
+(jax#34349), so its calls go through one callback reserved in the outer program (`Route`).
 docs/design.md, "Triton's interpreter on the CPU".
 """
 
@@ -23,9 +21,8 @@ if TYPE_CHECKING:
 
 
 class Route:
-    """Where a per-shard body's interpreted calls go: one host callback of the outer program, at
-    `index` in its list, that runs each call routed to it by its number (the first operand).
-    Made while the outer module is lowered, it puts itself in that module's host callbacks."""
+    """The host callback, at `index` in the outer module's list, that runs a per-shard body's
+    interpreted calls, each by its number (the first operand)."""
 
     def __init__(self, module_context: ModuleContext) -> None:
         self.index = len(module_context.host_callbacks)
@@ -68,13 +65,9 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], out_avals: Sequence[
 def host_callback(ctx: LoweringRuleContext, operands: Sequence[Any], operand_avals: Sequence[Any],
                   out_avals: Sequence[Any], run: Callable[..., Sequence[np.ndarray]],
                   side_effect: bool) -> Sequence[Any]:
-    """Emits a host callback running `run(*arrays)` on the runtime's own host buffers.
-
-    Not `jax.pure_callback`: its implementation first puts every operand on CPU device 0 and
-    waits for that transfer, which can wait forever when all CPU devices call back at once (a
-    `partitioned` function on several CPU devices). A callback with `side_effect` is one XLA
-    keeps when its results go unused.
-    """
+    """Emits a host callback running `run(*arrays)` on the runtime's host buffers. Not
+    `jax.pure_callback`: it first puts every operand on CPU device 0 and waits, forever where all
+    CPU devices call back at once (a `partitioned` function on several CPU devices)."""
     out_avals = [core.ShapedArray(aval.shape, aval.dtype) for aval in out_avals]
     sharding = jax_callback._callback_op_sharding(ctx.module_context.axis_context, None,
                                                   out_avals)
