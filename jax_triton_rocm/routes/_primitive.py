@@ -1,9 +1,7 @@
 """`triton_kernel_p`, the primitive a `triton_call` binds, and all its rules, as `jax/_src/ffi.py`
-has them: abstract eval, the lowering per platform (`register`; on a GPU the route picked by
-`GpuRoutes.lower`, through the lowering shell `_lowering`; on the CPU Triton's interpreter),
-the `jax.vmap` rule (docs/batching.md), jvp (refused) and DCE (kept). Its one static parameter,
-`spec`, is the call's `KernelCallSpec`. Which route a call takes: docs/routes.md; registration:
-docs/design.md, "The primitive's rules".
+has them: abstract eval, the lowering per platform (`register`; a GPU's route picked by
+`GpuRoutes.lower`; the CPU's Triton interpreter), `jax.vmap` (docs/batching.md), jvp (refused)
+and DCE (kept). Routes: docs/routes.md; registration: docs/design.md, "The primitive's rules".
 """
 
 from __future__ import annotations
@@ -40,8 +38,8 @@ triton_kernel_p.multiple_results = True
 
 @triton_kernel_p.def_impl
 def _run_alone(*operands: Any, spec: KernelCallSpec):
-    """A call outside `jax.jit`. A kernel failing in Triton's interpreter raises the package's
-    sentence alone (`_interpret.run_failure`), not jaxlib's text of frames around it."""
+    """A call outside `jax.jit`: a kernel failing in Triton's interpreter raises the package's
+    sentence alone, not jaxlib's text of frames around it."""
     try:
         return dispatch.apply_primitive(triton_kernel_p, *operands, spec=spec)
     except jax.errors.JaxRuntimeError as err:
@@ -72,9 +70,9 @@ ad.primitive_transposes[triton_kernel_p] = functools.partial(_refuse, "jax.linea
 
 
 def _keep_call(*arguments: Any) -> tuple[list[bool], Any]:
-    """JAX's dead-code elimination keeps every call and its operands: a kernel may write memory
-    JAX does not see (as jax-triton 0.4); XLA still drops one whose results go unused unless it
-    has `has_side_effect`. JAX passes the equation last (from 0.12 after the live inputs)."""
+    """DCE keeps every call and its operands: a kernel may write memory JAX does not see (as
+    jax-triton 0.4); XLA still drops one whose results go unused unless `has_side_effect`.
+    JAX passes the equation last (from 0.12 after the live inputs)."""
     eqn = arguments[-1]
     return [True] * len(eqn.invars), eqn
 
@@ -84,7 +82,6 @@ pe.dce_rules[triton_kernel_p] = _keep_call
 
 def _loop(primitive: Any, args: list, dims: list, params: dict[str, Any],
           aliases: tuple[tuple[int, int], ...], out_shapes: Sequence[Any]):
-    """One call per example, in a loop over the batched operands."""
     if aliases:
         return _loop_in_place(primitive, args, dims, params, aliases, out_shapes)
     mapped = [d is not None for d in dims]
@@ -101,12 +98,10 @@ def _loop(primitive: Any, args: list, dims: list, params: dict[str, Any],
 
 def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any],
                    aliases: tuple[tuple[int, int], ...], out_shapes: Sequence[Any]):
-    """The loop for a call with aliased outputs: an aliased output's whole batch, starting as its
-    input's, is carried through the loop, each example sliced from it and written back in place.
-    XLA may pass a slice to a custom call as an address inside the whole array (dynamic-slice
-    fusion): an output aliased to a slice of one array but written into another's would not
-    hold the input the kernel reads; here both slices are one.
-    """
+    """An aliased output's whole batch, starting as its input's, carried through the loop, each
+    example sliced from it and written back in place: XLA may pass a slice to a custom call as
+    an address inside the whole array, so an output aliased to a slice of one array but written
+    into another's would not hold the input the kernel reads."""
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     batched = [jax.numpy.moveaxis(a, d, 0) if d is not None else None for a, d in zip(args, dims)]
     aliased = dict((o, i) for i, o in aliases)
@@ -181,8 +176,7 @@ def loop_batching_rule(primitive: Any, *, input_output_aliases: Mapping[int, int
 
 
 def batch_rule(primitive: Any, args: list, dims: list, *, spec: KernelCallSpec):
-    """The batching rule of `triton_kernel_p` (`primitive`): a loop, or one launch for the whole
-    batch where the kernel follows the `batch_grid_axis` protocol."""
+    """A loop, or one launch for the whole batch where the kernel follows `batch_grid_axis`."""
     if spec.batch_grid_axis is None:
         return _loop(primitive, args, dims, {"spec": spec}, spec.input_output_aliases,
                      spec.out_shapes)
@@ -212,8 +206,7 @@ DEFAULT_REASON = "the default: jaxlib's call launches pip Triton's own binary"
 
 
 class XlaNativeRefused(ValueError):
-    """A call asked for XLA's Triton call (`xla_native=True`) and cannot take it; `reason` says
-    why."""
+    """`xla_native=True` asked for XLA's Triton call, which cannot take the call (`reason`)."""
 
     def __init__(self, message: str, reason: str):
         super().__init__(message)
@@ -221,8 +214,8 @@ class XlaNativeRefused(ValueError):
 
 
 def log_route(route: str, spec: KernelCallSpec, reason: str) -> None:
-    """Logs the route a lowering took, and why, at DEBUG, also as the record's
-    `jax_triton_rocm_route`, `_kernel` and `_reason` attributes (for counting and for `info`)."""
+    """Logs the route a lowering took, and why, at DEBUG, also as the record's attributes (for
+    counting and for `info`)."""
     if logger.isEnabledFor(logging.DEBUG):
         logger.debug("jax_triton_rocm: kernel %s takes the %s route: %s", spec.kernel_name,
                      route, reason, extra={"jax_triton_rocm_route": route,
@@ -235,25 +228,18 @@ _registered: set[str] = set()
 
 @dataclasses.dataclass(frozen=True)
 class GpuRoutes:
-    """A GPU platform's routes, jaxlib's Triton call and XLA's, with the platform's backend."""
+    """A GPU platform's routes, jaxlib's Triton call and XLA's."""
 
     backend: Backend
 
     def lower(self, ctx: LoweringRuleContext, operands: Sequence[Any],
               spec: KernelCallSpec) -> list:
-        """Lowers one equation to a custom call on jaxlib's Triton call or (asked) XLA's, and
-        logs which and why (`log_route`); returns its results.
-
-        Raises:
-          ValueError: `JAX_TRITON_ROCM_XLA_NATIVE` is malformed, or the call asked for XLA's
-            call (`xla_native=True`) and does not fit it.
-          TypeError: the kernel runs only in Triton's interpreter (TRITON_INTERPRET=1).
-        """
+        """Lowers one equation to jaxlib's Triton call or (asked) XLA's, logging which and why."""
         from jax_triton_rocm.routes import _lowering  # see `_routes`
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call
         from jax_triton_rocm.routes.xla import _xla_native
 
-        if spec.unwrapped.interpreted:  # it runs only in Triton's interpreter
+        if spec.unwrapped.interpreted:
             raise TypeError(
                 f"kernel {kernel_name(spec.unwrapped.jit_fn)!r} is Triton's InterpretedFunction, "
                 f"not a @triton.jit function: TRITON_INTERPRET=1 was set when it was decorated, "
@@ -309,7 +295,7 @@ class Interpreter:
 @functools.cache
 def _routes(platform: str) -> GpuRoutes | Interpreter:
     """The routes of `platform`, imported on first use under the lock that keeps a fork from
-    splitting those imports (`_imports.IMPORTS`)."""
+    splitting those imports."""
     with _imports.IMPORTS.lowering():
         if platform == "cpu":
             from jax_triton_rocm.routes.cpu import _interpret  # noqa: F401
@@ -386,9 +372,8 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
 
 @functools.cache
 def ensure_registered() -> tuple[str, ...]:
-    """Registers the rules of both GPU platforms, once per process (`register` and `triton_call`
-    call this); as after JAX's `initialize()`, the vendor modules are imported at the first
-    lowering, which needs them, not by a trace, which does not."""
+    """Registers the rules of both GPU platforms, once per process; the vendor modules are
+    imported at the first lowering, which needs them, not by a trace, which does not."""
     with _state.LOCKS.lock_for("register"):
         for platform in _vendors.GPU_PLATFORMS:
             if platform not in _registered:
