@@ -80,13 +80,8 @@ def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int,
     order = ordered + [i for i in range(len(names)) if i not in first and i not in owner]
     body = f"    {_CALLEE}({', '.join([names[owner.get(u, u)] for u in range(len(names))])})\n"
     trampoline = _trampoline(kernel, [names[i] for i in order], {}, body, record)
-    return _values.replaced(launch, bound=_reordered(bound, order, names), jit_fn=trampoline)
-
-
-def _reordered(bound: _layout.BoundKernel, order: list[int],
-               names: list[str]) -> _layout.BoundKernel:
-    """`bound` with the parameter at `order[t]` moved to `t`; those not in `order` (pointers
-    sharing another's buffer) dropped."""
+    # `bound` with the parameter at `order[t]` moved to `t`; those not in `order` (pointers
+    # sharing another's buffer) dropped.
     at = {u: t for t, u in enumerate(order)}
 
     def moved(items: Any) -> Any:
@@ -96,13 +91,13 @@ def _reordered(bound: _layout.BoundKernel, order: list[int],
     sources = sorted((dataclasses.replace(s, position=at[s.position]) for s in bound.sources
                       if s.position in at),
                      key=lambda s: s.position)  # stable: a tuple's leaves keep their order
-    return _layout.BoundKernel(
+    return _values.replaced(launch, jit_fn=trampoline, bound=_layout.BoundKernel(
         signature={names[u]: bound.signature[names[u]] for u in order},
         constexprs=moved(bound.constexprs.items()),
         attrs=moved(bound.attrs.items()),
         sources=tuple(sources),
         specializations=tuple(moved(bound.specializations).items()),
-        zero_d_pointers=bound.zero_d_pointers)
+        zero_d_pointers=bound.zero_d_pointers))
 
 
 def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_avals: tuple,

@@ -83,17 +83,20 @@ pe.dce_rules[triton_kernel_p] = _keep_call
 def _loop(primitive: Any, args: list, dims: list, params: dict[str, Any],
           aliases: tuple[tuple[int, int], ...], out_shapes: Sequence[Any]):
     if aliases:
-        return _loop_in_place(primitive, args, dims, params, aliases, out_shapes)
-    mapped = [d is not None for d in dims]
-    batched = tuple(jax.numpy.moveaxis(a, d, 0) for a, d, m in zip(args, dims, mapped) if m)
+        outs = _loop_in_place(primitive, args, dims, params, aliases, out_shapes)
+    else:
+        mapped = [d is not None for d in dims]
+        batched = tuple(jax.numpy.moveaxis(a, d, 0) for a, d, m in zip(args, dims, mapped) if m)
 
-    def one_example(slices):
-        given = iter(slices)
-        operands = [next(given) if m else a for a, m in zip(args, mapped)]
-        return tuple(_bind_as_list(primitive, operands, params))
+        def one_example(slices):
+            given = iter(slices)
+            operands = [next(given) if m else a for a, m in zip(args, mapped)]
+            return tuple(_bind_as_list(primitive, operands, params))
 
-    outs = lax.map(one_example, batched)
-    return _results(primitive, list(outs))
+        outs = lax.map(one_example, batched)
+    if primitive.multiple_results:
+        return list(outs), [0] * len(outs)
+    return outs[0], 0
 
 
 def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any],
@@ -124,19 +127,12 @@ def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any
         return tuple(lax.dynamic_update_index_in_dim(whole, result, index, 0)
                      for whole, result in zip(outs, results))
 
-    outs = lax.fori_loop(0, size, one_example, tuple(carried))
-    return _results(primitive, list(outs))
+    return lax.fori_loop(0, size, one_example, tuple(carried))
 
 
 def _bind_as_list(primitive: Any, operands: list, params: dict[str, Any]) -> list:
     results = primitive.bind(*operands, **params)
     return list(results) if primitive.multiple_results else [results]
-
-
-def _results(primitive: Any, outs: list):
-    if primitive.multiple_results:
-        return outs, [0] * len(outs)
-    return outs[0], 0
 
 
 def loop_batching_rule(primitive: Any, *, input_output_aliases: Mapping[int, int] | None = None):

@@ -228,9 +228,7 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
         "ir": ir.StringAttr.get(call.ir),
         "num_stages": mlir.i32_attr(call.num_stages),
         "num_warps": mlir.i32_attr(call.num_warps),
-        "grid_x": mlir.i32_attr(call.grid[0]),
-        "grid_y": mlir.i32_attr(call.grid[1]),
-        "grid_z": mlir.i32_attr(call.grid[2]),
+        **{f"grid_{axis}": mlir.i32_attr(n) for axis, n in zip("xyz", call.grid, strict=True)},
         "debug": ir.BoolAttr.get(False),
     }
     # Row-major layouts: the kernel indexes every buffer as C-contiguous (a scalar's has none).
