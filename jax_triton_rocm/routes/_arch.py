@@ -215,21 +215,19 @@ def _devices(platform: str, module_context: ModuleContext) -> tuple[list[Any], s
     devices = [d for d in devices if getattr(d, "platform", platform) == platform]
     if devices:
         return devices, "the computation's devices"
-    backend = None
-    get_backend = getattr(module_context, "get_backend", None)
-    if get_backend is not None:
-        try:
-            backend = get_backend(optional=True)
-        except Exception:  # no such backend on this machine
-            backend = None
+    local = f"the local {platform} devices"
+    try:
+        backend = module_context.get_backend(optional=True)
+    except Exception:  # no such backend on this machine (or a context without `get_backend`)
+        backend = None
     if backend is not None:
-        return list(backend.local_devices()), f"the local {platform} devices"
+        return list(backend.local_devices()), local
     import jax
 
     try:
-        return list(jax.local_devices(backend=platform)), f"the local {platform} devices"
+        return list(jax.local_devices(backend=platform)), local
     except RuntimeError:
-        return [], f"the local {platform} devices"
+        return [], local
 
 
 def resolve_arch(backend: Backend, ctx: LoweringRuleContext,

@@ -56,8 +56,7 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
         graph = _compile.call_graph_key(spec, record)
         decides = (backend.platform, dataclasses.astuple(where))
         place, plain_call_name = (_xla_native.CUSTOM_CALL_NAME, *decides, graph), ""
-    # A plain kernel has one launch: no autotune choice, nor the autotuned call's target,
-    # decides it.
+    # A plain kernel has one launch: no autotune choice nor target decides it.
     decided = () if spec.unwrapped.autotuner is None else _choices.decided()
     key = (route, in_avals, out_avals, spec, graph, decided, decides)
     kept = record.get(_state.LOWERED_CALLS, {})
@@ -104,8 +103,7 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
                        for launch, (_, _, kernel, image) in zip(launches, found.made)]
     if planned is None:
         # On XLA's route an autotuned kernel's one launch is the config remembered for jaxlib's
-        # call, which keys choices on its compiled configs and runs the autotuner's functions
-        # once.
+        # call, which keys choices on its compiled configs and runs the autotuner's functions once.
         answers = backend.answers(where.arch if route == "jaxlib" else where)
         if route == "xla" and spec.unwrapped.autotuner is not None:
             lowered = lowered_call("jaxlib", backend, ctx, spec)
