@@ -171,10 +171,10 @@ def loop_batching_rule(primitive: Any, *, input_output_aliases: Mapping[int, int
     return rule
 
 
-def batch_rule(primitive: Any, args: list, dims: list, *, spec: KernelCallSpec):
+def batch_rule(args: list, dims: list, *, spec: KernelCallSpec):
     """A loop, or one launch for the whole batch where the kernel follows `batch_grid_axis`."""
     if spec.batch_grid_axis is None:
-        return _loop(primitive, args, dims, {"spec": spec}, spec.input_output_aliases,
+        return _loop(triton_kernel_p, args, dims, {"spec": spec}, spec.input_output_aliases,
                      spec.out_shapes)
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     operands = [jax.numpy.broadcast_to(a, (size, *a.shape)) if d is None
@@ -187,11 +187,11 @@ def batch_rule(primitive: Any, args: list, dims: list, *, spec: KernelCallSpec):
     if not isinstance(spec.grid, MetaGrid):
         # A static grid that uses the batch axis fails here (the target's limits at lowering).
         _plan.launch_grid(batched, {}, num_warps=spec.num_warps or _plan.DEFAULT_NUM_WARPS)
-    outs = primitive.bind(*operands, spec=batched)
+    outs = triton_kernel_p.bind(*operands, spec=batched)
     return list(outs), [0] * len(outs)
 
 
-batching.primitive_batchers[triton_kernel_p] = functools.partial(batch_rule, triton_kernel_p)
+batching.primitive_batchers[triton_kernel_p] = batch_rule
 
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -359,8 +359,8 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
     if explicit:
         if chosen is None:  # the platforms in use
             installed = set(_vendors.installed_gpu_platforms())
-            named = {p for p in _vendors.GPU_PLATFORMS if _arch.named_arch(p) is not None}
-            chosen = tuple([p for p in _vendors.GPU_PLATFORMS if p in installed | named])
+            chosen = [p for p in _vendors.GPU_PLATFORMS
+                      if _arch.named_arch(p) is not None or p in installed]
         for platform in chosen:
             _routes(platform)
     return registered
