@@ -112,9 +112,8 @@ def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any
     for o, shape in enumerate(out_shapes):
         if o in aliased:
             i = aliased[o]
-            whole = batched[i] if batched[i] is not None else jax.numpy.broadcast_to(
-                args[i], (size, *args[i].shape))
-            carried.append(whole)
+            carried.append(batched[i] if batched[i] is not None
+                           else jax.numpy.broadcast_to(args[i], (size, *args[i].shape)))
         else:
             carried.append(jax.numpy.zeros((size, *shape.shape), shape.dtype))
 
