@@ -4,15 +4,11 @@
     out = jtr.triton_call(x, y, kernel=add_kernel, out_shape=x, grid=(n // 256,), BLOCK=256)
 
 Importing the package does not import Triton; `triton_call` and the first lowering do.
-
-Layers, top down: `cli` (`python -m jax_triton_rocm`) -> `api` (what users call) -> `checks`
-(one `KernelCallSpec` per call) -> `routes` (`triton_kernel_p`, its rules, and the routes:
-`jaxlib`, `xla`, `cpu`) -> `backends` (the vendors: their facts, plugins and behaviour) ->
-`compile` (the shared kernel cache) -> `plan` (a spec, the operands and a target turned into
-launches) -> `spec` (the call's data model) -> `base` (state, versions).
-Only the names in `__all__` are public, and one module: `compat`, jax-triton 0.4.1's API for
-code written for it (`import jax_triton_rocm.compat as jt`), with `compat.v0_3`, 0.3.1's, and
-`compat.install_as_jax_triton` (docs/porting.md).
+Layers, top down: `cli` -> `api` (what users call) -> `checks` (one `KernelCallSpec` per call)
+-> `routes` (`triton_kernel_p`, its rules, the routes) -> `backends` (the vendors) -> `compile`
+(the kernel cache) -> `plan` (launches) -> `spec` (the call's data model) -> `base`.
+Only the names in `__all__` are public, and `compat`: jax-triton 0.4.1's API, 0.3.1's in
+`compat.v0_3` (docs/porting.md).
 """
 
 import sys as _sys

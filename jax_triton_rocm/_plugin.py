@@ -1,9 +1,5 @@
-"""Activation: the `jax_plugins` entry point.
-
-JAX imports this module when its backends start and calls `initialize()`. That must be cheap and
-must never raise into JAX's start-up: it registers the lowering rules of `triton_kernel_p` for
-both GPU platforms (`routes._primitive.register`), without importing Triton (the vendor module is
-imported at the first lowering, or by `jax_triton_rocm.register()`).
+"""The `jax_plugins` entry point: JAX calls `initialize()` when its backends start, so it must
+be cheap and never raise; it registers the lowering rules without importing Triton.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
-"""All process-wide state of the package, with its thread, fork and memory rules.
+"""All process-wide state of the package, with its thread, fork and memory rules: the caches
+here (`CACHES`), every other piece listed in `ELSEWHERE`.
 
-Where it lives: the caches here (`CACHES`); every other piece is listed in `ELSEWHERE`.
-
-Threads: one registry's lock (`LOCKS.guard`) guards every structure here, for short sections;
-work on one item (a compile, a file, a prewarm) holds that item's lock (`LOCKS.item_lock`).
-
-Memory: every cache is bounded (by `JAX_TRITON_ROCM_KERNEL_CACHE_SIZE` or
-`JAX_TRITON_ROCM_CALL_CACHE_SIZE`: docs/routes.md, "Memory"); what is derived from a kernel
-object lives on the object (`KernelRecords`); `clear_caches()` empties them all.
-
-Fork: a child of `os.fork()` gets fresh locks, keeps finished kernels, forgets in-flight
-compiles, lowered calls and plans (`on_fork`); a vendor module's state has its own fork rule
-beside it (`hip._hip_files`). Why: docs/design.md, "Process-wide state".
+Threads: `LOCKS.guard` guards every structure here, for short sections; work on one item (a
+compile, a file, a prewarm) holds that item's lock (`LOCKS.item_lock`).
+Memory: every cache is bounded (docs/routes.md, "Memory"); what is derived from a kernel object
+lives on the object (`KernelRecords`); `clear_caches()` empties them all.
+Fork: a child gets fresh locks, keeps finished kernels, forgets in-flight compiles, lowered
+calls and plans (`on_fork`). Why: docs/design.md, "Process-wide state".
 """
 
 from __future__ import annotations
@@ -28,28 +23,21 @@ from jax_triton_rocm.base import _env
 T = TypeVar("T")
 
 class LockRegistry:
-    """Named locks, and per-item locks that live while in use; fresh after `os.fork()`.
-
-    Attributes:
-      guard: the registry's own lock, for short critical sections (read it at each use: a fork
-        replaces it).
-      triton_language, triton_cache_dir, triton_key: the locks of Triton's front end
-        (`triton_language_lock`), cache folder knobs and remembered key; attributes, so that a
-        compile takes them without calling back here.
-    """
+    """Named locks, and per-item locks that live while in use; fresh after `os.fork()` (read
+    `guard` at each use). Triton's locks are attributes, so a compile takes them without calling
+    back here."""
 
     def __init__(self) -> None:
         self.reset_after_fork()
 
     def lock_for(self, name: Hashable) -> threading.Lock:
-        """The lock named `name` ("register", ...), one per name until the next fork: for the
-        package's few fixed names (work on one of many items takes `item_lock`)."""
+        """The lock of one of the package's few fixed names ("register", ...)."""
         with self.guard:
             return self._locks.setdefault(name, threading.Lock())
 
     def item_lock(self, key: Hashable) -> threading.Lock:
-        """The lock of one item (a kernel, a file, a prewarm), to hold with `with`: threads asking
-        for the key while one holds or awaits it share one lock, which lives only while in use."""
+        """The lock of one item (a kernel, a file, a prewarm), shared by the threads asking for it
+        while one holds or awaits it, and only while in use."""
         with self.guard:
             return self._items.setdefault(key, threading.Lock())
 
@@ -73,9 +61,8 @@ _BOUNDS: dict[str, tuple[str | None, int]] = {}  # per variable: its value last 
 
 class BoundedCache:
     """A dict behind the registry's lock that forgets its least recently used entries beyond the
-    bound its variable `env` sets (`_env.cache_size`: read at each put, parsed when it changed).
-    Given `kernel=` (`put`: or the kernel's `record=`), it uses the kernel's own dict, in its
-    record, which a caller holding the record reads itself (`routes._lowering`)."""
+    bound its variable `env` sets (read at each put, parsed when it changed); given `kernel=`
+    (or its `record=`), the kernel's own dict in its record."""
 
     def __init__(self, locks: LockRegistry, env: str) -> None:
         self._locks = locks
@@ -110,8 +97,8 @@ class BoundedCache:
         return value
 
     def memo(self, key: Hashable, make: Callable[[], Any], kernel: Any = None) -> Any:
-        """The value kept for `key`, else `make()`'s, kept. A key that does not hash (a constexpr
-        in it that hashes badly) keeps nothing: `make()` every time, never an error."""
+        """The value kept for `key`, else `make()`'s, kept; a key that does not hash keeps
+        nothing."""
         try:
             found = self.get(key, kernel)
         except TypeError:
@@ -137,8 +124,8 @@ RECORD_ATTRIBUTE = "_jax_triton_rocm_record"  # where a kernel object holds its 
 
 
 class _Record:
-    """What was derived from one kernel object (`values`), and from what (`kept_for`: its id, as
-    a copy carries the attribute, source object, noinline and debug)."""
+    """What was derived from one kernel object, and from what (`kept_for`: its id, as a copy
+    carries the attribute, source object, noinline and debug)."""
 
     __slots__ = ("kept_for", "values", "__weakref__")
 
@@ -147,22 +134,17 @@ class _Record:
 
 
 class KernelRecords:
-    """One record per kernel object (a `@triton.jit` function, or the object a call passed), kept
-    on the object (`RECORD_ATTRIBUTE`) as Triton keeps its compiled kernels on the function: what
-    was derived from it, and each `BoundedCache`'s entries for it. Nothing here holds a kernel
-    alive; `clear` empties every live record (of a weak set of them).
-
-    The one staleness rule: a record holds while its kernel has the same source text (the same
-    object: Triton replaces it on an edit) and `noinline` and `debug` settings; what a value
-    reads beyond the kernel is checked by its user (`compile._compile.graph_key`). An object that
-    takes no attribute keeps nothing: each value is derived at each use, never an error."""
+    """One record per kernel object, kept on the object (`RECORD_ATTRIBUTE`) as Triton keeps its
+    compiled kernels on the function; nothing here holds a kernel alive. A record holds while
+    its kernel has the same source object (Triton replaces it on an edit), `noinline` and
+    `debug`; what a value reads beyond the kernel is checked by its user. An object that takes
+    no attribute keeps nothing: each value is derived at each use."""
 
     def __init__(self, locks: LockRegistry) -> None:
         self._locks = locks
         self._live: weakref.WeakSet[_Record] = weakref.WeakSet()
 
     def record(self, kernel: Any) -> dict:
-        """What was derived from `kernel`: its kept record's, else a fresh one's, kept."""
         kept_for = (id(kernel), getattr(kernel, "src", None),
                     getattr(kernel, "noinline", None), getattr(kernel, "debug", None))
         record = getattr(kernel, RECORD_ATTRIBUTE, None)
@@ -200,19 +182,17 @@ class KernelRecords:
 
 class KernelCache(BoundedCache):
     """Compiled kernels by kernel key, each compiled once however many threads ask (`claim`
-    hands a miss to one thread, holding the key's item lock; different keys compile in
-    parallel); beyond the bound, compiled again from Triton's on-disk cache when next lowered.
-    An error of the kernel's own is kept in its place while its entry is (the key covers every
-    input of the compile: a second try would fail the same way, later); the environment's (a
-    cache folder that cannot be written) are not. `stats` counts hits, compiles and failures."""
+    hands a miss to one thread); beyond the bound, from Triton's disk cache again. A kernel's
+    own error is kept in its place (the key covers every input of the compile: a retry would
+    fail the same way); the environment's are not."""
 
     def __init__(self, locks: LockRegistry) -> None:
         super().__init__(locks, _env.ENV_KERNEL_CACHE_SIZE)
         self.stats: collections.Counter[str] = collections.Counter()
 
     def claim(self, key: str) -> tuple[Any, threading.Lock | None]:
-        """(the entry for `key`, None); on a miss (None, the key's item lock, held): the caller
-        compiles the entry, calls `finish` and releases the lock. A kept error is raised."""
+        """(the entry for `key`, None), a kept error raised; on a miss (None, the key's lock,
+        held): the caller compiles, calls `finish` and releases the lock."""
         entry = self.get(key)
         if entry is None:  # a hit takes no lock; a miss waits for a thread compiling it
             lock = self._locks.item_lock(("kernel", key))
@@ -228,8 +208,7 @@ class KernelCache(BoundedCache):
         return entry, None
 
     def finish(self, key: str, entry: T, keep: bool = True) -> T:
-        """Counts `entry`, the compile's result or its error, and keeps it for `key` where
-        `keep` says; returns it."""
+        """Counts `entry` (a result or an error), kept for `key` where `keep` says; returns it."""
         with self._locks.guard:
             self.stats["failures" if isinstance(entry, Exception) else "compiles"] += 1
         return self.put(key, entry) if keep else entry
@@ -241,24 +220,19 @@ class KernelCache(BoundedCache):
 
 
 COMPILED_KERNELS = KernelCache(LOCKS)
-# Per kernel object, one record (`KernelRecords`): the globals its source reads
-# ("references", `compile._compile`), its interpreter twin ("interpreted",
-# `routes.cpu._interpret_host`), the @triton.jit function of Triton's InterpretedFunction ("jit
-# twin", `spec._spec.unwrap`), its parameters' roles ("roles", `spec._kinds`), its trampolines
-# (("trampoline", source), `plan._trampoline`), its calls' IR as the installed jaxlib reads it,
-# or why not (("checked IR", ...), `routes.xla._xla_native`), the kernel taken apart
-# ("unwrapped", `api._call`) and the entries of each store below.
+# A kernel's record holds "references" (`compile._compile`), "interpreted"
+# (`routes.cpu._interpret_host`), "jit twin" (`spec._spec`), "roles" (`spec._kinds`),
+# "trampoline" (`plan._trampoline`), "checked IR" (`routes.xla._xla_native`), "unwrapped"
+# (`api._call`) and the entries of each store below.
 KERNEL_RECORDS = KernelRecords(LOCKS)
-# Kept per kernel (`kernel=`): lowered calls (`routes._lowering`); by all but shapes and runtime
-# scalar values, calls laid out without error (`spec._layout`), plain kernels' plans (compiled
-# kernels and images, or XLA's call: `routes._lowering`) and `triton_call`'s layouts (`checks`).
+# Kept per kernel: lowered calls; by all but shapes and runtime scalar values, calls laid out
+# without error (`spec._layout`), plain kernels' plans and `triton_call`'s layouts (`checks`).
 LOWERED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 CHECKED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 PLANS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 CALL_LAYOUTS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-# Kept per kernel (`kernel=`), by its binary and what loads it: each compiled kernel's image as
-# jaxlib's call carries it, serialized and deflated (`routes.jaxlib._jaxlib_call.plan`), so an
-# autotuned call's lowerings, whose plans are not kept, meet the same bytes objects.
+# Kept per kernel, by binary and loader: each image as jaxlib's call carries it, so an autotuned
+# call's lowerings, whose plans are not kept, meet the same bytes objects.
 KERNEL_IMAGES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
 CACHES = (COMPILED_KERNELS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_IMAGES, KERNEL_RECORDS,
           CALL_LAYOUTS)
@@ -303,13 +277,12 @@ ELSEWHERE = (
     ("cli._kernels", "kernels", "the CLI's example kernels (cached)"),
 )
 
-# What a child of `os.fork()` runs, the locks first (`on_fork`): one hook, one known order.
+# What a child of `os.fork()` runs, the locks first: one hook, one known order.
 _FORK_HOOKS: list[Callable[[], None]] = [LOCKS.reset_after_fork]
 
 
 def on_fork(hook: Callable[[], None]) -> None:
-    """Makes a child of `os.fork()` call `hook` (after the locks are fresh), for state that
-    must not outlive the fork: the child's threads, files and caches are its own."""
+    """Makes a child of `os.fork()` call `hook`: its threads, files and caches are its own."""
     _FORK_HOOKS.append(hook)
 
 
@@ -326,19 +299,17 @@ on_fork(PLANS.clear)
 
 
 def triton_language_lock() -> threading.Lock:
-    """The lock held while Triton's Python front end, or its interpreter, runs in this process:
-    the front end is not safe across threads (nor is CPython 3.11's `ast.parse`), and the
-    interpreter patches `triton.language` for the whole process while a kernel runs. Compiles
-    still overlap in the backend passes and ptxas, where their time goes."""
+    """The lock held while Triton's front end (not thread-safe, nor is CPython 3.11's
+    `ast.parse`) or its interpreter (it patches `triton.language` for the process) runs.
+    Compiles still overlap in the backend passes and ptxas, where their time goes."""
     return LOCKS.triton_language
 
 
-# Caches kept by modules loaded on demand (the HIP prewarm's), emptied by `clear_caches`.
 _CLEAR_HOOKS: list[Callable[[], None]] = []
 
 
 def on_clear(hook: Callable[[], None]) -> None:
-    """Makes `clear_caches()` call `hook` too (for state a vendor module keeps)."""
+    """Makes `clear_caches()` call `hook` too (for modules loaded on demand)."""
     _CLEAR_HOOKS.append(hook)
 
 

@@ -1,8 +1,6 @@
-"""What a failed compile tells the user, and whether the kernel cache remembers it.
-
-A compile error names what the call gave the kernel (its constexprs, its target), so that a bad
-value reaches the user with its name; and only errors of the kernel's own are remembered
-(`is_kernel_error`): an error of the environment is tried again at the next lowering.
+"""What a failed compile tells the user (what the call gave the kernel, so a bad value reaches
+the user with its name), and whether the kernel cache remembers it: only the kernel's own
+errors; the environment's are tried again at the next lowering.
 """
 
 from __future__ import annotations
@@ -31,13 +29,10 @@ _FIX = ("fix the value where the call passes it (a keyword of triton_call, const
 
 
 def explained(err: Exception, job: Any) -> Exception:
-    """What to raise for `err`, raised compiling `job` (a `_compile.CompileJob`), telling what the
-    call gave the kernel: a Triton compile error (the kernel's own, where a trampoline called it;
-    then without the trampoline's error) gets a note naming the target and the constexprs; an
-    MLIR pass failure becomes a `KernelPassFailure` (caused by `err`) naming the kernel, the
-    target, the options, the constexprs and, for fp8 buffers, the likely cause. Any other error
-    is `err` itself. Each gets `layout_hints` as notes. The files a failed ptxas run left in the
-    temporary folder are deleted."""
+    """What to raise for `err`, raised compiling `job` (a `_compile.CompileJob`): a Triton
+    compile error (the kernel's own, not a trampoline's) with a note of the target and the
+    constexprs, an MLIR pass failure as a `KernelPassFailure`, else `err`; each with
+    `layout_hints`. A failed ptxas run's files are deleted from the temporary folder."""
     from triton.compiler.errors import CompilationError
 
     if type(err).__name__ == "PTXASError":
@@ -83,10 +78,8 @@ _PTXAS_FILE = re.compile(r"(\S+\.ptx)(?:\.o)?\b")
 
 
 def layout_hints(bound: Any) -> list[str]:
-    """What to do where a compile or run of a kernel failed and the call gave it something it
-    most likely did not mean: 0-d arrays (which a kernel receives as pointers: a scalar was
-    meant?) or tuples (Triton tuples: separate operands were meant?). `bound` is the launch's
-    `spec._layout.BoundKernel`."""
+    """What to do where a kernel given 0-d arrays (pointers: a scalar meant?) or tuples (separate
+    operands meant?) failed to compile or run; `bound`: a `spec._layout.BoundKernel`."""
     hints = []
     if bound.zero_d_pointers:
         hints.append(f"jax_triton_rocm: {bound.zero_d_hint()}")
@@ -101,13 +94,10 @@ def layout_hints(bound: Any) -> list[str]:
 
 
 def is_kernel_error(err: Exception) -> bool:
-    """Whether a compile error is the kernel's own, so that compiling it again would fail the
-    same way: Triton's compile errors (CompilationError, static asserts, PTXASError), MLIR pass
-    failures, and the ValueError/TypeError/NotImplementedError/AssertionError that Triton and
-    the package raise about the kernel and its options. Not: an OSError (the cache, the disk),
-    an unreadable cache file (a ValueError here; `_cache.DamagedEntry`, a RuntimeError of no
-    pass), running out of memory, or anything else.
-    """
+    """Whether a compile error is the kernel's own (a retry would fail the same way): Triton's,
+    MLIR pass failures, and the ValueError/TypeError/NotImplementedError/AssertionError raised
+    about the kernel. Not an OSError, an unreadable cache file (a decode error; a
+    `_cache.DamagedEntry` is a RuntimeError of no pass), running out of memory."""
     from triton.errors import TritonError
 
     if isinstance(err, (UnicodeError, json.JSONDecodeError)):

@@ -1,17 +1,10 @@
-"""A kernel that takes its buffers in the order a route passes them: the user's kernel, or a small
-generated trampoline that calls it.
-
-jaxlib's Triton call hands the kernel's pointer parameters the call's operands and then its
-results, in order; XLA's hands it one pointer per operand and per result and nothing else. A
-kernel whose output pointer comes before an input's (`softmax(out, x, ...)`), or that takes
-runtime scalars, does not fit that order as written. Rather than copying buffers, the lowering
-compiles a trampoline: a generated `@triton.jit` (or `@gluon.jit`) function whose parameters are
-in the route's order and whose body calls the user's kernel in its own order. Triton inlines
-the call; the trampoline is named like the kernel's symbol, so profilers and jaxlib show it.
-
-For XLA's call, each runtime scalar becomes a 0-d operand that the trampoline loads, and an int
-of Triton's divisible-by-16 class travels divided by its scale (`scale`), which the trampoline
-multiplies back, so that the divisibility is in the arithmetic (docs/routes.md says why).
+"""A kernel that takes its buffers in the order a route passes them: the user's kernel, or a
+generated trampoline whose parameters are in the route's order and whose body calls the kernel
+in its own (`softmax(out, x, ...)`; XLA's runtime scalars as 0-d operands). Triton inlines the
+call instead of buffers being copied; the trampoline is named like the kernel's symbol, so
+profilers and jaxlib show it. An int of Triton's divisible-by-16 class travels to XLA divided by
+its `scale`, multiplied back in the trampoline, so the divisibility is in the arithmetic
+(docs/routes.md).
 """
 
 from __future__ import annotations
@@ -43,10 +36,8 @@ LARGEST_SCALE = 128
 
 @dataclasses.dataclass(frozen=True)
 class Compiled:
-    """What XLA's route compiles for one launch: the user's kernel or a trampoline (`jit_fn`), the
-    arguments laid onto its parameters in the order the route passes them (`bound`), and the
-    runtime scalars passed as 0-d operands after the call's own, each with the
-    factor the trampoline multiplies it back by (`scale`, else 1)."""
+    """What XLA's route compiles for one launch, with the runtime scalars it passes as 0-d operands
+    after the call's own and the factor the trampoline multiplies each back by (else 1)."""
 
     jit_fn: JITFunction
     bound: _layout.BoundKernel
@@ -56,9 +47,8 @@ class Compiled:
 
 def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int,
                record: dict | None = None) -> Launch:
-    """`launch` as jaxlib's call launches it: jaxlib hands the array parameters, in kernel order,
-    the operands' buffers and then the results'. A kernel whose buffer parameters are in another
-    order gets a trampoline with them in that order (its other parameters keep theirs)."""
+    """`launch` as jaxlib's call launches it: the operands' buffers, then the results', in
+    kernel order; a kernel whose buffers are in another order gets a trampoline."""
     jit_fn, bound = kernel.jit_fn, launch.bound
     first: dict[int, int] = {}
     owner: dict[int, int] = {}  # a parameter given a buffer another already has: that one
@@ -90,13 +80,8 @@ def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int,
     order = ordered + [i for i in range(len(names)) if i not in first and i not in owner]
     body = f"    {_CALLEE}({', '.join([names[owner.get(u, u)] for u in range(len(names))])})\n"
     trampoline = _trampoline(kernel, [names[i] for i in order], {}, body, record)
-    return _values.replaced(launch, bound=_reordered(bound, order, names), jit_fn=trampoline)
-
-
-def _reordered(bound: _layout.BoundKernel, order: list[int],
-               names: list[str]) -> _layout.BoundKernel:
-    """`bound` with the parameter at `order[t]` moved to position `t`; those not in `order`
-    (pointers that share another's buffer) dropped."""
+    # `bound` with the parameter at `order[t]` moved to `t`; those not in `order` (pointers
+    # sharing another's buffer) dropped.
     at = {u: t for t, u in enumerate(order)}
 
     def moved(items: Any) -> Any:
@@ -106,20 +91,19 @@ def _reordered(bound: _layout.BoundKernel, order: list[int],
     sources = sorted((dataclasses.replace(s, position=at[s.position]) for s in bound.sources
                       if s.position in at),
                      key=lambda s: s.position)  # stable: a tuple's leaves keep their order
-    return _layout.BoundKernel(
+    return _values.replaced(launch, jit_fn=trampoline, bound=_layout.BoundKernel(
         signature={names[u]: bound.signature[names[u]] for u in order},
         constexprs=moved(bound.constexprs.items()),
         attrs=moved(bound.attrs.items()),
         sources=tuple(sources),
         specializations=tuple(moved(bound.specializations).items()),
-        zero_d_pointers=bound.zero_d_pointers)
+        zero_d_pointers=bound.zero_d_pointers))
 
 
 def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_avals: tuple,
             triton_backend: Any, record: dict | None = None) -> Compiled:
-    """The kernel as XLA's call launches it: one pointer per operand, then one per runtime scalar
-    (a 0-d operand the route adds), then one per result, and no other runtime parameter. The
-    caller has checked that no parameter takes a tuple or a descriptor (`spec._layout`)."""
+    """The kernel as XLA's call launches it: one pointer per operand, per runtime scalar (a 0-d
+    operand), per result, and no other runtime parameter (no tuple, no descriptor: checked)."""
     jit_fn = kernel.jit_fn
     names = list(jit_fn.arg_names)
     scalars = [s for s in bound.sources if s.kind == "scalar"]
@@ -182,8 +166,7 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
 
 
 def scale(value: int) -> int:
-    """The factor an int of Triton's divisible-by-16 class travels divided by on XLA's route: the
-    largest power of two that divides it, from 16 up to `LARGEST_SCALE` (0 divides by every)."""
+    """The largest power of two that divides `value`, up to `LARGEST_SCALE` (0: by every)."""
     return min(value & -value, LARGEST_SCALE) if value else LARGEST_SCALE
 
 
@@ -194,14 +177,9 @@ def is_trampoline(jit_fn: JITFunction) -> bool:
 
 def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body: str,
                 record: dict | None) -> Any:
-    """The trampoline with parameters `params` and `body`, kept by its source in the kernel's
-    `record` (else its function's), defined from the source and decorated as the kernel is.
-
-    The source holds only identifiers: the function is defined as `_TRAMPOLINE` and named like
-    the kernel's symbol (`Unwrapped.symbol`, an identifier `spec._spec.unwrap` checked)
-    before Triton sees it, so the kernel's own name never becomes code; its parameters are ours
-    or the kernel's `arg_names`, from `inspect.signature`, which takes only identifiers that are
-    not keywords."""
+    """The trampoline with `params` and `body`, kept by its source in the kernel's record and
+    decorated as the kernel is. The source holds only identifiers (ours, or `arg_names`, which
+    `inspect.signature` took): the kernel's symbol becomes its name after `exec`, never code."""
     jit_fn, symbol = kernel.jit_fn, kernel.symbol
     for param in params:
         if param.startswith(_PREFIX) and param in jit_fn.arg_names:
@@ -212,15 +190,9 @@ def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body
     # The symbol as a docstring (a literal, so inert): Triton keys its cache on the source, and
     # trampolines of two kernels of one source keep their own symbols.
     source = f"def {_TRAMPOLINE}({signature}):\n    {symbol!r}\n{body}"
-    # Kept by the source, which names the symbol.
     record = _state.KERNEL_RECORDS.record(jit_fn) if record is None else record
-    if (trampoline := record.get(("trampoline", source))) is None:
-        trampoline = record["trampoline", source] = _defined(jit_fn, symbol, source)
-    return trampoline
-
-
-def _defined(jit_fn: JITFunction, symbol: str, source: str) -> Any:
-    """The trampoline of `source`, defined and decorated as `jit_fn` is (`_trampoline`)."""
+    if (trampoline := record.get(("trampoline", source))) is not None:
+        return trampoline
     import triton
     import triton.language as tl
 
@@ -247,4 +219,5 @@ def _defined(jit_fn: JITFunction, symbol: str, source: str) -> Any:
     registry = getattr(triton.runtime.jit, "_triton_jit_function_registry", {})
     for registered in [k for k, v in registry.items() if v is trampoline]:
         del registry[registered]
+    record["trampoline", source] = trampoline
     return trampoline

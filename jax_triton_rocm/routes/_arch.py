@@ -1,12 +1,9 @@
 """Which GPU architecture a lowering compiles for, and where its kernels will run.
 
-In order: `target_arch(...)` in force on the thread; `JAX_TRITON_ROCM_TARGET_ARCH` (read once,
-when this module is imported: a later change raises an error saying so); the devices the
-computation is lowered for (all of them: they must agree); the platform's local devices. The
-named architectures live in a JAX config state that JAX includes in its trace and jit cache
-keys, so a function traced under one `target_arch` is never served a lowering made for another.
-Where the kernels run: whether the lowering is for `jax.export`, the kind of GPU (autotune
-choices are per kind), and devices whose architecture differs from a call's own target.
+In order: `target_arch(...)` in force; `JAX_TRITON_ROCM_TARGET_ARCH` (read at import: a later
+change raises); the computation's devices (they must agree); the platform's local devices. The
+named architectures live in a JAX config state in its trace and jit cache keys, so a function
+traced under one `target_arch` is never served a lowering made for another.
 """
 
 from __future__ import annotations
@@ -33,8 +30,7 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class GpuArch:
-    """The architecture a call compiles for: platform ("cuda"/"rocm"), arch ("sm_90", "gfx942")
-    and where it was named (its source, for messages)."""
+    """The architecture a call compiles for, and where it was named (`source`, for messages)."""
 
     platform: str
     arch: str
@@ -44,10 +40,8 @@ class GpuArch:
 @dataclasses.dataclass(frozen=True)
 class Where:
     """Where a call runs, and what decides its lowering beyond the call and its operands: the
-    architecture it compiles for, the devices' where they differ, the plugin's features, the
-    kernel's call graph (`_compile.call_graph_key`), the vendor's settings
-    (`Backend.lowering_variables`), and whether the lowering is for `jax.export` (not compared:
-    the memo that needs it keys on it itself, a kept plan holds nothing of it)."""
+    devices' architecture where it differs, the call graph, the vendor's settings. `exporting`
+    is not compared: the memo that needs it keys on it, a kept plan holds nothing of it."""
 
     platform: str
     arch: GpuArch
@@ -60,16 +54,9 @@ class Where:
 
 def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
                   record: dict) -> Where:
-    """Where jaxlib's route runs the call (`Where`; `record`: the kernel's). The devices a kernel
-    loads on can differ from its compile target only where the call names its own
-    (`compute_capability`): they are then those named (`target_arch`), else, outside
-    `jax.export` (whose result runs elsewhere), the computation's (`lowering_arch`).
-
-    Raises:
-      ValueError: a `jax.export` lowering would carry what only this process can load
-        (`Backend.check_export`), or the computation's devices disagree on the architecture.
-      RuntimeError: as `resolve_arch`.
-    """
+    """Where jaxlib's route runs the call. The devices can differ from the compile target only
+    where the call names its own (`compute_capability`): they are then those named, else,
+    outside `jax.export` (whose result runs elsewhere), the computation's."""
     arch, features = resolve_arch(backend, ctx, spec)
     exporting = for_export(ctx)
     if exporting:  # before the memos: a plan kept from another lowering may hold a path
@@ -89,15 +76,15 @@ def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSp
 
 
 def for_export(ctx: LoweringRuleContext) -> bool:
-    """Whether the lowering is for `jax.export` (its result may run on other machines, with
-    other jaxlibs); JAX says so in the lowering parameters (jax 0.10.2-0.12)."""
+    """Whether the lowering is for `jax.export` (its result may run on other machines and
+    jaxlibs), as the lowering parameters say (jax 0.10.2-0.12)."""
     parameters = getattr(ctx.module_context, "lowering_parameters", None)
     return bool(getattr(parameters, "for_export", False))
 
 
 def device_kind(platform: str, module_context: ModuleContext) -> str | None:
-    """The kind of GPU this lowering runs on (e.g. "NVIDIA H200"), or None where the devices
-    are of several kinds or there is none (cross-compiling)."""
+    """The kind of GPU the lowering runs on (e.g. "NVIDIA H200"), or None where there are several
+    kinds or none (cross-compiling)."""
     kinds = {getattr(d, "device_kind", None) for d in _devices(platform, module_context)[0]}
     return kinds.pop() if len(kinds) == 1 else None
 
@@ -116,8 +103,7 @@ _ENV_AS_READ = _env.target_arch()
 @functools.lru_cache(maxsize=None)  # one entry per architecture named in the process
 def arch_problem(platform: str, arch: str) -> str | None:
     """Why the installed Triton cannot compile for canonical `arch`, or None. Triton keeps no
-    list of its targets: the backend's list bounds them (LLVM's AMDGPU processors, ptxas's
-    `--gpu-name`s); where none can be read, Triton's own compile decides."""
+    list of its targets: the backend's (LLVM's, ptxas's) bounds them, else Triton's compile."""
     try:
         backend = backends.backend(platform)
         if backend.knows_arch(arch):
@@ -132,11 +118,7 @@ def arch_problem(platform: str, arch: str) -> str | None:
 
 
 def check_arch(platform: str, arch: str, *, given: Any, what: str) -> str:
-    """`arch` (canonical) if the installed Triton can compile for it.
-
-    Raises:
-      ValueError: naming `what`, the value as given and the architectures Triton knows.
-    """
+    """`arch` (canonical) if the installed Triton can compile for it, else a ValueError."""
     problem = arch_problem(platform, arch)
     if problem:
         raise ValueError(f"{what}={given!r} ({arch}) {problem}.")
@@ -169,8 +151,8 @@ _env.VARIABLE_READERS[_env.ENV_TARGET_ARCH] = lambda: _parse_env(_env.target_arc
 
 @contextlib.contextmanager
 def named_in_force(archs: dict[str, str]) -> Iterator[dict[str, str]]:
-    """Makes `archs` (canonical, by platform) the named architectures, over those named before;
-    yields them all. The way out of a variable set too late: it does not check the variable."""
+    """Names `archs` (canonical, by platform) over those named before; yields them all. It does
+    not check the variable: the way out of one set too late."""
     value = _ARCH_STATE.value
     named = _parse_env(value) if isinstance(value, str) else dict(value or ())
     merged = {**named, **archs}
@@ -179,12 +161,8 @@ def named_in_force(archs: dict[str, str]) -> Iterator[dict[str, str]]:
 
 
 def named_arch(platform: str) -> GpuArch | None:
-    """The architecture named for `platform` by `target_arch`, else by the environment, if any.
-
-    Raises:
-      ValueError: `JAX_TRITON_ROCM_TARGET_ARCH` is malformed or names an unknown architecture.
-      RuntimeError: the variable was set, changed or unset after it was read (too late).
-    """
+    """The architecture named for `platform` by `target_arch`, else by the environment, if any;
+    a RuntimeError where the variable changed after it was read."""
     value = _ARCH_STATE.value
     if not isinstance(value, tuple):  # no target_arch() in force
         now = _env.target_arch()
@@ -211,8 +189,8 @@ def named_arch(platform: str) -> GpuArch | None:
 
 
 def _device_arch(platform: str, device: Any) -> str:
-    """The architecture a device reports in `compute_capability`: "9.0" on CUDA, "gfx942" on
-    ROCm (feature suffixes accepted); a device without a live GPU reports a placeholder."""
+    """The architecture a device reports in `compute_capability` ("9.0", "gfx942:xnack-"); a
+    device without a live GPU reports a placeholder."""
     capability = getattr(device, "compute_capability", None)
     example = "cuda='sm_90'" if platform == "cuda" else "rocm='gfx942'"
     try:
@@ -228,8 +206,7 @@ def _device_arch(platform: str, device: Any) -> str:
 
 
 def _devices(platform: str, module_context: ModuleContext) -> tuple[list[Any], str]:
-    """The devices of `platform` a lowering's module is built for, as far as the context
-    tells, else the platform's local devices; and which of the two, for messages."""
+    """The devices of `platform` the module is built for, else the local ones; and which."""
     axis_context = getattr(module_context, "axis_context", None)
     devices = list(getattr(axis_context, "device_assignment", None) or ())
     mesh = getattr(axis_context, "mesh", None)
@@ -238,31 +215,25 @@ def _devices(platform: str, module_context: ModuleContext) -> tuple[list[Any], s
     devices = [d for d in devices if getattr(d, "platform", platform) == platform]
     if devices:
         return devices, "the computation's devices"
-    backend = None
-    get_backend = getattr(module_context, "get_backend", None)
-    if get_backend is not None:
-        try:
-            backend = get_backend(optional=True)
-        except Exception:  # no such backend on this machine
-            backend = None
+    local = f"the local {platform} devices"
+    try:
+        backend = module_context.get_backend(optional=True)
+    except Exception:  # no such backend on this machine (or a context without `get_backend`)
+        backend = None
     if backend is not None:
-        return list(backend.local_devices()), f"the local {platform} devices"
+        return list(backend.local_devices()), local
     import jax
 
     try:
-        return list(jax.local_devices(backend=platform)), f"the local {platform} devices"
+        return list(jax.local_devices(backend=platform)), local
     except RuntimeError:
-        return [], f"the local {platform} devices"
+        return [], local
 
 
 def resolve_arch(backend: Backend, ctx: LoweringRuleContext,
                    spec: KernelCallSpec) -> tuple[GpuArch, _vendors.PluginFeatures]:
-    """The target a call compiles for (the call's vendor keyword, a named architecture or the
-    devices), and the features of the jaxlib plugin that will load the kernel.
-
-    Raises:
-      RuntimeError: no plugin for the platform and no architecture named (says how to name one).
-    """
+    """The target a call compiles for (its vendor keyword, a named architecture or the
+    devices), and the features of the jaxlib plugin that will load the kernel."""
     platform = backend.platform
     arch = getattr(spec, backend.arch_field) if backend.arch_field else None
     own = None if arch is None else GpuArch(platform, arch, backend.arch_keyword)
@@ -284,15 +255,8 @@ def resolve_arch(backend: Backend, ctx: LoweringRuleContext,
 
 
 def lowering_arch(platform: str, module_context: ModuleContext) -> GpuArch:
-    """The target for a lowering of `platform` in `module_context`.
-
-    Raises:
-      ValueError: the devices disagree on the architecture.
-      RuntimeError: no architecture can be found (no device, nothing named); says how to name one.
-    """
-    named = named_arch(platform)
-    if named is not None:
-        return named
+    """The devices' architecture for a lowering of `platform` where none is named (the callers
+    ask `named_arch` first)."""
     devices, source = _devices(platform, module_context)
     archs = {_device_arch(platform, d) for d in devices}
     if len(archs) == 1:

@@ -1,16 +1,9 @@
-"""Remembered autotune choices: which config of an autotuned call won on real data, keyed by
-everything that decides it (`tune_key`; docs/autotuning.md). With a choice remembered, the
-lowering emits that config alone; without one, the autotuned call that jaxlib times at its
-first execution.
-
-Choices are made by `jax_triton_rocm.autotune` (`api._tuning`) and kept in this process
-(`STORE`, behind the registry's lock; a forked child keeps it) and on disk, one small JSON file
-per key, in `JAX_TRITON_ROCM_AUTOTUNE_DIR`. A tuning session (`session`) lets `_tuning` force a
-config for a key while it times them, and observe which calls a lowering left undecided.
-
-A choice's file is untrusted: read as `_files.read_entry_file` reads an entry (a regular file,
-no link, bounded) and checked field by field; written as `_files.write_file` writes one (a
-temporary file renamed over it); a killed writer's temporary files are swept once stale.
+"""Remembered autotune choices: which config of an autotuned call won on real data (made by
+`jax_triton_rocm.autotune`), keyed by all that decides it; the lowering emits that config
+alone, else the autotuned call jaxlib times at its first run (docs/autotuning.md). Kept in this
+process (a forked child keeps them) and on disk, one JSON file per key; a file is untrusted:
+read as `_files.read_entry_file` reads an entry and checked field by field. A tuning session
+lets `_tuning` force configs and see which calls a lowering left undecided.
 """
 
 from __future__ import annotations
@@ -42,8 +35,8 @@ _warned: set[str] = set()
 
 @dataclasses.dataclass(frozen=True)
 class Choice:
-    """The winning config of one autotuned call: its index among the call's configs, Triton's
-    text for it (checked against the call at use), and each config's time (for `info`)."""
+    """The winning config of one autotuned call: its index, Triton's text for it (checked against
+    the call at use), and each config's time (for `info`)."""
 
     index: int
     description: str
@@ -52,7 +45,7 @@ class Choice:
 
 @dataclasses.dataclass(frozen=True)
 class Undecided:
-    """An autotuned call that a lowering emitted without a choice: its key and configs."""
+    """An autotuned call that a lowering emitted without a choice."""
 
     key: str
     descriptions: tuple[str, ...]
@@ -62,8 +55,7 @@ class Undecided:
 def tune_key(*, platform: str, arch: str, device_kind: str, versions: Sequence[str],
              avals: Sequence[Any], aliases: Sequence[tuple[int, int]],
              configs: Sequence[tuple[str, bytes, tuple, tuple]]) -> str:
-    """A SHA-256 over what decides which config is fastest; per config its description,
-    binary, grid and launch parameters (scalar values, zeroed bytes)."""
+    """A SHA-256 over what decides which config is fastest."""
     parts = [f"format={_FORMAT}", f"platform={platform}", f"arch={arch}",
              f"device={device_kind}", f"versions={list(versions)}",
              "avals=" + ";".join(f"{tuple(a.shape)}:{a.dtype}" for a in avals),
@@ -87,9 +79,8 @@ def choices_dir() -> str | None:
 
 
 class ChoiceStore:
-    """Choices by key: in this process, and on disk (`choices_dir`). `generation` changes
-    whenever a choice is added or the table cleared, so memos of lowered calls can tell that a
-    lowering may now come out differently."""
+    """Choices by key, in this process and on disk. `generation` changes with every choice added
+    or clear, so memos of lowered calls can tell that a lowering may now come out differently."""
 
     def __init__(self, locks: _state.LockRegistry) -> None:
         self._locks = locks
@@ -97,7 +88,6 @@ class ChoiceStore:
         self.generation = 0
 
     def get(self, key: str) -> Choice | None:
-        """The choice for `key`, from this process or from disk; None if there is none."""
         with self._locks.guard:
             choice = self._choices.get(key)
         if choice is not None or (location := _location(key)) is None:
@@ -122,8 +112,6 @@ class ChoiceStore:
         return choice
 
     def put(self, key: str, choice: Choice) -> None:
-        """Remembers `choice` for `key` in this process and, where a folder is set, on disk
-        (atomically: a temporary file beside it, then a rename; each folder made if missing)."""
         with self._locks.guard:
             self._choices[key] = choice
             self.generation += 1
@@ -151,15 +139,15 @@ class ChoiceStore:
 
 
 def _location(key: str) -> tuple[str, str, str] | None:
-    """(store folder, group folder, file name) of the choice for `key`; None without a store."""
+    """(store folder, group folder, file name) of the choice for `key`; None without a store.
+    A killed writer's temporary files are swept once stale."""
     folder = choices_dir()
     if folder is None:
         return None
     if folder not in _swept:
         _swept.add(folder)
         _files.warn_if_others_can_write(folder, _setting, _env.ENV_AUTOTUNE_DIR)
-        # The writers' temporary files gone stale, from each group folder (never through a
-        # link); a folder that vanished or cannot be read is left as it is.
+        # Never through a link; a folder that vanished or cannot be read is left as it is.
         with contextlib.suppress(OSError, ValueError):
             for entry in os.scandir(folder):
                 if entry.is_dir(follow_symlinks=False):
@@ -177,12 +165,7 @@ def _setting() -> str:
 
 
 def _checked(record: Any) -> tuple[int, str, tuple[float, ...]]:
-    """(index, description, times in ms) of a choice's `record`.
-
-    Raises:
-      ValueError: no record of this format, an index that is no int >= 0, no description, or a
-        time that is no finite number.
-    """
+    """(index, description, times in ms) of a choice's `record`, else a ValueError."""
     if not isinstance(record, dict) or not _values.is_int(record.get("format")):
         raise ValueError("no format number")
     if record["format"] != _FORMAT:
@@ -227,16 +210,15 @@ def session(forced: dict[str, int] | None = None) -> Iterator[Session]:
 
 
 def decided() -> tuple:
-    """What decides a lowering's autotuned calls now, for the lowered-call memo's key: the
-    choices known, the tuning session's forced configs and the autotuned calls' target."""
+    """What decides a lowering's autotuned calls now, for the lowered-call memo's key."""
     current = _SESSION.get()
     forced = tuple(sorted(current.forced.items())) if current is not None else ()
     return (STORE.generation, forced), _env.as_set(_env.ENV_AUTOTUNE_TARGET)
 
 
 def pick(key: str, descriptions: Sequence[str]) -> int | None:
-    """The config to emit alone for the autotuned call `key`: forced by a tuning session, else
-    remembered; None leaves the call to jaxlib's autotuner."""
+    """The config to emit alone for the autotuned call `key`, forced or remembered; None leaves
+    the call to jaxlib's autotuner."""
     current = _SESSION.get()
     if current is not None and key in current.forced:
         return current.forced[key]
@@ -252,7 +234,6 @@ def pick(key: str, descriptions: Sequence[str]) -> int | None:
 
 
 def report_undecided(undecided: Undecided | None) -> None:
-    """Tells a tuning session, if one is watching, that a lowering left this call undecided."""
     current = _SESSION.get()
     if current is not None and undecided is not None and undecided.key not in current.forced:
         current.undecided.setdefault(undecided.key, undecided)

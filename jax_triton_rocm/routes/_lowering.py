@@ -1,7 +1,6 @@
-"""The lowering shell of both GPU routes, jaxlib's Triton call (`jaxlib._jaxlib_call`) and XLA's
-(`xla._xla_native`): the lowered-call memo (`lowered_call`) around the plan memo and the
-launches planned (`_lower_uncached`), then each route's `plan` (and jaxlib's `encode`). Which
-route a call takes, and the emit, is `_primitive.GpuRoutes.lower`'s; docs/design.md.
+"""The lowering shell of both GPU routes, jaxlib's Triton call and XLA's: the lowered-call memo
+around the plan memo and the launches planned, then each route's `plan` (and jaxlib's
+`encode`); docs/design.md.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class Kept:
-    """A call's plan as the plan memo keeps it (`made`: the kernels and images, or XLA's call)."""
+    """A call's plan as kept (`made`: the kernels and images, or XLA's call)."""
 
     made: Any
     launches: tuple[_plan.Launch, ...]
@@ -36,13 +35,9 @@ class Kept:
 
 def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
                  spec: KernelCallSpec) -> Any:
-    """The call lowered for `route`, without MLIR: jaxlib's (`_jaxlib_call.LoweredCall`) or
-    XLA's (`_xla_native.NativeCall`, or why the call does not fit it: `_xla_native.Unfit`).
-
-    Kept in `_state.LOWERED_CALLS`, in the kernel's record (fetched once here, passed down), by
-    one key for both routes: the route, the avals, the spec, the call graph, an autotuned
-    kernel's choices and where the call runs. A call left undecided is told to a tuning session.
-    """
+    """The call lowered for `route`, without MLIR (`_jaxlib_call.LoweredCall`,
+    `_xla_native.NativeCall` or `Unfit`), kept in the kernel's record (fetched once here, passed
+    down) by all that decides it. A call left undecided is told to a tuning session."""
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     record = _state.KERNEL_RECORDS.record(spec.kernel)
     if route == "jaxlib":
@@ -61,8 +56,7 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
         graph = _compile.call_graph_key(spec, record)
         decides = (backend.platform, dataclasses.astuple(where))
         place, plain_call_name = (_xla_native.CUSTOM_CALL_NAME, *decides, graph), ""
-    # A plain kernel has one launch: no autotune choice, nor the autotuned call's target,
-    # decides it.
+    # A plain kernel has one launch: no autotune choice nor target decides it.
     decided = () if spec.unwrapped.autotuner is None else _choices.decided()
     key = (route, in_avals, out_avals, spec, graph, decided, decides)
     kept = record.get(_state.LOWERED_CALLS, {})
@@ -84,14 +78,9 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
 def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
                     spec: KernelCallSpec, where: _arch.Where | GpuArch, place: tuple,
                     plain_call_name: str, record: dict) -> Any:
-    """The call lowered for `route`: planned, then on jaxlib's route encoded.
-
-    The plan memo: what the route made of a plain kernel's call (`Kept`, in `_state.PLANS`) by
-    `place` (where the call runs) and `plan_key`. A later call of the same key gets the kept plan
-    relaunched (`_plan.relaunch`; XLA's `refilled`, unless None: then planned again), so a new
-    shape or scalar value compiles, lays out and encodes nothing anew. A route's reason not to
-    take the call (`_xla_native.Unfit`) is returned, and nothing kept.
-    """
+    """The call planned, then on jaxlib's route encoded. A plain kernel's plan is kept by
+    `place` and `plan_key` and relaunched for a later call (XLA's `refilled`, unless None), so a
+    new shape or scalar value compiles, lays out and encodes nothing anew."""
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     types = spec.types  # as the check typed them; again where it typed other dtypes
     if types is None or not all([a.dtype in types.pointers for a in (*in_avals, *out_avals)]):
@@ -116,8 +105,7 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
                        for launch, (_, _, kernel, image) in zip(launches, found.made)]
     if planned is None:
         # On XLA's route an autotuned kernel's one launch is the config remembered for jaxlib's
-        # call, which keys choices on its compiled configs and runs the autotuner's functions
-        # once.
+        # call, which keys choices on its compiled configs and runs the autotuner's functions once.
         answers = backend.answers(where.arch if route == "jaxlib" else where)
         if route == "xla" and spec.unwrapped.autotuner is not None:
             lowered = lowered_call("jaxlib", backend, ctx, spec)
@@ -150,17 +138,9 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
 
 def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
              types: ArgumentTypes | None = None) -> tuple | None:
-    """What decides a plain kernel's launches, but for the shapes and the runtime scalars'
-    values; None for a kernel with an autotuner or heuristics (they see shapes and values).
-
-    A new length or batch size changes no configuration, layout or binary of a plain kernel, only
-    what `_plan.relaunch` refills. The positional entries are as they compile (the `view` of
-    `types` where given, else `_spec.compile_view`).
-
-    Raises:
-      TypeError: a value that cannot be hashed (the caller then keeps no plan).
-      TypeError / OverflowError: a scalar that cannot be passed (as `_spec.compile_view`).
-    """
+    """What decides a plain kernel's launches but the shapes and runtime scalars' values (which
+    change no configuration, layout or binary, only what `_plan.relaunch` refills); None for a
+    kernel with an autotuner or heuristics (they see both). A TypeError: an unhashable value."""
     unwrapped = spec.unwrapped
     if unwrapped.autotuner is not None or unwrapped.heuristics:
         return None

@@ -1,9 +1,7 @@
 """`triton_kernel_p`, the primitive a `triton_call` binds, and all its rules, as `jax/_src/ffi.py`
-has them: abstract eval, the lowering per platform (`register`; on a GPU the route picked by
-`GpuRoutes.lower`, through the lowering shell `_lowering`; on the CPU Triton's interpreter),
-the `jax.vmap` rule (docs/batching.md), jvp (refused) and DCE (kept). Its one static parameter,
-`spec`, is the call's `KernelCallSpec`. Which route a call takes: docs/routes.md; registration:
-docs/design.md, "The primitive's rules".
+has them: abstract eval, the lowering per platform (`register`; a GPU's route picked by
+`GpuRoutes.lower`; the CPU's Triton interpreter), `jax.vmap` (docs/batching.md), jvp (refused)
+and DCE (kept). Routes: docs/routes.md; registration: docs/design.md, "The primitive's rules".
 """
 
 from __future__ import annotations
@@ -40,8 +38,8 @@ triton_kernel_p.multiple_results = True
 
 @triton_kernel_p.def_impl
 def _run_alone(*operands: Any, spec: KernelCallSpec):
-    """A call outside `jax.jit`. A kernel failing in Triton's interpreter raises the package's
-    sentence alone (`_interpret.run_failure`), not jaxlib's text of frames around it."""
+    """A call outside `jax.jit`: a kernel failing in Triton's interpreter raises the package's
+    sentence alone, not jaxlib's text of frames around it."""
     try:
         return dispatch.apply_primitive(triton_kernel_p, *operands, spec=spec)
     except jax.errors.JaxRuntimeError as err:
@@ -72,9 +70,9 @@ ad.primitive_transposes[triton_kernel_p] = functools.partial(_refuse, "jax.linea
 
 
 def _keep_call(*arguments: Any) -> tuple[list[bool], Any]:
-    """JAX's dead-code elimination keeps every call and its operands: a kernel may write memory
-    JAX does not see (as jax-triton 0.4); XLA still drops one whose results go unused unless it
-    has `has_side_effect`. JAX passes the equation last (from 0.12 after the live inputs)."""
+    """DCE keeps every call and its operands: a kernel may write memory JAX does not see (as
+    jax-triton 0.4); XLA still drops one whose results go unused unless `has_side_effect`.
+    JAX passes the equation last (from 0.12 after the live inputs)."""
     eqn = arguments[-1]
     return [True] * len(eqn.invars), eqn
 
@@ -84,29 +82,29 @@ pe.dce_rules[triton_kernel_p] = _keep_call
 
 def _loop(primitive: Any, args: list, dims: list, params: dict[str, Any],
           aliases: tuple[tuple[int, int], ...], out_shapes: Sequence[Any]):
-    """One call per example, in a loop over the batched operands."""
     if aliases:
-        return _loop_in_place(primitive, args, dims, params, aliases, out_shapes)
-    mapped = [d is not None for d in dims]
-    batched = tuple(jax.numpy.moveaxis(a, d, 0) for a, d, m in zip(args, dims, mapped) if m)
+        outs = _loop_in_place(primitive, args, dims, params, aliases, out_shapes)
+    else:
+        mapped = [d is not None for d in dims]
+        batched = tuple(jax.numpy.moveaxis(a, d, 0) for a, d, m in zip(args, dims, mapped) if m)
 
-    def one_example(slices):
-        given = iter(slices)
-        operands = [next(given) if m else a for a, m in zip(args, mapped)]
-        return tuple(_bind_as_list(primitive, operands, params))
+        def one_example(slices):
+            given = iter(slices)
+            operands = [next(given) if m else a for a, m in zip(args, mapped)]
+            return tuple(_bind_as_list(primitive, operands, params))
 
-    outs = lax.map(one_example, batched)
-    return _results(primitive, list(outs))
+        outs = lax.map(one_example, batched)
+    if primitive.multiple_results:
+        return list(outs), [0] * len(outs)
+    return outs[0], 0
 
 
 def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any],
                    aliases: tuple[tuple[int, int], ...], out_shapes: Sequence[Any]):
-    """The loop for a call with aliased outputs: an aliased output's whole batch, starting as its
-    input's, is carried through the loop, each example sliced from it and written back in place.
-    XLA may pass a slice to a custom call as an address inside the whole array (dynamic-slice
-    fusion): an output aliased to a slice of one array but written into another's would not
-    hold the input the kernel reads; here both slices are one.
-    """
+    """An aliased output's whole batch, starting as its input's, carried through the loop, each
+    example sliced from it and written back in place: XLA may pass a slice to a custom call as
+    an address inside the whole array, so an output aliased to a slice of one array but written
+    into another's would not hold the input the kernel reads."""
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     batched = [jax.numpy.moveaxis(a, d, 0) if d is not None else None for a, d in zip(args, dims)]
     aliased = dict((o, i) for i, o in aliases)
@@ -114,9 +112,8 @@ def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any
     for o, shape in enumerate(out_shapes):
         if o in aliased:
             i = aliased[o]
-            whole = batched[i] if batched[i] is not None else jax.numpy.broadcast_to(
-                args[i], (size, *args[i].shape))
-            carried.append(whole)
+            carried.append(batched[i] if batched[i] is not None
+                           else jax.numpy.broadcast_to(args[i], (size, *args[i].shape)))
         else:
             carried.append(jax.numpy.zeros((size, *shape.shape), shape.dtype))
 
@@ -129,19 +126,12 @@ def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any
         return tuple(lax.dynamic_update_index_in_dim(whole, result, index, 0)
                      for whole, result in zip(outs, results))
 
-    outs = lax.fori_loop(0, size, one_example, tuple(carried))
-    return _results(primitive, list(outs))
+    return lax.fori_loop(0, size, one_example, tuple(carried))
 
 
 def _bind_as_list(primitive: Any, operands: list, params: dict[str, Any]) -> list:
     results = primitive.bind(*operands, **params)
     return list(results) if primitive.multiple_results else [results]
-
-
-def _results(primitive: Any, outs: list):
-    if primitive.multiple_results:
-        return outs, [0] * len(outs)
-    return outs[0], 0
 
 
 def loop_batching_rule(primitive: Any, *, input_output_aliases: Mapping[int, int] | None = None):
@@ -180,11 +170,10 @@ def loop_batching_rule(primitive: Any, *, input_output_aliases: Mapping[int, int
     return rule
 
 
-def batch_rule(primitive: Any, args: list, dims: list, *, spec: KernelCallSpec):
-    """The batching rule of `triton_kernel_p` (`primitive`): a loop, or one launch for the whole
-    batch where the kernel follows the `batch_grid_axis` protocol."""
+def batch_rule(args: list, dims: list, *, spec: KernelCallSpec):
+    """A loop, or one launch for the whole batch where the kernel follows `batch_grid_axis`."""
     if spec.batch_grid_axis is None:
-        return _loop(primitive, args, dims, {"spec": spec}, spec.input_output_aliases,
+        return _loop(triton_kernel_p, args, dims, {"spec": spec}, spec.input_output_aliases,
                      spec.out_shapes)
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     operands = [jax.numpy.broadcast_to(a, (size, *a.shape)) if d is None
@@ -197,11 +186,11 @@ def batch_rule(primitive: Any, args: list, dims: list, *, spec: KernelCallSpec):
     if not isinstance(spec.grid, MetaGrid):
         # A static grid that uses the batch axis fails here (the target's limits at lowering).
         _plan.launch_grid(batched, {}, num_warps=spec.num_warps or _plan.DEFAULT_NUM_WARPS)
-    outs = primitive.bind(*operands, spec=batched)
+    outs = triton_kernel_p.bind(*operands, spec=batched)
     return list(outs), [0] * len(outs)
 
 
-batching.primitive_batchers[triton_kernel_p] = functools.partial(batch_rule, triton_kernel_p)
+batching.primitive_batchers[triton_kernel_p] = batch_rule
 
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -212,8 +201,7 @@ DEFAULT_REASON = "the default: jaxlib's call launches pip Triton's own binary"
 
 
 class XlaNativeRefused(ValueError):
-    """A call asked for XLA's Triton call (`xla_native=True`) and cannot take it; `reason` says
-    why."""
+    """`xla_native=True` asked for XLA's Triton call, which cannot take the call (`reason`)."""
 
     def __init__(self, message: str, reason: str):
         super().__init__(message)
@@ -221,8 +209,8 @@ class XlaNativeRefused(ValueError):
 
 
 def log_route(route: str, spec: KernelCallSpec, reason: str) -> None:
-    """Logs the route a lowering took, and why, at DEBUG, also as the record's
-    `jax_triton_rocm_route`, `_kernel` and `_reason` attributes (for counting and for `info`)."""
+    """Logs the route a lowering took, and why, at DEBUG, also as the record's attributes (for
+    counting and for `info`)."""
     if logger.isEnabledFor(logging.DEBUG):
         logger.debug("jax_triton_rocm: kernel %s takes the %s route: %s", spec.kernel_name,
                      route, reason, extra={"jax_triton_rocm_route": route,
@@ -235,25 +223,18 @@ _registered: set[str] = set()
 
 @dataclasses.dataclass(frozen=True)
 class GpuRoutes:
-    """A GPU platform's routes, jaxlib's Triton call and XLA's, with the platform's backend."""
+    """A GPU platform's routes, jaxlib's Triton call and XLA's."""
 
     backend: Backend
 
     def lower(self, ctx: LoweringRuleContext, operands: Sequence[Any],
               spec: KernelCallSpec) -> list:
-        """Lowers one equation to a custom call on jaxlib's Triton call or (asked) XLA's, and
-        logs which and why (`log_route`); returns its results.
-
-        Raises:
-          ValueError: `JAX_TRITON_ROCM_XLA_NATIVE` is malformed, or the call asked for XLA's
-            call (`xla_native=True`) and does not fit it.
-          TypeError: the kernel runs only in Triton's interpreter (TRITON_INTERPRET=1).
-        """
+        """Lowers one equation to jaxlib's Triton call or (asked) XLA's, logging which and why."""
         from jax_triton_rocm.routes import _lowering  # see `_routes`
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call
         from jax_triton_rocm.routes.xla import _xla_native
 
-        if spec.unwrapped.interpreted:  # it runs only in Triton's interpreter
+        if spec.unwrapped.interpreted:
             raise TypeError(
                 f"kernel {kernel_name(spec.unwrapped.jit_fn)!r} is Triton's InterpretedFunction, "
                 f"not a @triton.jit function: TRITON_INTERPRET=1 was set when it was decorated, "
@@ -309,7 +290,7 @@ class Interpreter:
 @functools.cache
 def _routes(platform: str) -> GpuRoutes | Interpreter:
     """The routes of `platform`, imported on first use under the lock that keeps a fork from
-    splitting those imports (`_imports.IMPORTS`)."""
+    splitting those imports."""
     with _imports.IMPORTS.lowering():
         if platform == "cpu":
             from jax_triton_rocm.routes.cpu import _interpret  # noqa: F401
@@ -377,8 +358,8 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
     if explicit:
         if chosen is None:  # the platforms in use
             installed = set(_vendors.installed_gpu_platforms())
-            named = {p for p in _vendors.GPU_PLATFORMS if _arch.named_arch(p) is not None}
-            chosen = tuple([p for p in _vendors.GPU_PLATFORMS if p in installed | named])
+            chosen = [p for p in _vendors.GPU_PLATFORMS
+                      if _arch.named_arch(p) is not None or p in installed]
         for platform in chosen:
             _routes(platform)
     return registered
@@ -386,9 +367,8 @@ def register(platforms: Iterable[str] | None = None, *, explicit: bool = True) -
 
 @functools.cache
 def ensure_registered() -> tuple[str, ...]:
-    """Registers the rules of both GPU platforms, once per process (`register` and `triton_call`
-    call this); as after JAX's `initialize()`, the vendor modules are imported at the first
-    lowering, which needs them, not by a trace, which does not."""
+    """Registers the rules of both GPU platforms, once per process; the vendor modules are
+    imported at the first lowering, which needs them, not by a trace, which does not."""
     with _state.LOCKS.lock_for("register"):
         for platform in _vendors.GPU_PLATFORMS:
             if platform not in _registered:

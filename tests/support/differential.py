@@ -239,7 +239,8 @@ def foreign_target(backend: Any, ctx: Any, spec: Any) -> str | None:
     from jax_triton_rocm.routes import _arch
 
     target, _ = _arch.resolve_arch(backend, ctx, spec)
-    devices = _arch.lowering_arch(backend.platform, ctx.module_context)
+    devices = (_arch.named_arch(backend.platform)
+               or _arch.lowering_arch(backend.platform, ctx.module_context))
     if target.arch == devices.arch:
         return None
     return (f"compiled for {target.arch} (from {target.source}) on {devices.arch} devices; "

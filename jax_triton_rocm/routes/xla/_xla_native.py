@@ -1,19 +1,13 @@
 """XLA's own route for Triton kernels, taken only on request: the custom call
-`__gpu$xla.gpu.triton`.
+`__gpu$xla.gpu.triton`, whose Triton IR XLA compiles with the Triton built into jaxlib (another
+binary than the installed one) and launches as its own kernel: one pointer per buffer, each
+runtime scalar a 0-d operand the trampoline loads (`plan._trampoline.for_xla`), each output to
+zero a zero-filled operand aliased to it (jaxlib's call does a memset).
 
-XLA takes Triton IR in the call's backend config, compiles it with the Triton built into jaxlib
-(not the installed one: another binary, whose results can differ from Triton's launcher's) and
-launches it as one of its own kernels. So the kernel is compiled in the form XLA launches
-(`plan._trampoline.for_xla`): a trampoline whose parameters are one pointer per buffer, where
-each runtime scalar is a 0-d operand (a constant in the program) that it loads, and each output
-to zero is a zero-filled operand aliased to it (what jaxlib's call does with a memset).
-
-Which calls take the route is `routes._primitive`'s rule; which calls fit is
-`unfit_before_compile`. XLA reads the IR with the Triton dialect of the installed jaxlib, which
-may not read what the installed Triton wrote: the IR is parsed here first, in that dialect, and
-a kernel whose IR does not parse (with a warning, once per kernel), or whose function does not
-take one pointer per buffer, takes jaxlib's route instead, unless the call itself asked for
-XLA's (then it raises). What XLA's call reads and passes, and what fits it: docs/routes.md.
+jaxlib's Triton dialect may not read what the installed Triton wrote: the IR is parsed here
+first, and a kernel whose IR does not parse (warned once per kernel) or does not take one
+pointer per buffer takes jaxlib's route, unless the call asked for XLA's (then it raises).
+What fits: docs/routes.md.
 """
 
 from __future__ import annotations
@@ -43,8 +37,7 @@ if TYPE_CHECKING:
 
 @functools.cache
 def xla_triton_dialect() -> bool:
-    """Whether this jaxlib carries the Triton MLIR dialect (`jaxlib.triton.dialect`): XLA's own
-    Triton call reads a kernel's IR with it, and the lowering parses the IR with it first."""
+    """Whether this jaxlib carries the Triton MLIR dialect XLA reads a kernel's IR with."""
     try:
         from jaxlib.triton import dialect  # noqa: F401
     except Exception as err:  # noqa: BLE001  (any failure means the route cannot be checked)
@@ -54,13 +47,8 @@ def xla_triton_dialect() -> bool:
 
 
 def parse_ttir(text: str) -> Any:
-    """Parses Triton IR in a fresh MLIR context of this jaxlib, with its Triton dialect loaded
-    (as XLA will); returns the verified module.
-
-    Raises:
-      ImportError: this jaxlib has no Triton dialect.
-      Exception: jaxlib's `MLIRError` (or ValueError) when the IR does not parse or verify.
-    """
+    """The Triton IR `text` parsed and verified as XLA will, in a fresh context of this jaxlib;
+    raises jaxlib's `MLIRError` (or ValueError) where it does not."""
     from jax._src.lib.mlir import ir
     from jaxlib.triton import dialect
 
@@ -74,16 +62,15 @@ def parse_ttir(text: str) -> Any:
 
 def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | Unfit:
     """The kernel's Triton IR as MLIR bytecode for XLA, or why XLA cannot take it (`Unfit`): IR
-    that does not parse, or whose kernel function does not take exactly `n_pointers` pointers.
-
-    Warns when this jaxlib cannot parse the IR that the installed Triton wrote (once per kernel:
-    `plan` keeps the answer in the kernel's record).
-    """
+    that does not parse (warned), or a kernel that takes other than `n_pointers` pointers."""
     try:
         module = parse_ttir(compiled.ttir)
     except Exception as err:  # MLIRError has no public base class to name across jaxlibs
+        # MLIR's text starts with a header and ends with notes.
+        lines = [line.strip() for line in str(err).strip().splitlines()]
+        said = " ".join([line for line in lines if line and not line.startswith("note:")][:2])
         unfit = Unfit(f"this jaxlib's Triton dialect cannot parse the IR that Triton "
-                      f"{_compat.triton_info().version} wrote ({_parse_error(err)})")
+                      f"{_compat.triton_info().version} wrote ({said[:300] or type(err).__name__})")
         warnings.warn(
             f"jax_triton_rocm: kernel {compiled.name} takes jaxlib's Triton call instead of "
             f"XLA's: {unfit.reason}. Use a Triton release whose IR this jaxlib reads "
@@ -109,14 +96,6 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | Un
     return value
 
 
-def _parse_error(err: Exception) -> str:
-    """The lines of a parse error that say what was wrong (MLIR's start with a header and end
-    with notes)."""
-    lines = [line.strip() for line in str(err).strip().splitlines()]
-    wanted = [line for line in lines if line and not line.startswith("note:")][:2]
-    return " ".join(wanted)[:300] or type(err).__name__
-
-
 logger = logging.getLogger("jax_triton_rocm")
 
 CUSTOM_CALL_NAME = _compat.XLA_TRITON_CALL_NAME
@@ -124,10 +103,8 @@ CUSTOM_CALL_NAME = _compat.XLA_TRITON_CALL_NAME
 
 @dataclasses.dataclass(frozen=True)
 class NativeCall:
-    """What the custom call's backend config carries (see the module docstring), and the operands
-    the route adds after the call's own: a zero-filled one per output in `zeroed`, then a 0-d one
-    per scalar in `scalars`, holding its value divided by its entry in `scalar_scales` (the
-    factor the trampoline multiplies it back by, `_trampoline.Compiled.scalar_scales`)."""
+    """What the custom call's backend config carries, and the operands the route adds: a
+    zero-filled one per output in `zeroed`, then a 0-d one per scalar, divided by its scale."""
 
     name: str
     ir: bytes
@@ -141,14 +118,13 @@ class NativeCall:
 
 @dataclasses.dataclass(frozen=True)
 class Unfit:
-    """Why a call cannot take XLA's route, found once its kernel is planned or compiled."""
+    """Why a call cannot take XLA's route."""
 
     reason: str
 
 
 def unfit_before_compile(spec: KernelCallSpec) -> Unfit | None:
-    """The route's answer before any compile: why the call cannot take it (`Unfit`, as the
-    route answers after planning or compiling too), or None if it may."""
+    """Why the call cannot take the route, known before any compile, or None."""
     if not xla_triton_dialect():
         return Unfit("this jaxlib has no Triton dialect (jaxlib.triton) to read the kernel's IR "
                      "with, as XLA's call must")
@@ -176,9 +152,8 @@ def unfit_before_compile(spec: KernelCallSpec) -> Unfit | None:
 
 
 def refilled(call: NativeCall, launch: _plan.Launch) -> NativeCall | None:
-    """A kept call with the grid and scalars of a new call's one launch (`_plan.relaunch`), or
-    None where its kernel cannot take them: it zeroes other buffers, or an int is of another
-    divisibility class."""
+    """A kept call with the grid and scalars of a new call's one launch, or None where its kernel
+    cannot take them (other buffers zeroed, an int of another divisibility class)."""
     # The launch's runtime scalars, in kernel order: what the trampoline loads, in its order.
     scalars = tuple(source.scalar for source in launch.bound.sources if source.kind == "scalar")
     if tuple(launch.zeroed) == call.zeroed and all(
@@ -190,12 +165,8 @@ def refilled(call: NativeCall, launch: _plan.Launch) -> NativeCall | None:
 
 def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _plan.Launch,
          in_avals: tuple, out_avals: tuple, record: dict) -> NativeCall | Unfit:
-    """The call's one launch (planned by the lowering shell, `routes._lowering`) in the form XLA
-    launches, top-down, or why it does not fit: compiled as the trampoline XLA calls
-    (`_trampoline.for_xla`), and its IR checked for this jaxlib (`checked_ir`, kept in the
-    kernel's `record`); unfit are an output to zero that shares an input's buffer, more shared
-    memory than the architecture has, global scratch memory, and IR XLA cannot take."""
-    # The launch compiled in the form XLA launches.
+    """The call's one launch compiled as the trampoline XLA calls, its IR checked for this jaxlib
+    (kept in the kernel's `record`), or why it does not fit."""
     aliased = {o for _, o in spec.input_output_aliases}
     if aliased & set(launch.zeroed):
         return Unfit("an output to zero shares its buffer with an input (jaxlib's call zeroes "
@@ -238,16 +209,10 @@ _SCALAR_DTYPES = {"u1": np.bool_, "i1": np.bool_, "i32": np.int32, "u32": np.uin
 
 def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
          aliases: Sequence[tuple[int, int]], has_side_effect: bool = False, name: str = ""):
-    """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`: its
-    `mlir.custom_call` with a dictionary backend config is not public, but the same in every
-    supported jax), with the operands the call adds (zero-filled ones aliased to the outputs to
-    zero, then the scalars).
-
-    XLA's backend config has no field for the call's `name` (its `name` is the `tt.func` to
-    launch), so the call's name is a frontend attribute of the op, which HLO dumps show and
-    `kernel_calls` reads back. (Not the op's location: JAX lowers a primitive into a private
-    function once and inlines it, keeping the call site's location only.)
-    """
+    """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`; its private
+    `mlir.custom_call` is the same in every supported jax), with the operands the call adds.
+    The call's `name` is a frontend attribute (HLO dumps show it, `kernel_calls` reads it): the
+    config's `name` is the `tt.func`, and JAX keeps only the call site's location."""
     from jax._src.lib.mlir import ir
 
     zero_avals = [ctx.avals_out[o] for o in call.zeroed]
@@ -263,9 +228,7 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
         "ir": ir.StringAttr.get(call.ir),
         "num_stages": mlir.i32_attr(call.num_stages),
         "num_warps": mlir.i32_attr(call.num_warps),
-        "grid_x": mlir.i32_attr(call.grid[0]),
-        "grid_y": mlir.i32_attr(call.grid[1]),
-        "grid_z": mlir.i32_attr(call.grid[2]),
+        **{f"grid_{axis}": mlir.i32_attr(n) for axis, n in zip("xyz", call.grid, strict=True)},
         "debug": ir.BoolAttr.get(False),
     }
     # Row-major layouts: the kernel indexes every buffer as C-contiguous (a scalar's has none).
