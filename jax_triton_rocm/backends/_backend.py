@@ -137,7 +137,7 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def loaded_form(self, compiled: CompiledKernel, answers: ArchAnswers,
                     features: _vendors.PluginFeatures,
-                    devices: GpuArch | None = None) -> LoadedForm:
+                    devices: GpuArch | None = None, keep_ptx_text: bool = False) -> LoadedForm:
         """How the installed jaxlib loads `compiled` on `devices` (None: on devices of the
         architecture it was compiled for, `answers.arch`): `code_for_devices` where they differ,
         else the binary as it travels in `module_image` or the `ptx_field`, with the warps

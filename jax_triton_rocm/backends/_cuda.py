@@ -105,7 +105,7 @@ class CudaBackend(Backend):
 
     def loaded_form(self, compiled: CompiledKernel, answers: ArchAnswers,
                     features: _vendors.PluginFeatures,
-                    devices: GpuArch | None = None) -> LoadedForm:
+                    devices: GpuArch | None = None, keep_ptx_text: bool = False) -> LoadedForm:
         # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
         # jaxlib launches num_warps * 32 threads, the block Triton built for.
         if devices is not None:
@@ -117,8 +117,7 @@ class CudaBackend(Backend):
         # The CUBIN without the copy of its PTX text that ptxas embeds, which the driver never
         # reads (`_cubin`; `JAX_TRITON_ROCM_KEEP_PTX_TEXT=1` keeps it); once per binary: the
         # lowering keeps the image it makes of it.
-        binary = (compiled.binary if _env.keep_ptx_text()
-                  else _cubin.without_ptx_text(compiled.binary))
+        binary = compiled.binary if keep_ptx_text else _cubin.without_ptx_text(compiled.binary)
         return LoadedForm(None, answers.capability, binary, compiled.num_warps)
 
     def ptx_field(self, compiled: CompiledKernel) -> str:

@@ -83,14 +83,12 @@ def custom_calls_recorded(xla_flags: str) -> bool:
     return recorded
 
 
-def plain_call_name(*, exporting: bool) -> str:
-    """The custom-call target of a plain call, as `JAX_TRITON_ROCM_CALL_TARGET` sets it (auto:
-    by `custom_calls_recorded`). An exported call takes the FFI target: the program runs under
-    other flags, and that is the name jax-triton's export checks allow."""
-    setting, xla_flags = _env.call_target()
-    if exporting or setting == "ffi":
+def plain_call_name(settings: _env.LoweringSettings, *, exporting: bool) -> str:
+    """The target of a plain call as `settings` choose it (auto: `custom_calls_recorded`). An
+    exported call takes FFI: it runs under other flags, and jax-triton's export checks allow it."""
+    if exporting or settings.call_target == "ffi":
         return FFI_CALL_NAME
-    if setting == "legacy" or not custom_calls_recorded(xla_flags):
+    if settings.call_target == "legacy" or not custom_calls_recorded(settings.xla_flags):
         return LEGACY_CALL_NAME
     return FFI_CALL_NAME
 

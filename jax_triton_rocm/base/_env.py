@@ -1,15 +1,14 @@
 """The one reader of the environment: every variable the package reads, each with its reader.
 
 No other module reads `os.environ`, nor spells a variable's name: each calls a variable's reader
-here (which raises a ValueError naming the variable, its value and what is allowed), and names
-it by its constant. A reader reads at each call; its caller decides when (the target
-architecture once, at import; the rest at each use). docs/environment.md documents them;
-`check_variables` runs every reader where the package starts (and warns once of unknown
-`JAX_TRITON_ROCM_*` names); `info` lists them (`listed`, `unknown_package_variables`).
+here (a ValueError names the variable, its value and what is allowed). A reader reads at each
+call; its caller decides when (the target architecture once, at import; a lowering's settings
+once at its top, `lowering_settings`). docs/environment.md documents them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import logging
@@ -51,8 +50,7 @@ HOME = "HOME"
 # JAX's, which decide which backends start. `info` lists them.
 TRITON_ENV_VARS = (TRITON_CACHE_DIR, TRITON_HOME, "TRITON_KERNEL_DUMP", TRITON_DUMP_DIR,
                    "TRITON_DEFAULT_FP_FUSION")
-# XLA's flags, read for the one flag that decides whether XLA records custom calls into command
-# buffers (the target of plain calls: `base._compat.plain_call_name`).
+# XLA's flags, read for whether XLA records custom calls (`base._compat.plain_call_name`).
 XLA_FLAGS = "XLA_FLAGS"
 JAX_ENV_VARS = ("JAX_PLATFORMS", XLA_FLAGS)
 
@@ -92,9 +90,8 @@ def _flag(name: str, default: bool | None) -> bool | None:
 
 
 def _choice(name: str, choices: tuple[str, ...], *, what: str, unset: str) -> str | None:
-    """The variable `name`, lower-cased, one of `choices`; None when unset or empty. Any other
-    value is a ValueError that says `what` a value is ("a delivery mode") and what leaving it
-    `unset` gives ("the best supported")."""
+    """The variable `name`, lower-cased, one of `choices` (None: unset or empty); else a
+    ValueError saying `what` a value is ("a delivery mode") and what `unset` gives."""
     raw = os.environ.get(name, "").strip().lower()
     if not raw:
         return None
@@ -106,9 +103,8 @@ def _choice(name: str, choices: tuple[str, ...], *, what: str, unset: str) -> st
 
 def _count(name: str, default: int, *, minimum: int, meaning: str = "",
            default_text: str | None = None) -> int:
-    """The integer variable `name` (unset or empty: `default`), at least `minimum`; a ValueError,
-    which says what it counts (`meaning`) and the default (`default_text`, else `default`), for
-    anything but ASCII digits ("²" is a digit to `str.isdigit`) or more than `_MAX_DIGITS`."""
+    """The integer variable `name` (unset or empty: `default`), at least `minimum`; a ValueError
+    for anything but ASCII digits ("²" is a digit to `str.isdigit`) or over `_MAX_DIGITS`."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -134,12 +130,10 @@ autotune_target = functools.partial(_choice, ENV_AUTOTUNE_TARGET, AUTOTUNE_TARGE
                                     unset="the default, legacy")
 
 
-def call_target() -> tuple[str | None, str]:
-    """The target `JAX_TRITON_ROCM_CALL_TARGET` sets for plain calls ("auto", "ffi" or
-    "legacy"; None: unset, auto), and `XLA_FLAGS` as set ("" when unset), where auto looks for
-    the command-buffer flags (`base._compat.custom_calls_recorded`; XLA parses the rest)."""
-    return (_choice(ENV_CALL_TARGET, CALL_TARGET_CHOICES, what="a target for plain calls",
-                    unset="auto, chosen from XLA_FLAGS"), os.environ.get(XLA_FLAGS, ""))
+# The target `JAX_TRITON_ROCM_CALL_TARGET` sets for plain calls, or None (unset: auto).
+call_target = functools.partial(_choice, ENV_CALL_TARGET, CALL_TARGET_CHOICES,
+                                what="a target for plain calls",
+                                unset="auto, chosen from XLA_FLAGS")
 
 
 # `JAX_TRITON_ROCM_AUTOTUNE_DIR` as set: the folder of remembered autotune choices ("": none, in
@@ -148,8 +142,7 @@ autotune_dir = functools.partial(os.environ.get, ENV_AUTOTUNE_DIR)
 
 
 def compile_threads() -> int:
-    """The most threads that compile kernels at once (`JAX_TRITON_ROCM_COMPILE_THREADS`; 0
-    means one; unset: the CPUs this process may run on)."""
+    """The most threads compiling kernels at once (0: one; unset: the CPUs this process may use)."""
     return _count(ENV_COMPILE_THREADS, _values.cpu_count(), minimum=0,
                   default_text=f"one thread per kernel, at most {_values.cpu_count()}")
 
@@ -165,17 +158,31 @@ keep_ptx_text = functools.partial(_flag, ENV_KEEP_PTX_TEXT, False)
 
 
 def cache_size(name: str) -> int:
-    """The bound the cache-size variable `name` (`ENV_KERNEL_CACHE_SIZE` or
-    `ENV_CALL_CACHE_SIZE`) sets (read at each use; unset: 1024)."""
+    """The bound the cache-size variable `name` sets (read at each use; unset: 1024)."""
     return _count(name, DEFAULT_CACHE_SIZE, minimum=1,
                   meaning=" (how many entries the cache keeps)")
 
 
 def as_set(name: str) -> str | None:
-    """Variable `name` as set, unparsed (None: unset): a folder of Triton's as a message names
-    it (`TRITON_CACHE_DIR`, `TRITON_DUMP_DIR`, `TRITON_HOME`, `HOME`), or a memo key that must
-    change with the variable, never to decide anything (its reader does)."""
+    """Variable `name` as set (None: unset), for a message or a memo key; its reader decides."""
     return os.environ.get(name)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoweringSettings:
+    """What a lowering reads from the environment, once, at its top: its vendor's `variables`
+    as set (a memo key), the plain-call target, XLA's flags, KEEP_PTX_TEXT where CUDA's."""
+
+    variables: tuple[str | None, ...]
+    call_target: str | None
+    xla_flags: str
+    keep_ptx_text: bool
+
+
+def lowering_settings(variables: tuple[str, ...]) -> LoweringSettings:
+    return LoweringSettings(tuple([os.environ.get(name) for name in variables]), call_target(),
+                            os.environ.get(XLA_FLAGS, ""),
+                            ENV_KEEP_PTX_TEXT in variables and bool(keep_ptx_text()))
 
 
 def raw_reader(name: str) -> Callable[[], str | None]:
@@ -189,18 +196,15 @@ def listed(names: Iterable[str]) -> dict[str, str | None]:
 
 
 def unknown_package_variables() -> dict[str, str]:
-    """The `JAX_TRITON_ROCM_*` variables set that the package does not know (most likely typos),
-    with their values; those whose name goes on with TEST_ are the package's tests' own."""
+    """The unknown `JAX_TRITON_ROCM_*` variables set (typos) and their values, but tests' TEST_*."""
     unknown = sorted([name for name in os.environ
                       if name.startswith(ENV_PREFIX) and name not in PACKAGE_ENV_VARS
                       and not name[len(ENV_PREFIX):].startswith("TEST_")])
     return {name: os.environ[name] for name in unknown}
 
 
-# Each variable's reader, as the package reads it (a reader raises ValueError for a value it
-# refuses): `check_variables` runs them all where the package starts, so that a mistake is told
-# on every machine, not only where the variable's feature is used (prewarm on ROCm, the kernel
-# cache on a GPU). A reader that lives in a higher layer adds itself (`routes._arch`).
+# Each variable's reader: `check_variables` runs them all where the package starts, so that a
+# mistake is told on every machine, not only where its feature is used (prewarm on ROCm).
 VARIABLE_READERS: dict[str, Callable[[], Any]] = {
     ENV_HSACO_DELIVERY: hsaco_delivery,
     ENV_PREWARM: prewarm,
@@ -233,9 +237,8 @@ def variable_errors() -> dict[str, str]:
 
 
 def check_variables() -> None:
-    """Checks every package variable that is set, as its reader will (cheap while they are as
-    last checked), raising the first refused value's ValueError; the first time, logs a warning
-    naming each `JAX_TRITON_ROCM_*` variable set that the package does not know."""
+    """Raises the first refused value's ValueError (cheap while the values are as last
+    checked); the first time, warns of each `JAX_TRITON_ROCM_*` variable it does not know."""
     if not _UNKNOWN_LOOKED_FOR:
         _UNKNOWN_LOOKED_FOR.append(True)
         if unknown := unknown_package_variables():

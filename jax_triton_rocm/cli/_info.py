@@ -113,8 +113,8 @@ def platform_report(platform: str) -> dict[str, Any]:
     return {
         "plugin": features.plugin,
         "features_from": features.detected_from,
-        "custom_call_target": _or_told(lambda: _compat.plain_call_name(exporting=False),
-                                       (ValueError,)),
+        "custom_call_target": _or_told(lambda: _compat.plain_call_name(
+            _env.lowering_settings(()), exporting=False), (ValueError,)),
         "autotuned_call_name": _or_told(_compat.autotuned_call_name, (ValueError,)),
         "binary_delivery": _delivery(platform, features),
         "module_image_read": features.module_image,

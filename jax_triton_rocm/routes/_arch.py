@@ -39,16 +39,15 @@ class GpuArch:
 
 @dataclasses.dataclass(frozen=True)
 class Where:
-    """Where a call runs, and what decides its lowering beyond the call and its operands: the
-    devices' architecture where it differs, the call graph, the vendor's settings. `exporting`
-    is not compared: the memo that needs it keys on it, a kept plan holds nothing of it."""
+    """Where a call runs, and what decides its lowering beyond the call and its operands.
+    `exporting` is not compared: the memo that needs it keys on it, a kept plan holds none."""
 
     platform: str
     arch: GpuArch
     devices: GpuArch | None
     features: _vendors.PluginFeatures
     globals: tuple
-    settings: tuple
+    settings: _env.LoweringSettings
     exporting: bool = dataclasses.field(default=False, compare=False)
 
 
@@ -72,7 +71,7 @@ def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSp
         if devices is not None and devices.arch == arch.arch:
             devices = None
     return Where(backend.platform, arch, devices, features, _compile.call_graph_key(spec, record),
-                 tuple([_env.as_set(name) for name in backend.lowering_variables]), exporting)
+                 _env.lowering_settings(backend.lowering_variables), exporting)
 
 
 def for_export(ctx: LoweringRuleContext) -> bool:

@@ -42,11 +42,11 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
     record = _state.KERNEL_RECORDS.record(spec.kernel)
     if route == "jaxlib":
         where = _arch.where_it_runs(backend, ctx, spec, record)
-        plain_call_name = _compat.plain_call_name(exporting=where.exporting)
+        plain_call_name = _compat.plain_call_name(where.settings, exporting=where.exporting)
         # `Where` as plain values (its fields but `exporting`): hashed without a call per field.
         place = (where.platform, dataclasses.astuple(where.arch),
                  None if where.devices is None else dataclasses.astuple(where.devices),
-                 dataclasses.astuple(where.features), where.globals, where.settings)
+                 dataclasses.astuple(where.features), where.globals, where.settings.variables)
         decides = (place, where.exporting, plain_call_name)
         graph = where.globals
     else:

@@ -82,9 +82,9 @@ def _autotune_target():
 
 
 def _plain_call_target():
-    from jax_triton_rocm.base import _compat
+    from jax_triton_rocm.base import _compat, _env
 
-    return _compat.plain_call_name(exporting=False)
+    return _compat.plain_call_name(_env.lowering_settings(()), exporting=False)
 
 
 def _thread_count():

@@ -78,11 +78,12 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
     as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
     # Per process too: a path-delivered image names a file of this process (ROCm's).
     loads = (os.getpid(), dataclasses.astuple(where.features),
-             where.devices and where.devices.arch, where.settings, spec.debug)
+             where.devices and where.devices.arch, where.settings.variables, spec.debug)
     return [(as_planned[id(in_order)], in_order, kernel, _state.KERNEL_IMAGES.memo(
         (kernel.key, loads), functools.partial(
             _proto.kernel_image, backend, kernel, answers, where.features,
-            devices=where.devices, with_ttir=spec.debug), kernel=spec.unwrapped.jit_fn))
+            devices=where.devices, with_ttir=spec.debug,
+            keep_ptx_text=where.settings.keep_ptx_text), kernel=spec.unwrapped.jit_fn))
             for in_order, _, kernel in fit]
 
 

@@ -97,7 +97,7 @@ class KernelImage:
 
 def kernel_image(backend: Backend, compiled: CompiledKernel, answers: ArchAnswers,
                  features: PluginFeatures, *, devices: GpuArch | None = None,
-                 with_ttir: bool = False) -> KernelImage:
+                 with_ttir: bool = False, keep_ptx_text: bool = False) -> KernelImage:
     """The compiled kernel as the installed jaxlib loads it on `devices` (None: on devices of
     the architecture it was compiled for, `answers.arch`), with its IR in `ttir` if asked
     (jaxlib reads it for nothing).
@@ -113,7 +113,7 @@ def kernel_image(backend: Backend, compiled: CompiledKernel, answers: ArchAnswer
             f"global scratch memory, which this jaxlib {backend.platform} plugin "
             f"({features.detected_from}) does not allocate. Upgrade jax and its plugin to "
             f"0.11.1 or newer.")
-    form = backend.loaded_form(compiled, answers, features, devices)
+    form = backend.loaded_form(compiled, answers, features, devices, keep_ptx_text)
     return KernelImage(
         name=compiled.name,
         num_warps=form.num_warps,
