@@ -31,11 +31,10 @@ MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU T
 
 @dataclasses.dataclass(frozen=True)
 class LaunchLimits:
-    """What one block may use on a target (`arch`, for messages), with `warp_size` threads per
-    warp, built by `Backend.answers` and checked by `plan._plan.launch_problem`.
-    `max_shared_bytes`: None where the target is not in the vendor's table (then only the
-    launch checks it). `max_threads_x`: threads along the grid's x axis (programs times the
-    block's threads), where more than `max_grid` bounds them (HIP counts them in 32 bits)."""
+    """What one block may use on a target (`arch`, for messages), checked by
+    `plan._plan.launch_problem`. `max_shared_bytes`: None where the vendor's table lacks the
+    target (then only the launch checks it). `max_threads_x`: threads along the grid's x axis
+    (programs times the block's threads), where more than `max_grid` bounds them (HIP)."""
 
     arch: str
     warp_size: int
@@ -72,9 +71,7 @@ def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
 
 @dataclasses.dataclass(frozen=True)
 class ArchAnswers:
-    """What the backend answers for one architecture, asked once per compiled plan
-    (`Backend.answers`): Triton's `GPUTarget`, jaxlib's `compute_capability` field and what the
-    plan needs of where the launches run (`LaunchSite`)."""
+    """What the backend answers for one architecture, once per plan (`Backend.answers`)."""
 
     arch: GpuArch
     triton_gpu_target: Any

@@ -36,11 +36,9 @@ T = TypeVar("T")
 
 def launch_problem(limits: LaunchLimits, num_warps: int | None = None,
                    grid: tuple[int, int, int] | None = None, compiled: Any = None) -> str | None:
-    """Why a launch cannot run here, or None: its block of `num_warps` warps, its `grid` of
-    such blocks, and the shared memory of its `compiled` kernel
-    (`compile._compile.CompiledKernel`), checked in that order, each where given (a
-    configuration's grid is evaluated, and its kernel compiled, later): XLA's route, once
-    its launch compiled, and jaxlib's, per launch (`fitting`).
+    """Why a launch cannot run within `limits`, or None: its block of `num_warps` warps, its
+    `grid` and its `compiled` kernel (`compile._compile.CompiledKernel`), in that order, each
+    where given (a config's grid is evaluated, and its kernel compiled, later).
 
     Raises:
       NotImplementedError: a compiled kernel that fits needs a launch feature that neither
@@ -110,11 +108,8 @@ class LaunchConfig:
 
 
 def named_args(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_avals: tuple) -> dict:
-    """Argument values by name, as heuristics and pruning functions see them.
-
-    Arrays appear as their abstract values (shape and dtype, no data). Parameters filled by name
-    ("keyword" entries) are left to the constexprs.
-    """
+    """Argument values by name, as heuristics and pruning functions see them: arrays as their
+    abstract values; parameters filled by name ("keyword" entries) left to the constexprs."""
     names = list(jit_fn.arg_names)
     named: dict[str, Any] = {}
     for name, (kind, value) in zip(names, positional):
@@ -136,9 +131,8 @@ DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
-    """One launch of the kernel: its configuration, warps per program, grid (within the
-    target's limits), the outputs zeroed before it, and the arguments (`bound`) laid onto
-    `jit_fn`'s parameters (the call's kernel, or a route's trampoline around it)."""
+    """One launch of the kernel: `grid` within the target's limits, `bound` the arguments laid
+    onto `jit_fn`'s parameters (the call's kernel, or a route's trampoline around it)."""
 
     config: LaunchConfig
     num_warps: int
