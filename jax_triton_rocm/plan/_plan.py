@@ -107,25 +107,6 @@ class LaunchConfig:
         return {**self.options, **settings, **self.constexprs}
 
 
-def named_args(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_avals: tuple) -> dict:
-    """Argument values by name, as heuristics and pruning functions see them: arrays as their
-    abstract values; parameters filled by name ("keyword" entries) left to the constexprs."""
-    names = list(jit_fn.arg_names)
-    named: dict[str, Any] = {}
-    for name, (kind, value) in zip(names, positional):
-        if kind in ("array", "input"):
-            named[name] = in_avals[value]
-        elif kind == "output":
-            named[name] = out_avals[value]
-        elif kind == "scalar":
-            named[name] = value
-        elif kind in _layout.NESTED_KINDS:
-            named[name] = _layout.named_value((kind, value), in_avals)
-    if not _layout.places_outputs(positional):
-        named.update(zip(names[len(positional):], out_avals))
-    return named
-
-
 DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
 
 
@@ -227,7 +208,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
     kernel = spec.kernel_name
     # The call's own settings (triton_call checked them) and constexprs, and nothing else.
     own = unwrapped.autotuner is None and not unwrapped.heuristics
-    named = named_args(jit_fn, spec.positional, in_avals, out_avals)
+    named = _layout.named_args(jit_fn, spec.positional, in_avals, out_avals)
     param_names = set(jit_fn.arg_names)
     outside = unwrapped.heuristics[:unwrapped.heuristics_outside]
     inside = unwrapped.heuristics[unwrapped.heuristics_outside:]
@@ -252,7 +233,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
                                      list(jit_fn.arg_names), kernel)
             if descriptors:
                 positional = _hooks.reblocked(spec.positional, descriptors)
-                seen = named_args(jit_fn, positional, in_avals, out_avals)
+                seen = _layout.named_args(jit_fn, positional, in_avals, out_avals)
         if inside:
             config = _autotuner.apply_heuristics(inside, config, seen, kernel, param_names,
                                        site.compile_options)
@@ -337,7 +318,7 @@ def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_a
     Raises:
       ValueError / TypeError: as `launch_grid` and `zeroed_outputs`.
     """
-    named = named_args(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals)
+    named = _layout.named_args(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals)
     relaunched = []
     for launch in planned:
         config = _values.replaced(launch.config, meta={**named, **launch.config.kwargs_view()})
