@@ -3,7 +3,7 @@
 The lowering (`routes.jaxlib._jaxlib_call`, `routes.xla._xla_native`) drives; a backend
 (`_cuda.BACKEND`, `hip._hip.BACKEND`) only answers:
 which Triton target and compiler backend, which of the call's options it compiles with, how the
-compiled binary reaches its jaxlib plugin, and what a block may use (`plan._plan.LaunchLimits`
+compiled binary reaches its jaxlib plugin, and what a block may use (`LaunchLimits`
 for a `routes._arch.GpuArch`). A backend never calls into the lowering, and the lowering never asks
 which vendor it talks to.
 """
@@ -18,13 +18,30 @@ from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel, triton_options
-from jax_triton_rocm.plan._plan import LaunchLimits
-from jax_triton_rocm.spec._spec import KernelCallSpec
+from jax_triton_rocm.spec._spec import MAX_GRID_SIZE, KernelCallSpec
 
 if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.plan._plan import Launch
     from jax_triton_rocm.routes._arch import GpuArch
+
+
+MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU Triton targets
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchLimits:
+    """What one block may use on a target (`arch`, for messages), checked by
+    `plan._plan.launch_problem`. `max_shared_bytes`: None where the vendor's table lacks the
+    target (then only the launch checks it). `max_threads_x`: threads along the grid's x axis
+    (programs times the block's threads), where more than `max_grid` bounds them (HIP)."""
+
+    arch: str
+    warp_size: int
+    max_threads: int = MAX_THREADS_PER_BLOCK
+    max_shared_bytes: int | None = None
+    max_grid: tuple[int, int, int] = (MAX_GRID_SIZE,) * 3
+    max_threads_x: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,9 +71,7 @@ def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
 
 @dataclasses.dataclass(frozen=True)
 class ArchAnswers:
-    """What the backend answers for one architecture, asked once per compiled plan
-    (`Backend.answers`): Triton's `GPUTarget`, jaxlib's `compute_capability` field and what the
-    plan needs of where the launches run (`LaunchSite`)."""
+    """What the backend answers for one architecture, once per plan (`Backend.answers`)."""
 
     arch: GpuArch
     triton_gpu_target: Any
@@ -100,6 +115,7 @@ class Backend(abc.ABC):
       after_encode: where a vendor has one (ROCm's prewarm), `after_encode(lowered, ctx, emit)`
         runs once a call is encoded, before it is emitted; `emit(ctx, operands, lowered)` emits
         an encoded call, so a backend never imports the lowering.
+      max_grid, max_threads_x: the target's grid limits (`LaunchLimits`).
     """
 
     platform: str = ""
@@ -112,11 +128,16 @@ class Backend(abc.ABC):
     arch_keyword: str = ""
     lowering_variables: tuple[str, ...] = ()
     after_encode: Callable[[Any, LoweringRuleContext, Callable[..., Any]], None] | None = None
+    max_grid: tuple[int, int, int] = (MAX_GRID_SIZE,) * 3
+    max_threads_x: int | None = None
 
     def answers(self, arch: GpuArch) -> ArchAnswers:
         """Every per-architecture answer at once, the vendor's (`target`) with what the plan
         needs of where the launches run, so that the lowering asks the backend once per plan."""
-        triton_gpu_target, capability, limits = self.target(arch)
+        triton_gpu_target, capability, max_shared_bytes = self.target(arch)
+        limits = LaunchLimits(arch.arch, triton_gpu_target.warp_size,
+                              max_shared_bytes=max_shared_bytes, max_grid=self.max_grid,
+                              max_threads_x=self.max_threads_x)
         fp8_types = _FP8_TYPES.get(triton_gpu_target)
         if fp8_types is None:  # what Triton's backend fills in, once per target
             from triton.compiler import make_backend
@@ -130,9 +151,9 @@ class Backend(abc.ABC):
         return ArchAnswers(arch, triton_gpu_target, capability, site)
 
     @abc.abstractmethod
-    def target(self, arch: GpuArch) -> tuple[Any, int, LaunchLimits]:
-        """Triton's `GPUTarget` for `arch`, jaxlib's `compute_capability` field, and what one
-        block may use there (threads, shared memory)."""
+    def target(self, arch: GpuArch) -> tuple[Any, int, int | None]:
+        """Triton's `GPUTarget` for `arch`, jaxlib's `compute_capability` field, and the shared
+        memory one block may use there (None: not in the vendor's table)."""
 
     @abc.abstractmethod
     def loaded_form(self, compiled: CompiledKernel, answers: ArchAnswers,

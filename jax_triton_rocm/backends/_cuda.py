@@ -22,7 +22,6 @@ from jax_triton_rocm.backends import _cubin, _vendors
 from jax_triton_rocm.backends._backend import ArchAnswers, Backend, LoadedForm
 from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.plan._plan import LaunchLimits
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE
 
 if TYPE_CHECKING:
@@ -97,11 +96,12 @@ class CudaBackend(Backend):
     option_names = frozenset([field.name
                               for field in dataclasses.fields(_triton_nvidia.CUDAOptions)])
 
-    def target(self, arch: GpuArch) -> tuple[GPUTarget, int, LaunchLimits]:
+    max_grid = (MAX_GRID_SIZE, 65535, 65535)
+
+    def target(self, arch: GpuArch) -> tuple[GPUTarget, int, int | None]:
         capability = int(arch.arch[3:])  # "sm_90" (canonical): 90, as `compute_capability`
-        return GPUTarget("cuda", capability, WARP_SIZE), capability, LaunchLimits(
-            arch.arch, WARP_SIZE, max_shared_bytes=MAX_SHARED_BYTES.get(capability),
-            max_grid=(MAX_GRID_SIZE, 65535, 65535))
+        return (GPUTarget("cuda", capability, WARP_SIZE), capability,
+                MAX_SHARED_BYTES.get(capability))
 
     def loaded_form(self, compiled: CompiledKernel, answers: ArchAnswers,
                     features: _vendors.PluginFeatures,

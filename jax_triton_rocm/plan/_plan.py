@@ -3,9 +3,9 @@ configuration (`launches`: one for a plain kernel, several for an autotuned one)
 and compile options, the warps, the grid, the outputs to zero and the arguments laid onto the
 kernel's parameters (`_layout`).
 
-What one block may use on the target (`LaunchLimits`, filled in by each vendor's backend) is
+What one block may use on the target (`backends._backend.LaunchLimits`, the backend's answer) is
 checked at lowering instead of failing at launch, and again once compiled
-(`keep_launchable`, `LaunchLimits.problem`): a plain call that breaks a limit gets a ValueError
+(`keep_launchable`, `launch_problem`): a plain call that breaks a limit gets a ValueError
 naming the setting, the target and the limit; an autotuned call drops the configs that break
 one, and fails only when none is left. The order in which heuristics, configs and hooks run:
 docs/design.md, "Launch configurations".
@@ -23,81 +23,64 @@ import jax
 from jax_triton_rocm.base import _values
 from jax_triton_rocm.spec import _autotuner, _callbacks, _hooks, _layout, _spec
 from jax_triton_rocm.spec._autotuner import LAUNCH_SETTINGS
-from jax_triton_rocm.spec._spec import MAX_GRID_SIZE, KernelCallSpec, MetaGrid, normalize_grid
+from jax_triton_rocm.spec._spec import KernelCallSpec, MetaGrid, normalize_grid
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
-    from jax_triton_rocm.backends._backend import LaunchSite
+    from jax_triton_rocm.backends._backend import LaunchLimits, LaunchSite
 
 logger = logging.getLogger("jax_triton_rocm")
 
 T = TypeVar("T")
 
 
-MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU Triton targets
+def launch_problem(limits: LaunchLimits, num_warps: int | None = None,
+                   grid: tuple[int, int, int] | None = None, compiled: Any = None) -> str | None:
+    """Why a launch cannot run within `limits`, or None: its block of `num_warps` warps, its
+    `grid` and its `compiled` kernel (`compile._compile.CompiledKernel`), in that order, each
+    where given (a config's grid is evaluated, and its kernel compiled, later).
 
-
-@dataclasses.dataclass(frozen=True)
-class LaunchLimits:
-    """What one block may use on a target (`arch`, for messages), with `warp_size` threads per
-    warp. `max_shared_bytes`: None where the target is not in the vendor's table (then only the
-    launch checks it). `max_threads_x`: threads along the grid's x axis (programs times the
-    block's threads), where more than `max_grid` bounds them (HIP counts them in 32 bits)."""
-
-    arch: str
-    warp_size: int
-    max_threads: int = MAX_THREADS_PER_BLOCK
-    max_shared_bytes: int | None = None
-    max_grid: tuple[int, int, int] = (MAX_GRID_SIZE,) * 3
-    max_threads_x: int | None = None
-
-    def problem(self, num_warps: int | None = None, grid: tuple[int, int, int] | None = None,
-                compiled: Any = None) -> str | None:
-        """Why a launch cannot run here, or None: its block of `num_warps` warps, its `grid` of
-        such blocks, and the shared memory of its `compiled` kernel
-        (`compile._compile.CompiledKernel`), checked in that order, each where given (a
-        configuration's grid is evaluated, and its kernel compiled, later): XLA's route, once
-        its launch compiled, and jaxlib's, per launch (`fitting`).
-
-        Raises:
-          NotImplementedError: a compiled kernel that fits needs a launch feature that neither
-            jaxlib's Triton call nor XLA's provides.
-        """
-        threads = (num_warps or 0) * self.warp_size
-        if threads > self.max_threads:
-            return (f"num_warps={num_warps} makes blocks of {threads} threads ({num_warps} warps "
-                    f"of {self.warp_size}) on {self.arch}, whose limit is {self.max_threads}; use "
-                    f"num_warps={self.max_threads // self.warp_size} or fewer")
-        for axis, (size, limit) in enumerate(zip(grid or (), self.max_grid)):
-            if size > limit:
-                return (f"dimension {axis} has {size} programs and {self.arch} launches at most "
-                        f"{limit} along it; put the large size on dimension 0 (up to "
-                        f"{self.max_grid[0]}) or give each program more work")
-        if grid is not None and self.max_threads_x is not None and (
-                grid[0] * threads > self.max_threads_x):
-            return (f"dimension 0 has {grid[0]} programs of {threads} threads ({num_warps} warps "
-                    f"of {self.warp_size}), {grid[0] * threads} threads in all, and {self.arch} "
-                    f"launches at most {self.max_threads_x} threads along it; give each program "
-                    f"more work (at most {self.max_threads_x // threads} programs of this size), "
-                    f"or move programs to dimension 1 (up to {self.max_grid[1]})")
-        if compiled is None:
-            return None
-        shared_bytes = compiled.shared_mem_bytes
-        if self.max_shared_bytes is not None and shared_bytes > self.max_shared_bytes:
-            return (f"the kernel needs {shared_bytes} bytes of shared memory per block, and "
-                    f"{self.arch} allows {self.max_shared_bytes}; use smaller blocks or fewer "
-                    f"num_stages")
-        if compiled.profile_scratch_size:
-            raise NotImplementedError(
-                f"Kernel {compiled.name} was compiled with Triton's profiling instrumentation "
-                f"(profile scratch of {compiled.profile_scratch_size} bytes), which jaxlib does "
-                f"not allocate. Unset TRITON's instrumentation mode (TRITON_INSTRUMENTATION_MODE).")
-        for flag in ("launch_cooperative_grid", "launch_pdl"):
-            if compiled.metadata.get(flag):
-                raise NotImplementedError(
-                    f"Kernel {compiled.name} needs a {flag.removeprefix('launch_')} launch, "
-                    f"which jaxlib's Triton launcher does not do. Compile without it.")
+    Raises:
+      NotImplementedError: a compiled kernel that fits needs a launch feature that neither
+        jaxlib's Triton call nor XLA's provides.
+    """
+    threads = (num_warps or 0) * limits.warp_size
+    if threads > limits.max_threads:
+        return (f"num_warps={num_warps} makes blocks of {threads} threads ({num_warps} warps "
+                f"of {limits.warp_size}) on {limits.arch}, whose limit is {limits.max_threads}; use "
+                f"num_warps={limits.max_threads // limits.warp_size} or fewer")
+    for axis, (size, limit) in enumerate(zip(grid or (), limits.max_grid)):
+        if size > limit:
+            return (f"dimension {axis} has {size} programs and {limits.arch} launches at most "
+                    f"{limit} along it; put the large size on dimension 0 (up to "
+                    f"{limits.max_grid[0]}) or give each program more work")
+    if grid is not None and limits.max_threads_x is not None and (
+            grid[0] * threads > limits.max_threads_x):
+        return (f"dimension 0 has {grid[0]} programs of {threads} threads ({num_warps} warps "
+                f"of {limits.warp_size}), {grid[0] * threads} threads in all, and {limits.arch} "
+                f"launches at most {limits.max_threads_x} threads along it; give each program "
+                f"more work (at most {limits.max_threads_x // threads} programs of this size), "
+                f"or move programs to dimension 1 (up to {limits.max_grid[1]})")
+    if compiled is None:
         return None
+    shared_bytes = compiled.shared_mem_bytes
+    if limits.max_shared_bytes is not None and shared_bytes > limits.max_shared_bytes:
+        return (f"the kernel needs {shared_bytes} bytes of shared memory per block, and "
+                f"{limits.arch} allows {limits.max_shared_bytes}; use smaller blocks or fewer "
+                f"num_stages")
+    if compiled.profile_scratch_size:
+        raise NotImplementedError(
+            f"Kernel {compiled.name} was compiled with Triton's profiling instrumentation "
+            f"(profile scratch of {compiled.profile_scratch_size} bytes), which jaxlib does "
+            f"not allocate. Unset TRITON's instrumentation mode (TRITON_INSTRUMENTATION_MODE).")
+    for flag in ("launch_cooperative_grid", "launch_pdl"):
+        if compiled.metadata.get(flag):
+            raise NotImplementedError(
+                f"Kernel {compiled.name} needs a {flag.removeprefix('launch_')} launch, "
+                f"which jaxlib's Triton launcher does not do. Compile without it.")
+    return None
+
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,36 +107,13 @@ class LaunchConfig:
         return {**self.options, **settings, **self.constexprs}
 
 
-def named_args(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_avals: tuple) -> dict:
-    """Argument values by name, as heuristics and pruning functions see them.
-
-    Arrays appear as their abstract values (shape and dtype, no data). Parameters filled by name
-    ("keyword" entries) are left to the constexprs.
-    """
-    names = list(jit_fn.arg_names)
-    named: dict[str, Any] = {}
-    for name, (kind, value) in zip(names, positional):
-        if kind in ("array", "input"):
-            named[name] = in_avals[value]
-        elif kind == "output":
-            named[name] = out_avals[value]
-        elif kind == "scalar":
-            named[name] = value
-        elif kind in _layout.NESTED_KINDS:
-            named[name] = _layout.named_value((kind, value), in_avals)
-    if not _layout.places_outputs(positional):
-        named.update(zip(names[len(positional):], out_avals))
-    return named
-
-
 DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
 
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
-    """One launch of the kernel: its configuration, warps per program, grid (within the
-    target's limits), the outputs zeroed before it, and the arguments (`bound`) laid onto
-    `jit_fn`'s parameters (the call's kernel, or a route's trampoline around it)."""
+    """One launch of the kernel: `grid` within the target's limits, `bound` the arguments laid
+    onto `jit_fn`'s parameters (the call's kernel, or a route's trampoline around it)."""
 
     config: LaunchConfig
     num_warps: int
@@ -202,7 +162,7 @@ def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, num_warps: int,
                 f"on axis {axis}. Under jax.vmap that axis counts the examples: leave it at 1 "
                 f"in the grid, or name a free axis.")
         grid = grid[:axis] + (spec.batch.size,) + grid[axis + 1:]
-    if limits is not None and (problem := limits.problem(num_warps, grid)):
+    if limits is not None and (problem := launch_problem(limits, num_warps, grid)):
         raise ValueError(f"{what}={grid}: {problem}.")
     return grid
 
@@ -248,7 +208,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
     kernel = spec.kernel_name
     # The call's own settings (triton_call checked them) and constexprs, and nothing else.
     own = unwrapped.autotuner is None and not unwrapped.heuristics
-    named = named_args(jit_fn, spec.positional, in_avals, out_avals)
+    named = _layout.named_args(jit_fn, spec.positional, in_avals, out_avals)
     param_names = set(jit_fn.arg_names)
     outside = unwrapped.heuristics[:unwrapped.heuristics_outside]
     inside = unwrapped.heuristics[unwrapped.heuristics_outside:]
@@ -273,7 +233,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
                                      list(jit_fn.arg_names), kernel)
             if descriptors:
                 positional = _hooks.reblocked(spec.positional, descriptors)
-                seen = named_args(jit_fn, positional, in_avals, out_avals)
+                seen = _layout.named_args(jit_fn, positional, in_avals, out_avals)
         if inside:
             config = _autotuner.apply_heuristics(inside, config, seen, kernel, param_names,
                                        site.compile_options)
@@ -299,8 +259,9 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
             site.check_ctas(config.num_ctas)
     warps = [(config, config.num_warps or DEFAULT_NUM_WARPS) for config in configs]
     if site.limits is not None:
-        warps = keep_launchable(warps, [site.limits.problem(num_warps) for _, num_warps in warps],
-                                kernel=kernel)
+        warps = keep_launchable(
+            warps, [launch_problem(site.limits, num_warps) for _, num_warps in warps],
+            kernel=kernel)
     return [Launch(
         config=config,
         num_warps=num_warps,
@@ -344,8 +305,8 @@ def keep_launchable(items: Sequence[T], problems: Sequence[str | None], *, kerne
 
 def fitting(compiled: Sequence[T], limits: LaunchLimits, *, kernel: str) -> list[T]:
     """The (..., compiled kernel) items that fit `limits`, as `keep_launchable` keeps them."""
-    return keep_launchable(compiled, [limits.problem(compiled=item[-1]) for item in compiled],
-                           kernel=kernel)
+    return keep_launchable(
+        compiled, [launch_problem(limits, compiled=item[-1]) for item in compiled], kernel=kernel)
 
 
 def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
@@ -357,7 +318,7 @@ def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_a
     Raises:
       ValueError / TypeError: as `launch_grid` and `zeroed_outputs`.
     """
-    named = named_args(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals)
+    named = _layout.named_args(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals)
     relaunched = []
     for launch in planned:
         config = _values.replaced(launch.config, meta={**named, **launch.config.kwargs_view()})

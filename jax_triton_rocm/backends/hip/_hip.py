@@ -21,7 +21,6 @@ from jax_triton_rocm.backends._backend import ArchAnswers, Backend, LoadedForm
 from jax_triton_rocm.backends.hip import _hip_files
 from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.plan._plan import LaunchLimits
 
 _compat.triton_info()  # a Triton that does not import at all fails here, with its own error
 try:
@@ -41,9 +40,6 @@ JAXLIB_WARP = 64
 # TargetInfo::getSharedMemorySize).
 MAX_SHARED_BYTES = {"gfx950": 160 * 1024, "gfx1250": 320 * 1024}
 DEFAULT_MAX_SHARED_BYTES = 64 * 1024
-# hipModuleLaunchKernel refuses a grid whose x size times the block's threads exceeds 32 bits
-# (hipErrorInvalidConfiguration): HIP counts global work items, not blocks.
-MAX_THREADS_X = 2**32 - 1
 
 
 def warp_size(arch: str) -> int:
@@ -89,13 +85,16 @@ class HipBackend(Backend):
     option_names = frozenset([field.name
                               for field in dataclasses.fields(_triton_amd.HIPOptions)])
 
-    def target(self, arch: GpuArch) -> tuple[GPUTarget, int, LaunchLimits]:
-        name, warp = arch.arch, warp_size(arch.arch)
+    # hipModuleLaunchKernel refuses a grid whose x size times the block's threads exceeds 32
+    # bits (hipErrorInvalidConfiguration): HIP counts global work items, not blocks.
+    max_threads_x = 2**32 - 1
+
+    def target(self, arch: GpuArch) -> tuple[GPUTarget, int, int | None]:
+        name = arch.arch
         # jaxlib's HIP `get_compute_capability`: major*10+minor (94 for gfx942).
         capability = int(name[3:-2]) * 10 + int(name[-2], 16)
-        return GPUTarget("hip", name, warp), capability, LaunchLimits(
-            name, warp, max_shared_bytes=MAX_SHARED_BYTES.get(name, DEFAULT_MAX_SHARED_BYTES),
-            max_threads_x=MAX_THREADS_X)
+        return (GPUTarget("hip", name, warp_size(name)), capability,
+                MAX_SHARED_BYTES.get(name, DEFAULT_MAX_SHARED_BYTES))
 
     def knows_arch(self, arch: str) -> bool:
         return _llvm_amdgpu_processors(arch)

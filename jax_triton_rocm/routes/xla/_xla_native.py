@@ -185,7 +185,7 @@ def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
     # Raises for a launch feature.
-    problem = answers.launch_site.limits.problem(compiled=compiled)
+    problem = _plan.launch_problem(answers.launch_site.limits, compiled=compiled)
     if problem:
         return Unfit(problem)  # jaxlib's route raises it, with the kernel's name
     if compiled.global_scratch_size:
