@@ -416,8 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     hold = args.results == "held"
     results = [measure(name, where, args.executions, args.repeats, args.rounds, hold=hold,
                        top=args.host_events) for name in kernels]
-    from jax_triton_rocm.base import _compat
-    plain_target = _compat.plain_call_name(exporting=False)
+    from jax_triton_rocm.base import _compat, _env
+    plain_target = _compat.plain_call_name(_env.lowering_settings(()), exporting=False)
     print(f"command buffers {args.command_buffers}; results {args.results}; the package's plain "
           f"calls: {plain_target}; XLA_FLAGS {os.environ['XLA_FLAGS'] or '(empty)'}")
     print_report(results)
