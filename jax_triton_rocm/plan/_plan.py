@@ -81,8 +81,6 @@ def launch_problem(limits: LaunchLimits, num_warps: int | None = None,
     return None
 
 
-
-
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
     """One way to launch the kernel: constexprs by name, the settings (None: the backend's
@@ -191,17 +189,9 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
     the Python scalars they equal (`_spec.plain_constexpr`), so `np.int64(256)` compiles as
     `256` does. `types`: the call's values and metaparameters as typed for the plan memo, which
     a config's layout takes with its own constexprs unless a pre_hook re-laid it out (a kernel
-    with neither autotuner nor heuristics launches with those); None types them here.
-
-    Raises:
-      NotImplementedError: an autotuner feature jaxlib cannot honour (names the alternative).
-      ValueError: a metaparameter the call sets that no config agrees with, pruning that left
-        no config, no configuration that can launch there (each one's reason named), or a grid
-        or zeroed outputs that are not valid (`launch_grid`, `zeroed_outputs`).
-      TypeError: a config or heuristic that sets a name that is no parameter and no launch
-        setting, or a buffer with an fp8 dtype the target's Triton compiler refuses, naming the
-        parameter, its dtype, the target and the fp8 dtypes it takes.
-      TypeError / NotImplementedError: as `_layout.lay_out_arguments`.
+    with neither autotuner nor heuristics launches with those); None types them here. Raises
+    what the autotuner's configs and heuristics, `keep_launchable`, `launch_grid`,
+    `zeroed_outputs` and `_layout.lay_out_arguments` raise.
     """
     unwrapped = spec.unwrapped
     jit_fn = unwrapped.jit_fn
@@ -282,12 +272,8 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
 
 def keep_launchable(items: Sequence[T], problems: Sequence[str | None], *, kernel: str) -> list[T]:
     """The items (one per launch config: tuples whose first element has the config's
-    `description`) whose problem (`problems`, one per item: why it cannot launch, or None) is
-    None: jaxlib's route checks its launches once compiled, with `fitting`.
-
-    Raises:
-      ValueError: a single item with a problem, or every item of several; names each problem.
-    """
+    `description`) whose problem (why it cannot launch) is None; a ValueError naming each
+    problem where none is left. jaxlib's route checks its launches again once compiled."""
     problems = list(zip(items, problems))
     kept = [item for item, problem in problems if problem is None]
     if len(items) == 1 and not kept:
@@ -313,11 +299,7 @@ def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_a
              limits: LaunchLimits | None) -> list[Launch]:
     """`planned` (the launches of an earlier call with the same `_lowering.plan_key`) for this call:
     the grid (within `limits`, the target's), the outputs to zero, the runtime scalars and what a
-    callable grid sees, as `launches` would give them.
-
-    Raises:
-      ValueError / TypeError: as `launch_grid` and `zeroed_outputs`.
-    """
+    callable grid sees, as `launches` would give them (and raise)."""
     named = _layout.named_args(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals)
     relaunched = []
     for launch in planned:
