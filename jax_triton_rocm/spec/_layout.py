@@ -183,15 +183,11 @@ def lay_out_arguments(
     target: str = "",
     types: _spec.ArgumentTypes | None = None,
 ) -> BoundKernel:
-    """Lays a call's arguments onto the kernel's parameters, checking each against it.
-
-    The positional layout (`triton_call`'s "array" and "scalar" entries) puts the outputs' pointers
-    after the positional arguments and fills the rest by name. The placed layout
-    (`triton_call_lowering`'s, one entry per parameter) places everything; an output no entry
-    names has no parameter (an in-place kernel writes it through its aliased input), which only
-    trailing outputs may do (the caller checks that). `backend`: Triton's compiler backend class
-    (for `parse_attr`); `fp8_types`: the fp8 types the target takes, None where any is; `types`:
-    the call's `_spec.argument_types`, where the caller has them."""
+    """Lays a call's arguments onto the kernel's parameters (the module's docstring says how),
+    checking each against it. In a placed layout an output no entry names has no parameter (an
+    in-place kernel writes it through its aliased input), which only trailing outputs may do
+    (the caller checks that). `backend`: Triton's compiler backend class (for `parse_attr`);
+    `fp8_types`: the fp8 types the target takes, None where any is."""
     if types is None:
         types = _spec.argument_types(jit_fn, positional, in_avals, out_avals, constexprs)
     n_positional = len(positional)
@@ -376,10 +372,8 @@ def _collision(jit_fn: JITFunction, position: int, output: int, positional: tupl
 
 def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple) -> None:
     """Checks the call `spec` against the kernel's parameters, so that a mistake fails at the
-    call, not at lowering: a plain kernel's arguments laid out as the lowering will, an autotuned
-    kernel's operands and keywords and its autotuner's features. The full check's spec holds its
-    typing of the call (`types`), and the call is laid out; a call relaid into a kept layout
-    (`types` None) is laid out once per what the layout reads (`CHECKED_CALLS`)."""
+    call, not at lowering (an autotuned kernel's configs set its constexprs only then). A call
+    relaid into a kept layout (`types` None) is laid out once per what the layout reads."""
 
     unwrapped, positional, out_shapes = spec.unwrapped, spec.positional, spec.out_shapes
     metaparams = dict(spec.metaparams)
