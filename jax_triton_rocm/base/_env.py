@@ -170,17 +170,20 @@ def as_set(name: str) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class LoweringSettings:
-    """What a lowering reads from the environment, once, at its top: its vendor's `variables`
-    as set (a memo key), the plain-call target, XLA's flags, KEEP_PTX_TEXT where CUDA's."""
+    """What a lowering reads from the environment, once, at its top: the route asked (the
+    call's `xla_native`, XLA_NATIVE's where the call says None), its vendor's `variables` as set
+    (a memo key), the plain-call target, XLA's flags, KEEP_PTX_TEXT where CUDA's."""
 
+    xla_native: bool | None
     variables: tuple[str | None, ...]
     call_target: str | None
     xla_flags: str
     keep_ptx_text: bool
 
 
-def lowering_settings(variables: tuple[str, ...]) -> LoweringSettings:
-    return LoweringSettings(tuple([os.environ.get(name) for name in variables]), call_target(),
+def lowering_settings(variables: tuple[str, ...], asked: bool | None = False) -> LoweringSettings:
+    return LoweringSettings(xla_native() if asked is None else asked,
+                            tuple([os.environ.get(name) for name in variables]), call_target(),
                             os.environ.get(XLA_FLAGS, ""),
                             ENV_KEEP_PTX_TEXT in variables and bool(keep_ptx_text()))
 

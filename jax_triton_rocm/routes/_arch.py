@@ -52,10 +52,11 @@ class Where:
 
 
 def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                  record: dict) -> Where:
-    """Where jaxlib's route runs the call. The devices can differ from the compile target only
-    where the call names its own (`compute_capability`): they are then those named, else,
-    outside `jax.export` (whose result runs elsewhere), the computation's."""
+                  record: dict, settings: _env.LoweringSettings | None) -> Where:
+    """Where jaxlib's route runs the call, and the `settings` the lowering read at its top (None:
+    read here). The devices can differ from the compile target only where the call names its
+    own (`compute_capability`): they are then those named, else, outside `jax.export` (whose
+    result runs elsewhere), the computation's."""
     arch, features = resolve_arch(backend, ctx, spec)
     exporting = for_export(ctx)
     if exporting:  # before the memos: a plan kept from another lowering may hold a path
@@ -71,7 +72,7 @@ def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSp
         if devices is not None and devices.arch == arch.arch:
             devices = None
     return Where(backend.platform, arch, devices, features, _compile.call_graph_key(spec, record),
-                 _env.lowering_settings(backend.lowering_variables), exporting)
+                 settings or _env.lowering_settings(backend.lowering_variables), exporting)
 
 
 def for_export(ctx: LoweringRuleContext) -> bool:

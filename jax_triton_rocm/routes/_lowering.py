@@ -19,6 +19,7 @@ from jax_triton_rocm.routes.xla import _xla_native
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.backends._backend import Backend, LaunchLimits
+    from jax_triton_rocm.base import _env
     from jax_triton_rocm.routes._arch import GpuArch
     from jax_triton_rocm.spec._spec import ArgumentTypes, KernelCallSpec
 
@@ -32,15 +33,16 @@ class Kept:
     limits: LaunchLimits | None
 
 
-def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext,
-                 spec: KernelCallSpec) -> Any:
+def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+                 settings: _env.LoweringSettings | None = None) -> Any:
     """The call lowered for `route`, without MLIR (`_jaxlib_call.LoweredCall`,
     `_xla_native.NativeCall` or `Unfit`), kept in the kernel's record (fetched once here, passed
-    down) by all that decides it. A call left undecided is told to a tuning session."""
+    down) by all that decides it, and jaxlib's by the environment's `settings`. A call left
+    undecided is told to a tuning session."""
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     record = _state.KERNEL_RECORDS.record(spec.kernel)
     if route == "jaxlib":
-        where = _arch.where_it_runs(backend, ctx, spec, record)
+        where = _arch.where_it_runs(backend, ctx, spec, record, settings)
         plain_call_name = _compat.plain_call_name(where.settings, exporting=where.exporting)
         # `Where` as plain values (its fields but `exporting`): hashed without a call per field.
         place = (where.platform, dataclasses.astuple(where.arch),

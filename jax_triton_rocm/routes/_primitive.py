@@ -243,10 +243,11 @@ class GpuRoutes:
                 f"interpreter, but cannot compile it for {self.backend.platform}. Unset "
                 f"TRITON_INTERPRET before Triton is imported: the package runs kernels in "
                 f"Triton's interpreter on the CPU by itself, and compiles them for a GPU.")
-        asked = spec.xla_native
-        by = "xla_native" if asked is not None else _env.ENV_XLA_NATIVE
-        if asked is None:
-            asked = _env.xla_native()
+        asked, by, settings = spec.xla_native, "xla_native", None
+        if not asked:  # jaxlib's route may follow: the environment, read once for the lowering
+            settings = _env.lowering_settings(self.backend.lowering_variables, asked)
+            if asked is None:
+                asked, by = settings.xla_native, _env.ENV_XLA_NATIVE
         if asked is None:
             reason = DEFAULT_REASON
         elif not asked:
@@ -267,7 +268,7 @@ class GpuRoutes:
                     f"{spec.kernel_name}: {call.reason}. Leave xla_native unset (or pass False) "
                     f"for jaxlib's Triton call, the default.", call.reason)
             reason = call.reason
-        lowered = _lowering.lowered_call("jaxlib", self.backend, ctx, spec)
+        lowered = _lowering.lowered_call("jaxlib", self.backend, ctx, spec, settings)
         if self.backend.after_encode is not None:  # told before the call is emitted
             self.backend.after_encode(lowered, ctx, _jaxlib_call.emit)
         results = _jaxlib_call.emit(ctx, operands, lowered)
