@@ -20,7 +20,7 @@ def initialize() -> None:
             logger.debug("jax_triton_rocm: %s is not Linux; no GPU lowering registered.",
                          sys.platform)
             return
-        registered = _primitive.register(explicit=False)
+        registered = _primitive.ensure_registered()
         if logger.isEnabledFor(logging.DEBUG):  # the plugins are looked up for this line only
             logger.debug("jax_triton_rocm: lowering rules registered for %s (jaxlib GPU "
                          "plugins installed: %s).", ", ".join(registered),
