@@ -167,6 +167,16 @@ def test_a_malformed_environment_value_is_named(monkeypatch):
         lower_for(kernels.sized_add, X, X, platform="cuda")
 
 
+def test_the_environment_is_read_once_at_the_top_also_where_it_asks_for_xlas_route(
+        monkeypatch, xla_asked_by_env):
+    with jtr.target_arch(cuda="sm_90"):
+        traced = jax.jit(lambda a, b: kernels.sized_add(a, b)).trace(X, X)
+        monkeypatch.setenv(_env.ENV_CALL_TARGET, "graph")  # after the trace's check
+        with pytest.raises(ValueError, match=r"JAX_TRITON_ROCM_CALL_TARGET='graph' is not a "
+                                             r"target for plain calls"):
+            traced.lower(lowering_platforms=("cuda",))
+
+
 def test_info_names_each_platforms_route_and_why():
     routes = _info.routes_report({"cuda": {"devices": []}, "rocm": {"devices": []}})
     assert routes["cuda"]["arch"] == "sm_90 (assumed: no device here)"
