@@ -130,6 +130,36 @@ _META_FIX = ("It receives the kernel's arguments by name (arrays as their shape 
              "constexprs and the launch settings set by the call or the config.")
 
 
+def named_value(entry: tuple[str, Any], in_avals: tuple) -> Any:
+    """How heuristics, pruning functions and grids see a nested argument: a tuple of what they
+    see for its elements (arrays as abstract values), a descriptor over an abstract base."""
+    kind, value = entry
+    if kind == "tuple":
+        return tuple(named_value(element, in_avals) for element in value)
+    if kind == "descriptor":
+        return value[1]
+    return in_avals[value] if kind == "input" else value
+
+
+def named_args(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_avals: tuple) -> dict:
+    """Argument values by name, as heuristics and pruning functions see them: arrays as their
+    abstract values; parameters filled by name ("keyword" entries) left to the constexprs."""
+    names = list(jit_fn.arg_names)
+    named: dict[str, Any] = {}
+    for name, (kind, value) in zip(names, positional):
+        if kind in ("array", "input"):
+            named[name] = in_avals[value]
+        elif kind == "output":
+            named[name] = out_avals[value]
+        elif kind == "scalar":
+            named[name] = value
+        elif kind in _layout.NESTED_KINDS:
+            named[name] = named_value((kind, value), in_avals)
+    # The outputs' names follow the arguments; a placed layout (one entry per parameter) has none.
+    named.update(zip(names[len(positional):], out_avals))
+    return named
+
+
 def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, num_warps: int,
                 description: str = "",
                 limits: LaunchLimits | None = None) -> tuple[int, int, int]:
@@ -198,7 +228,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
     kernel = spec.kernel_name
     # The call's own settings (triton_call checked them) and constexprs, and nothing else.
     own = unwrapped.autotuner is None and not unwrapped.heuristics
-    named = _layout.named_args(jit_fn, spec.positional, in_avals, out_avals)
+    named = named_args(jit_fn, spec.positional, in_avals, out_avals)
     param_names = set(jit_fn.arg_names)
     outside = unwrapped.heuristics[:unwrapped.heuristics_outside]
     inside = unwrapped.heuristics[unwrapped.heuristics_outside:]
@@ -223,7 +253,7 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
                                      list(jit_fn.arg_names), kernel)
             if descriptors:
                 positional = _hooks.reblocked(spec.positional, descriptors)
-                seen = _layout.named_args(jit_fn, positional, in_avals, out_avals)
+                seen = named_args(jit_fn, positional, in_avals, out_avals)
         if inside:
             config = _autotuner.apply_heuristics(inside, config, seen, kernel, param_names,
                                        site.compile_options)
@@ -300,7 +330,7 @@ def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_a
     """`planned` (the launches of an earlier call with the same `_lowering.plan_key`) for this call:
     the grid (within `limits`, the target's), the outputs to zero, the runtime scalars and what a
     callable grid sees, as `launches` would give them (and raise)."""
-    named = _layout.named_args(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals)
+    named = named_args(spec.unwrapped.jit_fn, spec.positional, in_avals, out_avals)
     relaunched = []
     for launch in planned:
         config = _values.replaced(launch.config, meta={**named, **launch.config.kwargs_view()})

@@ -70,36 +70,6 @@ def _leaf(path: tuple[int, ...], param: Any, entry: tuple[str, Any], in_avals: t
     return typed.triton_type
 
 
-def named_value(entry: tuple[str, Any], in_avals: tuple) -> Any:
-    """How heuristics, pruning functions and grids see a nested argument: a tuple of what they
-    see for its elements (arrays as abstract values), a descriptor over an abstract base."""
-    kind, value = entry
-    if kind == "tuple":
-        return tuple(named_value(element, in_avals) for element in value)
-    if kind == "descriptor":
-        return value[1]
-    return in_avals[value] if kind == "input" else value
-
-
-def named_args(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_avals: tuple) -> dict:
-    """Argument values by name, as heuristics and pruning functions see them: arrays as their
-    abstract values; parameters filled by name ("keyword" entries) left to the constexprs."""
-    names = list(jit_fn.arg_names)
-    named: dict[str, Any] = {}
-    for name, (kind, value) in zip(names, positional):
-        if kind in ("array", "input"):
-            named[name] = in_avals[value]
-        elif kind == "output":
-            named[name] = out_avals[value]
-        elif kind == "scalar":
-            named[name] = value
-        elif kind in NESTED_KINDS:
-            named[name] = named_value((kind, value), in_avals)
-    if not places_outputs(positional):
-        named.update(zip(names[len(positional):], out_avals))
-    return named
-
-
 def element_types(signature_type: Any) -> list[str]:
     """The element types in one parameter's signature type ("fp32" for "*fp32" and for
     "tensordesc<fp32[16,64]>")."""
