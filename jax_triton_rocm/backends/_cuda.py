@@ -106,7 +106,6 @@ class CudaBackend(Backend):
     def loaded_form(self, compiled: CompiledKernel, answers: ArchAnswers,
                     features: _vendors.PluginFeatures,
                     devices: GpuArch | None = None, keep_ptx_text: bool = False) -> LoadedForm:
-        # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
         # jaxlib launches num_warps * 32 threads, the block Triton built for.
         if devices is not None:
             ptx, capability = self.code_for_devices(compiled, answers.arch, devices)

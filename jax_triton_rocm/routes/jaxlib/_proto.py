@@ -179,10 +179,8 @@ class Encoded:
 
 def encode(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias], *, name: str,
            kernel_name: str, plain_call_name: str, metadata: bytes = b"") -> Encoded:
-    """The call encoded: one kernel call (`encode_call`, for the target `plain_call_name`:
-    `_compat.plain_call_name`), or an autotuned one for several (`encode_autotuned_call`, named
-    after `name` and `kernel_name`), as (kernel call, description) pairs; `aliases` are read for
-    an autotuned call only. Both targets take the same bytes; the opaque, `compress`'s."""
+    """The call of (kernel call, description) `configs` encoded: one kernel call (for the target
+    `plain_call_name`), or an autotuned one for several (which alone reads `aliases`)."""
     if len(configs) == 1:
         serialized = encode_call(configs[0][0], name=name, metadata=metadata)
         custom_call_name = plain_call_name
