@@ -81,15 +81,9 @@ class ArchAnswers:
 
 @dataclasses.dataclass(frozen=True)
 class LoadedForm:
-    """How the installed jaxlib loads one compiled kernel (`Backend.loaded_form`).
-
-    Attributes:
-      ptx: jaxlib's `ptx` field (PTX text, a file path), or None where the binary travels in
-        `module_image` (`object_file`: the route writes the field then).
-      capability: the compute capability jaxlib loads the kernel for.
-      object_file: the binary as it travels in `module_image`, or None.
-      num_warps: the `num_warps` jaxlib launches it with (`launch_warps`).
-    """
+    """How the installed jaxlib loads one compiled kernel (`Backend.loaded_form`): jaxlib's `ptx`
+    field (PTX text, a file path), or None where `object_file`, the binary, travels in
+    `module_image`; the compute capability and `num_warps` jaxlib loads and launches it with."""
 
     ptx: str | None
     capability: int

@@ -1,7 +1,8 @@
 """NVIDIA: Triton to CUBIN (or PTX), as jaxlib's CUDA plugin loads them.
 
-Where the plugin reads `module_image` (0.11.1+), the CUBIN Triton built travels there and jaxlib
-loads it as is (no ptxas at load time, and jaxlib's older ptxas never meets newer PTX); `ptx`
+Where the plugin reads `module_image` (0.11.1+), the CUBIN Triton built travels there (less its
+PTX text: `without_ptx_text`) and jaxlib loads it (no ptxas at load time, and jaxlib's older
+ptxas never meets newer PTX); `ptx`
 then holds a digest of the CUBIN, exactly as the ROCm encoding does, so every CUDA launch also
 exercises the ROCm encoding. Older plugins get the PTX text in `ptx`.
 
@@ -15,12 +16,13 @@ import dataclasses
 import functools
 import logging
 import re
+import struct
 import subprocess
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.backends import _cubin, _vendors
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import ArchAnswers, Backend, LoadedForm
-from jax_triton_rocm.base import _compat, _env
+from jax_triton_rocm.base import _compat, _elf, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE
 
@@ -84,6 +86,62 @@ def compute_capability(arch: str) -> int:
     return int(re.fullmatch(r"sm_(\d+)", arch).group(1))
 
 
+PTX_TEXT_SECTION = b".nv_debug_ptx_txt"
+
+_SEGMENT = struct.Struct("<IIQQQQQQ")  # type, flags, offset, vaddr, paddr, filesz, memsz, align
+_SECTION_SIZE_AT = 32  # where sh_size sits in a section header
+_PROGBITS, _RELA, _REL = 1, 4, 9
+_ALLOC = 0x2
+
+
+def without_ptx_text(cubin: bytes) -> bytes:
+    """`cubin` without the copy of its PTX text that ptxas embeds. Triton runs ptxas with
+    `-lineinfo`, which puts the kernel's whole PTX text (most of a real kernel's CUBIN) in a
+    section `.nv_debug_ptx_txt`, for debuggers and profilers. The driver never reads it; jaxlib's
+    typed-FFI call copies and hashes its compressed opaque, the binary included, at every launch
+    (docs/BENCHMARKS.md has the cost). Only that section is emptied (its bytes zeroed, its size
+    0): every other byte, the section numbering included, stays as ptxas wrote it. `cubin`
+    itself where it has no such section, or where anything in it is not what a CUBIN of ptxas
+    holds (not a little-endian ELF64, a header or section out of bounds, the section loaded,
+    relocated or linked to)."""
+    if len(cubin) < _elf.HEADER.size or cubin[:6] != b"\x7fELF\x02\x01":
+        return cubin
+    _, _, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, shstrndx = (
+        _elf.HEADER.unpack_from(cubin))
+    if shentsize != _elf.SECTION.size or shoff + shnum * shentsize > len(cubin) or (
+            shstrndx >= shnum):
+        return cubin
+    # Each header: where it sits, then (name, kind, flags, address, offset, size, link, info).
+    sections = [(shoff + i * shentsize, _elf.SECTION.unpack_from(cubin, shoff + i * shentsize))
+                for i in range(shnum)]
+    names_at, names_size = sections[shstrndx][1][4:6]
+    if names_at + names_size > len(cubin):
+        return cubin
+    names = cubin[names_at:names_at + names_size]
+    # Each name NUL-terminated in the name table (to its end if unterminated).
+    matches = [i for i, (_, (name, *_)) in enumerate(sections)
+               if names[name:].partition(b"\0")[0] == PTX_TEXT_SECTION]
+    if len(matches) != 1:
+        return cubin
+    index = matches[0]
+    at, (_, kind, flags, _, offset, size, _, _, _, _) = sections[index]
+    if kind != _PROGBITS or flags & _ALLOC or offset + size > len(cubin):
+        return cubin
+    if any([link == index or (other in (_REL, _RELA) and info == index)
+            for _, (_, other, _, _, _, _, link, info, _, _) in sections]):
+        return cubin
+    if phnum and (phentsize != _SEGMENT.size or phoff + phnum * phentsize > len(cubin)):
+        return cubin
+    for i in range(phnum):
+        _, _, segment_at, _, _, filesz, _, _ = _SEGMENT.unpack_from(cubin, phoff + i * phentsize)
+        if segment_at < offset + size and offset < segment_at + filesz:
+            return cubin
+    edited = bytearray(cubin)
+    edited[offset:offset + size] = bytes(size)
+    struct.pack_into("<Q", edited, at + _SECTION_SIZE_AT, 0)
+    return bytes(edited)
+
+
 class CudaBackend(Backend):
     platform = "cuda"
     binary_key = "cubin"
@@ -106,7 +164,6 @@ class CudaBackend(Backend):
     def loaded_form(self, compiled: CompiledKernel, answers: ArchAnswers,
                     features: _vendors.PluginFeatures,
                     devices: GpuArch | None = None, keep_ptx_text: bool = False) -> LoadedForm:
-        # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
         # jaxlib launches num_warps * 32 threads, the block Triton built for.
         if devices is not None:
             ptx, capability = self.code_for_devices(compiled, answers.arch, devices)
@@ -114,10 +171,9 @@ class CudaBackend(Backend):
         if not features.module_image:
             return LoadedForm(self.ptx_field(compiled), answers.capability, None,
                               compiled.num_warps)
-        # The CUBIN without the copy of its PTX text that ptxas embeds, which the driver never
-        # reads (`_cubin`; `JAX_TRITON_ROCM_KEEP_PTX_TEXT=1` keeps it); once per binary: the
+        # `JAX_TRITON_ROCM_KEEP_PTX_TEXT=1` keeps the PTX text; dropped once per binary: the
         # lowering keeps the image it makes of it.
-        binary = compiled.binary if keep_ptx_text else _cubin.without_ptx_text(compiled.binary)
+        binary = compiled.binary if keep_ptx_text else without_ptx_text(compiled.binary)
         return LoadedForm(None, answers.capability, binary, compiled.num_warps)
 
     def ptx_field(self, compiled: CompiledKernel) -> str:

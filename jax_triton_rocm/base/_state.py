@@ -97,8 +97,7 @@ class BoundedCache:
         return value
 
     def memo(self, key: Hashable, make: Callable[[], Any], kernel: Any = None) -> Any:
-        """The value kept for `key`, else `make()`'s, kept; a key that does not hash keeps
-        nothing."""
+        """The value kept for `key`, else `make()`'s, kept; a key that does not hash keeps none."""
         try:
             found = self.get(key, kernel)
         except TypeError:

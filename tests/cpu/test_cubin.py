@@ -1,5 +1,6 @@
 """The CUBIN jaxlib's call carries leaves out the copy of the PTX text that ptxas embeds
-(`backends._cubin`), and nothing else: checked on CUBINs Triton cross-compiles for sm_90."""
+(`backends._cuda.without_ptx_text`), and nothing else: checked on CUBINs Triton cross-compiles
+for sm_90."""
 
 import dataclasses
 import pathlib
@@ -10,7 +11,8 @@ import zlib
 import jax.numpy as jnp
 import pytest
 
-from jax_triton_rocm.backends import _cubin, _vendors
+from jax_triton_rocm.backends import _cuda as _cubin
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.routes.jaxlib import _proto
 from tests.support import kernels
 from tests.support.binary_utils import check_cubin, elf_sections

@@ -8,7 +8,6 @@ import struct
 import jax.numpy as jnp
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.backends import _cubin
 from jax_triton_rocm.backends.hip import _hip_files
 from tests.support import autotune_utils, kernels
 from tests.support.lowering_utils import lower_for, spec
@@ -73,8 +72,13 @@ def elf_sections(binary: bytes) -> dict[str, tuple[int, int, int]]:
 
 def carried_form(binary: bytes, platform: str) -> bytes:
     """What jaxlib's call carries in `module_image` for Triton's `binary`: on CUDA the CUBIN
-    without its PTX text (`_cubin`, checked in tests/cpu/test_cubin.py), on ROCm the HSACO."""
-    return _cubin.without_ptx_text(binary) if platform == "cuda" else binary
+    without its PTX text (`_cuda.without_ptx_text`, checked in tests/cpu/test_cubin.py), on ROCm
+    the HSACO."""
+    if platform != "cuda":
+        return binary
+    from jax_triton_rocm.backends import _cuda  # imports Triton's NVIDIA backend
+
+    return _cuda.without_ptx_text(binary)
 
 
 X32 = spec((4096,), jnp.float32)

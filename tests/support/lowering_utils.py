@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.routes.jaxlib import _jaxlib_call
-from jax_triton_rocm.routes.jaxlib._proto_schema import MESSAGES
+from jax_triton_rocm.routes.jaxlib._proto import MESSAGES
 from jax_triton_rocm.routes.xla import _xla_native
 from tests.support.subprocess_utils import run_python
 
@@ -164,7 +164,7 @@ def capture_one(fn, *args, platform: str, arch=None) -> _jaxlib_call.LoweredCall
 def opaque_metadata(opaque: bytes) -> bytes:
     """The metadata an opaque carries, read as jaxlib reads it: inflated by zlib (jaxlib's
     `uncompress` takes a zlib stream and nothing else), then parsed as the call's messages
-    (`_proto_schema`). Where jaxlib's CUDA plugin imports (it does without a GPU), its own parser
+    (`_proto.MESSAGES`). Where jaxlib's CUDA plugin imports (it does without a GPU), its own parser
     must read the same metadata."""
     message = MESSAGES["TritonAnyKernelCall"].FromString(zlib.decompress(opaque))
     plugin = _vendors.plugin_triton_module("cuda")

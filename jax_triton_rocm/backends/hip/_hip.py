@@ -105,7 +105,6 @@ class HipBackend(Backend):
     def loaded_form(self, compiled: CompiledKernel, answers: ArchAnswers,
                     features: _vendors.PluginFeatures,
                     devices: GpuArch | None = None, keep_ptx_text: bool = False) -> LoadedForm:
-        # Here, not in `Backend`: the vendor's methods answer from this module in one visit.
         if devices is not None:
             ptx, capability = self.code_for_devices(compiled, answers.arch, devices)
             return LoadedForm(ptx, capability, None, self.launch_warps(compiled))

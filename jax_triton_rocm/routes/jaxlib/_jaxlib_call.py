@@ -58,11 +58,8 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
          launches: list[_plan.Launch], in_avals: tuple, out_avals: tuple,
          record: dict) -> list[tuple]:
     """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch that
-    compiled and fits the architecture, as the plan memo keeps them (`record`: the kernel's). A
-    kernel that fails to compile is asked whether the call's arguments line up with its
-    parameters (`_kinds.check_failed`). Each image is kept per kernel (`_state.KERNEL_IMAGES`)
-    by the binary and what loads it: an autotuned call's plan is not kept, and its lowerings
-    meet the same binaries."""
+    compiled and fits the architecture, as the plan memo keeps them (`record`: the kernel's).
+    Each image is kept by the binary and what loads it (`_state.KERNEL_IMAGES` says why)."""
     ordered = [_trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals), record)
                for launch in launches]
     try:
@@ -70,7 +67,7 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
             ordered, spec, answers.triton_gpu_target, arch=answers.arch.arch,
             compile_options=backend.compile_options, option_names=backend.option_names,
             binary_key=backend.binary_key, asm_key=backend.asm_key, record=record)
-    except Exception as err:
+    except Exception as err:  # do the call's arguments line up with the kernel's parameters?
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
@@ -89,17 +86,15 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
 
 def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
            where: _arch.Where, planned: list[tuple], *, plain_call_name: str) -> LoweredCall:
-    """The planned launches encoded, top-down: each launch's parameters, the launches to encode
-    (one remembered or forced, `_choices.pick`, else all of them), the encoded call
-    and the opaque that carries it (`_proto.encode`). A call lowered for no
-    device here (cross-compiling) cannot have been tuned, and is left to jaxlib's autotuner."""
+    """The planned launches encoded: the one remembered or forced (`_choices.pick`), else all of
+    them. A call lowered for no device here (cross-compiling) cannot have been tuned, and is
+    left to jaxlib's autotuner."""
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     if spec.debug:
         for _, _, kernel, _ in planned:
             print(f"jax_triton_rocm: {kernel.name} for {where.arch.arch}\n--- TTIR ---\n"
                   f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
-    # (launch, kernel, call) per launch, the call's parameters as jaxlib passes them (a tensor
-    # descriptor's by `_tma`).
+    # (launch, kernel, call) per launch; a tensor descriptor's parameters by `_tma`.
     chosen = [(launch, kernel, _params.kernel_call(
         image, launch, out_avals, spec.input_output_aliases,
         functools.partial(_tma.descriptor_params, kernel, where.features, where.arch)))

@@ -1,6 +1,9 @@
 """A compiled kernel as jaxlib loads it (`kernel_image`), jaxlib's Triton kernel call encoded with
-the messages of `_proto_schema` (jaxlib's `jaxlib/gpu/triton.proto`; the bytes are the same on
-CUDA and ROCm), and the opaque jaxlib reads, one zlib stream (`compress`).
+the messages of `jaxlib/gpu/triton.proto` (the bytes are the same on CUDA and ROCm), and the
+opaque jaxlib reads, one zlib stream (`compress`). The messages (`MESSAGES`) are declared field
+by field as that file declares them and built at import (no protoc), so the package relies on no
+arity of jaxlib's nanobind constructors and can write fields they lack (`module_image`, a TMA
+parameter); the field numbers are those jaxlib's `to_proto` writes (the tests compare them).
 
 jaxlib inflates the opaque with zlib's `uncompress` (`ZlibUncompress`, `jaxlib/gpu/
 triton_utils.cc`), which takes any valid zlib stream. Most of a call's bytes are its kernels'
@@ -23,8 +26,9 @@ import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.routes.jaxlib._proto_schema import MESSAGES
 
 if TYPE_CHECKING:
     from jax_triton_rocm.backends._backend import ArchAnswers, Backend
@@ -32,6 +36,77 @@ if TYPE_CHECKING:
     from jax_triton_rocm.compile._compile import CompiledKernel
     from jax_triton_rocm.routes._arch import GpuArch
     from jax_triton_rocm.routes.jaxlib._params import KernelCall
+
+_F = descriptor_pb2.FieldDescriptorProto
+
+# Each message's fields, "[label] type name = number", in the .proto's own words; "oneof" puts a
+# field in the message's one oneof, `value`.
+_SCHEMA: dict[str, str] = {
+    "ModuleImageProto": "bytes object_file = 1; string kernel_name = 2; "
+                        "uint32 shared_mem_bytes = 3",
+    "TritonKernel": "string kernel_name = 1; uint32 num_warps = 2; uint32 shared_mem_bytes = 3; "
+                    "string ptx = 4; string ttir = 5; uint32 compute_capability = 6; "
+                    "uint32 num_ctas = 10; ModuleImageProto module_image = 11; "
+                    "optional uint64 global_scratch_size = 12; "
+                    "optional uint64 global_scratch_align = 13",
+    "ArrayParameter": "uint64 bytes_to_zero = 1; uint64 ptr_divisibility = 2",
+    "Parameter": "oneof ArrayParameter array = 1; oneof bool bool = 2; oneof int32 i32 = 3; "
+                 "oneof uint32 u32 = 4; oneof int64 i64 = 5; oneof uint64 u64 = 6; "
+                 "oneof float f32 = 7; oneof double f64 = 8; "
+                 "oneof TensorDescriptorParameter tensor_descriptor = 9",
+    "TensorDescriptorParameter": "NvidiaTensorDescriptor nvidia = 1",
+    "NvidiaTensorDescriptor": "uint32 elem_type = 1; uint32 swizzle = 2; "
+                              "repeated uint64 shape = 3; repeated uint64 strides = 4; "
+                              "repeated uint32 block_shape = 5; uint32 oob_fill = 6",
+    "TritonKernelCall": "TritonKernel kernel = 1; uint32 grid_0 = 2; uint32 grid_1 = 3; "
+                        "uint32 grid_2 = 4; repeated Parameter parameters = 5",
+    "AutotuneConfig": "TritonKernelCall kernel_call = 1; string description = 2",
+    "InputOutputAlias": "uint32 input_buffer_idx = 1; uint32 output_buffer_idx = 2; "
+                        "uint64 buffer_size_bytes = 3",
+    "TritonAutotunedKernelCall": "string name = 1; repeated AutotuneConfig configs = 2; "
+                                 "repeated InputOutputAlias input_output_aliases = 3",
+    "TritonAnyKernelCall": "oneof TritonKernelCall kernel_call = 1; "
+                           "oneof TritonAutotunedKernelCall autotuned_kernel_call = 2; "
+                           "bytes metadata = 3; string name = 4",
+}
+
+_PACKAGE = "jax_triton_rocm.wire"
+
+
+def _build_messages() -> dict[str, type]:
+    """Builds message classes from `_SCHEMA` in a private descriptor pool."""
+    file_proto = descriptor_pb2.FileDescriptorProto(
+        name="jax_triton_rocm/triton_wire.proto", package=_PACKAGE, syntax="proto3")
+    for message_name, fields in _SCHEMA.items():
+        message = file_proto.message_type.add(name=message_name)
+        for declared in fields.split(";"):
+            *label, type_name, name, _, number = declared.split()
+            field_type = getattr(_F, f"TYPE_{type_name.upper()}", _F.TYPE_MESSAGE)
+            field = message.field.add(name=name, number=int(number), type=field_type,
+                                      label=_F.LABEL_OPTIONAL)
+            if field_type == _F.TYPE_MESSAGE:
+                field.type_name = f".{_PACKAGE}.{type_name}"
+            if label == ["repeated"]:
+                field.label = _F.LABEL_REPEATED
+            elif label == ["oneof"]:
+                if "value" not in [oneof.name for oneof in message.oneof_decl]:
+                    message.oneof_decl.add(name="value")
+                field.oneof_index = [oneof.name for oneof in message.oneof_decl].index("value")
+            elif label == ["optional"]:
+                # proto3 `optional`: explicit presence through a synthetic one-field oneof.
+                field.proto3_optional = True
+                field.oneof_index = len(message.oneof_decl)
+                message.oneof_decl.add(name=f"_{name}")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file_proto)
+    return {
+        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
+        for name in _SCHEMA
+    }
+
+
+MESSAGES = _build_messages()
+
 
 def module_image_ptx(binary: bytes) -> str:
     """The `ptx` field of a kernel whose binary travels in `module_image`.
@@ -179,10 +254,8 @@ class Encoded:
 
 def encode(configs: Sequence[tuple[KernelCall, str]], aliases: Sequence[Alias], *, name: str,
            kernel_name: str, plain_call_name: str, metadata: bytes = b"") -> Encoded:
-    """The call encoded: one kernel call (`encode_call`, for the target `plain_call_name`:
-    `_compat.plain_call_name`), or an autotuned one for several (`encode_autotuned_call`, named
-    after `name` and `kernel_name`), as (kernel call, description) pairs; `aliases` are read for
-    an autotuned call only. Both targets take the same bytes; the opaque, `compress`'s."""
+    """The call of (kernel call, description) `configs` encoded: one kernel call (for the target
+    `plain_call_name`), or an autotuned one for several (which alone reads `aliases`)."""
     if len(configs) == 1:
         serialized = encode_call(configs[0][0], name=name, metadata=metadata)
         custom_call_name = plain_call_name
