@@ -113,7 +113,7 @@ def test_a_failing_package_hook_is_reported_by_info(tmp_path):
 from jax_triton_rocm.routes import _primitive
 def broken(*args, **kwargs):
     raise RuntimeError("simulated: broken install")
-_primitive.register = broken
+_primitive.ensure_registered = broken  # what JAX's plugin hook calls
 """
     result = run_cli("info", prelude=prelude)
     assert_explained(result, _startup.EXIT_OK,
