@@ -11,8 +11,7 @@ import zlib
 import jax.numpy as jnp
 import pytest
 
-from jax_triton_rocm.backends import _cuda as _cubin
-from jax_triton_rocm.backends import _vendors
+from jax_triton_rocm.backends import _cuda, _vendors
 from jax_triton_rocm.routes.jaxlib import _proto
 from tests.support import kernels
 from tests.support.binary_utils import check_cubin, elf_sections
@@ -46,7 +45,7 @@ def _softmax(monkeypatch, keep: str | None):
 def test_the_carried_cubin_is_tritons_but_for_its_ptx_text(monkeypatch, plugin):
     lowered, compiled, image = _softmax(monkeypatch, None)
     built = compiled.binary
-    carried = _cubin.without_ptx_text(built)
+    carried = _cuda.without_ptx_text(built)
     if lowered.features.module_image:  # jaxlib 0.11.1+ loads the CUBIN the call carries
         assert image.object_file == carried
     else:  # an older one gets the PTX text in the `ptx` field, and no CUBIN
@@ -112,7 +111,7 @@ def test_a_file_it_does_not_recognise_comes_back_as_it_was(monkeypatch):
         "a section linked to it": with_section_field(rela_at + 40, index),
     }
     for why, data in not_ours.items():
-        assert _cubin.without_ptx_text(data) == data, why
+        assert _cuda.without_ptx_text(data) == data, why
     # Cut or garbled anywhere, it never raises.
     rng = random.Random(0)
     for _ in range(300):
@@ -120,7 +119,7 @@ def test_a_file_it_does_not_recognise_comes_back_as_it_was(monkeypatch):
         for _ in range(rng.randrange(4)):
             if data:
                 data[rng.randrange(len(data))] = rng.randrange(256)
-        _cubin.without_ptx_text(bytes(data))
+        _cuda.without_ptx_text(bytes(data))
 
 
 @pytest.mark.parametrize("module_image", [True, False], ids=["embedded", "path"])
@@ -146,13 +145,13 @@ def test_an_autotuned_calls_cubins_lose_their_ptx_text_once(monkeypatch, fresh_c
 
     monkeypatch.delenv("JAX_TRITON_ROCM_KEEP_PTX_TEXT", raising=False)
     emptied = []
-    without_ptx_text = _cubin.without_ptx_text
+    without_ptx_text = _cuda.without_ptx_text
 
     def counting(cubin):
         emptied.append(cubin)
         return without_ptx_text(cubin)
 
-    monkeypatch.setattr(_cubin, "without_ptx_text", counting)
+    monkeypatch.setattr(_cuda, "without_ptx_text", counting)
     first, second = (capture_one(autotune_utils.tuned_add, autotune_utils.f32(n),
                                  autotune_utils.f32(n), platform="cuda") for n in (4096, 8192))
     configs = len(autotune_utils.ADD_CONFIGS)
