@@ -68,7 +68,8 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext, spec: K
     except TypeError:  # a constexpr in the key that hashes badly
         lowered, key = None, None
     if lowered is None:
-        lowered = _lower_uncached(route, backend, ctx, spec, where, place, plain_call_name, record)
+        lowered = _lower_uncached(route, backend, ctx, spec, where, place, plain_call_name, record,
+                                  settings)
         if key is not None:
             _state.LOWERED_CALLS.put(key, lowered, record=record)
     if getattr(lowered, "undecided", None) is not None:
@@ -78,7 +79,8 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext, spec: K
 
 def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
                     spec: KernelCallSpec, where: _arch.Where | GpuArch, place: tuple,
-                    plain_call_name: str, record: dict) -> Any:
+                    plain_call_name: str, record: dict,
+                    settings: _env.LoweringSettings | None) -> Any:
     """The call planned, then on jaxlib's route encoded. A plain kernel's plan is kept by
     `place` and `plan_key` and relaunched for a later call (XLA's `refilled`, unless None), so a
     new shape or scalar value compiles, lays out and encodes nothing anew."""
@@ -109,7 +111,7 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
         # call, which keys choices on its compiled configs and runs the autotuner's functions once.
         answers = backend.answers(where.arch if route == "jaxlib" else where)
         if route == "xla" and spec.unwrapped.autotuner is not None:
-            lowered = lowered_call("jaxlib", backend, ctx, spec)
+            lowered = lowered_call("jaxlib", backend, ctx, spec, settings)
             if lowered.undecided is not None or len(lowered.launches) != 1:
                 return _xla_native.Unfit(
                     "the kernel is autotuned and no configuration is remembered for this call "

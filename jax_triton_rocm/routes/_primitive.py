@@ -253,7 +253,7 @@ class GpuRoutes:
         elif not asked:
             reason = f"{by}={'False' if by == 'xla_native' else '0'} asks for it"
         else:  # XLA's route, unless the call does not fit it (before or after the compile)
-            call = _lowering.lowered_call("xla", self.backend, ctx, spec)
+            call = _lowering.lowered_call("xla", self.backend, ctx, spec, settings)
             if not isinstance(call, _xla_native.Unfit):
                 if spec.cost_estimate is not None:
                     logger.debug("jax_triton_rocm: cost_estimate dropped: XLA's Triton call "

@@ -177,6 +177,15 @@ def test_the_environment_is_read_once_at_the_top_also_where_it_asks_for_xlas_rou
             traced.lower(lowering_platforms=("cuda",))
 
 
+def test_an_autotuned_call_xla_native_asks_for_reads_the_environment_once(monkeypatch,
+                                                                          xla_asked_by_env):
+    reads = []
+    read = _env.lowering_settings
+    monkeypatch.setattr(_env, "lowering_settings", lambda *a: reads.append(a) or read(*a))
+    lower_for(autotune_utils.tuned_add, X, X, platform="cuda")  # XLA's call unfit: jaxlib's
+    assert len(reads) == 1, reads
+
+
 def test_info_names_each_platforms_route_and_why():
     routes = _info.routes_report({"cuda": {"devices": []}, "rocm": {"devices": []}})
     assert routes["cuda"]["arch"] == "sm_90 (assumed: no device here)"
