@@ -1,6 +1,7 @@
 """Every ```python block of README.md and of the pages of docs/ runs as written (how a block says
 how it runs: tests/support/readme_blocks.py). Also: the examples teach the public API."""
 
+import json
 import os
 import re
 
@@ -42,12 +43,35 @@ def test_readme_block_runs_on_the_cpu(block, tmp_path, interpreter):
     run_block(block, tmp_path, interpreter)
 
 
-@pytest.mark.parametrize("name", sorted(n for n in os.listdir(os.path.join(ROOT, "examples"))
-                                         if n.endswith(".py")))
+EXAMPLES = sorted(os.listdir(os.path.join(ROOT, "examples")))
+NOTEBOOKS = [name for name in EXAMPLES if name.endswith(".ipynb")]
+
+
+def _notebook(name):
+    with open(os.path.join(ROOT, "examples", name)) as notebook:
+        return json.load(notebook)
+
+
+@pytest.mark.parametrize("name", [n for n in EXAMPLES if n.endswith((".py", ".ipynb"))])
 def test_examples_use_only_the_public_api(name):
-    with open(os.path.join(ROOT, "examples", name)) as source:
-        private = re.findall(r"jax_triton_rocm(?:\.|\s+import\s+)_\w+", source.read())
-    assert not private, f"examples/{name} uses private modules: {private}"
+    if name in NOTEBOOKS:
+        code = "\n".join("".join(cell["source"]) for cell in _notebook(name)["cells"]
+                         if cell["cell_type"] == "code")
+    else:
+        with open(os.path.join(ROOT, "examples", name)) as source:
+            code = source.read()
+    private = re.findall(r"jax_triton_rocm(?:\.|\s+import\s+)_\w+", code)
+    assert code and not private, f"examples/{name} uses private modules: {private}"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebooks_are_kept_without_outputs(name):
+    # Run, a notebook holds its outputs: they would go stale in the repository.
+    notebook = _notebook(name)
+    assert notebook["nbformat"] == 4
+    ran = [cell.get("id") for cell in notebook["cells"] if cell["cell_type"] == "code"
+           and (cell["outputs"] or cell["execution_count"] is not None)]
+    assert not ran, f"examples/{name}: clear the outputs of the cells {ran} before committing"
 
 
 def test_the_version_table_lists_the_ci_lanes():
