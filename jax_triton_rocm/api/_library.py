@@ -14,7 +14,7 @@ from jax.interpreters.mlir import ir
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.checks import _binder, _checker
 from jax_triton_rocm.routes import _primitive
-from jax_triton_rocm.spec import _kinds, _misplaced, _spec
+from jax_triton_rocm.spec import _kinds, _spec
 from jax_triton_rocm.spec._spec import Grid, aval_text
 
 if TYPE_CHECKING:
@@ -142,21 +142,6 @@ def place_arguments(jit_fn: JITFunction, constexprs: dict[str, Any], in_avals: t
     placed: list[tuple[str, Any]] = [("keyword", None)] * len(names)
     for position, buffer in zip(pointers, buffers):
         placed[position] = buffer
-    aliased_inputs = {i for i, _ in aliases}
-    found = _misplaced.unwritten_output(
-        jit_fn, {p: i for p, (kind, i) in enumerate(placed)
-                 if kind == "input" and i not in aliased_inputs},
-        {p: o for p, (kind, o) in enumerate(placed) if kind == "output"}, constexprs)
-    if found is not None:  # the kernel would read a result's buffer nothing wrote
-        stored, stored_at, loaded, loaded_at = found
-        raise TypeError(
-            f"triton_call_lowering: kernel {kernel} would read memory nobody wrote: operand "
-            f"{placed[stored][1]} fills parameter {names[stored]!r}, which the kernel stores to "
-            f"({stored_at}), and result {placed[loaded][1]} lands on {names[loaded]!r}, which "
-            f"it only loads from ({loaded_at}). The operands fill the pointer parameters in "
-            f"order, then the results: pass a buffer for each parameter the kernel writes as "
-            f"an operand aliased to its result (input_output_aliases), or call the kernel with "
-            f"triton_call, which fills parameters by name.")
     return tuple(placed)
 
 

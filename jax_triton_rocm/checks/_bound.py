@@ -109,22 +109,13 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
             f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
             f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
     placed = place_outputs(call, binding, own_keywords)
-    # A Ref, or an input aliased to an output, is written on purpose; the kernel is read with
-    # the constexprs the call gives (a heuristic or an autotune config may replace them).
-    params, entries = jit_fn.params, binding.entries
-    constexprs = {**binding.metaparams, **{params[i].name: value for i, (kind, value)
-                                           in entries.items() if kind == "constexpr"}}
-    results = set(placed.aliases.values())
-    unaliased = [o for o in range(len(out_shapes)) if placed.user_results[o] not in results]
-    leaves = {leaf.operand: leaf for leaf in binding.leaves if leaf.operand is not None}
     refs = {leaf.operand for leaf in binding.refs}
-    inputs = {i: leaves[entry[1]] for i, entry in entries.items()
-              if entry[0] == "input" and entry[1] not in placed.aliases and entry[1] not in refs}
-    _misplaced.check_written(
-        jit_fn, inputs, dict(zip(placed.output_params, unaliased)),
-        {k: v for k, v in constexprs.items() if k not in unwrapped.set_by_wrappers},
-        leaves=binding.leaves, convention=convention, returned=bool(out_shapes or refs),
-        record=call.record if call.kernel is jit_fn else None)  # the kernel's, fetched already
+    # How the call names each operand, for what is checked once the kernel is compiled.
+    counted = binding.leaves if convention == "out_type" else [
+        leaf for leaf in binding.leaves if leaf.is_array]
+    words = _spec.CallWords("", convention, tuple(
+        (leaf.operand, leaf.what, j) for j, leaf in enumerate(counted)
+        if leaf.operand is not None))
     # A keyword named like one of triton_call's own went to triton_call, leaving this unfilled.
     param = own_named_parameter(unwrapped, set(own_keywords) - binding.named,
                                 len(call.args) + len(out_shapes))
@@ -144,7 +135,8 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
         **{**call.given, "zeroed_outputs": placed.zeroed}, metaparams=placed.metaparams,
         options=binding.options, has_side_effect=side_effect, cost_estimate=call.cost_estimate,
         backend_options=call.backend_options,
-        by_keyword=tuple([jit_fn.arg_names[i] for i in sorted(binding.by_keyword)]))
+        by_keyword=tuple([jit_fn.arg_names[i] for i in sorted(binding.by_keyword)]),
+        words=words)
     # Each Ref is read: the primitive takes values.
     bound = BoundCall(spec, placed, call.out_tree, tuple(
         [value[...] if i in refs else value for i, value in enumerate(placed.operands)]))

@@ -132,7 +132,8 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
                metaparams: Mapping[str, Any] | None = None,
                options: Mapping[str, Any] | None = None,
                has_side_effect: bool = False, cost_estimate: Any = None,
-               backend_options: Any = None, by_keyword: tuple[str, ...] = ()) -> KernelCallSpec:
+               backend_options: Any = None, by_keyword: tuple[str, ...] = (),
+               words: _spec.CallWords | None = None) -> KernelCallSpec:
     """Checks a call in the common form; returns its spec. `aliases` come checked
     (`alias_pairs`). `triton_call`'s `backend_options` is merged with the launch settings and
     the vendor knobs given as keywords (`options`); a value given both ways is refused."""
@@ -261,7 +262,9 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         options=tuple(sorted(_values.compile_options(options, caller=api.prefix).items()))
         if options else (),
         has_side_effect=has_side_effect, cost_estimate=cost_estimate,
-        backend_options=tuple(sorted(others.items())), by_keyword=by_keyword, types=types)
+        backend_options=tuple(sorted(others.items())), by_keyword=by_keyword, types=types,
+        words=words if words is not None else _spec.CallWords(
+            api.prefix, "", tuple((i, f"operand {i}", i) for i in range(len(in_avals)))))
     if api.name == "triton_call":  # triton_call_lowering's call is being lowered already
         _layout.check_kernel_arguments(spec, in_avals)
     return spec

@@ -109,8 +109,8 @@ class BoundKernel:
                 f"holds.")
 
     def constexprs_text(self, names: list[str]) -> str:
-        return ", ".join(f"{names[i]}={value!r}" for (i,), value in sorted(
-            self.constexprs.items()))
+        return ", ".join(f"{names[i]}{''.join(f'[{j}]' for j in path)}={value!r}"
+                         for (i, *path), value in sorted(self.constexprs.items()))
 
 
 def check_operands(jit_fn: JITFunction, n_positional: int, n_outputs: int,

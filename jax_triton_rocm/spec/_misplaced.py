@@ -5,6 +5,7 @@ the kernel does with each parameter (`_kinds.roles`; docs/design.md, "Parameter 
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -12,71 +13,110 @@ import numpy as np
 
 from jax_triton_rocm.spec import _kinds
 from jax_triton_rocm.spec._layout import passed_as_input_advice
-from jax_triton_rocm.spec._spec import aval_text, kernel_name
+from jax_triton_rocm.spec._spec import CallWords
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
+    from jax_triton_rocm.spec._spec import KernelCallSpec
 
-def check_written(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mapping[int, int],
-                  constexprs: Mapping[str, Any], *, leaves: Sequence[Any], convention: str,
-                  returned: bool, record: dict | None = None) -> None:
-    """Raises TypeError where an input array fills a parameter the kernel stores to while an
-    output lands on one it only loads from, or while the call returns nothing (`returned`).
-    `inputs`: the plain input leaves (no Ref, none aliased), `outputs`: the unaliased outputs,
-    each by parameter."""
+
+def check_writes(spec: KernelCallSpec, launch: Any, accesses: Any, buffers: Mapping[int, Any],
+                 in_avals: tuple) -> None:
+    """Raises TypeError where the compiled kernel writes a plain input array (one neither a Ref
+    nor aliased to an output), or only adds into an output with atomics that is neither zeroed
+    nor aliased; warns once per kernel and specialization about an output it never writes.
+
+    `launch`: as planned, on the user's kernel (names and zeroed outputs); `accesses`: what the
+    IR compiled for it does through each argument (`compile._writes.read`); `buffers`: per IR
+    argument index, ("input", operand index) or ("output", output index)."""
+    jit_fn = spec.unwrapped.jit_fn
     names = list(jit_fn.arg_names)
-    stores = ({} if returned or jit_fn.is_gluon()
-              else _kinds.roles(jit_fn, constexprs=constexprs, record=record).stores)
-    if stored := [p for p in sorted(inputs) if names[p] in stores]:
-        param, leaf = stored[0], inputs[stored[0]]
-        stored_at = stores[names[param]]
-        alias = next(j for j, x in enumerate(leaves) if x is leaf)
+    shown = {}
+    for source in launch.bound.sources:
+        kind = "output" if source.kind == "output" else "input"
+        shown.setdefault((kind, source.index), names[source.position] + "".join(
+            f"[{j}]" for j in source.path))
+    aliased = {i for i, _ in spec.input_output_aliases}
+    aliased_outputs = {o for _, o in spec.input_output_aliases}
+    words = spec.words or CallWords("", "", ())
+    subject = f"{words.prefix}kernel" if words.prefix else "Kernel"
+    constexprs = launch.bound.constexprs_text(names)
+    compiled = f" (compiled with {constexprs})" if constexprs else ""
+    inputs = {arg: i for arg, (kind, i) in buffers.items() if kind == "input" and i not in aliased}
+    outputs = {arg: o for arg, (kind, o) in buffers.items()
+               if kind == "output" and o not in aliased_outputs}
+    written = [(arg, i) for arg, i in sorted(inputs.items())
+               if arg in accesses.stores or arg in accesses.atomics]
+    unwritten = [arg for arg in sorted(outputs) if arg not in accesses.stores
+                 and arg not in accesses.atomics and arg not in accesses.unsure]
+    if written:
+        arg, index = written[0]
+        param, stored_at = shown[("input", index)], accesses.stores.get(
+            arg) or accesses.atomics[arg]
+        what, alias = words.operand(index, in_avals)
+        loaded = [a for a in unwritten if a in accesses.loads] if accesses.stray is None else []
+        if loaded:
+            output = outputs[loaded[0]]
+            target = shown[("output", output)]
+            raise TypeError(
+                f"{subject} {spec.kernel_name} would read memory nobody wrote: {what}, "
+                f"an input, fills parameter {param!r}, which the kernel stores to ({stored_at}"
+                f"{compiled}), and output {output} lands on parameter {target!r}, which it only "
+                f"loads from ({accesses.loads[loaded[0]]}). The output would hold whatever its "
+                f"buffer held. " + (
+                    f"Outputs fill the non-constexpr parameters the arguments leave unfilled, in "
+                    f"order. Pass the input by name, so that the output fills {param!r}: "
+                    f"triton_call(..., {target}=x, {words.convention}=...) (or operands="
+                    f"{{{target!r}: x}}); or, if {what.split(' (')[0]} is meant as the output's "
+                    f"buffer, updated in place, alias it to the output (input_output_aliases="
+                    f"{{{alias}: {output}}}) and pass the input for {target!r} too."
+                    if words.convention else
+                    "The operands fill the pointer parameters in order, then the results: pass "
+                    "a buffer for each parameter the kernel writes as an operand aliased to its "
+                    "result (input_output_aliases), or call the kernel with triton_call, which "
+                    "fills parameters by name."))
+        n_outs = len(spec.out_shapes)
+        conv = words.convention
+        alone = (", and the call has no outputs: the store is all it does, into" if not n_outs
+                 else ", beside the call's outputs: the kernel writes into")
+        fix = (f"Pass the array as a Ref, updated where it lies: ref = jax.new_ref(x), "
+               f"triton_call(ref, ...{f', {conv}=()' if not n_outs else ''}), then read "
+               f"ref[...]; or return the result as an output aliased to the array: "
+               + (f"{conv}=x, input_output_aliases={{{alias}: 0}}" if not n_outs else
+                  f"one more output of its shape, input_output_aliases={{{alias}: {n_outs}}}")
+               + " (donate x under jax.jit to update it in place)." if conv else
+               f"Alias operand {index} to a result (input_output_aliases={{{index}: ...}}) to "
+               f"update it in place.")
         raise TypeError(
-            f"Kernel {kernel_name(jit_fn)} stores to parameter {names[param]!r} ({stored_at}), "
-            f"which {leaf.what} ({aval_text(leaf.value)}), a plain array, fills, and the call "
-            f"has no outputs: the store is all it does, into XLA's buffer of an input, which XLA "
-            f"holds read-only (on a GPU the kernel would overwrite memory XLA may share with "
-            f"other values; on the CPU the write is lost). Pass the array as a Ref, updated "
-            f"where it lies: ref = jax.new_ref(x), triton_call(ref, ..., {convention}=()), then "
-            f"read ref[...]; or return the result as an output aliased to the array: "
-            f"out_type=x, input_output_aliases={{{alias}: 0}} (donate x under jax.jit to update "
-            f"it in place).")
-    found = unwritten_output(jit_fn, inputs, outputs, constexprs, record)
-    if found is None:
-        return
-    stored, stored_at, loaded, loaded_at = found
-    leaf, output = inputs[stored], outputs[loaded]
-    counted = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
-    alias = next(j for j, x in enumerate(counted) if x is leaf)
-    raise TypeError(
-        f"Kernel {kernel_name(jit_fn)} would read memory nobody wrote: {leaf.what} "
-        f"({aval_text(leaf.value)}), an input, fills parameter {names[stored]!r}, which "
-        f"the kernel stores to ({stored_at}), and output {output} lands on parameter "
-        f"{names[loaded]!r}, which it only loads from ({loaded_at}). The output would hold "
-        f"whatever its buffer held. Outputs fill the non-constexpr parameters the arguments "
-        f"leave unfilled, in order. Pass the input by name, so that the output fills "
-        f"{names[stored]!r}: triton_call(..., {names[loaded]}=x, {convention}=...) (or "
-        f"operands={{{names[loaded]!r}: x}}); or, if {leaf.what} is meant as the output's "
-        f"buffer, updated in place, alias it to the output (input_output_aliases={{{alias}: "
-        f"{output}}}) and pass the input for {names[loaded]!r} too.")
+            f"{subject} {spec.kernel_name} stores to parameter {param!r} ({stored_at}"
+            f"{compiled}), which {what}, a plain array, fills{alone} XLA's buffer of an input, "
+            f"which XLA holds read-only (on a GPU the kernel would overwrite memory XLA may "
+            f"share with other values; on the CPU the write is lost). {fix}")
+    zeroed = set(launch.zeroed)
+    for arg, output in sorted(outputs.items()):
+        if output in zeroed:
+            continue
+        if arg in accesses.atomics and arg not in accesses.stores and arg not in accesses.unsure:
+            raise TypeError(
+                f"{subject} {spec.kernel_name} writes output {output} (parameter "
+                f"{shown[('output', output)]!r}) only with atomics ({accesses.atomics[arg]}"
+                f"{compiled}), and the output is neither zeroed nor aliased to an input, so they "
+                f"add into whatever its buffer held. Zero it before the launch: "
+                f"zeroed_outputs=({output},); or alias it to an input holding the starting "
+                f"values (input_output_aliases={{<input index>: {output}}}).")
+        if arg in unwritten and accesses.stray is None:
+            warnings.warn(
+                f"jax_triton_rocm: kernel {spec.kernel_name} never writes output {output} "
+                f"(parameter {shown[('output', output)]!r}){compiled}: the output holds whatever "
+                f"its buffer held. Ignore it if the kernel leaves it unwritten on purpose (an "
+                f"optional output behind a flag); else zero it (zeroed_outputs=({output},)) or "
+                f"check which parameter the kernel stores to.", UnwrittenOutputWarning,
+                stacklevel=2)
 
 
-def unwritten_output(jit_fn: JITFunction, inputs: Mapping[int, Any], outputs: Mapping[int, Any],
-                     constexprs: Mapping[str, Any] | None = None, record: dict | None = None,
-                     ) -> tuple[int, str, int, str] | None:
-    """(input's parameter, where stored, output's parameter, where loaded) for the first input
-    on a parameter the kernel stores to while an output lands on one it only loads from."""
-    if jit_fn.is_gluon() or not inputs or not outputs:
-        return None
-    found = _kinds.roles(jit_fn, constexprs=constexprs, record=record)
-    names = list(jit_fn.arg_names)
-    loaded = [(q, where) for q in sorted(outputs) if names[q] not in found.stores
-              and names[q] not in found.escapes and (where := found.loads.get(names[q]))]
-    stored = [(p, found.stores[names[p]]) for p in sorted(inputs) if names[p] in found.stores]
-    if not loaded or not stored:
-        return None
-    return (*stored[0], *loaded[0])
+class UnwrittenOutputWarning(UserWarning):
+    """A kernel, as compiled for a call, never writes one of the call's outputs."""
 
 
 def forgotten(jit_fn: JITFunction, entries: Mapping[int, tuple[str, Any]],

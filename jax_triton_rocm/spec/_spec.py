@@ -401,6 +401,24 @@ class BatchedLaunch:
 
 
 @dataclasses.dataclass(frozen=True)
+class CallWords:
+    """How a call names its operands, for the messages of checks made once the kernel is
+    compiled: `prefix` ("triton_call_lowering: " or ""), the `convention` of its outputs
+    ("out_type", "out_shape"; "" where operands fill the parameters in order), and per operand
+    (its index, how the call names it, its index in input_output_aliases)."""
+
+    prefix: str
+    convention: str
+    operands: tuple[tuple[int, str, int], ...]
+
+    def operand(self, index: int, in_avals: tuple) -> tuple[str, int]:
+        """("argument 0 (float32[16])", its alias index) for operand `index`."""
+        what, alias = next(((what, alias) for i, what, alias in self.operands if i == index),
+                           (f"operand {index}", index))
+        return f"{what} ({aval_text(in_avals[index])})", alias
+
+
+@dataclasses.dataclass(frozen=True)
 class KernelCallSpec:
     """One kernel call, checked. Hashable (JAX and the lowered-call memo key their caches on it);
     compared by value, the kernel and callables by identity (hashing a Triton kernel parses its
@@ -442,6 +460,7 @@ class KernelCallSpec:
     backend_options: tuple[tuple[str, Any], ...] = ()
     by_keyword: tuple[str, ...] = ()
     types: ArgumentTypes | None = dataclasses.field(default=None, compare=False, repr=False)
+    words: CallWords | None = dataclasses.field(default=None, compare=False, repr=False)
     kernel_id: int = dataclasses.field(init=False, repr=False)
     kernel_name: str = dataclasses.field(init=False, repr=False, compare=False)
     exact_values: tuple = dataclasses.field(init=False, repr=False)

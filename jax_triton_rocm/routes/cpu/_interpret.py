@@ -20,10 +20,10 @@ import jax
 
 from jax_triton_rocm.backends import _backend, _no_gpu, _vendors
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.compile import _errors
+from jax_triton_rocm.compile import _compile, _errors, _writes
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes.cpu import _interpret_host, _shard_callbacks
-from jax_triton_rocm.spec import _kinds, _spec
+from jax_triton_rocm.spec import _kinds, _misplaced, _spec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
@@ -195,6 +195,15 @@ def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelC
     # Nothing compiles here, so the arguments are checked against the parameters now.
     _kinds.check(jit_fn, launch.bound, in_avals, out_avals, spec.kernel_name,
                  _vendors.FRONT_END_PROBES)
+    # What the kernel writes, read from the TTIR Triton's front end builds for the launch.
+    bound = launch.bound
+    key = ("writes", _compile.call_graph_key(spec, _state.KERNEL_RECORDS.record(spec.kernel)),
+           tuple(bound.signature.items()), repr(bound.attrs),
+           tuple((k, _compile.stable_text(v)) for k, v in sorted(bound.constexprs.items())))
+    ttir = _state.CHECKED_CALLS.memo(key, lambda: _kinds.front_end(
+        jit_fn, bound, _vendors.FRONT_END_PROBES, ttir=True)[0], kernel=jit_fn)
+    if ttir and (found := _writes.of_launch(ttir, bound)) is not None:
+        _misplaced.check_writes(spec, launch, *found, in_avals)
     programs = math.prod(launch.grid)
     if programs > SLOW_GRID_PROGRAMS:
         seconds = programs * _SECONDS_PER_PROGRAM

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _state
-from jax_triton_rocm.compile import _compile
+from jax_triton_rocm.compile import _compile, _writes
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.routes.jaxlib import _params, _proto, _tma
-from jax_triton_rocm.spec import _kinds
+from jax_triton_rocm.spec import _kinds, _misplaced
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:
@@ -71,8 +71,11 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
-    fit = _plan.fitting(compiled, answers.launch_site.limits, kernel=spec.kernel_name)
     as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
+    for in_order, _, kernel in compiled:  # what the kernel writes, read from what it compiled to
+        if (found := _writes.of_launch(kernel.ttir, in_order.bound)) is not None:
+            _misplaced.check_writes(spec, as_planned[id(in_order)], *found, in_avals)
+    fit = _plan.fitting(compiled, answers.launch_site.limits, kernel=spec.kernel_name)
     # Per process too: a path-delivered image names a file of this process (ROCm's).
     loads = (os.getpid(), dataclasses.astuple(where.features),
              where.devices and where.devices.arch, where.settings.variables, spec.debug)

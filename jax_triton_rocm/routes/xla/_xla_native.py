@@ -25,9 +25,9 @@ from jax._src.interpreters import mlir
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _env, _values
-from jax_triton_rocm.compile import _compile
+from jax_triton_rocm.compile import _compile, _writes
 from jax_triton_rocm.plan import _plan, _trampoline
-from jax_triton_rocm.spec import _kinds, _layout, _spec
+from jax_triton_rocm.spec import _kinds, _layout, _misplaced, _spec
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
 if TYPE_CHECKING:
@@ -184,6 +184,14 @@ def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
         raise
+    # What the kernel writes, read from what it compiled to: the trampoline's buffers are the
+    # operands, the zeroed outputs' buffers, the runtime scalars' 0-d operands, the results.
+    n_in, zeroed = len(in_avals), launch.zeroed
+    if (found := _writes.of_launch(compiled.ttir, form.bound, lambda kind, index: (
+            ("output", index) if kind == "output" else ("input", index) if index < n_in
+            else ("output", zeroed[index - n_in]) if index < n_in + len(zeroed) else None),
+            )) is not None:
+        _misplaced.check_writes(spec, launch, *found, in_avals)
     # Raises for a launch feature.
     problem = _plan.launch_problem(answers.launch_site.limits, compiled=compiled)
     if problem:

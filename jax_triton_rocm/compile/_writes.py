@@ -1,0 +1,373 @@
+"""What a compiled kernel reads and writes through each of its parameters, read from the IR
+Triton made for that call (TTIR, or Gluon's TTGIR): constexprs folded, helpers inlined, a
+`tl.where` on a constexpr resolved. Each store, atomic and descriptor store has its pointer traced
+back, through the ops a pointer passes (`tt.splat`, `tt.addptr`, `arith.select`, loop-carried
+values, ...), to the parameters it may point into; docs/design.md, "What a kernel writes".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import linecache
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+# The pointer is the op's first operand.
+_STORES = {"tt.store", "tt.descriptor_store", "tt.descriptor_scatter"}
+_ATOMICS = {"tt.atomic_rmw", "tt.atomic_cas", "tt.descriptor_reduce"}
+_LOADS = {"tt.load", "tt.descriptor_load", "tt.descriptor_gather", "tt.prefetch",
+          "ttg.async_copy_global_to_local", "amdgpu.buffer_load", "amdgpu.buffer_load_to_local",
+          "ttng.async_tma_copy_global_to_local", "ttng.async_tma_gather",
+          "ttng.async_tma_prefetch", "tt.descriptor_prefetch"}
+# Every pointer operand is written (the pointer is not the first operand).
+_OTHER_WRITES = {"ttng.async_tma_copy_local_to_global": "store",
+                 "ttng.async_tma_scatter": "store", "amdgpu.buffer_store": "store",
+                 "ttng.async_tma_reduce": "atomic", "amdgpu.buffer_atomic_rmw": "atomic",
+                 "amdgpu.buffer_atomic_cas": "atomic"}
+# Ops whose results point where their pointer operands do.
+_PASSING = {"tt.splat", "tt.addptr", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans",
+            "tt.cat", "tt.join", "tt.split", "tt.unsplat", "arith.select", "tt.make_tensor_ptr",
+            "tt.advance", "tt.make_tensor_descriptor", "ttg.convert_layout", "tt.bitcast",
+            "tt.gather"}
+# Ops that move values between regions (`_Function.link`), and those that touch no pointer.
+_PLUMBING = {"scf.for", "scf.if", "scf.while", "scf.yield", "scf.condition", "tt.func",
+             "tt.return", "module", "tt.call"}
+_VALUE = re.compile(r"%[\w.$-]+(?:#\d+)?")
+_RESULTS = re.compile(r"^((?:%[\w.$-]+(?::\d+)?)(?:, %[\w.$-]+)*) = ")
+_OP = re.compile(r'^"?([a-z_]+\.[\w.]+)"?')
+_ARG = re.compile(r"(%[\w.$-]+): ([^,{]*?)(?= loc\(| \{|,|\)$|\) ->|\) attributes)")
+_FUNC = re.compile(r"tt\.func (?:public |private |nested )?@([\w.$-]+)\((.*?)\)(?: -> .*?)?"
+                   r"(?: attributes \{.*\})? \{$")
+_LOC_USE = re.compile(r" loc\((#loc\d*|\".*?\":\d+:\d+)\)\s*\{?$")
+_LOC_DEF = re.compile(r"^(#loc\d*) = loc\((.*)\)$")
+_SHOWN_CHARS = 70
+
+
+@dataclasses.dataclass(frozen=True)
+class Accesses:
+    """What a kernel does through its parameters, by argument index of its IR function: `stores`,
+    `atomics` and `loads` where every access of that kind through the pointer traces to that
+    one argument, each with where the kernel does it first ("file.py:12: tl.store(...)");
+    `unsure`: arguments a pointer of unknown target may reach (a write through a pointer that may
+    be several arguments, one handed to an op this reading does not follow); `stray`: where the
+    kernel writes through a pointer traced to no argument (`tt.int_to_ptr`, inline asm), if it
+    does."""
+
+    stores: Mapping[int, str]
+    atomics: Mapping[int, str]
+    loads: Mapping[int, str]
+    unsure: Mapping[int, str]
+    stray: str | None
+    n_args: int
+
+
+def of_launch(ir_text: str, bound: Any, buffer: Callable[[str, int], Any] | None = None,
+              ) -> tuple[Accesses, dict[int, tuple[str, int]]] | None:
+    """What the kernel compiled to `ir_text` does through each argument, and the buffer each
+    pointer argument gets as `bound` lays the call out (("input", operand index) or ("output",
+    output index), by argument index; `buffer` maps a source's kind and index to it where a
+    route's trampoline numbers its buffers otherwise); None where either cannot be read."""
+    accesses = read(ir_text)
+    if accesses is None:
+        return None
+    sources = argument_buffers(bound.signature, bound.sources, accesses.n_args)
+    if sources is None:
+        return None
+    buffer = buffer or (lambda kind, index: ("output" if kind == "output" else "input", index))
+    buffers = {arg: buffer(s.kind, s.index) for arg, s in sources.items()}
+    return accesses, {arg: found for arg, found in buffers.items() if found is not None}
+
+
+def read(ir_text: str, name: str | None = None) -> Accesses | None:
+    """The accesses of the public function of `ir_text` (named `name`, if several), or None where
+    the text is not read (no function found, an unbalanced region)."""
+    module = _Module(ir_text)
+    if module.failed:
+        return None
+    public = [f for f in module.functions.values() if f.public]
+    chosen = next((f for f in public if f.name == name), public[0] if len(public) == 1 else None)
+    return None if chosen is None else module.accesses(chosen.name, set())
+
+
+@dataclasses.dataclass
+class _Op:
+    name: str
+    results: list[str]
+    operands: list[str]
+    where: str
+    callee: str | None = None
+
+
+@dataclasses.dataclass
+class _Function:
+    name: str
+    public: bool
+    args: list[str]
+    pointer_args: list[int]
+    ops: list[_Op] = dataclasses.field(default_factory=list)
+    flows: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (to, from)
+
+
+class _Module:
+    """The functions of one IR module as ops and value flows, parsed from its text."""
+
+    def __init__(self, text: str) -> None:
+        self.failed = False
+        self.functions: dict[str, _Function] = {}
+        self.memo: dict[str, Accesses | None] = {}
+        locations: dict[str, str] = {}
+        lines = text.splitlines()
+        for line in lines:
+            if (found := _LOC_DEF.match(line.strip())) is not None:
+                locations[found.group(1)] = found.group(2)
+        self.locations = locations
+        self.shown: dict[str, str] = {}
+        try:
+            self._parse(lines)
+        except (ValueError, IndexError, KeyError):
+            self.failed = True
+
+    def _parse(self, lines: list[str]) -> None:
+        function: _Function | None = None
+        frames: list[dict[str, Any]] = []  # the regions open: their op's kind and values
+        for raw in lines:
+            line = raw.strip()
+            if not line or line.startswith("#loc") or line.startswith("//"):
+                continue
+            if (found := _FUNC.match(line)) is not None:
+                args = _ARG.findall(found.group(2))
+                function = _Function(
+                    found.group(1), "tt.func public" in line, [a for a, _ in args],
+                    [j for j, (_, t) in enumerate(args) if "!tt.ptr" in t or "tensordesc" in t])
+                self.functions[function.name] = function
+                frames.append({"kind": "func"})
+                continue
+            if function is None:
+                continue
+            if line.startswith("}"):
+                if line.startswith(("} else {", "} do {")):
+                    frames[-1]["region"] = frames[-1].get("region", 0) + 1
+                    continue
+                frames.pop()
+                if not frames or frames[-1]["kind"] == "module":
+                    function = None
+                continue
+            if line.startswith("^"):  # a block's arguments: a while's after-region
+                if frames and frames[-1]["kind"] == "scf.while" and frames[-1].get("region"):
+                    frames[-1]["after"] = _VALUE.findall(line.split(")", 1)[0])
+                continue
+            self._op(function, frames, line)
+
+    def _op(self, function: _Function, frames: list[dict[str, Any]], line: str) -> None:
+        results: list[str] = []
+        body = line
+        if (found := _RESULTS.match(line)) is not None:
+            body = line[found.end():]
+            for result in found.group(1).split(", "):
+                name, _, count = result.partition(":")
+                results += [f"{name}#{k}" for k in range(int(count))] if count else [name]
+        op = _OP.match(body)
+        name = op.group(1) if op else body.split(" ", 1)[0]
+        opens = body.rstrip().endswith("{")
+        where = self._where(body)
+        if name == "scf.for":
+            pairs = re.findall(r"(%[\w.$-]+) = (%[\w.$-]+(?:#\d+)?)",
+                               body.split("iter_args(", 1)[1]) if "iter_args(" in body else []
+            carried = [a for a, _ in pairs]
+            for k, (arg, init) in enumerate(pairs):
+                function.flows += [(arg, init), (results[k], init)]
+            frames.append({"kind": name, "results": results, "carried": carried})
+            return
+        if name == "scf.while":
+            pairs = re.findall(r"(%[\w.$-]+) = (%[\w.$-]+(?:#\d+)?)", body.split(")", 1)[0])
+            function.flows += [(arg, init) for arg, init in pairs]
+            frames.append({"kind": name, "results": results, "carried": [a for a, _ in pairs]})
+            return
+        operands = _VALUE.findall(_operand_text(body[len(name):] if op else body))
+        if name in ("scf.yield", "scf.condition"):
+            frame = frames[-1]
+            values = operands[1:] if name == "scf.condition" else operands
+            targets = list(frame.get("results", ()))
+            if frame["kind"] == "scf.for":
+                targets = [*targets, *frame["carried"]]
+                values = values + values
+            elif frame["kind"] == "scf.while":
+                targets = (frame["carried"] if name == "scf.yield"
+                           else [*frame.get("after", ()), *frame["results"]])
+                if name == "scf.condition":
+                    after = frame.get("after", [])
+                    values = values[:len(after)] + values
+            elif frame["kind"] != "scf.if":
+                targets = []
+            function.flows += list(zip(targets, values))
+            return
+        if opens:
+            frames.append({"kind": name, "results": results})
+        callee = re.match(r"tt\.call @([\w.$-]+)", body) if name == "tt.call" else None
+        function.ops.append(_Op(name, results, operands, where, callee and callee.group(1)))
+
+    def _where(self, body: str) -> str:
+        """Where an op is in the kernel's source: the innermost frame with the caller's line
+        after it for a helper's op ("file.py:7: tl.store(p, v) (called at file.py:21)")."""
+        found = _LOC_USE.search(body)
+        if found is None:
+            return ""
+        key = found.group(1)
+        if key not in self.shown:
+            frames = [f for f in self._frames(key, 0) if not f[0].startswith("<")]
+            self.shown[key] = "" if not frames else _shown(frames)
+        return self.shown[key]
+
+    def _frames(self, key: str, depth: int) -> list[tuple[str, int, int]]:
+        """(file, line, column) per frame of a location, the innermost first."""
+        text = self.locations.get(key, key) if key.startswith("#") else key
+        if depth > 32:
+            return []
+        if (file_line := re.fullmatch(r'"(.*?)":(\d+):(\d+)', text)) is not None:
+            return [(file_line.group(1), int(file_line.group(2)), int(file_line.group(3)))]
+        if (named := re.fullmatch(r'".*?"\((#loc\d*)\)', text)) is not None:
+            return self._frames(named.group(1), depth + 1)
+        if (call := re.fullmatch(r"callsite\((#loc\d*) at (#loc\d*)\)", text)) is not None:
+            return self._frames(call.group(1), depth + 1) + self._frames(call.group(2), depth + 1)
+        if text.startswith("fused["):
+            inner = re.findall(r"#loc\d*", text)
+            return self._frames(inner[0], depth + 1) if inner else []
+        return []
+
+    def accesses(self, name: str, reading: set[str]) -> Accesses | None:
+        """The accesses of function `name`, its calls to functions of the module read through
+        (a recursive call makes its pointers unsure)."""
+        if name in self.memo:
+            return self.memo[name]
+        function = self.functions[name]
+        points: dict[str, frozenset[int]] = {
+            function.args[j]: frozenset([j]) for j in function.pointer_args}
+        flows = list(function.flows) + [(r, o) for op in function.ops if op.name in _PASSING
+                                        for r in op.results for o in op.operands]
+        for _ in range(len(flows) + 1):  # loop-carried values: until nothing changes
+            changed = False
+            for to, source in flows:
+                if (extra := points.get(source)) and not extra <= points.get(to, frozenset()):
+                    points[to] = points.get(to, frozenset()) | extra
+                    changed = True
+            if not changed:
+                break
+        else:
+            return None
+        found: dict[str, dict[int, str]] = {"store": {}, "atomic": {}, "load": {}, "unsure": {}}
+        stray = None
+
+        def access(kind: str, targets: frozenset[int], where: str) -> None:
+            nonlocal stray
+            if len(targets) == 1 or (kind == "load" and targets):
+                for target in targets:
+                    found[kind].setdefault(target, where)
+            elif targets:
+                for target in targets:
+                    found["unsure"].setdefault(target, where)
+            elif kind != "load" and stray is None:
+                stray = where
+
+        reading = reading | {name}
+        for op in function.ops:
+            pointed = [points.get(v, frozenset()) for v in op.operands]
+            if op.name in _STORES or op.name in _ATOMICS or op.name in _LOADS:
+                kind = ("store" if op.name in _STORES else "atomic" if op.name in _ATOMICS
+                        else "load")
+                access(kind, pointed[0] if pointed else frozenset(), op.where)
+                rest = pointed[1:]
+            elif op.name in _OTHER_WRITES:
+                hit = [p for p in pointed if p]
+                if not hit:
+                    access(_OTHER_WRITES[op.name], frozenset(), op.where)
+                for targets in hit:
+                    access(_OTHER_WRITES[op.name], targets, op.where)
+                rest = []
+            elif op.name == "tt.call":
+                inner = (None if op.callee is None or op.callee in reading
+                         or op.callee not in self.functions
+                         else self.accesses(op.callee, reading))
+                if inner is None or inner.n_args != len(pointed):
+                    rest = pointed
+                else:
+                    for j, targets in enumerate(pointed):
+                        for kind, seen in (("store", inner.stores), ("atomic", inner.atomics),
+                                           ("load", inner.loads), ("unsure", inner.unsure)):
+                            if j in seen:
+                                access(kind if kind != "unsure" else "store",
+                                       targets if kind != "unsure" else targets | {-1},
+                                       seen[j])
+                    if inner.stray is not None and stray is None:
+                        stray = inner.stray
+                    rest = []
+            elif op.name in _PASSING or op.name in _PLUMBING and op.name != "tt.return":
+                rest = []
+            else:  # handed where this reading does not follow
+                rest = pointed
+            for targets in rest:
+                for target in targets:
+                    found["unsure"].setdefault(target, op.where)
+        accesses = Accesses(
+            {k: v for k, v in found["store"].items() if k >= 0},
+            {k: v for k, v in found["atomic"].items() if k >= 0},
+            {k: v for k, v in found["load"].items() if k >= 0},
+            {k: v for k, v in found["unsure"].items() if k >= 0}, stray, len(function.args))
+        self.memo[name] = accesses
+        return accesses
+
+
+def _operand_text(text: str) -> str:
+    """An op's text without its types and location: where its operands are."""
+    text = re.sub(r" loc\(.*$", "", text)
+    depth, cut = 0, len(text)
+    for k, char in enumerate(text):
+        depth += char in "<([{"
+        depth -= char in ">)]}"
+        if char == ":" and depth == 0 and text[k - 1] == " ":
+            cut = k
+            break
+    return text[:cut]
+
+
+def _shown(frames: list[tuple[str, int, int]]) -> str:
+    """"file.py:12: tl.store(...)": the innermost frame's file, line and source from the op's
+    column, then the lines it is called at."""
+    file, line, column = frames[0]
+    text = linecache.getline(file, line)[max(column - 1, 0):].strip()
+    if len(text) > _SHOWN_CHARS:
+        text = text[:_SHOWN_CHARS - 3] + "..."
+    shown = f"{file.rsplit('/', 1)[-1]}:{line}" + (f": {text}" if text else "")
+    if len(frames) > 1:
+        shown += " (called at " + ", ".join(
+            f"{f.rsplit('/', 1)[-1]}:{n}" for f, n, _ in frames[1:]) + ")"
+    return shown
+
+
+def argument_buffers(signature: Mapping[str, Any], sources: Any,
+                     n_args: int) -> dict[int, Any] | None:
+    """The source (`_layout.ArgSource`) of each IR argument that is a buffer's pointer or a
+    descriptor's, by argument index, for a kernel laid out with `signature` and `sources`; None
+    where the IR has another number of arguments (`n_args`) than the layout gives."""
+    by_place = {(s.position, tuple(s.path)): s for s in sources}
+    found: dict[int, Any] = {}
+    count = 0
+
+    def walk(position: int, path: tuple[int, ...], kind: Any) -> None:
+        nonlocal count
+        if isinstance(kind, tuple):
+            for j, element in enumerate(kind):
+                walk(position, (*path, j), element)
+            return
+        if kind == "constexpr":
+            return
+        source = by_place.get((position, path))
+        if source is not None and source.kind in ("input", "output", "descriptor"):
+            found[count] = source
+        count += 1
+        if isinstance(kind, str) and kind.startswith("tensordesc<"):
+            count += 2 * len(kind.split("[", 1)[1].split("]", 1)[0].split(","))
+
+    for position, kind in enumerate(signature.values()):
+        walk(position, (), kind)
+    return found if count == n_args else None
