@@ -84,7 +84,7 @@ def launch_problem(limits: LaunchLimits, num_warps: int | None = None,
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
     """One way to launch the kernel: constexprs by name, the settings (None: the backend's
-    default), vendor compile `options` and Triton's `description` of the config. `meta` is what
+    default, one CTA for `num_ctas`), vendor compile `options` and Triton's `description` of the config. `meta` is what
     a callable `grid` or `zeroed_outputs` receives (the arguments by name, the constexprs and the
     launch settings, as Triton's launcher gives them); `positional` the call's layout with the
     descriptors the config's `pre_hook` re-blocked (`_hooks`), None where it is the spec's own.
@@ -93,7 +93,7 @@ class LaunchConfig:
     constexprs: dict[str, Any]
     num_warps: int | None
     num_stages: int | None
-    num_ctas: int
+    num_ctas: int | None
     options: dict[str, Any]
     description: str
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -102,7 +102,7 @@ class LaunchConfig:
     def kwargs_view(self) -> dict[str, Any]:
         """The keyword arguments Triton's launcher would hold: options, settings, constexprs."""
         settings = {k: getattr(self, k) for k in LAUNCH_SETTINGS if getattr(self, k) is not None}
-        return {**self.options, **settings, **self.constexprs}
+        return {**self.options, "num_ctas": 1, **settings, **self.constexprs}
 
 
 DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
@@ -267,8 +267,8 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
         config = LaunchConfig(
             types.constexprs if own and types is not None
             else {k: _spec.plain_constexpr(v) for k, v in config.constexprs.items()},
-            config.num_warps, config.num_stages, config.num_ctas, options, config.description,
-            positional=positional)
+            config.num_warps, config.num_stages, config.num_ctas or 1, options,
+            config.description, positional=positional)
         # What a callable grid or zeroed_outputs receives, once the config is whole.
         config.meta.update({**seen, **config.kwargs_view()})
         configs.append(config)
