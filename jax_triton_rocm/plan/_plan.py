@@ -168,7 +168,7 @@ def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, num_warps: int,
     `batch_grid_axis` under `jax.vmap`.
 
     Raises:
-      ValueError / TypeError: a grid that is not 1-3 positive sizes, a callable grid that
+      ValueError / TypeError: a grid that is not 1-3 sizes of 0 or more, a callable grid that
         raised (`_callbacks.call`), a batched call whose grid uses the batch axis, or a grid
         beyond `limits`; each names the grid and the fix.
     """
@@ -205,6 +205,52 @@ def zeroed_outputs(spec: KernelCallSpec, meta: dict[str, Any], n_outs: int) -> t
                             fix=f"Fix the zeroed_outputs function. {_META_FIX}"),
             n_outs, what=what)
     return zeroed
+
+
+@dataclasses.dataclass(frozen=True)
+class Skipped:
+    """A call that launches nothing: its grid has a 0, and Triton's launcher skips such a
+    launch. A route emits no kernel call; each output is zeros where `zeroed` lists it, else
+    its aliased input, else empty (`skipped` refuses any other)."""
+
+    grid: tuple[int, int, int]
+    zeroed: tuple[int, ...]
+
+
+def skipped(launches: Sequence[Launch], spec: KernelCallSpec,
+            out_avals: tuple) -> Skipped | None:
+    """A `Skipped` where the grid of every launch has a 0, None where none has.
+
+    Raises:
+      ValueError: the grids of some autotune configs have a 0 and others' not; or no program
+        runs and an output that is not empty is neither zeroed in every launch nor aliased
+        to an input. Each names the grid, the outputs or configs, and the fix.
+    """
+    empty = [launch for launch in launches if 0 in launch.grid]
+    if not empty:
+        return None
+    if len(empty) < len(launches):
+        listed = "; ".join(f"config ({launch.description}): grid {launch.grid}"
+                           for launch in launches)
+        raise ValueError(
+            f"Kernel {spec.kernel_name}: the grids of some autotune configs have a 0 and "
+            f"others' not ({listed}). No program runs where a grid has a 0, and the autotuner "
+            f"would time, and could pick, a config that writes nothing. Give every config a "
+            f"grid that covers the problem (rounded up: triton.cdiv(n, meta['BLOCK'])), or "
+            f"drop the configs whose grid is empty (prune_configs_by).")
+    grid = launches[0].grid
+    zeroed = set.intersection(*[set(launch.zeroed) for launch in launches])
+    aliased = {o for _, o in spec.input_output_aliases}
+    unwritten = [f"output {o} ({_spec.aval_text(aval)})" for o, aval in enumerate(out_avals)
+                 if o not in zeroed | aliased and 0 not in aval.shape]
+    if unwritten:
+        raise ValueError(
+            f"Kernel {spec.kernel_name}: its grid {grid} has a 0, so no program runs (Triton's "
+            f"launcher skips such a launch) and nothing writes {', '.join(unwritten)}. List "
+            f"the output in zeroed_outputs to get zeros, alias it to an input with "
+            f"input_output_aliases to get the input's values, or give it a size of 0 where "
+            f"the problem is empty.")
+    return Skipped(grid, tuple(sorted(zeroed)))
 
 
 def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: LaunchSite,

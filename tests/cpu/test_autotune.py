@@ -406,3 +406,11 @@ def test_the_v0_3_drop_ins_default_of_one_cta_keeps_every_config():
         x, y, N, kernel=kernel, out_shape=x, grid=lambda meta: (N // meta["BLOCK"],)),
         x, x, platform="cuda")
     assert [k.num_ctas for k in lowered.kernels] == [1, 2]
+
+
+def test_a_compile_option_given_at_the_call_prunes_the_configs_that_set_it_otherwise():
+    configs = [triton.Config({"BLOCK": 128, "waves_per_eu": 1}),
+               triton.Config({"BLOCK": 256, "waves_per_eu": 2}), triton.Config({"BLOCK": 512})]
+    lowered = lower_add(_tuned(kernels.add_kernel, configs=configs), platform="rocm",
+                        waves_per_eu=2)
+    assert [launch.description for launch in lowered.launches] == [str(c) for c in configs[1:]]
