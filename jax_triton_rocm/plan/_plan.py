@@ -84,10 +84,11 @@ def launch_problem(limits: LaunchLimits, num_warps: int | None = None,
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
     """One way to launch the kernel: constexprs by name, the settings (None: the backend's
-    default, one CTA for `num_ctas`), vendor compile `options` and Triton's `description` of the config. `meta` is what
-    a callable `grid` or `zeroed_outputs` receives (the arguments by name, the constexprs and the
-    launch settings, as Triton's launcher gives them); `positional` the call's layout with the
-    descriptors the config's `pre_hook` re-blocked (`_hooks`), None where it is the spec's own.
+    default, one CTA for `num_ctas`), vendor compile `options` and Triton's `description` of the
+    config. `meta` is what a callable `grid` or `zeroed_outputs` receives (the arguments by name,
+    the constexprs and the launch settings, as Triton's launcher gives them); `positional` the
+    call's layout with the descriptors the config's `pre_hook` re-blocked (`_hooks`), None where
+    it is the spec's own.
     """
 
     constexprs: dict[str, Any]
@@ -217,19 +218,16 @@ class Skipped:
     zeroed: tuple[int, ...]
 
 
-def skipped(launches: Sequence[Launch], spec: KernelCallSpec,
-            out_avals: tuple) -> Skipped | None:
-    """A `Skipped` where the grid of every launch has a 0, None where none has.
+def skipped(launches: Sequence[Launch], spec: KernelCallSpec, out_avals: tuple) -> Skipped:
+    """The call skipped, where the grid of a launch has a 0 (a route asks only then, with
+    `0 in launch.grid` inline, so that a call that launches runs no more of the package).
 
     Raises:
-      ValueError: the grids of some autotune configs have a 0 and others' not; or no program
-        runs and an output that is not empty is neither zeroed in every launch nor aliased
-        to an input. Each names the grid, the outputs or configs, and the fix.
+      ValueError: the grids of some autotune configs have a 0 and others' not; or an output
+        that is not empty is neither zeroed in every launch nor aliased to an input. Each names
+        the grid, the outputs or configs, and the fix.
     """
-    empty = [launch for launch in launches if 0 in launch.grid]
-    if not empty:
-        return None
-    if len(empty) < len(launches):
+    if not all([0 in launch.grid for launch in launches]):
         listed = "; ".join(f"config ({launch.description}): grid {launch.grid}"
                            for launch in launches)
         raise ValueError(

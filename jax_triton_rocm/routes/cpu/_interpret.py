@@ -196,8 +196,8 @@ def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelC
     # Nothing compiles here, so the arguments are checked against the parameters now.
     _kinds.check(jit_fn, launch.bound, in_avals, out_avals, spec.kernel_name,
                  _vendors.FRONT_END_PROBES)
-    if (skipped := _plan.skipped([launch], spec, out_avals)) is not None:
-        return skipped
+    if 0 in launch.grid:  # no program runs
+        return _plan.skipped([launch], spec, out_avals)
     programs = math.prod(launch.grid)
     if programs > SLOW_GRID_PROGRAMS:
         seconds = programs * _SECONDS_PER_PROGRAM
