@@ -57,6 +57,8 @@ def triton_call(
       *args: the operands, in the kernel's parameter order.
       kernel: a @triton.jit or @gluon.jit function, bare or in @triton.autotune/@triton.heuristics.
       grid: an int, a tuple of 1-3 ints, or a callable of the metaparameters returning one.
+        A size of 0 (`triton.cdiv(0, BLOCK)`) launches nothing, as Triton's launcher skips
+        it: each output must then be empty, zeroed or aliased to an input.
       out_type: the outputs, jax-triton 0.4's convention (give it or `out_shape`, not both):
         anything with .shape and .dtype, or a pytree of them; `()` with Refs,
         `has_side_effect`, or a kernel that takes nothing at launch (constexprs only), whose
@@ -64,7 +66,8 @@ def triton_call(
       out_shape: the outputs as `out_type`, in jax-triton 0.3's convention.
       name: a name for the call (shown by jaxlib and profilers).
       num_warps: warps per program (None: the target's default; AMD wave32 needs an even
-        number, a Gluon kernel's layouts must fit it).
+        number, a Gluon kernel's layouts must fit it). Given to an autotuned kernel, this and
+        the other launch settings keep the configs that agree ([Autotuning](autotuning.md)).
       num_stages: software-pipelining stages (None: the target's default).
       num_ctas: CTAs per cluster (None: 1).
       compute_capability: a CUDA compute capability to compile for (`target_arch` is general;

@@ -100,7 +100,8 @@ MAX_GRID_SIZE = 2**31 - 1
 
 
 def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
-    """A grid as three positive ints, each at most `MAX_GRID_SIZE`."""
+    """A grid as three ints, each from 0 to `MAX_GRID_SIZE`; a 0 launches no program (the
+    launch is skipped, as Triton's launcher skips it: `plan._plan.skipped`)."""
     if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
         dims = (int(grid),)
     elif isinstance(grid, Sequence) and not isinstance(grid, str):
@@ -117,9 +118,9 @@ def normalize_grid(grid: Any, *, what: str = "grid") -> tuple[int, int, int]:
             raise TypeError(f"{what}={grid!r}: every size must be a Python int, got "
                             f"{type(d).__name__} {d!r}. Compute the grid from static shapes "
                             f"(x.shape), not from traced values.")
-        if d <= 0:
-            raise ValueError(f"{what}={grid!r}: every size must be positive (got {d}). "
-                             f"An empty launch has nothing to do; skip the call instead.")
+        if d < 0:
+            raise ValueError(f"{what}={grid!r}: a size is negative ({d}); give each size as "
+                             f"a number of programs, 0 or more (e.g. triton.cdiv(n, BLOCK)).")
         if d > MAX_GRID_SIZE:
             raise ValueError(f"{what}={grid!r}: {d} programs along one axis is more than any GPU "
                              f"launches ({MAX_GRID_SIZE}); give each program more work (a "

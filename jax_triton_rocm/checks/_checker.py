@@ -20,7 +20,7 @@ from jax_triton_rocm.spec._spec import KernelCallSpec
 
 
 # The explicit arguments `backend_options` may give instead, with their defaults.
-SETTINGS = {"num_warps": None, "num_stages": None, "num_ctas": 1, "debug": False,
+SETTINGS = {"num_warps": None, "num_stages": None, "num_ctas": None, "debug": False,
             "enable_fp_fusion": True}
 # Triton options the package sets itself per target, or that jaxlib cannot launch with.
 _REFUSED = {
@@ -253,7 +253,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         out_shapes=tuple(out_shapes), grid=grid, name=name or unwrapped.name,
         num_warps=None if num_warps is None else int(num_warps),
         num_stages=None if num_stages is None else int(num_stages),
-        num_ctas=1 if num_ctas is None else int(num_ctas), cuda_arch=cuda_arch,
+        num_ctas=None if num_ctas is None else int(num_ctas), cuda_arch=cuda_arch,
         enable_fp_fusion=bool(enable_fp_fusion), input_output_aliases=tuple(aliases),
         zeroed_outputs=zeroed, debug=bool(debug), serialized_metadata=serialized_metadata,
         batch_grid_axis=None if axis is None else int(axis),

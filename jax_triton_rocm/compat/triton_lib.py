@@ -62,7 +62,7 @@ class ShapeDtype(Protocol):
 
 def normalize_grid(grid: ValueOrFn[Grid], metaparams: Mapping[str, Any]) -> tuple[int, int, int]:
     """`grid` (called with `metaparams` if callable) as three ints, padded with 1s; TypeError
-    or ValueError, naming its value, where it is not 1-3 positive ints."""
+    or ValueError, naming its value, where it is not 1-3 ints of 0 or more."""
     return _spec.normalize_grid(grid(metaparams) if callable(grid) else grid)
 
 

@@ -49,7 +49,8 @@ def triton_call(
     `out_shape`; [Porting from jax-triton](porting.md)): positional arguments fill the kernel's
     parameters in order and the outputs' pointers follow them; a keyword (`**metaparams`) is a
     constexpr (an operand if it holds an array), and one an autotune config also sets keeps the
-    configs that agree with it; `input_output_aliases` counts array arguments. Unless given,
+    configs that agree with it, as a launch setting given does (`num_ctas=1`, the default, keeps
+    them all); `input_output_aliases` counts array arguments. Unless given,
     `num_warps` is 4 and `num_stages` 3 (an autotuned kernel's configs carry their own), and
     floating-point fusion is on, as in 0.3.1.
 
@@ -73,7 +74,9 @@ def triton_call(
             f"to force one.")
     return _v0_4.on_jaxlib_route(
         triton_call, *args, kernel=kernel, out_shape=out_shape, grid=grid, name=name,
-        num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
+        # 0.3.1's default, one CTA, leaves an autotuned kernel's configs unpruned.
+        num_warps=num_warps, num_stages=num_stages,
+        num_ctas=None if num_ctas == 1 else num_ctas,
         compute_capability=compute_capability, enable_fp_fusion=enable_fp_fusion,
         input_output_aliases=input_output_aliases, zeroed_outputs=zeroed_outputs,
         debug=None if debug is False else debug, serialized_metadata=serialized_metadata,

@@ -84,16 +84,17 @@ def launch_problem(limits: LaunchLimits, num_warps: int | None = None,
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
     """One way to launch the kernel: constexprs by name, the settings (None: the backend's
-    default), vendor compile `options` and Triton's `description` of the config. `meta` is what
-    a callable `grid` or `zeroed_outputs` receives (the arguments by name, the constexprs and the
-    launch settings, as Triton's launcher gives them); `positional` the call's layout with the
-    descriptors the config's `pre_hook` re-blocked (`_hooks`), None where it is the spec's own.
+    default, one CTA for `num_ctas`), vendor compile `options` and Triton's `description` of the
+    config. `meta` is what a callable `grid` or `zeroed_outputs` receives (the arguments by name,
+    the constexprs and the launch settings, as Triton's launcher gives them); `positional` the
+    call's layout with the descriptors the config's `pre_hook` re-blocked (`_hooks`), None where
+    it is the spec's own.
     """
 
     constexprs: dict[str, Any]
     num_warps: int | None
     num_stages: int | None
-    num_ctas: int
+    num_ctas: int | None
     options: dict[str, Any]
     description: str
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -102,7 +103,7 @@ class LaunchConfig:
     def kwargs_view(self) -> dict[str, Any]:
         """The keyword arguments Triton's launcher would hold: options, settings, constexprs."""
         settings = {k: getattr(self, k) for k in LAUNCH_SETTINGS if getattr(self, k) is not None}
-        return {**self.options, **settings, **self.constexprs}
+        return {**self.options, "num_ctas": 1, **settings, **self.constexprs}
 
 
 DEFAULT_NUM_WARPS = 4  # Triton's, for every backend
@@ -168,7 +169,7 @@ def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, num_warps: int,
     `batch_grid_axis` under `jax.vmap`.
 
     Raises:
-      ValueError / TypeError: a grid that is not 1-3 positive sizes, a callable grid that
+      ValueError / TypeError: a grid that is not 1-3 sizes of 0 or more, a callable grid that
         raised (`_callbacks.call`), a batched call whose grid uses the batch axis, or a grid
         beyond `limits`; each names the grid and the fix.
     """
@@ -205,6 +206,49 @@ def zeroed_outputs(spec: KernelCallSpec, meta: dict[str, Any], n_outs: int) -> t
                             fix=f"Fix the zeroed_outputs function. {_META_FIX}"),
             n_outs, what=what)
     return zeroed
+
+
+@dataclasses.dataclass(frozen=True)
+class Skipped:
+    """A call that launches nothing: its grid has a 0, and Triton's launcher skips such a
+    launch. A route emits no kernel call; each output is zeros where `zeroed` lists it, else
+    its aliased input, else empty (`skipped` refuses any other)."""
+
+    grid: tuple[int, int, int]
+    zeroed: tuple[int, ...]
+
+
+def skipped(launches: Sequence[Launch], spec: KernelCallSpec, out_avals: tuple) -> Skipped:
+    """The call skipped, where the grid of a launch has a 0 (a route asks only then, with
+    `0 in launch.grid` inline, so that a call that launches runs no more of the package).
+
+    Raises:
+      ValueError: the grids of some autotune configs have a 0 and others' not; or an output
+        that is not empty is neither zeroed in every launch nor aliased to an input. Each names
+        the grid, the outputs or configs, and the fix.
+    """
+    if not all([0 in launch.grid for launch in launches]):
+        listed = "; ".join(f"config ({launch.description}): grid {launch.grid}"
+                           for launch in launches)
+        raise ValueError(
+            f"Kernel {spec.kernel_name}: the grids of some autotune configs have a 0 and "
+            f"others' not ({listed}). No program runs where a grid has a 0, and the autotuner "
+            f"would time, and could pick, a config that writes nothing. Give every config a "
+            f"grid that covers the problem (rounded up: triton.cdiv(n, meta['BLOCK'])), or "
+            f"drop the configs whose grid is empty (prune_configs_by).")
+    grid = launches[0].grid
+    zeroed = set.intersection(*[set(launch.zeroed) for launch in launches])
+    aliased = {o for _, o in spec.input_output_aliases}
+    unwritten = [f"output {o} ({_spec.aval_text(aval)})" for o, aval in enumerate(out_avals)
+                 if o not in zeroed | aliased and 0 not in aval.shape]
+    if unwritten:
+        raise ValueError(
+            f"Kernel {spec.kernel_name}: its grid {grid} has a 0, so no program runs (Triton's "
+            f"launcher skips such a launch) and nothing writes {', '.join(unwritten)}. List "
+            f"the output in zeroed_outputs to get zeros, alias it to an input with "
+            f"input_output_aliases to get the input's values, or give it a size of 0 where "
+            f"the problem is empty.")
+    return Skipped(grid, tuple(sorted(zeroed)))
 
 
 def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: LaunchSite,
@@ -267,8 +311,8 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
         config = LaunchConfig(
             types.constexprs if own and types is not None
             else {k: _spec.plain_constexpr(v) for k, v in config.constexprs.items()},
-            config.num_warps, config.num_stages, config.num_ctas, options, config.description,
-            positional=positional)
+            config.num_warps, config.num_stages, config.num_ctas or 1, options,
+            config.description, positional=positional)
         # What a callable grid or zeroed_outputs receives, once the config is whole.
         config.meta.update({**seen, **config.kwargs_view()})
         configs.append(config)

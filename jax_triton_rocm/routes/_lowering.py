@@ -36,9 +36,9 @@ class Kept:
 def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
                  settings: _env.LoweringSettings | None = None) -> Any:
     """The call lowered for `route`, without MLIR (`_jaxlib_call.LoweredCall`,
-    `_xla_native.NativeCall` or `Unfit`), kept in the kernel's record (fetched once here, passed
-    down) by all that decides it, and jaxlib's by the environment's `settings`. A call left
-    undecided is told to a tuning session."""
+    `_xla_native.NativeCall`, `Unfit`, or `_plan.Skipped` where no program runs), kept in the
+    kernel's record (fetched once here, passed down) by all that decides it, and jaxlib's by the
+    environment's `settings`. A call left undecided is told to a tuning session."""
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     record = _state.KERNEL_RECORDS.record(spec.kernel)
     if route == "jaxlib":
@@ -100,6 +100,8 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
             kept.move_to_end((place, key))
     if found is not None:
         launches = _plan.relaunch(list(found.launches), spec, in_avals, out_avals, found.limits)
+        if any([0 in launch.grid for launch in launches]):  # no program runs
+            return _plan.skipped(launches, spec, out_avals)
         if route == "xla":
             planned = _xla_native.refilled(found.made, *launches)
         else:  # each launch as jaxlib launches it, with the kept kernel and image
@@ -112,6 +114,8 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
         answers = backend.answers(where.arch if route == "jaxlib" else where)
         if route == "xla" and spec.unwrapped.autotuner is not None:
             lowered = lowered_call("jaxlib", backend, ctx, spec, settings)
+            if isinstance(lowered, _plan.Skipped):
+                return lowered
             if lowered.undecided is not None or len(lowered.launches) != 1:
                 return _xla_native.Unfit(
                     "the kernel is autotuned and no configuration is remembered for this call "
@@ -120,6 +124,8 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
             launches = list(lowered.launches)
         else:
             launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
+            if any([0 in launch.grid for launch in launches]):  # nothing compiled, nor kept
+                return _plan.skipped(launches, spec, out_avals)
         if route == "xla":
             [launch] = launches  # XLA's call launches one configuration
             planned = _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals,

@@ -254,6 +254,8 @@ class GpuRoutes:
             reason = f"{by}={'False' if by == 'xla_native' else '0'} asks for it"
         else:  # XLA's route, unless the call does not fit it (before or after the compile)
             call = _lowering.lowered_call("xla", self.backend, ctx, spec, settings)
+            if isinstance(call, _plan.Skipped):
+                return skipped_results(ctx, operands, spec, call)
             if not isinstance(call, _xla_native.Unfit):
                 if spec.cost_estimate is not None:
                     logger.debug("jax_triton_rocm: cost_estimate dropped: XLA's Triton call "
@@ -269,6 +271,8 @@ class GpuRoutes:
                     f"for jaxlib's Triton call, the default.", call.reason)
             reason = call.reason
         lowered = _lowering.lowered_call("jaxlib", self.backend, ctx, spec, settings)
+        if isinstance(lowered, _plan.Skipped):
+            return skipped_results(ctx, operands, spec, lowered)
         if self.backend.after_encode is not None:  # told before the call is emitted
             self.backend.after_encode(lowered, ctx, _jaxlib_call.emit)
         results = _jaxlib_call.emit(ctx, operands, lowered)
@@ -285,7 +289,26 @@ class Interpreter:
         from jax_triton_rocm.routes.cpu import _interpret
 
         log_route(INTERPRETER, spec, "lowered for the CPU")
-        return _interpret.lower(ctx, operands, spec)
+        results = _interpret.lower(ctx, operands, spec)
+        if isinstance(results, _plan.Skipped):
+            return skipped_results(ctx, operands, spec, results)
+        return results
+
+
+def skipped_results(ctx: LoweringRuleContext, operands: Sequence[Any], spec: KernelCallSpec,
+                    skipped: _plan.Skipped) -> list:
+    """The results of a call that launches nothing, on every route: zeros for an output that
+    the call zeroes (or that is empty), else the input it is aliased to, as it came."""
+    logger.debug("jax_triton_rocm: kernel %s is not launched: its grid %s has a 0",
+                 spec.kernel_name, skipped.grid)
+    aliased = {o: i for i, o in spec.input_output_aliases}
+
+    def results(*inputs: Any) -> list:
+        return [inputs[aliased[o]] if o in aliased and o not in skipped.zeroed
+                else jax.numpy.zeros(aval.shape, aval.dtype)
+                for o, aval in enumerate(ctx.avals_out)]
+
+    return mlir.lower_fun(results, multiple_results=True)(ctx, *operands)
 
 
 @functools.cache

@@ -140,19 +140,25 @@ def autotune_configs(autotuner: Autotuner, base: Any, named: dict, by_keyword: t
     """The autotuner's configs that agree with the call, pruned as Triton prunes them, each as
     (its `triton.Config`, `base` with it laid over)."""
     check_autotuner(autotuner, kernel)
-    # A call may fix one of the tuned keys, as in jax-triton (Triton's launcher refuses that).
-    configs, given = autotuner.configs, base.constexprs
+    # A call may fix what the configs tune, as in jax-triton (Triton's launcher refuses that):
+    # a constexpr, a launch setting or a compile option. A config sets what its `all_kwargs`
+    # holds: its kwargs, and each setting it does not leave to the call (None), Triton's
+    # defaults (num_warps=4, num_stages=3, num_ctas=1) included.
+    configs = autotuner.configs
+    settings = {**base.options, **{key: getattr(base, key) for key in LAUNCH_SETTINGS}}
+    given = {**{key: value for key, value in settings.items() if value is not None},
+             **base.constexprs}
     candidates = [config for config in configs
-                  if all(config.kwargs[key] == value for key, value in given.items()
-                         if key in config.kwargs)]
+                  if all(value == given[key] for key, value in config.all_kwargs().items()
+                         if key in given)]
     if not candidates:
-        overlap = sorted(set(given) & set().union(*[config.kwargs for config in configs]))
+        overlap = sorted(set(given) & set().union(*[config.all_kwargs() for config in configs]))
         raise ValueError(
             f"Kernel {kernel}: the call sets "
             f"{', '.join(f'{key}={given[key]!r}' for key in overlap)} (or a heuristic around "
             f"@triton.autotune does), and no autotune config agrees: "
-            f"{'; '.join(map(str, configs))}. Give a value that one of them sets, or drop the "
-            f"key from the call to let the autotuner choose.")
+            f"{'; '.join(map(str, configs))}. Give a value that one of them sets, or drop it "
+            f"from the call to let the autotuner choose.")
     named_args = {name: value for name, value in named.items() if name not in by_keyword}
     kwargs = {**{name: named[name] for name in by_keyword if name in named},
               **base.kwargs_view()}

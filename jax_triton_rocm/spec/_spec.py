@@ -429,7 +429,8 @@ class KernelCallSpec:
       positional: ("array", operand index) or ("scalar", value) per positional argument; or one
         entry per kernel parameter, placed: ("input", i), ("output", j), ("keyword", None),
         ("scalar", value), ("tuple", entries) or ("descriptor", (i, static descriptor)).
-      num_warps, num_stages: None takes the target's default (`plan._plan` applies it).
+      num_warps, num_stages, num_ctas: None takes the target's default (`plan._plan` applies
+        it; one CTA), and leaves an autotuned kernel's configs unpruned by the setting.
       batch: set by the `jax.vmap` rule on a call batched along `batch_grid_axis`.
       by_keyword: the operand parameters given by keyword, which Triton's launcher hands
         `early_config_prune` and `perf_model` in their `**kwargs` (`plan._plan`).
@@ -443,7 +444,7 @@ class KernelCallSpec:
     name: str
     num_warps: int | None
     num_stages: int | None
-    num_ctas: int
+    num_ctas: int | None
     cuda_arch: str | None
     enable_fp_fusion: bool
     input_output_aliases: tuple[tuple[int, int], ...]

@@ -345,3 +345,72 @@ def test_a_key_set_by_the_call_prunes_the_same_on_either_api(api):
     with pytest.raises(ValueError, match="the call sets BLOCK=64 .*no autotune config agrees"):
         capture_one(two_apis.call_through(api, kernel=kernel, BLOCK=64), two_apis.X,
                     two_apis.X, platform="cuda")
+
+
+# Launch settings given at the call prune the configs, as a constexpr given at the call does.
+
+@pytest.mark.usefixtures("fresh_caches")
+@pytest.mark.parametrize("platform,arch", [("cuda", "sm_90"), ("rocm", "gfx942")])
+@pytest.mark.parametrize("setting,value,kept", [("num_warps", 8, [2]), ("num_stages", 2, [1]),
+                                                ("num_warps", 4, [0, 1])])
+def test_a_launch_setting_the_call_gives_compiles_only_the_configs_that_agree(
+        platform, arch, setting, value, kept):
+    lowered = lower_add(au.tuned_add_kernel, platform=platform, arch=arch, **{setting: value})
+    assert _state.COMPILED_KERNELS.stats["compiles"] == len(kept)
+    assert [launch.description for launch in lowered.launches] == [
+        str(au.ADD_CONFIGS[i]) for i in kept]
+
+
+def test_a_config_that_leaves_a_setting_to_the_call_agrees_and_launches_with_the_calls():
+    # num_warps=None, and maxnreg=None (Triton's default), leave the setting to the call.
+    configs = [triton.Config({"BLOCK": 128}, num_warps=None),
+               triton.Config({"BLOCK": 256}, num_warps=4),
+               triton.Config({"BLOCK": 512}, num_warps=8)]
+    lowered = lower_add(_tuned(kernels.add_kernel, configs=configs), num_warps=2, maxnreg=64)
+    assert [launch.description for launch in lowered.launches] == [str(configs[0])]
+    assert [(k.num_warps, k.metadata["maxnreg"]) for k in lowered.kernels] == [(2, 64)]
+
+
+def test_num_ctas_given_prunes_and_left_out_keeps_every_config():
+    configs = [triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 256}, num_ctas=2)]
+    kernel = _tuned(kernels.add_kernel, configs=configs)
+    assert [k.num_ctas for k in lower_add(kernel).kernels] == [1, 2]
+    assert [k.num_ctas for k in lower_add(kernel, num_ctas=2).kernels] == [2]
+    assert [k.num_ctas for k in lower_add(kernel, num_ctas=1).kernels] == [1]
+
+
+def test_maxnreg_given_keeps_the_configs_that_set_it_alike_or_not_at_all():
+    configs = [triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 256}, maxnreg=128),
+               triton.Config({"BLOCK": 512}, maxnreg=64)]
+    lowered = lower_add(_tuned(kernels.add_kernel, configs=configs), maxnreg=64)
+    assert [launch.description for launch in lowered.launches] == [str(configs[0]),
+                                                                    str(configs[2])]
+    assert [k.metadata["maxnreg"] for k in lowered.kernels] == [64, 64]
+
+
+def test_a_launch_setting_no_config_agrees_with_names_it_the_configs_and_the_fix():
+    with pytest.raises(ValueError, match=r"Kernel tuned_add_kernel: the call sets num_warps=2 "
+                                         r".*no autotune config agrees: BLOCK: 128, num_warps: 4"
+                                         r".*; BLOCK: 512, num_warps: 8, .*Give a value that one "
+                                         r"of them sets, or drop it from the call"):
+        lower_add(au.tuned_add_kernel, num_warps=2)
+
+
+def test_the_v0_3_drop_ins_default_of_one_cta_keeps_every_config():
+    from jax_triton_rocm.compat import triton_lib_0_3
+
+    configs = [triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 256}, num_ctas=2)]
+    kernel = _tuned(kernels.add_kernel, configs=configs)
+    x = jax.ShapeDtypeStruct((N,), "float32")
+    lowered = capture_one(lambda x, y: triton_lib_0_3.triton_call(
+        x, y, N, kernel=kernel, out_shape=x, grid=lambda meta: (N // meta["BLOCK"],)),
+        x, x, platform="cuda")
+    assert [k.num_ctas for k in lowered.kernels] == [1, 2]
+
+
+def test_a_compile_option_given_at_the_call_prunes_the_configs_that_set_it_otherwise():
+    configs = [triton.Config({"BLOCK": 128, "waves_per_eu": 1}),
+               triton.Config({"BLOCK": 256, "waves_per_eu": 2}), triton.Config({"BLOCK": 512})]
+    lowered = lower_add(_tuned(kernels.add_kernel, configs=configs), platform="rocm",
+                        waves_per_eu=2)
+    assert [launch.description for launch in lowered.launches] == [str(c) for c in configs[1:]]

@@ -187,11 +187,11 @@ def test_aliased_buffers_of_new_shapes_that_differ_are_refused_as_before(traced)
 def test_a_bad_grid_at_a_new_shape_is_refused_as_before(traced):
     def gridded(x, y):
         return jtr.triton_call(x, y, x.size, kernel=kernels.add_kernel, out_shape=x,
-                               grid=(x.size // 4096,), BLOCK=256)
+                               grid=(x.size // 4096 - 1,), BLOCK=256)
 
     traced(gridded, (8192,), (8192,))
     with pytest.raises(ValueError, match="grid"):
-        traced(gridded, (1024,), (1024,))  # a grid of 0 programs
+        traced(gridded, (1024,), (1024,))  # a grid of -1 programs
 
 
 def test_new_keyword_values_are_checked_in_full(traced):

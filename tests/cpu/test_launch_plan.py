@@ -2,6 +2,8 @@
 the CPU interpreter and `triton_call_lowering`; the same verdict on a grid or zeroed outputs
 whichever route a call takes."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -10,7 +12,7 @@ import triton
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _backend, _vendors
 from jax_triton_rocm.plan import _plan
-from tests.support import autotune_utils, kernels
+from tests.support import autotune_utils, kernels, two_apis
 from tests.support import library_kernels as lk
 from tests.support.lowering_utils import DEFAULT_ARCH, lower_for, spec
 
@@ -128,3 +130,111 @@ def test_a_lowering_types_the_calls_values_once_for_its_key_and_every_config(
         traced.lower(lowering_platforms=(platform,))
     assert len(autotune_utils.ADD_CONFIGS) > 1
     assert typed == []
+
+
+# A grid with a 0 launches nothing, as Triton's launcher skips it, on every route.
+
+def _empty_grid_call(x, y, **call):
+    """x + y by `add_kernel` over n=0 elements: a grid of triton.cdiv(0, BLOCK) = 0 programs."""
+    call.setdefault("grid", lambda meta: (triton.cdiv(0, meta["BLOCK"]),))
+    return jtr.triton_call(x, y, 0, kernel=kernels.add_kernel, out_shape=x, BLOCK=256, **call)
+
+
+@pytest.mark.parametrize("platform,xla_native", [("cuda", "0"), ("rocm", "0"), ("cuda", "1")],
+                         ids=["jaxlib sm_90", "jaxlib gfx942", "xla sm_90"])
+@pytest.mark.parametrize("api", two_apis.APIS)
+def test_an_empty_grid_lowers_to_no_kernel_call_on_the_gpu_routes(platform, xla_native, api,
+                                                                   monkeypatch):
+    from jax_triton_rocm.base import _env
+
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, xla_native)
+    fn = two_apis.call_through(api, grid=lambda meta: (0,), zeroed_outputs=(0,))
+    lowered = lower_for(fn, two_apis.X, two_apis.X, platform=platform)
+    assert jtr.kernel_calls(lowered) == []
+    text = lowered.as_text()
+    assert "custom_call" not in text and "stablehlo.constant dense<0.0" in text
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_a_skipped_launch_returns_the_aliased_input_and_zeros_for_a_zeroed_output(platform):
+    # Output 0 aliases x and is zeroed too: jaxlib zeroes the shared buffer, so zeros.
+    text = lower_for(lambda x, y: jtr.triton_call(
+        x, y, 0, kernel=kernels.sum_and_diff_kernel, out_shape=(x, y), grid=(0,), BLOCK=256,
+        input_output_aliases={0: 0, 1: 1}, zeroed_outputs=(0,)), X, X,
+        platform=platform).as_text()
+    assert "custom_call" not in text
+    assert "return %0, %arg1 :" in text and "stablehlo.constant dense<0.0" in text
+
+
+def test_a_skipped_launch_returns_the_aliased_input_and_zeros_on_the_cpu():
+    x, y = (jax.device_put(jnp.arange(1000, dtype=jnp.float32) + k, CPU) for k in (1, 2))
+    zeroed, aliased = jax.jit(lambda x, y: jtr.triton_call(
+        x, y, 0, kernel=kernels.sum_and_diff_kernel, out_shape=(x, y), grid=(4, 0), BLOCK=256,
+        input_output_aliases={0: 0, 1: 1}, zeroed_outputs=(0,)))(x, y)
+    assert (zeroed == 0).all() and (aliased == y).all()
+
+
+def test_an_empty_problem_gives_empty_outputs_on_the_cpu():
+    x = jax.device_put(jnp.zeros((0,), jnp.float32), CPU)
+    out = jax.jit(_empty_grid_call)(x, x)
+    assert out.shape == (0,) and out.devices() == x.devices()
+
+
+UNWRITTEN_ROUTES = {
+    "jaxlib": lambda fn: lower_for(fn, X, X, platform="cuda"),
+    "jaxlib rocm": lambda fn: lower_for(fn, X, X, platform="rocm"),
+    "xla_native": lambda fn: lower_for(functools.partial(fn, xla_native=True), X, X,
+                                       platform="cuda"),
+    "interpreter": lambda fn: jax.jit(fn)(*[jax.device_put(jnp.ones(1000), CPU)] * 2),
+}
+
+
+@pytest.mark.parametrize("route", UNWRITTEN_ROUTES)
+def test_an_output_a_skipped_launch_leaves_unwritten_is_refused_naming_it_the_grid_and_the_fix(
+        route):
+    with pytest.raises(ValueError, match=r"Kernel add_kernel: its grid \(0, 1, 1\) has a 0, so "
+                                         r"no program runs .* nothing writes output 0 "
+                                         r"\(float32\[1000\]\)\. List the output in "
+                                         r"zeroed_outputs .* input_output_aliases"):
+        UNWRITTEN_ROUTES[route](_empty_grid_call)
+
+
+@pytest.mark.parametrize("xla_native", ["0", "1"], ids=["jaxlib", "xla"])
+def test_an_autotuned_kernel_whose_every_config_has_an_empty_grid_compiles_nothing(
+        xla_native, monkeypatch, fresh_caches):
+    from jax_triton_rocm.base import _env, _state
+
+    monkeypatch.setenv(_env.ENV_XLA_NATIVE, xla_native)
+    empty = spec((0,), jnp.float32)
+    lowered = lower_for(autotune_utils.tuned_add, empty, empty, platform="cuda")
+    assert jtr.kernel_calls(lowered) == []
+    assert _state.COMPILED_KERNELS.stats["compiles"] == 0
+
+
+def test_autotune_configs_of_which_only_some_have_an_empty_grid_are_refused():
+    x = spec((256,), jnp.float32)
+    with pytest.raises(ValueError, match=r"the grids of some autotune configs have a 0 and "
+                                         r"others' not \(config \(BLOCK: 128, .*\): grid "
+                                         r"\(2, 1, 1\); config \(BLOCK: 256, .*\): grid \(1, 1, "
+                                         r"1\); config \(BLOCK: 512, .*\): grid \(0, 1, 1\)\)"):
+        lower_for(lambda x, y: jtr.triton_call(
+            x, y, x.size, kernel=autotune_utils.tuned_add_kernel, out_shape=x,
+            grid=lambda meta: (x.size // meta["BLOCK"],)), x, x, platform="cuda")
+
+
+@pytest.mark.usefixtures("fresh_caches")
+@pytest.mark.parametrize("xla_native", [False, True])
+def test_a_kept_plan_relaunched_with_an_empty_grid_launches_nothing(xla_native, monkeypatch):
+    # The same kernel and settings at another size, n of the same divisibility (by 16), take
+    # the kept plan (`_plan.relaunch`).
+    def add(x, y):
+        return kernels.add(x, y, zeroed_outputs=(0,), xla_native=xla_native)
+
+    relaunched, relaunch = [], _plan.relaunch
+    monkeypatch.setattr(_plan, "relaunch",
+                        lambda planned, *args: relaunched.append(planned) or relaunch(planned,
+                                                                                     *args))
+    full, empty = spec((1024,), jnp.float32), spec((0,), jnp.float32)
+    assert len(jtr.kernel_calls(lower_for(add, full, full, platform="cuda"))) == 1
+    assert jtr.kernel_calls(lower_for(add, empty, empty, platform="cuda")) == []
+    assert relaunched

@@ -180,7 +180,8 @@ def mark_explained() -> None:
 
 
 def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelCallSpec):
-    """`triton_kernel_p`'s lowering for `cpu`: a host callback that runs the first launch."""
+    """`triton_kernel_p`'s lowering for `cpu`: a host callback that runs the first launch, or a
+    `_plan.Skipped` where its grid has a 0."""
     global _explained
     jit_fn = spec.unwrapped.jit_fn
     if jit_fn.is_gluon():
@@ -195,6 +196,8 @@ def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelC
     # Nothing compiles here, so the arguments are checked against the parameters now.
     _kinds.check(jit_fn, launch.bound, in_avals, out_avals, spec.kernel_name,
                  _vendors.FRONT_END_PROBES)
+    if 0 in launch.grid:  # no program runs
+        return _plan.skipped([launch], spec, out_avals)
     # What the kernel writes, read from the TTIR Triton's front end builds for the launch.
     bound = launch.bound
     key = ("writes", _compile.call_graph_key(spec, _state.KERNEL_RECORDS.record(spec.kernel)),

@@ -130,7 +130,7 @@ def unfit_before_compile(spec: KernelCallSpec) -> Unfit | None:
                      "with, as XLA's call must")
     if spec.unwrapped.jit_fn.is_gluon():
         return Unfit("it is a Gluon kernel (XLA compiles Triton IR only)")
-    if spec.num_ctas != 1:
+    if spec.num_ctas not in (None, 1):
         return Unfit(f"num_ctas={spec.num_ctas} (XLA's call launches one CTA per cluster)")
     kinds = {kind for kind, _ in spec.positional}
     if "descriptor" in kinds:

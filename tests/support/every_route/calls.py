@@ -28,6 +28,7 @@ __all__ = [
     "test_inside_lax_scan",
     "test_copy_round_trips_every_dtype",
     "test_a_function_given_as_a_constexpr_computes_on_every_route",
+    "test_an_empty_grid_launches_nothing_and_returns_zeros_or_the_aliased_input",
 ]
 
 
@@ -170,3 +171,18 @@ def test_a_function_given_as_a_constexpr_computes_on_every_route(route, act, exp
                                             grid=(triton.cdiv(x.size, 256),), n=x.size,
                                             ACT=act, BLOCK=256))(x)
     np.testing.assert_allclose(out, expected(np.asarray(x)), rtol=1e-5, atol=1e-6)
+
+
+@every_route
+def test_an_empty_grid_launches_nothing_and_returns_zeros_or_the_aliased_input(route):
+    route.expect(None)  # no route emits a kernel call: checked below
+    x, y = route.rand(16, (1000,)), route.rand(17, (1000,))
+    zeroed, aliased = jax.jit(lambda x, y: jtr.triton_call(
+        x, y, 0, kernel=kernels.sum_and_diff_kernel, out_shape=(x, y),
+        grid=lambda meta: (triton.cdiv(0, meta["BLOCK"]),), BLOCK=256,
+        input_output_aliases={1: 1}, zeroed_outputs=(0,)))(x, y)
+    np.testing.assert_array_equal(zeroed, np.zeros(1000, np.float32))
+    np.testing.assert_array_equal(aliased, y)
+    empty = route.put(jnp.zeros((0,), jnp.float32))
+    assert jax.jit(kernels.add)(empty, empty).shape == (0,)
+    assert route.emitted["jaxlib"] == route.emitted["xla"] == 0
