@@ -164,6 +164,18 @@ def test_cpu_lowering_is_a_host_callback_not_a_gpu_custom_call():
     assert "triton_kernel_call" not in text
 
 
+@pytest.mark.parametrize("platforms", [["cpu"], ["cpu", "cuda"]])
+def test_exporting_a_cpu_lowering_names_the_kernel_and_the_gpu_export(platforms):
+    x = jnp.ones(4096, jnp.float32)
+    with pytest.raises(NotImplementedError) as raised:
+        jax.export.export(jax.jit(lambda x: kernels.add(x, x)), platforms=platforms,
+                          disabled_checks=jtr.disabled_checks())(x)
+    message = str(raised.value)
+    assert message.startswith("jax.export of kernel add_kernel lowered for the CPU"), message
+    assert "host callback" in message and "platforms=['cuda']" in message, message
+    assert "jax_triton_rocm.target_arch(cuda='sm_90')" in message, message
+
+
 def test_triton_still_compiles_after_a_kernel_that_calls_library_functions_ran(
         tmp_path, monkeypatch):
     from tests.support.lowering_utils import lower_one, spec

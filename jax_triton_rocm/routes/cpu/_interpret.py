@@ -19,9 +19,10 @@ import numpy as np
 import jax
 
 from jax_triton_rocm.backends import _backend, _no_gpu, _vendors
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _env, _state
 from jax_triton_rocm.compile import _errors
 from jax_triton_rocm.plan import _plan
+from jax_triton_rocm.routes import _arch
 from jax_triton_rocm.routes.cpu import _interpret_host, _shard_callbacks
 from jax_triton_rocm.spec import _kinds, _spec
 
@@ -182,6 +183,15 @@ def mark_explained() -> None:
 def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelCallSpec):
     """`triton_kernel_p`'s lowering for `cpu`: a host callback that runs the first launch."""
     global _explained
+    if _arch.for_export(ctx):
+        # Checked here: JAX's own error comes after the whole lowering and names no kernel.
+        raise NotImplementedError(
+            f"jax.export of kernel {spec.name} lowered for the CPU: there the kernel runs in "
+            f"Triton's interpreter, as a host callback into this Python process, which "
+            f"jax.export cannot serialize. Export for the GPU only (platforms=['cuda'] or "
+            f"['rocm']); on a machine without that GPU, name its architecture around the "
+            f"export, with jax_triton_rocm.target_arch(cuda='sm_90') (or rocm='gfx942') or "
+            f"{_env.ENV_TARGET_ARCH}='cuda=sm_90'.")
     jit_fn = spec.unwrapped.jit_fn
     if jit_fn.is_gluon():
         raise NotImplementedError(
