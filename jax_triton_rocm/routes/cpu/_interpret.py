@@ -11,7 +11,7 @@ import math
 import os
 import re
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -101,9 +101,30 @@ def _kernel_line(err: BaseException) -> str:
     return f" at {lines[-1].filename}:{lines[-1].lineno} ({lines[-1].line})" if lines else ""
 
 
-def _run_error(call: InterpretedCall, err: BaseException) -> Exception:
-    """The error to raise for `err`, raised by a run of `call`: NotImplementedError for fp8
-    arithmetic, else RuntimeError (the interpreter, or with `debug` an assertion, failed)."""
+def _made_by_kernel(failed: BaseException | None, args: list[Any]) -> bool:
+    """Whether `failed` names the value it failed on (an AttributeError's `obj`) and that value
+    is none of the values the call passes, `args` (the kernel's arguments; a tuple's elements
+    and a constexpr's value among them), so the kernel made it. Other errors name no value."""
+    import triton.language as tl
+
+    if not isinstance(failed, AttributeError) or failed.obj is None and failed.name is None:
+        return False
+
+    def passed(values: Any) -> Iterator[Any]:
+        for value in values:
+            if isinstance(value, tuple):
+                yield from passed(value)
+            else:
+                yield value.value if isinstance(value, tl.constexpr) else value
+
+    return not any([value is failed.obj for value in passed(args)])
+
+
+def _run_error(call: InterpretedCall, err: BaseException, args: list[Any]) -> Exception:
+    """The error to raise for `err`, raised by a run of `call` with the kernel's arguments
+    `args`: NotImplementedError for fp8 arithmetic, else RuntimeError (the interpreter, or with
+    `debug` an assertion, failed; the advice about the call's values only where the value that
+    failed may be one of them)."""
     cause: BaseException | None = err
     while cause is not None and not isinstance(cause, _interpret_host.Fp8ArithmeticError):
         cause = cause.__cause__
@@ -129,13 +150,19 @@ def _run_error(call: InterpretedCall, err: BaseException) -> Exception:
             f"(grid {grid}, constexprs {constexprs}; debug=True checks tl.device_assert): "
             f"{failed}{_kernel_line(failed)}. Fix the input the assertion rejects, or the "
             f"kernel.")
+    failure = (f"Triton's interpreter could not run kernel {call.name} (grid {grid}, "
+               f"constexprs {constexprs}) on the CPU: {type(err).__name__}: {err}"
+               f"{_kernel_line(err)}.")
+    if _made_by_kernel(failed, args):
+        return RuntimeError(
+            f"{failure} The {type(failed.obj).__name__} it failed on is a value the kernel "
+            f"made, not one the call passes: fix the kernel there, or run it on a GPU if it "
+            f"uses a feature the interpreter lacks.")
     hints = "".join(f" {hint}" for hint in _errors.layout_hints(bound))
     return RuntimeError(
-        f"Triton's interpreter could not run kernel {call.name} (grid {grid}, "
-        f"constexprs {constexprs}) on the CPU: {type(err).__name__}: {err}"
-        f"{_kernel_line(err)}. Fix a value the kernel cannot use where the call passes "
-        f"it (a None positional argument is a constexpr, as in Triton), or run it on a "
-        f"GPU if it uses a feature the interpreter lacks.{hints}")
+        f"{failure} Fix a value the kernel cannot use where the call passes it (a None "
+        f"positional argument is a constexpr, as in Triton), or run it on a GPU if it uses a "
+        f"feature the interpreter lacks.{hints}")
 
 
 # jaxlib's text for an exception a host callback raised: its prefix, then nanobind's rendering of
@@ -165,7 +192,7 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
         with _state.triton_language_lock(), _interpret_host.interpreter_adapted(call.debug):
             _interpret_host.interpreted(call.jit_fn)[call.launch.grid](*args)
     except Exception as err:
-        failure = _run_error(call, err)
+        failure = _run_error(call, err, args)
         if isinstance(failure, RuntimeError):
             # Under jax.jit jaxlib puts the callback's frames before this sentence; logged, as
             # JAX logs its own callbacks' failures, it is the first thing the user reads.
