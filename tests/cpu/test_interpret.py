@@ -419,8 +419,10 @@ def test_a_value_the_call_passes_that_fails_gets_the_advice_about_it():
 
 
 def test_an_error_that_names_no_value_keeps_the_advice_about_the_calls_values():
-    assert not _interpret._made_by_kernel(AttributeError("raised by hand"), [])
-    assert not _interpret._made_by_kernel(TypeError("'<' not supported"), [])
+    assert not _interpret._made_by_kernel(AttributeError("raised by hand"), kernels.add_kernel)
+    outside = AttributeError("no kernel frame", name="to", obj=5)  # raised before the kernel ran
+    assert not _interpret._made_by_kernel(outside, kernels.add_kernel)
+    assert not _interpret._made_by_kernel(TypeError("'<' not supported"), kernels.add_kernel)
 
 
 def test_a_grid_of_billions_of_programs_is_announced_at_lowering_with_its_count(caplog):

@@ -11,7 +11,7 @@ import math
 import os
 import re
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -101,30 +101,40 @@ def _kernel_line(err: BaseException) -> str:
     return f" at {lines[-1].filename}:{lines[-1].lineno} ({lines[-1].line})" if lines else ""
 
 
-def _made_by_kernel(failed: BaseException | None, args: list[Any]) -> bool:
-    """Whether `failed` names the value it failed on (an AttributeError's `obj`) and that value
-    is none of the values the call passes, `args` (the kernel's arguments; a tuple's elements
-    and a constexpr's value among them), so the kernel made it. Other errors name no value."""
+def _made_by_kernel(failed: BaseException | None, jit_fn: JITFunction) -> bool:
+    """Whether `failed` names the value it failed on (an AttributeError's `obj`) and the kernel
+    made that value: it is none of the arguments `jit_fn`'s frame received, nor of their
+    elements (a Triton tuple's, a constexpr's value), nor a tuple of them. Other errors name no
+    value; False for them."""
     import triton.language as tl
 
     if not isinstance(failed, AttributeError) or failed.obj is None and failed.name is None:
         return False
+    code = jit_fn.fn.__code__  # the rewritten kernel's frame has its name and file
+    frames = [frame for frame, _ in traceback.walk_tb(failed.__traceback__)
+              if (frame.f_code.co_name, frame.f_code.co_filename) == (code.co_name,
+                                                                      code.co_filename)]
+    if not frames:
+        return False
+    received: list[Any] = [frames[0].f_locals.get(name) for name in jit_fn.arg_names]
+    for value in received:  # grows as it goes: the elements follow their tuple
+        if isinstance(value, (tuple, tl.core.tuple)):
+            received.extend(getattr(value, "values", value))
+        elif isinstance(value, tl.constexpr):
+            received.append(value.value)
 
-    def passed(values: Any) -> Iterator[Any]:
-        for value in values:
-            if isinstance(value, tuple):
-                yield from passed(value)
-            else:
-                yield value.value if isinstance(value, tl.constexpr) else value
+    def passed(value: Any) -> bool:
+        # Triton's semantics hand a Triton tuple on as a tuple of its elements.
+        return any([value is given for given in received]) or (
+            isinstance(value, tuple) and all([passed(element) for element in value]))
 
-    return not any([value is failed.obj for value in passed(args)])
+    return not passed(failed.obj)
 
 
-def _run_error(call: InterpretedCall, err: BaseException, args: list[Any]) -> Exception:
-    """The error to raise for `err`, raised by a run of `call` with the kernel's arguments
-    `args`: NotImplementedError for fp8 arithmetic, else RuntimeError (the interpreter, or with
-    `debug` an assertion, failed; the advice about the call's values only where the value that
-    failed may be one of them)."""
+def _run_error(call: InterpretedCall, err: BaseException) -> Exception:
+    """The error to raise for `err`, raised by a run of `call`: NotImplementedError for fp8
+    arithmetic, else RuntimeError (the interpreter, or with `debug` an assertion, failed; the
+    advice about the call's values only where the value that failed may be one of them)."""
     cause: BaseException | None = err
     while cause is not None and not isinstance(cause, _interpret_host.Fp8ArithmeticError):
         cause = cause.__cause__
@@ -153,7 +163,7 @@ def _run_error(call: InterpretedCall, err: BaseException, args: list[Any]) -> Ex
     failure = (f"Triton's interpreter could not run kernel {call.name} (grid {grid}, "
                f"constexprs {constexprs}) on the CPU: {type(err).__name__}: {err}"
                f"{_kernel_line(err)}.")
-    if _made_by_kernel(failed, args):
+    if _made_by_kernel(failed, call.jit_fn):
         return RuntimeError(
             f"{failure} The {type(failed.obj).__name__} it failed on is a value the kernel "
             f"made, not one the call passes: fix the kernel there, or run it on a GPU if it "
@@ -192,7 +202,7 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
         with _state.triton_language_lock(), _interpret_host.interpreter_adapted(call.debug):
             _interpret_host.interpreted(call.jit_fn)[call.launch.grid](*args)
     except Exception as err:
-        failure = _run_error(call, err, args)
+        failure = _run_error(call, err)
         if isinstance(failure, RuntimeError):
             # Under jax.jit jaxlib puts the callback's frames before this sentence; logged, as
             # JAX logs its own callbacks' failures, it is the first thing the user reads.
