@@ -387,8 +387,8 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
             scope.restore()
 
     def patch_tensor_with_index(tensor, scope):
-        # `range(0, n)` with a runtime `n`: the interpreter keeps scalars as 1-element arrays
-        # and calls `int()` on them, which NumPy >= 2.5 refuses.
+        # A runtime scalar where Python wants an int: the interpreter keeps scalars as
+        # 1-element arrays and Triton 3.6's calls `int()` on them, which NumPy >= 2.5 refuses.
         patch_tensor(tensor, scope)
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
 
