@@ -309,7 +309,7 @@ def tensor_range(arg1: Any, arg2: Any = None, step: Any = None, **options: Any) 
             types.append(value.dtype)
             values.append(value.handle.data.item())
         else:
-            types.append(semantic.to_tensor_type(value))
+            types.append(semantic.to_tensor(value).dtype)
             values.append(value)
     if not all([kind.is_int() for kind in types]):
         raise TypeError(f"For loop bounds and step must all be ints, are "
