@@ -1,4 +1,6 @@
-"""The first result of a fresh process: the package against Triton's own launcher from PyTorch.
+"""The first result of a fresh process, cold (an empty Triton cache) and warm (a second process on
+it), with JAX's persistent compilation cache off and on: the package against Triton's own launcher
+from PyTorch.
 
 `python benchmarks/first_result.py` (on a GPU machine) runs each side of each kernel in a fresh
 process and times the span from the first call to its result on the host: imports, the

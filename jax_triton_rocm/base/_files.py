@@ -25,6 +25,8 @@ from typing import Any
 logger = logging.getLogger("jax_triton_rocm")
 
 _READ_CHUNK = 1 << 20
+# Files a temporary folder may hold to be swept: Triton's `put` writes one into each.
+_MAX_FILES_SWEPT = 16
 # Made for the owner to write and everyone to read, whatever the umask allows beyond that.
 _FOLDER_MODE = 0o755
 _FILE_MODE = 0o644
@@ -214,3 +216,42 @@ def remove_stale_temporaries(folder: str, stale_seconds: float = 60) -> None:
                     os.unlink(entry.name, dir_fd=folder_fd)
     finally:
         os.close(folder_fd)
+
+
+def remove_stale_temporary_folders(folder: str, prefix: str, stale_seconds: float = 60) -> None:
+    """Removes from `folder` (a link or no folder is a `RefusedFile`) the temporary folders a
+    writer leaves when its write fails (a full disk) or it is killed: folders (no links) named
+    `prefix*`, this user's, holding at most a few regular files of this user's and nothing else,
+    none of it changed for `stale_seconds`. Anything else there is left as it is."""
+    stale = time.time() - stale_seconds
+    folder_fd = _open_folder(folder)
+    try:
+        for entry in os.scandir(folder_fd):
+            if entry.name.startswith(prefix):
+                with contextlib.suppress(OSError, ValueError):
+                    _remove_stale_folder(folder_fd, entry.name, stale)
+    finally:
+        os.close(folder_fd)
+
+
+def _remove_stale_folder(parent_fd: int, name: str, stale: float) -> None:
+    """Removes the folder `name` of `parent_fd` and its files where all are this user's, regular
+    and older than `stale` (a time); else leaves it whole."""
+    folder_fd = _open_folder(name, parent_fd)
+    try:
+        info = os.fstat(folder_fd)
+        if info.st_uid != os.geteuid() or info.st_mtime >= stale:
+            return
+        files = []
+        with os.scandir(folder_fd) as entries:
+            for entry in entries:
+                info = entry.stat(follow_symlinks=False)
+                if (len(files) == _MAX_FILES_SWEPT or not stat.S_ISREG(info.st_mode)
+                        or info.st_uid != os.geteuid() or info.st_mtime >= stale):
+                    return
+                files.append(entry.name)
+        for file_name in files:
+            os.unlink(file_name, dir_fd=folder_fd)
+    finally:
+        os.close(folder_fd)
+    os.rmdir(name, dir_fd=parent_fd)

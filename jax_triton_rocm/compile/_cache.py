@@ -37,6 +37,8 @@ _SYMBOL_TABLES = (2, 11)  # SHT_SYMTAB, SHT_DYNSYM
 _STT_FUNC = 2
 
 _warned: set[str] = set()
+# The folders Triton's `FileCacheManager.put` writes into an entry's folder, one per file.
+TRITON_TEMPORARY_PREFIX = "tmp.pid_"
 
 
 class DamagedEntry(RuntimeError):
@@ -324,8 +326,9 @@ def warn_damaged(path: str, problem: str, kernel: str) -> None:
 def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, Any],
                     binary_ext: str, asm_ext: str, symbol: str) -> tuple[Any, dict[str, Any]]:
     """`triton.compile(source, target=target, options=options)` and its metadata (a dict): the
-    entry is checked before the compile (in Triton's default file cache only) and what the
-    compile returns after it; a damaged entry is emptied and compiled once more.
+    entry is checked before the compile (in Triton's default file cache only, where the folders
+    of Triton's failed writes there a minute old are removed) and what the compile returns after
+    it; a damaged entry is emptied and compiled once more.
 
     Raises:
       DamagedEntry: the binary was damaged again after the entry was replaced (names the file).
@@ -336,9 +339,16 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
 
     request = compile_request(source, target, options, binary_ext, asm_ext, symbol)
     if knobs.cache.manager_class is None:
-        if (damage := entry_problem(get_cache_manager(request.entry_hash), request)) is not None:
+        manager = get_cache_manager(request.entry_hash)
+        if (damage := entry_problem(manager, request)) is not None:
             warn_damaged(damage[0], damage[1], source.name)
             discard(request.entry_hash, request.file_name)
+        # The folder Triton's `put` writes each file through stays where the write fails (a
+        # full disk), holding what it wrote. Looked for first: there is rarely one.
+        with contextlib.suppress(OSError, ValueError):
+            if [name for name in os.listdir(manager.cache_dir)
+                    if name.startswith(TRITON_TEMPORARY_PREFIX)]:
+                _files.remove_stale_temporary_folders(manager.cache_dir, TRITON_TEMPORARY_PREFIX)
     for attempt in range(2):
         compiled = triton.compile(source, target=target, options=dict(options))
         metadata = compiled.metadata

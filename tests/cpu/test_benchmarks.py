@@ -40,6 +40,13 @@ def test_help_prints_usage_and_exits(name, helps):
     assert result["stdout"].startswith("usage: "), result["stdout"][:500]
 
 
+def test_first_result_help_says_it_measures_what_its_table_shows(helps):
+    # The table's columns: cold and warm seconds, with JAX's persistent cache off and on.
+    usage = " ".join(helps["first_result.py"]["stdout"].split())
+    assert "cold (an empty Triton cache) and warm (a second process on it)" in usage, usage
+    assert "JAX's persistent compilation cache off and on" in usage, usage
+
+
 def test_the_scripts_are_sorted_by_what_they_need():
     assert sorted(GPU_ONLY + CPU_IS_ENOUGH) == BENCHMARKS
 

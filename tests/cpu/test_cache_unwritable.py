@@ -107,6 +107,46 @@ def test_the_same_process_caches_again_once_the_folder_is_fixed(tmp_path, temp_r
             if name.endswith(".cubin")] == ["negate_kernel.cubin"]
 
 
+def _fill_the_disk(folder: str, monkeypatch) -> None:
+    """Makes Triton's cache writes under `folder` fail half-way, as on a full disk."""
+
+    class HalfWritten:
+        def __init__(self, file):
+            self.file = file
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+        def write(self, data):
+            self.file.write(data[:len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def full_disk_open(path, mode="r", *args, **kwargs):
+        file = open(path, mode, *args, **kwargs)
+        return HalfWritten(file) if "w" in mode and path.startswith(folder) else file
+
+    monkeypatch.setattr(triton_cache, "open", full_disk_open, raising=False)
+
+
+def test_the_folders_of_writes_a_full_disk_stopped_are_removed_a_minute_later(
+        cache_dir, temp_root, monkeypatch):
+    with monkeypatch.context() as full:
+        _fill_the_disk(str(cache_dir), full)
+        lowered_binary(negate)
+    [entry] = [path for path in cache_dir.iterdir() if path.name != _folders.FOLDER_NAME]
+    [left] = os.listdir(entry)  # one write failed, and the compile went on in a private folder
+    assert left.startswith("tmp.pid_") and os.listdir(entry / left), left
+    lowered_binary(negate)  # too young to be removed: a writer may be in it
+    assert left in os.listdir(entry)
+    for path in [*(entry / left).iterdir(), entry / left]:
+        os.utime(path, (1, 1))
+    lowered_binary(negate)
+    assert left not in os.listdir(entry) and "negate_kernel.cubin" in os.listdir(entry)
+
+
 def test_a_failure_of_the_environment_is_not_remembered(temp_root, monkeypatch):
     compile_fn = triton.compile
 

@@ -5,6 +5,7 @@ write is named in one warning (`_files.others_can_write`, ssh's rule)."""
 import logging
 import os
 import threading
+import time
 
 import jax.numpy as jnp
 import pytest
@@ -142,6 +143,64 @@ def test_only_stale_temporaries_of_this_user_are_removed(tmp_path):
     _files.remove_stale_temporaries(str(tmp_path), stale_seconds=60)
     left = sorted(os.listdir(tmp_path))
     assert left == sorted(name for name in [*old, "live-writer.tmp"] if name != "dead-writer.tmp")
+
+
+def _temporary_folder(parent, name: str, files: dict[str, bytes], age_s: float = 3600,
+                      files_age_s: float | None = None):
+    """The folder `name` in `parent` holding `files`, the folder `age_s` old, the files
+    `files_age_s` (the same where None)."""
+    folder = parent / name
+    folder.mkdir()
+    for file_name, data in files.items():
+        (folder / file_name).write_bytes(data)
+    now = time.time()
+    for path in folder.iterdir():
+        os.utime(path, (now - (files_age_s or age_s),) * 2, follow_symlinks=False)
+    os.utime(folder, (now - age_s,) * 2)
+    return folder
+
+
+def test_only_stale_temporary_folders_of_this_user_are_removed(tmp_path):
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    (entry / "add_kernel.cubin").write_bytes(b"kept")
+    elsewhere = _temporary_folder(tmp_path, "elsewhere", {"add_kernel.ptx": b"not in the entry"})
+    removed = [_temporary_folder(entry, "tmp.pid_1_dead", {"add_kernel.ptx": b"half a fi"}),
+               _temporary_folder(entry, "tmp.pid_2_empty", {})]
+    kept = [_temporary_folder(entry, "tmp.pid_3_writing", {"add_kernel.ptx": b"being wr"},
+                              files_age_s=1),
+            _temporary_folder(entry, "tmp.pid_4_just_made", {}, age_s=1),
+            _temporary_folder(entry, "tmp.pid_5_many", {f"f{i}": b"x" for i in range(17)}),
+            _temporary_folder(entry, "other_prefix", {"add_kernel.ptx": b"old"})]
+    odd = _temporary_folder(entry, "tmp.pid_6_odd", {"add_kernel.ptx": b"half a fi"})
+    (odd / "link").symlink_to(elsewhere / "add_kernel.ptx")
+    os.utime(odd / "link", (1, 1), follow_symlinks=False)
+    os.utime(odd, (1, 1))
+    kept.append(odd)
+    (entry / "tmp.pid_7_link").symlink_to(elsewhere)
+    (entry / "tmp.pid_8_file").write_bytes(b"no folder")
+    os.utime(entry / "tmp.pid_8_file", (1, 1))
+    if os.geteuid() == 0:
+        kept.append(_temporary_folder(entry, "tmp.pid_9_theirs", {"add_kernel.ptx": b"theirs"}))
+        os.chown(kept[-1], NOBODY, NOBODY)
+        kept.append(_temporary_folder(entry, "tmp.pid_10_their_file", {"f": b"theirs"}))
+        os.chown(kept[-1] / "f", NOBODY, NOBODY)
+    counts = [len(os.listdir(folder)) for folder in kept]
+    _files.remove_stale_temporary_folders(str(entry), "tmp.pid_", stale_seconds=60)
+    assert not any(folder.exists() for folder in removed)
+    assert sorted(os.listdir(entry)) == sorted(
+        ["add_kernel.cubin", "tmp.pid_7_link", "tmp.pid_8_file", *(f.name for f in kept)])
+    assert [len(os.listdir(folder)) for folder in kept] == counts
+    assert os.listdir(elsewhere) == ["add_kernel.ptx"]
+
+
+def test_a_link_in_place_of_the_swept_folder_is_refused(tmp_path):
+    folder = _temporary_folder(tmp_path, "entry", {})
+    _temporary_folder(folder, "tmp.pid_1_dead", {"add_kernel.ptx": b"half a fi"})
+    (tmp_path / "link").symlink_to(folder)
+    with pytest.raises(_files.RefusedFile, match="a symbolic link, not a folder"):
+        _files.remove_stale_temporary_folders(str(tmp_path / "link"), "tmp.pid_")
+    assert os.listdir(folder) == ["tmp.pid_1_dead"]
 
 
 def unsafe_warnings(caplog) -> list[str]:

@@ -164,6 +164,18 @@ def test_cpu_lowering_is_a_host_callback_not_a_gpu_custom_call():
     assert "triton_kernel_call" not in text
 
 
+@pytest.mark.parametrize("platforms", [["cpu"], ["cpu", "cuda"]])
+def test_exporting_a_cpu_lowering_names_the_kernel_and_the_gpu_export(platforms):
+    x = jnp.ones(4096, jnp.float32)
+    with pytest.raises(NotImplementedError) as raised:
+        jax.export.export(jax.jit(lambda x: kernels.add(x, x)), platforms=platforms,
+                          disabled_checks=jtr.disabled_checks())(x)
+    message = str(raised.value)
+    assert message.startswith("jax.export of kernel add_kernel lowered for the CPU"), message
+    assert "host callback" in message and "platforms=['cuda']" in message, message
+    assert "jax_triton_rocm.target_arch(cuda='sm_90')" in message, message
+
+
 def test_triton_still_compiles_after_a_kernel_that_calls_library_functions_ran(
         tmp_path, monkeypatch):
     from tests.support.lowering_utils import lower_one, spec
@@ -370,6 +382,47 @@ def test_a_none_scalar_the_kernel_cannot_use_names_the_constexprs():
                                         r"constexprs n=None, BLOCK=256\)"):
         jax.block_until_ready(jax.jit(lambda x: jtr.triton_call(
             x, x, None, kernel=kernels.add_kernel, out_shape=x, grid=(1,), BLOCK=256))(x))
+
+
+@triton.jit
+def _unknown_method_kernel(x_ptr, out_ptr):
+    offsets = tl.arange(0, 8)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets).no_such_method())
+
+
+@triton.jit
+def _widened_count_kernel(x_ptr, n, out_ptr):
+    offsets = tl.arange(0, 8)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets), mask=offsets < n.to(tl.int64))
+
+
+def _failure(kernel, *args) -> str:
+    x = jax.device_put(jnp.arange(8, dtype=jnp.float32), CPU)
+    with pytest.raises(jax.errors.JaxRuntimeError) as failure:
+        jtr.triton_call(x, *args, kernel=kernel, out_shape=x, grid=(1,))
+    return str(failure.value)
+
+
+def test_a_value_the_kernel_made_that_fails_gets_no_advice_about_the_calls_values():
+    message = _failure(_unknown_method_kernel)
+    assert ("'tensor' object has no attribute 'no_such_method'" in message
+            and "The tensor it failed on is a value the kernel made, not one the call passes: "
+                "fix the kernel there" in message), message
+    assert "where the call passes it" not in message, message
+
+
+def test_a_value_the_call_passes_that_fails_gets_the_advice_about_it():
+    message = _failure(_widened_count_kernel, None)
+    assert ("'NoneType' object has no attribute 'to'" in message
+            and "Fix a value the kernel cannot use where the call passes it (a None positional "
+                "argument is a constexpr" in message), message
+
+
+def test_an_error_that_names_no_value_keeps_the_advice_about_the_calls_values():
+    assert not _interpret._made_by_kernel(AttributeError("raised by hand"), kernels.add_kernel)
+    outside = AttributeError("no kernel frame", name="to", obj=5)  # raised before the kernel ran
+    assert not _interpret._made_by_kernel(outside, kernels.add_kernel)
+    assert not _interpret._made_by_kernel(TypeError("'<' not supported"), kernels.add_kernel)
 
 
 def test_a_grid_of_billions_of_programs_is_announced_at_lowering_with_its_count(caplog):

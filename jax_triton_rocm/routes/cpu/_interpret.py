@@ -19,9 +19,10 @@ import numpy as np
 import jax
 
 from jax_triton_rocm.backends import _backend, _no_gpu, _vendors
-from jax_triton_rocm.base import _state
+from jax_triton_rocm.base import _env, _state
 from jax_triton_rocm.compile import _compile, _errors, _writes
 from jax_triton_rocm.plan import _plan
+from jax_triton_rocm.routes import _arch
 from jax_triton_rocm.routes.cpu import _interpret_host, _shard_callbacks
 from jax_triton_rocm.spec import _kinds, _misplaced, _spec
 
@@ -100,9 +101,40 @@ def _kernel_line(err: BaseException) -> str:
     return f" at {lines[-1].filename}:{lines[-1].lineno} ({lines[-1].line})" if lines else ""
 
 
+def _made_by_kernel(failed: BaseException | None, jit_fn: JITFunction) -> bool:
+    """Whether `failed` names the value it failed on (an AttributeError's `obj`) and the kernel
+    made that value: it is none of the arguments `jit_fn`'s frame received, nor of their
+    elements (a Triton tuple's, a constexpr's value), nor a tuple of them. Other errors name no
+    value; False for them."""
+    import triton.language as tl
+
+    if not isinstance(failed, AttributeError) or failed.obj is None and failed.name is None:
+        return False
+    code = jit_fn.fn.__code__  # the rewritten kernel's frame has its name and file
+    frames = [frame for frame, _ in traceback.walk_tb(failed.__traceback__)
+              if (frame.f_code.co_name, frame.f_code.co_filename) == (code.co_name,
+                                                                      code.co_filename)]
+    if not frames:
+        return False
+    received: list[Any] = [frames[0].f_locals.get(name) for name in jit_fn.arg_names]
+    for value in received:  # grows as it goes: the elements follow their tuple
+        if isinstance(value, (tuple, tl.core.tuple)):
+            received.extend(getattr(value, "values", value))
+        elif isinstance(value, tl.constexpr):
+            received.append(value.value)
+
+    def passed(value: Any) -> bool:
+        # Triton's semantics hand a Triton tuple on as a tuple of its elements.
+        return any([value is given for given in received]) or (
+            isinstance(value, tuple) and all([passed(element) for element in value]))
+
+    return not passed(failed.obj)
+
+
 def _run_error(call: InterpretedCall, err: BaseException) -> Exception:
     """The error to raise for `err`, raised by a run of `call`: NotImplementedError for fp8
-    arithmetic, else RuntimeError (the interpreter, or with `debug` an assertion, failed)."""
+    arithmetic, else RuntimeError (the interpreter, or with `debug` an assertion, failed; the
+    advice about the call's values only where the value that failed may be one of them)."""
     cause: BaseException | None = err
     while cause is not None and not isinstance(cause, _interpret_host.Fp8ArithmeticError):
         cause = cause.__cause__
@@ -128,13 +160,19 @@ def _run_error(call: InterpretedCall, err: BaseException) -> Exception:
             f"(grid {grid}, constexprs {constexprs}; debug=True checks tl.device_assert): "
             f"{failed}{_kernel_line(failed)}. Fix the input the assertion rejects, or the "
             f"kernel.")
+    failure = (f"Triton's interpreter could not run kernel {call.name} (grid {grid}, "
+               f"constexprs {constexprs}) on the CPU: {type(err).__name__}: {err}"
+               f"{_kernel_line(err)}.")
+    if _made_by_kernel(failed, call.jit_fn):
+        return RuntimeError(
+            f"{failure} The {type(failed.obj).__name__} it failed on is a value the kernel "
+            f"made, not one the call passes: fix the kernel there, or run it on a GPU if it "
+            f"uses a feature the interpreter lacks.")
     hints = "".join(f" {hint}" for hint in _errors.layout_hints(bound))
     return RuntimeError(
-        f"Triton's interpreter could not run kernel {call.name} (grid {grid}, "
-        f"constexprs {constexprs}) on the CPU: {type(err).__name__}: {err}"
-        f"{_kernel_line(err)}. Fix a value the kernel cannot use where the call passes "
-        f"it (a None positional argument is a constexpr, as in Triton), or run it on a "
-        f"GPU if it uses a feature the interpreter lacks.{hints}")
+        f"{failure} Fix a value the kernel cannot use where the call passes it (a None "
+        f"positional argument is a constexpr, as in Triton), or run it on a GPU if it uses a "
+        f"feature the interpreter lacks.{hints}")
 
 
 # jaxlib's text for an exception a host callback raised: its prefix, then nanobind's rendering of
@@ -183,6 +221,15 @@ def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelC
     """`triton_kernel_p`'s lowering for `cpu`: a host callback that runs the first launch, or a
     `_plan.Skipped` where its grid has a 0."""
     global _explained
+    if _arch.for_export(ctx):
+        # Checked here: JAX's own error comes after the whole lowering and names no kernel.
+        raise NotImplementedError(
+            f"jax.export of kernel {spec.name} lowered for the CPU: there the kernel runs in "
+            f"Triton's interpreter, as a host callback into this Python process, which "
+            f"jax.export cannot serialize. Export for the GPU only (platforms=['cuda'] or "
+            f"['rocm']); on a machine without that GPU, name its architecture around the "
+            f"export, with jax_triton_rocm.target_arch(cuda='sm_90') (or rocm='gfx942') or "
+            f"{_env.ENV_TARGET_ARCH}='cuda=sm_90'.")
     jit_fn = spec.unwrapped.jit_fn
     if jit_fn.is_gluon():
         raise NotImplementedError(

@@ -3,15 +3,17 @@
 
 The interpreter keeps bfloat16 and fp8 as raw bits, which NumPy would compute on as integers: the
 adapted builder decodes them to float32 and rounds results as the GPU does; fp8 arithmetic is
-refused, as Triton's compiler refuses it. docs/design.md, "Triton's interpreter on the CPU".
+refused, as Triton's compiler refuses it. A `range` or `tl.range` loop's variable is a scalar
+tensor, as in a compiled kernel (`tensor_range`), not the interpreter's Python int.
+docs/design.md, "Triton's interpreter on the CPU".
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import functools
-import sys
 import types
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -90,7 +92,8 @@ def _refuse_fp8(operation: Any, triton_type: str) -> None:
 
 
 def bits_replacements() -> dict[tuple[Any, str], Any]:
-    """The builder's operations that decode bits (see the module's docstring), by owner, name."""
+    """The builder's operations that decode bits (see the module's docstring), and the
+    language's patching (`tl.range` as `tensor_range`), by owner, name."""
     import triton.language as tl
     from triton._C.libtriton import interpreter as host
     from triton._C.libtriton import ir
@@ -209,8 +212,10 @@ def bits_replacements() -> dict[tuple[Any, str], Any]:
         return self.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
 
     def patch_lang_core(lang, scope):
-        # Triton 3.6's interpreter names no IR type for two fp8 types its builder has.
+        # Triton 3.6's interpreter names no IR type for two fp8 types its builder has. And
+        # `tl.range`, a Python range there, steps as compiled (`tl.static_range` stays one).
         originals[interpreter, "_patch_lang_core"](lang, scope)
+        scope.set_attr(lang, "range", tensor_range)
         to_ir = lang.dtype.to_ir
 
         def to_ir_of_every_fp8(self, builder):
@@ -272,11 +277,77 @@ class HostTensor:
 
 def interpreted(jit_fn: JITFunction) -> Any:
     """Triton's `InterpretedFunction` for `jit_fn`, kept in its record, not keyed by hash:
-    hashing a JITFunction parses its source, which fails while the language is patched."""
+    hashing a JITFunction parses its source, which fails while the language is patched. Its
+    source is rewritten with `range` loops stepping as compiled (`loop_range`), and the rewrite
+    kept on it, not in the interpreter's class-wide cache."""
     from triton.runtime.interpreter import InterpretedFunction
 
-    return _state.KERNEL_RECORDS.derived(
-        jit_fn, "interpreted", lambda: InterpretedFunction(_named_as_defined(jit_fn.fn)))
+    def made() -> Any:
+        function = InterpretedFunction(_named_as_defined(jit_fn.fn))
+        function.rewritten_fn = {}
+        function.rewriter.ast_transformer = _loop_transformer()
+        return function
+
+    return _state.KERNEL_RECORDS.derived(jit_fn, "interpreted", made)
+
+
+def tensor_range(arg1: Any, arg2: Any = None, step: Any = None, **options: Any) -> Iterator[Any]:
+    """The steps of `range(arg1, arg2, step)` (or `tl.range`) as a compiled kernel takes them:
+    scalar tensors of the type the bounds and step promote to (int32 for constants and int32
+    arguments; int64 where one is int64), so that `i.to(...)` works and `i * BLOCK` wraps as
+    there. `options` (`num_stages`, ...) tune a compiled loop only. TypeError for a bound that
+    is no integer, as Triton's compiler raises."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    start, end = (0, arg1) if arg2 is None else (arg1, arg2)
+    step = 1 if step is None else step
+    semantic, values, types = interpreter.interpreter_semantic, [], []
+    for bound in (start, end, step):
+        value = bound.value if isinstance(bound, tl.constexpr) else bound
+        if isinstance(value, tl.tensor):
+            types.append(value.dtype)
+            values.append(value.handle.data.item())
+        else:
+            types.append(semantic.to_tensor(value).dtype)
+            values.append(value)
+    if not all([kind.is_int() for kind in types]):
+        raise TypeError(f"For loop bounds and step must all be ints, are "
+                        f"({', '.join(map(str, types))})")
+    loop_type = semantic.integer_promote_impl(semantic.integer_promote_impl(*types[:2]), types[2])
+    dtype = interpreter._get_np_dtype(loop_type)
+    for value in range(*map(int, values)):
+        data = np.array([value]).astype(dtype)  # wraps, as a compiled loop's variable would
+        yield tl.tensor(interpreter.TensorHandle(data, loop_type), loop_type)
+
+
+def loop_range(iterator: Any, *args: Any, **kwargs: Any) -> Any:
+    """What `for ... in iterator(*args, **kwargs)` steps through in a rewritten kernel: Python's
+    `range` as `tensor_range`, anything else as it is."""
+    return tensor_range(*args, **kwargs) if iterator is range else iterator(*args, **kwargs)
+
+
+@functools.cache
+def _loop_transformer() -> Any:
+    """Triton's interpreter's rewriting of a kernel's source, with each `for ... in range(...)`
+    made `for ... in loop_range(range, ...)`."""
+    from triton.runtime import interpreter
+
+    class LoopTransformer(interpreter.ASTTransformer):
+        def visit_For(self, node: ast.For) -> ast.For:
+            node = self.generic_visit(node)
+            call = node.iter
+            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                    and call.func.id == "range"):
+                # This module, reached without a name of its own in the kernel's module.
+                module = ast.Call(ast.Name("__import__", ast.Load()), [ast.Constant(__name__)],
+                                  [ast.keyword("fromlist", ast.Constant(("loop_range",)))])
+                node.iter = ast.copy_location(ast.Call(
+                    ast.Attribute(module, "loop_range", ast.Load()), [call.func, *call.args],
+                    call.keywords), call)
+            return node
+
+    return LoopTransformer()
 
 
 def _named_as_defined(fn: Any) -> Any:
@@ -291,17 +362,6 @@ def _named_as_defined(fn: Any) -> Any:
     copy.__qualname__, copy.__module__ = fn.__qualname__, fn.__module__
     copy.__dict__.update(fn.__dict__)
     return copy
-
-
-def _forget_rewritten_functions() -> None:
-    """Empties the interpreter's class-wide cache of rewritten kernels on `clear_caches()`."""
-    interpreter = sys.modules.get("triton.runtime.interpreter")
-    rewritten = getattr(getattr(interpreter, "InterpretedFunction", None), "rewritten_fn", None)
-    if isinstance(rewritten, dict):
-        rewritten.clear()
-
-
-_state.on_clear(_forget_rewritten_functions)
 
 
 @contextlib.contextmanager
@@ -327,8 +387,8 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
             scope.restore()
 
     def patch_tensor_with_index(tensor, scope):
-        # `range(0, n)` with a runtime `n`: the interpreter keeps scalars as 1-element arrays
-        # and calls `int()` on them, which NumPy >= 2.5 refuses.
+        # A runtime scalar where Python wants an int: the interpreter keeps scalars as
+        # 1-element arrays and Triton 3.6's calls `int()` on them, which NumPy >= 2.5 refuses.
         patch_tensor(tensor, scope)
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
 
@@ -344,6 +404,7 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
 
     builder = interpreter.interpreter_builder
     replacements = {(JITFunction, "__call__"): call_interpreted,
+                    (interpreter.InterpretedFunction, "__call__"): call_interpreted,
                     (interpreter, "_patch_lang_tensor"): patch_tensor_with_index,
                     (builder, "options"): dataclasses.replace(builder.options, debug=debug),
                     **{(tl.constexpr, name): deferring(getattr(tl.constexpr, name), reflected)
