@@ -44,9 +44,9 @@ class LoweredCall:
     serialized: bytes
     custom_call_name: str
     features: _vendors.PluginFeatures
-    arch: _arch.GpuArch
+    arch: _vendors.GpuArch
     kernels: tuple[_compile.CompiledKernel, ...]
-    calls: tuple[_params.KernelCall, ...]
+    calls: tuple[_proto.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()
     undecided: _choices.Undecided | None = None
     launches: tuple[_plan.Launch, ...] = ()  # as planned (the user's kernel's layout)

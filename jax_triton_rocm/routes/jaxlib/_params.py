@@ -7,37 +7,16 @@ parameters the operands' buffers and then the results', in order; the call's lay
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from jax_triton_rocm.routes.jaxlib._proto import KernelCall, KernelImage, Param
+
 if TYPE_CHECKING:
     from jax_triton_rocm.plan import _plan
-    from jax_triton_rocm.routes.jaxlib import _proto
-    from jax_triton_rocm.spec import _layout
-
-
-@dataclasses.dataclass(frozen=True)
-class Param:
-    """One kernel parameter: `kind` is "array", a scalar ("i32", ...) or "tensor_descriptor"."""
-
-    kind: str
-    value: bool | int | float = 0
-    bytes_to_zero: int = 0
-    ptr_divisibility: int = 0
-    descriptor: object = None  # a `_tma.TmaDescriptor`, which jaxlib's CUDA plugin encodes
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelCall:
-    """One launch: a kernel, its grid and its parameters in kernel order."""
-
-    kernel: _proto.KernelImage
-    grid: tuple[int, int, int]
-    params: tuple[Param, ...]
 
 
 def size_bytes(aval: Any) -> int:
@@ -45,7 +24,7 @@ def size_bytes(aval: Any) -> int:
     return int(math.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
 
 
-def kernel_call(image: _proto.KernelImage, launch: _plan.Launch, out_avals: tuple,
+def kernel_call(image: KernelImage, launch: _plan.Launch, out_avals: tuple,
                 aliases: tuple[tuple[int, int], ...] = (),
                 descriptors: Callable[..., list] | None = None) -> KernelCall:
     """One launch of `image`, as jaxlib's kernel call carries it, its parameters in kernel

@@ -34,8 +34,7 @@ if TYPE_CHECKING:
     from jax_triton_rocm.backends._backend import ArchAnswers, Backend
     from jax_triton_rocm.backends._vendors import PluginFeatures
     from jax_triton_rocm.compile._compile import CompiledKernel
-    from jax_triton_rocm.routes._arch import GpuArch
-    from jax_triton_rocm.routes.jaxlib._params import KernelCall
+    from jax_triton_rocm.backends._vendors import GpuArch
 
 _F = descriptor_pb2.FieldDescriptorProto
 
@@ -220,6 +219,26 @@ def _length_delimited(number: int, payload: bytes) -> bytes:
             value >>= 7
         head.append(value)
     return bytes(head) + payload
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One kernel parameter: `kind` is "array", a scalar ("i32", ...) or "tensor_descriptor"."""
+
+    kind: str
+    value: bool | int | float = 0
+    bytes_to_zero: int = 0
+    ptr_divisibility: int = 0
+    descriptor: object = None  # a `_tma.TmaDescriptor`, which jaxlib's CUDA plugin encodes
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelCall:
+    """One launch: a kernel, its grid and its parameters in kernel order."""
+
+    kernel: KernelImage
+    grid: tuple[int, int, int]
+    params: tuple[Param, ...]
 
 
 def kernel_call_bytes(call: KernelCall) -> bytes:
