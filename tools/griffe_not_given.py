@@ -1,6 +1,6 @@
 """A griffe extension for the API reference (mkdocs.yml): a parameter whose default is the
 package's "not given" sentinel shows that default as the sentinel prints, `<not given>`, not as
-the private name the source spells (`_bound.NOT_GIVEN`)."""
+the private name the source spells (`_arguments.NOT_GIVEN`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import griffe
 
 SENTINEL_NAME = "NOT_GIVEN"
-SHOWN = "<not given>"  # repr(jax_triton_rocm.checks._bound.NOT_GIVEN)
+SHOWN = "<not given>"  # repr(jax_triton_rocm.checks._arguments.NOT_GIVEN)
 
 
 class NotGivenDefaults(griffe.Extension):

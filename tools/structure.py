@@ -6,7 +6,7 @@ one call from `triton_call` to its custom call. Runs on a CPU.
 
 Static figures read the source with `ast` (no import): every `import` of a package module
 counts (the package itself, its `__init__`, included), at module level or inside a function (a
-deferred import still closes a cycle), except under `if TYPE_CHECKING:`. An import of a subpackage's module also runs the subpackage's
+deferred import still closes a cycle), under `if TYPE_CHECKING:` too (a reader follows it). An import of a subpackage's module also runs the subpackage's
 `__init__`, which counts only when it defines more than a docstring. Floors: the longest chain
 of imports, a module that imports no package module being floor 1 (modules of one cycle count
 as one floor). Imports up a layer: imports from a subpackage to one above it in `LAYERS` (or to
@@ -45,7 +45,6 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 
 PACKAGE = "jax_triton_rocm"
 # The layers, top down (docs/design.md, "Layout"); modules outside every subpackage are the entry points.
@@ -69,19 +68,6 @@ def _modules(root: str) -> dict[str, str]:
     return found
 
 
-def _type_checking_only(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-
-
-def _walk(node: ast.AST) -> Iterator[ast.AST]:
-    """`ast.walk` that skips `if TYPE_CHECKING:` blocks."""
-    for child in ast.iter_child_nodes(node):
-        if _type_checking_only(child):
-            continue
-        yield child
-        yield from _walk(child)
-
-
 def _substantial_init(path: str) -> bool:
     """Whether a subpackage's `__init__` runs more than a docstring."""
     with open(path) as file:
@@ -97,7 +83,7 @@ def _imports(name: str, path: str, modules: dict[str, str]) -> tuple[set[str], i
     here = name.split(".") if name else []
     targets: set[str] = set()
     dynamic = 0
-    for node in _walk(tree):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("import_module"):
             dynamic += 1
         if isinstance(node, ast.Import):

@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
-import numpy as np
 
-from jax_triton_rocm.base import _compat, _env, _state
-from jax_triton_rocm.checks import _binder, _bound
+from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.checks import _arguments, _binder, _bound
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.spec import _spec
@@ -22,8 +20,8 @@ def triton_call(
     *args: Any,
     kernel: Any,
     grid: Grid,
-    out_type: Any = _bound.NOT_GIVEN,
-    out_shape: Any = _bound.NOT_GIVEN,
+    out_type: Any = _arguments.NOT_GIVEN,
+    out_shape: Any = _arguments.NOT_GIVEN,
     name: str = "",
     num_warps: int | None = None,
     num_stages: int | None = None,
@@ -103,7 +101,7 @@ def triton_call(
       TypeError / ValueError: a bad argument; the message names it, its value and the fix.
     """
     record = _state.KERNEL_RECORDS.record(kernel)  # what the call derives from its kernel
-    call = _bound.check_triton_call(call_arguments(
+    call = _bound.check_triton_call(_arguments.call_arguments(
         args, kwargs, kernel, unwrapped_kernel(kernel, record), record=record,
         out_shape=out_shape, out_type=out_type,
         given=dict(grid=grid, name=name, num_warps=num_warps, num_stages=num_stages,
@@ -131,134 +129,6 @@ def unwrapped_kernel(kernel: Any, record: dict | None = None) -> _spec.Unwrapped
     if (unwrapped := record.get("unwrapped")) is None:
         unwrapped = record["unwrapped"] = _spec.unwrap(kernel)
     return unwrapped
-
-
-_ONE_LEAF = jax.tree_util.tree_structure(0)
-
-
-@dataclasses.dataclass(frozen=True)
-class CallArguments:
-    """A `triton_call`'s arguments, in any form (0.3's, 0.4's, `compat`'s), before binding.
-    `runtime`: {keyword: parameter index} of the runtime scalar keywords; `buffers`: the
-    keywords holding an array; `roles`: each positional scalar (by index) or runtime keyword's
-    `_spec.scalar_role`, None where that fails; `given`: `check_call`'s options as given."""
-
-    kernel: Any
-    unwrapped: _spec.Unwrapped
-    record: dict
-    args: tuple
-    keywords: dict[str, Any]
-    convention: str
-    outputs: Any
-    out_shapes: list
-    out_tree: Any
-    runtime: dict[str, int]
-    buffers: frozenset[str]
-    roles: dict[int | str, tuple | None]
-    given: dict[str, Any]
-    backend_options: Any
-    cost_estimate: Any
-    has_side_effect: bool
-    input_output_aliases: Any
-    constexprs: Any
-    operands: Any
-
-
-def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped: _spec.Unwrapped,
-                   *, record: dict, out_shape: Any, out_type: Any, has_side_effect: Any,
-                   **options: Any) -> CallArguments:
-    """`triton_call`'s arguments taken, as every trace takes them: the outputs checked, the
-    runtime scalar keywords found, the scalars typed."""
-    _env.check_variables()  # each variable as its reader takes it, on every platform
-    if out_shape is not _bound.NOT_GIVEN and out_type is not _bound.NOT_GIVEN:
-        raise TypeError("triton_call got both out_type= (jax-triton 0.4) and out_shape= (0.3); "
-                        "give one: they mean the same outputs, but pick the convention for "
-                        "keyword operands and input_output_aliases (docs/porting.md).")
-    if out_shape is _bound.NOT_GIVEN and out_type is _bound.NOT_GIVEN:
-        raise TypeError("triton_call needs the outputs' shapes and dtypes: out_type= (jax-triton "
-                        "0.4) or out_shape= (0.3), e.g. out_type=jax.ShapeDtypeStruct(x.shape, "
-                        "x.dtype), or out_type=() for a kernel that only updates Refs.")
-    convention, outputs = (("out_shape", out_shape) if out_type is _bound.NOT_GIVEN
-                           else ("out_type", out_type))
-    # Only a leaf's shape and dtype are read (not an array's own sharding, as `out_shape=x`
-    # gives it); a `ShapeDtypeStruct` that asks for a sharding is refused.
-    if hasattr(outputs, "shape") and hasattr(outputs, "dtype"):  # one output, the most common
-        leaves, tree = [outputs], _ONE_LEAF
-    else:
-        leaves, tree = jax.tree_util.tree_flatten(
-            outputs, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))
-    shapes = []
-    for i, leaf in enumerate(leaves):
-        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
-            raise TypeError(f"{convention} leaf {i} is {leaf!r}; each output needs a .shape and "
-                            f"a .dtype, e.g. jax.ShapeDtypeStruct((n,), jnp.float32).")
-        if isinstance(leaf, jax.ShapeDtypeStruct) and leaf.sharding is not None:
-            raise ValueError(
-                f"{convention} leaf {i} asks for sharding={leaf.sharding}, which triton_call "
-                f"cannot honour: the kernel writes each output as one buffer, and JAX places it. "
-                f"Drop the sharding (jax.ShapeDtypeStruct({tuple(leaf.shape)}, {leaf.dtype})) "
-                f"and constrain the result instead (jax.lax.with_sharding_constraint), or call "
-                f"the kernel per shard inside jax.shard_map.")
-        shape = tuple(leaf.shape)
-        if any([isinstance(size, (int, np.integer)) and size < 0 for size in shape]):
-            raise ValueError(f"{convention} leaf {i} has shape {shape}, with a negative "
-                             f"dimension; each dimension is a size >= 0: give the output's real "
-                             f"shape.")
-        _binder.check_canonical_dtype(leaf.dtype, f"{convention} leaf {i}",
-                                      f"jax.ShapeDtypeStruct({shape}, jnp.{{}})", output=True)
-        shapes.append(jax.ShapeDtypeStruct(shape, np.dtype(leaf.dtype)))
-    # A concrete 0-d array on a parameter annotated with a scalar type (`x: tl.float32`) is
-    # the scalar it holds; other arrays stay pointers, as in Triton.
-    pending = [*[(f"argument {i}", arg) for i, arg in enumerate(args)],
-               *[(f"keyword argument {name!r}", value) for name, value in keywords.items()]]
-    pending.reverse()  # a stack, walked depth first in the order given
-    while pending:
-        what, value = pending.pop()
-        if isinstance(value, tuple):
-            pending += reversed([(f"{what}[{j}]", element) for j, element in enumerate(value)])
-        elif isinstance(value, np.ndarray) and not value.dtype.isnative:
-            raise TypeError(
-                f"{what} is a NumPy array of dtype {value.dtype.str!r}, in the other byte order "
-                f"than this machine's, which JAX cannot take. Pass it in this machine's byte "
-                f"order: x.astype(x.dtype.newbyteorder('=')).")
-    params, facts = unwrapped.jit_fn.params, unwrapped.params
-    declared = {i for i, param in enumerate(facts) if param.declared}
-    if declared:
-        def held(value: Any) -> Any:
-            if (isinstance(value, (np.ndarray, jax.Array))
-                    and not isinstance(value, jax.core.Tracer) and value.ndim == 0):
-                return np.asarray(value)[()]
-            return value
-
-        args = tuple([held(arg) if i in declared else arg for i, arg in enumerate(args)])
-        names = {facts[i].name for i in declared}
-        keywords = {name: held(value) if name in names else value
-                    for name, value in keywords.items()}
-    runtime = {}
-    if convention == "out_type" and keywords:
-        index = {param.name: i for i, param in enumerate(facts) if not param.constexpr}
-        runtime = {name: index[name] for name, value in keywords.items()
-                   if name in index and isinstance(value, _spec.SCALAR_TYPES)}
-    buffers = frozenset([name for name, value in keywords.items()  # a scalar holds none
-                         if not isinstance(value, _spec.SCALAR_TYPES)
-                         and _binder.holds_buffer(value)])
-    scalars = [(i, params[i], value, f"argument {i}") for i, value in enumerate(args)
-               if i < len(params) and not isinstance(value, jax.Array) and (
-                   facts[i].constexpr or value is None or isinstance(value, _spec.SCALAR_TYPES))]
-    scalars += [(name, params[i], keywords[name], f"keyword argument {name!r}")
-                for name, i in runtime.items()]
-    roles: dict[int | str, tuple | None] = {}
-    for where, param, value, what in scalars:
-        try:
-            roles[where] = _spec.scalar_role(param, value, what=what)
-        except (TypeError, ValueError, OverflowError):  # the full check says why
-            roles[where] = None
-    if not isinstance(has_side_effect, (bool, np.bool_)):  # a string such as "no" is truthy
-        raise TypeError(f"has_side_effect={has_side_effect!r} must be a bool (True or False), "
-                        f"got {type(has_side_effect).__name__}.")
-    return CallArguments(kernel, unwrapped, record, args, keywords, convention, outputs, shapes,
-                         tree, runtime, buffers, roles, has_side_effect=bool(has_side_effect),
-                         **options)
 
 
 # A kernel parameter named like one of these cannot be set by keyword.

@@ -4,7 +4,7 @@ The lowering (`routes.jaxlib._jaxlib_call`, `routes.xla._xla_native`) drives; a 
 (`_cuda.BACKEND`, `hip._hip.BACKEND`) only answers:
 which Triton target and compiler backend, which of the call's options it compiles with, how the
 compiled binary reaches its jaxlib plugin, and what a block may use (`LaunchLimits`
-for a `routes._arch.GpuArch`). A backend never calls into the lowering, and the lowering never asks
+for a `_vendors.GpuArch`). A backend never calls into the lowering, and the lowering never asks
 which vendor it talks to.
 """
 
@@ -18,55 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel, triton_options
+from jax_triton_rocm.plan._plan import LaunchLimits, LaunchSite
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE, KernelCallSpec
 
 if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.plan._plan import Launch
-    from jax_triton_rocm.routes._arch import GpuArch
-
-
-MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU Triton targets
-
-
-@dataclasses.dataclass(frozen=True)
-class LaunchLimits:
-    """What one block may use on a target (`arch`, for messages), checked by
-    `plan._plan.launch_problem`. `max_shared_bytes`: None where the vendor's table lacks the
-    target (then only the launch checks it). `max_threads_x`: threads along the grid's x axis
-    (programs times the block's threads), where more than `max_grid` bounds them (HIP)."""
-
-    arch: str
-    warp_size: int
-    max_threads: int = MAX_THREADS_PER_BLOCK
-    max_shared_bytes: int | None = None
-    max_grid: tuple[int, int, int] = (MAX_GRID_SIZE,) * 3
-    max_threads_x: int | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class LaunchSite:
-    """What the plan needs to know of where the launches run: Triton's compiler backend class
-    (it parses specialisation attributes), the `limits` (None: nothing checked), every vendor's
-    compile options (what a config or heuristic may set beside the parameters and settings),
-    `check_ctas` (raises for clusters that cannot launch there), whether only the first config
-    launches (no timing there), the target's name, and the fp8 types its compiler takes (None:
-    any)."""
-
-    triton_backend: Any
-    limits: LaunchLimits | None
-    compile_options: tuple[str, ...]
-    check_ctas: Callable[[int], None] = lambda num_ctas: None
-    first_config_only: bool = False
-    name: str = "the host"
-    fp8_types: tuple[str, ...] | None = None
-
-
-def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
-    """The host, where Triton's interpreter runs the first configuration, unchecked."""
-    from triton.backends.compiler import BaseBackend
-
-    return LaunchSite(BaseBackend, None, compile_options, first_config_only=True)
+    from jax_triton_rocm.backends._vendors import GpuArch
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,7 +27,7 @@ from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.spec._spec import MAX_GRID_SIZE
 
 if TYPE_CHECKING:
-    from jax_triton_rocm.routes._arch import GpuArch
+    from jax_triton_rocm.backends._vendors import GpuArch
 
 _compat.triton_info()  # a Triton that does not import at all fails here, with its own error
 try:

@@ -126,6 +126,15 @@ def normalize_arch(platform: str, arch: Any, *, what: str = "arch") -> str:
     return canonical
 
 
+@dataclasses.dataclass(frozen=True)
+class GpuArch:
+    """The architecture a call compiles for, and where it was named (`source`, for messages)."""
+
+    platform: str
+    arch: str
+    source: str
+
+
 PLUGIN_PACKAGES = {platform: v.plugin_packages for platform, v in VENDORS.items()}
 
 # What a plugin's `_triton` can do: the release that added it (where no binary can be read), and

@@ -9,7 +9,7 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -19,11 +19,10 @@ from jax._src.state import types as state_types
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _env
 from jax_triton_rocm.checks import _checker
+from jax_triton_rocm.checks._arguments import CallArguments, check_canonical_dtype, holds_buffer
 from jax_triton_rocm.spec import _layout, _spec, _tensordesc
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor
 
-if TYPE_CHECKING:
-    from jax_triton_rocm.api._call import CallArguments
 
 
 @functools.cache
@@ -69,33 +68,6 @@ def check_not_a_function(what: str, value: Any, caller: str) -> None:
         f"({what}=f(...)), or make it a @triton.jit function; a grid or zeroed_outputs that "
         f"depends on the constexprs goes to grid= / zeroed_outputs=, a value computed from the "
         f"arguments to @triton.heuristics.")
-
-
-def check_canonical_dtype(dtype: Any, what: str, fix: str, *, output: bool = False) -> None:
-    """Raises TypeError for a dtype that JAX holds as another (64-bit types off); `fix`: the
-    code that makes it the dtype JAX holds, with {} for its name."""
-    given = np.dtype(dtype)
-    held = np.dtype(jax.dtypes.canonicalize_dtype(given))
-    if held == given:
-        return
-    effect = (f"the kernel would write {given.name} elements into the {held.name} buffer JAX "
-              f"allocates" if output else
-              f"JAX would convert it, and the kernel would read {held.name}, not the "
-              f"{given.name} values given")
-    raise TypeError(
-        f"{what} has dtype {given.name}, which JAX holds as {held.name} while 64-bit types are "
-        f"off (jax_enable_x64=False, the default): {effect}. Make it {held.name} "
-        f"({fix.format(held.name)}), or enable 64-bit types "
-        f"(jax.config.update('jax_enable_x64', True)) to keep {given.name}.")
-
-
-def holds_buffer(value: Any) -> bool:
-    """Whether `value` is or contains something only an operand can be (not a constexpr)."""
-    if isinstance(value, (tuple, list)):
-        return any(holds_buffer(element) for element in value)
-    return isinstance(value, TensorDescriptor) or (
-        hasattr(value, "shape") and hasattr(value, "dtype")
-        and not isinstance(value, _spec.SCALAR_TYPES))
 
 
 def named_parameters(unwrapped: _spec.Unwrapped, constexprs: Any, operands: Any,

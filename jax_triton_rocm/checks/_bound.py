@@ -10,27 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 
 from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.checks import _binder, _checker
+from jax_triton_rocm.checks._arguments import CallArguments
 from jax_triton_rocm.spec import _layout, _misplaced, _spec
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
-if TYPE_CHECKING:
-    from jax_triton_rocm.api._call import CallArguments
-
-
-class _NotGiven:
-    """`out_type`'s and `out_shape`'s default (None is a value: no output)."""
-
-    def __repr__(self) -> str:
-        return "<not given>"
-
-
-NOT_GIVEN = _NotGiven()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,7 +3,7 @@ configuration (`launches`: one for a plain kernel, several for an autotuned one)
 and compile options, the warps, the grid, the outputs to zero and the arguments laid onto the
 kernel's parameters (`_layout`).
 
-What one block may use on the target (`backends._backend.LaunchLimits`, the backend's answer) is
+What one block may use on the target (`LaunchLimits`, the backend's answer) is
 checked at lowering instead of failing at launch, and again once compiled
 (`keep_launchable`, `launch_problem`): a plain call that breaks a limit gets a ValueError
 naming the setting, the target and the limit; an autotuned call drops the configs that break
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
@@ -23,15 +23,57 @@ import jax
 from jax_triton_rocm.base import _values
 from jax_triton_rocm.spec import _autotuner, _callbacks, _hooks, _layout, _spec
 from jax_triton_rocm.spec._autotuner import LAUNCH_SETTINGS
-from jax_triton_rocm.spec._spec import KernelCallSpec, MetaGrid, normalize_grid
+from jax_triton_rocm.spec._spec import MAX_GRID_SIZE, KernelCallSpec, MetaGrid, normalize_grid
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
-    from jax_triton_rocm.backends._backend import LaunchLimits, LaunchSite
 
 logger = logging.getLogger("jax_triton_rocm")
 
 T = TypeVar("T")
+
+
+MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU Triton targets
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchLimits:
+    """What one block may use on a target (`arch`, for messages), checked by
+    `plan._plan.launch_problem`. `max_shared_bytes`: None where the vendor's table lacks the
+    target (then only the launch checks it). `max_threads_x`: threads along the grid's x axis
+    (programs times the block's threads), where more than `max_grid` bounds them (HIP)."""
+
+    arch: str
+    warp_size: int
+    max_threads: int = MAX_THREADS_PER_BLOCK
+    max_shared_bytes: int | None = None
+    max_grid: tuple[int, int, int] = (MAX_GRID_SIZE,) * 3
+    max_threads_x: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchSite:
+    """What the plan needs to know of where the launches run: Triton's compiler backend class
+    (it parses specialisation attributes), the `limits` (None: nothing checked), every vendor's
+    compile options (what a config or heuristic may set beside the parameters and settings),
+    `check_ctas` (raises for clusters that cannot launch there), whether only the first config
+    launches (no timing there), the target's name, and the fp8 types its compiler takes (None:
+    any)."""
+
+    triton_backend: Any
+    limits: LaunchLimits | None
+    compile_options: tuple[str, ...]
+    check_ctas: Callable[[int], None] = lambda num_ctas: None
+    first_config_only: bool = False
+    name: str = "the host"
+    fp8_types: tuple[str, ...] | None = None
+
+
+def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
+    """The host, where Triton's interpreter runs the first configuration, unchecked."""
+    from triton.backends.compiler import BaseBackend
+
+    return LaunchSite(BaseBackend, None, compile_options, first_config_only=True)
 
 
 def launch_problem(limits: LaunchLimits, num_warps: int | None = None,

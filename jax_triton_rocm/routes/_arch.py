@@ -18,7 +18,7 @@ from jax._src import config
 
 from jax_triton_rocm import backends
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.backends._vendors import normalize_arch
+from jax_triton_rocm.backends._vendors import GpuArch, normalize_arch
 from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.spec._spec import KernelCallSpec
@@ -26,15 +26,6 @@ from jax_triton_rocm.spec._spec import KernelCallSpec
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext, ModuleContext
     from jax_triton_rocm.backends._backend import Backend
-
-
-@dataclasses.dataclass(frozen=True)
-class GpuArch:
-    """The architecture a call compiles for, and where it was named (`source`, for messages)."""
-
-    platform: str
-    arch: str
-    source: str
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,9 +18,10 @@ from jax_triton_rocm.routes.xla import _xla_native
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
-    from jax_triton_rocm.backends._backend import Backend, LaunchLimits
+    from jax_triton_rocm.backends._backend import Backend
+    from jax_triton_rocm.plan._plan import LaunchLimits
     from jax_triton_rocm.base import _env
-    from jax_triton_rocm.routes._arch import GpuArch
+    from jax_triton_rocm.backends._vendors import GpuArch
     from jax_triton_rocm.spec._spec import ArgumentTypes, KernelCallSpec
 
 

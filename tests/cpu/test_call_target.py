@@ -12,7 +12,7 @@ from jax import export
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _compat, _env
-from jax_triton_rocm.routes.jaxlib import _params, _proto
+from jax_triton_rocm.routes.jaxlib import _proto
 from tests.support import autotune_utils, kernels, lowering_utils
 
 X = jax.ShapeDtypeStruct((1000,), jnp.float32)
@@ -127,7 +127,7 @@ def test_an_unknown_setting_names_the_variable_and_the_choices(monkeypatch):
 @pytest.mark.parametrize("target", [_compat.FFI_CALL_NAME, _compat.LEGACY_CALL_NAME])
 def test_encode_names_the_target_it_is_given_for_one_kernel(target):
     image = _proto.KernelImage("k", 4, 1, 0, "PTX", 90, "TTIR")
-    call = _params.KernelCall(image, (1, 1, 1), (_params.Param("array", ptr_divisibility=16),))
+    call = _proto.KernelCall(image, (1, 1, 1), (_proto.Param("array", ptr_divisibility=16),))
     encoded = _proto.encode([(call, "only")], (), name="n", kernel_name="k",
                             plain_call_name=target)
     assert encoded.custom_call_name == target

@@ -334,7 +334,7 @@ def test_an_instrumented_call_hands_its_inputs_and_outputs_to_the_check(tmp_path
     monkeypatch.setattr(differential, "foreign_target", lambda b, ctx, spec: None)
     monkeypatch.setattr(differential, "planned_launches", lambda b, ctx, spec, route: (
         _plan.launches(spec, tuple(ctx.avals_in), tuple(ctx.avals_out),
-                       backends._backend.interpreter_launch_site(_vendors.COMPILE_OPTIONS))))
+                       _plan.interpreter_launch_site(_vendors.COMPILE_OPTIONS))))
     lower = _primitive.Interpreter.lower
 
     def instrumented(routes, ctx, operands, spec):

@@ -135,8 +135,8 @@ def test_clear_caches_docstring_names_no_internal_name():
 
 def test_the_sentinel_is_shown_in_signatures_as_it_prints():
     pytest.importorskip("griffe", reason="griffe comes with the docs extra")
-    from jax_triton_rocm.checks import _bound
+    from jax_triton_rocm.checks import _arguments
     from tools import griffe_not_given
 
-    assert griffe_not_given.SHOWN == repr(_bound.NOT_GIVEN) == "<not given>"
-    assert griffe_not_given.SENTINEL_NAME in dir(_bound)
+    assert griffe_not_given.SHOWN == repr(_arguments.NOT_GIVEN) == "<not given>"
+    assert griffe_not_given.SENTINEL_NAME in dir(_arguments)

@@ -10,7 +10,7 @@ import pytest
 import triton
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.backends import _backend, _vendors
+from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.plan import _plan
 from tests.support import autotune_utils, kernels, two_apis
 from tests.support import library_kernels as lk
@@ -81,7 +81,7 @@ def _launches(fn, *args):
     (eqn,) = jax.make_jaxpr(fn)(*args).eqns
     call = eqn.params["spec"]
     return call, _plan.launches(call, (X,) * len(args), (X,),
-                                _backend.LaunchSite(BaseBackend, None, _vendors.COMPILE_OPTIONS))
+                                _plan.LaunchSite(BaseBackend, None, _vendors.COMPILE_OPTIONS))
 
 
 def test_warps_default_to_tritons_in_the_plan_and_configs_keep_their_own():

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.routes.jaxlib import _params, _proto
+from jax_triton_rocm.routes.jaxlib import _proto
 from tests.support import kernels
 from tests.support.lowering_utils import capture_one, opaque_metadata, spec
 
@@ -97,7 +97,7 @@ def test_the_streams_adler32_combines_each_pieces_as_zlib_computes_it(seed):
 def test_jaxlibs_inflater_reads_a_stream_of_pieces():
     image = _proto.KernelImage("k", 4, 1, 0, "digest", 90, "ttir " * 500,
                                object_file=random.Random(0).randbytes(20_000))
-    serialized = _proto.encode_call(_params.KernelCall(image, (3, 1, 1), ()), name="n",
+    serialized = _proto.encode_call(_proto.KernelCall(image, (3, 1, 1), ()), name="n",
                                     metadata=b"kept")
     opaque = _proto.compress(serialized, [image.piece])
     assert opaque_metadata(opaque) == b"kept"

@@ -5,7 +5,7 @@ GPU), and always with bytes jaxlib wrote (`JAXLIB_WROTE`)."""
 import pytest
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.routes.jaxlib import _params, _proto, _tma
+from jax_triton_rocm.routes.jaxlib import _proto, _tma
 from tests.support.lowering_utils import opaque_metadata
 
 plugin = _vendors.plugin_triton_module("cuda")
@@ -39,8 +39,8 @@ def _also_jaxlibs(ours: bytes, jaxlib_bytes) -> None:
 
 @pytest.mark.parametrize("kind,value,jaxlib_type", SCALARS)
 def test_each_scalar_kind_encodes_like_jaxlib(kind, value, jaxlib_type):
-    ours = _proto.encode_call(_params.KernelCall(_our_image(), (2, 3, 4),
-                                                (_params.Param(kind, value),)), name="call")
+    ours = _proto.encode_call(_proto.KernelCall(_our_image(), (2, 3, 4),
+                                                (_proto.Param(kind, value),)), name="call")
     [param] = _proto.decode(ours).kernel_call.parameters
     assert (param.WhichOneof("value"), getattr(param, kind)) == (kind, value)
     _also_jaxlibs(ours, lambda: plugin.TritonKernelCall(
@@ -50,8 +50,8 @@ def test_each_scalar_kind_encodes_like_jaxlib(kind, value, jaxlib_type):
 
 @pytest.mark.parametrize("bytes_to_zero,divisibility", [(0, 16), (64, 0), (4096, 16)])
 def test_array_parameters_encode_like_jaxlib(bytes_to_zero, divisibility):
-    param = _params.Param("array", bytes_to_zero=bytes_to_zero, ptr_divisibility=divisibility)
-    ours = _proto.encode_call(_params.KernelCall(_our_image(), (1, 1, 1), (param,)),
+    param = _proto.Param("array", bytes_to_zero=bytes_to_zero, ptr_divisibility=divisibility)
+    ours = _proto.encode_call(_proto.KernelCall(_our_image(), (1, 1, 1), (param,)),
                               name="call", metadata=b"meta")
     decoded = _proto.decode(ours)
     [read] = decoded.kernel_call.parameters
@@ -67,7 +67,7 @@ def test_array_parameters_encode_like_jaxlib(bytes_to_zero, divisibility):
 def test_kernel_fields_encode_like_jaxlib():
     args = dict(name="my_kernel", warps=8, ctas=2, shared=49152, ptx=".version 8.0", ttir="module",
                 cc=90, scratch=(256, 128))
-    ours = _proto.encode_call(_params.KernelCall(_our_image(**args), (7, 1, 1), ()), name="n")
+    ours = _proto.encode_call(_proto.KernelCall(_our_image(**args), (7, 1, 1), ()), name="n")
     call = _proto.decode(ours).kernel_call
     kernel = call.kernel
     assert (kernel.kernel_name, kernel.num_warps, kernel.num_ctas, kernel.shared_mem_bytes,
@@ -81,7 +81,7 @@ def test_kernel_fields_encode_like_jaxlib():
 
 
 def test_autotuned_call_encodes_like_jaxlib():
-    call = _params.KernelCall(_our_image(), (5, 1, 1), (_params.Param("array", ptr_divisibility=16),))
+    call = _proto.KernelCall(_our_image(), (5, 1, 1), (_proto.Param("array", ptr_divisibility=16),))
     ours = _proto.encode_autotuned_call(
         [(call, "cfg A"), (call, "cfg B")], [_proto.Alias(0, 1, 64), _proto.Alias(2, 0, 8)],
         call_name="tuned", name="outer", metadata=b"m")
@@ -139,10 +139,10 @@ def _every_field(encoder):
         return call.to_proto("plain", b"meta"), tuned.to_proto("outer", b"m")
     image = _proto.KernelImage("kern", 8, 2, 512, "ptx text", 90, "ttir text",
                                global_scratch_size=256, global_scratch_align=128)
-    call = _params.KernelCall(image, (3, 2, 1), (
-        _params.Param("array", bytes_to_zero=64, ptr_divisibility=16),
-        *(_params.Param(kind, value) for kind, value, _ in scalars),
-        _params.Param("tensor_descriptor", descriptor=TMA)))
+    call = _proto.KernelCall(image, (3, 2, 1), (
+        _proto.Param("array", bytes_to_zero=64, ptr_divisibility=16),
+        *(_proto.Param(kind, value) for kind, value, _ in scalars),
+        _proto.Param("tensor_descriptor", descriptor=TMA)))
     return (_proto.encode_call(call, name="plain", metadata=b"meta"),
             _proto.encode_autotuned_call([(call, "cfg")], [_proto.Alias(1, 0, 64)],
                                          call_name="tuned", name="outer", metadata=b"m"))
@@ -164,7 +164,7 @@ def test_jaxlib_here_writes_the_recorded_bytes():
 def test_module_image_is_carried_and_read_back():
     image = _proto.KernelImage("k", 4, 1, 0, "PTX", 90, object_file=b"\x7fELF-binary")
     decoded = _proto.decode(_proto.compress(_proto.encode_call(
-        _params.KernelCall(image, (1, 1, 1), ()), name="n"))).kernel_call.kernel
+        _proto.KernelCall(image, (1, 1, 1), ()), name="n"))).kernel_call.kernel
     assert decoded.module_image.object_file == b"\x7fELF-binary"
     assert decoded.module_image.kernel_name == "k"
     assert decoded.ptx == "PTX"
@@ -172,6 +172,6 @@ def test_module_image_is_carried_and_read_back():
 
 def test_an_opaque_carrying_module_image_parses_as_jaxlib_reads_it():
     image = _proto.KernelImage("k", 4, 1, 0, "PTX", 90, object_file=b"\x00" * 100)
-    opaque = _proto.compress(_proto.encode_call(_params.KernelCall(image, (1, 1, 1), ()),
+    opaque = _proto.compress(_proto.encode_call(_proto.KernelCall(image, (1, 1, 1), ()),
                                                 name="n", metadata=b"kept"))
     assert opaque_metadata(opaque) == b"kept"

@@ -60,7 +60,7 @@ def test_the_api_page_shows_triton_calls_public_signature(site):
     assert built.returncode == 0, built.stderr[-3000:]
     page = re.sub(r"<[^>]+>", "", (folder / "api" / "index.html").read_text())
     assert "out_type: Any = &lt;not given&gt;, out_shape: Any = &lt;not given&gt;" in page
-    assert "NOT_GIVEN" not in page and "_bound" not in page
+    assert "NOT_GIVEN" not in page and "_arguments" not in page
 
 
 @pytest.mark.process

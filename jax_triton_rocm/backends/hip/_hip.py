@@ -32,7 +32,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
-    from jax_triton_rocm.routes._arch import GpuArch
+    from jax_triton_rocm.backends._vendors import GpuArch
 
 JAXLIB_WARP = 64
 

@@ -18,7 +18,7 @@ import numpy as np
 
 import jax
 
-from jax_triton_rocm.backends import _backend, _no_gpu, _vendors
+from jax_triton_rocm.backends import _no_gpu, _vendors
 from jax_triton_rocm.base import _env, _state
 from jax_triton_rocm.compile import _compile, _errors, _writes
 from jax_triton_rocm.plan import _plan
@@ -239,7 +239,7 @@ def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelC
     out_avals = tuple(jax.ShapeDtypeStruct(s.shape, s.dtype) for s in spec.out_shapes)
     in_avals = tuple(ctx.avals_in)
     [launch] = _plan.launches(spec, in_avals, out_avals,
-                              _backend.interpreter_launch_site(_vendors.COMPILE_OPTIONS))
+                              _plan.interpreter_launch_site(_vendors.COMPILE_OPTIONS))
     # Nothing compiles here, so the arguments are checked against the parameters now.
     _kinds.check(jit_fn, launch.bound, in_avals, out_avals, spec.kernel_name,
                  _vendors.FRONT_END_PROBES)

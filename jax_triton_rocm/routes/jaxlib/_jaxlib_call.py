@@ -3,7 +3,7 @@
 Its two steps, which the lowering shell (`routes._lowering`: where the call runs, the memos,
 the launches planned) calls: `plan`, every launch compiled at once through the shared kernel
 cache (`compile._compile.compiled_launches`) and per kernel the call as the installed jaxlib
-loads it (`_proto.kernel_image`); then `encode`, its parameters (`_params`; tensor descriptors
+loads it (`_proto.kernel_image`); then `encode`, its parameters (`_proto.kernel_call`; tensor descriptors
 by `_tma`), the call encoded and its opaque (`_proto`); `emit` writes it.
 
 The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
@@ -25,7 +25,7 @@ from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _compile, _writes
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.routes import _arch, _choices
-from jax_triton_rocm.routes.jaxlib import _params, _proto, _tma
+from jax_triton_rocm.routes.jaxlib import _proto, _tma
 from jax_triton_rocm.spec import _kinds, _misplaced
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
@@ -44,9 +44,9 @@ class LoweredCall:
     serialized: bytes
     custom_call_name: str
     features: _vendors.PluginFeatures
-    arch: _arch.GpuArch
+    arch: _vendors.GpuArch
     kernels: tuple[_compile.CompiledKernel, ...]
-    calls: tuple[_params.KernelCall, ...]
+    calls: tuple[_proto.KernelCall, ...]
     aliases: tuple[tuple[int, int], ...] = ()
     undecided: _choices.Undecided | None = None
     launches: tuple[_plan.Launch, ...] = ()  # as planned (the user's kernel's layout)
@@ -98,7 +98,7 @@ def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
             print(f"jax_triton_rocm: {kernel.name} for {where.arch.arch}\n--- TTIR ---\n"
                   f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
     # (launch, kernel, call) per launch; a tensor descriptor's parameters by `_tma`.
-    chosen = [(launch, kernel, _params.kernel_call(
+    chosen = [(launch, kernel, _proto.kernel_call(
         image, launch, out_avals, spec.input_output_aliases,
         functools.partial(_tma.descriptor_params, kernel, where.features, where.arch)))
         for _, launch, kernel, image in planned]
@@ -120,7 +120,7 @@ def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
     # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
     # (operands, then results), so the output's index counts the operands before it.
     aliases = [] if len(chosen) == 1 else [
-        _proto.Alias(i, len(in_avals) + o, _params.size_bytes(in_avals[i]))
+        _proto.Alias(i, len(in_avals) + o, _proto.size_bytes(in_avals[i]))
         for i, o in spec.input_output_aliases]
     encoded = _proto.encode([(call, launch.config.description) for launch, _, call in chosen],
                             aliases, name=spec.name, kernel_name=spec.kernel_name,

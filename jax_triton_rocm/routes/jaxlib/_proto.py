@@ -1,4 +1,7 @@
-"""A compiled kernel as jaxlib loads it (`kernel_image`), jaxlib's Triton kernel call encoded with
+"""A compiled kernel as jaxlib loads it (`kernel_image`), the parameters of one launch as jaxlib
+takes them, in kernel order (`kernel_call`: each array's pointer with its divisibility and the
+bytes jaxlib zeroes first, each runtime scalar, each tensor descriptor's parameters from `_tma`),
+and jaxlib's Triton kernel call encoded with
 the messages of `jaxlib/gpu/triton.proto` (the bytes are the same on CUDA and ROCm), and the
 opaque jaxlib reads, one zlib stream (`compress`). The messages (`MESSAGES`) are declared field
 by field as that file declares them and built at import (no protoc), so the package relies on no
@@ -21,10 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import struct
 import zlib
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -34,8 +40,8 @@ if TYPE_CHECKING:
     from jax_triton_rocm.backends._backend import ArchAnswers, Backend
     from jax_triton_rocm.backends._vendors import PluginFeatures
     from jax_triton_rocm.compile._compile import CompiledKernel
-    from jax_triton_rocm.routes._arch import GpuArch
-    from jax_triton_rocm.routes.jaxlib._params import KernelCall
+    from jax_triton_rocm.backends._vendors import GpuArch
+    from jax_triton_rocm.plan import _plan
 
 _F = descriptor_pb2.FieldDescriptorProto
 
@@ -220,6 +226,72 @@ def _length_delimited(number: int, payload: bytes) -> bytes:
             value >>= 7
         head.append(value)
     return bytes(head) + payload
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One kernel parameter: `kind` is "array", a scalar ("i32", ...) or "tensor_descriptor"."""
+
+    kind: str
+    value: bool | int | float = 0
+    bytes_to_zero: int = 0
+    ptr_divisibility: int = 0
+    descriptor: object = None  # a `_tma.TmaDescriptor`, which jaxlib's CUDA plugin encodes
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelCall:
+    """One launch: a kernel, its grid and its parameters in kernel order."""
+
+    kernel: KernelImage
+    grid: tuple[int, int, int]
+    params: tuple[Param, ...]
+
+
+def size_bytes(aval: Any) -> int:
+    """The bytes of an array of `aval`'s shape and dtype."""
+    return int(math.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
+
+
+def kernel_call(image: KernelImage, launch: _plan.Launch, out_avals: tuple,
+                aliases: tuple[tuple[int, int], ...] = (),
+                descriptors: Callable[..., list] | None = None) -> KernelCall:
+    """One launch of `image`, as jaxlib's kernel call carries it, its parameters in kernel
+    order; `descriptors` gives those of the kernel's tensor descriptors
+    (`_tma.descriptor_params`). An output to zero that has no pointer of its own is zeroed
+    through the input it is aliased to (the same buffer).
+
+    Raises:
+      NotImplementedError: a zeroed output aliased to a TensorDescriptor's base.
+    """
+    bound, zeroed = launch.bound, set(launch.zeroed)
+    params = []
+    specs = dict(bound.specializations)
+    own = {source.index for source in bound.sources if source.kind == "output"}
+    zero_inputs = {i: o for i, o in aliases if o in zeroed and o not in own}
+    n_descriptors = 0
+    for source in bound.sources:
+        if source.kind == "scalar":
+            params.append(Param(source.scalar.proto_kind, source.scalar.value))
+            continue
+        if source.kind == "descriptor":
+            if source.index in zero_inputs:
+                raise NotImplementedError(
+                    f"zeroed_outputs names output {zero_inputs[source.index]}, which is written "
+                    f"through a TensorDescriptor; zero its base before the call instead.")
+            params.extend(descriptors(source.descriptor, n_descriptors))
+            n_descriptors += 1
+            continue
+        # Its key in `BoundKernel.specializations`: the position, or (position, *path).
+        key = (source.position, *source.path) if source.path else source.position
+        divisibility = 16 if "D" in specs.get(key, "") else 0
+        if source.kind == "output":
+            zeroes = source.index if source.index in zeroed else None
+        else:
+            zeroes = zero_inputs.get(source.index)
+        zero = 0 if zeroes is None else size_bytes(out_avals[zeroes])
+        params.append(Param("array", bytes_to_zero=zero, ptr_divisibility=divisibility))
+    return KernelCall(kernel=image, grid=launch.grid, params=tuple(params))
 
 
 def kernel_call_bytes(call: KernelCall) -> bytes:

@@ -22,7 +22,7 @@ import numpy as np
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._vendors import Vendor
 from jax_triton_rocm.base import _compat
-from jax_triton_rocm.routes.jaxlib import _params
+from jax_triton_rocm.routes.jaxlib import _proto
 from jax_triton_rocm.spec._tensordesc import TensorDescriptor, signature_type
 
 # Triton numbers TMA element types one way in a kernel's metadata and CUDA's tensor-map API
@@ -64,7 +64,7 @@ def launch_types(sig_type: str, encoded: bool, vendor: Vendor) -> list[str]:
 
 
 def one_descriptor_params(desc: TensorDescriptor, types: Sequence[str],
-                          meta: Mapping[str, Any] | None) -> list[_params.Param]:
+                          meta: Mapping[str, Any] | None) -> list[_proto.Param]:
     """The jaxlib parameters for `desc` of launch `types`, in kernel order; `meta`: its
     `tensordesc_meta` entry where the kernel takes it encoded. Its base is the operand buffer the
     first of them consumes.
@@ -92,14 +92,14 @@ def one_descriptor_params(desc: TensorDescriptor, types: Sequence[str],
     return [_param(kind, value) for kind, value in zip(types, values)]
 
 
-def _param(kind: str, value: Any) -> _params.Param:
+def _param(kind: str, value: Any) -> _proto.Param:
     if isinstance(value, TmaDescriptor):
-        return _params.Param("tensor_descriptor", descriptor=value)
+        return _proto.Param("tensor_descriptor", descriptor=value)
     if kind.startswith("*"):
-        return _params.Param("array")
+        return _proto.Param("array")
     if kind == "i1":
-        return _params.Param("bool", bool(value))
-    return _params.Param(kind, int(value))
+        return _proto.Param("bool", bool(value))
+    return _proto.Param(kind, int(value))
 
 
 def tma_descriptor(desc: TensorDescriptor, meta: Mapping[str, Any]) -> TmaDescriptor:
@@ -152,7 +152,7 @@ def check_launchable(vendor: Vendor, features: _vendors.PluginFeatures, *, kerne
 
 
 def descriptor_params(compiled: Any, features: _vendors.PluginFeatures, arch: Any,
-                      desc: TensorDescriptor, i: int) -> list[_params.Param]:
+                      desc: TensorDescriptor, i: int) -> list[_proto.Param]:
     """The jaxlib parameters of `desc`, the kernel's descriptor number `i` (in launch order), as
     `compiled` (a `compile._compile.CompiledKernel`) takes them on `arch` (a `GpuArch`).
 
