@@ -1,7 +1,8 @@
 """`jax.vmap` of `triton_call`: the loop by default, one launch with `batch_grid_axis`.
 
 Numbers come from Triton's interpreter on the CPU device (compared with the unbatched calls, one
-example at a time); structure from lowering for CUDA on a machine without a GPU.
+example at a time); structure from lowering for CUDA on a machine without a GPU. The loop gets the
+numbers of a `batch_grid_axis` call right too: only the launch's grid tells the two apart.
 """
 
 import numpy as np
@@ -14,7 +15,7 @@ import triton
 import jax_triton_rocm as jtr
 from tests.support import batching_kernels, kernels
 from tests.support.kernels import random_normal
-from tests.support.lowering_utils import lower_for, spec
+from tests.support.lowering_utils import lower_for, lower_one, spec
 
 CPU = jax.devices("cpu")[0]
 
@@ -46,6 +47,12 @@ def _total(x):
 def _sum_and_diff(x, y):
     return jtr.triton_call(x, y, x.size, kernel=kernels.sum_and_diff_kernel,
                            out_shape=(x, x), grid=(triton.cdiv(x.size, 128),), BLOCK=128)
+
+
+def _launch_grid(fn, *args):
+    """The grid of the one kernel launch `fn(*args)` lowers to, lowered for sm_90."""
+    specs = [spec(a.shape, a.dtype) for a in args]
+    return lower_one(fn, *specs, platform="cuda").summary()["launches"][0]["grid"]
 
 
 # The default rule: a loop of unbatched calls.
@@ -113,8 +120,10 @@ def test_vmap_loops_over_one_unbatched_launch():
 
 def test_batch_grid_axis_matches_the_unbatched_calls():
     x, y = random_normal(14, (5, 300), device=CPU), random_normal(15, (5, 300), device=CPU)
-    np.testing.assert_allclose(jax.jit(jax.vmap(batching_kernels.batched_add))(x, y),
+    fn = jax.vmap(batching_kernels.batched_add)
+    np.testing.assert_allclose(jax.jit(fn)(x, y),
                                _per_example(batching_kernels.batched_add, x, y), rtol=1e-6)
+    assert _launch_grid(fn, x, y) == (3, 5, 1)
 
 
 def test_batch_grid_axis_is_one_launch_with_the_batch_on_that_axis():
@@ -129,20 +138,21 @@ def test_batch_grid_axis_nested_vmap_multiplies_the_batch():
     x, y = random_normal(16, (3, 2, 200), device=CPU), random_normal(17, (3, 2, 200), device=CPU)
     fn = jax.vmap(jax.vmap(batching_kernels.batched_add))
     np.testing.assert_allclose(jax.jit(fn)(x, y), x + y, rtol=1e-6)
-    (call,) = jtr.kernel_calls(lower_for(fn, x, y, platform="cuda"))
-    assert call.summary()["launches"][0]["grid"][1] == 6
+    assert _launch_grid(fn, x, y) == (2, 6, 1)
 
 
 def test_batch_grid_axis_with_a_non_leading_axis_and_an_unbatched_operand():
     x, y = random_normal(18, (300, 4), device=CPU), random_normal(19, (300,), device=CPU)
-    out = jax.jit(jax.vmap(batching_kernels.batched_add, in_axes=(1, None)))(x, y)
-    np.testing.assert_allclose(out, x.T + y, rtol=1e-6)
+    fn = jax.vmap(batching_kernels.batched_add, in_axes=(1, None))
+    np.testing.assert_allclose(jax.jit(fn)(x, y), x.T + y, rtol=1e-6)
+    assert _launch_grid(fn, x, y) == (3, 4, 1)
 
 
 def test_batch_grid_axis_with_input_output_aliases():
     x, y = random_normal(20, (4, 256), device=CPU), random_normal(21, (256,), device=CPU)
-    out = jax.jit(jax.vmap(batching_kernels.batched_add_inplace, in_axes=(0, None)))(x, y)
-    np.testing.assert_allclose(out, x + y, rtol=1e-6)
+    fn = jax.vmap(batching_kernels.batched_add_inplace, in_axes=(0, None))
+    np.testing.assert_allclose(jax.jit(fn)(x, y), x + y, rtol=1e-6)
+    assert _launch_grid(fn, x, y) == (2, 4, 1)
 
 
 def test_batch_grid_axis_callable_grid_sees_unbatched_shapes():
@@ -153,8 +163,9 @@ def test_batch_grid_axis_callable_grid_sees_unbatched_shapes():
         seen.append(meta["x_ptr"].shape)
         return (triton.cdiv(meta["n"], meta["BLOCK"]),)
 
-    out = jax.jit(jax.vmap(lambda a, b: batching_kernels.batched_add(a, b, grid=grid)))(x, y)
-    np.testing.assert_allclose(out, x + y, rtol=1e-6)
+    fn = jax.vmap(lambda a, b: batching_kernels.batched_add(a, b, grid=grid))
+    np.testing.assert_allclose(jax.jit(fn)(x, y), x + y, rtol=1e-6)
+    assert _launch_grid(fn, x, y) == (3, 3, 1)
     assert seen and set(seen) == {(300,)}
 
 
@@ -168,4 +179,5 @@ def test_batch_grid_axis_out_of_range_is_refused():
 def test_batch_grid_axis_already_used_by_the_grid_is_refused_at_the_vmap():
     x = random_normal(25, (2, 128), device=CPU)
     with pytest.raises(ValueError, match=r"batch_grid_axis=1, but the call's grid \(1, 2, 1\)"):
-        jax.vmap(lambda a: batching_kernels.batched_add(a, a, grid=(1, 2)))(x)
+        # Traced, not run: a loop that took the call anyway would launch past the arrays.
+        jax.eval_shape(jax.vmap(lambda a: batching_kernels.batched_add(a, a, grid=(1, 2))), x)

@@ -425,6 +425,22 @@ def test_an_error_that_names_no_value_keeps_the_advice_about_the_calls_values():
     assert not _interpret._made_by_kernel(TypeError("'<' not supported"), kernels.add_kernel)
 
 
+@triton.jit
+def _halved_product_kernel(a, b, out_ptr):
+    tl.store(out_ptr, (a * b) // 2)
+
+
+def test_int32_scalars_multiply_in_int32_and_wrap_as_on_the_gpu():
+    # Both fit in int32, so the launch types them i32: 65536 * 65536 = 2**32 wraps to 0 before the
+    # division (in int64 it would be 2**31, stored as -2**31).
+    with jax.default_device(CPU):
+        out = jax.jit(lambda: jtr.triton_call(
+            65536, 65536, kernel=_halved_product_kernel,
+            out_shape=jax.ShapeDtypeStruct((1,), jnp.int32), grid=(1,)))()
+    assert out.devices() == {CPU}
+    np.testing.assert_array_equal(out, np.zeros(1, np.int32))
+
+
 def test_a_grid_of_billions_of_programs_is_announced_at_lowering_with_its_count(caplog):
     x = jax.ShapeDtypeStruct((1 << 16,), jnp.float32)
 

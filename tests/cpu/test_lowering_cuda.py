@@ -124,6 +124,17 @@ def test_zeroed_outputs_carry_their_size():
     assert params[0].array.bytes_to_zero == 0
 
 
+def test_a_zeroed_output_without_a_pointer_of_its_own_is_zeroed_through_its_input():
+    # jax-triton 0.4's layout: the output aliased to the accumulator fills no parameter.
+    def f(x, total):
+        return jtr.triton_call(x, x.size, total, kernel=kernels.atomic_sum_kernel,
+                               out_type=total, grid=(4,), BLOCK=1024,
+                               input_output_aliases={2: 0}, zeroed_outputs=(0,))
+
+    call = lower_one(f, X, spec((3,), jnp.float32), platform="cuda").message.kernel_call
+    assert [p.array.bytes_to_zero for p in call.parameters if p.HasField("array")] == [0, 12]
+
+
 def test_input_output_aliases_become_operand_aliases():
     def f(x, y):
         return jtr.triton_call(x, y, x.size, kernel=kernels.add_inplace_kernel, out_shape=x,

@@ -34,18 +34,26 @@ def test_vmap_of_matmul_over_a_non_leading_axis():
         assert kernels.matmul_relative_error(out[i], a[:, i], b) < 1e-2
 
 
+def _launch_grid(fn, *args):
+    """The grid of the one kernel launch `fn(*args)` lowers to on this GPU."""
+    (call,) = jtr.kernel_calls(jax.jit(fn).trace(*args).lower())
+    return call.summary()["launches"][0]["grid"]
+
+
 def test_batch_grid_axis_matches_the_unbatched_calls():
     x, y = random_normal(6, (5, 3000)), random_normal(7, (5, 3000))
-    out = jax.jit(jax.vmap(batching_kernels.batched_add))(x, y)
+    fn = jax.vmap(batching_kernels.batched_add)
     ref = jnp.stack([batching_kernels.batched_add(x[i], y[i]) for i in range(5)])
-    np.testing.assert_array_equal(out, ref)
+    np.testing.assert_array_equal(jax.jit(fn)(x, y), ref)
+    assert _launch_grid(fn, x, y) == (24, 5, 1)  # one launch, not a loop of (24, 1, 1)
 
 
 def test_batch_grid_axis_nested_vmap_with_aliases_and_an_unbatched_operand():
     x, y = random_normal(8, (2, 3, 1024)), random_normal(9, (1024,))
-    out = jax.jit(jax.vmap(jax.vmap(batching_kernels.batched_add_inplace, in_axes=(0, None)),
-                           in_axes=(0, None)))(x, y)
-    np.testing.assert_allclose(out, x + y, rtol=1e-6)
+    fn = jax.vmap(jax.vmap(batching_kernels.batched_add_inplace, in_axes=(0, None)),
+                  in_axes=(0, None))
+    np.testing.assert_allclose(jax.jit(fn)(x, y), x + y, rtol=1e-6)
+    assert _launch_grid(fn, x, y) == (8, 6, 1)
 
 
 @pytest.mark.parametrize("name", ["add", "softmax", "matmul_bf16", "scale_shift", "atomic_sum"])

@@ -245,15 +245,17 @@ def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelC
                  _vendors.FRONT_END_PROBES)
     if 0 in launch.grid:  # no program runs
         return _plan.skipped([launch], spec, out_avals)
-    # What the kernel writes, read from the TTIR Triton's front end builds for the launch.
+    # What the kernel writes, read from the TTIR Triton's front end builds for the launch (a
+    # kernel decorated under TRITON_INTERPRET=1 builds none: its writes are not checked).
     bound = launch.bound
-    key = ("writes", _compile.call_graph_key(spec, _state.KERNEL_RECORDS.record(spec.kernel)),
-           tuple(bound.signature.items()), repr(bound.attrs),
-           tuple((k, _compile.stable_text(v)) for k, v in sorted(bound.constexprs.items())))
-    ttir = _state.CHECKED_CALLS.memo(key, lambda: _kinds.front_end(
-        jit_fn, bound, _vendors.FRONT_END_PROBES, ttir=True)[0], kernel=jit_fn)
-    if ttir and (found := _writes.of_launch(ttir, bound)) is not None:
-        _misplaced.check_writes(spec, launch, *found, in_avals)
+    if not spec.unwrapped.interpreted:
+        key = ("writes", _compile.call_graph_key(spec, _state.KERNEL_RECORDS.record(spec.kernel)),
+               tuple(bound.signature.items()), repr(bound.attrs),
+               tuple((k, _compile.stable_text(v)) for k, v in sorted(bound.constexprs.items())))
+        ttir = _state.CHECKED_CALLS.memo(key, lambda: _kinds.front_end(
+            jit_fn, bound, _vendors.FRONT_END_PROBES, ttir=True)[0], kernel=jit_fn)
+        if ttir and (found := _writes.of_launch(ttir, bound)) is not None:
+            _misplaced.check_writes(spec, launch, *found, in_avals)
     programs = math.prod(launch.grid)
     if programs > SLOW_GRID_PROGRAMS:
         seconds = programs * _SECONDS_PER_PROGRAM
