@@ -318,8 +318,8 @@ class _Callbacks:
     """custom_partitioning's callbacks for one lowering of a partitioned call."""
 
     def __init__(self, fun: Callable[..., Any], rule: Rule, jaxpr: Any,
-                 route: _shard_callbacks.Route | None, name: str) -> None:
-        self.fun, self.rule, self.route, self.name = fun, rule, route, name
+                 reserved: _shard_callbacks.ReservedCallback | None, name: str) -> None:
+        self.fun, self.rule, self.reserved, self.name = fun, rule, reserved, name
         self.sizes = check_shapes(rule, [a.shape for a in jaxpr.in_avals])
 
     def sharding_rule(self) -> SdyShardingRule:
@@ -352,7 +352,7 @@ class _Callbacks:
                     if n in axes_of]
 
         def per_shard(*shards):
-            outs = _shard_callbacks.shard_body(_flat(self.fun), shards, self.route, self.name)
+            outs = _shard_callbacks.shard_body(_flat(self.fun), shards, self.reserved, self.name)
             for axes, combine in combined:
                 outs = [combine(out, axes) for out in outs]
             return list(outs)
@@ -375,9 +375,9 @@ def _lowering(ctx, *operands, fun, rule, jaxpr, name):
             f"custom_partitioning), which an exported program cannot carry. Export it for one "
             f"device, or split it yourself with jax.shard_map inside the exported function "
             f"(each shard's call is then exported as it is).")
-    route = (_shard_callbacks.Route(ctx.module_context)
+    reserved = (_shard_callbacks.ReservedCallback(ctx.module_context)
              if "cpu" in ctx.module_context.platforms else None)
-    callbacks = _Callbacks(fun, rule, jaxpr, route, name)
+    callbacks = _Callbacks(fun, rule, jaxpr, reserved, name)
     # custom_partitioning takes no function with constants; inside a jit they are the jit's.
     split = custom_partitioning(jax.jit(core.jaxpr_as_fun(jaxpr)))
     split.def_partition(

@@ -271,7 +271,7 @@ ELSEWHERE = (
     ("routes._primitive", "ensure_registered", "the rules registered, once per process (cached)"),
     ("routes._primitive", "_routes", "each platform's routes (cached)"),
     ("routes.cpu._interpret", "_explained", "one CPU fallback warning per process"),
-    ("routes.cpu._shard_callbacks", "_ROUTE", "the shard callback route of this context"),
+    ("routes.cpu._shard_callbacks", "_RESERVED", "the reserved host callback of this context"),
     ("routes.xla._xla_native", "xla_triton_dialect", "whether jaxlib has Triton's dialect"),
     ("cli._kernels", "kernels", "the CLI's example kernels (cached)"),
 )

@@ -23,7 +23,7 @@ from jax_triton_rocm.spec._spec import KernelCallSpec
 
 
 @dataclasses.dataclass(frozen=True)
-class Layout:
+class KeptCall:
     """A checked call without its arrays: `operand_args`, per primitive operand its positional
     argument; `scalars`, (place in the layout, index or keyword) per runtime scalar;
     `out_order`, per primitive result its output."""
@@ -147,7 +147,7 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
             [spec.positional[index] == ("scalar", call.keywords[name])
              for name, index in call.runtime.items()]):
         out_order = tuple([placed.user_results.index(r) for r in range(len(out_shapes))])
-        _state.CALL_LAYOUTS.put(kept_as, Layout(
+        _state.CALL_LAYOUTS.put(kept_as, KeptCall(
             Placed(**{**vars(placed), "operands": (), "in_avals": ()}), spec,
             tuple(operand_args), tuple(scalars), out_order), kernel=call.kernel)
     return bound
@@ -350,7 +350,7 @@ def layout_key(call: CallArguments) -> tuple | None:
     return key
 
 
-def relaid_call(layout: Layout, call: CallArguments) -> BoundCall | None:
+def relaid_call(layout: KeptCall, call: CallArguments) -> BoundCall | None:
     """The call checked into the kept `layout`, or None where a check fails."""
     try:
         grid = _values.grid_value(call.given["grid"])

@@ -1,28 +1,89 @@
 """The lowering shell of both GPU routes, jaxlib's Triton call and XLA's: the lowered-call memo
-around the plan memo and the launches planned, then each route's `plan` (and jaxlib's
-`encode`); docs/design.md.
+around the plan memo, each asking the route (`Route`, which each route's module implements)
+where the call runs, for its launches, to build them (compile, check, image) and to finish the
+call it emits; docs/design.md, "One call, top-down, on each GPU route".
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from jax_triton_rocm.base import _compat, _state
-from jax_triton_rocm.compile import _compile
-from jax_triton_rocm.plan import _plan, _trampoline
-from jax_triton_rocm.routes import _arch, _choices
+from jax_triton_rocm.base import _state
+from jax_triton_rocm.plan import _plan
+from jax_triton_rocm.routes import _choices
 from jax_triton_rocm.spec import _spec
-from jax_triton_rocm.routes.jaxlib import _jaxlib_call
-from jax_triton_rocm.routes.xla import _xla_native
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
-    from jax_triton_rocm.backends._backend import Backend
-    from jax_triton_rocm.plan._plan import LaunchLimits
-    from jax_triton_rocm.base import _env
+    from jax_triton_rocm.backends._backend import ArchAnswers, Backend
     from jax_triton_rocm.backends._vendors import GpuArch
+    from jax_triton_rocm.base import _env
+    from jax_triton_rocm.plan._plan import LaunchLimits
     from jax_triton_rocm.spec._spec import ArgumentTypes, KernelCallSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Unfit:
+    """Why a call cannot take a route."""
+
+    reason: str
+
+
+class Placed(NamedTuple):
+    """Where a call runs, as its route sees it: the architecture the backend answers for,
+    `place` (what decides its plan beyond the call, as plain values), `decides` (what decides
+    the lowered call beyond the call), the call graph's key, and what the route keeps for itself
+    (`where`, its custom call's name)."""
+
+    arch: GpuArch
+    place: tuple
+    decides: tuple
+    graph: tuple
+    where: Any = None
+    call_name: str = ""
+
+
+class Route:
+    """What the shell asks a GPU route, in order (`lowered_call`): `where` the call runs, its
+    `launches` (the plan's, unless the route knows better), to `build` them (compile, check and
+    image them: kept per plan) or `rebuild` kept ones for a new shape, to `finish` the call, and
+    at last to `emit` it."""
+
+    name = ""
+
+    def where(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+              record: dict, settings: _env.LoweringSettings | None) -> Placed | Unfit:
+        raise NotImplementedError
+
+    def launches(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+                 answers: ArchAnswers, types: ArgumentTypes,
+                 settings: _env.LoweringSettings | None) -> list[_plan.Launch] | Any:
+        return _plan.launches(spec, tuple(ctx.avals_in), tuple(ctx.avals_out),
+                              answers.launch_site, types)
+
+    def build(self, backend: Backend, spec: KernelCallSpec, placed: Placed, answers: ArchAnswers,
+              launches: list[_plan.Launch], in_avals: tuple, out_avals: tuple,
+              record: dict) -> tuple[Any, list[_plan.Launch]] | Unfit:
+        raise NotImplementedError
+
+    def rebuild(self, made: Any, launches: list[_plan.Launch], spec: KernelCallSpec,
+                in_avals: tuple, record: dict) -> Any:
+        raise NotImplementedError
+
+    def finish(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+               placed: Placed, made: Any) -> Any:
+        return made
+
+    def emit(self, backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
+             lowered: Any, spec: KernelCallSpec) -> list:
+        raise NotImplementedError
+
+
+# Each route by name, as its module registers it: a route asks another through the shell, never
+# by importing it (XLA's asks jaxlib's for the autotune config it remembered).
+ROUTES: dict[str, Route] = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,33 +95,16 @@ class Kept:
     limits: LaunchLimits | None
 
 
-def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+def lowered_call(route: Route, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
                  settings: _env.LoweringSettings | None = None) -> Any:
-    """The call lowered for `route`, without MLIR (`_jaxlib_call.LoweredCall`,
-    `_xla_native.NativeCall`, `Unfit`, or `_plan.Skipped` where no program runs), kept in the
-    kernel's record (fetched once here, passed down) by all that decides it, and jaxlib's by the
-    environment's `settings`. A call left undecided is told to a tuning session."""
-    in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+    """The call lowered on `route`, without MLIR (what the route finishes, `Unfit`, or
+    `_plan.Skipped` where no program runs), kept in the kernel's record (fetched once here,
+    passed down) by `lowering_key`. A call left undecided is told to a tuning session."""
     record = _state.KERNEL_RECORDS.record(spec.kernel)
-    if route == "jaxlib":
-        where = _arch.where_it_runs(backend, ctx, spec, record, settings)
-        plain_call_name = _compat.plain_call_name(where.settings, exporting=where.exporting)
-        # `Where` as plain values (its fields but `exporting`): hashed without a call per field.
-        place = (where.platform, dataclasses.astuple(where.arch),
-                 None if where.devices is None else dataclasses.astuple(where.devices),
-                 dataclasses.astuple(where.features), where.globals, where.settings.variables)
-        decides = (place, where.exporting, plain_call_name)
-        graph = where.globals
-    else:
-        if (unfit := _xla_native.unfit_before_compile(spec)) is not None:
-            return unfit
-        where, _ = _arch.resolve_arch(backend, ctx, spec)
-        graph = _compile.call_graph_key(spec, record)
-        decides = (backend.platform, dataclasses.astuple(where))
-        place, plain_call_name = (_xla_native.CUSTOM_CALL_NAME, *decides, graph), ""
-    # A plain kernel has one launch: no autotune choice nor target decides it.
-    decided = () if spec.unwrapped.autotuner is None else _choices.decided()
-    key = (route, in_avals, out_avals, spec, graph, decided, decides)
+    placed = route.where(backend, ctx, spec, record, settings)
+    if isinstance(placed, Unfit):
+        return placed
+    key = lowering_key(route, ctx, spec, placed)
     kept = record.get(_state.LOWERED_CALLS, {})
     try:
         with _state.LOCKS.guard:  # a call found is now the most recently used
@@ -69,8 +113,7 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext, spec: K
     except TypeError:  # a constexpr in the key that hashes badly
         lowered, key = None, None
     if lowered is None:
-        lowered = _lower_uncached(route, backend, ctx, spec, where, place, plain_call_name, record,
-                                  settings)
+        lowered = _lower_uncached(route, backend, ctx, spec, placed, record, settings)
         if key is not None:
             _state.LOWERED_CALLS.put(key, lowered, record=record)
     if getattr(lowered, "undecided", None) is not None:
@@ -78,13 +121,22 @@ def lowered_call(route: str, backend: Backend, ctx: LoweringRuleContext, spec: K
     return lowered
 
 
-def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
-                    spec: KernelCallSpec, where: _arch.Where | GpuArch, place: tuple,
-                    plain_call_name: str, record: dict,
+def lowering_key(route: Route, ctx: LoweringRuleContext, spec: KernelCallSpec,
+                 placed: Placed) -> tuple:
+    """All that decides a lowered call: the route, the operands' and results' types, the call,
+    its call graph, the autotune choices remembered (a plain kernel has one launch: none decide
+    it) and where it runs."""
+    decided = () if spec.unwrapped.autotuner is None else _choices.decided()
+    return (route.name, tuple(ctx.avals_in), tuple(ctx.avals_out), spec, placed.graph, decided,
+            placed.decides)
+
+
+def _lower_uncached(route: Route, backend: Backend, ctx: LoweringRuleContext,
+                    spec: KernelCallSpec, placed: Placed, record: dict,
                     settings: _env.LoweringSettings | None) -> Any:
-    """The call planned, then on jaxlib's route encoded. A plain kernel's plan is kept by
-    `place` and `plan_key` and relaunched for a later call (XLA's `refilled`, unless None), so a
-    new shape or scalar value compiles, lays out and encodes nothing anew."""
+    """The call planned, built and finished. A plain kernel's build is kept by `placed.place`
+    and `plan_key` and rebuilt for a later call (unless the route says it cannot be), so a new
+    shape or scalar value compiles, lays out and encodes nothing anew."""
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     types = spec.types  # as the check typed them; again where it typed other dtypes
     if types is None or not all([a.dtype in types.pointers for a in (*in_avals, *out_avals)]):
@@ -94,56 +146,31 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
         key = plan_key(spec, in_avals, out_avals, types)
     except TypeError:  # an unhashable parameter: no plan kept
         key = None
-    planned = found = None
+    made = found = None
     kept = record.get(_state.PLANS, {})
     with _state.LOCKS.guard:  # a plan found is now the most recently used
-        if key is not None and (found := kept.get((place, key))) is not None:
-            kept.move_to_end((place, key))
+        if key is not None and (found := kept.get((placed.place, key))) is not None:
+            kept.move_to_end((placed.place, key))
     if found is not None:
         launches = _plan.relaunch(list(found.launches), spec, in_avals, out_avals, found.limits)
         if any([0 in launch.grid for launch in launches]):  # no program runs
             return _plan.skipped(launches, spec, out_avals)
-        if route == "xla":
-            planned = _xla_native.refilled(found.made, *launches)
-        else:  # each launch as jaxlib launches it, with the kept kernel and image
-            planned = [(launch, _trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals),
-                                                       record), kernel, image)
-                       for launch, (_, _, kernel, image) in zip(launches, found.made)]
-    if planned is None:
-        # On XLA's route an autotuned kernel's one launch is the config remembered for jaxlib's
-        # call, which keys choices on its compiled configs and runs the autotuner's functions once.
-        answers = backend.answers(where.arch if route == "jaxlib" else where)
-        if route == "xla" and spec.unwrapped.autotuner is not None:
-            lowered = lowered_call("jaxlib", backend, ctx, spec, settings)
-            if isinstance(lowered, _plan.Skipped):
-                return lowered
-            if lowered.undecided is not None or len(lowered.launches) != 1:
-                return _xla_native.Unfit(
-                    "the kernel is autotuned and no configuration is remembered for this call "
-                    "(jaxlib's call times them at its first run; jax_triton_rocm.autotune picks "
-                    "one once, on real data, and the call can then take XLA's)")
-            launches = list(lowered.launches)
-        else:
-            launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
-            if any([0 in launch.grid for launch in launches]):  # nothing compiled, nor kept
-                return _plan.skipped(launches, spec, out_avals)
-        if route == "xla":
-            [launch] = launches  # XLA's call launches one configuration
-            planned = _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals,
-                                       record)
-            if isinstance(planned, _xla_native.Unfit):
-                return planned
-        else:
-            planned = _jaxlib_call.plan(backend, spec, where, answers, launches, in_avals,
-                                        out_avals, record)
-            launches = [launch for launch, *_ in planned]  # those that compiled and fit
+        made = route.rebuild(found.made, launches, spec, in_avals, record)
+    if made is None:
+        answers = backend.answers(placed.arch)
+        launches = route.launches(backend, ctx, spec, answers, types, settings)
+        if isinstance(launches, (Unfit, _plan.Skipped)):
+            return launches
+        if any([0 in launch.grid for launch in launches]):  # nothing compiled, nor kept
+            return _plan.skipped(launches, spec, out_avals)
+        built = route.build(backend, spec, placed, answers, launches, in_avals, out_avals, record)
+        if isinstance(built, Unfit):
+            return built
+        made, launches = built
         if key is not None:
-            _state.PLANS.put((place, key), Kept(planned, tuple(launches),
-                                                answers.launch_site.limits), record=record)
-    if route == "xla":
-        return planned
-    return _jaxlib_call.encode(backend, ctx, spec, where, planned,
-                               plain_call_name=plain_call_name)
+            _state.PLANS.put((placed.place, key), Kept(made, tuple(launches),
+                                                       answers.launch_site.limits), record=record)
+    return route.finish(backend, ctx, spec, placed, made)
 
 
 def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,

@@ -253,31 +253,28 @@ class GpuRoutes:
         elif not asked:
             reason = f"{by}={'False' if by == 'xla_native' else '0'} asks for it"
         else:  # XLA's route, unless the call does not fit it (before or after the compile)
-            call = _lowering.lowered_call("xla", self.backend, ctx, spec, settings)
-            if isinstance(call, _plan.Skipped):
-                return skipped_results(ctx, operands, spec, call)
-            if not isinstance(call, _xla_native.Unfit):
-                if spec.cost_estimate is not None:
-                    logger.debug("jax_triton_rocm: cost_estimate dropped: XLA's Triton call "
-                                 "carries none")
-                results = _xla_native.emit(ctx, operands, call, spec.input_output_aliases,
-                                           spec.has_side_effect, spec.name)
-                log_route(XLA, spec, f"{by}={'True' if by == 'xla_native' else '1'} asks for it")
-                return results
+            call = _lowering.lowered_call(_xla_native.ROUTE, self.backend, ctx, spec, settings)
+            if not isinstance(call, _lowering.Unfit):
+                return self.emit(_xla_native.ROUTE, ctx, operands, call, spec, XLA,
+                                 f"{by}={'True' if by == 'xla_native' else '1'} asks for it")
             if spec.xla_native:
                 raise XlaNativeRefused(
                     f"triton_call(xla_native=True) cannot be honoured for kernel "
                     f"{spec.kernel_name}: {call.reason}. Leave xla_native unset (or pass False) "
                     f"for jaxlib's Triton call, the default.", call.reason)
             reason = call.reason
-        lowered = _lowering.lowered_call("jaxlib", self.backend, ctx, spec, settings)
+        lowered = _lowering.lowered_call(_jaxlib_call.ROUTE, self.backend, ctx, spec, settings)
+        return self.emit(_jaxlib_call.ROUTE, ctx, operands, lowered, spec, JAXLIB_LEGACY if
+                         getattr(lowered, "custom_call_name", "") == _compat.LEGACY_CALL_NAME
+                         else JAXLIB, reason)
+
+    def emit(self, route: Any, ctx: LoweringRuleContext, operands: Sequence[Any], lowered: Any,
+             spec: KernelCallSpec, taken: str, reason: str) -> list:
+        """`lowered` emitted by its route, or a call no program runs as its results."""
         if isinstance(lowered, _plan.Skipped):
             return skipped_results(ctx, operands, spec, lowered)
-        if self.backend.after_encode is not None:  # told before the call is emitted
-            self.backend.after_encode(lowered, ctx, _jaxlib_call.emit)
-        results = _jaxlib_call.emit(ctx, operands, lowered)
-        log_route(JAXLIB_LEGACY if lowered.custom_call_name == _compat.LEGACY_CALL_NAME
-                    else JAXLIB, spec, reason)
+        results = route.emit(self.backend, ctx, operands, lowered, spec)
+        log_route(taken, spec, reason)
         return results
 
 
@@ -320,7 +317,8 @@ def _routes(platform: str) -> GpuRoutes | Interpreter:
             from jax_triton_rocm.routes.cpu import _interpret  # noqa: F401
 
             return Interpreter()
-        from jax_triton_rocm.routes import _lowering  # noqa: F401
+        from jax_triton_rocm.routes.jaxlib import _jaxlib_call  # noqa: F401
+        from jax_triton_rocm.routes.xla import _xla_native  # noqa: F401
 
         return GpuRoutes(backends.backend(platform))
 

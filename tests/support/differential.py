@@ -252,12 +252,13 @@ def planned_launches(backend: Any, ctx: Any, spec: Any, route: str) -> list:
     (the lowered call is kept, so asking again returns it), or XLA's one."""
     from jax_triton_rocm.plan import _plan
     from jax_triton_rocm.routes import _arch, _lowering
+    from jax_triton_rocm.routes.jaxlib import _jaxlib_call
 
     if route == "xla" and spec.unwrapped.autotuner is None:
         target, _ = _arch.resolve_arch(backend, ctx, spec)
         return _plan.launches(spec, tuple(ctx.avals_in), tuple(ctx.avals_out),
                               backend.answers(target).launch_site)
-    return list(_lowering.lowered_call("jaxlib", backend, ctx, spec).launches)
+    return list(_lowering.lowered_call(_jaxlib_call.ROUTE, backend, ctx, spec).launches)
 
 
 def configure(config) -> None:

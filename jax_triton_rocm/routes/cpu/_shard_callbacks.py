@@ -1,5 +1,5 @@
 """The interpreter's host callbacks. JAX drops those of a `partitioned` function's per-shard body
-(jax#34349), so its calls go through one callback reserved in the outer program (`Route`).
+(jax#34349), so its calls go through one callback reserved in the outer program (`ReservedCallback`).
 docs/design.md, "Triton's interpreter on the CPU".
 """
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext, ModuleContext
 
 
-class Route:
+class ReservedCallback:
     """The host callback, at `index` in the outer module's list, that runs a per-shard body's
     interpreted calls, each by its number (the first operand)."""
 
@@ -34,29 +34,29 @@ class Route:
         return self.calls[int(number)](number, *arrays)
 
 
-_ROUTE: contextvars.ContextVar[Route | None] = contextvars.ContextVar(
-    "jax_triton_rocm_shard_route", default=None)
+_RESERVED: contextvars.ContextVar[ReservedCallback | None] = contextvars.ContextVar(
+    "jax_triton_rocm_reserved_callback", default=None)
 
 
 def emit(ctx: LoweringRuleContext, operands: Sequence[Any], out_avals: Sequence[Any],
          run: Callable[..., Sequence[np.ndarray]], side_effect: bool) -> Sequence[Any]:
     """Emits an interpreted call's host callback running `run(*arrays)`; inside a per-shard
-    body, at its route's index, with the call's number as first operand."""
-    route = _ROUTE.get()
-    if route is None:
+    body, at the reserved callback's index, with the call's number as first operand."""
+    reserved = _RESERVED.get()
+    if reserved is None:
         return host_callback(ctx, operands, ctx.avals_in, out_avals, run, side_effect)
-    number = len(route.calls)
+    number = len(reserved.calls)
     callbacks = ctx.module_context.host_callbacks
     kept = list(callbacks)
-    callbacks[:] = [None] * route.index  # JAX appends the call's callback at route.index
+    callbacks[:] = [None] * reserved.index  # JAX appends the call's callback at reserved.index
     try:
         results = host_callback(ctx, [mlir.ir_constant(np.int32(number)), *operands],
                                 [core.ShapedArray((), np.int32), *ctx.avals_in], out_avals,
                                 lambda _, *arrays: run(*arrays), side_effect)
-        if len(callbacks) != route.index + 1:
-            raise AssertionError(f"a routed call added {len(callbacks) - route.index} host "
+        if len(callbacks) != reserved.index + 1:
+            raise AssertionError(f"a call through the reserved callback added {len(callbacks) - reserved.index} host "
                                  f"callbacks instead of one")
-        route.calls[number] = callbacks[route.index]
+        reserved.calls[number] = callbacks[reserved.index]
     finally:
         callbacks[:] = kept
     return results
@@ -80,17 +80,17 @@ def host_callback(ctx: LoweringRuleContext, operands: Sequence[Any], operand_ava
 
 shard_body_p = core.Primitive("triton_shard_body")
 shard_body_p.multiple_results = True
-shard_body_p.def_abstract_eval(lambda *avals, jaxpr, route, name: jaxpr.out_avals)
+shard_body_p.def_abstract_eval(lambda *avals, jaxpr, reserved, name: jaxpr.out_avals)
 
 
-def _shard_body_lowering(ctx: LoweringRuleContext, *operands: Any, jaxpr: Any, route: Route | None,
+def _shard_body_lowering(ctx: LoweringRuleContext, *operands: Any, jaxpr: Any, reserved: ReservedCallback | None,
                          name: str):
     before = len(ctx.module_context.host_callbacks)
-    token = _ROUTE.set(route)
+    token = _RESERVED.set(reserved)
     try:
         results = mlir.lower_fun(core.jaxpr_as_fun(jaxpr), multiple_results=True)(ctx, *operands)
     finally:
-        _ROUTE.reset(token)
+        _RESERVED.reset(token)
     if len(ctx.module_context.host_callbacks) != before:
         raise NotImplementedError(
             f"partitioned function {name} makes a host callback of its own (jax.pure_callback, "
@@ -103,8 +103,8 @@ def _shard_body_lowering(ctx: LoweringRuleContext, *operands: Any, jaxpr: Any, r
 mlir.register_lowering(shard_body_p, _shard_body_lowering)
 
 
-def shard_body(fun: Callable[..., Sequence[Any]], shards: Sequence[Any], route: Route | None,
+def shard_body(fun: Callable[..., Sequence[Any]], shards: Sequence[Any], reserved: ReservedCallback | None,
                name: str) -> list[Any]:
-    """`fun(*shards)` (a list of arrays) bound as one per-shard body routed by `route`."""
+    """`fun(*shards)` (a list of arrays) bound as one per-shard body whose calls go through `reserved`."""
     closed = jax.make_jaxpr(fun)(*shards)
-    return shard_body_p.bind(*shards, jaxpr=closed, route=route, name=name)
+    return shard_body_p.bind(*shards, jaxpr=closed, reserved=reserved, name=name)

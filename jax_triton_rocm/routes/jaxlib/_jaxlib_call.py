@@ -1,10 +1,11 @@
-"""jaxlib's Triton custom call: the route every vendor shares.
+"""jaxlib's Triton custom call: the route every vendor shares (`ROUTE`).
 
-Its two steps, which the lowering shell (`routes._lowering`: where the call runs, the memos,
-the launches planned) calls: `plan`, every launch compiled at once through the shared kernel
-cache (`compile._compile.compiled_launches`) and per kernel the call as the installed jaxlib
-loads it (`_proto.kernel_image`); then `encode`, its parameters (`_proto.kernel_call`; tensor descriptors
-by `_tma`), the call encoded and its opaque (`_proto`); `emit` writes it.
+What the lowering shell (`routes._lowering`: the memos, the launches planned) asks it: where the
+call runs (`_arch.where_it_runs`); to `build` the launches, every one compiled at once through
+the shared kernel cache (`compile._compile.compiled_launches`), what each writes checked, and
+per kernel the call as the installed jaxlib loads it (`_proto.kernel_image`); then `encode`, its
+parameters (`_proto.kernel_call`; tensor descriptors by `_tma`), the call encoded and its opaque
+(`_proto`); `emit` writes it.
 
 The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
 this module never asks which vendor it talks to. `routes._primitive` chooses between this route
@@ -18,13 +19,14 @@ import functools
 import json
 import logging
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.compile import _compile, _writes
 from jax_triton_rocm.plan import _plan, _trampoline
-from jax_triton_rocm.routes import _arch, _choices
+from jax_triton_rocm.routes import _arch, _choices, _lowering
 from jax_triton_rocm.routes.jaxlib import _proto, _tma
 from jax_triton_rocm.spec import _kinds, _misplaced
 from jax_triton_rocm.spec._spec import KernelCallSpec
@@ -32,6 +34,7 @@ from jax_triton_rocm.spec._spec import KernelCallSpec
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.backends._backend import ArchAnswers, Backend
+    from jax_triton_rocm.base import _env
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -54,9 +57,9 @@ class LoweredCall:
     cost_estimate: tuple[tuple[str, int], ...] | None = None
 
 
-def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: ArchAnswers,
-         launches: list[_plan.Launch], in_avals: tuple, out_avals: tuple,
-         record: dict) -> list[tuple]:
+def build(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: ArchAnswers,
+          launches: list[_plan.Launch], in_avals: tuple, out_avals: tuple,
+          record: dict) -> list[tuple]:
     """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch that
     compiled and fits the architecture, as the plan memo keeps them (`record`: the kernel's).
     Each image is kept by the binary and what loads it (`_state.KERNEL_IMAGES` says why)."""
@@ -161,3 +164,45 @@ def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
                             operand_output_aliases=operand_output_aliases,
                             has_side_effect=lowered.has_side_effect)
     return rule(ctx, *operands)
+
+
+class JaxlibRoute(_lowering.Route):
+    """jaxlib's Triton call, typed FFI or the legacy target, as the lowering shell asks it."""
+
+    name = "jaxlib"
+
+    def where(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+              record: dict, settings: _env.LoweringSettings | None) -> _lowering.Placed:
+        where = _arch.where_it_runs(backend, ctx, spec, record, settings)
+        call_name = _compat.plain_call_name(where.settings, exporting=where.exporting)
+        # `Where` as plain values (its fields but `exporting`): hashed without a call per field.
+        place = (where.platform, dataclasses.astuple(where.arch),
+                 None if where.devices is None else dataclasses.astuple(where.devices),
+                 dataclasses.astuple(where.features), where.globals, where.settings.variables)
+        return _lowering.Placed(where.arch, place, (place, where.exporting, call_name),
+                                where.globals, where, call_name)
+
+    def build(self, backend: Backend, spec: KernelCallSpec, placed: _lowering.Placed,
+              answers: ArchAnswers, launches: list[_plan.Launch], in_avals: tuple,
+              out_avals: tuple, record: dict) -> tuple[list[tuple], list[_plan.Launch]]:
+        made = build(backend, spec, placed.where, answers, launches, in_avals, out_avals, record)
+        return made, [launch for launch, *_ in made]  # those that compiled and fit
+
+    def rebuild(self, made: list[tuple], launches: list[_plan.Launch], spec: KernelCallSpec,
+                in_avals: tuple, record: dict) -> list[tuple]:
+        """Each launch as jaxlib launches it, with the kept kernel and image."""
+        return [(launch, _trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals), record),
+                 kernel, image) for launch, (_, _, kernel, image) in zip(launches, made)]
+
+    def finish(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+               placed: _lowering.Placed, made: list[tuple]) -> LoweredCall:
+        return encode(backend, ctx, spec, placed.where, made, plain_call_name=placed.call_name)
+
+    def emit(self, backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
+             lowered: LoweredCall, spec: KernelCallSpec) -> list:
+        if backend.after_encode is not None:  # told before the call is emitted
+            backend.after_encode(lowered, ctx, emit)
+        return emit(ctx, operands, lowered)
+
+
+ROUTE = _lowering.ROUTES[JaxlibRoute.name] = JaxlibRoute()

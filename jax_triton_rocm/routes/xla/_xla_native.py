@@ -27,6 +27,8 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _env, _values
 from jax_triton_rocm.compile import _compile, _writes
 from jax_triton_rocm.plan import _plan, _trampoline
+from jax_triton_rocm.routes import _arch, _lowering
+from jax_triton_rocm.routes._lowering import Unfit
 from jax_triton_rocm.spec import _kinds, _layout, _misplaced, _spec
 from jax_triton_rocm.spec._spec import KernelCallSpec
 
@@ -116,13 +118,6 @@ class NativeCall:
     scalar_scales: tuple[int, ...] = ()
 
 
-@dataclasses.dataclass(frozen=True)
-class Unfit:
-    """Why a call cannot take XLA's route."""
-
-    reason: str
-
-
 def unfit_before_compile(spec: KernelCallSpec) -> Unfit | None:
     """Why the call cannot take the route, known before any compile, or None."""
     if not xla_triton_dialect():
@@ -163,8 +158,8 @@ def refilled(call: NativeCall, launch: _plan.Launch) -> NativeCall | None:
     return None
 
 
-def plan(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _plan.Launch,
-         in_avals: tuple, out_avals: tuple, record: dict) -> NativeCall | Unfit:
+def build(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _plan.Launch,
+          in_avals: tuple, out_avals: tuple, record: dict) -> NativeCall | Unfit:
     """The call's one launch compiled as the trampoline XLA calls, its IR checked for this jaxlib
     (kept in the kernel's `record`), or why it does not fit."""
     aliased = {o for _, o in spec.input_output_aliases}
@@ -259,3 +254,57 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
     op.operation.attributes["mhlo.frontend_attributes"] = ir.DictAttr.get(
         {_compat.XLA_CALL_NAME_ATTRIBUTE: ir.StringAttr.get(name or call.name)})
     return op.results
+
+
+class XlaRoute(_lowering.Route):
+    """XLA's own Triton call, as the lowering shell asks it."""
+
+    name = "xla"
+
+    def where(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+              record: dict, settings: _env.LoweringSettings | None) -> _lowering.Placed | Unfit:
+        if (unfit := unfit_before_compile(spec)) is not None:
+            return unfit
+        arch, _ = _arch.resolve_arch(backend, ctx, spec)
+        graph = _compile.call_graph_key(spec, record)
+        decides = (backend.platform, dataclasses.astuple(arch))
+        return _lowering.Placed(arch, (CUSTOM_CALL_NAME, *decides, graph), decides, graph)
+
+    def launches(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
+                 answers: ArchAnswers, types: Any,
+                 settings: _env.LoweringSettings | None) -> list[_plan.Launch] | Any:
+        """An autotuned kernel's one launch is the config remembered for jaxlib's call, which
+        keys choices on its compiled configs and runs the autotuner's functions once."""
+        if spec.unwrapped.autotuner is None:
+            return super().launches(backend, ctx, spec, answers, types, settings)
+        lowered = _lowering.lowered_call(_lowering.ROUTES["jaxlib"], backend, ctx, spec,
+                                         settings)
+        if isinstance(lowered, _plan.Skipped):
+            return lowered
+        if lowered.undecided is not None or len(lowered.launches) != 1:
+            return Unfit(
+                "the kernel is autotuned and no configuration is remembered for this call "
+                "(jaxlib's call times them at its first run; jax_triton_rocm.autotune picks "
+                "one once, on real data, and the call can then take XLA's)")
+        return list(lowered.launches)
+
+    def build(self, backend: Backend, spec: KernelCallSpec, placed: _lowering.Placed,
+              answers: ArchAnswers, launches: list[_plan.Launch], in_avals: tuple,
+              out_avals: tuple, record: dict) -> tuple[NativeCall, list[_plan.Launch]] | Unfit:
+        [launch] = launches  # XLA's call launches one configuration
+        made = build(backend, spec, answers, launch, in_avals, out_avals, record)
+        return made if isinstance(made, Unfit) else (made, launches)
+
+    def rebuild(self, made: NativeCall, launches: list[_plan.Launch], spec: KernelCallSpec,
+                in_avals: tuple, record: dict) -> NativeCall | None:
+        return refilled(made, *launches)
+
+    def emit(self, backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
+             lowered: NativeCall, spec: KernelCallSpec) -> list:
+        if spec.cost_estimate is not None:
+            logger.debug("jax_triton_rocm: cost_estimate dropped: XLA's Triton call carries none")
+        return emit(ctx, operands, lowered, spec.input_output_aliases, spec.has_side_effect,
+                    spec.name)
+
+
+ROUTE = _lowering.ROUTES[XlaRoute.name] = XlaRoute()
