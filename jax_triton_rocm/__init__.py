@@ -32,7 +32,7 @@ from jax_triton_rocm.api._tuning import autotune
 from jax_triton_rocm.base._state import clear_caches
 from jax_triton_rocm.routes._primitive import (loop_batching_rule, register, registered_platforms,
                                                triton_kernel_p)
-from jax_triton_rocm.spec._tensordesc import TensorDescriptor, strides_from_shape
+from jax_triton_rocm.kernel._tensordesc import TensorDescriptor, strides_from_shape
 
 __all__ = [
     "CUSTOM_CALL_TARGET_NAME",

@@ -48,8 +48,8 @@ import tempfile
 
 PACKAGE = "jax_triton_rocm"
 # The layers, top down (docs/design.md, "Layout"); modules outside every subpackage are the entry points.
-LAYERS = (("cli", "compat"), ("api",), ("checks",), ("routes",), ("backends",), ("compile",),
-          ("plan",), ("spec",), ("base",))
+LAYERS = (("cli", "compat"), ("api",), ("routes",), ("checks",), ("backends",), ("compile",),
+          ("plan",), ("kernel",), ("base",))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -12,8 +12,8 @@ from jax_triton_rocm.base import _compat, _state
 from jax_triton_rocm.checks import _arguments, _binder, _bound
 from jax_triton_rocm.routes import _primitive
 from jax_triton_rocm.routes._primitive import triton_kernel_p
-from jax_triton_rocm.spec import _spec
-from jax_triton_rocm.spec._spec import Grid
+from jax_triton_rocm.kernel import _spec
+from jax_triton_rocm.kernel._spec import Grid
 
 
 def triton_call(

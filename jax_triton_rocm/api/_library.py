@@ -14,8 +14,9 @@ from jax.interpreters.mlir import ir
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.checks import _binder, _checker
 from jax_triton_rocm.routes import _primitive
-from jax_triton_rocm.spec import _kinds, _spec
-from jax_triton_rocm.spec._spec import Grid, aval_text
+from jax_triton_rocm.checks import _kinds
+from jax_triton_rocm.kernel import _spec
+from jax_triton_rocm.kernel._spec import Grid, aval_text
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext

@@ -16,7 +16,7 @@ from jax.interpreters import mlir
 
 from jax_triton_rocm.routes import _choices
 from jax_triton_rocm.routes._primitive import triton_kernel_p
-from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.kernel import _spec
 
 # Equations whose body is entered rather than run whole, by the parameter holding the body.
 _CALL_BODIES = {

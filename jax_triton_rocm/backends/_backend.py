@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.compile._compile import CompiledKernel, triton_options
 from jax_triton_rocm.plan._plan import LaunchLimits, LaunchSite
-from jax_triton_rocm.spec._spec import MAX_GRID_SIZE, KernelCallSpec
+from jax_triton_rocm.kernel._spec import MAX_GRID_SIZE, KernelCallSpec
 
 if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
     from jax._src.interpreters.mlir import LoweringRuleContext

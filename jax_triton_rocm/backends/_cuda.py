@@ -24,7 +24,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import ArchAnswers, Backend, LoadedForm
 from jax_triton_rocm.base import _compat, _elf, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
-from jax_triton_rocm.spec._spec import MAX_GRID_SIZE
+from jax_triton_rocm.kernel._spec import MAX_GRID_SIZE
 
 if TYPE_CHECKING:
     from jax_triton_rocm.backends._vendors import GpuArch

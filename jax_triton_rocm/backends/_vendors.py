@@ -99,7 +99,7 @@ GPU_PLATFORMS = tuple(VENDORS)
 # kernel has a parameter of that name). Each backend passes on only its own.
 COMPILE_OPTIONS = tuple(option for vendor in VENDORS.values() for option in vendor.compile_options)
 
-# Where Triton's front end runs alone (`spec._kinds`): the first whose backend is installed.
+# Where Triton's front end runs alone (`checks._kinds`): the first whose backend is installed.
 FRONT_END_PROBES = tuple((v.triton_backend, v.probe_target) for v in VENDORS.values())
 
 

@@ -220,12 +220,12 @@ class KernelCache(BoundedCache):
 
 COMPILED_KERNELS = KernelCache(LOCKS)
 # A kernel's record holds "references" (`compile._compile`), "interpreted"
-# (`routes.cpu._interpret_host`), "jit twin" (`spec._spec`), "roles" (`spec._kinds`),
+# (`routes.cpu._interpret_host`), "jit twin" (`kernel._spec`), "roles" (`checks._kinds`),
 # "trampoline" (`plan._trampoline`), "checked IR" (`routes.xla._xla_native`), "unwrapped"
 # (`api._call`) and the entries of each store below.
 KERNEL_RECORDS = KernelRecords(LOCKS)
 # Kept per kernel: lowered calls; by all but shapes and runtime scalar values, calls laid out
-# without error (`spec._layout`), plain kernels' plans and `triton_call`'s layouts (`checks`).
+# without error (`kernel._layout`), plain kernels' plans and `triton_call`'s layouts (`checks`).
 LOWERED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 CHECKED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 PLANS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
@@ -242,8 +242,8 @@ ELSEWHERE = (
     ("base._files", "_warned_unsafe", "folders already warned about as unsafe"),
     ("base._compat", "triton_info", "the installed Triton's version and features (cached)"),
     ("base._compat", "_warn_ffi_autotune", "one warning per process (cached)"),
-    ("spec._spec", "_POINTER_TYPES", "Triton pointer type per dtype object"),
-    ("spec._hooks", "_descriptor_class", "the hook descriptor class over Triton's (cached)"),
+    ("kernel._spec", "_POINTER_TYPES", "Triton pointer type per dtype object"),
+    ("kernel._hooks", "_descriptor_class", "the hook descriptor class over Triton's (cached)"),
     ("compile._cache", "_warned", "cache problems already warned about"),
     ("compile._folders", "_warned_cache_dir", "one warning about Triton's cache folder"),
     ("compile._folders", "_warned_unwritable", "unwritable cache folders already warned about"),

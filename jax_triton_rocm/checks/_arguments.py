@@ -12,8 +12,8 @@ import jax
 import numpy as np
 
 from jax_triton_rocm.base import _env
-from jax_triton_rocm.spec import _spec
-from jax_triton_rocm.spec._tensordesc import TensorDescriptor
+from jax_triton_rocm.kernel import _spec
+from jax_triton_rocm.kernel._tensordesc import TensorDescriptor
 
 
 class _NotGiven:

@@ -20,8 +20,8 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _env
 from jax_triton_rocm.checks import _checker
 from jax_triton_rocm.checks._arguments import CallArguments, check_canonical_dtype, holds_buffer
-from jax_triton_rocm.spec import _layout, _spec, _tensordesc
-from jax_triton_rocm.spec._tensordesc import TensorDescriptor
+from jax_triton_rocm.kernel import _layout, _spec, _tensordesc
+from jax_triton_rocm.kernel._tensordesc import TensorDescriptor
 
 
 

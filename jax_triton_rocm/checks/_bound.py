@@ -17,8 +17,9 @@ import jax
 from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.checks import _binder, _checker
 from jax_triton_rocm.checks._arguments import CallArguments
-from jax_triton_rocm.spec import _layout, _misplaced, _spec
-from jax_triton_rocm.spec._spec import KernelCallSpec
+from jax_triton_rocm.checks import _misplaced
+from jax_triton_rocm.kernel import _layout, _spec
+from jax_triton_rocm.kernel._spec import KernelCallSpec
 
 
 

@@ -15,8 +15,8 @@ import numpy as np
 from jax_triton_rocm import backends
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _env, _values
-from jax_triton_rocm.spec import _layout, _spec
-from jax_triton_rocm.spec._spec import KernelCallSpec
+from jax_triton_rocm.kernel import _layout, _spec
+from jax_triton_rocm.kernel._spec import KernelCallSpec
 
 
 # The explicit arguments `backend_options` may give instead, with their defaults.

@@ -16,8 +16,8 @@ from jax_triton_rocm.api import _call
 from jax_triton_rocm.api._inspect import CUSTOM_CALL_TARGET_NAME
 from jax_triton_rocm.checks import _binder, _bound
 from jax_triton_rocm.routes._primitive import triton_kernel_p
-from jax_triton_rocm.spec import _spec
-from jax_triton_rocm.spec._tensordesc import TensorDescriptor, strides_from_shape
+from jax_triton_rocm.kernel import _spec
+from jax_triton_rocm.kernel._tensordesc import TensorDescriptor, strides_from_shape
 
 # The names `from jax_triton_rocm.compat.triton_lib import *` gives: those provided here (the
 # module's `__getattr__` adds Triton's `Autotuner`, `Heuristics`, `JITFunction`).

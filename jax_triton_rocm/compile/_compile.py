@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
     from jax_triton_rocm.plan._plan import Launch
-    from jax_triton_rocm.spec._layout import BoundKernel
-    from jax_triton_rocm.spec._spec import KernelCallSpec
+    from jax_triton_rocm.kernel._layout import BoundKernel
+    from jax_triton_rocm.kernel._spec import KernelCallSpec
 
 logger = logging.getLogger("jax_triton_rocm")
 

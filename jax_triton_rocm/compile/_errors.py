@@ -13,8 +13,8 @@ import tempfile
 from typing import Any
 
 from jax_triton_rocm.plan import _trampoline
-from jax_triton_rocm.spec import _spec
-from jax_triton_rocm.spec._spec import kernel_name
+from jax_triton_rocm.kernel import _spec
+from jax_triton_rocm.kernel._spec import kernel_name
 
 
 class KernelPassFailure(RuntimeError):
@@ -79,7 +79,7 @@ _PTXAS_FILE = re.compile(r"(\S+\.ptx)(?:\.o)?\b")
 
 def layout_hints(bound: Any) -> list[str]:
     """What to do where a kernel given 0-d arrays (pointers: a scalar meant?) or tuples (separate
-    operands meant?) failed to compile or run; `bound`: a `spec._layout.BoundKernel`."""
+    operands meant?) failed to compile or run; `bound`: a `kernel._layout.BoundKernel`."""
     hints = []
     if bound.zero_d_pointers:
         hints.append(f"jax_triton_rocm: {bound.zero_d_hint()}")

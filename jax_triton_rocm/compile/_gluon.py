@@ -17,7 +17,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.spec._spec import kernel_name
+from jax_triton_rocm.kernel._spec import kernel_name
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import jax
 
 from jax_triton_rocm.base import _values
-from jax_triton_rocm.spec import _autotuner, _callbacks, _hooks, _layout, _spec
-from jax_triton_rocm.spec._autotuner import LAUNCH_SETTINGS
-from jax_triton_rocm.spec._spec import MAX_GRID_SIZE, KernelCallSpec, MetaGrid, normalize_grid
+from jax_triton_rocm.kernel import _autotuner, _callbacks, _hooks, _layout, _spec
+from jax_triton_rocm.kernel._autotuner import LAUNCH_SETTINGS
+from jax_triton_rocm.kernel._spec import MAX_GRID_SIZE, KernelCallSpec, MetaGrid, normalize_grid
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction

@@ -15,8 +15,8 @@ import linecache
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _state, _values
-from jax_triton_rocm.spec import _layout, _spec
-from jax_triton_rocm.spec._spec import Unwrapped
+from jax_triton_rocm.kernel import _layout, _spec
+from jax_triton_rocm.kernel._spec import Unwrapped
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction

@@ -21,7 +21,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._vendors import GpuArch, normalize_arch
 from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.compile import _compile
-from jax_triton_rocm.spec._spec import KernelCallSpec
+from jax_triton_rocm.kernel._spec import KernelCallSpec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext, ModuleContext

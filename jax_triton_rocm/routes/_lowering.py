@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _choices
-from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.kernel import _spec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from jax_triton_rocm.backends._vendors import GpuArch
     from jax_triton_rocm.base import _env
     from jax_triton_rocm.plan._plan import LaunchLimits
-    from jax_triton_rocm.spec._spec import ArgumentTypes, KernelCallSpec
+    from jax_triton_rocm.kernel._spec import ArgumentTypes, KernelCallSpec
 
 
 @dataclasses.dataclass(frozen=True)

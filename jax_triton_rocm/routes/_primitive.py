@@ -23,7 +23,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _env, _imports, _state, _values
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _arch
-from jax_triton_rocm.spec._spec import BatchedLaunch, KernelCallSpec, MetaGrid, kernel_name
+from jax_triton_rocm.kernel._spec import BatchedLaunch, KernelCallSpec, MetaGrid, kernel_name
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext

@@ -15,7 +15,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import mlir
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.spec import _kinds
+from jax_triton_rocm.checks import _kinds
 from tests.support import idiom_kernels as ik
 from tests.support import kernels, surface_kernels
 from tests.support.lowering_utils import lower_for, spec

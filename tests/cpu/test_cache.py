@@ -84,7 +84,7 @@ def k(x_ptr, y_ptr, n, out_ptr, BLOCK: tl.constexpr):
 
 
 def test_kernel_key_covers_compile_options():
-    from jax_triton_rocm.spec._layout import BoundKernel
+    from jax_triton_rocm.kernel._layout import BoundKernel
 
     bound = BoundKernel({"x": "*fp32"}, {}, {}, (), ())
     target = triton.backends.compiler.GPUTarget("cuda", 90, 32)
@@ -177,7 +177,7 @@ def test_constexprs_without_a_str_keep_tritons_own_on_disk_key(monkeypatch):
     from triton.compiler import ASTSource
 
     from jax_triton_rocm.compile import _folders
-    from jax_triton_rocm.spec._layout import BoundKernel
+    from jax_triton_rocm.kernel._layout import BoundKernel
 
     signature = {"value": "fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"}
     tritons_own = ASTSource(_fill_kernel, signature, constexprs={(2,): 256}).hash()

@@ -218,7 +218,7 @@ def test_clear_caches_forgets_the_layouts():
 
 
 def test_a_kernel_is_taken_apart_once_per_process_until_caches_are_cleared(monkeypatch):
-    from jax_triton_rocm.spec import _spec
+    from jax_triton_rocm.kernel import _spec
 
     taken = []
     original = _spec.unwrap
@@ -236,7 +236,7 @@ def test_a_kernel_is_taken_apart_once_per_process_until_caches_are_cleared(monke
 
 
 def test_a_reused_layout_runs_the_layout_check_and_keeps_its_refusal(traced, monkeypatch):
-    from jax_triton_rocm.spec import _layout
+    from jax_triton_rocm.kernel import _layout
 
     checked, real = [], _layout.check_kernel_arguments
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jax_triton_rocm as jtr
-from jax_triton_rocm.spec._spec import KernelCallSpec
+from jax_triton_rocm.kernel._spec import KernelCallSpec
 from tests.support import kernels
 from tests.support.lowering_utils import lower_for
 from tests.support.two_apis import APIS, X, lower_through

@@ -172,7 +172,7 @@ def test_nested_tuple_operands_with_mixed_dtypes_a_scalar_before_them_and_none()
 
 def test_a_tuple_is_typed_and_specialised_as_tritons_launcher_does():
     from triton.backends.compiler import BaseBackend
-    from jax_triton_rocm.spec import _layout
+    from jax_triton_rocm.kernel import _layout
 
     spec = call_eqn(lambda xh, y: jtr.triton_call(3.0, ((xh, 1), y), 8, None,
                                                   kernel=tuple_kernel, out_type=y, grid=1,
@@ -215,7 +215,7 @@ def test_an_array_for_a_constexpr_parameter_by_keyword_is_refused():
                                                (float("inf"), "fp32"), (0.0, "fp32"),
                                                (1e300, "fp64"), (1e-40, "fp64")])
 def test_a_float_is_fp32_where_float32_holds_it_else_fp64(value, triton_type):
-    from jax_triton_rocm.spec import _spec
+    from jax_triton_rocm.kernel import _spec
 
     assert _spec.scalar(value, what="x").triton_type == triton_type
 

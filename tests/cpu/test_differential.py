@@ -23,7 +23,7 @@ from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _arch
 from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.routes.cpu import _interpret_host
-from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.kernel import _spec
 from tests.support import differential, kernels
 from tests.support import differential_utils as du
 

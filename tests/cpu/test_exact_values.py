@@ -14,7 +14,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.kernel import _spec
 from tests.support.lowering_utils import capture_one, spec
 
 X = spec((1024,), jnp.float32)

@@ -11,7 +11,7 @@ from triton.experimental.gluon._runtime import GluonASTSource
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.compile import _compile, _gluon
-from jax_triton_rocm.spec import _layout
+from jax_triton_rocm.kernel import _layout
 from jax_triton_rocm.routes.jaxlib import _proto
 from tests.support import binary_utils, gluon_utils
 from tests.support import gluon_kernels as gk

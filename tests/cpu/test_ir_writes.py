@@ -20,7 +20,8 @@ import jax_triton_rocm as jtr
 import jax_triton_rocm.compat as jt
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.compile import _writes
-from jax_triton_rocm.spec import _kinds, _layout, _misplaced
+from jax_triton_rocm.checks import _kinds, _misplaced
+from jax_triton_rocm.kernel import _layout
 from tests.support.gluon_kernels import vector_layout
 from tests.support.lowering_utils import lower_for
 

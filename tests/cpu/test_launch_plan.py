@@ -110,7 +110,7 @@ def test_a_lowering_types_the_calls_values_once_for_its_key_and_every_config(
     # The call's check types its values once (`_spec.argument_types`, carried on the spec), for
     # the plan memo's key (whose `compile_view` it holds) and the layout of every autotune
     # config; otherwise the lowering, the key and each config's layout would type them again.
-    from jax_triton_rocm.spec import _spec
+    from jax_triton_rocm.kernel import _spec
 
     typed = []
     for name in ("argument_types", "compile_view"):

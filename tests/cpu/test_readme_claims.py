@@ -20,7 +20,7 @@ import pytest
 
 import jax_triton_rocm.__main__ as cli
 from jax_triton_rocm.cli import _startup
-from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.kernel import _spec
 from tests.support import docs_files
 from tests.support.docs_files import claim, info_shape, without_startup_notes
 from tests.support.subprocess_utils import ROOT

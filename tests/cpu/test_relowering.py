@@ -9,7 +9,7 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _env, _state
-from jax_triton_rocm.spec import _layout
+from jax_triton_rocm.kernel import _layout
 from tests.support import kernels
 from tests.support.lowering_utils import capture_one, lower_one, spec
 

@@ -15,7 +15,7 @@ from triton.compiler import ASTSource
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.spec import _tensordesc
+from jax_triton_rocm.kernel import _tensordesc
 from jax_triton_rocm.routes.jaxlib import _tma
 
 TARGETS = {"sm_90": ("cuda", 90, 32), "sm_80": ("cuda", 80, 32), "gfx942": ("hip", "gfx942", 64),

@@ -23,7 +23,7 @@ from jax_triton_rocm.routes.cpu import _interpret
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.routes import _arch, _choices
 from jax_triton_rocm.routes.xla import _xla_native
-from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.kernel import _spec
 from tests.support import autotune_utils as au
 from tests.support import kernels
 from tests.support.lowering_utils import ir_text, kernel_signature, lower_for, native_calls, spec

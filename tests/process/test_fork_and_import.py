@@ -84,7 +84,7 @@ def test_childs_normal_exit_leaves_the_parents_hsaco_files():
     from triton.backends.compiler import GPUTarget
     from jax_triton_rocm.backends.hip import _hip, _hip_files
     from jax_triton_rocm.compile import _compile
-    from jax_triton_rocm.spec import _layout
+    from jax_triton_rocm.kernel import _layout
     bound = _layout.lay_out_arguments(
         kernels.add_kernel, _hip.BACKEND.triton_backend,
         positional=(("array", 0), ("array", 1), ("scalar", 4096)), in_avals=(X, X),

@@ -20,7 +20,7 @@ ROOT = pathlib.Path(jax_triton_rocm.__file__).parent.parent
 # lowering and 12 switches per phase), then lowered as each change landed: the lowerings'
 # switches since `compile._compile` finds the callees' names after Triton's walk (165 and 173
 # before), one module keys the lowering's memos, the plan's too (`routes._lowering`), and a
-# call's parameters are made where their class is (`_proto`); the trace's since `spec._kinds`'s
+# call's parameters are made where their class is (`_proto`); the trace's since `checks._kinds`'s
 # walk dispatches in its own file, reads every node in one function, and the variables' check
 # skips those unset (118 functions and 84 switches before); the lowerings' since the shell plans
 # and encodes each route in one uncached step and jaxlib's route folds its one-caller helpers in,

@@ -24,7 +24,8 @@ from jax_triton_rocm.compile import _compile, _errors, _writes
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _arch
 from jax_triton_rocm.routes.cpu import _interpret_host, _shard_callbacks
-from jax_triton_rocm.spec import _kinds, _misplaced, _spec
+from jax_triton_rocm.checks import _kinds, _misplaced
+from jax_triton_rocm.kernel import _spec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext

@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.kernel import _spec
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction

@@ -28,8 +28,8 @@ from jax_triton_rocm.compile import _compile, _writes
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.routes import _arch, _choices, _lowering
 from jax_triton_rocm.routes.jaxlib import _proto, _tma
-from jax_triton_rocm.spec import _kinds, _misplaced
-from jax_triton_rocm.spec._spec import KernelCallSpec
+from jax_triton_rocm.checks import _kinds, _misplaced
+from jax_triton_rocm.kernel._spec import KernelCallSpec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext

@@ -23,7 +23,7 @@ from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._vendors import Vendor
 from jax_triton_rocm.base import _compat
 from jax_triton_rocm.routes.jaxlib import _proto
-from jax_triton_rocm.spec._tensordesc import TensorDescriptor, signature_type
+from jax_triton_rocm.kernel._tensordesc import TensorDescriptor, signature_type
 
 # Triton numbers TMA element types one way in a kernel's metadata and CUDA's tensor-map API
 # another (`TMA_DTYPE_DEVICE_TO_HOST` in triton/backends/nvidia/driver.py); the rest agree.

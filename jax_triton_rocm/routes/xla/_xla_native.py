@@ -29,8 +29,9 @@ from jax_triton_rocm.compile import _compile, _writes
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.routes import _arch, _lowering
 from jax_triton_rocm.routes._lowering import Unfit
-from jax_triton_rocm.spec import _kinds, _layout, _misplaced, _spec
-from jax_triton_rocm.spec._spec import KernelCallSpec
+from jax_triton_rocm.checks import _kinds, _misplaced
+from jax_triton_rocm.kernel import _layout, _spec
+from jax_triton_rocm.kernel._spec import KernelCallSpec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext

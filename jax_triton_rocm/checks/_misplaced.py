@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jax_triton_rocm.spec import _kinds
-from jax_triton_rocm.spec._layout import passed_as_input_advice
-from jax_triton_rocm.spec._spec import CallWords
+from jax_triton_rocm.checks import _kinds
+from jax_triton_rocm.kernel._layout import passed_as_input_advice
+from jax_triton_rocm.kernel._spec import CallWords
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
 
-    from jax_triton_rocm.spec._spec import KernelCallSpec
+    from jax_triton_rocm.kernel._spec import KernelCallSpec
 
 
 def check_writes(spec: KernelCallSpec, launch: Any, accesses: Any, buffers: Mapping[int, Any],

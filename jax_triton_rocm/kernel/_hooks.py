@@ -11,9 +11,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from jax_triton_rocm.spec import _autotuner, _callbacks
-from jax_triton_rocm.spec._spec import aval_text
-from jax_triton_rocm.spec._tensordesc import TensorDescriptor
+from jax_triton_rocm.kernel import _autotuner, _callbacks
+from jax_triton_rocm.kernel._spec import aval_text
+from jax_triton_rocm.kernel._tensordesc import TensorDescriptor
 
 
 class DataAccess(Exception):

@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jax_triton_rocm.spec._spec import aval_text
+from jax_triton_rocm.kernel._spec import aval_text
 
 _SHOWN_CHARS = 60  # of one value's text in a message
 

@@ -8,7 +8,7 @@ import functools
 import math
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.spec import _callbacks
+from jax_triton_rocm.kernel import _callbacks
 
 if TYPE_CHECKING:
     from triton.runtime.autotuner import Autotuner

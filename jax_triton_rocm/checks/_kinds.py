@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.spec._spec import aval_text
+from jax_triton_rocm.kernel._spec import aval_text
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction

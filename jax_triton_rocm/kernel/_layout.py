@@ -13,8 +13,8 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.spec import _autotuner, _spec, _tensordesc
-from jax_triton_rocm.spec._spec import kernel_name
+from jax_triton_rocm.kernel import _autotuner, _spec, _tensordesc
+from jax_triton_rocm.kernel._spec import kernel_name
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jax_triton_rocm.base import _values
-from jax_triton_rocm.spec import _spec
+from jax_triton_rocm.kernel import _spec
 
 MAX_RANK = 5  # Triton's and CUDA's tensor-map limit
 PADDINGS = ("zero", "nan")
