@@ -30,54 +30,76 @@ def check_writes(spec: KernelCallSpec, launch: Any, accesses: Any, buffers: Mapp
     `launch`: as planned, on the user's kernel (names and zeroed outputs); `accesses`: what the
     IR compiled for it does through each argument (`compile._writes.read`); `buffers`: per IR
     argument index, ("input", operand index) or ("output", output index)."""
-    jit_fn = spec.unwrapped.jit_fn
-    names = list(jit_fn.arg_names)
-    shown = {}
-    for source in launch.bound.sources:
-        kind = "output" if source.kind == "output" else "input"
-        shown.setdefault((kind, source.index), names[source.position] + "".join(
-            f"[{j}]" for j in source.path))
-    aliased = {i for i, _ in spec.input_output_aliases}
+    aliased_inputs = {i for i, _ in spec.input_output_aliases}
     aliased_outputs = {o for _, o in spec.input_output_aliases}
-    words = spec.words or CallWords("", "", ())
-    subject = f"{words.prefix}kernel" if words.prefix else "Kernel"
-    constexprs = launch.bound.constexprs_text(names)
-    compiled = f" (compiled with {constexprs})" if constexprs else ""
-    inputs = {arg: i for arg, (kind, i) in buffers.items() if kind == "input" and i not in aliased}
+    inputs = {arg: i for arg, (kind, i) in buffers.items()
+              if kind == "input" and i not in aliased_inputs}
     outputs = {arg: o for arg, (kind, o) in buffers.items()
                if kind == "output" and o not in aliased_outputs}
-    written = [(arg, i) for arg, i in sorted(inputs.items())
-               if arg in accesses.stores or arg in accesses.atomics]
     unwritten = [arg for arg in sorted(outputs) if arg not in accesses.stores
                  and arg not in accesses.atomics and arg not in accesses.unsure]
-    if written:
+    told = _Told(spec, launch, accesses)
+    if written := [(arg, i) for arg, i in sorted(inputs.items())
+                   if arg in accesses.stores or arg in accesses.atomics]:
         arg, index = written[0]
-        param, stored_at = shown[("input", index)], accesses.stores.get(
-            arg) or accesses.atomics[arg]
-        what, alias = words.operand(index, in_avals)
         loaded = [a for a in unwritten if a in accesses.loads] if accesses.stray is None else []
         if loaded:
-            output = outputs[loaded[0]]
-            target = shown[("output", output)]
-            raise TypeError(
-                f"{subject} {spec.kernel_name} would read memory nobody wrote: {what}, "
-                f"an input, fills parameter {param!r}, which the kernel stores to ({stored_at}"
-                f"{compiled}), and output {output} lands on parameter {target!r}, which it only "
-                f"loads from ({accesses.loads[loaded[0]]}). The output would hold whatever its "
-                f"buffer held. " + (
-                    f"Outputs fill the non-constexpr parameters the arguments leave unfilled, in "
-                    f"order. Pass the input by name, so that the output fills {param!r}: "
-                    f"triton_call(..., {target}=x, {words.convention}=...) (or operands="
-                    f"{{{target!r}: x}}); or, if {what.split(' (')[0]} is meant as the output's "
-                    f"buffer, updated in place, alias it to the output (input_output_aliases="
-                    f"{{{alias}: {output}}}) and pass the input for {target!r} too."
-                    if words.convention else
-                    "The operands fill the pointer parameters in order, then the results: pass "
-                    "a buffer for each parameter the kernel writes as an operand aliased to its "
-                    "result (input_output_aliases), or call the kernel with triton_call, which "
-                    "fills parameters by name."))
-        n_outs = len(spec.out_shapes)
-        conv = words.convention
+            told.refuse_misplaced_output(arg, index, loaded[0], outputs[loaded[0]], in_avals)
+        told.refuse_store_into_input(arg, index, in_avals)
+    for arg, output in sorted(outputs.items()):
+        if output in launch.zeroed:
+            continue
+        if arg in accesses.atomics and arg not in accesses.stores and arg not in accesses.unsure:
+            told.refuse_atomics_only(arg, output)
+        if arg in unwritten and accesses.stray is None:
+            told.warn_unwritten(output)
+
+
+class _Told:
+    """How `check_writes`'s messages name the call: its kernel, parameters, constexprs."""
+
+    def __init__(self, spec: KernelCallSpec, launch: Any, accesses: Any) -> None:
+        names = list(spec.unwrapped.jit_fn.arg_names)
+        self.spec, self.accesses, self.shown = spec, accesses, {}
+        for source in launch.bound.sources:  # each buffer's parameter, as the user wrote it
+            kind = "output" if source.kind == "output" else "input"
+            self.shown.setdefault((kind, source.index), names[source.position] + "".join(
+                f"[{j}]" for j in source.path))
+        self.words = spec.words or CallWords("", "", ())
+        self.subject = f"{self.words.prefix}kernel" if self.words.prefix else "Kernel"
+        constexprs = launch.bound.constexprs_text(names)
+        self.compiled = f" (compiled with {constexprs})" if constexprs else ""
+
+    def refuse_misplaced_output(self, arg: int, index: int, loaded: int, output: int,
+                                in_avals: tuple) -> None:
+        """An input on a parameter the kernel stores to, an output on one it only loads."""
+        param, target = self.shown[("input", index)], self.shown[("output", output)]
+        what, alias = self.words.operand(index, in_avals)
+        stored_at = self.accesses.stores.get(arg) or self.accesses.atomics[arg]
+        raise TypeError(
+            f"{self.subject} {self.spec.kernel_name} would read memory nobody wrote: {what}, an "
+            f"input, fills parameter {param!r}, which the kernel stores to ({stored_at}"
+            f"{self.compiled}), and output {output} lands on parameter {target!r}, which it only "
+            f"loads from ({self.accesses.loads[loaded]}). The output would hold whatever its "
+            f"buffer held. " + (
+                f"Outputs fill the non-constexpr parameters the arguments leave unfilled, in "
+                f"order. Pass the input by name, so that the output fills {param!r}: "
+                f"triton_call(..., {target}=x, {self.words.convention}=...) (or operands="
+                f"{{{target!r}: x}}); or, if {what.split(' (')[0]} is meant as the output's "
+                f"buffer, updated in place, alias it to the output (input_output_aliases="
+                f"{{{alias}: {output}}}) and pass the input for {target!r} too."
+                if self.words.convention else
+                "The operands fill the pointer parameters in order, then the results: pass a "
+                "buffer for each parameter the kernel writes as an operand aliased to its result "
+                "(input_output_aliases), or call the kernel with triton_call, which fills "
+                "parameters by name."))
+
+    def refuse_store_into_input(self, arg: int, index: int, in_avals: tuple) -> None:
+        """A store or atomic into a plain input array, with or without outputs beside it."""
+        param = self.shown[("input", index)]
+        what, alias = self.words.operand(index, in_avals)
+        stored_at = self.accesses.stores.get(arg) or self.accesses.atomics[arg]
+        n_outs, conv = len(self.spec.out_shapes), self.words.convention
         alone = (", and the call has no outputs: the store is all it does, into" if not n_outs
                  else ", beside the call's outputs: the kernel writes into")
         fix = (f"Pass the array as a Ref, updated where it lies: ref = jax.new_ref(x), "
@@ -89,30 +111,30 @@ def check_writes(spec: KernelCallSpec, launch: Any, accesses: Any, buffers: Mapp
                f"Alias operand {index} to a result (input_output_aliases={{{index}: ...}}) to "
                f"update it in place.")
         raise TypeError(
-            f"{subject} {spec.kernel_name} stores to parameter {param!r} ({stored_at}"
-            f"{compiled}), which {what}, a plain array, fills{alone} XLA's buffer of an input, "
-            f"which XLA holds read-only (on a GPU the kernel would overwrite memory XLA may "
-            f"share with other values; on the CPU the write is lost). {fix}")
-    zeroed = set(launch.zeroed)
-    for arg, output in sorted(outputs.items()):
-        if output in zeroed:
-            continue
-        if arg in accesses.atomics and arg not in accesses.stores and arg not in accesses.unsure:
-            raise TypeError(
-                f"{subject} {spec.kernel_name} writes output {output} (parameter "
-                f"{shown[('output', output)]!r}) only with atomics ({accesses.atomics[arg]}"
-                f"{compiled}), and the output is neither zeroed nor aliased to an input, so they "
-                f"add into whatever its buffer held. Zero it before the launch: "
-                f"zeroed_outputs=({output},); or alias it to an input holding the starting "
-                f"values (input_output_aliases={{<input index>: {output}}}).")
-        if arg in unwritten and accesses.stray is None:
-            warnings.warn(
-                f"jax_triton_rocm: kernel {spec.kernel_name} never writes output {output} "
-                f"(parameter {shown[('output', output)]!r}){compiled}: the output holds whatever "
-                f"its buffer held. Ignore it if the kernel leaves it unwritten on purpose (an "
-                f"optional output behind a flag); else zero it (zeroed_outputs=({output},)) or "
-                f"check which parameter the kernel stores to.", UnwrittenOutputWarning,
-                stacklevel=2)
+            f"{self.subject} {self.spec.kernel_name} stores to parameter {param!r} ({stored_at}"
+            f"{self.compiled}), which {what}, a plain array, fills{alone} XLA's buffer of an "
+            f"input, which XLA holds read-only (on a GPU the kernel would overwrite memory XLA "
+            f"may share with other values; on the CPU the write is lost). {fix}")
+
+    def refuse_atomics_only(self, arg: int, output: int) -> None:
+        """An output only atomics write, neither zeroed nor aliased: they add into garbage."""
+        raise TypeError(
+            f"{self.subject} {self.spec.kernel_name} writes output {output} (parameter "
+            f"{self.shown[('output', output)]!r}) only with atomics ({self.accesses.atomics[arg]}"
+            f"{self.compiled}), and the output is neither zeroed nor aliased to an input, so they "
+            f"add into whatever its buffer held. Zero it before the launch: "
+            f"zeroed_outputs=({output},); or alias it to an input holding the starting values "
+            f"(input_output_aliases={{<input index>: {output}}}).")
+
+    def warn_unwritten(self, output: int) -> None:
+        """An output no write reaches: warned, once per kernel and specialization (the
+        message names both), not refused (an optional output behind a flag)."""
+        warnings.warn(
+            f"jax_triton_rocm: kernel {self.spec.kernel_name} never writes output {output} "
+            f"(parameter {self.shown[('output', output)]!r}){self.compiled}: the output holds "
+            f"whatever its buffer held. Ignore it if the kernel leaves it unwritten on purpose "
+            f"(an optional output behind a flag); else zero it (zeroed_outputs=({output},)) or "
+            f"check which parameter the kernel stores to.", UnwrittenOutputWarning, stacklevel=2)
 
 
 class UnwrittenOutputWarning(UserWarning):

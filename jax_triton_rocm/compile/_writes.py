@@ -241,80 +241,92 @@ class _Module:
         if name in self.memo:
             return self.memo[name]
         function = self.functions[name]
-        points: dict[str, frozenset[int]] = {
-            function.args[j]: frozenset([j]) for j in function.pointer_args}
-        flows = list(function.flows) + [(r, o) for op in function.ops if op.name in _PASSING
-                                        for r in op.results for o in op.operands]
-        for _ in range(len(flows) + 1):  # loop-carried values: until nothing changes
-            changed = False
-            for to, source in flows:
-                if (extra := points.get(source)) and not extra <= points.get(to, frozenset()):
-                    points[to] = points.get(to, frozenset()) | extra
-                    changed = True
-            if not changed:
-                break
-        else:
+        if (points := _points(function)) is None:
             return None
-        found: dict[str, dict[int, str]] = {"store": {}, "atomic": {}, "load": {}, "unsure": {}}
-        stray = None
-
-        def access(kind: str, targets: frozenset[int], where: str) -> None:
-            nonlocal stray
-            if len(targets) == 1 or (kind == "load" and targets):
-                for target in targets:
-                    found[kind].setdefault(target, where)
-            elif targets:
-                for target in targets:
-                    found["unsure"].setdefault(target, where)
-            elif kind != "load" and stray is None:
-                stray = where
-
-        reading = reading | {name}
+        found = _Found()
         for op in function.ops:
             pointed = [points.get(v, frozenset()) for v in op.operands]
             if op.name in _STORES or op.name in _ATOMICS or op.name in _LOADS:
                 kind = ("store" if op.name in _STORES else "atomic" if op.name in _ATOMICS
                         else "load")
-                access(kind, pointed[0] if pointed else frozenset(), op.where)
-                rest = pointed[1:]
+                found.access(kind, pointed[0] if pointed else frozenset(), op.where)
+                found.escape(pointed[1:], op.where)
             elif op.name in _OTHER_WRITES:
-                hit = [p for p in pointed if p]
-                if not hit:
-                    access(_OTHER_WRITES[op.name], frozenset(), op.where)
-                for targets in hit:
-                    access(_OTHER_WRITES[op.name], targets, op.where)
-                rest = []
+                for targets in [p for p in pointed if p] or [frozenset()]:
+                    found.access(_OTHER_WRITES[op.name], targets, op.where)
             elif op.name == "tt.call":
                 inner = (None if op.callee is None or op.callee in reading
                          or op.callee not in self.functions
-                         else self.accesses(op.callee, reading))
-                if inner is None or inner.n_args != len(pointed):
-                    rest = pointed
-                else:
-                    for j, targets in enumerate(pointed):
-                        for kind, seen in (("store", inner.stores), ("atomic", inner.atomics),
-                                           ("load", inner.loads), ("unsure", inner.unsure)):
-                            if j in seen:
-                                access(kind if kind != "unsure" else "store",
-                                       targets if kind != "unsure" else targets | {-1},
-                                       seen[j])
-                    if inner.stray is not None and stray is None:
-                        stray = inner.stray
-                    rest = []
-            elif op.name in _PASSING or op.name in _PLUMBING and op.name != "tt.return":
-                rest = []
-            else:  # handed where this reading does not follow
-                rest = pointed
-            for targets in rest:
-                for target in targets:
-                    found["unsure"].setdefault(target, op.where)
-        accesses = Accesses(
-            {k: v for k, v in found["store"].items() if k >= 0},
-            {k: v for k, v in found["atomic"].items() if k >= 0},
-            {k: v for k, v in found["load"].items() if k >= 0},
-            {k: v for k, v in found["unsure"].items() if k >= 0}, stray, len(function.args))
-        self.memo[name] = accesses
+                         else self.accesses(op.callee, reading | {name}))
+                found.call(inner, pointed, op.where)
+            elif op.name not in _PASSING and (op.name not in _PLUMBING or op.name == "tt.return"):
+                found.escape(pointed, op.where)  # handed where this reading does not follow
+        self.memo[name] = accesses = found.accesses(len(function.args))
         return accesses
+
+
+def _points(function: _Function) -> dict[str, frozenset[int]] | None:
+    """The arguments each value of `function` may point into, loop-carried values followed
+    until nothing changes (None where that does not settle)."""
+    points: dict[str, frozenset[int]] = {
+        function.args[j]: frozenset([j]) for j in function.pointer_args}
+    flows = list(function.flows) + [(r, o) for op in function.ops if op.name in _PASSING
+                                    for r in op.results for o in op.operands]
+    for _ in range(len(flows) + 1):
+        changed = False
+        for to, source in flows:
+            if (extra := points.get(source)) and not extra <= points.get(to, frozenset()):
+                points[to] = points.get(to, frozenset()) | extra
+                changed = True
+        if not changed:
+            return points
+    return None
+
+
+class _Found:
+    """One function's accesses as they are found: each kind by argument, with where."""
+
+    def __init__(self) -> None:
+        self.kinds: dict[str, dict[int, str]] = {kind: {} for kind in (
+            "store", "atomic", "load", "unsure")}
+        self.stray: str | None = None
+
+    def access(self, kind: str, targets: frozenset[int], where: str) -> None:
+        """A write traced to one argument is sure, to several unsure, to none stray; a load
+        of any is a load."""
+        if len(targets) == 1 or (kind == "load" and targets):
+            for target in targets:
+                self.kinds[kind].setdefault(target, where)
+        elif targets:
+            self.escape([targets], where)
+        elif kind != "load" and self.stray is None:
+            self.stray = where
+
+    def escape(self, pointed: list[frozenset[int]], where: str) -> None:
+        for targets in pointed:
+            for target in targets:
+                self.kinds["unsure"].setdefault(target, where)
+
+    def call(self, inner: Accesses | None, pointed: list[frozenset[int]], where: str) -> None:
+        """A call to a function kept out of line: its accesses through each argument are the
+        caller's through what it passes (all unsure where the callee is not read)."""
+        if inner is None or inner.n_args != len(pointed):
+            self.escape(pointed, where)
+            return
+        for j, targets in enumerate(pointed):
+            for kind, seen in (("store", inner.stores), ("atomic", inner.atomics),
+                               ("load", inner.loads)):
+                if j in seen:
+                    self.access(kind, targets, seen[j])
+            if j in inner.unsure:
+                self.escape([targets], inner.unsure[j])
+        if inner.stray is not None and self.stray is None:
+            self.stray = inner.stray
+
+    def accesses(self, n_args: int) -> Accesses:
+        kinds = self.kinds
+        return Accesses(kinds["store"], kinds["atomic"], kinds["load"], kinds["unsure"],
+                        self.stray, n_args)
 
 
 def _operand_text(text: str) -> str:

@@ -278,6 +278,22 @@ def test_a_pointer_picked_at_run_time_is_unsure_and_one_made_from_an_int_is_stra
     assert made["stray"].startswith("test_ir_writes.py:")
 
 
+@triton.jit(noinline=True)
+def _store_three(ptr, value):
+    tl.store(ptr + 3, value)
+
+
+@triton.jit
+def out_of_line_kernel(in_ptr, out_ptr, BLOCK: tl.constexpr):
+    _store_three(out_ptr, tl.load(in_ptr))
+
+
+def test_a_helper_kept_out_of_line_writes_what_its_caller_passes():
+    found = ir_accesses(out_of_line_kernel, BLOCK=16)
+    assert found["stores"] == {"out_ptr"} and found["loads"] == {"in_ptr"}
+    assert not found["unsure"]
+
+
 def test_atomics_are_told_from_stores():
     found = ir_accesses(histogram_kernel, BLOCK=16)
     assert found["atomics"] == {"counts_ptr"} and not found["stores"]
