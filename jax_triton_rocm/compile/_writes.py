@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import linecache
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 # The pointer is the op's first operand.
@@ -62,20 +62,21 @@ class Accesses:
     n_args: int
 
 
-def of_launch(ir_text: str, bound: Any, buffer: Callable[[str, int], Any] | None = None,
+def of_launch(ir_text: str, bound: Any, renumbered: Mapping[tuple[str, int], Any] | None = None,
               ) -> tuple[Accesses, dict[int, tuple[str, int]]] | None:
     """What the kernel compiled to `ir_text` does through each argument, and the buffer each
     pointer argument gets as `bound` lays the call out (("input", operand index) or ("output",
-    output index), by argument index; `buffer` maps a source's kind and index to it where a
-    route's trampoline numbers its buffers otherwise); None where either cannot be read."""
+    output index), by argument index; `renumbered` gives it by a source's (kind, index) where a
+    route's trampoline numbers its buffers otherwise, None for a buffer that is neither); None
+    where either cannot be read."""
     accesses = read(ir_text)
     if accesses is None:
         return None
     sources = argument_buffers(bound.signature, bound.sources, accesses.n_args)
     if sources is None:
         return None
-    buffer = buffer or (lambda kind, index: ("output" if kind == "output" else "input", index))
-    buffers = {arg: buffer(s.kind, s.index) for arg, s in sources.items()}
+    buffers = {arg: ("output" if s.kind == "output" else "input", s.index) if renumbered is None
+               else renumbered.get((s.kind, s.index)) for arg, s in sources.items()}
     return accesses, {arg: found for arg, found in buffers.items() if found is not None}
 
 

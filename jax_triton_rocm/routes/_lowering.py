@@ -46,22 +46,22 @@ class Placed(NamedTuple):
 
 
 class Route:
-    """What the shell asks a GPU route, in order (`lowered_call`): `where` the call runs, its
-    `launches` (the plan's, unless the route knows better), to `build` them (compile, check and
-    image them: kept per plan) or `rebuild` kept ones for a new shape, to `finish` the call, and
-    at last to `emit` it."""
+    """What the shell asks a GPU route, in order (`lowered_call`): `where` the call runs, an
+    autotuned kernel's launches where another route's tuning picks them (`tuned_on`, else the
+    plan's), to `build` them (compile, check and image them: kept per plan) or `rebuild` kept
+    ones for a new shape, to `finish` the call, and at last to `emit` it."""
 
     name = ""
+    tuned_on: str | None = None  # the route whose tuning picks an autotuned kernel's launch
 
     def where(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
               record: dict, settings: _env.LoweringSettings | None) -> Placed | Unfit:
         raise NotImplementedError
 
-    def launches(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                 answers: ArchAnswers, types: ArgumentTypes,
-                 settings: _env.LoweringSettings | None) -> list[_plan.Launch] | Any:
-        return _plan.launches(spec, tuple(ctx.avals_in), tuple(ctx.avals_out),
-                              answers.launch_site, types)
+    def tuned_launches(self, tuned: Any) -> list[_plan.Launch] | Unfit:
+        """An autotuned kernel's launches, from what the route named `tuned_on` lowered for the
+        call (asked only where `tuned_on` names one)."""
+        raise NotImplementedError
 
     def build(self, backend: Backend, spec: KernelCallSpec, placed: Placed, answers: ArchAnswers,
               launches: list[_plan.Launch], in_avals: tuple, out_avals: tuple,
@@ -158,9 +158,13 @@ def _lower_uncached(route: Route, backend: Backend, ctx: LoweringRuleContext,
         made = route.rebuild(found.made, launches, spec, in_avals, record)
     if made is None:
         answers = backend.answers(placed.arch)
-        launches = route.launches(backend, ctx, spec, answers, types, settings)
-        if isinstance(launches, (Unfit, _plan.Skipped)):
-            return launches
+        if route.tuned_on is not None and spec.unwrapped.autotuner is not None:
+            tuned = lowered_call(ROUTES[route.tuned_on], backend, ctx, spec, settings)
+            launches = tuned if isinstance(tuned, _plan.Skipped) else route.tuned_launches(tuned)
+            if isinstance(launches, (Unfit, _plan.Skipped)):
+                return launches
+        else:
+            launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
         if any([0 in launch.grid for launch in launches]):  # nothing compiled, nor kept
             return _plan.skipped(launches, spec, out_avals)
         built = route.build(backend, spec, placed, answers, launches, in_avals, out_avals, record)

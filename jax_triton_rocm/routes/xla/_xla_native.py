@@ -182,11 +182,11 @@ def build(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: 
         raise
     # What the kernel writes, read from what it compiled to: the trampoline's buffers are the
     # operands, the zeroed outputs' buffers, the runtime scalars' 0-d operands, the results.
-    n_in, zeroed = len(in_avals), launch.zeroed
-    if (found := _writes.of_launch(compiled.ttir, form.bound, lambda kind, index: (
-            ("output", index) if kind == "output" else ("input", index) if index < n_in
-            else ("output", zeroed[index - n_in]) if index < n_in + len(zeroed) else None),
-            )) is not None:
+    n_in = len(in_avals)
+    renumbered = {("output", o): ("output", o) for o in range(len(out_avals))}
+    renumbered |= {("input", b): ("input", b) if b < n_in else ("output", launch.zeroed[b - n_in])
+                   for b in range(n_in + len(launch.zeroed))}
+    if (found := _writes.of_launch(compiled.ttir, form.bound, renumbered)) is not None:
         _misplaced.check_writes(spec, launch, *found, in_avals)
     # Raises for a launch feature.
     problem = _plan.launch_problem(answers.launch_site.limits, compiled=compiled)
@@ -261,6 +261,7 @@ class XlaRoute(_lowering.Route):
     """XLA's own Triton call, as the lowering shell asks it."""
 
     name = "xla"
+    tuned_on = "jaxlib"
 
     def where(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
               record: dict, settings: _env.LoweringSettings | None) -> _lowering.Placed | Unfit:
@@ -271,23 +272,15 @@ class XlaRoute(_lowering.Route):
         decides = (backend.platform, dataclasses.astuple(arch))
         return _lowering.Placed(arch, (CUSTOM_CALL_NAME, *decides, graph), decides, graph)
 
-    def launches(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                 answers: ArchAnswers, types: Any,
-                 settings: _env.LoweringSettings | None) -> list[_plan.Launch] | Any:
-        """An autotuned kernel's one launch is the config remembered for jaxlib's call, which
-        keys choices on its compiled configs and runs the autotuner's functions once."""
-        if spec.unwrapped.autotuner is None:
-            return super().launches(backend, ctx, spec, answers, types, settings)
-        lowered = _lowering.lowered_call(_lowering.ROUTES["jaxlib"], backend, ctx, spec,
-                                         settings)
-        if isinstance(lowered, _plan.Skipped):
-            return lowered
-        if lowered.undecided is not None or len(lowered.launches) != 1:
+    def tuned_launches(self, tuned: Any) -> list[_plan.Launch] | Unfit:
+        """The one config jaxlib's lowered call remembers, which keys choices on its compiled
+        configs and runs the autotuner's functions once."""
+        if tuned.undecided is not None or len(tuned.launches) != 1:
             return Unfit(
                 "the kernel is autotuned and no configuration is remembered for this call "
                 "(jaxlib's call times them at its first run; jax_triton_rocm.autotune picks "
                 "one once, on real data, and the call can then take XLA's)")
-        return list(lowered.launches)
+        return list(tuned.launches)
 
     def build(self, backend: Backend, spec: KernelCallSpec, placed: _lowering.Placed,
               answers: ArchAnswers, launches: list[_plan.Launch], in_avals: tuple,
