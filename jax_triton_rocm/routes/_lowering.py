@@ -85,10 +85,7 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
     `place` and `plan_key` and relaunched for a later call (XLA's `refilled`, unless None), so a
     new shape or scalar value compiles, lays out and encodes nothing anew."""
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    types = spec.types  # as the check typed them; again where it typed other dtypes
-    if types is None or not all([a.dtype in types.pointers for a in (*in_avals, *out_avals)]):
-        types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals,
-                                     out_avals, dict(spec.metaparams))
+    types = _argument_types(spec, in_avals, out_avals)
     try:
         key = plan_key(spec, in_avals, out_avals, types)
     except TypeError:  # an unhashable parameter: no plan kept
@@ -109,7 +106,8 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
     if planned is None:
         # On XLA's route an autotuned kernel's one launch is the config remembered for jaxlib's
         # call, which keys choices on its compiled configs and runs the autotuner's functions once.
-        answers = backend.answers(where.arch if route == "jaxlib" else where)
+        arch = where.arch if route == "jaxlib" else where
+        answers = backend.answers(arch)
         if route == "xla" and spec.unwrapped.autotuner is not None:
             lowered = lowered_call("jaxlib", backend, ctx, spec, settings)
             if lowered.undecided is not None or len(lowered.launches) != 1:
@@ -119,7 +117,8 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
                     "one once, on real data, and the call can then take XLA's)")
             launches = list(lowered.launches)
         else:
-            launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
+            launches = (_traced_launches(spec, in_avals, out_avals, arch, record)
+                        or _plan.launches(spec, in_avals, out_avals, answers.launch_site, types))
         if route == "xla":
             [launch] = launches  # XLA's call launches one configuration
             planned = _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals,
@@ -137,6 +136,47 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
         return planned
     return _jaxlib_call.encode(backend, ctx, spec, where, planned,
                                plain_call_name=plain_call_name)
+
+
+def _argument_types(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> ArgumentTypes:
+    """The call's values typed: as the check typed them, again where it typed other dtypes."""
+    types = spec.types
+    if types is None or not all([a.dtype in types.pointers for a in (*in_avals, *out_avals)]):
+        types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals,
+                                     out_avals, dict(spec.metaparams))
+    return types
+
+
+def start_compiles(backend: Backend, spec: KernelCallSpec, arch: GpuArch, in_avals: tuple,
+                   out_avals: tuple) -> None:
+    """Starts, at trace time, the compiles jaxlib's route makes when it lowers the call for
+    `arch`: the launches `_lower_uncached` plans, from the same inputs (the call, its operands'
+    types, the architecture), and their jobs (`_jaxlib_call.compile_jobs`), handed to the
+    compile pool. The launches are kept for that lowering (`_traced_launches`). Raises what
+    they raise (the trace drops it: the lowering raises it again)."""
+    answers = backend.answers(arch)
+    record = _state.KERNEL_RECORDS.record(spec.kernel)
+    launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site,
+                              _argument_types(spec, in_avals, out_avals))
+    _, jobs = _jaxlib_call.compile_jobs(backend, spec, answers, launches, len(in_avals), record)
+    _compile.start_compiles(jobs)
+    try:
+        _state.TRACED_LAUNCHES.put((spec, in_avals, out_avals, arch.platform, arch.arch),
+                                   launches, record=record)
+    except TypeError:  # a value in the call that hashes badly: the lowering plans again
+        pass
+
+
+def _traced_launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, arch: GpuArch,
+                     record: dict) -> list[_plan.Launch] | None:
+    """The launches a trace planned for the same call, operands and architecture
+    (`start_compiles`), taken: the autotuner's pruning, heuristics, pre_hooks and a callable
+    grid run once for a trace and its lowering, as they did when only the lowering planned."""
+    try:
+        return _state.TRACED_LAUNCHES.pop((spec, in_avals, out_avals, arch.platform, arch.arch),
+                                          record)
+    except TypeError:
+        return None
 
 
 def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,

@@ -60,13 +60,9 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
     """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch that
     compiled and fits the architecture, as the plan memo keeps them (`record`: the kernel's).
     Each image is kept by the binary and what loads it (`_state.KERNEL_IMAGES` says why)."""
-    ordered = [_trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals), record)
-               for launch in launches]
     try:
-        compiled = _compile.compiled_launches(
-            ordered, spec, answers.triton_gpu_target, arch=answers.arch.arch,
-            compile_options=backend.compile_options, option_names=backend.option_names,
-            binary_key=backend.binary_key, asm_key=backend.asm_key, record=record)
+        ordered, jobs = compile_jobs(backend, spec, answers, launches, len(in_avals), record)
+        compiled = _compile.compiled_launches(ordered, jobs)
     except Exception as err:  # do the call's arguments line up with the kernel's parameters?
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
@@ -82,6 +78,19 @@ def plan(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: Ar
             devices=where.devices, with_ttir=spec.debug,
             keep_ptx_text=where.settings.keep_ptx_text), kernel=spec.unwrapped.jit_fn))
             for in_order, _, kernel in fit]
+
+
+def compile_jobs(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers,
+                 launches: list[_plan.Launch], n_inputs: int,
+                 record: dict) -> tuple[list[_plan.Launch], list[_compile.CompileJob]]:
+    """`launches` as jaxlib launches them (`_trampoline.for_jaxlib`), and their compile jobs:
+    what `plan` compiles, and what a trace starts early (`routes._lowering.start_compiles`)."""
+    ordered = [_trampoline.for_jaxlib(spec.unwrapped, launch, n_inputs, record)
+               for launch in launches]
+    return ordered, _compile.launch_jobs(
+        ordered, spec, answers.triton_gpu_target, arch=answers.arch.arch,
+        compile_options=backend.compile_options, option_names=backend.option_names,
+        binary_key=backend.binary_key, asm_key=backend.asm_key, record=record)
 
 
 def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
