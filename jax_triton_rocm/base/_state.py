@@ -18,6 +18,9 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Hashable
+# Imported now (`concurrent.futures` imports it at first use), so that its exit hook, which waits
+# for the queued work, is registered before `CompilePool`'s, which runs first and drops it.
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from jax_triton_rocm.base import _env
@@ -99,9 +102,13 @@ class BoundedCache:
         return value
 
     def pop(self, key: Hashable, record: dict) -> Any:
-        """The entry for `key` in a kernel's `record`, forgotten; None if none."""
-        with self._locks.guard:
-            return record.get(self, {}).pop(key, None)
+        """The entry for `key` in a kernel's `record`, forgotten; None if none (a key that does
+        not hash has none)."""
+        try:
+            with self._locks.guard:
+                return record.get(self, {}).pop(key, None)
+        except TypeError:
+            return None
 
     def memo(self, key: Hashable, make: Callable[[], Any], kernel: Any = None) -> Any:
         """The value kept for `key`, else `make()`'s, kept; a key that does not hash keeps none."""
@@ -240,7 +247,7 @@ class CompilePool:
 
     def reset_after_fork(self) -> None:
         self._slots: tuple[int, threading.Semaphore] | None = None
-        self._executor: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+        self._executor: tuple[int, ThreadPoolExecutor] | None = None
         self._queued: dict[Hashable, concurrent.futures.Future] = {}
 
     def slot(self, threads: int) -> threading.Semaphore:
@@ -257,13 +264,13 @@ class CompilePool:
             if key in self._queued or len(self._queued) >= limit:
                 return False
             try:
-                if self._executor is None:  # runs before `concurrent.futures`' exit hook
+                if self._executor is None:  # runs before `ThreadPoolExecutor`'s exit hook
                     threading._register_atexit(self.clear)  # type: ignore[attr-defined]
                 elif self._executor[0] != threads:  # its queue drains, then its threads end
                     self._executor[1].shutdown(wait=False)
                     self._executor = None
                 if self._executor is None:
-                    self._executor = threads, concurrent.futures.ThreadPoolExecutor(
+                    self._executor = threads, ThreadPoolExecutor(
                         threads, thread_name_prefix="jax_triton_rocm_compile")
                 future = self._executor[1].submit(run)
             except RuntimeError:  # the interpreter is exiting: nothing new starts

@@ -117,8 +117,11 @@ def _lower_uncached(route: str, backend: Backend, ctx: LoweringRuleContext,
                     "one once, on real data, and the call can then take XLA's)")
             launches = list(lowered.launches)
         else:
-            launches = (_traced_launches(spec, in_avals, out_avals, arch, record)
-                        or _plan.launches(spec, in_avals, out_avals, answers.launch_site, types))
+            # Those a trace planned for it, taken: the kernel's functions (pruning, heuristics,
+            # pre_hooks, a callable grid) run once for a trace and its lowering (`start_compiles`).
+            launches = (_state.TRACED_LAUNCHES.pop(
+                (spec, in_avals, out_avals, arch.platform, arch.arch), record)
+                or _plan.launches(spec, in_avals, out_avals, answers.launch_site, types))
         if route == "xla":
             [launch] = launches  # XLA's call launches one configuration
             planned = _xla_native.plan(backend, spec, answers, launch, in_avals, out_avals,
@@ -152,31 +155,22 @@ def start_compiles(backend: Backend, spec: KernelCallSpec, arch: GpuArch, in_ava
     """Starts, at trace time, the compiles jaxlib's route makes when it lowers the call for
     `arch`: the launches `_lower_uncached` plans, from the same inputs (the call, its operands'
     types, the architecture), and their jobs (`_jaxlib_call.compile_jobs`), handed to the
-    compile pool. The launches are kept for that lowering (`_traced_launches`). Raises what
-    they raise (the trace drops it: the lowering raises it again)."""
-    answers = backend.answers(arch)
+    compile pool, the launches kept for that lowering (`_state.TRACED_LAUNCHES`). Raises what
+    they raise, a value that does not hash too (the trace drops it: the lowering raises it
+    again, or plans anew). A plain kernel with a plan kept for another shape starts nothing: its
+    lowering refills that plan and compiles nothing."""
     record = _state.KERNEL_RECORDS.record(spec.kernel)
-    launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site,
-                              _argument_types(spec, in_avals, out_avals))
+    types = _argument_types(spec, in_avals, out_avals)
+    if (key := plan_key(spec, in_avals, out_avals, types)) is not None:
+        with _state.LOCKS.guard:
+            if any([kept == key for _, kept in record.get(_state.PLANS, {})]):
+                return
+    answers = backend.answers(arch)
+    launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
     _, jobs = _jaxlib_call.compile_jobs(backend, spec, answers, launches, len(in_avals), record)
     _compile.start_compiles(jobs)
-    try:
-        _state.TRACED_LAUNCHES.put((spec, in_avals, out_avals, arch.platform, arch.arch),
-                                   launches, record=record)
-    except TypeError:  # a value in the call that hashes badly: the lowering plans again
-        pass
-
-
-def _traced_launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, arch: GpuArch,
-                     record: dict) -> list[_plan.Launch] | None:
-    """The launches a trace planned for the same call, operands and architecture
-    (`start_compiles`), taken: the autotuner's pruning, heuristics, pre_hooks and a callable
-    grid run once for a trace and its lowering, as they did when only the lowering planned."""
-    try:
-        return _state.TRACED_LAUNCHES.pop((spec, in_avals, out_avals, arch.platform, arch.arch),
-                                          record)
-    except TypeError:
-        return None
+    _state.TRACED_LAUNCHES.put((spec, in_avals, out_avals, arch.platform, arch.arch), launches,
+                               record=record)
 
 
 def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
