@@ -109,11 +109,14 @@ def test_a_compile_error_is_raised_by_the_lowering_once_and_not_compiled_again(c
     assert _state.COMPILED_KERNELS.stats["failures"] == 1
 
 
+@pytest.mark.parametrize("early", ["1", "0"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_compile_threads_bounds_the_pool_and_the_lowering_together(
-        monkeypatch, cache_dir, slow_compiles, threads):
+        monkeypatch, cache_dir, slow_compiles, threads, early):
     monkeypatch.setenv(_env.ENV_COMPILE_THREADS, str(threads))
-    lower_for(autotune_utils.tuned_add, X, X, platform="cuda")  # the trace starts, it lowers
+    # Without early compiles the lowering compiles the first config beside the pool's threads.
+    monkeypatch.setenv(_env.ENV_EARLY_COMPILE, early)
+    lower_for(autotune_utils.tuned_add, X, X, platform="cuda")
     assert slow_compiles == [CONFIGS, threads]
 
 

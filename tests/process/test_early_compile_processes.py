@@ -49,6 +49,6 @@ def test_a_child_forked_while_compiles_run_lowers_without_the_parent_s(tmp_path)
         os._exit(0 if forgot and len(jtr.kernel_calls(lowered)) == 1 else 3)
     _, status = os.waitpid(pid, 0)
     print("child", os.waitstatus_to_exitcode(status))
-    """, env=_env(tmp_path), timeout=120)
+    """, env=_env(tmp_path), timeout=60)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "child 0" in result.stdout, result.stdout + result.stderr[-3000:]
