@@ -239,7 +239,8 @@ class CompilePool:
     is traced (`start`). `slot()` is held by each compile while it runs: at most
     JAX_TRITON_ROCM_COMPILE_THREADS at once, whichever thread compiles. `clear()` and the
     interpreter's exit drop the queued compiles not yet running (those running finish into the
-    kernel cache); a child of `os.fork()` forgets the parent's queue and slots."""
+    kernel cache before they return); a child of `os.fork()` forgets the parent's queue and
+    slots."""
 
     def __init__(self, locks: LockRegistry) -> None:
         self._locks = locks
@@ -291,10 +292,12 @@ class CompilePool:
         concurrent.futures.wait(futures)
 
     def clear(self) -> None:
+        """Drops the compiles queued, then waits for those running: none ends later."""
         with self._locks.guard:
             futures = list(self._queued.values())
         for future in futures:  # a cancelled one's callback takes the guard
             future.cancel()
+        concurrent.futures.wait(futures)
 
     def __len__(self) -> int:  # the compiles queued or running
         return len(self._queued)
