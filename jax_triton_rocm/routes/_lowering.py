@@ -158,12 +158,8 @@ def start_compiles(backend: Backend, spec: KernelCallSpec, arch: GpuArch, in_ava
     compile pool, the launches kept for that lowering (`_state.TRACED_LAUNCHES`). Raises what
     they raise, a value that does not hash too (the trace drops it: the lowering raises it
     again, or plans anew). A plain kernel with a plan kept for another shape starts nothing: its
-    lowering refills that plan and compiles nothing; nor does a call traced again before its
-    lowering (JAX traces a call more than once: `jax.grad`, a `custom_vjp`)."""
+    lowering refills that plan and compiles nothing."""
     record = _state.KERNEL_RECORDS.record(spec.kernel)
-    traced = (spec, in_avals, out_avals, arch.platform, arch.arch)
-    if _state.TRACED_LAUNCHES.get(traced, spec.kernel) is not None:
-        return
     types = _argument_types(spec, in_avals, out_avals)
     if (key := plan_key(spec, in_avals, out_avals, types)) is not None:
         with _state.LOCKS.guard:
@@ -173,7 +169,8 @@ def start_compiles(backend: Backend, spec: KernelCallSpec, arch: GpuArch, in_ava
     launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
     _, jobs = _jaxlib_call.compile_jobs(backend, spec, answers, launches, len(in_avals), record)
     _compile.start_compiles(jobs)
-    _state.TRACED_LAUNCHES.put(traced, launches, record=record)
+    _state.TRACED_LAUNCHES.put((spec, in_avals, out_avals, arch.platform, arch.arch), launches,
+                               record=record)
 
 
 def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,

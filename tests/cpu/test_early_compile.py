@@ -2,12 +2,10 @@
 then finds them in the kernel cache, running or done (docs/design.md, "Compiles start at the
 trace"). Cross-compiles for sm_90 on the CPU, under `target_arch`."""
 
-import functools
 import threading
 import time
 
 import jax
-import jax.extend
 import jax.numpy as jnp
 import pytest
 import triton
@@ -69,21 +67,6 @@ def test_a_trace_never_lowered_compiles_for_a_later_lowering_which_compiles_noth
 def test_an_autotuned_call_starts_every_config(cache_dir):
     traced(autotune_utils.tuned_add, X, X)
     assert compiles() == CONFIGS
-
-
-def test_a_call_traced_again_then_lowered_runs_the_autotuner_s_functions_once(cache_dir):
-    pruned = []
-
-    def prune(configs, named_args, **kwargs):
-        pruned.append(named_args["n"])
-        return configs
-
-    kernel = triton.autotune(configs=autotune_utils.ADD_CONFIGS, key=["n"],
-                             prune_configs_by={"early_config_prune": prune})(kernels.add_kernel)
-    with jtr.target_arch(cuda="sm_90"):
-        closed = jax.make_jaxpr(functools.partial(autotune_utils.tuned_add, kernel=kernel))(X, X)
-    lower_for(jax.extend.core.jaxpr_as_fun(closed), X, X, platform="cuda")  # the same call, traced again
-    assert pruned == [X.size] and compiles() == CONFIGS
 
 
 def test_the_switch_leaves_the_compiles_to_the_lowering(monkeypatch, cache_dir):
