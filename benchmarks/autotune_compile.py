@@ -1,6 +1,7 @@
-"""Compile wall time of a 16-config autotuned matmul: serial against parallel.
+"""Compile wall time of a 16-config autotuned matmul, or of a program of distinct kernels: serial
+against parallel.
 
-    python benchmarks/autotune_compile.py [--arch sm_90] [--repeat 1]
+    python benchmarks/autotune_compile.py [--arch sm_90] [--repeat 1] [--program N]
 
 Lowers an autotuned fp16 matmul (`tests.support.autotune_utils.tuned_matmul`: 16 `triton.Config`s,
 none pruned at 1024x1024x1024) for CUDA under `target_arch`, which compiles every config (no GPU is
@@ -12,6 +13,12 @@ in that process's environment), so Triton's on-disk cache never serves a config.
   threads         the default: one thread per config, at most the CPU count
 
 Prints one line per mode and the threaded mode's ratio to serial (the goal: <= 0.4 on 16 cores).
+
+`--program N` lowers instead one `jax.jit` of N distinct 128x128x64 matmul kernels (fp16, each a
+plain call, none autotuned): they compile in parallel only because each starts when its call is
+traced (JAX_TRITON_ROCM_EARLY_COMPILE). A third mode, `late` (early compiles off), shows the
+lowering compiling them one after another. The goal: threads <= 0.75 of serial, 4 kernels on 2
+cores.
 """
 
 from __future__ import annotations
@@ -40,7 +47,9 @@ SIZE = 1024
 MODES = {
     "serial": {"JAX_TRITON_ROCM_COMPILE_THREADS": "1"},
     "threads": {},
+    "late": {"JAX_TRITON_ROCM_EARLY_COMPILE": "0"},
 }
+GOALS = {False: 0.4, True: 0.75}  # threads / serial, by whether a program is lowered
 
 
 def _lower(fn, *avals, arch: str) -> None:
@@ -50,8 +59,32 @@ def _lower(fn, *avals, arch: str) -> None:
         jax.jit(fn).trace(*avals).lower(lowering_platforms=("cuda",))
 
 
-def measure(mode: str, arch: str) -> dict:
-    """Runs in the measuring process: times one lowering of the 16-config matmul."""
+def program(kernels: int):
+    """A function of two fp16 matrices calling `kernels` distinct matmul kernels: the test
+    matmul, each call with its own value of a constexpr it adds (`COPY`, unused)."""
+    import triton
+
+    import jax_triton_rocm as jtr
+    from tests.support import kernels as test_kernels
+
+    source = test_kernels.matmul_kernel.src.replace(
+        "BLOCK_K: tl.constexpr)", "BLOCK_K: tl.constexpr, COPY: tl.constexpr)")
+    kernel = test_kernels.kernel_from_source(f"@triton.jit\n{source}", "matmul_kernel")
+
+    def matmuls(a, b):
+        m, k = a.shape
+        out = jax.ShapeDtypeStruct((m, b.shape[1]), a.dtype)
+        return [jtr.triton_call(a, b, kernel=kernel, out_shape=out, M=m, N=out.shape[1], K=k,
+                                grid=(triton.cdiv(m, 128), triton.cdiv(out.shape[1], 128)),
+                                BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, COPY=copy)
+                for copy in range(kernels)]
+
+    return matmuls
+
+
+def measure(mode: str, arch: str, kernels: int = 0) -> dict:
+    """Runs in the measuring process: times one lowering of the 16-config matmul, or of a
+    `program` of `kernels` matmul kernels."""
     from jax_triton_rocm.base import _state
     from jax_triton_rocm.base import _values
     from jax_triton_rocm.compile import _compile
@@ -62,6 +95,8 @@ def measure(mode: str, arch: str) -> dict:
 
     _lower(lambda x: jnp.sin(x), jax.ShapeDtypeStruct((8,), jnp.float32), arch=arch)
     assert len(autotune_utils.MATMUL_CONFIGS) == 16
+    if kernels:
+        matmul = program(kernels)
     compiles_before = _state.COMPILED_KERNELS.stats["compiles"]
     spec = jax.ShapeDtypeStruct((SIZE, SIZE), jnp.float16)
     start = time.perf_counter()
@@ -71,18 +106,18 @@ def measure(mode: str, arch: str) -> dict:
         "mode": mode,
         "seconds": seconds,
         "compiles": _state.COMPILED_KERNELS.stats["compiles"] - compiles_before,
-        "threads": _compile.thread_count(len(autotune_utils.MATMUL_CONFIGS)),
+        "threads": min(_compile.thread_count(), kernels or len(autotune_utils.MATMUL_CONFIGS)),
         "cpus": _values.cpu_count(),
     }
 
 
-def _run(mode: str, arch: str) -> dict:
+def _run(mode: str, arch: str, kernels: int) -> dict:
     cache_dir = tempfile.mkdtemp(prefix="triton-cache-bench-")
     env = {**os.environ, **MODES[mode], "TRITON_CACHE_DIR": cache_dir,
            "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))}
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     code = ("import json, benchmarks.autotune_compile as b; "
-            f"print('RESULT', json.dumps(b.measure({mode!r}, {arch!r})))")
+            f"print('RESULT', json.dumps(b.measure({mode!r}, {arch!r}, {kernels!r})))")
     try:
         run = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO,
                              capture_output=True, text=True)
@@ -99,19 +134,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", default="sm_90", help="CUDA architecture to compile for")
     parser.add_argument("--repeat", type=int, default=1, help="measurements per mode")
-    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
+    parser.add_argument("--modes", default="serial,threads", help="comma-separated, of "
+                        f"{', '.join(MODES)}")
+    parser.add_argument("--program", type=int, default=0, metavar="N",
+                        help="lower N distinct matmul kernels in one jit instead")
     args = parser.parse_args()
     best: dict[str, float] = {}
     for _ in range(args.repeat):
         for mode in args.modes.split(","):
-            result = _run(mode, args.arch)
+            result = _run(mode, args.arch, args.program)
             best[mode] = min(best.get(mode, float("inf")), result["seconds"])
             print(f"{mode:8s} {result['seconds']:7.2f} s  compiles={result['compiles']}  "
                   f"threads={result['threads']} ({result['cpus']} CPUs)", flush=True)
     if "serial" in best:
         for mode, seconds in best.items():
             if mode != "serial":
-                print(f"ratio {mode:8s} {seconds / best['serial']:.2f}  (goal <= 0.4)")
+                print(f"ratio {mode:8s} {seconds / best['serial']:.2f}  "
+                      f"(goal <= {GOALS[bool(args.program)]})")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,12 @@ autotuner times them on the first call; the package compiles them in parallel an
 them at the first execution). Prints one table: seconds per side and the package's ratio to
 PyTorch, cold and warm; `--json PATH` writes it too.
 
+`program`: the real kernels of `real_kernels.py` together (softmax, layer-norm forward and
+backward, dropout, matmul, attention: `_real_cases.py`, at its sizes), called once each in one
+`jax.jit`, whose compiles start as each call is traced and run in parallel; PyTorch's side
+launches each once, in turn, as its first launch compiles it. Each kernel's result is checked
+against its jax.numpy reference (PyTorch's on the CPU, after the span).
+
 `--check-on-cpu` needs no GPU: the package's side at small sizes in Triton's interpreter (JAX on
 the CPU), each in a fresh process as on the GPU, its results checked against jax.numpy; the
 PyTorch side is left out.
@@ -37,7 +43,9 @@ import sys
 import tempfile
 import time
 
-KERNELS = ("softmax", "layernorm", "matmul")
+KERNELS = ("softmax", "layernorm", "matmul", "program")
+# The kernels of `program`, by their names in `_real_cases.py`.
+PROGRAM = ("softmax", "layernorm", "layernorm_bwd", "dropout", "matmul", "attention")
 SIZES = {
     "gpu": {"softmax": (4096, 8192), "layernorm": (4096, 8192), "matmul": (4096, 4096, 4096)},
     "cpu": {"softmax": (8, 64), "layernorm": (8, 64), "matmul": (32, 32, 32)},
@@ -191,8 +199,74 @@ def torch_call(kernel: str, sizes: tuple, configs):
     return launch, (a, b), lambda a, b: a.float() @ b.float()
 
 
+def program_cases(where: str) -> list[tuple]:
+    """(case, its sizes, its input arrays) per kernel of `PROGRAM`, the inputs made by JAX."""
+    import jax
+
+    import _real_cases
+
+    cases = []
+    for index, name in enumerate(PROGRAM):
+        case = _real_cases.BY_NAME[name]
+        sizes = case.full if where == "gpu" else case.small
+        state, consts = case.inputs(sizes, jax.random.key(index))
+        cases.append((case, sizes, (*state, *consts)))
+    return cases
+
+
+def program_correct(cases: list[tuple], outputs: list) -> bool:
+    """Whether each kernel's outputs (arrays or tensors) are within its case's tolerance of its
+    jax.numpy reference."""
+    import jax
+    import numpy as np
+
+    from _real_measure import max_error
+
+    def leaves(tree):
+        return [np.asarray(leaf.float().cpu() if hasattr(leaf, "cpu") else leaf, np.float32)
+                for leaf in jax.tree.leaves(tree)]
+
+    return all([max_error(leaves(out), leaves(case.reference(sizes, 0, *arrays)),
+                          case.tolerance)[1]
+                for (case, sizes, arrays), out in zip(cases, outputs)])
+
+
+def program_worker(side: str, where: str) -> dict:
+    """`worker` for the program: each kernel called once, in one jit (the package) or in turn
+    (PyTorch)."""
+    import jax
+
+    cases = program_cases(where)
+    if side == "package":
+        jax.devices()  # the backend's start stays outside the span
+
+        @jax.jit
+        def program(arrays):
+            return [case.package(sizes, 0, *args) for (case, sizes, _), args in zip(cases, arrays)]
+
+        arrays = jax.block_until_ready([arrays for _, _, arrays in cases])
+        start = time.perf_counter()
+        outputs = jax.block_until_ready(program(arrays))
+        seconds = time.perf_counter() - start
+        return {"seconds": seconds, "correct": program_correct(cases, outputs)}
+    import torch
+
+    from _real_measure import to_torch
+
+    torch.cuda.init()
+    tensors = [[to_torch(array, "cuda") for array in arrays] for _, _, arrays in cases]
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    outputs = [case.torch(sizes, 0, *args) for (case, sizes, _), args in zip(cases, tensors)]
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "correct": program_correct(cases, outputs)}
+
+
 def worker(side: str, kernel: str, where: str) -> dict:
     """Runs one side's first call of `kernel` in this (fresh) process; returns its seconds."""
+    if kernel == "program":
+        return program_worker(side, where)
     sizes = SIZES[where][kernel]
     configs = TUTORIAL_CONFIGS if where == "gpu" else CPU_CONFIGS
     if side == "package":
@@ -236,7 +310,7 @@ def run_side(kernel: str, side: str, jax_cache: bool, where: str) -> dict:
             env.update(JAX_COMPILATION_CACHE_DIR=os.path.join(folder, "jax"),
                        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                        JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
-        if where == "cpu":
+        if where == "cpu" or side == "pytorch":  # PyTorch's side checks with JAX on the CPU
             env["JAX_PLATFORMS"] = "cpu"
         result = {}
         for state in ("cold", "warm"):

@@ -28,6 +28,7 @@ ENV_PREWARM = "JAX_TRITON_ROCM_PREWARM"
 ENV_AUTOTUNE_TARGET = "JAX_TRITON_ROCM_AUTOTUNE_TARGET"
 ENV_AUTOTUNE_DIR = "JAX_TRITON_ROCM_AUTOTUNE_DIR"
 ENV_COMPILE_THREADS = "JAX_TRITON_ROCM_COMPILE_THREADS"
+ENV_EARLY_COMPILE = "JAX_TRITON_ROCM_EARLY_COMPILE"
 ENV_XLA_NATIVE = "JAX_TRITON_ROCM_XLA_NATIVE"
 ENV_KERNEL_CACHE_SIZE = "JAX_TRITON_ROCM_KERNEL_CACHE_SIZE"
 ENV_CALL_CACHE_SIZE = "JAX_TRITON_ROCM_CALL_CACHE_SIZE"
@@ -35,9 +36,9 @@ ENV_REMEMBER_TRITON_KEY = "JAX_TRITON_ROCM_REMEMBER_TRITON_KEY"
 ENV_KEEP_PTX_TEXT = "JAX_TRITON_ROCM_KEEP_PTX_TEXT"
 ENV_CALL_TARGET = "JAX_TRITON_ROCM_CALL_TARGET"
 PACKAGE_ENV_VARS = (ENV_TARGET_ARCH, ENV_HSACO_DELIVERY, ENV_PREWARM, ENV_AUTOTUNE_TARGET,
-                    ENV_AUTOTUNE_DIR, ENV_COMPILE_THREADS, ENV_XLA_NATIVE, ENV_KERNEL_CACHE_SIZE,
-                    ENV_CALL_CACHE_SIZE, ENV_REMEMBER_TRITON_KEY, ENV_KEEP_PTX_TEXT,
-                    ENV_CALL_TARGET)
+                    ENV_AUTOTUNE_DIR, ENV_COMPILE_THREADS, ENV_EARLY_COMPILE, ENV_XLA_NATIVE,
+                    ENV_KERNEL_CACHE_SIZE, ENV_CALL_CACHE_SIZE, ENV_REMEMBER_TRITON_KEY,
+                    ENV_KEEP_PTX_TEXT, ENV_CALL_TARGET)
 
 # Triton's and the system's variables the package reads: where Triton's folders are, for the
 # package's compiles and its warnings about them.
@@ -147,6 +148,9 @@ def compile_threads() -> int:
                   default_text=f"one thread per kernel, at most {_values.cpu_count()}")
 
 
+# `JAX_TRITON_ROCM_EARLY_COMPILE`: True (1, unset) starts a call's compiles when it is traced,
+# where the target is known; False (0) leaves them to the lowering.
+early_compile = functools.partial(_flag, ENV_EARLY_COMPILE, True)
 # `JAX_TRITON_ROCM_XLA_NATIVE`: True (1), False (0), or None (unset: the default route).
 xla_native = functools.partial(_flag, ENV_XLA_NATIVE, None)
 # `JAX_TRITON_ROCM_REMEMBER_TRITON_KEY`: False (0) lets Triton hash its files in every process;
@@ -214,6 +218,7 @@ VARIABLE_READERS: dict[str, Callable[[], Any]] = {
     ENV_AUTOTUNE_TARGET: autotune_target,
     ENV_CALL_TARGET: call_target,
     ENV_COMPILE_THREADS: compile_threads,
+    ENV_EARLY_COMPILE: early_compile,
     ENV_XLA_NATIVE: xla_native,
     ENV_KERNEL_CACHE_SIZE: functools.partial(cache_size, ENV_KERNEL_CACHE_SIZE),
     ENV_CALL_CACHE_SIZE: functools.partial(cache_size, ENV_CALL_CACHE_SIZE),

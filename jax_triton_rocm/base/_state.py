@@ -5,17 +5,22 @@ Threads: `LOCKS.guard` guards every structure here, for short sections; work on 
 compile, a file, a prewarm) holds that item's lock (`LOCKS.item_lock`).
 Memory: every cache is bounded (docs/routes.md, "Memory"); what is derived from a kernel object
 lives on the object (`KernelRecords`); `clear_caches()` empties them all.
-Fork: a child gets fresh locks, keeps finished kernels, forgets in-flight compiles, lowered
-calls and plans (`on_fork`). Why: docs/design.md, "Process-wide state".
+Fork: a child gets fresh locks, keeps finished kernels, forgets in-flight compiles (and the
+compile pool's queue), lowered calls and plans (`on_fork`). Why: docs/design.md, "Process-wide
+state".
 """
 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import os
 import threading
 import weakref
 from collections.abc import Callable, Hashable
+# Imported now (`concurrent.futures` imports it at first use), so that its exit hook, which waits
+# for the queued work, is registered before `CompilePool`'s, which runs first and drops it.
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from jax_triton_rocm.base import _env
@@ -95,6 +100,15 @@ class BoundedCache:
             while len(entries) > limit:
                 entries.popitem(last=False)
         return value
+
+    def pop(self, key: Hashable, record: dict) -> Any:
+        """The entry for `key` in a kernel's `record`, forgotten; None if none (a key that does
+        not hash has none)."""
+        try:
+            with self._locks.guard:
+                return record.get(self, {}).pop(key, None)
+        except TypeError:
+            return None
 
     def memo(self, key: Hashable, make: Callable[[], Any], kernel: Any = None) -> Any:
         """The value kept for `key`, else `make()`'s, kept; a key that does not hash keeps none."""
@@ -189,9 +203,10 @@ class KernelCache(BoundedCache):
         super().__init__(locks, _env.ENV_KERNEL_CACHE_SIZE)
         self.stats: collections.Counter[str] = collections.Counter()
 
-    def claim(self, key: str) -> tuple[Any, threading.Lock | None]:
-        """(the entry for `key`, None), a kept error raised; on a miss (None, the key's lock,
-        held): the caller compiles, calls `finish` and releases the lock."""
+    def claim(self, key: str, counted: bool = True) -> tuple[Any, threading.Lock | None]:
+        """(the entry for `key`, None), a kept error raised, a hit `counted` in the stats or not;
+        on a miss (None, the key's lock, held): the caller compiles, calls `finish` and releases
+        the lock."""
         entry = self.get(key)
         if entry is None:  # a hit takes no lock; a miss waits for a thread compiling it
             lock = self._locks.item_lock(("kernel", key))
@@ -200,8 +215,9 @@ class KernelCache(BoundedCache):
             if entry is None:
                 return None, lock
             lock.release()
-        with self._locks.guard:
-            self.stats["hits"] += 1
+        if counted:
+            with self._locks.guard:
+                self.stats["hits"] += 1
         if isinstance(entry, Exception):
             raise entry
         return entry, None
@@ -216,6 +232,75 @@ class KernelCache(BoundedCache):
         super().clear()
         with self._locks.guard:
             self.stats.clear()
+
+
+class CompilePool:
+    """The threads that compile kernels for every lowering, and the compiles started when a call
+    is traced (`start`). `slot()` is held by each compile while it runs: at most
+    JAX_TRITON_ROCM_COMPILE_THREADS at once, whichever thread compiles. `clear()` and the
+    interpreter's exit drop the queued compiles not yet running (those running finish into the
+    kernel cache before they return); a child of `os.fork()` forgets the parent's queue and
+    slots."""
+
+    def __init__(self, locks: LockRegistry) -> None:
+        self._locks = locks
+        self.reset_after_fork()
+
+    def reset_after_fork(self) -> None:
+        self._slots: tuple[int, threading.Semaphore] | None = None
+        self._executor: tuple[int, ThreadPoolExecutor] | None = None
+        self._queued: dict[Hashable, concurrent.futures.Future] = {}
+
+    def slot(self, threads: int) -> threading.Semaphore:
+        """What a compile holds while it runs: one of `threads` (the variable's value now)."""
+        with self._locks.guard:
+            if self._slots is None or self._slots[0] != threads:
+                self._slots = threads, threading.Semaphore(threads)
+            return self._slots[1]
+
+    def start(self, key: Hashable, run: Callable[[], Any], *, threads: int, limit: int) -> bool:
+        """Queues `run()` for one of `threads` threads (its result and errors are dropped: it
+        fills a cache) unless `key` is queued or running, or `limit` are; whether it was queued."""
+        with self._locks.guard:
+            if key in self._queued or len(self._queued) >= limit:
+                return False
+            try:
+                if self._executor is None:  # runs before `ThreadPoolExecutor`'s exit hook
+                    threading._register_atexit(self.clear)  # type: ignore[attr-defined]
+                elif self._executor[0] != threads:  # its queue drains, then its threads end
+                    self._executor[1].shutdown(wait=False)
+                    self._executor = None
+                if self._executor is None:
+                    self._executor = threads, ThreadPoolExecutor(
+                        threads, thread_name_prefix="jax_triton_rocm_compile")
+                future = self._executor[1].submit(run)
+            except RuntimeError:  # the interpreter is exiting: nothing new starts
+                return False
+            self._queued[key] = future
+        future.add_done_callback(lambda done: self._forget(key, done))
+        return True
+
+    def _forget(self, key: Hashable, future: concurrent.futures.Future) -> None:
+        with self._locks.guard:
+            if self._queued.get(key) is future:
+                del self._queued[key]
+
+    def wait(self) -> None:
+        """Returns once every compile queued now has ended."""
+        with self._locks.guard:
+            futures = list(self._queued.values())
+        concurrent.futures.wait(futures)
+
+    def clear(self) -> None:
+        """Drops the compiles queued, then waits for those running: none ends later."""
+        with self._locks.guard:
+            futures = list(self._queued.values())
+        for future in futures:  # a cancelled one's callback takes the guard
+            future.cancel()
+        concurrent.futures.wait(futures)
+
+    def __len__(self) -> int:  # the compiles queued or running
+        return len(self._queued)
 
 
 COMPILED_KERNELS = KernelCache(LOCKS)
@@ -233,8 +318,13 @@ CALL_LAYOUTS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 # Kept per kernel, by binary and loader: each image as jaxlib's call carries it, so an autotuned
 # call's lowerings, whose plans are not kept, meet the same bytes objects.
 KERNEL_IMAGES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
-CACHES = (COMPILED_KERNELS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_IMAGES, KERNEL_RECORDS,
-          CALL_LAYOUTS)
+# Queued compiles, at most as many as the kernel cache keeps (`compile._compile.start_compiles`);
+# kept per kernel, the launches a trace planned for them, until the lowering that follows takes
+# them (`routes._lowering`): the kernel's functions run once for both.
+COMPILE_POOL = CompilePool(LOCKS)
+TRACED_LAUNCHES = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
+CACHES = (COMPILE_POOL, COMPILED_KERNELS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_IMAGES,
+          KERNEL_RECORDS, CALL_LAYOUTS, TRACED_LAUNCHES)
 # Every other piece of process-wide state, where it lives (package module, name, what it
 # keeps); a new one is added here too (tests/test_module_layout.py checks that each exists).
 ELSEWHERE = (
@@ -277,7 +367,8 @@ ELSEWHERE = (
 )
 
 # What a child of `os.fork()` runs, the locks first: one hook, one known order.
-_FORK_HOOKS: list[Callable[[], None]] = [LOCKS.reset_after_fork]
+_FORK_HOOKS: list[Callable[[], None]] = [LOCKS.reset_after_fork,
+                                          COMPILE_POOL.reset_after_fork]
 
 
 def on_fork(hook: Callable[[], None]) -> None:

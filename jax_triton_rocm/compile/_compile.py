@@ -5,13 +5,13 @@ graph as its names resolve now (`graph_key`) included: an edited kernel, a rebou
 rebound global `tl.constexpr` never gets the old binary (Triton's `JITFunction.cache_key` keeps
 the callees and globals of its first computation). Triton's on-disk key is widened the same way
 (`compile_job`); its entries are checked by `_cache`, its folders made usable by `_folders`
-(docs/design.md, "Triton's cache"). An autotuned call's configs compile at once, in threads
+(docs/design.md, "Triton's cache"). An autotuned call's configs compile at once, and a traced
+call's compiles start before its lowering (`start_compiles`), in the threads of one pool
 (`triton.compile` releases the GIL in ptxas and many passes)."""
 
 from __future__ import annotations
 
 import ast
-import concurrent.futures
 import dataclasses
 import functools
 import hashlib
@@ -266,11 +266,34 @@ def triton_options(launch: Launch, spec: KernelCallSpec, compile_options: tuple[
     return options
 
 
-def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target: Any, *,
-                      arch: str, compile_options: tuple[str, ...], option_names: frozenset[str],
-                      binary_key: str, asm_key: str, record: dict | None = None) -> list[tuple]:
-    """(launch, job, compiled kernel) for each of `launches` whose kernel compiled, in order,
-    compiled at once (a single one in this thread).
+def launch_jobs(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target: Any, *,
+                arch: str, compile_options: tuple[str, ...], option_names: frozenset[str],
+                binary_key: str, asm_key: str, record: dict | None = None) -> list[CompileJob]:
+    """The `CompileJob` of each of `launches`, in order: what a lowering compiles, and what a
+    trace starts early (`start_compiles`)."""
+    return [make_job(launch.jit_fn, triton_gpu_target, launch.bound,
+                     triton_options(launch, spec, compile_options, option_names), arch=arch,
+                     gluon=launch.jit_fn.is_gluon(), binary_key=binary_key, asm_key=asm_key,
+                     symbol=spec.unwrapped.symbol, kernel=spec.kernel, record=record)
+            for launch in launches]
+
+
+def start_compiles(jobs: list[CompileJob]) -> None:
+    """Queues each of `jobs` not compiled yet on the shared compile pool (`_state.COMPILE_POOL`),
+    at most as many as the kernel cache keeps: a lowering asking for one then waits for it
+    (`compile_job`'s claim), or compiles it itself where it has not started. Its errors are
+    kept for that lowering (`compile_job`), never raised here."""
+    limit = _env.cache_size(_env.ENV_KERNEL_CACHE_SIZE)
+    for job in jobs:
+        if job.key not in _state.COMPILED_KERNELS:
+            _state.COMPILE_POOL.start(job.key, functools.partial(_capture, job, counted=False),
+                                      threads=thread_count(), limit=limit)
+
+
+def compiled_launches(launches: list[Launch], jobs: list[CompileJob]) -> list[tuple]:
+    """(launch, job, compiled kernel) for each of `launches` (`jobs`: theirs, `launch_jobs`)
+    whose kernel compiled, in order, compiled at once (a single one in this thread, the others
+    also on the compile pool).
 
     As Triton's autotuner does, a config whose compile fails a `tl.static_assert`
     (CompileTimeAssertionFailure) or ptxas (PTXASError, NVIDIA only) is dropped when others
@@ -279,21 +302,10 @@ def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_t
     from triton.compiler.errors import CompileTimeAssertionFailure
     from triton.runtime.errors import PTXASError
 
-    jobs = [make_job(launch.jit_fn, triton_gpu_target, launch.bound,
-                     triton_options(launch, spec, compile_options, option_names), arch=arch,
-                     gluon=launch.jit_fn.is_gluon(), binary_key=binary_key, asm_key=asm_key,
-                     symbol=spec.unwrapped.symbol, kernel=spec.kernel, record=record)
-            for launch in launches]
     if len(jobs) == 1:  # one kernel: its error is the call's, as it is
         return [(launches[0], jobs[0], compile_job(jobs[0]))]
-    # Every re-lowering of a cached call: no pool.
-    missing = sum([job.key not in _state.COMPILED_KERNELS for job in jobs])
-    if missing == 0:
-        results = [_capture(job) for job in jobs]
-    else:
-        with concurrent.futures.ThreadPoolExecutor(
-                max_workers=thread_count(missing), thread_name_prefix="jax_triton_rocm") as pool:
-            results = list(pool.map(_capture, jobs))
+    start_compiles(jobs[1:])  # this thread compiles the first, or waits for it
+    results = [_capture(job) for job in jobs]
     skippable = (CompileTimeAssertionFailure, PTXASError)
     errors = [(c, r) for c, r in zip(launches, results) if isinstance(r, BaseException)]
     fatal = [(c, r) for c, r in errors if not isinstance(r, skippable)]
@@ -311,23 +323,25 @@ def compiled_launches(launches: list[Launch], spec: KernelCallSpec, triton_gpu_t
             if not isinstance(result, BaseException)]
 
 
-def thread_count(jobs: int) -> int:
-    """Threads for compiling `jobs` kernels (`JAX_TRITON_ROCM_COMPILE_THREADS`; a ValueError
-    where it is no non-negative integer)."""
-    return max(1, min(jobs, _env.compile_threads() or 1))
+def thread_count() -> int:
+    """The most kernels compiling at once (`JAX_TRITON_ROCM_COMPILE_THREADS`; a ValueError where
+    it is no non-negative integer)."""
+    return max(1, _env.compile_threads() or 1)
 
 
-def _capture(job: CompileJob) -> Any:
-    """`compile_job(job)`, or what it raised: the caller weighs every config's fate."""
+def _capture(job: CompileJob, counted: bool = True) -> Any:
+    """`compile_job(job, counted)`, or what it raised: the caller weighs every config's fate."""
     try:
-        return compile_job(job)
+        return compile_job(job, counted)
     except Exception as err:  # noqa: BLE001
         return err
 
 
-def compile_job(job: CompileJob) -> CompiledKernel:
+def compile_job(job: CompileJob, counted: bool = True) -> CompiledKernel:
     """`job`'s kernel from the shared cache, compiled on a miss (once per key: `claim`); a
     kernel's own compile error (`_errors.is_kernel_error`) is remembered until `clear_caches()`.
+    A hit is `counted` in the cache's stats unless a compile started early finds its kernel
+    done (by the lowering, which counts it).
 
     Raises:
       ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
@@ -335,7 +349,7 @@ def compile_job(job: CompileJob) -> CompiledKernel:
       Triton's own compile errors, with notes naming the target, the constexprs and hints
       (`_errors.explained`)."""
     kernels = _state.COMPILED_KERNELS
-    kernel, held = kernels.claim(job.key)
+    kernel, held = kernels.claim(job.key, counted)
     if held is None:
         return kernel
     try:
@@ -368,9 +382,10 @@ def compile_job(job: CompileJob) -> CompiledKernel:
                 return key
 
             source.hash = widened_hash
-        compiled, meta = _folders.compile_in_usable_cache(triton, functools.partial(
-            _cache.compile_checked, triton, source, job.triton_gpu_target, job.options,
-            job.binary_key, job.asm_key, job.symbol))
+        with _state.COMPILE_POOL.slot(thread_count()):  # in every thread: a bound on all
+            compiled, meta = _folders.compile_in_usable_cache(triton, functools.partial(
+                _cache.compile_checked, triton, source, job.triton_gpu_target, job.options,
+                job.binary_key, job.asm_key, job.symbol))
         meta.pop("target", None)
         kernel = CompiledKernel(
             key=job.key, name=meta["name"], binary=bytes(compiled.asm[job.binary_key]),

@@ -66,6 +66,35 @@ def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSp
                  settings or _env.lowering_settings(backend.lowering_variables), exporting)
 
 
+def traced_platform() -> str | None:
+    """The GPU platform a call traced now will most likely be lowered for: JAX's default backend
+    where it is a GPU's, else the one GPU platform with a named architecture (a cross-compile);
+    None where a trace cannot tell (no GPU and none or several named)."""
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():  # a trace never starts JAX's backends itself
+        if (default := xla_bridge.get_backend().platform) in _vendors.GPU_PLATFORMS:
+            return default
+    named = [platform for platform in _vendors.GPU_PLATFORMS
+             if named_arch(platform) is not None]
+    return named[0] if len(named) == 1 else None
+
+
+def traced_arch(backend: Backend, spec: KernelCallSpec) -> GpuArch | None:
+    """The architecture a lowering for `backend`'s platform will compile the call for, as
+    `resolve_arch` finds it (the call's own, else a named one, else the local devices', which a
+    lowering may replace with its computation's); None where none is found or Triton cannot
+    compile for it."""
+    platform = backend.platform
+    own = getattr(spec, backend.arch_field) if backend.arch_field else None
+    arch = GpuArch(platform, own, backend.arch_keyword) if own else named_arch(platform)
+    if arch is None:
+        devices, source = _devices(platform, None)
+        archs = {_device_arch(platform, device) for device in devices}
+        arch = GpuArch(platform, archs.pop(), source) if len(archs) == 1 else None
+    return None if arch is None or arch_problem(platform, arch.arch) else arch
+
+
 def for_export(ctx: LoweringRuleContext) -> bool:
     """Whether the lowering is for `jax.export` (its result may run on other machines and
     jaxlibs), as the lowering parameters say (jax 0.10.2-0.12)."""

@@ -138,10 +138,7 @@ def _lower_uncached(route: Route, backend: Backend, ctx: LoweringRuleContext,
     and `plan_key` and rebuilt for a later call (unless the route says it cannot be), so a new
     shape or scalar value compiles, lays out and encodes nothing anew."""
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    types = spec.types  # as the check typed them; again where it typed other dtypes
-    if types is None or not all([a.dtype in types.pointers for a in (*in_avals, *out_avals)]):
-        types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals,
-                                     out_avals, dict(spec.metaparams))
+    types = argument_types(spec, in_avals, out_avals)
     try:
         key = plan_key(spec, in_avals, out_avals, types)
     except TypeError:  # an unhashable parameter: no plan kept
@@ -164,7 +161,11 @@ def _lower_uncached(route: Route, backend: Backend, ctx: LoweringRuleContext,
             if isinstance(launches, (Unfit, _plan.Skipped)):
                 return launches
         else:
-            launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
+            # Those a trace planned for it, taken: the kernel's functions (pruning, heuristics,
+            # pre_hooks, a callable grid) run once for a trace and its lowering (`start_compiles`).
+            launches = (_state.TRACED_LAUNCHES.pop(
+                (spec, in_avals, out_avals, placed.arch.platform, placed.arch.arch), record)
+                or _plan.launches(spec, in_avals, out_avals, answers.launch_site, types))
         if any([0 in launch.grid for launch in launches]):  # nothing compiled, nor kept
             return _plan.skipped(launches, spec, out_avals)
         built = route.build(backend, spec, placed, answers, launches, in_avals, out_avals, record)
@@ -175,6 +176,15 @@ def _lower_uncached(route: Route, backend: Backend, ctx: LoweringRuleContext,
             _state.PLANS.put((placed.place, key), Kept(made, tuple(launches),
                                                        answers.launch_site.limits), record=record)
     return route.finish(backend, ctx, spec, placed, made)
+
+
+def argument_types(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> ArgumentTypes:
+    """The call's values typed: as the check typed them, again where it typed other dtypes."""
+    types = spec.types
+    if types is None or not all([a.dtype in types.pointers for a in (*in_avals, *out_avals)]):
+        types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals,
+                                     out_avals, dict(spec.metaparams))
+    return types
 
 
 def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,

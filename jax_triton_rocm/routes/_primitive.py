@@ -54,8 +54,24 @@ def _run_alone(*operands: Any, spec: KernelCallSpec):
 
 @triton_kernel_p.def_abstract_eval
 def _abstract_eval(*avals, spec: KernelCallSpec):
-    del avals
-    return [jax.core.ShapedArray(s.shape, s.dtype) for s in spec.out_shapes]
+    """The results' types; the call's compiles start here, where its operands' types are
+    final (`compile_early`)."""
+    out_avals = [jax.core.ShapedArray(s.shape, s.dtype) for s in spec.out_shapes]
+    compile_early(tuple(avals), tuple(out_avals), spec)
+    return out_avals
+
+
+def compile_early(in_avals: tuple, out_avals: tuple, spec: KernelCallSpec) -> None:
+    """Starts the compiles a lowering of the call will ask for, where the trace can tell its
+    platform and architecture (`_arch.traced_platform`, `GpuRoutes.start_compiles`) and
+    JAX_TRITON_ROCM_EARLY_COMPILE allows: JAX then lowers while they run. Raises nothing: what
+    goes wrong is the lowering's to raise, as ever."""
+    try:
+        if (not spec.unwrapped.interpreted and _env.early_compile()
+                and (platform := _arch.traced_platform()) is not None):
+            _routes(platform).start_compiles(in_avals, out_avals, spec)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _refuse(what: str, *arguments: Any, spec: KernelCallSpec):
@@ -276,6 +292,17 @@ class GpuRoutes:
         results = route.emit(self.backend, ctx, operands, lowered, spec)
         log_route(taken, spec, reason)
         return results
+
+    def start_compiles(self, in_avals: tuple, out_avals: tuple, spec: KernelCallSpec) -> None:
+        """At trace time, starts the compiles of jaxlib's route, the one the lowering takes
+        unless the call asks for XLA's (whose compile is its own), where the architecture is
+        known (`_arch.traced_arch`)."""
+        from jax_triton_rocm.routes.jaxlib import _jaxlib_call  # see `_routes`
+
+        if spec.xla_native or (spec.xla_native is None and _env.xla_native()):
+            return
+        if (arch := _arch.traced_arch(self.backend, spec)) is not None:
+            _jaxlib_call.start_compiles(self.backend, spec, arch, in_avals, out_avals)
 
 
 class Interpreter:

@@ -331,7 +331,7 @@ def test_lowering_again_compiles_nothing():
 def test_negative_thread_count_names_the_variable(monkeypatch):
     monkeypatch.setenv(_env.ENV_COMPILE_THREADS, "-2")
     with pytest.raises(ValueError, match="JAX_TRITON_ROCM_COMPILE_THREADS='-2'"):
-        _compile.thread_count(4)
+        _compile.thread_count()
 
 
 @pytest.mark.parametrize("api", two_apis.APIS)

@@ -90,7 +90,7 @@ def _plain_call_target():
 def _thread_count():
     from jax_triton_rocm.compile import _compile
 
-    return _compile.thread_count(4)
+    return _compile.thread_count()
 
 
 def _cache_size(name):

@@ -31,3 +31,14 @@ def test_a_failed_or_wrong_side_is_printed_as_a_problem(capsys):
     out = capsys.readouterr().out
     assert "problem: package matmul warm: wrong result" in out
     assert "matmul" in out.splitlines()[1]
+
+
+def test_the_program_is_checked_kernel_by_kernel():
+    import jax
+
+    cases = first_result.program_cases("cpu")
+    assert [case.name for case, _, _ in cases] == list(first_result.PROGRAM)
+    right = [case.reference(sizes, 0, *arrays) for case, sizes, arrays in cases]
+    assert first_result.program_correct(cases, right)
+    wrong = right[:-1] + [jax.tree.map(lambda x: x + 1, right[-1])]
+    assert not first_result.program_correct(cases, wrong)

@@ -24,6 +24,7 @@ REFUSED = {
     _env.ENV_AUTOTUNE_TARGET: "fastest",
     _env.ENV_CALL_TARGET: "graphs",
     _env.ENV_COMPILE_THREADS: "-2",
+    _env.ENV_EARLY_COMPILE: "soon",
     _env.ENV_XLA_NATIVE: "maybe",
     _env.ENV_KERNEL_CACHE_SIZE: "²",
     _env.ENV_CALL_CACHE_SIZE: "0",

@@ -63,13 +63,9 @@ def build(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: A
     """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch that
     compiled and fits the architecture, as the plan memo keeps them (`record`: the kernel's).
     Each image is kept by the binary and what loads it (`_state.KERNEL_IMAGES` says why)."""
-    ordered = [_trampoline.for_jaxlib(spec.unwrapped, launch, len(in_avals), record)
-               for launch in launches]
     try:
-        compiled = _compile.compiled_launches(
-            ordered, spec, answers.triton_gpu_target, arch=answers.arch.arch,
-            compile_options=backend.compile_options, option_names=backend.option_names,
-            binary_key=backend.binary_key, asm_key=backend.asm_key, record=record)
+        ordered, jobs = compile_jobs(backend, spec, answers, launches, len(in_avals), record)
+        compiled = _compile.compiled_launches(ordered, jobs)
     except Exception as err:  # do the call's arguments line up with the kernel's parameters?
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
@@ -88,6 +84,19 @@ def build(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: A
             devices=where.devices, with_ttir=spec.debug,
             keep_ptx_text=where.settings.keep_ptx_text), kernel=spec.unwrapped.jit_fn))
             for in_order, _, kernel in fit]
+
+
+def compile_jobs(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers,
+                 launches: list[_plan.Launch], n_inputs: int,
+                 record: dict) -> tuple[list[_plan.Launch], list[_compile.CompileJob]]:
+    """`launches` as jaxlib launches them (`_trampoline.for_jaxlib`), and their compile jobs:
+    what `plan` compiles, and what a trace starts early (`routes._lowering.start_compiles`)."""
+    ordered = [_trampoline.for_jaxlib(spec.unwrapped, launch, n_inputs, record)
+               for launch in launches]
+    return ordered, _compile.launch_jobs(
+        ordered, spec, answers.triton_gpu_target, arch=answers.arch.arch,
+        compile_options=backend.compile_options, option_names=backend.option_names,
+        binary_key=backend.binary_key, asm_key=backend.asm_key, record=record)
 
 
 def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
@@ -164,6 +173,29 @@ def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
                             operand_output_aliases=operand_output_aliases,
                             has_side_effect=lowered.has_side_effect)
     return rule(ctx, *operands)
+
+
+def start_compiles(backend: Backend, spec: KernelCallSpec, arch: _vendors.GpuArch,
+                   in_avals: tuple, out_avals: tuple) -> None:
+    """Starts, at trace time, the compiles jaxlib's route makes when it lowers the call for
+    `arch`: the launches the shell's `_lower_uncached` plans, from the same inputs (the call, its operands'
+    types, the architecture), and their jobs (`_jaxlib_call.compile_jobs`), handed to the
+    compile pool, the launches kept for that lowering (`_state.TRACED_LAUNCHES`). Raises what
+    they raise, a value that does not hash too (the trace drops it: the lowering raises it
+    again, or plans anew). A plain kernel with a plan kept for another shape starts nothing: its
+    lowering refills that plan and compiles nothing."""
+    record = _state.KERNEL_RECORDS.record(spec.kernel)
+    types = _lowering.argument_types(spec, in_avals, out_avals)
+    if (key := _lowering.plan_key(spec, in_avals, out_avals, types)) is not None:
+        with _state.LOCKS.guard:
+            if any([kept == key for _, kept in record.get(_state.PLANS, {})]):
+                return
+    answers = backend.answers(arch)
+    launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
+    _, jobs = compile_jobs(backend, spec, answers, launches, len(in_avals), record)
+    _compile.start_compiles(jobs)
+    _state.TRACED_LAUNCHES.put((spec, in_avals, out_avals, arch.platform, arch.arch), launches,
+                               record=record)
 
 
 class JaxlibRoute(_lowering.Route):

@@ -170,12 +170,12 @@ def build(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: 
     zero_avals = tuple([out_avals[o] for o in launch.zeroed])
     form = _trampoline.for_xla(spec.unwrapped, launch.bound, in_avals + zero_avals, out_avals,
                                answers.launch_site.triton_backend, record)
+    trampoline = [_values.replaced(launch, jit_fn=form.jit_fn, bound=form.bound)]
     try:
-        [(_, _, compiled)] = _compile.compiled_launches(
-            [_values.replaced(launch, jit_fn=form.jit_fn, bound=form.bound)], spec,
-            answers.triton_gpu_target, arch=answers.arch.arch,
+        [(_, _, compiled)] = _compile.compiled_launches(trampoline, _compile.launch_jobs(
+            trampoline, spec, answers.triton_gpu_target, arch=answers.arch.arch,
             compile_options=backend.compile_options, option_names=backend.option_names,
-            binary_key=backend.binary_key, asm_key=backend.asm_key, record=record)
+            binary_key=backend.binary_key, asm_key=backend.asm_key, record=record))
     except Exception as err:  # do the call's arguments line up with the kernel's parameters?
         _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
                             spec.kernel_name, _vendors.FRONT_END_PROBES)
