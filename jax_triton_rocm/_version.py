@@ -1,2 +1,2 @@
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 """The package's version, as `pyproject.toml` declares it."""

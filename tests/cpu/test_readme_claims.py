@@ -92,6 +92,24 @@ def test_the_readme_says_which_jax_each_python_gets_as_ci_installs_it():
     assert shown == picked
 
 
+def test_the_release_is_one_version_everywhere():
+    """pyproject.toml's version is the package's `__version__`, what `info` reports, its sample
+    in the docs, and the newest release in CHANGELOG.md, under `[Unreleased]`."""
+    import tomllib
+
+    import jax_triton_rocm
+    from jax_triton_rocm.cli import _info
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as pyproject:
+        version = tomllib.load(pyproject)["project"]["version"]
+    with open(os.path.join(ROOT, "CHANGELOG.md")) as changelog:
+        headings = re.findall(r"^## \[([^\]]+)\]( - \d{4}-\d{2}-\d{2})?$", changelog.read(), re.M)
+    assert headings[0] == ("Unreleased", "") and headings[1][0] == version and headings[1][1]
+    assert jax_triton_rocm.__version__ == version
+    assert _info.collect(_startup.start())["jax_triton_rocm"] == version
+    assert claim("info-without-gpu").splitlines()[0] == f"jax_triton_rocm {version}"
+
+
 def test_the_declared_versions_are_pyprojects():
     import tomllib
 

@@ -192,6 +192,8 @@ def start_compiles(backend: Backend, spec: KernelCallSpec, arch: _vendors.GpuArc
                 return
     answers = backend.answers(arch)
     launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
+    if any([0 in launch.grid for launch in launches]):  # no program runs: nothing to compile
+        return
     _, jobs = compile_jobs(backend, spec, answers, launches, len(in_avals), record)
     _compile.start_compiles(jobs)
     _state.TRACED_LAUNCHES.put((spec, in_avals, out_avals, arch.platform, arch.arch), launches,
