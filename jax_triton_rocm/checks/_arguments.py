@@ -73,6 +73,41 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
                         "x.dtype), or out_type=() for a kernel that only updates Refs.")
     convention, outputs = (("out_shape", out_shape) if out_type is NOT_GIVEN
                            else ("out_type", out_type))
+    shapes, tree = output_shapes(convention, outputs)
+    refuse_foreign_byte_order(args, keywords)
+    args, keywords = held_scalars(unwrapped, args, keywords)
+    params, facts = unwrapped.jit_fn.params, unwrapped.params
+    runtime = {}
+    if convention == "out_type" and keywords:
+        index = {param.name: i for i, param in enumerate(facts) if not param.constexpr}
+        runtime = {name: index[name] for name, value in keywords.items()
+                   if name in index and isinstance(value, _spec.SCALAR_TYPES)}
+    buffers = frozenset([name for name, value in keywords.items()  # a scalar holds none
+                         if not isinstance(value, _spec.SCALAR_TYPES)
+                         and holds_buffer(value)])
+    scalars = [(i, params[i], value, f"argument {i}") for i, value in enumerate(args)
+               if i < len(params) and not isinstance(value, jax.Array) and (
+                   facts[i].constexpr or value is None or isinstance(value, _spec.SCALAR_TYPES))]
+    scalars += [(name, params[i], keywords[name], f"keyword argument {name!r}")
+                for name, i in runtime.items()]
+    roles: dict[int | str, tuple | None] = {}
+    for where, param, value, what in scalars:
+        try:
+            roles[where] = _spec.scalar_role(param, value, what=what)
+        except (TypeError, ValueError, OverflowError):  # the full check says why
+            roles[where] = None
+    if not isinstance(has_side_effect, (bool, np.bool_)):  # a string such as "no" is truthy
+        raise TypeError(f"has_side_effect={has_side_effect!r} must be a bool (True or False), "
+                        f"got {type(has_side_effect).__name__}.")
+    return CallArguments(kernel, unwrapped, record, args, keywords, convention, outputs, shapes,
+                         tree, runtime, buffers, roles, has_side_effect=bool(has_side_effect),
+                         **options)
+
+
+def output_shapes(convention: str, outputs: Any) -> tuple[list, Any]:
+    """The outputs' shapes and dtypes, as `ShapeDtypeStruct`s, and their tree; raises for a
+    leaf without them, one that asks for a sharding, a negative dimension, or a dtype JAX
+    holds as another."""
     # Only a leaf's shape and dtype are read (not an array's own sharding, as `out_shape=x`
     # gives it); a `ShapeDtypeStruct` that asks for a sharding is refused.
     if hasattr(outputs, "shape") and hasattr(outputs, "dtype"):  # one output, the most common
@@ -100,8 +135,11 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
         check_canonical_dtype(leaf.dtype, f"{convention} leaf {i}",
                                       f"jax.ShapeDtypeStruct({shape}, jnp.{{}})", output=True)
         shapes.append(jax.ShapeDtypeStruct(shape, np.dtype(leaf.dtype)))
-    # A concrete 0-d array on a parameter annotated with a scalar type (`x: tl.float32`) is
-    # the scalar it holds; other arrays stay pointers, as in Triton.
+    return shapes, tree
+
+
+def refuse_foreign_byte_order(args: tuple, keywords: dict[str, Any]) -> None:
+    """Raises TypeError for a NumPy array (inside tuples too) in the other byte order."""
     pending = [*[(f"argument {i}", arg) for i, arg in enumerate(args)],
                *[(f"keyword argument {name!r}", value) for name, value in keywords.items()]]
     pending.reverse()  # a stack, walked depth first in the order given
@@ -114,44 +152,27 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
                 f"{what} is a NumPy array of dtype {value.dtype.str!r}, in the other byte order "
                 f"than this machine's, which JAX cannot take. Pass it in this machine's byte "
                 f"order: x.astype(x.dtype.newbyteorder('=')).")
-    params, facts = unwrapped.jit_fn.params, unwrapped.params
-    declared = {i for i, param in enumerate(facts) if param.declared}
-    if declared:
-        def held(value: Any) -> Any:
-            if (isinstance(value, (np.ndarray, jax.Array))
-                    and not isinstance(value, jax.core.Tracer) and value.ndim == 0):
-                return np.asarray(value)[()]
-            return value
 
-        args = tuple([held(arg) if i in declared else arg for i, arg in enumerate(args)])
-        names = {facts[i].name for i in declared}
-        keywords = {name: held(value) if name in names else value
-                    for name, value in keywords.items()}
-    runtime = {}
-    if convention == "out_type" and keywords:
-        index = {param.name: i for i, param in enumerate(facts) if not param.constexpr}
-        runtime = {name: index[name] for name, value in keywords.items()
-                   if name in index and isinstance(value, _spec.SCALAR_TYPES)}
-    buffers = frozenset([name for name, value in keywords.items()  # a scalar holds none
-                         if not isinstance(value, _spec.SCALAR_TYPES)
-                         and holds_buffer(value)])
-    scalars = [(i, params[i], value, f"argument {i}") for i, value in enumerate(args)
-               if i < len(params) and not isinstance(value, jax.Array) and (
-                   facts[i].constexpr or value is None or isinstance(value, _spec.SCALAR_TYPES))]
-    scalars += [(name, params[i], keywords[name], f"keyword argument {name!r}")
-                for name, i in runtime.items()]
-    roles: dict[int | str, tuple | None] = {}
-    for where, param, value, what in scalars:
-        try:
-            roles[where] = _spec.scalar_role(param, value, what=what)
-        except (TypeError, ValueError, OverflowError):  # the full check says why
-            roles[where] = None
-    if not isinstance(has_side_effect, (bool, np.bool_)):  # a string such as "no" is truthy
-        raise TypeError(f"has_side_effect={has_side_effect!r} must be a bool (True or False), "
-                        f"got {type(has_side_effect).__name__}.")
-    return CallArguments(kernel, unwrapped, record, args, keywords, convention, outputs, shapes,
-                         tree, runtime, buffers, roles, has_side_effect=bool(has_side_effect),
-                         **options)
+
+def held_scalars(unwrapped: _spec.Unwrapped, args: tuple,
+                 keywords: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """The arguments with each concrete 0-d array on a parameter annotated with a scalar type
+    (`x: tl.float32`) taken as the scalar it holds; other arrays stay pointers, as in Triton."""
+    facts = unwrapped.params
+    declared = {i for i, param in enumerate(facts) if param.declared}
+    if not declared:
+        return args, keywords
+
+    def held(value: Any) -> Any:
+        if (isinstance(value, (np.ndarray, jax.Array))
+                and not isinstance(value, jax.core.Tracer) and value.ndim == 0):
+            return np.asarray(value)[()]
+        return value
+
+    args = tuple([held(arg) if i in declared else arg for i, arg in enumerate(args)])
+    names = {facts[i].name for i in declared}
+    return args, {name: held(value) if name in names else value
+                  for name, value in keywords.items()}
 
 
 def check_canonical_dtype(dtype: Any, what: str, fix: str, *, output: bool = False) -> None:

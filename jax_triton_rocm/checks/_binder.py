@@ -187,65 +187,23 @@ def _operand_entry(flat: Binding, value: Any, what: str, typed: bool = False) ->
 def bind_arguments(call: CallArguments, own_keywords: tuple[str, ...]) -> Binding:
     """Binds a `triton_call` to the kernel's parameters; a keyword named like a compile option
     is one unless the kernel has a parameter of that name."""
-    args, keywords, convention = call.args, call.keywords, call.convention
-    out_shapes, unwrapped = call.out_shapes, call.unwrapped
+    args, unwrapped = call.args, call.unwrapped
     named_constexprs, named_operands = {}, {}  # nothing named, as in most calls
     if call.constexprs is not None or call.operands is not None:
         named_constexprs, named_operands = named_parameters(unwrapped, call.constexprs,
-                                                            call.operands, keywords)
+                                                            call.operands, call.keywords)
     jit_fn = unwrapped.jit_fn
     params, name = jit_fn.params, unwrapped.name
     index = {param.name: i for i, param in enumerate(params)}
-    twice = [k for k in [*keywords, *named_constexprs, *named_operands]
-             if index.get(k, len(args)) < len(args)]
-    n_placed = len(args) + (len(out_shapes) if convention == "out_shape" else 0)
-    if len(args) > len(params) or (twice and n_placed > len(params)):
-        _layout.check_operands(jit_fn, len(args), n_placed - len(args), {})
-    if twice:
-        raise TypeError(f"triton_call() got multiple values for argument {twice[0]!r}: "
-                        f"positional argument {index[twice[0]]} fills it (kernel {name}); "
-                        f"pass it once.")
-    operands, by_keyword, metaparams = dict(enumerate(args)), set(), {}
-    for keyword, value in keywords.items():
-        i = index.get(keyword)
-        if i is not None and params[i].is_constexpr and keyword in call.buffers:
-            raise TypeError(f"Kernel {name}'s parameter {keyword!r} is a tl.constexpr, but "
-                            f"keyword argument {keyword}= holds an array. Pass a Python value "
-                            f"there.")
-        if i is None or params[i].is_constexpr or not (
-                convention == "out_type" or keyword in call.buffers):
-            metaparams[keyword] = value
-        else:
-            operands[i] = value
-            by_keyword.add(i)
+    refuse_positional_given_again(call, [*call.keywords, *named_constexprs, *named_operands],
+                                  index)
+    operands, by_keyword, metaparams = keyword_operands(call, index)
     metaparams.update(named_constexprs)
     for keyword, value in named_operands.items():
         operands[index[keyword]] = value
         by_keyword.add(index[keyword])
-    if "custom_call_target_name" in metaparams:  # jax-triton's, which this package replaces
-        raise TypeError(
-            f"triton_call got custom_call_target_name={metaparams['custom_call_target_name']!r}: "
-            f"jax_triton_rocm picks the custom-call target (jaxlib's typed FFI one, or its legacy "
-            f"one where XLA_FLAGS keeps custom calls out of command buffers); drop this "
-            f"argument, and set {_env.ENV_CALL_TARGET}=ffi or legacy to force one.")
+    check_metaparams(call, metaparams, own_keywords)
     names = list(jit_fn.arg_names)
-    unknown = sorted([k for k in metaparams
-                      if k not in names and k not in _vendors.COMPILE_OPTIONS])
-    if unknown:
-        hint = _checker.close_names(unknown, [*own_keywords, *names, *_vendors.COMPILE_OPTIONS])
-        raise TypeError(
-            f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel "
-            f"{name}, whose parameters are ({', '.join(names)}), and no "
-            f"argument of triton_call{hint}. Keyword arguments of triton_call fill the kernel's "
-            f"constexpr parameters by name; fix the spelling.")
-    for keyword, value in metaparams.items():
-        check_not_a_function(keyword, value, "")
-        try:
-            hash(value)
-        except TypeError:
-            raise TypeError(
-                f"{keyword}={value!r} must be hashable (JAX caches compiled calls by their "
-                f"static arguments): pass a tuple instead of a list, or a plain value.") from None
     options = {k: metaparams.pop(k) for k in list(metaparams)
                if k in _vendors.COMPILE_OPTIONS and k not in names}
     flat = Binding(metaparams=metaparams, options=options, by_keyword=by_keyword,
@@ -270,3 +228,71 @@ def bind_arguments(call: CallArguments, own_keywords: tuple[str, ...]) -> Bindin
     flat.refs = list({leaf.operand: leaf for leaf in reversed(flat.leaves)
                       if leaf.is_ref}.values())[::-1]
     return flat
+
+
+def refuse_positional_given_again(call: CallArguments, named: list[str],
+                                  index: dict[str, int]) -> None:
+    """Raises TypeError where a name (a keyword, or in `constexprs=` / `operands=`) fills a
+    parameter a positional argument fills, or the call gives more values than parameters."""
+    args, jit_fn = call.args, call.unwrapped.jit_fn
+    twice = [k for k in named if index.get(k, len(args)) < len(args)]
+    n_placed = len(args) + (len(call.out_shapes) if call.convention == "out_shape" else 0)
+    if len(args) > len(jit_fn.params) or (twice and n_placed > len(jit_fn.params)):
+        _layout.check_operands(jit_fn, len(args), n_placed - len(args), {})
+    if twice:
+        raise TypeError(f"triton_call() got multiple values for argument {twice[0]!r}: "
+                        f"positional argument {index[twice[0]]} fills it (kernel "
+                        f"{call.unwrapped.name}); pass it once.")
+
+
+def keyword_operands(call: CallArguments,
+                     index: dict[str, int]) -> tuple[dict[int, Any], set[int], dict[str, Any]]:
+    """The operands by parameter (the positional arguments, and the keywords that fill an
+    operand parameter), the parameters given by keyword, and the other keywords (constexprs
+    and compile options). A keyword fills an operand with `out_type`, or where it holds an
+    array."""
+    params, name = call.unwrapped.jit_fn.params, call.unwrapped.name
+    operands, by_keyword, metaparams = dict(enumerate(call.args)), set(), {}
+    for keyword, value in call.keywords.items():
+        i = index.get(keyword)
+        if i is not None and params[i].is_constexpr and keyword in call.buffers:
+            raise TypeError(f"Kernel {name}'s parameter {keyword!r} is a tl.constexpr, but "
+                            f"keyword argument {keyword}= holds an array. Pass a Python value "
+                            f"there.")
+        if i is None or params[i].is_constexpr or not (
+                call.convention == "out_type" or keyword in call.buffers):
+            metaparams[keyword] = value
+        else:
+            operands[i] = value
+            by_keyword.add(i)
+    return operands, by_keyword, metaparams
+
+
+def check_metaparams(call: CallArguments, metaparams: dict[str, Any],
+                     own_keywords: tuple[str, ...]) -> None:
+    """Raises TypeError for jax-triton's `custom_call_target_name`, a keyword that names no
+    parameter or compile option, or a value that is a plain function or unhashable."""
+    if "custom_call_target_name" in metaparams:  # jax-triton's, which this package replaces
+        raise TypeError(
+            f"triton_call got custom_call_target_name={metaparams['custom_call_target_name']!r}: "
+            f"jax_triton_rocm picks the custom-call target (jaxlib's typed FFI one, or its legacy "
+            f"one where XLA_FLAGS keeps custom calls out of command buffers); drop this "
+            f"argument, and set {_env.ENV_CALL_TARGET}=ffi or legacy to force one.")
+    names = list(call.unwrapped.jit_fn.arg_names)
+    unknown = sorted([k for k in metaparams
+                      if k not in names and k not in _vendors.COMPILE_OPTIONS])
+    if unknown:
+        hint = _checker.close_names(unknown, [*own_keywords, *names, *_vendors.COMPILE_OPTIONS])
+        raise TypeError(
+            f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel "
+            f"{call.unwrapped.name}, whose parameters are ({', '.join(names)}), and no "
+            f"argument of triton_call{hint}. Keyword arguments of triton_call fill the kernel's "
+            f"constexpr parameters by name; fix the spelling.")
+    for keyword, value in metaparams.items():
+        check_not_a_function(keyword, value, "")
+        try:
+            hash(value)
+        except TypeError:
+            raise TypeError(
+                f"{keyword}={value!r} must be hashable (JAX caches compiled calls by their "
+                f"static arguments): pass a tuple instead of a list, or a plain value.") from None

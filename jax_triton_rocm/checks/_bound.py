@@ -87,17 +87,11 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     if layout is not None and (bound := relaid_call(layout, call)) is not None:
         return bound
     unwrapped, out_shapes, convention = call.unwrapped, call.out_shapes, call.convention
-    jit_fn, name = unwrapped.jit_fn, unwrapped.name
     binding = _binder.bind_arguments(call, own_keywords)
     # A kernel that takes nothing at launch (no parameters, or constexprs only) can only be
     # called for what it does besides outputs (a print, an assert): kept, as Triton launches it.
     side_effect = call.has_side_effect or all([param.constexpr for param in unwrapped.params])
-    if not out_shapes and not side_effect and not binding.refs:
-        raise ValueError(
-            f"{convention}={call.outputs!r} is empty and kernel {name} gets no "
-            f"Ref operand, so nothing would use the call and JAX would drop it. Give it outputs, "
-            f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
-            f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
+    refuse_unused_call(call, binding, side_effect)
     placed = place_outputs(call, binding, own_keywords)
     refs = {leaf.operand for leaf in binding.refs}
     # How the call names each operand, for what is checked once the kernel is compiled.
@@ -106,18 +100,7 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     words = _spec.CallWords("", convention, tuple(
         (leaf.operand, leaf.what, j) for j, leaf in enumerate(counted)
         if leaf.operand is not None))
-    # A keyword named like one of triton_call's own went to triton_call, leaving this unfilled.
-    param = own_named_parameter(unwrapped, set(own_keywords) - binding.named,
-                                len(call.args) + len(out_shapes))
-    if param is not None:
-        where = "constexprs" if param.is_constexpr else "operands"
-        raise TypeError(
-            f"Kernel {name}'s parameter {param.name!r} has the name "
-            f"of an argument of triton_call itself ({param.name}=...), so a keyword "
-            f"{param.name}= is triton_call's own and cannot fill it. Pass it by name in "
-            f"{where}={{{param.name!r}: ...}} ("
-            + ("a compile-time constant" if param.is_constexpr else
-               "filled at launch; constexprs= compiles a value in") + ").")
+    refuse_own_named_parameter(call, binding, own_keywords)
     spec = _checker.check_call(
         "triton_call", kernel=call.kernel, unwrapped=unwrapped, positional=placed.positional,
         in_avals=placed.in_avals, out_shapes=placed.out_shapes,
@@ -125,33 +108,67 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
         **{**call.given, "zeroed_outputs": placed.zeroed}, metaparams=placed.metaparams,
         options=binding.options, has_side_effect=side_effect, cost_estimate=call.cost_estimate,
         backend_options=call.backend_options,
-        by_keyword=tuple([jit_fn.arg_names[i] for i in sorted(binding.by_keyword)]),
+        by_keyword=tuple([unwrapped.jit_fn.arg_names[i] for i in sorted(binding.by_keyword)]),
         words=words)
     # Each Ref is read: the primitive takes values.
     bound = BoundCall(spec, placed, call.out_tree, tuple(
         [value[...] if i in refs else value for i, value in enumerate(placed.operands)]))
     # Kept where every operand is an array given positionally, no Ref, none made for an output.
-    kept = kept_as is not None and not refs and len(placed.out_shapes) == len(out_shapes)
+    if kept_as is not None and not refs and len(placed.out_shapes) == len(out_shapes):
+        keep_layout(kept_as, call, placed, spec)
+    return bound
+
+
+def refuse_unused_call(call: CallArguments, binding: _binder.Binding, side_effect: bool) -> None:
+    """Raises ValueError for a call with no output, no Ref and no side effect, which JAX
+    would drop."""
+    if not call.out_shapes and not side_effect and not binding.refs:
+        raise ValueError(
+            f"{call.convention}={call.outputs!r} is empty and kernel {call.unwrapped.name} gets "
+            f"no Ref operand, so nothing would use the call and JAX would drop it. Give it "
+            f"outputs, e.g. {call.convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the "
+            f"buffers it writes as Refs (jax.new_ref), or say has_side_effect=True.")
+
+
+def refuse_own_named_parameter(call: CallArguments, binding: _binder.Binding,
+                               own_keywords: tuple[str, ...]) -> None:
+    """Raises TypeError for a parameter left unfilled because a keyword named like it is one
+    of triton_call's own, and went to triton_call."""
+    param = own_named_parameter(call.unwrapped, set(own_keywords) - binding.named,
+                                len(call.args) + len(call.out_shapes))
+    if param is not None:
+        where = "constexprs" if param.is_constexpr else "operands"
+        raise TypeError(
+            f"Kernel {call.unwrapped.name}'s parameter {param.name!r} has the name "
+            f"of an argument of triton_call itself ({param.name}=...), so a keyword "
+            f"{param.name}= is triton_call's own and cannot fill it. Pass it by name in "
+            f"{where}={{{param.name!r}: ...}} ("
+            + ("a compile-time constant" if param.is_constexpr else
+               "filled at launch; constexprs= compiles a value in") + ").")
+
+
+def keep_layout(kept_as: tuple, call: CallArguments, placed: Placed,
+                spec: KernelCallSpec) -> None:
+    """Keeps the call's layout under `kept_as` for a call made again (`relaid_call`), where
+    every operand is an argument given positionally and every runtime scalar is found."""
     operand_args: list[int | None] = [None] * len(placed.operands)
     scalars: list[tuple[int, int | str]] = []
-    for index, value in enumerate(call.args if kept else ()):
+    for index, value in enumerate(call.args):
         kind, where = spec.positional[index]
         if isinstance(value, jax.Array):
             if kind not in ("array", "input") or placed.operands[where] is not value:
-                kept = False
-                break
+                return
             operand_args[where] = index
         elif kind == "scalar" and where is value:
             scalars.append((index, index))
     scalars += [(index, name) for name, index in call.runtime.items()]
-    if kept and None not in operand_args and all(  # else an operand no argument gives
+    if None not in operand_args and all(  # else an operand no argument gives
             [spec.positional[index] == ("scalar", call.keywords[name])
              for name, index in call.runtime.items()]):
-        out_order = tuple([placed.user_results.index(r) for r in range(len(out_shapes))])
+        out_order = tuple([placed.user_results.index(r) for r in range(len(call.out_shapes))])
         _state.CALL_LAYOUTS.put(kept_as, KeptCall(
             Placed(**{**vars(placed), "operands": (), "in_avals": ()}), spec,
             tuple(operand_args), tuple(scalars), out_order), kernel=call.kernel)
-    return bound
 
 
 _CONVENTIONS = {
@@ -169,83 +186,23 @@ def place_outputs(call: CallArguments, binding: _binder.Binding,
     (`plan._trampoline`). Each `Ref` gets one more result, aliased to it. A call 0.3 could have
     made keeps 0.3's positional form, and where neither layout fits, with `out_shape`, 0.3's
     placement, so that the layout reports what is wrong as 0.3 did."""
-    jit_fn, convention, out_shapes = call.unwrapped.jit_fn, call.convention, call.out_shapes
-    entries, leaves, refs, n_args = binding.entries, binding.leaves, binding.refs, len(call.args)
-    metaparams, by_keyword = binding.metaparams, binding.by_keyword
+    jit_fn, out_shapes = call.unwrapped.jit_fn, call.out_shapes
+    entries, refs, n_args = binding.entries, binding.refs, len(call.args)
     # 0.3's positional form holds arrays and scalars; a positional constexpr of another kind
     # (a function, a dtype, a str, a tuple) goes by name, as the placed form takes it.
-    shaped = not by_keyword and not refs and all(
+    shaped = not binding.by_keyword and not refs and all(
         [kind in ("input", "scalar") or (kind == "constexpr" and (
             value is None or isinstance(value, _spec.SCALAR_TYPES)))
          for kind, value in entries.values()])
     trailing = list(range(n_args, n_args + len(out_shapes)))
-    given, pairs = call.input_output_aliases, []
-    if given and refs:
-        raise ValueError(
-            f"input_output_aliases={dict(given)!r} cannot be combined with Ref operands: a Ref "
-            f"is updated in place by itself. Pass every buffer the kernel updates as a Ref, or "
-            f"none (as jax-triton 0.4).")
-    if given:
-        candidates = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
-        among = ("array arguments" if convention == "out_shape" else "operand leaves")
-        other = _CONVENTIONS["out_shape" if convention == "out_type" else "out_type"]
-        for in_idx in given if isinstance(given, Mapping) else ():
-            if not (_values.is_int(in_idx) and 0 <= in_idx < len(candidates)):
-                raise ValueError(
-                    f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is not one of "
-                    f"the {len(candidates)} {among} (0..{len(candidates) - 1}) "
-                    f"({_CONVENTIONS[convention]}; {other}).")
-            if not candidates[in_idx].is_array:
-                raise ValueError(
-                    f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is "
-                    f"{candidates[in_idx].what}, a scalar ({_CONVENTIONS[convention]}; {other}).")
-        avals = [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) if x.is_array
-                 else jax.ShapeDtypeStruct((), "int32")
-                 for x in candidates]
-        pairs = [(candidates[i], o)
-                 for i, o in _checker.alias_pairs("triton_call", given, tuple(avals),
-                                                  tuple(out_shapes))]
-    aliased = {o for _, o in pairs}
-    missing = [i for i, p in enumerate(jit_fn.params)  # the non-constexpr parameters unfilled
-               if not p.is_constexpr and i not in entries and p.name not in metaparams]
-    n_outs = len(out_shapes)
-    unaliased = [o for o in range(n_outs) if o not in aliased]
-    # A parameter defaulting to None (the last ones, as Python orders defaults) that no output
-    # is left to fill keeps its default, a None constexpr, as in Triton.
-    while (len(missing) > max(n_outs, len(unaliased)) and jit_fn.params[missing[-1]].has_default
-           and jit_fn.params[missing[-1]].default is None):
-        missing.pop()
-    if len(missing) == n_outs:
-        owners = dict(zip(range(n_outs), missing))
-    elif aliased and len(missing) == len(unaliased):
-        owners = dict(zip(unaliased, missing))
-    else:
-        fallback = shaped and convention == "out_shape"
-        forgotten = ""
-        if len(missing) > len(unaliased):
-            forgotten = _misplaced.forgotten(jit_fn, entries, metaparams, by_keyword, n_outs,
-                                             aliased, own_keywords)
-        elif len(missing) < len(unaliased) and not fallback:  # 0.3 says it at layout
-            forgotten = _misplaced.output_given_as_input(leaves, convention, out_shapes,
-                                                         unaliased, len(unaliased) - len(missing))
-        if not fallback or forgotten:
-            names = list(jit_fn.arg_names)
-            raise TypeError(
-                f"Kernel {_spec.kernel_name(jit_fn)}: {len(missing)} non-constexpr parameter(s) "
-                f"get no argument ({', '.join(names[i] for i in missing) or 'none'}), for "
-                f"{n_outs} output(s), {len(unaliased)} of them not aliased to an input. Outputs "
-                f"fill the parameters left unfilled, in order: one per output (jax-triton 0.3's "
-                f"layout), or, with input_output_aliases, one per output that is not aliased "
-                f"(0.4's: an aliased output is written through its input's pointer). The "
-                f"kernel's parameters are ({', '.join(names)}); pass the missing arguments, or "
-                f"fix the outputs.{forgotten}")
-        owners = dict(zip(range(n_outs), trailing))
+    pairs = aliased_leaves(call, binding)
+    owners = output_owners(call, binding, {o for _, o in pairs}, shaped, own_keywords)
     owner_of = {p: o for o, p in owners.items()}
     order = sorted(owners, key=owners.get)
     order += [o for o in range(len(out_shapes)) if o not in order]
     user_results = tuple([order.index(o) for o in range(len(out_shapes))])
     output_params = [owners[o] for o in sorted(owners)]
-    positional, metaparams, constexprs = [], dict(metaparams), []
+    positional, metaparams, constexprs = [], dict(binding.metaparams), []
     for i, param in enumerate(jit_fn.params):
         if i in entries and entries[i][0] == "constexpr":
             metaparams[param.name] = entries[i][1]
@@ -257,34 +214,121 @@ def place_outputs(call: CallArguments, binding: _binder.Binding,
             positional.append(("output", user_results[owner_of[i]]) if i in owner_of
                               else ("keyword", None))
     if shaped and output_params == trailing:  # laid out as 0.3 lays it
-        positional, n_arrays = [], 0
-        for i in range(n_args):  # `shaped` says what the entries hold
-            kind, value = entries[i]
-            if kind == "input":
-                positional.append(("array", n_arrays))
-                n_arrays += 1
-                continue
-            if kind == "constexpr" and value is not None:  # `_operand_entry` typed the others
-                _spec.scalar(value, what=f"argument {i}")
-            positional.append(("scalar", value))
+        positional = positional_0_3(entries, n_args)
         # 0.3's form keeps the constexprs given positionally in `positional` only.
         metaparams = {k: v for k, v in metaparams.items() if k not in constexprs}
     ref_results = tuple([(leaf.operand, len(order) + n) for n, leaf in enumerate(refs)])
     prim_aliases = {**{leaf.operand: user_results[o] for leaf, o in pairs}, **dict(ref_results)}
-    zeroed = call.given["zeroed_outputs"]
+    return Placed(
+        positional=tuple(positional), metaparams=metaparams, operands=tuple(binding.operands),
+        in_avals=tuple([jax.ShapeDtypeStruct(x.shape, x.dtype) for x in binding.operands]),
+        out_shapes=tuple([out_shapes[o] for o in order]
+                         + [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) for x in refs]),
+        aliases=prim_aliases, zeroed=zeroed_results(call.given["zeroed_outputs"], user_results),
+        user_results=user_results, refs=ref_results, output_params=output_params)
+
+
+def aliased_leaves(call: CallArguments, binding: _binder.Binding) -> list[tuple[Any, int]]:
+    """`input_output_aliases` as (operand leaf, output) pairs, its input indices counted as the
+    call's convention counts them; raises where it names no array, or comes with Refs."""
+    given, convention, leaves = call.input_output_aliases, call.convention, binding.leaves
+    if given and binding.refs:
+        raise ValueError(
+            f"input_output_aliases={dict(given)!r} cannot be combined with Ref operands: a Ref "
+            f"is updated in place by itself. Pass every buffer the kernel updates as a Ref, or "
+            f"none (as jax-triton 0.4).")
+    if not given:
+        return []
+    candidates = leaves if convention == "out_type" else [x for x in leaves if x.is_array]
+    among = ("array arguments" if convention == "out_shape" else "operand leaves")
+    other = _CONVENTIONS["out_shape" if convention == "out_type" else "out_type"]
+    for in_idx in given if isinstance(given, Mapping) else ():
+        if not (_values.is_int(in_idx) and 0 <= in_idx < len(candidates)):
+            raise ValueError(
+                f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is not one of "
+                f"the {len(candidates)} {among} (0..{len(candidates) - 1}) "
+                f"({_CONVENTIONS[convention]}; {other}).")
+        if not candidates[in_idx].is_array:
+            raise ValueError(
+                f"input_output_aliases={dict(given)!r}: input index {in_idx!r} is "
+                f"{candidates[in_idx].what}, a scalar ({_CONVENTIONS[convention]}; {other}).")
+    avals = [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) if x.is_array
+             else jax.ShapeDtypeStruct((), "int32")
+             for x in candidates]
+    return [(candidates[i], o)
+            for i, o in _checker.alias_pairs("triton_call", given, tuple(avals),
+                                             tuple(call.out_shapes))]
+
+
+def output_owners(call: CallArguments, binding: _binder.Binding, aliased: set[int],
+                  shaped: bool, own_keywords: tuple[str, ...]) -> dict[int, int]:
+    """{output: the parameter it fills}: the non-constexpr parameters left unfilled, one per
+    output or per output not `aliased`; with `out_shape` and a call 0.3 could have made
+    (`shaped`), the parameters after the arguments. TypeError where neither fits."""
+    jit_fn, entries, metaparams = call.unwrapped.jit_fn, binding.entries, binding.metaparams
+    missing = [i for i, p in enumerate(jit_fn.params)  # the non-constexpr parameters unfilled
+               if not p.is_constexpr and i not in entries and p.name not in metaparams]
+    n_outs = len(call.out_shapes)
+    unaliased = [o for o in range(n_outs) if o not in aliased]
+    # A parameter defaulting to None (the last ones, as Python orders defaults) that no output
+    # is left to fill keeps its default, a None constexpr, as in Triton.
+    while (len(missing) > max(n_outs, len(unaliased)) and jit_fn.params[missing[-1]].has_default
+           and jit_fn.params[missing[-1]].default is None):
+        missing.pop()
+    if len(missing) == n_outs:
+        return dict(zip(range(n_outs), missing))
+    if aliased and len(missing) == len(unaliased):
+        return dict(zip(unaliased, missing))
+    fallback = shaped and call.convention == "out_shape"
+    forgotten = ""
+    if len(missing) > len(unaliased):
+        forgotten = _misplaced.forgotten(jit_fn, entries, metaparams, binding.by_keyword, n_outs,
+                                         aliased, own_keywords)
+    elif len(missing) < len(unaliased) and not fallback:  # 0.3 says it at layout
+        forgotten = _misplaced.output_given_as_input(binding.leaves, call.convention,
+                                                     call.out_shapes, unaliased,
+                                                     len(unaliased) - len(missing))
+    if not fallback or forgotten:
+        names = list(jit_fn.arg_names)
+        raise TypeError(
+            f"Kernel {_spec.kernel_name(jit_fn)}: {len(missing)} non-constexpr parameter(s) "
+            f"get no argument ({', '.join(names[i] for i in missing) or 'none'}), for "
+            f"{n_outs} output(s), {len(unaliased)} of them not aliased to an input. Outputs "
+            f"fill the parameters left unfilled, in order: one per output (jax-triton 0.3's "
+            f"layout), or, with input_output_aliases, one per output that is not aliased "
+            f"(0.4's: an aliased output is written through its input's pointer). The "
+            f"kernel's parameters are ({', '.join(names)}); pass the missing arguments, or "
+            f"fix the outputs.{forgotten}")
+    n_args = len(call.args)
+    return dict(zip(range(n_outs), range(n_args, n_args + n_outs)))
+
+
+def positional_0_3(entries: dict[int, Any], n_args: int) -> list:
+    """The positional arguments' `entries` in jax-triton 0.3's form: arrays by their count
+    among the arrays, scalars and constexprs by value (a constexpr typed here)."""
+    positional, n_arrays = [], 0
+    for i in range(n_args):  # `shaped` says what the entries hold
+        kind, value = entries[i]
+        if kind == "input":
+            positional.append(("array", n_arrays))
+            n_arrays += 1
+            continue
+        if kind == "constexpr" and value is not None:  # `_operand_entry` typed the others
+            _spec.scalar(value, what=f"argument {i}")
+        positional.append(("scalar", value))
+    return positional
+
+
+def zeroed_results(zeroed: Any, user_results: tuple[int, ...]) -> Any:
+    """`zeroed_outputs` mapped from the outputs to the primitive's results; raises for an
+    index that names no output."""
     if callable(zeroed):
         if user_results != tuple(range(len(user_results))):
             zeroed = MappedZeroed(zeroed, user_results)
     elif not isinstance(zeroed, tuple) or zeroed:  # the default, `()`, zeroes nothing
         indices = _values.output_indices(zeroed, len(user_results), what="zeroed_outputs")
         zeroed = tuple(sorted([user_results[o] for o in indices]))
-    return Placed(
-        positional=tuple(positional), metaparams=metaparams, operands=tuple(binding.operands),
-        in_avals=tuple([jax.ShapeDtypeStruct(x.shape, x.dtype) for x in binding.operands]),
-        out_shapes=tuple([out_shapes[o] for o in order]
-                         + [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) for x in refs]),
-        aliases=prim_aliases, zeroed=zeroed, user_results=user_results, refs=ref_results,
-        output_params=output_params)
+    return zeroed
 
 
 def own_named_parameter(unwrapped: Any, own_keywords: Iterable[str], start: int) -> Any:

@@ -142,112 +142,26 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
     if api.name == "triton_call_lowering":  # triton_call checks them as it takes its arguments
         _env.check_variables()  # each variable as its reader takes it, on every platform
     else:
-        given = {} if backend_options is None else backend_options
-        if not isinstance(given, Mapping) or not all([isinstance(k, str) for k in given]):
-            raise TypeError(f"backend_options={backend_options!r} must be a dict of Triton "
-                            f"option names to values, e.g. {{'num_warps': 8}}.")
-        settings = {key: value for key, value in zip(SETTINGS, (
-            num_warps, num_stages, num_ctas, debug, enable_fp_fusion)) if value is not None}
-        known = None
-        for key, value in given.items():
-            try:
-                hash(value)
-            except TypeError:
-                raise TypeError(
-                    f"backend_options[{key!r}] must be hashable, got {value!r} (JAX caches "
-                    f"compiled calls by their options): pass a tuple instead of a list, or a "
-                    f"tuple of (key, value) pairs instead of a dict.") from None
-            if key in settings or key in options:
-                raise ValueError(
-                    f"{key} is given both as an argument of triton_call ({key}="
-                    f"{settings.get(key, options.get(key))!r}) and in backend_options "
-                    f"({value!r}); give it once.")
-            if key in SETTINGS:
-                settings[key] = value
-            elif key in _vendors.COMPILE_OPTIONS:
-                options[key] = value
-            elif key in _REFUSED:
-                raise ValueError(f"backend_options[{key!r}] cannot be set here: {_REFUSED[key]}.")
-            else:
-                if known is None:  # each installed vendor's Triton option fields, by platform
-                    known = {}
-                    for platform in _vendors.GPU_PLATFORMS:
-                        try:
-                            known[platform] = backends.backend(platform).option_names
-                        except ImportError:  # a Triton built without that vendor's backend
-                            continue
-                if not any(key in names for names in known.values()):
-                    every = sorted(set().union(*known.values()) - set(_REFUSED)) if known else []
-                    raise ValueError(
-                        f"backend_options[{key!r}] is no Triton compile option of any installed "
-                        f"vendor backend ({', '.join(known) or 'none'}); options are: "
-                        f"{', '.join(every)}.")
-                others[key] = value
-        num_warps, num_stages, num_ctas, debug, enable_fp_fusion = [
-            settings.get(key, default) for key, default in SETTINGS.items()]
-        if batch_grid_axis is not None and _has_descriptor(positional):
-            raise NotImplementedError(
-                "batch_grid_axis with a TensorDescriptor operand: a descriptor describes one "
-                "example. Leave batch_grid_axis=None (jax.vmap then calls the kernel once per "
-                "example), or pass the base array and build the descriptor inside the kernel.")
-        if cost_estimate is not None:
-            cost = cost_estimate
-            if not isinstance(cost, Mapping):
-                raise TypeError(f"cost_estimate={cost!r} must be a dict such as "
-                                f"{{'flops': 2 * n, 'bytes_accessed': 12 * n}}.")
-            for key, count in cost.items():
-                if key not in COST_KEYS or not _values.is_int(count) or count < 0:
-                    raise ValueError(f"cost_estimate={dict(cost)!r}: {key!r}: {count!r} is not "
-                                     f"one of {', '.join(COST_KEYS)} with a non-negative int.")
-            cost_estimate = tuple(sorted([(key, int(count)) for key, count in cost.items()]))
-    if not isinstance(name, str):
-        raise TypeError(f"{api.prefix}name={name!r} must be a str (the call's name for jaxlib "
-                        f"and profilers), got {type(name).__name__}.")
-    if not isinstance(serialized_metadata, bytes):
-        raise TypeError(f"{api.prefix}serialized_metadata must be bytes, got "
-                        f"{type(serialized_metadata).__name__}.")
-    if xla_native is not None and not isinstance(xla_native, (bool, np.bool_)):
-        raise TypeError(f"{api.prefix}xla_native={xla_native!r} must be True, False or None "
-                        f"(None follows {_env.ENV_XLA_NATIVE}).")
+        settings, others = merge_backend_options(backend_options, dict(zip(SETTINGS, (
+            num_warps, num_stages, num_ctas, debug, enable_fp_fusion))), options)
+        num_warps, num_stages, num_ctas, debug, enable_fp_fusion = settings
+        refuse_batched_descriptors(batch_grid_axis, positional)
+        cost_estimate = checked_cost_estimate(cost_estimate)
+    check_call_labels(api, name, serialized_metadata, xla_native)
     _values.launch_settings(num_warps, num_stages, num_ctas, caller=api.prefix)
     cuda_arch = None if compute_capability is None else _vendors.normalize_arch(
         "cuda", compute_capability, what=f"{api.prefix}compute_capability")
-    names = {value: f"argument {i}" for i, (kind, value) in enumerate(positional)
-             if kind == "array"}
-    buffers = [(api.prefix + names.get(i, f"{api.input} {i}"), aval)
-               for i, aval in enumerate(in_avals)]
-    buffers += [(f"{api.prefix}{api.output} {i}", aval) for i, aval in enumerate(out_shapes)]
     # The call's values typed once: the dtypes here, the kernel's parameters by the layout check.
     types = _spec.argument_types(unwrapped.jit_fn, tuple(positional), tuple(in_avals),
                                  tuple(out_shapes), metaparams)
-    for what, aval in buffers:
-        if types.pointers[aval.dtype] is None:  # no Triton pointer type: `pointer_type` says why
-            _spec.pointer_type(aval.dtype, what=what)
-        if not all([isinstance(d, (int, np.integer)) for d in aval.shape]):
-            raise ValueError(
-                f"{what} has shape {tuple(aval.shape)}, with a symbolic dimension, which "
-                f"{api.name} cannot lower: the grid, the constexprs and the kernel are fixed "
-                f"when the call is lowered, and jaxlib's Triton call has no grid that follows a "
-                f"size known only at run time. Export for concrete shapes instead (one export "
-                f"per shape).")
+    check_buffers(api, positional, in_avals, out_shapes, types)
     grid = _values.grid_value(grid)  # a MetaGrid's results are checked per config (plan._plan)
     if isinstance(grid, _values.MetaGrid):
         check_takes_meta(grid.fn, f"{api.prefix}grid")
+    check_batch_grid_axis(api, batch_grid_axis)
+    check_flags(api, enable_fp_fusion, debug)
+    zeroed = checked_zeroed(api, zeroed_outputs, len(out_shapes))
     axis = batch_grid_axis
-    if axis is not None and (isinstance(axis, (bool, np.bool_)) or axis not in (0, 1, 2)):
-        raise ValueError(
-            f"{api.prefix}batch_grid_axis={axis!r} must be None (jax.vmap loops over the batch) "
-            f"or the grid axis 0, 1 or 2 whose program id is the example index under jax.vmap.")
-    for what, value in (("enable_fp_fusion", enable_fp_fusion), ("debug", debug)):
-        if not isinstance(value, (bool, np.bool_)):  # a string such as "no" would be truthy
-            raise TypeError(f"{api.prefix}{what}={value!r} must be a bool (True or False), got "
-                            f"{type(value).__name__}.")
-    zeroed = zeroed_outputs
-    if callable(zeroed):
-        check_takes_meta(zeroed, f"{api.prefix}zeroed_outputs")
-    elif api.name != "triton_call":  # triton_call's are checked as its outputs are placed
-        zeroed = _values.output_indices(zeroed, len(out_shapes), what=f"{api.prefix}zeroed_outputs",
-                                        an_output=api.an_output)
     spec = KernelCallSpec(
         kernel=kernel, unwrapped=unwrapped, positional=tuple(positional),
         out_shapes=tuple(out_shapes), grid=grid, name=name or unwrapped.name,
@@ -268,3 +182,148 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
     if api.name == "triton_call":  # triton_call_lowering's call is being lowered already
         _layout.check_kernel_arguments(spec, in_avals)
     return spec
+
+
+def merge_backend_options(backend_options: Any, settings: dict[str, Any],
+                          options: dict[str, Any]) -> tuple[list, dict[str, Any]]:
+    """`triton_call`'s `backend_options` merged into its launch `settings` (None: not given)
+    and its vendor knobs `options` (updated in place); returns the settings in `SETTINGS`'
+    order, defaults filled, and the other Triton options. Raises for a value given twice, or
+    an option the package sets itself or no installed vendor has."""
+    given = {} if backend_options is None else backend_options
+    if not isinstance(given, Mapping) or not all([isinstance(k, str) for k in given]):
+        raise TypeError(f"backend_options={backend_options!r} must be a dict of Triton "
+                        f"option names to values, e.g. {{'num_warps': 8}}.")
+    settings = {key: value for key, value in settings.items() if value is not None}
+    others, known = {}, None
+    for key, value in given.items():
+        try:
+            hash(value)
+        except TypeError:
+            raise TypeError(
+                f"backend_options[{key!r}] must be hashable, got {value!r} (JAX caches "
+                f"compiled calls by their options): pass a tuple instead of a list, or a "
+                f"tuple of (key, value) pairs instead of a dict.") from None
+        if key in settings or key in options:
+            raise ValueError(
+                f"{key} is given both as an argument of triton_call ({key}="
+                f"{settings.get(key, options.get(key))!r}) and in backend_options "
+                f"({value!r}); give it once.")
+        if key in SETTINGS:
+            settings[key] = value
+        elif key in _vendors.COMPILE_OPTIONS:
+            options[key] = value
+        elif key in _REFUSED:
+            raise ValueError(f"backend_options[{key!r}] cannot be set here: {_REFUSED[key]}.")
+        else:
+            known = vendor_option_names() if known is None else known
+            refuse_unknown_option(key, known)
+            others[key] = value
+    return [settings.get(key, default) for key, default in SETTINGS.items()], others
+
+
+def vendor_option_names() -> dict[str, Any]:
+    """Each installed vendor's Triton option fields, by platform."""
+    known = {}
+    for platform in _vendors.GPU_PLATFORMS:
+        try:
+            known[platform] = backends.backend(platform).option_names
+        except ImportError:  # a Triton built without that vendor's backend
+            continue
+    return known
+
+
+def refuse_unknown_option(key: str, known: dict[str, Any]) -> None:
+    """Raises ValueError where `key` is no option of any installed vendor (`known`)."""
+    if not any(key in names for names in known.values()):
+        every = sorted(set().union(*known.values()) - set(_REFUSED)) if known else []
+        raise ValueError(
+            f"backend_options[{key!r}] is no Triton compile option of any installed "
+            f"vendor backend ({', '.join(known) or 'none'}); options are: "
+            f"{', '.join(every)}.")
+
+
+def refuse_batched_descriptors(batch_grid_axis: Any, positional: tuple) -> None:
+    """Raises NotImplementedError for `batch_grid_axis` with a TensorDescriptor operand."""
+    if batch_grid_axis is not None and _has_descriptor(positional):
+        raise NotImplementedError(
+            "batch_grid_axis with a TensorDescriptor operand: a descriptor describes one "
+            "example. Leave batch_grid_axis=None (jax.vmap then calls the kernel once per "
+            "example), or pass the base array and build the descriptor inside the kernel.")
+
+
+def checked_cost_estimate(cost: Any) -> Any:
+    """`cost_estimate` as sorted (key, count) pairs, or None; raises for another key, or a
+    count that is no non-negative int."""
+    if cost is None:
+        return None
+    if not isinstance(cost, Mapping):
+        raise TypeError(f"cost_estimate={cost!r} must be a dict such as "
+                        f"{{'flops': 2 * n, 'bytes_accessed': 12 * n}}.")
+    for key, count in cost.items():
+        if key not in COST_KEYS or not _values.is_int(count) or count < 0:
+            raise ValueError(f"cost_estimate={dict(cost)!r}: {key!r}: {count!r} is not "
+                             f"one of {', '.join(COST_KEYS)} with a non-negative int.")
+    return tuple(sorted([(key, int(count)) for key, count in cost.items()]))
+
+
+def check_call_labels(api: Api, name: Any, serialized_metadata: Any, xla_native: Any) -> None:
+    """Raises TypeError unless `name` is a str, `serialized_metadata` bytes, and `xla_native`
+    a bool or None."""
+    if not isinstance(name, str):
+        raise TypeError(f"{api.prefix}name={name!r} must be a str (the call's name for jaxlib "
+                        f"and profilers), got {type(name).__name__}.")
+    if not isinstance(serialized_metadata, bytes):
+        raise TypeError(f"{api.prefix}serialized_metadata must be bytes, got "
+                        f"{type(serialized_metadata).__name__}.")
+    if xla_native is not None and not isinstance(xla_native, (bool, np.bool_)):
+        raise TypeError(f"{api.prefix}xla_native={xla_native!r} must be True, False or None "
+                        f"(None follows {_env.ENV_XLA_NATIVE}).")
+
+
+def check_buffers(api: Api, positional: tuple, in_avals: tuple, out_shapes: tuple,
+                  types: _spec.ArgumentTypes) -> None:
+    """Raises for an input or output whose dtype Triton has no pointer type for, or whose
+    shape has a symbolic dimension."""
+    names = {value: f"argument {i}" for i, (kind, value) in enumerate(positional)
+             if kind == "array"}
+    buffers = [(api.prefix + names.get(i, f"{api.input} {i}"), aval)
+               for i, aval in enumerate(in_avals)]
+    buffers += [(f"{api.prefix}{api.output} {i}", aval) for i, aval in enumerate(out_shapes)]
+    for what, aval in buffers:
+        if types.pointers[aval.dtype] is None:  # no Triton pointer type: `pointer_type` says why
+            _spec.pointer_type(aval.dtype, what=what)
+        if not all([isinstance(d, (int, np.integer)) for d in aval.shape]):
+            raise ValueError(
+                f"{what} has shape {tuple(aval.shape)}, with a symbolic dimension, which "
+                f"{api.name} cannot lower: the grid, the constexprs and the kernel are fixed "
+                f"when the call is lowered, and jaxlib's Triton call has no grid that follows a "
+                f"size known only at run time. Export for concrete shapes instead (one export "
+                f"per shape).")
+
+
+def check_batch_grid_axis(api: Api, axis: Any) -> None:
+    """Raises ValueError unless `batch_grid_axis` is None or a grid axis, 0, 1 or 2."""
+    if axis is not None and (isinstance(axis, (bool, np.bool_)) or axis not in (0, 1, 2)):
+        raise ValueError(
+            f"{api.prefix}batch_grid_axis={axis!r} must be None (jax.vmap loops over the batch) "
+            f"or the grid axis 0, 1 or 2 whose program id is the example index under jax.vmap.")
+
+
+def check_flags(api: Api, enable_fp_fusion: Any, debug: Any) -> None:
+    """Raises TypeError unless `enable_fp_fusion` and `debug` are bools."""
+    for what, value in (("enable_fp_fusion", enable_fp_fusion), ("debug", debug)):
+        if not isinstance(value, (bool, np.bool_)):  # a string such as "no" would be truthy
+            raise TypeError(f"{api.prefix}{what}={value!r} must be a bool (True or False), got "
+                            f"{type(value).__name__}.")
+
+
+def checked_zeroed(api: Api, zeroed: Any, n_outputs: int) -> Any:
+    """`zeroed_outputs` checked: a function of the metaparameters, or the indices of the
+    outputs to zero (`triton_call`'s are checked as its outputs are placed)."""
+    if callable(zeroed):
+        check_takes_meta(zeroed, f"{api.prefix}zeroed_outputs")
+    elif api.name != "triton_call":
+        zeroed = _values.output_indices(zeroed, n_outputs, what=f"{api.prefix}zeroed_outputs",
+                                        an_output=api.an_output)
+    return zeroed

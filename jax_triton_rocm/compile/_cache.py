@@ -155,44 +155,60 @@ def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
     target, binary = request.target, bytes(files.get(request.binary_ext, b""))
     if (problem := binary_problem(binary, target.backend, request.kernel)) is not None:
         return request.binary_ext, problem
+    problem = metadata_problem(meta, request, entry_hash, files.get("llir"))
+    if problem is not None:
+        return "json", problem
+    return ir_problem(files, request)
+
+
+def metadata_problem(meta: Any, request: Request, entry_hash: str | None,
+                     llir: str | None) -> str | None:
+    """What is wrong with Triton's metadata `meta` for `request` (`kernel_problem` says what
+    it must agree with; `llir`: the LLVM IR, where kept), or None."""
     if not isinstance(meta, dict):
-        return "json", f"metadata is a {type(meta).__name__}, not a JSON object"
+        return f"metadata is a {type(meta).__name__}, not a JSON object"
     for field, kind in _REQUIRED_FIELDS.items():
         value = meta.get(field)
         if field == "target" and value is not None and not isinstance(value, dict):
             value = {k: getattr(value, k, None) for k in ("backend", "arch", "warp_size")}
         if not isinstance(value, kind) or isinstance(value, bool):
-            return "json", f"metadata field {field!r} is {value!r}, not a {kind.__name__}"
+            return f"metadata field {field!r} is {value!r}, not a {kind.__name__}"
         if field == "target":
             found = (value.get("backend"), value.get("arch"), value.get("warp_size"))
+            target = request.target
             wanted = (target.backend, target.arch, target.warp_size)
             if found != wanted:
-                return "json", f"metadata is for target {found}, not {wanted}"
+                return f"metadata is for target {found}, not {wanted}"
     for field in _OPTIONAL_INT_FIELDS:
         value = meta.get(field)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            return "json", f"metadata field {field!r} is {value!r}, not an integer"
+            return f"metadata field {field!r} is {value!r}, not an integer"
     if meta["shared"] < 0:
-        return "json", f"metadata field 'shared' is {meta['shared']}, below 0"
+        return f"metadata field 'shared' is {meta['shared']}, below 0"
     if entry_hash is not None and meta["hash"] != entry_hash:
-        return "json", f"metadata belongs to another entry (hash {meta['hash']})"
+        return f"metadata belongs to another entry (hash {meta['hash']})"
     if meta["name"] != request.kernel:
-        return "json", f"metadata names kernel {meta['name']!r}, not {request.kernel!r}"
+        return f"metadata names kernel {meta['name']!r}, not {request.kernel!r}"
     # As the metadata file holds them, as `request.options` are.
     stored = json.loads(json.dumps({field: meta.get(field) for field in request.options},
                                    default=vars))
     for field, wanted in request.options.items():
         if stored[field] != wanted and not (
                 field == "extern_libs" and _library_files(stored[field]) == _library_files(wanted)):
-            return "json", (f"metadata says {field}={stored[field]!r}, but the kernel compiles "
-                            f"with {wanted!r}")
-    llir = files.get("llir")
+            return (f"metadata says {field}={stored[field]!r}, but the kernel compiles "
+                    f"with {wanted!r}")
     shared, uses = meta["shared"], "@global_smem" in (llir or "")
     if uses and not shared:
-        return "json", "metadata says shared=0, but the kernel's LLVM IR uses shared memory"
+        return "metadata says shared=0, but the kernel's LLVM IR uses shared memory"
     if llir and shared and not uses:
-        return "json", (f"metadata says shared={shared}, but the kernel's LLVM IR uses no "
-                        f"shared memory")
+        return (f"metadata says shared={shared}, but the kernel's LLVM IR uses no "
+                f"shared memory")
+    return None
+
+
+def ir_problem(files: dict[str, Any], request: Request) -> tuple[str, str] | None:
+    """(file extension, what is wrong) with an IR in `files`, or None: each must name the
+    kernel, and PTX and AMDGCN be for its threads per block (PTX for its blocks per cluster)."""
     name = re.escape(request.kernel)
     threads = int(request.options.get("num_warps", 0)) * request.target.warp_size
     for ext, text in files.items():

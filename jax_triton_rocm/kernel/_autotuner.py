@@ -140,11 +140,24 @@ def autotune_configs(autotuner: Autotuner, base: Any, named: dict, by_keyword: t
     """The autotuner's configs that agree with the call, pruned as Triton prunes them, each as
     (its `triton.Config`, `base` with it laid over)."""
     check_autotuner(autotuner, kernel)
+    candidates = agreeing_configs(autotuner.configs, base, kernel)
+    named_args = {name: value for name, value in named.items() if name not in by_keyword}
+    kwargs = {**{name: named[name] for name in by_keyword if name in named},
+              **base.kwargs_view()}
+    if (prune := getattr(autotuner, "early_config_prune", None)) is not None:
+        candidates = early_pruned(prune, candidates, named_args, kwargs, kernel)
+    if (model := getattr(autotuner, "perf_model", None)) is not None:
+        candidates = fastest_configs(autotuner, model, candidates, named_args, kwargs, kernel)
+    return [(config, _from_autotune_config(base, config, kernel, param_names, compile_options))
+            for config in candidates]
+
+
+def agreeing_configs(configs: list, base: Any, kernel: str) -> list:
+    """The `configs` that agree with what the call (`base`) fixes; ValueError where none does."""
     # A call may fix what the configs tune, as in jax-triton (Triton's launcher refuses that):
     # a constexpr, a launch setting or a compile option. A config sets what its `all_kwargs`
     # holds: its kwargs, and each setting it does not leave to the call (None), Triton's
     # defaults (num_warps=4, num_stages=3, num_ctas=1) included.
-    configs = autotuner.configs
     settings = {**base.options, **{key: getattr(base, key) for key in LAUNCH_SETTINGS}}
     given = {**{key: value for key, value in settings.items() if value is not None},
              **base.constexprs}
@@ -159,61 +172,69 @@ def autotune_configs(autotuner: Autotuner, base: Any, named: dict, by_keyword: t
             f"@triton.autotune does), and no autotune config agrees: "
             f"{'; '.join(map(str, configs))}. Give a value that one of them sets, or drop it "
             f"from the call to let the autotuner choose.")
-    named_args = {name: value for name, value in named.items() if name not in by_keyword}
-    kwargs = {**{name: named[name] for name in by_keyword if name in named},
-              **base.kwargs_view()}
-    if (prune := getattr(autotuner, "early_config_prune", None)) is not None:
-        what = f"early_config_prune of kernel {kernel}"
-        fix = (f"It must return the triton.Config objects it keeps (at least one of the "
-               f"{len(candidates)}: {'; '.join(str(c) for c in candidates)}).")
-        given = _callbacks.Arguments(named_args=named_args, kwargs=kwargs)
-        kept = _callbacks.call(
-            functools.partial(prune, list(candidates), dict(named_args), **kwargs),
-            what=what, given=given, fix=f"Fix it. {fix}")
-        try:
-            kept = list(kept)
-        except TypeError:
-            raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {kept!r}, not a "
-                             f"list of configs. {fix}") from None
-        wrong = [item for item in kept if not isinstance(item, type(candidates[0]))]
-        if wrong:
-            raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {wrong[0]!r}, a "
-                             f"{type(wrong[0]).__name__}, among its configs. {fix}")
-        if not kept:
-            raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned no config. {fix}")
-        candidates = kept
-    if (model := getattr(autotuner, "perf_model", None)) is not None:
-        # The `top_k` estimated fastest, as Triton reads `top_k`: an int, or a share of all.
-        top_k = getattr(autotuner, "configs_top_k", 1.0)
-        if isinstance(top_k, float) and top_k <= 1.0:
-            top_k = int(len(configs) * top_k)
-        elif not isinstance(top_k, int) or isinstance(top_k, bool):
-            raise TypeError(f"prune_configs_by={{'top_k': {top_k!r}}} on kernel {kernel} must be "
-                            f"an int or a float up to 1.0 (a share of the configs), as in Triton.")
-        if top_k < 1:
-            raise ValueError(f"prune_configs_by={{'top_k': {autotuner.configs_top_k!r}}} on "
-                             f"kernel {kernel} keeps no config of {len(configs)}; keep at "
-                             f"least one.")
-        if len(candidates) > top_k:
-            estimates = []
-            for config in candidates:
-                values = {**named_args, **kwargs, **config.all_kwargs()}
-                what = f"perf_model of kernel {kernel}, for config ({config}),"
-                returned = _callbacks.call(
-                    functools.partial(model, **values), what=what, given=values,
-                    fix="It receives the kernel's arguments, the keywords and the config's "
-                        "kwargs and settings by name (arrays as their shape and dtype) and "
-                        "returns an estimated time.")
-                try:
-                    estimate = float(returned)
-                except (TypeError, ValueError):
-                    estimate = math.nan
-                if math.isnan(estimate):
-                    raise ValueError(f"{what} ({_callbacks.describe(model)}) returned "
-                                     f"{returned!r}, not a number; it must return the config's "
-                                     f"estimated time.")
-                estimates.append(estimate)
-            order = sorted(range(len(candidates)), key=estimates.__getitem__)
-            candidates = [candidates[i] for i in order[:top_k]]
-    return [(config, _from_autotune_config(base, config, kernel, param_names, compile_options))
-            for config in candidates]
+    return candidates
+
+
+def early_pruned(prune: Any, candidates: list, named_args: dict, kwargs: dict,
+                 kernel: str) -> list:
+    """The `candidates` the autotuner's `early_config_prune` keeps; ValueError where it returns
+    no list of configs, or an empty one."""
+    what = f"early_config_prune of kernel {kernel}"
+    fix = (f"It must return the triton.Config objects it keeps (at least one of the "
+           f"{len(candidates)}: {'; '.join(str(c) for c in candidates)}).")
+    given = _callbacks.Arguments(named_args=named_args, kwargs=kwargs)
+    kept = _callbacks.call(
+        functools.partial(prune, list(candidates), dict(named_args), **kwargs),
+        what=what, given=given, fix=f"Fix it. {fix}")
+    try:
+        kept = list(kept)
+    except TypeError:
+        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {kept!r}, not a "
+                         f"list of configs. {fix}") from None
+    wrong = [item for item in kept if not isinstance(item, type(candidates[0]))]
+    if wrong:
+        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned {wrong[0]!r}, a "
+                         f"{type(wrong[0]).__name__}, among its configs. {fix}")
+    if not kept:
+        raise ValueError(f"{what} ({_callbacks.describe(prune)}) returned no config. {fix}")
+    return kept
+
+
+def fastest_configs(autotuner: Autotuner, model: Any, candidates: list, named_args: dict,
+                    kwargs: dict, kernel: str) -> list:
+    """The autotuner's `top_k` `candidates` its `perf_model` estimates fastest, as Triton reads
+    `top_k`; raises where `top_k` keeps none, or an estimate is no number."""
+    configs = autotuner.configs
+    # `top_k`: an int, or a share of all the configs.
+    top_k = getattr(autotuner, "configs_top_k", 1.0)
+    if isinstance(top_k, float) and top_k <= 1.0:
+        top_k = int(len(configs) * top_k)
+    elif not isinstance(top_k, int) or isinstance(top_k, bool):
+        raise TypeError(f"prune_configs_by={{'top_k': {top_k!r}}} on kernel {kernel} must be "
+                        f"an int or a float up to 1.0 (a share of the configs), as in Triton.")
+    if top_k < 1:
+        raise ValueError(f"prune_configs_by={{'top_k': {autotuner.configs_top_k!r}}} on "
+                         f"kernel {kernel} keeps no config of {len(configs)}; keep at "
+                         f"least one.")
+    if len(candidates) > top_k:
+        estimates = []
+        for config in candidates:
+            values = {**named_args, **kwargs, **config.all_kwargs()}
+            what = f"perf_model of kernel {kernel}, for config ({config}),"
+            returned = _callbacks.call(
+                functools.partial(model, **values), what=what, given=values,
+                fix="It receives the kernel's arguments, the keywords and the config's "
+                    "kwargs and settings by name (arrays as their shape and dtype) and "
+                    "returns an estimated time.")
+            try:
+                estimate = float(returned)
+            except (TypeError, ValueError):
+                estimate = math.nan
+            if math.isnan(estimate):
+                raise ValueError(f"{what} ({_callbacks.describe(model)}) returned "
+                                 f"{returned!r}, not a number; it must return the config's "
+                                 f"estimated time.")
+            estimates.append(estimate)
+        order = sorted(range(len(candidates)), key=estimates.__getitem__)
+        candidates = [candidates[i] for i in order[:top_k]]
+    return candidates

@@ -141,6 +141,25 @@ def places_outputs(positional: tuple) -> bool:
     return any([kind in PLACED_KINDS for kind, _ in positional])
 
 
+@dataclasses.dataclass
+class _Laying:
+    """One call being laid onto a kernel's parameters: what it gives, and the parts of its
+    `BoundKernel` so far (specialisations by path)."""
+
+    jit_fn: JITFunction
+    positional: tuple
+    in_avals: tuple
+    out_avals: tuple
+    constexprs: dict[str, Any]
+    types: _spec.ArgumentTypes
+    n_outputs: int
+    signature: dict[str, Any] = dataclasses.field(default_factory=dict)
+    constants: dict[tuple[int, ...], Any] = dataclasses.field(default_factory=dict)
+    specializations: list[tuple[tuple[int, ...], str]] = dataclasses.field(default_factory=list)
+    sources: list[ArgSource] = dataclasses.field(default_factory=list)
+    zero_d_pointers: list[str] = dataclasses.field(default_factory=list)
+
+
 def lay_out_arguments(
     jit_fn: JITFunction,
     backend: Any,
@@ -163,12 +182,7 @@ def lay_out_arguments(
     n_positional = len(positional)
     n_outputs = 0 if places_outputs(positional) else len(out_avals)
     check_operands(jit_fn, n_positional, n_outputs, constexprs)
-    name, names = types.name, list(jit_fn.arg_names)
-    signature: dict[str, Any] = {}
-    constants: dict[tuple[int, ...], Any] = {}
-    specializations: list[tuple[tuple[int, ...], str]] = []  # by path
-    sources: list[ArgSource] = []
-    zero_d_pointers: list[str] = []
+    laid = _Laying(jit_fn, positional, in_avals, out_avals, constexprs, types, n_outputs)
     for i, param in enumerate(jit_fn.params):
         if i < n_positional:
             kind, value = positional[i]
@@ -177,109 +191,140 @@ def lay_out_arguments(
         else:
             kind, value = "keyword", None
         if kind in NESTED_KINDS:  # a tuple or descriptor (`ArgSource`): its parts, by path
-            signature[param.name] = _leaf((i,), param, (kind, value), in_avals, constants,
-                                          specializations, sources, zero_d_pointers)
-            continue
-        if kind == "keyword":  # a keyword or the kernel's default fills it, as a constexpr
-            if param.name in constexprs:
-                # As in jax-triton, a keyword makes any parameter a compile-time constant.
-                value = types.constexprs[param.name]
-            elif param.has_default and (param.is_constexpr or param.default is None):
-                value = types.defaults[i]  # a None is a constexpr, as Triton's launcher takes it
-            elif param.has_default:
-                raise TypeError(
-                    f"Too few operands for kernel {name}: parameter {param.name!r} (position "
-                    f"{i}) has a default, but only tl.constexpr parameters and those "
-                    f"defaulting to None can be left out here. Pass it.")
-            elif param.is_constexpr:
-                raise TypeError(
-                    f"Missing constexpr {param.name!r} for kernel {name}: pass it as a keyword "
-                    f"argument ({param.name}=...), give it a default in the kernel, or let the "
-                    f"autotune configs or heuristics set it.")
-            else:
-                raise TypeError(
-                    f"Too few operands for kernel {name}: parameter {param.name!r} (position "
-                    f"{i}) gets nothing. It takes {len(names)} parameters "
-                    f"({', '.join(names)}); {n_positional} argument(s) and "
-                    f"{n_outputs} output(s) fill the first {n_positional + n_outputs}.")
-            signature[param.name] = "constexpr"
-            constants[(i,)] = value  # made plain (`_spec.plain_constexpr`) by `types`
-            continue
-        if kind == "input":  # a placed operand
-            aval, source = in_avals[value], ArgSource("input", i, value)
-            what = f"operand {value} ({param.name})"
+            laid.signature[param.name] = _leaf(
+                (i,), param, (kind, value), in_avals, laid.constants, laid.specializations,
+                laid.sources, laid.zero_d_pointers)
+        elif kind == "keyword":  # a keyword or the kernel's default fills it, as a constexpr
+            laid.signature[param.name] = "constexpr"
+            laid.constants[(i,)] = keyword_value(laid, i, param)  # made plain by `types`
+        elif kind == "input":  # a placed operand
+            lay_out_pointer(laid, i, param, kind, ArgSource("input", i, value),
+                            f"operand {value} ({param.name})")
         elif kind == "output":
-            if param.name in constexprs:
-                raise TypeError(_collision(jit_fn, i, value, positional, in_avals, out_avals,
-                                           n_outputs, constexprs))
-            if param.is_constexpr:
-                raise TypeError(
-                    f"Kernel {name}'s parameter {param.name!r} is a tl.constexpr, but output "
-                    f"{value} would be passed there. Give the kernel {n_positional} positional "
-                    f"argument(s) followed by {n_outputs} output pointer(s).")
-            aval, source = out_avals[value], ArgSource("output", i, value)
-            what = f"output {value} ({param.name})"
+            check_output_parameter(laid, i, param, value)
+            lay_out_pointer(laid, i, param, kind, ArgSource("output", i, value),
+                            f"output {value} ({param.name})")
         else:  # positional argument i: an array operand (`value` is its index) or a scalar
-            if param.name in constexprs:
-                raise TypeError(
-                    f"Kernel {name}'s parameter {param.name!r} is given twice: as positional "
-                    f"argument {i} and as a keyword. Pass it once.")
-            what = f"argument {i} ({param.name})"
-            if kind != "array":
-                if types.roles[i] is None:  # typing it failed: says why, naming it
-                    _spec.scalar_role(param, value, what=what)
-                role, *taken = types.roles[i]
-                if role == "constexpr":
-                    signature[param.name] = "constexpr"
-                    constants[(i,)] = taken[0]  # made plain by `types`
-                    continue
-                typed, specialization = taken
-                if specialization is not None:
-                    specializations.append(((i,), specialization))
-                signature[param.name] = typed.triton_type
-                sources.append(ArgSource("scalar", i, scalar=typed))
-                continue
-            if param.is_constexpr:
-                raise TypeError(
-                    f"Kernel {name}'s parameter {param.name!r} is a tl.constexpr, but "
-                    f"positional argument {i} is an array. Pass a Python value there.")
-            aval, source = in_avals[value], ArgSource("input", i, value)
-        # An array's pointer, checked against the parameter's annotation.
-        # None where typing the dtype failed: `pointer_type` then says why, naming the array.
-        pointer = types.pointers[aval.dtype] or _spec.pointer_type(aval.dtype, what=what)
-        annotation = getattr(param, "annotation_type", "")
-        if annotation and not param.is_constexpr:
-            if not annotation.startswith("*"):
-                raise TypeError(
-                    f"{what} is annotated {_spec.DECLARABLE.get(annotation, (0, annotation))[1]}, "
-                    f"a scalar, but is given a {_spec.aval_text(aval)} array, not a concrete 0-d "
-                    f"one (a NumPy one, or a JAX one made outside jit), which would be taken as "
-                    f"the scalar it holds. Pass a Python or NumPy scalar (np.float32(2.0): jit "
-                    f"traces jnp.float32(2.0)); make an argument of the jitted function static "
-                    f"(static_argnums, functools.partial); or make the parameter a pointer and "
-                    f"tl.load it.")
-            element = annotation[2:] if annotation.startswith("*k") else annotation[1:]
-            if element != pointer[1:]:
-                raise TypeError(
-                    f"{what} is annotated as a pointer to {element} ({annotation}), but is "
-                    f"given a {_spec.aval_text(aval)} array ({pointer}). Cast the array "
-                    f"(x.astype(...)), view its bits as that type "
-                    f"(jax.lax.bitcast_convert_type), or fix the annotation.")
-        signature[param.name] = pointer
-        spec = "" if param.do_not_specialize_on_alignment or param.do_not_specialize else "D"
-        specializations.append(((i,), spec))
-        sources.append(source)
-        if kind == "array" and not tuple(aval.shape):
-            zero_d_pointers.append(what)
+            lay_out_positional(laid, i, param, kind, value)
+    signature, specializations = laid.signature, laid.specializations
     # Only an array of an fp8 dtype the target refuses can give a parameter such a type.
     if fp8_types is not None and any([pointer and pointer[1:] in _spec.FP8_DTYPES
                                       and pointer[1:] not in fp8_types
                                       for pointer in types.pointers.values()]):
-        check_fp8_types(signature, fp8_types, kernel=name, target=target)
+        check_fp8_types(signature, fp8_types, kernel=types.name, target=target)
     attrs = {path: parsed for path, spec in specializations if (parsed := backend.parse_attr(spec))}
-    return BoundKernel(signature, constants, attrs, tuple(sources),
+    return BoundKernel(signature, laid.constants, attrs, tuple(laid.sources),
                        tuple([(path if len(path) > 1 else path[0], spec)
-                              for path, spec in specializations]), tuple(zero_d_pointers))
+                              for path, spec in specializations]), tuple(laid.zero_d_pointers))
+
+
+def keyword_value(laid: _Laying, i: int, param: Any) -> Any:
+    """The constexpr value of parameter `i`, which no positional argument or output fills: a
+    keyword's, or the kernel's default where it is a constexpr's or None; TypeError else."""
+    name, names, types = laid.types.name, list(laid.jit_fn.arg_names), laid.types
+    n_positional, n_outputs = len(laid.positional), laid.n_outputs
+    if param.name in laid.constexprs:
+        # As in jax-triton, a keyword makes any parameter a compile-time constant.
+        return types.constexprs[param.name]
+    if param.has_default and (param.is_constexpr or param.default is None):
+        return types.defaults[i]  # a None is a constexpr, as Triton's launcher takes it
+    if param.has_default:
+        raise TypeError(
+            f"Too few operands for kernel {name}: parameter {param.name!r} (position "
+            f"{i}) has a default, but only tl.constexpr parameters and those "
+            f"defaulting to None can be left out here. Pass it.")
+    if param.is_constexpr:
+        raise TypeError(
+            f"Missing constexpr {param.name!r} for kernel {name}: pass it as a keyword "
+            f"argument ({param.name}=...), give it a default in the kernel, or let the "
+            f"autotune configs or heuristics set it.")
+    raise TypeError(
+        f"Too few operands for kernel {name}: parameter {param.name!r} (position "
+        f"{i}) gets nothing. It takes {len(names)} parameters "
+        f"({', '.join(names)}); {n_positional} argument(s) and "
+        f"{n_outputs} output(s) fill the first {n_positional + n_outputs}.")
+
+
+def check_output_parameter(laid: _Laying, i: int, param: Any, output: int) -> None:
+    """Raises TypeError where output `output` lands on parameter `i`, which a keyword fills
+    too, or which is a constexpr."""
+    if param.name in laid.constexprs:
+        raise TypeError(_collision(laid.jit_fn, i, output, laid.positional, laid.in_avals,
+                                   laid.out_avals, laid.n_outputs, laid.constexprs))
+    if param.is_constexpr:
+        raise TypeError(
+            f"Kernel {laid.types.name}'s parameter {param.name!r} is a tl.constexpr, but output "
+            f"{output} would be passed there. Give the kernel {len(laid.positional)} positional "
+            f"argument(s) followed by {laid.n_outputs} output pointer(s).")
+
+
+def lay_out_positional(laid: _Laying, i: int, param: Any, kind: str, value: Any) -> None:
+    """Positional argument `i` laid onto its parameter: a scalar (or constexpr) by its role,
+    an array as a pointer; TypeError where a keyword gives the parameter too, or an array
+    lands on a constexpr."""
+    name = laid.types.name
+    if param.name in laid.constexprs:
+        raise TypeError(
+            f"Kernel {name}'s parameter {param.name!r} is given twice: as positional "
+            f"argument {i} and as a keyword. Pass it once.")
+    what = f"argument {i} ({param.name})"
+    if kind == "array":
+        if param.is_constexpr:
+            raise TypeError(
+                f"Kernel {name}'s parameter {param.name!r} is a tl.constexpr, but "
+                f"positional argument {i} is an array. Pass a Python value there.")
+        lay_out_pointer(laid, i, param, kind, ArgSource("input", i, value), what)
+        return
+    if laid.types.roles[i] is None:  # typing it failed: says why, naming it
+        _spec.scalar_role(param, value, what=what)
+    role, *taken = laid.types.roles[i]
+    if role == "constexpr":
+        laid.signature[param.name] = "constexpr"
+        laid.constants[(i,)] = taken[0]  # made plain by `types`
+        return
+    typed, specialization = taken
+    if specialization is not None:
+        laid.specializations.append(((i,), specialization))
+    laid.signature[param.name] = typed.triton_type
+    laid.sources.append(ArgSource("scalar", i, scalar=typed))
+
+
+def lay_out_pointer(laid: _Laying, i: int, param: Any, kind: str, source: ArgSource,
+                    what: str) -> None:
+    """An array's pointer laid onto parameter `i`, checked against its annotation."""
+    aval = (laid.out_avals if kind == "output" else laid.in_avals)[source.index]
+    # None where typing the dtype failed: `pointer_type` then says why, naming the array.
+    pointer = laid.types.pointers[aval.dtype] or _spec.pointer_type(aval.dtype, what=what)
+    annotation = getattr(param, "annotation_type", "")
+    if annotation and not param.is_constexpr:
+        check_pointer_annotation(annotation, pointer, aval, what)
+    laid.signature[param.name] = pointer
+    spec = "" if param.do_not_specialize_on_alignment or param.do_not_specialize else "D"
+    laid.specializations.append(((i,), spec))
+    laid.sources.append(source)
+    if kind == "array" and not tuple(aval.shape):
+        laid.zero_d_pointers.append(what)
+
+
+def check_pointer_annotation(annotation: str, pointer: str, aval: Any, what: str) -> None:
+    """Raises TypeError where a parameter annotated with a scalar type, or a pointer to
+    another element type, is given an array of `aval` (its pointer type `pointer`)."""
+    if not annotation.startswith("*"):
+        raise TypeError(
+            f"{what} is annotated {_spec.DECLARABLE.get(annotation, (0, annotation))[1]}, "
+            f"a scalar, but is given a {_spec.aval_text(aval)} array, not a concrete 0-d "
+            f"one (a NumPy one, or a JAX one made outside jit), which would be taken as "
+            f"the scalar it holds. Pass a Python or NumPy scalar (np.float32(2.0): jit "
+            f"traces jnp.float32(2.0)); make an argument of the jitted function static "
+            f"(static_argnums, functools.partial); or make the parameter a pointer and "
+            f"tl.load it.")
+    element = annotation[2:] if annotation.startswith("*k") else annotation[1:]
+    if element != pointer[1:]:
+        raise TypeError(
+            f"{what} is annotated as a pointer to {element} ({annotation}), but is "
+            f"given a {_spec.aval_text(aval)} array ({pointer}). Cast the array "
+            f"(x.astype(...)), view its bits as that type "
+            f"(jax.lax.bitcast_convert_type), or fix the annotation.")
 
 
 def check_fp8_types(signature: dict[str, Any], fp8_types: tuple[str, ...], *, kernel: str,

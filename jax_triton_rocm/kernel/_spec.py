@@ -350,10 +350,24 @@ def unwrap(kernel: Any) -> Unwrapped:
                 f"@gluon.jit, optionally wrapped in @triton.autotune / @triton.heuristics); got "
                 f"{type(node).__module__}.{type(node).__qualname__}: {node!r}.")
         node = node.fn
+    fn, name = node.fn, kernel_name(node)
+    symbol = checked_symbol(fn, name)
+    params = tuple([Parameter(param.name, param.is_constexpr, declared_type(param))
+                    for param in node.params])
+    configs = getattr(autotuner, "configs", ())
+    wrapped = frozenset({key for config in configs for key in config.kwargs}
+                        | {key for wrapper in heuristics for key in wrapper.values})
+    return Unwrapped(node, autotuner, tuple(heuristics),
+                     len(heuristics) if autotuner is None else outside, interpreted, name,
+                     params, symbol, wrapped)
+
+
+def checked_symbol(fn: Any, name: str) -> str:
+    """The binary symbol Triton names kernel `name` after (its function `fn`); ValueError where
+    that is no identifier, or `name` would put its cache files outside Triton's cache folder."""
     # Triton names the kernel's binary symbol after the last dotted part of its function's
     # module and qualified name (`add` for `pkg.add`, `outer.<locals>.add`), and its cache files
     # after its `__name__`.
-    fn, name = node.fn, kernel_name(node)
     symbol = f"{fn.__module__}.{fn.__qualname__}".rsplit(".", 1)[-1]
     if not _SYMBOL.fullmatch(symbol):
         suggestion = re.sub(r"\W", "_", symbol, flags=re.ASCII)
@@ -371,14 +385,7 @@ def unwrap(kernel: Any) -> Unwrapped:
             f"function's __name__, and {name!r} holds a path separator or NUL, which would put "
             f"them outside Triton's cache folder. Name the function without '/', '\\' or NUL "
             f"before @triton.jit decorates it, e.g. fn.__name__ = {symbol!r}.")
-    params = tuple([Parameter(param.name, param.is_constexpr, declared_type(param))
-                    for param in node.params])
-    configs = getattr(autotuner, "configs", ())
-    wrapped = frozenset({key for config in configs for key in config.kwargs}
-                        | {key for wrapper in heuristics for key in wrapper.values})
-    return Unwrapped(node, autotuner, tuple(heuristics),
-                     len(heuristics) if autotuner is None else outside, interpreted, name,
-                     params, symbol, wrapped)
+    return symbol
 
 
 def kernel_name(jit_fn: JITFunction) -> str:

@@ -293,27 +293,13 @@ def skipped(launches: Sequence[Launch], spec: KernelCallSpec, out_avals: tuple) 
     return Skipped(grid, tuple(sorted(zeroed)))
 
 
-def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: LaunchSite,
-             types: _spec.ArgumentTypes | None = None) -> list[Launch]:
-    """The launches of `spec` on `site`, in the order jaxlib should try them: the call's launch
-    configurations, then, for each one that can launch there, its warps, grid, outputs to
-    zero and arguments laid onto the kernel's parameters.
-
-    A config's pre_hook (`_hooks.run`) runs before the heuristics inside the autotuner: the
-    descriptors it re-blocks give the config its own layout (`positional`), and what it left in
-    the arguments by name is what those heuristics and a grid see. NumPy scalar constexprs become
-    the Python scalars they equal (`_spec.plain_constexpr`), so `np.int64(256)` compiles as
-    `256` does. `types`: the call's values and metaparameters as typed for the plan memo, which
-    a config's layout takes with its own constexprs unless a pre_hook re-laid it out (a kernel
-    with neither autotuner nor heuristics launches with those); None types them here. Raises
-    what the autotuner's configs and heuristics, `keep_launchable`, `launch_grid`,
-    `zeroed_outputs` and `_layout.lay_out_arguments` raise.
-    """
+def launch_configs(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: LaunchSite,
+                   types: _spec.ArgumentTypes | None, own: bool) -> list[LaunchConfig]:
+    """The call's launch configurations (`launches` says how), each checked where a config or a
+    heuristic set it (not `own`, the call's own settings)."""
     unwrapped = spec.unwrapped
     jit_fn = unwrapped.jit_fn
     kernel = spec.kernel_name
-    # The call's own settings (triton_call checked them) and constexprs, and nothing else.
-    own = unwrapped.autotuner is None and not unwrapped.heuristics
     named = named_args(jit_fn, spec.positional, in_avals, out_avals)
     param_names = set(jit_fn.arg_names)
     outside = unwrapped.heuristics[:unwrapped.heuristics_outside]
@@ -358,6 +344,29 @@ def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: Laun
         # What a callable grid or zeroed_outputs receives, once the config is whole.
         config.meta.update({**seen, **config.kwargs_view()})
         configs.append(config)
+    return configs
+
+
+def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: LaunchSite,
+             types: _spec.ArgumentTypes | None = None) -> list[Launch]:
+    """The launches of `spec` on `site`, in the order jaxlib should try them: the call's launch
+    configurations, then, for each one that can launch there, its warps, grid, outputs to
+    zero and arguments laid onto the kernel's parameters.
+
+    A config's pre_hook (`_hooks.run`) runs before the heuristics inside the autotuner: the
+    descriptors it re-blocks give the config its own layout (`positional`), and what it left in
+    the arguments by name is what those heuristics and a grid see. NumPy scalar constexprs become
+    the Python scalars they equal (`_spec.plain_constexpr`), so `np.int64(256)` compiles as
+    `256` does. `types`: the call's values and metaparameters as typed for the plan memo, which
+    a config's layout takes with its own constexprs unless a pre_hook re-laid it out (a kernel
+    with neither autotuner nor heuristics launches with those); None types them here. Raises
+    what the autotuner's configs and heuristics, `keep_launchable`, `launch_grid`,
+    `zeroed_outputs` and `_layout.lay_out_arguments` raise.
+    """
+    jit_fn, kernel = spec.unwrapped.jit_fn, spec.kernel_name
+    # The call's own settings (triton_call checked them) and constexprs, and nothing else.
+    own = spec.unwrapped.autotuner is None and not spec.unwrapped.heuristics
+    configs = launch_configs(spec, in_avals, out_avals, site, types, own)
     if site.first_config_only:
         configs = configs[:1]
     for config in configs:
