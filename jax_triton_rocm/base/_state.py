@@ -240,16 +240,24 @@ class CompilePool:
     JAX_TRITON_ROCM_COMPILE_THREADS at once, whichever thread compiles. `clear()` and the
     interpreter's exit drop the queued compiles not yet running (those running finish into the
     kernel cache before they return); a child of `os.fork()` forgets the parent's queue and
-    slots."""
+    slots, and starts none of its own (its lowerings compile in their own thread)."""
 
     def __init__(self, locks: LockRegistry) -> None:
         self._locks = locks
+        self._process = os.getpid()  # a forked child starts no compile threads: see `start`
         self.reset_after_fork()
 
     def reset_after_fork(self) -> None:
         self._slots: tuple[int, threading.Semaphore] | None = None
         self._executor: tuple[int, ThreadPoolExecutor] | None = None
         self._queued: dict[Hashable, concurrent.futures.Future] = {}
+
+    @property
+    def forked(self) -> bool:
+        """Whether this is a child of `os.fork()`: it compiles in the thread that lowers, as
+        before early compiles (a thread it starts, or planning at the trace, can wait forever on
+        state the parent's threads held at the fork)."""
+        return os.getpid() != self._process
 
     def slot(self, threads: int) -> threading.Semaphore:
         """What a compile holds while it runs: one of `threads` (the variable's value now)."""
@@ -262,7 +270,7 @@ class CompilePool:
         """Queues `run()` for one of `threads` threads (its result and errors are dropped: it
         fills a cache) unless `key` is queued or running, or `limit` are; whether it was queued."""
         with self._locks.guard:
-            if key in self._queued or len(self._queued) >= limit:
+            if key in self._queued or len(self._queued) >= limit or self.forked:
                 return False
             try:
                 if self._executor is None:  # runs before `ThreadPoolExecutor`'s exit hook

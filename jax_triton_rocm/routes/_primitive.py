@@ -64,11 +64,12 @@ def _abstract_eval(*avals, spec: KernelCallSpec):
 def compile_early(in_avals: tuple, out_avals: tuple, spec: KernelCallSpec) -> None:
     """Starts the compiles a lowering of the call will ask for, where the trace can tell its
     platform and architecture (`_arch.traced_platform`, `GpuRoutes.start_compiles`) and
-    JAX_TRITON_ROCM_EARLY_COMPILE allows: JAX then lowers while they run. Raises nothing: what
-    goes wrong is the lowering's to raise, as ever."""
+    JAX_TRITON_ROCM_EARLY_COMPILE allows: JAX then lowers while they run. A child of
+    `os.fork()` starts none (`_state.COMPILE_POOL.forked`). Raises nothing: what goes wrong is
+    the lowering's to raise, as ever."""
     try:
-        if (not spec.unwrapped.interpreted and _env.early_compile()
-                and (platform := _arch.traced_platform()) is not None):
+        if (not spec.unwrapped.interpreted and not _state.COMPILE_POOL.forked
+                and _env.early_compile() and (platform := _arch.traced_platform()) is not None):
             _routes(platform).start_compiles(in_avals, out_avals, spec)
     except Exception:  # noqa: BLE001
         pass
