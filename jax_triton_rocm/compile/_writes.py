@@ -42,6 +42,7 @@ _FUNC = re.compile(r"tt\.func (?:public |private |nested )?@([\w.$-]+)\((.*?)\)(
 _LOC_USE = re.compile(r" loc\((#loc\d*|\".*?\":\d+:\d+)\)\s*\{?$")
 _LOC_DEF = re.compile(r"^(#loc\d*) = loc\((.*)\)$")
 _SHOWN_CHARS = 70
+_ASSIGNED = re.compile(r"[\w.\[\], ]+?\s*(?:[-+*/%&|^]|//|\*\*|<<|>>)?=(?!=)\s*")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -344,10 +345,14 @@ def _operand_text(text: str) -> str:
 
 
 def _shown(frames: list[tuple[str, int, int]]) -> str:
-    """"file.py:12: tl.store(...)": the innermost frame's file, line and source from the op's
-    column, then the lines it is called at."""
-    file, line, column = frames[0]
-    text = linecache.getline(file, line)[max(column - 1, 0):].strip()
+    """"file.py:12: tl.store(...)": the innermost frame's file, line and statement, then the
+    lines it is called at."""
+    file, line, _ = frames[0]
+    # The statement without what it assigns to: Triton's releases put an op's column at its
+    # call or inside it, so the line is shown from its expression, not from the column.
+    text = linecache.getline(file, line).strip()
+    if (target := _ASSIGNED.match(text)) is not None:
+        text = text[target.end():]
     if len(text) > _SHOWN_CHARS:
         text = text[:_SHOWN_CHARS - 3] + "..."
     shown = f"{file.rsplit('/', 1)[-1]}:{line}" + (f": {text}" if text else "")
