@@ -6,6 +6,7 @@ call it emits; docs/design.md, "One call, top-down, on each GPU route".
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -45,7 +46,7 @@ class Placed(NamedTuple):
     call_name: str = ""
 
 
-class Route:
+class Route(abc.ABC):
     """What the shell asks a GPU route, in order (`lowered_call`): `where` the call runs, an
     autotuned kernel's launches where another route's tuning picks them (`tuned_on`, else the
     plan's), to `build` them (compile, check and image them: kept per plan) or `rebuild` kept
@@ -54,31 +55,35 @@ class Route:
     name = ""
     tuned_on: str | None = None  # the route whose tuning picks an autotuned kernel's launch
 
+    @abc.abstractmethod
     def where(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
               record: dict, settings: _env.LoweringSettings | None) -> Placed | Unfit:
-        raise NotImplementedError
+        """Where the call runs, or why it cannot take the route, known before any compile."""
 
     def tuned_launches(self, tuned: Any) -> list[_plan.Launch] | Unfit:
         """An autotuned kernel's launches, from what the route named `tuned_on` lowered for the
         call (asked only where `tuned_on` names one)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"route {self.name} names no tuned_on route")
 
+    @abc.abstractmethod
     def build(self, backend: Backend, spec: KernelCallSpec, placed: Placed, answers: ArchAnswers,
               launches: list[_plan.Launch], in_avals: tuple, out_avals: tuple,
               record: dict) -> tuple[Any, list[_plan.Launch]] | Unfit:
-        raise NotImplementedError
+        """(what the launches were built into, the launches kept), or why they do not fit."""
 
+    @abc.abstractmethod
     def rebuild(self, made: Any, launches: list[_plan.Launch], spec: KernelCallSpec,
                 in_avals: tuple, record: dict) -> Any:
-        raise NotImplementedError
+        """A kept build for the launches relaunched at a new shape; None where it cannot be."""
 
     def finish(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
                placed: Placed, made: Any) -> Any:
         return made
 
+    @abc.abstractmethod
     def emit(self, backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
              lowered: Any, spec: KernelCallSpec) -> list:
-        raise NotImplementedError
+        """The finished call emitted as MLIR: its results."""
 
 
 # Each route by name, as its module registers it: a route asks another through the shell, never
