@@ -215,6 +215,7 @@ class KernelCache(BoundedCache):
             if entry is None:
                 return None, lock
             lock.release()
+            del lock  # a kept error raised below keeps this frame in its traceback, not the lock
         if counted:
             with self._locks.guard:
                 self.stats["hits"] += 1

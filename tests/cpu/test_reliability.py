@@ -1,6 +1,7 @@
 """Kernel keys that follow rebound globals, remembered compile failures, and `clear_caches`."""
 
 import threading
+import time
 
 import jax.numpy as jnp
 import pytest
@@ -102,6 +103,33 @@ def test_clear_caches_forgets_a_failure_and_no_per_kernel_lock_outlives_its_comp
         _lowered_ttir(broken_kernel, platform="cuda")
     # Compiled again: the stats were cleared too.
     assert _state.COMPILED_KERNELS.stats["failures"] == 1
+
+
+def test_a_kept_error_found_after_waiting_for_its_compile_keeps_no_lock_alive():
+    # The error a waiting thread finds is the cache's: raising it again must not leave the
+    # kernel's lock referenced from the traceback the error keeps.
+    kernels, key = _state.COMPILED_KERNELS, "kept-error-after-waiting"
+    locks = len(_state.LOCKS)
+    _, held = kernels.claim(key)
+    found = []
+
+    def waiter():
+        try:
+            kernels.claim(key)
+        except ValueError as err:
+            found.append(err)
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    while len(_state.LOCKS) == locks or not held.locked():
+        time.sleep(0.01)
+    time.sleep(0.2)  # the waiter is now waiting on the lock
+    kernels.finish(key, ValueError("never compiles"))
+    held.release()
+    del held
+    thread.join(10)
+    assert found and len(_state.LOCKS) == locks
+    jtr.clear_caches()
 
 
 def test_a_thread_waiting_for_an_item_shares_the_holders_lock_across_clear_caches():
