@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import linecache
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -30,9 +31,8 @@ _PASSING = {"tt.splat", "tt.addptr", "tt.broadcast", "tt.expand_dims", "tt.resha
             "tt.cat", "tt.join", "tt.split", "tt.unsplat", "arith.select", "tt.make_tensor_ptr",
             "tt.advance", "tt.make_tensor_descriptor", "ttg.convert_layout", "tt.bitcast",
             "tt.gather"}
-# Ops that move values between regions (`_Function.link`), and those that touch no pointer.
-_PLUMBING = {"scf.for", "scf.if", "scf.while", "scf.yield", "scf.condition", "tt.func",
-             "tt.return", "module", "tt.call"}
+# Ops that move values between regions (their flows are `_Function.flows`), or call.
+_PLUMBING = {"scf.for", "scf.if", "scf.while", "scf.yield", "scf.condition", "tt.call"}
 _VALUE = re.compile(r"%[\w.$-]+(?:#\d+)?")
 _RESULTS = re.compile(r"^((?:%[\w.$-]+(?::\d+)?)(?:, %[\w.$-]+)*) = ")
 _OP = re.compile(r'^"?([a-z_]+\.[\w.]+)"?')
@@ -42,6 +42,7 @@ _FUNC = re.compile(r"tt\.func (?:public |private |nested )?@([\w.$-]+)\((.*?)\)(
 _LOC_USE = re.compile(r" loc\((#loc\d*|\".*?\":\d+:\d+)\)\s*\{?$")
 _LOC_DEF = re.compile(r"^(#loc\d*) = loc\((.*)\)$")
 _SHOWN_CHARS = 70
+_MOST_FRAMES = 16
 _ASSIGNED = re.compile(r"[\w.\[\], ]+?\s*(?:[-+*/%&|^]|//|\*\*|<<|>>)?=(?!=)\s*")
 
 
@@ -81,15 +82,12 @@ def of_launch(ir_text: str, bound: Any, renumbered: Mapping[tuple[str, int], Any
     return accesses, {arg: found for arg, found in buffers.items() if found is not None}
 
 
-def read(ir_text: str, name: str | None = None) -> Accesses | None:
-    """The accesses of the public function of `ir_text` (named `name`, if several), or None where
-    the text is not read (no function found, an unbalanced region)."""
+def read(ir_text: str) -> Accesses | None:
+    """The accesses of the one public function of `ir_text`, or None where the text is not read
+    (no such function, an unbalanced region)."""
     module = _Module(ir_text)
-    if module.failed:
-        return None
     public = [f for f in module.functions.values() if f.public]
-    chosen = next((f for f in public if f.name == name), public[0] if len(public) == 1 else None)
-    return None if chosen is None else module.accesses(chosen.name, set())
+    return None if module.failed or len(public) != 1 else module.accesses(public[0].name, set())
 
 
 @dataclasses.dataclass
@@ -125,6 +123,7 @@ class _Module:
                 locations[found.group(1)] = found.group(2)
         self.locations = locations
         self.shown: dict[str, str] = {}
+        self.frames: dict[str, list[tuple[str, int, int]]] = {}
         try:
             self._parse(lines)
         except (ValueError, IndexError, KeyError):
@@ -152,7 +151,7 @@ class _Module:
                     frames[-1]["region"] = frames[-1].get("region", 0) + 1
                     continue
                 frames.pop()
-                if not frames or frames[-1]["kind"] == "module":
+                if not frames:
                     function = None
                 continue
             if line.startswith("^"):  # a block's arguments: a while's after-region
@@ -222,10 +221,17 @@ class _Module:
         return self.shown[key]
 
     def _frames(self, key: str, depth: int) -> list[tuple[str, int, int]]:
-        """(file, line, column) per frame of a location, the innermost first."""
-        text = self.locations.get(key, key) if key.startswith("#") else key
-        if depth > 32:
+        """(file, line, column) per frame of a location, the innermost first: each location
+        resolved once, and at most `_MOST_FRAMES` (the text may come from a cache anyone
+        could have written)."""
+        if depth > _MOST_FRAMES:
             return []
+        if key not in self.frames:
+            self.frames[key] = self._resolved(key, depth)[:_MOST_FRAMES]
+        return self.frames[key]
+
+    def _resolved(self, key: str, depth: int) -> list[tuple[str, int, int]]:
+        text = self.locations.get(key, key) if key.startswith("#") else key
         if (file_line := re.fullmatch(r'"(.*?)":(\d+):(\d+)', text)) is not None:
             return [(file_line.group(1), int(file_line.group(2)), int(file_line.group(3)))]
         if (named := re.fullmatch(r'".*?"\((#loc\d*)\)', text)) is not None:
@@ -261,7 +267,7 @@ class _Module:
                          or op.callee not in self.functions
                          else self.accesses(op.callee, reading | {name}))
                 found.call(inner, pointed, op.where)
-            elif op.name not in _PASSING and (op.name not in _PLUMBING or op.name == "tt.return"):
+            elif op.name not in _PASSING and op.name not in _PLUMBING:
                 found.escape(pointed, op.where)  # handed where this reading does not follow
         self.memo[name] = accesses = found.accesses(len(function.args))
         return accesses
@@ -349,8 +355,11 @@ def _shown(frames: list[tuple[str, int, int]]) -> str:
     lines it is called at."""
     file, line, _ = frames[0]
     # The statement without what it assigns to: Triton's releases put an op's column at its
-    # call or inside it, so the line is shown from its expression, not from the column.
-    text = linecache.getline(file, line).strip()
+    # call or inside it, so the line is shown from its expression, not from the column. The IR
+    # names the file (and may come from a cache anyone could have written): only a Python
+    # source is read, or one Python holds already (a notebook's cell).
+    known = file in linecache.cache or (file.endswith(".py") and os.path.isfile(file))
+    text = linecache.getline(file, line).strip() if known else ""
     if (target := _ASSIGNED.match(text)) is not None:
         text = text[target.end():]
     if len(text) > _SHOWN_CHARS:

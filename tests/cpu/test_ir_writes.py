@@ -298,3 +298,21 @@ def test_atomics_are_told_from_stores():
     found = ir_accesses(histogram_kernel, BLOCK=16)
     assert found["atomics"] == {"counts_ptr"} and not found["stores"]
     assert found["loads"] == {"x_ptr"}
+
+
+def test_locations_that_nest_each_other_are_resolved_once(monkeypatch):
+    # A TTIR from Triton's cache is anyone's text: 200 stores, each at a location that names the
+    # next one twice, 13 deep, would take 200 * 2**14 steps read naively.
+    shared = "\n".join(f"#loc{k} = loc(callsite(#loc{k + 1} at #loc{k + 1}))" for k in range(13))
+    stores = "".join(f"    tt.store %p, %c : !tt.ptr<f32> loc(#loc{100 + j})\n"
+                     for j in range(200))
+    own = "\n".join(f"#loc{100 + j} = loc(callsite(#loc0 at #loc0))" for j in range(200))
+    ir = ("module {\n  tt.func public @k(%p: !tt.ptr<f32> loc(#loc13)) {\n"
+          "    %c = arith.constant 0.0 : f32 loc(#loc13)\n" + stores + "    tt.return\n  }\n}\n"
+          + shared + "\n" + own + '\n#loc13 = loc("k.py":3:5)\n')
+    resolved, resolve = [], _writes._Module._resolved
+    monkeypatch.setattr(_writes._Module, "_resolved",
+                        lambda self, *args: resolved.append(args[0]) or resolve(self, *args))
+    found = _writes.read(ir)
+    assert set(found.stores) == {0} and found.stores[0].startswith("k.py:3")
+    assert len(resolved) == len(set(resolved)) == 214  # each location once
