@@ -316,3 +316,17 @@ def test_locations_that_nest_each_other_are_resolved_once(monkeypatch):
     found = _writes.read(ir)
     assert set(found.stores) == {0} and found.stores[0].startswith("k.py:3")
     assert len(resolved) == len(set(resolved)) == 214  # each location once
+
+
+def test_xlas_route_reads_its_trampolines_writes_as_the_calls_buffers():
+    # XLA's trampoline numbers its buffers otherwise (a zeroed output is an operand there).
+    with pytest.raises(TypeError, match=r"flag_scratch_kernel stores to parameter 'x_ptr'"):
+        lower_for(lambda x: jtr.triton_call(x, N, kernel=flag_scratch_kernel, out_type=X,
+                                            grid=(1,), FLAG=True, BLOCK=N, xla_native=True),
+                  X, platform="cuda")
+    with pytest.raises(TypeError, match=r"writes output 0 \(parameter 'counts_ptr'\) only with "
+                                        r"atomics"):
+        lower_for(lambda x: histogram(x, xla_native=True), X, platform="cuda")
+    text = lower_for(lambda x: histogram(x, xla_native=True, zeroed_outputs=(0,)), X,
+                     platform="cuda").as_text()
+    assert "__gpu$xla.gpu.triton" in text  # zeroed: its atomics add into zeros, on XLA's call
