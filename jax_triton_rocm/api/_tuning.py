@@ -1,7 +1,6 @@
-"""`autotune`: pick each autotuned call's config on the real data of a real run, once (jaxlib's
-autotuner cannot tell what it picked, and on its typed-FFI target it times the configs before the
-program's earlier kernels have run): run the function one equation at a time, and compile and
-time each undecided call's configs on its real operands ([Autotuning](autotuning.md)).
+"""`autotune`: pick each autotuned call's config once, on the real data of a real run: the
+function run one equation at a time, each undecided call's configs compiled and timed on its
+real operands ([Autotuning](autotuning.md)).
 """
 
 from __future__ import annotations
