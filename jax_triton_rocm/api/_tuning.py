@@ -60,17 +60,16 @@ def autotune(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
     closed, out_shape = jax.make_jaxpr(with_scalars, return_shape=True)(*arrays)
     generation = _choices.STORE.generation
-    flat = _evaluate(closed.jaxpr, closed.consts, arrays)
+    flat = _evaluate(closed.jaxpr, closed.consts, arrays, set())
     if _choices.STORE.generation != generation:
         jax.clear_caches()
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), flat)
 
 
 def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any],
-              settled: set | None = None) -> list[Any]:
+              settled: set) -> list[Any]:
     """Runs `jaxpr` on real values, one equation at a time, tuning where a call is undecided;
     `settled`: the equations tuned already in this run."""
-    settled = set() if settled is None else settled
     env = dict(zip([*jaxpr.constvars, *jaxpr.invars], [*consts, *args]))
 
     def read(var: Any) -> Any:
