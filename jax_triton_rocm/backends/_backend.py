@@ -109,7 +109,7 @@ class Backend(abc.ABC):
                     devices: GpuArch | None = None, keep_ptx_text: bool = False) -> LoadedForm:
         """How the installed jaxlib loads `compiled` on `devices` (None: on devices of the
         architecture it was compiled for, `answers.arch`): `code_for_devices` where they differ,
-        else the binary as it travels in `module_image` or the `ptx_field`, with the warps
+        else the binary as it travels in `module_image` or the `ptx` field, with the warps
         jaxlib launches (each vendor answers in its own module, from its own methods, in one
         visit).
 
