@@ -3,12 +3,8 @@
     import jax_triton_rocm as jtr
     out = jtr.triton_call(x, y, kernel=add_kernel, out_shape=x, grid=(n // 256,), BLOCK=256)
 
-Importing the package does not import Triton; `triton_call` and the first lowering do.
-Layers, top down: `cli` -> `api` (what users call) -> `checks` (one `KernelCallSpec` per call)
--> `routes` (`triton_kernel_p`, its rules, the routes) -> `backends` (the vendors) -> `compile`
-(the kernel cache) -> `plan` (launches) -> `spec` (the call's data model) -> `base`.
-Only the names in `__all__` are public, and `compat`: jax-triton 0.4.1's API, 0.3.1's in
-`compat.v0_3` (docs/porting.md).
+Importing the package does not import Triton. Only the names in `__all__` are public, and
+`compat` (jax-triton's API); the layers are in [How it works](design.md#layout).
 """
 
 import sys as _sys

@@ -1,6 +1,5 @@
-"""The custom calls the package emits: their targets, the checks `jax.export` must skip to take
-them (one `DisabledSafetyCheck.custom_call(name)` per target: a tuple would be one name), and the
-Triton kernel calls read back from a lowered computation (no GPU needed).
+"""The custom calls the package emits, the `jax.export` checks that let them through (one
+`DisabledSafetyCheck.custom_call` per target), and the Triton kernel calls of a lowering.
 """
 
 from __future__ import annotations

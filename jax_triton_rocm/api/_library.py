@@ -33,10 +33,8 @@ def lowering_arguments(array_args: tuple, in_avals: tuple, compile_options: dict
                        constexprs: Any, unwrapped: _spec.Unwrapped) -> dict[str, Any]:
     """`triton_call_lowering`'s own arguments checked before the call is mapped onto the
     kernel's parameters, so that a mistake is reported against the rule's own arguments;
-    returns the constexprs. A `tl.constexpr` without a default must be in `constexprs` for a
-    plain kernel only: autotuned and heuristics kernels are checked per config by the core."""
-    jit_fn = unwrapped.jit_fn
-    names, kernel = list(jit_fn.arg_names), unwrapped.name
+    returns the constexprs (`checked_constexprs`)."""
+    names, kernel = list(unwrapped.jit_fn.arg_names), unwrapped.name
     if len(array_args) != len(in_avals):
         raise TypeError(f"triton_call_lowering got {len(array_args)} array_args, but the "
                         f"primitive has {len(in_avals)} operands (ctx.avals_in); pass every "
@@ -66,6 +64,15 @@ def lowering_arguments(array_args: tuple, in_avals: tuple, compile_options: dict
             f"{_checker.close_names(unknown, [*_LOWERING_KEYWORDS, *known])}. Fix the spelling: "
             f"kernel parameters go in constexprs={{...}}, and the compile options are "
             f"{', '.join(known)}.")
+    return checked_constexprs(constexprs, unwrapped)
+
+
+def checked_constexprs(constexprs: Any, unwrapped: _spec.Unwrapped) -> dict[str, Any]:
+    """`triton_call_lowering`'s `constexprs` as a dict; TypeError for a value that is no
+    compile-time constant, or a name the kernel lacks. A `tl.constexpr` without a default must be
+    there for a plain kernel only: autotuned and heuristics kernels are checked per config."""
+    jit_fn = unwrapped.jit_fn
+    names, kernel = list(jit_fn.arg_names), unwrapped.name
     if constexprs is not None and not isinstance(constexprs, Mapping):
         raise TypeError(f"triton_call_lowering: constexprs={constexprs!r} must be a mapping of "
                         f"kernel parameter names to Python values, e.g. {{'n': x.size}}.")

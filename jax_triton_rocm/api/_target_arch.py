@@ -1,8 +1,5 @@
-"""`target_arch`: name the GPU architectures lowerings compile for, instead of the devices'.
-
-The named architectures live in a JAX config state (`routes._arch`) that JAX includes in
-its trace and jit cache keys, so a function traced under one `target_arch` is never served a
-lowering made for another.
+"""`target_arch`: name the GPU architectures lowerings compile for, instead of the devices', in
+a JAX config state (`routes._arch`) that JAX's trace and jit cache keys include.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""`autotune`: pick each autotuned call's config on the real data of a real run, once (jaxlib's
-autotuner cannot tell what it picked, and on its typed-FFI target it times the configs before the
-program's earlier kernels have run): run the function one equation at a time, and compile and
-time each undecided call's configs on its real operands ([Autotuning](autotuning.md)).
+"""`autotune`: pick each autotuned call's config once, on the real data of a real run: the
+function run one equation at a time, each undecided call's configs compiled and timed on its
+real operands ([Autotuning](autotuning.md)).
 """
 
 from __future__ import annotations
@@ -61,17 +60,16 @@ def autotune(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
     closed, out_shape = jax.make_jaxpr(with_scalars, return_shape=True)(*arrays)
     generation = _choices.STORE.generation
-    flat = _evaluate(closed.jaxpr, closed.consts, arrays)
+    flat = _evaluate(closed.jaxpr, closed.consts, arrays, set())
     if _choices.STORE.generation != generation:
         jax.clear_caches()
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), flat)
 
 
 def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any],
-              settled: set | None = None) -> list[Any]:
+              settled: set) -> list[Any]:
     """Runs `jaxpr` on real values, one equation at a time, tuning where a call is undecided;
     `settled`: the equations tuned already in this run."""
-    settled = set() if settled is None else settled
     env = dict(zip([*jaxpr.constvars, *jaxpr.invars], [*consts, *args]))
 
     def read(var: Any) -> Any:

@@ -1,11 +1,7 @@
-"""What the shared lowering asks a vendor: the interface every backend module implements.
-
-The lowering (`routes.jaxlib._jaxlib_call`, `routes.xla._xla_native`) drives; a backend
-(`_cuda.BACKEND`, `hip._hip.BACKEND`) only answers:
-which Triton target and compiler backend, which of the call's options it compiles with, how the
-compiled binary reaches its jaxlib plugin, and what a block may use (`LaunchLimits`
-for a `_vendors.GpuArch`). A backend never calls into the lowering, and the lowering never asks
-which vendor it talks to.
+"""What the shared lowering asks a vendor: the interface every backend module (`_cuda`,
+`hip._hip`) implements. A backend only answers (target, options, how the binary reaches jaxlib,
+launch limits); it never calls into the lowering, and the lowering never asks which vendor it
+talks to.
 """
 
 from __future__ import annotations
@@ -113,7 +109,7 @@ class Backend(abc.ABC):
                     devices: GpuArch | None = None, keep_ptx_text: bool = False) -> LoadedForm:
         """How the installed jaxlib loads `compiled` on `devices` (None: on devices of the
         architecture it was compiled for, `answers.arch`): `code_for_devices` where they differ,
-        else the binary as it travels in `module_image` or the `ptx_field`, with the warps
+        else the binary as it travels in `module_image` or the `ptx` field, with the warps
         jaxlib launches (each vendor answers in its own module, from its own methods, in one
         visit).
 
@@ -125,10 +121,6 @@ class Backend(abc.ABC):
         """Raises ValueError, naming the setting and the fix, where a lowering for `jax.export`
         would carry what only this process can load (a path into its temporary folder)."""
         del features
-
-    @abc.abstractmethod
-    def ptx_field(self, compiled: CompiledKernel) -> str:
-        """The `ptx` field of a kernel whose binary is not embedded (PTX text, a file path)."""
 
     @abc.abstractmethod
     def knows_arch(self, arch: str) -> bool:

@@ -1,13 +1,6 @@
-"""NVIDIA: Triton to CUBIN (or PTX), as jaxlib's CUDA plugin loads them.
-
-Where the plugin reads `module_image` (0.11.1+), the CUBIN Triton built travels there (less its
-PTX text: `without_ptx_text`) and jaxlib loads it (no ptxas at load time, and jaxlib's older
-ptxas never meets newer PTX); `ptx`
-then holds a digest of the CUBIN, exactly as the ROCm encoding does, so every CUDA launch also
-exercises the ROCm encoding. Older plugins get the PTX text in `ptx`.
-
-Importing this module imports Triton's NVIDIA backend, so a broken one fails here, when the
-package is set up for CUDA, and not at the first lowering.
+"""NVIDIA: Triton to CUBIN, in `module_image` where the plugin reads it (less its PTX text,
+`without_ptx_text`), else PTX text ([How it works](design.md)). Importing this module imports
+Triton's NVIDIA backend, so a broken one fails here, and not at the first lowering.
 """
 
 from __future__ import annotations
@@ -39,10 +32,9 @@ from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked
 
 logger = logging.getLogger("jax_triton_rocm")
 
-# On a ptxas failure Triton's NVIDIA backend prints the whole PTX to stdout before raising
-# PTXASError, which already carries ptxas's diagnostic and the repro command. A module-level
-# `print` there shadows the builtin for that module alone (thread-safe, unlike redirecting
-# stdout): the reproducer goes to the debug log, anything else is printed as before.
+# On a ptxas failure Triton's NVIDIA backend prints the whole PTX before raising PTXASError, which
+# already carries the diagnostic: a `print` of that module alone (thread-safe, unlike redirecting
+# stdout) sends the reproducer to the debug log.
 _REPRODUCER_MARK = "please share the reproducer above with Triton project"
 
 
@@ -95,15 +87,10 @@ _ALLOC = 0x2
 
 
 def without_ptx_text(cubin: bytes) -> bytes:
-    """`cubin` without the copy of its PTX text that ptxas embeds. Triton runs ptxas with
-    `-lineinfo`, which puts the kernel's whole PTX text (most of a real kernel's CUBIN) in a
-    section `.nv_debug_ptx_txt`, for debuggers and profilers. The driver never reads it; jaxlib's
-    typed-FFI call copies and hashes its compressed opaque, the binary included, at every launch
-    (docs/BENCHMARKS.md has the cost). Only that section is emptied (its bytes zeroed, its size
-    0): every other byte, the section numbering included, stays as ptxas wrote it. `cubin`
-    itself where it has no such section, or where anything in it is not what a CUBIN of ptxas
-    holds (not a little-endian ELF64, a header or section out of bounds, the section loaded,
-    relocated or linked to)."""
+    """`cubin` with its section `.nv_debug_ptx_txt` (the PTX text ptxas embeds for debuggers)
+    emptied, every other byte as ptxas wrote it ([How it works](design.md)); `cubin` itself where
+    it has no such section or is not what ptxas writes (not a little-endian ELF64, a header or
+    section out of bounds, the section loaded, relocated or linked to)."""
     if len(cubin) < _elf.HEADER.size or cubin[:6] != b"\x7fELF\x02\x01":
         return cubin
     _, _, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, shstrndx = (
@@ -169,15 +156,11 @@ class CudaBackend(Backend):
             ptx, capability = self.code_for_devices(compiled, answers.arch, devices)
             return LoadedForm(ptx, capability, None, compiled.num_warps)
         if not features.module_image:
-            return LoadedForm(self.ptx_field(compiled), answers.capability, None,
-                              compiled.num_warps)
+            return LoadedForm(compiled.asm, answers.capability, None, compiled.num_warps)
         # `JAX_TRITON_ROCM_KEEP_PTX_TEXT=1` keeps the PTX text; dropped once per binary: the
         # lowering keeps the image it makes of it.
         binary = compiled.binary if keep_ptx_text else without_ptx_text(compiled.binary)
         return LoadedForm(None, answers.capability, binary, compiled.num_warps)
-
-    def ptx_field(self, compiled: CompiledKernel) -> str:
-        return compiled.asm
 
     def knows_arch(self, arch: str) -> bool:
         return arch in _ptxas_archs(compute_capability(arch))

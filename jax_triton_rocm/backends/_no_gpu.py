@@ -1,6 +1,5 @@
-"""Why JAX has no GPU device here, and what to install or change (for the command line, the
-interpreter's CPU-fallback warning and the benchmarks). JAX is imported only inside the
-functions: the command line reads `JAX_PLATFORMS` and the plugins before it starts JAX.
+"""Why JAX has no GPU device here, and what to install or change. JAX is imported only inside
+the functions: the command line reads `JAX_PLATFORMS` and the plugins before it starts JAX.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The demo's kernels, run by `python -m jax_triton_rocm` and lowered by its `info`; made at first
-use: the command line imports this module before it knows whether Triton imports.
+use, as Triton may not import.
 """
 
 from __future__ import annotations

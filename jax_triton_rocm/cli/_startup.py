@@ -1,6 +1,6 @@
-"""JAX's start-up, as the command line explains it: `start()` starts JAX's backends with JAX's
-logged failures caught, each turned into a `Problem` (what failed, the likely cause, the fix).
-The package's `__init__` runs `exit_unless_jax_imports()` first: nothing heavy is imported here.
+"""JAX's start-up, as the command line explains it: `start()` starts JAX's backends, each failure
+logged turned into a `Problem` (what failed, the likely cause, the fix). The package's
+`__init__` imports it before JAX: nothing heavy is imported here.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""AMD: Triton to HSACO, delivered as the installed jaxlib ROCm plugin loads it (docs/rocm.md).
-
-`JAX_TRITON_ROCM_HSACO_DELIVERY` (read at each lowering; unset: the best the plugin supports)
-picks "embedded", the HSACO in `TritonKernel.module_image` (plugins 0.11.1+) and a digest of it in
-`ptx` (`_proto.module_image_ptx`), or "path", a file of this process (`_hip_files`, launched once
-by its prewarm) named in `ptx`. wave32 (RDNA): jaxlib launches `num_warps * 64` threads, so
-`num_warps` is scaled, and an odd count refused (`launch_warps`). Importing this module imports
-Triton's AMD backend, so a broken one fails here.
+"""AMD: Triton to HSACO, delivered as the installed jaxlib ROCm plugin loads it: embedded in the
+call, or by path (`_hip_files`), per `delivery_mode`; on wave32 `num_warps` scaled to jaxlib's
+launch (`launch_warps`) ([ROCm](rocm.md)). Importing this module imports Triton's AMD backend,
+so a broken one fails here.
 """
 
 from __future__ import annotations

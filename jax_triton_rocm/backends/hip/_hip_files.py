@@ -1,10 +1,6 @@
-"""HSACO files handed to jaxlib's ROCm plugin by path, their removal, and the prewarm
-(docs/rocm.md).
-
-One folder per process, one file per kernel key (so the path jaxlib's module cache keys). A
-folder whose owner (PID namespace, PID, start time: its name) no longer runs is removed by the
-next process. The prewarm launches a new call once before any real run: the plugin reads and
-deletes the file outside its cache's lock, so two devices loading it at once race.
+"""HSACO files handed to jaxlib's ROCm plugin by path: one folder per process (named for its
+owner, removed by the next process once the owner no longer runs), one file per kernel key, and
+the prewarm that launches a new call once before any real run ([ROCm](rocm.md)).
 """
 
 from __future__ import annotations
