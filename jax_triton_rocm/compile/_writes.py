@@ -8,6 +8,7 @@ values, ...), to the parameters it may point into; docs/design.md, "What a kerne
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import linecache
 import os
 import re
@@ -65,13 +66,14 @@ class Accesses:
 
 
 def of_launch(ir_text: str, bound: Any, renumbered: Mapping[tuple[str, int], Any] | None = None,
-              ) -> tuple[Accesses, dict[int, tuple[str, int]]] | None:
+              jit_fn: Any = None) -> tuple[Accesses, dict[int, tuple[str, int]]] | None:
     """What the kernel compiled to `ir_text` does through each argument, and the buffer each
     pointer argument gets as `bound` lays the call out (("input", operand index) or ("output",
     output index), by argument index; `renumbered` gives it by a source's (kind, index) where a
     route's trampoline numbers its buffers otherwise, None for a buffer that is neither); None
-    where either cannot be read."""
-    accesses = read(ir_text)
+    where either cannot be read. `jit_fn`: the kernel, whose lines are read where the IR names a
+    file that is gone (`read`)."""
+    accesses = read(ir_text, jit_fn)
     if accesses is None:
         return None
     sources = argument_buffers(bound.signature, bound.sources, accesses.n_args)
@@ -82,10 +84,11 @@ def of_launch(ir_text: str, bound: Any, renumbered: Mapping[tuple[str, int], Any
     return accesses, {arg: found for arg, found in buffers.items() if found is not None}
 
 
-def read(ir_text: str) -> Accesses | None:
+def read(ir_text: str, jit_fn: Any = None) -> Accesses | None:
     """The accesses of the one public function of `ir_text`, or None where the text is not read
-    (no such function, an unbalanced region)."""
-    module = _Module(ir_text)
+    (no such function, an unbalanced region). `jit_fn`: the kernel compiled, whose lines are
+    read for a location in a file of its file's name that is gone (`_moved`)."""
+    module = _Module(ir_text, jit_fn)
     public = [f for f in module.functions.values() if f.public]
     return None if module.failed or len(public) != 1 else module.accesses(public[0].name, set())
 
@@ -112,8 +115,9 @@ class _Function:
 class _Module:
     """The functions of one IR module as ops and value flows, parsed from its text."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, jit_fn: Any = None) -> None:
         self.failed = False
+        self.jit_fn = jit_fn
         self.functions: dict[str, _Function] = {}
         self.memo: dict[str, Accesses | None] = {}
         locations: dict[str, str] = {}
@@ -217,7 +221,7 @@ class _Module:
         key = found.group(1)
         if key not in self.shown:
             frames = [f for f in self._frames(key, 0) if not f[0].startswith("<")]
-            self.shown[key] = "" if not frames else _shown(frames)
+            self.shown[key] = "" if not frames else _shown(frames, self.jit_fn)
         return self.shown[key]
 
     def _frames(self, key: str, depth: int) -> list[tuple[str, int, int]]:
@@ -350,7 +354,20 @@ def _operand_text(text: str) -> str:
     return text[:cut]
 
 
-def _shown(frames: list[tuple[str, int, int]]) -> str:
+def _moved(jit_fn: Any, file: str, line: int) -> str | None:
+    """The kernel's file now, where `file` (gone) has its name and `line` is one of the kernel's:
+    Triton's cache, which may have been filled from another folder or environment, keys a kernel
+    by its source and first line, so its lines there are the ones compiled."""
+    try:
+        lines, first = inspect.getsourcelines(jit_fn.fn)
+        now = jit_fn.fn.__code__.co_filename
+    except (AttributeError, OSError, TypeError):
+        return None
+    same = os.path.basename(now) == os.path.basename(file) and first <= line < first + len(lines)
+    return now if same else None
+
+
+def _shown(frames: list[tuple[str, int, int]], jit_fn: Any = None) -> str:
     """"file.py:12: tl.store(...)": the innermost frame's file, line and statement, then the
     lines it is called at."""
     file, line, _ = frames[0]
@@ -359,6 +376,8 @@ def _shown(frames: list[tuple[str, int, int]]) -> str:
     # names the file (and may come from a cache anyone could have written): only a Python
     # source is read, or one Python holds already (a notebook's cell).
     known = file in linecache.cache or (file.endswith(".py") and os.path.isfile(file))
+    if not known and jit_fn is not None and (now := _moved(jit_fn, file, line)) is not None:
+        file, known = now, True
     text = linecache.getline(file, line).strip() if known else ""
     if (target := _ASSIGNED.match(text)) is not None:
         text = text[target.end():]

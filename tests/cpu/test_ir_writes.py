@@ -318,6 +318,27 @@ def test_locations_that_nest_each_other_are_resolved_once(monkeypatch):
     assert len(resolved) == len(set(resolved)) == 214  # each location once
 
 
+def test_a_line_compiled_in_a_folder_that_is_gone_is_read_from_the_kernel_where_it_is_now():
+    # Triton's cache keys a kernel by its source and first line, not its folder: a TTIR cached
+    # from another checkout or venv names a file that may be gone since.
+    names = list(flag_scratch_kernel.arg_names)
+    bound = _layout.BoundKernel(
+        signature={n: "constexpr" if n.isupper() else "i32" if n == "n" else "*fp32"
+                   for n in names},
+        constexprs={(3,): True, (4,): 256}, attrs={}, sources=(), specializations=())
+    ttir, error = _kinds.front_end(flag_scratch_kernel, bound, _vendors.FRONT_END_PROBES,
+                                   ttir=True)
+    assert error is None and __file__ in ttir
+    moved = ttir.replace(__file__, "/a/folder/gone/test_ir_writes.py")
+    line = _writes.read(ttir).stores[0]
+    assert line.startswith("test_ir_writes.py:")
+    assert line.endswith(": tl.store(x_ptr + o, 0, mask=o < n)")
+    assert _writes.read(moved, flag_scratch_kernel).stores[0] == line
+    assert _writes.read(moved).stores[0] == line.split(": ")[0]  # no text without the kernel
+    other = ttir.replace(__file__, "/a/folder/gone/another_file.py")  # not the kernel's file
+    assert _writes.read(other, flag_scratch_kernel).stores[0] == "another_file.py:" + line.split(":")[1]
+
+
 def test_xlas_route_reads_its_trampolines_writes_as_the_calls_buffers():
     # XLA's trampoline numbers its buffers otherwise (a zeroed output is an operand there).
     with pytest.raises(TypeError, match=r"flag_scratch_kernel stores to parameter 'x_ptr'"):

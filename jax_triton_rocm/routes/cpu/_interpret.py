@@ -255,7 +255,7 @@ def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelC
                tuple((k, _compile.stable_text(v)) for k, v in sorted(bound.constexprs.items())))
         ttir = _state.CHECKED_CALLS.memo(key, lambda: _kinds.front_end(
             jit_fn, bound, _vendors.FRONT_END_PROBES, ttir=True)[0], kernel=jit_fn)
-        if ttir and (found := _writes.of_launch(ttir, bound)) is not None:
+        if ttir and (found := _writes.of_launch(ttir, bound, jit_fn=jit_fn)) is not None:
             _misplaced.check_writes(spec, launch, *found, in_avals)
     programs = math.prod(launch.grid)
     if programs > SLOW_GRID_PROGRAMS:

@@ -72,7 +72,8 @@ def build(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: A
         raise
     as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
     for in_order, _, kernel in compiled:  # what the kernel writes, read from what it compiled to
-        if (found := _writes.of_launch(kernel.ttir, in_order.bound)) is not None:
+        found = _writes.of_launch(kernel.ttir, in_order.bound, jit_fn=spec.unwrapped.jit_fn)
+        if found is not None:
             _misplaced.check_writes(spec, as_planned[id(in_order)], *found, in_avals)
     fit = _plan.fitting(compiled, answers.launch_site.limits, kernel=spec.kernel_name)
     # Per process too: a path-delivered image names a file of this process (ROCm's).

@@ -186,7 +186,8 @@ def build(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: 
     renumbered = {("output", o): ("output", o) for o in range(len(out_avals))}
     renumbered |= {("input", b): ("input", b) if b < n_in else ("output", launch.zeroed[b - n_in])
                    for b in range(n_in + len(launch.zeroed))}
-    if (found := _writes.of_launch(compiled.ttir, form.bound, renumbered)) is not None:
+    if (found := _writes.of_launch(compiled.ttir, form.bound, renumbered,
+                                      spec.unwrapped.jit_fn)) is not None:
         _misplaced.check_writes(spec, launch, *found, in_avals)
     # Raises for a launch feature.
     problem = _plan.launch_problem(answers.launch_site.limits, compiled=compiled)
