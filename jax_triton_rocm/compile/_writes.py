@@ -1,8 +1,6 @@
 """What a compiled kernel reads and writes through each of its parameters, read from the IR
-Triton made for that call (TTIR, or Gluon's TTGIR): constexprs folded, helpers inlined, a
-`tl.where` on a constexpr resolved. Each store, atomic and descriptor store has its pointer traced
-back, through the ops a pointer passes (`tt.splat`, `tt.addptr`, `arith.select`, loop-carried
-values, ...), to the parameters it may point into; docs/design.md, "What a kernel writes".
+Triton made for that call (TTIR, or Gluon's TTGIR), each access's pointer traced back to the
+parameters it may point into; docs/design.md, "What a kernel writes".
 """
 
 from __future__ import annotations
@@ -48,13 +46,10 @@ _ASSIGNED = re.compile(r"[\w.\[\], ]+?\s*(?:[-+*/%&|^]|//|\*\*|<<|>>)?=(?!=)\s*"
 
 @dataclasses.dataclass(frozen=True)
 class Accesses:
-    """What a kernel does through its parameters, by argument index of its IR function: `stores`,
-    `atomics` and `loads` where every access of that kind through the pointer traces to that
-    one argument, each with where the kernel does it first ("file.py:12: tl.store(...)");
-    `unsure`: arguments a pointer of unknown target may reach (a write through a pointer that may
-    be several arguments, one handed to an op this reading does not follow); `stray`: where the
-    kernel writes through a pointer traced to no argument (`tt.int_to_ptr`, inline asm), if it
-    does."""
+    """What a kernel does through its parameters, by argument index of its IR function, each with
+    where it does it first ("file.py:12: tl.store(...)"): sure `stores`, `atomics` and `loads`;
+    `unsure`: arguments a pointer of unknown target may reach; `stray`: a write through a
+    pointer traced to no argument (`tt.int_to_ptr`, inline asm), if any."""
 
     stores: Mapping[int, str]
     atomics: Mapping[int, str]
@@ -67,10 +62,9 @@ class Accesses:
 def of_launch(ir_text: str, bound: Any, renumbered: Mapping[tuple[str, int], Any] | None = None,
               ) -> tuple[Accesses, dict[int, tuple[str, int]]] | None:
     """What the kernel compiled to `ir_text` does through each argument, and the buffer each
-    pointer argument gets as `bound` lays the call out (("input", operand index) or ("output",
-    output index), by argument index; `renumbered` gives it by a source's (kind, index) where a
-    route's trampoline numbers its buffers otherwise, None for a buffer that is neither); None
-    where either cannot be read."""
+    pointer argument gets as `bound` lays the call out, by argument index: ("input"/"output",
+    index), or `renumbered`'s for the source's (kind, index) (None: neither); None where either
+    cannot be read."""
     accesses = read(ir_text)
     if accesses is None:
         return None
@@ -116,12 +110,9 @@ class _Module:
         self.failed = False
         self.functions: dict[str, _Function] = {}
         self.memo: dict[str, Accesses | None] = {}
-        locations: dict[str, str] = {}
         lines = text.splitlines()
-        for line in lines:
-            if (found := _LOC_DEF.match(line.strip())) is not None:
-                locations[found.group(1)] = found.group(2)
-        self.locations = locations
+        self.locations = {found.group(1): found.group(2) for line in lines
+                          if (found := _LOC_DEF.match(line.strip())) is not None}
         self.shown: dict[str, str] = {}
         self.frames: dict[str, list[tuple[str, int, int]]] = {}
         try:
