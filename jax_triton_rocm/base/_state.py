@@ -72,7 +72,6 @@ class BoundedCache:
     def __init__(self, locks: LockRegistry, env: str) -> None:
         self._locks = locks
         self.env = env
-        self._raw = _env.raw_reader(env)
         self._entries: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
 
     def get(self, key: Hashable, kernel: Any = None) -> Any:
@@ -87,7 +86,7 @@ class BoundedCache:
     def put(self, key: Hashable, value: T, kernel: Any = None, record: dict | None = None) -> T:
         """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it."""
         seen, limit = _BOUNDS.get(self.env, (None, _env.DEFAULT_CACHE_SIZE))  # unset: default
-        if (raw := self._raw()) != seen:
+        if (raw := _env.as_set(self.env)) != seen:
             limit = _env.cache_size(self.env)
             _BOUNDS[self.env] = raw, limit
         if record is None and kernel is not None:
@@ -147,11 +146,8 @@ class _Record:
 
 
 class KernelRecords:
-    """One record per kernel object, kept on the object (`RECORD_ATTRIBUTE`) as Triton keeps its
-    compiled kernels on the function; nothing here holds a kernel alive. A record holds while
-    its kernel has the same source object (Triton replaces it on an edit), `noinline` and
-    `debug`; what a value reads beyond the kernel is checked by its user. An object that takes
-    no attribute keeps nothing: each value is derived at each use."""
+    """One record per kernel object, kept on the object (`RECORD_ATTRIBUTE`), while it has the
+    same source object, `noinline` and `debug` (docs/design.md, "Process-wide state")."""
 
     def __init__(self, locks: LockRegistry) -> None:
         self._locks = locks
@@ -194,10 +190,8 @@ class KernelRecords:
 
 
 class KernelCache(BoundedCache):
-    """Compiled kernels by kernel key, each compiled once however many threads ask (`claim`
-    hands a miss to one thread); beyond the bound, from Triton's disk cache again. A kernel's
-    own error is kept in its place (the key covers every input of the compile: a retry would
-    fail the same way); the environment's are not."""
+    """Compiled kernels by kernel key, each compiled once however many threads ask (`claim`); a
+    kernel's own error is kept in its place (a retry would fail the same way)."""
 
     def __init__(self, locks: LockRegistry) -> None:
         super().__init__(locks, _env.ENV_KERNEL_CACHE_SIZE)
@@ -237,11 +231,8 @@ class KernelCache(BoundedCache):
 
 class CompilePool:
     """The threads that compile kernels for every lowering, and the compiles started when a call
-    is traced (`start`). `slot()` is held by each compile while it runs: at most
-    JAX_TRITON_ROCM_COMPILE_THREADS at once, whichever thread compiles. `clear()` and the
-    interpreter's exit drop the queued compiles not yet running (those running finish into the
-    kernel cache before they return); a child of `os.fork()` forgets the parent's queue and
-    slots, and starts none of its own (its lowerings compile in their own thread)."""
+    is traced (`start`); each compile holds a `slot()` while it runs, whichever thread compiles.
+    `clear()` and the interpreter's exit drop the compiles queued, not those running."""
 
     def __init__(self, locks: LockRegistry) -> None:
         self._locks = locks
@@ -255,9 +246,8 @@ class CompilePool:
 
     @property
     def forked(self) -> bool:
-        """Whether this is a child of `os.fork()`: it compiles in the thread that lowers, as
-        before early compiles (a thread it starts, or planning at the trace, can wait forever on
-        state the parent's threads held at the fork)."""
+        """Whether this is a child of `os.fork()`, which compiles in the thread that lowers (a
+        thread it starts could wait forever on state the parent's threads held at the fork)."""
         return os.getpid() != self._process
 
     def slot(self, threads: int) -> threading.Semaphore:
@@ -313,10 +303,6 @@ class CompilePool:
 
 
 COMPILED_KERNELS = KernelCache(LOCKS)
-# A kernel's record holds "references" (`compile._compile`), "interpreted"
-# (`routes.cpu._interpret_host`), "jit twin" (`kernel._spec`), "roles" (`checks._kinds`),
-# "trampoline" (`plan._trampoline`), "checked IR" (`routes.xla._xla_native`), "unwrapped"
-# (`api._call`) and the entries of each store below.
 KERNEL_RECORDS = KernelRecords(LOCKS)
 # Kept per kernel: lowered calls; by all but shapes and runtime scalar values, calls laid out
 # without error (`kernel._layout`), plain kernels' plans and `triton_call`'s layouts (`checks`).
