@@ -1,14 +1,7 @@
 """The launches of one call, which every route asks and nothing else decides: per launch
-configuration (`launches`: one for a plain kernel, several for an autotuned one) the constexprs
-and compile options, the warps, the grid, the outputs to zero and the arguments laid onto the
-kernel's parameters (`_layout`).
-
-What one block may use on the target (`LaunchLimits`, the backend's answer) is
-checked at lowering instead of failing at launch, and again once compiled
-(`keep_launchable`, `launch_problem`): a plain call that breaks a limit gets a ValueError
-naming the setting, the target and the limit; an autotuned call drops the configs that break
-one, and fails only when none is left. The order in which heuristics, configs and hooks run:
-docs/design.md, "Launch configurations".
+configuration (`launches`) the constexprs and compile options, the warps, the grid, the outputs
+to zero and the arguments laid onto the kernel's parameters (`_layout`), each checked against
+what a block may use on the target (`LaunchLimits`); docs/design.md, "Launch configurations".
 """
 
 from __future__ import annotations
@@ -55,10 +48,8 @@ class LaunchLimits:
 class LaunchSite:
     """What the plan needs to know of where the launches run: Triton's compiler backend class
     (it parses specialisation attributes), the `limits` (None: nothing checked), every vendor's
-    compile options (what a config or heuristic may set beside the parameters and settings),
-    `check_ctas` (raises for clusters that cannot launch there), whether only the first config
-    launches (no timing there), the target's name, and the fp8 types its compiler takes (None:
-    any)."""
+    compile options, `check_ctas` (raises for clusters that cannot launch there), whether only
+    the first config launches, the target's name, and the fp8 types it takes (None: any)."""
 
     triton_backend: Any
     limits: LaunchLimits | None
@@ -349,19 +340,11 @@ def launch_configs(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site
 
 def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: LaunchSite,
              types: _spec.ArgumentTypes | None = None) -> list[Launch]:
-    """The launches of `spec` on `site`, in the order jaxlib should try them: the call's launch
-    configurations, then, for each one that can launch there, its warps, grid, outputs to
-    zero and arguments laid onto the kernel's parameters.
-
-    A config's pre_hook (`_hooks.run`) runs before the heuristics inside the autotuner: the
-    descriptors it re-blocks give the config its own layout (`positional`), and what it left in
-    the arguments by name is what those heuristics and a grid see. NumPy scalar constexprs become
-    the Python scalars they equal (`_spec.plain_constexpr`), so `np.int64(256)` compiles as
-    `256` does. `types`: the call's values and metaparameters as typed for the plan memo, which
-    a config's layout takes with its own constexprs unless a pre_hook re-laid it out (a kernel
-    with neither autotuner nor heuristics launches with those); None types them here. Raises
-    what the autotuner's configs and heuristics, `keep_launchable`, `launch_grid`,
-    `zeroed_outputs` and `_layout.lay_out_arguments` raise.
+    """The launches of `spec` on `site`, in the order jaxlib should try them: per launch
+    configuration that can launch there, its warps, grid, outputs to zero and arguments laid
+    onto the kernel's parameters. `types`: the call's values and metaparameters as typed for
+    the plan memo (None: typed here). Raises what the autotuner's configs and heuristics,
+    `keep_launchable`, `launch_grid`, `zeroed_outputs` and `_layout.lay_out_arguments` raise.
     """
     jit_fn, kernel = spec.unwrapped.jit_fn, spec.kernel_name
     # The call's own settings (triton_call checked them) and constexprs, and nothing else.
