@@ -1,13 +1,8 @@
-"""All process-wide state of the package, with its thread, fork and memory rules: the caches
-here (`CACHES`), every other piece listed in `ELSEWHERE`.
-
-Threads: `LOCKS.guard` guards every structure here, for short sections; work on one item (a
-compile, a file, a prewarm) holds that item's lock (`LOCKS.item_lock`).
-Memory: every cache is bounded (docs/routes.md, "Memory"); what is derived from a kernel object
-lives on the object (`KernelRecords`); `clear_caches()` empties them all.
-Fork: a child gets fresh locks, keeps finished kernels, forgets in-flight compiles (and the
-compile pool's queue), lowered calls and plans (`on_fork`). Why: docs/design.md, "Process-wide
-state".
+"""All process-wide state of the package: the caches here (`CACHES`), every other piece listed
+in `ELSEWHERE`. Threads: `LOCKS.guard` guards every structure here, an item's lock
+(`LOCKS.item_lock`) the work on it. Memory: every cache is bounded; `clear_caches()` empties
+them all. Fork: a child gets fresh locks, keeps finished kernels, forgets in-flight compiles,
+lowered calls and plans (`on_fork`). Why: docs/design.md, "Process-wide state".
 """
 
 from __future__ import annotations

@@ -31,10 +31,8 @@ MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU T
 
 @dataclasses.dataclass(frozen=True)
 class LaunchLimits:
-    """What one block may use on a target (`arch`, for messages), checked by
-    `plan._plan.launch_problem`. `max_shared_bytes`: None where the vendor's table lacks the
-    target (then only the launch checks it). `max_threads_x`: threads along the grid's x axis
-    (programs times the block's threads), where more than `max_grid` bounds them (HIP)."""
+    """What one block may use on a target (`arch`, for messages; None: not known or not bounded
+    beyond `max_grid`), `max_threads_x` the threads along the grid's x axis (HIP)."""
 
     arch: str
     warp_size: int
@@ -70,13 +68,8 @@ def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
 def launch_problem(limits: LaunchLimits, num_warps: int | None = None,
                    grid: tuple[int, int, int] | None = None, compiled: Any = None) -> str | None:
     """Why a launch cannot run within `limits`, or None: its block of `num_warps` warps, its
-    `grid` and its `compiled` kernel (`compile._compile.CompiledKernel`), in that order, each
-    where given (a config's grid is evaluated, and its kernel compiled, later).
-
-    Raises:
-      NotImplementedError: a compiled kernel that fits needs a launch feature that neither
-        jaxlib's Triton call nor XLA's provides.
-    """
+    `grid` and its `compiled` kernel, each where given. NotImplementedError for a compiled kernel
+    that needs a launch feature neither jaxlib's Triton call nor XLA's provides."""
     threads = (num_warps or 0) * limits.warp_size
     if threads > limits.max_threads:
         return (f"num_warps={num_warps} makes blocks of {threads} threads ({num_warps} warps "
@@ -117,12 +110,9 @@ def launch_problem(limits: LaunchLimits, num_warps: int | None = None,
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
     """One way to launch the kernel: constexprs by name, the settings (None: the backend's
-    default, one CTA for `num_ctas`), vendor compile `options` and Triton's `description` of the
-    config. `meta` is what a callable `grid` or `zeroed_outputs` receives (the arguments by name,
-    the constexprs and the launch settings, as Triton's launcher gives them); `positional` the
-    call's layout with the descriptors the config's `pre_hook` re-blocked (`_hooks`), None where
-    it is the spec's own.
-    """
+    default), vendor compile `options`, Triton's `description` of the config, what a callable
+    `grid` or `zeroed_outputs` receives (`meta`) and the layout the config's `pre_hook` re-blocked
+    (`positional`; None: the spec's own)."""
 
     constexprs: dict[str, Any]
     num_warps: int | None
@@ -198,14 +188,9 @@ def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, num_warps: int,
                 description: str = "",
                 limits: LaunchLimits | None = None) -> tuple[int, int, int]:
     """The grid of one launch of `num_warps` warps per program: `spec.grid`, evaluated on `meta`
-    when callable (a batched call's grid sees the unbatched shapes), batched along
-    `batch_grid_axis` under `jax.vmap`.
-
-    Raises:
-      ValueError / TypeError: a grid that is not 1-3 sizes of 0 or more, a callable grid that
-        raised (`_callbacks.call`), a batched call whose grid uses the batch axis, or a grid
-        beyond `limits`; each names the grid and the fix.
-    """
+    when callable, batched along `batch_grid_axis` under `jax.vmap`. ValueError or TypeError for
+    a grid that is not 1-3 sizes of 0 or more, a callable grid that raised, a batched call
+    whose grid uses the batch axis, or a grid beyond `limits`."""
     grid, what = spec.grid, "grid"
     if isinstance(grid, MetaGrid):
         what = f"grid(meta) for config ({description})" if description else "grid(meta)"
@@ -243,23 +228,17 @@ def zeroed_outputs(spec: KernelCallSpec, meta: dict[str, Any], n_outs: int) -> t
 
 @dataclasses.dataclass(frozen=True)
 class Skipped:
-    """A call that launches nothing: its grid has a 0, and Triton's launcher skips such a
-    launch. A route emits no kernel call; each output is zeros where `zeroed` lists it, else
-    its aliased input, else empty (`skipped` refuses any other)."""
+    """A call that launches nothing (its grid has a 0): each output is zeros where `zeroed` lists
+    it, else its aliased input, else empty."""
 
     grid: tuple[int, int, int]
     zeroed: tuple[int, ...]
 
 
 def skipped(launches: Sequence[Launch], spec: KernelCallSpec, out_avals: tuple) -> Skipped:
-    """The call skipped, where the grid of a launch has a 0 (a route asks only then, with
-    `0 in launch.grid` inline, so that a call that launches runs no more of the package).
-
-    Raises:
-      ValueError: the grids of some autotune configs have a 0 and others' not; or an output
-        that is not empty is neither zeroed in every launch nor aliased to an input. Each names
-        the grid, the outputs or configs, and the fix.
-    """
+    """The call skipped, where the grid of a launch has a 0. ValueError where the grids of some
+    autotune configs have a 0 and others' not, or an output that is not empty is neither zeroed
+    in every launch nor aliased to an input."""
     if not all([0 in launch.grid for launch in launches]):
         listed = "; ".join(f"config ({launch.description}): grid {launch.grid}"
                            for launch in launches)
