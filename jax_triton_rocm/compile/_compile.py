@@ -109,10 +109,8 @@ def graph_key(jit_fn: JITFunction, kernel: Any = None,
 
 
 def call_graph_key(spec: KernelCallSpec, record: dict) -> tuple:
-    """`graph_key` of the call's kernel (`record`: `spec.kernel`'s, where the caller holds it),
-    with the digest of each Triton function given as a constexpr (`ACT=my_activation`, also inside
-    a tuple) added to its functions: what a memo of the call's lowering or plan is keyed by, so
-    that a helper rebound under a constexpr function is a new key too."""
+    """`graph_key` of the call's kernel (`record`: `spec.kernel`'s), with the digest of each
+    Triton function given as a constexpr (also inside a tuple) added: a memo key of the call."""
     graph = graph_key(spec.unwrapped.jit_fn, spec.kernel, record)
     pending = [value for _, value in spec.metaparams]
     pending += [value for kind, value in spec.positional if kind == "scalar"]
@@ -322,13 +320,8 @@ def _capture(job: CompileJob, counted: bool = True) -> Any:
 def compile_job(job: CompileJob, counted: bool = True) -> CompiledKernel:
     """`job`'s kernel from the shared cache, compiled on a miss (once per key: `claim`); a
     kernel's own compile error is remembered until `clear_caches()`. A hit is `counted` in the
-    cache's stats (not by an early compile: its lowering counts it).
-
-    Raises:
-      ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
-      KernelPassFailure: Triton's compiler passes rejected the kernel.
-      Triton's own compile errors, with notes naming the target, the constexprs and hints
-      (`_errors.explained`)."""
+    cache's stats (not by an early compile: its lowering counts it). Raises what
+    `_errors.explained` makes of a compile error."""
     kernels = _state.COMPILED_KERNELS
     kernel, held = kernels.claim(job.key, counted)
     if held is None:

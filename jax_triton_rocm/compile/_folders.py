@@ -48,10 +48,9 @@ def needs_default_dir(cache_knobs: Any) -> bool:
 
 
 def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
-    """`compile_fn()` (a `triton.compile`) with cache and dump folders Triton can use, Triton's key
-    remembered and a cache folder others can write named in a warning; where a folder cannot be
-    made or written, again with that folder private, after one warning. Raises what
-    `compile_fn` raises, other than the unwritable folders' OSError."""
+    """`compile_fn()` (a `triton.compile`) with cache and dump folders Triton can use (where one
+    cannot be written, again with it private, after one warning) and Triton's key remembered.
+    Raises what `compile_fn` raises, other than the unwritable folders' OSError."""
     private: tuple[str, ...] = ()
     failure: OSError | None = None
     warning: tuple | None = None
@@ -203,9 +202,8 @@ def installation_stamp(root: str) -> str:
 
 
 def remember_triton_key() -> None:
-    """Before a process's first compile: hands Triton its key from the file remembered for this
-    installation beside Triton's cache, or lets Triton hash it and remembers it. Any failure
-    leaves Triton to hash its key itself."""
+    """Before a process's first compile: hands Triton its key remembered for this installation
+    beside Triton's cache, or remembers the key Triton hashed (on any failure, Triton hashes)."""
     with _state.LOCKS.triton_key:
         if os.getpid() in _tried:
             return

@@ -345,10 +345,8 @@ def _shown(frames: list[tuple[str, int, int]]) -> str:
     """"file.py:12: tl.store(...)": the innermost frame's file, line and statement, then the
     lines it is called at."""
     file, line, _ = frames[0]
-    # The statement without what it assigns to: Triton's releases put an op's column at its
-    # call or inside it, so the line is shown from its expression, not from the column. The IR
-    # names the file (and may come from a cache anyone could have written): only a Python
-    # source is read, or one Python holds already (a notebook's cell).
+    # The statement without what it assigns to (Triton's column may be inside the call); only a
+    # Python source is read, or one Python holds (the IR may come from anyone's cache).
     known = file in linecache.cache or (file.endswith(".py") and os.path.isfile(file))
     text = linecache.getline(file, line).strip() if known else ""
     if (target := _ASSIGNED.match(text)) is not None:
