@@ -246,8 +246,6 @@ def check_variables() -> None:
     values = tuple([os.environ.get(name) for name in PACKAGE_ENV_VARS])
     if values in _CHECKED_VALUES:
         return
-    # None set (or all blank): every reader gives its default, never an error.
-    if any([os.environ.get(name, "").strip() for name in VARIABLE_READERS]):
-        for message in variable_errors().values():
-            raise ValueError(message)
+    for message in variable_errors().values():
+        raise ValueError(message)
     _CHECKED_VALUES[:] = [values]
