@@ -356,9 +356,11 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
             warn_damaged(damage[0], damage[1], source.name)
             discard(request.entry_hash, request.file_name)
         # The folder Triton's `put` writes each file through stays where the write fails (a
-        # full disk), holding what it wrote.
+        # full disk), holding what it wrote. Looked for first: there is rarely one.
         with contextlib.suppress(OSError, ValueError):
-            _files.remove_stale_temporary_folders(manager.cache_dir, TRITON_TEMPORARY_PREFIX)
+            if [name for name in os.listdir(manager.cache_dir)
+                    if name.startswith(TRITON_TEMPORARY_PREFIX)]:
+                _files.remove_stale_temporary_folders(manager.cache_dir, TRITON_TEMPORARY_PREFIX)
     for attempt in range(2):
         compiled = triton.compile(source, target=target, options=dict(options))
         metadata = compiled.metadata
