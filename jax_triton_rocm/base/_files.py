@@ -90,6 +90,18 @@ def read_entry_file(directory: str, name: str, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def read_entry_files(directory: str, names: list[str], limit: int) -> list[bytes | Exception]:
+    """Each of `names` read as `read_entry_file` reads it, or the OSError or ValueError (a
+    `RefusedFile` among them) that it raised."""
+    found: list[bytes | Exception] = []
+    for name in names:
+        try:
+            found.append(read_entry_file(directory, name, limit))
+        except (OSError, ValueError) as err:
+            found.append(err)
+    return found
+
+
 def parse_json(data: bytes) -> Any:
     """The JSON value `data` holds; a ValueError for no UTF-8 JSON or JSON nested too deeply for
     the parser (its RecursionError)."""
@@ -97,6 +109,17 @@ def parse_json(data: bytes) -> Any:
         return json.loads(data)  # UnicodeDecodeError and JSONDecodeError are ValueErrors
     except RecursionError as err:
         raise ValueError("JSON nested too deeply to parse") from err
+
+
+def private_file(folder: str, name: str, limit: int) -> bytes | None:
+    """`read_entry_file(folder, name, limit)` where no other user can change what `folder`
+    holds (`others_can_write`), after removing the temporary files of writers killed mid-write
+    (`remove_stale_temporaries`); None where others can write it."""
+    if others_can_write(folder) is not None:
+        return None
+    with contextlib.suppress(OSError, ValueError):
+        remove_stale_temporaries(folder)
+    return read_entry_file(folder, name, limit)
 
 
 def others_can_write(folder: str) -> str | None:

@@ -256,7 +256,7 @@ def _listing_problem(folder: str, child: Any, path: Any, request: Request) -> tu
 
 def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
     """(damaged file or folder, what is wrong) for the entry `manager` (a FileCacheManager) keeps
-    for `request`, or None where it is whole or absent; read as `_files.read_entry_file` reads
+    for `request`, or None where it is whole or absent; read as `_files.read_entry_files` reads
     (a link in place of the entry's folder is damage: Triton would read and write through it)."""
     folder = manager.cache_dir
     with contextlib.suppress(OSError):
@@ -289,15 +289,14 @@ def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
             break  # reported after the files listed before it, as they are read in order
         listed.append((child, path))
     files, paths = {}, {}
-    for child, path in listed:
+    read = _files.read_entry_files(folder, [child for child, _ in listed], _FILE_LIMIT)
+    for (child, path), data in zip(listed, read):
         ext = child[len(request.file_name) + 1:]
         paths[ext] = path
-        try:
-            data = _files.read_entry_file(folder, child, _FILE_LIMIT)
-        except _files.RefusedFile as err:
-            return path, str(err)
-        except (OSError, ValueError) as err:
-            return path, f"unreadable ({type(err).__name__}: {err})"
+        if isinstance(data, _files.RefusedFile):
+            return path, str(data)
+        if isinstance(data, Exception):
+            return path, f"unreadable ({type(data).__name__}: {data})"
         try:
             files[ext] = data if ext == request.binary_ext else data.decode("utf-8")
         except UnicodeDecodeError as err:

@@ -3,7 +3,6 @@ beside its cache. Why, threads and fork: docs/design.md, "Triton's cache"."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import hashlib
@@ -223,11 +222,10 @@ def remember_triton_key() -> None:
             root = os.path.dirname(os.path.dirname(os.path.abspath(cache.__file__)))
             name, version = f"{installation_stamp(root)}.key", triton.__version__
             try:
-                if _files.others_can_write(folder) is not None:
-                    return  # neither read nor written
-                with contextlib.suppress(OSError, ValueError):
-                    _files.remove_stale_temporaries(folder)  # of writers killed mid-write
-                key = _files.read_entry_file(folder, name, _MAX_BYTES).decode("ascii")
+                data = _files.private_file(folder, name, _MAX_BYTES)
+                if data is None:
+                    return  # other users can write the folder: neither read nor written
+                key = data.decode("ascii")
                 if not (key.startswith(version) and _HASHES.fullmatch(key[len(version):])):
                     raise ValueError(f"not a key of Triton {version}")
             except FileNotFoundError:
