@@ -67,6 +67,7 @@ class BoundedCache:
     def __init__(self, locks: LockRegistry, env: str) -> None:
         self._locks = locks
         self.env = env
+        self._raw = _env.raw_reader(env)
         self._entries: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
 
     def get(self, key: Hashable, kernel: Any = None) -> Any:
@@ -81,7 +82,7 @@ class BoundedCache:
     def put(self, key: Hashable, value: T, kernel: Any = None, record: dict | None = None) -> T:
         """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it."""
         seen, limit = _BOUNDS.get(self.env, (None, _env.DEFAULT_CACHE_SIZE))  # unset: default
-        if (raw := _env.as_set(self.env)) != seen:
+        if (raw := self._raw()) != seen:
             limit = _env.cache_size(self.env)
             _BOUNDS[self.env] = raw, limit
         if record is None and kernel is not None:
