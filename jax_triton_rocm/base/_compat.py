@@ -21,11 +21,8 @@ LEGACY_CALL_NAME = "triton_kernel_call"
 XLA_TRITON_CALL_NAME = "__gpu$xla.gpu.triton"  # XLA's own Triton call (`routes.xla._xla_native`)
 XLA_CALL_NAME_ATTRIBUTE = "jax_triton_rocm.name"  # the call's name on it (a frontend attribute)
 
-# jaxlib times an autotuned call's configs (jaxlib/gpu/triton_kernels.cc): on the FFI target, in
-# the initialize stage (0.10.2-0.11), before earlier kernels ran, or at a first execute XLA may be
-# capturing into a command buffer (0.12): on data not computed yet, so a kernel that turns data
-# into addresses (gather, MoE permute) goes out of bounds. The legacy target times at execute
-# only, on real data: autotuned calls take it (a config picked by `autotune` is a plain call).
+# Autotuned calls take the legacy target, which times the configs on real data: why, in
+# docs/autotuning.md, "Which config runs".
 
 
 def autotuned_call_name() -> str:
@@ -50,9 +47,8 @@ def _warn_ffi_autotune() -> None:
         "once on real data with jax_triton_rocm.autotune.", _env.ENV_AUTOTUNE_TARGET, FFI_CALL_NAME)
 
 
-# Plain calls take the typed-FFI target, which XLA records into command buffers (CUDA graphs),
-# the cheapest in host time; where XLA_FLAGS keep custom calls out of them, every call launches
-# one by one, and the legacy target does that with less host time (docs/BENCHMARKS.md).
+# Plain calls take the typed-FFI target, which XLA records into command buffers, unless XLA_FLAGS
+# keep custom calls out of them (docs/environment.md, JAX_TRITON_ROCM_CALL_TARGET).
 _COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer="
 _COMMAND_TYPE = re.compile(r"[A-Z][A-Z0-9_]*")  # a name of XLA's command types, upper-cased
 _GRAPH_LEVEL_FLAG = "--xla_gpu_graph_level="  # the older flag: no level 0-3 records custom calls

@@ -1,9 +1,6 @@
-"""The one reader of the environment: every variable the package reads, each with its reader.
-
-No other module reads `os.environ`, nor spells a variable's name: each calls a variable's reader
-here (a ValueError names the variable, its value and what is allowed). A reader reads at each
-call; its caller decides when (the target architecture once, at import; a lowering's settings
-once at its top, `lowering_settings`). docs/environment.md documents them.
+"""The one reader of the environment: every variable the package reads, each with its reader
+(a ValueError names the variable, its value and what is allowed), which reads at each call; its
+caller decides when. docs/environment.md documents them.
 """
 
 from __future__ import annotations
@@ -117,8 +114,7 @@ def _count(name: str, default: int, *, minimum: int, meaning: str = "",
     return int(raw)
 
 
-# `JAX_TRITON_ROCM_TARGET_ARCH` as set (None: unset). Its items are parsed and checked against
-# the installed Triton by `routes._arch`, which reads it once, at import.
+# `JAX_TRITON_ROCM_TARGET_ARCH` as set (None: unset), parsed by `routes._arch`.
 target_arch = functools.partial(os.environ.get, ENV_TARGET_ARCH)
 # The HSACO delivery `JAX_TRITON_ROCM_HSACO_DELIVERY` forces, or None.
 hsaco_delivery = functools.partial(_choice, ENV_HSACO_DELIVERY, HSACO_DELIVERY_MODES,
@@ -137,8 +133,7 @@ call_target = functools.partial(_choice, ENV_CALL_TARGET, CALL_TARGET_CHOICES,
                                 unset="auto, chosen from XLA_FLAGS")
 
 
-# `JAX_TRITON_ROCM_AUTOTUNE_DIR` as set: the folder of remembered autotune choices ("": none, in
-# this process only; None: unset, the default under Triton's cache folder).
+# `JAX_TRITON_ROCM_AUTOTUNE_DIR` as set (None: unset).
 autotune_dir = functools.partial(os.environ.get, ENV_AUTOTUNE_DIR)
 
 
@@ -148,16 +143,13 @@ def compile_threads() -> int:
                   default_text=f"one thread per kernel, at most {_values.cpu_count()}")
 
 
-# `JAX_TRITON_ROCM_EARLY_COMPILE`: True (1, unset) starts a call's compiles when it is traced,
-# where the target is known; False (0) leaves them to the lowering.
+# `JAX_TRITON_ROCM_EARLY_COMPILE` (unset: True).
 early_compile = functools.partial(_flag, ENV_EARLY_COMPILE, True)
 # `JAX_TRITON_ROCM_XLA_NATIVE`: True (1), False (0), or None (unset: the default route).
 xla_native = functools.partial(_flag, ENV_XLA_NATIVE, None)
-# `JAX_TRITON_ROCM_REMEMBER_TRITON_KEY`: False (0) lets Triton hash its files in every process;
-# True (1, unset) remembers its key beside Triton's cache.
+# `JAX_TRITON_ROCM_REMEMBER_TRITON_KEY` (unset: True).
 remember_triton_key = functools.partial(_flag, ENV_REMEMBER_TRITON_KEY, True)
-# `JAX_TRITON_ROCM_KEEP_PTX_TEXT`: True (1) keeps the copy of the PTX text that ptxas embeds in a
-# CUBIN, for a debugger or profiler to show; False (0, unset) leaves it out of the call.
+# `JAX_TRITON_ROCM_KEEP_PTX_TEXT` (unset: False).
 keep_ptx_text = functools.partial(_flag, ENV_KEEP_PTX_TEXT, False)
 
 
@@ -174,9 +166,8 @@ def as_set(name: str) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class LoweringSettings:
-    """What a lowering reads from the environment, once, at its top: the route asked (the
-    call's `xla_native`, XLA_NATIVE's where the call says None), its vendor's `variables` as set
-    (a memo key), the plain-call target, XLA's flags, KEEP_PTX_TEXT where CUDA's."""
+    """What a lowering reads from the environment, once, at its top: the route asked, its
+    vendor's `variables` as set (a memo key), the plain-call target, XLA's flags, KEEP_PTX_TEXT."""
 
     xla_native: bool | None
     variables: tuple[str | None, ...]

@@ -1,12 +1,7 @@
-"""Files in cache and store folders, read and written as a careful system does.
-
-Any file in Triton's cache or the autotune store may have been put there by someone else, so
-only a regular file directly inside the folder expected is read: never through a link, never a
-FIFO or a device (each is refused before it is opened; a read never waits), and never more than
-a bound. Folders are written only where they are the user's own and no link; new folders are
-made for the owner to write. A folder the package reads back from that other users can write is
-named in one warning (ssh's rule for its key folders: owned by the user or root, and writable
-by no one else). See docs/troubleshooting.md.
+"""Files in cache and store folders, which anyone may have written: only a regular file directly
+inside the folder expected is read (never through a link, never a FIFO or a device, never more
+than a bound); folders are written only where they are the user's own and no link; a folder
+others can write is named in one warning (docs/troubleshooting.md).
 """
 
 from __future__ import annotations
@@ -64,9 +59,8 @@ def _open_folder(path: str, dir_fd: int | None = None) -> int:
 
 def read_entry_file(directory: str, name: str, limit: int) -> bytes:
     """The bytes of the regular file `name` directly inside the folder `directory`, at most
-    `limit` (more is a `RefusedFile`, as is a link or anything but a regular file, refused before
-    it is opened; it is opened without waiting, so a FIFO swapped in after the check is refused,
-    not read). FileNotFoundError where nothing is there, OSError where it cannot be read."""
+    `limit`; a `RefusedFile` for more, a link or anything but a regular file (opened without
+    waiting: a FIFO swapped in is refused, not read); FileNotFoundError, OSError."""
     if not name or name in (".", "..") or "/" in name or "\0" in name:
         raise RefusedFile(f"{name!r} is not the name of a file directly inside {directory}")
     folder_fd = _open_folder(directory)
@@ -129,13 +123,8 @@ def private_file(folder: str, name: str, limit: int) -> bytes | None:
 
 
 def others_can_write(folder: str) -> str | None:
-    """Why users other than this one (and root) can change what `folder` holds, or None.
-
-    ssh's rule: the folder and every folder above it are owned by this user or root; the folder
-    is writable by neither its group nor others, and a folder above it only where its sticky
-    bit keeps others from renaming what they do not own (as /tmp's does). A folder not made
-    yet is judged by the folders above it.
-    """
+    """Why users other than this one (and root) can change what `folder` holds, or None, by
+    ssh's rule (docs/troubleshooting.md); a folder not made yet is judged by those above it."""
     path, last = os.path.abspath(folder), True
     while True:
         try:

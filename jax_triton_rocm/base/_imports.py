@@ -1,10 +1,6 @@
-"""The imports a lowering needs, taken under one lock, so that no fork splits them.
-
-A child of `os.fork()` inherits only the forking thread, so a per-module import lock another
-thread held at the fork is held forever there. So the modules a lowering imports (the package's
-routes, the vendor module with Triton's compiler backend, the Triton modules Triton imports
-lazily at its first compile) are imported under one re-entrant lock (`IMPORTS.lowering()`) that a
-fork waits for: the child has every module whole, or none (it then imports them itself).
+"""The imports a lowering needs, taken under one re-entrant lock (`IMPORTS.lowering()`) that a
+fork waits for: a per-module import lock another thread held at the fork would be held forever
+in the child, which gets every module whole, or none (it then imports them itself).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""All process-wide state of the package, with its thread, fork and memory rules: the caches
-here (`CACHES`), every other piece listed in `ELSEWHERE`.
-
-Threads: `LOCKS.guard` guards every structure here, for short sections; work on one item (a
-compile, a file, a prewarm) holds that item's lock (`LOCKS.item_lock`).
-Memory: every cache is bounded (docs/routes.md, "Memory"); what is derived from a kernel object
-lives on the object (`KernelRecords`); `clear_caches()` empties them all.
-Fork: a child gets fresh locks, keeps finished kernels, forgets in-flight compiles (and the
-compile pool's queue), lowered calls and plans (`on_fork`). Why: docs/design.md, "Process-wide
-state".
+"""All process-wide state of the package: the caches here (`CACHES`), every other piece listed
+in `ELSEWHERE`. Threads: `LOCKS.guard` guards every structure here, an item's lock
+(`LOCKS.item_lock`) the work on it. Memory: every cache is bounded; `clear_caches()` empties
+them all. Fork: a child gets fresh locks, keeps finished kernels, forgets in-flight compiles,
+lowered calls and plans (`on_fork`). Why: docs/design.md, "Process-wide state".
 """
 
 from __future__ import annotations
@@ -147,11 +142,8 @@ class _Record:
 
 
 class KernelRecords:
-    """One record per kernel object, kept on the object (`RECORD_ATTRIBUTE`) as Triton keeps its
-    compiled kernels on the function; nothing here holds a kernel alive. A record holds while
-    its kernel has the same source object (Triton replaces it on an edit), `noinline` and
-    `debug`; what a value reads beyond the kernel is checked by its user. An object that takes
-    no attribute keeps nothing: each value is derived at each use."""
+    """One record per kernel object, kept on the object (`RECORD_ATTRIBUTE`), while it has the
+    same source object, `noinline` and `debug` (docs/design.md, "Process-wide state")."""
 
     def __init__(self, locks: LockRegistry) -> None:
         self._locks = locks
@@ -194,10 +186,8 @@ class KernelRecords:
 
 
 class KernelCache(BoundedCache):
-    """Compiled kernels by kernel key, each compiled once however many threads ask (`claim`
-    hands a miss to one thread); beyond the bound, from Triton's disk cache again. A kernel's
-    own error is kept in its place (the key covers every input of the compile: a retry would
-    fail the same way); the environment's are not."""
+    """Compiled kernels by kernel key, each compiled once however many threads ask (`claim`); a
+    kernel's own error is kept in its place (a retry would fail the same way)."""
 
     def __init__(self, locks: LockRegistry) -> None:
         super().__init__(locks, _env.ENV_KERNEL_CACHE_SIZE)
@@ -237,11 +227,8 @@ class KernelCache(BoundedCache):
 
 class CompilePool:
     """The threads that compile kernels for every lowering, and the compiles started when a call
-    is traced (`start`). `slot()` is held by each compile while it runs: at most
-    JAX_TRITON_ROCM_COMPILE_THREADS at once, whichever thread compiles. `clear()` and the
-    interpreter's exit drop the queued compiles not yet running (those running finish into the
-    kernel cache before they return); a child of `os.fork()` forgets the parent's queue and
-    slots, and starts none of its own (its lowerings compile in their own thread)."""
+    is traced (`start`); each compile holds a `slot()` while it runs, whichever thread compiles.
+    `clear()` and the interpreter's exit drop the compiles queued, not those running."""
 
     def __init__(self, locks: LockRegistry) -> None:
         self._locks = locks
@@ -255,9 +242,8 @@ class CompilePool:
 
     @property
     def forked(self) -> bool:
-        """Whether this is a child of `os.fork()`: it compiles in the thread that lowers, as
-        before early compiles (a thread it starts, or planning at the trace, can wait forever on
-        state the parent's threads held at the fork)."""
+        """Whether this is a child of `os.fork()`, which compiles in the thread that lowers (a
+        thread it starts could wait forever on state the parent's threads held at the fork)."""
         return os.getpid() != self._process
 
     def slot(self, threads: int) -> threading.Semaphore:
@@ -313,10 +299,6 @@ class CompilePool:
 
 
 COMPILED_KERNELS = KernelCache(LOCKS)
-# A kernel's record holds "references" (`compile._compile`), "interpreted"
-# (`routes.cpu._interpret_host`), "jit twin" (`kernel._spec`), "roles" (`checks._kinds`),
-# "trampoline" (`plan._trampoline`), "checked IR" (`routes.xla._xla_native`), "unwrapped"
-# (`api._call`) and the entries of each store below.
 KERNEL_RECORDS = KernelRecords(LOCKS)
 # Kept per kernel: lowered calls; by all but shapes and runtime scalar values, calls laid out
 # without error (`kernel._layout`), plain kernels' plans and `triton_call`'s layouts (`checks`).

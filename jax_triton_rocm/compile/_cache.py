@@ -149,9 +149,7 @@ def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
                    entry_hash: str | None = None) -> tuple[str, str] | None:
     """(file extension, what is wrong) with a compile's result for `request`, or None: `files` maps
     each extension to its bytes (the binary) or text; `meta` is Triton's metadata (its `target`
-    a JSON dict or a `GPUTarget`), of the entry `entry_hash` where given. The metadata must agree
-    with what `request` compiled and with the LLVM IR's use of shared memory; each IR must name
-    the kernel, PTX and AMDGCN be for its threads per block (PTX for its blocks per cluster)."""
+    a JSON dict or a `GPUTarget`), of the entry `entry_hash` where given."""
     target, binary = request.target, bytes(files.get(request.binary_ext, b""))
     if (problem := binary_problem(binary, target.backend, request.kernel)) is not None:
         return request.binary_ext, problem
@@ -163,8 +161,8 @@ def kernel_problem(files: dict[str, Any], meta: Any, request: Request,
 
 def metadata_problem(meta: Any, request: Request, entry_hash: str | None,
                      llir: str | None) -> str | None:
-    """What is wrong with Triton's metadata `meta` for `request` (`kernel_problem` says what
-    it must agree with; `llir`: the LLVM IR, where kept), or None."""
+    """What is wrong with Triton's metadata `meta` for `request`, or None: it must agree with what
+    `request` compiled and with the LLVM IR's (`llir`, where kept) use of shared memory."""
     if not isinstance(meta, dict):
         return f"metadata is a {type(meta).__name__}, not a JSON object"
     for field, kind in _REQUIRED_FIELDS.items():
@@ -175,8 +173,7 @@ def metadata_problem(meta: Any, request: Request, entry_hash: str | None,
             return f"metadata field {field!r} is {value!r}, not a {kind.__name__}"
         if field == "target":
             found = (value.get("backend"), value.get("arch"), value.get("warp_size"))
-            target = request.target
-            wanted = (target.backend, target.arch, target.warp_size)
+            wanted = (request.target.backend, request.target.arch, request.target.warp_size)
             if found != wanted:
                 return f"metadata is for target {found}, not {wanted}"
     for field in _OPTIONAL_INT_FIELDS:
@@ -259,9 +256,8 @@ def _listing_problem(folder: str, child: Any, path: Any, request: Request) -> tu
 
 def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
     """(damaged file or folder, what is wrong) for the entry `manager` (a FileCacheManager) keeps
-    for `request`, or None where it is whole or absent; read as `_files.read_entry_file` reads,
-    the listed files in one pass (`_files.read_entry_files`). A link in place of the entry's
-    folder is a foreign entry, which Triton would read and write through."""
+    for `request`, or None where it is whole or absent; read as `_files.read_entry_files` reads
+    (a link in place of the entry's folder is damage: Triton would read and write through it)."""
     folder = manager.cache_dir
     with contextlib.suppress(OSError):
         info = os.lstat(folder)
@@ -341,10 +337,9 @@ def warn_damaged(path: str, problem: str, kernel: str) -> None:
 
 def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, Any],
                     binary_ext: str, asm_ext: str, symbol: str) -> tuple[Any, dict[str, Any]]:
-    """`triton.compile(source, target=target, options=options)` and its metadata (a dict): the
-    entry is checked before the compile (in Triton's default file cache only, where the folders
-    of Triton's failed writes there a minute old are removed) and what the compile returns after
-    it; a damaged entry is emptied and compiled once more.
+    """`triton.compile(source, target=target, options=options)` and its metadata (a dict), the
+    entry checked before (Triton's default file cache only, its stale temporary folders removed)
+    and after the compile; a damaged entry is emptied and compiled once more.
 
     Raises:
       DamagedEntry: the binary was damaged again after the entry was replaced (names the file).

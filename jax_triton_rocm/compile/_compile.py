@@ -1,13 +1,9 @@
 """Compiling a bound kernel with `triton.compile`, through the one shared kernel-key cache.
 
 The kernel key (`make_job`) covers everything that can change the binary, the kernel's call
-graph as its names resolve now (`graph_key`) included: an edited kernel, a rebound helper or a
-rebound global `tl.constexpr` never gets the old binary (Triton's `JITFunction.cache_key` keeps
-the callees and globals of its first computation). Triton's on-disk key is widened the same way
-(`compile_job`); its entries are checked by `_cache`, its folders made usable by `_folders`
-(docs/design.md, "Triton's cache"). An autotuned call's configs compile at once, and a traced
-call's compiles start before its lowering (`start_compiles`), in the threads of one pool
-(`triton.compile` releases the GIL in ptxas and many passes)."""
+graph as its names resolve now (`graph_key`) included (Triton's `JITFunction.cache_key` keeps
+those of its first computation), and Triton's on-disk key is widened the same way. An autotuned
+call's configs, and a traced call's compiles (`start_compiles`), run in one pool's threads."""
 
 from __future__ import annotations
 
@@ -57,19 +53,13 @@ def is_triton_function(value: Any) -> bool:
 
 def graph_key(jit_fn: JITFunction, kernel: Any = None,
               record: dict | None = None) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
-    """What decides the code of `jit_fn` and every Triton function it calls, resolved now.
-
-    Returns (functions, globals): per function reached, `jit_fn` first and then its callees depth
-    first, a digest of its own source, first line and decorator settings; and the globals they
-    read, ((module:name, value text), ...) sorted. Equal in every process for the same sources and
-    values. Each function's references are parsed once per source and kept in its record
-    (`_state.KERNEL_RECORDS`; `record` is `kernel`'s, where the caller holds it); a function is
-    parsed again only when its record is stale or a callee's path now resolves to another object.
-
-    The parse is Triton's walk (`DependenciesFinder`): calls to other Triton functions are
-    collected, not merged (their recorded values would be the stale ones); then each name or
-    attribute (`a.b.c`, a path through names only) that resolves to one of them is kept with its
-    path, found here rather than in the walk so that it never calls back."""
+    """What decides the code of `jit_fn` and every Triton function it calls, resolved now:
+    (functions, globals), per function reached (`jit_fn` first, then its callees depth first) a
+    digest of its source, first line and decorator settings, and the globals they read,
+    ((module:name, value text), ...) sorted; equal in every process for the same sources and
+    values. Each function is parsed once per record (`record`: `kernel`'s, where the caller holds
+    it) and again where a callee's path resolves to another object now. Triton's walk
+    (`DependenciesFinder`) collects the callees rather than merging their (stale) values."""
     from triton.runtime.jit import DependenciesFinder
 
     functions: list[str] = []
@@ -119,10 +109,8 @@ def graph_key(jit_fn: JITFunction, kernel: Any = None,
 
 
 def call_graph_key(spec: KernelCallSpec, record: dict) -> tuple:
-    """`graph_key` of the call's kernel (`record`: `spec.kernel`'s, where the caller holds it),
-    with the digest of each Triton function given as a constexpr (`ACT=my_activation`, also inside
-    a tuple) added to its functions: what a memo of the call's lowering or plan is keyed by, so
-    that a helper rebound under a constexpr function is a new key too."""
+    """`graph_key` of the call's kernel (`record`: `spec.kernel`'s), with the digest of each
+    Triton function given as a constexpr (also inside a tuple) added: a memo key of the call."""
     graph = graph_key(spec.unwrapped.jit_fn, spec.kernel, record)
     pending = [value for _, value in spec.metaparams]
     pending += [value for kind, value in spec.positional if kind == "scalar"]
@@ -143,12 +131,9 @@ def graph_digest(jit_fn: JITFunction) -> str:
 
 @dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class _Entry:
-    """What one function's source references, found by parsing it once (`graph_key`; valid while
-    its record is and every path still resolves to its object): the digest `own` of its source,
-    first line and the decorator settings that change its code (`noinline`, `debug`), the plain
-    values it reads (`names`: (globals or nonlocals dict, name) pairs), `paths`: ((name,
-    attribute, ...), object) per Triton function it calls through a name, and its callees in the
-    order found."""
+    """What one function's source references (`graph_key`): the digest `own`, the plain values it
+    reads (`names`: (scope dict, name) pairs), ((name, attribute, ...), object) per Triton
+    function it calls through a name (`paths`) and its `callees` in the order found."""
 
     own: str
     names: tuple
@@ -279,10 +264,8 @@ def launch_jobs(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target:
 
 
 def start_compiles(jobs: list[CompileJob]) -> None:
-    """Queues each of `jobs` not compiled yet on the shared compile pool (`_state.COMPILE_POOL`),
-    at most as many as the kernel cache keeps: a lowering asking for one then waits for it
-    (`compile_job`'s claim), or compiles it itself where it has not started. Its errors are
-    kept for that lowering (`compile_job`), never raised here."""
+    """Queues each of `jobs` not compiled yet on the shared compile pool, at most as many as the
+    kernel cache keeps; a lowering asking for one waits for it (`compile_job`), errors and all."""
     limit = _env.cache_size(_env.ENV_KERNEL_CACHE_SIZE)
     for job in jobs:
         if job.key not in _state.COMPILED_KERNELS:
@@ -291,14 +274,11 @@ def start_compiles(jobs: list[CompileJob]) -> None:
 
 
 def compiled_launches(launches: list[Launch], jobs: list[CompileJob]) -> list[tuple]:
-    """(launch, job, compiled kernel) for each of `launches` (`jobs`: theirs, `launch_jobs`)
-    whose kernel compiled, in order, compiled at once (a single one in this thread, the others
-    also on the compile pool).
-
-    As Triton's autotuner does, a config whose compile fails a `tl.static_assert`
-    (CompileTimeAssertionFailure) or ptxas (PTXASError, NVIDIA only) is dropped when others
-    remain; OutOfResources is a launch error, which jaxlib's autotuner handles. Any other error,
-    or every config failing, raises the first config's error."""
+    """(launch, job, compiled kernel) for each of `launches` (`jobs`: theirs) whose kernel
+    compiled, in order (the first in this thread, the others also on the compile pool). As
+    Triton's autotuner does, a config whose compile fails a `tl.static_assert` or ptxas is
+    dropped when others remain (OutOfResources is a launch error, for jaxlib's autotuner); any
+    other error, or every config failing, raises the first config's error."""
     from triton.compiler.errors import CompileTimeAssertionFailure
     from triton.runtime.errors import PTXASError
 
@@ -339,15 +319,9 @@ def _capture(job: CompileJob, counted: bool = True) -> Any:
 
 def compile_job(job: CompileJob, counted: bool = True) -> CompiledKernel:
     """`job`'s kernel from the shared cache, compiled on a miss (once per key: `claim`); a
-    kernel's own compile error (`_errors.is_kernel_error`) is remembered until `clear_caches()`.
-    A hit is `counted` in the cache's stats unless a compile started early finds its kernel
-    done (by the lowering, which counts it).
-
-    Raises:
-      ValueError: a Gluon layout that does not fit the target's warp size or num_warps.
-      KernelPassFailure: Triton's compiler passes rejected the kernel.
-      Triton's own compile errors, with notes naming the target, the constexprs and hints
-      (`_errors.explained`)."""
+    kernel's own compile error is remembered until `clear_caches()`. A hit is `counted` in the
+    cache's stats (not by an early compile: its lowering counts it). Raises what
+    `_errors.explained` makes of a compile error."""
     kernels = _state.COMPILED_KERNELS
     kernel, held = kernels.claim(job.key, counted)
     if held is None:
@@ -362,9 +336,7 @@ def compile_job(job: CompileJob, counted: bool = True) -> CompiledKernel:
         else:
             source = ASTSource(job.jit_fn, bound.signature, constexprs=bound.constexprs,
                                attrs=bound.attrs)
-        # The front end one thread at a time: CPython 3.11's `ast.parse` is not safe across
-        # threads ("SystemError: AST constructor recursion depth mismatch"). It holds the GIL
-        # anyway; the backend passes and ptxas, where the time goes, still run in parallel.
+        # The front end one thread at a time (CPython 3.11's `ast.parse` is not thread-safe).
         make_ir = source.make_ir
 
         def make_ir_alone(*args: Any, **kwargs: Any) -> Any:

@@ -1,7 +1,5 @@
-"""What a failed compile tells the user (what the call gave the kernel, so a bad value reaches
-the user with its name), and whether the kernel cache remembers it: only the kernel's own
-errors; the environment's are tried again at the next lowering.
-"""
+"""What a failed compile tells the user (what the call gave the kernel), and whether the kernel
+cache remembers it (the kernel's own errors only)."""
 
 from __future__ import annotations
 
@@ -94,10 +92,8 @@ def layout_hints(bound: Any) -> list[str]:
 
 
 def is_kernel_error(err: Exception) -> bool:
-    """Whether a compile error is the kernel's own (a retry would fail the same way): Triton's,
-    MLIR pass failures, and the ValueError/TypeError/NotImplementedError/AssertionError raised
-    about the kernel. Not an OSError, an unreadable cache file (a decode error; a
-    `_cache.DamagedEntry` is a RuntimeError of no pass), running out of memory."""
+    """Whether a compile error is the kernel's own (a retry would fail the same way), not the
+    environment's (an OSError, an unreadable cache file, running out of memory)."""
     from triton.errors import TritonError
 
     if isinstance(err, (UnicodeError, json.JSONDecodeError)):
@@ -105,5 +101,4 @@ def is_kernel_error(err: Exception) -> bool:
     if isinstance(err, (TritonError, KernelPassFailure, ValueError, TypeError,
                         NotImplementedError, AssertionError)):
         return True
-    # Triton's MLIR passes rejected the kernel, where it was not explained (`explained`).
     return isinstance(err, RuntimeError) and "PassManager::run failed" in str(err)

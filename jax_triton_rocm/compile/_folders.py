@@ -1,9 +1,5 @@
-"""Triton's folders for the package's compiles, and Triton's key remembered beside its cache.
-
-A compile gets cache and dump folders Triton can use: Triton's default where the environment
-leaves it none, a private one where it cannot be written. Triton's key (a hash of Triton's own
-files, 0.2 to 0.3 s at each fresh process) is remembered per installation, read as every cache
-file is (`_files`). Why, threads and fork: docs/design.md, "Triton's cache"."""
+"""Cache and dump folders Triton can use for the package's compiles, and Triton's key remembered
+beside its cache. Why, threads and fork: docs/design.md, "Triton's cache"."""
 
 from __future__ import annotations
 
@@ -51,10 +47,9 @@ def needs_default_dir(cache_knobs: Any) -> bool:
 
 
 def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
-    """`compile_fn()` (a `triton.compile`) with cache and dump folders Triton can use, Triton's key
-    remembered and a cache folder others can write named in a warning; where a folder cannot be
-    made or written, again with that folder private, after one warning. Raises what
-    `compile_fn` raises, other than the unwritable folders' OSError."""
+    """`compile_fn()` (a `triton.compile`) with cache and dump folders Triton can use (where one
+    cannot be written, again with it private, after one warning) and Triton's key remembered.
+    Raises what `compile_fn` raises, other than the unwritable folders' OSError."""
     private: tuple[str, ...] = ()
     failure: OSError | None = None
     warning: tuple | None = None
@@ -69,8 +64,6 @@ def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
                     setting, "dir"), _env.TRITON_CACHE_DIR)
             return compile_fn()
         except OSError as err:
-            # The folder of Triton's that `err` says cannot be written (a full disk counts as
-            # the cache's), with why.
             folders = {"dir": cache_knobs.dir}
             if getattr(getattr(triton.knobs, "compilation", None), "dump_ir", False):
                 folders["dump_dir"] = cache_knobs.dump_dir
@@ -88,9 +81,9 @@ def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
 
 
 def _override(triton: Any, private: tuple[str, ...]) -> Any:
-    """Triton's cache knobs, counting one more compile in flight: the folders as they are, or
-    Triton's default cache folder where it has none, or private folders for the knobs `private`
-    names ("dir", "dump_dir"); they go back when the last compile in flight ends (`_release`)."""
+    """Triton's cache knobs, one more compile counted in flight, with Triton's default cache
+    folder where it has none and private folders for the knobs `private` names ("dir",
+    "dump_dir"), until the last compile in flight ends (`_release`)."""
     global _in_flight, _saved, _private, _private_dump, _warned_cache_dir
     cache_knobs = triton.knobs.cache
     with _state.LOCKS.triton_cache_dir:
@@ -120,8 +113,7 @@ def _override(triton: Any, private: tuple[str, ...]) -> Any:
 
 
 def _release(cache_knobs: Any) -> None:
-    """One compile `_override` counted ends; the last gives the knobs back and removes the
-    private cache folder."""
+    """One compile ends; the last gives the knobs back and removes the private cache folder."""
     global _in_flight, _private
     with _state.LOCKS.triton_cache_dir:
         _in_flight -= 1
@@ -209,9 +201,8 @@ def installation_stamp(root: str) -> str:
 
 
 def remember_triton_key() -> None:
-    """Before a process's first compile: hands Triton its key from the file remembered for this
-    installation beside Triton's cache, or lets Triton hash it and remembers it. Any failure
-    leaves Triton to hash its key itself."""
+    """Before a process's first compile: hands Triton its key remembered for this installation
+    beside Triton's cache, or remembers the key Triton hashed (on any failure, Triton hashes)."""
     with _state.LOCKS.triton_key:
         if os.getpid() in _tried:
             return
@@ -230,7 +221,6 @@ def remember_triton_key() -> None:
             folder = os.path.join(knobs.dir or knobs.get_triton_dir("cache"), FOLDER_NAME)
             root = os.path.dirname(os.path.dirname(os.path.abspath(cache.__file__)))
             name, version = f"{installation_stamp(root)}.key", triton.__version__
-            key = None
             try:
                 data = _files.private_file(folder, name, _MAX_BYTES)
                 if data is None:
@@ -239,7 +229,7 @@ def remember_triton_key() -> None:
                 if not (key.startswith(version) and _HASHES.fullmatch(key[len(version):])):
                     raise ValueError(f"not a key of Triton {version}")
             except FileNotFoundError:
-                pass
+                key = None
             except (OSError, ValueError) as err:
                 logger.debug("jax_triton_rocm: not using the remembered Triton key %s: %s",
                              os.path.join(folder, name), err)
@@ -265,8 +255,7 @@ def remember_triton_key() -> None:
 
 
 def _restore_after_fork() -> None:
-    """In a child forked mid-compile: the knob goes back as it was; a private folder is the
-    parent's to remove."""
+    """In a child forked mid-compile: the knob goes back; a private folder is the parent's."""
     global _in_flight, _private
     if _in_flight:
         import triton

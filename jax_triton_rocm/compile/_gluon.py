@@ -1,12 +1,8 @@
-"""Gluon kernels: clear errors for layouts that do not fit the launch.
+"""Gluon kernels: a clear error where a layout does not fit the launch.
 
-A Gluon kernel fixes its layouts itself, so two numbers must agree with the launch: the
-layout's threads per warp with the target's warp size (64 on CDNA, 32 on NVIDIA and RDNA) and
-its warps per CTA with the call's `num_warps`. Triton's verifier rejects a mismatch with a bare
-"error encountered during parsing" (the diagnostic goes to stderr only). `source` hands
-`triton.compile` a `GluonASTSource` that, when that happens, rebuilds the module, reads the
-layouts that reached the compiler and raises a ValueError naming both numbers and the target,
-with Triton's error chained.
+A Gluon layout fixes threads per warp (the target's warp size) and warps per CTA (`num_warps`);
+Triton's verifier rejects a mismatch with a bare "error encountered during parsing". `source`'s
+`GluonASTSource` then reads the layouts and raises a ValueError naming both numbers and the target.
 """
 
 from __future__ import annotations
@@ -25,10 +21,8 @@ if TYPE_CHECKING:
 # The innermost layout attributes in printed TTGIR, e.g.
 # #ttg.blocked<{sizePerThread = [8], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]}>.
 _LAYOUT = re.compile(r"#ttg\.\w+<\{[^{}]*\}>")
-_FIELD = {
-    "threads": re.compile(r"threadsPerWarp = \[([\d, ]*)\]"),
-    "warps": re.compile(r"warpsPerCTA = \[([\d, ]*)\]"),
-}
+_THREADS = re.compile(r"threadsPerWarp = \[([\d, ]*)\]")
+_WARPS = re.compile(r"warpsPerCTA = \[([\d, ]*)\]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,13 +38,11 @@ def layouts_in(module_text: str) -> list[LayoutCounts]:
     """The distinct layouts of printed TTGIR that fix threads per warp or warps per CTA."""
     found = []
     for text in dict.fromkeys(_LAYOUT.findall(module_text)):
-        counts = {}
-        for what, pattern in _FIELD.items():
-            match = pattern.search(text)
-            counts[what] = (math.prod(int(n) for n in match.group(1).split(",") if n.strip())
-                            if match else None)
-        if counts["threads"] is not None or counts["warps"] is not None:
-            found.append(LayoutCounts(text, counts["threads"], counts["warps"]))
+        threads, warps = [math.prod(int(n) for n in match.group(1).split(",") if n.strip())
+                          if (match := pattern.search(text)) else None
+                          for pattern in (_THREADS, _WARPS)]
+        if threads is not None or warps is not None:
+            found.append(LayoutCounts(text, threads, warps))
     return found
 
 
@@ -85,15 +77,9 @@ def layout_error(jit_fn: JITFunction, module_text: str | None, *, warp_size: int
 
 def source(jit_fn: JITFunction, signature: dict[str, str], constexprs: dict, attrs: dict,
            *, target: str) -> Any:
-    """A `GluonASTSource` for `triton.compile` that turns layout mismatches into clear errors.
-
-    Args:
-      jit_fn: the @gluon.jit function.
-      signature: every parameter by name, constexprs as "constexpr".
-      constexprs: constexpr values by parameter position.
-      attrs: specialisation attributes by parameter position.
-      target: the target as users name it ("gfx942", "sm_90"), for error messages.
-    """
+    """A `GluonASTSource` of `jit_fn` (`signature`: every parameter by name, constexprs as
+    "constexpr"; `constexprs` and `attrs` by position) for `triton.compile`, whose layout
+    mismatches raise `layout_error`, naming `target` as users name it ("gfx942")."""
     return _checked_source_class()(jit_fn, signature, constexprs, attrs, target=target)
 
 
@@ -122,12 +108,8 @@ def _checked_source_class() -> type:
 
 def _rejected_module_text(src: Any, target: Any, options: Any, codegen_fns: Any,
                           module_map: Any, context: Any) -> str | None:
-    """Builds the Gluon module again, as `GluonASTSource.make_ir` does, and prints it.
-
-    Runs only after the verifier rejected the module: `make_ir` drops the module it built, and
-    Triton's error carries no text. The verifier rejects this copy too, so Triton prints its
-    diagnostic on stderr a second time. None when this Triton builds modules differently.
-    """
+    """The rejected Gluon module's text (Triton's error has none), built again as
+    `GluonASTSource.make_ir` does (its diagnostic printed again); None where that fails."""
     try:
         from triton._C.libtriton import ir
         from triton.compiler.code_generator import ast_to_ttir

@@ -1,8 +1,6 @@
 """What a compiled kernel reads and writes through each of its parameters, read from the IR
-Triton made for that call (TTIR, or Gluon's TTGIR): constexprs folded, helpers inlined, a
-`tl.where` on a constexpr resolved. Each store, atomic and descriptor store has its pointer traced
-back, through the ops a pointer passes (`tt.splat`, `tt.addptr`, `arith.select`, loop-carried
-values, ...), to the parameters it may point into; docs/design.md, "What a kernel writes".
+Triton made for that call (TTIR, or Gluon's TTGIR), each access's pointer traced back to the
+parameters it may point into; docs/design.md, "What a kernel writes".
 """
 
 from __future__ import annotations
@@ -49,13 +47,10 @@ _ASSIGNED = re.compile(r"[\w.\[\], ]+?\s*(?:[-+*/%&|^]|//|\*\*|<<|>>)?=(?!=)\s*"
 
 @dataclasses.dataclass(frozen=True)
 class Accesses:
-    """What a kernel does through its parameters, by argument index of its IR function: `stores`,
-    `atomics` and `loads` where every access of that kind through the pointer traces to that
-    one argument, each with where the kernel does it first ("file.py:12: tl.store(...)");
-    `unsure`: arguments a pointer of unknown target may reach (a write through a pointer that may
-    be several arguments, one handed to an op this reading does not follow); `stray`: where the
-    kernel writes through a pointer traced to no argument (`tt.int_to_ptr`, inline asm), if it
-    does."""
+    """What a kernel does through its parameters, by argument index of its IR function, each with
+    where it does it first ("file.py:12: tl.store(...)"): sure `stores`, `atomics` and `loads`;
+    `unsure`: arguments a pointer of unknown target may reach; `stray`: a write through a
+    pointer traced to no argument (`tt.int_to_ptr`, inline asm), if any."""
 
     stores: Mapping[int, str]
     atomics: Mapping[int, str]
@@ -68,11 +63,9 @@ class Accesses:
 def of_launch(ir_text: str, bound: Any, renumbered: Mapping[tuple[str, int], Any] | None = None,
               jit_fn: Any = None) -> tuple[Accesses, dict[int, tuple[str, int]]] | None:
     """What the kernel compiled to `ir_text` does through each argument, and the buffer each
-    pointer argument gets as `bound` lays the call out (("input", operand index) or ("output",
-    output index), by argument index; `renumbered` gives it by a source's (kind, index) where a
-    route's trampoline numbers its buffers otherwise, None for a buffer that is neither); None
-    where either cannot be read. `jit_fn`: the kernel, whose lines are read where the IR names a
-    file that is gone (`read`)."""
+    pointer argument gets as `bound` lays the call out, by argument index: ("input"/"output",
+    index), or `renumbered`'s for the source's (kind, index) (None: neither); None where either
+    cannot be read. `jit_fn`: the kernel, read where the IR names a file that is gone."""
     accesses = read(ir_text, jit_fn)
     if accesses is None:
         return None
@@ -120,12 +113,9 @@ class _Module:
         self.jit_fn = jit_fn
         self.functions: dict[str, _Function] = {}
         self.memo: dict[str, Accesses | None] = {}
-        locations: dict[str, str] = {}
         lines = text.splitlines()
-        for line in lines:
-            if (found := _LOC_DEF.match(line.strip())) is not None:
-                locations[found.group(1)] = found.group(2)
-        self.locations = locations
+        self.locations = {found.group(1): found.group(2) for line in lines
+                          if (found := _LOC_DEF.match(line.strip())) is not None}
         self.shown: dict[str, str] = {}
         self.frames: dict[str, list[tuple[str, int, int]]] = {}
         try:
@@ -371,10 +361,8 @@ def _shown(frames: list[tuple[str, int, int]], jit_fn: Any = None) -> str:
     """"file.py:12: tl.store(...)": the innermost frame's file, line and statement, then the
     lines it is called at."""
     file, line, _ = frames[0]
-    # The statement without what it assigns to: Triton's releases put an op's column at its
-    # call or inside it, so the line is shown from its expression, not from the column. The IR
-    # names the file (and may come from a cache anyone could have written): only a Python
-    # source is read, or one Python holds already (a notebook's cell).
+    # The statement without what it assigns to (Triton's column may be inside the call); only a
+    # Python source is read, or one Python holds (the IR may come from anyone's cache).
     known = file in linecache.cache or (file.endswith(".py") and os.path.isfile(file))
     if not known and jit_fn is not None and (now := _moved(jit_fn, file, line)) is not None:
         file, known = now, True

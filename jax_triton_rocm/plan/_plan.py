@@ -1,14 +1,7 @@
 """The launches of one call, which every route asks and nothing else decides: per launch
-configuration (`launches`: one for a plain kernel, several for an autotuned one) the constexprs
-and compile options, the warps, the grid, the outputs to zero and the arguments laid onto the
-kernel's parameters (`_layout`).
-
-What one block may use on the target (`LaunchLimits`, the backend's answer) is
-checked at lowering instead of failing at launch, and again once compiled
-(`keep_launchable`, `launch_problem`): a plain call that breaks a limit gets a ValueError
-naming the setting, the target and the limit; an autotuned call drops the configs that break
-one, and fails only when none is left. The order in which heuristics, configs and hooks run:
-docs/design.md, "Launch configurations".
+configuration (`launches`) the constexprs and compile options, the warps, the grid, the outputs
+to zero and the arguments laid onto the kernel's parameters (`_layout`), each checked against
+what a block may use on the target (`LaunchLimits`); docs/design.md, "Launch configurations".
 """
 
 from __future__ import annotations
@@ -38,10 +31,8 @@ MAX_THREADS_PER_BLOCK = 1024  # every NVIDIA GPU since sm_20 and every AMD GPU T
 
 @dataclasses.dataclass(frozen=True)
 class LaunchLimits:
-    """What one block may use on a target (`arch`, for messages), checked by
-    `plan._plan.launch_problem`. `max_shared_bytes`: None where the vendor's table lacks the
-    target (then only the launch checks it). `max_threads_x`: threads along the grid's x axis
-    (programs times the block's threads), where more than `max_grid` bounds them (HIP)."""
+    """What one block may use on a target (`arch`, for messages; None: not known or not bounded
+    beyond `max_grid`), `max_threads_x` the threads along the grid's x axis (HIP)."""
 
     arch: str
     warp_size: int
@@ -55,10 +46,8 @@ class LaunchLimits:
 class LaunchSite:
     """What the plan needs to know of where the launches run: Triton's compiler backend class
     (it parses specialisation attributes), the `limits` (None: nothing checked), every vendor's
-    compile options (what a config or heuristic may set beside the parameters and settings),
-    `check_ctas` (raises for clusters that cannot launch there), whether only the first config
-    launches (no timing there), the target's name, and the fp8 types its compiler takes (None:
-    any)."""
+    compile options, `check_ctas` (raises for clusters that cannot launch there), whether only
+    the first config launches, the target's name, and the fp8 types it takes (None: any)."""
 
     triton_backend: Any
     limits: LaunchLimits | None
@@ -79,13 +68,8 @@ def interpreter_launch_site(compile_options: tuple[str, ...]) -> LaunchSite:
 def launch_problem(limits: LaunchLimits, num_warps: int | None = None,
                    grid: tuple[int, int, int] | None = None, compiled: Any = None) -> str | None:
     """Why a launch cannot run within `limits`, or None: its block of `num_warps` warps, its
-    `grid` and its `compiled` kernel (`compile._compile.CompiledKernel`), in that order, each
-    where given (a config's grid is evaluated, and its kernel compiled, later).
-
-    Raises:
-      NotImplementedError: a compiled kernel that fits needs a launch feature that neither
-        jaxlib's Triton call nor XLA's provides.
-    """
+    `grid` and its `compiled` kernel, each where given. NotImplementedError for a compiled kernel
+    that needs a launch feature neither jaxlib's Triton call nor XLA's provides."""
     threads = (num_warps or 0) * limits.warp_size
     if threads > limits.max_threads:
         return (f"num_warps={num_warps} makes blocks of {threads} threads ({num_warps} warps "
@@ -126,12 +110,9 @@ def launch_problem(limits: LaunchLimits, num_warps: int | None = None,
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
     """One way to launch the kernel: constexprs by name, the settings (None: the backend's
-    default, one CTA for `num_ctas`), vendor compile `options` and Triton's `description` of the
-    config. `meta` is what a callable `grid` or `zeroed_outputs` receives (the arguments by name,
-    the constexprs and the launch settings, as Triton's launcher gives them); `positional` the
-    call's layout with the descriptors the config's `pre_hook` re-blocked (`_hooks`), None where
-    it is the spec's own.
-    """
+    default), vendor compile `options`, Triton's `description` of the config, what a callable
+    `grid` or `zeroed_outputs` receives (`meta`) and the layout the config's `pre_hook` re-blocked
+    (`positional`; None: the spec's own)."""
 
     constexprs: dict[str, Any]
     num_warps: int | None
@@ -207,14 +188,9 @@ def launch_grid(spec: KernelCallSpec, meta: dict[str, Any], *, num_warps: int,
                 description: str = "",
                 limits: LaunchLimits | None = None) -> tuple[int, int, int]:
     """The grid of one launch of `num_warps` warps per program: `spec.grid`, evaluated on `meta`
-    when callable (a batched call's grid sees the unbatched shapes), batched along
-    `batch_grid_axis` under `jax.vmap`.
-
-    Raises:
-      ValueError / TypeError: a grid that is not 1-3 sizes of 0 or more, a callable grid that
-        raised (`_callbacks.call`), a batched call whose grid uses the batch axis, or a grid
-        beyond `limits`; each names the grid and the fix.
-    """
+    when callable, batched along `batch_grid_axis` under `jax.vmap`. ValueError or TypeError for
+    a grid that is not 1-3 sizes of 0 or more, a callable grid that raised, a batched call
+    whose grid uses the batch axis, or a grid beyond `limits`."""
     grid, what = spec.grid, "grid"
     if isinstance(grid, MetaGrid):
         what = f"grid(meta) for config ({description})" if description else "grid(meta)"
@@ -252,23 +228,17 @@ def zeroed_outputs(spec: KernelCallSpec, meta: dict[str, Any], n_outs: int) -> t
 
 @dataclasses.dataclass(frozen=True)
 class Skipped:
-    """A call that launches nothing: its grid has a 0, and Triton's launcher skips such a
-    launch. A route emits no kernel call; each output is zeros where `zeroed` lists it, else
-    its aliased input, else empty (`skipped` refuses any other)."""
+    """A call that launches nothing (its grid has a 0): each output is zeros where `zeroed` lists
+    it, else its aliased input, else empty."""
 
     grid: tuple[int, int, int]
     zeroed: tuple[int, ...]
 
 
 def skipped(launches: Sequence[Launch], spec: KernelCallSpec, out_avals: tuple) -> Skipped:
-    """The call skipped, where the grid of a launch has a 0 (a route asks only then, with
-    `0 in launch.grid` inline, so that a call that launches runs no more of the package).
-
-    Raises:
-      ValueError: the grids of some autotune configs have a 0 and others' not; or an output
-        that is not empty is neither zeroed in every launch nor aliased to an input. Each names
-        the grid, the outputs or configs, and the fix.
-    """
+    """The call skipped, where the grid of a launch has a 0. ValueError where the grids of some
+    autotune configs have a 0 and others' not, or an output that is not empty is neither zeroed
+    in every launch nor aliased to an input."""
     if not all([0 in launch.grid for launch in launches]):
         listed = "; ".join(f"config ({launch.description}): grid {launch.grid}"
                            for launch in launches)
@@ -349,19 +319,11 @@ def launch_configs(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site
 
 def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: LaunchSite,
              types: _spec.ArgumentTypes | None = None) -> list[Launch]:
-    """The launches of `spec` on `site`, in the order jaxlib should try them: the call's launch
-    configurations, then, for each one that can launch there, its warps, grid, outputs to
-    zero and arguments laid onto the kernel's parameters.
-
-    A config's pre_hook (`_hooks.run`) runs before the heuristics inside the autotuner: the
-    descriptors it re-blocks give the config its own layout (`positional`), and what it left in
-    the arguments by name is what those heuristics and a grid see. NumPy scalar constexprs become
-    the Python scalars they equal (`_spec.plain_constexpr`), so `np.int64(256)` compiles as
-    `256` does. `types`: the call's values and metaparameters as typed for the plan memo, which
-    a config's layout takes with its own constexprs unless a pre_hook re-laid it out (a kernel
-    with neither autotuner nor heuristics launches with those); None types them here. Raises
-    what the autotuner's configs and heuristics, `keep_launchable`, `launch_grid`,
-    `zeroed_outputs` and `_layout.lay_out_arguments` raise.
+    """The launches of `spec` on `site`, in the order jaxlib should try them: per launch
+    configuration that can launch there, its warps, grid, outputs to zero and arguments laid
+    onto the kernel's parameters. `types`: the call's values and metaparameters as typed for
+    the plan memo (None: typed here). Raises what the autotuner's configs and heuristics,
+    `keep_launchable`, `launch_grid`, `zeroed_outputs` and `_layout.lay_out_arguments` raise.
     """
     jit_fn, kernel = spec.unwrapped.jit_fn, spec.kernel_name
     # The call's own settings (triton_call checked them) and constexprs, and nothing else.

@@ -1,10 +1,6 @@
 """A kernel that takes its buffers in the order a route passes them: the user's kernel, or a
-generated trampoline whose parameters are in the route's order and whose body calls the kernel
-in its own (`softmax(out, x, ...)`; XLA's runtime scalars as 0-d operands). Triton inlines the
-call instead of buffers being copied; the trampoline is named like the kernel's symbol, so
-profilers and jaxlib show it. An int of Triton's divisible-by-16 class travels to XLA divided by
-its `scale`, multiplied back in the trampoline, so the divisibility is in the arithmetic
-(docs/routes.md).
+generated trampoline, named like the kernel's symbol, whose parameters are in the route's order
+and whose body calls the kernel in its own (Triton inlines it); docs/routes.md.
 """
 
 from __future__ import annotations
@@ -47,8 +43,8 @@ class Compiled:
 
 def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int,
                record: dict | None = None) -> Launch:
-    """`launch` as jaxlib's call launches it: the operands' buffers, then the results', in
-    kernel order; a kernel whose buffers are in another order gets a trampoline."""
+    """`launch` as jaxlib's call launches it: the operands' buffers, then the results'; a kernel
+    whose buffers are in another order gets a trampoline."""
     jit_fn, bound = kernel.jit_fn, launch.bound
     first: dict[int, int] = {}
     owner: dict[int, int] = {}  # a parameter given a buffer another already has: that one
@@ -213,9 +209,8 @@ def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body
         trampoline = gluon.jit(function)
     else:
         trampoline = triton.jit(function)
-    # Triton (3.9) registers each @jit function by module and name, for deserialising its
-    # constants; a trampoline has no user to resolve it, and the entry would keep it, and through
-    # it the kernel, alive after `clear_caches()`.
+    # Triton (3.9) registers each @jit function by module and name; the entry would keep a
+    # trampoline, and through it the kernel, alive after `clear_caches()`.
     registry = getattr(triton.runtime.jit, "_triton_jit_function_registry", {})
     for registered in [k for k, v in registry.items() if v is trampoline]:
         del registry[registered]
