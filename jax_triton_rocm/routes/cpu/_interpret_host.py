@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import functools
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
@@ -91,75 +91,113 @@ def _refuse_fp8(operation: Any, triton_type: str) -> None:
         raise Fp8ArithmeticError(getattr(operation, "__name__", str(operation)), triton_type)
 
 
-def bits_replacements() -> dict[tuple[Any, str], Any]:
+def _method(function: Callable[..., Any], *first: Any) -> Callable[..., Any]:
+    """`function(*first, instance, ...)` as a method of the class it is set on (a bound method
+    or a partial set on a class is called without the instance)."""
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return function(*first, self, *args, **kwargs)
+    return method
+
+
+def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    # In float64 the product is exact, and so is the sum of values of like magnitude: the
+    # result rounds once, as the GPU's fused multiply-add does.
+    return a.astype(np.float64) * b + c
+
+
+class _BitsOperations:
     """The builder's operations that decode bits (see the module's docstring), and the
-    language's patching (`tl.range` as `tensor_range`), by owner, name."""
-    import triton.language as tl
-    from triton._C.libtriton import interpreter as host
-    from triton._C.libtriton import ir
-    from triton.runtime import interpreter
-    from triton.runtime.interpreter import TensorHandle
+    language's patching (`tl.range` as `tensor_range`). Each calls Triton's own, kept in
+    `originals` by owner, name, where it has no bits to decode."""
 
-    builder, reduce_ops, scan_ops = (interpreter.InterpreterBuilder, interpreter.ReduceOps,
-                                     interpreter.ScanOps)
+    def __init__(self) -> None:
+        import triton.language as tl
+        from triton._C.libtriton import interpreter as host
+        from triton._C.libtriton import ir
+        from triton.runtime import interpreter
 
-    def retyped(tensor, data, dtype):
+        self.tl, self.host, self.ir, self.interpreter = tl, host, ir, interpreter
+        self.handle_type = interpreter.TensorHandle
+        self.originals: dict[tuple[Any, str], Any] = {}
+
+    def replacements(self) -> dict[tuple[Any, str], Any]:
+        """The replacing functions, by owner, name; Triton's own go into `originals`."""
+        interpreter = self.interpreter
+        builder, reduce_ops, scan_ops = (interpreter.InterpreterBuilder, interpreter.ReduceOps,
+                                         interpreter.ScanOps)
+        replaced = {(interpreter, "_patch_lang_core"): self.patch_lang_core,
+                    **{(builder, name): _method(self.elementwise, name, None)
+                       for name in ("binary_op", "unary_op", "ternary_op")},
+                    (builder, "create_fma"): _method(self.elementwise, "create_fma", _fma),
+                    **{(builder, name): _method(self.converted, name)
+                       for name in ("cast_impl", "create_fp_to_fp")},
+                    **{(builder, name): _method(getattr(self, name))
+                       for name in ("create_dot", "create_atomic_rmw", "create_print")},
+                    **{(owner, name): _method(self.in_float32, owner, name)
+                       for owner, name in ((reduce_ops, "sum"), (reduce_ops, "min_max"),
+                                           (scan_ops, "cumsum"), (scan_ops, "cumprod"))}}
+        if hasattr(builder, "create_descriptor_load"):
+            replaced[builder, "create_descriptor_load"] = _method(self.create_descriptor_load)
+        self.originals = {(owner, name): getattr(owner, name) for owner, name in replaced}
+        return replaced
+
+    def original(self, name: str) -> Any:
+        """Triton's own builder operation `name`."""
+        return self.originals[self.interpreter.InterpreterBuilder, name]
+
+    def retyped(self, tensor: Any, data: np.ndarray, dtype: Any) -> Any:
+        """A tensor of `data` as `dtype`, a block where `tensor` is one, of its shape."""
         block = tensor.type.is_block()
-        return tl.core.tensor(TensorHandle(data, dtype),
-                              tl.block_type(dtype, list(tensor.type.shape)) if block else dtype)
+        return self.tl.core.tensor(self.handle_type(data, dtype), self.tl.block_type(
+            dtype, list(tensor.type.shape)) if block else dtype)
 
-    def as_float32(handle):
+    def as_float32(self, handle: Any) -> Any:
+        """`handle`, its bits decoded to float32 where it holds bits."""
         triton_type = _handle_format(handle)
         if triton_type is None:
             return handle
-        return TensorHandle(decode(handle.data, triton_type), tl.float32)
+        return self.handle_type(decode(handle.data, triton_type), self.tl.float32)
 
-    def fma(a, b, c):
-        # In float64 the product is exact, and so is the sum of values of like magnitude: the
-        # result rounds once, as the GPU's fused multiply-add does.
-        return a.astype(np.float64) * b + c
+    def elementwise(self, name: str, op: Any, builder: Any, *args: Any) -> Any:
+        """Builder operation `name` on handles, then a NumPy op (`create_fma`'s handles only:
+        `op`)."""
+        handles, operation = (args, op) if op else (args[:-1], args[-1])
+        bits = [h for h in handles if _handle_format(h)]
+        if not bits or operation is np.where:  # a select moves bits, as on the GPU
+            return self.original(name)(builder, *args)
+        triton_type = _handle_format(bits[0])
+        _refuse_fp8(operation, triton_type)
+        out = operation(*(decode(h.data, triton_type) for h in handles))
+        if out.dtype == np.bool_:
+            return self.handle_type(out, self.tl.int1)
+        return self.handle_type(encode(out, triton_type), bits[0].dtype.scalar)
 
-    def elementwise(name, op=None):
-        # Handles, then a NumPy op (`create_fma`'s handles only: `op`).
-        def patched(self, *args):
-            handles, operation = (args, op) if op else (args[:-1], args[-1])
-            bits = [h for h in handles if _handle_format(h)]
-            if not bits or operation is np.where:  # a select moves bits, as on the GPU
-                return originals[builder, name](self, *args)
-            triton_type = _handle_format(bits[0])
-            _refuse_fp8(operation, triton_type)
-            out = operation(*(decode(h.data, triton_type) for h in handles))
-            if out.dtype == np.bool_:
-                return TensorHandle(out, tl.int1)
-            return TensorHandle(encode(out, triton_type), bits[0].dtype.scalar)
-        return patched
+    def converted(self, name: str, builder: Any, src: Any, dst_type: Any, *rounding: Any) -> Any:
+        """Builder conversion `name` of `src` to `dst_type`, rounded as `rounding` asks."""
+        source, target = _handle_format(src), bits_format(dst_type)
+        if source is None and target is None:
+            return self.original(name)(builder, src, dst_type, *rounding)
+        values = decode(src.data, source) if source else src.data
+        if target:
+            data = encode(values, target, toward_zero=rounding == (self.ir.ROUNDING_MODE.RTZ,))
+        else:
+            data = values.astype(self.interpreter._get_np_dtype(dst_type))
+        return self.handle_type(data, dst_type.scalar)
 
-    def converted(name):
-        def patched(self, src, dst_type, *rounding):
-            source, target = _handle_format(src), bits_format(dst_type)
-            if source is None and target is None:
-                return originals[builder, name](self, src, dst_type, *rounding)
-            values = decode(src.data, source) if source else src.data
-            if target:
-                data = encode(values, target, toward_zero=rounding == (ir.ROUNDING_MODE.RTZ,))
-            else:
-                data = values.astype(interpreter._get_np_dtype(dst_type))
-            return TensorHandle(data, dst_type.scalar)
-        return patched
-
-    def create_dot(self, a, b, d, *rest, **kwargs):
+    def create_dot(self, builder: Any, a: Any, b: Any, d: Any, *rest: Any, **kwargs: Any) -> Any:
         triton_type = _handle_format(d)
-        out = originals[builder, "create_dot"](self, *map(as_float32, (a, b, d)),
-                                              *rest, **kwargs)
+        out = self.original("create_dot")(builder, *map(self.as_float32, (a, b, d)), *rest,
+                                          **kwargs)
         if triton_type is None:
             return out
-        return TensorHandle(encode(out.data, triton_type), d.dtype.scalar)
+        return self.handle_type(encode(out.data, triton_type), d.dtype.scalar)
 
-    def create_atomic_rmw(self, rmw_op, ptr, val, mask, sem, scope):
+    def create_atomic_rmw(self, builder: Any, rmw_op: Any, ptr: Any, val: Any, mask: Any,
+                          sem: Any, scope: Any) -> Any:
         triton_type = _handle_format(val)
-        if triton_type is None or rmw_op != ir.ATOMIC_OP.FADD:
-            return originals[builder, "create_atomic_rmw"](self, rmw_op, ptr, val, mask, sem,
-                                                          scope)
+        if triton_type is None or rmw_op != self.ir.ATOMIC_OP.FADD:
+            return self.original("create_atomic_rmw")(builder, rmw_op, ptr, val, mask, sem,
+                                                      scope)
         _refuse_fp8("atomic_add", triton_type)
         # One element at a time, in order: programs run one after another here, so this is
         # each element's read-modify-write, with repeated addresses adding up.
@@ -168,78 +206,65 @@ def bits_replacements() -> dict[tuple[Any, str], Any]:
         one = np.ones(1, np.bool_)
         for index in zip(*np.nonzero(masks)):
             address = ptrs[index].reshape(1)
-            old[index] = host.load(address, one, old[index].reshape(1), old.dtype)[0]
+            old[index] = self.host.load(address, one, old[index].reshape(1), old.dtype)[0]
             total = decode(old[index], triton_type) + decode(values[index], triton_type)
-            host.store(address, encode(total, triton_type).reshape(1), one)
-        return TensorHandle(old, val.dtype.scalar)
+            self.host.store(address, encode(total, triton_type).reshape(1), one)
+        return self.handle_type(old, val.dtype.scalar)
 
-    def create_print(self, prefix, hex, values, *rest):
+    def create_print(self, builder: Any, prefix: Any, hex: Any, values: Any, *rest: Any) -> Any:
         if not hex:  # values, as the GPU prints them; in hex, their bits
-            values = [as_float32(value) for value in values]
-        return originals[builder, "create_print"](self, prefix, hex, values, *rest)
+            values = [self.as_float32(value) for value in values]
+        return self.original("create_print")(builder, prefix, hex, values, *rest)
 
-    def in_float32(owner, name):
-        # Sums and scans accumulate in float32 and round once; the GPU adds in bfloat16.
-        def rebits(out, triton_type, dtype):
-            if isinstance(out, (list, tuple)):
-                return type(out)(rebits(element, triton_type, dtype) for element in out)
-            if out.dtype != tl.float32:  # min_max's index
-                return out
-            return retyped(out, encode(out.handle.data, triton_type), dtype)
+    def in_float32(self, owner: Any, name: str, ops: Any, input: Any, *args: Any,
+                   **kwargs: Any) -> Any:
+        """`owner`'s reduction or scan `name`, run on `input` decoded to float32: sums and
+        scans accumulate in float32 and round once; the GPU adds in bfloat16."""
+        input = input[0] if isinstance(input, tuple) else input  # min_max's (value, index)
+        triton_type = bits_format(input.dtype)
+        if triton_type is None:
+            return self.originals[owner, name](ops, input, *args, **kwargs)
+        if name != "min_max":
+            _refuse_fp8(name, triton_type)
+        values = self.retyped(input, decode(input.handle.data, triton_type), self.tl.float32)
+        return self.rebits(self.originals[owner, name](ops, values, *args, **kwargs),
+                           triton_type, input.dtype)
 
-        def patched(self, input, *args, **kwargs):
-            input = input[0] if isinstance(input, tuple) else input  # min_max's (value, index)
-            triton_type = bits_format(input.dtype)
-            if triton_type is None:
-                return originals[owner, name](self, input, *args, **kwargs)
-            if name != "min_max":
-                _refuse_fp8(name, triton_type)
-            values = retyped(input, decode(input.handle.data, triton_type), tl.float32)
-            return rebits(originals[owner, name](self, values, *args, **kwargs), triton_type,
-                          input.dtype)
-        return patched
+    def rebits(self, out: Any, triton_type: str, dtype: Any) -> Any:
+        """`out` (a tensor, or a tuple or list of them), its float32 values as bits of
+        `triton_type`."""
+        if isinstance(out, (list, tuple)):
+            return type(out)(self.rebits(element, triton_type, dtype) for element in out)
+        if out.dtype != self.tl.float32:  # min_max's index
+            return out
+        return self.retyped(out, encode(out.handle.data, triton_type), dtype)
 
-    def create_descriptor_load(self, desc, indices, *args, **kwargs):
+    def create_descriptor_load(self, builder: Any, desc: Any, indices: Any, *args: Any,
+                               **kwargs: Any) -> Any:
         # Padded with NaN, bfloat16 gets NaN's bits, not the zero bits the interpreter would
         # cast NaN to.
-        load = originals[builder, "create_descriptor_load"]
-        if desc.padding != ir.PADDING_OPTION.PAD_NAN:
-            return load(self, desc, indices, *args, **kwargs)
+        load = self.original("create_descriptor_load")
+        if desc.padding != self.ir.PADDING_OPTION.PAD_NAN:
+            return load(builder, desc, indices, *args, **kwargs)
         ptrs, mask = desc.materialize_pointers(indices)
-        if ptrs.get_element_ty() != tl.bfloat16:
-            return load(self, desc, indices, *args, **kwargs)
-        other = TensorHandle(np.full_like(ptrs.data, 0x7FC0, np.uint16), tl.bfloat16)
-        return self.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
+        if ptrs.get_element_ty() != self.tl.bfloat16:
+            return load(builder, desc, indices, *args, **kwargs)
+        other = self.handle_type(np.full_like(ptrs.data, 0x7FC0, np.uint16), self.tl.bfloat16)
+        return builder.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
 
-    def patch_lang_core(lang, scope):
+    def patch_lang_core(self, lang: Any, scope: Any) -> None:
         # Triton 3.6's interpreter names no IR type for two fp8 types its builder has. And
         # `tl.range`, a Python range there, steps as compiled (`tl.static_range` stays one).
-        originals[interpreter, "_patch_lang_core"](lang, scope)
+        self.originals[self.interpreter, "_patch_lang_core"](lang, scope)
         scope.set_attr(lang, "range", tensor_range)
         to_ir = lang.dtype.to_ir
 
-        def to_ir_of_every_fp8(self, builder):
+        def to_ir_of_every_fp8(self: Any, builder: Any) -> Any:
             if self.name in ("fp8e4b8", "fp8e5b16"):
                 return getattr(builder, f"get_{self.name}_ty")()
             return to_ir(self, builder)
 
         scope.set_attr(lang.dtype, "to_ir", to_ir_of_every_fp8)
-
-    replaced = {(interpreter, "_patch_lang_core"): patch_lang_core,
-                **{(builder, name): elementwise(name)
-                   for name in ("binary_op", "unary_op", "ternary_op")},
-                (builder, "create_fma"): elementwise("create_fma", fma),
-                **{(builder, name): converted(name) for name in ("cast_impl", "create_fp_to_fp")},
-                (builder, "create_dot"): create_dot,
-                (builder, "create_atomic_rmw"): create_atomic_rmw,
-                (builder, "create_print"): create_print,
-                **{(owner, name): in_float32(owner, name)
-                   for owner, name in ((reduce_ops, "sum"), (reduce_ops, "min_max"),
-                                       (scan_ops, "cumsum"), (scan_ops, "cumprod"))}}
-    if hasattr(builder, "create_descriptor_load"):
-        replaced[builder, "create_descriptor_load"] = create_descriptor_load
-    originals = {(owner, name): getattr(owner, name) for owner, name in replaced}
-    return replaced
 
 
 class HostTensor:
@@ -410,7 +435,7 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
                     **{(tl.constexpr, name): deferring(getattr(tl.constexpr, name), reflected)
                        for name, reflected in _REFLECTED.items()
                        if hasattr(tl.constexpr, name) and hasattr(tl.tensor, reflected)},
-                    **bits_replacements()}
+                    **_BitsOperations().replacements()}
     saved = {(owner, name): getattr(owner, name) for owner, name in replacements}
     for (owner, name), value in replacements.items():
         setattr(owner, name, value)
