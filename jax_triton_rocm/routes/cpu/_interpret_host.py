@@ -1,11 +1,6 @@
 """Triton's interpreter run on NumPy buffers (`HostTensor`), adapted for a run by
-`interpreter_adapted`; callers hold `_state.triton_language_lock()`.
-
-The interpreter keeps bfloat16 and fp8 as raw bits, which NumPy would compute on as integers: the
-adapted builder decodes them to float32 and rounds results as the GPU does; fp8 arithmetic is
-refused, as Triton's compiler refuses it. A `range` or `tl.range` loop's variable is a scalar
-tensor, as in a compiled kernel (`tensor_range`), not the interpreter's Python int.
-docs/design.md, "Triton's interpreter on the CPU".
+`interpreter_adapted` (bfloat16 and fp8 computed on as values, loop variables as tensors);
+callers hold `_state.triton_language_lock()`. docs/design.md, "Triton's interpreter on the CPU".
 """
 
 from __future__ import annotations
@@ -142,7 +137,6 @@ class _BitsOperations:
         return replaced
 
     def original(self, name: str) -> Any:
-        """Triton's own builder operation `name`."""
         return self.originals[self.interpreter.InterpreterBuilder, name]
 
     def retyped(self, tensor: Any, data: np.ndarray, dtype: Any) -> Any:
@@ -152,7 +146,6 @@ class _BitsOperations:
             dtype, list(tensor.type.shape)) if block else dtype)
 
     def as_float32(self, handle: Any) -> Any:
-        """`handle`, its bits decoded to float32 where it holds bits."""
         triton_type = _handle_format(handle)
         if triton_type is None:
             return handle

@@ -106,6 +106,11 @@ def module_image_ptx(binary: bytes) -> str:
             f"binary is in TritonKernel.module_image, which jaxlib reads from 0.11.1 on)")
 
 
+# The fields of `TritonKernel` a `KernelImage` holds under the same name.
+_KERNEL_FIELDS = ("num_warps", "num_ctas", "shared_mem_bytes", "ptx", "compute_capability", "ttir",
+                  "global_scratch_size", "global_scratch_align")
+
+
 @dataclasses.dataclass(frozen=True)
 class KernelImage:
     """A compiled kernel as jaxlib loads it.
@@ -136,17 +141,8 @@ class KernelImage:
     piece: tuple[bytes, bytes, int] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        kernel = MESSAGES["TritonKernel"](
-            kernel_name=self.name,
-            num_warps=self.num_warps,
-            shared_mem_bytes=self.shared_mem_bytes,
-            ptx=self.ptx,
-            ttir=self.ttir,
-            compute_capability=self.compute_capability,
-            num_ctas=self.num_ctas,
-            global_scratch_size=self.global_scratch_size,
-            global_scratch_align=self.global_scratch_align,
-        )
+        kernel = MESSAGES["TritonKernel"](kernel_name=self.name, **{
+            name: getattr(self, name) for name in _KERNEL_FIELDS})
         if self.object_file is not None:
             kernel.module_image.object_file = self.object_file
             kernel.module_image.kernel_name = self.name
@@ -158,8 +154,7 @@ def kernel_image(backend: Backend, compiled: CompiledKernel, answers: ArchAnswer
                  features: PluginFeatures, *, devices: GpuArch | None = None,
                  with_ttir: bool = False, keep_ptx_text: bool = False) -> KernelImage:
     """The compiled kernel as the installed jaxlib loads it on `devices` (None: on devices of
-    the architecture it was compiled for, `answers.arch`), with its IR in `ttir` if asked
-    (jaxlib reads it for nothing).
+    the architecture it was compiled for, `answers.arch`), with its IR in `ttir` if asked.
 
     Raises:
       ValueError: no form of the kernel loads on `devices`, or jaxlib cannot launch its block
