@@ -101,9 +101,8 @@ def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 class _BitsOperations:
-    """The builder's operations that decode bits (see the module's docstring), and the
-    language's patching (`tl.range` as `tensor_range`). Each calls Triton's own, kept in
-    `originals` by owner, name, where it has no bits to decode."""
+    """The builder's operations that decode bits, and the language's patching (`tl.range` as
+    `tensor_range`); each calls Triton's own (`originals`) where it has no bits to decode."""
 
     def __init__(self) -> None:
         import triton.language as tl
@@ -294,10 +293,9 @@ class HostTensor:
 
 
 def interpreted(jit_fn: JITFunction) -> Any:
-    """Triton's `InterpretedFunction` for `jit_fn`, kept in its record, not keyed by hash:
-    hashing a JITFunction parses its source, which fails while the language is patched. Its
-    source is rewritten with `range` loops stepping as compiled (`loop_range`), and the rewrite
-    kept on it, not in the interpreter's class-wide cache."""
+    """Triton's `InterpretedFunction` for `jit_fn`, its `range` loops stepping as compiled
+    (`loop_range`), kept in its record, not keyed by hash: hashing a JITFunction parses its
+    source, which fails while the language is patched."""
     from triton.runtime.interpreter import InterpretedFunction
 
     def made() -> Any:
@@ -311,10 +309,8 @@ def interpreted(jit_fn: JITFunction) -> Any:
 
 def tensor_range(arg1: Any, arg2: Any = None, step: Any = None, **options: Any) -> Iterator[Any]:
     """The steps of `range(arg1, arg2, step)` (or `tl.range`) as a compiled kernel takes them:
-    scalar tensors of the type the bounds and step promote to (int32 for constants and int32
-    arguments; int64 where one is int64), so that `i.to(...)` works and `i * BLOCK` wraps as
-    there. `options` (`num_stages`, ...) tune a compiled loop only. TypeError for a bound that
-    is no integer, as Triton's compiler raises."""
+    scalar tensors of the type the bounds and step promote to. `options` (`num_stages`, ...)
+    tune a compiled loop only. TypeError for a bound that is no integer, as Triton raises."""
     import triton.language as tl
     from triton.runtime import interpreter
 
