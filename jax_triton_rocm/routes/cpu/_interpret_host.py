@@ -100,26 +100,38 @@ def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return a.astype(np.float64) * b + c
 
 
-class _BitsOperations:
-    """The builder's operations that decode bits, and the language's patching (`tl.range` as
-    `tensor_range`); each calls Triton's own (`originals`) where it has no bits to decode."""
+class _Adaptations:
+    """What `interpreter_adapted` replaces, each a method: calls between kernels, the builder's
+    operations that decode bits, and the language's patching (`tl.range` as `tensor_range`);
+    each calls Triton's own (`originals`, put back on exit) where it has nothing to adapt."""
 
-    def __init__(self) -> None:
+    def __init__(self, debug: bool) -> None:
         import triton.language as tl
         from triton._C.libtriton import interpreter as host
         from triton._C.libtriton import ir
         from triton.runtime import interpreter
 
-        self.tl, self.host, self.ir, self.interpreter = tl, host, ir, interpreter
+        self.debug, self.tl, self.host, self.ir, self.interpreter = debug, tl, host, ir, interpreter
         self.handle_type = interpreter.TensorHandle
         self.originals: dict[tuple[Any, str], Any] = {}
 
     def replacements(self) -> dict[tuple[Any, str], Any]:
-        """The replacing functions, by owner, name; Triton's own go into `originals`."""
-        interpreter = self.interpreter
+        """The replacing values, by owner, name; Triton's own go into `originals`."""
+        from triton.runtime.jit import JITFunction
+
+        tl, interpreter = self.tl, self.interpreter
         builder, reduce_ops, scan_ops = (interpreter.InterpreterBuilder, interpreter.ReduceOps,
                                          interpreter.ScanOps)
-        replaced = {(interpreter, "_patch_lang_core"): self.patch_lang_core,
+        options = interpreter.interpreter_builder.options
+        replaced = {(JITFunction, "__call__"): _method(self.call_interpreted),
+                    (interpreter.InterpretedFunction, "__call__"): _method(self.call_interpreted),
+                    (interpreter, "_patch_lang_tensor"): self.patch_lang_tensor,
+                    (interpreter.interpreter_builder, "options"): dataclasses.replace(
+                        options, debug=self.debug),
+                    **{(tl.constexpr, name): _method(self.constexpr_operator, name, reflected)
+                       for name, reflected in _REFLECTED.items()
+                       if hasattr(tl.constexpr, name) and hasattr(tl.tensor, reflected)},
+                    (interpreter, "_patch_lang_core"): self.patch_lang_core,
                     **{(builder, name): _method(self.elementwise, name, None)
                        for name in ("binary_op", "unary_op", "ternary_op")},
                     (builder, "create_fma"): _method(self.elementwise, "create_fma", _fma),
@@ -134,6 +146,30 @@ class _BitsOperations:
             replaced[builder, "create_descriptor_load"] = _method(self.create_descriptor_load)
         self.originals = {(owner, name): getattr(owner, name) for owner, name in replaced}
         return replaced
+
+    def call_interpreted(self, jit_fn: Any, *args: Any, **kwargs: Any) -> Any:
+        # As InterpretedFunction.__call__, but the language patched for the callee's module is
+        # put back after the call: that method leaves it patched, which breaks later compiles.
+        twin = interpreted(jit_fn)
+        scope = self.interpreter._patch_lang(twin.fn)
+        try:
+            return twin.rewrite()(*args, **kwargs)
+        finally:
+            scope.restore()
+
+    def patch_lang_tensor(self, tensor: Any, scope: Any) -> None:
+        # A runtime scalar where Python wants an int: the interpreter keeps scalars as
+        # 1-element arrays and Triton 3.6's calls `int()` on them, which NumPy >= 2.5 refuses.
+        self.originals[self.interpreter, "_patch_lang_tensor"](tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda scalar: int(scalar.handle.data.item()))
+
+    def constexpr_operator(self, name: str, reflected: str, constexpr: Any, other: Any) -> Any:
+        # `alpha * x` with a constexpr `alpha` (a parameter given by keyword) gives a tensor, as
+        # in a compiled kernel: Triton 3.9's constexpr wraps it in a constexpr, which the
+        # interpreter cannot store.
+        if isinstance(other, self.tl.tensor):
+            return getattr(other, reflected)(constexpr.value)
+        return self.originals[self.tl.constexpr, name](constexpr, other)
 
     def original(self, name: str) -> Any:
         return self.originals[self.interpreter.InterpreterBuilder, name]
@@ -383,55 +419,14 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
     """While in force, Triton's interpreter runs a @triton.jit kernel as the GPU would: asserts
     checked where `debug`, calls to other @triton.jit functions run (outside
     `TRITON_INTERPRET=1` a `JITFunction` refuses a call), bits computed on as values, and two
-    faults mended. Everything is put back on exit."""
-    import triton.language as tl
-    from triton.runtime import interpreter
-    from triton.runtime.jit import JITFunction
-
-    patch_tensor = interpreter._patch_lang_tensor
-
-    def call_interpreted(self, *args, **kwargs):
-        # As InterpretedFunction.__call__, but the language patched for the callee's module is
-        # put back after the call: that method leaves it patched, which breaks later compiles.
-        twin = interpreted(self)
-        scope = interpreter._patch_lang(twin.fn)
-        try:
-            return twin.rewrite()(*args, **kwargs)
-        finally:
-            scope.restore()
-
-    def patch_tensor_with_index(tensor, scope):
-        # A runtime scalar where Python wants an int: the interpreter keeps scalars as
-        # 1-element arrays and Triton 3.6's calls `int()` on them, which NumPy >= 2.5 refuses.
-        patch_tensor(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
-
-    def deferring(original, reflected):
-        # `alpha * x` with a constexpr `alpha` (a parameter given by keyword) gives a tensor, as
-        # in a compiled kernel: Triton 3.9's constexpr wraps it in a constexpr, which the
-        # interpreter cannot store.
-        def operator(self, other):
-            if isinstance(other, tl.tensor):
-                return getattr(other, reflected)(self.value)
-            return original(self, other)
-        return operator
-
-    builder = interpreter.interpreter_builder
-    replacements = {(JITFunction, "__call__"): call_interpreted,
-                    (interpreter.InterpretedFunction, "__call__"): call_interpreted,
-                    (interpreter, "_patch_lang_tensor"): patch_tensor_with_index,
-                    (builder, "options"): dataclasses.replace(builder.options, debug=debug),
-                    **{(tl.constexpr, name): deferring(getattr(tl.constexpr, name), reflected)
-                       for name, reflected in _REFLECTED.items()
-                       if hasattr(tl.constexpr, name) and hasattr(tl.tensor, reflected)},
-                    **_BitsOperations().replacements()}
-    saved = {(owner, name): getattr(owner, name) for owner, name in replacements}
-    for (owner, name), value in replacements.items():
+    faults mended (`_Adaptations`). Everything is put back on exit."""
+    adaptations = _Adaptations(debug)
+    for (owner, name), value in adaptations.replacements().items():
         setattr(owner, name, value)
     try:
         yield
     finally:
-        for (owner, name), value in saved.items():
+        for (owner, name), value in adaptations.originals.items():
             setattr(owner, name, value)
 
 

@@ -78,20 +78,17 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | Un
         return unfit
     from jax._src.lib.mlir import ir
 
-    value: bytes | Unfit = Unfit(f"its Triton IR has no tt.func named {compiled.name}")
     for op in module.body.operations:
         if (op.operation.name == "tt.func"
                 and ir.StringAttr(op.attributes["sym_name"]).value == compiled.name):
             types = [str(arg.type) for arg in op.regions[0].blocks[0].arguments]
-            if len(types) == n_pointers and all([t.startswith("!tt.ptr") for t in types]):
-                buffer = io.BytesIO()
-                module.operation.write_bytecode(buffer)
-                value = buffer.getvalue()
-            else:
-                value = Unfit(f"its Triton IR takes ({', '.join(types)}), and XLA passes "
-                              f"{n_pointers} pointer(s), one per operand and result")
-            break
-    return value
+            if len(types) != n_pointers or not all([t.startswith("!tt.ptr") for t in types]):
+                return Unfit(f"its Triton IR takes ({', '.join(types)}), and XLA passes "
+                             f"{n_pointers} pointer(s), one per operand and result")
+            buffer = io.BytesIO()
+            module.operation.write_bytecode(buffer)
+            return buffer.getvalue()
+    return Unfit(f"its Triton IR has no tt.func named {compiled.name}")
 
 
 logger = logging.getLogger("jax_triton_rocm")
