@@ -82,17 +82,16 @@ def traced_platform() -> str | None:
 
 def traced_arch(backend: Backend, spec: KernelCallSpec) -> GpuArch | None:
     """The architecture a lowering for `backend`'s platform will compile the call for, as
-    `resolve_arch` finds it (the call's own, else a named one, else the local devices', which a
-    lowering may replace with its computation's); None where none is found or Triton cannot
-    compile for it."""
+    `resolve_arch` finds it (the call's own, else a named one, else the local devices'); None
+    where the devices have none or several, or Triton cannot compile for it."""
     platform = backend.platform
     own = getattr(spec, backend.arch_field) if backend.arch_field else None
-    arch = GpuArch(platform, own, backend.arch_keyword) if own else named_arch(platform)
-    if arch is None:
-        devices, source = _devices(platform, None)
-        archs = {_device_arch(platform, device) for device in devices}
-        arch = GpuArch(platform, archs.pop(), source) if len(archs) == 1 else None
-    return None if arch is None or arch_problem(platform, arch.arch) else arch
+    try:
+        arch = (GpuArch(platform, own, backend.arch_keyword) if own else named_arch(platform)
+                ) or lowering_arch(platform, None)
+    except (ValueError, RuntimeError):  # no device, or devices of no one architecture
+        return None
+    return None if arch_problem(platform, arch.arch) else arch
 
 
 def for_export(ctx: LoweringRuleContext) -> bool:

@@ -47,10 +47,7 @@ class Placed(NamedTuple):
 
 
 class Route(abc.ABC):
-    """What the shell asks a GPU route, in order (`lowered_call`): `where` the call runs, an
-    autotuned kernel's launches where another route's tuning picks them (`tuned_on`, else the
-    plan's), to `build` them (compile, check and image them: kept per plan) or `rebuild` kept
-    ones for a new shape, to `finish` the call, and at last to `emit` it."""
+    """What the shell asks a GPU route, in the order of its methods (`lowered_call`)."""
 
     name = ""
     tuned_on: str | None = None  # the route whose tuning picks an autotuned kernel's launch

@@ -63,10 +63,8 @@ def _abstract_eval(*avals, spec: KernelCallSpec):
 
 def compile_early(in_avals: tuple, out_avals: tuple, spec: KernelCallSpec) -> None:
     """Starts the compiles a lowering of the call will ask for, where the trace can tell its
-    platform and architecture (`_arch.traced_platform`, `GpuRoutes.start_compiles`) and
-    JAX_TRITON_ROCM_EARLY_COMPILE allows: JAX then lowers while they run. A child of
-    `os.fork()` starts none (`_state.COMPILE_POOL.forked`). Raises nothing: what goes wrong is
-    the lowering's to raise, as ever."""
+    platform and architecture and JAX_TRITON_ROCM_EARLY_COMPILE allows, outside a forked child
+    (docs/design.md, "Compiles start at the trace"). Raises nothing: the lowering will."""
     try:
         if (not spec.unwrapped.interpreted and not _state.COMPILE_POOL.forked
                 and _env.early_compile() and (platform := _arch.traced_platform()) is not None):
@@ -295,9 +293,8 @@ class GpuRoutes:
         return results
 
     def start_compiles(self, in_avals: tuple, out_avals: tuple, spec: KernelCallSpec) -> None:
-        """At trace time, starts the compiles of jaxlib's route, the one the lowering takes
-        unless the call asks for XLA's (whose compile is its own), where the architecture is
-        known (`_arch.traced_arch`)."""
+        """At trace time, starts the compiles of jaxlib's route unless the call asks for XLA's,
+        where the architecture is known (`_arch.traced_arch`)."""
         from jax_triton_rocm.routes.jaxlib import _jaxlib_call  # see `_routes`
 
         if spec.xla_native or (spec.xla_native is None and _env.xla_native()):

@@ -5,6 +5,9 @@ output written only with atomics that nothing zeroes is refused; an output the k
 writes warns; what the IR cannot tell (a pointer picked at run time, one made from an int)
 refuses nothing."""
 
+import functools
+import linecache
+import uuid
 import warnings
 
 import jax
@@ -316,6 +319,46 @@ def test_locations_that_nest_each_other_are_resolved_once(monkeypatch):
     found = _writes.read(ir)
     assert set(found.stores) == {0} and found.stores[0].startswith("k.py:3")
     assert len(resolved) == len(set(resolved)) == 214  # each location once
+
+
+MOVED_KERNEL = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def moved_scratch_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    # {tag}: this source, and so its cache entry, belongs to one test's run
+    o = tl.arange(0, BLOCK)
+    tl.store(out_ptr + o, tl.load(x_ptr + o))
+    tl.store(x_ptr + o, 0.0)
+"""
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("xla_native", [False, True])
+def test_a_kernel_compiled_in_a_folder_since_moved_is_told_with_its_line(tmp_path, platform,
+                                                                          xla_native):
+    # A checkout or venv moved or replaced: Triton's cache (and the package's) hands the second
+    # load of the same source the IR compiled in the first folder, which names files now gone.
+    import importlib.util
+
+    def refused():
+        spec = importlib.util.spec_from_file_location("moved_kernels", folder / "moved_kernels.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        call = functools.partial(jtr.triton_call, kernel=module.moved_scratch_kernel, out_type=X,
+                                 grid=(1,), BLOCK=N, xla_native=xla_native)
+        with pytest.raises(TypeError, match="stores to parameter 'x_ptr'") as caught:
+            lower_for(call, X, platform=platform)
+        return str(caught.value)
+
+    folder = tmp_path / "first"
+    folder.mkdir()
+    (folder / "moved_kernels.py").write_text(MOVED_KERNEL.format(tag=uuid.uuid4()))
+    assert "(moved_kernels.py:10: tl.store(x_ptr + o, 0.0)" in refused()
+    folder = folder.rename(tmp_path / "second")
+    linecache.checkcache()  # forgets the first folder's lines, as a new process has none
+    assert "(moved_kernels.py:10: tl.store(x_ptr + o, 0.0)" in refused()
 
 
 def test_a_line_compiled_in_a_folder_that_is_gone_is_read_from_the_kernel_where_it_is_now():

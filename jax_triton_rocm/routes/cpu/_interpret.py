@@ -218,10 +218,45 @@ def mark_explained() -> None:
     _explained = True
 
 
+def _warn_of_slow_grid(name: str, grid: tuple[int, ...]) -> None:
+    """Warns where `grid` has more programs than the interpreter runs in a few minutes."""
+    programs = math.prod(grid)
+    if programs > SLOW_GRID_PROGRAMS:
+        seconds = programs * _SECONDS_PER_PROGRAM
+        unit, size = next((unit, size) for unit, size in (("days", 86400), ("hours", 3600),
+                                                           ("minutes", 60), ("seconds", 1))
+                          if seconds >= 2 * size or size == 1)
+        logger.warning(
+            "jax_triton_rocm: kernel %s has a grid of %s, %d programs, which Triton's "
+            "interpreter on the CPU runs one at a time, in Python, at about %g ms each for a "
+            "small kernel: roughly %d %s. Give each program more work (a larger block), run a "
+            "smaller problem, or run it on a GPU.", name, grid, programs,
+            _SECONDS_PER_PROGRAM * 1e3, round(seconds / size), unit)
+
+
+def _warn_of_fallback(name: str) -> None:
+    """Warns, once per process and where a GPU platform is installed, that kernel `name` runs
+    in the interpreter, and why."""
+    global _explained
+    with _state.LOCKS.lock_for("cpu-fallback-warning"):
+        first, _explained = not _explained, True
+    if first and _vendors.installed_gpu_platforms():
+        from jax._src import xla_bridge
+
+        if any(p in xla_bridge.backends() for p in _vendors.GPU_PLATFORMS):
+            why = ("A GPU is present, but this computation is placed on the CPU (operands on a "
+                   "CPU device, or jit(..., backend='cpu')): put its operands on the GPU "
+                   "(jax.device_put(x, jax.devices('gpu')[0])) to run the kernel there.")
+        else:
+            why = "JAX has no GPU device: " + _no_gpu.no_gpu_reason()
+        logger.warning("jax_triton_rocm: kernel %s runs in Triton's interpreter on the CPU (slow: "
+                       "NumPy, one program at a time). %s This warning is logged once per "
+                       "process.", name, why)
+
+
 def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelCallSpec):
     """`triton_kernel_p`'s lowering for `cpu`: a host callback that runs the first launch, or a
     `_plan.Skipped` where its grid has a 0."""
-    global _explained
     if _arch.for_export(ctx):
         # Checked here: JAX's own error comes after the whole lowering and names no kernel.
         raise NotImplementedError(
@@ -257,34 +292,10 @@ def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelC
             jit_fn, bound, _vendors.FRONT_END_PROBES, ttir=True)[0], kernel=jit_fn)
         if ttir and (found := _writes.of_launch(ttir, bound, jit_fn=jit_fn)) is not None:
             _misplaced.check_writes(spec, launch, *found, in_avals)
-    programs = math.prod(launch.grid)
-    if programs > SLOW_GRID_PROGRAMS:
-        seconds = programs * _SECONDS_PER_PROGRAM
-        unit, size = next((unit, size) for unit, size in (("days", 86400), ("hours", 3600),
-                                                           ("minutes", 60), ("seconds", 1))
-                          if seconds >= 2 * size or size == 1)
-        logger.warning(
-            "jax_triton_rocm: kernel %s has a grid of %s, %d programs, which Triton's "
-            "interpreter on the CPU runs one at a time, in Python, at about %g ms each for a "
-            "small kernel: roughly %d %s. Give each program more work (a larger block), run a "
-            "smaller problem, or run it on a GPU.", spec.name, launch.grid, programs,
-            _SECONDS_PER_PROGRAM * 1e3, round(seconds / size), unit)
+    _warn_of_slow_grid(spec.name, launch.grid)
     call = InterpretedCall(name=spec.name, jit_fn=jit_fn, launch=launch,
                            positional=spec.positional, out_avals=out_avals,
                            aliases=spec.input_output_aliases, debug=spec.debug)
-    with _state.LOCKS.lock_for("cpu-fallback-warning"):
-        first, _explained = not _explained, True
-    if first and _vendors.installed_gpu_platforms():
-        from jax._src import xla_bridge
-
-        if any(p in xla_bridge.backends() for p in _vendors.GPU_PLATFORMS):
-            why = ("A GPU is present, but this computation is placed on the CPU (operands on a "
-                   "CPU device, or jit(..., backend='cpu')): put its operands on the GPU "
-                   "(jax.device_put(x, jax.devices('gpu')[0])) to run the kernel there.")
-        else:
-            why = "JAX has no GPU device: " + _no_gpu.no_gpu_reason()
-        logger.warning("jax_triton_rocm: kernel %s runs in Triton's interpreter on the CPU (slow: "
-                       "NumPy, one program at a time). %s This warning is logged once per "
-                       "process.", spec.name, why)
+    _warn_of_fallback(spec.name)
     return _shard_callbacks.emit(ctx, operands, call.out_avals,
                                  lambda *xs: run_on_host(call, *xs), spec.has_side_effect)

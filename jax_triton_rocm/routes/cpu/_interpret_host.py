@@ -1,11 +1,6 @@
 """Triton's interpreter run on NumPy buffers (`HostTensor`), adapted for a run by
-`interpreter_adapted`; callers hold `_state.triton_language_lock()`.
-
-The interpreter keeps bfloat16 and fp8 as raw bits, which NumPy would compute on as integers: the
-adapted builder decodes them to float32 and rounds results as the GPU does; fp8 arithmetic is
-refused, as Triton's compiler refuses it. A `range` or `tl.range` loop's variable is a scalar
-tensor, as in a compiled kernel (`tensor_range`), not the interpreter's Python int.
-docs/design.md, "Triton's interpreter on the CPU".
+`interpreter_adapted` (bfloat16 and fp8 computed on as values, loop variables as tensors);
+callers hold `_state.triton_language_lock()`. docs/design.md, "Triton's interpreter on the CPU".
 """
 
 from __future__ import annotations
@@ -15,7 +10,7 @@ import contextlib
 import dataclasses
 import functools
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
@@ -91,75 +86,146 @@ def _refuse_fp8(operation: Any, triton_type: str) -> None:
         raise Fp8ArithmeticError(getattr(operation, "__name__", str(operation)), triton_type)
 
 
-def bits_replacements() -> dict[tuple[Any, str], Any]:
-    """The builder's operations that decode bits (see the module's docstring), and the
-    language's patching (`tl.range` as `tensor_range`), by owner, name."""
-    import triton.language as tl
-    from triton._C.libtriton import interpreter as host
-    from triton._C.libtriton import ir
-    from triton.runtime import interpreter
-    from triton.runtime.interpreter import TensorHandle
+def _method(function: Callable[..., Any], *first: Any) -> Callable[..., Any]:
+    """`function(*first, instance, ...)` as a method of the class it is set on (a bound method
+    or a partial set on a class is called without the instance)."""
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return function(*first, self, *args, **kwargs)
+    return method
 
-    builder, reduce_ops, scan_ops = (interpreter.InterpreterBuilder, interpreter.ReduceOps,
-                                     interpreter.ScanOps)
 
-    def retyped(tensor, data, dtype):
+def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    # In float64 the product is exact, and so is the sum of values of like magnitude: the
+    # result rounds once, as the GPU's fused multiply-add does.
+    return a.astype(np.float64) * b + c
+
+
+class _Adaptations:
+    """What `interpreter_adapted` replaces, each a method: calls between kernels, the builder's
+    operations that decode bits, and the language's patching (`tl.range` as `tensor_range`);
+    each calls Triton's own (`originals`, put back on exit) where it has nothing to adapt."""
+
+    def __init__(self, debug: bool) -> None:
+        import triton.language as tl
+        from triton._C.libtriton import interpreter as host
+        from triton._C.libtriton import ir
+        from triton.runtime import interpreter
+
+        self.debug, self.tl, self.host, self.ir, self.interpreter = debug, tl, host, ir, interpreter
+        self.handle_type = interpreter.TensorHandle
+        self.originals: dict[tuple[Any, str], Any] = {}
+
+    def replacements(self) -> dict[tuple[Any, str], Any]:
+        """The replacing values, by owner, name; Triton's own go into `originals`."""
+        from triton.runtime.jit import JITFunction
+
+        tl, interpreter = self.tl, self.interpreter
+        builder, reduce_ops, scan_ops = (interpreter.InterpreterBuilder, interpreter.ReduceOps,
+                                         interpreter.ScanOps)
+        options = interpreter.interpreter_builder.options
+        replaced = {(JITFunction, "__call__"): _method(self.call_interpreted),
+                    (interpreter.InterpretedFunction, "__call__"): _method(self.call_interpreted),
+                    (interpreter, "_patch_lang_tensor"): self.patch_lang_tensor,
+                    (interpreter.interpreter_builder, "options"): dataclasses.replace(
+                        options, debug=self.debug),
+                    **{(tl.constexpr, name): _method(self.constexpr_operator, name, reflected)
+                       for name, reflected in _REFLECTED.items()
+                       if hasattr(tl.constexpr, name) and hasattr(tl.tensor, reflected)},
+                    (interpreter, "_patch_lang_core"): self.patch_lang_core,
+                    **{(builder, name): _method(self.elementwise, name, None)
+                       for name in ("binary_op", "unary_op", "ternary_op")},
+                    (builder, "create_fma"): _method(self.elementwise, "create_fma", _fma),
+                    **{(builder, name): _method(self.converted, name)
+                       for name in ("cast_impl", "create_fp_to_fp")},
+                    **{(builder, name): _method(getattr(self, name))
+                       for name in ("create_dot", "create_atomic_rmw", "create_print")},
+                    **{(owner, name): _method(self.in_float32, owner, name)
+                       for owner, name in ((reduce_ops, "sum"), (reduce_ops, "min_max"),
+                                           (scan_ops, "cumsum"), (scan_ops, "cumprod"))}}
+        if hasattr(builder, "create_descriptor_load"):
+            replaced[builder, "create_descriptor_load"] = _method(self.create_descriptor_load)
+        self.originals = {(owner, name): getattr(owner, name) for owner, name in replaced}
+        return replaced
+
+    def call_interpreted(self, jit_fn: Any, *args: Any, **kwargs: Any) -> Any:
+        # As InterpretedFunction.__call__, but the language patched for the callee's module is
+        # put back after the call: that method leaves it patched, which breaks later compiles.
+        twin = interpreted(jit_fn)
+        scope = self.interpreter._patch_lang(twin.fn)
+        try:
+            return twin.rewrite()(*args, **kwargs)
+        finally:
+            scope.restore()
+
+    def patch_lang_tensor(self, tensor: Any, scope: Any) -> None:
+        # A runtime scalar where Python wants an int: the interpreter keeps scalars as
+        # 1-element arrays and Triton 3.6's calls `int()` on them, which NumPy >= 2.5 refuses.
+        self.originals[self.interpreter, "_patch_lang_tensor"](tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda scalar: int(scalar.handle.data.item()))
+
+    def constexpr_operator(self, name: str, reflected: str, constexpr: Any, other: Any) -> Any:
+        # `alpha * x` with a constexpr `alpha` (a parameter given by keyword) gives a tensor, as
+        # in a compiled kernel: Triton 3.9's constexpr wraps it in a constexpr, which the
+        # interpreter cannot store.
+        if isinstance(other, self.tl.tensor):
+            return getattr(other, reflected)(constexpr.value)
+        return self.originals[self.tl.constexpr, name](constexpr, other)
+
+    def original(self, name: str) -> Any:
+        return self.originals[self.interpreter.InterpreterBuilder, name]
+
+    def retyped(self, tensor: Any, data: np.ndarray, dtype: Any) -> Any:
+        """A tensor of `data` as `dtype`, a block where `tensor` is one, of its shape."""
         block = tensor.type.is_block()
-        return tl.core.tensor(TensorHandle(data, dtype),
-                              tl.block_type(dtype, list(tensor.type.shape)) if block else dtype)
+        return self.tl.core.tensor(self.handle_type(data, dtype), self.tl.block_type(
+            dtype, list(tensor.type.shape)) if block else dtype)
 
-    def as_float32(handle):
+    def as_float32(self, handle: Any) -> Any:
         triton_type = _handle_format(handle)
         if triton_type is None:
             return handle
-        return TensorHandle(decode(handle.data, triton_type), tl.float32)
+        return self.handle_type(decode(handle.data, triton_type), self.tl.float32)
 
-    def fma(a, b, c):
-        # In float64 the product is exact, and so is the sum of values of like magnitude: the
-        # result rounds once, as the GPU's fused multiply-add does.
-        return a.astype(np.float64) * b + c
+    def elementwise(self, name: str, op: Any, builder: Any, *args: Any) -> Any:
+        """Builder operation `name` on handles, then a NumPy op (`create_fma`'s handles only:
+        `op`)."""
+        handles, operation = (args, op) if op else (args[:-1], args[-1])
+        bits = [h for h in handles if _handle_format(h)]
+        if not bits or operation is np.where:  # a select moves bits, as on the GPU
+            return self.original(name)(builder, *args)
+        triton_type = _handle_format(bits[0])
+        _refuse_fp8(operation, triton_type)
+        out = operation(*(decode(h.data, triton_type) for h in handles))
+        if out.dtype == np.bool_:
+            return self.handle_type(out, self.tl.int1)
+        return self.handle_type(encode(out, triton_type), bits[0].dtype.scalar)
 
-    def elementwise(name, op=None):
-        # Handles, then a NumPy op (`create_fma`'s handles only: `op`).
-        def patched(self, *args):
-            handles, operation = (args, op) if op else (args[:-1], args[-1])
-            bits = [h for h in handles if _handle_format(h)]
-            if not bits or operation is np.where:  # a select moves bits, as on the GPU
-                return originals[builder, name](self, *args)
-            triton_type = _handle_format(bits[0])
-            _refuse_fp8(operation, triton_type)
-            out = operation(*(decode(h.data, triton_type) for h in handles))
-            if out.dtype == np.bool_:
-                return TensorHandle(out, tl.int1)
-            return TensorHandle(encode(out, triton_type), bits[0].dtype.scalar)
-        return patched
+    def converted(self, name: str, builder: Any, src: Any, dst_type: Any, *rounding: Any) -> Any:
+        """Builder conversion `name` of `src` to `dst_type`, rounded as `rounding` asks."""
+        source, target = _handle_format(src), bits_format(dst_type)
+        if source is None and target is None:
+            return self.original(name)(builder, src, dst_type, *rounding)
+        values = decode(src.data, source) if source else src.data
+        if target:
+            data = encode(values, target, toward_zero=rounding == (self.ir.ROUNDING_MODE.RTZ,))
+        else:
+            data = values.astype(self.interpreter._get_np_dtype(dst_type))
+        return self.handle_type(data, dst_type.scalar)
 
-    def converted(name):
-        def patched(self, src, dst_type, *rounding):
-            source, target = _handle_format(src), bits_format(dst_type)
-            if source is None and target is None:
-                return originals[builder, name](self, src, dst_type, *rounding)
-            values = decode(src.data, source) if source else src.data
-            if target:
-                data = encode(values, target, toward_zero=rounding == (ir.ROUNDING_MODE.RTZ,))
-            else:
-                data = values.astype(interpreter._get_np_dtype(dst_type))
-            return TensorHandle(data, dst_type.scalar)
-        return patched
-
-    def create_dot(self, a, b, d, *rest, **kwargs):
+    def create_dot(self, builder: Any, a: Any, b: Any, d: Any, *rest: Any, **kwargs: Any) -> Any:
         triton_type = _handle_format(d)
-        out = originals[builder, "create_dot"](self, *map(as_float32, (a, b, d)),
-                                              *rest, **kwargs)
+        out = self.original("create_dot")(builder, *map(self.as_float32, (a, b, d)), *rest,
+                                          **kwargs)
         if triton_type is None:
             return out
-        return TensorHandle(encode(out.data, triton_type), d.dtype.scalar)
+        return self.handle_type(encode(out.data, triton_type), d.dtype.scalar)
 
-    def create_atomic_rmw(self, rmw_op, ptr, val, mask, sem, scope):
+    def create_atomic_rmw(self, builder: Any, rmw_op: Any, ptr: Any, val: Any, mask: Any,
+                          sem: Any, scope: Any) -> Any:
         triton_type = _handle_format(val)
-        if triton_type is None or rmw_op != ir.ATOMIC_OP.FADD:
-            return originals[builder, "create_atomic_rmw"](self, rmw_op, ptr, val, mask, sem,
-                                                          scope)
+        if triton_type is None or rmw_op != self.ir.ATOMIC_OP.FADD:
+            return self.original("create_atomic_rmw")(builder, rmw_op, ptr, val, mask, sem,
+                                                      scope)
         _refuse_fp8("atomic_add", triton_type)
         # One element at a time, in order: programs run one after another here, so this is
         # each element's read-modify-write, with repeated addresses adding up.
@@ -168,78 +234,65 @@ def bits_replacements() -> dict[tuple[Any, str], Any]:
         one = np.ones(1, np.bool_)
         for index in zip(*np.nonzero(masks)):
             address = ptrs[index].reshape(1)
-            old[index] = host.load(address, one, old[index].reshape(1), old.dtype)[0]
+            old[index] = self.host.load(address, one, old[index].reshape(1), old.dtype)[0]
             total = decode(old[index], triton_type) + decode(values[index], triton_type)
-            host.store(address, encode(total, triton_type).reshape(1), one)
-        return TensorHandle(old, val.dtype.scalar)
+            self.host.store(address, encode(total, triton_type).reshape(1), one)
+        return self.handle_type(old, val.dtype.scalar)
 
-    def create_print(self, prefix, hex, values, *rest):
+    def create_print(self, builder: Any, prefix: Any, hex: Any, values: Any, *rest: Any) -> Any:
         if not hex:  # values, as the GPU prints them; in hex, their bits
-            values = [as_float32(value) for value in values]
-        return originals[builder, "create_print"](self, prefix, hex, values, *rest)
+            values = [self.as_float32(value) for value in values]
+        return self.original("create_print")(builder, prefix, hex, values, *rest)
 
-    def in_float32(owner, name):
-        # Sums and scans accumulate in float32 and round once; the GPU adds in bfloat16.
-        def rebits(out, triton_type, dtype):
-            if isinstance(out, (list, tuple)):
-                return type(out)(rebits(element, triton_type, dtype) for element in out)
-            if out.dtype != tl.float32:  # min_max's index
-                return out
-            return retyped(out, encode(out.handle.data, triton_type), dtype)
+    def in_float32(self, owner: Any, name: str, ops: Any, input: Any, *args: Any,
+                   **kwargs: Any) -> Any:
+        """`owner`'s reduction or scan `name`, run on `input` decoded to float32: sums and
+        scans accumulate in float32 and round once; the GPU adds in bfloat16."""
+        input = input[0] if isinstance(input, tuple) else input  # min_max's (value, index)
+        triton_type = bits_format(input.dtype)
+        if triton_type is None:
+            return self.originals[owner, name](ops, input, *args, **kwargs)
+        if name != "min_max":
+            _refuse_fp8(name, triton_type)
+        values = self.retyped(input, decode(input.handle.data, triton_type), self.tl.float32)
+        return self.rebits(self.originals[owner, name](ops, values, *args, **kwargs),
+                           triton_type, input.dtype)
 
-        def patched(self, input, *args, **kwargs):
-            input = input[0] if isinstance(input, tuple) else input  # min_max's (value, index)
-            triton_type = bits_format(input.dtype)
-            if triton_type is None:
-                return originals[owner, name](self, input, *args, **kwargs)
-            if name != "min_max":
-                _refuse_fp8(name, triton_type)
-            values = retyped(input, decode(input.handle.data, triton_type), tl.float32)
-            return rebits(originals[owner, name](self, values, *args, **kwargs), triton_type,
-                          input.dtype)
-        return patched
+    def rebits(self, out: Any, triton_type: str, dtype: Any) -> Any:
+        """`out` (a tensor, or a tuple or list of them), its float32 values as bits of
+        `triton_type`."""
+        if isinstance(out, (list, tuple)):
+            return type(out)(self.rebits(element, triton_type, dtype) for element in out)
+        if out.dtype != self.tl.float32:  # min_max's index
+            return out
+        return self.retyped(out, encode(out.handle.data, triton_type), dtype)
 
-    def create_descriptor_load(self, desc, indices, *args, **kwargs):
+    def create_descriptor_load(self, builder: Any, desc: Any, indices: Any, *args: Any,
+                               **kwargs: Any) -> Any:
         # Padded with NaN, bfloat16 gets NaN's bits, not the zero bits the interpreter would
         # cast NaN to.
-        load = originals[builder, "create_descriptor_load"]
-        if desc.padding != ir.PADDING_OPTION.PAD_NAN:
-            return load(self, desc, indices, *args, **kwargs)
+        load = self.original("create_descriptor_load")
+        if desc.padding != self.ir.PADDING_OPTION.PAD_NAN:
+            return load(builder, desc, indices, *args, **kwargs)
         ptrs, mask = desc.materialize_pointers(indices)
-        if ptrs.get_element_ty() != tl.bfloat16:
-            return load(self, desc, indices, *args, **kwargs)
-        other = TensorHandle(np.full_like(ptrs.data, 0x7FC0, np.uint16), tl.bfloat16)
-        return self.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
+        if ptrs.get_element_ty() != self.tl.bfloat16:
+            return load(builder, desc, indices, *args, **kwargs)
+        other = self.handle_type(np.full_like(ptrs.data, 0x7FC0, np.uint16), self.tl.bfloat16)
+        return builder.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
 
-    def patch_lang_core(lang, scope):
+    def patch_lang_core(self, lang: Any, scope: Any) -> None:
         # Triton 3.6's interpreter names no IR type for two fp8 types its builder has. And
         # `tl.range`, a Python range there, steps as compiled (`tl.static_range` stays one).
-        originals[interpreter, "_patch_lang_core"](lang, scope)
+        self.originals[self.interpreter, "_patch_lang_core"](lang, scope)
         scope.set_attr(lang, "range", tensor_range)
         to_ir = lang.dtype.to_ir
 
-        def to_ir_of_every_fp8(self, builder):
+        def to_ir_of_every_fp8(self: Any, builder: Any) -> Any:
             if self.name in ("fp8e4b8", "fp8e5b16"):
                 return getattr(builder, f"get_{self.name}_ty")()
             return to_ir(self, builder)
 
         scope.set_attr(lang.dtype, "to_ir", to_ir_of_every_fp8)
-
-    replaced = {(interpreter, "_patch_lang_core"): patch_lang_core,
-                **{(builder, name): elementwise(name)
-                   for name in ("binary_op", "unary_op", "ternary_op")},
-                (builder, "create_fma"): elementwise("create_fma", fma),
-                **{(builder, name): converted(name) for name in ("cast_impl", "create_fp_to_fp")},
-                (builder, "create_dot"): create_dot,
-                (builder, "create_atomic_rmw"): create_atomic_rmw,
-                (builder, "create_print"): create_print,
-                **{(owner, name): in_float32(owner, name)
-                   for owner, name in ((reduce_ops, "sum"), (reduce_ops, "min_max"),
-                                       (scan_ops, "cumsum"), (scan_ops, "cumprod"))}}
-    if hasattr(builder, "create_descriptor_load"):
-        replaced[builder, "create_descriptor_load"] = create_descriptor_load
-    originals = {(owner, name): getattr(owner, name) for owner, name in replaced}
-    return replaced
 
 
 class HostTensor:
@@ -276,10 +329,9 @@ class HostTensor:
 
 
 def interpreted(jit_fn: JITFunction) -> Any:
-    """Triton's `InterpretedFunction` for `jit_fn`, kept in its record, not keyed by hash:
-    hashing a JITFunction parses its source, which fails while the language is patched. Its
-    source is rewritten with `range` loops stepping as compiled (`loop_range`), and the rewrite
-    kept on it, not in the interpreter's class-wide cache."""
+    """Triton's `InterpretedFunction` for `jit_fn`, its `range` loops stepping as compiled
+    (`loop_range`), kept in its record, not keyed by hash: hashing a JITFunction parses its
+    source, which fails while the language is patched."""
     from triton.runtime.interpreter import InterpretedFunction
 
     def made() -> Any:
@@ -293,10 +345,8 @@ def interpreted(jit_fn: JITFunction) -> Any:
 
 def tensor_range(arg1: Any, arg2: Any = None, step: Any = None, **options: Any) -> Iterator[Any]:
     """The steps of `range(arg1, arg2, step)` (or `tl.range`) as a compiled kernel takes them:
-    scalar tensors of the type the bounds and step promote to (int32 for constants and int32
-    arguments; int64 where one is int64), so that `i.to(...)` works and `i * BLOCK` wraps as
-    there. `options` (`num_stages`, ...) tune a compiled loop only. TypeError for a bound that
-    is no integer, as Triton's compiler raises."""
+    scalar tensors of the type the bounds and step promote to. `options` (`num_stages`, ...)
+    tune a compiled loop only. TypeError for a bound that is no integer, as Triton raises."""
     import triton.language as tl
     from triton.runtime import interpreter
 
@@ -369,55 +419,14 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
     """While in force, Triton's interpreter runs a @triton.jit kernel as the GPU would: asserts
     checked where `debug`, calls to other @triton.jit functions run (outside
     `TRITON_INTERPRET=1` a `JITFunction` refuses a call), bits computed on as values, and two
-    faults mended. Everything is put back on exit."""
-    import triton.language as tl
-    from triton.runtime import interpreter
-    from triton.runtime.jit import JITFunction
-
-    patch_tensor = interpreter._patch_lang_tensor
-
-    def call_interpreted(self, *args, **kwargs):
-        # As InterpretedFunction.__call__, but the language patched for the callee's module is
-        # put back after the call: that method leaves it patched, which breaks later compiles.
-        twin = interpreted(self)
-        scope = interpreter._patch_lang(twin.fn)
-        try:
-            return twin.rewrite()(*args, **kwargs)
-        finally:
-            scope.restore()
-
-    def patch_tensor_with_index(tensor, scope):
-        # A runtime scalar where Python wants an int: the interpreter keeps scalars as
-        # 1-element arrays and Triton 3.6's calls `int()` on them, which NumPy >= 2.5 refuses.
-        patch_tensor(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
-
-    def deferring(original, reflected):
-        # `alpha * x` with a constexpr `alpha` (a parameter given by keyword) gives a tensor, as
-        # in a compiled kernel: Triton 3.9's constexpr wraps it in a constexpr, which the
-        # interpreter cannot store.
-        def operator(self, other):
-            if isinstance(other, tl.tensor):
-                return getattr(other, reflected)(self.value)
-            return original(self, other)
-        return operator
-
-    builder = interpreter.interpreter_builder
-    replacements = {(JITFunction, "__call__"): call_interpreted,
-                    (interpreter.InterpretedFunction, "__call__"): call_interpreted,
-                    (interpreter, "_patch_lang_tensor"): patch_tensor_with_index,
-                    (builder, "options"): dataclasses.replace(builder.options, debug=debug),
-                    **{(tl.constexpr, name): deferring(getattr(tl.constexpr, name), reflected)
-                       for name, reflected in _REFLECTED.items()
-                       if hasattr(tl.constexpr, name) and hasattr(tl.tensor, reflected)},
-                    **bits_replacements()}
-    saved = {(owner, name): getattr(owner, name) for owner, name in replacements}
-    for (owner, name), value in replacements.items():
+    faults mended (`_Adaptations`). Everything is put back on exit."""
+    adaptations = _Adaptations(debug)
+    for (owner, name), value in adaptations.replacements().items():
         setattr(owner, name, value)
     try:
         yield
     finally:
-        for (owner, name), value in saved.items():
+        for (owner, name), value in adaptations.originals.items():
             setattr(owner, name, value)
 
 

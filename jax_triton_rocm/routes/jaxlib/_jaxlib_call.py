@@ -1,15 +1,8 @@
-"""jaxlib's Triton custom call: the route every vendor shares (`ROUTE`).
-
-What the lowering shell (`routes._lowering`: the memos, the launches planned) asks it: where the
-call runs (`_arch.where_it_runs`); to `build` the launches, every one compiled at once through
-the shared kernel cache (`compile._compile.compiled_launches`), what each writes checked, and
-per kernel the call as the installed jaxlib loads it (`_proto.kernel_image`); then `encode`, its
-parameters (`_proto.kernel_call`; tensor descriptors by `_tma`), the call encoded and its opaque
-(`_proto`); `emit` writes it.
-
-The platform's backend (`backends._backend.Backend`) answers the vendor questions on the way;
-this module never asks which vendor it talks to. `routes._primitive` chooses between this route
-and XLA's own (`_xla_native`).
+"""jaxlib's Triton custom call, the route every vendor shares (`ROUTE`), as the lowering shell
+(`routes._lowering`) asks it: where the call runs, its launches compiled and imaged (`build`),
+the call encoded (`finish`, `_proto`, `_tma`) and emitted. The platform's backend answers the
+vendor questions: this module never asks which vendor it talks to. docs/design.md, "One call,
+top-down, on each GPU route".
 """
 
 from __future__ import annotations
@@ -57,36 +50,6 @@ class LoweredCall:
     cost_estimate: tuple[tuple[str, int], ...] | None = None
 
 
-def build(backend: Backend, spec: KernelCallSpec, where: _arch.Where, answers: ArchAnswers,
-          launches: list[_plan.Launch], in_avals: tuple, out_avals: tuple,
-          record: dict) -> list[tuple]:
-    """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch that
-    compiled and fits the architecture, as the plan memo keeps them (`record`: the kernel's).
-    Each image is kept by the binary and what loads it (`_state.KERNEL_IMAGES` says why)."""
-    try:
-        ordered, jobs = compile_jobs(backend, spec, answers, launches, len(in_avals), record)
-        compiled = _compile.compiled_launches(ordered, jobs)
-    except Exception as err:  # do the call's arguments line up with the kernel's parameters?
-        _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
-                            spec.kernel_name, _vendors.FRONT_END_PROBES)
-        raise
-    as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
-    for in_order, _, kernel in compiled:  # what the kernel writes, read from what it compiled to
-        found = _writes.of_launch(kernel.ttir, in_order.bound, jit_fn=spec.unwrapped.jit_fn)
-        if found is not None:
-            _misplaced.check_writes(spec, as_planned[id(in_order)], *found, in_avals)
-    fit = _plan.fitting(compiled, answers.launch_site.limits, kernel=spec.kernel_name)
-    # Per process too: a path-delivered image names a file of this process (ROCm's).
-    loads = (os.getpid(), dataclasses.astuple(where.features),
-             where.devices and where.devices.arch, where.settings.variables, spec.debug)
-    return [(as_planned[id(in_order)], in_order, kernel, _state.KERNEL_IMAGES.memo(
-        (kernel.key, loads), functools.partial(
-            _proto.kernel_image, backend, kernel, answers, where.features,
-            devices=where.devices, with_ttir=spec.debug,
-            keep_ptx_text=where.settings.keep_ptx_text), kernel=spec.unwrapped.jit_fn))
-            for in_order, _, kernel in fit]
-
-
 def compile_jobs(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers,
                  launches: list[_plan.Launch], n_inputs: int,
                  record: dict) -> tuple[list[_plan.Launch], list[_compile.CompileJob]]:
@@ -98,60 +61,6 @@ def compile_jobs(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers,
         ordered, spec, answers.triton_gpu_target, arch=answers.arch.arch,
         compile_options=backend.compile_options, option_names=backend.option_names,
         binary_key=backend.binary_key, asm_key=backend.asm_key, record=record)
-
-
-def encode(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-           where: _arch.Where, planned: list[tuple], *, plain_call_name: str) -> LoweredCall:
-    """The planned launches encoded: the one remembered or forced (`_choices.pick`), else all of
-    them. A call lowered for no device here (cross-compiling) cannot have been tuned, and is
-    left to jaxlib's autotuner."""
-    in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    if spec.debug:
-        for _, _, kernel, _ in planned:
-            print(f"jax_triton_rocm: {kernel.name} for {where.arch.arch}\n--- TTIR ---\n"
-                  f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
-    # (launch, kernel, call) per launch; a tensor descriptor's parameters by `_tma`.
-    chosen = [(launch, kernel, _proto.kernel_call(
-        image, launch, out_avals, spec.input_output_aliases,
-        functools.partial(_tma.descriptor_params, kernel, where.features, where.arch)))
-        for _, launch, kernel, image in planned]
-    undecided = None
-    kind = None if len(chosen) == 1 else _arch.device_kind(backend.platform, ctx.module_context)
-    if kind is not None:
-        key = _choices.tune_key(
-            platform=backend.platform, arch=where.arch.arch, device_kind=kind,
-            versions=(_compat.jaxlib_version(), _compat.triton_info().version),
-            avals=in_avals + out_avals, aliases=spec.input_output_aliases,
-            configs=[(launch.description, kernel.binary, call.grid, call.params)
-                     for launch, kernel, call in chosen])
-        descriptions = tuple(launch.description for launch, _, _ in chosen)
-        index = _choices.pick(key, descriptions)
-        if index is None:
-            undecided = _choices.Undecided(key, descriptions, spec.kernel_name)
-        else:
-            chosen = [chosen[index]]
-    # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
-    # (operands, then results), so the output's index counts the operands before it.
-    aliases = [] if len(chosen) == 1 else [
-        _proto.Alias(i, len(in_avals) + o, _proto.size_bytes(in_avals[i]))
-        for i, o in spec.input_output_aliases]
-    encoded = _proto.encode([(call, launch.config.description) for launch, _, call in chosen],
-                            aliases, name=spec.name, kernel_name=spec.kernel_name,
-                            metadata=spec.serialized_metadata, plain_call_name=plain_call_name)
-    return LoweredCall(
-        opaque=encoded.opaque,
-        serialized=encoded.serialized,
-        custom_call_name=encoded.custom_call_name,
-        features=where.features,
-        arch=where.arch,
-        kernels=tuple([kernel for _, kernel, _ in chosen]),
-        calls=tuple([call for _, _, call in chosen]),
-        aliases=tuple(spec.input_output_aliases),
-        undecided=undecided,
-        launches=tuple([launch for launch, _, _ in chosen]),
-        has_side_effect=spec.has_side_effect,
-        cost_estimate=spec.cost_estimate,
-    )
 
 
 def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
@@ -179,12 +88,9 @@ def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
 def start_compiles(backend: Backend, spec: KernelCallSpec, arch: _vendors.GpuArch,
                    in_avals: tuple, out_avals: tuple) -> None:
     """Starts, at trace time, the compiles jaxlib's route makes when it lowers the call for
-    `arch`: the launches the shell's `_lower_uncached` plans, from the same inputs (the call, its operands'
-    types, the architecture), and their jobs (`_jaxlib_call.compile_jobs`), handed to the
-    compile pool, the launches kept for that lowering (`_state.TRACED_LAUNCHES`). Raises what
-    they raise, a value that does not hash too (the trace drops it: the lowering raises it
-    again, or plans anew). A plain kernel with a plan kept for another shape starts nothing: its
-    lowering refills that plan and compiles nothing."""
+    `arch` (the launches `_lowering._lower_uncached` plans, and their `compile_jobs`), and keeps
+    the launches for that lowering (`_state.TRACED_LAUNCHES`); raises what they raise. A plain
+    kernel with a plan kept for another shape starts nothing: its lowering compiles nothing."""
     record = _state.KERNEL_RECORDS.record(spec.kernel)
     types = _lowering.argument_types(spec, in_avals, out_avals)
     if (key := _lowering.plan_key(spec, in_avals, out_avals, types)) is not None:
@@ -220,8 +126,33 @@ class JaxlibRoute(_lowering.Route):
     def build(self, backend: Backend, spec: KernelCallSpec, placed: _lowering.Placed,
               answers: ArchAnswers, launches: list[_plan.Launch], in_avals: tuple,
               out_avals: tuple, record: dict) -> tuple[list[tuple], list[_plan.Launch]]:
-        made = build(backend, spec, placed.where, answers, launches, in_avals, out_avals, record)
-        return made, [launch for launch, *_ in made]  # those that compiled and fit
+        """(launch as planned, launch as jaxlib launches it, compiled kernel, image) per launch
+        that compiled and fits the architecture, and those launches. Each image is kept by the
+        binary and what loads it (`_state.KERNEL_IMAGES` says why)."""
+        try:
+            ordered, jobs = compile_jobs(backend, spec, answers, launches, len(in_avals), record)
+            compiled = _compile.compiled_launches(ordered, jobs)
+        except Exception as err:  # do the call's arguments line up with the kernel's parameters?
+            _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals,
+                                out_avals, spec.kernel_name, _vendors.FRONT_END_PROBES)
+            raise
+        as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
+        for in_order, _, kernel in compiled:  # what it writes, read from what it compiled to
+            found = _writes.of_launch(kernel.ttir, in_order.bound, jit_fn=spec.unwrapped.jit_fn)
+            if found is not None:
+                _misplaced.check_writes(spec, as_planned[id(in_order)], *found, in_avals)
+        fit = _plan.fitting(compiled, answers.launch_site.limits, kernel=spec.kernel_name)
+        where = placed.where
+        # Per process too: a path-delivered image names a file of this process (ROCm's).
+        loads = (os.getpid(), dataclasses.astuple(where.features),
+                 where.devices and where.devices.arch, where.settings.variables, spec.debug)
+        made = [(as_planned[id(in_order)], in_order, kernel, _state.KERNEL_IMAGES.memo(
+            (kernel.key, loads), functools.partial(
+                _proto.kernel_image, backend, kernel, answers, where.features,
+                devices=where.devices, with_ttir=spec.debug,
+                keep_ptx_text=where.settings.keep_ptx_text), kernel=spec.unwrapped.jit_fn))
+                for in_order, _, kernel in fit]
+        return made, [launch for launch, *_ in made]
 
     def rebuild(self, made: list[tuple], launches: list[_plan.Launch], spec: KernelCallSpec,
                 in_avals: tuple, record: dict) -> list[tuple]:
@@ -231,7 +162,59 @@ class JaxlibRoute(_lowering.Route):
 
     def finish(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
                placed: _lowering.Placed, made: list[tuple]) -> LoweredCall:
-        return encode(backend, ctx, spec, placed.where, made, plain_call_name=placed.call_name)
+        """The launches `made` encoded: the one remembered or forced (`_choices.pick`), else all
+        of them. A call lowered for no device here (cross-compiling) cannot have been tuned,
+        and is left to jaxlib's autotuner."""
+        where = placed.where
+        in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
+        if spec.debug:
+            for _, _, kernel, _ in made:
+                print(f"jax_triton_rocm: {kernel.name} for {where.arch.arch}\n--- TTIR ---\n"
+                      f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
+        # (launch, kernel, call) per launch; a tensor descriptor's parameters by `_tma`.
+        chosen = [(launch, kernel, _proto.kernel_call(
+            image, launch, out_avals, spec.input_output_aliases,
+            functools.partial(_tma.descriptor_params, kernel, where.features, where.arch)))
+            for _, launch, kernel, image in made]
+        undecided = None
+        kind = (None if len(chosen) == 1
+                else _arch.device_kind(backend.platform, ctx.module_context))
+        if kind is not None:
+            key = _choices.tune_key(
+                platform=backend.platform, arch=where.arch.arch, device_kind=kind,
+                versions=(_compat.jaxlib_version(), _compat.triton_info().version),
+                avals=in_avals + out_avals, aliases=spec.input_output_aliases,
+                configs=[(launch.description, kernel.binary, call.grid, call.params)
+                         for launch, kernel, call in chosen])
+            descriptions = tuple(launch.description for launch, _, _ in chosen)
+            index = _choices.pick(key, descriptions)
+            if index is None:
+                undecided = _choices.Undecided(key, descriptions, spec.kernel_name)
+            else:
+                chosen = [chosen[index]]
+        # jaxlib compares buffers[input] with buffers[output] in its list of all buffers
+        # (operands, then results), so the output's index counts the operands before it.
+        aliases = [] if len(chosen) == 1 else [
+            _proto.Alias(i, len(in_avals) + o, _proto.size_bytes(in_avals[i]))
+            for i, o in spec.input_output_aliases]
+        encoded = _proto.encode(
+            [(call, launch.config.description) for launch, _, call in chosen], aliases,
+            name=spec.name, kernel_name=spec.kernel_name, metadata=spec.serialized_metadata,
+            plain_call_name=placed.call_name)
+        return LoweredCall(
+            opaque=encoded.opaque,
+            serialized=encoded.serialized,
+            custom_call_name=encoded.custom_call_name,
+            features=where.features,
+            arch=where.arch,
+            kernels=tuple([kernel for _, kernel, _ in chosen]),
+            calls=tuple([call for _, _, call in chosen]),
+            aliases=tuple(spec.input_output_aliases),
+            undecided=undecided,
+            launches=tuple([launch for launch, _, _ in chosen]),
+            has_side_effect=spec.has_side_effect,
+            cost_estimate=spec.cost_estimate,
+        )
 
     def emit(self, backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
              lowered: LoweredCall, spec: KernelCallSpec) -> list:

@@ -1,23 +1,7 @@
-"""A compiled kernel as jaxlib loads it (`kernel_image`), the parameters of one launch as jaxlib
-takes them, in kernel order (`kernel_call`: each array's pointer with its divisibility and the
-bytes jaxlib zeroes first, each runtime scalar, each tensor descriptor's parameters from `_tma`),
-and jaxlib's Triton kernel call encoded with
-the messages of `jaxlib/gpu/triton.proto` (the bytes are the same on CUDA and ROCm), and the
-opaque jaxlib reads, one zlib stream (`compress`). The messages (`MESSAGES`) are declared field
-by field as that file declares them and built at import (no protoc), so the package relies on no
-arity of jaxlib's nanobind constructors and can write fields they lack (`module_image`, a TMA
-parameter); the field numbers are those jaxlib's `to_proto` writes (the tests compare them).
-
-jaxlib inflates the opaque with zlib's `uncompress` (`ZlibUncompress`, `jaxlib/gpu/
-triton_utils.cc`), which takes any valid zlib stream. Most of a call's bytes are its kernels'
-(the binary, the IR), the same every time the kernel is lowered again, for a new shape, grid or
-scalar. So each kernel's bytes are serialized and deflated once, when its image is made (kept
-in the kernel's record: `KernelImage.piece`), as blocks that end on a full flush
-(byte-aligned, referring to nothing before them), and a call's stream is those blocks with the
-bytes between them written afresh (a few dozen bytes: stored as they are, which costs less than
-setting up a deflater), behind zlib's header and ahead of the Adler-32 of the whole. The bytes
-depend only on the input, the same in every process (JAX's persistent cache and `jax.export`
-rely on that).
+"""jaxlib's Triton kernel call, encoded: a compiled kernel as jaxlib loads it (`kernel_image`), one
+launch's parameters in kernel order (`kernel_call`), the call in the messages of
+`jaxlib/gpu/triton.proto` (`MESSAGES`, declared here: no protoc) and its opaque, one zlib stream
+(`compress`). docs/design.md, "jaxlib's call, encoded".
 """
 
 from __future__ import annotations
@@ -115,17 +99,16 @@ MESSAGES = _build_messages()
 
 
 def module_image_ptx(binary: bytes) -> str:
-    """The `ptx` field of a kernel whose binary travels in `module_image`.
-
-    jaxlib keys the modules it has loaded by (kernel name, shared memory, `ptx`, compute
-    capability), never by the binary, even one carried in `module_image`: two binaries under one
-    key would both run the first one loaded. A digest of the binary keeps different binaries
-    apart and gives the same binary the same key in every process (JAX's persistent cache and
-    `jax.export` rely on identical bytes). A plugin too old to read `module_image` shows this
-    text in its load error.
-    """
+    """The `ptx` field of a kernel whose binary travels in `module_image`: a digest of the
+    binary, as jaxlib keys its loaded modules by this field (docs/design.md, "jaxlib's call,
+    encoded")."""
     return (f"jax_triton_rocm module_image sha256:{hashlib.sha256(binary).hexdigest()} (the "
             f"binary is in TritonKernel.module_image, which jaxlib reads from 0.11.1 on)")
+
+
+# The fields of `TritonKernel` a `KernelImage` holds under the same name.
+_KERNEL_FIELDS = ("num_warps", "num_ctas", "shared_mem_bytes", "ptx", "compute_capability", "ttir",
+                  "global_scratch_size", "global_scratch_align")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,8 +120,8 @@ class KernelImage:
         the block size.
       ptx: `module_image_ptx(object_file)` when the binary is embedded; otherwise the PTX text
         (CUDA) or the path of an HSACO file (ROCm).
-      ttir: the kernel's IR; empty unless asked for (jaxlib 0.10.2 to 0.12 read it for nothing,
-        and 0.11.1+ copy it at every launch: a launch costs more the longer it is).
+      ttir: the kernel's IR; empty unless asked for (jaxlib reads it for nothing, and copies it
+        at every launch).
       compute_capability: e.g. 90 for sm_90; on ROCm the gfx major*10+minor (94 for gfx942).
       object_file: the CUBIN or HSACO to carry in `module_image`, or None.
       piece: made with the image, its bytes as a `TritonKernel` (every call of the kernel embeds
@@ -158,17 +141,8 @@ class KernelImage:
     piece: tuple[bytes, bytes, int] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        kernel = MESSAGES["TritonKernel"](
-            kernel_name=self.name,
-            num_warps=self.num_warps,
-            shared_mem_bytes=self.shared_mem_bytes,
-            ptx=self.ptx,
-            ttir=self.ttir,
-            compute_capability=self.compute_capability,
-            num_ctas=self.num_ctas,
-            global_scratch_size=self.global_scratch_size,
-            global_scratch_align=self.global_scratch_align,
-        )
+        kernel = MESSAGES["TritonKernel"](kernel_name=self.name, **{
+            name: getattr(self, name) for name in _KERNEL_FIELDS})
         if self.object_file is not None:
             kernel.module_image.object_file = self.object_file
             kernel.module_image.kernel_name = self.name
@@ -180,8 +154,7 @@ def kernel_image(backend: Backend, compiled: CompiledKernel, answers: ArchAnswer
                  features: PluginFeatures, *, devices: GpuArch | None = None,
                  with_ttir: bool = False, keep_ptx_text: bool = False) -> KernelImage:
     """The compiled kernel as the installed jaxlib loads it on `devices` (None: on devices of
-    the architecture it was compiled for, `answers.arch`), with its IR in `ttir` if asked
-    (jaxlib reads it for nothing).
+    the architecture it was compiled for, `answers.arch`), with its IR in `ttir` if asked.
 
     Raises:
       ValueError: no form of the kernel loads on `devices`, or jaxlib cannot launch its block
@@ -390,12 +363,8 @@ _STORED_MAX = 256
 def compress(data: bytes, pieces: Sequence[tuple[bytes, bytes, int]] = ()) -> bytes:
     """`data` as a zlib stream, with `pieces` (the kernels' bytes, in the order `data` embeds
     them, each as `deflated` gives it) as they were deflated; one not found after the previous
-    is compressed with the bytes around it.
-
-    The bytes before each piece, and after the last, are a stored block when short (its header
-    byte, its length and the length's complement, then the bytes as they are; the stream is
-    byte-aligned there), else deflated with a window small enough to set up in a microsecond (a
-    full one takes tens); the last block ends the stream."""
+    is compressed with the bytes around it. The bytes between pieces are a stored block when
+    short, else deflated with a small window (quick to set up)."""
     parts = [_ZLIB_HEADER]
     checksum = zlib.adler32(b"")
     start = 0

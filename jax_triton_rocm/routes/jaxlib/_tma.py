@@ -1,14 +1,6 @@
-"""The launch parameters a `TensorDescriptor` argument becomes, and what the jaxlib plugin must
-do for them. Triton compiles a descriptor parameter (`tensordesc<fp32[64,64]>`) one of two ways,
-as the kernel's `tensordesc_meta` tells:
-
-- encoded (one metadata entry per descriptor): NVIDIA sm_90+ takes a 128-byte CUDA tensor map
-  (TMA), then the shape as i32 and the strides as i64. jaxlib's CUDA plugin encodes the map at
-  launch over the next operand buffer (from jax 0.11.1). AMD gfx1250 takes a TDM descriptor,
-  which no jaxlib encodes.
-- decomposed (no metadata): every other target takes the base pointer, the shape and strides as
-  i64, the padding flag as i1 (Triton 3.9 adds a round-to-TF32 i1), then the shape as i32 and
-  the strides as i64 again: plain parameters that every jaxlib launches.
+"""The launch parameters a `TensorDescriptor` argument becomes (encoded, a TMA descriptor jaxlib's
+CUDA plugin encodes at launch; or decomposed into plain parameters), and what the jaxlib plugin
+must do for them; docs/design.md, "jaxlib's call, encoded".
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """XLA's own route for Triton kernels, taken only on request: the custom call
-`__gpu$xla.gpu.triton`, whose Triton IR XLA compiles with the Triton built into jaxlib (another
-binary than the installed one) and launches as its own kernel: one pointer per buffer, each
-runtime scalar a 0-d operand the trampoline loads (`plan._trampoline.for_xla`), each output to
-zero a zero-filled operand aliased to it (jaxlib's call does a memset).
-
-jaxlib's Triton dialect may not read what the installed Triton wrote: the IR is parsed here
-first, and a kernel whose IR does not parse (warned once per kernel) or does not take one
-pointer per buffer takes jaxlib's route, unless the call asked for XLA's (then it raises).
-What fits: docs/routes.md.
+`__gpu$xla.gpu.triton`, whose Triton IR XLA compiles with the Triton built into jaxlib and
+launches itself (`plan._trampoline.for_xla` adapts the kernel). A kernel whose IR this jaxlib
+does not parse (warned once per kernel), or that does not take one pointer per buffer, takes
+jaxlib's route, unless the call asked for XLA's (then it raises). docs/routes.md.
 """
 
 from __future__ import annotations
@@ -83,20 +78,17 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | Un
         return unfit
     from jax._src.lib.mlir import ir
 
-    value: bytes | Unfit = Unfit(f"its Triton IR has no tt.func named {compiled.name}")
     for op in module.body.operations:
         if (op.operation.name == "tt.func"
                 and ir.StringAttr(op.attributes["sym_name"]).value == compiled.name):
             types = [str(arg.type) for arg in op.regions[0].blocks[0].arguments]
-            if len(types) == n_pointers and all([t.startswith("!tt.ptr") for t in types]):
-                buffer = io.BytesIO()
-                module.operation.write_bytecode(buffer)
-                value = buffer.getvalue()
-            else:
-                value = Unfit(f"its Triton IR takes ({', '.join(types)}), and XLA passes "
-                              f"{n_pointers} pointer(s), one per operand and result")
-            break
-    return value
+            if len(types) != n_pointers or not all([t.startswith("!tt.ptr") for t in types]):
+                return Unfit(f"its Triton IR takes ({', '.join(types)}), and XLA passes "
+                             f"{n_pointers} pointer(s), one per operand and result")
+            buffer = io.BytesIO()
+            module.operation.write_bytecode(buffer)
+            return buffer.getvalue()
+    return Unfit(f"its Triton IR has no tt.func named {compiled.name}")
 
 
 logger = logging.getLogger("jax_triton_rocm")
@@ -145,67 +137,6 @@ def unfit_before_compile(spec: KernelCallSpec) -> Unfit | None:
     if spec.serialized_metadata:
         return Unfit("serialized_metadata is set (XLA's call has no place for it)")
     return None
-
-
-def refilled(call: NativeCall, launch: _plan.Launch) -> NativeCall | None:
-    """A kept call with the grid and scalars of a new call's one launch, or None where its kernel
-    cannot take them (other buffers zeroed, an int of another divisibility class)."""
-    # The launch's runtime scalars, in kernel order: what the trampoline loads, in its order.
-    scalars = tuple(source.scalar for source in launch.bound.sources if source.kind == "scalar")
-    if tuple(launch.zeroed) == call.zeroed and all(
-            k == 1 or _trampoline.scale(s.value) == k
-            for s, k in zip(scalars, call.scalar_scales, strict=True)):
-        return _values.replaced(call, grid=launch.grid, scalars=scalars)
-    return None
-
-
-def build(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers, launch: _plan.Launch,
-          in_avals: tuple, out_avals: tuple, record: dict) -> NativeCall | Unfit:
-    """The call's one launch compiled as the trampoline XLA calls, its IR checked for this jaxlib
-    (kept in the kernel's `record`), or why it does not fit."""
-    aliased = {o for _, o in spec.input_output_aliases}
-    if aliased & set(launch.zeroed):
-        return Unfit("an output to zero shares its buffer with an input (jaxlib's call zeroes "
-                     "that buffer; XLA's call has no zeroing)")
-    zero_avals = tuple([out_avals[o] for o in launch.zeroed])
-    form = _trampoline.for_xla(spec.unwrapped, launch.bound, in_avals + zero_avals, out_avals,
-                               answers.launch_site.triton_backend, record)
-    trampoline = [_values.replaced(launch, jit_fn=form.jit_fn, bound=form.bound)]
-    try:
-        [(_, _, compiled)] = _compile.compiled_launches(trampoline, _compile.launch_jobs(
-            trampoline, spec, answers.triton_gpu_target, arch=answers.arch.arch,
-            compile_options=backend.compile_options, option_names=backend.option_names,
-            binary_key=backend.binary_key, asm_key=backend.asm_key, record=record))
-    except Exception as err:  # do the call's arguments line up with the kernel's parameters?
-        _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
-                            spec.kernel_name, _vendors.FRONT_END_PROBES)
-        raise
-    # What the kernel writes, read from what it compiled to: the trampoline's buffers are the
-    # operands, the zeroed outputs' buffers, the runtime scalars' 0-d operands, the results.
-    n_in = len(in_avals)
-    renumbered = {("output", o): ("output", o) for o in range(len(out_avals))}
-    renumbered |= {("input", b): ("input", b) if b < n_in else ("output", launch.zeroed[b - n_in])
-                   for b in range(n_in + len(launch.zeroed))}
-    if (found := _writes.of_launch(compiled.ttir, form.bound, renumbered,
-                                      spec.unwrapped.jit_fn)) is not None:
-        _misplaced.check_writes(spec, launch, *found, in_avals)
-    # Raises for a launch feature.
-    problem = _plan.launch_problem(answers.launch_site.limits, compiled=compiled)
-    if problem:
-        return Unfit(problem)  # jaxlib's route raises it, with the kernel's name
-    if compiled.global_scratch_size:
-        return Unfit(f"the kernel needs {compiled.global_scratch_size} bytes of Triton global "
-                     f"scratch memory, which not every XLA allocates for this call")
-    n_pointers = len(in_avals) + len(zero_avals) + len(form.scalar_operands) + len(out_avals)
-    if (ir := record.get(("checked IR", compiled.key, n_pointers))) is None:
-        ir = record["checked IR", compiled.key, n_pointers] = checked_ir(compiled, n_pointers)
-    if isinstance(ir, Unfit):
-        return ir
-    return NativeCall(
-        name=compiled.name, ir=ir, num_warps=compiled.num_warps,
-        num_stages=int(compiled.metadata.get("num_stages") or 1), grid=launch.grid,
-        scalars=form.scalar_operands, zeroed=tuple(launch.zeroed),
-        scalar_scales=form.scalar_scales)
 
 
 _SCALAR_DTYPES = {"u1": np.bool_, "i1": np.bool_, "i32": np.int32, "u32": np.uint32,
@@ -286,13 +217,66 @@ class XlaRoute(_lowering.Route):
     def build(self, backend: Backend, spec: KernelCallSpec, placed: _lowering.Placed,
               answers: ArchAnswers, launches: list[_plan.Launch], in_avals: tuple,
               out_avals: tuple, record: dict) -> tuple[NativeCall, list[_plan.Launch]] | Unfit:
+        """The call's one launch compiled as the trampoline XLA calls, its IR checked for this
+        jaxlib (kept in the kernel's `record`), or why it does not fit."""
         [launch] = launches  # XLA's call launches one configuration
-        made = build(backend, spec, answers, launch, in_avals, out_avals, record)
-        return made if isinstance(made, Unfit) else (made, launches)
+        aliased = {o for _, o in spec.input_output_aliases}
+        if aliased & set(launch.zeroed):
+            return Unfit("an output to zero shares its buffer with an input (jaxlib's call zeroes "
+                         "that buffer; XLA's call has no zeroing)")
+        zero_avals = tuple([out_avals[o] for o in launch.zeroed])
+        form = _trampoline.for_xla(spec.unwrapped, launch.bound, in_avals + zero_avals, out_avals,
+                                   answers.launch_site.triton_backend, record)
+        trampoline = [_values.replaced(launch, jit_fn=form.jit_fn, bound=form.bound)]
+        try:
+            [(_, _, compiled)] = _compile.compiled_launches(trampoline, _compile.launch_jobs(
+                trampoline, spec, answers.triton_gpu_target, arch=answers.arch.arch,
+                compile_options=backend.compile_options, option_names=backend.option_names,
+                binary_key=backend.binary_key, asm_key=backend.asm_key, record=record))
+        except Exception as err:  # do the call's arguments line up with the kernel's parameters?
+            _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
+                                spec.kernel_name, _vendors.FRONT_END_PROBES)
+            raise
+        # What the kernel writes, read from what it compiled to: the trampoline's buffers are the
+        # operands, the zeroed outputs' buffers, the runtime scalars' 0-d operands, the results.
+        n_in = len(in_avals)
+        renumbered = {("output", o): ("output", o) for o in range(len(out_avals))}
+        renumbered |= {("input", b): ("input", b) if b < n_in
+                       else ("output", launch.zeroed[b - n_in])
+                       for b in range(n_in + len(launch.zeroed))}
+        if (found := _writes.of_launch(compiled.ttir, form.bound, renumbered,
+                                          spec.unwrapped.jit_fn)) is not None:
+            _misplaced.check_writes(spec, launch, *found, in_avals)
+        # Raises for a launch feature.
+        problem = _plan.launch_problem(answers.launch_site.limits, compiled=compiled)
+        if problem:
+            return Unfit(problem)  # jaxlib's route raises it, with the kernel's name
+        if compiled.global_scratch_size:
+            return Unfit(f"the kernel needs {compiled.global_scratch_size} bytes of Triton global "
+                         f"scratch memory, which not every XLA allocates for this call")
+        n_pointers = len(in_avals) + len(zero_avals) + len(form.scalar_operands) + len(out_avals)
+        if (ir := record.get(("checked IR", compiled.key, n_pointers))) is None:
+            ir = record["checked IR", compiled.key, n_pointers] = checked_ir(compiled, n_pointers)
+        if isinstance(ir, Unfit):
+            return ir
+        return NativeCall(
+            name=compiled.name, ir=ir, num_warps=compiled.num_warps,
+            num_stages=int(compiled.metadata.get("num_stages") or 1), grid=launch.grid,
+            scalars=form.scalar_operands, zeroed=tuple(launch.zeroed),
+            scalar_scales=form.scalar_scales), launches
 
     def rebuild(self, made: NativeCall, launches: list[_plan.Launch], spec: KernelCallSpec,
                 in_avals: tuple, record: dict) -> NativeCall | None:
-        return refilled(made, *launches)
+        """The kept call with the grid and scalars of a new call's one launch, or None where its
+        kernel cannot take them (other buffers zeroed, an int of another divisibility class)."""
+        [launch] = launches
+        # The launch's runtime scalars, in kernel order: what the trampoline loads, in its order.
+        scalars = tuple(source.scalar for source in launch.bound.sources if source.kind == "scalar")
+        if tuple(launch.zeroed) == made.zeroed and all(
+                k == 1 or _trampoline.scale(s.value) == k
+                for s, k in zip(scalars, made.scalar_scales, strict=True)):
+            return _values.replaced(made, grid=launch.grid, scalars=scalars)
+        return None
 
     def emit(self, backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
              lowered: NativeCall, spec: KernelCallSpec) -> list:
