@@ -1,5 +1,5 @@
 """All process-wide state of the package: the caches here (`CACHES`), every other piece listed
-in `ELSEWHERE`. Threads: `LOCKS.guard` guards every structure here, an item's lock
+in docs/design.md, "Process-wide state". Threads: `LOCKS.guard` guards every structure here, an item's lock
 (`LOCKS.item_lock`) the work on it. Memory: every cache is bounded; `clear_caches()` empties
 them all. Fork: a child gets fresh locks, keeps finished kernels, forgets in-flight compiles,
 lowered calls and plans (`on_fork`). Why: docs/design.md, "Process-wide state".
@@ -318,44 +318,6 @@ CACHES = (COMPILE_POOL, COMPILED_KERNELS, LOWERED_CALLS, CHECKED_CALLS, PLANS, K
           KERNEL_RECORDS, CALL_LAYOUTS, TRACED_LAUNCHES)
 # Every other piece of process-wide state, where it lives (package module, name, what it
 # keeps); a new one is added here too (tests/test_module_layout.py checks that each exists).
-ELSEWHERE = (
-    ("base._env", "_CHECKED_VALUES", "the variables' values last found valid"),
-    ("base._files", "_warned_unsafe", "folders already warned about as unsafe"),
-    ("base._compat", "triton_info", "the installed Triton's version and features (cached)"),
-    ("base._compat", "_warn_ffi_autotune", "one warning per process (cached)"),
-    ("kernel._spec", "_POINTER_TYPES", "Triton pointer type per dtype object"),
-    ("kernel._hooks", "_descriptor_class", "the hook descriptor class over Triton's (cached)"),
-    ("compile._cache", "_warned", "cache problems already warned about"),
-    ("compile._folders", "_warned_cache_dir", "one warning about Triton's cache folder"),
-    ("compile._folders", "_warned_unwritable", "unwritable cache folders already warned about"),
-    ("compile._folders", "_in_flight", "compiles running under the folder override"),
-    ("compile._folders", "_saved", "Triton's knobs before the folder override"),
-    ("compile._folders", "_private", "the private cache folder while Triton's is unwritable"),
-    ("compile._folders", "_private_dump", "the private dump folder"),
-    ("compile._folders", "_tried", "the processes that looked for Triton's remembered key"),
-    ("compile._gluon", "_checked_source_class", "Gluon's checked source class (cached)"),
-    ("backends", "backend", "one backend object per platform (cached)"),
-    ("backends._backend", "_FP8_TYPES", "fp8 types per target"),
-    ("backends._cuda", "_ptxas_archs", "ptxas architectures per capability (cached)"),
-    ("backends._vendors", "plugin_features", "what each jaxlib plugin reads (cached)"),
-    ("backends._vendors", "plugin_triton_module", "each plugin's Triton module (cached)"),
-    ("backends._vendors", "assumed_features", "what a plugin of this jaxlib reads (cached)"),
-    ("backends.hip._hip_files", "HSACO_FOLDER", "this process's HSACO files (path delivery)"),
-    ("backends.hip._hip_files", "LOADED_KERNELS", "kernels the prewarm has launched"),
-    ("routes._arch", "_ARCH_STATE", "the named architectures (a JAX config state)"),
-    ("routes._arch", "arch_problem", "why an architecture cannot compile (cached)"),
-    ("routes._choices", "STORE", "remembered autotune choices"),
-    ("routes._choices", "_SESSION", "the tuning session of this context"),
-    ("routes._choices", "_swept", "choice folders swept of dead writers' files"),
-    ("routes._choices", "_warned", "choice files already warned about"),
-    ("routes._primitive", "_registered", "platforms with the lowering rule registered"),
-    ("routes._primitive", "ensure_registered", "the rules registered, once per process (cached)"),
-    ("routes._primitive", "_routes", "each platform's routes (cached)"),
-    ("routes.cpu._interpret", "_explained", "one CPU fallback warning per process"),
-    ("routes.cpu._shard_callbacks", "_RESERVED", "the reserved host callback of this context"),
-    ("routes.xla._xla_native", "xla_triton_dialect", "whether jaxlib has Triton's dialect"),
-    ("cli._kernels", "kernels", "the CLI's example kernels (cached)"),
-)
 
 # What a child of `os.fork()` runs, the locks first: one hook, one known order.
 _FORK_HOOKS: list[Callable[[], None]] = [LOCKS.reset_after_fork,
