@@ -238,7 +238,7 @@ def refuse_positional_given_again(call: CallArguments, named: list[str],
     twice = [k for k in named if index.get(k, len(args)) < len(args)]
     n_placed = len(args) + (len(call.out_shapes) if call.convention == "out_shape" else 0)
     if len(args) > len(jit_fn.params) or (twice and n_placed > len(jit_fn.params)):
-        _layout.check_operands(jit_fn, len(args), n_placed - len(args), {})
+        _layout.check_operands(jit_fn, len(args), n_placed - len(args))
     if twice:
         raise TypeError(f"triton_call() got multiple values for argument {twice[0]!r}: "
                         f"positional argument {index[twice[0]]} fills it (kernel "

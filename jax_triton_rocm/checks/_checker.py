@@ -195,7 +195,7 @@ def merge_backend_options(backend_options: Any, settings: dict[str, Any],
         raise TypeError(f"backend_options={backend_options!r} must be a dict of Triton "
                         f"option names to values, e.g. {{'num_warps': 8}}.")
     settings = {key: value for key, value in settings.items() if value is not None}
-    others, known = {}, None
+    others = {}
     for key, value in given.items():
         try:
             hash(value)
@@ -216,25 +216,19 @@ def merge_backend_options(backend_options: Any, settings: dict[str, Any],
         elif key in _REFUSED:
             raise ValueError(f"backend_options[{key!r}] cannot be set here: {_REFUSED[key]}.")
         else:
-            known = vendor_option_names() if known is None else known
-            refuse_unknown_option(key, known)
+            refuse_unknown_option(key)
             others[key] = value
     return [settings.get(key, default) for key, default in SETTINGS.items()], others
 
 
-def vendor_option_names() -> dict[str, Any]:
-    """Each installed vendor's Triton option fields, by platform."""
+def refuse_unknown_option(key: str) -> None:
+    """Raises ValueError where `key` is no Triton option of any installed vendor."""
     known = {}
     for platform in _vendors.GPU_PLATFORMS:
         try:
             known[platform] = backends.backend(platform).option_names
         except ImportError:  # a Triton built without that vendor's backend
             continue
-    return known
-
-
-def refuse_unknown_option(key: str, known: dict[str, Any]) -> None:
-    """Raises ValueError where `key` is no option of any installed vendor (`known`)."""
     if not any(key in names for names in known.values()):
         every = sorted(set().union(*known.values()) - set(_REFUSED)) if known else []
         raise ValueError(

@@ -231,13 +231,6 @@ class _Reader:
                 self.access(role, arg, node)
 
 
-def front_end_error(jit_fn: JITFunction, bound: Any,
-                    probes: Sequence[tuple[str, tuple]]) -> Exception | None:
-    """The `CompilationError` Triton's front end raises building `jit_fn` as `bound` lays it
-    out, or None; on the first of `probes` (backend, `GPUTarget` arguments) installed."""
-    return front_end(jit_fn, bound, probes)[1]
-
-
 def front_end(jit_fn: JITFunction, bound: Any, probes: Sequence[tuple[str, tuple]],
               ttir: bool = False) -> tuple[str | None, Exception | None]:
     """(the kernel's TTIR as Triton's first stage leaves it, where `ttir`, else None; the
@@ -297,7 +290,7 @@ def check(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple, ke
                          f"a pointer, but {found.shown(name)}")
     if wrong and bound.zero_d_pointers:
         wrong.append(bound.zero_d_hint().rstrip("."))
-    if not wrong or (err := front_end_error(jit_fn, bound, probes)) is None:
+    if not wrong or (err := front_end(jit_fn, bound, probes)[1]) is None:
         return
     raise TypeError(
         f"Kernel {kernel}: the call's arguments do not line up with its parameters: "

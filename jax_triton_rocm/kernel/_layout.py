@@ -1,11 +1,6 @@
-"""How one call's arguments fill a kernel's parameters: the layout, checked, as a `BoundKernel`.
-
-`triton_call` fills the parameters in order: the positional arguments, one pointer per output,
-then the rest by name from the metaparams or the kernel's defaults (a parameter given by keyword
-is a constexpr, as in jax-triton). `triton_call_lowering` places every parameter itself. A tuple
-parameter (maybe nested) or a `TensorDescriptor` is typed, and its constexprs, specialisations
-and launch parameters keyed by path, as Triton's launcher does (`_leaf`; a descriptor's
-launch parameters: `routes.jaxlib._tma`)."""
+"""How one call's arguments fill a kernel's parameters: the layout, checked, as a `BoundKernel`
+(docs/porting.md's rules); a tuple or `TensorDescriptor` parameter keyed by path, as Triton's
+launcher keys it (`_leaf`)."""
 
 from __future__ import annotations
 
@@ -113,10 +108,9 @@ class BoundKernel:
                          for (i, *path), value in sorted(self.constexprs.items()))
 
 
-def check_operands(jit_fn: JITFunction, n_positional: int, n_outputs: int,
-                   constexprs: dict[str, Any]) -> None:
-    """Raises TypeError where a call gives more values than the kernel has parameters, or a
-    keyword that is none (alone for autotuned kernels, whose constexprs come at lowering)."""
+def check_operands(jit_fn: JITFunction, n_positional: int, n_outputs: int) -> None:
+    """Raises TypeError where a call gives more values than the kernel has parameters (the
+    keywords' names are checked as the call is taken)."""
     names = list(jit_fn.arg_names)
     n_given = n_positional + n_outputs
     if n_given > len(names):
@@ -124,12 +118,6 @@ def check_operands(jit_fn: JITFunction, n_positional: int, n_outputs: int,
             f"Too many operands for kernel {kernel_name(jit_fn)}: {n_positional} argument(s) and "
             f"{n_outputs} output(s) fill {n_given} parameters, but it has {len(names)} "
             f"({', '.join(names)}).")
-    unknown = sorted(set(constexprs) - set(names))
-    if unknown:
-        raise TypeError(
-            f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel "
-            f"{kernel_name(jit_fn)}, whose parameters are ({', '.join(names)}). Keyword arguments "
-            f"of triton_call fill the kernel's constexpr parameters by name.")
 
 
 PLACED_KINDS = ("input", "output", "keyword", *NESTED_KINDS)
@@ -181,7 +169,7 @@ def lay_out_arguments(
         types = _spec.argument_types(jit_fn, positional, in_avals, out_avals, constexprs)
     n_positional = len(positional)
     n_outputs = 0 if places_outputs(positional) else len(out_avals)
-    check_operands(jit_fn, n_positional, n_outputs, constexprs)
+    check_operands(jit_fn, n_positional, n_outputs)
     laid = _Laying(jit_fn, positional, in_avals, out_avals, constexprs, types, n_outputs)
     for i, param in enumerate(jit_fn.params):
         if i < n_positional:
@@ -268,11 +256,7 @@ def lay_out_positional(laid: _Laying, i: int, param: Any, kind: str, value: Any)
             f"Kernel {name}'s parameter {param.name!r} is given twice: as positional "
             f"argument {i} and as a keyword. Pass it once.")
     what = f"argument {i} ({param.name})"
-    if kind == "array":
-        if param.is_constexpr:
-            raise TypeError(
-                f"Kernel {name}'s parameter {param.name!r} is a tl.constexpr, but "
-                f"positional argument {i} is an array. Pass a Python value there.")
+    if kind == "array":  # on no constexpr: the binder refuses an array there
         lay_out_pointer(laid, i, param, kind, ArgSource("input", i, value), what)
         return
     if laid.types.roles[i] is None:  # typing it failed: says why, naming it
@@ -397,7 +381,7 @@ def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple) -> None:
         if unwrapped.autotuner is not None:
             _autotuner.check_autotuner(unwrapped.autotuner, unwrapped.name)
         n_trailing = 0 if places_outputs(positional) else len(out_shapes)
-        check_operands(jit_fn, len(positional), n_trailing, metaparams)
+        check_operands(jit_fn, len(positional), n_trailing)
         return
     types = spec.types
     relaid = types is None
