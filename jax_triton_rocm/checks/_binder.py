@@ -1,7 +1,5 @@
 """A `triton_call`'s arguments bound to the kernel's parameters (docs/porting.md's rules): the
-keywords split into constexprs and compile options, the operands flattened, and values Triton
-cannot take refused before the layout.
-"""
+keywords split, the operands flattened, values Triton cannot take refused before the layout."""
 
 from __future__ import annotations
 
@@ -247,10 +245,9 @@ def refuse_positional_given_again(call: CallArguments, named: list[str],
 
 def keyword_operands(call: CallArguments,
                      index: dict[str, int]) -> tuple[dict[int, Any], set[int], dict[str, Any]]:
-    """The operands by parameter (the positional arguments, and the keywords that fill an
-    operand parameter), the parameters given by keyword, and the other keywords (constexprs
-    and compile options). A keyword fills an operand with `out_type`, or where it holds an
-    array."""
+    """The operands by parameter, the parameters given by keyword, and the other keywords
+    (constexprs and compile options); a keyword fills an operand with `out_type`, or where it
+    holds an array."""
     params, name = call.unwrapped.jit_fn.params, call.unwrapped.name
     operands, by_keyword, metaparams = dict(enumerate(call.args)), set(), {}
     for keyword, value in call.keywords.items():

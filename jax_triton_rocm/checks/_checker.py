@@ -1,6 +1,5 @@
 """`check_call`: what `triton_call` and `triton_call_lowering` share, checked into a
-`KernelCallSpec` with messages worded for the API called, so that both give one verdict.
-"""
+`KernelCallSpec` with messages worded for the API called."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """What a kernel uses each parameter as (a pointer or a scalar), read from its source, and
-arguments of the wrong kind for them (`check`), where Triton says only "invalid operands of type
-pointer<fp32> and int32". The reading is evidence, not a verdict: a call is refused only where
-Triton's front end fails on it too. docs/design.md, "Parameter kinds".
-"""
+arguments of the wrong kind for them, refused where Triton's front end fails on them too
+(`check`; docs/design.md, "Parameter kinds")."""
 
 from __future__ import annotations
 
@@ -233,10 +231,9 @@ class _Reader:
 
 def front_end(jit_fn: JITFunction, bound: Any, probes: Sequence[tuple[str, tuple]],
               ttir: bool = False) -> tuple[str | None, Exception | None]:
-    """(the kernel's TTIR as Triton's first stage leaves it, where `ttir`, else None; the
-    `CompilationError` its front end raises, or None) for `jit_fn` as `bound` lays it out, built
-    for the first of `probes` (backend, `GPUTarget` arguments) installed; (None, None) where
-    none is."""
+    """(the TTIR of Triton's first stage where `ttir`, else None; the `CompilationError` its
+    front end raises, or None) for `jit_fn` as `bound` lays it out, built for the first of
+    `probes` (backend, `GPUTarget` arguments) installed; (None, None) where none is."""
     from triton.backends import backends
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
