@@ -160,7 +160,6 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
     check_batch_grid_axis(api, batch_grid_axis)
     check_flags(api, enable_fp_fusion, debug)
     zeroed = checked_zeroed(api, zeroed_outputs, len(out_shapes))
-    axis = batch_grid_axis
     spec = KernelCallSpec(
         kernel=kernel, unwrapped=unwrapped, positional=tuple(positional),
         out_shapes=tuple(out_shapes), grid=grid, name=name or unwrapped.name,
@@ -169,7 +168,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         num_ctas=None if num_ctas is None else int(num_ctas), cuda_arch=cuda_arch,
         enable_fp_fusion=bool(enable_fp_fusion), input_output_aliases=tuple(aliases),
         zeroed_outputs=zeroed, debug=bool(debug), serialized_metadata=serialized_metadata,
-        batch_grid_axis=None if axis is None else int(axis),
+        batch_grid_axis=None if batch_grid_axis is None else int(batch_grid_axis),
         xla_native=None if xla_native is None else bool(xla_native),
         metaparams=tuple(sorted(metaparams.items())),
         options=tuple(sorted(_values.compile_options(options, caller=api.prefix).items()))

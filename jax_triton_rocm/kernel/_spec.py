@@ -91,8 +91,7 @@ def pointer_type(dtype: Any, *, what: str) -> str:
         pass
     name = np.dtype(dtype).name
     try:
-        pointer = _POINTER_TYPES[dtype] = "*" + _ARRAY_TYPES[name]
-        return pointer
+        return _POINTER_TYPES.setdefault(dtype, "*" + _ARRAY_TYPES[name])
     except KeyError:
         raise TypeError(
             f"{what} has dtype {name}, which Triton kernels cannot take. Supported dtypes: "
