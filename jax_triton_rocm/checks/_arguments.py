@@ -1,7 +1,5 @@
-"""A `triton_call`'s arguments as taken, in any of its forms (jax-triton 0.3's, 0.4's, the
-drop-ins'), before they are bound to the kernel's parameters (`_binder`): the outputs' shapes and
-dtypes checked, the runtime scalar keywords found, the scalars typed (`CallArguments`).
-"""
+"""A `triton_call`'s arguments as taken, in any of its forms, before they are bound to the
+kernel's parameters (`_binder`): the outputs checked, the scalars typed (`CallArguments`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """A `triton_call`'s arguments bound to the kernel's parameters (docs/porting.md's rules): the
-keywords split into constexprs and compile options, the operands flattened, and values Triton
-cannot take refused before the layout.
-"""
+keywords split, the operands flattened, values Triton cannot take refused before the layout."""
 
 from __future__ import annotations
 
@@ -238,7 +236,7 @@ def refuse_positional_given_again(call: CallArguments, named: list[str],
     twice = [k for k in named if index.get(k, len(args)) < len(args)]
     n_placed = len(args) + (len(call.out_shapes) if call.convention == "out_shape" else 0)
     if len(args) > len(jit_fn.params) or (twice and n_placed > len(jit_fn.params)):
-        _layout.check_operands(jit_fn, len(args), n_placed - len(args), {})
+        _layout.check_operands(jit_fn, len(args), n_placed - len(args))
     if twice:
         raise TypeError(f"triton_call() got multiple values for argument {twice[0]!r}: "
                         f"positional argument {index[twice[0]]} fills it (kernel "
@@ -247,10 +245,9 @@ def refuse_positional_given_again(call: CallArguments, named: list[str],
 
 def keyword_operands(call: CallArguments,
                      index: dict[str, int]) -> tuple[dict[int, Any], set[int], dict[str, Any]]:
-    """The operands by parameter (the positional arguments, and the keywords that fill an
-    operand parameter), the parameters given by keyword, and the other keywords (constexprs
-    and compile options). A keyword fills an operand with `out_type`, or where it holds an
-    array."""
+    """The operands by parameter, the parameters given by keyword, and the other keywords
+    (constexprs and compile options); a keyword fills an operand with `out_type`, or where it
+    holds an array."""
     params, name = call.unwrapped.jit_fn.params, call.unwrapped.name
     operands, by_keyword, metaparams = dict(enumerate(call.args)), set(), {}
     for keyword, value in call.keywords.items():

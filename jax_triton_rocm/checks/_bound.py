@@ -1,10 +1,6 @@
-"""`triton_call`'s arguments checked into a `BoundCall`: bound to the kernel's parameters
-(`checks._binder`), the outputs placed among them (`place_outputs`), the spec checked
-(`checks._checker`). Each `Ref` is read before the call into an operand aliased to an extra
-result, and written back after it, so every route sees plain aliasing. A call made again with
-new shapes or scalar values re-uses the first one's layout (`relaid_call`; docs/design.md,
-"Re-used layouts").
-"""
+"""`triton_call`'s arguments checked into a `BoundCall`, or relaid into an earlier call's layout
+(docs/design.md, "The trace of a call" and "Re-used layouts"). Each `Ref` is read into an operand
+aliased to an extra result, so every route sees plain aliasing."""
 
 from __future__ import annotations
 
@@ -53,8 +49,7 @@ class BoundCall:
 @dataclasses.dataclass(frozen=True)
 class Placed:
     """A call's operands and outputs as the primitive takes them (a Ref operand is read at the
-    call). `user_results`: per output, its result; `refs`: (operand, result) per Ref;
-    `output_params`: the parameter each output fills."""
+    call). `user_results`: per output, its result; `refs`: (operand, result) per Ref."""
 
     positional: tuple
     metaparams: dict[str, Any]
@@ -65,7 +60,6 @@ class Placed:
     zeroed: Any
     user_results: tuple[int, ...]
     refs: tuple[tuple[int, int], ...]
-    output_params: list[int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,11 +175,8 @@ _CONVENTIONS = {
 def place_outputs(call: CallArguments, binding: _binder.Binding,
                   own_keywords: tuple[str, ...]) -> Placed:
     """Places a call's outputs on the non-constexpr parameters it left unfilled, in order:
-    every output (jax-triton 0.3), or only those not aliased to an input (0.4). The results come
-    in parameter order; an output before an operand is launched through a trampoline
-    (`plan._trampoline`). Each `Ref` gets one more result, aliased to it. A call 0.3 could have
-    made keeps 0.3's positional form, and where neither layout fits, with `out_shape`, 0.3's
-    placement, so that the layout reports what is wrong as 0.3 did."""
+    every output (0.3), or only those not aliased to an input (0.4); the results in parameter
+    order, and one more per `Ref`, aliased to it. A call 0.3 could have made keeps 0.3's form."""
     jit_fn, out_shapes = call.unwrapped.jit_fn, call.out_shapes
     entries, refs, n_args = binding.entries, binding.refs, len(call.args)
     # 0.3's positional form holds arrays and scalars; a positional constexpr of another kind
@@ -225,7 +216,7 @@ def place_outputs(call: CallArguments, binding: _binder.Binding,
         out_shapes=tuple([out_shapes[o] for o in order]
                          + [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) for x in refs]),
         aliases=prim_aliases, zeroed=zeroed_results(call.given["zeroed_outputs"], user_results),
-        user_results=user_results, refs=ref_results, output_params=output_params)
+        user_results=user_results, refs=ref_results)
 
 
 def aliased_leaves(call: CallArguments, binding: _binder.Binding) -> list[tuple[Any, int]]:

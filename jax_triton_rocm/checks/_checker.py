@@ -1,6 +1,5 @@
 """`check_call`: what `triton_call` and `triton_call_lowering` share, checked into a
-`KernelCallSpec` with messages worded for the API called, so that both give one verdict.
-"""
+`KernelCallSpec` with messages worded for the API called."""
 
 from __future__ import annotations
 
@@ -161,7 +160,6 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
     check_batch_grid_axis(api, batch_grid_axis)
     check_flags(api, enable_fp_fusion, debug)
     zeroed = checked_zeroed(api, zeroed_outputs, len(out_shapes))
-    axis = batch_grid_axis
     spec = KernelCallSpec(
         kernel=kernel, unwrapped=unwrapped, positional=tuple(positional),
         out_shapes=tuple(out_shapes), grid=grid, name=name or unwrapped.name,
@@ -170,7 +168,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         num_ctas=None if num_ctas is None else int(num_ctas), cuda_arch=cuda_arch,
         enable_fp_fusion=bool(enable_fp_fusion), input_output_aliases=tuple(aliases),
         zeroed_outputs=zeroed, debug=bool(debug), serialized_metadata=serialized_metadata,
-        batch_grid_axis=None if axis is None else int(axis),
+        batch_grid_axis=None if batch_grid_axis is None else int(batch_grid_axis),
         xla_native=None if xla_native is None else bool(xla_native),
         metaparams=tuple(sorted(metaparams.items())),
         options=tuple(sorted(_values.compile_options(options, caller=api.prefix).items()))
@@ -195,7 +193,7 @@ def merge_backend_options(backend_options: Any, settings: dict[str, Any],
         raise TypeError(f"backend_options={backend_options!r} must be a dict of Triton "
                         f"option names to values, e.g. {{'num_warps': 8}}.")
     settings = {key: value for key, value in settings.items() if value is not None}
-    others, known = {}, None
+    others = {}
     for key, value in given.items():
         try:
             hash(value)
@@ -216,25 +214,19 @@ def merge_backend_options(backend_options: Any, settings: dict[str, Any],
         elif key in _REFUSED:
             raise ValueError(f"backend_options[{key!r}] cannot be set here: {_REFUSED[key]}.")
         else:
-            known = vendor_option_names() if known is None else known
-            refuse_unknown_option(key, known)
+            refuse_unknown_option(key)
             others[key] = value
     return [settings.get(key, default) for key, default in SETTINGS.items()], others
 
 
-def vendor_option_names() -> dict[str, Any]:
-    """Each installed vendor's Triton option fields, by platform."""
+def refuse_unknown_option(key: str) -> None:
+    """Raises ValueError where `key` is no Triton option of any installed vendor."""
     known = {}
     for platform in _vendors.GPU_PLATFORMS:
         try:
             known[platform] = backends.backend(platform).option_names
         except ImportError:  # a Triton built without that vendor's backend
             continue
-    return known
-
-
-def refuse_unknown_option(key: str, known: dict[str, Any]) -> None:
-    """Raises ValueError where `key` is no option of any installed vendor (`known`)."""
     if not any(key in names for names in known.values()):
         every = sorted(set().union(*known.values()) - set(_REFUSED)) if known else []
         raise ValueError(

@@ -1,8 +1,6 @@
 """What a kernel uses each parameter as (a pointer or a scalar), read from its source, and
-arguments of the wrong kind for them (`check`), where Triton says only "invalid operands of type
-pointer<fp32> and int32". The reading is evidence, not a verdict: a call is refused only where
-Triton's front end fails on it too. docs/design.md, "Parameter kinds".
-"""
+arguments of the wrong kind for them, refused where Triton's front end fails on them too
+(`check`; docs/design.md, "Parameter kinds")."""
 
 from __future__ import annotations
 
@@ -231,19 +229,11 @@ class _Reader:
                 self.access(role, arg, node)
 
 
-def front_end_error(jit_fn: JITFunction, bound: Any,
-                    probes: Sequence[tuple[str, tuple]]) -> Exception | None:
-    """The `CompilationError` Triton's front end raises building `jit_fn` as `bound` lays it
-    out, or None; on the first of `probes` (backend, `GPUTarget` arguments) installed."""
-    return front_end(jit_fn, bound, probes)[1]
-
-
 def front_end(jit_fn: JITFunction, bound: Any, probes: Sequence[tuple[str, tuple]],
               ttir: bool = False) -> tuple[str | None, Exception | None]:
-    """(the kernel's TTIR as Triton's first stage leaves it, where `ttir`, else None; the
-    `CompilationError` its front end raises, or None) for `jit_fn` as `bound` lays it out, built
-    for the first of `probes` (backend, `GPUTarget` arguments) installed; (None, None) where
-    none is."""
+    """(the TTIR of Triton's first stage where `ttir`, else None; the `CompilationError` its
+    front end raises, or None) for `jit_fn` as `bound` lays it out, built for the first of
+    `probes` (backend, `GPUTarget` arguments) installed; (None, None) where none is."""
     from triton.backends import backends
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
@@ -297,7 +287,7 @@ def check(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple, ke
                          f"a pointer, but {found.shown(name)}")
     if wrong and bound.zero_d_pointers:
         wrong.append(bound.zero_d_hint().rstrip("."))
-    if not wrong or (err := front_end_error(jit_fn, bound, probes)) is None:
+    if not wrong or (err := front_end(jit_fn, bound, probes)[1]) is None:
         return
     raise TypeError(
         f"Kernel {kernel}: the call's arguments do not line up with its parameters: "

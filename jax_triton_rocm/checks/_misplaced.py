@@ -1,6 +1,5 @@
 """Calls whose arrays land where the kernel does not use them as the call means, told from what
-the kernel does with each parameter (`_kinds.roles`; docs/design.md, "Parameter kinds").
-"""
+the kernel does with each parameter (docs/design.md, "What a kernel writes")."""
 
 from __future__ import annotations
 
@@ -23,13 +22,11 @@ if TYPE_CHECKING:
 
 def check_writes(spec: KernelCallSpec, launch: Any, accesses: Any, buffers: Mapping[int, Any],
                  in_avals: tuple) -> None:
-    """Raises TypeError where the compiled kernel writes a plain input array (one neither a Ref
-    nor aliased to an output), or only adds into an output with atomics that is neither zeroed
-    nor aliased; warns once per kernel and specialization about an output it never writes.
-
-    `launch`: as planned, on the user's kernel (names and zeroed outputs); `accesses`: what the
-    IR compiled for it does through each argument (`compile._writes.read`); `buffers`: per IR
-    argument index, ("input", operand index) or ("output", output index)."""
+    """Raises TypeError where the compiled kernel writes a plain input array, or only adds into
+    an output with atomics that is neither zeroed nor aliased; warns about an output it never
+    writes (docs/design.md, "What a kernel writes"). `launch`: as planned; `accesses`: what the
+    IR does through each argument (`compile._writes.read`); `buffers`: per IR argument index,
+    ("input", operand index) or ("output", output index)."""
     aliased_inputs = {i for i, _ in spec.input_output_aliases}
     aliased_outputs = {o for _, o in spec.input_output_aliases}
     inputs = {arg: i for arg, (kind, i) in buffers.items()
@@ -127,8 +124,7 @@ class _Told:
             f"(input_output_aliases={{<input index>: {output}}}).")
 
     def warn_unwritten(self, output: int) -> None:
-        """An output no write reaches: warned, once per kernel and specialization (the
-        message names both), not refused (an optional output behind a flag)."""
+        """An output no write reaches: warned, not refused (an optional output behind a flag)."""
         warnings.warn(
             f"jax_triton_rocm: kernel {self.spec.kernel_name} never writes output {output} "
             f"(parameter {self.shown[('output', output)]!r}){self.compiled}: the output holds "

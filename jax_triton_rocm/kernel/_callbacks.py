@@ -1,7 +1,5 @@
 """The user's own functions (a grid, a heuristic, a perf_model...) called while launches are
-planned: `call` raises an error of theirs again as a ValueError naming the function, what it
-read, the values it was given and the fix, where it would surface bare (`KeyError: 'BLOCK'`).
-"""
+planned, an error of theirs raised again naming the function, the values it was given, the fix."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""`triton.Config(pre_hook=...)`, run once at lowering (jaxlib launches the configs with no host
-code around them), on stand-ins: a `HookDescriptor` records the `block_shape` the hook sets, as
-Triton's tutorials do; a `HookArray` has a shape and dtype and no data.
-"""
+"""`triton.Config(pre_hook=...)`, run once at lowering on stand-ins: a `HookDescriptor` records
+the `block_shape` the hook sets, as Triton's tutorials do; a `HookArray` has no data."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""How one call's arguments fill a kernel's parameters: the layout, checked, as a `BoundKernel`.
-
-`triton_call` fills the parameters in order: the positional arguments, one pointer per output,
-then the rest by name from the metaparams or the kernel's defaults (a parameter given by keyword
-is a constexpr, as in jax-triton). `triton_call_lowering` places every parameter itself. A tuple
-parameter (maybe nested) or a `TensorDescriptor` is typed, and its constexprs, specialisations
-and launch parameters keyed by path, as Triton's launcher does (`_leaf`; a descriptor's
-launch parameters: `routes.jaxlib._tma`)."""
+"""How one call's arguments fill a kernel's parameters: the layout, checked, as a `BoundKernel`
+(docs/porting.md's rules); a tuple or `TensorDescriptor` parameter keyed by path, as Triton's
+launcher keys it (`_leaf`)."""
 
 from __future__ import annotations
 
@@ -36,43 +31,40 @@ class ArgSource:
     descriptor: Any = None
 
 
-def _leaf(path: tuple[int, ...], param: Any, entry: tuple[str, Any], in_avals: tuple,
-          constants: dict, specializations: list, sources: list, zero_d_pointers: list) -> Any:
-    """One tuple or descriptor parameter (or an element of one) laid out: its type, and its
-    constexprs, (path, "D" or "") specialisations, sources and 0-d arrays added, keyed by path."""
+def _leaf(laid: _Laying, path: tuple[int, ...], param: Any, entry: tuple[str, Any]) -> Any:
+    """One tuple or descriptor parameter (or an element of one) laid into `laid`, keyed by
+    path; returns its type."""
     kind, value = entry
     what = f"parameter {param.name!r}" + "".join(f"[{j}]" for j in path[1:])  # "'xy'[1][0]"
     if kind == "tuple":
-        return tuple(_leaf(path + (j,), param, element, in_avals, constants, specializations,
-                           sources, zero_d_pointers) for j, element in enumerate(value))
+        return tuple(_leaf(laid, path + (j,), param, element) for j, element in enumerate(value))
     if kind == "descriptor":
-        sources.append(ArgSource("descriptor", path[0], index=value[0], path=path[1:],
-                                 descriptor=value[1]))
+        laid.sources.append(ArgSource("descriptor", path[0], index=value[0], path=path[1:],
+                                      descriptor=value[1]))
         return _tensordesc.signature_type(value[1])
     if kind == "input":
-        aval = in_avals[value]
+        aval = laid.in_avals[value]
         aligned = not (param.do_not_specialize_on_alignment or param.do_not_specialize)
-        specializations.append((path, "D" if aligned else ""))
-        sources.append(ArgSource("input", path[0], index=value, path=path[1:]))
+        laid.specializations.append((path, "D" if aligned else ""))
+        laid.sources.append(ArgSource("input", path[0], index=value, path=path[1:]))
         if not tuple(aval.shape):
-            zero_d_pointers.append(what)
+            laid.zero_d_pointers.append(what)
         return _spec.pointer_type(aval.dtype, what=what)
     if value is None:
-        constants[path] = None
+        laid.constants[path] = None
         return "constexpr"
     typed = _spec.scalar(value, what=what)
     if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
         if typed.value == 1:  # as Triton's launcher does, inside tuples too
-            constants[path] = 1
+            laid.constants[path] = 1
             return "constexpr"
-        specializations.append((path, "D" if typed.value % 16 == 0 else ""))
-    sources.append(ArgSource("scalar", path[0], scalar=typed, path=path[1:]))
+        laid.specializations.append((path, "D" if typed.value % 16 == 0 else ""))
+    laid.sources.append(ArgSource("scalar", path[0], scalar=typed, path=path[1:]))
     return typed.triton_type
 
 
 def element_types(signature_type: Any) -> list[str]:
-    """The element types in one parameter's signature type ("fp32" for "*fp32" and for
-    "tensordesc<fp32[16,64]>")."""
+    """The element types in a signature type ("fp32" for "*fp32", "tensordesc<fp32[16,64]>")."""
     if isinstance(signature_type, tuple):
         return [t for element in signature_type for t in element_types(element)]
     if signature_type.startswith("tensordesc<"):
@@ -82,9 +74,8 @@ def element_types(signature_type: Any) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class BoundKernel:
-    """One call's arguments laid onto a kernel's parameters, ready to compile and launch:
-    constexprs and attributes by position path (`(i, j)` for an element of a tuple), and the
-    parameters that receive a 0-d array (for a hint when the compile fails)."""
+    """One call's arguments laid onto a kernel's parameters, ready to compile and launch; keyed
+    by position path (`(i, j)` for an element of a tuple)."""
 
     signature: dict[str, str]
     constexprs: dict[tuple[int], Any]
@@ -113,10 +104,9 @@ class BoundKernel:
                          for (i, *path), value in sorted(self.constexprs.items()))
 
 
-def check_operands(jit_fn: JITFunction, n_positional: int, n_outputs: int,
-                   constexprs: dict[str, Any]) -> None:
-    """Raises TypeError where a call gives more values than the kernel has parameters, or a
-    keyword that is none (alone for autotuned kernels, whose constexprs come at lowering)."""
+def check_operands(jit_fn: JITFunction, n_positional: int, n_outputs: int) -> None:
+    """Raises TypeError where a call gives more values than the kernel has parameters (the
+    keywords' names are checked as the call is taken)."""
     names = list(jit_fn.arg_names)
     n_given = n_positional + n_outputs
     if n_given > len(names):
@@ -124,12 +114,6 @@ def check_operands(jit_fn: JITFunction, n_positional: int, n_outputs: int,
             f"Too many operands for kernel {kernel_name(jit_fn)}: {n_positional} argument(s) and "
             f"{n_outputs} output(s) fill {n_given} parameters, but it has {len(names)} "
             f"({', '.join(names)}).")
-    unknown = sorted(set(constexprs) - set(names))
-    if unknown:
-        raise TypeError(
-            f"Unknown keyword argument(s) {', '.join(map(repr, unknown))} for kernel "
-            f"{kernel_name(jit_fn)}, whose parameters are ({', '.join(names)}). Keyword arguments "
-            f"of triton_call fill the kernel's constexpr parameters by name.")
 
 
 PLACED_KINDS = ("input", "output", "keyword", *NESTED_KINDS)
@@ -143,8 +127,7 @@ def places_outputs(positional: tuple) -> bool:
 
 @dataclasses.dataclass
 class _Laying:
-    """One call being laid onto a kernel's parameters: what it gives, and the parts of its
-    `BoundKernel` so far (specialisations by path)."""
+    """One call being laid onto a kernel's parameters, and its `BoundKernel`'s parts so far."""
 
     jit_fn: JITFunction
     positional: tuple
@@ -172,16 +155,14 @@ def lay_out_arguments(
     target: str = "",
     types: _spec.ArgumentTypes | None = None,
 ) -> BoundKernel:
-    """Lays a call's arguments onto the kernel's parameters (the module's docstring says how),
-    checking each against it. In a placed layout an output no entry names has no parameter (an
-    in-place kernel writes it through its aliased input), which only trailing outputs may do
-    (the caller checks that). `backend`: Triton's compiler backend class (for `parse_attr`);
-    `fp8_types`: the fp8 types the target takes, None where any is."""
+    """Lays a call's arguments onto the kernel's parameters, checking each against it; in a
+    placed layout an output no entry names has no parameter. `backend`: Triton's compiler
+    backend class (for `parse_attr`); `fp8_types`: the fp8 types the target takes, None: any."""
     if types is None:
         types = _spec.argument_types(jit_fn, positional, in_avals, out_avals, constexprs)
     n_positional = len(positional)
     n_outputs = 0 if places_outputs(positional) else len(out_avals)
-    check_operands(jit_fn, n_positional, n_outputs, constexprs)
+    check_operands(jit_fn, n_positional, n_outputs)
     laid = _Laying(jit_fn, positional, in_avals, out_avals, constexprs, types, n_outputs)
     for i, param in enumerate(jit_fn.params):
         if i < n_positional:
@@ -191,9 +172,7 @@ def lay_out_arguments(
         else:
             kind, value = "keyword", None
         if kind in NESTED_KINDS:  # a tuple or descriptor (`ArgSource`): its parts, by path
-            laid.signature[param.name] = _leaf(
-                (i,), param, (kind, value), in_avals, laid.constants, laid.specializations,
-                laid.sources, laid.zero_d_pointers)
+            laid.signature[param.name] = _leaf(laid, (i,), param, (kind, value))
         elif kind == "keyword":  # a keyword or the kernel's default fills it, as a constexpr
             laid.signature[param.name] = "constexpr"
             laid.constants[(i,)] = keyword_value(laid, i, param)  # made plain by `types`
@@ -260,19 +239,14 @@ def check_output_parameter(laid: _Laying, i: int, param: Any, output: int) -> No
 
 def lay_out_positional(laid: _Laying, i: int, param: Any, kind: str, value: Any) -> None:
     """Positional argument `i` laid onto its parameter: a scalar (or constexpr) by its role,
-    an array as a pointer; TypeError where a keyword gives the parameter too, or an array
-    lands on a constexpr."""
+    an array as a pointer; TypeError where a keyword gives the parameter too."""
     name = laid.types.name
     if param.name in laid.constexprs:
         raise TypeError(
             f"Kernel {name}'s parameter {param.name!r} is given twice: as positional "
             f"argument {i} and as a keyword. Pass it once.")
     what = f"argument {i} ({param.name})"
-    if kind == "array":
-        if param.is_constexpr:
-            raise TypeError(
-                f"Kernel {name}'s parameter {param.name!r} is a tl.constexpr, but "
-                f"positional argument {i} is an array. Pass a Python value there.")
+    if kind == "array":  # on no constexpr: the binder refuses an array there
         lay_out_pointer(laid, i, param, kind, ArgSource("input", i, value), what)
         return
     if laid.types.roles[i] is None:  # typing it failed: says why, naming it
@@ -295,8 +269,7 @@ def lay_out_pointer(laid: _Laying, i: int, param: Any, kind: str, source: ArgSou
     aval = (laid.out_avals if kind == "output" else laid.in_avals)[source.index]
     # None where typing the dtype failed: `pointer_type` then says why, naming the array.
     pointer = laid.types.pointers[aval.dtype] or _spec.pointer_type(aval.dtype, what=what)
-    annotation = getattr(param, "annotation_type", "")
-    if annotation and not param.is_constexpr:
+    if annotation := getattr(param, "annotation_type", ""):  # (no constexpr gets a pointer)
         check_pointer_annotation(annotation, pointer, aval, what)
     laid.signature[param.name] = pointer
     spec = "" if param.do_not_specialize_on_alignment or param.do_not_specialize else "D"
@@ -387,17 +360,15 @@ def _collision(jit_fn: JITFunction, position: int, output: int, positional: tupl
 
 def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple) -> None:
     """Checks the call `spec` against the kernel's parameters, so that a mistake fails at the
-    call, not at lowering (an autotuned kernel's configs set its constexprs only then). A call
-    relaid into a kept layout (`types` None) is laid out once per what the layout reads."""
-
+    call, not at lowering; a relaid call (`types` None) once per what the layout reads."""
     unwrapped, positional, out_shapes = spec.unwrapped, spec.positional, spec.out_shapes
     metaparams = dict(spec.metaparams)
     jit_fn = unwrapped.jit_fn
-    if unwrapped.autotuner is not None or unwrapped.heuristics:
+    if unwrapped.autotuner is not None or unwrapped.heuristics:  # constexprs set at lowering
         if unwrapped.autotuner is not None:
             _autotuner.check_autotuner(unwrapped.autotuner, unwrapped.name)
         n_trailing = 0 if places_outputs(positional) else len(out_shapes)
-        check_operands(jit_fn, len(positional), n_trailing, metaparams)
+        check_operands(jit_fn, len(positional), n_trailing)
         return
     types = spec.types
     relaid = types is None

@@ -1,7 +1,5 @@
-"""`KernelCallSpec`: one Triton kernel call as one frozen value, which `checks._checker.check_call`
-builds, `triton_kernel_p` carries and `plan._plan` turns into launches. Also: dtypes, scalars
-and constexprs as Triton and jaxlib see them, exact memo keys of values (`exact_key`), and a
-kernel taken apart (`unwrap`)."""
+"""`KernelCallSpec`: one Triton kernel call as one frozen value, the primitive's parameter; the
+dtypes, scalars and constexprs in it as Triton and jaxlib see them, and a kernel taken apart."""
 
 from __future__ import annotations
 
@@ -41,9 +39,7 @@ def aval_text(aval: Any) -> str:
 
 def exact_key(value: Any) -> Any:
     """`value` as a memo key equal only to the key of the same value of the same type, written
-    alike: 2, 2.0, True and np.int32(2) differ, as do 0.0 and -0.0 (Python's `==` makes each
-    group one key, and each compiles or passes differently). Sequences go item by item.
-    """
+    alike: 2, 2.0, True and np.int32(2) differ, as do 0.0 and -0.0 (each compiles differently)."""
     kind = type(value)
     if kind in (int, str, bytes, type(None)):  # the common cases, at the cost of a tuple
         return kind, value
@@ -65,12 +61,8 @@ def exact_key(value: Any) -> Any:
 
 
 def plain_constexpr(value: Any) -> Any:
-    """A NumPy scalar as the Python scalar it equals; any other value as it is.
-
-    Triton's code generator takes Python scalars as constexprs and fails on NumPy ones ("cannot
-    convert 256 of type numpy.int64 to tensor"), while its on-disk cache key writes both alike:
-    unconverted, a NumPy constexpr would fail on a cold cache and work on a warm one.
-    """
+    """A NumPy scalar as the Python scalar it equals; any other value as it is. (Triton's code
+    generator fails on a NumPy constexpr, which its cache key writes as the Python one.)"""
     if isinstance(value, np.bool_):
         return bool(value)
     if isinstance(value, np.integer):
@@ -99,8 +91,7 @@ def pointer_type(dtype: Any, *, what: str) -> str:
         pass
     name = np.dtype(dtype).name
     try:
-        pointer = _POINTER_TYPES[dtype] = "*" + _ARRAY_TYPES[name]
-        return pointer
+        return _POINTER_TYPES.setdefault(dtype, "*" + _ARRAY_TYPES[name])
     except KeyError:
         raise TypeError(
             f"{what} has dtype {name}, which Triton kernels cannot take. Supported dtypes: "
@@ -150,9 +141,8 @@ def declared_type(param: Any) -> str | None:
 
 def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
     """Types a scalar argument as Triton's launcher does: by the parameter's annotation where it
-    declares one (`declared`), else by the value: an int in the narrowest of i32/i64/u64, a float
-    "fp32" where float32 holds it, else "fp64" (jax-triton 0.4's rule); NumPy scalars keep their
-    width. OverflowError or TypeError naming `what` where it cannot be passed."""
+    declares one (`declared`), else by the value (jax-triton 0.4's rule). OverflowError or
+    TypeError naming `what` where it cannot be passed."""
     if declared is not None:  # as Triton's launcher packs it: an int for a float is converted
         if declared not in DECLARABLE:
             raise TypeError(
@@ -204,11 +194,9 @@ def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
 
 
 def scalar_role(param: Any, value: Any, *, what: str) -> tuple:
-    """How a positional scalar reaches the kernel: ("constexpr", value), compiled in (for a
-    tl.constexpr parameter, None, or an int equal to 1, as Triton's launcher does), or ("runtime",
-    typed scalar, specialisation), passed at launch; the specialisation is "D" for an integer
-    divisible by 16, "" for another, None for a float, a bool or an unspecialised parameter. A
-    declared type never becomes a constexpr."""
+    """How a positional scalar reaches the kernel, as Triton's launcher decides: ("constexpr",
+    value), compiled in, or ("runtime", typed scalar, "D" for an integer divisible by 16, "" for
+    another, None where unspecialised), passed at launch."""
     if param.is_constexpr or value is None:
         return "constexpr", value
     declared = declared_type(param)
@@ -234,8 +222,8 @@ def compile_view(jit_fn: JITFunction, positional: tuple) -> tuple:
 
 @dataclasses.dataclass(frozen=True)
 class ArgumentTypes:
-    """What Triton makes of one call's arguments, typed once per call for the layout; None where
-    typing a value fails, so that the layout raises why when it reaches it, in the usual order."""
+    """What Triton makes of one call's arguments, typed once per call; None where typing a
+    value fails (the layout raises why where it reaches it)."""
 
     name: str
     roles: dict[int, tuple | None]
@@ -291,13 +279,9 @@ class Parameter:
 
 @dataclasses.dataclass(frozen=True)
 class Unwrapped:
-    """A kernel taken apart: the @jit function inside and the wrappers around it, outermost first.
-
-    Attributes:
-      heuristics_outside: how many of `heuristics` (the first ones) wrap the autotuner; they run
-        once per call, the others once per autotune config.
-      interpreted: the kernel was Triton's InterpretedFunction (TRITON_INTERPRET=1); `jit_fn` is
-        made of its function, for the CPU's interpreter only (`_primitive.GpuRoutes.lower`)."""
+    """A kernel taken apart: the @jit function inside and the wrappers around it, outermost
+    first; `heuristics_outside`: how many of `heuristics` wrap the autotuner; `interpreted`: the
+    kernel was Triton's InterpretedFunction (`jit_fn` is made of its function)."""
 
     jit_fn: JITFunction
     autotuner: Autotuner | None
@@ -399,8 +383,7 @@ _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 @dataclasses.dataclass(frozen=True)
 class BatchedLaunch:
     """A call its kernel batches itself under `jax.vmap` (`batch_grid_axis`): grid axis `axis`
-    has `size` programs, one per example, after `depth` nested vmaps (each array has `depth`
-    leading batch dimensions)."""
+    has `size` programs, one per example, after `depth` nested vmaps."""
 
     axis: int
     size: int
@@ -427,21 +410,17 @@ class CallWords:
 
 @dataclasses.dataclass(frozen=True)
 class KernelCallSpec:
-    """One kernel call, checked. Hashable (JAX and the lowered-call memo key their caches on it);
-    compared by value, the kernel and callables by identity (hashing a Triton kernel parses its
-    source), the positional arguments and metaparameters by exact value (`exact_values`: 2 and 2.0,
-    True and 1, 0.0 and -0.0 differ).
+    """One kernel call, checked; hashable, compared by value: the kernel and callables by
+    identity, the positional arguments and metaparameters by exact value (`exact_values`).
 
     Attributes:
       positional: ("array", operand index) or ("scalar", value) per positional argument; or one
         entry per kernel parameter, placed: ("input", i), ("output", j), ("keyword", None),
         ("scalar", value), ("tuple", entries) or ("descriptor", (i, static descriptor)).
-      num_warps, num_stages, num_ctas: None takes the target's default (`plan._plan` applies
-        it; one CTA), and leaves an autotuned kernel's configs unpruned by the setting.
+      num_warps, num_stages, num_ctas: None takes the target's default.
       batch: set by the `jax.vmap` rule on a call batched along `batch_grid_axis`.
-      by_keyword: the operand parameters given by keyword, which Triton's launcher hands
-        `early_config_prune` and `perf_model` in their `**kwargs` (`plan._plan`).
-      types: the check's typing of the call (`argument_types`), which the lowering reuses."""
+      by_keyword: the operand parameters given by keyword (Triton's launcher hands them to
+        `early_config_prune` and `perf_model` in their `**kwargs`)."""
 
     kernel: Any = dataclasses.field(compare=False)
     unwrapped: Unwrapped = dataclasses.field(compare=False, repr=False)
@@ -481,8 +460,7 @@ class KernelCallSpec:
                            exact_key((self.positional, self.metaparams))[1])
 
     def relaid(self, positional: tuple, out_shapes: tuple, grid: Any) -> KernelCallSpec:
-        """This spec with another layout, outputs and grid, in a tenth of `dataclasses.replace`'s
-        time (`checks._bound` makes one per trace of a call seen before)."""
+        """This spec with another layout, outputs and grid (faster than `dataclasses.replace`)."""
         return _values.replaced(self, positional=positional, out_shapes=out_shapes, grid=grid,
                                 types=None, exact_values=(exact_key(positional),
                                               self.exact_values[1]))

@@ -1,7 +1,5 @@
 """`TensorDescriptor`, jax-triton 0.4's host-side tensor descriptor: a pytree whose one leaf is
-`base`, checked as Triton checks it, and to lie inside its base; what a target needs beyond that
-is checked at launch (`routes.jaxlib._tma`).
-"""
+`base`, checked as Triton checks it; a target's own limits are checked at launch (`_tma`)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from jax_triton_rocm.checks import _binder, _bound
 from tests.support import autotune_utils, kernels, surface_kernels
 
 PLACED_FIELDS = ("positional", "metaparams", "aliases", "zeroed", "user_results", "refs",
-                 "output_params", "out_shapes")
+                 "out_shapes")
 
 
 @pytest.fixture
