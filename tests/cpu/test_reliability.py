@@ -109,6 +109,7 @@ def test_a_kept_error_found_after_waiting_for_its_compile_keeps_no_lock_alive():
     # The error a waiting thread finds is the cache's: raising it again must not leave the
     # kernel's lock referenced from the traceback the error keeps.
     kernels, key = _state.COMPILED_KERNELS, "kept-error-after-waiting"
+    jtr.clear_caches()  # waits for an earlier test's compiles, which take and drop locks
     locks = len(_state.LOCKS)
     _, held = kernels.claim(key)
     found = []
@@ -121,7 +122,8 @@ def test_a_kept_error_found_after_waiting_for_its_compile_keeps_no_lock_alive():
 
     thread = threading.Thread(target=waiter)
     thread.start()
-    while len(_state.LOCKS) == locks or not held.locked():
+    deadline = time.monotonic() + 10
+    while (len(_state.LOCKS) == locks or not held.locked()) and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.2)  # the waiter is now waiting on the lock
     kernels.finish(key, ValueError("never compiles"))
