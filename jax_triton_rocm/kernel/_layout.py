@@ -1,6 +1,6 @@
 """How one call's arguments fill a kernel's parameters: the layout, checked, as a `BoundKernel`
 (docs/porting.md's rules); a tuple or `TensorDescriptor` parameter keyed by path, as Triton's
-launcher keys it (`_leaf`)."""
+launcher keys it (`_Laying.leaf`)."""
 
 from __future__ import annotations
 
@@ -51,6 +51,12 @@ class BoundKernel:
     sources: tuple[ArgSource, ...]
     specializations: tuple[tuple[int, str], ...]
     zero_d_pointers: tuple[str, ...] = ()
+
+    @classmethod
+    def of_buffers(cls, buffers: list[tuple[str, int, int]], **fields: Any) -> BoundKernel:
+        """A layout whose runtime parameters are buffers only, each (kind, position, operand
+        index): a route's trampoline (`plan._trampoline.for_xla`), made with its sources here."""
+        return cls(sources=tuple([ArgSource(*buffer) for buffer in buffers]), **fields)
 
     def zero_d_hint(self) -> str:
         return (f"{', '.join(self.zero_d_pointers)} is given a 0-d array, which the kernel "

@@ -155,9 +155,9 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
     body = "".join(lines) + f"    {_CALLEE}({', '.join([argument[u] for u in range(len(names))])})\n"
     trampoline = _trampoline(kernel, params, {n for n in params if signature[n] == "constexpr"},
                              body, record)
-    return Compiled(trampoline, _layout.BoundKernel(
-        signature, constexprs, attrs, tuple([_layout.ArgSource(*s) for s in sources]),
-        tuple(specializations), bound.zero_d_pointers),
+    return Compiled(trampoline, _layout.BoundKernel.of_buffers(
+        sources, signature=signature, constexprs=constexprs, attrs=attrs,
+        specializations=tuple(specializations), zero_d_pointers=bound.zero_d_pointers),
         scalar_operands=tuple([s.scalar for s in scalars]), scalar_scales=tuple(scales))
 
 
