@@ -1,6 +1,6 @@
 """How one call's arguments fill a kernel's parameters: the layout, checked, as a `BoundKernel`
 (docs/porting.md's rules); a tuple or `TensorDescriptor` parameter keyed by path, as Triton's
-launcher keys it (`_leaf`)."""
+launcher keys it (`_Laying.leaf`)."""
 
 from __future__ import annotations
 
@@ -29,38 +29,6 @@ class ArgSource:
     scalar: _spec.Scalar | None = None
     path: tuple[int, ...] = ()
     descriptor: Any = None
-
-
-def _leaf(laid: _Laying, path: tuple[int, ...], param: Any, entry: tuple[str, Any]) -> Any:
-    """One tuple or descriptor parameter (or an element of one) laid into `laid`, keyed by
-    path; returns its type."""
-    kind, value = entry
-    what = f"parameter {param.name!r}" + "".join(f"[{j}]" for j in path[1:])  # "'xy'[1][0]"
-    if kind == "tuple":
-        return tuple(_leaf(laid, path + (j,), param, element) for j, element in enumerate(value))
-    if kind == "descriptor":
-        laid.sources.append(ArgSource("descriptor", path[0], index=value[0], path=path[1:],
-                                      descriptor=value[1]))
-        return _tensordesc.signature_type(value[1])
-    if kind == "input":
-        aval = laid.in_avals[value]
-        aligned = not (param.do_not_specialize_on_alignment or param.do_not_specialize)
-        laid.specializations.append((path, "D" if aligned else ""))
-        laid.sources.append(ArgSource("input", path[0], index=value, path=path[1:]))
-        if not tuple(aval.shape):
-            laid.zero_d_pointers.append(what)
-        return _spec.pointer_type(aval.dtype, what=what)
-    if value is None:
-        laid.constants[path] = None
-        return "constexpr"
-    typed = _spec.scalar(value, what=what)
-    if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
-        if typed.value == 1:  # as Triton's launcher does, inside tuples too
-            laid.constants[path] = 1
-            return "constexpr"
-        laid.specializations.append((path, "D" if typed.value % 16 == 0 else ""))
-    laid.sources.append(ArgSource("scalar", path[0], scalar=typed, path=path[1:]))
-    return typed.triton_type
 
 
 def element_types(signature_type: Any) -> list[str]:
@@ -136,11 +104,157 @@ class _Laying:
     constexprs: dict[str, Any]
     types: _spec.ArgumentTypes
     n_outputs: int
-    signature: dict[str, Any] = dataclasses.field(default_factory=dict)
     constants: dict[tuple[int, ...], Any] = dataclasses.field(default_factory=dict)
     specializations: list[tuple[tuple[int, ...], str]] = dataclasses.field(default_factory=list)
     sources: list[ArgSource] = dataclasses.field(default_factory=list)
     zero_d_pointers: list[str] = dataclasses.field(default_factory=list)
+
+    def parameter(self, i: int, param: Any) -> Any:
+        """Parameter `i` laid out: its signature type; TypeError where the call does not fit."""
+        name, n_positional = self.types.name, len(self.positional)
+        if i < n_positional:
+            kind, value = self.positional[i]
+        elif i < n_positional + self.n_outputs:  # the outputs follow the positional arguments
+            kind, value = "output", i - n_positional
+        else:
+            kind, value = "keyword", None
+        if kind in NESTED_KINDS:  # a tuple or descriptor (`ArgSource`): its parts, by path
+            return self.leaf((i,), param, (kind, value))
+        if kind == "keyword":  # a keyword or the kernel's default fills it, as a constexpr
+            self.constants[(i,)] = self.keyword_value(i, param)  # made plain by `types`
+            return "constexpr"
+        if kind == "input":  # a placed operand
+            return self.pointer((i,), param, self.in_avals[value], ArgSource("input", i, value),
+                                f"operand {value} ({param.name})")
+        if kind == "output":
+            if param.name in self.constexprs:
+                raise TypeError(self.collision(i, value))
+            if param.is_constexpr:
+                raise TypeError(
+                    f"Kernel {name}'s parameter {param.name!r} is a tl.constexpr, but output "
+                    f"{value} would be passed there. Give the kernel {n_positional} positional "
+                    f"argument(s) followed by {self.n_outputs} output pointer(s).")
+            return self.pointer((i,), param, self.out_avals[value],
+                                ArgSource("output", i, value), f"output {value} ({param.name})")
+        # Positional argument i: an array operand (`value` is its index) or a scalar.
+        if param.name in self.constexprs:
+            raise TypeError(
+                f"Kernel {name}'s parameter {param.name!r} is given twice: as positional "
+                f"argument {i} and as a keyword. Pass it once.")
+        what = f"argument {i} ({param.name})"
+        if kind == "array":  # on no constexpr: the binder refuses an array there
+            return self.pointer((i,), param, self.in_avals[value], ArgSource("input", i, value),
+                                what, zero_d=True)
+        if self.types.roles[i] is None:  # typing it failed: says why, naming it
+            _spec.scalar_role(param, value, what=what)
+        return self.scalar((i,), self.types.roles[i])
+
+    def leaf(self, path: tuple[int, ...], param: Any, entry: tuple[str, Any]) -> Any:
+        """One tuple or descriptor parameter (or an element of one) laid out by path: its type."""
+        kind, value = entry
+        what = f"parameter {param.name!r}" + "".join(f"[{j}]" for j in path[1:])  # "'xy'[1][0]"
+        if kind == "tuple":
+            return tuple(self.leaf(path + (j,), param, element) for j, element in enumerate(value))
+        if kind == "descriptor":
+            self.sources.append(ArgSource("descriptor", path[0], index=value[0], path=path[1:],
+                                          descriptor=value[1]))
+            return _tensordesc.signature_type(value[1])
+        if kind == "input":
+            return self.pointer(path, param, self.in_avals[value],
+                                ArgSource("input", path[0], index=value, path=path[1:]), what,
+                                zero_d=True)
+        if value is None:
+            return self.scalar(path, ("constexpr", None))
+        typed = _spec.scalar(value, what=what)
+        if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
+            if typed.value == 1:  # as Triton's launcher does, inside tuples too
+                return self.scalar(path, ("constexpr", 1))
+            return self.scalar(path, ("runtime", typed, "D" if typed.value % 16 == 0 else ""))
+        return self.scalar(path, ("runtime", typed, None))
+
+    def scalar(self, path: tuple[int, ...], role: tuple) -> str:
+        """A scalar laid out by its role (`_spec.scalar_role`): its signature type."""
+        kind, *taken = role
+        if kind == "constexpr":
+            self.constants[path] = taken[0]
+            return "constexpr"
+        typed, specialization = taken
+        if specialization is not None:
+            self.specializations.append((path, specialization))
+        self.sources.append(ArgSource("scalar", path[0], scalar=typed, path=path[1:]))
+        return typed.triton_type
+
+    def pointer(self, path: tuple[int, ...], param: Any, aval: Any, source: ArgSource,
+                what: str, zero_d: bool = False) -> str:
+        """An array's pointer laid onto `path`, a parameter checked against its annotation;
+        `zero_d`: a 0-d array gets the hint that it may be meant as a scalar."""
+        # None where typing the dtype failed: `pointer_type` then says why, naming the array.
+        pointer = self.types.pointers.get(aval.dtype) or _spec.pointer_type(aval.dtype, what=what)
+        if len(path) == 1 and (annotation := getattr(param, "annotation_type", "")):
+            check_pointer_annotation(annotation, pointer, aval, what)  # (no constexpr has one)
+        spec = "" if param.do_not_specialize_on_alignment or param.do_not_specialize else "D"
+        self.specializations.append((path, spec))
+        self.sources.append(source)
+        if zero_d and not tuple(aval.shape):
+            self.zero_d_pointers.append(what)
+        return pointer
+
+    def keyword_value(self, i: int, param: Any) -> Any:
+        """The constexpr value of parameter `i`, which no positional argument or output fills:
+        a keyword's, or the kernel's default where it is a constexpr's or None; TypeError else."""
+        name, names, types = self.types.name, list(self.jit_fn.arg_names), self.types
+        n_positional, n_outputs = len(self.positional), self.n_outputs
+        if param.name in self.constexprs:
+            # As in jax-triton, a keyword makes any parameter a compile-time constant.
+            return types.constexprs[param.name]
+        if param.has_default and (param.is_constexpr or param.default is None):
+            return types.defaults[i]  # a None is a constexpr, as Triton's launcher takes it
+        if param.has_default:
+            raise TypeError(
+                f"Too few operands for kernel {name}: parameter {param.name!r} (position "
+                f"{i}) has a default, but only tl.constexpr parameters and those "
+                f"defaulting to None can be left out here. Pass it.")
+        if param.is_constexpr:
+            raise TypeError(
+                f"Missing constexpr {param.name!r} for kernel {name}: pass it as a keyword "
+                f"argument ({param.name}=...), give it a default in the kernel, or let the "
+                f"autotune configs or heuristics set it.")
+        raise TypeError(
+            f"Too few operands for kernel {name}: parameter {param.name!r} (position "
+            f"{i}) gets nothing. It takes {len(names)} parameters "
+            f"({', '.join(names)}); {n_positional} argument(s) and "
+            f"{n_outputs} output(s) fill the first {n_positional + n_outputs}.")
+
+    def collision(self, position: int, output: int) -> str:
+        """The message for output `output` landing on the parameter at `position`, which a
+        keyword fills too: the call gives more values than the parameters before the keyword."""
+        names, n_outputs, in_avals = list(self.jit_fn.arg_names), self.n_outputs, self.in_avals
+        param = names[position]
+        head = (f"Kernel {self.types.name}'s parameter {param!r} receives output {output}, but "
+                f"is also given as a keyword ({param}={self.constexprs[param]!r})")
+        if not n_outputs:  # outputs placed by parameter: no count of positional values to blame
+            return (f"{head}. Outputs fill the non-constexpr parameters the arguments leave "
+                    f"unfilled; check out_shape and the arguments.")
+        n_positional = len(self.positional)
+        extra = n_positional + n_outputs - position
+        filled = ", ".join(names[:n_positional + n_outputs])
+        text = (f"{head}: the call gives {n_positional} positional argument(s) and {n_outputs} "
+                f"output(s), placed after them, which fill the parameters ({filled}), {extra} "
+                f"more than the {position} before {param!r}.")
+        matching = [(j, index, o) for j, (kind, index) in enumerate(self.positional)
+                    if kind == "array" for o, out in enumerate(self.out_avals)
+                    if _spec.aval_text(in_avals[index]) == _spec.aval_text(out)][-extra:]
+        if matching:
+            shown = ", ".join(f"argument {j} ({_spec.aval_text(in_avals[index])}, the shape and "
+                              f"dtype of output {o})" for j, index, o in matching)
+            aliases = ", ".join(f"{index}: {o}" for _, index, o in matching)
+            return f"{text} " + passed_as_input_advice(
+                shown, aliases,
+                "the positional arguments (out_shape places the outputs after them)")
+        last = ", ".join(f"argument {j}"
+                         for j in range(max(n_positional - extra, 0), n_positional))
+        return (f"{text} Drop the extra value(s) ({last or 'an output'}), or pass {param!r} "
+                f"positionally instead of by keyword.")
 
 
 def lay_out_arguments(
@@ -160,32 +274,11 @@ def lay_out_arguments(
     backend class (for `parse_attr`); `fp8_types`: the fp8 types the target takes, None: any."""
     if types is None:
         types = _spec.argument_types(jit_fn, positional, in_avals, out_avals, constexprs)
-    n_positional = len(positional)
     n_outputs = 0 if places_outputs(positional) else len(out_avals)
-    check_operands(jit_fn, n_positional, n_outputs)
+    check_operands(jit_fn, len(positional), n_outputs)
     laid = _Laying(jit_fn, positional, in_avals, out_avals, constexprs, types, n_outputs)
-    for i, param in enumerate(jit_fn.params):
-        if i < n_positional:
-            kind, value = positional[i]
-        elif i < n_positional + n_outputs:  # the outputs follow the positional arguments
-            kind, value = "output", i - n_positional
-        else:
-            kind, value = "keyword", None
-        if kind in NESTED_KINDS:  # a tuple or descriptor (`ArgSource`): its parts, by path
-            laid.signature[param.name] = _leaf(laid, (i,), param, (kind, value))
-        elif kind == "keyword":  # a keyword or the kernel's default fills it, as a constexpr
-            laid.signature[param.name] = "constexpr"
-            laid.constants[(i,)] = keyword_value(laid, i, param)  # made plain by `types`
-        elif kind == "input":  # a placed operand
-            lay_out_pointer(laid, i, param, kind, ArgSource("input", i, value),
-                            f"operand {value} ({param.name})")
-        elif kind == "output":
-            check_output_parameter(laid, i, param, value)
-            lay_out_pointer(laid, i, param, kind, ArgSource("output", i, value),
-                            f"output {value} ({param.name})")
-        else:  # positional argument i: an array operand (`value` is its index) or a scalar
-            lay_out_positional(laid, i, param, kind, value)
-    signature, specializations = laid.signature, laid.specializations
+    signature = {param.name: laid.parameter(i, param) for i, param in enumerate(jit_fn.params)}
+    specializations = laid.specializations
     # Only an array of an fp8 dtype the target refuses can give a parameter such a type.
     if fp8_types is not None and any([pointer and pointer[1:] in _spec.FP8_DTYPES
                                       and pointer[1:] not in fp8_types
@@ -195,88 +288,6 @@ def lay_out_arguments(
     return BoundKernel(signature, laid.constants, attrs, tuple(laid.sources),
                        tuple([(path if len(path) > 1 else path[0], spec)
                               for path, spec in specializations]), tuple(laid.zero_d_pointers))
-
-
-def keyword_value(laid: _Laying, i: int, param: Any) -> Any:
-    """The constexpr value of parameter `i`, which no positional argument or output fills: a
-    keyword's, or the kernel's default where it is a constexpr's or None; TypeError else."""
-    name, names, types = laid.types.name, list(laid.jit_fn.arg_names), laid.types
-    n_positional, n_outputs = len(laid.positional), laid.n_outputs
-    if param.name in laid.constexprs:
-        # As in jax-triton, a keyword makes any parameter a compile-time constant.
-        return types.constexprs[param.name]
-    if param.has_default and (param.is_constexpr or param.default is None):
-        return types.defaults[i]  # a None is a constexpr, as Triton's launcher takes it
-    if param.has_default:
-        raise TypeError(
-            f"Too few operands for kernel {name}: parameter {param.name!r} (position "
-            f"{i}) has a default, but only tl.constexpr parameters and those "
-            f"defaulting to None can be left out here. Pass it.")
-    if param.is_constexpr:
-        raise TypeError(
-            f"Missing constexpr {param.name!r} for kernel {name}: pass it as a keyword "
-            f"argument ({param.name}=...), give it a default in the kernel, or let the "
-            f"autotune configs or heuristics set it.")
-    raise TypeError(
-        f"Too few operands for kernel {name}: parameter {param.name!r} (position "
-        f"{i}) gets nothing. It takes {len(names)} parameters "
-        f"({', '.join(names)}); {n_positional} argument(s) and "
-        f"{n_outputs} output(s) fill the first {n_positional + n_outputs}.")
-
-
-def check_output_parameter(laid: _Laying, i: int, param: Any, output: int) -> None:
-    """Raises TypeError where output `output` lands on parameter `i`, which a keyword fills
-    too, or which is a constexpr."""
-    if param.name in laid.constexprs:
-        raise TypeError(_collision(laid.jit_fn, i, output, laid.positional, laid.in_avals,
-                                   laid.out_avals, laid.n_outputs, laid.constexprs))
-    if param.is_constexpr:
-        raise TypeError(
-            f"Kernel {laid.types.name}'s parameter {param.name!r} is a tl.constexpr, but output "
-            f"{output} would be passed there. Give the kernel {len(laid.positional)} positional "
-            f"argument(s) followed by {laid.n_outputs} output pointer(s).")
-
-
-def lay_out_positional(laid: _Laying, i: int, param: Any, kind: str, value: Any) -> None:
-    """Positional argument `i` laid onto its parameter: a scalar (or constexpr) by its role,
-    an array as a pointer; TypeError where a keyword gives the parameter too."""
-    name = laid.types.name
-    if param.name in laid.constexprs:
-        raise TypeError(
-            f"Kernel {name}'s parameter {param.name!r} is given twice: as positional "
-            f"argument {i} and as a keyword. Pass it once.")
-    what = f"argument {i} ({param.name})"
-    if kind == "array":  # on no constexpr: the binder refuses an array there
-        lay_out_pointer(laid, i, param, kind, ArgSource("input", i, value), what)
-        return
-    if laid.types.roles[i] is None:  # typing it failed: says why, naming it
-        _spec.scalar_role(param, value, what=what)
-    role, *taken = laid.types.roles[i]
-    if role == "constexpr":
-        laid.signature[param.name] = "constexpr"
-        laid.constants[(i,)] = taken[0]  # made plain by `types`
-        return
-    typed, specialization = taken
-    if specialization is not None:
-        laid.specializations.append(((i,), specialization))
-    laid.signature[param.name] = typed.triton_type
-    laid.sources.append(ArgSource("scalar", i, scalar=typed))
-
-
-def lay_out_pointer(laid: _Laying, i: int, param: Any, kind: str, source: ArgSource,
-                    what: str) -> None:
-    """An array's pointer laid onto parameter `i`, checked against its annotation."""
-    aval = (laid.out_avals if kind == "output" else laid.in_avals)[source.index]
-    # None where typing the dtype failed: `pointer_type` then says why, naming the array.
-    pointer = laid.types.pointers[aval.dtype] or _spec.pointer_type(aval.dtype, what=what)
-    if annotation := getattr(param, "annotation_type", ""):  # (no constexpr gets a pointer)
-        check_pointer_annotation(annotation, pointer, aval, what)
-    laid.signature[param.name] = pointer
-    spec = "" if param.do_not_specialize_on_alignment or param.do_not_specialize else "D"
-    laid.specializations.append(((i,), spec))
-    laid.sources.append(source)
-    if kind == "array" and not tuple(aval.shape):
-        laid.zero_d_pointers.append(what)
 
 
 def check_pointer_annotation(annotation: str, pointer: str, aval: Any, what: str) -> None:
@@ -324,38 +335,6 @@ def passed_as_input_advice(shown: str, aliases: str, where: str) -> str:
             f"{where}; or, if the kernel reads it as well, keep it and alias it to the output "
             f"(input_output_aliases={{{aliases}}}), which gives the output no parameter of its "
             f"own.")
-
-
-def _collision(jit_fn: JITFunction, position: int, output: int, positional: tuple,
-               in_avals: tuple, out_avals: tuple, n_outputs: int,
-               constexprs: dict[str, Any]) -> str:
-    """The message for output `output` landing on the parameter at `position`, which a keyword
-    fills too: the call gives more values than the parameters before the keyword."""
-    name, names = kernel_name(jit_fn), list(jit_fn.arg_names)
-    param = names[position]
-    head = (f"Kernel {name}'s parameter {param!r} receives output {output}, but is also given "
-            f"as a keyword ({param}={constexprs[param]!r})")
-    if not n_outputs:  # outputs placed by parameter: no count of positional values to blame
-        return (f"{head}. Outputs fill the non-constexpr parameters the arguments leave "
-                f"unfilled; check out_shape and the arguments.")
-    n_positional = len(positional)
-    extra = n_positional + n_outputs - position
-    filled = ", ".join(names[:n_positional + n_outputs])
-    text = (f"{head}: the call gives {n_positional} positional argument(s) and {n_outputs} "
-            f"output(s), placed after them, which fill the parameters ({filled}), {extra} more "
-            f"than the {position} before {param!r}.")
-    matching = [(j, index, o) for j, (kind, index) in enumerate(positional) if kind == "array"
-                for o, out in enumerate(out_avals)
-                if _spec.aval_text(in_avals[index]) == _spec.aval_text(out)][-extra:]
-    if matching:
-        shown = ", ".join(f"argument {j} ({_spec.aval_text(in_avals[index])}, the shape and "
-                          f"dtype of output {o})" for j, index, o in matching)
-        aliases = ", ".join(f"{index}: {o}" for _, index, o in matching)
-        return f"{text} " + passed_as_input_advice(
-            shown, aliases, "the positional arguments (out_shape places the outputs after them)")
-    last = ", ".join(f"argument {j}" for j in range(max(n_positional - extra, 0), n_positional))
-    return (f"{text} Drop the extra value(s) ({last or 'an output'}), or pass {param!r} "
-            f"positionally instead of by keyword.")
 
 
 def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple) -> None:
