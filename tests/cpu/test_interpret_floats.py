@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import triton
 import triton.language as tl
 
+import jax_triton_rocm as jtr
 from jax_triton_rocm.routes.cpu import _interpret_host
 from tests.support import low_precision_kernels as lp
 from tests.support.low_precision_kernels import bits
@@ -97,6 +98,27 @@ def test_bf16_atomic_add_rounds_each_addition_in_order():
     for _ in range(3):
         expected = _rounded(expected.astype(np.float32) + x, BF16)
     np.testing.assert_array_equal(bits(out), bits(expected))
+
+
+@triton.jit
+def atomic_add_old_kernel(x_ptr, total_ptr, old_ptr, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    old = tl.atomic_add(total_ptr + o, tl.load(x_ptr + o))
+    tl.store(old_ptr + tl.program_id(0) * BLOCK + o, old)
+
+
+def test_bf16_atomic_add_returns_the_value_each_addition_found():
+    x = lp.normal_values(14, BF16)
+    out_shape = [jax.ShapeDtypeStruct((lp.N,), BF16), jax.ShapeDtypeStruct((3 * lp.N,), BF16)]
+    total, old = jax.jit(lambda x: jtr.triton_call(
+        x, kernel=atomic_add_old_kernel, out_shape=out_shape, grid=(3,), zeroed_outputs=(0,),
+        BLOCK=lp.N))(jax.device_put(x, CPU))
+    found = [np.zeros(lp.N, BF16)]
+    for _ in range(2):
+        found.append(_rounded(found[-1].astype(np.float32) + x, BF16))
+    np.testing.assert_array_equal(bits(old), bits(np.concatenate(found)))
+    np.testing.assert_array_equal(bits(total), bits(_rounded(found[-1].astype(np.float32) + x,
+                                                             BF16)))
 
 
 def test_float32_stored_into_bf16_rounds_to_nearest_even():
