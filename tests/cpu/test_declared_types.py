@@ -210,3 +210,25 @@ def test_a_0d_array_for_an_undeclared_scalar_is_a_pointer_named_when_the_kernel_
     assert "argument 1 (alpha) is given a 0-d array, which the kernel receives as a pointer" \
         in text
     assert "alpha: tl.float32" in text
+
+
+@triton.jit
+def scale_by_pair_kernel(x_ptr, pair, out_ptr, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    tl.store(out_ptr + o, tl.load(x_ptr + o) * pair[1])
+
+
+@pytest.mark.parametrize("route", ["sm_90", "CPU interpreter"])
+def test_a_0d_array_in_a_tuple_is_a_pointer_named_when_the_kernel_fails(route):
+    def call(x):
+        return jtr.triton_call(x, (x, np.array(2.5, np.float32)), kernel=scale_by_pair_kernel,
+                               out_shape=x, grid=(1,), BLOCK=N)
+
+    with pytest.raises(Exception) as raised:
+        if route == "sm_90":
+            capture_one(call, spec((N,), jnp.float32), platform="cuda")
+        else:
+            jax.block_until_ready(jax.jit(call)(jax.device_put(X, CPU)))
+    text = "\n".join([str(raised.value), *getattr(raised.value, "__notes__", ())])
+    assert "parameter 'pair'[1] is given a 0-d array, which the kernel receives as a pointer" \
+        in text
