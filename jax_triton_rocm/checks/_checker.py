@@ -132,8 +132,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
                options: Mapping[str, Any] | None = None,
                has_side_effect: bool = False, cost_estimate: Any = None,
                backend_options: Any = None, by_keyword: tuple[str, ...] = (),
-               words: _spec.CallWords | None = None,
-               roles: dict[int, tuple | None] | None = None) -> KernelCallSpec:
+               words: _spec.CallWords | None = None, roles: dict | None = None) -> KernelCallSpec:
     """Checks a call in the common form; returns its spec. `aliases` come checked, `roles`
     typed. `triton_call`'s `backend_options` is merged with the launch settings and the
     vendor knobs given as keywords (`options`); a value given both ways is refused."""

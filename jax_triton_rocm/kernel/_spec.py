@@ -234,8 +234,7 @@ class ArgumentTypes:
 
 
 def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_avals: tuple,
-                   constexprs: dict[str, Any],
-                   known: dict[int, tuple | None] | None = None) -> ArgumentTypes:
+                   constexprs: dict[str, Any], known: dict | None = None) -> ArgumentTypes:
     """`known`: the scalars' roles the call has already (`CallArguments.roles`), by parameter."""
     params, known = jit_fn.params, known or {}
     roles: dict[int, tuple | None] = {}
@@ -245,10 +244,9 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
             view.append((kind, exact_key(value) if kind == "tuple" else value))
             continue
         param = params[i]
-        try:  # a role already known is read (typed again only where typing it failed)
-            role, *taken = known.get(i) or scalar_role(param, value,
-                                                       what=f"argument {i} ({param.name})")
-        except (TypeError, OverflowError):  # raised again where the layout reaches it
+        try:  # a role the call was taken with is read; one that failed is typed again, to fail
+            role, *taken = known.get(i) or scalar_role(param, value, what=f"argument {i}")
+        except (TypeError, OverflowError):  # raised again, naming it, where the layout reaches it
             roles[i] = None
             continue
         if role == "constexpr":
