@@ -31,7 +31,7 @@ _ONE_LEAF = jax.tree_util.tree_structure(0)
 class CallArguments:
     """A `triton_call`'s arguments, in any form (0.3's, 0.4's, `compat`'s), before binding.
     `runtime`: {keyword: parameter index} of the runtime scalar keywords; `buffers`: the
-    keywords holding an array; `roles`: each positional scalar (by index) or runtime keyword's
+    keywords holding an array; `roles`: by parameter index, each positional or runtime scalar's
     `_spec.scalar_role`, None where that fails; `given`: `check_call`'s options as given."""
 
     kernel: Any
@@ -45,7 +45,7 @@ class CallArguments:
     out_tree: Any
     runtime: dict[str, int]
     buffers: frozenset[str]
-    roles: dict[int | str, tuple | None]
+    roles: dict[int, tuple | None]
     given: dict[str, Any]
     backend_options: Any
     cost_estimate: Any
@@ -83,17 +83,16 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
     buffers = frozenset([name for name, value in keywords.items()  # a scalar holds none
                          if not isinstance(value, _spec.SCALAR_TYPES)
                          and holds_buffer(value)])
-    scalars = [(i, params[i], value, f"argument {i}") for i, value in enumerate(args)
+    scalars = {i: value for i, value in enumerate(args)
                if i < len(params) and not isinstance(value, jax.Array) and (
-                   facts[i].constexpr or value is None or isinstance(value, _spec.SCALAR_TYPES))]
-    scalars += [(name, params[i], keywords[name], f"keyword argument {name!r}")
-                for name, i in runtime.items()]
-    roles: dict[int | str, tuple | None] = {}
-    for where, param, value, what in scalars:
+                   facts[i].constexpr or value is None or isinstance(value, _spec.SCALAR_TYPES))}
+    scalars.update({i: keywords[name] for name, i in runtime.items()})
+    roles: dict[int, tuple | None] = {}
+    for i, value in scalars.items():
         try:
-            roles[where] = _spec.scalar_role(param, value, what=what)
+            roles[i] = _spec.scalar_role(params[i], value, what=f"argument {i}")
         except (TypeError, ValueError, OverflowError):  # the full check says why
-            roles[where] = None
+            roles[i] = None
     if not isinstance(has_side_effect, (bool, np.bool_)):  # a string such as "no" is truthy
         raise TypeError(f"has_side_effect={has_side_effect!r} must be a bool (True or False), "
                         f"got {type(has_side_effect).__name__}.")

@@ -185,7 +185,7 @@ def _operand_entry(flat: Binding, value: Any, what: str, typed: bool = False) ->
 def bind_arguments(call: CallArguments, own_keywords: tuple[str, ...]) -> Binding:
     """Binds a `triton_call` to the kernel's parameters; a keyword named like a compile option
     is one unless the kernel has a parameter of that name."""
-    args, unwrapped = call.args, call.unwrapped
+    unwrapped = call.unwrapped
     named_constexprs, named_operands = {}, {}  # nothing named, as in most calls
     if call.constexprs is not None or call.operands is not None:
         named_constexprs, named_operands = named_parameters(unwrapped, call.constexprs,
@@ -211,9 +211,8 @@ def bind_arguments(call: CallArguments, own_keywords: tuple[str, ...]) -> Bindin
             continue
         what = f"argument {i}" if i not in by_keyword else f"keyword argument {param.name!r}"
         if not param.is_constexpr:
-            # A positional scalar typed by its value when the call was taken is not typed again.
-            typed = (i < len(args) and call.roles.get(i) is not None
-                     and not unwrapped.params[i].declared)
+            # A scalar typed by its value when the call was taken is not typed again.
+            typed = call.roles.get(i) is not None and not unwrapped.params[i].declared
             flat.entries[i] = _operand_entry(flat, operands[i], what, typed)
         elif holds_buffer(operands[i]):
             raise TypeError(

@@ -103,7 +103,7 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
         options=binding.options, has_side_effect=side_effect, cost_estimate=call.cost_estimate,
         backend_options=call.backend_options,
         by_keyword=tuple([unwrapped.jit_fn.arg_names[i] for i in sorted(binding.by_keyword)]),
-        words=words)
+        words=words, roles=call.roles)
     # Each Ref is read: the primitive takes values.
     bound = BoundCall(spec, placed, call.out_tree, tuple(
         [value[...] if i in refs else value for i, value in enumerate(placed.operands)]))
@@ -354,7 +354,7 @@ def layout_key(call: CallArguments) -> tuple | None:
                 return None
             names.append(name)
             if name in call.runtime:
-                roles.append((name, value))
+                roles.append((call.runtime[name], value))
             else:
                 values.append(value)
         for n, (where, value) in enumerate(roles):
@@ -404,9 +404,11 @@ def relaid_call(layout: KeptCall, call: CallArguments) -> BoundCall | None:
         positional[index] = ("scalar", args[source] if isinstance(source, int)
                              else call.keywords[source])
     positional = tuple(positional)
-    spec = layout.spec.relaid(positional, outs, grid)
+    spec = layout.spec.relaid(positional, outs, grid, _spec.argument_types(
+        call.unwrapped.jit_fn, positional, in_avals, outs, dict(layout.spec.metaparams),
+        call.roles))
     try:  # the full check's own: kept per what it reads, so a plain kernel's is a lookup
-        _layout.check_kernel_arguments(spec, in_avals)
+        _layout.check_kernel_arguments(spec, in_avals, kept=True)
     except (TypeError, ValueError):
         return None
     placed = Placed(**{**vars(layout.placed), "positional": positional, "operands": operands,

@@ -132,10 +132,10 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
                options: Mapping[str, Any] | None = None,
                has_side_effect: bool = False, cost_estimate: Any = None,
                backend_options: Any = None, by_keyword: tuple[str, ...] = (),
-               words: _spec.CallWords | None = None) -> KernelCallSpec:
-    """Checks a call in the common form; returns its spec. `aliases` come checked
-    (`alias_pairs`). `triton_call`'s `backend_options` is merged with the launch settings and
-    the vendor knobs given as keywords (`options`); a value given both ways is refused."""
+               words: _spec.CallWords | None = None, roles: dict | None = None) -> KernelCallSpec:
+    """Checks a call in the common form; returns its spec. `aliases` come checked, `roles`
+    typed. `triton_call`'s `backend_options` is merged with the launch settings and the
+    vendor knobs given as keywords (`options`); a value given both ways is refused."""
     api = APIS[api_name]
     metaparams, options, others = dict(metaparams or {}), dict(options or {}), {}
     if api.name == "triton_call_lowering":  # triton_call checks them as it takes its arguments
@@ -152,7 +152,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         "cuda", compute_capability, what=f"{api.prefix}compute_capability")
     # The call's values typed once: the dtypes here, the kernel's parameters by the layout check.
     types = _spec.argument_types(unwrapped.jit_fn, tuple(positional), tuple(in_avals),
-                                 tuple(out_shapes), metaparams)
+                                 tuple(out_shapes), metaparams, roles)
     check_buffers(api, positional, in_avals, out_shapes, types)
     grid = _values.grid_value(grid)  # a MetaGrid's results are checked per config (plan._plan)
     if isinstance(grid, _values.MetaGrid):

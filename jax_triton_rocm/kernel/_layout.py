@@ -337,9 +337,9 @@ def passed_as_input_advice(shown: str, aliases: str, where: str) -> str:
             f"own.")
 
 
-def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple) -> None:
+def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple, kept: bool = False) -> None:
     """Checks the call `spec` against the kernel's parameters, so that a mistake fails at the
-    call, not at lowering; a relaid call (`types` None) once per what the layout reads."""
+    call, not at lowering; a call relaid into a `kept` layout once per what the layout reads."""
     unwrapped, positional, out_shapes = spec.unwrapped, spec.positional, spec.out_shapes
     metaparams = dict(spec.metaparams)
     jit_fn = unwrapped.jit_fn
@@ -349,11 +349,7 @@ def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple) -> None:
         n_trailing = 0 if places_outputs(positional) else len(out_shapes)
         check_operands(jit_fn, len(positional), n_trailing)
         return
-    types = spec.types
-    relaid = types is None
-    if relaid:
-        types = _spec.argument_types(jit_fn, positional, in_avals, out_shapes, metaparams)
-    view = types.view
+    view = spec.types.view
     try:
         if view is None:  # a scalar that cannot be typed: `compile_view` raises why, or no key
             view = _spec.compile_view(jit_fn, positional)
@@ -362,11 +358,11 @@ def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple) -> None:
         hash(key)
     except TypeError:  # an unhashable value: check every time
         key = None
-    if relaid and key is not None and _state.CHECKED_CALLS.get(key, kernel=jit_fn):
+    if kept and key is not None and _state.CHECKED_CALLS.get(key, kernel=jit_fn):
         return  # laid out before without error
     from triton.backends.compiler import BaseBackend
 
     lay_out_arguments(jit_fn, BaseBackend, positional=positional, in_avals=tuple(in_avals),
-                      out_avals=tuple(out_shapes), constexprs=metaparams, types=types)
+                      out_avals=tuple(out_shapes), constexprs=metaparams, types=spec.types)
     if key is not None:
         _state.CHECKED_CALLS.put(key, True, kernel=jit_fn)

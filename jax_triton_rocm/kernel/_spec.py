@@ -234,8 +234,9 @@ class ArgumentTypes:
 
 
 def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_avals: tuple,
-                   constexprs: dict[str, Any]) -> ArgumentTypes:
-    params = jit_fn.params
+                   constexprs: dict[str, Any], known: dict | None = None) -> ArgumentTypes:
+    """`known`: the scalars' roles the call has already (`CallArguments.roles`), by parameter."""
+    params, known = jit_fn.params, known or {}
     roles: dict[int, tuple | None] = {}
     view = []
     for i, (kind, value) in enumerate(positional):
@@ -243,9 +244,9 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
             view.append((kind, exact_key(value) if kind == "tuple" else value))
             continue
         param = params[i]
-        try:
-            role, *taken = scalar_role(param, value, what=f"argument {i} ({param.name})")
-        except (TypeError, OverflowError):  # raised again where the layout reaches it
+        try:  # a role the call was taken with is read; one that failed is typed again, to fail
+            role, *taken = known.get(i) or scalar_role(param, value, what=f"argument {i}")
+        except (TypeError, OverflowError):  # raised again, naming it, where the layout reaches it
             roles[i] = None
             continue
         if role == "constexpr":
@@ -459,8 +460,9 @@ class KernelCallSpec:
         object.__setattr__(self, "exact_values",
                            exact_key((self.positional, self.metaparams))[1])
 
-    def relaid(self, positional: tuple, out_shapes: tuple, grid: Any) -> KernelCallSpec:
+    def relaid(self, positional: tuple, out_shapes: tuple, grid: Any,
+               types: ArgumentTypes) -> KernelCallSpec:
         """This spec with another layout, outputs and grid (faster than `dataclasses.replace`)."""
         return _values.replaced(self, positional=positional, out_shapes=out_shapes, grid=grid,
-                                types=None, exact_values=(exact_key(positional),
+                                types=types, exact_values=(exact_key(positional),
                                               self.exact_values[1]))

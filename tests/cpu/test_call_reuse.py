@@ -3,6 +3,7 @@
 whatever the full check refuses is still refused, with its message."""
 
 import dataclasses
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -67,6 +68,7 @@ def assert_same_call(reused, fresh):
     assert dataclasses.replace(call.spec, grid=0) == dataclasses.replace(expected.spec, grid=0)
     assert call.spec.exact_values == expected.spec.exact_values
     assert call.spec.positional == expected.spec.positional
+    assert call.spec.types == expected.spec.types  # typed as the full check types them
     for field in PLACED_FIELDS:
         assert getattr(call.placed, field) == getattr(expected.placed, field), field
     assert [(tuple(a.shape), np.dtype(a.dtype)) for a in call.placed.in_avals] == [
@@ -146,6 +148,27 @@ def test_a_new_shape_reuses_the_layout_and_makes_the_fresh_call(traced, name):
     fresh = traced(fn, *[(2064,)] * n_arrays)
     assert fresh[2]
     assert_same_call(again, fresh)
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_each_scalar_is_typed_once_per_trace_where_the_call_is_taken(traced, name, monkeypatch):
+    # Its role (`CallArguments.roles`) is read by the binder, the full check and a reused
+    # layout; only a constexpr given in 0.3's form is typed again, as it is placed.
+    from jax_triton_rocm.kernel import _spec
+
+    fn, n_arrays, _ = CALLS[name]
+    typed = []
+    for function in ("scalar_role", "scalar"):
+        def counting(*args, _typing=getattr(_spec, function), **kwargs):
+            typed.append(sys._getframe(1).f_code.co_name)
+            return _typing(*args, **kwargs)
+
+        monkeypatch.setattr(_spec, function, counting)
+    for length, full in ((1024, True), (2064, False)):  # the full check, then a reuse
+        typed.clear()
+        assert traced(fn, *[(length,)] * n_arrays)[2] is full
+        assert "call_arguments" in typed
+        assert set(typed) <= {"call_arguments", "scalar_role", "positional_0_3"}, typed
 
 
 def test_an_array_given_by_keyword_keeps_no_layout(traced):
@@ -240,11 +263,11 @@ def test_a_reused_layout_runs_the_layout_check_and_keeps_its_refusal(traced, mon
 
     checked, real = [], _layout.check_kernel_arguments
 
-    def refusing_a_new_length(spec, in_avals, *types):
+    def refusing_a_new_length(spec, in_avals, **kept):
         checked.append(in_avals[0].shape)
         if in_avals[0].shape == (4096,):
             raise TypeError("refused at this length")
-        return real(spec, in_avals, *types)
+        return real(spec, in_avals, **kept)
 
     monkeypatch.setattr(_layout, "check_kernel_arguments", refusing_a_new_length)
     assert traced(kernels.add, (1024,), (1024,))[2]  # the full check
