@@ -29,10 +29,12 @@ def test_second_lowering_of_a_kernel_compiles_nothing_and_emits_the_same_call():
 def test_the_same_kernel_in_another_call_is_a_kernel_cache_hit():
     lower_add(kernels.add_kernel, BLOCK=256)
     _state.PLANS.clear()  # else the first call's plan serves the second (test_relowering.py)
+    # The first lowering counts a hit too where it waited for its trace's early compile.
+    hits = _state.COMPILED_KERNELS.stats["hits"]
     lower_one(lambda x, y: jtr.triton_call(x, y, x.size, kernel=kernels.add_kernel, out_shape=x,
                                            grid=(4,), BLOCK=256), X, X, platform="cuda")
     assert _state.COMPILED_KERNELS.stats["compiles"] == 1
-    assert _state.COMPILED_KERNELS.stats["hits"] == 1
+    assert _state.COMPILED_KERNELS.stats["hits"] == hits + 1
 
 
 def test_another_constexpr_is_a_miss():
