@@ -193,20 +193,23 @@ def test_a_traced_0d_array_for_a_declared_scalar_is_refused_naming_it(make):
         jax.jit(call)(X, jnp.float32(2.5))
 
 
-@pytest.mark.parametrize("alpha", [np.array(2.5), jnp.float32(2.5)],
-                         ids=["np.array(2.5)", "jnp.float32(2.5)"])
-@pytest.mark.parametrize("route", ["sm_90", "CPU interpreter"])
-def test_a_0d_array_for_an_undeclared_scalar_is_a_pointer_named_when_the_kernel_fails(alpha,
-                                                                                     route):
-    def call(x):
-        return jtr.triton_call(x, alpha, kernel=scale_kernel, out_shape=x, grid=(1,), BLOCK=N)
-
+def _failure_text(call, route):
+    """The error (with its notes) of `call` on X lowered for sm_90, or run in the interpreter."""
     with pytest.raises(Exception) as raised:
         if route == "sm_90":
             capture_one(call, spec((N,), jnp.float32), platform="cuda")
         else:
             jax.block_until_ready(jax.jit(call)(jax.device_put(X, CPU)))
-    text = "\n".join([str(raised.value), *getattr(raised.value, "__notes__", ())])
+    return "\n".join([str(raised.value), *getattr(raised.value, "__notes__", ())])
+
+
+@pytest.mark.parametrize("alpha", [np.array(2.5), jnp.float32(2.5)],
+                         ids=["np.array(2.5)", "jnp.float32(2.5)"])
+@pytest.mark.parametrize("route", ["sm_90", "CPU interpreter"])
+def test_a_0d_array_for_an_undeclared_scalar_is_a_pointer_named_when_the_kernel_fails(alpha,
+                                                                                     route):
+    text = _failure_text(lambda x: jtr.triton_call(x, alpha, kernel=scale_kernel, out_shape=x,
+                                                   grid=(1,), BLOCK=N), route)
     assert "argument 1 (alpha) is given a 0-d array, which the kernel receives as a pointer" \
         in text
     assert "alpha: tl.float32" in text
@@ -220,15 +223,8 @@ def scale_by_pair_kernel(x_ptr, pair, out_ptr, BLOCK: tl.constexpr):
 
 @pytest.mark.parametrize("route", ["sm_90", "CPU interpreter"])
 def test_a_0d_array_in_a_tuple_is_a_pointer_named_when_the_kernel_fails(route):
-    def call(x):
-        return jtr.triton_call(x, (x, np.array(2.5, np.float32)), kernel=scale_by_pair_kernel,
-                               out_shape=x, grid=(1,), BLOCK=N)
-
-    with pytest.raises(Exception) as raised:
-        if route == "sm_90":
-            capture_one(call, spec((N,), jnp.float32), platform="cuda")
-        else:
-            jax.block_until_ready(jax.jit(call)(jax.device_put(X, CPU)))
-    text = "\n".join([str(raised.value), *getattr(raised.value, "__notes__", ())])
+    text = _failure_text(lambda x: jtr.triton_call(
+        x, (x, np.array(2.5, np.float32)), kernel=scale_by_pair_kernel, out_shape=x, grid=(1,),
+        BLOCK=N), route)
     assert "parameter 'pair'[1] is given a 0-d array, which the kernel receives as a pointer" \
         in text
