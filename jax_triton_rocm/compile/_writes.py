@@ -10,6 +10,7 @@ import inspect
 import linecache
 import os
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -357,13 +358,19 @@ def _moved(jit_fn: Any, file: str, line: int) -> str | None:
     return now if same else None
 
 
+def _loaded(file: str) -> bool:
+    """Whether `file` is the source of a module this process imported."""
+    return any(getattr(module, "__file__", None) == file for module in list(sys.modules.values()))
+
+
 def _shown(frames: list[tuple[str, int, int]], jit_fn: Any = None) -> str:
     """"file.py:12: tl.store(...)": the innermost frame's file, line and statement, then the
     lines it is called at."""
     file, line, _ = frames[0]
-    # The statement without what it assigns to (Triton's column may be inside the call); only a
-    # Python source is read, or one Python holds (the IR may come from anyone's cache).
-    known = file in linecache.cache or (file.endswith(".py") and os.path.isfile(file))
+    # The statement without what it assigns to (Triton's column may be inside the call). The IR
+    # may come from anyone's cache: only a source Python holds (a kernel's, which Triton read, a
+    # notebook's cell) or a module it loaded is read, never a file only the IR names.
+    known = file in linecache.cache or _loaded(file)
     if not known and jit_fn is not None and (now := _moved(jit_fn, file, line)) is not None:
         file, known = now, True
     text = linecache.getline(file, line).strip() if known else ""

@@ -382,6 +382,22 @@ def test_a_line_compiled_in_a_folder_that_is_gone_is_read_from_the_kernel_where_
     assert _writes.read(other, flag_scratch_kernel).stores[0] == "another_file.py:" + line.split(":")[1]
 
 
+def test_a_line_is_read_only_from_a_source_python_holds_or_loaded(tmp_path):
+    # The IR may come from a cache anyone could write: a file only it names is not read.
+    def shown(file):
+        ir = ("module {\n  tt.func public @k(%p: !tt.ptr<f32> loc(#loc0)) {\n"
+              "    %c = arith.constant 0.0 : f32 loc(#loc0)\n"
+              "    tt.store %p, %c : !tt.ptr<f32> loc(#loc0)\n    tt.return\n  }\n}\n"
+              f'#loc0 = loc("{file}":1:1)\n')
+        return _writes.read(ir).stores[0]
+
+    stranger = tmp_path / "stranger.py"
+    stranger.write_text("secret = 1\n")
+    assert shown(stranger) == "stranger.py:1"
+    linecache.clearcache()  # the test module's lines, read again as a module Python loaded
+    assert shown(__file__).startswith('test_ir_writes.py:1: """What a kernel writes')
+
+
 def test_xlas_route_reads_its_trampolines_writes_as_the_calls_buffers():
     # XLA's trampoline numbers its buffers otherwise (a zeroed output is an operand there).
     with pytest.raises(TypeError, match=r"flag_scratch_kernel stores to parameter 'x_ptr'"):
