@@ -132,7 +132,7 @@ def _checked_targets(archs: list[str] | None) -> list[tuple[str, str]]:
 
     targets = []
     for arch in archs or DEFAULT_ARCHS:
-        platform = _vendors.arch_platform(arch)
+        platform = "rocm" if str(arch).strip().lower().startswith("gfx") else "cuda"
         try:
             canonical = _vendors.normalize_arch(platform, arch, what="--arch")
         except ValueError as err:

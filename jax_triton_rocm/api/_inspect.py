@@ -101,14 +101,6 @@ class EmittedCall:
         return {"target": self.target, "name": message.name, "launches": launches}
 
 
-def _walk(operation: Any):
-    for region in operation.regions:
-        for block in region.blocks:
-            for op in block.operations:
-                yield op
-                yield from _walk(op)
-
-
 def _native_config(op: Any) -> dict[str, Any]:
     from jax._src.lib.mlir import ir
 
@@ -149,16 +141,19 @@ def kernel_calls(lowered: Any) -> list[EmittedCall]:
                         f"{type(lowered).__name__}.")
     module = lowered.compiler_ir("stablehlo")
     calls = []
+
+    def keep(op: Any) -> Any:
+        target = (ir.StringAttr(op.attributes["call_target_name"]).value
+                  if op.name == "stablehlo.custom_call" else "")
+        if target == XLA_TRITON_CALL_NAME:
+            calls.append(EmittedCall(target, True, b"", _native_config(op)))
+        elif target.startswith("triton_kernel_call"):
+            typed_ffi = "mhlo.backend_config" in op.attributes  # how JAX writes typed FFI
+            opaque = (ir.DictAttr(op.attributes["mhlo.backend_config"])["opaque"] if typed_ffi
+                      else op.attributes["backend_config"])
+            calls.append(EmittedCall(target, typed_ffi, ir.StringAttr(opaque).value_bytes))
+        return ir.WalkResult.ADVANCE
+
     with module.context:
-        for op in _walk(module.operation):
-            if op.name != "stablehlo.custom_call":
-                continue
-            target = ir.StringAttr(op.attributes["call_target_name"]).value
-            if target == XLA_TRITON_CALL_NAME:
-                calls.append(EmittedCall(target, True, b"", _native_config(op)))
-            elif target.startswith("triton_kernel_call"):
-                typed_ffi = "mhlo.backend_config" in op.attributes  # how JAX writes typed FFI
-                opaque = (ir.DictAttr(op.attributes["mhlo.backend_config"])["opaque"] if typed_ffi
-                          else op.attributes["backend_config"])
-                calls.append(EmittedCall(target, typed_ffi, ir.StringAttr(opaque).value_bytes))
+        module.operation.walk(keep, ir.WalkOrder.PRE_ORDER)
     return calls

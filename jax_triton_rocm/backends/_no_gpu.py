@@ -43,13 +43,10 @@ def named_platforms() -> set[str]:
 
 
 def nvidia_gpu_visible() -> bool:
-    """Whether JAX sees an NVIDIA GPU device file (True where JAX cannot tell)."""
-    try:
-        from jax._src import hardware_utils
+    """Whether JAX sees an NVIDIA GPU device file."""
+    from jax._src import hardware_utils
 
-        return bool(hardware_utils.has_visible_nvidia_gpu())
-    except Exception:  # noqa: BLE001  (a JAX without the helper: assume there may be one)
-        return True
+    return hardware_utils.has_visible_nvidia_gpu()
 
 
 def without_plugin(platform: str) -> str:

@@ -112,10 +112,6 @@ def vendor(platform: str) -> Vendor:
                          f"use one of {', '.join(map(repr, GPU_PLATFORMS))}.") from None
 
 
-def arch_platform(arch: Any) -> str:
-    return "rocm" if str(arch).strip().lower().startswith("gfx") else "cuda"
-
-
 def normalize_arch(platform: str, arch: Any, *, what: str = "arch") -> str:
     """The canonical architecture name ("sm_90", "gfx942") for `arch` on `platform`; else
     ValueError, naming `what`, the value and the accepted forms."""
@@ -238,7 +234,8 @@ def assumed_features(platform: str) -> PluginFeatures:
 
 
 def triton_backend_error(platform: str, err: BaseException) -> ImportError:
-    """The ImportError, naming what to install, for Triton's `platform` backend raising `err`."""
+    """The ImportError, naming what to install, for Triton's `platform` backend raising `err`
+    (Triton's own, `_compat.triton_info`'s, where Triton itself does not import)."""
     info = _compat.triton_info()
     name = vendor(platform).triton_backend
     if isinstance(err, ModuleNotFoundError):

@@ -16,7 +16,6 @@ import triton.language as tl
 
 import jax_triton_rocm as jtr
 import jax_triton_rocm.compat as jt
-from jax_triton_rocm.api import _inspect
 from jax_triton_rocm.base import _env
 from jax_triton_rocm.compat import triton_lib as jttl
 from jax_triton_rocm.compat import version as jt_version
@@ -71,15 +70,19 @@ def custom_calls(lowered) -> list[dict]:
 
     module = lowered.compiler_ir("stablehlo")
     found = []
+
+    def keep(op):
+        if op.name == "stablehlo.custom_call":
+            attributes = op.attributes
+            found.append({
+                "target": ir.StringAttr(attributes["call_target_name"]).value,
+                "operands": len(op.operands),
+                "frontend_attributes": (str(attributes["mhlo.frontend_attributes"])
+                                        if "mhlo.frontend_attributes" in attributes else "")})
+        return ir.WalkResult.ADVANCE
+
     with module.context:
-        for op in _inspect._walk(module.operation):
-            if op.name == "stablehlo.custom_call":
-                attributes = op.attributes
-                found.append({
-                    "target": ir.StringAttr(attributes["call_target_name"]).value,
-                    "operands": len(op.operands),
-                    "frontend_attributes": (str(attributes["mhlo.frontend_attributes"])
-                                            if "mhlo.frontend_attributes" in attributes else "")})
+        module.operation.walk(keep, ir.WalkOrder.PRE_ORDER)
     return found
 
 
