@@ -46,7 +46,7 @@ class LoadedForm:
 
 
 class Backend(abc.ABC):
-    """One vendor's answers. The abstract methods are the ones each vendor defines.
+    """One vendor's answers.
 
     Attributes:
       platform: JAX's platform name ("cuda", "rocm").
@@ -110,8 +110,7 @@ class Backend(abc.ABC):
         """How the installed jaxlib loads `compiled` on `devices` (None: on devices of the
         architecture it was compiled for, `answers.arch`): `code_for_devices` where they differ,
         else the binary as it travels in `module_image` or the `ptx` field, with the warps
-        jaxlib launches (each vendor answers in its own module, from its own methods, in one
-        visit).
+        jaxlib launches.
 
         Raises:
           ValueError: no form of the kernel loads on `devices`, or a block jaxlib cannot launch.
