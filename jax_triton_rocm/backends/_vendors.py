@@ -234,8 +234,7 @@ def assumed_features(platform: str) -> PluginFeatures:
 
 
 def triton_backend_error(platform: str, err: BaseException) -> ImportError:
-    """The ImportError, naming what to install, for Triton's `platform` backend raising `err`
-    (Triton's own, `_compat.triton_info`'s, where Triton itself does not import)."""
+    """The ImportError, naming what to install, for Triton's `platform` backend raising `err`."""
     info = _compat.triton_info()
     name = vendor(platform).triton_backend
     if isinstance(err, ModuleNotFoundError):

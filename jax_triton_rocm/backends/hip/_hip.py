@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import ArchAnswers, Backend, LoadedForm
 from jax_triton_rocm.backends.hip import _hip_files
-from jax_triton_rocm.base import _env
+from jax_triton_rocm.base import _compat, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
 
+_compat.triton_info()  # a Triton that does not import at all fails here, with its own error
 try:
     import triton.backends.amd.compiler as _triton_amd
 except (ImportError, RuntimeError, ValueError) as err:
