@@ -26,21 +26,27 @@ if TYPE_CHECKING:
     from jax_triton_rocm.backends._backend import Backend
 
 
-def call_devices(backend: Backend, ctx: LoweringRuleContext, arch: GpuArch,
-                 exporting: bool) -> GpuArch | None:
-    """The architecture of the devices jaxlib's route runs the call on where it differs from
-    `arch`, the compile target, which it can only where the call names its own
-    (`compute_capability`): those named, else, outside `jax.export` (whose result runs
-    elsewhere), the computation's; else None."""
-    if not backend.arch_keyword or arch.source != backend.arch_keyword:
-        return None
-    devices = named_arch(backend.platform)
-    if devices is None and not exporting:
-        try:
-            devices = lowering_arch(backend.platform, ctx.module_context)
-        except RuntimeError:  # no device here: a cross-compile for the call's own arch
-            return None
-    return None if devices is None or devices.arch == arch.arch else devices
+def placement(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec
+              ) -> tuple[GpuArch, _vendors.PluginFeatures, GpuArch | None, bool]:
+    """Where jaxlib's route runs the call: `resolve_arch`'s two, the devices' architecture where
+    it differs from the compile target (only where the call names its own, `compute_capability`:
+    those named, else, outside `jax.export`, whose result runs elsewhere, the computation's),
+    and whether the lowering is for `jax.export`."""
+    arch, features = resolve_arch(backend, ctx, spec)
+    exporting = for_export(ctx)
+    if exporting:  # before the memos: a plan kept from another lowering may hold a path
+        backend.check_export(features)
+    devices = None
+    if backend.arch_keyword and arch.source == backend.arch_keyword:  # the call's own target
+        devices = named_arch(backend.platform)
+        if devices is None and not exporting:
+            try:
+                devices = lowering_arch(backend.platform, ctx.module_context)
+            except RuntimeError:  # no device here: a cross-compile for the call's own arch
+                devices = None
+        if devices is not None and devices.arch == arch.arch:
+            devices = None
+    return arch, features, devices, exporting
 
 
 def traced_platform() -> str | None:
@@ -61,11 +67,14 @@ def traced_arch(backend: Backend, spec: KernelCallSpec) -> GpuArch | None:
     """The architecture a lowering for `backend`'s platform will compile the call for, as
     `resolve_arch` finds it (the call's own, else a named one, else the local devices'); None
     where the devices have none or several, or Triton cannot compile for it."""
+    platform = backend.platform
+    own = getattr(spec, backend.arch_field) if backend.arch_field else None
     try:
-        arch, _ = resolve_arch(backend, None, spec)
+        arch = (GpuArch(platform, own, backend.arch_keyword) if own else named_arch(platform)
+                ) or lowering_arch(platform, None)
     except (ValueError, RuntimeError):  # no device, or devices of no one architecture
         return None
-    return None if arch_problem(backend.platform, arch.arch) else arch
+    return None if arch_problem(platform, arch.arch) else arch
 
 
 def for_export(ctx: LoweringRuleContext) -> bool:
@@ -223,11 +232,10 @@ def _devices(platform: str, module_context: ModuleContext) -> tuple[list[Any], s
         return [], local
 
 
-def resolve_arch(backend: Backend, ctx: LoweringRuleContext | None,
+def resolve_arch(backend: Backend, ctx: LoweringRuleContext,
                  spec: KernelCallSpec) -> tuple[GpuArch, _vendors.PluginFeatures]:
     """The target a call compiles for (its vendor keyword, a named architecture or the
-    devices; None `ctx`: the local ones), and the features of the jaxlib plugin that will load
-    the kernel."""
+    devices), and the features of the jaxlib plugin that will load the kernel."""
     platform = backend.platform
     arch = getattr(spec, backend.arch_field) if backend.arch_field else None
     own = None if arch is None else GpuArch(platform, arch, backend.arch_keyword)
@@ -245,7 +253,7 @@ def resolve_arch(backend: Backend, ctx: LoweringRuleContext | None,
             f"jax_triton_rocm.target_arch({platform}='{example}'):` around the lowering, or "
             f"{_env.ENV_TARGET_ARCH}='{platform}={example}'.")
     features = features or _vendors.assumed_features(platform)
-    return named or lowering_arch(platform, ctx and ctx.module_context), features
+    return named or lowering_arch(platform, ctx.module_context), features
 
 
 def lowering_arch(platform: str, module_context: ModuleContext) -> GpuArch:

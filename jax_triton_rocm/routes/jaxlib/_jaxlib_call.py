@@ -52,7 +52,7 @@ class LoweredCall:
 @dataclasses.dataclass(frozen=True)
 class Where:
     """What jaxlib's route keeps of where a call runs beyond its architecture: the devices' where
-    they differ from it (`_arch.call_devices`), the plugin's features, the lowering's settings."""
+    they differ from it (`_arch.placement`), the plugin's features, the lowering's settings."""
 
     devices: _vendors.GpuArch | None
     features: _vendors.PluginFeatures
@@ -125,11 +125,7 @@ class JaxlibRoute(_lowering.Route):
               record: dict, settings: _env.LoweringSettings | None) -> _lowering.Placed:
         """Where the call runs (`where`: a `Where`), and the `settings` the lowering read at its
         top (None: read here)."""
-        arch, features = _arch.resolve_arch(backend, ctx, spec)
-        exporting = _arch.for_export(ctx)
-        if exporting:  # before the memos: a plan kept from another lowering may hold a path
-            backend.check_export(features)
-        devices = _arch.call_devices(backend, ctx, arch, exporting)
+        arch, features, devices, exporting = _arch.placement(backend, ctx, spec)
         settings = settings or _env.lowering_settings(backend.lowering_variables)
         graph = _compile.call_graph_key(spec, record)
         call_name = _compat.plain_call_name(settings, exporting=exporting)
