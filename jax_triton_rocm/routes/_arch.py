@@ -9,7 +9,6 @@ traced under one `target_arch` is never served a lowering made for another.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,6 @@ from jax_triton_rocm import backends
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._vendors import GpuArch, normalize_arch
 from jax_triton_rocm.base import _compat, _env
-from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.kernel._spec import KernelCallSpec
 
 if TYPE_CHECKING:
@@ -28,26 +26,12 @@ if TYPE_CHECKING:
     from jax_triton_rocm.backends._backend import Backend
 
 
-@dataclasses.dataclass(frozen=True)
-class Where:
-    """Where a call runs, and what decides its lowering beyond the call and its operands.
-    `exporting` is not compared: the memo that needs it keys on it, a kept plan holds none."""
-
-    platform: str
-    arch: GpuArch
-    devices: GpuArch | None
-    features: _vendors.PluginFeatures
-    globals: tuple
-    settings: _env.LoweringSettings
-    exporting: bool = dataclasses.field(default=False, compare=False)
-
-
-def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                  record: dict, settings: _env.LoweringSettings | None) -> Where:
-    """Where jaxlib's route runs the call, and the `settings` the lowering read at its top (None:
-    read here). The devices can differ from the compile target only where the call names its
-    own (`compute_capability`): they are then those named, else, outside `jax.export` (whose
-    result runs elsewhere), the computation's."""
+def placement(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec
+              ) -> tuple[GpuArch, _vendors.PluginFeatures, GpuArch | None, bool]:
+    """Where jaxlib's route runs the call: `resolve_arch`'s two, the devices' architecture where
+    it differs from the compile target (only where the call names its own, `compute_capability`:
+    those named, else, outside `jax.export`, whose result runs elsewhere, the computation's),
+    and whether the lowering is for `jax.export`."""
     arch, features = resolve_arch(backend, ctx, spec)
     exporting = for_export(ctx)
     if exporting:  # before the memos: a plan kept from another lowering may hold a path
@@ -62,8 +46,7 @@ def where_it_runs(backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSp
                 devices = None
         if devices is not None and devices.arch == arch.arch:
             devices = None
-    return Where(backend.platform, arch, devices, features, _compile.call_graph_key(spec, record),
-                 settings or _env.lowering_settings(backend.lowering_variables), exporting)
+    return arch, features, devices, exporting
 
 
 def traced_platform() -> str | None:
@@ -250,7 +233,7 @@ def _devices(platform: str, module_context: ModuleContext) -> tuple[list[Any], s
 
 
 def resolve_arch(backend: Backend, ctx: LoweringRuleContext,
-                   spec: KernelCallSpec) -> tuple[GpuArch, _vendors.PluginFeatures]:
+                 spec: KernelCallSpec) -> tuple[GpuArch, _vendors.PluginFeatures]:
     """The target a call compiles for (its vendor keyword, a named architecture or the
     devices), and the features of the jaxlib plugin that will load the kernel."""
     platform = backend.platform

@@ -138,12 +138,11 @@ class _Adaptations:
                     **{(builder, name): _method(self.converted, name)
                        for name in ("cast_impl", "create_fp_to_fp")},
                     **{(builder, name): _method(getattr(self, name))
-                       for name in ("create_dot", "create_atomic_rmw", "create_print")},
+                       for name in ("create_dot", "create_atomic_rmw", "create_print",
+                                    "create_descriptor_load") if hasattr(builder, name)},
                     **{(owner, name): _method(self.in_float32, owner, name)
                        for owner, name in ((reduce_ops, "sum"), (reduce_ops, "min_max"),
                                            (scan_ops, "cumsum"), (scan_ops, "cumprod"))}}
-        if hasattr(builder, "create_descriptor_load"):
-            replaced[builder, "create_descriptor_load"] = _method(self.create_descriptor_load)
         self.originals = {(owner, name): getattr(owner, name) for owner, name in replaced}
         return replaced
 

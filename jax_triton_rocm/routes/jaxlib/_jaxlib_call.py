@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _compat, _state
+from jax_triton_rocm.base import _compat, _env, _state
 from jax_triton_rocm.compile import _compile, _writes
 from jax_triton_rocm.plan import _plan, _trampoline
 from jax_triton_rocm.routes import _arch, _choices, _lowering
@@ -27,7 +27,6 @@ from jax_triton_rocm.kernel._spec import KernelCallSpec
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.backends._backend import ArchAnswers, Backend
-    from jax_triton_rocm.base import _env
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -48,6 +47,16 @@ class LoweredCall:
     launches: tuple[_plan.Launch, ...] = ()  # as planned (the user's kernel's layout)
     has_side_effect: bool = False
     cost_estimate: tuple[tuple[str, int], ...] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Where:
+    """What jaxlib's route keeps of where a call runs beyond its architecture: the devices' where
+    they differ from it (`_arch.placement`), the plugin's features, the lowering's settings."""
+
+    devices: _vendors.GpuArch | None
+    features: _vendors.PluginFeatures
+    settings: _env.LoweringSettings
 
 
 def compile_jobs(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers,
@@ -114,14 +123,18 @@ class JaxlibRoute(_lowering.Route):
 
     def where(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
               record: dict, settings: _env.LoweringSettings | None) -> _lowering.Placed:
-        where = _arch.where_it_runs(backend, ctx, spec, record, settings)
-        call_name = _compat.plain_call_name(where.settings, exporting=where.exporting)
-        # `Where` as plain values (its fields but `exporting`): hashed without a call per field.
-        place = (where.platform, dataclasses.astuple(where.arch),
-                 None if where.devices is None else dataclasses.astuple(where.devices),
-                 dataclasses.astuple(where.features), where.globals, where.settings.variables)
-        return _lowering.Placed(where.arch, place, (place, where.exporting, call_name),
-                                where.globals, where, call_name)
+        """Where the call runs (`where`: a `Where`), and the `settings` the lowering read at its
+        top (None: read here)."""
+        arch, features, devices, exporting = _arch.placement(backend, ctx, spec)
+        settings = settings or _env.lowering_settings(backend.lowering_variables)
+        graph = _compile.call_graph_key(spec, record)
+        call_name = _compat.plain_call_name(settings, exporting=exporting)
+        # As plain values: hashed without a call per field.
+        place = (backend.platform, dataclasses.astuple(arch),
+                 None if devices is None else dataclasses.astuple(devices),
+                 dataclasses.astuple(features), graph, settings.variables)
+        return _lowering.Placed(arch, place, (place, exporting, call_name), graph,
+                                Where(devices, features, settings), call_name)
 
     def build(self, backend: Backend, spec: KernelCallSpec, placed: _lowering.Placed,
               answers: ArchAnswers, launches: list[_plan.Launch], in_avals: tuple,
@@ -169,19 +182,19 @@ class JaxlibRoute(_lowering.Route):
         in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
         if spec.debug:
             for _, _, kernel, _ in made:
-                print(f"jax_triton_rocm: {kernel.name} for {where.arch.arch}\n--- TTIR ---\n"
+                print(f"jax_triton_rocm: {kernel.name} for {placed.arch.arch}\n--- TTIR ---\n"
                       f"{kernel.ttir}\n--- {backend.asm_key.upper()} ---\n{kernel.asm}")
         # (launch, kernel, call) per launch; a tensor descriptor's parameters by `_tma`.
         chosen = [(launch, kernel, _proto.kernel_call(
             image, launch, out_avals, spec.input_output_aliases,
-            functools.partial(_tma.descriptor_params, kernel, where.features, where.arch)))
+            functools.partial(_tma.descriptor_params, kernel, where.features, placed.arch)))
             for _, launch, kernel, image in made]
         undecided = None
         kind = (None if len(chosen) == 1
                 else _arch.device_kind(backend.platform, ctx.module_context))
         if kind is not None:
             key = _choices.tune_key(
-                platform=backend.platform, arch=where.arch.arch, device_kind=kind,
+                platform=backend.platform, arch=placed.arch.arch, device_kind=kind,
                 versions=(_compat.jaxlib_version(), _compat.triton_info().version),
                 avals=in_avals + out_avals, aliases=spec.input_output_aliases,
                 configs=[(launch.description, kernel.binary, call.grid, call.params)
@@ -206,7 +219,7 @@ class JaxlibRoute(_lowering.Route):
             serialized=encoded.serialized,
             custom_call_name=encoded.custom_call_name,
             features=where.features,
-            arch=where.arch,
+            arch=placed.arch,
             kernels=tuple([kernel for _, kernel, _ in chosen]),
             calls=tuple([call for _, _, call in chosen]),
             aliases=tuple(spec.input_output_aliases),

@@ -99,9 +99,8 @@ MESSAGES = _build_messages()
 
 
 def module_image_ptx(binary: bytes) -> str:
-    """The `ptx` field of a kernel whose binary travels in `module_image`: a digest of the
-    binary, as jaxlib keys its loaded modules by this field (docs/design.md, "jaxlib's call,
-    encoded")."""
+    """The `ptx` field of a kernel whose binary travels in `module_image` (docs/design.md,
+    "jaxlib's call, encoded")."""
     return (f"jax_triton_rocm module_image sha256:{hashlib.sha256(binary).hexdigest()} (the "
             f"binary is in TritonKernel.module_image, which jaxlib reads from 0.11.1 on)")
 
@@ -113,20 +112,11 @@ _KERNEL_FIELDS = ("num_warps", "num_ctas", "shared_mem_bytes", "ptx", "compute_c
 
 @dataclasses.dataclass(frozen=True)
 class KernelImage:
-    """A compiled kernel as jaxlib loads it.
-
-    Attributes:
-      num_warps: what jaxlib multiplies by the warp size it assumes (32 on CUDA, 64 on HIP) to get
-        the block size.
-      ptx: `module_image_ptx(object_file)` when the binary is embedded; otherwise the PTX text
-        (CUDA) or the path of an HSACO file (ROCm).
-      ttir: the kernel's IR; empty unless asked for (jaxlib reads it for nothing, and copies it
-        at every launch).
-      compute_capability: e.g. 90 for sm_90; on ROCm the gfx major*10+minor (94 for gfx942).
-      object_file: the CUBIN or HSACO to carry in `module_image`, or None.
-      piece: made with the image, its bytes as a `TritonKernel` (every call of the kernel embeds
-        these very bytes: a message serializes alike as a field), deflated (`deflated`).
-    """
+    """A compiled kernel as jaxlib loads it, `TritonKernel`'s fields (docs/design.md, "jaxlib's
+    call, encoded"). `ttir` is empty unless asked for (jaxlib reads it for nothing, and copies
+    it at every launch); `object_file`, the binary `module_image` carries, or None; `piece`, the
+    image's bytes as a `TritonKernel` (every call of the kernel embeds these very bytes),
+    `deflated`."""
 
     name: str
     num_warps: int
@@ -363,8 +353,7 @@ _STORED_MAX = 256
 def compress(data: bytes, pieces: Sequence[tuple[bytes, bytes, int]] = ()) -> bytes:
     """`data` as a zlib stream, with `pieces` (the kernels' bytes, in the order `data` embeds
     them, each as `deflated` gives it) as they were deflated; one not found after the previous
-    is compressed with the bytes around it. The bytes between pieces are a stored block when
-    short, else deflated with a small window (quick to set up)."""
+    is compressed with the bytes around it (docs/design.md, "jaxlib's call, encoded")."""
     parts = [_ZLIB_HEADER]
     checksum = zlib.adler32(b"")
     start = 0

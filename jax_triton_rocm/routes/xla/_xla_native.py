@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from jax._src.interpreters import mlir
+from jax._src.lib.mlir import ir
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.base import _compat, _env, _values
@@ -47,7 +48,6 @@ def xla_triton_dialect() -> bool:
 def parse_ttir(text: str) -> Any:
     """The Triton IR `text` parsed and verified as XLA will, in a fresh context of this jaxlib;
     raises jaxlib's `MLIRError` (or ValueError) where it does not."""
-    from jax._src.lib.mlir import ir
     from jaxlib.triton import dialect
 
     context = ir.Context()
@@ -76,8 +76,6 @@ def checked_ir(compiled: _compile.CompiledKernel, n_pointers: int) -> bytes | Un
             f"{_env.ENV_XLA_NATIVE} unset for jaxlib's call, the default.",
             RuntimeWarning, stacklevel=2)
         return unfit
-    from jax._src.lib.mlir import ir
-
     for op in module.body.operations:
         if (op.operation.name == "tt.func"
                 and ir.StringAttr(op.attributes["sym_name"]).value == compiled.name):
@@ -149,8 +147,6 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
     `mlir.custom_call` is the same in every supported jax), with the operands the call adds.
     The call's `name` is a frontend attribute (HLO dumps show it, `kernel_calls` reads it): the
     config's `name` is the `tt.func`, and JAX keeps only the call site's location."""
-    from jax._src.lib.mlir import ir
-
     zero_avals = [ctx.avals_out[o] for o in call.zeroed]
     added = [mlir.full_like_aval(ctx, 0, aval) for aval in zero_avals]
     # Each runtime scalar as the 0-d constant the trampoline loads (`_trampoline.for_xla`), an int
