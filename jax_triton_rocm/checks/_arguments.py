@@ -90,7 +90,8 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
     roles: dict[int, tuple | None] = {}
     for i, value in scalars.items():
         try:
-            roles[i] = _spec.scalar_role(params[i], value, what=f"argument {i}")
+            roles[i] = _spec.scalar_role(params[i], value, what=f"argument {i}",
+                                         declared=facts[i].declared)
         except (TypeError, ValueError, OverflowError):  # the full check says why
             roles[i] = None
     if not isinstance(has_side_effect, (bool, np.bool_)):  # a string such as "no" is truthy

@@ -146,7 +146,7 @@ class _Laying:
             return self.pointer((i,), param, self.in_avals[value], ArgSource("input", i, value),
                                 what, zero_d=True)
         if self.types.roles[i] is None:  # typing it failed: says why, naming it
-            _spec.scalar_role(param, value, what=what)
+            _spec.scalar_role(param, value, what=what, declared=_spec.declared_type(param))
         return self.scalar((i,), self.types.roles[i])
 
     def leaf(self, path: tuple[int, ...], param: Any, entry: tuple[str, Any]) -> Any:
@@ -163,14 +163,7 @@ class _Laying:
             return self.pointer(path, param, self.in_avals[value],
                                 ArgSource("input", path[0], index=value, path=path[1:]), what,
                                 zero_d=True)
-        if value is None:
-            return self.scalar(path, ("constexpr", None))
-        typed = _spec.scalar(value, what=what)
-        if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
-            if typed.value == 1:  # as Triton's launcher does, inside tuples too
-                return self.scalar(path, ("constexpr", 1))
-            return self.scalar(path, ("runtime", typed, "D" if typed.value % 16 == 0 else ""))
-        return self.scalar(path, ("runtime", typed, None))
+        return self.scalar(path, _spec.scalar_role(param, value, what=what))  # as at the top
 
     def scalar(self, path: tuple[int, ...], role: tuple) -> str:
         """A scalar laid out by its role (`_spec.scalar_role`): its signature type."""
@@ -279,15 +272,17 @@ def lay_out_arguments(
     laid = _Laying(jit_fn, positional, in_avals, out_avals, constexprs, types, n_outputs)
     signature = {param.name: laid.parameter(i, param) for i, param in enumerate(jit_fn.params)}
     specializations = laid.specializations
-    # Only an array of an fp8 dtype the target refuses can give a parameter such a type.
-    if fp8_types is not None and any([pointer and pointer[1:] in _spec.FP8_DTYPES
-                                      and pointer[1:] not in fp8_types
-                                      for pointer in types.pointers.values()]):
+    # Only an array of an fp8 dtype can give a parameter such a type.
+    if fp8_types is not None and _FP8_NAMES.intersection([
+            str(aval.dtype) for aval in (*in_avals, *out_avals)]):
         check_fp8_types(signature, fp8_types, kernel=types.name, target=target)
     attrs = {path: parsed for path, spec in specializations if (parsed := backend.parse_attr(spec))}
     return BoundKernel(signature, laid.constants, attrs, tuple(laid.sources),
                        tuple([(path if len(path) > 1 else path[0], spec)
                               for path, spec in specializations]), tuple(laid.zero_d_pointers))
+
+
+_FP8_NAMES = frozenset(_spec.FP8_DTYPES.values())
 
 
 def check_pointer_annotation(annotation: str, pointer: str, aval: Any, what: str) -> None:
