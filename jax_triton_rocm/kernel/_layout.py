@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.base import _state
 from jax_triton_rocm.kernel import _autotuner, _spec, _tensordesc
 from jax_triton_rocm.kernel._spec import kernel_name
 
@@ -332,11 +331,10 @@ def passed_as_input_advice(shown: str, aliases: str, where: str) -> str:
             f"own.")
 
 
-def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple, kept: bool = False) -> None:
+def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple) -> None:
     """Checks the call `spec` against the kernel's parameters, so that a mistake fails at the
-    call, not at lowering; a call relaid into a `kept` layout once per what the layout reads."""
+    call, not at lowering."""
     unwrapped, positional, out_shapes = spec.unwrapped, spec.positional, spec.out_shapes
-    metaparams = dict(spec.metaparams)
     jit_fn = unwrapped.jit_fn
     if unwrapped.autotuner is not None or unwrapped.heuristics:  # constexprs set at lowering
         if unwrapped.autotuner is not None:
@@ -344,20 +342,10 @@ def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple, kept: bo
         n_trailing = 0 if places_outputs(positional) else len(out_shapes)
         check_operands(jit_fn, len(positional), n_trailing)
         return
-    view = spec.types.view
-    try:
-        if view is None:  # a scalar that cannot be typed: `compile_view` raises why, or no key
-            view = _spec.compile_view(jit_fn, positional)
-        key = (view, tuple([(not a.shape, a.dtype) for a in (*in_avals, *out_shapes)]),
-               spec.exact_values[1])  # the metaparameters' exact keys
-        hash(key)
-    except TypeError:  # an unhashable value: check every time
-        key = None
-    if kept and key is not None and _state.CHECKED_CALLS.get(key, kernel=jit_fn):
-        return  # laid out before without error
+    if spec.types.view is None:  # a scalar that cannot be typed: `compile_view` raises why
+        _spec.compile_view(jit_fn, positional)
     from triton.backends.compiler import BaseBackend
 
     lay_out_arguments(jit_fn, BaseBackend, positional=positional, in_avals=tuple(in_avals),
-                      out_avals=tuple(out_shapes), constexprs=metaparams, types=spec.types)
-    if key is not None:
-        _state.CHECKED_CALLS.put(key, True, kernel=jit_fn)
+                      out_avals=tuple(out_shapes), constexprs=dict(spec.metaparams),
+                      types=spec.types)
