@@ -120,7 +120,7 @@ class _Laying:
         if kind in NESTED_KINDS:  # a tuple or descriptor (`ArgSource`): its parts, by path
             return self.leaf((i,), param, (kind, value))
         if kind == "keyword":  # a keyword or the kernel's default fills it, as a constexpr
-            self.constants[(i,)] = self.keyword_value(i, param)  # made plain by `types`
+            self.constants[(i,)] = self.keyword_value(i, param)  # made plain
             return "constexpr"
         if kind == "input":  # a placed operand
             return self.pointer((i,), param, self.in_avals[value], ArgSource("input", i, value),
@@ -200,7 +200,8 @@ class _Laying:
             # As in jax-triton, a keyword makes any parameter a compile-time constant.
             return types.constexprs[param.name]
         if param.has_default and (param.is_constexpr or param.default is None):
-            return types.defaults[i]  # a None is a constexpr, as Triton's launcher takes it
+            # A None is a constexpr, as Triton's launcher takes it.
+            return _spec.plain_constexpr(param.default)
         if param.has_default:
             raise TypeError(
                 f"Too few operands for kernel {name}: parameter {param.name!r} (position "

@@ -224,7 +224,6 @@ class ArgumentTypes:
     view: tuple | None
     pointers: dict[Any, str | None]
     constexprs: dict[str, Any]
-    defaults: dict[int, Any]
 
 
 def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_avals: tuple,
@@ -263,9 +262,7 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
                 pointers[aval.dtype] = None
     return ArgumentTypes(
         kernel_name(jit_fn), roles, None if None in roles.values() else tuple(view), pointers,
-        {name: plain_constexpr(constexprs[name]) for name in sorted(constexprs)},
-        {i: plain_constexpr(param.default) for i, param in enumerate(params)
-         if param.has_default})
+        {name: plain_constexpr(constexprs[name]) for name in sorted(constexprs)})
 
 
 @dataclasses.dataclass(frozen=True)
