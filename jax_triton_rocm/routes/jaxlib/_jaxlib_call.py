@@ -132,8 +132,8 @@ class JaxlibRoute(_lowering.Route):
             ordered, jobs = compile_jobs(backend, spec, answers, launches, len(in_avals), record)
             compiled = _compile.compiled_launches(ordered, jobs)
         except Exception as err:  # do the call's arguments line up with the kernel's parameters?
-            _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals,
-                                out_avals, spec.kernel_name, _vendors.FRONT_END_PROBES)
+            _kinds.check(spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
+                         spec.kernel_name, _vendors.FRONT_END_PROBES, failed=err)
             raise
         as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
         for in_order, _, kernel in compiled:  # what it writes, read from what it compiled to
