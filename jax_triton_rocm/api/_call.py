@@ -102,7 +102,7 @@ def triton_call(
     """
     record = _state.KERNEL_RECORDS.record(kernel)  # what the call derives from its kernel
     call = _bound.check_triton_call(_arguments.call_arguments(
-        args, kwargs, kernel, unwrapped_kernel(kernel, record), record=record,
+        args, kwargs, kernel, unwrapped_kernel(kernel, record),
         out_shape=out_shape, out_type=out_type,
         given=dict(grid=grid, name=name, num_warps=num_warps, num_stages=num_stages,
                    num_ctas=num_ctas, compute_capability=compute_capability,

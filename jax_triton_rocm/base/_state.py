@@ -300,8 +300,8 @@ class CompilePool:
 
 COMPILED_KERNELS = KernelCache(LOCKS)
 KERNEL_RECORDS = KernelRecords(LOCKS)
-# Kept per kernel: lowered calls; by all but shapes and runtime scalar values, calls laid out
-# without error (`kernel._layout`), plain kernels' plans and `triton_call`'s layouts (`checks`).
+# Kept per kernel: lowered calls; the interpreter's checked calls (`routes.cpu._interpret`); by
+# all but shapes and runtime scalar values, plain kernels' plans and `triton_call`'s layouts.
 LOWERED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 CHECKED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 PLANS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)

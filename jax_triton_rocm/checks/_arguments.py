@@ -36,7 +36,6 @@ class CallArguments:
 
     kernel: Any
     unwrapped: _spec.Unwrapped
-    record: dict
     args: tuple
     keywords: dict[str, Any]
     convention: str
@@ -56,7 +55,7 @@ class CallArguments:
 
 
 def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped: _spec.Unwrapped,
-                   *, record: dict, out_shape: Any, out_type: Any, has_side_effect: Any,
+                   *, out_shape: Any, out_type: Any, has_side_effect: Any,
                    **options: Any) -> CallArguments:
     """`triton_call`'s arguments taken, as every trace takes them: the outputs checked, the
     runtime scalar keywords found, the scalars typed."""
@@ -90,13 +89,14 @@ def call_arguments(args: tuple, keywords: dict[str, Any], kernel: Any, unwrapped
     roles: dict[int, tuple | None] = {}
     for i, value in scalars.items():
         try:
-            roles[i] = _spec.scalar_role(params[i], value, what=f"argument {i}")
+            roles[i] = _spec.scalar_role(params[i], value, what=f"argument {i}",
+                                         declared=facts[i].declared)
         except (TypeError, ValueError, OverflowError):  # the full check says why
             roles[i] = None
     if not isinstance(has_side_effect, (bool, np.bool_)):  # a string such as "no" is truthy
         raise TypeError(f"has_side_effect={has_side_effect!r} must be a bool (True or False), "
                         f"got {type(has_side_effect).__name__}.")
-    return CallArguments(kernel, unwrapped, record, args, keywords, convention, outputs, shapes,
+    return CallArguments(kernel, unwrapped, args, keywords, convention, outputs, shapes,
                          tree, runtime, buffers, roles, has_side_effect=bool(has_side_effect),
                          **options)
 

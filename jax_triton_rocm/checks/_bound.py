@@ -14,7 +14,7 @@ from jax_triton_rocm.base import _state, _values
 from jax_triton_rocm.checks import _binder, _checker
 from jax_triton_rocm.checks._arguments import CallArguments
 from jax_triton_rocm.checks import _misplaced
-from jax_triton_rocm.kernel import _layout, _spec
+from jax_triton_rocm.kernel import _spec
 from jax_triton_rocm.kernel._spec import KernelCallSpec
 
 
@@ -407,10 +407,6 @@ def relaid_call(layout: KeptCall, call: CallArguments) -> BoundCall | None:
     spec = layout.spec.relaid(positional, outs, grid, _spec.argument_types(
         call.unwrapped.jit_fn, positional, in_avals, outs, dict(layout.spec.metaparams),
         call.roles))
-    try:  # the full check's own: kept per what it reads, so a plain kernel's is a lookup
-        _layout.check_kernel_arguments(spec, in_avals, kept=True)
-    except (TypeError, ValueError):
-        return None
     placed = Placed(**{**vars(layout.placed), "positional": positional, "operands": operands,
                        "in_avals": in_avals, "out_shapes": outs})
     return BoundCall(spec, placed, call.out_tree, operands)

@@ -175,8 +175,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         if options else (),
         has_side_effect=has_side_effect, cost_estimate=cost_estimate,
         backend_options=tuple(sorted(others.items())), by_keyword=by_keyword, types=types,
-        words=words if words is not None else _spec.CallWords(
-            api.prefix, "", tuple((i, f"operand {i}", i) for i in range(len(in_avals)))))
+        words=words or _spec.CallWords(api.prefix, "", ()))  # operands named by their index
     if api.name == "triton_call":  # triton_call_lowering's call is being lowered already
         _layout.check_kernel_arguments(spec, in_avals)
     return spec

@@ -266,10 +266,14 @@ def front_end(jit_fn: JITFunction, bound: Any, probes: Sequence[tuple[str, tuple
 
 
 def check(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple, kernel: str,
-          probes: Sequence[tuple[str, tuple]]) -> None:
+          probes: Sequence[tuple[str, tuple]], failed: Exception | None = None) -> None:
     """Raises TypeError where `bound` puts a value of the wrong kind on a top-level parameter
-    and Triton's front end fails on it as laid out (its error chained)."""
-    if jit_fn.is_gluon():
+    and Triton's front end fails on it as laid out (its error chained). `failed`: the error a
+    GPU route's compile of the call raised; only a `CompilationError` is looked into (a kernel
+    that builds has nothing to refuse, so a lowering that compiles reads no kernel's source)."""
+    from triton.compiler.errors import CompilationError
+
+    if jit_fn.is_gluon() or (failed is not None and not isinstance(failed, CompilationError)):
         return
     found, names, wrong = roles(jit_fn), list(jit_fn.arg_names), []
     for source in bound.sources:
@@ -298,12 +302,3 @@ def check(jit_fn: JITFunction, bound: Any, in_avals: tuple, out_avals: tuple, ke
         f"parameter can be given by name (a keyword with out_type=, or operands={{...}}).") \
         from err
 
-
-def check_failed(err: Exception, jit_fn: JITFunction, bound: Any, in_avals: tuple,
-                 out_avals: tuple, kernel: str, probes: Sequence[tuple[str, tuple]]) -> None:
-    """`check`, where a GPU route's compile of the call failed with `err`: a kernel that builds
-    has nothing `check` would refuse, so a lowering that compiles reads no kernel's source."""
-    from triton.compiler.errors import CompilationError
-
-    if isinstance(err, CompilationError):
-        check(jit_fn, bound, in_avals, out_avals, kernel, probes)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from jax_triton_rocm.base import _state
 from jax_triton_rocm.kernel import _autotuner, _spec, _tensordesc
 from jax_triton_rocm.kernel._spec import kernel_name
 
@@ -121,7 +120,7 @@ class _Laying:
         if kind in NESTED_KINDS:  # a tuple or descriptor (`ArgSource`): its parts, by path
             return self.leaf((i,), param, (kind, value))
         if kind == "keyword":  # a keyword or the kernel's default fills it, as a constexpr
-            self.constants[(i,)] = self.keyword_value(i, param)  # made plain by `types`
+            self.constants[(i,)] = self.keyword_value(i, param)  # made plain
             return "constexpr"
         if kind == "input":  # a placed operand
             return self.pointer((i,), param, self.in_avals[value], ArgSource("input", i, value),
@@ -146,7 +145,7 @@ class _Laying:
             return self.pointer((i,), param, self.in_avals[value], ArgSource("input", i, value),
                                 what, zero_d=True)
         if self.types.roles[i] is None:  # typing it failed: says why, naming it
-            _spec.scalar_role(param, value, what=what)
+            _spec.scalar_role(param, value, what=what, declared=_spec.declared_type(param))
         return self.scalar((i,), self.types.roles[i])
 
     def leaf(self, path: tuple[int, ...], param: Any, entry: tuple[str, Any]) -> Any:
@@ -163,14 +162,7 @@ class _Laying:
             return self.pointer(path, param, self.in_avals[value],
                                 ArgSource("input", path[0], index=value, path=path[1:]), what,
                                 zero_d=True)
-        if value is None:
-            return self.scalar(path, ("constexpr", None))
-        typed = _spec.scalar(value, what=what)
-        if typed.triton_type in ("i32", "i64", "u64") and not param.do_not_specialize:
-            if typed.value == 1:  # as Triton's launcher does, inside tuples too
-                return self.scalar(path, ("constexpr", 1))
-            return self.scalar(path, ("runtime", typed, "D" if typed.value % 16 == 0 else ""))
-        return self.scalar(path, ("runtime", typed, None))
+        return self.scalar(path, _spec.scalar_role(param, value, what=what))  # as at the top
 
     def scalar(self, path: tuple[int, ...], role: tuple) -> str:
         """A scalar laid out by its role (`_spec.scalar_role`): its signature type."""
@@ -208,7 +200,8 @@ class _Laying:
             # As in jax-triton, a keyword makes any parameter a compile-time constant.
             return types.constexprs[param.name]
         if param.has_default and (param.is_constexpr or param.default is None):
-            return types.defaults[i]  # a None is a constexpr, as Triton's launcher takes it
+            # A None is a constexpr, as Triton's launcher takes it.
+            return _spec.plain_constexpr(param.default)
         if param.has_default:
             raise TypeError(
                 f"Too few operands for kernel {name}: parameter {param.name!r} (position "
@@ -279,15 +272,17 @@ def lay_out_arguments(
     laid = _Laying(jit_fn, positional, in_avals, out_avals, constexprs, types, n_outputs)
     signature = {param.name: laid.parameter(i, param) for i, param in enumerate(jit_fn.params)}
     specializations = laid.specializations
-    # Only an array of an fp8 dtype the target refuses can give a parameter such a type.
-    if fp8_types is not None and any([pointer and pointer[1:] in _spec.FP8_DTYPES
-                                      and pointer[1:] not in fp8_types
-                                      for pointer in types.pointers.values()]):
+    # Only an array of an fp8 dtype can give a parameter such a type.
+    if fp8_types is not None and _FP8_NAMES.intersection([
+            str(aval.dtype) for aval in (*in_avals, *out_avals)]):
         check_fp8_types(signature, fp8_types, kernel=types.name, target=target)
     attrs = {path: parsed for path, spec in specializations if (parsed := backend.parse_attr(spec))}
     return BoundKernel(signature, laid.constants, attrs, tuple(laid.sources),
                        tuple([(path if len(path) > 1 else path[0], spec)
                               for path, spec in specializations]), tuple(laid.zero_d_pointers))
+
+
+_FP8_NAMES = frozenset(_spec.FP8_DTYPES.values())
 
 
 def check_pointer_annotation(annotation: str, pointer: str, aval: Any, what: str) -> None:
@@ -337,11 +332,10 @@ def passed_as_input_advice(shown: str, aliases: str, where: str) -> str:
             f"own.")
 
 
-def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple, kept: bool = False) -> None:
+def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple) -> None:
     """Checks the call `spec` against the kernel's parameters, so that a mistake fails at the
-    call, not at lowering; a call relaid into a `kept` layout once per what the layout reads."""
+    call, not at lowering."""
     unwrapped, positional, out_shapes = spec.unwrapped, spec.positional, spec.out_shapes
-    metaparams = dict(spec.metaparams)
     jit_fn = unwrapped.jit_fn
     if unwrapped.autotuner is not None or unwrapped.heuristics:  # constexprs set at lowering
         if unwrapped.autotuner is not None:
@@ -349,20 +343,10 @@ def check_kernel_arguments(spec: _spec.KernelCallSpec, in_avals: tuple, kept: bo
         n_trailing = 0 if places_outputs(positional) else len(out_shapes)
         check_operands(jit_fn, len(positional), n_trailing)
         return
-    view = spec.types.view
-    try:
-        if view is None:  # a scalar that cannot be typed: `compile_view` raises why, or no key
-            view = _spec.compile_view(jit_fn, positional)
-        key = (view, tuple([(not a.shape, a.dtype) for a in (*in_avals, *out_shapes)]),
-               spec.exact_values[1])  # the metaparameters' exact keys
-        hash(key)
-    except TypeError:  # an unhashable value: check every time
-        key = None
-    if kept and key is not None and _state.CHECKED_CALLS.get(key, kernel=jit_fn):
-        return  # laid out before without error
+    if spec.types.view is None:  # a scalar that cannot be typed: `compile_view` raises why
+        _spec.compile_view(jit_fn, positional)
     from triton.backends.compiler import BaseBackend
 
     lay_out_arguments(jit_fn, BaseBackend, positional=positional, in_avals=tuple(in_avals),
-                      out_avals=tuple(out_shapes), constexprs=metaparams, types=spec.types)
-    if key is not None:
-        _state.CHECKED_CALLS.put(key, True, kernel=jit_fn)
+                      out_avals=tuple(out_shapes), constexprs=dict(spec.metaparams),
+                      types=spec.types)

@@ -109,12 +109,10 @@ class Scalar:
     declared: bool = False  # the type is the parameter's annotation (`declared_type`)
 
 
-_NUMPY_SCALARS: dict[str, tuple[str, str, tuple[int, int] | None]] = {
-    "bool": ("u1", "bool", None), "int8": ("i32", "i32", _I32), "int16": ("i32", "i32", _I32),
-    "int32": ("i32", "i32", _I32), "int64": ("i64", "i64", _I64),
-    "uint8": ("u32", "u32", (0, 2**32)), "uint16": ("u32", "u32", (0, 2**32)),
-    "uint32": ("u32", "u32", (0, 2**32)), "uint64": ("u64", "u64", _U64),
-    "float32": ("fp32", "f32", None), "float64": ("fp64", "f64", None)}
+# The Triton type of a NumPy scalar of each dtype, passed as `DECLARABLE` says.
+_NUMPY_SCALARS = {"bool": "u1", "int8": "i32", "int16": "i32", "int32": "i32", "int64": "i64",
+                  "uint8": "u32", "uint16": "u32", "uint32": "u32", "uint64": "u64",
+                  "float32": "fp32", "float64": "fp64"}
 
 
 # The types a kernel takes by value (a static scalar), not as an array, for `isinstance` tests.
@@ -174,9 +172,10 @@ def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
             raise TypeError(
                 f"{what} is a NumPy {name} scalar, which a Triton kernel call cannot pass by "
                 f"value. Use one of: {', '.join(_NUMPY_SCALARS)}, or a Python bool/int/float.")
-        triton_type, proto_kind, bounds = _NUMPY_SCALARS[name]
+        triton_type = _NUMPY_SCALARS[name]
+        proto_kind, _, bounds = DECLARABLE[triton_type]
         plain = value.item()
-        if bounds is not None and not bounds[0] <= plain < bounds[1]:
+        if bounds is not float and not bounds[0] <= plain < bounds[1]:
             raise OverflowError(f"{what} = {plain} does not fit in {name}.")
         return Scalar(plain, triton_type, proto_kind)
     if isinstance(value, int):
@@ -193,13 +192,13 @@ def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
     raise TypeError(f"{what} has type {type(value).__name__}; expected an array or a scalar.")
 
 
-def scalar_role(param: Any, value: Any, *, what: str) -> tuple:
-    """How a positional scalar reaches the kernel, as Triton's launcher decides: ("constexpr",
-    value), compiled in, or ("runtime", typed scalar, "D" for an integer divisible by 16, "" for
-    another, None where unspecialised), passed at launch."""
+def scalar_role(param: Any, value: Any, *, what: str, declared: str | None = None) -> tuple:
+    """How a scalar reaches the kernel, as Triton's launcher decides: ("constexpr", value),
+    compiled in, or ("runtime", typed scalar, "D" for an integer divisible by 16, "" for
+    another, None where unspecialised), passed at launch; `declared`: its parameter's
+    `declared_type` (a tuple's elements declare none)."""
     if param.is_constexpr or value is None:
         return "constexpr", value
-    declared = declared_type(param)
     typed = scalar(value, what=what, declared=declared)
     integers = ("i32", "u32", "i64", "u64") if declared is not None else ("i32", "i64", "u64")
     if typed.triton_type not in integers or param.do_not_specialize:
@@ -212,12 +211,7 @@ def scalar_role(param: Any, value: Any, *, what: str) -> tuple:
 def compile_view(jit_fn: JITFunction, positional: tuple) -> tuple:
     """The positional entries as far as they decide the compiled kernel (`ArgumentTypes.view`);
     raises as `scalar` does."""
-    types = argument_types(jit_fn, positional, (), (), {})
-    for i, role in types.roles.items():
-        if role is None:  # a scalar that could not be typed: typed again, to raise why
-            param = jit_fn.params[i]
-            scalar_role(param, positional[i][1], what=f"argument {i} ({param.name})")
-    return types.view
+    return argument_types(jit_fn, positional, (), (), {}, strict=True).view
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,12 +224,13 @@ class ArgumentTypes:
     view: tuple | None
     pointers: dict[Any, str | None]
     constexprs: dict[str, Any]
-    defaults: dict[int, Any]
 
 
 def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_avals: tuple,
-                   constexprs: dict[str, Any], known: dict | None = None) -> ArgumentTypes:
-    """`known`: the scalars' roles the call has already (`CallArguments.roles`), by parameter."""
+                   constexprs: dict[str, Any], known: dict | None = None,
+                   strict: bool = False) -> ArgumentTypes:
+    """`known`: the scalars' roles the call has already (`CallArguments.roles`), by parameter;
+    `strict`: raise why a scalar cannot be typed (else its role is None)."""
     params, known = jit_fn.params, known or {}
     roles: dict[int, tuple | None] = {}
     view = []
@@ -245,8 +240,11 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
             continue
         param = params[i]
         try:  # a role the call was taken with is read; one that failed is typed again, to fail
-            role, *taken = known.get(i) or scalar_role(param, value, what=f"argument {i}")
+            role, *taken = known.get(i) or scalar_role(
+                param, value, what=f"argument {i} ({param.name})", declared=declared_type(param))
         except (TypeError, OverflowError):  # raised again, naming it, where the layout reaches it
+            if strict:
+                raise
             roles[i] = None
             continue
         if role == "constexpr":
@@ -264,9 +262,7 @@ def argument_types(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_
                 pointers[aval.dtype] = None
     return ArgumentTypes(
         kernel_name(jit_fn), roles, None if None in roles.values() else tuple(view), pointers,
-        {name: plain_constexpr(constexprs[name]) for name in sorted(constexprs)},
-        {i: plain_constexpr(param.default) for i, param in enumerate(params)
-         if param.has_default})
+        {name: plain_constexpr(constexprs[name]) for name in sorted(constexprs)})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -140,7 +140,7 @@ def _lower_uncached(route: Route, backend: Backend, ctx: LoweringRuleContext,
     and `plan_key` and rebuilt for a later call (unless the route says it cannot be), so a new
     shape or scalar value compiles, lays out and encodes nothing anew."""
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
-    types = argument_types(spec, in_avals, out_avals)
+    types = spec.types  # as the call's check typed them (the layout types a dtype it lacks)
     try:
         key = plan_key(spec, in_avals, out_avals, types)
     except TypeError:  # an unhashable parameter: no plan kept
@@ -178,15 +178,6 @@ def _lower_uncached(route: Route, backend: Backend, ctx: LoweringRuleContext,
             _state.PLANS.put((placed.place, key), Kept(made, tuple(launches),
                                                        answers.launch_site.limits), record=record)
     return route.finish(backend, ctx, spec, placed, made)
-
-
-def argument_types(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> ArgumentTypes:
-    """The call's values typed: as the check typed them, again where it typed other dtypes."""
-    types = spec.types
-    if types is None or not all([a.dtype in types.pointers for a in (*in_avals, *out_avals)]):
-        types = _spec.argument_types(spec.unwrapped.jit_fn, spec.positional, in_avals,
-                                     out_avals, dict(spec.metaparams))
-    return types
 
 
 def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,

@@ -84,7 +84,7 @@ def test_the_lowered_call_memo_keeps_its_bound_and_encodes_a_forgotten_call_agai
     first = _lower_block(128).opaque
     for block in (256, 512, 1024):
         _lower_block(block)
-    assert len(_state.LOWERED_CALLS) == 2 and len(_state.CHECKED_CALLS) == 2
+    assert len(_state.LOWERED_CALLS) == 2
     jax.clear_caches()
     assert _lower_block(128).opaque == first
 

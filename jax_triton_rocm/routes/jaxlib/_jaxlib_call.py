@@ -101,13 +101,12 @@ def start_compiles(backend: Backend, spec: KernelCallSpec, arch: _vendors.GpuArc
     the launches for that lowering (`_state.TRACED_LAUNCHES`); raises what they raise. A plain
     kernel with a plan kept for another shape starts nothing: its lowering compiles nothing."""
     record = _state.KERNEL_RECORDS.record(spec.kernel)
-    types = _lowering.argument_types(spec, in_avals, out_avals)
-    if (key := _lowering.plan_key(spec, in_avals, out_avals, types)) is not None:
+    if (key := _lowering.plan_key(spec, in_avals, out_avals, spec.types)) is not None:
         with _state.LOCKS.guard:
             if any([kept == key for _, kept in record.get(_state.PLANS, {})]):
                 return
     answers = backend.answers(arch)
-    launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, types)
+    launches = _plan.launches(spec, in_avals, out_avals, answers.launch_site, spec.types)
     if any([0 in launch.grid for launch in launches]):  # no program runs: nothing to compile
         return
     _, jobs = compile_jobs(backend, spec, answers, launches, len(in_avals), record)
@@ -146,8 +145,8 @@ class JaxlibRoute(_lowering.Route):
             ordered, jobs = compile_jobs(backend, spec, answers, launches, len(in_avals), record)
             compiled = _compile.compiled_launches(ordered, jobs)
         except Exception as err:  # do the call's arguments line up with the kernel's parameters?
-            _kinds.check_failed(err, spec.unwrapped.jit_fn, launches[0].bound, in_avals,
-                                out_avals, spec.kernel_name, _vendors.FRONT_END_PROBES)
+            _kinds.check(spec.unwrapped.jit_fn, launches[0].bound, in_avals, out_avals,
+                         spec.kernel_name, _vendors.FRONT_END_PROBES, failed=err)
             raise
         as_planned = {id(in_order): launch for launch, in_order in zip(launches, ordered)}
         for in_order, _, kernel in compiled:  # what it writes, read from what it compiled to

@@ -230,8 +230,8 @@ class XlaRoute(_lowering.Route):
                 compile_options=backend.compile_options, option_names=backend.option_names,
                 binary_key=backend.binary_key, asm_key=backend.asm_key, record=record))
         except Exception as err:  # do the call's arguments line up with the kernel's parameters?
-            _kinds.check_failed(err, spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
-                                spec.kernel_name, _vendors.FRONT_END_PROBES)
+            _kinds.check(spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
+                         spec.kernel_name, _vendors.FRONT_END_PROBES, failed=err)
             raise
         # What the kernel writes, read from what it compiled to: the trampoline's buffers are the
         # operands, the zeroed outputs' buffers, the runtime scalars' 0-d operands, the results.
