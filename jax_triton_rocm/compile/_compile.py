@@ -328,20 +328,28 @@ def compile_job(job: CompileJob, counted: bool = True) -> CompiledKernel:
         return kernel
     try:
         triton = _compat.triton_info().module
-        from triton.compiler import ASTSource
-        bound = job.bound
         if job.gluon:
-            source = _gluon.source(job.jit_fn, bound.signature, bound.constexprs, bound.attrs,
-                                   target=job.arch)
+            from triton.experimental.gluon._runtime import GluonASTSource as Source
         else:
-            source = ASTSource(job.jit_fn, bound.signature, constexprs=bound.constexprs,
-                               attrs=bound.attrs)
-        # The front end one thread at a time (CPython 3.11's `ast.parse` is not thread-safe).
+            from triton.compiler import ASTSource as Source
+        bound = job.bound
+        source = Source(job.jit_fn, bound.signature, constexprs=bound.constexprs,
+                        attrs=bound.attrs)
+        # The front end one thread at a time (CPython 3.11's `ast.parse` is not thread-safe); a
+        # Gluon module Triton's verifier rejects explained by its layouts.
         make_ir = source.make_ir
 
-        def make_ir_alone(*args: Any, **kwargs: Any) -> Any:
+        def make_ir_alone(target: Any, options: Any, *args: Any) -> Any:
             with _state.LOCKS.triton_language:
-                return make_ir(*args, **kwargs)
+                try:
+                    return make_ir(target, options, *args)
+                except RuntimeError as err:
+                    if not job.gluon:
+                        raise
+                    text = _gluon.rejected_module_text(source, target, options, *args)
+                    raise _gluon.layout_error(job.jit_fn, text, warp_size=options.warp_size,
+                                              num_warps=options.num_warps,
+                                              target=job.arch) from err
 
         source.make_ir = make_ir_alone
         if job.widening:

@@ -1,14 +1,14 @@
 """Gluon kernels: a clear error where a layout does not fit the launch.
 
 A Gluon layout fixes threads per warp (the target's warp size) and warps per CTA (`num_warps`);
-Triton's verifier rejects a mismatch with a bare "error encountered during parsing". `source`'s
-`GluonASTSource` then reads the layouts and raises a ValueError naming both numbers and the target.
+Triton's verifier rejects a mismatch with a bare "error encountered during parsing"; a compile
+(`compile._compile.compile_job`) then reads the layouts and raises `layout_error`, a ValueError
+naming both numbers and the target.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import re
 from typing import TYPE_CHECKING, Any
@@ -75,39 +75,8 @@ def layout_error(jit_fn: JITFunction, module_text: str | None, *, warp_size: int
         f"{num_warps}.")
 
 
-def source(jit_fn: JITFunction, signature: dict[str, str], constexprs: dict, attrs: dict,
-           *, target: str) -> Any:
-    """A `GluonASTSource` of `jit_fn` (`signature`: every parameter by name, constexprs as
-    "constexpr"; `constexprs` and `attrs` by position) for `triton.compile`, whose layout
-    mismatches raise `layout_error`, naming `target` as users name it ("gfx942")."""
-    return _checked_source_class()(jit_fn, signature, constexprs, attrs, target=target)
-
-
-@functools.cache
-def _checked_source_class() -> type:
-    """Defined on first use, so that importing this module does not import Triton."""
-    from triton.experimental.gluon._runtime import GluonASTSource
-
-    class LayoutCheckedGluonSource(GluonASTSource):
-        def __init__(self, fn, signature, constexprs, attrs, *, target: str) -> None:
-            super().__init__(fn, signature, constexprs, attrs)
-            self.target_name = target
-
-        def make_ir(self, target, options, codegen_fns, module_map, context):
-            try:
-                return super().make_ir(target, options, codegen_fns, module_map, context)
-            except RuntimeError as err:
-                text = _rejected_module_text(self, target, options, codegen_fns, module_map,
-                                             context)
-                raise layout_error(self.fn, text, warp_size=options.warp_size,
-                                   num_warps=options.num_warps,
-                                   target=self.target_name) from err
-
-    return LayoutCheckedGluonSource
-
-
-def _rejected_module_text(src: Any, target: Any, options: Any, codegen_fns: Any,
-                          module_map: Any, context: Any) -> str | None:
+def rejected_module_text(src: Any, target: Any, options: Any, codegen_fns: Any,
+                         module_map: Any, context: Any) -> str | None:
     """The rejected Gluon module's text (Triton's error has none), built again as
     `GluonASTSource.make_ir` does (its diagnostic printed again); None where that fails."""
     try:

@@ -10,7 +10,7 @@ from triton.experimental.gluon._runtime import GluonASTSource
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.compile import _compile, _gluon
+from jax_triton_rocm.compile import _cache, _compile, _gluon
 from jax_triton_rocm.kernel import _layout
 from jax_triton_rocm.routes.jaxlib import _proto
 from tests.support import binary_utils, gluon_utils
@@ -92,13 +92,13 @@ def test_cuda_opaque_parses_as_jaxlib_reads_it():
 def test_gluon_kernel_compiles_through_gluon_source_with_constexprs_marked(monkeypatch,
                                                                            fresh_caches):
     sources = []
-    make_source = _gluon.source
+    make_request = _cache.compile_request
 
-    def recording_source(*args, **kwargs):
-        sources.append(make_source(*args, **kwargs))
-        return sources[-1]
+    def recording_request(source, *args, **kwargs):
+        sources.append(source)
+        return make_request(source, *args, **kwargs)
 
-    monkeypatch.setattr(_gluon, "source", recording_source)
+    monkeypatch.setattr(_cache, "compile_request", recording_request)
     capture_one(lambda x: gk.copy(x, warp_size=64, block=2048), VECTOR, platform="rocm",
                 arch="gfx942")
     (source,) = sources
