@@ -14,13 +14,15 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-# The pointer is the op's first operand.
-_STORES = {"tt.store", "tt.descriptor_store", "tt.descriptor_scatter"}
-_ATOMICS = {"tt.atomic_rmw", "tt.atomic_cas", "tt.descriptor_reduce"}
-_LOADS = {"tt.load", "tt.descriptor_load", "tt.descriptor_gather", "tt.prefetch",
-          "ttg.async_copy_global_to_local", "amdgpu.buffer_load", "amdgpu.buffer_load_to_local",
-          "ttng.async_tma_copy_global_to_local", "ttng.async_tma_gather",
-          "ttng.async_tma_prefetch", "tt.descriptor_prefetch"}
+# What each op does through its first operand, the pointer.
+_FIRST_POINTER = {
+    **dict.fromkeys(("tt.store", "tt.descriptor_store", "tt.descriptor_scatter"), "store"),
+    **dict.fromkeys(("tt.atomic_rmw", "tt.atomic_cas", "tt.descriptor_reduce"), "atomic"),
+    **dict.fromkeys(("tt.load", "tt.descriptor_load", "tt.descriptor_gather", "tt.prefetch",
+                     "ttg.async_copy_global_to_local", "amdgpu.buffer_load",
+                     "amdgpu.buffer_load_to_local", "ttng.async_tma_copy_global_to_local",
+                     "ttng.async_tma_gather", "ttng.async_tma_prefetch",
+                     "tt.descriptor_prefetch"), "load")}
 # Every pointer operand is written (the pointer is not the first operand).
 _OTHER_WRITES = {"ttng.async_tma_copy_local_to_global": "store",
                  "ttng.async_tma_scatter": "store", "amdgpu.buffer_store": "store",
@@ -167,17 +169,13 @@ class _Module:
         name = op.group(1) if op else body.split(" ", 1)[0]
         opens = body.rstrip().endswith("{")
         where = self._where(body)
-        if name == "scf.for":
-            pairs = re.findall(r"(%[\w.$-]+) = (%[\w.$-]+(?:#\d+)?)",
-                               body.split("iter_args(", 1)[1]) if "iter_args(" in body else []
-            carried = [a for a, _ in pairs]
-            for k, (arg, init) in enumerate(pairs):
-                function.flows += [(arg, init), (results[k], init)]
-            frames.append({"kind": name, "results": results, "carried": carried})
-            return
-        if name == "scf.while":
-            pairs = re.findall(r"(%[\w.$-]+) = (%[\w.$-]+(?:#\d+)?)", body.split(")", 1)[0])
-            function.flows += [(arg, init) for arg, init in pairs]
+        if name in ("scf.for", "scf.while"):
+            # Each value the loop carries and its initial value; a for's results start as it.
+            inits = (body.partition("iter_args(")[2] if name == "scf.for"
+                     else body.split(")", 1)[0])
+            pairs = re.findall(r"(%[\w.$-]+) = (%[\w.$-]+(?:#\d+)?)", inits)
+            function.flows += pairs + ([(results[k], init) for k, (_, init) in enumerate(pairs)]
+                                       if name == "scf.for" else [])
             frames.append({"kind": name, "results": results, "carried": [a for a, _ in pairs]})
             return
         operands = _VALUE.findall(_operand_text(body[len(name):] if op else body))
@@ -249,9 +247,7 @@ class _Module:
         found = _Found()
         for op in function.ops:
             pointed = [points.get(v, frozenset()) for v in op.operands]
-            if op.name in _STORES or op.name in _ATOMICS or op.name in _LOADS:
-                kind = ("store" if op.name in _STORES else "atomic" if op.name in _ATOMICS
-                        else "load")
+            if (kind := _FIRST_POINTER.get(op.name)) is not None:
                 found.access(kind, pointed[0] if pointed else frozenset(), op.where)
                 found.escape(pointed[1:], op.where)
             elif op.name in _OTHER_WRITES:

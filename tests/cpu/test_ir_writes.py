@@ -273,6 +273,19 @@ def test_stores_and_loads_are_told_apart_through_what_a_pointer_passes(kernel):
     assert not found["unsure"] and found["stray"] is None
 
 
+@triton.jit
+def zero_trip_kernel(out_ptr, in_ptr, n, BLOCK: tl.constexpr):
+    q = in_ptr
+    for i in range(n):
+        q = out_ptr
+    tl.store(q + tl.arange(0, BLOCK), tl.full((BLOCK,), 1.0, tl.float32))
+
+
+def test_a_pointer_out_of_a_loop_may_be_the_one_it_started_with():
+    found = ir_accesses(zero_trip_kernel, scalars=("n",), BLOCK=16)
+    assert found["unsure"] == {"out_ptr", "in_ptr"} and not found["stores"]
+
+
 def test_a_pointer_picked_at_run_time_is_unsure_and_one_made_from_an_int_is_stray():
     picked = ir_accesses(runtime_pick_kernel, scalars=("flip",), BLOCK=16)
     assert picked["unsure"] == {"x_ptr", "out_ptr"} and not picked["stores"]
