@@ -348,6 +348,17 @@ def triton_language_lock() -> threading.Lock:
     return LOCKS.triton_language
 
 
+_WARNED: set[Hashable] = set()  # what a warning named, once per process (`first_warning`)
+
+
+def first_warning(subject: Hashable) -> bool:
+    """Whether no warning has named `subject` (a damaged file, a folder) yet: now one has."""
+    with LOCKS.guard:
+        first = subject not in _WARNED
+        _WARNED.add(subject)
+    return first
+
+
 _CLEAR_HOOKS: list[Callable[[], None]] = []
 
 

@@ -36,7 +36,6 @@ _SHT_NOBITS = 8  # a section that takes no bytes in the file (.bss)
 _SYMBOL_TABLES = (2, 11)  # SHT_SYMTAB, SHT_DYNSYM
 _STT_FUNC = 2
 
-_warned: set[str] = set()
 # The folders Triton's `FileCacheManager.put` writes into an entry's folder, one per file.
 TRITON_TEMPORARY_PREFIX = "tmp.pid_"
 
@@ -327,10 +326,8 @@ def discard(entry_hash: str, file_name: str) -> None:
 
 def warn_damaged(path: str, problem: str, kernel: str) -> None:
     """Logs, once per damaged file, that the entry is compiled again."""
-    with _state.LOCKS.guard:
-        if path in _warned:
-            return
-        _warned.add(path)
+    if not _state.first_warning(("damaged", path)):
+        return
     logger.warning("jax_triton_rocm: Triton's cache entry for kernel %s is damaged: %s: %s. "
                    "Compiling the kernel again and replacing the entry.", kernel, path, problem)
 
