@@ -316,8 +316,6 @@ COMPILE_POOL = CompilePool(LOCKS)
 TRACED_LAUNCHES = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 CACHES = (COMPILE_POOL, COMPILED_KERNELS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_IMAGES,
           KERNEL_RECORDS, CALL_LAYOUTS, TRACED_LAUNCHES)
-# Every other piece of process-wide state, where it lives (package module, name, what it
-# keeps); a new one is added here too (tests/test_module_layout.py checks that each exists).
 
 # What a child of `os.fork()` runs, the locks first: one hook, one known order.
 _FORK_HOOKS: list[Callable[[], None]] = [LOCKS.reset_after_fork,
