@@ -8,7 +8,6 @@ naming both numbers and the target.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from typing import TYPE_CHECKING, Any
@@ -25,42 +24,25 @@ _THREADS = re.compile(r"threadsPerWarp = \[([\d, ]*)\]")
 _WARPS = re.compile(r"warpsPerCTA = \[([\d, ]*)\]")
 
 
-@dataclasses.dataclass(frozen=True)
-class LayoutCounts:
-    """One layout found in a Gluon module: its text and the counts it fixes (None: not fixed)."""
-
-    text: str
-    threads_per_warp: int | None
-    warps_per_cta: int | None
-
-
-def layouts_in(module_text: str) -> list[LayoutCounts]:
-    """The distinct layouts of printed TTGIR that fix threads per warp or warps per CTA."""
-    found = []
-    for text in dict.fromkeys(_LAYOUT.findall(module_text)):
-        threads, warps = [math.prod(int(n) for n in match.group(1).split(",") if n.strip())
-                          if (match := pattern.search(text)) else None
-                          for pattern in (_THREADS, _WARPS)]
-        if threads is not None or warps is not None:
-            found.append(LayoutCounts(text, threads, warps))
-    return found
-
-
 def layout_error(jit_fn: JITFunction, module_text: str | None, *, warp_size: int, num_warps: int,
                  target: str) -> ValueError:
     """The error for a Gluon module that Triton's verifier rejected (to raise from its error):
     what is wrong with its layouts for a launch of `num_warps` warps of `warp_size` threads."""
     problems = []
-    for layout in layouts_in(module_text or ""):
-        if layout.threads_per_warp is not None and layout.threads_per_warp != warp_size:
+    for text in dict.fromkeys(_LAYOUT.findall(module_text or "")):
+        # The counts the layout fixes, over every dimension (None: not fixed).
+        threads, warps = [math.prod(int(n) for n in match.group(1).split(",") if n.strip())
+                          if (match := pattern.search(text)) else None
+                          for pattern in (_THREADS, _WARPS)]
+        if threads is not None and threads != warp_size:
             problems.append(
-                f"layout {layout.text} has {layout.threads_per_warp} threads per warp, but the "
+                f"layout {text} has {threads} threads per warp, but the "
                 f"target {target} has a warp size of {warp_size}: make threads_per_warp multiply "
                 f"to {warp_size} (pass the warp size to the kernel as a constexpr, 64 on CDNA "
                 f"gfx9xx, 32 on NVIDIA and RDNA)")
-        if layout.warps_per_cta is not None and layout.warps_per_cta != num_warps:
+        if warps is not None and warps != num_warps:
             problems.append(
-                f"layout {layout.text} has {layout.warps_per_cta} warps per CTA, but the call "
+                f"layout {text} has {warps} warps per CTA, but the call "
                 f"launches num_warps={num_warps} on target {target}: make warps_per_cta multiply "
                 f"to num_warps (pass the same number as num_warps= to triton_call or to the "
                 f"autotune config, and to the kernel as a constexpr)")

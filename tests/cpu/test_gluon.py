@@ -170,8 +170,9 @@ def test_layout_warps_differing_from_num_warps_names_both_counts_and_the_target(
 def test_layouts_are_read_from_slice_parents_and_counted_over_every_dimension():
     text = ("#ttg.slice<{dim = 1, parent = #ttg.blocked<{sizePerThread = [1, 4], "
             "threadsPerWarp = [2, 16], warpsPerCTA = [4, 1], order = [1, 0]}>}>")
-    (layout,) = _gluon.layouts_in(text)
-    assert (layout.threads_per_warp, layout.warps_per_cta) == (32, 4)
+    message = str(_gluon.layout_error(lambda: None, text, warp_size=64, num_warps=8,
+                                      target="gfx942"))
+    assert "has 32 threads per warp" in message and "has 4 warps per CTA" in message
 
 
 def test_rejected_module_without_readable_layouts_still_names_the_launch():
