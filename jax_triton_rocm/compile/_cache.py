@@ -36,9 +36,6 @@ _SHT_NOBITS = 8  # a section that takes no bytes in the file (.bss)
 _SYMBOL_TABLES = (2, 11)  # SHT_SYMTAB, SHT_DYNSYM
 _STT_FUNC = 2
 
-# The folders Triton's `FileCacheManager.put` writes into an entry's folder, one per file.
-TRITON_TEMPORARY_PREFIX = "tmp.pid_"
-
 
 class DamagedEntry(RuntimeError):
     """Triton's cache returned a damaged binary again after its entry was replaced."""
@@ -355,8 +352,8 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
         # full disk), holding what it wrote. Looked for first: there is rarely one.
         with contextlib.suppress(OSError, ValueError):
             if [name for name in os.listdir(manager.cache_dir)
-                    if name.startswith(TRITON_TEMPORARY_PREFIX)]:
-                _files.remove_stale_temporary_folders(manager.cache_dir, TRITON_TEMPORARY_PREFIX)
+                    if name.startswith(_files.TEMPORARY_FOLDER_PREFIX)]:
+                _files.remove_stale_temporaries(manager.cache_dir)
     for attempt in range(2):
         compiled = triton.compile(source, target=target, options=dict(options))
         metadata = compiled.metadata
