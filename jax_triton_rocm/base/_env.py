@@ -247,6 +247,8 @@ def check_variables() -> None:
     values = tuple([os.environ.get(name) for name in PACKAGE_ENV_VARS])
     if values in _CHECKED_VALUES:
         return
-    for message in variable_errors().values():
-        raise ValueError(message)
+    # None set (or all blank): every reader gives its default, never an error.
+    if any([os.environ.get(name, "").strip() for name in VARIABLE_READERS]):
+        for message in variable_errors().values():
+            raise ValueError(message)
     _CHECKED_VALUES[:] = [values]
