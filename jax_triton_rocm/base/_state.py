@@ -43,6 +43,9 @@ class LockRegistry:
 
     def reset_after_fork(self) -> None:
         self.guard = threading.Lock()
+        # Held while Triton's front end (not thread-safe, nor is CPython 3.11's `ast.parse`) or
+        # its interpreter (it patches `triton.language` for the process) runs; compiles still
+        # overlap in the backend passes and ptxas, where their time goes.
         self.triton_language = threading.Lock()
         self.triton_cache_dir = threading.Lock()
         self.triton_key = threading.Lock()
@@ -337,13 +340,6 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 # file of the parent's, which jaxlib would read and delete.
 on_fork(LOWERED_CALLS.clear)
 on_fork(PLANS.clear)
-
-
-def triton_language_lock() -> threading.Lock:
-    """The lock held while Triton's front end (not thread-safe, nor is CPython 3.11's
-    `ast.parse`) or its interpreter (it patches `triton.language` for the process) runs.
-    Compiles still overlap in the backend passes and ptxas, where their time goes."""
-    return LOCKS.triton_language
 
 
 _WARNED: set[Hashable] = set()  # what a warning named, once per process (`first_warning`)
