@@ -1,9 +1,5 @@
-"""Compiling a bound kernel with `triton.compile`, through the one shared kernel-key cache.
-
-The kernel key (`make_job`) covers everything that can change the binary, the kernel's call
-graph as its names resolve now (`graph_key`) included (Triton's `JITFunction.cache_key` keeps
-those of its first computation), and Triton's on-disk key is widened the same way. An autotuned
-call's configs, and a traced call's compiles (`start_compiles`), run in one pool's threads."""
+"""Compiling a bound kernel with `triton.compile`, through the one shared kernel-key cache and
+its pool of threads; docs/design.md, "Compiles start at the trace"."""
 
 from __future__ import annotations
 

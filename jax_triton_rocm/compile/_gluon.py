@@ -1,10 +1,5 @@
-"""Gluon kernels: a clear error where a layout does not fit the launch.
-
-A Gluon layout fixes threads per warp (the target's warp size) and warps per CTA (`num_warps`);
-Triton's verifier rejects a mismatch with a bare "error encountered during parsing"; a compile
-(`compile._compile.compile_job`) then reads the layouts and raises `layout_error`, a ValueError
-naming both numbers and the target.
-"""
+"""Gluon kernels: a clear error where a layout's threads per warp or warps per CTA do not fit
+the launch, which Triton's verifier rejects with a bare "error encountered during parsing"."""
 
 from __future__ import annotations
 
