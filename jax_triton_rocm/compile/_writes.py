@@ -182,19 +182,12 @@ class _Module:
         if name in ("scf.yield", "scf.condition"):
             frame = frames[-1]
             values = operands[1:] if name == "scf.condition" else operands
-            targets = list(frame.get("results", ()))
-            if frame["kind"] == "scf.for":
-                targets = [*targets, *frame["carried"]]
-                values = values + values
-            elif frame["kind"] == "scf.while":
-                targets = (frame["carried"] if name == "scf.yield"
-                           else [*frame.get("after", ()), *frame["results"]])
-                if name == "scf.condition":
-                    after = frame.get("after", [])
-                    values = values[:len(after)] + values
-            elif frame["kind"] != "scf.if":
-                targets = []
-            function.flows += list(zip(targets, values))
+            # Where they go: an if's or a for's results (and the for's next round), a while's
+            # next round (yield), or its after-region and results (condition).
+            places = {"scf.if": ("results",), "scf.for": ("results", "carried"),
+                      "scf.while": ("carried",) if name == "scf.yield" else ("after", "results")}
+            for place in places.get(frame["kind"], ()):
+                function.flows += list(zip(frame.get(place, ()), values))
             return
         if opens:
             frames.append({"kind": name, "results": results})
