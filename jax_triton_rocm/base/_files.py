@@ -17,6 +17,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from jax_triton_rocm.base import _state
+
 logger = logging.getLogger("jax_triton_rocm")
 
 _READ_CHUNK = 1 << 20
@@ -27,7 +29,6 @@ _MAX_FILES_SWEPT = 16
 # Made for the owner to write and everyone to read, whatever the umask allows beyond that.
 _FOLDER_MODE = 0o755
 _FILE_MODE = 0o644
-_warned_unsafe: set[str] = set()
 
 
 class RefusedFile(ValueError):
@@ -147,9 +148,9 @@ def others_can_write(folder: str) -> str | None:
 def warn_if_others_can_write(folder: str, setting: Callable[[], str], variable: str) -> None:
     """Logs once per folder where others can write `folder`, which the setting `setting()` names
     chose (e.g. "TRITON_CACHE_DIR='/x'"; asked only to warn) and `variable` can move."""
-    if folder in _warned_unsafe or (problem := others_can_write(folder)) is None:
+    if (problem := others_can_write(folder)) is None or not _state.first_warning(
+            ("others can write", folder)):
         return
-    _warned_unsafe.add(folder)
     logger.warning(
         "jax_triton_rocm: the folder %s (%s) can be written by other users (%s): they could "
         "replace the kernels or autotune choices read back from it. Make it and the folders "

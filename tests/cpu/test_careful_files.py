@@ -10,7 +10,7 @@ import time
 import jax.numpy as jnp
 import pytest
 
-from jax_triton_rocm.base import _env, _files
+from jax_triton_rocm.base import _env, _files, _state
 from jax_triton_rocm.routes import _choices
 from tests.support import kernels
 from tests.support.lowering_utils import lower_for, spec
@@ -210,7 +210,7 @@ def unsafe_warnings(caplog) -> list[str]:
 
 @pytest.fixture
 def no_folder_warned(monkeypatch):
-    monkeypatch.setattr(_files, "_warned_unsafe", set())
+    monkeypatch.setattr(_state, "_WARNED", set())
 
 
 X = spec((1024,), jnp.float32)
