@@ -12,7 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _compat, _env, _state
-from jax_triton_rocm.compile import _cache, _errors, _folders, _gluon
+from jax_triton_rocm.compile import _cache, _errors, _folders
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
@@ -342,10 +342,10 @@ def compile_job(job: CompileJob, counted: bool = True) -> CompiledKernel:
                 except RuntimeError as err:
                     if not job.gluon:
                         raise
-                    text = _gluon.rejected_module_text(source, target, options, *args)
-                    raise _gluon.layout_error(job.jit_fn, text, warp_size=options.warp_size,
-                                              num_warps=options.num_warps,
-                                              target=job.arch) from err
+                    text = _errors.rejected_module_text(source, target, options, *args)
+                    raise _errors.layout_error(job.jit_fn, text, warp_size=options.warp_size,
+                                               num_warps=options.num_warps,
+                                               target=job.arch) from err
 
         source.make_ir = make_ir_alone
         if job.widening:

@@ -10,7 +10,7 @@ from triton.experimental.gluon._runtime import GluonASTSource
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.compile import _cache, _compile, _gluon
+from jax_triton_rocm.compile import _cache, _compile, _errors
 from jax_triton_rocm.kernel import _layout
 from jax_triton_rocm.routes.jaxlib import _proto
 from tests.support import binary_utils, gluon_utils
@@ -170,13 +170,13 @@ def test_layout_warps_differing_from_num_warps_names_both_counts_and_the_target(
 def test_layouts_are_read_from_slice_parents_and_counted_over_every_dimension():
     text = ("#ttg.slice<{dim = 1, parent = #ttg.blocked<{sizePerThread = [1, 4], "
             "threadsPerWarp = [2, 16], warpsPerCTA = [4, 1], order = [1, 0]}>}>")
-    message = str(_gluon.layout_error(lambda: None, text, warp_size=64, num_warps=8,
-                                      target="gfx942"))
+    message = str(_errors.layout_error(lambda: None, text, warp_size=64, num_warps=8,
+                                       target="gfx942"))
     assert "has 32 threads per warp" in message and "has 4 warps per CTA" in message
 
 
 def test_rejected_module_without_readable_layouts_still_names_the_launch():
-    error = _gluon.layout_error(lambda: None, None, warp_size=64, num_warps=4, target="gfx942")
+    error = _errors.layout_error(lambda: None, None, warp_size=64, num_warps=4, target="gfx942")
     assert "gfx942 (warp size 64, num_warps=4)" in str(error)
 
 
