@@ -1,8 +1,6 @@
-"""The launches of one call, which every route asks and nothing else decides: per launch
-configuration (`launches`) the constexprs and compile options, the warps, the grid, the outputs
-to zero and the arguments laid onto the kernel's parameters (`_layout`), each checked against
-what a block may use on the target (`LaunchLimits`); docs/design.md, "Launch configurations".
-"""
+"""The launches of one call (`launches`), which every route asks and nothing else decides, each
+checked against what a block may use on the target (`LaunchLimits`); docs/design.md, "Launch
+configurations"."""
 
 from __future__ import annotations
 
