@@ -265,7 +265,7 @@ def start_compiles(jobs: list[CompileJob]) -> None:
     limit = _env.cache_size(_env.ENV_KERNEL_CACHE_SIZE)
     for job in jobs:
         if job.key not in _state.COMPILED_KERNELS:
-            _state.COMPILE_POOL.start(job.key, functools.partial(_capture, job, counted=False),
+            _state.COMPILE_POOL.start(job.key, functools.partial(compile_job, job, counted=False),
                                       threads=thread_count(), limit=limit)
 
 
@@ -281,7 +281,12 @@ def compiled_launches(launches: list[Launch], jobs: list[CompileJob]) -> list[tu
     if len(jobs) == 1:  # one kernel: its error is the call's, as it is
         return [(launches[0], jobs[0], compile_job(jobs[0]))]
     start_compiles(jobs[1:])  # this thread compiles the first, or waits for it
-    results = [_capture(job) for job in jobs]
+    results: list[Any] = []
+    for job in jobs:  # each config's fate, its error included, is weighed below
+        try:
+            results.append(compile_job(job))
+        except Exception as err:  # noqa: BLE001
+            results.append(err)
     skippable = (CompileTimeAssertionFailure, PTXASError)
     errors = [(c, r) for c, r in zip(launches, results) if isinstance(r, BaseException)]
     fatal = [(c, r) for c, r in errors if not isinstance(r, skippable)]
@@ -303,14 +308,6 @@ def thread_count() -> int:
     """The most kernels compiling at once (`JAX_TRITON_ROCM_COMPILE_THREADS`; a ValueError where
     it is no non-negative integer)."""
     return max(1, _env.compile_threads() or 1)
-
-
-def _capture(job: CompileJob, counted: bool = True) -> Any:
-    """`compile_job(job, counted)`, or what it raised: the caller weighs every config's fate."""
-    try:
-        return compile_job(job, counted)
-    except Exception as err:  # noqa: BLE001
-        return err
 
 
 def compile_job(job: CompileJob, counted: bool = True) -> CompiledKernel:
