@@ -143,7 +143,6 @@ def compile_threads() -> int:
 
 
 early_compile = functools.partial(_flag, ENV_EARLY_COMPILE, True)
-# `JAX_TRITON_ROCM_XLA_NATIVE`: True (1), False (0), or None (unset: the default route).
 xla_native = functools.partial(_flag, ENV_XLA_NATIVE, None)
 remember_triton_key = functools.partial(_flag, ENV_REMEMBER_TRITON_KEY, True)
 keep_ptx_text = functools.partial(_flag, ENV_KEEP_PTX_TEXT, False)

@@ -32,9 +32,8 @@ def stable_text(value: Any) -> str:
         return f"fn:{graph_digest(value)}"
     if getattr(value, "__triton_builtin__", False):
         return f"builtin:{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '')}"
-    inner = getattr(value, "value", None)
     if type(value).__name__ == "constexpr":
-        return f"constexpr:{stable_text(inner)}"
+        return f"constexpr:{stable_text(getattr(value, 'value', None))}"
     if isinstance(value, (tuple, list)):
         return f"{type(value).__name__}({','.join(stable_text(v) for v in value)})"
     return f"{type(value).__module__}.{type(value).__qualname__}:{value!r}"

@@ -169,10 +169,8 @@ def named_args(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_aval
     names = list(jit_fn.arg_names)
     named: dict[str, Any] = {}
     for name, (kind, value) in zip(names, positional):
-        if kind in ("array", "input"):
-            named[name] = in_avals[value]
-        elif kind == "output":
-            named[name] = out_avals[value]
+        if kind in ("array", "input", "output"):  # a buffer: its abstract value
+            named[name] = (out_avals if kind == "output" else in_avals)[value]
         elif kind == "scalar":
             named[name] = value
         elif kind in _layout.NESTED_KINDS:
