@@ -358,8 +358,7 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
         compiled = triton.compile(source, target=target, options=dict(options))
         metadata = compiled.metadata
         meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
-        files = {ext: text for ext, text in compiled.asm.items() if ext != "json"}
-        damage = kernel_problem(files, meta, request)
+        damage = kernel_problem(compiled.asm, meta, request)
         if damage is None:
             return compiled, meta
         # The file it names, from what the compile returned.

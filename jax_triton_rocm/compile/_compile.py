@@ -241,8 +241,7 @@ def triton_options(launch: Launch, spec: KernelCallSpec, compile_options: tuple[
         options["num_stages"] = config.num_stages
     options.update({name: config.options[name] for name in compile_options
                     if config.options.get(name) is not None})
-    names = option_names if spec.backend_options else ()
-    options.update({name: value for name, value in spec.backend_options if name in names})
+    options.update({name: value for name, value in spec.backend_options if name in option_names})
     return options
 
 
