@@ -316,22 +316,19 @@ class _Found:
             self.stray = inner.stray
 
     def accesses(self, n_args: int) -> Accesses:
-        kinds = self.kinds
-        return Accesses(kinds["store"], kinds["atomic"], kinds["load"], kinds["unsure"],
-                        self.stray, n_args)
+        return Accesses(*self.kinds.values(), self.stray, n_args)  # in the fields' order
 
 
 def _operand_text(text: str) -> str:
     """An op's text without its types and location: where its operands are."""
     text = re.sub(r" loc\(.*$", "", text)
-    depth, cut = 0, len(text)
+    depth = 0
     for k, char in enumerate(text):
         depth += char in "<([{"
         depth -= char in ">)]}"
         if char == ":" and depth == 0 and text[k - 1] == " ":
-            cut = k
-            break
-    return text[:cut]
+            return text[:k]
+    return text
 
 
 def _moved(jit_fn: Any, file: str, line: int) -> str | None:
