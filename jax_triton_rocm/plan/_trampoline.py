@@ -203,12 +203,10 @@ def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body
     # Triton names the binary's symbol from these when it decorates the function.
     function.__name__ = function.__qualname__ = symbol
     function.__module__ = __name__
+    jit = triton.jit
     if jit_fn.is_gluon():
-        from triton.experimental import gluon
-
-        trampoline = gluon.jit(function)
-    else:
-        trampoline = triton.jit(function)
+        from triton.experimental.gluon import jit
+    trampoline = jit(function)
     # Triton (3.9) registers each @jit function by module and name; the entry would keep a
     # trampoline, and through it the kernel, alive after `clear_caches()`.
     registry = getattr(triton.runtime.jit, "_triton_jit_function_registry", {})
