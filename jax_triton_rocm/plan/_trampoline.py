@@ -68,9 +68,8 @@ def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int,
             continue
         holder.setdefault(index, source.position)
         first.setdefault(source.position, index)
-    buffers = list(first)
-    ordered = sorted(buffers, key=first.get)
-    if ordered == buffers and not owner:
+    ordered = sorted(first, key=first.get)
+    if ordered == list(first) and not owner:
         return launch
     names = list(jit_fn.arg_names)
     order = ordered + [i for i in range(len(names)) if i not in first and i not in owner]
