@@ -4,6 +4,7 @@ its pool of threads; docs/design.md, "Compiles start at the trace"."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -144,10 +145,8 @@ def _resolve(fn: Any, path: tuple[str, ...]) -> Any:
     value = fn.__globals__.get(path[0])
     for name, cell in zip(code_fn.__code__.co_freevars if closure else (), closure):
         if name == path[0]:
-            try:
+            with contextlib.suppress(ValueError):  # an empty cell
                 value = cell.cell_contents
-            except ValueError:  # an empty cell
-                pass
     for attribute in path[1:]:
         value = getattr(value, attribute, None)
     return getattr(value, "__func__", value)

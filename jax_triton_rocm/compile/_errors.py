@@ -162,11 +162,9 @@ def rejected_module_text(src: Any, target: Any, options: Any, codegen_fns: Any,
         module.set_attr("ttg.num-warps", builder.get_int32_attr(options.num_warps))
         module.set_attr("ttg.num-ctas", builder.get_int32_attr(options.num_ctas))
         module.set_attr("ttg.threads-per-warp", builder.get_int32_attr(options.warp_size))
-        try:
+        with contextlib.suppress(RuntimeError):  # rejected again: the module holds what was built
             ast_to_ttir(src.fn, src, context=context, options=options, codegen_fns=codegen_fns,
                         module_map=module_map, module=module)
-        except RuntimeError:  # rejected again, as expected: the module holds what was built
-            pass
         return module.str()
     except Exception:  # a diagnosis must never hide the original error
         return None
