@@ -7,7 +7,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _imports
+from jax_triton_rocm.base import _state
 
 if TYPE_CHECKING:
     from jax_triton_rocm.backends._backend import Backend
@@ -17,10 +17,10 @@ if TYPE_CHECKING:
 def backend(platform: str) -> Backend:
     """The backend of a GPU platform. Its module imports Triton's compiler backend, so it is
     imported at first use, under the lock that keeps a fork from splitting the imports a lowering
-    needs (`_imports.IMPORTS`). Raises ValueError for another platform, ImportError where Triton
+    needs (`_state.IMPORTS`). Raises ValueError for another platform, ImportError where Triton
     or its backend for the platform is missing or broken."""
     _vendors.vendor(platform)
-    with _imports.IMPORTS.lowering():
+    with _state.IMPORTS.lowering():
         if platform == "cuda":
             from jax_triton_rocm.backends import _cuda as module
         else:

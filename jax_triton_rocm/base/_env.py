@@ -133,7 +133,6 @@ call_target = functools.partial(_choice, ENV_CALL_TARGET, CALL_TARGET_CHOICES,
                                 unset="auto, chosen from XLA_FLAGS")
 
 
-# `JAX_TRITON_ROCM_AUTOTUNE_DIR` as set (None: unset).
 autotune_dir = functools.partial(os.environ.get, ENV_AUTOTUNE_DIR)
 
 
@@ -143,13 +142,9 @@ def compile_threads() -> int:
                   default_text=f"one thread per kernel, at most {_values.cpu_count()}")
 
 
-# `JAX_TRITON_ROCM_EARLY_COMPILE` (unset: True).
 early_compile = functools.partial(_flag, ENV_EARLY_COMPILE, True)
-# `JAX_TRITON_ROCM_XLA_NATIVE`: True (1), False (0), or None (unset: the default route).
 xla_native = functools.partial(_flag, ENV_XLA_NATIVE, None)
-# `JAX_TRITON_ROCM_REMEMBER_TRITON_KEY` (unset: True).
 remember_triton_key = functools.partial(_flag, ENV_REMEMBER_TRITON_KEY, True)
-# `JAX_TRITON_ROCM_KEEP_PTX_TEXT` (unset: False).
 keep_ptx_text = functools.partial(_flag, ENV_KEEP_PTX_TEXT, False)
 
 

@@ -17,15 +17,18 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from jax_triton_rocm.base import _state
+
 logger = logging.getLogger("jax_triton_rocm")
 
 _READ_CHUNK = 1 << 20
-# Files a temporary folder may hold to be swept: Triton's `put` writes one into each.
+# The folders Triton's `FileCacheManager.put` writes into an entry's folder, one per file; one
+# may hold this many files to be swept (`put` writes one into each).
+TEMPORARY_FOLDER_PREFIX = "tmp.pid_"
 _MAX_FILES_SWEPT = 16
 # Made for the owner to write and everyone to read, whatever the umask allows beyond that.
 _FOLDER_MODE = 0o755
 _FILE_MODE = 0o644
-_warned_unsafe: set[str] = set()
 
 
 class RefusedFile(ValueError):
@@ -145,9 +148,9 @@ def others_can_write(folder: str) -> str | None:
 def warn_if_others_can_write(folder: str, setting: Callable[[], str], variable: str) -> None:
     """Logs once per folder where others can write `folder`, which the setting `setting()` names
     chose (e.g. "TRITON_CACHE_DIR='/x'"; asked only to warn) and `variable` can move."""
-    if folder in _warned_unsafe or (problem := others_can_write(folder)) is None:
+    if (problem := others_can_write(folder)) is None or not _state.first_warning(
+            ("others can write", folder)):
         return
-    _warned_unsafe.add(folder)
     logger.warning(
         "jax_triton_rocm: the folder %s (%s) can be written by other users (%s): they could "
         "replace the kernels or autotune choices read back from it. Make it and the folders "
@@ -189,36 +192,25 @@ def write_file(folders: tuple[str, ...], name: str, data: bytes) -> None:
 
 
 def remove_stale_temporaries(folder: str, stale_seconds: float = 60) -> None:
-    """Removes from `folder` (a link or no folder is a `RefusedFile`) the temporary files
-    `write_file` leaves when its writer is killed mid-write: regular files (no links) named
-    `*.tmp`, this user's, unchanged for `stale_seconds` (far longer than any writer takes)."""
+    """Removes from `folder` (a link or no folder is a `RefusedFile`) what writers killed
+    mid-write, or whose write failed (a full disk), left there, this user's and unchanged for
+    `stale_seconds` (far longer than any writer takes): `write_file`'s temporary files (regular
+    files, no links, named `*.tmp`) and the folders Triton's `put` writes through (no links,
+    named `TEMPORARY_FOLDER_PREFIX*`, holding at most a few regular files of this user's and
+    nothing else). Anything else there is left as it is."""
     stale = time.time() - stale_seconds
     folder_fd = _open_folder(folder)
     try:
         for entry in os.scandir(folder_fd):
-            if not entry.name.endswith(".tmp"):
-                continue
-            with contextlib.suppress(FileNotFoundError):
-                info = entry.stat(follow_symlinks=False)
-                if (stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
-                        and info.st_mtime < stale):
-                    os.unlink(entry.name, dir_fd=folder_fd)
-    finally:
-        os.close(folder_fd)
-
-
-def remove_stale_temporary_folders(folder: str, prefix: str, stale_seconds: float = 60) -> None:
-    """Removes from `folder` (a link or no folder is a `RefusedFile`) the temporary folders a
-    writer leaves when its write fails (a full disk) or it is killed: folders (no links) named
-    `prefix*`, this user's, holding at most a few regular files of this user's and nothing else,
-    none of it changed for `stale_seconds`. Anything else there is left as it is."""
-    stale = time.time() - stale_seconds
-    folder_fd = _open_folder(folder)
-    try:
-        for entry in os.scandir(folder_fd):
-            if entry.name.startswith(prefix):
+            if entry.name.startswith(TEMPORARY_FOLDER_PREFIX):
                 with contextlib.suppress(OSError, ValueError):
                     _remove_stale_folder(folder_fd, entry.name, stale)
+            elif entry.name.endswith(".tmp"):
+                with contextlib.suppress(FileNotFoundError):
+                    info = entry.stat(follow_symlinks=False)
+                    if (stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
+                            and info.st_mtime < stale):
+                        os.unlink(entry.name, dir_fd=folder_fd)
     finally:
         os.close(folder_fd)
 

@@ -2,17 +2,21 @@
 in docs/design.md, "Process-wide state". Threads: `LOCKS.guard` guards every structure here, an item's lock
 (`LOCKS.item_lock`) the work on it. Memory: every cache is bounded; `clear_caches()` empties
 them all. Fork: a child gets fresh locks, keeps finished kernels, forgets in-flight compiles,
-lowered calls and plans (`on_fork`). Why: docs/design.md, "Process-wide state".
+lowered calls and plans (`on_fork`); a fork waits for the imports a lowering takes (`IMPORTS`).
+Why: docs/design.md, "Process-wide state".
 """
 
 from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
+import importlib
+import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 # Imported now (`concurrent.futures` imports it at first use), so that its exit hook, which waits
 # for the queued work, is registered before `CompilePool`'s, which runs first and drops it.
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +24,7 @@ from typing import Any, TypeVar
 
 from jax_triton_rocm.base import _env
 
+logger = logging.getLogger("jax_triton_rocm")
 T = TypeVar("T")
 
 class LockRegistry:
@@ -43,6 +48,9 @@ class LockRegistry:
 
     def reset_after_fork(self) -> None:
         self.guard = threading.Lock()
+        # Held while Triton's front end (not thread-safe, nor is CPython 3.11's `ast.parse`) or
+        # its interpreter (it patches `triton.language` for the process) runs; compiles still
+        # overlap in the backend passes and ptxas, where their time goes.
         self.triton_language = threading.Lock()
         self.triton_cache_dir = threading.Lock()
         self.triton_key = threading.Lock()
@@ -316,8 +324,6 @@ COMPILE_POOL = CompilePool(LOCKS)
 TRACED_LAUNCHES = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 CACHES = (COMPILE_POOL, COMPILED_KERNELS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_IMAGES,
           KERNEL_RECORDS, CALL_LAYOUTS, TRACED_LAUNCHES)
-# Every other piece of process-wide state, where it lives (package module, name, what it
-# keeps); a new one is added here too (tests/test_module_layout.py checks that each exists).
 
 # What a child of `os.fork()` runs, the locks first: one hook, one known order.
 _FORK_HOOKS: list[Callable[[], None]] = [LOCKS.reset_after_fork,
@@ -341,11 +347,71 @@ on_fork(LOWERED_CALLS.clear)
 on_fork(PLANS.clear)
 
 
-def triton_language_lock() -> threading.Lock:
-    """The lock held while Triton's front end (not thread-safe, nor is CPython 3.11's
-    `ast.parse`) or its interpreter (it patches `triton.language` for the process) runs.
-    Compiles still overlap in the backend passes and ptxas, where their time goes."""
-    return LOCKS.triton_language
+# Modules Triton imports lazily during its first compile (a cache miss), which a lowering
+# therefore needs: missing ones (another Triton version) are skipped.
+LOWERING_IMPORTS = (
+    "triton.compiler.code_generator",
+    "triton.language.semantic",
+    "triton.language.extra.libdevice",
+    "triton.experimental.gluon._runtime",
+)
+# How long a fork waits for another thread to finish the lowering imports; past it the fork
+# goes on (a thread stuck importing must not stop the process from forking) with a warning.
+FORK_IMPORT_WAIT_S = 60.0
+
+
+class LoweringImports:
+    """The imports a lowering needs, taken under one re-entrant lock (`lowering()`) that a fork
+    waits for: a per-module import lock another thread held at the fork would be held forever
+    in the child, which gets every module whole, or none (it then imports them itself)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._held_for_fork = False
+        self._triton_done = False
+
+    @contextlib.contextmanager
+    def lowering(self) -> Iterator[None]:
+        """Holds the import lock for the body's imports, then imports `LOWERING_IMPORTS`."""
+        with self._lock:
+            yield
+            if not self._triton_done:
+                for name in LOWERING_IMPORTS:  # by name: which of them exist depends on Triton
+                    with contextlib.suppress(ImportError):
+                        importlib.import_module(name)
+                self._triton_done = True
+
+    def before_fork(self) -> None:
+        self._held_for_fork = self._lock.acquire(timeout=FORK_IMPORT_WAIT_S)
+        if not self._held_for_fork:
+            logger.warning("jax_triton_rocm: forking while another thread has been importing "
+                           "Triton for %s s; the child may wait on that import forever.",
+                           FORK_IMPORT_WAIT_S)
+
+    def after_fork_in_parent(self) -> None:
+        if self._held_for_fork:
+            self._held_for_fork = False
+            self._lock.release()
+
+    def after_fork_in_child(self) -> None:
+        self._held_for_fork = False
+        self._lock = threading.RLock()
+
+
+IMPORTS = LoweringImports()
+os.register_at_fork(before=IMPORTS.before_fork, after_in_parent=IMPORTS.after_fork_in_parent,
+                    after_in_child=IMPORTS.after_fork_in_child)
+
+
+_WARNED: set[Hashable] = set()  # what a warning named, once per process (`first_warning`)
+
+
+def first_warning(subject: Hashable) -> bool:
+    """Whether no warning has named `subject` (a damaged file, a folder) yet: now one has."""
+    with LOCKS.guard:
+        first = subject not in _WARNED
+        _WARNED.add(subject)
+    return first
 
 
 _CLEAR_HOOKS: list[Callable[[], None]] = []

@@ -144,8 +144,6 @@ class MetaGrid:
 
 def grid_value(grid: Any) -> tuple[int, int, int] | MetaGrid:
     """A grid as given: a callable as a `MetaGrid`, anything else as three ints."""
-    if isinstance(grid, MetaGrid):
-        return grid
-    if callable(grid):
-        return MetaGrid(grid)
+    if callable(grid):  # a MetaGrid is
+        return grid if isinstance(grid, MetaGrid) else MetaGrid(grid)
     return normalize_grid(grid)

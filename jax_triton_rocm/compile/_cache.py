@@ -36,10 +36,6 @@ _SHT_NOBITS = 8  # a section that takes no bytes in the file (.bss)
 _SYMBOL_TABLES = (2, 11)  # SHT_SYMTAB, SHT_DYNSYM
 _STT_FUNC = 2
 
-_warned: set[str] = set()
-# The folders Triton's `FileCacheManager.put` writes into an entry's folder, one per file.
-TRITON_TEMPORARY_PREFIX = "tmp.pid_"
-
 
 class DamagedEntry(RuntimeError):
     """Triton's cache returned a damaged binary again after its entry was replaced."""
@@ -311,28 +307,24 @@ def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
     return None if damage is None else (paths[damage[0]], damage[1])
 
 
-def discard(entry_hash: str, file_name: str) -> None:
-    """Empties the entry's group with Triton's atomic `put_group`, so that its next compile misses
-    and replaces every file; a link in place of the entry's folder is removed first (an OSError
-    where it cannot be: another user's, in a folder with the sticky bit)."""
+def replace_damaged(path: str, problem: str, kernel: str, entry_hash: str,
+                    file_name: str) -> None:
+    """Logs, once per damaged file (`path`, what is wrong: `problem`), that kernel `kernel` is
+    compiled again, and empties its entry's group with Triton's atomic `put_group`, so that the
+    compile misses and replaces every file; a link in place of the entry's folder is removed
+    first (an OSError where it cannot be: another user's, in a folder with the sticky bit)."""
     from triton.runtime.cache import get_cache_manager
 
+    if _state.first_warning(("damaged", path)):
+        logger.warning("jax_triton_rocm: Triton's cache entry for kernel %s is damaged: %s: %s. "
+                       "Compiling the kernel again and replacing the entry.", kernel, path,
+                       problem)
     manager = get_cache_manager(entry_hash)
     folder = getattr(manager, "cache_dir", None)
     if folder and os.path.islink(folder):
         os.unlink(folder)
         manager = get_cache_manager(entry_hash)
     manager.put_group(f"{file_name}.json", {})
-
-
-def warn_damaged(path: str, problem: str, kernel: str) -> None:
-    """Logs, once per damaged file, that the entry is compiled again."""
-    with _state.LOCKS.guard:
-        if path in _warned:
-            return
-        _warned.add(path)
-    logger.warning("jax_triton_rocm: Triton's cache entry for kernel %s is damaged: %s: %s. "
-                   "Compiling the kernel again and replacing the entry.", kernel, path, problem)
 
 
 def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, Any],
@@ -352,20 +344,18 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
     if knobs.cache.manager_class is None:
         manager = get_cache_manager(request.entry_hash)
         if (damage := entry_problem(manager, request)) is not None:
-            warn_damaged(damage[0], damage[1], source.name)
-            discard(request.entry_hash, request.file_name)
+            replace_damaged(*damage, source.name, request.entry_hash, request.file_name)
         # The folder Triton's `put` writes each file through stays where the write fails (a
         # full disk), holding what it wrote. Looked for first: there is rarely one.
         with contextlib.suppress(OSError, ValueError):
             if [name for name in os.listdir(manager.cache_dir)
-                    if name.startswith(TRITON_TEMPORARY_PREFIX)]:
-                _files.remove_stale_temporary_folders(manager.cache_dir, TRITON_TEMPORARY_PREFIX)
+                    if name.startswith(_files.TEMPORARY_FOLDER_PREFIX)]:
+                _files.remove_stale_temporaries(manager.cache_dir)
     for attempt in range(2):
         compiled = triton.compile(source, target=target, options=dict(options))
         metadata = compiled.metadata
         meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
-        files = {ext: text for ext, text in compiled.asm.items() if ext != "json"}
-        damage = kernel_problem(files, meta, request)
+        damage = kernel_problem(compiled.asm, meta, request)
         if damage is None:
             return compiled, meta
         # The file it names, from what the compile returned.
@@ -373,8 +363,7 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
         path = group.get(f"{request.file_name}.{damage[0]}",
                          f"the {damage[0]} of entry {compiled.hash}")
         if attempt == 0:
-            warn_damaged(path, damage[1], source.name)
-            discard(compiled.hash, request.file_name)
+            replace_damaged(path, damage[1], source.name, compiled.hash, request.file_name)
     raise DamagedEntry(
         f"Triton's cache gave a damaged binary for kernel {source.name} again after its entry "
         f"was replaced: {path}: {damage[1]}. Delete that folder, or set TRITON_CACHE_DIR "

@@ -1,13 +1,10 @@
-"""Compiling a bound kernel with `triton.compile`, through the one shared kernel-key cache.
-
-The kernel key (`make_job`) covers everything that can change the binary, the kernel's call
-graph as its names resolve now (`graph_key`) included (Triton's `JITFunction.cache_key` keeps
-those of its first computation), and Triton's on-disk key is widened the same way. An autotuned
-call's configs, and a traced call's compiles (`start_compiles`), run in one pool's threads."""
+"""Compiling a bound kernel with `triton.compile`, through the one shared kernel-key cache and
+its pool of threads; docs/design.md, "Compiles start at the trace"."""
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -16,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.base import _compat, _env, _state
-from jax_triton_rocm.compile import _cache, _errors, _folders, _gluon
+from jax_triton_rocm.compile import _cache, _errors, _folders
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
@@ -36,9 +33,8 @@ def stable_text(value: Any) -> str:
         return f"fn:{graph_digest(value)}"
     if getattr(value, "__triton_builtin__", False):
         return f"builtin:{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '')}"
-    inner = getattr(value, "value", None)
     if type(value).__name__ == "constexpr":
-        return f"constexpr:{stable_text(inner)}"
+        return f"constexpr:{stable_text(getattr(value, 'value', None))}"
     if isinstance(value, (tuple, list)):
         return f"{type(value).__name__}({','.join(stable_text(v) for v in value)})"
     return f"{type(value).__module__}.{type(value).__qualname__}:{value!r}"
@@ -149,10 +145,8 @@ def _resolve(fn: Any, path: tuple[str, ...]) -> Any:
     value = fn.__globals__.get(path[0])
     for name, cell in zip(code_fn.__code__.co_freevars if closure else (), closure):
         if name == path[0]:
-            try:
+            with contextlib.suppress(ValueError):  # an empty cell
                 value = cell.cell_contents
-            except ValueError:  # an empty cell
-                pass
     for attribute in path[1:]:
         value = getattr(value, attribute, None)
     return getattr(value, "__func__", value)
@@ -246,8 +240,7 @@ def triton_options(launch: Launch, spec: KernelCallSpec, compile_options: tuple[
         options["num_stages"] = config.num_stages
     options.update({name: config.options[name] for name in compile_options
                     if config.options.get(name) is not None})
-    names = option_names if spec.backend_options else ()
-    options.update({name: value for name, value in spec.backend_options if name in names})
+    options.update({name: value for name, value in spec.backend_options if name in option_names})
     return options
 
 
@@ -269,7 +262,7 @@ def start_compiles(jobs: list[CompileJob]) -> None:
     limit = _env.cache_size(_env.ENV_KERNEL_CACHE_SIZE)
     for job in jobs:
         if job.key not in _state.COMPILED_KERNELS:
-            _state.COMPILE_POOL.start(job.key, functools.partial(_capture, job, counted=False),
+            _state.COMPILE_POOL.start(job.key, functools.partial(compile_job, job, counted=False),
                                       threads=thread_count(), limit=limit)
 
 
@@ -285,7 +278,12 @@ def compiled_launches(launches: list[Launch], jobs: list[CompileJob]) -> list[tu
     if len(jobs) == 1:  # one kernel: its error is the call's, as it is
         return [(launches[0], jobs[0], compile_job(jobs[0]))]
     start_compiles(jobs[1:])  # this thread compiles the first, or waits for it
-    results = [_capture(job) for job in jobs]
+    results: list[Any] = []
+    for job in jobs:  # each config's fate, its error included, is weighed below
+        try:
+            results.append(compile_job(job))
+        except Exception as err:  # noqa: BLE001
+            results.append(err)
     skippable = (CompileTimeAssertionFailure, PTXASError)
     errors = [(c, r) for c, r in zip(launches, results) if isinstance(r, BaseException)]
     fatal = [(c, r) for c, r in errors if not isinstance(r, skippable)]
@@ -309,14 +307,6 @@ def thread_count() -> int:
     return max(1, _env.compile_threads() or 1)
 
 
-def _capture(job: CompileJob, counted: bool = True) -> Any:
-    """`compile_job(job, counted)`, or what it raised: the caller weighs every config's fate."""
-    try:
-        return compile_job(job, counted)
-    except Exception as err:  # noqa: BLE001
-        return err
-
-
 def compile_job(job: CompileJob, counted: bool = True) -> CompiledKernel:
     """`job`'s kernel from the shared cache, compiled on a miss (once per key: `claim`); a
     kernel's own compile error is remembered until `clear_caches()`. A hit is `counted` in the
@@ -328,20 +318,28 @@ def compile_job(job: CompileJob, counted: bool = True) -> CompiledKernel:
         return kernel
     try:
         triton = _compat.triton_info().module
-        from triton.compiler import ASTSource
-        bound = job.bound
         if job.gluon:
-            source = _gluon.source(job.jit_fn, bound.signature, bound.constexprs, bound.attrs,
-                                   target=job.arch)
+            from triton.experimental.gluon._runtime import GluonASTSource as Source
         else:
-            source = ASTSource(job.jit_fn, bound.signature, constexprs=bound.constexprs,
-                               attrs=bound.attrs)
-        # The front end one thread at a time (CPython 3.11's `ast.parse` is not thread-safe).
+            from triton.compiler import ASTSource as Source
+        bound = job.bound
+        source = Source(job.jit_fn, bound.signature, constexprs=bound.constexprs,
+                        attrs=bound.attrs)
+        # The front end one thread at a time (CPython 3.11's `ast.parse` is not thread-safe); a
+        # Gluon module Triton's verifier rejects explained by its layouts.
         make_ir = source.make_ir
 
-        def make_ir_alone(*args: Any, **kwargs: Any) -> Any:
+        def make_ir_alone(target: Any, options: Any, *args: Any) -> Any:
             with _state.LOCKS.triton_language:
-                return make_ir(*args, **kwargs)
+                try:
+                    return make_ir(target, options, *args)
+                except RuntimeError as err:
+                    if not job.gluon:
+                        raise
+                    text = _errors.rejected_module_text(source, target, options, *args)
+                    raise _errors.layout_error(job.jit_fn, text, warp_size=options.warp_size,
+                                               num_warps=options.num_warps,
+                                               target=job.arch) from err
 
         source.make_ir = make_ir_alone
         if job.widening:

@@ -29,8 +29,6 @@ _in_flight = 0
 _saved: dict[str, Any] = {}  # the knobs' own `__dict__` entries before the override
 _private: str | None = None  # the cache folder compiles use while the user's is unwritable
 _private_dump: str | None = None  # kept for the life of the process
-_warned_cache_dir = False
-_warned_unwritable: set[tuple[str, int | None]] = set()
 # Errors that name no path but come from writing the cache's files.
 _FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 
@@ -84,7 +82,7 @@ def _override(triton: Any, private: tuple[str, ...]) -> Any:
     """Triton's cache knobs, one more compile counted in flight, with Triton's default cache
     folder where it has none and private folders for the knobs `private` names ("dir",
     "dump_dir"), until the last compile in flight ends (`_release`)."""
-    global _in_flight, _saved, _private, _private_dump, _warned_cache_dir
+    global _in_flight, _saved, _private, _private_dump
     cache_knobs = triton.knobs.cache
     with _state.LOCKS.triton_cache_dir:
         default = needs_default_dir(cache_knobs)
@@ -93,8 +91,7 @@ def _override(triton: Any, private: tuple[str, ...]) -> Any:
         if default:
             directory = cache_knobs.get_triton_dir("cache")
             vars(cache_knobs)["dir"] = directory  # bypasses Triton's write to os.environ
-            if not _warned_cache_dir:
-                _warned_cache_dir = True
+            if _state.first_warning("no Triton cache folder"):
                 logger.warning(
                     "jax_triton_rocm: %s is set to %r (jax-triton 0.3 sets it to '' when "
                     "imported), which leaves Triton no cache directory. The package's Triton "
@@ -170,10 +167,8 @@ def setting(name: str) -> str:
 
 def _warn_unwritable(name: str, directory: str, err: OSError, reason: str) -> None:
     """Logs once per folder and kind of failure that compiles go on without the folder."""
-    with _state.LOCKS.guard:
-        if (directory, err.errno) in _warned_unwritable:
-            return
-        _warned_unwritable.add((directory, err.errno))
+    if not _state.first_warning(("unwritable", directory, err.errno)):
+        return
     instead = ("Kernels compile without it (in a private temporary folder, removed afterwards), "
                "so nothing is cached on disk" if name == "dir"
                else f"Triton's dumps go to {_private_dump} instead")

@@ -14,13 +14,15 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-# The pointer is the op's first operand.
-_STORES = {"tt.store", "tt.descriptor_store", "tt.descriptor_scatter"}
-_ATOMICS = {"tt.atomic_rmw", "tt.atomic_cas", "tt.descriptor_reduce"}
-_LOADS = {"tt.load", "tt.descriptor_load", "tt.descriptor_gather", "tt.prefetch",
-          "ttg.async_copy_global_to_local", "amdgpu.buffer_load", "amdgpu.buffer_load_to_local",
-          "ttng.async_tma_copy_global_to_local", "ttng.async_tma_gather",
-          "ttng.async_tma_prefetch", "tt.descriptor_prefetch"}
+# What each op does through its first operand, the pointer.
+_FIRST_POINTER = {
+    **dict.fromkeys(("tt.store", "tt.descriptor_store", "tt.descriptor_scatter"), "store"),
+    **dict.fromkeys(("tt.atomic_rmw", "tt.atomic_cas", "tt.descriptor_reduce"), "atomic"),
+    **dict.fromkeys(("tt.load", "tt.descriptor_load", "tt.descriptor_gather", "tt.prefetch",
+                     "ttg.async_copy_global_to_local", "amdgpu.buffer_load",
+                     "amdgpu.buffer_load_to_local", "ttng.async_tma_copy_global_to_local",
+                     "ttng.async_tma_gather", "ttng.async_tma_prefetch",
+                     "tt.descriptor_prefetch"), "load")}
 # Every pointer operand is written (the pointer is not the first operand).
 _OTHER_WRITES = {"ttng.async_tma_copy_local_to_global": "store",
                  "ttng.async_tma_scatter": "store", "amdgpu.buffer_store": "store",
@@ -167,36 +169,25 @@ class _Module:
         name = op.group(1) if op else body.split(" ", 1)[0]
         opens = body.rstrip().endswith("{")
         where = self._where(body)
-        if name == "scf.for":
-            pairs = re.findall(r"(%[\w.$-]+) = (%[\w.$-]+(?:#\d+)?)",
-                               body.split("iter_args(", 1)[1]) if "iter_args(" in body else []
-            carried = [a for a, _ in pairs]
-            for k, (arg, init) in enumerate(pairs):
-                function.flows += [(arg, init), (results[k], init)]
-            frames.append({"kind": name, "results": results, "carried": carried})
-            return
-        if name == "scf.while":
-            pairs = re.findall(r"(%[\w.$-]+) = (%[\w.$-]+(?:#\d+)?)", body.split(")", 1)[0])
-            function.flows += [(arg, init) for arg, init in pairs]
+        if name in ("scf.for", "scf.while"):
+            # Each value the loop carries and its initial value; a for's results start as it.
+            inits = (body.partition("iter_args(")[2] if name == "scf.for"
+                     else body.split(")", 1)[0])
+            pairs = re.findall(r"(%[\w.$-]+) = (%[\w.$-]+(?:#\d+)?)", inits)
+            function.flows += pairs + ([(results[k], init) for k, (_, init) in enumerate(pairs)]
+                                       if name == "scf.for" else [])
             frames.append({"kind": name, "results": results, "carried": [a for a, _ in pairs]})
             return
         operands = _VALUE.findall(_operand_text(body[len(name):] if op else body))
         if name in ("scf.yield", "scf.condition"):
             frame = frames[-1]
             values = operands[1:] if name == "scf.condition" else operands
-            targets = list(frame.get("results", ()))
-            if frame["kind"] == "scf.for":
-                targets = [*targets, *frame["carried"]]
-                values = values + values
-            elif frame["kind"] == "scf.while":
-                targets = (frame["carried"] if name == "scf.yield"
-                           else [*frame.get("after", ()), *frame["results"]])
-                if name == "scf.condition":
-                    after = frame.get("after", [])
-                    values = values[:len(after)] + values
-            elif frame["kind"] != "scf.if":
-                targets = []
-            function.flows += list(zip(targets, values))
+            # Where they go: an if's or a for's results (and the for's next round), a while's
+            # next round (yield), or its after-region and results (condition).
+            places = {"scf.if": ("results",), "scf.for": ("results", "carried"),
+                      "scf.while": ("carried",) if name == "scf.yield" else ("after", "results")}
+            for place in places.get(frame["kind"], ()):
+                function.flows += list(zip(frame.get(place, ()), values))
             return
         if opens:
             frames.append({"kind": name, "results": results})
@@ -249,9 +240,7 @@ class _Module:
         found = _Found()
         for op in function.ops:
             pointed = [points.get(v, frozenset()) for v in op.operands]
-            if op.name in _STORES or op.name in _ATOMICS or op.name in _LOADS:
-                kind = ("store" if op.name in _STORES else "atomic" if op.name in _ATOMICS
-                        else "load")
+            if (kind := _FIRST_POINTER.get(op.name)) is not None:
                 found.access(kind, pointed[0] if pointed else frozenset(), op.where)
                 found.escape(pointed[1:], op.where)
             elif op.name in _OTHER_WRITES:
@@ -327,22 +316,19 @@ class _Found:
             self.stray = inner.stray
 
     def accesses(self, n_args: int) -> Accesses:
-        kinds = self.kinds
-        return Accesses(kinds["store"], kinds["atomic"], kinds["load"], kinds["unsure"],
-                        self.stray, n_args)
+        return Accesses(*self.kinds.values(), self.stray, n_args)  # in the fields' order
 
 
 def _operand_text(text: str) -> str:
     """An op's text without its types and location: where its operands are."""
     text = re.sub(r" loc\(.*$", "", text)
-    depth, cut = 0, len(text)
+    depth = 0
     for k, char in enumerate(text):
         depth += char in "<([{"
         depth -= char in ">)]}"
         if char == ":" and depth == 0 and text[k - 1] == " ":
-            cut = k
-            break
-    return text[:cut]
+            return text[:k]
+    return text
 
 
 def _moved(jit_fn: Any, file: str, line: int) -> str | None:

@@ -1,8 +1,6 @@
-"""The launches of one call, which every route asks and nothing else decides: per launch
-configuration (`launches`) the constexprs and compile options, the warps, the grid, the outputs
-to zero and the arguments laid onto the kernel's parameters (`_layout`), each checked against
-what a block may use on the target (`LaunchLimits`); docs/design.md, "Launch configurations".
-"""
+"""The launches of one call (`launches`), which every route asks and nothing else decides, each
+checked against what a block may use on the target (`LaunchLimits`); docs/design.md, "Launch
+configurations"."""
 
 from __future__ import annotations
 
@@ -171,10 +169,8 @@ def named_args(jit_fn: JITFunction, positional: tuple, in_avals: tuple, out_aval
     names = list(jit_fn.arg_names)
     named: dict[str, Any] = {}
     for name, (kind, value) in zip(names, positional):
-        if kind in ("array", "input"):
-            named[name] = in_avals[value]
-        elif kind == "output":
-            named[name] = out_avals[value]
+        if kind in ("array", "input", "output"):  # a buffer: its abstract value
+            named[name] = (out_avals if kind == "output" else in_avals)[value]
         elif kind == "scalar":
             named[name] = value
         elif kind in _layout.NESTED_KINDS:

@@ -68,9 +68,8 @@ def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int,
             continue
         holder.setdefault(index, source.position)
         first.setdefault(source.position, index)
-    buffers = list(first)
-    ordered = sorted(buffers, key=first.get)
-    if ordered == buffers and not owner:
+    ordered = sorted(first, key=first.get)
+    if ordered == list(first) and not owner:
         return launch
     names = list(jit_fn.arg_names)
     order = ordered + [i for i in range(len(names)) if i not in first and i not in owner]
@@ -203,12 +202,10 @@ def _trampoline(kernel: Unwrapped, params: list[str], constexprs: set[str], body
     # Triton names the binary's symbol from these when it decorates the function.
     function.__name__ = function.__qualname__ = symbol
     function.__module__ = __name__
+    jit = triton.jit
     if jit_fn.is_gluon():
-        from triton.experimental import gluon
-
-        trampoline = gluon.jit(function)
-    else:
-        trampoline = triton.jit(function)
+        from triton.experimental.gluon import jit
+    trampoline = jit(function)
     # Triton (3.9) registers each @jit function by module and name; the entry would keep a
     # trampoline, and through it the kernel, alive after `clear_caches()`.
     registry = getattr(triton.runtime.jit, "_triton_jit_function_registry", {})

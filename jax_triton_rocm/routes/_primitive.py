@@ -20,7 +20,7 @@ from jax.interpreters import ad, batching, mlir, partial_eval as pe
 
 from jax_triton_rocm import backends
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.base import _compat, _env, _imports, _state, _values
+from jax_triton_rocm.base import _compat, _env, _state, _values
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _arch
 from jax_triton_rocm.kernel._spec import BatchedLaunch, KernelCallSpec, MetaGrid, kernel_name
@@ -337,7 +337,7 @@ def skipped_results(ctx: LoweringRuleContext, operands: Sequence[Any], spec: Ker
 def _routes(platform: str) -> GpuRoutes | Interpreter:
     """The routes of `platform`, imported on first use under the lock that keeps a fork from
     splitting those imports."""
-    with _imports.IMPORTS.lowering():
+    with _state.IMPORTS.lowering():
         if platform == "cpu":
             from jax_triton_rocm.routes.cpu import _interpret  # noqa: F401
 

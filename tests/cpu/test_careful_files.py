@@ -10,7 +10,7 @@ import time
 import jax.numpy as jnp
 import pytest
 
-from jax_triton_rocm.base import _env, _files
+from jax_triton_rocm.base import _env, _files, _state
 from jax_triton_rocm.routes import _choices
 from tests.support import kernels
 from tests.support.lowering_utils import lower_for, spec
@@ -186,7 +186,7 @@ def test_only_stale_temporary_folders_of_this_user_are_removed(tmp_path):
         kept.append(_temporary_folder(entry, "tmp.pid_10_their_file", {"f": b"theirs"}))
         os.chown(kept[-1] / "f", NOBODY, NOBODY)
     counts = [len(os.listdir(folder)) for folder in kept]
-    _files.remove_stale_temporary_folders(str(entry), "tmp.pid_", stale_seconds=60)
+    _files.remove_stale_temporaries(str(entry), stale_seconds=60)
     assert not any(folder.exists() for folder in removed)
     assert sorted(os.listdir(entry)) == sorted(
         ["add_kernel.cubin", "tmp.pid_7_link", "tmp.pid_8_file", *(f.name for f in kept)])
@@ -199,7 +199,7 @@ def test_a_link_in_place_of_the_swept_folder_is_refused(tmp_path):
     _temporary_folder(folder, "tmp.pid_1_dead", {"add_kernel.ptx": b"half a fi"})
     (tmp_path / "link").symlink_to(folder)
     with pytest.raises(_files.RefusedFile, match="a symbolic link, not a folder"):
-        _files.remove_stale_temporary_folders(str(tmp_path / "link"), "tmp.pid_")
+        _files.remove_stale_temporaries(str(tmp_path / "link"))
     assert os.listdir(folder) == ["tmp.pid_1_dead"]
 
 
@@ -210,7 +210,7 @@ def unsafe_warnings(caplog) -> list[str]:
 
 @pytest.fixture
 def no_folder_warned(monkeypatch):
-    monkeypatch.setattr(_files, "_warned_unsafe", set())
+    monkeypatch.setattr(_state, "_WARNED", set())
 
 
 X = spec((1024,), jnp.float32)

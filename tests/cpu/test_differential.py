@@ -82,7 +82,7 @@ class InterpreterLauncher:
                 return _interpret_host.typed_scalar(value, "scalar")
             return value
 
-        with _state.triton_language_lock(), _interpret_host.interpreter_adapted(False):
+        with _state.LOCKS.triton_language, _interpret_host.interpreter_adapted(False):
             _interpret_host.interpreted(kernel)[grid](*[host_value(param, value) for param, value
                                                          in zip(kernel.params, arguments)])
 

@@ -10,7 +10,7 @@ from triton.experimental.gluon._runtime import GluonASTSource
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm.base import _state
-from jax_triton_rocm.compile import _compile, _gluon
+from jax_triton_rocm.compile import _cache, _compile, _errors
 from jax_triton_rocm.kernel import _layout
 from jax_triton_rocm.routes.jaxlib import _proto
 from tests.support import binary_utils, gluon_utils
@@ -92,13 +92,13 @@ def test_cuda_opaque_parses_as_jaxlib_reads_it():
 def test_gluon_kernel_compiles_through_gluon_source_with_constexprs_marked(monkeypatch,
                                                                            fresh_caches):
     sources = []
-    make_source = _gluon.source
+    make_request = _cache.compile_request
 
-    def recording_source(*args, **kwargs):
-        sources.append(make_source(*args, **kwargs))
-        return sources[-1]
+    def recording_request(source, *args, **kwargs):
+        sources.append(source)
+        return make_request(source, *args, **kwargs)
 
-    monkeypatch.setattr(_gluon, "source", recording_source)
+    monkeypatch.setattr(_cache, "compile_request", recording_request)
     capture_one(lambda x: gk.copy(x, warp_size=64, block=2048), VECTOR, platform="rocm",
                 arch="gfx942")
     (source,) = sources
@@ -170,12 +170,13 @@ def test_layout_warps_differing_from_num_warps_names_both_counts_and_the_target(
 def test_layouts_are_read_from_slice_parents_and_counted_over_every_dimension():
     text = ("#ttg.slice<{dim = 1, parent = #ttg.blocked<{sizePerThread = [1, 4], "
             "threadsPerWarp = [2, 16], warpsPerCTA = [4, 1], order = [1, 0]}>}>")
-    (layout,) = _gluon.layouts_in(text)
-    assert (layout.threads_per_warp, layout.warps_per_cta) == (32, 4)
+    message = str(_errors.layout_error(lambda: None, text, warp_size=64, num_warps=8,
+                                       target="gfx942"))
+    assert "has 32 threads per warp" in message and "has 4 warps per CTA" in message
 
 
 def test_rejected_module_without_readable_layouts_still_names_the_launch():
-    error = _gluon.layout_error(lambda: None, None, warp_size=64, num_warps=4, target="gfx942")
+    error = _errors.layout_error(lambda: None, None, warp_size=64, num_warps=4, target="gfx942")
     assert "gfx942 (warp size 64, num_warps=4)" in str(error)
 
 

@@ -261,7 +261,7 @@ def test_a_run_holds_the_triton_language_lock_that_compiles_take(monkeypatch):
 
         def __getitem__(self, grid):
             def run(*args, **kwargs):
-                held.append(_state.triton_language_lock().locked())
+                held.append(_state.LOCKS.triton_language.locked())
                 return self.twin[grid](*args, **kwargs)
 
             return run

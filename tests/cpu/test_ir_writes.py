@@ -273,6 +273,38 @@ def test_stores_and_loads_are_told_apart_through_what_a_pointer_passes(kernel):
     assert not found["unsure"] and found["stray"] is None
 
 
+@triton.jit
+def zero_trip_kernel(out_ptr, in_ptr, n, BLOCK: tl.constexpr):
+    q = in_ptr
+    for i in range(n):
+        q = out_ptr
+    tl.store(q + tl.arange(0, BLOCK), tl.full((BLOCK,), 1.0, tl.float32))
+
+
+@triton.jit
+def for_round_kernel(out_ptr, in_ptr, n, BLOCK: tl.constexpr):
+    q = in_ptr
+    for i in range(n):
+        tl.store(q + tl.arange(0, BLOCK), tl.full((BLOCK,), 1.0, tl.float32))
+        q = out_ptr
+
+
+@triton.jit
+def while_round_kernel(out_ptr, in_ptr, n, BLOCK: tl.constexpr):
+    q, i = in_ptr, 0
+    while i < n:
+        tl.store(q + tl.arange(0, BLOCK), tl.full((BLOCK,), 1.0, tl.float32))
+        q, i = out_ptr, i + 1
+
+
+@pytest.mark.parametrize("kernel", [zero_trip_kernel, for_round_kernel, while_round_kernel],
+                         ids=["after a for", "in a for's next round", "in a while's next round"])
+def test_a_pointer_a_loop_carries_may_be_the_one_it_started_with(kernel):
+    found = ir_accesses(kernel, scalars=("n",), BLOCK=16)
+    assert found["unsure"] == {"out_ptr", "in_ptr"} and not found["stores"]
+    assert found["stray"] is None
+
+
 def test_a_pointer_picked_at_run_time_is_unsure_and_one_made_from_an_int_is_stray():
     picked = ir_accesses(runtime_pick_kernel, scalars=("flip",), BLOCK=16)
     assert picked["unsure"] == {"x_ptr", "out_ptr"} and not picked["stores"]

@@ -200,7 +200,7 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
         outs[o][...] = 0
     args = _kernel_arguments(call, buffers, outs)
     try:
-        with _state.triton_language_lock(), _interpret_host.interpreter_adapted(call.debug):
+        with _state.LOCKS.triton_language, _interpret_host.interpreter_adapted(call.debug):
             _interpret_host.interpreted(call.jit_fn)[call.launch.grid](*args)
     except Exception as err:
         failure = _run_error(call, err)

@@ -1,6 +1,6 @@
 """Triton's interpreter run on NumPy buffers (`HostTensor`), adapted for a run by
 `interpreter_adapted` (bfloat16 and fp8 computed on as values, loop variables as tensors);
-callers hold `_state.triton_language_lock()`. docs/design.md, "Triton's interpreter on the CPU".
+callers hold `_state.LOCKS.triton_language`. docs/design.md, "Triton's interpreter on the CPU".
 """
 
 from __future__ import annotations
