@@ -314,56 +314,55 @@ def _refuse_partitioned_jvp(primals, tangents, *, name, rule, **params):
 ad.primitive_jvps[partitioned_p] = _refuse_partitioned_jvp
 
 
-class _Callbacks:
-    """custom_partitioning's callbacks for one lowering of a partitioned call."""
+def _callbacks(fun: Callable[..., Any], rule: Rule, jaxpr: Any,
+               reserved: _shard_callbacks.ReservedCallback | None, name: str) -> dict[str, Any]:
+    """custom_partitioning's callbacks for one lowering of a partitioned call, by the keyword
+    of `def_partition` that takes each."""
+    sizes = check_shapes(rule, [a.shape for a in jaxpr.in_avals])
 
-    def __init__(self, fun: Callable[..., Any], rule: Rule, jaxpr: Any,
-                 reserved: _shard_callbacks.ReservedCallback | None, name: str) -> None:
-        self.fun, self.rule, self.reserved, self.name = fun, rule, reserved, name
-        self.sizes = check_shapes(rule, [a.shape for a in jaxpr.in_avals])
-
-    def sharding_rule(self) -> SdyShardingRule:
-        # Contracted dimensions are reduction factors where reduced, else need replication.
-        reduced = tuple(name for name, _ in self.rule.reductions)
-        gathered = tuple(sorted(self.rule.contracted.difference(reduced)))
-        return SdyShardingRule(self.rule.operands, self.rule.results,
-                               reduction_factors=reduced, need_replication_factors=gathered)
-
-    def _axes(self, mesh: Any, operands: Sequence[Any] = (), results: Sequence[Any] = ()):
+    def axes(mesh: Any, operands: Sequence[Any] = (), results: Sequence[Any] = ()) -> dict:
         shardings = [getattr(s, "sharding", None) for s in (*operands, *results)]
         if getattr(mesh, "empty", False):
             raise ValueError(
-                f"partitioned function {self.name}: JAX gave no mesh for its shardings "
+                f"partitioned function {name}: JAX gave no mesh for its shardings "
                 f"({shardings}); split its operands with NamedShardings over one "
                 f"jax.sharding.Mesh.")
         specs = [s.spec if isinstance(s, NamedSharding) else None for s in shardings]
-        sources = [(self.rule.operands, specs[:len(operands)]),
-                   (self.rule.results if results else (), specs[len(operands):])]
-        return assign_axes(self.rule, sources, self.sizes, dict(mesh.shape))
+        sources = [(rule.operands, specs[:len(operands)]),
+                   (rule.results if results else (), specs[len(operands):])]
+        return assign_axes(rule, sources, sizes, dict(mesh.shape))
 
-    def _shardings(self, mesh: Any, axes_of: dict, specs) -> list:
+    def shardings(mesh: Any, axes_of: dict, specs) -> list:
         return [NamedSharding(mesh, PartitionSpec(*partition_spec(names, axes_of)))
                 for names in specs]
 
-    def partition(self, mesh, arg_shapes, result_shape):
-        axes_of = self._axes(mesh, arg_shapes, result_shape)
-        arg_shardings = tuple(self._shardings(mesh, axes_of, self.rule.operands))
-        combined = [(axes_of[n], _COMBINE[kind]) for n, kind in self.rule.reductions
-                    if n in axes_of]
+    def partition(mesh, arg_shapes, result_shape):
+        axes_of = axes(mesh, arg_shapes, result_shape)
+        combined = [(axes_of[n], _COMBINE[kind]) for n, kind in rule.reductions if n in axes_of]
 
         def per_shard(*shards):
-            outs = _shard_callbacks.shard_body(_flat(self.fun), shards, self.reserved, self.name)
-            for axes, combine in combined:
-                outs = [combine(out, axes) for out in outs]
+            outs = _shard_callbacks.shard_body(_flat(fun), shards, reserved, name)
+            for mesh_axes, combine in combined:
+                outs = [combine(out, mesh_axes) for out in outs]
             return list(outs)
 
-        return mesh, per_shard, self._shardings(mesh, axes_of, self.rule.results), arg_shardings
+        return (mesh, per_shard, shardings(mesh, axes_of, rule.results),
+                tuple(shardings(mesh, axes_of, rule.operands)))
 
-    def infer(self, mesh, arg_shapes, result_shape):
-        return self._shardings(mesh, self._axes(mesh, arg_shapes), self.rule.results)
+    def infer(mesh, arg_shapes, result_shape):
+        return shardings(mesh, axes(mesh, arg_shapes), rule.results)
 
-    def propagate(self, mesh, user_shape):
-        return self._shardings(mesh, self._axes(mesh, results=user_shape), self.rule.results)
+    def propagate(mesh, user_shape):
+        return shardings(mesh, axes(mesh, results=user_shape), rule.results)
+
+    # Contracted dimensions are reduction factors where reduced, else need replication.
+    reduced = tuple(n for n, _ in rule.reductions)
+    gathered = tuple(sorted(rule.contracted.difference(reduced)))
+    return dict(partition=partition, infer_sharding_from_operands=infer,
+                propagate_user_sharding=propagate,
+                sharding_rule=SdyShardingRule(rule.operands, rule.results,
+                                              reduction_factors=reduced,
+                                              need_replication_factors=gathered))
 
 
 def _lowering(ctx, *operands, fun, rule, jaxpr, name):
@@ -377,12 +376,9 @@ def _lowering(ctx, *operands, fun, rule, jaxpr, name):
             f"(each shard's call is then exported as it is).")
     reserved = (_shard_callbacks.ReservedCallback(ctx.module_context)
              if "cpu" in ctx.module_context.platforms else None)
-    callbacks = _Callbacks(fun, rule, jaxpr, reserved, name)
     # custom_partitioning takes no function with constants; inside a jit they are the jit's.
     split = custom_partitioning(jax.jit(core.jaxpr_as_fun(jaxpr)))
-    split.def_partition(
-        partition=callbacks.partition, infer_sharding_from_operands=callbacks.infer,
-        propagate_user_sharding=callbacks.propagate, sharding_rule=callbacks.sharding_rule())
+    split.def_partition(**_callbacks(fun, rule, jaxpr, reserved, name))
     return mlir.lower_fun(split, multiple_results=True)(ctx, *operands)
 
 

@@ -18,11 +18,8 @@ from jax_triton_rocm.routes._primitive import triton_kernel_p
 from jax_triton_rocm.kernel import _spec
 
 # Equations whose body is entered rather than run whole, by the parameter holding the body.
-_CALL_BODIES = {
-    "jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
-    "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
-    "custom_vjp_call_jaxpr": "fun_jaxpr", "remat2": "jaxpr", "checkpoint": "jaxpr",
-}
+_CALL_BODIES = {"jit": "jaxpr", "closed_call": "call_jaxpr", "custom_jvp_call": "call_jaxpr",
+                "custom_vjp_call": "call_jaxpr", "remat2": "jaxpr"}
 # How long the timed runs of one config take at least, and how many runs at most.
 TARGET_SECONDS = 0.02
 MAX_RUNS = 100

@@ -263,11 +263,11 @@ def per_shard_lowering(fn, rule_fn, platform, *shapes, spec=("d", None)):
     `spec`, lowered for `platform` on the shard's shapes (what XLA would compile there)."""
     arrays = [jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes]
     closed = jax.make_jaxpr(fn)(*arrays)
-    callbacks = _partition._Callbacks(fn, rule_fn.rule, closed, None, "f")
+    partition = _partition._callbacks(fn, rule_fn.rule, closed, None, "f")["partition"]
     split = NamedSharding(MESH, P(*spec))
     operands = [jax.ShapeDtypeStruct(s, jnp.float32, sharding=split) for s in shapes]
     results = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=split) for a in closed.out_avals]
-    _, per_shard, _, arg_shardings = callbacks.partition(MESH, tuple(operands), results)
+    _, per_shard, _, arg_shardings = partition(MESH, tuple(operands), results)
     shards = [jax.ShapeDtypeStruct(s.shard_shape(a.shape), jnp.float32)
               for s, a in zip(arg_shardings, arrays)]
     return lowering_utils.lower_for(per_shard, *shards, platform=platform)
