@@ -20,7 +20,6 @@ from jax_triton_rocm.kernel._spec import Grid, aval_text
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
-    from triton.runtime.jit import JITFunction
 
 _PLATFORMS = ("cuda", "rocm", "cpu")
 
@@ -33,8 +32,10 @@ def lowering_arguments(array_args: tuple, in_avals: tuple, compile_options: dict
                        constexprs: Any, unwrapped: _spec.Unwrapped) -> dict[str, Any]:
     """`triton_call_lowering`'s own arguments checked before the call is mapped onto the
     kernel's parameters, so that a mistake is reported against the rule's own arguments;
-    returns the constexprs (`checked_constexprs`)."""
-    names, kernel = list(unwrapped.jit_fn.arg_names), unwrapped.name
+    returns `constexprs` as a dict. A `tl.constexpr` without a default must be there for a plain
+    kernel only: autotuned and heuristics kernels are checked per config."""
+    jit_fn = unwrapped.jit_fn
+    names, kernel = list(jit_fn.arg_names), unwrapped.name
     if len(array_args) != len(in_avals):
         raise TypeError(f"triton_call_lowering got {len(array_args)} array_args, but the "
                         f"primitive has {len(in_avals)} operands (ctx.avals_in); pass every "
@@ -64,15 +65,6 @@ def lowering_arguments(array_args: tuple, in_avals: tuple, compile_options: dict
             f"{_checker.close_names(unknown, [*_LOWERING_KEYWORDS, *known])}. Fix the spelling: "
             f"kernel parameters go in constexprs={{...}}, and the compile options are "
             f"{', '.join(known)}.")
-    return checked_constexprs(constexprs, unwrapped)
-
-
-def checked_constexprs(constexprs: Any, unwrapped: _spec.Unwrapped) -> dict[str, Any]:
-    """`triton_call_lowering`'s `constexprs` as a dict; TypeError for a value that is no
-    compile-time constant, or a name the kernel lacks. A `tl.constexpr` without a default must be
-    there for a plain kernel only: autotuned and heuristics kernels are checked per config."""
-    jit_fn = unwrapped.jit_fn
-    names, kernel = list(jit_fn.arg_names), unwrapped.name
     if constexprs is not None and not isinstance(constexprs, Mapping):
         raise TypeError(f"triton_call_lowering: constexprs={constexprs!r} must be a mapping of "
                         f"kernel parameter names to Python values, e.g. {{'n': x.size}}.")
@@ -106,12 +98,13 @@ def checked_constexprs(constexprs: Any, unwrapped: _spec.Unwrapped) -> dict[str,
     return checked
 
 
-def place_arguments(jit_fn: JITFunction, constexprs: dict[str, Any], in_avals: tuple,
+def place_arguments(unwrapped: _spec.Unwrapped, constexprs: dict[str, Any], in_avals: tuple,
                     out_avals: tuple,
                     aliases: tuple[tuple[int, int], ...]) -> tuple[tuple[str, Any], ...]:
     """Per kernel parameter, as TransformerEngine maps them: ("keyword", None) where set by name,
     else its buffer, ("input", i) or ("output", j); TypeError where they do not fit."""
-    names, kernel = list(jit_fn.arg_names), _spec.kernel_name(jit_fn)
+    jit_fn = unwrapped.jit_fn
+    names, kernel = list(jit_fn.arg_names), unwrapped.name
     pointers = [i for i, p in enumerate(jit_fn.params)
                 if p.name not in constexprs and not p.is_constexpr]
     n_in, n_out = len(in_avals), len(out_avals)
@@ -222,7 +215,7 @@ def triton_call_lowering(
                                    out_shapes)
     spec = _checker.check_call(
         "triton_call_lowering", kernel=kernel, unwrapped=unwrapped,
-        positional=place_arguments(unwrapped.jit_fn, constexprs, in_avals, out_avals, aliases),
+        positional=place_arguments(unwrapped, constexprs, in_avals, out_avals, aliases),
         in_avals=in_avals, out_shapes=out_shapes, aliases=aliases, grid=grid, name=name,
         num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
         zeroed_outputs=zeroed_outputs,

@@ -114,20 +114,16 @@ def apply_heuristics(heuristics: tuple, config: Any, named: dict, kernel: str,
 def _from_autotune_config(base: Any, config: Any, kernel: str, param_names: set[str],
                           compile_options: tuple[str, ...]) -> Any:
     """`base` with a `triton.Config`'s kwargs, settings and vendor options laid over it."""
-    constexprs = dict(base.constexprs)
-    options = dict(base.options)
-    if getattr(config, "maxnreg", None) is not None:
-        options["maxnreg"] = config.maxnreg
-    for key, value in config.kwargs.items():
-        if key in param_names:
-            constexprs[key] = value
-        elif key in compile_options:
-            options[key] = value
-        else:
+    for key in config.kwargs:
+        if key not in param_names and key not in compile_options:
             raise TypeError(
                 f"triton.Config({config}) on kernel {kernel} sets {key!r}, which is neither a "
                 f"parameter of the kernel ({', '.join(sorted(param_names))}) nor a compile "
                 f"option ({', '.join(compile_options)}). Fix the config's kwargs.")
+    maxnreg = getattr(config, "maxnreg", None)
+    options = {**base.options, **({} if maxnreg is None else {"maxnreg": maxnreg}),
+               **{k: v for k, v in config.kwargs.items() if k not in param_names}}
+    constexprs = {**base.constexprs, **{k: v for k, v in config.kwargs.items() if k in param_names}}
     settings = {key: getattr(config, key) for key in LAUNCH_SETTINGS
                 if getattr(config, key, None) is not None}
     return dataclasses.replace(base, constexprs=constexprs, options=options,
