@@ -158,7 +158,6 @@ def _tune_and_run(eqn: Any, invals: Sequence[Any]) -> list[Any]:
         _choices.STORE.put(key, _choices.Choice(best, call.descriptions[best],
                                                 tuple(t * 1e3 for t in times)))
         compiled, undecided = _compiled(eqn, invals, decided)
-        undecided = {k: v for k, v in undecided.items() if k not in decided}
     return list(compiled(*invals))
 
 

@@ -150,15 +150,13 @@ def run(hook: Any, config: Any, nargs: Mapping[str, Any], names: list[str],
 
 def reblocked(positional: tuple, descriptors: tuple) -> tuple:
     """`positional` with each of `descriptors` (as `run` returns them) in place."""
-    def replaced(entry: tuple[str, Any], path: tuple[int, ...], desc: Any) -> tuple[str, Any]:
-        kind, value = entry
-        if not path:
-            return (kind, (value[0], desc))
-        items = list(value)
-        items[path[0]] = replaced(items[path[0]], path[1:], desc)
-        return (kind, tuple(items))
+    def replaced(entries: tuple, path: tuple[int, ...], desc: Any) -> tuple:
+        items = list(entries)
+        kind, value = items[path[0]]
+        items[path[0]] = (kind, (value[0], desc) if len(path) == 1
+                          else replaced(value, path[1:], desc))
+        return tuple(items)
 
-    layout = list(positional)
     for path, desc in descriptors:
-        layout[path[0]] = replaced(layout[path[0]], path[1:], desc)
-    return tuple(layout)
+        positional = replaced(positional, path, desc)
+    return positional
