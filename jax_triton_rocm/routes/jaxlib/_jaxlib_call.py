@@ -101,7 +101,7 @@ def start_compiles(backend: Backend, spec: KernelCallSpec, arch: _vendors.GpuArc
     the launches for that lowering (`_state.TRACED_LAUNCHES`); raises what they raise. A plain
     kernel with a plan kept for another shape starts nothing: its lowering compiles nothing."""
     record = _state.KERNEL_RECORDS.record(spec.kernel)
-    if (key := _lowering.plan_key(spec, in_avals, out_avals, spec.types)) is not None:
+    if (key := _lowering.plan_key(spec, in_avals, out_avals)) is not None:
         with _state.LOCKS.guard:
             if any([kept == key for _, kept in record.get(_state.PLANS, {})]):
                 return
@@ -153,7 +153,9 @@ class JaxlibRoute(_lowering.Route):
             found = _writes.of_launch(kernel.ttir, in_order.bound, jit_fn=spec.unwrapped.jit_fn)
             if found is not None:
                 _misplaced.check_writes(spec, as_planned[id(in_order)], *found, in_avals)
-        fit = _plan.fitting(compiled, answers.launch_site.limits, kernel=spec.kernel_name)
+        limits = answers.launch_site.limits
+        fit = _plan.keep_launchable(compiled, [_plan.launch_problem(limits, compiled=kernel)
+                                               for *_, kernel in compiled], kernel=spec.kernel_name)
         where = placed.where
         # Per process too: a path-delivered image names a file of this process (ROCm's).
         loads = (os.getpid(), dataclasses.astuple(where.features),
