@@ -19,7 +19,7 @@ from jax_triton_rocm.kernel import _spec
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.backends._backend import ArchAnswers, Backend
-    from jax_triton_rocm.backends._vendors import GpuArch
+    from jax_triton_rocm.backends._vendors import GpuArch, PluginFeatures
     from jax_triton_rocm.base import _env
     from jax_triton_rocm.kernel._spec import KernelCallSpec
 
@@ -34,14 +34,17 @@ class Unfit:
 class Placed(NamedTuple):
     """Where a call runs, as its route sees it: the architecture the backend answers for,
     `place` (what decides its plan beyond the call, as plain values), `decides` (what decides
-    the lowered call beyond the call), the call graph's key, and what the route keeps for itself
-    (`where`, its custom call's name)."""
+    the lowered call beyond the call), the call graph's key, and what jaxlib's route keeps for
+    itself: the devices' architecture where it differs (`_arch.placement`), the plugin's
+    features, the lowering's settings and its custom call's name."""
 
     arch: GpuArch
     place: tuple
     decides: tuple
     graph: tuple
-    where: Any = None
+    devices: GpuArch | None = None
+    features: PluginFeatures | None = None
+    settings: _env.LoweringSettings | None = None
     call_name: str = ""
 
 

@@ -49,16 +49,6 @@ class LoweredCall:
     cost_estimate: tuple[tuple[str, int], ...] | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class Where:
-    """What jaxlib's route keeps of where a call runs beyond its architecture: the devices' where
-    they differ from it (`_arch.placement`), the plugin's features, the lowering's settings."""
-
-    devices: _vendors.GpuArch | None
-    features: _vendors.PluginFeatures
-    settings: _env.LoweringSettings
-
-
 def compile_jobs(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers,
                  launches: list[_plan.Launch], n_inputs: int,
                  record: dict) -> tuple[list[_plan.Launch], list[_compile.CompileJob]]:
@@ -122,8 +112,8 @@ class JaxlibRoute(_lowering.Route):
 
     def where(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
               record: dict, settings: _env.LoweringSettings | None) -> _lowering.Placed:
-        """Where the call runs (`where`: a `Where`), and the `settings` the lowering read at its
-        top (None: read here)."""
+        """Where the call runs, with the `settings` the lowering read at its top (None: read
+        here)."""
         arch, features, devices, exporting = _arch.placement(backend, ctx, spec)
         settings = settings or _env.lowering_settings(backend.lowering_variables)
         graph = _compile.call_graph_key(spec, record)
@@ -133,7 +123,7 @@ class JaxlibRoute(_lowering.Route):
                  None if devices is None else dataclasses.astuple(devices),
                  dataclasses.astuple(features), graph, settings.variables)
         return _lowering.Placed(arch, place, (place, exporting, call_name), graph,
-                                Where(devices, features, settings), call_name)
+                                devices, features, settings, call_name)
 
     def build(self, backend: Backend, spec: KernelCallSpec, placed: _lowering.Placed,
               answers: ArchAnswers, launches: list[_plan.Launch], in_avals: tuple,
@@ -156,15 +146,14 @@ class JaxlibRoute(_lowering.Route):
         limits = answers.launch_site.limits
         fit = _plan.keep_launchable(compiled, [_plan.launch_problem(limits, compiled=kernel)
                                                for *_, kernel in compiled], kernel=spec.kernel_name)
-        where = placed.where
         # Per process too: a path-delivered image names a file of this process (ROCm's).
-        loads = (os.getpid(), dataclasses.astuple(where.features),
-                 where.devices and where.devices.arch, where.settings.variables, spec.debug)
+        loads = (os.getpid(), dataclasses.astuple(placed.features),
+                 placed.devices and placed.devices.arch, placed.settings.variables, spec.debug)
         made = [(as_planned[id(in_order)], in_order, kernel, _state.KERNEL_IMAGES.memo(
             (kernel.key, loads), functools.partial(
-                _proto.kernel_image, backend, kernel, answers, where.features,
-                devices=where.devices, with_ttir=spec.debug,
-                keep_ptx_text=where.settings.keep_ptx_text), kernel=spec.unwrapped.jit_fn))
+                _proto.kernel_image, backend, kernel, answers, placed.features,
+                devices=placed.devices, with_ttir=spec.debug,
+                keep_ptx_text=placed.settings.keep_ptx_text), kernel=spec.unwrapped.jit_fn))
                 for in_order, _, kernel in fit]
         return made, [launch for launch, *_ in made]
 
@@ -179,7 +168,6 @@ class JaxlibRoute(_lowering.Route):
         """The launches `made` encoded: the one remembered or forced (`_choices.pick`), else all
         of them. A call lowered for no device here (cross-compiling) cannot have been tuned,
         and is left to jaxlib's autotuner."""
-        where = placed.where
         in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
         if spec.debug:
             for _, _, kernel, _ in made:
@@ -188,7 +176,7 @@ class JaxlibRoute(_lowering.Route):
         # (launch, kernel, call) per launch; a tensor descriptor's parameters by `_tma`.
         chosen = [(launch, kernel, _proto.kernel_call(
             image, launch, out_avals, spec.input_output_aliases,
-            functools.partial(_tma.descriptor_params, kernel, where.features, placed.arch)))
+            functools.partial(_tma.descriptor_params, kernel, placed.features, placed.arch)))
             for _, launch, kernel, image in made]
         undecided = None
         kind = (None if len(chosen) == 1
@@ -219,7 +207,7 @@ class JaxlibRoute(_lowering.Route):
             opaque=encoded.opaque,
             serialized=encoded.serialized,
             custom_call_name=encoded.custom_call_name,
-            features=where.features,
+            features=placed.features,
             arch=placed.arch,
             kernels=tuple([kernel for _, kernel, _ in chosen]),
             calls=tuple([call for _, _, call in chosen]),
