@@ -363,6 +363,12 @@ def keep_launchable(items: Sequence[T], problems: Sequence[str | None], *, kerne
     return kept
 
 
+def fitting(compiled: Sequence[T], limits: LaunchLimits, *, kernel: str) -> list[T]:
+    """The (..., compiled kernel) items that fit `limits`, as `keep_launchable` keeps them."""
+    return keep_launchable(
+        compiled, [launch_problem(limits, compiled=item[-1]) for item in compiled], kernel=kernel)
+
+
 def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
              limits: LaunchLimits | None) -> list[Launch]:
     """`planned` (the launches of an earlier call with the same `_lowering.plan_key`) for this call:

@@ -143,9 +143,7 @@ class JaxlibRoute(_lowering.Route):
             found = _writes.of_launch(kernel.ttir, in_order.bound, jit_fn=spec.unwrapped.jit_fn)
             if found is not None:
                 _misplaced.check_writes(spec, as_planned[id(in_order)], *found, in_avals)
-        limits = answers.launch_site.limits
-        fit = _plan.keep_launchable(compiled, [_plan.launch_problem(limits, compiled=kernel)
-                                               for *_, kernel in compiled], kernel=spec.kernel_name)
+        fit = _plan.fitting(compiled, answers.launch_site.limits, kernel=spec.kernel_name)
         # Per process too: a path-delivered image names a file of this process (ROCm's).
         loads = (os.getpid(), dataclasses.astuple(placed.features),
                  placed.devices and placed.devices.arch, placed.settings.variables, spec.debug)
