@@ -389,12 +389,9 @@ def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_a
                     declared=source.scalar.triton_type if source.scalar.declared else None))
                 if source.kind == "scalar" and not source.path else source
                 for source in bound.sources))
-        relaunched.append(Launch(
-            config=config,
-            num_warps=launch.num_warps,
+        relaunched.append(_values.replaced(
+            launch, config=config, bound=bound,
             grid=launch_grid(spec, config.meta, description=config.description, limits=limits,
                              num_warps=launch.num_warps),
-            zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
-            bound=bound,
-            jit_fn=launch.jit_fn))
+            zeroed=zeroed_outputs(spec, config.meta, len(out_avals))))
     return relaunched

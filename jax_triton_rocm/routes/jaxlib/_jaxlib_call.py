@@ -66,21 +66,19 @@ def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
     """Emits the custom call: typed FFI with an `opaque` attribute, or the legacy target."""
     from jax import ffi
 
-    operand_output_aliases = dict(lowered.aliases)
-    if lowered.custom_call_name == _compat.FFI_CALL_NAME:
-        rule = ffi.ffi_lowering(lowered.custom_call_name,
-                                operand_output_aliases=operand_output_aliases,
-                                has_side_effect=lowered.has_side_effect)
+    typed = lowered.custom_call_name == _compat.FFI_CALL_NAME
+    rule = ffi.ffi_lowering(lowered.custom_call_name,
+                            operand_output_aliases=dict(lowered.aliases),
+                            has_side_effect=lowered.has_side_effect,
+                            **({} if typed else {"api_version": 2,
+                                                 "backend_config": lowered.opaque}))
+    if typed:
         attributes = {} if lowered.cost_estimate is None else {
             "cost_estimate_json": json.dumps(dict(lowered.cost_estimate), sort_keys=True)}
         return rule(ctx, *operands, opaque=lowered.opaque, **attributes)
     if lowered.cost_estimate is not None:  # the legacy target has no attributes to carry it
         logger.debug("jax_triton_rocm: cost_estimate dropped: %s carries no attributes",
                      lowered.custom_call_name)
-    rule = ffi.ffi_lowering(lowered.custom_call_name, api_version=2,
-                            backend_config=lowered.opaque,
-                            operand_output_aliases=operand_output_aliases,
-                            has_side_effect=lowered.has_side_effect)
     return rule(ctx, *operands)
 
 

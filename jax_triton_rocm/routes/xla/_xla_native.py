@@ -142,11 +142,13 @@ _SCALAR_DTYPES = {"u1": np.bool_, "i1": np.bool_, "i32": np.int32, "u32": np.uin
 
 
 def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
-         aliases: Sequence[tuple[int, int]], has_side_effect: bool = False, name: str = ""):
+         spec: KernelCallSpec):
     """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`; its private
     `mlir.custom_call` is the same in every supported jax), with the operands the call adds.
-    The call's `name` is a frontend attribute (HLO dumps show it, `kernel_calls` reads it): the
+    The call's name is a frontend attribute (HLO dumps show it, `kernel_calls` reads it): the
     config's `name` is the `tt.func`, and JAX keeps only the call site's location."""
+    if spec.cost_estimate is not None:
+        logger.debug("jax_triton_rocm: cost_estimate dropped: XLA's Triton call carries none")
     zero_avals = [ctx.avals_out[o] for o in call.zeroed]
     added = [mlir.full_like_aval(ctx, 0, aval) for aval in zero_avals]
     # Each runtime scalar as the 0-d constant the trampoline loads (`_trampoline.for_xla`), an int
@@ -154,7 +156,8 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
     added += [mlir.ir_constant(np.array(scalar.value if scale == 1 else scalar.value // scale,
                                         _SCALAR_DTYPES[scalar.triton_type]))
               for scalar, scale in zip(call.scalars, call.scalar_scales, strict=True)]
-    aliases = [*aliases, *[(len(ctx.avals_in) + k, o) for k, o in enumerate(call.zeroed)]]
+    aliases = [*spec.input_output_aliases,
+               *[(len(ctx.avals_in) + k, o) for k, o in enumerate(call.zeroed)]]
     backend_config = {
         "name": ir.StringAttr.get(call.name),
         "ir": ir.StringAttr.get(call.ir),
@@ -178,10 +181,10 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
         operand_layouts=layouts[:n_buffers_in] + [[] for _ in call.scalars],
         result_layouts=layouts[n_buffers_in:],
         operand_output_aliases=dict(aliases),
-        has_side_effect=has_side_effect,
+        has_side_effect=spec.has_side_effect,
     )
     op.operation.attributes["mhlo.frontend_attributes"] = ir.DictAttr.get(
-        {_compat.XLA_CALL_NAME_ATTRIBUTE: ir.StringAttr.get(name or call.name)})
+        {_compat.XLA_CALL_NAME_ATTRIBUTE: ir.StringAttr.get(spec.name or call.name)})
     return op.results
 
 
@@ -276,10 +279,7 @@ class XlaRoute(_lowering.Route):
 
     def emit(self, backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
              lowered: NativeCall, spec: KernelCallSpec) -> list:
-        if spec.cost_estimate is not None:
-            logger.debug("jax_triton_rocm: cost_estimate dropped: XLA's Triton call carries none")
-        return emit(ctx, operands, lowered, spec.input_output_aliases, spec.has_side_effect,
-                    spec.name)
+        return emit(ctx, operands, lowered, spec)
 
 
 ROUTE = _lowering.ROUTES[XlaRoute.name] = XlaRoute()
