@@ -102,13 +102,15 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
     jit_fn = kernel.jit_fn
     names = list(jit_fn.arg_names)
     scalars = [s for s in bound.sources if s.kind == "scalar"]
-    n_in, n_buffers = len(in_avals), len(in_avals) + len(scalars) + len(out_avals)
+    # The buffers: the operands, a 0-d operand per runtime scalar (inputs to XLA), the results.
+    n_in, n_before = len(in_avals), len(in_avals) + len(scalars)
+    n_buffers = n_before + len(out_avals)
     owners: dict[int, list[int]] = {}
     for source in bound.sources:
         if source.kind == "input":
             owners.setdefault(source.index, []).append(source.position)
         elif source.kind == "output":
-            owners.setdefault(n_in + len(scalars) + source.index, []).append(source.position)
+            owners.setdefault(n_before + source.index, []).append(source.position)
     for k, source in enumerate(scalars):
         owners[n_in + k] = [source.position]
     if not scalars and len(owners) == n_buffers and [s.position for s in bound.sources] == [
@@ -124,7 +126,8 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
         name = names[positions[0]] if len(positions) == 1 else f"{_PREFIX}buffer{b}"
         t = len(params)
         params.append(name)
-        if b >= n_in and b < n_in + len(scalars):
+        sources.append(("output", t, b - n_before) if b >= n_before else ("input", t, b))
+        if n_in <= b < n_before:
             scalar = scalars[b - n_in].scalar
             signature[name] = _SCALAR_POINTERS.get(scalar.triton_type, "*" + scalar.triton_type)
             value = f"{_PREFIX}value{b - n_in}"
@@ -133,7 +136,6 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
             product = f" * {scales[-1]}" if scales[-1] > 1 else ""
             lines.append(f"    {value} = tl.load({name}){product}\n")
             argument[positions[0]] = value
-            sources.append(("input", t, b))
             continue
         aligned = bool(positions) and "D" in specs.get(positions[0], "")
         signature[name] = (bound.signature[names[positions[0]]] if positions
@@ -143,8 +145,6 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
             attrs[(t,)] = parsed
         for u in positions:
             argument[u] = name
-        kind = "output" if b >= n_in + len(scalars) else "input"
-        sources.append((kind, t, b - (n_in + len(scalars)) if kind == "output" else b))
     constexprs = {}
     for u, name in enumerate(names):
         if bound.signature[name] == "constexpr":

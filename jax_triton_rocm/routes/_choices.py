@@ -79,13 +79,12 @@ class ChoiceStore:
     """Choices by key, in this process and on disk. `generation` changes with every choice added
     or clear, so memos of lowered calls can tell that a lowering may now come out differently."""
 
-    def __init__(self, locks: _state.LockRegistry) -> None:
-        self._locks = locks
+    def __init__(self) -> None:
         self._choices: dict[str, Choice] = {}
         self.generation = 0
 
     def get(self, key: str) -> Choice | None:
-        with self._locks.guard:
+        with _state.LOCKS.guard:
             choice = self._choices.get(key)
         if choice is not None or (location := _location(key)) is None:
             return choice
@@ -103,12 +102,12 @@ class ChoiceStore:
                 logger.warning("jax_triton_rocm: ignoring the autotune choice %s (%s); the call "
                                "is autotuned again.", path, str(err) or type(err).__name__)
             return None
-        with self._locks.guard:
+        with _state.LOCKS.guard:
             self._choices[key] = choice
         return choice
 
     def put(self, key: str, choice: Choice) -> None:
-        with self._locks.guard:
+        with _state.LOCKS.guard:
             self._choices[key] = choice
             self.generation += 1
         if (location := _location(key)) is None:
@@ -128,7 +127,7 @@ class ChoiceStore:
 
     def clear(self) -> None:
         """Forgets the choices held in this process (the files stay)."""
-        with self._locks.guard:
+        with _state.LOCKS.guard:
             self._choices.clear()
             self.generation += 1
 
@@ -176,7 +175,7 @@ def _checked(record: Any) -> tuple[int, str, tuple[float, ...]]:
     return index, record["description"], tuple(float(t) for t in times)
 
 
-STORE = ChoiceStore(_state.LOCKS)
+STORE = ChoiceStore()
 _state.on_clear(STORE.clear)
 
 

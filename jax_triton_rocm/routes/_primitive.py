@@ -54,18 +54,12 @@ def _run_alone(*operands: Any, spec: KernelCallSpec):
 
 @triton_kernel_p.def_abstract_eval
 def _abstract_eval(*avals, spec: KernelCallSpec):
-    """The results' types; the call's compiles start here, where its operands' types are
-    final (`compile_early`)."""
+    """The results' types. The compiles of jaxlib's route that a lowering of the call will ask
+    for start here, where its operands' types are final, unless the call asks for XLA's route,
+    the trace cannot tell its platform and architecture (`_arch.traced_arch`),
+    JAX_TRITON_ROCM_EARLY_COMPILE forbids it or this is a forked child (docs/design.md,
+    "Compiles start at the trace"). Raises nothing for those compiles: the lowering will."""
     out_avals = [jax.core.ShapedArray(s.shape, s.dtype) for s in spec.out_shapes]
-    compile_early(tuple(avals), tuple(out_avals), spec)
-    return out_avals
-
-
-def compile_early(in_avals: tuple, out_avals: tuple, spec: KernelCallSpec) -> None:
-    """Starts the compiles of jaxlib's route that a lowering of the call will ask for, where the
-    call does not ask for XLA's, the trace can tell its platform and architecture
-    (`_arch.traced_arch`) and JAX_TRITON_ROCM_EARLY_COMPILE allows, outside a forked child
-    (docs/design.md, "Compiles start at the trace"). Raises nothing: the lowering will."""
     try:
         if (not spec.unwrapped.interpreted and not _state.COMPILE_POOL.forked
                 and _env.early_compile() and (platform := _arch.traced_platform()) is not None
@@ -74,9 +68,11 @@ def compile_early(in_avals: tuple, out_avals: tuple, spec: KernelCallSpec) -> No
                 and (arch := _arch.traced_arch(routes.backend, spec)) is not None):
             from jax_triton_rocm.routes.jaxlib import _jaxlib_call  # see `_routes`
 
-            _jaxlib_call.start_compiles(routes.backend, spec, arch, in_avals, out_avals)
+            _jaxlib_call.start_compiles(routes.backend, spec, arch, tuple(avals),
+                                        tuple(out_avals))
     except Exception:  # noqa: BLE001
         pass
+    return out_avals
 
 
 def _refuse(what: str, *arguments: Any, spec: KernelCallSpec):
