@@ -34,14 +34,13 @@ class Unfit:
 class Placed(NamedTuple):
     """Where a call runs, as its route sees it: the architecture the backend answers for,
     `place` (what decides its plan beyond the call, as plain values), `decides` (what decides
-    the lowered call beyond the call), the call graph's key, and what jaxlib's route keeps for
-    itself: the devices' architecture where it differs (`_arch.placement`), the plugin's
+    the lowered call beyond the call; both hold the call graph's key), and what jaxlib's route
+    keeps for itself: the devices' architecture where it differs (`_arch.placement`), the plugin's
     features, the lowering's settings and its custom call's name."""
 
     arch: GpuArch
     place: tuple
     decides: tuple
-    graph: tuple
     devices: GpuArch | None = None
     features: PluginFeatures | None = None
     settings: _env.LoweringSettings | None = None
@@ -97,11 +96,10 @@ def lowered_call(route: Route, backend: Backend, ctx: LoweringRuleContext, spec:
     if isinstance(placed, Unfit):
         return placed
     # All that decides a lowered call: the route, the operands' and results' types, the call,
-    # its call graph, the autotune choices remembered (a plain kernel has one launch: none
-    # decide it) and where it runs.
+    # the autotune choices remembered (a plain kernel has one launch: none decide it) and where
+    # it runs, with its call graph.
     decided = () if spec.unwrapped.autotuner is None else _choices.decided()
-    key = (route.name, tuple(ctx.avals_in), tuple(ctx.avals_out), spec, placed.graph, decided,
-           placed.decides)
+    key = (route.name, tuple(ctx.avals_in), tuple(ctx.avals_out), spec, decided, placed.decides)
     kept = record.get(_state.LOWERED_CALLS, {})
     try:
         with _state.LOCKS.guard:  # a call found is now the most recently used

@@ -120,8 +120,8 @@ class JaxlibRoute(_lowering.Route):
         place = (backend.platform, dataclasses.astuple(arch),
                  None if devices is None else dataclasses.astuple(devices),
                  dataclasses.astuple(features), graph, settings.variables)
-        return _lowering.Placed(arch, place, (place, exporting, call_name), graph,
-                                devices, features, settings, call_name)
+        return _lowering.Placed(arch, place, (place, exporting, call_name), devices, features,
+                                settings, call_name)
 
     def build(self, backend: Backend, spec: KernelCallSpec, placed: _lowering.Placed,
               answers: ArchAnswers, launches: list[_plan.Launch], in_avals: tuple,

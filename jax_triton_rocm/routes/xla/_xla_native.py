@@ -199,9 +199,9 @@ class XlaRoute(_lowering.Route):
         if (unfit := unfit_before_compile(spec)) is not None:
             return unfit
         arch, _ = _arch.resolve_arch(backend, ctx, spec)
-        graph = _compile.call_graph_key(spec, record)
-        decides = (backend.platform, dataclasses.astuple(arch))
-        return _lowering.Placed(arch, (CUSTOM_CALL_NAME, *decides, graph), decides, graph)
+        decides = (backend.platform, dataclasses.astuple(arch),
+                   _compile.call_graph_key(spec, record))
+        return _lowering.Placed(arch, (CUSTOM_CALL_NAME, *decides), decides)
 
     def tuned_launches(self, tuned: Any) -> list[_plan.Launch] | Unfit:
         """The one config jaxlib's lowered call remembers, which keys choices on its compiled
