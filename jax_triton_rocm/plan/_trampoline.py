@@ -30,17 +30,6 @@ _SCALAR_POINTERS = {"u1": "*i1", "i1": "*i1"}
 LARGEST_SCALE = 128
 
 
-@dataclasses.dataclass(frozen=True)
-class Compiled:
-    """What XLA's route compiles for one launch, with the runtime scalars it passes as 0-d operands
-    after the call's own and the factor the trampoline multiplies each back by (else 1)."""
-
-    jit_fn: JITFunction
-    bound: _layout.BoundKernel
-    scalar_operands: tuple[_spec.Scalar, ...] = ()
-    scalar_scales: tuple[int, ...] = ()
-
-
 def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int,
                record: dict | None = None) -> Launch:
     """`launch` as jaxlib's call launches it: the operands' buffers, then the results'; a kernel
@@ -95,11 +84,13 @@ def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int,
         zero_d_pointers=bound.zero_d_pointers))
 
 
-def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_avals: tuple,
-            triton_backend: Any, record: dict | None = None) -> Compiled:
-    """The kernel as XLA's call launches it: one pointer per operand, per runtime scalar (a 0-d
-    operand), per result, and no other runtime parameter (no tuple, no descriptor: checked)."""
-    jit_fn = kernel.jit_fn
+def for_xla(kernel: Unwrapped, launch: Launch, in_avals: tuple, out_avals: tuple,
+            triton_backend: Any, record: dict | None = None) -> tuple[Launch, tuple[int, ...]]:
+    """`launch` as XLA's call launches it: one pointer per operand, per runtime scalar (a 0-d
+    operand after the call's own), per result, and no other runtime parameter (no tuple, no
+    descriptor: checked); and per runtime scalar, the factor the trampoline multiplies it back
+    by (else 1)."""
+    jit_fn, bound = kernel.jit_fn, launch.bound
     names = list(jit_fn.arg_names)
     scalars = [s for s in bound.sources if s.kind == "scalar"]
     # The buffers: the operands, a 0-d operand per runtime scalar (inputs to XLA), the results.
@@ -115,7 +106,7 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
         owners[n_in + k] = [source.position]
     if not scalars and len(owners) == n_buffers and [s.position for s in bound.sources] == [
             positions[0] for _, positions in sorted(owners.items()) if len(positions) == 1]:
-        return Compiled(jit_fn, bound)  # already one pointer per buffer, in order
+        return launch, ()  # already one pointer per buffer, in order
     avals = [*in_avals, *[None] * len(scalars), *out_avals]
     params, signature, attrs, specializations, sources, scales = [], {}, {}, [], [], []
     argument = {u: names[u] for u in range(len(names))}
@@ -154,10 +145,10 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
     body = "".join(lines) + f"    {_CALLEE}({', '.join([argument[u] for u in range(len(names))])})\n"
     trampoline = _trampoline(kernel, params, {n for n in params if signature[n] == "constexpr"},
                              body, record)
-    return Compiled(trampoline, _layout.BoundKernel.of_buffers(
+    routed = _layout.BoundKernel.of_buffers(
         sources, signature=signature, constexprs=constexprs, attrs=attrs,
-        specializations=tuple(specializations), zero_d_pointers=bound.zero_d_pointers),
-        scalar_operands=tuple([s.scalar for s in scalars]), scalar_scales=tuple(scales))
+        specializations=tuple(specializations), zero_d_pointers=bound.zero_d_pointers)
+    return _values.replaced(launch, jit_fn=trampoline, bound=routed), tuple(scales)
 
 
 def scale(value: int) -> int:

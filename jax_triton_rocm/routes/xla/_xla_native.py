@@ -224,9 +224,9 @@ class XlaRoute(_lowering.Route):
             return Unfit("an output to zero shares its buffer with an input (jaxlib's call zeroes "
                          "that buffer; XLA's call has no zeroing)")
         zero_avals = tuple([out_avals[o] for o in launch.zeroed])
-        form = _trampoline.for_xla(spec.unwrapped, launch.bound, in_avals + zero_avals, out_avals,
-                                   answers.launch_site.triton_backend, record)
-        trampoline = [_values.replaced(launch, jit_fn=form.jit_fn, bound=form.bound)]
+        routed, scales = _trampoline.for_xla(spec.unwrapped, launch, in_avals + zero_avals,
+                                             out_avals, answers.launch_site.triton_backend, record)
+        trampoline = [routed]
         try:
             [(_, _, compiled)] = _compile.compiled_launches(trampoline, _compile.launch_jobs(
                 trampoline, spec, answers.triton_gpu_target, arch=answers.arch.arch,
@@ -243,7 +243,7 @@ class XlaRoute(_lowering.Route):
         renumbered |= {("input", b): ("input", b) if b < n_in
                        else ("output", launch.zeroed[b - n_in])
                        for b in range(n_in + len(launch.zeroed))}
-        if (found := _writes.of_launch(compiled.ttir, form.bound, renumbered,
+        if (found := _writes.of_launch(compiled.ttir, routed.bound, renumbered,
                                           spec.unwrapped.jit_fn)) is not None:
             _misplaced.check_writes(spec, launch, *found, in_avals)
         # Raises for a launch feature.
@@ -253,7 +253,8 @@ class XlaRoute(_lowering.Route):
         if compiled.global_scratch_size:
             return Unfit(f"the kernel needs {compiled.global_scratch_size} bytes of Triton global "
                          f"scratch memory, which not every XLA allocates for this call")
-        n_pointers = len(in_avals) + len(zero_avals) + len(form.scalar_operands) + len(out_avals)
+        scalars = tuple(source.scalar for source in launch.bound.sources if source.kind == "scalar")
+        n_pointers = len(in_avals) + len(zero_avals) + len(scalars) + len(out_avals)
         if (ir := record.get(("checked IR", compiled.key, n_pointers))) is None:
             ir = record["checked IR", compiled.key, n_pointers] = checked_ir(compiled, n_pointers)
         if isinstance(ir, Unfit):
@@ -261,8 +262,7 @@ class XlaRoute(_lowering.Route):
         return NativeCall(
             name=compiled.name, ir=ir, num_warps=compiled.num_warps,
             num_stages=int(compiled.metadata.get("num_stages") or 1), grid=launch.grid,
-            scalars=form.scalar_operands, zeroed=tuple(launch.zeroed),
-            scalar_scales=form.scalar_scales), launches
+            scalars=scalars, zeroed=tuple(launch.zeroed), scalar_scales=scales), launches
 
     def rebuild(self, made: NativeCall, launches: list[_plan.Launch], spec: KernelCallSpec,
                 in_avals: tuple, record: dict) -> NativeCall | None:
