@@ -226,10 +226,9 @@ class XlaRoute(_lowering.Route):
         zero_avals = tuple([out_avals[o] for o in launch.zeroed])
         routed, scales = _trampoline.for_xla(spec.unwrapped, launch, in_avals + zero_avals,
                                              out_avals, answers.launch_site.triton_backend, record)
-        trampoline = [routed]
         try:
-            [(_, _, compiled)] = _compile.compiled_launches(trampoline, _compile.launch_jobs(
-                trampoline, spec, answers.triton_gpu_target, arch=answers.arch.arch,
+            [(_, _, compiled)] = _compile.compiled_launches([routed], _compile.launch_jobs(
+                [routed], spec, answers.triton_gpu_target, arch=answers.arch.arch,
                 compile_options=backend.compile_options, option_names=backend.option_names,
                 binary_key=backend.binary_key, asm_key=backend.asm_key, record=record))
         except Exception as err:  # do the call's arguments line up with the kernel's parameters?
