@@ -259,13 +259,19 @@ def skipped(launches: Sequence[Launch], spec: KernelCallSpec, out_avals: tuple) 
     return Skipped(grid, tuple(sorted(zeroed)))
 
 
-def launch_configs(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: LaunchSite,
-                   types: _spec.ArgumentTypes | None, own: bool) -> list[LaunchConfig]:
-    """The call's launch configurations (`launches` says how), each checked where a config or a
-    heuristic set it (not `own`, the call's own settings)."""
+def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: LaunchSite,
+             types: _spec.ArgumentTypes | None = None) -> list[Launch]:
+    """The launches of `spec` on `site`, in the order jaxlib should try them: per launch
+    configuration that can launch there (each checked where a config or a heuristic set it),
+    its warps, grid, outputs to zero and arguments laid onto the kernel's parameters. `types`:
+    the call's values and metaparameters as typed for the plan memo (None: typed here). Raises
+    what the autotuner's configs and heuristics, `keep_launchable`, `launch_grid`,
+    `zeroed_outputs` and `_layout.lay_out_arguments` raise.
+    """
     unwrapped = spec.unwrapped
-    jit_fn = unwrapped.jit_fn
-    kernel = spec.kernel_name
+    jit_fn, kernel = unwrapped.jit_fn, spec.kernel_name
+    # The call's own settings (triton_call checked them) and constexprs, and nothing else.
+    own = unwrapped.autotuner is None and not unwrapped.heuristics
     named = named_args(jit_fn, spec.positional, in_avals, out_avals)
     param_names = set(jit_fn.arg_names)
     outside = unwrapped.heuristics[:unwrapped.heuristics_outside]
@@ -310,21 +316,6 @@ def launch_configs(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site
         # What a callable grid or zeroed_outputs receives, once the config is whole.
         config.meta.update({**seen, **config.kwargs_view()})
         configs.append(config)
-    return configs
-
-
-def launches(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple, site: LaunchSite,
-             types: _spec.ArgumentTypes | None = None) -> list[Launch]:
-    """The launches of `spec` on `site`, in the order jaxlib should try them: per launch
-    configuration that can launch there, its warps, grid, outputs to zero and arguments laid
-    onto the kernel's parameters. `types`: the call's values and metaparameters as typed for
-    the plan memo (None: typed here). Raises what the autotuner's configs and heuristics,
-    `keep_launchable`, `launch_grid`, `zeroed_outputs` and `_layout.lay_out_arguments` raise.
-    """
-    jit_fn, kernel = spec.unwrapped.jit_fn, spec.kernel_name
-    # The call's own settings (triton_call checked them) and constexprs, and nothing else.
-    own = spec.unwrapped.autotuner is None and not spec.unwrapped.heuristics
-    configs = launch_configs(spec, in_avals, out_avals, site, types, own)
     if site.first_config_only:
         configs = configs[:1]
     for config in configs:
@@ -398,12 +389,9 @@ def relaunch(planned: list[Launch], spec: KernelCallSpec, in_avals: tuple, out_a
                     declared=source.scalar.triton_type if source.scalar.declared else None))
                 if source.kind == "scalar" and not source.path else source
                 for source in bound.sources))
-        relaunched.append(Launch(
-            config=config,
-            num_warps=launch.num_warps,
+        relaunched.append(_values.replaced(
+            launch, config=config, bound=bound,
             grid=launch_grid(spec, config.meta, description=config.description, limits=limits,
                              num_warps=launch.num_warps),
-            zeroed=zeroed_outputs(spec, config.meta, len(out_avals)),
-            bound=bound,
-            jit_fn=launch.jit_fn))
+            zeroed=zeroed_outputs(spec, config.meta, len(out_avals))))
     return relaunched

@@ -30,17 +30,6 @@ _SCALAR_POINTERS = {"u1": "*i1", "i1": "*i1"}
 LARGEST_SCALE = 128
 
 
-@dataclasses.dataclass(frozen=True)
-class Compiled:
-    """What XLA's route compiles for one launch, with the runtime scalars it passes as 0-d operands
-    after the call's own and the factor the trampoline multiplies each back by (else 1)."""
-
-    jit_fn: JITFunction
-    bound: _layout.BoundKernel
-    scalar_operands: tuple[_spec.Scalar, ...] = ()
-    scalar_scales: tuple[int, ...] = ()
-
-
 def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int,
                record: dict | None = None) -> Launch:
     """`launch` as jaxlib's call launches it: the operands' buffers, then the results'; a kernel
@@ -95,25 +84,29 @@ def for_jaxlib(kernel: Unwrapped, launch: Launch, n_inputs: int,
         zero_d_pointers=bound.zero_d_pointers))
 
 
-def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_avals: tuple,
-            triton_backend: Any, record: dict | None = None) -> Compiled:
-    """The kernel as XLA's call launches it: one pointer per operand, per runtime scalar (a 0-d
-    operand), per result, and no other runtime parameter (no tuple, no descriptor: checked)."""
-    jit_fn = kernel.jit_fn
+def for_xla(kernel: Unwrapped, launch: Launch, in_avals: tuple, out_avals: tuple,
+            triton_backend: Any, record: dict | None = None) -> tuple[Launch, tuple[int, ...]]:
+    """`launch` as XLA's call launches it: one pointer per operand, per runtime scalar (a 0-d
+    operand after the call's own), per result, and no other runtime parameter (no tuple, no
+    descriptor: checked); and per runtime scalar, the factor the trampoline multiplies it back
+    by (else 1)."""
+    jit_fn, bound = kernel.jit_fn, launch.bound
     names = list(jit_fn.arg_names)
     scalars = [s for s in bound.sources if s.kind == "scalar"]
-    n_in, n_buffers = len(in_avals), len(in_avals) + len(scalars) + len(out_avals)
+    # The buffers: the operands, a 0-d operand per runtime scalar (inputs to XLA), the results.
+    n_in, n_before = len(in_avals), len(in_avals) + len(scalars)
+    n_buffers = n_before + len(out_avals)
     owners: dict[int, list[int]] = {}
     for source in bound.sources:
         if source.kind == "input":
             owners.setdefault(source.index, []).append(source.position)
         elif source.kind == "output":
-            owners.setdefault(n_in + len(scalars) + source.index, []).append(source.position)
+            owners.setdefault(n_before + source.index, []).append(source.position)
     for k, source in enumerate(scalars):
         owners[n_in + k] = [source.position]
     if not scalars and len(owners) == n_buffers and [s.position for s in bound.sources] == [
             positions[0] for _, positions in sorted(owners.items()) if len(positions) == 1]:
-        return Compiled(jit_fn, bound)  # already one pointer per buffer, in order
+        return launch, ()  # already one pointer per buffer, in order
     avals = [*in_avals, *[None] * len(scalars), *out_avals]
     params, signature, attrs, specializations, sources, scales = [], {}, {}, [], [], []
     argument = {u: names[u] for u in range(len(names))}
@@ -124,7 +117,8 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
         name = names[positions[0]] if len(positions) == 1 else f"{_PREFIX}buffer{b}"
         t = len(params)
         params.append(name)
-        if b >= n_in and b < n_in + len(scalars):
+        sources.append(("output", t, b - n_before) if b >= n_before else ("input", t, b))
+        if n_in <= b < n_before:
             scalar = scalars[b - n_in].scalar
             signature[name] = _SCALAR_POINTERS.get(scalar.triton_type, "*" + scalar.triton_type)
             value = f"{_PREFIX}value{b - n_in}"
@@ -133,7 +127,6 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
             product = f" * {scales[-1]}" if scales[-1] > 1 else ""
             lines.append(f"    {value} = tl.load({name}){product}\n")
             argument[positions[0]] = value
-            sources.append(("input", t, b))
             continue
         aligned = bool(positions) and "D" in specs.get(positions[0], "")
         signature[name] = (bound.signature[names[positions[0]]] if positions
@@ -143,8 +136,6 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
             attrs[(t,)] = parsed
         for u in positions:
             argument[u] = name
-        kind = "output" if b >= n_in + len(scalars) else "input"
-        sources.append((kind, t, b - (n_in + len(scalars)) if kind == "output" else b))
     constexprs = {}
     for u, name in enumerate(names):
         if bound.signature[name] == "constexpr":
@@ -154,10 +145,10 @@ def for_xla(kernel: Unwrapped, bound: _layout.BoundKernel, in_avals: tuple, out_
     body = "".join(lines) + f"    {_CALLEE}({', '.join([argument[u] for u in range(len(names))])})\n"
     trampoline = _trampoline(kernel, params, {n for n in params if signature[n] == "constexpr"},
                              body, record)
-    return Compiled(trampoline, _layout.BoundKernel.of_buffers(
+    routed = _layout.BoundKernel.of_buffers(
         sources, signature=signature, constexprs=constexprs, attrs=attrs,
-        specializations=tuple(specializations), zero_d_pointers=bound.zero_d_pointers),
-        scalar_operands=tuple([s.scalar for s in scalars]), scalar_scales=tuple(scales))
+        specializations=tuple(specializations), zero_d_pointers=bound.zero_d_pointers)
+    return _values.replaced(launch, jit_fn=trampoline, bound=routed), tuple(scales)
 
 
 def scale(value: int) -> int:

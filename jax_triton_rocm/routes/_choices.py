@@ -26,11 +26,8 @@ logger = logging.getLogger("jax_triton_rocm")
 
 FOLDER_NAME = "jax_triton_rocm_autotune"
 _FORMAT = 1
-# A writer's temporary file older than this is a dead writer's; a choice file is far smaller.
-_STALE_SECONDS = 60
 _MAX_BYTES = 1 << 20
 _swept: set[str] = set()
-_warned: set[str] = set()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,13 +79,12 @@ class ChoiceStore:
     """Choices by key, in this process and on disk. `generation` changes with every choice added
     or clear, so memos of lowered calls can tell that a lowering may now come out differently."""
 
-    def __init__(self, locks: _state.LockRegistry) -> None:
-        self._locks = locks
+    def __init__(self) -> None:
         self._choices: dict[str, Choice] = {}
         self.generation = 0
 
     def get(self, key: str) -> Choice | None:
-        with self._locks.guard:
+        with _state.LOCKS.guard:
             choice = self._choices.get(key)
         if choice is not None or (location := _location(key)) is None:
             return choice
@@ -102,17 +98,16 @@ class ChoiceStore:
             return None
         except (OSError, ValueError, RecursionError) as err:
             path = os.path.join(group, name)
-            if path not in _warned:
-                _warned.add(path)
+            if _state.first_warning(("autotune choice", path)):
                 logger.warning("jax_triton_rocm: ignoring the autotune choice %s (%s); the call "
                                "is autotuned again.", path, str(err) or type(err).__name__)
             return None
-        with self._locks.guard:
+        with _state.LOCKS.guard:
             self._choices[key] = choice
         return choice
 
     def put(self, key: str, choice: Choice) -> None:
-        with self._locks.guard:
+        with _state.LOCKS.guard:
             self._choices[key] = choice
             self.generation += 1
         if (location := _location(key)) is None:
@@ -124,16 +119,15 @@ class ChoiceStore:
         try:
             _files.write_file((store, os.path.basename(group)), name, data)
         except (OSError, ValueError) as err:
-            if store in _warned:
-                return
-            _warned.add(store)
-            logger.warning("jax_triton_rocm: could not save autotune choices in %s (%s): %s; "
-                           "they are kept in this process only. Set %s to a folder of your own "
-                           "that you can write.", store, _setting(), err, _env.ENV_AUTOTUNE_DIR)
+            if _state.first_warning(("autotune store", store)):
+                logger.warning("jax_triton_rocm: could not save autotune choices in %s (%s): %s; "
+                               "they are kept in this process only. Set %s to a folder of your "
+                               "own that you can write.", store, _setting(), err,
+                               _env.ENV_AUTOTUNE_DIR)
 
     def clear(self) -> None:
         """Forgets the choices held in this process (the files stay)."""
-        with self._locks.guard:
+        with _state.LOCKS.guard:
             self._choices.clear()
             self.generation += 1
 
@@ -151,8 +145,7 @@ def _location(key: str) -> tuple[str, str, str] | None:
         with contextlib.suppress(OSError, ValueError):
             for entry in os.scandir(folder):
                 if entry.is_dir(follow_symlinks=False):
-                    _files.remove_stale_temporaries(os.path.join(folder, entry.name),
-                                                    _STALE_SECONDS)
+                    _files.remove_stale_temporaries(os.path.join(folder, entry.name))
     return folder, os.path.join(folder, key[:2]), f"{key}.json"
 
 
@@ -182,7 +175,7 @@ def _checked(record: Any) -> tuple[int, str, tuple[float, ...]]:
     return index, record["description"], tuple(float(t) for t in times)
 
 
-STORE = ChoiceStore(_state.LOCKS)
+STORE = ChoiceStore()
 _state.on_clear(STORE.clear)
 
 

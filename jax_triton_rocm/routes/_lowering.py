@@ -19,10 +19,9 @@ from jax_triton_rocm.kernel import _spec
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
     from jax_triton_rocm.backends._backend import ArchAnswers, Backend
-    from jax_triton_rocm.backends._vendors import GpuArch
+    from jax_triton_rocm.backends._vendors import GpuArch, PluginFeatures
     from jax_triton_rocm.base import _env
-    from jax_triton_rocm.plan._plan import LaunchLimits
-    from jax_triton_rocm.kernel._spec import ArgumentTypes, KernelCallSpec
+    from jax_triton_rocm.kernel._spec import KernelCallSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,14 +34,16 @@ class Unfit:
 class Placed(NamedTuple):
     """Where a call runs, as its route sees it: the architecture the backend answers for,
     `place` (what decides its plan beyond the call, as plain values), `decides` (what decides
-    the lowered call beyond the call), the call graph's key, and what the route keeps for itself
-    (`where`, its custom call's name)."""
+    the lowered call beyond the call; both hold the call graph's key), and what jaxlib's route
+    keeps for itself: the devices' architecture where it differs (`_arch.placement`), the plugin's
+    features, the lowering's settings and its custom call's name."""
 
     arch: GpuArch
     place: tuple
     decides: tuple
-    graph: tuple
-    where: Any = None
+    devices: GpuArch | None = None
+    features: PluginFeatures | None = None
+    settings: _env.LoweringSettings | None = None
     call_name: str = ""
 
 
@@ -50,17 +51,14 @@ class Route(abc.ABC):
     """What the shell asks a GPU route, in the order of its methods (`lowered_call`)."""
 
     name = ""
-    tuned_on: str | None = None  # the route whose tuning picks an autotuned kernel's launch
+    # The route whose tuning picks an autotuned kernel's launches, which this route's
+    # `tuned_launches(what tuned_on lowered)` takes (or says `Unfit`).
+    tuned_on: str | None = None
 
     @abc.abstractmethod
     def where(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
               record: dict, settings: _env.LoweringSettings | None) -> Placed | Unfit:
         """Where the call runs, or why it cannot take the route, known before any compile."""
-
-    def tuned_launches(self, tuned: Any) -> list[_plan.Launch] | Unfit:
-        """An autotuned kernel's launches, from what the route named `tuned_on` lowered for the
-        call (asked only where `tuned_on` names one)."""
-        raise NotImplementedError(f"route {self.name} names no tuned_on route")
 
     @abc.abstractmethod
     def build(self, backend: Backend, spec: KernelCallSpec, placed: Placed, answers: ArchAnswers,
@@ -88,25 +86,20 @@ class Route(abc.ABC):
 ROUTES: dict[str, Route] = {}
 
 
-@dataclasses.dataclass(frozen=True)
-class Kept:
-    """A call's plan as kept (`made`: the kernels and images, or XLA's call)."""
-
-    made: Any
-    launches: tuple[_plan.Launch, ...]
-    limits: LaunchLimits | None
-
-
 def lowered_call(route: Route, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
                  settings: _env.LoweringSettings | None = None) -> Any:
     """The call lowered on `route`, without MLIR (what the route finishes, `Unfit`, or
     `_plan.Skipped` where no program runs), kept in the kernel's record (fetched once here,
-    passed down) by `lowering_key`. A call left undecided is told to a tuning session."""
+    passed down) by all that decides it. A call left undecided is told to a tuning session."""
     record = _state.KERNEL_RECORDS.record(spec.kernel)
     placed = route.where(backend, ctx, spec, record, settings)
     if isinstance(placed, Unfit):
         return placed
-    key = lowering_key(route, ctx, spec, placed)
+    # All that decides a lowered call: the route, the operands' and results' types, the call,
+    # the autotune choices remembered (a plain kernel has one launch: none decide it) and where
+    # it runs, with its call graph.
+    decided = () if spec.unwrapped.autotuner is None else _choices.decided()
+    key = (route.name, tuple(ctx.avals_in), tuple(ctx.avals_out), spec, decided, placed.decides)
     kept = record.get(_state.LOWERED_CALLS, {})
     try:
         with _state.LOCKS.guard:  # a call found is now the most recently used
@@ -123,16 +116,6 @@ def lowered_call(route: Route, backend: Backend, ctx: LoweringRuleContext, spec:
     return lowered
 
 
-def lowering_key(route: Route, ctx: LoweringRuleContext, spec: KernelCallSpec,
-                 placed: Placed) -> tuple:
-    """All that decides a lowered call: the route, the operands' and results' types, the call,
-    its call graph, the autotune choices remembered (a plain kernel has one launch: none decide
-    it) and where it runs."""
-    decided = () if spec.unwrapped.autotuner is None else _choices.decided()
-    return (route.name, tuple(ctx.avals_in), tuple(ctx.avals_out), spec, placed.graph, decided,
-            placed.decides)
-
-
 def _lower_uncached(route: Route, backend: Backend, ctx: LoweringRuleContext,
                     spec: KernelCallSpec, placed: Placed, record: dict,
                     settings: _env.LoweringSettings | None) -> Any:
@@ -142,7 +125,7 @@ def _lower_uncached(route: Route, backend: Backend, ctx: LoweringRuleContext,
     in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
     types = spec.types  # as the call's check typed them (the layout types a dtype it lacks)
     try:
-        key = plan_key(spec, in_avals, out_avals, types)
+        key = plan_key(spec, in_avals, out_avals)
     except TypeError:  # an unhashable parameter: no plan kept
         key = None
     made = found = None
@@ -150,11 +133,11 @@ def _lower_uncached(route: Route, backend: Backend, ctx: LoweringRuleContext,
     with _state.LOCKS.guard:  # a plan found is now the most recently used
         if key is not None and (found := kept.get((placed.place, key))) is not None:
             kept.move_to_end((placed.place, key))
-    if found is not None:
-        launches = _plan.relaunch(list(found.launches), spec, in_avals, out_avals, found.limits)
+    if found is not None:  # (what was made, its launches, the target's limits)
+        launches = _plan.relaunch(list(found[1]), spec, in_avals, out_avals, found[2])
         if any([0 in launch.grid for launch in launches]):  # no program runs
             return _plan.skipped(launches, spec, out_avals)
-        made = route.rebuild(found.made, launches, spec, in_avals, record)
+        made = route.rebuild(found[0], launches, spec, in_avals, record)
     if made is None:
         answers = backend.answers(placed.arch)
         if route.tuned_on is not None and spec.unwrapped.autotuner is not None:
@@ -175,20 +158,19 @@ def _lower_uncached(route: Route, backend: Backend, ctx: LoweringRuleContext,
             return built
         made, launches = built
         if key is not None:
-            _state.PLANS.put((placed.place, key), Kept(made, tuple(launches),
-                                                       answers.launch_site.limits), record=record)
+            _state.PLANS.put((placed.place, key), (made, tuple(launches),
+                                                   answers.launch_site.limits), record=record)
     return route.finish(backend, ctx, spec, placed, made)
 
 
-def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple,
-             types: ArgumentTypes | None = None) -> tuple | None:
+def plan_key(spec: KernelCallSpec, in_avals: tuple, out_avals: tuple) -> tuple | None:
     """What decides a plain kernel's launches but the shapes and runtime scalars' values (which
     change no configuration, layout or binary, only what `_plan.relaunch` refills); None for a
     kernel with an autotuner or heuristics (they see both). A TypeError: an unhashable value."""
     unwrapped = spec.unwrapped
     if unwrapped.autotuner is not None or unwrapped.heuristics:
         return None
-    view = None if types is None else types.view
+    view = None if spec.types is None else spec.types.view
     if view is None:  # not typed yet, or a value whose typing failed: raised here, as always
         view = _spec.compile_view(unwrapped.jit_fn, spec.positional)
     key = (spec.kernel_id, view, len(in_avals),

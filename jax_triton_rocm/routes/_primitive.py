@@ -54,23 +54,25 @@ def _run_alone(*operands: Any, spec: KernelCallSpec):
 
 @triton_kernel_p.def_abstract_eval
 def _abstract_eval(*avals, spec: KernelCallSpec):
-    """The results' types; the call's compiles start here, where its operands' types are
-    final (`compile_early`)."""
+    """The results' types. The compiles of jaxlib's route that a lowering of the call will ask
+    for start here, where its operands' types are final, unless the call asks for XLA's route,
+    the trace cannot tell its platform and architecture (`_arch.traced_arch`),
+    JAX_TRITON_ROCM_EARLY_COMPILE forbids it or this is a forked child (docs/design.md,
+    "Compiles start at the trace"). Raises nothing for those compiles: the lowering will."""
     out_avals = [jax.core.ShapedArray(s.shape, s.dtype) for s in spec.out_shapes]
-    compile_early(tuple(avals), tuple(out_avals), spec)
-    return out_avals
-
-
-def compile_early(in_avals: tuple, out_avals: tuple, spec: KernelCallSpec) -> None:
-    """Starts the compiles a lowering of the call will ask for, where the trace can tell its
-    platform and architecture and JAX_TRITON_ROCM_EARLY_COMPILE allows, outside a forked child
-    (docs/design.md, "Compiles start at the trace"). Raises nothing: the lowering will."""
     try:
         if (not spec.unwrapped.interpreted and not _state.COMPILE_POOL.forked
-                and _env.early_compile() and (platform := _arch.traced_platform()) is not None):
-            _routes(platform).start_compiles(in_avals, out_avals, spec)
+                and _env.early_compile() and (platform := _arch.traced_platform()) is not None
+                and isinstance(routes := _routes(platform), GpuRoutes)
+                and not (spec.xla_native or (spec.xla_native is None and _env.xla_native()))
+                and (arch := _arch.traced_arch(routes.backend, spec)) is not None):
+            from jax_triton_rocm.routes.jaxlib import _jaxlib_call  # see `_routes`
+
+            _jaxlib_call.start_compiles(routes.backend, spec, arch, tuple(avals),
+                                        tuple(out_avals))
     except Exception:  # noqa: BLE001
         pass
+    return out_avals
 
 
 def _refuse(what: str, *arguments: Any, spec: KernelCallSpec):
@@ -97,51 +99,44 @@ pe.dce_rules[triton_kernel_p] = _keep_call
 
 def _loop(primitive: Any, args: list, dims: list, params: dict[str, Any],
           aliases: tuple[tuple[int, int], ...], out_shapes: Sequence[Any]):
-    if aliases:
-        outs = _loop_in_place(primitive, args, dims, params, aliases, out_shapes)
-    else:
-        mapped = [d is not None for d in dims]
-        batched = tuple(jax.numpy.moveaxis(a, d, 0) for a, d, m in zip(args, dims, mapped) if m)
-
+    """`primitive` bound once per example, on its slices. With `aliases`, an aliased output's
+    whole batch, starting as its input's, is carried through the loop, each example sliced from
+    it and written back in place: XLA may pass a slice to a custom call as an address inside
+    the whole array, so an output aliased to a slice of one array but written into another's
+    would not hold the input the kernel reads."""
+    batched = [jax.numpy.moveaxis(a, d, 0) if d is not None else None for a, d in zip(args, dims)]
+    if not aliases:
         def one_example(slices):
             given = iter(slices)
-            operands = [next(given) if m else a for a, m in zip(args, mapped)]
+            operands = [a if b is None else next(given) for a, b in zip(args, batched)]
             return tuple(_bind_as_list(primitive, operands, params))
 
-        outs = lax.map(one_example, batched)
+        outs = lax.map(one_example, tuple(b for b in batched if b is not None))
+    else:
+        size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+        aliased = dict((o, i) for i, o in aliases)
+        carried = []
+        for o, shape in enumerate(out_shapes):
+            if o in aliased:
+                i = aliased[o]
+                carried.append(batched[i] if batched[i] is not None
+                               else jax.numpy.broadcast_to(args[i], (size, *args[i].shape)))
+            else:
+                carried.append(jax.numpy.zeros((size, *shape.shape), shape.dtype))
+
+        def one_example(index, outs):
+            operands = [a if b is None else lax.dynamic_index_in_dim(b, index, keepdims=False)
+                        for a, b in zip(args, batched)]
+            for o, i in aliased.items():
+                operands[i] = lax.dynamic_index_in_dim(outs[o], index, keepdims=False)
+            results = _bind_as_list(primitive, operands, params)
+            return tuple(lax.dynamic_update_index_in_dim(whole, result, index, 0)
+                         for whole, result in zip(outs, results))
+
+        outs = lax.fori_loop(0, size, one_example, tuple(carried))
     if primitive.multiple_results:
         return list(outs), [0] * len(outs)
     return outs[0], 0
-
-
-def _loop_in_place(primitive: Any, args: list, dims: list, params: dict[str, Any],
-                   aliases: tuple[tuple[int, int], ...], out_shapes: Sequence[Any]):
-    """An aliased output's whole batch, starting as its input's, carried through the loop, each
-    example sliced from it and written back in place: XLA may pass a slice to a custom call as
-    an address inside the whole array, so an output aliased to a slice of one array but written
-    into another's would not hold the input the kernel reads."""
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    batched = [jax.numpy.moveaxis(a, d, 0) if d is not None else None for a, d in zip(args, dims)]
-    aliased = dict((o, i) for i, o in aliases)
-    carried = []
-    for o, shape in enumerate(out_shapes):
-        if o in aliased:
-            i = aliased[o]
-            carried.append(batched[i] if batched[i] is not None
-                           else jax.numpy.broadcast_to(args[i], (size, *args[i].shape)))
-        else:
-            carried.append(jax.numpy.zeros((size, *shape.shape), shape.dtype))
-
-    def one_example(index, outs):
-        operands = [a if b is None else lax.dynamic_index_in_dim(b, index, keepdims=False)
-                    for a, b in zip(args, batched)]
-        for o, i in aliased.items():
-            operands[i] = lax.dynamic_index_in_dim(outs[o], index, keepdims=False)
-        results = _bind_as_list(primitive, operands, params)
-        return tuple(lax.dynamic_update_index_in_dim(whole, result, index, 0)
-                     for whole, result in zip(outs, results))
-
-    return lax.fori_loop(0, size, one_example, tuple(carried))
 
 
 def _bind_as_list(primitive: Any, operands: list, params: dict[str, Any]) -> list:
@@ -263,44 +258,32 @@ class GpuRoutes:
             settings = _env.lowering_settings(self.backend.lowering_variables, asked)
             if asked is None:
                 asked, by = settings.xla_native, _env.ENV_XLA_NATIVE
+        lowered = None
         if asked is None:
             reason = DEFAULT_REASON
         elif not asked:
             reason = f"{by}={'False' if by == 'xla_native' else '0'} asks for it"
         else:  # XLA's route, unless the call does not fit it (before or after the compile)
-            call = _lowering.lowered_call(_xla_native.ROUTE, self.backend, ctx, spec, settings)
-            if not isinstance(call, _lowering.Unfit):
-                return self.emit(_xla_native.ROUTE, ctx, operands, call, spec, XLA,
-                                 f"{by}={'True' if by == 'xla_native' else '1'} asks for it")
-            if spec.xla_native:
-                raise XlaNativeRefused(
-                    f"triton_call(xla_native=True) cannot be honoured for kernel "
-                    f"{spec.kernel_name}: {call.reason}. Leave xla_native unset (or pass False) "
-                    f"for jaxlib's Triton call, the default.", call.reason)
-            reason = call.reason
-        lowered = _lowering.lowered_call(_jaxlib_call.ROUTE, self.backend, ctx, spec, settings)
-        return self.emit(_jaxlib_call.ROUTE, ctx, operands, lowered, spec, JAXLIB_LEGACY if
-                         getattr(lowered, "custom_call_name", "") == _compat.LEGACY_CALL_NAME
-                         else JAXLIB, reason)
-
-    def emit(self, route: Any, ctx: LoweringRuleContext, operands: Sequence[Any], lowered: Any,
-             spec: KernelCallSpec, taken: str, reason: str) -> list:
-        """`lowered` emitted by its route, or a call no program runs as its results."""
-        if isinstance(lowered, _plan.Skipped):
+            route, taken = _xla_native.ROUTE, XLA
+            lowered = _lowering.lowered_call(route, self.backend, ctx, spec, settings)
+            reason = f"{by}={'True' if by == 'xla_native' else '1'} asks for it"
+            if isinstance(lowered, _lowering.Unfit):
+                if spec.xla_native:
+                    raise XlaNativeRefused(
+                        f"triton_call(xla_native=True) cannot be honoured for kernel "
+                        f"{spec.kernel_name}: {lowered.reason}. Leave xla_native unset (or pass "
+                        f"False) for jaxlib's Triton call, the default.", lowered.reason)
+                reason, lowered = lowered.reason, None
+        if lowered is None:
+            route = _jaxlib_call.ROUTE
+            lowered = _lowering.lowered_call(route, self.backend, ctx, spec, settings)
+            taken = (JAXLIB_LEGACY if getattr(lowered, "custom_call_name", "")
+                     == _compat.LEGACY_CALL_NAME else JAXLIB)
+        if isinstance(lowered, _plan.Skipped):  # a call no program runs
             return skipped_results(ctx, operands, spec, lowered)
         results = route.emit(self.backend, ctx, operands, lowered, spec)
         log_route(taken, spec, reason)
         return results
-
-    def start_compiles(self, in_avals: tuple, out_avals: tuple, spec: KernelCallSpec) -> None:
-        """At trace time, starts the compiles of jaxlib's route unless the call asks for XLA's,
-        where the architecture is known (`_arch.traced_arch`)."""
-        from jax_triton_rocm.routes.jaxlib import _jaxlib_call  # see `_routes`
-
-        if spec.xla_native or (spec.xla_native is None and _env.xla_native()):
-            return
-        if (arch := _arch.traced_arch(self.backend, spec)) is not None:
-            _jaxlib_call.start_compiles(self.backend, spec, arch, in_avals, out_avals)
 
 
 class Interpreter:

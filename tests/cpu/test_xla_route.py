@@ -100,15 +100,16 @@ class _run_as_route:
             zeroed = launch.zeroed
         else:
             zeroed_avals = tuple(call.out_avals[o] for o in launch.zeroed)
-            form = _trampoline.for_xla(_spec.unwrap(jit_fn), launch.bound,
-                                       in_avals + zeroed_avals, call.out_avals, BaseBackend)
+            form, scales = _trampoline.for_xla(_spec.unwrap(jit_fn), launch,
+                                               in_avals + zeroed_avals, call.out_avals, BaseBackend)
             extra = [np.zeros(a.shape, a.dtype) for a in zeroed_avals]
             aliases += [(len(inputs) + k, o) for k, o in enumerate(launch.zeroed)]
             # The operands as `_xla_native.emit` makes them: an int of the divisible-by-16
             # class divided by its scale, which the trampoline multiplies back.
             extra += [np.array(s.value if k == 1 else s.value // k,
                                _xla_native._SCALAR_DTYPES[s.triton_type])
-                      for s, k in zip(form.scalar_operands, form.scalar_scales, strict=True)]
+                      for s, k in zip([s.scalar for s in launch.bound.sources
+                                       if s.kind == "scalar"], scales, strict=True)]
             zeroed = ()
         assert form.jit_fn is not jit_fn or self._fits(form, len(inputs) + len(extra))
         relaid = _values.replaced(launch, bound=form.bound, zeroed=tuple(zeroed))

@@ -49,16 +49,6 @@ class LoweredCall:
     cost_estimate: tuple[tuple[str, int], ...] | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class Where:
-    """What jaxlib's route keeps of where a call runs beyond its architecture: the devices' where
-    they differ from it (`_arch.placement`), the plugin's features, the lowering's settings."""
-
-    devices: _vendors.GpuArch | None
-    features: _vendors.PluginFeatures
-    settings: _env.LoweringSettings
-
-
 def compile_jobs(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers,
                  launches: list[_plan.Launch], n_inputs: int,
                  record: dict) -> tuple[list[_plan.Launch], list[_compile.CompileJob]]:
@@ -76,21 +66,19 @@ def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):
     """Emits the custom call: typed FFI with an `opaque` attribute, or the legacy target."""
     from jax import ffi
 
-    operand_output_aliases = dict(lowered.aliases)
-    if lowered.custom_call_name == _compat.FFI_CALL_NAME:
-        rule = ffi.ffi_lowering(lowered.custom_call_name,
-                                operand_output_aliases=operand_output_aliases,
-                                has_side_effect=lowered.has_side_effect)
+    typed = lowered.custom_call_name == _compat.FFI_CALL_NAME
+    rule = ffi.ffi_lowering(lowered.custom_call_name,
+                            operand_output_aliases=dict(lowered.aliases),
+                            has_side_effect=lowered.has_side_effect,
+                            **({} if typed else {"api_version": 2,
+                                                 "backend_config": lowered.opaque}))
+    if typed:
         attributes = {} if lowered.cost_estimate is None else {
             "cost_estimate_json": json.dumps(dict(lowered.cost_estimate), sort_keys=True)}
         return rule(ctx, *operands, opaque=lowered.opaque, **attributes)
     if lowered.cost_estimate is not None:  # the legacy target has no attributes to carry it
         logger.debug("jax_triton_rocm: cost_estimate dropped: %s carries no attributes",
                      lowered.custom_call_name)
-    rule = ffi.ffi_lowering(lowered.custom_call_name, api_version=2,
-                            backend_config=lowered.opaque,
-                            operand_output_aliases=operand_output_aliases,
-                            has_side_effect=lowered.has_side_effect)
     return rule(ctx, *operands)
 
 
@@ -101,7 +89,7 @@ def start_compiles(backend: Backend, spec: KernelCallSpec, arch: _vendors.GpuArc
     the launches for that lowering (`_state.TRACED_LAUNCHES`); raises what they raise. A plain
     kernel with a plan kept for another shape starts nothing: its lowering compiles nothing."""
     record = _state.KERNEL_RECORDS.record(spec.kernel)
-    if (key := _lowering.plan_key(spec, in_avals, out_avals, spec.types)) is not None:
+    if (key := _lowering.plan_key(spec, in_avals, out_avals)) is not None:
         with _state.LOCKS.guard:
             if any([kept == key for _, kept in record.get(_state.PLANS, {})]):
                 return
@@ -122,8 +110,8 @@ class JaxlibRoute(_lowering.Route):
 
     def where(self, backend: Backend, ctx: LoweringRuleContext, spec: KernelCallSpec,
               record: dict, settings: _env.LoweringSettings | None) -> _lowering.Placed:
-        """Where the call runs (`where`: a `Where`), and the `settings` the lowering read at its
-        top (None: read here)."""
+        """Where the call runs, with the `settings` the lowering read at its top (None: read
+        here)."""
         arch, features, devices, exporting = _arch.placement(backend, ctx, spec)
         settings = settings or _env.lowering_settings(backend.lowering_variables)
         graph = _compile.call_graph_key(spec, record)
@@ -132,8 +120,8 @@ class JaxlibRoute(_lowering.Route):
         place = (backend.platform, dataclasses.astuple(arch),
                  None if devices is None else dataclasses.astuple(devices),
                  dataclasses.astuple(features), graph, settings.variables)
-        return _lowering.Placed(arch, place, (place, exporting, call_name), graph,
-                                Where(devices, features, settings), call_name)
+        return _lowering.Placed(arch, place, (place, exporting, call_name), devices, features,
+                                settings, call_name)
 
     def build(self, backend: Backend, spec: KernelCallSpec, placed: _lowering.Placed,
               answers: ArchAnswers, launches: list[_plan.Launch], in_avals: tuple,
@@ -154,15 +142,14 @@ class JaxlibRoute(_lowering.Route):
             if found is not None:
                 _misplaced.check_writes(spec, as_planned[id(in_order)], *found, in_avals)
         fit = _plan.fitting(compiled, answers.launch_site.limits, kernel=spec.kernel_name)
-        where = placed.where
         # Per process too: a path-delivered image names a file of this process (ROCm's).
-        loads = (os.getpid(), dataclasses.astuple(where.features),
-                 where.devices and where.devices.arch, where.settings.variables, spec.debug)
+        loads = (os.getpid(), dataclasses.astuple(placed.features),
+                 placed.devices and placed.devices.arch, placed.settings.variables, spec.debug)
         made = [(as_planned[id(in_order)], in_order, kernel, _state.KERNEL_IMAGES.memo(
             (kernel.key, loads), functools.partial(
-                _proto.kernel_image, backend, kernel, answers, where.features,
-                devices=where.devices, with_ttir=spec.debug,
-                keep_ptx_text=where.settings.keep_ptx_text), kernel=spec.unwrapped.jit_fn))
+                _proto.kernel_image, backend, kernel, answers, placed.features,
+                devices=placed.devices, with_ttir=spec.debug,
+                keep_ptx_text=placed.settings.keep_ptx_text), kernel=spec.unwrapped.jit_fn))
                 for in_order, _, kernel in fit]
         return made, [launch for launch, *_ in made]
 
@@ -177,7 +164,6 @@ class JaxlibRoute(_lowering.Route):
         """The launches `made` encoded: the one remembered or forced (`_choices.pick`), else all
         of them. A call lowered for no device here (cross-compiling) cannot have been tuned,
         and is left to jaxlib's autotuner."""
-        where = placed.where
         in_avals, out_avals = tuple(ctx.avals_in), tuple(ctx.avals_out)
         if spec.debug:
             for _, _, kernel, _ in made:
@@ -186,7 +172,7 @@ class JaxlibRoute(_lowering.Route):
         # (launch, kernel, call) per launch; a tensor descriptor's parameters by `_tma`.
         chosen = [(launch, kernel, _proto.kernel_call(
             image, launch, out_avals, spec.input_output_aliases,
-            functools.partial(_tma.descriptor_params, kernel, where.features, placed.arch)))
+            functools.partial(_tma.descriptor_params, kernel, placed.features, placed.arch)))
             for _, launch, kernel, image in made]
         undecided = None
         kind = (None if len(chosen) == 1
@@ -217,7 +203,7 @@ class JaxlibRoute(_lowering.Route):
             opaque=encoded.opaque,
             serialized=encoded.serialized,
             custom_call_name=encoded.custom_call_name,
-            features=where.features,
+            features=placed.features,
             arch=placed.arch,
             kernels=tuple([kernel for _, kernel, _ in chosen]),
             calls=tuple([call for _, _, call in chosen]),

@@ -142,11 +142,13 @@ _SCALAR_DTYPES = {"u1": np.bool_, "i1": np.bool_, "i32": np.int32, "u32": np.uin
 
 
 def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
-         aliases: Sequence[tuple[int, int]], has_side_effect: bool = False, name: str = ""):
+         spec: KernelCallSpec):
     """Emits `__gpu$xla.gpu.triton` as Pallas does (`pallas_call_registration.py`; its private
     `mlir.custom_call` is the same in every supported jax), with the operands the call adds.
-    The call's `name` is a frontend attribute (HLO dumps show it, `kernel_calls` reads it): the
+    The call's name is a frontend attribute (HLO dumps show it, `kernel_calls` reads it): the
     config's `name` is the `tt.func`, and JAX keeps only the call site's location."""
+    if spec.cost_estimate is not None:
+        logger.debug("jax_triton_rocm: cost_estimate dropped: XLA's Triton call carries none")
     zero_avals = [ctx.avals_out[o] for o in call.zeroed]
     added = [mlir.full_like_aval(ctx, 0, aval) for aval in zero_avals]
     # Each runtime scalar as the 0-d constant the trampoline loads (`_trampoline.for_xla`), an int
@@ -154,7 +156,8 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
     added += [mlir.ir_constant(np.array(scalar.value if scale == 1 else scalar.value // scale,
                                         _SCALAR_DTYPES[scalar.triton_type]))
               for scalar, scale in zip(call.scalars, call.scalar_scales, strict=True)]
-    aliases = [*aliases, *[(len(ctx.avals_in) + k, o) for k, o in enumerate(call.zeroed)]]
+    aliases = [*spec.input_output_aliases,
+               *[(len(ctx.avals_in) + k, o) for k, o in enumerate(call.zeroed)]]
     backend_config = {
         "name": ir.StringAttr.get(call.name),
         "ir": ir.StringAttr.get(call.ir),
@@ -178,10 +181,10 @@ def emit(ctx: LoweringRuleContext, operands: Sequence[Any], call: NativeCall,
         operand_layouts=layouts[:n_buffers_in] + [[] for _ in call.scalars],
         result_layouts=layouts[n_buffers_in:],
         operand_output_aliases=dict(aliases),
-        has_side_effect=has_side_effect,
+        has_side_effect=spec.has_side_effect,
     )
     op.operation.attributes["mhlo.frontend_attributes"] = ir.DictAttr.get(
-        {_compat.XLA_CALL_NAME_ATTRIBUTE: ir.StringAttr.get(name or call.name)})
+        {_compat.XLA_CALL_NAME_ATTRIBUTE: ir.StringAttr.get(spec.name or call.name)})
     return op.results
 
 
@@ -196,9 +199,9 @@ class XlaRoute(_lowering.Route):
         if (unfit := unfit_before_compile(spec)) is not None:
             return unfit
         arch, _ = _arch.resolve_arch(backend, ctx, spec)
-        graph = _compile.call_graph_key(spec, record)
-        decides = (backend.platform, dataclasses.astuple(arch))
-        return _lowering.Placed(arch, (CUSTOM_CALL_NAME, *decides, graph), decides, graph)
+        decides = (backend.platform, dataclasses.astuple(arch),
+                   _compile.call_graph_key(spec, record))
+        return _lowering.Placed(arch, (CUSTOM_CALL_NAME, *decides), decides)
 
     def tuned_launches(self, tuned: Any) -> list[_plan.Launch] | Unfit:
         """The one config jaxlib's lowered call remembers, which keys choices on its compiled
@@ -221,12 +224,11 @@ class XlaRoute(_lowering.Route):
             return Unfit("an output to zero shares its buffer with an input (jaxlib's call zeroes "
                          "that buffer; XLA's call has no zeroing)")
         zero_avals = tuple([out_avals[o] for o in launch.zeroed])
-        form = _trampoline.for_xla(spec.unwrapped, launch.bound, in_avals + zero_avals, out_avals,
-                                   answers.launch_site.triton_backend, record)
-        trampoline = [_values.replaced(launch, jit_fn=form.jit_fn, bound=form.bound)]
+        routed, scales = _trampoline.for_xla(spec.unwrapped, launch, in_avals + zero_avals,
+                                             out_avals, answers.launch_site.triton_backend, record)
         try:
-            [(_, _, compiled)] = _compile.compiled_launches(trampoline, _compile.launch_jobs(
-                trampoline, spec, answers.triton_gpu_target, arch=answers.arch.arch,
+            [(_, _, compiled)] = _compile.compiled_launches([routed], _compile.launch_jobs(
+                [routed], spec, answers.triton_gpu_target, arch=answers.arch.arch,
                 compile_options=backend.compile_options, option_names=backend.option_names,
                 binary_key=backend.binary_key, asm_key=backend.asm_key, record=record))
         except Exception as err:  # do the call's arguments line up with the kernel's parameters?
@@ -240,7 +242,7 @@ class XlaRoute(_lowering.Route):
         renumbered |= {("input", b): ("input", b) if b < n_in
                        else ("output", launch.zeroed[b - n_in])
                        for b in range(n_in + len(launch.zeroed))}
-        if (found := _writes.of_launch(compiled.ttir, form.bound, renumbered,
+        if (found := _writes.of_launch(compiled.ttir, routed.bound, renumbered,
                                           spec.unwrapped.jit_fn)) is not None:
             _misplaced.check_writes(spec, launch, *found, in_avals)
         # Raises for a launch feature.
@@ -250,7 +252,8 @@ class XlaRoute(_lowering.Route):
         if compiled.global_scratch_size:
             return Unfit(f"the kernel needs {compiled.global_scratch_size} bytes of Triton global "
                          f"scratch memory, which not every XLA allocates for this call")
-        n_pointers = len(in_avals) + len(zero_avals) + len(form.scalar_operands) + len(out_avals)
+        scalars = tuple(source.scalar for source in launch.bound.sources if source.kind == "scalar")
+        n_pointers = len(in_avals) + len(zero_avals) + len(scalars) + len(out_avals)
         if (ir := record.get(("checked IR", compiled.key, n_pointers))) is None:
             ir = record["checked IR", compiled.key, n_pointers] = checked_ir(compiled, n_pointers)
         if isinstance(ir, Unfit):
@@ -258,8 +261,7 @@ class XlaRoute(_lowering.Route):
         return NativeCall(
             name=compiled.name, ir=ir, num_warps=compiled.num_warps,
             num_stages=int(compiled.metadata.get("num_stages") or 1), grid=launch.grid,
-            scalars=form.scalar_operands, zeroed=tuple(launch.zeroed),
-            scalar_scales=form.scalar_scales), launches
+            scalars=scalars, zeroed=tuple(launch.zeroed), scalar_scales=scales), launches
 
     def rebuild(self, made: NativeCall, launches: list[_plan.Launch], spec: KernelCallSpec,
                 in_avals: tuple, record: dict) -> NativeCall | None:
@@ -276,10 +278,7 @@ class XlaRoute(_lowering.Route):
 
     def emit(self, backend: Backend, ctx: LoweringRuleContext, operands: Sequence[Any],
              lowered: NativeCall, spec: KernelCallSpec) -> list:
-        if spec.cost_estimate is not None:
-            logger.debug("jax_triton_rocm: cost_estimate dropped: XLA's Triton call carries none")
-        return emit(ctx, operands, lowered, spec.input_output_aliases, spec.has_side_effect,
-                    spec.name)
+        return emit(ctx, operands, lowered, spec)
 
 
 ROUTE = _lowering.ROUTES[XlaRoute.name] = XlaRoute()
