@@ -106,45 +106,38 @@ class _Adaptations:
     each calls Triton's own (`originals`, put back on exit) where it has nothing to adapt."""
 
     def __init__(self, debug: bool) -> None:
+        """`replaced`: the replacing values, by owner, name; `originals`: Triton's own."""
         import triton.language as tl
         from triton._C.libtriton import interpreter as host
         from triton._C.libtriton import ir
         from triton.runtime import interpreter
-
-        self.debug, self.tl, self.host, self.ir, self.interpreter = debug, tl, host, ir, interpreter
-        self.handle_type = interpreter.TensorHandle
-        self.originals: dict[tuple[Any, str], Any] = {}
-
-    def replacements(self) -> dict[tuple[Any, str], Any]:
-        """The replacing values, by owner, name; Triton's own go into `originals`."""
         from triton.runtime.jit import JITFunction
 
-        tl, interpreter = self.tl, self.interpreter
-        builder, reduce_ops, scan_ops = (interpreter.InterpreterBuilder, interpreter.ReduceOps,
-                                         interpreter.ScanOps)
-        options = interpreter.interpreter_builder.options
-        replaced = {(JITFunction, "__call__"): _method(self.call_interpreted),
-                    (interpreter.InterpretedFunction, "__call__"): _method(self.call_interpreted),
-                    (interpreter, "_patch_lang_tensor"): self.patch_lang_tensor,
-                    (interpreter.interpreter_builder, "options"): dataclasses.replace(
-                        options, debug=self.debug),
-                    **{(tl.constexpr, name): _method(self.constexpr_operator, name, reflected)
-                       for name, reflected in _REFLECTED.items()
-                       if hasattr(tl.constexpr, name) and hasattr(tl.tensor, reflected)},
-                    (interpreter, "_patch_lang_core"): self.patch_lang_core,
-                    **{(builder, name): _method(self.elementwise, name, None)
-                       for name in ("binary_op", "unary_op", "ternary_op")},
-                    (builder, "create_fma"): _method(self.elementwise, "create_fma", _fma),
-                    **{(builder, name): _method(self.converted, name)
-                       for name in ("cast_impl", "create_fp_to_fp")},
-                    **{(builder, name): _method(getattr(self, name))
-                       for name in ("create_dot", "create_atomic_rmw", "create_print",
-                                    "create_descriptor_load") if hasattr(builder, name)},
-                    **{(owner, name): _method(self.in_float32, owner, name)
-                       for owner, name in ((reduce_ops, "sum"), (reduce_ops, "min_max"),
-                                           (scan_ops, "cumsum"), (scan_ops, "cumprod"))}}
-        self.originals = {(owner, name): getattr(owner, name) for owner, name in replaced}
-        return replaced
+        self.tl, self.host, self.ir, self.interpreter = tl, host, ir, interpreter
+        self.handle_type, builder = interpreter.TensorHandle, interpreter.InterpreterBuilder
+        self.replaced = {
+            **{(owner, "__call__"): _method(self.call_interpreted)
+               for owner in (JITFunction, interpreter.InterpretedFunction)},
+            (interpreter, "_patch_lang_tensor"): self.patch_lang_tensor,
+            (interpreter, "_patch_lang_core"): self.patch_lang_core,
+            (interpreter.interpreter_builder, "options"): dataclasses.replace(
+                interpreter.interpreter_builder.options, debug=debug),
+            **{(tl.constexpr, name): _method(self.constexpr_operator, name, reflected)
+               for name, reflected in _REFLECTED.items()
+               if hasattr(tl.constexpr, name) and hasattr(tl.tensor, reflected)},
+            **{(builder, name): _method(self.elementwise, name, None)
+               for name in ("binary_op", "unary_op", "ternary_op")},
+            (builder, "create_fma"): _method(self.elementwise, "create_fma", _fma),
+            **{(builder, name): _method(self.converted, name)
+               for name in ("cast_impl", "create_fp_to_fp")},
+            **{(builder, name): _method(getattr(self, name))
+               for name in ("create_dot", "create_atomic_rmw", "create_print",
+                            "create_descriptor_load") if hasattr(builder, name)},
+            **{(owner, name): _method(self.in_float32, owner, name)
+               for owner, names in ((interpreter.ReduceOps, ("sum", "min_max")),
+                                    (interpreter.ScanOps, ("cumsum", "cumprod")))
+               for name in names}}
+        self.originals = {(owner, name): getattr(owner, name) for owner, name in self.replaced}
 
     def call_interpreted(self, jit_fn: Any, *args: Any, **kwargs: Any) -> Any:
         # As InterpretedFunction.__call__, but the language patched for the callee's module is
@@ -220,11 +213,10 @@ class _Adaptations:
         return self.handle_type(encode(out.data, triton_type), d.dtype.scalar)
 
     def create_atomic_rmw(self, builder: Any, rmw_op: Any, ptr: Any, val: Any, mask: Any,
-                          sem: Any, scope: Any) -> Any:
+                          *rest: Any) -> Any:
         triton_type = _handle_format(val)
         if triton_type is None or rmw_op != self.ir.ATOMIC_OP.FADD:
-            return self.original("create_atomic_rmw")(builder, rmw_op, ptr, val, mask, sem,
-                                                      scope)
+            return self.original("create_atomic_rmw")(builder, rmw_op, ptr, val, mask, *rest)
         _refuse_fp8("atomic_add", triton_type)
         # One element at a time, in order: programs run one after another here, so this is
         # each element's read-modify-write, with repeated addresses adding up.
@@ -351,21 +343,16 @@ def tensor_range(arg1: Any, arg2: Any = None, step: Any = None, **options: Any) 
 
     start, end = (0, arg1) if arg2 is None else (arg1, arg2)
     step = 1 if step is None else step
-    semantic, values, types = interpreter.interpreter_semantic, [], []
-    for bound in (start, end, step):
-        value = bound.value if isinstance(bound, tl.constexpr) else bound
-        if isinstance(value, tl.tensor):
-            types.append(value.dtype)
-            values.append(value.handle.data.item())
-        else:
-            types.append(semantic.to_tensor(value).dtype)
-            values.append(value)
+    semantic = interpreter.interpreter_semantic
+    bounds = [semantic.to_tensor(bound.value if isinstance(bound, tl.constexpr) else bound)
+              for bound in (start, end, step)]
+    types = [bound.dtype for bound in bounds]
     if not all([kind.is_int() for kind in types]):
         raise TypeError(f"For loop bounds and step must all be ints, are "
                         f"({', '.join(map(str, types))})")
     loop_type = semantic.integer_promote_impl(semantic.integer_promote_impl(*types[:2]), types[2])
     dtype = interpreter._get_np_dtype(loop_type)
-    for value in range(*map(int, values)):
+    for value in range(*[int(bound.handle.data.item()) for bound in bounds]):
         data = np.array([value]).astype(dtype)  # wraps, as a compiled loop's variable would
         yield tl.tensor(interpreter.TensorHandle(data, loop_type), loop_type)
 
@@ -420,7 +407,7 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
     `TRITON_INTERPRET=1` a `JITFunction` refuses a call), bits computed on as values, and two
     faults mended (`_Adaptations`). Everything is put back on exit."""
     adaptations = _Adaptations(debug)
-    for (owner, name), value in adaptations.replacements().items():
+    for (owner, name), value in adaptations.replaced.items():
         setattr(owner, name, value)
     try:
         yield
