@@ -62,18 +62,17 @@ def encode(values: np.ndarray, triton_type: str, toward_zero: bool = False) -> n
     rounded = values.astype(target)
     # ml_dtypes' finfo: NumPy's knows these types only with some NumPy and ml_dtypes versions.
     largest = np.asarray(ml_dtypes.finfo(target).max, target)
+    # Past the largest value: an fp8 value but NaN, or a finite value rounded toward zero.
+    beyond = (triton_type != "bf16") & ~np.isnan(values) & (np.abs(values)
+                                                            > largest.astype(values.dtype))
     if toward_zero:
-        # One step toward zero where rounding went away from it; a finite value past the
-        # largest one stops there.
+        # One step toward zero where rounding went away from it.
         back = rounded.astype(values.dtype)
         away = np.isfinite(back) & (np.abs(back) > np.abs(values))  # so `back` is not zero
         bits = rounded.view(_unsigned(target))
         rounded = np.where(away, bits - 1, bits).astype(_unsigned(target)).view(target)
-        beyond = np.isfinite(values) & ~np.isfinite(back)
-        rounded = np.where(beyond, np.copysign(largest, values).astype(target), rounded)
-    if triton_type != "bf16":
-        beyond = ~np.isnan(values) & (np.abs(values) > largest.astype(values.dtype))
-        rounded = np.where(beyond, np.copysign(largest, values).astype(target), rounded)
+        beyond |= np.isfinite(values) & ~np.isfinite(back)
+    rounded = np.where(beyond, np.copysign(largest, values).astype(target), rounded)
     return np.asarray(rounded, target).view(_unsigned(target))
 
 
