@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import triton
+import triton.language as tl
 
 import jax
 
@@ -29,7 +31,6 @@ from jax_triton_rocm.kernel import _spec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
-    from triton.runtime.jit import JITFunction
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -46,7 +47,7 @@ class InterpretedCall:
     tells a runtime scalar the layout made a constexpr (None, 1) from one given by keyword."""
 
     name: str
-    jit_fn: JITFunction
+    jit_fn: triton.JITFunction
     launch: _plan.Launch
     positional: tuple[tuple[str, Any], ...]
     out_avals: tuple[Any, ...]
@@ -57,8 +58,6 @@ class InterpretedCall:
 def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[Any]:
     """One argument per kernel parameter, as the launch's `bound` lays them; a constexpr of a
     parameter not annotated `tl.constexpr` goes as `tl.constexpr`, as the compiler takes it."""
-    import triton.language as tl
-
     bound = call.launch.bound
     sources = {(source.position, *source.path): source for source in bound.sources}
 
@@ -89,8 +88,6 @@ def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[
 def _kernel_line(err: BaseException) -> str:
     """" at FILE:LINE (SOURCE)": the innermost line of `err`'s root cause's traceback outside
     Triton and this package (the kernel's); "" where there is none."""
-    import triton
-
     while err.__cause__ is not None:
         err = err.__cause__
     # The package's folder is found from this file's (routes/cpu/), not by importing the package.
@@ -101,13 +98,11 @@ def _kernel_line(err: BaseException) -> str:
     return f" at {lines[-1].filename}:{lines[-1].lineno} ({lines[-1].line})" if lines else ""
 
 
-def _made_by_kernel(failed: BaseException | None, jit_fn: JITFunction) -> bool:
+def _made_by_kernel(failed: BaseException | None, jit_fn: triton.JITFunction) -> bool:
     """Whether `failed` names the value it failed on (an AttributeError's `obj`) and the kernel
     made that value: it is none of the arguments `jit_fn`'s frame received, nor of their
     elements (a Triton tuple's, a constexpr's value), nor a tuple of them. Other errors name no
     value; False for them."""
-    import triton.language as tl
-
     if not isinstance(failed, AttributeError) or failed.obj is None and failed.name is None:
         return False
     code = jit_fn.fn.__code__  # the rewritten kernel's frame has its name and file

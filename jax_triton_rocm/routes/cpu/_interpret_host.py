@@ -1,6 +1,7 @@
 """Triton's interpreter run on NumPy buffers (`HostTensor`), adapted for a run by
 `interpreter_adapted` (bfloat16 and fp8 computed on as values, loop variables as tensors);
-callers hold `_state.LOCKS.triton_language`. docs/design.md, "Triton's interpreter on the CPU".
+callers hold `_state.LOCKS.triton_language`. Imported by the CPU lowering, which needs Triton.
+docs/design.md, "Triton's interpreter on the CPU".
 """
 
 from __future__ import annotations
@@ -11,16 +12,20 @@ import dataclasses
 import functools
 import types
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ml_dtypes
 import numpy as np
+import triton
+import triton.language as tl
+from triton._C.libtriton import interpreter as host
+from triton._C.libtriton import ir
+from triton.runtime import interpreter
+from triton.runtime.jit import JITFunction
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.kernel import _spec
-
-if TYPE_CHECKING:
-    from triton.runtime.jit import JITFunction
 
 
 class Fp8ArithmeticError(NotImplementedError):
@@ -106,14 +111,7 @@ class _Adaptations:
 
     def __init__(self, debug: bool) -> None:
         """`replaced`: the replacing values, by owner, name; `originals`: Triton's own."""
-        import triton.language as tl
-        from triton._C.libtriton import interpreter as host
-        from triton._C.libtriton import ir
-        from triton.runtime import interpreter
-        from triton.runtime.jit import JITFunction
-
-        self.tl, self.host, self.ir, self.interpreter = tl, host, ir, interpreter
-        self.handle_type, builder = interpreter.TensorHandle, interpreter.InterpreterBuilder
+        builder = interpreter.InterpreterBuilder
         self.replaced = {
             **{(owner, "__call__"): _method(self.call_interpreted)
                for owner in (JITFunction, interpreter.InterpretedFunction)},
@@ -142,7 +140,7 @@ class _Adaptations:
         # As InterpretedFunction.__call__, but the language patched for the callee's module is
         # put back after the call: that method leaves it patched, which breaks later compiles.
         twin = interpreted(jit_fn)
-        scope = self.interpreter._patch_lang(twin.fn)
+        scope = interpreter._patch_lang(twin.fn)
         try:
             return twin.rewrite()(*args, **kwargs)
         finally:
@@ -151,31 +149,31 @@ class _Adaptations:
     def patch_lang_tensor(self, tensor: Any, scope: Any) -> None:
         # A runtime scalar where Python wants an int: the interpreter keeps scalars as
         # 1-element arrays and Triton 3.6's calls `int()` on them, which NumPy >= 2.5 refuses.
-        self.originals[self.interpreter, "_patch_lang_tensor"](tensor, scope)
+        self.originals[interpreter, "_patch_lang_tensor"](tensor, scope)
         scope.set_attr(tensor, "__index__", lambda scalar: int(scalar.handle.data.item()))
 
     def constexpr_operator(self, name: str, reflected: str, constexpr: Any, other: Any) -> Any:
         # `alpha * x` with a constexpr `alpha` (a parameter given by keyword) gives a tensor, as
         # in a compiled kernel: Triton 3.9's constexpr wraps it in a constexpr, which the
         # interpreter cannot store.
-        if isinstance(other, self.tl.tensor):
+        if isinstance(other, tl.tensor):
             return getattr(other, reflected)(constexpr.value)
-        return self.originals[self.tl.constexpr, name](constexpr, other)
+        return self.originals[tl.constexpr, name](constexpr, other)
 
     def original(self, name: str) -> Any:
-        return self.originals[self.interpreter.InterpreterBuilder, name]
+        return self.originals[interpreter.InterpreterBuilder, name]
 
     def retyped(self, tensor: Any, data: np.ndarray, dtype: Any) -> Any:
         """A tensor of `data` as `dtype`, a block where `tensor` is one, of its shape."""
         block = tensor.type.is_block()
-        return self.tl.core.tensor(self.handle_type(data, dtype), self.tl.block_type(
+        return tl.core.tensor(interpreter.TensorHandle(data, dtype), tl.block_type(
             dtype, list(tensor.type.shape)) if block else dtype)
 
     def as_float32(self, handle: Any) -> Any:
         triton_type = _handle_format(handle)
         if triton_type is None:
             return handle
-        return self.handle_type(decode(handle.data, triton_type), self.tl.float32)
+        return interpreter.TensorHandle(decode(handle.data, triton_type), tl.float32)
 
     def elementwise(self, name: str, op: Any, builder: Any, *args: Any) -> Any:
         """Builder operation `name` on handles, then a NumPy op (`create_fma`'s handles only:
@@ -188,8 +186,8 @@ class _Adaptations:
         _refuse_fp8(operation, triton_type)
         out = operation(*(decode(h.data, triton_type) for h in handles))
         if out.dtype == np.bool_:
-            return self.handle_type(out, self.tl.int1)
-        return self.handle_type(encode(out, triton_type), bits[0].dtype.scalar)
+            return interpreter.TensorHandle(out, tl.int1)
+        return interpreter.TensorHandle(encode(out, triton_type), bits[0].dtype.scalar)
 
     def converted(self, name: str, builder: Any, src: Any, dst_type: Any, *rounding: Any) -> Any:
         """Builder conversion `name` of `src` to `dst_type`, rounded as `rounding` asks."""
@@ -198,10 +196,10 @@ class _Adaptations:
             return self.original(name)(builder, src, dst_type, *rounding)
         values = decode(src.data, source) if source else src.data
         if target:
-            data = encode(values, target, toward_zero=rounding == (self.ir.ROUNDING_MODE.RTZ,))
+            data = encode(values, target, toward_zero=rounding == (ir.ROUNDING_MODE.RTZ,))
         else:
-            data = values.astype(self.interpreter._get_np_dtype(dst_type))
-        return self.handle_type(data, dst_type.scalar)
+            data = values.astype(interpreter._get_np_dtype(dst_type))
+        return interpreter.TensorHandle(data, dst_type.scalar)
 
     def create_dot(self, builder: Any, a: Any, b: Any, d: Any, *rest: Any, **kwargs: Any) -> Any:
         triton_type = _handle_format(d)
@@ -209,12 +207,12 @@ class _Adaptations:
                                           **kwargs)
         if triton_type is None:
             return out
-        return self.handle_type(encode(out.data, triton_type), d.dtype.scalar)
+        return interpreter.TensorHandle(encode(out.data, triton_type), d.dtype.scalar)
 
     def create_atomic_rmw(self, builder: Any, rmw_op: Any, ptr: Any, val: Any, mask: Any,
                           *rest: Any) -> Any:
         triton_type = _handle_format(val)
-        if triton_type is None or rmw_op != self.ir.ATOMIC_OP.FADD:
+        if triton_type is None or rmw_op != ir.ATOMIC_OP.FADD:
             return self.original("create_atomic_rmw")(builder, rmw_op, ptr, val, mask, *rest)
         _refuse_fp8("atomic_add", triton_type)
         # One element at a time, in order: programs run one after another here, so this is
@@ -224,10 +222,10 @@ class _Adaptations:
         one = np.ones(1, np.bool_)
         for index in zip(*np.nonzero(masks)):
             address = ptrs[index].reshape(1)
-            old[index] = self.host.load(address, one, old[index].reshape(1), old.dtype)[0]
+            old[index] = host.load(address, one, old[index].reshape(1), old.dtype)[0]
             total = decode(old[index], triton_type) + decode(values[index], triton_type)
-            self.host.store(address, encode(total, triton_type).reshape(1), one)
-        return self.handle_type(old, val.dtype.scalar)
+            host.store(address, encode(total, triton_type).reshape(1), one)
+        return interpreter.TensorHandle(old, val.dtype.scalar)
 
     def create_print(self, builder: Any, prefix: Any, hex: Any, values: Any, *rest: Any) -> Any:
         if not hex:  # values, as the GPU prints them; in hex, their bits
@@ -244,7 +242,7 @@ class _Adaptations:
             return self.originals[owner, name](ops, input, *args, **kwargs)
         if name != "min_max":
             _refuse_fp8(name, triton_type)
-        values = self.retyped(input, decode(input.handle.data, triton_type), self.tl.float32)
+        values = self.retyped(input, decode(input.handle.data, triton_type), tl.float32)
         return self.rebits(self.originals[owner, name](ops, values, *args, **kwargs),
                            triton_type, input.dtype)
 
@@ -253,7 +251,7 @@ class _Adaptations:
         `triton_type`."""
         if isinstance(out, (list, tuple)):
             return type(out)(self.rebits(element, triton_type, dtype) for element in out)
-        if out.dtype != self.tl.float32:  # min_max's index
+        if out.dtype != tl.float32:  # min_max's index
             return out
         return self.retyped(out, encode(out.handle.data, triton_type), dtype)
 
@@ -262,18 +260,18 @@ class _Adaptations:
         # Padded with NaN, bfloat16 gets NaN's bits, not the zero bits the interpreter would
         # cast NaN to.
         load = self.original("create_descriptor_load")
-        if desc.padding != self.ir.PADDING_OPTION.PAD_NAN:
+        if desc.padding != ir.PADDING_OPTION.PAD_NAN:
             return load(builder, desc, indices, *args, **kwargs)
         ptrs, mask = desc.materialize_pointers(indices)
-        if ptrs.get_element_ty() != self.tl.bfloat16:
+        if ptrs.get_element_ty() != tl.bfloat16:
             return load(builder, desc, indices, *args, **kwargs)
-        other = self.handle_type(np.full_like(ptrs.data, 0x7FC0, np.uint16), self.tl.bfloat16)
+        other = interpreter.TensorHandle(np.full_like(ptrs.data, 0x7FC0, np.uint16), tl.bfloat16)
         return builder.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
 
     def patch_lang_core(self, lang: Any, scope: Any) -> None:
         # Triton 3.6's interpreter names no IR type for two fp8 types its builder has. And
         # `tl.range`, a Python range there, steps as compiled (`tl.static_range` stays one).
-        self.originals[self.interpreter, "_patch_lang_core"](lang, scope)
+        self.originals[interpreter, "_patch_lang_core"](lang, scope)
         scope.set_attr(lang, "range", tensor_range)
         to_ir = lang.dtype.to_ir
 
@@ -322,10 +320,8 @@ def interpreted(jit_fn: JITFunction) -> Any:
     """Triton's `InterpretedFunction` for `jit_fn`, its `range` loops stepping as compiled
     (`loop_range`), kept in its record, not keyed by hash: hashing a JITFunction parses its
     source, which fails while the language is patched."""
-    from triton.runtime.interpreter import InterpretedFunction
-
     def made() -> Any:
-        function = InterpretedFunction(_named_as_defined(jit_fn.fn))
+        function = interpreter.InterpretedFunction(_named_as_defined(jit_fn.fn))
         function.rewritten_fn = {}
         function.rewriter.ast_transformer = _loop_transformer()
         return function
@@ -337,9 +333,6 @@ def tensor_range(arg1: Any, arg2: Any = None, step: Any = None, **options: Any) 
     """The steps of `range(arg1, arg2, step)` (or `tl.range`) as a compiled kernel takes them:
     scalar tensors of the type the bounds and step promote to. `options` (`num_stages`, ...)
     tune a compiled loop only. TypeError for a bound that is no integer, as Triton raises."""
-    import triton.language as tl
-    from triton.runtime import interpreter
-
     start, end = (0, arg1) if arg2 is None else (arg1, arg2)
     step = 1 if step is None else step
     semantic = interpreter.interpreter_semantic
@@ -366,8 +359,6 @@ def loop_range(iterator: Any, *args: Any, **kwargs: Any) -> Any:
 def _loop_transformer() -> Any:
     """Triton's interpreter's rewriting of a kernel's source, with each `for ... in range(...)`
     made `for ... in loop_range(range, ...)`."""
-    from triton.runtime import interpreter
-
     class LoopTransformer(interpreter.ASTTransformer):
         def visit_For(self, node: ast.For) -> ast.For:
             node = self.generic_visit(node)
@@ -429,16 +420,11 @@ def host_constexpr(value: Any) -> Any:
         return tuple(host_constexpr(element) for element in value)
     if not getattr(value, "__triton_builtin__", False):
         return value
-    from triton.runtime.interpreter import interpreter_semantic
-
-    return functools.partial(value, _semantic=interpreter_semantic)
+    return functools.partial(value, _semantic=interpreter.interpreter_semantic)
 
 
 def typed_scalar(value: Any, what: str) -> Any:
     """A scalar argument (or a typed `_spec.Scalar`) as a tensor of the GPU launch's type."""
-    import triton.language as tl
-    from triton.runtime import interpreter
-
     typed = value if isinstance(value, _spec.Scalar) else _spec.scalar(value, what=what)
     triton_type = tl.str_to_ty(typed.triton_type, None)
     data = np.array([typed.value], dtype=interpreter._get_np_dtype(triton_type))
@@ -448,9 +434,6 @@ def typed_scalar(value: Any, what: str) -> Any:
 def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
     """Triton's `TensorDescriptor` over `array`, with the fields of the call's (checked already)
     `descriptor`: Triton's own constructor reads torch dtype attributes a `HostTensor` lacks."""
-    import triton.language as tl
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
     element = tl.str_to_ty(_spec.pointer_type(array.dtype, what="base")[1:], None)
 
     # The torch attribute the interpreter's descriptor reads.
@@ -458,8 +441,6 @@ def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
                       {"is_floating_point": element.is_floating()})
     names = [field.name for field in dataclasses.fields(TensorDescriptor)]
     if descriptor.round_f32_to_tf32 and "round_f32_to_tf32" not in names:
-        import triton
-
         raise NotImplementedError(
             f"TensorDescriptor(round_f32_to_tf32=True) on the CPU needs a Triton whose "
             f"interpreter rounds to TF32 (3.9 does; this one is {triton.__version__}). Run it on "
