@@ -34,6 +34,8 @@ class Fp8ArithmeticError(NotImplementedError):
 
 _FORMATS = {triton_type: np.dtype(getattr(ml_dtypes, name))
             for triton_type, name in {**_spec.FP8_DTYPES, "bf16": "bfloat16"}.items()}
+_BITS = {triton_type: np.dtype(f"uint{dtype.itemsize * 8}")  # what the interpreter keeps
+         for triton_type, dtype in _FORMATS.items()}
 
 
 def bits_format(dtype: Any) -> str | None:
@@ -46,7 +48,7 @@ def _handle_format(handle: Any) -> str | None:
     """`bits_format` of a `TensorHandle` whose data are bits (a comparison's booleans carry the
     operands' type)."""
     triton_type = bits_format(handle.dtype)
-    bits = triton_type and handle.data.dtype == _unsigned(_FORMATS[triton_type])
+    bits = triton_type and handle.data.dtype == _BITS[triton_type]
     return triton_type if bits else None
 
 
@@ -74,15 +76,11 @@ def encode(values: np.ndarray, triton_type: str, toward_zero: bool = False) -> n
         # One step toward zero where rounding went away from it.
         back = rounded.astype(values.dtype)
         away = np.isfinite(back) & (np.abs(back) > np.abs(values))  # so `back` is not zero
-        bits = rounded.view(_unsigned(target))
-        rounded = np.where(away, bits - 1, bits).astype(_unsigned(target)).view(target)
+        bits = rounded.view(_BITS[triton_type])
+        rounded = np.where(away, bits - 1, bits).astype(_BITS[triton_type]).view(target)
         beyond |= np.isfinite(values) & ~np.isfinite(back)
     rounded = np.where(beyond, np.copysign(largest, values).astype(target), rounded)
-    return np.asarray(rounded, target).view(_unsigned(target))
-
-
-def _unsigned(dtype: np.dtype) -> np.dtype:
-    return np.dtype(f"uint{dtype.itemsize * 8}")
+    return np.asarray(rounded, target).view(_BITS[triton_type])
 
 
 def _refuse_fp8(operation: Any, triton_type: str) -> None:
