@@ -34,8 +34,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("jax_triton_rocm")
 
-# The interpreter runs a grid's programs one at a time, about a millisecond each: a grid of more
-# programs than this runs for a quarter of an hour or more, which the lowering warns of.
+# A grid of more programs than this runs a quarter of an hour or more (docs/tutorial.md).
 SLOW_GRID_PROGRAMS = 1 << 20
 _SECONDS_PER_PROGRAM = 1e-3
 _FALLBACK = "cpu-fallback"  # `_state.first_warning`'s subject: one warning per process

@@ -58,10 +58,8 @@ def decode(bits: np.ndarray, triton_type: str) -> np.ndarray:
 
 
 def encode(values: np.ndarray, triton_type: str, toward_zero: bool = False) -> np.ndarray:
-    """The bits of `values` in `triton_type`: rounded to nearest even (or toward zero), as the
-    GPU rounds; an fp8 value beyond the format's range saturates to its largest finite value
-    (`cvt.rn.satfinite` on NVIDIA GPUs; AMD's conversions for OCP fp8 do the same), NaN stays
-    NaN."""
+    """The bits of `values` in `triton_type`, rounded as the GPU rounds (docs/design.md,
+    "bfloat16 and fp8"): to nearest even (or toward zero), fp8 saturating, NaN staying NaN."""
     values = np.asarray(values)
     if values.dtype.kind in "biu":
         values = values.astype(np.float64)
