@@ -98,10 +98,8 @@ def _kernel_line(err: BaseException) -> str:
 
 
 def _made_by_kernel(failed: BaseException | None, jit_fn: triton.JITFunction) -> bool:
-    """Whether `failed` names the value it failed on (an AttributeError's `obj`) and the kernel
-    made that value: it is none of the arguments `jit_fn`'s frame received, nor of their
-    elements (a Triton tuple's, a constexpr's value), nor a tuple of them. Other errors name no
-    value; False for them."""
+    """Whether `failed` is an AttributeError whose `obj` the kernel made: none of the arguments
+    `jit_fn`'s frame received, their elements or a tuple of them (docs/design.md)."""
     if not isinstance(failed, AttributeError) or failed.obj is None and failed.name is None:
         return False
     code = jit_fn.fn.__code__  # the rewritten kernel's frame has its name and file
