@@ -162,7 +162,6 @@ def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
     from jax_triton_rocm import backends
     from jax_triton_rocm.backends import _no_gpu, _vendors
     from jax_triton_rocm.base import _compat, _env
-    from jax_triton_rocm.routes.cpu import _interpret
 
     if startup.failure is not None:
         _fail(startup.failure.text().lstrip(), _startup.EXIT_JAX_DID_NOT_START)
@@ -193,6 +192,8 @@ def _demo(args: argparse.Namespace, startup: _startup.Startup) -> int:
                                          else "as JAX started no GPU device here")
               + ": the kernels in Triton's interpreter, then cross-compiled for GPUs.")
         print(f"  {_no_gpu.no_gpu_reason(startup.problems)}")
+        from jax_triton_rocm.routes.cpu import _interpret  # imports Triton, checked above
+
         _interpret.mark_explained()  # the line above says why: no warning as well
         _kernels.run_checked("cpu")
     return show_cross_compiled(targets)

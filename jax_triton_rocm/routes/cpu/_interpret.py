@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import triton
+import triton.language as tl
 
 import jax
 
@@ -29,15 +31,13 @@ from jax_triton_rocm.kernel import _spec
 
 if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
-    from triton.runtime.jit import JITFunction
 
 logger = logging.getLogger("jax_triton_rocm")
 
-# The interpreter runs a grid's programs one at a time, about a millisecond each: a grid of more
-# programs than this runs for a quarter of an hour or more, which the lowering warns of.
+# A grid of more programs than this runs a quarter of an hour or more (docs/tutorial.md).
 SLOW_GRID_PROGRAMS = 1 << 20
 _SECONDS_PER_PROGRAM = 1e-3
-_explained = False  # one warning of the fall-back per process (a forked child inherits the flag)
+_FALLBACK = "cpu-fallback"  # `_state.first_warning`'s subject: one warning per process
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +46,7 @@ class InterpretedCall:
     tells a runtime scalar the layout made a constexpr (None, 1) from one given by keyword."""
 
     name: str
-    jit_fn: JITFunction
+    jit_fn: triton.JITFunction
     launch: _plan.Launch
     positional: tuple[tuple[str, Any], ...]
     out_avals: tuple[Any, ...]
@@ -57,8 +57,6 @@ class InterpretedCall:
 def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[Any]:
     """One argument per kernel parameter, as the launch's `bound` lays them; a constexpr of a
     parameter not annotated `tl.constexpr` goes as `tl.constexpr`, as the compiler takes it."""
-    import triton.language as tl
-
     bound = call.launch.bound
     sources = {(source.position, *source.path): source for source in bound.sources}
 
@@ -67,14 +65,13 @@ def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[
             return tuple(argument(key + (j,), param, element)
                          for j, element in enumerate(signature))
         if key in bound.constexprs:
-            value = bound.constexprs[key]
-            runtime = len(key) > 1 or (key[0] < len(call.positional)
-                                       and call.positional[key[0]][0] == "scalar")
+            value = _interpret_host.host_constexpr(bound.constexprs[key])
             if value is None or param.is_constexpr:
-                return _interpret_host.host_constexpr(value)
-            if runtime:
+                return value
+            if len(key) > 1 or (key[0] < len(call.positional)
+                                and call.positional[key[0]][0] == "scalar"):
                 return _interpret_host.typed_scalar(value, f"argument {key}")
-            return tl.constexpr(_interpret_host.host_constexpr(value))
+            return tl.constexpr(value)
         source = sources[key]
         if source.kind == "scalar":
             return _interpret_host.typed_scalar(source.scalar, f"argument {key}")
@@ -90,8 +87,6 @@ def _kernel_arguments(call: InterpretedCall, buffers: list, outs: list) -> list[
 def _kernel_line(err: BaseException) -> str:
     """" at FILE:LINE (SOURCE)": the innermost line of `err`'s root cause's traceback outside
     Triton and this package (the kernel's); "" where there is none."""
-    import triton
-
     while err.__cause__ is not None:
         err = err.__cause__
     # The package's folder is found from this file's (routes/cpu/), not by importing the package.
@@ -102,13 +97,9 @@ def _kernel_line(err: BaseException) -> str:
     return f" at {lines[-1].filename}:{lines[-1].lineno} ({lines[-1].line})" if lines else ""
 
 
-def _made_by_kernel(failed: BaseException | None, jit_fn: JITFunction) -> bool:
-    """Whether `failed` names the value it failed on (an AttributeError's `obj`) and the kernel
-    made that value: it is none of the arguments `jit_fn`'s frame received, nor of their
-    elements (a Triton tuple's, a constexpr's value), nor a tuple of them. Other errors name no
-    value; False for them."""
-    import triton.language as tl
-
+def _made_by_kernel(failed: BaseException | None, jit_fn: triton.JITFunction) -> bool:
+    """Whether `failed` is an AttributeError whose `obj` the kernel made: none of the arguments
+    `jit_fn`'s frame received, their elements or a tuple of them (docs/design.md)."""
     if not isinstance(failed, AttributeError) or failed.obj is None and failed.name is None:
         return False
     code = jit_fn.fn.__code__  # the rewritten kernel's frame has its name and file
@@ -214,12 +205,13 @@ def run_on_host(call: InterpretedCall, *inputs: np.ndarray) -> tuple[np.ndarray,
 
 def mark_explained() -> None:
     """Marks the CPU fall-back as explained (the demo prints why itself): no warning follows."""
-    global _explained
-    _explained = True
+    _state.first_warning(_FALLBACK)
 
 
-def _warn_of_slow_grid(name: str, grid: tuple[int, ...]) -> None:
-    """Warns where `grid` has more programs than the interpreter runs in a few minutes."""
+def _warn(name: str, grid: tuple[int, ...]) -> None:
+    """Warns where `grid` has more programs than the interpreter runs in a few minutes; and, once
+    per process and where a GPU platform is installed, that kernel `name` runs in the
+    interpreter, and why."""
     programs = math.prod(grid)
     if programs > SLOW_GRID_PROGRAMS:
         seconds = programs * _SECONDS_PER_PROGRAM
@@ -232,15 +224,7 @@ def _warn_of_slow_grid(name: str, grid: tuple[int, ...]) -> None:
             "small kernel: roughly %d %s. Give each program more work (a larger block), run a "
             "smaller problem, or run it on a GPU.", name, grid, programs,
             _SECONDS_PER_PROGRAM * 1e3, round(seconds / size), unit)
-
-
-def _warn_of_fallback(name: str) -> None:
-    """Warns, once per process and where a GPU platform is installed, that kernel `name` runs
-    in the interpreter, and why."""
-    global _explained
-    with _state.LOCKS.lock_for("cpu-fallback-warning"):
-        first, _explained = not _explained, True
-    if first and _vendors.installed_gpu_platforms():
+    if _state.first_warning(_FALLBACK) and _vendors.installed_gpu_platforms():
         from jax._src import xla_bridge
 
         if any(p in xla_bridge.backends() for p in _vendors.GPU_PLATFORMS):
@@ -292,10 +276,9 @@ def lower(ctx: LoweringRuleContext, operands: Sequence[Any], spec: _spec.KernelC
             jit_fn, bound, _vendors.FRONT_END_PROBES, ttir=True)[0], kernel=jit_fn)
         if ttir and (found := _writes.of_launch(ttir, bound, jit_fn=jit_fn)) is not None:
             _misplaced.check_writes(spec, launch, *found, in_avals)
-    _warn_of_slow_grid(spec.name, launch.grid)
+    _warn(spec.name, launch.grid)
     call = InterpretedCall(name=spec.name, jit_fn=jit_fn, launch=launch,
                            positional=spec.positional, out_avals=out_avals,
                            aliases=spec.input_output_aliases, debug=spec.debug)
-    _warn_of_fallback(spec.name)
     return _shard_callbacks.emit(ctx, operands, call.out_avals,
                                  lambda *xs: run_on_host(call, *xs), spec.has_side_effect)

@@ -1,6 +1,7 @@
 """Triton's interpreter run on NumPy buffers (`HostTensor`), adapted for a run by
 `interpreter_adapted` (bfloat16 and fp8 computed on as values, loop variables as tensors);
-callers hold `_state.LOCKS.triton_language`. docs/design.md, "Triton's interpreter on the CPU".
+callers hold `_state.LOCKS.triton_language`. Imported by the CPU lowering, which needs Triton.
+docs/design.md, "Triton's interpreter on the CPU".
 """
 
 from __future__ import annotations
@@ -11,16 +12,20 @@ import dataclasses
 import functools
 import types
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ml_dtypes
 import numpy as np
+import triton
+import triton.language as tl
+from triton._C.libtriton import interpreter as host
+from triton._C.libtriton import ir
+from triton.runtime import interpreter
+from triton.runtime.jit import JITFunction
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from jax_triton_rocm.base import _state
 from jax_triton_rocm.kernel import _spec
-
-if TYPE_CHECKING:
-    from triton.runtime.jit import JITFunction
 
 
 class Fp8ArithmeticError(NotImplementedError):
@@ -29,6 +34,8 @@ class Fp8ArithmeticError(NotImplementedError):
 
 _FORMATS = {triton_type: np.dtype(getattr(ml_dtypes, name))
             for triton_type, name in {**_spec.FP8_DTYPES, "bf16": "bfloat16"}.items()}
+_BITS = {triton_type: np.dtype(f"uint{dtype.itemsize * 8}")  # what the interpreter keeps
+         for triton_type, dtype in _FORMATS.items()}
 
 
 def bits_format(dtype: Any) -> str | None:
@@ -41,7 +48,7 @@ def _handle_format(handle: Any) -> str | None:
     """`bits_format` of a `TensorHandle` whose data are bits (a comparison's booleans carry the
     operands' type)."""
     triton_type = bits_format(handle.dtype)
-    bits = triton_type and handle.data.dtype == _unsigned(_FORMATS[triton_type])
+    bits = triton_type and handle.data.dtype == _BITS[triton_type]
     return triton_type if bits else None
 
 
@@ -51,10 +58,8 @@ def decode(bits: np.ndarray, triton_type: str) -> np.ndarray:
 
 
 def encode(values: np.ndarray, triton_type: str, toward_zero: bool = False) -> np.ndarray:
-    """The bits of `values` in `triton_type`: rounded to nearest even (or toward zero), as the
-    GPU rounds; an fp8 value beyond the format's range saturates to its largest finite value
-    (`cvt.rn.satfinite` on NVIDIA GPUs; AMD's conversions for OCP fp8 do the same), NaN stays
-    NaN."""
+    """The bits of `values` in `triton_type`, rounded as the GPU rounds (docs/design.md,
+    "bfloat16 and fp8"): to nearest even (or toward zero), fp8 saturating, NaN staying NaN."""
     values = np.asarray(values)
     if values.dtype.kind in "biu":
         values = values.astype(np.float64)
@@ -62,23 +67,18 @@ def encode(values: np.ndarray, triton_type: str, toward_zero: bool = False) -> n
     rounded = values.astype(target)
     # ml_dtypes' finfo: NumPy's knows these types only with some NumPy and ml_dtypes versions.
     largest = np.asarray(ml_dtypes.finfo(target).max, target)
+    # Past the largest value: an fp8 value but NaN, or a finite value rounded toward zero.
+    beyond = (triton_type != "bf16") & ~np.isnan(values) & (np.abs(values)
+                                                            > largest.astype(values.dtype))
     if toward_zero:
-        # One step toward zero where rounding went away from it; a finite value past the
-        # largest one stops there.
+        # One step toward zero where rounding went away from it.
         back = rounded.astype(values.dtype)
         away = np.isfinite(back) & (np.abs(back) > np.abs(values))  # so `back` is not zero
-        bits = rounded.view(_unsigned(target))
-        rounded = np.where(away, bits - 1, bits).astype(_unsigned(target)).view(target)
-        beyond = np.isfinite(values) & ~np.isfinite(back)
-        rounded = np.where(beyond, np.copysign(largest, values).astype(target), rounded)
-    if triton_type != "bf16":
-        beyond = ~np.isnan(values) & (np.abs(values) > largest.astype(values.dtype))
-        rounded = np.where(beyond, np.copysign(largest, values).astype(target), rounded)
-    return np.asarray(rounded, target).view(_unsigned(target))
-
-
-def _unsigned(dtype: np.dtype) -> np.dtype:
-    return np.dtype(f"uint{dtype.itemsize * 8}")
+        bits = rounded.view(_BITS[triton_type])
+        rounded = np.where(away, bits - 1, bits).astype(_BITS[triton_type]).view(target)
+        beyond |= np.isfinite(values) & ~np.isfinite(back)
+    rounded = np.where(beyond, np.copysign(largest, values).astype(target), rounded)
+    return np.asarray(rounded, target).view(_BITS[triton_type])
 
 
 def _refuse_fp8(operation: Any, triton_type: str) -> None:
@@ -106,51 +106,37 @@ class _Adaptations:
     each calls Triton's own (`originals`, put back on exit) where it has nothing to adapt."""
 
     def __init__(self, debug: bool) -> None:
-        import triton.language as tl
-        from triton._C.libtriton import interpreter as host
-        from triton._C.libtriton import ir
-        from triton.runtime import interpreter
-
-        self.debug, self.tl, self.host, self.ir, self.interpreter = debug, tl, host, ir, interpreter
-        self.handle_type = interpreter.TensorHandle
-        self.originals: dict[tuple[Any, str], Any] = {}
-
-    def replacements(self) -> dict[tuple[Any, str], Any]:
-        """The replacing values, by owner, name; Triton's own go into `originals`."""
-        from triton.runtime.jit import JITFunction
-
-        tl, interpreter = self.tl, self.interpreter
-        builder, reduce_ops, scan_ops = (interpreter.InterpreterBuilder, interpreter.ReduceOps,
-                                         interpreter.ScanOps)
-        options = interpreter.interpreter_builder.options
-        replaced = {(JITFunction, "__call__"): _method(self.call_interpreted),
-                    (interpreter.InterpretedFunction, "__call__"): _method(self.call_interpreted),
-                    (interpreter, "_patch_lang_tensor"): self.patch_lang_tensor,
-                    (interpreter.interpreter_builder, "options"): dataclasses.replace(
-                        options, debug=self.debug),
-                    **{(tl.constexpr, name): _method(self.constexpr_operator, name, reflected)
-                       for name, reflected in _REFLECTED.items()
-                       if hasattr(tl.constexpr, name) and hasattr(tl.tensor, reflected)},
-                    (interpreter, "_patch_lang_core"): self.patch_lang_core,
-                    **{(builder, name): _method(self.elementwise, name, None)
-                       for name in ("binary_op", "unary_op", "ternary_op")},
-                    (builder, "create_fma"): _method(self.elementwise, "create_fma", _fma),
-                    **{(builder, name): _method(self.converted, name)
-                       for name in ("cast_impl", "create_fp_to_fp")},
-                    **{(builder, name): _method(getattr(self, name))
-                       for name in ("create_dot", "create_atomic_rmw", "create_print",
-                                    "create_descriptor_load") if hasattr(builder, name)},
-                    **{(owner, name): _method(self.in_float32, owner, name)
-                       for owner, name in ((reduce_ops, "sum"), (reduce_ops, "min_max"),
-                                           (scan_ops, "cumsum"), (scan_ops, "cumprod"))}}
-        self.originals = {(owner, name): getattr(owner, name) for owner, name in replaced}
-        return replaced
+        """`replaced`: the replacing values, by owner, name; `originals`: Triton's own."""
+        builder = interpreter.InterpreterBuilder
+        self.replaced = {
+            **{(owner, "__call__"): _method(self.call_interpreted)
+               for owner in (JITFunction, interpreter.InterpretedFunction)},
+            (interpreter, "_patch_lang_tensor"): self.patch_lang_tensor,
+            (interpreter, "_patch_lang_core"): self.patch_lang_core,
+            (interpreter.interpreter_builder, "options"): dataclasses.replace(
+                interpreter.interpreter_builder.options, debug=debug),
+            **{(tl.constexpr, name): _method(self.constexpr_operator, name, reflected)
+               for name, reflected in _REFLECTED.items()
+               if hasattr(tl.constexpr, name) and hasattr(tl.tensor, reflected)},
+            **{(builder, name): _method(self.elementwise, name, None)
+               for name in ("binary_op", "unary_op", "ternary_op")},
+            (builder, "create_fma"): _method(self.elementwise, "create_fma", _fma),
+            **{(builder, name): _method(self.converted, name)
+               for name in ("cast_impl", "create_fp_to_fp")},
+            **{(builder, name): _method(getattr(self, name))
+               for name in ("create_dot", "create_atomic_rmw", "create_print",
+                            "create_descriptor_load") if hasattr(builder, name)},
+            **{(owner, name): _method(self.in_float32, owner, name)
+               for owner, names in ((interpreter.ReduceOps, ("sum", "min_max")),
+                                    (interpreter.ScanOps, ("cumsum", "cumprod")))
+               for name in names}}
+        self.originals = {(owner, name): getattr(owner, name) for owner, name in self.replaced}
 
     def call_interpreted(self, jit_fn: Any, *args: Any, **kwargs: Any) -> Any:
         # As InterpretedFunction.__call__, but the language patched for the callee's module is
         # put back after the call: that method leaves it patched, which breaks later compiles.
         twin = interpreted(jit_fn)
-        scope = self.interpreter._patch_lang(twin.fn)
+        scope = interpreter._patch_lang(twin.fn)
         try:
             return twin.rewrite()(*args, **kwargs)
         finally:
@@ -159,31 +145,31 @@ class _Adaptations:
     def patch_lang_tensor(self, tensor: Any, scope: Any) -> None:
         # A runtime scalar where Python wants an int: the interpreter keeps scalars as
         # 1-element arrays and Triton 3.6's calls `int()` on them, which NumPy >= 2.5 refuses.
-        self.originals[self.interpreter, "_patch_lang_tensor"](tensor, scope)
+        self.originals[interpreter, "_patch_lang_tensor"](tensor, scope)
         scope.set_attr(tensor, "__index__", lambda scalar: int(scalar.handle.data.item()))
 
     def constexpr_operator(self, name: str, reflected: str, constexpr: Any, other: Any) -> Any:
         # `alpha * x` with a constexpr `alpha` (a parameter given by keyword) gives a tensor, as
         # in a compiled kernel: Triton 3.9's constexpr wraps it in a constexpr, which the
         # interpreter cannot store.
-        if isinstance(other, self.tl.tensor):
+        if isinstance(other, tl.tensor):
             return getattr(other, reflected)(constexpr.value)
-        return self.originals[self.tl.constexpr, name](constexpr, other)
+        return self.originals[tl.constexpr, name](constexpr, other)
 
     def original(self, name: str) -> Any:
-        return self.originals[self.interpreter.InterpreterBuilder, name]
+        return self.originals[interpreter.InterpreterBuilder, name]
 
     def retyped(self, tensor: Any, data: np.ndarray, dtype: Any) -> Any:
         """A tensor of `data` as `dtype`, a block where `tensor` is one, of its shape."""
         block = tensor.type.is_block()
-        return self.tl.core.tensor(self.handle_type(data, dtype), self.tl.block_type(
+        return tl.core.tensor(interpreter.TensorHandle(data, dtype), tl.block_type(
             dtype, list(tensor.type.shape)) if block else dtype)
 
     def as_float32(self, handle: Any) -> Any:
         triton_type = _handle_format(handle)
         if triton_type is None:
             return handle
-        return self.handle_type(decode(handle.data, triton_type), self.tl.float32)
+        return interpreter.TensorHandle(decode(handle.data, triton_type), tl.float32)
 
     def elementwise(self, name: str, op: Any, builder: Any, *args: Any) -> Any:
         """Builder operation `name` on handles, then a NumPy op (`create_fma`'s handles only:
@@ -196,8 +182,8 @@ class _Adaptations:
         _refuse_fp8(operation, triton_type)
         out = operation(*(decode(h.data, triton_type) for h in handles))
         if out.dtype == np.bool_:
-            return self.handle_type(out, self.tl.int1)
-        return self.handle_type(encode(out, triton_type), bits[0].dtype.scalar)
+            return interpreter.TensorHandle(out, tl.int1)
+        return interpreter.TensorHandle(encode(out, triton_type), bits[0].dtype.scalar)
 
     def converted(self, name: str, builder: Any, src: Any, dst_type: Any, *rounding: Any) -> Any:
         """Builder conversion `name` of `src` to `dst_type`, rounded as `rounding` asks."""
@@ -206,10 +192,10 @@ class _Adaptations:
             return self.original(name)(builder, src, dst_type, *rounding)
         values = decode(src.data, source) if source else src.data
         if target:
-            data = encode(values, target, toward_zero=rounding == (self.ir.ROUNDING_MODE.RTZ,))
+            data = encode(values, target, toward_zero=rounding == (ir.ROUNDING_MODE.RTZ,))
         else:
-            data = values.astype(self.interpreter._get_np_dtype(dst_type))
-        return self.handle_type(data, dst_type.scalar)
+            data = values.astype(interpreter._get_np_dtype(dst_type))
+        return interpreter.TensorHandle(data, dst_type.scalar)
 
     def create_dot(self, builder: Any, a: Any, b: Any, d: Any, *rest: Any, **kwargs: Any) -> Any:
         triton_type = _handle_format(d)
@@ -217,14 +203,13 @@ class _Adaptations:
                                           **kwargs)
         if triton_type is None:
             return out
-        return self.handle_type(encode(out.data, triton_type), d.dtype.scalar)
+        return interpreter.TensorHandle(encode(out.data, triton_type), d.dtype.scalar)
 
     def create_atomic_rmw(self, builder: Any, rmw_op: Any, ptr: Any, val: Any, mask: Any,
-                          sem: Any, scope: Any) -> Any:
+                          *rest: Any) -> Any:
         triton_type = _handle_format(val)
-        if triton_type is None or rmw_op != self.ir.ATOMIC_OP.FADD:
-            return self.original("create_atomic_rmw")(builder, rmw_op, ptr, val, mask, sem,
-                                                      scope)
+        if triton_type is None or rmw_op != ir.ATOMIC_OP.FADD:
+            return self.original("create_atomic_rmw")(builder, rmw_op, ptr, val, mask, *rest)
         _refuse_fp8("atomic_add", triton_type)
         # One element at a time, in order: programs run one after another here, so this is
         # each element's read-modify-write, with repeated addresses adding up.
@@ -233,10 +218,10 @@ class _Adaptations:
         one = np.ones(1, np.bool_)
         for index in zip(*np.nonzero(masks)):
             address = ptrs[index].reshape(1)
-            old[index] = self.host.load(address, one, old[index].reshape(1), old.dtype)[0]
+            old[index] = host.load(address, one, old[index].reshape(1), old.dtype)[0]
             total = decode(old[index], triton_type) + decode(values[index], triton_type)
-            self.host.store(address, encode(total, triton_type).reshape(1), one)
-        return self.handle_type(old, val.dtype.scalar)
+            host.store(address, encode(total, triton_type).reshape(1), one)
+        return interpreter.TensorHandle(old, val.dtype.scalar)
 
     def create_print(self, builder: Any, prefix: Any, hex: Any, values: Any, *rest: Any) -> Any:
         if not hex:  # values, as the GPU prints them; in hex, their bits
@@ -253,7 +238,7 @@ class _Adaptations:
             return self.originals[owner, name](ops, input, *args, **kwargs)
         if name != "min_max":
             _refuse_fp8(name, triton_type)
-        values = self.retyped(input, decode(input.handle.data, triton_type), self.tl.float32)
+        values = self.retyped(input, decode(input.handle.data, triton_type), tl.float32)
         return self.rebits(self.originals[owner, name](ops, values, *args, **kwargs),
                            triton_type, input.dtype)
 
@@ -262,7 +247,7 @@ class _Adaptations:
         `triton_type`."""
         if isinstance(out, (list, tuple)):
             return type(out)(self.rebits(element, triton_type, dtype) for element in out)
-        if out.dtype != self.tl.float32:  # min_max's index
+        if out.dtype != tl.float32:  # min_max's index
             return out
         return self.retyped(out, encode(out.handle.data, triton_type), dtype)
 
@@ -271,18 +256,18 @@ class _Adaptations:
         # Padded with NaN, bfloat16 gets NaN's bits, not the zero bits the interpreter would
         # cast NaN to.
         load = self.original("create_descriptor_load")
-        if desc.padding != self.ir.PADDING_OPTION.PAD_NAN:
+        if desc.padding != ir.PADDING_OPTION.PAD_NAN:
             return load(builder, desc, indices, *args, **kwargs)
         ptrs, mask = desc.materialize_pointers(indices)
-        if ptrs.get_element_ty() != self.tl.bfloat16:
+        if ptrs.get_element_ty() != tl.bfloat16:
             return load(builder, desc, indices, *args, **kwargs)
-        other = self.handle_type(np.full_like(ptrs.data, 0x7FC0, np.uint16), self.tl.bfloat16)
+        other = interpreter.TensorHandle(np.full_like(ptrs.data, 0x7FC0, np.uint16), tl.bfloat16)
         return builder.create_masked_load(ptrs, mask, other, *args, is_volatile=False, **kwargs)
 
     def patch_lang_core(self, lang: Any, scope: Any) -> None:
         # Triton 3.6's interpreter names no IR type for two fp8 types its builder has. And
         # `tl.range`, a Python range there, steps as compiled (`tl.static_range` stays one).
-        self.originals[self.interpreter, "_patch_lang_core"](lang, scope)
+        self.originals[interpreter, "_patch_lang_core"](lang, scope)
         scope.set_attr(lang, "range", tensor_range)
         to_ir = lang.dtype.to_ir
 
@@ -331,10 +316,8 @@ def interpreted(jit_fn: JITFunction) -> Any:
     """Triton's `InterpretedFunction` for `jit_fn`, its `range` loops stepping as compiled
     (`loop_range`), kept in its record, not keyed by hash: hashing a JITFunction parses its
     source, which fails while the language is patched."""
-    from triton.runtime.interpreter import InterpretedFunction
-
     def made() -> Any:
-        function = InterpretedFunction(_named_as_defined(jit_fn.fn))
+        function = interpreter.InterpretedFunction(_named_as_defined(jit_fn.fn))
         function.rewritten_fn = {}
         function.rewriter.ast_transformer = _loop_transformer()
         return function
@@ -346,26 +329,18 @@ def tensor_range(arg1: Any, arg2: Any = None, step: Any = None, **options: Any) 
     """The steps of `range(arg1, arg2, step)` (or `tl.range`) as a compiled kernel takes them:
     scalar tensors of the type the bounds and step promote to. `options` (`num_stages`, ...)
     tune a compiled loop only. TypeError for a bound that is no integer, as Triton raises."""
-    import triton.language as tl
-    from triton.runtime import interpreter
-
     start, end = (0, arg1) if arg2 is None else (arg1, arg2)
     step = 1 if step is None else step
-    semantic, values, types = interpreter.interpreter_semantic, [], []
-    for bound in (start, end, step):
-        value = bound.value if isinstance(bound, tl.constexpr) else bound
-        if isinstance(value, tl.tensor):
-            types.append(value.dtype)
-            values.append(value.handle.data.item())
-        else:
-            types.append(semantic.to_tensor(value).dtype)
-            values.append(value)
+    semantic = interpreter.interpreter_semantic
+    bounds = [semantic.to_tensor(bound.value if isinstance(bound, tl.constexpr) else bound)
+              for bound in (start, end, step)]
+    types = [bound.dtype for bound in bounds]
     if not all([kind.is_int() for kind in types]):
         raise TypeError(f"For loop bounds and step must all be ints, are "
                         f"({', '.join(map(str, types))})")
     loop_type = semantic.integer_promote_impl(semantic.integer_promote_impl(*types[:2]), types[2])
     dtype = interpreter._get_np_dtype(loop_type)
-    for value in range(*map(int, values)):
+    for value in range(*[int(bound.handle.data.item()) for bound in bounds]):
         data = np.array([value]).astype(dtype)  # wraps, as a compiled loop's variable would
         yield tl.tensor(interpreter.TensorHandle(data, loop_type), loop_type)
 
@@ -380,8 +355,6 @@ def loop_range(iterator: Any, *args: Any, **kwargs: Any) -> Any:
 def _loop_transformer() -> Any:
     """Triton's interpreter's rewriting of a kernel's source, with each `for ... in range(...)`
     made `for ... in loop_range(range, ...)`."""
-    from triton.runtime import interpreter
-
     class LoopTransformer(interpreter.ASTTransformer):
         def visit_For(self, node: ast.For) -> ast.For:
             node = self.generic_visit(node)
@@ -420,7 +393,7 @@ def interpreter_adapted(debug: bool = False) -> Iterator[None]:
     `TRITON_INTERPRET=1` a `JITFunction` refuses a call), bits computed on as values, and two
     faults mended (`_Adaptations`). Everything is put back on exit."""
     adaptations = _Adaptations(debug)
-    for (owner, name), value in adaptations.replacements().items():
+    for (owner, name), value in adaptations.replaced.items():
         setattr(owner, name, value)
     try:
         yield
@@ -443,16 +416,11 @@ def host_constexpr(value: Any) -> Any:
         return tuple(host_constexpr(element) for element in value)
     if not getattr(value, "__triton_builtin__", False):
         return value
-    from triton.runtime.interpreter import interpreter_semantic
-
-    return functools.partial(value, _semantic=interpreter_semantic)
+    return functools.partial(value, _semantic=interpreter.interpreter_semantic)
 
 
 def typed_scalar(value: Any, what: str) -> Any:
     """A scalar argument (or a typed `_spec.Scalar`) as a tensor of the GPU launch's type."""
-    import triton.language as tl
-    from triton.runtime import interpreter
-
     typed = value if isinstance(value, _spec.Scalar) else _spec.scalar(value, what=what)
     triton_type = tl.str_to_ty(typed.triton_type, None)
     data = np.array([typed.value], dtype=interpreter._get_np_dtype(triton_type))
@@ -462,9 +430,6 @@ def typed_scalar(value: Any, what: str) -> Any:
 def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
     """Triton's `TensorDescriptor` over `array`, with the fields of the call's (checked already)
     `descriptor`: Triton's own constructor reads torch dtype attributes a `HostTensor` lacks."""
-    import triton.language as tl
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
     element = tl.str_to_ty(_spec.pointer_type(array.dtype, what="base")[1:], None)
 
     # The torch attribute the interpreter's descriptor reads.
@@ -472,8 +437,6 @@ def host_descriptor(array: np.ndarray, descriptor: Any) -> Any:
                       {"is_floating_point": element.is_floating()})
     names = [field.name for field in dataclasses.fields(TensorDescriptor)]
     if descriptor.round_f32_to_tf32 and "round_f32_to_tf32" not in names:
-        import triton
-
         raise NotImplementedError(
             f"TensorDescriptor(round_f32_to_tf32=True) on the CPU needs a Triton whose "
             f"interpreter rounds to TF32 (3.9 does; this one is {triton.__version__}). Run it on "
