@@ -95,11 +95,7 @@ def lowered_call(route: Route, backend: Backend, ctx: LoweringRuleContext, spec:
     placed = route.where(backend, ctx, spec, record, settings)
     if isinstance(placed, Unfit):
         return placed
-    # All that decides a lowered call: the route, the operands' and results' types, the call,
-    # the autotune choices remembered (a plain kernel has one launch: none decide it) and where
-    # it runs, with its call graph.
-    decided = () if spec.unwrapped.autotuner is None else _choices.decided()
-    key = (route.name, tuple(ctx.avals_in), tuple(ctx.avals_out), spec, decided, placed.decides)
+    key = lowering_key(route, ctx, spec, placed)
     kept = record.get(_state.LOWERED_CALLS, {})
     try:
         with _state.LOCKS.guard:  # a call found is now the most recently used
@@ -114,6 +110,15 @@ def lowered_call(route: Route, backend: Backend, ctx: LoweringRuleContext, spec:
     if getattr(lowered, "undecided", None) is not None:
         _choices.report_undecided(lowered.undecided)
     return lowered
+
+
+def lowering_key(route: Route, ctx: LoweringRuleContext, spec: KernelCallSpec,
+                 placed: Placed) -> tuple:
+    """All that decides a lowered call: the route, the operands' and results' types, the call,
+    the autotune choices remembered (a plain kernel has one launch: none decide it) and where
+    it runs, with its call graph."""
+    decided = () if spec.unwrapped.autotuner is None else _choices.decided()
+    return (route.name, tuple(ctx.avals_in), tuple(ctx.avals_out), spec, decided, placed.decides)
 
 
 def _lower_uncached(route: Route, backend: Backend, ctx: LoweringRuleContext,
