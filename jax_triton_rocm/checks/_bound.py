@@ -23,9 +23,9 @@ from jax_triton_rocm.kernel._spec import KernelCallSpec
 class KeptCall:
     """A checked call without its arrays: `operand_args`, per primitive operand its positional
     argument; `scalars`, (place in the layout, index or keyword) per runtime scalar;
-    `out_order`, per primitive result its output."""
+    `out_order`, per primitive result its output; `user_results`, per output its result."""
 
-    placed: Placed
+    user_results: tuple[int, ...]
     spec: KernelCallSpec
     operand_args: tuple[int, ...]
     scalars: tuple[tuple[int, int | str], ...]
@@ -48,16 +48,10 @@ class BoundCall:
 
 @dataclasses.dataclass(frozen=True)
 class Placed:
-    """A call's operands and outputs as the primitive takes them (a Ref operand is read at the
-    call). `user_results`: per output, its result; `refs`: (operand, result) per Ref."""
+    """What a call's spec does not hold of its primitive: the `operands` as given (a Ref is read
+    at the call); `user_results`: per output, its result; `refs`: (operand, result) per Ref."""
 
-    positional: tuple
-    metaparams: dict[str, Any]
     operands: tuple
-    in_avals: tuple
-    out_shapes: tuple
-    aliases: dict[int, int]
-    zeroed: Any
     user_results: tuple[int, ...]
     refs: tuple[tuple[int, int], ...]
 
@@ -86,7 +80,7 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     # called for what it does besides outputs (a print, an assert): kept, as Triton launches it.
     side_effect = call.has_side_effect or all([param.constexpr for param in unwrapped.params])
     refuse_unused_call(call, binding, side_effect)
-    placed = place_outputs(call, binding, own_keywords)
+    placed, laid = place_outputs(call, binding, own_keywords)
     refs = {leaf.operand for leaf in binding.refs}
     # How the call names each operand, for what is checked once the kernel is compiled.
     counted = binding.leaves if convention == "out_type" else [
@@ -96,10 +90,7 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
         if leaf.operand is not None))
     refuse_own_named_parameter(call, binding, own_keywords)
     spec = _checker.check_call(
-        "triton_call", kernel=call.kernel, unwrapped=unwrapped, positional=placed.positional,
-        in_avals=placed.in_avals, out_shapes=placed.out_shapes,
-        aliases=tuple(sorted(placed.aliases.items())),
-        **{**call.given, "zeroed_outputs": placed.zeroed}, metaparams=placed.metaparams,
+        "triton_call", kernel=call.kernel, unwrapped=unwrapped, **{**call.given, **laid},
         options=binding.options, has_side_effect=side_effect, cost_estimate=call.cost_estimate,
         backend_options=call.backend_options,
         by_keyword=tuple([unwrapped.jit_fn.arg_names[i] for i in sorted(binding.by_keyword)]),
@@ -108,7 +99,7 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     bound = BoundCall(spec, placed, call.out_tree, tuple(
         [value[...] if i in refs else value for i, value in enumerate(placed.operands)]))
     # Kept where every operand is an array given positionally, no Ref, none made for an output.
-    if kept_as is not None and not refs and len(placed.out_shapes) == len(out_shapes):
+    if kept_as is not None and not refs and len(spec.out_shapes) == len(out_shapes):
         keep_layout(kept_as, call, placed, spec)
     return bound
 
@@ -161,8 +152,8 @@ def keep_layout(kept_as: tuple, call: CallArguments, placed: Placed,
              for name, index in call.runtime.items()]):
         out_order = tuple([placed.user_results.index(r) for r in range(len(call.out_shapes))])
         _state.CALL_LAYOUTS.put(kept_as, KeptCall(
-            Placed(**{**vars(placed), "operands": (), "in_avals": ()}), spec,
-            tuple(operand_args), tuple(scalars), out_order), kernel=call.kernel)
+            placed.user_results, spec, tuple(operand_args), tuple(scalars), out_order),
+            kernel=call.kernel)
 
 
 _CONVENTIONS = {
@@ -173,10 +164,11 @@ _CONVENTIONS = {
 
 
 def place_outputs(call: CallArguments, binding: _binder.Binding,
-                  own_keywords: tuple[str, ...]) -> Placed:
+                  own_keywords: tuple[str, ...]) -> tuple[Placed, dict[str, Any]]:
     """Places a call's outputs on the non-constexpr parameters it left unfilled, in order:
     every output (0.3), or only those not aliased to an input (0.4); the results in parameter
-    order, and one more per `Ref`, aliased to it. A call 0.3 could have made keeps 0.3's form."""
+    order, and one more per `Ref`, aliased to it. A call 0.3 could have made keeps 0.3's form.
+    Returns the `Placed` and the layout as `check_call`'s keywords."""
     jit_fn, out_shapes = call.unwrapped.jit_fn, call.out_shapes
     entries, refs, n_args = binding.entries, binding.refs, len(call.args)
     # 0.3's positional form holds arrays and scalars; a positional constexpr of another kind
@@ -210,13 +202,13 @@ def place_outputs(call: CallArguments, binding: _binder.Binding,
         metaparams = {k: v for k, v in metaparams.items() if k not in constexprs}
     ref_results = tuple([(leaf.operand, len(order) + n) for n, leaf in enumerate(refs)])
     prim_aliases = {**{leaf.operand: user_results[o] for leaf, o in pairs}, **dict(ref_results)}
-    return Placed(
-        positional=tuple(positional), metaparams=metaparams, operands=tuple(binding.operands),
+    return Placed(tuple(binding.operands), user_results, ref_results), dict(
+        positional=tuple(positional), metaparams=metaparams,
         in_avals=tuple([jax.ShapeDtypeStruct(x.shape, x.dtype) for x in binding.operands]),
         out_shapes=tuple([out_shapes[o] for o in order]
                          + [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) for x in refs]),
-        aliases=prim_aliases, zeroed=zeroed_results(call.given["zeroed_outputs"], user_results),
-        user_results=user_results, refs=ref_results)
+        aliases=tuple(sorted(prim_aliases.items())),
+        zeroed_outputs=zeroed_results(call.given["zeroed_outputs"], user_results))
 
 
 def aliased_leaves(call: CallArguments, binding: _binder.Binding) -> list[tuple[Any, int]]:
@@ -397,7 +389,8 @@ def relaid_call(layout: KeptCall, call: CallArguments) -> BoundCall | None:
     in_avals = tuple([x.aval for x in operands])
     outs = tuple([call.out_shapes[o] for o in layout.out_order])
     if any([type(d) is not int for aval in (*in_avals, *outs) for d in aval.shape]) or any(
-            [in_avals[i].shape != tuple(outs[r].shape) for i, r in layout.placed.aliases.items()]):
+            [in_avals[i].shape != tuple(outs[r].shape)
+             for i, r in layout.spec.input_output_aliases]):
         return None  # a symbolic dimension, or an alias of two shapes
     positional = list(layout.spec.positional)
     for index, source in layout.scalars:
@@ -407,6 +400,4 @@ def relaid_call(layout: KeptCall, call: CallArguments) -> BoundCall | None:
     spec = layout.spec.relaid(positional, outs, grid, _spec.argument_types(
         call.unwrapped.jit_fn, positional, in_avals, outs, dict(layout.spec.metaparams),
         call.roles))
-    placed = Placed(**{**vars(layout.placed), "positional": positional, "operands": operands,
-                       "in_avals": in_avals, "out_shapes": outs})
-    return BoundCall(spec, placed, call.out_tree, operands)
+    return BoundCall(spec, Placed(operands, layout.user_results, ()), call.out_tree, operands)
