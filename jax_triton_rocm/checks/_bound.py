@@ -185,21 +185,25 @@ def place_outputs(call: CallArguments, binding: _binder.Binding,
     order += [o for o in range(len(out_shapes)) if o not in order]
     user_results = tuple([order.index(o) for o in range(len(out_shapes))])
     output_params = [owners[o] for o in sorted(owners)]
-    positional, metaparams, constexprs = [], dict(binding.metaparams), []
-    for i, param in enumerate(jit_fn.params):
-        if i in entries and entries[i][0] == "constexpr":
-            metaparams[param.name] = entries[i][1]
-            constexprs.append(param.name)
+    # Laid out as 0.3 lays it: the positional arguments only, arrays by their count among the
+    # arrays, scalars and constexprs by value (a constexpr typed here; `_operand_entry` typed
+    # the others); the placed form has one entry per parameter, the constexprs by name.
+    as_0_3 = shaped and output_params == trailing
+    positional, metaparams, n_arrays = [], dict(binding.metaparams), 0
+    for i, param in enumerate(jit_fn.params[:n_args] if as_0_3 else jit_fn.params):
+        kind, value = entries.get(i, ("keyword", None))
+        if as_0_3:
+            if kind == "constexpr" and value is not None:
+                _spec.scalar(value, what=f"argument {i}")
+            positional.append(("array", n_arrays) if kind == "input" else ("scalar", value))
+            n_arrays += kind == "input"
+        elif kind == "constexpr":
+            metaparams[param.name] = value
             positional.append(("keyword", None))
-        elif i in entries:
-            positional.append(entries[i])
+        elif i in owner_of:
+            positional.append(("output", user_results[owner_of[i]]))
         else:
-            positional.append(("output", user_results[owner_of[i]]) if i in owner_of
-                              else ("keyword", None))
-    if shaped and output_params == trailing:  # laid out as 0.3 lays it
-        positional = positional_0_3(entries, n_args)
-        # 0.3's form keeps the constexprs given positionally in `positional` only.
-        metaparams = {k: v for k, v in metaparams.items() if k not in constexprs}
+            positional.append((kind, value))
     ref_results = tuple([(leaf.operand, len(order) + n) for n, leaf in enumerate(refs)])
     prim_aliases = {**{leaf.operand: user_results[o] for leaf, o in pairs}, **dict(ref_results)}
     return Placed(tuple(binding.operands), user_results, ref_results), dict(
@@ -284,22 +288,6 @@ def output_owners(call: CallArguments, binding: _binder.Binding, aliased: set[in
             f"fix the outputs.{forgotten}")
     n_args = len(call.args)
     return dict(zip(range(n_outs), range(n_args, n_args + n_outs)))
-
-
-def positional_0_3(entries: dict[int, Any], n_args: int) -> list:
-    """The positional arguments' `entries` in jax-triton 0.3's form: arrays by their count
-    among the arrays, scalars and constexprs by value (a constexpr typed here)."""
-    positional, n_arrays = [], 0
-    for i in range(n_args):  # `shaped` says what the entries hold
-        kind, value = entries[i]
-        if kind == "input":
-            positional.append(("array", n_arrays))
-            n_arrays += 1
-            continue
-        if kind == "constexpr" and value is not None:  # `_operand_entry` typed the others
-            _spec.scalar(value, what=f"argument {i}")
-        positional.append(("scalar", value))
-    return positional
 
 
 def zeroed_results(zeroed: Any, user_results: tuple[int, ...]) -> Any:
