@@ -94,7 +94,7 @@ class _Laying:
     constexprs: dict[str, Any]
     types: _spec.ArgumentTypes
     n_outputs: int
-    fp8_types: tuple[str, ...] | None  # the fp8 types the target takes, None: any
+    fp8_refusing: set[str]  # the fp8 types the target does not take
     constants: dict[tuple[int, ...], Any] = dataclasses.field(default_factory=dict)
     specializations: list[tuple[tuple[int, ...], str]] = dataclasses.field(default_factory=list)
     sources: list[ArgSource] = dataclasses.field(default_factory=list)
@@ -151,7 +151,8 @@ class _Laying:
             self.sources.append(ArgSource("descriptor", path[0], index=value[0], path=path[1:],
                                           descriptor=value[1]))
             signature_type = _tensordesc.signature_type(value[1])
-            self.element(param, signature_type[len("tensordesc<"):].split("[", 1)[0])
+            if (element := signature_type[11:].split("[", 1)[0]) in self.fp8_refusing:
+                self.fp8_refused.append((param.name, element))  # [11:]: after "tensordesc<"
             return signature_type
         if kind == "input":
             return self.pointer(path, param, self.in_avals[value],
@@ -184,14 +185,9 @@ class _Laying:
         self.sources.append(source)
         if zero_d and not tuple(aval.shape):
             self.zero_d_pointers.append(what)
-        self.element(param, pointer[1:])
+        if pointer[1:] in self.fp8_refusing:
+            self.fp8_refused.append((param.name, pointer[1:]))
         return pointer
-
-    def element(self, param: Any, element: str) -> None:
-        """Notes `param`'s array element type where it is an fp8 type the target does not take."""
-        if (self.fp8_types is not None and element in _spec.FP8_DTYPES
-                and element not in self.fp8_types):
-            self.fp8_refused.append((param.name, element))
 
     def keyword_value(self, i: int, param: Any) -> Any:
         """The constexpr value of parameter `i`, which no positional argument or output fills:
@@ -272,7 +268,7 @@ def lay_out_arguments(
     n_outputs = 0 if places_outputs(positional) else len(out_avals)
     check_operands(jit_fn, len(positional), n_outputs)
     laid = _Laying(jit_fn, positional, in_avals, out_avals, constexprs, types, n_outputs,
-                   fp8_types)
+                   set() if fp8_types is None else set(_spec.FP8_DTYPES).difference(fp8_types))
     signature = {param.name: laid.parameter(i, param) for i, param in enumerate(jit_fn.params)}
     specializations = laid.specializations
     if laid.fp8_refused:  # the first, once every parameter is laid out
