@@ -195,7 +195,21 @@ def bind_arguments(call: CallArguments, own_keywords: tuple[str, ...]) -> Bindin
     index = {param.name: i for i, param in enumerate(params)}
     refuse_positional_given_again(call, [*call.keywords, *named_constexprs, *named_operands],
                                   index)
-    operands, by_keyword, metaparams = keyword_operands(call, index)
+    # A keyword fills an operand with `out_type`, or where it holds an array; the others are
+    # constexprs and compile options.
+    operands, by_keyword, metaparams = dict(enumerate(call.args)), set(), {}
+    for keyword, value in call.keywords.items():
+        i = index.get(keyword)
+        if i is not None and params[i].is_constexpr and keyword in call.buffers:
+            raise TypeError(f"Kernel {name}'s parameter {keyword!r} is a tl.constexpr, but "
+                            f"keyword argument {keyword}= holds an array. Pass a Python value "
+                            f"there.")
+        if i is None or params[i].is_constexpr or not (
+                call.convention == "out_type" or keyword in call.buffers):
+            metaparams[keyword] = value
+        else:
+            operands[i] = value
+            by_keyword.add(i)
     metaparams.update(named_constexprs)
     for keyword, value in named_operands.items():
         operands[index[keyword]] = value
@@ -240,28 +254,6 @@ def refuse_positional_given_again(call: CallArguments, named: list[str],
         raise TypeError(f"triton_call() got multiple values for argument {twice[0]!r}: "
                         f"positional argument {index[twice[0]]} fills it (kernel "
                         f"{call.unwrapped.name}); pass it once.")
-
-
-def keyword_operands(call: CallArguments,
-                     index: dict[str, int]) -> tuple[dict[int, Any], set[int], dict[str, Any]]:
-    """The operands by parameter, the parameters given by keyword, and the other keywords
-    (constexprs and compile options); a keyword fills an operand with `out_type`, or where it
-    holds an array."""
-    params, name = call.unwrapped.jit_fn.params, call.unwrapped.name
-    operands, by_keyword, metaparams = dict(enumerate(call.args)), set(), {}
-    for keyword, value in call.keywords.items():
-        i = index.get(keyword)
-        if i is not None and params[i].is_constexpr and keyword in call.buffers:
-            raise TypeError(f"Kernel {name}'s parameter {keyword!r} is a tl.constexpr, but "
-                            f"keyword argument {keyword}= holds an array. Pass a Python value "
-                            f"there.")
-        if i is None or params[i].is_constexpr or not (
-                call.convention == "out_type" or keyword in call.buffers):
-            metaparams[keyword] = value
-        else:
-            operands[i] = value
-            by_keyword.add(i)
-    return operands, by_keyword, metaparams
 
 
 def check_metaparams(call: CallArguments, metaparams: dict[str, Any],

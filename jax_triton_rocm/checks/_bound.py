@@ -23,9 +23,9 @@ from jax_triton_rocm.kernel._spec import KernelCallSpec
 class KeptCall:
     """A checked call without its arrays: `operand_args`, per primitive operand its positional
     argument; `scalars`, (place in the layout, index or keyword) per runtime scalar;
-    `out_order`, per primitive result its output."""
+    `out_order`, per primitive result its output; `user_results`, per output its result."""
 
-    placed: Placed
+    user_results: tuple[int, ...]
     spec: KernelCallSpec
     operand_args: tuple[int, ...]
     scalars: tuple[tuple[int, int | str], ...]
@@ -48,16 +48,10 @@ class BoundCall:
 
 @dataclasses.dataclass(frozen=True)
 class Placed:
-    """A call's operands and outputs as the primitive takes them (a Ref operand is read at the
-    call). `user_results`: per output, its result; `refs`: (operand, result) per Ref."""
+    """What a call's spec does not hold of its primitive: the `operands` as given (a Ref is read
+    at the call); `user_results`: per output, its result; `refs`: (operand, result) per Ref."""
 
-    positional: tuple
-    metaparams: dict[str, Any]
     operands: tuple
-    in_avals: tuple
-    out_shapes: tuple
-    aliases: dict[int, int]
-    zeroed: Any
     user_results: tuple[int, ...]
     refs: tuple[tuple[int, int], ...]
 
@@ -75,7 +69,9 @@ class MappedZeroed:
 
 
 def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> BoundCall:
-    """Checks a `triton_call` in full, or relays it into an earlier one's layout."""
+    """Checks a `triton_call` in full, or relays it into an earlier one's layout. Raises for a
+    call JAX would drop (no output, no Ref, no side effect), or a parameter left unfilled
+    because a keyword named like it is one of triton_call's own, among the checks it runs."""
     kept_as = None if call.operands else layout_key(call)
     layout = None if kept_as is None else _state.CALL_LAYOUTS.get(kept_as, kernel=call.kernel)
     if layout is not None and (bound := relaid_call(layout, call)) is not None:
@@ -85,8 +81,13 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     # A kernel that takes nothing at launch (no parameters, or constexprs only) can only be
     # called for what it does besides outputs (a print, an assert): kept, as Triton launches it.
     side_effect = call.has_side_effect or all([param.constexpr for param in unwrapped.params])
-    refuse_unused_call(call, binding, side_effect)
-    placed = place_outputs(call, binding, own_keywords)
+    if not out_shapes and not side_effect and not binding.refs:
+        raise ValueError(
+            f"{convention}={call.outputs!r} is empty and kernel {unwrapped.name} gets no Ref "
+            f"operand, so nothing would use the call and JAX would drop it. Give it outputs, "
+            f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
+            f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
+    placed, laid = place_outputs(call, binding, own_keywords)
     refs = {leaf.operand for leaf in binding.refs}
     # How the call names each operand, for what is checked once the kernel is compiled.
     counted = binding.leaves if convention == "out_type" else [
@@ -94,12 +95,19 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     words = _spec.CallWords("", convention, tuple(
         (leaf.operand, leaf.what, j) for j, leaf in enumerate(counted)
         if leaf.operand is not None))
-    refuse_own_named_parameter(call, binding, own_keywords)
+    param = own_named_parameter(unwrapped, set(own_keywords) - binding.named,
+                                len(call.args) + len(out_shapes))
+    if param is not None:
+        where = "constexprs" if param.is_constexpr else "operands"
+        raise TypeError(
+            f"Kernel {unwrapped.name}'s parameter {param.name!r} has the name of an argument of "
+            f"triton_call itself ({param.name}=...), so a keyword {param.name}= is "
+            f"triton_call's own and cannot fill it. Pass it by name in "
+            f"{where}={{{param.name!r}: ...}} ("
+            + ("a compile-time constant" if param.is_constexpr else
+               "filled at launch; constexprs= compiles a value in") + ").")
     spec = _checker.check_call(
-        "triton_call", kernel=call.kernel, unwrapped=unwrapped, positional=placed.positional,
-        in_avals=placed.in_avals, out_shapes=placed.out_shapes,
-        aliases=tuple(sorted(placed.aliases.items())),
-        **{**call.given, "zeroed_outputs": placed.zeroed}, metaparams=placed.metaparams,
+        "triton_call", kernel=call.kernel, unwrapped=unwrapped, **{**call.given, **laid},
         options=binding.options, has_side_effect=side_effect, cost_estimate=call.cost_estimate,
         backend_options=call.backend_options,
         by_keyword=tuple([unwrapped.jit_fn.arg_names[i] for i in sorted(binding.by_keyword)]),
@@ -108,37 +116,9 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     bound = BoundCall(spec, placed, call.out_tree, tuple(
         [value[...] if i in refs else value for i, value in enumerate(placed.operands)]))
     # Kept where every operand is an array given positionally, no Ref, none made for an output.
-    if kept_as is not None and not refs and len(placed.out_shapes) == len(out_shapes):
+    if kept_as is not None and not refs and len(spec.out_shapes) == len(out_shapes):
         keep_layout(kept_as, call, placed, spec)
     return bound
-
-
-def refuse_unused_call(call: CallArguments, binding: _binder.Binding, side_effect: bool) -> None:
-    """Raises ValueError for a call with no output, no Ref and no side effect, which JAX
-    would drop."""
-    if not call.out_shapes and not side_effect and not binding.refs:
-        raise ValueError(
-            f"{call.convention}={call.outputs!r} is empty and kernel {call.unwrapped.name} gets "
-            f"no Ref operand, so nothing would use the call and JAX would drop it. Give it "
-            f"outputs, e.g. {call.convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the "
-            f"buffers it writes as Refs (jax.new_ref), or say has_side_effect=True.")
-
-
-def refuse_own_named_parameter(call: CallArguments, binding: _binder.Binding,
-                               own_keywords: tuple[str, ...]) -> None:
-    """Raises TypeError for a parameter left unfilled because a keyword named like it is one
-    of triton_call's own, and went to triton_call."""
-    param = own_named_parameter(call.unwrapped, set(own_keywords) - binding.named,
-                                len(call.args) + len(call.out_shapes))
-    if param is not None:
-        where = "constexprs" if param.is_constexpr else "operands"
-        raise TypeError(
-            f"Kernel {call.unwrapped.name}'s parameter {param.name!r} has the name "
-            f"of an argument of triton_call itself ({param.name}=...), so a keyword "
-            f"{param.name}= is triton_call's own and cannot fill it. Pass it by name in "
-            f"{where}={{{param.name!r}: ...}} ("
-            + ("a compile-time constant" if param.is_constexpr else
-               "filled at launch; constexprs= compiles a value in") + ").")
 
 
 def keep_layout(kept_as: tuple, call: CallArguments, placed: Placed,
@@ -161,8 +141,8 @@ def keep_layout(kept_as: tuple, call: CallArguments, placed: Placed,
              for name, index in call.runtime.items()]):
         out_order = tuple([placed.user_results.index(r) for r in range(len(call.out_shapes))])
         _state.CALL_LAYOUTS.put(kept_as, KeptCall(
-            Placed(**{**vars(placed), "operands": (), "in_avals": ()}), spec,
-            tuple(operand_args), tuple(scalars), out_order), kernel=call.kernel)
+            placed.user_results, spec, tuple(operand_args), tuple(scalars), out_order),
+            kernel=call.kernel)
 
 
 _CONVENTIONS = {
@@ -173,10 +153,11 @@ _CONVENTIONS = {
 
 
 def place_outputs(call: CallArguments, binding: _binder.Binding,
-                  own_keywords: tuple[str, ...]) -> Placed:
+                  own_keywords: tuple[str, ...]) -> tuple[Placed, dict[str, Any]]:
     """Places a call's outputs on the non-constexpr parameters it left unfilled, in order:
     every output (0.3), or only those not aliased to an input (0.4); the results in parameter
-    order, and one more per `Ref`, aliased to it. A call 0.3 could have made keeps 0.3's form."""
+    order, and one more per `Ref`, aliased to it. A call 0.3 could have made keeps 0.3's form.
+    Returns the `Placed` and the layout as `check_call`'s keywords."""
     jit_fn, out_shapes = call.unwrapped.jit_fn, call.out_shapes
     entries, refs, n_args = binding.entries, binding.refs, len(call.args)
     # 0.3's positional form holds arrays and scalars; a positional constexpr of another kind
@@ -193,30 +174,41 @@ def place_outputs(call: CallArguments, binding: _binder.Binding,
     order += [o for o in range(len(out_shapes)) if o not in order]
     user_results = tuple([order.index(o) for o in range(len(out_shapes))])
     output_params = [owners[o] for o in sorted(owners)]
-    positional, metaparams, constexprs = [], dict(binding.metaparams), []
-    for i, param in enumerate(jit_fn.params):
-        if i in entries and entries[i][0] == "constexpr":
-            metaparams[param.name] = entries[i][1]
-            constexprs.append(param.name)
+    # Laid out as 0.3 lays it: the positional arguments only, arrays by their count among the
+    # arrays, scalars and constexprs by value (a constexpr typed here; `_operand_entry` typed
+    # the others); the placed form has one entry per parameter, the constexprs by name.
+    as_0_3 = shaped and output_params == trailing
+    positional, metaparams, n_arrays = [], dict(binding.metaparams), 0
+    for i, param in enumerate(jit_fn.params[:n_args] if as_0_3 else jit_fn.params):
+        kind, value = entries.get(i, ("keyword", None))
+        if as_0_3:
+            if kind == "constexpr" and value is not None:
+                _spec.scalar(value, what=f"argument {i}")
+            positional.append(("array", n_arrays) if kind == "input" else ("scalar", value))
+            n_arrays += kind == "input"
+        elif kind == "constexpr":
+            metaparams[param.name] = value
             positional.append(("keyword", None))
-        elif i in entries:
-            positional.append(entries[i])
+        elif i in owner_of:
+            positional.append(("output", user_results[owner_of[i]]))
         else:
-            positional.append(("output", user_results[owner_of[i]]) if i in owner_of
-                              else ("keyword", None))
-    if shaped and output_params == trailing:  # laid out as 0.3 lays it
-        positional = positional_0_3(entries, n_args)
-        # 0.3's form keeps the constexprs given positionally in `positional` only.
-        metaparams = {k: v for k, v in metaparams.items() if k not in constexprs}
+            positional.append((kind, value))
     ref_results = tuple([(leaf.operand, len(order) + n) for n, leaf in enumerate(refs)])
+    zeroed = call.given["zeroed_outputs"]  # mapped from the outputs to the results
+    if callable(zeroed):
+        if user_results != tuple(range(len(user_results))):
+            zeroed = MappedZeroed(zeroed, user_results)
+    elif not isinstance(zeroed, tuple) or zeroed:  # the default, `()`, zeroes nothing
+        indices = _values.output_indices(zeroed, len(user_results), what="zeroed_outputs")
+        zeroed = tuple(sorted([user_results[o] for o in indices]))
     prim_aliases = {**{leaf.operand: user_results[o] for leaf, o in pairs}, **dict(ref_results)}
-    return Placed(
-        positional=tuple(positional), metaparams=metaparams, operands=tuple(binding.operands),
+    return Placed(tuple(binding.operands), user_results, ref_results), dict(
+        positional=tuple(positional), metaparams=metaparams,
         in_avals=tuple([jax.ShapeDtypeStruct(x.shape, x.dtype) for x in binding.operands]),
         out_shapes=tuple([out_shapes[o] for o in order]
                          + [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) for x in refs]),
-        aliases=prim_aliases, zeroed=zeroed_results(call.given["zeroed_outputs"], user_results),
-        user_results=user_results, refs=ref_results)
+        aliases=tuple(sorted(prim_aliases.items())),
+        zeroed_outputs=zeroed)
 
 
 def aliased_leaves(call: CallArguments, binding: _binder.Binding) -> list[tuple[Any, int]]:
@@ -294,34 +286,6 @@ def output_owners(call: CallArguments, binding: _binder.Binding, aliased: set[in
     return dict(zip(range(n_outs), range(n_args, n_args + n_outs)))
 
 
-def positional_0_3(entries: dict[int, Any], n_args: int) -> list:
-    """The positional arguments' `entries` in jax-triton 0.3's form: arrays by their count
-    among the arrays, scalars and constexprs by value (a constexpr typed here)."""
-    positional, n_arrays = [], 0
-    for i in range(n_args):  # `shaped` says what the entries hold
-        kind, value = entries[i]
-        if kind == "input":
-            positional.append(("array", n_arrays))
-            n_arrays += 1
-            continue
-        if kind == "constexpr" and value is not None:  # `_operand_entry` typed the others
-            _spec.scalar(value, what=f"argument {i}")
-        positional.append(("scalar", value))
-    return positional
-
-
-def zeroed_results(zeroed: Any, user_results: tuple[int, ...]) -> Any:
-    """`zeroed_outputs` mapped from the outputs to the primitive's results; raises for an
-    index that names no output."""
-    if callable(zeroed):
-        if user_results != tuple(range(len(user_results))):
-            zeroed = MappedZeroed(zeroed, user_results)
-    elif not isinstance(zeroed, tuple) or zeroed:  # the default, `()`, zeroes nothing
-        indices = _values.output_indices(zeroed, len(user_results), what="zeroed_outputs")
-        zeroed = tuple(sorted([user_results[o] for o in indices]))
-    return zeroed
-
-
 def own_named_parameter(unwrapped: Any, own_keywords: Iterable[str], start: int) -> Any:
     """The first parameter from `start` on named like one of `own_keywords` and set by nothing
     else (no default, autotune config or heuristic), or None."""
@@ -397,7 +361,8 @@ def relaid_call(layout: KeptCall, call: CallArguments) -> BoundCall | None:
     in_avals = tuple([x.aval for x in operands])
     outs = tuple([call.out_shapes[o] for o in layout.out_order])
     if any([type(d) is not int for aval in (*in_avals, *outs) for d in aval.shape]) or any(
-            [in_avals[i].shape != tuple(outs[r].shape) for i, r in layout.placed.aliases.items()]):
+            [in_avals[i].shape != tuple(outs[r].shape)
+             for i, r in layout.spec.input_output_aliases]):
         return None  # a symbolic dimension, or an alias of two shapes
     positional = list(layout.spec.positional)
     for index, source in layout.scalars:
@@ -407,6 +372,4 @@ def relaid_call(layout: KeptCall, call: CallArguments) -> BoundCall | None:
     spec = layout.spec.relaid(positional, outs, grid, _spec.argument_types(
         call.unwrapped.jit_fn, positional, in_avals, outs, dict(layout.spec.metaparams),
         call.roles))
-    placed = Placed(**{**vars(layout.placed), "positional": positional, "operands": operands,
-                       "in_avals": in_avals, "out_shapes": outs})
-    return BoundCall(spec, placed, call.out_tree, operands)
+    return BoundCall(spec, Placed(operands, layout.user_results, ()), call.out_tree, operands)

@@ -159,9 +159,8 @@ class _Reader:
                     and self.roots(func.value)):  # `desc.load(...)`, `block.store(...)`
                 self.access("pointer", func.value, node)
             if isinstance(function, str) and function in _DEREFERENCE:
-                target = node.args[0] if node.args else keywords.get(_DEREFERENCE[function])
-                if target is not None:
-                    self.access("pointer", target, node)
+                self.access("pointer", node.args[0] if node.args
+                            else keywords.get(_DEREFERENCE[function]), node)
                 for name in ("mask", "other"):
                     self.access("scalar", keywords.get(name), node)
                 if function == "store":

@@ -12,7 +12,6 @@ import numpy as np
 
 from jax_triton_rocm.checks import _kinds
 from jax_triton_rocm.kernel._layout import passed_as_input_advice
-from jax_triton_rocm.kernel._spec import CallWords
 
 if TYPE_CHECKING:
     from triton.runtime.jit import JITFunction
@@ -62,7 +61,7 @@ class _Told:
             kind = "output" if source.kind == "output" else "input"
             self.shown.setdefault((kind, source.index), names[source.position] + "".join(
                 f"[{j}]" for j in source.path))
-        self.words = spec.words or CallWords("", "", ())
+        self.words = spec.words
         self.subject = f"{self.words.prefix}kernel" if self.words.prefix else "Kernel"
         constexprs = launch.bound.constexprs_text(names)
         self.compiled = f" (compiled with {constexprs})" if constexprs else ""

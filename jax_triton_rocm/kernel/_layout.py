@@ -30,15 +30,6 @@ class ArgSource:
     descriptor: Any = None
 
 
-def element_types(signature_type: Any) -> list[str]:
-    """The element types in a signature type ("fp32" for "*fp32", "tensordesc<fp32[16,64]>")."""
-    if isinstance(signature_type, tuple):
-        return [t for element in signature_type for t in element_types(element)]
-    if signature_type.startswith("tensordesc<"):
-        return [signature_type[len("tensordesc<"):].split("[", 1)[0]]
-    return [signature_type.lstrip("*")]
-
-
 @dataclasses.dataclass(frozen=True)
 class BoundKernel:
     """One call's arguments laid onto a kernel's parameters, ready to compile and launch; keyed
@@ -103,10 +94,12 @@ class _Laying:
     constexprs: dict[str, Any]
     types: _spec.ArgumentTypes
     n_outputs: int
+    fp8_refusing: set[str]  # the fp8 types the target does not take
     constants: dict[tuple[int, ...], Any] = dataclasses.field(default_factory=dict)
     specializations: list[tuple[tuple[int, ...], str]] = dataclasses.field(default_factory=list)
     sources: list[ArgSource] = dataclasses.field(default_factory=list)
     zero_d_pointers: list[str] = dataclasses.field(default_factory=list)
+    fp8_refused: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
     def parameter(self, i: int, param: Any) -> Any:
         """Parameter `i` laid out: its signature type; TypeError where the call does not fit."""
@@ -157,7 +150,10 @@ class _Laying:
         if kind == "descriptor":
             self.sources.append(ArgSource("descriptor", path[0], index=value[0], path=path[1:],
                                           descriptor=value[1]))
-            return _tensordesc.signature_type(value[1])
+            signature_type = _tensordesc.signature_type(value[1])
+            if (element := signature_type[11:].split("[", 1)[0]) in self.fp8_refusing:
+                self.fp8_refused.append((param.name, element))  # [11:]: after "tensordesc<"
+            return signature_type
         if kind == "input":
             return self.pointer(path, param, self.in_avals[value],
                                 ArgSource("input", path[0], index=value, path=path[1:]), what,
@@ -189,6 +185,8 @@ class _Laying:
         self.sources.append(source)
         if zero_d and not tuple(aval.shape):
             self.zero_d_pointers.append(what)
+        if pointer[1:] in self.fp8_refusing:
+            self.fp8_refused.append((param.name, pointer[1:]))
         return pointer
 
     def keyword_value(self, i: int, param: Any) -> Any:
@@ -269,20 +267,16 @@ def lay_out_arguments(
         types = _spec.argument_types(jit_fn, positional, in_avals, out_avals, constexprs)
     n_outputs = 0 if places_outputs(positional) else len(out_avals)
     check_operands(jit_fn, len(positional), n_outputs)
-    laid = _Laying(jit_fn, positional, in_avals, out_avals, constexprs, types, n_outputs)
+    laid = _Laying(jit_fn, positional, in_avals, out_avals, constexprs, types, n_outputs,
+                   set() if fp8_types is None else set(_spec.FP8_DTYPES).difference(fp8_types))
     signature = {param.name: laid.parameter(i, param) for i, param in enumerate(jit_fn.params)}
     specializations = laid.specializations
-    # Only an array of an fp8 dtype can give a parameter such a type.
-    if fp8_types is not None and _FP8_NAMES.intersection([
-            str(aval.dtype) for aval in (*in_avals, *out_avals)]):
-        check_fp8_types(signature, fp8_types, kernel=types.name, target=target)
+    if laid.fp8_refused:  # the first, once every parameter is laid out
+        refuse_fp8_type(*laid.fp8_refused[0], fp8_types, kernel=types.name, target=target)
     attrs = {path: parsed for path, spec in specializations if (parsed := backend.parse_attr(spec))}
     return BoundKernel(signature, laid.constants, attrs, tuple(laid.sources),
                        tuple([(path if len(path) > 1 else path[0], spec)
                               for path, spec in specializations]), tuple(laid.zero_d_pointers))
-
-
-_FP8_NAMES = frozenset(_spec.FP8_DTYPES.values())
 
 
 def check_pointer_annotation(annotation: str, pointer: str, aval: Any, what: str) -> None:
@@ -306,14 +300,9 @@ def check_pointer_annotation(annotation: str, pointer: str, aval: Any, what: str
             f"(jax.lax.bitcast_convert_type), or fix the annotation.")
 
 
-def check_fp8_types(signature: dict[str, Any], fp8_types: tuple[str, ...], *, kernel: str,
+def refuse_fp8_type(param: str, fp8: str, fp8_types: tuple[str, ...], *, kernel: str,
                     target: str) -> None:
-    """Raises TypeError for the first parameter with an fp8 type `target` does not take."""
-    refused = [(param, fp8) for param, types in signature.items()
-               for fp8 in element_types(types) if fp8 in _spec.FP8_DTYPES and fp8 not in fp8_types]
-    if not refused:
-        return
-    param, fp8 = refused[0]
+    """Raises TypeError for parameter `param` of fp8 type `fp8`, which `target` does not take."""
     taken = ", ".join(f"{_spec.FP8_DTYPES[t]} ({t})" for t in sorted(fp8_types)
                       if t in _spec.FP8_DTYPES)
     raise TypeError(

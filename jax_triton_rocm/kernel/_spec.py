@@ -72,9 +72,6 @@ def plain_constexpr(value: Any) -> Any:
     return value
 
 
-_I32 = (-(2**31), 2**31)
-_I64 = (-(2**63), 2**63)
-_U64 = (0, 2**64)
 _F32_MAX = float(np.finfo(np.float32).max)
 _F32_NORMAL = (float(np.finfo(np.float32).tiny), _F32_MAX)
 
@@ -123,9 +120,9 @@ SCALAR_TYPES = (bool, int, float, np.generic)
 # Declarable scalar types jaxlib can pass: Triton type -> (jaxlib's, Triton's name, range);
 # `_layout` names an annotation by it where an array is given to a scalar parameter.
 DECLARABLE: dict[str, tuple[str, str, Any]] = {
-    "u1": ("bool", "tl.int1", (0, 2)), "i32": ("i32", "tl.int32", _I32),
-    "u32": ("u32", "tl.uint32", (0, 2**32)), "i64": ("i64", "tl.int64", _I64),
-    "u64": ("u64", "tl.uint64", _U64), "fp32": ("f32", "tl.float32", float),
+    "u1": ("bool", "tl.int1", (0, 2)), "i32": ("i32", "tl.int32", (-(2**31), 2**31)),
+    "u32": ("u32", "tl.uint32", (0, 2**32)), "i64": ("i64", "tl.int64", (-(2**63), 2**63)),
+    "u64": ("u64", "tl.uint64", (0, 2**64)), "fp32": ("f32", "tl.float32", float),
     "fp64": ("f64", "tl.float64", float)}
 
 
@@ -179,8 +176,8 @@ def scalar(value: Any, *, what: str, declared: str | None = None) -> Scalar:
             raise OverflowError(f"{what} = {plain} does not fit in {name}.")
         return Scalar(plain, triton_type, proto_kind)
     if isinstance(value, int):
-        for name, (low, high) in (("i32", _I32), ("i64", _I64), ("u64", _U64)):
-            if low <= value < high:
+        for name in ("i32", "i64", "u64"):  # the first that holds it
+            if DECLARABLE[name][2][0] <= value < DECLARABLE[name][2][1]:
                 return Scalar(value, name, name)
         raise OverflowError(
             f"{what} = {value} is out of range for a Triton integer argument, which must lie in "
