@@ -170,17 +170,6 @@ def environment_report() -> dict[str, dict[str, str | None]]:
     }
 
 
-def _lowered_arch(platform: str, devices: list[dict]) -> tuple[str, str]:
-    """The architecture to lower for, and where it comes from."""
-    named = _arch.named_arch(platform)
-    if named is not None:
-        return named.arch, f"named, from {named.source}"
-    for device in devices:
-        if device.get("arch"):
-            return device["arch"], "the device's"
-    return _vendors.vendor(platform).example_arch, "assumed: no device here"
-
-
 def _route_of(fn: Any, platform: str) -> tuple[str, str]:
     """The route, and why, that `fn(x, y)`'s lowering for `platform` logs."""
     import jax
@@ -206,17 +195,6 @@ def _route_of(fn: Any, platform: str) -> tuple[str, str]:
     return found[-1] if found else ("unknown", "no route was logged")
 
 
-def _on_request(fn: Any, platform: str) -> str:
-    """What `xla_native=True` gives `fn`: XLA's call, or why it is refused."""
-    from jax_triton_rocm.routes import _primitive
-
-    try:
-        route, _ = _route_of(fn, platform)
-    except _primitive.XlaNativeRefused as err:
-        return f"refused: {err.reason}"
-    return ROUTE_NAMES.get(route, route)
-
-
 def routes_report(devices: dict[str, Any]) -> dict[str, Any]:
     """Per GPU platform: the routes two vector adds take here, also with `xla_native=True`, found
     by lowering them (no GPU needed) for the named arch, the first device's or an assumed one."""
@@ -225,16 +203,28 @@ def routes_report(devices: dict[str, Any]) -> dict[str, Any]:
         entry: dict[str, Any] = {}
         try:
             from jax_triton_rocm.api._target_arch import target_arch
+            from jax_triton_rocm.routes import _primitive
 
-            arch, source = _lowered_arch(platform, devices.get(platform, {}).get("devices", []))
+            named = _arch.named_arch(platform)
+            found = [d["arch"] for d in devices.get(platform, {}).get("devices", [])
+                     if d.get("arch")]
+            arch, source = ((named.arch, f"named, from {named.source}") if named else
+                            (found[0], "the device's") if found else
+                            (_vendors.vendor(platform).example_arch, "assumed: no device here"))
             entry["arch"] = f"{arch} ({source})"
             calls = {name: (_kernels.add(sized), _kernels.add(sized, xla_native=True))
                      for name, sized in zip(KERNELS, (True, False))}
+            kernels: dict[str, Any] = {}
             with target_arch(**{platform: arch}):
-                entry["kernels"] = {
-                    name: {**dict(zip(("route", "reason"), _route_of(plain, platform))),
-                           "xla_native": _on_request(asking, platform)}
-                    for name, (plain, asking) in calls.items()}
+                for name, (plain, asking) in calls.items():
+                    route, reason = _route_of(plain, platform)
+                    try:  # what `xla_native=True` gives: XLA's call, or why it is refused
+                        asked, _ = _route_of(asking, platform)
+                        asked = ROUTE_NAMES.get(asked, asked)
+                    except _primitive.XlaNativeRefused as err:
+                        asked = f"refused: {err.reason}"
+                    kernels[name] = {"route": route, "reason": reason, "xla_native": asked}
+            entry["kernels"] = kernels
         except Exception as err:  # noqa: BLE001  (one broken piece never hides the report)
             entry["error"] = _startup.first_line(err)
         routes[platform] = entry
