@@ -15,14 +15,10 @@ from typing import TYPE_CHECKING, Any
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import ArchAnswers, Backend, LoadedForm
 from jax_triton_rocm.backends.hip import _hip_files
-from jax_triton_rocm.base import _compat, _env
+from jax_triton_rocm.base import _env
 from jax_triton_rocm.compile._compile import CompiledKernel
 
-_compat.triton_info()  # a Triton that does not import at all fails here, with its own error
-try:
-    import triton.backends.amd.compiler as _triton_amd
-except (ImportError, RuntimeError, ValueError) as err:
-    raise _vendors.triton_backend_error("rocm", err) from err
+_triton_amd = _vendors.triton_compiler("rocm")  # a broken backend fails here
 
 from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked import)
 
