@@ -244,14 +244,14 @@ def triton_options(launch: Launch, spec: KernelCallSpec, compile_options: tuple[
     return options
 
 
-def launch_jobs(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target: Any, *,
-                arch: str, compile_options: tuple[str, ...], option_names: frozenset[str],
-                binary_key: str, asm_key: str, record: dict | None = None) -> list[CompileJob]:
-    """The `CompileJob` of each of `launches`, in order: what a lowering compiles, and what a
-    trace starts early (`start_compiles`)."""
-    return [make_job(launch.jit_fn, triton_gpu_target, launch.bound,
-                     triton_options(launch, spec, compile_options, option_names), arch=arch,
-                     gluon=launch.jit_fn.is_gluon(), binary_key=binary_key, asm_key=asm_key,
+def launch_jobs(launches: list[Launch], spec: KernelCallSpec, backend: Any, answers: Any,
+                record: dict | None = None) -> list[CompileJob]:
+    """The `CompileJob` of each of `launches`, in order, for `backend` (a `Backend`) and its
+    `answers` (`ArchAnswers`): what a lowering compiles, and what a trace starts early."""
+    return [make_job(launch.jit_fn, answers.triton_gpu_target, launch.bound,
+                     triton_options(launch, spec, backend.compile_options, backend.option_names),
+                     arch=answers.arch.arch, gluon=launch.jit_fn.is_gluon(),
+                     binary_key=backend.binary_key, asm_key=backend.asm_key,
                      symbol=spec.unwrapped.symbol, kernel=spec.kernel, record=record)
             for launch in launches]
 
