@@ -69,9 +69,12 @@ def graph_key(jit_fn: JITFunction, kernel: Any = None,
             continue
         seen.add(id(fn))
         held = record if fn is kernel and record is not None else _state.KERNEL_RECORDS.record(fn)
+        # What its source references: its digest, the plain values it reads ((scope dict, name)
+        # pairs), ((name, attribute, ...), object) per Triton function it calls through a name,
+        # its callees in the order found. What names resolve to lives outside the function: a
+        # rebound callee is read anew.
         entry = held.get("references")
-        # What its names resolve to lives outside the function: a rebound callee is read anew.
-        if entry is None or any([_resolve(fn, path) is not obj for path, obj in entry.paths]):
+        if entry is None or any([_resolve(fn, path) is not obj for path, obj in entry[2]]):
             finder = DependenciesFinder(
                 name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
                 nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
@@ -93,13 +96,14 @@ def graph_key(jit_fn: JITFunction, kernel: Any = None,
             settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
             text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
             own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
-            entry = held["references"] = _Entry(own, tuple(names), tuple(paths), tuple(callees))
-        functions.append(entry.own)
+            held["references"] = own, tuple(names), tuple(paths), tuple(callees)
+        own, names, _, callees = held["references"]
+        functions.append(own)
         module = getattr(fn, "__module__", "") or ""
-        for scope, name in entry.names:
+        for scope, name in names:
             if name in scope:
                 values[(module, name)] = stable_text(scope[name])
-        pending.extend(reversed(entry.callees))
+        pending.extend(reversed(callees))
     return tuple(functions), tuple(sorted([(f"{module}:{name}", text)
                                            for (module, name), text in values.items()]))
 
@@ -123,18 +127,6 @@ def call_graph_key(spec: KernelCallSpec, record: dict) -> tuple:
 def graph_digest(jit_fn: JITFunction) -> str:
     """`graph_key` as one SHA-256 hex digest."""
     return hashlib.sha256(repr(graph_key(jit_fn)).encode()).hexdigest()
-
-
-@dataclasses.dataclass(frozen=True, eq=False, slots=True)
-class _Entry:
-    """What one function's source references (`graph_key`): the digest `own`, the plain values it
-    reads (`names`: (scope dict, name) pairs), ((name, attribute, ...), object) per Triton
-    function it calls through a name (`paths`) and its `callees` in the order found."""
-
-    own: str
-    names: tuple
-    paths: tuple
-    callees: tuple
 
 
 def _resolve(fn: Any, path: tuple[str, ...]) -> Any:
