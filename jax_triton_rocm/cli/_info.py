@@ -25,14 +25,6 @@ ROUTE_NAMES = {"xla": "XLA's Triton call", "jaxlib": "jaxlib's Triton call (type
                "jaxlib legacy": "jaxlib's legacy Triton call"}
 
 
-def plugin_distributions() -> dict[str, str]:
-    """The installed jaxlib GPU plugin distributions (plugin and PJRT), name -> version."""
-    found = {(dist.metadata["Name"] or "").lower(): dist.version
-             for dist in importlib.metadata.distributions()}
-    return dict(sorted((name.replace("_", "-"), version) for name, version in found.items()
-                       if _PLUGIN_DISTRIBUTION.fullmatch(name)))
-
-
 def triton_report() -> dict[str, Any]:
     """Triton's version, backends, and where its compiles are cached."""
     try:
@@ -132,13 +124,18 @@ def collect(startup: _startup.Startup) -> dict[str, Any]:
 
     devices = devices_report(startup)
     no_gpu = any(devices[p]["devices"] for p in _vendors.GPU_PLATFORMS) or startup.failure
+    # The installed jaxlib GPU plugin distributions (plugin and PJRT), name -> version.
+    found = {(dist.metadata["Name"] or "").lower(): dist.version
+             for dist in importlib.metadata.distributions()}
     return {
         "jax_triton_rocm": __version__,
         "python": sys.version.split()[0],
         "os": sys.platform,
         "jax": jax.__version__,
         "jaxlib": _compat.jaxlib_version(),
-        "jaxlib_gpu_plugins": plugin_distributions(),
+        "jaxlib_gpu_plugins": dict(sorted((name.replace("_", "-"), version)
+                                          for name, version in found.items()
+                                          if _PLUGIN_DISTRIBUTION.fullmatch(name))),
         "triton": triton_report(),
         "registered_platforms": list(_primitive.registered_platforms()),
         "jax_startup": {
