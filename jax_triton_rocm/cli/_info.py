@@ -72,26 +72,6 @@ def _or_told(read: Callable[[], Any], errors: tuple[type[Exception], ...],
         return told and f"{told} ({_startup.first_line(err)})"
 
 
-def _delivery(platform: str, features: _vendors.PluginFeatures) -> str:
-    if platform == "cuda":
-        if not features.module_image:
-            return "PTX, assembled by jaxlib's ptxas at load"
-        name = _env.ENV_KEEP_PTX_TEXT
-        try:
-            ptx_text = f"{'with' if _env.keep_ptx_text() else 'without'} its PTX text ({name})"
-        except ValueError:  # marked under "Environment"; the report goes on
-            ptx_text = f"with its PTX text or not ({name} is invalid: see Environment)"
-        return f"CUBIN in module_image, {ptx_text}; a digest of it in the ptx field"
-
-    def rocm_delivery() -> str:
-        from jax_triton_rocm.backends.hip import _hip
-
-        return {"embedded": "embedded: HSACO in module_image",
-                "path": "path: HSACO file, its path in the ptx field"}[_hip.delivery_mode(features)]
-
-    return _or_told(rocm_delivery, (ImportError, ValueError))
-
-
 def platform_report(platform: str) -> dict[str, Any]:
     """What a lowering for `platform` emits here: target, delivery, module_image, named arch."""
     features = _vendors.plugin_features(platform)
@@ -102,13 +82,28 @@ def platform_report(platform: str) -> dict[str, Any]:
         named = _arch.named_arch(platform)
         return f"{named.arch} (from {named.source})" if named else None
 
+    def delivery() -> str:
+        if platform == "rocm":
+            from jax_triton_rocm.backends.hip import _hip
+
+            return {"embedded": "embedded: HSACO in module_image", "path": "path: HSACO file, "
+                    "its path in the ptx field"}[_hip.delivery_mode(features)]
+        if not features.module_image:
+            return "PTX, assembled by jaxlib's ptxas at load"
+        name = _env.ENV_KEEP_PTX_TEXT
+        try:
+            ptx_text = f"{'with' if _env.keep_ptx_text() else 'without'} its PTX text ({name})"
+        except ValueError:  # marked under "Environment"; the report goes on
+            ptx_text = f"with its PTX text or not ({name} is invalid: see Environment)"
+        return f"CUBIN in module_image, {ptx_text}; a digest of it in the ptx field"
+
     return {
         "plugin": features.plugin,
         "features_from": features.detected_from,
         "custom_call_target": _or_told(lambda: _compat.plain_call_name(
             _env.lowering_settings(()), exporting=False), (ValueError,)),
         "autotuned_call_name": _or_told(_compat.autotuned_call_name, (ValueError,)),
-        "binary_delivery": _delivery(platform, features),
+        "binary_delivery": _or_told(delivery, (ImportError, ValueError)),
         "module_image_read": features.module_image,
         "global_scratch": features.global_scratch,
         "named_arch": _or_told(named_arch, (ValueError, RuntimeError), "invalid"),
