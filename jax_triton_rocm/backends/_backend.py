@@ -13,13 +13,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
-from jax_triton_rocm.compile._compile import CompiledKernel, triton_options
+from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.plan._plan import LaunchLimits, LaunchSite
-from jax_triton_rocm.kernel._spec import MAX_GRID_SIZE, KernelCallSpec
+from jax_triton_rocm.kernel._spec import MAX_GRID_SIZE
 
-if TYPE_CHECKING:  # the plan asks the backend, and hands it its launches
+if TYPE_CHECKING:
     from jax._src.interpreters.mlir import LoweringRuleContext
-    from jax_triton_rocm.plan._plan import Launch
     from jax_triton_rocm.backends._vendors import GpuArch
 
 
@@ -146,12 +145,6 @@ class Backend(abc.ABC):
     def check_launch(self, arch: GpuArch, num_ctas: int) -> None:
         """Raises if the target cannot launch clusters of `num_ctas` CTAs."""
         del arch, num_ctas
-
-    def triton_options(self, launch: Launch, spec: KernelCallSpec) -> dict[str, Any]:
-        """Options for `triton.compile` with this vendor's (`compile._compile.triton_options`),
-        as the lowering's compile takes them."""
-        return triton_options(launch, spec, self.compile_options,
-                              self.option_names if spec.backend_options else frozenset())
 
 
 # Triton's fp8 types ("fp8e4nv", ...) its compiler takes, by `GPUTarget` (`Backend.answers`).

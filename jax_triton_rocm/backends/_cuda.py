@@ -15,18 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import ArchAnswers, Backend, LoadedForm
-from jax_triton_rocm.base import _compat, _elf, _env
+from jax_triton_rocm.base import _elf, _env
 from jax_triton_rocm.compile._compile import CompiledKernel
 from jax_triton_rocm.kernel._spec import MAX_GRID_SIZE
 
 if TYPE_CHECKING:
     from jax_triton_rocm.backends._vendors import GpuArch
 
-_compat.triton_info()  # a Triton that does not import at all fails here, with its own error
-try:
-    import triton.backends.nvidia.compiler as _triton_nvidia
-except (ImportError, RuntimeError, ValueError) as err:
-    raise _vendors.triton_backend_error("cuda", err) from err
+_triton_nvidia = _vendors.triton_compiler("cuda")  # a broken backend fails here
 
 from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked import)
 

@@ -233,15 +233,20 @@ def assumed_features(platform: str) -> PluginFeatures:
                                   "no plugin here; assumed jaxlib")
 
 
-def triton_backend_error(platform: str, err: BaseException) -> ImportError:
-    """The ImportError, naming what to install, for Triton's `platform` backend raising `err`."""
+def triton_compiler(platform: str) -> types.ModuleType:
+    """Triton's compiler module for `platform` (`triton.backends.nvidia.compiler`, ...); an
+    ImportError naming what to install where it does not import (Triton's own where Triton does
+    not import at all)."""
     info = _compat.triton_info()
     name = vendor(platform).triton_backend
-    if isinstance(err, ModuleNotFoundError):
-        return ImportError(
+    try:
+        return importlib.import_module(f"triton.backends.{name}.compiler")
+    except ModuleNotFoundError as err:
+        raise ImportError(
             f"The installed Triton {info.version} has no '{name}' backend, which lowering for "
             f"platform '{platform}' needs (it has: {', '.join(info.backends) or 'none'}). Install "
-            f"a Triton build for {platform.upper()}: {_compat.TRITON_INSTALL_HINT}")
-    return ImportError(
-        f"Triton {info.version}'s '{name}' backend does not import: {type(err).__name__}: "
-        f"{err}. Reinstall Triton: {_compat.TRITON_INSTALL_HINT}")
+            f"a Triton build for {platform.upper()}: {_compat.TRITON_INSTALL_HINT}") from err
+    except (ImportError, RuntimeError, ValueError) as err:
+        raise ImportError(
+            f"Triton {info.version}'s '{name}' backend does not import: {type(err).__name__}: "
+            f"{err}. Reinstall Triton: {_compat.TRITON_INSTALL_HINT}") from err

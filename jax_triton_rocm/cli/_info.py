@@ -25,14 +25,6 @@ ROUTE_NAMES = {"xla": "XLA's Triton call", "jaxlib": "jaxlib's Triton call (type
                "jaxlib legacy": "jaxlib's legacy Triton call"}
 
 
-def plugin_distributions() -> dict[str, str]:
-    """The installed jaxlib GPU plugin distributions (plugin and PJRT), name -> version."""
-    found = {(dist.metadata["Name"] or "").lower(): dist.version
-             for dist in importlib.metadata.distributions()}
-    return dict(sorted((name.replace("_", "-"), version) for name, version in found.items()
-                       if _PLUGIN_DISTRIBUTION.fullmatch(name)))
-
-
 def triton_report() -> dict[str, Any]:
     """Triton's version, backends, and where its compiles are cached."""
     try:
@@ -80,26 +72,6 @@ def _or_told(read: Callable[[], Any], errors: tuple[type[Exception], ...],
         return told and f"{told} ({_startup.first_line(err)})"
 
 
-def _delivery(platform: str, features: _vendors.PluginFeatures) -> str:
-    if platform == "cuda":
-        if not features.module_image:
-            return "PTX, assembled by jaxlib's ptxas at load"
-        name = _env.ENV_KEEP_PTX_TEXT
-        try:
-            ptx_text = f"{'with' if _env.keep_ptx_text() else 'without'} its PTX text ({name})"
-        except ValueError:  # marked under "Environment"; the report goes on
-            ptx_text = f"with its PTX text or not ({name} is invalid: see Environment)"
-        return f"CUBIN in module_image, {ptx_text}; a digest of it in the ptx field"
-
-    def rocm_delivery() -> str:
-        from jax_triton_rocm.backends.hip import _hip
-
-        return {"embedded": "embedded: HSACO in module_image",
-                "path": "path: HSACO file, its path in the ptx field"}[_hip.delivery_mode(features)]
-
-    return _or_told(rocm_delivery, (ImportError, ValueError))
-
-
 def platform_report(platform: str) -> dict[str, Any]:
     """What a lowering for `platform` emits here: target, delivery, module_image, named arch."""
     features = _vendors.plugin_features(platform)
@@ -110,13 +82,28 @@ def platform_report(platform: str) -> dict[str, Any]:
         named = _arch.named_arch(platform)
         return f"{named.arch} (from {named.source})" if named else None
 
+    def delivery() -> str:
+        if platform == "rocm":
+            from jax_triton_rocm.backends.hip import _hip
+
+            return {"embedded": "embedded: HSACO in module_image", "path": "path: HSACO file, "
+                    "its path in the ptx field"}[_hip.delivery_mode(features)]
+        if not features.module_image:
+            return "PTX, assembled by jaxlib's ptxas at load"
+        name = _env.ENV_KEEP_PTX_TEXT
+        try:
+            ptx_text = f"{'with' if _env.keep_ptx_text() else 'without'} its PTX text ({name})"
+        except ValueError:  # marked under "Environment"; the report goes on
+            ptx_text = f"with its PTX text or not ({name} is invalid: see Environment)"
+        return f"CUBIN in module_image, {ptx_text}; a digest of it in the ptx field"
+
     return {
         "plugin": features.plugin,
         "features_from": features.detected_from,
         "custom_call_target": _or_told(lambda: _compat.plain_call_name(
             _env.lowering_settings(()), exporting=False), (ValueError,)),
         "autotuned_call_name": _or_told(_compat.autotuned_call_name, (ValueError,)),
-        "binary_delivery": _delivery(platform, features),
+        "binary_delivery": _or_told(delivery, (ImportError, ValueError)),
         "module_image_read": features.module_image,
         "global_scratch": features.global_scratch,
         "named_arch": _or_told(named_arch, (ValueError, RuntimeError), "invalid"),
@@ -132,13 +119,18 @@ def collect(startup: _startup.Startup) -> dict[str, Any]:
 
     devices = devices_report(startup)
     no_gpu = any(devices[p]["devices"] for p in _vendors.GPU_PLATFORMS) or startup.failure
+    # The installed jaxlib GPU plugin distributions (plugin and PJRT), name -> version.
+    found = {(dist.metadata["Name"] or "").lower(): dist.version
+             for dist in importlib.metadata.distributions()}
     return {
         "jax_triton_rocm": __version__,
         "python": sys.version.split()[0],
         "os": sys.platform,
         "jax": jax.__version__,
         "jaxlib": _compat.jaxlib_version(),
-        "jaxlib_gpu_plugins": plugin_distributions(),
+        "jaxlib_gpu_plugins": dict(sorted((name.replace("_", "-"), version)
+                                          for name, version in found.items()
+                                          if _PLUGIN_DISTRIBUTION.fullmatch(name))),
         "triton": triton_report(),
         "registered_platforms": list(_primitive.registered_platforms()),
         "jax_startup": {
@@ -170,17 +162,6 @@ def environment_report() -> dict[str, dict[str, str | None]]:
     }
 
 
-def _lowered_arch(platform: str, devices: list[dict]) -> tuple[str, str]:
-    """The architecture to lower for, and where it comes from."""
-    named = _arch.named_arch(platform)
-    if named is not None:
-        return named.arch, f"named, from {named.source}"
-    for device in devices:
-        if device.get("arch"):
-            return device["arch"], "the device's"
-    return _vendors.vendor(platform).example_arch, "assumed: no device here"
-
-
 def _route_of(fn: Any, platform: str) -> tuple[str, str]:
     """The route, and why, that `fn(x, y)`'s lowering for `platform` logs."""
     import jax
@@ -206,17 +187,6 @@ def _route_of(fn: Any, platform: str) -> tuple[str, str]:
     return found[-1] if found else ("unknown", "no route was logged")
 
 
-def _on_request(fn: Any, platform: str) -> str:
-    """What `xla_native=True` gives `fn`: XLA's call, or why it is refused."""
-    from jax_triton_rocm.routes import _primitive
-
-    try:
-        route, _ = _route_of(fn, platform)
-    except _primitive.XlaNativeRefused as err:
-        return f"refused: {err.reason}"
-    return ROUTE_NAMES.get(route, route)
-
-
 def routes_report(devices: dict[str, Any]) -> dict[str, Any]:
     """Per GPU platform: the routes two vector adds take here, also with `xla_native=True`, found
     by lowering them (no GPU needed) for the named arch, the first device's or an assumed one."""
@@ -225,16 +195,28 @@ def routes_report(devices: dict[str, Any]) -> dict[str, Any]:
         entry: dict[str, Any] = {}
         try:
             from jax_triton_rocm.api._target_arch import target_arch
+            from jax_triton_rocm.routes import _primitive
 
-            arch, source = _lowered_arch(platform, devices.get(platform, {}).get("devices", []))
+            named = _arch.named_arch(platform)
+            found = [d["arch"] for d in devices.get(platform, {}).get("devices", [])
+                     if d.get("arch")]
+            arch, source = ((named.arch, f"named, from {named.source}") if named else
+                            (found[0], "the device's") if found else
+                            (_vendors.vendor(platform).example_arch, "assumed: no device here"))
             entry["arch"] = f"{arch} ({source})"
             calls = {name: (_kernels.add(sized), _kernels.add(sized, xla_native=True))
                      for name, sized in zip(KERNELS, (True, False))}
+            kernels: dict[str, Any] = {}
             with target_arch(**{platform: arch}):
-                entry["kernels"] = {
-                    name: {**dict(zip(("route", "reason"), _route_of(plain, platform))),
-                           "xla_native": _on_request(asking, platform)}
-                    for name, (plain, asking) in calls.items()}
+                for name, (plain, asking) in calls.items():
+                    route, reason = _route_of(plain, platform)
+                    try:  # what `xla_native=True` gives: XLA's call, or why it is refused
+                        asked, _ = _route_of(asking, platform)
+                        asked = ROUTE_NAMES.get(asked, asked)
+                    except _primitive.XlaNativeRefused as err:
+                        asked = f"refused: {err.reason}"
+                    kernels[name] = {"route": route, "reason": reason, "xla_native": asked}
+            entry["kernels"] = kernels
         except Exception as err:  # noqa: BLE001  (one broken piece never hides the report)
             entry["error"] = _startup.first_line(err)
         routes[platform] = entry

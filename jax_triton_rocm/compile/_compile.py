@@ -69,9 +69,12 @@ def graph_key(jit_fn: JITFunction, kernel: Any = None,
             continue
         seen.add(id(fn))
         held = record if fn is kernel and record is not None else _state.KERNEL_RECORDS.record(fn)
+        # What its source references: its digest, the plain values it reads ((scope dict, name)
+        # pairs), ((name, attribute, ...), object) per Triton function it calls through a name,
+        # its callees in the order found. What names resolve to lives outside the function: a
+        # rebound callee is read anew.
         entry = held.get("references")
-        # What its names resolve to lives outside the function: a rebound callee is read anew.
-        if entry is None or any([_resolve(fn, path) is not obj for path, obj in entry.paths]):
+        if entry is None or any([_resolve(fn, path) is not obj for path, obj in entry[2]]):
             finder = DependenciesFinder(
                 name=getattr(fn, "__name__", "?"), globals=fn.__globals__,
                 nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
@@ -93,13 +96,14 @@ def graph_key(jit_fn: JITFunction, kernel: Any = None,
             settings = getattr(fn, "noinline", None), getattr(fn, "debug", None)
             text = f"{type(fn).__name__}\n{fn.src}\n{getattr(fn, 'starting_line_number', '')}"
             own = hashlib.sha256(f"{text}\n{settings}".encode()).hexdigest()
-            entry = held["references"] = _Entry(own, tuple(names), tuple(paths), tuple(callees))
-        functions.append(entry.own)
+            held["references"] = own, tuple(names), tuple(paths), tuple(callees)
+        own, names, _, callees = held["references"]
+        functions.append(own)
         module = getattr(fn, "__module__", "") or ""
-        for scope, name in entry.names:
+        for scope, name in names:
             if name in scope:
                 values[(module, name)] = stable_text(scope[name])
-        pending.extend(reversed(entry.callees))
+        pending.extend(reversed(callees))
     return tuple(functions), tuple(sorted([(f"{module}:{name}", text)
                                            for (module, name), text in values.items()]))
 
@@ -123,18 +127,6 @@ def call_graph_key(spec: KernelCallSpec, record: dict) -> tuple:
 def graph_digest(jit_fn: JITFunction) -> str:
     """`graph_key` as one SHA-256 hex digest."""
     return hashlib.sha256(repr(graph_key(jit_fn)).encode()).hexdigest()
-
-
-@dataclasses.dataclass(frozen=True, eq=False, slots=True)
-class _Entry:
-    """What one function's source references (`graph_key`): the digest `own`, the plain values it
-    reads (`names`: (scope dict, name) pairs), ((name, attribute, ...), object) per Triton
-    function it calls through a name (`paths`) and its `callees` in the order found."""
-
-    own: str
-    names: tuple
-    paths: tuple
-    callees: tuple
 
 
 def _resolve(fn: Any, path: tuple[str, ...]) -> Any:
@@ -244,14 +236,14 @@ def triton_options(launch: Launch, spec: KernelCallSpec, compile_options: tuple[
     return options
 
 
-def launch_jobs(launches: list[Launch], spec: KernelCallSpec, triton_gpu_target: Any, *,
-                arch: str, compile_options: tuple[str, ...], option_names: frozenset[str],
-                binary_key: str, asm_key: str, record: dict | None = None) -> list[CompileJob]:
-    """The `CompileJob` of each of `launches`, in order: what a lowering compiles, and what a
-    trace starts early (`start_compiles`)."""
-    return [make_job(launch.jit_fn, triton_gpu_target, launch.bound,
-                     triton_options(launch, spec, compile_options, option_names), arch=arch,
-                     gluon=launch.jit_fn.is_gluon(), binary_key=binary_key, asm_key=asm_key,
+def launch_jobs(launches: list[Launch], spec: KernelCallSpec, backend: Any, answers: Any,
+                record: dict | None = None) -> list[CompileJob]:
+    """The `CompileJob` of each of `launches`, in order, for `backend` (a `Backend`) and its
+    `answers` (`ArchAnswers`): what a lowering compiles, and what a trace starts early."""
+    return [make_job(launch.jit_fn, answers.triton_gpu_target, launch.bound,
+                     triton_options(launch, spec, backend.compile_options, backend.option_names),
+                     arch=answers.arch.arch, gluon=launch.jit_fn.is_gluon(),
+                     binary_key=backend.binary_key, asm_key=backend.asm_key,
                      symbol=spec.unwrapped.symbol, kernel=spec.kernel, record=record)
             for launch in launches]
 

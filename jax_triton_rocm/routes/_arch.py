@@ -237,11 +237,10 @@ def resolve_arch(backend: Backend, ctx: LoweringRuleContext,
     """The target a call compiles for (its vendor keyword, a named architecture or the
     devices), and the features of the jaxlib plugin that will load the kernel."""
     platform = backend.platform
-    arch = getattr(spec, backend.arch_field) if backend.arch_field else None
-    own = None if arch is None else GpuArch(platform, arch, backend.arch_keyword)
+    own = getattr(spec, backend.arch_field) if backend.arch_field else None
     if own is not None:  # then Triton must know it too
-        check_arch(platform, own.arch, given=spec.cuda_arch, what=own.source.rstrip("="))
-    named = own or named_arch(platform)
+        check_arch(platform, own, given=own, what=backend.arch_keyword.rstrip("="))
+    named = named_arch(platform) if own is None else GpuArch(platform, own, backend.arch_keyword)
     features = _vendors.plugin_features(platform)
     if features is None and named is None:
         vendor = _vendors.vendor(platform)

@@ -13,6 +13,7 @@ from jax.interpreters import partial_eval as pe
 
 import jax_triton_rocm as jtr
 from jax_triton_rocm import backends
+from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _arch
 from jax_triton_rocm.routes.xla import _xla_native
@@ -67,7 +68,7 @@ def _triton_options(platform: str, spec):
     target = _arch.GpuArch(platform, {"cuda": "sm_90", "rocm": "gfx942"}[platform],
                                       "test")
     [launch] = _plan.launches(spec, (X, X), (X,), backend.answers(target).launch_site)
-    return backend.triton_options(launch, spec)
+    return _compile.triton_options(launch, spec, backend.compile_options, backend.option_names)
 
 
 def test_a_triton_option_reaches_only_the_vendor_whose_options_have_it():

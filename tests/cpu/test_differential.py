@@ -19,6 +19,7 @@ import triton.language as tl
 import jax_triton_rocm as jtr
 from jax_triton_rocm import backends
 from jax_triton_rocm.base import _state
+from jax_triton_rocm.compile import _compile
 from jax_triton_rocm.plan import _plan
 from jax_triton_rocm.routes import _arch
 from jax_triton_rocm.routes._primitive import triton_kernel_p
@@ -101,7 +102,8 @@ def call_of(fn, *args):
     launches = _plan.launches(spec, in_avals, out_avals, site)
     call = du.describe(spec.unwrapped.jit_fn, spec.kernel_name, "jaxlib", "the test", spec,
                        in_avals, out_avals, launches,
-                       lambda launch: backend.triton_options(launch, spec))
+                       lambda launch: _compile.triton_options(
+                           launch, spec, backend.compile_options, backend.option_names))
     outputs = jax.tree.leaves(jax.jit(fn)(*args))
     return call, [np.asarray(a) for a in args], [np.asarray(o) for o in outputs]
 
@@ -329,7 +331,7 @@ def test_an_instrumented_call_hands_its_inputs_and_outputs_to_the_check(tmp_path
     checking = differential.DifferentialPlugin(str(tmp_path / "report.jsonl"), "gw0")
     checking.launcher = InterpreterLauncher()
     backend = types.SimpleNamespace(
-        platform="cpu", triton_options=lambda launch, spec: {"num_warps": launch.num_warps})
+        platform="cpu", compile_options=(), option_names=frozenset())
     monkeypatch.setattr(gpu_utils, "gpu_platform", lambda: "cpu")
     monkeypatch.setattr(differential, "foreign_target", lambda b, ctx, spec: None)
     monkeypatch.setattr(differential, "planned_launches", lambda b, ctx, spec, route: (

@@ -334,3 +334,15 @@ def test_prewarm_of_an_in_place_kernel_keeps_its_alias_and_zero_fills_the_inputs
 
     operands = re.search(r"custom_call @\S+\(([^)]*)\)", call_line).group(1).split(", ")
     assert len(operands) == 2 and all(map(is_zeros, operands)), text
+
+
+def test_a_missing_triton_backend_names_what_to_install(monkeypatch):
+    """Importing a backend module imports Triton's backend for it; where that is missing, the
+    ImportError names the backend and the install."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "triton.backends.amd.compiler", None)
+    with pytest.raises(ImportError, match=r"has no 'amd' backend, which lowering for platform "
+                                          r"'rocm' needs .*Install a Triton build for ROCM"):
+        _vendors.triton_compiler("rocm")
+    assert _vendors.triton_compiler("cuda").__name__ == "triton.backends.nvidia.compiler"

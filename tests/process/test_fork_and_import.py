@@ -96,7 +96,7 @@ def test_childs_normal_exit_leaves_the_parents_hsaco_files():
     compiled = _compile.compile_job(_compile.make_job(
         kernels.add_kernel, GPUTarget("hip", "gfx942", 64), bound, {"num_warps": 4},
         arch="gfx942", gluon=False, binary_key="hsaco", asm_key="amdgcn", symbol="add_kernel"))
-    parent_file = _hip.BACKEND.ptx_field(compiled)
+    parent_file = _hip_files.HSACO_FOLDER.file_for(compiled.key, compiled.binary, compiled.name)
     parent_folder = _hip_files.HSACO_FOLDER.path()
     _hip_files.LOADED_KERNELS.add("loaded-in-parent")
     os.environ["JAX_TRITON_ROCM_HSACO_DELIVERY"] = "path"

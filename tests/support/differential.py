@@ -83,11 +83,14 @@ class DifferentialPlugin:
             self.pending.append({"test": self.test, "kernel": spec.kernel_name, "route": route,
                                  "reason": reason, "verdict": NOT_INSTRUMENTED, "detail": why})
             return results
+        from jax_triton_rocm.compile import _compile
+
         try:
             call = du.describe(spec.unwrapped.jit_fn, spec.kernel_name, route, reason, spec,
                                ctx.avals_in, ctx.avals_out,
                                planned_launches(backend, ctx, spec, route),
-                               lambda launch: backend.triton_options(launch, spec))
+                               lambda launch: _compile.triton_options(
+                                   launch, spec, backend.compile_options, backend.option_names))
             if (why := foreign_target(backend, ctx, spec)) is not None:
                 call = dataclasses.replace(call, launches=(), not_compared=why)
         except Exception as err:  # noqa: BLE001  (the test goes on; the line says why)

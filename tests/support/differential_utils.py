@@ -44,7 +44,7 @@ class LauncherLaunch:
         parameter annotated tl.constexpr), ("constexpr", value) (a parameter given by keyword,
         passed as `tl.constexpr(value)`), ("descriptor", (operand index, descriptor)) or
         ("tuple", (arguments...)).
-      options: the compile options the package compiled with (`Backend.triton_options`).
+      options: the compile options the package compiled with (`compile._compile.triton_options`).
       zeroed: the outputs zeroed before the launch.
       description: the autotune config's text ("" for a plain call).
     """

@@ -1,7 +1,7 @@
 """AMD: Triton to HSACO, delivered as the installed jaxlib ROCm plugin loads it: embedded in the
 call, or by path (`_hip_files`), per `delivery_mode`; on wave32 `num_warps` scaled to jaxlib's
-launch (`launch_warps`) ([ROCm](rocm.md)). Importing this module imports Triton's AMD backend,
-so a broken one fails here.
+launch (`HipBackend.loaded_form`) ([ROCm](rocm.md)). Importing this module imports Triton's AMD
+backend, so a broken one fails here.
 """
 
 from __future__ import annotations
@@ -15,14 +15,10 @@ from typing import TYPE_CHECKING, Any
 from jax_triton_rocm.backends import _vendors
 from jax_triton_rocm.backends._backend import ArchAnswers, Backend, LoadedForm
 from jax_triton_rocm.backends.hip import _hip_files
-from jax_triton_rocm.base import _compat, _env
+from jax_triton_rocm.base import _env
 from jax_triton_rocm.compile._compile import CompiledKernel
 
-_compat.triton_info()  # a Triton that does not import at all fails here, with its own error
-try:
-    import triton.backends.amd.compiler as _triton_amd
-except (ImportError, RuntimeError, ValueError) as err:
-    raise _vendors.triton_backend_error("rocm", err) from err
+_triton_amd = _vendors.triton_compiler("rocm")  # a broken backend fails here
 
 from triton.backends.compiler import GPUTarget  # noqa: E402  (after the checked import)
 
@@ -101,13 +97,23 @@ class HipBackend(Backend):
     def loaded_form(self, compiled: CompiledKernel, answers: ArchAnswers,
                     features: _vendors.PluginFeatures,
                     devices: GpuArch | None = None, keep_ptx_text: bool = False) -> LoadedForm:
-        if devices is not None:
-            ptx, capability = self.code_for_devices(compiled, answers.arch, devices)
-            return LoadedForm(ptx, capability, None, self.launch_warps(compiled))
-        # The HSACO as compiled, where it is delivered embedded (`delivery_mode`).
+        if devices is not None:  # raises: an HSACO loads on its own architecture only
+            self.code_for_devices(compiled, answers.arch, devices)
+        # The HSACO as compiled, where it is delivered embedded (`delivery_mode`), else the path
+        # of this process's file for it (one per kernel key); jaxlib launches num_warps * 64
+        # threads: the `num_warps` giving the block the kernel was built for.
         embedded = delivery_mode(features) == "embedded"
-        return LoadedForm(None if embedded else self.ptx_field(compiled), answers.capability,
-                          compiled.binary if embedded else None, self.launch_warps(compiled))
+        threads = compiled.num_warps * compiled.warp_size
+        if threads % JAXLIB_WARP:
+            raise ValueError(
+                f"Kernel {compiled.name} was compiled for wave{compiled.warp_size} with "
+                f"num_warps={compiled.num_warps} ({threads} threads), but jaxlib launches HIP "
+                f"blocks in multiples of {JAXLIB_WARP} threads. Use an even num_warps on wave32 "
+                f"GPUs.")
+        path = (None if embedded else
+                _hip_files.HSACO_FOLDER.file_for(compiled.key, compiled.binary, compiled.name))
+        return LoadedForm(path, answers.capability, compiled.binary if embedded else None,
+                          threads // JAXLIB_WARP)
 
     def check_export(self, features: _vendors.PluginFeatures) -> None:
         """Path delivery names a file of this process, deleted at its exit: an exported program
@@ -127,27 +133,12 @@ class HipBackend(Backend):
             f"path of a temporary file of this process, which an exported program cannot "
             f"carry. Upgrade jax and its plugin to 0.11.1 or newer to export.")
 
-    def ptx_field(self, compiled: CompiledKernel) -> str:
-        """The path of this process's HSACO file for the kernel (one per kernel key)."""
-        return _hip_files.HSACO_FOLDER.file_for(compiled.key, compiled.binary, compiled.name)
-
     def check_launch(self, arch: GpuArch, num_ctas: int) -> None:
         if num_ctas != 1:
             raise ValueError(
                 f"num_ctas={num_ctas}: jaxlib launches ROCm kernels without thread-block "
                 f"clusters, so the target {arch.arch} (from {arch.source}) takes num_ctas=1 "
                 f"only. Use num_ctas=1 (or leave it out).")
-
-    def launch_warps(self, compiled: CompiledKernel) -> int:
-        """The `num_warps` to give jaxlib so that it launches the block the kernel was built for."""
-        threads = compiled.num_warps * compiled.warp_size
-        if threads % JAXLIB_WARP:
-            raise ValueError(
-                f"Kernel {compiled.name} was compiled for wave{compiled.warp_size} with "
-                f"num_warps={compiled.num_warps} ({threads} threads), but jaxlib launches HIP "
-                f"blocks in multiples of {JAXLIB_WARP} threads. Use an even num_warps on wave32 "
-                f"GPUs.")
-        return threads // JAXLIB_WARP
 
     def after_encode(self, lowered: Any, ctx: LoweringRuleContext,
                      emit: Callable[..., Any]) -> None:

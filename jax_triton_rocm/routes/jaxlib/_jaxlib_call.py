@@ -56,10 +56,7 @@ def compile_jobs(backend: Backend, spec: KernelCallSpec, answers: ArchAnswers,
     what `plan` compiles, and what a trace starts early (`routes._lowering.start_compiles`)."""
     ordered = [_trampoline.for_jaxlib(spec.unwrapped, launch, n_inputs, record)
                for launch in launches]
-    return ordered, _compile.launch_jobs(
-        ordered, spec, answers.triton_gpu_target, arch=answers.arch.arch,
-        compile_options=backend.compile_options, option_names=backend.option_names,
-        binary_key=backend.binary_key, asm_key=backend.asm_key, record=record)
+    return ordered, _compile.launch_jobs(ordered, spec, backend, answers, record)
 
 
 def emit(ctx: LoweringRuleContext, operands: tuple, lowered: LoweredCall):

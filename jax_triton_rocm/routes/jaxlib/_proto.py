@@ -174,9 +174,11 @@ def kernel_image(backend: Backend, compiled: CompiledKernel, answers: ArchAnswer
 
 @dataclasses.dataclass(frozen=True)
 class Alias:
-    input_index: int
-    output_index: int
-    size_bytes: int
+    """An input and the output sharing its buffer, `InputOutputAlias`'s fields."""
+
+    input_buffer_idx: int
+    output_buffer_idx: int
+    buffer_size_bytes: int
 
 
 def _length_delimited(number: int, payload: bytes) -> bytes:
@@ -265,9 +267,8 @@ def kernel_call_bytes(call: KernelCall) -> bytes:
     for param in call.params:
         entry = message.parameters.add()
         if param.kind == "array":
-            entry.array.bytes_to_zero = param.bytes_to_zero
-            entry.array.ptr_divisibility = param.ptr_divisibility
-            entry.array.SetInParent()
+            entry.array.CopyFrom(MESSAGES["ArrayParameter"](
+                bytes_to_zero=param.bytes_to_zero, ptr_divisibility=param.ptr_divisibility))
         elif param.kind == "tensor_descriptor":
             entry.tensor_descriptor.nvidia.CopyFrom(MESSAGES["NvidiaTensorDescriptor"](
                 **dataclasses.asdict(param.descriptor)))
@@ -315,19 +316,14 @@ def encode_autotuned_call(configs: Sequence[tuple[KernelCall, str]], aliases: Se
     """Serializes an autotuned call of (kernel call, description) `configs`, which jaxlib
     times at first run, restoring the aliased buffers between trials, and keeps the best;
     `call_name` shows in jaxlib's autotuning logs."""
-    autotuned = MESSAGES["TritonAutotunedKernelCall"](name=call_name)
+    autotuned = MESSAGES["TritonAutotunedKernelCall"](name=call_name, input_output_aliases=[
+        dataclasses.asdict(alias) for alias in aliases])
     for call, description in configs:
-        config = autotuned.configs.add(description=description)
-        config.kernel_call.MergeFromString(kernel_call_bytes(call))
-    for alias in aliases:
-        autotuned.input_output_aliases.add(
-            input_buffer_idx=alias.input_index,
-            output_buffer_idx=alias.output_index,
-            buffer_size_bytes=alias.size_bytes,
-        )
-    message = MESSAGES["TritonAnyKernelCall"](name=name, metadata=metadata)
-    message.autotuned_kernel_call.CopyFrom(autotuned)
-    return message.SerializeToString(deterministic=True)
+        autotuned.configs.add(description=description).kernel_call.MergeFromString(
+            kernel_call_bytes(call))
+    return MESSAGES["TritonAnyKernelCall"](
+        name=name, metadata=metadata, autotuned_kernel_call=autotuned).SerializeToString(
+            deterministic=True)
 
 
 def decode(opaque: bytes):

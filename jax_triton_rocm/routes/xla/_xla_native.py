@@ -228,9 +228,7 @@ class XlaRoute(_lowering.Route):
                                              out_avals, answers.launch_site.triton_backend, record)
         try:
             [(_, _, compiled)] = _compile.compiled_launches([routed], _compile.launch_jobs(
-                [routed], spec, answers.triton_gpu_target, arch=answers.arch.arch,
-                compile_options=backend.compile_options, option_names=backend.option_names,
-                binary_key=backend.binary_key, asm_key=backend.asm_key, record=record))
+                [routed], spec, backend, answers, record))
         except Exception as err:  # do the call's arguments line up with the kernel's parameters?
             _kinds.check(spec.unwrapped.jit_fn, launch.bound, in_avals, out_avals,
                          spec.kernel_name, _vendors.FRONT_END_PROBES, failed=err)
