@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import functools
 import importlib
 import logging
 import os
@@ -28,23 +29,19 @@ logger = logging.getLogger("jax_triton_rocm")
 T = TypeVar("T")
 
 class LockRegistry:
-    """Named locks, and per-item locks that live while in use; fresh after `os.fork()` (read
-    `guard` at each use). Triton's locks are attributes, so a compile takes them without calling
-    back here."""
+    """Per-item and named locks that live while in use; fresh after `os.fork()` (read `guard` at
+    each use). Triton's locks are attributes, so a compile takes them without calling back here."""
 
     def __init__(self) -> None:
         self.reset_after_fork()
 
-    def lock_for(self, name: Hashable) -> threading.Lock:
-        """The lock of one of the package's few fixed names ("register", ...)."""
-        with self.guard:
-            return self._locks.setdefault(name, threading.Lock())
-
     def item_lock(self, key: Hashable) -> threading.Lock:
-        """The lock of one item (a kernel, a file, a prewarm), shared by the threads asking for it
-        while one holds or awaits it, and only while in use."""
+        """The lock of one item (a kernel, a file, a prewarm) or fixed name ("register"), shared by
+        the threads asking for it while one holds or awaits it, and only while in use."""
         with self.guard:
             return self._items.setdefault(key, threading.Lock())
+
+    lock_for = item_lock  # a lock nobody holds or awaits is made again at no cost
 
     def reset_after_fork(self) -> None:
         self.guard = threading.Lock()
@@ -54,17 +51,13 @@ class LockRegistry:
         self.triton_language = threading.Lock()
         self.triton_cache_dir = threading.Lock()
         self.triton_key = threading.Lock()
-        self._locks: dict[Hashable, threading.Lock] = {}
         self._items: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
-    def __len__(self) -> int:  # the named locks and the items' in use
-        return len(self._locks) + len(self._items)
+    def __len__(self) -> int:  # the locks in use
+        return len(self._items)
 
 
 LOCKS = LockRegistry()
-
-
-_BOUNDS: dict[str, tuple[str | None, int]] = {}  # per variable: its value last read, its bound
 
 
 class BoundedCache:
@@ -76,6 +69,7 @@ class BoundedCache:
         self._locks = locks
         self.env = env
         self._raw = _env.raw_reader(env)
+        self._bound: tuple[str | None, int] = (None, _env.DEFAULT_CACHE_SIZE)  # unset: default
         self._entries: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
 
     def get(self, key: Hashable, kernel: Any = None) -> Any:
@@ -89,10 +83,10 @@ class BoundedCache:
 
     def put(self, key: Hashable, value: T, kernel: Any = None, record: dict | None = None) -> T:
         """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it."""
-        seen, limit = _BOUNDS.get(self.env, (None, _env.DEFAULT_CACHE_SIZE))  # unset: default
+        seen, limit = self._bound  # the variable's value last read, and its bound
         if (raw := self._raw()) != seen:
             limit = _env.cache_size(self.env)
-            _BOUNDS[self.env] = raw, limit
+            self._bound = raw, limit
         if record is None and kernel is not None:
             record = KERNEL_RECORDS.record(kernel)
         entries = (self._entries if record is None
@@ -288,19 +282,16 @@ class CompilePool:
             if self._queued.get(key) is future:
                 del self._queued[key]
 
-    def wait(self) -> None:
-        """Returns once every compile queued now has ended."""
+    def wait(self, drop: bool = False) -> None:
+        """Returns once every compile queued now has ended, those not yet running dropped where
+        `drop` says (`clear`: none ends later)."""
         with self._locks.guard:
             futures = list(self._queued.values())
-        concurrent.futures.wait(futures)
-
-    def clear(self) -> None:
-        """Drops the compiles queued, then waits for those running: none ends later."""
-        with self._locks.guard:
-            futures = list(self._queued.values())
-        for future in futures:  # a cancelled one's callback takes the guard
+        for future in futures if drop else ():  # a cancelled one's callback takes the guard
             future.cancel()
         concurrent.futures.wait(futures)
+
+    clear = functools.partialmethod(wait, drop=True)
 
     def __len__(self) -> int:  # the compiles queued or running
         return len(self._queued)
@@ -325,22 +316,14 @@ TRACED_LAUNCHES = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
 CACHES = (COMPILE_POOL, COMPILED_KERNELS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_IMAGES,
           KERNEL_RECORDS, CALL_LAYOUTS, TRACED_LAUNCHES)
 
-# What a child of `os.fork()` runs, the locks first: one hook, one known order.
-_FORK_HOOKS: list[Callable[[], None]] = [LOCKS.reset_after_fork,
-                                          COMPILE_POOL.reset_after_fork]
-
-
 def on_fork(hook: Callable[[], None]) -> None:
-    """Makes a child of `os.fork()` call `hook`: its threads, files and caches are its own."""
-    _FORK_HOOKS.append(hook)
+    """Makes a child of `os.fork()` call `hook` (the hooks in the order given, the locks' first):
+    its threads, files and caches are its own."""
+    os.register_at_fork(after_in_child=hook)
 
 
-def _after_fork_in_child() -> None:
-    for hook in _FORK_HOOKS:
-        hook()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+on_fork(LOCKS.reset_after_fork)
+on_fork(COMPILE_POOL.reset_after_fork)
 # A child starts without the parent's lowered calls and plans: a path-delivered kernel names a
 # file of the parent's, which jaxlib would read and delete.
 on_fork(LOWERED_CALLS.clear)
