@@ -1,9 +1,6 @@
-"""All process-wide state of the package: the caches here (`CACHES`), every other piece listed
-in docs/design.md, "Process-wide state". Threads: `LOCKS.guard` guards every structure here, an item's lock
-(`LOCKS.item_lock`) the work on it. Memory: every cache is bounded; `clear_caches()` empties
-them all. Fork: a child gets fresh locks, keeps finished kernels, forgets in-flight compiles,
-lowered calls and plans (`on_fork`); a fork waits for the imports a lowering takes (`IMPORTS`).
-Why: docs/design.md, "Process-wide state".
+"""All process-wide state of the package: its locks (`LOCKS`), caches (`CACHES`), fork and
+clear hooks; every cache bounded, every structure guarded, fresh locks after a fork. Every other
+piece, and why: docs/design.md, "Process-wide state".
 """
 
 from __future__ import annotations
@@ -51,6 +48,7 @@ class LockRegistry:
         self.triton_language = threading.Lock()
         self.triton_cache_dir = threading.Lock()
         self.triton_key = threading.Lock()
+        self.imports = threading.RLock()  # `IMPORTS.lowering()`'s
         self._items: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     def __len__(self) -> int:  # the locks in use
@@ -349,14 +347,12 @@ class LoweringImports:
     in the child, which gets every module whole, or none (it then imports them itself)."""
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self._held_for_fork = False
-        self._triton_done = False
+        self._held_for_fork = self._triton_done = False
 
     @contextlib.contextmanager
     def lowering(self) -> Iterator[None]:
         """Holds the import lock for the body's imports, then imports `LOWERING_IMPORTS`."""
-        with self._lock:
+        with LOCKS.imports:
             yield
             if not self._triton_done:
                 for name in LOWERING_IMPORTS:  # by name: which of them exist depends on Triton
@@ -365,7 +361,7 @@ class LoweringImports:
                 self._triton_done = True
 
     def before_fork(self) -> None:
-        self._held_for_fork = self._lock.acquire(timeout=FORK_IMPORT_WAIT_S)
+        self._held_for_fork = LOCKS.imports.acquire(timeout=FORK_IMPORT_WAIT_S)
         if not self._held_for_fork:
             logger.warning("jax_triton_rocm: forking while another thread has been importing "
                            "Triton for %s s; the child may wait on that import forever.",
@@ -374,16 +370,12 @@ class LoweringImports:
     def after_fork_in_parent(self) -> None:
         if self._held_for_fork:
             self._held_for_fork = False
-            self._lock.release()
-
-    def after_fork_in_child(self) -> None:
-        self._held_for_fork = False
-        self._lock = threading.RLock()
+            LOCKS.imports.release()
 
 
 IMPORTS = LoweringImports()
-os.register_at_fork(before=IMPORTS.before_fork, after_in_parent=IMPORTS.after_fork_in_parent,
-                    after_in_child=IMPORTS.after_fork_in_child)
+# A child gets a fresh lock (`LOCKS.reset_after_fork`); `before_fork` sets `_held_for_fork` again.
+os.register_at_fork(before=IMPORTS.before_fork, after_in_parent=IMPORTS.after_fork_in_parent)
 
 
 _WARNED: set[Hashable] = set()  # what a warning named, once per process (`first_warning`)
