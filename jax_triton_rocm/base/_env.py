@@ -173,11 +173,6 @@ def lowering_settings(variables: tuple[str, ...], asked: bool | None = False) ->
                             ENV_KEEP_PTX_TEXT in variables and bool(keep_ptx_text()))
 
 
-def raw_reader(name: str) -> Callable[[], str | None]:
-    """Variable `name`'s reader, unparsed (None: unset): for a value parsed when it changed."""
-    return functools.partial(os.environ.get, name)
-
-
 def listed(names: Iterable[str]) -> dict[str, str | None]:
     """`names` with their values as set (None: unset), for `info`."""
     return {name: os.environ.get(name) for name in names}

@@ -63,10 +63,8 @@ class BoundedCache:
     bound its variable `env` sets (read at each put, parsed when it changed); given `kernel=`
     (or its `record=`), the kernel's own dict in its record."""
 
-    def __init__(self, locks: LockRegistry, env: str) -> None:
-        self._locks = locks
+    def __init__(self, env: str) -> None:
         self.env = env
-        self._raw = _env.raw_reader(env)
         self._bound: tuple[str | None, int] = (None, _env.DEFAULT_CACHE_SIZE)  # unset: default
         self._entries: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
 
@@ -74,7 +72,7 @@ class BoundedCache:
         """The entry for `key` (now the most recently used), or None."""
         entries = (self._entries if kernel is None
                    else KERNEL_RECORDS.record(kernel).setdefault(self, collections.OrderedDict()))
-        with self._locks.guard:
+        with LOCKS.guard:
             if (value := entries.get(key)) is not None:
                 entries.move_to_end(key)
             return value
@@ -82,14 +80,14 @@ class BoundedCache:
     def put(self, key: Hashable, value: T, kernel: Any = None, record: dict | None = None) -> T:
         """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it."""
         seen, limit = self._bound  # the variable's value last read, and its bound
-        if (raw := self._raw()) != seen:
+        if (raw := _env.as_set(self.env)) != seen:
             limit = _env.cache_size(self.env)
             self._bound = raw, limit
         if record is None and kernel is not None:
             record = KERNEL_RECORDS.record(kernel)
         entries = (self._entries if record is None
                    else record.setdefault(self, collections.OrderedDict()))
-        with self._locks.guard:
+        with LOCKS.guard:
             entries[key] = value
             entries.move_to_end(key)
             while len(entries) > limit:
@@ -100,7 +98,7 @@ class BoundedCache:
         """The entry for `key` in a kernel's `record`, forgotten; None if none (a key that does
         not hash has none)."""
         try:
-            with self._locks.guard:
+            with LOCKS.guard:
                 return record.get(self, {}).pop(key, None)
         except TypeError:
             return None
@@ -124,7 +122,7 @@ class BoundedCache:
     def clear(self) -> None:
         for values in KERNEL_RECORDS.live():
             values.pop(self, None)
-        with self._locks.guard:
+        with LOCKS.guard:
             self._entries.clear()
 
 
@@ -145,8 +143,7 @@ class KernelRecords:
     """One record per kernel object, kept on the object (`RECORD_ATTRIBUTE`), while it has the
     same source object, `noinline` and `debug` (docs/design.md, "Process-wide state")."""
 
-    def __init__(self, locks: LockRegistry) -> None:
-        self._locks = locks
+    def __init__(self) -> None:
         self._live: weakref.WeakSet[_Record] = weakref.WeakSet()
 
     def record(self, kernel: Any) -> dict:
@@ -162,7 +159,7 @@ class KernelRecords:
             setattr(kernel, RECORD_ATTRIBUTE, record)
         except (AttributeError, TypeError):  # no attributes (slots, a builtin): nothing kept
             return record.values
-        with self._locks.guard:
+        with LOCKS.guard:
             self._live.add(record)
         return record.values
 
@@ -174,7 +171,7 @@ class KernelRecords:
         return found
 
     def live(self) -> list[dict]:
-        with self._locks.guard:
+        with LOCKS.guard:
             return [record.values for record in self._live]
 
     def __len__(self) -> int:  # the live kernels' records that hold something
@@ -189,8 +186,8 @@ class KernelCache(BoundedCache):
     """Compiled kernels by kernel key, each compiled once however many threads ask (`claim`); a
     kernel's own error is kept in its place (a retry would fail the same way)."""
 
-    def __init__(self, locks: LockRegistry) -> None:
-        super().__init__(locks, _env.ENV_KERNEL_CACHE_SIZE)
+    def __init__(self) -> None:
+        super().__init__(_env.ENV_KERNEL_CACHE_SIZE)
         self.stats: collections.Counter[str] = collections.Counter()
 
     def claim(self, key: str, counted: bool = True) -> tuple[Any, threading.Lock | None]:
@@ -199,7 +196,7 @@ class KernelCache(BoundedCache):
         the lock."""
         entry = self.get(key)
         if entry is None:  # a hit takes no lock; a miss waits for a thread compiling it
-            lock = self._locks.item_lock(("kernel", key))
+            lock = LOCKS.item_lock(("kernel", key))
             lock.acquire()
             entry = self.get(key)
             if entry is None:
@@ -207,7 +204,7 @@ class KernelCache(BoundedCache):
             lock.release()
             del lock  # a kept error raised below keeps this frame in its traceback, not the lock
         if counted:
-            with self._locks.guard:
+            with LOCKS.guard:
                 self.stats["hits"] += 1
         if isinstance(entry, Exception):
             raise entry
@@ -215,13 +212,13 @@ class KernelCache(BoundedCache):
 
     def finish(self, key: str, entry: T, keep: bool = True) -> T:
         """Counts `entry` (a result or an error), kept for `key` where `keep` says; returns it."""
-        with self._locks.guard:
+        with LOCKS.guard:
             self.stats["failures" if isinstance(entry, Exception) else "compiles"] += 1
         return self.put(key, entry) if keep else entry
 
     def clear(self) -> None:
         super().clear()
-        with self._locks.guard:
+        with LOCKS.guard:
             self.stats.clear()
 
 
@@ -230,8 +227,7 @@ class CompilePool:
     is traced (`start`); each compile holds a `slot()` while it runs, whichever thread compiles.
     `clear()` and the interpreter's exit drop the compiles queued, not those running."""
 
-    def __init__(self, locks: LockRegistry) -> None:
-        self._locks = locks
+    def __init__(self) -> None:
         self._process = os.getpid()  # a forked child starts no compile threads: see `start`
         self.reset_after_fork()
 
@@ -248,7 +244,7 @@ class CompilePool:
 
     def slot(self, threads: int) -> threading.Semaphore:
         """What a compile holds while it runs: one of `threads` (the variable's value now)."""
-        with self._locks.guard:
+        with LOCKS.guard:
             if self._slots is None or self._slots[0] != threads:
                 self._slots = threads, threading.Semaphore(threads)
             return self._slots[1]
@@ -256,7 +252,7 @@ class CompilePool:
     def start(self, key: Hashable, run: Callable[[], Any], *, threads: int, limit: int) -> bool:
         """Queues `run()` for one of `threads` threads (its result and errors are dropped: it
         fills a cache) unless `key` is queued or running, or `limit` are; whether it was queued."""
-        with self._locks.guard:
+        with LOCKS.guard:
             if key in self._queued or len(self._queued) >= limit or self.forked:
                 return False
             try:
@@ -276,14 +272,14 @@ class CompilePool:
         return True
 
     def _forget(self, key: Hashable, future: concurrent.futures.Future) -> None:
-        with self._locks.guard:
+        with LOCKS.guard:
             if self._queued.get(key) is future:
                 del self._queued[key]
 
     def wait(self, drop: bool = False) -> None:
         """Returns once every compile queued now has ended, those not yet running dropped where
         `drop` says (`clear`: none ends later)."""
-        with self._locks.guard:
+        with LOCKS.guard:
             futures = list(self._queued.values())
         for future in futures if drop else ():  # a cancelled one's callback takes the guard
             future.cancel()
@@ -295,22 +291,22 @@ class CompilePool:
         return len(self._queued)
 
 
-COMPILED_KERNELS = KernelCache(LOCKS)
-KERNEL_RECORDS = KernelRecords(LOCKS)
+COMPILED_KERNELS = KernelCache()
+KERNEL_RECORDS = KernelRecords()
 # Kept per kernel: lowered calls; the interpreter's checked calls (`routes.cpu._interpret`); by
 # all but shapes and runtime scalar values, plain kernels' plans and `triton_call`'s layouts.
-LOWERED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-CHECKED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-PLANS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-CALL_LAYOUTS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
+LOWERED_CALLS = BoundedCache(_env.ENV_CALL_CACHE_SIZE)
+CHECKED_CALLS = BoundedCache(_env.ENV_CALL_CACHE_SIZE)
+PLANS = BoundedCache(_env.ENV_CALL_CACHE_SIZE)
+CALL_LAYOUTS = BoundedCache(_env.ENV_CALL_CACHE_SIZE)
 # Kept per kernel, by binary and loader: each image as jaxlib's call carries it, so an autotuned
 # call's lowerings, whose plans are not kept, meet the same bytes objects.
-KERNEL_IMAGES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
+KERNEL_IMAGES = BoundedCache(_env.ENV_KERNEL_CACHE_SIZE)
 # Queued compiles, at most as many as the kernel cache keeps (`compile._compile.start_compiles`);
 # kept per kernel, the launches a trace planned for them, until the lowering that follows takes
 # them (`routes._lowering`): the kernel's functions run once for both.
-COMPILE_POOL = CompilePool(LOCKS)
-TRACED_LAUNCHES = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
+COMPILE_POOL = CompilePool()
+TRACED_LAUNCHES = BoundedCache(_env.ENV_CALL_CACHE_SIZE)
 CACHES = (COMPILE_POOL, COMPILED_KERNELS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_IMAGES,
           KERNEL_RECORDS, CALL_LAYOUTS, TRACED_LAUNCHES)
 

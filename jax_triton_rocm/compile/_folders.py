@@ -52,8 +52,7 @@ def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
     cannot be written, again with it private, after one warning) and Triton's key remembered.
     Raises what `compile_fn` raises, other than the unwritable folders' OSError."""
     private: tuple[str, ...] = ()
-    failure: OSError | None = None
-    warning: tuple | None = None
+    warning: tuple | None = None  # for the last failure: (knob, folder, error, reason)
     while True:
         cache_knobs = _override(triton, private)
         try:
@@ -71,12 +70,12 @@ def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
             failing = next(((name, reason) for name, directory in folders.items() if directory
                             and (reason := unwritable_reason(err, directory)) is not None), None)
             if failing is None or failing[0] in private:
-                if failure is not None:
-                    raise err from failure
+                if warning is not None:
+                    raise err from warning[2]
                 raise
             name, reason = failing
             warning = (name, getattr(cache_knobs, name), err, reason)
-            private, failure = (*private, name), err
+            private = (*private, name)
         finally:
             _release(cache_knobs)
 
