@@ -21,13 +21,11 @@ LEGACY_CALL_NAME = "triton_kernel_call"
 XLA_TRITON_CALL_NAME = "__gpu$xla.gpu.triton"  # XLA's own Triton call (`routes.xla._xla_native`)
 XLA_CALL_NAME_ATTRIBUTE = "jax_triton_rocm.name"  # the call's name on it (a frontend attribute)
 
-# Autotuned calls take the legacy target, which times the configs on real data: why, in
-# docs/autotuning.md, "Which config runs".
-
 
 def autotuned_call_name() -> str:
-    """The custom-call target for an autotuned call: legacy, unless
-    `JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi` forces the FFI one, with one warning per process."""
+    """The custom-call target for an autotuned call: legacy, which times the configs on real data
+    (docs/autotuning.md, "Which config runs"), unless `JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi`
+    forces the FFI one, with one warning per process."""
     if _env.autotune_target() != "ffi":
         return LEGACY_CALL_NAME
     if _state.first_warning("ffi autotune"):

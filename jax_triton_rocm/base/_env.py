@@ -74,10 +74,8 @@ def _flag(name: str, default: bool | None) -> bool | None:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    if raw.lower() in _TRUE:
-        return True
-    if raw.lower() in _FALSE:
-        return False
+    if raw.lower() in _TRUE + _FALSE:
+        return raw.lower() in _TRUE
     shown = "" if default is None else f" ({int(default)})"
     raise ValueError(f"{name}={_shown(raw)} is not a flag; use 1 (or true/yes/on) or 0 (or "
                      f"false/no/off), or unset it for the default{shown}.")
@@ -156,8 +154,7 @@ as_set = os.environ.get
 
 @dataclasses.dataclass(frozen=True)
 class LoweringSettings:
-    """What a lowering reads from the environment, once, at its top: the route asked, its
-    vendor's `variables` as set (a memo key), the plain-call target, XLA's flags, KEEP_PTX_TEXT."""
+    """What a lowering reads from the environment, once, at its top (`variables`: its vendor's)."""
 
     xla_native: bool | None
     variables: tuple[str | None, ...]
