@@ -12,7 +12,7 @@ import re
 import shlex
 from typing import Any
 
-from jax_triton_rocm.base import _env
+from jax_triton_rocm.base import _env, _state
 
 logger = logging.getLogger("jax_triton_rocm")
 
@@ -21,30 +21,25 @@ LEGACY_CALL_NAME = "triton_kernel_call"
 XLA_TRITON_CALL_NAME = "__gpu$xla.gpu.triton"  # XLA's own Triton call (`routes.xla._xla_native`)
 XLA_CALL_NAME_ATTRIBUTE = "jax_triton_rocm.name"  # the call's name on it (a frontend attribute)
 
-# Autotuned calls take the legacy target, which times the configs on real data: why, in
-# docs/autotuning.md, "Which config runs".
-
 
 def autotuned_call_name() -> str:
-    """The custom-call target for an autotuned call: legacy, unless
-    `JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi` forces the FFI one, with one warning per process."""
-    if _env.autotune_target() == "ffi":
-        _warn_ffi_autotune()
-        return FFI_CALL_NAME
-    return LEGACY_CALL_NAME
-
-
-@functools.cache
-def _warn_ffi_autotune() -> None:
-    logger.warning(
-        "jax_triton_rocm: %s=ffi sends autotuned calls through %s, whose autotuner times the "
-        "configs before the program's earlier kernels have run (jaxlib 0.10-0.11: in the "
-        "handler's initialize stage; 0.12: possibly inside a CUDA-graph capture): a kernel whose "
-        "addresses depend on an operand computed in the same program (a gather, a scatter, an "
-        "MoE permute) then reads and writes out of bounds, which can crash the process or "
-        "corrupt other buffers. It is safe only when every operand of every autotuned call is "
-        "an input of the jitted program. Unset it to use the legacy target, or pick the configs "
-        "once on real data with jax_triton_rocm.autotune.", _env.ENV_AUTOTUNE_TARGET, FFI_CALL_NAME)
+    """The custom-call target for an autotuned call: legacy, which times the configs on real data
+    (docs/autotuning.md, "Which config runs"), unless `JAX_TRITON_ROCM_AUTOTUNE_TARGET=ffi`
+    forces the FFI one, with one warning per process."""
+    if _env.autotune_target() != "ffi":
+        return LEGACY_CALL_NAME
+    if _state.first_warning("ffi autotune"):
+        logger.warning(
+            "jax_triton_rocm: %s=ffi sends autotuned calls through %s, whose autotuner times the "
+            "configs before the program's earlier kernels have run (jaxlib 0.10-0.11: in the "
+            "handler's initialize stage; 0.12: possibly inside a CUDA-graph capture): a kernel "
+            "whose addresses depend on an operand computed in the same program (a gather, a "
+            "scatter, an MoE permute) then reads and writes out of bounds, which can crash the "
+            "process or corrupt other buffers. It is safe only when every operand of every "
+            "autotuned call is an input of the jitted program. Unset it to use the legacy target, "
+            "or pick the configs once on real data with jax_triton_rocm.autotune.",
+            _env.ENV_AUTOTUNE_TARGET, FFI_CALL_NAME)
+    return FFI_CALL_NAME
 
 
 # Plain calls take the typed-FFI target, which XLA records into command buffers, unless XLA_FLAGS

@@ -52,10 +52,6 @@ TRITON_ENV_VARS = (TRITON_CACHE_DIR, TRITON_HOME, "TRITON_KERNEL_DUMP", TRITON_D
 XLA_FLAGS = "XLA_FLAGS"
 JAX_ENV_VARS = ("JAX_PLATFORMS", XLA_FLAGS)
 
-# The values of the variables that choose among words (`_choice`).
-HSACO_DELIVERY_MODES = ("embedded", "path")
-AUTOTUNE_TARGET_CHOICES = ("ffi", "legacy")
-CALL_TARGET_CHOICES = ("auto", "ffi", "legacy")
 DEFAULT_CACHE_SIZE = 1024
 
 _TRUE = ("1", "true", "yes", "on")
@@ -78,10 +74,8 @@ def _flag(name: str, default: bool | None) -> bool | None:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    if raw.lower() in _TRUE:
-        return True
-    if raw.lower() in _FALSE:
-        return False
+    if raw.lower() in _TRUE + _FALSE:
+        return raw.lower() in _TRUE
     shown = "" if default is None else f" ({int(default)})"
     raise ValueError(f"{name}={_shown(raw)} is not a flag; use 1 (or true/yes/on) or 0 (or "
                      f"false/no/off), or unset it for the default{shown}.")
@@ -117,18 +111,18 @@ def _count(name: str, default: int, *, minimum: int, meaning: str = "",
 # `JAX_TRITON_ROCM_TARGET_ARCH` as set (None: unset), parsed by `routes._arch`.
 target_arch = functools.partial(os.environ.get, ENV_TARGET_ARCH)
 # The HSACO delivery `JAX_TRITON_ROCM_HSACO_DELIVERY` forces, or None.
-hsaco_delivery = functools.partial(_choice, ENV_HSACO_DELIVERY, HSACO_DELIVERY_MODES,
+hsaco_delivery = functools.partial(_choice, ENV_HSACO_DELIVERY, ("embedded", "path"),
                                    what="a delivery mode", unset="the best supported")
 # Whether ROCm kernels are prewarmed (`JAX_TRITON_ROCM_PREWARM`; unset: yes).
 prewarm = functools.partial(_flag, ENV_PREWARM, True)
 # The target `JAX_TRITON_ROCM_AUTOTUNE_TARGET` forces on autotuned calls, or None.
-autotune_target = functools.partial(_choice, ENV_AUTOTUNE_TARGET, AUTOTUNE_TARGET_CHOICES,
+autotune_target = functools.partial(_choice, ENV_AUTOTUNE_TARGET, ("ffi", "legacy"),
                                     what="a target for autotuned calls",
                                     unset="the default, legacy")
 
 
 # The target `JAX_TRITON_ROCM_CALL_TARGET` sets for plain calls, or None (unset: auto).
-call_target = functools.partial(_choice, ENV_CALL_TARGET, CALL_TARGET_CHOICES,
+call_target = functools.partial(_choice, ENV_CALL_TARGET, ("auto", "ffi", "legacy"),
                                 what="a target for plain calls",
                                 unset="auto, chosen from XLA_FLAGS")
 
@@ -154,15 +148,13 @@ def cache_size(name: str) -> int:
                   meaning=" (how many entries the cache keeps)")
 
 
-def as_set(name: str) -> str | None:
-    """Variable `name` as set (None: unset), for a message or a memo key; its reader decides."""
-    return os.environ.get(name)
+# Variable `name` as set (None: unset), for a message or a memo key; its reader decides.
+as_set = os.environ.get
 
 
 @dataclasses.dataclass(frozen=True)
 class LoweringSettings:
-    """What a lowering reads from the environment, once, at its top: the route asked, its
-    vendor's `variables` as set (a memo key), the plain-call target, XLA's flags, KEEP_PTX_TEXT."""
+    """What a lowering reads from the environment, once, at its top (`variables`: its vendor's)."""
 
     xla_native: bool | None
     variables: tuple[str | None, ...]
@@ -176,11 +168,6 @@ def lowering_settings(variables: tuple[str, ...], asked: bool | None = False) ->
                             tuple([os.environ.get(name) for name in variables]), call_target(),
                             os.environ.get(XLA_FLAGS, ""),
                             ENV_KEEP_PTX_TEXT in variables and bool(keep_ptx_text()))
-
-
-def raw_reader(name: str) -> Callable[[], str | None]:
-    """Variable `name`'s reader, unparsed (None: unset): for a value parsed when it changed."""
-    return functools.partial(os.environ.get, name)
 
 
 def listed(names: Iterable[str]) -> dict[str, str | None]:

@@ -1,9 +1,7 @@
-"""Files in cache and store folders, which anyone may have written: only a regular file directly
-inside the folder expected is read (never through a link, never a FIFO or a device, never more
-than a bound); folders are written only where they are the user's own and no link; a folder
-others can write is named in one warning (docs/troubleshooting.md).
+"""Files in cache and store folders, which anyone may have written: read only as regular files
+directly inside the folder expected, bounded; written only into the user's own folders
+(docs/design.md, "Triton's cache"; docs/troubleshooting.md).
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -193,11 +191,9 @@ def write_file(folders: tuple[str, ...], name: str, data: bytes) -> None:
 
 def remove_stale_temporaries(folder: str, stale_seconds: float = 60) -> None:
     """Removes from `folder` (a link or no folder is a `RefusedFile`) what writers killed
-    mid-write, or whose write failed (a full disk), left there, this user's and unchanged for
-    `stale_seconds` (far longer than any writer takes): `write_file`'s temporary files (regular
-    files, no links, named `*.tmp`) and the folders Triton's `put` writes through (no links,
-    named `TEMPORARY_FOLDER_PREFIX*`, holding at most a few regular files of this user's and
-    nothing else). Anything else there is left as it is."""
+    mid-write, or whose write failed, left there, this user's and unchanged for `stale_seconds`:
+    `write_file`'s `*.tmp` files and Triton's `TEMPORARY_FOLDER_PREFIX*` folders of a few regular
+    files, never a link (docs/design.md, "Triton's cache"); nothing else."""
     stale = time.time() - stale_seconds
     folder_fd = _open_folder(folder)
     try:

@@ -1,9 +1,6 @@
-"""All process-wide state of the package: the caches here (`CACHES`), every other piece listed
-in docs/design.md, "Process-wide state". Threads: `LOCKS.guard` guards every structure here, an item's lock
-(`LOCKS.item_lock`) the work on it. Memory: every cache is bounded; `clear_caches()` empties
-them all. Fork: a child gets fresh locks, keeps finished kernels, forgets in-flight compiles,
-lowered calls and plans (`on_fork`); a fork waits for the imports a lowering takes (`IMPORTS`).
-Why: docs/design.md, "Process-wide state".
+"""All process-wide state of the package: its locks (`LOCKS`), caches (`CACHES`), fork and
+clear hooks; every cache bounded, every structure guarded, fresh locks after a fork. Every other
+piece, and why: docs/design.md, "Process-wide state".
 """
 
 from __future__ import annotations
@@ -11,6 +8,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import functools
 import importlib
 import logging
 import os
@@ -28,23 +26,19 @@ logger = logging.getLogger("jax_triton_rocm")
 T = TypeVar("T")
 
 class LockRegistry:
-    """Named locks, and per-item locks that live while in use; fresh after `os.fork()` (read
-    `guard` at each use). Triton's locks are attributes, so a compile takes them without calling
-    back here."""
+    """Per-item and named locks that live while in use; fresh after `os.fork()` (read `guard` at
+    each use). Triton's locks are attributes, so a compile takes them without calling back here."""
 
     def __init__(self) -> None:
         self.reset_after_fork()
 
-    def lock_for(self, name: Hashable) -> threading.Lock:
-        """The lock of one of the package's few fixed names ("register", ...)."""
-        with self.guard:
-            return self._locks.setdefault(name, threading.Lock())
-
     def item_lock(self, key: Hashable) -> threading.Lock:
-        """The lock of one item (a kernel, a file, a prewarm), shared by the threads asking for it
-        while one holds or awaits it, and only while in use."""
+        """The lock of one item (a kernel, a file, a prewarm) or fixed name ("register"), shared by
+        the threads asking for it while one holds or awaits it, and only while in use."""
         with self.guard:
             return self._items.setdefault(key, threading.Lock())
+
+    lock_for = item_lock  # a lock nobody holds or awaits is made again at no cost
 
     def reset_after_fork(self) -> None:
         self.guard = threading.Lock()
@@ -54,17 +48,14 @@ class LockRegistry:
         self.triton_language = threading.Lock()
         self.triton_cache_dir = threading.Lock()
         self.triton_key = threading.Lock()
-        self._locks: dict[Hashable, threading.Lock] = {}
+        self.imports = threading.RLock()  # `IMPORTS.lowering()`'s
         self._items: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
-    def __len__(self) -> int:  # the named locks and the items' in use
-        return len(self._locks) + len(self._items)
+    def __len__(self) -> int:  # the locks in use
+        return len(self._items)
 
 
 LOCKS = LockRegistry()
-
-
-_BOUNDS: dict[str, tuple[str | None, int]] = {}  # per variable: its value last read, its bound
 
 
 class BoundedCache:
@@ -72,32 +63,31 @@ class BoundedCache:
     bound its variable `env` sets (read at each put, parsed when it changed); given `kernel=`
     (or its `record=`), the kernel's own dict in its record."""
 
-    def __init__(self, locks: LockRegistry, env: str) -> None:
-        self._locks = locks
+    def __init__(self, env: str) -> None:
         self.env = env
-        self._raw = _env.raw_reader(env)
+        self._bound: tuple[str | None, int] = (None, _env.DEFAULT_CACHE_SIZE)  # unset: default
         self._entries: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
 
     def get(self, key: Hashable, kernel: Any = None) -> Any:
         """The entry for `key` (now the most recently used), or None."""
         entries = (self._entries if kernel is None
                    else KERNEL_RECORDS.record(kernel).setdefault(self, collections.OrderedDict()))
-        with self._locks.guard:
+        with LOCKS.guard:
             if (value := entries.get(key)) is not None:
                 entries.move_to_end(key)
             return value
 
     def put(self, key: Hashable, value: T, kernel: Any = None, record: dict | None = None) -> T:
         """Stores `value` for `key`, forgetting the oldest entries beyond the bound; returns it."""
-        seen, limit = _BOUNDS.get(self.env, (None, _env.DEFAULT_CACHE_SIZE))  # unset: default
-        if (raw := self._raw()) != seen:
+        seen, limit = self._bound  # the variable's value last read, and its bound
+        if (raw := _env.as_set(self.env)) != seen:
             limit = _env.cache_size(self.env)
-            _BOUNDS[self.env] = raw, limit
+            self._bound = raw, limit
         if record is None and kernel is not None:
             record = KERNEL_RECORDS.record(kernel)
         entries = (self._entries if record is None
                    else record.setdefault(self, collections.OrderedDict()))
-        with self._locks.guard:
+        with LOCKS.guard:
             entries[key] = value
             entries.move_to_end(key)
             while len(entries) > limit:
@@ -108,7 +98,7 @@ class BoundedCache:
         """The entry for `key` in a kernel's `record`, forgotten; None if none (a key that does
         not hash has none)."""
         try:
-            with self._locks.guard:
+            with LOCKS.guard:
                 return record.get(self, {}).pop(key, None)
         except TypeError:
             return None
@@ -132,7 +122,7 @@ class BoundedCache:
     def clear(self) -> None:
         for values in KERNEL_RECORDS.live():
             values.pop(self, None)
-        with self._locks.guard:
+        with LOCKS.guard:
             self._entries.clear()
 
 
@@ -153,8 +143,7 @@ class KernelRecords:
     """One record per kernel object, kept on the object (`RECORD_ATTRIBUTE`), while it has the
     same source object, `noinline` and `debug` (docs/design.md, "Process-wide state")."""
 
-    def __init__(self, locks: LockRegistry) -> None:
-        self._locks = locks
+    def __init__(self) -> None:
         self._live: weakref.WeakSet[_Record] = weakref.WeakSet()
 
     def record(self, kernel: Any) -> dict:
@@ -170,7 +159,7 @@ class KernelRecords:
             setattr(kernel, RECORD_ATTRIBUTE, record)
         except (AttributeError, TypeError):  # no attributes (slots, a builtin): nothing kept
             return record.values
-        with self._locks.guard:
+        with LOCKS.guard:
             self._live.add(record)
         return record.values
 
@@ -182,7 +171,7 @@ class KernelRecords:
         return found
 
     def live(self) -> list[dict]:
-        with self._locks.guard:
+        with LOCKS.guard:
             return [record.values for record in self._live]
 
     def __len__(self) -> int:  # the live kernels' records that hold something
@@ -197,8 +186,8 @@ class KernelCache(BoundedCache):
     """Compiled kernels by kernel key, each compiled once however many threads ask (`claim`); a
     kernel's own error is kept in its place (a retry would fail the same way)."""
 
-    def __init__(self, locks: LockRegistry) -> None:
-        super().__init__(locks, _env.ENV_KERNEL_CACHE_SIZE)
+    def __init__(self) -> None:
+        super().__init__(_env.ENV_KERNEL_CACHE_SIZE)
         self.stats: collections.Counter[str] = collections.Counter()
 
     def claim(self, key: str, counted: bool = True) -> tuple[Any, threading.Lock | None]:
@@ -207,7 +196,7 @@ class KernelCache(BoundedCache):
         the lock."""
         entry = self.get(key)
         if entry is None:  # a hit takes no lock; a miss waits for a thread compiling it
-            lock = self._locks.item_lock(("kernel", key))
+            lock = LOCKS.item_lock(("kernel", key))
             lock.acquire()
             entry = self.get(key)
             if entry is None:
@@ -215,7 +204,7 @@ class KernelCache(BoundedCache):
             lock.release()
             del lock  # a kept error raised below keeps this frame in its traceback, not the lock
         if counted:
-            with self._locks.guard:
+            with LOCKS.guard:
                 self.stats["hits"] += 1
         if isinstance(entry, Exception):
             raise entry
@@ -223,13 +212,13 @@ class KernelCache(BoundedCache):
 
     def finish(self, key: str, entry: T, keep: bool = True) -> T:
         """Counts `entry` (a result or an error), kept for `key` where `keep` says; returns it."""
-        with self._locks.guard:
+        with LOCKS.guard:
             self.stats["failures" if isinstance(entry, Exception) else "compiles"] += 1
         return self.put(key, entry) if keep else entry
 
     def clear(self) -> None:
         super().clear()
-        with self._locks.guard:
+        with LOCKS.guard:
             self.stats.clear()
 
 
@@ -238,8 +227,7 @@ class CompilePool:
     is traced (`start`); each compile holds a `slot()` while it runs, whichever thread compiles.
     `clear()` and the interpreter's exit drop the compiles queued, not those running."""
 
-    def __init__(self, locks: LockRegistry) -> None:
-        self._locks = locks
+    def __init__(self) -> None:
         self._process = os.getpid()  # a forked child starts no compile threads: see `start`
         self.reset_after_fork()
 
@@ -256,7 +244,7 @@ class CompilePool:
 
     def slot(self, threads: int) -> threading.Semaphore:
         """What a compile holds while it runs: one of `threads` (the variable's value now)."""
-        with self._locks.guard:
+        with LOCKS.guard:
             if self._slots is None or self._slots[0] != threads:
                 self._slots = threads, threading.Semaphore(threads)
             return self._slots[1]
@@ -264,7 +252,7 @@ class CompilePool:
     def start(self, key: Hashable, run: Callable[[], Any], *, threads: int, limit: int) -> bool:
         """Queues `run()` for one of `threads` threads (its result and errors are dropped: it
         fills a cache) unless `key` is queued or running, or `limit` are; whether it was queued."""
-        with self._locks.guard:
+        with LOCKS.guard:
             if key in self._queued or len(self._queued) >= limit or self.forked:
                 return False
             try:
@@ -284,63 +272,52 @@ class CompilePool:
         return True
 
     def _forget(self, key: Hashable, future: concurrent.futures.Future) -> None:
-        with self._locks.guard:
+        with LOCKS.guard:
             if self._queued.get(key) is future:
                 del self._queued[key]
 
-    def wait(self) -> None:
-        """Returns once every compile queued now has ended."""
-        with self._locks.guard:
+    def wait(self, drop: bool = False) -> None:
+        """Returns once every compile queued now has ended, those not yet running dropped where
+        `drop` says (`clear`: none ends later)."""
+        with LOCKS.guard:
             futures = list(self._queued.values())
-        concurrent.futures.wait(futures)
-
-    def clear(self) -> None:
-        """Drops the compiles queued, then waits for those running: none ends later."""
-        with self._locks.guard:
-            futures = list(self._queued.values())
-        for future in futures:  # a cancelled one's callback takes the guard
+        for future in futures if drop else ():  # a cancelled one's callback takes the guard
             future.cancel()
         concurrent.futures.wait(futures)
+
+    clear = functools.partialmethod(wait, drop=True)
 
     def __len__(self) -> int:  # the compiles queued or running
         return len(self._queued)
 
 
-COMPILED_KERNELS = KernelCache(LOCKS)
-KERNEL_RECORDS = KernelRecords(LOCKS)
+COMPILED_KERNELS = KernelCache()
+KERNEL_RECORDS = KernelRecords()
 # Kept per kernel: lowered calls; the interpreter's checked calls (`routes.cpu._interpret`); by
 # all but shapes and runtime scalar values, plain kernels' plans and `triton_call`'s layouts.
-LOWERED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-CHECKED_CALLS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-PLANS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
-CALL_LAYOUTS = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
+LOWERED_CALLS = BoundedCache(_env.ENV_CALL_CACHE_SIZE)
+CHECKED_CALLS = BoundedCache(_env.ENV_CALL_CACHE_SIZE)
+PLANS = BoundedCache(_env.ENV_CALL_CACHE_SIZE)
+CALL_LAYOUTS = BoundedCache(_env.ENV_CALL_CACHE_SIZE)
 # Kept per kernel, by binary and loader: each image as jaxlib's call carries it, so an autotuned
 # call's lowerings, whose plans are not kept, meet the same bytes objects.
-KERNEL_IMAGES = BoundedCache(LOCKS, _env.ENV_KERNEL_CACHE_SIZE)
+KERNEL_IMAGES = BoundedCache(_env.ENV_KERNEL_CACHE_SIZE)
 # Queued compiles, at most as many as the kernel cache keeps (`compile._compile.start_compiles`);
 # kept per kernel, the launches a trace planned for them, until the lowering that follows takes
 # them (`routes._lowering`): the kernel's functions run once for both.
-COMPILE_POOL = CompilePool(LOCKS)
-TRACED_LAUNCHES = BoundedCache(LOCKS, _env.ENV_CALL_CACHE_SIZE)
+COMPILE_POOL = CompilePool()
+TRACED_LAUNCHES = BoundedCache(_env.ENV_CALL_CACHE_SIZE)
 CACHES = (COMPILE_POOL, COMPILED_KERNELS, LOWERED_CALLS, CHECKED_CALLS, PLANS, KERNEL_IMAGES,
           KERNEL_RECORDS, CALL_LAYOUTS, TRACED_LAUNCHES)
 
-# What a child of `os.fork()` runs, the locks first: one hook, one known order.
-_FORK_HOOKS: list[Callable[[], None]] = [LOCKS.reset_after_fork,
-                                          COMPILE_POOL.reset_after_fork]
-
-
 def on_fork(hook: Callable[[], None]) -> None:
-    """Makes a child of `os.fork()` call `hook`: its threads, files and caches are its own."""
-    _FORK_HOOKS.append(hook)
+    """Makes a child of `os.fork()` call `hook` (the hooks in the order given, the locks' first):
+    its threads, files and caches are its own."""
+    os.register_at_fork(after_in_child=hook)
 
 
-def _after_fork_in_child() -> None:
-    for hook in _FORK_HOOKS:
-        hook()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+on_fork(LOCKS.reset_after_fork)
+on_fork(COMPILE_POOL.reset_after_fork)
 # A child starts without the parent's lowered calls and plans: a path-delivered kernel names a
 # file of the parent's, which jaxlib would read and delete.
 on_fork(LOWERED_CALLS.clear)
@@ -366,14 +343,12 @@ class LoweringImports:
     in the child, which gets every module whole, or none (it then imports them itself)."""
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self._held_for_fork = False
-        self._triton_done = False
+        self._held_for_fork = self._triton_done = False
 
     @contextlib.contextmanager
     def lowering(self) -> Iterator[None]:
         """Holds the import lock for the body's imports, then imports `LOWERING_IMPORTS`."""
-        with self._lock:
+        with LOCKS.imports:
             yield
             if not self._triton_done:
                 for name in LOWERING_IMPORTS:  # by name: which of them exist depends on Triton
@@ -382,7 +357,7 @@ class LoweringImports:
                 self._triton_done = True
 
     def before_fork(self) -> None:
-        self._held_for_fork = self._lock.acquire(timeout=FORK_IMPORT_WAIT_S)
+        self._held_for_fork = LOCKS.imports.acquire(timeout=FORK_IMPORT_WAIT_S)
         if not self._held_for_fork:
             logger.warning("jax_triton_rocm: forking while another thread has been importing "
                            "Triton for %s s; the child may wait on that import forever.",
@@ -391,16 +366,12 @@ class LoweringImports:
     def after_fork_in_parent(self) -> None:
         if self._held_for_fork:
             self._held_for_fork = False
-            self._lock.release()
-
-    def after_fork_in_child(self) -> None:
-        self._held_for_fork = False
-        self._lock = threading.RLock()
+            LOCKS.imports.release()
 
 
 IMPORTS = LoweringImports()
-os.register_at_fork(before=IMPORTS.before_fork, after_in_parent=IMPORTS.after_fork_in_parent,
-                    after_in_child=IMPORTS.after_fork_in_child)
+# A child gets a fresh lock (`LOCKS.reset_after_fork`); `before_fork` sets `_held_for_fork` again.
+os.register_at_fork(before=IMPORTS.before_fork, after_in_parent=IMPORTS.after_fork_in_parent)
 
 
 _WARNED: set[Hashable] = set()  # what a warning named, once per process (`first_warning`)

@@ -283,12 +283,10 @@ def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
         problem = _listing_problem(folder, child, path, request)
         if problem is not None:
             break  # reported after the files listed before it, as they are read in order
-        listed.append((child, path))
-    files, paths = {}, {}
-    read = _files.read_entry_files(folder, [child for child, _ in listed], _FILE_LIMIT)
-    for (child, path), data in zip(listed, read):
-        ext = child[len(request.file_name) + 1:]
-        paths[ext] = path
+        listed.append(child)
+    files = {}  # by extension; each one's path is `children[f"{request.file_name}.{ext}"]`
+    for child, data in zip(listed, _files.read_entry_files(folder, listed, _FILE_LIMIT)):
+        ext, path = child[len(request.file_name) + 1:], children[child]
         if isinstance(data, _files.RefusedFile):
             return path, str(data)
         if isinstance(data, Exception):
@@ -302,9 +300,9 @@ def entry_problem(manager: Any, request: Request) -> tuple[str, str] | None:
     try:
         meta = _files.parse_json(files["json"].encode("utf-8"))
     except ValueError as err:
-        return paths["json"], f"metadata is not JSON ({err})"
+        return children[f"{request.file_name}.json"], f"metadata is not JSON ({err})"
     damage = kernel_problem(files, meta, request, request.entry_hash)
-    return None if damage is None else (paths[damage[0]], damage[1])
+    return None if damage is None else (children[f"{request.file_name}.{damage[0]}"], damage[1])
 
 
 def replace_damaged(path: str, problem: str, kernel: str, entry_hash: str,
@@ -345,23 +343,20 @@ def compile_checked(triton: Any, source: Any, target: Any, options: dict[str, An
         manager = get_cache_manager(request.entry_hash)
         if (damage := entry_problem(manager, request)) is not None:
             replace_damaged(*damage, source.name, request.entry_hash, request.file_name)
-        # The folder Triton's `put` writes each file through stays where the write fails (a
-        # full disk), holding what it wrote. Looked for first: there is rarely one.
+        # Where a write failed, Triton's `put` left its folder (docs/design.md); rarely one.
         with contextlib.suppress(OSError, ValueError):
             if [name for name in os.listdir(manager.cache_dir)
                     if name.startswith(_files.TEMPORARY_FOLDER_PREFIX)]:
                 _files.remove_stale_temporaries(manager.cache_dir)
     for attempt in range(2):
         compiled = triton.compile(source, target=target, options=dict(options))
-        metadata = compiled.metadata
-        meta = metadata._asdict() if hasattr(metadata, "_asdict") else dict(vars(metadata))
+        meta = compiled.metadata._asdict()  # a namedtuple in every Triton supported
         damage = kernel_problem(compiled.asm, meta, request)
         if damage is None:
             return compiled, meta
         # The file it names, from what the compile returned.
-        group = getattr(compiled, "metadata_group", {}) or {}
-        path = group.get(f"{request.file_name}.{damage[0]}",
-                         f"the {damage[0]} of entry {compiled.hash}")
+        path = compiled.metadata_group.get(f"{request.file_name}.{damage[0]}",
+                                           f"the {damage[0]} of entry {compiled.hash}")
         if attempt == 0:
             replace_damaged(path, damage[1], source.name, compiled.hash, request.file_name)
     raise DamagedEntry(

@@ -19,16 +19,19 @@ from jax_triton_rocm.base import _env, _files, _state
 
 logger = logging.getLogger("jax_triton_rocm")
 
-# The folders of Triton's that a compile writes: knob name -> the variable that sets it.
+# The folders of Triton's that a compile writes: knob name -> the variable that sets it, and
+# what a message calls the folder.
 FOLDER_VARIABLES = {"dir": _env.TRITON_CACHE_DIR, "dump_dir": _env.TRITON_DUMP_DIR}
+_KINDS = {"dir": "cache", "dump_dir": "dump"}
 _MISSING = object()
 
 T = TypeVar("T")
 
 _in_flight = 0
 _saved: dict[str, Any] = {}  # the knobs' own `__dict__` entries before the override
-_private: str | None = None  # the cache folder compiles use while the user's is unwritable
-_private_dump: str | None = None  # kept for the life of the process
+# Knob name -> the folder compiles use while the user's is unwritable: the cache folder until the
+# last compile in flight ends, the dump folder for the life of the process.
+_private: dict[str, str] = {}
 # Errors that name no path but come from writing the cache's files.
 _FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 
@@ -49,8 +52,7 @@ def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
     cannot be written, again with it private, after one warning) and Triton's key remembered.
     Raises what `compile_fn` raises, other than the unwritable folders' OSError."""
     private: tuple[str, ...] = ()
-    failure: OSError | None = None
-    warning: tuple | None = None
+    warning: tuple | None = None  # for the last failure: (knob, folder, error, reason)
     while True:
         cache_knobs = _override(triton, private)
         try:
@@ -68,12 +70,12 @@ def compile_in_usable_cache(triton: Any, compile_fn: Callable[[], T]) -> T:
             failing = next(((name, reason) for name, directory in folders.items() if directory
                             and (reason := unwritable_reason(err, directory)) is not None), None)
             if failing is None or failing[0] in private:
-                if failure is not None:
-                    raise err from failure
+                if warning is not None:
+                    raise err from warning[2]
                 raise
             name, reason = failing
             warning = (name, getattr(cache_knobs, name), err, reason)
-            private, failure = (*private, name), err
+            private = (*private, name)
         finally:
             _release(cache_knobs)
 
@@ -82,7 +84,7 @@ def _override(triton: Any, private: tuple[str, ...]) -> Any:
     """Triton's cache knobs, one more compile counted in flight, with Triton's default cache
     folder where it has none and private folders for the knobs `private` names ("dir",
     "dump_dir"), until the last compile in flight ends (`_release`)."""
-    global _in_flight, _saved, _private, _private_dump
+    global _in_flight, _saved
     cache_knobs = triton.knobs.cache
     with _state.LOCKS.triton_cache_dir:
         default = needs_default_dir(cache_knobs)
@@ -99,27 +101,24 @@ def _override(triton: Any, private: tuple[str, ...]) -> Any:
                     "changed. Set %s to a writable folder to choose another.",
                     _env.TRITON_CACHE_DIR, _env.as_set(_env.TRITON_CACHE_DIR), directory,
                     _env.TRITON_CACHE_DIR)
-        if "dir" in private:
-            _private = _private or tempfile.mkdtemp(prefix="jax_triton_rocm_triton_cache_")
-            vars(cache_knobs)["dir"] = _private
-        if "dump_dir" in private:
-            _private_dump = _private_dump or tempfile.mkdtemp(prefix="jax_triton_rocm_triton_dump_")
-            vars(cache_knobs)["dump_dir"] = _private_dump
+        for name in private:
+            if name not in _private:
+                _private[name] = tempfile.mkdtemp(prefix=f"jax_triton_rocm_triton_{_KINDS[name]}_")
+            vars(cache_knobs)[name] = _private[name]
         _in_flight += 1
     return cache_knobs
 
 
 def _release(cache_knobs: Any) -> None:
     """One compile ends; the last gives the knobs back and removes the private cache folder."""
-    global _in_flight, _private
+    global _in_flight
     with _state.LOCKS.triton_cache_dir:
         _in_flight -= 1
         if _in_flight == 0:
             if _saved:  # something was overridden
                 _restore(cache_knobs)
-            if _private is not None:
-                shutil.rmtree(_private, ignore_errors=True)
-                _private = None
+            if "dir" in _private:
+                shutil.rmtree(_private.pop("dir"), ignore_errors=True)
 
 
 def _restore(cache_knobs: Any) -> None:
@@ -171,10 +170,10 @@ def _warn_unwritable(name: str, directory: str, err: OSError, reason: str) -> No
         return
     instead = ("Kernels compile without it (in a private temporary folder, removed afterwards), "
                "so nothing is cached on disk" if name == "dir"
-               else f"Triton's dumps go to {_private_dump} instead")
+               else f"Triton's dumps go to {_private[name]} instead")
     logger.warning(
         "jax_triton_rocm: Triton's %s folder %s (%s) cannot be written: %s. %s; set %s to a "
-        "writable folder.", "cache" if name == "dir" else "dump", shown_path(directory),
+        "writable folder.", _KINDS[name], shown_path(directory),
         setting(name), reason, instead, FOLDER_VARIABLES[name])
 
 
@@ -223,13 +222,10 @@ def remember_triton_key() -> None:
                 key = data.decode("ascii")
                 if not (key.startswith(version) and _HASHES.fullmatch(key[len(version):])):
                     raise ValueError(f"not a key of Triton {version}")
-            except FileNotFoundError:
-                key = None
             except (OSError, ValueError) as err:
-                logger.debug("jax_triton_rocm: not using the remembered Triton key %s: %s",
-                             os.path.join(folder, name), err)
-                key = None
-            if key is None:
+                if not isinstance(err, FileNotFoundError):
+                    logger.debug("jax_triton_rocm: not using the remembered Triton key %s: %s",
+                                 os.path.join(folder, name), err)
                 computed = original()
                 try:
                     _files.write_file((folder,), name, computed.encode("ascii"))
@@ -251,13 +247,13 @@ def remember_triton_key() -> None:
 
 def _restore_after_fork() -> None:
     """In a child forked mid-compile: the knob goes back; a private folder is the parent's."""
-    global _in_flight, _private
+    global _in_flight
     if _in_flight:
         import triton
 
         _restore(triton.knobs.cache)
         _in_flight = 0
-    _private = None
+    _private.pop("dir", None)
 
 
 _state.on_fork(_restore_after_fork)

@@ -114,7 +114,7 @@ def test_autotuned_call_takes_the_legacy_target_whose_trials_see_the_real_operan
 
 def test_forcing_the_ffi_target_for_autotuned_calls_warns_once(monkeypatch, caplog):
     monkeypatch.setenv(_env.ENV_AUTOTUNE_TARGET, "ffi")
-    _compat._warn_ffi_autotune.cache_clear()
+    monkeypatch.setattr(_state, "_WARNED", set())
     with caplog.at_level("WARNING", logger="jax_triton_rocm"):
         lower_add(au.tuned_add_kernel)
         lower_add(au.tuned_add_kernel, n=N + 1)

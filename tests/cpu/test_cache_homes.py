@@ -41,7 +41,7 @@ def test_a_read_only_home(tmp_path):
 def temp_root(temp_root, monkeypatch):
     """conftest's private folder for the package's temporary folders, before this process has
     made its private dump folder."""
-    monkeypatch.setattr(_folders, "_private_dump", None)
+    monkeypatch.setattr(_folders, "_private", {})
     return temp_root
 
 

@@ -166,7 +166,7 @@ def test_a_failure_of_the_environment_is_not_remembered(temp_root, monkeypatch):
 
 def test_a_failure_of_the_kernel_is_still_remembered():
     err = RuntimeError("PassManager::run failed")
-    cache = _state.KernelCache(_state.LockRegistry())
+    cache = _state.KernelCache()
 
     _, held = cache.claim("key")
     cache.finish("key", err, keep=_errors.is_kernel_error(err))

@@ -24,7 +24,7 @@ def traced(monkeypatch):
     """`trace(fn, *shapes)` traces `fn` on float32 arrays of `shapes` and returns
     (BoundCall, operand positions among fn's arguments, whether the full check ran)."""
     monkeypatch.setattr(_state, "CALL_LAYOUTS",
-                        _state.BoundedCache(_state.LOCKS, _env.ENV_CALL_CACHE_SIZE))
+                        _state.BoundedCache(_env.ENV_CALL_CACHE_SIZE))
     seen = []
     check, full = _bound.check_triton_call, _binder.bind_arguments
 

@@ -110,7 +110,7 @@ def test_a_cache_size_that_is_not_a_positive_integer_names_the_variable(monkeypa
 
 
 def test_a_changed_bound_takes_effect_at_the_next_put(monkeypatch):
-    cache = _state.BoundedCache(_state.LOCKS, _env.ENV_CALL_CACHE_SIZE)
+    cache = _state.BoundedCache(_env.ENV_CALL_CACHE_SIZE)
     monkeypatch.setenv(_env.ENV_CALL_CACHE_SIZE, "3")
     for key in range(3):
         cache.put(key, key)

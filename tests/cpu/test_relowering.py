@@ -31,7 +31,7 @@ def layouts(monkeypatch):
     monkeypatch.setattr(_layout, "lay_out_arguments", counting)
     for cache in ("CHECKED_CALLS", "CALL_LAYOUTS"):
         monkeypatch.setattr(_state, cache,
-                            _state.BoundedCache(_state.LOCKS, _env.ENV_CALL_CACHE_SIZE))
+                            _state.BoundedCache(_env.ENV_CALL_CACHE_SIZE))
     return laid_out
 
 
