@@ -69,9 +69,7 @@ class MappedZeroed:
 
 
 def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> BoundCall:
-    """Checks a `triton_call` in full, or relays it into an earlier one's layout. Raises for a
-    call JAX would drop (no output, no Ref, no side effect), or a parameter left unfilled
-    because a keyword named like it is one of triton_call's own, among the checks it runs."""
+    """Checks a `triton_call` in full, or relays it into an earlier one's layout."""
     kept_as = None if call.operands else layout_key(call)
     layout = None if kept_as is None else _state.CALL_LAYOUTS.get(kept_as, kernel=call.kernel)
     if layout is not None and (bound := relaid_call(layout, call)) is not None:
@@ -81,12 +79,7 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     # A kernel that takes nothing at launch (no parameters, or constexprs only) can only be
     # called for what it does besides outputs (a print, an assert): kept, as Triton launches it.
     side_effect = call.has_side_effect or all([param.constexpr for param in unwrapped.params])
-    if not out_shapes and not side_effect and not binding.refs:
-        raise ValueError(
-            f"{convention}={call.outputs!r} is empty and kernel {unwrapped.name} gets no Ref "
-            f"operand, so nothing would use the call and JAX would drop it. Give it outputs, "
-            f"e.g. {convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the buffers it "
-            f"writes as Refs (jax.new_ref), or say has_side_effect=True.")
+    refuse_unused_call(call, binding, side_effect)
     placed, laid = place_outputs(call, binding, own_keywords)
     refs = {leaf.operand for leaf in binding.refs}
     # How the call names each operand, for what is checked once the kernel is compiled.
@@ -95,17 +88,7 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     words = _spec.CallWords("", convention, tuple(
         (leaf.operand, leaf.what, j) for j, leaf in enumerate(counted)
         if leaf.operand is not None))
-    param = own_named_parameter(unwrapped, set(own_keywords) - binding.named,
-                                len(call.args) + len(out_shapes))
-    if param is not None:
-        where = "constexprs" if param.is_constexpr else "operands"
-        raise TypeError(
-            f"Kernel {unwrapped.name}'s parameter {param.name!r} has the name of an argument of "
-            f"triton_call itself ({param.name}=...), so a keyword {param.name}= is "
-            f"triton_call's own and cannot fill it. Pass it by name in "
-            f"{where}={{{param.name!r}: ...}} ("
-            + ("a compile-time constant" if param.is_constexpr else
-               "filled at launch; constexprs= compiles a value in") + ").")
+    refuse_own_named_parameter(call, binding, own_keywords)
     spec = _checker.check_call(
         "triton_call", kernel=call.kernel, unwrapped=unwrapped, **{**call.given, **laid},
         options=binding.options, has_side_effect=side_effect, cost_estimate=call.cost_estimate,
@@ -119,6 +102,34 @@ def check_triton_call(call: CallArguments, own_keywords: tuple[str, ...]) -> Bou
     if kept_as is not None and not refs and len(spec.out_shapes) == len(out_shapes):
         keep_layout(kept_as, call, placed, spec)
     return bound
+
+
+def refuse_unused_call(call: CallArguments, binding: _binder.Binding, side_effect: bool) -> None:
+    """Raises ValueError for a call with no output, no Ref and no side effect, which JAX
+    would drop."""
+    if not call.out_shapes and not side_effect and not binding.refs:
+        raise ValueError(
+            f"{call.convention}={call.outputs!r} is empty and kernel {call.unwrapped.name} gets "
+            f"no Ref operand, so nothing would use the call and JAX would drop it. Give it "
+            f"outputs, e.g. {call.convention}=jax.ShapeDtypeStruct(x.shape, x.dtype), pass the "
+            f"buffers it writes as Refs (jax.new_ref), or say has_side_effect=True.")
+
+
+def refuse_own_named_parameter(call: CallArguments, binding: _binder.Binding,
+                               own_keywords: tuple[str, ...]) -> None:
+    """Raises TypeError for a parameter left unfilled because a keyword named like it is one
+    of triton_call's own, and went to triton_call."""
+    param = own_named_parameter(call.unwrapped, set(own_keywords) - binding.named,
+                                len(call.args) + len(call.out_shapes))
+    if param is not None:
+        where = "constexprs" if param.is_constexpr else "operands"
+        raise TypeError(
+            f"Kernel {call.unwrapped.name}'s parameter {param.name!r} has the name "
+            f"of an argument of triton_call itself ({param.name}=...), so a keyword "
+            f"{param.name}= is triton_call's own and cannot fill it. Pass it by name in "
+            f"{where}={{{param.name!r}: ...}} ("
+            + ("a compile-time constant" if param.is_constexpr else
+               "filled at launch; constexprs= compiles a value in") + ").")
 
 
 def keep_layout(kept_as: tuple, call: CallArguments, placed: Placed,
@@ -194,13 +205,6 @@ def place_outputs(call: CallArguments, binding: _binder.Binding,
         else:
             positional.append((kind, value))
     ref_results = tuple([(leaf.operand, len(order) + n) for n, leaf in enumerate(refs)])
-    zeroed = call.given["zeroed_outputs"]  # mapped from the outputs to the results
-    if callable(zeroed):
-        if user_results != tuple(range(len(user_results))):
-            zeroed = MappedZeroed(zeroed, user_results)
-    elif not isinstance(zeroed, tuple) or zeroed:  # the default, `()`, zeroes nothing
-        indices = _values.output_indices(zeroed, len(user_results), what="zeroed_outputs")
-        zeroed = tuple(sorted([user_results[o] for o in indices]))
     prim_aliases = {**{leaf.operand: user_results[o] for leaf, o in pairs}, **dict(ref_results)}
     return Placed(tuple(binding.operands), user_results, ref_results), dict(
         positional=tuple(positional), metaparams=metaparams,
@@ -208,7 +212,7 @@ def place_outputs(call: CallArguments, binding: _binder.Binding,
         out_shapes=tuple([out_shapes[o] for o in order]
                          + [jax.ShapeDtypeStruct(x.value.shape, x.value.dtype) for x in refs]),
         aliases=tuple(sorted(prim_aliases.items())),
-        zeroed_outputs=zeroed)
+        zeroed_outputs=zeroed_results(call.given["zeroed_outputs"], user_results))
 
 
 def aliased_leaves(call: CallArguments, binding: _binder.Binding) -> list[tuple[Any, int]]:
@@ -284,6 +288,18 @@ def output_owners(call: CallArguments, binding: _binder.Binding, aliased: set[in
             f"fix the outputs.{forgotten}")
     n_args = len(call.args)
     return dict(zip(range(n_outs), range(n_args, n_args + n_outs)))
+
+
+def zeroed_results(zeroed: Any, user_results: tuple[int, ...]) -> Any:
+    """`zeroed_outputs` mapped from the outputs to the primitive's results; raises for an
+    index that names no output."""
+    if callable(zeroed):
+        if user_results != tuple(range(len(user_results))):
+            zeroed = MappedZeroed(zeroed, user_results)
+    elif not isinstance(zeroed, tuple) or zeroed:  # the default, `()`, zeroes nothing
+        indices = _values.output_indices(zeroed, len(user_results), what="zeroed_outputs")
+        zeroed = tuple(sorted([user_results[o] for o in indices]))
+    return zeroed
 
 
 def own_named_parameter(unwrapped: Any, own_keywords: Iterable[str], start: int) -> Any:

@@ -144,11 +144,7 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
         settings, others = merge_backend_options(backend_options, dict(zip(SETTINGS, (
             num_warps, num_stages, num_ctas, debug, enable_fp_fusion))), options)
         num_warps, num_stages, num_ctas, debug, enable_fp_fusion = settings
-        if batch_grid_axis is not None and _has_descriptor(positional):
-            raise NotImplementedError(
-                "batch_grid_axis with a TensorDescriptor operand: a descriptor describes one "
-                "example. Leave batch_grid_axis=None (jax.vmap then calls the kernel once per "
-                "example), or pass the base array and build the descriptor inside the kernel.")
+        refuse_batched_descriptors(batch_grid_axis, positional)
         cost_estimate = checked_cost_estimate(cost_estimate)
     check_call_labels(api, name, serialized_metadata, xla_native)
     _values.launch_settings(num_warps, num_stages, num_ctas, caller=api.prefix)
@@ -161,16 +157,8 @@ def check_call(api_name: str, *, kernel: Any, unwrapped: _spec.Unwrapped, positi
     grid = _values.grid_value(grid)  # a MetaGrid's results are checked per config (plan._plan)
     if isinstance(grid, _values.MetaGrid):
         check_takes_meta(grid.fn, f"{api.prefix}grid")
-    if batch_grid_axis is not None and (isinstance(batch_grid_axis, (bool, np.bool_))
-                                        or batch_grid_axis not in (0, 1, 2)):
-        raise ValueError(
-            f"{api.prefix}batch_grid_axis={batch_grid_axis!r} must be None (jax.vmap loops over "
-            f"the batch) or the grid axis 0, 1 or 2 whose program id is the example index under "
-            f"jax.vmap.")
-    for what, value in (("enable_fp_fusion", enable_fp_fusion), ("debug", debug)):
-        if not isinstance(value, (bool, np.bool_)):  # a string such as "no" would be truthy
-            raise TypeError(f"{api.prefix}{what}={value!r} must be a bool (True or False), got "
-                            f"{type(value).__name__}.")
+    check_batch_grid_axis(api, batch_grid_axis)
+    check_flags(api, enable_fp_fusion, debug)
     zeroed = checked_zeroed(api, zeroed_outputs, len(out_shapes))
     spec = KernelCallSpec(
         kernel=kernel, unwrapped=unwrapped, positional=tuple(positional),
@@ -246,6 +234,15 @@ def refuse_unknown_option(key: str) -> None:
             f"{', '.join(every)}.")
 
 
+def refuse_batched_descriptors(batch_grid_axis: Any, positional: tuple) -> None:
+    """Raises NotImplementedError for `batch_grid_axis` with a TensorDescriptor operand."""
+    if batch_grid_axis is not None and _has_descriptor(positional):
+        raise NotImplementedError(
+            "batch_grid_axis with a TensorDescriptor operand: a descriptor describes one "
+            "example. Leave batch_grid_axis=None (jax.vmap then calls the kernel once per "
+            "example), or pass the base array and build the descriptor inside the kernel.")
+
+
 def checked_cost_estimate(cost: Any) -> Any:
     """`cost_estimate` as sorted (key, count) pairs, or None; raises for another key, or a
     count that is no non-negative int."""
@@ -294,6 +291,22 @@ def check_buffers(api: Api, positional: tuple, in_avals: tuple, out_shapes: tupl
                 f"when the call is lowered, and jaxlib's Triton call has no grid that follows a "
                 f"size known only at run time. Export for concrete shapes instead (one export "
                 f"per shape).")
+
+
+def check_batch_grid_axis(api: Api, axis: Any) -> None:
+    """Raises ValueError unless `batch_grid_axis` is None or a grid axis, 0, 1 or 2."""
+    if axis is not None and (isinstance(axis, (bool, np.bool_)) or axis not in (0, 1, 2)):
+        raise ValueError(
+            f"{api.prefix}batch_grid_axis={axis!r} must be None (jax.vmap loops over the batch) "
+            f"or the grid axis 0, 1 or 2 whose program id is the example index under jax.vmap.")
+
+
+def check_flags(api: Api, enable_fp_fusion: Any, debug: Any) -> None:
+    """Raises TypeError unless `enable_fp_fusion` and `debug` are bools."""
+    for what, value in (("enable_fp_fusion", enable_fp_fusion), ("debug", debug)):
+        if not isinstance(value, (bool, np.bool_)):  # a string such as "no" would be truthy
+            raise TypeError(f"{api.prefix}{what}={value!r} must be a bool (True or False), got "
+                            f"{type(value).__name__}.")
 
 
 def checked_zeroed(api: Api, zeroed: Any, n_outputs: int) -> Any:
