@@ -316,7 +316,9 @@ class _Found:
             self.stray = inner.stray
 
     def accesses(self, n_args: int) -> Accesses:
-        return Accesses(*self.kinds.values(), self.stray, n_args)  # in the fields' order
+        kinds = self.kinds
+        return Accesses(kinds["store"], kinds["atomic"], kinds["load"], kinds["unsure"],
+                        self.stray, n_args)
 
 
 def _operand_text(text: str) -> str:
